@@ -1,0 +1,37 @@
+# The two commands of the README: `make demo` and `make test`. Both create .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test soak bench lint java clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "Spark needs Java 17: install it with 'apt-get update && apt-get install -y openjdk-17-jre-headless'" >&2; \
+	  exit 2; }
+
+demo: $(STAMP) java
+	$(BIN)/kraft demo
+
+test: $(STAMP) java
+	$(BIN)/python -m pytest -q
+
+soak: $(STAMP) java
+	$(BIN)/python -m pytest -q -m soak
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check raft metadata broker tools tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,110 @@
+"""Topic IDs (KIP-516): 128-bit values shown as 22 characters of unpadded base64url.
+
+Behaves like Kafka's `org.apache.kafka.common.Uuid`: `random()` never yields a reserved
+ID, nor text starting with '-' (which a command line would take for a flag).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import random as _random_module
+import uuid as _stdlib_uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+_TEXT_LENGTH = 22
+_MASK_64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Uuid:
+    """An immutable 128-bit identifier, ordered by its unsigned value."""
+
+    value: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.value < 1 << 128:
+            raise ValueError(f"Uuid value out of 128-bit range: {self.value!r}")
+
+    @classmethod
+    def random(cls, rng: _random_module.Random | None = None) -> Uuid:
+        """A version-4, variant-2 UUID that is not reserved and whose text is flag-safe.
+
+        `rng` makes the result deterministic (simulator, property tests); without it the
+        operating system's entropy is used, as Kafka does.
+        """
+        while True:
+            raw = rng.getrandbits(128).to_bytes(16, "big") if rng else None
+            candidate = cls(_stdlib_uuid.UUID(bytes=raw, version=4).int if raw
+                            else _stdlib_uuid.uuid4().int)
+            if candidate in RESERVED or str(candidate).startswith("-"):
+                continue
+            return candidate
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Uuid:
+        if len(data) != 16:
+            raise ValueError(f"a Uuid is 16 bytes, got {len(data)}: {data!r}")
+        return cls(int.from_bytes(data, "big"))
+
+    @classmethod
+    def from_string(cls, text: str) -> Uuid:
+        """Parse exactly the 22-character unpadded base64url form."""
+        if not isinstance(text, str) or len(text) != _TEXT_LENGTH:
+            raise ValueError(f"invalid Uuid {text!r}: expected 22 base64url characters")
+        try:
+            data = base64.b64decode(text + "==", altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"invalid Uuid {text!r}: not base64url") from None
+        parsed = cls.from_bytes(data)
+        if str(parsed) != text:  # rejects non-canonical trailing bits
+            raise ValueError(f"invalid Uuid {text!r}: not in canonical form")
+        return parsed
+
+    @classmethod
+    def from_bits(cls, most_significant: int, least_significant: int) -> Uuid:
+        return cls(((most_significant & _MASK_64) << 64) | (least_significant & _MASK_64))
+
+    @property
+    def most_significant_bits(self) -> int:
+        """The high 64 bits as a signed long, as Java's accessor returns them."""
+        return _signed64(self.value >> 64)
+
+    @property
+    def least_significant_bits(self) -> int:
+        return _signed64(self.value & _MASK_64)
+
+    def to_bytes(self) -> bytes:
+        return self.value.to_bytes(16, "big")
+
+    def __str__(self) -> str:
+        return base64.urlsafe_b64encode(self.to_bytes()).decode("ascii").rstrip("=")
+
+    def __repr__(self) -> str:
+        return f"Uuid('{self}')"
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+ZERO_UUID = Uuid(0)
+METADATA_TOPIC_ID = Uuid(1)
+RESERVED = frozenset({ZERO_UUID, METADATA_TOPIC_ID})
+
+
+def msgpack_default(obj: Any) -> Any:
+    """`msgpack.packb(..., default=msgpack_default)`: Uuids travel as 16-byte bin."""
+    if isinstance(obj, Uuid):
+        return obj.to_bytes()
+    raise TypeError(f"cannot encode {type(obj).__name__} as msgpack")
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=msgpack_default, use_bin_type=True)

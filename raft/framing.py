@@ -1,0 +1,106 @@
+"""Wire framing: a 4-byte big-endian length, then one msgpack map.
+
+Every frame is `{api, version, correlation_id, cluster_id, body}`. Anything wrong with a
+frame (truncated, oversized, undecodable, not a map) raises `FrameError`; the caller
+closes that one connection and logs the reason, and keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+import trio
+
+from metadata.uuid import pack
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+_LENGTH = struct.Struct(">I")
+_RECEIVE_CHUNK = 64 * 1024
+REQUIRED_KEYS = ("api", "version", "correlation_id", "cluster_id", "body")
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a valid frame: close the connection."""
+
+
+def encode_frame(message: dict[str, Any], max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+                 ) -> bytes:
+    payload = pack(message)
+    if len(payload) > max_frame_bytes:
+        raise FrameError(f"frame of {len(payload)} bytes exceeds the {max_frame_bytes} limit")
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def decode_payload(payload: bytes) -> dict[str, Any]:
+    try:
+        message = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on bad input
+        raise FrameError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
+    if not isinstance(message, dict):
+        raise FrameError(f"frame is a {type(message).__name__}, not a map")
+    missing = [key for key in REQUIRED_KEYS if key not in message]
+    if missing:
+        raise FrameError(f"frame lacks {', '.join(missing)}")
+    if not isinstance(message["correlation_id"], int) or not isinstance(message["api"], str):
+        raise FrameError("frame has a non-integer correlation_id or a non-string api")
+    return message
+
+
+class FrameDecoder:
+    """Sans-I/O: feed received bytes, take out whole frames."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self._buffer += data
+        frames = []
+        while len(self._buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(self._buffer)
+            if length > self._max_frame_bytes:
+                raise FrameError(
+                    f"frame of {length} bytes exceeds the {self._max_frame_bytes} limit")
+            end = _LENGTH.size + length
+            if len(self._buffer) < end:
+                break
+            payload = bytes(self._buffer[_LENGTH.size:end])
+            del self._buffer[:end]
+            frames.append(decode_payload(payload))
+        return frames
+
+    @property
+    def has_partial_frame(self) -> bool:
+        return bool(self._buffer)
+
+
+class FramedStream:
+    """Frames over a Trio stream. `receive()` returns None on a clean close between frames."""
+
+    def __init__(self, stream: trio.abc.Stream,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.stream = stream
+        self._max_frame_bytes = max_frame_bytes
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._pending: list[dict[str, Any]] = []
+        self._send_lock = trio.Lock()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while not self._pending:
+            data = await self.stream.receive_some(_RECEIVE_CHUNK)
+            if not data:
+                if self._decoder.has_partial_frame:
+                    raise FrameError("connection closed in the middle of a frame")
+                return None
+            self._pending.extend(self._decoder.feed(data))
+        return self._pending.pop(0)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        frame = encode_frame(message, self._max_frame_bytes)
+        async with self._send_lock:
+            await self.stream.send_all(frame)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

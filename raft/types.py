@@ -1,0 +1,152 @@
+"""Shared vocabulary of the raft layer: offsets, batches, election state, the log seam and
+the `Ready` handed from the pure core to its shell.
+
+Contract between `raft.core` and a shell (the Trio node or the simulator):
+
+1. The core appends to and truncates its `RaftLog` directly (unflushed writes: the page
+   cache on disk, or the volatile part of the simulated disk).
+2. `core.ready()` returns a `Ready`. The shell persists `election` (quorum-state, fsync),
+   then calls `log.flush()` if `entries` or `truncate_to` are set, then sends `messages`,
+   then hands records below `high_watermark` to the metadata loader, then calls
+   `core.advance(ready)`, which tells the core those entries are durable (a leader only
+   counts its own log end once it is flushed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NewType, Protocol
+
+NodeId = NewType("NodeId", int)
+Epoch = NewType("Epoch", int)
+Offset = NewType("Offset", int)
+
+NO_EPOCH = -1  # Kafka's UNDEFINED_EPOCH
+NO_OFFSET = -1  # Kafka's UNDEFINED_OFFSET
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """Consecutive records written by one leader in one epoch; record i has offset base+i.
+
+    Each record is its own msgpack-encoded bytes, opaque to the raft layer.
+    """
+
+    base_offset: int
+    epoch: int
+    records: tuple[bytes, ...]
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + len(self.records) - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + len(self.records)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(r) for r in self.records)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectionState:
+    """What `quorum-state` holds: persisted (fsync) before any reply that depends on it."""
+
+    epoch: int
+    leader_id: int | None = None
+    voted_id: int | None = None
+    voters: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "leader_id": self.leader_id,
+                "voted_id": self.voted_id, "voters": list(self.voters)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ElectionState:
+        return cls(epoch=int(data["epoch"]), leader_id=data.get("leader_id"),
+                   voted_id=data.get("voted_id"),
+                   voters=tuple(int(v) for v in data.get("voters", ())))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """A message between nodes.
+
+    `src`/`dst` are node ids; the Trio shell gives anonymous clients (tools) negative ids.
+    A response carries the `correlation_id` of its request; the core numbers its own
+    outgoing requests.
+    """
+
+    src: int
+    dst: int
+    correlation_id: int
+    message: Any  # one of raft.messages' request/response dataclasses
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ready:
+    election: ElectionState | None = None  # 1. persist quorum-state, fsync
+    truncate_to: int | None = None  # 2. already applied to the log: flush before sending
+    entries: tuple[Batch, ...] = ()
+    messages: tuple[Envelope, ...] = ()  # 3. send only after 1-2 are durable
+    high_watermark: int | None = None  # 4. new HW (exclusive): hand committed records over
+
+    @property
+    def needs_flush(self) -> bool:
+        return bool(self.entries) or self.truncate_to is not None
+
+    @property
+    def is_empty(self) -> bool:
+        return (self.election is None and not self.needs_flush and not self.messages
+                and self.high_watermark is None)
+
+
+class RaftLog(Protocol):
+    """The replicated log as the core sees it. Offsets are record offsets; the log end
+    offset is the next offset to be written. Writes are volatile until `flush()`."""
+
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int: ...
+
+    @property
+    def flushed_end_offset(self) -> int: ...
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last batch, 0 for an empty log."""
+        ...
+
+    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
+        """Leader append: assigns offsets from the log end."""
+        ...
+
+    def append_batches(self, batches: Sequence[Batch]) -> None:
+        """Follower append of batches copied from the leader; the first one must start at
+        the log end (ValueError otherwise)."""
+        ...
+
+    def read(self, start_offset: int, max_bytes: int) -> list[Batch]:
+        """Whole batches from the one containing `start_offset`; at least one batch if any
+        exists at or after it, then more while under `max_bytes`."""
+        ...
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at `offset` or above (and the epoch cache entries past it)."""
+        ...
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetsForLeaderEpoch: (largest epoch <= `epoch` present in the log,
+        the end offset of that epoch, i.e. the start of the next higher epoch or the log
+        end). (NO_EPOCH, NO_OFFSET) when `epoch` is below every epoch in the log."""
+        ...
+
+    def epoch_at(self, offset: int) -> int:
+        """Epoch of the record at `offset` (which must lie in the log)."""
+        ...
+
+    def flush(self) -> None: ...

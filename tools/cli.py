@@ -1,0 +1,75 @@
+"""The `kraft` command line: one entry point, Kafka-like verbs.
+
+Each verb lives in `tools.commands.<module>` with `configure(parser)` and `run(args) -> int`;
+modules are imported only when their verb runs (pyspark and trio are slow to import).
+Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from tools.errors import CommandError
+from tools.logs import configure_logging
+
+VERBS: dict[str, tuple[str, str]] = {
+    # verb: (module in tools.commands, one-line help)
+    "format": ("format", "format a node's log directory (like kafka-storage.sh format)"),
+    "random-uuid": ("format", "print a new random Uuid"),
+    "dump-log": ("dump_log", "print every batch and record of a metadata log"),
+    "node": ("node", "run one node in the foreground"),
+    "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
+    "topics": ("topics", "create, describe, delete and alter topics"),
+    "sim": ("sim", "deterministic simulation sweep of the raft core"),
+    "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
+    "demo": ("demo", "the end-to-end demo run by `make demo`"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise CommandError(f"{self.prog}: {message}", exit_code=2)
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="kraft", description="kraft-py: a KRaft-style metadata quorum")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    parser.add_argument("--log-level", default="WARNING")
+    subparsers = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    for name, (module_name, help_text) in VERBS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == verb:  # only the chosen verb's module is imported
+            module = importlib.import_module(f"tools.commands.{module_name}")
+            module.configure(sub, name)
+            sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb = next((a for a in argv if a in VERBS), None)
+    wants_json = "--json" in argv
+    try:
+        args = build_parser(verb).parse_args(argv)
+        configure_logging(args.log_format, args.log_level)
+        code: int = args.run(args)
+        return code
+    except CommandError as exc:
+        if wants_json:
+            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        logging.getLogger(__name__).warning("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
