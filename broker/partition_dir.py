@@ -1,0 +1,275 @@
+"""The thin I/O under reconciliation: scan a log dir, read and write partition.metadata
+durably, and apply `broker.reconcile` actions.
+
+Every action is idempotent and ordered so that a crash between any two system calls
+leaves a state that the next scan + reconcile finishes (KIP-516 "Deletion"):
+
+- partition.metadata is written to a temp file, fsynced, renamed over the real name, and
+  the directory is fsynced: the file is either absent (migration writes it) or whole;
+- staging writes `deletion.metadata` (due time, reason) into the partition directory
+  *before* moving it under `deleting/`, so a staged directory always knows when it may
+  be removed, and pending deletions survive restarts;
+- removing a staged directory deletes `deletion.metadata` last, so an interrupted
+  removal is still due and is simply done again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from broker.reconcile import (
+    DELETING_DIR,
+    Action,
+    CreatePartition,
+    DeleteStaged,
+    LocalPartition,
+    RenamePartitionDir,
+    ScheduleDeletion,
+    StagedDeletion,
+    StageForDeletion,
+    WriteMetadataFile,
+    parse_partition_dir_name,
+)
+from metadata.uuid import Uuid
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA = "partition.metadata"
+DELETION_METADATA = "deletion.metadata"
+_TMP_SUFFIX = ".tmp"
+_RESERVED_PREFIXES = ("__cluster_metadata", ".")  # the raft log itself; hidden entries
+PARTITION_METADATA_VERSION = 0
+
+
+class PartitionDirError(Exception):
+    """The log dir is in a state no action can safely fix (names the path)."""
+
+
+# --- durable small files ------------------------------------------------------------
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: Path, text: str) -> None:
+    """temp file, fsync, rename over `path`, fsync the directory."""
+    tmp = path.with_name(path.name + _TMP_SUFFIX)
+    with open(tmp, "w", encoding="ascii") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _parse_key_values(text: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def format_partition_metadata(topic_id: Uuid) -> str:
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id}\n"
+
+
+def parse_partition_metadata(text: str) -> Uuid:
+    """The topic ID of a partition.metadata text; ValueError when it is not one."""
+    fields = _parse_key_values(text)
+    if fields.get("version") != str(PARTITION_METADATA_VERSION):
+        raise ValueError(f"unsupported partition.metadata version {fields.get('version')!r}")
+    if "topic_id" not in fields:
+        raise ValueError("partition.metadata has no topic_id")
+    return Uuid.from_string(fields["topic_id"])
+
+
+def read_partition_metadata(partition_dir: Path) -> Uuid | None:
+    """The directory's topic ID; None when the file is missing or unreadable (logged)."""
+    path = partition_dir / PARTITION_METADATA
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("unreadable partition.metadata", extra={"path": str(path), "error": str(exc)})
+        return None
+    try:
+        return parse_partition_metadata(text)
+    except ValueError as exc:
+        log.warning("invalid partition.metadata", extra={"path": str(path), "error": str(exc)})
+        return None
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: Uuid) -> None:
+    write_file_durably(partition_dir / PARTITION_METADATA, format_partition_metadata(topic_id))
+
+
+def read_due_ms(staged_dir: Path) -> int | None:
+    try:
+        fields = _parse_key_values((staged_dir / DELETION_METADATA).read_text(encoding="utf-8"))
+        return int(fields["due_ms"])
+    except (OSError, UnicodeDecodeError, KeyError, ValueError):
+        return None
+
+
+def write_deletion_metadata(target_dir: Path, *, due_ms: int, reason: str, origin: str) -> None:
+    reason_line = reason.replace("\n", " ")
+    write_file_durably(target_dir / DELETION_METADATA,
+                       f"version: 0\ndue_ms: {due_ms}\ndir: {origin}\nreason: {reason_line}\n")
+
+
+# --- scan ---------------------------------------------------------------------------
+
+
+def scan(log_dir: Path) -> tuple[list[LocalPartition], list[StagedDeletion]]:
+    """The partition directories and the staged deletions found in `log_dir`."""
+    local: list[LocalPartition] = []
+    for entry in sorted(log_dir.iterdir()):
+        if not entry.is_dir() or entry.name == DELETING_DIR:
+            continue
+        if entry.name.startswith(_RESERVED_PREFIXES):
+            continue
+        parsed = parse_partition_dir_name(entry.name)
+        if parsed is None:
+            continue  # not a partition directory: never ours to touch
+        topic, partition = parsed
+        local.append(LocalPartition(topic=topic, partition=partition,
+                                    topic_id=read_partition_metadata(entry)))
+    staged: list[StagedDeletion] = []
+    deleting = log_dir / DELETING_DIR
+    if deleting.is_dir():
+        for entry in sorted(deleting.iterdir()):
+            if not entry.is_dir():
+                continue
+            due_ms = read_due_ms(entry)
+            if due_ms is None and not any(entry.iterdir()):
+                due_ms = 0  # an interrupted removal: nothing left to keep
+            staged.append(StagedDeletion(name=entry.name, due_ms=due_ms))
+    return local, staged
+
+
+# --- apply --------------------------------------------------------------------------
+
+
+def apply_action(log_dir: Path, action: Action) -> None:
+    """Apply one action; applying it again (after a crash) is harmless."""
+    if isinstance(action, CreatePartition | WriteMetadataFile):
+        _ensure_partition(log_dir, action)
+    elif isinstance(action, StageForDeletion):
+        _stage(log_dir, action)
+    elif isinstance(action, RenamePartitionDir):
+        _rename(log_dir, action)
+    elif isinstance(action, ScheduleDeletion):
+        staged_dir = log_dir / DELETING_DIR / action.staged_name
+        if staged_dir.is_dir():
+            write_deletion_metadata(staged_dir, due_ms=action.due_ms,
+                                    reason="due time was not recorded",
+                                    origin=action.staged_name)
+    elif isinstance(action, DeleteStaged):
+        _remove_staged(log_dir, action)
+    else:  # pragma: no cover - exhaustiveness
+        raise TypeError(f"unknown action {action!r}")
+
+
+def apply_actions(log_dir: Path, actions: Iterable[Action]) -> None:
+    for action in actions:
+        apply_action(log_dir, action)
+
+
+def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile) -> None:
+    path = log_dir / action.dir_name
+    if isinstance(action, WriteMetadataFile) and not path.is_dir():
+        return  # the directory moved away since the scan: nothing to migrate
+    if not path.is_dir():
+        path.mkdir()
+        fsync_dir(log_dir)
+    current = read_partition_metadata(path)
+    if current == action.topic_id:
+        return
+    if current is not None:
+        raise PartitionDirError(
+            f"{path}: partition.metadata holds {current}, refusing to overwrite with "
+            f"{action.topic_id}")
+    write_partition_metadata(path, action.topic_id)
+    log.info("created partition" if isinstance(action, CreatePartition)
+             else "wrote partition.metadata (migration)",
+             extra={"dir": action.dir_name, "topic_id": str(action.topic_id)})
+
+
+def _stage(log_dir: Path, action: StageForDeletion) -> None:
+    source = log_dir / action.dir_name
+    deleting = log_dir / DELETING_DIR
+    target = deleting / action.staged_name
+    if not source.is_dir():
+        if target.is_dir():
+            return  # already moved before a crash
+        raise PartitionDirError(f"{source}: missing, cannot stage it for deletion")
+    if target.exists():
+        raise PartitionDirError(f"{target}: already exists, cannot stage {source} there")
+    found = read_partition_metadata(source)
+    if action.topic_id.value != 0 and found != action.topic_id:
+        raise PartitionDirError(f"{source}: holds topic id {found}, expected the stale "
+                                f"{action.topic_id}; not staging it")
+    log.warning("staging stale partition for deletion", extra={
+        "dir": action.dir_name, "topic_id": str(action.topic_id),
+        "partition": action.partition, "staged_as": f"{DELETING_DIR}/{action.staged_name}",
+        "delete_at_ms": action.due_ms, "delete_at": _utc(action.due_ms),
+        "reason": action.reason})
+    write_deletion_metadata(source, due_ms=action.due_ms, reason=action.reason,
+                            origin=action.dir_name)
+    if not deleting.is_dir():
+        deleting.mkdir()
+        fsync_dir(log_dir)
+    os.rename(source, target)
+    fsync_dir(deleting)
+    fsync_dir(log_dir)
+
+
+def _rename(log_dir: Path, action: RenamePartitionDir) -> None:
+    source = log_dir / action.from_dir
+    target = log_dir / action.to_dir
+    if not source.is_dir():
+        if target.is_dir():
+            return  # already renamed before a crash
+        raise PartitionDirError(f"{source}: missing, cannot rename it to {target.name}")
+    if target.exists():
+        raise PartitionDirError(f"{target}: already exists, cannot rename {source} there")
+    os.rename(source, target)
+    fsync_dir(log_dir)
+    log.info("renamed partition directory (topic renamed)", extra={
+        "from_dir": action.from_dir, "to_dir": action.to_dir,
+        "topic_id": str(action.topic_id)})
+
+
+def _remove_staged(log_dir: Path, action: DeleteStaged) -> None:
+    staged_dir = log_dir / DELETING_DIR / action.staged_name
+    if not staged_dir.is_dir():
+        return
+    # deletion.metadata goes last: until then the directory is still due for removal.
+    for root, dirs, files in os.walk(staged_dir, topdown=False):
+        root_path = Path(root)
+        for name in files:
+            if root_path != staged_dir or name != DELETION_METADATA:
+                (root_path / name).unlink()
+        for name in dirs:
+            (root_path / name).rmdir()
+    (staged_dir / DELETION_METADATA).unlink(missing_ok=True)
+    staged_dir.rmdir()
+    fsync_dir(staged_dir.parent)
+    log.info("removed staged partition", extra={
+        "staged": f"{DELETING_DIR}/{action.staged_name}", "due_ms": action.due_ms})
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

@@ -1,0 +1,274 @@
+"""Reconcile the partition directories on a broker's disk with the metadata image (pure).
+
+This replaces LeaderAndIsr/StopReplica: the broker compares what it finds on disk with
+what the image says and returns a list of actions for `broker.partition_dir` to apply,
+in order. KIP-516 "Deletion" and "stale state" rules:
+
+- a local partition whose topic ID is absent from the image, or differs from the image's
+  ID for that name, is stale: it is staged under `deleting/<topic_id>_<partition>` and
+  removed once `delete.topic.delay.ms` has passed;
+- a directory without partition.metadata whose topic name the image knows gets the file
+  (migration); one whose name the image does not know is a leftover and is staged;
+- a directory whose ID the image knows under another name was renamed: it is moved to
+  the new name and keeps its data and its partition.metadata;
+- a hosted partition with no directory is created with its partition.metadata.
+
+Safety: an action never removes a directory outside `deleting/`, and a directory is only
+staged when its ID is provably not live. A local directory that holds a live topic's data
+but is no longer assigned here (reassigned away) is left alone. Applying the actions then
+reconciling again yields no action (a fixpoint), so a crash at any step is finished by the
+next reconciliation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from metadata.uuid import ZERO_UUID, Uuid
+
+DELETING_DIR = "deleting"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit() or not number.isascii():
+        return None
+    if number != str(int(number)):  # "A-01" is not a partition directory
+        return None
+    return topic, int(number)
+
+
+def staged_dir_name(topic_id: Uuid, partition: int, suffix: int = 0) -> str:
+    """`<topic_id>_<partition>`, with `.<n>` when that name is already taken."""
+    base = f"{topic_id}_{partition}"
+    return base if suffix == 0 else f"{base}.{suffix}"
+
+
+# --- inputs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalPartition:
+    """A `<topic>-<partition>` directory found in the log dir; topic_id is None when it
+    has no (readable) partition.metadata."""
+
+    topic: str
+    partition: int
+    topic_id: Uuid | None
+
+    @property
+    def dir_name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagedDeletion:
+    """A directory under `deleting/`; due_ms is None when its due time was never recorded
+    (it then gets one, never an immediate delete)."""
+
+    name: str
+    due_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostedPartition:
+    """A partition assigned to this broker by the image, and who leads it."""
+
+    topic: str
+    topic_id: Uuid
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+
+    @property
+    def dir_name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assignment:
+    """What reconciliation needs from the image: every live topic's ID by name, and the
+    partitions this broker hosts (see `broker.hosting`)."""
+
+    topic_ids: Mapping[str, Uuid]
+    hosted: tuple[HostedPartition, ...]
+
+
+# --- actions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartition:
+    topic: str
+    partition: int
+    topic_id: Uuid
+
+    @property
+    def dir_name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteMetadataFile:
+    """Migration: a directory without partition.metadata whose topic the image names."""
+
+    topic: str
+    partition: int
+    topic_id: Uuid
+
+    @property
+    def dir_name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageForDeletion:
+    """Move `<dir_name>` to `deleting/<staged_name>`, to be removed at `due_ms`."""
+
+    dir_name: str
+    staged_name: str
+    topic_id: Uuid  # the stale ID (ZERO_UUID when the directory had no partition.metadata)
+    partition: int
+    due_ms: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenamePartitionDir:
+    """A renamed topic: the directory follows the name, data and partition.metadata stay."""
+
+    from_dir: str
+    to_dir: str
+    topic_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleDeletion:
+    """A staged directory with no recorded due time gets one."""
+
+    staged_name: str
+    due_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStaged:
+    """Remove `deleting/<staged_name>`, whose delay has passed."""
+
+    staged_name: str
+    due_ms: int
+
+
+Action = (CreatePartition | WriteMetadataFile | StageForDeletion | RenamePartitionDir
+          | ScheduleDeletion | DeleteStaged)
+
+
+# --- the decision -------------------------------------------------------------------
+
+
+def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
+                 names_by_id: Mapping[Uuid, str]) -> str | None:
+    """Why `local` is stale (KIP-516), or None when it holds a live topic's data."""
+    known_id = topic_ids.get(local.topic)
+    if local.topic_id is None:
+        if known_id is None:
+            return "no partition.metadata and the image has no topic of that name"
+        return None  # migration: gets the image's ID
+    if local.topic_id in names_by_id:
+        return None  # live (maybe under a new name)
+    if known_id is not None:
+        return f"topic id {local.topic_id} differs from the image's {known_id}"
+    return f"topic id {local.topic_id} is not in the image"
+
+
+def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletion],
+              assignment: Assignment, now_ms: int, delete_delay_ms: int) -> list[Action]:
+    """The actions that bring the disk in line with `assignment`, in the order to apply
+    them: stagings (which free names), renames, migrations, creations, then the
+    scheduling and removal of staged directories."""
+    topic_ids = assignment.topic_ids
+    names_by_id = {topic_id: name for name, topic_id in topic_ids.items()}
+    locals_sorted = sorted(local, key=lambda p: (p.topic, p.partition))
+    staged_list = list(staged)
+    taken_staged = {s.name for s in staged_list}
+
+    stage: list[StageForDeletion] = []
+    keep: dict[str, LocalPartition] = {}  # dir name -> live directory that stays put
+    movers: list[LocalPartition] = []
+    migrate: list[WriteMetadataFile] = []
+    for part in locals_sorted:
+        reason = stale_reason(part, topic_ids, names_by_id)
+        if reason is not None:
+            stale_id = part.topic_id if part.topic_id is not None else ZERO_UUID
+            name = _free_staged_name(stale_id, part.partition, taken_staged)
+            taken_staged.add(name)
+            stage.append(StageForDeletion(
+                dir_name=part.dir_name, staged_name=name, topic_id=stale_id,
+                partition=part.partition, due_ms=now_ms + delete_delay_ms, reason=reason))
+        elif part.topic_id is None:
+            migrate.append(WriteMetadataFile(topic=part.topic, partition=part.partition,
+                                             topic_id=topic_ids[part.topic]))
+            keep[part.dir_name] = part
+        elif names_by_id[part.topic_id] == part.topic:
+            keep[part.dir_name] = part
+        else:
+            movers.append(part)
+
+    renames = _plan_renames(movers, keep, names_by_id)
+
+    creates = [CreatePartition(topic=h.topic, partition=h.partition, topic_id=h.topic_id)
+               for h in sorted(assignment.hosted, key=lambda h: (h.topic, h.partition))
+               if h.dir_name not in keep]
+
+    housekeeping: list[Action] = []
+    for item in sorted(staged_list, key=lambda s: s.name):
+        if item.due_ms is None:
+            housekeeping.append(ScheduleDeletion(staged_name=item.name,
+                                                 due_ms=now_ms + delete_delay_ms))
+        elif item.due_ms <= now_ms:
+            housekeeping.append(DeleteStaged(staged_name=item.name, due_ms=item.due_ms))
+
+    return [*stage, *renames, *migrate, *creates, *housekeeping]
+
+
+def _plan_renames(movers: list[LocalPartition], keep: dict[str, LocalPartition],
+                  names_by_id: Mapping[Uuid, str]) -> list[RenamePartitionDir]:
+    """Renames whose target name is free, repeated until no more progress so that chains
+    (a->b while b->c) finish in one reconciliation. A directory whose target stays taken
+    (live data already there, or a cycle of renames) is left where it is; `keep` ends up
+    holding every live directory by its final name."""
+    renames: list[RenamePartitionDir] = []
+    pending = {part.dir_name: part for part in movers}
+    progress = True
+    while progress:
+        progress = False
+        for dir_name, part in sorted(pending.items()):
+            assert part.topic_id is not None
+            target = partition_dir_name(names_by_id[part.topic_id], part.partition)
+            if target in keep or target in pending:
+                continue
+            renames.append(RenamePartitionDir(from_dir=dir_name, to_dir=target,
+                                              topic_id=part.topic_id))
+            keep[target] = part
+            del pending[dir_name]
+            progress = True
+    keep.update(pending)
+    return renames
+
+
+def _free_staged_name(topic_id: Uuid, partition: int, taken: set[str]) -> str:
+    suffix = 0
+    while staged_dir_name(topic_id, partition, suffix) in taken:
+        suffix += 1
+    return staged_dir_name(topic_id, partition, suffix)
+
+
+def is_fixpoint(actions: Sequence[Action]) -> bool:
+    """Nothing left to do (used by the shell to log 'reconciled')."""
+    return not actions
