@@ -11,10 +11,24 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from sortedcontainers import SortedDict
 
+from raft.segment import (
+    HEADER,
+    HEADER_BYTES,
+    CorruptBatchError,
+    StoredBatch,
+    encode_batch,
+    iter_batches,
+    list_segments,
+    segment_base_offset,
+    segment_name,
+)
 from raft.types import NO_EPOCH, NO_OFFSET, Batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -111,11 +125,12 @@ def _check_append(batches: Sequence[Batch], end_offset: int, last_epoch: int) ->
         expected, last_epoch = batch.next_offset, batch.epoch
 
 
-def _select_for_read(sizes: Sequence[int], first: int, max_bytes: int) -> int:
+def _select_for_read(size_at: Callable[[int], int], count: int, first: int,
+                     max_bytes: int) -> int:
     """Index past the last batch to return: one at least, then more while within budget."""
-    index, total = first + 1, sizes[first]
-    while index < len(sizes) and total + sizes[index] <= max_bytes:
-        total += sizes[index]
+    index, total = first + 1, size_at(first)
+    while index < count and total + size_at(index) <= max_bytes:
+        total += size_at(index)
         index += 1
     return index
 
@@ -171,8 +186,9 @@ class MemoryLog:
         if start_offset >= self.end_offset:
             return []
         first = bisect.bisect_right(self._bases, start_offset) - 1
-        sizes = _LazySizes(self._batches)
-        return self._batches[first:_select_for_read(sizes, first, max_bytes)]
+        end = _select_for_read(lambda i: self._batches[i].size_bytes, len(self._batches),
+                               first, max_bytes)
+        return self._batches[first:end]
 
     def truncate_to(self, offset: int) -> None:
         if offset >= self.end_offset:
@@ -212,14 +228,324 @@ class MemoryLog:
         self._epochs = EpochCache((b.epoch, b.base_offset) for b in self._batches)
 
 
-class _LazySizes(Sequence[int]):
-    """Batch sizes computed only for the batches a read looks at."""
+# ---------------------------------------------------------------------------------------
+# Segment scanning: pure functions over a segment's bytes, shared with `kraft dump-log`.
 
-    def __init__(self, batches: Sequence[Batch]) -> None:
-        self._batches = batches
 
-    def __len__(self) -> int:
-        return len(self._batches)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentScan:
+    """What a segment holds: its whole batches, and where a torn tail begins (if any)."""
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
-        return self._batches[index].size_bytes
+    batches: tuple[StoredBatch, ...]
+    valid_bytes: int  # bytes taken by the whole batches
+    torn_reason: str | None = None  # set when bytes after `valid_bytes` are a torn tail
+
+
+def _is_valid_batch_at(data: bytes, position: int) -> bool:
+    if position + HEADER_BYTES > len(data):
+        return False
+    _, _, count, length, crc = HEADER.unpack_from(data, position)
+    end = position + HEADER_BYTES + length
+    if count <= 0 or length < 0 or end > len(data):
+        return False
+    return zlib.crc32(data[position + HEADER_BYTES:end],
+                      zlib.crc32(data[position:position + 20])) == crc
+
+
+def has_valid_batch_after(data: bytes, position: int) -> bool:
+    """Whether a whole, CRC-correct batch starts anywhere after `position`: if so, the
+    damage at `position` is not a torn tail but a hole in the middle of the log."""
+    return any(_is_valid_batch_at(data, p) for p in range(position + 1, len(data)))
+
+
+def scan_segment(data: bytes, path: str | os.PathLike[str], *, expected_offset: int,
+                 is_last: bool) -> SegmentScan:
+    """Check one segment: CRCs, offsets continuing from `expected_offset`, epochs never
+    going back. Damage is a torn tail only at the end of the last segment with nothing
+    valid after it; anything else raises LogCorruptionError naming file and byte offset."""
+    batches: list[StoredBatch] = []
+    valid_bytes = 0
+    torn_reason: str | None = None
+    last_epoch = NO_EPOCH
+    try:
+        for stored in iter_batches(data, os.fspath(path)):
+            batch = stored.batch
+            if batch.base_offset != expected_offset:
+                raise LogCorruptionError(path, stored.position,
+                                         f"batch base offset {batch.base_offset}, expected "
+                                         f"{expected_offset} (gap or out of order)")
+            if not batch.records:
+                raise LogCorruptionError(path, stored.position, "empty batch")
+            if batch.epoch < last_epoch:
+                raise LogCorruptionError(path, stored.position,
+                                         f"epoch {batch.epoch} after epoch {last_epoch}")
+            batches.append(stored)
+            valid_bytes = stored.position + stored.size
+            expected_offset, last_epoch = batch.next_offset, batch.epoch
+    except CorruptBatchError as exc:
+        torn_reason = exc.reason
+    if valid_bytes < len(data):
+        torn_reason = torn_reason or f"incomplete batch ({len(data) - valid_bytes} bytes)"
+        if not is_last or has_valid_batch_after(data, valid_bytes):
+            raise LogCorruptionError(path, valid_bytes, torn_reason)
+    return SegmentScan(batches=tuple(batches), valid_bytes=valid_bytes, torn_reason=torn_reason)
+
+
+def scan_log_dir(directory: Path) -> Iterator[tuple[Path, SegmentScan]]:
+    """Every segment of a partition directory, in order, checked as recovery would
+    (read-only: nothing is repaired)."""
+    segments = list_segments(directory)
+    expected: int | None = None
+    for index, path in enumerate(segments):
+        base = segment_base_offset(path)
+        if expected is not None and base != expected:
+            raise LogCorruptionError(path, 0, f"segment starts at offset {base}, "
+                                     f"expected {expected} (gap or out of order)")
+        scan = scan_segment(path.read_bytes(), path, expected_offset=base,
+                            is_last=index == len(segments) - 1)
+        expected = scan.batches[-1].batch.next_offset if scan.batches else base
+        yield path, scan
+
+
+# ---------------------------------------------------------------------------------------
+# The disk log.
+
+
+@dataclass(slots=True)
+class _Segment:
+    base_offset: int
+    path: Path
+    fd: int
+    size: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    """Where one batch lives; kept for every batch so reads are one pread per segment."""
+
+    segment: _Segment
+    position: int
+    size: int
+    record_bytes: int  # Batch.size_bytes, the unit of read's max_bytes
+    epoch: int
+    next_offset: int
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written
+
+
+@dataclass(slots=True)
+class _Dirty:
+    files: set[int] = field(default_factory=set)  # fds written since the last fsync
+    directory: bool = False
+
+
+class DiskLog:
+    """`RaftLog` on segment files. append = write (page cache), flush = fsync; recovery on
+    open checks every CRC and truncates a torn tail of the last segment."""
+
+    def __init__(self, directory: str | os.PathLike[str], *,
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []
+        self._entries: list[_Entry] = []
+        self._epochs = EpochCache()
+        self._dirty = _Dirty()
+        self._flushed_end = 0
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True)
+            _fsync_dir(self.directory.parent)
+        try:
+            self._recover()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def open_metadata_log(cls, log_dir: str | os.PathLike[str], *,
+                          segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> DiskLog:
+        """The metadata partition of a node's log directory."""
+        return cls(Path(log_dir) / METADATA_PARTITION_DIR, segment_bytes=segment_bytes)
+
+    def _recover(self) -> None:
+        for path, scan in scan_log_dir(self.directory):
+            segment = self._open_segment(path, create=False)
+            for stored in scan.batches:
+                self._index(segment, stored.position, stored.size, stored.batch)
+            segment.size = scan.valid_bytes
+            if scan.torn_reason is not None:  # torn tail: cut it off, durably
+                os.ftruncate(segment.fd, scan.valid_bytes)
+                self._dirty.files.add(segment.fd)
+        if not self._segments:
+            self._open_segment(self.directory / segment_name(0), create=True)
+        # Whatever a previous process wrote may still sit in the page cache only.
+        self._dirty.files.add(self._segments[-1].fd)
+        self.flush()
+
+    def _open_segment(self, path: Path, *, create: bool) -> _Segment:
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        segment = _Segment(segment_base_offset(path), path, os.open(path, flags, 0o644), 0)
+        self._segments.append(segment)
+        if create:
+            self._dirty.directory = True
+        return segment
+
+    def _index(self, segment: _Segment, position: int, size: int, batch: Batch) -> None:
+        self._epochs.assign(batch.epoch, batch.base_offset)
+        self._bases.append(batch.base_offset)
+        self._entries.append(_Entry(segment, position, size, batch.size_bytes, batch.epoch,
+                                    batch.next_offset))
+
+    def close(self) -> None:
+        for segment in self._segments:
+            os.close(segment.fd)
+        self._segments.clear()
+
+    def __enter__(self) -> DiskLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def start_offset(self) -> int:
+        return 0
+
+    @property
+    def end_offset(self) -> int:
+        return self._entries[-1].next_offset if self._entries else self.start_offset
+
+    @property
+    def flushed_end_offset(self) -> int:
+        return self._flushed_end
+
+    @property
+    def last_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else 0
+
+    @property
+    def epoch_cache(self) -> EpochCache:
+        return self._epochs
+
+    @property
+    def segment_paths(self) -> list[Path]:
+        return [s.path for s in self._segments]
+
+    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
+        batch = Batch(base_offset=self.end_offset, epoch=epoch, records=tuple(records))
+        self.append_batches([batch])
+        return batch
+
+    def append_batches(self, batches: Sequence[Batch]) -> None:
+        _check_append(batches, self.end_offset, self.last_epoch)
+        for batch in batches:
+            self._append_one(batch)
+
+    def _append_one(self, batch: Batch) -> None:
+        data = encode_batch(batch)
+        active = self._segments[-1]
+        if active.size > 0 and active.size + len(data) > self.segment_bytes:
+            # The full segment is made durable before the next one exists, so a crash can
+            # only ever leave a torn tail in the last segment.
+            os.fsync(active.fd)
+            self._dirty.files.discard(active.fd)
+            active = self._open_segment(self.directory / segment_name(batch.base_offset),
+                                        create=True)
+        try:
+            _write_all(active.fd, data, active.size)
+        except OSError:
+            os.ftruncate(active.fd, active.size)  # never leave half a batch behind
+            raise
+        self._dirty.files.add(active.fd)
+        self._index(active, active.size, len(data), batch)
+        active.size += len(data)
+
+    def read(self, start_offset: int, max_bytes: int) -> list[Batch]:
+        if start_offset < self.start_offset:
+            raise ValueError(f"offset {start_offset} is before the log start {self.start_offset}")
+        if start_offset >= self.end_offset:
+            return []
+        first = bisect.bisect_right(self._bases, start_offset) - 1
+        end = _select_for_read(lambda i: self._entries[i].record_bytes, len(self._entries),
+                               first, max_bytes)
+        chosen = self._entries[first:end]
+        out: list[Batch] = []
+        index = 0
+        while index < len(chosen):  # one pread per run of batches in the same segment
+            segment, start = chosen[index].segment, chosen[index].position
+            run_end = index
+            while run_end < len(chosen) and chosen[run_end].segment is segment:
+                run_end += 1
+            last = chosen[run_end - 1]
+            data = os.pread(segment.fd, last.position + last.size - start, start)
+            try:
+                out.extend(s.batch for s in iter_batches(data, os.fspath(segment.path)))
+            except CorruptBatchError as exc:
+                raise LogCorruptionError(segment.path, start + exc.position, exc.reason) from None
+            index = run_end
+        return out
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.end_offset:
+            return
+        if offset < self.start_offset:
+            raise ValueError(f"cannot truncate to {offset}, before the log start")
+        index = bisect.bisect_right(self._bases, offset) - 1
+        cut = self._entries[index]
+        head: Batch | None = None
+        if self._bases[index] < offset:  # rewrite the head of the batch cut in two
+            whole = self.read(self._bases[index], 0)[0]
+            head = Batch(base_offset=whole.base_offset, epoch=whole.epoch,
+                         records=whole.records[:offset - whole.base_offset])
+        # Whole later segments go first, durably, so a crash never leaves a segment after
+        # a shortened one (which recovery would rightly call a gap).
+        while self._segments[-1] is not cut.segment:
+            gone = self._segments.pop()
+            os.close(gone.fd)
+            self._dirty.files.discard(gone.fd)
+            os.unlink(gone.path)
+            self._dirty.directory = True
+        if self._dirty.directory:
+            _fsync_dir(self.directory)
+            self._dirty.directory = False
+        os.ftruncate(cut.segment.fd, cut.position)
+        cut.segment.size = cut.position
+        self._dirty.files.add(cut.segment.fd)
+        del self._entries[index:]
+        del self._bases[index:]
+        self._epochs.truncate_from_end(offset)
+        self._flushed_end = min(self._flushed_end, self.end_offset)
+        if head is not None:
+            self._append_one(head)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
+
+    def epoch_at(self, offset: int) -> int:
+        if not self.start_offset <= offset < self.end_offset:
+            raise ValueError(f"offset {offset} is outside the log "
+                             f"[{self.start_offset}, {self.end_offset})")
+        return self._epochs.epoch_at(offset)
+
+    def flush(self) -> None:
+        for fd in sorted(self._dirty.files):
+            os.fsync(fd)
+        self._dirty.files.clear()
+        if self._dirty.directory:
+            _fsync_dir(self.directory)
+            self._dirty.directory = False
+        self._flushed_end = self.end_offset
