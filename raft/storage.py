@@ -1,0 +1,156 @@
+"""A node's log directory: `meta.properties` (written by `kraft format`) and `quorum-state`.
+
+Both are small files replaced atomically: write a temp file, fsync it, rename it over the
+old one, fsync the directory. A crash leaves either the old or the new content, never a
+mix; a leftover temp file is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from raft.types import ElectionState
+
+META_PROPERTIES = "meta.properties"
+QUORUM_STATE = "quorum-state"
+META_PROPERTIES_VERSION = 1
+
+
+class StorageError(Exception):
+    """A log directory is missing, unformatted, formatted for someone else, or damaged."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetaProperties:
+    cluster_id: str
+    node_id: int
+    version: int = META_PROPERTIES_VERSION
+
+    def to_text(self) -> str:
+        return (f"#\n# written by kraft format\nversion={self.version}\n"
+                f"cluster.id={self.cluster_id}\nnode.id={self.node_id}\n")
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "meta.properties") -> MetaProperties:
+        values: dict[str, str] = {}
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise StorageError(f"{source}:{number}: expected key=value, got {raw!r}")
+            values[key.strip()] = value.strip()
+        try:
+            version = int(values["version"])
+            cluster_id = values["cluster.id"]
+            node_id = int(values["node.id"])
+        except KeyError as exc:
+            raise StorageError(f"{source}: missing {exc.args[0]}") from None
+        except ValueError as exc:
+            raise StorageError(f"{source}: {exc}") from None
+        if version != META_PROPERTIES_VERSION:
+            raise StorageError(f"{source}: unsupported version {version}")
+        return cls(cluster_id=cluster_id, node_id=node_id, version=version)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new file."""
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    fsync_dir(path.parent)
+
+
+def write_quorum_state(log_dir: str | os.PathLike[str], state: ElectionState) -> None:
+    data = json.dumps(state.to_json(), sort_keys=True).encode() + b"\n"
+    write_atomically(Path(log_dir) / QUORUM_STATE, data)
+
+
+def read_quorum_state(log_dir: str | os.PathLike[str]) -> ElectionState | None:
+    """The persisted election state; None for a node that never wrote one."""
+    path = Path(log_dir) / QUORUM_STATE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object, got {type(data).__name__}")
+        return ElectionState.from_json(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StorageError(f"{path}: corrupt quorum-state: {exc}") from None
+
+
+def write_meta_properties(log_dir: str | os.PathLike[str], meta: MetaProperties) -> None:
+    write_atomically(Path(log_dir) / META_PROPERTIES, meta.to_text().encode())
+
+
+def read_meta_properties(log_dir: str | os.PathLike[str]) -> MetaProperties | None:
+    """None when the directory is not formatted."""
+    path = Path(log_dir) / META_PROPERTIES
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"{path}: not text: {exc}") from None
+    return MetaProperties.from_text(text, str(path))
+
+
+def format_log_dir(log_dir: str | os.PathLike[str], *, cluster_id: str, node_id: int,
+                   ignore_formatted: bool = False) -> bool:
+    """Write meta.properties (like kafka-storage.sh format). Returns False when the
+    directory was already formatted identically and `ignore_formatted` is set."""
+    path = Path(log_dir)
+    existing = read_meta_properties(path) if path.is_dir() else None
+    if existing is not None:
+        wanted = MetaProperties(cluster_id=cluster_id, node_id=node_id)
+        if existing != wanted:
+            raise StorageError(
+                f"{path} is already formatted for cluster {existing.cluster_id} node "
+                f"{existing.node_id}, not cluster {cluster_id} node {node_id}")
+        if not ignore_formatted:
+            raise StorageError(f"{path} is already formatted (use --ignore-formatted)")
+        return False
+    path.mkdir(parents=True, exist_ok=True)
+    fsync_dir(path.parent)
+    write_meta_properties(path, MetaProperties(cluster_id=cluster_id, node_id=node_id))
+    return True
+
+
+def open_log_dir(log_dir: str | os.PathLike[str], cluster_id: str | None = None,
+                 node_id: int | None = None) -> MetaProperties:
+    """Check that `log_dir` is formatted, for this cluster and node when given."""
+    path = Path(log_dir)
+    if not path.is_dir():
+        raise StorageError(f"{path}: log directory does not exist (run kraft format)")
+    meta = read_meta_properties(path)
+    if meta is None:
+        raise StorageError(f"{path}: not formatted, no {META_PROPERTIES} (run kraft format)")
+    if cluster_id is not None and meta.cluster_id != cluster_id:
+        raise StorageError(f"{path}: formatted for cluster {meta.cluster_id}, "
+                           f"but this node is configured for cluster {cluster_id}")
+    if node_id is not None and meta.node_id != node_id:
+        raise StorageError(f"{path}: formatted for node {meta.node_id}, "
+                           f"but this node is configured as node {node_id}")
+    return meta

@@ -1,0 +1,110 @@
+"""raft.storage: quorum-state written atomically, meta.properties, formatted-dir checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raft.storage import (
+    META_PROPERTIES,
+    QUORUM_STATE,
+    MetaProperties,
+    StorageError,
+    format_log_dir,
+    open_log_dir,
+    read_meta_properties,
+    read_quorum_state,
+    write_quorum_state,
+)
+from raft.types import ElectionState
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def test_quorum_state_round_trips_when_written_and_read(tmp_path: Path) -> None:
+    """KIP-595 quorum-state: what was persisted is what a restarted node reads."""
+    state = ElectionState(epoch=7, leader_id=2, voted_id=2, voters=(1, 2, 3))
+    write_quorum_state(tmp_path, state)
+    assert read_quorum_state(tmp_path) == state
+    write_quorum_state(tmp_path, ElectionState(epoch=8))
+    assert read_quorum_state(tmp_path) == ElectionState(epoch=8)
+    assert [p.name for p in tmp_path.iterdir()] == [QUORUM_STATE]  # no temp file left
+
+
+def test_quorum_state_is_none_when_file_is_missing(tmp_path: Path) -> None:
+    """A node that never voted starts Unattached at epoch 0."""
+    assert read_quorum_state(tmp_path) is None
+
+
+@pytest.mark.parametrize("content", ["{\"epoch\": ", "[1, 2]", "{\"leader_id\": 1}",
+                                     "{\"epoch\": \"x\"}"])
+def test_quorum_state_read_fails_clearly_when_file_is_corrupt(tmp_path: Path,
+                                                              content: str) -> None:
+    """A damaged quorum-state is an error naming the file, never a silent epoch 0."""
+    (tmp_path / QUORUM_STATE).write_text(content)
+    with pytest.raises(StorageError, match="corrupt quorum-state"):
+        read_quorum_state(tmp_path)
+
+
+def test_quorum_state_keeps_old_content_when_temp_file_was_left_by_crash(
+        tmp_path: Path) -> None:
+    """Atomic replace: a half-written temp file from a crash does not affect the state."""
+    write_quorum_state(tmp_path, ElectionState(epoch=3, voted_id=1))
+    (tmp_path / (QUORUM_STATE + ".tmp")).write_text("{\"ep")
+    assert read_quorum_state(tmp_path) == ElectionState(epoch=3, voted_id=1)
+
+
+def test_meta_properties_are_kafka_style_lines_when_formatted(tmp_path: Path) -> None:
+    """meta.properties holds version, cluster.id and node.id as key=value lines."""
+    assert format_log_dir(tmp_path / "n1", cluster_id=CLUSTER, node_id=1)
+    lines = (tmp_path / "n1" / META_PROPERTIES).read_text().splitlines()
+    assert {"version=1", f"cluster.id={CLUSTER}", "node.id=1"} <= set(lines)
+    assert read_meta_properties(tmp_path / "n1") == MetaProperties(cluster_id=CLUSTER,
+                                                                   node_id=1)
+
+
+def test_format_refuses_when_dir_is_formatted_for_another_cluster_or_node(
+        tmp_path: Path) -> None:
+    """kafka-storage format: never reformat a directory that belongs to another node."""
+    format_log_dir(tmp_path, cluster_id=CLUSTER, node_id=1)
+    with pytest.raises(StorageError, match="already formatted for cluster"):
+        format_log_dir(tmp_path, cluster_id="other", node_id=1, ignore_formatted=True)
+    with pytest.raises(StorageError, match="node 1, not cluster"):
+        format_log_dir(tmp_path, cluster_id=CLUSTER, node_id=2, ignore_formatted=True)
+    with pytest.raises(StorageError, match="--ignore-formatted"):
+        format_log_dir(tmp_path, cluster_id=CLUSTER, node_id=1)
+    assert not format_log_dir(tmp_path, cluster_id=CLUSTER, node_id=1, ignore_formatted=True)
+
+
+def test_open_log_dir_fails_when_unformatted_or_missing(tmp_path: Path) -> None:
+    """A node refuses to start on a directory `kraft format` never prepared."""
+    with pytest.raises(StorageError, match="does not exist"):
+        open_log_dir(tmp_path / "absent")
+    with pytest.raises(StorageError, match="not formatted"):
+        open_log_dir(tmp_path)
+
+
+def test_open_log_dir_fails_when_cluster_or_node_differs(tmp_path: Path) -> None:
+    """A directory formatted for another cluster or node is never used (KIP-631 style)."""
+    format_log_dir(tmp_path, cluster_id=CLUSTER, node_id=3)
+    assert open_log_dir(tmp_path, CLUSTER, 3).node_id == 3
+    with pytest.raises(StorageError, match="formatted for cluster"):
+        open_log_dir(tmp_path, cluster_id="another", node_id=3)
+    with pytest.raises(StorageError, match="formatted for node 3"):
+        open_log_dir(tmp_path, cluster_id=CLUSTER, node_id=4)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("version=1\nnode.id=1\n", "missing cluster.id"),
+    ("version=1\ncluster.id=x\nnode.id=one\n", "invalid literal"),
+    ("version=2\ncluster.id=x\nnode.id=1\n", "unsupported version"),
+    ("version=1\ngarbage\n", "expected key=value"),
+])
+def test_meta_properties_read_fails_clearly_when_content_is_bad(
+        tmp_path: Path, text: str, error: str) -> None:
+    """A damaged meta.properties is reported with the file name and the reason."""
+    (tmp_path / META_PROPERTIES).write_text(text)
+    with pytest.raises(StorageError, match=error) as info:
+        read_meta_properties(tmp_path)
+    assert META_PROPERTIES in str(info.value)
