@@ -1,0 +1,295 @@
+"""MetadataDelta: records applied on top of a base image, then frozen into the next image.
+
+Maps are copied on first write only, and a topic's partitions are kept in a list while
+the delta is open, so a replay of N records costs O(N) plus one copy of each map. Reads
+(`topic`, `broker`, ...) see the records applied so far: the controller decides
+several records in a row against one delta (fence broker A, then broker B).
+
+The rules for records that contradict the image are in `metadata.image`'s docstring:
+they are skipped and noted as anomalies, never raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+
+from metadata import records as rec
+from metadata.image import (
+    MAX_KEPT_ANOMALIES,
+    Anomaly,
+    BrokerImage,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
+from metadata.uuid import RESERVED, Uuid
+
+_Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
+
+
+class MetadataDelta:
+    def __init__(self, base: MetadataImage) -> None:
+        self._reset(base)
+
+    def _reset(self, base: MetadataImage) -> None:
+        self._base = base
+        self._topics: dict[Uuid, TopicImage] | None = None
+        self._names: dict[str, Uuid] | None = None
+        self._brokers: dict[int, BrokerImage] | None = None
+        self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
+        self._new_used: set[Uuid] = set()
+        self._metadata_topic_id = base.metadata_topic_id
+        self._last_offset = base.last_applied_offset
+        self._anomaly_count = base.anomaly_count
+        self._anomalies = list(base.anomalies)
+
+    # --- reads (they see every record applied so far) ------------------------------
+
+    @property
+    def last_applied_offset(self) -> int:
+        return self._last_offset
+
+    @property
+    def anomaly_count(self) -> int:
+        return self._anomaly_count
+
+    @property
+    def metadata_topic_id(self) -> Uuid | None:
+        return self._metadata_topic_id
+
+    def topic(self, topic_id: Uuid) -> TopicImage | None:
+        topics = self._base.topics if self._topics is None else self._topics
+        topic = topics.get(topic_id)
+        if topic is not None and topic_id in self._partitions:
+            topic = dataclasses.replace(topic, partitions=tuple(self._partitions[topic_id]))
+        return topic
+
+    def topic_id_by_name(self, name: str) -> Uuid | None:
+        names = self._base.topic_ids_by_name if self._names is None else self._names
+        return names.get(name)
+
+    def topic_ids(self) -> Iterator[Uuid]:
+        return iter(self._base.topics if self._topics is None else self._topics)
+
+    def is_topic_id_used(self, topic_id: Uuid) -> bool:
+        return (topic_id in self._new_used or topic_id in self._base.used_topic_ids
+                or topic_id == self._metadata_topic_id)
+
+    def broker(self, broker_id: int) -> BrokerImage | None:
+        return self.brokers().get(broker_id)
+
+    def brokers(self) -> Mapping[int, BrokerImage]:
+        return self._base.brokers if self._brokers is None else self._brokers
+
+    def unfenced_broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(b.broker_id for b in self.brokers().values() if not b.fenced))
+
+    # --- writes ---------------------------------------------------------------------
+
+    def apply(self, record: rec.Record, offset: int) -> str | None:
+        """Apply one record; returns why it was skipped (and notes the anomaly), or None."""
+        if offset <= self._last_offset:
+            raise ValueError(f"offset {offset} is not after the last applied offset "
+                             f"{self._last_offset}")
+        self._last_offset = offset
+        handler = _HANDLERS.get(type(record))
+        reason = handler(self, record, offset) if handler is not None else None
+        if reason is not None:
+            self._note(offset, type(record).__name__, reason)
+        return reason
+
+    def apply_bytes(self, data: bytes, offset: int) -> str | None:
+        try:
+            record = rec.decode(data)
+        except rec.RecordError as exc:
+            if offset <= self._last_offset:
+                raise ValueError(f"offset {offset} is not after the last applied offset "
+                                 f"{self._last_offset}") from None
+            self._last_offset = offset
+            self._note(offset, "?", str(exc))
+            return str(exc)
+        return self.apply(record, offset)
+
+    def build(self) -> MetadataImage:
+        """Freeze into an image. The delta then continues from that image."""
+        base = self._base
+        if self._partitions:
+            topics = self._w_topics()
+            for topic_id, parts in self._partitions.items():
+                topics[topic_id] = dataclasses.replace(topics[topic_id], partitions=tuple(parts))
+        image = MetadataImage(
+            topics=_frozen(self._topics, base.topics),
+            topic_ids_by_name=_frozen(self._names, base.topic_ids_by_name),
+            brokers=_frozen(self._brokers, base.brokers),
+            metadata_topic_id=self._metadata_topic_id,
+            used_topic_ids=(base.used_topic_ids | self._new_used if self._new_used
+                            else base.used_topic_ids),
+            last_applied_offset=self._last_offset,
+            anomaly_count=self._anomaly_count,
+            anomalies=tuple(self._anomalies),
+        )
+        self._reset(image)
+        return image
+
+    # --- internals ------------------------------------------------------------------
+
+    def _note(self, offset: int, record_type: str, reason: str) -> None:
+        self._anomaly_count += 1
+        if len(self._anomalies) < MAX_KEPT_ANOMALIES:
+            self._anomalies.append(Anomaly(offset=offset, record_type=record_type,
+                                           reason=reason))
+
+    def _w_topics(self) -> dict[Uuid, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self._base.topics)
+        return self._topics
+
+    def _w_names(self) -> dict[str, Uuid]:
+        if self._names is None:
+            self._names = dict(self._base.topic_ids_by_name)
+        return self._names
+
+    def _w_brokers(self) -> dict[int, BrokerImage]:
+        if self._brokers is None:
+            self._brokers = dict(self._base.brokers)
+        return self._brokers
+
+    def _w_partitions(self, topic_id: Uuid) -> list[PartitionImage] | None:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            topics = self._base.topics if self._topics is None else self._topics
+            topic = topics.get(topic_id)
+            if topic is None:
+                return None
+            parts = self._partitions[topic_id] = list(topic.partitions)
+        return parts
+
+    # One method per record type; each returns why the record is skipped, or None.
+
+    def _metadata_topic(self, record: rec.MetadataTopic, offset: int) -> str | None:
+        topic_id = record.topic_id
+        if topic_id in RESERVED:
+            return f"reserved topic id {topic_id}"
+        if self._metadata_topic_id is not None:
+            return (None if topic_id == self._metadata_topic_id else
+                    f"metadata topic id already {self._metadata_topic_id}")
+        if self.is_topic_id_used(topic_id):
+            return f"topic id {topic_id} already used"
+        self._metadata_topic_id = topic_id
+        self._new_used.add(topic_id)
+        return None
+
+    def _topic(self, record: rec.Topic, offset: int) -> str | None:
+        if record.topic_id in RESERVED:
+            return f"reserved topic id {record.topic_id}"
+        if self.is_topic_id_used(record.topic_id):
+            return f"topic id {record.topic_id} already used"
+        live = self.topic_id_by_name(record.name)
+        if live is not None:
+            return f"name {record.name!r} is live as {live}"
+        self._w_topics()[record.topic_id] = TopicImage(
+            name=record.name, topic_id=record.topic_id,
+            initial_partition_count=record.initial_partition_count)
+        self._w_names()[record.name] = record.topic_id
+        self._new_used.add(record.topic_id)
+        return None
+
+    def _partition(self, record: rec.Partition, offset: int) -> str | None:
+        parts = self._w_partitions(record.topic_id)
+        if parts is None:
+            return f"no live topic {record.topic_id}"
+        if not 0 <= record.partition <= len(parts):
+            return f"partition {record.partition} of a topic with {len(parts)} partitions"
+        image = PartitionImage(
+            partition=record.partition, replicas=record.replicas, isr=record.isr,
+            leader=record.leader, leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            leader_epoch_after_creation=record.leader_epoch_after_creation,
+            leader_epoch_before_deletion=record.leader_epoch_before_deletion)
+        if record.partition == len(parts):
+            parts.append(image)
+        else:  # a full replacement, as Kafka replays a PartitionRecord for a known partition
+            parts[record.partition] = image
+        return None
+
+    def _partition_change(self, record: rec.PartitionChange, offset: int) -> str | None:
+        parts = self._w_partitions(record.topic_id)
+        if parts is None:
+            return f"no live topic {record.topic_id}"
+        if not 0 <= record.partition < len(parts):
+            return f"no partition {record.partition} in topic {record.topic_id}"
+        old = parts[record.partition]
+        leader = old.leader if record.leader is None else record.leader
+        parts[record.partition] = dataclasses.replace(
+            old, leader=leader,
+            isr=old.isr if record.isr is None else record.isr,
+            replicas=old.replicas if record.replicas is None else record.replicas,
+            leader_epoch=old.leader_epoch + (leader != old.leader),
+            partition_epoch=old.partition_epoch + 1)
+        return None
+
+    def _remove_topic(self, record: rec.RemoveTopic, offset: int) -> str | None:
+        topic = self.topic(record.topic_id)
+        if topic is None:
+            return f"no live topic {record.topic_id}"
+        del self._w_topics()[record.topic_id]
+        del self._w_names()[topic.name]
+        self._partitions.pop(record.topic_id, None)
+        return None
+
+    def _rename_topic(self, record: rec.RenameTopic, offset: int) -> str | None:
+        topics = self._w_topics()
+        topic = topics.get(record.topic_id)
+        if topic is None:
+            return f"no live topic {record.topic_id}"
+        owner = self.topic_id_by_name(record.new_name)
+        if owner is not None and owner != record.topic_id:
+            return f"name {record.new_name!r} is live as {owner}"
+        names = self._w_names()
+        del names[topic.name]
+        names[record.new_name] = record.topic_id
+        topics[record.topic_id] = dataclasses.replace(topic, name=record.new_name)
+        return None
+
+    def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
+        self._w_brokers()[record.broker_id] = BrokerImage(
+            broker_id=record.broker_id, incarnation_id=record.incarnation_id,
+            broker_epoch=record.broker_epoch, endpoints=record.endpoints, rack=record.rack,
+            fenced=True)
+        return None
+
+    def _set_fenced(self, broker_id: int, broker_epoch: int, fenced: bool) -> str | None:
+        broker = self.broker(broker_id)
+        if broker is None:
+            return f"no registered broker {broker_id}"
+        if broker.broker_epoch != broker_epoch:
+            return f"broker {broker_id} has epoch {broker.broker_epoch}, not {broker_epoch}"
+        if broker.fenced != fenced:
+            self._w_brokers()[broker_id] = dataclasses.replace(broker, fenced=fenced)
+        return None
+
+    def _fence_broker(self, record: rec.FenceBroker, offset: int) -> str | None:
+        return self._set_fenced(record.broker_id, record.broker_epoch, True)
+
+    def _unfence_broker(self, record: rec.UnfenceBroker, offset: int) -> str | None:
+        return self._set_fenced(record.broker_id, record.broker_epoch, False)
+
+
+def _frozen(changed: dict | None, unchanged: Mapping) -> Mapping:  # type: ignore[type-arg]
+    return unchanged if changed is None else MappingProxyType(changed)
+
+
+_HANDLERS: dict[type[rec.Record], _Handler] = {
+    rec.MetadataTopic: MetadataDelta._metadata_topic,  # type: ignore[dict-item]
+    rec.Topic: MetadataDelta._topic,  # type: ignore[dict-item]
+    rec.Partition: MetadataDelta._partition,  # type: ignore[dict-item]
+    rec.PartitionChange: MetadataDelta._partition_change,  # type: ignore[dict-item]
+    rec.RemoveTopic: MetadataDelta._remove_topic,  # type: ignore[dict-item]
+    rec.RenameTopic: MetadataDelta._rename_topic,  # type: ignore[dict-item]
+    rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
+    rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
+    rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
+    # LeaderChange and NoOp change nothing but the offset.
+}

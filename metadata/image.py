@@ -1,0 +1,190 @@
+"""MetadataImage: what the committed metadata log says, built by pure replay of records.
+
+An image is immutable. `MetadataDelta` (in `metadata.delta`) applies records to a base
+image with copy-on-write maps and `build()`s the next image, so replaying a long log is
+one pass over it, not one copy per record (Kafka's MetadataImage / MetadataDelta).
+
+Invalid records never crash replay. A record that contradicts the image (a Partition for
+a topic that does not exist, a Topic reusing an ID or a live name, a FenceBroker with a
+stale broker epoch, ...) is skipped: the image is left as it was, except that the offset
+advances and the skip is counted and described in `anomalies`. Every node replaying the
+same log skips the same records, so images still agree; the replay checks flag them.
+Offsets going backwards are a caller bug and raise `ValueError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from metadata.uuid import Uuid, pack
+
+if TYPE_CHECKING:
+    from metadata.records import Record
+
+NO_LEADER = -1  # Kafka's LeaderConstants.NO_LEADER
+NO_OFFSET = -1  # last_applied_offset of an empty image
+MAX_KEPT_ANOMALIES = 100  # described in full; beyond that only counted
+_HASH_FORMAT_VERSION = 1
+
+_EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
+
+
+def _empty_map() -> Mapping[Any, Any]:
+    return _EMPTY_MAP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    # KIP-253 epoch maps (carried through from the records, unused by the controller yet)
+    leader_epoch_after_creation: int | None = None
+    leader_epoch_before_deletion: int | None = None
+
+    def canonical(self) -> list[object]:
+        return [self.partition, list(self.replicas), list(self.isr), self.leader,
+                self.leader_epoch, self.partition_epoch, self.leader_epoch_after_creation,
+                self.leader_epoch_before_deletion]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicImage:
+    """A live topic. `partitions[i].partition == i`: partition numbers are contiguous."""
+
+    name: str
+    topic_id: Uuid
+    partitions: tuple[PartitionImage, ...] = ()
+    initial_partition_count: int | None = None  # KIP-253
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    def canonical(self) -> list[object]:
+        return [self.topic_id.to_bytes(), self.name, self.initial_partition_count,
+                [p.canonical() for p in self.partitions]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerImage:
+    broker_id: int
+    incarnation_id: Uuid
+    broker_epoch: int  # the offset of its RegisterBroker record, as in Kafka
+    endpoints: tuple[str, ...] = ()
+    rack: str | None = None
+    fenced: bool = True  # a broker registers fenced and is unfenced once caught up
+
+    def canonical(self) -> list[object]:
+        return [self.broker_id, self.incarnation_id.to_bytes(), self.broker_epoch,
+                list(self.endpoints), self.rack, self.fenced]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Anomaly:
+    """A record replay skipped, and why."""
+
+    offset: int
+    record_type: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class MetadataImage:
+    """The cluster metadata as of `last_applied_offset` (inclusive). Compare two images
+    with `content_hash()`; the maps are read-only views."""
+
+    topics: Mapping[Uuid, TopicImage] = field(default_factory=_empty_map)
+    topic_ids_by_name: Mapping[str, Uuid] = field(default_factory=_empty_map)
+    brokers: Mapping[int, BrokerImage] = field(default_factory=_empty_map)
+    metadata_topic_id: Uuid | None = None
+    used_topic_ids: frozenset[Uuid] = frozenset()  # every topic ID ever assigned, live or not
+    last_applied_offset: int = NO_OFFSET
+    anomaly_count: int = 0
+    anomalies: tuple[Anomaly, ...] = ()  # the first MAX_KEPT_ANOMALIES
+    _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
+
+    @classmethod
+    def empty(cls) -> MetadataImage:
+        return cls()
+
+    # --- replay ---------------------------------------------------------------------
+
+    def apply(self, record: Record, offset: int) -> MetadataImage:
+        """The image after one more record. Copies the maps: use `apply_all` for many."""
+        return self.apply_all(((offset, record),))
+
+    def apply_all(self, entries: Iterable[tuple[int, Record]]) -> MetadataImage:
+        from metadata.delta import MetadataDelta  # the delta builds images: no cycle at import
+
+        delta = MetadataDelta(self)
+        for offset, record in entries:
+            delta.apply(record, offset)
+        return delta.build()
+
+    # --- lookups --------------------------------------------------------------------
+
+    def topic(self, topic_id: Uuid) -> TopicImage | None:
+        return self.topics.get(topic_id)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids_by_name.get(name)
+        return None if topic_id is None else self.topics[topic_id]
+
+    def unfenced_broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(b.broker_id for b in self.brokers.values() if not b.fenced))
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    # --- comparison -----------------------------------------------------------------
+
+    def content_hash(self) -> str:
+        """sha256 (hex) over a canonical encoding of everything replay determines: topics
+        (with partitions), brokers, the metadata topic ID, every ID ever used, the last
+        applied offset and the anomalies. Sorted by key, so insertion order does not
+        matter; msgpack of ints, strings and bytes, so it is stable across processes."""
+        if self._hash:
+            return self._hash[0]
+        digest = hashlib.sha256()
+        digest.update(pack([
+            "kraft-py metadata image", _HASH_FORMAT_VERSION, self.last_applied_offset,
+            None if self.metadata_topic_id is None else self.metadata_topic_id.to_bytes(),
+            self.anomaly_count,
+            [[a.offset, a.record_type, a.reason] for a in self.anomalies],
+        ]))
+        for topic_id in sorted(self.topics):
+            digest.update(pack(self.topics[topic_id].canonical()))
+        digest.update(pack([self.brokers[b].canonical() for b in sorted(self.brokers)]))
+        digest.update(pack([u.to_bytes() for u in sorted(self.used_topic_ids)]))
+        result = digest.hexdigest()
+        self._hash.append(result)
+        return result
+
+    def __repr__(self) -> str:
+        return (f"MetadataImage(offset={self.last_applied_offset}, topics={len(self.topics)}, "
+                f"brokers={len(self.brokers)}, anomalies={self.anomaly_count})")
+
+
+def replay(entries: Iterable[tuple[int, Record]],
+           base: MetadataImage | None = None) -> MetadataImage:
+    """Build an image from (offset, record) pairs in log order, in one pass."""
+    return (base or MetadataImage.empty()).apply_all(entries)
+
+
+def replay_bytes(entries: Iterable[tuple[int, bytes]],
+                 base: MetadataImage | None = None) -> MetadataImage:
+    """Like `replay`, from encoded records; undecodable bytes become anomalies."""
+    from metadata.delta import MetadataDelta
+
+    delta = MetadataDelta(base or MetadataImage.empty())
+    for offset, data in entries:
+        delta.apply_bytes(data, offset)
+    return delta.build()
