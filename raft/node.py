@@ -1,0 +1,423 @@
+"""The Trio shell around `raft.core.RaftCore`: sockets, timers, fsync, publication.
+
+One task (`_core_loop`) owns the core; every other task talks to it through one bounded
+memory channel (the inbox). Each turn of the loop:
+
+1. takes one event (a message, a call from another task, or the core's next deadline),
+   then drains whatever else is already queued, stepping the core for each;
+2. `ready()`, then persists quorum-state (fsync) and flushes the log (fsync), both in a
+   worker thread. Events that arrive during those fsyncs wait in the inbox and are all
+   handled in the next turn, so their appends share the next fsync (group commit);
+3. sends the messages (never blocking: bounded per-connection queues that drop when
+   full), publishes newly committed batches to the commit listeners, `advance(ready)`.
+
+Hooks for the layers above (metadata controller, brokers):
+
+- `node.add_api_handler(api, handler)`: `async handler(body, cluster_id) -> body` serves an
+  extra msgpack api on this node's listener (admin requests, broker registration). The
+  response frame echoes the request's api and correlation_id. Raise `ApiError` to answer
+  `{"error_code": ..., "error_message": ...}`.
+- `await node.propose_and_wait(records) -> (epoch, last_offset)`: appends through this
+  node's core and returns once the records are committed; raises `NotLeaderError` (with
+  `leader_id` and `leader_address`) if this node is not the leader or loses leadership
+  before the records commit (they may still commit later: callers retry idempotently).
+- `node.add_commit_listener(callback)`: `callback(batch)` is called in offset order with
+  each newly committed `Batch` (cut at the high watermark) as the high watermark advances,
+  starting from offset 0 after every start (a replay of the committed log). It runs in
+  the core task: it must be quick and must not block (hand the batch to a channel).
+  Add listeners before `run()`.
+- `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
+  `node.epoch`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from raft import messages
+from raft.core import RaftConfig, RaftCore
+from raft.errors import ErrorCode
+from raft.transport import Address, Connection, Frame, ProtocolError, Transport
+from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
+
+log = logging.getLogger(__name__)
+
+ApiHandler = Callable[[Any, str], Awaitable[Any]]
+CommitListener = Callable[[Batch], None]
+DESCRIBE_QUORUM = "DescribeQuorumRequest"
+INBOX_SIZE = 1024
+MAX_EVENTS_PER_TURN = 1024
+MAX_ROUTES_PER_CONNECTION = 4096
+SHUTDOWN_DRAIN_S = 1.0
+
+
+class NotLeaderError(Exception):
+    """This node is not (or stopped being) the leader; try `leader_id` at `leader_address`."""
+
+    def __init__(self, leader_id: int | None, leader_address: Address | None) -> None:
+        where = f" at {leader_address[0]}:{leader_address[1]}" if leader_address else ""
+        super().__init__(f"not the leader; leader is {leader_id}{where}"
+                         if leader_id is not None else "not the leader; no leader known")
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+
+
+class ApiError(Exception):
+    """Raised by an api handler: answered as `{error_code, error_message}`."""
+
+    def __init__(self, error_code: int, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.error_code = int(error_code)
+        self.fields = fields
+
+
+@dataclass(eq=False)
+class _Call:
+    """Run `fn(now_ms)` in the core task; the caller waits on `done`."""
+
+    fn: Callable[[int], Any]
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(eq=False)
+class _Waiter:
+    epoch: int
+    last_offset: int
+    done: trio.Event = field(default_factory=trio.Event)
+    error: NotLeaderError | None = None
+
+
+class _Shutdown:
+    pass
+
+
+class RaftNode:
+    """One quorum member (voter) or observer. `write_election` persists quorum-state
+    atomically with fsync; it runs in a worker thread, as does `log.flush()`."""
+
+    def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, Address],
+                 config: RaftConfig, log: RaftLog, election: ElectionState | None,
+                 write_election: Callable[[ElectionState], None],
+                 listen: Address | None = None,
+                 listeners: list[trio.SocketListener] | None = None,
+                 max_frame_bytes: int = 100 * 1024 * 1024, send_queue_size: int = 256,
+                 rng: random.Random | None = None) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.voters = dict(voters)
+        self._config = config
+        self._log = log
+        self._initial_election = election
+        self._write_election = write_election
+        self._rng = rng or random.Random()
+        self._core: RaftCore | None = None
+        self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
+        self._handlers: dict[str, ApiHandler] = {}
+        self._listeners: list[CommitListener] = []
+        self._waiters: list[_Waiter] = []
+        self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
+        self._conn_routes: dict[int, set[tuple[int, int]]] = {}
+        self._published = 0  # next offset to hand to commit listeners
+        self._clock_offset_s = 0.0
+        self._stopping = False
+        self._last_state: tuple[Any, ...] = ()
+        self.started = trio.Event()
+        self.transport = Transport(
+            node_id=node_id, peers=self.voters, handler=self._on_frame, listen=listen,
+            listeners=listeners, on_close=self._forget_routes,
+            max_frame_bytes=max_frame_bytes, queue_size=send_queue_size, rng=self._rng)
+
+    # -- hooks --------------------------------------------------------------------------
+
+    def add_api_handler(self, api: str, handler: ApiHandler) -> None:
+        if api in messages._CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
+            raise ValueError(f"api {api!r} is already served")
+        self._handlers[api] = handler
+
+    def add_commit_listener(self, callback: CommitListener) -> None:
+        self._listeners.append(callback)
+
+    async def propose_and_wait(self, records: Sequence[bytes]) -> tuple[int, int]:
+        waiter = await self.call(lambda now: self._propose(list(records), now))
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.epoch, waiter.last_offset
+
+    async def call(self, fn: Callable[[int], Any]) -> Any:
+        """Run `fn(now_ms)` in the core task (the only place the core may be touched)."""
+        item = _Call(fn)
+        await self._inbox_send.send(item)
+        await item.done.wait()
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    async def shutdown(self) -> None:
+        """Graceful stop: a leader resigns (EndQuorumEpoch), queues drain (bounded)."""
+        await self._inbox_send.send(_Shutdown())
+
+    @property
+    def core(self) -> RaftCore:
+        if self._core is None:
+            raise RuntimeError("the node is not running")
+        return self._core
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._core.leader_id if self._core else None
+
+    @property
+    def leader_address(self) -> Address | None:
+        leader = self.leader_id
+        return self.voters.get(leader) if leader is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self._core and self._core.is_leader)
+
+    @property
+    def epoch(self) -> int:
+        return self._core.epoch if self._core else 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self._core.high_watermark if self._core else 0
+
+    @property
+    def port(self) -> int | None:
+        return self.transport.port
+
+    def now_ms(self) -> int:
+        """Monotonic milliseconds that read like wall-clock time (for DescribeQuorum)."""
+        return int((trio.current_time() + self._clock_offset_s) * 1000)
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Serve until `shutdown()`; reports the bound listener port once listening."""
+        self._clock_offset_s = time.time() - trio.current_time()
+        self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
+                              election=self._initial_election, cluster_id=self.cluster_id,
+                              rng=self._rng, now_ms=self.now_ms())
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(self.transport.serve)
+            log.info("node started", extra={"node": self.node_id, "port": port,
+                                            "epoch": self.epoch,
+                                            "log_end_offset": self._log.end_offset})
+            self.started.set()
+            task_status.started(port)
+            await self._core_loop()
+            await self.transport.drain(SHUTDOWN_DRAIN_S)
+            nursery.cancel_scope.cancel()
+        log.info("node stopped", extra={"node": self.node_id})
+
+    def _to_trio_time(self, deadline_ms: int) -> float:
+        return deadline_ms / 1000 - self._clock_offset_s
+
+    async def _core_loop(self) -> None:
+        core = self.core
+        await self._process_ready()  # e.g. a restarted leader-to-be persisting its state
+        while not self._stopping:
+            item = None
+            with trio.move_on_at(self._to_trio_time(core.next_deadline_ms())):
+                item = await self._inbox_recv.receive()
+            now = self.now_ms()
+            handled = 0
+            while item is not None:
+                self._dispatch(item, now)
+                handled += 1
+                if handled >= MAX_EVENTS_PER_TURN:
+                    break
+                try:
+                    item = self._inbox_recv.receive_nowait()
+                except trio.WouldBlock:
+                    item = None
+            core.tick(now)
+            await self._process_ready()
+
+    def _dispatch(self, item: Any, now: int) -> None:
+        core = self.core
+        if isinstance(item, Envelope):
+            core.step(item, now)
+        elif isinstance(item, _Call):
+            try:
+                item.result = item.fn(now)
+            except Exception as exc:  # handed back to the caller, not raised here
+                item.error = exc
+            item.done.set()
+        elif isinstance(item, _Shutdown):
+            if core.is_leader:
+                log.info("resigning before shutdown", extra={"epoch": core.epoch})
+                core.resign(now)
+            self._stopping = True
+        else:
+            raise AssertionError(f"unexpected inbox item {item!r}")
+
+    async def _process_ready(self) -> None:
+        """Persist, then flush, then send, then publish, then advance."""
+        core = self.core
+        ready: Ready = core.ready()
+        if ready.election is not None:
+            await trio.to_thread.run_sync(self._write_election, ready.election)
+        if ready.needs_flush:
+            await trio.to_thread.run_sync(self._log.flush)
+        for envelope in ready.messages:
+            self._send(envelope)
+        if ready.high_watermark is not None:
+            self._publish(ready.high_watermark)
+        core.advance(ready)
+        self._settle_waiters()
+        self._log_state_change()
+
+    def _log_state_change(self) -> None:
+        core = self.core
+        state = (core.role, core.epoch, core.leader_id)
+        if state != self._last_state:
+            self._last_state = state
+            log.info("quorum state", extra={"node": self.node_id, "role": str(core.role),
+                                            "epoch": core.epoch, "leader": core.leader_id})
+
+    # -- proposals and commits ----------------------------------------------------------
+
+    def _propose(self, records: list[bytes], now: int) -> _Waiter:
+        core = self.core
+        result = core.propose(records, now) if core.is_leader else None
+        if result is None:
+            raise NotLeaderError(self.leader_id, self.leader_address)
+        waiter = _Waiter(epoch=result[0], last_offset=result[1])
+        self._waiters.append(waiter)
+        return waiter
+
+    def _settle_waiters(self) -> None:
+        core = self.core
+        hw = core.high_watermark
+        while self._waiters and self._waiters[0].last_offset < hw:
+            waiter = self._waiters.pop(0)
+            if self._log.end_offset <= waiter.last_offset or \
+                    self._log.epoch_at(waiter.last_offset) != waiter.epoch:
+                waiter.error = NotLeaderError(self.leader_id, self.leader_address)
+            waiter.done.set()
+        if self._waiters and (not core.is_leader or core.epoch != self._waiters[0].epoch):
+            error = NotLeaderError(self.leader_id, self.leader_address)
+            for waiter in self._waiters:
+                waiter.error = error
+                waiter.done.set()
+            self._waiters.clear()
+
+    def _publish(self, high_watermark: int) -> None:
+        while self._published < high_watermark:
+            batches = self._log.read(self._published, 1 << 20)
+            if not batches:
+                break
+            for batch in batches:
+                if batch.base_offset >= high_watermark:
+                    return
+                start = self._published - batch.base_offset
+                end = min(batch.next_offset, high_watermark) - batch.base_offset
+                if start > 0 or end < len(batch.records):
+                    batch = Batch(base_offset=self._published, epoch=batch.epoch,
+                                  records=batch.records[start:end])
+                for listener in self._listeners:
+                    listener(batch)
+                self._published = batch.next_offset
+
+    # -- messages in and out ------------------------------------------------------------
+
+    def _frame(self, api: str, correlation_id: int, body: Any) -> Frame:
+        return {"api": api, "version": 0, "correlation_id": correlation_id,
+                "cluster_id": self.cluster_id, "body": body, "src": self.node_id}
+
+    def _send(self, envelope: Envelope) -> None:
+        api, body = messages.encode_message(envelope.message)
+        frame = self._frame(api, envelope.correlation_id, body)
+        if messages.is_response(envelope.message):
+            key = (envelope.dst, envelope.correlation_id)
+            conn_id = self._routes.pop(key, None)
+            if conn_id is not None:
+                self._conn_routes.get(conn_id, set()).discard(key)
+                self.transport.send_on(conn_id, frame)
+        else:
+            self.transport.send_to_peer(envelope.dst, frame)
+
+    def _forget_routes(self, conn: Connection) -> None:
+        for key in self._conn_routes.pop(conn.conn_id, set()):
+            self._routes.pop(key, None)
+
+    def _remember_route(self, src: int, correlation_id: int, conn: Connection) -> None:
+        keys = self._conn_routes.setdefault(conn.conn_id, set())
+        if len(keys) >= MAX_ROUTES_PER_CONNECTION:
+            raise ProtocolError(f"more than {MAX_ROUTES_PER_CONNECTION} requests in flight")
+        self._routes[(src, correlation_id)] = conn.conn_id
+        keys.add((src, correlation_id))
+
+    async def _on_frame(self, conn: Connection, frame: Frame) -> None:
+        """Runs in the connection's reader task: decode, then hand over to the core task."""
+        api, correlation_id, body = frame["api"], frame["correlation_id"], frame["body"]
+        if conn.node_id is not None:  # our outbound connection: a response to our request
+            message = self._decode(api, body)
+            if not messages.is_response(message):
+                raise ProtocolError(f"{api} received where only responses are expected")
+            await self._inbox_send.send(Envelope(src=conn.node_id, dst=self.node_id,
+                                                 correlation_id=correlation_id,
+                                                 message=message))
+            return
+        if api in self._handlers or api == DESCRIBE_QUORUM:
+            reply = await self._serve_api(api, body, frame["cluster_id"])
+            self.transport.send_on(conn.conn_id, self._frame(api, correlation_id, reply))
+            return
+        message = self._decode(api, body)
+        if not messages.is_request(message):
+            raise ProtocolError(f"unsolicited {api}")
+        claimed = frame.get("src")
+        src = claimed if type(claimed) is int and claimed >= 0 else -conn.conn_id
+        self._remember_route(src, correlation_id, conn)
+        await self._inbox_send.send(Envelope(src=src, dst=self.node_id,
+                                             correlation_id=correlation_id, message=message))
+
+    @staticmethod
+    def _decode(api: str, body: Any) -> Any:
+        try:
+            return messages.decode_message(api, body)
+        except messages.MessageError as exc:
+            raise ProtocolError(f"malformed {api!r:.60}: {exc}") from None
+
+    async def _serve_api(self, api: str, body: Any, cluster_id: Any) -> Any:
+        if cluster_id not in (None, "", self.cluster_id):  # tools may not know it yet
+            return {"error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
+                    "error_message": f"cluster id {cluster_id!r:.40} is not {self.cluster_id}"}
+        try:
+            if api == DESCRIBE_QUORUM:
+                return await self.call(self._describe_quorum)
+            return await self._handlers[api](body, cluster_id)
+        except ApiError as exc:
+            return {"error_code": exc.error_code, "error_message": str(exc), **exc.fields}
+        except NotLeaderError as exc:
+            return self.not_leader_body(exc)
+
+    @staticmethod
+    def not_leader_body(exc: NotLeaderError) -> dict[str, Any]:
+        address = exc.leader_address
+        return {"error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "error_message": str(exc),
+                "leader_id": -1 if exc.leader_id is None else exc.leader_id,
+                "leader_address": f"{address[0]}:{address[1]}" if address else None}
+
+    def _describe_quorum(self, now: int) -> dict[str, Any]:
+        """DescribeQuorum; a non-leader also names the leader's address so tools follow."""
+        response = self.core.describe_quorum(now)
+        _, body = messages.encode_message(response)
+        address = self.leader_address
+        body["leader_address"] = f"{address[0]}:{address[1]}" if address else None
+        body["node_id"] = self.node_id
+        body["is_leader"] = self.is_leader
+        return body

@@ -1,0 +1,285 @@
+"""TCP transport for the Trio node: a listener, one outbound connection per peer, framing.
+
+- Outbound: one connection per peer, reconnected with jittered exponential backoff. Our
+  requests go out on it and the peer's responses come back on it.
+- Inbound: connections from anyone (peers' outbound connections, brokers, tools). Their
+  requests come in on it and our responses go back on the same connection.
+- Every connection has a bounded send queue drained by its own writer task: `send_*` never
+  blocks, and a full queue drops the message (Raft retries), so a slow or dead peer never
+  stalls the others nor grows memory.
+- A malformed frame (or a `ProtocolError` raised by the frame handler) closes that one
+  connection with a logged reason (peer, reason); everyone else keeps being served.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from raft.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FramedStream, encode_frame
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+Frame = dict[str, Any]
+# The handler may block (backpressure on that one connection); it raises ProtocolError
+# to have the connection closed.
+FrameHandler = Callable[["Connection", Frame], Awaitable[None]]
+CloseHandler = Callable[["Connection"], None]
+Connector = Callable[[Address], Awaitable[trio.abc.Stream]]
+
+
+class ProtocolError(Exception):
+    """The peer sent a well-framed but unacceptable message: close its connection."""
+
+
+async def _tcp_connect(address: Address) -> trio.abc.Stream:
+    return await trio.open_tcp_stream(*address)
+
+
+@dataclass(eq=False)
+class Connection:
+    """One live connection. `node_id` is the peer for outbound connections, else None."""
+
+    conn_id: int
+    peer: str
+    node_id: int | None
+    queue: trio.MemorySendChannel[Frame]
+    dropped: int = 0
+    closed: bool = False
+    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+class Transport:
+    def __init__(self, *, node_id: int, peers: dict[int, Address], handler: FrameHandler,
+                 listen: Address | None = None,
+                 listeners: list[trio.SocketListener] | None = None,
+                 on_close: CloseHandler | None = None,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 queue_size: int = 256, connect_timeout_s: float = 1.0,
+                 backoff_min_s: float = 0.05, backoff_max_s: float = 1.0,
+                 connector: Connector = _tcp_connect, rng: random.Random | None = None
+                 ) -> None:
+        self.node_id = node_id
+        self._peers = {n: a for n, a in peers.items() if n != node_id}
+        self._handler = handler
+        self._listen = listen
+        self._listeners = listeners
+        self._on_close = on_close
+        self._max_frame_bytes = max_frame_bytes
+        self._queue_size = queue_size
+        self._connect_timeout_s = connect_timeout_s
+        self._backoff = (backoff_min_s, backoff_max_s)
+        self._connector = connector
+        self._rng = rng or random.Random()
+        self._next_conn_id = 1
+        self._inbound: dict[int, Connection] = {}
+        # Per-peer queues outlive reconnects: the first request after a reconnect goes out.
+        self._peer_queues: dict[int, tuple[trio.MemorySendChannel[Frame],
+                                           trio.MemoryReceiveChannel[Frame]]] = {
+            n: trio.open_memory_channel(queue_size) for n in self._peers}
+        self._peer_connected: dict[int, bool] = {n: False for n in self._peers}
+        self.dropped = 0
+        self.port: int | None = None
+
+    # -- sending (never blocks) ---------------------------------------------------------
+
+    def send_to_peer(self, node_id: int, frame: Frame) -> bool:
+        """Queue a frame on the outbound connection to `node_id`; False if dropped."""
+        queue = self._peer_queues.get(node_id)
+        if queue is None:
+            log.debug("no address for node", extra={"dst": node_id})
+            return False
+        return self._offer(queue[0], frame, f"node {node_id}")
+
+    def send_on(self, conn_id: int, frame: Frame) -> bool:
+        """Queue a frame on inbound connection `conn_id` (a reply); False if dropped."""
+        conn = self._inbound.get(conn_id)
+        if conn is None or conn.closed:
+            return False
+        if not self._offer(conn.queue, frame, conn.peer):
+            conn.dropped += 1
+            return False
+        return True
+
+    def _offer(self, queue: trio.MemorySendChannel[Frame], frame: Frame, who: str) -> bool:
+        try:
+            queue.send_nowait(frame)
+            return True
+        except trio.WouldBlock:
+            self.dropped += 1
+            log.debug("send queue full, dropping", extra={"peer": who, "api": frame["api"]})
+            return False
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+
+    def is_connected(self, node_id: int) -> bool:
+        return self._peer_connected.get(node_id, False)
+
+    def pending(self) -> int:
+        """Frames queued and not yet written, over every connection."""
+        total = sum(q[0].statistics().current_buffer_used for q in self._peer_queues.values())
+        return total + sum(c.queue.statistics().current_buffer_used
+                           for c in self._inbound.values())
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait (bounded) until every queued frame has been handed to the OS."""
+        with trio.move_on_after(timeout_s):
+            while True:  # writers give no completion signal; poll the queue depths
+                if not self.pending():
+                    return True
+                await trio.sleep(0.01)
+        return False
+
+    # -- serving ------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Listen (if configured) and keep one connection per peer; reports the bound port."""
+        async with trio.open_nursery() as nursery:
+            listeners = self._listeners
+            if listeners is None and self._listen is not None:
+                host, port = self._listen
+                listeners = await trio.open_tcp_listeners(port, host=host)
+            if listeners:
+                self.port = listeners[0].socket.getsockname()[1]
+                nursery.start_soon(self._accept_loop, listeners)
+            for node_id in self._peers:
+                nursery.start_soon(self._run_outbound, node_id)
+            task_status.started(self.port)
+
+    async def _accept_loop(self, listeners: list[trio.SocketListener]) -> None:
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                nursery.start_soon(trio.serve_listeners, self._serve_inbound_socket, [listener])
+
+    async def _serve_inbound_socket(self, stream: trio.SocketStream) -> None:
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = "?"
+        await self.serve_stream(stream, peer)
+
+    async def serve_stream(self, stream: trio.abc.Stream, peer: str) -> None:
+        """Serve one inbound connection until it closes (public for memory-stream tests)."""
+        send, receive = trio.open_memory_channel[Frame](self._queue_size)
+        conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=None, queue=send)
+        self._inbound[conn.conn_id] = conn
+        try:
+            reason = await self._run_connection(conn, stream, receive)
+            if reason:
+                log.warning("closed connection", extra={"peer": peer, "reason": reason})
+            else:
+                log.debug("connection closed by peer", extra={"peer": peer})
+        finally:
+            conn.closed = True
+            del self._inbound[conn.conn_id]
+            send.close()
+            if self._on_close:
+                self._on_close(conn)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+
+    async def _run_outbound(self, node_id: int) -> None:
+        address = self._peers[node_id]
+        send, receive = self._peer_queues[node_id]
+        peer = f"{address[0]}:{address[1]}"
+        failures = 0
+        while True:
+            try:
+                with trio.fail_after(self._connect_timeout_s):
+                    stream = await self._connector(address)
+            except (OSError, trio.TooSlowError) as exc:
+                failures += 1
+                level = logging.INFO if failures == 1 else logging.DEBUG
+                log.log(level, "cannot connect", extra={"dst": node_id, "peer": peer,
+                                                        "reason": str(exc) or "timeout"})
+                await trio.sleep(self._backoff_s(failures))
+                continue
+            log.info("connected", extra={"dst": node_id, "peer": peer})
+            failures = 0
+            conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=node_id,
+                              queue=send)
+            self._peer_connected[node_id] = True
+            try:
+                reason = await self._run_connection(conn, stream, receive)
+            finally:
+                self._peer_connected[node_id] = False
+                conn.closed = True
+                if self._on_close:
+                    self._on_close(conn)
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(stream)
+            log.info("disconnected", extra={"dst": node_id, "peer": peer,
+                                            "reason": reason or "closed by peer"})
+            await trio.sleep(self._backoff_s(1))
+
+    def _backoff_s(self, failures: int) -> float:
+        low, high = self._backoff
+        ceiling = min(high, low * math.pow(2, min(failures - 1, 16)))
+        return ceiling * (0.5 + self._rng.random() / 2)
+
+    def _new_conn_id(self) -> int:
+        self._next_conn_id += 1
+        return self._next_conn_id - 1
+
+    async def _run_connection(self, conn: Connection, stream: trio.abc.Stream,
+                              queue: trio.MemoryReceiveChannel[Frame]) -> str | None:
+        """Run reader and writer until either ends; the reason to log, None for a clean EOF."""
+        framed = FramedStream(stream, self._max_frame_bytes)
+        outcome: list[str | None] = [None]
+
+        async def reader() -> None:
+            try:
+                while (frame := await framed.receive()) is not None:
+                    await self._handler(conn, frame)
+            except (FrameError, ProtocolError) as exc:
+                outcome[0] = str(exc)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                outcome[0] = f"connection error: {exc}"
+            nursery.cancel_scope.cancel()
+
+        async def writer() -> None:
+            try:
+                await self._write_frames(stream, queue, conn)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                outcome[0] = f"connection error: {exc}"
+            nursery.cancel_scope.cancel()
+
+        with conn.cancel_scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader)
+                nursery.start_soon(writer)
+        return outcome[0]
+
+    async def _write_frames(self, stream: trio.abc.Stream,
+                            queue: trio.MemoryReceiveChannel[Frame], conn: Connection) -> None:
+        async for frame in queue:
+            frames = [frame]
+            while len(frames) < 64:  # coalesce what is already queued into one write
+                try:
+                    frames.append(queue.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            chunks = []
+            for item in frames:
+                try:
+                    chunks.append(encode_frame(item, self._max_frame_bytes))
+                except (FrameError, TypeError, ValueError) as exc:
+                    log.error("cannot encode frame, dropping it",
+                              extra={"peer": conn.peer, "api": item.get("api"),
+                                     "reason": str(exc)})
+            if chunks:
+                await stream.send_all(b"".join(chunks))
+
+    def close(self, conn: Connection, reason: str) -> None:
+        """Close one connection from outside its tasks (logged by its reader)."""
+        log.warning("closing connection", extra={"peer": conn.peer, "reason": reason})
+        conn.cancel_scope.cancel()

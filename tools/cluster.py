@@ -1,0 +1,396 @@
+"""Local multi-process cluster launcher, and a small blocking client for its nodes.
+
+Used by `kraft quorum`, the integration tests, the demo and the bench. Layout:
+
+    DIR/cluster.json           cluster_id; per node: id, roles, controller and client
+                               addresses, pid, data dir, node dir, config path
+    DIR/node-N/node.toml       the node's configuration (Kafka key names)
+    DIR/node-N/data/           its log directory (formatted here)
+    DIR/node-N/node.log        its stdout and stderr (JSON log lines)
+    DIR/node-N/node.pid        its process id while started
+
+Voters get ids 1..V, brokers V+1..V+B (brokers are raft observers for now). Every node is
+its own detached process (new session), so it outlives the command that started it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metadata.uuid import Uuid
+from raft import messages
+from raft.errors import ErrorCode
+from raft.framing import FrameDecoder, encode_frame
+from raft.storage import format_log_dir
+from tools.config import to_toml
+
+CLUSTER_FILE = "cluster.json"
+HOST = "127.0.0.1"
+DESCRIBE_QUORUM = "DescribeQuorumRequest"
+_correlation = iter(range(1, 1 << 62))
+
+
+class ClusterError(Exception):
+    """The cluster (or a request to it) failed; the message says why."""
+
+
+# -- a blocking client ------------------------------------------------------------------
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"bad address {text!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def request(address: str, api: str, body: Any, *, cluster_id: str = "",
+            timeout_s: float = 5.0) -> Any:
+    """Send one request frame and return the response body (ClusterError on failure)."""
+    correlation_id = next(_correlation)
+    frame = encode_frame({"api": api, "version": 0, "correlation_id": correlation_id,
+                          "cluster_id": cluster_id, "body": body})
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection(parse_address(address), timeout=timeout_s) as sock:
+            sock.sendall(frame)
+            decoder = FrameDecoder()
+            while True:
+                sock.settimeout(max(0.001, deadline - time.monotonic()))
+                data = sock.recv(65536)
+                if not data:
+                    raise ClusterError(f"{address} closed the connection")
+                for reply in decoder.feed(data):
+                    if reply["correlation_id"] == correlation_id:
+                        return reply["body"]
+    except TimeoutError:
+        raise ClusterError(f"{address}: no answer to {api} within {timeout_s} s") from None
+    except OSError as exc:
+        raise ClusterError(f"{address}: {exc.strerror or exc}") from None
+
+
+def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id: str = "",
+                   timeout_s: float = 5.0) -> Any:
+    """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
+    redirections to the leader (a few hops at most)."""
+    errors: list[str] = []
+    for address in addresses:
+        target = address
+        for _ in range(3):
+            try:
+                reply = request(target, api, body, cluster_id=cluster_id, timeout_s=timeout_s)
+            except ClusterError as exc:
+                errors.append(str(exc))
+                break
+            code = reply.get("error_code", 0) if isinstance(reply, dict) else 0
+            redirect = reply.get("leader_address") if isinstance(reply, dict) else None
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and redirect and redirect != target:
+                target = redirect
+                continue
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                errors.append(f"{target}: {reply.get('error_message', 'not the leader')}")
+                break
+            return reply
+    raise ClusterError("; ".join(errors) or "no address to try")
+
+
+def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0) -> dict[str, Any]:
+    """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
+    request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
+    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s)
+    if reply.get("error_code", 0) != 0 and "topics" not in reply:
+        raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
+    try:
+        response = messages.decode_message("DescribeQuorumResponse", reply)
+    except messages.MessageError as exc:
+        raise ClusterError(f"bad DescribeQuorum response: {exc}") from None
+    if response.error_code != ErrorCode.NONE:
+        raise ClusterError(f"DescribeQuorum failed: {response.error_code.name}")
+    return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
+            "high_watermark": response.high_watermark,
+            "leader_address": reply.get("leader_address"),
+            "voters": [asdict(r) for r in response.current_voters],
+            "observers": [asdict(r) for r in response.observers]}
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS reports free right now (held together, so all distinct)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+def is_alive(pid: int | None, marker: str | None = None) -> bool:
+    """True if `pid` runs (not a zombie) and, when given, its command line holds `marker`
+    (so a recycled pid is not mistaken for our node)."""
+    if not pid:
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
+    except ChildProcessError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
+        return False
+    return marker is None or marker in cmdline
+
+
+@dataclass
+class NodeInfo:
+    id: int
+    roles: list[str]
+    controller_address: str | None
+    client_address: str | None
+    data_dir: str
+    dir: str
+    config: str
+    pid: int | None = None
+
+    @property
+    def is_voter(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.dir) / "node.log"
+
+
+@dataclass
+class Cluster:
+    directory: Path
+    cluster_id: str
+    nodes: dict[int, NodeInfo] = field(default_factory=dict)
+    started_pids: list[int] = field(default_factory=list)  # every pid this object started
+
+    # -- layout ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike[str], *, voters: int, brokers: int = 0,
+               base_port: int | None = None, settings: Mapping[str, Any] | None = None,
+               cluster_id: str | None = None) -> Cluster:
+        """Format the directories and write the configs (nothing is started)."""
+        directory = Path(directory).resolve()
+        if (directory / CLUSTER_FILE).exists():
+            raise ClusterError(f"{directory} already holds a cluster")
+        if voters < 1 or brokers < 0:
+            raise ClusterError("need at least one voter and no negative broker count")
+        ports = (list(range(base_port, base_port + voters + brokers)) if base_port
+                 else free_ports(voters + brokers))
+        cluster = cls(directory, cluster_id or str(Uuid.random()))
+        quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
+        for node_id in range(1, voters + brokers + 1):
+            is_voter = node_id <= voters
+            node_dir = directory / f"node-{node_id}"
+            address = f"{HOST}:{ports[node_id - 1]}"
+            info = NodeInfo(id=node_id, roles=["controller"] if is_voter else ["broker"],
+                            controller_address=address if is_voter else None,
+                            client_address=None if is_voter else address,
+                            data_dir=str(node_dir / "data"), dir=str(node_dir),
+                            config=str(node_dir / "node.toml"))
+            format_log_dir(info.data_dir, cluster_id=cluster.cluster_id, node_id=node_id)
+            node_settings: dict[str, Any] = {
+                "node.id": node_id, "process.roles": ",".join(info.roles),
+                "controller.quorum.voters": quorum,
+                "listeners": f"CONTROLLER://{address}" if is_voter else f"PLAINTEXT://{address}",
+                "log.dirs": info.data_dir, "cluster.id": cluster.cluster_id,
+                **(settings or {})}
+            Path(info.config).write_text(to_toml(node_settings))
+            cluster.nodes[node_id] = info
+        cluster.save()
+        return cluster
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Cluster:
+        directory = Path(directory).resolve()
+        try:
+            data = json.loads((directory / CLUSTER_FILE).read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {directory} (no {CLUSTER_FILE})") from None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"{directory / CLUSTER_FILE}: {exc}") from None
+        nodes = {int(n["id"]): NodeInfo(**n) for n in data["nodes"]}
+        return cls(directory, data["cluster_id"], nodes)
+
+    def save(self) -> None:
+        data = {"cluster_id": self.cluster_id,
+                "nodes": [asdict(n) for n in sorted(self.nodes.values(), key=lambda n: n.id)]}
+        temp = self.directory / (CLUSTER_FILE + ".tmp")
+        temp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(temp, self.directory / CLUSTER_FILE)
+
+    def node(self, node_id: int) -> NodeInfo:
+        if node_id not in self.nodes:
+            raise ClusterError(f"no node {node_id} in {self.directory} "
+                               f"(nodes: {', '.join(map(str, sorted(self.nodes)))})")
+        return self.nodes[node_id]
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return sorted(n.id for n in self.nodes.values() if n.is_voter)
+
+    def controller_addresses(self, exclude: Iterable[int] = ()) -> list[str]:
+        skip = set(exclude)
+        return [n.controller_address for n in self.nodes.values()
+                if n.controller_address and n.id not in skip]
+
+    # -- processes -------------------------------------------------------------------
+
+    def is_running(self, node_id: int) -> bool:
+        info = self.node(node_id)
+        return is_alive(info.pid, info.config)
+
+    def running(self) -> list[int]:
+        return [n for n in sorted(self.nodes) if self.is_running(n)]
+
+    def start_node(self, node_id: int, *, log_level: str = "INFO") -> int:
+        info = self.node(node_id)
+        if self.is_running(node_id):
+            raise ClusterError(f"node {node_id} is already running (pid {info.pid})")
+        command = [sys.executable, "-m", "tools.cli", "--log-format", "json",
+                   "--log-level", log_level, "node", "--config", info.config]
+        with open(info.log_path, "ab") as out:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=out, start_new_session=True, cwd=info.dir)
+        info.pid = process.pid
+        self.started_pids.append(process.pid)
+        (Path(info.dir) / "node.pid").write_text(f"{process.pid}\n")
+        self.save()
+        return process.pid
+
+    def start(self) -> None:
+        running = self.running()
+        if running:
+            raise ClusterError(f"the cluster in {self.directory} is already running "
+                               f"(nodes {', '.join(map(str, running))})")
+        for node_id in sorted(self.nodes):
+            self.start_node(node_id)
+
+    def signal(self, node_id: int, signum: int) -> None:
+        info = self.node(node_id)
+        if not self.is_running(node_id):
+            raise ClusterError(f"node {node_id} is not running")
+        assert info.pid is not None
+        os.kill(info.pid, signum)
+
+    def wait_exit(self, node_id: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.is_running(node_id):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def kill(self, node_id: int, signum: int = signal.SIGKILL, timeout_s: float = 5.0) -> None:
+        """Send `signum`; for KILL and TERM, wait (bounded) until the process is gone."""
+        self.signal(node_id, signum)
+        if signum in (signal.SIGKILL, signal.SIGTERM) and not self.wait_exit(node_id,
+                                                                                timeout_s):
+            raise ClusterError(f"node {node_id} did not exit within {timeout_s} s")
+        if signum in (signal.SIGKILL, signal.SIGTERM):
+            self._forget_pid(node_id)
+
+    def _forget_pid(self, node_id: int) -> None:
+        info = self.node(node_id)
+        info.pid = None
+        (Path(info.dir) / "node.pid").unlink(missing_ok=True)
+        self.save()
+
+    def stop_node(self, node_id: int, timeout_s: float = 10.0) -> bool:
+        """SIGTERM (after SIGCONT, in case it is stopped), then SIGKILL if it lingers.
+        Returns True when it exited on SIGTERM."""
+        info = self.node(node_id)
+        if not self.is_running(node_id):
+            self._forget_pid(node_id)
+            return True
+        assert info.pid is not None
+        os.kill(info.pid, signal.SIGCONT)
+        os.kill(info.pid, signal.SIGTERM)
+        graceful = self.wait_exit(node_id, timeout_s)
+        if not graceful:
+            os.kill(info.pid, signal.SIGKILL)
+            self.wait_exit(node_id, 5.0)
+        self._forget_pid(node_id)
+        return graceful
+
+    def stop(self, timeout_s: float = 10.0) -> list[int]:
+        """Stop every node: the leader last, so the others do not start elections while
+        going down. Returns the ids that needed SIGKILL."""
+        try:
+            leader = describe_quorum(self.controller_addresses(), timeout_s=1.0)["leader_id"]
+        except ClusterError:
+            leader = None
+        order = sorted(self.nodes, key=lambda n: (n == leader, n))
+        return [n for n in order if not self.stop_node(n, timeout_s)]
+
+    def restart(self, node_id: int, timeout_s: float = 10.0) -> int:
+        self.stop_node(node_id, timeout_s)
+        return self.start_node(node_id)
+
+    def kill_all_started(self) -> None:
+        """SIGKILL every process this object started (test clean-up, by pid)."""
+        for pid in self.started_pids:
+            if is_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+
+    # -- requests --------------------------------------------------------------------
+
+    def describe(self, exclude: Iterable[int] = (), timeout_s: float = 2.0) -> dict[str, Any]:
+        return describe_quorum(self.controller_addresses(exclude), timeout_s=timeout_s)
+
+    def wait_for_leader(self, timeout_s: float = 20.0, *, above_epoch: int = 0,
+                        exclude: Iterable[int] = ()) -> dict[str, Any]:
+        """Poll DescribeQuorum (bounded) until a leader in an epoch > `above_epoch`, not
+        in `exclude`, answers; returns the description."""
+        skip = set(exclude)
+        deadline = time.monotonic() + timeout_s
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            try:
+                state = self.describe(exclude=skip, timeout_s=0.5)
+                if state["leader_epoch"] > above_epoch and state["leader_id"] not in skip \
+                        and state["leader_id"] >= 0:
+                    return state
+                last_error = f"leader {state['leader_id']} epoch {state['leader_epoch']}"
+            except ClusterError as exc:
+                last_error = str(exc)
+            time.sleep(0.05)
+        raise ClusterError(f"no leader within {timeout_s} s ({last_error})")
+
+    def append(self, count: int, batch: int = 1, *, exclude: Iterable[int] = (),
+               timeout_s: float = 30.0) -> dict[str, Any]:
+        """Append `count` NoOp records through the leader; returns once committed."""
+        reply = request_leader(self.controller_addresses(exclude), "Append",
+                               {"count": count, "batch": batch}, cluster_id=self.cluster_id,
+                               timeout_s=timeout_s)
+        if not isinstance(reply, dict) or reply.get("error_code", 0) != 0:
+            message = reply.get("error_message") if isinstance(reply, dict) else reply
+            raise ClusterError(f"append failed: {message}")
+        return reply

@@ -1,0 +1,135 @@
+"""`kraft node --config FILE`: one node in the foreground, logs on stderr.
+
+SIGTERM (or Ctrl-C): a leader resigns with EndQuorumEpoch, queued messages drain
+(bounded), exit 0. Besides the raft RPCs and DescribeQuorum the node serves the admin
+api `Append` (NoOp records through the leader, answered once committed), used by
+`kraft quorum append`, the tests, the demo and the bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import signal
+from typing import Any
+
+import trio
+
+from metadata.records import NoOp
+from raft.core import RaftConfig
+from raft.errors import ErrorCode
+from raft.log import DiskLog
+from raft.node import ApiError, RaftNode
+from raft.storage import StorageError, open_log_dir, read_quorum_state, write_quorum_state
+from tools.config import ConfigError, NodeConfig, load
+from tools.errors import CommandError, usage_error
+
+log = logging.getLogger(__name__)
+
+APPEND_API = "Append"
+APPEND_MAX_IN_FLIGHT = 64
+APPEND_MAX_RECORDS = 10_000_000
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("--config", required=True, help="the node's TOML configuration")
+
+
+def raft_config(config: NodeConfig) -> RaftConfig:
+    return RaftConfig(voters=tuple(sorted(config.voters)),
+                      election_timeout_ms=config.election_timeout_ms,
+                      fetch_timeout_ms=config.fetch_timeout_ms,
+                      election_backoff_max_ms=config.election_backoff_max_ms,
+                      request_timeout_ms=config.request_timeout_ms,
+                      fetch_max_wait_ms=config.fetch_max_wait_ms,
+                      fetch_max_bytes=config.fetch_max_bytes, pre_vote=config.pre_vote)
+
+
+def build_node(config: NodeConfig) -> RaftNode:
+    """Open the log directory named by `config` and build the node (not yet running)."""
+    meta = open_log_dir(config.log_dir, cluster_id=config.cluster_id or None,
+                        node_id=config.node_id)
+    disk_log = DiskLog.open_metadata_log(config.log_dir, segment_bytes=config.log_segment_bytes)
+    log_dir = config.log_dir
+    node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
+                    config=raft_config(config), log=disk_log,
+                    election=read_quorum_state(log_dir),
+                    write_election=lambda state: write_quorum_state(log_dir, state),
+                    listen=config.controller_address,
+                    max_frame_bytes=config.socket_request_max_bytes,
+                    send_queue_size=config.send_queue_max_messages)
+    install_append_api(node)
+    return node
+
+
+def install_append_api(node: RaftNode) -> None:
+    """`Append {count, batch}` -> `{error_code, epoch, last_offset, batches: [[epoch,
+    last_offset], ...], latencies_ms, elapsed_ms}`, once every batch has committed."""
+
+    async def handle(body: Any, cluster_id: str) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise ApiError(ErrorCode.INVALID_REQUEST, "Append body must be a map")
+        count, batch = body.get("count"), body.get("batch", 1)
+        if type(count) is not int or type(batch) is not int or \
+                not 0 < count <= APPEND_MAX_RECORDS or not 0 < batch <= count:
+            raise ApiError(ErrorCode.INVALID_REQUEST,
+                           f"need 0 < batch <= count <= {APPEND_MAX_RECORDS}")
+        record = NoOp().encode()
+        sizes = [batch] * (count // batch) + ([count % batch] if count % batch else [])
+        results: list[tuple[int, int]] = [(0, 0)] * len(sizes)
+        latencies: list[float] = [0.0] * len(sizes)
+        window = trio.Semaphore(APPEND_MAX_IN_FLIGHT)
+        started = trio.current_time()
+
+        async def one(index: int, size: int) -> None:
+            try:
+                begin = trio.current_time()
+                results[index] = await node.propose_and_wait([record] * size)
+                latencies[index] = (trio.current_time() - begin) * 1000
+            finally:
+                window.release()
+
+        async with trio.open_nursery() as nursery:
+            for index, size in enumerate(sizes):
+                await window.acquire()
+                nursery.start_soon(one, index, size)
+        return {"error_code": 0, "epoch": results[-1][0], "last_offset": results[-1][1],
+                "count": count, "batches": [list(r) for r in results],
+                "latencies_ms": [round(v, 3) for v in latencies],
+                "elapsed_ms": round((trio.current_time() - started) * 1000, 3)}
+
+    node.add_api_handler(APPEND_API, handle)
+
+
+async def serve(node: RaftNode) -> None:
+    """Run `node` until SIGTERM/SIGINT, then shut it down gracefully (bounded)."""
+    async with trio.open_nursery() as nursery:
+        async def watch_signals() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("signal received, shutting down",
+                             extra={"signal": signal.Signals(signum).name})
+                    await node.shutdown()
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT_S):
+                        await trio.sleep(math.inf)
+                    log.error("graceful shutdown timed out")
+                    nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_signals)
+        await node.run()
+        nursery.cancel_scope.cancel()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        raise usage_error(str(exc)) from None
+    try:
+        node = build_node(config)
+    except StorageError as exc:
+        raise CommandError(str(exc)) from None
+    trio.run(serve, node)
+    return 0

@@ -1,0 +1,262 @@
+"""Node configuration: a TOML file with Kafka's key names.
+
+Keys may be written quoted (`"node.id" = 1`) or as TOML dotted keys (`node.id = 1`); both
+flatten to the same Kafka name. Unknown keys and bad values fail at start with the key
+named (`ConfigError.key`). Example:
+
+    "node.id" = 1
+    "process.roles" = "controller"
+    "controller.quorum.voters" = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
+    "listeners" = "CONTROLLER://127.0.0.1:19091"
+    "log.dirs" = "/var/lib/kraft/node-1"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Address = tuple[str, int]
+
+CONTROLLER_LISTENER = "CONTROLLER"
+ROLES = ("broker", "controller")
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown, missing or has a bad value; `key` names it."""
+
+    def __init__(self, key: str, message: str, source: str = "") -> None:
+        prefix = f"{source}: " if source else ""
+        super().__init__(f"{prefix}{key}: {message}")
+        self.key = key
+        self.detail = message
+
+
+def _int(minimum: int) -> Callable[[str, Any], int]:
+    def convert(key: str, value: Any) -> int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise ConfigError(key, f"must be at least {minimum}, got {value}")
+        return value
+    return convert
+
+
+def _str(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(key, f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _list(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        items = [v.strip() for v in value if v.strip()]
+    else:
+        raise ConfigError(key, f"expected a comma-separated string or a list, got {value!r}")
+    return tuple(items)
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(key, f"expected true or false, got {value!r}")
+
+
+# Kafka key -> (attribute, converter, default). A default of None means required.
+_KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
+    "node.id": ("node_id", _int(0), None),
+    "process.roles": ("roles", _list, None),
+    "controller.quorum.voters": ("voters", _str, None),
+    "listeners": ("listeners", _list, ()),
+    "controller.listener.names": ("controller_listener_names", _list, (CONTROLLER_LISTENER,)),
+    "log.dirs": ("log_dirs", _list, None),
+    "cluster.id": ("cluster_id", _str, ""),
+    "quorum.election.timeout.ms": ("election_timeout_ms", _int(1), 1000),
+    "quorum.fetch.timeout.ms": ("fetch_timeout_ms", _int(1), 2000),
+    "quorum.election.backoff.max.ms": ("election_backoff_max_ms", _int(1), 1000),
+    "quorum.request.timeout.ms": ("request_timeout_ms", _int(1), 2000),
+    # kraft-py extensions, named in Kafka's style
+    "quorum.fetch.max.wait.ms": ("fetch_max_wait_ms", _int(0), 500),
+    "quorum.fetch.max.bytes": ("fetch_max_bytes", _int(1), 1 << 20),
+    "quorum.pre.vote.enable": ("pre_vote", _bool, True),
+    "quorum.send.queue.max.messages": ("send_queue_max_messages", _int(1), 256),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1024), 100 * 1024 * 1024),
+    "delete.topic.delay.ms": ("delete_topic_delay_ms", _int(0), 4 * 3600 * 1000),
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), 9000),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
+    "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
+}
+KNOWN_KEYS = frozenset(_KEYS)
+
+
+def parse_address(key: str, text: str) -> Address:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(key, f"bad address {text!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def parse_voters(key: str, text: str) -> dict[int, Address]:
+    """`1@127.0.0.1:19091,2@127.0.0.1:19092` -> {1: ("127.0.0.1", 19091), ...}."""
+    voters: dict[int, Address] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        node, sep, address = entry.partition("@")
+        if not sep or not node.isdigit():
+            raise ConfigError(key, f"bad voter {entry!r}: expected ID@HOST:PORT")
+        if int(node) in voters:
+            raise ConfigError(key, f"voter {node} is listed twice")
+        voters[int(node)] = parse_address(key, address)
+    return voters
+
+
+def parse_listeners(key: str, items: tuple[str, ...]) -> dict[str, Address]:
+    """`CONTROLLER://127.0.0.1:19091,PLAINTEXT://127.0.0.1:9092` -> {name: address}."""
+    listeners: dict[str, Address] = {}
+    for item in items:
+        name, sep, address = item.partition("://")
+        if not sep or not name:
+            raise ConfigError(key, f"bad listener {item!r}: expected NAME://HOST:PORT")
+        if name.upper() in listeners:
+            raise ConfigError(key, f"listener {name} is listed twice")
+        listeners[name.upper()] = parse_address(key, address)
+    return listeners
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeConfig:
+    node_id: int
+    roles: frozenset[str]
+    voters: dict[int, Address]
+    listeners: dict[str, Address]
+    controller_listener_names: tuple[str, ...]
+    log_dir: Path
+    cluster_id: str = ""
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int = 1 << 20
+    pre_vote: bool = True
+    send_queue_max_messages: int = 256
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    delete_topic_delay_ms: int = 4 * 3600 * 1000
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    log_segment_bytes: int = 1 << 30
+    source: str = field(default="", compare=False)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def controller_address(self) -> Address | None:
+        """Where this node listens for raft and admin requests (None: it does not)."""
+        for name in self.controller_listener_names:
+            if name.upper() in self.listeners:
+                return self.listeners[name.upper()]
+        return None
+
+    @property
+    def client_address(self) -> Address | None:
+        """The first non-controller listener (the Kafka protocol, for brokers)."""
+        controller = {n.upper() for n in self.controller_listener_names}
+        return next((a for n, a in self.listeners.items() if n not in controller), None)
+
+
+def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML dotted keys become nested tables; Kafka names are the dotted paths."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def from_mapping(raw: Mapping[str, Any], source: str = "") -> NodeConfig:
+    flat = flatten(raw)
+    unknown = sorted(set(flat) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], "unknown configuration key", source)
+    values: dict[str, Any] = {}
+    try:
+        for key, (attribute, convert, default) in _KEYS.items():
+            if key in flat:
+                values[attribute] = convert(key, flat[key])
+            elif default is None:
+                raise ConfigError(key, "is required")
+            else:
+                values[attribute] = default
+        return _build(values, source)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, exc.detail, source) from None
+
+
+def _build(values: dict[str, Any], source: str) -> NodeConfig:
+    roles = frozenset(r.lower() for r in values.pop("roles"))
+    if not roles or not roles <= set(ROLES):
+        raise ConfigError("process.roles", f"expected broker and/or controller, got "
+                          f"{sorted(roles)}")
+    voters = parse_voters("controller.quorum.voters", values.pop("voters"))
+    listeners = parse_listeners("listeners", values.pop("listeners"))
+    log_dirs = values.pop("log_dirs")
+    if len(log_dirs) != 1:
+        raise ConfigError("log.dirs", f"exactly one directory is supported, got {len(log_dirs)}")
+    config = NodeConfig(roles=roles, voters=voters, listeners=listeners,
+                        log_dir=Path(log_dirs[0]), source=source, **values)
+    if "controller" in roles and not config.is_voter:
+        raise ConfigError("controller.quorum.voters",
+                          f"node {config.node_id} has the controller role but is not a voter")
+    if "controller" not in roles and config.is_voter:
+        raise ConfigError("process.roles",
+                          f"node {config.node_id} is a voter but lacks the controller role")
+    if config.is_voter and config.controller_address is None:
+        raise ConfigError("listeners", "a controller needs a "
+                          f"{'/'.join(config.controller_listener_names)} listener")
+    if config.fetch_timeout_ms < config.election_timeout_ms:
+        raise ConfigError("quorum.fetch.timeout.ms",
+                          "must not be below quorum.election.timeout.ms")
+    return config
+
+
+def load(path: str | Path) -> NodeConfig:
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
+    return from_mapping(raw, str(path))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def to_toml(settings: Mapping[str, Any]) -> str:
+    """Render Kafka-named settings as TOML with quoted keys (what the launcher writes)."""
+    unknown = sorted(set(settings) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], "unknown configuration key")
+    return "".join(f'"{key}" = {_toml_value(value)}\n' for key, value in settings.items())
