@@ -1,0 +1,405 @@
+"""A simulated cluster running the real `RaftCore`: one heap of `(time, seq, event)`,
+one seeded `Random` from which every node's `Random`, the network and the disks are
+seeded, and the safety invariants checked after every event.
+
+Each node is driven as the Trio shell drives it (see `raft.types`): after an event,
+`ready()`; persist the election state and flush the log (taking a simulated fsync, during
+which the node handles nothing else: later events wait in its inbox); only then send the
+messages, record the high watermark and `advance()`. Each node's clock runs at its own
+rate (a few parts in a hundred off), so timers drift apart.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from raft.sim.disk import DiskConfig, SimDisk
+from raft.sim.invariants import Checker
+from raft.sim.network import Network, NetworkConfig
+from raft.sim.trace import Trace
+from raft.types import Envelope, Ready
+
+DELIVER, TICK, IO, PROPOSE, CALL = range(5)
+CLUSTER_ID = "sim-cluster-000000000A"
+_RATE_ONE = 1_000_000  # clock rate unit: parts per million
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimConfig:
+    voters: int = 3
+    observers: int = 0
+    seed: int = 0
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    fetch_max_wait_ms: int = 500
+    pre_vote: bool = True
+    planted_bug: str | None = None
+    max_drift_ppm: int = 20_000  # clocks run up to 2% fast or slow
+    propose_interval_ms: float = 150.0
+    codec_roundtrip: bool = False  # pass every message through encode/decode
+    skip_invariants: tuple[str, ...] = ()
+    trace_size: int = 60
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    disk: DiskConfig = field(default_factory=DiskConfig)
+
+
+class SimNode:
+    """One node: its disk survives crashes; its core does not."""
+
+    def __init__(self, node_id: int, is_voter: bool, disk: SimDisk, rate_ppm: int,
+                 seed: int) -> None:
+        self.node_id = node_id
+        self.is_voter = is_voter
+        self.disk = disk
+        self.rate = rate_ppm
+        self.core: Any = None
+        self.busy = False
+        self.inbox: deque[tuple[int, Any]] = deque()
+        self.gen = 0  # bumped by a crash: stale IO and tick events are ignored
+        self.tick_gen = 0
+        self.tick_at = -1
+        self.incarnation = 0
+        self.seeds = random.Random(seed)  # one core Random per incarnation
+        self.last_state: tuple[str, int, int | None] = ("down", 0, None)
+
+    @property
+    def log(self) -> Any:
+        return self.disk.log
+
+    @property
+    def up(self) -> bool:
+        return self.core is not None
+
+    def local_ms(self, now_us: int) -> int:
+        return now_us * self.rate // (1000 * _RATE_ONE)
+
+    def global_us(self, local_ms: int) -> int:
+        return -(-local_ms * 1000 * _RATE_ONE // self.rate)
+
+
+class Cluster:
+    def __init__(self, config: SimConfig, *, core_class: Any = None,
+                 core_config: Any = None) -> None:
+        """`core_class`/`core_config` replace `RaftCore`/`RaftConfig` (the simulator's own
+        tests run it against a toy core)."""
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.voter_ids = tuple(range(1, config.voters + 1))
+        self.observer_ids = tuple(range(config.voters + 1,
+                                        config.voters + config.observers + 1))
+        if core_class is None:
+            from raft.core import RaftConfig, RaftCore
+
+            core_class = RaftCore
+            core_config = RaftConfig(
+                voters=self.voter_ids, election_timeout_ms=config.election_timeout_ms,
+                fetch_timeout_ms=config.fetch_timeout_ms,
+                fetch_max_wait_ms=config.fetch_max_wait_ms, pre_vote=config.pre_vote,
+                planted_bug=config.planted_bug)
+        self.core_class = core_class
+        self.raft_config = core_config
+        self.network = Network(config.network, random.Random(self.rng.getrandbits(64)))
+        self.checker = Checker(self.voter_ids, self.observer_ids,
+                               skip=config.skip_invariants)
+        self.trace = Trace(config.trace_size)
+        self.now_us = 0
+        self._heap: list[tuple[int, int, int, int, Any, int]] = []
+        self._seq = 0
+        self.events = 0
+        self.faults = 0
+        self.proposals: list[tuple[int, int, int]] = []  # (time_us, epoch, last_offset)
+        self._record_seq = 0
+        self._codec = _load_codec() if config.codec_roundtrip else None
+        self.nodes: dict[int, SimNode] = {}
+        for node_id in self.voter_ids + self.observer_ids:
+            disk = SimDisk(config.disk, random.Random(self.rng.getrandbits(64)),
+                           self._persist_hook(node_id))
+            drift = self.rng.randint(-config.max_drift_ppm, config.max_drift_ppm)
+            self.nodes[node_id] = SimNode(node_id, node_id in self.voter_ids, disk,
+                                          _RATE_ONE + drift, self.rng.getrandbits(64))
+        self._workload_rng = random.Random(self.rng.getrandbits(64))
+        self.fault_rng = random.Random(self.rng.getrandbits(64))
+        for node_id in self.nodes:
+            self.start(node_id)
+
+    # ---- the event loop ----------------------------------------------------------------
+
+    def schedule(self, delay_us: int, kind: int, node_id: int = 0, payload: Any = None,
+                 gen: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (self.now_us + delay_us, self._seq, kind, node_id,
+                                    payload, gen))
+
+    def at_ms(self, when_ms: float, action: Callable[[], None], label: str) -> None:
+        """Run `action` (a fault, a heal, a restart...) at simulated time `when_ms`."""
+        delay = max(0, int(when_ms * 1000) - self.now_us)
+        self.schedule(delay, CALL, 0, (action, label))
+
+    def step(self) -> bool:
+        """Handle the next event; False when nothing is left."""
+        while self._heap:
+            time_us, _, kind, node_id, payload, gen = heapq.heappop(self._heap)
+            self.now_us = time_us
+            if kind == TICK or kind == IO:
+                node = self.nodes[node_id]
+                if gen != (node.tick_gen if kind == TICK else node.gen) or not node.up:
+                    continue
+            self.events += 1
+            if kind == CALL:
+                action, label = payload
+                if label:
+                    self.trace.add(time_us, 0, "fault", label)
+                action()
+            elif kind == DELIVER:
+                self._deliver(payload)
+            elif kind == IO:
+                self._complete_io(self.nodes[node_id], payload)
+            else:
+                self._handle(self.nodes[node_id], kind, payload)
+            return True
+        return False
+
+    def run_until(self, predicate: Callable[[], bool], timeout_ms: float) -> bool:
+        """Step until `predicate()` holds (checked after each event) or time runs out."""
+        deadline = self.now_us + int(timeout_ms * 1000)
+        while not predicate():
+            if not self._heap or self._heap[0][0] > deadline:
+                self.now_us = max(self.now_us, deadline)
+                return predicate()
+            self.step()
+        return True
+
+    def run_for(self, duration_ms: float) -> None:
+        self.run_until(lambda: False, duration_ms)
+
+    @property
+    def now_ms(self) -> float:
+        return self.now_us / 1000
+
+    # ---- node life cycle --------------------------------------------------------------
+
+    def start(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.up:
+            return
+        node.incarnation += 1
+        node.core = self.core_class(node_id=node_id, config=self.raft_config, log=node.disk.log,
+                             election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
+                             rng=random.Random(node.seeds.getrandbits(64)),
+                             now_ms=node.local_ms(self.now_us))
+        node.busy = False
+        node.tick_at = -1
+        if node.incarnation > 1:
+            self.checker.on_restart(node)
+        self.trace.add(self.now_us, node_id, "start", node.incarnation)
+        self._after_handle(node)
+
+    def crash(self, node_id: int, *, wipe: bool = False) -> None:
+        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`)."""
+        node = self.nodes[node_id]
+        if not node.up:
+            return
+        node.core = None
+        node.gen += 1
+        node.tick_gen += 1
+        node.busy = False
+        node.inbox.clear()
+        node.disk.crash()
+        if wipe:
+            node.disk.wipe()
+            self.checker.on_restart(node, wiped=True)
+        self.trace.add(self.now_us, node_id, "crash", "disk wiped" if wipe else "")
+
+    def resign(self, node_id: int) -> None:
+        """Graceful shutdown's first half: the leader sends EndQuorumEpoch."""
+        node = self.nodes[node_id]
+        if node.up:
+            self._handle(node, CALL, None)
+
+    def propose(self, records: Sequence[bytes] | None = None) -> tuple[int, int] | None:
+        """Hand records to the node that leads the highest epoch, if any; returns what
+        `core.propose` returned (now, or None when the leader is busy or absent)."""
+        leader = self.leader()
+        if leader is None:
+            return None
+        if records is None:
+            records = (self.next_record(),)
+        if leader.busy:
+            leader.inbox.append((PROPOSE, tuple(records)))
+            return None
+        return self._handle(leader, PROPOSE, tuple(records))  # type: ignore[no-any-return]
+
+    def next_record(self) -> bytes:
+        from metadata.records import RegisterBroker
+        from metadata.uuid import Uuid
+
+        self._record_seq += 1
+        return RegisterBroker(broker_id=self._record_seq,
+                              incarnation_id=Uuid.random(self._workload_rng),
+                              broker_epoch=self._record_seq).encode()
+
+    def start_workload(self, until_ms: float | None = None) -> None:
+        """Propose one record to the leader every `propose_interval_ms` (jittered)."""
+        def tick() -> None:
+            if until_ms is not None and self.now_ms >= until_ms:
+                return
+            self.propose()
+            gap = self._workload_rng.uniform(0.5, 1.5) * self.config.propose_interval_ms
+            self.schedule(int(gap * 1000), CALL, 0, (tick, ""))
+        self.schedule(0, CALL, 0, (tick, ""))
+
+    # ---- queries ------------------------------------------------------------------------
+
+    def leader(self) -> SimNode | None:
+        best = None
+        for node in self.nodes.values():
+            if node.up and node.core.is_leader and (
+                    best is None or node.core.epoch > best.core.epoch):
+                best = node
+        return best
+
+    def leader_id(self) -> int | None:
+        node = self.leader()
+        return node.node_id if node is not None else None
+
+    def running(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.up]
+
+    def committed_offset(self) -> int:
+        return len(self.checker.committed)
+
+    def is_committed(self, epoch: int, offset: int) -> bool:
+        committed = self.checker.committed
+        return offset < len(committed) and committed[offset][0] == epoch
+
+    def all_caught_up(self, node_ids: Sequence[int] | None = None) -> bool:
+        """Every listed running node holds the leader's log up to its high watermark."""
+        leader = self.leader()
+        if leader is None:
+            return False
+        hw = leader.core.high_watermark or 0
+        ids = self.nodes if node_ids is None else node_ids
+        return all(self.nodes[i].up and (self.nodes[i].core.high_watermark or 0) >= hw
+                   for i in ids)
+
+    # ---- driving a node ------------------------------------------------------------------
+
+    def _deliver(self, envelope: Envelope) -> None:
+        node = self.nodes.get(envelope.dst)
+        if node is None or not node.up or not self.network.is_up(envelope.src, envelope.dst):
+            return
+        self._handle(node, DELIVER, envelope)
+
+    def _handle(self, node: SimNode, kind: int, payload: Any) -> Any:
+        if node.busy:
+            if kind == TICK:
+                node.tick_at = -1  # rescheduled once the fsync completes
+            else:
+                node.inbox.append((kind, payload))
+            return None
+        core = node.core
+        now_ms = node.local_ms(self.now_us)
+        result = None
+        if kind == DELIVER:
+            self.trace.add(self.now_us, node.node_id, "recv", payload)
+            core.step(payload, now_ms)
+        elif kind == TICK:
+            node.tick_at = -1
+            core.tick(now_ms)
+        elif kind == PROPOSE:
+            result = core.propose(payload, now_ms)
+            self.trace.add(self.now_us, node.node_id, "propose", result)
+            if result is not None:
+                self.proposals.append((self.now_us, result[0], result[1]))
+        else:
+            self.trace.add(self.now_us, node.node_id, "resign", None)
+            core.resign(now_ms)
+        self._after_handle(node)
+        return result
+
+    def _after_handle(self, node: SimNode) -> None:
+        ready: Ready = node.core.ready()
+        if ready.truncate_to is not None:
+            self.checker.on_truncate(node, ready.truncate_to)
+        if ready.election is not None or ready.needs_flush:
+            node.busy = True
+            self.schedule(node.disk.fsync_latency_us(), IO, node.node_id, ready, node.gen)
+            self._check(node)
+        else:
+            self._complete_io(node, ready)
+
+    def _complete_io(self, node: SimNode, ready: Ready) -> None:
+        if ready.election is not None:
+            node.disk.quorum_state.persist(ready.election)
+        if ready.needs_flush:
+            node.log.flush()
+        if not ready.is_empty:
+            self.trace.add(self.now_us, node.node_id, "ready", ready)
+        for envelope in ready.messages:
+            self._send(envelope)
+        if ready.high_watermark is not None:
+            self.checker.on_high_watermark(node, ready.high_watermark)
+        node.core.advance(ready)
+        node.busy = False
+        self._check(node)
+        while node.inbox and not node.busy and node.up:
+            kind, payload = node.inbox.popleft()
+            self._handle(node, kind, payload)
+        if not node.busy and node.up:
+            self._reschedule_tick(node)
+
+    def _send(self, envelope: Envelope) -> None:
+        self.checker.on_send(envelope.src, envelope.dst, envelope.message)
+        if self._codec is not None:
+            encode, decode = self._codec
+            envelope = Envelope(src=envelope.src, dst=envelope.dst,
+                                correlation_id=envelope.correlation_id,
+                                message=decode(encode(envelope.message)))
+        for delay in self.network.delivery_delays_us(envelope.src, envelope.dst):
+            self.schedule(delay, DELIVER, envelope.dst, envelope)
+
+    def _reschedule_tick(self, node: SimNode) -> None:
+        deadline = node.core.next_deadline_ms()
+        if deadline is None:
+            return
+        when = node.global_us(int(deadline))
+        if when <= self.now_us:
+            when = self.now_us + 1000  # a deadline already due: tick again 1 ms later
+        if when != node.tick_at:
+            node.tick_gen += 1
+            node.tick_at = when
+            self.schedule(when - self.now_us, TICK, node.node_id, None, node.tick_gen)
+
+    def _check(self, node: SimNode) -> None:
+        core = node.core
+        state = (core.role, core.epoch, core.leader_id)
+        if state != node.last_state:
+            node.last_state = state
+            self.trace.add(self.now_us, node.node_id, "state", state)
+        self.checker.after_event(node, self.nodes.values())
+
+    def _persist_hook(self, node_id: int) -> Callable[[Any, Any], None]:
+        def hook(old: Any, new: Any) -> None:
+            self.checker.on_persist(node_id, old, new)
+        return hook
+
+
+def _load_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """Encode to msgpack bytes and back, as the wire would: catches codec asymmetries."""
+    import msgpack
+
+    from metadata.uuid import pack
+    from raft import messages
+
+    def encode(message: Any) -> bytes:
+        return pack(messages.encode_message(message))
+
+    def decode(raw: bytes) -> Any:
+        api, body = msgpack.unpackb(raw, raw=False)
+        return messages.decode_message(api, body)
+    return encode, decode

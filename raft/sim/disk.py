@@ -1,0 +1,73 @@
+"""The simulated disk of one node: its metadata log (a `MemoryLog`, volatile until
+flushed) and its `quorum-state` file, durable only once the simulated fsync completes.
+
+A crash keeps exactly what was flushed; `wipe()` models a node that lost its whole disk.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raft.log import MemoryLog
+from raft.types import ElectionState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiskConfig:
+    """fsync takes uniform [min, max] ms; the node's shell waits for it before sending."""
+
+    fsync_min_ms: float = 0.2
+    fsync_max_ms: float = 3.0
+
+
+class QuorumStateStore:
+    """`quorum-state`: `persist` is the completed fsync; `on_persist(old, new)` lets the
+    invariant checker see every durable write (epochs never go back, one vote per epoch)."""
+
+    def __init__(self, on_persist: Callable[[ElectionState | None, ElectionState], None]
+                 | None = None) -> None:
+        self._state: ElectionState | None = None
+        self._on_persist = on_persist
+        self.writes = 0
+
+    def load(self) -> ElectionState | None:
+        return self._state
+
+    def persist(self, state: ElectionState) -> None:
+        if self._on_persist is not None:
+            self._on_persist(self._state, state)
+        self._state = state
+        self.writes += 1
+
+    def wipe(self) -> None:
+        self._state = None
+
+
+class SimDisk:
+    def __init__(self, config: DiskConfig, rng: random.Random,
+                 on_persist: Callable[[ElectionState | None, ElectionState], None]
+                 | None = None) -> None:
+        self.config = config
+        self._rng = rng
+        self._on_persist = on_persist
+        self.log = MemoryLog()
+        self.quorum_state = QuorumStateStore(on_persist)
+        self.crashes = 0
+        self.wipes = 0
+
+    def fsync_latency_us(self) -> int:
+        ms = self._rng.uniform(self.config.fsync_min_ms, self.config.fsync_max_ms)
+        return max(1, int(ms * 1000))
+
+    def crash(self) -> None:
+        """Power cut: unflushed log writes are gone; quorum-state keeps its last fsync."""
+        self.log.crash()
+        self.crashes += 1
+
+    def wipe(self) -> None:
+        """The disk is replaced: empty log, no quorum-state."""
+        self.log = MemoryLog()
+        self.quorum_state.wipe()
+        self.wipes += 1

@@ -1,0 +1,119 @@
+"""The simulated network: per-message latency drawn from a distribution (so messages
+reorder), loss, duplication, and partitions as a set of cut directed links.
+
+A link is checked twice, when a message is sent and when it would arrive: a partition
+also swallows what was in flight, as a broken TCP connection would.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkConfig:
+    """Latency is uniform in [min, max] ms, plus with `tail_probability` an extra
+    exponential delay of mean `tail_mean_ms` (a slow link, a GC pause on the receiver)."""
+
+    latency_min_ms: float = 0.5
+    latency_max_ms: float = 5.0
+    tail_probability: float = 0.02
+    tail_mean_ms: float = 40.0
+    loss_probability: float = 0.0
+    duplicate_probability: float = 0.0
+
+
+class Network:
+    """Decides when (and whether, and how many times) a message arrives."""
+
+    def __init__(self, config: NetworkConfig, rng: random.Random) -> None:
+        self.config = config
+        self._rng = rng
+        self._cut: set[tuple[int, int]] = set()
+        self.loss_probability = config.loss_probability
+        self.duplicate_probability = config.duplicate_probability
+        self.sent = 0
+        self.dropped = 0
+        self.duplicated = 0
+
+    # ---- partitions ----------------------------------------------------------------
+
+    def is_up(self, src: int, dst: int) -> bool:
+        return (src, dst) not in self._cut
+
+    def cut(self, src: int, dst: int, *, both_ways: bool = True) -> None:
+        self._cut.add((src, dst))
+        if both_ways:
+            self._cut.add((dst, src))
+
+    def restore(self, src: int, dst: int, *, both_ways: bool = True) -> None:
+        self._cut.discard((src, dst))
+        if both_ways:
+            self._cut.discard((dst, src))
+
+    def partition(self, *groups: Iterable[int]) -> None:
+        """Cut every link between nodes of different groups (both ways)."""
+        sets = [set(g) for g in groups]
+        for i, left in enumerate(sets):
+            for right in sets[i + 1:]:
+                for a in left:
+                    for b in right:
+                        self.cut(a, b)
+
+    def isolate(self, node: int, others: Iterable[int], *, inbound: bool = True,
+                outbound: bool = True) -> None:
+        for other in others:
+            if other == node:
+                continue
+            if outbound:
+                self._cut.add((node, other))
+            if inbound:
+                self._cut.add((other, node))
+
+    def only_links(self, nodes: Iterable[int], links: Iterable[tuple[int, int]]) -> None:
+        """Cut every link among `nodes` except the listed (undirected) ones."""
+        keep = {frozenset(link) for link in links}
+        members = sorted(set(nodes))
+        for a in members:
+            for b in members:
+                if a != b and frozenset((a, b)) not in keep:
+                    self._cut.add((a, b))
+
+    def heal(self) -> None:
+        self._cut.clear()
+        self.loss_probability = self.config.loss_probability
+        self.duplicate_probability = self.config.duplicate_probability
+
+    @property
+    def cut_links(self) -> frozenset[tuple[int, int]]:
+        return frozenset(self._cut)
+
+    @property
+    def is_healed(self) -> bool:
+        return (not self._cut and self.loss_probability == self.config.loss_probability
+                and self.duplicate_probability == self.config.duplicate_probability)
+
+    # ---- delivery --------------------------------------------------------------------
+
+    def latency_us(self) -> int:
+        cfg, rng = self.config, self._rng
+        ms = rng.uniform(cfg.latency_min_ms, cfg.latency_max_ms)
+        if cfg.tail_probability and rng.random() < cfg.tail_probability:
+            ms += rng.expovariate(1.0 / cfg.tail_mean_ms)
+        return max(1, int(ms * 1000))
+
+    def delivery_delays_us(self, src: int, dst: int) -> list[int]:
+        """Delays after which copies of one message arrive: none if lost or cut, two if
+        duplicated; each copy has its own latency, so copies and messages reorder."""
+        self.sent += 1
+        if (src, dst) in self._cut or (
+                self.loss_probability and self._rng.random() < self.loss_probability):
+            self.dropped += 1
+            return []
+        delays = [self.latency_us()]
+        if self.duplicate_probability and self._rng.random() < self.duplicate_probability:
+            self.duplicated += 1
+            delays.append(self.latency_us())
+        return delays
