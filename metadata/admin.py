@@ -1,0 +1,362 @@
+"""Admin RPCs to the controller: request/response dataclasses and their msgpack bodies.
+
+A frame's `api` names the RPC (`API_NAMES`) and its `body` is the map `encode_body`
+makes: field name -> value, tuples as arrays, Uuids as 16-byte bin, nested messages as
+maps, None fields omitted. `decode_request`/`decode_response` check every field against
+the dataclass's types and raise `AdminDecodeError` (one type, with a reason) on anything
+malformed; unknown keys are ignored so a field can be added without a new version.
+
+Any response may instead be an `AdminErrorResponse` (a map with `top_level_error`): the
+request could not be handled at all, e.g. NOT_CONTROLLER (41) with the leader's id and
+address, or INVALID_REQUEST for a body that did not decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+import msgpack
+
+from metadata.uuid import ZERO_UUID, Uuid, pack
+
+DEFAULT = -1  # Kafka: -1 partitions or replication factor means "the controller's default"
+
+
+class AdminDecodeError(ValueError):
+    """An admin request or response body is malformed; the message says why."""
+
+
+# --- CreateTopics ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = DEFAULT
+    replication_factor: int = DEFAULT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopicResult:
+    name: str
+    topic_id: Uuid = ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = None
+    num_partitions: int = DEFAULT
+    replication_factor: int = DEFAULT
+    assignment: tuple[tuple[int, ...], ...] = ()  # replicas of each partition, leader first
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicsResponse:
+    topics: tuple[CreatableTopicResult, ...]
+
+
+# --- DeleteTopics (KIP-516: by ID or by name) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicState:
+    """The ID is checked first; ZERO_UUID means "use the name"."""
+
+    name: str | None = None
+    topic_id: Uuid = ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsRequest:
+    topics: tuple[DeleteTopicState, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletableTopicResult:
+    name: str | None
+    topic_id: Uuid
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsResponse:
+    responses: tuple[DeletableTopicResult, ...]
+
+
+# --- DescribeTopics (KIP-516 TopicCollection: names or IDs, never both) ----------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeTopicsRequest:
+    """By `names` or by `topic_ids`; neither means every live topic."""
+
+    names: tuple[str, ...] | None = None
+    topic_ids: tuple[Uuid, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.names is not None and self.topic_ids is not None:
+            raise ValueError("describe by names or by topic_ids, never both")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicDescription:
+    name: str | None
+    topic_id: Uuid
+    error_code: int = 0
+    error_message: str | None = None
+    partitions: tuple[PartitionDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeTopicsResponse:
+    topics: tuple[TopicDescription, ...]
+    error_code: int = 0
+    error_message: str | None = None
+
+
+# --- CreatePartitions (grow only) -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsTopicResult:
+    name: str
+    topic_id: Uuid = ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = None
+    assignment: tuple[tuple[int, ...], ...] = ()  # replicas of the new partitions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsResponse:
+    results: tuple[CreatePartitionsTopicResult, ...]
+
+
+# --- RenameTopic (by ID: the ID and the data stay) ------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenameTopicRequest:
+    topic_id: Uuid
+    new_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenameTopicResponse:
+    topic_id: Uuid
+    new_name: str
+    old_name: str | None = None
+    error_code: int = 0
+    error_message: str | None = None
+
+
+# --- brokers --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRequest:
+    broker_id: int
+    incarnation_id: Uuid  # new on every start of the broker process
+    endpoints: tuple[str, ...] = ()  # "NAME://host:port"
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int  # the last metadata offset the broker has applied
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerHeartbeatResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+
+
+# --- any API --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdminErrorResponse:
+    """The request was not handled: NOT_CONTROLLER names the leader when it is known."""
+
+    top_level_error: int
+    error_message: str | None = None
+    leader_id: int | None = None
+    leader_address: str | None = None  # "host:port"
+
+
+AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsRequest,  # noqa: UP007
+                     CreatePartitionsRequest, RenameTopicRequest, RegisterBrokerRequest,
+                     BrokerHeartbeatRequest]
+AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
+                      DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
+                      RegisterBrokerResponse, BrokerHeartbeatResponse, AdminErrorResponse]
+
+# api name -> (request type, response type)
+API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
+    "CreateTopics": (CreateTopicsRequest, CreateTopicsResponse),
+    "DeleteTopics": (DeleteTopicsRequest, DeleteTopicsResponse),
+    "DescribeTopics": (DescribeTopicsRequest, DescribeTopicsResponse),
+    "CreatePartitions": (CreatePartitionsRequest, CreatePartitionsResponse),
+    "RenameTopic": (RenameTopicRequest, RenameTopicResponse),
+    "RegisterBroker": (RegisterBrokerRequest, RegisterBrokerResponse),
+    "BrokerHeartbeat": (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+}
+_API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
+WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics"}
+
+
+def api_of(request: AdminRequest) -> str:
+    return _API_OF_REQUEST[type(request)]
+
+
+# --- codec ----------------------------------------------------------------------------
+
+
+def encode_body(message: Any) -> dict[str, Any]:
+    """A message as a msgpack-ready map (Uuids stay Uuid: `metadata.uuid.pack` makes bin)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(message):
+        value = getattr(message, field.name)
+        if value is not None:
+            out[field.name] = _encode_value(value)
+    return out
+
+
+def _encode_value(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_encode_value(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, Uuid | type):
+        return encode_body(value)
+    return value
+
+
+def encode(message: Any) -> bytes:
+    """The body alone as msgpack bytes (the framing packs `encode_body` itself)."""
+    return pack(encode_body(message))
+
+
+def decode_request(api: str, body: Any) -> AdminRequest:
+    types_ = API_NAMES.get(api) if isinstance(api, str) else None
+    if types_ is None:
+        raise AdminDecodeError(f"unknown admin api {api!r}")
+    result: AdminRequest = _decode_message(types_[0], _as_map(body), api)
+    return result
+
+
+def decode_response(api: str, body: Any) -> AdminResponse:
+    types_ = API_NAMES.get(api) if isinstance(api, str) else None
+    if types_ is None:
+        raise AdminDecodeError(f"unknown admin api {api!r}")
+    data = _as_map(body)
+    cls = AdminErrorResponse if "top_level_error" in data else types_[1]
+    result: AdminResponse = _decode_message(cls, data, api)
+    return result
+
+
+def _as_map(body: Any) -> Mapping[str, Any]:
+    if isinstance(body, bytes | bytearray):
+        try:
+            body = msgpack.unpackb(body, raw=False)
+        except Exception as exc:  # msgpack raises several unrelated types on bad input
+            raise AdminDecodeError(f"undecodable body: {exc}") from None
+    if not isinstance(body, Mapping):
+        raise AdminDecodeError(f"body is a {type(body).__name__}, not a map")
+    return body
+
+
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _decode_message(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        path = f"{where}.{field.name}"
+        if field.name in data:
+            kwargs[field.name] = _decode_value(hints[field.name], data[field.name], path)
+        elif (field.default is dataclasses.MISSING
+              and field.default_factory is dataclasses.MISSING):
+            raise AdminDecodeError(f"{path} is missing")
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise AdminDecodeError(f"{where}: {exc}") from None
+
+
+def _decode_value(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [o for o in options if o is not type(None)]
+        return _decode_value(inner, value, path)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise AdminDecodeError(f"{path}: expected an array, got {type(value).__name__}")
+        inner = typing.get_args(hint)[0]
+        return tuple(_decode_value(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if hint is Uuid:
+        if not isinstance(value, bytes) or len(value) != 16:
+            raise AdminDecodeError(f"{path}: expected a 16-byte Uuid, got {value!r:.40}")
+        return Uuid.from_bytes(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise AdminDecodeError(f"{path}: expected a boolean, got {value!r:.40}")
+        return value
+    if hint is int:
+        if not isinstance(value, int) or isinstance(value, bool) or not -2**63 <= value < 2**63:
+            raise AdminDecodeError(f"{path}: expected a 64-bit integer, got {value!r:.40}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise AdminDecodeError(f"{path}: expected a string, got {value!r:.40}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise AdminDecodeError(f"{path}: expected a map, got {type(value).__name__}")
+        return _decode_message(hint, value, path)  # type: ignore[arg-type]
+    raise TypeError(f"no decoder for {hint!r} at {path}")  # a bug in this module

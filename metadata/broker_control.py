@@ -1,0 +1,125 @@
+"""Broker registration and liveness decisions (pure): RegisterBroker, BrokerHeartbeat,
+fencing on session timeout, and the partition changes that follow (Kafka's
+ClusterControlManager and BrokerHeartbeatManager, much reduced).
+
+- A new incarnation gets a new broker epoch: the offset of its RegisterBroker record.
+  It starts fenced. A retry with the same incarnation gets the same epoch, no record.
+  A different incarnation while the registered one is unfenced and its session alive
+  gets DUPLICATE_BROKER_REGISTRATION (101): the old process may still be running.
+- A broker is fenced once `broker_session_timeout_ms` pass without a heartbeat, and
+  unfenced by a heartbeat showing it has applied the log up to the controller's high
+  watermark (and its own registration).
+- Fencing drops the broker from every ISR (never emptying one: the last member stays,
+  as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER.
+  Unfencing elects the broker for leaderless partitions whose ISR it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from metadata import records as rec
+from metadata.admin import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+)
+from metadata.delta import MetadataDelta
+from metadata.image import NO_LEADER
+from raft.errors import ErrorCode
+
+Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
+
+
+def leadership_moves(delta: MetadataDelta, broker_id: int) -> list[rec.PartitionChange]:
+    """Partition changes once `broker_id` is fenced (or re-registered) in `delta`."""
+    unfenced = set(delta.unfenced_broker_ids())
+    unfenced.discard(broker_id)
+    changes = []
+    for topic_id in sorted(delta.topic_ids()):
+        topic = delta.topic(topic_id)
+        assert topic is not None
+        for part in topic.partitions:
+            if broker_id not in part.isr and part.leader != broker_id:
+                continue
+            isr = tuple(r for r in part.isr if r != broker_id) or part.isr
+            leader = part.leader
+            if leader == broker_id:
+                leader = next((r for r in isr if r in unfenced), NO_LEADER)
+            if leader == part.leader and isr == part.isr:
+                continue
+            changes.append(rec.PartitionChange(
+                topic_id=topic_id, partition=part.partition,
+                leader=None if leader == part.leader else leader,
+                isr=None if isr == part.isr else isr))
+    return changes
+
+
+def leader_elections(delta: MetadataDelta, broker_id: int) -> list[rec.PartitionChange]:
+    """Partition changes once `broker_id` is unfenced: lead where nobody leads."""
+    changes = []
+    for topic_id in sorted(delta.topic_ids()):
+        topic = delta.topic(topic_id)
+        assert topic is not None
+        changes.extend(
+            rec.PartitionChange(topic_id=topic_id, partition=part.partition, leader=broker_id)
+            for part in topic.partitions
+            if part.leader == NO_LEADER and broker_id in part.isr)
+    return changes
+
+
+def register_broker(delta: MetadataDelta, emit: Emit, request: RegisterBrokerRequest, *,
+                    session_alive: bool, next_offset: int) -> RegisterBrokerResponse:
+    """`session_alive`: the registered incarnation heartbeated within the session timeout."""
+    if request.broker_id < 0:
+        return RegisterBrokerResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message=f"invalid broker id {request.broker_id}")
+    existing = delta.broker(request.broker_id)
+    if existing is not None and existing.incarnation_id == request.incarnation_id:
+        return RegisterBrokerResponse(broker_epoch=existing.broker_epoch)
+    if existing is not None and not existing.fenced and session_alive:
+        return RegisterBrokerResponse(
+            error_code=ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+            error_message=(f"broker {request.broker_id} is registered with incarnation "
+                           f"{existing.incarnation_id} and its session has not expired"))
+    epoch = emit(rec.RegisterBroker(
+        broker_id=request.broker_id, incarnation_id=request.incarnation_id,
+        broker_epoch=next_offset, endpoints=request.endpoints, rack=request.rack))
+    assert epoch == next_offset
+    if existing is not None and not existing.fenced:  # the old incarnation is gone
+        for change in leadership_moves(delta, request.broker_id):
+            emit(change)
+    return RegisterBrokerResponse(broker_epoch=epoch)
+
+
+def broker_heartbeat(delta: MetadataDelta, emit: Emit, request: BrokerHeartbeatRequest, *,
+                     high_watermark: int) -> BrokerHeartbeatResponse:
+    """`high_watermark`: the last committed offset the controller has applied."""
+    broker = delta.broker(request.broker_id)
+    if broker is None:
+        return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                       error_message=f"broker {request.broker_id} "
+                                                     "is not registered")
+    if broker.broker_epoch != request.broker_epoch:
+        return BrokerHeartbeatResponse(
+            error_code=ErrorCode.STALE_BROKER_EPOCH,
+            error_message=(f"broker {request.broker_id} has epoch {broker.broker_epoch}, "
+                           f"not {request.broker_epoch}"))
+    caught_up = request.current_metadata_offset >= max(high_watermark, broker.broker_epoch)
+    fenced = broker.fenced
+    if fenced and caught_up:
+        emit(rec.UnfenceBroker(broker_id=broker.broker_id, broker_epoch=broker.broker_epoch))
+        for change in leader_elections(delta, broker.broker_id):
+            emit(change)
+        fenced = False
+    return BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=fenced)
+
+
+def fence_broker(delta: MetadataDelta, emit: Emit, broker_id: int) -> None:
+    broker = delta.broker(broker_id)
+    assert broker is not None
+    assert not broker.fenced
+    emit(rec.FenceBroker(broker_id=broker_id, broker_epoch=broker.broker_epoch))
+    for change in leadership_moves(delta, broker_id):
+        emit(change)

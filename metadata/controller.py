@@ -1,0 +1,396 @@
+"""The controller's decisions (pure): admin requests in, records to propose and a response
+out. It runs on the raft leader; its shell proposes the records and sends the response
+once they commit (`Decision.wait_offset`).
+
+The controller decides against its *view*: the committed image plus the records it has
+proposed that are not committed yet (Kafka's QuorumController does the same with its
+timeline structures), so two creates of one name in flight conflict, and a delete sees
+a topic whose creation is still replicating. Reads (DescribeTopics) use the committed
+image only. `on_committed` moves the committed image forward; if what commits is not
+what this controller proposed (it lost leadership and the log was rewritten), the
+pending records are dropped and the view falls back to the committed image.
+
+Clock and randomness come in as arguments (`now_ms`, `rng`); same inputs, same outputs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from metadata import records as rec
+from metadata import broker_control
+from metadata.admin import (
+    DEFAULT,
+    AdminRequest,
+    AdminResponse,
+    BrokerHeartbeatRequest,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeTopicsRequest,
+    DescribeTopicsResponse,
+    PartitionDescription,
+    RegisterBrokerRequest,
+    RenameTopicRequest,
+    RenameTopicResponse,
+    TopicDescription,
+)
+from metadata.delta import MetadataDelta
+from metadata.image import NO_OFFSET, MetadataImage, TopicImage
+from metadata.placement import place_replicas
+from metadata.topic_names import invalid_topic_name_reason
+from metadata.uuid import ZERO_UUID, Uuid
+from raft.errors import ErrorCode
+
+BROKER_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig:
+    broker_session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS
+    default_num_partitions: int = 1  # Kafka's num.partitions
+    default_replication_factor: int = 1  # Kafka's default.replication.factor
+    max_partitions_per_request: int = 10_000  # bounds one request's records
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Propose `records` so the first lands at `base_offset`; send `response` once the
+    committed image has applied `wait_offset` (NO_OFFSET: send it now)."""
+
+    records: tuple[rec.Record, ...]
+    base_offset: int
+    response: AdminResponse | None
+    wait_offset: int
+
+
+class _Batch:
+    """Records being decided, applied to a delta over the view as they are emitted."""
+
+    def __init__(self, view: MetadataImage, next_offset: int) -> None:
+        self.delta = MetadataDelta(view)
+        self.base_offset = self.offset = next_offset
+        self.records: list[tuple[int, rec.Record]] = []
+
+    def emit(self, record: rec.Record) -> int:
+        offset = self.offset
+        reason = self.delta.apply(record, offset)
+        if reason is not None:  # a controller bug: never let it reach the log
+            raise AssertionError(f"controller decided an invalid {record!r}: {reason}")
+        self.records.append((offset, record))
+        self.offset += 1
+        return offset
+
+
+class Controller:
+    def __init__(self, image: MetadataImage, *, now_ms: int,
+                 config: ControllerConfig | None = None) -> None:
+        self.config = config or ControllerConfig()
+        self._committed = image
+        self._view = image
+        self._pending: deque[tuple[int, rec.Record]] = deque()
+        # soft state, not in the log: a new controller gives every broker a full session
+        self._last_contact_ms = {broker_id: now_ms for broker_id in image.brokers}
+
+    @property
+    def committed(self) -> MetadataImage:
+        return self._committed
+
+    @property
+    def view(self) -> MetadataImage:
+        """The committed image plus this controller's pending records."""
+        return self._view
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    # --- the log --------------------------------------------------------------------
+
+    def on_committed(self, entries: Iterable[tuple[int, rec.Record]]) -> None:
+        delta = MetadataDelta(self._committed)
+        diverged = False
+        for offset, record in entries:
+            delta.apply(record, offset)
+            while self._pending and self._pending[0][0] < offset:
+                diverged = True  # a pending offset was skipped: the log was rewritten
+                self._pending.popleft()
+            if self._pending and self._pending[0][0] == offset:
+                diverged |= self._pending.popleft()[1] != record
+        self._committed = delta.build()
+        if diverged:
+            self._pending.clear()
+        if not self._pending:
+            self._view = self._committed
+
+    def reset(self, committed: MetadataImage, *, now_ms: int) -> None:
+        """Start over from `committed` (e.g. on regaining leadership): no pending writes."""
+        self._committed = self._view = committed
+        self._pending.clear()
+        self._last_contact_ms = {broker_id: now_ms for broker_id in committed.brokers}
+
+    # --- requests -------------------------------------------------------------------
+
+    def handle(self, request: AdminRequest, *, now_ms: int, rng: random.Random,
+               next_offset: int | None = None) -> Decision:
+        """Decide one request. `next_offset` is where the leader's log will put the first
+        record (its log end); by default right after the view."""
+        batch = _Batch(self._view, self._view.last_applied_offset + 1
+                       if next_offset is None else next_offset)
+        response: AdminResponse
+        match request:
+            case CreateTopicsRequest():
+                response = self._create_topics(batch, request, rng)
+            case DeleteTopicsRequest():
+                response = self._delete_topics(batch, request)
+            case DescribeTopicsRequest():
+                return Decision(records=(), base_offset=batch.base_offset, wait_offset=NO_OFFSET,
+                                response=describe_topics(self._committed, request))
+            case CreatePartitionsRequest():
+                response = self._create_partitions(batch, request, rng)
+            case RenameTopicRequest():
+                response = self._rename_topic(batch, request)
+            case RegisterBrokerRequest():
+                alive = self._is_session_alive(request.broker_id, now_ms)
+                response = broker_control.register_broker(
+                    batch.delta, batch.emit, request, session_alive=alive,
+                    next_offset=batch.base_offset)
+                if response.error_code == ErrorCode.NONE:
+                    self._last_contact_ms[request.broker_id] = now_ms
+            case BrokerHeartbeatRequest():
+                response = broker_control.broker_heartbeat(
+                    batch.delta, batch.emit, request,
+                    high_watermark=self._committed.last_applied_offset)
+                if response.error_code == ErrorCode.NONE:
+                    self._last_contact_ms[request.broker_id] = now_ms
+            case _:
+                raise TypeError(f"not an admin request: {request!r}")
+        return self._finish(batch, response)
+
+    def tick(self, now_ms: int, *, next_offset: int | None = None) -> Decision | None:
+        """Fence every unfenced broker whose session expired; None when there is none."""
+        batch = _Batch(self._view, self._view.last_applied_offset + 1
+                       if next_offset is None else next_offset)
+        for broker_id in self._view.unfenced_broker_ids():
+            if not self._is_session_alive(broker_id, now_ms):
+                broker_control.fence_broker(batch.delta, batch.emit, broker_id)
+        return self._finish(batch, None) if batch.records else None
+
+    def _is_session_alive(self, broker_id: int, now_ms: int) -> bool:
+        last = self._last_contact_ms.setdefault(broker_id, now_ms)
+        return now_ms - last < self.config.broker_session_timeout_ms
+
+    def _finish(self, batch: _Batch, response: AdminResponse | None) -> Decision:
+        if batch.records:
+            self._view = batch.delta.build()
+            self._pending.extend(batch.records)
+            wait_offset = batch.records[-1][0]
+        else:  # the answer may rest on pending records: it waits for them too
+            wait_offset = self._view.last_applied_offset if self._pending else NO_OFFSET
+        return Decision(records=tuple(r for _, r in batch.records),
+                        base_offset=batch.base_offset, response=response,
+                        wait_offset=wait_offset)
+
+    # --- topics ---------------------------------------------------------------------
+
+    def _new_topic_id(self, delta: MetadataDelta, rng: random.Random) -> Uuid:
+        """KIP-516: random, never ZERO or the sentinel (Uuid.random), never used before."""
+        while True:
+            topic_id = Uuid.random(rng)
+            if not delta.is_topic_id_used(topic_id):
+                return topic_id
+
+    def _create_topics(self, batch: _Batch, request: CreateTopicsRequest,
+                       rng: random.Random) -> CreateTopicsResponse:
+        counts = Counter(t.name for t in request.topics)
+        partitions_left = self.config.max_partitions_per_request
+        results = []
+        for topic in request.topics:
+            def fail(code: ErrorCode, message: str, name: str = topic.name
+                     ) -> CreatableTopicResult:
+                return CreatableTopicResult(name=name, error_code=code, error_message=message)
+
+            partitions = (self.config.default_num_partitions
+                          if topic.num_partitions == DEFAULT else topic.num_partitions)
+            factor = (self.config.default_replication_factor
+                      if topic.replication_factor == DEFAULT else topic.replication_factor)
+            brokers = batch.delta.unfenced_broker_ids()
+            reason = invalid_topic_name_reason(topic.name)
+            if counts[topic.name] > 1:
+                results.append(fail(ErrorCode.INVALID_REQUEST,
+                                    f"topic {topic.name!r} appears more than once"))
+            elif reason is not None:
+                results.append(fail(ErrorCode.INVALID_TOPIC_EXCEPTION, reason))
+            elif batch.delta.topic_id_by_name(topic.name) is not None:
+                results.append(fail(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                    f"topic {topic.name!r} already exists"))
+            elif partitions < 1:
+                results.append(fail(ErrorCode.INVALID_PARTITIONS,
+                                    f"number of partitions must be at least 1, not {partitions}"))
+            elif partitions > partitions_left:
+                results.append(fail(ErrorCode.INVALID_PARTITIONS,
+                                    f"{partitions} partitions exceed the limit of "
+                                    f"{self.config.max_partitions_per_request} per request"))
+            elif not 1 <= factor <= len(brokers):
+                results.append(fail(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                    f"replication factor {factor} must be between 1 and the "
+                                    f"{len(brokers)} unfenced brokers"))
+            elif request.validate_only:
+                results.append(CreatableTopicResult(
+                    name=topic.name, num_partitions=partitions, replication_factor=factor))
+            else:
+                partitions_left -= partitions
+                topic_id = self._new_topic_id(batch.delta, rng)
+                assignment = place_replicas(brokers, first_partition=0, count=partitions,
+                                            replication_factor=factor,
+                                            start=rng.randrange(len(brokers)))
+                batch.emit(rec.Topic(name=topic.name, topic_id=topic_id,
+                                     initial_partition_count=partitions))
+                for index, replicas in enumerate(assignment):
+                    batch.emit(rec.Partition(topic_id=topic_id, partition=index,
+                                             replicas=replicas, isr=replicas,
+                                             leader=replicas[0]))
+                results.append(CreatableTopicResult(
+                    name=topic.name, topic_id=topic_id, num_partitions=partitions,
+                    replication_factor=factor, assignment=assignment))
+        return CreateTopicsResponse(topics=tuple(results))
+
+    def _delete_topics(self, batch: _Batch, request: DeleteTopicsRequest
+                       ) -> DeleteTopicsResponse:
+        """KIP-516: the ID is checked first; ZERO_UUID means "use the name"."""
+        resolved: list[TopicImage | DeletableTopicResult] = []
+        for entry in request.topics:
+            if entry.topic_id != ZERO_UUID:
+                found = batch.delta.topic(entry.topic_id)
+                missing = (ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {entry.topic_id}")
+            elif entry.name:
+                topic_id = batch.delta.topic_id_by_name(entry.name)
+                found = None if topic_id is None else batch.delta.topic(topic_id)
+                missing = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {entry.name!r}")
+            else:
+                found = None
+                missing = (ErrorCode.INVALID_REQUEST, "neither a topic id nor a name")
+            resolved.append(found if found is not None else DeletableTopicResult(
+                name=entry.name, topic_id=entry.topic_id, error_code=missing[0],
+                error_message=missing[1]))
+        counts = Counter(t.topic_id for t in resolved if isinstance(t, TopicImage))
+        results = []
+        for item in resolved:
+            if isinstance(item, DeletableTopicResult):
+                results.append(item)
+            elif counts[item.topic_id] > 1:
+                results.append(DeletableTopicResult(
+                    name=item.name, topic_id=item.topic_id, error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"topic {item.name!r} appears more than once"))
+            else:
+                batch.emit(rec.RemoveTopic(topic_id=item.topic_id))
+                results.append(DeletableTopicResult(name=item.name, topic_id=item.topic_id))
+        return DeleteTopicsResponse(responses=tuple(results))
+
+    def _create_partitions(self, batch: _Batch, request: CreatePartitionsRequest,
+                           rng: random.Random) -> CreatePartitionsResponse:
+        counts = Counter(t.name for t in request.topics)
+        partitions_left = self.config.max_partitions_per_request
+        results = []
+        for entry in request.topics:
+            topic_id = batch.delta.topic_id_by_name(entry.name)
+            topic = None if topic_id is None else batch.delta.topic(topic_id)
+            brokers = batch.delta.unfenced_broker_ids()
+            code, message = ErrorCode.NONE, None
+            if counts[entry.name] > 1:
+                code, message = (ErrorCode.INVALID_REQUEST,
+                                 f"topic {entry.name!r} appears more than once")
+            elif topic is None:
+                code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"no topic named {entry.name!r}")
+            elif entry.count <= len(topic.partitions):
+                code, message = (ErrorCode.INVALID_PARTITIONS,
+                                 f"topic {entry.name!r} has {len(topic.partitions)} partitions; "
+                                 f"the count can only grow, not become {entry.count}")
+            elif entry.count - len(topic.partitions) > partitions_left:
+                code, message = (ErrorCode.INVALID_PARTITIONS,
+                                 f"more than {self.config.max_partitions_per_request} new "
+                                 "partitions in one request")
+            elif topic.replication_factor > len(brokers):
+                code, message = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"replication factor {topic.replication_factor} exceeds the "
+                                 f"{len(brokers)} unfenced brokers")
+            if topic is None or code != ErrorCode.NONE:
+                results.append(CreatePartitionsTopicResult(
+                    name=entry.name, topic_id=topic_id or ZERO_UUID, error_code=code,
+                    error_message=message))
+                continue
+            first = len(topic.partitions)
+            assignment = place_replicas(brokers, first_partition=first,
+                                        count=entry.count - first,
+                                        replication_factor=topic.replication_factor,
+                                        start=rng.randrange(len(brokers)))
+            if not request.validate_only:
+                partitions_left -= entry.count - first
+                for index, replicas in enumerate(assignment, start=first):
+                    batch.emit(rec.Partition(topic_id=topic.topic_id, partition=index,
+                                             replicas=replicas, isr=replicas,
+                                             leader=replicas[0]))
+            results.append(CreatePartitionsTopicResult(
+                name=entry.name, topic_id=topic.topic_id, assignment=assignment))
+        return CreatePartitionsResponse(results=tuple(results))
+
+    def _rename_topic(self, batch: _Batch, request: RenameTopicRequest) -> RenameTopicResponse:
+        """KIP-516 makes rename possible: by ID, the ID and the partitions stay."""
+        topic = batch.delta.topic(request.topic_id)
+        reason = invalid_topic_name_reason(request.new_name)
+        owner = batch.delta.topic_id_by_name(request.new_name)
+        code, message = ErrorCode.NONE, None
+        if topic is None:
+            code, message = ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {request.topic_id}"
+        elif reason is not None:
+            code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, reason
+        elif owner is not None and owner != request.topic_id:
+            code, message = (ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {request.new_name!r} already exists")
+        elif owner is None:
+            batch.emit(rec.RenameTopic(topic_id=request.topic_id, new_name=request.new_name))
+        return RenameTopicResponse(topic_id=request.topic_id, new_name=request.new_name,
+                                   old_name=None if topic is None else topic.name,
+                                   error_code=code, error_message=message)
+
+
+def describe_topics(image: MetadataImage, request: DescribeTopicsRequest
+                    ) -> DescribeTopicsResponse:
+    """KIP-516 TopicCollection: by names or by IDs; every result carries both."""
+    if request.topic_ids is not None:
+        found = [(image.topic(t), t, None) for t in request.topic_ids]
+    elif request.names is not None:
+        found = [(image.topic_by_name(n), ZERO_UUID, n) for n in request.names]
+    else:
+        found = [(t, t.topic_id, t.name)
+                 for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    results = []
+    for topic, topic_id, name in found:
+        if topic is None and name is None:
+            results.append(TopicDescription(name=None, topic_id=topic_id,
+                                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                            error_message=f"no topic with id {topic_id}"))
+        elif topic is None:
+            results.append(TopicDescription(name=name, topic_id=ZERO_UUID,
+                                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                            error_message=f"no topic named {name!r}"))
+        else:
+            results.append(describe_topic(topic))
+    return DescribeTopicsResponse(topics=tuple(results))
+
+
+def describe_topic(topic: TopicImage) -> TopicDescription:
+    return TopicDescription(name=topic.name, topic_id=topic.topic_id, partitions=tuple(
+        PartitionDescription(partition=p.partition, leader=p.leader,
+                             leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr)
+        for p in topic.partitions))
