@@ -419,5 +419,6 @@ class RaftNode:
         address = self.leader_address
         body["leader_address"] = f"{address[0]}:{address[1]}" if address else None
         body["node_id"] = self.node_id
+        body["cluster_id"] = self.cluster_id
         body["is_leader"] = self.is_leader
         return body

@@ -119,6 +119,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0) -> dict
     return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
             "high_watermark": response.high_watermark,
             "leader_address": reply.get("leader_address"),
+            "cluster_id": reply.get("cluster_id", ""),
             "voters": [asdict(r) for r in response.current_voters],
             "observers": [asdict(r) for r in response.observers]}
 

@@ -1,0 +1,71 @@
+"""tools.config: Kafka key names in TOML; unknown keys and bad values name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.config import ConfigError, from_mapping, load, to_toml
+
+BASE = {"node.id": 1, "process.roles": "controller",
+        "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092",
+        "listeners": "CONTROLLER://127.0.0.1:19091", "log.dirs": "/tmp/x"}
+
+
+def test_config_reads_kafka_names_when_written_as_quoted_or_dotted_keys(tmp_path: Path) -> None:
+    """Both `"node.id" = 1` and TOML dotted `node.id = 1` mean Kafka's node.id."""
+    quoted = tmp_path / "quoted.toml"
+    quoted.write_text(to_toml({**BASE, "quorum.election.timeout.ms": 300,
+                               "quorum.fetch.timeout.ms": 600}))
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text('node.id = 1\nprocess.roles = "controller"\n'
+                      'controller.quorum.voters = "1@127.0.0.1:19091,2@127.0.0.1:19092"\n'
+                      'listeners = "CONTROLLER://127.0.0.1:19091"\nlog.dirs = "/tmp/x"\n'
+                      'quorum.election.timeout.ms = 300\nquorum.fetch.timeout.ms = 600\n')
+    for path in (quoted, dotted):
+        config = load(path)
+        assert config.node_id == 1 and config.roles == {"controller"}
+        assert config.voters == {1: ("127.0.0.1", 19091), 2: ("127.0.0.1", 19092)}
+        assert config.controller_address == ("127.0.0.1", 19091)
+        assert config.election_timeout_ms == 300 and config.fetch_timeout_ms == 600
+        assert config.request_timeout_ms == 2000  # Kafka's default
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"quorum.electon.timeout.ms": 5}, "quorum.electon.timeout.ms"),
+    ({"quorum.election.timeout.ms": "soon"}, "quorum.election.timeout.ms"),
+    ({"quorum.election.timeout.ms": 0}, "quorum.election.timeout.ms"),
+    ({"controller.quorum.voters": "1@localhost"}, "controller.quorum.voters"),
+    ({"controller.quorum.voters": "x@127.0.0.1:1"}, "controller.quorum.voters"),
+    ({"process.roles": "leader"}, "process.roles"),
+    ({"node.id": 3}, "controller.quorum.voters"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "listeners"),
+    ({"log.dirs": "/a,/b"}, "log.dirs"),
+    ({"socket.request.max.bytes": True}, "socket.request.max.bytes"),
+    ({"quorum.fetch.timeout.ms": 10}, "quorum.fetch.timeout.ms"),
+])
+def test_config_fails_naming_the_key_when_a_key_is_unknown_or_bad(
+        change: dict[str, object], key: str) -> None:
+    """Unknown keys and bad values fail at start with the key named."""
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({**BASE, **change}, "node.toml")
+    assert caught.value.key == key
+    assert str(caught.value).startswith(f"node.toml: {key}: ")
+
+
+def test_config_fails_naming_the_key_when_a_required_key_is_missing() -> None:
+    """controller.quorum.voters has no default."""
+    settings = dict(BASE)
+    del settings["controller.quorum.voters"]
+    with pytest.raises(ConfigError, match="controller.quorum.voters: is required"):
+        from_mapping(settings)
+
+
+def test_broker_config_is_an_observer_when_its_roles_lack_controller() -> None:
+    """Brokers fetch as observers: not voters, and they need no controller listener."""
+    config = from_mapping({**BASE, "node.id": 4, "process.roles": "broker",
+                           "listeners": "PLAINTEXT://127.0.0.1:9092"})
+    assert not config.is_voter
+    assert config.controller_address is None
+    assert config.client_address == ("127.0.0.1", 9092)

@@ -1,0 +1,233 @@
+"""`kraft quorum start|stop|kill|restart|describe|append`: drive a local cluster.
+
+    kraft quorum start --cluster DIR --voters 3 [--brokers 0] [--base-port P] [--json]
+    kraft quorum stop --cluster DIR
+    kraft quorum kill --cluster DIR --node N [--signal KILL|STOP|CONT|TERM]
+    kraft quorum restart --cluster DIR --node N
+    kraft quorum describe (--bootstrap-server H:P[,...] | --cluster DIR)
+                          (--status | --replication) [--json]
+    kraft quorum append (--cluster DIR | --bootstrap-server H:P[,...]) --count N [--batch B]
+
+`describe` prints the columns of kafka-metadata-quorum.sh; a non-leader redirects the
+request to the leader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from typing import Any
+
+from tools.cluster import Cluster, ClusterError, describe_quorum, request_leader
+from tools.config import KNOWN_KEYS
+from tools.errors import CommandError, usage_error
+
+SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT,
+           "TERM": signal.SIGTERM}
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    actions = parser.add_subparsers(dest="action", required=True,
+                                    parser_class=type(parser))
+    start = actions.add_parser("start", help="format, start every node, wait for a leader")
+    start.add_argument("--cluster", required=True, metavar="DIR")
+    start.add_argument("--voters", type=int, default=3)
+    start.add_argument("--brokers", type=int, default=0)
+    start.add_argument("--base-port", type=int, default=None)
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a node setting for every node, e.g. quorum.election.timeout.ms=300")
+    start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
+    start.add_argument("--json", action="store_true")
+    stop = actions.add_parser("stop", help="stop every node (SIGTERM, then SIGKILL)")
+    stop.add_argument("--cluster", required=True, metavar="DIR")
+    stop.add_argument("--json", action="store_true")
+    kill = actions.add_parser("kill", help="send a signal to one node")
+    kill.add_argument("--cluster", required=True, metavar="DIR")
+    kill.add_argument("--node", type=int, required=True)
+    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
+    kill.add_argument("--json", action="store_true")
+    restart = actions.add_parser("restart", help="stop one node and start it again")
+    restart.add_argument("--cluster", required=True, metavar="DIR")
+    restart.add_argument("--node", type=int, required=True)
+    restart.add_argument("--json", action="store_true")
+    describe = actions.add_parser("describe", help="DescribeQuorum, like kafka-metadata-quorum.sh")
+    _target(describe)
+    what = describe.add_mutually_exclusive_group(required=True)
+    what.add_argument("--status", action="store_true")
+    what.add_argument("--replication", action="store_true")
+    describe.add_argument("--json", action="store_true")
+    append = actions.add_parser("append", help="append NoOp records, return once committed")
+    _target(append)
+    append.add_argument("--count", type=int, required=True)
+    append.add_argument("--batch", type=int, default=1)
+    append.add_argument("--timeout", type=float, default=60.0)
+    append.add_argument("--json", action="store_true")
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]")
+    group.add_argument("--cluster", metavar="DIR")
+
+
+def _addresses(args: argparse.Namespace) -> tuple[list[str], str]:
+    """(controller addresses, cluster id or "") for --cluster or --bootstrap-server."""
+    if args.cluster:
+        cluster = Cluster.load(args.cluster)
+        return cluster.controller_addresses(), cluster.cluster_id
+    return [a.strip() for a in args.bootstrap_server.split(",") if a.strip()], ""
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2) if args.json else text)
+
+
+def _settings(pairs: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in KNOWN_KEYS:
+            raise usage_error(f"--set {pair!r}: expected KEY=VALUE with a known node setting")
+        settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    return settings
+
+
+def _start(args: argparse.Namespace) -> int:
+    settings = _settings(args.set)
+    try:
+        cluster = Cluster.load(args.cluster)
+        created = False
+    except ClusterError:
+        if args.voters < 1 or args.brokers < 0:
+            raise usage_error("--voters must be at least 1, --brokers at least 0") from None
+        cluster = Cluster.create(args.cluster, voters=args.voters, brokers=args.brokers,
+                                 base_port=args.base_port, settings=settings)
+        created = True
+    cluster.start()
+    leader = cluster.wait_for_leader(args.timeout)
+    data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
+            "created": created, "leader_id": leader["leader_id"],
+            "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
+            "nodes": {n.id: {"pid": n.pid, "roles": n.roles,
+                             "controller_address": n.controller_address,
+                             "client_address": n.client_address}
+                      for n in cluster.nodes.values()}}
+    lines = [f"{'Created' if created else 'Started'} cluster {cluster.cluster_id} in "
+             f"{cluster.directory}"]
+    lines += [f"  node {n.id} ({','.join(n.roles)}) pid {n.pid} "
+              f"{n.controller_address or n.client_address}" for n in cluster.nodes.values()]
+    lines.append(f"Leader: node {leader['leader_id']} (epoch {leader['leader_epoch']}) at "
+                 f"{leader['leader_address']}")
+    _print(args, data, "\n".join(lines))
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    cluster = Cluster.load(args.cluster)
+    running = cluster.running()
+    forced = cluster.stop()
+    _print(args, {"stopped": running, "killed": forced},
+           f"stopped nodes {running or 'none'}" + (f" (SIGKILL for {forced})" if forced else ""))
+    return 0
+
+
+def _kill(args: argparse.Namespace) -> int:
+    cluster = Cluster.load(args.cluster)
+    cluster.kill(args.node, SIGNALS[args.signal])
+    _print(args, {"node": args.node, "signal": args.signal},
+           f"sent SIG{args.signal} to node {args.node}")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    cluster = Cluster.load(args.cluster)
+    pid = cluster.restart(args.node)
+    _print(args, {"node": args.node, "pid": pid}, f"restarted node {args.node} (pid {pid})")
+    return 0
+
+
+def status_view(state: dict[str, Any], cluster_id: str, now_ms: int) -> dict[str, Any]:
+    """kafka-metadata-quorum.sh --status fields from a DescribeQuorum description."""
+    voters = state["voters"]
+    leader = next((v for v in voters if v["replica_id"] == state["leader_id"]), None)
+    leader_end = leader["log_end_offset"] if leader else state["high_watermark"]
+    followers = [v for v in voters if v["replica_id"] != state["leader_id"]]
+    lag = max((leader_end - v["log_end_offset"] for v in followers), default=0)
+    caught_up = [v["last_caught_up_timestamp"] for v in followers]
+    reference = leader["last_caught_up_timestamp"] if leader and \
+        leader["last_caught_up_timestamp"] > 0 else now_ms
+    lag_time = max((reference - t if t > 0 else -1 for t in caught_up), default=0)
+    return {"ClusterId": cluster_id or state.get("cluster_id") or "",
+            "LeaderId": state["leader_id"], "LeaderEpoch": state["leader_epoch"],
+            "HighWatermark": state["high_watermark"], "MaxFollowerLag": max(lag, 0),
+            "MaxFollowerLagTimeMs": lag_time,
+            "CurrentVoters": [v["replica_id"] for v in voters],
+            "CurrentObservers": [o["replica_id"] for o in state["observers"]]}
+
+
+def replication_view(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """kafka-metadata-quorum.sh --replication rows."""
+    voters = state["voters"]
+    leader = next((v for v in voters if v["replica_id"] == state["leader_id"]), None)
+    leader_end = leader["log_end_offset"] if leader else state["high_watermark"]
+    rows = []
+    for replica, kind in [(v, "Follower") for v in voters] + \
+            [(o, "Observer") for o in state["observers"]]:
+        status = "Leader" if replica["replica_id"] == state["leader_id"] else kind
+        rows.append({"NodeId": replica["replica_id"], "LogEndOffset": replica["log_end_offset"],
+                     "Lag": max(leader_end - replica["log_end_offset"], 0),
+                     "LastFetchTimestamp": replica["last_fetch_timestamp"],
+                     "LastCaughtUpTimestamp": replica["last_caught_up_timestamp"],
+                     "Status": status})
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    columns = list(rows[0])
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True))
+              for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    addresses, cluster_id = _addresses(args)
+    state = describe_quorum(addresses)
+    if args.status:
+        view = status_view(state, cluster_id, int(time.time() * 1000))
+        width = max(len(k) for k in view) + 2
+        _print(args, view, "\n".join(f"{k + ':':<{width}}{v}" for k, v in view.items()))
+    else:
+        rows = replication_view(state)
+        _print(args, rows, _table(rows))
+    return 0
+
+
+def _append(args: argparse.Namespace) -> int:
+    if args.count < 1 or not 1 <= args.batch <= args.count:
+        raise usage_error("need --count >= 1 and 1 <= --batch <= --count")
+    addresses, cluster_id = _addresses(args)
+    reply = request_leader(addresses, "Append", {"count": args.count, "batch": args.batch},
+                           cluster_id=cluster_id, timeout_s=args.timeout)
+    if reply.get("error_code", 0) != 0:
+        raise CommandError(f"append failed: {reply.get('error_message', reply)}")
+    summary = {k: reply[k] for k in ("count", "epoch", "last_offset", "elapsed_ms")}
+    _print(args, {**summary, "batches": reply["batches"]},
+           f"appended {reply['count']} records in {len(reply['batches'])} batches, committed "
+           f"up to offset {reply['last_offset']} (epoch {reply['epoch']}) in "
+           f"{reply['elapsed_ms']:.0f} ms")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    handlers = {"start": _start, "stop": _stop, "kill": _kill, "restart": _restart,
+                "describe": _describe, "append": _append}
+    try:
+        return handlers[args.action](args)
+    except ClusterError as exc:
+        raise CommandError(str(exc)) from None
