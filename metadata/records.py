@@ -178,12 +178,12 @@ def from_dict(data: Mapping[str, Any]) -> Record:
         raise RecordError(f"unknown record type {type_id!r}")
     converters = _CONVERTERS[type_id]  # type: ignore[index]
     kwargs = {}
-    for name in _FIELD_NAMES[type_id]:  # type: ignore[index]
-        if name in data:
-            value = data[name]
-            convert = converters.get(name)
-            kwargs[name] = convert(value) if convert and value is not None else value
-    try:
+    try:  # a converter (Uuid.from_bytes, tuple) fails on bad input too
+        for name in _FIELD_NAMES[type_id]:  # type: ignore[index]
+            if name in data:
+                value = data[name]
+                convert = converters.get(name)
+                kwargs[name] = convert(value) if convert and value is not None else value
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise RecordError(f"bad {cls.__name__} record: {exc}") from None
