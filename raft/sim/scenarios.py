@@ -1,0 +1,264 @@
+"""The scenarios of Kafka's `RaftEventSimulationTest`, on the simulated cluster.
+
+Each scenario takes (voters, observers, seed), drives a `Cluster` with a steady workload
+and raises `ScenarioFailure` (naming the seed) if an expected outcome does not happen in
+time; the invariants are checked after every event as in any run. Time limits are in
+election timeouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from raft.sim.cluster import Cluster, SimConfig, SimNode
+from raft.sim.invariants import MAJORITY_HOLDS_HW
+
+# Only links 1-3, 2-4, 3-4, 3-5 and 4-5 up (KIP-996's motivating partial partition).
+KIP_996_LINKS = ((1, 3), (2, 4), (3, 4), (3, 5), (4, 5))
+
+
+class ScenarioFailure(AssertionError):
+    def __init__(self, cluster: Cluster, message: str) -> None:
+        cfg = cluster.config
+        super().__init__(f"seed {cfg.seed} ({cfg.voters} voters, {cfg.observers} observers)"
+                         f" at {cluster.now_ms:.0f} ms: {message}\n"
+                         + "\n".join(cluster.trace.lines()[-25:]))
+
+
+def new_cluster(voters: int, observers: int, seed: int, **overrides: object) -> Cluster:
+    config = replace(SimConfig(voters=voters, observers=observers, seed=seed), **overrides)
+    cluster = Cluster(config)
+    cluster.start_workload()
+    return cluster
+
+
+def _ets(cluster: Cluster, count: float) -> float:
+    return count * cluster.config.election_timeout_ms
+
+
+def wait_for_leader(cluster: Cluster, *, timeout_ets: float = 10, above_epoch: int = -1,
+                    among: Iterable[int] | None = None) -> SimNode:
+    allowed = None if among is None else set(among)
+
+    def elected() -> bool:
+        leader = cluster.leader()
+        return (leader is not None and leader.core.epoch > above_epoch
+                and (allowed is None or leader.node_id in allowed))
+    if not cluster.run_until(elected, _ets(cluster, timeout_ets)):
+        raise ScenarioFailure(cluster, f"no leader above epoch {above_epoch} within "
+                                       f"{timeout_ets} election timeouts")
+    leader = cluster.leader()
+    assert leader is not None
+    return leader
+
+
+def wait_for_commit(cluster: Cluster, *, timeout_ets: float = 10) -> None:
+    """A record proposed from now on commits."""
+    since = cluster.now_us
+
+    def committed() -> bool:
+        for time_us, epoch, offset in reversed(cluster.proposals):
+            if time_us < since:
+                return False
+            if cluster.is_committed(epoch, offset):
+                return True
+        return False
+    if not cluster.run_until(committed, _ets(cluster, timeout_ets)):
+        raise ScenarioFailure(cluster, f"nothing proposed after {since / 1000:.0f} ms "
+                                       f"committed within {timeout_ets} election timeouts")
+
+
+def wait_caught_up(cluster: Cluster, node_ids: Iterable[int] | None = None, *,
+                   timeout_ets: float = 20) -> None:
+    ids = sorted(cluster.nodes if node_ids is None else node_ids)
+    if not cluster.run_until(lambda: cluster.all_caught_up(ids), _ets(cluster, timeout_ets)):
+        behind = {i: cluster.nodes[i].core.high_watermark if cluster.nodes[i].up else "down"
+                  for i in ids}
+        raise ScenarioFailure(cluster, f"nodes did not catch up: {behind}")
+
+
+def _require(cluster: Cluster, condition: bool, message: str) -> None:
+    if not condition:
+        raise ScenarioFailure(cluster, message)
+
+
+# ---- the scenarios --------------------------------------------------------------------
+
+def initial_election(voters: int, observers: int, seed: int) -> Cluster:
+    cluster = new_cluster(voters, observers, seed)
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def leader_failure(voters: int, observers: int, seed: int, *,
+                   graceful: bool = False) -> Cluster:
+    """The leader is killed (or shut down gracefully); a new one is elected and commits;
+    the old leader comes back and catches up."""
+    cluster = new_cluster(voters, observers, seed)
+    old = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    old_id, old_epoch = old.node_id, old.core.epoch
+    if graceful:
+        cluster.resign(old_id)
+        cluster.run_for(20)
+    cluster.crash(old_id)
+    if voters > 1:
+        wait_for_leader(cluster, above_epoch=old_epoch)
+        wait_for_commit(cluster)
+    cluster.start(old_id)
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def majority_restart(voters: int, observers: int, seed: int) -> Cluster:
+    """Every node is killed; only a majority of voters (and the observers) restart."""
+    cluster = new_cluster(voters, observers, seed)
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    for node_id in cluster.nodes:
+        cluster.crash(node_id)
+    cluster.run_for(_ets(cluster, 1))
+    majority = cluster.fault_rng.sample(cluster.voter_ids, voters // 2 + 1)
+    for node_id in sorted(majority) + list(cluster.observer_ids):
+        cluster.start(node_id)
+    wait_for_leader(cluster, among=majority)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster, sorted(majority) + list(cluster.observer_ids))
+    return cluster
+
+
+def leader_partitioned(voters: int, observers: int, seed: int) -> Cluster:
+    """The leader is cut off from everyone; the rest elect a new leader; after the heal
+    the old leader follows and catches up."""
+    cluster = new_cluster(voters, observers, seed)
+    old = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    old_id, old_epoch = old.node_id, old.core.epoch
+    cluster.network.isolate(old_id, cluster.nodes)
+    if voters > 1:
+        others = [v for v in cluster.voter_ids if v != old_id]
+        wait_for_leader(cluster, above_epoch=old_epoch, among=others)
+        wait_for_commit(cluster)
+    cluster.network.heal()
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def asymmetric_split(voters: int, observers: int, seed: int) -> Cluster:
+    """5 voters split {1,2} | {3,4,5}: the majority side makes progress; after the heal
+    everyone catches up."""
+    _require_voters(voters, 5)
+    cluster = new_cluster(voters, observers, seed)
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    minority = [1, 2]
+    majority = [n for n in cluster.nodes if n not in minority]  # observers stay here
+    cluster.network.partition(minority, majority)
+    before = cluster.committed_offset()
+    wait_for_leader(cluster, among=[3, 4, 5], timeout_ets=10)
+    wait_for_commit(cluster)
+    _require(cluster, cluster.committed_offset() > before, "majority side made no progress")
+    cluster.network.heal()
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def back_to_back_failures(voters: int, observers: int, seed: int) -> Cluster:
+    """Kill the leader; once another leads, bring the first back and kill the second."""
+    _require_voters(voters, 3)
+    cluster = new_cluster(voters, observers, seed)
+    first = wait_for_leader(cluster)
+    first_id, epoch = first.node_id, first.core.epoch
+    cluster.crash(first_id)
+    second = wait_for_leader(cluster, above_epoch=epoch)
+    second_id, epoch = second.node_id, second.core.epoch
+    cluster.start(first_id)
+    cluster.crash(second_id)
+    wait_for_leader(cluster, above_epoch=epoch)
+    wait_for_commit(cluster)
+    cluster.start(second_id)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def disk_loss(voters: int, observers: int, seed: int) -> Cluster:
+    """One voter loses its whole log and quorum-state; it restarts once another node
+    leads and catches up. As in Kafka, the majority-holds-HW check is off here (the
+    wiped voter no longer holds what it acknowledged)."""
+    _require_voters(voters, 3)
+    cluster = new_cluster(voters, observers, seed, skip_invariants=(MAJORITY_HOLDS_HW,))
+    leader = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    victim = cluster.fault_rng.choice([v for v in cluster.voter_ids if v != leader.node_id])
+    cluster.crash(victim, wipe=True)
+    wait_for_leader(cluster, among=[v for v in cluster.voter_ids if v != victim])
+    wait_for_commit(cluster)
+    cluster.start(victim)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+def pre_vote_partial_partition(voters: int, observers: int, seed: int) -> Cluster:
+    """KIP-996: with only links 1-3, 2-4, 3-4, 3-5, 4-5 up, exactly one leader is ever
+    elected (nodes 1 and 2 cannot reach the leader but their pre-votes are refused)."""
+    _require_voters(voters, 5, exact=True)
+    cluster = new_cluster(voters, observers, seed, pre_vote=True)
+    cluster.network.only_links(cluster.voter_ids, KIP_996_LINKS)
+    wait_for_leader(cluster, timeout_ets=20)
+    wait_for_commit(cluster)
+    cluster.run_for(_ets(cluster, 30))
+    _require(cluster, len(cluster.checker.leaders) == 1,
+             f"leaders by epoch: {cluster.checker.leaders}")
+    return cluster
+
+
+def partial_partition_around_leader(voters: int, observers: int, seed: int) -> Cluster:
+    """With pre-vote, cutting the leader off from a minority of voters (which can still
+    reach each other and the rest) never changes leadership."""
+    _require_voters(voters, 3)
+    cluster = new_cluster(voters, observers, seed, pre_vote=True)
+    leader = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    leaders_before = dict(cluster.checker.leaders)
+    followers = [v for v in cluster.voter_ids if v != leader.node_id]
+    cut = cluster.fault_rng.sample(followers, (voters - 1) // 2)
+    for node_id in cut:
+        cluster.network.cut(leader.node_id, node_id)
+    cluster.run_for(_ets(cluster, 20))
+    wait_for_commit(cluster)
+    _require(cluster, cluster.checker.leaders == leaders_before,
+             f"leadership changed: {leaders_before} -> {cluster.checker.leaders}")
+    return cluster
+
+
+class NotApplicable(Exception):
+    """The scenario needs a different number of voters."""
+
+
+def _require_voters(voters: int, minimum: int, *, exact: bool = False) -> None:
+    if voters < minimum or (exact and voters != minimum):
+        raise NotApplicable(f"needs {'exactly' if exact else 'at least'} {minimum} voters")
+
+
+SCENARIOS: dict[str, Callable[[int, int, int], Cluster]] = {
+    "initial-election": initial_election,
+    "leader-killed": leader_failure,
+    "leader-shutdown": lambda v, o, s: leader_failure(v, o, s, graceful=True),
+    "majority-restart": majority_restart,
+    "leader-partitioned": leader_partitioned,
+    "asymmetric-split": asymmetric_split,
+    "back-to-back-failures": back_to_back_failures,
+    "disk-loss": disk_loss,
+    "pre-vote-partial-partition": pre_vote_partial_partition,
+    "partial-partition-around-leader": partial_partition_around_leader,
+}

@@ -1,0 +1,260 @@
+"""The simulator's own parts: network and disk models, invariant checkers, determinism.
+
+Run against a toy core (tests/simulation/toy_core.py) so that they test the simulator,
+not the real core."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from raft.log import MemoryLog
+from raft.messages import VoteRequest, VoteResponse
+from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.disk import DiskConfig, SimDisk
+from raft.sim.invariants import (
+    COMMITTED_DATA,
+    EPOCH_MONOTONIC,
+    HW_MONOTONIC,
+    LOG_MATCHING,
+    MAJORITY_HOLDS_HW,
+    OBSERVER_NEVER_VOTES,
+    ONE_LEADER_PER_EPOCH,
+    ONE_VOTE_PER_EPOCH,
+    Checker,
+    InvariantViolation,
+)
+from raft.sim.network import Network, NetworkConfig
+from raft.sim.sweep import RunSpec, run_seed
+from raft.types import ElectionState
+from simulation.toy_core import ToyConfig, ToyCore
+
+
+def toy_cluster(config: SimConfig, bug: str | None = None) -> Cluster:
+    voters = tuple(range(1, config.voters + 1))
+    nodes = tuple(range(1, config.voters + config.observers + 1))
+    return Cluster(config, core_class=ToyCore,
+                   core_config=ToyConfig(voters=voters, nodes=nodes, bug=bug))
+
+
+def fake_node(node_id: int, *, voter: bool = True, epoch: int = 1, leader: bool = False,
+              leader_id: int | None = None, hw: int = 0, role: str = "follower",
+              log: MemoryLog | None = None) -> SimpleNamespace:
+    core = SimpleNamespace(epoch=epoch, is_leader=leader, leader_id=leader_id,
+                           high_watermark=hw, role="leader" if leader else role)
+    return SimpleNamespace(node_id=node_id, is_voter=voter, core=core,
+                           log=log if log is not None else MemoryLog())
+
+
+def log_with(*batches: tuple[int, list[bytes]], flush: bool = True) -> MemoryLog:
+    log = MemoryLog()
+    for epoch, records in batches:
+        log.append(epoch, records)
+    if flush:
+        log.flush()
+    return log
+
+
+# ---- network ------------------------------------------------------------------------
+
+def test_partition_cuts_links_both_ways_when_groups_split() -> None:
+    """Symmetric partition: no link between the two sides, links within a side stay."""
+    net = Network(NetworkConfig(), random.Random(1))
+    net.partition([1, 2], [3, 4, 5])
+    assert not net.is_up(1, 3)
+    assert not net.is_up(5, 2)
+    assert net.is_up(1, 2)
+    assert net.is_up(3, 5)
+    net.heal()
+    assert net.is_up(1, 3)
+    assert net.is_healed
+
+
+def test_one_way_cut_keeps_reverse_link_when_only_outbound_is_cut() -> None:
+    """One-way partitions: a node that can hear but not speak (or the reverse)."""
+    net = Network(NetworkConfig(), random.Random(1))
+    net.isolate(1, [1, 2, 3], inbound=False, outbound=True)
+    assert not net.is_up(1, 2)
+    assert net.is_up(2, 1)
+    assert net.delivery_delays_us(1, 3) == []
+    assert len(net.delivery_delays_us(3, 1)) == 1
+
+
+def test_only_links_leaves_exactly_kip996_links_when_applied() -> None:
+    """KIP-996's partial partition: only 1-3, 2-4, 3-4, 3-5, 4-5 are up."""
+    net = Network(NetworkConfig(), random.Random(1))
+    net.only_links(range(1, 6), [(1, 3), (2, 4), (3, 4), (3, 5), (4, 5)])
+    up = {(a, b) for a in range(1, 6) for b in range(1, 6) if a < b and net.is_up(a, b)}
+    assert up == {(1, 3), (2, 4), (3, 4), (3, 5), (4, 5)}
+
+
+def test_network_loses_and_duplicates_when_configured() -> None:
+    """Loss and duplication: some messages vanish, some arrive twice, with own latency."""
+    net = Network(NetworkConfig(loss_probability=0.3, duplicate_probability=0.3),
+                  random.Random(7))
+    counts = [len(net.delivery_delays_us(1, 2)) for _ in range(2000)]
+    assert 0 in counts
+    assert 2 in counts
+    assert net.dropped == counts.count(0)
+    assert net.duplicated == counts.count(2)
+
+
+# ---- disk ---------------------------------------------------------------------------
+
+def test_crash_loses_unflushed_records_when_disk_crashes() -> None:
+    """Simulated disk: a crash keeps only what the last fsync made durable."""
+    disk = SimDisk(DiskConfig(), random.Random(1))
+    disk.log.append(1, [b"a"])
+    disk.log.flush()
+    disk.log.append(1, [b"b"])
+    disk.quorum_state.persist(ElectionState(epoch=1))
+    disk.crash()
+    assert disk.log.end_offset == 1
+    assert disk.quorum_state.load() == ElectionState(epoch=1)
+    disk.wipe()
+    assert disk.log.end_offset == 0
+    assert disk.quorum_state.load() is None
+
+
+# ---- the checkers have teeth -----------------------------------------------------------
+
+def test_checker_rejects_two_leaders_when_same_epoch() -> None:
+    """At most one leader per epoch, ever (Raft election safety)."""
+    checker = Checker([1, 2, 3], [])
+    nodes = [fake_node(1, leader=True), fake_node(2, leader=True)]
+    checker.after_event(nodes[0], nodes)
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(nodes[1], nodes)
+    assert caught.value.invariant == ONE_LEADER_PER_EPOCH
+
+
+def test_checker_rejects_different_records_when_same_offset_and_epoch() -> None:
+    """Log matching (Raft §5.3): same (offset, epoch) means the same record."""
+    checker = Checker([1, 2, 3], [])
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    b = fake_node(2, log=log_with((1, [b"x", b"z"])))
+    checker.after_event(a, [a, b])
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(b, [a, b])
+    assert caught.value.invariant == LOG_MATCHING
+
+
+def test_checker_rejects_changed_entry_when_below_high_watermark() -> None:
+    """Committed data is never lost or changed."""
+    checker = Checker([1, 2, 3], [])
+    a = fake_node(1, log=log_with((1, [b"x"])))
+    b = fake_node(2, log=log_with((2, [b"y"])))
+    checker.on_high_watermark(a, 1)
+    with pytest.raises(InvariantViolation) as caught:
+        checker.on_high_watermark(b, 1)
+    assert caught.value.invariant == COMMITTED_DATA
+
+
+def test_checker_rejects_new_leader_when_missing_committed_entry() -> None:
+    """Leader completeness (Raft §5.4): every later leader holds every committed entry."""
+    checker = Checker([1, 2, 3], [])
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(a, 2)
+    b = fake_node(2, epoch=2, leader=True, log=log_with((1, [b"x"])))
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(b, [a, b])
+    assert caught.value.invariant == COMMITTED_DATA
+
+
+def test_checker_rejects_lower_high_watermark_when_not_restarted() -> None:
+    """Per node, the high watermark never decreases."""
+    checker = Checker([1], [])
+    node = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(node, 2)
+    with pytest.raises(InvariantViolation) as caught:
+        checker.on_high_watermark(node, 1)
+    assert caught.value.invariant == HW_MONOTONIC
+
+
+def test_checker_allows_lower_high_watermark_when_recovering_after_restart() -> None:
+    """HW is monotonic across restarts only once the node has recovered."""
+    checker = Checker([1], [])
+    node = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(node, 2)
+    checker.on_restart(node)
+    checker.on_high_watermark(node, 1)
+    checker.on_high_watermark(node, 2)
+    with pytest.raises(InvariantViolation):
+        checker.on_high_watermark(node, 1)
+
+
+def test_checker_rejects_epoch_going_back_when_persisted() -> None:
+    """The persisted epoch never decreases; one vote per epoch."""
+    checker = Checker([1, 2, 3], [])
+    with pytest.raises(InvariantViolation) as caught:
+        checker.on_persist(1, ElectionState(epoch=3), ElectionState(epoch=2))
+    assert caught.value.invariant == EPOCH_MONOTONIC
+    with pytest.raises(InvariantViolation) as caught:
+        checker.on_persist(1, ElectionState(epoch=3, voted_id=1),
+                           ElectionState(epoch=3, voted_id=2))
+    assert caught.value.invariant == ONE_VOTE_PER_EPOCH
+
+
+def test_checker_rejects_observer_in_vote_when_asked_or_granting() -> None:
+    """Observers never vote and are never asked to (KIP-595)."""
+    checker = Checker([1, 2, 3], [4])
+    request = VoteRequest(cluster_id="c", candidate_epoch=1, candidate_id=1,
+                          last_offset_epoch=0, last_offset=0)
+    checker.on_send(1, 2, request)
+    with pytest.raises(InvariantViolation) as caught:
+        checker.on_send(1, 4, request)
+    assert caught.value.invariant == OBSERVER_NEVER_VOTES
+    with pytest.raises(InvariantViolation):
+        checker.on_send(4, 1, VoteResponse(leader_epoch=1, vote_granted=True))
+
+
+def test_checker_rejects_leader_hw_when_only_minority_holds_it() -> None:
+    """A majority of voters (never observers) holds a log end at or above the leader HW."""
+    checker = Checker([1, 2, 3], [4])
+    full = log_with((1, [b"x", b"y"]))
+    leader = fake_node(1, leader=True, hw=2, log=full)
+    nodes = [leader, fake_node(2, log=log_with((1, [b"x"]))),
+             fake_node(3, log=MemoryLog()), fake_node(4, voter=False, log=full)]
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(leader, nodes)
+    assert caught.value.invariant == MAJORITY_HOLDS_HW
+
+
+# ---- the whole simulator, on the toy core --------------------------------------------
+
+def test_same_trace_when_same_seed() -> None:
+    """Determinism: everything flows from one seed, so a run replays exactly."""
+    spec = RunSpec(voters=3, observers=1, faults="all", trace_size=400)
+    runs = [run_seed(spec, 11, lambda c: toy_cluster(c)) for _ in range(2)]
+    clusters = []
+    for _ in range(2):
+        cluster = toy_cluster(SimConfig(voters=3, observers=1, seed=11, trace_size=400))
+        cluster.start_workload()
+        cluster.run_for(3000)
+        clusters.append(cluster)
+    assert runs[0] == runs[1]
+    assert clusters[0].trace.lines() == clusters[1].trace.lines()
+    assert clusters[0].events == clusters[1].events > 0
+
+
+def test_toy_sweep_is_clean_when_core_is_correct() -> None:
+    """No false alarms: a correct (toy) Raft passes every invariant under all faults."""
+    spec = RunSpec(voters=5, observers=2, faults="all")
+    results = [run_seed(spec, seed, lambda c: toy_cluster(c)) for seed in range(12)]
+    assert [r.invariant for r in results] == [None] * 12
+    assert sum(r.faults for r in results) > 0
+    assert all(r.commits > 0 for r in results)
+
+
+def test_toy_sweep_catches_planted_bug_when_votes_ignore_logs() -> None:
+    """The checker has teeth (Raft §5.4.1 election restriction): a core granting votes
+    without comparing logs loses committed data, and the run names a replayable seed."""
+    spec = RunSpec(voters=5, observers=2, faults="all")
+    make = lambda c: toy_cluster(c, bug="vote_without_log_check")  # noqa: E731
+    failed = next(r for r in (run_seed(spec, s, make) for s in range(40)) if not r.ok)
+    assert failed.invariant in (COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW)
+    assert f"--seed {failed.seed}" in failed.replay
+    assert failed.trace
+    assert run_seed(spec, failed.seed, make) == failed
