@@ -1,0 +1,636 @@
+"""`RaftCore`: the KIP-595 quorum as a pure, synchronous, deterministic state machine.
+
+Inputs are `step(envelope)`, `tick(now_ms)`, `propose(records)` and `resign()`; the output
+is a `Ready` (see `raft.types` for the durability contract), acknowledged by `advance()`.
+The core appends to and truncates its log directly; the shell flushes before sending.
+No I/O, no clock, no global randomness: the same inputs and seed give the same outputs.
+
+Request and response handlers live in `raft.handlers`; this module holds the API, the
+transitions between quorum states, timers and the replication bookkeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from metadata.records import LeaderChange, MetadataTopic, RecordError, decode
+from metadata.uuid import METADATA_TOPIC_ID, Uuid
+from raft.errors import ErrorCode
+from raft import handlers
+from raft.handlers import Inflight
+from raft.leader_state import LeaderState
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    CurrentLeader,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.quorum_state import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    Role,
+    UnattachedState,
+    VotedState,
+)
+from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PLANTED_BUGS", "RaftConfig", "RaftCore", "RaftInvariantError", "Role"]
+
+PLANTED_BUGS = frozenset({"vote_without_log_check", "commit_old_epoch_by_count"})
+_RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
+                   FetchResponse)
+_RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+                 EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse}
+_SCAN_BYTES = 64 * 1024
+
+
+class RaftInvariantError(AssertionError):
+    """The core found its own state broken: stop the node loudly."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaftConfig:
+    voters: tuple[int, ...]
+    election_timeout_ms: int = 1000  # randomised in [t, 2t)
+    fetch_timeout_ms: int = 2000  # quorum.fetch.timeout.ms (also check-quorum for the leader)
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    fetch_max_wait_ms: int = 500  # long-poll parking of empty fetches
+    fetch_max_bytes: int = 1 << 20
+    pre_vote: bool = True
+    retry_backoff_ms: int = 100  # before re-sending a Fetch that failed
+    planted_bug: str | None = None  # test-only: lets the simulator prove its checker
+
+    def __post_init__(self) -> None:
+        if not self.voters or len(set(self.voters)) != len(self.voters):
+            raise ValueError(f"voters must be distinct and non-empty: {self.voters}")
+        if self.election_timeout_ms <= 0 or self.fetch_timeout_ms <= 0:
+            raise ValueError("timeouts must be positive")
+        if self.planted_bug is not None and self.planted_bug not in PLANTED_BUGS:
+            raise ValueError(f"unknown planted bug {self.planted_bug!r}")
+
+
+class RaftCore:
+    def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
+                 election: ElectionState | None, cluster_id: str, rng: random.Random,
+                 now_ms: int) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._log = log
+        self._cluster_id = cluster_id
+        self._rng = rng
+        self._voters = tuple(config.voters)
+        self._voter_set = frozenset(config.voters)
+        self._is_voter = node_id in self._voter_set
+        self._majority = len(self._voters) // 2 + 1
+        self._outbox: list[Envelope] = []
+        self._pending_election: ElectionState | None = None
+        self._persisted: tuple[int, int | None, int | None] | None = None
+        self._pending_entries: list[Batch] = []
+        self._pending_truncate: int | None = None
+        self._high_watermark = 0
+        self._hw_dirty = False
+        self._next_correlation_id = 1
+        self._inflight: dict[int, Inflight] = {}
+        self._metadata_topic_id: Uuid | None = None
+        self._log_topic_id: Uuid | None = None
+        self._log_topic_stale = True
+        self._scan_offset = 0
+        self._probe_index = 0  # observers: which voter to ask for the leader next
+        self._probe_correlation_id: int | None = None
+        self._probe_at_ms = now_ms
+        self._state: EpochState = self._initial_state(election, now_ms)
+        if election is not None:
+            self._persisted = (election.epoch, election.leader_id, election.voted_id)
+        self._persist_election()
+        if isinstance(self._state, FollowerState | UnattachedState):
+            self._maybe_send_fetch(now_ms)
+
+    def _initial_state(self, election: ElectionState | None, now_ms: int) -> EpochState:
+        if election is None:
+            return self._new_unattached(0, now_ms)
+        epoch, leader_id, voted_id = election.epoch, election.leader_id, election.voted_id
+        if leader_id == self._node_id and self._is_voter:
+            # A leader cannot resume its epoch after a restart (Kafka does the same).
+            return ResignedState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
+                                 election_deadline_ms=now_ms + self._election_timeout())
+        if leader_id is not None and leader_id != self._node_id:
+            return self._new_follower(epoch, leader_id, voted_id, now_ms)
+        if voted_id is not None and self._is_voter:
+            return VotedState(epoch=epoch, voted_id=voted_id,
+                              election_deadline_ms=now_ms + self._election_timeout())
+        return self._new_unattached(epoch, now_ms)
+
+    # --- read-only properties -------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def epoch(self) -> int:
+        return self._state.epoch
+
+    @property
+    def role(self) -> Role:
+        return self._state.role
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._state.leader_id if self._state.role is not Role.RESIGNED else None
+
+    @property
+    def voted_id(self) -> int | None:
+        return self._state.voted_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def is_leader(self) -> bool:
+        return self._state.role is Role.LEADER
+
+    @property
+    def is_voter(self) -> bool:
+        return self._is_voter
+
+    @property
+    def metadata_topic_id(self) -> Uuid | None:
+        return self._metadata_topic_id
+
+    @property
+    def log(self) -> RaftLog:
+        return self._log
+
+    @property
+    def config(self) -> RaftConfig:
+        return self._config
+
+    @property
+    def has_ready(self) -> bool:
+        return bool(self._outbox or self._pending_entries or self._hw_dirty
+                    or self._pending_election is not None or self._pending_truncate is not None)
+
+    # --- API ------------------------------------------------------------------------
+
+    def step(self, envelope: Envelope, now_ms: int) -> None:
+        """A request or response from a peer. Never raises on peer input."""
+        if envelope.dst != self._node_id:
+            return
+        handler = handlers.REQUEST_HANDLERS.get(type(envelope.message))
+        if handler is not None:
+            handler(self, envelope, now_ms)
+        elif isinstance(envelope.message, _RESPONSE_TYPES):
+            handlers.handle_response(self, envelope, now_ms)
+
+    def tick(self, now_ms: int) -> None:
+        state = self._state
+        if self._inflight:
+            self._expire_requests(now_ms)
+            state = self._state
+        deadline = state.timer_deadline_ms()
+        if deadline is not None and now_ms >= deadline:
+            self._handle_timer(now_ms)
+            state = self._state
+        if isinstance(state, LeaderState):
+            self._tick_leader(state, now_ms)
+        elif isinstance(state, FollowerState | UnattachedState):
+            self._maybe_send_fetch(now_ms)
+
+    def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
+        """Append records as the leader: (epoch, offset of the last one); None otherwise."""
+        state = self._state
+        if not isinstance(state, LeaderState):
+            return None
+        if not records:
+            raise ValueError("propose needs at least one record")
+        batch = self._log.append(state.epoch, records)
+        self._pending_entries.append(batch)
+        handlers.wake_parked_fetches(self, state)
+        return state.epoch, batch.last_offset
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown: a leader hands over with EndQuorumEpoch (KIP-595)."""
+        if isinstance(self._state, LeaderState):
+            self.transition_to_resigned(now_ms)
+
+    def ready(self) -> Ready:
+        return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
+                     entries=tuple(self._pending_entries), messages=tuple(self._outbox),
+                     high_watermark=self._high_watermark if self._hw_dirty else None)
+
+    def advance(self, ready: Ready) -> None:
+        """Everything in `ready` is durable (and its messages sent)."""
+        if ready.election is not None and ready.election is self._pending_election:
+            self._pending_election = None
+        if ready.truncate_to is not None and ready.truncate_to == self._pending_truncate:
+            self._pending_truncate = None
+        if ready.entries:
+            done = {id(batch) for batch in ready.entries}
+            self._pending_entries = [b for b in self._pending_entries if id(b) not in done]
+        if ready.messages:
+            count = len(ready.messages)
+            if self._outbox[:1] and self._outbox[0] is ready.messages[0]:
+                del self._outbox[:count]
+            else:
+                sent = {id(m) for m in ready.messages}
+                self._outbox = [m for m in self._outbox if id(m) not in sent]
+        if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
+            self._hw_dirty = False
+        state = self._state
+        if isinstance(state, LeaderState) and self._maybe_advance_high_watermark(state):
+            handlers.wake_parked_fetches(self, state)
+
+    def next_deadline_ms(self) -> int:
+        """When `tick()` next has work; 0 when `ready()` already holds something."""
+        if self.has_ready:
+            return 0
+        candidates = [i.deadline_ms for i in self._inflight.values()]
+        deadline = self._state.timer_deadline_ms()
+        if deadline is not None:
+            candidates.append(deadline)
+        state = self._state
+        if isinstance(state, LeaderState):
+            check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
+            if check is not None:
+                candidates.append(check)
+            candidates.extend(p.deadline_ms for p in state.parked.values())
+        elif isinstance(state, FollowerState | UnattachedState):
+            fetch_at = self._next_fetch_ms(state)
+            if fetch_at is not None:
+                candidates.append(fetch_at)
+        return min(candidates) if candidates else 1 << 62
+
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
+        state = self._state
+        if not isinstance(state, LeaderState):
+            leader = self._current_leader()
+            return DescribeQuorumResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                          topic_id=self._request_topic_id(),
+                                          leader_id=leader.leader_id,
+                                          leader_epoch=leader.leader_epoch)
+        voters, observers = state.replica_states(self._log.end_offset, now_ms)
+        return DescribeQuorumResponse(topic_id=self._request_topic_id(),
+                                      leader_id=self._node_id, leader_epoch=state.epoch,
+                                      high_watermark=self._high_watermark,
+                                      current_voters=voters, observers=observers)
+
+    # --- transitions ----------------------------------------------------------------
+
+    def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
+        self._set_state(self._new_unattached(epoch, now_ms), now_ms)
+
+    def transition_to_voted(self, candidate_id: int, now_ms: int) -> None:
+        self._set_state(VotedState(epoch=self._state.epoch, voted_id=candidate_id,
+                                   election_deadline_ms=now_ms + self._election_timeout()),
+                        now_ms)
+
+    def transition_to_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
+        voted = self._state.voted_id if epoch == self._state.epoch else None
+        self._set_state(self._new_follower(epoch, leader_id, voted, now_ms), now_ms)
+        self._maybe_send_fetch(now_ms)
+
+    def transition_to_prospective(self, now_ms: int) -> None:
+        """KIP-996: ask for pre-votes in epoch + 1 before disrupting anyone."""
+        old = self._state
+        state = ProspectiveState(epoch=old.epoch, leader_id=old.leader_id,
+                                 voted_id=old.voted_id,
+                                 election_deadline_ms=now_ms + self._election_timeout())
+        state.granted.add(self._node_id)
+        self._set_state(state, now_ms)
+        self._request_votes(state.epoch + 1, pre_vote=True, now_ms=now_ms)
+        self._maybe_win_election(now_ms)
+
+    def transition_to_candidate(self, now_ms: int) -> None:
+        state = CandidateState(epoch=self._state.epoch + 1, voted_id=self._node_id,
+                               election_deadline_ms=now_ms + self._election_timeout())
+        state.granted.add(self._node_id)
+        self._set_state(state, now_ms)
+        self._request_votes(state.epoch, pre_vote=False, now_ms=now_ms)
+        self._maybe_win_election(now_ms)
+
+    def transition_to_leader(self, now_ms: int) -> None:
+        old = self._state
+        if not isinstance(old, CandidateState):
+            raise RaftInvariantError(f"only a candidate becomes leader, not {old.role}")
+        epoch = old.epoch
+        state = LeaderState(epoch=epoch, leader_id=self._node_id, voted_id=self._node_id,
+                            node_id=self._node_id, voters=self._voters,
+                            epoch_start_offset=self._log.end_offset, became_leader_ms=now_ms,
+                            granting_voters=tuple(sorted(old.granted)))
+        self._set_state(state, now_ms)
+        records = [LeaderChange(leader_id=self._node_id, voters=self._voters,
+                                granting_voters=state.granting_voters).encode()]
+        if self._log.end_offset == 0:  # KIP-516: the first leader names the metadata topic
+            topic_id = Uuid.random(self._rng)
+            records.append(MetadataTopic(topic_id=topic_id).encode())
+        self._append_as_leader(state, records)
+        log.info("became leader", extra={"node": self._node_id, "epoch": epoch})
+        for voter in sorted(state.begin_unacknowledged):
+            self._send_begin_quorum_epoch(state, voter, now_ms)
+
+    def transition_to_resigned(self, now_ms: int) -> None:
+        old = self._state
+        if not isinstance(old, LeaderState):
+            raise RaftInvariantError(f"only a leader resigns, not {old.role}")
+        successors = old.successors_by_progress()
+        state = ResignedState(epoch=old.epoch, leader_id=self._node_id,
+                              voted_id=old.voted_id, preferred_successors=successors,
+                              election_deadline_ms=now_ms + self._election_timeout(),
+                              unacknowledged=set(successors))
+        self._set_state(state, now_ms)
+        for voter in successors:
+            self._send_end_quorum_epoch(state, voter, now_ms)
+
+    def _set_state(self, state: EpochState, now_ms: int) -> None:
+        old = self._state
+        if state.epoch < old.epoch:
+            raise RaftInvariantError(f"epoch would go back from {old.epoch} to {state.epoch}")
+        if isinstance(old, LeaderState):
+            handlers.fail_parked_fetches(self, old, state)
+        self._state = state
+        self._probe_correlation_id = None
+        self._probe_at_ms = now_ms
+        self._persist_election()
+
+    def _persist_election(self) -> None:
+        state = self._state
+        key = (state.epoch, state.leader_id, state.voted_id)
+        if key != self._persisted:
+            if self._persisted is not None and key[0] == self._persisted[0]:
+                _, old_leader, old_voted = self._persisted
+                if old_voted is not None and key[2] != old_voted:
+                    raise RaftInvariantError(f"second vote in epoch {key[0]}: "
+                                             f"{old_voted} then {key[2]}")
+                if old_leader is not None and key[1] not in (None, old_leader):
+                    raise RaftInvariantError(f"second leader in epoch {key[0]}")
+            self._persisted = key
+            self._pending_election = ElectionState(epoch=key[0], leader_id=key[1],
+                                                   voted_id=key[2], voters=self._voters)
+
+    def _new_unattached(self, epoch: int, now_ms: int) -> UnattachedState:
+        deadline = now_ms + self._election_timeout() if self._is_voter else None
+        return UnattachedState(epoch=epoch, election_deadline_ms=deadline)
+
+    def _new_follower(self, epoch: int, leader_id: int, voted_id: int | None,
+                      now_ms: int) -> FollowerState:
+        timeout = self._config.fetch_timeout_ms
+        return FollowerState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
+                             fetch_timeout_ms=timeout, fetch_deadline_ms=now_ms + timeout,
+                             next_fetch_ms=now_ms)
+
+    def _election_timeout(self) -> int:
+        timeout = self._config.election_timeout_ms
+        return timeout + self._rng.randrange(timeout)
+
+    def _election_backoff(self) -> int:
+        return self._rng.randrange(self._config.election_backoff_max_ms + 1)
+
+    def _start_election(self, now_ms: int) -> None:
+        if self._config.pre_vote:
+            self.transition_to_prospective(now_ms)
+        else:
+            self.transition_to_candidate(now_ms)
+
+    def _maybe_win_election(self, now_ms: int) -> None:
+        state = self._state
+        if isinstance(state, ProspectiveState | CandidateState) and (
+                len(state.granted) >= self._majority):
+            if isinstance(state, ProspectiveState):
+                self.transition_to_candidate(now_ms)
+            else:
+                self.transition_to_leader(now_ms)
+
+    def maybe_handle_leader_info(self, epoch: int, leader_id: int, now_ms: int) -> None:
+        """Any message naming a newer epoch (or the leader of ours, when we know none)
+        moves this node there; the new epoch is persisted before anything else leaves."""
+        state = self._state
+        leader = leader_id if leader_id >= 0 and leader_id != self._node_id else None
+        if epoch > state.epoch:
+            if leader is not None:
+                self.transition_to_follower(epoch, leader, now_ms)
+            else:
+                self.transition_to_unattached(epoch, now_ms)
+        elif (epoch == state.epoch and leader is not None and state.leader_id is None
+              and state.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE,
+                                 Role.CANDIDATE)):
+            self.transition_to_follower(epoch, leader, now_ms)
+
+    # --- timers ---------------------------------------------------------------------
+
+    def _handle_timer(self, now_ms: int) -> None:
+        state = self._state
+        if not self._is_voter:
+            if isinstance(state, FollowerState):
+                # An observer that lost its leader looks for the current one again.
+                self._set_state(UnattachedState(epoch=state.epoch), now_ms)
+                self._maybe_send_fetch(now_ms)
+        elif not isinstance(state, LeaderState):
+            self._start_election(now_ms)
+
+    def _expire_requests(self, now_ms: int) -> None:
+        expired = [cid for cid, i in self._inflight.items() if i.deadline_ms <= now_ms]
+        state = self._state
+        for cid in expired:
+            inflight = self._inflight.pop(cid)
+            if inflight.state is not state:
+                continue
+            if isinstance(state, FollowerState):
+                if state.fetch_correlation_id == cid:
+                    state.fetch_correlation_id = None
+                    state.next_fetch_ms = now_ms
+            elif isinstance(state, UnattachedState):
+                if self._probe_correlation_id == cid:
+                    self._probe_correlation_id = None
+                    self._probe_index += 1
+                    self._probe_at_ms = now_ms
+            elif isinstance(state, LeaderState) and inflight.dst in state.begin_unacknowledged:
+                self._send_begin_quorum_epoch(state, inflight.dst, now_ms)
+            elif isinstance(state, ResignedState) and inflight.dst in state.unacknowledged:
+                self._send_end_quorum_epoch(state, inflight.dst, now_ms)
+
+    def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
+        check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
+        if check is not None and now_ms >= check:
+            log.info("check-quorum failed, resigning",
+                     extra={"node": self._node_id, "epoch": state.epoch})
+            self.transition_to_resigned(now_ms)
+            return
+        if state.parked:
+            for fetcher, parked in list(state.parked.items()):
+                if now_ms >= parked.deadline_ms:
+                    del state.parked[fetcher]
+                    handlers.answer_fetch(self, state, parked.envelope)
+
+    # --- outgoing requests ----------------------------------------------------------
+
+    def _send_request(self, dst: int, message: object, now_ms: int,
+                      timeout_ms: int | None = None) -> int:
+        cid = self._next_correlation_id
+        self._next_correlation_id += 1
+        self._inflight[cid] = Inflight(
+            dst=dst, state=self._state, response_type=_RESPONSE_FOR[type(message)],
+            deadline_ms=now_ms + (timeout_ms or self._config.request_timeout_ms))
+        self._outbox.append(Envelope(src=self._node_id, dst=dst, correlation_id=cid,
+                                     message=message))
+        return cid
+
+    def _request_votes(self, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
+        log_end = self._log.end_offset
+        last_epoch = self._log.last_epoch
+        topic_id = self._request_topic_id()
+        for voter in self._voters:
+            if voter != self._node_id:
+                self._send_request(voter, VoteRequest(
+                    cluster_id=self._cluster_id, topic_id=topic_id, candidate_epoch=epoch,
+                    candidate_id=self._node_id, last_offset_epoch=last_epoch,
+                    last_offset=log_end, pre_vote=pre_vote), now_ms)
+
+    def _send_begin_quorum_epoch(self, state: LeaderState, voter: int, now_ms: int) -> None:
+        self._send_request(voter, BeginQuorumEpochRequest(
+            cluster_id=self._cluster_id, topic_id=self._request_topic_id(),
+            leader_id=self._node_id, leader_epoch=state.epoch), now_ms)
+
+    def _send_end_quorum_epoch(self, state: ResignedState, voter: int, now_ms: int) -> None:
+        self._send_request(voter, EndQuorumEpochRequest(
+            cluster_id=self._cluster_id, topic_id=self._request_topic_id(),
+            leader_id=self._node_id, leader_epoch=state.epoch,
+            preferred_successors=state.preferred_successors), now_ms)
+
+    def _next_fetch_ms(self, state: EpochState) -> int | None:
+        if isinstance(state, FollowerState):
+            return state.next_fetch_ms if state.fetch_correlation_id is None else None
+        if not self._is_voter and self._probe_correlation_id is None:
+            return self._probe_at_ms
+        return None
+
+    def _maybe_send_fetch(self, now_ms: int) -> None:
+        """Followers keep one Fetch in flight to the leader; an observer that knows no
+        leader probes the voters round-robin until one names it (KIP-595 discovery)."""
+        state = self._state
+        if isinstance(state, FollowerState):
+            if state.fetch_correlation_id is None and now_ms >= state.next_fetch_ms:
+                state.fetch_correlation_id = self._send_fetch(state.leader_id, now_ms)
+        elif (isinstance(state, UnattachedState) and not self._is_voter
+              and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
+            voter = self._voters[self._probe_index % len(self._voters)]
+            self._probe_correlation_id = self._send_fetch(voter, now_ms)
+
+    def _send_fetch(self, dst: int | None, now_ms: int) -> int:
+        assert dst is not None
+        log_end = self._log.end_offset
+        last_epoch = self._log.epoch_at(log_end - 1) if log_end > self._log.start_offset else 0
+        request = FetchRequest(cluster_id=self._cluster_id, replica_id=self._node_id,
+                               max_wait_ms=self._config.fetch_max_wait_ms,
+                               max_bytes=self._config.fetch_max_bytes,
+                               topic_id=self._request_topic_id(),
+                               current_leader_epoch=self._state.epoch,
+                               fetch_offset=log_end, last_fetched_epoch=last_epoch)
+        timeout = self._config.request_timeout_ms + self._config.fetch_max_wait_ms
+        return self._send_request(dst, request, now_ms, timeout)
+
+    # --- replication bookkeeping ----------------------------------------------------
+
+    def _append_as_leader(self, state: LeaderState, records: list[bytes]) -> Batch:
+        batch = self._log.append(state.epoch, records)
+        if batch.base_offset == 0:
+            self._log_topic_stale = True
+        self._pending_entries.append(batch)
+        return batch
+
+    def _append_as_follower(self, batches: Sequence[Batch]) -> None:
+        if batches[0].base_offset == 0:
+            self._log_topic_stale = True
+        self._log.append_batches(batches)
+        self._pending_entries.extend(batches)
+
+    def _truncate(self, offset: int) -> None:
+        if offset < self._high_watermark:
+            raise RaftInvariantError(f"truncation to {offset} below the high watermark "
+                                     f"{self._high_watermark}")
+        self._log.truncate_to(offset)
+        self._pending_entries = [b for b in self._pending_entries if b.base_offset < offset]
+        if self._pending_truncate is None or offset < self._pending_truncate:
+            self._pending_truncate = offset
+        self._log_topic_stale = True
+
+    def _maybe_advance_high_watermark(self, state: LeaderState) -> bool:
+        candidate = min(state.majority_end_offset(self._log.flushed_end_offset),
+                        self._log.end_offset)
+        if candidate <= self._high_watermark:
+            return False
+        if (self._config.planted_bug != "commit_old_epoch_by_count"
+                and self._log.epoch_at(candidate - 1) != state.epoch):
+            return False  # Raft §5.4.2: only entries of the leader's own epoch by counting
+        self._set_high_watermark(candidate)
+        return True
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if offset > self._high_watermark:
+            self._high_watermark = offset
+            self._hw_dirty = True
+            if self._metadata_topic_id is None:
+                self._scan_for_metadata_topic()
+
+    def _scan_for_metadata_topic(self) -> None:
+        """Read committed records once, until the MetadataTopic record is found."""
+        while self._scan_offset < self._high_watermark:
+            batches = self._log.read(self._scan_offset, _SCAN_BYTES)
+            if not batches:
+                return
+            for batch in batches:
+                for index, record in enumerate(batch.records):
+                    offset = batch.base_offset + index
+                    if offset < self._scan_offset:
+                        continue
+                    if offset >= self._high_watermark:
+                        return
+                    self._scan_offset = offset + 1
+                    topic_id = _metadata_topic_of(record)
+                    if topic_id is not None:
+                        self._metadata_topic_id = topic_id
+                        return
+
+    def _request_topic_id(self) -> Uuid:
+        return self._metadata_topic_id or METADATA_TOPIC_ID
+
+    def _log_metadata_topic_id(self) -> Uuid | None:
+        """The topic ID in the log's first batch (committed or not), which a restarted
+        node must accept before its high watermark catches up."""
+        if self._log_topic_stale:
+            self._log_topic_stale = False
+            self._log_topic_id = None
+            first = self._log.read(self._log.start_offset, 0)
+            for record in first[0].records if first else ():
+                self._log_topic_id = _metadata_topic_of(record)
+                if self._log_topic_id is not None:
+                    break
+        return self._log_topic_id
+
+    def _current_leader(self) -> CurrentLeader:
+        leader = self.leader_id
+        return CurrentLeader(leader_id=-1 if leader is None else leader,
+                             leader_epoch=self._state.epoch)
+
+
+def _metadata_topic_of(record: bytes) -> Uuid | None:
+    try:
+        decoded = decode(record)
+    except RecordError:
+        return None
+    return decoded.topic_id if isinstance(decoded, MetadataTopic) else None

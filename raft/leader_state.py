@@ -1,0 +1,119 @@
+"""The leader's state: replica progress, high-watermark math, check-quorum, parked fetches.
+
+High watermark (Raft §5.3-5.4.2, KIP-595): the largest offset held by a majority of
+voters, where the leader counts only what it has flushed and each follower counts the
+`fetch_offset` of its last valid Fetch (a Fetch leaves a follower only once everything
+before that offset is durable there). It is only adopted once that offset lies in the
+leader's own epoch (§5.4.2: never commit an older epoch's entries by counting replicas),
+and it never goes back. Observers are tracked for DescribeQuorum but never counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from raft.messages import ReplicaState
+from raft.quorum_state import EpochState, Role
+from raft.types import Envelope
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    replica_id: int
+    end_offset: int = 0
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    sent_high_watermark: int = -1  # the HW in the last Fetch response sent to it
+
+    def to_replica_state(self) -> ReplicaState:
+        return ReplicaState(replica_id=self.replica_id, log_end_offset=self.end_offset,
+                            last_fetch_timestamp=self.last_fetch_ms,
+                            last_caught_up_timestamp=self.last_caught_up_ms)
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    envelope: Envelope
+    deadline_ms: int
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderState(EpochState):
+    role: ClassVar[Role] = Role.LEADER
+    node_id: int
+    voters: tuple[int, ...]
+    epoch_start_offset: int
+    became_leader_ms: int
+    granting_voters: tuple[int, ...] = ()
+    voter_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    observer_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    parked: dict[int, ParkedFetch] = field(default_factory=dict)  # by fetcher id
+    begin_unacknowledged: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        for voter in self.voters:
+            self.voter_progress[voter] = ReplicaProgress(voter)
+        self.begin_unacknowledged = {v for v in self.voters if v != self.node_id}
+
+    def can_grant_vote(self, candidate_id: int, is_log_ok: bool, pre_vote: bool,
+                       now_ms: int) -> bool:
+        return False  # a live leader neither votes nor lets a pre-vote disrupt it
+
+    def update_replica(self, replica_id: int, fetch_offset: int | None, now_ms: int,
+                       log_end_offset: int) -> None:
+        """Record a Fetch in this epoch; `fetch_offset` None when it diverged (still
+        counts as contact for check-quorum, not as replication)."""
+        if replica_id in self.voter_progress:
+            progress = self.voter_progress[replica_id]
+            self.begin_unacknowledged.discard(replica_id)
+        else:
+            progress = self.observer_progress.get(replica_id)
+            if progress is None:
+                progress = self.observer_progress[replica_id] = ReplicaProgress(replica_id)
+        progress.last_fetch_ms = now_ms
+        if fetch_offset is not None:
+            progress.end_offset = fetch_offset
+            if fetch_offset >= log_end_offset:
+                progress.last_caught_up_ms = now_ms
+
+    def progress_of(self, replica_id: int) -> ReplicaProgress | None:
+        progress = self.voter_progress.get(replica_id)
+        return progress if progress is not None else self.observer_progress.get(replica_id)
+
+    def majority_end_offset(self, own_flushed_end: int) -> int:
+        """The largest offset held by a majority of voters (the leader's own = flushed)."""
+        ends = sorted((own_flushed_end if voter == self.node_id else progress.end_offset
+                       for voter, progress in self.voter_progress.items()), reverse=True)
+        return ends[len(ends) // 2]
+
+    def check_quorum_deadline_ms(self, fetch_timeout_ms: int) -> int | None:
+        """When the leader must resign unless more voters fetch (None: it alone is a
+        majority). A voter that has not fetched yet counts from the start of the epoch."""
+        needed = len(self.voters) // 2  # other voters needed for a majority
+        if needed == 0:
+            return None
+        recent = sorted((max(p.last_fetch_ms, self.became_leader_ms)
+                         for v, p in self.voter_progress.items() if v != self.node_id),
+                        reverse=True)
+        return recent[needed - 1] + fetch_timeout_ms
+
+    def successors_by_progress(self) -> tuple[int, ...]:
+        """Other voters, the most replicated first (ties by id, for determinism)."""
+        others = [p for v, p in self.voter_progress.items() if v != self.node_id]
+        others.sort(key=lambda p: (-p.end_offset, p.replica_id))
+        return tuple(p.replica_id for p in others)
+
+    def replica_states(self, own_end: int, now_ms: int
+                       ) -> tuple[tuple[ReplicaState, ...], tuple[ReplicaState, ...]]:
+        voters = []
+        for voter in self.voters:
+            if voter == self.node_id:
+                voters.append(ReplicaState(replica_id=voter, log_end_offset=own_end,
+                                           last_fetch_timestamp=now_ms,
+                                           last_caught_up_timestamp=now_ms))
+            else:
+                voters.append(self.voter_progress[voter].to_replica_state())
+        observers = tuple(self.observer_progress[o].to_replica_state()
+                          for o in sorted(self.observer_progress))
+        return tuple(voters), observers
