@@ -58,7 +58,7 @@ def leadership_moves(delta: MetadataDelta, broker_id: int) -> list[rec.Partition
 
 def leader_elections(delta: MetadataDelta, broker_id: int) -> list[rec.PartitionChange]:
     """Partition changes once `broker_id` is unfenced: lead where nobody leads."""
-    changes = []
+    changes: list[rec.PartitionChange] = []
     for topic_id in sorted(delta.topic_ids()):
         topic = delta.topic(topic_id)
         assert topic is not None

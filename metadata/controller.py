@@ -367,6 +367,7 @@ class Controller:
 def describe_topics(image: MetadataImage, request: DescribeTopicsRequest
                     ) -> DescribeTopicsResponse:
     """KIP-516 TopicCollection: by names or by IDs; every result carries both."""
+    found: list[tuple[TopicImage | None, Uuid, str | None]]
     if request.topic_ids is not None:
         found = [(image.topic(t), t, None) for t in request.topic_ids]
     elif request.names is not None:

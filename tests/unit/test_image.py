@@ -1,0 +1,290 @@
+"""MetadataImage and replay: one behaviour per test (KIP-516 topic IDs, KRaft records)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metadata import records as rec
+from metadata.delta import MetadataDelta
+from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage, replay, replay_bytes
+from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+
+ROOT = Path(__file__).resolve().parents[2]
+ID_A = Uuid.random(random.Random(1))
+ID_B = Uuid.random(random.Random(2))
+INCARNATION = Uuid.random(random.Random(3))
+
+
+def part(topic_id: Uuid, partition: int, replicas: tuple[int, ...] = (1, 2)) -> rec.Partition:
+    return rec.Partition(topic_id=topic_id, partition=partition, replicas=replicas,
+                         isr=replicas, leader=replicas[0])
+
+
+def numbered(*records: rec.Record, start: int = 0) -> list[tuple[int, rec.Record]]:
+    return list(enumerate(records, start=start))
+
+
+def sample_log() -> list[tuple[int, rec.Record]]:
+    return numbered(
+        rec.LeaderChange(leader_id=1, voters=(1, 2, 3)),
+        rec.MetadataTopic(topic_id=Uuid.random(random.Random(9))),
+        rec.RegisterBroker(broker_id=1, incarnation_id=INCARNATION, broker_epoch=2,
+                           endpoints=("PLAINTEXT://127.0.0.1:9092",)),
+        rec.UnfenceBroker(broker_id=1, broker_epoch=2),
+        rec.Topic(name="orders", topic_id=ID_A, initial_partition_count=2),
+        part(ID_A, 0), part(ID_A, 1),
+        rec.Topic(name="audit", topic_id=ID_B), part(ID_B, 0, (2, 1)),
+        rec.PartitionChange(topic_id=ID_A, partition=1, leader=2, isr=(2,)),
+        rec.RemoveTopic(topic_id=ID_B),
+        rec.NoOp(),
+    )
+
+
+def test_topic_is_found_by_id_and_by_name_when_its_record_is_replayed() -> None:
+    """KIP-516: the image maps name -> ID and ID -> topic."""
+    image = replay(numbered(rec.Topic(name="orders", topic_id=ID_A), part(ID_A, 0)))
+    assert image.topic_ids_by_name == {"orders": ID_A}
+    topic = image.topic(ID_A)
+    assert topic is not None
+    assert topic.name == "orders"
+    assert image.topic_by_name("orders") == topic
+    assert [p.replicas for p in topic.partitions] == [(1, 2)]
+    assert ID_A in image.used_topic_ids
+    assert image.last_applied_offset == 1
+
+
+def test_partition_record_is_skipped_when_its_topic_does_not_exist() -> None:
+    """Replay never crashes on a record that contradicts the image: skip and note it."""
+    image = replay(numbered(rec.Topic(name="orders", topic_id=ID_A), part(ID_B, 0)))
+    assert image.partition_count() == 0
+    assert image.anomaly_count == 1
+    assert image.anomalies[0].offset == 1
+    assert image.anomalies[0].record_type == "Partition"
+    assert image.last_applied_offset == 1
+
+
+def test_partition_record_is_skipped_when_it_leaves_a_gap() -> None:
+    """Partition numbers of a topic are contiguous from 0."""
+    image = replay(numbered(rec.Topic(name="orders", topic_id=ID_A), part(ID_A, 1)))
+    assert image.topics[ID_A].partitions == ()
+    assert image.anomaly_count == 1
+
+
+def test_partition_record_replaces_the_partition_when_it_already_exists() -> None:
+    """A PartitionRecord for a known partition is a full replacement, as in Kafka."""
+    image = replay(numbered(rec.Topic(name="t", topic_id=ID_A), part(ID_A, 0),
+                            part(ID_A, 0, (3, 4))))
+    assert image.topics[ID_A].partitions[0].replicas == (3, 4)
+    assert image.anomaly_count == 0
+
+
+def test_topic_record_is_skipped_when_its_id_was_used_by_a_deleted_topic() -> None:
+    """KIP-516: topic IDs are never reused in the life of the cluster."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), rec.RemoveTopic(topic_id=ID_A),
+                            rec.Topic(name="b", topic_id=ID_A)))
+    assert image.topics == {}
+    assert image.anomaly_count == 1
+    assert "already used" in image.anomalies[0].reason
+
+
+@pytest.mark.parametrize("topic_id", [ZERO_UUID, METADATA_TOPIC_ID])
+def test_topic_record_is_skipped_when_its_id_is_reserved(topic_id: Uuid) -> None:
+    """KIP-516: ZERO_UUID means null and the sentinel names the metadata topic."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=topic_id)))
+    assert image.topics == {}
+    assert image.anomaly_count == 1
+
+
+def test_topic_record_is_skipped_when_its_name_is_live_under_another_id() -> None:
+    """A name maps to at most one live topic ID."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), rec.Topic(name="a", topic_id=ID_B)))
+    assert image.topic_ids_by_name == {"a": ID_A}
+    assert list(image.topics) == [ID_A]
+    assert image.anomaly_count == 1
+
+
+def test_name_is_free_when_remove_topic_is_applied() -> None:
+    """KIP-516: a topic is deleted the moment RemoveTopic applies; the name is free at once
+    and its re-creation gets a new ID."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), part(ID_A, 0),
+                            rec.RemoveTopic(topic_id=ID_A), rec.Topic(name="a", topic_id=ID_B)))
+    assert image.topic_ids_by_name == {"a": ID_B}
+    assert image.topics[ID_B].partitions == ()
+    assert image.used_topic_ids == {ID_A, ID_B}
+    assert image.anomaly_count == 0
+
+
+def test_remove_topic_is_skipped_when_the_topic_is_unknown() -> None:
+    """Invalid records are skipped, not raised."""
+    image = replay(numbered(rec.RemoveTopic(topic_id=ID_A)))
+    assert image.anomaly_count == 1
+
+
+def test_leader_epoch_grows_when_partition_change_moves_the_leader() -> None:
+    """KRaft: a new leader bumps leader_epoch; every change bumps partition_epoch."""
+    image = replay(numbered(
+        rec.Topic(name="t", topic_id=ID_A), part(ID_A, 0, (1, 2, 3)),
+        rec.PartitionChange(topic_id=ID_A, partition=0, isr=(1, 2)),
+        rec.PartitionChange(topic_id=ID_A, partition=0, leader=2, isr=(2,))))
+    partition = image.topics[ID_A].partitions[0]
+    assert (partition.leader, partition.isr) == (2, (2,))
+    assert partition.leader_epoch == 1
+    assert partition.partition_epoch == 2
+    assert partition.replicas == (1, 2, 3)
+
+
+def test_leader_epoch_grows_when_the_leader_becomes_none() -> None:
+    """Losing the leader (NO_LEADER) is a leader change too."""
+    image = replay(numbered(rec.Topic(name="t", topic_id=ID_A), part(ID_A, 0, (1,)),
+                            rec.PartitionChange(topic_id=ID_A, partition=0, leader=NO_LEADER)))
+    assert image.topics[ID_A].partitions[0].leader_epoch == 1
+
+
+def test_partition_change_is_skipped_when_the_partition_does_not_exist() -> None:
+    """Invalid records are skipped, not raised."""
+    image = replay(numbered(rec.Topic(name="t", topic_id=ID_A), part(ID_A, 0),
+                            rec.PartitionChange(topic_id=ID_A, partition=1, leader=2)))
+    assert image.anomaly_count == 1
+    assert image.topics[ID_A].partitions[0].leader_epoch == 0
+
+
+def test_rename_keeps_id_and_partitions_when_applied() -> None:
+    """KIP-516: with IDs a rename is possible; the ID and the data stay."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), part(ID_A, 0),
+                            rec.RenameTopic(topic_id=ID_A, new_name="b")))
+    assert image.topic_ids_by_name == {"b": ID_A}
+    assert image.topics[ID_A].name == "b"
+    assert len(image.topics[ID_A].partitions) == 1
+
+
+def test_rename_is_skipped_when_the_new_name_is_live() -> None:
+    """A name maps to at most one live topic ID."""
+    image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), rec.Topic(name="b", topic_id=ID_B),
+                            rec.RenameTopic(topic_id=ID_A, new_name="b")))
+    assert image.topic_ids_by_name == {"a": ID_A, "b": ID_B}
+    assert image.anomaly_count == 1
+
+
+def test_broker_registers_fenced_and_unfences_when_epoch_matches() -> None:
+    """A broker starts fenced; Fence/Unfence records carry the broker epoch."""
+    registered = replay(numbered(rec.RegisterBroker(broker_id=1, incarnation_id=INCARNATION,
+                                                    broker_epoch=0, endpoints=("X://h:1",))))
+    assert registered.brokers[1].fenced
+    assert registered.unfenced_broker_ids() == ()
+    unfenced = registered.apply(rec.UnfenceBroker(broker_id=1, broker_epoch=0), 1)
+    assert unfenced.unfenced_broker_ids() == (1,)
+    assert unfenced.brokers[1].endpoints == ("X://h:1",)
+
+
+def test_fence_is_skipped_when_broker_epoch_is_stale() -> None:
+    """Broker epochs fence out records about an older incarnation."""
+    image = replay(numbered(
+        rec.RegisterBroker(broker_id=1, incarnation_id=INCARNATION, broker_epoch=0),
+        rec.UnfenceBroker(broker_id=1, broker_epoch=0),
+        rec.FenceBroker(broker_id=1, broker_epoch=7),
+        rec.FenceBroker(broker_id=2, broker_epoch=0)))
+    assert not image.brokers[1].fenced
+    assert image.anomaly_count == 2
+
+
+def test_metadata_topic_id_is_kept_when_a_second_one_is_replayed() -> None:
+    """KIP-516: the first leader assigns the metadata topic's ID once; it joins the used IDs."""
+    image = replay(numbered(rec.MetadataTopic(topic_id=ID_A), rec.MetadataTopic(topic_id=ID_B),
+                            rec.Topic(name="t", topic_id=ID_A)))
+    assert image.metadata_topic_id == ID_A
+    assert image.topics == {}
+    assert image.anomaly_count == 2
+
+
+def test_apply_raises_when_the_offset_goes_backwards() -> None:
+    """Offsets only grow; replaying one twice is a caller bug, loud."""
+    image = replay(numbered(rec.NoOp(), rec.NoOp()))
+    with pytest.raises(ValueError, match="not after"):
+        image.apply(rec.NoOp(), 1)
+
+
+def test_base_image_is_unchanged_when_a_delta_builds_on_it() -> None:
+    """Images are immutable: a delta copies on write."""
+    base = replay(sample_log())
+    before = base.content_hash()
+    delta = MetadataDelta(base)
+    delta.apply(rec.RemoveTopic(topic_id=ID_A), 100)
+    delta.apply(rec.FenceBroker(broker_id=1, broker_epoch=2), 101)
+    after = delta.build()
+    assert ID_A not in after.topics
+    assert ID_A in base.topics
+    assert not base.brokers[1].fenced
+    assert replay(sample_log()).content_hash() == before
+    with pytest.raises(TypeError):
+        base.topics[ID_B] = base.topics[ID_A]  # type: ignore[index]
+
+
+def test_content_hash_is_equal_when_the_same_log_is_replayed_in_any_chunking() -> None:
+    """Two images of the same records at the same offset compare equal."""
+    log = sample_log()
+    whole = replay(log)
+    one_by_one = MetadataImage.empty()
+    for offset, record in log:
+        one_by_one = one_by_one.apply(record, offset)
+    in_two = replay(log[5:], base=replay(log[:5]))
+    from_bytes = replay_bytes((offset, record.encode()) for offset, record in log)
+    hashes = {whole.content_hash(), one_by_one.content_hash(), in_two.content_hash(),
+              from_bytes.content_hash()}
+    assert len(hashes) == 1
+
+
+@pytest.mark.parametrize("extra", [
+    rec.PartitionChange(topic_id=ID_A, partition=0, isr=(1,)),
+    rec.FenceBroker(broker_id=1, broker_epoch=2),
+    rec.RenameTopic(topic_id=ID_A, new_name="orders2"),
+    rec.RegisterBroker(broker_id=1, incarnation_id=INCARNATION, broker_epoch=2,
+                       endpoints=("PLAINTEXT://127.0.0.1:9093",)),
+    rec.Partition(topic_id=ID_A, partition=2, replicas=(1,), isr=(1,), leader=1),
+    rec.NoOp(),  # the offset is part of the content: images at different offsets differ
+    rec.Partition(topic_id=ID_B, partition=0, replicas=(1,), isr=(1,), leader=1),  # anomaly
+])
+def test_content_hash_differs_when_one_more_record_changes_anything(extra: rec.Record) -> None:
+    """The hash excludes nothing that matters."""
+    base = replay(sample_log())
+    assert base.apply(extra, 100).content_hash() != base.content_hash()
+
+
+def test_content_hash_remembers_deleted_ids() -> None:
+    """Every ID ever used is content: a deleted topic's ID can never come back."""
+    with_delete = replay(numbered(rec.Topic(name="a", topic_id=ID_A),
+                                  rec.RemoveTopic(topic_id=ID_A)))
+    without = replay(numbered(rec.NoOp(), rec.NoOp()))
+    assert with_delete.topics == without.topics
+    assert with_delete.content_hash() != without.content_hash()
+
+
+def test_content_hash_is_stable_when_computed_in_other_processes() -> None:
+    """sha256 over msgpack of sorted content: no dependence on PYTHONHASHSEED or the run."""
+    script = ("import tests.unit.test_image as t; from metadata.image import replay; "
+              "print(replay(t.sample_log()).content_hash())")
+    outputs = {
+        subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, text=True,
+                       capture_output=True, env={"PYTHONHASHSEED": seed, "PATH": ""},
+                       timeout=60).stdout.strip()
+        for seed in ("1", "2")}
+    assert outputs == {replay(sample_log()).content_hash()}
+
+
+def test_undecodable_bytes_become_an_anomaly_when_replayed() -> None:
+    """Replay of raw log bytes survives garbage: noted, offset advanced."""
+    image = replay_bytes([(0, b"\xc1"), (1, rec.Topic(name="a", topic_id=ID_A).encode())])
+    assert image.anomaly_count == 1
+    assert image.anomalies[0].record_type == "?"
+    assert image.topic_ids_by_name == {"a": ID_A}
+
+
+def test_anomalies_are_counted_but_capped_when_there_are_many() -> None:
+    """A bounded description, an exact count."""
+    image = replay(numbered(*[rec.RemoveTopic(topic_id=ID_A)] * (MAX_KEPT_ANOMALIES + 5)))
+    assert image.anomaly_count == MAX_KEPT_ANOMALIES + 5
+    assert len(image.anomalies) == MAX_KEPT_ANOMALIES
