@@ -404,6 +404,10 @@ class RaftNode:
             return {"error_code": exc.error_code, "error_message": str(exc), **exc.fields}
         except NotLeaderError as exc:
             return self.not_leader_body(exc)
+        except Exception as exc:  # a handler bug must not take the quorum member down
+            log.exception("api handler failed", extra={"api": api})
+            return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                    "error_message": f"{type(exc).__name__}: {exc}"}
 
     @staticmethod
     def not_leader_body(exc: NotLeaderError) -> dict[str, Any]:

@@ -38,6 +38,7 @@ CLUSTER_FILE = "cluster.json"
 HOST = "127.0.0.1"
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 _correlation = iter(range(1, 1 << 62))
+EXIT_CODES: dict[int, int] = {}  # pid -> exit code (negative: signal) of reaped children
 
 
 class ClusterError(Exception):
@@ -147,7 +148,9 @@ def is_alive(pid: int | None, marker: str | None = None) -> bool:
     if not pid:
         return False
     try:
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
+        reaped, status = os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
+        if reaped == pid:
+            EXIT_CODES[pid] = os.waitstatus_to_exitcode(status)
     except ChildProcessError:
         pass
     try:
@@ -290,7 +293,7 @@ class Cluster:
         for node_id in sorted(self.nodes):
             self.start_node(node_id)
 
-    def signal(self, node_id: int, signum: int) -> None:
+    def send_signal(self, node_id: int, signum: int) -> None:
         info = self.node(node_id)
         if not self.is_running(node_id):
             raise ClusterError(f"node {node_id} is not running")
@@ -307,7 +310,7 @@ class Cluster:
 
     def kill(self, node_id: int, signum: int = signal.SIGKILL, timeout_s: float = 5.0) -> None:
         """Send `signum`; for KILL and TERM, wait (bounded) until the process is gone."""
-        self.signal(node_id, signum)
+        self.send_signal(node_id, signum)
         if signum in (signal.SIGKILL, signal.SIGTERM) and not self.wait_exit(node_id,
                                                                                 timeout_s):
             raise ClusterError(f"node {node_id} did not exit within {timeout_s} s")
@@ -356,6 +359,7 @@ class Cluster:
         for pid in self.started_pids:
             if is_alive(pid):
                 try:
+                    os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                 except (ProcessLookupError, ChildProcessError):

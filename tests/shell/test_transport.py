@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 
 import msgpack
 import pytest
@@ -35,6 +36,14 @@ class Recorder:
             await self.arrived.wait()
 
 
+async def _eventually(predicate: Callable[[], bool]) -> None:
+    """Poll a state that offers no event (the caller's fail_after bounds it)."""
+    while True:
+        if predicate():
+            return
+        await trio.sleep(0.01)
+
+
 async def _listener() -> tuple[list[trio.SocketListener], int]:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     return listeners, listeners[0].socket.getsockname()[1]
@@ -56,11 +65,13 @@ async def test_request_and_reply_are_routed_when_two_transports_connect() -> Non
             assert a.send_to_peer(2, _frame("Ping", 7))
             await got_b.wait(1)
             conn, frame = got_b.frames[0]
-            assert conn.node_id is None and frame["api"] == "Ping"
+            assert conn.node_id is None
+            assert frame["api"] == "Ping"
             assert b.send_on(conn.conn_id, _frame("Pong", 7))
             await got_a.wait(1)
             reply_conn, reply = got_a.frames[0]
-            assert reply_conn.node_id == 2 and reply["api"] == "Pong"
+            assert reply_conn.node_id == 2
+            assert reply["api"] == "Pong"
             assert reply["correlation_id"] == 7
             nursery.cancel_scope.cancel()
 
@@ -95,7 +106,8 @@ async def test_connection_closed_with_logged_reason_when_frame_is_malformed(
             nursery.cancel_scope.cancel()
     closes = [r for r in caplog.records if r.getMessage() == "closed connection"]
     assert len(closes) == 1
-    assert reason in closes[0].reason and closes[0].peer.startswith("127.0.0.1:")
+    assert reason in closes[0].reason
+    assert closes[0].peer.startswith("127.0.0.1:")
 
 
 async def test_connection_closed_when_handler_raises_protocol_error(
@@ -146,10 +158,8 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
                 await got.wait(1)
                 first_conn = got.frames[0][0]
                 first_conn.cancel_scope.cancel()  # the server drops the connection
-                while client.is_connected(2):
-                    await trio.sleep(0.01)
-                while not client.is_connected(2):
-                    await trio.sleep(0.01)
+                await _eventually(lambda: not client.is_connected(2))
+                await _eventually(lambda: client.is_connected(2))
                 client.send_to_peer(2, _frame("Ping", 2))
                 await got.wait(2)
                 assert got.frames[1][0].conn_id != first_conn.conn_id

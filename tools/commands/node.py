@@ -20,7 +20,7 @@ from metadata.records import NoOp
 from raft.core import RaftConfig
 from raft.errors import ErrorCode
 from raft.log import DiskLog
-from raft.node import ApiError, RaftNode
+from raft.node import ApiError, NotLeaderError, RaftNode
 from raft.storage import StorageError, open_log_dir, read_quorum_state, write_quorum_state
 from tools.config import ConfigError, NodeConfig, load
 from tools.errors import CommandError, usage_error
@@ -83,11 +83,16 @@ def install_append_api(node: RaftNode) -> None:
         window = trio.Semaphore(APPEND_MAX_IN_FLIGHT)
         started = trio.current_time()
 
+        failures: list[NotLeaderError] = []
+
         async def one(index: int, size: int) -> None:
             try:
                 begin = trio.current_time()
                 results[index] = await node.propose_and_wait([record] * size)
                 latencies[index] = (trio.current_time() - begin) * 1000
+            except NotLeaderError as exc:  # stop the rest; the client follows the leader
+                failures.append(exc)
+                nursery.cancel_scope.cancel()
             finally:
                 window.release()
 
@@ -95,6 +100,8 @@ def install_append_api(node: RaftNode) -> None:
             for index, size in enumerate(sizes):
                 await window.acquire()
                 nursery.start_soon(one, index, size)
+        if failures:
+            raise failures[0]
         return {"error_code": 0, "epoch": results[-1][0], "last_offset": results[-1][1],
                 "count": count, "batches": [list(r) for r in results],
                 "latencies_ms": [round(v, 3) for v in latencies],

@@ -1,0 +1,46 @@
+"""Fixtures for multi-process tests: a local cluster in tmp_path on free 127.0.0.1 ports.
+
+Every process a cluster object starts is SIGKILLed by PID at the end of the test, whatever
+happened (stopped ones are continued first). Timeouts are short so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.cluster import Cluster
+
+FAST_SETTINGS = {
+    "quorum.election.timeout.ms": 300,
+    "quorum.fetch.timeout.ms": 600,
+    "quorum.election.backoff.max.ms": 200,
+    "quorum.request.timeout.ms": 400,
+    "quorum.fetch.max.wait.ms": 150,
+    "socket.request.max.bytes": 1 << 20,
+}
+
+ClusterFactory = Callable[..., Cluster]
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
+    """`make_cluster(voters=3, brokers=0, start=True)` -> a started Cluster with a leader."""
+    clusters: list[Cluster] = []
+
+    def make(voters: int = 3, brokers: int = 0, start: bool = True,
+             settings: dict[str, Any] | None = None) -> Cluster:
+        cluster = Cluster.create(tmp_path / f"cluster-{len(clusters)}", voters=voters,
+                                 brokers=brokers, settings={**FAST_SETTINGS, **(settings or {})})
+        clusters.append(cluster)
+        if start:
+            cluster.start()
+            cluster.wait_for_leader(15)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.kill_all_started()

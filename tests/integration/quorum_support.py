@@ -1,0 +1,46 @@
+"""Helpers for the multi-process quorum tests (imported by the test modules)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from tools.cluster import Cluster
+
+
+def kraft(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def wait_until(condition: Any, timeout_s: float, what: str) -> Any:
+    """Poll an observable condition until it is truthy (bounded); returns its value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def dump_log(cluster: Cluster, node_id: int) -> list[dict[str, Any]]:
+    """`kraft dump-log --json` of one node's data dir: one dict per record."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "dump-log", "--dir", cluster.node(node_id).data_dir,
+         "--json"], capture_output=True, text=True, timeout=30, check=True)
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def log_events(cluster: Cluster, node_id: int) -> list[dict[str, Any]]:
+    """The JSON log lines of one node's node.log (non-JSON lines are skipped)."""
+    events = []
+    for line in cluster.node(node_id).log_path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
