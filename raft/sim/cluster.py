@@ -177,6 +177,21 @@ class Cluster:
     def run_for(self, duration_ms: float) -> None:
         self.run_until(lambda: False, duration_ms)
 
+    def in_flight(self) -> list[Envelope]:
+        """Messages sent and not yet delivered, in delivery order."""
+        return [entry[4] for entry in sorted(self._heap) if entry[2] == DELIVER]
+
+    def drop_in_flight(self, index: int) -> Envelope | None:
+        """Lose one in-flight message (the `index`-th in delivery order, modulo)."""
+        entries = [entry for entry in sorted(self._heap) if entry[2] == DELIVER]
+        if not entries:
+            return None
+        victim = entries[index % len(entries)]
+        self._heap.remove(victim)
+        heapq.heapify(self._heap)
+        self.trace.add(self.now_us, victim[3], "drop", victim[4])
+        return victim[4]  # type: ignore[no-any-return]
+
     @property
     def now_ms(self) -> float:
         return self.now_us / 1000

@@ -27,6 +27,8 @@ def format_event(time_us: int, node_id: int, kind: str, obj: Any) -> str:
     who = f"n{node_id}" if node_id else "--"
     if kind == "recv":
         text = f"<- n{obj.src} {brief(obj.message)}"
+    elif kind == "drop":
+        text = f"lost in flight: n{obj.src} -> n{obj.dst} {brief(obj.message)}"
     elif kind == "ready":
         text = f"ready {describe_ready(obj)}"
     elif kind == "state":

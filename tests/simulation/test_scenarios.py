@@ -1,0 +1,99 @@
+"""Kafka's RaftEventSimulationTest scenarios on the simulated cluster with the real core,
+each over several seeds and cluster shapes (1-5 voters, 0-5 observers). The simulator
+checks every safety invariant after every event; each scenario asserts its own outcome
+(a leader, commits, catch-up) within a bound in election timeouts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raft.sim import scenarios
+
+# (voters, observers) shapes; a seed is paired with each shape below.
+ALL_SHAPES = [(1, 0), (1, 2), (2, 1), (3, 0), (3, 3), (4, 1), (5, 0), (5, 2), (5, 5)]
+THREE_PLUS = [s for s in ALL_SHAPES if s[0] >= 3]
+
+
+def cases(shapes: list[tuple[int, int]], seeds_per_shape: int) -> list[tuple[int, int, int]]:
+    return [(v, o, 100 * v + 10 * o + k) for v, o in shapes for k in range(seeds_per_shape)]
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+def test_leader_elected_and_commits_when_cluster_starts(voters: int, observers: int,
+                                                        seed: int) -> None:
+    """KIP-595 initial election: a leader is elected, commits, and everyone catches up."""
+    cluster = scenarios.initial_election(voters, observers, seed)
+    assert cluster.leader() is not None
+    assert cluster.committed_offset() > 0
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+@pytest.mark.parametrize("graceful", [False, True], ids=["killed", "shutdown"])
+def test_new_leader_and_old_catches_up_when_leader_fails(voters: int, observers: int,
+                                                         seed: int, graceful: bool) -> None:
+    """KIP-595 fetch timeout / EndQuorumEpoch: after the leader is killed or resigns, a
+    new leader of a higher epoch commits and the old leader rejoins and catches up."""
+    cluster = scenarios.leader_failure(voters, observers, seed, graceful=graceful)
+    assert len(cluster.checker.leaders) >= (2 if voters > 1 else 1)
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+def test_progress_when_only_a_majority_restarts(voters: int, observers: int,
+                                                seed: int) -> None:
+    """Raft §5.2: after every node dies, any majority of voters elects a leader again and
+    no committed record is lost (quorum-state and flushed log survive the crash)."""
+    cluster = scenarios.majority_restart(voters, observers, seed)
+    assert cluster.leader() is not None
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+def test_new_leader_when_leader_partitioned_away(voters: int, observers: int,
+                                                 seed: int) -> None:
+    """KIP-595 check-quorum and fetch timeout: the rest elect a new leader; after the heal
+    the old leader steps down and catches up."""
+    cluster = scenarios.leader_partitioned(voters, observers, seed)
+    assert cluster.leader() is not None
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases([(5, 0), (5, 2), (5, 5)], 3))
+def test_majority_side_progresses_when_split_two_three(voters: int, observers: int,
+                                                       seed: int) -> None:
+    """Asymmetric split {1,2} | {3,4,5}: the majority side keeps committing; full
+    catch-up after the heal."""
+    cluster = scenarios.asymmetric_split(voters, observers, seed)
+    assert cluster.leader_id() in (1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+def test_progress_when_leaders_fail_back_to_back(voters: int, observers: int,
+                                                 seed: int) -> None:
+    """Back-to-back leader failures: the third leader still has every committed record."""
+    cluster = scenarios.back_to_back_failures(voters, observers, seed)
+    assert len(cluster.checker.leaders) >= 3
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+def test_recovery_when_one_node_loses_its_disk(voters: int, observers: int,
+                                               seed: int) -> None:
+    """Kafka's single-node committed-data loss scenario: the wiped voter catches up from
+    the leader; HW, single-leader and committed-data invariants hold."""
+    cluster = scenarios.disk_loss(voters, observers, seed)
+    assert cluster.all_caught_up()
+
+
+@pytest.mark.parametrize(("observers", "seed"), [(o, s) for o in (0, 2, 5) for s in range(4)])
+def test_exactly_one_leader_ever_when_kip996_partial_partition(observers: int,
+                                                               seed: int) -> None:
+    """KIP-996 pre-vote: with only links 1-3, 2-4, 3-4, 3-5, 4-5 up, exactly one leader is
+    ever elected; the nodes that cannot reach it are refused their pre-votes."""
+    cluster = scenarios.pre_vote_partial_partition(5, observers, seed)
+    assert len(cluster.checker.leaders) == 1
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+def test_leadership_unchanged_when_partial_partition_around_leader(
+        voters: int, observers: int, seed: int) -> None:
+    """KIP-996 pre-vote: cutting the leader off from a minority of voters that can still
+    reach the others never changes leadership (no disruptive elections)."""
+    cluster = scenarios.partial_partition_around_leader(voters, observers, seed)
+    assert len(cluster.checker.leaders) == 1
