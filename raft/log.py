@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
@@ -53,6 +54,7 @@ class EpochCache:
 
     def __init__(self, entries: Iterable[tuple[int, int]] = ()) -> None:
         self._starts: SortedDict = SortedDict()
+        self._latest = NO_EPOCH  # cached: assign() for the current epoch is the hot path
         for epoch, start_offset in entries:
             self.assign(epoch, start_offset)
 
@@ -64,10 +66,12 @@ class EpochCache:
 
     @property
     def latest_epoch(self) -> int:
-        return int(self._starts.peekitem(-1)[0]) if self._starts else NO_EPOCH
+        return self._latest
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset`; a no-op for the latest epoch."""
+        if epoch == self._latest:
+            return
         if self._starts:
             latest, latest_start = self._starts.peekitem(-1)
             if epoch == latest:
@@ -78,6 +82,7 @@ class EpochCache:
         if epoch < 0:
             raise ValueError(f"negative epoch {epoch}")
         self._starts[epoch] = start_offset
+        self._latest = epoch
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, offset where the next epoch starts or the log end);
@@ -100,6 +105,7 @@ class EpochCache:
         """Forget epochs whose first record is at `end_offset` or later."""
         while self._starts and self._starts.peekitem(-1)[1] >= end_offset:
             self._starts.popitem(-1)
+        self._latest = int(self._starts.peekitem(-1)[0]) if self._starts else NO_EPOCH
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget what lies before `start_offset` (after a snapshot); the epoch holding it
@@ -109,6 +115,7 @@ class EpochCache:
             self._starts.popitem(0)
         if holder != NO_EPOCH:
             self._starts[holder] = start_offset
+        self._latest = int(self._starts.peekitem(-1)[0]) if self._starts else NO_EPOCH
 
 
 def _check_append(batches: Sequence[Batch], end_offset: int, last_epoch: int) -> None:
@@ -248,8 +255,8 @@ def _is_valid_batch_at(data: bytes, position: int) -> bool:
     end = position + HEADER_BYTES + length
     if count <= 0 or length < 0 or end > len(data):
         return False
-    return zlib.crc32(data[position + HEADER_BYTES:end],
-                      zlib.crc32(data[position:position + 20])) == crc
+    actual = zlib.crc32(data[position + HEADER_BYTES:end], zlib.crc32(data[position:position + 20]))
+    return bool(actual == crc)
 
 
 def has_valid_batch_after(data: bytes, position: int) -> bool:
@@ -319,8 +326,7 @@ class _Segment:
     size: int
 
 
-@dataclass(slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """Where one batch lives; kept for every batch so reads are one pread per segment."""
 
     segment: _Segment
@@ -340,10 +346,12 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_all(fd: int, data: bytes, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view, position = view[written:], position + written
+    written = os.pwrite(fd, data, position)
+    if written < len(data):  # short writes are rare: only then pay for the loop
+        view = memoryview(data)[written:]
+        while view:
+            written = os.pwrite(fd, view, position + len(data) - len(view))
+            view = view[written:]
 
 
 @dataclass(slots=True)
@@ -407,8 +415,8 @@ class DiskLog:
     def _index(self, segment: _Segment, position: int, size: int, batch: Batch) -> None:
         self._epochs.assign(batch.epoch, batch.base_offset)
         self._bases.append(batch.base_offset)
-        self._entries.append(_Entry(segment, position, size, batch.size_bytes, batch.epoch,
-                                    batch.next_offset))
+        self._entries.append(_Entry(segment, position, size, sum(map(len, batch.records)),
+                                    batch.epoch, batch.next_offset))
 
     def close(self) -> None:
         for segment in self._segments:
