@@ -314,6 +314,22 @@ def test_open_refuses_when_segments_leave_an_offset_gap(tmp_path: Path) -> None:
         DiskLog(tmp_path, segment_bytes=150)
 
 
+@pytest.mark.parametrize(("batches", "reason"), [
+    ([(0, 1, 2), (5, 1, 1), (6, 1, 1)], "gap or out of order"),
+    ([(0, 1, 2), (1, 1, 1), (2, 1, 1)], "gap or out of order"),
+    ([(0, 3, 2), (2, 1, 1), (3, 3, 1)], "epoch 1 after epoch 3"),
+])
+def test_open_refuses_when_batches_in_segment_are_inconsistent(
+        tmp_path: Path, batches: list[tuple[int, int, int]], reason: str) -> None:
+    """Offsets continue batch to batch and epochs never go back; else it is corruption."""
+    encoded = [encode_batch(Batch(base_offset=base, epoch=epoch, records=(b"x",) * count))
+               for base, epoch, count in batches]
+    (tmp_path / "00000000000000000000.log").write_bytes(b"".join(encoded))
+    with pytest.raises(LogCorruptionError, match=reason) as info:
+        DiskLog(tmp_path)
+    assert info.value.position == len(encoded[0])
+
+
 class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to state machines
     """DiskLog behaves as MemoryLog (its model) under any append/truncate/read/flush/reopen."""
 
