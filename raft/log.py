@@ -13,7 +13,7 @@ import bisect
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -354,12 +354,6 @@ def _write_all(fd: int, data: bytes, position: int) -> None:
             view = view[written:]
 
 
-@dataclass(slots=True)
-class _Dirty:
-    files: set[int] = field(default_factory=set)  # fds written since the last fsync
-    directory: bool = False
-
-
 class DiskLog:
     """`RaftLog` on segment files. append = write (page cache), flush = fsync; recovery on
     open checks every CRC and truncates a torn tail of the last segment."""
@@ -372,7 +366,8 @@ class DiskLog:
         self._bases: list[int] = []
         self._entries: list[_Entry] = []
         self._epochs = EpochCache()
-        self._dirty = _Dirty()
+        self._dirty_fds: set[int] = set()  # segments written since their last fsync
+        self._dirty_dir = False  # a segment was created or removed since the last fsync
         self._flushed_end = 0
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
@@ -392,16 +387,19 @@ class DiskLog:
     def _recover(self) -> None:
         for path, scan in scan_log_dir(self.directory):
             segment = self._open_segment(path, create=False)
+            if segment.base_offset != self.end_offset:  # first segment: no snapshots yet
+                raise LogCorruptionError(path, 0, f"log starts at offset {segment.base_offset}"
+                                         f", expected {self.start_offset}")
             for stored in scan.batches:
                 self._index(segment, stored.position, stored.size, stored.batch)
             segment.size = scan.valid_bytes
             if scan.torn_reason is not None:  # torn tail: cut it off, durably
                 os.ftruncate(segment.fd, scan.valid_bytes)
-                self._dirty.files.add(segment.fd)
+                self._dirty_fds.add(segment.fd)
         if not self._segments:
             self._open_segment(self.directory / segment_name(0), create=True)
         # Whatever a previous process wrote may still sit in the page cache only.
-        self._dirty.files.add(self._segments[-1].fd)
+        self._dirty_fds.add(self._segments[-1].fd)
         self.flush()
 
     def _open_segment(self, path: Path, *, create: bool) -> _Segment:
@@ -409,7 +407,7 @@ class DiskLog:
         segment = _Segment(segment_base_offset(path), path, os.open(path, flags, 0o644), 0)
         self._segments.append(segment)
         if create:
-            self._dirty.directory = True
+            self._dirty_dir = True
         return segment
 
     def _index(self, segment: _Segment, position: int, size: int, batch: Batch) -> None:
@@ -470,7 +468,7 @@ class DiskLog:
             # The full segment is made durable before the next one exists, so a crash can
             # only ever leave a torn tail in the last segment.
             os.fsync(active.fd)
-            self._dirty.files.discard(active.fd)
+            self._dirty_fds.discard(active.fd)
             active = self._open_segment(self.directory / segment_name(batch.base_offset),
                                         create=True)
         try:
@@ -478,7 +476,7 @@ class DiskLog:
         except OSError:
             os.ftruncate(active.fd, active.size)  # never leave half a batch behind
             raise
-        self._dirty.files.add(active.fd)
+        self._dirty_fds.add(active.fd)
         self._index(active, active.size, len(data), batch)
         active.size += len(data)
 
@@ -524,15 +522,15 @@ class DiskLog:
         while self._segments[-1] is not cut.segment:
             gone = self._segments.pop()
             os.close(gone.fd)
-            self._dirty.files.discard(gone.fd)
+            self._dirty_fds.discard(gone.fd)
             os.unlink(gone.path)
-            self._dirty.directory = True
-        if self._dirty.directory:
+            self._dirty_dir = True
+        if self._dirty_dir:
             _fsync_dir(self.directory)
-            self._dirty.directory = False
+            self._dirty_dir = False
         os.ftruncate(cut.segment.fd, cut.position)
         cut.segment.size = cut.position
-        self._dirty.files.add(cut.segment.fd)
+        self._dirty_fds.add(cut.segment.fd)
         del self._entries[index:]
         del self._bases[index:]
         self._epochs.truncate_from_end(offset)
@@ -550,10 +548,10 @@ class DiskLog:
         return self._epochs.epoch_at(offset)
 
     def flush(self) -> None:
-        for fd in sorted(self._dirty.files):
+        for fd in sorted(self._dirty_fds):
             os.fsync(fd)
-        self._dirty.files.clear()
-        if self._dirty.directory:
+        self._dirty_fds.clear()
+        if self._dirty_dir:
             _fsync_dir(self.directory)
-            self._dirty.directory = False
+            self._dirty_dir = False
         self._flushed_end = self.end_offset

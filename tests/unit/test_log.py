@@ -330,6 +330,14 @@ def test_open_refuses_when_batches_in_segment_are_inconsistent(
     assert info.value.position == len(encoded[0])
 
 
+def test_open_refuses_when_first_segment_does_not_start_at_log_start(tmp_path: Path) -> None:
+    """Without snapshots the log starts at offset 0; a missing first segment is a gap."""
+    data = encode_batch(Batch(base_offset=10, epoch=1, records=(b"x",)))
+    (tmp_path / "00000000000000000010.log").write_bytes(data)
+    with pytest.raises(LogCorruptionError, match="log starts at offset 10"):
+        DiskLog(tmp_path)
+
+
 class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to state machines
     """DiskLog behaves as MemoryLog (its model) under any append/truncate/read/flush/reopen."""
 
