@@ -151,7 +151,10 @@ class RaftCore:
 
     @property
     def leader_id(self) -> int | None:
-        return self._state.leader_id if self._state.role is not Role.RESIGNED else None
+        leader = self._state.leader_id
+        if leader == self._node_id and self._state.role is not Role.LEADER:
+            return None  # resigned (or campaigning after resigning): it leads no more
+        return leader
 
     @property
     def voted_id(self) -> int | None:
@@ -301,6 +304,8 @@ class RaftCore:
                         now_ms)
 
     def transition_to_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
+        if leader_id == self._node_id or leader_id not in self._voter_set:
+            raise RaftInvariantError(f"node {self._node_id} cannot follow {leader_id}")
         voted = self._state.voted_id if epoch == self._state.epoch else None
         self._set_state(self._new_follower(epoch, leader_id, voted, now_ms), now_ms)
         self._maybe_send_fetch(now_ms)
@@ -420,7 +425,8 @@ class RaftCore:
         """Any message naming a newer epoch (or the leader of ours, when we know none)
         moves this node there; the new epoch is persisted before anything else leaves."""
         state = self._state
-        leader = leader_id if leader_id >= 0 and leader_id != self._node_id else None
+        leader = (leader_id if leader_id in self._voter_set and leader_id != self._node_id
+                  else None)
         if epoch > state.epoch:
             if leader is not None:
                 self.transition_to_follower(epoch, leader, now_ms)
@@ -440,6 +446,11 @@ class RaftCore:
                 # An observer that lost its leader looks for the current one again.
                 self._set_state(UnattachedState(epoch=state.epoch), now_ms)
                 self._maybe_send_fetch(now_ms)
+        elif (isinstance(state, ProspectiveState) and state.leader_id is not None
+              and state.leader_id != self._node_id):
+            # KIP-996: no pre-vote majority in time; try the known leader once more
+            # (as a follower that has not heard from it, so it grants pre-votes).
+            self.transition_to_follower(state.epoch, state.leader_id, now_ms)
         elif not isinstance(state, LeaderState):
             self._start_election(now_ms)
 
@@ -560,7 +571,7 @@ class RaftCore:
         self._pending_entries.extend(batches)
 
     def _truncate(self, offset: int) -> None:
-        if offset < self._high_watermark:
+        if offset < self._high_watermark and self._config.planted_bug is None:
             raise RaftInvariantError(f"truncation to {offset} below the high watermark "
                                      f"{self._high_watermark}")
         self._log.truncate_to(offset)

@@ -21,6 +21,7 @@ from raft.messages import (
     BeginQuorumEpochResponse,
     CurrentLeader,
     DescribeQuorumRequest,
+    DescribeQuorumResponse,
     DivergingEpoch,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
@@ -138,11 +139,15 @@ def handle_vote_response(core: RaftCore, envelope: Envelope, now_ms: int) -> Non
         core._maybe_win_election(now_ms)
         return
     state.rejected.add(envelope.src)
-    lost = len(state.rejected) > len(core._voters) - core._majority
-    if lost and isinstance(state, CandidateState):
-        # Back off (randomised) before the next attempt, so split votes resolve.
+    if len(state.rejected) <= len(core._voters) - core._majority:
+        return
+    if isinstance(state, CandidateState):
+        # Lost: back off (randomised) before the next attempt, so split votes resolve.
         state.election_deadline_ms = min(state.election_deadline_ms,
                                          now_ms + core._election_backoff())
+    elif state.leader_id is not None and state.leader_id != core._node_id:
+        # KIP-996: a majority still hears from the leader; go back to fetching from it.
+        core.transition_to_follower(state.epoch, state.leader_id, now_ms)
 
 
 # --- BeginQuorumEpoch / EndQuorumEpoch ------------------------------------------------
@@ -159,6 +164,9 @@ def handle_begin_quorum_epoch_request(core: RaftCore, envelope: Envelope,
         if request.leader_epoch > state.epoch:
             core.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
         elif state.leader_id is None and state.role in _ELECTION_STATES:
+            core.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
+        elif state.role is Role.PROSPECTIVE and state.leader_id == request.leader_id:
+            # The leader we had given up on is alive after all: follow it again.
             core.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
         elif state.leader_id != request.leader_id:
             error = ErrorCode.INVALID_REQUEST  # a second leader in one epoch: refuse it
@@ -340,8 +348,8 @@ def handle_describe_quorum_request(core: RaftCore, envelope: Envelope, now_ms: i
     error = addressing_error(core, request.cluster_id, request.topic_id,
                              request.partition_index)
     if error is not None:
-        respond(core, envelope, core.describe_quorum(now_ms).__class__(
-            error_code=error, topic_id=request.topic_id))
+        respond(core, envelope, DescribeQuorumResponse(error_code=error,
+                                                       topic_id=request.topic_id))
         return
     respond(core, envelope, core.describe_quorum(now_ms))
 
@@ -430,11 +438,12 @@ def handle_response(core: RaftCore, envelope: Envelope, now_ms: int) -> None:
     """Responses count only for the request (correlation id, peer) and state that sent
     them; any newer epoch or leader they name is adopted first."""
     inflight = core._inflight.get(envelope.correlation_id)
-    message = envelope.message
+    message: Any = envelope.message
     if (inflight is None or inflight.dst != envelope.src
             or type(message) is not inflight.response_type):
         return
     del core._inflight[envelope.correlation_id]
+    message = envelope.message
     if message.error_code not in ADDRESSING_ERRORS and envelope.src in core._voter_set:
         if isinstance(message, FetchResponse):
             leader_id = message.current_leader.leader_id

@@ -64,8 +64,8 @@ class LeaderState(EpochState):
                        log_end_offset: int) -> None:
         """Record a Fetch in this epoch; `fetch_offset` None when it diverged (still
         counts as contact for check-quorum, not as replication)."""
-        if replica_id in self.voter_progress:
-            progress = self.voter_progress[replica_id]
+        progress = self.voter_progress.get(replica_id)
+        if progress is not None:
             self.begin_unacknowledged.discard(replica_id)
         else:
             progress = self.observer_progress.get(replica_id)
