@@ -142,7 +142,42 @@ def _select_for_read(size_at: Callable[[int], int], count: int, first: int,
     return index
 
 
-class MemoryLog:
+class _LogBase:
+    """What both logs derive from their own end offset, epoch cache and batch append."""
+
+    _epochs: EpochCache
+
+    @property
+    def start_offset(self) -> int:
+        return 0  # snapshots will move it
+
+    @property
+    def end_offset(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def epoch_cache(self) -> EpochCache:
+        return self._epochs
+
+    def append_batches(self, batches: Sequence[Batch]) -> None:
+        raise NotImplementedError
+
+    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
+        batch = Batch(base_offset=self.end_offset, epoch=epoch, records=tuple(records))
+        self.append_batches([batch])
+        return batch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
+
+    def epoch_at(self, offset: int) -> int:
+        if not self.start_offset <= offset < self.end_offset:
+            raise ValueError(f"offset {offset} is outside the log "
+                             f"[{self.start_offset}, {self.end_offset})")
+        return self._epochs.epoch_at(offset)
+
+
+class MemoryLog(_LogBase):
     """`RaftLog` in memory, modelling a disk: writes are volatile until `flush()`, and
     `crash()` brings back the last flushed state (unflushed appends and truncations are
     undone). Used by the simulator and as the model for the disk log's property test."""
@@ -156,10 +191,6 @@ class MemoryLog:
         self.flush_count = 0
 
     @property
-    def start_offset(self) -> int:
-        return 0
-
-    @property
     def end_offset(self) -> int:
         return self._batches[-1].next_offset if self._batches else self.start_offset
 
@@ -170,15 +201,6 @@ class MemoryLog:
     @property
     def last_epoch(self) -> int:
         return self._batches[-1].epoch if self._batches else 0
-
-    @property
-    def epoch_cache(self) -> EpochCache:
-        return self._epochs
-
-    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
-        batch = Batch(base_offset=self.end_offset, epoch=epoch, records=tuple(records))
-        self.append_batches([batch])
-        return batch
 
     def append_batches(self, batches: Sequence[Batch]) -> None:
         _check_append(batches, self.end_offset, self.last_epoch)
@@ -212,15 +234,6 @@ class MemoryLog:
             head = Batch(base_offset=cut.base_offset, epoch=cut.epoch,
                          records=cut.records[:offset - cut.base_offset])
             self.append_batches([head])
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
-
-    def epoch_at(self, offset: int) -> int:
-        if not self.start_offset <= offset < self.end_offset:
-            raise ValueError(f"offset {offset} is outside the log "
-                             f"[{self.start_offset}, {self.end_offset})")
-        return self._epochs.epoch_at(offset)
 
     def flush(self) -> None:
         self._durable[self._shared:] = self._batches[self._shared:]
@@ -354,7 +367,7 @@ def _write_all(fd: int, data: bytes, position: int) -> None:
             view = view[written:]
 
 
-class DiskLog:
+class DiskLog(_LogBase):
     """`RaftLog` on segment files. append = write (page cache), flush = fsync; recovery on
     open checks every CRC and truncates a torn tail of the last segment."""
 
@@ -428,10 +441,6 @@ class DiskLog:
         self.close()
 
     @property
-    def start_offset(self) -> int:
-        return 0
-
-    @property
     def end_offset(self) -> int:
         return self._entries[-1].next_offset if self._entries else self.start_offset
 
@@ -444,17 +453,8 @@ class DiskLog:
         return self._entries[-1].epoch if self._entries else 0
 
     @property
-    def epoch_cache(self) -> EpochCache:
-        return self._epochs
-
-    @property
     def segment_paths(self) -> list[Path]:
         return [s.path for s in self._segments]
-
-    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
-        batch = Batch(base_offset=self.end_offset, epoch=epoch, records=tuple(records))
-        self.append_batches([batch])
-        return batch
 
     def append_batches(self, batches: Sequence[Batch]) -> None:
         _check_append(batches, self.end_offset, self.last_epoch)
@@ -537,15 +537,6 @@ class DiskLog:
         self._flushed_end = min(self._flushed_end, self.end_offset)
         if head is not None:
             self._append_one(head)
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
-
-    def epoch_at(self, offset: int) -> int:
-        if not self.start_offset <= offset < self.end_offset:
-            raise ValueError(f"offset {offset} is outside the log "
-                             f"[{self.start_offset}, {self.end_offset})")
-        return self._epochs.epoch_at(offset)
 
     def flush(self) -> None:
         for fd in sorted(self._dirty_fds):
