@@ -39,6 +39,7 @@ HOST = "127.0.0.1"
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 _correlation = iter(range(1, 1 << 62))
 EXIT_CODES: dict[int, int] = {}  # pid -> exit code (negative: signal) of reaped children
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # nodes started by this process
 
 
 class ClusterError(Exception):
@@ -147,12 +148,13 @@ def is_alive(pid: int | None, marker: str | None = None) -> bool:
     (so a recycled pid is not mistaken for our node)."""
     if not pid:
         return False
-    try:
-        reaped, status = os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
-        if reaped == pid:
-            EXIT_CODES[pid] = os.waitstatus_to_exitcode(status)
-    except ChildProcessError:
-        pass
+    child = _CHILDREN.get(pid)
+    if child is not None:  # our own child: poll() is authoritative and reaps it
+        if child.poll() is None:
+            return True
+        EXIT_CODES[pid] = child.returncode
+        del _CHILDREN[pid]
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -280,6 +282,7 @@ class Cluster:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=out, start_new_session=True, cwd=info.dir)
         info.pid = process.pid
+        _CHILDREN[process.pid] = process
         self.started_pids.append(process.pid)
         (Path(info.dir) / "node.pid").write_text(f"{process.pid}\n")
         self.save()
@@ -361,9 +364,11 @@ class Cluster:
                 try:
                     os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                except (ProcessLookupError, ChildProcessError):
+                except ProcessLookupError:
                     pass
+            child = _CHILDREN.pop(pid, None)
+            if child is not None:
+                child.wait(5)
 
     # -- requests --------------------------------------------------------------------
 
@@ -391,11 +396,30 @@ class Cluster:
 
     def append(self, count: int, batch: int = 1, *, exclude: Iterable[int] = (),
                timeout_s: float = 30.0) -> dict[str, Any]:
-        """Append `count` NoOp records through the leader; returns once committed."""
-        reply = request_leader(self.controller_addresses(exclude), "Append",
-                               {"count": count, "batch": batch}, cluster_id=self.cluster_id,
-                               timeout_s=timeout_s)
-        if not isinstance(reply, dict) or reply.get("error_code", 0) != 0:
+        """Append `count` NoOp records through the leader; returns once committed.
+
+        While no leader is known (an election is under way) the request is sent again,
+        until `timeout_s`; an append cut short by a leader change may have left some of
+        its records in the log (NoOps: harmless); only the returned batches are
+        acknowledged."""
+        deadline = time.monotonic() + timeout_s
+        skip = list(exclude)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                reply = request_leader(self.controller_addresses(skip), "Append",
+                                       {"count": count, "batch": batch},
+                                       cluster_id=self.cluster_id,
+                                       timeout_s=max(remaining, 0.1))
+            except ClusterError as exc:
+                if time.monotonic() >= deadline:
+                    raise ClusterError(f"append failed: {exc}") from None
+                time.sleep(0.05)
+                continue
+            if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
+                return reply
             message = reply.get("error_message") if isinstance(reply, dict) else reply
-            raise ClusterError(f"append failed: {message}")
-        return reply
+            code = reply.get("error_code") if isinstance(reply, dict) else None
+            if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() >= deadline:
+                raise ClusterError(f"append failed: {message}")
+            time.sleep(0.05)

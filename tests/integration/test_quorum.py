@@ -114,7 +114,7 @@ def test_quorum_keeps_committing_when_a_stranger_sends_bad_frames(
     """DESIGN wire format: garbage, a truncated frame and an oversized frame each close
     that connection with a logged reason; the quorum keeps committing."""
     cluster = make_cluster(voters=3)
-    leader = cluster.describe()["leader_id"]
+    leader = cluster.wait_for_leader(5)["leader_id"]
     host, port = (cluster.node(leader).controller_address or "").split(":")
     with socket.create_connection((host, int(port))) as garbage:
         garbage.sendall(struct.pack(">I", 16) + b"\xc1" * 16)
