@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -19,7 +19,7 @@ from hypothesis.stateful import (
 )
 
 from raft.log import METADATA_PARTITION_DIR, DiskLog, LogCorruptionError, MemoryLog
-from raft.segment import encode_batch, list_segments
+from raft.segment import encode_batch, iter_batches, list_segments
 from raft.types import NO_EPOCH, NO_OFFSET, Batch, RaftLog
 
 
@@ -336,6 +336,42 @@ def test_open_refuses_when_first_segment_does_not_start_at_log_start(tmp_path: P
     (tmp_path / "00000000000000000010.log").write_bytes(data)
     with pytest.raises(LogCorruptionError, match="log starts at offset 10"):
         DiskLog(tmp_path)
+
+
+def _flip_log() -> tuple[Path, list[tuple[Path, bytes]], int]:
+    """A three-segment log in a fresh temp dir: (dir, [(segment, bytes)], last batch base)."""
+    directory = Path(tempfile.mkdtemp(prefix="flip-"))
+    with DiskLog(directory, segment_bytes=150) as log:
+        _fill(log, 9)
+        last_base = log.read(log.end_offset - 1, 0)[0].base_offset
+    return directory, [(p, p.read_bytes()) for p in list_segments(directory)], last_base
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_flipped_bit_is_refused_or_cuts_only_last_batch_when_anywhere_in_log(
+        data: st.DataObject) -> None:
+    """CRC recovery: one flipped bit is never read back as data. In the last batch of the
+    last segment it is a torn tail (that batch goes); anywhere else opening fails."""
+    directory, segments, last_base = _flip_log()
+    try:
+        index = data.draw(st.integers(0, len(segments) - 1))
+        path, original = segments[index]
+        position = data.draw(st.integers(0, len(original) - 1))
+        damaged = bytearray(original)
+        damaged[position] ^= 1 << data.draw(st.integers(0, 7))
+        path.write_bytes(bytes(damaged))
+        last_batch_start = list(iter_batches(original))[-1].position
+        if index == len(segments) - 1 and position >= last_batch_start:
+            with DiskLog(directory, segment_bytes=150) as log:
+                assert log.end_offset == last_base
+                assert [b.base_offset for b in log.read(0, 10_000)] == list(range(last_base))
+        else:
+            with pytest.raises(LogCorruptionError) as info:
+                DiskLog(directory, segment_bytes=150)
+            assert info.value.path == str(path)
+    finally:
+        shutil.rmtree(directory)
 
 
 class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to state machines
