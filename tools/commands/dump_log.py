@@ -84,8 +84,10 @@ def dump_lines(directory: Path, *, as_json: bool = False) -> Iterator[str]:
             for obj in record_objects(stored, path):
                 yield json.dumps(obj, sort_keys=False, default=str) if as_json else _text(obj)
         if scan.torn_reason is not None:
-            print(f"warning: {path}: torn tail at byte offset {scan.valid_bytes}: "
-                  f"{scan.torn_reason} (opening the log truncates it)", file=sys.stderr)
+            warning = (f"{path}: torn tail at byte offset {scan.valid_bytes}: "
+                       f"{scan.torn_reason} (opening the log truncates it)")
+            print(json.dumps({"warning": warning}) if as_json else f"warning: {warning}",
+                  file=sys.stderr)
 
 
 def _text(obj: dict[str, Any]) -> str:
