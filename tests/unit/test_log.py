@@ -187,6 +187,46 @@ def test_crash_keeps_flushed_truncation_when_flush_returned() -> None:
         [(0, 1, 3), (3, 2, 1), (4, 3, 2)]
 
 
+OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 1), st.integers(1, 3)),
+    st.tuples(st.just("truncate"), st.floats(0, 1), st.just(0)),
+    st.tuples(st.just("flush"), st.just(0), st.just(0)),
+    st.tuples(st.just("crash"), st.just(0), st.just(0)),
+), max_size=40)
+
+
+@given(OPERATIONS)
+def test_crash_restores_exactly_last_flushed_records_when_operations_are_random(
+        operations: list[tuple[str, float, int]]) -> None:
+    """Simulated disk: after crash() the log holds exactly what it held at the last flush()
+    (no unflushed append or truncation survives, no flushed one is lost)."""
+    log = MemoryLog()
+    flushed: list[tuple[int, int, bytes]] = []
+    serial = 0
+    for name, amount, count in operations:
+        if name == "append":
+            serial += 1
+            log.append(max(log.last_epoch, 1) + int(amount),
+                       [f"{serial}-{i}".encode() for i in range(count)])
+        elif name == "truncate":
+            log.truncate_to(int(log.end_offset * amount))
+        elif name == "flush":
+            log.flush()
+            flushed = _contents(log)
+        else:
+            log.crash()
+            assert _contents(log) == flushed
+            assert log.flushed_end_offset == log.end_offset == len(flushed)
+        assert log.flushed_end_offset <= log.end_offset
+        assert _contents(log)[:log.flushed_end_offset] == flushed[:log.flushed_end_offset]
+
+
+def _contents(log: MemoryLog) -> list[tuple[int, int, bytes]]:
+    """(offset, epoch, record) for every record in the log."""
+    return [(b.base_offset + i, b.epoch, r) for b in log.read(0, 1 << 40)
+            for i, r in enumerate(b.records)]
+
+
 # --- DiskLog specifics: segments, recovery, corruption ------------------------------------
 
 def _fill(log: DiskLog, batches: int, epoch: int = 1) -> None:
