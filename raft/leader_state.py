@@ -24,7 +24,7 @@ class ReplicaProgress:
     end_offset: int = 0
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
-    sent_high_watermark: int = -1  # the HW in the last Fetch response sent to it
+    sent_high_watermark: int = 0  # the HW in the last Fetch response sent to it
 
     def to_replica_state(self) -> ReplicaState:
         return ReplicaState(replica_id=self.replica_id, log_end_offset=self.end_offset,

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from raft.core import RaftConfig, RaftCore
 from raft.log import MemoryLog
+from raft.messages import VoteRequest, VoteResponse
 from raft.types import ElectionState, Envelope, Ready
 
 CLUSTER_ID = "test-cluster"
@@ -116,3 +117,55 @@ class Cluster:
                                      election=self.elections[node], now_ms=self.now_ms,
                                      **self.config)
         self.flush(node)
+
+
+def deliver(core: RaftCore, src: int, message: object, now_ms: int,
+            correlation_id: int = 1000) -> list[object]:
+    """Step one message into `core`, drain its Ready, return the messages it sent to `src`."""
+    core.step(Envelope(src=src, dst=core.node_id, correlation_id=correlation_id,
+                       message=message), now_ms)
+    ready = drain(core)
+    return [e.message for e in ready.messages if e.dst == src]
+
+
+def sent(ready: Ready, message_type: type) -> list[Envelope]:
+    return [e for e in ready.messages if isinstance(e.message, message_type)]
+
+
+def log_with(*epochs: int) -> MemoryLog:
+    """A flushed log with one single-record batch per listed epoch."""
+    log = MemoryLog()
+    for epoch in epochs:
+        log.append(epoch, [f"e{epoch}@{log.end_offset}".encode()])
+    log.flush()
+    return log
+
+
+def make_leader(node_id: int = 1, voters: tuple[int, ...] = (1, 2, 3), *,
+                log: MemoryLog | None = None, epoch: int = 0, **config: object) -> RaftCore:
+    """A core that has just won an election in `epoch + 1` (votes granted by all)."""
+    core = make_core(node_id, voters, log=log,
+                     election=ElectionState(epoch=epoch, voters=voters), **config)
+    core.tick(10_000)  # election timeout: prospective
+    for _ in range(2):  # pre-votes, then votes
+        ready = drain(core)
+        for envelope in ready.messages:
+            if isinstance(envelope.message, VoteRequest):
+                core.step(Envelope(src=envelope.dst, dst=node_id,
+                                   correlation_id=envelope.correlation_id,
+                                   message=VoteResponse(leader_epoch=core.epoch,
+                                                        vote_granted=True)), 10_000)
+    drain(core)
+    assert core.is_leader, core.role
+    return core
+
+
+def envelope(src: int, message: object, correlation_id: int = 1000, dst: int = 1) -> Envelope:
+    return Envelope(src=src, dst=dst, correlation_id=correlation_id, message=message)
+
+
+def reply(core: RaftCore, request: Envelope, message: object, now_ms: int) -> Ready:
+    """Answer one of `core`'s requests as its destination would; returns the next Ready."""
+    core.step(Envelope(src=request.dst, dst=request.src,
+                       correlation_id=request.correlation_id, message=message), now_ms)
+    return drain(core)

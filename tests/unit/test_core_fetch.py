@@ -1,0 +1,239 @@
+"""Replication by Fetch: validation, divergence, long polls, the high watermark
+(KIP-595 Fetch, KIP-320 diverging epochs, Raft §5.3 / §5.4.2)."""
+
+from __future__ import annotations
+
+from core_harness import (
+    CLUSTER_ID,
+    deliver,
+    drain,
+    envelope,
+    log_with,
+    make_core,
+    make_leader,
+    reply,
+    sent,
+)
+
+from raft.core import Role
+from raft.errors import ErrorCode
+from raft.messages import (
+    CurrentLeader,
+    DivergingEpoch,
+    FetchRequest,
+    FetchResponse,
+)
+from raft.types import Batch, ElectionState
+
+NOW = 10_000
+
+
+def fetch(offset: int, last_epoch: int, epoch: int, *, replica: int = 2,
+          max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(cluster_id=CLUSTER_ID, replica_id=replica, max_wait_ms=max_wait_ms,
+                        current_leader_epoch=epoch, fetch_offset=offset,
+                        last_fetched_epoch=last_epoch)
+
+
+def test_fetch_from_offset_zero_epoch_zero_is_valid_when_log_is_anything() -> None:
+    """KIP-595: (fetch_offset 0, last_fetched_epoch 0) is always a valid position."""
+    leader = make_leader(log=log_with(1, 2, 3), epoch=3)
+    [response] = deliver(leader, 2, fetch(0, 0, leader.epoch), NOW)
+    assert response.error_code is ErrorCode.NONE
+    assert response.diverging_epoch is None
+    assert response.records[0].base_offset == 0
+
+
+def test_leader_answers_diverging_epoch_when_last_fetched_epoch_ended_earlier() -> None:
+    """KIP-595/KIP-320: the leader's epoch 2 ends at offset 2; a follower claiming epoch 2
+    up to offset 4 is told {epoch 2, end_offset 2} and gets no records."""
+    leader = make_leader(log=log_with(1, 2, 5), epoch=5)
+    [response] = deliver(leader, 2, fetch(4, 2, leader.epoch), NOW)
+    assert response.diverging_epoch == DivergingEpoch(epoch=2, end_offset=2)
+    assert response.records == ()
+
+
+def test_leader_answers_largest_lower_epoch_when_follower_epoch_is_unknown() -> None:
+    """KIP-595: an epoch the leader never had maps to the largest epoch below it."""
+    leader = make_leader(log=log_with(1, 1, 3), epoch=3)
+    [response] = deliver(leader, 2, fetch(3, 2, leader.epoch), NOW)
+    assert response.diverging_epoch == DivergingEpoch(epoch=1, end_offset=2)
+
+
+def test_follower_truncates_then_fetches_again_when_told_it_diverged() -> None:
+    """KIP-595: the follower cuts its log at the diverging end offset and fetches from
+    there with the epoch of its new last entry."""
+    core = make_core(2, log=log_with(1, 1, 2, 2), election=ElectionState(
+        epoch=5, leader_id=1, voters=(1, 2, 3)))
+    [first] = sent(drain(core), FetchRequest)
+    assert (first.message.fetch_offset, first.message.last_fetched_epoch) == (4, 2)
+    ready = reply(core, first, FetchResponse(
+        high_watermark=0, diverging_epoch=DivergingEpoch(epoch=1, end_offset=2),
+        current_leader=CurrentLeader(leader_id=1, leader_epoch=5)), NOW)
+    assert ready.truncate_to == 2
+    assert core.log.end_offset == 2
+    [again] = sent(ready, FetchRequest)
+    assert (again.message.fetch_offset, again.message.last_fetched_epoch) == (2, 1)
+
+
+def test_follower_appends_records_and_takes_high_watermark_when_fetch_succeeds() -> None:
+    """KIP-595: records continue the log; the HW is min(leader HW, own log end)."""
+    core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)))
+    [request] = sent(drain(core), FetchRequest)
+    batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b"))
+    ready = reply(core, request, FetchResponse(
+        high_watermark=5, current_leader=CurrentLeader(leader_id=1, leader_epoch=1),
+        records=(batch,)), NOW)
+    assert ready.entries == (batch,)
+    assert ready.high_watermark == 2
+    assert core.high_watermark == 2
+    [again] = sent(ready, FetchRequest)
+    assert again.message.fetch_offset == 2
+
+
+def test_empty_fetch_is_parked_until_new_data_arrives_when_caught_up() -> None:
+    """KIP-595 long poll: an empty Fetch waits up to max_wait_ms; a proposal answers it.
+    (Five voters, so this one fetch does not move the high watermark.)"""
+    leader = make_leader(voters=(1, 2, 3, 4, 5), fetch_max_wait_ms=500)
+    end = leader.log.end_offset
+    assert deliver(leader, 2, fetch(end, leader.epoch, leader.epoch, max_wait_ms=500),
+                   NOW) == []
+    leader.propose([b"new"], NOW + 10)
+    ready = drain(leader)
+    [response] = [e.message for e in sent(ready, FetchResponse) if e.dst == 2]
+    assert response.records[0].records == (b"new",)
+
+
+def test_parked_fetch_is_answered_empty_when_the_wait_expires() -> None:
+    """KIP-595 long poll: at most fetch_max_wait_ms, then an empty answer."""
+    leader = make_leader(voters=(1, 2, 3, 4, 5), fetch_max_wait_ms=500)
+    drain(leader)
+    end = leader.log.end_offset
+    leader.step(envelope(2, fetch(end, leader.epoch, leader.epoch, max_wait_ms=9999)), NOW)
+    assert leader.next_deadline_ms() <= NOW + 500
+    leader.tick(NOW + 499)
+    assert sent(drain(leader), FetchResponse) == []
+    leader.tick(NOW + 500)
+    [response] = sent(drain(leader), FetchResponse)
+    assert response.message.records == ()
+
+
+def test_parked_fetch_is_answered_when_the_high_watermark_moves() -> None:
+    """KIP-595 long poll: a moving high watermark is news worth answering at once."""
+    leader = make_leader(voters=(1, 2, 3, 4, 5), fetch_max_wait_ms=500)
+    leader.propose([b"x"], NOW)
+    drain(leader)
+    end = leader.log.end_offset
+    assert deliver(leader, 2, fetch(end, leader.epoch, leader.epoch, max_wait_ms=500),
+                   NOW + 1) == []  # 2 of 5 hold it: nothing new, parked
+    leader.step(envelope(3, fetch(end, leader.epoch, leader.epoch, replica=3,
+                                  max_wait_ms=500)), NOW + 2)
+    ready = drain(leader)
+    assert leader.high_watermark == end
+    answers = sent(ready, FetchResponse)
+    assert {e.dst for e in answers} == {2, 3}
+    assert all(e.message.high_watermark == end for e in answers)
+
+
+def test_high_watermark_is_the_majority_offset_when_followers_fetch() -> None:
+    """Raft §5.3: committed = held by a majority of voters (leader counted when flushed)."""
+    leader = make_leader(voters=(1, 2, 3, 4, 5))
+    leader.propose([b"a", b"b", b"c"], NOW)
+    drain(leader)
+    end = leader.log.end_offset
+    deliver(leader, 2, fetch(end, leader.epoch, leader.epoch, replica=2), NOW + 1)
+    assert leader.high_watermark == 0  # leader + one follower: 2 of 5
+    deliver(leader, 3, fetch(end - 2, leader.epoch, leader.epoch, replica=3), NOW + 2)
+    assert leader.high_watermark == end - 2  # 3 of 5 hold end - 2
+    deliver(leader, 4, fetch(end, leader.epoch, leader.epoch, replica=4), NOW + 3)
+    assert leader.high_watermark == end
+
+
+def test_high_watermark_waits_for_own_epoch_when_majority_holds_only_old_entries() -> None:
+    """Raft §5.4.2: entries of an older epoch are never committed by counting replicas;
+    the HW moves once a majority holds an entry of the leader's own epoch."""
+    leader = make_leader(log=log_with(1, 1, 1), epoch=1)  # leader of epoch 2
+    old_end = 3
+    deliver(leader, 2, fetch(old_end, 1, leader.epoch), NOW)
+    assert leader.high_watermark == 0
+    deliver(leader, 2, fetch(leader.log.end_offset, leader.epoch, leader.epoch), NOW + 1)
+    assert leader.high_watermark == leader.log.end_offset
+
+
+def test_high_watermark_counts_old_epoch_when_planted_bug_is_on() -> None:
+    """The planted bug really commits an older epoch by counting (for the simulator)."""
+    leader = make_leader(log=log_with(1, 1, 1), epoch=1,
+                         planted_bug="commit_old_epoch_by_count")
+    deliver(leader, 2, fetch(3, 1, leader.epoch), NOW)
+    assert leader.high_watermark == 3
+
+
+def test_high_watermark_never_goes_back_when_a_new_leader_reports_less() -> None:
+    """KIP-595: a node's high watermark is monotonic."""
+    core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)))
+    [request] = sent(drain(core), FetchRequest)
+    batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b", b"c"))
+    ready = reply(core, request, FetchResponse(
+        high_watermark=3, current_leader=CurrentLeader(leader_id=1, leader_epoch=1),
+        records=(batch,)), NOW)
+    [request] = sent(ready, FetchRequest)
+    ready = reply(core, request, FetchResponse(
+        high_watermark=1, current_leader=CurrentLeader(leader_id=1, leader_epoch=1)), NOW + 1)
+    assert core.high_watermark == 3
+    assert ready.high_watermark is None
+
+
+def test_fetch_gets_fenced_leader_epoch_when_its_epoch_is_lower() -> None:
+    """KIP-595: a lower epoch is fenced; the response names the current leader."""
+    leader = make_leader(epoch=4)
+    [response] = deliver(leader, 2, fetch(0, 0, 3), NOW)
+    assert response.error_code is ErrorCode.FENCED_LEADER_EPOCH
+    assert response.current_leader == CurrentLeader(leader_id=1, leader_epoch=5)
+
+
+def test_fetch_to_a_follower_gets_not_leader_with_the_leader_when_misdirected() -> None:
+    """KIP-595: NOT_LEADER_OR_FOLLOWER carries current_leader {leader_id, leader_epoch}."""
+    core = make_core(2, election=ElectionState(epoch=3, leader_id=1, voters=(1, 2, 3)))
+    drain(core)
+    [response] = deliver(core, 5, fetch(0, 0, 3, replica=5), NOW)
+    assert response.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert response.current_leader == CurrentLeader(leader_id=1, leader_epoch=3)
+
+
+def test_observer_finds_the_leader_when_probing_voters_round_robin() -> None:
+    """KIP-595 discovery: an observer with no leader fetches from voters in turn; a
+    response naming the leader makes it follow that leader."""
+    observer = make_core(9, voters=(1, 2, 3))
+    [probe] = sent(drain(observer), FetchRequest)
+    assert probe.dst == 1
+    ready = reply(observer, probe, FetchResponse(
+        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        current_leader=CurrentLeader(leader_id=-1, leader_epoch=0)), NOW)
+    assert sent(ready, FetchRequest) == []
+    observer.tick(NOW + 100)
+    [probe] = sent(drain(observer), FetchRequest)
+    assert probe.dst == 2
+    ready = reply(observer, probe, FetchResponse(
+        error_code=ErrorCode.FENCED_LEADER_EPOCH,
+        current_leader=CurrentLeader(leader_id=3, leader_epoch=6)), NOW + 101)
+    assert observer.role is Role.FOLLOWER
+    assert (observer.leader_id, observer.epoch) == (3, 6)
+    [fetch_to_leader] = sent(ready, FetchRequest)
+    assert fetch_to_leader.dst == 3
+    assert not observer.is_voter
+
+
+def test_follower_resends_fetch_when_the_request_times_out() -> None:
+    """A lost Fetch is retried after request_timeout_ms (+ the long-poll wait)."""
+    core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)),
+                     request_timeout_ms=1000, fetch_max_wait_ms=500, fetch_timeout_ms=5000)
+    [first] = sent(drain(core), FetchRequest)
+    core.tick(1499)
+    assert sent(drain(core), FetchRequest) == []
+    core.tick(1500)
+    [second] = sent(drain(core), FetchRequest)
+    assert second.correlation_id != first.correlation_id
+    late = reply(core, first, FetchResponse(current_leader=CurrentLeader(
+        leader_id=1, leader_epoch=1), records=(Batch(base_offset=0, epoch=1,
+                                                    records=(b"x",)),)), 1501)
+    assert late.entries == ()  # the stale response is ignored
