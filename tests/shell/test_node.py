@@ -1,0 +1,227 @@
+"""raft.node in process: real RaftCore, MemoryLog, loopback sockets, fail_after per test."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from raft.core import RaftConfig
+from raft.errors import ErrorCode
+from raft.framing import FramedStream
+from raft.log import MemoryLog
+from raft.node import NotLeaderError, RaftNode
+from raft.types import Batch, ElectionState
+
+FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
+        "request_timeout_ms": 200, "fetch_max_wait_ms": 100}
+
+
+class Member:
+    """One node plus what a test wants to observe about it."""
+
+    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
+                 listeners: list[trio.SocketListener], timing: dict[str, int],
+                 log: MemoryLog | None = None, election: ElectionState | None = None) -> None:
+        self.log = log or MemoryLog()
+        self.persisted: list[ElectionState] = [election] if election else []
+        self.committed: list[Batch] = []
+        self.node = RaftNode(node_id=node_id, cluster_id="cluster-a", voters=voters,
+                             config=RaftConfig(voters=tuple(voters), **timing), log=self.log,
+                             election=election, write_election=self.persisted.append,
+                             listeners=listeners, rng=random.Random(node_id))
+        self.node.add_commit_listener(self.committed.append)
+
+    @property
+    def committed_end(self) -> int:
+        return self.committed[-1].next_offset if self.committed else 0
+
+
+@asynccontextmanager
+async def quorum(count: int = 3, timing: dict[str, int] | None = None,
+                 setup: Callable[[Member], None] | None = None) -> AsyncIterator[list[Member]]:
+    listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(count)]
+    voters = {i + 1: ("127.0.0.1", ls[0].socket.getsockname()[1])
+              for i, ls in enumerate(listeners)}
+    members = [Member(i + 1, voters, listeners[i], timing or FAST) for i in range(count)]
+    async with trio.open_nursery() as nursery:
+        for member in members:
+            if setup:
+                setup(member)
+            await nursery.start(member.node.run)
+        yield members
+        nursery.cancel_scope.cancel()
+
+
+async def eventually(predicate: Callable[[], Any]) -> Any:
+    """Poll state that offers no event; the test's fail_after bounds it."""
+    while True:
+        if value := predicate():
+            return value
+        await trio.sleep(0.01)
+
+
+async def leader_of(members: list[Member]) -> Member:
+    return await eventually(lambda: next((m for m in members if m.node.is_leader), None))
+
+
+async def test_proposal_commits_on_every_node_when_three_nodes_run() -> None:
+    """KIP-595 replication through the shell: a committed proposal reaches the commit
+    listeners of all three nodes, in order, with the leader's epoch."""
+    with trio.fail_after(10):
+        async with quorum() as members:
+            leader = await leader_of(members)
+            epoch, last_offset = await leader.node.propose_and_wait([b"a", b"b", b"c"])
+            assert epoch == leader.node.epoch
+            await eventually(lambda: all(m.committed_end > last_offset for m in members))
+            for member in members:
+                records = [r for b in member.committed for r in b.records]
+                assert records[-3:] == [b"a", b"b", b"c"]
+                offsets = [b.base_offset for b in member.committed]
+                assert offsets == sorted(offsets)
+                assert member.committed[0].base_offset == 0
+
+
+async def test_propose_raises_not_leader_with_address_when_node_is_follower() -> None:
+    """propose_and_wait on a follower names the leader and its address."""
+    with trio.fail_after(10):
+        async with quorum() as members:
+            leader = await leader_of(members)
+            follower = await eventually(lambda: next(
+                (m for m in members if m.node.leader_id == leader.node.node_id
+                 and not m.node.is_leader), None))
+            with pytest.raises(NotLeaderError) as caught:
+                await follower.node.propose_and_wait([b"x"])
+            assert caught.value.leader_id == leader.node.node_id
+            assert caught.value.leader_address == leader.node.voters[leader.node.node_id]
+
+
+async def test_appends_share_one_fsync_when_they_arrive_during_a_flush() -> None:
+    """Group commit: proposals arriving while an fsync is in flight go into the next one."""
+    flushes: list[int] = []
+
+    def slow_flush(member: Member) -> None:
+        original = member.log.flush
+
+        def flush() -> None:
+            time.sleep(0.02)  # a slow disk, in the worker thread
+            flushes.append(member.node.node_id)
+            original()
+        member.log.flush = flush  # type: ignore[method-assign]
+
+    with trio.fail_after(15):
+        async with quorum(setup=slow_flush) as members:
+            leader = await leader_of(members)
+            flushes.clear()
+            async with trio.open_nursery() as nursery:
+                for i in range(100):
+                    nursery.start_soon(leader.node.propose_and_wait, [b"r%d" % i])
+            leader_flushes = flushes.count(leader.node.node_id)
+            assert 1 <= leader_flushes <= 25
+
+
+async def test_state_is_durable_before_any_request_leaves_when_nodes_elect_and_replicate(
+) -> None:
+    """Durable before send: a Vote or BeginQuorumEpoch leaves only once its epoch is in
+    quorum-state, and a follower's Fetch only from a flushed log end."""
+    violations: list[str] = []
+
+    def spy(member: Member) -> None:
+        original = member.node.transport.send_to_peer
+
+        def send_to_peer(dst: int, frame: dict[str, Any]) -> bool:
+            body = frame["body"]["topics"][0]["partitions"][0]
+            persisted = max((s.epoch for s in member.persisted), default=0)
+            if frame["api"] == "VoteRequest" and not body["pre_vote"] and \
+                    body["candidate_epoch"] > persisted:
+                violations.append(f"vote for epoch {body['candidate_epoch']} > {persisted}")
+            if frame["api"] == "BeginQuorumEpochRequest" and body["leader_epoch"] > persisted:
+                violations.append(f"begin epoch {body['leader_epoch']} > {persisted}")
+            if frame["api"] == "FetchRequest" and \
+                    body["fetch_offset"] > member.log.flushed_end_offset:
+                violations.append(f"fetch from unflushed {body['fetch_offset']}")
+            return original(dst, frame)
+        member.node.transport.send_to_peer = send_to_peer  # type: ignore[method-assign]
+
+    with trio.fail_after(10):
+        async with quorum(setup=spy) as members:
+            leader = await leader_of(members)
+            for i in range(20):
+                await leader.node.propose_and_wait([b"x" * i or b"-"])
+            _, last = await leader.node.propose_and_wait([b"end"])
+            await eventually(lambda: all(m.committed_end > last for m in members))
+    assert violations == []
+
+
+async def test_commit_listener_replays_the_committed_log_when_node_restarts() -> None:
+    """add_commit_listener: after a restart the committed log is handed over again from
+    offset 0, in order, before new commits."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
+    with trio.fail_after(10):
+        first = Member(1, voters, listeners, FAST)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(first.node.run)
+            await eventually(lambda: first.node.is_leader)
+            _, last = await first.node.propose_and_wait([b"one", b"two"])
+            await first.node.shutdown()
+        second = Member(1, voters, await trio.open_tcp_listeners(0, host="127.0.0.1"), FAST,
+                        log=first.log, election=first.persisted[-1])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(second.node.run)
+            await eventually(lambda: second.committed_end > last)
+            nursery.cancel_scope.cancel()
+    replayed = [r for b in second.committed for r in b.records]
+    assert second.committed[0].base_offset == 0
+    assert replayed[:last + 1] == [r for b in first.committed for r in b.records][:last + 1]
+    assert b"one" in replayed
+    assert b"two" in replayed
+
+
+async def test_shutdown_hands_leadership_over_before_election_timeout_when_leader_resigns(
+) -> None:
+    """KIP-595 EndQuorumEpoch: a resigning leader's preferred successor campaigns at once,
+    so a new leader appears well before any follower's election timeout could fire."""
+    timing = {**FAST, "election_timeout_ms": 1500, "fetch_timeout_ms": 3000}
+    with trio.fail_after(15):
+        async with quorum(timing=timing) as members:
+            old = await leader_of(members)
+            old_epoch = old.node.epoch
+            await eventually(lambda: all(m.node.leader_id == old.node.node_id for m in members))
+            started = trio.current_time()
+            await old.node.shutdown()
+            others = [m for m in members if m is not old]
+            new = await eventually(lambda: next((m for m in others if m.node.is_leader), None))
+            assert trio.current_time() - started < 1.0
+            assert new.node.epoch > old_epoch
+
+
+async def test_extra_api_is_served_when_a_handler_is_registered() -> None:
+    """add_api_handler: the response echoes api and correlation id; a wrong cluster id is
+    answered INCONSISTENT_CLUSTER_ID without reaching the handler."""
+    calls: list[Any] = []
+
+    async def echo(body: Any, cluster_id: str) -> Any:
+        calls.append(body)
+        return {"error_code": 0, "echo": body["text"]}
+
+    with trio.fail_after(10):
+        async with quorum(count=1, setup=lambda m: m.node.add_api_handler("Echo", echo)) as ms:
+            host, port = ms[0].node.voters[1]
+            client = FramedStream(await trio.open_tcp_stream(host, port))
+            await client.send({"api": "Echo", "version": 0, "correlation_id": 42,
+                               "cluster_id": "cluster-a", "body": {"text": "hi"}})
+            reply = await client.receive()
+            await client.send({"api": "Echo", "version": 0, "correlation_id": 43,
+                               "cluster_id": "cluster-b", "body": {"text": "hi"}})
+            refused = await client.receive()
+    assert reply is not None
+    assert (reply["api"], reply["correlation_id"], reply["body"]["echo"]) == ("Echo", 42, "hi")
+    assert refused is not None
+    assert refused["body"]["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert len(calls) == 1
