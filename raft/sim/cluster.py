@@ -11,6 +11,7 @@ rate (a few parts in a hundred off), so timers drift apart.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import random
 from collections import deque
@@ -37,6 +38,7 @@ class SimConfig:
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int | None = None  # None: drawn from the seed (1 batch ... 1 MiB)
     pre_vote: bool = True
     planted_bug: str | None = None
     max_drift_ppm: int = 20_000  # clocks run up to 2% fast or slow
@@ -92,6 +94,7 @@ class Cluster:
         self.voter_ids = tuple(range(1, config.voters + 1))
         self.observer_ids = tuple(range(config.voters + 1,
                                         config.voters + config.observers + 1))
+        fetch_max_bytes = config.fetch_max_bytes or self.rng.choice((1, 512, 1 << 20))
         if core_class is None:
             from raft.core import RaftConfig, RaftCore
 
@@ -99,8 +102,8 @@ class Cluster:
             core_config = RaftConfig(
                 voters=self.voter_ids, election_timeout_ms=config.election_timeout_ms,
                 fetch_timeout_ms=config.fetch_timeout_ms,
-                fetch_max_wait_ms=config.fetch_max_wait_ms, pre_vote=config.pre_vote,
-                planted_bug=config.planted_bug)
+                fetch_max_wait_ms=config.fetch_max_wait_ms, fetch_max_bytes=fetch_max_bytes,
+                pre_vote=config.pre_vote, planted_bug=config.planted_bug)
         self.core_class = core_class
         self.raft_config = core_config
         self.network = Network(config.network, random.Random(self.rng.getrandbits(64)))
@@ -150,19 +153,28 @@ class Cluster:
                 if gen != (node.tick_gen if kind == TICK else node.gen) or not node.up:
                     continue
             self.events += 1
-            if kind == CALL:
-                action, label = payload
-                if label:
-                    self.trace.add(time_us, 0, "fault", label)
-                action()
-            elif kind == DELIVER:
-                self._deliver(payload)
-            elif kind == IO:
-                self._complete_io(self.nodes[node_id], payload)
-            else:
-                self._handle(self.nodes[node_id], kind, payload)
+            try:
+                self._dispatch(time_us, kind, node_id, payload)
+            except Exception as exc:  # a violation, or the core raised: keep the trace
+                if getattr(exc, "sim_cluster", None) is None:
+                    with contextlib.suppress(AttributeError):
+                        exc.sim_cluster = self  # type: ignore[attr-defined]
+                raise
             return True
         return False
+
+    def _dispatch(self, time_us: int, kind: int, node_id: int, payload: Any) -> None:
+        if kind == CALL:
+            action, label = payload
+            if label:
+                self.trace.add(time_us, 0, "fault", label)
+            action()
+        elif kind == DELIVER:
+            self._deliver(payload)
+        elif kind == IO:
+            self._complete_io(self.nodes[node_id], payload)
+        else:
+            self._handle(self.nodes[node_id], kind, payload)
 
     def run_until(self, predicate: Callable[[], bool], timeout_ms: float) -> bool:
         """Step until `predicate()` holds (checked after each event) or time runs out."""
@@ -236,11 +248,12 @@ class Cluster:
         if node.up:
             self._handle(node, CALL, None)
 
-    def propose(self, records: Sequence[bytes] | None = None) -> tuple[int, int] | None:
-        """Hand records to the node that leads the highest epoch, if any; returns what
-        `core.propose` returned (now, or None when the leader is busy or absent)."""
-        leader = self.leader()
-        if leader is None:
+    def propose(self, records: Sequence[bytes] | None = None, *,
+                node_id: int | None = None) -> tuple[int, int] | None:
+        """Hand records to `node_id`, or by default to the node that leads the highest
+        epoch; returns what `core.propose` returned (None when busy or not leading)."""
+        leader = self.leader() if node_id is None else self.nodes[node_id]
+        if leader is None or not leader.up:
             return None
         if records is None:
             records = (self.next_record(),)

@@ -36,6 +36,7 @@ class InvariantViolation(Exception):
         super().__init__(f"{invariant}: {detail}")
         self.invariant = invariant
         self.detail = detail
+        self.sim_cluster: Any = None  # the run it happened in, for its trace
 
 
 class CheckedNode(Protocol):

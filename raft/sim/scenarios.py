@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from raft.sim.cluster import Cluster, SimConfig, SimNode
 from raft.sim.invariants import MAJORITY_HOLDS_HW
@@ -20,13 +21,15 @@ KIP_996_LINKS = ((1, 3), (2, 4), (3, 4), (3, 5), (4, 5))
 
 class ScenarioFailure(AssertionError):
     def __init__(self, cluster: Cluster, message: str) -> None:
+        self.cluster = cluster
+        self.message = message
         cfg = cluster.config
         super().__init__(f"seed {cfg.seed} ({cfg.voters} voters, {cfg.observers} observers)"
                          f" at {cluster.now_ms:.0f} ms: {message}\n"
                          + "\n".join(cluster.trace.lines()[-25:]))
 
 
-def new_cluster(voters: int, observers: int, seed: int, **overrides: object) -> Cluster:
+def new_cluster(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     config = replace(SimConfig(voters=voters, observers=observers, seed=seed), **overrides)
     cluster = Cluster(config)
     cluster.start_workload()
@@ -85,19 +88,19 @@ def _require(cluster: Cluster, condition: bool, message: str) -> None:
 
 # ---- the scenarios --------------------------------------------------------------------
 
-def initial_election(voters: int, observers: int, seed: int) -> Cluster:
-    cluster = new_cluster(voters, observers, seed)
+def initial_election(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
+    cluster = new_cluster(voters, observers, seed, **overrides)
     wait_for_leader(cluster)
     wait_for_commit(cluster)
     wait_caught_up(cluster)
     return cluster
 
 
-def leader_failure(voters: int, observers: int, seed: int, *,
-                   graceful: bool = False) -> Cluster:
+def leader_failure(voters: int, observers: int, seed: int, *, graceful: bool = False,
+                   **overrides: Any) -> Cluster:
     """The leader is killed (or shut down gracefully); a new one is elected and commits;
     the old leader comes back and catches up."""
-    cluster = new_cluster(voters, observers, seed)
+    cluster = new_cluster(voters, observers, seed, **overrides)
     old = wait_for_leader(cluster)
     wait_for_commit(cluster)
     old_id, old_epoch = old.node_id, old.core.epoch
@@ -105,7 +108,7 @@ def leader_failure(voters: int, observers: int, seed: int, *,
         cluster.resign(old_id)
         cluster.run_for(20)
     cluster.crash(old_id)
-    if voters > 1:
+    if voters >= 3:  # the others still form a majority
         wait_for_leader(cluster, above_epoch=old_epoch)
         wait_for_commit(cluster)
     cluster.start(old_id)
@@ -115,9 +118,9 @@ def leader_failure(voters: int, observers: int, seed: int, *,
     return cluster
 
 
-def majority_restart(voters: int, observers: int, seed: int) -> Cluster:
+def majority_restart(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """Every node is killed; only a majority of voters (and the observers) restart."""
-    cluster = new_cluster(voters, observers, seed)
+    cluster = new_cluster(voters, observers, seed, **overrides)
     wait_for_leader(cluster)
     wait_for_commit(cluster)
     for node_id in cluster.nodes:
@@ -132,15 +135,15 @@ def majority_restart(voters: int, observers: int, seed: int) -> Cluster:
     return cluster
 
 
-def leader_partitioned(voters: int, observers: int, seed: int) -> Cluster:
+def leader_partitioned(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """The leader is cut off from everyone; the rest elect a new leader; after the heal
     the old leader follows and catches up."""
-    cluster = new_cluster(voters, observers, seed)
+    cluster = new_cluster(voters, observers, seed, **overrides)
     old = wait_for_leader(cluster)
     wait_for_commit(cluster)
     old_id, old_epoch = old.node_id, old.core.epoch
     cluster.network.isolate(old_id, cluster.nodes)
-    if voters > 1:
+    if voters >= 3:  # the others still form a majority
         others = [v for v in cluster.voter_ids if v != old_id]
         wait_for_leader(cluster, above_epoch=old_epoch, among=others)
         wait_for_commit(cluster)
@@ -150,11 +153,11 @@ def leader_partitioned(voters: int, observers: int, seed: int) -> Cluster:
     return cluster
 
 
-def asymmetric_split(voters: int, observers: int, seed: int) -> Cluster:
+def asymmetric_split(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """5 voters split {1,2} | {3,4,5}: the majority side makes progress; after the heal
     everyone catches up."""
     _require_voters(voters, 5)
-    cluster = new_cluster(voters, observers, seed)
+    cluster = new_cluster(voters, observers, seed, **overrides)
     wait_for_leader(cluster)
     wait_for_commit(cluster)
     minority = [1, 2]
@@ -170,10 +173,10 @@ def asymmetric_split(voters: int, observers: int, seed: int) -> Cluster:
     return cluster
 
 
-def back_to_back_failures(voters: int, observers: int, seed: int) -> Cluster:
+def back_to_back_failures(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """Kill the leader; once another leads, bring the first back and kill the second."""
     _require_voters(voters, 3)
-    cluster = new_cluster(voters, observers, seed)
+    cluster = new_cluster(voters, observers, seed, **overrides)
     first = wait_for_leader(cluster)
     first_id, epoch = first.node_id, first.core.epoch
     cluster.crash(first_id)
@@ -189,12 +192,13 @@ def back_to_back_failures(voters: int, observers: int, seed: int) -> Cluster:
     return cluster
 
 
-def disk_loss(voters: int, observers: int, seed: int) -> Cluster:
+def disk_loss(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """One voter loses its whole log and quorum-state; it restarts once another node
     leads and catches up. As in Kafka, the majority-holds-HW check is off here (the
     wiped voter no longer holds what it acknowledged)."""
     _require_voters(voters, 3)
-    cluster = new_cluster(voters, observers, seed, skip_invariants=(MAJORITY_HOLDS_HW,))
+    cluster = new_cluster(voters, observers, seed,
+                          **{"skip_invariants": (MAJORITY_HOLDS_HW,), **overrides})
     leader = wait_for_leader(cluster)
     wait_for_commit(cluster)
     victim = cluster.fault_rng.choice([v for v in cluster.voter_ids if v != leader.node_id])
@@ -207,11 +211,12 @@ def disk_loss(voters: int, observers: int, seed: int) -> Cluster:
     return cluster
 
 
-def pre_vote_partial_partition(voters: int, observers: int, seed: int) -> Cluster:
+def pre_vote_partial_partition(voters: int, observers: int, seed: int,
+                               **overrides: Any) -> Cluster:
     """KIP-996: with only links 1-3, 2-4, 3-4, 3-5, 4-5 up, exactly one leader is ever
     elected (nodes 1 and 2 cannot reach the leader but their pre-votes are refused)."""
     _require_voters(voters, 5, exact=True)
-    cluster = new_cluster(voters, observers, seed, pre_vote=True)
+    cluster = new_cluster(voters, observers, seed, **{"pre_vote": True, **overrides})
     cluster.network.only_links(cluster.voter_ids, KIP_996_LINKS)
     wait_for_leader(cluster, timeout_ets=20)
     wait_for_commit(cluster)
@@ -221,11 +226,12 @@ def pre_vote_partial_partition(voters: int, observers: int, seed: int) -> Cluste
     return cluster
 
 
-def partial_partition_around_leader(voters: int, observers: int, seed: int) -> Cluster:
+def partial_partition_around_leader(voters: int, observers: int, seed: int,
+                                    **overrides: Any) -> Cluster:
     """With pre-vote, cutting the leader off from a minority of voters (which can still
     reach each other and the rest) never changes leadership."""
     _require_voters(voters, 3)
-    cluster = new_cluster(voters, observers, seed, pre_vote=True)
+    cluster = new_cluster(voters, observers, seed, **{"pre_vote": True, **overrides})
     leader = wait_for_leader(cluster)
     wait_for_commit(cluster)
     wait_caught_up(cluster)
@@ -250,10 +256,56 @@ def _require_voters(voters: int, minimum: int, *, exact: bool = False) -> None:
         raise NotApplicable(f"needs {'exactly' if exact else 'at least'} {minimum} voters")
 
 
-SCENARIOS: dict[str, Callable[[int, int, int], Cluster]] = {
+
+
+def figure_eight(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
+    """Raft's Figure 8 (§5.4.2) on 5 voters, one batch per Fetch. A (leader, epoch e1)
+    writes X at offset k to itself and B only; E is elected in {C,D,E} (epoch e2) and at
+    once cut off, so its LeaderChange at offset k stays on E; A or B becomes leader W in
+    epoch e3 and replicates X to C. Counting replicas, X now sits on a majority: a correct
+    core still waits for its own epoch's LeaderChange, a core with
+    `commit_old_epoch_by_count` commits X. W and the other X holder crash, E returns and
+    wins with C and D (its last epoch e2 beats e1), and overwrites X: committed data lost
+    if (and only if) X was committed."""
+    _require_voters(voters, 5, exact=True)
+    config = SimConfig(voters=5, observers=observers, seed=seed, fetch_max_bytes=1,
+                       trace_size=80)
+    cluster = Cluster(replace(config, **overrides))
+    et = _ets(cluster, 1)
+    a = wait_for_leader(cluster).node_id
+    cluster.run_until(lambda: cluster.committed_offset() > 0, 10 * et)
+    wait_caught_up(cluster)
+    b, c, d, e = [v for v in cluster.voter_ids if v != a]
+    k = cluster.nodes[a].log.end_offset
+    cluster.network.partition([a, b], [c, d, e])
+    cluster.propose(node_id=a)
+    _require(cluster, cluster.run_until(lambda: cluster.nodes[b].log.end_offset > k, et),
+             "X did not reach B")
+    e = wait_for_leader(cluster, among=[c, d, e], timeout_ets=10).node_id
+    e_epoch = cluster.nodes[e].core.epoch
+    cluster.network.heal()
+    cluster.network.isolate(e, cluster.nodes)  # E's LeaderChange stays on E alone
+
+    def x_counted() -> bool:
+        leader = cluster.leader()
+        return (leader is not None and leader.core.epoch > e_epoch
+                and (leader.core.high_watermark or 0) > k)
+    _require(cluster, cluster.run_until(x_counted, 20 * et), "no leader in epoch e3")
+    w = cluster.leader_id()
+    assert w is not None
+    cluster.network.isolate(w, cluster.nodes)  # W's later responses never arrive
+    cluster.crash(w)
+    cluster.crash(a if w == b else b)
+    cluster.run_for(et)  # W's messages still in flight are lost on the cut links
+    cluster.network.heal()
+    cluster.run_for(30 * et)
+    return cluster
+
+
+SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "initial-election": initial_election,
     "leader-killed": leader_failure,
-    "leader-shutdown": lambda v, o, s: leader_failure(v, o, s, graceful=True),
+    "leader-shutdown": lambda v, o, s, **kw: leader_failure(v, o, s, graceful=True, **kw),
     "majority-restart": majority_restart,
     "leader-partitioned": leader_partitioned,
     "asymmetric-split": asymmetric_split,
@@ -261,4 +313,5 @@ SCENARIOS: dict[str, Callable[[int, int, int], Cluster]] = {
     "disk-loss": disk_loss,
     "pre-vote-partial-partition": pre_vote_partial_partition,
     "partial-partition-around-leader": partial_partition_around_leader,
+    "figure-eight": figure_eight,
 }

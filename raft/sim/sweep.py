@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from raft.sim.cluster import Cluster, SimConfig
 from raft.sim.faults import schedule_faults
 from raft.sim.invariants import LIVENESS, InvariantViolation
+from raft.sim.scenarios import SCENARIOS, NotApplicable, ScenarioFailure
 
 CORE_EXCEPTION = "core-raised"
+SCENARIO_FAILED = "scenario-outcome"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +35,7 @@ class RunSpec:
     planted_bug: str | None = None
     codec_roundtrip: bool = False
     trace_size: int = 60
+    scenario: str | None = None  # one of raft.sim.scenarios.SCENARIOS instead of faults
 
     def sim_config(self, seed: int) -> SimConfig:
         return SimConfig(voters=self.voters, observers=self.observers, seed=seed,
@@ -41,7 +44,8 @@ class RunSpec:
 
     def replay_command(self, seed: int) -> str:
         parts = [f"kraft sim --voters {self.voters} --observers {self.observers}",
-                 f"--faults {self.faults} --seed {seed} --seeds 1"]
+                 f"--scenario {self.scenario}" if self.scenario else f"--faults {self.faults}",
+                 f"--seed {seed} --seeds 1"]
         defaults = RunSpec()
         if self.fault_window_ms != defaults.fault_window_ms:
             parts.append(f"--fault-window-ms {self.fault_window_ms}")
@@ -78,33 +82,58 @@ class RunResult:
 def run_seed(spec: RunSpec, seed: int,
              make_cluster: Callable[[SimConfig], Cluster] = Cluster) -> RunResult:
     """`make_cluster` builds the cluster from its config (tests pass a toy core)."""
-    config = spec.sim_config(seed)
-    cluster = make_cluster(config)
+    cluster: Cluster | None = None
     invariant, detail = None, ""
     try:
-        heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
-        cluster.start_workload()
-        cluster.run_for(heal_ms)
-        budget_ms = spec.liveness_timeouts * config.election_timeout_ms
-        heal_us = int(heal_ms * 1000)
-        if not cluster.run_until(lambda: _committed_after(cluster, heal_us), budget_ms):
-            leader = cluster.leader_id()
-            raise InvariantViolation(
-                LIVENESS, f"no record proposed after the heal at {heal_ms:.0f} ms committed "
-                          f"within {spec.liveness_timeouts} election timeouts (leader: "
-                          f"{leader}, committed offset {cluster.committed_offset()})")
+        if spec.scenario is not None:
+            cluster = _run_scenario(spec, seed)
+        else:
+            cluster = make_cluster(spec.sim_config(seed))
+            _run_random(spec, cluster)
     except InvariantViolation as exc:
         invariant, detail = exc.invariant, exc.detail
+        cluster = cluster or exc.sim_cluster
+    except ScenarioFailure as exc:
+        invariant, detail, cluster = SCENARIO_FAILED, exc.message, exc.cluster
+    except NotApplicable:
+        raise
     except Exception as exc:  # the core must not raise on any schedule: report it
         invariant = CORE_EXCEPTION
         detail = f"{type(exc).__name__}: {exc}\n" + "".join(
             traceback.format_exception(exc)[-6:])
+        cluster = cluster or getattr(exc, "sim_cluster", None)
+    if cluster is None:
+        return RunResult(seed=seed, events=0, elections=0, commits=0, faults=0,
+                         sim_time_ms=0.0, invariant=invariant, detail=detail,
+                         replay=spec.replay_command(seed))
     return RunResult(
         seed=seed, events=cluster.events, elections=len(cluster.checker.leaders),
         commits=cluster.committed_offset(), faults=cluster.faults,
         sim_time_ms=cluster.now_ms, invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
+
+
+def _run_random(spec: RunSpec, cluster: Cluster) -> None:
+    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
+    cluster.start_workload()
+    cluster.run_for(heal_ms)
+    budget_ms = spec.liveness_timeouts * cluster.config.election_timeout_ms
+    heal_us = int(heal_ms * 1000)
+    if not cluster.run_until(lambda: _committed_after(cluster, heal_us), budget_ms):
+        raise InvariantViolation(
+            LIVENESS, f"no record proposed after the heal at {heal_ms:.0f} ms committed "
+                      f"within {spec.liveness_timeouts} election timeouts (leader: "
+                      f"{cluster.leader_id()}, committed offset {cluster.committed_offset()})")
+
+
+def _run_scenario(spec: RunSpec, seed: int) -> Cluster:
+    scenario = SCENARIOS.get(spec.scenario or "")
+    if scenario is None:
+        raise ValueError(f"unknown scenario {spec.scenario!r}; known: {sorted(SCENARIOS)}")
+    return scenario(spec.voters, spec.observers, seed, planted_bug=spec.planted_bug,
+                    pre_vote=spec.pre_vote, codec_roundtrip=spec.codec_roundtrip,
+                    trace_size=spec.trace_size)
 
 
 def _committed_after(cluster: Cluster, since_us: int) -> bool:

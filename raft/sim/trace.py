@@ -74,6 +74,8 @@ def brief(value: Any, depth: int = 0) -> str:
     """A compact repr: bytes as their length, long sequences cut, defaults left out."""
     if isinstance(value, bytes | bytearray):
         return f"<{len(value)}B>"
+    if type(value).__name__ == "Uuid":
+        return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if depth > 3:
             return type(value).__name__

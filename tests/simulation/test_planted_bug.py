@@ -20,12 +20,17 @@ def first_failure(spec: RunSpec, seeds: range):  # type: ignore[no-untyped-def]
     return next((r for r in sweep(spec, seeds) if not r.ok), None)
 
 
-@pytest.mark.parametrize("bug", ["vote_without_log_check", "commit_old_epoch_by_count"])
-def test_sweep_reports_replayable_violation_when_bug_planted(bug: str) -> None:
+@pytest.mark.parametrize(("bug", "scenario", "observers"), [
+    ("vote_without_log_check", None, 2),  # random faults find it
+    ("commit_old_epoch_by_count", "figure-eight", 0),  # needs Raft's Figure 8 schedule
+])
+def test_sweep_reports_replayable_violation_when_bug_planted(bug: str, scenario: str | None,
+                                                             observers: int) -> None:
     """Raft §5.4.1 (election restriction) and §5.4.2 (commit only the leader's own epoch
     by counting): each planted bug is caught as a safety violation with a seed that
     replays it exactly."""
-    spec = RunSpec(voters=5, observers=2, faults="all", planted_bug=bug)
+    spec = RunSpec(voters=5, observers=observers, faults="all", planted_bug=bug,
+                   scenario=scenario)
     failed = first_failure(spec, range(1, 400))
     assert failed is not None, f"{bug} went unnoticed over 400 seeds"
     assert failed.invariant in SAFETY

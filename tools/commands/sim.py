@@ -26,6 +26,9 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
     parser.add_argument("--seed", type=int, default=None,
                         help="first seed (default 1); with --seeds 1 replays one run")
     parser.add_argument("--faults", choices=("all", "net", "crash", "none"), default="all")
+    parser.add_argument("--scenario", default=None, metavar="NAME",
+                        help="run a RaftEventSimulationTest scenario per seed instead of "
+                             "random faults: " + ", ".join(_scenario_names()))
     parser.add_argument("--fault-window-ms", type=int, default=4000,
                         help="simulated time during which faults are injected")
     parser.add_argument("--no-pre-vote", dest="pre_vote", action="store_false",
@@ -42,6 +45,12 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false")
 
 
+def _scenario_names() -> list[str]:
+    from raft.sim.scenarios import SCENARIOS
+
+    return sorted(SCENARIOS)
+
+
 def run(args: argparse.Namespace) -> int:
     from raft.sim.sweep import RunSpec, sweep
 
@@ -53,19 +62,24 @@ def run(args: argparse.Namespace) -> int:
     if count < 1:
         raise usage_error(f"--seeds must be at least 1, got {count}")
     first = args.seed if args.seed is not None else 1
+    if args.scenario is not None and args.scenario not in _scenario_names():
+        raise usage_error(f"unknown scenario {args.scenario!r}; one of "
+                          + ", ".join(_scenario_names()))
     spec = RunSpec(voters=args.voters, observers=args.observers, faults=args.faults,
                    fault_window_ms=args.fault_window_ms, pre_vote=args.pre_vote,
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
-                   trace_size=args.trace)
+                   trace_size=args.trace, scenario=args.scenario)
     seeds = range(first, first + count)
     if not args.json:
+        what = f"scenario {args.scenario}" if args.scenario else f"faults {args.faults}"
         print(f"kraft sim: seeds {first}..{first + count - 1}, {args.voters} voters, "
-              f"{args.observers} observers, faults {args.faults}", flush=True)
+              f"{args.observers} observers, {what}", flush=True)
     started = time.monotonic()
     totals = {"seeds": 0, "events": 0, "elections": 0, "commits": 0, "faults": 0}
     violations = []
     bar = _Progress(count) if args.progress else None
-    for result in sweep(spec, seeds, stop_on_violation=not args.keep_going):
+    results = sweep(spec, seeds, stop_on_violation=not args.keep_going)
+    for result in _guard(results):
         totals["seeds"] += 1
         totals["events"] += result.events
         totals["elections"] += result.elections
@@ -94,6 +108,16 @@ def run(args: argparse.Namespace) -> int:
               f"{len(violations)} violations ({elapsed:.1f}s, "
               f"{summary['events_per_second']} events/s)")
     return 1 if violations else 0
+
+
+def _guard(results: Any) -> Any:
+    """Turn a scenario that does not fit the cluster size into a usage error."""
+    from raft.sim.scenarios import NotApplicable
+
+    try:
+        yield from results
+    except NotApplicable as exc:
+        raise usage_error(f"--scenario: {exc}") from None
 
 
 def _print_violation(result: Any) -> None:
