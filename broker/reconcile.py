@@ -174,7 +174,8 @@ Action = (CreatePartition | WriteMetadataFile | StageForDeletion | RenamePartiti
 
 def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
                  names_by_id: Mapping[Uuid, str]) -> str | None:
-    """Why `local` is stale (KIP-516), or None when it holds a live topic's data."""
+    """Why `local` is stale by the image alone (KIP-516), or None when the image says it
+    holds a live topic's data."""
     known_id = topic_ids.get(local.topic)
     if local.topic_id is None:
         if known_id is None:
@@ -187,6 +188,22 @@ def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
     return f"topic id {local.topic_id} is not in the image"
 
 
+def _live_primaries(parts: Sequence[LocalPartition], topic_ids: Mapping[str, Uuid],
+                    names_by_id: Mapping[Uuid, str]) -> dict[tuple[Uuid, int], str]:
+    """For each live (topic id, partition) on disk, the directory that is its copy: the
+    one already under the image's name, else one that proves its ID with
+    partition.metadata, else a file-less one under the image's name (migration)."""
+    primaries: dict[tuple[Uuid, int], str] = {}
+    ranked = sorted(
+        (part for part in parts if stale_reason(part, topic_ids, names_by_id) is None),
+        key=lambda part: (part.topic_id is None, part.topic_id is not None
+                          and names_by_id[part.topic_id] != part.topic, part.dir_name))
+    for part in ranked:
+        topic_id = part.topic_id if part.topic_id is not None else topic_ids[part.topic]
+        primaries.setdefault((topic_id, part.partition), part.dir_name)
+    return primaries
+
+
 def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletion],
               assignment: Assignment, now_ms: int, delete_delay_ms: int) -> list[Action]:
     """The actions that bring the disk in line with `assignment`, in the order to apply
@@ -194,16 +211,25 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
     scheduling and removal of staged directories."""
     topic_ids = assignment.topic_ids
     names_by_id = {topic_id: name for name, topic_id in topic_ids.items()}
-    locals_sorted = sorted(local, key=lambda p: (p.topic, p.partition))
+    locals_sorted = sorted(local, key=lambda p: p.dir_name)
     staged_list = list(staged)
     taken_staged = {s.name for s in staged_list}
+    primaries = _live_primaries(locals_sorted, topic_ids, names_by_id)
 
     stage: list[StageForDeletion] = []
-    keep: dict[str, LocalPartition] = {}  # dir name -> live directory that stays put
+    keep: set[str] = set()  # final names of the live directories
     movers: list[LocalPartition] = []
     migrate: list[WriteMetadataFile] = []
     for part in locals_sorted:
         reason = stale_reason(part, topic_ids, names_by_id)
+        live_id = part.topic_id if part.topic_id is not None else topic_ids.get(part.topic)
+        if reason is None and live_id is not None:
+            primary = primaries[(live_id, part.partition)]
+            if primary != part.dir_name:
+                # A second copy of a live partition (a leftover, or a copy by hand): the
+                # primary keeps serving; this one waits out the delay like any stale dir.
+                reason = f"a second copy of topic id {live_id} partition {part.partition}, " \
+                         f"live in {primary}"
         if reason is not None:
             stale_id = part.topic_id if part.topic_id is not None else ZERO_UUID
             name = _free_staged_name(stale_id, part.partition, taken_staged)
@@ -214,13 +240,14 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
         elif part.topic_id is None:
             migrate.append(WriteMetadataFile(topic=part.topic, partition=part.partition,
                                              topic_id=topic_ids[part.topic]))
-            keep[part.dir_name] = part
+            keep.add(part.dir_name)
         elif names_by_id[part.topic_id] == part.topic:
-            keep[part.dir_name] = part
+            keep.add(part.dir_name)
         else:
             movers.append(part)
 
-    renames = _plan_renames(movers, keep, names_by_id)
+    renames = _plan_renames(movers, names_by_id)
+    keep.update(rename.to_dir for rename in renames)
 
     creates = [CreatePartition(topic=h.topic, partition=h.partition, topic_id=h.topic_id)
                for h in sorted(assignment.hosted, key=lambda h: (h.topic, h.partition))
@@ -237,29 +264,49 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
     return [*stage, *renames, *migrate, *creates, *housekeeping]
 
 
-def _plan_renames(movers: list[LocalPartition], keep: dict[str, LocalPartition],
+def _plan_renames(movers: list[LocalPartition],
                   names_by_id: Mapping[Uuid, str]) -> list[RenamePartitionDir]:
-    """Renames whose target name is free, repeated until no more progress so that chains
-    (a->b while b->c) finish in one reconciliation. A directory whose target stays taken
-    (live data already there, or a cycle of renames) is left where it is; `keep` ends up
-    holding every live directory by its final name."""
+    """Move each renamed topic's directory to its new name. Live (id, partition) pairs
+    are unique by now, so a target is only ever occupied by another mover: renames are
+    ordered so chains (a->b while b->c) finish in one pass, and a cycle (a->b, b->a) is
+    broken through a temporary name that a later scan would still recognise."""
     renames: list[RenamePartitionDir] = []
     pending = {part.dir_name: part for part in movers}
-    progress = True
-    while progress:
-        progress = False
-        for dir_name, part in sorted(pending.items()):
+
+    def target_of(part: LocalPartition) -> str:
+        assert part.topic_id is not None
+        return partition_dir_name(names_by_id[part.topic_id], part.partition)
+
+    while pending:
+        ready = [name for name, part in sorted(pending.items())
+                 if target_of(part) not in pending]
+        if not ready:
+            # Targets are unique, so only cycles remain: park one member under a fresh
+            # temporary name, which frees the name its predecessor is waiting for.
+            name, part = min(pending.items())
             assert part.topic_id is not None
-            target = partition_dir_name(names_by_id[part.topic_id], part.partition)
-            if target in keep or target in pending:
-                continue
-            renames.append(RenamePartitionDir(from_dir=dir_name, to_dir=target,
+            parked = _parking_name(part, pending)
+            renames.append(RenamePartitionDir(from_dir=name, to_dir=parked.dir_name,
                                               topic_id=part.topic_id))
-            keep[target] = part
-            del pending[dir_name]
-            progress = True
-    keep.update(pending)
+            del pending[name]
+            pending[parked.dir_name] = parked
+            continue
+        for name in ready:
+            part = pending.pop(name)
+            assert part.topic_id is not None
+            renames.append(RenamePartitionDir(from_dir=name, to_dir=target_of(part),
+                                              topic_id=part.topic_id))
     return renames
+
+
+def _parking_name(part: LocalPartition, taken: Mapping[str, LocalPartition]) -> LocalPartition:
+    suffix = 0
+    while True:
+        topic = f"{part.topic_id}.renaming" + (f".{suffix}" if suffix else "")
+        parked = LocalPartition(topic=topic, partition=part.partition, topic_id=part.topic_id)
+        if parked.dir_name not in taken:
+            return parked
+        suffix += 1
 
 
 def _free_staged_name(topic_id: Uuid, partition: int, taken: set[str]) -> str:

@@ -1,0 +1,284 @@
+"""broker.reconcile: the pure decision that replaces LeaderAndIsr/StopReplica (KIP-516)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.reconcile import (
+    Action,
+    Assignment,
+    CreatePartition,
+    DeleteStaged,
+    HostedPartition,
+    LocalPartition,
+    RenamePartitionDir,
+    ScheduleDeletion,
+    StagedDeletion,
+    StageForDeletion,
+    WriteMetadataFile,
+    parse_partition_dir_name,
+    reconcile,
+)
+from metadata.uuid import ZERO_UUID, Uuid
+
+OLD = Uuid(0x1111 << 64)
+NEW = Uuid(0x2222 << 64)
+OTHER = Uuid(0x3333 << 64)
+DELAY_MS = 4 * 3600 * 1000
+NOW_MS = 1_000_000
+
+
+def hosted(topic: str, topic_id: Uuid, partition: int = 0) -> HostedPartition:
+    return HostedPartition(topic=topic, topic_id=topic_id, partition=partition,
+                           replicas=(4, 5), leader=4)
+
+
+def run(local: list[LocalPartition], image: dict[str, Uuid],
+        hosts: tuple[HostedPartition, ...] = (), staged: tuple[StagedDeletion, ...] = (),
+        now_ms: int = NOW_MS) -> list[Action]:
+    return reconcile(local=local, staged=staged,
+                     assignment=Assignment(topic_ids=image, hosted=hosts),
+                     now_ms=now_ms, delete_delay_ms=DELAY_MS)
+
+
+def test_creates_hosted_partition_when_directory_is_missing() -> None:
+    """KIP-516: the image replaces LeaderAndIsr; a hosted partition gets its directory."""
+    actions = run([], {"A": NEW}, (hosted("A", NEW, 0), hosted("A", NEW, 2)))
+    assert actions == [CreatePartition(topic="A", partition=0, topic_id=NEW),
+                       CreatePartition(topic="A", partition=2, topic_id=NEW)]
+
+
+def test_stages_old_id_and_creates_new_when_topic_was_recreated() -> None:
+    """KIP-516 "stale state": A-0 with the old ID is moved to deleting/<old id>_0 and
+    A-0 is created with the new ID."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=OLD)], {"A": NEW},
+                  (hosted("A", NEW),))
+    assert len(actions) == 2
+    stage, create = actions
+    assert isinstance(stage, StageForDeletion)
+    assert (stage.dir_name, stage.staged_name, stage.topic_id) == ("A-0", f"{OLD}_0", OLD)
+    assert stage.due_ms == NOW_MS + DELAY_MS
+    assert str(NEW) in stage.reason
+    assert create == CreatePartition(topic="A", partition=0, topic_id=NEW)
+
+
+def test_stages_partition_when_topic_id_is_absent_from_image() -> None:
+    """KIP-516 "Deletion": a topic deleted while the broker was down is staged."""
+    actions = run([LocalPartition(topic="A", partition=1, topic_id=OLD)], {})
+    assert [type(a) for a in actions] == [StageForDeletion]
+    assert actions[0].staged_name == f"{OLD}_1"  # type: ignore[union-attr]
+
+
+def test_keeps_live_partition_when_it_is_no_longer_hosted_here() -> None:
+    """KIP-516: only a provably stale ID is staged; live data is never touched."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"A": NEW})
+    assert actions == []
+
+
+def test_writes_metadata_file_when_directory_has_none_and_name_is_known() -> None:
+    """KIP-516 partition.metadata migration: the image names the topic, so the file is
+    written with the image's ID and no partition is created twice."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=None)], {"A": NEW},
+                  (hosted("A", NEW),))
+    assert actions == [WriteMetadataFile(topic="A", partition=0, topic_id=NEW)]
+
+
+def test_stages_directory_without_file_when_name_is_unknown() -> None:
+    """KIP-516: a leftover without partition.metadata is stale, never a start-up crash."""
+    actions = run([LocalPartition(topic="gone", partition=3, topic_id=None)], {"A": NEW})
+    assert len(actions) == 1
+    assert isinstance(actions[0], StageForDeletion)
+    assert actions[0].staged_name == f"{ZERO_UUID}_3"
+
+
+def test_renames_directory_when_topic_was_renamed() -> None:
+    """KIP-516 renames: the directory follows the name and keeps its ID and data."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"B": NEW},
+                  (hosted("B", NEW),))
+    assert actions == [RenamePartitionDir(from_dir="A-0", to_dir="B-0", topic_id=NEW)]
+
+
+def test_finishes_rename_chain_when_targets_free_up_in_order() -> None:
+    """A->B while B->C: both renames in one pass (reconciliation reaches a fixpoint)."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
+                   LocalPartition(topic="B", partition=0, topic_id=OTHER)],
+                  {"B": NEW, "C": OTHER})
+    assert actions == [RenamePartitionDir(from_dir="B-0", to_dir="C-0", topic_id=OTHER),
+                       RenamePartitionDir(from_dir="A-0", to_dir="B-0", topic_id=NEW)]
+
+
+def test_stages_stale_directory_before_renaming_onto_its_name() -> None:
+    """KIP-516: the stale B-0 leaves first, then the renamed topic takes the name."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
+                   LocalPartition(topic="B", partition=0, topic_id=OLD)], {"B": NEW})
+    assert [type(a) for a in actions] == [StageForDeletion, RenamePartitionDir]
+    assert actions[0].dir_name == "B-0"  # type: ignore[union-attr]
+
+
+def test_deletes_staged_directory_only_when_delay_has_passed() -> None:
+    """KIP-516 "Deletion": removed after delete.topic.delay.ms, not before."""
+    staged = (StagedDeletion(name=f"{OLD}_0", due_ms=NOW_MS),
+              StagedDeletion(name=f"{OTHER}_0", due_ms=NOW_MS + 1))
+    assert run([], {}, staged=staged) == [DeleteStaged(staged_name=f"{OLD}_0", due_ms=NOW_MS)]
+
+
+def test_schedules_deletion_when_staged_directory_has_no_due_time() -> None:
+    """KIP-516: an unknown due time is never read as "delete now"."""
+    actions = run([], {}, staged=(StagedDeletion(name="x", due_ms=None),))
+    assert actions == [ScheduleDeletion(staged_name="x", due_ms=NOW_MS + DELAY_MS)]
+
+
+def test_picks_free_staged_name_when_same_id_and_partition_is_already_staged() -> None:
+    """deleting/<topic_id>_<partition> must not collide with a pending deletion."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=OLD)], {},
+                  staged=(StagedDeletion(name=f"{OLD}_0", due_ms=NOW_MS + 5),))
+    assert [a.staged_name for a in actions] == [f"{OLD}_0.1"]  # type: ignore[union-attr]
+
+
+def test_parses_only_topic_dash_partition_names_when_scanning() -> None:
+    """Log dir layout: <topic>-<partition>; anything else is not a partition dir."""
+    assert parse_partition_dir_name("a-b-12") == ("a-b", 12)
+    assert parse_partition_dir_name("A-0") == ("A", 0)
+    for name in ("A", "-0", "A-", "A-01", "A-x", "A-١"):
+        assert parse_partition_dir_name(name) is None, name
+
+
+# --- property: a model disk, the actions applied to it --------------------------------
+
+
+@dataclass
+class ModelDisk:
+    """Directories as the reconciler sees them, each with a data token that must survive
+    unless the directory is stale."""
+
+    live: dict[str, tuple[Uuid | None, int]] = field(default_factory=dict)
+    staged: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    next_token: int = 1000
+
+    def local(self) -> list[LocalPartition]:
+        out = []
+        for name, (topic_id, _) in self.live.items():
+            parsed = parse_partition_dir_name(name)
+            assert parsed is not None
+            out.append(LocalPartition(topic=parsed[0], partition=parsed[1], topic_id=topic_id))
+        return out
+
+    def staged_list(self) -> list[StagedDeletion]:
+        return [StagedDeletion(name=n, due_ms=due) for n, (due, _) in self.staged.items()]
+
+    def apply(self, action: Action) -> None:
+        if isinstance(action, CreatePartition):
+            assert action.dir_name not in self.live
+            self.next_token += 1
+            self.live[action.dir_name] = (action.topic_id, self.next_token)
+        elif isinstance(action, WriteMetadataFile):
+            topic_id, token = self.live[action.dir_name]
+            assert topic_id is None
+            self.live[action.dir_name] = (action.topic_id, token)
+        elif isinstance(action, StageForDeletion):
+            assert action.staged_name not in self.staged
+            _, token = self.live.pop(action.dir_name)
+            self.staged[action.staged_name] = (action.due_ms, token)
+        elif isinstance(action, RenamePartitionDir):
+            assert action.to_dir not in self.live
+            self.live[action.to_dir] = self.live.pop(action.from_dir)
+        elif isinstance(action, ScheduleDeletion):
+            _, token = self.staged[action.staged_name]
+            self.staged[action.staged_name] = (action.due_ms, token)
+        elif isinstance(action, DeleteStaged):
+            del self.staged[action.staged_name]
+
+
+IDS = [Uuid((i + 1) << 80) for i in range(5)]
+NAMES = ["A", "B", "a-b", "C"]
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[ModelDisk, Assignment]:
+    names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=4))
+    ids = draw(st.lists(st.sampled_from(IDS), unique=True, min_size=len(names),
+                        max_size=len(names)))
+    image = dict(zip(names, ids, strict=True))
+    hosts = tuple(hosted(name, image[name], p) for name in names for p in range(3)
+                  if draw(st.booleans()))
+    disk = ModelDisk()
+    dirs = draw(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 1)), unique=True,
+                         max_size=8))
+    for token, (name, partition) in enumerate(dirs):
+        # mostly IDs the image knows, so renames, chains and duplicates are common
+        choices = st.sampled_from(ids) if ids else st.sampled_from(IDS)
+        topic_id = draw(st.one_of(st.none(), choices, choices, st.sampled_from(IDS)))
+        disk.live[f"{name}-{partition}"] = (topic_id, token)
+    for token, staged_id in enumerate(draw(st.lists(st.sampled_from(IDS), max_size=3))):
+        due = draw(st.one_of(st.none(), st.integers(NOW_MS - 10, NOW_MS + 10)))
+        disk.staged.setdefault(f"{staged_id}_0", (due, 500 + token))
+    return disk, Assignment(topic_ids=image, hosted=hosts)
+
+
+def _live_groups(disk: ModelDisk, image: dict[str, Uuid]) -> dict[tuple[Uuid, int], set[int]]:
+    """Data tokens of every live (topic id, partition) on disk, by the image alone."""
+    groups: dict[tuple[Uuid, int], set[int]] = {}
+    for name, (topic_id, token) in disk.live.items():
+        topic, _, number = name.rpartition("-")
+        live_id = topic_id if topic_id is not None else image.get(topic)
+        if live_id in image.values() and live_id is not None:
+            groups.setdefault((live_id, int(number)), set()).add(token)
+    return groups
+
+
+@settings(max_examples=300)
+@given(scenarios())
+def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
+        scenario: tuple[ModelDisk, Assignment]) -> None:
+    """KIP-516 "Deletion": for any disk and image, reconciling never stages or deletes
+    the data of a live partition (one copy of each live topic id + partition stays), every
+    directory ends under its topic's current name with the image's ID, every hosted
+    partition exists, and a second reconciliation finds nothing to do."""
+    disk, assignment = scenario
+    image = dict(assignment.topic_ids)
+    names_by_id = {v: k for k, v in image.items()}
+    groups = _live_groups(disk, image)
+    actions = reconcile(local=disk.local(), staged=disk.staged_list(), assignment=assignment,
+                        now_ms=NOW_MS, delete_delay_ms=DELAY_MS)
+    for action in actions:
+        disk.apply(action)
+
+    surviving = {token for _, token in disk.live.values()}
+    for key, tokens in groups.items():
+        assert tokens & surviving, f"live partition {key} lost all its data"
+    for name, (topic_id, _) in disk.live.items():
+        assert topic_id in names_by_id, f"{name} holds {topic_id}, not in the image"
+        assert name.rpartition("-")[0] == names_by_id[topic_id], name
+    for h in assignment.hosted:
+        assert disk.live[h.dir_name][0] == h.topic_id
+    assert all(due is not None and due > NOW_MS for due, _ in disk.staged.values())
+
+    again = reconcile(local=disk.local(), staged=disk.staged_list(), assignment=assignment,
+                      now_ms=NOW_MS, delete_delay_ms=DELAY_MS)
+    assert again == []
+
+
+def test_breaks_rename_cycle_through_temporary_name_when_topics_swap_names() -> None:
+    """KIP-516 renames keep data: A<->B swapped while the broker was down still ends with
+    each directory under its topic's current name."""
+    disk = ModelDisk(live={"A-0": (NEW, 1), "B-0": (OTHER, 2)})
+    assignment = Assignment(topic_ids={"A": OTHER, "B": NEW}, hosted=())
+    actions = reconcile(local=disk.local(), staged=[], assignment=assignment,
+                        now_ms=NOW_MS, delete_delay_ms=DELAY_MS)
+    assert all(isinstance(a, RenamePartitionDir) for a in actions)
+    for action in actions:
+        disk.apply(action)
+    assert disk.live == {"B-0": (NEW, 1), "A-0": (OTHER, 2)}
+
+
+def test_stages_second_copy_when_live_partition_exists_twice() -> None:
+    """KIP-516: one live copy per topic id + partition; the copy already under the
+    topic's name keeps serving, the other is staged (not deleted before the delay)."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
+                   LocalPartition(topic="old", partition=0, topic_id=NEW)], {"A": NEW})
+    assert len(actions) == 1
+    assert isinstance(actions[0], StageForDeletion)
+    assert actions[0].dir_name == "old-0"
