@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.hosting import assignment_for, hosted_partitions, led_partitions
 from broker.reconcile import (
     Action,
     Assignment,
@@ -22,6 +23,8 @@ from broker.reconcile import (
     parse_partition_dir_name,
     reconcile,
 )
+from metadata import records as rec
+from metadata.image import replay
 from metadata.uuid import ZERO_UUID, Uuid
 
 OLD = Uuid(0x1111 << 64)
@@ -144,6 +147,31 @@ def test_parses_only_topic_dash_partition_names_when_scanning() -> None:
     assert parse_partition_dir_name("A-0") == ("A", 0)
     for name in ("A", "-0", "A-", "A-01", "A-x", "A-١"):
         assert parse_partition_dir_name(name) is None, name
+
+
+def test_hosts_exactly_the_partitions_whose_replicas_name_the_broker_when_image_replayed() -> None:
+    """KIP-516 (in place of LeaderAndIsr): the assignment comes from the metadata image,
+    with the current leader after a PartitionChange, and follows renames and deletes."""
+    image = replay(enumerate([
+        rec.Topic(name="A", topic_id=OLD),
+        rec.Partition(topic_id=OLD, partition=0, replicas=(4, 5), isr=(4, 5), leader=4),
+        rec.Partition(topic_id=OLD, partition=1, replicas=(5, 6), isr=(5, 6), leader=5),
+        rec.Topic(name="B", topic_id=NEW),
+        rec.Partition(topic_id=NEW, partition=0, replicas=(6, 4), isr=(6, 4), leader=6),
+        rec.PartitionChange(topic_id=NEW, partition=0, leader=4),
+    ]))
+    hosts = hosted_partitions(image, 4)
+    assert [(h.topic, h.partition, h.topic_id, h.leader) for h in hosts] == [
+        ("A", 0, OLD, 4), ("B", 0, NEW, 4)]
+    assert hosts[1].leader_epoch == 1
+    assert [h.dir_name for h in led_partitions(image, 5)] == ["A-1"]
+    assert hosted_partitions(image, 7) == ()
+
+    later = replay([(6, rec.RemoveTopic(topic_id=OLD)),
+                    (7, rec.RenameTopic(topic_id=NEW, new_name="A"))], base=image)
+    assignment = assignment_for(later, 4)
+    assert dict(assignment.topic_ids) == {"A": NEW}
+    assert [h.dir_name for h in assignment.hosted] == ["A-0"]
 
 
 # --- property: a model disk, the actions applied to it --------------------------------
