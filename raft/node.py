@@ -21,6 +21,9 @@ Hooks for the layers above (metadata controller, brokers):
   node's core and returns once the records are committed; raises `NotLeaderError` (with
   `leader_id` and `leader_address`) if this node is not the leader or loses leadership
   before the records commit (they may still commit later: callers retry idempotently).
+- `await node.decide_and_propose(decide)`: the same, but `decide(now_ms, log_end_offset)`
+  runs in the core task and its records are proposed in that same step (the metadata
+  controller decides against its pending view and needs the exact offsets).
 - `node.add_commit_listener(callback)`: `callback(batch)` is called in offset order with
   each newly committed `Batch` (cut at the high watermark) as the high watermark advances,
   starting from offset 0 after every start (a replay of the committed log). It runs in
@@ -150,6 +153,27 @@ class RaftNode:
 
     async def propose_and_wait(self, records: Sequence[bytes]) -> tuple[int, int]:
         waiter = await self.call(lambda now: self._propose(list(records), now))
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.epoch, waiter.last_offset
+
+    async def decide_and_propose(self, decide: Callable[[int, int], Sequence[bytes]]
+                                 ) -> tuple[int, int] | None:
+        """Run `decide(now_ms, log_end_offset)` in the core task and propose what it returns
+        in the same step, so the records land exactly at `log_end_offset` (the controller
+        puts offsets in records, e.g. a broker epoch); then wait for their commit like
+        `propose_and_wait`. None (at once) when `decide` returns no records. Raises
+        NotLeaderError when this node is not the leader, before `decide` runs."""
+        def run(now: int) -> _Waiter | None:
+            if not self.is_leader:
+                raise NotLeaderError(self.leader_id, self.leader_address)
+            records = list(decide(now, self._log.end_offset))
+            return self._propose(records, now) if records else None
+
+        waiter: _Waiter | None = await self.call(run)
+        if waiter is None:
+            return None
         await waiter.done.wait()
         if waiter.error is not None:
             raise waiter.error
