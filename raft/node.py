@@ -29,6 +29,8 @@ Hooks for the layers above (metadata controller, brokers):
   starting from offset 0 after every start (a replay of the committed log). It runs in
   the core task: it must be quick and must not block (hand the batch to a channel).
   Add listeners before `run()`.
+- `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
+  controller's broker-session timer), cancelled when the node stops.
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
   `node.epoch`.
 """
@@ -126,6 +128,7 @@ class RaftNode:
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
         self._handlers: dict[str, ApiHandler] = {}
         self._listeners: list[CommitListener] = []
+        self._background: list[Callable[[], Awaitable[None]]] = []
         self._waiters: list[_Waiter] = []
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
         self._conn_routes: dict[int, set[tuple[int, int]]] = {}
@@ -150,6 +153,11 @@ class RaftNode:
 
     def add_commit_listener(self, callback: CommitListener) -> None:
         self._listeners.append(callback)
+
+    def add_background_task(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """`await fn()` runs beside the node once it listens, until it stops (cancelled).
+        Add before `run()`."""
+        self._background.append(fn)
 
     async def propose_and_wait(self, records: Sequence[bytes]) -> tuple[int, int]:
         waiter = await self.call(lambda now: self._propose(list(records), now))
@@ -243,6 +251,8 @@ class RaftNode:
                                             "log_end_offset": self._log.end_offset})
             self.started.set()
             task_status.started(port)
+            for background in self._background:
+                nursery.start_soon(background)
             await self._core_loop()
             await self.transport.drain(SHUTDOWN_DRAIN_S)
             nursery.cancel_scope.cancel()
