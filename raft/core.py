@@ -571,7 +571,7 @@ class RaftCore:
         self._pending_entries.extend(batches)
 
     def _truncate(self, offset: int) -> None:
-        if offset < self._high_watermark and self._config.planted_bug is None:
+        if offset < self._high_watermark:
             raise RaftInvariantError(f"truncation to {offset} below the high watermark "
                                      f"{self._high_watermark}")
         self._log.truncate_to(offset)

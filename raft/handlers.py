@@ -393,6 +393,13 @@ def _truncate_to_diverging(core: RaftCore, diverging: DivergingEpoch) -> None:
         epoch, end_offset = logd.end_offset_for_epoch(diverging.epoch)
         if epoch != NO_EPOCH:
             offset = max(logd.start_offset, min(diverging.end_offset, end_offset))
+    if offset < core._high_watermark:
+        # Committed records are never removed: a leader asking for that is broken, and
+        # following it would lose data. Refuse loudly and keep the log as it is.
+        log.error("leader asked to truncate below the high watermark; refused",
+                  extra={"node": core._node_id, "offset": offset,
+                         "high_watermark": core._high_watermark})
+        return
     if offset < logd.end_offset:
         core._truncate(offset)
 

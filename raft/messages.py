@@ -220,6 +220,7 @@ _SCHEMA: dict[type, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ..
                               ("observers", _REPLICAS))),
 }
 _CLASS_BY_API: dict[str, type] = {cls.__name__: cls for cls in _SCHEMA}
+CLASS_BY_API = _CLASS_BY_API  # api name ("VoteRequest", ...) -> message class
 
 
 def _encode_value(kind: int, value: Any) -> Any:

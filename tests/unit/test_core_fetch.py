@@ -237,3 +237,21 @@ def test_follower_resends_fetch_when_the_request_times_out() -> None:
         leader_id=1, leader_epoch=1), records=(Batch(base_offset=0, epoch=1,
                                                     records=(b"x",)),)), 1501)
     assert late.entries == ()  # the stale response is ignored
+
+
+def test_follower_refuses_to_truncate_committed_records_when_told_to() -> None:
+    """Raft §5.4 (committed entries are never lost): a diverging epoch below the high
+    watermark is refused, not obeyed and not raised."""
+    core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)))
+    [request] = sent(drain(core), FetchRequest)
+    batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b", b"c"))
+    leader = CurrentLeader(leader_id=1, leader_epoch=1)
+    ready = reply(core, request, FetchResponse(high_watermark=2, current_leader=leader,
+                                               records=(batch,)), NOW)
+    [request] = sent(ready, FetchRequest)
+    ready = reply(core, request, FetchResponse(
+        high_watermark=2, current_leader=leader,
+        diverging_epoch=DivergingEpoch(epoch=0, end_offset=0)), NOW + 1)
+    assert ready.truncate_to is None
+    assert core.log.end_offset == 3
+    assert core.high_watermark == 2
