@@ -81,8 +81,8 @@ class DeleteTopicsRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeletableTopicResult:
-    name: str | None
-    topic_id: Uuid
+    name: str | None = None
+    topic_id: Uuid = ZERO_UUID
     error_code: int = 0
     error_message: str | None = None
 
@@ -118,8 +118,8 @@ class PartitionDescription:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicDescription:
-    name: str | None
-    topic_id: Uuid
+    name: str | None = None
+    topic_id: Uuid = ZERO_UUID
     error_code: int = 0
     error_message: str | None = None
     partitions: tuple[PartitionDescription, ...] = ()
@@ -289,7 +289,14 @@ def decode_response(api: str, body: Any) -> AdminResponse:
     if types_ is None:
         raise AdminDecodeError(f"unknown admin api {api!r}")
     data = _as_map(body)
-    cls = AdminErrorResponse if "top_level_error" in data else types_[1]
+    cls = types_[1]
+    if "top_level_error" not in data and "error_code" in data and any(
+            f.name not in data for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING):
+        # the node answered for the whole request (e.g. INCONSISTENT_CLUSTER_ID)
+        data = {**data, "top_level_error": data["error_code"]}
+    if "top_level_error" in data:
+        cls = AdminErrorResponse
     result: AdminResponse = _decode_message(cls, data, api)
     return result
 

@@ -116,11 +116,15 @@ class Controller:
 
     # --- the log --------------------------------------------------------------------
 
-    def on_committed(self, entries: Iterable[tuple[int, rec.Record]]) -> None:
+    def on_committed(self, entries: Iterable[tuple[int, rec.Record | bytes]]) -> None:
+        """Committed records in log order (bytes that do not decode are anomalies)."""
         delta = MetadataDelta(self._committed)
         diverged = False
         for offset, record in entries:
-            delta.apply(record, offset)
+            if isinstance(record, bytes):
+                delta.apply_bytes(record, offset)
+            else:
+                delta.apply(record, offset)
             while self._pending and self._pending[0][0] < offset:
                 diverged = True  # a pending offset was skipped: the log was rewritten
                 self._pending.popleft()

@@ -61,6 +61,9 @@ def build_node(config: NodeConfig) -> RaftNode:
                     max_frame_bytes=config.socket_request_max_bytes,
                     send_queue_size=config.send_queue_max_messages)
     install_append_api(node)
+    if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
+        from metadata.controller_shell import install_controller
+        install_controller(node, broker_session_timeout_ms=config.broker_session_timeout_ms)
     return node
 
 

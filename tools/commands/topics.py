@@ -1,0 +1,301 @@
+"""`kraft topics`: create, describe, delete, alter and list topics (like kafka-topics.sh).
+
+    kraft topics (--bootstrap-server HOST:PORT[,...] | --cluster DIR)
+        --create --topic NAME [--partitions N] [--replication-factor R]
+      | --describe [--topic NAME | --topic-id ID]
+      | --delete (--topic NAME | --topic-id ID)
+      | --alter (--topic NAME | --topic-id ID) (--partitions N | --new-name NAME)
+      | --list
+      [--json] [--timeout SECONDS]
+
+Requests go to any controller; a non-controller answers NOT_CONTROLLER with the leader's
+address and the request follows it. A request the controller refuses exits 1 with the
+Kafka error name and code; bad usage exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from metadata.admin import (
+    DEFAULT,
+    AdminDecodeError,
+    AdminErrorResponse,
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicState,
+    DescribeTopicsRequest,
+    DescribeTopicsResponse,
+    RenameTopicRequest,
+    RenameTopicResponse,
+    TopicDescription,
+    api_of,
+    decode_response,
+    encode_body,
+)
+from metadata.uuid import Uuid
+from raft.errors import ErrorCode
+from tools.cluster import Cluster, ClusterError, request
+from tools.errors import CommandError, usage_error
+
+RETRY_BACKOFF_S = 0.1
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]")
+    target.add_argument("--cluster", metavar="DIR")
+    action = parser.add_mutually_exclusive_group(required=True)
+    for name, text in (("create", "create a topic"), ("describe", "describe topics"),
+                       ("delete", "delete a topic (by name or by ID)"),
+                       ("alter", "add partitions or rename a topic"), ("list", "list topics")):
+        action.add_argument(f"--{name}", action="store_true", help=text)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--topic", metavar="NAME")
+    which.add_argument("--topic-id", metavar="ID", help="a topic ID (22 base64url characters)")
+    parser.add_argument("--partitions", type=int, metavar="N")
+    parser.add_argument("--replication-factor", type=int, metavar="R")
+    parser.add_argument("--new-name", metavar="NAME")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="give up after this long (leader elections included)")
+
+
+# --- the client -------------------------------------------------------------------------
+
+
+class AdminClient:
+    """Blocking admin client: tries each address, follows NOT_CONTROLLER to the leader and
+    retries (with a short backoff) while no controller is active, until the deadline."""
+
+    def __init__(self, addresses: list[str], *, cluster_id: str = "", timeout_s: float = 30.0
+                 ) -> None:
+        if not addresses:
+            raise usage_error("no controller address given")
+        self.addresses = addresses
+        self.cluster_id = cluster_id
+        self.deadline = time.monotonic() + timeout_s
+        self.preferred: str | None = None
+
+    def call(self, request_message: Any) -> Any:
+        api = api_of(request_message)
+        body = encode_body(request_message)
+        problems: list[str] = []
+        while True:
+            targets = ([self.preferred] if self.preferred else []) + self.addresses
+            for target in dict.fromkeys(targets):
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    reply = request(target, api, body, cluster_id=self.cluster_id,
+                                    timeout_s=min(remaining, 10.0))
+                    response = decode_response(api, reply)
+                except ClusterError as exc:
+                    problems.append(str(exc))
+                    if self.preferred == target:
+                        self.preferred = None
+                    continue
+                except AdminDecodeError as exc:
+                    raise CommandError(f"{target}: malformed {api} response: {exc}") from None
+                if not isinstance(response, AdminErrorResponse):
+                    self.preferred = target
+                    return response
+                if response.top_level_error != ErrorCode.NOT_CONTROLLER:
+                    raise CommandError(f"{api} failed: " + _describe_error(
+                        response.top_level_error, response.error_message))
+                problems.append(f"{target}: {response.error_message}")
+                if response.leader_address and response.leader_address != target:
+                    self.preferred = response.leader_address
+                    break
+            if time.monotonic() >= self.deadline:
+                last = problems[-1] if problems else "no answer"
+                raise CommandError(f"no active controller answered {api} in time ({last})")
+            time.sleep(RETRY_BACKOFF_S)
+
+
+def _describe_error(code: int, message: str | None) -> str:
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = "UNKNOWN"
+    return f"{name} ({code})" + (f": {message}" if message else "")
+
+
+def _check(what: str, code: int, message: str | None) -> None:
+    if code != ErrorCode.NONE:
+        raise CommandError(f"{what} failed: {_describe_error(code, message)}")
+
+
+def _topic_id(text: str) -> Uuid:
+    try:
+        return Uuid.from_string(text)
+    except ValueError as exc:
+        raise usage_error(f"--topic-id: {exc}") from None
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    if args.cluster:
+        try:
+            cluster = Cluster.load(args.cluster)
+        except (ClusterError, OSError) as exc:
+            raise usage_error(f"--cluster {args.cluster}: {exc}") from None
+        addresses, cluster_id = cluster.controller_addresses(), cluster.cluster_id
+    else:
+        addresses = [a.strip() for a in args.bootstrap_server.split(",") if a.strip()]
+        cluster_id = ""
+    client = AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
+    if args.create:
+        return _create(client, args)
+    if args.delete:
+        return _delete(client, args)
+    if args.alter:
+        return _alter(client, args)
+    return _describe(client, args)
+
+
+def _validate(args: argparse.Namespace) -> None:
+    named = args.topic is not None or args.topic_id is not None
+    if args.topic_id is not None:
+        args.topic_id = _topic_id(args.topic_id)
+    if args.create and args.topic is None:
+        raise usage_error("--create needs --topic NAME")
+    if (args.delete or args.alter) and not named:
+        raise usage_error("--delete and --alter need --topic NAME or --topic-id ID")
+    if args.list and named:
+        raise usage_error("--list takes no --topic or --topic-id")
+    if args.alter and (args.partitions is None) == (args.new_name is None):
+        raise usage_error("--alter needs exactly one of --partitions N and --new-name NAME")
+    if args.new_name is not None and not args.alter:
+        raise usage_error("--new-name goes with --alter")
+    if args.partitions is not None and not (args.create or args.alter):
+        raise usage_error("--partitions goes with --create or --alter")
+    if args.replication_factor is not None and not args.create:
+        raise usage_error("--replication-factor goes with --create")
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data) if args.json else text)
+
+
+def _create(client: AdminClient, args: argparse.Namespace) -> int:
+    response = client.call(CreateTopicsRequest(topics=(CreatableTopic(
+        name=args.topic,
+        num_partitions=DEFAULT if args.partitions is None else args.partitions,
+        replication_factor=DEFAULT if args.replication_factor is None
+        else args.replication_factor),)))
+    assert isinstance(response, CreateTopicsResponse)
+    result = response.topics[0]
+    _check(f"create topic {args.topic!r}", result.error_code, result.error_message)
+    _emit(args, {"name": result.name, "topic_id": str(result.topic_id),
+                 "partitions": result.num_partitions,
+                 "replication_factor": result.replication_factor,
+                 "assignment": [list(r) for r in result.assignment]},
+          f"Created topic {result.name} (TopicId: {result.topic_id}).")
+    return 0
+
+
+def _delete(client: AdminClient, args: argparse.Namespace) -> int:
+    entry = (DeleteTopicState(topic_id=args.topic_id) if args.topic_id is not None
+             else DeleteTopicState(name=args.topic))
+    response = client.call(DeleteTopicsRequest(topics=(entry,)))
+    assert isinstance(response, DeleteTopicsResponse)
+    result = response.responses[0]
+    what = args.topic if args.topic_id is None else str(args.topic_id)
+    _check(f"delete topic {what!r}", result.error_code, result.error_message)
+    _emit(args, {"name": result.name, "topic_id": str(result.topic_id)},
+          f"Deleted topic {result.name} (TopicId: {result.topic_id}).")
+    return 0
+
+
+def _lookup(client: AdminClient, args: argparse.Namespace) -> TopicDescription:
+    request_message = (DescribeTopicsRequest(topic_ids=(args.topic_id,))
+                       if args.topic_id is not None
+                       else DescribeTopicsRequest(names=(args.topic,)))
+    response = client.call(request_message)
+    assert isinstance(response, DescribeTopicsResponse)
+    _check("describe", response.error_code, response.error_message)
+    topic = response.topics[0]
+    what = args.topic if args.topic_id is None else str(args.topic_id)
+    _check(f"topic {what!r}", topic.error_code, topic.error_message)
+    return topic
+
+
+def _alter(client: AdminClient, args: argparse.Namespace) -> int:
+    topic = _lookup(client, args)
+    assert topic.name is not None
+    if args.partitions is not None:
+        response = client.call(CreatePartitionsRequest(topics=(CreatePartitionsTopic(
+            name=topic.name, count=args.partitions),)))
+        assert isinstance(response, CreatePartitionsResponse)
+        result = response.results[0]
+        _check(f"alter topic {topic.name!r}", result.error_code, result.error_message)
+        _emit(args, {"name": topic.name, "topic_id": str(topic.topic_id),
+                     "partitions": args.partitions,
+                     "new_assignment": [list(r) for r in result.assignment]},
+              f"Topic {topic.name} (TopicId: {topic.topic_id}) now has "
+              f"{args.partitions} partitions.")
+        return 0
+    renamed = client.call(RenameTopicRequest(topic_id=topic.topic_id, new_name=args.new_name))
+    assert isinstance(renamed, RenameTopicResponse)
+    _check(f"rename topic {topic.name!r}", renamed.error_code, renamed.error_message)
+    _emit(args, {"old_name": renamed.old_name, "name": renamed.new_name,
+                 "topic_id": str(renamed.topic_id)},
+          f"Renamed topic {renamed.old_name} to {renamed.new_name} "
+          f"(TopicId: {renamed.topic_id}).")
+    return 0
+
+
+def _describe(client: AdminClient, args: argparse.Namespace) -> int:
+    if args.topic is not None or args.topic_id is not None:
+        topics = [_lookup(client, args)]
+    else:
+        response = client.call(DescribeTopicsRequest())
+        assert isinstance(response, DescribeTopicsResponse)
+        _check("describe", response.error_code, response.error_message)
+        topics = list(response.topics)
+    if args.list:
+        _emit(args, {"topics": [{"name": t.name, "topic_id": str(t.topic_id)} for t in topics]},
+              "\n".join(str(t.name) for t in topics))
+        return 0
+    _emit(args, {"topics": [_topic_json(t) for t in topics]},
+          "\n".join(_topic_text(t) for t in topics))
+    return 0
+
+
+def _topic_json(topic: TopicDescription) -> dict[str, Any]:
+    return {"name": topic.name, "topic_id": str(topic.topic_id),
+            "partition_count": len(topic.partitions),
+            "replication_factor": len(topic.partitions[0].replicas) if topic.partitions else 0,
+            "partitions": [{"partition": p.partition, "leader": p.leader,
+                            "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
+                            "isr": list(p.isr)} for p in topic.partitions]}
+
+
+def _topic_text(topic: TopicDescription) -> str:
+    """kafka-topics.sh --describe: a topic line, then one line per partition."""
+    factor = len(topic.partitions[0].replicas) if topic.partitions else 0
+    lines = [f"Topic: {topic.name}\tTopicId: {topic.topic_id}\t"
+             f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {factor}"]
+    for p in topic.partitions:
+        leader = "none" if p.leader < 0 else str(p.leader)
+        lines.append(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+    return "\n".join(lines)
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in ids)
