@@ -296,7 +296,18 @@ class RaftCore:
     # --- transitions ----------------------------------------------------------------
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
-        self._set_state(self._new_unattached(epoch, now_ms), now_ms)
+        """A newer epoch with no known leader. A node that was already waiting to
+        campaign keeps its election deadline (Raft §5.2: only a granted vote or a live
+        leader resets it), so a candidate that cannot win cannot silence the others by
+        bumping epochs over and over."""
+        state = self._new_unattached(epoch, now_ms)
+        old = self._state
+        if (state.election_deadline_ms is not None
+                and isinstance(old, UnattachedState | VotedState | ProspectiveState
+                               | CandidateState)
+                and old.election_deadline_ms is not None):
+            state.election_deadline_ms = old.election_deadline_ms
+        self._set_state(state, now_ms)
 
     def transition_to_voted(self, candidate_id: int, now_ms: int) -> None:
         self._set_state(VotedState(epoch=self._state.epoch, voted_id=candidate_id,

@@ -209,3 +209,27 @@ def test_stale_vote_response_is_ignored_when_correlation_id_is_unknown() -> None
                   5_001)
     assert core.role is Role.PROSPECTIVE
 
+
+
+def test_rejected_candidate_does_not_reset_election_timer_when_it_bumps_the_epoch() -> None:
+    """Raft §5.2: only a granted vote (or a live leader) resets the election timer, so a
+    candidate with a stale log cannot keep everyone else from campaigning."""
+    core = make_core(1, log=log_with(1, 1, 2), election=at_epoch(2), pre_vote=False)
+    drain(core)
+    deadline = core.next_deadline_ms()
+    [response] = deliver(core, 2, vote(2, 3, 0, 0), deadline - 10)
+    assert not response.vote_granted
+    assert core.epoch == 3
+    assert core.next_deadline_ms() == deadline
+    core.tick(deadline)
+    assert core.role is Role.CANDIDATE
+    assert core.epoch == 4
+
+
+def test_granted_vote_resets_election_timer_when_candidate_is_up_to_date() -> None:
+    """Raft §5.2: granting a vote gives that candidate a full election timeout."""
+    core = make_core(1, election=at_epoch(2), pre_vote=False)
+    drain(core)
+    deadline = core.next_deadline_ms()
+    deliver(core, 2, vote(2, 3, 0, 0), deadline - 10)
+    assert core.next_deadline_ms() >= deadline - 10 + 1000
