@@ -64,6 +64,14 @@ def build_node(config: NodeConfig) -> RaftNode:
     if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
         from metadata.controller_shell import install_controller
         install_controller(node, broker_session_timeout_ms=config.broker_session_timeout_ms)
+    if "broker" in config.roles:  # registration and heartbeats to the active controller
+        from metadata.broker_heartbeat import install_broker_heartbeat
+        heartbeat = install_broker_heartbeat(
+            node, client_address=config.client_address,
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            request_timeout_ms=config.request_timeout_ms)
+        from broker.server import install_broker  # observer image + partition dirs (issue 6)
+        install_broker(node, config, heartbeat)
     return node
 
 
