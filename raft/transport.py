@@ -85,6 +85,7 @@ class Transport:
                                            trio.MemoryReceiveChannel[Frame]]] = {
             n: trio.open_memory_channel(queue_size) for n in self._peers}
         self._peer_connected: dict[int, bool] = {n: False for n in self._peers}
+        self.connects: dict[int, int] = {n: 0 for n in self._peers}  # per peer, ever
         self.dropped = 0
         self.port: int | None = None
 
@@ -208,6 +209,7 @@ class Transport:
             conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=node_id,
                               queue=send)
             self._peer_connected[node_id] = True
+            self.connects[node_id] += 1
             try:
                 reason = await self._run_connection(conn, stream, receive)
             finally:

@@ -197,7 +197,7 @@ async def test_shutdown_hands_leadership_over_before_election_timeout_when_leade
             await old.node.shutdown()
             others = [m for m in members if m is not old]
             new = await eventually(lambda: next((m for m in others if m.node.is_leader), None))
-            assert trio.current_time() - started < 1.0
+            assert trio.current_time() - started < 1.4  # below the 1.5 s election timeout
             assert new.node.epoch > old_epoch
 
 

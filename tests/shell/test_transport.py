@@ -158,8 +158,7 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
                 await got.wait(1)
                 first_conn = got.frames[0][0]
                 first_conn.cancel_scope.cancel()  # the server drops the connection
-                await _eventually(lambda: not client.is_connected(2))
-                await _eventually(lambda: client.is_connected(2))
+                await _eventually(lambda: client.connects[2] == 2 and client.is_connected(2))
                 client.send_to_peer(2, _frame("Ping", 2))
                 await got.wait(2)
                 assert got.frames[1][0].conn_id != first_conn.conn_id
