@@ -112,6 +112,7 @@ class BrokerServer:
         self._wake_checkpoint = trio.Event()
         self.reconciled_offset = -1  # image offset of the last reconciliation that finished
         self.pending_deletions: list[StagedDeletion] = []
+        self._reconciled = trio.Event()  # set (and replaced) after each reconciliation
 
     def install(self) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
@@ -122,6 +123,11 @@ class BrokerServer:
     @property
     def image(self) -> MetadataImage:
         return self._image
+
+    async def wait_reconciled(self, offset: int) -> None:
+        """Until a reconciliation of an image at `offset` or later has finished."""
+        while self.reconciled_offset < offset:
+            await self._reconciled.wait()
 
     # --- the committed log (runs in the node's core task: quick, never blocks) --------
 
@@ -170,6 +176,8 @@ class BrokerServer:
                     reconcile_once, self.settings, image, self._wall_clock_ms())
                 self.pending_deletions = pending
                 self.reconciled_offset = image.last_applied_offset
+                self._reconciled.set()
+                self._reconciled = trio.Event()
                 next_due = _earliest_due(pending)
                 wake_in_s = math.inf if next_due is None else \
                     max(0.0, (next_due - self._wall_clock_ms()) / 1000)

@@ -264,3 +264,34 @@ def test_same_end_state_when_broker_killed_during_reconciliation(
     for p in range(3):
         assert read_marker(data_dir(cluster, 4) / f"live-{p}") == f"live {p}"
     assert 1 <= staged_at_kill <= partitions
+
+
+def test_follows_new_leader_and_keeps_data_when_leader_killed_and_topic_renamed(
+        make_cluster: ClusterFactory) -> None:
+    """KIP-595 observers follow leader changes without a restart; KIP-516 renames: the
+    directory follows the new name and keeps its data and partition.metadata's ID."""
+    cluster = make_cluster(voters=3, brokers=1, settings=BROKER_SETTINGS)
+    wait_brokers_unfenced(cluster, [4])
+    broker_pid = cluster.node(4).pid
+    first = create_topic(cluster, "first", 2, 1)
+    wait_broker_reconciled(cluster, 4, controller_offset(cluster))
+    write_marker(cluster, 4, "first-1", "kept across the rename")
+
+    old_leader = cluster.describe()
+    cluster.kill(old_leader["leader_id"], signal.SIGKILL)
+    cluster.wait_for_leader(WAIT_S, above_epoch=old_leader["leader_epoch"],
+                            exclude=[old_leader["leader_id"]])
+    second = create_topic(cluster, "second", 1, 1)
+    response = admin_request(cluster, "RenameTopic", admin.RenameTopicRequest(
+        topic_id=first.topic_id, new_name="renamed"))
+    assert response.error_code == 0, response
+    offset = int(cluster.describe(exclude=[old_leader["leader_id"]])["high_watermark"]) - 1
+
+    wait_broker_reconciled(cluster, 4, offset)
+    assert cluster.node(4).pid == broker_pid
+    assert cluster.is_running(4)
+    assert partition_dirs(cluster, 4) == {"renamed-0": first.topic_id,
+                                          "renamed-1": first.topic_id,
+                                          "second-0": second.topic_id}
+    assert read_marker(data_dir(cluster, 4) / "renamed-1") == "kept across the rename"
+    assert staged_dirs(cluster, 4) == set()

@@ -1,0 +1,95 @@
+"""broker.server in-process, with a stand-in for the raft node (its commit listener is
+called by the test): the catch-up gate, the checkpoint and the status."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import trio
+import trio.testing
+
+from broker import partition_dir as pd
+from broker.server import CHECKPOINT_FILE, BrokerServer, BrokerSettings
+from metadata import records as rec
+from metadata.uuid import Uuid
+from raft.types import Batch
+
+TOPIC_ID = Uuid(0x5555 << 64)
+GONE_ID = Uuid(0x6666 << 64)
+BROKER = 4
+
+
+class StandInNode:
+    """The hooks of `raft.node.RaftNode` that the broker uses."""
+
+    cluster_id = "test-cluster"
+    node_id = BROKER
+    leader_id = 1
+    high_watermark = 0
+
+    def __init__(self) -> None:
+        self.listeners: list[Callable[[Batch], None]] = []
+        self.tasks: list[Callable[[], Any]] = []
+        self.handlers: dict[str, Any] = {}
+
+    def add_commit_listener(self, callback: Callable[[Batch], None]) -> None:
+        self.listeners.append(callback)
+
+    def add_background_task(self, fn: Callable[[], Any]) -> None:
+        self.tasks.append(fn)
+
+    def add_api_handler(self, api: str, handler: Any) -> None:
+        self.handlers[api] = handler
+
+    def commit(self, base_offset: int, *records: rec.Record) -> None:
+        batch = Batch(base_offset=base_offset, epoch=1,
+                      records=tuple(r.encode() for r in records))
+        for listener in self.listeners:
+            listener(batch)
+
+
+async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
+        tmp_path: Path) -> None:
+    """KIP-516 "Deletion" safety: before the image reaches the high watermark seen at
+    start, a live topic created later in the log looks deleted; reconciling then would
+    stage live data. The broker waits, then stages only the truly deleted topic."""
+    for name, topic_id in (("live-0", TOPIC_ID), ("gone-0", GONE_ID)):
+        (tmp_path / name).mkdir()
+        pd.write_partition_metadata(tmp_path / name, topic_id)
+        (tmp_path / name / "00000000000000000000.log").write_text(name)
+    node = StandInNode()
+    server = BrokerServer(cast(Any, node), BrokerSettings(
+        broker_id=BROKER, log_dir=tmp_path, cluster_id=node.cluster_id,
+        delete_topic_delay_ms=3_600_000)).install()
+
+    async with trio.open_nursery() as nursery:
+        for task in node.tasks:
+            nursery.start_soon(task)
+        node.high_watermark = 5
+        node.commit(0, rec.NoOp(), rec.NoOp())
+        await trio.testing.wait_all_tasks_blocked()
+        assert not server.caught_up.is_set()
+        assert server.reconciled_offset == -1
+        assert not (tmp_path / "deleting").exists()
+
+        node.commit(2, rec.Topic(name="live", topic_id=TOPIC_ID),
+                    rec.Partition(topic_id=TOPIC_ID, partition=0, replicas=(BROKER,),
+                                  isr=(BROKER,), leader=BROKER),
+                    rec.NoOp())
+        with trio.fail_after(10):
+            await server.wait_reconciled(4)
+        nursery.cancel_scope.cancel()
+
+    assert pd.read_partition_metadata(tmp_path / "live-0") == TOPIC_ID
+    assert (tmp_path / "live-0" / "00000000000000000000.log").read_text() == "live-0"
+    assert [p.name for p in (tmp_path / "deleting").iterdir()] == [f"{GONE_ID}_0"]
+    checkpoint = json.loads((tmp_path / CHECKPOINT_FILE).read_text())
+    assert checkpoint == {"applied_offset": 4, "image_hash": server.image.content_hash()}
+    status = server.status()
+    assert status["applied_offset"] == 4
+    assert status["image_hash"] == server.image.content_hash()
+    assert [(h["topic"], h["partition"]) for h in status["hosted"]] == [("live", 0)]
+    assert [d["staged"] for d in status["pending_deletions"]] == [f"{GONE_ID}_0"]
