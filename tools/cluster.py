@@ -395,7 +395,7 @@ class Cluster:
         raise ClusterError(f"no leader within {timeout_s} s ({last_error})")
 
     def append(self, count: int, batch: int = 1, *, exclude: Iterable[int] = (),
-               timeout_s: float = 30.0) -> dict[str, Any]:
+               timeout_s: float = 30.0, in_flight: int = 64) -> dict[str, Any]:
         """Append `count` NoOp records through the leader; returns once committed.
 
         While no leader is known (an election is under way) the request is sent again,
@@ -408,7 +408,8 @@ class Cluster:
             remaining = deadline - time.monotonic()
             try:
                 reply = request_leader(self.controller_addresses(skip), "Append",
-                                       {"count": count, "batch": batch},
+                                       {"count": count, "batch": batch,
+                                        "in_flight": in_flight},
                                        cluster_id=self.cluster_id,
                                        timeout_s=max(remaining, 0.1))
             except ClusterError as exc:

@@ -76,22 +76,27 @@ def build_node(config: NodeConfig) -> RaftNode:
 
 
 def install_append_api(node: RaftNode) -> None:
-    """`Append {count, batch}` -> `{error_code, epoch, last_offset, batches: [[epoch,
-    last_offset], ...], latencies_ms, elapsed_ms}`, once every batch has committed."""
+    """`Append {count, batch, in_flight=64}` -> `{error_code, epoch, last_offset, batches:
+    [[epoch, last_offset], ...], latencies_ms, elapsed_ms}` once every batch has committed;
+    at most `in_flight` batches wait for their commit at a time."""
 
     async def handle(body: Any, cluster_id: str) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise ApiError(ErrorCode.INVALID_REQUEST, "Append body must be a map")
         count, batch = body.get("count"), body.get("batch", 1)
+        in_flight = body.get("in_flight", APPEND_MAX_IN_FLIGHT)
         if type(count) is not int or type(batch) is not int or \
                 not 0 < count <= APPEND_MAX_RECORDS or not 0 < batch <= count:
             raise ApiError(ErrorCode.INVALID_REQUEST,
                            f"need 0 < batch <= count <= {APPEND_MAX_RECORDS}")
+        if type(in_flight) is not int or not 0 < in_flight <= APPEND_MAX_IN_FLIGHT:
+            raise ApiError(ErrorCode.INVALID_REQUEST,
+                           f"need 0 < in_flight <= {APPEND_MAX_IN_FLIGHT}")
         record = NoOp().encode()
         sizes = [batch] * (count // batch) + ([count % batch] if count % batch else [])
         results: list[tuple[int, int]] = [(0, 0)] * len(sizes)
         latencies: list[float] = [0.0] * len(sizes)
-        window = trio.Semaphore(APPEND_MAX_IN_FLIGHT)
+        window = trio.Semaphore(in_flight)
         started = trio.current_time()
 
         failures: list[NotLeaderError] = []
