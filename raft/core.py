@@ -5,8 +5,10 @@ is a `Ready` (see `raft.types` for the durability contract), acknowledged by `ad
 The core appends to and truncates its log directly; the shell flushes before sending.
 No I/O, no clock, no global randomness: the same inputs and seed give the same outputs.
 
-Request and response handlers live in `raft.handlers`; this module holds the API, the
-transitions between quorum states, timers and the replication bookkeeping.
+Handlers live in `raft.handlers` (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum)
+and `raft.fetch` (replication); the states in `raft.quorum_state` and `raft.leader_state`;
+topic-ID bookkeeping in `raft.topic_id`. This module holds the API, the transitions
+between states (persisting the election state first), timers and the log bookkeeping.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metadata.records import LeaderChange, MetadataTopic, RecordError, decode
-from metadata.uuid import METADATA_TOPIC_ID, Uuid
+from metadata.records import LeaderChange, MetadataTopic
+from metadata.uuid import Uuid
+from raft import fetch, handlers
 from raft.errors import ErrorCode
-from raft import handlers
 from raft.handlers import Inflight
 from raft.leader_state import LeaderState
 from raft.messages import (
@@ -44,6 +46,7 @@ from raft.quorum_state import (
     UnattachedState,
     VotedState,
 )
+from raft.topic_id import MetadataTopicIds
 from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,6 @@ _RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochRespons
                    FetchResponse)
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                  EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse}
-_SCAN_BYTES = 64 * 1024
 
 
 class RaftInvariantError(AssertionError):
@@ -106,10 +108,7 @@ class RaftCore:
         self._hw_dirty = False
         self._next_correlation_id = 1
         self._inflight: dict[int, Inflight] = {}
-        self._metadata_topic_id: Uuid | None = None
-        self._log_topic_id: Uuid | None = None
-        self._log_topic_stale = True
-        self._scan_offset = 0
+        self._topic_ids = MetadataTopicIds(cluster_id)
         self._probe_index = 0  # observers: which voter to ask for the leader next
         self._probe_correlation_id: int | None = None
         self._probe_at_ms = now_ms
@@ -118,7 +117,7 @@ class RaftCore:
             self._persisted = (election.epoch, election.leader_id, election.voted_id)
         self._persist_election()
         if isinstance(self._state, FollowerState | UnattachedState):
-            self._maybe_send_fetch(now_ms)
+            fetch.maybe_send_fetch(self, now_ms)
 
     def _initial_state(self, election: ElectionState | None, now_ms: int) -> EpochState:
         if election is None:
@@ -174,7 +173,7 @@ class RaftCore:
 
     @property
     def metadata_topic_id(self) -> Uuid | None:
-        return self._metadata_topic_id
+        return self._topic_ids.committed
 
     @property
     def log(self) -> RaftLog:
@@ -213,7 +212,7 @@ class RaftCore:
         if isinstance(state, LeaderState):
             self._tick_leader(state, now_ms)
         elif isinstance(state, FollowerState | UnattachedState):
-            self._maybe_send_fetch(now_ms)
+            fetch.maybe_send_fetch(self, now_ms)
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
         """Append records as the leader: (epoch, offset of the last one); None otherwise."""
@@ -224,7 +223,7 @@ class RaftCore:
             raise ValueError("propose needs at least one record")
         batch = self._log.append(state.epoch, records)
         self._pending_entries.append(batch)
-        handlers.wake_parked_fetches(self, state)
+        fetch.wake_parked_fetches(self, state)
         return state.epoch, batch.last_offset
 
     def resign(self, now_ms: int) -> None:
@@ -257,7 +256,7 @@ class RaftCore:
             self._hw_dirty = False
         state = self._state
         if isinstance(state, LeaderState) and self._maybe_advance_high_watermark(state):
-            handlers.wake_parked_fetches(self, state)
+            fetch.wake_parked_fetches(self, state)
 
     def next_deadline_ms(self) -> int:
         """When `tick()` next has work; 0 when `ready()` already holds something."""
@@ -274,7 +273,7 @@ class RaftCore:
                 candidates.append(check)
             candidates.extend(p.deadline_ms for p in state.parked.values())
         elif isinstance(state, FollowerState | UnattachedState):
-            fetch_at = self._next_fetch_ms(state)
+            fetch_at = fetch.next_fetch_ms(self, state)
             if fetch_at is not None:
                 candidates.append(fetch_at)
         return min(candidates) if candidates else 1 << 62
@@ -284,11 +283,11 @@ class RaftCore:
         if not isinstance(state, LeaderState):
             leader = self._current_leader()
             return DescribeQuorumResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                          topic_id=self._request_topic_id(),
+                                          topic_id=self._topic_ids.request_topic_id,
                                           leader_id=leader.leader_id,
                                           leader_epoch=leader.leader_epoch)
         voters, observers = state.replica_states(self._log.end_offset, now_ms)
-        return DescribeQuorumResponse(topic_id=self._request_topic_id(),
+        return DescribeQuorumResponse(topic_id=self._topic_ids.request_topic_id,
                                       leader_id=self._node_id, leader_epoch=state.epoch,
                                       high_watermark=self._high_watermark,
                                       current_voters=voters, observers=observers)
@@ -319,7 +318,7 @@ class RaftCore:
             raise RaftInvariantError(f"node {self._node_id} cannot follow {leader_id}")
         voted = self._state.voted_id if epoch == self._state.epoch else None
         self._set_state(self._new_follower(epoch, leader_id, voted, now_ms), now_ms)
-        self._maybe_send_fetch(now_ms)
+        fetch.maybe_send_fetch(self, now_ms)
 
     def transition_to_prospective(self, now_ms: int) -> None:
         """KIP-996: ask for pre-votes in epoch + 1 before disrupting anyone."""
@@ -329,7 +328,7 @@ class RaftCore:
                                  election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
-        self._request_votes(state.epoch + 1, pre_vote=True, now_ms=now_ms)
+        handlers.request_votes(self, state.epoch + 1, pre_vote=True, now_ms=now_ms)
         self._maybe_win_election(now_ms)
 
     def transition_to_candidate(self, now_ms: int) -> None:
@@ -337,7 +336,7 @@ class RaftCore:
                                election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
-        self._request_votes(state.epoch, pre_vote=False, now_ms=now_ms)
+        handlers.request_votes(self, state.epoch, pre_vote=False, now_ms=now_ms)
         self._maybe_win_election(now_ms)
 
     def transition_to_leader(self, now_ms: int) -> None:
@@ -358,7 +357,7 @@ class RaftCore:
         self._append_as_leader(state, records)
         log.info("became leader", extra={"node": self._node_id, "epoch": epoch})
         for voter in sorted(state.begin_unacknowledged):
-            self._send_begin_quorum_epoch(state, voter, now_ms)
+            handlers.send_begin_quorum_epoch(self, state, voter, now_ms)
 
     def transition_to_resigned(self, now_ms: int) -> None:
         old = self._state
@@ -371,14 +370,14 @@ class RaftCore:
                               unacknowledged=set(successors))
         self._set_state(state, now_ms)
         for voter in successors:
-            self._send_end_quorum_epoch(state, voter, now_ms)
+            handlers.send_end_quorum_epoch(self, state, voter, now_ms)
 
     def _set_state(self, state: EpochState, now_ms: int) -> None:
         old = self._state
         if state.epoch < old.epoch:
             raise RaftInvariantError(f"epoch would go back from {old.epoch} to {state.epoch}")
         if isinstance(old, LeaderState):
-            handlers.fail_parked_fetches(self, old, state)
+            fetch.fail_parked_fetches(self, old, state)
         self._state = state
         self._probe_correlation_id = None
         self._probe_at_ms = now_ms
@@ -456,7 +455,7 @@ class RaftCore:
             if isinstance(state, FollowerState):
                 # An observer that lost its leader looks for the current one again.
                 self._set_state(UnattachedState(epoch=state.epoch), now_ms)
-                self._maybe_send_fetch(now_ms)
+                fetch.maybe_send_fetch(self, now_ms)
         elif (isinstance(state, ProspectiveState) and state.leader_id is not None
               and state.leader_id != self._node_id):
             # KIP-996: no pre-vote majority in time; try the known leader once more
@@ -482,9 +481,9 @@ class RaftCore:
                     self._probe_index += 1
                     self._probe_at_ms = now_ms
             elif isinstance(state, LeaderState) and inflight.dst in state.begin_unacknowledged:
-                self._send_begin_quorum_epoch(state, inflight.dst, now_ms)
+                handlers.send_begin_quorum_epoch(self, state, inflight.dst, now_ms)
             elif isinstance(state, ResignedState) and inflight.dst in state.unacknowledged:
-                self._send_end_quorum_epoch(state, inflight.dst, now_ms)
+                handlers.send_end_quorum_epoch(self, state, inflight.dst, now_ms)
 
     def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
         check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
@@ -497,7 +496,7 @@ class RaftCore:
             for fetcher, parked in list(state.parked.items()):
                 if now_ms >= parked.deadline_ms:
                     del state.parked[fetcher]
-                    handlers.answer_fetch(self, state, parked.envelope)
+                    fetch.answer_fetch(self, state, parked.envelope)
 
     # --- outgoing requests ----------------------------------------------------------
 
@@ -512,72 +511,16 @@ class RaftCore:
                                      message=message))
         return cid
 
-    def _request_votes(self, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
-        log_end = self._log.end_offset
-        last_epoch = self._log.last_epoch
-        topic_id = self._request_topic_id()
-        for voter in self._voters:
-            if voter != self._node_id:
-                self._send_request(voter, VoteRequest(
-                    cluster_id=self._cluster_id, topic_id=topic_id, candidate_epoch=epoch,
-                    candidate_id=self._node_id, last_offset_epoch=last_epoch,
-                    last_offset=log_end, pre_vote=pre_vote), now_ms)
-
-    def _send_begin_quorum_epoch(self, state: LeaderState, voter: int, now_ms: int) -> None:
-        self._send_request(voter, BeginQuorumEpochRequest(
-            cluster_id=self._cluster_id, topic_id=self._request_topic_id(),
-            leader_id=self._node_id, leader_epoch=state.epoch), now_ms)
-
-    def _send_end_quorum_epoch(self, state: ResignedState, voter: int, now_ms: int) -> None:
-        self._send_request(voter, EndQuorumEpochRequest(
-            cluster_id=self._cluster_id, topic_id=self._request_topic_id(),
-            leader_id=self._node_id, leader_epoch=state.epoch,
-            preferred_successors=state.preferred_successors), now_ms)
-
-    def _next_fetch_ms(self, state: EpochState) -> int | None:
-        if isinstance(state, FollowerState):
-            return state.next_fetch_ms if state.fetch_correlation_id is None else None
-        if not self._is_voter and self._probe_correlation_id is None:
-            return self._probe_at_ms
-        return None
-
-    def _maybe_send_fetch(self, now_ms: int) -> None:
-        """Followers keep one Fetch in flight to the leader; an observer that knows no
-        leader probes the voters round-robin until one names it (KIP-595 discovery)."""
-        state = self._state
-        if isinstance(state, FollowerState):
-            if state.fetch_correlation_id is None and now_ms >= state.next_fetch_ms:
-                state.fetch_correlation_id = self._send_fetch(state.leader_id, now_ms)
-        elif (isinstance(state, UnattachedState) and not self._is_voter
-              and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
-            voter = self._voters[self._probe_index % len(self._voters)]
-            self._probe_correlation_id = self._send_fetch(voter, now_ms)
-
-    def _send_fetch(self, dst: int | None, now_ms: int) -> int:
-        assert dst is not None
-        log_end = self._log.end_offset
-        last_epoch = self._log.epoch_at(log_end - 1) if log_end > self._log.start_offset else 0
-        request = FetchRequest(cluster_id=self._cluster_id, replica_id=self._node_id,
-                               max_wait_ms=self._config.fetch_max_wait_ms,
-                               max_bytes=self._config.fetch_max_bytes,
-                               topic_id=self._request_topic_id(),
-                               current_leader_epoch=self._state.epoch,
-                               fetch_offset=log_end, last_fetched_epoch=last_epoch)
-        timeout = self._config.request_timeout_ms + self._config.fetch_max_wait_ms
-        return self._send_request(dst, request, now_ms, timeout)
-
     # --- replication bookkeeping ----------------------------------------------------
 
     def _append_as_leader(self, state: LeaderState, records: list[bytes]) -> Batch:
         batch = self._log.append(state.epoch, records)
-        if batch.base_offset == 0:
-            self._log_topic_stale = True
+        self._topic_ids.on_append(batch.base_offset)
         self._pending_entries.append(batch)
         return batch
 
     def _append_as_follower(self, batches: Sequence[Batch]) -> None:
-        if batches[0].base_offset == 0:
-            self._log_topic_stale = True
+        self._topic_ids.on_append(batches[0].base_offset)
         self._log.append_batches(batches)
         self._pending_entries.extend(batches)
 
@@ -589,7 +532,7 @@ class RaftCore:
         self._pending_entries = [b for b in self._pending_entries if b.base_offset < offset]
         if self._pending_truncate is None or offset < self._pending_truncate:
             self._pending_truncate = offset
-        self._log_topic_stale = True
+        self._topic_ids.on_truncate()
 
     def _maybe_advance_high_watermark(self, state: LeaderState) -> bool:
         candidate = min(state.majority_end_offset(self._log.flushed_end_offset),
@@ -606,53 +549,10 @@ class RaftCore:
         if offset > self._high_watermark:
             self._high_watermark = offset
             self._hw_dirty = True
-            if self._metadata_topic_id is None:
-                self._scan_for_metadata_topic()
-
-    def _scan_for_metadata_topic(self) -> None:
-        """Read committed records once, until the MetadataTopic record is found."""
-        while self._scan_offset < self._high_watermark:
-            batches = self._log.read(self._scan_offset, _SCAN_BYTES)
-            if not batches:
-                return
-            for batch in batches:
-                for index, record in enumerate(batch.records):
-                    offset = batch.base_offset + index
-                    if offset < self._scan_offset:
-                        continue
-                    if offset >= self._high_watermark:
-                        return
-                    self._scan_offset = offset + 1
-                    topic_id = _metadata_topic_of(record)
-                    if topic_id is not None:
-                        self._metadata_topic_id = topic_id
-                        return
-
-    def _request_topic_id(self) -> Uuid:
-        return self._metadata_topic_id or METADATA_TOPIC_ID
-
-    def _log_metadata_topic_id(self) -> Uuid | None:
-        """The topic ID in the log's first batch (committed or not), which a restarted
-        node must accept before its high watermark catches up."""
-        if self._log_topic_stale:
-            self._log_topic_stale = False
-            self._log_topic_id = None
-            first = self._log.read(self._log.start_offset, 0)
-            for record in first[0].records if first else ():
-                self._log_topic_id = _metadata_topic_of(record)
-                if self._log_topic_id is not None:
-                    break
-        return self._log_topic_id
+            self._topic_ids.on_high_watermark(self._log, offset)
 
     def _current_leader(self) -> CurrentLeader:
         leader = self.leader_id
         return CurrentLeader(leader_id=-1 if leader is None else leader,
                              leader_epoch=self._state.epoch)
 
-
-def _metadata_topic_of(record: bytes) -> Uuid | None:
-    try:
-        decoded = decode(record)
-    except RecordError:
-        return None
-    return decoded.topic_id if isinstance(decoded, MetadataTopic) else None

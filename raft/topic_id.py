@@ -1,0 +1,91 @@
+"""The metadata partition's topic ID as one node knows it (KIP-516, as DESIGN.md reads it).
+
+The first leader of an empty log writes `MetadataTopic{topic_id}` into its first batch,
+right after its LeaderChange. A node that has seen that record committed addresses the
+partition by that ID; until then by the sentinel `METADATA_TOPIC_ID`. Every node accepts
+the sentinel, the committed ID, and the ID in the first batch of its own log (a node that
+restarts forgets its high watermark, yet its followers already use the ID). Anything else
+is UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID when this node knows a different ID.
+"""
+
+from __future__ import annotations
+
+from metadata.records import MetadataTopic, RecordError, decode
+from metadata.uuid import METADATA_TOPIC_ID, Uuid
+from raft.errors import ErrorCode
+from raft.types import RaftLog
+
+_SCAN_BYTES = 64 * 1024
+
+
+class MetadataTopicIds:
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        self.committed: Uuid | None = None
+        self._scan_offset = 0  # committed records before this one have been looked at
+        self._in_log: Uuid | None = None
+        self._in_log_stale = True
+
+    @property
+    def request_topic_id(self) -> Uuid:
+        """The ID this node puts on its requests."""
+        return self.committed or METADATA_TOPIC_ID
+
+    def on_append(self, base_offset: int) -> None:
+        if base_offset == 0:  # a new first batch
+            self._in_log_stale = True
+
+    def on_truncate(self) -> None:
+        self._in_log_stale = True
+
+    def on_high_watermark(self, log: RaftLog, high_watermark: int) -> None:
+        """Scan newly committed records, once each, until the MetadataTopic record shows."""
+        while self.committed is None and self._scan_offset < high_watermark:
+            batches = log.read(self._scan_offset, _SCAN_BYTES)
+            if not batches:
+                return
+            for batch in batches:
+                start = max(batch.base_offset, self._scan_offset)
+                for offset in range(start, min(batch.next_offset, high_watermark)):
+                    self._scan_offset = offset + 1
+                    topic_id = metadata_topic_of(batch.records[offset - batch.base_offset])
+                    if topic_id is not None:
+                        self.committed = topic_id
+                        return
+                if batch.next_offset >= high_watermark:
+                    return
+
+    def in_log(self, log: RaftLog) -> Uuid | None:
+        if self._in_log_stale:
+            self._in_log_stale = False
+            self._in_log = None
+            first = log.read(log.start_offset, 0)
+            for record in first[0].records if first else ():
+                self._in_log = metadata_topic_of(record)
+                if self._in_log is not None:
+                    break
+        return self._in_log
+
+    def addressing_error(self, log: RaftLog, cluster_id: str, topic_id: Uuid,
+                         partition_index: int) -> ErrorCode | None:
+        if cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID
+        if partition_index != 0:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if topic_id == METADATA_TOPIC_ID or topic_id == self.committed:
+            return None
+        in_log = self.in_log(log)
+        if topic_id == in_log:
+            return None
+        if self.committed is not None or in_log is not None:
+            return ErrorCode.INCONSISTENT_TOPIC_ID
+        return ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def metadata_topic_of(record: bytes) -> Uuid | None:
+    """The topic ID if `record` is a MetadataTopic record, else None (never raises)."""
+    try:
+        decoded = decode(record)
+    except RecordError:
+        return None
+    return decoded.topic_id if isinstance(decoded, MetadataTopic) else None
