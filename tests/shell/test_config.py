@@ -25,10 +25,12 @@ def test_config_reads_kafka_names_when_written_as_quoted_or_dotted_keys(tmp_path
                       'quorum.election.timeout.ms = 300\nquorum.fetch.timeout.ms = 600\n')
     for path in (quoted, dotted):
         config = load(path)
-        assert config.node_id == 1 and config.roles == {"controller"}
+        assert config.node_id == 1
+        assert config.roles == {"controller"}
         assert config.voters == {1: ("127.0.0.1", 19091), 2: ("127.0.0.1", 19092)}
         assert config.controller_address == ("127.0.0.1", 19091)
-        assert config.election_timeout_ms == 300 and config.fetch_timeout_ms == 600
+        assert config.election_timeout_ms == 300
+        assert config.fetch_timeout_ms == 600
         assert config.request_timeout_ms == 2000  # Kafka's default
 
 
