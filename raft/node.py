@@ -241,6 +241,7 @@ class RaftNode:
                   ) -> None:
         """Serve until `shutdown()`; reports the bound listener port once listening."""
         self._clock_offset_s = time.time() - trio.current_time()
+        await self.transport.bind()  # a busy port fails here, as a plain OSError
         self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
                               election=self._initial_election, cluster_id=self.cluster_id,
                               rng=self._rng, now_ms=self.now_ms())

@@ -140,14 +140,18 @@ class Transport:
 
     # -- serving ------------------------------------------------------------------------
 
+    async def bind(self) -> list[trio.SocketListener]:
+        """Open the listening socket (once); OSError if the address is unusable."""
+        if self._listeners is None and self._listen is not None:
+            host, port = self._listen
+            self._listeners = await trio.open_tcp_listeners(port, host=host)
+        return self._listeners or []
+
     async def serve(self, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED
                     ) -> None:
         """Listen (if configured) and keep one connection per peer; reports the bound port."""
         async with trio.open_nursery() as nursery:
-            listeners = self._listeners
-            if listeners is None and self._listen is not None:
-                host, port = self._listen
-                listeners = await trio.open_tcp_listeners(port, host=host)
+            listeners = await self.bind()
             if listeners:
                 self.port = listeners[0].socket.getsockname()[1]
                 nursery.start_soon(self._accept_loop, listeners)

@@ -116,6 +116,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0) -> dict
         response = messages.decode_message("DescribeQuorumResponse", reply)
     except messages.MessageError as exc:
         raise ClusterError(f"bad DescribeQuorum response: {exc}") from None
+    assert isinstance(response, messages.DescribeQuorumResponse)
     if response.error_code != ErrorCode.NONE:
         raise ClusterError(f"DescribeQuorum failed: {response.error_code.name}")
     return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,

@@ -128,6 +128,7 @@ def install_append_api(node: RaftNode) -> None:
 
 async def serve(node: RaftNode) -> None:
     """Run `node` until SIGTERM/SIGINT, then shut it down gracefully (bounded)."""
+    await node.transport.bind()  # outside the nursery: a busy port is a plain OSError
     async with trio.open_nursery() as nursery:
         async def watch_signals() -> None:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -154,5 +155,10 @@ def run(args: argparse.Namespace) -> int:
         node = build_node(config)
     except StorageError as exc:
         raise CommandError(str(exc)) from None
-    trio.run(serve, node)
+    try:
+        trio.run(serve, node)
+    except OSError as exc:
+        address = config.controller_address
+        raise CommandError(f"cannot listen on {address[0]}:{address[1]}: "  # type: ignore[index]
+                           f"{exc.strerror or exc}") from None
     return 0
