@@ -118,7 +118,10 @@ class MetadataDelta:
         if self._partitions:
             topics = self._w_topics()
             for topic_id, parts in self._partitions.items():
-                topics[topic_id] = dataclasses.replace(topics[topic_id], partitions=tuple(parts))
+                old = topics[topic_id]  # the constructor is several times faster than replace()
+                topics[topic_id] = TopicImage(name=old.name, topic_id=topic_id,
+                                              partitions=tuple(parts),
+                                              initial_partition_count=old.initial_partition_count)
         image = MetadataImage(
             topics=_frozen(self._topics, base.topics),
             topic_ids_by_name=_frozen(self._names, base.topic_ids_by_name),
