@@ -255,7 +255,8 @@ class RaftCore:
         if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
             self._hw_dirty = False
         state = self._state
-        if isinstance(state, LeaderState) and self._maybe_advance_high_watermark(state):
+        if (ready.needs_flush and isinstance(state, LeaderState)
+                and self._maybe_advance_high_watermark(state)):
             fetch.wake_parked_fetches(self, state)
 
     def next_deadline_ms(self) -> int:
@@ -539,8 +540,8 @@ class RaftCore:
                         self._log.end_offset)
         if candidate <= self._high_watermark:
             return False
-        if (self._config.planted_bug != "commit_old_epoch_by_count"
-                and self._log.epoch_at(candidate - 1) != state.epoch):
+        if (candidate <= state.epoch_start_offset
+                and self._config.planted_bug != "commit_old_epoch_by_count"):
             return False  # Raft §5.4.2: only entries of the leader's own epoch by counting
         self._set_high_watermark(candidate)
         return True

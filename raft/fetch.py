@@ -66,7 +66,8 @@ def handle_fetch_request(core: RaftCore, envelope: Envelope, now_ms: int) -> Non
             diverging_epoch=diverging,
             current_leader=CurrentLeader(leader_id=core._node_id, leader_epoch=epoch)))
         return
-    if core._maybe_advance_high_watermark(state):
+    if request.fetch_offset > core._high_watermark and core._maybe_advance_high_watermark(
+            state):
         wake_parked_fetches(core, state)
     progress = state.progress_of(envelope.src)
     hw_news = progress is not None and progress.sent_high_watermark < core._high_watermark
@@ -228,7 +229,7 @@ def maybe_send_fetch(core: RaftCore, now_ms: int) -> None:
 def _send_fetch(core: RaftCore, dst: int | None, now_ms: int) -> int:
     assert dst is not None
     log_end = core._log.end_offset
-    last_epoch = core._log.epoch_at(log_end - 1) if log_end > core._log.start_offset else 0
+    last_epoch = core._log.last_epoch  # the epoch of the record before log_end (0: empty)
     request = FetchRequest(cluster_id=core._cluster_id, replica_id=core._node_id,
                            max_wait_ms=core._config.fetch_max_wait_ms,
                            max_bytes=core._config.fetch_max_bytes,
