@@ -307,7 +307,8 @@ class RaftNode:
                 # successor campaigns at once instead of after a fetch timeout.
                 log.info("resigning before shutdown", extra={"epoch": core.epoch})
                 core.resign(now)
-                self._handover_pending = set(self.voters) - {self.node_id}
+                self._handover_pending = {v for v in self.voters if v != self.node_id
+                                          and self.transport.is_connected(v)}
                 grace_s = min(self._config.request_timeout_ms, 2000) / 1000
                 self._stop_at = trio.current_time() + grace_s
             else:

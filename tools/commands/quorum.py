@@ -58,6 +58,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     what.add_argument("--status", action="store_true")
     what.add_argument("--replication", action="store_true")
     describe.add_argument("--json", action="store_true")
+    demo = actions.add_parser("demo", help="start 3 voters, append, kill the leader, "
+                              "show the new leader, stop (used by `kraft demo`)")
+    demo.add_argument("--cluster", required=True, metavar="DIR")
     append = actions.add_parser("append", help="append NoOp records, return once committed")
     _target(append)
     append.add_argument("--count", type=int, required=True)
@@ -224,9 +227,48 @@ def _append(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_text(cluster: Cluster) -> str:
+    view = status_view(cluster.describe(), cluster.cluster_id, int(time.time() * 1000))
+    width = max(len(k) for k in view) + 2
+    return "\n".join(f"  {k + ':':<{width}}{v}" for k, v in view.items())
+
+
+def run_demo(directory: str, say: Any = print) -> None:
+    """The quorum part of `make demo`: a 3-voter cluster survives the loss of its leader."""
+    cluster = Cluster.create(directory, voters=3)
+    try:
+        say(f"$ kraft quorum start --cluster {directory} --voters 3")
+        cluster.start()
+        leader = cluster.wait_for_leader(30)
+        say(f"  leader: node {leader['leader_id']} (epoch {leader['leader_epoch']})")
+        reply = cluster.append(500, batch=50)
+        say(f"$ kraft quorum append --cluster {directory} --count 500 --batch 50\n"
+            f"  committed up to offset {reply['last_offset']} in {reply['elapsed_ms']:.0f} ms")
+        say(f"$ kraft quorum describe --cluster {directory} --status\n{_status_text(cluster)}")
+        say(f"$ kraft quorum kill --cluster {directory} --node {leader['leader_id']}")
+        killed_at = time.monotonic()
+        cluster.kill(leader["leader_id"], signal.SIGKILL)
+        new = cluster.wait_for_leader(30, above_epoch=leader["leader_epoch"],
+                                      exclude=[leader["leader_id"]])
+        say(f"  new leader: node {new['leader_id']} (epoch {new['leader_epoch']}) after "
+            f"{time.monotonic() - killed_at:.1f} s")
+        reply = cluster.append(100, batch=10, exclude=[leader["leader_id"]])
+        say(f"  appended 100 more, committed up to offset {reply['last_offset']}")
+        say(f"$ kraft quorum describe --cluster {directory} --status\n{_status_text(cluster)}")
+    finally:
+        say(f"$ kraft quorum stop --cluster {directory}")
+        cluster.stop(timeout_s=5)
+        cluster.kill_all_started()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    run_demo(args.cluster)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     handlers = {"start": _start, "stop": _stop, "kill": _kill, "restart": _restart,
-                "describe": _describe, "append": _append}
+                "describe": _describe, "append": _append, "demo": _demo}
     try:
         return handlers[args.action](args)
     except ClusterError as exc:
