@@ -6,22 +6,17 @@ happened (stopped ones are continued first). Timeouts are short so the suite sta
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from quorum_support import FAST_SETTINGS
 
-from tools.cluster import Cluster
+from tools.cluster import Cluster, ClusterError, is_alive
 
-FAST_SETTINGS = {
-    "quorum.election.timeout.ms": 300,
-    "quorum.fetch.timeout.ms": 600,
-    "quorum.election.backoff.max.ms": 200,
-    "quorum.request.timeout.ms": 400,
-    "quorum.fetch.max.wait.ms": 150,
-    "socket.request.max.bytes": 1 << 20,
-}
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -44,3 +39,19 @@ def make_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
     yield make
     for cluster in clusters:
         cluster.kill_all_started()
+
+
+@pytest.fixture
+def cli_cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory for a cluster started through the `kraft` CLI; at the end every node
+    pid recorded in its cluster.json that still runs our node is SIGKILLed."""
+    directory = tmp_path / "cli-cluster"
+    yield directory
+    try:
+        cluster = Cluster.load(directory)
+    except ClusterError:
+        return
+    for node in cluster.nodes.values():
+        if node.pid and is_alive(node.pid, node.config):
+            os.kill(node.pid, signal.SIGCONT)
+            os.kill(node.pid, signal.SIGKILL)

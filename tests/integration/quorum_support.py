@@ -10,6 +10,16 @@ from typing import Any
 
 from tools.cluster import Cluster
 
+# Short timeouts keep the suite fast.
+FAST_SETTINGS = {
+    "quorum.election.timeout.ms": 300,
+    "quorum.fetch.timeout.ms": 600,
+    "quorum.election.backoff.max.ms": 200,
+    "quorum.request.timeout.ms": 400,
+    "quorum.fetch.max.wait.ms": 150,
+    "socket.request.max.bytes": 1 << 20,
+}
+
 
 def kraft(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tools.cli", *args], capture_output=True,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from quorum_support import dump_log, kraft, log_events, wait_until
+from quorum_support import FAST_SETTINGS, dump_log, kraft, log_events, wait_until
 from tools.cluster import Cluster, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -135,3 +135,35 @@ def test_quorum_keeps_committing_when_a_stranger_sends_bad_frames(
     assert "middle of a frame" in reasons
     assert "exceeds" in reasons
     assert all(e["peer"].startswith("127.0.0.1:") for e in closes)
+
+
+def test_cli_drives_a_local_cluster_when_used_verb_by_verb(cli_cluster_dir: Any) -> None:
+    """`kraft quorum start|append|kill|restart|stop` as a user runs them, with --json."""
+    directory = str(cli_cluster_dir)
+    settings = [arg for key, value in FAST_SETTINGS.items()
+                for arg in ("--set", f"{key}={value}")]
+    started = kraft("quorum", "start", "--cluster", directory, "--voters", "3", *settings,
+                    "--json")
+    assert started.returncode == 0, started.stderr
+    leader = json.loads(started.stdout)["leader_id"]
+    layout = json.loads((cli_cluster_dir / "cluster.json").read_text())
+    assert [n["id"] for n in layout["nodes"]] == [1, 2, 3]
+    assert all((cli_cluster_dir / f"node-{n}" / "node.pid").exists() for n in (1, 2, 3))
+    appended = kraft("quorum", "append", "--cluster", directory, "--count", "40", "--batch",
+                     "8", "--json")
+    assert appended.returncode == 0, appended.stderr
+    assert json.loads(appended.stdout)["count"] == 40
+    killed = kraft("quorum", "kill", "--cluster", directory, "--node", str(leader))
+    assert killed.returncode == 0, killed.stderr
+    again = kraft("quorum", "append", "--cluster", directory, "--count", "5", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["epoch"] > json.loads(appended.stdout)["epoch"]
+    restarted = kraft("quorum", "restart", "--cluster", directory, "--node", str(leader))
+    assert restarted.returncode == 0, restarted.stderr
+    assert Cluster.load(directory).running() == [1, 2, 3]
+    bad = kraft("quorum", "kill", "--cluster", directory, "--node", "9")
+    assert bad.returncode == 1
+    assert "no node 9" in bad.stderr
+    stopped = kraft("quorum", "stop", "--cluster", directory)
+    assert stopped.returncode == 0, stopped.stderr
+    assert Cluster.load(directory).running() == []
