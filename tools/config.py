@@ -23,6 +23,7 @@ Address = tuple[str, int]
 
 CONTROLLER_LISTENER = "CONTROLLER"
 ROLES = ("broker", "controller")
+FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
 
 
 class ConfigError(ValueError):
@@ -227,6 +228,10 @@ def _build(values: dict[str, Any], source: str) -> NodeConfig:
     if config.is_voter and config.controller_address is None:
         raise ConfigError("listeners", "a controller needs a "
                           f"{'/'.join(config.controller_listener_names)} listener")
+    if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
+        # A Fetch response must fit in one frame, or the follower could never catch up.
+        raise ConfigError("quorum.fetch.max.bytes", f"must be at least {FRAME_OVERHEAD_BYTES} "
+                          "below socket.request.max.bytes")
     if config.fetch_timeout_ms < config.election_timeout_ms:
         raise ConfigError("quorum.fetch.timeout.ms",
                           "must not be below quorum.election.timeout.ms")

@@ -18,6 +18,7 @@ FAST_SETTINGS = {
     "quorum.request.timeout.ms": 400,
     "quorum.fetch.max.wait.ms": 150,
     "socket.request.max.bytes": 1 << 20,
+    "quorum.fetch.max.bytes": 256 * 1024,
 }
 
 
