@@ -254,7 +254,7 @@ def api_of(request: AdminRequest) -> str:
 
 
 def encode_body(message: Any) -> dict[str, Any]:
-    """A message as a msgpack-ready map (Uuids stay Uuid: `metadata.uuid.pack` makes bin)."""
+    """A message as a plain msgpack-ready map (Uuids as 16 bytes), as it travels."""
     out: dict[str, Any] = {}
     for field in dataclasses.fields(message):
         value = getattr(message, field.name)
@@ -264,6 +264,8 @@ def encode_body(message: Any) -> dict[str, Any]:
 
 
 def _encode_value(value: Any) -> Any:
+    if isinstance(value, Uuid):
+        return value.to_bytes()
     if isinstance(value, tuple):
         return [_encode_value(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, Uuid | type):

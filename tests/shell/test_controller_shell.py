@@ -1,0 +1,122 @@
+"""The controller shell in process: 3 RaftNodes (MemoryLog, loopback sockets) each with a
+ControllerShell; pytest-trio, fail_after per test."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from metadata.admin import (
+    AdminErrorResponse,
+    BrokerHeartbeatRequest,
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeTopicsRequest,
+    DescribeTopicsResponse,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+    api_of,
+    decode_response,
+    encode_body,
+)
+from metadata.controller import ControllerConfig
+from metadata.controller_shell import ControllerShell
+from metadata.uuid import Uuid
+from raft.core import RaftConfig
+from raft.errors import ErrorCode
+from raft.log import MemoryLog
+from raft.node import RaftNode
+
+FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
+        "request_timeout_ms": 200, "fetch_max_wait_ms": 50}
+
+
+@asynccontextmanager
+async def controllers(count: int = 3, session_timeout_ms: int = 60_000
+                      ) -> AsyncIterator[list[ControllerShell]]:
+    listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(count)]
+    voters = {i + 1: ("127.0.0.1", ls[0].socket.getsockname()[1])
+              for i, ls in enumerate(listeners)}
+    shells = []
+    for index in range(count):
+        node = RaftNode(node_id=index + 1, cluster_id="cluster-c", voters=voters,
+                        config=RaftConfig(voters=tuple(voters), **FAST), log=MemoryLog(),
+                        election=None, write_election=lambda state: None,
+                        listeners=listeners[index], rng=random.Random(index))
+        shells.append(ControllerShell(
+            node, config=ControllerConfig(broker_session_timeout_ms=session_timeout_ms),
+            rng=random.Random(100 + index)).install())
+    async with trio.open_nursery() as nursery:
+        for shell in shells:
+            await nursery.start(shell._node.run)
+        yield shells
+        nursery.cancel_scope.cancel()
+
+
+async def eventually(predicate: Callable[[], Any]) -> Any:
+    """Poll state that offers no event; the test's fail_after bounds it."""
+    while True:
+        if value := predicate():
+            return value
+        await trio.sleep(0.01)
+
+
+async def call(shell: ControllerShell, request: Any) -> Any:
+    api = api_of(request)
+    return decode_response(api, await shell.handle_api(api, encode_body(request)))
+
+
+async def register(shell: ControllerShell, broker_id: int) -> None:
+    registered = await call(shell, RegisterBrokerRequest(broker_id=broker_id,
+                                                         incarnation_id=Uuid.random()))
+    assert isinstance(registered, RegisterBrokerResponse)
+    assert registered.error_code == 0
+    beat = await call(shell, BrokerHeartbeatRequest(
+        broker_id=broker_id, broker_epoch=registered.broker_epoch,
+        current_metadata_offset=shell.image.last_applied_offset))
+    assert (beat.error_code, beat.is_fenced) == (0, False)
+
+
+async def test_only_the_leader_answers_and_followers_name_it_when_three_controllers_run(
+) -> None:
+    """KIP-631 style: the active controller is the raft leader; others answer
+    NOT_CONTROLLER (41) with the leader's id and address."""
+    with trio.fail_after(10):
+        async with controllers() as shells:
+            active = await eventually(lambda: next((s for s in shells if s.is_active), None))
+            for shell in shells:
+                if shell is active:
+                    continue
+                response = await call(shell, DescribeTopicsRequest())
+                assert isinstance(response, AdminErrorResponse)
+                assert response.top_level_error == ErrorCode.NOT_CONTROLLER
+                assert response.leader_id == active._node.node_id
+                host, port = active._node.voters[active._node.node_id]
+                assert response.leader_address == f"{host}:{port}"
+
+
+async def test_every_node_replays_the_same_image_when_a_create_is_answered(
+) -> None:
+    """Writes reply only once committed: the leader's committed image already holds the
+    topic when the reply arrives, and every node's replay reaches the same content hash."""
+    with trio.fail_after(10):
+        async with controllers() as shells:
+            active = await eventually(lambda: next((s for s in shells if s.is_active), None))
+            for broker_id in (101, 102):
+                await register(active, broker_id)
+            response = await call(active, CreateTopicsRequest(topics=(CreatableTopic(
+                name="orders", num_partitions=2, replication_factor=2),)))
+            assert isinstance(response, CreateTopicsResponse)
+            topic_id = response.topics[0].topic_id
+            assert active.image.topic_by_name("orders").topic_id == topic_id  # type: ignore[union-attr]
+            described = await call(active, DescribeTopicsRequest(topic_ids=(topic_id,)))
+            assert isinstance(described, DescribeTopicsResponse)
+            assert described.topics[0].name == "orders"
+            offset = active.image.last_applied_offset
+            await eventually(lambda: all(s.image.last_applied_offset == offset for s in shells))
+            assert len({s.image.content_hash() for s in shells}) == 1
