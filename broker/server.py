@@ -106,6 +106,11 @@ class BrokerServer:
         self._registration = registration
         self._wall_clock_ms = wall_clock_ms  # due times survive restarts: wall clock
         self._image = MetadataImage.empty()
+        # Committed records go into one open delta (cheap, in the core task); the image is
+        # built from it when a task next reads it, so a catch-up of many batches builds
+        # one image, not one per batch.
+        self._delta = MetadataDelta(self._image)
+        self._delta_dirty = False
         self._start_hw: int | None = None  # the high watermark first seen after start
         self.caught_up = trio.Event()
         self._wake_reconcile = trio.Event()
@@ -122,6 +127,10 @@ class BrokerServer:
 
     @property
     def image(self) -> MetadataImage:
+        """The image of every committed record applied so far."""
+        if self._delta_dirty:
+            self._image = self._delta.build()
+            self._delta_dirty = False
         return self._image
 
     async def wait_reconciled(self, offset: int) -> None:
@@ -134,15 +143,14 @@ class BrokerServer:
     def _on_commit(self, batch: Batch) -> None:
         if self._start_hw is None:
             self._start_hw = max(self._node.high_watermark, batch.next_offset)
-        delta = MetadataDelta(self._image)
         for index, data in enumerate(batch.records):
-            delta.apply_bytes(data, batch.base_offset + index)
-        self._image = delta.build()
-        if not self.caught_up.is_set() and \
-                self._image.last_applied_offset + 1 >= self._start_hw:
+            self._delta.apply_bytes(data, batch.base_offset + index)
+        self._delta_dirty = True
+        applied = self._delta.last_applied_offset
+        if not self.caught_up.is_set() and applied + 1 >= self._start_hw:
             log.info("caught up with the metadata log", extra={
                 "broker": self.settings.broker_id, "high_watermark": self._start_hw,
-                "offset": self._image.last_applied_offset})
+                "offset": applied})
             self.caught_up.set()
         self._wake_reconcile.set()
         self._wake_checkpoint.set()
@@ -160,7 +168,7 @@ class BrokerServer:
         written = None
         while True:
             self._wake_checkpoint = trio.Event()
-            image = self._image
+            image = self.image
             if image.last_applied_offset != written:
                 await trio.to_thread.run_sync(write_checkpoint, self.settings.log_dir, image)
                 written = image.last_applied_offset
@@ -170,7 +178,7 @@ class BrokerServer:
         await self.caught_up.wait()
         while True:
             self._wake_reconcile = trio.Event()
-            image = self._image
+            image = self.image
             try:
                 pending = await trio.to_thread.run_sync(
                     reconcile_once, self.settings, image, self._wall_clock_ms())
@@ -191,7 +199,7 @@ class BrokerServer:
     # --- status -----------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        image = self._image
+        image = self.image
         registration = self._registration
         return {
             "error_code": 0, "broker_id": self.settings.broker_id,
