@@ -224,7 +224,13 @@ class BrokerServer:
     async def _serve_status(self, address: Address,
                             task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                             ) -> None:
-        listeners = await trio.open_tcp_listeners(address[1], host=address[0])
+        try:
+            listeners = await trio.open_tcp_listeners(address[1], host=address[0])
+        except OSError as exc:  # status is a convenience: the broker keeps working
+            log.error("cannot serve broker status", extra={
+                "address": f"{address[0]}:{address[1]}", "error": str(exc)})
+            task_status.started()
+            return
         log.info("serving broker status", extra={"broker": self.settings.broker_id,
                                                  "address": f"{address[0]}:{address[1]}"})
         task_status.started()
