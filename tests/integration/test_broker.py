@@ -144,7 +144,8 @@ def test_hosts_exactly_assigned_partitions_when_broker_starts_on_empty_dir(
     """KIP-516 (in place of LeaderAndIsr): a broker that starts from an empty log dir
     fetches the metadata log by topic ID, catches up, and creates exactly the partitions
     the controller assigned it, each with partition.metadata naming the topic ID; its
-    checkpoint matches the image it applied."""
+    image agrees with the other broker's at the same offset, and its checkpoint with the
+    image it applied."""
     cluster = make_cluster(voters=3, brokers=2, settings=BROKER_SETTINGS)
     wait_brokers_unfenced(cluster, [4, 5])
     results = [create_topic(cluster, "orders", 4, 1), create_topic(cluster, "users", 3, 2)]
@@ -163,6 +164,11 @@ def test_hosts_exactly_assigned_partitions_when_broker_starts_on_empty_dir(
     for dir_name, topic_id in expected_dirs(results, 5).items():
         assert (data_dir(cluster, 5) / dir_name / "partition.metadata").read_text() == \
             f"version: 0\ntopic_id: {topic_id}\n"
+    # Both brokers replayed the same committed records: same offset, same image.
+    pair = wait_until(lambda: (a := broker_status(cluster, 4)) and (b := broker_status(
+        cluster, 5)) and a["applied_offset"] == b["applied_offset"] and (a, b), WAIT_S,
+        "brokers 4 and 5 at the same applied offset")
+    assert pair[0]["image_hash"] == pair[1]["image_hash"]
     checkpoint = json.loads((data_dir(cluster, 5) / "metadata-image.checkpoint").read_text())
     assert checkpoint["applied_offset"] >= offset
     current = broker_status(cluster, 5)
