@@ -214,6 +214,7 @@ def next_fetch_ms(core: RaftCore, state: EpochState) -> int | None:
         return core._probe_at_ms
     return None
 
+
 def maybe_send_fetch(core: RaftCore, now_ms: int) -> None:
     """Followers keep one Fetch in flight to the leader; an observer that knows no
     leader probes the voters round-robin until one names it (KIP-595 discovery)."""
@@ -225,6 +226,7 @@ def maybe_send_fetch(core: RaftCore, now_ms: int) -> None:
           and core._probe_correlation_id is None and now_ms >= core._probe_at_ms):
         voter = core._voters[core._probe_index % len(core._voters)]
         core._probe_correlation_id = _send_fetch(core, voter, now_ms)
+
 
 def _send_fetch(core: RaftCore, dst: int | None, now_ms: int) -> int:
     assert dst is not None

@@ -253,16 +253,26 @@ def request_votes(core: RaftCore, epoch: int, *, pre_vote: bool, now_ms: int) ->
                 candidate_id=core._node_id, last_offset_epoch=last_epoch,
                 last_offset=log_end, pre_vote=pre_vote), now_ms)
 
-def send_begin_quorum_epoch(core: RaftCore, state: LeaderState, voter: int, now_ms: int) -> None:
+
+def _announce_timeout_ms(core: RaftCore) -> int:
+    """Begin/EndQuorumEpoch are retried well within the fetch timeout, so a voter that
+    missed the news hears it before anyone's patience (or check-quorum) runs out."""
+    return max(1, min(core._config.request_timeout_ms, core._config.fetch_timeout_ms // 4))
+
+
+def send_begin_quorum_epoch(core: RaftCore, state: LeaderState, voter: int,
+                            now_ms: int) -> None:
     core._send_request(voter, BeginQuorumEpochRequest(
         cluster_id=core._cluster_id, topic_id=core._topic_ids.request_topic_id,
-        leader_id=core._node_id, leader_epoch=state.epoch), now_ms)
+        leader_id=core._node_id, leader_epoch=state.epoch), now_ms, _announce_timeout_ms(core))
 
-def send_end_quorum_epoch(core: RaftCore, state: ResignedState, voter: int, now_ms: int) -> None:
+
+def send_end_quorum_epoch(core: RaftCore, state: ResignedState, voter: int,
+                          now_ms: int) -> None:
     core._send_request(voter, EndQuorumEpochRequest(
         cluster_id=core._cluster_id, topic_id=core._topic_ids.request_topic_id,
         leader_id=core._node_id, leader_epoch=state.epoch,
-        preferred_successors=state.preferred_successors), now_ms)
+        preferred_successors=state.preferred_successors), now_ms, _announce_timeout_ms(core))
 
 
 REQUEST_HANDLERS: dict[type, Callable[[RaftCore, Envelope, int], None]] = {

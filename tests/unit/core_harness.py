@@ -142,20 +142,24 @@ def log_with(*epochs: int) -> MemoryLog:
 
 
 def make_leader(node_id: int = 1, voters: tuple[int, ...] = (1, 2, 3), *,
-                log: MemoryLog | None = None, epoch: int = 0, **config: object) -> RaftCore:
-    """A core that has just won an election in `epoch + 1` (votes granted by all)."""
+                log: MemoryLog | None = None, epoch: int = 0,
+                outbox: list[Envelope] | None = None, **config: object) -> RaftCore:
+    """A core that has just won an election in `epoch + 1` (votes granted by all); what
+    it sent on the way is appended to `outbox`."""
     core = make_core(node_id, voters, log=log,
                      election=ElectionState(epoch=epoch, voters=voters), **config)
     core.tick(10_000)  # election timeout: prospective
+    sent_out = outbox if outbox is not None else []
     for _ in range(2):  # pre-votes, then votes
         ready = drain(core)
-        for envelope in ready.messages:
-            if isinstance(envelope.message, VoteRequest):
-                core.step(Envelope(src=envelope.dst, dst=node_id,
-                                   correlation_id=envelope.correlation_id,
+        sent_out.extend(ready.messages)
+        for request in ready.messages:
+            if isinstance(request.message, VoteRequest):
+                core.step(Envelope(src=request.dst, dst=node_id,
+                                   correlation_id=request.correlation_id,
                                    message=VoteResponse(leader_epoch=core.epoch,
                                                         vote_granted=True)), 10_000)
-    drain(core)
+    sent_out.extend(drain(core).messages)
     assert core.is_leader, core.role
     return core
 

@@ -28,7 +28,7 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.types import ElectionState
+from raft.types import ElectionState, Envelope
 
 NOW = 10_000
 
@@ -241,3 +241,16 @@ def _fetch(leader, replica: int, offset: int | None = None) -> FetchRequest:  # 
     return FetchRequest(cluster_id=CLUSTER_ID, replica_id=replica, max_wait_ms=0,
                         current_leader_epoch=leader.epoch, fetch_offset=offset,
                         last_fetched_epoch=leader.log.epoch_at(offset - 1))
+
+
+def test_leader_repeats_begin_quorum_epoch_when_a_voter_has_not_answered() -> None:
+    """KIP-595 BeginQuorumEpoch: repeated (well within the fetch timeout) to voters that
+    neither acknowledged nor fetched, and no longer once they have."""
+    outbox: list[Envelope] = []
+    leader = make_leader(voters=(1, 2, 3), fetch_timeout_ms=2000, outbox=outbox)
+    begins = [e for e in outbox if isinstance(e.message, BeginQuorumEpochRequest)]
+    reply(leader, begins[0], BeginQuorumEpochResponse(leader_id=1, leader_epoch=leader.epoch),
+          NOW + 1)
+    leader.tick(NOW + 500)
+    again = sent(drain(leader), BeginQuorumEpochRequest)
+    assert [e.dst for e in again] == [begins[1].dst]
