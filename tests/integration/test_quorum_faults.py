@@ -150,3 +150,22 @@ def test_kill_reports_an_error_when_node_is_not_running(make_cluster: Any) -> No
     cluster.kill(1, signal.SIGKILL)
     with pytest.raises(ClusterError, match="not running"):
         cluster.kill(1, signal.SIGKILL)
+
+
+def test_leader_keeps_committing_and_follower_catches_up_when_a_follower_is_stopped(
+        make_cluster: Any) -> None:
+    """A stalled follower (SIGSTOP) never stalls the quorum: the leader and the other
+    follower keep committing; after SIGCONT the follower catches up to the same log."""
+    cluster = make_cluster(voters=3)
+    leader = cluster.wait_for_leader(5)
+    stalled = next(n for n in cluster.voter_ids if n != leader["leader_id"])
+    cluster.kill(stalled, signal.SIGSTOP)
+    reply = cluster.append(2000, batch=50, exclude=[stalled])
+    assert reply["epoch"] == leader["leader_epoch"]
+    cluster.kill(stalled, signal.SIGCONT)
+    last_offset = reply["last_offset"]
+    caught_up = wait_until(lambda: (e := epochs_by_offset(cluster, stalled))
+                           and last_offset in e and e, 10, "the stalled follower to catch up")
+    reference = epochs_by_offset(cluster, leader["leader_id"])
+    assert {o: e for o, e in caught_up.items() if o <= last_offset} == \
+        {o: e for o, e in reference.items() if o <= last_offset}
