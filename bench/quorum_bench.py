@@ -84,6 +84,110 @@ def failovers(cluster: Cluster, kills: int) -> list[float]:
     return times
 
 
+# -- PySyncObj baseline (optional: `pip install pysyncobj`) ------------------------------
+
+PEER_FLAG = "--pysyncobj-peer"
+
+
+def pysyncobj_peer(argv: list[str]) -> None:
+    """One PySyncObj process: `SELF PARTNER PARTNER [--drive]`; the driver prints JSON."""
+    import json
+    import threading
+
+    from pysyncobj import SyncObj, SyncObjConf, replicated
+
+    class RecordLog(SyncObj):  # type: ignore[misc]
+        def __init__(self, me: str, partners: list[str]) -> None:
+            super().__init__(me, partners, SyncObjConf())
+            self.count = 0
+
+        @replicated  # type: ignore[misc]
+        def append(self, records: list[bytes]) -> int:
+            self.count += len(records)
+            return self.count
+
+    me, partners, drive = argv[0], argv[1:3], "--drive" in argv
+    node = RecordLog(me, partners)
+    if not drive:
+        threading.Event().wait()
+    deadline = time.monotonic() + 20
+    while node._getLeader() is None or not node.isReady():
+        if time.monotonic() > deadline:
+            raise SystemExit("pysyncobj: no leader")
+        time.sleep(0.05)
+    results = {}
+    for batch in BATCH_SIZES:
+        records = [b"\x82\xa4type\n\xa7version\x00"] * batch  # a NoOp's bytes
+        window, done = threading.Semaphore(64), threading.Semaphore(0)
+        issued, end = 0, time.monotonic() + 1.5
+        begin = time.monotonic()
+        while time.monotonic() < end:
+            window.acquire()
+            node.append(records, callback=lambda result, error, w=window, d=done: (
+                w.release(), d.release()))
+            issued += 1
+        for _ in range(issued):
+            done.acquire()
+        async_rate = issued * batch / (time.monotonic() - begin)
+        latencies = []
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end and len(latencies) < LATENCY_SAMPLES:
+            started = time.perf_counter()
+            node.append(records, sync=True)
+            latencies.append((time.perf_counter() - started) * 1000)
+        results[batch] = {"async_rate": async_rate, "sync_rate":
+                          len(latencies) * batch / (sum(latencies) / 1000),
+                          "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99)}
+    print(json.dumps(results), flush=True)
+
+
+def pysyncobj_baseline() -> dict[int, dict[str, float]] | None:
+    """Run 3 PySyncObj processes on 127.0.0.1; None when pysyncobj is not installed."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    from tools.cluster import free_ports
+
+    if importlib.util.find_spec("pysyncobj") is None:
+        return None
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    processes = []
+    try:
+        for index, me in enumerate(addresses):
+            partners = [a for a in addresses if a != me]
+            command = [sys.executable, "-m", "bench.quorum_bench", PEER_FLAG, me, *partners]
+            if index == 0:
+                command.append("--drive")
+            processes.append(subprocess.Popen(
+                command, stdout=subprocess.PIPE if index == 0 else subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, text=True))
+        output, _ = processes[0].communicate(timeout=40)
+        return {int(k): v for k, v in json.loads(output).items()}
+    except (subprocess.TimeoutExpired, ValueError):
+        return {}
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def print_pysyncobj() -> None:
+    baseline = pysyncobj_baseline()
+    if baseline is None:
+        print("PySyncObj baseline: skipped (pip install pysyncobj)")
+        return
+    if not baseline:
+        print("PySyncObj baseline: failed (no result within 40 s)")
+        return
+    print("PySyncObj 3 processes, no fsync (batch = one replicated call with B records):")
+    for batch, row in sorted(baseline.items()):
+        print(f"{batch:>6} async {row['async_rate']:>10,.0f} records/s   sync "
+              f"{row['sync_rate']:>10,.0f} records/s   sync p50 {row['p50']:.2f} ms "
+              f"p99 {row['p99']:.2f} ms")
+
+
 def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="quorum-bench-") as temp:
@@ -106,6 +210,7 @@ def main() -> None:
                       f"{loaded_p99:>9.2f}ms {p50:>9.2f}ms {p99:>9.2f}ms")
             print(f"batch 1 target: p99 commit <= 3 x p99 fsync + 2 ms = "
                   f"{3 * fsync_p99 + 2:.2f} ms")
+            print_pysyncobj()
             budget = 55 - (time.monotonic() - started)
             kills = max(1, min(FAILOVER_KILLS, int(budget // 6)))
             times = failovers(cluster, kills)
@@ -121,4 +226,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == [PEER_FLAG]:
+        pysyncobj_peer(sys.argv[2:])
+    else:
+        main()
