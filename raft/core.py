@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PLANTED_BUGS", "RaftConfig", "RaftCore", "RaftInvariantError", "Role"]
 
 PLANTED_BUGS = frozenset({"vote_without_log_check", "commit_old_epoch_by_count"})
+_NEVER = 1 << 62  # next_deadline_ms when no timer is armed
 _RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
                    FetchResponse)
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
@@ -263,21 +264,25 @@ class RaftCore:
         """When `tick()` next has work; 0 when `ready()` already holds something."""
         if self.has_ready:
             return 0
-        candidates = [i.deadline_ms for i in self._inflight.values()]
-        deadline = self._state.timer_deadline_ms()
-        if deadline is not None:
-            candidates.append(deadline)
         state = self._state
+        best = state.timer_deadline_ms()
+        if best is None:
+            best = _NEVER
+        for inflight in self._inflight.values():
+            if inflight.deadline_ms < best:
+                best = inflight.deadline_ms
         if isinstance(state, LeaderState):
             check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
-            if check is not None:
-                candidates.append(check)
-            candidates.extend(p.deadline_ms for p in state.parked.values())
+            if check is not None and check < best:
+                best = check
+            for parked in state.parked.values():
+                if parked.deadline_ms < best:
+                    best = parked.deadline_ms
         elif isinstance(state, FollowerState | UnattachedState):
             fetch_at = fetch.next_fetch_ms(self, state)
-            if fetch_at is not None:
-                candidates.append(fetch_at)
-        return min(candidates) if candidates else 1 << 62
+            if fetch_at is not None and fetch_at < best:
+                best = fetch_at
+        return best
 
     def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
         state = self._state
