@@ -60,7 +60,8 @@ class SimNode:
         self.disk = disk
         self.rate = rate_ppm
         self.core: Any = None
-        self.busy = False
+        self.busy = False  # waiting for its fsync
+        self.paused = False  # a stop-the-world pause (GC, SIGSTOP): events queue up
         self.inbox: deque[tuple[int, Any]] = deque()
         self.gen = 0  # bumped by a crash: stale IO and tick events are ignored
         self.tick_gen = 0
@@ -219,7 +220,7 @@ class Cluster:
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
                              now_ms=node.local_ms(self.now_us))
-        node.busy = False
+        node.busy = node.paused = False
         node.tick_at = -1
         if node.incarnation > 1:
             self.checker.on_restart(node)
@@ -234,13 +235,28 @@ class Cluster:
         node.core = None
         node.gen += 1
         node.tick_gen += 1
-        node.busy = False
+        node.busy = node.paused = False
         node.inbox.clear()
         node.disk.crash()
         if wipe:
             node.disk.wipe()
             self.checker.on_restart(node, wiped=True)
         self.trace.add(self.now_us, node_id, "crash", "disk wiped" if wipe else "")
+
+    def pause(self, node_id: int) -> None:
+        """Stop the node's event loop (its timers and inbox wait) without a crash."""
+        node = self.nodes[node_id]
+        if node.up:
+            node.paused = True
+            self.trace.add(self.now_us, node_id, "pause", None)
+
+    def resume(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.up and node.paused:
+            node.paused = False
+            self.trace.add(self.now_us, node_id, "resume", None)
+            if not node.busy:
+                self._drain(node)
 
     def resign(self, node_id: int) -> None:
         """Graceful shutdown's first half: the leader sends EndQuorumEpoch."""
@@ -257,7 +273,7 @@ class Cluster:
             return None
         if records is None:
             records = (self.next_record(),)
-        if leader.busy:
+        if leader.busy or leader.paused:
             leader.inbox.append((PROPOSE, tuple(records)))
             return None
         return self._handle(leader, PROPOSE, tuple(records))  # type: ignore[no-any-return]
@@ -324,7 +340,7 @@ class Cluster:
         self._handle(node, DELIVER, envelope)
 
     def _handle(self, node: SimNode, kind: int, payload: Any) -> Any:
-        if node.busy:
+        if node.busy or node.paused:
             if kind == TICK:
                 node.tick_at = -1  # rescheduled once the fsync completes
             else:
@@ -375,10 +391,13 @@ class Cluster:
         node.core.advance(ready)
         node.busy = False
         self._check(node)
-        while node.inbox and not node.busy and node.up:
+        self._drain(node)
+
+    def _drain(self, node: SimNode) -> None:
+        while node.inbox and not node.busy and not node.paused and node.up:
             kind, payload = node.inbox.popleft()
             self._handle(node, kind, payload)
-        if not node.busy and node.up:
+        if not node.busy and not node.paused and node.up:
             self._reschedule_tick(node)
 
     def _send(self, envelope: Envelope) -> None:

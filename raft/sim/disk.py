@@ -56,10 +56,11 @@ class SimDisk:
         self.quorum_state = QuorumStateStore(on_persist)
         self.crashes = 0
         self.wipes = 0
+        self.slowdown = 1.0  # > 1 while the disk is degraded
 
     def fsync_latency_us(self) -> int:
         ms = self._rng.uniform(self.config.fsync_min_ms, self.config.fsync_max_ms)
-        return max(1, int(ms * 1000))
+        return max(1, int(ms * 1000 * self.slowdown))
 
     def crash(self) -> None:
         """Power cut: unflushed log writes are gone; quorum-state keeps its last fsync."""

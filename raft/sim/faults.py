@@ -12,7 +12,8 @@ from raft.sim.cluster import Cluster
 
 FAULT_KINDS = ("all", "net", "crash", "none")
 NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial")
-CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many")
+CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
+                "pause-leader", "slow-disk")
 
 
 def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
@@ -24,7 +25,7 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
         return 0.0
     rng = cluster.fault_rng
     menu = {"all": NET_FAULTS + CRASH_FAULTS, "net": NET_FAULTS, "crash": CRASH_FAULTS}[kind]
-    for _ in range(rng.randint(1, 4)):
+    for _ in range(rng.randint(1, 6)):
         name = rng.choice(menu)
         start = rng.uniform(0, window_ms * 0.8)
         end = min(window_ms, start + rng.uniform(200, window_ms * 0.6))
@@ -38,8 +39,11 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
 def heal_all(cluster: Cluster) -> None:
     cluster.network.heal()
     for node_id, node in cluster.nodes.items():
+        node.disk.slowdown = 1.0
         if not node.up:
             cluster.start(node_id)
+        elif node.paused:
+            cluster.resume(node_id)
 
 
 def _counted(cluster: Cluster, inject: Callable[[], None]) -> Callable[[], None]:
@@ -91,6 +95,26 @@ def _fault(cluster: Cluster, rng: random.Random,
             net.duplicate_probability = net.config.duplicate_probability
         return lossy, clean
     victims: list[int] = []
+    if name in ("pause", "pause-leader"):
+        def pause() -> None:
+            victim = (_leader_or_random(cluster, rng) if name == "pause-leader"
+                      else rng.choice(ids))
+            victims.append(victim)
+            cluster.pause(victim)
+
+        def resume() -> None:
+            for node_id in victims:
+                cluster.resume(node_id)
+        return pause, resume
+    if name == "slow-disk":
+        victim, factor = rng.choice(ids), rng.uniform(20, 300)
+
+        def slow() -> None:
+            cluster.nodes[victim].disk.slowdown = factor
+
+        def fast() -> None:
+            cluster.nodes[victim].disk.slowdown = 1.0
+        return slow, fast
 
     def restart() -> None:
         for node_id in victims:

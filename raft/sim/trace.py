@@ -42,6 +42,8 @@ def format_event(time_us: int, node_id: int, kind: str, obj: Any) -> str:
         text = f"starts (incarnation {obj})"
     elif kind == "crash":
         text = f"crashes{' (' + obj + ')' if obj else ''}"
+    elif kind in ("pause", "resume"):
+        text = "pauses (stop-the-world)" if kind == "pause" else "resumes"
     elif kind == "resign":
         text = "resigns (graceful shutdown)"
     else:
