@@ -131,7 +131,8 @@ class RaftNode:
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._waiters: list[_Waiter] = []
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
-        self._conn_routes: dict[int, set[tuple[int, int]]] = {}
+        # per connection, in arrival order (a dict used as an ordered set)
+        self._conn_routes: dict[int, dict[tuple[int, int], None]] = {}
         self._published = 0  # next offset to hand to commit listeners
         self._clock_offset_s = 0.0
         self._stopping = False
@@ -397,21 +398,24 @@ class RaftNode:
             key = (envelope.dst, envelope.correlation_id)
             conn_id = self._routes.pop(key, None)
             if conn_id is not None:
-                self._conn_routes.get(conn_id, set()).discard(key)
+                self._conn_routes.get(conn_id, {}).pop(key, None)
                 self.transport.send_on(conn_id, frame)
         else:
             self.transport.send_to_peer(envelope.dst, frame)
 
     def _forget_routes(self, conn: Connection) -> None:
-        for key in self._conn_routes.pop(conn.conn_id, set()):
-            self._routes.pop(key, None)
+        for key in self._conn_routes.pop(conn.conn_id, {}):
+            if self._routes.get(key) == conn.conn_id:  # not re-mapped by a new connection
+                del self._routes[key]
 
     def _remember_route(self, src: int, correlation_id: int, conn: Connection) -> None:
-        keys = self._conn_routes.setdefault(conn.conn_id, set())
-        if len(keys) >= MAX_ROUTES_PER_CONNECTION:
-            raise ProtocolError(f"more than {MAX_ROUTES_PER_CONNECTION} requests in flight")
+        keys = self._conn_routes.setdefault(conn.conn_id, {})
+        if len(keys) >= MAX_ROUTES_PER_CONNECTION:  # bounded: forget the oldest request,
+            oldest = next(iter(keys))  # which the core superseded or will never answer
+            del keys[oldest]
+            self._routes.pop(oldest, None)
         self._routes[(src, correlation_id)] = conn.conn_id
-        keys.add((src, correlation_id))
+        keys[(src, correlation_id)] = None
 
     async def _on_frame(self, conn: Connection, frame: Frame) -> None:
         """Runs in the connection's reader task: decode, then hand over to the core task."""

@@ -225,3 +225,28 @@ async def test_extra_api_is_served_when_a_handler_is_registered() -> None:
     assert refused is not None
     assert refused["body"]["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("api", "body", "reason"), [
+    ("FetchRequest", {"cluster_id": "cluster-a"}, "malformed 'FetchRequest'"),
+    ("NoSuchApi", {}, "unknown api"),
+    ("VoteResponse", {}, "malformed 'VoteResponse'"),
+])
+async def test_connection_is_closed_with_reason_when_a_message_body_is_malformed(
+        api: str, body: Any, reason: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Peer input never reaches the core malformed: the connection is closed with a logged
+    reason, and the node keeps serving (a second client still gets answers)."""
+    with trio.fail_after(10):
+        async with quorum(count=1) as members:
+            node = members[0].node
+            await eventually(lambda: node.is_leader)
+            host, port = node.voters[1]
+            bad = FramedStream(await trio.open_tcp_stream(host, port))
+            await bad.send({"api": api, "version": 0, "correlation_id": 1,
+                            "cluster_id": "cluster-a", "body": body})
+            assert await bad.receive() is None  # closed by the node
+            _, last = await node.propose_and_wait([b"still serving"])
+            assert last >= 0
+    closes = [r for r in caplog.records if r.getMessage() == "closed connection"]
+    assert len(closes) == 1
+    assert reason in closes[0].reason
