@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PLANTED_BUGS", "RaftConfig", "RaftCore", "RaftInvariantError", "Role"]
 
 PLANTED_BUGS = frozenset({"vote_without_log_check", "commit_old_epoch_by_count"})
+_EMPTY_READY = Ready()
 _NEVER = 1 << 62  # next_deadline_ms when no timer is armed
 _RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
                    FetchResponse)
@@ -109,6 +110,7 @@ class RaftCore:
         self._hw_dirty = False
         self._next_correlation_id = 1
         self._inflight: dict[int, Inflight] = {}
+        self._last_fetch_request: FetchRequest | None = None
         self._topic_ids = MetadataTopicIds(cluster_id)
         self._probe_index = 0  # observers: which voter to ask for the leader next
         self._probe_correlation_id: int | None = None
@@ -233,6 +235,8 @@ class RaftCore:
             self.transition_to_resigned(now_ms)
 
     def ready(self) -> Ready:
+        if not self.has_ready:
+            return _EMPTY_READY
         return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
                      entries=tuple(self._pending_entries), messages=tuple(self._outbox),
                      high_watermark=self._high_watermark if self._hw_dirty else None)
