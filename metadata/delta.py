@@ -1,7 +1,8 @@
 """MetadataDelta: records applied on top of a base image, then frozen into the next image.
 
-Maps are copied on first write only, and a topic's partitions are kept in a list while
-the delta is open, so a replay of N records costs O(N) plus one copy of each map. Reads
+Maps are FrozenMap builders that copy a shard on its first write only, and a topic's
+partitions are kept in a list while the delta is open, so a replay of N records is O(N)
+and one decision over a large image copies a few shards, not the image. Reads
 (`topic`, `broker`, ...) see the records applied so far: the controller decides
 several records in a row against one delta (fence broker A, then broker B).
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType
 
 from metadata import records as rec
 from metadata.image import (
@@ -24,9 +24,11 @@ from metadata.image import (
     PartitionImage,
     TopicImage,
 )
+from metadata.persistent import FrozenKeySet, MapBuilder
 from metadata.uuid import RESERVED, Uuid
 
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
+
 
 
 class MetadataDelta:
@@ -35,9 +37,9 @@ class MetadataDelta:
 
     def _reset(self, base: MetadataImage) -> None:
         self._base = base
-        self._topics: dict[Uuid, TopicImage] | None = None
-        self._names: dict[str, Uuid] | None = None
-        self._brokers: dict[int, BrokerImage] | None = None
+        self._topics: MapBuilder[Uuid, TopicImage] | None = None
+        self._names: MapBuilder[str, Uuid] | None = None
+        self._brokers: MapBuilder[int, BrokerImage] | None = None
         self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
         self._new_used: set[Uuid] = set()
         self._metadata_topic_id = base.metadata_topic_id
@@ -122,13 +124,19 @@ class MetadataDelta:
                 topics[topic_id] = TopicImage(name=old.name, topic_id=topic_id,
                                               partitions=tuple(parts),
                                               initial_partition_count=old.initial_partition_count)
+        used = base.used_topic_ids
+        if self._new_used:
+            builder = used.map.builder()
+            for topic_id in self._new_used:
+                builder[topic_id] = None
+            used = FrozenKeySet(builder.freeze())
         image = MetadataImage(
-            topics=_frozen(self._topics, base.topics),
-            topic_ids_by_name=_frozen(self._names, base.topic_ids_by_name),
-            brokers=_frozen(self._brokers, base.brokers),
+            topics=base.topics if self._topics is None else self._topics.freeze(),
+            topic_ids_by_name=(base.topic_ids_by_name if self._names is None
+                               else self._names.freeze()),
+            brokers=base.brokers if self._brokers is None else self._brokers.freeze(),
             metadata_topic_id=self._metadata_topic_id,
-            used_topic_ids=(base.used_topic_ids | self._new_used if self._new_used
-                            else base.used_topic_ids),
+            used_topic_ids=used,
             last_applied_offset=self._last_offset,
             anomaly_count=self._anomaly_count,
             anomalies=tuple(self._anomalies),
@@ -144,19 +152,19 @@ class MetadataDelta:
             self._anomalies.append(Anomaly(offset=offset, record_type=record_type,
                                            reason=reason))
 
-    def _w_topics(self) -> dict[Uuid, TopicImage]:
+    def _w_topics(self) -> MapBuilder[Uuid, TopicImage]:
         if self._topics is None:
-            self._topics = dict(self._base.topics)
+            self._topics = self._base.topics.builder()
         return self._topics
 
-    def _w_names(self) -> dict[str, Uuid]:
+    def _w_names(self) -> MapBuilder[str, Uuid]:
         if self._names is None:
-            self._names = dict(self._base.topic_ids_by_name)
+            self._names = self._base.topic_ids_by_name.builder()
         return self._names
 
-    def _w_brokers(self) -> dict[int, BrokerImage]:
+    def _w_brokers(self) -> MapBuilder[int, BrokerImage]:
         if self._brokers is None:
-            self._brokers = dict(self._base.brokers)
+            self._brokers = self._base.brokers.builder()
         return self._brokers
 
     def _w_partitions(self, topic_id: Uuid) -> list[PartitionImage] | None:
@@ -278,10 +286,6 @@ class MetadataDelta:
 
     def _unfence_broker(self, record: rec.UnfenceBroker, offset: int) -> str | None:
         return self._set_fenced(record.broker_id, record.broker_epoch, False)
-
-
-def _frozen(changed: dict | None, unchanged: Mapping) -> Mapping:  # type: ignore[type-arg]
-    return unchanged if changed is None else MappingProxyType(changed)
 
 
 _HANDLERS: dict[type[rec.Record], _Handler] = {

@@ -1,8 +1,9 @@
 """MetadataImage: what the committed metadata log says, built by pure replay of records.
 
 An image is immutable. `MetadataDelta` (in `metadata.delta`) applies records to a base
-image with copy-on-write maps and `build()`s the next image, so replaying a long log is
-one pass over it, not one copy per record (Kafka's MetadataImage / MetadataDelta).
+image and `build()`s the next image (Kafka's MetadataImage / MetadataDelta). The maps are
+`metadata.persistent` FrozenMaps: a new image shares all but the shards that changed, so
+one more record costs about n/256 entries of copying, and a replay is one pass.
 
 Invalid records never crash replay. A record that contradicts the image (a Partition for
 a topic that does not exist, a Topic reusing an ID or a live name, a FenceBroker with a
@@ -15,11 +16,11 @@ Offsets going backwards are a caller bug and raise `ValueError`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
 from metadata.uuid import Uuid, pack
 
 if TYPE_CHECKING:
@@ -30,11 +31,6 @@ NO_OFFSET = -1  # last_applied_offset of an empty image
 MAX_KEPT_ANOMALIES = 100  # described in full; beyond that only counted
 _HASH_FORMAT_VERSION = 1
 
-_EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
-
-
-def _empty_map() -> Mapping[Any, Any]:
-    return _EMPTY_MAP
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,11 +97,12 @@ class MetadataImage:
     """The cluster metadata as of `last_applied_offset` (inclusive). Compare two images
     with `content_hash()`; the maps are read-only views."""
 
-    topics: Mapping[Uuid, TopicImage] = field(default_factory=_empty_map)
-    topic_ids_by_name: Mapping[str, Uuid] = field(default_factory=_empty_map)
-    brokers: Mapping[int, BrokerImage] = field(default_factory=_empty_map)
+    topics: FrozenMap[Uuid, TopicImage] = field(default_factory=empty_map)
+    topic_ids_by_name: FrozenMap[str, Uuid] = field(default_factory=empty_map)
+    brokers: FrozenMap[int, BrokerImage] = field(default_factory=empty_map)
     metadata_topic_id: Uuid | None = None
-    used_topic_ids: frozenset[Uuid] = frozenset()  # every topic ID ever assigned, live or not
+    # every topic ID ever assigned, live or not
+    used_topic_ids: FrozenKeySet[Uuid] = field(default_factory=FrozenKeySet)
     last_applied_offset: int = NO_OFFSET
     anomaly_count: int = 0
     anomalies: tuple[Anomaly, ...] = ()  # the first MAX_KEPT_ANOMALIES

@@ -1,0 +1,150 @@
+"""Immutable maps and sets that share structure between versions.
+
+An image with 100,000 topics must not be copied whole for every record the controller
+decides: `FrozenMap` splits its keys into 256 shards (plain dicts) by hash, and a
+`MapBuilder` copies only the shards it writes to. Building the next version after one
+change costs a 256-slot tuple and one shard (~n/256 entries), not n entries.
+
+Iteration order is shard by shard (by hash), not insertion order: callers that need an
+order sort (string hashes differ between processes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Set
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_SHARD_BITS = 8
+_SHARDS = 1 << _SHARD_BITS
+_MASK = _SHARDS - 1
+_EMPTY: dict[Any, Any] = {}  # shared by every empty shard; never written (copy first)
+
+
+class FrozenMap(Mapping[K, V]):
+    __slots__ = ("_len", "_shards")
+    _len: int
+    _shards: tuple[dict[K, V], ...]
+
+    def __init__(self, items: Iterable[tuple[K, V]] = ()) -> None:
+        builder: MapBuilder[K, V] = MapBuilder(_EMPTY_MAP)
+        for key, value in items:
+            builder[key] = value
+        self._shards = builder._shards_tuple()
+        self._len = builder._len
+
+    @classmethod
+    def _from(cls, shards: tuple[dict[K, V], ...], length: int) -> FrozenMap[K, V]:
+        result = cls.__new__(cls)
+        result._shards = shards
+        result._len = length
+        return result
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict(self.items())!r})"
+
+    def builder(self) -> MapBuilder[K, V]:
+        return MapBuilder(self)
+
+
+_EMPTY_MAP: FrozenMap[Any, Any] = FrozenMap._from((_EMPTY,) * _SHARDS, 0)
+
+
+def empty_map() -> FrozenMap[Any, Any]:
+    return _EMPTY_MAP
+
+
+class MapBuilder(MutableMapping[K, V], Generic[K, V]):
+    """A mutable map on top of a FrozenMap; `freeze()` makes the next FrozenMap."""
+
+    def __init__(self, base: FrozenMap[K, V]) -> None:
+        self._shards = list(base._shards)
+        self._owned = [False] * _SHARDS
+        self._len: int = base._len
+
+    def _writable(self, index: int) -> dict[K, V]:
+        if not self._owned[index]:
+            self._shards[index] = self._shards[index].copy()
+            self._owned[index] = True
+        return self._shards[index]
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        index = hash(key) & _MASK
+        shard = self._shards[index] if self._owned[index] else self._writable(index)
+        size = len(shard)  # hashing a key may run Python code (Uuid): once per dict op
+        shard[key] = value
+        self._len += len(shard) - size
+
+    def __delitem__(self, key: K) -> None:
+        del self._writable(hash(key) & _MASK)[key]
+        self._len -= 1
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _shards_tuple(self) -> tuple[dict[K, V], ...]:
+        self._owned = [False] * _SHARDS  # frozen now: later writes copy again
+        return tuple(self._shards)
+
+    def freeze(self) -> FrozenMap[K, V]:
+        return FrozenMap._from(self._shards_tuple(), self._len)
+
+
+class FrozenKeySet(Set[K]):
+    """A read-only set view of a FrozenMap's keys (compares equal to any set)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, keys: FrozenMap[K, Any] | None = None) -> None:
+        self._map: FrozenMap[K, Any] = keys if keys is not None else _EMPTY_MAP
+
+    @classmethod
+    def _from_iterable(cls, items: Iterable[Any]) -> frozenset[Any]:
+        return frozenset(items)  # results of &, |, - are plain frozensets
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._map
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __repr__(self) -> str:
+        return f"FrozenKeySet({set(self)!r})"
+
+    @property
+    def map(self) -> FrozenMap[K, Any]:
+        return self._map

@@ -1,0 +1,60 @@
+"""FrozenMap / MapBuilder against plain dicts: same contents after any sequence of writes,
+and every frozen version keeps its contents forever (structure sharing never leaks)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
+
+KEYS = st.one_of(st.integers(-50, 50), st.text(max_size=3))
+OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "freeze"]), KEYS, st.integers()),
+               max_size=60)
+
+
+@given(ops=OPS)
+def test_every_version_matches_a_dict_model_when_writes_and_freezes_interleave(
+        ops: list[tuple[str, object, int]]) -> None:
+    """Copy-on-write per shard: a frozen map never sees later writes."""
+    builder = empty_map().builder()
+    model: dict[object, int] = {}
+    versions: list[tuple[FrozenMap[object, int], dict[object, int]]] = []
+    for op, key, value in ops:
+        if op == "set":
+            builder[key] = value
+            model[key] = value
+        elif op == "del" and key in model:
+            del builder[key]
+            del model[key]
+        elif op == "freeze":
+            versions.append((builder.freeze(), dict(model)))
+        assert len(builder) == len(model)
+    versions.append((builder.freeze(), dict(model)))
+    for frozen, expected in versions:
+        assert dict(frozen.items()) == expected
+        assert len(frozen) == len(expected)
+        assert frozen == expected
+        for key in expected:
+            assert key in frozen
+            assert frozen.get(key) == expected[key]
+
+
+def test_frozen_map_refuses_writes_when_assigned() -> None:
+    """Immutable: no item assignment."""
+    frozen = FrozenMap([(1, "a")])
+    with pytest.raises(TypeError):
+        frozen[2] = "b"  # type: ignore[index]
+    assert frozen.get(2) is None
+    assert frozen[1] == "a"
+
+
+def test_key_set_compares_like_a_set_when_compared_with_builtin_sets() -> None:
+    """used_topic_ids behaves as a set for ==, <=, & and in."""
+    keys = FrozenKeySet(FrozenMap([(1, None), (2, None)]))
+    assert keys == {1, 2}
+    assert {1} <= keys
+    assert not keys & {3}
+    assert 2 in keys
+    assert FrozenKeySet() == set()
