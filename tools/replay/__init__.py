@@ -1,0 +1,41 @@
+"""`kraft replay`: Spark reads every node's metadata log and proves the copies consistent.
+
+Modules: `inputs` finds the nodes, their segment files and broker checkpoints (driver
+side, plain files); `load` reads the segments as binary files with Spark and decodes them
+in the executors with `raft.segment` and `metadata.records`; `checks` and `checkpoint`
+are the named consistency checks; `analysis` the leader timeline, churn and lag tables;
+`report` writes JSON, Parquet and a self-contained HTML page; `job` ties them together.
+
+Running on a Spark cluster
+--------------------------
+The embedded default is `local[*]`. The same job runs on a standalone cluster when the
+logs sit on a filesystem every worker can read (NFS, or copied to the same path)::
+
+    kraft replay --logs /shared/run7/node-1/data /shared/run7/node-2/data \\
+        --master spark://spark-master:7077 --out /shared/run7/report
+
+or through `spark-submit`, with the project shipped to the executors as a zip (the
+workers also need `msgpack` installed, and Python 3.11)::
+
+    cd /path/to/kraft-py && zip -qr /tmp/kraft-py.zip raft metadata tools
+    spark-submit --master spark://spark-master:7077 --py-files /tmp/kraft-py.zip \\
+        tools/replay/__main__.py --cluster /shared/run7 --out /shared/run7/report --json
+
+Under `spark-submit` the master comes from spark-submit (`--master` of `kraft replay`
+is then left out). With `--master spark://...`, `kraft replay` ships the same zip itself.
+
+Broker checkpoint format
+------------------------
+A broker that has applied the metadata log writes `<log.dir>/metadata-image.checkpoint`,
+one JSON object::
+
+    {"applied_offset": 41, "image_hash": "<sha256 hex of MetadataImage.content_hash()>"}
+
+`applied_offset` is the offset of the last record applied to the image (inclusive; -1
+for an empty image), the same number as `MetadataImage.last_applied_offset`. The replay
+rebuilds the image from the committed log up to and including that offset and compares
+`content_hash()`.
+"""
+
+CHECKPOINT_FILE = "metadata-image.checkpoint"
+METADATA_DIR = "__cluster_metadata-0"

@@ -1,0 +1,135 @@
+"""What happened in the log: leaders per epoch, record types, topic churn, recreated
+names, and each node's log end and lag. Each function aggregates in Spark and returns
+small plain-Python tables (lists of dicts) for the JSON and HTML report.
+
+Counts are over the *distinct* records of all copies: a record replicated to three nodes
+counts once; two different records at one offset (a divergent tail) count separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812
+
+CHURN_BINS = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    leader_timeline: list[dict[str, Any]]
+    record_types: list[dict[str, Any]]
+    topic_churn: list[dict[str, Any]]
+    recreated_names: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    committed_end: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"committed_end": self.committed_end, "nodes": self.nodes,
+                "leader_timeline": self.leader_timeline, "record_types": self.record_types,
+                "topic_churn": self.topic_churn, "recreated_names": self.recreated_names}
+
+
+def distinct_log(records: DataFrame) -> DataFrame:
+    return records.drop("node", "file", "position", "batch_crc", "detail").dropDuplicates(
+        ["offset", "epoch", "record_hash"])
+
+
+def leader_timeline(log: DataFrame) -> list[dict[str, Any]]:
+    leaders = log.filter(F.col("record_type") == "LEADER_CHANGE").groupBy("epoch").agg(
+        F.min_by("leader_id", "offset").alias("leader_id"),
+        F.countDistinct("leader_id").alias("claimants"))
+    spans = log.groupBy("epoch").agg(F.min("offset").alias("first_offset"),
+                                     F.max("offset").alias("last_offset"),
+                                     F.count("*").alias("records"))
+    rows = spans.join(leaders, "epoch", "left").orderBy("epoch").collect()
+    return [r.asDict() for r in rows]
+
+
+def record_types(log: DataFrame) -> list[dict[str, Any]]:
+    rows = log.groupBy("record_type").count().orderBy(F.desc("count")).collect()
+    return [{"record_type": r.record_type, "count": r["count"]} for r in rows]
+
+
+def topic_churn(log: DataFrame, end_offset: int) -> list[dict[str, Any]]:
+    width = max(1, -(-end_offset // CHURN_BINS))
+    events = log.filter(F.col("record_type").isin("TOPIC", "REMOVE_TOPIC")).groupBy(
+        (F.floor(F.col("offset") / width) * width).alias("bin_start")).agg(
+        F.sum(F.when(F.col("record_type") == "TOPIC", 1).otherwise(0)).alias("created"),
+        F.sum(F.when(F.col("record_type") == "REMOVE_TOPIC", 1).otherwise(0)).alias("removed"))
+    by_bin = {r.bin_start: (r.created, r.removed) for r in events.collect()}
+    out, live = [], 0
+    for start in range(0, max(end_offset, 1), width):
+        created, removed = by_bin.get(start, (0, 0))
+        live += created - removed
+        out.append({"bin_start": start, "bin_end": start + width, "created": created,
+                    "removed": removed, "live_after": live})
+    return out
+
+
+def recreated_names(log: DataFrame) -> list[dict[str, Any]]:
+    topics = log.filter(F.col("record_type") == "TOPIC").select("name", "topic_id", "offset")
+    removed = log.filter(F.col("record_type") == "REMOVE_TOPIC").select(
+        "topic_id", F.col("offset").alias("removed_at")).dropDuplicates(["topic_id"])
+    many = topics.groupBy("name").agg(F.countDistinct("topic_id").alias("ids")) \
+        .filter(F.col("ids") > 1).select("name")
+    rows = topics.join(many, "name").join(removed, "topic_id", "left") \
+        .orderBy("name", "offset").collect()
+    table: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = table.setdefault(row.name, {"name": row.name, "old_ids": [],
+                                            "current_id": None, "offsets": []})
+        entry["offsets"].append(row.offset)
+        if row.removed_at is None:
+            entry["current_id"] = row.topic_id
+        else:
+            entry["old_ids"].append(row.topic_id)
+    return sorted(table.values(), key=lambda e: (-len(e["offsets"]), e["name"]))
+
+
+def node_summary(records: DataFrame, committed: DataFrame, committed_end: int,
+                 voters: tuple[int, ...],
+                 summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per node: records, start and end offset, last epoch, segments (from the node pass),
+    lag behind the longest log and where the node departs from the committed log."""
+    c = committed.select("offset", F.col("epoch").alias("c_epoch"),
+                         F.col("record_hash").alias("c_hash"))
+    diverging = records.join(c, "offset").filter(
+        (F.col("epoch") != F.col("c_epoch")) | (F.col("record_hash") != F.col("c_hash"))) \
+        .groupBy("node").agg(F.min("offset").alias("diverges_at")).collect()
+    diverges = {r.node: r.diverges_at for r in diverging}
+    log_end = max((s["end_offset"] or 0 for s in summaries.values()), default=0)
+    out = []
+    for node in sorted(summaries):
+        entry = {k: v for k, v in summaries[node].items() if k != "violation_counts"}
+        end = entry["end_offset"] or 0
+        entry["role"] = "voter" if node in voters else "observer"
+        entry["lag"] = log_end - end
+        entry["diverges_at"] = diverges.get(node)
+        held = min(end, committed_end)
+        if entry["diverges_at"] is not None:
+            held = min(held, entry["diverges_at"])
+        entry["committed_held"] = held
+        out.append(entry)
+    return out
+
+
+def analyse(records: DataFrame, committed: DataFrame, committed_end: int,
+            voters: tuple[int, ...], summaries: dict[int, dict[str, Any]], *,
+            full: bool = True) -> Analysis:
+    """Everything above; `full=False` computes only the per-node table (what the
+    checkpoint check needs), for quick runs such as the planted-fault tests."""
+    nodes = node_summary(records, committed, committed_end, voters, summaries)
+    if not full:
+        return Analysis(leader_timeline=[], record_types=[], topic_churn=[],
+                        recreated_names=[], nodes=nodes, committed_end=committed_end)
+    log = distinct_log(records).cache()
+    end = max((n["end_offset"] for n in nodes), default=0)
+    try:
+        return Analysis(leader_timeline=leader_timeline(log), record_types=record_types(log),
+                        topic_churn=topic_churn(log, end), recreated_names=recreated_names(log),
+                        nodes=nodes, committed_end=committed_end)
+    finally:
+        log.unpersist()

@@ -1,0 +1,121 @@
+"""Broker image checkpoints versus the image replayed from the controllers' log.
+
+The file format is documented in `tools.replay` (package docstring):
+`<log.dir>/metadata-image.checkpoint` = `{"applied_offset": int, "image_hash": str}`.
+
+The reference log is a voter's copy that holds the whole committed prefix; one Spark
+task reads its segments in order and replays them with `metadata.image.replay_bytes`,
+taking `content_hash()` at every offset some broker checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raft.segment import iter_batches
+from tools.replay.checks import CheckResult
+from tools.replay.inputs import InputError, NodeInput
+from tools.replay.load import _local_path
+
+log = logging.getLogger(__name__)
+
+NAME = "broker_checkpoints"
+DESCRIPTION = ("each broker's checkpointed image hash equals the image replayed from the "
+               "controller's log at the same offset")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    node_id: int
+    applied_offset: int  # last record applied, inclusive; -1 for an empty image
+    image_hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applied_offset": self.applied_offset, "image_hash": self.image_hash}
+
+
+def write_checkpoint(log_dir: Path, applied_offset: int, image_hash: str) -> Path:
+    """The format brokers write (used by the tests; brokers write it atomically)."""
+    path = log_dir / "metadata-image.checkpoint"
+    path.write_text(json.dumps({"applied_offset": applied_offset, "image_hash": image_hash}),
+                    encoding="utf-8")
+    return path
+
+
+def read_checkpoint(node: NodeInput) -> Checkpoint | None:
+    if node.checkpoint is None:
+        return None
+    try:
+        data = json.loads(node.checkpoint.read_text(encoding="utf-8"))
+        offset, digest = data["applied_offset"], data["image_hash"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{node.checkpoint}: unreadable image checkpoint: {exc!r}") from None
+    if not isinstance(offset, int) or isinstance(offset, bool) or not isinstance(digest, str):
+        raise InputError(f"{node.checkpoint}: applied_offset must be an int and "
+                         "image_hash a string")
+    return Checkpoint(node_id=node.node_id, applied_offset=offset, image_hash=digest)
+
+
+def image_hashes(files: Iterable[tuple[str, bytes]], targets: frozenset[int]) -> Iterator[
+        tuple[int, str]]:
+    """(offset, content hash of the image through that offset) for each target offset
+    the log reaches. Runs in one executor over one node's segments."""
+    from metadata.image import MetadataImage, replay_bytes
+
+    pending = sorted(targets)
+    image = MetadataImage.empty()
+    if pending and pending[0] < 0:
+        yield pending.pop(0), image.content_hash()
+    chunk: list[tuple[int, bytes]] = []
+    for path, data in sorted(files, key=lambda item: item[0]):
+        for stored in iter_batches(data, _local_path(path)):
+            for index, record in enumerate(stored.batch.records):
+                if not pending:
+                    return
+                offset = stored.batch.base_offset + index
+                chunk.append((offset, record))
+                if offset == pending[0]:
+                    image = replay_bytes(chunk, image)
+                    chunk = []
+                    yield pending.pop(0), image.content_hash()
+
+
+def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: NodeInput | None,
+                      committed_end: int) -> CheckResult:
+    if not checkpoints:
+        return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
+                           note="no broker wrote metadata-image.checkpoint: nothing to compare")
+    if reference is None:
+        return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
+                           note="no voter holds the whole committed log")
+    try:
+        import metadata.image  # noqa: F401
+    except ImportError as exc:
+        return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
+                           note=f"image replay unavailable: {exc}")
+    targets = frozenset(c.applied_offset for c in checkpoints)
+    paths = ",".join(str(p.resolve()) for p in reference.segments)
+    raw = spark.sparkContext.binaryFiles(paths, minPartitions=1).coalesce(1)
+    found = dict(raw.mapPartitions(lambda files: image_hashes(files, targets)).collect())
+    examples = []
+    for checkpoint in checkpoints:
+        expected = found.get(checkpoint.applied_offset)
+        if expected == checkpoint.image_hash:
+            continue
+        reason = (f"log of node {reference.node_id} ends before offset "
+                  f"{checkpoint.applied_offset}" if expected is None else
+                  f"checkpoint hash {checkpoint.image_hash[:16]}... but the replayed image "
+                  f"has {expected[:16]}...")
+        examples.append({"nodes": [checkpoint.node_id], "offset": checkpoint.applied_offset,
+                         "reason": reason, "record": {"checkpoint": checkpoint.to_json()}})
+    beyond = [c.node_id for c in checkpoints if c.applied_offset >= committed_end]
+    note = (f"replayed from node {reference.node_id}'s log"
+            + (f"; brokers {beyond} checkpointed past the majority-held prefix "
+               f"(offset {committed_end})" if beyond else ""))
+    return CheckResult(name=NAME, description=DESCRIPTION, violations=len(examples),
+                       examples=tuple(examples[:20]), note=note)

@@ -1,0 +1,245 @@
+"""The replay's consistency checks, each a named `CheckResult` built with Spark SQL.
+
+Every check reads `Context.records` (one row per record copy, see `load.SCHEMA`) and
+returns its violation count and up to `MAX_EXAMPLES` examples. A violation seen on
+several nodes (the same record, replicated faithfully) counts once; its example lists
+the nodes.
+
+Committed prefix without high-watermark files: a record is taken as committed when a
+majority of the voters hold it identically (same offset, epoch and bytes) at that
+offset; the committed log is the longest prefix of such offsets, `[start, committed_end)`.
+Raft commits exactly what a majority holds in the leader's epoch, so this can only
+under-estimate the real high watermark, never invent a commit. A node may still hold,
+below `committed_end`, a stale tail from an older epoch that its leader has not yet
+truncated (a lagging follower); that is legal. What Raft forbids, and what the check
+flags, is a different record at a committed offset with an epoch equal to or later than
+the committed record's: a later leader that lost a committed entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812
+
+
+MAX_EXAMPLES = 20
+_COUNT_LIMIT = 1000
+RECORD_COLUMNS = ("record_type", "topic_id", "name", "partition", "leader_id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    name: str
+    description: str
+    violations: int
+    examples: tuple[dict[str, Any], ...] = ()
+    note: str = ""
+    skipped: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "passed": self.passed,
+                "skipped": self.skipped, "violations": self.violations,
+                "examples": list(self.examples), "note": self.note}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """What every check sees: the cached records (CORRUPT rows removed) and the quorum."""
+
+    spark: Any
+    records: DataFrame
+    voters: tuple[int, ...]
+    voters_known: bool  # from cluster.json or quorum-state, not guessed
+    node_count: int = 1
+    committed_end: int = 0
+    committed: DataFrame | None = field(default=None)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+
+def _example(row: Any) -> dict[str, Any]:
+    data = row.asDict(recursive=True)
+    record = {k: data.pop(k) for k in RECORD_COLUMNS if k in data}
+    out = {k: v for k, v in data.items() if v is not None}
+    if record:
+        out["record"] = {k: v for k, v in record.items() if v is not None}
+    return out
+
+
+def _collapse(violations: DataFrame) -> DataFrame:
+    """One row per distinct violation, with the sorted list of nodes that hold it."""
+    keys = [c for c in violations.columns if c != "node"]
+    return (violations.groupBy(*keys).agg(F.sort_array(F.collect_set("node")).alias("nodes"))
+            .orderBy("offset"))
+
+
+def _result(name: str, description: str, violations: DataFrame, *, note: str = "",
+            collapse: bool = True) -> CheckResult:
+    table = _collapse(violations) if collapse else violations
+    first = table.limit(_COUNT_LIMIT).collect()  # one job when there are few (the usual)
+    count = len(first) if len(first) < _COUNT_LIMIT else table.count()
+    return CheckResult(name=name, description=description, violations=count,
+                       examples=tuple(_example(r) for r in first[:MAX_EXAMPLES]), note=note)
+
+
+def _show(records: DataFrame, reason: Any) -> DataFrame:
+    return records.select("node", "offset", "epoch", *RECORD_COLUMNS, reason.alias("reason"))
+
+
+# --- across nodes (Spark SQL) --------------------------------------------------------
+
+def log_matching(ctx: Context) -> CheckResult:
+    """Raft §5.3 Log Matching: the same (offset, epoch) on two nodes means the same
+    record there and the same records at every offset before it."""
+    slim = ctx.records.select("node", "offset", "epoch", "record_hash")
+    a, b = slim.alias("a"), slim.alias("b")
+    pairs = a.join(b, (F.col("a.offset") == F.col("b.offset"))
+                   & (F.col("a.node") < F.col("b.node"))).select(
+        F.col("a.node").alias("node_a"), F.col("b.node").alias("node_b"),
+        F.col("a.offset").alias("offset"), F.col("a.epoch").alias("epoch_a"),
+        F.col("b.epoch").alias("epoch_b"),
+        (F.col("a.record_hash") == F.col("b.record_hash")).alias("same_bytes"))
+    same_epoch = F.col("epoch_a") == F.col("epoch_b")
+    last_match = pairs.filter(same_epoch).groupBy("node_a", "node_b") \
+        .agg(F.max("offset").alias("last_same_epoch"))
+    bad = pairs.join(last_match, ["node_a", "node_b"]).filter(
+        (same_epoch & ~F.col("same_bytes"))
+        | ((F.col("offset") < F.col("last_same_epoch"))
+           & (~same_epoch | ~F.col("same_bytes"))))
+    reason = F.when(same_epoch, F.lit("same offset and epoch, different bytes")).otherwise(
+        F.format_string("epochs %d vs %d below offset %d, where both hold the same epoch",
+                        "epoch_a", "epoch_b", "last_same_epoch"))
+    shown = bad.select(F.array("node_a", "node_b").alias("nodes"), "offset",
+                       F.col("epoch_a").alias("epoch"), reason.alias("reason")).orderBy("offset")
+    detail = ctx.records.select(F.col("node").alias("d_node"),
+                               F.col("offset").alias("d_offset"), *RECORD_COLUMNS)
+    shown = shown.join(detail, (F.col("offset") == F.col("d_offset"))
+                       & (F.col("nodes")[1] == F.col("d_node")), "left") \
+        .drop("d_node", "d_offset").orderBy("offset")
+    return _result("log_matching", "same (offset, epoch) on two nodes => identical bytes "
+                   "there and identical prefixes", shown, collapse=False)
+
+
+def committed_end(records: DataFrame, voters: Sequence[int], majority: int) -> tuple[int, Any]:
+    """(committed_end, the committed records: offset, epoch, record_hash) as defined in
+    the module docstring. One Spark job when the voters' logs have no holes."""
+    held = records.filter(F.col("node").isin(*voters))
+    versions = held.groupBy("offset", "epoch", "record_hash") \
+        .agg(F.countDistinct("node").alias("holders"))
+    agreed = versions.filter(F.col("holders") >= majority).drop("holders")
+    best = versions.groupBy("offset").agg(F.max("holders").alias("best"))
+    is_agreed = F.col("best") >= majority
+    start, missing, last, count = best.agg(
+        F.min("offset"), F.min(F.when(~is_agreed, F.col("offset"))),
+        F.max(F.when(is_agreed, F.col("offset"))),
+        F.sum(F.when(is_agreed, 1).otherwise(0))).first()
+    if start is None:
+        return 0, agreed.limit(0)
+    if missing is None:
+        missing = start if last is None else last + 1
+        if count == missing - start:  # the usual case: no hole
+            return missing, agreed
+    contiguous = agreed.filter(F.col("offset") < missing)
+    if contiguous.count() < missing - start:  # a hole no voter fills: the prefix ends there
+        numbered = contiguous.withColumn(
+            "rank", F.row_number().over(Window.orderBy("offset")) - 1 + start)
+        first_shift = numbered.filter(F.col("offset") != F.col("rank")) \
+            .agg(F.min("rank")).first()[0]
+        missing = first_shift if first_shift is not None else missing
+    return missing, agreed.filter(F.col("offset") < missing)
+
+
+def committed_prefix(ctx: Context) -> CheckResult:
+    committed = ctx.committed
+    assert committed is not None
+    c = committed.select("offset", F.col("epoch").alias("committed_epoch"),
+                         F.col("record_hash").alias("committed_hash"))
+    joined = ctx.records.join(c, "offset")
+    bad = joined.filter(((F.col("epoch") != F.col("committed_epoch"))
+                         | (F.col("record_hash") != F.col("committed_hash")))
+                        & (F.col("epoch") >= F.col("committed_epoch")))
+    reason = F.format_string("epoch %d where the committed record (held by a majority) "
+                             "has epoch %d", "epoch", "committed_epoch")
+    note = (f"committed prefix: offsets below {ctx.committed_end}, held identically by a "
+            f"majority ({ctx.majority} of voters {list(ctx.voters)})")
+    return _result("committed_prefix", "every node agrees with the committed log (a stale "
+                   "tail from an older epoch is allowed)", _show(bad, reason), note=note)
+
+
+# --- per node (one sequential scan each, see tools.replay.sequential) ----------------------
+
+NODE_CHECKS = {
+    "records_decodable": "every record with a good CRC decodes as a known metadata record",
+    "offsets_contiguous": "each node's offsets run without gaps or repeats",
+    "epochs_monotonic": "epochs never decrease along a node's log",
+    "one_leader_per_epoch": "at most one leader per epoch (LeaderChange records and the "
+                            "epochs of their batches)",
+    "topic_ids_valid": "topic IDs unique, never reused after RemoveTopic, never ZERO_UUID "
+                       "or the sentinel",
+    "metadata_topic_once": "the metadata topic's ID is assigned exactly once",
+    "name_one_live_id": "at every offset a topic name maps to at most one live topic ID",
+    "records_name_live_topic": "every Partition, PartitionChange and RemoveTopic names a "
+                               "topic live at its offset",
+}
+
+
+def _merge(check: str, rows: list[tuple[Any, ...]], capped: bool) -> CheckResult:
+    """Violations of one check from every node: the same (offset, record, reason) on
+    several nodes is one violation."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for _, _, node, offset, epoch, record_hash, reason, record in rows:
+        key = (offset, record_hash, reason)
+        entry = merged.setdefault(key, {"nodes": [], "offset": offset, "epoch": epoch,
+                                        "reason": reason, "record": record})
+        entry["nodes"].append(node)
+    examples = sorted(merged.values(), key=lambda e: (e["offset"] is None, e["offset"] or 0))
+    note = "over 10,000 on one node: the count is a lower bound" if capped else ""
+    return CheckResult(name=check, description=NODE_CHECKS[check], violations=len(merged),
+                       examples=tuple(examples[:MAX_EXAMPLES]), note=note)
+
+
+def _leader_rows(claims: list[tuple[Any, ...]], voters: Sequence[int],
+                 voters_known: bool) -> list[tuple[Any, ...]]:
+    by_epoch: dict[int, set[int]] = {}
+    for _, epoch, leader, *_ in claims:
+        by_epoch.setdefault(epoch, set()).add(leader)
+    rows = []
+    for _, epoch, leader, node, offset, record_hash in claims:
+        record = {"record_type": "LEADER_CHANGE", "leader_id": leader}
+        if len(by_epoch[epoch]) > 1:
+            rows.append(("violation", "one_leader_per_epoch", node, offset, epoch, record_hash,
+                         f"{len(by_epoch[epoch])} different leaders claim epoch {epoch}",
+                         record))
+        if voters_known and leader not in voters:
+            rows.append(("violation", "one_leader_per_epoch", node, offset, epoch, record_hash,
+                         f"leader {leader} is not a voter", record))
+    return rows
+
+
+def node_checks(ctx: Context) -> tuple[list[CheckResult], dict[int, dict[str, Any]]]:
+    """Run `sequential.node_pass` once per node; (check results, summary per node)."""
+    from tools.replay.sequential import INPUT_COLUMNS, MAX_KEPT, node_pass
+
+    rows = (ctx.records.select(*INPUT_COLUMNS).repartition(max(ctx.node_count, 1), "node")
+            .sortWithinPartitions("node", "offset").rdd.map(tuple)
+            .mapPartitions(node_pass).collect())
+    summaries = {r[1]: r[2] for r in rows if r[0] == "summary"}
+    claims = [r for r in rows if r[0] == "leader"]
+    violations = [r for r in rows if r[0] == "violation"]
+    violations += _leader_rows(claims, ctx.voters, ctx.voters_known)
+    results = []
+    for check in NODE_CHECKS:
+        mine = [r for r in violations if r[1] == check]
+        capped = any(s["violation_counts"].get(check, 0) > MAX_KEPT for s in summaries.values())
+        results.append(_merge(check, mine, capped))
+    return results, summaries

@@ -1,0 +1,195 @@
+"""Find what to replay: each node's id, metadata segment files and broker checkpoint.
+
+Layouts understood:
+
+* `--cluster DIR`: the local launcher's layout, `DIR/cluster.json` (optional) and one
+  `DIR/<name>/data/` log dir per node (`node-1`, `node-2`, ...).
+* `--logs PATH ...`: each PATH is a log dir (holding `__cluster_metadata-0/`) or the
+  `__cluster_metadata-0` directory itself.
+
+A node's id comes from `meta.properties` (`node.id=`), else from the digits of its
+directory name (`node-3` -> 3), else its position on the command line. The voters come
+from `cluster.json`, else from the `quorum-state` files, else every node with a log is
+taken for a voter. Everything here runs on the driver and touches only directory
+listings and small files; the segments themselves are read by Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raft.segment import list_segments
+from tools.replay import CHECKPOINT_FILE, METADATA_DIR
+
+log = logging.getLogger(__name__)
+
+
+class InputError(Exception):
+    """The input is unusable (missing directory, unreadable or corrupt file): exit 2."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeInput:
+    node_id: int
+    log_dir: Path
+    segments: tuple[Path, ...]  # in offset order
+    checkpoint: Path | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayInput:
+    nodes: tuple[NodeInput, ...]
+    voters: tuple[int, ...]
+    voters_source: str  # "cluster.json", "quorum-state" or "all nodes"
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    @property
+    def segment_count(self) -> int:
+        return sum(len(n.segments) for n in self.nodes)
+
+    def node(self, node_id: int) -> NodeInput:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+
+def _digits(name: str) -> int | None:
+    match = re.search(r"(\d+)$", name)
+    return int(match.group(1)) if match else None
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _node_id(log_dir: Path, fallback: int) -> int:
+    props = _read_properties(log_dir / "meta.properties")
+    if props.get("node.id", "").lstrip("-").isdigit():
+        return int(props["node.id"])
+    for part in (log_dir.name, log_dir.parent.name):
+        number = _digits(part)
+        if number is not None:
+            return number
+    return fallback
+
+
+def _node_input(log_dir: Path, fallback_id: int) -> NodeInput:
+    segment_dir = log_dir / METADATA_DIR
+    try:
+        segments = tuple(list_segments(segment_dir)) if segment_dir.is_dir() else ()
+    except OSError as exc:
+        raise InputError(f"{segment_dir}: cannot list segments: {exc}") from None
+    checkpoint = log_dir / CHECKPOINT_FILE
+    return NodeInput(node_id=_node_id(log_dir, fallback_id), log_dir=log_dir,
+                     segments=segments, checkpoint=checkpoint if checkpoint.is_file() else None)
+
+
+def _voters_from(value: Any) -> tuple[int, ...] | None:
+    """Voters as a list of ids, a list of {"id"/"node_id"} maps, or Kafka's
+    `1@host:port,2@host:port` string."""
+    if isinstance(value, str):
+        ids = [_digits(item.split("@", 1)[0].strip()) for item in value.split(",") if item]
+        return tuple(sorted(i for i in ids if i is not None)) or None
+    if isinstance(value, list):
+        ids: list[int] = []
+        for item in value:
+            if isinstance(item, int) and not isinstance(item, bool):
+                ids.append(item)
+            elif isinstance(item, dict):
+                found = item.get("id", item.get("node_id"))
+                if isinstance(found, int):
+                    ids.append(found)
+            elif isinstance(item, str):
+                number = _digits(item.split("@", 1)[0])
+                if number is not None:
+                    ids.append(number)
+        return tuple(sorted(set(ids))) or None
+    return None
+
+
+def _cluster_json_voters(cluster_dir: Path) -> tuple[int, ...] | None:
+    path = cluster_dir / "cluster.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable cluster description: {exc}") from None
+    if not isinstance(data, dict):
+        return None
+    for key in ("voters", "controller.quorum.voters", "controller_quorum_voters"):
+        if key in data:
+            return _voters_from(data[key])
+    controllers = [n for n in data.get("nodes", []) if isinstance(n, dict)
+                   and "controller" in str(n.get("roles", n.get("process.roles", "")))]
+    return _voters_from(controllers) if controllers else None
+
+
+def _quorum_state_voters(nodes: Sequence[NodeInput]) -> tuple[int, ...] | None:
+    found: set[int] = set()
+    for node in nodes:
+        try:
+            data = json.loads((node.log_dir / "quorum-state").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        voters = _voters_from(data.get("voters")) if isinstance(data, dict) else None
+        found.update(voters or ())
+    return tuple(sorted(found)) or None
+
+
+def _finish(nodes: list[NodeInput], voters: tuple[int, ...] | None, source: str) -> ReplayInput:
+    ids = [n.node_id for n in nodes]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise InputError(f"node id(s) {duplicates} appear in more than one log dir")
+    if not any(n.segments for n in nodes):
+        raise InputError("no metadata log segments found under "
+                         + ", ".join(str(n.log_dir) for n in nodes))
+    if voters is None:
+        voters, source = _quorum_state_voters(nodes), "quorum-state"
+    if voters is None:
+        voters, source = tuple(sorted(n.node_id for n in nodes if n.segments)), "all nodes"
+    nodes.sort(key=lambda n: n.node_id)
+    log.info("replay inputs", extra={"nodes": ids, "voters": voters, "source": source})
+    return ReplayInput(nodes=tuple(nodes), voters=voters, voters_source=source)
+
+
+def from_cluster(cluster_dir: Path) -> ReplayInput:
+    """The launcher's layout: every `DIR/<name>/data` is a node's log dir."""
+    if not cluster_dir.is_dir():
+        raise InputError(f"{cluster_dir}: no such cluster directory")
+    children = sorted((p for p in cluster_dir.iterdir() if (p / "data").is_dir()),
+                      key=lambda p: (_digits(p.name) is None, _digits(p.name) or 0, p.name))
+    if not children:
+        raise InputError(f"{cluster_dir}: no node directories (expected <name>/data/)")
+    nodes = [_node_input(child / "data", index) for index, child in enumerate(children)]
+    voters = _cluster_json_voters(cluster_dir)
+    return _finish(nodes, voters, "cluster.json")
+
+
+def from_logs(paths: Sequence[Path]) -> ReplayInput:
+    """Explicit log dirs (or their `__cluster_metadata-0` directories)."""
+    nodes = []
+    for index, path in enumerate(paths):
+        if not path.is_dir():
+            raise InputError(f"{path}: no such log directory")
+        log_dir = path.parent if path.name == METADATA_DIR else path
+        nodes.append(_node_input(log_dir, index))
+    return _finish(nodes, None, "")

@@ -1,0 +1,144 @@
+"""The replay job: load every node's log, run the checks, analyse, and summarise.
+
+`run_replay` is what `kraft replay` (and spark-submit, through `tools/replay/__main__.py`)
+calls; tests call it with their shared SparkSession. It raises `InputError` for bad
+input (exit 2) and otherwise returns a `ReplayResult` whose `passed` decides exit 0 or 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F  # noqa: N812
+
+from tools.replay import checks as checks_module
+from tools.replay.analysis import Analysis, analyse
+from tools.replay.checkpoint import check_checkpoints, read_checkpoint
+from tools.replay.checks import CheckResult, Context, committed_end
+from tools.replay.inputs import InputError, NodeInput, ReplayInput
+from tools.replay.load import CORRUPT, load_records
+from tools.replay.progress import Progress
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    checks: tuple[CheckResult, ...]
+    analysis: Analysis
+    record_copies: int
+    replay_input: ReplayInput
+    seconds: dict[str, float]
+    report_path: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if not c.passed]
+
+    def check(self, name: str) -> CheckResult:
+        return next(c for c in self.checks if c.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "failed": self.failed, "records": self.record_copies,
+                "voters": list(self.replay_input.voters),
+                "voters_source": self.replay_input.voters_source,
+                "nodes": {str(n.node_id): str(n.log_dir) for n in self.replay_input.nodes},
+                "checks": [c.to_json() for c in self.checks],
+                "analysis": self.analysis.to_json(), "seconds": self.seconds,
+                "report": None if self.report_path is None else str(self.report_path)}
+
+
+def _count_or_raise_if_corrupt(records: Any) -> int:
+    """Record copies loaded; InputError naming file and byte if a segment is damaged."""
+    counts = dict(records.groupBy(F.col("record_type") == CORRUPT).count().collect())
+    if counts.get(True):
+        bad = records.filter(F.col("record_type") == CORRUPT).select("detail").limit(5)
+        raise InputError("corrupt segment: " + "; ".join(r.detail for r in bad.collect()))
+    return int(counts.get(False, 0))
+
+
+def _reference(replay_input: ReplayInput, nodes: list[dict[str, Any]],
+               end: int) -> NodeInput | None:
+    """A voter whose log holds the whole committed prefix (the longest such log)."""
+    holders = [n for n in nodes if n["role"] == "voter" and n["committed_held"] >= end]
+    if not holders:
+        return None
+    best = max(holders, key=lambda n: (n["end_offset"], -n["node"]))
+    return replay_input.node(best["node"])
+
+
+def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
+               progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
+    def phase(name: str) -> None:
+        if progress is not None:
+            progress.phase(name)
+
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
+    phase(f"reading {replay_input.segment_count} segment(s) of "
+          f"{len(replay_input.nodes)} node(s)")
+    try:
+        loaded = load_records(spark, replay_input).cache()
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    copies = _count_or_raise_if_corrupt(loaded)
+    records = loaded.filter(F.col("record_type") != CORRUPT)
+    seconds["load"] = time.monotonic() - started
+
+    mark = time.monotonic()
+    phase("finding the committed prefix")
+    voters_known = replay_input.voters_source != "all nodes"
+    end, committed = committed_end(records, replay_input.voters, replay_input.majority)
+    committed = committed.cache()
+    ctx = Context(spark=spark, records=records, voters=replay_input.voters,
+                  voters_known=voters_known, committed_end=end, committed=committed,
+                  node_count=sum(1 for n in replay_input.nodes if n.segments))
+    phase("per-node checks (one ordered scan per node)")
+    results, summaries = checks_module.node_checks(ctx)
+    phase("check log_matching")
+    results.insert(3, checks_module.log_matching(ctx))
+    phase("check committed_prefix")
+    results.insert(4, checks_module.committed_prefix(ctx))
+    seconds["checks"] = time.monotonic() - mark
+
+    mark = time.monotonic()
+    phase("analysis")
+    analysis = analyse(records, committed, end, replay_input.voters, summaries,
+                       full=with_analysis)
+    seconds["analysis"] = time.monotonic() - mark
+
+    mark = time.monotonic()
+    phase(f"check broker_checkpoints ({len(checkpoints)} checkpoint(s))")
+    reference = _reference(replay_input, analysis.nodes, end)
+    results.append(check_checkpoints(spark, checkpoints, reference, end))
+    seconds["checkpoints"] = time.monotonic() - mark
+
+    result = ReplayResult(checks=tuple(results), analysis=analysis, record_copies=copies,
+                          replay_input=replay_input, seconds=seconds)
+    if out_dir is not None:
+        from tools.replay.report import write_report
+
+        mark = time.monotonic()
+        phase(f"writing the report to {out_dir}")
+        page = write_report(out_dir, result.to_json(), records, spark)
+        seconds["report"] = time.monotonic() - mark
+        result = ReplayResult(checks=result.checks, analysis=analysis, record_copies=copies,
+                              replay_input=replay_input, seconds=seconds, report_path=page)
+        # report.json was written before the report timing existed: rewrite it whole
+        (out_dir / "report.json").write_text(json.dumps(
+            result.to_json(), indent=2, default=str), encoding="utf-8")
+    committed.unpersist()
+    loaded.unpersist()
+    seconds["total"] = time.monotonic() - started
+    log.info("replay done", extra={"passed": result.passed, "failed": result.failed})
+    return result

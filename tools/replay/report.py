@@ -1,0 +1,192 @@
+"""The replay report: `report.json`, Parquet tables and a self-contained `report.html`.
+
+REPORT_DIR/
+  report.json           verdict, every check (count + examples), the analysis tables
+  records.parquet/      one row per record copy (load.SCHEMA), partitioned by node
+  leaders.parquet/      the leader timeline;  nodes.parquet/  per-node log end and lag
+  report.html           the same, readable, with matplotlib plots embedded as base64 PNG
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+_LEADERS = ("epoch int, leader_id int, claimants long, first_offset long, last_offset long, "
+            "records long")
+_NODES = ("node int, role string, records long, start_offset long, end_offset long, "
+          "last_epoch int, segments long, lag long, diverges_at long, committed_held long")
+
+
+def write_report(out_dir: Path, summary: dict[str, Any], records: Any, spark: Any) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(summary, indent=2, default=str),
+                                         encoding="utf-8")
+    records.write.mode("overwrite").partitionBy("node").parquet(str(out_dir / "records.parquet"))
+    analysis = summary["analysis"]
+    for name, rows in (("leaders", analysis["leader_timeline"]), ("nodes", analysis["nodes"])):
+        if rows:
+            schema = _LEADERS if name == "leaders" else _NODES
+            columns = [c.split()[0] for c in schema.split(", ")]
+            table = spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows],
+                                          schema)
+            table.coalesce(1).write.mode("overwrite").parquet(str(out_dir / f"{name}.parquet"))
+    page = out_dir / "report.html"
+    page.write_text(render_html(summary), encoding="utf-8")
+    log.info("report written", extra={"dir": str(out_dir)})
+    return page
+
+
+# --- plots --------------------------------------------------------------------------------
+
+def _png(draw: Callable[[Any], None]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 3.2), dpi=96)
+    try:
+        draw(axes)
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+    finally:
+        plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _leader_plot(timeline: list[dict[str, Any]]) -> Callable[[Any], None]:
+    def draw(ax: Any) -> None:
+        leaders = sorted({e["leader_id"] for e in timeline if e["leader_id"] is not None})
+        colours = {leader: f"C{i % 10}" for i, leader in enumerate(leaders)}
+        for entry in timeline:
+            width = entry["last_offset"] - entry["first_offset"] + 1
+            ax.barh(entry["epoch"], width, left=entry["first_offset"],
+                    color=colours.get(entry["leader_id"], "grey"))
+        for leader, colour in colours.items():
+            ax.barh([], [], color=colour, label=f"leader {leader}")
+        ax.set_xlabel("offset")
+        ax.set_ylabel("epoch")
+        ax.set_title("Leader timeline: the offsets each epoch wrote")
+        if colours:
+            ax.legend(loc="lower right", fontsize="small")
+    return draw
+
+
+def _types_plot(types: list[dict[str, Any]]) -> Callable[[Any], None]:
+    def draw(ax: Any) -> None:
+        ax.barh([t["record_type"] for t in types], [t["count"] for t in types], color="C0")
+        ax.set_xscale("log")
+        ax.set_xlabel("records (log scale)")
+        ax.set_title("Record types")
+    return draw
+
+
+def _churn_plot(churn: list[dict[str, Any]]) -> Callable[[Any], None]:
+    def draw(ax: Any) -> None:
+        starts = [c["bin_start"] for c in churn]
+        width = (churn[0]["bin_end"] - churn[0]["bin_start"]) if churn else 1
+        ax.bar(starts, [c["created"] for c in churn], width=width, align="edge",
+               color="C2", label="created")
+        ax.bar(starts, [-c["removed"] for c in churn], width=width, align="edge",
+               color="C3", label="removed")
+        twin = ax.twinx()
+        twin.plot([c["bin_end"] for c in churn], [c["live_after"] for c in churn],
+                  color="black", label="live topics")
+        twin.set_ylabel("live topics")
+        ax.set_xlabel("offset")
+        ax.set_ylabel("topics per bin")
+        ax.set_title("Topic churn")
+        ax.legend(loc="upper left", fontsize="small")
+    return draw
+
+
+def _nodes_plot(nodes: list[dict[str, Any]], committed_end: int) -> Callable[[Any], None]:
+    def draw(ax: Any) -> None:
+        labels = [f"{n['role']} {n['node']}" for n in nodes]
+        ax.barh(labels, [n["end_offset"] for n in nodes], color="C1", label="log end")
+        ax.barh(labels, [n["committed_held"] for n in nodes], color="C0",
+                label="agrees with committed log")
+        ax.axvline(committed_end, color="black", linestyle="--", label="committed end")
+        ax.set_xlabel("offset")
+        ax.set_title("Per-node log end")
+        ax.legend(loc="lower right", fontsize="small")
+    return draw
+
+
+# --- HTML ---------------------------------------------------------------------------------
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_text(r.get(c)))}</td>"
+                                     for c in columns) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def _checks_html(checks: list[dict[str, Any]]) -> str:
+    parts = []
+    for check in checks:
+        status = "skipped" if check["skipped"] else ("pass" if check["passed"] else "FAIL")
+        parts.append(
+            f"<details class='{status.lower()}'><summary><b>{status}</b> "
+            f"{html.escape(check['name'])}: {check['violations']} violation(s) - "
+            f"{html.escape(check['description'])}</summary>"
+            + (f"<p>{html.escape(check['note'])}</p>" if check["note"] else "")
+            + ("<pre>" + html.escape("\n".join(json.dumps(e, default=str)
+                                               for e in check["examples"])) + "</pre>"
+               if check["examples"] else "") + "</details>")
+    return "\n".join(parts)
+
+
+_STYLE = """body{font-family:sans-serif;margin:2em;max-width:60em}
+table{border-collapse:collapse;font-size:small}td,th{border:1px solid #ccc;padding:2px 6px}
+details{margin:.3em 0}details.fail summary{color:#b00}details.pass summary{color:#070}
+pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:small}img{max-width:100%}"""
+
+
+def render_html(summary: dict[str, Any]) -> str:
+    analysis = summary["analysis"]
+    plots = [_png(_nodes_plot(analysis["nodes"], analysis["committed_end"]))]
+    if analysis["leader_timeline"]:
+        plots.append(_png(_leader_plot(analysis["leader_timeline"])))
+    if analysis["record_types"]:
+        plots.append(_png(_types_plot(analysis["record_types"])))
+    if analysis["topic_churn"]:
+        plots.append(_png(_churn_plot(analysis["topic_churn"])))
+    images = "".join(f"<p><img alt='plot' src='data:image/png;base64,{p}'></p>" for p in plots)
+    verdict = "PASS" if summary["passed"] else "FAIL: " + ", ".join(summary["failed"])
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>kraft replay</title><style>{_STYLE}</style></head>
+<body><h1>kraft replay: {html.escape(verdict)}</h1>
+<p>{summary['records']} record copies on {len(analysis['nodes'])} node(s); voters
+{summary['voters']} (from {html.escape(summary['voters_source'])}); committed prefix ends at
+offset {analysis['committed_end']}.</p>
+<h2>Checks</h2>{_checks_html(summary['checks'])}
+<h2>Nodes</h2>{_table(analysis['nodes'], ['node', 'role', 'start_offset', 'end_offset',
+    'lag', 'last_epoch', 'records', 'segments', 'diverges_at', 'committed_held'])}
+<h2>Plots</h2>{images}
+<h2>Leader timeline</h2>{_table(analysis['leader_timeline'], ['epoch', 'leader_id',
+    'claimants', 'first_offset', 'last_offset', 'records'])}
+<h2>Recreated topic names</h2>{_table(analysis['recreated_names'][:200], ['name',
+    'old_ids', 'current_id', 'offsets'])}
+<h2>Record types</h2>{_table(analysis['record_types'], ['record_type', 'count'])}
+</body></html>
+"""

@@ -1,0 +1,152 @@
+"""Synthetic metadata logs for the replay's tests and benchmark.
+
+`metadata_log` builds a plausible leader log: a LeaderChange opening every epoch, the
+metadata topic's ID, broker registrations, then topics created (Topic + Partition
+records), partitions changing leader and ISR, topics deleted and their names reused
+with new IDs. `write_node` writes batches as segment files with `raft.segment`, exactly
+the bytes the on-disk log writes, so the replay reads them as it reads a real run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from metadata.records import (
+    LeaderChange,
+    MetadataTopic,
+    Partition,
+    PartitionChange,
+    Record,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+)
+from metadata.uuid import Uuid
+from raft.segment import encode_batch, segment_name
+from raft.types import Batch
+from tools.replay import METADATA_DIR
+
+
+def metadata_log(*, records: int = 200, voters: Sequence[int] = (1, 2, 3),
+                 records_per_epoch: int = 60, partitions: int = 3, batch_size: int = 5,
+                 max_live: int = 50, seed: int = 0) -> list[Batch]:
+    """About `records` records (a few more to finish the last topic), in batches of at
+    most `batch_size`, a new epoch (and leader) every `records_per_epoch` records, at
+    most `max_live` topics alive at once."""
+    rng = random.Random(seed)
+    epoch = 1
+    out: list[Batch] = []
+    pending: list[Record] = [LeaderChange(leader_id=voters[0], voters=tuple(voters)),
+                             MetadataTopic(topic_id=Uuid.random(rng))]
+    pending += [RegisterBroker(broker_id=b, incarnation_id=Uuid.random(rng), broker_epoch=1)
+                for b in voters]
+    live: dict[str, Uuid] = {}
+    deleted: list[str] = []
+    count = len(pending)
+    serial = 0
+    since_epoch = count
+
+    def flush() -> None:
+        nonlocal pending
+        for start in range(0, len(pending), batch_size):
+            chunk = pending[start:start + batch_size]
+            base = out[-1].next_offset if out else 0
+            out.append(Batch(base_offset=base, epoch=epoch,
+                             records=tuple(r.encode() for r in chunk)))
+        pending = []
+
+    while count < records:
+        if since_epoch >= records_per_epoch:
+            flush()
+            epoch += 1
+            pending.append(LeaderChange(leader_id=voters[epoch % len(voters)],
+                                        voters=tuple(voters)))
+            since_epoch = 0
+        roll = rng.random()
+        new: list[Record]
+        if not live or (roll < 0.15 and len(live) < max_live):
+            name = deleted.pop() if deleted and rng.random() < 0.5 else f"topic-{serial}"
+            serial += 1
+            topic_id = Uuid.random(rng)
+            live[name] = topic_id
+            new = [Topic(name=name, topic_id=topic_id, initial_partition_count=partitions)]
+            new += [Partition(topic_id=topic_id, partition=p, replicas=tuple(voters),
+                              isr=tuple(voters), leader=voters[p % len(voters)])
+                    for p in range(partitions)]
+        elif roll < 0.22 and len(live) > 1:
+            name = rng.choice(list(live))
+            new = [RemoveTopic(topic_id=live.pop(name))]
+            deleted.append(name)
+        else:
+            topic_id = live[rng.choice(list(live))]
+            leader = rng.choice(tuple(voters))
+            new = [PartitionChange(topic_id=topic_id, partition=rng.randrange(partitions),
+                                   leader=leader, isr=tuple(voters))]
+        pending += new
+        count += len(new)
+        since_epoch += len(new)
+        if len(pending) >= batch_size:
+            flush()
+    flush()
+    return out
+
+
+def write_node(log_dir: Path, batches: Sequence[Batch], *,
+               segment_records: int = 1000) -> list[Path]:
+    """Write `batches` as segment files under `log_dir/__cluster_metadata-0/`, rolling
+    to a new segment once one holds `segment_records` records."""
+    directory = log_dir / METADATA_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    chunk: list[bytes] = []
+    base = batches[0].base_offset if batches else 0
+    held = 0
+    for batch in batches:
+        if held >= segment_records:
+            paths.append(_write(directory, base, chunk))
+            chunk, base, held = [], batch.base_offset, 0
+        chunk.append(encode_batch(batch))
+        held += len(batch.records)
+    if chunk:
+        paths.append(_write(directory, base, chunk))
+    return paths
+
+
+def _write(directory: Path, base_offset: int, chunks: Sequence[bytes]) -> Path:
+    path = directory / segment_name(base_offset)
+    path.write_bytes(b"".join(chunks))
+    return path
+
+
+def write_cluster(root: Path, logs: dict[int, Sequence[Batch]], *,
+                  voters: Sequence[int] | None = None, segment_records: int = 1000) -> Path:
+    """The launcher's layout: `root/cluster.json` and `root/node-N/data/` per node."""
+    root.mkdir(parents=True, exist_ok=True)
+    chosen = sorted(logs) if voters is None else list(voters)
+    (root / "cluster.json").write_text(json.dumps({"voters": chosen}), encoding="utf-8")
+    for node_id, batches in logs.items():
+        log_dir = root / f"node-{node_id}" / "data"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / "meta.properties").write_text(f"version=1\nnode.id={node_id}\n",
+                                                 encoding="utf-8")
+        write_node(log_dir, batches, segment_records=segment_records)
+    return root
+
+
+def replace_record(batches: Sequence[Batch], offset: int, record: Record,
+                   *, epoch: int | None = None) -> list[Batch]:
+    """A copy of `batches` with the record at `offset` replaced (the batch re-encoded,
+    so its CRC is valid: the damage is in the content, not the bytes)."""
+    out = []
+    for batch in batches:
+        if batch.base_offset <= offset <= batch.last_offset:
+            records = list(batch.records)
+            records[offset - batch.base_offset] = record.encode()
+            batch = Batch(base_offset=batch.base_offset,
+                          epoch=batch.epoch if epoch is None else epoch,
+                          records=tuple(records))
+        out.append(batch)
+    return out
