@@ -6,7 +6,8 @@ cluster must elect a leader and commit within 10 election timeouts (liveness).""
 
 from __future__ import annotations
 
-from hypothesis import settings
+import pytest
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -14,9 +15,11 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.invariants import InvariantViolation
 from raft.sim.faults import heal_all
 from raft.sim.scenarios import wait_for_commit
 
@@ -102,3 +105,36 @@ class SimulatedQuorum(RuleBasedStateMachine):
 SimulatedQuorum.TestCase.settings = settings(max_examples=25, stateful_step_count=25,
                                              deadline=None)
 test_simulated_quorum = SimulatedQuorum.TestCase
+
+
+class VotesIgnoringLogs(SimulatedQuorum):
+    """The same rules on 3 voters whose core grants votes without comparing logs."""
+
+    @initialize(seed=st.integers(0, 2**32 - 1))
+    def start(self, seed: int) -> None:  # type: ignore[override]
+        self.cluster = Cluster(SimConfig(voters=3, observers=0, seed=seed, trace_size=40,
+                                         planted_bug="vote_without_log_check"))
+
+    def teardown(self) -> None:
+        pass  # the point is the safety violation, not liveness
+
+
+def test_machine_finds_violation_when_bug_planted() -> None:
+    """The state machine has teeth (Raft §5.4.1): with votes granted without the log
+    comparison, hypothesis finds a schedule that loses committed data."""
+    with pytest.raises(InvariantViolation):
+        run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
+            max_examples=2000, stateful_step_count=30, deadline=None, derandomize=True,
+            database=None, phases=[Phase.generate]))
+
+
+@pytest.mark.soak
+def test_failing_schedule_shrinks_when_bug_planted() -> None:
+    """Failing schedules shrink: the reported one is a short list of rule calls."""
+    with pytest.raises(InvariantViolation) as caught:
+        run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
+            max_examples=300, stateful_step_count=30, deadline=None, derandomize=True,
+            database=None, phases=[Phase.generate, Phase.shrink]))
+    steps = [line for line in "\n".join(getattr(caught.value, "__notes__", [])).splitlines()
+             if line.startswith("state.") and "hw_never_past_log_end" not in line]
+    assert 0 < len(steps) <= 15, steps
