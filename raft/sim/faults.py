@@ -83,7 +83,11 @@ def _fault(cluster: Cluster, rng: random.Random,
                                            outbound=outbound)), restore_links
     if name == "partial":
         links = [(a, b) for a in ids for b in ids if a < b and rng.random() < 0.4]
-        return cutting(lambda: [net.cut(a, b) for a, b in links] and None), restore_links
+
+        def cut_links() -> None:
+            for a, b in links:
+                net.cut(a, b)
+        return cutting(cut_links), restore_links
     if name == "lossy":
         loss, dup = rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.2)
 
@@ -126,7 +130,11 @@ def _fault(cluster: Cluster, rng: random.Random,
     if name == "crash-many":
         victims.extend(rng.sample(ids, rng.randint(2, max(2, len(ids)))) if len(ids) > 1
                        else ids)
-        return lambda: [cluster.crash(v) for v in victims] and None, restart
+
+        def crash_many() -> None:
+            for victim in victims:
+                cluster.crash(victim)
+        return crash_many, restart
     if name in ("crash-leader", "shutdown-leader"):
         graceful = name == "shutdown-leader"
 

@@ -154,6 +154,7 @@ class Checker:
             known = self.leaders.get(epoch)
             if known is None:
                 self.leaders[epoch] = node.node_id
+                self._check_leader_change(node, epoch)
                 self._check_new_leader(node)
             elif known != node.node_id:
                 self._fail(ONE_LEADER_PER_EPOCH, f"nodes {known} and {node.node_id} both "
@@ -169,6 +170,28 @@ class Checker:
         if node.node_id in self.observers and core.role in _VOTER_ONLY_ROLES:
             self._fail(OBSERVER_NEVER_VOTES, f"observer {node.node_id} is {core.role} in "
                                              f"epoch {epoch}")
+
+    def _check_leader_change(self, node: CheckedNode, epoch: int) -> None:
+        """The new leader's LeaderChange record names only voters as granting votes."""
+        from metadata.records import LeaderChange, RecordError, decode
+
+        log = node.log
+        _, start = log.end_offset_for_epoch(epoch - 1) if epoch > 0 else (0, 0)
+        start = max(start, 0)
+        for offset, entry_epoch, record in _entries(log, start, min(start + 1,
+                                                                    log.end_offset)):
+            if entry_epoch != epoch:
+                return
+            try:
+                change = decode(record)
+            except RecordError:
+                return
+            if isinstance(change, LeaderChange):
+                outsiders = set(change.granting_voters) - self.voters
+                if outsiders:
+                    self._fail(OBSERVER_NEVER_VOTES,
+                               f"leader {node.node_id} of epoch {epoch} counts votes of "
+                               f"non-voters {sorted(outsiders)} (offset {offset})")
 
     def _check_new_leader(self, node: CheckedNode) -> None:
         """Raft's leader completeness: every committed entry is in the new leader's log."""

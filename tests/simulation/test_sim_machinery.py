@@ -258,3 +258,15 @@ def test_toy_sweep_catches_planted_bug_when_votes_ignore_logs() -> None:
     assert f"--seed {failed.seed}" in failed.replay
     assert failed.trace
     assert run_seed(spec, failed.seed, make) == failed
+
+
+def test_checker_rejects_leader_change_when_observer_granted_vote() -> None:
+    """Observers never count in an election: the LeaderChange record lists voters only."""
+    from metadata.records import LeaderChange
+
+    checker = Checker([1, 2, 3], [4])
+    record = LeaderChange(leader_id=1, voters=(1, 2, 3), granting_voters=(1, 4)).encode()
+    leader = fake_node(1, epoch=1, leader=True, log=log_with((1, [record])))
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(leader, [leader])
+    assert caught.value.invariant == OBSERVER_NEVER_VOTES
