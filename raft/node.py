@@ -61,6 +61,7 @@ INBOX_SIZE = 1024
 MAX_EVENTS_PER_TURN = 1024
 MAX_ROUTES_PER_CONNECTION = 4096
 SHUTDOWN_DRAIN_S = 1.0
+trace = logging.getLogger("raft.node.messages")  # every message in and out, at DEBUG
 
 
 class NotLeaderError(Exception):
@@ -293,6 +294,9 @@ class RaftNode:
     def _dispatch(self, item: Any, now: int) -> None:
         core = self.core
         if isinstance(item, Envelope):
+            if trace.isEnabledFor(logging.DEBUG):
+                trace.debug("receive", extra={"src": item.src, "cid": item.correlation_id,
+                                              "message": repr(item.message)[:500]})
             core.step(item, now)
             if isinstance(item.message, messages.EndQuorumEpochResponse):
                 self._handover_pending.discard(item.src)
@@ -393,6 +397,9 @@ class RaftNode:
 
     def _send(self, envelope: Envelope) -> None:
         api, body = messages.encode_message(envelope.message)
+        if trace.isEnabledFor(logging.DEBUG):
+            trace.debug("send", extra={"dst": envelope.dst, "cid": envelope.correlation_id,
+                                       "message": repr(envelope.message)[:500]})
         frame = self._frame(api, envelope.correlation_id, body)
         if messages.is_response(envelope.message):
             key = (envelope.dst, envelope.correlation_id)

@@ -82,13 +82,18 @@ def request(address: str, api: str, body: Any, *, cluster_id: str = "",
 
 
 def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id: str = "",
-                   timeout_s: float = 5.0) -> Any:
+                   timeout_s: float = 5.0, avoid: Iterable[str] = ()) -> Any:
     """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
-    redirections to the leader (a few hops at most)."""
+    redirections to the leader (a few hops at most), never to an address in `avoid`
+    (e.g. a node known to be stopped, which would only time out)."""
     errors: list[str] = []
+    skip = set(avoid)
     for address in addresses:
         target = address
         for _ in range(3):
+            if target in skip:
+                errors.append(f"{target}: avoided (leader unreachable)")
+                break
             try:
                 reply = request(target, api, body, cluster_id=cluster_id, timeout_s=timeout_s)
             except ClusterError as exc:
@@ -106,10 +111,12 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
     raise ClusterError("; ".join(errors) or "no address to try")
 
 
-def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0) -> dict[str, Any]:
+def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
+                    avoid: Iterable[str] = ()) -> dict[str, Any]:
     """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
-    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s)
+    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
+                           avoid=avoid)
     if reply.get("error_code", 0) != 0 and "topics" not in reply:
         raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
     try:
@@ -374,7 +381,12 @@ class Cluster:
     # -- requests --------------------------------------------------------------------
 
     def describe(self, exclude: Iterable[int] = (), timeout_s: float = 2.0) -> dict[str, Any]:
-        return describe_quorum(self.controller_addresses(exclude), timeout_s=timeout_s)
+        skip = set(exclude)
+        return describe_quorum(self.controller_addresses(skip), timeout_s=timeout_s,
+                               avoid=self._addresses_of(skip))
+
+    def _addresses_of(self, node_ids: Iterable[int]) -> set[str]:
+        return {a for n in node_ids if (a := self.node(n).controller_address)}
 
     def wait_for_leader(self, timeout_s: float = 20.0, *, above_epoch: int = 0,
                         exclude: Iterable[int] = ()) -> dict[str, Any]:
@@ -411,6 +423,7 @@ class Cluster:
                 reply = request_leader(self.controller_addresses(skip), "Append",
                                        {"count": count, "batch": batch,
                                         "in_flight": in_flight},
+                                       avoid=self._addresses_of(skip),
                                        cluster_id=self.cluster_id,
                                        timeout_s=max(remaining, 0.1))
             except ClusterError as exc:
