@@ -296,7 +296,7 @@ class RaftNode:
         if isinstance(item, Envelope):
             if trace.isEnabledFor(logging.DEBUG):
                 trace.debug("receive", extra={"src": item.src, "cid": item.correlation_id,
-                                              "message": repr(item.message)[:500]})
+                                              "detail": repr(item.message)[:500]})
             core.step(item, now)
             if isinstance(item.message, messages.EndQuorumEpochResponse):
                 self._handover_pending.discard(item.src)
@@ -399,7 +399,7 @@ class RaftNode:
         api, body = messages.encode_message(envelope.message)
         if trace.isEnabledFor(logging.DEBUG):
             trace.debug("send", extra={"dst": envelope.dst, "cid": envelope.correlation_id,
-                                       "message": repr(envelope.message)[:500]})
+                                       "detail": repr(envelope.message)[:500]})
         frame = self._frame(api, envelope.correlation_id, body)
         if messages.is_response(envelope.message):
             key = (envelope.dst, envelope.correlation_id)
