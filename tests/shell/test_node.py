@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -250,3 +251,17 @@ async def test_connection_is_closed_with_reason_when_a_message_body_is_malformed
     closes = [r for r in caplog.records if r.getMessage() == "closed connection"]
     assert len(closes) == 1
     assert reason in closes[0].reason
+
+
+async def test_every_message_is_traced_when_the_trace_logger_is_at_debug(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`--log-level DEBUG` traces each message in and out (raft.node.messages)."""
+    caplog.set_level(logging.DEBUG, logger="raft.node.messages")
+    with trio.fail_after(10):
+        async with quorum() as members:
+            leader = await leader_of(members)
+            await leader.node.propose_and_wait([b"traced"])
+    traced = [r for r in caplog.records if r.name == "raft.node.messages"]
+    assert {r.getMessage() for r in traced} == {"send", "receive"}
+    assert any("VoteRequest" in r.detail for r in traced)
+    assert any("FetchResponse" in r.detail for r in traced)
