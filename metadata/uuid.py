@@ -107,4 +107,5 @@ def msgpack_default(obj: Any) -> Any:
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=msgpack_default, use_bin_type=True)
+    packed: bytes = msgpack.packb(obj, default=msgpack_default, use_bin_type=True)
+    return packed

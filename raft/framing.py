@@ -55,7 +55,7 @@ class FrameDecoder:
         self._max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
+    def feed(self, data: bytes | bytearray) -> list[dict[str, Any]]:
         self._buffer += data
         frames = []
         while len(self._buffer) >= _LENGTH.size:

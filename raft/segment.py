@@ -54,7 +54,7 @@ def list_segments(directory: Path) -> list[Path]:
 
 
 def encode_batch(batch: Batch) -> bytes:
-    payload = msgpack.packb(list(batch.records), use_bin_type=True)
+    payload: bytes = msgpack.packb(list(batch.records), use_bin_type=True)
     unchecked = _UNCHECKED.pack(batch.base_offset, batch.epoch, len(batch.records), len(payload))
     crc = zlib.crc32(payload, zlib.crc32(unchecked))
     return unchecked + struct.pack(">I", crc) + payload
