@@ -101,7 +101,7 @@ def pysyncobj_peer(argv: list[str]) -> None:
             super().__init__(me, partners, SyncObjConf())
             self.count = 0
 
-        @replicated  # type: ignore[misc]
+        @replicated  # type: ignore[untyped-decorator]
         def append(self, records: list[bytes]) -> int:
             self.count += len(records)
             return self.count
@@ -129,7 +129,7 @@ def pysyncobj_peer(argv: list[str]) -> None:
         for _ in range(issued):
             done.acquire()
         async_rate = issued * batch / (time.monotonic() - begin)
-        latencies = []
+        latencies: list[float] = []
         end = time.monotonic() + 1.0
         while time.monotonic() < end and len(latencies) < LATENCY_SAMPLES:
             started = time.perf_counter()
