@@ -200,7 +200,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def _describe(args: argparse.Namespace) -> int:
     addresses, cluster_id = _addresses(args)
-    state = describe_quorum(addresses)
+    state = describe_quorum(addresses, timeout_s=2.0)  # a stopped node only times out
     if args.status:
         view = status_view(state, cluster_id, int(time.time() * 1000))
         width = max(len(k) for k in view) + 2
