@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core_harness import Cluster, drain, make_core
+from core_harness import Cluster, drain, make_core, make_leader
 
 from metadata.records import LeaderChange, MetadataTopic, decode
 from raft.core import Role
@@ -94,3 +94,20 @@ def test_crashed_leader_is_replaced_and_catches_up_when_it_restarts() -> None:
     assert rejoined.leader_id == new.node_id
     assert rejoined.log.end_offset == new.log.end_offset
     assert rejoined.high_watermark == new.high_watermark == new.log.end_offset
+
+
+def test_advance_keeps_what_arrived_after_ready_when_io_is_slow() -> None:
+    """types.py contract with a slow disk: `advance(ready)` acknowledges exactly what
+    that Ready held; messages, entries and HW produced meanwhile stay for the next one."""
+    leader = make_leader(voters=(1,))
+    first = leader.ready()
+    assert first.is_empty
+    leader.propose([b"a"], 20_000)
+    ready_a = leader.ready()
+    leader.propose([b"b"], 20_001)
+    leader.log.flush()
+    leader.advance(ready_a)
+    ready_b = leader.ready()
+    assert [b.records for b in ready_a.entries] == [(b"a",)]
+    assert [b.records for b in ready_b.entries] == [(b"b",)]
+    assert ready_b.high_watermark == leader.log.end_offset
