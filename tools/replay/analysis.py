@@ -2,8 +2,9 @@
 names, and each node's log end and lag. Each function aggregates in Spark and returns
 small plain-Python tables (lists of dicts) for the JSON and HTML report.
 
-Counts are over the *distinct* records of all copies: a record replicated to three nodes
-counts once; two different records at one offset (a divergent tail) count separately.
+The log-wide tables describe the *reference log*: the longest voter log that holds the
+whole committed prefix (the same copy the broker-checkpoint check replays). The per-node
+table covers every node, with its lag and where it departs from the committed log.
 """
 
 from __future__ import annotations
@@ -25,32 +26,36 @@ class Analysis:
     recreated_names: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
     committed_end: int
+    reference_node: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"committed_end": self.committed_end, "nodes": self.nodes,
+        return {"committed_end": self.committed_end, "reference_node": self.reference_node,
+                "nodes": self.nodes,
                 "leader_timeline": self.leader_timeline, "record_types": self.record_types,
                 "topic_churn": self.topic_churn, "recreated_names": self.recreated_names}
 
 
-def distinct_log(records: DataFrame) -> DataFrame:
-    return records.drop("node", "file", "position", "batch_crc", "detail").dropDuplicates(
-        ["offset", "epoch", "record_hash"])
-
-
-def leader_timeline(log: DataFrame) -> list[dict[str, Any]]:
-    leaders = log.filter(F.col("record_type") == "LEADER_CHANGE").groupBy("epoch").agg(
-        F.min_by("leader_id", "offset").alias("leader_id"),
-        F.countDistinct("leader_id").alias("claimants"))
-    spans = log.groupBy("epoch").agg(F.min("offset").alias("first_offset"),
-                                     F.max("offset").alias("last_offset"),
-                                     F.count("*").alias("records"))
-    rows = spans.join(leaders, "epoch", "left").orderBy("epoch").collect()
-    return [r.asDict() for r in rows]
-
-
-def record_types(log: DataFrame) -> list[dict[str, Any]]:
-    rows = log.groupBy("record_type").count().orderBy(F.desc("count")).collect()
-    return [{"record_type": r.record_type, "count": r["count"]} for r in rows]
+def epochs_and_types(log: DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(leader timeline, record-type counts) from one aggregation over the log."""
+    rows = log.groupBy("epoch", "record_type").agg(
+        F.min("offset").alias("first"), F.max("offset").alias("last"),
+        F.count("*").alias("n"), F.min_by("leader_id", "offset").alias("leader"),
+        F.countDistinct("leader_id").alias("claimants")).collect()
+    epochs: dict[int, dict[str, Any]] = {}
+    types: dict[str, int] = {}
+    for row in rows:
+        types[row.record_type] = types.get(row.record_type, 0) + row.n
+        entry = epochs.setdefault(row.epoch, {"epoch": row.epoch, "leader_id": None,
+                                              "claimants": 0, "first_offset": row.first,
+                                              "last_offset": row.last, "records": 0})
+        entry["first_offset"] = min(entry["first_offset"], row.first)
+        entry["last_offset"] = max(entry["last_offset"], row.last)
+        entry["records"] += row.n
+        if row.record_type == "LEADER_CHANGE":
+            entry["leader_id"], entry["claimants"] = row.leader, row.claimants
+    counts = [{"record_type": t, "count": n} for t, n in
+              sorted(types.items(), key=lambda item: (-item[1], item[0]))]
+    return [epochs[e] for e in sorted(epochs)], counts
 
 
 def topic_churn(log: DataFrame, end_offset: int) -> list[dict[str, Any]]:
@@ -116,20 +121,28 @@ def node_summary(records: DataFrame, committed: DataFrame, committed_end: int,
     return out
 
 
+def reference_node(nodes: list[dict[str, Any]], committed_end: int) -> int | None:
+    """The longest voter log that holds the whole committed prefix."""
+    holders = [n for n in nodes if n["role"] == "voter" and n["committed_held"] >= committed_end]
+    if not holders:
+        return None
+    return int(max(holders, key=lambda n: (n["end_offset"] or 0, -n["node"]))["node"])
+
+
 def analyse(records: DataFrame, committed: DataFrame, committed_end: int,
             voters: tuple[int, ...], summaries: dict[int, dict[str, Any]], *,
             full: bool = True) -> Analysis:
     """Everything above; `full=False` computes only the per-node table (what the
     checkpoint check needs), for quick runs such as the planted-fault tests."""
     nodes = node_summary(records, committed, committed_end, voters, summaries)
-    if not full:
+    reference = reference_node(nodes, committed_end)
+    if not full or reference is None:
         return Analysis(leader_timeline=[], record_types=[], topic_churn=[],
-                        recreated_names=[], nodes=nodes, committed_end=committed_end)
-    log = distinct_log(records).cache()
-    end = max((n["end_offset"] for n in nodes), default=0)
-    try:
-        return Analysis(leader_timeline=leader_timeline(log), record_types=record_types(log),
-                        topic_churn=topic_churn(log, end), recreated_names=recreated_names(log),
-                        nodes=nodes, committed_end=committed_end)
-    finally:
-        log.unpersist()
+                        recreated_names=[], nodes=nodes, committed_end=committed_end,
+                        reference_node=reference)
+    log = records.filter(F.col("node") == reference)
+    end = max((n["end_offset"] or 0 for n in nodes), default=0)
+    timeline, types = epochs_and_types(log)
+    return Analysis(leader_timeline=timeline, record_types=types,
+                    topic_churn=topic_churn(log, end), recreated_names=recreated_names(log),
+                    nodes=nodes, committed_end=committed_end, reference_node=reference)

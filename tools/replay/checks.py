@@ -202,6 +202,8 @@ def _merge(check: str, rows: list[tuple[Any, ...]], capped: bool) -> CheckResult
         entry = merged.setdefault(key, {"nodes": [], "offset": offset, "epoch": epoch,
                                         "reason": reason, "record": record})
         entry["nodes"].append(node)
+    for entry in merged.values():
+        entry["nodes"].sort()
     examples = sorted(merged.values(), key=lambda e: (e["offset"] is None, e["offset"] or 0))
     note = "over 10,000 on one node: the count is a lower bound" if capped else ""
     return CheckResult(name=check, description=NODE_CHECKS[check], violations=len(merged),

@@ -20,7 +20,7 @@ from tools.replay import checks as checks_module
 from tools.replay.analysis import Analysis, analyse
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, Context, committed_end
-from tools.replay.inputs import InputError, NodeInput, ReplayInput
+from tools.replay.inputs import InputError, ReplayInput
 from tools.replay.load import CORRUPT, load_records
 from tools.replay.progress import Progress
 
@@ -66,16 +66,6 @@ def _count_or_raise_if_corrupt(records: Any) -> int:
     return int(counts.get(False, 0))
 
 
-def _reference(replay_input: ReplayInput, nodes: list[dict[str, Any]],
-               end: int) -> NodeInput | None:
-    """A voter whose log holds the whole committed prefix (the longest such log)."""
-    holders = [n for n in nodes if n["role"] == "voter" and n["committed_held"] >= end]
-    if not holders:
-        return None
-    best = max(holders, key=lambda n: (n["end_offset"], -n["node"]))
-    return replay_input.node(best["node"])
-
-
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
     def phase(name: str) -> None:
@@ -119,7 +109,8 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
 
     mark = time.monotonic()
     phase(f"check broker_checkpoints ({len(checkpoints)} checkpoint(s))")
-    reference = _reference(replay_input, analysis.nodes, end)
+    reference = (None if analysis.reference_node is None
+                 else replay_input.node(analysis.reference_node))
     results.append(check_checkpoints(spark, checkpoints, reference, end))
     seconds["checkpoints"] = time.monotonic() - mark
 
