@@ -138,11 +138,14 @@ class Checker:
             self._fail(HW_WITHIN_LOG, f"node {node.node_id} high watermark {hw} is past its "
                                       f"log end {log.end_offset}")
         track = self._track[node.node_id]
-        if log.end_offset < track.checked_end:
-            track.checked_end = log.end_offset
-        if log.end_offset > track.checked_end:
-            self._check_log(node, track.checked_end)
-            track.checked_end = log.end_offset
+        # Log matching covers durable entries: only those can ever leave the node (it
+        # sends after its fsync); unflushed ones may vanish in a crash and be rewritten.
+        durable_end = log.flushed_end_offset
+        if durable_end < track.checked_end:
+            track.checked_end = durable_end
+        if durable_end > track.checked_end:
+            self._check_log(node, track.checked_end, durable_end)
+            track.checked_end = durable_end
         if core.is_leader and MAJORITY_HOLDS_HW not in self.skip:
             self._check_majority(node, nodes)
 
@@ -208,11 +211,11 @@ class Checker:
                                            f"{node.core.epoch} has a different entry at "
                                            f"committed offset {offset}")
 
-    def _check_log(self, node: CheckedNode, start: int) -> None:
+    def _check_log(self, node: CheckedNode, start: int, end: int) -> None:
         log = node.log
         prev_epoch = log.epoch_at(start - 1) if start > 0 else -1
         seen = self._seen
-        for offset, epoch, record in _entries(log, start, log.end_offset):
+        for offset, epoch, record in _entries(log, start, end):
             key = (offset, epoch)
             value = (record, prev_epoch)
             known = seen.get(key)

@@ -133,7 +133,7 @@ def test_failing_schedule_shrinks_when_bug_planted() -> None:
     """Failing schedules shrink: the reported one is a short list of rule calls."""
     with pytest.raises(InvariantViolation) as caught:
         run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
-            max_examples=300, stateful_step_count=30, deadline=None, derandomize=True,
+            max_examples=2000, stateful_step_count=30, deadline=None, derandomize=True,
             database=None, phases=[Phase.generate, Phase.shrink]))
     steps = [line for line in "\n".join(getattr(caught.value, "__notes__", [])).splitlines()
              if line.startswith("state.") and "hw_never_past_log_end" not in line]

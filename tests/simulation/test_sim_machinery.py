@@ -270,3 +270,19 @@ def test_checker_rejects_leader_change_when_observer_granted_vote() -> None:
     with pytest.raises(InvariantViolation) as caught:
         checker.after_event(leader, [leader])
     assert caught.value.invariant == OBSERVER_NEVER_VOTES
+
+
+def test_checker_allows_rewrite_when_unflushed_entries_lost_in_crash() -> None:
+    """Log matching covers durable entries: a leader that crashes before its fsync may
+    win the same epoch again and write different records (nobody saw the lost ones)."""
+    checker = Checker([1], [])
+    node = fake_node(1, leader=True, log=log_with((1, [b"lost"]), flush=False))
+    checker.after_event(node, [node])
+    node.log.crash()
+    node.log.append(1, [b"kept"])
+    node.log.flush()
+    checker.on_restart(node)
+    checker.after_event(node, [node])
+    other = fake_node(2, log=log_with((1, [b"lost"])))
+    with pytest.raises(InvariantViolation):
+        checker.after_event(other, [node, other])
