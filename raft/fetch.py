@@ -73,7 +73,10 @@ def handle_fetch_request(core: RaftCore, envelope: Envelope, now_ms: int) -> Non
     hw_news = progress is not None and progress.sent_high_watermark < core._high_watermark
     if request.fetch_offset >= log_end and request.max_wait_ms > 0 and not hw_news:
         # Long poll: answered when data arrives, the HW moves or the wait ends.
-        wait_ms = min(request.max_wait_ms, core._config.fetch_max_wait_ms)
+        # Never so long that the fetcher's fetch timeout could fire while it waits.
+        config = core._config
+        wait_ms = min(request.max_wait_ms, config.fetch_max_wait_ms,
+                      config.fetch_timeout_ms // 2)
         state.parked[envelope.src] = ParkedFetch(envelope, now_ms + wait_ms)
         return
     answer_fetch(core, state, envelope)
