@@ -111,3 +111,14 @@ def test_advance_keeps_what_arrived_after_ready_when_io_is_slow() -> None:
     assert [b.records for b in ready_a.entries] == [(b"a",)]
     assert [b.records for b in ready_b.entries] == [(b"b",)]
     assert ready_b.high_watermark == leader.log.end_offset
+
+
+def test_idle_cluster_keeps_its_leader_when_nothing_is_proposed() -> None:
+    """KIP-595: long-polling followers count as fetching, so neither their fetch timeout
+    nor the leader's check-quorum fires while the log is idle."""
+    cluster = Cluster((1, 2, 3), observers=(4,), fetch_max_wait_ms=500, fetch_timeout_ms=2000)
+    leader = cluster.elect()
+    epoch = leader.epoch
+    cluster.run(60_000, step_ms=50)
+    assert cluster.leaders() == [leader.node_id]
+    assert all(core.epoch == epoch for core in cluster.cores.values())
