@@ -275,7 +275,7 @@ def test_checker_rejects_leader_change_when_observer_granted_vote() -> None:
 def test_checker_allows_rewrite_when_unflushed_entries_lost_in_crash() -> None:
     """Log matching covers durable entries: a leader that crashes before its fsync may
     win the same epoch again and write different records (nobody saw the lost ones)."""
-    checker = Checker([1], [])
+    checker = Checker([1, 2, 3], [])
     node = fake_node(1, leader=True, log=log_with((1, [b"lost"]), flush=False))
     checker.after_event(node, [node])
     node.log.crash()
