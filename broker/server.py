@@ -15,7 +15,7 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   durably) follows the image, for the Spark replay.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
   pending deletions. Served through the node's listener when it has one, and on the
-  broker's own client listener until the Kafka protocol (issue 7) takes that port.
+  broker's `STATUS://` listener (the client listener speaks the Kafka protocol).
 """
 
 from __future__ import annotations
@@ -264,6 +264,6 @@ def install_broker(node: RaftNode, config: NodeConfig,
     settings = BrokerSettings(
         broker_id=config.node_id, log_dir=Path(config.log_dir), cluster_id=node.cluster_id,
         delete_topic_delay_ms=config.delete_topic_delay_ms,
-        status_address=config.client_address)
+        status_address=config.status_address)
     return BrokerServer(node, settings, registration=registration).install()
 

@@ -183,6 +183,7 @@ class NodeInfo:
     dir: str
     config: str
     pid: int | None = None
+    status_address: str | None = None  # a broker's BrokerStatus port (msgpack)
 
     @property
     def is_voter(self) -> bool:
@@ -212,24 +213,28 @@ class Cluster:
             raise ClusterError(f"{directory} already holds a cluster")
         if voters < 1 or brokers < 0:
             raise ClusterError("need at least one voter and no negative broker count")
-        ports = (list(range(base_port, base_port + voters + brokers)) if base_port
-                 else free_ports(voters + brokers))
+        # voters, then brokers' Kafka ports, then brokers' STATUS ports
+        ports = (list(range(base_port, base_port + voters + 2 * brokers)) if base_port
+                 else free_ports(voters + 2 * brokers))
         cluster = cls(directory, cluster_id or str(Uuid.random()))
         quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
         for node_id in range(1, voters + brokers + 1):
             is_voter = node_id <= voters
             node_dir = directory / f"node-{node_id}"
             address = f"{HOST}:{ports[node_id - 1]}"
+            status = None if is_voter else f"{HOST}:{ports[node_id - 1 + brokers]}"
             info = NodeInfo(id=node_id, roles=["controller"] if is_voter else ["broker"],
                             controller_address=address if is_voter else None,
                             client_address=None if is_voter else address,
+                            status_address=status,
                             data_dir=str(node_dir / "data"), dir=str(node_dir),
                             config=str(node_dir / "node.toml"))
             format_log_dir(info.data_dir, cluster_id=cluster.cluster_id, node_id=node_id)
             node_settings: dict[str, Any] = {
                 "node.id": node_id, "process.roles": ",".join(info.roles),
                 "controller.quorum.voters": quorum,
-                "listeners": f"CONTROLLER://{address}" if is_voter else f"PLAINTEXT://{address}",
+                "listeners": f"CONTROLLER://{address}" if is_voter
+                else f"PLAINTEXT://{address},STATUS://{status}",
                 "log.dirs": info.data_dir, "cluster.id": cluster.cluster_id,
                 **(settings or {})}
             Path(info.config).write_text(to_toml(node_settings))

@@ -22,6 +22,7 @@ from typing import Any
 Address = tuple[str, int]
 
 CONTROLLER_LISTENER = "CONTROLLER"
+STATUS_LISTENER = "STATUS"  # a broker's msgpack BrokerStatus port (kraft-py's, not Kafka's)
 ROLES = ("broker", "controller")
 FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
 
@@ -171,9 +172,15 @@ class NodeConfig:
 
     @property
     def client_address(self) -> Address | None:
-        """The first non-controller listener (the Kafka protocol, for brokers)."""
-        controller = {n.upper() for n in self.controller_listener_names}
-        return next((a for n, a in self.listeners.items() if n not in controller), None)
+        """The first listener that is neither a controller's nor STATUS (the Kafka
+        protocol, for brokers)."""
+        reserved = {n.upper() for n in self.controller_listener_names} | {STATUS_LISTENER}
+        return next((a for n, a in self.listeners.items() if n not in reserved), None)
+
+    @property
+    def status_address(self) -> Address | None:
+        """Where a broker serves BrokerStatus (msgpack framing): `STATUS://HOST:PORT`."""
+        return self.listeners.get(STATUS_LISTENER)
 
 
 def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

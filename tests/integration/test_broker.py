@@ -75,7 +75,7 @@ def delete_topic(cluster: Cluster, topic_id: Uuid) -> None:
 
 
 def broker_status(cluster: Cluster, node_id: int) -> dict[str, Any] | None:
-    address = cluster.node(node_id).client_address
+    address = cluster.node(node_id).status_address
     assert address is not None
     try:
         body = request(address, "BrokerStatus", {}, cluster_id=cluster.cluster_id,

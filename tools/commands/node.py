@@ -71,7 +71,9 @@ def build_node(config: NodeConfig) -> RaftNode:
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             request_timeout_ms=config.request_timeout_ms)
         from broker.server import install_broker  # observer image + partition dirs (issue 6)
-        install_broker(node, config, heartbeat)
+        server = install_broker(node, config, heartbeat)
+        from broker.kafka.listener import install_kafka_listener  # Kafka clients (issue 7)
+        install_kafka_listener(node, config, server)
     return node
 
 

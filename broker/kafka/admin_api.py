@@ -1,0 +1,153 @@
+"""CreateTopics (v2-v7, returns topic_id), DeleteTopics (v1-v6, by name or topic_id),
+CreatePartitions (v0-v3): forwarded to the active controller as `metadata.admin` RPCs.
+
+The controller answers once the records have committed; the answer is then held until
+this broker's own image shows the change (bounded by the request's timeout), so a
+client's next Metadata to this broker sees what it just did.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from broker.kafka.controller_client import ControllerUnavailable
+from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
+from metadata.admin import (
+    AdminErrorResponse,
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicState,
+)
+from metadata.uuid import ZERO_UUID
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+MIN_TIMEOUT_S = 1.0
+
+
+def kafka_error(code: int) -> int:
+    """A controller error code as Kafka's (they share numbers; unknown -> -1)."""
+    try:
+        return int(ErrorCode(code))
+    except ValueError:
+        return int(ErrorCode.unknown_server_error)
+
+
+def _timeout_s(request: Any, context: BrokerContext) -> float:
+    timeout = getattr(request, "timeout", None)
+    ms = int(timeout.total_seconds() * 1000) if timeout is not None else \
+        context.request_timeout_ms
+    return max(MIN_TIMEOUT_S, ms / 1000)
+
+
+async def _forward(context: BrokerContext, admin_request: Any, timeout_s: float
+                   ) -> tuple[Any, int, str | None]:
+    """(response or None, top-level error, message)."""
+    if context.controller is None:
+        return None, int(ErrorCode.not_controller), "no controller client"
+    try:
+        response = await context.controller.call(admin_request, timeout_s)
+    except ControllerUnavailable as exc:
+        return None, int(ErrorCode.request_timed_out), str(exc)
+    if isinstance(response, AdminErrorResponse):
+        return None, kafka_error(response.top_level_error), response.error_message
+    return response, 0, None
+
+
+async def handle_create_topics_request(context: BrokerContext, request: Any,
+                                       version: int) -> Any:
+    timeout_s = _timeout_s(request, context)
+    admin = CreateTopicsRequest(
+        topics=tuple(CreatableTopic(name=t.name, num_partitions=int(t.num_partitions),
+                                    replication_factor=int(t.replication_factor))
+                     for t in request.topics),
+        validate_only=bool(getattr(request, "validate_only", False)))
+    response, error, message = await _forward(context, admin, timeout_s)
+    results: list[dict[str, Any]] = []
+    if response is None:
+        results = [{"name": t.name, "error_code": error, "error_message": message}
+                   for t in request.topics]
+    else:
+        assert isinstance(response, CreateTopicsResponse)
+        created = {r.topic_id for r in response.topics
+                   if r.error_code == 0 and r.topic_id != ZERO_UUID}
+        if created and not admin.validate_only:
+            await context.wait_image(lambda image: all(image.topic(t) for t in created),
+                                     timeout_s)
+        results = [{"name": r.name, "topic_id": to_kafka_uuid(r.topic_id),
+                    "error_code": kafka_error(r.error_code), "error_message": r.error_message,
+                    "num_partitions": r.num_partitions,
+                    "replication_factor": r.replication_factor, "configs": []}
+                   for r in response.topics]
+    log.info("create topics", extra={"topics": [r["name"] for r in results],
+                                     "errors": [r["error_code"] for r in results]})
+    return build(response_class(CREATE_TOPICS, version),
+                 {"throttle_time": 0, "topics": results})
+
+
+async def handle_delete_topics_request(context: BrokerContext, request: Any,
+                                       version: int) -> Any:
+    timeout_s = _timeout_s(request, context)
+    if hasattr(request, "topics"):  # v6: names or topic IDs
+        states = tuple(DeleteTopicState(name=t.name,
+                                        topic_id=from_kafka_uuid(t.topic_id) or ZERO_UUID)
+                       for t in request.topics)
+    else:
+        states = tuple(DeleteTopicState(name=n) for n in request.topic_names)
+    response, error, message = await _forward(
+        context, DeleteTopicsRequest(topics=states), timeout_s)
+    if response is None:
+        results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
+                    "error_code": error, "error_message": message} for s in states]
+    else:
+        assert isinstance(response, DeleteTopicsResponse)
+        gone = {r.topic_id for r in response.responses
+                if r.error_code == 0 and r.topic_id != ZERO_UUID}
+        if gone:
+            await context.wait_image(lambda image: not any(image.topic(t) for t in gone),
+                                     timeout_s)
+        results = [{"name": r.name, "topic_id": to_kafka_uuid(r.topic_id),
+                    "error_code": kafka_error(r.error_code), "error_message": r.error_message}
+                   for r in response.responses]
+    log.info("delete topics", extra={"topics": [str(s.topic_id) if s.name is None else s.name
+                                                for s in states],
+                                     "errors": [r["error_code"] for r in results]})
+    return build(response_class(DELETE_TOPICS, version),
+                 {"throttle_time": 0, "responses": results})
+
+
+async def handle_create_partitions_request(context: BrokerContext, request: Any,
+                                           version: int) -> Any:
+    timeout_s = _timeout_s(request, context)
+    admin = CreatePartitionsRequest(
+        topics=tuple(CreatePartitionsTopic(name=t.name, count=int(t.count))
+                     for t in request.topics),
+        validate_only=bool(request.validate_only))
+    response, error, message = await _forward(context, admin, timeout_s)
+    if response is None:
+        results = [{"name": t.name, "error_code": error, "error_message": message}
+                   for t in request.topics]
+    else:
+        assert isinstance(response, CreatePartitionsResponse)
+        wanted = {t.name: t.count for t in admin.topics}
+        grown = {r.name for r in response.results if r.error_code == 0}
+        if grown and not admin.validate_only:
+            await context.wait_image(lambda image: all(
+                (t := image.topic_by_name(n)) is not None and
+                len(t.partitions) >= wanted[n] for n in grown), timeout_s)
+        results = [{"name": r.name, "error_code": kafka_error(r.error_code),
+                    "error_message": r.error_message} for r in response.results]
+    return build(response_class(CREATE_PARTITIONS, version),
+                 {"throttle_time": 0, "results": results})

@@ -1,0 +1,61 @@
+"""ApiVersions: the APIs and version ranges this broker serves, and the KIP-511 fallback.
+
+The ranges are a coherent subset of a Kafka 3.1 broker's (clients infer features from
+them: Fetch 13 means topic IDs in Fetch, Metadata 12 topic IDs in Metadata), with the
+minimums `kio` can decode. A request for an API or version outside them closes the
+connection, except ApiVersions itself: a version above our max is answered with a v0
+body, UNSUPPORTED_VERSION (35) and our ranges, so the client retries with one we know.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+FIND_COORDINATOR = 10
+API_VERSIONS = 18
+CREATE_TOPICS, DELETE_TOPICS = 19, 20
+INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+CREATE_PARTITIONS = 37
+DESCRIBE_CLUSTER = 60
+
+# api key -> (min version, max version)
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 13),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    FIND_COORDINATOR: (0, 3),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    INIT_PRODUCER_ID: (0, 4),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def api_keys() -> list[dict[str, int]]:
+    return [{"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(SUPPORTED.items())]
+
+
+def handle_api_versions_request(version: int) -> Any:
+    """The response at `version` (our ranges, no error)."""
+    return build(response_class(API_VERSIONS, version),
+                 {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0})
+
+
+def unsupported_version_response() -> Any:
+    """KIP-511: a v0 body with UNSUPPORTED_VERSION and our ranges."""
+    return build(response_class(API_VERSIONS, 0),
+                 {"error_code": int(ErrorCode.unsupported_version), "api_keys": api_keys()})
+
+
+def is_api_versions_above_max(api_key: int, api_version: int) -> bool:
+    return api_key == API_VERSIONS and api_version > SUPPORTED[API_VERSIONS][1]

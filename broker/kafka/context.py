@@ -1,0 +1,45 @@
+"""What the Kafka API handlers share: the broker's identity, its image (and a way to wait
+for the image to change), its partitions and the controller client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from broker.kafka.controller_client import ControllerClient
+from broker.kafka.replica import ReplicaManager
+from metadata.image import MetadataImage
+
+
+class BrokerContext:
+    def __init__(self, *, broker_id: int, cluster_id: str,
+                 image: Callable[[], MetadataImage], replicas: ReplicaManager,
+                 controller: ControllerClient | None, request_timeout_ms: int = 30_000) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._image = image
+        self.replicas = replicas
+        self.controller = controller
+        self.request_timeout_ms = request_timeout_ms
+        self._image_changed = trio.Event()
+        self.next_producer_id = 0
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image()
+
+    def on_image_changed(self) -> None:
+        """Called after committed metadata records were applied (from the commit
+        listener: quick, never blocks)."""
+        self._image_changed.set()
+        self._image_changed = trio.Event()
+
+    async def wait_image(self, predicate: Callable[[MetadataImage], bool],
+                         timeout_s: float) -> bool:
+        """Until `predicate(image)` holds (True) or `timeout_s` passes (False)."""
+        with trio.move_on_after(timeout_s):
+            while not predicate(self.image):
+                await self._image_changed.wait()
+            return True
+        return False

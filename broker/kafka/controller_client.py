@@ -1,0 +1,92 @@
+"""Forwarding admin writes from the Kafka listener to the active controller (Trio).
+
+The msgpack admin RPCs of `metadata.admin`, sent to a voter; NOT_CONTROLLER names the
+leader, which is tried next; while no controller is active the request is sent again
+after a short pause, until the deadline. The controller answers after the records have
+committed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+import trio
+
+from metadata.admin import (
+    AdminDecodeError,
+    AdminErrorResponse,
+    AdminRequest,
+    AdminResponse,
+    api_of,
+    decode_response,
+    encode_body,
+)
+from raft.errors import ErrorCode
+from raft.framing import FrameError, FramedStream
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+RETRY_PAUSE_S = 0.05
+
+
+class ControllerUnavailable(Exception):
+    """No active controller answered before the deadline."""
+
+
+class ControllerClient:
+    def __init__(self, *, voters: dict[int, Address], cluster_id: str) -> None:
+        self._voters = voters
+        self._cluster_id = cluster_id
+        self._preferred: Address | None = None
+        self._correlation = itertools.count(1)
+
+    async def call(self, request: AdminRequest, timeout_s: float) -> AdminResponse:
+        api = api_of(request)
+        body = encode_body(request)
+        problems: list[str] = []
+        with trio.move_on_after(timeout_s):
+            while True:
+                targets = ([self._preferred] if self._preferred else []) + \
+                    sorted(self._voters.values())
+                for address in dict.fromkeys(targets):
+                    try:
+                        with trio.fail_after(max(0.5, timeout_s / 2)):
+                            reply = await self._send(address, api, body)
+                        response = decode_response(api, reply)
+                    except (OSError, FrameError, trio.TooSlowError, trio.BrokenResourceError,
+                            AdminDecodeError) as exc:
+                        problems.append(f"{address[0]}:{address[1]}: {exc}")
+                        if self._preferred == address:
+                            self._preferred = None
+                        continue
+                    if isinstance(response, AdminErrorResponse) and \
+                            response.top_level_error == ErrorCode.NOT_CONTROLLER:
+                        if response.leader_address:
+                            host, _, port = response.leader_address.rpartition(":")
+                            self._preferred = (host, int(port))
+                        continue
+                    self._preferred = address
+                    return response
+                await trio.sleep(RETRY_PAUSE_S)  # an election is under way
+        log.warning("no active controller answered", extra={
+            "api": api, "problems": problems[-3:]})
+        raise ControllerUnavailable("; ".join(problems[-3:]) or "no controller answered")
+
+    async def _send(self, address: Address, api: str, body: dict[str, Any]) -> Any:
+        stream = await trio.open_tcp_stream(*address)
+        framed = FramedStream(stream)
+        try:
+            correlation_id = next(self._correlation)
+            await framed.send({"api": api, "version": 0, "correlation_id": correlation_id,
+                               "cluster_id": self._cluster_id, "body": body})
+            while True:
+                reply = await framed.receive()
+                if reply is None:
+                    raise FrameError("the controller closed the connection")
+                if reply["correlation_id"] == correlation_id:
+                    return reply["body"]
+        finally:
+            await framed.aclose()

@@ -1,0 +1,160 @@
+"""Fetch (v4-v13, by name and from v13 by topic ID), ListOffsets and OffsetForLeaderEpoch.
+
+Fetch reads whole batches from `fetch_offset` up to the high watermark (consumers) or the
+log end (followers, `replica_id >= 0`, whose fetch offset also tells the leader how far
+they have replicated: the high watermark follows the ISR). When less than `min_bytes`
+is ready the request is parked until data arrives or `max_wait` passes (long poll). No
+fetch sessions: session_id 0 tells clients to send full fetches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from broker.kafka.metadata_api import from_kafka_uuid
+from broker.kafka.replica import check_partition
+
+FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+
+
+def _partition_error(index: int, error: ErrorCode, leader: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition_index": index, "error_code": int(error),
+                           "high_watermark": -1, "last_stable_offset": -1,
+                           "log_start_offset": -1, "records": None}
+    if leader is not None:
+        out["current_leader"] = {"leader_id": leader.leader, "leader_epoch": leader.leader_epoch}
+    return out
+
+
+async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
+                           part: Any, replica_id: int, budget: int) -> dict[str, Any]:
+    index = int(part.partition)
+    resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
+                               topic_id=topic_id,
+                               current_leader_epoch=int(getattr(part, "current_leader_epoch",
+                                                                -1)))
+    if resolved.error != ErrorCode.none:
+        return _partition_error(index, resolved.error, resolved.partition)
+    error, state = await context.replicas.open(resolved)
+    if state is None:
+        return _partition_error(index, error)
+    assert resolved.partition is not None
+    offset = int(part.fetch_offset)
+    if replica_id >= 0:
+        state.follower_offsets[replica_id] = offset
+        if state.maybe_advance_high_watermark(resolved.partition.isr, context.broker_id):
+            context.replicas.notify_data()
+    end = state.log.log_end_offset
+    if offset < 0 or offset > end:
+        return _partition_error(index, ErrorCode.offset_out_of_range)
+    upper = end if replica_id >= 0 else state.high_watermark
+    records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
+                             upper)
+    return {"partition_index": index, "error_code": 0,
+            "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
+            "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
+            "records": records}
+
+
+async def _collect(context: BrokerContext, request: Any, version: int
+                   ) -> tuple[list[dict[str, Any]], int]:
+    replica_id = int(getattr(request, "replica_id", -1))
+    budget = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    responses, total = [], 0
+    for topic in request.topics:
+        name = getattr(topic, "topic", None)
+        raw_id = getattr(topic, "topic_id", None)
+        topic_id = from_kafka_uuid(raw_id)
+        if name is None and topic_id is None:
+            topic_id_error = True
+        else:
+            topic_id_error = False
+        partitions = []
+        for part in topic.partitions:
+            if topic_id_error:
+                partitions.append(_partition_error(int(part.partition),
+                                                   ErrorCode.unknown_topic_id))
+                continue
+            data = await _fetch_partition(context, name=name, topic_id=topic_id, part=part,
+                                          replica_id=replica_id, budget=max(0, budget - total))
+            total += len(data["records"] or b"")
+            partitions.append(data)
+        responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
+    return responses, total
+
+
+async def handle_fetch_request(context: BrokerContext, request: Any, version: int) -> Any:
+    max_wait_s = max(0.0, request.max_wait.total_seconds())
+    min_bytes = int(request.min_bytes)
+    with trio.move_on_after(max_wait_s) as waited:
+        while True:
+            responses, total = await _collect(context, request, version)
+            if total >= max(1, min_bytes):
+                break
+            await context.replicas.wait_data()
+    if waited.cancelled_caught:
+        responses, _ = await _collect(context, request, version)
+    return build(response_class(FETCH, version), {
+        "throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses})
+
+
+async def handle_list_offsets_request(context: BrokerContext, request: Any,
+                                      version: int) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            index = int(part.partition_index)
+            resolved = check_partition(context.image, context.broker_id, partition=index,
+                                       name=topic.name, current_leader_epoch=int(
+                                           getattr(part, "current_leader_epoch", -1)))
+            error, state = (resolved.error, None)
+            if error == ErrorCode.none:
+                error, state = await context.replicas.open(resolved)
+            if state is None:
+                partitions.append({"partition_index": index, "error_code": int(error)})
+                continue
+            assert resolved.partition is not None
+            timestamp = int(part.timestamp)
+            if timestamp == EARLIEST_TIMESTAMP:
+                offset = state.log.log_start_offset
+            elif timestamp < 0:  # latest, and anything else negative
+                offset = state.high_watermark
+            else:
+                offset = min(state.log.offset_for_timestamp(timestamp), state.high_watermark)
+            partitions.append({"partition_index": index, "error_code": 0, "timestamp": -1,
+                               "offset": offset,
+                               "leader_epoch": resolved.partition.leader_epoch,
+                               "old_style_offsets": [offset]})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return build(response_class(LIST_OFFSETS, version), {"throttle_time": 0, "topics": topics})
+
+
+async def handle_offset_for_leader_epoch_request(context: BrokerContext, request: Any,
+                                                 version: int) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            index = int(part.partition)
+            resolved = check_partition(context.image, context.broker_id, partition=index,
+                                       name=topic.topic, current_leader_epoch=int(
+                                           getattr(part, "current_leader_epoch", -1)))
+            error, state = (resolved.error, None)
+            if error == ErrorCode.none:
+                error, state = await context.replicas.open(resolved)
+            if state is None:
+                partitions.append({"partition": index, "error_code": int(error)})
+                continue
+            epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
+            partitions.append({"partition": index, "error_code": 0, "leader_epoch": epoch,
+                               "end_offset": end})
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return build(response_class(OFFSET_FOR_LEADER_EPOCH, version),
+                 {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,182 @@
+"""The broker's Kafka listener (`listeners = PLAINTEXT://HOST:PORT`): a Trio TCP server
+speaking the Kafka wire protocol, decoded and encoded with `kio`.
+
+Each frame is a 4-byte big-endian size and a request. Requests on one connection are
+handled one at a time, in order (as Kafka does), so responses keep the order clients
+expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out, no
+socket): decode the header, dispatch by api key and version, encode the response.
+An unsupported api or version, a malformed frame or one above `max_frame_bytes` closes
+that connection only, with the reason logged; everyone else is served on.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from broker.kafka import admin_api, api_versions, fetch, metadata_api, produce
+from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
+from broker.kafka.context import BrokerContext
+from broker.kafka.controller_client import ControllerClient
+from broker.kafka.replica import ReplicaManager
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+    from raft.node import RaftNode
+    from tools.config import NodeConfig
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
+_SIZE = struct.Struct(">i")
+RECEIVE_CHUNK = 65536
+
+
+class ConnectionClosed(Exception):
+    """The connection must close; the message says why."""
+
+
+async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
+    return api_versions.handle_api_versions_request(version)
+
+
+async def _metadata(context: BrokerContext, body: Any, version: int) -> Any:
+    return metadata_api.handle_metadata_request(
+        context.image, body, version, broker_id=context.broker_id,
+        cluster_id=context.cluster_id)
+
+
+async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> Any:
+    return metadata_api.handle_describe_cluster_request(
+        context.image, body, version, broker_id=context.broker_id,
+        cluster_id=context.cluster_id)
+
+
+HANDLERS: dict[int, Handler] = {
+    api_versions.API_VERSIONS: _api_versions,
+    api_versions.METADATA: _metadata,
+    api_versions.DESCRIBE_CLUSTER: _describe_cluster,
+    api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
+    api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
+    api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
+    api_versions.PRODUCE: produce.handle_produce_request,
+    api_versions.FETCH: fetch.handle_fetch_request,
+    api_versions.LIST_OFFSETS: fetch.handle_list_offsets_request,
+    api_versions.OFFSET_FOR_LEADER_EPOCH: fetch.handle_offset_for_leader_epoch_request,
+    api_versions.INIT_PRODUCER_ID: produce.handle_init_producer_id_request,
+    api_versions.FIND_COORDINATOR: produce.handle_find_coordinator_request,
+}
+assert set(HANDLERS) == set(SUPPORTED)
+
+
+class Dispatcher:
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+
+    async def handle_frame(self, frame: bytes) -> bytes | None:
+        """The response frame (size included), None when none is due (acks=0 Produce);
+        raises ConnectionClosed when the connection must close."""
+        try:
+            header = peek_header(frame)
+            if api_versions.is_api_versions_above_max(header.api_key, header.api_version):
+                return encode_response(header.correlation_id,
+                                       api_versions.unsupported_version_response())
+            request = parse_request(frame, SUPPORTED)
+        except KafkaCodecError as exc:
+            raise ConnectionClosed(str(exc)) from None
+        handler = HANDLERS[request.header.api_key]
+        response = await handler(self.context, request.body, request.header.api_version)
+        if response is None:
+            return None
+        return encode_response(request.header.correlation_id, response)
+
+
+class KafkaListener:
+    def __init__(self, dispatcher: Dispatcher, address: Address, *,
+                 max_frame_bytes: int = 100 * 1024 * 1024) -> None:
+        self.dispatcher = dispatcher
+        self.address = address
+        self.max_frame_bytes = max_frame_bytes
+        self.port: int | None = None
+
+    async def serve(self, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        listeners = await trio.open_tcp_listeners(self.address[1], host=self.address[0])
+        self.port = listeners[0].socket.getsockname()[1]
+        log.info("serving the Kafka protocol", extra={
+            "broker": self.dispatcher.context.broker_id,
+            "address": f"{self.address[0]}:{self.port}"})
+        task_status.started(self.port)
+        await trio.serve_listeners(self.handle_connection, listeners)
+
+    async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray
+                             ) -> bytes | None:
+        while True:
+            if len(buffer) >= 4:
+                (size,) = _SIZE.unpack_from(buffer)
+                if size < 0 or size > self.max_frame_bytes:
+                    raise ConnectionClosed(f"frame size {size} outside 0..{self.max_frame_bytes}")
+                if len(buffer) >= 4 + size:
+                    frame = bytes(buffer[4:4 + size])
+                    del buffer[:4 + size]
+                    return frame
+            data = await stream.receive_some(RECEIVE_CHUNK)
+            if not data:
+                if buffer:
+                    raise ConnectionClosed("closed in the middle of a frame")
+                return None
+            buffer += data
+
+    async def handle_connection(self, stream: trio.abc.Stream) -> None:
+        peer = _peer(stream)
+        buffer = bytearray()
+        try:
+            while (frame := await self._receive_frame(stream, buffer)) is not None:
+                reply = await self.dispatcher.handle_frame(frame)
+                if reply is not None:
+                    await stream.send_all(reply)
+        except ConnectionClosed as exc:
+            log.warning("closing Kafka connection", extra={"peer": peer, "reason": str(exc)})
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("Kafka connection lost", extra={"peer": peer, "reason": str(exc)})
+        except Exception as exc:  # a handler bug must not take the broker down
+            log.exception("Kafka request failed, closing the connection",
+                          extra={"peer": peer, "reason": repr(exc)})
+        finally:
+            await stream.aclose()
+
+
+def _peer(stream: trio.abc.Stream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]  # type: ignore[attr-defined]
+        return f"{host}:{port}"
+    except (AttributeError, OSError):
+        return "?"
+
+
+def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerServer
+                           ) -> KafkaListener | None:
+    """Serve the Kafka protocol on the broker's client listener (None: it has none)."""
+    address = config.client_address
+    if address is None:
+        return None
+    replicas = ReplicaManager(log_dir=Path(config.log_dir), broker_id=config.node_id,
+                              image=lambda: server.image,
+                              wait_reconciled=server.wait_reconciled)
+    context = BrokerContext(
+        broker_id=config.node_id, cluster_id=node.cluster_id, image=lambda: server.image,
+        replicas=replicas,
+        controller=ControllerClient(voters=dict(config.voters), cluster_id=node.cluster_id),
+        request_timeout_ms=max(config.request_timeout_ms, 30_000))
+    node.add_commit_listener(lambda batch: context.on_image_changed())
+    listener = KafkaListener(Dispatcher(context), address,
+                             max_frame_bytes=config.socket_request_max_bytes)
+    node.add_background_task(listener.serve)
+    return listener

@@ -1,0 +1,105 @@
+"""Metadata (v0-v12) and DescribeCluster from the broker's own MetadataImage (pure).
+
+Topics by name or, from v10, by topic ID (KIP-516); responses carry topic IDs. An
+unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID. Brokers
+are the unfenced brokers with a PLAINTEXT endpoint. In KRaft clients send admin
+requests to the "controller" a broker names; we name ourselves and forward them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from metadata.image import NO_LEADER, MetadataImage, TopicImage
+from metadata.uuid import Uuid
+
+METADATA, DESCRIBE_CLUSTER = 3, 60
+CLIENT_LISTENER = "PLAINTEXT"
+
+
+def to_kafka_uuid(topic_id: Uuid) -> uuid.UUID:
+    return uuid.UUID(bytes=topic_id.to_bytes())
+
+
+def from_kafka_uuid(value: uuid.UUID | None) -> Uuid | None:
+    """None for a missing or all-zero ID (Kafka's "use the name")."""
+    if value is None or value.int == 0:
+        return None
+    return Uuid.from_bytes(value.bytes)
+
+
+def broker_endpoints(image: MetadataImage) -> list[dict[str, Any]]:
+    """[{node_id, host, port, rack}] of unfenced brokers with a PLAINTEXT endpoint (as in
+    Kafka, a fenced broker is not shown to clients)."""
+    out = []
+    for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        if broker.fenced:
+            continue
+        for endpoint in broker.endpoints:
+            name, sep, address = endpoint.partition("://")
+            host, _, port = address.rpartition(":")
+            if sep and name.upper() == CLIENT_LISTENER and port.isdigit():
+                out.append({"node_id": broker.broker_id, "host": host, "port": int(port),
+                            "rack": broker.rack})
+                break
+    return out
+
+
+def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
+    live = {b.broker_id for b in image.brokers.values()}
+    return {
+        "error_code": 0, "name": topic.name, "topic_id": to_kafka_uuid(topic.topic_id),
+        "is_internal": False,
+        "partitions": [{
+            "error_code": int(ErrorCode.leader_not_available) if p.leader == NO_LEADER else 0,
+            "partition_index": p.partition, "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": [r for r in p.replicas if r not in live]}
+            for p in topic.partitions],
+    }
+
+
+def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
+                            broker_id: int, cluster_id: str) -> Any:
+    wanted = request.topics
+    topics: list[dict[str, Any]] = []
+    if wanted is None or (version == 0 and not wanted):
+        topics = [topic_metadata(t, image)
+                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    else:
+        for item in wanted:
+            name = item if isinstance(item, str) else item.name
+            topic_id = None if isinstance(item, str) else \
+                from_kafka_uuid(getattr(item, "topic_id", None))
+            if topic_id is not None:
+                topic = image.topic(topic_id)
+                if topic is None:
+                    topics.append({"error_code": int(ErrorCode.unknown_topic_id),
+                                   "name": None, "topic_id": to_kafka_uuid(topic_id),
+                                   "partitions": []})
+                    continue
+            else:
+                topic = image.topic_by_name(name or "")
+                if topic is None:
+                    topics.append({"error_code": int(ErrorCode.unknown_topic_or_partition),
+                                   "name": name, "topic_id": uuid.UUID(int=0),
+                                   "partitions": []})
+                    continue
+            topics.append(topic_metadata(topic, image))
+    return build(response_class(METADATA, version), {
+        "throttle_time": 0, "brokers": broker_endpoints(image), "cluster_id": cluster_id,
+        "controller_id": broker_id, "topics": topics})
+
+
+def handle_describe_cluster_request(image: MetadataImage, request: Any, version: int, *,
+                                    broker_id: int, cluster_id: str) -> Any:
+    brokers = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                "rack": b["rack"]} for b in broker_endpoints(image)]
+    return build(response_class(DESCRIBE_CLUSTER, version), {
+        "throttle_time": 0, "error_code": 0, "cluster_id": cluster_id,
+        "controller_id": broker_id, "brokers": brokers})

@@ -1,0 +1,118 @@
+"""Produce (v3-v9), InitProducerId and FindCoordinator.
+
+Produce: each partition's records must be complete magic v2 batches with a valid
+CRC32C (else CORRUPT_MESSAGE / INVALID_RECORD); the leader stores them intact with
+offsets assigned from its log end, fsyncs, and answers acks=1 then; acks=all waits
+until the high watermark (which follows the ISR) passes the last offset, or times out
+with REQUEST_TIMED_OUT; acks=0 gets no response at all.
+
+InitProducerId hands out producer IDs for idempotent producers (kafka-python's default):
+unique per broker and process start; sequence numbers are stored but not deduplicated.
+There is no group or transaction coordinator: FindCoordinator answers
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from broker.kafka.metadata_api import from_kafka_uuid
+from broker.kafka.partition_log import InvalidBatchError, split_batches
+from broker.kafka.replica import check_partition
+
+log = logging.getLogger(__name__)
+
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
+ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
+
+
+def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": int(error), "base_offset": -1,
+            "log_start_offset": -1, "error_message": message}
+
+
+async def produce_partition(context: BrokerContext, *, name: str | None,
+                            topic_id: Any, index: int, records: bytes | None, acks: int,
+                            timeout_s: float) -> dict[str, Any]:
+    resolved = check_partition(context.image, context.broker_id, partition=index,
+                               name=name, topic_id=topic_id)
+    if resolved.error != ErrorCode.none:
+        return _failed(index, resolved.error)
+    error, state = await context.replicas.open(resolved)
+    if state is None:
+        return _failed(index, error)
+    try:
+        batches = split_batches(records or b"")
+    except InvalidBatchError as exc:
+        log.info("produce rejected", extra={"topic": name, "partition": index,
+                                            "reason": str(exc)})
+        return _failed(index, ErrorCode.corrupt_message if exc.corrupt
+                       else ErrorCode.invalid_record, str(exc))
+    assert resolved.partition is not None
+    partition = resolved.partition
+    async with state.lock:
+        base, last = await trio.to_thread.run_sync(state.log.append, batches,
+                                                   partition.leader_epoch)
+    state.maybe_advance_high_watermark(partition.isr, context.broker_id)
+    context.replicas.notify_data()
+    if acks == ACKS_ALL:
+        with trio.move_on_after(timeout_s):
+            while state.high_watermark <= last:
+                await state.changed.wait()
+        if state.high_watermark <= last:
+            return _failed(index, ErrorCode.request_timed_out,
+                           "not replicated to the ISR in time")
+    return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0}
+
+
+async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
+    acks = int(request.acks)
+    timeout_s = max(0.0, request.timeout.total_seconds())
+    responses = []
+    for topic in request.topic_data:
+        name = getattr(topic, "name", None)
+        topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
+        parts = []
+        for data in topic.partition_data:
+            if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
+                parts.append(_failed(int(data.index), ErrorCode.invalid_required_acks))
+                continue
+            parts.append(await produce_partition(
+                context, name=name, topic_id=topic_id, index=int(data.index),
+                records=data.records, acks=acks, timeout_s=timeout_s))
+        responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
+                          "partition_responses": parts})
+    if acks == ACKS_NONE:
+        return None
+    return build(response_class(PRODUCE, version),
+                 {"throttle_time": 0, "responses": responses})
+
+
+async def handle_init_producer_id_request(context: BrokerContext, request: Any,
+                                          version: int) -> Any:
+    if request.transactional_id is not None:
+        body: dict[str, Any] = {"error_code": int(ErrorCode.coordinator_not_available),
+                                "producer_id": -1, "producer_epoch": -1}
+    else:
+        # broker id in the high bits, randomness below: unique without coordination
+        context.next_producer_id += 1
+        random_part = int.from_bytes(os.urandom(4), "big") << 16
+        producer_id = (context.broker_id << 48) | (random_part & ((1 << 48) - 1) & ~0xFFFF) \
+            | (context.next_producer_id & 0xFFFF)
+        body = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
+    return build(response_class(INIT_PRODUCER_ID, version), {"throttle_time": 0, **body})
+
+
+async def handle_find_coordinator_request(context: BrokerContext, request: Any,
+                                          version: int) -> Any:
+    return build(response_class(FIND_COORDINATOR, version), {
+        "throttle_time": 0, "error_code": int(ErrorCode.coordinator_not_available),
+        "error_message": "no group or transaction coordinator", "node_id": -1,
+        "host": "", "port": -1})

@@ -1,0 +1,175 @@
+"""Which partition a Kafka request may touch, and the state of the ones this broker holds.
+
+`check_partition` is pure (KIP-516 "stale reads"): a topic ID absent from the broker's
+image -> UNKNOWN_TOPIC_ID; an unknown name or partition -> UNKNOWN_TOPIC_OR_PARTITION; a
+client's leader epoch older than the image's -> FENCED_LEADER_EPOCH (newer ->
+UNKNOWN_LEADER_EPOCH); not the leader -> NOT_LEADER_OR_FOLLOWER. `ReplicaManager` then
+opens the partition directory and compares its partition.metadata with the topic ID:
+a mismatch -> INCONSISTENT_TOPIC_ID, so a replica of a deleted topic never serves data
+as the recreated one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from broker import partition_dir
+from broker.kafka.partition_log import PartitionLog
+from broker.reconcile import partition_dir_name
+from metadata.image import MetadataImage, PartitionImage, TopicImage
+from metadata.uuid import Uuid
+
+log = logging.getLogger(__name__)
+
+RECONCILE_WAIT_S = 2.0  # a just-created partition's directory appears within this
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    error: ErrorCode
+    topic: TopicImage | None = None
+    partition: PartitionImage | None = None
+
+
+def check_partition(image: MetadataImage, broker_id: int, *, partition: int,
+                    topic_id: Uuid | None = None, name: str | None = None,
+                    current_leader_epoch: int = -1, require_leader: bool = True) -> Resolved:
+    """Resolve a (topic ID or name, partition) against the image; pure."""
+    if topic_id is not None:
+        topic = image.topic(topic_id)
+        if topic is None:
+            return Resolved(error=ErrorCode.unknown_topic_id)
+    else:
+        topic = image.topic_by_name(name or "")
+        if topic is None:
+            return Resolved(error=ErrorCode.unknown_topic_or_partition)
+    if not 0 <= partition < len(topic.partitions):
+        return Resolved(error=ErrorCode.unknown_topic_or_partition, topic=topic)
+    part = topic.partitions[partition]
+    if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
+        return Resolved(error=ErrorCode.fenced_leader_epoch, topic=topic, partition=part)
+    if current_leader_epoch > part.leader_epoch:
+        return Resolved(error=ErrorCode.unknown_leader_epoch, topic=topic, partition=part)
+    if require_leader and part.leader != broker_id:
+        return Resolved(error=ErrorCode.not_leader_or_follower, topic=topic, partition=part)
+    if not require_leader and broker_id not in part.replicas:
+        return Resolved(error=ErrorCode.not_leader_or_follower, topic=topic, partition=part)
+    return Resolved(error=ErrorCode.none, topic=topic, partition=part)
+
+
+def check_local_topic_id(local: Uuid | None, expected: Uuid) -> ErrorCode:
+    """The partition directory's partition.metadata against the image's topic ID."""
+    if local is None:
+        return ErrorCode.not_leader_or_follower  # not created yet (reconciliation pending)
+    return ErrorCode.none if local == expected else ErrorCode.inconsistent_topic_id
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class PartitionState:
+    """A hosted partition's log and, on the leader, its high watermark (which follows
+    the ISR: the smallest log end offset among in-sync replicas)."""
+
+    topic_id: Uuid
+    partition: int
+    log: PartitionLog
+    high_watermark: int = 0
+    follower_offsets: dict[int, int] = field(default_factory=dict)
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    changed: trio.Event = field(default_factory=trio.Event)
+
+    def notify(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def maybe_advance_high_watermark(self, isr: tuple[int, ...], leader_id: int) -> bool:
+        offsets = [self.log.log_end_offset] + [
+            self.follower_offsets.get(r, 0) for r in isr if r != leader_id]
+        candidate = min(offsets)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            self.notify()
+            return True
+        return False
+
+
+class ReplicaManager:
+    """Partition logs of this broker, opened on first use and closed once their topic ID
+    leaves the image."""
+
+    def __init__(self, *, log_dir: Path, broker_id: int, image: Callable[[], MetadataImage],
+                 wait_reconciled: Callable[[int], Awaitable[None]] | None = None) -> None:
+        self.log_dir = log_dir
+        self.broker_id = broker_id
+        self._image = image
+        self._wait_reconciled = wait_reconciled
+        self._states: dict[tuple[Uuid, int], PartitionState] = {}
+        self._pruned_offset = -2
+        self._data_changed = trio.Event()
+
+    def notify_data(self) -> None:
+        """A log end or high watermark moved: wake parked fetches."""
+        self._data_changed.set()
+        self._data_changed = trio.Event()
+
+    async def wait_data(self) -> None:
+        await self._data_changed.wait()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image()
+
+    def _maybe_prune(self, image: MetadataImage) -> None:
+        if image.last_applied_offset == self._pruned_offset:
+            return
+        self._pruned_offset = image.last_applied_offset
+        for key in [k for k in self._states if image.topic(k[0]) is None]:
+            state = self._states.pop(key)
+            state.log.close()
+            state.notify()
+            log.info("closed the log of a deleted topic", extra={
+                "topic_id": str(key[0]), "partition": key[1]})
+
+    async def open(self, resolved: Resolved) -> tuple[ErrorCode, PartitionState | None]:
+        """The state of a partition `check_partition` accepted, checking the directory's
+        topic ID on first use (INCONSISTENT_TOPIC_ID on a mismatch)."""
+        assert resolved.topic is not None
+        assert resolved.partition is not None
+        topic, number = resolved.topic, resolved.partition.partition
+        image = self.image
+        self._maybe_prune(image)
+        key = (topic.topic_id, number)
+        state = self._states.get(key)
+        if state is not None:
+            return ErrorCode.none, state
+        directory = self.log_dir / partition_dir_name(topic.name, number)
+        local = partition_dir.read_partition_metadata(directory)
+        if local is None and self._wait_reconciled is not None:
+            with trio.move_on_after(RECONCILE_WAIT_S):
+                await self._wait_reconciled(image.last_applied_offset)
+            local = partition_dir.read_partition_metadata(directory)
+        error = check_local_topic_id(local, topic.topic_id)
+        if error != ErrorCode.none:
+            if error == ErrorCode.inconsistent_topic_id:
+                log.warning("partition directory holds another topic ID", extra={
+                    "directory": str(directory), "local_topic_id": str(local),
+                    "topic_id": str(topic.topic_id)})
+            return error, None
+        state = self._states.get(key)  # another task may have opened it meanwhile
+        if state is None:
+            plog = await trio.to_thread.run_sync(PartitionLog, directory)
+            state = self._states.setdefault(key, PartitionState(
+                topic_id=topic.topic_id, partition=number, log=plog,
+                high_watermark=plog.log_end_offset if len(resolved.partition.replicas) == 1
+                else 0))
+        return ErrorCode.none, state
+
+    def close_all(self) -> None:
+        for state in self._states.values():
+            state.log.close()
+        self._states.clear()
