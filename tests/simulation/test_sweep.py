@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raft.sim.sweep import RunResult, RunSpec, sweep
+from raft.sim.sweep import RunResult, RunSpec, run_seed, sweep
 
 CHUNK = 50
 
@@ -43,6 +43,16 @@ def test_no_violation_when_other_sizes_under_all_faults(voters: int, observers: 
 def test_no_violation_when_messages_round_trip_the_codec() -> None:
     """The wire codec is lossless for every message the core sends (KIP-516 topic ids)."""
     run_chunk(RunSpec(voters=3, observers=1, faults="net", codec_roundtrip=True), 1, 8)
+
+
+@pytest.mark.parametrize(("voters", "observers", "faults", "seed"), [
+    (1, 0, "all", 50112),  # leader crashed before its first fsync, re-won the same epoch
+])
+def test_no_violation_when_regression_seed(voters: int, observers: int, faults: str,
+                                           seed: int) -> None:
+    """Seeds that once raised an alarm (a false one, or a real bug) stay clean."""
+    result = run_seed(RunSpec(voters=voters, observers=observers, faults=faults), seed)
+    assert result.ok, explain(result)
 
 
 @pytest.mark.soak
