@@ -11,7 +11,7 @@ from collections.abc import Callable
 from raft.sim.cluster import Cluster
 
 FAULT_KINDS = ("all", "net", "crash", "none")
-NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial")
+NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
                 "pause-leader", "slow-disk")
 
@@ -98,6 +98,15 @@ def _fault(cluster: Cluster, rng: random.Random,
             net.loss_probability = net.config.loss_probability
             net.duplicate_probability = net.config.duplicate_probability
         return lossy, clean
+    if name == "slow-net":
+        factor = rng.uniform(10, 150)  # messages take ~30 ms to over a second
+
+        def congest() -> None:
+            net.slowdown = factor
+
+        def clear() -> None:
+            net.slowdown = 1.0
+        return congest, clear
     victims: list[int] = []
     if name in ("pause", "pause-leader"):
         def pause() -> None:

@@ -34,6 +34,7 @@ class Network:
         self._cut: set[tuple[int, int]] = set()
         self.loss_probability = config.loss_probability
         self.duplicate_probability = config.duplicate_probability
+        self.slowdown = 1.0  # latency multiplier while the network is congested
         self.sent = 0
         self.dropped = 0
         self.duplicated = 0
@@ -83,6 +84,7 @@ class Network:
 
     def heal(self) -> None:
         self._cut.clear()
+        self.slowdown = 1.0
         self.loss_probability = self.config.loss_probability
         self.duplicate_probability = self.config.duplicate_probability
 
@@ -92,7 +94,8 @@ class Network:
 
     @property
     def is_healed(self) -> bool:
-        return (not self._cut and self.loss_probability == self.config.loss_probability
+        return (not self._cut and self.slowdown == 1.0
+                and self.loss_probability == self.config.loss_probability
                 and self.duplicate_probability == self.config.duplicate_probability)
 
     # ---- delivery --------------------------------------------------------------------
@@ -102,7 +105,7 @@ class Network:
         ms = rng.uniform(cfg.latency_min_ms, cfg.latency_max_ms)
         if cfg.tail_probability and rng.random() < cfg.tail_probability:
             ms += rng.expovariate(1.0 / cfg.tail_mean_ms)
-        return max(1, int(ms * 1000))
+        return max(1, int(ms * 1000 * self.slowdown))
 
     def delivery_delays_us(self, src: int, dst: int) -> list[int]:
         """Delays after which copies of one message arrive: none if lost or cut, two if
