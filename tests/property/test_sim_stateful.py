@@ -102,7 +102,7 @@ class SimulatedQuorum(RuleBasedStateMachine):
         wait_for_commit(cluster, timeout_ets=10)
 
 
-SimulatedQuorum.TestCase.settings = settings(max_examples=25, stateful_step_count=25,
+SimulatedQuorum.TestCase.settings = settings(max_examples=80, stateful_step_count=30,
                                              deadline=None)
 test_simulated_quorum = SimulatedQuorum.TestCase
 
