@@ -106,3 +106,20 @@ def test_uncommitted_entry_overwritten_safely_when_figure_eight(seed: int) -> No
     (the same schedule with `commit_old_epoch_by_count` planted is a violation)."""
     cluster = scenarios.figure_eight(5, 0, seed)
     assert len(cluster.checker.leaders) >= 4
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+def test_soak_scenario_holds_when_many_seeds(name: str) -> None:
+    """make soak: every scenario over 10 seeds per cluster shape (where it applies)."""
+    run = scenarios.SCENARIOS[name]
+    ran = 0
+    for voters in range(1, 6):
+        for observers in (0, 1, 3, 5):
+            for seed in range(1000, 1010):
+                try:
+                    run(voters, observers, seed)
+                except scenarios.NotApplicable:
+                    break
+                ran += 1
+    assert ran >= 10
