@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka.codec import build, response_class
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-FIND_COORDINATOR = 10
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 API_VERSIONS = 18
 CREATE_TOPICS, DELETE_TOPICS = 19, 20
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
@@ -29,6 +29,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     FETCH: (4, 13),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 7),
     FIND_COORDINATOR: (0, 3),
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),

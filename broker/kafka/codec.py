@@ -85,9 +85,8 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Req
     except Exception as exc:  # kio raises several unrelated types on malformed input
         raise KafkaCodecError(f"malformed api {api_key} v{api_version} request: "
                               f"{type(exc).__name__}: {exc}") from None
-    if offset + size != len(frame):
-        raise KafkaCodecError(f"api {api_key} v{api_version}: {len(frame) - offset - size} "
-                              "trailing bytes")
+    # Trailing bytes are ignored, as Kafka's own parser does: librdkafka's Metadata v12
+    # carries a few after the body.
     return Request(header=RequestHeader(
         api_key=api_key, api_version=api_version, correlation_id=int(header.correlation_id),
         client_id=header.client_id), body=body)

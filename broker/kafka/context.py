@@ -24,6 +24,8 @@ class BrokerContext:
         self.request_timeout_ms = request_timeout_ms
         self._image_changed = trio.Event()
         self.next_producer_id = 0
+        # (group, topic, partition) -> (offset, metadata): broker.kafka.group
+        self.committed_offsets: dict[tuple[str, str, int], tuple[int, str | None]] = {}
 
     @property
     def image(self) -> MetadataImage:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from broker.kafka import admin_api, api_versions, fetch, metadata_api, produce
+from broker.kafka import admin_api, api_versions, fetch, group, metadata_api, produce
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
@@ -71,7 +71,9 @@ HANDLERS: dict[int, Handler] = {
     api_versions.LIST_OFFSETS: fetch.handle_list_offsets_request,
     api_versions.OFFSET_FOR_LEADER_EPOCH: fetch.handle_offset_for_leader_epoch_request,
     api_versions.INIT_PRODUCER_ID: produce.handle_init_producer_id_request,
-    api_versions.FIND_COORDINATOR: produce.handle_find_coordinator_request,
+    api_versions.FIND_COORDINATOR: group.handle_find_coordinator_request,
+    api_versions.OFFSET_COMMIT: group.handle_offset_commit_request,
+    api_versions.OFFSET_FETCH: group.handle_offset_fetch_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 

@@ -8,8 +8,7 @@ with REQUEST_TIMED_OUT; acks=0 gets no response at all.
 
 InitProducerId hands out producer IDs for idempotent producers (kafka-python's default):
 unique per broker and process start; sequence numbers are stored but not deduplicated.
-There is no group or transaction coordinator: FindCoordinator answers
-COORDINATOR_NOT_AVAILABLE.
+Transactions are not supported.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from broker.kafka.replica import check_partition
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
+PRODUCE, INIT_PRODUCER_ID = 0, 22
 ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
 
 
@@ -108,11 +107,3 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
             | (context.next_producer_id & 0xFFFF)
         body = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
     return build(response_class(INIT_PRODUCER_ID, version), {"throttle_time": 0, **body})
-
-
-async def handle_find_coordinator_request(context: BrokerContext, request: Any,
-                                          version: int) -> Any:
-    return build(response_class(FIND_COORDINATOR, version), {
-        "throttle_time": 0, "error_code": int(ErrorCode.coordinator_not_available),
-        "error_message": "no group or transaction coordinator", "node_id": -1,
-        "host": "", "port": -1})
