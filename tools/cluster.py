@@ -111,6 +111,35 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
     raise ClusterError("; ".join(errors) or "no address to try")
 
 
+def append_records(addresses: list[str], count: int, batch: int = 1, *,
+                   cluster_id: str = "", timeout_s: float = 30.0, in_flight: int = 64,
+                   avoid: Iterable[str] = ()) -> dict[str, Any]:
+    """`Append` NoOp records through the leader; returns its reply once they committed.
+
+    While no leader is known (an election is under way) the request is sent again, until
+    `timeout_s`. An append cut short by a leader change may have left some of its records
+    in the log (NoOps: harmless); only the batches of the returned reply are acknowledged."""
+    deadline = time.monotonic() + timeout_s
+    body = {"count": count, "batch": batch, "in_flight": in_flight}
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            reply = request_leader(addresses, "Append", body, avoid=avoid,
+                                   cluster_id=cluster_id, timeout_s=max(remaining, 0.1))
+        except ClusterError as exc:
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"append failed: {exc}") from None
+            time.sleep(0.05)
+            continue
+        if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
+            return reply
+        message = reply.get("error_message") if isinstance(reply, dict) else reply
+        code = reply.get("error_code") if isinstance(reply, dict) else None
+        if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() >= deadline:
+            raise ClusterError(f"append failed: {message}")
+        time.sleep(0.05)
+
+
 def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                     avoid: Iterable[str] = ()) -> dict[str, Any]:
     """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
@@ -414,32 +443,9 @@ class Cluster:
 
     def append(self, count: int, batch: int = 1, *, exclude: Iterable[int] = (),
                timeout_s: float = 30.0, in_flight: int = 64) -> dict[str, Any]:
-        """Append `count` NoOp records through the leader; returns once committed.
-
-        While no leader is known (an election is under way) the request is sent again,
-        until `timeout_s`; an append cut short by a leader change may have left some of
-        its records in the log (NoOps: harmless); only the returned batches are
-        acknowledged."""
-        deadline = time.monotonic() + timeout_s
-        skip = list(exclude)
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                reply = request_leader(self.controller_addresses(skip), "Append",
-                                       {"count": count, "batch": batch,
-                                        "in_flight": in_flight},
-                                       avoid=self._addresses_of(skip),
-                                       cluster_id=self.cluster_id,
-                                       timeout_s=max(remaining, 0.1))
-            except ClusterError as exc:
-                if time.monotonic() >= deadline:
-                    raise ClusterError(f"append failed: {exc}") from None
-                time.sleep(0.05)
-                continue
-            if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
-                return reply
-            message = reply.get("error_message") if isinstance(reply, dict) else reply
-            code = reply.get("error_code") if isinstance(reply, dict) else None
-            if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() >= deadline:
-                raise ClusterError(f"append failed: {message}")
-            time.sleep(0.05)
+        """Append `count` NoOp records through the leader; returns once committed
+        (see `append_records`)."""
+        skip = set(exclude)
+        return append_records(self.controller_addresses(skip), count, batch,
+                              cluster_id=self.cluster_id, timeout_s=timeout_s,
+                              in_flight=in_flight, avoid=self._addresses_of(skip))

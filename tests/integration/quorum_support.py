@@ -55,3 +55,14 @@ def log_events(cluster: Cluster, node_id: int) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return events
+
+
+def epochs_by_offset(cluster: Cluster, node_id: int) -> dict[int, int]:
+    return {r["offset"]: r["epoch"] for r in dump_log(cluster, node_id)}
+
+
+def wait_all_hold(cluster: Cluster, offset: int) -> None:
+    """Every voter holds `offset` (so each has applied the MetadataTopic record too)."""
+    for node_id in cluster.voter_ids:
+        wait_until(lambda n=node_id: offset in epochs_by_offset(cluster, n), 10,
+                   f"node {node_id} to hold offset {offset}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from quorum_support import FAST_SETTINGS, dump_log, kraft, log_events, wait_until
+from quorum_support import FAST_SETTINGS, dump_log, kraft, log_events, wait_all_hold, wait_until
 from tools.cluster import Cluster, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -153,6 +153,7 @@ def test_cli_drives_a_local_cluster_when_used_verb_by_verb(cli_cluster_dir: Any)
                      "8", "--json")
     assert appended.returncode == 0, appended.stderr
     assert json.loads(appended.stdout)["count"] == 40
+    wait_all_hold(Cluster.load(directory), json.loads(appended.stdout)["last_offset"])
     killed = kraft("quorum", "kill", "--cluster", directory, "--node", str(leader))
     assert killed.returncode == 0, killed.stderr
     again = kraft("quorum", "append", "--cluster", directory, "--count", "5", "--json")

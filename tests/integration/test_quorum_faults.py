@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from quorum_support import dump_log, log_events, wait_until
+from quorum_support import epochs_by_offset, log_events, wait_all_hold, wait_until
 
 from raft.framing import FrameDecoder, encode_frame
 from raft.storage import read_quorum_state
@@ -17,22 +17,11 @@ from tools.cluster import EXIT_CODES, Cluster, ClusterError, parse_address, requ
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
-def epochs_by_offset(cluster: Cluster, node_id: int) -> dict[int, int]:
-    return {r["offset"]: r["epoch"] for r in dump_log(cluster, node_id)}
-
-
 def own_leader(cluster: Cluster, node_id: int) -> tuple[int, int]:
     body = request(cluster.node(node_id).controller_address or "", "DescribeQuorumRequest",
                    {}, timeout_s=2)
     partition = body["topics"][0]["partitions"][0]
     return partition["leader_id"], partition["leader_epoch"]
-
-
-def wait_all_hold(cluster: Cluster, offset: int) -> None:
-    """Every voter holds `offset` (so each has applied the MetadataTopic record too)."""
-    for node_id in cluster.voter_ids:
-        wait_until(lambda n=node_id: offset in epochs_by_offset(cluster, n), 10,
-                   f"node {node_id} to hold offset {offset}")
 
 
 def test_new_leader_keeps_acknowledged_appends_when_leader_is_killed(
@@ -114,6 +103,7 @@ def test_leader_resigns_and_exits_zero_when_sent_sigterm(make_cluster: Any) -> N
     """`kraft node` on SIGTERM: a leader resigns with EndQuorumEpoch, then exits 0."""
     cluster = make_cluster(voters=3)
     old = cluster.wait_for_leader(5)
+    wait_all_hold(cluster, cluster.append(1)["last_offset"])
     pid = cluster.node(old["leader_id"]).pid
     assert pid is not None
     cluster.kill(old["leader_id"], signal.SIGTERM)

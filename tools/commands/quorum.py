@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Any
 
-from tools.cluster import Cluster, ClusterError, describe_quorum, request_leader
+from tools.cluster import Cluster, ClusterError, append_records, describe_quorum
 from tools.config import KNOWN_KEYS
 from tools.errors import CommandError, usage_error
 
@@ -215,10 +215,8 @@ def _append(args: argparse.Namespace) -> int:
     if args.count < 1 or not 1 <= args.batch <= args.count:
         raise usage_error("need --count >= 1 and 1 <= --batch <= --count")
     addresses, cluster_id = _addresses(args)
-    reply = request_leader(addresses, "Append", {"count": args.count, "batch": args.batch},
-                           cluster_id=cluster_id, timeout_s=args.timeout)
-    if reply.get("error_code", 0) != 0:
-        raise CommandError(f"append failed: {reply.get('error_message', reply)}")
+    reply = append_records(addresses, args.count, args.batch, cluster_id=cluster_id,
+                           timeout_s=args.timeout)
     summary = {k: reply[k] for k in ("count", "epoch", "last_offset", "elapsed_ms")}
     _print(args, {**summary, "batches": reply["batches"]},
            f"appended {reply['count']} records in {len(reply['batches'])} batches, committed "
