@@ -27,12 +27,14 @@ Hooks for the layers above (metadata controller, brokers):
 - `node.add_commit_listener(callback)`: `callback(batch)` is called in offset order with
   each newly committed `Batch` (cut at the high watermark) as the high watermark advances,
   starting from offset 0 after every start (a replay of the committed log). It runs in
-  the core task: it must be quick and must not block (hand the batch to a channel).
-  Add listeners before `run()`.
+  the core task: it must be quick and must not block (hand the batch to a channel); an
+  exception it raises stops the node, loudly. Add listeners before `run()`.
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
   `node.epoch`.
+
+The logger `raft.node.messages` at DEBUG traces every message in and out.
 """
 
 from __future__ import annotations
