@@ -37,6 +37,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--records", type=int, default=300, help="about how many records")
     parser.add_argument("--seed", type=int, default=None, help="seed for the random IDs")
     parser.add_argument("--json", action="store_true", help="dump records as JSON lines")
+    parser.add_argument("--skip-quorum", action="store_true",
+                        help="skip the 3-voter cluster part (always skipped with --json, "
+                             "which prints only the dump)")
 
 
 def build_demo_records(rng: random.Random, count: int) -> list[Record]:
@@ -112,4 +115,8 @@ def run(args: argparse.Namespace) -> int:
         directory = log.directory
     for line in dump_lines(directory, as_json=args.json):
         print(line)
+    if not (args.json or args.skip_quorum):  # the real quorum: tools.commands.quorum
+        from tools.commands.quorum import run_demo
+        print("\n# a 3-voter quorum, each voter its own process, survives losing its leader")
+        run_demo(str(log_dir.parent / f"{log_dir.name}-cluster"), say=print)
     return 0

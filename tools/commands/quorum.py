@@ -231,6 +231,16 @@ def _status_text(cluster: Cluster) -> str:
     return "\n".join(f"  {k + ':':<{width}}{v}" for k, v in view.items())
 
 
+def _wait_replicated(cluster: Cluster, last_offset: int, timeout_s: float = 10.0) -> None:
+    """Bounded wait until every voter holds `last_offset` (the leader's view)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        voters = cluster.describe()["voters"]
+        if all(v["log_end_offset"] > last_offset for v in voters):
+            return
+        time.sleep(0.05)
+
+
 def run_demo(directory: str, say: Any = print) -> None:
     """The quorum part of `make demo`: a 3-voter cluster survives the loss of its leader."""
     cluster = Cluster.create(directory, voters=3)
@@ -242,6 +252,7 @@ def run_demo(directory: str, say: Any = print) -> None:
         reply = cluster.append(500, batch=50)
         say(f"$ kraft quorum append --cluster {directory} --count 500 --batch 50\n"
             f"  committed up to offset {reply['last_offset']} in {reply['elapsed_ms']:.0f} ms")
+        _wait_replicated(cluster, reply["last_offset"])
         say(f"$ kraft quorum describe --cluster {directory} --status\n{_status_text(cluster)}")
         say(f"$ kraft quorum kill --cluster {directory} --node {leader['leader_id']}")
         killed_at = time.monotonic()
