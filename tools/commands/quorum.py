@@ -265,9 +265,11 @@ def run_demo(directory: str, say: Any = print) -> None:
         say(f"  appended 100 more, committed up to offset {reply['last_offset']}")
         say(f"$ kraft quorum describe --cluster {directory} --status\n{_status_text(cluster)}")
     finally:
-        say(f"$ kraft quorum stop --cluster {directory}")
-        cluster.stop(timeout_s=5)
-        cluster.kill_all_started()
+        try:
+            say(f"$ kraft quorum stop --cluster {directory}")
+        finally:  # the nodes never outlive the demo, whatever happened to stdout
+            cluster.stop(timeout_s=5)
+            cluster.kill_all_started()
 
 
 def _demo(args: argparse.Namespace) -> int:
