@@ -1,0 +1,53 @@
+"""A tiny blocking Kafka client for tests, on `kio`: one request, one response, so a test
+can send exactly the request it means (e.g. a Fetch v13 with a stale topic ID)."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+
+def encode_request(body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
+    header_cls = body.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(buffer, header_cls(
+        request_api_key=body.__api_key__, request_api_version=body.__version__,
+        correlation_id=correlation_id, client_id=client_id))
+    entity_writer(type(body))(buffer, body)
+    data = buffer.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            out += chunk
+        return out
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    schema = load_response_schema(api_key, version)
+    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+    body, _ = entity_reader(schema)(frame, offset)
+    return int(header.correlation_id), body
+
+
+def call(address: str, body: Any, timeout_s: float = 10.0) -> Any:
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(encode_request(body, correlation_id=7))
+        correlation_id, response = decode_response(read_frame(sock), body.__api_key__,
+                                                   body.__version__)
+    assert correlation_id == 7
+    return response

@@ -1,0 +1,218 @@
+"""Unmodified Kafka clients (kafka-python, confluent-kafka/librdkafka, default settings)
+against a local 3-voter + 3-broker cluster over the brokers' Kafka listeners (issue 7)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
+from quorum_support import FAST_SETTINGS, wait_until
+
+from tools.cluster import Cluster, ClusterError, request
+
+from kafka_wire import call
+
+pytestmark = pytest.mark.integration
+
+kafka = pytest.importorskip("kafka")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_admin = pytest.importorskip("confluent_kafka.admin")
+
+BROKERS = (4, 5, 6)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "socket.request.max.bytes": 8 << 20}
+WAIT_S = 30.0
+
+
+def is_unfenced(cluster: Cluster, node_id: int) -> bool:
+    address = cluster.node(node_id).status_address
+    assert address is not None
+    try:
+        status = request(address, "BrokerStatus", {}, cluster_id=cluster.cluster_id,
+                         timeout_s=1.0)
+    except ClusterError:
+        return False
+    return isinstance(status, dict) and status.get("is_fenced") is False
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory: Path = tmp_path_factory.mktemp("kafka") / "cluster"
+    started = Cluster.create(directory, voters=3, brokers=len(BROKERS), settings=SETTINGS)
+    try:
+        started.start()
+        started.wait_for_leader(20)
+        for node_id in BROKERS:
+            wait_until(lambda n=node_id: is_unfenced(started, n), WAIT_S,
+                       f"broker {node_id} unfenced")
+        yield started
+    finally:
+        started.kill_all_started()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+
+
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> Iterator[Any]:
+    client = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    yield client
+    client.close()
+
+
+def create(admin: Any, name: str, partitions: int = 1, replication: int = 1) -> uuid.UUID:
+    result = admin.create_topics({name: {"num_partitions": partitions,
+                                         "replication_factor": replication}})
+    (topic,) = result["topics"]
+    assert topic["error_code"] == 0, topic
+    return uuid.UUID(str(topic["topic_id"]))
+
+
+def kafka_python_consume(bootstrap: str, topic: str, partitions: int, count: int
+                         ) -> list[tuple[bytes, bytes]]:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([kafka.TopicPartition(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        got = []
+        for message in consumer:
+            got.append((message.key, message.value))
+            if len(got) == count:
+                break
+        return got
+    finally:
+        consumer.close()
+
+
+def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int
+                      ) -> list[tuple[bytes, bytes]]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
+                                        "group.id": f"test-{topic}"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p,
+                                                        confluent_kafka.OFFSET_BEGINNING)
+                         for p in range(partitions)])
+        got: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            got.append((message.key(), message.value()))
+        return got
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_used(
+        admin: Any, bootstrap: str) -> None:
+    """KIP-516: CreateTopics v7 returns the ID, Metadata v12 describes by ID,
+    DeleteTopics v6 deletes by ID; confluent-kafka sees the same ID."""
+    topic_id = create(admin, "ids", partitions=2)
+    (by_id,) = admin.describe_topics([topic_id])
+    assert by_id["error_code"] == 0
+    assert by_id["name"] == "ids"
+    assert len(by_id["partitions"]) == 2
+    (by_name,) = admin.describe_topics(["ids"])
+    assert uuid.UUID(str(by_name["topic_id"])) == topic_id
+    other = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+    futures = other.describe_topics(confluent_kafka.TopicCollection(["ids"]))
+    description = futures["ids"].result(WAIT_S)
+    assert _confluent_uuid_equals(description.topic_id, topic_id)
+    assert len(description.partitions) == 2
+    result = admin.delete_topics([topic_id])
+    assert [t["error_code"] for t in result["topics"]] == [0]
+    assert "ids" not in admin.list_topics()
+    (gone,) = admin.describe_topics([topic_id])
+    assert gone["error_code"] == ErrorCode.unknown_topic_id
+
+
+def _confluent_uuid_equals(value: Any, topic_id: uuid.UUID) -> bool:
+    most, least = value.get_most_significant_bits(), value.get_least_significant_bits()
+    return ((most & (2**64 - 1)) << 64 | (least & (2**64 - 1))) == topic_id.int
+
+
+def test_kafka_python_round_trip_when_produced_and_consumed_with_assign(
+        admin: Any, bootstrap: str) -> None:
+    """Produce (idempotent by default: InitProducerId) and consume back exact keys and
+    values over two partitions."""
+    create(admin, "kp", partitions=2)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    sent = [(f"k{i}".encode(), f"value {i}".encode()) for i in range(20)]
+    futures = [producer.send("kp", key=k, value=v, partition=i % 2)
+               for i, (k, v) in enumerate(sent)]
+    producer.flush(WAIT_S)
+    offsets = sorted((f.get(WAIT_S).partition, f.get(WAIT_S).offset) for f in futures)
+    producer.close()
+    assert offsets == sorted((p, o) for p in (0, 1) for o in range(10))
+    got = kafka_python_consume(bootstrap, "kp", 2, len(sent))
+    assert sorted(got) == sorted(sent)
+
+
+def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
+        admin: Any, bootstrap: str) -> None:
+    """librdkafka produces and consumes back exact keys and values; kafka-python reads
+    what librdkafka wrote (batches stored intact, CRC32C checked by the consumer)."""
+    create(admin, "ck", partitions=1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    sent = [(f"key-{i}".encode(), f"librdkafka {i}".encode()) for i in range(15)]
+    for key, value in sent:
+        producer.produce("ck", key=key, value=value)
+    assert producer.flush(WAIT_S) == 0
+    assert confluent_consume(bootstrap, "ck", 1, len(sent)) == sent
+    assert kafka_python_consume(bootstrap, "ck", 1, len(sent)) == sent
+
+
+def fetch_v13(address: str, topic_id: uuid.UUID, partition: int = 0,
+              offset: int = 0) -> Any:
+    request = FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=0), min_bytes=0, max_bytes=1 << 20,
+        topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=())
+    return call(address, request)
+
+
+def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
+        admin: Any, cluster: Cluster, bootstrap: str) -> None:
+    """KIP-516 stale reads: A is deleted and recreated; a Fetch v13 still holding A's
+    old ID gets UNKNOWN_TOPIC_ID and no records, and the new ID never serves the old
+    topic's data."""
+    old_id = create(admin, "recreated")
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send("recreated", key=b"k", value=b"old-value").get(WAIT_S)
+    (described,) = admin.describe_topics([old_id])
+    leader = described["partitions"][0]["leader_id"]
+    address = cluster.node(leader).client_address
+    assert address is not None
+    before = fetch_v13(address, old_id).responses[0].partitions[0]
+    assert before.error_code == ErrorCode.none
+    assert b"old-value" in (before.records or b"")
+
+    admin.delete_topics([old_id])
+    new_id = create(admin, "recreated")
+    assert new_id != old_id
+    producer.send("recreated", key=b"k", value=b"new-value").get(WAIT_S)
+    producer.close()
+
+    for node_id in BROKERS:  # every broker, leader or not
+        stale = fetch_v13(cluster.node(node_id).client_address or "", old_id)
+        (part,) = stale.responses[0].partitions
+        assert part.error_code == ErrorCode.unknown_topic_id
+        assert not part.records
+    (described,) = admin.describe_topics([new_id])
+    new_address = cluster.node(described["partitions"][0]["leader_id"]).client_address
+    fresh = fetch_v13(new_address or "", new_id).responses[0].partitions[0]
+    assert fresh.error_code == ErrorCode.none
+    assert b"new-value" in (fresh.records or b"")
+    assert b"old-value" not in (fresh.records or b"")
