@@ -302,6 +302,30 @@ def figure_eight(voters: int, observers: int, seed: int, **overrides: Any) -> Cl
     return cluster
 
 
+
+
+def empty_voter_completes_quorum(voters: int, observers: int, seed: int,
+                                 **overrides: Any) -> Cluster:
+    """A voter that was down since the cluster formed (empty log, never saw the
+    MetadataTopic record) comes up just as the leader dies: with the remaining voters it
+    is a majority and must elect one of them (Raft §5.4.1: its empty log is behind, so it
+    grants its vote), whatever topic ID the candidates address the partition by
+    (KIP-516: a node that does not know the ID yet)."""
+    _require_voters(voters, 3, exact=True)
+    cluster = Cluster(replace(SimConfig(voters=3, observers=observers, seed=seed),
+                              **overrides))
+    cluster.start_workload()
+    cluster.crash(3)
+    leader = wait_for_leader(cluster, among=[1, 2])
+    wait_for_commit(cluster)
+    epoch = leader.core.epoch
+    cluster.crash(leader.node_id)
+    cluster.start(3)
+    wait_for_leader(cluster, above_epoch=epoch, timeout_ets=10)
+    wait_for_commit(cluster)
+    return cluster
+
+
 SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "initial-election": initial_election,
     "leader-killed": leader_failure,
@@ -314,4 +338,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "pre-vote-partial-partition": pre_vote_partial_partition,
     "partial-partition-around-leader": partial_partition_around_leader,
     "figure-eight": figure_eight,
+    "empty-voter-completes-quorum": empty_voter_completes_quorum,
 }

@@ -108,6 +108,14 @@ def test_uncommitted_entry_overwritten_safely_when_figure_eight(seed: int) -> No
     assert len(cluster.checker.leaders) >= 4
 
 
+@pytest.mark.parametrize(("observers", "seed"), [(o, s) for o in (0, 2) for s in range(3)])
+def test_new_leader_when_empty_voter_completes_the_quorum(observers: int, seed: int) -> None:
+    """KIP-516 addressing must not block an election: a voter that never learned the
+    metadata topic ID (empty log) still grants its vote to an up-to-date candidate."""
+    cluster = scenarios.empty_voter_completes_quorum(3, observers, seed)
+    assert cluster.leader_id() == 2 or cluster.leader_id() == 1
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
 def test_soak_scenario_holds_when_many_seeds(name: str) -> None:
