@@ -515,7 +515,8 @@ class RaftCore:
         cid = self._next_correlation_id
         self._next_correlation_id += 1
         self._inflight[cid] = Inflight(
-            dst=dst, state=self._state, response_type=_RESPONSE_FOR[type(message)],
+            dst=dst, state=self._state, request=message,
+            response_type=_RESPONSE_FOR[type(message)],
             deadline_ms=now_ms + (timeout_ms or self._config.request_timeout_ms))
         self._outbox.append(Envelope(src=self._node_id, dst=dst, correlation_id=cid,
                                      message=message))

@@ -235,16 +235,17 @@ def _send_fetch(core: RaftCore, dst: int | None, now_ms: int) -> int:
     assert dst is not None
     log_end = core._log.end_offset
     last_epoch = core._log.last_epoch  # the epoch of the record before log_end (0: empty)
+    topic_id = core._topic_ids.topic_id_for(dst)
     request = core._last_fetch_request
     if (request is None or request.fetch_offset != log_end
             or request.last_fetched_epoch != last_epoch
             or request.current_leader_epoch != core._state.epoch
-            or request.topic_id != core._topic_ids.request_topic_id):
+            or request.topic_id != topic_id):
         # Immutable, so the same request object serves every identical long poll.
         request = core._last_fetch_request = FetchRequest(
             cluster_id=core._cluster_id, replica_id=core._node_id,
             max_wait_ms=core._config.fetch_max_wait_ms,
-            max_bytes=core._config.fetch_max_bytes, topic_id=core._topic_ids.request_topic_id,
+            max_bytes=core._config.fetch_max_bytes, topic_id=topic_id,
             current_leader_epoch=core._state.epoch, fetch_offset=log_end,
             last_fetched_epoch=last_epoch)
     timeout = core._config.request_timeout_ms + core._config.fetch_max_wait_ms

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from metadata.uuid import Uuid
+from metadata.uuid import METADATA_TOPIC_ID, Uuid
 from raft import fetch
 from raft.errors import ErrorCode
 from raft.leader_state import LeaderState
@@ -57,6 +58,7 @@ class Inflight:
 
     dst: int
     state: EpochState
+    request: Any
     response_type: type
     deadline_ms: int
 
@@ -245,11 +247,11 @@ def handle_describe_quorum_request(core: RaftCore, envelope: Envelope, now_ms: i
 def request_votes(core: RaftCore, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
     log_end = core._log.end_offset
     last_epoch = core._log.last_epoch
-    topic_id = core._topic_ids.request_topic_id
     for voter in core._voters:
         if voter != core._node_id:
             core._send_request(voter, VoteRequest(
-                cluster_id=core._cluster_id, topic_id=topic_id, candidate_epoch=epoch,
+                cluster_id=core._cluster_id, topic_id=core._topic_ids.topic_id_for(voter),
+                candidate_epoch=epoch,
                 candidate_id=core._node_id, last_offset_epoch=last_epoch,
                 last_offset=log_end, pre_vote=pre_vote), now_ms)
 
@@ -263,14 +265,14 @@ def _announce_timeout_ms(core: RaftCore) -> int:
 def send_begin_quorum_epoch(core: RaftCore, state: LeaderState, voter: int,
                             now_ms: int) -> None:
     core._send_request(voter, BeginQuorumEpochRequest(
-        cluster_id=core._cluster_id, topic_id=core._topic_ids.request_topic_id,
+        cluster_id=core._cluster_id, topic_id=core._topic_ids.topic_id_for(voter),
         leader_id=core._node_id, leader_epoch=state.epoch), now_ms, _announce_timeout_ms(core))
 
 
 def send_end_quorum_epoch(core: RaftCore, state: ResignedState, voter: int,
                           now_ms: int) -> None:
     core._send_request(voter, EndQuorumEpochRequest(
-        cluster_id=core._cluster_id, topic_id=core._topic_ids.request_topic_id,
+        cluster_id=core._cluster_id, topic_id=core._topic_ids.topic_id_for(voter),
         leader_id=core._node_id, leader_epoch=state.epoch,
         preferred_successors=state.preferred_successors), now_ms, _announce_timeout_ms(core))
 
@@ -300,6 +302,14 @@ def handle_response(core: RaftCore, envelope: Envelope, now_ms: int) -> None:
         return
     del core._inflight[envelope.correlation_id]
     message = envelope.message
+    if (message.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+            and inflight.request.topic_id != METADATA_TOPIC_ID):
+        # The peer has not applied the MetadataTopic record yet: use the sentinel.
+        core._topic_ids.peer_lacks_id(envelope.src)
+        if inflight.state is core._state and not isinstance(inflight.request, FetchRequest):
+            core._send_request(envelope.src, dataclasses.replace(
+                inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
+            return
     if message.error_code not in ADDRESSING_ERRORS and envelope.src in core._voter_set:
         if isinstance(message, FetchResponse):
             leader_id = message.current_leader.leader_id

@@ -6,6 +6,10 @@ partition by that ID; until then by the sentinel `METADATA_TOPIC_ID`. Every node
 the sentinel, the committed ID, and the ID in the first batch of its own log (a node that
 restarts forgets its high watermark, yet its followers already use the ID). Anything else
 is UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID when this node knows a different ID.
+
+A peer that answers UNKNOWN_TOPIC_ID has not applied the record yet (a voter that joins
+with an empty log, say); it is addressed by the sentinel from then on, which every node
+accepts, so it can still vote and be told who leads.
 """
 
 from __future__ import annotations
@@ -25,11 +29,21 @@ class MetadataTopicIds:
         self._scan_offset = 0  # committed records before this one have been looked at
         self._in_log: Uuid | None = None
         self._in_log_stale = True
+        self._sentinel_peers: set[int] = set()
 
     @property
     def request_topic_id(self) -> Uuid:
         """The ID this node puts on its requests."""
         return self.committed or METADATA_TOPIC_ID
+
+    def topic_id_for(self, peer: int) -> Uuid:
+        if self.committed is None or peer in self._sentinel_peers:
+            return METADATA_TOPIC_ID
+        return self.committed
+
+    def peer_lacks_id(self, peer: int) -> None:
+        """`peer` answered UNKNOWN_TOPIC_ID: address it by the sentinel from now on."""
+        self._sentinel_peers.add(peer)
 
     def on_append(self, base_offset: int) -> None:
         if base_offset == 0:  # a new first batch

@@ -9,6 +9,7 @@ from metadata.records import LeaderChange, MetadataTopic, decode
 from metadata.uuid import METADATA_TOPIC_ID, Uuid
 from raft.core import Role
 from raft.errors import ErrorCode
+from raft.log import MemoryLog
 from raft.messages import (
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
@@ -151,3 +152,26 @@ def test_describe_quorum_lists_voters_and_observers_when_asked_by_an_anonymous_t
     assert [r.replica_id for r in response.current_voters] == [1, 2, 3]
     assert [r.replica_id for r in response.observers] == [7]
     assert all(r.log_end_offset == leader.log.end_offset for r in response.current_voters)
+
+
+def test_voter_with_empty_log_still_votes_when_candidate_knows_the_topic_id() -> None:
+    """KIP-516 liveness: a voter that has not applied MetadataTopic answers
+    UNKNOWN_TOPIC_ID to the real ID; the candidate then addresses it by the sentinel
+    (always accepted), gets its vote and a leader is elected."""
+    cluster = Cluster((1, 2, 3))
+    cluster.down.add(2)
+    old = cluster.elect()
+    old.propose([b"x"], cluster.now_ms)
+    cluster.flush(old.node_id)
+    cluster.run(500)
+    cluster.down.add(old.node_id)
+    cluster.logs[2] = MemoryLog()
+    cluster.elections[2] = None
+    cluster.restart(2)
+    cluster.run(10_000)
+    [survivor] = [n for n in (1, 3) if n != old.node_id]
+    assert cluster.leaders() == [survivor]
+    assert cluster.cores[2].leader_id == survivor
+    refused = [e for e in cluster.sent if e.src == 2
+               and getattr(e.message, "error_code", None) is ErrorCode.UNKNOWN_TOPIC_ID]
+    assert refused  # the real ID was refused first, then the sentinel worked
