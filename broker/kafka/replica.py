@@ -109,7 +109,7 @@ class ReplicaManager:
         self._image = image
         self._wait_reconciled = wait_reconciled
         self._states: dict[tuple[Uuid, int], PartitionState] = {}
-        self._pruned_offset = -2
+        self._pruned_image: MetadataImage | None = None
         self._data_changed = trio.Event()
 
     def notify_data(self) -> None:
@@ -124,10 +124,14 @@ class ReplicaManager:
     def image(self) -> MetadataImage:
         return self._image()
 
+    @property
+    def open_partitions(self) -> tuple[tuple[Uuid, int], ...]:
+        return tuple(self._states)
+
     def _maybe_prune(self, image: MetadataImage) -> None:
-        if image.last_applied_offset == self._pruned_offset:
+        if image is self._pruned_image:
             return
-        self._pruned_offset = image.last_applied_offset
+        self._pruned_image = image
         for key in [k for k in self._states if image.topic(k[0]) is None]:
             state = self._states.pop(key)
             state.log.close()

@@ -1,5 +1,5 @@
-"""A tiny blocking Kafka client for tests, on `kio`: one request, one response, so a test
-can send exactly the request it means (e.g. a Fetch v13 with a stale topic ID)."""
+"""A tiny blocking Kafka wire client on `kio`: one request, one response. Tests use it to
+send exactly the request they mean (e.g. a Fetch v13 with a stale topic ID)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def encode_request(body: Any, correlation_id: int = 1, client_id: str = "test") 
 
 
 def read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed frame, without its size."""
     def exactly(n: int) -> bytes:
         out = b""
         while len(out) < n:
@@ -44,10 +45,13 @@ def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]
 
 
 def call(address: str, body: Any, timeout_s: float = 10.0) -> Any:
+    """Send `body` (a kio request entity) to HOST:PORT on a new connection; the decoded
+    response."""
     host, _, port = address.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
         sock.sendall(encode_request(body, correlation_id=7))
         correlation_id, response = decode_response(read_frame(sock), body.__api_key__,
                                                    body.__version__)
-    assert correlation_id == 7
+    if correlation_id != 7:
+        raise ConnectionError(f"response to correlation id {correlation_id}, not 7")
     return response

@@ -15,9 +15,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from quorum_support import FAST_SETTINGS, wait_until
 
+from broker.kafka.wire_client import call
 from tools.cluster import Cluster, ClusterError, request
-
-from kafka_wire import call
 
 pytestmark = pytest.mark.integration
 

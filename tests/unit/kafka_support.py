@@ -1,0 +1,60 @@
+"""Helpers for the Kafka listener's unit tests: images from records, record batches."""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from metadata import records as rec
+from metadata.image import MetadataImage, replay
+from metadata.uuid import Uuid
+
+TOPIC_ID = Uuid(0xAAAA << 64 | 1)
+OLD_TOPIC_ID = Uuid(0xBBBB << 64 | 1)
+BROKER = 4
+
+
+def image_with_topic(name: str = "A", topic_id: Uuid = TOPIC_ID, *, leader: int = BROKER,
+                     replicas: tuple[int, ...] = (BROKER,), leader_epoch: int = 0,
+                     partitions: int = 1) -> MetadataImage:
+    entries: list[rec.Record] = [
+        rec.RegisterBroker(broker_id=b, incarnation_id=Uuid(b + 100), broker_epoch=b,
+                           endpoints=(f"PLAINTEXT://127.0.0.1:{9000 + b}",))
+        for b in sorted(set(replicas) | {leader})]
+    entries += [rec.UnfenceBroker(broker_id=b, broker_epoch=b)
+                for b in sorted(set(replicas) | {leader})]
+    entries.append(rec.Topic(name=name, topic_id=topic_id))
+    entries += [rec.Partition(topic_id=topic_id, partition=p, replicas=replicas,
+                              isr=replicas, leader=leader, leader_epoch=leader_epoch)
+                for p in range(partitions)]
+    return replay(enumerate(entries))
+
+
+def record_batch(values: list[bytes], *, base_timestamp: int = 1000) -> bytes:
+    """A magic v2 batch of uncompressed records with null keys and the given values."""
+    body = bytearray()
+    for delta, value in enumerate(values):
+        record = bytearray()
+        record += b"\x00"  # attributes
+        record += _varint(0)  # timestamp delta
+        record += _varint(delta)  # offset delta
+        record += _varint(-1)  # null key
+        record += _varint(len(value)) + value
+        record += _varint(0)  # no headers
+        body += _varint(len(record)) + record
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, base_timestamp, base_timestamp,
+                            -1, -1, -1, len(values)) + bytes(body)
+    crc = crc32c(after_crc)
+    rest = struct.pack(">ibI", 0, 2, crc) + after_crc  # leader epoch, magic, crc
+    return struct.pack(">qi", 0, len(rest)) + rest
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)

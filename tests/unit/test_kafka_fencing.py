@@ -1,0 +1,99 @@
+"""broker.kafka.replica: topic-ID fencing of Produce/Fetch (KIP-516 "stale reads")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic
+from kio.schema.errors import ErrorCode
+
+from broker import partition_dir
+from broker.kafka.replica import ReplicaManager, check_partition
+from metadata.uuid import Uuid
+
+
+def test_unknown_topic_id_when_id_not_in_image() -> None:
+    """KIP-516: an ID the broker's image does not hold -> UNKNOWN_TOPIC_ID."""
+    image = image_with_topic()
+    result = check_partition(image, BROKER, topic_id=OLD_TOPIC_ID, partition=0)
+    assert result.error == ErrorCode.unknown_topic_id
+
+
+def test_accepted_when_id_and_leader_match() -> None:
+    """The leader of a known ID's partition may serve it."""
+    result = check_partition(image_with_topic(), BROKER, topic_id=TOPIC_ID, partition=0)
+    assert result.error == ErrorCode.none
+    assert result.partition is not None
+    assert result.partition.leader == BROKER
+
+
+def test_not_leader_when_another_broker_leads() -> None:
+    """Produce and Fetch go to the partition leader: NOT_LEADER_OR_FOLLOWER elsewhere."""
+    image = image_with_topic(leader=5, replicas=(5, BROKER))
+    result = check_partition(image, BROKER, topic_id=TOPIC_ID, partition=0)
+    assert result.error == ErrorCode.not_leader_or_follower
+
+
+def test_fenced_leader_epoch_when_client_epoch_is_stale() -> None:
+    """KIP-320: a request carrying an older leader epoch -> FENCED_LEADER_EPOCH; a newer
+    one (the broker lags) -> UNKNOWN_LEADER_EPOCH."""
+    image = image_with_topic(leader_epoch=5)
+    stale = check_partition(image, BROKER, name="A", partition=0, current_leader_epoch=4)
+    ahead = check_partition(image, BROKER, name="A", partition=0, current_leader_epoch=6)
+    assert stale.error == ErrorCode.fenced_leader_epoch
+    assert ahead.error == ErrorCode.unknown_leader_epoch
+
+
+def test_unknown_partition_when_name_or_index_absent() -> None:
+    """By name: an unknown name or partition -> UNKNOWN_TOPIC_OR_PARTITION."""
+    image = image_with_topic()
+    assert check_partition(image, BROKER, name="B", partition=0).error == \
+        ErrorCode.unknown_topic_or_partition
+    assert check_partition(image, BROKER, name="A", partition=1).error == \
+        ErrorCode.unknown_topic_or_partition
+
+
+async def test_inconsistent_topic_id_when_partition_metadata_differs(tmp_path: Path) -> None:
+    """KIP-516: the local A-0 still holds the deleted topic's ID (reconciliation has not
+    moved it yet): serving it as the recreated topic -> INCONSISTENT_TOPIC_ID."""
+    image = image_with_topic()
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", OLD_TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
+    resolved = check_partition(image, BROKER, topic_id=TOPIC_ID, partition=0)
+    error, state = await replicas.open(resolved)
+    assert error == ErrorCode.inconsistent_topic_id
+    assert state is None
+    assert replicas.open_partitions == ()
+
+
+async def test_log_opened_when_partition_metadata_matches(tmp_path: Path) -> None:
+    """A directory whose partition.metadata holds the image's ID is served."""
+    image = image_with_topic()
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
+    error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
+    assert error == ErrorCode.none
+    assert state is not None
+    assert state.topic_id == TOPIC_ID
+    replicas.close_all()
+
+
+async def test_log_closed_when_topic_id_leaves_the_image(tmp_path: Path) -> None:
+    """After the topic is deleted (and recreated under a new ID) the old log is closed
+    and never reached again through the new ID."""
+    images = [image_with_topic()]
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: images[-1])
+    await replicas.open(check_partition(images[-1], BROKER, name="A", partition=0))
+    assert replicas.open_partitions == ((TOPIC_ID, 0),)
+    new_id = Uuid(0xCCCC << 64)
+    recreated = image_with_topic(topic_id=new_id)
+    images.append(recreated)
+    error, state = await replicas.open(check_partition(images[-1], BROKER, topic_id=new_id,
+                                                       partition=0))
+    assert error == ErrorCode.inconsistent_topic_id
+    assert state is None
+    assert replicas.open_partitions == ()

@@ -1,0 +1,229 @@
+"""broker.kafka: dispatch by api key and version (sans-I/O), KIP-511, and the Trio listener
+closing only the offending connection."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic, record_batch
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from broker import partition_dir
+from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.context import BrokerContext
+from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
+from broker.kafka.replica import ReplicaManager
+from broker.kafka.wire_client import decode_response, encode_request
+from metadata.image import MetadataImage
+
+
+def make_dispatcher(tmp_path: Path, image: MetadataImage | None = None) -> Dispatcher:
+    image = image or image_with_topic()
+    (tmp_path / "A-0").mkdir(exist_ok=True)
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
+    return Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                    image=lambda: image, replicas=replicas, controller=None))
+
+
+async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
+    frame = encode_request(body, correlation_id=42)[4:]
+    reply = await dispatcher.handle_frame(frame)
+    assert reply is not None
+    correlation_id, response = decode_response(reply[4:], body.__api_key__, body.__version__)
+    assert correlation_id == 42
+    return response
+
+
+def test_every_advertised_version_has_a_schema_when_ranges_listed() -> None:
+    """Coherent ranges: each advertised (api, version) decodes and encodes with kio."""
+    for api_key, (low, high) in SUPPORTED.items():
+        for version in range(low, high + 1):
+            assert load_request_schema(api_key, version) is not None
+            assert load_response_schema(api_key, version) is not None
+
+
+async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
+        tmp_path: Path) -> None:
+    """KIP-511: ApiVersions above our max -> v0 response, UNSUPPORTED_VERSION, our
+    ranges, so the client retries with a version we know."""
+    dispatcher = make_dispatcher(tmp_path)
+    frame = bytearray(encode_request(ApiVersionsRequest(
+        client_software_name="x", client_software_version="1"), correlation_id=9)[4:])
+    frame[2:4] = (99).to_bytes(2, "big")  # ApiVersions v99, body unreadable to us
+    reply = await dispatcher.handle_frame(bytes(frame))
+    assert reply is not None
+    correlation_id, response = decode_response(reply[4:], 18, 0)
+    assert correlation_id == 9
+    assert response.error_code == ErrorCode.unsupported_version
+    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == SUPPORTED
+
+
+async def test_connection_closed_when_api_unsupported(tmp_path: Path) -> None:
+    """An API we do not serve (JoinGroup, 11) closes the connection."""
+    dispatcher = make_dispatcher(tmp_path)
+    frame = bytearray(encode_request(ApiVersionsRequest(
+        client_software_name="x", client_software_version="1"))[4:])
+    frame[0:2] = (11).to_bytes(2, "big")
+    with pytest.raises(ConnectionClosed):
+        await dispatcher.handle_frame(bytes(frame))
+
+
+async def test_metadata_carries_topic_ids_when_asked_by_id(tmp_path: Path) -> None:
+    """KIP-516 Metadata v12: by topic_id; unknown IDs get UNKNOWN_TOPIC_ID."""
+    dispatcher = make_dispatcher(tmp_path)
+    known = uuid.UUID(bytes=TOPIC_ID.to_bytes())
+    unknown = uuid.UUID(bytes=OLD_TOPIC_ID.to_bytes())
+    response = await roundtrip(dispatcher, MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=known, name=None),
+                MetadataRequestTopic(topic_id=unknown, name=None)),
+        include_topic_authorized_operations=False))
+    found, missing = response.topics
+    assert (found.name, found.topic_id, found.error_code) == ("A", known, ErrorCode.none)
+    assert found.partitions[0].leader_id == BROKER
+    assert missing.error_code == ErrorCode.unknown_topic_id
+    assert [b.node_id for b in response.brokers] == [BROKER]
+
+
+def produce_request(values: list[bytes], acks: int = 1, name: str = "A") -> ProduceRequest:
+    return ProduceRequest(acks=acks, timeout=datetime.timedelta(seconds=5), topic_data=(
+        TopicProduceData(name=name, partition_data=(
+            PartitionProduceData(index=0, records=record_batch(values)),)),))
+
+
+def fetch_request(topic_id: uuid.UUID, offset: int, max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+                        topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(
+                            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
+                        forgotten_topics_data=())
+
+
+async def test_fetch_by_topic_id_returns_produced_batch_when_acks_one(tmp_path: Path) -> None:
+    """Produce v9 assigns offsets; Fetch v13 by topic ID reads the batch back below the
+    high watermark."""
+    dispatcher = make_dispatcher(tmp_path)
+    produced = await roundtrip(dispatcher, produce_request([b"one", b"two"]))
+    part = produced.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
+    fetched = await roundtrip(dispatcher, fetch_request(
+        uuid.UUID(bytes=TOPIC_ID.to_bytes()), 0))
+    data = fetched.responses[0].partitions[0]
+    assert (data.error_code, data.high_watermark) == (ErrorCode.none, 2)
+    assert b"one" in data.records
+    assert b"two" in data.records
+
+
+async def test_fetch_with_stale_topic_id_gets_no_records_when_topic_recreated(
+        tmp_path: Path) -> None:
+    """KIP-516 stale reads: a Fetch holding the old ID gets UNKNOWN_TOPIC_ID, no data."""
+    dispatcher = make_dispatcher(tmp_path)
+    await roundtrip(dispatcher, produce_request([b"new topic data"]))
+    fetched = await roundtrip(dispatcher, fetch_request(
+        uuid.UUID(bytes=OLD_TOPIC_ID.to_bytes()), 0))
+    data = fetched.responses[0].partitions[0]
+    assert data.error_code == ErrorCode.unknown_topic_id
+    assert not data.records
+
+
+async def test_no_response_when_acks_zero(tmp_path: Path) -> None:
+    """Produce acks=0: the client expects no response at all."""
+    dispatcher = make_dispatcher(tmp_path)
+    reply = await dispatcher.handle_frame(encode_request(produce_request([b"x"], acks=0))[4:])
+    assert reply is None
+
+
+async def test_corrupt_message_when_batch_crc_wrong(tmp_path: Path) -> None:
+    """A batch whose CRC32C does not match is refused and nothing is stored."""
+    dispatcher = make_dispatcher(tmp_path)
+    request = produce_request([b"x"])
+    bad = bytearray(record_batch([b"x"]))
+    bad[-1] ^= 1
+    request = ProduceRequest(acks=1, timeout=request.timeout, topic_data=(TopicProduceData(
+        name="A", partition_data=(PartitionProduceData(index=0, records=bytes(bad)),)),))
+    response = await roundtrip(dispatcher, request)
+    assert response.responses[0].partition_responses[0].error_code == \
+        ErrorCode.corrupt_message
+
+
+async def test_parked_fetch_answers_when_data_arrives(tmp_path: Path) -> None:
+    """Long poll: an empty Fetch waits (up to max_wait) and returns as soon as a produce
+    lands, long before max_wait."""
+    dispatcher = make_dispatcher(tmp_path)
+    await roundtrip(dispatcher, produce_request([b"first"]))
+    results: list[Any] = []
+
+    async def parked_fetch() -> None:
+        results.append(await roundtrip(dispatcher, fetch_request(
+            uuid.UUID(bytes=TOPIC_ID.to_bytes()), 1, max_wait_ms=60_000)))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(parked_fetch)
+            await trio.testing.wait_all_tasks_blocked()
+            assert results == []
+            await roundtrip(dispatcher, produce_request([b"second"]))
+    data = results[0].responses[0].partitions[0]
+    assert b"second" in data.records
+    assert b"first" not in data.records
+
+
+@settings(max_examples=150, deadline=None)
+@given(frame=st.one_of(
+    st.binary(max_size=200),
+    st.tuples(st.sampled_from([0, 1, 3, 18, 19, 20]), st.integers(0, 13),
+              st.binary(max_size=120)).map(
+        lambda t: t[0].to_bytes(2, "big") + t[1].to_bytes(2, "big") + t[2])))
+def test_random_frames_close_the_connection_or_get_answers_when_fuzzed(
+        frame: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Bad input: random and header-shaped frames never raise anything but
+    ConnectionClosed (the broker stays up)."""
+    dispatcher = make_dispatcher(tmp_path_factory.mktemp("fuzz"))
+
+    async def run() -> None:
+        with trio.fail_after(5):
+            try:
+                await dispatcher.handle_frame(frame)
+            except ConnectionClosed:
+                pass
+
+    trio.run(run)
+
+
+async def test_other_clients_served_when_one_sends_garbage(tmp_path: Path) -> None:
+    """A malformed frame closes that connection only; another client is still served."""
+    listener = KafkaListener(make_dispatcher(tmp_path), ("127.0.0.1", 0),
+                             max_frame_bytes=1 << 20)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(listener.serve)
+            bad = await trio.open_tcp_stream("127.0.0.1", port)
+            good = await trio.open_tcp_stream("127.0.0.1", port)
+            await bad.send_all(b"\x00\x00\x00\x05\xff\xff\x00\x00\x01")
+            assert await bad.receive_some(100) == b""  # closed by the broker
+            huge = await trio.open_tcp_stream("127.0.0.1", port)
+            await huge.send_all((1 << 30).to_bytes(4, "big"))
+            assert await huge.receive_some(100) == b""
+            await good.send_all(encode_request(ApiVersionsRequest(
+                client_software_name="x", client_software_version="1"), correlation_id=3))
+            reply = b""
+            while len(reply) < 4 or len(reply) < 4 + int.from_bytes(reply[:4], "big"):
+                reply += await good.receive_some(65536)
+            correlation_id, response = decode_response(reply[4:], 18, 3)
+            assert correlation_id == 3
+            assert response.error_code == ErrorCode.none
+            for stream in (bad, good, huge):
+                await stream.aclose()
+            nursery.cancel_scope.cancel()
