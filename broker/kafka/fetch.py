@@ -108,7 +108,7 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     topics = []
     for topic in request.topics:
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         for part in topic.partitions:
             index = int(part.partition_index)
             resolved = check_partition(context.image, context.broker_id, partition=index,

@@ -85,7 +85,7 @@ def split_batches(data: bytes) -> list[bytes]:
     return batches
 
 
-def _last_delta(batch: bytes | memoryview, position: int = 0) -> int:
+def _last_delta(batch: bytes | bytearray | memoryview, position: int = 0) -> int:
     return int(_LAST_DELTA.unpack_from(batch, position + 23)[0])
 
 
