@@ -25,6 +25,7 @@ from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, 
 from broker.kafka.context import BrokerContext
 from broker.kafka.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication import ReplicaFetcher
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -181,4 +182,5 @@ def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerSer
     listener = KafkaListener(Dispatcher(context), address,
                              max_frame_bytes=config.socket_request_max_bytes)
     node.add_background_task(listener.serve)
+    node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders
     return listener

@@ -215,3 +215,23 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
     assert fresh.error_code == ErrorCode.none
     assert b"new-value" in (fresh.records or b"")
     assert b"old-value" not in (fresh.records or b"")
+
+
+def partition_log_bytes(cluster: Cluster, node_id: int, directory: str) -> bytes:
+    path = Path(cluster.node(node_id).data_dir) / directory / "00000000000000000000.log"
+    return path.read_bytes() if path.exists() else b""
+
+
+def test_every_replica_holds_the_batch_when_acks_all_with_replication_factor_three(
+        admin: Any, cluster: Cluster, bootstrap: str) -> None:
+    """Followers fetch from the leader (Fetch v13 by topic ID); the leader's high
+    watermark follows the ISR, so acks=all returns once all three replicas hold it."""
+    create(admin, "rf3", partitions=1, replication=3)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    metadata = producer.send("rf3", key=b"k", value=b"replicated value").get(WAIT_S)
+    producer.close()
+    assert metadata.offset == 0
+    for node_id in BROKERS:  # acked with acks=all: already on every replica's disk
+        assert b"replicated value" in partition_log_bytes(cluster, node_id, "rf3-0")
+    assert kafka_python_consume(bootstrap, "rf3", 1, 1) == [(b"k", b"replicated value")]
+    assert confluent_consume(bootstrap, "rf3", 1, 1) == [(b"k", b"replicated value")]

@@ -1,0 +1,182 @@
+"""Follower replication: a broker fetches each partition it follows from the partition's
+leader with Fetch v13 by topic ID (`replica_id` = its broker id), over the leader's Kafka
+listener, and appends the batches with the leader's offsets and epochs.
+
+`followed_partitions` (pure) says which partitions to fetch from which leader; the
+fetcher restarts its per-leader tasks whenever that plan changes in the image. Each
+fetch offset also tells the leader how far this replica has got, which is what moves
+the leader's high watermark (it follows the ISR). A follower's stale or unknown topic
+ID gets an error from the leader, never data (KIP-516). Not done: truncation on
+divergence after a leader change (OffsetForLeaderEpoch) and ISR shrink/expand.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v13.request import FetchRequest
+from kio.serial import entity_reader
+
+from broker.kafka.codec import build
+from broker.kafka.context import BrokerContext
+from broker.kafka.metadata_api import broker_endpoints, from_kafka_uuid
+from broker.kafka.partition_log import InvalidBatchError, split_batches
+from broker.kafka.replica import PartitionState, check_partition
+from broker.kafka.wire_client import encode_request
+from metadata.image import MetadataImage
+from metadata.uuid import Uuid
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+FETCH_VERSION = 13
+MAX_WAIT_MS = 500
+PARTITION_MAX_BYTES = 1 << 20
+RETRY_BACKOFF_S = 0.2
+
+# leader id -> ((topic id, partition, leader epoch), ...)
+Plan = Mapping[int, tuple[tuple[Uuid, int, int], ...]]
+
+
+def followed_partitions(image: MetadataImage, broker_id: int) -> Plan:
+    """The partitions `broker_id` replicates but does not lead, by leader (pure)."""
+    plan: dict[int, list[tuple[Uuid, int, int]]] = {}
+    for topic in image.topics.values():
+        for p in topic.partitions:
+            if broker_id in p.replicas and p.leader not in (broker_id, -1):
+                plan.setdefault(p.leader, []).append((topic.topic_id, p.partition,
+                                                      p.leader_epoch))
+    return {leader: tuple(sorted(parts)) for leader, parts in sorted(plan.items())}
+
+
+def _plan_differs(plan: Plan, broker_id: int) -> Callable[[MetadataImage], bool]:
+    return lambda image: followed_partitions(image, broker_id) != plan
+
+
+class ReplicaFetcher:
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+
+    async def run(self) -> None:
+        broker_id = self.context.broker_id
+        while True:
+            plan = followed_partitions(self.context.image, broker_id)
+            async with trio.open_nursery() as nursery:
+                for leader, parts in plan.items():
+                    nursery.start_soon(self._follow, leader, parts)
+                await self.context.wait_image(_plan_differs(plan, broker_id), math.inf)
+                nursery.cancel_scope.cancel()
+
+    async def _follow(self, leader: int, parts: tuple[tuple[Uuid, int, int], ...]) -> None:
+        while True:
+            address = next((b for b in broker_endpoints(self.context.image)
+                            if b["node_id"] == leader), None)
+            if address is not None:
+                try:
+                    stream = await trio.open_tcp_stream(address["host"], address["port"])
+                    async with stream:
+                        await self._fetch_loop(stream, leader, parts)
+                except (OSError, trio.BrokenResourceError, ConnectionError) as exc:
+                    log.info("replica fetch failed", extra={
+                        "broker": self.context.broker_id, "leader": leader,
+                        "reason": str(exc)})
+            await trio.sleep(RETRY_BACKOFF_S)  # a backoff, not a synchronisation
+
+    async def _states(self, parts: tuple[tuple[Uuid, int, int], ...]
+                      ) -> dict[tuple[Uuid, int], tuple[PartitionState, int]]:
+        states = {}
+        for topic_id, partition, epoch in parts:
+            resolved = check_partition(self.context.image, self.context.broker_id,
+                                       topic_id=topic_id, partition=partition,
+                                       require_leader=False)
+            if resolved.error != ErrorCode.none:
+                continue
+            error, state = await self.context.replicas.open(resolved)
+            if state is not None:
+                states[(topic_id, partition)] = (state, epoch)
+        return states
+
+    async def _fetch_loop(self, stream: trio.SocketStream, leader: int,
+                          parts: tuple[tuple[Uuid, int, int], ...]) -> None:
+        correlation_id = 0
+        while True:
+            states = await self._states(parts)
+            if not states:
+                await trio.sleep(RETRY_BACKOFF_S)
+                continue
+            by_topic: dict[Uuid, list[dict[str, int]]] = {}
+            for (followed_id, partition), (state, epoch) in states.items():
+                by_topic.setdefault(followed_id, []).append({
+                    "partition": partition, "current_leader_epoch": epoch,
+                    "fetch_offset": state.log.log_end_offset,
+                    "partition_max_bytes": PARTITION_MAX_BYTES})
+            request = build(FetchRequest, {
+                "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,
+                "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "session_epoch": -1,
+                "topics": [{"topic_id": uuid.UUID(bytes=t.to_bytes()), "partitions": ps}
+                           for t, ps in by_topic.items()],
+                "forgotten_topics_data": []})
+            correlation_id += 1
+            await stream.send_all(encode_request(request, correlation_id,
+                                                 client_id=f"replica-{self.context.broker_id}"))
+            response = await _receive_response(stream, correlation_id)
+            failed = False
+            for topic in response.responses:
+                topic_id = from_kafka_uuid(topic.topic_id)
+                for data in topic.partitions:
+                    entry = None if topic_id is None else \
+                        states.get((topic_id, int(data.partition_index)))
+                    if entry is None:
+                        continue
+                    if data.error_code != ErrorCode.none:
+                        failed = True
+                        log.info("leader refused a replica fetch", extra={
+                            "broker": self.context.broker_id, "leader": leader,
+                            "topic_id": str(topic_id), "partition": data.partition_index,
+                            "error": data.error_code.name})
+                        continue
+                    await self._append(entry[0], data.records or b"", int(data.high_watermark))
+            if failed:
+                await trio.sleep(RETRY_BACKOFF_S)
+
+    async def _append(self, state: PartitionState, records: bytes, high_watermark: int
+                      ) -> None:
+        if records:
+            try:
+                batches = split_batches(records)
+            except InvalidBatchError as exc:
+                log.warning("corrupt batch from the leader", extra={
+                    "topic_id": str(state.topic_id), "partition": state.partition,
+                    "reason": str(exc)})
+                return
+            async with state.lock:
+                await trio.to_thread.run_sync(state.log.append_replicated, batches)
+        new_hw = min(high_watermark, state.log.log_end_offset)
+        if new_hw > state.high_watermark:
+            state.high_watermark = new_hw
+            state.notify()
+
+
+async def _receive_response(stream: trio.SocketStream, correlation_id: int) -> Any:
+    buffer = bytearray()
+    while len(buffer) < 4 or len(buffer) < 4 + struct.unpack_from(">i", buffer)[0]:
+        chunk = await stream.receive_some(1 << 16)
+        if not chunk:
+            raise ConnectionError("the leader closed the connection")
+        buffer += chunk
+    (size,) = struct.unpack_from(">i", buffer)
+    frame = bytes(buffer[4:4 + size])
+    schema = load_response_schema(FETCH, FETCH_VERSION)
+    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+    if int(header.correlation_id) != correlation_id:
+        raise ConnectionError(f"response to {header.correlation_id}, not {correlation_id}")
+    body, _ = entity_reader(schema)(frame, offset)
+    return body
