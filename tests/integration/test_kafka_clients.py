@@ -173,9 +173,10 @@ def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
 
 
 def fetch_v13(address: str, topic_id: uuid.UUID, partition: int = 0,
-              offset: int = 0) -> Any:
+              offset: int = 0, replica_id: int = -1) -> Any:
     request = FetchRequest(
-        max_wait=datetime.timedelta(milliseconds=0), min_bytes=0, max_bytes=1 << 20,
+        replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=0), min_bytes=0,
+        max_bytes=1 << 20,
         topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(
             partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
         forgotten_topics_data=())
@@ -184,11 +185,11 @@ def fetch_v13(address: str, topic_id: uuid.UUID, partition: int = 0,
 
 def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
         admin: Any, cluster: Cluster, bootstrap: str) -> None:
-    """KIP-516 stale reads: A is deleted and recreated; a Fetch v13 still holding A's
-    old ID gets UNKNOWN_TOPIC_ID and no records, and the new ID never serves the old
-    topic's data."""
-    old_id = create(admin, "recreated")
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    """KIP-516 stale reads: A (replicated on all three brokers) is deleted and recreated;
+    a Fetch v13 still holding A's old ID, as consumer or as follower, gets
+    UNKNOWN_TOPIC_ID and no records; no replica of the new A holds the old data."""
+    old_id = create(admin, "recreated", replication=3)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     producer.send("recreated", key=b"k", value=b"old-value").get(WAIT_S)
     (described,) = admin.describe_topics([old_id])
     leader = described["partitions"][0]["leader_id"]
@@ -199,7 +200,7 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
     assert b"old-value" in (before.records or b"")
 
     admin.delete_topics([old_id])
-    new_id = create(admin, "recreated")
+    new_id = create(admin, "recreated", replication=3)
     assert new_id != old_id
     producer.send("recreated", key=b"k", value=b"new-value").get(WAIT_S)
     producer.close()
@@ -209,12 +210,20 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
         (part,) = stale.responses[0].partitions
         assert part.error_code == ErrorCode.unknown_topic_id
         assert not part.records
+    follower = next(b for b in BROKERS if b != leader)  # a replica fetching as follower
+    stale = fetch_v13(address, old_id, replica_id=follower).responses[0].partitions[0]
+    assert stale.error_code == ErrorCode.unknown_topic_id
+    assert not stale.records
     (described,) = admin.describe_topics([new_id])
     new_address = cluster.node(described["partitions"][0]["leader_id"]).client_address
     fresh = fetch_v13(new_address or "", new_id).responses[0].partitions[0]
     assert fresh.error_code == ErrorCode.none
     assert b"new-value" in (fresh.records or b"")
     assert b"old-value" not in (fresh.records or b"")
+    for node_id in BROKERS:  # acks=all: every replica has the new data, none the old
+        data = partition_log_bytes(cluster, node_id, "recreated-0")
+        assert b"new-value" in data
+        assert b"old-value" not in data
 
 
 def partition_log_bytes(cluster: Cluster, node_id: int, directory: str) -> bytes:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic
+from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic, record_batch
 from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
 from broker.kafka.replica import ReplicaManager, check_partition
+from broker.kafka.replication import followed_partitions
 from metadata.uuid import Uuid
 
 
@@ -97,3 +98,35 @@ async def test_log_closed_when_topic_id_leaves_the_image(tmp_path: Path) -> None
     assert error == ErrorCode.inconsistent_topic_id
     assert state is None
     assert replicas.open_partitions == ()
+
+
+def test_follower_plan_lists_partitions_led_elsewhere_when_broker_is_a_replica() -> None:
+    """Followers fetch each partition they replicate from its leader, never their own."""
+    image = image_with_topic(leader=5, replicas=(5, BROKER, 6), partitions=2, leader_epoch=3)
+    assert followed_partitions(image, BROKER) == {5: ((TOPIC_ID, 0, 3), (TOPIC_ID, 1, 3))}
+    assert followed_partitions(image, 5) == {}
+    assert followed_partitions(image, 7) == {}
+
+
+async def test_high_watermark_follows_the_slowest_in_sync_replica_when_followers_fetch(
+        tmp_path: Path) -> None:
+    """The leader's high watermark is the smallest log end among the ISR, and never goes
+    back."""
+    image = image_with_topic(replicas=(BROKER, 5, 6))
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
+    error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
+    assert state is not None
+    state.log.append([record_batch([b"a", b"b", b"c"])], 0)
+    isr = (BROKER, 5, 6)
+    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    state.follower_offsets[5] = 3
+    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    state.follower_offsets[6] = 2
+    assert state.maybe_advance_high_watermark(isr, BROKER)
+    assert state.high_watermark == 2
+    state.follower_offsets[6] = 1  # a late, older fetch offset
+    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    assert state.high_watermark == 2
+    replicas.close_all()
