@@ -169,13 +169,11 @@ def test_leader_keeps_committing_and_follower_catches_up_when_a_follower_is_stop
         {o: e for o, e in reference.items() if o <= last_offset}
 
 
-@pytest.mark.xfail(strict=True, reason="raft core: a voter that has not yet applied the "
-                   "MetadataTopic record answers UNKNOWN_TOPIC_ID to a Vote addressed by the "
-                   "real metadata topic ID, so it can never help elect (KIP-516 liveness)")
 def test_voter_with_empty_log_helps_elect_when_the_leader_stops_before_it_caught_up(
         make_cluster: Any) -> None:
-    """Liveness: a voter that joins with an empty log, after the leader is already gone,
-    must still grant its (pre-)vote to the up-to-date survivor."""
+    """Liveness (KIP-516 addressing vs votes): a voter that joins with an empty log, after
+    the leader is already gone, still grants its (pre-)vote to the up-to-date survivor,
+    although it does not know the metadata topic's ID yet."""
     cluster = make_cluster(voters=3, start=False)
     cluster.start_node(1)
     cluster.start_node(3)
