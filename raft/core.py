@@ -197,6 +197,12 @@ class RaftCore:
         """A request or response from a peer. Never raises on peer input."""
         if envelope.dst != self._node_id:
             return
+        deadline = self._state.timer_deadline_ms()
+        if deadline is not None and now_ms >= deadline:
+            # A timer that expired before this message arrived (the shell was busy or
+            # paused) fires first: e.g. a candidate whose election timed out must not
+            # win it with votes that were queued behind the timeout.
+            self.tick(now_ms)
         handler = handlers.REQUEST_HANDLERS.get(type(envelope.message))
         if handler is not None:
             handler(self, envelope, now_ms)

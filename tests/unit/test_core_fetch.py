@@ -26,6 +26,7 @@ from raft.messages import (
 from raft.types import Batch, ElectionState
 
 NOW = 10_000
+SOON = 100  # for followers started at 0: well within their fetch timeout
 
 
 def fetch(offset: int, last_epoch: int, epoch: int, *, replica: int = 2,
@@ -69,7 +70,7 @@ def test_follower_truncates_then_fetches_again_when_told_it_diverged() -> None:
     assert (first.message.fetch_offset, first.message.last_fetched_epoch) == (4, 2)
     ready = reply(core, first, FetchResponse(
         high_watermark=0, diverging_epoch=DivergingEpoch(epoch=1, end_offset=2),
-        current_leader=CurrentLeader(leader_id=1, leader_epoch=5)), NOW)
+        current_leader=CurrentLeader(leader_id=1, leader_epoch=5)), SOON)
     assert ready.truncate_to == 2
     assert core.log.end_offset == 2
     [again] = sent(ready, FetchRequest)
@@ -83,7 +84,7 @@ def test_follower_appends_records_and_takes_high_watermark_when_fetch_succeeds()
     batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b"))
     ready = reply(core, request, FetchResponse(
         high_watermark=5, current_leader=CurrentLeader(leader_id=1, leader_epoch=1),
-        records=(batch,)), NOW)
+        records=(batch,)), SOON)
     assert ready.entries == (batch,)
     assert ready.high_watermark == 2
     assert core.high_watermark == 2
@@ -175,10 +176,10 @@ def test_high_watermark_never_goes_back_when_a_new_leader_reports_less() -> None
     batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b", b"c"))
     ready = reply(core, request, FetchResponse(
         high_watermark=3, current_leader=CurrentLeader(leader_id=1, leader_epoch=1),
-        records=(batch,)), NOW)
+        records=(batch,)), SOON)
     [request] = sent(ready, FetchRequest)
     ready = reply(core, request, FetchResponse(
-        high_watermark=1, current_leader=CurrentLeader(leader_id=1, leader_epoch=1)), NOW + 1)
+        high_watermark=1, current_leader=CurrentLeader(leader_id=1, leader_epoch=1)), SOON + 1)
     assert core.high_watermark == 3
     assert ready.high_watermark is None
 
@@ -247,11 +248,11 @@ def test_follower_refuses_to_truncate_committed_records_when_told_to() -> None:
     batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b", b"c"))
     leader = CurrentLeader(leader_id=1, leader_epoch=1)
     ready = reply(core, request, FetchResponse(high_watermark=2, current_leader=leader,
-                                               records=(batch,)), NOW)
+                                               records=(batch,)), SOON)
     [request] = sent(ready, FetchRequest)
     ready = reply(core, request, FetchResponse(
         high_watermark=2, current_leader=leader,
-        diverging_epoch=DivergingEpoch(epoch=0, end_offset=0)), NOW + 1)
+        diverging_epoch=DivergingEpoch(epoch=0, end_offset=0)), SOON + 1)
     assert ready.truncate_to is None
     assert core.log.end_offset == 3
     assert core.high_watermark == 2

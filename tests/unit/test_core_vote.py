@@ -143,7 +143,8 @@ def test_follower_rejects_prevote_when_it_fetched_from_the_leader_recently() -> 
     reply(core, fetch, FetchResponse(high_watermark=0, current_leader=CurrentLeader(
         leader_id=2, leader_epoch=3)), 100)
     [recent] = deliver(core, 3, vote(3, 4, 9, 9, pre_vote=True), 200)
-    [stale] = deliver(core, 3, vote(3, 4, 9, 9, pre_vote=True), 100 + 2000)
+    answers = deliver(core, 3, vote(3, 4, 9, 9, pre_vote=True), 100 + 2000)
+    [stale] = [m for m in answers if isinstance(m, VoteResponse)]
     assert not recent.vote_granted
     assert stale.vote_granted
 
@@ -233,3 +234,16 @@ def test_granted_vote_resets_election_timer_when_candidate_is_up_to_date() -> No
     deadline = core.next_deadline_ms()
     deliver(core, 2, vote(2, 3, 0, 0), deadline - 10)
     assert core.next_deadline_ms() >= deadline - 10 + 1000
+
+
+def test_candidate_does_not_win_with_votes_queued_behind_its_timeout() -> None:
+    """Timers fire in time order: a candidate whose election already timed out (the shell
+    was paused) starts over instead of winning the old epoch with late votes."""
+    core = make_core(1, election=at_epoch(3), pre_vote=False)
+    core.tick(5_000)
+    requests = sent(drain(core), VoteRequest)
+    deadline = core.next_deadline_ms()
+    reply(core, requests[0], VoteResponse(leader_epoch=4, vote_granted=True), deadline + 1)
+    assert not core.is_leader
+    assert core.epoch == 5
+    assert core.role is Role.CANDIDATE
