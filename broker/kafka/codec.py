@@ -87,9 +87,31 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Req
                               f"{type(exc).__name__}: {exc}") from None
     # Trailing bytes are ignored, as Kafka's own parser does: librdkafka's Metadata v12
     # carries a few after the body.
+    check_nulls(body, f"api {api_key} v{api_version}")
     return Request(header=RequestHeader(
         api_key=api_key, api_version=api_version, correlation_id=int(header.correlation_id),
         client_id=header.client_id), body=body)
+
+
+def check_nulls(entity: Any, where: str) -> None:
+    """Raise KafkaCodecError when a non-nullable field decoded as null (kio reads a -1
+    length as None whatever the field's nullability)."""
+    hints = _hints(type(entity))
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        inner, optional = _strip_optional(hints[field.name])
+        if value is None:
+            if not optional:
+                raise KafkaCodecError(f"{where}: {field.name} is null")
+            continue
+        if typing.get_origin(inner) is tuple:
+            for item in value:
+                if item is None:
+                    raise KafkaCodecError(f"{where}: {field.name} holds a null")
+                if dataclasses.is_dataclass(item):
+                    check_nulls(item, f"{where}.{field.name}")
+        elif dataclasses.is_dataclass(value):
+            check_nulls(value, f"{where}.{field.name}")
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

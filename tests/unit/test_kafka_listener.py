@@ -180,16 +180,40 @@ async def test_parked_fetch_answers_when_data_arrives(tmp_path: Path) -> None:
     assert b"first" not in data.records
 
 
-@settings(max_examples=150, deadline=None)
+VALID_FRAMES = [encode_request(body)[4:] for body in (
+    ApiVersionsRequest(client_software_name="x", client_software_version="1"),
+    MetadataRequest(topics=None, include_topic_authorized_operations=False),
+    produce_request([b"fuzz"]),
+    fetch_request(uuid.UUID(bytes=TOPIC_ID.to_bytes()), 0))]
+
+
+@st.composite
+def mutated_frames(draw: st.DrawFn) -> bytes:
+    """A valid request with bytes flipped, cut or inserted."""
+    frame = bytearray(draw(st.sampled_from(VALID_FRAMES)))
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "cut", "insert"]))
+        at = draw(st.integers(0, max(0, len(frame) - 1)))
+        if kind == "flip" and frame:
+            frame[at] ^= draw(st.integers(1, 255))
+        elif kind == "cut":
+            del frame[at:]
+        else:
+            frame[at:at] = draw(st.binary(min_size=1, max_size=8))
+    return bytes(frame)
+
+
+@settings(max_examples=200, deadline=None)
 @given(frame=st.one_of(
     st.binary(max_size=200),
     st.tuples(st.sampled_from([0, 1, 3, 18, 19, 20]), st.integers(0, 13),
               st.binary(max_size=120)).map(
-        lambda t: t[0].to_bytes(2, "big") + t[1].to_bytes(2, "big") + t[2])))
+        lambda t: t[0].to_bytes(2, "big") + t[1].to_bytes(2, "big") + t[2]),
+    mutated_frames()))
 def test_random_frames_close_the_connection_or_get_answers_when_fuzzed(
         frame: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Bad input: random and header-shaped frames never raise anything but
-    ConnectionClosed (the broker stays up)."""
+    """Bad input: random, header-shaped and mutated valid frames never raise anything
+    but ConnectionClosed (the broker stays up), and never hang."""
     dispatcher = make_dispatcher(tmp_path_factory.mktemp("fuzz"))
 
     async def run() -> None:
@@ -202,8 +226,10 @@ def test_random_frames_close_the_connection_or_get_answers_when_fuzzed(
     trio.run(run)
 
 
-async def test_other_clients_served_when_one_sends_garbage(tmp_path: Path) -> None:
-    """A malformed frame closes that connection only; another client is still served."""
+async def test_other_clients_served_when_one_sends_garbage(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A malformed frame closes that connection only, with the reason logged; another
+    client is still served."""
     listener = KafkaListener(make_dispatcher(tmp_path), ("127.0.0.1", 0),
                              max_frame_bytes=1 << 20)
     with trio.fail_after(10):
@@ -227,3 +253,7 @@ async def test_other_clients_served_when_one_sends_garbage(tmp_path: Path) -> No
             for stream in (bad, good, huge):
                 await stream.aclose()
             nursery.cancel_scope.cancel()
+    reasons = [r.reason for r in caplog.records  # type: ignore[attr-defined]
+               if r.getMessage() == "closing Kafka connection"]
+    assert any("malformed request header" in reason for reason in reasons)
+    assert any("frame size" in reason for reason in reasons)
