@@ -85,7 +85,7 @@ def split_batches(data: bytes) -> list[bytes]:
     return batches
 
 
-def _last_delta(batch: bytes | bytearray | memoryview, position: int = 0) -> int:
+def last_offset_delta(batch: bytes | bytearray | memoryview, position: int = 0) -> int:
     return int(_LAST_DELTA.unpack_from(batch, position + 23)[0])
 
 
@@ -115,8 +115,9 @@ class PartitionLog:
                     crc32c(view[position + 21:end]) != _CRC.unpack_from(view, position + 17)[0]:
                 break
             (epoch,) = _EPOCH.unpack_from(view, position + 12)
-            self._add(BatchInfo(base_offset=base, last_offset=base + _last_delta(view, position),
-                                leader_epoch=epoch, position=position, size=end - position))
+            last = base + last_offset_delta(view, position)
+            self._add(BatchInfo(base_offset=base, last_offset=last, leader_epoch=epoch,
+                                position=position, size=end - position))
             position = end
         if position < len(data):
             log.warning("truncating the torn tail of a partition log", extra={
@@ -147,7 +148,7 @@ class PartitionLog:
             stamped = bytearray(batch)
             struct.pack_into(">q", stamped, 0, next_offset)
             _EPOCH.pack_into(stamped, 12, leader_epoch)
-            last = next_offset + _last_delta(stamped)
+            last = next_offset + last_offset_delta(stamped)
             infos.append(BatchInfo(base_offset=next_offset, last_offset=last,
                                    leader_epoch=leader_epoch,
                                    position=self._size + len(out), size=len(stamped)))
@@ -169,7 +170,7 @@ class PartitionLog:
             if base < self.log_end_offset:
                 continue
             (epoch,) = _EPOCH.unpack_from(batch, 12)
-            self._add(BatchInfo(base_offset=base, last_offset=base + _last_delta(batch),
+            self._add(BatchInfo(base_offset=base, last_offset=base + last_offset_delta(batch),
                                 leader_epoch=epoch, position=self._size + len(out),
                                 size=len(batch)))
             out += batch

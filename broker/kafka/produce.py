@@ -7,8 +7,10 @@ until the high watermark (which follows the ISR) passes the last offset, or time
 with REQUEST_TIMED_OUT; acks=0 gets no response at all.
 
 InitProducerId hands out producer IDs for idempotent producers (kafka-python's default):
-unique per broker and process start; sequence numbers are stored but not deduplicated.
-Transactions are not supported.
+unique per broker and process start. A retried batch (same producer ID and base
+sequence as that producer's last batch on the partition, kept in memory) is answered
+with its original offset instead of being stored twice; older duplicates and sequence
+gaps are not checked. Transactions are not supported.
 """
 
 from __future__ import annotations
@@ -57,8 +59,13 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     assert resolved.partition is not None
     partition = resolved.partition
     async with state.lock:
-        base, last = await trio.to_thread.run_sync(state.log.append, batches,
-                                                   partition.leader_epoch)
+        duplicate = state.duplicate_of(batches)
+        if duplicate is not None:  # an idempotent producer's retry: already stored
+            base, last = duplicate
+        else:
+            base, last = await trio.to_thread.run_sync(state.log.append, batches,
+                                                       partition.leader_epoch)
+            state.remember_producers(batches, base)
     state.maybe_advance_high_watermark(partition.isr, context.broker_id)
     context.replicas.notify_data()
     if acks == ACKS_ALL:

@@ -58,3 +58,12 @@ def _varint(value: int) -> bytes:
         zigzag >>= 7
     out.append(zigzag)
     return bytes(out)
+
+
+def with_producer(batch: bytes, producer_id: int, base_sequence: int) -> bytes:
+    """`batch` re-stamped with an idempotent producer's id and base sequence (CRC kept
+    valid)."""
+    data = bytearray(batch)
+    struct.pack_into(">qhi", data, 43, producer_id, 0, base_sequence)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)

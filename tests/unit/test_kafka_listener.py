@@ -13,7 +13,14 @@ import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic, record_batch
+from kafka_support import (
+    BROKER,
+    OLD_TOPIC_ID,
+    TOPIC_ID,
+    image_with_topic,
+    record_batch,
+    with_producer,
+)
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
@@ -257,3 +264,21 @@ async def test_other_clients_served_when_one_sends_garbage(
                if r.getMessage() == "closing Kafka connection"]
     assert any("malformed request header" in reason for reason in reasons)
     assert any("frame size" in reason for reason in reasons)
+
+
+async def test_retried_batch_stored_once_when_idempotent_producer_resends(
+        tmp_path: Path) -> None:
+    """Idempotent producer (kafka-python's default): the same producer id and base
+    sequence again gets the original offset and is not stored twice."""
+    dispatcher = make_dispatcher(tmp_path)
+    batch = with_producer(record_batch([b"once"]), producer_id=77, base_sequence=0)
+    request = ProduceRequest(acks=1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        TopicProduceData(name="A", partition_data=(
+            PartitionProduceData(index=0, records=batch),)),))
+    first = await roundtrip(dispatcher, request)
+    retry = await roundtrip(dispatcher, request)
+    offsets = [r.responses[0].partition_responses[0].base_offset for r in (first, retry)]
+    assert offsets == [0, 0]
+    fetched = await roundtrip(dispatcher, fetch_request(
+        uuid.UUID(bytes=TOPIC_ID.to_bytes()), 0))
+    assert fetched.responses[0].partitions[0].high_watermark == 1
