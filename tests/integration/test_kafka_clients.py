@@ -114,7 +114,7 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int
 
 
 def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_used(
-        admin: Any, bootstrap: str) -> None:
+        admin: Any, cluster: Cluster, bootstrap: str) -> None:
     """KIP-516: CreateTopics v7 returns the ID, Metadata v12 describes by ID,
     DeleteTopics v6 deletes by ID; confluent-kafka sees the same ID."""
     topic_id = create(admin, "ids", partitions=2)
@@ -129,6 +129,9 @@ def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_use
     description = futures["ids"].result(WAIT_S)
     assert _confluent_uuid_equals(description.topic_id, topic_id)
     assert len(description.partitions) == 2
+    cluster_view = admin.describe_cluster()
+    assert sorted(b["broker_id"] for b in cluster_view["brokers"]) == list(BROKERS)
+    assert cluster_view["cluster_id"] == cluster.cluster_id
     result = admin.delete_topics([topic_id])
     assert [t["error_code"] for t in result["topics"]] == [0]
     assert "ids" not in admin.list_topics()
@@ -160,9 +163,12 @@ def test_kafka_python_round_trip_when_produced_and_consumed_with_assign(
 
 def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
         admin: Any, bootstrap: str) -> None:
-    """librdkafka produces and consumes back exact keys and values; kafka-python reads
-    what librdkafka wrote (batches stored intact, CRC32C checked by the consumer)."""
-    create(admin, "ck", partitions=1)
+    """librdkafka creates a topic, produces and consumes back exact keys and values;
+    kafka-python reads what librdkafka wrote (batches stored intact, CRC32C checked by
+    the consumer); librdkafka deletes it by name."""
+    other = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+    other.create_topics([confluent_admin.NewTopic("ck", 1, 1)])["ck"].result(WAIT_S)
+    assert "ck" in other.list_topics(timeout=WAIT_S).topics
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     sent = [(f"key-{i}".encode(), f"librdkafka {i}".encode()) for i in range(15)]
     for key, value in sent:
@@ -170,6 +176,8 @@ def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
     assert producer.flush(WAIT_S) == 0
     assert confluent_consume(bootstrap, "ck", 1, len(sent)) == sent
     assert kafka_python_consume(bootstrap, "ck", 1, len(sent)) == sent
+    other.delete_topics(["ck"])["ck"].result(WAIT_S)
+    assert "ck" not in other.list_topics(timeout=WAIT_S).topics
 
 
 def fetch_v13(address: str, topic_id: uuid.UUID, partition: int = 0,
@@ -244,3 +252,22 @@ def test_every_replica_holds_the_batch_when_acks_all_with_replication_factor_thr
         assert b"replicated value" in partition_log_bytes(cluster, node_id, "rf3-0")
     assert kafka_python_consume(bootstrap, "rf3", 1, 1) == [(b"k", b"replicated value")]
     assert confluent_consume(bootstrap, "rf3", 1, 1) == [(b"k", b"replicated value")]
+
+
+def test_data_survives_when_leader_broker_killed_and_restarted(
+        admin: Any, cluster: Cluster, bootstrap: str) -> None:
+    """Durable appends: every acknowledged record is read back after the partition's
+    leader is SIGKILLed and restarted (the log is recovered from its directory)."""
+    create(admin, "durable", partitions=1)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    sent = [(f"k{i}".encode(), f"durable {i}".encode()) for i in range(10)]
+    for key, value in sent:
+        producer.send("durable", key=key, value=value)
+    producer.flush(WAIT_S)
+    producer.close()
+    (described,) = admin.describe_topics(["durable"])
+    leader = described["partitions"][0]["leader_id"]
+    cluster.kill(leader)
+    cluster.start_node(leader)
+    wait_until(lambda: is_unfenced(cluster, leader), WAIT_S, "the restarted broker unfenced")
+    assert kafka_python_consume(bootstrap, "durable", 1, len(sent)) == sent
