@@ -51,6 +51,19 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
         if state.maybe_advance_high_watermark(resolved.partition.isr, context.broker_id):
             context.replicas.notify_data()
     end = state.log.log_end_offset
+    last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
+    if replica_id >= 0 and last_fetched_epoch >= 0:
+        # KIP-595/KIP-320: a follower whose last epoch ends earlier here (or is unknown
+        # here) has diverged: tell it where to truncate instead of sending records
+        epoch, epoch_end = state.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # no common epoch at all: truncate to the log start
+            epoch_end = state.log.log_start_offset
+        if epoch != last_fetched_epoch or epoch_end < offset:
+            return {"partition_index": index, "error_code": 0,
+                    "high_watermark": state.high_watermark,
+                    "last_stable_offset": state.high_watermark,
+                    "log_start_offset": state.log.log_start_offset, "records": None,
+                    "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
     if offset < 0 or offset > end:
         return _partition_error(index, ErrorCode.offset_out_of_range)
     upper = end if replica_id >= 0 else state.high_watermark

@@ -179,6 +179,29 @@ class PartitionLog:
         os.fsync(self._file.fileno())
         self._size += len(out)
 
+    @property
+    def last_epoch(self) -> int:
+        """The leader epoch of the last batch (-1 for an empty log)."""
+        return self._batches[-1].leader_epoch if self._batches else -1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= `offset` (a follower whose log diverged
+        from the new leader's), durably."""
+        keep = [b for b in self._batches if b.last_offset < offset]
+        if len(keep) == len(self._batches):
+            return
+        size = keep[-1].position + keep[-1].size if keep else 0
+        self._file.flush()
+        os.truncate(self.path, size)
+        os.fsync(self._file.fileno())
+        log.warning("truncated a diverging partition log", extra={
+            "path": str(self.path), "from_offset": self.log_end_offset,
+            "to_offset": keep[-1].last_offset + 1 if keep else 0})
+        self._batches = keep
+        self._bases = [b.base_offset for b in keep]
+        self._size = size
+        self.log_end_offset = keep[-1].last_offset + 1 if keep else 0
+
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
         `max_bytes` (at least one batch, so a large batch is never stuck)."""

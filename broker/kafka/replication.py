@@ -6,8 +6,9 @@ listener, and appends the batches with the leader's offsets and epochs.
 fetcher restarts its per-leader tasks whenever that plan changes in the image. Each
 fetch offset also tells the leader how far this replica has got, which is what moves
 the leader's high watermark (it follows the ISR). A follower's stale or unknown topic
-ID gets an error from the leader, never data (KIP-516). Not done: truncation on
-divergence after a leader change (OffsetForLeaderEpoch) and ISR shrink/expand.
+ID gets an error from the leader, never data (KIP-516). A follower whose last fetched
+epoch the leader does not have (up to that offset) gets `diverging_epoch` and truncates
+(KIP-595 style). Not done: ISR shrink/expand (the controller keeps the ISR as created).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class ReplicaFetcher:
                 by_topic.setdefault(followed_id, []).append({
                     "partition": partition, "current_leader_epoch": epoch,
                     "fetch_offset": state.log.log_end_offset,
+                    "last_fetched_epoch": state.log.last_epoch,
                     "partition_max_bytes": PARTITION_MAX_BYTES})
             request = build(FetchRequest, {
                 "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,
@@ -143,9 +145,20 @@ class ReplicaFetcher:
                             "topic_id": str(topic_id), "partition": data.partition_index,
                             "error": data.error_code.name})
                         continue
+                    diverging = data.diverging_epoch
+                    if diverging.end_offset >= 0 or diverging.epoch >= 0:
+                        await self._truncate(entry[0], int(diverging.end_offset))
+                        continue
                     await self._append(entry[0], data.records or b"", int(data.high_watermark))
             if failed:
                 await trio.sleep(RETRY_BACKOFF_S)
+
+    async def _truncate(self, state: PartitionState, end_offset: int) -> None:
+        """The leader says our log diverged: keep only offsets below `end_offset` (the
+        end of our last common epoch) and fetch again from there."""
+        async with state.lock:
+            await trio.to_thread.run_sync(state.log.truncate_to, max(0, end_offset))
+        state.high_watermark = min(state.high_watermark, state.log.log_end_offset)
 
     async def _append(self, state: PartitionState, records: bytes, high_watermark: int
                       ) -> None:

@@ -282,3 +282,21 @@ async def test_retried_batch_stored_once_when_idempotent_producer_resends(
     fetched = await roundtrip(dispatcher, fetch_request(
         uuid.UUID(bytes=TOPIC_ID.to_bytes()), 0))
     assert fetched.responses[0].partitions[0].high_watermark == 1
+
+
+async def test_diverging_epoch_when_follower_last_epoch_unknown_to_leader(
+        tmp_path: Path) -> None:
+    """KIP-595 style: a follower fetching with a last epoch the leader's log does not
+    have gets `diverging_epoch` (where to truncate) and no records."""
+    image = image_with_topic(replicas=(BROKER, 5), leader_epoch=2)
+    dispatcher = make_dispatcher(tmp_path, image)
+    await roundtrip(dispatcher, produce_request([b"epoch two"]))
+    request = FetchRequest(
+        replica_id=5, max_wait=datetime.timedelta(0), min_bytes=1,
+        topics=(FetchTopic(topic_id=uuid.UUID(bytes=TOPIC_ID.to_bytes()), partitions=(
+            FetchPartition(partition=0, fetch_offset=3, last_fetched_epoch=1,
+                           partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=())
+    data = (await roundtrip(dispatcher, request)).responses[0].partitions[0]
+    assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (-1, 0)
+    assert not data.records

@@ -92,3 +92,19 @@ def test_end_offset_for_epoch_when_leader_epochs_change(tmp_path: Path) -> None:
 def test_crc_helper_matches_kafka_when_checking_known_vector() -> None:
     """CRC32C (Castagnoli) of "123456789" is 0xE3069283, not zlib's CRC32."""
     assert crc32c(b"123456789") == 0xE3069283
+
+
+def test_truncate_drops_batches_from_offset_when_follower_diverged(tmp_path: Path) -> None:
+    """A diverged follower keeps only offsets below the leader's end of the common
+    epoch, durably (a reopened log agrees)."""
+    log = PartitionLog(tmp_path)
+    log.append([record_batch([b"a", b"b"])], 1)
+    log.append([record_batch([b"c"])], 2)
+    log.truncate_to(2)
+    assert (log.log_end_offset, log.last_epoch) == (2, 1)
+    assert log.append([record_batch([b"d"])], 3) == (2, 2)
+    log.close()
+    reopened = PartitionLog(tmp_path)
+    assert reopened.log_end_offset == 3
+    assert b"c" not in reopened.read(0, 1 << 20, upper_offset=3)
+    assert b"d" in reopened.read(2, 1 << 20, upper_offset=3)
