@@ -3,8 +3,9 @@
 Fetch reads whole batches from `fetch_offset` up to the high watermark (consumers) or the
 log end (followers, `replica_id >= 0`, whose fetch offset also tells the leader how far
 they have replicated: the high watermark follows the ISR). When less than `min_bytes`
-is ready the request is parked until data arrives or `max_wait` passes (long poll). No
-fetch sessions: session_id 0 tells clients to send full fetches.
+is ready the request is parked until enough arrives or `max_wait` passes (long poll; a
+partition error answers at once). No fetch sessions: session_id 0 tells clients to send
+full fetches.
 """
 
 from __future__ import annotations
@@ -102,13 +103,17 @@ async def _collect(context: BrokerContext, request: Any, version: int
     return responses, total
 
 
+def _has_error(responses: list[dict[str, Any]]) -> bool:
+    return any(p["error_code"] != 0 for t in responses for p in t["partitions"])
+
+
 async def handle_fetch_request(context: BrokerContext, request: Any, version: int) -> Any:
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     min_bytes = int(request.min_bytes)
     with trio.move_on_after(max_wait_s) as waited:
         while True:
             responses, total = await _collect(context, request, version)
-            if total >= max(1, min_bytes):
+            if total >= min_bytes or _has_error(responses):
                 break
             await context.replicas.wait_data()
     if waited.cancelled_caught:

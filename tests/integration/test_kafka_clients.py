@@ -4,6 +4,8 @@ against a local 3-voter + 3-broker cluster over the brokers' Kafka listeners (is
 from __future__ import annotations
 
 import datetime
+import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -271,3 +273,26 @@ def test_data_survives_when_leader_broker_killed_and_restarted(
     cluster.start_node(leader)
     wait_until(lambda: is_unfenced(cluster, leader), WAIT_S, "the restarted broker unfenced")
     assert kafka_python_consume(bootstrap, "durable", 1, len(sent)) == sent
+
+
+def test_garbage_closes_only_that_connection_when_sent_to_a_broker_process(
+        cluster: Cluster, bootstrap: str) -> None:
+    """Bad input to a real broker: the offending connection is closed with the reason
+    logged; the broker keeps serving Kafka clients."""
+    address = cluster.node(BROKERS[0]).client_address or ""
+    host, _, port = address.rpartition(":")
+    unknown_api = b"\x00\x00\x00\x0a\x7f\x7f\x00\x00\x00\x00\x00\x01\xff\xff"
+    for garbage in (unknown_api, b"\x7f\xff\xff\xff"):
+        with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+            sock.sendall(garbage)
+            assert sock.recv(16) == b""  # closed by the broker
+    log_path = Path(cluster.node(BROKERS[0]).dir) / "node.log"
+    reasons = [json.loads(line).get("reason", "") for line in log_path.read_text().splitlines()
+               if "closing Kafka connection" in line]
+    assert any("unsupported api" in r for r in reasons)
+    assert any("frame size" in r for r in reasons)
+    client = kafka.KafkaAdminClient(bootstrap_servers=address)
+    try:
+        assert isinstance(client.list_topics(), list)
+    finally:
+        client.close()
