@@ -58,7 +58,6 @@ class Context:
     records: DataFrame
     voters: tuple[int, ...]
     voters_known: bool  # from cluster.json or quorum-state, not guessed
-    node_count: int = 1
     committed_end: int = 0
     committed: DataFrame | None = field(default=None)
 
@@ -139,7 +138,7 @@ def committed_end(records: DataFrame, voters: Sequence[int], majority: int) -> t
     agreed = versions.filter(F.col("holders") >= majority).drop("holders")
     best = versions.groupBy("offset").agg(F.max("holders").alias("best"))
     is_agreed = F.col("best") >= majority
-    start, missing, last, count = best.agg(
+    start, missing, last, count = best.agg(  # type: ignore[misc]
         F.min("offset"), F.min(F.when(~is_agreed, F.col("offset"))),
         F.max(F.when(is_agreed, F.col("offset"))),
         F.sum(F.when(is_agreed, 1).otherwise(0))).first()
@@ -154,7 +153,7 @@ def committed_end(records: DataFrame, voters: Sequence[int], majority: int) -> t
         numbered = contiguous.withColumn(
             "rank", F.row_number().over(Window.orderBy("offset")) - 1 + start)
         first_shift = numbered.filter(F.col("offset") != F.col("rank")) \
-            .agg(F.min("rank")).first()[0]
+            .agg(F.min("rank")).first()[0]  # type: ignore[index]
         missing = first_shift if first_shift is not None else missing
     return missing, agreed.filter(F.col("offset") < missing)
 
@@ -228,13 +227,13 @@ def _leader_rows(claims: list[tuple[Any, ...]], voters: Sequence[int],
     return rows
 
 
-def node_checks(ctx: Context) -> tuple[list[CheckResult], dict[int, dict[str, Any]]]:
-    """Run `sequential.node_pass` once per node; (check results, summary per node)."""
-    from tools.replay.sequential import INPUT_COLUMNS, MAX_KEPT, node_pass
+def node_checks(ctx: Context, scan_rows: Sequence[Sequence[Any]]) -> tuple[
+        list[CheckResult], dict[int, dict[str, Any]]]:
+    """Merge the nodes' sequential scans (`sequential.NodeScan` output, one list per
+    item); (check results, summary per node)."""
+    from tools.replay.sequential import MAX_KEPT
 
-    rows = (ctx.records.select(*INPUT_COLUMNS).repartition(max(ctx.node_count, 1), "node")
-            .sortWithinPartitions("node", "offset").rdd.map(tuple)
-            .mapPartitions(node_pass).collect())
+    rows = [tuple(r) for r in scan_rows]
     summaries = {r[1]: r[2] for r in rows if r[0] == "summary"}
     claims = [r for r in rows if r[0] == "leader"]
     violations = [r for r in rows if r[0] == "violation"]

@@ -105,8 +105,8 @@ def _voters_from(value: Any) -> tuple[int, ...] | None:
     """Voters as a list of ids, a list of {"id"/"node_id"} maps, or Kafka's
     `1@host:port,2@host:port` string."""
     if isinstance(value, str):
-        ids = [_digits(item.split("@", 1)[0].strip()) for item in value.split(",") if item]
-        return tuple(sorted(i for i in ids if i is not None)) or None
+        parsed = [_digits(item.split("@", 1)[0].strip()) for item in value.split(",") if item]
+        return tuple(sorted(i for i in parsed if i is not None)) or None
     if isinstance(value, list):
         ids: list[int] = []
         for item in value:

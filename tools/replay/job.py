@@ -21,7 +21,7 @@ from tools.replay.analysis import Analysis, analyse
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, Context, committed_end
 from tools.replay.inputs import InputError, ReplayInput
-from tools.replay.load import CORRUPT, load_records
+from tools.replay.load import CORRUPT, NODE_PASS, load_records
 from tools.replay.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,15 @@ class ReplayResult:
                 "report": None if self.report_path is None else str(self.report_path)}
 
 
-def _count_or_raise_if_corrupt(records: Any) -> int:
-    """Record copies loaded; InputError naming file and byte if a segment is damaged."""
-    counts = dict(records.groupBy(F.col("record_type") == CORRUPT).count().collect())
-    if counts.get(True):
-        bad = records.filter(F.col("record_type") == CORRUPT).select("detail").limit(5)
-        raise InputError("corrupt segment: " + "; ".join(r.detail for r in bad.collect()))
-    return int(counts.get(False, 0))
+def _side_rows(loaded: Any) -> list[Any]:
+    """The NODE_PASS rows (decoded from JSON); InputError naming file and byte position
+    if a segment is damaged. This first job also fills the cache."""
+    side = loaded.filter(F.col("record_type").isin(CORRUPT, NODE_PASS)) \
+        .select("record_type", "detail").collect()
+    corrupt = [r.detail for r in side if r.record_type == CORRUPT]
+    if corrupt:
+        raise InputError("corrupt segment: " + "; ".join(corrupt[:5]))
+    return [json.loads(r.detail) for r in side]
 
 
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
@@ -81,8 +83,9 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
         loaded = load_records(spark, replay_input).cache()
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    copies = _count_or_raise_if_corrupt(loaded)
-    records = loaded.filter(F.col("record_type") != CORRUPT)
+    scan_rows = _side_rows(loaded)
+    records = loaded.filter(~F.col("record_type").isin(CORRUPT, NODE_PASS))
+    copies = sum(r[2]["records"] for r in scan_rows if r[0] == "summary")
     seconds["load"] = time.monotonic() - started
 
     mark = time.monotonic()
@@ -91,10 +94,8 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     end, committed = committed_end(records, replay_input.voters, replay_input.majority)
     committed = committed.cache()
     ctx = Context(spark=spark, records=records, voters=replay_input.voters,
-                  voters_known=voters_known, committed_end=end, committed=committed,
-                  node_count=sum(1 for n in replay_input.nodes if n.segments))
-    phase("per-node checks (one ordered scan per node)")
-    results, summaries = checks_module.node_checks(ctx)
+                  voters_known=voters_known, committed_end=end, committed=committed)
+    results, summaries = checks_module.node_checks(ctx, scan_rows)
     phase("check log_matching")
     results.insert(3, checks_module.log_matching(ctx))
     phase("check committed_prefix")

@@ -8,6 +8,9 @@ bytes themselves are reduced to a 64-bit BLAKE2b hash (`record_hash`), which is 
 log-matching check compares across nodes (a collision between two different records at
 the same offset has probability about 2**-64).
 
+One task per node reads that node's segments in offset order (a node's log is the unit
+the per-node checks scan sequentially; the nodes are read in parallel).
+
 A damaged segment does not raise in the executor (a Java stack trace would bury the
 file name): it yields one `CORRUPT` row whose `detail` names the file and byte
 position, and the driver turns that into exit 2.
@@ -17,12 +20,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import logging
 import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CORRUPT = "CORRUPT"  # record_type of the row standing for a damaged segment
 UNDECODABLE = "UNDECODABLE"  # a batch with a good CRC holding a record we cannot read
+NODE_PASS = "NODE_PASS"  # a row carrying one output of a node's sequential scan
 
 SCHEMA = (
     "node int, file string, position long, offset long, epoch int, batch_crc long, "
@@ -64,7 +69,8 @@ def _record_row(node: int, file: str, position: int, offset: int, epoch: int, cr
     except Exception as exc:  # msgpack raises several unrelated types
         return (node, file, position, offset, epoch, crc, digest, len(data), UNDECODABLE,
                 None, None, None, None, f"not msgpack: {exc}")
-    type_name = _TYPE_NAMES.get(fields.get("type")) if isinstance(fields, dict) else None
+    type_id = fields.get("type") if isinstance(fields, dict) else None
+    type_name = _TYPE_NAMES.get(type_id) if isinstance(type_id, int) else None
     if type_name is None:
         return (node, file, position, offset, epoch, crc, digest, len(data), UNDECODABLE,
                 None, None, None, None, f"unknown record {str(fields)[:80]}")
@@ -105,9 +111,11 @@ def _local_path(url: str) -> str:
 
 
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,
-                  app_name: str = "kraft-replay") -> Any:
+                  app_name: str = "kraft-replay", driver_memory: str = "3g") -> Any:
     """A SparkSession for the replay. `master=None` keeps whatever spark-submit chose
-    (or PySpark's own default, local[*])."""
+    (or PySpark's own default, local[*]). In local mode the executors live in the driver
+    JVM, so `driver_memory` is what holds the cached records (the 1g default thrashes
+    the garbage collector on a few million rows)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -116,7 +124,8 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.adaptive.enabled", "true")
-               .config("spark.python.worker.reuse", "true"))
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.memory", driver_memory))
     log4j = Path(__file__).with_name("log4j2.properties")
     if log4j.is_file():
         builder = builder.config("spark.driver.extraJavaOptions",
@@ -125,7 +134,7 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if not spark.sparkContext.master.startswith("local"):
+    if not str(spark.sparkContext.master).startswith("local"):
         spark.sparkContext.addPyFile(_project_zip())
     return spark
 
@@ -141,24 +150,40 @@ def _project_zip() -> str:
     return str(target)
 
 
+def decode_node(node: int, last_path: str, files: Iterable[tuple[str, bytes]]) -> Iterator[
+        tuple[Any, ...]]:
+    """Rows for all of one node's segments, in offset order, then the rows of its
+    sequential scan (`NODE_PASS`, the scan's output as JSON in `detail`)."""
+    from tools.replay.sequential import NodeScan
+
+    scan = NodeScan(node)
+    for path, data in sorted(((_local_path(p), d) for p, d in files), key=lambda f: f[0]):
+        for row in decode_segment(node, path, data, path == last_path):
+            yield row
+            if row[8] == CORRUPT:
+                return
+            scan.step((row[0], row[3], row[4], row[6], row[8], row[9], row[10], row[11],
+                       row[12], row[13], row[1]))
+    for item in scan.finish():
+        yield (node, None, None, -1, -1, None, None, None, NODE_PASS, None, None, None, None,
+               json.dumps(item))
+
+
 def load_records(spark: Any, replay_input: ReplayInput) -> Any:
-    """One DataFrame row per record copy (columns `COLUMNS`), CORRUPT rows included."""
-    files: dict[str, tuple[int, bool]] = {}
-    for node in replay_input.nodes:
-        for index, segment in enumerate(node.segments):
-            path = str(segment.resolve())
-            if "," in path:
-                raise ValueError(f"{path}: a comma in a segment path is not supported")
-            files[path] = (node.node_id, index == len(node.segments) - 1)
+    """One DataFrame row per record copy (columns `COLUMNS`), plus CORRUPT and NODE_PASS
+    rows. Each node's segments are read by one task, in order, so the per-node checks
+    (`tools.replay.sequential`) run in the same pass over the bytes as the decoding."""
     sc = spark.sparkContext
-    partitions = max(len(files), sc.defaultParallelism)
-    raw = sc.binaryFiles(",".join(files), minPartitions=partitions)
-
-    def decode(item: tuple[str, bytes]) -> Iterator[tuple[Any, ...]]:
-        path = _local_path(item[0])
-        node, is_last = files.get(path, (-1, True))
-        return decode_segment(node, path, item[1], is_last)
-
-    # verifySchema=False: the rows are built above to fit SCHEMA; checking each one in
-    # Python would double the cost of the load.
-    return spark.createDataFrame(raw.flatMap(decode), SCHEMA, verifySchema=False)
+    per_node = []
+    for node in replay_input.nodes:
+        paths = [str(segment.resolve()) for segment in node.segments]
+        if not paths:
+            continue
+        if any("," in path for path in paths):
+            raise ValueError(f"{node.log_dir}: a comma in a segment path is not supported")
+        raw = sc.binaryFiles(",".join(paths), minPartitions=1).coalesce(1)
+        per_node.append(raw.mapPartitions(
+            lambda files, n=node.node_id, last=paths[-1]: decode_node(n, last, files)))
+    # verifySchema=False: the rows are built to fit SCHEMA; checking each one in Python
+    # would double the cost of the load.
+    return spark.createDataFrame(sc.union(per_node), SCHEMA, verifySchema=False)

@@ -1,9 +1,10 @@
 """The per-node checks: one pass over one node's records in offset order.
 
 These checks are about the *order* of one log (what is live at each offset), so they run
-as a plain sequential scan inside one Spark task per node rather than as many SQL
-queries: `node_pass` gets a node's rows sorted by offset and yields violations (capped at
-`MAX_KEPT` per check and node), the LeaderChange claims, and one summary row. The driver
+as a plain sequential scan inside the Spark task that decodes that node's segments (see
+`load.decode_node`), rather than as many SQL queries: `NodeScan` takes the rows in offset
+order and yields violations (capped at `MAX_KEPT` per check and node), the LeaderChange
+claims, and one summary row. The driver
 merges nodes: a violation replicated on several nodes counts once, with its node list.
 
 Topic state follows what a replaying image does with a bad record (see
@@ -14,7 +15,7 @@ rather than cascading into every later record of that topic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID
@@ -30,7 +31,7 @@ NAMES_LIVE_TOPIC = ("PARTITION", "PARTITION_CHANGE", "REMOVE_TOPIC", "RENAME_TOP
 #                 ("summary", node, summary dict)
 
 
-class _NodeScan:
+class NodeScan:
     def __init__(self, node: int) -> None:
         self.node = node
         self.kept: dict[str, int] = {}
@@ -151,16 +152,3 @@ class _NodeScan:
             "end_offset": None if self.prev_offset is None else self.prev_offset + 1,
             "last_epoch": self.prev_epoch, "segments": len(self.files),
             "violation_counts": dict(self.counts)})
-
-
-def node_pass(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    """Rows (INPUT_COLUMNS order) sorted by (node, offset); one scan per node."""
-    scan: _NodeScan | None = None
-    for row in rows:
-        if scan is None or row[0] != scan.node:
-            if scan is not None:
-                yield from scan.finish()
-            scan = _NodeScan(row[0])
-        scan.step(row)
-    if scan is not None:
-        yield from scan.finish()

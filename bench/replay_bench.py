@@ -1,0 +1,77 @@
+"""`make bench` (replay): throughput of `kraft replay` on local[2].
+
+A synthetic 3-node log set: one metadata log of RECORDS records (topics created, changed,
+deleted and recreated, a leader change every 50,000 records), written by `raft.segment`
+to three nodes' segment files (segments of 100,000 records). The replay runs end to end
+(load and decode in the executors, every check, the analysis; no report files), and the
+rate is given per log record and per record copy (three copies of each record are read,
+decoded and checked). JVM start-up (SparkSession plus a first tiny job that starts the
+Python workers) is timed separately and excluded. Bounded: Spark jobs are cancelled
+after BUDGET_S seconds. `KRAFT_REPLAY_BENCH_RECORDS` overrides the size.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tools.replay.inputs import from_cluster
+from tools.replay.synthetic import metadata_log, write_cluster
+
+RECORDS = int(os.environ.get("KRAFT_REPLAY_BENCH_RECORDS", "1000000"))
+NODES = (1, 2, 3)
+TARGET_RECORDS_PER_S = 200_000
+BUDGET_S = 600.0
+
+
+def main() -> None:
+    from tools.replay.job import run_replay
+    from tools.replay.load import spark_session
+
+    root = Path(tempfile.mkdtemp(prefix="kraft-replay-bench-"))
+    try:
+        started = time.monotonic()
+        log = metadata_log(records=RECORDS, batch_size=20, records_per_epoch=50_000,
+                           max_live=500, seed=1)
+        write_cluster(root / "cluster", {n: log for n in NODES}, segment_records=100_000)
+        records = log[-1].next_offset
+        print(f"{'synthetic log set':<34} {records:,} records x {len(NODES)} nodes, "
+              f"generated and written in {time.monotonic() - started:.1f} s")
+
+        started = time.monotonic()
+        spark = spark_session("local[2]", shuffle_partitions=4, app_name="kraft-replay-bench")
+        spark.sparkContext.parallelize(range(2), 2).count()  # starts the Python workers
+        startup_s = time.monotonic() - started
+        print(f"{'JVM + Spark start-up':<34} {startup_s:.1f} s (excluded below)")
+
+        timer = threading.Timer(BUDGET_S, spark.sparkContext.cancelAllJobs)
+        timer.start()
+        try:
+            started = time.monotonic()
+            result = run_replay(spark, from_cluster(root / "cluster"))
+            elapsed = time.monotonic() - started
+        except Exception as exc:  # cancelled by the budget timer, or Spark failed
+            print(f"{'replay':<34} did not finish within {BUDGET_S:.0f} s: "
+                  f"{type(exc).__name__}")
+            return
+        finally:
+            timer.cancel()
+            spark.stop()
+        rate = records / elapsed
+        verdict = "met" if rate >= TARGET_RECORDS_PER_S else "NOT met"
+        print(f"{'replay end to end (local[2])':<34} {elapsed:.1f} s: {rate:,.0f} records/s, "
+              f"{result.record_copies / elapsed:,.0f} record copies/s "
+              f"(target >= {TARGET_RECORDS_PER_S:,} records/s: {verdict})")
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+        print(f"{'  phases':<34} {phases}")
+        print(f"{'  verdict':<34} {'all checks pass' if result.passed else result.failed}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
