@@ -139,6 +139,8 @@ def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_use
     assert "ids" not in admin.list_topics()
     (gone,) = admin.describe_topics([topic_id])
     assert gone["error_code"] == ErrorCode.unknown_topic_id
+    again = admin.delete_topics([topic_id], raise_errors=False)
+    assert [t["error_code"] for t in again["topics"]] == [ErrorCode.unknown_topic_id]
 
 
 def _confluent_uuid_equals(value: Any, topic_id: uuid.UUID) -> bool:
