@@ -130,6 +130,8 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
     if log4j.is_file():
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-Dlog4j2.configurationFile=file:{log4j}")
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"  # not under spark-submit (which sets the gateway port)
     if master:
         builder = builder.master(master)
     spark = builder.getOrCreate()

@@ -73,13 +73,15 @@ def _leader_plot(timeline: list[dict[str, Any]]) -> Callable[[Any], None]:
             width = entry["last_offset"] - entry["first_offset"] + 1
             ax.barh(entry["epoch"], width, left=entry["first_offset"],
                     color=colours.get(entry["leader_id"], "grey"))
-        for leader, colour in colours.items():
-            ax.barh([], [], color=colour, label=f"leader {leader}")
+        from matplotlib.patches import Patch
+
         ax.set_xlabel("offset")
         ax.set_ylabel("epoch")
         ax.set_title("Leader timeline: the offsets each epoch wrote")
         if colours:
-            ax.legend(loc="lower right", fontsize="small")
+            ax.legend(handles=[Patch(color=c, label=f"leader {leader}")
+                               for leader, c in colours.items()],
+                      loc="lower right", fontsize="small")
     return draw
 
 
