@@ -98,6 +98,7 @@ class PartitionLog:
         self.path = directory / LOG_FILE
         self._batches: list[BatchInfo] = []
         self._bases: list[int] = []
+        self._epoch_starts: list[tuple[int, int]] = []  # (epoch, first offset): epoch cache
         self.log_end_offset = 0
         self._size = 0
         self._recover()
@@ -132,6 +133,8 @@ class PartitionLog:
         self._batches.append(info)
         self._bases.append(info.base_offset)
         self.log_end_offset = info.last_offset + 1
+        if not self._epoch_starts or info.leader_epoch > self._epoch_starts[-1][0]:
+            self._epoch_starts.append((info.leader_epoch, info.base_offset))
 
     @property
     def log_start_offset(self) -> int:
@@ -197,8 +200,9 @@ class PartitionLog:
         log.warning("truncated a diverging partition log", extra={
             "path": str(self.path), "from_offset": self.log_end_offset,
             "to_offset": keep[-1].last_offset + 1 if keep else 0})
-        self._batches = keep
-        self._bases = [b.base_offset for b in keep]
+        self._batches, self._bases, self._epoch_starts = [], [], []
+        for info in keep:
+            self._add(info)
         self._size = size
         self.log_end_offset = keep[-1].last_offset + 1 if keep else 0
 
@@ -224,18 +228,15 @@ class PartitionLog:
             return handle.read(total)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, the end offset of that epoch) — OffsetForLeaderEpoch.
-        (-1, -1) when no batch has such an epoch."""
-        best = -1
-        for info in self._batches:
-            if info.leader_epoch <= epoch:
-                best = max(best, info.leader_epoch)
-        if best < 0:
+        """(largest epoch <= `epoch`, the end offset of that epoch) — OffsetForLeaderEpoch,
+        from the epoch cache (O(log epochs)). (-1, -1) when no batch has such an epoch."""
+        index = bisect.bisect_right(self._epoch_starts, (epoch, 1 << 63)) - 1
+        if index < 0:
             return -1, -1
-        for info in self._batches:
-            if info.leader_epoch > best:
-                return best, info.base_offset
-        return best, self.log_end_offset
+        found = self._epoch_starts[index][0]
+        if index + 1 < len(self._epoch_starts):
+            return found, self._epoch_starts[index + 1][1]
+        return found, self.log_end_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first offset of the first batch whose max timestamp is >= `timestamp_ms`

@@ -6,6 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from crc32c import crc32c
 from kafka_support import record_batch
 
@@ -108,3 +110,24 @@ def test_truncate_drops_batches_from_offset_when_follower_diverged(tmp_path: Pat
     assert reopened.log_end_offset == 3
     assert b"c" not in reopened.read(0, 1 << 20, upper_offset=3)
     assert b"d" in reopened.read(2, 1 << 20, upper_offset=3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(epochs=st.lists(st.integers(0, 6), min_size=1, max_size=12).map(sorted),
+       asked=st.integers(-1, 8))
+def test_epoch_cache_agrees_with_a_naive_scan_when_epochs_vary(
+        epochs: list[int], asked: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """OffsetForLeaderEpoch from the epoch cache equals a scan over every batch: the
+    largest epoch <= asked, ending where the next epoch starts (or at the log end)."""
+    log = PartitionLog(tmp_path_factory.mktemp("epochs"))
+    for epoch in epochs:
+        log.append([record_batch([b"r"])], epoch)
+    log.close()
+    known = [(offset, epoch) for offset, epoch in enumerate(epochs) if epoch <= asked]
+    if not known:
+        expected = (-1, -1)
+    else:
+        best = max(epoch for _, epoch in known)
+        later = [offset for offset, epoch in enumerate(epochs) if epoch > best]
+        expected = (best, later[0] if later else len(epochs))
+    assert log.end_offset_for_epoch(asked) == expected
