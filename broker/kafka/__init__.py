@@ -7,7 +7,8 @@ metadata_api      Metadata v0-v12 and DescribeCluster from the broker's image (t
 admin_api         CreateTopics/DeleteTopics/CreatePartitions forwarded to the controller
 controller_client the msgpack admin RPC client to the active controller
 produce / fetch   Produce, InitProducerId / Fetch, ListOffsets, OffsetForLeaderEpoch
-group             FindCoordinator, OffsetCommit, OffsetFetch (no group membership)
+group             FindCoordinator, OffsetCommit, OffsetFetch
+membership        JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic rebalance, in memory)
 replica           topic-ID fencing and the hosted partitions' state (high watermark)
 partition_log     magic v2 batches on disk in the partition directory
 replication       followers fetching from partition leaders (Fetch v13 by topic ID)

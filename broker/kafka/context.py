@@ -4,12 +4,16 @@ for the image to change), its partitions and the controller client."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import trio
 
 from broker.kafka.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
 from metadata.image import MetadataImage
+
+if TYPE_CHECKING:
+    from broker.kafka.membership import Group
 
 
 class BrokerContext:
@@ -26,6 +30,7 @@ class BrokerContext:
         self.next_producer_id = 0
         # (group, topic, partition) -> (offset, metadata): broker.kafka.group
         self.committed_offsets: dict[tuple[str, str, int], tuple[int, str | None]] = {}
+        self.groups: dict[str, Group] = {}  # broker.kafka.membership, on the coordinator
 
     @property
     def image(self) -> MetadataImage:

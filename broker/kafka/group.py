@@ -1,6 +1,5 @@
-"""FindCoordinator, OffsetCommit and OffsetFetch: just enough of a group coordinator for
-consumers that `assign()` partitions and commit offsets (librdkafka needs a group.id
-and commits on close). No group membership (JoinGroup/SyncGroup are not served).
+"""FindCoordinator, OffsetCommit and OffsetFetch of the group coordinator (membership:
+`broker.kafka.membership`). Committed offsets are not checked against the generation.
 
 The coordinator of a group is chosen from the image (the unfenced brokers, by a stable
 hash of the group id), so every broker names the same one. Committed offsets live in
@@ -43,7 +42,7 @@ async def handle_find_coordinator_request(context: BrokerContext, request: Any,
     return build(response_class(FIND_COORDINATOR, version), {"throttle_time": 0, **body})
 
 
-def _is_coordinator(context: BrokerContext, group_id: str) -> bool:
+def is_coordinator(context: BrokerContext, group_id: str) -> bool:
     chosen = coordinator_for(group_id, broker_endpoints(context.image))
     return chosen is not None and chosen["node_id"] == context.broker_id
 
@@ -51,7 +50,7 @@ def _is_coordinator(context: BrokerContext, group_id: str) -> bool:
 async def handle_offset_commit_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     group_id = request.group_id
-    ours = _is_coordinator(context, group_id)
+    ours = is_coordinator(context, group_id)
     topics = []
     for topic in request.topics:
         partitions = []
@@ -73,7 +72,7 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
 async def handle_offset_fetch_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     group_id = request.group_id
-    if not _is_coordinator(context, group_id):
+    if not is_coordinator(context, group_id):
         return build(response_class(OFFSET_FETCH, version), {
             "throttle_time": 0, "topics": [], "error_code": int(ErrorCode.not_coordinator)})
     wanted: dict[str, list[int]] = {}

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from broker.kafka import admin_api, api_versions, fetch, group, metadata_api, produce
+from broker.kafka import (
+    admin_api,
+    api_versions,
+    fetch,
+    group,
+    membership,
+    metadata_api,
+    produce,
+)
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
@@ -75,6 +83,10 @@ HANDLERS: dict[int, Handler] = {
     api_versions.FIND_COORDINATOR: group.handle_find_coordinator_request,
     api_versions.OFFSET_COMMIT: group.handle_offset_commit_request,
     api_versions.OFFSET_FETCH: group.handle_offset_fetch_request,
+    api_versions.JOIN_GROUP: membership.handle_join_group_request,
+    api_versions.SYNC_GROUP: membership.handle_sync_group_request,
+    api_versions.HEARTBEAT: membership.handle_heartbeat_request,
+    api_versions.LEAVE_GROUP: membership.handle_leave_group_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 
