@@ -68,6 +68,7 @@ class Checker:
         self.leaders: dict[int, int] = {}  # epoch -> leader id, ever
         self._seen: dict[tuple[int, int], tuple[bytes, int]] = {}  # (offset, epoch) -> rec
         self.committed: list[tuple[int, bytes]] = []  # offset -> (epoch, record)
+        self.commit_epochs: list[int] = []  # offset -> earliest epoch known to commit it
         self._track = {n: _NodeTrack() for n in self.voters | self.observers}
         self._majority = len(self.voters) // 2 + 1
 
@@ -197,19 +198,26 @@ class Checker:
                                f"non-voters {sorted(outsiders)} (offset {offset})")
 
     def _check_new_leader(self, node: CheckedNode) -> None:
-        """Raft's leader completeness: every committed entry is in the new leader's log."""
+        """Raft's leader completeness (§5.4): an entry committed in epoch c is in the log
+        of every leader of an epoch above c. (A leader of an older epoch may still win a
+        late election after a newer epoch committed: it is fenced, not complete.)"""
         if COMMITTED_DATA in self.skip:
             return
+        epoch = node.core.epoch
+        required = [o for o, c in enumerate(self.commit_epochs) if c < epoch]
+        if not required:
+            return
         log = node.log
-        if log.end_offset < len(self.committed):
-            self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {node.core.epoch} "
-                                       f"ends at {log.end_offset}, below committed offset "
-                                       f"{len(self.committed)}")
-        for offset, epoch, record in _entries(log, 0, len(self.committed)):
-            if self.committed[offset] != (epoch, record):
-                self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch "
-                                           f"{node.core.epoch} has a different entry at "
-                                           f"committed offset {offset}")
+        if log.end_offset <= required[-1]:
+            self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} ends at "
+                                       f"{log.end_offset}, without offset {required[-1]} "
+                                       f"committed in epoch {self.commit_epochs[required[-1]]}")
+        needed = set(required)
+        for offset, entry_epoch, record in _entries(log, 0, required[-1] + 1):
+            if offset in needed and self.committed[offset] != (entry_epoch, record):
+                self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} has a "
+                                           f"different entry at offset {offset}, committed "
+                                           f"in epoch {self.commit_epochs[offset]}")
 
     def _check_log(self, node: CheckedNode, start: int, end: int) -> None:
         log = node.log
@@ -235,14 +243,21 @@ class Checker:
         if hw > log.end_offset:
             self._fail(HW_WITHIN_LOG, f"node {node.node_id} reported high watermark {hw} "
                                       f"past its log end {log.end_offset}")
+        # The reporter learned this HW in its current epoch, so the entries were committed
+        # by the leader of that epoch or an earlier one.
+        commit_epoch = node.core.epoch if node.core is not None else 0
+        commit_epochs = self.commit_epochs
         for offset, epoch, record in _entries(log, track.hw_checked, hw):
             if offset < len(committed):
                 if committed[offset] != (epoch, record):
                     self._fail(COMMITTED_DATA,
                                f"node {node.node_id} committed offset {offset} epoch {epoch}"
                                f", but epoch {committed[offset][0]} was committed there")
+                if commit_epoch < commit_epochs[offset]:
+                    commit_epochs[offset] = commit_epoch
             else:
                 committed.append((epoch, record))
+                commit_epochs.append(commit_epoch)
         track.hw_checked = hw
 
     def _check_majority(self, leader: CheckedNode, nodes: Iterable[CheckedNode]) -> None:

@@ -286,3 +286,16 @@ def test_checker_allows_rewrite_when_unflushed_entries_lost_in_crash() -> None:
     other = fake_node(2, log=log_with((1, [b"lost"])))
     with pytest.raises(InvariantViolation):
         checker.after_event(other, [node, other])
+
+
+def test_checker_allows_stale_leader_when_its_epoch_is_older_than_the_commit() -> None:
+    """Leader completeness binds leaders of *higher* epochs only (Raft §5.4): a candidate
+    of epoch 1 may still win late, after epoch 2 committed entries it does not hold."""
+    checker = Checker([1, 2, 3], [])
+    follower = fake_node(2, epoch=2, leader_id=1, log=log_with((2, [b"x"])))
+    checker.on_high_watermark(follower, 1)
+    stale = fake_node(3, epoch=1, leader=True, log=MemoryLog())
+    checker.after_event(stale, [follower, stale])
+    newer = fake_node(1, epoch=3, leader=True, log=MemoryLog())
+    with pytest.raises(InvariantViolation):
+        checker.after_event(newer, [follower, stale, newer])

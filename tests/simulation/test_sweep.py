@@ -47,6 +47,8 @@ def test_no_violation_when_messages_round_trip_the_codec() -> None:
 
 @pytest.mark.parametrize(("voters", "observers", "faults", "seed"), [
     (1, 0, "all", 50112),  # leader crashed before its first fsync, re-won the same epoch
+    (5, 2, "all", 11951),  # a candidate of epoch 1 won after epoch 2 had committed
+    (5, 2, "all", 12837),
 ])
 def test_no_violation_when_regression_seed(voters: int, observers: int, faults: str,
                                            seed: int) -> None:
