@@ -258,6 +258,43 @@ def test_every_replica_holds_the_batch_when_acks_all_with_replication_factor_thr
     assert confluent_consume(bootstrap, "rf3", 1, 1) == [(b"k", b"replicated value")]
 
 
+def test_subscribed_consumers_get_every_record_when_using_consumer_groups(
+        admin: Any, bootstrap: str) -> None:
+    """Consumer groups (JoinGroup/SyncGroup/Heartbeat, committed offsets): a kafka-python
+    and a librdkafka consumer subscribe in their own groups and each reads everything;
+    the committed offsets cover every record."""
+    create(admin, "subscribed", partitions=2)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    sent = {f"value {i}".encode() for i in range(12)}
+    for value in sent:
+        producer.send("subscribed", value=value)
+    producer.flush(WAIT_S)
+    producer.close()
+    consumer = kafka.KafkaConsumer("subscribed", bootstrap_servers=bootstrap, group_id="kp",
+                                   auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    got = set()
+    for message in consumer:
+        got.add(message.value)
+        if len(got) == len(sent):
+            break
+    consumer.commit()
+    consumer.close()
+    assert got == sent
+    committed = admin.list_group_offsets("kp")["kp"]  # OffsetFetch on the coordinator
+    assert sum(o.offset for o in committed.values()) == len(sent)
+    other = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "ck",
+                                      "auto.offset.reset": "earliest"})
+    other.subscribe(["subscribed"])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + WAIT_S
+    while seen != sent and time.monotonic() < deadline:
+        message = other.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+    other.close()
+    assert seen == sent
+
+
 def test_data_survives_when_leader_broker_killed_and_restarted(
         admin: Any, cluster: Cluster, bootstrap: str) -> None:
     """Durable appends: every acknowledged record is read back after the partition's
