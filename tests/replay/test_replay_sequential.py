@@ -47,3 +47,14 @@ def test_scan_flags_gaps_and_falling_epochs_when_the_log_is_out_of_order():
     rows = [_row(0, "NO_OP", epoch=2), _row(2, "NO_OP", epoch=1)]
     assert sorted(v[0] for v in _violations(rows)) == ["epochs_monotonic",
                                                        "offsets_contiguous"]
+
+
+def test_prefix_mismatches_finds_differing_epochs_below_a_shared_epoch():
+    """Raft §5.3: nodes sharing epoch 5 at offsets 20-29 must agree on every epoch below;
+    node b holding epoch 3 where a holds 2 (offsets 10-14) breaks the Log Matching prefix."""
+    from tools.replay.crossnode import prefix_mismatches
+
+    a = [[1, 0, 9], [2, 10, 19], [5, 20, 29]]
+    b = [[1, 0, 9], [3, 10, 14], [2, 15, 19], [5, 20, 24]]
+    assert prefix_mismatches(a, b) == [(10, 5, 2, 3)]
+    assert prefix_mismatches(a, [[1, 0, 9], [4, 10, 12]]) == []  # stale tail: no shared epoch

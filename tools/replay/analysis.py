@@ -94,21 +94,15 @@ def recreated_names(log: DataFrame) -> list[dict[str, Any]]:
     return sorted(table.values(), key=lambda e: (-len(e["offsets"]), e["name"]))
 
 
-def node_summary(records: DataFrame, committed: DataFrame, committed_end: int,
-                 voters: tuple[int, ...],
+def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],
                  summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per node: records, start and end offset, last epoch, segments (from the node pass),
+    """Per node: records, start and end offset, last epoch, segments (from the node scan),
     lag behind the longest log and where the node departs from the committed log."""
-    c = committed.select("offset", F.col("epoch").alias("c_epoch"),
-                         F.col("record_hash").alias("c_hash"))
-    diverging = records.join(c, "offset").filter(
-        (F.col("epoch") != F.col("c_epoch")) | (F.col("record_hash") != F.col("c_hash"))) \
-        .groupBy("node").agg(F.min("offset").alias("diverges_at")).collect()
-    diverges = {r.node: r.diverges_at for r in diverging}
     log_end = max((s["end_offset"] or 0 for s in summaries.values()), default=0)
     out = []
     for node in sorted(summaries):
-        entry = {k: v for k, v in summaries[node].items() if k != "violation_counts"}
+        entry = {k: v for k, v in summaries[node].items()
+                 if k not in ("violation_counts", "epochs")}
         end = entry["end_offset"] or 0
         entry["role"] = "voter" if node in voters else "observer"
         entry["lag"] = log_end - end
@@ -129,12 +123,12 @@ def reference_node(nodes: list[dict[str, Any]], committed_end: int) -> int | Non
     return int(max(holders, key=lambda n: (n["end_offset"] or 0, -n["node"]))["node"])
 
 
-def analyse(records: DataFrame, committed: DataFrame, committed_end: int,
+def analyse(records: DataFrame, diverges: dict[int, int], committed_end: int,
             voters: tuple[int, ...], summaries: dict[int, dict[str, Any]], *,
             full: bool = True) -> Analysis:
     """Everything above; `full=False` computes only the per-node table (what the
     checkpoint check needs), for quick runs such as the planted-fault tests."""
-    nodes = node_summary(records, committed, committed_end, voters, summaries)
+    nodes = node_summary(diverges, committed_end, voters, summaries)
     reference = reference_node(nodes, committed_end)
     if not full or reference is None:
         return Analysis(leader_timeline=[], record_types=[], topic_churn=[],

@@ -19,10 +19,10 @@ the committed record's: a later leader that lost a committed entry.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 
 
@@ -59,7 +59,6 @@ class Context:
     voters: tuple[int, ...]
     voters_known: bool  # from cluster.json or quorum-state, not guessed
     committed_end: int = 0
-    committed: DataFrame | None = field(default=None)
 
     @property
     def majority(self) -> int:
@@ -93,86 +92,6 @@ def _result(name: str, description: str, violations: DataFrame, *, note: str = "
 
 def _show(records: DataFrame, reason: Any) -> DataFrame:
     return records.select("node", "offset", "epoch", *RECORD_COLUMNS, reason.alias("reason"))
-
-
-# --- across nodes (Spark SQL) --------------------------------------------------------
-
-def log_matching(ctx: Context) -> CheckResult:
-    """Raft §5.3 Log Matching: the same (offset, epoch) on two nodes means the same
-    record there and the same records at every offset before it."""
-    slim = ctx.records.select("node", "offset", "epoch", "record_hash")
-    a, b = slim.alias("a"), slim.alias("b")
-    pairs = a.join(b, (F.col("a.offset") == F.col("b.offset"))
-                   & (F.col("a.node") < F.col("b.node"))).select(
-        F.col("a.node").alias("node_a"), F.col("b.node").alias("node_b"),
-        F.col("a.offset").alias("offset"), F.col("a.epoch").alias("epoch_a"),
-        F.col("b.epoch").alias("epoch_b"),
-        (F.col("a.record_hash") == F.col("b.record_hash")).alias("same_bytes"))
-    same_epoch = F.col("epoch_a") == F.col("epoch_b")
-    last_match = pairs.filter(same_epoch).groupBy("node_a", "node_b") \
-        .agg(F.max("offset").alias("last_same_epoch"))
-    bad = pairs.join(last_match, ["node_a", "node_b"]).filter(
-        (same_epoch & ~F.col("same_bytes"))
-        | ((F.col("offset") < F.col("last_same_epoch"))
-           & (~same_epoch | ~F.col("same_bytes"))))
-    reason = F.when(same_epoch, F.lit("same offset and epoch, different bytes")).otherwise(
-        F.format_string("epochs %d vs %d below offset %d, where both hold the same epoch",
-                        "epoch_a", "epoch_b", "last_same_epoch"))
-    shown = bad.select(F.array("node_a", "node_b").alias("nodes"), "offset",
-                       F.col("epoch_a").alias("epoch"), reason.alias("reason")).orderBy("offset")
-    detail = ctx.records.select(F.col("node").alias("d_node"),
-                               F.col("offset").alias("d_offset"), *RECORD_COLUMNS)
-    shown = shown.join(detail, (F.col("offset") == F.col("d_offset"))
-                       & (F.col("nodes")[1] == F.col("d_node")), "left") \
-        .drop("d_node", "d_offset").orderBy("offset")
-    return _result("log_matching", "same (offset, epoch) on two nodes => identical bytes "
-                   "there and identical prefixes", shown, collapse=False)
-
-
-def committed_end(records: DataFrame, voters: Sequence[int], majority: int) -> tuple[int, Any]:
-    """(committed_end, the committed records: offset, epoch, record_hash) as defined in
-    the module docstring. One Spark job when the voters' logs have no holes."""
-    held = records.filter(F.col("node").isin(*voters))
-    versions = held.groupBy("offset", "epoch", "record_hash") \
-        .agg(F.countDistinct("node").alias("holders"))
-    agreed = versions.filter(F.col("holders") >= majority).drop("holders")
-    best = versions.groupBy("offset").agg(F.max("holders").alias("best"))
-    is_agreed = F.col("best") >= majority
-    start, missing, last, count = best.agg(  # type: ignore[misc]
-        F.min("offset"), F.min(F.when(~is_agreed, F.col("offset"))),
-        F.max(F.when(is_agreed, F.col("offset"))),
-        F.sum(F.when(is_agreed, 1).otherwise(0))).first()
-    if start is None:
-        return 0, agreed.limit(0)
-    if missing is None:
-        missing = start if last is None else last + 1
-        if count == missing - start:  # the usual case: no hole
-            return missing, agreed
-    contiguous = agreed.filter(F.col("offset") < missing)
-    if contiguous.count() < missing - start:  # a hole no voter fills: the prefix ends there
-        numbered = contiguous.withColumn(
-            "rank", F.row_number().over(Window.orderBy("offset")) - 1 + start)
-        first_shift = numbered.filter(F.col("offset") != F.col("rank")) \
-            .agg(F.min("rank")).first()[0]  # type: ignore[index]
-        missing = first_shift if first_shift is not None else missing
-    return missing, agreed.filter(F.col("offset") < missing)
-
-
-def committed_prefix(ctx: Context) -> CheckResult:
-    committed = ctx.committed
-    assert committed is not None
-    c = committed.select("offset", F.col("epoch").alias("committed_epoch"),
-                         F.col("record_hash").alias("committed_hash"))
-    joined = ctx.records.join(c, "offset")
-    bad = joined.filter(((F.col("epoch") != F.col("committed_epoch"))
-                         | (F.col("record_hash") != F.col("committed_hash")))
-                        & (F.col("epoch") >= F.col("committed_epoch")))
-    reason = F.format_string("epoch %d where the committed record (held by a majority) "
-                             "has epoch %d", "epoch", "committed_epoch")
-    note = (f"committed prefix: offsets below {ctx.committed_end}, held identically by a "
-            f"majority ({ctx.majority} of voters {list(ctx.voters)})")
-    return _result("committed_prefix", "every node agrees with the committed log (a stale "
-                   "tail from an older epoch is allowed)", _show(bad, reason), note=note)
 
 
 # --- per node (one sequential scan each, see tools.replay.sequential) ----------------------

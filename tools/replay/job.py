@@ -19,7 +19,14 @@ from pyspark.sql import functions as F  # noqa: N812
 from tools.replay import checks as checks_module
 from tools.replay.analysis import Analysis, analyse
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
-from tools.replay.checks import CheckResult, Context, committed_end
+from tools.replay.checks import CheckResult, Context
+from tools.replay.crossnode import (
+    committed_end,
+    committed_prefix,
+    divergence,
+    log_matching,
+    versions_of,
+)
 from tools.replay.inputs import InputError, ReplayInput
 from tools.replay.load import CORRUPT, NODE_PASS, load_records
 from tools.replay.progress import Progress
@@ -90,21 +97,22 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
 
     mark = time.monotonic()
     phase("finding the committed prefix")
-    voters_known = replay_input.voters_source != "all nodes"
-    end, committed = committed_end(records, replay_input.voters, replay_input.majority)
-    committed = committed.cache()
-    ctx = Context(spark=spark, records=records, voters=replay_input.voters,
-                  voters_known=voters_known, committed_end=end, committed=committed)
+    voters, majority = replay_input.voters, replay_input.majority
+    versions = versions_of(records, voters).cache()
+    end = committed_end(versions, majority)
+    ctx = Context(spark=spark, records=records, voters=voters,
+                  voters_known=replay_input.voters_source != "all nodes", committed_end=end)
     results, summaries = checks_module.node_checks(ctx, scan_rows)
     phase("check log_matching")
-    results.insert(3, checks_module.log_matching(ctx))
+    runs = {node: s["epochs"] for node, s in summaries.items()}
+    results.insert(3, log_matching(versions, runs))
     phase("check committed_prefix")
-    results.insert(4, checks_module.committed_prefix(ctx))
+    results.insert(4, committed_prefix(versions, end, majority, voters))
     seconds["checks"] = time.monotonic() - mark
 
     mark = time.monotonic()
     phase("analysis")
-    analysis = analyse(records, committed, end, replay_input.voters, summaries,
+    analysis = analyse(records, divergence(versions, end, majority), end, voters, summaries,
                        full=with_analysis)
     seconds["analysis"] = time.monotonic() - mark
 
@@ -130,7 +138,7 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
         # report.json was written before the report timing existed: rewrite it whole
         (out_dir / "report.json").write_text(json.dumps(
             result.to_json(), indent=2, default=str), encoding="utf-8")
-    committed.unpersist()
+    versions.unpersist()
     loaded.unpersist()
     seconds.setdefault("total", time.monotonic() - started)
     log.info("replay done", extra={"passed": result.passed, "failed": result.failed})

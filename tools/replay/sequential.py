@@ -48,6 +48,7 @@ class NodeScan:
         self.start: int | None = None
         self.files: set[str] = set()
         self.topics_created = 0
+        self.epochs: list[list[int]] = []  # [epoch, first offset, last offset] runs
 
     def flag(self, check: str, row: Any, reason: str) -> None:
         self.counts[check] = self.counts.get(check, 0) + 1
@@ -71,6 +72,10 @@ class NodeScan:
                       f"{self.prev_offset}")
         if self.prev_epoch is not None and epoch < self.prev_epoch:
             self.flag("epochs_monotonic", row, f"epoch {epoch} after epoch {self.prev_epoch}")
+        if self.epochs and self.epochs[-1][0] == epoch and self.epochs[-1][2] + 1 == offset:
+            self.epochs[-1][2] = offset
+        else:
+            self.epochs.append([epoch, offset, offset])
         self.prev_offset, self.prev_epoch = offset, max(epoch, self.prev_epoch or epoch)
         if kind == "UNDECODABLE":
             self.flag("records_decodable", row, detail or "undecodable")
@@ -150,5 +155,5 @@ class NodeScan:
         yield ("summary", self.node, {
             "node": self.node, "records": self.records, "start_offset": self.start,
             "end_offset": None if self.prev_offset is None else self.prev_offset + 1,
-            "last_epoch": self.prev_epoch, "segments": len(self.files),
+            "last_epoch": self.prev_epoch, "segments": len(self.files), "epochs": self.epochs,
             "violation_counts": dict(self.counts)})
