@@ -48,9 +48,10 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     assert resolved.partition is not None
     offset = int(part.fetch_offset)
     if replica_id >= 0:
-        state.follower_offsets[replica_id] = offset
-        if state.maybe_advance_high_watermark(resolved.partition.isr, context.broker_id):
-            context.replicas.notify_data()
+        state.record_follower_fetch(replica_id, offset, trio.current_time())
+    if state.maybe_advance_high_watermark(resolved.partition.isr, context.broker_id,
+                                          trio.current_time()):
+        context.replicas.notify_data()
     end = state.log.log_end_offset
     last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
     if replica_id >= 0 and last_fetched_epoch >= 0:

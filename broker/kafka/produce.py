@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
+ISR_CHECK_S = 1.0
 
 
 def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -66,12 +67,17 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
             base, last = await trio.to_thread.run_sync(state.log.append, batches,
                                                        partition.leader_epoch)
             state.remember_producers(batches, base)
-    state.maybe_advance_high_watermark(partition.isr, context.broker_id)
+    state.maybe_advance_high_watermark(partition.isr, context.broker_id, trio.current_time())
     context.replicas.notify_data()
     if acks == ACKS_ALL:
-        with trio.move_on_after(timeout_s):
-            while state.high_watermark <= last:
+        deadline = trio.current_time() + timeout_s
+        while state.high_watermark <= last and trio.current_time() < deadline:
+            with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):
                 await state.changed.wait()
+            # re-evaluated: a follower that stopped fetching drops out after its lag time
+            if state.maybe_advance_high_watermark(partition.isr, context.broker_id,
+                                                  trio.current_time()):
+                context.replicas.notify_data()
         if state.high_watermark <= last:
             return _failed(index, ErrorCode.request_timed_out,
                            "not replicated to the ISR in time")

@@ -28,6 +28,7 @@ from metadata.uuid import Uuid
 log = logging.getLogger(__name__)
 
 RECONCILE_WAIT_S = 2.0  # a just-created partition's directory appears within this
+REPLICA_LAG_TIME_MAX_S = 30.0  # Kafka's replica.lag.time.max.ms default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +87,9 @@ class PartitionState:
     log: PartitionLog
     high_watermark: int = 0
     follower_offsets: dict[int, int] = field(default_factory=dict)
+    follower_fetch_times: dict[int, float] = field(default_factory=dict)
+    lagging: set[int] = field(default_factory=set)  # left out of the high watermark
+    opened_at: float = 0.0
     lock: trio.Lock = field(default_factory=trio.Lock)
     changed: trio.Event = field(default_factory=trio.Event)
 
@@ -116,9 +120,40 @@ class PartitionState:
         self.changed.set()
         self.changed = trio.Event()
 
-    def maybe_advance_high_watermark(self, isr: tuple[int, ...], leader_id: int) -> bool:
-        offsets = [self.log.log_end_offset] + [
-            self.follower_offsets.get(r, 0) for r in isr if r != leader_id]
+    def record_follower_fetch(self, replica_id: int, offset: int, now: float) -> None:
+        """A follower's fetch offset: everything below it is on that replica."""
+        self.follower_offsets[replica_id] = offset
+        self.follower_fetch_times[replica_id] = now
+
+    def maybe_advance_high_watermark(self, isr: tuple[int, ...], leader_id: int,
+                                     now: float | None = None) -> bool:
+        """Move the high watermark to the smallest log end among the in-sync replicas.
+        With `now`, a follower that has neither caught up with the log end nor fetched
+        for REPLICA_LAG_TIME_MAX_S is left out (this leader's own view of the ISR: the
+        controller does not shrink it), so one dead replica does not stall the
+        partition; it counts again once it has caught up."""
+        offsets = [self.log.log_end_offset]
+        for replica in isr:
+            if replica == leader_id:
+                continue
+            offset = self.follower_offsets.get(replica, 0)
+            last_fetch = self.follower_fetch_times.get(replica, self.opened_at)
+            if now is not None and offset < self.log.log_end_offset and \
+                    now - last_fetch > REPLICA_LAG_TIME_MAX_S:
+                if replica not in self.lagging:
+                    self.lagging.add(replica)
+                    log.warning("follower out of sync, left out of the high watermark",
+                                extra={"topic_id": str(self.topic_id),
+                                       "partition": self.partition, "replica": replica,
+                                       "offset": offset})
+                continue
+            if replica in self.lagging and offset >= self.high_watermark:
+                self.lagging.discard(replica)
+                log.info("follower back in sync", extra={
+                    "topic_id": str(self.topic_id), "partition": self.partition,
+                    "replica": replica})
+            if replica not in self.lagging:
+                offsets.append(offset)
         candidate = min(offsets)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
@@ -198,6 +233,7 @@ class ReplicaManager:
             plog = await trio.to_thread.run_sync(PartitionLog, directory)
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
+                opened_at=trio.current_time(),
                 high_watermark=plog.log_end_offset if len(resolved.partition.replicas) == 1
                 else 0))
         return ErrorCode.none, state
