@@ -30,6 +30,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from broker import partition_dir
 from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.codec import build, encode_response
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
 from broker.kafka.replica import ReplicaManager
@@ -300,3 +301,24 @@ async def test_diverging_epoch_when_follower_last_epoch_unknown_to_leader(
     data = (await roundtrip(dispatcher, request)).responses[0].partitions[0]
     assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (-1, 0)
     assert not data.records
+
+
+def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> None:
+    """Coherent ranges: kafka-python infers Kafka 3.1 from them (Fetch v13: topic IDs in
+    Fetch; Metadata v12: topic IDs in Metadata), not an older broker."""
+    inference = pytest.importorskip("kafka.protocol.broker_version_data")
+    assert inference.infer_broker_version_from_api_versions(SUPPORTED) == (3, 1)
+    assert SUPPORTED[1][1] >= 13
+    assert SUPPORTED[3][1] >= 12
+
+
+def test_one_mapping_builds_every_version_when_fields_differ() -> None:
+    """`build` fills what a version has and drops what it lacks: Metadata v0 has no
+    topic_id, v12 does."""
+    values = {"brokers": [{"node_id": 1, "host": "h", "port": 1}], "topics": [{
+        "error_code": 0, "name": "A", "topic_id": uuid.UUID(int=5), "partitions": []}]}
+    old = build(load_response_schema(3, 0), values)
+    new = build(load_response_schema(3, 12), values)
+    assert not hasattr(old.topics[0], "topic_id")
+    assert new.topics[0].topic_id == uuid.UUID(int=5)
+    assert encode_response(1, old) != encode_response(1, new)
