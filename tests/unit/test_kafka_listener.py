@@ -322,3 +322,26 @@ def test_one_mapping_builds_every_version_when_fields_differ() -> None:
     assert not hasattr(old.topics[0], "topic_id")
     assert new.topics[0].topic_id == uuid.UUID(int=5)
     assert encode_response(1, old) != encode_response(1, new)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+async def test_fetch_by_name_and_list_offsets_when_older_versions_used(
+        tmp_path: Path, version: int) -> None:
+    """Fetch v4-v12 address topics by name; ListOffsets gives the log start and the high
+    watermark."""
+    dispatcher = make_dispatcher(tmp_path)
+    await roundtrip(dispatcher, produce_request([b"by name", b"again"]))
+    fetch = build(load_request_schema(1, version), {
+        "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [{
+            "topic": "A", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                          "partition_max_bytes": 1 << 20}]}]})
+    data = (await roundtrip(dispatcher, fetch)).responses[0].partitions[0]
+    assert (data.error_code, data.high_watermark) == (ErrorCode.none, 2)
+    assert b"by name" in data.records
+    offsets = {}
+    for timestamp in (-2, -1):
+        request = build(load_request_schema(2, 7), {"replica_id": -1, "topics": [{
+            "name": "A", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+        part = (await roundtrip(dispatcher, request)).topics[0].partitions[0]
+        offsets[timestamp] = (part.error_code, part.offset)
+    assert offsets == {-2: (ErrorCode.none, 0), -1: (ErrorCode.none, 2)}
