@@ -2,9 +2,13 @@
 
 Modules: `inputs` finds the nodes, their segment files and broker checkpoints (driver
 side, plain files); `load` reads the segments as binary files with Spark and decodes them
-in the executors with `raft.segment` and `metadata.records`; `checks` and `checkpoint`
-are the named consistency checks; `analysis` the leader timeline, churn and lag tables;
-`report` writes JSON, Parquet and a self-contained HTML page; `job` ties them together.
+in the executors with `raft.segment` and `metadata.records`, one task per node, running
+that node's sequential scan (`sequential`: offsets, epochs, leaders, topic IDs and
+liveness) in the same pass; `crossnode` compares the nodes (log matching, committed
+prefix) on distinct record versions; `checks` merges everything into named results;
+`checkpoint` compares broker image checkpoints; `analysis` builds the leader timeline,
+churn and lag tables; `report` writes JSON, Parquet and a self-contained HTML page; `job`
+ties them together and `synthetic` builds logs for the tests and the benchmark.
 
 Running on a Spark cluster
 --------------------------

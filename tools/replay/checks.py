@@ -8,12 +8,17 @@ the nodes.
 Committed prefix without high-watermark files: a record is taken as committed when a
 majority of the voters hold it identically (same offset, epoch and bytes) at that
 offset; the committed log is the longest prefix of such offsets, `[start, committed_end)`.
-Raft commits exactly what a majority holds in the leader's epoch, so this can only
-under-estimate the real high watermark, never invent a commit. A node may still hold,
-below `committed_end`, a stale tail from an older epoch that its leader has not yet
-truncated (a lagging follower); that is legal. What Raft forbids, and what the check
-flags, is a different record at a committed offset with an epoch equal to or later than
-the committed record's: a later leader that lost a committed entry.
+A node may still hold, below `committed_end`, a stale tail from an older epoch that its
+leader has not yet truncated (a lagging follower); that is legal. What Raft forbids, and
+what the check flags, is a different record at a committed offset with an epoch equal to
+or later than the committed record's: a later leader that lost a committed entry.
+
+Known limit: majority-held is not quite committed. Raft §5.4.2 (Figure 8): a record of
+an older epoch re-replicated to a majority by a later leader is not committed until that
+leader commits one of its own; if the run stopped in exactly that window while another
+node, leader of a newer epoch, holds a different record there, this check reports a
+violation that Raft allows. Persisted high watermarks would make the check exact; nodes
+do not write them yet.
 """
 
 from __future__ import annotations
