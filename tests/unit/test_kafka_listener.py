@@ -345,3 +345,44 @@ async def test_fetch_by_name_and_list_offsets_when_older_versions_used(
         part = (await roundtrip(dispatcher, request)).topics[0].partitions[0]
         offsets[timestamp] = (part.error_code, part.offset)
     assert offsets == {-2: (ErrorCode.none, 0), -1: (ErrorCode.none, 2)}
+
+
+async def _read_reply_or_close(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while True:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return data
+        data += chunk
+        if len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big"):
+            return data
+
+
+@settings(max_examples=40, deadline=None)
+@given(frame=st.one_of(st.binary(max_size=120), mutated_frames()))
+def test_listener_survives_and_serves_others_when_fuzzed_over_tcp(
+        frame: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Bad input over a real socket: whatever a random or mutated frame gets (an answer,
+    a closed connection, or nothing for an acks=0 Produce), a well-behaved client on
+    another connection is answered afterwards, within a bound."""
+    listener = KafkaListener(make_dispatcher(tmp_path_factory.mktemp("tcp")),
+                             ("127.0.0.1", 0), max_frame_bytes=1 << 16)
+
+    async def run() -> None:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(listener.serve)
+                fuzzed = await trio.open_tcp_stream("127.0.0.1", port)
+                await fuzzed.send_all(len(frame).to_bytes(4, "big") + frame)
+                with trio.move_on_after(2):  # an acks=0 Produce legitimately gets no reply
+                    await _read_reply_or_close(fuzzed)
+                good = await trio.open_tcp_stream("127.0.0.1", port)
+                await good.send_all(encode_request(ApiVersionsRequest(
+                    client_software_name="x", client_software_version="1"), correlation_id=5))
+                reply = await _read_reply_or_close(good)
+                assert decode_response(reply[4:], 18, 3)[0] == 5
+                await fuzzed.aclose()
+                await good.aclose()
+                nursery.cancel_scope.cancel()
+
+    trio.run(run)
