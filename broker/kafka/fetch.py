@@ -105,7 +105,9 @@ async def _collect(context: BrokerContext, request: Any, version: int
 
 
 def _has_error(responses: list[dict[str, Any]]) -> bool:
-    return any(p["error_code"] != 0 for t in responses for p in t["partitions"])
+    """A partition error or a divergence: the client must act now, not after max_wait."""
+    return any(p["error_code"] != 0 or "diverging_epoch" in p
+               for t in responses for p in t["partitions"])
 
 
 async def handle_fetch_request(context: BrokerContext, request: Any, version: int) -> Any:
