@@ -18,7 +18,7 @@ def cases(shapes: list[tuple[int, int]], seeds_per_shape: int) -> list[tuple[int
     return [(v, o, 100 * v + 10 * o + k) for v, o in shapes for k in range(seeds_per_shape)]
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 3))
 def test_leader_elected_and_commits_when_cluster_starts(voters: int, observers: int,
                                                         seed: int) -> None:
     """KIP-595 initial election: a leader is elected, commits, and everyone catches up."""
@@ -27,7 +27,7 @@ def test_leader_elected_and_commits_when_cluster_starts(voters: int, observers: 
     assert cluster.committed_offset() > 0
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 3))
 @pytest.mark.parametrize("graceful", [False, True], ids=["killed", "shutdown"])
 def test_new_leader_and_old_catches_up_when_leader_fails(voters: int, observers: int,
                                                          seed: int, graceful: bool) -> None:
@@ -37,7 +37,7 @@ def test_new_leader_and_old_catches_up_when_leader_fails(voters: int, observers:
     assert len(cluster.checker.leaders) >= (2 if voters >= 3 else 1)
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 3))
 def test_progress_when_only_a_majority_restarts(voters: int, observers: int,
                                                 seed: int) -> None:
     """Raft §5.2: after every node dies, any majority of voters elects a leader again and
@@ -46,7 +46,7 @@ def test_progress_when_only_a_majority_restarts(voters: int, observers: int,
     assert cluster.leader() is not None
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(ALL_SHAPES, 3))
 def test_new_leader_when_leader_partitioned_away(voters: int, observers: int,
                                                  seed: int) -> None:
     """KIP-595 check-quorum and fetch timeout: the rest elect a new leader; after the heal
@@ -64,7 +64,7 @@ def test_majority_side_progresses_when_split_two_three(voters: int, observers: i
     assert cluster.leader_id() in (1, 2, 3, 4, 5)
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 3))
 def test_progress_when_leaders_fail_back_to_back(voters: int, observers: int,
                                                  seed: int) -> None:
     """Back-to-back leader failures: the third leader still has every committed record."""
@@ -72,7 +72,7 @@ def test_progress_when_leaders_fail_back_to_back(voters: int, observers: int,
     assert len(cluster.checker.leaders) >= 3
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 3))
 def test_recovery_when_one_node_loses_its_disk(voters: int, observers: int,
                                                seed: int) -> None:
     """Kafka's single-node committed-data loss scenario: the wiped voter catches up from
@@ -90,7 +90,7 @@ def test_exactly_one_leader_ever_when_kip996_partial_partition(observers: int,
     assert len(cluster.checker.leaders) == 1
 
 
-@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 2))
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases(THREE_PLUS, 3))
 def test_leadership_unchanged_when_partial_partition_around_leader(
         voters: int, observers: int, seed: int) -> None:
     """KIP-996 pre-vote: cutting the leader off from a minority of voters that can still
