@@ -69,8 +69,13 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     if offset < 0 or offset > end:
         return _partition_error(index, ErrorCode.offset_out_of_range)
     upper = end if replica_id >= 0 else state.high_watermark
-    records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
-                             upper)
+    try:
+        records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
+                                 upper)
+    except OSError:  # the directory was staged for deletion under us
+        gone = context.image.topic(state.topic_id) is None
+        return _partition_error(index, ErrorCode.unknown_topic_id if gone
+                                else ErrorCode.kafka_storage_error)
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],

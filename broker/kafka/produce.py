@@ -64,8 +64,16 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
         if duplicate is not None:  # an idempotent producer's retry: already stored
             base, last = duplicate
         else:
-            base, last = await trio.to_thread.run_sync(state.log.append, batches,
-                                                       partition.leader_epoch)
+            try:
+                base, last = await trio.to_thread.run_sync(state.log.append, batches,
+                                                           partition.leader_epoch)
+            except (OSError, ValueError) as exc:  # ValueError: closed, the topic is gone
+                gone = context.image.topic(state.topic_id) is None
+                log.log(logging.INFO if gone else logging.ERROR, "append failed", extra={
+                    "topic_id": str(state.topic_id), "partition": index,
+                    "reason": str(exc)})
+                return _failed(index, ErrorCode.unknown_topic_id if gone
+                               else ErrorCode.kafka_storage_error, str(exc))
             state.remember_producers(batches, base)
     state.maybe_advance_high_watermark(partition.isr, context.broker_id, trio.current_time())
     context.replicas.notify_data()
@@ -85,22 +93,30 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
 
 
 async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
+    """Partitions are appended and (acks=all) replicated concurrently; the response keeps
+    the request's order."""
     acks = int(request.acks)
     timeout_s = max(0.0, request.timeout.total_seconds())
-    responses = []
-    for topic in request.topic_data:
-        name = getattr(topic, "name", None)
-        topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-        parts = []
-        for data in topic.partition_data:
-            if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
-                parts.append(_failed(int(data.index), ErrorCode.invalid_required_acks))
-                continue
-            parts.append(await produce_partition(
-                context, name=name, topic_id=topic_id, index=int(data.index),
-                records=data.records, acks=acks, timeout_s=timeout_s))
-        responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
-                          "partition_responses": parts})
+    responses: list[dict[str, Any]] = []
+
+    async def one(parts: list[dict[str, Any]], position: int, name: str | None,
+                  topic_id: Any, data: Any) -> None:
+        parts[position] = await produce_partition(
+            context, name=name, topic_id=topic_id, index=int(data.index),
+            records=data.records, acks=acks, timeout_s=timeout_s)
+
+    async with trio.open_nursery() as nursery:
+        for topic in request.topic_data:
+            name = getattr(topic, "name", None)
+            topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
+            parts: list[dict[str, Any]] = [
+                _failed(int(data.index), ErrorCode.invalid_required_acks)
+                for data in topic.partition_data]
+            if acks in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
+                for position, data in enumerate(topic.partition_data):
+                    nursery.start_soon(one, parts, position, name, topic_id, data)
+            responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
+                              "partition_responses": parts})
     if acks == ACKS_NONE:
         return None
     return build(response_class(PRODUCE, version),

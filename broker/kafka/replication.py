@@ -171,7 +171,13 @@ class ReplicaFetcher:
                     "reason": str(exc)})
                 return
             async with state.lock:
-                await trio.to_thread.run_sync(state.log.append_replicated, batches)
+                try:
+                    await trio.to_thread.run_sync(state.log.append_replicated, batches)
+                except (OSError, ValueError) as exc:  # closed: the topic is gone
+                    log.info("replica append failed", extra={
+                        "topic_id": str(state.topic_id), "partition": state.partition,
+                        "reason": str(exc)})
+                    return
         new_hw = min(high_watermark, state.log.log_end_offset)
         if new_hw > state.high_watermark:
             state.high_watermark = new_hw
