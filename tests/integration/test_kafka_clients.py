@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from quorum_support import FAST_SETTINGS, wait_until
 
 from broker.kafka.wire_client import call
@@ -70,11 +71,32 @@ def admin(bootstrap: str) -> Iterator[Any]:
     client.close()
 
 
+def partition_counts(admin: Any, name: str) -> list[int | None]:
+    """What each broker's image says of topic `name`: its partition count, None if
+    unknown (Metadata v12 straight to every broker)."""
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=name),),
+                              include_topic_authorized_operations=False)
+    counts: list[int | None] = []
+    for address in admin.config["bootstrap_servers"].split(","):
+        (topic,) = call(address, request).topics
+        counts.append(len(topic.partitions) if topic.error_code == ErrorCode.none else None)
+    return counts
+
+
+def wait_everywhere(admin: Any, name: str, count: int | None) -> None:
+    """Broker images converge (each fetches the metadata log): wait, bounded, until
+    every broker shows `name` with `count` partitions (None: absent), so the next
+    request sees the change whichever broker the client picks."""
+    wait_until(lambda: partition_counts(admin, name) == [count] * len(BROKERS), WAIT_S,
+               f"every broker to show {name} with {count} partitions")
+
+
 def create(admin: Any, name: str, partitions: int = 1, replication: int = 1) -> uuid.UUID:
     result = admin.create_topics({name: {"num_partitions": partitions,
                                          "replication_factor": replication}})
     (topic,) = result["topics"]
     assert topic["error_code"] == 0, topic
+    wait_everywhere(admin, name, partitions)
     return uuid.UUID(str(topic["topic_id"]))
 
 
@@ -136,6 +158,7 @@ def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_use
     assert cluster_view["cluster_id"] == cluster.cluster_id
     result = admin.delete_topics([topic_id])
     assert [t["error_code"] for t in result["topics"]] == [0]
+    wait_everywhere(admin, "ids", None)
     assert "ids" not in admin.list_topics()
     (gone,) = admin.describe_topics([topic_id])
     assert gone["error_code"] == ErrorCode.unknown_topic_id
@@ -172,6 +195,7 @@ def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
     the consumer); librdkafka deletes it by name."""
     other = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
     other.create_topics([confluent_admin.NewTopic("ck", 1, 1)])["ck"].result(WAIT_S)
+    wait_everywhere(admin, "ck", 1)
     assert "ck" in other.list_topics(timeout=WAIT_S).topics
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     sent = [(f"key-{i}".encode(), f"librdkafka {i}".encode()) for i in range(15)]
@@ -181,6 +205,7 @@ def test_confluent_round_trip_and_cross_client_when_using_librdkafka(
     assert confluent_consume(bootstrap, "ck", 1, len(sent)) == sent
     assert kafka_python_consume(bootstrap, "ck", 1, len(sent)) == sent
     other.delete_topics(["ck"])["ck"].result(WAIT_S)
+    wait_everywhere(admin, "ck", None)
     assert "ck" not in other.list_topics(timeout=WAIT_S).topics
 
 
@@ -212,6 +237,7 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
     assert b"old-value" in (before.records or b"")
 
     admin.delete_topics([old_id])
+    wait_everywhere(admin, "recreated", None)
     new_id = create(admin, "recreated", replication=3)
     assert new_id != old_id
     producer.send("recreated", key=b"k", value=b"new-value").get(WAIT_S)
@@ -293,6 +319,20 @@ def test_subscribed_consumers_get_every_record_when_using_consumer_groups(
             seen.add(message.value())
     other.close()
     assert seen == sent
+
+
+def test_new_partition_usable_when_partitions_added(admin: Any, bootstrap: str) -> None:
+    """CreatePartitions (forwarded to the controller) grows a topic; the new partition
+    takes records at once."""
+    topic_id = create(admin, "grown", partitions=1)
+    admin.create_partitions({"grown": 3})
+    wait_everywhere(admin, "grown", 3)
+    (described,) = admin.describe_topics([topic_id])
+    assert [p["partition_index"] for p in described["partitions"]] == [0, 1, 2]
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    metadata = producer.send("grown", key=b"k", value=b"in p2", partition=2).get(WAIT_S)
+    producer.close()
+    assert (metadata.partition, metadata.offset) == (2, 0)
 
 
 def test_data_survives_when_leader_broker_killed_and_restarted(
