@@ -76,3 +76,17 @@ def test_cli_rejects_bad_sizes_when_voters_out_of_range(capsys: pytest.CaptureFi
     """CLI convention: bad input exits 2 with one clear line."""
     assert kraft(["sim", "--voters", "0", "--seeds", "1"]) == 2
     assert "--voters" in capsys.readouterr().err
+
+
+def test_cli_scenario_exits_1_when_figure_eight_bug_planted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`kraft sim --scenario figure-eight` replays Raft's Figure 8: with the §5.4.2 rule
+    removed it reports lost committed data (exit 1), without it the scenario is clean."""
+    base = ["sim", "--voters", "5", "--observers", "0", "--scenario", "figure-eight",
+            "--seeds", "2", "--no-progress"]
+    assert kraft(base) == 0
+    capsys.readouterr()
+    assert kraft(base + ["--planted-bug", "commit_old_epoch_by_count"]) == 1
+    out = capsys.readouterr().out
+    assert "invariant=committed-data-never-lost" in out
+    assert "--scenario figure-eight --seed 1 --seeds 1" in out
