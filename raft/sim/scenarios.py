@@ -326,6 +326,32 @@ def empty_voter_completes_quorum(voters: int, observers: int, seed: int,
     return cluster
 
 
+def stale_metadata_topic(voters: int, observers: int, seed: int,
+                         **overrides: Any) -> Cluster:
+    """The first leader A is cut off the moment it wins, so its LeaderChange and its
+    MetadataTopic{T1} stay in A's log only; B and C elect a leader that writes and commits
+    MetadataTopic{T2}. C crashes and A reconnects: A and the leader are a majority, so
+    they must commit again (KIP-516: A knows a different ID, T1, until it truncates)."""
+    _require_voters(voters, 3, exact=True)
+    cluster = Cluster(replace(SimConfig(voters=3, observers=observers, seed=seed),
+                              **overrides))
+    first = wait_for_leader(cluster, timeout_ets=10)
+    a, a_epoch = first.node_id, first.core.epoch
+    cluster.network.isolate(a, cluster.nodes)
+    cluster.start_workload()
+    b = wait_for_leader(cluster, above_epoch=a_epoch, timeout_ets=10).node_id
+    wait_for_commit(cluster)
+    c = next(v for v in cluster.voter_ids if v not in (a, b))
+    cluster.crash(c)
+    cluster.network.heal()
+    wait_for_commit(cluster, timeout_ets=10)
+    cluster.start(c)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    return cluster
+
+
+
 SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "initial-election": initial_election,
     "leader-killed": leader_failure,
@@ -339,4 +365,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "partial-partition-around-leader": partial_partition_around_leader,
     "figure-eight": figure_eight,
     "empty-voter-completes-quorum": empty_voter_completes_quorum,
+    "stale-metadata-topic": stale_metadata_topic,
 }

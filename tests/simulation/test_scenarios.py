@@ -116,6 +116,17 @@ def test_new_leader_when_empty_voter_completes_the_quorum(observers: int, seed: 
     assert cluster.leader_id() == 2 or cluster.leader_id() == 1
 
 
+@pytest.mark.parametrize(("observers", "seed"), [(o, s) for o in (0, 2) for s in range(3)])
+def test_progress_when_a_voter_holds_a_stale_metadata_topic_id(observers: int,
+                                                              seed: int) -> None:
+    """KIP-516 stale state: a voter whose log starts with a losing leader's MetadataTopic
+    record (a different ID) still lets the quorum commit once it is needed for a majority,
+    and truncates to the committed ID."""
+    cluster = scenarios.stale_metadata_topic(3, observers, seed)
+    first_batches = {n.log.read(0, 0)[0].records for n in cluster.running()}
+    assert len(first_batches) == 1
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
 def test_soak_scenario_holds_when_many_seeds(name: str) -> None:
