@@ -212,10 +212,14 @@ class ReplicaManager:
         image = self.image
         self._maybe_prune(image)
         key = (topic.topic_id, number)
-        state = self._states.get(key)
-        if state is not None:
-            return ErrorCode.none, state
         directory = self.log_dir / partition_dir_name(topic.name, number)
+        state = self._states.get(key)
+        if state is not None and state.log.directory == directory:
+            return ErrorCode.none, state
+        if state is not None:  # renamed topic: reconciliation moves the directory
+            del self._states[key]
+            state.log.close()
+            state.notify()
         local = partition_dir.read_partition_metadata(directory)
         if local is None and self._wait_reconciled is not None:
             with trio.move_on_after(RECONCILE_WAIT_S):

@@ -159,3 +159,25 @@ async def test_dead_follower_left_out_of_high_watermark_when_lag_time_passes(
     state.maybe_advance_high_watermark(isr, BROKER, trio.current_time())
     assert state.lagging == set()
     replicas.close_all()
+
+
+async def test_log_reopened_under_new_directory_when_topic_renamed(tmp_path: Path) -> None:
+    """A renamed topic keeps its ID and data; once its directory has been moved the
+    partition is served from the new path."""
+    images = [image_with_topic("A")]
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: images[-1])
+    error, state = await replicas.open(check_partition(images[-1], BROKER, name="A",
+                                                       partition=0))
+    assert state is not None
+    state.log.append([record_batch([b"kept"])], 0)
+    (tmp_path / "A-0").rename(tmp_path / "B-0")  # what reconciliation does on a rename
+    images.append(image_with_topic("B"))
+    error, moved = await replicas.open(check_partition(images[-1], BROKER, name="B",
+                                                       partition=0))
+    assert error == ErrorCode.none
+    assert moved is not None
+    assert moved is not state
+    assert b"kept" in moved.log.read(0, 1 << 20, upper_offset=1)
+    replicas.close_all()
