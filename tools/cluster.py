@@ -441,6 +441,34 @@ class Cluster:
             time.sleep(0.05)
         raise ClusterError(f"no leader within {timeout_s} s ({last_error})")
 
+    def broker_status(self, node_id: int, timeout_s: float = 1.0) -> dict[str, Any] | None:
+        """A broker's BrokerStatus (applied offset, image hash, fenced, ...), or None while
+        it does not answer."""
+        address = self.node(node_id).status_address
+        if address is None:
+            raise ClusterError(f"node {node_id} is not a broker")
+        try:
+            body = request(address, "BrokerStatus", {}, cluster_id=self.cluster_id,
+                           timeout_s=timeout_s)
+        except ClusterError:
+            return None
+        return body if isinstance(body, dict) and body.get("error_code") == 0 else None
+
+    def wait_for_brokers(self, timeout_s: float = 30.0) -> list[int]:
+        """Poll (bounded) until every broker is registered and unfenced; returns their ids.
+        Until then a create with replication factor > 0 unfenced brokers is refused."""
+        brokers = [n for n, info in self.nodes.items() if not info.is_voter]
+        deadline = time.monotonic() + timeout_s
+        pending = list(brokers)
+        while pending:
+            pending = [n for n in pending
+                       if not ((s := self.broker_status(n)) and not s.get("is_fenced", True))]
+            if pending and time.monotonic() > deadline:
+                raise ClusterError(f"brokers {pending} not unfenced within {timeout_s} s")
+            if pending:
+                time.sleep(0.05)
+        return brokers
+
     def append(self, count: int, batch: int = 1, *, exclude: Iterable[int] = (),
                timeout_s: float = 30.0, in_flight: int = 64) -> dict[str, Any]:
         """Append `count` NoOp records through the leader; returns once committed

@@ -94,17 +94,3 @@ def test_dump_is_usage_error_when_dir_is_not_a_log(
     """A directory without a metadata log is bad input (exit 2)."""
     assert main(["dump-log", "--dir", str(tmp_path)]) == 2
     assert "neither a log directory" in capsys.readouterr().err
-
-
-def test_demo_dumps_every_record_when_run(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """make demo: formats, writes a few hundred records, reopens and dumps all of them."""
-    assert main(["demo", "--dir", str(tmp_path / "node"), "--seed", "7", "--json"]) == 0
-    captured = capsys.readouterr()
-    objects = [json.loads(line) for line in captured.out.splitlines()]
-    assert len(objects) >= 300
-    assert [o["offset"] for o in objects] == list(range(len(objects)))
-    assert objects[0]["type"] == "LeaderChange"
-    assert {"Topic", "Partition", "RemoveTopic"} <= {o["type"] for o in objects}
-    assert "--seed 7" in captured.err
-    assert (tmp_path / "node" / "meta.properties").exists()

@@ -1,122 +1,189 @@
-"""`kraft demo`: format a node directory, append and flush a few hundred metadata records,
-reopen the log and print it with dump-log. Later issues grow this into a cluster run;
-`build_demo_records` and `write_demo_log` are the pieces to reuse."""
+"""`kraft demo` (what `make demo` runs): a local 3-voter + 3-broker cluster, each node its
+own process, through topic churn, a stale broker and a leader kill, then a Spark replay.
+
+Every visible step is a real `kraft` command run as a subprocess and echoed like a shell
+session; the waits in between poll an observable condition under a deadline.
+"""
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import shlex
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from metadata.records import (
-    LeaderChange,
-    MetadataTopic,
-    NoOp,
-    Partition,
-    PartitionChange,
-    Record,
-    RegisterBroker,
-    RemoveTopic,
-    RenameTopic,
-    Topic,
-    UnfenceBroker,
-)
-from metadata.uuid import Uuid
-from raft.log import DiskLog
-from raft.storage import StorageError, format_log_dir, open_log_dir
-from tools.commands.dump_log import dump_lines
+from tools.cluster import Cluster
 from tools.errors import CommandError
 
-BROKERS = (1, 2, 3)
+DELETE_DELAY_MS = 4000  # delete.topic.delay.ms, shortened so the demo sees the removal
+STEP_TIMEOUT_S = 60.0
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--dir", help="node log directory (default: a new temp directory)")
-    parser.add_argument("--records", type=int, default=300, help="about how many records")
-    parser.add_argument("--seed", type=int, default=None, help="seed for the random IDs")
-    parser.add_argument("--json", action="store_true", help="dump records as JSON lines")
-    parser.add_argument("--skip-quorum", action="store_true",
-                        help="skip the 3-voter cluster part (always skipped with --json, "
-                             "which prints only the dump)")
+    parser.add_argument("--cluster", metavar="DIR",
+                        help="cluster directory (default: a new temp directory)")
+    parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
 
 
-def build_demo_records(rng: random.Random, count: int) -> list[Record]:
-    """A plausible metadata history: a leader, brokers, topics created, grown, moved,
-    renamed and removed (names reused with new IDs, as KIP-516 allows)."""
-    out: list[Record] = [LeaderChange(leader_id=1, voters=BROKERS, granting_voters=BROKERS),
-                         MetadataTopic(topic_id=Uuid.random(rng))]
-    for broker in BROKERS:
-        out.append(RegisterBroker(broker_id=broker, incarnation_id=Uuid.random(rng),
-                                  broker_epoch=len(out),
-                                  endpoints=(f"PLAINTEXT://127.0.0.1:{9091 + broker}",)))
-        out.append(UnfenceBroker(broker_id=broker, broker_epoch=len(out) - 1))
-    live: dict[str, Uuid] = {}
-    generation = 0
-    while len(out) < count:
-        action = rng.random()
-        if action < 0.45 or not live:
-            name = f"topic-{rng.randrange(20)}"
-            if name in live:
-                continue
-            topic_id, partitions = Uuid.random(rng), rng.randint(1, 4)
-            live[name] = topic_id
-            out.append(Topic(name=name, topic_id=topic_id, initial_partition_count=partitions))
-            for p in range(partitions):
-                replicas = tuple(rng.sample(BROKERS, 2))
-                out.append(Partition(topic_id=topic_id, partition=p, replicas=replicas,
-                                     isr=replicas, leader=replicas[0]))
-        elif action < 0.75:
-            topic_id = live[rng.choice(sorted(live))]
-            leader = rng.choice(BROKERS)
-            out.append(PartitionChange(topic_id=topic_id, partition=0, leader=leader,
-                                       isr=(leader,)))
-        elif action < 0.8:
-            old = rng.choice(sorted(live))
-            generation += 1
-            new = f"{old}-r{generation}"
-            live[new] = live.pop(old)
-            out.append(RenameTopic(topic_id=live[new], new_name=new))
-        elif action < 0.95:
-            out.append(RemoveTopic(topic_id=live.pop(rng.choice(sorted(live)))))
-        else:
-            out.append(NoOp())
-    return out
+class _Session:
+    """Runs `kraft` verbs as subprocesses and echoes them with their output."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def kraft(self, *args: str, expect_exit: int = 0, tail: int | None = None) -> str:
+        shown = " ".join(shlex.quote(a) for a in args)
+        print(f"\n$ kraft {shown}", flush=True)
+        done = subprocess.run([sys.executable, "-m", "tools.cli", *args], text=True,
+                              capture_output=True, timeout=600, check=False)
+        output = (done.stdout + done.stderr).rstrip()
+        lines = output.splitlines()
+        if tail is not None and len(lines) > tail:
+            print(f"  ... ({len(lines) - tail} lines above)")
+            lines = lines[-tail:]
+        for line in lines:
+            print(f"  {line}")
+        if done.returncode != expect_exit:
+            raise CommandError(f"`kraft {shown}` exited {done.returncode}, "
+                               f"expected {expect_exit}")
+        return done.stdout
 
 
-def write_demo_log(log_dir: Path, records: list[Record], *, epoch: int = 1,
-                   batch_size: int = 16) -> int:
-    """Append `records` in batches, flushing each; returns the log end offset."""
-    with DiskLog.open_metadata_log(log_dir) as log:
-        for start in range(0, len(records), batch_size):
-            log.append(epoch, [r.encode() for r in records[start:start + batch_size]])
-            log.flush()
-        return log.end_offset
+def _wait(what: str, condition: Callable[[], bool], timeout_s: float = STEP_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise CommandError(f"demo: timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.1)
+    print(f"  ({what})", flush=True)
+
+
+def _topic_id_on_disk(partition_dir: Path) -> str | None:
+    try:
+        text = (partition_dir / "partition.metadata").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("topic_id:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _readable(log_line: str) -> str:
+    """A JSON log event as `LEVEL message key=value ...`."""
+    try:
+        event = json.loads(log_line)
+    except ValueError:
+        return log_line
+    fields = " ".join(f"{k}={v}" for k, v in event.items()
+                      if k not in ("ts", "logger", "level", "msg"))
+    return f"{event.get('level')} {event.get('msg')} {fields}"
+
+
+def _topic_id(output: str) -> str:
+    for field in output.split():
+        if len(field) == 22 and field.isascii():
+            return field
+    raise CommandError(f"demo: no topic ID in {output!r}")
 
 
 def run(args: argparse.Namespace) -> int:
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    print(f"# kraft demo --seed {seed}", file=sys.stderr)
-    log_dir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraft-demo-"))
-    rng = random.Random(seed)
-    cluster_id = str(Uuid.random(rng))
+    directory = Path(args.cluster or tempfile.mkdtemp(prefix="kraft-demo-"))
+    session = _Session(directory)
+    d = str(directory)
+    print(f"# kraft demo: cluster in {d}")
+    session.kraft("quorum", "start", "--cluster", d, "--voters", "3", "--brokers", "3",
+                  "--set", f"delete.topic.delay.ms={DELETE_DELAY_MS}")
+    cluster = Cluster.load(directory)
     try:
-        format_log_dir(log_dir, cluster_id=cluster_id, node_id=1)
-        open_log_dir(log_dir, cluster_id=cluster_id, node_id=1)
-    except StorageError as exc:
-        raise CommandError(str(exc), exit_code=1) from None
-    end = write_demo_log(log_dir, build_demo_records(rng, args.records))
-    print(f"# wrote and flushed {end} records to {log_dir} (cluster {cluster_id}); "
-          "reopening and dumping", file=sys.stderr)
-    with DiskLog.open_metadata_log(log_dir) as log:  # recovery pass over what we wrote
-        if log.end_offset != end:
-            raise CommandError(f"reopened log ends at {log.end_offset}, expected {end}")
-        directory = log.directory
-    for line in dump_lines(directory, as_json=args.json):
-        print(line)
-    if not (args.json or args.skip_quorum):  # the real quorum: tools.commands.quorum
-        from tools.commands.quorum import run_demo
-        print("\n# a 3-voter quorum, each voter its own process, survives losing its leader")
-        run_demo(str(log_dir.parent / f"{log_dir.name}-cluster"), say=print)
+        _scenario(session, cluster, d)
+    finally:
+        cluster = Cluster.load(directory)
+        cluster.stop(timeout_s=10)
+        cluster.kill_all_started()
+    session.kraft("dump-log", "--dir", f"{d}/node-1/data", tail=8)
+    if not args.skip_replay:
+        report = f"{d}/replay-report"
+        session.kraft("replay", "--cluster", d, "--master", "local[2]", "--out", report)
+        print(f"\n# replay report: {report}/report.html")
+    print(f"# demo done; the cluster's files stay in {d}")
     return 0
+
+
+def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
+    session.kraft("quorum", "describe", "--cluster", d, "--status")
+    session.kraft("topics", "--cluster", d, "--create", "--topic", "orders",
+                  "--partitions", "3", "--replication-factor", "2")
+    old_id = _topic_id(session.kraft("topics", "--cluster", d, "--describe",
+                                     "--topic", "orders"))
+    broker = max(n for n in cluster.nodes if not cluster.node(n).is_voter)
+    broker_dir = Path(cluster.node(broker).data_dir)
+    _wait(f"broker {broker} hosts partitions of orders",
+          lambda: any(_topic_id_on_disk(p) == old_id for p in broker_dir.glob("orders-*")))
+    hosted = sorted(p.name for p in broker_dir.glob("orders-*"))
+    print(f"  broker {broker} hosts {', '.join(hosted)} with topic_id {old_id}")
+
+    print(f"\n# KIP-516 stale state: broker {broker} is down while `orders` is recreated")
+    session.kraft("quorum", "kill", "--cluster", d, "--node", str(broker), "--signal", "TERM")
+    session.kraft("topics", "--cluster", d, "--delete", "--topic-id", old_id)
+    session.kraft("topics", "--cluster", d, "--create", "--topic", "orders",
+                  "--partitions", "3", "--replication-factor", "2")
+    new_id = _topic_id(session.kraft("topics", "--cluster", d, "--describe",
+                                     "--topic", "orders"))
+    session.kraft("topics", "--cluster", d, "--describe", "--topic-id", old_id, expect_exit=1)
+    session.kraft("quorum", "restart", "--cluster", d, "--node", str(broker))
+    staged = broker_dir / "deleting"
+    _wait(f"broker {broker} staged the old replicas for deletion",
+          lambda: any(p.name.startswith(old_id) for p in staged.glob("*")))
+    print(f"  {staged.name}/: {', '.join(sorted(p.name for p in staged.iterdir()))}")
+    for line in cluster.node(broker).log_path.read_text().splitlines():
+        if "WARN" in line and old_id in line:
+            print(f"  node-{broker}/node.log: {_readable(line)}")
+            break
+    _wait(f"the staged copies are removed after delete.topic.delay.ms={DELETE_DELAY_MS}",
+          lambda: not any(p.name.startswith(old_id) for p in staged.glob("*")))
+    current = {p.name: _topic_id_on_disk(p) for p in broker_dir.glob("orders-*")}
+    print(f"  broker {broker} now: " + ", ".join(f"{k} -> {v}" for k, v in sorted(current.items())))
+    if any(v != new_id for v in current.values()):
+        raise CommandError(f"demo: broker {broker} still holds a stale orders partition")
+
+    cluster.wait_for_brokers(STEP_TIMEOUT_S)
+
+    print("\n# topic churn: names deleted and created again get new IDs")
+    for round_ in range(3):
+        for name in ("payments", "audit"):
+            if round_:
+                session.kraft("topics", "--cluster", d, "--delete", "--topic", name)
+            session.kraft("topics", "--cluster", d, "--create", "--topic", name,
+                          "--partitions", "2", "--replication-factor", "3")
+    session.kraft("topics", "--cluster", d, "--list")
+    session.kraft("quorum", "append", "--cluster", d, "--count", "1000", "--batch", "100")
+
+    print("\n# the quorum loses its leader")
+    leader = cluster.wait_for_leader(30)
+    session.kraft("quorum", "kill", "--cluster", d, "--node", str(leader["leader_id"]))
+    new = cluster.wait_for_leader(30, above_epoch=leader["leader_epoch"],
+                                  exclude=[leader["leader_id"]])
+    print(f"  (node {new['leader_id']} leads epoch {new['leader_epoch']})")
+    session.kraft("quorum", "describe", "--cluster", d, "--status")
+    session.kraft("topics", "--cluster", d, "--describe", "--topic", "orders")
+    session.kraft("quorum", "restart", "--cluster", d, "--node", str(leader["leader_id"]))
+    session.kraft("quorum", "append", "--cluster", d, "--count", "10")
+    _wait("every node caught up with the leader", lambda: _caught_up(cluster))
+    session.kraft("quorum", "describe", "--cluster", d, "--replication")
+    session.kraft("quorum", "stop", "--cluster", d)
+
+
+def _caught_up(cluster: Cluster) -> bool:
+    try:
+        state = cluster.describe(timeout_s=1.0)
+    except Exception:  # an election in progress: ask again
+        return False
+    replicas = state.get("voters", []) + state.get("observers", [])
+    ends = {r.get("log_end_offset") for r in replicas}
+    return len(replicas) == len(cluster.nodes) and len(ends) == 1

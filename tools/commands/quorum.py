@@ -110,6 +110,7 @@ def _start(args: argparse.Namespace) -> int:
         created = True
     cluster.start()
     leader = cluster.wait_for_leader(args.timeout)
+    brokers = cluster.wait_for_brokers(args.timeout)
     data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
             "created": created, "leader_id": leader["leader_id"],
             "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
@@ -123,6 +124,8 @@ def _start(args: argparse.Namespace) -> int:
               f"{n.controller_address or n.client_address}" for n in cluster.nodes.values()]
     lines.append(f"Leader: node {leader['leader_id']} (epoch {leader['leader_epoch']}) at "
                  f"{leader['leader_address']}")
+    if brokers:
+        lines.append(f"Brokers registered and unfenced: {', '.join(map(str, brokers))}")
     _print(args, data, "\n".join(lines))
     return 0
 
