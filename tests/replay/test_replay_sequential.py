@@ -1,52 +1,90 @@
 """The per-node scan (tools.replay.sequential) without Spark: topic liveness with
-renames, ID reuse and the metadata topic, over hand-made rows."""
+renames, ID reuse and the metadata topic, over real encoded records, and a prefix of a
+scanned log seeing exactly what a scan of that prefix alone would."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tools.replay.sequential import NodeScan
+from metadata.records import (
+    LeaderChange,
+    MetadataTopic,
+    NoOp,
+    Partition,
+    PartitionChange,
+    Record,
+    RemoveTopic,
+    RenameTopic,
+    Topic,
+)
+from metadata.uuid import Uuid
+from tools.replay.sequential import NodeScan, ScanResult
+
+A, B, META = Uuid(2), Uuid(3), Uuid(4)
 
 
-def _row(offset: int, kind: str, topic_id: str | None = None, name: str | None = None,
-         epoch: int = 1, leader: int | None = None) -> tuple[Any, ...]:
-    return (1, offset, epoch, offset * 7, kind, topic_id, name, None, leader, None, "f.log")
+def _scan(records: list[tuple[int, Record]], epoch: int = 1) -> ScanResult:
+    """One batch per record, at the given offsets."""
+    scan = NodeScan()
+    for seq, (offset, record) in enumerate(records):
+        scan.batch(seq, offset, epoch, [record.encode()])
+    return scan.result()
 
 
-def _violations(rows: list[tuple[Any, ...]]) -> list[tuple[str, int, str]]:
-    scan = NodeScan(1)
-    for row in rows:
-        scan.step(row)
-    return [(v[1], v[3], v[6]) for v in scan.finish() if v[0] == "violation"]
+def _violations(result: ScanResult, batches: int | None = None) -> list[tuple[str, int, str]]:
+    seen = result.view(10**9 if batches is None else batches)[0]
+    return [(v[1], v[2], v[5]) for v in seen]
 
 
-A, B = "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAAAAAAw"
-META = "AAAAAAAAAAAAAAAAAAAABA"
+def _part(topic: Uuid) -> Partition:
+    return Partition(topic_id=topic, partition=0, replicas=(1,), isr=(1,), leader=1)
 
 
 def test_scan_passes_when_a_renamed_topic_frees_its_old_name():
     """KIP-516: a name maps to one live ID; after a rename the old name is free."""
-    rows = [_row(0, "LEADER_CHANGE", leader=1), _row(1, "METADATA_TOPIC", META),
-            _row(2, "TOPIC", A, "orders"), _row(3, "RENAME_TOPIC", A, "orders-old"),
-            _row(4, "TOPIC", B, "orders"), _row(5, "PARTITION", B), _row(6, "PARTITION", A)]
-    assert _violations(rows) == []
+    rows: list[tuple[int, Any]] = [
+        (0, LeaderChange(leader_id=1, voters=(1,))), (1, MetadataTopic(topic_id=META)),
+        (2, Topic(name="orders", topic_id=A)), (3, RenameTopic(topic_id=A, new_name="orders-old")),
+        (4, Topic(name="orders", topic_id=B)), (5, _part(B)), (6, _part(A))]
+    assert _violations(_scan(rows)) == []
 
 
 def test_scan_flags_a_reused_id_and_a_dead_topic_when_planted():
     """KIP-516: IDs are never reused; nothing names a topic after its RemoveTopic."""
-    rows = [_row(0, "METADATA_TOPIC", META), _row(1, "TOPIC", A, "x"),
-            _row(2, "REMOVE_TOPIC", A), _row(3, "PARTITION_CHANGE", A),
-            _row(4, "TOPIC", A, "y")]
-    found = _violations(rows)
+    rows: list[tuple[int, Any]] = [
+        (0, MetadataTopic(topic_id=META)), (1, Topic(name="x", topic_id=A)),
+        (2, RemoveTopic(topic_id=A)), (3, PartitionChange(topic_id=A, partition=0)),
+        (4, Topic(name="y", topic_id=A))]
+    found = _violations(_scan(rows))
     assert ("records_name_live_topic", 3, "no live topic with this ID here") in found
     assert [v[:2] for v in found if v[0] == "topic_ids_valid"] == [("topic_ids_valid", 4)]
 
 
 def test_scan_flags_gaps_and_falling_epochs_when_the_log_is_out_of_order():
     """Raft: offsets are contiguous and epochs never decrease along a log."""
-    rows = [_row(0, "NO_OP", epoch=2), _row(2, "NO_OP", epoch=1)]
-    assert sorted(v[0] for v in _violations(rows)) == ["epochs_monotonic",
-                                                       "offsets_contiguous"]
+    scan = NodeScan()
+    scan.batch(0, 0, 2, [NoOp().encode()])
+    scan.batch(1, 2, 1, [NoOp().encode(), NoOp().encode()])
+    found = _violations(scan.result())
+    assert sorted(v[:2] for v in found) == [("epochs_monotonic", 2), ("epochs_monotonic", 3),
+                                            ("offsets_contiguous", 2)]
+
+
+def test_scan_view_of_a_prefix_sees_only_what_that_prefix_holds():
+    """A lagging follower holding the first n batches shares the leader's scan: its view
+    keeps the violations, counts and claims of those batches, and a log that created a
+    topic before the metadata topic ID is reported as missing it."""
+    rows: list[tuple[int, Any]] = [
+        (0, Topic(name="x", topic_id=A)), (1, PartitionChange(topic_id=B, partition=0)),
+        (2, MetadataTopic(topic_id=META)), (3, PartitionChange(topic_id=B, partition=0))]
+    result = _scan(rows)
+    violations, counts, _, missing = result.view(2)
+    assert [(v[1], v[2]) for v in violations] == [("records_name_live_topic", 1)]
+    assert counts == {"records_name_live_topic": 1}
+    assert missing
+    violations, counts, _, missing = result.view(4)
+    assert counts == {"records_name_live_topic": 2}
+    assert not missing
 
 
 def test_prefix_mismatches_finds_differing_epochs_below_a_shared_epoch():

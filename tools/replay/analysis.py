@@ -1,10 +1,13 @@
 """What happened in the log: leaders per epoch, record types, topic churn, recreated
-names, and each node's log end and lag. Each function aggregates in Spark and returns
-small plain-Python tables (lists of dicts) for the JSON and HTML report.
+names, and each node's log end and lag, as small plain-Python tables (lists of dicts) for
+the JSON and HTML report.
 
 The log-wide tables describe the *reference log*: the longest voter log that holds the
-whole committed prefix (the same copy the broker-checkpoint check replays). The per-node
-table covers every node, with its lag and where it departs from the committed log.
+whole committed prefix (the same copy the broker-checkpoint check replays). They are built
+from the aggregates its scan kept (`sequential.Aggregates`, one entry per (epoch, record
+type), Topic/RemoveTopic offsets and Topic records), not from a table of its records. The
+per-node table covers every node, with its lag and where it departs from the committed
+log.
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F  # noqa: N812
+from tools.replay.sequential import TYPE_NAMES, Aggregates, uuid_text
 
 CHURN_BINS = 50
 
@@ -35,36 +37,44 @@ class Analysis:
                 "topic_churn": self.topic_churn, "recreated_names": self.recreated_names}
 
 
-def epochs_and_types(log: DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(leader timeline, record-type counts) from one aggregation over the log."""
-    rows = log.groupBy("epoch", "record_type").agg(
-        F.min("offset").alias("first"), F.max("offset").alias("last"),
-        F.count("*").alias("n"), F.min_by("leader_id", "offset").alias("leader"),
-        F.countDistinct("leader_id").alias("claimants")).collect()
+def epochs_and_types(aggregates: Aggregates, claims: list[tuple[Any, ...]]) -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]]]:
+    """(leader timeline, record-type counts). An epoch's leader is the one its first
+    LeaderChange names; `claimants` counts the distinct leaders its LeaderChanges name.
+    `claims`: (batch, epoch, leader_id, offset, record_hash) of the reference log."""
     epochs: dict[int, dict[str, Any]] = {}
     types: dict[str, int] = {}
-    for row in rows:
-        types[row.record_type] = types.get(row.record_type, 0) + row.n
-        entry = epochs.setdefault(row.epoch, {"epoch": row.epoch, "leader_id": None,
-                                              "claimants": 0, "first_offset": row.first,
-                                              "last_offset": row.last, "records": 0})
-        entry["first_offset"] = min(entry["first_offset"], row.first)
-        entry["last_offset"] = max(entry["last_offset"], row.last)
-        entry["records"] += row.n
-        if row.record_type == "LEADER_CHANGE":
-            entry["leader_id"], entry["claimants"] = row.leader, row.claimants
+    for (epoch, kind), (first, last, count) in aggregates.by_epoch_kind.items():
+        name = TYPE_NAMES[kind]
+        types[name] = types.get(name, 0) + count
+        entry = epochs.setdefault(epoch, {"epoch": epoch, "leader_id": None, "claimants": 0,
+                                          "first_offset": first, "last_offset": last,
+                                          "records": 0})
+        entry["first_offset"] = min(entry["first_offset"], first)
+        entry["last_offset"] = max(entry["last_offset"], last)
+        entry["records"] += count
+    first_claim: dict[int, tuple[int, Any]] = {}
+    leaders: dict[int, set[int]] = {}
+    for _, epoch, leader, offset, _ in claims:
+        if epoch not in first_claim or offset < first_claim[epoch][0]:
+            first_claim[epoch] = (offset, leader)
+        if leader is not None:
+            leaders.setdefault(epoch, set()).add(leader)
+    for epoch, (_, leader) in first_claim.items():
+        if epoch in epochs:
+            epochs[epoch]["leader_id"] = leader
+            epochs[epoch]["claimants"] = len(leaders.get(epoch, ()))
     counts = [{"record_type": t, "count": n} for t, n in
               sorted(types.items(), key=lambda item: (-item[1], item[0]))]
     return [epochs[e] for e in sorted(epochs)], counts
 
 
-def topic_churn(log: DataFrame, end_offset: int) -> list[dict[str, Any]]:
+def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]:
     width = max(1, -(-end_offset // CHURN_BINS))
-    events = log.filter(F.col("record_type").isin("TOPIC", "REMOVE_TOPIC")).groupBy(
-        (F.floor(F.col("offset") / width) * width).alias("bin_start")).agg(
-        F.sum(F.when(F.col("record_type") == "TOPIC", 1).otherwise(0)).alias("created"),
-        F.sum(F.when(F.col("record_type") == "REMOVE_TOPIC", 1).otherwise(0)).alias("removed"))
-    by_bin = {r.bin_start: (r.created, r.removed) for r in events.collect()}
+    by_bin: dict[int, list[int]] = {}
+    for column, offsets in ((0, aggregates.topic_offsets), (1, aggregates.remove_offsets)):
+        for offset in offsets:
+            by_bin.setdefault(offset // width * width, [0, 0])[column] += 1
     out, live = [], 0
     for start in range(0, max(end_offset, 1), width):
         created, removed = by_bin.get(start, (0, 0))
@@ -74,30 +84,31 @@ def topic_churn(log: DataFrame, end_offset: int) -> list[dict[str, Any]]:
     return out
 
 
-def recreated_names(log: DataFrame) -> list[dict[str, Any]]:
-    topics = log.filter(F.col("record_type") == "TOPIC").select("name", "topic_id", "offset")
-    removed = log.filter(F.col("record_type") == "REMOVE_TOPIC").select(
-        "topic_id", F.col("offset").alias("removed_at")).dropDuplicates(["topic_id"])
-    many = topics.groupBy("name").agg(F.countDistinct("topic_id").alias("ids")) \
-        .filter(F.col("ids") > 1).select("name")
-    rows = topics.join(many, "name").join(removed, "topic_id", "left") \
-        .orderBy("name", "offset").collect()
+def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
+    """Names that more than one topic ID took: every Topic record of that name, its ID
+    old (some RemoveTopic names it) or current."""
+    ids: dict[str, set[bytes]] = {}
+    for name, topic_id, _ in aggregates.topics:
+        if name is not None and topic_id is not None:
+            ids.setdefault(name, set()).add(topic_id)
+    many = {name for name, found in ids.items() if len(found) > 1}
     table: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        entry = table.setdefault(row.name, {"name": row.name, "old_ids": [],
-                                            "current_id": None, "offsets": []})
-        entry["offsets"].append(row.offset)
-        if row.removed_at is None:
-            entry["current_id"] = row.topic_id
+    rows = sorted((t for t in aggregates.topics if t[0] in many), key=lambda t: (t[0], t[2]))
+    for name, topic_id, offset in rows:
+        entry = table.setdefault(name, {"name": name, "old_ids": [], "current_id": None,
+                                        "offsets": []})
+        entry["offsets"].append(offset)
+        if topic_id is not None and topic_id in aggregates.removed_ids:
+            entry["old_ids"].append(uuid_text(topic_id))
         else:
-            entry["old_ids"].append(row.topic_id)
+            entry["current_id"] = uuid_text(topic_id)
     return sorted(table.values(), key=lambda e: (-len(e["offsets"]), e["name"]))
 
 
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],
                  summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per node: records, start and end offset, last epoch, segments (from the node scan),
-    lag behind the longest log and where the node departs from the committed log."""
+    """Per node: records, start and end offset, last epoch, segments (from its batch
+    index), lag behind the longest log and where the node departs from the committed log."""
     log_end = max((s["end_offset"] or 0 for s in summaries.values()), default=0)
     out = []
     for node in sorted(summaries):
@@ -123,20 +134,17 @@ def reference_node(nodes: list[dict[str, Any]], committed_end: int) -> int | Non
     return int(max(holders, key=lambda n: (n["end_offset"] or 0, -n["node"]))["node"])
 
 
-def analyse(records: DataFrame, diverges: dict[int, int], committed_end: int,
-            voters: tuple[int, ...], summaries: dict[int, dict[str, Any]], *,
-            full: bool = True) -> Analysis:
-    """Everything above; `full=False` computes only the per-node table (what the
-    checkpoint check needs), for quick runs such as the planted-fault tests."""
-    nodes = node_summary(diverges, committed_end, voters, summaries)
-    reference = reference_node(nodes, committed_end)
-    if not full or reference is None:
+def analyse(nodes: list[dict[str, Any]], committed_end: int, reference: int | None,
+            aggregates: Aggregates | None, claims: list[tuple[Any, ...]]) -> Analysis:
+    """Everything above; without `aggregates` (quick runs such as the planted-fault
+    tests) only the per-node table (what the checkpoint check needs)."""
+    if aggregates is None or reference is None:
         return Analysis(leader_timeline=[], record_types=[], topic_churn=[],
                         recreated_names=[], nodes=nodes, committed_end=committed_end,
                         reference_node=reference)
-    log = records.filter(F.col("node") == reference)
     end = max((n["end_offset"] or 0 for n in nodes), default=0)
-    timeline, types = epochs_and_types(log)
+    timeline, types = epochs_and_types(aggregates, claims)
     return Analysis(leader_timeline=timeline, record_types=types,
-                    topic_churn=topic_churn(log, end), recreated_names=recreated_names(log),
+                    topic_churn=topic_churn(aggregates, end),
+                    recreated_names=recreated_names(aggregates),
                     nodes=nodes, committed_end=committed_end, reference_node=reference)

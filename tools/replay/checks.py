@@ -1,9 +1,10 @@
-"""The replay's consistency checks, each a named `CheckResult` built with Spark SQL.
+"""The replay's consistency checks, each a named `CheckResult`.
 
-Every check reads `Context.records` (one row per record copy, see `load.SCHEMA`) and
-returns its violation count and up to `MAX_EXAMPLES` examples. A violation seen on
-several nodes (the same record, replicated faithfully) counts once; its example lists
-the nodes.
+The per-node checks come from each distinct log's sequential scan
+(`tools.replay.sequential`), merged here; the cross-node checks (log matching, committed
+prefix) from `tools.replay.crossnode`. Each returns its violation count and up to
+`MAX_EXAMPLES` examples. A violation seen on several nodes (the same record, replicated
+faithfully) counts once; its example lists the nodes.
 
 Committed prefix without high-watermark files: a record is taken as committed when a
 majority of the voters hold it identically (same offset, epoch and bytes) at that
@@ -27,13 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F  # noqa: N812
-
 
 MAX_EXAMPLES = 20
-_COUNT_LIMIT = 1000
-RECORD_COLUMNS = ("record_type", "topic_id", "name", "partition", "leader_id")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,50 +49,6 @@ class CheckResult:
         return {"name": self.name, "description": self.description, "passed": self.passed,
                 "skipped": self.skipped, "violations": self.violations,
                 "examples": list(self.examples), "note": self.note}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Context:
-    """What every check sees: the cached records (CORRUPT rows removed) and the quorum."""
-
-    spark: Any
-    records: DataFrame
-    voters: tuple[int, ...]
-    voters_known: bool  # from cluster.json or quorum-state, not guessed
-    committed_end: int = 0
-
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
-
-
-def _example(row: Any) -> dict[str, Any]:
-    data = row.asDict(recursive=True)
-    record = {k: data.pop(k) for k in RECORD_COLUMNS if k in data}
-    out = {k: v for k, v in data.items() if v is not None}
-    if record:
-        out["record"] = {k: v for k, v in record.items() if v is not None}
-    return out
-
-
-def _collapse(violations: DataFrame) -> DataFrame:
-    """One row per distinct violation, with the sorted list of nodes that hold it."""
-    keys = [c for c in violations.columns if c != "node"]
-    return (violations.groupBy(*keys).agg(F.sort_array(F.collect_set("node")).alias("nodes"))
-            .orderBy("offset"))
-
-
-def _result(name: str, description: str, violations: DataFrame, *, note: str = "",
-            collapse: bool = True) -> CheckResult:
-    table = _collapse(violations) if collapse else violations
-    first = table.limit(_COUNT_LIMIT).collect()  # one job when there are few (the usual)
-    count = len(first) if len(first) < _COUNT_LIMIT else table.count()
-    return CheckResult(name=name, description=description, violations=count,
-                       examples=tuple(_example(r) for r in first[:MAX_EXAMPLES]), note=note)
-
-
-def _show(records: DataFrame, reason: Any) -> DataFrame:
-    return records.select("node", "offset", "epoch", *RECORD_COLUMNS, reason.alias("reason"))
 
 
 # --- per node (one sequential scan each, see tools.replay.sequential) ----------------------
@@ -151,20 +103,35 @@ def _leader_rows(claims: list[tuple[Any, ...]], voters: Sequence[int],
     return rows
 
 
-def node_checks(ctx: Context, scan_rows: Sequence[Sequence[Any]]) -> tuple[
-        list[CheckResult], dict[int, dict[str, Any]]]:
-    """Merge the nodes' sequential scans (`sequential.NodeScan` output, one list per
-    item); (check results, summary per node)."""
+def node_views(scan: Any, batches: int, node: int, end: tuple[int | None, int | None]) -> tuple[
+        list[tuple[Any, ...]], dict[str, int]]:
+    """One node's rows (violations and leader claims, the tuples `_merge` and
+    `_leader_rows` take) and violation counts, from the scan of a log whose first
+    `batches` batches are this node's whole log. `end`: the node's last offset and
+    highest epoch, where a missing metadata topic ID is reported."""
+    violations, counts, claims, missing = scan.view(batches)
+    rows: list[tuple[Any, ...]] = [
+        ("violation", check, node, offset, epoch, digest, reason, record)
+        for _, check, offset, epoch, digest, reason, record in violations]
+    rows += [("leader", epoch, leader, node, offset, digest)
+             for _, epoch, leader, offset, digest in claims]
+    if missing:
+        counts["metadata_topic_once"] = counts.get("metadata_topic_once", 0) + 1
+        rows.append(("violation", "metadata_topic_once", node, end[0], end[1], 0,
+                     "the log creates topics but never assigns the metadata topic ID", {}))
+    return rows, counts
+
+
+def node_checks(rows: Sequence[tuple[Any, ...]], counts: dict[int, dict[str, int]],
+                voters: Sequence[int], voters_known: bool) -> list[CheckResult]:
+    """Merge the nodes' rows (`node_views`); `counts`: per node, violations per check."""
     from tools.replay.sequential import MAX_KEPT
 
-    rows = [tuple(r) for r in scan_rows]
-    summaries = {r[1]: r[2] for r in rows if r[0] == "summary"}
-    claims = [r for r in rows if r[0] == "leader"]
     violations = [r for r in rows if r[0] == "violation"]
-    violations += _leader_rows(claims, ctx.voters, ctx.voters_known)
+    violations += _leader_rows([r for r in rows if r[0] == "leader"], voters, voters_known)
     results = []
     for check in NODE_CHECKS:
         mine = [r for r in violations if r[1] == check]
-        capped = any(s["violation_counts"].get(check, 0) > MAX_KEPT for s in summaries.values())
+        capped = any(c.get(check, 0) > MAX_KEPT for c in counts.values())
         results.append(_merge(check, mine, capped))
-    return results, summaries
+    return results

@@ -1,57 +1,166 @@
-"""The checks across nodes: log matching and the committed prefix.
+"""The checks across nodes: log matching and the committed prefix, on batch versions.
 
-Both work on *versions*: one row per distinct (offset, epoch, record_hash) with the sorted
-list of nodes holding it, so a log replicated faithfully on N nodes costs one row per
-offset, not N. The committed prefix is defined in `tools.replay.checks`.
+A *version* is a distinct batch (same BLAKE2b digest of header and payload) with the sorted
+list of nodes holding it, so a log replicated faithfully on N nodes costs one entry per
+batch, not N per record. Where two versions overlap the same offsets (a flipped record, a
+stale tail, batches cut differently) their records are decoded (`load.node_task`'s
+`decode`) and compared one by one, by (offset, epoch, 64-bit record hash): record-level
+versions, exactly what the record-by-record comparison gave. Everything else is
+uncontested: one version per offset, so its holders are the holders of every record in it.
 
-Log matching (Raft §5.3) has two halves:
-* the same (offset, epoch) never holds two different records: a version conflict;
+The committed prefix is defined in `tools.replay.checks`. Log matching (Raft §5.3) has two
+halves:
+* the same (offset, epoch) never holds two different records: a version conflict (only
+  possible where versions overlap);
 * two nodes that hold the same epoch at some offset hold the same epoch at every offset
-  before it. Checked on each node's epoch runs (`[epoch, first, last]`, from the node
-  scan; a handful per node), since same epoch + same offset => same bytes is the first
+  before it. Checked on each node's epoch runs (`[epoch, first, last]`, from its batch
+  index; a handful per node), since same epoch + same offset => same bytes is the first
   half.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from itertools import combinations
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F  # noqa: N812
+from typing import Any
 
-from tools.replay.checks import MAX_EXAMPLES, RECORD_COLUMNS, CheckResult, _result
+from tools.replay.checks import MAX_EXAMPLES, CheckResult
+from tools.replay.load import NodeIndex
 
 Runs = list[list[int]]  # [epoch, first offset, last offset], in offset order
 
 
-def versions_of(records: DataFrame, voters: Sequence[int]) -> DataFrame:
-    voter_array = F.array(*[F.lit(v) for v in voters]) if voters else F.array()
-    return (records.groupBy("offset", "epoch", "record_hash")
-            .agg(F.sort_array(F.collect_set("node")).alias("nodes"),
-                 *[F.first(c).alias(c) for c in RECORD_COLUMNS])
-            .withColumn("holders", F.size(F.array_intersect("nodes", voter_array))))
+@dataclass(slots=True)
+class Version:
+    """One distinct batch, or (where batches overlap) one distinct record."""
+
+    offset: int
+    epoch: int
+    count: int
+    nodes: frozenset[int]
+    locator: tuple[int, int]  # (node, batch index) of one copy, to decode it
+    record_hash: int | None = None
+    record: dict[str, Any] = field(default_factory=dict)
 
 
-def committed_end(versions: DataFrame, majority: int) -> int:
-    """The end of the longest prefix whose every offset has a version held by a majority
-    of the voters (one Spark job when there is no hole)."""
-    best = versions.groupBy("offset").agg(F.max("holders").alias("best"))
-    is_agreed = F.col("best") >= majority
-    start, missing, last, count = best.agg(  # type: ignore[misc]
-        F.min("offset"), F.min(F.when(~is_agreed, F.col("offset"))),
-        F.max(F.when(is_agreed, F.col("offset"))),
-        F.sum(F.when(is_agreed, 1).otherwise(0))).first()
-    if start is None:
+@dataclass(slots=True)
+class Comparison:
+    versions: list[Version]  # distinct batches, by offset
+    contested: list[Version]  # the batches among them that overlap another
+    records: list[Version] = field(default_factory=list)  # record versions of those
+    voters: frozenset[int] = frozenset()
+    majority: int = 1
+
+    def holders(self, version: Version) -> int:
+        return len(version.nodes & self.voters)
+
+
+def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int, int],
+                   voters: Sequence[int]) -> Comparison:
+    """Versions of every node's batches. `prefixes` (node -> n) are nodes whose batches are
+    the root's first n: they are added by count, without touching their batches."""
+    by_digest: dict[bytes, Version] = {}
+    versions: list[Version] = []
+    order = sorted(prefixes.items(), key=lambda item: -item[1])
+    root_index = indexes[root]
+    holders = frozenset(node for node, _ in order)
+    cut = 0  # holders of batch i: the prefix nodes longer than i
+    thresholds = sorted({n for _, n in order})
+    for seq in range(len(root_index)):
+        while cut < len(thresholds) and seq >= thresholds[cut]:
+            cut += 1
+            holders = frozenset(node for node, n in order if n > seq)
+        digest = root_index.digest(seq)
+        if digest in by_digest:  # the same batch twice in one log
+            continue
+        version = Version(offset=root_index.offsets[seq], epoch=root_index.epochs[seq],
+                          count=root_index.counts[seq], nodes=holders, locator=(root, seq))
+        by_digest[digest] = version
+        versions.append(version)
+    for node, index in indexes.items():
+        if node in prefixes:
+            continue
+        for seq in range(len(index)):
+            digest = index.digest(seq)
+            version = by_digest.get(digest)
+            if version is None:
+                version = Version(offset=index.offsets[seq], epoch=index.epochs[seq],
+                                  count=index.counts[seq], nodes=frozenset(),
+                                  locator=(node, seq))
+                by_digest[digest] = version
+                versions.append(version)
+            version.nodes = version.nodes | {node}
+    versions = sorted((v for v in versions if v.count > 0), key=lambda v: v.offset)
+    contested: list[Version] = []
+    cluster: list[Version] = []
+    cluster_end = None
+    for version in versions:  # clusters of versions whose offset ranges chain-overlap
+        if cluster_end is not None and version.offset < cluster_end:
+            cluster.append(version)
+            cluster_end = max(cluster_end, version.offset + version.count)
+            continue
+        if len(cluster) > 1:
+            contested += cluster
+        cluster, cluster_end = [version], version.offset + version.count
+    if len(cluster) > 1:
+        contested += cluster
+    return Comparison(versions=versions, contested=contested, voters=frozenset(voters),
+                      majority=len(voters) // 2 + 1)
+
+
+def add_records(comparison: Comparison,
+                decoded: dict[tuple[int, int], list[tuple[Any, ...]]]) -> None:
+    """Record versions of the contested batches; `decoded[(node, batch index)]` holds
+    (offset, epoch, record hash, columns) for each record of that copy."""
+    merged: dict[tuple[int, int, int], Version] = {}
+    for batch in comparison.contested:
+        for offset, epoch, digest, record in decoded[batch.locator]:
+            version = merged.get((offset, epoch, digest))
+            if version is None:
+                merged[(offset, epoch, digest)] = Version(
+                    offset=offset, epoch=epoch, count=1, nodes=batch.nodes,
+                    locator=batch.locator, record_hash=digest, record=record)
+            else:
+                version.nodes = version.nodes | batch.nodes
+    comparison.records = sorted(merged.values(), key=lambda v: (v.offset, v.epoch,
+                                                                sorted(v.nodes)))
+
+
+def committed_end(comparison: Comparison) -> int:
+    """The end of the longest prefix, from the lowest offset any node holds, whose every
+    offset has a version held by a majority of the voters."""
+    agreed: list[tuple[int, int]] = []
+    contested = {id(v) for v in comparison.contested}
+    starts = []
+    for version in comparison.versions:
+        starts.append(version.offset)
+        if id(version) not in contested and comparison.holders(version) >= comparison.majority:
+            agreed.append((version.offset, version.offset + version.count))
+    for record in comparison.records:
+        starts.append(record.offset)
+        if comparison.holders(record) >= comparison.majority:
+            agreed.append((record.offset, record.offset + 1))
+    if not starts:
         return 0
-    if missing is None:
-        missing = start if last is None else last + 1
-        if count == missing - start:  # the usual case: no hole
-            return int(missing)
-    agreed = best.filter(is_agreed & (F.col("offset") < missing))
-    numbered = agreed.withColumn("rank", F.row_number().over(Window.orderBy("offset")) - 1
-                                 + start)
-    shift = numbered.filter(F.col("offset") != F.col("rank")).agg(F.min("rank")).first()
-    return int(shift[0]) if shift is not None and shift[0] is not None else int(missing)
+    end = min(starts)
+    for first, stop in sorted(agreed):
+        if first > end:
+            break
+        end = max(end, stop)
+    return end
+
+
+def _at_offsets(records: list[Version]) -> dict[int, list[Version]]:
+    out: dict[int, list[Version]] = {}
+    for record in records:
+        out.setdefault(record.offset, []).append(record)
+    return out
+
+
+def _example(version: Version, reason: str) -> dict[str, Any]:
+    return {"nodes": sorted(version.nodes), "offset": version.offset, "epoch": version.epoch,
+            "reason": reason, "record": dict(version.record)}
 
 
 def _epoch_at(runs: Runs, offset: int) -> int | None:
@@ -87,16 +196,15 @@ def prefix_mismatches(a: Runs, b: Runs) -> list[tuple[int, int, int | None, int 
     return out
 
 
-def log_matching(versions: DataFrame, runs: dict[int, Runs]) -> CheckResult:
+def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
     description = ("same (offset, epoch) on two nodes => identical bytes there and "
                    "identical prefixes")
-    conflicts = versions.groupBy("offset", "epoch").count().filter(F.col("count") > 1) \
-        .drop("count")
-    shown = versions.join(conflicts, ["offset", "epoch"]).select(
-        "nodes", "offset", "epoch", *RECORD_COLUMNS,
-        F.lit("same offset and epoch, different bytes on other nodes").alias("reason"))
-    same_epoch = _result("log_matching", description, shown, collapse=False)
-    examples = list(same_epoch.examples)
+    by_epoch: dict[tuple[int, int], list[Version]] = {}
+    for record in comparison.records:
+        by_epoch.setdefault((record.offset, record.epoch), []).append(record)
+    conflicts = [v for group in by_epoch.values() if len(group) > 1 for v in group]
+    examples = [_example(v, "same offset and epoch, different bytes on other nodes")
+                for v in conflicts[:MAX_EXAMPLES]]
     mismatched = 0
     for node_a, node_b in combinations(sorted(runs), 2):
         limit = _last_same_epoch(runs[node_a], runs[node_b])
@@ -106,32 +214,37 @@ def log_matching(versions: DataFrame, runs: dict[int, Runs]) -> CheckResult:
                              "reason": f"epochs {epoch_a} vs {epoch_b} below offset {limit}, "
                                        "where both hold the same epoch"})
     return CheckResult(name="log_matching", description=description,
-                       violations=same_epoch.violations + mismatched,
+                       violations=len(conflicts) + mismatched,
                        examples=tuple(sorted(examples, key=lambda e: e["offset"])[:MAX_EXAMPLES]))
 
 
-def committed_prefix(versions: DataFrame, end: int, majority: int,
-                     voters: Sequence[int]) -> CheckResult:
-    at_offset = Window.partitionBy("offset")
-    committed = F.col("holders") >= majority
-    marked = versions.filter(F.col("offset") < end).withColumn(
-        "committed_epoch", F.max(F.when(committed, F.col("epoch"))).over(at_offset))
-    bad = marked.filter(~committed & (F.col("epoch") >= F.col("committed_epoch")))
-    shown = bad.select("nodes", "offset", "epoch", *RECORD_COLUMNS, F.format_string(
-        "epoch %d where the committed record (held by a majority) has epoch %d", "epoch",
-        "committed_epoch").alias("reason"))
+def committed_prefix(comparison: Comparison, end: int) -> CheckResult:
+    """A version below `end`, held by less than a majority, whose epoch is at least the
+    committed record's (only where versions overlap: elsewhere one version per offset)."""
+    majority = comparison.majority
+    bad = []
+    for offset, group in _at_offsets(comparison.records).items():
+        if offset >= end:
+            continue
+        committed = [v.epoch for v in group if comparison.holders(v) >= majority]
+        if not committed:
+            continue
+        top = max(committed)
+        bad += [(v, top) for v in group if comparison.holders(v) < majority and v.epoch >= top]
     note = (f"committed prefix: offsets below {end}, held identically by a majority "
-            f"({majority} of voters {list(voters)})")
-    result = _result("committed_prefix", "every node agrees with the committed log (a stale "
-                     "tail from an older epoch is allowed)", shown, collapse=False)
-    return CheckResult(name=result.name, description=result.description,
-                       violations=result.violations, examples=result.examples, note=note)
+            f"({majority} of voters {sorted(comparison.voters)})")
+    examples = tuple(_example(v, f"epoch {v.epoch} where the committed record (held by a "
+                                 f"majority) has epoch {top}") for v, top in bad[:MAX_EXAMPLES])
+    return CheckResult(name="committed_prefix", description="every node agrees with the "
+                       "committed log (a stale tail from an older epoch is allowed)",
+                       violations=len(bad), examples=examples, note=note)
 
 
-def divergence(versions: DataFrame, end: int, majority: int) -> dict[int, int]:
+def divergence(comparison: Comparison, end: int) -> dict[int, int]:
     """Per node, the first committed offset where it holds something else."""
-    rows = versions.filter((F.col("offset") < end) & (F.col("holders") < majority)) \
-        .select(F.explode("nodes").alias("node"), "offset").groupBy("node") \
-        .agg(F.min("offset").alias("at")).collect()
-    return {int(r.node): int(r.at) for r in rows}
-
+    out: dict[int, int] = {}
+    for record in comparison.records:  # in offset order
+        if record.offset < end and comparison.holders(record) < comparison.majority:
+            for node in record.nodes:
+                out.setdefault(node, record.offset)
+    return out

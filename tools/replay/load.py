@@ -1,108 +1,76 @@
-"""Read every node's segment files with Spark and decode them in the executors.
+"""Read every node's segment files with Spark and index or decode them in the executors.
 
-`sc.binaryFiles` hands each executor whole segment files; `decode_segment` walks the
-batches with `raft.segment.iter_batches` and each record with msgpack and
-`metadata.records`' type table, yielding one row per record copy (a record on three
-nodes is three rows). Only what the checks and the analysis need is kept: the record
-bytes themselves are reduced to a 64-bit BLAKE2b hash (`record_hash`), which is what the
-log-matching check compares across nodes (a collision between two different records at
-the same offset has probability about 2**-64).
+`sc.binaryFiles` hands each task one node's segment files; `node_task` walks the batches
+(the `raft.segment` format: header, CRC-32, msgpack payload) and does what the driver's
+plan for that node asks:
 
-One task per node reads that node's segments in offset order (a node's log is the unit
-the per-node checks scan sequentially; the nodes are read in parallel).
+* index: one entry per batch (file, byte position, base offset, epoch, record count and a
+  128-bit BLAKE2b digest of the batch bytes). Copies of a batch on several nodes have the
+  same digest, so the cross-node checks compare batches, not records; this costs a CRC
+  and a hash per batch, no msgpack.
+* scan: decode every record and run the per-node checks (`sequential.NodeScan`). Only
+  distinct logs are scanned: a node whose batches are the first n batches of the scanned
+  log shares its result (`ScanResult.view`).
+* decode: the record-level view (offset, epoch, record hash, columns) of a few batches,
+  where different batches overlap the same offsets and the records must be compared.
 
-A damaged segment does not raise in the executor (a Java stack trace would bury the
-file name): it yields one `CORRUPT` row whose `detail` names the file and byte
-position, and the driver turns that into exit 2.
+Each task returns one compact dict (arrays, not rows), so nothing per record crosses
+from Python to the JVM. A damaged segment does not raise in the executor (a Java stack
+trace would bury the file name): the dict carries `corrupt` messages naming the file and
+byte position, and the driver turns them into exit 2.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import logging
 import os
 import sys
 import tempfile
 import zipfile
+import zlib
+from array import array
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import msgpack
 
-from metadata.records import RECORD_CLASSES, RecordType
-from raft.segment import CorruptBatchError, iter_batches
+from raft.segment import HEADER, HEADER_BYTES, CorruptBatchError
 from tools.replay.inputs import ReplayInput
+from tools.replay.sequential import NodeScan, decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
 
-CORRUPT = "CORRUPT"  # record_type of the row standing for a damaged segment
-UNDECODABLE = "UNDECODABLE"  # a batch with a good CRC holding a record we cannot read
-NODE_PASS = "NODE_PASS"  # a row carrying one output of a node's sequential scan
-
-SCHEMA = (
-    "node int, file string, position long, offset long, epoch int, batch_crc long, "
-    "record_hash long, size int, record_type string, topic_id string, name string, "
-    "partition int, leader_id int, detail string"
-)
-COLUMNS = tuple(part.split()[0] for part in SCHEMA.split(", "))
-
-_TYPE_NAMES = {int(t): t.name for t in RecordType if int(t) in RECORD_CLASSES}
-_LEADER_CHANGE = int(RecordType.LEADER_CHANGE)
+DIGEST_BYTES = 16
+_CHECKED_HEADER = 20  # the CRC covers the header up to the CRC field, then the payload
 
 
-def _uuid_text(raw: Any) -> str | None:
-    """Uuid bytes as KIP-516 text (the same as `str(Uuid)`), without building a Uuid."""
-    if isinstance(raw, bytes) and len(raw) == 16:
-        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-    return None
+@dataclass(frozen=True, slots=True)
+class NodeIndex:
+    """One node's batches in file order (parallel arrays, one entry per batch)."""
 
+    node: int
+    files: tuple[str, ...]
+    file_ids: array
+    positions: array
+    offsets: array
+    epochs: array
+    counts: array
+    digests: bytes  # DIGEST_BYTES per batch
 
-def _record_row(node: int, file: str, position: int, offset: int, epoch: int, crc: int,
-                data: bytes) -> tuple[Any, ...]:
-    digest = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
-    try:
-        fields = msgpack.unpackb(data, raw=False)
-    except Exception as exc:  # msgpack raises several unrelated types
-        return (node, file, position, offset, epoch, crc, digest, len(data), UNDECODABLE,
-                None, None, None, None, f"not msgpack: {exc}")
-    type_id = fields.get("type") if isinstance(fields, dict) else None
-    type_name = _TYPE_NAMES.get(type_id) if isinstance(type_id, int) else None
-    if type_name is None:
-        return (node, file, position, offset, epoch, crc, digest, len(data), UNDECODABLE,
-                None, None, None, None, f"unknown record {str(fields)[:80]}")
-    get = fields.get
-    name = get("name", get("new_name"))
-    partition = get("partition")
-    leader = get("leader_id") if fields["type"] == _LEADER_CHANGE else None
-    return (node, file, position, offset, epoch, crc, digest, len(data), type_name,
-            _uuid_text(get("topic_id")), name if isinstance(name, str) else None,
-            partition if isinstance(partition, int) else None,
-            leader if isinstance(leader, int) else None, None)
+    def __len__(self) -> int:
+        return len(self.offsets)
 
+    def digest(self, seq: int) -> bytes:
+        return self.digests[seq * DIGEST_BYTES:(seq + 1) * DIGEST_BYTES]
 
-def decode_segment(node: int, file: str, data: bytes, is_last: bool) -> Iterator[tuple[Any, ...]]:
-    """Rows for one segment file. A torn tail is only legal at the end of a node's last
-    segment (the log truncates it on recovery); anything else is a CORRUPT row."""
-    end = 0
-    try:
-        for stored in iter_batches(data, file):
-            batch = stored.batch
-            for index, record in enumerate(batch.records):
-                yield _record_row(node, file, stored.position, batch.base_offset + index,
-                                  batch.epoch, stored.crc, record)
-            end = stored.position + stored.size
-    except CorruptBatchError as exc:
-        yield (node, file, exc.position, -1, -1, None, None, None, CORRUPT,
-               None, None, None, None, str(exc))
-        return
-    if end < len(data) and not is_last:
-        yield (node, file, end, -1, -1, None, None, None, CORRUPT, None, None, None, None,
-               f"{file}: corrupt batch at byte {end}: incomplete batch "
-               f"({len(data) - end} bytes) in a segment that is not the last")
+    def is_prefix_of(self, other: NodeIndex) -> bool:
+        """Byte-identical to the first len(self) batches of `other`."""
+        return len(self) <= len(other) and \
+            other.digests[:len(self.digests)] == self.digests
 
 
 def _local_path(url: str) -> str:
@@ -110,12 +78,125 @@ def _local_path(url: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else url
 
 
+def _walk(view: memoryview, path: str) -> Iterator[tuple[int, int, int, int, int]]:
+    """(position, end, base offset, epoch, count) of each whole batch whose CRC holds;
+    the checks of `raft.segment.iter_batches` up to the payload, which only the batches
+    that are decoded need (`_records`)."""
+    position, size = 0, len(view)
+    unpack, crc32 = HEADER.unpack_from, zlib.crc32
+    while position + HEADER_BYTES <= size:
+        base_offset, epoch, count, length, crc = unpack(view, position)
+        if length < 0 or count < 0:
+            raise CorruptBatchError(path, position, f"negative length {length} or count {count}")
+        end = position + HEADER_BYTES + length
+        if end > size:
+            return  # torn tail: the caller checks whether it was really the tail
+        actual = crc32(view[position + HEADER_BYTES:end],
+                       crc32(view[position:position + _CHECKED_HEADER]))
+        if actual != crc:
+            raise CorruptBatchError(path, position,
+                                    f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})")
+        yield position, end, base_offset, epoch, count
+        position = end
+
+
+def _records(view: memoryview, position: int, end: int, count: int, path: str) -> list[bytes]:
+    """The payload's record bytes, checked as `raft.segment.iter_batches` checks them."""
+    try:
+        records = msgpack.unpackb(view[position + HEADER_BYTES:end], raw=False, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CorruptBatchError(path, position, f"undecodable payload: {exc}") from None
+    if type(records) is not list or len(records) != count or \
+            not all(type(r) is bytes for r in records):
+        raise CorruptBatchError(path, position, "payload is not the declared records")
+    return records
+
+
+def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tuple[Any, ...]]:
+    """(offset, epoch, record hash, reported columns) of each record of one batch."""
+    out = []
+    for index, data in enumerate(records):
+        kind, fields, _ = decode_record(data)
+        out.append((base_offset + index, epoch, record_hash(data), record_columns(kind, fields)))
+    return out
+
+
+def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
+              plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis
+    (bools) and decode ({path: [byte positions]}). Yields one result dict."""
+    want_index, decode = plan.get("index", False), plan.get("decode", {})
+    scan = NodeScan(analysis=plan.get("analysis", False)) if plan.get("scan") else None
+    file_ids, positions = array("l"), array("q")
+    offsets, epochs, counts = array("q"), array("l"), array("l")
+    digests = bytearray()
+    blake2b = hashlib.blake2b
+    names: list[str] = []
+    decoded: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    corrupt: list[str] = []
+    seq = 0
+    for path, data in sorted(((_local_path(p), d) for p, d in files), key=lambda f: f[0]):
+        names.append(path)
+        wanted = set(decode.get(path, ()))
+        view = memoryview(data)
+        end = 0
+        try:
+            for position, end, base_offset, epoch, count in _walk(view, path):
+                if want_index:
+                    file_ids.append(len(names) - 1)
+                    positions.append(position)
+                    offsets.append(base_offset)
+                    epochs.append(epoch)
+                    counts.append(count)
+                    digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
+                if scan is not None or position in wanted:
+                    records = _records(view, position, end, count, path)
+                    if scan is not None:
+                        scan.batch(seq, base_offset, epoch, records)
+                    if position in wanted:
+                        decoded[(path, position)] = decoded_batch(records, base_offset, epoch)
+                seq += 1
+        except CorruptBatchError as exc:
+            corrupt.append(str(exc))
+            break
+        if end < len(data) and path != last_path and (want_index or scan is not None):
+            corrupt.append(f"{path}: corrupt batch at byte {end}: incomplete batch "
+                           f"({len(data) - end} bytes) in a segment that is not the last")
+            break
+    index = NodeIndex(node=node, files=tuple(names), file_ids=file_ids, positions=positions,
+                      offsets=offsets, epochs=epochs, counts=counts, digests=bytes(digests))
+    yield {"node": node, "index": index if want_index else None, "corrupt": corrupt,
+           "scan": None if scan is None else scan.result(), "decoded": decoded}
+
+
+def run_tasks(spark: Any, replay_input: ReplayInput,
+              plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """One Spark job, one task per planned node (in the order of `plans`: put the longest
+    first so the other core takes the rest); returns each node's result dict. A plan's
+    `files` (optional) limits the task to those segment paths."""
+    sc = spark.sparkContext
+    per_node = []
+    for node_id, plan in plans.items():
+        node = replay_input.node(node_id)
+        every = [str(segment.resolve()) for segment in node.segments]
+        paths = plan.get("files") or every
+        if not paths:
+            continue
+        if any("," in path for path in paths):
+            raise ValueError(f"{node.log_dir}: a comma in a segment path is not supported")
+        raw = sc.binaryFiles(",".join(paths), minPartitions=1).coalesce(1)
+        per_node.append(raw.mapPartitions(
+            lambda files, n=node_id, last=every[-1], p=plan: node_task(n, last, files, p)))
+    if not per_node:
+        return {}
+    return {r["node"]: r for r in sc.union(per_node).collect()}
+
+
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,
                   app_name: str = "kraft-replay", driver_memory: str = "3g") -> Any:
     """A SparkSession for the replay. `master=None` keeps whatever spark-submit chose
     (or PySpark's own default, local[*]). In local mode the executors live in the driver
-    JVM, so `driver_memory` is what holds the cached records (the 1g default thrashes
-    the garbage collector on a few million rows)."""
+    JVM, so `driver_memory` is what holds the report's record rows."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -150,42 +231,3 @@ def _project_zip() -> str:
             for path in (root / package).rglob("*.py"):
                 archive.write(path, path.relative_to(root).as_posix())
     return str(target)
-
-
-def decode_node(node: int, last_path: str, files: Iterable[tuple[str, bytes]]) -> Iterator[
-        tuple[Any, ...]]:
-    """Rows for all of one node's segments, in offset order, then the rows of its
-    sequential scan (`NODE_PASS`, the scan's output as JSON in `detail`)."""
-    from tools.replay.sequential import NodeScan
-
-    scan = NodeScan(node)
-    for path, data in sorted(((_local_path(p), d) for p, d in files), key=lambda f: f[0]):
-        for row in decode_segment(node, path, data, path == last_path):
-            yield row
-            if row[8] == CORRUPT:
-                return
-            scan.step((row[0], row[3], row[4], row[6], row[8], row[9], row[10], row[11],
-                       row[12], row[13], row[1]))
-    for item in scan.finish():
-        yield (node, None, None, -1, -1, None, None, None, NODE_PASS, None, None, None, None,
-               json.dumps(item))
-
-
-def load_records(spark: Any, replay_input: ReplayInput) -> Any:
-    """One DataFrame row per record copy (columns `COLUMNS`), plus CORRUPT and NODE_PASS
-    rows. Each node's segments are read by one task, in order, so the per-node checks
-    (`tools.replay.sequential`) run in the same pass over the bytes as the decoding."""
-    sc = spark.sparkContext
-    per_node = []
-    for node in replay_input.nodes:
-        paths = [str(segment.resolve()) for segment in node.segments]
-        if not paths:
-            continue
-        if any("," in path for path in paths):
-            raise ValueError(f"{node.log_dir}: a comma in a segment path is not supported")
-        raw = sc.binaryFiles(",".join(paths), minPartitions=1).coalesce(1)
-        per_node.append(raw.mapPartitions(
-            lambda files, n=node.node_id, last=paths[-1]: decode_node(n, last, files)))
-    # verifySchema=False: the rows are built to fit SCHEMA; checking each one in Python
-    # would double the cost of the load.
-    return spark.createDataFrame(sc.union(per_node), SCHEMA, verifySchema=False)

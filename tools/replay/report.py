@@ -2,7 +2,7 @@
 
 REPORT_DIR/
   report.json           verdict, every check (count + examples), the analysis tables
-  records.parquet/      one row per record copy (load.SCHEMA), partitioned by node
+  records.parquet/      one row per record copy (`RECORDS`), partitioned by node
   leaders.parquet/      the leader timeline;  nodes.parquet/  per-node log end and lag
   report.html           the same, readable, with matplotlib plots embedded as base64 PNG
 """
@@ -14,9 +14,14 @@ import html
 import io
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from raft.segment import iter_batches
+from tools.replay.inputs import ReplayInput
+from tools.replay.load import _local_path
+from tools.replay.sequential import decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +32,50 @@ _NODES = ("node int, role string, records long, start_offset long, end_offset lo
           "last_epoch int, segments long, lag long, diverges_at long, committed_held long")
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], records: Any, spark: Any) -> Path:
+RECORDS = (
+    "node int, file string, position long, offset long, epoch int, batch_crc long, "
+    "record_hash long, size int, record_type string, topic_id string, name string, "
+    "partition int, leader_id int, detail string"
+)
+
+
+def _copy_rows(node: int, files: Iterable[tuple[str, bytes]]) -> Iterator[tuple[Any, ...]]:
+    """One `RECORDS` row per record of one node's segments (already checked by the
+    replay, so no segment here is corrupt; a torn tail ends the last one)."""
+    for path, data in sorted(((_local_path(p), d) for p, d in files), key=lambda f: f[0]):
+        for stored in iter_batches(data, path):
+            batch = stored.batch
+            for index, record in enumerate(batch.records):
+                kind, fields, detail = decode_record(record)
+                columns = record_columns(kind, fields)
+                yield (node, path, stored.position, batch.base_offset + index, batch.epoch,
+                       stored.crc, record_hash(record), len(record), columns["record_type"],
+                       columns.get("topic_id"), columns.get("name"), columns.get("partition"),
+                       columns.get("leader_id"), detail)
+
+
+def record_copies(spark: Any, replay_input: ReplayInput) -> Any:
+    """A DataFrame of every record copy on every node. Only the report builds it: the
+    checks compare batches and scan each distinct log once (`tools.replay.load`)."""
+    sc = spark.sparkContext
+    per_node = []
+    for node in replay_input.nodes:
+        paths = [str(segment.resolve()) for segment in node.segments]
+        if paths:
+            raw = sc.binaryFiles(",".join(paths), minPartitions=1).coalesce(1)
+            per_node.append(raw.mapPartitions(
+                lambda files, n=node.node_id: _copy_rows(n, files)))
+    # verifySchema=False: the rows are built to fit RECORDS
+    return spark.createDataFrame(sc.union(per_node), RECORDS, verifySchema=False)
+
+
+def write_report(out_dir: Path, summary: dict[str, Any], spark: Any,
+                 replay_input: ReplayInput) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(summary, indent=2, default=str),
                                          encoding="utf-8")
-    records.write.mode("overwrite").partitionBy("node").parquet(str(out_dir / "records.parquet"))
+    record_copies(spark, replay_input).write.mode("overwrite").partitionBy("node").parquet(
+        str(out_dir / "records.parquet"))
     analysis = summary["analysis"]
     for name, rows in (("leaders", analysis["leader_timeline"]), ("nodes", analysis["nodes"])):
         if rows:

@@ -1,159 +1,352 @@
 """The per-node checks: one pass over one node's records in offset order.
 
 These checks are about the *order* of one log (what is live at each offset), so they run
-as a plain sequential scan inside the Spark task that decodes that node's segments (see
-`load.decode_node`), rather than as many SQL queries: `NodeScan` takes the rows in offset
-order and yields violations (capped at `MAX_KEPT` per check and node), the LeaderChange
-claims, and one summary row. The driver
-merges nodes: a violation replicated on several nodes counts once, with its node list.
+as a plain sequential scan inside the Spark task that reads that node's segments (see
+`load.node_task`) rather than as SQL: `NodeScan.batch` takes one batch at a time,
+decodes its records with msgpack and `metadata.records`' type table, and records
+violations (capped at `MAX_KEPT` per check), LeaderChange claims and, when asked, the
+analysis aggregates. The driver merges nodes: a violation replicated on several nodes
+counts once, with its node list.
+
+One scan serves many nodes. A node whose batches are byte for byte the first n batches of
+the scanned log (a faithful or lagging follower: same BLAKE2b digests in the same order)
+would see exactly the same records, so `ScanResult.view(n)` gives its results without
+decoding its copy: every output carries the index of the batch it came from.
 
 Topic state follows what a replaying image does with a bad record (see
 `metadata.image`): a record that names a dead topic changes nothing; a Topic record
 reusing an ID or a live name is flagged but still applied, so one fault is reported once
 rather than cascading into every later record of that topic.
+
+Hot loop: topic IDs stay 16-byte `bytes` and record types stay ints; text (KIP-516 base64,
+type names) is made only for what is reported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import hashlib
+from array import array
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
+from metadata.records import RECORD_CLASSES, RecordType
 from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID
 
 MAX_KEPT = 10_000
-RESERVED = {str(ZERO_UUID), str(METADATA_TOPIC_ID)}
-INPUT_COLUMNS = ("node", "offset", "epoch", "record_hash", "record_type", "topic_id", "name",
-                 "partition", "leader_id", "detail", "file")
-NAMES_LIVE_TOPIC = ("PARTITION", "PARTITION_CHANGE", "REMOVE_TOPIC", "RENAME_TOPIC")
+RESERVED = frozenset({ZERO_UUID.to_bytes(), METADATA_TOPIC_ID.to_bytes()})
+UNDECODABLE = 0  # the kind of a record we cannot read (no record type is 0)
+TYPE_NAMES = {int(t): t.name for t in RecordType if int(t) in RECORD_CLASSES}
+TYPE_NAMES[UNDECODABLE] = "UNDECODABLE"
 
-# Emitted tuples: ("violation", check, node, offset, epoch, record_hash, reason, record)
-#                 ("leader", epoch, leader_id, node, offset, record_hash)
-#                 ("summary", node, summary dict)
+_LEADER_CHANGE = int(RecordType.LEADER_CHANGE)
+_METADATA_TOPIC = int(RecordType.METADATA_TOPIC)
+_TOPIC = int(RecordType.TOPIC)
+_PARTITION = int(RecordType.PARTITION)
+_PARTITION_CHANGE = int(RecordType.PARTITION_CHANGE)
+_REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
+_RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
+
+
+def uuid_text(raw: Any) -> str | None:
+    """16 bytes as KIP-516 text (the same as `str(Uuid)`); None for anything else."""
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    return None
+
+
+def record_hash(data: bytes) -> int:
+    """64-bit BLAKE2b of one record's bytes: its identity when nodes are compared."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+def decode_record(data: bytes) -> tuple[int, Any, str | None]:
+    """(kind, fields, detail): the record type id (UNDECODABLE when unreadable), the
+    msgpack map, and why it is undecodable. The same rules as the hot loop below."""
+    try:
+        fields = msgpack.unpackb(data, raw=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        return UNDECODABLE, None, f"not msgpack: {exc}"
+    kind = _kind(fields)
+    if kind == UNDECODABLE:
+        return kind, fields, f"unknown record {str(fields)[:80]}"
+    return kind, fields, None
+
+
+def _kind(fields: Any) -> int:
+    type_id = fields.get("type") if type(fields) is dict else None
+    # isinstance, not type(): a bool type id counts as its int, as it always has
+    if isinstance(type_id, int) and int(type_id) in TYPE_NAMES and type_id != UNDECODABLE:
+        return int(type_id)
+    return UNDECODABLE
+
+
+def record_columns(kind: int, fields: Any) -> dict[str, Any]:
+    """The reported view of a record: type name, topic ID text, name, partition, leader
+    (only the fields that are set)."""
+    out: dict[str, Any] = {"record_type": TYPE_NAMES[kind]}
+    if kind == UNDECODABLE:
+        return out
+    get = fields.get
+    topic_id = uuid_text(get("topic_id"))
+    name = get("name", get("new_name"))
+    partition = get("partition")
+    leader = get("leader_id") if kind == _LEADER_CHANGE else None
+    for key, value in (("topic_id", topic_id), ("name", name if isinstance(name, str) else None),
+                       ("partition", partition if isinstance(partition, int) else None),
+                       ("leader_id", leader if isinstance(leader, int) else None)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _leader_of(fields: Any) -> int | None:
+    leader = fields.get("leader_id")
+    return leader if isinstance(leader, int) else None
+
+
+def _topic_id(fields: Any) -> bytes | None:
+    raw = fields.get("topic_id")
+    return raw if type(raw) is bytes and len(raw) == 16 else None
+
+
+def _name(fields: Any) -> str | None:
+    name = fields.get("name", fields.get("new_name"))
+    return name if isinstance(name, str) else None
+
+
+@dataclass(slots=True)
+class Aggregates:
+    """What the analysis needs from one log: per (epoch, kind) [first, last, count],
+    the offsets of Topic and RemoveTopic records, every Topic record's (name, topic ID,
+    offset) and the IDs some RemoveTopic names."""
+
+    by_epoch_kind: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    topic_offsets: array = field(default_factory=lambda: array("q"))
+    remove_offsets: array = field(default_factory=lambda: array("q"))
+    topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
+    removed_ids: set[bytes] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """A scan's output, each item tagged with the index of its batch in the scanned log.
+    violations: (batch, check, offset, epoch, record_hash, reason, record);
+    claims: (batch, epoch, leader_id, offset, record_hash)."""
+
+    violations: list[tuple[Any, ...]]
+    marks: dict[str, array]  # check -> batch index of every violation (not capped)
+    claims: list[tuple[Any, ...]]
+    first_topic_batch: int | None
+    metadata_topic_batch: int | None
+    aggregates: Aggregates | None
+
+    def view(self, batches: int) -> tuple[list[tuple[Any, ...]], dict[str, int],
+                                          list[tuple[Any, ...]], bool]:
+        """What a scan of only the first `batches` batches would have found:
+        (violations, counts per check, claims, whether the metadata topic ID is missing
+        though topics were created)."""
+        violations = [v for v in self.violations if v[0] < batches]
+        counts = {check: n for check, seqs in self.marks.items()
+                  if (n := bisect_left(seqs, batches))}
+        claims = [c for c in self.claims if c[0] < batches]
+        missing = (self.first_topic_batch is not None and self.first_topic_batch < batches
+                   and (self.metadata_topic_batch is None
+                        or self.metadata_topic_batch >= batches))
+        return violations, counts, claims, missing
 
 
 class NodeScan:
-    def __init__(self, node: int) -> None:
-        self.node = node
+    def __init__(self, *, analysis: bool = False) -> None:
         self.kept: dict[str, int] = {}
-        self.counts: dict[str, int] = {}
-        self.out: list[tuple[Any, ...]] = []
+        self.violations: list[tuple[Any, ...]] = []
+        self.marks: dict[str, array] = {}
+        self.claims: list[tuple[Any, ...]] = []
         self.prev_offset: int | None = None
-        self.prev_epoch: int | None = None
-        self.live: dict[str, str] = {}  # topic_id -> name
-        self.live_by_name: dict[str, str] = {}  # name -> topic_id
-        self.first_use: dict[str, int] = {}  # topic_id -> offset of its first assignment
-        self.removed: set[str] = set()
-        self.metadata_topic: tuple[str, int] | None = None
-        self.records = 0
-        self.start: int | None = None
-        self.files: set[str] = set()
-        self.topics_created = 0
-        self.epochs: list[list[int]] = []  # [epoch, first offset, last offset] runs
+        self.prev_epoch: int | None = None  # the highest epoch so far
+        self.live: dict[bytes, str] = {}  # topic_id -> name
+        self.live_by_name: dict[str, bytes] = {}  # name -> topic_id
+        self.first_use: dict[bytes, int] = {}  # topic_id -> offset of its first assignment
+        self.removed: set[bytes] = set()
+        self.metadata_topic: tuple[bytes, int] | None = None
+        self.first_topic_batch: int | None = None
+        self.metadata_topic_batch: int | None = None
+        self.seq = -1
+        self.aggregates = Aggregates() if analysis else None
 
-    def flag(self, check: str, row: Any, reason: str) -> None:
-        self.counts[check] = self.counts.get(check, 0) + 1
-        if self.kept.get(check, 0) >= MAX_KEPT:
+    def flag(self, check: str, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
+             reason: str) -> None:
+        marks = self.marks.get(check)
+        if marks is None:
+            marks = self.marks[check] = array("q")
+        marks.append(self.seq)
+        kept = self.kept.get(check, 0)
+        if kept >= MAX_KEPT:
             return
-        self.kept[check] = self.kept.get(check, 0) + 1
-        record = {"record_type": row[4], "topic_id": row[5], "name": row[6],
-                  "partition": row[7], "leader_id": row[8]}
-        self.out.append(("violation", check, self.node, row[1], row[2], row[3], reason,
-                         {k: v for k, v in record.items() if v is not None}))
+        self.kept[check] = kept + 1
+        self.violations.append((self.seq, check, offset, epoch, record_hash(data), reason,
+                                record_columns(kind, fields)))
 
-    def step(self, row: Any) -> None:
-        _, offset, epoch, record_hash, kind, topic_id, name, _, leader_id, detail, file = row
-        self.records += 1
-        self.files.add(file)
-        if self.start is None:
-            self.start = offset
-        if self.prev_offset is not None and offset != self.prev_offset + 1:
-            self.flag("offsets_contiguous", row, "duplicate offset" if offset ==
-                      self.prev_offset else f"gap: previous record is at offset "
-                      f"{self.prev_offset}")
+    def batch(self, seq: int, base_offset: int, epoch: int, records: list[bytes]) -> None:
+        """Scan one batch (`seq`: its index in this log, `records`: its record bytes)."""
+        self.seq = seq
+        if not records:
+            return
+        # Offsets inside a batch are contiguous and share its epoch, so only the first
+        # record can open a gap; every record is below the highest epoch if the first is.
+        gap = self.prev_offset is not None and base_offset != self.prev_offset + 1
+        falling = self.prev_epoch is not None and epoch < self.prev_epoch
+        unpack = msgpack.unpackb
+        live = self.live
+        aggregates = self.aggregates
+        seen: dict[int, list[int]] = {}
+        offset = base_offset - 1
+        for data in records:
+            offset += 1
+            try:
+                fields = unpack(data, raw=False)
+                kind = fields.get("type") if type(fields) is dict else None
+            except Exception:  # msgpack raises several unrelated types
+                fields, kind = None, None
+            if type(kind) is not int or kind not in TYPE_NAMES or kind == UNDECODABLE:
+                kind = UNDECODABLE if fields is None else _kind(fields)
+            if gap or falling:
+                self._order(offset, epoch, data, kind, fields, gap)
+                gap = False
+            if aggregates is not None:
+                got = seen.get(kind)
+                if got is None:
+                    seen[kind] = [offset, offset, 1]
+                else:
+                    got[1] = offset
+                    got[2] += 1
+            if kind == _PARTITION_CHANGE or kind == _PARTITION:
+                topic_id = fields.get("topic_id")
+                if type(topic_id) is not bytes or topic_id not in live:
+                    self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
+                              "no live topic with this ID here")
+            elif kind == UNDECODABLE:
+                self.flag("records_decodable", offset, epoch, data, kind, fields,
+                          decode_record(data)[2] or "undecodable")
+            elif kind == _TOPIC:
+                self.topic_record(offset, epoch, data, fields)
+            elif kind == _REMOVE_TOPIC or kind == _RENAME_TOPIC:
+                self.topic_user(offset, epoch, data, kind, fields)
+            elif kind == _LEADER_CHANGE:
+                self.claims.append((seq, epoch, _leader_of(fields), offset, record_hash(data)))
+            elif kind == _METADATA_TOPIC:
+                self.metadata_topic_record(offset, epoch, data, fields)
+        self.prev_offset = offset
+        self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
+        if aggregates is not None:
+            self._aggregate(epoch, seen)
+
+    def _order(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
+               gap: bool) -> None:
+        if gap:
+            previous = self.prev_offset
+            self.flag("offsets_contiguous", offset, epoch, data, kind, fields,
+                      "duplicate offset" if offset == previous
+                      else f"gap: previous record is at offset {previous}")
         if self.prev_epoch is not None and epoch < self.prev_epoch:
-            self.flag("epochs_monotonic", row, f"epoch {epoch} after epoch {self.prev_epoch}")
-        if self.epochs and self.epochs[-1][0] == epoch and self.epochs[-1][2] + 1 == offset:
-            self.epochs[-1][2] = offset
-        else:
-            self.epochs.append([epoch, offset, offset])
-        self.prev_offset, self.prev_epoch = offset, max(epoch, self.prev_epoch or epoch)
-        if kind == "UNDECODABLE":
-            self.flag("records_decodable", row, detail or "undecodable")
-        elif kind == "LEADER_CHANGE":
-            self.out.append(("leader", epoch, leader_id, self.node, offset, record_hash))
-        elif kind == "METADATA_TOPIC":
-            self.metadata_topic_record(row, topic_id, offset)
-        elif kind == "TOPIC":
-            self.topic_record(row, topic_id, name, offset)
-        elif kind in NAMES_LIVE_TOPIC:
-            self.topic_user(row, kind, topic_id, name)
+            self.flag("epochs_monotonic", offset, epoch, data, kind, fields,
+                      f"epoch {epoch} after epoch {self.prev_epoch}")
 
-    def metadata_topic_record(self, row: Any, topic_id: str | None, offset: int) -> None:
+    def _aggregate(self, epoch: int, seen: dict[int, list[int]]) -> None:
+        by_epoch_kind = self.aggregates.by_epoch_kind  # type: ignore[union-attr]
+        for kind, (first, last, count) in seen.items():
+            entry = by_epoch_kind.get((epoch, kind))
+            if entry is None:
+                by_epoch_kind[(epoch, kind)] = [first, last, count]
+            else:  # min/max: a broken log need not be in offset order
+                entry[0], entry[1] = min(entry[0], first), max(entry[1], last)
+                entry[2] += count
+
+    def metadata_topic_record(self, offset: int, epoch: int, data: bytes, fields: Any) -> None:
+        topic_id = _topic_id(fields)
+        flag = self.flag
         if topic_id is None or topic_id in RESERVED:
-            self.flag("topic_ids_valid", row, "metadata topic ID is missing, ZERO_UUID or "
-                      "the sentinel")
+            flag("topic_ids_valid", offset, epoch, data, _METADATA_TOPIC, fields,
+                 "metadata topic ID is missing, ZERO_UUID or the sentinel")
         if self.metadata_topic is not None:
-            self.flag("metadata_topic_once", row, "metadata topic ID assigned again (first "
-                      f"at offset {self.metadata_topic[1]})")
+            flag("metadata_topic_once", offset, epoch, data, _METADATA_TOPIC, fields,
+                 f"metadata topic ID assigned again (first at offset {self.metadata_topic[1]})")
             return
         if topic_id is not None and topic_id in self.first_use:
-            self.flag("topic_ids_valid", row, "metadata topic takes the ID of the topic "
-                      f"created at offset {self.first_use[topic_id]}")
-        self.metadata_topic = (topic_id or "", offset)
+            flag("topic_ids_valid", offset, epoch, data, _METADATA_TOPIC, fields,
+                 f"metadata topic takes the ID of the topic created at offset "
+                 f"{self.first_use[topic_id]}")
+        self.metadata_topic = (topic_id or b"", offset)
+        self.metadata_topic_batch = self.seq
 
-    def topic_record(self, row: Any, topic_id: str | None, name: str | None,
-                     offset: int) -> None:
-        self.topics_created += 1
+    def topic_record(self, offset: int, epoch: int, data: bytes, fields: Any) -> None:
+        if self.first_topic_batch is None:
+            self.first_topic_batch = self.seq
+        topic_id, name = _topic_id(fields), _name(fields)
+        if self.aggregates is not None:
+            self.aggregates.topic_offsets.append(offset)
+            self.aggregates.topics.append((name, topic_id, offset))
         if topic_id is None or topic_id in RESERVED:
-            self.flag("topic_ids_valid", row, "topic ID is missing, ZERO_UUID or the sentinel")
+            self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
+                      "topic ID is missing, ZERO_UUID or the sentinel")
             return
         if self.metadata_topic is not None and topic_id == self.metadata_topic[0]:
-            self.flag("topic_ids_valid", row, "topic takes the metadata topic's ID (assigned "
-                      f"at offset {self.metadata_topic[1]})")
+            self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
+                      f"topic takes the metadata topic's ID (assigned at offset "
+                      f"{self.metadata_topic[1]})")
         elif topic_id in self.first_use:
             after = " after RemoveTopic" if topic_id in self.removed else ""
-            self.flag("topic_ids_valid", row, f"topic ID reused{after}: first assigned at "
-                      f"offset {self.first_use[topic_id]}")
+            self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
+                      f"topic ID reused{after}: first assigned at offset "
+                      f"{self.first_use[topic_id]}")
         self.first_use.setdefault(topic_id, offset)
         if name is not None and self.live_by_name.get(name, topic_id) != topic_id:
-            self.flag("name_one_live_id", row, f"name already maps to live topic ID "
-                      f"{self.live_by_name[name]}")
+            self.flag("name_one_live_id", offset, epoch, data, _TOPIC, fields,
+                      f"name already maps to live topic ID "
+                      f"{uuid_text(self.live_by_name[name])}")
             return
         self.removed.discard(topic_id)
         self.live[topic_id] = name or ""
         if name is not None:
             self.live_by_name[name] = topic_id
 
-    def topic_user(self, row: Any, kind: str, topic_id: str | None, name: str | None) -> None:
+    def topic_user(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any) -> None:
+        """RemoveTopic and RenameTopic (Partition and PartitionChange are inlined in
+        `batch`: they only need their topic to be live)."""
+        topic_id = _topic_id(fields)
+        if kind == _REMOVE_TOPIC and self.aggregates is not None:
+            self.aggregates.remove_offsets.append(offset)
+            if topic_id is not None:
+                self.aggregates.removed_ids.add(topic_id)
         if topic_id is None or topic_id not in self.live:
-            self.flag("records_name_live_topic", row, "no live topic with this ID here")
+            self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
+                      "no live topic with this ID here")
             return
-        if kind == "REMOVE_TOPIC":
+        if kind == _REMOVE_TOPIC:
             old = self.live.pop(topic_id)
             if self.live_by_name.get(old) == topic_id:
                 del self.live_by_name[old]
             self.removed.add(topic_id)
-        elif kind == "RENAME_TOPIC" and name is not None:
-            holder = self.live_by_name.get(name)
-            if holder is not None and holder != topic_id:
-                self.flag("name_one_live_id", row, f"new name already maps to live topic "
-                          f"ID {holder}")
-                return
-            old = self.live[topic_id]
-            if self.live_by_name.get(old) == topic_id:
-                del self.live_by_name[old]
-            self.live[topic_id] = name
-            self.live_by_name[name] = topic_id
+            return
+        name = _name(fields)
+        if name is None:
+            return
+        holder = self.live_by_name.get(name)
+        if holder is not None and holder != topic_id:
+            self.flag("name_one_live_id", offset, epoch, data, kind, fields,
+                      f"new name already maps to live topic ID {uuid_text(holder)}")
+            return
+        old = self.live[topic_id]
+        if self.live_by_name.get(old) == topic_id:
+            del self.live_by_name[old]
+        self.live[topic_id] = name
+        self.live_by_name[name] = topic_id
 
-    def finish(self) -> Iterator[tuple[Any, ...]]:
-        if self.topics_created and self.metadata_topic is None:
-            self.counts["metadata_topic_once"] = self.counts.get("metadata_topic_once", 0) + 1
-            self.out.append(("violation", "metadata_topic_once", self.node, self.prev_offset,
-                             self.prev_epoch, 0, "the log creates topics but never assigns "
-                             "the metadata topic ID", {}))
-        yield from self.out
-        yield ("summary", self.node, {
-            "node": self.node, "records": self.records, "start_offset": self.start,
-            "end_offset": None if self.prev_offset is None else self.prev_offset + 1,
-            "last_epoch": self.prev_epoch, "segments": len(self.files), "epochs": self.epochs,
-            "violation_counts": dict(self.counts)})
+    def result(self) -> ScanResult:
+        return ScanResult(violations=self.violations, marks=self.marks, claims=self.claims,
+                          first_topic_batch=self.first_topic_batch,
+                          metadata_topic_batch=self.metadata_topic_batch,
+                          aggregates=self.aggregates)
