@@ -1,0 +1,141 @@
+"""The chaos checker has teeth: planted anomalies are caught, a clean history passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tools.chaos.checker import BrokerObservation, FinalState, ReadRecord, check
+from tools.chaos.history import Event, HistoryWriter, pair, read_history
+
+OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAAAAAAw"
+
+
+class Script:
+    """Builds a history with explicit times."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.index = 0
+
+    def op(self, op: str, args: dict[str, Any], start: float, end: float, status: str = "ok",
+           **result: Any) -> None:
+        self.events.append(Event(index=self.index, process="p", type="invoke", op=op,
+                                 time=start, args=args))
+        if status != "unknown":
+            self.events.append(Event(index=self.index, process="p", type=status, op=op,
+                                     time=end, result=result))
+        self.index += 1
+
+
+def clean_script() -> Script:
+    script = Script()
+    script.op("create", {"name": "t"}, 1, 2, topic_id=OLD_ID)
+    script.op("produce", {"name": "t", "partition": 0, "value": "v0"}, 3, 4, offset=0)
+    script.op("describe_id", {"topic_id": OLD_ID}, 5, 6, name="t", topic_id=OLD_ID)
+    script.op("delete", {"name": "t"}, 7, 8, topic_id=OLD_ID)
+    script.op("create", {"name": "t"}, 9, 10, topic_id=NEW_ID)
+    script.op("describe_id", {"topic_id": OLD_ID}, 11, 12, status="failed",
+              error="UNKNOWN_TOPIC_ID")
+    script.op("produce", {"name": "t", "partition": 0, "value": "v1"}, 13, 14, offset=0)
+    script.op("produce", {"name": "t", "partition": 0, "value": "v2"}, 15, 16, offset=1)
+    script.op("produce", {"name": "t", "partition": 0, "value": "v3"}, 17, 18,
+              status="unknown")
+    return script
+
+
+def final_state(reads: list[ReadRecord], hash_of_4: str = "h4") -> FinalState:
+    return FinalState(topics={"t": NEW_ID}, reads=reads, read_complete={NEW_ID: True},
+                      brokers=[BrokerObservation(node_id=4, applied_offset=4,
+                                                 image_hash=hash_of_4),
+                               BrokerObservation(node_id=5, applied_offset=4,
+                                                 image_hash="h4")],
+                      reference_hashes={3: "h3", 4: "h4"})
+
+
+def new_reads(*values: str) -> list[ReadRecord]:
+    return [ReadRecord(topic_id=NEW_ID, partition=0, offset=i, value=v)
+            for i, v in enumerate(values)]
+
+
+def kinds(result: Any) -> set[str]:
+    return {v.kind for v in result.violations}
+
+
+def test_checker_passes_when_history_is_clean() -> None:
+    result = check(clean_script().events, final_state(new_reads("v1", "v2")))
+    assert result.ok, result.violations
+    assert result.operations["produce"] == {"ok": 3, "unknown": 1}
+    assert result.records_read == 2
+
+
+def test_checker_accepts_unknown_produce_when_it_took_effect() -> None:
+    result = check(clean_script().events, final_state(new_reads("v1", "v2", "v3")))
+    assert result.ok, result.violations
+
+
+def test_checker_fails_when_acknowledged_write_is_lost() -> None:
+    """An acks=all produce was acknowledged at offset 1; the partition does not hold it."""
+    result = check(clean_script().events, final_state(new_reads("v1")))
+    assert kinds(result) == {"lost_write"}
+    assert "v2" in result.violations[0].message
+
+
+def test_checker_fails_when_describe_by_id_is_stale() -> None:
+    """KIP-516: after the delete of OLD_ID was acknowledged, no describe finds it."""
+    script = clean_script()
+    script.op("describe_id", {"topic_id": OLD_ID}, 19, 20, name="t", topic_id=OLD_ID)
+    result = check(script.events, final_state(new_reads("v1", "v2")))
+    assert kinds(result) == {"stale_read"}
+
+
+def test_checker_fails_when_describe_by_id_answers_another_topic() -> None:
+    script = clean_script()
+    script.op("describe_id", {"topic_id": OLD_ID}, 19, 20, name="t", topic_id=NEW_ID)
+    assert kinds(check(script.events, final_state(new_reads("v1", "v2")))) == {"stale_read"}
+
+
+def test_checker_fails_when_deleted_topic_data_is_readable_under_recreated_one() -> None:
+    """v0 was written to OLD_ID before NEW_ID was created: it must not show up there."""
+    reads = new_reads("v0", "v1", "v2")
+    result = check(clean_script().events, final_state(reads))
+    assert "deleted_data" in kinds(result)
+
+
+def test_checker_fails_when_a_value_is_read_twice() -> None:
+    reads = [*new_reads("v1", "v2"), ReadRecord(topic_id=NEW_ID, partition=0, offset=2,
+                                                value="v2")]
+    assert "duplicate" in kinds(check(clean_script().events, final_state(reads)))
+
+
+def test_checker_fails_when_acknowledged_create_is_lost_or_id_reused() -> None:
+    script = clean_script()
+    script.op("create", {"name": "u"}, 19, 20, topic_id=OLD_ID)
+    result = check(script.events, final_state(new_reads("v1", "v2")))
+    assert {"id_reused", "create_lost"} <= kinds(result)
+
+
+def test_checker_fails_when_acknowledged_delete_is_undone() -> None:
+    final = final_state(new_reads("v1", "v2"))
+    undone = FinalState(topics={"t": NEW_ID, "old": OLD_ID}, reads=final.reads,
+                        read_complete=final.read_complete, brokers=final.brokers,
+                        reference_hashes=final.reference_hashes)
+    assert "delete_undone" in kinds(check(clean_script().events, undone))
+
+
+def test_checker_fails_when_broker_image_diverges() -> None:
+    result = check(clean_script().events, final_state(new_reads("v1", "v2"), hash_of_4="bad"))
+    assert kinds(result) == {"divergence"}
+
+
+def test_history_round_trips_through_json_lines_when_written(tmp_path: Path) -> None:
+    ticks = iter(range(100))
+    writer = HistoryWriter(tmp_path / "history.jsonl", clock=lambda: float(next(ticks)))
+    first = writer.invoke("admin", "create", {"name": "t"})
+    second = writer.invoke("admin", "delete", {"name": "t"})
+    writer.complete(first, "admin", "create", "ok", {"topic_id": OLD_ID})
+    writer.close()
+    operations = pair(read_history(tmp_path / "history.jsonl"))
+    assert [(o.op, o.status, o.complete_time) for o in operations] == [
+        ("create", "ok", 2.0), ("delete", "unknown", None)]
+    assert second == 1

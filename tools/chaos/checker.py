@@ -1,0 +1,305 @@
+"""The chaos checker: a pure function of the recorded history and the final state.
+
+Rules (an `unknown` operation may or may not have taken effect, at any time after its
+invocation; a `failed` one did not):
+- create_lost / delete_undone: an acknowledged create is in the final metadata unless a
+  delete that may have happened could have removed it; an acknowledged delete's topic ID
+  is never in the final metadata; no final topic comes from nowhere.
+- id_reused: every topic ID handed out by a create is new (KIP-516: a recreated name
+  gets a new ID, IDs are never reused).
+- stale_read: a describe by ID never answers another topic's name/ID pair, never finds
+  a topic after its delete was acknowledged, and never misses a topic whose create was
+  acknowledged while no delete of it was invoked; a describe by name answers a known pair.
+- lost_write / duplicate / misplaced: every acknowledged produce (acks=all) whose topic
+  was not deleted meanwhile is readable at its acknowledged offset, exactly once; the
+  offsets of a partition are read in order.
+- deleted_data: no record produced before a topic was (re)created is readable under it.
+- divergence: every broker applied the same offset and its image hash equals the
+  controller log's image hash at that offset.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tools.chaos.history import Event, Operation, pair
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadRecord:
+    topic_id: str
+    partition: int
+    offset: int
+    value: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerObservation:
+    node_id: int
+    applied_offset: int | None  # None: the broker did not answer
+    image_hash: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalState:
+    topics: Mapping[str, str]  # name -> topic ID, from the controller after healing
+    reads: Sequence[ReadRecord] = ()  # every record of every final topic's partitions
+    read_complete: Mapping[str, bool] = field(default_factory=dict)  # topic ID -> fully read
+    brokers: Sequence[BrokerObservation] = ()
+    reference_hashes: Mapping[int, str] = field(default_factory=dict)  # offset -> hash
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Violation:
+    kind: str
+    message: str
+    op_index: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "message": self.message, "op_index": self.op_index}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    operations: dict[str, dict[str, int]]  # op -> status -> count
+    violations: tuple[Violation, ...]
+    records_read: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self) -> dict[str, object]:
+        return {"operations": self.operations, "records_read": self.records_read,
+                "violations": [v.to_json() for v in self.violations]}
+
+
+def check(events: Iterable[Event], final: FinalState) -> CheckResult:
+    operations = pair(events)
+    violations: list[Violation] = []
+    violations += _check_metadata(operations, final)
+    violations += _check_describes(operations)
+    violations += _check_data(operations, final)
+    violations += _check_convergence(final)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for op in operations:
+        counts[op.op][op.status] += 1
+    return CheckResult(operations={k: dict(v) for k, v in sorted(counts.items())},
+                       violations=tuple(violations), records_read=len(final.reads))
+
+
+# -- metadata --------------------------------------------------------------------------
+
+
+def _created(operations: Sequence[Operation]) -> dict[str, Operation]:
+    """topic ID -> the acknowledged create that returned it."""
+    return {op.result["topic_id"]: op for op in operations
+            if op.op == "create" and op.is_ok and "topic_id" in op.result}
+
+
+def _deletes_of(operations: Sequence[Operation], name: str, topic_id: str | None
+                ) -> list[Operation]:
+    """Deletes that may have happened and could target this topic (by name or by ID)."""
+    return [op for op in operations if op.op == "delete" and op.may_have_happened
+            and (op.args.get("name") == name
+                 or (topic_id is not None and op.args.get("topic_id") == topic_id))]
+
+
+def _deleted_at(operations: Sequence[Operation]) -> dict[str, float]:
+    """topic ID -> completion time of the first acknowledged delete that returned it."""
+    out: dict[str, float] = {}
+    for op in operations:
+        topic_id = op.result.get("topic_id") or op.args.get("topic_id")
+        if op.op == "delete" and op.is_ok and topic_id:
+            out[topic_id] = min(out.get(topic_id, op.end_time), op.end_time)
+    return out
+
+
+def _check_metadata(operations: Sequence[Operation], final: FinalState) -> list[Violation]:
+    violations = []
+    created = _created(operations)
+    final_ids = set(final.topics.values())
+    seen: dict[str, Operation] = {}
+    for op in operations:
+        topic_id = op.result.get("topic_id") if op.op == "create" and op.is_ok else None
+        if topic_id is None:
+            continue
+        if topic_id in seen:
+            violations.append(Violation(kind="id_reused", op_index=op.index, message=(
+                f"create of {op.args.get('name')!r} returned {topic_id}, already returned "
+                f"by op {seen[topic_id].index}")))
+        seen[topic_id] = op
+    for topic_id, op in created.items():
+        name = str(op.args.get("name"))
+        if topic_id in final_ids:
+            continue
+        if not any(d.end_time > op.invoke_time for d in _deletes_of(operations, name, topic_id)):
+            violations.append(Violation(kind="create_lost", op_index=op.index, message=(
+                f"acknowledged create of {name!r} ({topic_id}) is not in the final "
+                f"metadata and no delete could have removed it")))
+    for topic_id, _ in _deleted_at(operations).items():
+        if topic_id in final_ids:
+            violations.append(Violation(kind="delete_undone", message=(
+                f"topic {topic_id} is in the final metadata after its delete was "
+                f"acknowledged")))
+    for name, topic_id in sorted(final.topics.items()):
+        if topic_id in created:
+            if created[topic_id].args.get("name") != name:
+                violations.append(Violation(kind="create_lost", message=(
+                    f"final topic {name!r} has ID {topic_id}, created as "
+                    f"{created[topic_id].args.get('name')!r}")))
+            continue
+        if not any(op.op == "create" and op.status == "unknown" and op.args.get("name") == name
+                   for op in operations):
+            violations.append(Violation(kind="create_lost", message=(
+                f"final topic {name!r} ({topic_id}) was created by no operation")))
+    return violations
+
+
+def _check_describes(operations: Sequence[Operation]) -> list[Violation]:
+    violations = []
+    created = _created(operations)
+    deleted_at = _deleted_at(operations)
+    for op in operations:
+        if op.op == "describe_id":
+            violations += _check_describe_id(op, operations, created, deleted_at)
+        elif op.op == "describe_name" and op.is_ok:
+            topic_id = op.result.get("topic_id")
+            origin = created.get(str(topic_id))
+            if origin is not None and origin.args.get("name") != op.args.get("name"):
+                violations.append(Violation(kind="stale_read", op_index=op.index, message=(
+                    f"describe of name {op.args.get('name')!r} answered {topic_id}, the ID "
+                    f"of {origin.args.get('name')!r}")))
+            if topic_id in deleted_at and deleted_at[str(topic_id)] < op.invoke_time:
+                violations.append(Violation(kind="stale_read", op_index=op.index, message=(
+                    f"describe of name {op.args.get('name')!r} answered {topic_id} after "
+                    f"its delete was acknowledged")))
+    return violations
+
+
+def _check_describe_id(op: Operation, operations: Sequence[Operation],
+                       created: Mapping[str, Operation], deleted_at: Mapping[str, float]
+                       ) -> list[Violation]:
+    asked = str(op.args.get("topic_id"))
+    origin = created.get(asked)
+    if op.is_ok:
+        got_id, got_name = op.result.get("topic_id"), op.result.get("name")
+        if got_id != asked or (origin is not None and origin.args.get("name") != got_name):
+            return [Violation(kind="stale_read", op_index=op.index, message=(
+                f"describe by ID {asked} answered {got_name!r} ({got_id})"))]
+        if asked in deleted_at and deleted_at[asked] < op.invoke_time:
+            return [Violation(kind="stale_read", op_index=op.index, message=(
+                f"describe by ID {asked} found {got_name!r} after its delete was "
+                f"acknowledged"))]
+        return []
+    if op.status == "failed" and op.result.get("error") == "UNKNOWN_TOPIC_ID" \
+            and origin is not None and origin.end_time < op.invoke_time:
+        name = str(origin.args.get("name"))
+        if not any(d.invoke_time < op.end_time for d in _deletes_of(operations, name, asked)):
+            return [Violation(kind="stale_read", op_index=op.index, message=(
+                f"describe by ID {asked} answered UNKNOWN_TOPIC_ID after its create was "
+                f"acknowledged and before any delete of it"))]
+    return []
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+def _creation_lower_bound(operations: Sequence[Operation], name: str, topic_id: str
+                          ) -> float | None:
+    """The earliest time the topic with this ID can have been created."""
+    for op in operations:
+        if op.op == "create" and op.is_ok and op.result.get("topic_id") == topic_id:
+            return op.invoke_time
+    unknown = [op.invoke_time for op in operations
+               if op.op == "create" and op.status == "unknown" and op.args.get("name") == name]
+    return min(unknown) if unknown else None
+
+
+def _check_data(operations: Sequence[Operation], final: FinalState) -> list[Violation]:
+    violations: list[Violation] = []
+    produced = {str(op.args["value"]): op for op in operations
+                if op.op == "produce" and "value" in op.args}
+    names_of = {topic_id: name for name, topic_id in final.topics.items()}
+    located: dict[str, list[ReadRecord]] = defaultdict(list)
+    by_partition: dict[tuple[str, int], list[ReadRecord]] = defaultdict(list)
+    for record in final.reads:
+        located[record.value].append(record)
+        by_partition[(record.topic_id, record.partition)].append(record)
+    for (topic_id, partition), records in sorted(by_partition.items()):
+        offsets = [r.offset for r in records]
+        if offsets != sorted(set(offsets)):
+            violations.append(Violation(kind="misplaced", message=(
+                f"{topic_id}-{partition}: offsets read out of order or twice")))
+    for value, records in sorted(located.items()):
+        if len(records) > 1:
+            violations.append(Violation(kind="duplicate", message=(
+                f"value {value!r} readable {len(records)} times")))
+        for record in records:
+            violations += _check_origin(operations, produced.get(value), record,
+                                        names_of.get(record.topic_id))
+    for value, op in produced.items():
+        if op.is_ok:
+            violations += _check_acknowledged(operations, op, final, located.get(value, []))
+    return violations
+
+
+def _check_origin(operations: Sequence[Operation], op: Operation | None, record: ReadRecord,
+                  name: str | None) -> list[Violation]:
+    where = f"{name}-{record.partition}@{record.offset} ({record.topic_id})"
+    if op is None or not op.may_have_happened:
+        return [Violation(kind="deleted_data", message=(
+            f"{where} holds {record.value!r}, which no produce may have written"))]
+    if op.args.get("name") != name or op.args.get("partition") != record.partition:
+        return [Violation(kind="misplaced", op_index=op.index, message=(
+            f"{where} holds {record.value!r}, produced to {op.args.get('name')}-"
+            f"{op.args.get('partition')}"))]
+    born = _creation_lower_bound(operations, str(name), record.topic_id)
+    if born is not None and op.end_time < born:
+        return [Violation(kind="deleted_data", op_index=op.index, message=(
+            f"{where} holds {record.value!r}, written before this topic ID was created "
+            f"(data of a deleted topic)"))]
+    return []
+
+
+def _check_acknowledged(operations: Sequence[Operation], op: Operation, final: FinalState,
+                        found: Sequence[ReadRecord]) -> list[Violation]:
+    name = str(op.args.get("name"))
+    topic_id = final.topics.get(name)
+    churned = any(other.op in ("create", "delete") and other.may_have_happened
+                  and other.args.get("name") == name and other.end_time > op.invoke_time
+                  for other in operations)
+    if topic_id is None or churned or not final.read_complete.get(topic_id, False):
+        return []  # its topic may have been deleted (and recreated) since
+    wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
+    if any((r.topic_id, r.partition, r.offset) == wanted for r in found):
+        return []
+    return [Violation(kind="lost_write", op_index=op.index, message=(
+        f"acknowledged produce of {op.args.get('value')!r} to {name}-"
+        f"{op.args.get('partition')} at offset {op.result.get('offset')} is not readable "
+        f"there (found at {[(r.partition, r.offset) for r in found]})"))]
+
+
+# -- convergence -----------------------------------------------------------------------
+
+
+def _check_convergence(final: FinalState) -> list[Violation]:
+    violations = []
+    offsets = {b.applied_offset for b in final.brokers}
+    if len(offsets) > 1:
+        violations.append(Violation(kind="divergence", message=(
+            "brokers applied different offsets: " + ", ".join(
+                f"{b.node_id}@{b.applied_offset}" for b in final.brokers))))
+    for broker in final.brokers:
+        if broker.applied_offset is None:
+            violations.append(Violation(kind="divergence", message=(
+                f"broker {broker.node_id} did not report its image")))
+            continue
+        expected = final.reference_hashes.get(broker.applied_offset)
+        if expected != broker.image_hash:
+            violations.append(Violation(kind="divergence", message=(
+                f"broker {broker.node_id} image hash {str(broker.image_hash)[:12]} at offset "
+                f"{broker.applied_offset}, controller's {str(expected)[:12]}")))
+    return violations
