@@ -10,26 +10,20 @@ REGISTRATION (its previous incarnation's session has not expired) is retried.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from typing import Any
 
 import trio
 
 from metadata.admin import (
-    AdminDecodeError,
-    AdminErrorResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
-    api_of,
-    decode_response,
-    encode_body,
 )
+from metadata.controller_client import ControllerClient, ControllerUnavailable
 from metadata.uuid import Uuid
 from raft.errors import ErrorCode
-from raft.framing import FrameError, FramedStream
 from raft.node import RaftNode
 from raft.types import Batch
 
@@ -49,8 +43,7 @@ class BrokerHeartbeat:
         self.broker_epoch: int | None = None
         self.is_fenced = True
         self.applied_offset = -1
-        self._preferred: Address | None = None
-        self._correlation = itertools.count(1)
+        self._client = ControllerClient(voters=node.voters, cluster_id=node.cluster_id)
 
     def install(self) -> BrokerHeartbeat:
         self._node.add_commit_listener(self._on_commit)
@@ -68,11 +61,9 @@ class BrokerHeartbeat:
                     await self._register(broker_id)
                 else:
                     await self._heartbeat(broker_id)
-            except (OSError, FrameError, trio.TooSlowError, trio.BrokenResourceError,
-                    AdminDecodeError) as exc:
+            except ControllerUnavailable as exc:
                 log.info("controller unreachable", extra={"broker": broker_id,
                                                           "reason": str(exc)})
-                self._preferred = None
             await trio.sleep(self._interval_s)
 
     async def _register(self, broker_id: int) -> None:
@@ -104,47 +95,7 @@ class BrokerHeartbeat:
             self.is_fenced = response.is_fenced
 
     async def _call(self, request: Any) -> Any:
-        """One request to the preferred controller or, failing that, to each voter in turn;
-        a NOT_CONTROLLER answer names the leader to prefer next time."""
-        api = api_of(request)
-        targets = ([self._preferred] if self._preferred else []) + sorted(
-            self._node.voters.values())
-        last_error: Exception | None = None
-        for address in dict.fromkeys(targets):
-            try:
-                reply = await self._send(address, api, encode_body(request))
-            except (OSError, FrameError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-                last_error = exc
-                continue
-            response = decode_response(api, reply)
-            if isinstance(response, AdminErrorResponse):
-                if response.top_level_error == ErrorCode.NOT_CONTROLLER and \
-                        response.leader_address:
-                    host, _, port = response.leader_address.rpartition(":")
-                    self._preferred = (host, int(port))
-                continue
-            self._preferred = address
-            return response
-        if last_error is not None:
-            raise last_error
-        return None
-
-    async def _send(self, address: Address, api: str, body: dict[str, Any]) -> Any:
-        with trio.fail_after(self._timeout_s):
-            stream = await trio.open_tcp_stream(*address)
-            framed = FramedStream(stream)
-            try:
-                correlation_id = next(self._correlation)
-                await framed.send({"api": api, "version": 0, "correlation_id": correlation_id,
-                                   "cluster_id": self._node.cluster_id, "body": body})
-                while True:
-                    reply = await framed.receive()
-                    if reply is None:
-                        raise FrameError("the controller closed the connection")
-                    if reply["correlation_id"] == correlation_id:
-                        return reply["body"]
-            finally:
-                await framed.aclose()
+        return await self._client.call(request, timeout_s=self._timeout_s)
 
 
 def install_broker_heartbeat(node: RaftNode, *, client_address: Address | None,

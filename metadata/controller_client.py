@@ -1,4 +1,5 @@
-"""Forwarding admin writes from the Kafka listener to the active controller (Trio).
+"""An async client for the admin RPCs of the active controller (Trio): used by brokers to
+register and heartbeat, and by the Kafka listener to forward admin writes.
 
 The msgpack admin RPCs of `metadata.admin`, sent to a voter; NOT_CONTROLLER names the
 leader, which is tried next; while no controller is active the request is sent again

@@ -5,7 +5,6 @@ codec             request header + body parsing, response encoding, version-gene
 api_versions      advertised ranges, KIP-511 fallback
 metadata_api      Metadata v0-v12 and DescribeCluster from the broker's image (topic IDs)
 admin_api         CreateTopics/DeleteTopics/CreatePartitions forwarded to the controller
-controller_client the msgpack admin RPC client to the active controller
 produce / fetch   Produce, InitProducerId / Fetch, ListOffsets, OffsetForLeaderEpoch
 group             FindCoordinator, OffsetCommit, OffsetFetch
 membership        JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic rebalance, in memory)

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from broker.kafka.controller_client import ControllerUnavailable
+from metadata.controller_client import ControllerUnavailable
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
 from metadata.admin import (
     AdminErrorResponse,

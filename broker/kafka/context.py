@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.kafka.controller_client import ControllerClient
+from metadata.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
 from metadata.image import MetadataImage
 

@@ -31,7 +31,7 @@ from broker.kafka import (
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
-from broker.kafka.controller_client import ControllerClient
+from metadata.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
 
