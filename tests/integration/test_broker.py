@@ -75,16 +75,7 @@ def delete_topic(cluster: Cluster, topic_id: Uuid) -> None:
 
 
 def broker_status(cluster: Cluster, node_id: int) -> dict[str, Any] | None:
-    address = cluster.node(node_id).status_address
-    assert address is not None
-    try:
-        body = request(address, "BrokerStatus", {}, cluster_id=cluster.cluster_id,
-                       timeout_s=1.0)
-    except ClusterError:
-        return None
-    assert isinstance(body, dict), body
-    assert body.get("error_code") == 0, body
-    return body
+    return cluster.broker_status(node_id)
 
 
 def wait_broker_reconciled(cluster: Cluster, node_id: int, offset: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from quorum_support import FAST_SETTINGS, wait_until
 
 from broker.kafka.wire_client import call
-from tools.cluster import Cluster, ClusterError, request
+from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -34,14 +34,8 @@ WAIT_S = 30.0
 
 
 def is_unfenced(cluster: Cluster, node_id: int) -> bool:
-    address = cluster.node(node_id).status_address
-    assert address is not None
-    try:
-        status = request(address, "BrokerStatus", {}, cluster_id=cluster.cluster_id,
-                         timeout_s=1.0)
-    except ClusterError:
-        return False
-    return isinstance(status, dict) and status.get("is_fenced") is False
+    status = cluster.broker_status(node_id)
+    return status is not None and status.get("is_fenced") is False
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +45,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         started.start()
         started.wait_for_leader(20)
-        for node_id in BROKERS:
-            wait_until(lambda n=node_id: is_unfenced(started, n), WAIT_S,
-                       f"broker {node_id} unfenced")
+        started.wait_for_brokers(WAIT_S)
         yield started
     finally:
         started.kill_all_started()
