@@ -224,7 +224,9 @@ def test_same_end_state_when_broker_killed_during_reconciliation(
         make_cluster: ClusterFactory) -> None:
     """KIP-516 "Deletion", crash safety: SIGKILL the broker as soon as it starts staging
     the partitions of a recreated topic, restart it: every stale partition ends up
-    staged with its data, the new ones created, the live topic untouched."""
+    staged with its data, the new ones created, the live topic untouched. (The kill may
+    land before the first rename; every exact crash point is covered by
+    tests/unit/test_partition_dir.py.)"""
     cluster = make_cluster(voters=3, brokers=1,
                            settings={**BROKER_SETTINGS, "delete.topic.delay.ms": 600_000})
     wait_brokers_unfenced(cluster, [4])
@@ -245,8 +247,7 @@ def test_same_end_state_when_broker_killed_during_reconciliation(
     cluster.start_node(4)
     wait_until(lambda: log_messages(cluster, 4, "staging stale partition for deletion"),
                WAIT_S, "the broker to start staging")
-    cluster.kill(4, signal.SIGKILL)
-    staged_at_kill = len(staged_dirs(cluster, 4))
+    cluster.kill(4, signal.SIGKILL)  # anywhere from before the first rename onwards
 
     cluster.start_node(4)
     wait_broker_reconciled(cluster, 4, offset)
@@ -260,7 +261,6 @@ def test_same_end_state_when_broker_killed_during_reconciliation(
         assert read_marker(data_dir(cluster, 4) / f"big-{p}") is None
     for p in range(3):
         assert read_marker(data_dir(cluster, 4) / f"live-{p}") == f"live {p}"
-    assert 1 <= staged_at_kill <= partitions
 
 
 def test_follows_new_leader_and_keeps_data_when_leader_killed_and_topic_renamed(
