@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
+    "chaos": ("chaos", "seeded fault injection against a local cluster, with a checked history"),
 }
 
 

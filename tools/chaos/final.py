@@ -1,0 +1,109 @@
+"""After the faults heal: wait (bounded) for the cluster to settle, then observe its final
+state for the checker: the controller's topics, every record of every partition, each
+broker's applied offset and image hash, and the controller log's image hashes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
+from metadata.image import MetadataImage, replay_bytes
+from raft.segment import iter_batches, list_segments
+from tools.chaos.checker import BrokerObservation, ReadRecord
+from tools.chaos.workload import AdminCaller
+from tools.cluster import Cluster, ClusterError
+
+log = logging.getLogger(__name__)
+
+METADATA_DIR = "__cluster_metadata-0"
+
+
+def final_topics(cluster: Cluster, timeout_s: float) -> dict[str, tuple[str, int]]:
+    """name -> (topic ID, partition count), from the active controller."""
+    caller = AdminCaller(cluster.controller_addresses(), cluster.cluster_id)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        response, _ = caller.call(DescribeTopicsRequest(), is_write=False)
+        if isinstance(response, DescribeTopicsResponse) and response.error_code == 0:
+            return {str(t.name): (str(t.topic_id), len(t.partitions)) for t in response.topics}
+        time.sleep(0.2)
+    raise ClusterError(f"no controller described the topics within {timeout_s} s")
+
+
+def settle_brokers(cluster: Cluster, timeout_s: float) -> list[BrokerObservation]:
+    """Poll until every broker answers with the same applied offset twice in a row (the
+    brokers caught up with a quiet log), or the deadline; the last observations."""
+    brokers = [n for n, info in sorted(cluster.nodes.items()) if not info.is_voter]
+    deadline = time.monotonic() + timeout_s
+    previous: list[BrokerObservation] = []
+    while True:
+        current = []
+        for node_id in brokers:
+            status = cluster.broker_status(node_id) or {}
+            current.append(BrokerObservation(node_id=node_id,
+                                             applied_offset=status.get("applied_offset"),
+                                             image_hash=status.get("image_hash")))
+        offsets = {b.applied_offset for b in current}
+        if len(offsets) == 1 and None not in offsets and current == previous:
+            return current
+        if time.monotonic() > deadline:
+            return current
+        previous = current
+        time.sleep(0.5)
+
+
+def read_all(bootstrap: str, topics: dict[str, tuple[str, int]], timeout_s: float
+             ) -> tuple[list[ReadRecord], dict[str, bool]]:
+    """Every record of every partition of `topics` from the beginning to the high
+    watermark, through kafka-python; and per topic ID whether it was read to the end."""
+    import kafka
+
+    reads: list[ReadRecord] = []
+    complete: dict[str, bool] = {}
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                   request_timeout_ms=5000, fetch_max_wait_ms=100)
+    try:
+        for name, (topic_id, partitions) in sorted(topics.items()):
+            assigned = [kafka.TopicPartition(name, p) for p in range(partitions)]
+            consumer.assign(assigned)
+            consumer.seek_to_beginning()
+            ends = consumer.end_offsets(assigned)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and any(
+                    consumer.position(tp) < ends[tp] for tp in assigned):
+                for tp, messages in consumer.poll(timeout_ms=500).items():
+                    reads += [ReadRecord(topic_id=topic_id, partition=tp.partition,
+                                         offset=m.offset, value=(m.value or b"").decode())
+                              for m in messages]
+            complete[topic_id] = all(consumer.position(tp) >= ends[tp] for tp in assigned)
+            if not complete[topic_id]:
+                log.warning("topic not read to its end", extra={"topic": name})
+    finally:
+        consumer.close()
+    return reads, complete
+
+
+def reference_hashes(log_dir: str | Path, offsets: Iterable[int]) -> dict[int, str]:
+    """The content hash of the image replayed from one voter's log through each offset
+    (offsets the log does not reach are left out). Read after the node stopped."""
+    pending = sorted({o for o in offsets if o is not None})
+    out: dict[int, str] = {}
+    image = MetadataImage.empty()
+    if pending and pending[0] < 0:
+        out[pending.pop(0)] = image.content_hash()
+    chunk: list[tuple[int, bytes]] = []
+    for segment in list_segments(Path(log_dir) / METADATA_DIR):
+        for stored in iter_batches(segment.read_bytes(), str(segment)):
+            for index, record in enumerate(stored.batch.records):
+                if not pending:
+                    return out
+                offset = stored.batch.base_offset + index
+                chunk.append((offset, record))
+                if offset == pending[0]:
+                    image = replay_bytes(chunk, image)
+                    chunk = []
+                    out[pending.pop(0)] = image.content_hash()
+    return out

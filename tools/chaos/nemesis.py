@@ -1,0 +1,167 @@
+"""The nemesis: a seeded schedule of process faults, applied to a local cluster.
+
+The schedule is a pure function of (seed, duration, faults, node ids): a list of
+`Fault`s, one at a time, each healed before the next starts, so a 3-voter quorum keeps
+a majority between faults and every fault is healed at the end. Kinds:
+- kill:   SIGKILL a node, then start it again after `hold_s`;
+- pause:  SIGSTOP a node, SIGCONT it after `hold_s`;
+- leader: the same against whichever voter leads when the fault starts (kill or pause,
+          chosen by the schedule).
+Only processes the cluster object started are signalled (by their recorded pid).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tools.cluster import Cluster, ClusterError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("kill", "pause", "leader")
+LEADER = -1  # target: the leader when the fault starts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fault:
+    at_s: float  # seconds after the start of the schedule
+    kind: str  # kill | pause (what is done to the target)
+    target: int  # a node id, or LEADER
+    hold_s: float  # how long before it is healed
+
+    def describe(self) -> str:
+        who = "the leader" if self.target == LEADER else f"node {self.target}"
+        return f"{self.kind} {who} for {self.hold_s:.1f} s at +{self.at_s:.1f} s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Injected:
+    """A fault as it happened."""
+
+    kind: str
+    target: int
+    node_id: int | None  # resolved target (None: no leader was found)
+    start_s: float
+    healed_s: float | None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "target": "leader" if self.target == LEADER else self.target,
+                "node": self.node_id, "start_s": round(self.start_s, 3),
+                "healed_s": None if self.healed_s is None else round(self.healed_s, 3),
+                "error": self.error}
+
+
+def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequence[int],
+             *, hold_s: tuple[float, float] = (1.0, 4.0),
+             gap_s: tuple[float, float] = (1.0, 3.0)) -> list[Fault]:
+    """The faults of one run; the last one is healed before `duration_s`."""
+    unknown = set(faults) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown fault kinds {sorted(unknown)} (known: {', '.join(KINDS)})")
+    if not faults:
+        return []
+    rng = random.Random(seed)
+    out: list[Fault] = []
+    now = rng.uniform(*gap_s)
+    while True:
+        kind = rng.choice(sorted(faults))
+        hold = rng.uniform(*hold_s)
+        if now + hold > duration_s:
+            return out
+        if kind == "leader":
+            out.append(Fault(at_s=now, kind=rng.choice(("kill", "pause")), target=LEADER,
+                             hold_s=hold))
+        else:
+            out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(node_ids)),
+                             hold_s=hold))
+        now += hold + rng.uniform(*gap_s)
+
+
+class Nemesis:
+    """Runs a schedule in a thread; `stop()` heals at once and ends it."""
+
+    def __init__(self, cluster: Cluster, faults: Sequence[Fault]) -> None:
+        self.cluster = cluster
+        self.faults = list(faults)
+        self.injected: list[Injected] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._start = 0.0
+
+    def start(self) -> None:
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def _run(self) -> None:
+        for fault in self.faults:
+            if self._stop.wait(max(0.0, fault.at_s - self._elapsed())):
+                return
+            self.injected.append(self._apply(fault))
+
+    def _apply(self, fault: Fault) -> Injected:
+        start = self._elapsed()
+        try:
+            node_id = self._resolve(fault.target)
+        except ClusterError as exc:
+            return Injected(kind=fault.kind, target=fault.target, node_id=None, start_s=start,
+                            healed_s=None, error=f"no leader: {exc}")
+        log.warning("fault", extra={"fault": fault.kind, "node": node_id})
+        error = None
+        try:
+            if fault.kind == "kill":
+                self.cluster.kill(node_id, signal.SIGKILL)
+            else:
+                self.cluster.send_signal(node_id, signal.SIGSTOP)
+        except ClusterError as exc:
+            error = str(exc)
+        self._stop.wait(fault.hold_s)  # a stop request heals early
+        try:
+            self._heal(node_id, fault.kind)
+        except ClusterError as exc:
+            error = f"{error}; heal: {exc}" if error else f"heal: {exc}"
+            return Injected(kind=fault.kind, target=fault.target, node_id=node_id,
+                            start_s=start, healed_s=None, error=error)
+        return Injected(kind=fault.kind, target=fault.target, node_id=node_id, start_s=start,
+                        healed_s=self._elapsed(), error=error)
+
+    def _resolve(self, target: int) -> int:
+        if target != LEADER:
+            return target
+        leader = self.cluster.describe(timeout_s=1.0)["leader_id"]
+        if leader < 0:
+            raise ClusterError("no leader known")
+        return int(leader)
+
+    def _heal(self, node_id: int, kind: str) -> None:
+        if kind == "kill":
+            if not self.cluster.is_running(node_id):
+                self.cluster.start_node(node_id)
+        elif self.cluster.is_running(node_id):
+            self.cluster.send_signal(node_id, signal.SIGCONT)
+
+    def heal_all(self) -> None:
+        """Every node runs and none is stopped (idempotent; used at the end whatever
+        happened)."""
+        for node_id in sorted(self.cluster.nodes):
+            if self.cluster.is_running(node_id):
+                self.cluster.send_signal(node_id, signal.SIGCONT)
+            else:
+                self.cluster.start_node(node_id)

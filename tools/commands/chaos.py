@@ -1,0 +1,206 @@
+"""`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
+
+    kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
+                [--faults kill,pause,leader] [--skip-replay] [--json]
+
+Starts a cluster in DIR (short timeouts), runs the workload (tools/chaos/workload.py)
+while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes; heals
+everything, waits (bounded) for the cluster to settle, checks the history against the
+final state (tools/chaos/checker.py), stops the cluster, runs `kraft replay` on the
+logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl).
+Exit 0: no violation; 1: a violation, a harness error or a failed replay (with the seed
+to reproduce); 2: bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tools.chaos.checker import FinalState, check
+from tools.chaos.final import final_topics, read_all, reference_hashes, settle_brokers
+from tools.chaos.history import HistoryWriter
+from tools.chaos.nemesis import KINDS, Nemesis, schedule
+from tools.chaos.workload import Workload, WorkloadConfig
+from tools.cluster import CLUSTER_FILE, Cluster, ClusterError
+from tools.errors import CommandError, usage_error
+
+log = logging.getLogger(__name__)
+
+SETTINGS: dict[str, Any] = {
+    "quorum.election.timeout.ms": 300,
+    "quorum.fetch.timeout.ms": 600,
+    "quorum.election.backoff.max.ms": 200,
+    "quorum.request.timeout.ms": 400,
+    "quorum.fetch.max.wait.ms": 150,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 500,
+    "delete.topic.delay.ms": 2000,
+}
+START_TIMEOUT_S = 60.0
+SETTLE_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 30.0
+REPLAY_TIMEOUT_S = 600.0
+VERDICT_FILE = "chaos-verdict.json"
+HISTORY_FILE = "history.jsonl"
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("--cluster", required=True, type=Path, metavar="DIR",
+                        help="a new directory for the cluster, its history and verdict")
+    parser.add_argument("--duration", type=float, default=120.0, metavar="SECONDS",
+                        help="how long the workload and the faults run")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the fault schedule and the workload (printed)")
+    parser.add_argument("--voters", type=int, default=3)
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--faults", default="kill,pause,leader",
+                        help=f"comma-separated fault kinds among {', '.join(KINDS)} "
+                             "(empty: none)")
+    parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
+    parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if set(faults) - set(KINDS):
+        raise usage_error(f"--faults: unknown kinds {sorted(set(faults) - set(KINDS))}")
+    if args.duration <= 0 or args.voters < 1 or args.brokers < 1:
+        raise usage_error("--duration, --voters and --brokers must be positive")
+    directory = args.cluster.resolve()
+    if (directory / CLUSTER_FILE).exists():
+        raise usage_error(f"--cluster {directory} already holds a cluster; chaos needs a new one")
+    directory.mkdir(parents=True, exist_ok=True)
+    if not args.json:
+        print(f"chaos: seed {seed}, {args.duration:.0f} s, faults {','.join(faults) or 'none'}",
+              flush=True)
+    verdict = run_chaos(directory, seed=seed, duration_s=args.duration, voters=args.voters,
+                        brokers=args.brokers, faults=faults, replay=not args.skip_replay,
+                        replay_master=args.replay_master)
+    (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
+    print(json.dumps(verdict) if args.json else _text(verdict, directory))
+    return 0 if verdict["ok"] else 1
+
+
+def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
+              faults: list[str], replay: bool, replay_master: str) -> dict[str, Any]:
+    began = time.monotonic()
+    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=SETTINGS)
+    history = HistoryWriter(directory / HISTORY_FILE)
+    plan = schedule(seed, duration_s, faults, sorted(cluster.nodes))
+    nemesis = Nemesis(cluster, plan)
+    errors: list[str] = []
+    final: FinalState | None = None
+    leader_dir: str | None = None
+    try:
+        cluster.start()
+        cluster.wait_for_leader(START_TIMEOUT_S)
+        cluster.wait_for_brokers(START_TIMEOUT_S)
+        bootstrap = ",".join(n.client_address for n in cluster.nodes.values()
+                             if n.client_address)
+        workload = Workload(history=history, addresses=cluster.controller_addresses(),
+                            cluster_id=cluster.cluster_id, bootstrap=bootstrap,
+                            config=WorkloadConfig(), seed=seed)
+        workload.setup()
+        nemesis.start()
+        workload.run(time.monotonic() + duration_s)
+        nemesis.stop()
+        errors += workload.errors
+        nemesis.heal_all()
+        leader = cluster.wait_for_leader(START_TIMEOUT_S)
+        leader_dir = cluster.node(leader["leader_id"]).data_dir
+        cluster.wait_for_brokers(START_TIMEOUT_S)
+        topics = final_topics(cluster, SETTLE_TIMEOUT_S)
+        observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
+        reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
+        final = FinalState(topics={name: t[0] for name, t in topics.items()}, reads=reads,
+                           read_complete=complete, brokers=observed)
+    except (ClusterError, CommandError, OSError) as exc:
+        log.exception("chaos run failed")
+        errors.append(f"harness: {exc}")
+    finally:
+        nemesis.stop()
+        history.close()
+        try:
+            cluster.stop()
+        finally:
+            cluster.kill_all_started()
+    result = None
+    if final is not None and leader_dir is not None:
+        hashes = reference_hashes(leader_dir, [b.applied_offset for b in final.brokers
+                                               if b.applied_offset is not None])
+        final = FinalState(topics=final.topics, reads=final.reads,
+                           read_complete=final.read_complete, brokers=final.brokers,
+                           reference_hashes=hashes)
+        result = check(history.events(), final)
+    replay_result = _replay(directory, replay_master) if replay else None
+    injected = [f.to_json() for f in nemesis.injected]
+    errors += [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
+               if f["error"]]
+    violations = [] if result is None else [v.to_json() for v in result.violations]
+    replay_ok = replay_result is None or replay_result["exit_code"] == 0
+    ok = result is not None and not violations and not errors and replay_ok
+    return {
+        "ok": ok, "seed": seed, "duration_s": duration_s, "voters": voters,
+        "brokers": brokers, "faults": faults,
+        "faults_injected": len(injected), "fault_log": injected,
+        "operations_checked": 0 if result is None else sum(
+            sum(v.values()) for v in result.operations.values()),
+        "operations": {} if result is None else result.operations,
+        "records_read": 0 if result is None else result.records_read,
+        "violations": violations, "errors": errors, "replay": replay_result,
+        "elapsed_s": round(time.monotonic() - began, 1),
+        "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
+                      f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"),
+    }
+
+
+def _replay(directory: Path, master: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tools.cli", "replay", "--cluster", str(directory),
+               "--master", master, "--json"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=REPLAY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"exit_code": None, "error": f"replay ran over {REPLAY_TIMEOUT_S:.0f} s"}
+    summary: Any = None
+    for line in reversed(done.stdout.splitlines()):
+        try:
+            summary = json.loads(line)
+            break
+        except ValueError:
+            continue
+    checks = summary.get("checks") if isinstance(summary, dict) else None
+    return {"exit_code": done.returncode,
+            "checks": [{"name": c.get("name"), "violations": c.get("violations"),
+                        "skipped": c.get("skipped")} for c in checks or []
+                       if isinstance(c, dict)],
+            "stderr_tail": done.stderr.strip().splitlines()[-3:] if done.returncode else []}
+
+
+def _text(verdict: dict[str, Any], directory: Path) -> str:
+    lines = [f"{'PASS' if verdict['ok'] else 'FAIL'}: seed {verdict['seed']}, "
+             f"{verdict['faults_injected']} fault(s) injected, "
+             f"{verdict['operations_checked']} operation(s) checked, "
+             f"{verdict['records_read']} record(s) read, "
+             f"{len(verdict['violations'])} violation(s)"]
+    for op, counts in verdict["operations"].items():
+        lines.append(f"  {op:14} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    lines += [f"  violation {v['kind']}: {v['message']}" for v in verdict["violations"][:20]]
+    lines += [f"  error: {e}" for e in verdict["errors"]]
+    replay = verdict["replay"]
+    if replay is not None:
+        lines.append(f"  replay: exit {replay['exit_code']}")
+    lines.append(f"  verdict: {directory / VERDICT_FILE}")
+    if not verdict["ok"]:
+        lines.append(f"  reproduce: {verdict['reproduce']}")
+    return "\n".join(lines)
