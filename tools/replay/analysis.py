@@ -12,10 +12,12 @@ log.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
-from tools.replay.sequential import TYPE_NAMES, Aggregates, uuid_text
+from tools.replay.sequential import TYPE_NAMES, Aggregates
 
 CHURN_BINS = 50
 
@@ -42,17 +44,12 @@ def epochs_and_types(aggregates: Aggregates, claims: list[tuple[Any, ...]]) -> t
     """(leader timeline, record-type counts). An epoch's leader is the one its first
     LeaderChange names; `claimants` counts the distinct leaders its LeaderChanges name.
     `claims`: (batch, epoch, leader_id, offset, record_hash) of the reference log."""
-    epochs: dict[int, dict[str, Any]] = {}
+    epochs = {epoch: {"epoch": epoch, "leader_id": None, "claimants": 0, "first_offset": first,
+                      "last_offset": last, "records": count}
+              for epoch, (first, last, count) in aggregates.epochs.items()}
     types: dict[str, int] = {}
-    for (epoch, kind), (first, last, count) in aggregates.by_epoch_kind.items():
-        name = TYPE_NAMES[kind]
-        types[name] = types.get(name, 0) + count
-        entry = epochs.setdefault(epoch, {"epoch": epoch, "leader_id": None, "claimants": 0,
-                                          "first_offset": first, "last_offset": last,
-                                          "records": 0})
-        entry["first_offset"] = min(entry["first_offset"], first)
-        entry["last_offset"] = max(entry["last_offset"], last)
-        entry["records"] += count
+    for kind, count in aggregates.kind_counts.items():
+        types[TYPE_NAMES[kind]] = types.get(TYPE_NAMES[kind], 0) + count
     first_claim: dict[int, tuple[int, Any]] = {}
     leaders: dict[int, set[int]] = {}
     for _, epoch, leader, offset, _ in claims:
@@ -84,25 +81,39 @@ def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]
     return out
 
 
+def _texts(ids: list[bytes]) -> list[str]:
+    """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
+    whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
+    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
+    return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
+
+
 def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
     """Names that more than one topic ID took: every Topic record of that name, its ID
     old (some RemoveTopic names it) or current."""
-    ids: dict[str, set[bytes]] = {}
-    for name, topic_id, _ in aggregates.topics:
-        if name is not None and topic_id is not None:
-            ids.setdefault(name, set()).add(topic_id)
-    many = {name for name, found in ids.items() if len(found) > 1}
-    table: dict[str, dict[str, Any]] = {}
-    rows = sorted((t for t in aggregates.topics if t[0] in many), key=lambda t: (t[0], t[2]))
-    for name, topic_id, offset in rows:
-        entry = table.setdefault(name, {"name": name, "old_ids": [], "current_id": None,
-                                        "offsets": []})
-        entry["offsets"].append(offset)
-        if topic_id is not None and topic_id in aggregates.removed_ids:
-            entry["old_ids"].append(uuid_text(topic_id))
-        else:
-            entry["current_id"] = uuid_text(topic_id)
-    return sorted(table.values(), key=lambda e: (-len(e["offsets"]), e["name"]))
+    by_name: dict[str, list[tuple[Any, ...]]] = {}
+    for row in aggregates.topics:
+        if row[0] is not None:
+            by_name.setdefault(row[0], []).append(row)
+    many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
+            if len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
+    ids = sorted({topic_id for rows in many.values() for _, topic_id, _ in rows
+                  if topic_id is not None})
+    texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
+    texts[None] = None
+    removed = aggregates.removed_ids
+    table = []
+    for name in sorted(many):
+        entry: dict[str, Any] = {"name": name, "old_ids": [], "current_id": None,
+                                 "offsets": []}
+        for _, topic_id, offset in many[name]:
+            entry["offsets"].append(offset)
+            if topic_id is not None and topic_id in removed:
+                entry["old_ids"].append(texts[topic_id])
+            else:
+                entry["current_id"] = texts[topic_id]
+        table.append(entry)
+    return sorted(table, key=lambda e: (-len(e["offsets"]), e["name"]))
 
 
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],

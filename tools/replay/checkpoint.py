@@ -20,7 +20,7 @@ from typing import Any
 from raft.segment import iter_batches
 from tools.replay.checks import CheckResult
 from tools.replay.inputs import InputError, NodeInput
-from tools.replay.load import _local_path
+from tools.replay.load import read_segments
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +72,8 @@ def image_hashes(files: Iterable[tuple[str, bytes]], targets: frozenset[int]) ->
     if pending and pending[0] < 0:
         yield pending.pop(0), image.content_hash()
     chunk: list[tuple[int, bytes]] = []
-    for path, data in sorted(files, key=lambda item: item[0]):
-        for stored in iter_batches(data, _local_path(path)):
+    for path, data in files:  # in offset order
+        for stored in iter_batches(data, path):
             for index, record in enumerate(stored.batch.records):
                 if not pending:
                     return
@@ -99,9 +99,9 @@ def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: Node
         return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
                            note=f"image replay unavailable: {exc}")
     targets = frozenset(c.applied_offset for c in checkpoints)
-    paths = ",".join(str(p.resolve()) for p in reference.segments)
-    raw = spark.sparkContext.binaryFiles(paths, minPartitions=1).coalesce(1)
-    found = dict(raw.mapPartitions(lambda files: image_hashes(files, targets)).collect())
+    paths = [str(p.resolve()) for p in reference.segments]
+    one = spark.sparkContext.parallelize([paths], 1)  # one task reads them in order
+    found = dict(one.flatMap(lambda ps: image_hashes(read_segments(ps), targets)).collect())
     examples = []
     for checkpoint in checkpoints:
         expected = found.get(checkpoint.applied_offset)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from operator import attrgetter
 from typing import Any
 
 from tools.replay.checks import MAX_EXAMPLES, CheckResult
@@ -67,22 +68,22 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
     holders = frozenset(node for node, _ in order)
     cut = 0  # holders of batch i: the prefix nodes longer than i
     thresholds = sorted({n for _, n in order})
-    for seq in range(len(root_index)):
+    for seq, (digest, offset, epoch, count) in enumerate(zip(
+            root_index.digest_list(), root_index.offsets, root_index.epochs, root_index.counts,
+            strict=True)):
         while cut < len(thresholds) and seq >= thresholds[cut]:
             cut += 1
             holders = frozenset(node for node, n in order if n > seq)
-        digest = root_index.digest(seq)
         if digest in by_digest:  # the same batch twice in one log
             continue
-        version = Version(offset=root_index.offsets[seq], epoch=root_index.epochs[seq],
-                          count=root_index.counts[seq], nodes=holders, locator=(root, seq))
+        version = Version(offset=offset, epoch=epoch, count=count, nodes=holders,
+                          locator=(root, seq))
         by_digest[digest] = version
         versions.append(version)
     for node, index in indexes.items():
         if node in prefixes:
             continue
-        for seq in range(len(index)):
-            digest = index.digest(seq)
+        for seq, digest in enumerate(index.digest_list()):
             version = by_digest.get(digest)
             if version is None:
                 version = Version(offset=index.offsets[seq], epoch=index.epochs[seq],
@@ -91,7 +92,7 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
                 by_digest[digest] = version
                 versions.append(version)
             version.nodes = version.nodes | {node}
-    versions = sorted((v for v in versions if v.count > 0), key=lambda v: v.offset)
+    versions = sorted((v for v in versions if v.count > 0), key=attrgetter("offset"))
     contested: list[Version] = []
     cluster: list[Version] = []
     cluster_end = None

@@ -82,11 +82,8 @@ def _root(replay_input: ReplayInput) -> int:
 
 def _run(spark: Any, replay_input: ReplayInput,
          plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """`load.run_tasks`, with a damaged segment (or a comma in a path) as InputError."""
-    try:
-        results = run_tasks(spark, replay_input, plans)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    """`load.run_tasks`, with a damaged or unreadable segment as InputError."""
+    results = run_tasks(spark, replay_input, plans)
     corrupt = [message for r in results.values() for message in r["corrupt"]]
     if corrupt:
         raise InputError("corrupt segment: " + "; ".join(corrupt[:5]))
@@ -163,7 +160,12 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     first = _run(spark, replay_input, plans)
     indexes: dict[int, NodeIndex] = {n: r["index"] for n, r in first.items()}
     scans: dict[int, ScanResult] = {root: first[root]["scan"]}
-    summaries = {n: _summary(index) for n, index in indexes.items()}
+    summaries: dict[int, dict[str, Any]] = {}
+    for node, index in indexes.items():  # identical copies (and files) share one summary
+        twin = next((n for n in summaries if indexes[n].digests == index.digests
+                     and indexes[n].file_ids == index.file_ids), None)
+        summaries[node] = _summary(index) if twin is None else {
+            **summaries[twin], "node": node, "epochs": [list(r) for r in summaries[twin]["epochs"]]}
     copies = sum(s["records"] for s in summaries.values())
     seconds["load"] = time.monotonic() - started
 

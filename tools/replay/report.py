@@ -20,7 +20,7 @@ from typing import Any
 
 from raft.segment import iter_batches
 from tools.replay.inputs import ReplayInput
-from tools.replay.load import _local_path
+from tools.replay.load import read_segments
 from tools.replay.sequential import decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ RECORDS = (
 def _copy_rows(node: int, files: Iterable[tuple[str, bytes]]) -> Iterator[tuple[Any, ...]]:
     """One `RECORDS` row per record of one node's segments (already checked by the
     replay, so no segment here is corrupt; a torn tail ends the last one)."""
-    for path, data in sorted(((_local_path(p), d) for p, d in files), key=lambda f: f[0]):
+    for path, data in files:  # in offset order
         for stored in iter_batches(data, path):
             batch = stored.batch
             for index, record in enumerate(batch.records):
@@ -57,16 +57,12 @@ def _copy_rows(node: int, files: Iterable[tuple[str, bytes]]) -> Iterator[tuple[
 def record_copies(spark: Any, replay_input: ReplayInput) -> Any:
     """A DataFrame of every record copy on every node. Only the report builds it: the
     checks compare batches and scan each distinct log once (`tools.replay.load`)."""
-    sc = spark.sparkContext
-    per_node = []
-    for node in replay_input.nodes:
-        paths = [str(segment.resolve()) for segment in node.segments]
-        if paths:
-            raw = sc.binaryFiles(",".join(paths), minPartitions=1).coalesce(1)
-            per_node.append(raw.mapPartitions(
-                lambda files, n=node.node_id: _copy_rows(n, files)))
+    nodes = [(n.node_id, [str(s.resolve()) for s in n.segments])
+             for n in replay_input.nodes if n.segments]
+    rows = spark.sparkContext.parallelize(nodes, len(nodes)).flatMap(
+        lambda item: _copy_rows(item[0], read_segments(item[1])))
     # verifySchema=False: the rows are built to fit RECORDS
-    return spark.createDataFrame(sc.union(per_node), RECORDS, verifySchema=False)
+    return spark.createDataFrame(rows, RECORDS, verifySchema=False)
 
 
 def write_report(out_dir: Path, summary: dict[str, Any], spark: Any,

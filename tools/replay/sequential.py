@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from array import array
+from collections import Counter
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ _PARTITION = int(RecordType.PARTITION)
 _PARTITION_CHANGE = int(RecordType.PARTITION_CHANGE)
 _REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
 _RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
+_KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
 
 
 def uuid_text(raw: Any) -> str | None:
@@ -67,7 +69,7 @@ def decode_record(data: bytes) -> tuple[int, Any, str | None]:
     """(kind, fields, detail): the record type id (UNDECODABLE when unreadable), the
     msgpack map, and why it is undecodable. The same rules as the hot loop below."""
     try:
-        fields = msgpack.unpackb(data, raw=False)
+        fields = msgpack.unpackb(data)  # raw=False, strict_map_key=True: the defaults
     except Exception as exc:  # msgpack raises several unrelated types
         return UNDECODABLE, None, f"not msgpack: {exc}"
     kind = _kind(fields)
@@ -120,11 +122,13 @@ def _name(fields: Any) -> str | None:
 
 @dataclass(slots=True)
 class Aggregates:
-    """What the analysis needs from one log: per (epoch, kind) [first, last, count],
-    the offsets of Topic and RemoveTopic records, every Topic record's (name, topic ID,
-    offset) and the IDs some RemoveTopic names."""
+    """What the analysis needs from one log: per epoch [first offset, last offset,
+    records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
+    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
 
-    by_epoch_kind: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    epochs: dict[int, list[int]] = field(default_factory=dict)
+    kinds: list[int] = field(default_factory=list)  # per record while scanning
+    kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
     topic_offsets: array = field(default_factory=lambda: array("q"))
     remove_offsets: array = field(default_factory=lambda: array("q"))
     topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
@@ -199,33 +203,28 @@ class NodeScan:
         # record can open a gap; every record is below the highest epoch if the first is.
         gap = self.prev_offset is not None and base_offset != self.prev_offset + 1
         falling = self.prev_epoch is not None and epoch < self.prev_epoch
-        unpack = msgpack.unpackb
+        unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
         live = self.live
-        aggregates = self.aggregates
-        seen: dict[int, list[int]] = {}
+        kinds = None if self.aggregates is None else self.aggregates.kinds
+        known = _KNOWN
         offset = base_offset - 1
         for data in records:
             offset += 1
             try:
-                fields = unpack(data, raw=False)
-                kind = fields.get("type") if type(fields) is dict else None
+                fields = unpack(data)
+                kind = fields["type"]  # raises for a map without it, or for a non-map
+                if kind.__class__ is not int or kind not in known:
+                    kind = _kind(fields)
             except Exception:  # msgpack raises several unrelated types
-                fields, kind = None, None
-            if type(kind) is not int or kind not in TYPE_NAMES or kind == UNDECODABLE:
-                kind = UNDECODABLE if fields is None else _kind(fields)
+                fields, kind = None, UNDECODABLE
             if gap or falling:
                 self._order(offset, epoch, data, kind, fields, gap)
                 gap = False
-            if aggregates is not None:
-                got = seen.get(kind)
-                if got is None:
-                    seen[kind] = [offset, offset, 1]
-                else:
-                    got[1] = offset
-                    got[2] += 1
-            if kind == _PARTITION_CHANGE or kind == _PARTITION:
-                topic_id = fields.get("topic_id")
-                if type(topic_id) is not bytes or topic_id not in live:
+            if kinds is not None:
+                kinds.append(kind)
+            if kind == 8 or kind == 7:  # PARTITION_CHANGE, PARTITION: most of any log
+                topic_id = fields.get("topic_id")  # type: ignore[union-attr]
+                if topic_id.__class__ is not bytes or topic_id not in live:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
             elif kind == UNDECODABLE:
@@ -241,8 +240,13 @@ class NodeScan:
                 self.metadata_topic_record(offset, epoch, data, fields)
         self.prev_offset = offset
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
-        if aggregates is not None:
-            self._aggregate(epoch, seen)
+        if self.aggregates is not None:  # min/max: a broken log need not be in order
+            entry = self.aggregates.epochs.get(epoch)
+            if entry is None:
+                self.aggregates.epochs[epoch] = [base_offset, offset, len(records)]
+            else:
+                entry[0], entry[1] = min(entry[0], base_offset), max(entry[1], offset)
+                entry[2] += len(records)
 
     def _order(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
                gap: bool) -> None:
@@ -254,16 +258,6 @@ class NodeScan:
         if self.prev_epoch is not None and epoch < self.prev_epoch:
             self.flag("epochs_monotonic", offset, epoch, data, kind, fields,
                       f"epoch {epoch} after epoch {self.prev_epoch}")
-
-    def _aggregate(self, epoch: int, seen: dict[int, list[int]]) -> None:
-        by_epoch_kind = self.aggregates.by_epoch_kind  # type: ignore[union-attr]
-        for kind, (first, last, count) in seen.items():
-            entry = by_epoch_kind.get((epoch, kind))
-            if entry is None:
-                by_epoch_kind[(epoch, kind)] = [first, last, count]
-            else:  # min/max: a broken log need not be in offset order
-                entry[0], entry[1] = min(entry[0], first), max(entry[1], last)
-                entry[2] += count
 
     def metadata_topic_record(self, offset: int, epoch: int, data: bytes, fields: Any) -> None:
         topic_id = _topic_id(fields)
@@ -346,6 +340,9 @@ class NodeScan:
         self.live_by_name[name] = topic_id
 
     def result(self) -> ScanResult:
+        if self.aggregates is not None:  # ship counts, not a kind per record
+            self.aggregates.kind_counts = dict(Counter(self.aggregates.kinds))
+            self.aggregates.kinds = []
         return ScanResult(violations=self.violations, marks=self.marks, claims=self.claims,
                           first_topic_batch=self.first_topic_batch,
                           metadata_topic_batch=self.metadata_topic_batch,
