@@ -66,6 +66,7 @@ class CheckResult:
     operations: dict[str, dict[str, int]]  # op -> status -> count
     violations: tuple[Violation, ...]
     records_read: int
+    writes_verified: int  # acknowledged produces found at their acknowledged offset
 
     @property
     def ok(self) -> bool:
@@ -73,6 +74,7 @@ class CheckResult:
 
     def to_json(self) -> dict[str, object]:
         return {"operations": self.operations, "records_read": self.records_read,
+                "writes_verified": self.writes_verified,
                 "violations": [v.to_json() for v in self.violations]}
 
 
@@ -81,13 +83,15 @@ def check(events: Iterable[Event], final: FinalState) -> CheckResult:
     violations: list[Violation] = []
     violations += _check_metadata(operations, final)
     violations += _check_describes(operations)
-    violations += _check_data(operations, final)
+    data_violations, verified = _check_data(operations, final)
+    violations += data_violations
     violations += _check_convergence(final)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for op in operations:
         counts[op.op][op.status] += 1
     return CheckResult(operations={k: dict(v) for k, v in sorted(counts.items())},
-                       violations=tuple(violations), records_read=len(final.reads))
+                       violations=tuple(violations), records_read=len(final.reads),
+                       writes_verified=verified)
 
 
 # -- metadata --------------------------------------------------------------------------
@@ -218,7 +222,8 @@ def _creation_lower_bound(operations: Sequence[Operation], name: str, topic_id: 
     return min(unknown) if unknown else None
 
 
-def _check_data(operations: Sequence[Operation], final: FinalState) -> list[Violation]:
+def _check_data(operations: Sequence[Operation], final: FinalState
+                ) -> tuple[list[Violation], int]:
     violations: list[Violation] = []
     produced = {str(op.args["value"]): op for op in operations
                 if op.op == "produce" and "value" in op.args}
@@ -240,10 +245,13 @@ def _check_data(operations: Sequence[Operation], final: FinalState) -> list[Viol
         for record in records:
             violations += _check_origin(operations, produced.get(value), record,
                                         names_of.get(record.topic_id))
+    verified = 0
     for value, op in produced.items():
         if op.is_ok:
-            violations += _check_acknowledged(operations, op, final, located.get(value, []))
-    return violations
+            checked, lost = _check_acknowledged(operations, op, final, located.get(value, []))
+            violations += lost
+            verified += checked and not lost
+    return violations, verified
 
 
 def _check_origin(operations: Sequence[Operation], op: Operation | None, record: ReadRecord,
@@ -265,18 +273,18 @@ def _check_origin(operations: Sequence[Operation], op: Operation | None, record:
 
 
 def _check_acknowledged(operations: Sequence[Operation], op: Operation, final: FinalState,
-                        found: Sequence[ReadRecord]) -> list[Violation]:
+                        found: Sequence[ReadRecord]) -> tuple[bool, list[Violation]]:
     name = str(op.args.get("name"))
     topic_id = final.topics.get(name)
     churned = any(other.op in ("create", "delete") and other.may_have_happened
                   and other.args.get("name") == name and other.end_time > op.invoke_time
                   for other in operations)
     if topic_id is None or churned or not final.read_complete.get(topic_id, False):
-        return []  # its topic may have been deleted (and recreated) since
+        return False, []  # its topic may have been deleted (and recreated) since
     wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
     if any((r.topic_id, r.partition, r.offset) == wanted for r in found):
-        return []
-    return [Violation(kind="lost_write", op_index=op.index, message=(
+        return True, []
+    return True, [Violation(kind="lost_write", op_index=op.index, message=(
         f"acknowledged produce of {op.args.get('value')!r} to {name}-"
         f"{op.args.get('partition')} at offset {op.result.get('offset')} is not readable "
         f"there (found at {[(r.partition, r.offset) for r in found]})"))]

@@ -48,8 +48,9 @@ CALL_TIMEOUT_S = 4.0
 ATTEMPT_TIMEOUT_S = 1.5
 BACKOFF_S = 0.1
 # errors after which a write certainly did not apply (when no attempt was ambiguous)
-DEFINITE = frozenset({ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                      ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST})
+DEFINITE = frozenset({ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_REPLICATION_FACTOR,
+                      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                      ErrorCode.INVALID_REQUEST})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +58,8 @@ class WorkloadConfig:
     churn_names: tuple[str, ...] = ("c0", "c1", "c2")
     stable_names: tuple[str, ...] = ("s0", "s1")
     partitions: int = 2
-    replication_factor: int = 3
+    replication_factor: int = 3  # stable topics, created while every broker runs
+    churn_replication_factor: int = 2  # churned topics: creatable with one broker down
     admin_threads: int = 2
     producer_threads: int = 2
 
@@ -127,7 +129,8 @@ class Workload:
         self.bootstrap = bootstrap
         self.config = config
         self.seed = seed
-        self.seen_ids: list[str] = []
+        self.seen_ids: list[str] = []  # every ID a create returned: describe by ID
+        self.churn_ids: list[str] = []  # those of churned names: delete by ID
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.errors: list[str] = []
@@ -149,12 +152,14 @@ class Workload:
         def action() -> Outcome:
             response, ambiguous = caller.call(CreateTopicsRequest(topics=(CreatableTopic(
                 name=name, num_partitions=self.config.partitions,
-                replication_factor=self.config.replication_factor),)), is_write=True)
+                replication_factor=(self.config.churn_replication_factor
+                                    if name in self.config.churn_names
+                                    else self.config.replication_factor)),)), is_write=True)
             if not isinstance(response, CreateTopicsResponse):
                 return _unclear(response, ambiguous)
             result = response.topics[0]
             if result.error_code == 0:
-                self._saw(str(result.topic_id))
+                self._saw(str(result.topic_id), churned=name in self.config.churn_names)
                 return Outcome(OK, {"topic_id": str(result.topic_id)})
             return _refused(result.error_code, ambiguous)
         return self._record(process, "create", {"name": name}, action)
@@ -193,9 +198,11 @@ class Workload:
             return self._record(process, "describe_id", {"topic_id": topic_id}, action)
         return self._record(process, "describe_name", {"name": name}, action)
 
-    def _saw(self, topic_id: str) -> None:
+    def _saw(self, topic_id: str, *, churned: bool) -> None:
         with self._lock:
             self.seen_ids.append(topic_id)
+            if churned:
+                self.churn_ids.append(topic_id)
 
     # -- threads -----------------------------------------------------------------------
 
@@ -241,13 +248,13 @@ class Workload:
             name = rng.choice(self.config.churn_names)
             choice = rng.random()
             with self._lock:
-                known = list(self.seen_ids)
+                known, deletable = list(self.seen_ids), list(self.churn_ids)
             if choice < 0.3:
                 self.create(caller, process, name)
             elif choice < 0.5:
                 self.delete(caller, process, name)
-            elif choice < 0.55 and known:
-                self.delete(caller, process, None, rng.choice(known))
+            elif choice < 0.55 and deletable:
+                self.delete(caller, process, None, rng.choice(deletable))
             elif choice < 0.75:
                 self.describe(caller, process, name=rng.choice(
                     self.config.churn_names + self.config.stable_names))

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if (directory / CLUSTER_FILE).exists():
         raise usage_error(f"--cluster {directory} already holds a cluster; chaos needs a new one")
     directory.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # its retries are in the history
     if not args.json:
         print(f"chaos: seed {seed}, {args.duration:.0f} s, faults {','.join(faults) or 'none'}",
               flush=True)
@@ -157,6 +158,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
             sum(v.values()) for v in result.operations.values()),
         "operations": {} if result is None else result.operations,
         "records_read": 0 if result is None else result.records_read,
+        "writes_verified": 0 if result is None else result.writes_verified,
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(time.monotonic() - began, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
@@ -192,6 +194,7 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
              f"{verdict['faults_injected']} fault(s) injected, "
              f"{verdict['operations_checked']} operation(s) checked, "
              f"{verdict['records_read']} record(s) read, "
+             f"{verdict['writes_verified']} acknowledged write(s) verified, "
              f"{len(verdict['violations'])} violation(s)"]
     for op, counts in verdict["operations"].items():
         lines.append(f"  {op:14} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
