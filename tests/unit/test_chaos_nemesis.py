@@ -1,0 +1,37 @@
+"""The nemesis schedule is a pure function of its seed: one fault at a time, each healed
+before the run ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.chaos.nemesis import LEADER, schedule
+
+NODES = [1, 2, 3, 4, 5, 6]
+
+
+def test_schedule_is_identical_when_seed_is_the_same() -> None:
+    assert schedule(7, 60, ["kill", "pause", "leader"], NODES) == \
+        schedule(7, 60, ["kill", "pause", "leader"], NODES)
+    assert schedule(7, 60, ["kill", "pause", "leader"], NODES) != \
+        schedule(8, 60, ["kill", "pause", "leader"], NODES)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_faults_never_overlap_and_heal_before_the_end_when_scheduled(seed: int) -> None:
+    faults = schedule(seed, 60, ["kill", "pause", "leader"], NODES)
+    assert faults
+    for before, after in zip(faults, faults[1:], strict=False):
+        assert before.at_s + before.hold_s < after.at_s
+    assert faults[-1].at_s + faults[-1].hold_s <= 60
+    assert all(f.kind in ("kill", "pause") for f in faults)
+    assert all(f.target == LEADER or f.target in NODES for f in faults)
+
+
+def test_only_requested_kinds_are_scheduled_when_faults_are_restricted() -> None:
+    faults = schedule(3, 120, ["pause"], NODES)
+    assert {f.kind for f in faults} == {"pause"}
+    assert all(f.target != LEADER for f in faults)
+    assert schedule(3, 120, [], NODES) == []
+    with pytest.raises(ValueError, match="partition"):
+        schedule(3, 120, ["partition"], NODES)
