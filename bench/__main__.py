@@ -7,7 +7,8 @@ import importlib
 import sys
 
 MODULES = ["bench.log_bench", "bench.sim_bench", "bench.quorum_bench",
-           "bench.controller_bench", "bench.replay_bench"]
+           "bench.controller_bench", "bench.replay_bench",
+           "bench.broker_bench"]
 
 
 def main() -> int:

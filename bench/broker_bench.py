@@ -1,0 +1,510 @@
+"""Brokers: metadata propagation and catch-up (issue 6), Kafka client throughput (issue 7).
+
+    python -m bench broker_bench
+
+One multi-process cluster of 3 voters and 3 brokers on 127.0.0.1 (ports picked free):
+
+1. Catch-up from an empty directory: only the 3 voters run; 50,000 NoOp records are
+   appended (batches of 1,000); then broker 4 is started on its empty log directory and
+   its BrokerStatus is polled (~1 ms) until its applied offset reaches the high
+   watermark read before it started. Reported from `start_node` (interpreter start-up
+   included) and from its first status answer.
+2. Metadata propagation: brokers 5 and 6 are started too; 200 topics are created one at
+   a time (one partition, replication factor 1) through the admin API, whose reply
+   returns after commit. From that reply, the controller's high watermark is asked
+   once (DescribeQuorum) while every broker's BrokerStatus is polled on its own
+   kept-open connection (sent again ~1 ms after each reply) until every broker's
+   applied offset has reached that high watermark. A broker's time is the arrival of
+   the first status reply that shows it, so the figure includes the polling
+   granularity.
+3. Kafka clients: kafka-python produces 20,000 messages of 100 bytes, confluent-kafka
+   200,000 (it is ~20 times faster: 20,000 would take a few tens of ms); acks=all,
+   replication factor 3, one partition, a topic per client, one warm-up message first,
+   not counted. Each then consumes its messages back with assign(). Each phase stops at
+   the message count or after 30 s, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import selectors
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+from raft import messages
+from raft.framing import FrameDecoder, encode_frame
+from tools.cluster import Cluster, ClusterError, parse_address
+from tools.commands.topics import AdminClient
+
+VOTERS = 3
+BROKERS = 3
+SETTINGS = {"broker.heartbeat.interval.ms": 200}
+CATCH_UP_RECORDS = 50_000
+CATCH_UP_BATCH = 1_000
+CREATES = 200
+POLL_INTERVAL_S = 0.001
+PROPAGATION_TIMEOUT_S = 5.0
+TARGET_P99_MS = 50.0
+MESSAGES = {"kafka-python": 20_000, "confluent-kafka": 200_000}  # per client
+MESSAGE_BYTES = 100
+PHASE_LIMIT_S = 30.0
+CATCH_UP_TIMEOUT_S = 30.0
+DESCRIBE = "DescribeQuorumRequest"
+STATUS = "BrokerStatus"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+# --- kept-open connections to the nodes' msgpack listeners ------------------------------
+
+
+class Connection:
+    """One TCP connection carrying one request at a time (frames as in tools.cluster)."""
+
+    def __init__(self, address: str, cluster_id: str, timeout_s: float = 2.0) -> None:
+        self.address = address
+        self.cluster_id = cluster_id
+        self.sock = socket.create_connection(parse_address(address), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder()
+        self.correlation = itertools.count(1)
+        self.expected = 0
+
+    def send(self, api: str, body: Any) -> None:
+        self.expected = next(self.correlation)
+        self.sock.sendall(encode_frame({"api": api, "version": 0,
+                                        "correlation_id": self.expected,
+                                        "cluster_id": self.cluster_id, "body": body}))
+
+    def feed(self, data: bytes) -> Any | None:
+        """The body of the awaited reply once it is complete, else None."""
+        for frame in self.decoder.feed(data):
+            if frame["correlation_id"] == self.expected:
+                return frame["body"]
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def round_trip(requests: dict[str, tuple[Connection, str, Any]], timeout_s: float = 2.0
+               ) -> dict[str, tuple[float, Any]]:
+    """Send every request at once, then wait for every reply; returns, by key, the
+    perf_counter time its reply arrived and its body."""
+    replies: dict[str, tuple[float, Any]] = {}
+    with selectors.DefaultSelector() as selector:
+        for key, (connection, api, body) in requests.items():
+            connection.send(api, body)
+            selector.register(connection.sock, selectors.EVENT_READ, (key, connection))
+        deadline = time.perf_counter() + timeout_s
+        while len(replies) < len(requests):
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise ClusterError("no reply within the poll timeout")
+            for selected, _ in selector.select(remaining):
+                key, connection = selected.data
+                body = receive(connection)
+                if body is not None:
+                    replies[key] = (time.perf_counter(), body)
+                    selector.unregister(connection.sock)
+    return replies
+
+
+def receive(connection: Connection) -> Any | None:
+    data = connection.sock.recv(1 << 20)
+    if not data:
+        raise ClusterError(f"{connection.address} closed the connection")
+    return connection.feed(data)
+
+
+def poll_until_applied(controller: Connection, statuses: dict[int, Connection],
+                       since: float, timeout_s: float) -> dict[int, float] | None:
+    """DescribeQuorum once to the controller; meanwhile each broker's BrokerStatus is
+    polled on its own connection, sent again ~POLL_INTERVAL_S after each reply, until
+    every broker's applied offset reaches that high watermark. Returns, by broker, the
+    arrival time of the first reply showing it (None on timeout)."""
+    hw: int | None = None
+    seen: dict[int, float] = {}
+    waiting: list[tuple[int, float, dict[str, Any]]] = []  # replies seen before the hw
+    next_send = {b: since for b in statuses}
+    deadline = since + timeout_s
+    with selectors.DefaultSelector() as selector:
+        controller.send(DESCRIBE, describe_body())
+        selector.register(controller.sock, selectors.EVENT_READ, None)
+        for node_id, connection in statuses.items():
+            selector.register(connection.sock, selectors.EVENT_READ, node_id)
+        in_flight: set[int] = set()
+        while hw is None or len(seen) < len(statuses):
+            now = time.perf_counter()
+            if now > deadline:
+                drain(selector, controller, statuses, in_flight, hw is None)
+                return None
+            for node_id, connection in statuses.items():
+                if node_id not in seen and node_id not in in_flight and \
+                        now >= next_send[node_id]:
+                    connection.send(STATUS, {})
+                    in_flight.add(node_id)
+            due = [next_send[b] for b in statuses if b not in seen and b not in in_flight]
+            wait = max(0.0, min(due, default=now + 0.1) - now)
+            for selected, _ in selector.select(min(wait, max(0.0, deadline - now))):
+                node_id = selected.data
+                if node_id is None:
+                    body = receive(controller)
+                    if body is not None:
+                        hw = high_watermark(body)
+                        waiting = [w for w in waiting if not applied(w, hw, seen)]
+                    continue
+                body = receive(statuses[node_id])
+                if body is None:
+                    continue
+                at = time.perf_counter()
+                in_flight.discard(node_id)
+                entry = (node_id, at, status_body(node_id, body))
+                if hw is None:
+                    waiting.append(entry)
+                else:
+                    applied(entry, hw, seen)
+                next_send[node_id] = at + POLL_INTERVAL_S
+        drain(selector, controller, statuses, in_flight, False)
+    return seen
+
+
+def applied(entry: tuple[int, float, dict[str, Any]], hw: int, seen: dict[int, float]
+            ) -> bool:
+    node_id, at, status = entry
+    if node_id not in seen and is_applied(status, hw):
+        seen[node_id] = at
+        return True
+    return False
+
+
+def drain(selector: selectors.BaseSelector, controller: Connection,
+          statuses: dict[int, Connection], in_flight: set[int], describing: bool) -> None:
+    """Read the replies still owed, so each connection starts the next create clean."""
+    deadline = time.perf_counter() + 2.0
+    pending = set(in_flight) | ({None} if describing else set())
+    while pending:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise ClusterError("replies still owed after 2 s")
+        for selected, _ in selector.select(remaining):
+            node_id = selected.data
+            if node_id in pending:
+                connection = controller if node_id is None else statuses[node_id]
+                if receive(connection) is not None:
+                    pending.discard(node_id)
+
+
+def describe_body() -> Any:
+    return messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
+
+
+def high_watermark(reply: Any) -> int:
+    response = messages.decode_message("DescribeQuorumResponse", reply)
+    assert isinstance(response, messages.DescribeQuorumResponse)
+    if response.error_code != 0:
+        raise ClusterError(f"DescribeQuorum failed: {response.error_code.name}")
+    return response.high_watermark
+
+
+def status_body(node_id: int, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict) or body.get("error_code") != 0:
+        raise ClusterError(f"broker {node_id}: bad BrokerStatus reply {body!r}")
+    return body
+
+
+def is_applied(status: dict[str, Any], hw: int) -> bool:
+    """The high watermark is exclusive, the applied offset inclusive."""
+    return status["applied_offset"] + 1 >= hw
+
+
+# --- 1. catch-up --------------------------------------------------------------------------
+
+
+def catch_up(cluster: Cluster, broker: int) -> None:
+    for voter in cluster.voter_ids:
+        cluster.start_node(voter)
+    cluster.wait_for_leader(20)
+    appended = time.perf_counter()
+    cluster.append(CATCH_UP_RECORDS, batch=CATCH_UP_BATCH, timeout_s=60)
+    append_s = time.perf_counter() - appended
+    hw = cluster.describe()["high_watermark"]
+    started = time.perf_counter()
+    cluster.start_node(broker)
+    deadline = started + CATCH_UP_TIMEOUT_S
+    first: tuple[float, int] | None = None
+    connection: Connection | None = None
+    try:
+        while True:
+            if time.perf_counter() > deadline:
+                raise ClusterError(f"broker {broker} not caught up within "
+                                   f"{CATCH_UP_TIMEOUT_S} s")
+            if connection is None:
+                address = cluster.node(broker).status_address
+                assert address is not None
+                try:
+                    connection = Connection(address, cluster.cluster_id)
+                except OSError:
+                    time.sleep(POLL_INTERVAL_S)
+                    continue
+            at, body = round_trip({"b": (connection, STATUS, {})})["b"]
+            status = status_body(broker, body)
+            if first is None:
+                first = (at, status["applied_offset"])
+            if is_applied(status, hw):
+                done = at
+                break
+            time.sleep(POLL_INTERVAL_S)
+    finally:
+        if connection is not None:
+            connection.close()
+    total_s = done - started
+    log_bytes = sum(p.stat().st_size for p in Path(cluster.node(1).data_dir).rglob("*")
+                    if p.is_file())
+    print(f"metadata log written for catch-up: {CATCH_UP_RECORDS:,} NoOp records in "
+          f"batches of {CATCH_UP_BATCH:,} in {append_s:.2f} s (high watermark {hw:,}; "
+          f"voter 1's log directory {log_bytes / 1e6:.1f} MB)")
+    first_at, first_offset = first
+    print(f"broker catch-up from an empty directory ({hw:,} records): {total_s:.2f} s "
+          f"from start_node, {hw / total_s:,.0f} records/s (process start-up included: "
+          f"first status answer after {first_at - started:.2f} s)")
+    if done > first_at and hw - 1 - first_offset > 0:
+        behind = hw - 1 - first_offset
+        print(f"broker catch-up after its first status answer (applied offset "
+              f"{first_offset:,} then): {behind:,} records in {done - first_at:.2f} s, "
+              f"{behind / (done - first_at):,.0f} records/s")
+    else:
+        print(f"broker catch-up after its first status answer: already caught up "
+              f"(applied offset {first_offset:,}), no rate without start-up")
+
+
+# --- 2. propagation -----------------------------------------------------------------------
+
+
+def propagation(cluster: Cluster, brokers: list[int]) -> None:
+    leader = cluster.wait_for_leader(20)
+    leader_address = leader["leader_address"]
+    if not leader_address:
+        raise ClusterError("DescribeQuorum did not name the leader's address")
+    controller = Connection(leader_address, cluster.cluster_id)
+    statuses = {b: Connection(a, cluster.cluster_id) for b in brokers
+                if (a := cluster.node(b).status_address)}
+    admin = AdminClient([leader_address, *cluster.controller_addresses()],
+                        cluster_id=cluster.cluster_id, timeout_s=600)
+    latencies: list[float] = []
+    create_ms: list[float] = []
+    each: list[float] = []  # every broker's own time, not only the last one's
+    timeouts = 0
+    try:
+        for index in range(CREATES):
+            begin = time.perf_counter()
+            response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
+                name=f"propagation-{index}", num_partitions=1, replication_factor=1),)))
+            committed = time.perf_counter()
+            if not isinstance(response, CreateTopicsResponse) or \
+                    response.topics[0].error_code:
+                raise ClusterError(f"create failed: {response}")
+            create_ms.append((committed - begin) * 1000)
+            seen = poll_until_applied(controller, statuses, committed,
+                                      PROPAGATION_TIMEOUT_S)
+            if seen is None:
+                timeouts += 1
+                continue
+            latencies.append((max(seen.values()) - committed) * 1000)
+            each.extend((at - committed) * 1000 for at in seen.values())
+    finally:
+        controller.close()
+        for connection in statuses.values():
+            connection.close()
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    verdict = "met" if p99 < TARGET_P99_MS and not timeouts else "NOT met"
+    print(f"metadata propagation ({len(latencies)} creates, {len(statuses)} brokers): "
+          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies, default=0):.1f} ms "
+          f"(target p99 < {TARGET_P99_MS:.0f} ms: {verdict}; from the create's reply to "
+          f"the last broker's applied offset reaching the controller's high watermark; "
+          f"includes ~{POLL_INTERVAL_S * 1000:.0f} ms polling granularity"
+          + (f"; {timeouts} not seen within {PROPAGATION_TIMEOUT_S:.0f} s" if timeouts
+             else "") + ")")
+    print(f"  (for context: any one broker p50 {percentile(each, 0.5):.1f} ms, p99 "
+          f"{percentile(each, 0.99):.1f} ms; the create round trip itself p50 "
+          f"{percentile(create_ms, 0.5):.1f} ms, p99 {percentile(create_ms, 0.99):.1f} ms)")
+
+
+# --- 3. Kafka clients ---------------------------------------------------------------------
+
+
+def create_topic(cluster: Cluster, brokers: list[int], name: str) -> None:
+    admin = AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id,
+                        timeout_s=30)
+    response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
+        name=name, num_partitions=1, replication_factor=BROKERS),)))
+    if not isinstance(response, CreateTopicsResponse) or response.topics[0].error_code:
+        raise ClusterError(f"create {name} failed: {response}")
+    hw = cluster.describe()["high_watermark"]
+    deadline = time.monotonic() + 30
+    pending = list(brokers)
+    while pending:
+        pending = [b for b in pending
+                   if not ((s := cluster.broker_status(b)) and is_applied(s, hw))]
+        if pending and time.monotonic() > deadline:
+            raise ClusterError(f"{name} not visible on brokers {pending} within 30 s")
+        if pending:
+            time.sleep(0.01)
+
+
+def report(client: str, verb: str, count: int, seconds: float, note: str = "") -> None:
+    rate = count / seconds if seconds > 0 else 0.0
+    mb = rate * MESSAGE_BYTES / 1e6
+    bounded = f"; stopped at {PHASE_LIMIT_S:.0f} s" if count < MESSAGES[client] else ""
+    print(f"{verb} {client} (replication factor {BROKERS}, acks=all, {MESSAGE_BYTES} B "
+          f"values): {count:,} messages in {seconds:.2f} s, {rate:,.0f} messages/s, "
+          f"{mb:.2f} MB/s{bounded}{note}")
+
+
+def kafka_python(bootstrap: str, topic: str) -> None:
+    import kafka
+    from kafka.errors import KafkaError
+
+    payload = b"k" * MESSAGE_BYTES
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                   max_block_ms=int(PHASE_LIMIT_S * 1000))
+    try:
+        producer.send(topic, value=payload).get(timeout=PHASE_LIMIT_S)  # warm-up
+        started = time.perf_counter()
+        deadline = started + PHASE_LIMIT_S
+        futures = []
+        for _ in range(MESSAGES["kafka-python"]):
+            if time.perf_counter() > deadline:
+                break
+            futures.append(producer.send(topic, value=payload))
+        try:
+            producer.flush(timeout=max(0.1, deadline - time.perf_counter()))
+        except KafkaError:
+            pass
+        elapsed = time.perf_counter() - started
+        acked = sum(1 for f in futures if f.succeeded())
+    finally:
+        producer.close(timeout=5)
+    failed = sum(1 for f in futures if f.failed())
+    report("kafka-python", "produce", acked, elapsed,
+           f" ({failed} failed)" if failed else "")
+
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                   group_id=None)
+    try:
+        partition = kafka.TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 1)  # after the warm-up message
+        started = time.perf_counter()
+        deadline = started + PHASE_LIMIT_S
+        got = 0
+        while got < acked and time.perf_counter() < deadline:
+            batches = consumer.poll(timeout_ms=200)
+            got += sum(len(records) for records in batches.values())
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    report("kafka-python", "consume", got, elapsed, " (from the first poll)")
+
+
+def confluent(bootstrap: str, topic: str) -> None:
+    import confluent_kafka
+
+    payload = b"c" * MESSAGE_BYTES
+    outcome = {"acked": 0, "failed": 0}
+
+    def delivered(error: Any, _message: Any) -> None:
+        outcome["failed" if error is not None else "acked"] += 1
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value=payload)  # warm-up
+    if producer.flush(PHASE_LIMIT_S) != 0:
+        raise ClusterError("confluent-kafka warm-up message not delivered")
+    started = time.perf_counter()
+    deadline = started + PHASE_LIMIT_S
+    sent = 0
+    while sent < MESSAGES["confluent-kafka"] and time.perf_counter() < deadline:
+        try:
+            producer.produce(topic, value=payload, on_delivery=delivered)
+            sent += 1
+        except BufferError:
+            producer.poll(0.01)
+    producer.flush(max(0.1, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - started
+    report("confluent-kafka", "produce", outcome["acked"], elapsed,
+           f" ({outcome['failed']} failed)" if outcome["failed"] else "")
+    # an unflushed producer is simply dropped (no close in confluent-kafka)
+    del producer
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
+                                        "group.id": "broker-bench",
+                                        "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 1)])
+        started = time.perf_counter()
+        deadline = started + PHASE_LIMIT_S
+        got = 0
+        errors = 0
+        while got < outcome["acked"] and time.perf_counter() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=0.2):
+                if message.error() is None:
+                    got += 1
+                else:
+                    errors += 1
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    report("confluent-kafka", "consume", got, elapsed,
+           " (from the first consume" + (f"; {errors} errors" if errors else "") + ")")
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def run(directory: Path) -> None:
+    cluster = Cluster.create(directory / "cluster", voters=VOTERS, brokers=BROKERS,
+                             settings=SETTINGS)
+    brokers = [n for n in sorted(cluster.nodes) if not cluster.node(n).is_voter]
+    try:
+        catch_up(cluster, brokers[0])
+        for broker in brokers[1:]:
+            cluster.start_node(broker)
+        cluster.wait_for_brokers(30)
+        propagation(cluster, brokers)
+        bootstrap = ",".join(a for b in brokers if (a := cluster.node(b).client_address))
+        for name, client in (("kafka-python", kafka_python), ("confluent-kafka", confluent)):
+            topic = f"throughput-{name}"
+            try:
+                create_topic(cluster, brokers, topic)
+                client(bootstrap, topic)
+            except Exception as exc:  # one client failing must not hide the other's figures
+                print(f"{name} throughput not measured: {type(exc).__name__}: {exc}")
+    except ClusterError as exc:
+        print(f"broker bench failed: {exc}")
+    finally:
+        try:
+            cluster.stop(timeout_s=5)
+        finally:
+            cluster.kill_all_started()
+
+
+def main() -> None:
+    started = time.monotonic()
+    load = os.getloadavg()[0]
+    print(f"(host: {os.cpu_count()} CPUs, 1-minute load average {load:.1f} before the "
+          f"cluster starts; other processes' load shows in every figure below)")
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as temp:
+        run(Path(temp))
+    print(f"(broker bench took {time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
