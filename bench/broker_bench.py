@@ -223,7 +223,7 @@ def status_body(node_id: int, body: Any) -> dict[str, Any]:
 
 def is_applied(status: dict[str, Any], hw: int) -> bool:
     """The high watermark is exclusive, the applied offset inclusive."""
-    return status["applied_offset"] + 1 >= hw
+    return int(status["applied_offset"]) + 1 >= hw
 
 
 # --- 1. catch-up --------------------------------------------------------------------------
