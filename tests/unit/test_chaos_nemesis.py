@@ -33,5 +33,11 @@ def test_only_requested_kinds_are_scheduled_when_faults_are_restricted() -> None
     assert {f.kind for f in faults} == {"pause"}
     assert all(f.target != LEADER for f in faults)
     assert schedule(3, 120, [], NODES) == []
-    with pytest.raises(ValueError, match="partition"):
-        schedule(3, 120, ["partition"], NODES)
+    with pytest.raises(ValueError, match="slow-disk"):
+        schedule(3, 120, ["slow-disk"], NODES)
+
+
+def test_partitions_are_symmetric_or_one_way_when_requested() -> None:
+    faults = schedule(5, 300, ["partition"], NODES)
+    assert {f.kind for f in faults} == {"partition", "partition-one-way"}
+    assert all(f.target in NODES for f in faults)

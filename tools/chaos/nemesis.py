@@ -6,7 +6,9 @@ a majority between faults and every fault is healed at the end. Kinds:
 - kill:   SIGKILL a node, then start it again after `hold_s`;
 - pause:  SIGSTOP a node, SIGCONT it after `hold_s`;
 - leader: the same against whichever voter leads when the fault starts (kill or pause,
-          chosen by the schedule).
+          chosen by the schedule);
+- partition: cut a node's links to and from the voters (or, one-way, only its links to
+          them) through the proxies of tools/chaos/proxy.py, until `hold_s`.
 Only processes the cluster object started are signalled (by their recorded pid).
 """
 
@@ -20,18 +22,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tools.chaos.proxy import ProxyNet
 from tools.cluster import Cluster, ClusterError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("kill", "pause", "leader")
+KINDS = ("kill", "pause", "leader", "partition")
 LEADER = -1  # target: the leader when the fault starts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
     at_s: float  # seconds after the start of the schedule
-    kind: str  # kill | pause (what is done to the target)
+    kind: str  # kill | pause | partition | partition-one-way (what is done to the target)
     target: int  # a node id, or LEADER
     hold_s: float  # how long before it is healed
 
@@ -75,7 +78,10 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
         hold = rng.uniform(*hold_s)
         if now + hold > duration_s:
             return out
-        if kind == "leader":
+        if kind == "partition":
+            out.append(Fault(at_s=now, kind=rng.choice(("partition", "partition-one-way")),
+                             target=rng.choice(list(node_ids)), hold_s=hold))
+        elif kind == "leader":
             out.append(Fault(at_s=now, kind=rng.choice(("kill", "pause")), target=LEADER,
                              hold_s=hold))
         else:
@@ -87,8 +93,10 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
 class Nemesis:
     """Runs a schedule in a thread; `stop()` heals at once and ends it."""
 
-    def __init__(self, cluster: Cluster, faults: Sequence[Fault]) -> None:
+    def __init__(self, cluster: Cluster, faults: Sequence[Fault], net: ProxyNet | None = None
+                 ) -> None:
         self.cluster = cluster
+        self.net = net
         self.faults = list(faults)
         self.injected: list[Injected] = []
         self._stop = threading.Event()
@@ -126,7 +134,11 @@ class Nemesis:
         log.warning("fault", extra={"fault": fault.kind, "node": node_id})
         error = None
         try:
-            if fault.kind == "kill":
+            if fault.kind.startswith("partition"):
+                if self.net is None:
+                    raise ClusterError("partition faults need the proxies (ProxyNet)")
+                self.net.partition(node_id, one_way=fault.kind == "partition-one-way")
+            elif fault.kind == "kill":
                 self.cluster.kill(node_id, signal.SIGKILL)
             else:
                 self.cluster.send_signal(node_id, signal.SIGSTOP)
@@ -151,7 +163,10 @@ class Nemesis:
         return int(leader)
 
     def _heal(self, node_id: int, kind: str) -> None:
-        if kind == "kill":
+        if kind.startswith("partition"):
+            if self.net is not None:
+                self.net.heal()
+        elif kind == "kill":
             if not self.cluster.is_running(node_id):
                 self.cluster.start_node(node_id)
         elif self.cluster.is_running(node_id):
@@ -160,6 +175,8 @@ class Nemesis:
     def heal_all(self) -> None:
         """Every node runs and none is stopped (idempotent; used at the end whatever
         happened)."""
+        if self.net is not None:
+            self.net.heal()
         for node_id in sorted(self.cluster.nodes):
             if self.cluster.is_running(node_id):
                 self.cluster.send_signal(node_id, signal.SIGCONT)

@@ -1,10 +1,11 @@
 """`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
-                [--faults kill,pause,leader] [--skip-replay] [--json]
+                [--faults kill,pause,leader,partition] [--skip-replay] [--json]
 
 Starts a cluster in DIR (short timeouts), runs the workload (tools/chaos/workload.py)
-while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes; heals
+while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes and (with
+`partition`) cuts node-to-voter links through TCP proxies (tools/chaos/proxy.py); heals
 everything, waits (bounded) for the cluster to settle, checks the history against the
 final state (tools/chaos/checker.py), stops the cluster, runs `kraft replay` on the
 logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl).
@@ -28,6 +29,7 @@ from tools.chaos.checker import FinalState, check
 from tools.chaos.final import final_topics, read_all, reference_hashes, settle_brokers
 from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import KINDS, Nemesis, schedule
+from tools.chaos.proxy import ProxyNet
 from tools.chaos.workload import Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster, ClusterError
 from tools.errors import CommandError, usage_error
@@ -98,7 +100,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=SETTINGS)
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes))
-    nemesis = Nemesis(cluster, plan)
+    net = ProxyNet.install(cluster) if "partition" in faults else None
+    nemesis = Nemesis(cluster, plan, net)
     errors: list[str] = []
     final: FinalState | None = None
     leader_dir: str | None = None
@@ -135,6 +138,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
             cluster.stop()
         finally:
             cluster.kill_all_started()
+            if net is not None:
+                net.close()
     result = None
     if final is not None and leader_dir is not None:
         hashes = reference_hashes(leader_dir, [b.applied_offset for b in final.brokers
