@@ -42,7 +42,7 @@ class Version:
     nodes: frozenset[int]
     locator: tuple[int, int]  # (node, batch index) of one copy, to decode it
     record_hash: int | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] | None = None  # reported columns, for record versions
 
 
 @dataclass(slots=True)
@@ -161,7 +161,7 @@ def _at_offsets(records: list[Version]) -> dict[int, list[Version]]:
 
 def _example(version: Version, reason: str) -> dict[str, Any]:
     return {"nodes": sorted(version.nodes), "offset": version.offset, "epoch": version.epoch,
-            "reason": reason, "record": dict(version.record)}
+            "reason": reason, "record": dict(version.record or {})}
 
 
 def _epoch_at(runs: Runs, offset: int) -> int | None:
