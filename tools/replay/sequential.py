@@ -46,8 +46,6 @@ TYPE_NAMES[UNDECODABLE] = "UNDECODABLE"
 _LEADER_CHANGE = int(RecordType.LEADER_CHANGE)
 _METADATA_TOPIC = int(RecordType.METADATA_TOPIC)
 _TOPIC = int(RecordType.TOPIC)
-_PARTITION = int(RecordType.PARTITION)
-_PARTITION_CHANGE = int(RecordType.PARTITION_CHANGE)
 _REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
 _RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
 _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
@@ -222,7 +220,7 @@ class NodeScan:
                 gap = False
             if kinds is not None:
                 kinds.append(kind)
-            if kind == 8 or kind == 7:  # PARTITION_CHANGE, PARTITION: most of any log
+            if kind == 8 or kind == 7:  # PARTITION_CHANGE, PARTITION (literals: the hot path)
                 topic_id = fields.get("topic_id")  # type: ignore[union-attr]
                 if topic_id.__class__ is not bytes or topic_id not in live:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
