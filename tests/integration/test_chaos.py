@@ -20,19 +20,20 @@ SHORT_SEED = 2  # its schedule kills and pauses both plain nodes and the leader
 SHORT_DURATION_S = 60
 
 
-def run_chaos(directory: Path, seed: int, duration_s: int, timeout_s: float
-              ) -> tuple[int, dict[str, Any]]:
+def run_chaos(directory: Path, seed: int, duration_s: int, timeout_s: float,
+              faults: str = "kill,pause,leader") -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "tools.cli", "chaos", "--cluster", str(directory),
          "--duration", str(duration_s), "--seed", str(seed), "--voters", "3", "--brokers", "3",
-         "--faults", "kill,pause,leader", "--json"],
+         "--faults", faults, "--json"],
         capture_output=True, text=True, timeout=timeout_s, check=False)
     verdict = json.loads((directory / "chaos-verdict.json").read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == verdict
     return done.returncode, verdict
 
 
-def assert_passed(code: int, verdict: dict[str, Any], duration_s: int) -> None:
+def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
+                  kinds: frozenset[str] = frozenset({"kill", "pause"})) -> None:
     assert verdict["violations"] == [], verdict["reproduce"]
     assert verdict["errors"] == [], verdict["reproduce"]
     assert code == 0
@@ -42,8 +43,8 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int) -> None:
     # the run really was hostile, and the checker really had something to check
     faults = verdict["fault_log"]
     assert len(faults) >= duration_s // 10
-    assert {f["kind"] for f in faults} == {"kill", "pause"}
-    assert any(f["target"] == "leader" for f in faults)
+    assert {f["kind"] for f in faults} == kinds
+    assert any(f["target"] == "leader" for f in faults) == ("kill" in kinds)
     assert all(f["healed_s"] is not None and f["error"] is None for f in faults)
     assert verdict["operations"]["create"]["ok"] > 10
     assert verdict["operations"]["delete"]["ok"] > 10
@@ -60,11 +61,23 @@ def test_chaos_run_passes_when_nodes_are_killed_paused_and_leaders_targeted(
     assert (cli_cluster_dir / "history.jsonl").stat().st_size > 0
 
 
+@pytest.mark.timeout(600)
+def test_chaos_run_passes_when_nodes_are_partitioned_from_the_voters(
+        cli_cluster_dir: Path) -> None:
+    """Symmetric and one-way partitions of voters (the leader included) and brokers from
+    the voters, through the proxies: same guarantees as under process faults."""
+    code, verdict = run_chaos(cli_cluster_dir, 7, 45, timeout_s=500, faults="partition")
+    assert_passed(code, verdict, 45, kinds=frozenset({"partition", "partition-one-way"}))
+    assert {f["node"] for f in verdict["fault_log"]} & {1, 2, 3}
+
+
 @pytest.mark.soak
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("seed", [11, 23, 37, 41, 59])
 def test_chaos_soak_passes_when_run_longer_over_several_seeds(cli_cluster_dir: Path,
                                                              seed: int) -> None:
     duration_s = 600
-    code, verdict = run_chaos(cli_cluster_dir, seed, duration_s, timeout_s=1500)
-    assert_passed(code, verdict, duration_s)
+    code, verdict = run_chaos(cli_cluster_dir, seed, duration_s, timeout_s=1500,
+                              faults="kill,pause,leader,partition")
+    assert_passed(code, verdict, duration_s,
+                  kinds=frozenset({"kill", "pause", "partition", "partition-one-way"}))
