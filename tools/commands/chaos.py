@@ -31,8 +31,8 @@ from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.workload import Workload, WorkloadConfig
-from tools.cluster import CLUSTER_FILE, Cluster, ClusterError
-from tools.errors import CommandError, usage_error
+from tools.cluster import CLUSTER_FILE, Cluster
+from tools.errors import usage_error
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +128,9 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
         final = FinalState(topics={name: t[0] for name, t in topics.items()}, reads=reads,
                            read_complete=complete, brokers=observed)
-    except (ClusterError, CommandError, OSError) as exc:
+    except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
-        errors.append(f"harness: {exc}")
+        errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
         nemesis.stop()
         history.close()
