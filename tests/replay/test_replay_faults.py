@@ -209,3 +209,19 @@ def test_replay_exits_1_naming_the_failed_check_when_a_fault_is_planted(
     assert code == 1
     assert json.loads(captured.out)["failed"] == ["records_name_live_topic"]
     assert "records_name_live_topic" in captured.err
+
+
+def test_replay_exits_2_naming_the_file_when_a_segment_is_unreadable(
+        spark, base_log, tmp_path, capsys):
+    """The executors open the segment files themselves: one they cannot read (here a
+    directory where a segment should be) is bad input, exit 2 naming it."""
+    root = write_cluster_files(tmp_path / "c", {1: base_log, 2: base_log, 3: base_log},
+                               segment_records=100)
+    segment = sorted((root / "node-3" / "data" / "__cluster_metadata-0").glob("*.log"))[-1]
+    segment.unlink()
+    segment.mkdir()
+    code = main(["replay", "--cluster", str(root)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert segment.name in err
+    assert "unreadable segment" in err
