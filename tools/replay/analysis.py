@@ -13,6 +13,7 @@ log.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -68,10 +69,10 @@ def epochs_and_types(aggregates: Aggregates, claims: list[tuple[Any, ...]]) -> t
 
 def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]:
     width = max(1, -(-end_offset // CHURN_BINS))
-    by_bin: dict[int, list[int]] = {}
-    for column, offsets in ((0, aggregates.topic_offsets), (1, aggregates.remove_offsets)):
-        for offset in offsets:
-            by_bin.setdefault(offset // width * width, [0, 0])[column] += 1
+    # Counter over map(): the binning runs in C, a Python loop per offset does not
+    created = Counter(map(width.__rfloordiv__, aggregates.topic_offsets))
+    removed = Counter(map(width.__rfloordiv__, aggregates.remove_offsets))
+    by_bin = {b * width: (created[b], removed[b]) for b in created.keys() | removed.keys()}
     out, live = [], 0
     for start in range(0, max(end_offset, 1), width):
         created, removed = by_bin.get(start, (0, 0))
@@ -96,7 +97,8 @@ def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
         if row[0] is not None:
             by_name.setdefault(row[0], []).append(row)
     many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
-            if len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
+            if len(rows) > 1  # most names are taken once: no set to build for them
+            and len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
     ids = sorted({topic_id for rows in many.values() for _, topic_id, _ in rows
                   if topic_id is not None})
     texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
