@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from tools.replay.inputs import from_cluster
 from tools.replay.synthetic import metadata_log, write_cluster
@@ -28,6 +29,20 @@ RECORDS = int(os.environ.get("KRAFT_REPLAY_BENCH_RECORDS", "1000000"))
 NODES = (1, 2, 3)
 TARGET_RECORDS_PER_S = 200_000
 BUDGET_S = 600.0
+# The first run pays the JVM's first compilation of the Python-task path; the second
+# shows the steady state. Both are printed: the first is the number to quote.
+RUNS = ("replay end to end (local[2])", "  again, same session")
+
+
+def _report(label: str, records: int, elapsed: float, result: Any) -> None:
+    rate = records / elapsed
+    verdict = "met" if rate >= TARGET_RECORDS_PER_S else "NOT met"
+    print(f"{label:<34} {elapsed:.1f} s: {rate:,.0f} records/s, "
+          f"{result.record_copies / elapsed:,.0f} record copies/s "
+          f"(target >= {TARGET_RECORDS_PER_S:,} records/s: {verdict})")
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    print(f"{'  phases':<34} {phases}")
+    print(f"{'  verdict':<34} {'all checks pass' if result.passed else result.failed}")
 
 
 def _import_replay(_: int) -> bool:
@@ -60,24 +75,16 @@ def main() -> None:
         timer = threading.Timer(BUDGET_S, spark.sparkContext.cancelAllJobs)
         timer.start()
         try:
-            started = time.monotonic()
-            result = run_replay(spark, from_cluster(root / "cluster"))
-            elapsed = time.monotonic() - started
+            for label in RUNS:
+                started = time.monotonic()
+                result = run_replay(spark, from_cluster(root / "cluster"))
+                _report(label, records, time.monotonic() - started, result)
         except Exception as exc:  # cancelled by the budget timer, or Spark failed
             print(f"{'replay':<34} did not finish within {BUDGET_S:.0f} s: "
                   f"{type(exc).__name__}")
-            return
         finally:
             timer.cancel()
             spark.stop()
-        rate = records / elapsed
-        verdict = "met" if rate >= TARGET_RECORDS_PER_S else "NOT met"
-        print(f"{'replay end to end (local[2])':<34} {elapsed:.1f} s: {rate:,.0f} records/s, "
-              f"{result.record_copies / elapsed:,.0f} record copies/s "
-              f"(target >= {TARGET_RECORDS_PER_S:,} records/s: {verdict})")
-        phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
-        print(f"{'  phases':<34} {phases}")
-        print(f"{'  verdict':<34} {'all checks pass' if result.passed else result.failed}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
