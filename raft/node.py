@@ -101,11 +101,23 @@ class _Waiter:
     epoch: int
     last_offset: int
     done: trio.Event = field(default_factory=trio.Event)
-    error: NotLeaderError | None = None
+    error: Exception | None = None
 
 
 class _Shutdown:
     pass
+
+
+class LogDirFailure(Exception):
+    """A write or fsync of the log directory failed (e.g. ENOSPC): the node stops, as
+    Kafka does on a log-dir failure, having acknowledged only what was durable. Recovery
+    on the next start cuts any torn tail."""
+
+    def __init__(self, directory: str, error: OSError) -> None:
+        super().__init__(f"log directory {directory} failed: {error.strerror or error}"
+                         " (node stopped; restart once the disk is fixed)")
+        self.directory = directory
+        self.error = error
 
 
 class RaftNode:
@@ -258,10 +270,25 @@ class RaftNode:
             task_status.started(port)
             for background in self._background:
                 nursery.start_soon(background)
-            await self._core_loop()
+            try:
+                await self._core_loop()
+            except OSError as exc:
+                raise self._log_dir_failed(exc) from exc
             await self.transport.drain(SHUTDOWN_DRAIN_S)
             nursery.cancel_scope.cancel()
         log.info("node stopped", extra={"node": self.node_id})
+
+    def _log_dir_failed(self, exc: OSError) -> LogDirFailure:
+        """Stop on a storage error: nothing after it was sent or acknowledged."""
+        directory = str(getattr(self._log, "directory", None) or exc.filename or "?")
+        failure = LogDirFailure(directory, exc)
+        log.error("log directory failed, stopping the node",
+                  extra={"node": self.node_id, "dir": directory, "error": str(exc)})
+        for waiter in self._waiters:
+            waiter.error = failure
+            waiter.done.set()
+        self._waiters.clear()
+        return failure
 
     def _to_trio_time(self, deadline_ms: int) -> float:
         return deadline_ms / 1000 - self._clock_offset_s
@@ -305,6 +332,10 @@ class RaftNode:
         elif isinstance(item, _Call):
             try:
                 item.result = item.fn(now)
+            except OSError as exc:  # a failed log write stops the node (see run)
+                item.error = exc
+                item.done.set()
+                raise
             except Exception as exc:  # handed back to the caller, not raised here
                 item.error = exc
             item.done.set()

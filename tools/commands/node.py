@@ -19,8 +19,8 @@ import trio
 from metadata.records import NoOp
 from raft.core import RaftConfig
 from raft.errors import ErrorCode
-from raft.log import DiskLog
-from raft.node import ApiError, NotLeaderError, RaftNode
+from raft.log import DiskLog, LogCorruptionError
+from raft.node import ApiError, LogDirFailure, NotLeaderError, RaftNode
 from raft.storage import StorageError, open_log_dir, read_quorum_state, write_quorum_state
 from tools.config import ConfigError, NodeConfig, load
 from tools.errors import CommandError, usage_error
@@ -157,10 +157,29 @@ def run(args: argparse.Namespace) -> int:
         node = build_node(config)
     except StorageError as exc:
         raise CommandError(str(exc)) from None
+    except LogCorruptionError as exc:  # file and byte offset, no traceback
+        raise CommandError(str(exc), exit_code=2) from None
+    except OSError as exc:  # e.g. ENOSPC while recovery cuts a torn tail
+        raise CommandError(f"log directory {config.log_dir}: {exc}") from None
     try:
         trio.run(serve, node)
+    except BaseExceptionGroup as group:
+        failure = _find(group, LogDirFailure)
+        if failure is None:
+            raise
+        raise CommandError(str(failure)) from None  # the node logged it too
     except OSError as exc:
         address = config.controller_address
         raise CommandError(f"cannot listen on {address[0]}:{address[1]}: "  # type: ignore[index]
                            f"{exc.strerror or exc}") from None
     return 0
+
+
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first `kind` in a (nested) exception group."""
+    if isinstance(exc, kind):
+        return exc
+    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
+        if (found := _find(inner, kind)) is not None:
+            return found
+    return None

@@ -1,0 +1,174 @@
+"""A full disk under a running node (issue 9, hostile input): ENOSPC injected into the log
+write, the log fsync or the quorum-state write. The node logs one ERROR naming the error
+and the directory and stops (like Kafka's log-dir failure) without acknowledging what was
+not durable; a restart once space is back holds every acknowledged record."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from raft.core import RaftConfig
+from raft.log import DiskLog
+from raft.node import LogDirFailure, RaftNode
+from raft.storage import read_quorum_state, write_quorum_state
+from raft.types import ElectionState
+
+FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
+        "request_timeout_ms": 200, "fetch_max_wait_ms": 100}
+
+
+def enospc() -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    if isinstance(exc, kind):
+        return exc
+    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
+        if (found := find(inner, kind)) is not None:
+            return found
+    return None
+
+
+async def make_node(data: Path, write_election: Callable[[ElectionState], None] | None = None
+                    ) -> tuple[RaftNode, DiskLog]:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
+    disk_log = DiskLog.open_metadata_log(data)
+    node = RaftNode(node_id=1, cluster_id="cluster-a", voters=voters,
+                    config=RaftConfig(voters=(1,), **FAST), log=disk_log,
+                    election=read_quorum_state(data),
+                    write_election=write_election or (lambda s: write_quorum_state(data, s)),
+                    listeners=listeners, rng=random.Random(1))
+    return node, disk_log
+
+
+async def eventually(predicate: Callable[[], Any]) -> Any:
+    """Poll state that offers no event; the test's fail_after bounds it."""
+    while True:
+        if value := predicate():
+            return value
+        await trio.sleep(0.01)
+
+
+def records_on_disk(data: Path) -> list[bytes]:
+    """The data records (not the LeaderChange control records) after recovery, which
+    cuts any torn tail."""
+    with DiskLog.open_metadata_log(data) as disk_log:
+        return [r for b in disk_log.read(0, 1 << 30) for r in b.records
+                if r.startswith((b"acked-", b"not-durable", b"after-restart"))]
+
+
+def arm(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """From now on the disk is full, the way `fault` names."""
+    real_pwrite = os.pwrite
+
+    def failing(*args: Any) -> Any:
+        raise enospc()
+
+    def io_error(*args: Any) -> Any:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def short_then_full(fd: int, data: Any, position: int) -> int:
+        monkeypatch.setattr(os, "pwrite", failing)  # the rest of the batch does not fit
+        return real_pwrite(fd, bytes(data)[:len(data) // 2], position)
+
+    if fault == "fsync":
+        monkeypatch.setattr(os, "fsync", failing)
+    elif fault == "write":
+        monkeypatch.setattr(os, "pwrite", failing)
+    elif fault == "torn-write":  # half a batch lands and cannot even be cut off
+        monkeypatch.setattr(os, "pwrite", short_then_full)
+        monkeypatch.setattr(os, "ftruncate", io_error)
+    else:
+        raise AssertionError(fault)
+
+
+@pytest.mark.parametrize("fault", ["fsync", "write", "torn-write"])
+async def test_full_disk_stops_node_and_restart_keeps_acknowledged_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        fault: str) -> None:
+    """Appends acknowledged before ENOSPC all survive a restart; the append that hit the
+    full disk is never acknowledged; the node stops with one ERROR naming the dir."""
+    caplog.set_level(logging.ERROR, logger="raft.node")
+    node, disk_log = await make_node(tmp_path)
+    acked: list[bytes] = []
+    late_ack: list[tuple[int, int]] = []
+
+    async def until_the_disk_fills() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            await eventually(lambda: node.is_leader)
+            for i in range(20):
+                record = f"acked-{i}".encode()
+                await node.propose_and_wait([record])
+                acked.append(record)
+            with monkeypatch.context() as patch:
+                arm(patch, fault)
+                late_ack.append(await node.propose_and_wait([b"not-durable"] * 3))
+
+    with trio.fail_after(10), pytest.raises(BaseExceptionGroup) as raised:
+        await until_the_disk_fills()
+    disk_log.close()
+    failure = find(raised.value, LogDirFailure)
+    assert failure is not None, raised.value
+    assert late_ack == []
+    # torn-write: the failed cut-off of the half batch is what stops the node
+    assert ("Input/output error" if fault == "torn-write" else "No space left on device"
+            ) in str(failure)
+    assert str(tmp_path) in str(failure)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert "log directory failed" in errors[0].getMessage()
+    assert getattr(errors[0], "dir", "").startswith(str(tmp_path))
+
+    # Space is back: the restarted node holds every acknowledged record and goes on.
+    assert len(acked) == 20
+    assert records_on_disk(tmp_path)[:len(acked)] == acked
+    node, disk_log = await make_node(tmp_path)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            await eventually(lambda: node.is_leader)
+            await node.propose_and_wait([b"after-restart"])
+            await node.shutdown()
+    disk_log.close()
+    after = records_on_disk(tmp_path)
+    assert after[:len(acked)] == acked
+    assert after[-1] == b"after-restart"
+    assert all(r in (b"not-durable", b"after-restart") for r in after[len(acked):])
+
+
+async def test_full_disk_on_quorum_state_write_stops_node(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ENOSPC persisting quorum-state (the vote) stops the node before it acts as leader."""
+    caplog.set_level(logging.ERROR, logger="raft.node")
+
+    def full(state: ElectionState) -> None:
+        raise enospc()
+
+    node, disk_log = await make_node(tmp_path, write_election=full)
+
+    async def until_the_vote_fails() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            await trio.sleep_forever()  # until the node stops on the failed write
+
+    with trio.fail_after(10), pytest.raises(BaseExceptionGroup) as raised:
+        await until_the_vote_fails()
+    disk_log.close()
+    failure = find(raised.value, LogDirFailure)
+    assert failure is not None
+    assert "No space left on device" in str(failure)
+    assert not node.is_leader
+    assert read_quorum_state(tmp_path) is None
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
