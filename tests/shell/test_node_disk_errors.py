@@ -22,8 +22,8 @@ from raft.node import LogDirFailure, RaftNode
 from raft.storage import read_quorum_state, write_quorum_state
 from raft.types import ElectionState
 
-FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
-        "request_timeout_ms": 200, "fetch_max_wait_ms": 100}
+FAST = RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300,
+                  election_backoff_max_ms=100, request_timeout_ms=200, fetch_max_wait_ms=100)
 
 
 def enospc() -> OSError:
@@ -45,7 +45,7 @@ async def make_node(data: Path, write_election: Callable[[ElectionState], None] 
     voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
     disk_log = DiskLog.open_metadata_log(data)
     node = RaftNode(node_id=1, cluster_id="cluster-a", voters=voters,
-                    config=RaftConfig(voters=(1,), **FAST), log=disk_log,
+                    config=FAST, log=disk_log,
                     election=read_quorum_state(data),
                     write_election=write_election or (lambda s: write_quorum_state(data, s)),
                     listeners=listeners, rng=random.Random(1))
