@@ -35,11 +35,15 @@ Hooks for the layers above (metadata controller, brokers):
   `node.epoch`.
 
 The logger `raft.node.messages` at DEBUG traces every message in and out.
+
+Test-only (chaos): `fault_file` names a `raft.fault_injection` JSON file that can slow
+every fsync (`fsync_delay_ms`) and skew this node's clock (`clock_rate`); None: off.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +55,7 @@ import trio
 from raft import messages
 from raft.core import RaftConfig, RaftCore
 from raft.errors import ErrorCode
+from raft.fault_injection import FaultInjection
 from raft.transport import Address, Connection, Frame, ProtocolError, Transport
 from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
 
@@ -130,7 +135,8 @@ class RaftNode:
                  listen: Address | None = None,
                  listeners: list[trio.SocketListener] | None = None,
                  max_frame_bytes: int = 100 * 1024 * 1024, send_queue_size: int = 256,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 fault_file: str | os.PathLike[str] | None = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
@@ -150,6 +156,9 @@ class RaftNode:
         self._conn_routes: dict[int, dict[tuple[int, int], None]] = {}
         self._published = 0  # next offset to hand to commit listeners
         self._clock_offset_s = 0.0
+        self._faults = FaultInjection(fault_file) if fault_file else None
+        self._clock_real_s = 0.0  # with faults: the trio time of the last now_ms reading
+        self._clock_virtual_s = 0.0  # ... and the node's clock then (rate-skewed)
         self._stopping = False
         self._stop_at: float | None = None  # trio time by which a resigning node exits
         self._handover_pending: set[int] = set()  # voters yet to answer EndQuorumEpoch
@@ -249,7 +258,13 @@ class RaftNode:
 
     def now_ms(self) -> int:
         """Monotonic milliseconds that read like wall-clock time (for DescribeQuorum)."""
-        return int((trio.current_time() + self._clock_offset_s) * 1000)
+        if self._faults is None:
+            return int((trio.current_time() + self._clock_offset_s) * 1000)
+        real = trio.current_time()
+        self._clock_virtual_s += (real - self._clock_real_s) * self._faults.clock_rate
+        self._clock_real_s = real
+        self._faults.poll(real)  # a new rate applies from this reading on
+        return int(self._clock_virtual_s * 1000)
 
     # -- running ------------------------------------------------------------------------
 
@@ -257,6 +272,8 @@ class RaftNode:
                   ) -> None:
         """Serve until `shutdown()`; reports the bound listener port once listening."""
         self._clock_offset_s = time.time() - trio.current_time()
+        self._clock_real_s = trio.current_time()
+        self._clock_virtual_s = self._clock_real_s + self._clock_offset_s
         await self.transport.bind()  # a busy port fails here, as a plain OSError
         self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
                               election=self._initial_election, cluster_id=self.cluster_id,
@@ -291,7 +308,10 @@ class RaftNode:
         return failure
 
     def _to_trio_time(self, deadline_ms: int) -> float:
-        return deadline_ms / 1000 - self._clock_offset_s
+        if self._faults is None:
+            return deadline_ms / 1000 - self._clock_offset_s
+        ahead_s = deadline_ms / 1000 - self._clock_virtual_s  # node time left, at last read
+        return self._clock_real_s + max(0.0, ahead_s) / self._faults.clock_rate
 
     async def _core_loop(self) -> None:
         core = self.core
@@ -358,6 +378,9 @@ class RaftNode:
         """Persist, then flush, then send, then publish, then advance."""
         core = self.core
         ready: Ready = core.ready()
+        if self._faults is not None and self._faults.fsync_delay_ms and \
+                (ready.election is not None or ready.needs_flush):
+            await trio.sleep(self._faults.fsync_delay_ms / 1000)  # test-only slow disk
         if ready.election is not None:
             await trio.to_thread.run_sync(self._write_election, ready.election)
         if ready.needs_flush:

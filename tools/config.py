@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,12 @@ def _int(minimum: int) -> Callable[[str, Any], int]:
 def _str(key: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(key, f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _optional_str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected a string, got {value!r}")
     return value.strip()
 
 
@@ -96,6 +102,9 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), 9000),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
+    # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
+    # empty: off; a relative path is resolved against the config file's directory
+    "fault.injection.file": ("fault_injection_file", _optional_str, ""),
 }
 KNOWN_KEYS = frozenset(_KEYS)
 
@@ -156,6 +165,7 @@ class NodeConfig:
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
     log_segment_bytes: int = 1 << 30
+    fault_injection_file: str = ""
     source: str = field(default="", compare=False)
 
     @property
@@ -254,7 +264,11 @@ def load(path: str | Path) -> NodeConfig:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
-    return from_mapping(raw, str(path))
+    config = from_mapping(raw, str(path))
+    if config.fault_injection_file and not Path(config.fault_injection_file).is_absolute():
+        config = replace(config,
+                         fault_injection_file=str(path.parent / config.fault_injection_file))
+    return config
 
 
 def _toml_value(value: Any) -> str:

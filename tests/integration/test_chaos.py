@@ -78,6 +78,6 @@ def test_chaos_soak_passes_when_run_longer_over_several_seeds(cli_cluster_dir: P
                                                              seed: int) -> None:
     duration_s = 600
     code, verdict = run_chaos(cli_cluster_dir, seed, duration_s, timeout_s=1500,
-                              faults="kill,pause,leader,partition")
-    assert_passed(code, verdict, duration_s,
-                  kinds=frozenset({"kill", "pause", "partition", "partition-one-way"}))
+                              faults="kill,pause,leader,partition,slow-disk,clock")
+    assert_passed(code, verdict, duration_s, kinds=frozenset(
+        {"kill", "pause", "partition", "partition-one-way", "slow-disk", "clock"}))

@@ -72,3 +72,15 @@ def test_broker_config_is_an_observer_when_its_roles_lack_controller() -> None:
     assert not config.is_voter
     assert config.controller_address is None
     assert config.client_address == ("127.0.0.1", 9092)
+
+
+def test_fault_injection_file_is_off_by_default_and_relative_to_the_config_file(
+        tmp_path: Path) -> None:
+    """Test-only `fault.injection.file` (kraft chaos): empty means off; a relative path
+    names a file beside node.toml."""
+    assert from_mapping(BASE).fault_injection_file == ""
+    path = tmp_path / "node.toml"
+    path.write_text(to_toml({**BASE, "fault.injection.file": "faults.json"}))
+    assert load(path).fault_injection_file == str(tmp_path / "faults.json")
+    with pytest.raises(ConfigError, match="fault.injection.file"):
+        from_mapping({**BASE, "fault.injection.file": 3})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.chaos.nemesis import LEADER, schedule
+from tools.chaos.nemesis import CLOCK_RATES, FSYNC_DELAYS_MS, LEADER, schedule
 
 NODES = [1, 2, 3, 4, 5, 6]
 
@@ -33,11 +33,26 @@ def test_only_requested_kinds_are_scheduled_when_faults_are_restricted() -> None
     assert {f.kind for f in faults} == {"pause"}
     assert all(f.target != LEADER for f in faults)
     assert schedule(3, 120, [], NODES) == []
-    with pytest.raises(ValueError, match="slow-disk"):
-        schedule(3, 120, ["slow-disk"], NODES)
+    with pytest.raises(ValueError, match="flood"):
+        schedule(3, 120, ["flood"], NODES)
 
 
 def test_partitions_are_symmetric_or_one_way_when_requested() -> None:
     faults = schedule(5, 300, ["partition"], NODES)
     assert {f.kind for f in faults} == {"partition", "partition-one-way"}
     assert all(f.target in NODES for f in faults)
+
+
+def test_slow_disk_and_clock_faults_are_scheduled_with_their_amounts_when_requested() -> None:
+    faults = schedule(3, 300, ["slow-disk", "clock", "kill"], NODES)
+    assert {f.kind for f in faults} == {"slow-disk", "clock", "kill"}
+    assert all(f.target in NODES for f in faults)
+    assert {f.amount for f in faults if f.kind == "slow-disk"} <= set(FSYNC_DELAYS_MS)
+    assert {f.amount for f in faults if f.kind == "clock"} <= set(CLOCK_RATES)
+    assert all(f.amount is None for f in faults if f.kind == "kill")
+    assert all(r != 1.0 and r > 0 for r in CLOCK_RATES)
+    assert all(d > 0 for d in FSYNC_DELAYS_MS)
+    for before, after in zip(faults, faults[1:], strict=False):
+        assert before.at_s + before.hold_s < after.at_s
+    assert faults[-1].at_s + faults[-1].hold_s <= 300
+

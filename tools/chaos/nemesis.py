@@ -8,7 +8,12 @@ a majority between faults and every fault is healed at the end. Kinds:
 - leader: the same against whichever voter leads when the fault starts (kill or pause,
           chosen by the schedule);
 - partition: cut a node's links to and from the voters (or, one-way, only its links to
-          them) through the proxies of tools/chaos/proxy.py, until `hold_s`.
+          them) through the proxies of tools/chaos/proxy.py, until `hold_s`;
+- slow-disk: every fsync of a node sleeps `amount` ms first;
+- clock:  a node's clock runs at rate `amount` (e.g. 0.9 or 1.1) against real time.
+The last two go through the node's test-only fault file (raft/fault_injection.py, the
+`fault.injection.file` key, which the chaos launcher sets to FAULT_FILE in every node's
+directory): written atomically to inject, removed to heal.
 Only processes the cluster object started are signalled (by their recorded pid).
 """
 
@@ -21,26 +26,34 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from raft.fault_injection import clear_fault_file, write_fault_file
 from tools.chaos.proxy import ProxyNet
 from tools.cluster import Cluster, ClusterError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("kill", "pause", "leader", "partition")
+KINDS = ("kill", "pause", "leader", "partition", "slow-disk", "clock")
+FAULT_FILE = "fault-injection.json"  # in each node's directory (next to node.toml)
+FSYNC_DELAYS_MS = (20, 100, 300)
+CLOCK_RATES = (0.5, 0.9, 1.1, 1.5)
 LEADER = -1  # target: the leader when the fault starts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
     at_s: float  # seconds after the start of the schedule
-    kind: str  # kill | pause | partition | partition-one-way (what is done to the target)
+    # kill | pause | partition | partition-one-way | slow-disk | clock
+    kind: str
     target: int  # a node id, or LEADER
     hold_s: float  # how long before it is healed
+    amount: float | None = None  # slow-disk: fsync delay (ms); clock: rate
 
     def describe(self) -> str:
         who = "the leader" if self.target == LEADER else f"node {self.target}"
-        return f"{self.kind} {who} for {self.hold_s:.1f} s at +{self.at_s:.1f} s"
+        amount = "" if self.amount is None else f" ({self.amount:g})"
+        return f"{self.kind}{amount} {who} for {self.hold_s:.1f} s at +{self.at_s:.1f} s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,10 +66,12 @@ class Injected:
     start_s: float
     healed_s: float | None
     error: str | None = None
+    amount: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "target": "leader" if self.target == LEADER else self.target,
-                "node": self.node_id, "start_s": round(self.start_s, 3),
+                "node": self.node_id, "amount": self.amount,
+                "start_s": round(self.start_s, 3),
                 "healed_s": None if self.healed_s is None else round(self.healed_s, 3),
                 "error": self.error}
 
@@ -81,6 +96,10 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
         if kind == "partition":
             out.append(Fault(at_s=now, kind=rng.choice(("partition", "partition-one-way")),
                              target=rng.choice(list(node_ids)), hold_s=hold))
+        elif kind in ("slow-disk", "clock"):
+            amount = rng.choice(FSYNC_DELAYS_MS if kind == "slow-disk" else CLOCK_RATES)
+            out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(node_ids)),
+                             hold_s=hold, amount=amount))
         elif kind == "leader":
             out.append(Fault(at_s=now, kind=rng.choice(("kill", "pause")), target=LEADER,
                              hold_s=hold))
@@ -140,19 +159,23 @@ class Nemesis:
                 self.net.partition(node_id, one_way=fault.kind == "partition-one-way")
             elif fault.kind == "kill":
                 self.cluster.kill(node_id, signal.SIGKILL)
+            elif fault.kind == "slow-disk":
+                write_fault_file(self.fault_file(node_id), fsync_delay_ms=int(fault.amount or 0))
+            elif fault.kind == "clock":
+                write_fault_file(self.fault_file(node_id), clock_rate=fault.amount or 1.0)
             else:
                 self.cluster.send_signal(node_id, signal.SIGSTOP)
-        except ClusterError as exc:
+        except (ClusterError, OSError) as exc:
             error = str(exc)
         self._stop.wait(fault.hold_s)  # a stop request heals early
         try:
             self._heal(node_id, fault.kind)
-        except ClusterError as exc:
+        except (ClusterError, OSError) as exc:
             error = f"{error}; heal: {exc}" if error else f"heal: {exc}"
             return Injected(kind=fault.kind, target=fault.target, node_id=node_id,
-                            start_s=start, healed_s=None, error=error)
+                            start_s=start, healed_s=None, error=error, amount=fault.amount)
         return Injected(kind=fault.kind, target=fault.target, node_id=node_id, start_s=start,
-                        healed_s=self._elapsed(), error=error)
+                        healed_s=self._elapsed(), error=error, amount=fault.amount)
 
     def _resolve(self, target: int) -> int:
         if target != LEADER:
@@ -162,8 +185,13 @@ class Nemesis:
             raise ClusterError("no leader known")
         return int(leader)
 
+    def fault_file(self, node_id: int) -> Path:
+        return Path(self.cluster.node(node_id).dir) / FAULT_FILE
+
     def _heal(self, node_id: int, kind: str) -> None:
-        if kind.startswith("partition"):
+        if kind in ("slow-disk", "clock"):
+            clear_fault_file(self.fault_file(node_id))
+        elif kind.startswith("partition"):
             if self.net is not None:
                 self.net.heal()
         elif kind == "kill":
@@ -178,6 +206,7 @@ class Nemesis:
         if self.net is not None:
             self.net.heal()
         for node_id in sorted(self.cluster.nodes):
+            clear_fault_file(self.fault_file(node_id))
             if self.cluster.is_running(node_id):
                 self.cluster.send_signal(node_id, signal.SIGCONT)
             else:

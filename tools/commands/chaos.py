@@ -1,11 +1,14 @@
 """`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
-                [--faults kill,pause,leader,partition] [--skip-replay] [--json]
+                [--faults kill,pause,leader,partition,slow-disk,clock] [--skip-replay]
+                [--json]
 
 Starts a cluster in DIR (short timeouts), runs the workload (tools/chaos/workload.py)
 while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes and (with
-`partition`) cuts node-to-voter links through TCP proxies (tools/chaos/proxy.py); heals
+`partition`) cuts node-to-voter links through TCP proxies (tools/chaos/proxy.py), and
+(with `slow-disk`, `clock`) slows a node's fsyncs or skews its clock through its test-only
+fault file (every node gets `fault.injection.file`, raft/fault_injection.py); heals
 everything, waits (bounded) for the cluster to settle, checks the history against the
 final state (tools/chaos/checker.py), stops the cluster, runs `kraft replay` on the
 logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl).
@@ -28,7 +31,7 @@ from typing import Any
 from tools.chaos.checker import FinalState, check
 from tools.chaos.final import final_topics, read_all, reference_hashes, settle_brokers
 from tools.chaos.history import HistoryWriter
-from tools.chaos.nemesis import KINDS, Nemesis, schedule
+from tools.chaos.nemesis import FAULT_FILE, KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.workload import Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster
@@ -45,6 +48,7 @@ SETTINGS: dict[str, Any] = {
     "broker.session.timeout.ms": 3000,
     "broker.heartbeat.interval.ms": 500,
     "delete.topic.delay.ms": 2000,
+    "fault.injection.file": FAULT_FILE,  # relative: in each node's directory (slow-disk, clock)
 }
 START_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 60.0

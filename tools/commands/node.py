@@ -59,7 +59,8 @@ def build_node(config: NodeConfig) -> RaftNode:
                     write_election=lambda state: write_quorum_state(log_dir, state),
                     listen=config.controller_address,
                     max_frame_bytes=config.socket_request_max_bytes,
-                    send_queue_size=config.send_queue_max_messages)
+                    send_queue_size=config.send_queue_max_messages,
+                    fault_file=config.fault_injection_file or None)
     install_append_api(node)
     if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
         from metadata.controller_shell import install_controller
