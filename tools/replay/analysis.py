@@ -70,9 +70,10 @@ def epochs_and_types(aggregates: Aggregates, claims: list[tuple[Any, ...]]) -> t
 def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]:
     width = max(1, -(-end_offset // CHURN_BINS))
     # Counter over map(): the binning runs in C, a Python loop per offset does not
-    created = Counter(map(width.__rfloordiv__, aggregates.topic_offsets))
-    removed = Counter(map(width.__rfloordiv__, aggregates.remove_offsets))
-    by_bin = {b * width: (created[b], removed[b]) for b in created.keys() | removed.keys()}
+    created_in = Counter(map(width.__rfloordiv__, aggregates.topic_offsets))
+    removed_in = Counter(map(width.__rfloordiv__, aggregates.remove_offsets))
+    by_bin = {b * width: (created_in[b], removed_in[b])
+              for b in created_in.keys() | removed_in.keys()}
     out, live = [], 0
     for start in range(0, max(end_offset, 1), width):
         created, removed = by_bin.get(start, (0, 0))

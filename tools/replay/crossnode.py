@@ -84,13 +84,15 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
         if node in prefixes:
             continue
         for seq, digest in enumerate(index.digest_list()):
-            version = by_digest.get(digest)
-            if version is None:
+            known = by_digest.get(digest)
+            if known is None:
                 version = Version(offset=index.offsets[seq], epoch=index.epochs[seq],
                                   count=index.counts[seq], nodes=frozenset(),
                                   locator=(node, seq))
                 by_digest[digest] = version
                 versions.append(version)
+            else:
+                version = known
             version.nodes = version.nodes | {node}
     versions = sorted((v for v in versions if v.count > 0), key=attrgetter("offset"))
     contested: list[Version] = []

@@ -53,11 +53,11 @@ class NodeIndex:
 
     node: int
     files: tuple[str, ...]
-    file_ids: array
-    positions: array
-    offsets: array
-    epochs: array
-    counts: array
+    file_ids: array[int]
+    positions: array[int]
+    offsets: array[int]
+    epochs: array[int]
+    counts: array[int]
     digests: bytes  # DIGEST_BYTES per batch
 
     def __len__(self) -> int:

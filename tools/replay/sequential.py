@@ -127,8 +127,8 @@ class Aggregates:
     epochs: dict[int, list[int]] = field(default_factory=dict)
     kinds: list[int] = field(default_factory=list)  # per record while scanning
     kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
-    topic_offsets: array = field(default_factory=lambda: array("q"))
-    remove_offsets: array = field(default_factory=lambda: array("q"))
+    topic_offsets: array[int] = field(default_factory=lambda: array("q"))
+    remove_offsets: array[int] = field(default_factory=lambda: array("q"))
     topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
 
@@ -140,7 +140,7 @@ class ScanResult:
     claims: (batch, epoch, leader_id, offset, record_hash)."""
 
     violations: list[tuple[Any, ...]]
-    marks: dict[str, array]  # check -> batch index of every violation (not capped)
+    marks: dict[str, array[int]]  # check -> batch index of every violation (not capped)
     claims: list[tuple[Any, ...]]
     first_topic_batch: int | None
     metadata_topic_batch: int | None
@@ -165,7 +165,7 @@ class NodeScan:
     def __init__(self, *, analysis: bool = False) -> None:
         self.kept: dict[str, int] = {}
         self.violations: list[tuple[Any, ...]] = []
-        self.marks: dict[str, array] = {}
+        self.marks: dict[str, array[int]] = {}
         self.claims: list[tuple[Any, ...]] = []
         self.prev_offset: int | None = None
         self.prev_epoch: int | None = None  # the highest epoch so far
@@ -221,7 +221,7 @@ class NodeScan:
             if kinds is not None:
                 kinds.append(kind)
             if kind == 8 or kind == 7:  # PARTITION_CHANGE, PARTITION (literals: the hot path)
-                topic_id = fields.get("topic_id")  # type: ignore[union-attr]
+                topic_id = fields.get("topic_id")
                 if topic_id.__class__ is not bytes or topic_id not in live:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
