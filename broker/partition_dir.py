@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from raft.storage import fsync_dir, write_atomically
 from broker.reconcile import (
     DELETING_DIR,
     Action,
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 PARTITION_METADATA = "partition.metadata"
 DELETION_METADATA = "deletion.metadata"
-_TMP_SUFFIX = ".tmp"
 _RESERVED_PREFIXES = ("__cluster_metadata", ".")  # the raft log itself; hidden entries
 PARTITION_METADATA_VERSION = 0
 
@@ -52,23 +52,8 @@ class PartitionDirError(Exception):
 # --- durable small files ------------------------------------------------------------
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_file_durably(path: Path, text: str) -> None:
-    """temp file, fsync, rename over `path`, fsync the directory."""
-    tmp = path.with_name(path.name + _TMP_SUFFIX)
-    with open(tmp, "w", encoding="ascii") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    write_atomically(path, text.encode("ascii"))
 
 
 def _parse_key_values(text: str) -> dict[str, str]:

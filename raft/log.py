@@ -30,6 +30,7 @@ from raft.segment import (
     segment_base_offset,
     segment_name,
 )
+from raft.storage import fsync_dir
 from raft.types import NO_EPOCH, NO_OFFSET, Batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -350,14 +351,6 @@ class _Entry(NamedTuple):
     next_offset: int
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_all(fd: int, data: bytes, position: int) -> None:
     written = os.pwrite(fd, data, position)
     if written < len(data):  # short writes are rare: only then pay for the loop
@@ -384,7 +377,7 @@ class DiskLog(_LogBase):
         self._flushed_end = 0
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
-            _fsync_dir(self.directory.parent)
+            fsync_dir(self.directory.parent)
         try:
             self._recover()
         except BaseException:
@@ -526,7 +519,7 @@ class DiskLog(_LogBase):
             os.unlink(gone.path)
             self._dirty_dir = True
         if self._dirty_dir:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self._dirty_dir = False
         os.ftruncate(cut.segment.fd, cut.position)
         cut.segment.size = cut.position
@@ -543,6 +536,6 @@ class DiskLog(_LogBase):
             os.fsync(fd)
         self._dirty_fds.clear()
         if self._dirty_dir:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self._dirty_dir = False
         self._flushed_end = self.end_offset
