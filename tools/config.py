@@ -105,6 +105,10 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
     # empty: off; a relative path is resolved against the config file's directory
     "fault.injection.file": ("fault_injection_file", _optional_str, ""),
+    # test-only (kraft chaos): `ID@HOST:PORT,...`, the address this broker's replica
+    # fetcher dials for broker ID instead of its advertised endpoint (a fault-injecting
+    # proxy, tools/chaos/proxy.py); empty: off
+    "fault.injection.replica.routes": ("replica_routes", _optional_str, ""),
 }
 KNOWN_KEYS = frozenset(_KEYS)
 
@@ -128,6 +132,19 @@ def parse_voters(key: str, text: str) -> dict[int, Address]:
             raise ConfigError(key, f"voter {node} is listed twice")
         voters[int(node)] = parse_address(key, address)
     return voters
+
+
+def parse_replica_routes(key: str, text: str) -> dict[int, Address]:
+    """`5@127.0.0.1:41234,6@127.0.0.1:41235` -> {5: ("127.0.0.1", 41234), ...}; "" -> {}."""
+    routes: dict[int, Address] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        broker, sep, address = entry.partition("@")
+        if not sep or not broker.isdigit():
+            raise ConfigError(key, f"bad route {entry!r}: expected BROKER_ID@HOST:PORT")
+        if int(broker) in routes:
+            raise ConfigError(key, f"broker {broker} is routed twice")
+        routes[int(broker)] = parse_address(key, address)
+    return routes
 
 
 def parse_listeners(key: str, items: tuple[str, ...]) -> dict[str, Address]:
@@ -166,6 +183,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = 2000
     log_segment_bytes: int = 1 << 30
     fault_injection_file: str = ""
+    replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)
 
     @property
@@ -231,11 +249,14 @@ def _build(values: dict[str, Any], source: str) -> NodeConfig:
                           f"{sorted(roles)}")
     voters = parse_voters("controller.quorum.voters", values.pop("voters"))
     listeners = parse_listeners("listeners", values.pop("listeners"))
+    replica_routes = parse_replica_routes("fault.injection.replica.routes",
+                                          values.pop("replica_routes"))
     log_dirs = values.pop("log_dirs")
     if len(log_dirs) != 1:
         raise ConfigError("log.dirs", f"exactly one directory is supported, got {len(log_dirs)}")
     config = NodeConfig(roles=roles, voters=voters, listeners=listeners,
-                        log_dir=Path(log_dirs[0]), source=source, **values)
+                        replica_routes=replica_routes, log_dir=Path(log_dirs[0]),
+                        source=source, **values)
     if "controller" in roles and not config.is_voter:
         raise ConfigError("controller.quorum.voters",
                           f"node {config.node_id} has the controller role but is not a voter")

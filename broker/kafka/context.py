@@ -3,7 +3,7 @@ for the image to change), its partitions and the controller client."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import trio
@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 class BrokerContext:
     def __init__(self, *, broker_id: int, cluster_id: str,
                  image: Callable[[], MetadataImage], replicas: ReplicaManager,
-                 controller: ControllerClient | None, request_timeout_ms: int = 30_000) -> None:
+                 controller: ControllerClient | None, request_timeout_ms: int = 30_000,
+                 replica_routes: Mapping[int, tuple[str, int]] | None = None) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
         self.replicas = replicas
         self.controller = controller
         self.request_timeout_ms = request_timeout_ms
+        # test-only (`fault.injection.replica.routes`): broker id -> the address the
+        # replica fetcher dials instead of that broker's advertised endpoint
+        self.replica_routes: Mapping[int, tuple[str, int]] = dict(replica_routes or {})
         self._image_changed = trio.Event()
         self.next_producer_id = 0
         # (group, topic, partition) -> (offset, metadata): broker.kafka.group

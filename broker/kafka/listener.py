@@ -189,7 +189,8 @@ def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerSer
         broker_id=config.node_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
         controller=ControllerClient(voters=dict(config.voters), cluster_id=node.cluster_id),
-        request_timeout_ms=max(config.request_timeout_ms, 30_000))
+        request_timeout_ms=max(config.request_timeout_ms, 30_000),
+        replica_routes=config.replica_routes)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     listener = KafkaListener(Dispatcher(context), address,
                              max_frame_bytes=config.socket_request_max_bytes)

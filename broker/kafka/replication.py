@@ -1,6 +1,7 @@
 """Follower replication: a broker fetches each partition it follows from the partition's
 leader with Fetch v13 by topic ID (`replica_id` = its broker id), over the leader's Kafka
-listener, and appends the batches with the leader's offsets and epochs.
+listener (or, in chaos tests, the proxy `fault.injection.replica.routes` names for that
+leader), and appends the batches with the leader's offsets and epochs.
 
 `followed_partitions` (pure) says which partitions to fetch from which leader; the
 fetcher restarts its per-leader tasks whenever that plan changes in the image. Each
@@ -58,6 +59,17 @@ def followed_partitions(image: MetadataImage, broker_id: int) -> Plan:
     return {leader: tuple(sorted(parts)) for leader, parts in sorted(plan.items())}
 
 
+def leader_fetch_address(image: MetadataImage, leader: int,
+                         routes: Mapping[int, tuple[str, int]]) -> tuple[str, int] | None:
+    """Where to fetch from `leader`: its advertised Kafka endpoint, or the test-only route
+    for it (`fault.injection.replica.routes`: a chaos proxy in front of that endpoint).
+    None while the leader advertises none (unknown or fenced), route or not."""
+    endpoint = next((b for b in broker_endpoints(image) if b["node_id"] == leader), None)
+    if endpoint is None:
+        return None
+    return routes.get(leader, (str(endpoint["host"]), int(endpoint["port"])))
+
+
 def _plan_differs(plan: Plan, broker_id: int) -> Callable[[MetadataImage], bool]:
     return lambda image: followed_partitions(image, broker_id) != plan
 
@@ -78,11 +90,11 @@ class ReplicaFetcher:
 
     async def _follow(self, leader: int, parts: tuple[tuple[Uuid, int, int], ...]) -> None:
         while True:
-            address = next((b for b in broker_endpoints(self.context.image)
-                            if b["node_id"] == leader), None)
+            address = leader_fetch_address(self.context.image, leader,
+                                           self.context.replica_routes)
             if address is not None:
                 try:
-                    stream = await trio.open_tcp_stream(address["host"], address["port"])
+                    stream = await trio.open_tcp_stream(*address)
                     async with stream:
                         await self._fetch_loop(stream, leader, parts)
                 except (OSError, trio.BrokenResourceError, ConnectionError) as exc:

@@ -84,3 +84,21 @@ def test_fault_injection_file_is_off_by_default_and_relative_to_the_config_file(
     assert load(path).fault_injection_file == str(tmp_path / "faults.json")
     with pytest.raises(ConfigError, match="fault.injection.file"):
         from_mapping({**BASE, "fault.injection.file": 3})
+
+
+def test_replica_routes_are_off_by_default_and_parse_broker_addresses(tmp_path: Path) -> None:
+    """Test-only `fault.injection.replica.routes` (kraft chaos): broker id -> the proxy a
+    broker's replica fetcher dials instead of that broker's advertised endpoint."""
+    assert from_mapping(BASE).replica_routes == {}
+    path = tmp_path / "node.toml"
+    path.write_text(to_toml({**BASE, "fault.injection.file": "faults.json",
+                             "fault.injection.replica.routes":
+                                 "5@127.0.0.1:41234, 6@127.0.0.1:41235"}))
+    assert load(path).replica_routes == {5: ("127.0.0.1", 41234), 6: ("127.0.0.1", 41235)}
+
+
+@pytest.mark.parametrize("routes", ["5", "x@127.0.0.1:1", "5@127.0.0.1", "5@127.0.0.1:99999",
+                                    "5@127.0.0.1:1,5@127.0.0.1:2", 5])
+def test_replica_routes_fail_naming_the_key_when_malformed(routes: object) -> None:
+    with pytest.raises(ConfigError, match="fault.injection.replica.routes"):
+        from_mapping({**BASE, "fault.injection.replica.routes": routes})
