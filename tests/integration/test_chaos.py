@@ -49,6 +49,7 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert verdict["operations"]["create"]["ok"] > 10
     assert verdict["operations"]["delete"]["ok"] > 10
     assert verdict["writes_verified"] > 100
+    assert verdict["partition_dirs_checked"] > 0
 
 
 @pytest.mark.timeout(600)

@@ -5,7 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tools.chaos.checker import BrokerObservation, FinalState, ReadRecord, check
+import dataclasses
+
+from tools.chaos.checker import (
+    OVERDUE_GRACE_MS,
+    BrokerDisk,
+    BrokerObservation,
+    FinalState,
+    PartitionDir,
+    ReadRecord,
+    StagedDir,
+    check,
+)
 from tools.chaos.history import Event, HistoryWriter, pair, read_history
 
 OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAAAAAAw"
@@ -127,6 +138,45 @@ def test_checker_fails_when_acknowledged_delete_is_undone() -> None:
 def test_checker_fails_when_broker_image_diverges() -> None:
     result = check(clean_script().events, final_state(new_reads("v1", "v2"), hash_of_4="bad"))
     assert kinds(result) == {"divergence"}
+
+
+SEEN_MS = 1_000_000
+
+
+def disks(*entries: PartitionDir, staged: tuple[StagedDir, ...] = ()) -> FinalState:
+    """The clean final state where broker 4 hosts t-0 (NEW_ID) and t-1 is broker 5's."""
+    hosted = BrokerDisk(node_id=4, observed_ms=SEEN_MS, staged=staged, partitions=[
+        PartitionDir(topic="t", partition=0, topic_id=NEW_ID), *entries])
+    return dataclasses.replace(final_state(new_reads("v1", "v2")),
+                               assignments={NEW_ID: {0: (4,), 1: (5,)}}, disks=[hosted])
+
+
+def test_checker_passes_when_broker_dirs_hold_exactly_the_assignment() -> None:
+    not_yet_due = StagedDir(name=f"t-0.{OLD_ID}-delete", due_ms=SEEN_MS + 1)
+    assert check(clean_script().events, disks(staged=(not_yet_due,))).ok
+
+
+def test_checker_fails_when_a_deleted_topic_id_is_left_on_a_broker() -> None:
+    """KIP-516: the old incarnation of a recreated name must not stay in place."""
+    stale = PartitionDir(topic="t", partition=0, topic_id=OLD_ID)
+    final = dataclasses.replace(disks(), disks=[BrokerDisk(
+        node_id=4, observed_ms=SEEN_MS, partitions=[stale], staged=[])])
+    result = check(clean_script().events, final)
+    assert kinds(result) == {"stale_partition", "missing_partition"}
+    assert OLD_ID in result.violations[0].message
+
+
+def test_checker_fails_when_a_broker_keeps_a_partition_not_assigned_to_it() -> None:
+    result = check(clean_script().events,
+                   disks(PartitionDir(topic="t", partition=1, topic_id=NEW_ID)))
+    assert kinds(result) == {"stale_partition"}
+
+
+def test_checker_fails_when_a_staged_deletion_is_overdue() -> None:
+    overdue = StagedDir(name=f"t-0.{OLD_ID}-delete", due_ms=SEEN_MS - OVERDUE_GRACE_MS - 1)
+    result = check(clean_script().events, disks(staged=(overdue,)))
+    assert kinds(result) == {"stale_partition"}
+    assert "overdue" in result.violations[0].message
 
 
 def test_history_round_trips_through_json_lines_when_written(tmp_path: Path) -> None:

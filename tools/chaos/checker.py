@@ -16,6 +16,10 @@ invocation; a `failed` one did not):
 - deleted_data: no record produced before a topic was (re)created is readable under it.
 - divergence: every broker applied the same offset and its image hash equals the
   controller log's image hash at that offset.
+- stale_partition / missing_partition: once the delete delay has passed, a broker's log
+  dir holds exactly the partitions the final metadata assigns to it, each under its
+  current topic ID (KIP-516: nothing of a deleted or replaced topic is left in place),
+  and no staged deletion is overdue.
 """
 
 from __future__ import annotations
@@ -43,12 +47,42 @@ class BrokerObservation:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionDir:
+    topic: str
+    partition: int
+    topic_id: str | None  # from partition.metadata; None: missing or unreadable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagedDir:
+    name: str  # under deleting/
+    due_ms: int | None  # wall clock
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerDisk:
+    """A broker's log dir as scanned at `observed_ms` (wall clock), after the delete delay
+    of every acknowledged delete had passed."""
+
+    node_id: int
+    observed_ms: int
+    partitions: Sequence[PartitionDir]
+    staged: Sequence[StagedDir]
+
+
+OVERDUE_GRACE_MS = 5_000  # a staged deletion this far past its due time was forgotten
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FinalState:
     topics: Mapping[str, str]  # name -> topic ID, from the controller after healing
     reads: Sequence[ReadRecord] = ()  # every record of every final topic's partitions
     read_complete: Mapping[str, bool] = field(default_factory=dict)  # topic ID -> fully read
     brokers: Sequence[BrokerObservation] = ()
     reference_hashes: Mapping[int, str] = field(default_factory=dict)  # offset -> hash
+    # topic ID -> partition -> replica broker ids, from the controller after healing
+    assignments: Mapping[str, Mapping[int, Sequence[int]]] = field(default_factory=dict)
+    disks: Sequence[BrokerDisk] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +120,8 @@ def check(events: Iterable[Event], final: FinalState) -> CheckResult:
     data_violations, verified = _check_data(operations, final)
     violations += data_violations
     violations += _check_convergence(final)
+    for disk in final.disks:
+        violations += _check_partition_dirs(disk, final)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for op in operations:
         counts[op.op][op.status] += 1
@@ -310,4 +346,34 @@ def _check_convergence(final: FinalState) -> list[Violation]:
             violations.append(Violation(kind="divergence", message=(
                 f"broker {broker.node_id} image hash {str(broker.image_hash)[:12]} at offset "
                 f"{broker.applied_offset}, controller's {str(expected)[:12]}")))
+    return violations
+
+
+# -- partition directories -------------------------------------------------------------
+
+
+def _check_partition_dirs(disk: BrokerDisk, final: FinalState) -> list[Violation]:
+    broker = disk.node_id
+    violations = []
+    names_of = {topic_id: name for name, topic_id in final.topics.items()}
+    expected = {(names_of[topic_id], partition, topic_id)
+                for topic_id, partitions in final.assignments.items() if topic_id in names_of
+                for partition, replicas in partitions.items() if broker in replicas}
+    found = {(d.topic, d.partition, d.topic_id) for d in disk.partitions}
+    for topic, partition, topic_id in sorted(found - expected, key=str):
+        current = final.topics.get(topic)
+        why = ("its topic was deleted" if current is None
+               else f"the topic's ID is {current}" if current != topic_id
+               else "the partition is not assigned to this broker")
+        violations.append(Violation(kind="stale_partition", message=(
+            f"broker {broker} still hosts {topic}-{partition} of topic ID {topic_id} "
+            f"after the delete delay: {why}")))
+    for topic, partition, topic_id in sorted(expected - found, key=str):
+        violations.append(Violation(kind="missing_partition", message=(
+            f"broker {broker} has no {topic}-{partition} ({topic_id}), assigned to it")))
+    for staged in disk.staged:
+        if staged.due_ms is None or staged.due_ms + OVERDUE_GRACE_MS < disk.observed_ms:
+            violations.append(Violation(kind="stale_partition", message=(
+                f"broker {broker}: staged deletion {staged.name} is overdue "
+                f"(due {staged.due_ms}, seen at {disk.observed_ms})")))
     return violations

@@ -1,35 +1,48 @@
 """After the faults heal: wait (bounded) for the cluster to settle, then observe its final
-state for the checker: the controller's topics, every record of every partition, each
-broker's applied offset and image hash, and the controller log's image hashes."""
+state for the checker: the controller's topics and their replicas, every record of every
+partition, each broker's applied offset and image hash, each broker's log dir once its
+staged deletions were due, and the controller log's image hashes."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
 from metadata.image import MetadataImage, replay_bytes
 from raft.segment import iter_batches, list_segments
-from tools.chaos.checker import BrokerObservation, ReadRecord
+from tools.chaos.checker import BrokerDisk, BrokerObservation, PartitionDir, ReadRecord, StagedDir
 from tools.chaos.workload import AdminCaller
 from tools.cluster import Cluster, ClusterError
 
 log = logging.getLogger(__name__)
 
 METADATA_DIR = "__cluster_metadata-0"
+POLL_S = 0.2
 
 
-def final_topics(cluster: Cluster, timeout_s: float) -> dict[str, tuple[str, int]]:
-    """name -> (topic ID, partition count), from the active controller."""
+@dataclass(frozen=True, slots=True)
+class FinalTopic:
+    topic_id: str
+    replicas: tuple[tuple[int, ...], ...]  # per partition
+
+
+def final_topics(cluster: Cluster, timeout_s: float) -> dict[str, FinalTopic]:
+    """name -> topic ID and replicas, from the active controller."""
     caller = AdminCaller(cluster.controller_addresses(), cluster.cluster_id)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         response, _ = caller.call(DescribeTopicsRequest(), is_write=False)
         if isinstance(response, DescribeTopicsResponse) and response.error_code == 0:
-            return {str(t.name): (str(t.topic_id), len(t.partitions)) for t in response.topics}
-        time.sleep(0.2)
+            return {str(t.name): FinalTopic(str(t.topic_id), tuple(
+                        tuple(p.replicas) for p in sorted(t.partitions,
+                                                          key=lambda p: p.partition)))
+                    for t in response.topics}
+        time.sleep(POLL_S)
     raise ClusterError(f"no controller described the topics within {timeout_s} s")
 
 
@@ -52,10 +65,10 @@ def settle_brokers(cluster: Cluster, timeout_s: float) -> list[BrokerObservation
         if time.monotonic() > deadline:
             return current
         previous = current
-        time.sleep(0.5)
+        time.sleep(0.5)  # two looks this far apart agree: a quiet log
 
 
-def read_all(bootstrap: str, topics: dict[str, tuple[str, int]], timeout_s: float
+def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float
              ) -> tuple[list[ReadRecord], dict[str, bool]]:
     """Every record of every partition of `topics` from the beginning to the high
     watermark, through kafka-python; and per topic ID whether it was read to the end."""
@@ -66,8 +79,9 @@ def read_all(bootstrap: str, topics: dict[str, tuple[str, int]], timeout_s: floa
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                    request_timeout_ms=5000, fetch_max_wait_ms=100)
     try:
-        for name, (topic_id, partitions) in sorted(topics.items()):
-            assigned = [kafka.TopicPartition(name, p) for p in range(partitions)]
+        for name, topic in sorted(topics.items()):
+            topic_id = topic.topic_id
+            assigned = [kafka.TopicPartition(name, p) for p in range(len(topic.replicas))]
             consumer.assign(assigned)
             consumer.seek_to_beginning()
             ends = consumer.end_offsets(assigned)
@@ -84,6 +98,31 @@ def read_all(bootstrap: str, topics: dict[str, tuple[str, int]], timeout_s: floa
     finally:
         consumer.close()
     return reads, complete
+
+
+def scan_broker_dirs(cluster: Cluster, timeout_s: float) -> list[BrokerDisk]:
+    """Each broker's log dir, scanned once every broker reconciled the image it applied
+    and removed the staged deletions it reported (or at the deadline: the checker then
+    names what is overdue)."""
+    brokers = [n for n, info in sorted(cluster.nodes.items()) if not info.is_voter]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        statuses = [cluster.broker_status(node_id) for node_id in brokers]
+        if all(s is not None and s.get("reconciled_offset") == s.get("applied_offset")
+               and not s.get("pending_deletions") for s in statuses):
+            break
+        time.sleep(POLL_S)
+    disks = []
+    for node_id in brokers:
+        observed_ms = int(time.time() * 1000)
+        local, staged = scan(Path(cluster.node(node_id).data_dir))
+        disks.append(BrokerDisk(
+            node_id=node_id, observed_ms=observed_ms,
+            partitions=[PartitionDir(topic=p.topic, partition=p.partition,
+                                     topic_id=None if p.topic_id is None else str(p.topic_id))
+                        for p in local],
+            staged=[StagedDir(name=s.name, due_ms=s.due_ms) for s in staged]))
+    return disks
 
 
 def reference_hashes(log_dir: str | Path, offsets: Iterable[int]) -> dict[int, str]:

@@ -19,6 +19,7 @@ to reproduce); 2: bad usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import random
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.chaos.checker import FinalState, check
-from tools.chaos.final import final_topics, read_all, reference_hashes, settle_brokers
+from tools.chaos.final import (final_topics, read_all, reference_hashes, scan_broker_dirs,
+                               settle_brokers)
 from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
@@ -53,6 +55,8 @@ SETTINGS: dict[str, Any] = {
 START_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
+# staged deletions are due within the delete delay; then they must be gone
+DIRS_TIMEOUT_S = SETTINGS["delete.topic.delay.ms"] / 1000 + 30.0
 REPLAY_TIMEOUT_S = 600.0
 VERDICT_FILE = "chaos-verdict.json"
 HISTORY_FILE = "history.jsonl"
@@ -130,8 +134,11 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         topics = final_topics(cluster, SETTLE_TIMEOUT_S)
         observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
         reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
-        final = FinalState(topics={name: t[0] for name, t in topics.items()}, reads=reads,
-                           read_complete=complete, brokers=observed)
+        disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
+        final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
+                           reads=reads, read_complete=complete, brokers=observed,
+                           assignments={t.topic_id: dict(enumerate(t.replicas))
+                                        for t in topics.values()}, disks=disks)
     except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
@@ -148,9 +155,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     if final is not None and leader_dir is not None:
         hashes = reference_hashes(leader_dir, [b.applied_offset for b in final.brokers
                                                if b.applied_offset is not None])
-        final = FinalState(topics=final.topics, reads=final.reads,
-                           read_complete=final.read_complete, brokers=final.brokers,
-                           reference_hashes=hashes)
+        final = dataclasses.replace(final, reference_hashes=hashes)
         result = check(history.events(), final)
     replay_result = _replay(directory, replay_master) if replay else None
     injected = [f.to_json() for f in nemesis.injected]
@@ -168,6 +173,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         "operations": {} if result is None else result.operations,
         "records_read": 0 if result is None else result.records_read,
         "writes_verified": 0 if result is None else result.writes_verified,
+        "partition_dirs_checked": 0 if final is None else sum(
+            len(d.partitions) + len(d.staged) for d in final.disks),
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(time.monotonic() - began, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
@@ -204,6 +211,7 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
              f"{verdict['operations_checked']} operation(s) checked, "
              f"{verdict['records_read']} record(s) read, "
              f"{verdict['writes_verified']} acknowledged write(s) verified, "
+             f"{verdict['partition_dirs_checked']} broker partition dir(s) checked, "
              f"{len(verdict['violations'])} violation(s)"]
     for op, counts in verdict["operations"].items():
         lines.append(f"  {op:14} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
