@@ -116,11 +116,12 @@ class _Shutdown:
 class LogDirFailure(Exception):
     """A write or fsync of the log directory failed (e.g. ENOSPC): the node stops, as
     Kafka does on a log-dir failure, having acknowledged only what was durable. Recovery
-    on the next start cuts any torn tail."""
+    on the next start cuts any torn tail (`kraft node` rebuilds the node in place once the
+    directory takes writes again)."""
 
     def __init__(self, directory: str, error: OSError) -> None:
         super().__init__(f"log directory {directory} failed: {error.strerror or error}"
-                         " (node stopped; restart once the disk is fixed)")
+                         " (node stopped accepting writes)")
         self.directory = directory
         self.error = error
 
@@ -299,7 +300,7 @@ class RaftNode:
         """Stop on a storage error: nothing after it was sent or acknowledged."""
         directory = str(getattr(self._log, "directory", None) or exc.filename or "?")
         failure = LogDirFailure(directory, exc)
-        log.error("log directory failed, stopping the node",
+        log.error("log directory failed, node stopped accepting writes",
                   extra={"node": self.node_id, "dir": directory, "error": str(exc)})
         for waiter in self._waiters:
             waiter.error = failure
