@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from tools.chaos.nemesis import CLOCK_RATES, FSYNC_DELAYS_MS, LEADER, schedule
+from tools.chaos.nemesis import (
+    CLOCK_RATES,
+    FSYNC_DELAYS_MS,
+    LEADER,
+    NET_DELAYS_MS,
+    NET_KINDS,
+    NET_LOSS_RATES,
+    schedule,
+)
 
 NODES = [1, 2, 3, 4, 5, 6]
+# schedule(3, 60, ["slow-disk", "clock", "kill"], NODES) before slow-net and lossy-net
+EXPECTED_SEED_3_PREFIX = [("slow-disk", 4, 300), ("clock", 3, 1.5), ("clock", 5, 1.5)]
 
 
 def test_schedule_is_identical_when_seed_is_the_same() -> None:
@@ -56,3 +66,28 @@ def test_slow_disk_and_clock_faults_are_scheduled_with_their_amounts_when_reques
         assert before.at_s + before.hold_s < after.at_s
     assert faults[-1].at_s + faults[-1].hold_s <= 300
 
+
+
+def test_slow_and_lossy_net_faults_are_scheduled_with_their_amounts_when_requested() -> None:
+    faults = schedule(3, 300, ["slow-net", "lossy-net", "partition"], NODES)
+    assert {f.kind for f in faults} == {"slow-net", "lossy-net", "partition",
+                                        "partition-one-way"}
+    assert all(f.target in NODES for f in faults)
+    assert {f.amount for f in faults if f.kind == "slow-net"} <= set(NET_DELAYS_MS)
+    assert {f.amount for f in faults if f.kind == "lossy-net"} <= set(NET_LOSS_RATES)
+    assert all(f.amount is None for f in faults if f.kind.startswith("partition"))
+    assert all(d > 0 for d in NET_DELAYS_MS)
+    assert all(0 < loss < 1 for loss in NET_LOSS_RATES)  # at 1 nothing would get through
+    for before, after in zip(faults, faults[1:], strict=False):
+        assert before.at_s + before.hold_s < after.at_s
+    assert faults[-1].at_s + faults[-1].hold_s <= 300
+    assert NET_KINDS == {"partition", "slow-net", "lossy-net"}
+    with pytest.raises(ValueError, match="lossy-disk"):
+        schedule(3, 300, ["lossy-net", "lossy-disk"], NODES)
+
+
+def test_existing_kinds_schedule_as_before_when_net_kinds_are_added() -> None:
+    """Adding kinds to KINDS does not change the schedule of a run that does not ask for
+    them (a recorded seed still reproduces)."""
+    faults = schedule(3, 60, ["slow-disk", "clock", "kill"], NODES)
+    assert [(f.kind, f.target, f.amount) for f in faults][:3] == EXPECTED_SEED_3_PREFIX

@@ -7,8 +7,13 @@ a majority between faults and every fault is healed at the end. Kinds:
 - pause:  SIGSTOP a node, SIGCONT it after `hold_s`;
 - leader: the same against whichever voter leads when the fault starts (kill or pause,
           chosen by the schedule);
-- partition: cut a node's links to and from the voters (or, one-way, only its links to
-          them) through the proxies of tools/chaos/proxy.py, until `hold_s`;
+- partition: cut a node's links to and from the voters and, for a broker, the other
+          brokers (partition replication); or, one-way, only its links to them; through
+          the proxies of tools/chaos/proxy.py, until `hold_s`;
+- slow-net:  delay every chunk on all of a node's links by `amount` ms (jitter: a
+          quarter of it), through the proxies;
+- lossy-net: lose each chunk on all of a node's links with probability `amount` (the
+          proxy retransmits after a stall, as TCP would: late, never missing);
 - slow-disk: every fsync of a node sleeps `amount` ms first;
 - clock:  a node's clock runs at rate `amount` (e.g. 0.9 or 1.1) against real time.
 The last two go through the node's test-only fault file (raft/fault_injection.py, the
@@ -34,21 +39,29 @@ from tools.cluster import Cluster, ClusterError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("kill", "pause", "leader", "partition", "slow-disk", "clock")
+KINDS = ("kill", "pause", "leader", "partition", "slow-disk", "clock", "slow-net",
+         "lossy-net")
+NET_KINDS = frozenset({"partition", "slow-net", "lossy-net"})  # they need the proxies
 FAULT_FILE = "fault-injection.json"  # in each node's directory (next to node.toml)
 FSYNC_DELAYS_MS = (20, 100, 300)
 CLOCK_RATES = (0.5, 0.9, 1.1, 1.5)
+NET_DELAYS_MS = (50, 150, 400)
+NET_LOSS_RATES = (0.05, 0.2, 0.5)
+AMOUNTS = {"slow-disk": FSYNC_DELAYS_MS, "clock": CLOCK_RATES, "slow-net": NET_DELAYS_MS,
+           "lossy-net": NET_LOSS_RATES}
 LEADER = -1  # target: the leader when the fault starts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
     at_s: float  # seconds after the start of the schedule
-    # kill | pause | partition | partition-one-way | slow-disk | clock
+    # kill | pause | partition | partition-one-way | slow-disk | clock | slow-net |
+    # lossy-net
     kind: str
     target: int  # a node id, or LEADER
     hold_s: float  # how long before it is healed
-    amount: float | None = None  # slow-disk: fsync delay (ms); clock: rate
+    # slow-disk: fsync delay (ms); clock: rate; slow-net: delay (ms); lossy-net: loss
+    amount: float | None = None
 
     def describe(self) -> str:
         who = "the leader" if self.target == LEADER else f"node {self.target}"
@@ -96,8 +109,8 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
         if kind == "partition":
             out.append(Fault(at_s=now, kind=rng.choice(("partition", "partition-one-way")),
                              target=rng.choice(list(node_ids)), hold_s=hold))
-        elif kind in ("slow-disk", "clock"):
-            amount = rng.choice(FSYNC_DELAYS_MS if kind == "slow-disk" else CLOCK_RATES)
+        elif kind in AMOUNTS:
+            amount = rng.choice(AMOUNTS[kind])
             out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(node_ids)),
                              hold_s=hold, amount=amount))
         elif kind == "leader":
@@ -157,6 +170,14 @@ class Nemesis:
                 if self.net is None:
                     raise ClusterError("partition faults need the proxies (ProxyNet)")
                 self.net.partition(node_id, one_way=fault.kind == "partition-one-way")
+            elif fault.kind in ("slow-net", "lossy-net"):
+                if self.net is None:
+                    raise ClusterError(f"{fault.kind} faults need the proxies (ProxyNet)")
+                amount = fault.amount or 0.0
+                if fault.kind == "slow-net":
+                    self.net.degrade(node_id, delay_ms=amount, jitter_ms=amount / 4)
+                else:
+                    self.net.degrade(node_id, loss=amount)
             elif fault.kind == "kill":
                 self.cluster.kill(node_id, signal.SIGKILL)
             elif fault.kind == "slow-disk":
@@ -191,7 +212,7 @@ class Nemesis:
     def _heal(self, node_id: int, kind: str) -> None:
         if kind in ("slow-disk", "clock"):
             clear_fault_file(self.fault_file(node_id))
-        elif kind.startswith("partition"):
+        elif kind.startswith("partition") or kind in ("slow-net", "lossy-net"):
             if self.net is not None:
                 self.net.heal()
         elif kind == "kill":

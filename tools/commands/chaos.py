@@ -1,12 +1,14 @@
 """`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
-                [--faults kill,pause,leader,partition,slow-disk,clock] [--skip-replay]
-                [--json]
+                [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net]
+                [--skip-replay] [--json]
 
 Starts a cluster in DIR (short timeouts), runs the workload (tools/chaos/workload.py)
 while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes and (with
-`partition`) cuts node-to-voter links through TCP proxies (tools/chaos/proxy.py), and
+`partition`) cuts node-to-voter and broker-to-broker links through TCP proxies
+(tools/chaos/proxy.py), (with `slow-net`, `lossy-net`) delays or loses chunks on a node's
+links through the same proxies, and
 (with `slow-disk`, `clock`) slows a node's fsyncs or skews its clock through its test-only
 fault file (every node gets `fault.injection.file`, raft/fault_injection.py); heals
 everything, waits (bounded) for the cluster to settle, checks the history against the
@@ -33,7 +35,7 @@ from tools.chaos.checker import FinalState, check
 from tools.chaos.final import (final_topics, read_all, reference_hashes, scan_broker_dirs,
                                settle_brokers)
 from tools.chaos.history import HistoryWriter
-from tools.chaos.nemesis import FAULT_FILE, KINDS, Nemesis, schedule
+from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.workload import Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster
@@ -108,7 +110,9 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=SETTINGS)
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes))
-    net = ProxyNet.install(cluster) if "partition" in faults else None
+    # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
+    net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
+           if NET_KINDS & set(faults) else None)
     nemesis = Nemesis(cluster, plan, net)
     errors: list[str] = []
     final: FinalState | None = None
