@@ -62,14 +62,23 @@ def test_chaos_run_passes_when_nodes_are_killed_paused_and_leaders_targeted(
     assert (cli_cluster_dir / "history.jsonl").stat().st_size > 0
 
 
+NET_SEED = 1  # its schedule partitions, slows and loses the links of voters and brokers
+
+
 @pytest.mark.timeout(600)
-def test_chaos_run_passes_when_nodes_are_partitioned_from_the_voters(
+def test_chaos_run_passes_when_links_are_partitioned_slowed_and_lossy(
         cli_cluster_dir: Path) -> None:
-    """Symmetric and one-way partitions of voters (the leader included) and brokers from
-    the voters, through the proxies: same guarantees as under process faults."""
-    code, verdict = run_chaos(cli_cluster_dir, 7, 45, timeout_s=500, faults="partition")
-    assert_passed(code, verdict, 45, kinds=frozenset({"partition", "partition-one-way"}))
-    assert {f["node"] for f in verdict["fault_log"]} & {1, 2, 3}
+    """Symmetric and one-way partitions of voters (the leader included) and brokers, from
+    the voters and (brokers) from each other's replication, and delay and loss on all of
+    a node's links, through the proxies: same guarantees as under process faults."""
+    code, verdict = run_chaos(cli_cluster_dir, NET_SEED, 45, timeout_s=500,
+                              faults="partition,slow-net,lossy-net")
+    assert_passed(code, verdict, 45, kinds=frozenset(
+        {"partition", "partition-one-way", "slow-net", "lossy-net"}))
+    faults = verdict["fault_log"]
+    assert {f["node"] for f in faults} & {1, 2, 3}
+    assert any(f["kind"].startswith("partition") and f["node"] in {4, 5, 6} for f in faults)
+    assert {f["node"] for f in faults if f["kind"].endswith("-net")} & {4, 5, 6}
 
 
 @pytest.mark.soak
