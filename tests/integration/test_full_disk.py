@@ -12,7 +12,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,33 +39,44 @@ def unmount(path: Path) -> None:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Three voters, each data directory its own 8 MB tmpfs (mounted before formatting);
-    unmounted at the end, after every process the cluster started is killed by PID."""
+def make_tmpfs_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    """`make(voters, brokers)` -> a started cluster whose every data directory is its own
+    small tmpfs (mounted before formatting). At the end every process the cluster
+    started is killed by PID, then the mounts go."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
-    directory = tmp_path / "cluster"
     mounted: list[Path] = []
-    started: Cluster | None = None
-    try:
-        for node_id in VOTERS:
+    clusters: list[Cluster] = []
+
+    def make(voters: int = 3, brokers: int = 0) -> Cluster:
+        directory = tmp_path / f"cluster-{len(clusters)}"
+        for node_id in range(1, voters + brokers + 1):
             data_dir = directory / f"node-{node_id}" / "data"  # tools.cluster's layout
             data_dir.mkdir(parents=True)
             result = mount_tmpfs(data_dir)
             if result.returncode != 0:
                 pytest.skip(f"mounting a tmpfs is not permitted here: {result.stderr.strip()}")
             mounted.append(data_dir)
-        started = Cluster.create(directory, voters=len(VOTERS), settings=FAST_SETTINGS)
-        assert all(started.node(n).data_dir == str(d) for n, d in zip(VOTERS, mounted,
-                                                                        strict=True))
-        started.start()
-        started.wait_for_leader(15)
-        yield started
+        cluster = Cluster.create(directory, voters=voters, brokers=brokers,
+                                 settings=FAST_SETTINGS)
+        clusters.append(cluster)
+        assert all(Path(n.data_dir) in mounted for n in cluster.nodes.values())
+        cluster.start()
+        cluster.wait_for_leader(15)
+        return cluster
+
+    try:
+        yield make
     finally:
-        if started is not None:
-            started.kill_all_started()
+        for cluster in clusters:
+            cluster.kill_all_started()
         for data_dir in mounted:
             unmount(data_dir)
+
+
+@pytest.fixture
+def cluster(make_tmpfs_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_tmpfs_cluster(voters=len(VOTERS))
 
 
 def fill(data_dir: Path) -> None:
@@ -210,3 +221,34 @@ def test_sigterm_while_probing_a_full_disk_exits_zero(cluster: Cluster) -> None:
                f"node {follower} to close its listener")
     cluster.kill(follower, signal.SIGTERM, timeout_s=10)
     assert EXIT_CODES.get(pid or -1) == 0
+
+
+def test_broker_stops_serving_and_recovers_in_place_when_its_disk_fills(
+        make_tmpfs_cluster: Callable[..., Cluster]) -> None:
+    """A broker (a raft observer with Kafka and status listeners) whose disk fills closes
+    every listener and comes back in place, re-registered and caught up with the log."""
+    cluster = make_tmpfs_cluster(voters=1, brokers=1)
+    cluster.wait_for_brokers(30)
+    broker = cluster.node(2)
+    pid = broker.pid
+    listeners = [broker.client_address or "", broker.status_address or ""]
+    appender = Appender(cluster)
+
+    fill(Path(broker.data_dir))
+    appender.append_until(lambda: disk_full_errors(cluster, 2), 30,
+                          "the broker to report its full disk")
+    errors = disk_full_errors(cluster, 2)
+    assert len(errors) == 1, errors
+    assert names_full_directory(errors[0], broker.data_dir), errors[0]
+    wait_until(lambda: not any(map(is_listening, listeners)), 10,
+               "the broker to close its listeners")
+    assert cluster.is_running(2)
+
+    (Path(broker.data_dir) / BALLAST).unlink()
+    last = appender.append(10)
+    wait_until(lambda: (s := cluster.broker_status(2)) and not s["is_fenced"]
+               and s["applied_offset"] >= last, 30, "the broker to catch up unfenced")
+    assert all(map(is_listening, listeners))
+    assert cluster.node(2).pid == pid
+    assert cluster.stop() == []
+    assert records_up_to(cluster, 2, last) == records_up_to(cluster, 1, last)

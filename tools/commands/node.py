@@ -188,7 +188,7 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch_signals)
         while True:
-            failure = await run_until_disk_failure(built.node)
+            failure = await run_until_disk_failure(built.node, config.log_dir)
             running.clear()
             built.close()  # every task of the node has ended: nothing uses these files
             if failure is None or stop_requested.is_set():
@@ -212,7 +212,7 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def run_until_disk_failure(node: RaftNode) -> OSError | None:
+async def run_until_disk_failure(node: RaftNode, log_dir: Path) -> OSError | None:
     """Run `node` to its end: None after a graceful stop, the OSError when its log
     directory failed. Any other error propagates."""
     try:
@@ -226,7 +226,7 @@ async def run_until_disk_failure(node: RaftNode) -> OSError | None:
             raise
         # e.g. a broker's checkpoint write: the same full disk, seen outside the log
         log.error("log directory failed, node stopped accepting writes",
-                  extra={"node": node.node_id, "dir": str(disk_full.filename or "?"),
+                  extra={"node": node.node_id, "dir": str(disk_full.filename or log_dir),
                          "error": str(disk_full)})
         return disk_full
     return None
