@@ -1,7 +1,10 @@
 """A full disk under a running node (issue 9, hostile input): ENOSPC injected into the log
-write, the log fsync or the quorum-state write. The node logs one ERROR naming the error
-and the directory and stops (like Kafka's log-dir failure) without acknowledging what was
-not durable; a restart once space is back holds every acknowledged record."""
+write, the log fsync or the quorum-state write. The RaftNode logs one ERROR naming the
+error and the directory and stops (like Kafka's log-dir failure) without acknowledging
+what was not durable; a restart once space is back holds every acknowledged record.
+
+`kraft node` does that restart in place: it probes the directory until a write succeeds
+(tested here) and rebuilds the node (tests/integration/test_full_disk.py, a real tmpfs)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from raft.log import DiskLog
 from raft.node import LogDirFailure, RaftNode
 from raft.storage import read_quorum_state, write_quorum_state
 from raft.types import ElectionState
+from tools.commands.node import PROBE_FILE, probe_log_dir, wait_for_space
 
 FAST = RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300,
                   election_backoff_max_ms=100, request_timeout_ms=200, fetch_max_wait_ms=100)
@@ -172,3 +176,48 @@ async def test_full_disk_on_quorum_state_write_stops_node(
     assert not node.is_leader
     assert read_quorum_state(tmp_path) is None
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+
+
+async def test_wait_for_space_returns_once_a_probe_write_succeeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor's probe: write + fsync + remove a small file; ENOSPC means wait."""
+    still_full = [enospc()]  # the first probe finds the disk still full
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if still_full:
+            raise still_full.pop()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with trio.fail_after(10):
+        assert await wait_for_space(tmp_path, trio.Event())
+    assert still_full == []
+    assert not (tmp_path / PROBE_FILE).exists()  # removed after a failed probe too
+
+
+async def test_wait_for_space_gives_up_when_a_stop_is_requested(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while the disk is still full: probing ends (False) without waiting for space."""
+    probes: list[int] = []
+
+    def full(fd: int) -> None:
+        probes.append(fd)
+        raise enospc()
+
+    monkeypatch.setattr(os, "fsync", full)
+    stop_requested = trio.Event()
+    outcome: list[bool] = []
+
+    async def probe_until_stopped() -> None:
+        outcome.append(await wait_for_space(tmp_path, stop_requested))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(probe_until_stopped)
+            await eventually(lambda: probes)
+            stop_requested.set()
+    assert outcome == [False]
+    with pytest.raises(OSError, match="No space left"):
+        probe_log_dir(tmp_path)
+    assert not (tmp_path / PROBE_FILE).exists()
