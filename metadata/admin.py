@@ -212,6 +212,55 @@ class BrokerHeartbeatResponse:
     is_fenced: bool = True
 
 
+# --- AlterPartition (KIP-497; a partition leader proposes a new ISR) ----------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionData:
+    partition: int
+    leader_epoch: int
+    partition_epoch: int  # of the state the leader saw: a stale request is refused
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionTopic:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionData, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionRequest:
+    broker_id: int  # the leader of every partition in the request
+    broker_epoch: int
+    topics: tuple[AlterPartitionTopic, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionPartitionResult:
+    """The partition's state after the change (or as it is, on an error)."""
+
+    partition: int
+    error_code: int = 0
+    error_message: str | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionTopicResult:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionPartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionResponse:
+    topics: tuple[AlterPartitionTopicResult, ...]
+    error_code: int = 0  # STALE_BROKER_EPOCH: the whole request was refused
+
+
 # --- any API --------------------------------------------------------------------------
 
 
@@ -227,10 +276,11 @@ class AdminErrorResponse:
 
 AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsRequest,  # noqa: UP007
                      CreatePartitionsRequest, RenameTopicRequest, RegisterBrokerRequest,
-                     BrokerHeartbeatRequest]
+                     BrokerHeartbeatRequest, AlterPartitionRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
-                      RegisterBrokerResponse, BrokerHeartbeatResponse, AdminErrorResponse]
+                      RegisterBrokerResponse, BrokerHeartbeatResponse,
+                      AlterPartitionResponse, AdminErrorResponse]
 
 # api name -> (request type, response type)
 API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
@@ -241,6 +291,7 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "RenameTopic": (RenameTopicRequest, RenameTopicResponse),
     "RegisterBroker": (RegisterBrokerRequest, RegisterBrokerResponse),
     "BrokerHeartbeat": (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    "AlterPartition": (AlterPartitionRequest, AlterPartitionResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
 WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics"}

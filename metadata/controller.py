@@ -25,6 +25,7 @@ from metadata import broker_control
 from metadata.admin import (
     DEFAULT,
     AdminRequest,
+    AlterPartitionRequest,
     AdminResponse,
     BrokerHeartbeatRequest,
     CreatableTopicResult,
@@ -46,6 +47,7 @@ from metadata.admin import (
 )
 from metadata.delta import MetadataDelta
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
+from metadata.isr import alter_partition
 from metadata.placement import place_replicas
 from metadata.topic_names import invalid_topic_name_reason
 from metadata.uuid import ZERO_UUID, Uuid
@@ -176,6 +178,8 @@ class Controller:
                     high_watermark=self._committed.last_applied_offset)
                 if response.error_code == ErrorCode.NONE:
                     self._last_contact_ms[request.broker_id] = now_ms
+            case AlterPartitionRequest():
+                response = alter_partition(batch.delta, batch.emit, request)
             case _:
                 raise TypeError(f"not an admin request: {request!r}")
         return self._finish(batch, response)

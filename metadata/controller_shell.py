@@ -41,7 +41,7 @@ from raft.types import Batch
 log = logging.getLogger(__name__)
 
 ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
-              "RenameTopic", "RegisterBroker", "BrokerHeartbeat")
+              "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition")
 TICK_INTERVAL_S = 0.25
 
 
