@@ -524,6 +524,8 @@ class RaftNode:
             return {"error_code": exc.error_code, "error_message": str(exc), **exc.fields}
         except NotLeaderError as exc:
             return self.not_leader_body(exc)
+        except LogDirFailure as exc:  # logged once where it happened; the caller retries
+            return {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "error_message": str(exc)}
         except Exception as exc:  # a handler bug must not take the quorum member down
             log.exception("api handler failed", extra={"api": api})
             return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
