@@ -126,6 +126,10 @@ class BrokerServer:
         return self
 
     @property
+    def registration(self) -> Registration | None:
+        return self._registration
+
+    @property
     def image(self) -> MetadataImage:
         """The image of every committed record applied so far."""
         if self._delta_dirty:

@@ -102,6 +102,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), 9000),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1), 30_000),
     # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
     # empty: off; a relative path is resolved against the config file's directory
     "fault.injection.file": ("fault_injection_file", _optional_str, ""),
@@ -182,6 +183,7 @@ class NodeConfig:
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
     log_segment_bytes: int = 1 << 30
+    replica_lag_time_max_ms: int = 30_000
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)

@@ -48,9 +48,12 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     assert resolved.partition is not None
     offset = int(part.fetch_offset)
     if replica_id >= 0:
-        state.record_follower_fetch(replica_id, offset, trio.current_time())
-    if state.maybe_advance_high_watermark(resolved.partition.isr, context.broker_id,
-                                          trio.current_time()):
+        now = trio.current_time()
+        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
+        state.record_follower_fetch(replica_id, offset, now)
+        if state.is_expansion_candidate(resolved.partition, replica_id):
+            context.replicas.request_isr_check()  # it may rejoin the ISR
+    if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
     end = state.log.log_end_offset
     last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))

@@ -31,6 +31,7 @@ from broker.kafka import (
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
+from broker.kafka.isr import IsrManager
 from metadata.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
@@ -196,4 +197,13 @@ def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerSer
                              max_frame_bytes=config.socket_request_max_bytes)
     node.add_background_task(listener.serve)
     node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders
+
+    def broker_epoch() -> int | None:
+        registration = server.registration
+        return None if registration is None else registration.broker_epoch
+
+    node.add_background_task(IsrManager(  # leaders shrink and expand ISRs
+        context, broker_epoch=broker_epoch,
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        request_timeout_ms=config.request_timeout_ms).run)
     return listener

@@ -4,7 +4,8 @@ Produce: each partition's records must be complete magic v2 batches with a valid
 CRC32C (else CORRUPT_MESSAGE / INVALID_RECORD); the leader stores them intact with
 offsets assigned from its log end, fsyncs, and answers acks=1 then; acks=all waits
 until the high watermark (which follows the ISR) passes the last offset, or times out
-with REQUEST_TIMED_OUT; acks=0 gets no response at all.
+with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.isr);
+acks=0 gets no response at all.
 
 InitProducerId hands out producer IDs for idempotent producers (kafka-python's default):
 unique per broker and process start. A retried batch (same producer ID and base
@@ -75,16 +76,17 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                 return _failed(index, ErrorCode.unknown_topic_id if gone
                                else ErrorCode.kafka_storage_error, str(exc))
             state.remember_producers(batches, base)
-    state.maybe_advance_high_watermark(partition.isr, context.broker_id, trio.current_time())
+    state.maybe_advance_high_watermark(partition, context.broker_id)
     context.replicas.notify_data()
     if acks == ACKS_ALL:
         deadline = trio.current_time() + timeout_s
         while state.high_watermark <= last and trio.current_time() < deadline:
             with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):
                 await state.changed.wait()
-            # re-evaluated: a follower that stopped fetching drops out after its lag time
-            if state.maybe_advance_high_watermark(partition.isr, context.broker_id,
-                                                  trio.current_time()):
+            # re-evaluated against the image: the controller may have shrunk the ISR
+            current = context.replicas.partition_image(state)
+            if current is not None and current.leader == context.broker_id and \
+                    state.maybe_advance_high_watermark(current, context.broker_id):
                 context.replicas.notify_data()
         if state.high_watermark <= last:
             return _failed(index, ErrorCode.request_timed_out,

@@ -12,6 +12,7 @@ as the recreated one.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,6 @@ from metadata.uuid import Uuid
 log = logging.getLogger(__name__)
 
 RECONCILE_WAIT_S = 2.0  # a just-created partition's directory appears within this
-REPLICA_LAG_TIME_MAX_S = 30.0  # Kafka's replica.lag.time.max.ms default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,10 +77,32 @@ def check_local_topic_id(local: Uuid | None, expected: Uuid) -> ErrorCode:
     return ErrorCode.none if local == expected else ErrorCode.inconsistent_topic_id
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingIsr:
+    """An ISR this leader proposed with AlterPartition, based on the image's partition
+    state at (`leader_epoch`, `partition_epoch`); forgotten once that state changes."""
+
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    proposed_at: float
+    waits_for_image: bool = False  # refused as stale: resend only on a newer state
+
+    def is_based_on(self, partition: PartitionImage) -> bool:
+        return (self.leader_epoch, self.partition_epoch) == (partition.leader_epoch,
+                                                              partition.partition_epoch)
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class PartitionState:
-    """A hosted partition's log and, on the leader, its high watermark (which follows
-    the ISR: the smallest log end offset among in-sync replicas)."""
+    """A hosted partition's log and, on the leader, its high watermark and the followers'
+    progress.
+
+    The high watermark is the smallest log end among the *maximal* ISR (KIP-497, as
+    Kafka's Partition does): the image's ISR plus the replicas this leader has proposed
+    to add. A replica leaves the high watermark only once the controller's shrunk ISR is
+    in the image, so every acknowledged record is on every replica the controller may
+    elect; an addition counts at once, which only holds the high watermark back."""
 
     topic_id: Uuid
     partition: int
@@ -88,13 +110,21 @@ class PartitionState:
     high_watermark: int = 0
     follower_offsets: dict[int, int] = field(default_factory=dict)
     follower_fetch_times: dict[int, float] = field(default_factory=dict)
-    lagging: set[int] = field(default_factory=set)  # left out of the high watermark
+    # the leader's log end when each follower last fetched (for the caught-up time)
+    follower_fetch_log_ends: dict[int, int] = field(default_factory=dict)
+    follower_caught_up_times: dict[int, float] = field(default_factory=dict)
+    pending_isr: PendingIsr | None = None
+    leader_epoch: int = -1  # the leader epoch the follower state above belongs to
+    leader_since: float = 0.0
     opened_at: float = 0.0
     lock: trio.Lock = field(default_factory=trio.Lock)
     changed: trio.Event = field(default_factory=trio.Event)
 
     # producer id -> (base sequence, base offset, last offset) of its last batch here
     producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.leader_since = self.opened_at
 
     def duplicate_of(self, batches: list[bytes]) -> tuple[int, int] | None:
         """(base, last offset) when `batches` is an idempotent producer's retry of its
@@ -121,39 +151,78 @@ class PartitionState:
         self.changed = trio.Event()
 
     def record_follower_fetch(self, replica_id: int, offset: int, now: float) -> None:
-        """A follower's fetch offset: everything below it is on that replica."""
+        """A follower's fetch offset: everything below it is on that replica. It is caught
+        up (Kafka's lastCaughtUpTime) when it fetches from the log end, or from where the
+        log ended at its previous fetch (then it was caught up at that fetch's time)."""
+        log_end = self.log.log_end_offset
+        if offset >= log_end:
+            self.follower_caught_up_times[replica_id] = now
+        elif offset >= self.follower_fetch_log_ends.get(replica_id, log_end + 1):
+            self.follower_caught_up_times[replica_id] = self.follower_fetch_times[replica_id]
         self.follower_offsets[replica_id] = offset
         self.follower_fetch_times[replica_id] = now
+        self.follower_fetch_log_ends[replica_id] = log_end
 
-    def maybe_advance_high_watermark(self, isr: tuple[int, ...], leader_id: int,
-                                     now: float | None = None) -> bool:
-        """Move the high watermark to the smallest log end among the in-sync replicas.
-        With `now`, a follower that has neither caught up with the log end nor fetched
-        for REPLICA_LAG_TIME_MAX_S is left out (this leader's own view of the ISR: the
-        controller does not shrink it), so one dead replica does not stall the
-        partition; it counts again once it has caught up."""
+    def observe_partition(self, partition: PartitionImage, now: float) -> None:
+        """The image's state of this partition: a new leader epoch gives every follower
+        a full lag time again; a pending ISR based on an older state is forgotten (the
+        image now shows the controller's decision, or a change that overrides it)."""
+        if partition.leader_epoch != self.leader_epoch:
+            self.leader_epoch = partition.leader_epoch
+            self.leader_since = now
+            for progress in (self.follower_offsets, self.follower_fetch_times,
+                             self.follower_fetch_log_ends, self.follower_caught_up_times):
+                progress.clear()
+        if self.pending_isr is not None and not self.pending_isr.is_based_on(partition):
+            self.pending_isr = None
+
+    def maximal_isr(self, partition: PartitionImage) -> tuple[int, ...]:
+        """The image's ISR plus the replicas a pending AlterPartition adds."""
+        pending = self.pending_isr
+        if pending is None or not pending.is_based_on(partition):
+            return partition.isr
+        return partition.isr + tuple(r for r in pending.isr if r not in partition.isr)
+
+    def caught_up_time(self, replica_id: int) -> float:
+        return self.follower_caught_up_times.get(replica_id, self.leader_since)
+
+    def is_expansion_candidate(self, partition: PartitionImage, replica_id: int) -> bool:
+        """A replica outside the ISR whose fetch offset reached the high watermark."""
+        return (replica_id in partition.replicas and replica_id not in partition.isr
+                and self.follower_offsets.get(replica_id, -1) >= self.high_watermark)
+
+    def is_out_of_sync(self, replica_id: int, now: float, lag_time_max_s: float) -> bool:
+        """Kafka's rule: behind the log end and not caught up for the lag time (an idle
+        follower holding everything stays in sync)."""
+        return (self.follower_offsets.get(replica_id, -1) < self.log.log_end_offset
+                and now - self.caught_up_time(replica_id) > lag_time_max_s)
+
+    def isr_proposal(self, partition: PartitionImage, leader_id: int, now: float, *,
+                     lag_time_max_s: float, eligible: frozenset[int]
+                     ) -> tuple[int, ...] | None:
+        """The ISR this leader should propose, or None (no change, or one in flight).
+        Out: followers out of sync. In: `eligible` (unfenced) replicas that reached the
+        high watermark with a fetch within the lag time (alive: a stopped replica that
+        once got there is not added back)."""
+        if self.pending_isr is not None and self.pending_isr.is_based_on(partition):
+            return None
+        kept = tuple(r for r in partition.isr
+                     if r == leader_id or not self.is_out_of_sync(r, now, lag_time_max_s))
+        added = tuple(
+            r for r in partition.replicas
+            if r in eligible and self.is_expansion_candidate(partition, r)
+            and now - self.follower_fetch_times.get(r, -math.inf) <= lag_time_max_s)
+        proposal = kept + added
+        if leader_id not in proposal or set(proposal) == set(partition.isr):
+            return None
+        return proposal
+
+    def maybe_advance_high_watermark(self, partition: PartitionImage, leader_id: int) -> bool:
+        """Move the high watermark to the smallest log end among the maximal ISR."""
         offsets = [self.log.log_end_offset]
-        for replica in isr:
-            if replica == leader_id:
-                continue
-            offset = self.follower_offsets.get(replica, 0)
-            last_fetch = self.follower_fetch_times.get(replica, self.opened_at)
-            if now is not None and offset < self.log.log_end_offset and \
-                    now - last_fetch > REPLICA_LAG_TIME_MAX_S:
-                if replica not in self.lagging:
-                    self.lagging.add(replica)
-                    log.warning("follower out of sync, left out of the high watermark",
-                                extra={"topic_id": str(self.topic_id),
-                                       "partition": self.partition, "replica": replica,
-                                       "offset": offset})
-                continue
-            if replica in self.lagging and offset >= self.high_watermark:
-                self.lagging.discard(replica)
-                log.info("follower back in sync", extra={
-                    "topic_id": str(self.topic_id), "partition": self.partition,
-                    "replica": replica})
-            if replica not in self.lagging:
-                offsets.append(offset)
+        for replica in self.maximal_isr(partition):
+            if replica != leader_id:
+                offsets.append(self.follower_offsets.get(replica, 0))
         candidate = min(offsets)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
@@ -175,6 +244,32 @@ class ReplicaManager:
         self._states: dict[tuple[Uuid, int], PartitionState] = {}
         self._pruned_image: MetadataImage | None = None
         self._data_changed = trio.Event()
+        self._isr_check = trio.Event()
+
+    def request_isr_check(self) -> None:
+        """A follower reached the high watermark: check the ISRs now (it may rejoin)."""
+        self._isr_check.set()
+
+    async def wait_isr_check(self, timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s):
+            await self._isr_check.wait()
+        self._isr_check = trio.Event()
+
+    def partition_image(self, state: PartitionState) -> PartitionImage | None:
+        """The image's current state of `state`'s partition (None: gone)."""
+        topic = self.image.topic(state.topic_id)
+        if topic is None or state.partition >= len(topic.partitions):
+            return None
+        return topic.partitions[state.partition]
+
+    def led_partitions(self) -> list[tuple[PartitionState, PartitionImage]]:
+        """The open partitions this broker leads in the image, with their image state."""
+        led = []
+        for state in self._states.values():
+            partition = self.partition_image(state)
+            if partition is not None and partition.leader == self.broker_id:
+                led.append((state, partition))
+        return led
 
     def notify_data(self) -> None:
         """A log end or high watermark moved: wake parked fetches."""

@@ -9,7 +9,7 @@ fetch offset also tells the leader how far this replica has got, which is what m
 the leader's high watermark (it follows the ISR). A follower's stale or unknown topic
 ID gets an error from the leader, never data (KIP-516). A follower whose last fetched
 epoch the leader does not have (up to that offset) gets `diverging_epoch` and truncates
-(KIP-595 style). Not done: ISR shrink/expand (the controller keeps the ISR as created).
+(KIP-595 style). The leader shrinks and expands ISRs: broker.kafka.isr.
 """
 
 from __future__ import annotations

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-import trio.testing
-
 from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic, record_batch
 from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
-from broker.kafka.replica import REPLICA_LAG_TIME_MAX_S, ReplicaManager, check_partition
+from broker.kafka.replica import ReplicaManager, check_partition
 from broker.kafka.replication import followed_partitions
 from metadata.uuid import Uuid
 
@@ -122,42 +119,16 @@ async def test_high_watermark_follows_the_slowest_in_sync_replica_when_followers
     error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
     assert state is not None
     state.log.append([record_batch([b"a", b"b", b"c"])], 0)
-    isr = (BROKER, 5, 6)
-    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    partition = image.topics[TOPIC_ID].partitions[0]
+    assert not state.maybe_advance_high_watermark(partition, BROKER)
     state.follower_offsets[5] = 3
-    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    assert not state.maybe_advance_high_watermark(partition, BROKER)
     state.follower_offsets[6] = 2
-    assert state.maybe_advance_high_watermark(isr, BROKER)
+    assert state.maybe_advance_high_watermark(partition, BROKER)
     assert state.high_watermark == 2
     state.follower_offsets[6] = 1  # a late, older fetch offset
-    assert not state.maybe_advance_high_watermark(isr, BROKER)
+    assert not state.maybe_advance_high_watermark(partition, BROKER)
     assert state.high_watermark == 2
-    replicas.close_all()
-
-
-async def test_dead_follower_left_out_of_high_watermark_when_lag_time_passes(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    """A follower that neither catches up nor fetches for replica.lag.time.max.ms stops
-    holding back the high watermark (the leader's view of the ISR); it counts again
-    once it has caught up."""
-    image = image_with_topic(replicas=(BROKER, 5, 6))
-    (tmp_path / "A-0").mkdir()
-    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
-    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
-    assert state is not None
-    state.log.append([record_batch([b"a", b"b"])], 0)
-    isr = (BROKER, 5, 6)
-    state.record_follower_fetch(6, 2, trio.current_time())
-    assert not state.maybe_advance_high_watermark(isr, BROKER, trio.current_time())
-    await trio.sleep(REPLICA_LAG_TIME_MAX_S + 1)
-    state.record_follower_fetch(6, 2, trio.current_time())
-    assert state.maybe_advance_high_watermark(isr, BROKER, trio.current_time())
-    assert state.high_watermark == 2
-    assert state.lagging == {5}
-    state.record_follower_fetch(5, 2, trio.current_time())
-    state.maybe_advance_high_watermark(isr, BROKER, trio.current_time())
-    assert state.lagging == set()
     replicas.close_all()
 
 

@@ -1,0 +1,161 @@
+"""The partition leader's side of AlterPartition (KIP-497): shrink and expand ISRs
+through the controller (Trio).
+
+Every `replica.lag.time.max.ms / 2` (at most a second), and at once when a follower
+outside an ISR reaches the high watermark, the task looks at each open partition this
+broker leads: a follower that has been behind the log end for the lag time is proposed
+for removal, an unfenced replica that reached the high watermark for addition
+(`PartitionState.isr_proposal`). All proposals of a round go in one request, so at most
+one AlterPartition per partition is in flight. The high watermark follows the maximal
+ISR meanwhile (`PartitionState.maybe_advance_high_watermark`): a removal takes effect
+once the controller's ISR is in this broker's image, an addition at once.
+
+Answers: success or INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER
+(this broker decided on an older state) -> wait for the image to show the newer state;
+any other error, or no controller -> forget the proposal and decide again next round
+from the image. NOT_CONTROLLER is followed by the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from broker.kafka.context import BrokerContext
+from broker.kafka.replica import PartitionState, PendingIsr
+from metadata.admin import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionTopic,
+)
+from metadata.controller_client import ControllerUnavailable
+from metadata.image import PartitionImage
+from metadata.uuid import Uuid
+from raft.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+MAX_CHECK_INTERVAL_S = 1.0
+# refused because this broker decided on an older state: the image will show the newer
+WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.INVALID_UPDATE_VERSION,
+                                  ErrorCode.FENCED_LEADER_EPOCH,
+                                  ErrorCode.NOT_LEADER_OR_FOLLOWER})
+
+Proposal = tuple[PartitionState, PartitionImage, tuple[int, ...]]
+
+
+class IsrManager:
+    def __init__(self, context: BrokerContext, *, broker_epoch: Callable[[], int | None],
+                 replica_lag_time_max_ms: int, request_timeout_ms: int = 2000) -> None:
+        self.context = context
+        self._broker_epoch = broker_epoch
+        self.lag_time_max_s = replica_lag_time_max_ms / 1000
+        self._timeout_s = request_timeout_ms / 1000
+        # a pending proposal the image has not answered within this is decided again
+        self._image_wait_s = max(self._timeout_s, self.lag_time_max_s)
+
+    async def run(self) -> None:
+        interval_s = min(self.lag_time_max_s / 2, MAX_CHECK_INTERVAL_S)
+        while True:
+            await self.run_once()
+            await self.context.replicas.wait_isr_check(interval_s)
+
+    async def run_once(self) -> None:
+        proposals = self.propose(trio.current_time())
+        if proposals:
+            await self.send(proposals)
+
+    def propose(self, now: float) -> list[Proposal]:
+        """Observe the image, move high watermarks, and mark what to send as pending."""
+        context = self.context
+        broker_id = context.broker_id
+        broker_epoch = self._broker_epoch()
+        eligible = frozenset(context.image.unfenced_broker_ids())
+        proposals = []
+        for state, partition in context.replicas.led_partitions():
+            state.observe_partition(partition, now)
+            pending = state.pending_isr
+            if pending is not None and now - pending.proposed_at > self._image_wait_s:
+                state.pending_isr = None  # never answered in the image: decide again
+            if state.maybe_advance_high_watermark(partition, broker_id):
+                context.replicas.notify_data()
+            if broker_epoch is None:  # not registered yet: the controller would refuse
+                continue
+            new_isr = state.isr_proposal(partition, broker_id, now,
+                                         lag_time_max_s=self.lag_time_max_s,
+                                         eligible=eligible)
+            if new_isr is None:
+                continue
+            state.pending_isr = PendingIsr(isr=new_isr, leader_epoch=partition.leader_epoch,
+                                           partition_epoch=partition.partition_epoch,
+                                           proposed_at=now)
+            log.info("proposing a new ISR", extra={
+                "topic_id": str(state.topic_id), "partition": state.partition,
+                "isr": list(partition.isr), "new_isr": list(new_isr)})
+            proposals.append((state, partition, new_isr))
+        return proposals
+
+    async def send(self, proposals: list[Proposal]) -> None:
+        broker_epoch = self._broker_epoch()
+        controller = self.context.controller
+        if broker_epoch is None or controller is None:
+            self._forget(proposals)
+            return
+        by_topic: dict[Uuid, list[AlterPartitionData]] = {}
+        for state, partition, new_isr in proposals:
+            by_topic.setdefault(state.topic_id, []).append(AlterPartitionData(
+                partition=state.partition, leader_epoch=partition.leader_epoch,
+                partition_epoch=partition.partition_epoch, new_isr=new_isr))
+        request = AlterPartitionRequest(
+            broker_id=self.context.broker_id, broker_epoch=broker_epoch,
+            topics=tuple(AlterPartitionTopic(topic_id=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()))
+        try:
+            response = await controller.call(request, timeout_s=self._timeout_s)
+        except ControllerUnavailable as exc:
+            log.info("AlterPartition not answered", extra={"reason": str(exc)})
+            self._forget(proposals)
+            return
+        if not isinstance(response, AlterPartitionResponse):
+            log.info("AlterPartition refused", extra={"response": repr(response)})
+            self._forget(proposals)
+            return
+        self.handle_response(proposals, response)
+
+    def handle_response(self, proposals: list[Proposal], response: AlterPartitionResponse
+                        ) -> None:
+        results = {(topic.topic_id, result.partition): result
+                   for topic in response.topics for result in topic.partitions}
+        for state, partition, new_isr in proposals:
+            pending = state.pending_isr
+            if pending is None or not pending.is_based_on(partition):
+                continue  # the image moved on meanwhile
+            result = results.get((state.topic_id, state.partition))
+            fields = {"topic_id": str(state.topic_id), "partition": state.partition,
+                      "new_isr": list(new_isr)}
+            if result is None:
+                log.warning("AlterPartition answered without the partition", extra=fields)
+                state.pending_isr = None
+            elif result.error_code == ErrorCode.NONE:
+                if result.partition_epoch == partition.partition_epoch:
+                    state.pending_isr = None  # nothing to write: the ISR was already so
+                else:  # counted as pending until the image shows it
+                    log.info("ISR changed", extra={
+                        **fields, "partition_epoch": result.partition_epoch})
+            elif result.error_code in WAIT_FOR_IMAGE_CODES:
+                log.info("ISR change refused on older state, waiting for the image", extra={
+                    **fields, "error": result.error_code, "reason": result.error_message})
+            else:
+                log.warning("ISR change refused", extra={
+                    **fields, "error": result.error_code, "reason": result.error_message})
+                state.pending_isr = None
+
+    @staticmethod
+    def _forget(proposals: list[Proposal]) -> None:
+        for state, partition, _ in proposals:
+            pending = state.pending_isr
+            if pending is not None and pending.is_based_on(partition):
+                state.pending_isr = None
