@@ -132,6 +132,8 @@ class HistoryWriter:
                                time=self._clock(), result=result or {}))
 
     def _append(self, event: Event) -> None:
+        if self._handle.closed:  # a run torn down early: its workload threads still finish
+            return
         self._events.append(event)
         self._handle.write(event.to_json() + "\n")
         self._handle.flush()

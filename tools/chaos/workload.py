@@ -206,6 +206,10 @@ class Workload:
 
     # -- threads -----------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """Ask every loop to end after its current call (a run torn down early)."""
+        self._stop.set()
+
     def setup(self) -> None:
         """Create the stable topics (acknowledged creates, or ClusterError)."""
         caller = AdminCaller(self.addresses, self.cluster_id)

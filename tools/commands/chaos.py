@@ -25,6 +25,7 @@ import dataclasses
 import json
 import logging
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -96,12 +97,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"chaos: seed {seed}, {args.duration:.0f} s, faults {','.join(faults) or 'none'}",
               flush=True)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # the cluster is stopped on the way out
     verdict = run_chaos(directory, seed=seed, duration_s=args.duration, voters=args.voters,
                         brokers=args.brokers, faults=faults, replay=not args.skip_replay,
                         replay_master=args.replay_master)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(f"chaos: stopped by {signal.Signals(signum).name}; no verdict")
 
 
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
@@ -117,6 +123,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     errors: list[str] = []
     final: FinalState | None = None
     leader_dir: str | None = None
+    workload: Workload | None = None
     try:
         cluster.start()
         cluster.wait_for_leader(START_TIMEOUT_S)
@@ -147,6 +154,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
+        if workload is not None:
+            workload.stop()
         nemesis.stop()
         history.close()
         try:
