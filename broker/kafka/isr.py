@@ -10,15 +10,18 @@ one AlterPartition per partition is in flight. The high watermark follows the ma
 ISR meanwhile (`PartitionState.maybe_advance_high_watermark`): a removal takes effect
 once the controller's ISR is in this broker's image, an addition at once.
 
-Answers: success or INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER
-(this broker decided on an older state) -> wait for the image to show the newer state;
-any other error, or no controller -> forget the proposal and decide again next round
-from the image. NOT_CONTROLLER is followed by the client.
+Answers: success, or INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER
+(this broker decided on an older state) -> wait for the image to show the newer state
+(sent again if it does not within the lag time); another error (nothing was written)
+-> forget the proposal and decide again from the image; no answer -> send the same ISR
+again next round (it may have committed). NOT_CONTROLLER is followed by the client.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from collections.abc import Callable
 
 import trio
@@ -54,7 +57,7 @@ class IsrManager:
         self._broker_epoch = broker_epoch
         self.lag_time_max_s = replica_lag_time_max_ms / 1000
         self._timeout_s = request_timeout_ms / 1000
-        # a pending proposal the image has not answered within this is decided again
+        # an accepted change the image does not show within this is sent again
         self._image_wait_s = max(self._timeout_s, self.lag_time_max_s)
 
     async def run(self) -> None:
@@ -69,7 +72,10 @@ class IsrManager:
             await self.send(proposals)
 
     def propose(self, now: float) -> list[Proposal]:
-        """Observe the image, move high watermarks, and mark what to send as pending."""
+        """Observe the image, move high watermarks, and mark what to send as pending.
+        A pending ISR whose outcome is unknown is sent again unchanged, never dropped:
+        the controller may have committed it, and then its additions must keep counting
+        until the image shows them."""
         context = self.context
         broker_id = context.broker_id
         broker_epoch = self._broker_epoch()
@@ -77,12 +83,15 @@ class IsrManager:
         proposals = []
         for state, partition in context.replicas.led_partitions():
             state.observe_partition(partition, now)
-            pending = state.pending_isr
-            if pending is not None and now - pending.proposed_at > self._image_wait_s:
-                state.pending_isr = None  # never answered in the image: decide again
             if state.maybe_advance_high_watermark(partition, broker_id):
                 context.replicas.notify_data()
             if broker_epoch is None:  # not registered yet: the controller would refuse
+                continue
+            pending = state.pending_isr
+            if pending is not None and pending.is_based_on(partition):
+                if now >= pending.resend_at:
+                    state.pending_isr = dataclasses.replace(pending, resend_at=math.inf)
+                    proposals.append((state, partition, pending.isr))
                 continue
             new_isr = state.isr_proposal(partition, broker_id, now,
                                          lag_time_max_s=self.lag_time_max_s,
@@ -90,8 +99,7 @@ class IsrManager:
             if new_isr is None:
                 continue
             state.pending_isr = PendingIsr(isr=new_isr, leader_epoch=partition.leader_epoch,
-                                           partition_epoch=partition.partition_epoch,
-                                           proposed_at=now)
+                                           partition_epoch=partition.partition_epoch)
             log.info("proposing a new ISR", extra={
                 "topic_id": str(state.topic_id), "partition": state.partition,
                 "isr": list(partition.isr), "new_isr": list(new_isr)})
@@ -102,7 +110,7 @@ class IsrManager:
         broker_epoch = self._broker_epoch()
         controller = self.context.controller
         if broker_epoch is None or controller is None:
-            self._forget(proposals)
+            self._resend_later(proposals, trio.current_time())
             return
         by_topic: dict[Uuid, list[AlterPartitionData]] = {}
         for state, partition, new_isr in proposals:
@@ -116,17 +124,18 @@ class IsrManager:
         try:
             response = await controller.call(request, timeout_s=self._timeout_s)
         except ControllerUnavailable as exc:
-            log.info("AlterPartition not answered", extra={"reason": str(exc)})
-            self._forget(proposals)
+            log.info("AlterPartition not answered, will resend", extra={"reason": str(exc)})
+            self._resend_later(proposals, trio.current_time())
             return
         if not isinstance(response, AlterPartitionResponse):
-            log.info("AlterPartition refused", extra={"response": repr(response)})
-            self._forget(proposals)
+            log.warning("AlterPartition failed, will resend", extra={
+                "response": repr(response)})
+            self._resend_later(proposals, trio.current_time())
             return
-        self.handle_response(proposals, response)
+        self.handle_response(proposals, response, trio.current_time())
 
-    def handle_response(self, proposals: list[Proposal], response: AlterPartitionResponse
-                        ) -> None:
+    def handle_response(self, proposals: list[Proposal], response: AlterPartitionResponse,
+                        now: float) -> None:
         results = {(topic.topic_id, result.partition): result
                    for topic in response.topics for result in topic.partitions}
         for state, partition, new_isr in proposals:
@@ -138,24 +147,29 @@ class IsrManager:
                       "new_isr": list(new_isr)}
             if result is None:
                 log.warning("AlterPartition answered without the partition", extra=fields)
-                state.pending_isr = None
+                self._resend_later([(state, partition, new_isr)], now)
+            elif result.error_code == ErrorCode.NONE and \
+                    result.partition_epoch == partition.partition_epoch:
+                state.pending_isr = None  # nothing written: the ISR was already so
             elif result.error_code == ErrorCode.NONE:
-                if result.partition_epoch == partition.partition_epoch:
-                    state.pending_isr = None  # nothing to write: the ISR was already so
-                else:  # counted as pending until the image shows it
-                    log.info("ISR changed", extra={
-                        **fields, "partition_epoch": result.partition_epoch})
+                log.info("ISR changed", extra={
+                    **fields, "partition_epoch": result.partition_epoch})
+                state.pending_isr = dataclasses.replace(
+                    pending, resend_at=now + self._image_wait_s)  # counted till the image
             elif result.error_code in WAIT_FOR_IMAGE_CODES:
                 log.info("ISR change refused on older state, waiting for the image", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
-            else:
+                state.pending_isr = dataclasses.replace(
+                    pending, resend_at=now + self._image_wait_s)
+            else:  # refused: nothing was written, decide again from the image
                 log.warning("ISR change refused", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
                 state.pending_isr = None
 
     @staticmethod
-    def _forget(proposals: list[Proposal]) -> None:
+    def _resend_later(proposals: list[Proposal], now: float) -> None:
+        """The outcome is unknown: send the same ISR again next round."""
         for state, partition, _ in proposals:
             pending = state.pending_isr
             if pending is not None and pending.is_based_on(partition):
-                state.pending_isr = None
+                state.pending_isr = dataclasses.replace(pending, resend_at=now)

@@ -85,8 +85,7 @@ class PendingIsr:
     isr: tuple[int, ...]
     leader_epoch: int
     partition_epoch: int
-    proposed_at: float
-    waits_for_image: bool = False  # refused as stale: resend only on a newer state
+    resend_at: float = math.inf  # inf: in flight, or waiting for the image
 
     def is_based_on(self, partition: PartitionImage) -> bool:
         return (self.leader_epoch, self.partition_epoch) == (partition.leader_epoch,

@@ -21,6 +21,7 @@ from metadata.admin import (
     AlterPartitionResponse,
     AlterPartitionTopicResult,
 )
+from metadata.controller_client import ControllerUnavailable
 from metadata.image import MetadataImage
 from raft.errors import ErrorCode
 
@@ -44,6 +45,15 @@ class FakeController:
                 partition_epoch=data.partition_epoch + (self.error == ErrorCode.NONE),
                 isr=data.new_isr) for data in topic.partitions))
             for topic in request.topics))
+
+
+class UnreachableController:
+    def __init__(self) -> None:
+        self.requests: list[AlterPartitionRequest] = []
+
+    async def call(self, request: Any, timeout_s: float) -> AlterPartitionResponse:
+        self.requests.append(request)
+        raise ControllerUnavailable("no controller answered")
 
 
 class Cluster:
@@ -204,9 +214,39 @@ async def test_pending_isr_forgotten_when_the_image_shows_the_new_state(
         topic_id=TOPIC_ID, partitions=(AlterPartitionPartitionResult(
             partition=0, leader_id=BROKER, leader_epoch=partition.leader_epoch,
             partition_epoch=partition.partition_epoch + 1, isr=(BROKER, 6)),)),))
-    cluster.manager.handle_response(proposals, response)
+    cluster.manager.handle_response(proposals, response, state.opened_at + LAG_S + 1)
     assert state.pending_isr is not None  # the response is not the image
     cluster.change_isr(proposals[0][2])
     cluster.manager.propose(state.opened_at + LAG_S + 2)
     assert state.pending_isr is None
+    cluster.replicas.close_all()
+
+
+async def test_unanswered_addition_keeps_counting_and_is_sent_again_unchanged(
+        tmp_path: Path) -> None:
+    """No answer (the controller may still have committed it): the proposed addition
+    keeps holding the high watermark back and the same ISR is sent again next round,
+    never dropped, or the leader could acknowledge records the new ISR member lacks."""
+    cluster = Cluster(tmp_path)
+    cluster.change_isr((BROKER, 6))
+    unreachable = UnreachableController()
+    cluster.context.controller = unreachable  # type: ignore[assignment]
+    state = await cluster.open()
+    now = state.opened_at
+    state.log.append([record_batch([b"a"])], 0)
+    state.record_follower_fetch(6, 1, now)
+    assert state.maybe_advance_high_watermark(cluster.partition(), BROKER)
+    state.record_follower_fetch(5, 1, now)  # at the high watermark: a candidate
+    with trio.fail_after(5):
+        await cluster.manager.send(cluster.manager.propose(now))
+    assert state.pending_isr is not None
+    assert state.maximal_isr(cluster.partition()) == (BROKER, 6, 5)
+    state.log.append([record_batch([b"b"])], 0)
+    state.record_follower_fetch(6, 2, now)
+    assert not state.maybe_advance_high_watermark(cluster.partition(), BROKER)
+    assert state.high_watermark == 1  # 5 (proposed, maybe committed) holds it back
+    with trio.fail_after(5):
+        await cluster.manager.send(cluster.manager.propose(now + 1))
+    assert [r.topics[0].partitions[0].new_isr for r in unreachable.requests] == [
+        (BROKER, 6, 5), (BROKER, 6, 5)]
     cluster.replicas.close_all()
