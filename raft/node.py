@@ -34,6 +34,15 @@ Hooks for the layers above (metadata controller, brokers):
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
   `node.epoch`.
 
+High-watermark checkpoint: a node whose log has a `directory` (a `DiskLog`) keeps
+`<directory>/high-watermark-checkpoint` (`raft.storage`) so tools such as `kraft replay`
+can tell committed records from a tail that was merely replicated (Raft §5.4.2). It only
+ever holds a high watermark this node published, i.e. after the records below it were
+flushed here, and never moves back (a restarted node starts from HW 0 and catches up).
+It is written in a worker thread, beside the core loop, at most once per
+`HW_CHECKPOINT_INTERVAL_S` while the HW advances, and once more on a graceful stop;
+a failed write is a log-dir failure like any other.
+
 The logger `raft.node.messages` at DEBUG traces every message in and out.
 
 Test-only (chaos): `fault_file` names a `raft.fault_injection` JSON file that can slow
@@ -48,6 +57,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -56,6 +66,7 @@ from raft import messages
 from raft.core import RaftConfig, RaftCore
 from raft.errors import ErrorCode
 from raft.fault_injection import FaultInjection
+from raft.storage import read_high_watermark_checkpoint, write_high_watermark_checkpoint
 from raft.transport import Address, Connection, Frame, ProtocolError, Transport
 from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
 
@@ -64,6 +75,7 @@ log = logging.getLogger(__name__)
 ApiHandler = Callable[[Any, str], Awaitable[Any]]
 CommitListener = Callable[[Batch], None]
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
+HW_CHECKPOINT_INTERVAL_S = 1.0
 INBOX_SIZE = 1024
 MAX_EVENTS_PER_TURN = 1024
 MAX_ROUTES_PER_CONNECTION = 4096
@@ -156,6 +168,13 @@ class RaftNode:
         # per connection, in arrival order (a dict used as an ordered set)
         self._conn_routes: dict[int, dict[tuple[int, int], None]] = {}
         self._published = 0  # next offset to hand to commit listeners
+        # The high-watermark checkpoint (see the module docstring); None: a MemoryLog.
+        directory = getattr(log, "directory", None)
+        self._hw_checkpoint_dir = Path(directory) if directory is not None else None
+        self._hw_durable = 0  # the last HW published, so flushed here: safe to checkpoint
+        self._hw_checkpointed = 0
+        self._hw_advanced = trio.Event()
+        self._hw_checkpoint_lock = trio.Lock()  # one writer of the file at a time
         self._clock_offset_s = 0.0
         self._faults = FaultInjection(fault_file) if fault_file else None
         self._clock_real_s = 0.0  # with faults: the trio time of the last now_ms reading
@@ -288,8 +307,13 @@ class RaftNode:
             task_status.started(port)
             for background in self._background:
                 nursery.start_soon(background)
+            if self._hw_checkpoint_dir is not None:
+                self._hw_checkpointed = read_high_watermark_checkpoint(
+                    self._hw_checkpoint_dir) or 0
+                nursery.start_soon(self._checkpoint_high_watermark_every)
             try:
                 await self._core_loop()
+                await self._checkpoint_high_watermark()  # graceful stop: the final HW
             except OSError as exc:
                 raise self._log_dir_failed(exc) from exc
             await self.transport.drain(SHUTDOWN_DRAIN_S)
@@ -390,6 +414,10 @@ class RaftNode:
             self._send(envelope)
         if ready.high_watermark is not None:
             self._publish(ready.high_watermark)
+            # Not core.high_watermark later: a follower raises it before the flush
+            # that makes the records below it durable here.
+            self._hw_durable = ready.high_watermark
+            self._hw_advanced.set()
         core.advance(ready)
         self._settle_waiters()
         self._log_state_change()
@@ -445,6 +473,28 @@ class RaftNode:
                 for listener in self._listeners:
                     listener(batch)
                 self._published = batch.next_offset
+
+    async def _checkpoint_high_watermark_every(self) -> None:
+        """Coalesced: one write per advance, then at most one per interval."""
+        try:
+            while True:
+                await self._hw_advanced.wait()
+                self._hw_advanced = trio.Event()
+                await self._checkpoint_high_watermark()
+                await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
+        except OSError as exc:
+            raise self._log_dir_failed(exc) from exc
+
+    async def _checkpoint_high_watermark(self) -> None:
+        if self._hw_checkpoint_dir is None:
+            return
+        async with self._hw_checkpoint_lock:
+            offset = self._hw_durable
+            if offset <= self._hw_checkpointed:
+                return
+            await trio.to_thread.run_sync(write_high_watermark_checkpoint,
+                                          self._hw_checkpoint_dir, offset)
+            self._hw_checkpointed = offset
 
     # -- messages in and out ------------------------------------------------------------
 

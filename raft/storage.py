@@ -1,6 +1,7 @@
-"""A node's log directory: `meta.properties` (written by `kraft format`) and `quorum-state`.
+"""A node's log directory: `meta.properties` (written by `kraft format`), `quorum-state`,
+and the metadata partition's `high-watermark-checkpoint`.
 
-Both are small files replaced atomically: write a temp file, fsync it, rename it over the
+All are small files replaced atomically: write a temp file, fsync it, rename it over the
 old one, fsync the directory. A crash leaves either the old or the new content, never a
 mix; a leftover temp file is ignored.
 """
@@ -17,6 +18,8 @@ from raft.types import ElectionState
 META_PROPERTIES = "meta.properties"
 QUORUM_STATE = "quorum-state"
 META_PROPERTIES_VERSION = 1
+HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
+HIGH_WATERMARK_CHECKPOINT_VERSION = 0
 
 
 class StorageError(Exception):
@@ -99,6 +102,29 @@ def read_quorum_state(log_dir: str | os.PathLike[str]) -> ElectionState | None:
         return ElectionState.from_json(data)
     except (ValueError, TypeError, KeyError) as exc:
         raise StorageError(f"{path}: corrupt quorum-state: {exc}") from None
+
+
+def write_high_watermark_checkpoint(partition_dir: str | os.PathLike[str], offset: int) -> None:
+    """Record that the records below `offset` (exclusive) of this partition directory's
+    log are committed: "version: 0\noffset: N\n"."""
+    text = f"version: {HIGH_WATERMARK_CHECKPOINT_VERSION}\noffset: {offset}\n"
+    write_atomically(Path(partition_dir) / HIGH_WATERMARK_CHECKPOINT, text.encode())
+
+
+def read_high_watermark_checkpoint(partition_dir: str | os.PathLike[str]) -> int | None:
+    """The checkpointed high watermark; None when the file is missing, unreadable or not
+    what `write_high_watermark_checkpoint` writes (it is a hint for tools, never fatal)."""
+    try:
+        text = (Path(partition_dir) / HIGH_WATERMARK_CHECKPOINT).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = {key.strip(): value.strip()
+              for key, _, value in (line.partition(":") for line in text.splitlines())}
+    offset = fields.get("offset", "")
+    if fields.get("version") != str(HIGH_WATERMARK_CHECKPOINT_VERSION) or \
+            not (offset.isascii() and offset.isdigit()):
+        return None
+    return int(offset)
 
 
 def write_meta_properties(log_dir: str | os.PathLike[str], meta: MetaProperties) -> None:

@@ -7,14 +7,17 @@ from pathlib import Path
 import pytest
 
 from raft.storage import (
+    HIGH_WATERMARK_CHECKPOINT,
     META_PROPERTIES,
     QUORUM_STATE,
     MetaProperties,
     StorageError,
     format_log_dir,
     open_log_dir,
+    read_high_watermark_checkpoint,
     read_meta_properties,
     read_quorum_state,
+    write_high_watermark_checkpoint,
     write_quorum_state,
 )
 from raft.types import ElectionState
@@ -108,3 +111,24 @@ def test_meta_properties_read_fails_clearly_when_content_is_bad(
     with pytest.raises(StorageError, match=error) as info:
         read_meta_properties(tmp_path)
     assert META_PROPERTIES in str(info.value)
+
+
+def test_high_watermark_checkpoint_round_trips_when_written_and_read(tmp_path: Path) -> None:
+    """The high-watermark checkpoint: the offset written is the offset read, as text."""
+    assert read_high_watermark_checkpoint(tmp_path) is None
+    write_high_watermark_checkpoint(tmp_path, 42)
+    assert read_high_watermark_checkpoint(tmp_path) == 42
+    assert (tmp_path / HIGH_WATERMARK_CHECKPOINT).read_text() == "version: 0\noffset: 42\n"
+    write_high_watermark_checkpoint(tmp_path, 43)
+    assert read_high_watermark_checkpoint(tmp_path) == 43
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "version: 0\n", "version: 0\noffset: -1\n",
+                                  "version: 9\noffset: 5\n", "version: 0\noffset: five\n"])
+def test_high_watermark_checkpoint_reads_none_when_the_file_is_unparsable(
+        tmp_path: Path, text: str) -> None:
+    """A damaged checkpoint is no information, never a crash (tools only read it)."""
+    (tmp_path / HIGH_WATERMARK_CHECKPOINT).write_text(text)
+    assert read_high_watermark_checkpoint(tmp_path) is None
+    (tmp_path / HIGH_WATERMARK_CHECKPOINT).write_bytes(b"\xff\xfe")
+    assert read_high_watermark_checkpoint(tmp_path) is None
