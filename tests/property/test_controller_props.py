@@ -23,11 +23,16 @@ from hypothesis.stateful import (
 
 from metadata import records as rec
 from metadata.admin import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionTopic,
     BrokerHeartbeatRequest,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
+    CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicState,
     RegisterBrokerRequest,
@@ -82,7 +87,10 @@ class ControllerMachine(RuleBasedStateMachine):
         top = getattr(decision.response, "error_code", None)
         topics = getattr(decision.response, "topics", None) or getattr(
             decision.response, "responses", None) or getattr(decision.response, "results", ())
-        for code in [top, *(t.error_code for t in topics)]:
+        codes = [top, *(getattr(t, "error_code", None) for t in topics),
+                 *(p.error_code for t in topics for p in getattr(t, "partitions", ())
+                   if hasattr(p, "error_code"))]  # AlterPartition: per partition
+        for code in codes:
             if code:
                 event(f"error {ErrorCode(code).name}")
         self.log.extend(enumerate(decision.records, start=decision.base_offset))
@@ -97,9 +105,10 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), partitions=st.integers(1, 3), factor=st.integers(1, 4))
     def create(self, name: str, partitions: int, factor: int) -> None:
         brokers = self.unfenced()
-        result = self.run(CreateTopicsRequest(topics=(CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=factor),))
-        ).response.topics[0]  # type: ignore[union-attr]
+        response = self.run(CreateTopicsRequest(topics=(CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=factor),))).response
+        assert isinstance(response, CreateTopicsResponse)
+        result = response.topics[0]
         if name in self.live:
             assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
         elif factor > brokers:
@@ -215,6 +224,40 @@ class ControllerMachine(RuleBasedStateMachine):
         self.advance_time(0)
         broker = self.controller.view.brokers.get(victim)
         assert broker is None or broker.fenced or broker.broker_epoch != self.epochs[victim]
+
+    @rule(data=st.data(), stale=st.booleans(), well_formed=st.booleans())
+    def alter_isr(self, data: st.DataObject, stale: bool, well_formed: bool) -> None:
+        """A partition leader proposes a random ISR (KIP-497), sometimes on stale state:
+        whatever is accepted keeps the partition well formed and adds no fenced broker."""
+        view = self.controller.view
+        led = [(t.topic_id, p) for t in view.topics.values() for p in t.partitions
+               if p.leader in self.epochs]
+        if not led:
+            return
+        topic_id, part = data.draw(st.sampled_from(sorted(led, key=lambda x: (x[0],
+                                                                              x[1].partition))))
+        others = [r for r in part.replicas if r != part.leader]
+        new_isr: tuple[int, ...]
+        if others and well_formed:  # the leader and some other replicas
+            new_isr = (part.leader, *data.draw(st.lists(st.sampled_from(others), unique=True)))
+        else:
+            new_isr = tuple(data.draw(st.lists(st.sampled_from(BROKERS), unique=True,
+                                               max_size=4)))
+        response = self.run(AlterPartitionRequest(
+            broker_id=part.leader, broker_epoch=self.epochs[part.leader],
+            topics=(AlterPartitionTopic(topic_id=topic_id, partitions=(AlterPartitionData(
+                partition=part.partition, leader_epoch=part.leader_epoch,
+                partition_epoch=part.partition_epoch - stale, new_isr=new_isr),)),))).response
+        assert isinstance(response, AlterPartitionResponse)
+        (result,) = response.topics[0].partitions
+        assert result.error_code in (
+            ErrorCode.NONE, ErrorCode.STALE_BROKER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
+            ErrorCode.INVALID_REQUEST, ErrorCode.INELIGIBLE_REPLICA)
+        if result.error_code == ErrorCode.NONE:
+            assert not stale
+            assert result.isr == new_isr
+            added = set(new_isr) - set(part.isr)
+            assert all(not view.brokers[b].fenced for b in added)
 
     # --- the log ------------------------------------------------------------------------
 
