@@ -36,12 +36,16 @@ Replay = Callable[..., ReplayResult]
 
 @pytest.fixture
 def replay(spark: Any, tmp_path: Path) -> Replay:
-    """replay({node: batches}, voters=..., analysis=False) -> ReplayResult."""
+    """replay({node: batches}, voters=..., analysis=False, high_watermarks=None) ->
+    ReplayResult. Without `high_watermarks` (node -> checkpoint) no node has a
+    high-watermark checkpoint: the committed prefix is the majority rule's."""
 
     def run(logs: dict[int, Sequence[Batch]], *, voters: Sequence[int] | None = (1, 2, 3),
             analysis: bool = False, out_dir: Path | None = None,
-            prepare: Callable[[Path], None] | None = None) -> ReplayResult:
-        root = write_cluster(tmp_path / "cluster", logs, voters=voters, segment_records=100)
+            prepare: Callable[[Path], None] | None = None,
+            high_watermarks: dict[int, int] | None = None) -> ReplayResult:
+        root = write_cluster(tmp_path / "cluster", logs, voters=voters, segment_records=100,
+                             high_watermarks=high_watermarks)
         if prepare is not None:
             prepare(root)
         return run_replay(spark, from_cluster(root), out_dir=out_dir, with_analysis=analysis)

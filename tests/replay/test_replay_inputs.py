@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from raft.storage import HIGH_WATERMARK_CHECKPOINT
 from tools.cli import main
+from tools.replay import METADATA_DIR
 from tools.replay.inputs import InputError, from_cluster, from_logs
 from tools.replay.synthetic import metadata_log, write_cluster
 
@@ -48,3 +50,12 @@ def test_from_logs_fails_when_no_node_has_segments(tmp_path):
     (tmp_path / "a").mkdir()
     with pytest.raises(InputError, match="no metadata log segments"):
         from_logs([tmp_path / "a"])
+
+
+def test_from_cluster_reads_each_nodes_high_watermark_when_some_nodes_wrote_one(tmp_path):
+    """The high-watermark checkpoint beside the segments; a node without one, or with an
+    unparsable one, has None (the replay then knows nothing committed from it)."""
+    log = metadata_log(records=20)
+    root = write_cluster(tmp_path, {1: log, 2: log, 3: log}, high_watermarks={1: 20, 2: 7})
+    (root / "node-2" / "data" / METADATA_DIR / HIGH_WATERMARK_CHECKPOINT).write_text("?")
+    assert [n.high_watermark for n in from_cluster(root).nodes] == [20, None, None]

@@ -115,7 +115,7 @@ def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: Node
                          "reason": reason, "record": {"checkpoint": checkpoint.to_json()}})
     beyond = [c.node_id for c in checkpoints if c.applied_offset >= committed_end]
     note = (f"replayed from node {reference.node_id}'s log"
-            + (f"; brokers {beyond} checkpointed past the majority-held prefix "
+            + (f"; brokers {beyond} checkpointed past the committed prefix "
                f"(offset {committed_end})" if beyond else ""))
     return CheckResult(name=NAME, description=DESCRIPTION, violations=len(examples),
                        examples=tuple(examples[:20]), note=note)

@@ -6,20 +6,28 @@ prefix) from `tools.replay.crossnode`. Each returns its violation count and up t
 `MAX_EXAMPLES` examples. A violation seen on several nodes (the same record, replicated
 faithfully) counts once; its example lists the nodes.
 
-Committed prefix without high-watermark files: a record is taken as committed when a
-majority of the voters hold it identically (same offset, epoch and bytes) at that
-offset; the committed log is the longest prefix of such offsets, `[start, committed_end)`.
-A node may still hold, below `committed_end`, a stale tail from an older epoch that its
-leader has not yet truncated (a lagging follower); that is legal. What Raft forbids, and
-what the check flags, is a different record at a committed offset with an epoch equal to
-or later than the committed record's: a later leader that lost a committed entry.
+Committed prefix: nodes persist a high-watermark checkpoint (`raft.node`), a high
+watermark they published, so node n's checkpoint h_n says its records `[start, h_n)` are
+committed (the exact Raft notion, §5.4.2: a leader commits by counting only records of
+its own epoch). The committed log ends at `committed_end = max h_n`; a record at offset
+o is committed when a node whose checkpoint is above o holds it. The check flags, below
+`committed_end`: two nodes with checkpoints above o holding different records at o; a
+node holding at o a record other than the committed one with an epoch equal to or later
+than the committed record's (a later leader that lost a committed entry); a node whose
+log ends below its own checkpoint. A node may still hold, below `committed_end`, a stale
+tail from an older epoch that its leader has not yet truncated (a lagging follower);
+that is legal. Checkpoints are coalesced (about one a second), so records committed
+after a node's last one (a node killed, not stopped) are only checked if some other
+node's checkpoint covers them: the check may miss, but never invents, a violation.
 
-Known limit: majority-held is not quite committed. Raft §5.4.2 (Figure 8): a record of
-an older epoch re-replicated to a majority by a later leader is not committed until that
-leader commits one of its own; if the run stopped in exactly that window while another
-node, leader of a newer epoch, holds a different record there, this check reports a
-violation that Raft allows. Persisted high watermarks would make the check exact; nodes
-do not write them yet.
+Without any checkpoint (old or synthetic logs) the check falls back to the majority rule
+and says so ("committed prefix from majority: no high-watermark checkpoints"): a record
+is taken as committed when a majority of the voters hold it identically (same offset,
+epoch and bytes), and the committed log is the longest prefix of such offsets. That
+fallback is not quite Raft's commitment (Figure 8): an older-epoch record re-replicated
+to a majority by a later leader is not committed until that leader commits one of its
+own, so a run stopped in that window while another node, leader of a newer epoch, holds
+a different record there is reported although Raft allows it.
 """
 
 from __future__ import annotations

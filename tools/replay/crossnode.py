@@ -8,7 +8,8 @@ stale tail, batches cut differently) their records are decoded (`load.node_task`
 versions, exactly what the record-by-record comparison gave. Everything else is
 uncontested: one version per offset, so its holders are the holders of every record in it.
 
-The committed prefix is defined in `tools.replay.checks`. Log matching (Raft §5.3) has two
+The committed prefix is defined in `tools.replay.checks` (`Comparison.is_committed`: by the
+nodes' high-watermark checkpoints, else by the majority rule). Log matching (Raft §5.3) has two
 halves:
 * the same (offset, epoch) never holds two different records: a version conflict (only
   possible where versions overlap);
@@ -52,15 +53,31 @@ class Comparison:
     records: list[Version] = field(default_factory=list)  # record versions of those
     voters: frozenset[int] = frozenset()
     majority: int = 1
+    high_watermarks: dict[int, int] = field(default_factory=dict)  # node -> checkpointed HW
 
     def holders(self, version: Version) -> int:
         return len(version.nodes & self.voters)
 
+    @property
+    def exact(self) -> bool:
+        """Committed is known from high-watermark checkpoints, not guessed by majority."""
+        return bool(self.high_watermarks)
+
+    def is_committed(self, version: Version) -> bool:
+        """Whether the record at `version.offset` is committed: some holder checkpointed a
+        high watermark above it; without checkpoints, a majority of voters hold it."""
+        if self.exact:
+            return any(self.high_watermarks.get(node, 0) > version.offset
+                       for node in version.nodes)
+        return self.holders(version) >= self.majority
+
 
 def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int, int],
-                   voters: Sequence[int]) -> Comparison:
+                   voters: Sequence[int], high_watermarks: dict[int, int] | None = None
+                   ) -> Comparison:
     """Versions of every node's batches. `prefixes` (node -> n) are nodes whose batches are
-    the root's first n: they are added by count, without touching their batches."""
+    the root's first n: they are added by count, without touching their batches.
+    `high_watermarks`: node -> its high-watermark checkpoint, for the nodes that have one."""
     by_digest: dict[bytes, Version] = {}
     versions: list[Version] = []
     order = sorted(prefixes.items(), key=lambda item: -item[1])
@@ -109,7 +126,7 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
     if len(cluster) > 1:
         contested += cluster
     return Comparison(versions=versions, contested=contested, voters=frozenset(voters),
-                      majority=len(voters) // 2 + 1)
+                      majority=len(voters) // 2 + 1, high_watermarks=dict(high_watermarks or {}))
 
 
 def add_records(comparison: Comparison,
@@ -131,8 +148,11 @@ def add_records(comparison: Comparison,
 
 
 def committed_end(comparison: Comparison) -> int:
-    """The end of the longest prefix, from the lowest offset any node holds, whose every
-    offset has a version held by a majority of the voters."""
+    """With checkpoints, the highest one. Without, the end of the longest prefix, from the
+    lowest offset any node holds, whose every offset has a version held by a majority of
+    the voters."""
+    if comparison.exact:
+        return max(comparison.high_watermarks.values())
     agreed: list[tuple[int, int]] = []
     contested = {id(v) for v in comparison.contested}
     starts = []
@@ -221,33 +241,70 @@ def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
                        examples=tuple(sorted(examples, key=lambda e: e["offset"])[:MAX_EXAMPLES]))
 
 
+def _log_ends(comparison: Comparison) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for version in comparison.versions:
+        for node in version.nodes:
+            ends[node] = max(ends.get(node, 0), version.offset + version.count)
+    return ends
+
+
+def _short_logs(comparison: Comparison) -> list[dict[str, Any]]:
+    """Nodes whose log ends below their own checkpoint: they lost records they had
+    flushed and seen committed."""
+    ends = _log_ends(comparison)
+    return [{"nodes": [node], "offset": ends.get(node, 0),
+             "reason": f"the log ends at offset {ends.get(node, 0)}, below this node's "
+                       f"high-watermark checkpoint {hw}: committed records lost"}
+            for node, hw in sorted(comparison.high_watermarks.items())
+            if ends.get(node, 0) < hw]
+
+
 def committed_prefix(comparison: Comparison, end: int) -> CheckResult:
-    """A version below `end`, held by less than a majority, whose epoch is at least the
-    committed record's (only where versions overlap: elsewhere one version per offset)."""
-    majority = comparison.majority
-    bad = []
+    """Below `end`: two different committed records at one offset, or a record that is
+    not the committed one with an epoch at least the committed record's (only where
+    versions overlap: elsewhere one version per offset). With checkpoints, a node whose
+    log ends below its own checkpoint, too."""
+    bad: list[tuple[Version, str]] = []
     for offset, group in _at_offsets(comparison.records).items():
         if offset >= end:
             continue
-        committed = [v.epoch for v in group if comparison.holders(v) >= majority]
+        committed = [v for v in group if comparison.is_committed(v)]
         if not committed:
             continue
-        top = max(committed)
-        bad += [(v, top) for v in group if comparison.holders(v) < majority and v.epoch >= top]
-    note = (f"committed prefix: offsets below {end}, held identically by a majority "
-            f"({majority} of voters {sorted(comparison.voters)})")
-    examples = tuple(_example(v, f"epoch {v.epoch} where the committed record (held by a "
-                                 f"majority) has epoch {top}") for v, top in bad[:MAX_EXAMPLES])
-    return CheckResult(name="committed_prefix", description="every node agrees with the "
-                       "committed log (a stale tail from an older epoch is allowed)",
-                       violations=len(bad), examples=examples, note=note)
+        if len(committed) > 1:  # impossible by majority: two majorities share a voter
+            bad += [(v, f"{len(committed)} different committed records at this offset "
+                        "(by the holders' high-watermark checkpoints)") for v in committed]
+        top = max(v.epoch for v in committed)
+        chosen = {id(v) for v in committed}
+        bad += [(v, f"epoch {v.epoch} where the committed record has epoch {top}")
+                for v in group if id(v) not in chosen and v.epoch >= top]
+    examples = [_example(v, reason) for v, reason in bad]
+    if comparison.exact:
+        examples += _short_logs(comparison)
+        description = ("every node agrees with the committed log, the records below the "
+                       "nodes' high-watermark checkpoints (a stale tail from an older "
+                       "epoch is allowed)")
+        note = (f"committed prefix from high-watermark checkpoints: offsets below {end} "
+                f"(node -> checkpoint: {dict(sorted(comparison.high_watermarks.items()))})")
+    else:
+        description = ("every node agrees with the committed log, taken as held identically "
+                       "by a majority of voters (no high-watermark checkpoints; a stale tail "
+                       "from an older epoch is allowed)")
+        note = (f"committed prefix from majority: no high-watermark checkpoints; offsets "
+                f"below {end}, held identically by a majority ({comparison.majority} of "
+                f"voters {sorted(comparison.voters)})")
+    return CheckResult(name="committed_prefix", description=description,
+                       violations=len(examples),
+                       examples=tuple(sorted(examples, key=lambda e: e["offset"])[:MAX_EXAMPLES]),
+                       note=note)
 
 
 def divergence(comparison: Comparison, end: int) -> dict[int, int]:
     """Per node, the first committed offset where it holds something else."""
     out: dict[int, int] = {}
     for record in comparison.records:  # in offset order
-        if record.offset < end and comparison.holders(record) < comparison.majority:
+        if record.offset < end and not comparison.is_committed(record):
             for node in record.nodes:
                 out.setdefault(node, record.offset)
     return out

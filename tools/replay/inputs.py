@@ -1,4 +1,6 @@
-"""Find what to replay: each node's id, metadata segment files and broker checkpoint.
+"""Find what to replay: each node's id, metadata segment files, high-watermark checkpoint
+(`raft.storage`, beside the segments: the records below it are committed) and broker
+checkpoint.
 
 Layouts understood:
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from raft.segment import list_segments
+from raft.storage import read_high_watermark_checkpoint
 from tools.replay import CHECKPOINT_FILE, METADATA_DIR
 
 log = logging.getLogger(__name__)
@@ -39,7 +42,8 @@ class NodeInput:
     node_id: int
     log_dir: Path
     segments: tuple[Path, ...]  # in offset order
-    checkpoint: Path | None
+    checkpoint: Path | None  # the broker's metadata-image.checkpoint
+    high_watermark: int | None = None  # from its high-watermark checkpoint; None: none
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +102,8 @@ def _node_input(log_dir: Path, fallback_id: int) -> NodeInput:
         raise InputError(f"{segment_dir}: cannot list segments: {exc}") from None
     checkpoint = log_dir / CHECKPOINT_FILE
     return NodeInput(node_id=_node_id(log_dir, fallback_id), log_dir=log_dir,
-                     segments=segments, checkpoint=checkpoint if checkpoint.is_file() else None)
+                     segments=segments, checkpoint=checkpoint if checkpoint.is_file() else None,
+                     high_watermark=read_high_watermark_checkpoint(segment_dir))
 
 
 def _voters_from(value: Any) -> tuple[int, ...] | None:

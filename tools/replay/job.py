@@ -174,7 +174,9 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     voters = replay_input.voters
     prefixes = {n: len(index) for n, index in indexes.items()
                 if index.is_prefix_of(indexes[root])}
-    comparison = batch_versions(indexes, root, prefixes, voters)
+    high_watermarks = {n.node_id: n.high_watermark for n in replay_input.nodes
+                       if n.high_watermark is not None}
+    comparison = batch_versions(indexes, root, prefixes, voters, high_watermarks)
     divergent = sorted(set(indexes) - set(prefixes))
     more, decoded = _second_pass(spark, replay_input, indexes, divergent, comparison,
                                  with_analysis)

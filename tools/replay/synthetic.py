@@ -4,7 +4,9 @@
 metadata topic's ID, broker registrations, then topics created (Topic + Partition
 records), partitions changing leader and ISR, topics deleted and their names reused
 with new IDs. `write_node` writes batches as segment files with `raft.segment`, exactly
-the bytes the on-disk log writes, so the replay reads them as it reads a real run.
+the bytes the on-disk log writes, so the replay reads them as it reads a real run, and
+optionally the node's high-watermark checkpoint (`raft.storage`) as a running node does;
+without one the replay falls back to the majority rule for what is committed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from metadata.records import (
 )
 from metadata.uuid import Uuid
 from raft.segment import encode_batch, segment_name
+from raft.storage import write_high_watermark_checkpoint
 from raft.types import Batch
 from tools.replay import METADATA_DIR
 
@@ -94,12 +97,15 @@ def metadata_log(*, records: int = 200, voters: Sequence[int] = (1, 2, 3),
     return out
 
 
-def write_node(log_dir: Path, batches: Sequence[Batch], *,
-               segment_records: int = 1000) -> list[Path]:
+def write_node(log_dir: Path, batches: Sequence[Batch], *, segment_records: int = 1000,
+               high_watermark: int | None = None) -> list[Path]:
     """Write `batches` as segment files under `log_dir/__cluster_metadata-0/`, rolling
-    to a new segment once one holds `segment_records` records."""
+    to a new segment once one holds `segment_records` records, and the high-watermark
+    checkpoint there when `high_watermark` is given."""
     directory = log_dir / METADATA_DIR
     directory.mkdir(parents=True, exist_ok=True)
+    if high_watermark is not None:
+        write_high_watermark_checkpoint(directory, high_watermark)
     paths: list[Path] = []
     chunk: list[bytes] = []
     base = batches[0].base_offset if batches else 0
@@ -122,8 +128,10 @@ def _write(directory: Path, base_offset: int, chunks: Sequence[bytes]) -> Path:
 
 
 def write_cluster(root: Path, logs: dict[int, Sequence[Batch]], *,
-                  voters: Sequence[int] | None = None, segment_records: int = 1000) -> Path:
-    """The launcher's layout: `root/cluster.json` and `root/node-N/data/` per node."""
+                  voters: Sequence[int] | None = None, segment_records: int = 1000,
+                  high_watermarks: dict[int, int] | None = None) -> Path:
+    """The launcher's layout: `root/cluster.json` and `root/node-N/data/` per node;
+    `high_watermarks`: node -> its high-watermark checkpoint (others write none)."""
     root.mkdir(parents=True, exist_ok=True)
     chosen = sorted(logs) if voters is None else list(voters)
     (root / "cluster.json").write_text(json.dumps({"voters": chosen}), encoding="utf-8")
@@ -132,7 +140,8 @@ def write_cluster(root: Path, logs: dict[int, Sequence[Batch]], *,
         log_dir.mkdir(parents=True, exist_ok=True)
         (log_dir / "meta.properties").write_text(f"version=1\nnode.id={node_id}\n",
                                                  encoding="utf-8")
-        write_node(log_dir, batches, segment_records=segment_records)
+        write_node(log_dir, batches, segment_records=segment_records,
+                   high_watermark=(high_watermarks or {}).get(node_id))
     return root
 
 
