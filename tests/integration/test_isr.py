@@ -65,7 +65,7 @@ def test_restarted_broker_rejoins_the_isr_when_it_catches_up(
     fetched up to the high watermark, the leader's AlterPartition adds it back."""
     cluster = make_cluster(voters=3, brokers=3, settings={
         **FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-        "broker.session.timeout.ms": 2000, "replica.lag.time.max.ms": LAG_MS})
+        "broker.session.timeout.ms": 4000, "replica.lag.time.max.ms": LAG_MS})
     cluster.wait_for_brokers(WAIT_S)
     created = create_topic(cluster, "rejoin", partitions=1, replication_factor=3)
     start = partition_state(cluster, created.topic_id)
@@ -77,9 +77,8 @@ def test_restarted_broker_rejoins_the_isr_when_it_catches_up(
     others = tuple(b for b in BROKERS if b != follower)
     assert produce(bootstrap_of(cluster, others), "rejoin", [b"while away"], "all") == [0]
     cluster.start_node(follower)
-    back = wait_isr(cluster, created.topic_id, lambda p: sorted(p.isr) == list(BROKERS),
-                    f"broker {follower} back in the ISR")
-    assert back.leader == start.leader
+    wait_isr(cluster, created.topic_id, lambda p: sorted(p.isr) == list(BROKERS),
+             f"broker {follower} back in the ISR")
 
 
 def test_stopped_follower_is_shrunk_out_and_rejoins_when_continued(
