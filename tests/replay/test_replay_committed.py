@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,10 +17,11 @@ from raft.storage import HIGH_WATERMARK_CHECKPOINT
 from raft.types import Batch
 from tools.replay import METADATA_DIR
 from tools.replay.inputs import from_cluster
-from tools.replay.job import run_replay
+from tools.replay.job import ReplayResult, run_replay
 
 pytestmark = pytest.mark.spark
 
+Replay = Callable[..., ReplayResult]  # the `replay` fixture (conftest)
 VOTERS = (1, 2, 3)
 
 
@@ -32,7 +36,7 @@ def _leader_change(offset: int, epoch: int, leader: int) -> Batch:
 
 
 def test_committed_prefix_passes_when_a_majority_holds_an_older_epoch_record_not_yet_committed(
-        replay, base_log, spark, tmp_path):
+        replay: Replay, base_log: list[Batch], spark: Any, tmp_path: Path) -> None:
     """Raft §5.4.2, Figure 8: the leader of epoch E appends X at offset o and fails; M,
     leader of E+1, writes its LeaderChange at o and fails; the old leader, re-elected in
     E+2, copies X to F, so a majority holds X, but X is not committed until a record of
@@ -67,7 +71,7 @@ def test_committed_prefix_passes_when_a_majority_holds_an_older_epoch_record_not
 
 
 def test_committed_prefix_fails_when_a_later_epoch_overwrites_a_checkpointed_record(
-        replay, base_log, tmp_path):
+        replay: Replay, base_log: list[Batch], tmp_path: Path) -> None:
     """Raft §5.4 Leader Completeness: node 1 checkpointed its whole log as committed,
     yet nodes 2 and 3 (a majority) replaced its last records with a later epoch's. The
     majority rule takes node 1's copy for a stale tail; the checkpoint shows it was
@@ -87,7 +91,7 @@ def test_committed_prefix_fails_when_a_later_epoch_overwrites_a_checkpointed_rec
 
 
 def test_committed_prefix_fails_when_checkpoints_commit_different_records_or_a_log_is_short(
-        replay, base_log):
+        replay: Replay, base_log: list[Batch]) -> None:
     """Two nodes whose checkpoints cover offset o hold different records there (one of
     them an older epoch, which the stale-tail allowance would otherwise excuse); and a
     node whose log ends below its own checkpoint lost committed records."""
@@ -105,7 +109,7 @@ def test_committed_prefix_fails_when_checkpoints_commit_different_records_or_a_l
 
 
 def test_committed_prefix_passes_when_a_follower_below_its_checkpoint_holds_a_stale_tail(
-        replay, base_log):
+        replay: Replay, base_log: list[Batch]) -> None:
     """A follower that missed an election holds an older epoch's record where the
     committed log has a newer one, above its own checkpoint: legal until truncated."""
     last_epoch = base_log[-1].epoch

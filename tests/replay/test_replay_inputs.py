@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +53,8 @@ def test_from_logs_fails_when_no_node_has_segments(tmp_path):
         from_logs([tmp_path / "a"])
 
 
-def test_from_cluster_reads_each_nodes_high_watermark_when_some_nodes_wrote_one(tmp_path):
+def test_from_cluster_reads_each_nodes_high_watermark_when_some_nodes_wrote_one(
+        tmp_path: Path) -> None:
     """The high-watermark checkpoint beside the segments; a node without one, or with an
     unparsable one, has None (the replay then knows nothing committed from it)."""
     log = metadata_log(records=20)
