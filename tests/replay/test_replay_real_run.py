@@ -49,7 +49,8 @@ def _create_when_brokers_registered(directory: Path) -> dict[str, Any]:
 
 def test_replay_passes_when_logs_come_from_a_real_cluster_run(spark, tmp_path):
     """DESIGN.md Replay: logs of a real run (elections, broker registration, a topic
-    deleted and its name reused with a new ID) pass every check."""
+    deleted and its name reused with a new ID) pass every check, the committed prefix
+    taken from the high-watermark checkpoints the nodes wrote."""
     cluster_module = pytest.importorskip("tools.cluster")
     cluster = cluster_module.Cluster.create(tmp_path / "run", voters=3, brokers=2,
                                             settings=FAST)
@@ -74,3 +75,8 @@ def test_replay_passes_when_logs_come_from_a_real_cluster_run(spark, tmp_path):
     assert recreated["orders"]["old_ids"] == [first["topic_id"]]
     assert recreated["orders"]["current_id"] == second["topic_id"]
     assert result.analysis.committed_end > 70
+    # the nodes' high-watermark checkpoints, written on their graceful stop, decide it
+    assert "from high-watermark checkpoints" in result.check("committed_prefix").note
+    checkpoints = [n.high_watermark for n in result.replay_input.nodes]
+    assert None not in checkpoints
+    assert result.analysis.committed_end == max(h for h in checkpoints if h is not None)

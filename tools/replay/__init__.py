@@ -1,18 +1,19 @@
 """`kraft replay`: Spark reads every node's metadata log and proves the copies consistent.
 
-Modules: `inputs` finds the nodes, their segment files and broker checkpoints (driver
-side, plain files); `load` reads the segments in Spark tasks, one per node: every task
-indexes its batches (CRC checked, a BLAKE2b digest per batch), and the task of one node
-(`job._root`) also decodes every record with `raft.segment` and `metadata.records` and
-runs the sequential scan (`sequential`: offsets, epochs, leaders, topic IDs and liveness,
-plus the analysis aggregates) in the same pass. Nodes holding a byte-identical prefix of
-that log share its scan; only the others (and batches that overlap a different batch at
-the same offsets) are decoded, in a second job. `crossnode` compares the nodes (log
-matching, committed prefix) on distinct batch versions; `checks` merges everything into
-named results; `checkpoint` compares broker image checkpoints; `analysis` builds the
-leader timeline, churn and lag tables; `report` writes JSON, Parquet and a
-self-contained HTML page; `job` ties them together and `synthetic` builds logs for the
-tests and the benchmark.
+Modules: `inputs` finds the nodes, their segment files, high-watermark checkpoints and
+broker checkpoints (driver side, plain files); `load` reads the segments in Spark tasks,
+one per node: every task indexes its batches (CRC checked, a BLAKE2b digest per batch),
+and the task of one node (`job._root`) also decodes every record with `raft.segment` and
+`metadata.records` and runs the sequential scan (`sequential`: offsets, epochs, leaders,
+topic IDs and liveness, plus the analysis aggregates) in the same pass. Nodes holding a
+byte-identical prefix of that log share its scan; only the others (and batches that
+overlap a different batch at the same offsets) are decoded, in a second job. `crossnode`
+compares the nodes (log matching, committed prefix: from the high-watermark checkpoints,
+else by majority) on distinct batch versions; `checks` merges everything into named
+results; `checkpoint` compares broker image checkpoints; `analysis` builds the leader
+timeline, churn and lag tables; `report` writes JSON, Parquet and a self-contained HTML
+page; `job` ties them together and `synthetic` builds logs for the tests and the
+benchmark.
 
 Running on a Spark cluster
 --------------------------
