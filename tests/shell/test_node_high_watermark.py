@@ -7,50 +7,19 @@ from __future__ import annotations
 
 import errno
 import os
-import random
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from single_node import eventually, find, make_node
 
 from raft import node as raft_node
-from raft.core import RaftConfig
-from raft.log import DiskLog
-from raft.node import LogDirFailure, RaftNode
-from raft.storage import read_high_watermark_checkpoint, write_quorum_state
-
-FAST = RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300,
-                  election_backoff_max_ms=100, request_timeout_ms=200, fetch_max_wait_ms=100)
+from raft.node import LogDirFailure
+from raft.storage import read_high_watermark_checkpoint
 
 
-async def make_node(data: Path) -> tuple[RaftNode, DiskLog]:
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
-    disk_log = DiskLog.open_metadata_log(data)
-    node = RaftNode(node_id=1, cluster_id="cluster-a", voters=voters, config=FAST,
-                    log=disk_log, election=None,
-                    write_election=lambda s: write_quorum_state(data, s),
-                    listeners=listeners, rng=random.Random(1))
-    return node, disk_log
 
 
-async def eventually(predicate: Callable[[], Any]) -> Any:
-    """Poll state that offers no event; the test's fail_after bounds it."""
-    while True:
-        if value := predicate():
-            return value
-        await trio.sleep(0.01)
-
-
-def find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    if isinstance(exc, kind):
-        return exc
-    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
-        if (found := find(inner, kind)) is not None:
-            return found
-    return None
 
 
 async def test_checkpoint_follows_the_high_watermark_when_records_commit(
