@@ -24,6 +24,7 @@ invocation; a `failed` one did not):
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,10 +115,11 @@ class CheckResult:
 
 def check(events: Iterable[Event], final: FinalState) -> CheckResult:
     operations = pair(events)
+    index = _Index(operations)
     violations: list[Violation] = []
-    violations += _check_metadata(operations, final)
-    violations += _check_describes(operations)
-    data_violations, verified = _check_data(operations, final)
+    violations += _check_metadata(index, final)
+    violations += _check_describes(index)
+    data_violations, verified = _check_data(index, final)
     violations += data_violations
     violations += _check_convergence(final)
     for disk in final.disks:
@@ -133,36 +135,70 @@ def check(events: Iterable[Event], final: FinalState) -> CheckResult:
 # -- metadata --------------------------------------------------------------------------
 
 
-def _created(operations: Sequence[Operation]) -> dict[str, Operation]:
-    """topic ID -> the acknowledged create that returned it."""
-    return {op.result["topic_id"]: op for op in operations
-            if op.op == "create" and op.is_ok and "topic_id" in op.result}
+class _Index:
+    """Lookups over the operations, built once: a history of a long run holds ~100,000
+    operations, so no rule may scan them all per operation."""
+
+    def __init__(self, operations: Sequence[Operation]) -> None:
+        self.operations = operations
+        self.created: dict[str, Operation] = {}  # topic ID -> the ok create that returned it
+        self.first_created: dict[str, float] = {}  # topic ID -> invoke time of the first
+        self.deleted_at: dict[str, float] = {}  # topic ID -> first ok delete's completion
+        self.unknown_create: dict[str, float] = {}  # name -> earliest unknown create invoke
+        # deletes that may have happened, by the name or the ID they target: the latest
+        # end time and the earliest invoke time
+        self.delete_end: dict[str, float] = {}
+        self.delete_start: dict[str, float] = {}
+        self.churn_end: dict[str, float] = {}  # name -> latest end of a create/delete
+        for op in operations:
+            name = op.args.get("name")
+            if op.op == "create" and op.is_ok and "topic_id" in op.result:
+                topic_id = op.result["topic_id"]
+                self.created[topic_id] = op
+                self.first_created.setdefault(topic_id, op.invoke_time)
+            if op.op == "create" and op.status == "unknown" and name is not None:
+                self.unknown_create[name] = min(self.unknown_create.get(name, math.inf),
+                                                op.invoke_time)
+            if op.op in ("create", "delete") and op.may_have_happened and name is not None:
+                self.churn_end[name] = max(self.churn_end.get(name, -math.inf), op.end_time)
+            if op.op != "delete":
+                continue
+            deleted_id = op.result.get("topic_id") or op.args.get("topic_id")
+            if op.is_ok and deleted_id:
+                self.deleted_at[deleted_id] = min(self.deleted_at.get(deleted_id, math.inf),
+                                                  op.end_time)
+            if not op.may_have_happened:
+                continue
+            targets = (f"name:{name}" if name is not None else None,
+                       f"id:{op.args['topic_id']}" if op.args.get("topic_id") else None)
+            for key in filter(None, targets):
+                self.delete_end[key] = max(self.delete_end.get(key, -math.inf), op.end_time)
+                self.delete_start[key] = min(self.delete_start.get(key, math.inf),
+                                             op.invoke_time)
+
+    def delete_may_end_after(self, name: str, topic_id: str, time: float) -> bool:
+        """Some delete that may have happened, of this name or ID, ended after `time`."""
+        return max(self.delete_end.get(f"name:{name}", -math.inf),
+                   self.delete_end.get(f"id:{topic_id}", -math.inf)) > time
+
+    def delete_began_before(self, name: str, topic_id: str, time: float) -> bool:
+        """Some delete that may have happened, of this name or ID, was invoked before."""
+        return min(self.delete_start.get(f"name:{name}", math.inf),
+                   self.delete_start.get(f"id:{topic_id}", math.inf)) < time
+
+    def creation_lower_bound(self, name: str, topic_id: str) -> float | None:
+        """The earliest time the topic with this ID can have been created."""
+        if topic_id in self.first_created:
+            return self.first_created[topic_id]
+        return self.unknown_create.get(name)
 
 
-def _deletes_of(operations: Sequence[Operation], name: str, topic_id: str | None
-                ) -> list[Operation]:
-    """Deletes that may have happened and could target this topic (by name or by ID)."""
-    return [op for op in operations if op.op == "delete" and op.may_have_happened
-            and (op.args.get("name") == name
-                 or (topic_id is not None and op.args.get("topic_id") == topic_id))]
-
-
-def _deleted_at(operations: Sequence[Operation]) -> dict[str, float]:
-    """topic ID -> completion time of the first acknowledged delete that returned it."""
-    out: dict[str, float] = {}
-    for op in operations:
-        topic_id = op.result.get("topic_id") or op.args.get("topic_id")
-        if op.op == "delete" and op.is_ok and topic_id:
-            out[topic_id] = min(out.get(topic_id, op.end_time), op.end_time)
-    return out
-
-
-def _check_metadata(operations: Sequence[Operation], final: FinalState) -> list[Violation]:
+def _check_metadata(index: _Index, final: FinalState) -> list[Violation]:
     violations = []
-    created = _created(operations)
+    created = index.created
     final_ids = set(final.topics.values())
     seen: dict[str, Operation] = {}
-    for op in operations:
+    for op in index.operations:
         topic_id = op.result.get("topic_id") if op.op == "create" and op.is_ok else None
         if topic_id is None:
             continue
@@ -175,11 +211,11 @@ def _check_metadata(operations: Sequence[Operation], final: FinalState) -> list[
         name = str(op.args.get("name"))
         if topic_id in final_ids:
             continue
-        if not any(d.end_time > op.invoke_time for d in _deletes_of(operations, name, topic_id)):
+        if not index.delete_may_end_after(name, topic_id, op.invoke_time):
             violations.append(Violation(kind="create_lost", op_index=op.index, message=(
                 f"acknowledged create of {name!r} ({topic_id}) is not in the final "
                 f"metadata and no delete could have removed it")))
-    for topic_id, _ in _deleted_at(operations).items():
+    for topic_id in index.deleted_at:
         if topic_id in final_ids:
             violations.append(Violation(kind="delete_undone", message=(
                 f"topic {topic_id} is in the final metadata after its delete was "
@@ -191,20 +227,18 @@ def _check_metadata(operations: Sequence[Operation], final: FinalState) -> list[
                     f"final topic {name!r} has ID {topic_id}, created as "
                     f"{created[topic_id].args.get('name')!r}")))
             continue
-        if not any(op.op == "create" and op.status == "unknown" and op.args.get("name") == name
-                   for op in operations):
+        if name not in index.unknown_create:
             violations.append(Violation(kind="create_lost", message=(
                 f"final topic {name!r} ({topic_id}) was created by no operation")))
     return violations
 
 
-def _check_describes(operations: Sequence[Operation]) -> list[Violation]:
+def _check_describes(index: _Index) -> list[Violation]:
     violations = []
-    created = _created(operations)
-    deleted_at = _deleted_at(operations)
-    for op in operations:
+    created, deleted_at = index.created, index.deleted_at
+    for op in index.operations:
         if op.op == "describe_id":
-            violations += _check_describe_id(op, operations, created, deleted_at)
+            violations += _check_describe_id(op, index)
         elif op.op == "describe_name" and op.is_ok:
             topic_id = op.result.get("topic_id")
             origin = created.get(str(topic_id))
@@ -219,11 +253,10 @@ def _check_describes(operations: Sequence[Operation]) -> list[Violation]:
     return violations
 
 
-def _check_describe_id(op: Operation, operations: Sequence[Operation],
-                       created: Mapping[str, Operation], deleted_at: Mapping[str, float]
-                       ) -> list[Violation]:
+def _check_describe_id(op: Operation, index: _Index) -> list[Violation]:
     asked = str(op.args.get("topic_id"))
-    origin = created.get(asked)
+    origin = index.created.get(asked)
+    deleted_at = index.deleted_at
     if op.is_ok:
         got_id, got_name = op.result.get("topic_id"), op.result.get("name")
         if got_id != asked or (origin is not None and origin.args.get("name") != got_name):
@@ -237,7 +270,7 @@ def _check_describe_id(op: Operation, operations: Sequence[Operation],
     if op.status == "failed" and op.result.get("error") == "UNKNOWN_TOPIC_ID" \
             and origin is not None and origin.end_time < op.invoke_time:
         name = str(origin.args.get("name"))
-        if not any(d.invoke_time < op.end_time for d in _deletes_of(operations, name, asked)):
+        if not index.delete_began_before(name, asked, op.end_time):
             return [Violation(kind="stale_read", op_index=op.index, message=(
                 f"describe by ID {asked} answered UNKNOWN_TOPIC_ID after its create was "
                 f"acknowledged and before any delete of it"))]
@@ -247,21 +280,9 @@ def _check_describe_id(op: Operation, operations: Sequence[Operation],
 # -- data ------------------------------------------------------------------------------
 
 
-def _creation_lower_bound(operations: Sequence[Operation], name: str, topic_id: str
-                          ) -> float | None:
-    """The earliest time the topic with this ID can have been created."""
-    for op in operations:
-        if op.op == "create" and op.is_ok and op.result.get("topic_id") == topic_id:
-            return op.invoke_time
-    unknown = [op.invoke_time for op in operations
-               if op.op == "create" and op.status == "unknown" and op.args.get("name") == name]
-    return min(unknown) if unknown else None
-
-
-def _check_data(operations: Sequence[Operation], final: FinalState
-                ) -> tuple[list[Violation], int]:
+def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]:
     violations: list[Violation] = []
-    produced = {str(op.args["value"]): op for op in operations
+    produced = {str(op.args["value"]): op for op in index.operations
                 if op.op == "produce" and "value" in op.args}
     names_of = {topic_id: name for name, topic_id in final.topics.items()}
     located: dict[str, list[ReadRecord]] = defaultdict(list)
@@ -279,19 +300,19 @@ def _check_data(operations: Sequence[Operation], final: FinalState
             violations.append(Violation(kind="duplicate", message=(
                 f"value {value!r} readable {len(records)} times")))
         for record in records:
-            violations += _check_origin(operations, produced.get(value), record,
+            violations += _check_origin(index, produced.get(value), record,
                                         names_of.get(record.topic_id))
     verified = 0
     for value, op in produced.items():
         if op.is_ok:
-            checked, lost = _check_acknowledged(operations, op, final, located.get(value, []))
+            checked, lost = _check_acknowledged(index, op, final, located.get(value, []))
             violations += lost
             verified += checked and not lost
     return violations, verified
 
 
-def _check_origin(operations: Sequence[Operation], op: Operation | None, record: ReadRecord,
-                  name: str | None) -> list[Violation]:
+def _check_origin(index: _Index, op: Operation | None, record: ReadRecord, name: str | None
+                  ) -> list[Violation]:
     where = f"{name}-{record.partition}@{record.offset} ({record.topic_id})"
     if op is None or not op.may_have_happened:
         return [Violation(kind="deleted_data", message=(
@@ -300,7 +321,7 @@ def _check_origin(operations: Sequence[Operation], op: Operation | None, record:
         return [Violation(kind="misplaced", op_index=op.index, message=(
             f"{where} holds {record.value!r}, produced to {op.args.get('name')}-"
             f"{op.args.get('partition')}"))]
-    born = _creation_lower_bound(operations, str(name), record.topic_id)
+    born = index.creation_lower_bound(str(name), record.topic_id)
     if born is not None and op.end_time < born:
         return [Violation(kind="deleted_data", op_index=op.index, message=(
             f"{where} holds {record.value!r}, written before this topic ID was created "
@@ -308,13 +329,11 @@ def _check_origin(operations: Sequence[Operation], op: Operation | None, record:
     return []
 
 
-def _check_acknowledged(operations: Sequence[Operation], op: Operation, final: FinalState,
+def _check_acknowledged(index: _Index, op: Operation, final: FinalState,
                         found: Sequence[ReadRecord]) -> tuple[bool, list[Violation]]:
     name = str(op.args.get("name"))
     topic_id = final.topics.get(name)
-    churned = any(other.op in ("create", "delete") and other.may_have_happened
-                  and other.args.get("name") == name and other.end_time > op.invoke_time
-                  for other in operations)
+    churned = index.churn_end.get(name, -math.inf) > op.invoke_time
     if topic_id is None or churned or not final.read_complete.get(topic_id, False):
         return False, []  # its topic may have been deleted (and recreated) since
     wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
