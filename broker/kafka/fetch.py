@@ -47,14 +47,6 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
         return _partition_error(index, error)
     assert resolved.partition is not None
     offset = int(part.fetch_offset)
-    if replica_id >= 0:
-        now = trio.current_time()
-        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
-        state.record_follower_fetch(replica_id, offset, now)
-        if state.is_expansion_candidate(resolved.partition, replica_id):
-            context.replicas.request_isr_check()  # it may rejoin the ISR
-    if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
-        context.replicas.notify_data()
     end = state.log.log_end_offset
     last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
     if replica_id >= 0 and last_fetched_epoch >= 0:
@@ -71,6 +63,17 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                     "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
     if offset < 0 or offset > end:
         return _partition_error(index, ErrorCode.offset_out_of_range)
+    if replica_id >= 0:
+        # Only now is the follower's log known to match ours below `offset`: a diverged
+        # tail (say, of a restarted former leader) must count neither towards the high
+        # watermark nor as a reason to take the follower back into the ISR.
+        now = trio.current_time()
+        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
+        state.record_follower_fetch(replica_id, offset, now)
+        if state.is_expansion_candidate(resolved.partition, replica_id):
+            context.replicas.request_isr_check()  # it may rejoin the ISR
+    if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
+        context.replicas.notify_data()
     upper = end if replica_id >= 0 else state.high_watermark
     try:
         records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),

@@ -307,6 +307,34 @@ async def test_diverging_epoch_when_follower_last_epoch_unknown_to_leader(
     assert not data.records
 
 
+async def test_diverged_follower_counts_for_nothing_until_it_has_truncated(
+        tmp_path: Path) -> None:
+    """A follower fetching from a diverged tail (a restarted former leader) is told where
+    to truncate, and its claimed offset moves neither the high watermark nor its ISR
+    standing: only a fetch that matches the leader's log is progress."""
+    image = image_with_topic(replicas=(BROKER, 5), leader_epoch=2)
+    dispatcher = make_dispatcher(tmp_path, image)
+    await roundtrip(dispatcher, produce_request([b"epoch two"]))
+    [(state, partition)] = dispatcher.context.replicas.led_partitions()
+
+    def fetch(offset: int, last_epoch: int) -> FetchRequest:
+        return FetchRequest(
+            replica_id=5, max_wait=datetime.timedelta(seconds=0), min_bytes=0,
+            topics=(FetchTopic(topic_id=uuid.UUID(bytes=TOPIC_ID.to_bytes()), partitions=(
+                FetchPartition(partition=0, fetch_offset=offset, last_fetched_epoch=last_epoch,
+                               partition_max_bytes=1 << 20),)),),
+            forgotten_topics_data=())
+
+    diverged = (await roundtrip(dispatcher, fetch(3, 1))).responses[0].partitions[0]
+    assert diverged.diverging_epoch.end_offset == 0
+    assert 5 not in state.follower_offsets
+    assert state.high_watermark == 0
+    assert not state.is_expansion_candidate(partition, 5)
+    await roundtrip(dispatcher, fetch(1, 2))  # after truncating and fetching the record
+    assert state.follower_offsets[5] == 1
+    assert state.high_watermark == 1
+
+
 def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> None:
     """Coherent ranges: kafka-python infers Kafka 3.1 from them (Fetch v13: topic IDs in
     Fetch; Metadata v12: topic IDs in Metadata), not an older broker."""
