@@ -27,7 +27,7 @@ from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.partition_log import InvalidBatchError, split_batches
-from broker.kafka.replica import check_partition
+from broker.kafka.replica import PartitionState, check_partition
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +79,34 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     state.maybe_advance_high_watermark(partition, context.broker_id)
     context.replicas.notify_data()
     if acks == ACKS_ALL:
-        deadline = trio.current_time() + timeout_s
-        while state.high_watermark <= last and trio.current_time() < deadline:
-            with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):
-                await state.changed.wait()
-            # re-evaluated against the image: the controller may have shrunk the ISR
-            current = context.replicas.partition_image(state)
-            if current is not None and current.leader == context.broker_id and \
-                    state.maybe_advance_high_watermark(current, context.broker_id):
-                context.replicas.notify_data()
-        if state.high_watermark <= last:
-            return _failed(index, ErrorCode.request_timed_out,
-                           "not replicated to the ISR in time")
+        failure = await _wait_replicated(context, state, partition.leader_epoch, last,
+                                         deadline=trio.current_time() + timeout_s)
+        if failure is not None:
+            return _failed(index, *failure)
     return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0}
+
+
+async def _wait_replicated(context: BrokerContext, state: PartitionState, leader_epoch: int,
+                           last: int, *, deadline: float) -> tuple[ErrorCode, str] | None:
+    """acks=all: wait until this leader's high watermark passes `last`; None once it
+    does. Leadership is checked first at every wake-up: once the image shows another
+    leader epoch, `state.high_watermark` is a follower's copy of the new leader's, whose
+    log may hold other records at these offsets, so it proves nothing about ours."""
+    while True:
+        current = context.replicas.partition_image(state)
+        if current is None or current.leader != context.broker_id or \
+                current.leader_epoch != leader_epoch:
+            return (ErrorCode.not_leader_or_follower,
+                    "leadership moved before the records reached the ISR")
+        # re-evaluated against the image: the controller may have shrunk the ISR
+        if state.maybe_advance_high_watermark(current, context.broker_id):
+            context.replicas.notify_data()
+        if state.high_watermark > last:
+            return None
+        if trio.current_time() >= deadline:
+            return ErrorCode.request_timed_out, "not replicated to the ISR in time"
+        with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):
+            await state.changed.wait()
 
 
 async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:

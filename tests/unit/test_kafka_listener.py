@@ -335,6 +335,40 @@ async def test_diverged_follower_counts_for_nothing_until_it_has_truncated(
     assert state.high_watermark == 1
 
 
+async def test_acks_all_fails_when_leadership_moves_before_the_records_reach_the_isr(
+        tmp_path: Path) -> None:
+    """A deposed leader waiting on acks=all must not take the new leader's high
+    watermark (copied into the same partition state once it follows) as proof that its
+    own records were replicated: the new leader may hold other records there."""
+    images = [image_with_topic(replicas=(BROKER, 5), leader_epoch=2)]
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: images[-1])
+    dispatcher = Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                          image=lambda: images[-1], replicas=replicas,
+                                          controller=None))
+    answers = []
+
+    async def produce() -> None:
+        answers.append(await roundtrip(dispatcher, produce_request([b"mine"], acks=-1)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(produce)
+        with trio.fail_after(5):  # appended (in a worker thread), then waiting on broker 5
+            await replicas.wait_data()
+            await trio.testing.wait_all_tasks_blocked()
+        [(state, _)] = replicas.led_partitions()
+        assert state.log.log_end_offset == 1
+        assert state.high_watermark == 0
+        assert not answers
+        images.append(image_with_topic(replicas=(BROKER, 5), leader=5, leader_epoch=3))
+        state.high_watermark = 5  # as the follower path copies the new leader's
+        state.notify()
+    [answer] = answers
+    data = answer.responses[0].partition_responses[0]
+    assert data.error_code == ErrorCode.not_leader_or_follower
+
+
 def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> None:
     """Coherent ranges: kafka-python infers Kafka 3.1 from them (Fetch v13: topic IDs in
     Fetch; Metadata v12: topic IDs in Metadata), not an older broker."""

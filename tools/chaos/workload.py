@@ -303,9 +303,11 @@ class Workload:
             producer.close(timeout=2)
 
 
-# the broker answered and did not append (kafka-python's names for those error codes)
-_DEFINITE_PRODUCE = frozenset({"NotLeaderForPartitionError", "UnknownTopicOrPartitionError",
-                               "LeaderNotAvailableError", "UnknownTopicIdError"})
+# the broker answered and did not append (kafka-python's names for those error codes).
+# Not NotLeaderForPartitionError: as in Kafka, an acks=all produce whose leader is deposed
+# after appending gets it too, and the new leader may already hold the records.
+_DEFINITE_PRODUCE = frozenset({"UnknownTopicOrPartitionError", "LeaderNotAvailableError",
+                               "UnknownTopicIdError"})
 
 
 def _unclear(response: Any, ambiguous: bool) -> Outcome:
