@@ -53,6 +53,7 @@ SETTINGS: dict[str, Any] = {
     "broker.session.timeout.ms": 3000,
     "broker.heartbeat.interval.ms": 500,
     "delete.topic.delay.ms": 2000,
+    "replica.lag.time.max.ms": 2000,  # faults shrink ISRs (AlterPartition), heals expand them
     "fault.injection.file": FAULT_FILE,  # relative: in each node's directory (slow-disk, clock)
 }
 START_TIMEOUT_S = 60.0
