@@ -40,12 +40,3 @@ async def eventually(predicate: Callable[[], Any]) -> Any:
             return value
         await trio.sleep(0.01)
 
-
-def find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """The first `kind` in an exception (group) tree."""
-    if isinstance(exc, kind):
-        return exc
-    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
-        if (found := find(inner, kind)) is not None:
-            return found
-    return None

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 import trio
-from single_node import eventually, find, make_node
+from single_node import eventually, make_node
 
 from raft.log import DiskLog
 from raft.node import LogDirFailure
 from raft.storage import read_quorum_state
 from raft.types import ElectionState
-from tools.commands.node import PROBE_FILE, probe_log_dir, wait_for_space
+from tools.commands.node import find_exception, PROBE_FILE, probe_log_dir, wait_for_space
 
 
 
@@ -92,7 +92,7 @@ async def test_full_disk_stops_node_and_restart_keeps_acknowledged_records(
     with trio.fail_after(10), pytest.raises(BaseExceptionGroup) as raised:
         await until_the_disk_fills()
     disk_log.close()
-    failure = find(raised.value, LogDirFailure)
+    failure = find_exception(raised.value, LogDirFailure)
     assert failure is not None, raised.value
     assert late_ack == []
     # torn-write: the failed cut-off of the half batch is what stops the node
@@ -139,7 +139,7 @@ async def test_full_disk_on_quorum_state_write_stops_node(
     with trio.fail_after(10), pytest.raises(BaseExceptionGroup) as raised:
         await until_the_vote_fails()
     disk_log.close()
-    failure = find(raised.value, LogDirFailure)
+    failure = find_exception(raised.value, LogDirFailure)
     assert failure is not None
     assert "No space left on device" in str(failure)
     assert not node.is_leader

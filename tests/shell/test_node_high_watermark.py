@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import trio
-from single_node import eventually, find, make_node
+from single_node import eventually, make_node
 
 from raft import node as raft_node
 from raft.node import LogDirFailure
+from tools.commands.node import find_exception
 from raft.storage import read_high_watermark_checkpoint
 
 
@@ -95,6 +96,6 @@ async def test_node_stops_with_log_dir_failure_when_the_checkpoint_write_fails(
 
     with trio.fail_after(10), disk_log, pytest.raises(BaseExceptionGroup) as caught:
         await until_the_checkpoint_fails()
-    failure = find(caught.value, LogDirFailure)
+    failure = find_exception(caught.value, LogDirFailure)
     assert isinstance(failure, LogDirFailure)
     assert failure.error.errno == errno.ENOSPC

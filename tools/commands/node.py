@@ -218,7 +218,7 @@ async def run_until_disk_failure(node: RaftNode, log_dir: Path) -> OSError | Non
     try:
         await node.run()
     except BaseExceptionGroup as group:
-        failure = _find(group, LogDirFailure)
+        failure = find_exception(group, LogDirFailure)
         if isinstance(failure, LogDirFailure):
             return failure.error  # raft.node logged the ERROR and failed every waiter
         disk_full = _find_disk_full(group)
@@ -308,9 +308,9 @@ def run(args: argparse.Namespace) -> int:
         trio.run(supervise, config, built)
     except BaseExceptionGroup as group:  # a rebuild met a corrupt log or a busy port
         for kind in (StorageError, LogCorruptionError):
-            if (found := _find(group, kind)) is not None:
+            if (found := find_exception(group, kind)) is not None:
                 raise startup_error(config, found) from None
-        busy = _find(group, OSError)
+        busy = find_exception(group, OSError)
         if isinstance(busy, OSError) and busy.errno == errno.EADDRINUSE:
             raise listen_error(config, busy) from None
         raise
@@ -334,12 +334,12 @@ def listen_error(config: NodeConfig, exc: OSError) -> CommandError:
                         f"{exc.strerror or exc}")
 
 
-def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+def find_exception(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
     """The first `kind` in a (nested) exception group."""
     if isinstance(exc, kind):
         return exc
     for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
-        if (found := _find(inner, kind)) is not None:
+        if (found := find_exception(inner, kind)) is not None:
             return found
     return None
 
