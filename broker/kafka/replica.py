@@ -217,11 +217,14 @@ class PartitionState:
         return proposal
 
     def maybe_advance_high_watermark(self, partition: PartitionImage, leader_id: int) -> bool:
-        """Move the high watermark to the smallest log end among the maximal ISR."""
+        """Move the high watermark to the smallest log end among the maximal ISR. Only
+        progress recorded in the partition's current leader epoch counts: what followers
+        fetched while this broker led an earlier epoch may since have been truncated."""
+        current = self.leader_epoch == partition.leader_epoch
         offsets = [self.log.log_end_offset]
         for replica in self.maximal_isr(partition):
             if replica != leader_id:
-                offsets.append(self.follower_offsets.get(replica, 0))
+                offsets.append(self.follower_offsets.get(replica, 0) if current else 0)
         candidate = min(offsets)
         if candidate > self.high_watermark:
             self.high_watermark = candidate

@@ -120,6 +120,7 @@ async def test_high_watermark_follows_the_slowest_in_sync_replica_when_followers
     assert state is not None
     state.log.append([record_batch([b"a", b"b", b"c"])], 0)
     partition = image.topics[TOPIC_ID].partitions[0]
+    state.observe_partition(partition, state.opened_at)  # as the fetch handler does
     assert not state.maybe_advance_high_watermark(partition, BROKER)
     state.follower_offsets[5] = 3
     assert not state.maybe_advance_high_watermark(partition, BROKER)

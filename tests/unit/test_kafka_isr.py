@@ -137,6 +137,32 @@ async def test_replica_counts_in_high_watermark_once_its_addition_is_proposed(
     cluster.replicas.close_all()
 
 
+async def test_progress_from_an_earlier_leadership_does_not_count_when_leading_again(
+        tmp_path: Path) -> None:
+    """A broker that leads again in a later epoch must not count what its followers
+    fetched the last time it led: an uncommitted tail they held then may have been
+    truncated since, under another leader, and a new record at those offsets would be
+    acknowledged without being on them."""
+    cluster = Cluster(tmp_path)
+    state = await cluster.open()
+    state.log.append([record_batch([b"a", b"b"])], 0)
+    state.record_follower_fetch(5, 2, state.opened_at)  # 5 has both, 6 none: HW 0
+    assert not state.maybe_advance_high_watermark(cluster.partition(), BROKER)
+
+    def change(**fields: Any) -> None:
+        cluster.images.append(cluster.image.apply(
+            rec.PartitionChange(topic_id=TOPIC_ID, partition=0, **fields),
+            cluster.image.last_applied_offset + 1))
+
+    change(leader=6)  # 6 leads with an empty log: this broker and 5 truncate to 0
+    state.log.truncate_to(0)
+    change(leader=BROKER, isr=(BROKER, 5))  # this broker leads again, 6 is out
+    state.log.append([record_batch([b"c"])], cluster.partition().leader_epoch)
+    assert not state.maybe_advance_high_watermark(cluster.partition(), BROKER)
+    assert state.high_watermark == 0  # 5 has not fetched "c": it must not count
+    cluster.replicas.close_all()
+
+
 async def test_no_second_proposal_when_one_is_in_flight(tmp_path: Path) -> None:
     """At most one AlterPartition per partition until the image shows an answer."""
     cluster = Cluster(tmp_path)
