@@ -1,0 +1,93 @@
+"""Deliberate bugs, each a subclass of the real `RaftCore` that breaks one rule, so the
+simulator can prove its checker finds that kind of bug by itself (`kraft sim
+--planted-bug NAME`). They live here, not behind flags in the production rules: the
+core only offers the overridable steps the bugs replace.
+
+- `vote_without_log_check`: grants votes without Raft §5.4.1's log comparison.
+- `commit_old_epoch_by_count`: commits an older epoch's entries by counting replicas
+  (Raft §5.4.2, Figure 8).
+- `diverging_hw`: a follower takes the leader's high watermark on a Fetch answer that
+  says its log diverges, so it publishes records the leader never committed.
+- `hw_counts_observers`: the leader counts observers towards the majority.
+- `vote_not_persisted`: the vote is not written to `quorum-state`, so a restarted voter
+  can vote again in the same epoch.
+- `truncate_below_hw_allowed`: on divergence a follower truncates to the start of the
+  diverging epoch (not to where the logs stop agreeing), and nothing stops it from
+  cutting committed records.
+"""
+
+from __future__ import annotations
+
+from raft.core import RaftCore
+from raft.fetch import truncate_to_diverging
+from raft.leader_state import LeaderState
+from raft.messages import FetchResponse
+from raft.types import NO_EPOCH, ElectionState
+
+
+class _VoteWithoutLogCheck(RaftCore):
+    def is_candidate_log_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
+        return True
+
+
+class _CommitOldEpochByCount(RaftCore):
+    def _may_commit_by_counting(self, state: LeaderState, offset: int) -> bool:
+        return True
+
+
+class _DivergingHighWatermark(RaftCore):
+    def _on_diverging_fetch_response(self, response: FetchResponse) -> None:
+        assert response.diverging_epoch is not None
+        truncate_to_diverging(self, response.diverging_epoch)
+        self._set_high_watermark(min(response.high_watermark, self._log.end_offset))
+
+
+class _HighWatermarkCountsObservers(RaftCore):
+    def _replicated_end_offset(self, state: LeaderState) -> int:
+        ends = [self._log.flushed_end_offset]
+        ends += [p.end_offset for v, p in state.voter_progress.items() if v != self._node_id]
+        ends += [p.end_offset for p in state.observer_progress.values()]
+        ends.sort(reverse=True)
+        return ends[len(state.voters) // 2]  # a "majority" of voters' size, from anyone
+
+
+class _VoteNotPersisted(RaftCore):
+    def _election_state(self, epoch: int, leader_id: int | None,
+                        voted_id: int | None) -> ElectionState:
+        return super()._election_state(epoch, leader_id, None)
+
+
+class _TruncateBelowHighWatermark(RaftCore):
+    def _check_truncation(self, offset: int) -> None:
+        pass
+
+    def _on_diverging_fetch_response(self, response: FetchResponse) -> None:
+        diverging = response.diverging_epoch
+        assert diverging is not None
+        epoch, _ = self._log.end_offset_for_epoch(diverging.epoch)
+        before, start = self._log.end_offset_for_epoch(epoch - 1)  # where `epoch` starts
+        offset = self._log.start_offset if NO_EPOCH in (epoch, before) else start
+        if offset < self._log.end_offset:
+            self._truncate(offset)
+
+
+_CLASSES: dict[str, type[RaftCore]] = {
+    "vote_without_log_check": _VoteWithoutLogCheck,
+    "commit_old_epoch_by_count": _CommitOldEpochByCount,
+    "diverging_hw": _DivergingHighWatermark,
+    "hw_counts_observers": _HighWatermarkCountsObservers,
+    "vote_not_persisted": _VoteNotPersisted,
+    "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
+}
+PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
+
+
+def core_class(bug: str | None) -> type[RaftCore]:
+    """The real core for None, else the core with that bug planted."""
+    if bug is None:
+        return RaftCore
+    try:
+        return _CLASSES[bug]
+    except KeyError:
+        raise ValueError(f"unknown planted bug {bug!r}; one of "
+                         f"{', '.join(PLANTED_BUGS)}") from None
