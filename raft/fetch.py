@@ -158,29 +158,28 @@ def handle_fetch_response(core: RaftCore, envelope: Envelope, now_ms: int) -> No
     state.last_fetch_success_ms = now_ms
     state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
     if response.diverging_epoch is not None:
-        _truncate_to_diverging(core, response.diverging_epoch)
-    elif response.records:
-        _append_fetched(core, state, response.records)
-    core._set_high_watermark(min(response.high_watermark, core._log.end_offset))
+        core._on_diverging_fetch_response(response)
+    else:
+        if response.records:
+            _append_fetched(core, state, response.records)
+        # The leader validated our fetch offset against its log, so everything we hold
+        # matches its log: its high watermark applies up to our log end. Never on a
+        # diverging answer: our log still differs from the leader's there.
+        core._set_high_watermark(min(response.high_watermark, core._log.end_offset))
     state.next_fetch_ms = now_ms
     maybe_send_fetch(core, now_ms)
 
 
-def _truncate_to_diverging(core: RaftCore, diverging: DivergingEpoch) -> None:
-    """Cut the log where it stops agreeing with the leader's (KIP-595 / KIP-320)."""
+def truncate_to_diverging(core: RaftCore, diverging: DivergingEpoch) -> None:
+    """Cut the log where it stops agreeing with the leader's (KIP-595 / KIP-320).
+    A leader asking to cut below the high watermark is broken: `core._truncate` raises
+    rather than follow it and lose committed records."""
     logd = core._log
     offset = logd.start_offset
     if diverging.epoch >= 0 and diverging.end_offset >= 0:
         epoch, end_offset = logd.end_offset_for_epoch(diverging.epoch)
         if epoch != NO_EPOCH:
             offset = max(logd.start_offset, min(diverging.end_offset, end_offset))
-    if offset < core._high_watermark:
-        # Committed records are never removed: a leader asking for that is broken, and
-        # following it would lose data. Refuse loudly and keep the log as it is.
-        log.error("leader asked to truncate below the high watermark; refused",
-                  extra={"node": core._node_id, "offset": offset,
-                         "high_watermark": core._high_watermark})
-        return
     if offset < logd.end_offset:
         core._truncate(offset)
 

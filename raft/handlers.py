@@ -94,20 +94,13 @@ def handle_vote_request(core: RaftCore, envelope: Envelope, now_ms: int) -> None
         core.transition_to_unattached(request.candidate_epoch, now_ms)
     granted = False
     if core._is_voter and request.candidate_id != core._node_id:
-        granted = core._state.can_grant_vote(request.candidate_id,
-                                             _is_log_up_to_date(core, request),
+        log_ok = core.is_candidate_log_up_to_date(request.last_offset_epoch,
+                                                  request.last_offset)
+        granted = core._state.can_grant_vote(request.candidate_id, log_ok,
                                              request.pre_vote, now_ms)
         if granted and not request.pre_vote and core._state.voted_id is None:
             core.transition_to_voted(request.candidate_id, now_ms)  # persisted first
     _reply_vote(core, envelope, ErrorCode.NONE, granted=granted)
-
-
-def _is_log_up_to_date(core: RaftCore, request: VoteRequest) -> bool:
-    """Raft §5.4.1: the candidate's (last epoch, end offset) is at least ours."""
-    if core._config.planted_bug == "vote_without_log_check":
-        return True
-    ours = (core._log.last_epoch, core._log.end_offset)
-    return (request.last_offset_epoch, request.last_offset) >= ours
 
 
 def _reply_vote(core: RaftCore, envelope: Envelope, error: ErrorCode, *,

@@ -17,6 +17,8 @@ from raft.messages import ReplicaState
 from raft.quorum_state import EpochState, Role
 from raft.types import Envelope
 
+CHECK_QUORUM_FACTOR_PERCENT = 150  # of the fetch timeout, as Kafka's check-quorum timer
+
 
 @dataclass(slots=True)
 class ReplicaProgress:
@@ -62,20 +64,22 @@ class LeaderState(EpochState):
 
     def update_replica(self, replica_id: int, fetch_offset: int | None, now_ms: int,
                        log_end_offset: int) -> None:
-        """Record a Fetch in this epoch; `fetch_offset` None when it diverged (still
-        counts as contact for check-quorum, not as replication)."""
+        """Record a Fetch in this epoch; `fetch_offset` None when it diverged: the
+        fetcher knows this epoch, but it is neither replicating nor following yet, so
+        it counts neither for the high watermark nor as contact for check-quorum."""
         progress = self.voter_progress.get(replica_id)
         if progress is not None:
             self.begin_unacknowledged.discard(replica_id)
-        else:
+        if fetch_offset is None:
+            return
+        if progress is None:
             progress = self.observer_progress.get(replica_id)
             if progress is None:
                 progress = self.observer_progress[replica_id] = ReplicaProgress(replica_id)
         progress.last_fetch_ms = now_ms
-        if fetch_offset is not None:
-            progress.end_offset = fetch_offset
-            if fetch_offset >= log_end_offset:
-                progress.last_caught_up_ms = now_ms
+        progress.end_offset = fetch_offset
+        if fetch_offset >= log_end_offset:
+            progress.last_caught_up_ms = now_ms
 
     def progress_of(self, replica_id: int) -> ReplicaProgress | None:
         progress = self.voter_progress.get(replica_id)
@@ -89,14 +93,16 @@ class LeaderState(EpochState):
 
     def check_quorum_deadline_ms(self, fetch_timeout_ms: int) -> int | None:
         """When the leader must resign unless more voters fetch (None: it alone is a
-        majority). A voter that has not fetched yet counts from the start of the epoch."""
+        majority): 1.5 fetch timeouts after the majority's latest valid Fetch, as
+        Kafka's check-quorum, so a follower's own fetch timeout fires first. A voter
+        that has not fetched yet counts from the start of the epoch."""
         needed = len(self.voters) // 2  # other voters needed for a majority
         if needed == 0:
             return None
         recent = sorted((max(p.last_fetch_ms, self.became_leader_ms)
                          for v, p in self.voter_progress.items() if v != self.node_id),
                         reverse=True)
-        return recent[needed - 1] + fetch_timeout_ms
+        return recent[needed - 1] + fetch_timeout_ms * CHECK_QUORUM_FACTOR_PERCENT // 100
 
     def successors_by_progress(self) -> tuple[int, ...]:
         """Other voters, the most replicated first (ties by id, for determinism)."""

@@ -18,11 +18,13 @@ CLUSTER_ID = "test-cluster"
 
 def make_core(node_id: int, voters: tuple[int, ...] = (1, 2, 3), *, seed: int = 0,
               log: MemoryLog | None = None, election: ElectionState | None = None,
-              now_ms: int = 0, **config: object) -> RaftCore:
-    return RaftCore(node_id=node_id, config=RaftConfig(voters=voters, **config),  # type: ignore[arg-type]
-                    log=log if log is not None else MemoryLog(), election=election,
-                    cluster_id=CLUSTER_ID, rng=random.Random(seed * 1000 + node_id),
-                    now_ms=now_ms)
+              now_ms: int = 0, core_class: type[RaftCore] = RaftCore,
+              **config: object) -> RaftCore:
+    """`core_class`: the real core, or one with a planted bug (raft.sim.planted)."""
+    return core_class(node_id=node_id, config=RaftConfig(voters=voters, **config),  # type: ignore[arg-type]
+                      log=log if log is not None else MemoryLog(), election=election,
+                      cluster_id=CLUSTER_ID, rng=random.Random(seed * 1000 + node_id),
+                      now_ms=now_ms)
 
 
 def drain(core: RaftCore) -> Ready:

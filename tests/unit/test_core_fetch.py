@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from core_harness import (
     CLUSTER_ID,
     deliver,
@@ -15,7 +17,8 @@ from core_harness import (
     sent,
 )
 
-from raft.core import Role
+from raft.core import RaftCore, RaftInvariantError, Role
+from raft.log import MemoryLog
 from raft.errors import ErrorCode
 from raft.messages import (
     CurrentLeader,
@@ -23,7 +26,8 @@ from raft.messages import (
     FetchRequest,
     FetchResponse,
 )
-from raft.types import Batch, ElectionState
+from raft.sim.planted import core_class
+from raft.types import Batch, ElectionState, Envelope
 
 NOW = 10_000
 SOON = 100  # for followers started at 0: well within their fetch timeout
@@ -164,7 +168,7 @@ def test_high_watermark_waits_for_own_epoch_when_majority_holds_only_old_entries
 def test_high_watermark_counts_old_epoch_when_planted_bug_is_on() -> None:
     """The planted bug really commits an older epoch by counting (for the simulator)."""
     leader = make_leader(log=log_with(1, 1, 1), epoch=1,
-                         planted_bug="commit_old_epoch_by_count")
+                         core_class=core_class("commit_old_epoch_by_count"))
     deliver(leader, 2, fetch(3, 1, leader.epoch), NOW)
     assert leader.high_watermark == 3
 
@@ -240,9 +244,10 @@ def test_follower_resends_fetch_when_the_request_times_out() -> None:
     assert late.entries == ()  # the stale response is ignored
 
 
-def test_follower_refuses_to_truncate_committed_records_when_told_to() -> None:
+def test_follower_stops_when_told_to_truncate_committed_records() -> None:
     """Raft §5.4 (committed entries are never lost): a diverging epoch below the high
-    watermark is refused, not obeyed and not raised."""
+    watermark means the leader is broken; following it would lose committed data, and
+    refusing silently would leave the node stuck: the core raises its invariant error."""
     core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)))
     [request] = sent(drain(core), FetchRequest)
     batch = Batch(base_offset=0, epoch=1, records=(b"a", b"b", b"c"))
@@ -250,9 +255,72 @@ def test_follower_refuses_to_truncate_committed_records_when_told_to() -> None:
     ready = reply(core, request, FetchResponse(high_watermark=2, current_leader=leader,
                                                records=(batch,)), SOON)
     [request] = sent(ready, FetchRequest)
-    ready = reply(core, request, FetchResponse(
-        high_watermark=2, current_leader=leader,
-        diverging_epoch=DivergingEpoch(epoch=0, end_offset=0)), SOON + 1)
-    assert ready.truncate_to is None
+    with pytest.raises(RaftInvariantError, match="below the high watermark 2"):
+        reply(core, request, FetchResponse(
+            high_watermark=2, current_leader=leader,
+            diverging_epoch=DivergingEpoch(epoch=0, end_offset=0)), SOON + 1)
     assert core.log.end_offset == 3
-    assert core.high_watermark == 2
+
+
+def _follower_with_epochs(*runs: tuple[int, int], epoch: int = 5) -> RaftCore:
+    """A follower of leader 1 in `epoch` whose log holds `count` records of each
+    (epoch, count) of `runs`, in order."""
+    log = MemoryLog()
+    for run_epoch, count in runs:
+        log.append(run_epoch, [f"e{run_epoch}@{log.end_offset + i}".encode()
+                               for i in range(count)])
+    log.flush()
+    return make_core(2, voters=(1, 2, 3, 4, 5), log=log, election=ElectionState(
+        epoch=epoch, leader_id=1, voters=(1, 2, 3, 4, 5)))
+
+
+def test_follower_keeps_its_high_watermark_when_the_fetch_answer_diverges() -> None:
+    """KIP-595 (Kafka's KafkaRaftClient takes the high watermark only from a Fetch answer
+    that did not diverge): the follower holds epochs [(1, 0), (4, 8)], the leader
+    [(1, 0), (3, 2), (5, 10)] with high watermark 12. Told {epoch 3, end 10} the
+    follower cuts to 8, where its epoch 1 still differs from the leader's epoch 3:
+    taking min(12, 8) would publish records that were never committed."""
+    core = _follower_with_epochs((1, 8), (4, 4))
+    [request] = sent(drain(core), FetchRequest)
+    assert (request.message.fetch_offset, request.message.last_fetched_epoch) == (12, 4)
+    ready = reply(core, request, FetchResponse(
+        high_watermark=12, current_leader=CurrentLeader(leader_id=1, leader_epoch=5),
+        diverging_epoch=DivergingEpoch(epoch=3, end_offset=10)), SOON)
+    assert ready.truncate_to == 8
+    assert ready.high_watermark is None
+    assert core.high_watermark == 0
+    [again] = sent(ready, FetchRequest)
+    assert (again.message.fetch_offset, again.message.last_fetched_epoch) == (8, 1)
+
+
+def test_follower_converges_on_the_leader_log_when_divergence_takes_two_rounds() -> None:
+    """The same logs against a real leader: two diverging rounds, then the leader's
+    records; the follower's high watermark only ever covers records it shares with the
+    leader."""
+    leader_log = MemoryLog()
+    for epoch, count in ((1, 2), (3, 8), (5, 2)):
+        leader_log.append(epoch, [f"e{epoch}@{leader_log.end_offset + i}".encode()
+                                  for i in range(count)])
+    leader_log.flush()
+    leader = make_leader(voters=(1, 2, 3, 4, 5), log=leader_log, epoch=5)
+    follower = _follower_with_epochs((1, 8), (4, 4), epoch=leader.epoch)
+    for node in (3, 4):  # a majority holds the leader's log: the HW moves past 12
+        deliver(leader, node, fetch(leader.log.end_offset, leader.epoch, leader.epoch,
+                                    replica=node), NOW)
+    assert leader.high_watermark == leader.log.end_offset
+    follower_ready = drain(follower)
+    rounds = 0
+    while follower.high_watermark < leader.high_watermark:
+        rounds += 1
+        assert rounds <= 4, "the follower does not converge"
+        [request] = sent(follower_ready, FetchRequest)
+        [response] = deliver(leader, 2, request.message, NOW)
+        follower.step(Envelope(src=1, dst=2, correlation_id=request.correlation_id,
+                               message=response), SOON)
+        follower_ready = drain(follower)
+        held = follower.log.read(0, 1 << 30)
+        ours = [(b.epoch, r) for b in held for r in b.records][:follower.high_watermark]
+        theirs = [(b.epoch, r) for b in leader.log.read(0, 1 << 30) for r in b.records]
+        assert ours == theirs[:follower.high_watermark]
+    assert rounds == 3  # (12, 4) diverges, (8, 1) diverges, (2, 1) gets the records
+    assert follower.log.end_offset == leader.log.end_offset

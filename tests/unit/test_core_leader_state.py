@@ -40,19 +40,32 @@ def test_majority_end_offset_matches_oracle_when_progress_is_arbitrary(
     st.integers(0, 8000))
 def test_check_quorum_deadline_matches_oracle_when_fetch_times_vary(
         case: tuple[tuple[int, ...], list[int]], now_ms: int) -> None:
-    """KIP-595 check-quorum: the leader keeps its place while a majority (itself
-    included) fetched within the fetch timeout; never-fetched voters count from the
-    start of the epoch."""
+    """KIP-595 check-quorum (Kafka's timer: 1.5 fetch timeouts): the leader keeps its
+    place while a majority (itself included) fetched within 3000 ms; never-fetched
+    voters count from the start of the epoch."""
     voters, times = case
     state = leader_of(voters, now_ms=1000)
     for voter, t in zip(voters[1:], times[1:], strict=True):
         if t >= 0:
-            state.update_replica(voter, None, t, 0)
+            state.update_replica(voter, 0, t, 0)
     deadline = state.check_quorum_deadline_ms(2000)
     if len(voters) == 1:
         assert deadline is None
         return
     last = [max(t, 1000) if t >= 0 else 1000 for t in times[1:]]
-    alive = 1 + sum(now_ms - t < 2000 for t in last)
+    alive = 1 + sum(now_ms - t < 3000 for t in last)
     assert deadline is not None
     assert (now_ms < deadline) == (alive > len(voters) // 2)
+
+
+def test_diverging_fetch_is_not_contact_when_check_quorum_counts() -> None:
+    """A voter whose Fetch diverged is not following yet: check-quorum does not count
+    it (nor does the high watermark)."""
+    state = leader_of((1, 2, 3), now_ms=1000)
+    before = state.check_quorum_deadline_ms(2000)
+    state.update_replica(2, None, 2500, 10)
+    state.update_replica(3, None, 2600, 10)
+    assert state.check_quorum_deadline_ms(2000) == before == 1000 + 3000
+    assert state.majority_end_offset(10) == 0
+    state.update_replica(2, 10, 2700, 10)
+    assert state.check_quorum_deadline_ms(2000) == 2700 + 3000

@@ -18,6 +18,7 @@ from core_harness import (
 from raft.core import Role
 from raft.errors import ErrorCode
 from raft.messages import CurrentLeader, FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from raft.sim.planted import core_class
 from raft.types import ElectionState
 
 
@@ -60,7 +61,7 @@ def test_vote_granted_when_log_check_is_skipped_by_planted_bug() -> None:
     """The simulator's planted bug really removes the §5.4.1 check (so the checker has
     something to catch)."""
     core = make_core(1, log=log_with(1, 1, 2), election=at_epoch(2),
-                     planted_bug="vote_without_log_check")
+                     core_class=core_class("vote_without_log_check"))
     [response] = deliver(core, 2, vote(2, 3, 0, 0), 10)
     assert response.vote_granted
 
