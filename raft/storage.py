@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,8 +89,11 @@ def write_quorum_state(log_dir: str | os.PathLike[str], state: ElectionState) ->
     write_atomically(Path(log_dir) / QUORUM_STATE, data)
 
 
-def read_quorum_state(log_dir: str | os.PathLike[str]) -> ElectionState | None:
-    """The persisted election state; None for a node that never wrote one."""
+def read_quorum_state(log_dir: str | os.PathLike[str], *,
+                      voters: Collection[int] | None = None) -> ElectionState | None:
+    """The persisted election state; None for a node that never wrote one. With `voters`
+    (the configured voter ids) a state file naming another voter set is a StorageError
+    (see `check_quorum_state_voters`)."""
     path = Path(log_dir) / QUORUM_STATE
     try:
         text = path.read_text()
@@ -99,9 +103,25 @@ def read_quorum_state(log_dir: str | os.PathLike[str]) -> ElectionState | None:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise TypeError(f"expected an object, got {type(data).__name__}")
-        return ElectionState.from_json(data)
+        state = ElectionState.from_json(data)
     except (ValueError, TypeError, KeyError) as exc:
         raise StorageError(f"{path}: corrupt quorum-state: {exc}") from None
+    if voters is not None:
+        check_quorum_state_voters(state, voters, path)
+    return state
+
+
+def check_quorum_state_voters(state: ElectionState, voters: Collection[int],
+                              path: str | os.PathLike[str]) -> None:
+    """The quorum is static: a quorum-state written under another voter set means the
+    configuration changed under a node that voted or followed in it (Kafka refuses to
+    start the same way). A state without voters (none recorded) passes."""
+    persisted, configured = sorted(set(state.voters)), sorted(set(voters))
+    if persisted and persisted != configured:
+        raise StorageError(
+            f"configured voter set {configured} is different from the voter set "
+            f"{persisted} read from the state file {path}; check that "
+            "controller.quorum.voters is up to date")
 
 
 def write_high_watermark_checkpoint(partition_dir: str | os.PathLike[str], offset: int) -> None:

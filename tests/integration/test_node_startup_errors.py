@@ -1,6 +1,7 @@
 """`kraft node` on a damaged log directory (issue 9, hostile input): a corrupt batch in the
 middle of the metadata log is a one-line start-up error naming the segment file and the
-byte offset, exit 2, no traceback; a torn tail alone is cut off and the node starts."""
+byte offset, exit 2, no traceback; a torn tail alone is cut off and the node starts. A
+quorum-state written under another voter set is a one-line start-up error, exit 1."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from quorum_support import FAST_SETTINGS
 
 from raft.log import DiskLog
 from raft.segment import encode_batch
+from raft.storage import QUORUM_STATE, write_quorum_state
+from raft.types import ElectionState
 from tools.cluster import Cluster
 
 
@@ -75,3 +78,23 @@ def test_torn_tail_is_cut_off_and_the_node_starts(tmp_path: Path) -> None:
     with DiskLog.open_metadata_log(node.data_dir) as disk_log:
         records = [r for b in disk_log.read(0, 1 << 30) for r in b.records]
     assert [f"record-{i}".encode() * 4 for i in range(4)] == records[:4]
+
+
+def test_quorum_state_of_another_voter_set_is_one_error_line(tmp_path: Path) -> None:
+    """The quorum is static: a node whose quorum-state names other voters than its
+    configuration refuses to start, naming both sets and the file, and leaves the file."""
+    cluster = Cluster.create(tmp_path / "cluster", voters=1, settings=FAST_SETTINGS)
+    node = cluster.node(1)
+    state_file = Path(node.data_dir) / QUORUM_STATE
+    write_quorum_state(node.data_dir, ElectionState(epoch=5, leader_id=2, voters=(1, 2, 3)))
+    content = state_file.read_bytes()
+
+    result = start_node(node.config)
+
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: configured voter set [1] is different from the voter set "
+                     f"[1, 2, 3] read from the state file {state_file}; check that "
+                     "controller.quorum.voters is up to date"], result.stderr
+    assert state_file.read_bytes() == content

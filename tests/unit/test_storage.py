@@ -12,6 +12,7 @@ from raft.storage import (
     QUORUM_STATE,
     MetaProperties,
     StorageError,
+    check_quorum_state_voters,
     format_log_dir,
     open_log_dir,
     read_high_watermark_checkpoint,
@@ -48,6 +49,47 @@ def test_quorum_state_read_fails_clearly_when_file_is_corrupt(tmp_path: Path,
     (tmp_path / QUORUM_STATE).write_text(content)
     with pytest.raises(StorageError, match="corrupt quorum-state"):
         read_quorum_state(tmp_path)
+
+
+def test_quorum_state_read_fails_naming_both_sets_when_voters_differ(tmp_path: Path) -> None:
+    """A static quorum: a state file written under another voter set refuses the start,
+    in one message naming the configured set, the persisted set and the file."""
+    write_quorum_state(tmp_path, ElectionState(epoch=4, leader_id=2, voters=(1, 2)))
+    with pytest.raises(StorageError) as raised:
+        read_quorum_state(tmp_path, voters={3: ("h", 1), 1: ("h", 2), 2: ("h", 3)})
+    message = str(raised.value)
+    assert message == (f"configured voter set [1, 2, 3] is different from the voter set "
+                       f"[1, 2] read from the state file {tmp_path / QUORUM_STATE}; "
+                       "check that controller.quorum.voters is up to date")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("content", [
+    "{\"epoch\": 4, \"leader_id\": 2, \"voted_id\": null, \"voters\": [3, 1, 2]}",
+    "{\"epoch\": 4, \"leader_id\": 2, \"voted_id\": null, \"voters\": []}",
+    "{\"epoch\": 4, \"leader_id\": 2, \"voted_id\": null}",  # no voters recorded
+])
+def test_quorum_state_read_passes_when_voters_match_or_are_not_recorded(
+        tmp_path: Path, content: str) -> None:
+    """The order of the ids does not matter; a state file without voters is accepted."""
+    (tmp_path / QUORUM_STATE).write_text(content)
+    state = read_quorum_state(tmp_path, voters=[1, 2, 3])
+    assert state is not None
+    assert (state.epoch, state.leader_id) == (4, 2)
+
+
+def test_quorum_state_voters_check_passes_when_file_is_missing(tmp_path: Path) -> None:
+    """A fresh node has no quorum-state to disagree with."""
+    assert read_quorum_state(tmp_path, voters=[1, 2, 3]) is None
+
+
+def test_quorum_state_voters_check_reports_sets_not_order_or_duplicates() -> None:
+    state = ElectionState(epoch=1, voters=(2, 1))
+    check_quorum_state_voters(state, (1, 2), "qs")
+    with pytest.raises(StorageError, match=r"configured voter set \[1\] is different from "
+                                           r"the voter set \[1, 2\] read from the state "
+                                           r"file qs;"):
+        check_quorum_state_voters(state, (1, 1), "qs")
 
 
 def test_quorum_state_keeps_old_content_when_temp_file_was_left_by_crash(

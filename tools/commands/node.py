@@ -84,7 +84,7 @@ def build_node(config: NodeConfig) -> BuiltNode:
     log_dir = config.log_dir
     node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
                     config=raft_config(config), log=disk_log,
-                    election=read_quorum_state(log_dir),
+                    election=read_quorum_state(log_dir, voters=config.voters),
                     write_election=lambda state: write_quorum_state(log_dir, state),
                     listen=config.controller_address,
                     max_frame_bytes=config.socket_request_max_bytes,
