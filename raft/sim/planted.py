@@ -19,8 +19,7 @@ core only offers the overridable steps the bugs replace.
 from __future__ import annotations
 
 from raft.core import RaftCore
-from raft.fetch import truncate_to_diverging
-from raft.leader_state import LeaderState
+from raft.core._leader_state import LeaderState
 from raft.messages import FetchResponse
 from raft.types import NO_EPOCH, ElectionState
 
@@ -38,7 +37,7 @@ class _CommitOldEpochByCount(RaftCore):
 class _DivergingHighWatermark(RaftCore):
     def _on_diverging_fetch_response(self, response: FetchResponse) -> None:
         assert response.diverging_epoch is not None
-        truncate_to_diverging(self, response.diverging_epoch)
+        self._truncate_to_diverging(response.diverging_epoch)
         self._set_high_watermark(min(response.high_watermark, self._log.end_offset))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raft.leader_state import LeaderState
+from raft.core._leader_state import LeaderState
 
 voter_sets = st.integers(min_value=1, max_value=7).map(lambda n: tuple(range(1, n + 1)))
 

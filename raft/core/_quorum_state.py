@@ -3,7 +3,7 @@
 Each state knows its epoch, the leader and vote it holds for that epoch, its own timers,
 and whether it may grant a vote. `RaftCore` owns the transitions between them and
 persists the election state before anything that depends on it leaves the node. The
-leader's state lives in `raft.leader_state`.
+leader's state lives in `_leader_state`.
 
 Vote rules (`can_grant_vote`), for a candidate whose log is at least as up to date:
 - a real vote is granted at most once per epoch: only by a state that has neither voted

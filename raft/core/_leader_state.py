@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from raft.core._quorum_state import EpochState, Role
 from raft.messages import ReplicaState
-from raft.quorum_state import EpochState, Role
 from raft.types import Envelope
 
 CHECK_QUORUM_FACTOR_PERCENT = 150  # of the fetch timeout, as Kafka's check-quorum timer

@@ -1,14 +1,10 @@
-"""`RaftCore`: the KIP-595 quorum as a pure, synchronous, deterministic state machine.
+"""`CoreBase`: the state every part of the Raft core shares, and the transitions between
+the quorum states (each persisting the election state before anything else leaves).
 
-Inputs are `step(envelope)`, `tick(now_ms)`, `propose(records)` and `resign()`; the output
-is a `Ready` (see `raft.types` for the durability contract), acknowledged by `advance()`.
-The core appends to and truncates its log directly; the shell flushes before sending.
-No I/O, no clock, no global randomness: the same inputs and seed give the same outputs.
-
-Handlers live in `raft.handlers` (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum)
-and `raft.fetch` (replication); the states in `raft.quorum_state` and `raft.leader_state`;
-topic-ID bookkeeping in `raft.topic_id`. This module holds the API, the transitions
-between states (persisting the election state first), timers and the log bookkeeping.
+The election (`_election`) and replication (`_replication`) parts are mixins over this
+base and `RaftCore` (`_raft_core`) combines them; the base declares, as abstract
+methods, the few steps of theirs a transition needs (ask for votes, announce an epoch,
+send a Fetch, answer parked fetches), so no module here imports one above it.
 """
 
 from __future__ import annotations
@@ -17,26 +13,12 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from metadata.records import LeaderChange, MetadataTopic
 from metadata.uuid import Uuid
-from raft import fetch, handlers
-from raft.errors import ErrorCode
-from raft.handlers import Inflight
-from raft.leader_state import LeaderState
-from raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    CurrentLeader,
-    DescribeQuorumResponse,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    FetchRequest,
-    FetchResponse,
-    VoteRequest,
-    VoteResponse,
-)
-from raft.quorum_state import (
+from raft.core._leader_state import LeaderState
+from raft.core._quorum_state import (
     CandidateState,
     EpochState,
     FollowerState,
@@ -46,19 +28,29 @@ from raft.quorum_state import (
     UnattachedState,
     VotedState,
 )
-from raft.topic_id import MetadataTopicIds
-from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
+from raft.core._topic_id import MetadataTopicIds
+from raft.errors import ErrorCode
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    CurrentLeader,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.types import Batch, ElectionState, Envelope, RaftLog
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RaftConfig", "RaftCore", "RaftInvariantError", "Role"]
-
-_EMPTY_READY = Ready()
-_NEVER = 1 << 62  # next_deadline_ms when no timer is armed
-_RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
-                   FetchResponse)
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                  EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse}
+# Errors about the addressing of a request: the response's leader fields mean nothing.
+ADDRESSING_ERRORS = frozenset({ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNKNOWN_TOPIC_ID,
+                               ErrorCode.INCONSISTENT_TOPIC_ID,
+                               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 class RaftInvariantError(AssertionError):
@@ -84,7 +76,18 @@ class RaftConfig:
             raise ValueError("timeouts must be positive")
 
 
-class RaftCore:
+@dataclass(slots=True)
+class Inflight:
+    """A request this node sent: its response counts only while `state` is current."""
+
+    dst: int
+    state: EpochState
+    request: Any
+    response_type: type
+    deadline_ms: int
+
+
+class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
                  now_ms: int) -> None:
@@ -116,7 +119,7 @@ class RaftCore:
             self._persisted = (election.epoch, election.leader_id, election.voted_id)
         self._persist_election()
         if isinstance(self._state, FollowerState | UnattachedState):
-            fetch.maybe_send_fetch(self, now_ms)
+            self._maybe_send_fetch(now_ms)
 
     def _initial_state(self, election: ElectionState | None, now_ms: int) -> EpochState:
         if election is None:
@@ -187,123 +190,6 @@ class RaftCore:
         return bool(self._outbox or self._pending_entries or self._hw_dirty
                     or self._pending_election is not None or self._pending_truncate is not None)
 
-    # --- API ------------------------------------------------------------------------
-
-    def step(self, envelope: Envelope, now_ms: int) -> None:
-        """A request or response from a peer. Never raises on peer input."""
-        if envelope.dst != self._node_id:
-            return
-        deadline = self._state.timer_deadline_ms()
-        if deadline is not None and now_ms >= deadline:
-            # A timer that expired before this message arrived (the shell was busy or
-            # paused) fires first: e.g. a candidate whose election timed out must not
-            # win it with votes that were queued behind the timeout.
-            self.tick(now_ms)
-        handler = handlers.REQUEST_HANDLERS.get(type(envelope.message))
-        if handler is not None:
-            handler(self, envelope, now_ms)
-        elif isinstance(envelope.message, _RESPONSE_TYPES):
-            handlers.handle_response(self, envelope, now_ms)
-
-    def tick(self, now_ms: int) -> None:
-        state = self._state
-        if self._inflight:
-            self._expire_requests(now_ms)
-            state = self._state
-        deadline = state.timer_deadline_ms()
-        if deadline is not None and now_ms >= deadline:
-            self._handle_timer(now_ms)
-            state = self._state
-        if isinstance(state, LeaderState):
-            self._tick_leader(state, now_ms)
-        elif isinstance(state, FollowerState | UnattachedState):
-            fetch.maybe_send_fetch(self, now_ms)
-
-    def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
-        """Append records as the leader: (epoch, offset of the last one); None otherwise."""
-        state = self._state
-        if not isinstance(state, LeaderState):
-            return None
-        if not records:
-            raise ValueError("propose needs at least one record")
-        batch = self._log.append(state.epoch, records)
-        self._pending_entries.append(batch)
-        fetch.wake_parked_fetches(self, state)
-        return state.epoch, batch.last_offset
-
-    def resign(self, now_ms: int) -> None:
-        """Graceful shutdown: a leader hands over with EndQuorumEpoch (KIP-595)."""
-        if isinstance(self._state, LeaderState):
-            self.transition_to_resigned(now_ms)
-
-    def ready(self) -> Ready:
-        if not self.has_ready:
-            return _EMPTY_READY
-        return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
-                     entries=tuple(self._pending_entries), messages=tuple(self._outbox),
-                     high_watermark=self._high_watermark if self._hw_dirty else None)
-
-    def advance(self, ready: Ready) -> None:
-        """Everything in `ready` is durable (and its messages sent)."""
-        if ready.election is not None and ready.election is self._pending_election:
-            self._pending_election = None
-        if ready.truncate_to is not None and ready.truncate_to == self._pending_truncate:
-            self._pending_truncate = None
-        if ready.entries:
-            done = {id(batch) for batch in ready.entries}
-            self._pending_entries = [b for b in self._pending_entries if id(b) not in done]
-        if ready.messages:
-            count = len(ready.messages)
-            if self._outbox[:1] and self._outbox[0] is ready.messages[0]:
-                del self._outbox[:count]
-            else:
-                sent = {id(m) for m in ready.messages}
-                self._outbox = [m for m in self._outbox if id(m) not in sent]
-        if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
-            self._hw_dirty = False
-        state = self._state
-        if (ready.needs_flush and isinstance(state, LeaderState)
-                and self._maybe_advance_high_watermark(state)):
-            fetch.wake_parked_fetches(self, state)
-
-    def next_deadline_ms(self) -> int:
-        """When `tick()` next has work; 0 when `ready()` already holds something."""
-        if self.has_ready:
-            return 0
-        state = self._state
-        best = state.timer_deadline_ms()
-        if best is None:
-            best = _NEVER
-        for inflight in self._inflight.values():
-            if inflight.deadline_ms < best:
-                best = inflight.deadline_ms
-        if isinstance(state, LeaderState):
-            check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
-            if check is not None and check < best:
-                best = check
-            for parked in state.parked.values():
-                if parked.deadline_ms < best:
-                    best = parked.deadline_ms
-        elif isinstance(state, FollowerState | UnattachedState):
-            fetch_at = fetch.next_fetch_ms(self, state)
-            if fetch_at is not None and fetch_at < best:
-                best = fetch_at
-        return best
-
-    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
-        state = self._state
-        if not isinstance(state, LeaderState):
-            leader = self._current_leader()
-            return DescribeQuorumResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                          topic_id=self._topic_ids.request_topic_id,
-                                          leader_id=leader.leader_id,
-                                          leader_epoch=leader.leader_epoch)
-        voters, observers = state.replica_states(self._log.end_offset, now_ms)
-        return DescribeQuorumResponse(topic_id=self._topic_ids.request_topic_id,
-                                      leader_id=self._node_id, leader_epoch=state.epoch,
-                                      high_watermark=self._high_watermark,
-                                      current_voters=voters, observers=observers)
-
     # --- transitions ----------------------------------------------------------------
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
@@ -330,7 +216,7 @@ class RaftCore:
             raise RaftInvariantError(f"node {self._node_id} cannot follow {leader_id}")
         voted = self._state.voted_id if epoch == self._state.epoch else None
         self._set_state(self._new_follower(epoch, leader_id, voted, now_ms), now_ms)
-        fetch.maybe_send_fetch(self, now_ms)
+        self._maybe_send_fetch(now_ms)
 
     def transition_to_prospective(self, now_ms: int) -> None:
         """KIP-996: ask for pre-votes in epoch + 1 before disrupting anyone."""
@@ -340,7 +226,7 @@ class RaftCore:
                                  election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
-        handlers.request_votes(self, state.epoch + 1, pre_vote=True, now_ms=now_ms)
+        self._request_votes(state.epoch + 1, pre_vote=True, now_ms=now_ms)
         self._maybe_win_election(now_ms)
 
     def transition_to_candidate(self, now_ms: int) -> None:
@@ -348,7 +234,7 @@ class RaftCore:
                                election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
-        handlers.request_votes(self, state.epoch, pre_vote=False, now_ms=now_ms)
+        self._request_votes(state.epoch, pre_vote=False, now_ms=now_ms)
         self._maybe_win_election(now_ms)
 
     def transition_to_leader(self, now_ms: int) -> None:
@@ -369,7 +255,7 @@ class RaftCore:
         self._append_as_leader(state, records)
         log.info("became leader", extra={"node": self._node_id, "epoch": epoch})
         for voter in sorted(state.begin_unacknowledged):
-            handlers.send_begin_quorum_epoch(self, state, voter, now_ms)
+            self._send_begin_quorum_epoch(state, voter, now_ms)
 
     def transition_to_resigned(self, now_ms: int) -> None:
         old = self._state
@@ -382,14 +268,14 @@ class RaftCore:
                               unacknowledged=set(successors))
         self._set_state(state, now_ms)
         for voter in successors:
-            handlers.send_end_quorum_epoch(self, state, voter, now_ms)
+            self._send_end_quorum_epoch(state, voter, now_ms)
 
     def _set_state(self, state: EpochState, now_ms: int) -> None:
         old = self._state
         if state.epoch < old.epoch:
             raise RaftInvariantError(f"epoch would go back from {old.epoch} to {state.epoch}")
         if isinstance(old, LeaderState):
-            fetch.fail_parked_fetches(self, old, state)
+            self._fail_parked_fetches(old, state)
         self._state = state
         self._probe_correlation_id = None
         self._probe_at_ms = now_ms
@@ -464,56 +350,34 @@ class RaftCore:
                                  Role.CANDIDATE)):
             self.transition_to_follower(epoch, leader, now_ms)
 
-    # --- timers ---------------------------------------------------------------------
+    # --- steps of the election and replication parts a transition needs ---------------
 
-    def _handle_timer(self, now_ms: int) -> None:
-        state = self._state
-        if not self._is_voter:
-            if isinstance(state, FollowerState):
-                # An observer that lost its leader looks for the current one again.
-                self._set_state(UnattachedState(epoch=state.epoch), now_ms)
-                fetch.maybe_send_fetch(self, now_ms)
-        elif (isinstance(state, ProspectiveState) and state.leader_id is not None
-              and state.leader_id != self._node_id):
-            # KIP-996: no pre-vote majority in time; try the known leader once more
-            # (as a follower that has not heard from it, so it grants pre-votes).
-            self.transition_to_follower(state.epoch, state.leader_id, now_ms)
-        elif not isinstance(state, LeaderState):
-            self._start_election(now_ms)
+    def _request_votes(self, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
+        raise NotImplementedError
 
-    def _expire_requests(self, now_ms: int) -> None:
-        expired = [cid for cid, i in self._inflight.items() if i.deadline_ms <= now_ms]
-        state = self._state
-        for cid in expired:
-            inflight = self._inflight.pop(cid)
-            if inflight.state is not state:
-                continue
-            if isinstance(state, FollowerState):
-                if state.fetch_correlation_id == cid:
-                    state.fetch_correlation_id = None
-                    state.next_fetch_ms = now_ms
-            elif isinstance(state, UnattachedState):
-                if self._probe_correlation_id == cid:
-                    self._probe_correlation_id = None
-                    self._probe_index += 1
-                    self._probe_at_ms = now_ms
-            elif isinstance(state, LeaderState) and inflight.dst in state.begin_unacknowledged:
-                handlers.send_begin_quorum_epoch(self, state, inflight.dst, now_ms)
-            elif isinstance(state, ResignedState) and inflight.dst in state.unacknowledged:
-                handlers.send_end_quorum_epoch(self, state, inflight.dst, now_ms)
+    def _send_begin_quorum_epoch(self, state: LeaderState, voter: int, now_ms: int) -> None:
+        raise NotImplementedError
 
-    def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
-        check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
-        if check is not None and now_ms >= check:
-            log.info("check-quorum failed, resigning",
-                     extra={"node": self._node_id, "epoch": state.epoch})
-            self.transition_to_resigned(now_ms)
-            return
-        if state.parked:
-            for fetcher, parked in list(state.parked.items()):
-                if now_ms >= parked.deadline_ms:
-                    del state.parked[fetcher]
-                    fetch.answer_fetch(self, state, parked.envelope)
+    def _send_end_quorum_epoch(self, state: ResignedState, voter: int, now_ms: int) -> None:
+        raise NotImplementedError
+
+    def _maybe_send_fetch(self, now_ms: int) -> None:
+        raise NotImplementedError
+
+    def _fail_parked_fetches(self, old: LeaderState, new: EpochState) -> None:
+        raise NotImplementedError
+
+    # --- shared helpers ---------------------------------------------------------------
+
+    def _respond(self, request: Envelope, message: object) -> None:
+        self._outbox.append(Envelope(src=self._node_id, dst=request.src,
+                                     correlation_id=request.correlation_id, message=message))
+
+    def _addressing_error(self, cluster_id: str, topic_id: Uuid,
+                          partition_index: int) -> ErrorCode | None:
+        """KIP-516 / KIP-595: wrong cluster, partition or topic ID (see `_topic_id`)."""
+        return self._topic_ids.addressing_error(self._log, cluster_id, topic_id,
+                                                partition_index)
 
     # --- outgoing requests ----------------------------------------------------------
 
@@ -556,33 +420,6 @@ class RaftCore:
         if offset < self._high_watermark:
             raise RaftInvariantError(f"truncation to {offset} below the high watermark "
                                      f"{self._high_watermark}")
-
-    def _on_diverging_fetch_response(self, response: FetchResponse) -> None:
-        """The leader's log differs from ours before our fetch offset: truncate; the
-        high watermark stays as it is (see `fetch.handle_fetch_response`)."""
-        assert response.diverging_epoch is not None
-        fetch.truncate_to_diverging(self, response.diverging_epoch)
-
-    def is_candidate_log_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
-        """Raft §5.4.1: the candidate's (last epoch, end offset) is at least ours."""
-        return (last_offset_epoch, last_offset) >= (self._log.last_epoch,
-                                                     self._log.end_offset)
-
-    def _replicated_end_offset(self, state: LeaderState) -> int:
-        """The largest offset durable on a majority of voters (this one included)."""
-        return state.majority_end_offset(self._log.flushed_end_offset)
-
-    def _may_commit_by_counting(self, state: LeaderState, offset: int) -> bool:
-        """Raft §5.4.2: only an offset in the leader's own epoch commits by counting."""
-        return offset > state.epoch_start_offset
-
-    def _maybe_advance_high_watermark(self, state: LeaderState) -> bool:
-        candidate = min(self._replicated_end_offset(state), self._log.end_offset)
-        if candidate <= self._high_watermark or not self._may_commit_by_counting(
-                state, candidate):
-            return False
-        self._set_high_watermark(candidate)
-        return True
 
     def _set_high_watermark(self, offset: int) -> None:
         if offset > self._high_watermark:

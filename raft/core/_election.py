@@ -1,0 +1,213 @@
+"""Elections (KIP-595 Vote, BeginQuorumEpoch, EndQuorumEpoch; KIP-996 pre-vote): the
+voter's answers, the candidate's counting, and the announcements of a new leader and of
+a resignation. A mixin of `RaftCore` over `CoreBase`.
+
+Every request is first checked for its cluster id and topic ID (KIP-516) and answered
+with an error, without any state change, if either is wrong. Protocol problems become
+error codes; nothing here raises on peer input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata.uuid import Uuid
+from raft.core._base import ADDRESSING_ERRORS, CoreBase
+from raft.core._leader_state import LeaderState
+from raft.core._quorum_state import (
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    Role,
+)
+from raft.errors import ErrorCode
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.types import Envelope
+
+_ELECTION_STATES = (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE, Role.CANDIDATE)
+
+
+class Election(CoreBase):
+    def is_candidate_log_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
+        """Raft §5.4.1: the candidate's (last epoch, end offset) is at least ours."""
+        return (last_offset_epoch, last_offset) >= (self._log.last_epoch,
+                                                     self._log.end_offset)
+
+
+    # --- Vote -----------------------------------------------------------------------------
+
+    def handle_vote_request(self, envelope: Envelope, now_ms: int) -> None:
+        request: VoteRequest = envelope.message
+        error = self._addressing_error(request.cluster_id, request.topic_id,
+                                 request.partition_index)
+        if error is not None:
+            self._respond(envelope, VoteResponse(error_code=error, topic_id=request.topic_id))
+            return
+        if request.candidate_id not in self._voter_set:
+            self._reply_vote(envelope, ErrorCode.INCONSISTENT_VOTER_SET, granted=False)
+            return
+        if request.candidate_epoch < self._state.epoch:
+            self._reply_vote(envelope, ErrorCode.FENCED_LEADER_EPOCH, granted=False)
+            return
+        if not request.pre_vote and request.candidate_epoch > self._state.epoch:
+            self.transition_to_unattached(request.candidate_epoch, now_ms)
+        granted = False
+        if self._is_voter and request.candidate_id != self._node_id:
+            log_ok = self.is_candidate_log_up_to_date(request.last_offset_epoch,
+                                                      request.last_offset)
+            granted = self._state.can_grant_vote(request.candidate_id, log_ok,
+                                                 request.pre_vote, now_ms)
+            if granted and not request.pre_vote and self._state.voted_id is None:
+                self.transition_to_voted(request.candidate_id, now_ms)  # persisted first
+        self._reply_vote(envelope, ErrorCode.NONE, granted=granted)
+
+    def _reply_vote(self, envelope: Envelope, error: ErrorCode, *,
+                    granted: bool) -> None:
+        leader = self._current_leader()
+        self._respond(envelope, VoteResponse(
+            error_code=error, topic_id=envelope.message.topic_id, leader_id=leader.leader_id,
+            leader_epoch=leader.leader_epoch, vote_granted=granted))
+
+    def handle_vote_response(self, envelope: Envelope, now_ms: int) -> None:
+        state = self._state
+        if not isinstance(state, ProspectiveState | CandidateState):
+            return
+        response: VoteResponse = envelope.message
+        if response.vote_granted and response.error_code == ErrorCode.NONE:
+            state.granted.add(envelope.src)
+            self._maybe_win_election(now_ms)
+            return
+        state.rejected.add(envelope.src)
+        if len(state.rejected) <= len(self._voters) - self._majority:
+            return
+        if isinstance(state, CandidateState):
+            # Lost: back off (randomised) before the next attempt, so split votes resolve.
+            state.election_deadline_ms = min(state.election_deadline_ms,
+                                             now_ms + self._election_backoff())
+        elif state.leader_id is not None and state.leader_id != self._node_id:
+            # KIP-996: a majority still hears from the leader; go back to fetching from it.
+            self.transition_to_follower(state.epoch, state.leader_id, now_ms)
+
+    # --- BeginQuorumEpoch / EndQuorumEpoch ------------------------------------------------
+
+    def handle_begin_quorum_epoch_request(self, envelope: Envelope,
+                                          now_ms: int) -> None:
+        request: BeginQuorumEpochRequest = envelope.message
+        error = self._check_leader_request(request.cluster_id, request.topic_id,
+                                      request.partition_index, request.leader_id,
+                                      request.leader_epoch)
+        if error is None:
+            state = self._state
+            if request.leader_epoch > state.epoch:
+                self.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
+            elif state.leader_id is None and state.role in _ELECTION_STATES:
+                self.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
+            elif state.role is Role.PROSPECTIVE and state.leader_id == request.leader_id:
+                # The leader we had given up on is alive after all: follow it again.
+                self.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
+            elif state.leader_id != request.leader_id:
+                error = ErrorCode.INVALID_REQUEST  # a second leader in one epoch: refuse it
+        self._reply_leader_request(envelope, BeginQuorumEpochResponse, error)
+
+    def handle_end_quorum_epoch_request(self, envelope: Envelope, now_ms: int) -> None:
+        """KIP-595: the resigning leader names preferred successors, best replicated first;
+        the first campaigns at once, the others after a backoff growing with their rank."""
+        request: EndQuorumEpochRequest = envelope.message
+        error = self._check_leader_request(request.cluster_id, request.topic_id,
+                                      request.partition_index, request.leader_id,
+                                      request.leader_epoch)
+        if error is None:
+            if request.leader_epoch > self._state.epoch:
+                self.transition_to_follower(request.leader_epoch, request.leader_id, now_ms)
+            state = self._state
+            if (isinstance(state, FollowerState) and state.leader_id == request.leader_id
+                    and self._is_voter):
+                state.last_fetch_success_ms = None  # the leader is gone: grant pre-votes
+                successors = request.preferred_successors
+                backoff_max = self._config.election_backoff_max_ms
+                if self._node_id in successors:
+                    rank = successors.index(self._node_id)
+                    if rank == 0:
+                        self._reply_leader_request(envelope, EndQuorumEpochResponse, None)
+                        self.transition_to_candidate(now_ms)
+                        return
+                    delay = rank * max(1, backoff_max // len(successors))
+                else:
+                    delay = backoff_max + self._election_backoff()
+                state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + delay)
+        self._reply_leader_request(envelope, EndQuorumEpochResponse, error)
+
+    def _check_leader_request(self, cluster_id: str, topic_id: Uuid,
+                              partition_index: int, leader_id: int,
+                              leader_epoch: int) -> ErrorCode | None:
+        error = self._addressing_error(cluster_id, topic_id, partition_index)
+        if error is not None:
+            return error
+        if leader_id not in self._voter_set or leader_id == self._node_id:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        if leader_epoch < self._state.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return None
+
+    def _reply_leader_request(self, envelope: Envelope, response_type: Any,
+                              error: ErrorCode | None) -> None:
+        if error in ADDRESSING_ERRORS:
+            self._respond(envelope, response_type(error_code=error,
+                                                  topic_id=envelope.message.topic_id))
+            return
+        leader = self._current_leader()
+        self._respond(envelope, response_type(
+            error_code=error or ErrorCode.NONE, topic_id=envelope.message.topic_id,
+            leader_id=leader.leader_id, leader_epoch=leader.leader_epoch))
+
+    def handle_begin_quorum_epoch_response(self, envelope: Envelope,
+                                           now_ms: int) -> None:
+        state = self._state
+        if isinstance(state, LeaderState) and envelope.message.error_code == ErrorCode.NONE:
+            state.begin_unacknowledged.discard(envelope.src)
+
+    def handle_end_quorum_epoch_response(self, envelope: Envelope,
+                                         now_ms: int) -> None:
+        state = self._state
+        if isinstance(state, ResignedState) and envelope.message.error_code == ErrorCode.NONE:
+            state.unacknowledged.discard(envelope.src)
+
+    # --- sending ------------------------------------------------------------------------
+
+    def _request_votes(self, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
+        log_end = self._log.end_offset
+        last_epoch = self._log.last_epoch
+        for voter in self._voters:
+            if voter != self._node_id:
+                self._send_request(voter, VoteRequest(
+                    cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
+                    candidate_epoch=epoch,
+                    candidate_id=self._node_id, last_offset_epoch=last_epoch,
+                    last_offset=log_end, pre_vote=pre_vote), now_ms)
+
+    def _announce_timeout_ms(self) -> int:
+        """Begin/EndQuorumEpoch are retried well within the fetch timeout, so a voter that
+        missed the news hears it before anyone's patience (or check-quorum) runs out."""
+        return max(1, min(self._config.request_timeout_ms, self._config.fetch_timeout_ms // 4))
+
+    def _send_begin_quorum_epoch(self, state: LeaderState, voter: int,
+                                now_ms: int) -> None:
+        self._send_request(voter, BeginQuorumEpochRequest(
+            cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
+            leader_id=self._node_id, leader_epoch=state.epoch), now_ms, self._announce_timeout_ms())
+
+    def _send_end_quorum_epoch(self, state: ResignedState, voter: int,
+                              now_ms: int) -> None:
+        self._send_request(voter, EndQuorumEpochRequest(
+            cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
+            leader_id=self._node_id, leader_epoch=state.epoch,
+            preferred_successors=state.preferred_successors), now_ms, self._announce_timeout_ms())
+

@@ -1,0 +1,280 @@
+"""`RaftCore`: the KIP-595 quorum as a pure, synchronous, deterministic state machine.
+
+Inputs are `step(envelope)`, `tick(now_ms)`, `propose(records)` and `resign()`; the output
+is a `Ready` (see `raft.types` for the durability contract), acknowledged by `advance()`.
+The core appends to and truncates its log directly; the shell flushes before sending.
+No I/O, no clock, no global randomness: the same inputs and seed give the same outputs.
+
+This module holds the public API, the dispatch of messages to the election and
+replication parts, and the timers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from metadata.uuid import METADATA_TOPIC_ID
+from raft.core._base import ADDRESSING_ERRORS
+from raft.core._election import Election
+from raft.core._leader_state import LeaderState
+from raft.core._quorum_state import (
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
+from raft.core._replication import Replication
+from raft.errors import ErrorCode
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.types import Envelope, Ready
+
+log = logging.getLogger(__name__)
+
+_EMPTY_READY = Ready()
+_NEVER = 1 << 62  # next_deadline_ms when no timer is armed
+_RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
+                   FetchResponse)
+
+
+class RaftCore(Election, Replication):
+    # --- API ------------------------------------------------------------------------
+
+    def step(self, envelope: Envelope, now_ms: int) -> None:
+        """A request or response from a peer. Never raises on peer input."""
+        if envelope.dst != self._node_id:
+            return
+        deadline = self._state.timer_deadline_ms()
+        if deadline is not None and now_ms >= deadline:
+            # A timer that expired before this message arrived (the shell was busy or
+            # paused) fires first: e.g. a candidate whose election timed out must not
+            # win it with votes that were queued behind the timeout.
+            self.tick(now_ms)
+        handler = _REQUEST_HANDLERS.get(type(envelope.message))
+        if handler is not None:
+            handler(self, envelope, now_ms)
+        elif isinstance(envelope.message, _RESPONSE_TYPES):
+            self._handle_response(envelope, now_ms)
+
+    def tick(self, now_ms: int) -> None:
+        state = self._state
+        if self._inflight:
+            self._expire_requests(now_ms)
+            state = self._state
+        deadline = state.timer_deadline_ms()
+        if deadline is not None and now_ms >= deadline:
+            self._handle_timer(now_ms)
+            state = self._state
+        if isinstance(state, LeaderState):
+            self._tick_leader(state, now_ms)
+        elif isinstance(state, FollowerState | UnattachedState):
+            self._maybe_send_fetch(now_ms)
+
+    def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
+        """Append records as the leader: (epoch, offset of the last one); None otherwise."""
+        state = self._state
+        if not isinstance(state, LeaderState):
+            return None
+        if not records:
+            raise ValueError("propose needs at least one record")
+        batch = self._log.append(state.epoch, records)
+        self._pending_entries.append(batch)
+        self._wake_parked_fetches(state)
+        return state.epoch, batch.last_offset
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown: a leader hands over with EndQuorumEpoch (KIP-595)."""
+        if isinstance(self._state, LeaderState):
+            self.transition_to_resigned(now_ms)
+
+    def ready(self) -> Ready:
+        if not self.has_ready:
+            return _EMPTY_READY
+        return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
+                     entries=tuple(self._pending_entries), messages=tuple(self._outbox),
+                     high_watermark=self._high_watermark if self._hw_dirty else None)
+
+    def advance(self, ready: Ready) -> None:
+        """Everything in `ready` is durable (and its messages sent)."""
+        if ready.election is not None and ready.election is self._pending_election:
+            self._pending_election = None
+        if ready.truncate_to is not None and ready.truncate_to == self._pending_truncate:
+            self._pending_truncate = None
+        if ready.entries:
+            done = {id(batch) for batch in ready.entries}
+            self._pending_entries = [b for b in self._pending_entries if id(b) not in done]
+        if ready.messages:
+            count = len(ready.messages)
+            if self._outbox[:1] and self._outbox[0] is ready.messages[0]:
+                del self._outbox[:count]
+            else:
+                sent = {id(m) for m in ready.messages}
+                self._outbox = [m for m in self._outbox if id(m) not in sent]
+        if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
+            self._hw_dirty = False
+        state = self._state
+        if (ready.needs_flush and isinstance(state, LeaderState)
+                and self._maybe_advance_high_watermark(state)):
+            self._wake_parked_fetches(state)
+
+    def next_deadline_ms(self) -> int:
+        """When `tick()` next has work; 0 when `ready()` already holds something."""
+        if self.has_ready:
+            return 0
+        state = self._state
+        best = state.timer_deadline_ms()
+        if best is None:
+            best = _NEVER
+        for inflight in self._inflight.values():
+            if inflight.deadline_ms < best:
+                best = inflight.deadline_ms
+        if isinstance(state, LeaderState):
+            check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
+            if check is not None and check < best:
+                best = check
+            for parked in state.parked.values():
+                if parked.deadline_ms < best:
+                    best = parked.deadline_ms
+        elif isinstance(state, FollowerState | UnattachedState):
+            fetch_at = self._next_fetch_ms(state)
+            if fetch_at is not None and fetch_at < best:
+                best = fetch_at
+        return best
+
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
+        state = self._state
+        if not isinstance(state, LeaderState):
+            leader = self._current_leader()
+            return DescribeQuorumResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                          topic_id=self._topic_ids.request_topic_id,
+                                          leader_id=leader.leader_id,
+                                          leader_epoch=leader.leader_epoch)
+        voters, observers = state.replica_states(self._log.end_offset, now_ms)
+        return DescribeQuorumResponse(topic_id=self._topic_ids.request_topic_id,
+                                      leader_id=self._node_id, leader_epoch=state.epoch,
+                                      high_watermark=self._high_watermark,
+                                      current_voters=voters, observers=observers)
+
+    def handle_describe_quorum_request(self, envelope: Envelope, now_ms: int) -> None:
+        request: DescribeQuorumRequest = envelope.message
+        error = self._addressing_error(request.cluster_id, request.topic_id,
+                                 request.partition_index)
+        if error is not None:
+            self._respond(envelope, DescribeQuorumResponse(error_code=error,
+                                                           topic_id=request.topic_id))
+            return
+        self._respond(envelope, self.describe_quorum(now_ms))
+
+
+    # --- timers ---------------------------------------------------------------------
+
+    def _handle_timer(self, now_ms: int) -> None:
+        state = self._state
+        if not self._is_voter:
+            if isinstance(state, FollowerState):
+                # An observer that lost its leader looks for the current one again.
+                self._set_state(UnattachedState(epoch=state.epoch), now_ms)
+                self._maybe_send_fetch(now_ms)
+        elif (isinstance(state, ProspectiveState) and state.leader_id is not None
+              and state.leader_id != self._node_id):
+            # KIP-996: no pre-vote majority in time; try the known leader once more
+            # (as a follower that has not heard from it, so it grants pre-votes).
+            self.transition_to_follower(state.epoch, state.leader_id, now_ms)
+        elif not isinstance(state, LeaderState):
+            self._start_election(now_ms)
+
+    def _expire_requests(self, now_ms: int) -> None:
+        expired = [cid for cid, i in self._inflight.items() if i.deadline_ms <= now_ms]
+        state = self._state
+        for cid in expired:
+            inflight = self._inflight.pop(cid)
+            if inflight.state is not state:
+                continue
+            if isinstance(state, FollowerState):
+                if state.fetch_correlation_id == cid:
+                    state.fetch_correlation_id = None
+                    state.next_fetch_ms = now_ms
+            elif isinstance(state, UnattachedState):
+                if self._probe_correlation_id == cid:
+                    self._probe_correlation_id = None
+                    self._probe_index += 1
+                    self._probe_at_ms = now_ms
+            elif isinstance(state, LeaderState) and inflight.dst in state.begin_unacknowledged:
+                self._send_begin_quorum_epoch(state, inflight.dst, now_ms)
+            elif isinstance(state, ResignedState) and inflight.dst in state.unacknowledged:
+                self._send_end_quorum_epoch(state, inflight.dst, now_ms)
+
+    def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
+        check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
+        if check is not None and now_ms >= check:
+            log.info("check-quorum failed, resigning",
+                     extra={"node": self._node_id, "epoch": state.epoch})
+            self.transition_to_resigned(now_ms)
+            return
+        if state.parked:
+            for fetcher, parked in list(state.parked.items()):
+                if now_ms >= parked.deadline_ms:
+                    del state.parked[fetcher]
+                    self._answer_fetch(state, parked.envelope)
+
+    # --- responses ------------------------------------------------------------------
+
+    def _handle_response(self, envelope: Envelope, now_ms: int) -> None:
+        """Responses count only for the request (correlation id, peer) and state that sent
+        them; any newer epoch or leader they name is adopted first."""
+        inflight = self._inflight.get(envelope.correlation_id)
+        message: Any = envelope.message
+        if (inflight is None or inflight.dst != envelope.src
+                or type(message) is not inflight.response_type):
+            return
+        del self._inflight[envelope.correlation_id]
+        message = envelope.message
+        if (message.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+                and inflight.request.topic_id != METADATA_TOPIC_ID):
+            # The peer has not applied the MetadataTopic record yet: use the sentinel.
+            self._topic_ids.peer_lacks_id(envelope.src)
+            if inflight.state is self._state and not isinstance(inflight.request, FetchRequest):
+                self._send_request(envelope.src, dataclasses.replace(
+                    inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
+                return
+        if message.error_code not in ADDRESSING_ERRORS and envelope.src in self._voter_set:
+            if isinstance(message, FetchResponse):
+                leader_id = message.current_leader.leader_id
+                epoch = message.current_leader.leader_epoch
+            else:
+                leader_id, epoch = message.leader_id, message.leader_epoch
+            self.maybe_handle_leader_info(epoch, leader_id, now_ms)
+        if inflight.state is not self._state:
+            if envelope.correlation_id == self._probe_correlation_id:
+                self._probe_correlation_id = None
+            return
+        _RESPONSE_HANDLERS[type(message)](self, envelope, now_ms)
+
+
+_Handler = Callable[[RaftCore, Envelope, int], None]
+_REQUEST_HANDLERS: dict[type, _Handler] = {
+    VoteRequest: RaftCore.handle_vote_request,
+    BeginQuorumEpochRequest: RaftCore.handle_begin_quorum_epoch_request,
+    EndQuorumEpochRequest: RaftCore.handle_end_quorum_epoch_request,
+    FetchRequest: RaftCore.handle_fetch_request,
+    DescribeQuorumRequest: RaftCore.handle_describe_quorum_request,
+}
+_RESPONSE_HANDLERS: dict[type, _Handler] = {
+    VoteResponse: RaftCore.handle_vote_response,
+    BeginQuorumEpochResponse: RaftCore.handle_begin_quorum_epoch_response,
+    EndQuorumEpochResponse: RaftCore.handle_end_quorum_epoch_response,
+    FetchResponse: RaftCore.handle_fetch_response,
+}

@@ -1,0 +1,255 @@
+"""Replication by Fetch (KIP-595): the leader's side (validation against the epoch cache,
+diverging epochs, long-poll parking, the high watermark) and the follower's and
+observer's side (one Fetch in flight, truncation on divergence, leader discovery). A
+mixin of `RaftCore` over `CoreBase`.
+
+A follower's Fetch leaves only after everything before its `fetch_offset` is flushed (it
+is in the same or a later Ready as those entries), so the leader may count
+`fetch_offset` as durable on that follower.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from raft.core._base import CoreBase
+from raft.core._leader_state import LeaderState, ParkedFetch
+from raft.core._quorum_state import EpochState, FollowerState, UnattachedState
+from raft.errors import ErrorCode
+from raft.messages import CurrentLeader, DivergingEpoch, FetchRequest, FetchResponse
+from raft.types import NO_EPOCH, Batch, Envelope
+
+log = logging.getLogger(__name__)
+
+
+class Replication(CoreBase):
+    # --- Fetch (leader side) --------------------------------------------------------------
+
+    def handle_fetch_request(self, envelope: Envelope, now_ms: int) -> None:
+        request: FetchRequest = envelope.message
+        error = self._topic_ids.addressing_error(self._log, request.cluster_id,
+                                                 request.topic_id, request.partition_index)
+        if error is not None:
+            self._respond(envelope, FetchResponse(error_code=error, topic_id=request.topic_id))
+            return
+        epoch = self._state.epoch
+        if request.current_leader_epoch > epoch:
+            if envelope.src not in self._voter_set:
+                self._reply_fetch_error(envelope, ErrorCode.UNKNOWN_LEADER_EPOCH)
+                return
+            self.maybe_handle_leader_info(request.current_leader_epoch, -1, now_ms)
+        elif request.current_leader_epoch < epoch:
+            self._reply_fetch_error(envelope, ErrorCode.FENCED_LEADER_EPOCH)
+            return
+        state = self._state
+        if not isinstance(state, LeaderState):
+            self._reply_fetch_error(envelope, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if request.fetch_offset < 0 or request.last_fetched_epoch < 0:
+            self._reply_fetch_error(envelope, ErrorCode.INVALID_REQUEST)
+            return
+        diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
+        log_end = self._log.end_offset
+        if envelope.src >= 0:
+            state.update_replica(envelope.src, None if diverging else request.fetch_offset,
+                                 now_ms, log_end)
+        if diverging is not None:
+            self._respond(envelope, FetchResponse(
+                topic_id=request.topic_id, high_watermark=self._high_watermark,
+                diverging_epoch=diverging,
+                current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=epoch)))
+            return
+        if request.fetch_offset > self._high_watermark and self._maybe_advance_high_watermark(
+                state):
+            self._wake_parked_fetches(state)
+        progress = state.progress_of(envelope.src)
+        hw_news = progress is not None and progress.sent_high_watermark < self._high_watermark
+        if request.fetch_offset >= log_end and request.max_wait_ms > 0 and not hw_news:
+            # Long poll: answered when data arrives, the HW moves or the wait ends.
+            # Never so long that the fetcher's fetch timeout could fire while it waits.
+            config = self._config
+            wait_ms = min(request.max_wait_ms, config.fetch_max_wait_ms,
+                          config.fetch_timeout_ms // 2)
+            state.parked[envelope.src] = ParkedFetch(envelope, now_ms + wait_ms)
+            return
+        self._answer_fetch(state, envelope)
+
+    def _diverging_epoch(self, fetch_offset: int,
+                         last_fetched_epoch: int) -> DivergingEpoch | None:
+        """KIP-595 Fetch validation against the epoch cache. (0, 0) is always valid."""
+        if fetch_offset == 0 and last_fetched_epoch == 0:
+            return None
+        epoch, end_offset = self._log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch == NO_EPOCH:
+            return DivergingEpoch(epoch=0, end_offset=0)  # nothing in common: start over
+        if epoch != last_fetched_epoch or fetch_offset > end_offset:
+            return DivergingEpoch(epoch=epoch, end_offset=end_offset)
+        return None
+
+    def _reply_fetch_error(self, envelope: Envelope, error: ErrorCode) -> None:
+        self._respond(envelope, FetchResponse(error_code=error,
+                                              topic_id=envelope.message.topic_id,
+                                              current_leader=self._current_leader()))
+
+    def _answer_fetch(self, state: LeaderState, envelope: Envelope) -> None:
+        request: FetchRequest = envelope.message
+        batches: list[Batch] = []
+        if request.fetch_offset < self._log.end_offset:
+            max_bytes = min(request.max_bytes, self._config.fetch_max_bytes)
+            batches = self._log.read(request.fetch_offset, max_bytes)
+        progress = state.progress_of(envelope.src)
+        if progress is not None:
+            progress.sent_high_watermark = self._high_watermark
+        self._respond(envelope, FetchResponse(
+            topic_id=request.topic_id, high_watermark=self._high_watermark,
+            current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=state.epoch),
+            records=tuple(batches)))
+
+    def _wake_parked_fetches(self, state: LeaderState) -> None:
+        if state.parked:
+            parked = list(state.parked.values())
+            state.parked.clear()
+            for fetch in parked:
+                self._answer_fetch(state, fetch.envelope)
+
+    def _fail_parked_fetches(self, old: LeaderState, new: EpochState) -> None:
+        """A leader stepping down tells its parked fetchers at once."""
+        leader = CurrentLeader(leader_id=-1 if new.leader_id in (None, self._node_id)
+                               else new.leader_id, leader_epoch=new.epoch)
+        for fetch in old.parked.values():
+            self._respond(fetch.envelope, FetchResponse(
+                error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                topic_id=fetch.envelope.message.topic_id, current_leader=leader))
+        old.parked.clear()
+
+    # --- Fetch (follower side) ------------------------------------------------------------
+
+    def handle_fetch_response(self, envelope: Envelope, now_ms: int) -> None:
+        state = self._state
+        response: FetchResponse = envelope.message
+        if isinstance(state, UnattachedState):
+            if envelope.correlation_id == self._probe_correlation_id:
+                # This voter knew no leader: ask the next one after a short backoff.
+                self._probe_correlation_id = None
+                self._probe_index += 1
+                self._probe_at_ms = now_ms + self._config.retry_backoff_ms
+            return
+        if not isinstance(state, FollowerState) or (
+                state.fetch_correlation_id != envelope.correlation_id):
+            return
+        state.fetch_correlation_id = None
+        if response.error_code != ErrorCode.NONE:
+            state.next_fetch_ms = now_ms + self._config.retry_backoff_ms
+            return
+        state.last_fetch_success_ms = now_ms
+        state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+        if response.diverging_epoch is not None:
+            self._on_diverging_fetch_response(response)
+        else:
+            if response.records:
+                self._append_fetched(state, response.records)
+            # The leader validated our fetch offset against its log, so everything we hold
+            # matches its log: its high watermark applies up to our log end. Never on a
+            # diverging answer: our log still differs from the leader's there.
+            self._set_high_watermark(min(response.high_watermark, self._log.end_offset))
+        state.next_fetch_ms = now_ms
+        self._maybe_send_fetch(now_ms)
+
+    def _truncate_to_diverging(self, diverging: DivergingEpoch) -> None:
+        """Cut the log where it stops agreeing with the leader's (KIP-595 / KIP-320).
+        A leader asking to cut below the high watermark is broken: `self._truncate` raises
+        rather than follow it and lose committed records."""
+        logd = self._log
+        offset = logd.start_offset
+        if diverging.epoch >= 0 and diverging.end_offset >= 0:
+            epoch, end_offset = logd.end_offset_for_epoch(diverging.epoch)
+            if epoch != NO_EPOCH:
+                offset = max(logd.start_offset, min(diverging.end_offset, end_offset))
+        if offset < logd.end_offset:
+            self._truncate(offset)
+
+    def _append_fetched(self, state: FollowerState, records: tuple[Batch, ...]) -> None:
+        logd = self._log
+        end = logd.end_offset
+        batches: list[Batch] = []
+        expected, last_epoch = end, logd.last_epoch
+        for batch in records:
+            if batch.next_offset <= end:
+                continue  # already held (the leader sends whole batches)
+            if batch.base_offset < end:
+                batch = Batch(base_offset=end, epoch=batch.epoch,
+                              records=batch.records[end - batch.base_offset:])
+            if (batch.base_offset != expected or not batch.records
+                    or not last_epoch <= batch.epoch <= state.epoch):
+                log.warning("ignoring a fetched batch that does not continue the log",
+                            extra={"node": self._node_id, "offset": batch.base_offset})
+                return
+            batches.append(batch)
+            expected, last_epoch = batch.next_offset, batch.epoch
+        if batches:
+            self._append_as_follower(batches)
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _next_fetch_ms(self, state: EpochState) -> int | None:
+        if isinstance(state, FollowerState):
+            return state.next_fetch_ms if state.fetch_correlation_id is None else None
+        if not self._is_voter and self._probe_correlation_id is None:
+            return self._probe_at_ms
+        return None
+
+    def _maybe_send_fetch(self, now_ms: int) -> None:
+        """Followers keep one Fetch in flight to the leader; an observer that knows no
+        leader probes the voters round-robin until one names it (KIP-595 discovery)."""
+        state = self._state
+        if isinstance(state, FollowerState):
+            if state.fetch_correlation_id is None and now_ms >= state.next_fetch_ms:
+                state.fetch_correlation_id = self._send_fetch(state.leader_id, now_ms)
+        elif (isinstance(state, UnattachedState) and not self._is_voter
+              and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
+            voter = self._voters[self._probe_index % len(self._voters)]
+            self._probe_correlation_id = self._send_fetch(voter, now_ms)
+
+    def _send_fetch(self, dst: int | None, now_ms: int) -> int:
+        assert dst is not None
+        log_end = self._log.end_offset
+        last_epoch = self._log.last_epoch  # the epoch of the record before log_end (0: empty)
+        topic_id = self._topic_ids.topic_id_for(dst)
+        request = self._last_fetch_request
+        if (request is None or request.fetch_offset != log_end
+                or request.last_fetched_epoch != last_epoch
+                or request.current_leader_epoch != self._state.epoch
+                or request.topic_id != topic_id):
+            # Immutable, so the same request object serves every identical long poll.
+            request = self._last_fetch_request = FetchRequest(
+                cluster_id=self._cluster_id, replica_id=self._node_id,
+                max_wait_ms=self._config.fetch_max_wait_ms,
+                max_bytes=self._config.fetch_max_bytes, topic_id=topic_id,
+                current_leader_epoch=self._state.epoch, fetch_offset=log_end,
+                last_fetched_epoch=last_epoch)
+        timeout = self._config.request_timeout_ms + self._config.fetch_max_wait_ms
+        return self._send_request(dst, request, now_ms, timeout)
+    # --- the high watermark ---------------------------------------------------------
+
+    def _on_diverging_fetch_response(self, response: FetchResponse) -> None:
+        """The leader's log differs from ours before our fetch offset: truncate; the
+        high watermark stays as it is (see `fetch.handle_fetch_response`)."""
+        assert response.diverging_epoch is not None
+        self._truncate_to_diverging(response.diverging_epoch)
+
+    def _replicated_end_offset(self, state: LeaderState) -> int:
+        """The largest offset durable on a majority of voters (this one included)."""
+        return state.majority_end_offset(self._log.flushed_end_offset)
+
+    def _may_commit_by_counting(self, state: LeaderState, offset: int) -> bool:
+        """Raft §5.4.2: only an offset in the leader's own epoch commits by counting."""
+        return offset > state.epoch_start_offset
+
+    def _maybe_advance_high_watermark(self, state: LeaderState) -> bool:
+        candidate = min(self._replicated_end_offset(state), self._log.end_offset)
+        if candidate <= self._high_watermark or not self._may_commit_by_counting(
+                state, candidate):
+            return False
+        self._set_high_watermark(candidate)
+        return True
+
