@@ -41,13 +41,12 @@ class Election(CoreBase):
         return (last_offset_epoch, last_offset) >= (self._log.last_epoch,
                                                      self._log.end_offset)
 
-
     # --- Vote -----------------------------------------------------------------------------
 
     def handle_vote_request(self, envelope: Envelope, now_ms: int) -> None:
         request: VoteRequest = envelope.message
         error = self._addressing_error(request.cluster_id, request.topic_id,
-                                 request.partition_index)
+                                       request.partition_index)
         if error is not None:
             self._respond(envelope, VoteResponse(error_code=error, topic_id=request.topic_id))
             return

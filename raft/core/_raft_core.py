@@ -171,13 +171,12 @@ class RaftCore(Election, Replication):
     def handle_describe_quorum_request(self, envelope: Envelope, now_ms: int) -> None:
         request: DescribeQuorumRequest = envelope.message
         error = self._addressing_error(request.cluster_id, request.topic_id,
-                                 request.partition_index)
+                                       request.partition_index)
         if error is not None:
             self._respond(envelope, DescribeQuorumResponse(error_code=error,
                                                            topic_id=request.topic_id))
             return
         self._respond(envelope, self.describe_quorum(now_ms))
-
 
     # --- timers ---------------------------------------------------------------------
 
