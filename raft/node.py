@@ -43,6 +43,13 @@ It is written in a worker thread, beside the core loop, at most once per
 `HW_CHECKPOINT_INTERVAL_S` while the HW advances, and once more on a graceful stop;
 a failed write is a log-dir failure like any other.
 
+A broken invariant (`raft.core.RaftInvariantError`, raised by the core in the core task,
+also inside a `call`) stops the node at once: from the raise on nothing is sent,
+acknowledged or published (no response, Fetch answer, commit acknowledgement or high
+watermark), one ERROR names the invariant, and `run()` raises the error (in an exception
+group). Waiters in `propose_and_wait`/`call` are not woken: they are cancelled with the
+node's tasks. `kraft node` exits with code 3 and never rebuilds such a node.
+
 The logger `raft.node.messages` at DEBUG traces every message in and out.
 
 Test-only (chaos): `fault_file` names a `raft.fault_injection` JSON file that can slow
@@ -63,7 +70,7 @@ from typing import Any
 import trio
 
 from raft import messages
-from raft.core import RaftConfig, RaftCore
+from raft.core import RaftConfig, RaftCore, RaftInvariantError
 from raft.errors import ErrorCode
 from raft.fault_injection import FaultInjection
 from raft.storage import read_high_watermark_checkpoint, write_high_watermark_checkpoint
@@ -295,9 +302,14 @@ class RaftNode:
         self._clock_real_s = trio.current_time()
         self._clock_virtual_s = self._clock_real_s + self._clock_offset_s
         await self.transport.bind()  # a busy port fails here, as a plain OSError
-        self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
-                              election=self._initial_election, cluster_id=self.cluster_id,
-                              rng=self._rng, now_ms=self.now_ms())
+        try:
+            self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
+                                  election=self._initial_election,
+                                  cluster_id=self.cluster_id, rng=self._rng,
+                                  now_ms=self.now_ms())
+        except RaftInvariantError as exc:
+            self._invariant_broken(exc)
+            raise
         async with trio.open_nursery() as nursery:
             port = await nursery.start(self.transport.serve)
             log.info("node started", extra={"node": self.node_id, "port": port,
@@ -316,6 +328,9 @@ class RaftNode:
                 await self._checkpoint_high_watermark()  # graceful stop: the final HW
             except OSError as exc:
                 raise self._log_dir_failed(exc) from exc
+            except RaftInvariantError as exc:  # the nursery cancels every task at once
+                self._invariant_broken(exc)
+                raise
             await self.transport.drain(SHUTDOWN_DRAIN_S)
             nursery.cancel_scope.cancel()
         log.info("node stopped", extra={"node": self.node_id})
@@ -331,6 +346,14 @@ class RaftNode:
             waiter.done.set()
         self._waiters.clear()
         return failure
+
+    def _invariant_broken(self, exc: RaftInvariantError) -> None:
+        """Stop on a broken invariant. Called in the core task before the error leaves
+        `run()`'s nursery, which cancels every other task before it can run again: what
+        the core produced since the last hand-over is never sent, acknowledged or
+        published. Waiters are not woken (they are cancelled with the node)."""
+        self._stopping = True
+        log.error("raft invariant broken, node stopped: %s", exc, extra={"node": self.node_id})
 
     def _to_trio_time(self, deadline_ms: int) -> float:
         if self._faults is None:
@@ -380,6 +403,8 @@ class RaftNode:
             except OSError as exc:  # a failed log write stops the node (see run)
                 item.error = exc
                 item.done.set()
+                raise
+            except RaftInvariantError:  # the core is broken: stop the node (see run)
                 raise
             except Exception as exc:  # handed back to the caller, not raised here
                 item.error = exc

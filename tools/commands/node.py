@@ -9,6 +9,15 @@ A failed write to the log directory (a full disk: ENOSPC) does not end the proce
 node is torn down (its listeners close, so clients and peers go elsewhere; nothing
 undurable was acknowledged), the directory is probed every `PROBE_INTERVAL_S`, and once a
 probe write succeeds the whole node is rebuilt from what is durable, on the same ports.
+
+A broken Raft invariant (`raft.core.RaftInvariantError`: the core found its own state
+broken, e.g. a leader asked it to truncate below its high watermark) stops the node at
+once, never rebuilt: nothing more is sent or acknowledged, one ERROR line names the
+invariant, and the process exits with code 3 (`INVARIANT_EXIT_CODE`).
+
+Exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or a listen address the node
+cannot start from; 2 bad usage or configuration, or a corrupt log; 3 a broken Raft
+invariant.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any
 import trio
 
 from metadata.records import NoOp
-from raft.core import RaftConfig
+from raft.core import RaftConfig, RaftInvariantError
 from raft.errors import ErrorCode
 from raft.log import DiskLog, LogCorruptionError
 from raft.node import ApiError, LogDirFailure, NotLeaderError, RaftNode
@@ -47,10 +56,15 @@ PROBE_BYTES = 64 * 1024  # some room, not just one free page, before the node co
 PROBE_REPORT_EVERY_S = 30.0  # "still failing" at most this often, not every probe
 REBIND_TIMEOUT_S = 5.0  # a rebuilt node waits this long for its port to be free again
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+INVARIANT_EXIT_CODE = 3  # a broken Raft invariant stopped the node (logged as one ERROR)
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--config", required=True, help="the node's TOML configuration")
+    parser.epilog = ("exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or listen "
+                     "address it cannot start from; 2 bad usage or configuration, or a "
+                     f"corrupt log; {INVARIANT_EXIT_CODE} a broken Raft invariant stopped "
+                     "the node")
 
 
 def raft_config(config: NodeConfig) -> RaftConfig:
@@ -214,10 +228,12 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
 
 async def run_until_disk_failure(node: RaftNode, log_dir: Path) -> OSError | None:
     """Run `node` to its end: None after a graceful stop, the OSError when its log
-    directory failed. Any other error propagates."""
+    directory failed. Any other error (a broken invariant first) propagates."""
     try:
         await node.run()
     except BaseExceptionGroup as group:
+        if find_exception(group, RaftInvariantError) is not None:
+            raise  # the node's own state is broken: never rebuilt, even beside a disk error
         failure = find_exception(group, LogDirFailure)
         if isinstance(failure, LogDirFailure):
             return failure.error  # raft.node logged the ERROR and failed every waiter
@@ -306,7 +322,10 @@ def run(args: argparse.Namespace) -> int:
         raise startup_error(config, exc) from None
     try:
         trio.run(supervise, config, built)
-    except BaseExceptionGroup as group:  # a rebuild met a corrupt log or a busy port
+    except BaseExceptionGroup as group:
+        # a broken invariant, or a rebuild that met a corrupt log or a busy port
+        if find_exception(group, RaftInvariantError) is not None:
+            return INVARIANT_EXIT_CODE  # raft.node logged the one ERROR line
         for kind in (StorageError, LogCorruptionError):
             if (found := find_exception(group, kind)) is not None:
                 raise startup_error(config, found) from None
