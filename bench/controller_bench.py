@@ -30,7 +30,7 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
-from metadata.image import replay_bytes
+from metadata.delta import replay_bytes
 from metadata.uuid import Uuid
 from raft.framing import FramedStream
 from raft.log import DiskLog

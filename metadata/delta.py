@@ -7,13 +7,14 @@ and one decision over a large image copies a few shards, not the image. Reads
 several records in a row against one delta (fence broker A, then broker B).
 
 The rules for records that contradict the image are in `metadata.image`'s docstring:
-they are skipped and noted as anomalies, never raised.
+they are skipped and noted as anomalies, never raised. `replay` and `replay_bytes` build
+an image from a whole log in one pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from metadata import records as rec
 from metadata.image import (
@@ -28,7 +29,6 @@ from metadata.persistent import FrozenKeySet, MapBuilder
 from metadata.uuid import RESERVED, Uuid
 
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
-
 
 
 class MetadataDelta:
@@ -300,3 +300,21 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
     # LeaderChange and NoOp change nothing but the offset.
 }
+
+
+def replay(entries: Iterable[tuple[int, rec.Record]],
+           base: MetadataImage | None = None) -> MetadataImage:
+    """Build an image from (offset, record) pairs in log order, in one pass."""
+    delta = MetadataDelta(base or MetadataImage.empty())
+    for offset, record in entries:
+        delta.apply(record, offset)
+    return delta.build()
+
+
+def replay_bytes(entries: Iterable[tuple[int, bytes]],
+                 base: MetadataImage | None = None) -> MetadataImage:
+    """Like `replay`, from encoded records; undecodable bytes become anomalies."""
+    delta = MetadataDelta(base or MetadataImage.empty())
+    for offset, data in entries:
+        delta.apply_bytes(data, offset)
+    return delta.build()

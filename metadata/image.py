@@ -1,7 +1,8 @@
 """MetadataImage: what the committed metadata log says, built by pure replay of records.
 
 An image is immutable. `MetadataDelta` (in `metadata.delta`) applies records to a base
-image and `build()`s the next image (Kafka's MetadataImage / MetadataDelta). The maps are
+image and `build()`s the next image (Kafka's MetadataImage / MetadataDelta); `replay` and
+`replay_bytes` are there too, since every image is built by a delta. The maps are
 `metadata.persistent` FrozenMaps: a new image shares all but the shards that changed, so
 one more record costs about n/256 entries of copying, and a replay is one pass.
 
@@ -16,21 +17,15 @@ Offsets going backwards are a caller bug and raise `ValueError`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
 from metadata.uuid import Uuid, pack
 
-if TYPE_CHECKING:
-    from metadata.records import Record
-
-NO_LEADER = -1  # Kafka's LeaderConstants.NO_LEADER
+NO_LEADER = -1  # the partition has no leader (the value Kafka uses)
 NO_OFFSET = -1  # last_applied_offset of an empty image
 MAX_KEPT_ANOMALIES = 100  # described in full; beyond that only counted
 _HASH_FORMAT_VERSION = 1
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +36,8 @@ class PartitionImage:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
-    # KIP-253 epoch maps (carried through from the records, unused by the controller yet)
+    # the leader epochs around a change of the partition count, for ordered delivery
+    # across it (carried through from the records, unused by the controller yet)
     leader_epoch_after_creation: int | None = None
     leader_epoch_before_deletion: int | None = None
 
@@ -58,7 +54,7 @@ class TopicImage:
     name: str
     topic_id: Uuid
     partitions: tuple[PartitionImage, ...] = ()
-    initial_partition_count: int | None = None  # KIP-253
+    initial_partition_count: int | None = None  # with the epochs above (PartitionImage)
 
     @property
     def replication_factor(self) -> int:
@@ -112,20 +108,6 @@ class MetadataImage:
     def empty(cls) -> MetadataImage:
         return cls()
 
-    # --- replay ---------------------------------------------------------------------
-
-    def apply(self, record: Record, offset: int) -> MetadataImage:
-        """The image after one more record. Copies the maps: use `apply_all` for many."""
-        return self.apply_all(((offset, record),))
-
-    def apply_all(self, entries: Iterable[tuple[int, Record]]) -> MetadataImage:
-        from metadata.delta import MetadataDelta  # the delta builds images: no cycle at import
-
-        delta = MetadataDelta(self)
-        for offset, record in entries:
-            delta.apply(record, offset)
-        return delta.build()
-
     # --- lookups --------------------------------------------------------------------
 
     def topic(self, topic_id: Uuid) -> TopicImage | None:
@@ -169,19 +151,3 @@ class MetadataImage:
         return (f"MetadataImage(offset={self.last_applied_offset}, topics={len(self.topics)}, "
                 f"brokers={len(self.brokers)}, anomalies={self.anomaly_count})")
 
-
-def replay(entries: Iterable[tuple[int, Record]],
-           base: MetadataImage | None = None) -> MetadataImage:
-    """Build an image from (offset, record) pairs in log order, in one pass."""
-    return (base or MetadataImage.empty()).apply_all(entries)
-
-
-def replay_bytes(entries: Iterable[tuple[int, bytes]],
-                 base: MetadataImage | None = None) -> MetadataImage:
-    """Like `replay`, from encoded records; undecodable bytes become anomalies."""
-    from metadata.delta import MetadataDelta
-
-    delta = MetadataDelta(base or MetadataImage.empty())
-    for offset, data in entries:
-        delta.apply_bytes(data, offset)
-    return delta.build()

@@ -4,16 +4,13 @@ for the image to change), its partitions and the controller client."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import trio
 
-from metadata.controller_client import ControllerClient
+from broker.kafka.group_state import Group
 from broker.kafka.replica import ReplicaManager
+from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
-
-if TYPE_CHECKING:
-    from broker.kafka.membership import Group
 
 
 class BrokerContext:

@@ -1,10 +1,11 @@
 """Stateful property test: random admin requests, broker churn, commits and leadership
 changes against the real controller and image, checked against a small model.
 
-Invariants (KIP-516 and the replay checks of DESIGN.md): topic IDs are unique, never
-ZERO or the sentinel, never reused; a name maps to at most one live ID; every partition
-names a live topic; replaying the committed records from scratch rebuilds an image with
-the same content hash (and the view = replay of committed + pending).
+Invariants (the topic-ID rules and the replay's checks, tools/replay/checks.py): topic
+IDs are unique, never ZERO or the sentinel, never reused; a name maps to at most one live
+ID; every partition names a live topic; replaying the committed records from scratch
+rebuilds an image with the same content hash (and the view = replay of committed +
+pending).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from metadata.admin import (
     RenameTopicRequest,
 )
 from metadata.controller import Controller, Decision
-from metadata.image import NO_LEADER, MetadataImage, replay
+from metadata.delta import replay
+from metadata.image import NO_LEADER, MetadataImage
 from metadata.uuid import RESERVED, Uuid
 from raft.errors import ErrorCode
 
@@ -227,7 +229,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), stale=st.booleans(), well_formed=st.booleans())
     def alter_isr(self, data: st.DataObject, stale: bool, well_formed: bool) -> None:
-        """A partition leader proposes a random ISR (KIP-497), sometimes on stale state:
+        """A partition leader proposes a random ISR (AlterPartition), sometimes on stale state:
         whatever is accepted keeps the partition well formed and adds no fenced broker."""
         view = self.controller.view
         led = [(t.topic_id, p) for t in view.topics.values() for p in t.partitions

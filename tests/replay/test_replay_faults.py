@@ -1,5 +1,5 @@
 """The replay's checks have teeth: a clean cluster passes, and each planted fault is
-caught by the check responsible for it (DESIGN.md "Replay (Spark)")."""
+caught by the check responsible for it (tools/replay/checks.py, crossnode.py)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_log_matching_fails_when_a_record_is_flipped_on_one_node(replay, base_lo
 
 
 def test_one_leader_per_epoch_fails_when_two_leaders_claim_an_epoch(replay, base_log):
-    """KIP-595: one leader per epoch; a second LeaderChange naming another leader in the
+    """Raft: one leader per epoch; a second LeaderChange naming another leader in the
     same epoch is a split brain."""
     offset, epoch, _ = _first(base_log, PartitionChange, after=200)
     leader = next(r.leader_id for _, e, r in _records(base_log)
@@ -91,7 +91,7 @@ def test_one_leader_per_epoch_fails_when_two_leaders_claim_an_epoch(replay, base
 
 
 def test_topic_ids_valid_fails_when_a_removed_topic_id_is_reused(replay, base_log):
-    """KIP-516: a topic ID is never reused, even after its topic is deleted."""
+    """Topic IDs: a topic ID is never reused, even after its topic is deleted."""
     removed_at, _, removal = _first(base_log, RemoveTopic)
     assert isinstance(removal, RemoveTopic)
     offset, _, _ = _first(base_log, PartitionChange, after=removed_at)
@@ -104,7 +104,7 @@ def test_topic_ids_valid_fails_when_a_removed_topic_id_is_reused(replay, base_lo
 
 
 def test_records_name_live_topic_fails_when_a_partition_names_a_deleted_topic(replay, base_log):
-    """KIP-516: a topic is gone once its RemoveTopic commits; nothing may name it after."""
+    """Topic IDs: a topic is gone once its RemoveTopic commits; nothing may name it after."""
     removed_at, _, removal = _first(base_log, RemoveTopic)
     assert isinstance(removal, RemoveTopic)
     offset, _, _ = _first(base_log, PartitionChange, after=removed_at)
@@ -117,7 +117,7 @@ def test_records_name_live_topic_fails_when_a_partition_names_a_deleted_topic(re
 
 
 def test_name_one_live_id_fails_when_a_live_name_is_created_again(replay, base_log):
-    """KIP-516: at any offset a name maps to at most one live topic ID."""
+    """Topic IDs: at any offset a name maps to at most one live topic ID."""
     created_at, _, topic = _first(base_log, Topic)
     assert isinstance(topic, Topic)
     offset, _, _ = _first(base_log, PartitionChange, after=created_at)
@@ -160,7 +160,7 @@ def test_committed_prefix_passes_when_a_follower_holds_a_stale_older_epoch_tail(
 def test_broker_checkpoints_fail_when_a_hash_is_wrong(replay, base_log):
     """Each broker's checkpointed image equals the image replayed from the controller's
     log at the same offset: a right hash passes, a wrong one names its broker."""
-    from metadata.image import replay_bytes
+    from metadata.delta import replay_bytes
 
     applied = 150
     entries = [(b.base_offset + i, r) for b in base_log for i, r in enumerate(b.records)
@@ -182,7 +182,7 @@ def test_broker_checkpoints_fail_when_a_hash_is_wrong(replay, base_log):
 
 def test_replay_exits_2_naming_file_and_byte_when_a_segment_is_corrupt(
         spark, base_log, tmp_path, capsys):
-    """DESIGN.md On disk: a bad CRC before the tail is an error naming file and offset."""
+    """A bad CRC before the tail (raft/segment.py) is an error naming file and offset."""
     root = write_cluster_files(tmp_path / "c", {1: base_log, 2: base_log, 3: base_log},
                                segment_records=100)
     segment = sorted((root / "node-2" / "data" / "__cluster_metadata-0").glob("*.log"))[0]

@@ -7,7 +7,8 @@ import struct
 from crc32c import crc32c
 
 from metadata import records as rec
-from metadata.image import MetadataImage, replay
+from metadata.delta import replay
+from metadata.image import MetadataImage
 from metadata.uuid import Uuid
 
 TOPIC_ID = Uuid(0xAAAA << 64 | 1)

@@ -12,7 +12,8 @@ from metadata.admin import (
     CreateTopicsRequest,
     RegisterBrokerRequest,
 )
-from metadata.image import NO_LEADER, NO_OFFSET, replay
+from metadata.delta import replay
+from metadata.image import NO_LEADER, NO_OFFSET
 from metadata.uuid import Uuid
 from raft.errors import ErrorCode
 

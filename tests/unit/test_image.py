@@ -1,4 +1,4 @@
-"""MetadataImage and replay: one behaviour per test (KIP-516 topic IDs, KRaft records)."""
+"""MetadataImage and replay: one behaviour per test (topic IDs, KRaft records)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from metadata import records as rec
-from metadata.delta import MetadataDelta
-from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage, replay, replay_bytes
+from metadata.delta import MetadataDelta, replay, replay_bytes
+from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage
 from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def sample_log() -> list[tuple[int, rec.Record]]:
 
 
 def test_topic_is_found_by_id_and_by_name_when_its_record_is_replayed() -> None:
-    """KIP-516: the image maps name -> ID and ID -> topic."""
+    """Topic IDs: the image maps name -> ID and ID -> topic."""
     image = replay(numbered(rec.Topic(name="orders", topic_id=ID_A), part(ID_A, 0)))
     assert image.topic_ids_by_name == {"orders": ID_A}
     topic = image.topic(ID_A)
@@ -84,7 +84,7 @@ def test_partition_record_replaces_the_partition_when_it_already_exists() -> Non
 
 
 def test_topic_record_is_skipped_when_its_id_was_used_by_a_deleted_topic() -> None:
-    """KIP-516: topic IDs are never reused in the life of the cluster."""
+    """Topic IDs: topic IDs are never reused in the life of the cluster."""
     image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), rec.RemoveTopic(topic_id=ID_A),
                             rec.Topic(name="b", topic_id=ID_A)))
     assert image.topics == {}
@@ -94,7 +94,7 @@ def test_topic_record_is_skipped_when_its_id_was_used_by_a_deleted_topic() -> No
 
 @pytest.mark.parametrize("topic_id", [ZERO_UUID, METADATA_TOPIC_ID])
 def test_topic_record_is_skipped_when_its_id_is_reserved(topic_id: Uuid) -> None:
-    """KIP-516: ZERO_UUID means null and the sentinel names the metadata topic."""
+    """Topic IDs: ZERO_UUID means null and the sentinel names the metadata topic."""
     image = replay(numbered(rec.Topic(name="a", topic_id=topic_id)))
     assert image.topics == {}
     assert image.anomaly_count == 1
@@ -109,7 +109,7 @@ def test_topic_record_is_skipped_when_its_name_is_live_under_another_id() -> Non
 
 
 def test_name_is_free_when_remove_topic_is_applied() -> None:
-    """KIP-516: a topic is deleted the moment RemoveTopic applies; the name is free at once
+    """Topic IDs: a topic is deleted the moment RemoveTopic applies; the name is free at once
     and its re-creation gets a new ID."""
     image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), part(ID_A, 0),
                             rec.RemoveTopic(topic_id=ID_A), rec.Topic(name="a", topic_id=ID_B)))
@@ -154,7 +154,7 @@ def test_partition_change_is_skipped_when_the_partition_does_not_exist() -> None
 
 
 def test_rename_keeps_id_and_partitions_when_applied() -> None:
-    """KIP-516: with IDs a rename is possible; the ID and the data stay."""
+    """Topic IDs: with IDs a rename is possible; the ID and the data stay."""
     image = replay(numbered(rec.Topic(name="a", topic_id=ID_A), part(ID_A, 0),
                             rec.RenameTopic(topic_id=ID_A, new_name="b")))
     assert image.topic_ids_by_name == {"b": ID_A}
@@ -176,7 +176,7 @@ def test_broker_registers_fenced_and_unfences_when_epoch_matches() -> None:
                                                     broker_epoch=0, endpoints=("X://h:1",))))
     assert registered.brokers[1].fenced
     assert registered.unfenced_broker_ids() == ()
-    unfenced = registered.apply(rec.UnfenceBroker(broker_id=1, broker_epoch=0), 1)
+    unfenced = replay([(1, rec.UnfenceBroker(broker_id=1, broker_epoch=0))], registered)
     assert unfenced.unfenced_broker_ids() == (1,)
     assert unfenced.brokers[1].endpoints == ("X://h:1",)
 
@@ -193,7 +193,7 @@ def test_fence_is_skipped_when_broker_epoch_is_stale() -> None:
 
 
 def test_metadata_topic_id_is_kept_when_a_second_one_is_replayed() -> None:
-    """KIP-516: the first leader assigns the metadata topic's ID once; it joins the used IDs."""
+    """Topic IDs: the first leader assigns the metadata topic's ID once; it joins the used IDs."""
     image = replay(numbered(rec.MetadataTopic(topic_id=ID_A), rec.MetadataTopic(topic_id=ID_B),
                             rec.Topic(name="t", topic_id=ID_A)))
     assert image.metadata_topic_id == ID_A
@@ -205,7 +205,7 @@ def test_apply_raises_when_the_offset_goes_backwards() -> None:
     """Offsets only grow; replaying one twice is a caller bug, loud."""
     image = replay(numbered(rec.NoOp(), rec.NoOp()))
     with pytest.raises(ValueError, match="not after"):
-        image.apply(rec.NoOp(), 1)
+        replay([(1, rec.NoOp())], image)
 
 
 def test_base_image_is_unchanged_when_a_delta_builds_on_it() -> None:
@@ -230,7 +230,7 @@ def test_content_hash_is_equal_when_the_same_log_is_replayed_in_any_chunking() -
     whole = replay(log)
     one_by_one = MetadataImage.empty()
     for offset, record in log:
-        one_by_one = one_by_one.apply(record, offset)
+        one_by_one = replay([(offset, record)], one_by_one)
     in_two = replay(log[5:], base=replay(log[:5]))
     from_bytes = replay_bytes((offset, record.encode()) for offset, record in log)
     hashes = {whole.content_hash(), one_by_one.content_hash(), in_two.content_hash(),
@@ -251,7 +251,7 @@ def test_content_hash_is_equal_when_the_same_log_is_replayed_in_any_chunking() -
 def test_content_hash_differs_when_one_more_record_changes_anything(extra: rec.Record) -> None:
     """The hash excludes nothing that matters."""
     base = replay(sample_log())
-    assert base.apply(extra, 100).content_hash() != base.content_hash()
+    assert replay([(100, extra)], base).content_hash() != base.content_hash()
 
 
 def test_content_hash_remembers_deleted_ids() -> None:
@@ -265,7 +265,7 @@ def test_content_hash_remembers_deleted_ids() -> None:
 
 def test_content_hash_is_stable_when_computed_in_other_processes() -> None:
     """sha256 over msgpack of sorted content: no dependence on PYTHONHASHSEED or the run."""
-    script = ("import tests.unit.test_image as t; from metadata.image import replay; "
+    script = ("import tests.unit.test_image as t; from metadata.delta import replay; "
               "print(replay(t.sample_log()).content_hash())")
     outputs = {
         subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, text=True,

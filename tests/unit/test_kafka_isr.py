@@ -1,4 +1,4 @@
-"""broker.kafka.isr and the maximal-ISR high watermark (KIP-497): a shrink counts only once
+"""broker.kafka.isr and the high watermark over the maximal ISR: a shrink counts only once
 committed, an expansion at once, one AlterPartition in flight per partition."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from metadata.admin import (
     AlterPartitionTopicResult,
 )
 from metadata.controller_client import ControllerUnavailable
+from metadata.delta import replay
 from metadata.image import MetadataImage
 from raft.errors import ErrorCode
 
@@ -86,9 +87,9 @@ class Cluster:
 
     def change_isr(self, isr: tuple[int, ...]) -> None:
         """The controller's PartitionChange reaches this broker's image."""
-        self.images.append(self.image.apply(
-            rec.PartitionChange(topic_id=TOPIC_ID, partition=0, isr=isr),
-            self.image.last_applied_offset + 1))
+        self.images.append(replay([(
+            self.image.last_applied_offset + 1,
+            rec.PartitionChange(topic_id=TOPIC_ID, partition=0, isr=isr))], self.image))
 
     def partition(self) -> Any:
         return self.image.topics[TOPIC_ID].partitions[0]
@@ -96,7 +97,7 @@ class Cluster:
 
 async def test_lagging_follower_still_counts_when_its_removal_is_not_committed(
         tmp_path: Path) -> None:
-    """KIP-497 / Kafka's maximal ISR: a follower proposed for removal holds the high
+    """The maximal ISR: a follower proposed for removal holds the high
     watermark back until the controller's smaller ISR is in the image, so an
     acknowledged record is on every replica the controller may elect."""
     cluster = Cluster(tmp_path)
@@ -150,9 +151,9 @@ async def test_progress_from_an_earlier_leadership_does_not_count_when_leading_a
     assert not state.maybe_advance_high_watermark(cluster.partition(), BROKER)
 
     def change(**fields: Any) -> None:
-        cluster.images.append(cluster.image.apply(
-            rec.PartitionChange(topic_id=TOPIC_ID, partition=0, **fields),
-            cluster.image.last_applied_offset + 1))
+        cluster.images.append(replay([(
+            cluster.image.last_applied_offset + 1,
+            rec.PartitionChange(topic_id=TOPIC_ID, partition=0, **fields))], cluster.image))
 
     change(leader=6)  # 6 leads with an empty log: this broker and 5 truncate to 0
     state.log.truncate_to(0)

@@ -1,4 +1,4 @@
-"""broker.reconcile: the pure decision that replaces LeaderAndIsr/StopReplica (KIP-516)."""
+"""broker.reconcile: the pure decision that replaces LeaderAndIsr/StopReplica."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from broker.reconcile import (
     reconcile,
 )
 from metadata import records as rec
-from metadata.image import replay
+from metadata.delta import replay
 from metadata.uuid import ZERO_UUID, Uuid
 
 OLD = Uuid(0x1111 << 64)
@@ -48,14 +48,14 @@ def run(local: list[LocalPartition], image: dict[str, Uuid],
 
 
 def test_creates_hosted_partition_when_directory_is_missing() -> None:
-    """KIP-516: the image replaces LeaderAndIsr; a hosted partition gets its directory."""
+    """Topic IDs: the image replaces LeaderAndIsr; a hosted partition gets its directory."""
     actions = run([], {"A": NEW}, (hosted("A", NEW, 0), hosted("A", NEW, 2)))
     assert actions == [CreatePartition(topic="A", partition=0, topic_id=NEW),
                        CreatePartition(topic="A", partition=2, topic_id=NEW)]
 
 
 def test_stages_old_id_and_creates_new_when_topic_was_recreated() -> None:
-    """KIP-516 "stale state": A-0 with the old ID is moved to deleting/<old id>_0 and
+    """Topic IDs, a stale directory: A-0 with the old ID is moved to deleting/<old id>_0 and
     A-0 is created with the new ID."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=OLD)], {"A": NEW},
                   (hosted("A", NEW),))
@@ -69,28 +69,28 @@ def test_stages_old_id_and_creates_new_when_topic_was_recreated() -> None:
 
 
 def test_stages_partition_when_topic_id_is_absent_from_image() -> None:
-    """KIP-516 "Deletion": a topic deleted while the broker was down is staged."""
+    """Topic IDs, deletion: a topic deleted while the broker was down is staged."""
     actions = run([LocalPartition(topic="A", partition=1, topic_id=OLD)], {})
     assert [type(a) for a in actions] == [StageForDeletion]
     assert actions[0].staged_name == f"{OLD}_1"  # type: ignore[union-attr]
 
 
 def test_keeps_live_partition_when_it_is_no_longer_hosted_here() -> None:
-    """KIP-516: only a provably stale ID is staged; live data is never touched."""
+    """Topic IDs: only a provably stale ID is staged; live data is never touched."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"A": NEW})
     assert actions == []
 
 
 def test_writes_metadata_file_when_directory_has_none_and_name_is_known() -> None:
-    """KIP-516 partition.metadata migration: the image names the topic, so the file is
-    written with the image's ID and no partition is created twice."""
+    """Topic IDs, a directory without partition.metadata: the image names the topic, so
+    the file is written with the image's ID and no partition is created twice."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=None)], {"A": NEW},
                   (hosted("A", NEW),))
     assert actions == [WriteMetadataFile(topic="A", partition=0, topic_id=NEW)]
 
 
 def test_stages_directory_without_file_when_name_is_unknown() -> None:
-    """KIP-516: a leftover without partition.metadata is stale, never a start-up crash."""
+    """Topic IDs: a leftover without partition.metadata is stale, never a start-up crash."""
     actions = run([LocalPartition(topic="gone", partition=3, topic_id=None)], {"A": NEW})
     assert len(actions) == 1
     assert isinstance(actions[0], StageForDeletion)
@@ -98,7 +98,7 @@ def test_stages_directory_without_file_when_name_is_unknown() -> None:
 
 
 def test_renames_directory_when_topic_was_renamed() -> None:
-    """KIP-516 renames: the directory follows the name and keeps its ID and data."""
+    """Renames: the directory follows the name and keeps its ID and data."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"B": NEW},
                   (hosted("B", NEW),))
     assert actions == [RenamePartitionDir(from_dir="A-0", to_dir="B-0", topic_id=NEW)]
@@ -114,7 +114,7 @@ def test_finishes_rename_chain_when_targets_free_up_in_order() -> None:
 
 
 def test_stages_stale_directory_before_renaming_onto_its_name() -> None:
-    """KIP-516: the stale B-0 leaves first, then the renamed topic takes the name."""
+    """Topic IDs: the stale B-0 leaves first, then the renamed topic takes the name."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
                    LocalPartition(topic="B", partition=0, topic_id=OLD)], {"B": NEW})
     assert [type(a) for a in actions] == [StageForDeletion, RenamePartitionDir]
@@ -122,14 +122,14 @@ def test_stages_stale_directory_before_renaming_onto_its_name() -> None:
 
 
 def test_deletes_staged_directory_only_when_delay_has_passed() -> None:
-    """KIP-516 "Deletion": removed after delete.topic.delay.ms, not before."""
+    """Topic IDs, deletion: removed after delete.topic.delay.ms, not before."""
     staged = (StagedDeletion(name=f"{OLD}_0", due_ms=NOW_MS),
               StagedDeletion(name=f"{OTHER}_0", due_ms=NOW_MS + 1))
     assert run([], {}, staged=staged) == [DeleteStaged(staged_name=f"{OLD}_0", due_ms=NOW_MS)]
 
 
 def test_schedules_deletion_when_staged_directory_has_no_due_time() -> None:
-    """KIP-516: an unknown due time is never read as "delete now"."""
+    """Topic IDs: an unknown due time is never read as "delete now"."""
     actions = run([], {}, staged=(StagedDeletion(name="x", due_ms=None),))
     assert actions == [ScheduleDeletion(staged_name="x", due_ms=NOW_MS + DELAY_MS)]
 
@@ -150,7 +150,7 @@ def test_parses_only_topic_dash_partition_names_when_scanning() -> None:
 
 
 def test_hosts_exactly_the_partitions_whose_replicas_name_the_broker_when_image_replayed() -> None:
-    """KIP-516 (in place of LeaderAndIsr): the assignment comes from the metadata image,
+    """In place of LeaderAndIsr: the assignment comes from the metadata image,
     with the current leader after a PartitionChange, and follows renames and deletes."""
     image = replay(enumerate([
         rec.Topic(name="A", topic_id=OLD),
@@ -261,7 +261,7 @@ def _live_groups(disk: ModelDisk, image: dict[str, Uuid]) -> dict[tuple[Uuid, in
 @given(scenarios())
 def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
         scenario: tuple[ModelDisk, Assignment]) -> None:
-    """KIP-516 "Deletion": for any disk and image, reconciling never stages or deletes
+    """Topic IDs, deletion: for any disk and image, reconciling never stages or deletes
     the data of a live partition (one copy of each live topic id + partition stays), every
     directory ends under its topic's current name with the image's ID, every hosted
     partition exists, and a second reconciliation finds nothing to do."""
@@ -290,7 +290,7 @@ def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
 
 
 def test_breaks_rename_cycle_through_temporary_name_when_topics_swap_names() -> None:
-    """KIP-516 renames keep data: A<->B swapped while the broker was down still ends with
+    """Renames keep data: A<->B swapped while the broker was down still ends with
     each directory under its topic's current name."""
     disk = ModelDisk(live={"A-0": (NEW, 1), "B-0": (OTHER, 2)})
     assignment = Assignment(topic_ids={"A": OTHER, "B": NEW}, hosted=())
@@ -303,7 +303,7 @@ def test_breaks_rename_cycle_through_temporary_name_when_topics_swap_names() -> 
 
 
 def test_stages_second_copy_when_live_partition_exists_twice() -> None:
-    """KIP-516: one live copy per topic id + partition; the copy already under the
+    """Topic IDs: one live copy per topic id + partition; the copy already under the
     topic's name keeps serving, the other is staged (not deleted before the delay)."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
                    LocalPartition(topic="old", partition=0, topic_id=NEW)], {"A": NEW})

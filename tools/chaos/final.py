@@ -13,7 +13,8 @@ from pathlib import Path
 
 from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
-from metadata.image import MetadataImage, replay_bytes
+from metadata.delta import replay_bytes
+from metadata.image import MetadataImage
 from raft.segment import iter_batches, list_segments
 from tools.chaos.checker import BrokerDisk, BrokerObservation, PartitionDir, ReadRecord, StagedDir
 from tools.chaos.workload import AdminCaller

@@ -4,7 +4,7 @@ The file format is documented in `tools.replay` (package docstring):
 `<log.dir>/metadata-image.checkpoint` = `{"applied_offset": int, "image_hash": str}`.
 
 The reference log is a voter's copy that holds the whole committed prefix; one Spark
-task reads its segments in order and replays them with `metadata.image.replay_bytes`,
+task reads its segments in order and replays them with `metadata.delta.replay_bytes`,
 taking `content_hash()` at every offset some broker checkpointed.
 """
 
@@ -65,7 +65,8 @@ def image_hashes(files: Iterable[tuple[str, bytes]], targets: frozenset[int]) ->
         tuple[int, str]]:
     """(offset, content hash of the image through that offset) for each target offset
     the log reaches. Runs in one executor over one node's segments."""
-    from metadata.image import MetadataImage, replay_bytes
+    from metadata.delta import replay_bytes
+    from metadata.image import MetadataImage
 
     pending = sorted(targets)
     image = MetadataImage.empty()
@@ -94,7 +95,7 @@ def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: Node
         return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
                            note="no voter holds the whole committed log")
     try:
-        import metadata.image  # noqa: F401
+        import metadata.delta  # noqa: F401
     except ImportError as exc:
         return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
                            note=f"image replay unavailable: {exc}")
