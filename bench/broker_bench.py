@@ -1,4 +1,4 @@
-"""Brokers: metadata propagation and catch-up (issue 6), Kafka client throughput (issue 7).
+"""Brokers: metadata propagation and catch-up, Kafka client throughput.
 
     python -m bench broker_bench
 
@@ -38,7 +38,8 @@ from typing import Any
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
 from raft.framing import FrameDecoder, encode_frame
-from tools.cluster import Cluster, ClusterError, parse_address
+from tools.cluster import Cluster, ClusterError
+from tools.config import parse_address
 from tools.commands.topics import AdminClient
 
 VOTERS = 3

@@ -34,7 +34,8 @@ from metadata.delta import replay_bytes
 from metadata.uuid import Uuid
 from raft.framing import FramedStream
 from raft.log import DiskLog
-from tools.cluster import Cluster, ClusterError, parse_address
+from tools.cluster import Cluster, ClusterError
+from tools.config import parse_address
 from tools.commands.topics import AdminClient
 
 SEQUENTIAL_SECONDS = 3.0

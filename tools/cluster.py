@@ -32,7 +32,7 @@ from raft import messages
 from raft.errors import ErrorCode
 from raft.framing import FrameDecoder, encode_frame
 from raft.storage import format_log_dir
-from tools.config import to_toml
+from tools.config import ConfigError, parse_address, to_toml
 
 CLUSTER_FILE = "cluster.json"
 HOST = "127.0.0.1"
@@ -49,13 +49,6 @@ class ClusterError(Exception):
 # -- a blocking client ------------------------------------------------------------------
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    host, _, port = text.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ClusterError(f"bad address {text!r}: expected HOST:PORT")
-    return host, int(port)
-
-
 def request(address: str, api: str, body: Any, *, cluster_id: str = "",
             timeout_s: float = 5.0) -> Any:
     """Send one request frame and return the response body (ClusterError on failure)."""
@@ -64,7 +57,11 @@ def request(address: str, api: str, body: Any, *, cluster_id: str = "",
                           "cluster_id": cluster_id, "body": body})
     deadline = time.monotonic() + timeout_s
     try:
-        with socket.create_connection(parse_address(address), timeout=timeout_s) as sock:
+        target = parse_address(address)
+    except ConfigError as exc:
+        raise ClusterError(exc.detail) from None
+    try:
+        with socket.create_connection(target, timeout=timeout_s) as sock:
             sock.sendall(frame)
             decoder = FrameDecoder()
             while True:

@@ -114,8 +114,10 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
 KNOWN_KEYS = frozenset(_KEYS)
 
 
-def parse_address(key: str, text: str) -> Address:
-    host, sep, port = text.rpartition(":")
+def parse_address(text: str, key: str = "address") -> Address:
+    """`HOST:PORT` (an IPv6 host in brackets: `[::1]:9092`) -> (host, port). A ConfigError
+    naming `key` when it is not one; its `detail` is the message without the key."""
+    host, sep, port = text.strip().rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(key, f"bad address {text!r}: expected HOST:PORT")
@@ -131,7 +133,7 @@ def parse_voters(key: str, text: str) -> dict[int, Address]:
             raise ConfigError(key, f"bad voter {entry!r}: expected ID@HOST:PORT")
         if int(node) in voters:
             raise ConfigError(key, f"voter {node} is listed twice")
-        voters[int(node)] = parse_address(key, address)
+        voters[int(node)] = parse_address(address, key)
     return voters
 
 
@@ -144,7 +146,7 @@ def parse_replica_routes(key: str, text: str) -> dict[int, Address]:
             raise ConfigError(key, f"bad route {entry!r}: expected BROKER_ID@HOST:PORT")
         if int(broker) in routes:
             raise ConfigError(key, f"broker {broker} is routed twice")
-        routes[int(broker)] = parse_address(key, address)
+        routes[int(broker)] = parse_address(address, key)
     return routes
 
 
@@ -157,7 +159,7 @@ def parse_listeners(key: str, items: tuple[str, ...]) -> dict[str, Address]:
             raise ConfigError(key, f"bad listener {item!r}: expected NAME://HOST:PORT")
         if name.upper() in listeners:
             raise ConfigError(key, f"listener {name} is listed twice")
-        listeners[name.upper()] = parse_address(key, address)
+        listeners[name.upper()] = parse_address(address, key)
     return listeners
 
 

@@ -1,5 +1,6 @@
-"""The partition leader's side of AlterPartition (KIP-497): shrink and expand ISRs
-through the controller (Trio).
+"""The partition leader's side of AlterPartition: shrink and expand ISRs through the
+controller (Trio). The controller's answers carry Kafka's error codes (`kio`'s
+`ErrorCode`, as every handler in `broker.kafka` uses).
 
 Every `replica.lag.time.max.ms / 2` (at most a second), and at once when a follower
 outside an ISR reaches the high watermark, the task looks at each open partition this
@@ -25,6 +26,7 @@ import math
 from collections.abc import Callable
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from broker.kafka.context import BrokerContext
 from broker.kafka.replica import PartitionState, PendingIsr
@@ -37,15 +39,14 @@ from metadata.admin import (
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import PartitionImage
 from metadata.uuid import Uuid
-from raft.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 MAX_CHECK_INTERVAL_S = 1.0
 # refused because this broker decided on an older state: the image will show the newer
-WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.INVALID_UPDATE_VERSION,
-                                  ErrorCode.FENCED_LEADER_EPOCH,
-                                  ErrorCode.NOT_LEADER_OR_FOLLOWER})
+WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.invalid_update_version,
+                                  ErrorCode.fenced_leader_epoch,
+                                  ErrorCode.not_leader_or_follower})
 
 Proposal = tuple[PartitionState, PartitionImage, tuple[int, ...]]
 
@@ -148,10 +149,10 @@ class IsrManager:
             if result is None:
                 log.warning("AlterPartition answered without the partition", extra=fields)
                 self._resend_later([(state, partition, new_isr)], now)
-            elif result.error_code == ErrorCode.NONE and \
+            elif result.error_code == ErrorCode.none and \
                     result.partition_epoch == partition.partition_epoch:
                 state.pending_isr = None  # nothing written: the ISR was already so
-            elif result.error_code == ErrorCode.NONE:
+            elif result.error_code == ErrorCode.none:
                 log.info("ISR changed", extra={
                     **fields, "partition_epoch": result.partition_epoch})
                 state.pending_isr = dataclasses.replace(

@@ -1,4 +1,4 @@
-"""A real full disk under a running voter (issue 9, hostile input): each voter's data
+"""A real full disk under a running voter (hostile input): each voter's data
 directory is a small tmpfs; a ballast file fills one of them until ENOSPC. The full node
 stops accepting writes, logs one ERROR naming its directory and "No space left on device",
 closes its listener and stays alive (same PID) probing the directory; the other two keep
@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from quorum_support import FAST_SETTINGS, dump_log, log_events, wait_all_hold, wait_until
 
-from tools.cluster import EXIT_CODES, Cluster, parse_address
+from tools.cluster import EXIT_CODES, Cluster
+from tools.config import parse_address
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

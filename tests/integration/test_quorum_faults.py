@@ -12,7 +12,8 @@ from quorum_support import epochs_by_offset, log_events, wait_all_hold, wait_unt
 
 from raft.framing import FrameDecoder, encode_frame
 from raft.storage import read_quorum_state
-from tools.cluster import EXIT_CODES, Cluster, ClusterError, parse_address, request
+from tools.cluster import EXIT_CODES, Cluster, ClusterError, request
+from tools.config import parse_address
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -26,7 +27,7 @@ def own_leader(cluster: Cluster, node_id: int) -> tuple[int, int]:
 
 def test_new_leader_keeps_acknowledged_appends_when_leader_is_killed(
         make_cluster: Any) -> None:
-    """KIP-595 failover: SIGKILL of the leader gives a new leader in a higher epoch within
+    """Raft failover: SIGKILL of the leader gives a new leader in a higher epoch within
     3 s, and every acknowledged append (epoch, offset) is still in every log."""
     cluster = make_cluster(voters=3)
     before = cluster.wait_for_leader(5)
@@ -171,7 +172,7 @@ def test_leader_keeps_committing_and_follower_catches_up_when_a_follower_is_stop
 
 def test_voter_with_empty_log_helps_elect_when_the_leader_stops_before_it_caught_up(
         make_cluster: Any) -> None:
-    """Liveness (KIP-516 addressing vs votes): a voter that joins with an empty log, after
+    """Liveness (topic-ID addressing vs votes): a voter that joins with an empty log, after
     the leader is already gone, still grants its (pre-)vote to the up-to-date survivor,
     although it does not know the metadata topic's ID yet."""
     cluster = make_cluster(voters=3, start=False)

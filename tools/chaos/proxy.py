@@ -33,8 +33,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.cluster import Cluster, ClusterError, free_ports, parse_address
-from tools.config import to_toml
+from tools.cluster import Cluster, ClusterError, free_ports
+from tools.config import parse_address, to_toml
 
 log = logging.getLogger(__name__)
 
