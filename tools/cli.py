@@ -2,7 +2,8 @@
 
 Each verb lives in `tools.commands.<module>` with `configure(parser)` and `run(args) -> int`;
 modules are imported only when their verb runs (pyspark and trio are slow to import).
-Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input.
+Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
+broken Raft invariant stopped the node.
 """
 
 from __future__ import annotations
