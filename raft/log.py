@@ -2,14 +2,14 @@
 log of segment files (format in `raft.segment`).
 
 Both logs implement `raft.types.RaftLog` with the same observable behaviour, including
-`flushed_end_offset`: the end of the prefix that is durable *and* still in the log. A
-truncation that cuts a batch in two rewrites that batch, so its base offset becomes the
-durable end until the next flush.
+`flushed_end_offset` (the end of the prefix that is durable *and* still in the log) and
+the durability of `truncate_to` (see `_LogBase.truncate_to`).
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +22,7 @@ from sortedcontainers import SortedDict
 from raft.segment import (
     HEADER,
     HEADER_BYTES,
+    SEGMENT_SUFFIX,
     CorruptBatchError,
     StoredBatch,
     encode_batch,
@@ -35,6 +36,7 @@ from raft.types import NO_EPOCH, NO_OFFSET, Batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 DEFAULT_SEGMENT_BYTES = 1 << 30  # Kafka's log.segment.bytes
+SWAP_SUFFIX = ".swap"  # `<segment name>.swap`: the head of a batch a truncation cut in two
 
 
 class LogCorruptionError(Exception):
@@ -168,6 +170,16 @@ class _LogBase:
         self.append_batches([batch])
         return batch
 
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at `offset` or above, and the epoch cache entries past it.
+
+        Durable when it returns, as after `flush()`: the truncation and every record
+        below `offset` (the head of a batch cut in two included) survive any crash from
+        then on, and `flushed_end_offset == end_offset == offset`. A crash part-way through
+        never loses a record below `offset` that was durable before the call, since this
+        node may have acknowledged it. A no-op when `offset` is at or past the log end."""
+        raise NotImplementedError
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
 
@@ -179,9 +191,9 @@ class _LogBase:
 
 
 class MemoryLog(_LogBase):
-    """`RaftLog` in memory, modelling a disk: writes are volatile until `flush()`, and
-    `crash()` brings back the last flushed state (unflushed appends and truncations are
-    undone). Used by the simulator and as the model for the disk log's property test."""
+    """`RaftLog` in memory, modelling a disk: appends are volatile until `flush()`, and
+    `crash()` brings back the last durable state (truncations are durable: see
+    `truncate_to`). Used by the simulator and as the model for the disk log's tests."""
 
     def __init__(self) -> None:
         self._batches: list[Batch] = []
@@ -235,6 +247,9 @@ class MemoryLog(_LogBase):
             head = Batch(base_offset=cut.base_offset, epoch=cut.epoch,
                          records=cut.records[:offset - cut.base_offset])
             self.append_batches([head])
+        # Durable at once, as DiskLog's truncation is: a crash now keeps exactly this log.
+        self._durable = list(self._batches)
+        self._shared = len(self._batches)
 
     def flush(self) -> None:
         self._durable[self._shared:] = self._batches[self._shared:]
@@ -314,7 +329,8 @@ def scan_segment(data: bytes, path: str | os.PathLike[str], *, expected_offset: 
 
 def scan_log_dir(directory: Path) -> Iterator[tuple[Path, SegmentScan]]:
     """Every segment of a partition directory, in order, checked as recovery would
-    (read-only: nothing is repaired)."""
+    (read-only: nothing is repaired). A `.swap` file that a crash left behind is no
+    segment and is not listed; opening the log settles it (`DiskLog._finish_cut`)."""
     segments = list_segments(directory)
     expected: int | None = None
     for index, path in enumerate(segments):
@@ -360,9 +376,34 @@ def _write_all(fd: int, data: bytes, position: int) -> None:
             view = view[written:]
 
 
+def _swap_path(directory: Path, base_offset: int) -> Path:
+    return directory / (segment_name(base_offset) + SWAP_SUFFIX)
+
+
+def list_swaps(directory: Path) -> list[Path]:
+    """Swap files in a partition directory: never segments, whatever their content."""
+    suffix = SEGMENT_SUFFIX + SWAP_SUFFIX
+    return sorted(p for p in directory.glob(f"*{suffix}") if p.name[:-len(suffix)].isdigit())
+
+
+def _swap_base_offset(path: Path) -> int:
+    return int(path.name[:-len(SEGMENT_SUFFIX + SWAP_SUFFIX)])
+
+
+def _clean_scan(path: Path, base_offset: int) -> SegmentScan | None:
+    """`path` scanned as a segment starting at `base_offset`; None unless it holds whole,
+    valid batches only (a swap with a torn tail was never synced, so never relied on)."""
+    try:
+        scan = scan_segment(path.read_bytes(), path, expected_offset=base_offset, is_last=True)
+    except LogCorruptionError:
+        return None
+    return scan if scan.torn_reason is None and scan.batches else None
+
+
 class DiskLog(_LogBase):
     """`RaftLog` on segment files. append = write (page cache), flush = fsync; recovery on
-    open checks every CRC and truncates a torn tail of the last segment."""
+    open checks every CRC, truncates a torn tail of the last segment and settles a
+    truncation that a crash interrupted (`_cut_batch`, `_finish_cut`)."""
 
     def __init__(self, directory: str | os.PathLike[str], *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
@@ -373,8 +414,9 @@ class DiskLog(_LogBase):
         self._entries: list[_Entry] = []
         self._epochs = EpochCache()
         self._dirty_fds: set[int] = set()  # segments written since their last fsync
-        self._dirty_dir = False  # a segment was created or removed since the last fsync
+        self._dirty_dir = False  # a name was created or removed since the last fsync
         self._flushed_end = 0
+        self._failure: OSError | None = None  # a truncation failed half-way: see _check_usable
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_dir(self.directory.parent)
@@ -402,11 +444,55 @@ class DiskLog(_LogBase):
             if scan.torn_reason is not None:  # torn tail: cut it off, durably
                 os.ftruncate(segment.fd, scan.valid_bytes)
                 self._dirty_fds.add(segment.fd)
+        # Whatever a previous process wrote may still sit in the page cache only, names it
+        # created, renamed or removed included.
+        if self._segments:
+            self._dirty_fds.add(self._segments[-1].fd)
+        self._dirty_dir = True
+        self.flush()  # before a swap is adopted: the segment it follows must be durable
+        self._finish_cut()
         if not self._segments:
             self._open_segment(self.directory / segment_name(0), create=True)
-        # Whatever a previous process wrote may still sit in the page cache only.
-        self._dirty_fds.add(self._segments[-1].fd)
         self.flush()
+
+    def _finish_cut(self) -> None:
+        """Settle a truncation that a crash interrupted (see `_cut_batch`). Its swap file
+        holds the head of the batch cut in two and belongs in the log exactly when the log
+        now ends where the swap starts: the cut segment was shortened (durably: recovery
+        has just synced it). Otherwise the segment still holds the whole batch, or the swap
+        is incomplete; it is removed, never read as a segment."""
+        end, last_epoch = self.end_offset, self.last_epoch
+        for swap in list_swaps(self.directory):
+            base = _swap_base_offset(swap)
+            scan = _clean_scan(swap, base) if base == end else None
+            if scan is not None and scan.batches[0].batch.epoch >= last_epoch:
+                self._adopt(swap, scan)
+            else:
+                os.unlink(swap)
+            # Synced before the log changes again: a removed swap that came back after a
+            # crash could match the log end by then.
+            self._dirty_dir = True
+
+    def _adopt(self, swap: Path, scan: SegmentScan) -> None:
+        base = _swap_base_offset(swap)
+        if self._segments and self._segments[-1].base_offset == base:
+            # The cut segment itself, emptied by a crash that took its unsynced batch: the
+            # swap was to replace it anyway.
+            empty = self._segments.pop()
+            self._dirty_fds.discard(empty.fd)
+            os.close(empty.fd)
+        path = self.directory / segment_name(base)
+        fd = os.open(swap, os.O_RDWR)
+        try:
+            os.fsync(fd)  # a process that died right after writing it left it unsynced
+            os.replace(swap, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        segment = _Segment(base, path, fd, scan.valid_bytes)
+        self._segments.append(segment)
+        for stored in scan.batches:
+            self._index(segment, stored.position, stored.size, stored.batch)
 
     def _open_segment(self, path: Path, *, create: bool) -> _Segment:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -421,6 +507,27 @@ class DiskLog(_LogBase):
         self._bases.append(batch.base_offset)
         self._entries.append(_Entry(segment, position, size, sum(map(len, batch.records)),
                                     batch.epoch, batch.next_offset))
+
+    def _forget_from(self, index: int, end_offset: int) -> None:
+        """Drop the index from batch `index` on; the log now ends at `end_offset`."""
+        del self._entries[index:]
+        del self._bases[index:]
+        self._epochs.truncate_from_end(end_offset)
+        self._flushed_end = min(self._flushed_end, end_offset)
+
+    def _check_usable(self) -> None:
+        """Refuse to go on after a truncation failed half-way: the files may then hold
+        either the old or the new log while the index knows only one of them. Reopening
+        the log settles the files (`_finish_cut`)."""
+        if self._failure is not None:
+            message = (f"{self.directory}: log unusable after a truncation failed "
+                       f"({self._failure}); reopen it to recover")
+            raise OSError(errno.EIO, message) from self._failure
+
+    def _sync_dir(self) -> None:
+        if self._dirty_dir:
+            fsync_dir(self.directory)
+            self._dirty_dir = False
 
     def close(self) -> None:
         for segment in self._segments:
@@ -450,6 +557,7 @@ class DiskLog(_LogBase):
         return [s.path for s in self._segments]
 
     def append_batches(self, batches: Sequence[Batch]) -> None:
+        self._check_usable()
         _check_append(batches, self.end_offset, self.last_epoch)
         for batch in batches:
             self._append_one(batch)
@@ -474,6 +582,7 @@ class DiskLog(_LogBase):
         active.size += len(data)
 
     def read(self, start_offset: int, max_bytes: int) -> list[Batch]:
+        self._check_usable()
         if start_offset < self.start_offset:
             raise ValueError(f"offset {start_offset} is before the log start {self.start_offset}")
         if start_offset >= self.end_offset:
@@ -499,43 +608,112 @@ class DiskLog(_LogBase):
         return out
 
     def truncate_to(self, offset: int) -> None:
+        self._check_usable()
         if offset >= self.end_offset:
             return
         if offset < self.start_offset:
             raise ValueError(f"cannot truncate to {offset}, before the log start")
         index = bisect.bisect_right(self._bases, offset) - 1
-        cut = self._entries[index]
-        head: Batch | None = None
-        if self._bases[index] < offset:  # rewrite the head of the batch cut in two
-            whole = self.read(self._bases[index], 0)[0]
-            head = Batch(base_offset=whole.base_offset, epoch=whole.epoch,
-                         records=whole.records[:offset - whole.base_offset])
-        # Whole later segments go first, durably, so a crash never leaves a segment after
-        # a shortened one (which recovery would rightly call a gap).
-        while self._segments[-1] is not cut.segment:
-            gone = self._segments.pop()
-            os.close(gone.fd)
-            self._dirty_fds.discard(gone.fd)
+        self._remove_segments_after(self._entries[index].segment)
+        if self._bases[index] < offset:
+            self._cut_batch(index, offset)
+        else:
+            self._cut_at_boundary(index, offset)
+        # Segments before the cut one were synced when their successor was created.
+        self._dirty_fds.clear()
+        self._flushed_end = self.end_offset
+
+    def _remove_segments_after(self, keep: _Segment) -> None:
+        """Unlink the segments after `keep`, last first. The directory is synced before
+        `keep` changes, so a crash never leaves a segment after a shortened one (which
+        recovery would rightly call a gap)."""
+        while self._segments[-1] is not keep:
+            gone = self._segments[-1]
             os.unlink(gone.path)
             self._dirty_dir = True
-        if self._dirty_dir:
-            fsync_dir(self.directory)
-            self._dirty_dir = False
-        os.ftruncate(cut.segment.fd, cut.position)
+            self._segments.pop()
+            self._dirty_fds.discard(gone.fd)
+            os.close(gone.fd)
+            self._forget_from(bisect.bisect_left(self._bases, gone.base_offset),
+                              gone.base_offset)
+
+    def _cut_at_boundary(self, index: int, offset: int) -> None:
+        """Truncate where batch `index` starts: shorten its segment there and sync it."""
+        cut = self._entries[index]
+        self._sync_dir()  # later segments removed, and this one's name durable
+        try:
+            os.ftruncate(cut.segment.fd, cut.position)
+            os.fsync(cut.segment.fd)
+        except OSError as exc:
+            self._failure = exc  # the file may be shorter than the index says
+            raise
         cut.segment.size = cut.position
-        self._dirty_fds.add(cut.segment.fd)
-        del self._entries[index:]
-        del self._bases[index:]
-        self._epochs.truncate_from_end(offset)
-        self._flushed_end = min(self._flushed_end, self.end_offset)
-        if head is not None:
-            self._append_one(head)
+        self._forget_from(index, offset)
+
+    def _cut_batch(self, index: int, offset: int) -> None:
+        """Truncate inside batch `index`, its head (the records below `offset`) durable at
+        every instant. The head goes to a new swap file, synced; then either
+        - the batch starts its segment: the swap replaces that segment (one rename), or
+        - the segment is shortened to end before the batch and synced, and the swap is
+          renamed into the next segment, starting at the batch's base offset.
+        Until the segment changes, a crash leaves it whole and recovery drops the swap;
+        after, recovery finds the swap (or the segment it became) at the log end and keeps
+        it. Only the head is copied: segments are large."""
+        cut = self._entries[index]
+        whole = self.read(self._bases[index], 0)[0]
+        head = Batch(base_offset=whole.base_offset, epoch=whole.epoch,
+                     records=whole.records[:offset - whole.base_offset])
+        data = encode_batch(head)
+        swap = _swap_path(self.directory, head.base_offset)
+        fd = os.open(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+        except OSError as exc:  # e.g. a full disk: the log is left as it was
+            os.close(fd)
+            self._remove_failed_swap(swap, exc)
+            raise
+        path = self.directory / segment_name(head.base_offset)
+        try:
+            if cut.position == 0:
+                self._sync_dir()  # later segments stay removed once this one is replaced
+                os.replace(swap, path)
+            else:
+                fsync_dir(self.directory)  # the swap's name must outlive the cut too
+                os.ftruncate(cut.segment.fd, cut.position)
+                os.fsync(cut.segment.fd)
+                os.rename(swap, path)
+            fsync_dir(self.directory)
+        except OSError as exc:
+            os.close(fd)
+            self._failure = exc  # old or new log on disk, the index cannot tell which
+            raise
+        self._dirty_dir = False
+        if cut.position == 0:
+            replaced = self._segments.pop()
+            self._dirty_fds.discard(replaced.fd)
+            os.close(replaced.fd)
+        else:
+            cut.segment.size = cut.position
+        self._forget_from(index, offset)
+        segment = _Segment(head.base_offset, path, fd, len(data))
+        self._segments.append(segment)
+        self._index(segment, 0, len(data), head)
+
+    def _remove_failed_swap(self, swap: Path, error: OSError) -> None:
+        """Remove, durably, the swap of a cut that failed before the segment changed: one
+        that came back after a crash could match the log end by then."""
+        try:
+            os.unlink(swap)
+            self._dirty_dir = True
+            self._sync_dir()
+        except OSError:
+            self._failure = error
 
     def flush(self) -> None:
+        self._check_usable()
         for fd in sorted(self._dirty_fds):
             os.fsync(fd)
         self._dirty_fds.clear()
-        if self._dirty_dir:
-            fsync_dir(self.directory)
-            self._dirty_dir = False
+        self._sync_dir()
         self._flushed_end = self.end_offset

@@ -106,9 +106,7 @@ def test_truncate_keeps_head_of_batch_when_offset_is_mid_batch(make_log) -> None
     log.truncate_to(2)
     assert log.end_offset == 2
     assert log.read(0, 100)[0].records == tuple(_records(2))
-    assert log.flushed_end_offset == 0  # the rewritten head is not durable yet
-    log.flush()
-    assert log.flushed_end_offset == 2
+    assert log.flushed_end_offset == 2  # the rewritten head is durable already
 
 
 def test_end_offset_for_epoch_follows_kafka_when_asked(make_log) -> None:
@@ -141,9 +139,9 @@ def test_flushed_end_tracks_durable_prefix_when_appending_and_truncating(make_lo
     log.append(1, _records(3))
     assert log.flushed_end_offset == 3
     log.truncate_to(1)
-    assert log.flushed_end_offset == 0
-    log.flush()
-    assert log.flushed_end_offset == log.end_offset == 1
+    assert log.flushed_end_offset == log.end_offset == 1  # a truncation is durable
+    log.append(1, _records(1))
+    assert log.flushed_end_offset == 1
 
 
 def test_crash_undoes_unflushed_appends_when_memory_log_crashes() -> None:
@@ -157,18 +155,19 @@ def test_crash_undoes_unflushed_appends_when_memory_log_crashes() -> None:
     assert log.end_offset_for_epoch(2) == (1, 3)
 
 
-def test_crash_undoes_unflushed_truncation_when_memory_log_crashes() -> None:
-    """Simulated disk: a truncation that was never flushed is undone by a crash."""
+def test_crash_keeps_truncation_but_not_later_appends_when_memory_log_crashes() -> None:
+    """Simulated disk: a truncation is durable when it returns (as DiskLog's is), the
+    head of a batch it cut included; an append after it is not, until flushed."""
     log = MemoryLog()
     log.append(1, _records(3))
     log.append(2, _records(3))
-    log.flush()
     log.truncate_to(1)
     log.append(3, _records(1, "new"))
     log.crash()
-    assert log.end_offset == 6
-    assert [b.epoch for b in log.read(0, 1000)] == [1, 2]
-    assert log.epoch_at(4) == 2
+    assert [(b.base_offset, b.epoch, b.records) for b in log.read(0, 1000)] == \
+        [(0, 1, (b"r0",))]
+    assert (log.end_offset, log.flushed_end_offset, log.last_epoch) == (1, 1, 1)
+    assert log.end_offset_for_epoch(2) == (1, 1)
 
 
 def test_crash_keeps_flushed_truncation_when_flush_returned() -> None:
@@ -199,7 +198,7 @@ OPERATIONS = st.lists(st.one_of(
 def test_crash_restores_exactly_last_flushed_records_when_operations_are_random(
         operations: list[tuple[str, float, int]]) -> None:
     """Simulated disk: after crash() the log holds exactly what it held at the last flush()
-    (no unflushed append or truncation survives, no flushed one is lost)."""
+    or truncation (no unflushed append survives, nothing flushed or truncated is lost)."""
     log = MemoryLog()
     flushed: list[tuple[int, int, bytes]] = []
     serial = 0
@@ -209,7 +208,10 @@ def test_crash_restores_exactly_last_flushed_records_when_operations_are_random(
             log.append(max(log.last_epoch, 1) + int(amount),
                        [f"{serial}-{i}".encode() for i in range(count)])
         elif name == "truncate":
-            log.truncate_to(int(log.end_offset * amount))
+            end = log.end_offset
+            log.truncate_to(int(end * amount))
+            if log.end_offset < end:  # it removed something: durable now
+                flushed = _contents(log)
         elif name == "flush":
             log.flush()
             flushed = _contents(log)
