@@ -3,8 +3,9 @@ the `Ready` handed from the pure core to its shell.
 
 Contract between `raft.core` and a shell (the Trio node or the simulator):
 
-1. The core appends to and truncates its `RaftLog` directly (unflushed writes: the page
-   cache on disk, or the volatile part of the simulated disk).
+1. The core appends to and truncates its `RaftLog` directly (appends are unflushed: the
+   page cache on disk, or the volatile part of the simulated disk; a truncation is
+   durable, with everything before it, when `truncate_to` returns).
 2. `core.ready()` returns a `Ready`. The shell persists `election` (quorum-state, fsync),
    then calls `log.flush()` if `entries` or `truncate_to` are set, then sends `messages`,
    then hands records below `high_watermark` to the metadata loader, then calls
@@ -105,7 +106,8 @@ class Ready:
 
 class RaftLog(Protocol):
     """The replicated log as the core sees it. Offsets are record offsets; the log end
-    offset is the next offset to be written. Writes are volatile until `flush()`."""
+    offset is the next offset to be written. Appends are volatile until `flush()`; a
+    truncation is durable when `truncate_to` returns."""
 
     @property
     def start_offset(self) -> int: ...
@@ -136,7 +138,10 @@ class RaftLog(Protocol):
         ...
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every record at `offset` or above (and the epoch cache entries past it)."""
+        """Remove every record at `offset` or above (and the epoch cache entries past it),
+        durably: when it returns, a crash keeps exactly the records below `offset`, the
+        head of a batch cut in two included (acknowledged offsets never become
+        undurable)."""
         ...
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
