@@ -5,9 +5,9 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   follows leader changes. A commit listener replays each committed batch into this
   broker's own `MetadataImage` (from offset 0 after every start).
 - Registration and heartbeats (RegisterBroker, BrokerHeartbeat, following NOT_CONTROLLER)
-  are `metadata.broker_heartbeat`'s, installed beside this; its state (incarnation,
-  broker epoch, fenced) shows in the status.
-- Reconciliation (KIP-516, in place of LeaderAndIsr/StopReplica) starts once the image
+  are `broker.heartbeat`'s, installed beside this (`broker.role`); its state
+  (incarnation, broker epoch, fenced) shows in the status.
+- Reconciliation by topic ID (in place of LeaderAndIsr/StopReplica) starts once the image
   has caught up to the high watermark seen at start — before that, a partial image would
   make live topics look deleted — and runs again on every image change and whenever a
   staged deletion falls due.
@@ -21,20 +21,20 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
 from __future__ import annotations
 
 import json
-from collections import Counter
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import trio
 
 from broker import partition_dir
 from broker.hosting import assignment_for, hosted_partitions
 from broker.reconcile import StagedDeletion, reconcile
+from broker.settings import Address, BrokerSettings, HasBrokerSettings, as_broker_settings
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.uuid import Uuid
@@ -43,28 +43,15 @@ from raft.framing import FrameError, FramedStream
 from raft.node import RaftNode
 from raft.types import Batch
 
-if TYPE_CHECKING:
-    from tools.config import NodeConfig
-
 log = logging.getLogger(__name__)
 
-Address = tuple[str, int]
 CHECKPOINT_FILE = "metadata-image.checkpoint"  # format: tools.replay's docstring
 STATUS_API = "BrokerStatus"
 RECONCILE_ERROR_BACKOFF_S = 1.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerSettings:
-    broker_id: int
-    log_dir: Path
-    cluster_id: str
-    delete_topic_delay_ms: int
-    status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
-
-
 class Registration(Protocol):
-    """What the status shows of the broker's registration (metadata.broker_heartbeat)."""
+    """What the status shows of the broker's registration (broker.heartbeat)."""
 
     incarnation_id: Uuid
     broker_epoch: int | None
@@ -244,7 +231,7 @@ class BrokerServer:
         framed = FramedStream(stream, max_frame_bytes=1 << 20)
         try:
             while (frame := await framed.receive()) is not None:
-                if frame["cluster_id"] not in (None, "", self.settings.cluster_id):
+                if frame["cluster_id"] not in (None, "", self._node.cluster_id):
                     body: dict[str, Any] = {
                         "error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
                         "error_message": "wrong cluster id"}
@@ -255,19 +242,16 @@ class BrokerServer:
                     body = self.status()
                 await framed.send({"api": frame["api"], "version": 0,
                                    "correlation_id": frame["correlation_id"],
-                                   "cluster_id": self.settings.cluster_id, "body": body})
+                                   "cluster_id": self._node.cluster_id, "body": body})
         except (FrameError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.info("status connection closed", extra={"reason": str(exc)})
         finally:
             await framed.aclose()
 
 
-def install_broker(node: RaftNode, config: NodeConfig,
+def install_broker(node: RaftNode, settings: BrokerSettings | HasBrokerSettings,
                    registration: Registration | None = None) -> BrokerServer:
-    """Wire the broker role into a node built from `config`."""
-    settings = BrokerSettings(
-        broker_id=config.node_id, log_dir=Path(config.log_dir), cluster_id=node.cluster_id,
-        delete_topic_delay_ms=config.delete_topic_delay_ms,
-        status_address=config.status_address)
-    return BrokerServer(node, settings, registration=registration).install()
+    """Install the broker's image, reconciliation and status on `node`."""
+    return BrokerServer(node, as_broker_settings(settings),
+                        registration=registration).install()
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from broker.settings import BrokerSettings
+
 Address = tuple[str, int]
 
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -213,6 +215,19 @@ class NodeConfig:
     def status_address(self) -> Address | None:
         """Where a broker serves BrokerStatus (msgpack framing): `STATUS://HOST:PORT`."""
         return self.listeners.get(STATUS_LISTENER)
+
+    def broker_settings(self) -> BrokerSettings:
+        """What the broker role (`broker.role.install_broker_role`) takes from this
+        configuration."""
+        return BrokerSettings(
+            broker_id=self.node_id, log_dir=self.log_dir,
+            delete_topic_delay_ms=self.delete_topic_delay_ms, voters=dict(self.voters),
+            request_timeout_ms=self.request_timeout_ms,
+            heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            socket_request_max_bytes=self.socket_request_max_bytes,
+            status_address=self.status_address, client_address=self.client_address,
+            replica_routes=dict(self.replica_routes))
 
 
 def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -32,18 +31,17 @@ from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
 from broker.kafka.isr import IsrManager
-from metadata.controller_client import ControllerClient
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
+from broker.settings import Address, BrokerSettings, HasBrokerSettings, as_broker_settings
+from metadata.controller_client import ControllerClient
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
     from raft.node import RaftNode
-    from tools.config import NodeConfig
 
 log = logging.getLogger(__name__)
 
-Address = tuple[str, int]
 Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
 _SIZE = struct.Struct(">i")
 RECEIVE_CHUNK = 65536
@@ -177,24 +175,25 @@ def _peer(stream: trio.abc.Stream) -> str:
         return "?"
 
 
-def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerServer
-                           ) -> KafkaListener | None:
+def install_kafka_listener(node: RaftNode, given: BrokerSettings | HasBrokerSettings,
+                           server: BrokerServer) -> KafkaListener | None:
     """Serve the Kafka protocol on the broker's client listener (None: it has none)."""
-    address = config.client_address
+    settings = as_broker_settings(given)
+    address = settings.client_address
     if address is None:
         return None
-    replicas = ReplicaManager(log_dir=Path(config.log_dir), broker_id=config.node_id,
+    replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
                               image=lambda: server.image,
                               wait_reconciled=server.wait_reconciled)
     context = BrokerContext(
-        broker_id=config.node_id, cluster_id=node.cluster_id, image=lambda: server.image,
+        broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
-        controller=ControllerClient(voters=dict(config.voters), cluster_id=node.cluster_id),
-        request_timeout_ms=max(config.request_timeout_ms, 30_000),
-        replica_routes=config.replica_routes)
+        controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id),
+        request_timeout_ms=max(settings.request_timeout_ms, 30_000),
+        replica_routes=settings.replica_routes)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     listener = KafkaListener(Dispatcher(context), address,
-                             max_frame_bytes=config.socket_request_max_bytes)
+                             max_frame_bytes=settings.socket_request_max_bytes)
     node.add_background_task(listener.serve)
     node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders
 
@@ -204,6 +203,6 @@ def install_kafka_listener(node: RaftNode, config: NodeConfig, server: BrokerSer
 
     node.add_background_task(IsrManager(  # leaders shrink and expand ISRs
         context, broker_epoch=broker_epoch,
-        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-        request_timeout_ms=config.request_timeout_ms).run)
+        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+        request_timeout_ms=settings.request_timeout_ms).run)
     return listener

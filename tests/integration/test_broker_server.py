@@ -12,7 +12,8 @@ import trio
 import trio.testing
 
 from broker import partition_dir as pd
-from broker.server import CHECKPOINT_FILE, BrokerServer, BrokerSettings
+from broker.server import CHECKPOINT_FILE, BrokerServer
+from broker.settings import BrokerSettings
 from metadata import records as rec
 from metadata.uuid import Uuid
 from raft.types import Batch
@@ -53,7 +54,7 @@ class StandInNode:
 
 async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
         tmp_path: Path) -> None:
-    """KIP-516 "Deletion" safety: before the image reaches the high watermark seen at
+    """Deletion safety with topic IDs: before the image reaches the high watermark seen at
     start, a live topic created later in the log looks deleted; reconciling then would
     stage live data. The broker waits, then stages only the truly deleted topic."""
     for name, topic_id in (("live-0", TOPIC_ID), ("gone-0", GONE_ID)):
@@ -62,8 +63,9 @@ async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
         (tmp_path / name / "00000000000000000000.log").write_text(name)
     node = StandInNode()
     server = BrokerServer(cast(Any, node), BrokerSettings(
-        broker_id=BROKER, log_dir=tmp_path, cluster_id=node.cluster_id,
-        delete_topic_delay_ms=3_600_000)).install()
+        broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
+        request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
+        socket_request_max_bytes=1 << 20)).install()
 
     async with trio.open_nursery() as nursery:
         for task in node.tasks:

@@ -1,0 +1,106 @@
+"""A broker node's registration and heartbeats to the active controller (Trio).
+
+The broker registers once per process start (a new incarnation ID), then heartbeats
+every `broker.heartbeat.interval.ms` with the last metadata offset it has applied (from
+its commit listener: it fetches the metadata log as a raft observer). It finds the
+active controller by asking any voter and following NOT_CONTROLLER's leader address. On
+STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED it registers again; DUPLICATE_BROKER_
+REGISTRATION (its previous incarnation's session has not expired) is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from broker.settings import Address
+from metadata.admin import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+)
+from metadata.controller_client import ControllerClient, ControllerUnavailable
+from metadata.uuid import Uuid
+from raft.errors import ErrorCode
+from raft.node import RaftNode
+from raft.types import Batch
+
+log = logging.getLogger(__name__)
+
+
+class BrokerHeartbeat:
+    def __init__(self, node: RaftNode, *, endpoints: tuple[str, ...],
+                 heartbeat_interval_ms: int, request_timeout_ms: int = 2000) -> None:
+        self._node = node
+        self._endpoints = endpoints
+        self._interval_s = heartbeat_interval_ms / 1000
+        self._timeout_s = request_timeout_ms / 1000
+        self.incarnation_id = Uuid.random()
+        self.broker_epoch: int | None = None
+        self.is_fenced = True
+        self.applied_offset = -1
+        self._client = ControllerClient(voters=node.voters, cluster_id=node.cluster_id)
+
+    def install(self) -> BrokerHeartbeat:
+        self._node.add_commit_listener(self._on_commit)
+        self._node.add_background_task(self.run)
+        return self
+
+    def _on_commit(self, batch: Batch) -> None:
+        self.applied_offset = batch.next_offset - 1
+
+    async def run(self) -> None:
+        broker_id = self._node.node_id
+        while True:
+            try:
+                if self.broker_epoch is None:
+                    await self._register(broker_id)
+                else:
+                    await self._heartbeat(broker_id)
+            except ControllerUnavailable as exc:
+                log.info("controller unreachable", extra={"broker": broker_id,
+                                                          "reason": str(exc)})
+            await trio.sleep(self._interval_s)
+
+    async def _register(self, broker_id: int) -> None:
+        response = await self._call(RegisterBrokerRequest(
+            broker_id=broker_id, incarnation_id=self.incarnation_id, endpoints=self._endpoints))
+        if isinstance(response, RegisterBrokerResponse):
+            if response.error_code == ErrorCode.NONE:
+                self.broker_epoch = response.broker_epoch
+                log.info("broker registered", extra={"broker": broker_id,
+                                                     "broker_epoch": response.broker_epoch})
+            else:
+                log.info("broker registration refused",
+                         extra={"broker": broker_id, "error": response.error_message})
+
+    async def _heartbeat(self, broker_id: int) -> None:
+        assert self.broker_epoch is not None
+        response = await self._call(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.applied_offset))
+        if not isinstance(response, BrokerHeartbeatResponse):
+            return
+        if response.error_code in (ErrorCode.STALE_BROKER_EPOCH,
+                                   ErrorCode.BROKER_ID_NOT_REGISTERED):
+            self.broker_epoch = None
+        elif response.error_code == ErrorCode.NONE:
+            if response.is_fenced != self.is_fenced:
+                log.info("broker fenced" if response.is_fenced else "broker unfenced",
+                         extra={"broker": broker_id})
+            self.is_fenced = response.is_fenced
+
+    async def _call(self, request: Any) -> Any:
+        return await self._client.call(request, timeout_s=self._timeout_s)
+
+
+def install_broker_heartbeat(node: RaftNode, *, client_address: Address | None,
+                             heartbeat_interval_ms: int, request_timeout_ms: int
+                             ) -> BrokerHeartbeat:
+    endpoints = (f"PLAINTEXT://{client_address[0]}:{client_address[1]}",) if client_address \
+        else ()
+    return BrokerHeartbeat(node, endpoints=endpoints, heartbeat_interval_ms=heartbeat_interval_ms,
+                           request_timeout_ms=request_timeout_ms).install()

@@ -1,0 +1,40 @@
+"""The broker role of a node (process.roles contains `broker`), installed in one call.
+
+In the order the node needs them: registration and heartbeats to the active controller
+(`broker.heartbeat`), the broker's metadata image, partition directories and status
+(`broker.server`), then the Kafka listener with the replica fetcher and ISR changes
+(`broker.kafka.listener`), which read the image the server keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
+from broker.kafka.listener import KafkaListener, install_kafka_listener
+from broker.server import BrokerServer, install_broker
+from broker.settings import BrokerSettings
+from raft.node import RaftNode
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BrokerRole:
+    heartbeat: BrokerHeartbeat
+    server: BrokerServer
+    kafka: KafkaListener | None  # None: the broker has no client listener
+
+    def close(self) -> None:
+        """Close the partition logs the Kafka side keeps open; the node's tasks must have
+        ended (before the node is rebuilt from disk)."""
+        if self.kafka is not None:
+            self.kafka.dispatcher.context.replicas.close_all()
+
+
+def install_broker_role(node: RaftNode, settings: BrokerSettings) -> BrokerRole:
+    heartbeat = install_broker_heartbeat(
+        node, client_address=settings.client_address,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        request_timeout_ms=settings.request_timeout_ms)
+    server = install_broker(node, settings, heartbeat)
+    return BrokerRole(heartbeat=heartbeat, server=server,
+                      kafka=install_kafka_listener(node, settings, server))

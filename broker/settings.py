@@ -1,0 +1,45 @@
+"""BrokerSettings: what the broker role of a node takes from the node's configuration.
+
+The caller builds it (`kraft node`: `tools.config.NodeConfig.broker_settings`), so
+nothing in `broker` depends on the configuration file, its key names or its defaults.
+The cluster ID is not here: it is the node's (`RaftNode.cluster_id`, from its log
+directory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerSettings:
+    broker_id: int
+    log_dir: Path
+    delete_topic_delay_ms: int  # a deleted topic's staged directory is removed after this
+    voters: Mapping[int, Address]  # the controllers, to find the active one
+    request_timeout_ms: int
+    heartbeat_interval_ms: int
+    replica_lag_time_max_ms: int  # a follower behind for this long leaves the ISR
+    socket_request_max_bytes: int  # the largest Kafka request frame accepted
+    status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
+    client_address: Address | None = None  # the Kafka listener (None: none)
+    # test-only: broker id -> the address the replica fetcher dials instead of that
+    # broker's advertised endpoint (a fault-injecting proxy)
+    replica_routes: Mapping[int, Address] = field(default_factory=dict)
+
+
+class HasBrokerSettings(Protocol):
+    """A node configuration that can give the broker its settings (tools.config's
+    NodeConfig). Accepted for now where `kraft node` still passes its configuration."""
+
+    def broker_settings(self) -> BrokerSettings: ...
+
+
+def as_broker_settings(given: BrokerSettings | HasBrokerSettings) -> BrokerSettings:
+    """`given` itself, or the settings its configuration gives."""
+    return given if isinstance(given, BrokerSettings) else given.broker_settings()
