@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.chaos.checker import FinalState, check
+from tools.chaos.checker import CheckResult, FinalState, check
 from tools.chaos.final import (final_topics, read_all, reference_hashes, scan_broker_dirs,
                                settle_brokers)
 from tools.chaos.history import HistoryWriter
@@ -111,70 +111,127 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(f"chaos: stopped by {signal.Signals(signum).name}; no verdict")
 
 
-def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
-              faults: list[str], replay: bool, replay_master: str) -> dict[str, Any]:
-    began = time.monotonic()
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChaosRig:
+    """A new cluster with what runs against it: the history, the nemesis with its seeded
+    fault plan, and the TCP proxies (None when no network fault was asked for)."""
+
+    cluster: Cluster
+    history: HistoryWriter
+    nemesis: Nemesis
+    net: ProxyNet | None
+
+
+def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
+              faults: list[str]) -> ChaosRig:
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=SETTINGS)
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes))
     # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
-    nemesis = Nemesis(cluster, plan, net)
+    return ChaosRig(cluster=cluster, history=history, nemesis=Nemesis(cluster, plan, net),
+                    net=net)
+
+
+def _start_cluster(cluster: Cluster) -> str:
+    """Start every node, wait for a leader and unfenced brokers; the Kafka bootstrap list."""
+    cluster.start()
+    cluster.wait_for_leader(START_TIMEOUT_S)
+    cluster.wait_for_brokers(START_TIMEOUT_S)
+    return ",".join(n.client_address for n in cluster.nodes.values() if n.client_address)
+
+
+def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
+                              duration_s: float) -> list[str]:
+    """Set the workload up, run it for `duration_s` while the nemesis injects its faults;
+    the workload's own errors."""
+    workload.setup()
+    nemesis.start()
+    workload.run(time.monotonic() + duration_s)
+    nemesis.stop()
+    return workload.errors
+
+
+def _observe_final_state(rig: ChaosRig, bootstrap: str) -> tuple[FinalState, str]:
+    """Heal every fault, let the cluster settle, and read back what it holds: the final
+    state to check the history against, and the leader's data directory."""
+    cluster = rig.cluster
+    rig.nemesis.heal_all()
+    leader = cluster.wait_for_leader(START_TIMEOUT_S)
+    leader_dir = cluster.node(leader["leader_id"]).data_dir
+    cluster.wait_for_brokers(START_TIMEOUT_S)
+    topics = final_topics(cluster, SETTLE_TIMEOUT_S)
+    observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
+    reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
+    disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
+    final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
+                       reads=reads, read_complete=complete, brokers=observed,
+                       assignments={t.topic_id: dict(enumerate(t.replicas))
+                                    for t in topics.values()}, disks=disks)
+    return final, leader_dir
+
+
+def _tear_down(rig: ChaosRig, workload: Workload | None) -> None:
+    """Stop the workload and the nemesis, close the history, stop the cluster (killing
+    what does not stop) and the proxies."""
+    if workload is not None:
+        workload.stop()
+    rig.nemesis.stop()
+    rig.history.close()
+    try:
+        rig.cluster.stop()
+    finally:
+        rig.cluster.kill_all_started()
+        if rig.net is not None:
+            rig.net.close()
+
+
+def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -> CheckResult:
+    """The history against the final state, with the image hashes the leader's log gives
+    at each offset a broker reported."""
+    hashes = reference_hashes(leader_dir, [b.applied_offset for b in final.brokers
+                                           if b.applied_offset is not None])
+    return check(history.events(), dataclasses.replace(final, reference_hashes=hashes))
+
+
+def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
+              faults: list[str], replay: bool, replay_master: str) -> dict[str, Any]:
+    began = time.monotonic()
+    rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
+                    brokers=brokers, faults=faults)
     errors: list[str] = []
-    final: FinalState | None = None
-    leader_dir: str | None = None
+    observed: tuple[FinalState, str] | None = None
     workload: Workload | None = None
     try:
-        cluster.start()
-        cluster.wait_for_leader(START_TIMEOUT_S)
-        cluster.wait_for_brokers(START_TIMEOUT_S)
-        bootstrap = ",".join(n.client_address for n in cluster.nodes.values()
-                             if n.client_address)
-        workload = Workload(history=history, addresses=cluster.controller_addresses(),
-                            cluster_id=cluster.cluster_id, bootstrap=bootstrap,
+        bootstrap = _start_cluster(rig.cluster)
+        workload = Workload(history=rig.history, addresses=rig.cluster.controller_addresses(),
+                            cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
                             config=WorkloadConfig(), seed=seed)
-        workload.setup()
-        nemesis.start()
-        workload.run(time.monotonic() + duration_s)
-        nemesis.stop()
-        errors += workload.errors
-        nemesis.heal_all()
-        leader = cluster.wait_for_leader(START_TIMEOUT_S)
-        leader_dir = cluster.node(leader["leader_id"]).data_dir
-        cluster.wait_for_brokers(START_TIMEOUT_S)
-        topics = final_topics(cluster, SETTLE_TIMEOUT_S)
-        observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
-        reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
-        disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
-        final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
-                           reads=reads, read_complete=complete, brokers=observed,
-                           assignments={t.topic_id: dict(enumerate(t.replicas))
-                                        for t in topics.values()}, disks=disks)
+        errors += _run_workload_under_faults(workload, rig.nemesis, duration_s)
+        observed = _observe_final_state(rig, bootstrap)
     except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
-        if workload is not None:
-            workload.stop()
-        nemesis.stop()
-        history.close()
-        try:
-            cluster.stop()
-        finally:
-            cluster.kill_all_started()
-            if net is not None:
-                net.close()
-    result = None
-    if final is not None and leader_dir is not None:
-        hashes = reference_hashes(leader_dir, [b.applied_offset for b in final.brokers
-                                               if b.applied_offset is not None])
-        final = dataclasses.replace(final, reference_hashes=hashes)
-        result = check(history.events(), final)
+        _tear_down(rig, workload)
+    result = None if observed is None else _check_history(rig.history, *observed)
     replay_result = _replay(directory, replay_master) if replay else None
-    injected = [f.to_json() for f in nemesis.injected]
-    errors += [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
-               if f["error"]]
+    return _verdict(seed=seed, duration_s=duration_s, voters=voters, brokers=brokers,
+                   faults=faults, injected=[f.to_json() for f in rig.nemesis.injected],
+                   errors=errors, result=result,
+                   final=None if observed is None else observed[0],
+                   replay_result=replay_result, elapsed_s=time.monotonic() - began)
+
+
+def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults: list[str],
+            injected: list[dict[str, Any]], errors: list[str], result: CheckResult | None,
+            final: FinalState | None, replay_result: dict[str, Any] | None,
+            elapsed_s: float) -> dict[str, Any]:
+    """What chaos-verdict.json holds: ok only when the history was checked without a
+    violation, nothing failed (harness, fault injection) and the replay passed."""
+    errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
+                       if f["error"]]
     violations = [] if result is None else [v.to_json() for v in result.violations]
     replay_ok = replay_result is None or replay_result["exit_code"] == 0
     ok = result is not None and not violations and not errors and replay_ok
@@ -190,7 +247,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         "partition_dirs_checked": 0 if final is None else sum(
             len(d.partitions) + len(d.staged) for d in final.disks),
         "violations": violations, "errors": errors, "replay": replay_result,
-        "elapsed_s": round(time.monotonic() - began, 1),
+        "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
                       f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"),
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,17 +143,54 @@ def _second_pass(spark: Any, replay_input: ReplayInput, indexes: dict[int, NodeI
     return scans, decoded
 
 
-def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
-               progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
-    def phase(name: str) -> None:
-        if progress is not None:
-            progress.phase(name)
+class _PhaseClock:
+    """Announces each phase of the job (to `progress`, when there is one) and records how
+    long it took in `seconds`, which the result and its report show."""
 
-    seconds: dict[str, float] = {}
-    started = time.monotonic()
-    checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
-    phase(f"reading {replay_input.segment_count} segment(s) of "
-          f"{len(replay_input.nodes)} node(s)")
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+        self.started = time.monotonic()
+
+    @contextmanager
+    def phase(self, key: str, description: str) -> Iterator[None]:
+        mark = time.monotonic()
+        if self.progress is not None:
+            self.progress.phase(description)
+        yield
+        self.seconds[key] = time.monotonic() - mark
+
+    def record_total(self) -> None:
+        self.seconds.setdefault("total", time.monotonic() - self.started)
+
+
+@dataclass(slots=True, kw_only=True)
+class _FirstPass:
+    """Every node's batch index, the root's full scan and the per-node summaries."""
+
+    root: int
+    indexes: dict[int, NodeIndex]
+    scans: dict[int, ScanResult]
+    summaries: dict[int, dict[str, Any]]
+
+    @property
+    def record_copies(self) -> int:
+        return sum(s["records"] for s in self.summaries.values())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Comparison:
+    """Which nodes hold a prefix of the root's log (node -> batches), the batch versions
+    across nodes, and where the committed prefix ends."""
+
+    prefixes: dict[int, int]
+    versions: Comparison
+    end: int
+
+
+def _index_every_node(spark: Any, replay_input: ReplayInput,
+                      with_analysis: bool) -> _FirstPass:
+    """The first Spark job: index every node's batches and scan the root's in full."""
     root = _root(replay_input)
     plans: dict[int, dict[str, Any]] = {root: {"index": True, "scan": True,
                                                "analysis": with_analysis}}
@@ -159,51 +198,72 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
                   if n.segments and n.node_id != root})
     first = _run(spark, replay_input, plans)
     indexes: dict[int, NodeIndex] = {n: r["index"] for n, r in first.items()}
-    scans: dict[int, ScanResult] = {root: first[root]["scan"]}
+    return _FirstPass(root=root, indexes=indexes, scans={root: first[root]["scan"]},
+                      summaries=_summaries(indexes))
+
+
+def _summaries(indexes: dict[int, NodeIndex]) -> dict[int, dict[str, Any]]:
+    """`_summary` of every node; identical copies (and files) share one summary."""
     summaries: dict[int, dict[str, Any]] = {}
-    for node, index in indexes.items():  # identical copies (and files) share one summary
+    for node, index in indexes.items():
         twin = next((n for n in summaries if indexes[n].digests == index.digests
                      and indexes[n].file_ids == index.file_ids), None)
         summaries[node] = _summary(index) if twin is None else {
             **summaries[twin], "node": node, "epochs": [list(r) for r in summaries[twin]["epochs"]]}
-    copies = sum(s["records"] for s in summaries.values())
-    seconds["load"] = time.monotonic() - started
+    return summaries
 
-    mark = time.monotonic()
-    phase("comparing the nodes' batches")
-    voters = replay_input.voters
+
+def _compare_copies(spark: Any, replay_input: ReplayInput, first: _FirstPass,
+                    with_analysis: bool) -> _Comparison:
+    """Line the nodes' batches up against the root's, scan the nodes that diverge from
+    it (adding their scans to `first.scans`) and find the committed end."""
+    indexes, root = first.indexes, first.root
     prefixes = {n: len(index) for n, index in indexes.items()
                 if index.is_prefix_of(indexes[root])}
     high_watermarks = {n.node_id: n.high_watermark for n in replay_input.nodes
                        if n.high_watermark is not None}
-    comparison = batch_versions(indexes, root, prefixes, voters, high_watermarks)
+    versions = batch_versions(indexes, root, prefixes, replay_input.voters, high_watermarks)
     divergent = sorted(set(indexes) - set(prefixes))
-    more, decoded = _second_pass(spark, replay_input, indexes, divergent, comparison,
+    more, decoded = _second_pass(spark, replay_input, indexes, divergent, versions,
                                  with_analysis)
-    scans.update(more)
-    add_records(comparison, decoded)
-    end = committed_end(comparison)
+    first.scans.update(more)
+    add_records(versions, decoded)
+    return _Comparison(prefixes=prefixes, versions=versions, end=committed_end(versions))
+
+
+def _check_nodes(replay_input: ReplayInput, first: _FirstPass,
+                 compared: _Comparison) -> list[CheckResult]:
+    """The per-node checks over each node's view of its log, then log matching and the
+    committed prefix across nodes. Adds each node's violation counts to its summary."""
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, dict[str, int]] = {}
-    for node, summary in summaries.items():
-        scan, batches = (scans[root], prefixes[node]) if node in prefixes else \
-            (scans[node], len(indexes[node]))
+    for node, summary in first.summaries.items():
+        scan, batches = (first.scans[first.root], compared.prefixes[node]) \
+            if node in compared.prefixes else (first.scans[node], len(first.indexes[node]))
         last = None if summary["end_offset"] is None else summary["end_offset"] - 1
         mine, counts[node] = node_views(scan, batches, node, (last, summary["last_epoch"]))
         rows += mine
         summary["violation_counts"] = counts[node]
-    results = node_checks(rows, counts, voters,
+    results = node_checks(rows, counts, replay_input.voters,
                           voters_known=replay_input.voters_source != "all nodes")
-    results.insert(3, log_matching(comparison, {n: s["epochs"] for n, s in summaries.items()}))
-    results.insert(4, committed_prefix(comparison, end))
-    seconds["checks"] = time.monotonic() - mark
+    results.insert(3, log_matching(compared.versions,
+                                   {n: s["epochs"] for n, s in first.summaries.items()}))
+    results.insert(4, committed_prefix(compared.versions, compared.end))
+    return results
 
-    mark = time.monotonic()
-    phase("analysis")
-    nodes = node_summary(divergence(comparison, end), end, voters, summaries)
+
+def _analyse_reference(spark: Any, replay_input: ReplayInput, first: _FirstPass,
+                       compared: _Comparison, with_analysis: bool
+                       ) -> tuple[int | None, Analysis]:
+    """The reference node (the one holding the committed log) and the analysis of its
+    log, scanning it once more when no earlier scan kept its aggregates."""
+    end, scans, indexes, root = compared.end, first.scans, first.indexes, first.root
+    nodes = node_summary(divergence(compared.versions, end), end, replay_input.voters,
+                         first.summaries)
     reference = reference_node(nodes, end)
     aggregates, claims = None, []
     if with_analysis and reference is not None:
+        prefixes = compared.prefixes
         owner = root if reference in prefixes and prefixes[reference] == len(indexes[root]) \
             else reference
         if owner not in scans or scans[owner].aggregates is None:
@@ -211,30 +271,49 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
             owner, scans[reference] = reference, _run(spark, replay_input, plan)[reference]["scan"]
         aggregates = scans[owner].aggregates
         claims = scans[owner].view(len(indexes[owner]))[2]
-    analysis = analyse(nodes, end, reference, aggregates, claims)
-    seconds["analysis"] = time.monotonic() - mark
+    return reference, analyse(nodes, end, reference, aggregates, claims)
 
-    mark = time.monotonic()
-    phase(f"check broker_checkpoints ({len(checkpoints)} checkpoint(s))")
-    reference_input = None if reference is None else replay_input.node(reference)
-    results.append(check_checkpoints(spark, checkpoints, reference_input, end))
-    seconds["checkpoints"] = time.monotonic() - mark
 
-    result = ReplayResult(checks=tuple(results), analysis=analysis, record_copies=copies,
-                          replay_input=replay_input, seconds=seconds)
-    if out_dir is not None:
-        from tools.replay.report import write_report
+def _with_report(result: ReplayResult, out_dir: Path, spark: Any,
+                 clock: _PhaseClock) -> ReplayResult:
+    """Write the HTML report and report.json to `out_dir`; the result names the page."""
+    from tools.replay.report import write_report
 
-        mark = time.monotonic()
-        phase(f"writing the report to {out_dir}")
+    replay_input = result.replay_input
+    with clock.phase("report", f"writing the report to {out_dir}"):
         page = write_report(out_dir, result.to_json(), spark, replay_input)
-        seconds["report"] = time.monotonic() - mark
-        seconds["total"] = time.monotonic() - started
-        result = ReplayResult(checks=result.checks, analysis=analysis, record_copies=copies,
-                              replay_input=replay_input, seconds=seconds, report_path=page)
-        # report.json was written before the report timing existed: rewrite it whole
-        (out_dir / "report.json").write_text(json.dumps(
-            result.to_json(), indent=2, default=str), encoding="utf-8")
-    seconds.setdefault("total", time.monotonic() - started)
+    clock.record_total()
+    result = ReplayResult(checks=result.checks, analysis=result.analysis,
+                          record_copies=result.record_copies, replay_input=replay_input,
+                          seconds=clock.seconds, report_path=page)
+    # report.json was written before the report timing existed: rewrite it whole
+    (out_dir / "report.json").write_text(json.dumps(
+        result.to_json(), indent=2, default=str), encoding="utf-8")
+    return result
+
+
+def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
+               progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
+    clock = _PhaseClock(progress)
+    checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
+    with clock.phase("load", f"reading {replay_input.segment_count} segment(s) of "
+                             f"{len(replay_input.nodes)} node(s)"):
+        first = _index_every_node(spark, replay_input, with_analysis)
+    with clock.phase("checks", "comparing the nodes' batches"):
+        compared = _compare_copies(spark, replay_input, first, with_analysis)
+        results = _check_nodes(replay_input, first, compared)
+    with clock.phase("analysis", "analysis"):
+        reference, analysis = _analyse_reference(spark, replay_input, first, compared,
+                                                 with_analysis)
+    with clock.phase("checkpoints",
+                     f"check broker_checkpoints ({len(checkpoints)} checkpoint(s))"):
+        reference_input = None if reference is None else replay_input.node(reference)
+        results.append(check_checkpoints(spark, checkpoints, reference_input, compared.end))
+    result = ReplayResult(checks=tuple(results), analysis=analysis,
+                          record_copies=first.record_copies, replay_input=replay_input,
+                          seconds=clock.seconds)
+    if out_dir is not None:
+        result = _with_report(result, out_dir, spark, clock)
+    clock.record_total()
     log.info("replay done", extra={"passed": result.passed, "failed": result.failed})
     return result
