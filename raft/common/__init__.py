@@ -1,0 +1,5 @@
+"""The lowest layer of the project: code every other package may use.
+
+Nothing here imports from raft, metadata, broker or tools (only the standard library and
+msgpack), so any of them can depend on it without an import cycle.
+"""

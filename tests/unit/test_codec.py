@@ -1,0 +1,351 @@
+"""raft.common.codec: dataclasses <-> msgpack-ready maps, and one clear CodecError naming
+the field for any malformed input.
+
+Also holds the helpers the raft message, admin and record tests use to break one field of
+a valid encoded message (`mutations`, `expected_after_removal`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NewType, Optional
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raft.common.codec import INT64_MAX, INT64_MIN, Codec, CodecError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Color(enum.IntEnum):
+    RED = 1
+    BLUE = -2
+
+
+class Token:
+    """A leaf type the codec only knows through an adapter (as metadata's Uuid is)."""
+
+    def __init__(self, text: str) -> None:
+        if not text.isalpha():
+            raise ValueError(f"not a token: {text!r}")
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Token) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+Id = NewType("Id", int)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leaf:
+    value: int
+    label: str = "leaf"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Node:
+    id: Id
+    flag: bool
+    blob: bytes
+    ratio: float = 0.5
+    color: Color = Color.RED
+    token: Token | None = None
+    maybe: Optional[int] = None  # noqa: UP045 (the old spelling is supported too)
+    leaves: tuple[Leaf, ...] = ()
+    grid: tuple[tuple[int, ...], ...] = ()
+    child: Leaf | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Positive:
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n <= 0:
+            raise ValueError("n must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tree:
+    """A recursive type: its plan refers to itself."""
+
+    name: str
+    children: tuple[Tree, ...] = ()
+
+
+def make_codec(**options: bool) -> Codec:
+    codec = Codec(**options)
+    codec.register(Token, wire=str, encode=lambda t: t.text, decode=Token, name="a token")
+    return codec
+
+
+STRICT = make_codec()
+LENIENT = make_codec(omit_none=True, ignore_unknown=True)
+SAMPLE = Node(id=Id(7), flag=True, blob=b"\x00\xff", ratio=2.25, color=Color.BLUE,
+              token=Token("abc"), maybe=-3, leaves=(Leaf(value=1), Leaf(value=2, label="b")),
+              grid=((1, 2), (), (3,)), child=Leaf(value=INT64_MIN))
+
+
+# --- encoding -------------------------------------------------------------------------
+
+
+def test_encode_gives_field_order_maps_and_arrays_when_all_types_are_used() -> None:
+    """Field names as keys in declaration order, tuples as lists, enums as ints."""
+    body = STRICT.encode(SAMPLE)
+    assert list(body) == [f.name for f in dataclasses.fields(Node)]
+    assert body == {"id": 7, "flag": True, "blob": b"\x00\xff", "ratio": 2.25, "color": -2,
+                    "token": "abc", "maybe": -3,
+                    "leaves": [{"value": 1, "label": "leaf"}, {"value": 2, "label": "b"}],
+                    "grid": [[1, 2], [], [3]], "child": {"value": INT64_MIN, "label": "leaf"}}
+    assert type(body["color"]) is int
+
+
+def test_none_fields_are_nil_or_absent_when_the_codec_says_so() -> None:
+    """omit_none leaves None fields out (the reader takes the default)."""
+    node = Node(id=Id(1), flag=False, blob=b"")
+    assert STRICT.encode(node)["token"] is None
+    assert set(LENIENT.encode(node)).isdisjoint({"token", "maybe", "child"})
+    assert LENIENT.decode(Node, LENIENT.encode(node)) == node
+
+
+@given(st.builds(
+    Node, id=st.integers(INT64_MIN, INT64_MAX).map(Id), flag=st.booleans(),
+    blob=st.binary(max_size=8), ratio=st.floats(allow_nan=False), color=st.sampled_from(Color),
+    token=st.none() | st.text("abcXYZ", min_size=1, max_size=5).map(Token),
+    maybe=st.none() | st.integers(INT64_MIN, INT64_MAX),
+    leaves=st.lists(st.builds(Leaf, value=st.integers(-5, 5), label=st.text(max_size=3)),
+                    max_size=3).map(tuple),
+    grid=st.lists(st.lists(st.integers(-9, 9), max_size=3).map(tuple), max_size=3).map(tuple),
+    child=st.none() | st.builds(Leaf, value=st.integers(-5, 5))))
+def test_any_value_round_trips_when_sent_through_msgpack(node: Node) -> None:
+    for codec in (STRICT, LENIENT):
+        wire = msgpack.unpackb(msgpack.packb(codec.encode(node)), raw=False)
+        assert codec.decode(Node, wire) == node
+
+
+def test_a_recursive_dataclass_round_trips_when_nested() -> None:
+    tree = Tree(name="a", children=(Tree(name="b"), Tree(name="c", children=(Tree(name="d"),))))
+    assert STRICT.decode(Tree, STRICT.encode(tree)) == tree
+
+
+# --- decoding errors ------------------------------------------------------------------
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    return {**STRICT.encode(SAMPLE), **changes}
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (body(id="7"), "Node.id: expected a 64-bit integer, got str '7'"),
+    (body(id=True), "Node.id: expected a 64-bit integer, got bool True"),
+    (body(id=INT64_MAX + 1), "Node.id: expected a 64-bit integer, got int 9223372036854775808"),
+    (body(flag=1), "Node.flag: expected a boolean, got int 1"),
+    (body(blob="x"), "Node.blob: expected bytes, got str 'x'"),
+    (body(ratio=1), "Node.ratio: expected a float, got int 1"),
+    (body(color=3), "Node.color: unknown Color 3"),
+    (body(color=False), "Node.color: expected a 64-bit integer, got bool False"),
+    (body(token="a1"), "Node.token: expected a token, got str 'a1'"),
+    (body(token=b"ab"), "Node.token: expected a token, got bytes b'ab'"),
+    (body(leaves={"value": 1}), "Node.leaves: expected an array, got dict {'value': 1}"),
+    (body(leaves=[{"value": 1}, {"value": "x"}]),
+     "Node.leaves[1].value: expected a 64-bit integer, got str 'x'"),
+    (body(leaves=[{"value": 1}, {"label": "x"}]), "Node.leaves[1].value: missing required field"),
+    (body(leaves=[{"value": 1, "extra": 0}]), "Node.leaves[0].extra: unknown field"),
+    (body(grid=[[1], [2, None]]), "Node.grid[1][1]: expected a 64-bit integer, got NoneType None"),
+    (body(child=[]), "Node.child: expected a map, got list []"),
+    (body(surprise=1), "Node.surprise: unknown field"),
+    ({"flag": True, "blob": b""}, "Node.id: missing required field"),
+    ([1, 2], "Node: expected a map, got list [1, 2]"),
+])
+def test_decode_raises_one_error_naming_the_field_when_a_value_is_wrong(
+        data: Any, message: str) -> None:
+    with pytest.raises(CodecError) as caught:
+        STRICT.decode(Node, data)
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError)
+
+
+def test_defaults_apply_and_unknown_keys_pass_when_the_codec_ignores_them() -> None:
+    """Forward compatibility: a newer writer's extra key is skipped; a key left out takes
+    the field's default."""
+    decoded = LENIENT.decode(Node, {"id": 1, "flag": False, "blob": b"", "future": [1]})
+    assert decoded == Node(id=Id(1), flag=False, blob=b"")
+
+
+def test_the_class_refusing_a_value_is_a_codec_error_when_decoded() -> None:
+    """__post_init__'s ValueError is peer input gone wrong, not a crash."""
+    with pytest.raises(CodecError, match="^Positive: n must be positive$"):
+        STRICT.decode(Positive, {"n": 0})
+
+
+def test_error_path_and_reason_are_attributes_when_raised() -> None:
+    with pytest.raises(CodecError) as caught:
+        STRICT.decode(Node, body(grid=[[1, "x"]]))
+    assert (caught.value.path, caught.value.reason) == (
+        "Node.grid[0][1]", "expected a 64-bit integer, got str 'x'")
+
+
+@pytest.mark.parametrize("hint", [dict[str, int], int | str, tuple[int, str], list[int]])
+def test_unsupported_annotations_are_a_type_error_when_first_used(hint: Any) -> None:
+    """A programming error, found on the first encode or decode, never a CodecError."""
+    cls = dataclasses.make_dataclass("Odd", [("odd", hint)], frozen=True)
+    with pytest.raises(TypeError, match="the codec"):
+        Codec().decode(cls, {"odd": 1})
+
+
+def test_register_replaces_a_plan_when_a_type_gets_an_adapter() -> None:
+    codec = Codec()
+    assert codec.encode(Leaf(value=1)) == {"value": 1, "label": "leaf"}
+    codec.register(Leaf, wire=int, encode=lambda leaf: leaf.value,
+                   decode=lambda v: Leaf(value=v))
+    assert codec.encode(Tree(name="t")) == {"name": "t", "children": []}
+    wrapped = dataclasses.make_dataclass("Wrapped", [("leaf", Leaf)], frozen=True)
+    assert codec.encode(wrapped(leaf=Leaf(value=4))) == {"leaf": 4}
+    assert codec.decode(wrapped, {"leaf": 4}) == wrapped(leaf=Leaf(value=4))
+
+
+# --- layering -------------------------------------------------------------------------
+
+
+def test_raft_common_imports_no_project_package_when_read() -> None:
+    """raft.common is the lowest layer: raft, metadata, broker and tools build on it."""
+    for path in (ROOT / "raft" / "common").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in {"raft", "metadata", "broker", "tools"} \
+                    or name.startswith("raft.common"), f"{path.name} imports {name}"
+
+
+def test_importing_the_codec_loads_no_other_project_module_when_run_alone() -> None:
+    code = ("import sys, raft.common.codec; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('raft', 'metadata', 'broker', 'tools')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "['raft', 'raft.common', 'raft.common.codec']"
+
+
+# --- one broken field: helpers for the message, admin and record tests ----------------
+
+Path_ = tuple[str | int, ...]
+UNKNOWN_KEY = "zz_not_a_field"
+
+
+def render(path: Path_) -> str:
+    """(a, 0, b) -> ".a[0].b", as CodecError paths read."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _walk(node: Any, path: Path_) -> list[tuple[Path_, Any]]:
+    found = [(path, node)] if path else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _walk(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _walk(value, (*path, index))
+    return found
+
+
+def _wrong_type(draw: Any, value: Any) -> Any:
+    """A value of another wire type (never None: nil is valid for optional fields)."""
+    choices = ["x", 7, True, b"\x01", 1.5, [], {}]
+    return draw(st.sampled_from([c for c in choices if type(c) is not type(value)]))
+
+
+def _at_any_depth(places: list[tuple[Path_, Any]]) -> st.SearchStrategy[tuple[Path_, Any]]:
+    """A depth first, then a place at it: deep fields are few but get broken as often."""
+    depths = sorted({len(path) for path, _ in places})
+    return st.sampled_from(depths).flatmap(
+        lambda depth: st.sampled_from([p for p in places if len(p[0]) == depth]))
+
+
+@st.composite
+def mutations(draw: Any, body: dict[str, Any], skip: frozenset[str] = frozenset()
+              ) -> tuple[str, Path_, dict[str, Any]]:
+    """(kind, path, broken copy of `body`): one value given a wrong type ("retype"), one
+    map key removed ("remove") or one unknown key added to a map ("add", the path ends
+    with UNKNOWN_KEY). Top-level keys in `skip` are left alone."""
+    broken = msgpack.unpackb(msgpack.packb(body), raw=False)  # a deep copy, as received
+    places = [(p, v) for p, v in _walk(broken, ()) if p[0] not in skip]
+    maps = [((), broken)] + [(p, v) for p, v in places if isinstance(v, dict)]
+    keyed = [(p, v) for p, v in places if isinstance(p[-1], str)]
+    kind = draw(st.sampled_from(["retype", "remove", "add"] if keyed else ["add"]))
+    if kind == "add":
+        path, target = draw(_at_any_depth(maps))
+        target[UNKNOWN_KEY] = 0
+        return kind, (*path, UNKNOWN_KEY), broken
+    path, value = draw(_at_any_depth(places if kind == "retype" else keyed))
+    parent = broken
+    for step in path[:-1]:
+        parent = parent[step]
+    if kind == "retype":
+        parent[path[-1]] = _wrong_type(draw, value)
+    else:
+        del parent[path[-1]]
+    return kind, path, broken
+
+
+def field_default(obj: Any, path: Path_) -> tuple[bool, Any]:
+    """(required, the message with the field at `path` set to its default)."""
+    *outer, name = path
+    parent = obj
+    for step in outer:
+        parent = parent[step] if isinstance(step, int) else getattr(parent, step)
+    field = {f.name: f for f in dataclasses.fields(parent)}[name]
+    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        return True, None
+    default = field.default if field.default is not dataclasses.MISSING \
+        else field.default_factory()  # type: ignore[misc]
+    return False, _replaced(obj, path, default)
+
+
+def _replaced(obj: Any, path: Path_, value: Any) -> Any:
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        return (*obj[:step], _replaced(obj[step], rest, value), *obj[step + 1:])
+    return dataclasses.replace(obj, **{step: _replaced(getattr(obj, step), rest, value)})
+
+
+def assert_names_path(error: Exception, root: str, path: Path_, reason: str = "") -> None:
+    """The error names the broken field (or, for a junk map, a field inside it)."""
+    text, prefix = str(error), f"{root}{render(path)}"
+    assert text.startswith((f"{prefix}: ", f"{prefix}.", f"{prefix}[")), (text, prefix)
+    assert reason in text, (text, reason)
+
+
+@given(st.data())
+def test_one_broken_field_is_one_clear_error_when_decoded(data: Any) -> None:
+    """The helpers above, on the codec alone: retyped -> error at that path; removed ->
+    the default, or "missing" when there is none; unknown key -> error, or ignored."""
+    codec = data.draw(st.sampled_from([STRICT, LENIENT]))
+    kind, path, broken = data.draw(mutations(codec.encode(SAMPLE)))
+    if kind == "remove":
+        required, expected = field_default(SAMPLE, path)
+        if not required:
+            assert codec.decode(Node, broken) == expected
+            return
+    if kind == "add" and codec is LENIENT:
+        assert codec.decode(Node, broken) == SAMPLE
+        return
+    with pytest.raises(CodecError) as caught:
+        codec.decode(Node, broken)
+    reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "")
+    assert_names_path(caught.value, "Node", path, reason)
