@@ -8,16 +8,21 @@ the dataclasses flatten that single topic and partition into `topic_id` and
 
 `encode_message(msg)` gives `(api, body)`: the api is the class name ("VoteRequest",
 "FetchResponse", ...), so a frame says by itself whether it is a request or a response;
-the body is msgpack-ready (Uuid as 16-byte bin, batches as maps with records as bin).
-`decode_message(api, body)` raises `MessageError`, and nothing else, on any malformed body.
+the body is msgpack-ready, made by the shared codec (raft.common.codec): Uuid as 16-byte
+bin, batches as maps with records as bin, every field present (None as nil).
+`decode_message(api, body)` raises `MessageError`, and nothing else, on any malformed body
+(a wrong type, an unknown key, a missing field that has no default, batches that cannot
+be a log); its text names the field: "FetchResponse.records[1].epoch: missing required
+field".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from metadata.uuid import METADATA_TOPIC_ID, Uuid
+from raft.common.codec import Codec, CodecError, expected
 from raft.errors import ErrorCode
 from raft.types import Batch
 
@@ -186,148 +191,53 @@ def is_response(msg: object) -> bool:
 
 
 # --- codec ----------------------------------------------------------------------------
-# Field kinds; each message lists its top-level and its partition-level fields.
-_INT, _BOOL, _STR, _ERROR, _INTS, _BATCHES, _REPLICAS, _DIVERGING, _LEADER = range(9)
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# The dataclasses are flat. On the wire these fields stay in the body, topic_id goes to
+# topics[0] and every other field to topics[0].partitions[0], partition_index first, each
+# group in field order (KIP-516).
+_TOP_LEVEL = frozenset({"cluster_id", "replica_id", "max_wait_ms", "max_bytes", "error_code"})
+_TOPIC_KEYS = frozenset({"topic_id", "partitions"})
+# raft/node.py adds these to the DescribeQuorum answer it serves, so tools find the leader.
+_NODE_EXTRAS: dict[type, frozenset[str]] = {
+    DescribeQuorumResponse: frozenset({"leader_address", "node_id", "cluster_id", "is_leader"})}
 
-_SCHEMA: dict[type, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {
-    VoteRequest: ((("cluster_id", _STR),),
-                  (("candidate_epoch", _INT), ("candidate_id", _INT),
-                   ("last_offset_epoch", _INT), ("last_offset", _INT), ("pre_vote", _BOOL))),
-    BeginQuorumEpochRequest: ((("cluster_id", _STR),),
-                              (("leader_id", _INT), ("leader_epoch", _INT))),
-    EndQuorumEpochRequest: ((("cluster_id", _STR),),
-                            (("leader_id", _INT), ("leader_epoch", _INT),
-                             ("preferred_successors", _INTS))),
-    FetchRequest: ((("cluster_id", _STR), ("replica_id", _INT), ("max_wait_ms", _INT),
-                    ("max_bytes", _INT)),
-                   (("current_leader_epoch", _INT), ("fetch_offset", _INT),
-                    ("last_fetched_epoch", _INT))),
-    DescribeQuorumRequest: ((("cluster_id", _STR),), ()),
-    VoteResponse: ((("error_code", _ERROR),),
-                   (("leader_id", _INT), ("leader_epoch", _INT), ("vote_granted", _BOOL))),
-    BeginQuorumEpochResponse: ((("error_code", _ERROR),),
-                               (("leader_id", _INT), ("leader_epoch", _INT))),
-    EndQuorumEpochResponse: ((("error_code", _ERROR),),
-                             (("leader_id", _INT), ("leader_epoch", _INT))),
-    FetchResponse: ((("error_code", _ERROR),),
-                    (("high_watermark", _INT), ("log_start_offset", _INT),
-                     ("diverging_epoch", _DIVERGING), ("current_leader", _LEADER),
-                     ("records", _BATCHES))),
-    DescribeQuorumResponse: ((("error_code", _ERROR),),
-                             (("leader_id", _INT), ("leader_epoch", _INT),
-                              ("high_watermark", _INT), ("current_voters", _REPLICAS),
-                              ("observers", _REPLICAS))),
-}
-_CLASS_BY_API: dict[str, type] = {cls.__name__: cls for cls in _SCHEMA}
+_CODEC = Codec()
+_CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
+                name="a 16-byte Uuid")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    top: tuple[str, ...]  # the body's own fields
+    body_keys: frozenset[str]  # what a body may hold
+    partition_keys: frozenset[str]  # what topics[0].partitions[0] may hold
+
+
+def _shape(cls: type) -> _Shape:
+    names = [f.name for f in fields(cls) if f.name != "topic_id"]
+    partition = [n for n in names if n not in _TOP_LEVEL]
+    if partition[0] != "partition_index":  # encode_message keeps the declaration order
+        raise TypeError(f"{cls.__name__}: partition_index must precede its partition's "
+                        "other fields")
+    top = tuple(n for n in names if n in _TOP_LEVEL)
+    return _Shape(top, frozenset(top) | {"topics"} | _NODE_EXTRAS.get(cls, set()),
+                  frozenset(partition))
+
+
+_SHAPES: dict[type, _Shape] = {cls: _shape(cls) for cls in REQUEST_TYPES + RESPONSE_TYPES}
+_CLASS_BY_API: dict[str, type] = {cls.__name__: cls for cls in _SHAPES}
 CLASS_BY_API = _CLASS_BY_API  # api name ("VoteRequest", ...) -> message class
-
-
-def _encode_value(kind: int, value: Any) -> Any:
-    if kind == _BATCHES:
-        return [{"base_offset": b.base_offset, "epoch": b.epoch, "records": b.records}
-                for b in value]
-    if kind == _ERROR:
-        return int(value)
-    if kind == _DIVERGING:
-        return None if value is None else {"epoch": value.epoch, "end_offset": value.end_offset}
-    if kind == _LEADER:
-        return {"leader_id": value.leader_id, "leader_epoch": value.leader_epoch}
-    if kind == _REPLICAS:
-        return [{"replica_id": r.replica_id, "log_end_offset": r.log_end_offset,
-                 "last_fetch_timestamp": r.last_fetch_timestamp,
-                 "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in value]
-    return value  # int, bool, str, tuple of ints: msgpack-ready as they are
 
 
 def encode_message(msg: Message) -> tuple[str, dict[str, Any]]:
     """(api name, msgpack-ready body) of a request or response."""
     cls = type(msg)
-    schema = _SCHEMA.get(cls)
-    if schema is None:
+    shape = _SHAPES.get(cls)
+    if shape is None:
         raise TypeError(f"not a raft message: {cls.__name__}")
-    top_fields, partition_fields = schema
-    body = {name: _encode_value(kind, getattr(msg, name)) for name, kind in top_fields}
-    partition = {"partition_index": msg.partition_index}
-    for name, kind in partition_fields:
-        partition[name] = _encode_value(kind, getattr(msg, name))
-    body["topics"] = [{"topic_id": msg.topic_id.to_bytes(), "partitions": [partition]}]
+    partition = _CODEC.encode(msg)  # all fields, then the body's and the topic's go
+    body = {name: partition.pop(name) for name in shape.top}
+    body["topics"] = [{"topic_id": partition.pop("topic_id"), "partitions": [partition]}]
     return cls.__name__, body
-
-
-def _field(container: Any, name: str, where: str) -> Any:
-    if not isinstance(container, dict):
-        raise MessageError(f"{where} is a {type(container).__name__}, not a map")
-    if name not in container:
-        raise MessageError(f"{where} lacks {name!r}")
-    return container[name]
-
-
-def _int(value: Any, where: str, minimum: int = _INT64_MIN) -> int:
-    if type(value) is not int or not minimum <= value <= _INT64_MAX:
-        raise MessageError(f"{where} must be an integer >= {minimum}, got {value!r:.80}")
-    return value
-
-
-def _decode_batch(raw: Any, where: str) -> Batch:
-    base_offset = _int(_field(raw, "base_offset", where), f"{where}.base_offset", 0)
-    epoch = _int(_field(raw, "epoch", where), f"{where}.epoch", 0)
-    records = _field(raw, "records", where)
-    if not isinstance(records, list | tuple) or not records:
-        raise MessageError(f"{where}.records must be a non-empty array")
-    for record in records:
-        if type(record) is not bytes:
-            raise MessageError(f"{where}.records holds a {type(record).__name__}, not bin")
-    return Batch(base_offset=base_offset, epoch=epoch, records=tuple(records))
-
-
-def _decode_value(kind: int, value: Any, where: str) -> Any:
-    if kind == _INT:
-        return _int(value, where)
-    if kind == _BOOL:
-        if type(value) is not bool:
-            raise MessageError(f"{where} must be a boolean")
-        return value
-    if kind == _STR:
-        if type(value) is not str:
-            raise MessageError(f"{where} must be a string")
-        return value
-    if kind == _ERROR:
-        try:
-            return ErrorCode(_int(value, where))
-        except ValueError:
-            raise MessageError(f"{where}: unknown error code {value!r:.40}") from None
-    if kind == _INTS:
-        if not isinstance(value, list | tuple):
-            raise MessageError(f"{where} must be an array")
-        return tuple(_int(v, f"{where}[]") for v in value)
-    if kind == _BATCHES:
-        if not isinstance(value, list | tuple):
-            raise MessageError(f"{where} must be an array")
-        batches = tuple(_decode_batch(b, f"{where}[{i}]") for i, b in enumerate(value))
-        for prev, nxt in zip(batches, batches[1:], strict=False):
-            if nxt.base_offset != prev.next_offset:
-                raise MessageError(f"{where}: batches are not contiguous")
-        return batches
-    if kind == _REPLICAS:
-        if not isinstance(value, list | tuple):
-            raise MessageError(f"{where} must be an array")
-        return tuple(ReplicaState(**{key: _int(_field(r, key, where), f"{where}.{key}")
-                                     for key in ("replica_id", "log_end_offset",
-                                                 "last_fetch_timestamp",
-                                                 "last_caught_up_timestamp")})
-                     for r in value)
-    if kind == _DIVERGING:
-        if value is None:
-            return None
-        return DivergingEpoch(epoch=_int(_field(value, "epoch", where), f"{where}.epoch"),
-                              end_offset=_int(_field(value, "end_offset", where),
-                                              f"{where}.end_offset"))
-    if kind == _LEADER:
-        return CurrentLeader(
-            leader_id=_int(_field(value, "leader_id", where), f"{where}.leader_id"),
-            leader_epoch=_int(_field(value, "leader_epoch", where), f"{where}.leader_epoch"))
-    raise AssertionError(f"unknown field kind {kind}")
 
 
 def decode_message(api: str, body: object) -> Message:
@@ -335,24 +245,70 @@ def decode_message(api: str, body: object) -> Message:
     cls = _CLASS_BY_API.get(api) if isinstance(api, str) else None
     if cls is None:
         raise MessageError(f"unknown api {api!r:.60}")
-    top_fields, partition_fields = _SCHEMA[cls]
-    kwargs: dict[str, Any] = {}
-    for name, kind in top_fields:
-        kwargs[name] = _decode_value(kind, _field(body, name, api), f"{api}.{name}")
-    topics = _field(body, "topics", api)
-    if not isinstance(topics, list | tuple) or len(topics) != 1:
-        raise MessageError(f"{api}.topics must hold exactly one topic (the metadata topic)")
-    raw_id = _field(topics[0], "topic_id", f"{api}.topics[0]")
-    if type(raw_id) is not bytes or len(raw_id) != 16:
-        raise MessageError(f"{api}.topics[0].topic_id must be 16 bytes")
-    kwargs["topic_id"] = Uuid.from_bytes(raw_id)
-    partitions = _field(topics[0], "partitions", f"{api}.topics[0]")
-    if not isinstance(partitions, list | tuple) or len(partitions) != 1:
-        raise MessageError(f"{api}.partitions must hold exactly one partition")
-    partition = partitions[0]
-    where = f"{api}.partitions[0]"
-    kwargs["partition_index"] = _int(_field(partition, "partition_index", where),
-                                     f"{where}.partition_index")
-    for name, kind in partition_fields:
-        kwargs[name] = _decode_value(kind, _field(partition, name, where), f"{where}.{name}")
-    return cls(**kwargs)  # type: ignore[no-any-return]
+    try:  # every CodecError below names its path from the api on
+        message: Message = _CODEC.decode(cls, _flatten(api, _SHAPES[cls], body))
+        if type(message) is FetchResponse:
+            _check_batches(message.records)
+    except CodecError as exc:
+        raise MessageError(str(exc)) from exc
+    return message
+
+
+def _flatten(api: str, shape: _Shape, body: object) -> dict[str, Any]:
+    """The fields of a KIP-516 body, its one topic and that topic's one partition in one
+    map, checking the nesting on the way; the codec checks the fields."""
+    try:
+        top = _map(body, shape.body_keys, "", holding="topics")
+        topic = _map(_only_entry(top["topics"], ".topics"), _TOPIC_KEYS, ".topics[0]",
+                     holding="partitions")
+        partition = _map(_only_entry(topic["partitions"], ".topics[0].partitions"),
+                         shape.partition_keys, ".topics[0].partitions[0]")
+    except CodecError as exc:
+        raise exc.within(api) from None
+    flat = dict(partition)
+    if "topic_id" in topic:
+        flat["topic_id"] = topic["topic_id"]
+    for name in shape.top:
+        if name in top:
+            flat[name] = top[name]
+    return flat
+
+
+def _map(value: Any, allowed: frozenset[str], where: str, holding: str | None = None
+         ) -> dict[str, Any]:
+    """`value`, checked to be a map of `allowed` keys only that holds `holding` if given."""
+    if type(value) is not dict:
+        raise expected("a map", value).within(where)
+    if not value.keys() <= allowed:
+        unknown = min((k for k in value if k not in allowed), key=repr)
+        raise CodecError("unknown field").within(f"{where}.{unknown}")
+    if holding is not None and holding not in value:
+        raise CodecError("missing required field").within(f"{where}.{holding}")
+    return value
+
+
+def _only_entry(value: Any, where: str) -> Any:
+    """The metadata partition is always the only topic and the only partition."""
+    if type(value) is not list and type(value) is not tuple:
+        raise expected("an array", value).within(where)
+    if len(value) != 1:
+        raise CodecError(f"expected exactly one entry, got {len(value)}").within(where)
+    return value[0]
+
+
+def _check_batches(batches: tuple[Batch, ...]) -> None:
+    """What the annotations cannot say about fetched batches: offsets and epochs are not
+    negative, no batch is empty, and each starts where the one before it ends."""
+    for index, batch in enumerate(batches):
+        error = None
+        if batch.base_offset < 0:
+            error = expected("an offset >= 0", batch.base_offset).within(".base_offset")
+        elif batch.epoch < 0:
+            error = expected("an epoch >= 0", batch.epoch).within(".epoch")
+        elif not batch.records:
+            error = expected("at least one record", batch.records).within(".records")
+        elif index and batch.base_offset != batches[index - 1].next_offset:
+            error = CodecError(f"starts at {batch.base_offset}, not where the batch before "
+                               f"it ends ({batches[index - 1].next_offset})")
+        if error is not None:
+            raise error.within(f".records[{index}]").within("FetchResponse")
