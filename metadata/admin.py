@@ -1,10 +1,11 @@
 """Admin RPCs to the controller: request/response dataclasses and their msgpack bodies.
 
 A frame's `api` names the RPC (`API_NAMES`) and its `body` is the map `encode_body`
-makes: field name -> value, tuples as arrays, Uuids as 16-byte bin, nested messages as
-maps, None fields omitted. `decode_request`/`decode_response` check every field against
-the dataclass's types and raise `AdminDecodeError` (one type, with a reason) on anything
-malformed; unknown keys are ignored so a field can be added without a new version.
+makes with the shared codec (raft.common.codec): field name -> value, tuples as arrays,
+Uuids as 16-byte bin, nested messages as maps, None fields omitted.
+`decode_request`/`decode_response` check every field against the dataclass's types and
+raise `AdminDecodeError` (one type, naming the field) on anything malformed; unknown keys
+are ignored so a field can be added without a new version.
 
 Any response may instead be an `AdminErrorResponse` (a map with `top_level_error`): the
 request could not be handled at all, e.g. NOT_CONTROLLER (41) with the leader's id and
@@ -14,8 +15,6 @@ address, or INVALID_REQUEST for a body that did not decode.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
@@ -23,6 +22,7 @@ from typing import Any, Union
 import msgpack
 
 from metadata.uuid import ZERO_UUID, Uuid, pack
+from raft.common.codec import Codec, CodecError
 
 DEFAULT = -1  # Kafka: -1 partitions or replication factor means "the controller's default"
 
@@ -303,25 +303,14 @@ def api_of(request: AdminRequest) -> str:
 
 # --- codec ----------------------------------------------------------------------------
 
+_CODEC = Codec(omit_none=True, ignore_unknown=True)
+_CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
+                name="a 16-byte Uuid")
+
 
 def encode_body(message: Any) -> dict[str, Any]:
     """A message as a plain msgpack-ready map (Uuids as 16 bytes), as it travels."""
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(message):
-        value = getattr(message, field.name)
-        if value is not None:
-            out[field.name] = _encode_value(value)
-    return out
-
-
-def _encode_value(value: Any) -> Any:
-    if isinstance(value, Uuid):
-        return value.to_bytes()
-    if isinstance(value, tuple):
-        return [_encode_value(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, Uuid | type):
-        return encode_body(value)
-    return value
+    return _CODEC.encode(message)
 
 
 def encode(message: Any) -> bytes:
@@ -333,7 +322,7 @@ def decode_request(api: str, body: Any) -> AdminRequest:
     types_ = API_NAMES.get(api) if isinstance(api, str) else None
     if types_ is None:
         raise AdminDecodeError(f"unknown admin api {api!r}")
-    result: AdminRequest = _decode_message(types_[0], _as_map(body), api)
+    result: AdminRequest = _decode(types_[0], _as_map(body))
     return result
 
 
@@ -350,7 +339,7 @@ def decode_response(api: str, body: Any) -> AdminResponse:
         data = {**data, "top_level_error": data["error_code"]}
     if "top_level_error" in data:
         cls = AdminErrorResponse
-    result: AdminResponse = _decode_message(cls, data, api)
+    result: AdminResponse = _decode(cls, data)
     return result
 
 
@@ -365,58 +354,9 @@ def _as_map(body: Any) -> Mapping[str, Any]:
     return body
 
 
-_HINTS: dict[type[Any], dict[str, Any]] = {}
-
-
-def _decode_message(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
-    kwargs = {}
-    for field in dataclasses.fields(cls):
-        path = f"{where}.{field.name}"
-        if field.name in data:
-            kwargs[field.name] = _decode_value(hints[field.name], data[field.name], path)
-        elif (field.default is dataclasses.MISSING
-              and field.default_factory is dataclasses.MISSING):
-            raise AdminDecodeError(f"{path} is missing")
+def _decode(cls: type[Any], data: Mapping[str, Any]) -> Any:
+    """The codec's error becomes the one this module's callers catch."""
     try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise AdminDecodeError(f"{where}: {exc}") from None
-
-
-def _decode_value(hint: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin in (Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        (inner,) = [o for o in options if o is not type(None)]
-        return _decode_value(inner, value, path)
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise AdminDecodeError(f"{path}: expected an array, got {type(value).__name__}")
-        inner = typing.get_args(hint)[0]
-        return tuple(_decode_value(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
-    if hint is Uuid:
-        if not isinstance(value, bytes) or len(value) != 16:
-            raise AdminDecodeError(f"{path}: expected a 16-byte Uuid, got {value!r:.40}")
-        return Uuid.from_bytes(value)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise AdminDecodeError(f"{path}: expected a boolean, got {value!r:.40}")
-        return value
-    if hint is int:
-        if not isinstance(value, int) or isinstance(value, bool) or not -2**63 <= value < 2**63:
-            raise AdminDecodeError(f"{path}: expected a 64-bit integer, got {value!r:.40}")
-        return value
-    if hint is str:
-        if not isinstance(value, str):
-            raise AdminDecodeError(f"{path}: expected a string, got {value!r:.40}")
-        return value
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, Mapping):
-            raise AdminDecodeError(f"{path}: expected a map, got {type(value).__name__}")
-        return _decode_message(hint, value, path)  # type: ignore[arg-type]
-    raise TypeError(f"no decoder for {hint!r} at {path}")  # a bug in this module
+        return _CODEC.decode(cls, data)
+    except CodecError as exc:
+        raise AdminDecodeError(str(exc)) from exc
