@@ -1,16 +1,16 @@
 """Metadata log records and their codec.
 
-A record is one msgpack map `{"type": int, "version": int, ...fields}`; Uuid fields travel
-as 16-byte bin. The raft layer stores each record as opaque bytes, so the same bytes are
-compared across nodes by the replay. Optional fields (default None) leave room to grow a
-record without a new version; decoding ignores unknown keys for forward compatibility.
+A record is one msgpack map `{"type": int, "version": int, ...fields}` made by the shared
+codec (raft.common.codec): Uuid fields as 16-byte bin, tuples as arrays, None fields left
+out. The raft layer stores each record as opaque bytes, so the same bytes are compared
+across nodes by the replay. Optional fields (default None) leave room to grow a record
+without a new version; decoding ignores unknown keys for forward compatibility, checks
+every known one against its type, and raises `RecordError` naming the field.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import msgpack
 
 from metadata.uuid import Uuid, pack
+from raft.common.codec import Codec, CodecError
 
 
 class RecordError(ValueError):
@@ -44,12 +45,8 @@ class Record:
     VERSION: ClassVar[int] = 0
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": int(self.TYPE), "version": self.VERSION}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if value is not None:
-                out[field.name] = list(value) if isinstance(value, tuple) else value
-        return out
+        """The map `encode` packs: type, version, then the fields (Uuids as 16 bytes)."""
+        return {"type": int(self.TYPE), "version": self.VERSION, **_CODEC.encode(self)}
 
     def encode(self) -> bytes:
         return pack(self.to_dict())
@@ -147,6 +144,12 @@ class NoOp(Record):
     TYPE = RecordType.NO_OP
 
 
+_CODEC = Codec(omit_none=True, ignore_unknown=True)
+_CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
+                name="a 16-byte Uuid")
+_JSON_CODEC = Codec(omit_none=True)  # dump-log and replay show topic IDs as KIP-516 text
+_JSON_CODEC.register(Uuid, wire=str, encode=str, decode=Uuid.from_string, name="a Uuid")
+
 RECORD_CLASSES: dict[int, type[Record]] = {
     int(cls.TYPE): cls
     for cls in (LeaderChange, MetadataTopic, RegisterBroker, FenceBroker, UnfenceBroker,
@@ -154,39 +157,15 @@ RECORD_CLASSES: dict[int, type[Record]] = {
 }
 
 
-def _field_converters(cls: type[Record]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    converters: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        hint = str(hints[field.name])
-        if "Uuid" in hint:
-            converters[field.name] = Uuid.from_bytes
-        elif "tuple" in hint:
-            converters[field.name] = tuple
-    return converters
-
-
-_CONVERTERS = {type_id: _field_converters(cls) for type_id, cls in RECORD_CLASSES.items()}
-_FIELD_NAMES = {type_id: {f.name for f in dataclasses.fields(cls)}
-                for type_id, cls in RECORD_CLASSES.items()}
-
-
 def from_dict(data: Mapping[str, Any]) -> Record:
     type_id = data.get("type")
-    cls = RECORD_CLASSES.get(type_id) if isinstance(type_id, int) else None
+    cls = RECORD_CLASSES.get(type_id) if type(type_id) is int else None
     if cls is None:
         raise RecordError(f"unknown record type {type_id!r}")
-    converters = _CONVERTERS[type_id]  # type: ignore[index]
-    kwargs = {}
-    try:  # a converter (Uuid.from_bytes, tuple) fails on bad input too
-        for name in _FIELD_NAMES[type_id]:  # type: ignore[index]
-            if name in data:
-                value = data[name]
-                convert = converters.get(name)
-                kwargs[name] = convert(value) if convert and value is not None else value
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise RecordError(f"bad {cls.__name__} record: {exc}") from None
+    try:  # "type" and "version" are keys the codec ignores, like any unknown one
+        return _CODEC.decode(cls, data)
+    except CodecError as exc:
+        raise RecordError(f"bad {cls.__name__} record: {exc}") from exc
 
 
 def decode(data: bytes) -> Record:
@@ -200,10 +179,6 @@ def decode(data: bytes) -> Record:
 
 
 def to_json(record: Record) -> dict[str, Any]:
-    """A JSON-friendly view: Uuids as their base64 text."""
-    out = record.to_dict()
-    out["type"] = type(record).__name__
-    for key, value in out.items():
-        if isinstance(value, Uuid):
-            out[key] = str(value)
-    return out
+    """A JSON-friendly view: the record's class name, Uuids as their base64 text."""
+    return {"type": type(record).__name__, "version": record.VERSION,
+            **_JSON_CODEC.encode(record)}
