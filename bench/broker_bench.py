@@ -491,10 +491,7 @@ def run(directory: Path) -> None:
     except ClusterError as exc:
         print(f"broker bench failed: {exc}")
     finally:
-        try:
-            cluster.stop(timeout_s=5)
-        finally:
-            cluster.kill_all_started()
+        cluster.shut_down(timeout_s=5)
 
 
 def main() -> None:

@@ -124,8 +124,7 @@ def creations(directory: Path) -> None:
     except ClusterError as exc:
         print(f"controller bench failed: {exc}")
     finally:
-        cluster.stop(timeout_s=5)
-        cluster.kill_all_started()
+        cluster.shut_down(timeout_s=5)
 
 
 def rebuild(directory: Path, topics: int = REPLAY_TOPICS) -> None:

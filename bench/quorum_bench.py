@@ -234,8 +234,7 @@ def main() -> None:
         except ClusterError as exc:
             print(f"quorum bench failed: {exc}")
         finally:
-            cluster.stop(timeout_s=5)
-            cluster.kill_all_started()
+            cluster.shut_down(timeout_s=5)
     print(f"(quorum bench took {time.monotonic() - started:.0f} s)")
 
 

@@ -2,7 +2,7 @@
 durably, and apply `broker.reconcile` actions.
 
 Every action is idempotent and ordered so that a crash between any two system calls
-leaves a state that the next scan + reconcile finishes (KIP-516 "Deletion"):
+leaves a state that the next scan + reconcile finishes:
 
 - partition.metadata is written to a temp file, fsynced, renamed over the real name, and
   the directory is fsynced: the file is either absent (migration writes it) or whole;
@@ -192,16 +192,25 @@ def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile
              extra={"dir": action.dir_name, "topic_id": str(action.topic_id)})
 
 
+def _already_moved(source: Path, target: Path, *, verb: str, goal: str) -> bool:
+    """True when only `target` is there: the move was done before a crash. False when the
+    move is still to do; PartitionDirError when `source` is missing too, or when `target`
+    exists already (a move never overwrites)."""
+    if not source.is_dir():
+        if target.is_dir():
+            return True
+        raise PartitionDirError(f"{source}: missing, cannot {goal}")
+    if target.exists():
+        raise PartitionDirError(f"{target}: already exists, cannot {verb} {source} there")
+    return False
+
+
 def _stage(log_dir: Path, action: StageForDeletion) -> None:
     source = log_dir / action.dir_name
     deleting = log_dir / DELETING_DIR
     target = deleting / action.staged_name
-    if not source.is_dir():
-        if target.is_dir():
-            return  # already moved before a crash
-        raise PartitionDirError(f"{source}: missing, cannot stage it for deletion")
-    if target.exists():
-        raise PartitionDirError(f"{target}: already exists, cannot stage {source} there")
+    if _already_moved(source, target, verb="stage", goal="stage it for deletion"):
+        return
     found = read_partition_metadata(source)
     if action.topic_id.value != 0 and found != action.topic_id:
         raise PartitionDirError(f"{source}: holds topic id {found}, expected the stale "
@@ -224,12 +233,8 @@ def _stage(log_dir: Path, action: StageForDeletion) -> None:
 def _rename(log_dir: Path, action: RenamePartitionDir) -> None:
     source = log_dir / action.from_dir
     target = log_dir / action.to_dir
-    if not source.is_dir():
-        if target.is_dir():
-            return  # already renamed before a crash
-        raise PartitionDirError(f"{source}: missing, cannot rename it to {target.name}")
-    if target.exists():
-        raise PartitionDirError(f"{target}: already exists, cannot rename {source} there")
+    if _already_moved(source, target, verb="rename", goal=f"rename it to {target.name}"):
+        return
     os.rename(source, target)
     fsync_dir(log_dir)
     log.info("renamed partition directory (topic renamed)", extra={

@@ -2,7 +2,7 @@
 
 This replaces LeaderAndIsr/StopReplica: the broker compares what it finds on disk with
 what the image says and returns a list of actions for `broker.partition_dir` to apply,
-in order. KIP-516 "Deletion" and "stale state" rules:
+in order. The rules for deleted topics and stale directories, by topic ID:
 
 - a local partition whose topic ID is absent from the image, or differs from the image's
   ID for that name, is stale: it is staged under `deleting/<topic_id>_<partition>` and
@@ -105,7 +105,9 @@ class Assignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CreatePartition:
+class _PartitionDirAction:
+    """An action on the directory of `topic`-`partition`, which holds `topic_id`."""
+
     topic: str
     partition: int
     topic_id: Uuid
@@ -116,16 +118,13 @@ class CreatePartition:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WriteMetadataFile:
+class CreatePartition(_PartitionDirAction):
+    """A hosted partition without a directory gets one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteMetadataFile(_PartitionDirAction):
     """Migration: a directory without partition.metadata whose topic the image names."""
-
-    topic: str
-    partition: int
-    topic_id: Uuid
-
-    @property
-    def dir_name(self) -> str:
-        return partition_dir_name(self.topic, self.partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,7 +173,7 @@ Action = (CreatePartition | WriteMetadataFile | StageForDeletion | RenamePartiti
 
 def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
                  names_by_id: Mapping[Uuid, str]) -> str | None:
-    """Why `local` is stale by the image alone (KIP-516), or None when the image says it
+    """Why `local` is stale by the image alone (its topic ID), or None when the image says it
     holds a live topic's data."""
     known_id = topic_ids.get(local.topic)
     if local.topic_id is None:

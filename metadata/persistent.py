@@ -11,7 +11,7 @@ order sort (string hashes differ between processes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Set
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence, Set
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -23,7 +23,33 @@ _MASK = _SHARDS - 1
 _EMPTY: dict[Any, Any] = {}  # shared by every empty shard; never written (copy first)
 
 
-class FrozenMap(Mapping[K, V]):
+class _ShardedReads(Generic[K, V]):
+    """The reads FrozenMap and MapBuilder share: a key lives in shard `hash(key) & _MASK`."""
+
+    __slots__ = ()
+    _len: int
+    _shards: Sequence[dict[K, V]]
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def __len__(self) -> int:
+        return self._len
+
+
+# The ignores on the two classes below: their `get` (from _ShardedReads, a shard's
+# dict.get, for speed) has one signature where Mapping.get has overloads.
+class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
     __slots__ = ("_len", "_shards")
     _len: int
     _shards: tuple[dict[K, V], ...]
@@ -42,22 +68,6 @@ class FrozenMap(Mapping[K, V]):
         result._len = length
         return result
 
-    def __getitem__(self, key: K) -> V:
-        return self._shards[hash(key) & _MASK][key]
-
-    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
-        return self._shards[hash(key) & _MASK].get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._shards[hash(key) & _MASK]
-
-    def __iter__(self) -> Iterator[K]:
-        for shard in self._shards:
-            yield from shard
-
-    def __len__(self) -> int:
-        return self._len
-
     def __repr__(self) -> str:
         return f"FrozenMap({dict(self.items())!r})"
 
@@ -72,8 +82,10 @@ def empty_map() -> FrozenMap[Any, Any]:
     return _EMPTY_MAP
 
 
-class MapBuilder(MutableMapping[K, V], Generic[K, V]):
+class MapBuilder(_ShardedReads[K, V], MutableMapping[K, V]):  # type: ignore[misc]
     """A mutable map on top of a FrozenMap; `freeze()` makes the next FrozenMap."""
+
+    _shards: list[dict[K, V]]
 
     def __init__(self, base: FrozenMap[K, V]) -> None:
         self._shards = list(base._shards)
@@ -86,15 +98,6 @@ class MapBuilder(MutableMapping[K, V], Generic[K, V]):
             self._owned[index] = True
         return self._shards[index]
 
-    def __getitem__(self, key: K) -> V:
-        return self._shards[hash(key) & _MASK][key]
-
-    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
-        return self._shards[hash(key) & _MASK].get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._shards[hash(key) & _MASK]
-
     def __setitem__(self, key: K, value: V) -> None:
         index = hash(key) & _MASK
         shard = self._shards[index] if self._owned[index] else self._writable(index)
@@ -105,13 +108,6 @@ class MapBuilder(MutableMapping[K, V], Generic[K, V]):
     def __delitem__(self, key: K) -> None:
         del self._writable(hash(key) & _MASK)[key]
         self._len -= 1
-
-    def __iter__(self) -> Iterator[K]:
-        for shard in self._shards:
-            yield from shard
-
-    def __len__(self) -> int:
-        return self._len
 
     def _shards_tuple(self) -> tuple[dict[K, V], ...]:
         self._owned = [False] * _SHARDS  # frozen now: later writes copy again

@@ -396,6 +396,14 @@ class Cluster:
         self.stop_node(node_id, timeout_s)
         return self.start_node(node_id)
 
+    def shut_down(self, timeout_s: float = 10.0) -> None:
+        """`stop` every node, then SIGKILL whatever this object started that still runs
+        (also when stopping failed): no node outlives the caller."""
+        try:
+            self.stop(timeout_s)
+        finally:
+            self.kill_all_started()
+
     def kill_all_started(self) -> None:
         """SIGKILL every process this object started (test clean-up, by pid)."""
         for pid in self.started_pids:

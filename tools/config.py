@@ -14,7 +14,7 @@ named (`ConfigError.key`). Example:
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,28 +128,31 @@ def parse_address(text: str, key: str = "address") -> Address:
 
 def parse_voters(key: str, text: str) -> dict[int, Address]:
     """`1@127.0.0.1:19091,2@127.0.0.1:19092` -> {1: ("127.0.0.1", 19091), ...}."""
-    voters: dict[int, Address] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        node, sep, address = entry.partition("@")
-        if not sep or not node.isdigit():
-            raise ConfigError(key, f"bad voter {entry!r}: expected ID@HOST:PORT")
-        if int(node) in voters:
-            raise ConfigError(key, f"voter {node} is listed twice")
-        voters[int(node)] = parse_address(address, key)
-    return voters
+    return _addresses_by_id(key, (e.strip() for e in text.split(",")), entry_name="voter",
+                            id_name="ID", repeated="voter {} is listed twice")
 
 
 def parse_replica_routes(key: str, text: str) -> dict[int, Address]:
     """`5@127.0.0.1:41234,6@127.0.0.1:41235` -> {5: ("127.0.0.1", 41234), ...}; "" -> {}."""
-    routes: dict[int, Address] = {}
-    for entry in (e.strip() for e in text.split(",") if e.strip()):
-        broker, sep, address = entry.partition("@")
-        if not sep or not broker.isdigit():
-            raise ConfigError(key, f"bad route {entry!r}: expected BROKER_ID@HOST:PORT")
-        if int(broker) in routes:
-            raise ConfigError(key, f"broker {broker} is routed twice")
-        routes[int(broker)] = parse_address(address, key)
-    return routes
+    return _addresses_by_id(key, (e.strip() for e in text.split(",") if e.strip()),
+                            entry_name="route", id_name="BROKER_ID",
+                            repeated="broker {} is routed twice")
+
+
+def _addresses_by_id(key: str, entries: Iterable[str], *, entry_name: str, id_name: str,
+                     repeated: str) -> dict[int, Address]:
+    """`ID@HOST:PORT` entries -> {ID: (host, port)}. The errors call an entry
+    `entry_name` and its ID `id_name`; `repeated` (formatted with the ID) is the error
+    for an ID given twice."""
+    found: dict[int, Address] = {}
+    for entry in entries:
+        number, sep, address = entry.partition("@")
+        if not sep or not number.isdigit():
+            raise ConfigError(key, f"bad {entry_name} {entry!r}: expected {id_name}@HOST:PORT")
+        if int(number) in found:
+            raise ConfigError(key, repeated.format(number))
+        found[int(number)] = parse_address(address, key)
+    return found
 
 
 def parse_listeners(key: str, items: tuple[str, ...]) -> dict[str, Address]:

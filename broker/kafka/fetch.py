@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
-from broker.kafka.replica import check_partition
+from broker.kafka.replica import PartitionState, Resolved, check_partition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -50,8 +50,8 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     end = state.log.log_end_offset
     last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
     if replica_id >= 0 and last_fetched_epoch >= 0:
-        # KIP-595/KIP-320: a follower whose last epoch ends earlier here (or is unknown
-        # here) has diverged: tell it where to truncate instead of sending records
+        # a follower whose last epoch ends earlier here (or is unknown here) has
+        # diverged: tell it where to truncate instead of sending records
         epoch, epoch_end = state.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch < 0:  # no common epoch at all: truncate to the log start
             epoch_end = state.log.log_start_offset
@@ -136,6 +136,20 @@ async def handle_fetch_request(context: BrokerContext, request: Any, version: in
         "throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses})
 
 
+async def _open_led_partition(context: BrokerContext, name: str, index: int, part: Any
+                              ) -> tuple[ErrorCode, PartitionState | None, Resolved]:
+    """The state of partition `index` of topic `name` when this broker leads it in the
+    leader epoch the request `part` names (if it names one); else None and the error to
+    answer with."""
+    resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
+                               current_leader_epoch=int(getattr(part, "current_leader_epoch",
+                                                                -1)))
+    if resolved.error != ErrorCode.none:
+        return resolved.error, None, resolved
+    error, state = await context.replicas.open(resolved)
+    return error, state, resolved
+
+
 async def handle_list_offsets_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     topics = []
@@ -143,12 +157,7 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
         partitions: list[dict[str, Any]] = []
         for part in topic.partitions:
             index = int(part.partition_index)
-            resolved = check_partition(context.image, context.broker_id, partition=index,
-                                       name=topic.name, current_leader_epoch=int(
-                                           getattr(part, "current_leader_epoch", -1)))
-            error, state = (resolved.error, None)
-            if error == ErrorCode.none:
-                error, state = await context.replicas.open(resolved)
+            error, state, resolved = await _open_led_partition(context, topic.name, index, part)
             if state is None:
                 partitions.append({"partition_index": index, "error_code": int(error)})
                 continue
@@ -175,12 +184,7 @@ async def handle_offset_for_leader_epoch_request(context: BrokerContext, request
         partitions = []
         for part in topic.partitions:
             index = int(part.partition)
-            resolved = check_partition(context.image, context.broker_id, partition=index,
-                                       name=topic.topic, current_leader_epoch=int(
-                                           getattr(part, "current_leader_epoch", -1)))
-            error, state = (resolved.error, None)
-            if error == ErrorCode.none:
-                error, state = await context.replicas.open(resolved)
+            error, state, _ = await _open_led_partition(context, topic.topic, index, part)
             if state is None:
                 partitions.append({"partition": index, "error_code": int(error)})
                 continue

@@ -48,9 +48,9 @@ def _create_when_brokers_registered(directory: Path) -> dict[str, Any]:
 
 
 def test_replay_passes_when_logs_come_from_a_real_cluster_run(spark, tmp_path):
-    """DESIGN.md Replay: logs of a real run (elections, broker registration, a topic
-    deleted and its name reused with a new ID) pass every check, the committed prefix
-    taken from the high-watermark checkpoints the nodes wrote."""
+    """The replay (tools/replay/job.py): logs of a real run (elections, broker
+    registration, a topic deleted and its name reused with a new ID) pass every check,
+    the committed prefix taken from the high-watermark checkpoints the nodes wrote."""
     cluster_module = pytest.importorskip("tools.cluster")
     cluster = cluster_module.Cluster.create(tmp_path / "run", voters=3, brokers=2,
                                             settings=FAST)
@@ -63,8 +63,7 @@ def test_replay_passes_when_logs_come_from_a_real_cluster_run(spark, tmp_path):
         second = _create_when_brokers_registered(cluster.directory)
         cluster.append(20, batch=5)
     finally:
-        cluster.stop()
-        cluster.kill_all_started()
+        cluster.shut_down()
     assert second["topic_id"] != first["topic_id"]
 
     result = run_replay(spark, from_cluster(cluster.directory), with_analysis=True)

@@ -180,9 +180,8 @@ def _tear_down(rig: ChaosRig, workload: Workload | None) -> None:
     rig.nemesis.stop()
     rig.history.close()
     try:
-        rig.cluster.stop()
+        rig.cluster.shut_down()
     finally:
-        rig.cluster.kill_all_started()
         if rig.net is not None:
             rig.net.close()
 

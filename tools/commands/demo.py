@@ -103,9 +103,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _scenario(session, cluster, d)
     finally:
-        cluster = Cluster.load(directory)
-        cluster.stop(timeout_s=10)
-        cluster.kill_all_started()
+        Cluster.load(directory).shut_down(timeout_s=10)
     session.kraft("dump-log", "--dir", f"{d}/node-1/data", tail=8)
     if not args.skip_replay:
         report = f"{d}/replay-report"

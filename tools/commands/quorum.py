@@ -271,8 +271,7 @@ def run_demo(directory: str, say: Any = print) -> None:
         try:
             say(f"$ kraft quorum stop --cluster {directory}")
         finally:  # the nodes never outlive the demo, whatever happened to stdout
-            cluster.stop(timeout_s=5)
-            cluster.kill_all_started()
+            cluster.shut_down(timeout_s=5)
 
 
 def _demo(args: argparse.Namespace) -> int:
