@@ -37,10 +37,10 @@ from typing import Any
 
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
-from raft.framing import FrameDecoder, encode_frame
+from raft.common.framing import FrameDecoder, encode_frame
 from tools.cluster import Cluster, ClusterError
-from tools.config import parse_address
 from tools.commands.topics import AdminClient
+from tools.config import parse_address
 
 VOTERS = 3
 BROKERS = 3

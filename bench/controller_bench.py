@@ -31,12 +31,12 @@ from metadata.admin import (
     encode_body,
 )
 from metadata.delta import replay_bytes
-from metadata.uuid import Uuid
-from raft.framing import FramedStream
+from raft.common.framing import FramedStream
+from raft.common.uuid import Uuid
 from raft.log import DiskLog
 from tools.cluster import Cluster, ClusterError
-from tools.config import parse_address
 from tools.commands.topics import AdminClient
+from tools.config import parse_address
 
 SEQUENTIAL_SECONDS = 3.0
 IN_FLIGHT = 100

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from metadata.records import Partition, Record, Topic, decode
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.log import DiskLog
 from raft.segment import encode_batch
 from raft.types import Batch

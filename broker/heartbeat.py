@@ -23,8 +23,8 @@ from metadata.admin import (
     RegisterBrokerResponse,
 )
 from metadata.controller_client import ControllerClient, ControllerUnavailable
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from raft.node import RaftNode
 from raft.types import Batch
 

@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from raft.storage import fsync_dir, write_atomically
 from broker.reconcile import (
     DELETING_DIR,
     Action,
@@ -35,7 +34,8 @@ from broker.reconcile import (
     WriteMetadataFile,
     parse_partition_dir_name,
 )
-from metadata.uuid import Uuid
+from raft.common.durable import fsync_dir, write_atomically
+from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from metadata.uuid import ZERO_UUID, Uuid
+from raft.common.uuid import ZERO_UUID, Uuid
 
 DELETING_DIR = "deleting"
 

@@ -34,12 +34,12 @@ import trio
 from broker import partition_dir
 from broker.hosting import assignment_for, hosted_partitions
 from broker.reconcile import StagedDeletion, reconcile
-from broker.settings import Address, BrokerSettings, HasBrokerSettings, as_broker_settings
+from broker.settings import Address, BrokerSettings
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
-from raft.framing import FrameError, FramedStream
+from raft.common.errors import ErrorCode
+from raft.common.framing import FramedStream, FrameError
+from raft.common.uuid import Uuid
 from raft.node import RaftNode
 from raft.types import Batch
 
@@ -249,9 +249,8 @@ class BrokerServer:
             await framed.aclose()
 
 
-def install_broker(node: RaftNode, settings: BrokerSettings | HasBrokerSettings,
+def install_broker(node: RaftNode, settings: BrokerSettings,
                    registration: Registration | None = None) -> BrokerServer:
     """Install the broker's image, reconciliation and status on `node`."""
-    return BrokerServer(node, as_broker_settings(settings),
-                        registration=registration).install()
+    return BrokerServer(node, settings, registration=registration).install()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+
 
 Address = tuple[str, int]
 
@@ -31,15 +31,3 @@ class BrokerSettings:
     # test-only: broker id -> the address the replica fetcher dials instead of that
     # broker's advertised endpoint (a fault-injecting proxy)
     replica_routes: Mapping[int, Address] = field(default_factory=dict)
-
-
-class HasBrokerSettings(Protocol):
-    """A node configuration that can give the broker its settings (tools.config's
-    NodeConfig). Accepted for now where `kraft node` still passes its configuration."""
-
-    def broker_settings(self) -> BrokerSettings: ...
-
-
-def as_broker_settings(given: BrokerSettings | HasBrokerSettings) -> BrokerSettings:
-    """`given` itself, or the settings its configuration gives."""
-    return given if isinstance(given, BrokerSettings) else given.broker_settings()

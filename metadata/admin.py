@@ -21,8 +21,8 @@ from typing import Any, Union
 
 import msgpack
 
-from metadata.uuid import ZERO_UUID, Uuid, pack
 from raft.common.codec import Codec, CodecError
+from raft.common.uuid import ZERO_UUID, Uuid, pack
 
 DEFAULT = -1  # Kafka: -1 partitions or replication factor means "the controller's default"
 

@@ -27,7 +27,7 @@ from metadata.admin import (
 )
 from metadata.delta import MetadataDelta
 from metadata.image import NO_LEADER
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
 
 Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
 

@@ -20,13 +20,13 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from metadata import records as rec
 from metadata import broker_control
+from metadata import records as rec
 from metadata.admin import (
     DEFAULT,
     AdminRequest,
-    AlterPartitionRequest,
     AdminResponse,
+    AlterPartitionRequest,
     BrokerHeartbeatRequest,
     CreatableTopicResult,
     CreatePartitionsRequest,
@@ -50,8 +50,8 @@ from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
 from metadata.topic_names import invalid_topic_name_reason
-from metadata.uuid import ZERO_UUID, Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import ZERO_UUID, Uuid
 
 BROKER_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
 

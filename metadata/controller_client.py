@@ -24,8 +24,8 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
-from raft.errors import ErrorCode
-from raft.framing import FrameError, FramedStream
+from raft.common.errors import ErrorCode
+from raft.common.framing import FramedStream, FrameError
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from metadata.admin import (
 from metadata.controller import Controller, ControllerConfig, Decision, describe_topics
 from metadata.delta import MetadataDelta
 from metadata.image import NO_OFFSET, MetadataImage
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
 from raft.node import NotLeaderError, RaftNode
 from raft.types import Batch
 

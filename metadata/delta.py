@@ -26,7 +26,7 @@ from metadata.image import (
     TopicImage,
 )
 from metadata.persistent import FrozenKeySet, MapBuilder
-from metadata.uuid import RESERVED, Uuid
+from raft.common.uuid import RESERVED, Uuid
 
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
 

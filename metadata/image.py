@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
-from metadata.uuid import Uuid, pack
+from raft.common.uuid import Uuid, pack
 
 NO_LEADER = -1  # the partition has no leader (the value Kafka uses)
 NO_OFFSET = -1  # last_applied_offset of an empty image

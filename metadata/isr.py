@@ -33,8 +33,8 @@ from metadata.admin import (
 )
 from metadata.delta import MetadataDelta
 from metadata.image import PartitionImage
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 
 Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
 

@@ -1,33 +1,32 @@
-"""Metadata log records and their codec.
+"""Metadata log records: every record type of the metadata log, decoded by `decode`.
 
-A record is one msgpack map `{"type": int, "version": int, ...fields}` made by the shared
-codec (raft.common.codec): Uuid fields as 16-byte bin, tuples as arrays, None fields left
-out. The raft layer stores each record as opaque bytes, so the same bytes are compared
-across nodes by the replay. Optional fields (default None) leave room to grow a record
-without a new version; decoding ignores unknown keys for forward compatibility, checks
-every known one against its type, and raises `RecordError` naming the field.
+The framing (a msgpack map `{"type", "version", ...fields}`, forward compatible, errors
+as `RecordError`) is shared with raft's control records (`raft.common.record`); raft's
+own `LeaderChange` and `MetadataTopic` (`raft.control_records`) are part of this set. The
+raft layer stores each record as opaque bytes, so the same bytes are compared across
+nodes by the replay.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-import msgpack
+from raft.common.codec import Codec
+from raft.common.record import Record, RecordError, RecordSet
+from raft.common.uuid import Uuid
+from raft.control_records import LEADER_CHANGE, METADATA_TOPIC, LeaderChange, MetadataTopic
 
-from metadata.uuid import Uuid, pack
-from raft.common.codec import Codec, CodecError
-
-
-class RecordError(ValueError):
-    """A record's bytes cannot be decoded; the message says why."""
+__all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "NoOp",
+           "Partition", "PartitionChange", "Record", "RecordError", "RecordType",
+           "RegisterBroker", "RemoveTopic", "RenameTopic", "Topic", "UnfenceBroker",
+           "decode", "from_dict", "to_json"]
 
 
 class RecordType(enum.IntEnum):
-    LEADER_CHANGE = 1  # control record written by each new raft leader
-    METADATA_TOPIC = 2
+    LEADER_CHANGE = LEADER_CHANGE  # raft's control records (raft.control_records)
+    METADATA_TOPIC = METADATA_TOPIC
     REGISTER_BROKER = 3
     FENCE_BROKER = 4
     UNFENCE_BROKER = 5
@@ -37,33 +36,6 @@ class RecordType(enum.IntEnum):
     REMOVE_TOPIC = 9
     NO_OP = 10
     RENAME_TOPIC = 11
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
-    TYPE: ClassVar[RecordType]
-    VERSION: ClassVar[int] = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The map `encode` packs: type, version, then the fields (Uuids as 16 bytes)."""
-        return {"type": int(self.TYPE), "version": self.VERSION, **_CODEC.encode(self)}
-
-    def encode(self) -> bytes:
-        return pack(self.to_dict())
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderChange(Record):
-    TYPE = RecordType.LEADER_CHANGE
-    leader_id: int
-    voters: tuple[int, ...]
-    granting_voters: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MetadataTopic(Record):
-    TYPE = RecordType.METADATA_TOPIC
-    topic_id: Uuid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,38 +116,15 @@ class NoOp(Record):
     TYPE = RecordType.NO_OP
 
 
-_CODEC = Codec(omit_none=True, ignore_unknown=True)
-_CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
-                name="a 16-byte Uuid")
 _JSON_CODEC = Codec(omit_none=True)  # dump-log and replay show topic IDs as KIP-516 text
 _JSON_CODEC.register(Uuid, wire=str, encode=str, decode=Uuid.from_string, name="a Uuid")
 
-RECORD_CLASSES: dict[int, type[Record]] = {
-    int(cls.TYPE): cls
-    for cls in (LeaderChange, MetadataTopic, RegisterBroker, FenceBroker, UnfenceBroker,
-                Topic, Partition, PartitionChange, RemoveTopic, RenameTopic, NoOp)
-}
-
-
-def from_dict(data: Mapping[str, Any]) -> Record:
-    type_id = data.get("type")
-    cls = RECORD_CLASSES.get(type_id) if type(type_id) is int else None
-    if cls is None:
-        raise RecordError(f"unknown record type {type_id!r}")
-    try:  # "type" and "version" are keys the codec ignores, like any unknown one
-        return _CODEC.decode(cls, data)
-    except CodecError as exc:
-        raise RecordError(f"bad {cls.__name__} record: {exc}") from exc
-
-
-def decode(data: bytes) -> Record:
-    try:
-        obj = msgpack.unpackb(data, raw=False)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise RecordError(f"undecodable record: {exc}") from None
-    if not isinstance(obj, dict):
-        raise RecordError(f"record is not a map: {type(obj).__name__}")
-    return from_dict(obj)
+METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, FenceBroker,
+                              UnfenceBroker, Topic, Partition, PartitionChange, RemoveTopic,
+                              RenameTopic, NoOp))
+RECORD_CLASSES = METADATA_RECORDS.classes
+from_dict = METADATA_RECORDS.from_dict
+decode = METADATA_RECORDS.decode
 
 
 def to_json(record: Record) -> dict[str, Any]:

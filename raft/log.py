@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
+from raft.common.durable import fsync_dir
 from raft.segment import (
     HEADER,
     HEADER_BYTES,
@@ -31,7 +32,6 @@ from raft.segment import (
     segment_base_offset,
     segment_name,
 )
-from raft.storage import fsync_dir
 from raft.types import NO_EPOCH, NO_OFFSET, Batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from metadata.uuid import METADATA_TOPIC_ID, Uuid
 from raft.common.codec import Codec, CodecError, expected
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID, Uuid
 from raft.types import Batch
 
 NO_LEADER = -1  # Kafka's "no leader known" in a response's leader id

@@ -70,8 +70,8 @@ from typing import Any
 import trio
 
 from raft import messages
+from raft.common.errors import ErrorCode
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
-from raft.errors import ErrorCode
 from raft.fault_injection import FaultInjection
 from raft.storage import read_high_watermark_checkpoint, write_high_watermark_checkpoint
 from raft.transport import Address, Connection, Frame, ProtocolError, Transport

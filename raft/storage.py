@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from raft.common.durable import fsync_dir, write_atomically
 from raft.types import ElectionState
 
 META_PROPERTIES = "meta.properties"
@@ -59,29 +60,6 @@ class MetaProperties:
         if version != META_PROPERTIES_VERSION:
             raise StorageError(f"{source}: unsupported version {version}")
         return cls(cluster_id=cluster_id, node_id=node_id, version=version)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new file."""
-    temp = path.with_name(path.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    fsync_dir(path.parent)
 
 
 def write_quorum_state(log_dir: str | os.PathLike[str], state: ElectionState) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from raft.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FramedStream, encode_frame
+from raft.common.framing import DEFAULT_MAX_FRAME_BYTES, FramedStream, FrameError, encode_frame
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metadata.uuid import Uuid
 from raft import messages
-from raft.errors import ErrorCode
-from raft.framing import FrameDecoder, encode_frame
+from raft.common.errors import ErrorCode
+from raft.common.framing import FrameDecoder, encode_frame
+from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
 from tools.config import ConfigError, parse_address, to_toml
 

@@ -15,7 +15,6 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from metadata.controller_client import ControllerUnavailable
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
 from metadata.admin import (
     AdminErrorResponse,
@@ -29,7 +28,8 @@ from metadata.admin import (
     DeleteTopicsResponse,
     DeleteTopicState,
 )
-from metadata.uuid import ZERO_UUID
+from metadata.controller_client import ControllerUnavailable
+from raft.common.uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 

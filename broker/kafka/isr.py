@@ -38,7 +38,7 @@ from metadata.admin import (
 )
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import PartitionImage
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.isr import IsrManager
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
-from broker.settings import Address, BrokerSettings, HasBrokerSettings, as_broker_settings
+from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
 
 if TYPE_CHECKING:
@@ -175,10 +175,9 @@ def _peer(stream: trio.abc.Stream) -> str:
         return "?"
 
 
-def install_kafka_listener(node: RaftNode, given: BrokerSettings | HasBrokerSettings,
+def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
                            server: BrokerServer) -> KafkaListener | None:
     """Serve the Kafka protocol on the broker's client listener (None: it has none)."""
-    settings = as_broker_settings(given)
     address = settings.client_address
     if address is None:
         return None

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from metadata.image import NO_LEADER, MetadataImage, TopicImage
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 METADATA, DESCRIBE_CLUSTER = 3, 60
 CLIENT_LISTENER = "PLAINTEXT"

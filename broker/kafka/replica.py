@@ -24,7 +24,7 @@ from broker import partition_dir
 from broker.kafka.partition_log import PartitionLog, last_offset_delta
 from broker.reconcile import partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 

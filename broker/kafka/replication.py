@@ -34,7 +34,7 @@ from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.replica import PartitionState, check_partition
 from broker.kafka.wire_client import encode_request
 from metadata.image import MetadataImage
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 

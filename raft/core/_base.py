@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metadata.records import LeaderChange, MetadataTopic
-from metadata.uuid import Uuid
+from raft.control_records import LeaderChange, MetadataTopic
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
     CandidateState,
@@ -29,7 +30,6 @@ from raft.core._quorum_state import (
     VotedState,
 )
 from raft.core._topic_id import MetadataTopicIds
-from raft.errors import ErrorCode
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

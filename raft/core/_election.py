@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from metadata.uuid import Uuid
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from raft.core._base import ADDRESSING_ERRORS, CoreBase
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
@@ -21,7 +22,6 @@ from raft.core._quorum_state import (
     ResignedState,
     Role,
 )
-from raft.errors import ErrorCode
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

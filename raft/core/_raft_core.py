@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from metadata.uuid import METADATA_TOPIC_ID
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID
 from raft.core._base import ADDRESSING_ERRORS
 from raft.core._election import Election
 from raft.core._leader_state import LeaderState
@@ -27,7 +28,6 @@ from raft.core._quorum_state import (
     UnattachedState,
 )
 from raft.core._replication import Replication
-from raft.errors import ErrorCode
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from raft.common.errors import ErrorCode
 from raft.core._base import CoreBase
 from raft.core._leader_state import LeaderState, ParkedFetch
 from raft.core._quorum_state import EpochState, FollowerState, UnattachedState
-from raft.errors import ErrorCode
 from raft.messages import CurrentLeader, DivergingEpoch, FetchRequest, FetchResponse
 from raft.types import NO_EPOCH, Batch, Envelope
 

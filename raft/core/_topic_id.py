@@ -14,9 +14,10 @@ accepts, so it can still vote and be told who leads.
 
 from __future__ import annotations
 
-from metadata.records import MetadataTopic, RecordError, decode
-from metadata.uuid import METADATA_TOPIC_ID, Uuid
-from raft.errors import ErrorCode
+from raft.common.record import RecordError
+from raft.control_records import CONTROL_RECORDS, MetadataTopic
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID, Uuid
 from raft.types import RaftLog
 
 _SCAN_BYTES = 64 * 1024
@@ -99,7 +100,7 @@ class MetadataTopicIds:
 def metadata_topic_of(record: bytes) -> Uuid | None:
     """The topic ID if `record` is a MetadataTopic record, else None (never raises)."""
     try:
-        decoded = decode(record)
+        decoded = CONTROL_RECORDS.decode(record)
     except RecordError:
         return None
     return decoded.topic_id if isinstance(decoded, MetadataTopic) else None

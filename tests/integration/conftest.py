@@ -17,7 +17,6 @@ from quorum_support import FAST_SETTINGS
 
 from tools.cluster import Cluster, ClusterError, is_alive
 
-
 ClusterFactory = Callable[..., Cluster]
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ClusterFactory
+from quorum_support import log_events, wait_until
 
 from broker import partition_dir as pd
 from metadata import admin
-from metadata.uuid import Uuid
-from conftest import ClusterFactory
-from quorum_support import log_events, wait_until
+from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
 from tools.cluster import Cluster, ClusterError, request
 

@@ -15,7 +15,7 @@ from broker import partition_dir as pd
 from broker.server import CHECKPOINT_FILE, BrokerServer
 from broker.settings import BrokerSettings
 from metadata import records as rec
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.types import Batch
 
 TOPIC_ID = Uuid(0x5555 << 64)

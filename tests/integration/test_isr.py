@@ -10,14 +10,14 @@ import time
 from typing import Any
 
 import pytest
+from conftest import ClusterFactory
 from kio.schema.metadata.v12.request import MetadataRequest
 from quorum_support import FAST_SETTINGS, wait_until
+from test_broker import admin_request, create_topic
 
 from broker.kafka.wire_client import call
 from metadata import admin
-from metadata.uuid import Uuid
-from conftest import ClusterFactory
-from test_broker import admin_request, create_topic
+from raft.common.uuid import Uuid
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration

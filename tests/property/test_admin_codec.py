@@ -54,8 +54,8 @@ from metadata.admin import (
     encode,
     encode_body,
 )
-from metadata.uuid import Uuid, pack
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid, pack
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "unit"))
 from test_codec import UNKNOWN_KEY, assert_names_path, field_default, mutations  # noqa: E402

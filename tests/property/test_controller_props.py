@@ -42,8 +42,8 @@ from metadata.admin import (
 from metadata.controller import Controller, Decision
 from metadata.delta import replay
 from metadata.image import NO_LEADER, MetadataImage
-from metadata.uuid import RESERVED, Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import RESERVED, Uuid
 
 NAMES = ("a", "b", "c", "d")
 BROKERS = (1, 2, 3, 4)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from metadata.uuid import METADATA_TOPIC_ID, Uuid, pack
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID, Uuid, pack
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from metadata.records import LeaderChange, RegisterBroker
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.storage import HIGH_WATERMARK_CHECKPOINT
 from raft.types import Batch
 from tools.replay import METADATA_DIR

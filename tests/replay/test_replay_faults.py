@@ -18,7 +18,7 @@ from metadata.records import (
     Topic,
     decode,
 )
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.types import Batch
 from tools.cli import main
 from tools.replay.checkpoint import write_checkpoint

@@ -17,7 +17,7 @@ from metadata.records import (
     RenameTopic,
     Topic,
 )
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from tools.replay.sequential import NodeScan, ScanResult
 
 A, B, META = Uuid(2), Uuid(3), Uuid(4)

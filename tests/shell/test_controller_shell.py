@@ -26,9 +26,9 @@ from metadata.admin import (
 )
 from metadata.controller import ControllerConfig
 from metadata.controller_shell import ControllerShell
-from metadata.uuid import Uuid
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from raft.core import RaftConfig
-from raft.errors import ErrorCode
 from raft.log import MemoryLog
 from raft.node import RaftNode
 

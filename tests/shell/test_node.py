@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import trio
 
+from raft.common.errors import ErrorCode
+from raft.common.framing import FramedStream
 from raft.core import RaftConfig
-from raft.errors import ErrorCode
-from raft.framing import FramedStream
 from raft.log import MemoryLog
 from raft.node import NotLeaderError, RaftNode
 from raft.types import Batch, ElectionState

@@ -22,8 +22,7 @@ from raft.log import DiskLog
 from raft.node import LogDirFailure
 from raft.storage import read_quorum_state
 from raft.types import ElectionState
-from tools.commands.node import find_exception, PROBE_FILE, probe_log_dir, wait_for_space
-
+from tools.server.supervisor import PROBE_FILE, find_exception, probe_log_dir, wait_for_space
 
 
 def enospc() -> OSError:

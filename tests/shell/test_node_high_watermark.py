@@ -15,12 +15,8 @@ from single_node import eventually, make_node
 
 from raft import node as raft_node
 from raft.node import LogDirFailure
-from tools.commands.node import find_exception
 from raft.storage import read_high_watermark_checkpoint
-
-
-
-
+from tools.server.supervisor import find_exception
 
 
 async def test_checkpoint_follows_the_high_watermark_when_records_commit(

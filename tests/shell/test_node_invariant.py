@@ -26,14 +26,15 @@ import trio
 
 from metadata.records import NoOp
 from raft import messages
+from raft.common.framing import FramedStream
 from raft.core import RaftConfig, RaftInvariantError
-from raft.framing import FramedStream
 from raft.log import DiskLog
 from raft.node import RaftNode
 from raft.storage import read_high_watermark_checkpoint, read_quorum_state, write_quorum_state
 from raft.types import Batch, ElectionState
 from tools.cluster import Cluster
-from tools.commands.node import INVARIANT_EXIT_CODE, find_exception, run_until_disk_failure
+from tools.commands.node import INVARIANT_EXIT_CODE
+from tools.server.supervisor import find_exception, run_until_disk_failure
 
 LEADER_ID, LEADER_EPOCH = 2, 1
 COMMITTED = 3  # records the fake leader hands over, all committed (its high watermark)

@@ -10,7 +10,7 @@ import msgpack
 import pytest
 import trio
 
-from raft.framing import FramedStream
+from raft.common.framing import FramedStream
 from raft.transport import Connection, Frame, ProtocolError, Transport
 
 

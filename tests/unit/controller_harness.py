@@ -17,7 +17,7 @@ from metadata.admin import (
 )
 from metadata.controller import Controller, ControllerConfig, Decision
 from metadata.image import MetadataImage
-from metadata.uuid import ZERO_UUID, Uuid
+from raft.common.uuid import ZERO_UUID, Uuid
 
 TIMEOUT_MS = 9000
 

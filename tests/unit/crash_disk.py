@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import raft.log
-from raft.storage import fsync_dir as real_fsync_dir
+from raft.common.durable import fsync_dir as real_fsync_dir
 
 
 class Died(BaseException):

@@ -9,7 +9,7 @@ from crc32c import crc32c
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 TOPIC_ID = Uuid(0xAAAA << 64 | 1)
 OLD_TOPIC_ID = Uuid(0xBBBB << 64 | 1)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
-
-import dataclasses
 
 from tools.chaos.checker import (
     OVERDUE_GRACE_MS,

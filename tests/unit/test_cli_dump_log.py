@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from metadata.records import LeaderChange, RemoveTopic, Topic
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.log import METADATA_PARTITION_DIR, DiskLog
 from raft.segment import list_segments
 from tools.cli import main

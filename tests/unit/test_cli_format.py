@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metadata.uuid import RESERVED, Uuid
+from raft.common.uuid import RESERVED, Uuid
 from raft.storage import open_log_dir
 from tools.cli import main
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from controller_harness import TIMEOUT_MS, Harness
 
 from metadata import records as rec
 from metadata.admin import (
@@ -16,10 +17,8 @@ from metadata.admin import (
     DeleteTopicState,
     RenameTopicRequest,
 )
-from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
-from raft.errors import ErrorCode
-
-from controller_harness import TIMEOUT_MS, Harness
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
 # --- CreateTopics -----------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+from controller_harness import TIMEOUT_MS, Harness
+
 from metadata import records as rec
 from metadata.admin import (
     BrokerHeartbeatRequest,
@@ -14,11 +16,8 @@ from metadata.admin import (
 )
 from metadata.delta import replay
 from metadata.image import NO_LEADER, NO_OFFSET
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
-
-from controller_harness import TIMEOUT_MS, Harness
-
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 
 # --- brokers -------------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@ per test, and the happy paths (shrink, expand, answered with the state after com
 
 from __future__ import annotations
 
+from controller_harness import TIMEOUT_MS, Harness
+
 from metadata import records as rec
 from metadata.admin import (
     AlterPartitionData,
@@ -13,10 +15,8 @@ from metadata.admin import (
     CreatableTopicResult,
 )
 from metadata.image import PartitionImage
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
-
-from controller_harness import TIMEOUT_MS, Harness
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 
 
 def _setup() -> tuple[Harness, Uuid, PartitionImage]:

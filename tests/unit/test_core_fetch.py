@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from core_harness import (
     CLUSTER_ID,
     deliver,
@@ -17,9 +16,9 @@ from core_harness import (
     sent,
 )
 
+from raft.common.errors import ErrorCode
 from raft.core import RaftCore, RaftInvariantError, Role
 from raft.log import MemoryLog
-from raft.errors import ErrorCode
 from raft.messages import (
     CurrentLeader,
     DivergingEpoch,

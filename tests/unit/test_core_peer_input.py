@@ -12,8 +12,8 @@ from core_harness import CLUSTER_ID, drain, log_with, make_core, make_leader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raft.common.errors import ErrorCode
 from raft.core import RaftCore
-from raft.errors import ErrorCode
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

@@ -6,9 +6,9 @@ import pytest
 from core_harness import CLUSTER_ID, Cluster, deliver, drain, log_with, make_core, make_leader
 
 from metadata.records import LeaderChange, MetadataTopic, decode
-from metadata.uuid import METADATA_TOPIC_ID, Uuid
+from raft.common.errors import ErrorCode
+from raft.common.uuid import METADATA_TOPIC_ID, Uuid
 from raft.core import Role
-from raft.errors import ErrorCode
 from raft.log import MemoryLog
 from raft.messages import (
     BeginQuorumEpochRequest,

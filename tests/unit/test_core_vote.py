@@ -15,8 +15,8 @@ from core_harness import (
     sent,
 )
 
+from raft.common.errors import ErrorCode
 from raft.core import Role
-from raft.errors import ErrorCode
 from raft.messages import CurrentLeader, FetchRequest, FetchResponse, VoteRequest, VoteResponse
 from raft.sim.planted import core_class
 from raft.types import ElectionState

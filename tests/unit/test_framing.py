@@ -1,4 +1,4 @@
-"""raft.framing: 4-byte length + msgpack map frames; every bad frame is one FrameError."""
+"""raft.common.framing: 4-byte length + msgpack map frames; every bad frame is one FrameError."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from metadata.uuid import METADATA_TOPIC_ID, Uuid
-from raft.framing import FrameDecoder, FramedStream, FrameError, encode_frame
+from raft.common.framing import FrameDecoder, FramedStream, FrameError, encode_frame
+from raft.common.uuid import METADATA_TOPIC_ID, Uuid
 
 MESSAGE = {"api": "Fetch", "version": 0, "correlation_id": 7, "cluster_id": "c",
            "body": {"topic_id": METADATA_TOPIC_ID, "fetch_offset": 3}}

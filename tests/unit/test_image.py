@@ -12,7 +12,7 @@ import pytest
 from metadata import records as rec
 from metadata.delta import MetadataDelta, replay, replay_bytes
 from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage
-from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
 ROOT = Path(__file__).resolve().parents[2]
 ID_A = Uuid.random(random.Random(1))

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from broker import partition_dir
 from broker.kafka.replica import ReplicaManager, check_partition
 from broker.kafka.replication import followed_partitions
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 
 def test_unknown_topic_id_when_id_not_in_image() -> None:

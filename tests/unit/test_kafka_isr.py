@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-
 from kafka_support import BROKER, TOPIC_ID, image_with_topic, record_batch
 
 from broker import partition_dir
@@ -24,7 +23,7 @@ from metadata.admin import (
 from metadata.controller_client import ControllerUnavailable
 from metadata.delta import replay
 from metadata.image import MetadataImage
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
 
 LAG_MS = 10_000
 LAG_S = LAG_MS / 1000

@@ -6,9 +6,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from crc32c import crc32c
 from kafka_support import record_batch
 
 from broker.kafka.partition_log import InvalidBatchError, PartitionLog, split_batches

@@ -22,7 +22,7 @@ from broker.reconcile import (
     WriteMetadataFile,
     reconcile,
 )
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 OLD = Uuid(0x1111 << 64)
 NEW = Uuid(0x2222 << 64)

@@ -25,7 +25,7 @@ from broker.reconcile import (
 )
 from metadata import records as rec
 from metadata.delta import replay
-from metadata.uuid import ZERO_UUID, Uuid
+from raft.common.uuid import ZERO_UUID, Uuid
 
 OLD = Uuid(0x1111 << 64)
 NEW = Uuid(0x2222 << 64)

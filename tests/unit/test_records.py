@@ -34,7 +34,7 @@ from metadata.records import (
     from_dict,
     to_json,
 )
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_codec import assert_names_path, field_default, mutations  # noqa: E402

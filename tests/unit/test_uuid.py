@@ -1,4 +1,4 @@
-"""metadata.uuid.Uuid: KIP-516 topic IDs with Kafka's Uuid behaviour."""
+"""raft.common.uuid.Uuid: KIP-516 topic IDs with Kafka's Uuid behaviour."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.uuid import METADATA_TOPIC_ID, RESERVED, ZERO_UUID, Uuid, pack
+from raft.common.uuid import METADATA_TOPIC_ID, RESERVED, ZERO_UUID, Uuid, pack
 
 values = st.integers(min_value=0, max_value=(1 << 128) - 1)
 

@@ -37,8 +37,8 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from tools.chaos.history import FAILED, OK, UNKNOWN, HistoryWriter
 from tools.cluster import ClusterError, request
 

@@ -33,8 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from tools.chaos.checker import CheckResult, FinalState, check
-from tools.chaos.final import (final_topics, read_all, reference_hashes, scan_broker_dirs,
-                               settle_brokers)
+from tools.chaos.final import (
+    final_topics,
+    read_all,
+    reference_hashes,
+    scan_broker_dirs,
+    settle_brokers,
+)
 from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet

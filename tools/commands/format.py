@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.storage import StorageError, format_log_dir
 from tools.errors import CommandError, usage_error
 

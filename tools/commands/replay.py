@@ -61,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
 
+    from pyspark.sql import SparkSession
+
     from tools.replay.job import run_replay
     from tools.replay.load import spark_session
     from tools.replay.progress import Progress
-
-    from pyspark.sql import SparkSession
 
     owned = SparkSession.getActiveSession() is None  # tests share their own session
     spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions)

@@ -42,8 +42,8 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
-from metadata.uuid import Uuid
-from raft.errors import ErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from tools.cluster import Cluster, ClusterError, request
 from tools.errors import CommandError, usage_error
 

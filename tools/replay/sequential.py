@@ -27,15 +27,15 @@ from __future__ import annotations
 import base64
 import hashlib
 from array import array
-from collections import Counter
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
 from metadata.records import RECORD_CLASSES, RecordType
-from metadata.uuid import METADATA_TOPIC_ID, ZERO_UUID
+from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID
 
 MAX_KEPT = 10_000
 RESERVED = frozenset({ZERO_UUID.to_bytes(), METADATA_TOPIC_ID.to_bytes()})

@@ -26,7 +26,7 @@ from metadata.records import (
     RemoveTopic,
     Topic,
 )
-from metadata.uuid import Uuid
+from raft.common.uuid import Uuid
 from raft.segment import encode_batch, segment_name
 from raft.storage import write_high_watermark_checkpoint
 from raft.types import Batch

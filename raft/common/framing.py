@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 import trio
 
-from metadata.uuid import pack
+from raft.common.uuid import pack
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _LENGTH = struct.Struct(">I")

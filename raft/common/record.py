@@ -1,0 +1,69 @@
+"""The framing every log record shares: one msgpack map `{"type": int, "version": int,
+...fields}` made by the shared codec (Uuid fields as 16-byte bin, tuples as arrays, None
+fields left out).
+
+The raft layer defines its control records (`raft.control_records`) and the metadata
+layer the rest (`metadata.records`) on this base; a `RecordSet` decodes the types it
+knows. Optional fields (default None) leave room to grow a record without a new
+version; decoding ignores unknown keys for forward compatibility, checks every known one
+against its type, and raises `RecordError` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+from raft.common.codec import Codec, CodecError
+from raft.common.uuid import Uuid, pack
+
+
+class RecordError(ValueError):
+    """A record's bytes cannot be decoded; the message says why."""
+
+
+CODEC = Codec(omit_none=True, ignore_unknown=True)
+CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
+               name="a 16-byte Uuid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    TYPE: ClassVar[int]
+    VERSION: ClassVar[int] = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The map `encode` packs: type, version, then the fields (Uuids as 16 bytes)."""
+        return {"type": int(self.TYPE), "version": self.VERSION, **CODEC.encode(self)}
+
+    def encode(self) -> bytes:
+        return pack(self.to_dict())
+
+
+class RecordSet:
+    """The record types one layer knows, by type id."""
+
+    def __init__(self, classes: Iterable[type[Record]]) -> None:
+        self.classes: dict[int, type[Record]] = {int(cls.TYPE): cls for cls in classes}
+
+    def from_dict(self, data: Mapping[str, Any]) -> Record:
+        type_id = data.get("type")
+        cls = self.classes.get(type_id) if type(type_id) is int else None
+        if cls is None:
+            raise RecordError(f"unknown record type {type_id!r}")
+        try:  # "type" and "version" are keys the codec ignores, like any unknown one
+            return CODEC.decode(cls, data)
+        except CodecError as exc:
+            raise RecordError(f"bad {cls.__name__} record: {exc}") from exc
+
+    def decode(self, data: bytes) -> Record:
+        try:
+            obj = msgpack.unpackb(data, raw=False)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise RecordError(f"undecodable record: {exc}") from None
+        if not isinstance(obj, dict):
+            raise RecordError(f"record is not a map: {type(obj).__name__}")
+        return self.from_dict(obj)

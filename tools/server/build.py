@@ -1,0 +1,66 @@
+"""Build a node from its configuration: the log directory, the Raft node, and every part
+its roles need (the Append API on every node, the metadata controller on voters, the
+broker role on brokers). The node is returned built but not yet running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from raft.core import RaftConfig
+from raft.log import DiskLog
+from raft.node import RaftNode
+from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
+from tools.config import NodeConfig
+from tools.server.append_api import install_append_api
+
+
+def raft_config(config: NodeConfig) -> RaftConfig:
+    return RaftConfig(voters=tuple(sorted(config.voters)),
+                      election_timeout_ms=config.election_timeout_ms,
+                      fetch_timeout_ms=config.fetch_timeout_ms,
+                      election_backoff_max_ms=config.election_backoff_max_ms,
+                      request_timeout_ms=config.request_timeout_ms,
+                      fetch_max_wait_ms=config.fetch_max_wait_ms,
+                      fetch_max_bytes=config.fetch_max_bytes, pre_vote=config.pre_vote)
+
+
+@dataclass(eq=False)
+class BuiltNode:
+    """A node built from its configuration, and the files to close before a rebuild."""
+
+    node: RaftNode
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+
+
+def build_node(config: NodeConfig) -> BuiltNode:
+    """Open the log directory named by `config` and build the node (not yet running)
+    with every part its roles need."""
+    meta = open_log_dir(config.log_dir, cluster_id=config.cluster_id or None,
+                        node_id=config.node_id)
+    disk_log = DiskLog.open_metadata_log(config.log_dir, segment_bytes=config.log_segment_bytes)
+    log_dir = config.log_dir
+    node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
+                    config=raft_config(config), log=disk_log,
+                    election=read_quorum_state(log_dir, voters=config.voters),
+                    write_election=lambda state: write_quorum_state(log_dir, state),
+                    listen=config.controller_address,
+                    max_frame_bytes=config.socket_request_max_bytes,
+                    send_queue_size=config.send_queue_max_messages,
+                    fault_file=config.fault_injection_file or None)
+    built = BuiltNode(node, [disk_log.close])
+    install_append_api(node)
+    if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
+        from metadata.controller_shell import install_controller
+        install_controller(node, broker_session_timeout_ms=config.broker_session_timeout_ms)
+    if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
+        from broker.role import install_broker_role
+        built.closers.append(install_broker_role(node, config.broker_settings()).close)
+    return built
+
+
