@@ -1,4 +1,4 @@
-"""A test-only fault hook for one node: a slow disk and a skewed clock (issue 9 chaos).
+"""A test-only fault hook for one node: a slow disk and a skewed clock (used by `kraft chaos`).
 
 `fault.injection.file` (default empty: off) names a JSON file such as
 

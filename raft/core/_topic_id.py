@@ -1,4 +1,4 @@
-"""The metadata partition's topic ID as one node knows it (KIP-516, as DESIGN.md reads it).
+"""The metadata partition's topic ID as one node knows it (KIP-516).
 
 The first leader of an empty log writes `MetadataTopic{topic_id}` into its first batch,
 right after its LeaderChange. A node that has seen that record committed addresses the

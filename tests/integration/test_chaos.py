@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 PROCESS_SEED = 8  # its schedule kills, pauses, slows or skews every node, the leader 5 times
-PROCESS_DURATION_S = 120  # issue 9: a 2-3 minute chaos run in `make test`
+PROCESS_DURATION_S = 120  # a 2-3 minute chaos run in `make test`
 PROCESS_KINDS = "kill,pause,leader,slow-disk,clock"
 
 
@@ -56,7 +56,7 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
 @pytest.mark.timeout(600)
 def test_chaos_run_passes_when_nodes_are_killed_paused_slowed_and_leaders_targeted(
         cli_cluster_dir: Path) -> None:
-    """Issue 9: every acknowledged create, delete and acks=all produce survives SIGKILL
+    """Every acknowledged create, delete and acks=all produce survives SIGKILL
     and SIGSTOP of voters, brokers and the leader, slow fsyncs and skewed clocks; brokers
     converge and keep no stale partition; replay agrees."""
     code, verdict = run_chaos(cli_cluster_dir, PROCESS_SEED, PROCESS_DURATION_S,
@@ -95,7 +95,7 @@ SOAK_DURATION_S = 1800
 @pytest.mark.parametrize("seed", [11, 23, 37])
 def test_chaos_soak_passes_when_run_for_half_an_hour_over_several_seeds(
         cli_cluster_dir: Path, seed: int) -> None:
-    """Issue 9: `make soak` runs 30-minute chaos runs with every fault kind."""
+    """`make soak` runs 30-minute chaos runs with every fault kind."""
     code, verdict = run_chaos(cli_cluster_dir, seed, SOAK_DURATION_S,
                               timeout_s=SOAK_DURATION_S + 1100, faults=ALL_KINDS)
     assert_passed(code, verdict, SOAK_DURATION_S, kinds=frozenset(

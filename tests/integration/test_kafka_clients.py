@@ -1,5 +1,5 @@
 """Unmodified Kafka clients (kafka-python, confluent-kafka/librdkafka, default settings)
-against a local 3-voter + 3-broker cluster over the brokers' Kafka listeners (issue 7)."""
+against a local 3-voter + 3-broker cluster over the brokers' Kafka listeners."""
 
 from __future__ import annotations
 

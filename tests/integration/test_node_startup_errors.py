@@ -1,4 +1,4 @@
-"""`kraft node` on a damaged log directory (issue 9, hostile input): a corrupt batch in the
+"""`kraft node` on a damaged log directory (hostile input): a corrupt batch in the
 middle of the metadata log is a one-line start-up error naming the segment file and the
 byte offset, exit 2, no traceback; a torn tail alone is cut off and the node starts. A
 quorum-state written under another voter set is a one-line start-up error, exit 1."""

@@ -1,4 +1,4 @@
-"""A full disk under a running node (issue 9, hostile input): ENOSPC injected into the log
+"""A full disk under a running node (hostile input): ENOSPC injected into the log
 write, the log fsync or the quorum-state write. The RaftNode logs one ERROR naming the
 error and the directory and stops (like Kafka's log-dir failure) without acknowledging
 what was not durable; a restart once space is back holds every acknowledged record.

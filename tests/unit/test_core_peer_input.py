@@ -1,4 +1,4 @@
-"""Peer input never raises (STYLE.md): every quorum state takes any well-typed message,
+"""Peer input never raises: every quorum state takes any well-typed message,
 including nonsense values, and answers with error codes at worst (h2-style: every
 (state, message) pair)."""
 
@@ -86,7 +86,7 @@ states = st.sampled_from(["unattached", "follower", "observer", "prospective", "
                                   st.integers(min_value=0, max_value=12)), max_size=8))
 def test_any_message_is_handled_without_raising_when_it_is_nonsense(
         state: str, inputs: list[tuple[int, Any, int]]) -> None:
-    """STYLE.md: a peer's message becomes state changes or error codes, never an
+    """A peer's message becomes state changes or error codes, never an
     exception; epochs never go back and the log never loses committed records."""
     core = core_in(state)
     drain(core)

@@ -1,4 +1,4 @@
-"""The core is pure (STYLE.md): no trio, socket, os or time, no module-level `random`
+"""The core is pure: no trio, socket, os or time, no module-level `random`
 functions; randomness and the clock come in from outside. And KIP-996 in a small
 cluster: pre-vote keeps a partially partitioned node from disrupting a live leader."""
 
@@ -19,7 +19,7 @@ RAFT = Path(__file__).resolve().parents[2] / "raft"
 
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_core_module_imports_no_io_clock_or_global_random_when_loaded(module: str) -> None:
-    """STYLE.md: the core never imports trio, socket, os or time, and never calls the
+    """The core never imports trio, socket, os or time, and never calls the
     module-level `random` functions (an injected `random.Random` only)."""
     tree = ast.parse((RAFT / f"{module}.py").read_text())
     for node in ast.walk(tree):

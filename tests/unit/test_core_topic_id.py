@@ -1,4 +1,4 @@
-"""The metadata topic's ID and the cluster id on every RPC (KIP-516, as DESIGN.md reads it)."""
+"""The metadata topic's ID and the cluster id on every RPC (KIP-516)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_wrong_cluster_id_gets_inconsistent_cluster_id_when_any_request_arrives(
 
 
 def test_sentinel_and_known_id_are_both_accepted_when_node_knows_the_id() -> None:
-    """KIP-516 / DESIGN.md: every node keeps accepting METADATA_TOPIC_ID."""
+    """KIP-516: every node keeps accepting METADATA_TOPIC_ID."""
     cluster = Cluster((1, 2, 3))
     leader = cluster.elect()
     topic_id = leader.metadata_topic_id
