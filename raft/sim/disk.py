@@ -2,6 +2,7 @@
 flushed) and its `quorum-state` file, durable only once the simulated fsync completes.
 
 A crash keeps exactly what was flushed; `wipe()` models a node that lost its whole disk.
+The log remembers every tail it cut (`RemovedTail`), for the sweep's divergence counts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,37 @@ from dataclasses import dataclass
 
 from raft.log import MemoryLog
 from raft.types import ElectionState
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedTail:
+    """Records [start, end) cut from a log; they were written in epochs
+    first_epoch..last_epoch (epochs only grow along a log)."""
+
+    start: int
+    end: int
+    first_epoch: int
+    last_epoch: int
+
+    @property
+    def spans_epochs(self) -> bool:
+        return self.first_epoch != self.last_epoch
+
+
+class SimLog(MemoryLog):
+    """`MemoryLog` that notes every non-empty tail it truncates, before cutting it (the
+    core's `Ready` only says where the log now ends, not what was there)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removed: list[RemovedTail] = []  # drained by the cluster after each event
+
+    def truncate_to(self, offset: int) -> None:
+        end = self.end_offset
+        if self.start_offset <= offset < end:
+            self.removed.append(RemovedTail(offset, end, self.epoch_at(offset),
+                                            self.last_epoch))
+        super().truncate_to(offset)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +84,7 @@ class SimDisk:
         self.config = config
         self._rng = rng
         self._on_persist = on_persist
-        self.log = MemoryLog()
+        self.log = SimLog()
         self.quorum_state = QuorumStateStore(on_persist)
         self.crashes = 0
         self.wipes = 0
@@ -69,6 +101,6 @@ class SimDisk:
 
     def wipe(self) -> None:
         """The disk is replaced: empty log, no quorum-state."""
-        self.log = MemoryLog()
+        self.log = SimLog()
         self.quorum_state.wipe()
         self.wipes += 1

@@ -3,13 +3,19 @@ reorder), loss, duplication, and partitions as a set of cut directed links.
 
 A link is checked twice, when a message is sent and when it would arrive: a partition
 also swallows what was in flight, as a broken TCP connection would.
+
+Faults that overlap `hold` and `release` their cuts: a link cut by two faults comes back
+only once both are over.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+Link = tuple[int, int]  # (src, dst): one direction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +37,8 @@ class Network:
     def __init__(self, config: NetworkConfig, rng: random.Random) -> None:
         self.config = config
         self._rng = rng
-        self._cut: set[tuple[int, int]] = set()
+        self._cut: set[Link] = set()
+        self._holds: Counter[Link] = Counter()  # how many faults hold each link cut
         self.loss_probability = config.loss_probability
         self.duplicate_probability = config.duplicate_probability
         self.slowdown = 1.0  # latency multiplier while the network is congested
@@ -56,22 +63,26 @@ class Network:
 
     def partition(self, *groups: Iterable[int]) -> None:
         """Cut every link between nodes of different groups (both ways)."""
-        sets = [set(g) for g in groups]
-        for i, left in enumerate(sets):
-            for right in sets[i + 1:]:
-                for a in left:
-                    for b in right:
-                        self.cut(a, b)
+        self._cut |= partition_links(*groups)
 
     def isolate(self, node: int, others: Iterable[int], *, inbound: bool = True,
                 outbound: bool = True) -> None:
-        for other in others:
-            if other == node:
-                continue
-            if outbound:
-                self._cut.add((node, other))
-            if inbound:
-                self._cut.add((other, node))
+        self._cut |= isolation_links(node, others, inbound=inbound, outbound=outbound)
+
+    def hold(self, links: Iterable[Link]) -> None:
+        """A fault cuts `links`; they stay cut until every fault holding them released
+        them (or the network heals)."""
+        for link in links:
+            self._holds[link] += 1
+            self._cut.add(link)
+
+    def release(self, links: Iterable[Link]) -> None:
+        for link in links:
+            if self._holds[link] <= 1:
+                self._holds.pop(link, None)
+                self._cut.discard(link)
+            else:
+                self._holds[link] -= 1
 
     def only_links(self, nodes: Iterable[int], links: Iterable[tuple[int, int]]) -> None:
         """Cut every link among `nodes` except the listed (undirected) ones."""
@@ -84,12 +95,13 @@ class Network:
 
     def heal(self) -> None:
         self._cut.clear()
+        self._holds.clear()
         self.slowdown = 1.0
         self.loss_probability = self.config.loss_probability
         self.duplicate_probability = self.config.duplicate_probability
 
     @property
-    def cut_links(self) -> frozenset[tuple[int, int]]:
+    def cut_links(self) -> frozenset[Link]:
         return frozenset(self._cut)
 
     @property
@@ -120,3 +132,29 @@ class Network:
             self.duplicated += 1
             delays.append(self.latency_us())
         return delays
+
+
+def partition_links(*groups: Iterable[int]) -> set[Link]:
+    """Every link, both ways, between nodes of different groups."""
+    sets = [set(g) for g in groups]
+    links: set[Link] = set()
+    for i, left in enumerate(sets):
+        for right in sets[i + 1:]:
+            for a in left:
+                for b in right:
+                    links.add((a, b))
+                    links.add((b, a))
+    return links
+
+
+def isolation_links(node: int, others: Iterable[int], *, inbound: bool = True,
+                    outbound: bool = True) -> set[Link]:
+    """The links between `node` and each of `others` (to it, from it, or both)."""
+    links: set[Link] = set()
+    for other in others:
+        if other != node:
+            if outbound:
+                links.add((node, other))
+            if inbound:
+                links.add((other, node))
+    return links
