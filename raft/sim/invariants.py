@@ -1,5 +1,22 @@
 """Safety invariants, checked by the simulator after every event.
 
+- `one-leader-per-epoch`: no two nodes ever lead, or are followed as leader, in one epoch;
+- `log-matching`: durable entries with the same offset and epoch hold the same record and
+  follow the same epoch (Raft §5.3);
+- `committed-data-never-lost`: a record below any node's published high watermark is
+  never changed or truncated, and every leader of a later epoch holds it (§5.4);
+- `high-watermark-never-decreases`: per node, also across restarts once recovered;
+- `high-watermark-within-log`: no node's high watermark is past its log end;
+- `observers-never-vote`: observers are never asked, never grant, never campaign, and no
+  LeaderChange record counts them;
+- `majority-holds-high-watermark`: a majority of voters hold the leader's high watermark
+  on disk (flushed log ends only);
+- `persisted-epoch-never-decreases`: a node's quorum-state never goes back an epoch;
+- `one-vote-per-epoch`: no voter grants two candidates one epoch, judged from every vote
+  it ever sent, whatever happened to its disk in between;
+- `liveness` (checked by the sweep, `raft.sim.sweep`): after the heal, a new record
+  commits and every running node converges on the leader's log and high watermark.
+
 Each check raises `InvariantViolation(name, detail)`; `name` is one of `INVARIANTS`.
 The checks are incremental (only what changed since the last event is looked at) so a
 sweep of thousands of runs stays fast, with a full rescan after crashes and elections.
@@ -71,6 +88,13 @@ class Checker:
         self.commit_epochs: list[int] = []  # offset -> earliest epoch known to commit it
         self._track = {n: _NodeTrack() for n in self.voters | self.observers}
         self._majority = len(self.voters) // 2 + 1
+        # Every vote ever cast, from what left the voters (not from their disks, which a
+        # crash or a wipe may have reset): (voter, epoch) -> candidate.
+        self.votes: dict[tuple[int, int], int] = {}
+        # Vote requests in flight: (candidate, voter, correlation id) -> (epoch, pre-vote),
+        # to tell which request a VoteResponse answers.
+        self._vote_requests: dict[tuple[int, int, int], tuple[int, bool]] = {}
+        self._majority_held: tuple[int, int, int] | None = None
 
     # ---- hooks called by the cluster -------------------------------------------------
 
@@ -85,16 +109,39 @@ class Checker:
             self._fail(ONE_VOTE_PER_EPOCH, f"node {node_id} voted for {old.voted_id} and "
                                            f"then {new.voted_id} in epoch {new.epoch}")
 
-    def on_send(self, src: int, dst: int, message: object) -> None:
+    def on_send(self, src: int, dst: int, message: object, *,
+                correlation_id: int = 0) -> None:
         name = type(message).__name__
         if not name.startswith("Vote"):
             return
-        if name.startswith("VoteRequest") and (src in self.observers or dst in self.observers):
-            self._fail(OBSERVER_NEVER_VOTES, f"{name} from {src} to {dst} involves an "
-                                             "observer")
-        if (name.startswith("VoteResponse") and src in self.observers
-                and _vote_granted(message)):
-            self._fail(OBSERVER_NEVER_VOTES, f"observer {src} granted a vote to {dst}")
+        if name.startswith("VoteRequest"):
+            if src in self.observers or dst in self.observers:
+                self._fail(OBSERVER_NEVER_VOTES, f"{name} from {src} to {dst} involves an "
+                                                 "observer")
+            self._on_vote_request(src, dst, message, correlation_id)
+        elif name.startswith("VoteResponse") and _vote_granted(message):
+            if src in self.observers:
+                self._fail(OBSERVER_NEVER_VOTES, f"observer {src} granted a vote to {dst}")
+            request = self._vote_requests.get((dst, src, correlation_id))
+            epoch = getattr(message, "leader_epoch", None)
+            if request is not None and not request[1] and request[0] == epoch:
+                self._record_vote(src, request[0], dst)
+
+    def _on_vote_request(self, candidate: int, voter: int, request: object,
+                         correlation_id: int) -> None:
+        epoch = getattr(request, "candidate_epoch", -1)
+        pre_vote = bool(getattr(request, "pre_vote", False))
+        self._vote_requests[(candidate, voter, correlation_id)] = (epoch, pre_vote)
+        if not pre_vote:  # a candidate asks only once it has voted for itself
+            self._record_vote(candidate, epoch, candidate)
+
+    def _record_vote(self, voter: int, epoch: int, candidate: int) -> None:
+        if ONE_VOTE_PER_EPOCH in self.skip:
+            return
+        earlier = self.votes.setdefault((voter, epoch), candidate)
+        if earlier != candidate:
+            self._fail(ONE_VOTE_PER_EPOCH, f"voter {voter} voted for {earlier} and then for "
+                                           f"{candidate} in epoch {epoch}")
 
     def on_truncate(self, node: CheckedNode, offset: int) -> None:
         track = self._track[node.node_id]
@@ -103,6 +150,7 @@ class Checker:
                                        f"high watermark {track.hw}")
         track.checked_end = min(track.checked_end, offset)
         track.hw_checked = min(track.hw_checked, offset)
+        self._majority_held = None  # a voter's durable end went down
 
     def on_restart(self, node: CheckedNode, *, wiped: bool = False) -> None:
         track = self._track[node.node_id]
@@ -113,6 +161,7 @@ class Checker:
         if wiped:
             track.hw_max = 0
             track.recovering = False
+            self._majority_held = None
 
     def on_high_watermark(self, node: CheckedNode, hw: int) -> None:
         track = self._track[node.node_id]
@@ -148,7 +197,12 @@ class Checker:
             self._check_log(node, track.checked_end, durable_end)
             track.checked_end = durable_end
         if core.is_leader and MAJORITY_HOLDS_HW not in self.skip:
-            self._check_majority(node, nodes)
+            # Durable ends only go down by a truncation or a wipe (which reset this), so
+            # a (leader, epoch, high watermark) found held stays held.
+            key = (node.node_id, core.epoch, core.high_watermark)
+            if key != self._majority_held:
+                self._check_majority(node, nodes)
+                self._majority_held = key
 
     # ---- the checks --------------------------------------------------------------------
 
@@ -177,7 +231,8 @@ class Checker:
 
     def _check_leader_change(self, node: CheckedNode, epoch: int) -> None:
         """The new leader's LeaderChange record names only voters as granting votes."""
-        from metadata.records import LeaderChange, RecordError, decode
+        from raft.common.record import RecordError
+        from raft.control_records import CONTROL_RECORDS, LeaderChange
 
         log = node.log
         _, start = log.end_offset_for_epoch(epoch - 1) if epoch > 0 else (0, 0)
@@ -187,7 +242,7 @@ class Checker:
             if entry_epoch != epoch:
                 return
             try:
-                change = decode(record)
+                change = CONTROL_RECORDS.decode(record)
             except RecordError:
                 return
             if isinstance(change, LeaderChange):
@@ -264,10 +319,10 @@ class Checker:
         hw = leader.core.high_watermark
         if not hw:
             return
-        # Log ends, not flushed ends: a truncation above the HW may rewrite a batch that
-        # straddles it (the durable end drops until the fsync); a crash that loses acked
-        # entries shows up as a log end below the HW on the next check.
-        holding = [n.node_id for n in nodes if n.is_voter and n.log.end_offset >= hw]
+        # Durable log ends only: what a voter holds but has not flushed is lost in a crash,
+        # so it cannot count towards the majority that makes a record committed.
+        holding = [n.node_id for n in nodes
+                   if n.is_voter and n.log.flushed_end_offset >= hw]
         if len(holding) < self._majority:
             self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} "
                                           f"but only voters {holding} hold it")
