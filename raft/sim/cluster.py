@@ -7,6 +7,9 @@ Each node is driven as the Trio shell drives it (see `raft.types`): after an eve
 which the node handles nothing else: later events wait in its inbox); only then send the
 messages, record the high watermark and `advance()`. Each node's clock runs at its own
 rate (a few parts in a hundred off), so timers drift apart.
+
+The cluster also counts how deep a run went: elections (epochs that had a leader, from
+the checker) and divergences (see `Divergences`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raft.sim.disk import DiskConfig, SimDisk
+from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
 from raft.sim.invariants import Checker
 from raft.sim.network import Network, NetworkConfig
 from raft.sim.trace import Trace
@@ -42,12 +45,56 @@ class SimConfig:
     pre_vote: bool = True
     planted_bug: str | None = None
     max_drift_ppm: int = 20_000  # clocks run up to 2% fast or slow
-    propose_interval_ms: float = 150.0
+    propose_interval_ms: float = 300.0
     codec_roundtrip: bool = False  # pass every message through encode/decode
     skip_invariants: tuple[str, ...] = ()
     trace_size: int = 60
     network: NetworkConfig = field(default_factory=NetworkConfig)
     disk: DiskConfig = field(default_factory=DiskConfig)
+
+
+@dataclass(slots=True)
+class _Episode:
+    """The truncations one node makes before it next appends records."""
+
+    first_epoch: int
+    last_epoch: int
+    truncations: int = 0
+    multi_epoch: bool = False
+
+
+class Divergences:
+    """Counts the run's divergences.
+
+    A *divergence* is one node cutting a non-empty tail off its log: from its first such
+    truncation until it next appends records (a Fetch that matched the leader's log), any
+    further truncations belong to the same divergence. A divergence is *multi-epoch* when
+    the records it removed were written in two or more epochs, or when it took two or
+    more truncations (KIP-595 walks a follower back one epoch per Fetch round, so the
+    tail the node held spanned epochs the leader never had).
+    """
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.multi_epoch = 0
+        self._open: dict[int, _Episode] = {}  # node id -> divergence not yet resolved
+
+    def on_truncated(self, node_id: int, tails: Sequence[RemovedTail]) -> None:
+        episode = self._open.get(node_id)
+        for tail in tails:
+            if episode is None:
+                episode = self._open[node_id] = _Episode(tail.first_epoch, tail.last_epoch)
+                self.total += 1
+            episode.first_epoch = min(episode.first_epoch, tail.first_epoch)
+            episode.last_epoch = max(episode.last_epoch, tail.last_epoch)
+            episode.truncations += 1
+            if not episode.multi_epoch and (episode.truncations > 1
+                                            or episode.first_epoch != episode.last_epoch):
+                episode.multi_epoch = True
+                self.multi_epoch += 1
+
+    def on_appended(self, node_id: int) -> None:
+        self._open.pop(node_id, None)
 
 
 class SimNode:
@@ -58,6 +105,7 @@ class SimNode:
         self.node_id = node_id
         self.is_voter = is_voter
         self.disk = disk
+        self.log: Any = disk.log  # the disk's log, until a wipe replaces it
         self.rate = rate_ppm
         self.core: Any = None
         self.busy = False  # waiting for its fsync
@@ -69,10 +117,6 @@ class SimNode:
         self.incarnation = 0
         self.seeds = random.Random(seed)  # one core Random per incarnation
         self.last_state: tuple[str, int, int | None] = ("down", 0, None)
-
-    @property
-    def log(self) -> Any:
-        return self.disk.log
 
     @property
     def up(self) -> bool:
@@ -97,14 +141,15 @@ class Cluster:
                                         config.voters + config.observers + 1))
         fetch_max_bytes = config.fetch_max_bytes or self.rng.choice((1, 512, 1 << 20))
         if core_class is None:
-            from raft.core import RaftConfig, RaftCore
+            from raft.core import RaftConfig
+            from raft.sim.planted import core_class as planted_core_class
 
-            core_class = RaftCore
+            core_class = planted_core_class(config.planted_bug)
             core_config = RaftConfig(
                 voters=self.voter_ids, election_timeout_ms=config.election_timeout_ms,
                 fetch_timeout_ms=config.fetch_timeout_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms, fetch_max_bytes=fetch_max_bytes,
-                pre_vote=config.pre_vote, planted_bug=config.planted_bug)
+                pre_vote=config.pre_vote)
         self.core_class = core_class
         self.raft_config = core_config
         self.network = Network(config.network, random.Random(self.rng.getrandbits(64)))
@@ -116,6 +161,9 @@ class Cluster:
         self._seq = 0
         self.events = 0
         self.faults = 0
+        self.divergences = Divergences()
+        self._on_elected: list[Callable[[SimNode], None]] = []
+        self.workload_on = False
         self.proposals: list[tuple[int, int, int]] = []  # (time_us, epoch, last_offset)
         self._record_seq = 0
         self._codec = _load_codec() if config.codec_roundtrip else None
@@ -240,7 +288,9 @@ class Cluster:
         node.disk.crash()
         if wipe:
             node.disk.wipe()
+            node.log = node.disk.log
             self.checker.on_restart(node, wiped=True)
+            self.divergences.on_appended(node_id)  # nothing left to reconcile
         self.trace.add(self.now_us, node_id, "crash", "disk wiped" if wipe else "")
 
     def pause(self, node_id: int) -> None:
@@ -279,23 +329,37 @@ class Cluster:
         return self._handle(leader, PROPOSE, tuple(records))  # type: ignore[no-any-return]
 
     def next_record(self) -> bytes:
-        from metadata.records import RegisterBroker
-        from metadata.uuid import Uuid
+        """A unique opaque record: raft replicates bytes it does not interpret."""
+        from raft.common.uuid import Uuid
 
         self._record_seq += 1
-        return RegisterBroker(broker_id=self._record_seq,
-                              incarnation_id=Uuid.random(self._workload_rng),
-                              broker_epoch=self._record_seq).encode()
+        return b"sim-record %d " % self._record_seq + Uuid.random(self._workload_rng).to_bytes()
 
     def start_workload(self, until_ms: float | None = None) -> None:
-        """Propose one record to the leader every `propose_interval_ms` (jittered)."""
+        """Propose one record every `propose_interval_ms` (jittered) to the leader of the
+        highest epoch, and one to every stale leader still running: its clients have not
+        heard of the new epoch either, so it writes a tail that must later be cut."""
+        self.workload_on = True
+
         def tick() -> None:
-            if until_ms is not None and self.now_ms >= until_ms:
+            if not self.workload_on or (until_ms is not None and self.now_ms >= until_ms):
                 return
+            leader = self.leader()
             self.propose()
+            for node in self.nodes.values():
+                if node is not leader and node.up and node.core.is_leader:
+                    self.propose(node_id=node.node_id)
             gap = self._workload_rng.uniform(0.5, 1.5) * self.config.propose_interval_ms
             self.schedule(int(gap * 1000), CALL, 0, (tick, ""))
         self.schedule(0, CALL, 0, (tick, ""))
+
+    def stop_workload(self) -> None:
+        self.workload_on = False
+
+    def when_elected(self, callback: Callable[[SimNode], None]) -> None:
+        """Call `callback(node)` once, the moment the next leader is elected: before the
+        new leader's first fsync completes, so nothing it sends has left it yet."""
+        self._on_elected.append(callback)
 
     # ---- queries ------------------------------------------------------------------------
 
@@ -330,6 +394,47 @@ class Cluster:
         ids = self.nodes if node_ids is None else node_ids
         return all(self.nodes[i].up and (self.nodes[i].core.high_watermark or 0) >= hw
                    for i in ids)
+
+    def converged(self) -> bool:
+        """Cheap test, fit to run after every event: a leader whose high watermark is its
+        log end, and every running node at that high watermark and log end."""
+        leader = self.leader()
+        if leader is None:
+            return False
+        hw = leader.core.high_watermark or 0
+        if hw != leader.log.end_offset:
+            return False
+        return all((n.core.high_watermark or 0) == hw and n.log.end_offset == hw
+                   for n in self.nodes.values() if n.up)
+
+    def run_until_converged(self, timeout_ms: float) -> list[str]:
+        """Stop proposing, run until `converged()` or for `timeout_ms`; what still
+        differs (`convergence_gaps()`, empty once every node holds the leader's log)."""
+        self.stop_workload()
+        self.run_until(self.converged, timeout_ms)
+        return self.convergence_gaps()
+
+    def convergence_gaps(self) -> list[str]:
+        """What keeps the running nodes from one log and one high watermark: each node
+        whose high watermark, log end or records differ from the leader's (empty when
+        the cluster has converged)."""
+        leader = self.leader()
+        if leader is None:
+            return ["no leader"]
+        hw = leader.core.high_watermark or 0
+        reference = _records(leader.log)
+        gaps = [] if hw == len(reference) else [
+            f"leader n{leader.node_id} high watermark {hw} below its log end {len(reference)}"]
+        for node in sorted(self.running(), key=lambda n: n.node_id):
+            if node is leader:
+                continue
+            records = _records(node.log)
+            node_hw = node.core.high_watermark or 0
+            if node_hw != hw or records != reference:
+                gaps.append(f"n{node.node_id}: high watermark {node_hw} (leader {hw}), "
+                            f"log end {len(records)} (leader {len(reference)}), first "
+                            f"differing offset {_first_difference(records, reference)}")
+        return gaps
 
     # ---- driving a node ------------------------------------------------------------------
 
@@ -368,6 +473,12 @@ class Cluster:
 
     def _after_handle(self, node: SimNode) -> None:
         ready: Ready = node.core.ready()
+        removed = node.log.removed
+        if removed:
+            self.divergences.on_truncated(node.node_id, removed)
+            removed.clear()
+        elif ready.entries:
+            self.divergences.on_appended(node.node_id)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
         if ready.election is not None or ready.needs_flush:
@@ -401,7 +512,8 @@ class Cluster:
             self._reschedule_tick(node)
 
     def _send(self, envelope: Envelope) -> None:
-        self.checker.on_send(envelope.src, envelope.dst, envelope.message)
+        self.checker.on_send(envelope.src, envelope.dst, envelope.message,
+                             correlation_id=envelope.correlation_id)
         if self._codec is not None:
             encode, decode = self._codec
             envelope = Envelope(src=envelope.src, dst=envelope.dst,
@@ -428,6 +540,10 @@ class Cluster:
         if state != node.last_state:
             node.last_state = state
             self.trace.add(self.now_us, node.node_id, "state", state)
+            if core.is_leader and self._on_elected:
+                callbacks, self._on_elected = self._on_elected, []
+                for callback in callbacks:
+                    callback(node)
         self.checker.after_event(node, self.nodes.values())
 
     def _persist_hook(self, node_id: int) -> Callable[[Any, Any], None]:
@@ -440,8 +556,8 @@ def _load_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     """Encode to msgpack bytes and back, as the wire would: catches codec asymmetries."""
     import msgpack
 
-    from metadata.uuid import pack
     from raft import messages
+    from raft.common.uuid import pack
 
     def encode(message: Any) -> bytes:
         return pack(messages.encode_message(message))
@@ -450,3 +566,17 @@ def _load_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
         api, body = msgpack.unpackb(raw, raw=False)
         return messages.decode_message(api, body)
     return encode, decode
+
+
+def _records(log: Any) -> list[tuple[int, bytes]]:
+    """(epoch, record) at each offset from the log start."""
+    return [(batch.epoch, record) for batch in log.read(log.start_offset, 1 << 62)
+            for record in batch.records]
+
+
+def _first_difference(ours: list[tuple[int, bytes]],
+                      theirs: list[tuple[int, bytes]]) -> int | None:
+    for offset, (mine, other) in enumerate(zip(ours, theirs, strict=False)):
+        if mine != other:
+            return offset
+    return None if len(ours) == len(theirs) else min(len(ours), len(theirs))
