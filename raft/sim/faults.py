@@ -1,39 +1,153 @@
-"""Random fault schedules: network faults (partitions, one-way cuts, an isolated leader,
-lossy and duplicating links) and process faults (crashes, leader crashes, graceful
-leader shutdowns, several nodes down at once). Every fault is undone by `window_ms`, when
-the network heals and every node is running again."""
+"""Random fault schedules, dense enough that one seed sees many epochs and logs that
+diverge over several of them.
+
+Two streams of faults overlap during the fault window (see `_Nemesis`): background
+faults of every kind, one starting every 0.5-2.5 s and lasting 0.3-5 s; and a leader
+chaser, which aims a fault at each newly elected leader 0.2-2 s after it wins (2.5-6 s
+long, enough for the others to notice and elect a successor). Each fault is injected,
+then undone; overlapping cuts compose (`Network.hold`). At `window_ms` everything heals:
+every link, disk and clock back to normal, every node running again.
+
+- network: `partition` (a random split), `isolate-leader`, `one-way` cuts, `lossy` and
+  duplicating links, `partial` (random links cut), `slow-net`, `leader-minority` (the
+  leader and a minority of voters split off: the leader keeps writing a tail only they
+  get), `isolate-until-elected` (the same split, healed the moment the majority side has
+  elected a newer leader, so the old one comes back with its stale tail),
+  `cut-new-leader` (the next leader is cut off the moment it wins) and
+  `multi-epoch-tail` (chaser only: four elections in a row that leave a node with an
+  uncommitted tail of two epochs, see `_MultiEpochTail`);
+- processes and disks: `crash`, `crash-leader`, `shutdown-leader` (graceful resign, then
+  stop), `crash-many`, `pause`, `pause-leader`, `slow-disk`, `crash-tail` (crash the node
+  with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s) and
+  `wipe-observer` (an observer loses its disk).
+
+Voters' disks are never wiped: a voter that forgets its vote can vote twice in an
+epoch, which a static quorum cannot survive.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 
-from raft.sim.cluster import Cluster
+from raft.sim.cluster import Cluster, SimNode
+from raft.sim.network import Link, isolation_links, partition_links
 
 FAULT_KINDS = ("all", "net", "crash", "none")
-NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net")
+NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net",
+              "leader-minority", "isolate-until-elected", "cut-new-leader", "multi-epoch-tail")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
-                "pause-leader", "slow-disk")
+                "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce")
+# How often each kind is drawn, relative to 1 for the kinds not listed.
+WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
+           "isolate-until-elected": 3, "crash-tail": 2, "bounce": 3, "multi-epoch-tail": 30}
+GAP_MS = (500.0, 2500.0)  # between the starts of two background faults
+CHASE_DELAY_MS = (200.0, 2000.0)  # from an election to the fault aimed at its winner
+DURATION_MS = (300.0, 5000.0)
+# Faults aimed at the leader last long enough for the others to notice (a fetch timeout)
+# and elect a new one.
+LEADER_FAULTS = frozenset({"isolate-leader", "pause-leader", "crash-leader", "crash-tail",
+                           "leader-minority", "isolate-until-elected", "cut-new-leader",
+                           "multi-epoch-tail"})
+CHASER_ONLY = frozenset({"multi-epoch-tail"})  # see `_Nemesis`
+GENTLE = frozenset({"lossy", "slow-net", "slow-disk", "bounce"})  # may overlap a chain
+MULTI_EPOCH_DURATION_MS = (8000.0, 12000.0)  # four elections in a row
+LEADER_FAULT_DURATION_MS = (2500.0, 6000.0)
+LATE_CUT_PROBABILITY = 0.25  # step 3 of multi-epoch-tail cuts W off after LATE_CUT_MS
+LATE_CUT_MS = (5.0, 60.0)
+BOUNCE_MS = (20.0, 300.0)  # a bounced node is down this long
+BOUNCE_VOTER_PROBABILITY = 0.3  # step 3 of multi-epoch-tail bounces a voter
+BOUNCE_DELAY_MS = (5.0, 200.0)  # after W's election
+POLL_MS = 50.0  # how often `isolate-until-elected` looks for the newer leader
+
+Action = Callable[[], None]
 
 
 def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
-    """Plan faults in [0, window_ms) and a full heal at `window_ms`; returns the time the
-    last fault heals (0 when there are none)."""
+    """Plan faults in [0, window_ms) and a full heal at `window_ms`; returns the time
+    everything is healed (0 when there are no faults)."""
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
     if kind == "none":
         return 0.0
-    rng = cluster.fault_rng
     menu = {"all": NET_FAULTS + CRASH_FAULTS, "net": NET_FAULTS, "crash": CRASH_FAULTS}[kind]
-    for _ in range(rng.randint(1, 6)):
-        name = rng.choice(menu)
-        start = rng.uniform(0, window_ms * 0.8)
-        end = min(window_ms, start + rng.uniform(200, window_ms * 0.6))
-        inject, undo = _fault(cluster, rng, name)
-        cluster.at_ms(start, _counted(cluster, inject), name)
-        cluster.at_ms(end, undo, f"end {name}")
+    nemesis = _Nemesis(cluster, menu, window_ms)
+    nemesis.plan_background()
+    nemesis.chase_leaders()
     cluster.at_ms(window_ms, lambda: heal_all(cluster), "heal all")
     return window_ms
+
+
+class _Nemesis:
+    """One run's faults, in two overlapping streams: background faults of every kind,
+    one every `GAP_MS`; and a leader chaser, which hits each newly elected leader with a
+    leader-aimed fault `CHASE_DELAY_MS` after it wins (so epochs keep turning over).
+
+    While a `multi-epoch-tail` chain runs, the chaser waits for its end and background
+    faults other than `GENTLE` ones are skipped: a chain needs four elections in a row
+    among exactly the nodes it chose, and a crash there would just cancel it."""
+
+    def __init__(self, cluster: Cluster, menu: tuple[str, ...], window_ms: float) -> None:
+        self.cluster = cluster
+        self.rng = cluster.fault_rng
+        self.menu = menu
+        self.window_ms = window_ms
+        self.chains = 0  # multi-epoch-tail chains in progress
+
+    def plan_background(self) -> None:
+        background = [name for name in self.menu if name not in CHASER_ONLY]
+        start = self.rng.uniform(*GAP_MS)
+        while start < self.window_ms:
+            self.plan(self._draw(background), start)
+            start += self.rng.uniform(*GAP_MS)
+
+    def chase_leaders(self) -> None:
+        """After each election, plan one leader-aimed fault; the next election (or the
+        end of a chain) plans the next one."""
+        menu = [name for name in self.menu if name in LEADER_FAULTS]
+        cluster = self.cluster
+        if not menu:
+            return
+
+        def on_elected(_leader: SimNode) -> None:
+            start = cluster.now_ms + self.rng.uniform(*CHASE_DELAY_MS)
+            if start >= self.window_ms:
+                return
+            name = self._draw(menu)
+            if name in CHASER_ONLY:
+                self.plan(name, start, on_done=lambda: cluster.when_elected(on_elected))
+            else:
+                self.plan(name, start)
+                cluster.when_elected(on_elected)
+        cluster.when_elected(on_elected)
+
+    def plan(self, name: str, start: float, on_done: Action | None = None) -> None:
+        """Schedule fault `name` from `start`; `on_done` runs once a chain is over."""
+        duration = (MULTI_EPOCH_DURATION_MS if name == "multi-epoch-tail" else
+                    LEADER_FAULT_DURATION_MS if name in LEADER_FAULTS else DURATION_MS)
+        end = min(self.window_ms, start + self.rng.uniform(*duration))
+        if name == "multi-epoch-tail":
+            chain = _MultiEpochTail(self.cluster, self.rng, self, on_done)
+            inject, undo = chain.inject, chain.undo
+        else:
+            inject, undo = make_fault(self.cluster, self.rng, name, end)
+        injected = [False]
+
+        def run() -> None:
+            if self.chains and name not in GENTLE and name not in CHASER_ONLY:
+                return  # skipped: it would only cancel the chain
+            injected[0] = True
+            self.cluster.faults += 1
+            inject()
+
+        def end_it() -> None:
+            if injected[0] or name in CHASER_ONLY:
+                undo()
+        self.cluster.at_ms(start, run, name)
+        self.cluster.at_ms(end, end_it, f"end {name}")
+
+    def _draw(self, menu: list[str]) -> str:
+        return self.rng.choices(menu, [WEIGHTS.get(name, 1) for name in menu])[0]
 
 
 def heal_all(cluster: Cluster) -> None:
@@ -46,118 +160,438 @@ def heal_all(cluster: Cluster) -> None:
             cluster.resume(node_id)
 
 
-def _counted(cluster: Cluster, inject: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        cluster.faults += 1
-        inject()
-    return run
-
-
-def _fault(cluster: Cluster, rng: random.Random,
-           name: str) -> tuple[Callable[[], None], Callable[[], None]]:
-    ids = sorted(cluster.nodes)
-    net = cluster.network
-    added: set[tuple[int, int]] = set()
-
-    def cutting(make_cuts: Callable[[], None]) -> Callable[[], None]:
-        def inject() -> None:
-            before = net.cut_links
-            make_cuts()
-            added.update(net.cut_links - before)
-        return inject
-
-    def restore_links() -> None:
-        for src, dst in added:
-            net.restore(src, dst, both_ways=False)
-
-    if name == "partition":
-        side = [i for i in ids if rng.random() < 0.5]
-        return cutting(lambda: net.partition(side, [i for i in ids if i not in side])), \
-            restore_links
-    if name == "isolate-leader":
-        return cutting(lambda: net.isolate(_leader_or_random(cluster, rng), ids)), \
-            restore_links
-    if name == "one-way":
-        victim, outbound = rng.choice(ids), rng.random() < 0.5
-        return cutting(lambda: net.isolate(victim, ids, inbound=not outbound,
-                                           outbound=outbound)), restore_links
-    if name == "partial":
-        links = [(a, b) for a in ids for b in ids if a < b and rng.random() < 0.4]
-
-        def cut_links() -> None:
-            for a, b in links:
-                net.cut(a, b)
-        return cutting(cut_links), restore_links
-    if name == "lossy":
-        loss, dup = rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.2)
-
-        def lossy() -> None:
-            net.loss_probability, net.duplicate_probability = loss, dup
-
-        def clean() -> None:
-            net.loss_probability = net.config.loss_probability
-            net.duplicate_probability = net.config.duplicate_probability
-        return lossy, clean
-    if name == "slow-net":
-        factor = rng.uniform(10, 150)  # messages take ~30 ms to over a second
-
-        def congest() -> None:
-            net.slowdown = factor
-
-        def clear() -> None:
-            net.slowdown = 1.0
-        return congest, clear
-    victims: list[int] = []
-    if name in ("pause", "pause-leader"):
-        def pause() -> None:
-            victim = (_leader_or_random(cluster, rng) if name == "pause-leader"
-                      else rng.choice(ids))
-            victims.append(victim)
-            cluster.pause(victim)
-
-        def resume() -> None:
-            for node_id in victims:
-                cluster.resume(node_id)
-        return pause, resume
-    if name == "slow-disk":
-        victim, factor = rng.choice(ids), rng.uniform(20, 300)
-
-        def slow() -> None:
-            cluster.nodes[victim].disk.slowdown = factor
-
-        def fast() -> None:
-            cluster.nodes[victim].disk.slowdown = 1.0
-        return slow, fast
-
-    def restart() -> None:
-        for node_id in victims:
-            cluster.start(node_id)
-
-    if name == "crash":
-        victims.append(rng.choice(ids))
-        return lambda: cluster.crash(victims[0]), restart
-    if name == "crash-many":
-        victims.extend(rng.sample(ids, rng.randint(2, max(2, len(ids)))) if len(ids) > 1
-                       else ids)
-
-        def crash_many() -> None:
-            for victim in victims:
-                cluster.crash(victim)
-        return crash_many, restart
-    if name in ("crash-leader", "shutdown-leader"):
-        graceful = name == "shutdown-leader"
-
-        def crash_leader() -> None:
-            victim = _leader_or_random(cluster, rng)
-            victims.append(victim)
-            if graceful:
-                cluster.resign(victim)
-                cluster.at_ms(cluster.now_ms + 30, lambda: cluster.crash(victim),
-                              f"stop n{victim}")
-            else:
-                cluster.crash(victim)
-        return crash_leader, restart
+def make_fault(cluster: Cluster, rng: random.Random, name: str,
+               end_ms: float) -> tuple[Action, Action]:
+    """(inject, undo) for the fault `name`; `end_ms` is when `undo` is scheduled."""
+    if name in _NETWORK_FAULTS:
+        return _NETWORK_FAULTS[name](cluster, rng, end_ms)
+    if name in _LINK_FAULTS:
+        return _LINK_FAULTS[name](cluster, rng)
+    if name in _PROCESS_FAULTS:
+        return _PROCESS_FAULTS[name](cluster, rng)
     raise ValueError(f"unknown fault {name!r}")
+
+
+# ---- network: cut links, restored by the fault's own undo ----------------------------
+
+class _Cuts:
+    """The links one fault holds cut (`Network.hold`), released by its undo: a link
+    another fault also cut stays cut until that fault is over too."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.net = cluster.network
+        self.held: set[Link] = set()
+
+    def cut(self, links: set[Link]) -> None:
+        new = links - self.held
+        self.net.hold(new)
+        self.held |= new
+
+    def cutting(self, links: Callable[[], set[Link]]) -> Action:
+        """An action cutting the links `links()` names when it runs."""
+        return lambda: self.cut(links())
+
+    def restore(self) -> None:
+        self.net.release(self.held)
+        self.held = set()
+
+
+def _partition(cluster: Cluster, rng: random.Random, _end: float) -> tuple[Action, Action]:
+    ids = sorted(cluster.nodes)
+    cuts = _Cuts(cluster)
+    side = [i for i in ids if rng.random() < 0.5]
+    return cuts.cutting(lambda: partition_links(side, [i for i in ids if i not in side])), \
+        cuts.restore
+
+
+def _isolate_leader(cluster: Cluster, rng: random.Random,
+                    _end: float) -> tuple[Action, Action]:
+    cuts = _Cuts(cluster)
+    return cuts.cutting(lambda: isolation_links(_leader_or_random(cluster, rng),
+                                                cluster.nodes)), cuts.restore
+
+
+def _one_way(cluster: Cluster, rng: random.Random, _end: float) -> tuple[Action, Action]:
+    cuts = _Cuts(cluster)
+    victim, outbound = rng.choice(sorted(cluster.nodes)), rng.random() < 0.5
+    return cuts.cutting(lambda: isolation_links(victim, cluster.nodes, inbound=not outbound,
+                                                outbound=outbound)), cuts.restore
+
+
+def _partial(cluster: Cluster, rng: random.Random, _end: float) -> tuple[Action, Action]:
+    ids = sorted(cluster.nodes)
+    cuts = _Cuts(cluster)
+    pairs = [(a, b) for a in ids for b in ids if a < b and rng.random() < 0.4]
+    links = {(a, b) for a, b in pairs} | {(b, a) for a, b in pairs}
+    return cuts.cutting(lambda: links), cuts.restore
+
+
+def _leader_side(cluster: Cluster, rng: random.Random, *,
+                 all_observers: bool = False) -> list[int]:
+    """The leader, as many other voters as still leave it short of a majority, and a
+    random half of the observers (or all of them)."""
+    leader = _leader_or_random(cluster, rng)
+    others = [v for v in cluster.voter_ids if v != leader]
+    room = len(cluster.voter_ids) // 2 - 1  # short of a majority
+    company = rng.sample(others, rng.randint(0, room)) if room > 0 else []
+    observers = [o for o in cluster.observer_ids if all_observers or rng.random() < 0.5]
+    return [leader, *company, *observers]
+
+
+def _split_from(cluster: Cluster, side: list[int]) -> set[Link]:
+    return partition_links(side, [n for n in cluster.nodes if n not in side])
+
+
+def _split_off_leader(cluster: Cluster, rng: random.Random) -> Callable[[], set[Link]]:
+    return lambda: _split_from(cluster, _leader_side(cluster, rng))
+
+
+def _leader_minority(cluster: Cluster, rng: random.Random,
+                     _end: float) -> tuple[Action, Action]:
+    cuts = _Cuts(cluster)
+    return cuts.cutting(_split_off_leader(cluster, rng)), cuts.restore
+
+
+def _isolate_until_elected(cluster: Cluster, rng: random.Random,
+                           end_ms: float) -> tuple[Action, Action]:
+    """The leader's minority split off, healed as soon as a newer leader exists."""
+    cuts = _Cuts(cluster)
+    split = cuts.cutting(_split_off_leader(cluster, rng))
+
+    def inject() -> None:
+        leader = cluster.leader()
+        old_epoch = leader.core.epoch if leader is not None else -1
+        split()
+
+        def poll() -> None:
+            newer = cluster.leader()
+            if newer is not None and newer.core.epoch > old_epoch:
+                cuts.restore()
+            elif cluster.now_ms + POLL_MS < end_ms:
+                cluster.at_ms(cluster.now_ms + POLL_MS, poll, "")
+        cluster.at_ms(cluster.now_ms + POLL_MS, poll, "")
+    return inject, cuts.restore
+
+
+def _cut_new_leader(cluster: Cluster, rng: random.Random,
+                    _end: float) -> tuple[Action, Action]:
+    """The next leader elected is cut off from everyone but at most one other node the
+    moment it wins: its LeaderChange record (and whatever tail it held) stays with it."""
+    cuts = _Cuts(cluster)
+    keep_one = rng.random() < 0.5
+    active = [False]  # no cut once the fault is over, even if no leader was elected
+
+    def isolate(leader: SimNode) -> None:
+        if not active[0]:
+            return
+        others = [n for n in sorted(cluster.nodes) if n != leader.node_id]
+        spared = [rng.choice(others)] if keep_one and others else []
+        cuts.cut(isolation_links(leader.node_id, [n for n in others if n not in spared]))
+
+    def inject() -> None:
+        active[0] = True
+        cluster.when_elected(isolate)
+
+    def undo() -> None:
+        active[0] = False
+        cuts.restore()
+    return inject, undo
+
+
+class _MultiEpochTail:
+    """Raft's way to log tails of several uncommitted epochs, step by step as leaders are
+    elected (each step waits for the next election; the fault's end undoes all):
+
+    1. the leader L, a minority C of voters and the observers are split off: L writes a
+       tail only they get;
+    2. the majority side elects M: M and as many others S as leave a bare majority of
+       voters outside are split off from everyone else, and L's split heals: M's
+       LeaderChange reaches S at most;
+    3. L's side, whose logs are the longest of the rest, wins: the winner W is cut off
+       from all nodes but one observer, the moment it wins or a few fetch rounds later
+       (its tail now spans two epochs; so does the observer's once it fetched from W);
+       then M's group rejoins the rest; sometimes a voter that may have voted for W
+       restarts a moment later;
+    4. the next leader (M's group holds the highest last epoch) commits over W's tail,
+       and W's links heal half a second after it is elected.
+    """
+
+    def __init__(self, cluster: Cluster, rng: random.Random, nemesis: _Nemesis,
+                 on_done: Action | None = None) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.nemesis = nemesis
+        self.on_done = on_done  # called once, when the fault is over
+        self.split = _Cuts(cluster)  # step 1, healed in step 2
+        self.group = _Cuts(cluster)  # step 2, healed in step 3
+        self.winner = _Cuts(cluster)  # step 3, healed in step 4
+        self.tail_side: list[int] = []
+        self.group_members: list[int] = []
+        self.active = False
+
+    def inject(self) -> None:
+        cluster = self.cluster
+        if cluster.leader() is None:  # nobody writes a tail: nothing to start from
+            self.undo()
+            return
+        self.active = True
+        self.nemesis.chains += 1
+        self.tail_side = _leader_side(cluster, self.rng)
+        self.split.cut(_split_from(cluster, self.tail_side))
+        cluster.when_elected(self._isolate_majority_leader)
+
+    def _isolate_majority_leader(self, leader: SimNode) -> None:
+        if not self.active:
+            return
+        cluster, rng = self.cluster, self.rng
+        rest = [v for v in cluster.voter_ids
+                if v not in self.tail_side and v != leader.node_id]
+        if leader.node_id in self.tail_side or _most_up_to_date(
+                cluster, self.tail_side) <= _most_up_to_date(cluster, rest):
+            self.undo()  # L's side holds no more up-to-date log: it could not win step 3
+            return
+        # M's group gets all voters but a bare majority: L's side and the voters left
+        # are exactly a majority (so L's side wins step 3 with all their votes), and
+        # without W they are one short (so step 4's leader comes from M's group).
+        voters = len(cluster.voter_ids)
+        spared = rng.sample(rest, min(len(rest), max(0, voters - 1 - (voters // 2 + 1))))
+        group = [leader.node_id, *spared]
+        self.group_members = group
+        self.split.restore()
+        self.group.cut(_split_from(cluster, group))
+        cluster.when_elected(self._isolate_winner)
+
+    def _isolate_winner(self, leader: SimNode) -> None:
+        if not self.active:
+            return
+        cluster = self.cluster
+        others = [n for n in sorted(cluster.nodes) if n != leader.node_id]
+        if cluster.observer_ids:
+            others.remove(self.rng.choice(cluster.observer_ids))
+        links = isolation_links(leader.node_id, others)
+        if self.rng.random() < LATE_CUT_PROBABILITY:
+            # A few fetch rounds first: W may copy L's tail to a majority, not yet its
+            # own LeaderChange (Raft's Figure 8: not committed, whatever the count),
+            # while M's group, whose last epoch beats that tail, is still away.
+            delay = self.rng.uniform(*LATE_CUT_MS)
+            cluster.at_ms(cluster.now_ms + delay, lambda: self._cut_winner(links), "")
+        else:
+            self._cut_winner(links)
+        if self.rng.random() < BOUNCE_VOTER_PROBABILITY:
+            self._bounce_a_voter_of(leader)
+        epoch = leader.core.epoch
+        cluster.when_elected(lambda newer: self._heal_winner(newer, epoch))
+
+    def _bounce_a_voter_of(self, winner: SimNode) -> None:
+        """A voter outside M's group (it may have voted for W) restarts a moment after
+        W's election, before M's group, still an epoch behind, campaigns for W's epoch:
+        it must still know whom it voted for."""
+        voters = [v for v in self.cluster.voter_ids
+                  if v != winner.node_id and v not in self.group_members]
+        if voters:
+            victim = self.rng.choice(voters)
+            when = self.cluster.now_ms + self.rng.uniform(*BOUNCE_DELAY_MS)
+            down_ms = self.rng.uniform(*BOUNCE_MS)
+            self.cluster.at_ms(when, lambda: _bounce_now(self.cluster, victim, down_ms),
+                               f"bounce n{victim}")
+
+    def _cut_winner(self, links: set[Link]) -> None:
+        if self.active:
+            self.winner.cut(links)
+            self.group.restore()
+
+    def _heal_winner(self, leader: SimNode, winner_epoch: int) -> None:
+        if not self.active:
+            return
+        if leader.core.epoch <= winner_epoch:  # an older epoch's late winner: wait on
+            self.cluster.when_elected(lambda newer: self._heal_winner(newer, winner_epoch))
+            return
+        self.cluster.at_ms(self.cluster.now_ms + 500, self.undo, "heal multi-epoch-tail")
+
+    def undo(self) -> None:
+        if self.active:
+            self.active = False
+            self.nemesis.chains -= 1
+        for cuts in (self.split, self.group, self.winner):
+            cuts.restore()
+        done, self.on_done = self.on_done, None
+        if done is not None:
+            done()
+
+
+def _most_up_to_date(cluster: Cluster, node_ids: list[int]) -> tuple[int, int]:
+    """The best (last epoch, log end) among the voters listed (Raft §5.4.1's order)."""
+    return max(((cluster.nodes[n].log.last_epoch, cluster.nodes[n].log.end_offset)
+                for n in node_ids if n in cluster.voter_ids), default=(-1, -1))
+
+
+_NETWORK_FAULTS: dict[str, Callable[[Cluster, random.Random, float],
+                                    tuple[Action, Action]]] = {
+    "partition": _partition,
+    "isolate-leader": _isolate_leader,
+    "one-way": _one_way,
+    "partial": _partial,
+    "leader-minority": _leader_minority,
+    "isolate-until-elected": _isolate_until_elected,
+    "cut-new-leader": _cut_new_leader,
+}
+
+
+# ---- links: loss, duplication, latency ----------------------------------------------
+
+def _lossy(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    net = cluster.network
+    loss, dup = rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.2)
+
+    def lossy() -> None:
+        net.loss_probability, net.duplicate_probability = loss, dup
+
+    def clean() -> None:
+        net.loss_probability = net.config.loss_probability
+        net.duplicate_probability = net.config.duplicate_probability
+    return lossy, clean
+
+
+def _slow_net(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    net = cluster.network
+    factor = rng.uniform(10, 150)  # messages take ~30 ms to over a second
+
+    def congest() -> None:
+        net.slowdown = factor
+
+    def clear() -> None:
+        net.slowdown = 1.0
+    return congest, clear
+
+
+def _slow_disk(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    victim, factor = rng.choice(sorted(cluster.nodes)), rng.uniform(20, 300)
+
+    def slow() -> None:
+        cluster.nodes[victim].disk.slowdown = factor
+
+    def fast() -> None:
+        cluster.nodes[victim].disk.slowdown = 1.0
+    return slow, fast
+
+
+_LINK_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
+    "lossy": _lossy,
+    "slow-net": _slow_net,
+    "slow-disk": _slow_disk,
+}
+
+
+# ---- processes: crashes and pauses, each undone for its own victims -------------------
+
+class _Victims:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.ids: list[int] = []
+
+    def restart(self) -> None:
+        for node_id in self.ids:
+            self.cluster.start(node_id)
+
+    def resume(self) -> None:
+        for node_id in self.ids:
+            self.cluster.resume(node_id)
+
+
+def _crash(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    victims = _Victims(cluster)
+    victims.ids.append(rng.choice(sorted(cluster.nodes)))
+    return lambda: cluster.crash(victims.ids[0]), victims.restart
+
+
+def _crash_many(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    ids = sorted(cluster.nodes)
+    victims = _Victims(cluster)
+    victims.ids.extend(rng.sample(ids, rng.randint(2, len(ids))) if len(ids) > 1 else ids)
+
+    def crash_many() -> None:
+        for victim in victims.ids:
+            cluster.crash(victim)
+    return crash_many, victims.restart
+
+
+def _crash_leader(cluster: Cluster, rng: random.Random, *,
+                  graceful: bool = False) -> tuple[Action, Action]:
+    victims = _Victims(cluster)
+
+    def crash_leader() -> None:
+        victim = _leader_or_random(cluster, rng)
+        victims.ids.append(victim)
+        if graceful:
+            cluster.resign(victim)
+            cluster.at_ms(cluster.now_ms + 30, lambda: cluster.crash(victim),
+                          f"stop n{victim}")
+        else:
+            cluster.crash(victim)
+    return crash_leader, victims.restart
+
+
+def _crash_tail(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """Crash the running node holding the most records past the committed offset."""
+    victims = _Victims(cluster)
+
+    def crash_tail() -> None:
+        committed = cluster.committed_offset()
+        tails = [(n.log.end_offset - committed, rng.random(), n.node_id)
+                 for n in cluster.running() if n.log.end_offset > committed]
+        victim = max(tails)[2] if tails else _leader_or_random(cluster, rng)
+        victims.ids.append(victim)
+        cluster.crash(victim)
+    return crash_tail, victims.restart
+
+
+def _wipe_observer(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """An observer's disk is replaced: it comes back empty and fetches everything."""
+    victims = _Victims(cluster)
+    if not cluster.observer_ids:
+        return _crash(cluster, rng)
+    victims.ids.append(rng.choice(cluster.observer_ids))
+    return lambda: cluster.crash(victims.ids[0], wipe=True), victims.restart
+
+
+def _bounce(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """A node killed and at once restarted by its supervisor: down for a moment only,
+    long enough to forget what it never wrote to disk."""
+    victim = rng.choice(sorted(cluster.nodes))
+    down_ms = rng.uniform(*BOUNCE_MS)
+    return lambda: _bounce_now(cluster, victim, down_ms), lambda: None
+
+
+def _bounce_now(cluster: Cluster, victim: int, down_ms: float) -> None:
+    if cluster.nodes[victim].up:
+        cluster.crash(victim)
+        cluster.at_ms(cluster.now_ms + down_ms, lambda: cluster.start(victim),
+                      f"restart n{victim}")
+
+
+def _pause(cluster: Cluster, rng: random.Random, *,
+           leader: bool = False) -> tuple[Action, Action]:
+    victims = _Victims(cluster)
+
+    def pause() -> None:
+        victim = (_leader_or_random(cluster, rng) if leader
+                  else rng.choice(sorted(cluster.nodes)))
+        victims.ids.append(victim)
+        cluster.pause(victim)
+    return pause, victims.resume
+
+
+_PROCESS_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
+    "crash": _crash,
+    "crash-many": _crash_many,
+    "bounce": _bounce,
+    "crash-leader": _crash_leader,
+    "shutdown-leader": lambda c, r: _crash_leader(c, r, graceful=True),
+    "crash-tail": _crash_tail,
+    "wipe-observer": _wipe_observer,
+    "pause": _pause,
+    "pause-leader": lambda c, r: _pause(c, r, leader=True),
+}
 
 
 def _leader_or_random(cluster: Cluster, rng: random.Random) -> int:
