@@ -3,10 +3,15 @@
 - `cluster`: nodes running the real `RaftCore`, one event heap, one seed; drives each
   node like the Trio shell (persist, flush, then send; fsync latency; drifting clocks).
 - `network`: latency distribution, loss, duplication, reordering, partitions.
-- `disk`: `MemoryLog` plus a quorum-state store; a crash keeps only what was flushed.
+- `disk`: `MemoryLog` plus a quorum-state store; a crash keeps only what was flushed;
+  the log notes every tail it truncates (for the divergence counts).
 - `invariants`: safety checks run after every event.
-- `faults`: random fault schedules; `sweep`: one run per seed, liveness after the heal.
-- `scenarios`: the RaftEventSimulationTest scenarios and Raft's Figure 8.
+- `faults`: random fault schedules (a background stream and a leader chaser); `sweep`:
+  one run per seed, liveness and convergence after the heal, worker processes, the
+  depth summary (elections, divergences).
+- `scenarios`: the RaftEventSimulationTest scenarios, Raft's Figure 8 and a forced
+  multi-epoch divergence.
+- `planted`: deliberate core bugs, to show the checkers catch them.
 - `trace`: the last events of a run, printed on a violation.
 
 `kraft sim` (tools/commands/sim.py) runs sweeps from the command line.

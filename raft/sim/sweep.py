@@ -1,17 +1,30 @@
 """One simulated run per seed, and sweeps over many seeds.
 
-A run: start the cluster and a steady workload, inject the seed's random faults, heal
-everything at the end of the fault window, then require liveness: within
-`liveness_timeouts` election timeouts a leader exists and a record proposed after the
-heal commits. Any invariant violation, or an exception out of the core, ends the run.
+A run: start the cluster and a steady workload, inject the seed's random faults for
+`fault_window_ms` of simulated time (see `raft.sim.faults`), heal everything, then
+require liveness: within `liveness_timeouts` election timeouts a leader exists and a
+record proposed after the heal commits; then, with the workload stopped, within
+`converge_timeouts` election timeouts every running node (voters and observers) holds
+the leader's high watermark and exactly the leader's log. Any invariant violation, or an
+exception out of the core, ends the run. Every run stops by itself: its simulated time is
+bounded by the window plus those two budgets.
+
+A sweep runs seeds in order, in this process or (`jobs` > 1) in worker processes; each
+seed's result depends on the seed alone, and results come back in seed order.
+`summarize` gives how deep the sweep went: elections (epochs that had a leader) and
+divergences (`raft.sim.cluster.Divergences`) per seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import multiprocessing
+import statistics
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from raft.sim.cluster import Cluster, SimConfig
 from raft.sim.faults import schedule_faults
@@ -29,8 +42,9 @@ class RunSpec:
     voters: int = 5
     observers: int = 2
     faults: str = "all"
-    fault_window_ms: int = 4000
-    liveness_timeouts: int = 10
+    fault_window_ms: int = 40_000
+    liveness_timeouts: int = 10  # after the heal: a leader, and a new record committed
+    converge_timeouts: int = 10  # then: every running node holds the leader's log and HW
     pre_vote: bool = True
     planted_bug: str | None = None
     codec_roundtrip: bool = False
@@ -66,6 +80,8 @@ class RunResult:
     commits: int
     faults: int
     sim_time_ms: float
+    divergences: int = 0
+    multi_epoch_divergences: int = 0
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -109,7 +125,9 @@ def run_seed(spec: RunSpec, seed: int,
     return RunResult(
         seed=seed, events=cluster.events, elections=len(cluster.checker.leaders),
         commits=cluster.committed_offset(), faults=cluster.faults,
-        sim_time_ms=cluster.now_ms, invariant=invariant, detail=detail,
+        sim_time_ms=cluster.now_ms, divergences=cluster.divergences.total,
+        multi_epoch_divergences=cluster.divergences.multi_epoch,
+        invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
 
@@ -118,13 +136,30 @@ def _run_random(spec: RunSpec, cluster: Cluster) -> None:
     heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
     cluster.start_workload()
     cluster.run_for(heal_ms)
-    budget_ms = spec.liveness_timeouts * cluster.config.election_timeout_ms
+    require_commit_after_heal(cluster, heal_ms, spec.liveness_timeouts)
+    require_convergence(cluster, spec.converge_timeouts)
+
+
+def require_commit_after_heal(cluster: Cluster, heal_ms: float, timeouts: int) -> None:
+    """A leader exists and a record proposed after `heal_ms` commits within `timeouts`
+    election timeouts."""
     heal_us = int(heal_ms * 1000)
+    budget_ms = timeouts * cluster.config.election_timeout_ms
     if not cluster.run_until(lambda: _committed_after(cluster, heal_us), budget_ms):
         raise InvariantViolation(
             LIVENESS, f"no record proposed after the heal at {heal_ms:.0f} ms committed "
-                      f"within {spec.liveness_timeouts} election timeouts (leader: "
+                      f"within {timeouts} election timeouts (leader: "
                       f"{cluster.leader_id()}, committed offset {cluster.committed_offset()})")
+
+
+def require_convergence(cluster: Cluster, timeouts: int) -> None:
+    """With proposals stopped, within `timeouts` election timeouts every running node
+    holds the leader's high watermark and the leader's log, record for record."""
+    gaps = cluster.run_until_converged(timeouts * cluster.config.election_timeout_ms)
+    if gaps:
+        raise InvariantViolation(
+            LIVENESS, f"the running nodes did not converge within {timeouts} election "
+                      f"timeouts of the first commit after the heal: " + "; ".join(gaps))
 
 
 def _run_scenario(spec: RunSpec, seed: int) -> Cluster:
@@ -146,16 +181,55 @@ def _committed_after(cluster: Cluster, since_us: int) -> bool:
     return False
 
 
-def sweep(spec: RunSpec, seeds: range,
+def sweep(spec: RunSpec, seeds: Iterable[int],
           progress: Callable[[int, RunResult], None] | None = None,
           stop_on_violation: bool = True,
-          make_cluster: Callable[[SimConfig], Cluster] = Cluster) -> Iterator[RunResult]:
-    """Run each seed in turn; yields every result (stops after the first violation
-    unless told otherwise)."""
-    for index, seed in enumerate(seeds):
-        result = run_seed(spec, seed, make_cluster)
+          make_cluster: Callable[[SimConfig], Cluster] = Cluster,
+          jobs: int = 1) -> Iterator[RunResult]:
+    """Run each seed; yields every result in seed order (stops after the first violation
+    unless told otherwise). `jobs` > 1 runs seeds in that many worker processes (with the
+    real core only: `make_cluster` must stay the default)."""
+    if jobs > 1 and make_cluster is not Cluster:
+        raise ValueError("worker processes build the default Cluster only")
+    results = (_in_workers(spec, seeds, jobs) if jobs > 1
+               else (run_seed(spec, seed, make_cluster) for seed in seeds))
+    for index, result in enumerate(results):
         if progress is not None:
             progress(index + 1, result)
         yield result
         if stop_on_violation and not result.ok:
             return
+
+
+def _in_workers(spec: RunSpec, seeds: Iterable[int], jobs: int) -> Iterator[RunResult]:
+    """Seeds handed out one at a time (runs differ in length), answered in seed order;
+    leaving the loop early (a violation) terminates the workers."""
+    with multiprocessing.Pool(jobs) as pool:
+        yield from pool.imap(functools.partial(run_seed, spec), seeds, chunksize=1)
+
+
+def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, Any]:
+    """How many seeds ran and how deep they went, with totals and per-seed spreads."""
+    def spread(values: list[int] | list[float]) -> dict[str, float]:
+        if not values:
+            return {"median": 0, "min": 0, "max": 0}
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+    events = sum(r.events for r in results)
+    return {
+        "seeds": len(results),
+        "violations": sum(1 for r in results if not r.ok),
+        "events": events,
+        "commits": sum(r.commits for r in results),
+        "faults": sum(r.faults for r in results),
+        "elections": sum(r.elections for r in results),
+        "elections_per_seed": spread([r.elections for r in results]),
+        "divergences": sum(r.divergences for r in results),
+        "divergences_per_seed": spread([r.divergences for r in results]),
+        "multi_epoch_divergences": sum(r.multi_epoch_divergences for r in results),
+        "multi_epoch_divergences_per_seed": spread([r.multi_epoch_divergences
+                                                    for r in results]),
+        "sim_seconds_per_seed": spread([round(r.sim_time_ms / 1000, 1) for r in results]),
+        "wall_seconds": round(wall_seconds, 2),
+        "events_per_second": round(events / wall_seconds) if wall_seconds > 0 else None,
+    }

@@ -1,14 +1,17 @@
 """`kraft sim`: a deterministic simulation sweep of the raft core with fault injection.
 
-Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them); on the first invariant
+Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them), in `--jobs` worker processes
+(results in seed order; `--jobs 1` runs them in this process). On the first invariant
 violation prints the seed, the invariant, the last events as a trace and the one-line
-command that replays exactly that run, and exits 1. All clean: a summary, exit 0.
+command that replays exactly that run, and exits 1. All clean: a summary (how deep the
+seeds went: elections, divergences, simulated time), exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -29,18 +32,23 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
     parser.add_argument("--scenario", default=None, metavar="NAME",
                         help="run a RaftEventSimulationTest scenario per seed instead of "
                              "random faults: " + ", ".join(_scenario_names()))
-    parser.add_argument("--fault-window-ms", type=int, default=4000,
-                        help="simulated time during which faults are injected")
+    parser.add_argument("--fault-window-ms", type=int, default=None,
+                        help="simulated time during which faults are injected (default "
+                             f"{_default_window_ms()})")
     parser.add_argument("--no-pre-vote", dest="pre_vote", action="store_false",
                         help="disable KIP-996 pre-vote")
-    parser.add_argument("--planted-bug", default=None,
-                        help="switch on a deliberate core bug (to test the checker)")
+    parser.add_argument("--planted-bug", default=None, metavar="BUG",
+                        help="run a core with a deliberate bug (to test the checker): "
+                             + ", ".join(_planted_bugs()))
     parser.add_argument("--codec", action="store_true",
                         help="round-trip every message through the wire codec")
     parser.add_argument("--trace", type=int, default=60,
                         help="events shown before a violation")
     parser.add_argument("--keep-going", action="store_true",
                         help="run every seed even after a violation")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="worker processes (default: the number of CPUs; 1 runs the "
+                             "seeds in this process)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -51,8 +59,57 @@ def _scenario_names() -> list[str]:
     return sorted(SCENARIOS)
 
 
+def _planted_bugs() -> tuple[str, ...]:
+    from raft.sim.planted import PLANTED_BUGS
+
+    return PLANTED_BUGS
+
+
+def _default_window_ms() -> int:
+    from raft.sim.sweep import RunSpec
+
+    return RunSpec().fault_window_ms
+
+
 def run(args: argparse.Namespace) -> int:
-    from raft.sim.sweep import RunSpec, sweep
+    from raft.sim.sweep import summarize, sweep
+
+    spec, seeds = _spec_and_seeds(args)
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    if jobs < 1:
+        raise usage_error(f"--jobs must be at least 1, got {jobs}")
+    if not args.json:
+        what = f"scenario {spec.scenario}" if spec.scenario else f"faults {spec.faults}"
+        print(f"kraft sim: seeds {seeds.start}..{seeds.stop - 1}, {spec.voters} voters, "
+              f"{spec.observers} observers, {what}, {jobs} jobs", flush=True)
+    started = time.monotonic()
+    results = []
+    bar = _Progress(len(seeds)) if args.progress else None
+    failed = 0
+    for result in _guard(sweep(spec, seeds, stop_on_violation=not args.keep_going,
+                               jobs=jobs)):
+        results.append(result)
+        failed += not result.ok
+        if bar is not None:
+            bar.update(len(results), failed)
+    if bar is not None:
+        bar.done()
+    summary: dict[str, Any] = {**summarize(results, time.monotonic() - started),
+                               "first_seed": seeds.start, "jobs": jobs}
+    violations = [r for r in results if not r.ok]
+    if args.json:
+        summary["failures"] = [r.to_json() for r in violations]
+        print(json.dumps(summary))
+    else:
+        for result in violations:
+            _print_violation(result)
+        _print_summary(summary)
+    return 1 if violations else 0
+
+
+def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
+    """The run spec and the seeds, from validated arguments (bad ones: exit 2)."""
+    from raft.sim.sweep import RunSpec
 
     if not 1 <= args.voters <= 9:
         raise usage_error(f"--voters must be 1..9, got {args.voters}")
@@ -61,53 +118,38 @@ def run(args: argparse.Namespace) -> int:
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 1000)
     if count < 1:
         raise usage_error(f"--seeds must be at least 1, got {count}")
-    first = args.seed if args.seed is not None else 1
     if args.scenario is not None and args.scenario not in _scenario_names():
-        raise usage_error(f"unknown scenario {args.scenario!r}; one of "
+        raise usage_error(f"unknown --scenario {args.scenario!r}; one of "
                           + ", ".join(_scenario_names()))
+    if args.planted_bug is not None and args.planted_bug not in _planted_bugs():
+        raise usage_error(f"unknown --planted-bug {args.planted_bug!r}; one of "
+                          + ", ".join(_planted_bugs()))
+    window = args.fault_window_ms if args.fault_window_ms is not None else _default_window_ms()
+    if window < 0:
+        raise usage_error(f"--fault-window-ms must be at least 0, got {window}")
     spec = RunSpec(voters=args.voters, observers=args.observers, faults=args.faults,
-                   fault_window_ms=args.fault_window_ms, pre_vote=args.pre_vote,
+                   fault_window_ms=window, pre_vote=args.pre_vote,
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
                    trace_size=args.trace, scenario=args.scenario)
-    seeds = range(first, first + count)
-    if not args.json:
-        what = f"scenario {args.scenario}" if args.scenario else f"faults {args.faults}"
-        print(f"kraft sim: seeds {first}..{first + count - 1}, {args.voters} voters, "
-              f"{args.observers} observers, {what}", flush=True)
-    started = time.monotonic()
-    totals = {"seeds": 0, "events": 0, "elections": 0, "commits": 0, "faults": 0}
-    violations = []
-    bar = _Progress(count) if args.progress else None
-    results = sweep(spec, seeds, stop_on_violation=not args.keep_going)
-    for result in _guard(results):
-        totals["seeds"] += 1
-        totals["events"] += result.events
-        totals["elections"] += result.elections
-        totals["commits"] += result.commits
-        totals["faults"] += result.faults
-        if not result.ok:
-            violations.append(result)
-        if bar is not None:
-            bar.update(totals["seeds"], len(violations))
-    if bar is not None:
-        bar.done()
-    elapsed = time.monotonic() - started
-    summary: dict[str, Any] = {**totals, "violations": len(violations),
-                               "first_seed": first, "wall_seconds": round(elapsed, 2),
-                               "events_per_second": round(totals["events"] / elapsed)
-                               if elapsed > 0 else None}
-    if args.json:
-        summary["failures"] = [r.to_json() for r in violations]
-        print(json.dumps(summary))
-    else:
-        for result in violations:
-            _print_violation(result)
-        print(f"{'FAILED' if violations else 'ok'}: {totals['seeds']} seeds, "
-              f"{totals['events']} events, {totals['elections']} elections, "
-              f"{totals['commits']} commits, {totals['faults']} faults injected, "
-              f"{len(violations)} violations ({elapsed:.1f}s, "
-              f"{summary['events_per_second']} events/s)")
-    return 1 if violations else 0
+    first = args.seed if args.seed is not None else 1
+    return spec, range(first, first + count)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    elections = summary["elections_per_seed"]
+    sim_seconds = summary["sim_seconds_per_seed"]
+    print(f"{'FAILED' if summary['violations'] else 'ok'}: {summary['seeds']} seeds, "
+          f"{summary['violations']} violations ({summary['wall_seconds']:.1f}s wall, "
+          f"{summary['jobs']} jobs, {summary['events_per_second']} events/s)")
+    print(f"  elections per seed: median {elections['median']:g}, min {elections['min']}, "
+          f"max {elections['max']} ({summary['elections']} in all)")
+    print(f"  divergences: {summary['divergences']} (median "
+          f"{summary['divergences_per_seed']['median']:g} per seed), multi-epoch: "
+          f"{summary['multi_epoch_divergences']} (median "
+          f"{summary['multi_epoch_divergences_per_seed']['median']:g} per seed)")
+    print(f"  simulated time per seed: median {sim_seconds['median']:g} s; "
+          f"{summary['events']} events, {summary['commits']} commits, "
+          f"{summary['faults']} faults injected")
 
 
 def _guard(results: Any) -> Any:
