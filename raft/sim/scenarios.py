@@ -81,6 +81,14 @@ def wait_caught_up(cluster: Cluster, node_ids: Iterable[int] | None = None, *,
         raise ScenarioFailure(cluster, f"nodes did not catch up: {behind}")
 
 
+def wait_converged(cluster: Cluster, *, timeout_ets: float = 10) -> None:
+    """Proposals stop; every running node ends with the leader's log and high
+    watermark."""
+    gaps = cluster.run_until_converged(_ets(cluster, timeout_ets))
+    if gaps:
+        raise ScenarioFailure(cluster, "no convergence: " + "; ".join(gaps))
+
+
 def _require(cluster: Cluster, condition: bool, message: str) -> None:
     if not condition:
         raise ScenarioFailure(cluster, message)
@@ -251,9 +259,11 @@ class NotApplicable(Exception):
     """The scenario needs a different number of voters."""
 
 
-def _require_voters(voters: int, minimum: int, *, exact: bool = False) -> None:
+def _require_voters(voters: int, minimum: int, *, exact: bool = False,
+                    alternative: int | None = None) -> None:
     if voters < minimum or (exact and voters != minimum):
-        raise NotApplicable(f"needs {'exactly' if exact else 'at least'} {minimum} voters")
+        what = f"{minimum} or {alternative}" if alternative else str(minimum)
+        raise NotApplicable(f"needs {'exactly' if exact else 'at least'} {what} voters")
 
 
 
@@ -352,6 +362,127 @@ def stale_metadata_topic(voters: int, observers: int, seed: int,
 
 
 
+def divergence(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
+    """Multi-epoch divergence, forced step by step on 5 voters (A, F, B, M, D; 3 voters
+    and any observers: `divergence_three_voters`). The observers stay on A's side.
+
+    1. A leads; {A, F} | {B, M, D}: A writes a tail that reaches F (and the observers)
+       only;
+    2. {B, M, D} elect a leader, B, in a newer epoch; the link B-D is cut the moment B
+       wins, so B's LeaderChange reaches M only;
+    3. {A, F, D} | {B, M}: A or F (their logs are longer than D's) wins the next epoch
+       and is cut off the moment it wins: its tail now spans two epochs;
+    4. everyone else reconnects: B or M (last epoch 2 beats the others' 1) wins, commits;
+    5. heal: every node must converge on that leader's log, the cut-off winner by
+       truncating records of two epochs (a multi-epoch divergence).
+
+    A follower that took the leader's high watermark on a Fetch answer carrying a
+    diverging epoch would publish its stale tail as committed here."""
+    if voters == 3:
+        return divergence_three_voters(voters, observers, seed, **overrides)
+    _require_voters(voters, 5, exact=True, alternative=3)
+    cluster = new_cluster(voters, observers, seed, **overrides)
+    a, f = _leader_writing_a_tail(cluster, company=1)
+    rest = [v for v in cluster.voter_ids if v not in (a, f)]
+    b, m = _elect_and_cut(cluster, rest, reached=1)
+    d = next(v for v in rest if v not in (b, m))
+    cluster.network.heal()
+    cluster.network.partition([a, f, d, *cluster.observer_ids], [b, m])
+    w = _win_and_isolate(cluster, [a, f], above_epoch=cluster.nodes[b].core.epoch)
+    cluster.network.heal()
+    cluster.network.isolate(w, cluster.nodes)
+    wait_for_leader(cluster, above_epoch=cluster.nodes[w].core.epoch, among=[b, m])
+    wait_for_commit(cluster)
+    return _heal_and_converge(cluster)
+
+
+def divergence_three_voters(voters: int, observers: int, seed: int,
+                            **overrides: Any) -> Cluster:
+    """`divergence` on 3 voters (A, B, C) and any observers, which stay with A:
+    {A} | {B, C}: A writes a tail only the observers get; B wins a newer epoch and its
+    link to C is cut at once (its LeaderChange stays on B); {A, C} | {B}: A wins the
+    next epoch with C's vote and is cut off at once (its tail spans two epochs); B (last
+    epoch 2) wins with C and commits; heal: A truncates both epochs and the observers
+    end with B's log."""
+    _require_voters(voters, 3, exact=True, alternative=5)
+    cluster = new_cluster(voters, observers, seed, **overrides)
+    a, = _leader_writing_a_tail(cluster, company=0)
+    rest = [v for v in cluster.voter_ids if v != a]
+    b, c = _elect_and_cut(cluster, rest, reached=0)
+    cluster.network.heal()
+    cluster.network.partition([a, c, *cluster.observer_ids], [b])
+    w = _win_and_isolate(cluster, [a], above_epoch=cluster.nodes[b].core.epoch)
+    cluster.network.heal()
+    cluster.network.isolate(w, cluster.nodes)
+    wait_for_leader(cluster, above_epoch=cluster.nodes[w].core.epoch, among=[b])
+    wait_for_commit(cluster)
+    return _heal_and_converge(cluster)
+
+
+def _leader_writing_a_tail(cluster: Cluster, *, company: int) -> tuple[int, ...]:
+    """A leader that committed, then is split off with `company` other voters and the
+    observers; returns (leader, *company) once its tail reached all of them."""
+    a = wait_for_leader(cluster).node_id
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    others = [v for v in cluster.voter_ids if v != a]
+    voters = [a, *cluster.fault_rng.sample(others, company)]
+    side = [*voters, *cluster.observer_ids]
+    cluster.network.partition(side, [n for n in cluster.nodes if n not in side])
+    start = cluster.nodes[a].log.end_offset
+    cluster.propose(node_id=a)
+    _require(cluster, cluster.run_until(
+        lambda: all(cluster.nodes[n].log.end_offset > start for n in side),
+        _ets(cluster, 1)), f"A's tail did not reach {side}")
+    return tuple(voters)
+
+
+def _elect_and_cut(cluster: Cluster, candidates: list[int], *,
+                   reached: int) -> tuple[int, int]:
+    """Among `candidates` (a majority cut off from the old leader) a leader B is elected;
+    the moment it wins, its links to all candidates but `reached` (0 or 1) of them are
+    cut, so its LeaderChange reaches those only. Returns (B, M): M the one reached, once
+    it holds that record, or (with `reached` 0) one not reached."""
+    chosen: list[int] = []
+
+    def cut(leader: SimNode) -> None:
+        if leader.node_id in candidates:
+            others = [n for n in candidates if n != leader.node_id]
+            chosen.append(cluster.fault_rng.choice(others))
+            for n in others:
+                if reached == 0 or n != chosen[0]:
+                    cluster.network.cut(leader.node_id, n)
+    old_epoch = max(n.core.epoch for n in cluster.running() if n.core.is_leader)
+    cluster.when_elected(cut)
+    b = wait_for_leader(cluster, among=candidates, above_epoch=old_epoch).node_id
+    m, epoch = chosen[0], cluster.nodes[b].core.epoch
+    if reached:
+        _require(cluster, cluster.run_until(
+            lambda: cluster.nodes[m].log.last_epoch == epoch, _ets(cluster, 2)),
+            f"n{b}'s LeaderChange of epoch {epoch} did not reach n{m}")
+    return b, m
+
+
+def _win_and_isolate(cluster: Cluster, candidates: list[int], *, above_epoch: int) -> int:
+    """One of `candidates` wins an epoch above `above_epoch` and is cut off from
+    everyone the moment it wins (before anything it sends has left it)."""
+    def isolate(leader: SimNode) -> None:
+        if leader.node_id in candidates:
+            cluster.network.isolate(leader.node_id, cluster.nodes)
+    cluster.when_elected(isolate)
+    return wait_for_leader(cluster, above_epoch=above_epoch, among=candidates,
+                           timeout_ets=20).node_id
+
+
+def _heal_and_converge(cluster: Cluster) -> Cluster:
+    cluster.network.heal()
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    _require(cluster, cluster.divergences.multi_epoch > 0,
+             "no node truncated a tail of two epochs")
+    return cluster
+
+
 SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "initial-election": initial_election,
     "leader-killed": leader_failure,
@@ -366,4 +497,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "figure-eight": figure_eight,
     "empty-voter-completes-quorum": empty_voter_completes_quorum,
     "stale-metadata-topic": stale_metadata_topic,
+    "divergence": divergence,
 }
