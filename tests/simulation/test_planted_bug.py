@@ -1,6 +1,6 @@
-"""The checker has teeth: with a bug planted in the real core the sweep reports the
-violation, names the seed, shows a trace, and the printed command replays the very same
-failure."""
+"""The checker has teeth: with a bug planted in the real core (`raft.sim.planted`) the
+random sweep reports the violation by itself, names the seed, shows a trace, and the
+printed command replays the very same failure."""
 
 from __future__ import annotations
 
@@ -9,31 +9,49 @@ import shlex
 
 import pytest
 
-from raft.sim.invariants import COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW
-from raft.sim.sweep import RunSpec, run_seed, sweep
+from raft.sim.invariants import (
+    COMMITTED_DATA,
+    LOG_MATCHING,
+    MAJORITY_HOLDS_HW,
+    ONE_VOTE_PER_EPOCH,
+)
+from raft.sim.planted import PLANTED_BUGS
+from raft.sim.sweep import RunResult, RunSpec, run_seed, sweep
 from tools.cli import main as kraft
 
 SAFETY = (COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW)
 
+# Seeds of the default sweep (5 voters, 2 observers, all faults) on which each bug is
+# caught, found with `kraft sim --planted-bug BUG --seeds 300 --keep-going`.
+KNOWN_SEEDS = {
+    "vote_without_log_check": ((69, 3, 99), SAFETY),
+    "commit_old_epoch_by_count": ((123, 222, 160), (COMMITTED_DATA,)),
+    "diverging_hw": ((279, 186, 182), (COMMITTED_DATA,)),
+    "hw_counts_observers": ((267, 57, 293), SAFETY),
+    "vote_not_persisted": ((156, 144, 153), (ONE_VOTE_PER_EPOCH,)),
+    "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
+}
 
-def first_failure(spec: RunSpec, seeds: range):  # type: ignore[no-untyped-def]
+
+def first_failure(spec: RunSpec, seeds: range | tuple[int, ...]) -> RunResult | None:
     return next((r for r in sweep(spec, seeds) if not r.ok), None)
 
 
-@pytest.mark.parametrize(("bug", "scenario", "observers"), [
-    ("vote_without_log_check", None, 2),  # random faults find it
-    ("commit_old_epoch_by_count", "figure-eight", 0),  # needs Raft's Figure 8 schedule
-])
-def test_sweep_reports_replayable_violation_when_bug_planted(bug: str, scenario: str | None,
-                                                             observers: int) -> None:
-    """Raft §5.4.1 (election restriction) and §5.4.2 (commit only the leader's own epoch
-    by counting): each planted bug is caught as a safety violation with a seed that
-    replays it exactly."""
-    spec = RunSpec(voters=5, observers=observers, faults="all", planted_bug=bug,
-                   scenario=scenario)
-    failed = first_failure(spec, range(1, 400))
-    assert failed is not None, f"{bug} went unnoticed over 400 seeds"
-    assert failed.invariant in SAFETY
+def test_every_planted_bug_has_known_seeds() -> None:
+    assert sorted(KNOWN_SEEDS) == sorted(PLANTED_BUGS)
+
+
+@pytest.mark.parametrize("bug", sorted(KNOWN_SEEDS))
+def test_random_sweep_reports_replayable_violation_when_bug_planted(bug: str) -> None:
+    """Each planted bug (Raft §5.4.1 and §5.4.2, a high watermark taken on divergence,
+    observers counted in the majority, a vote not persisted, committed records cut) is
+    caught by random faults alone, as the invariant it breaks, with a seed that replays
+    it exactly."""
+    seeds, invariants = KNOWN_SEEDS[bug]
+    spec = RunSpec(voters=5, observers=2, faults="all", planted_bug=bug)
+    failed = first_failure(spec, seeds)
+    assert failed is not None, f"{bug} went unnoticed on seeds {seeds}"
+    assert failed.invariant in invariants, failed.detail
     assert failed.trace
     assert f"--seed {failed.seed} --seeds 1" in failed.replay
     assert f"--planted-bug {bug}" in failed.replay
@@ -45,7 +63,7 @@ def test_cli_exits_1_with_replay_line_when_bug_planted(capsys: pytest.CaptureFix
     """`kraft sim` on a violation: seed, invariant, trace and the replay command; exit 1;
     running that command reproduces the same violation."""
     spec = RunSpec(voters=5, observers=2, faults="all", planted_bug="vote_without_log_check")
-    failed = first_failure(spec, range(1, 400))
+    failed = first_failure(spec, KNOWN_SEEDS["vote_without_log_check"][0])
     assert failed is not None
     argv = shlex.split(failed.replay)[1:] + ["--no-progress"]
     assert kraft(argv) == 1
@@ -59,23 +77,42 @@ def test_cli_exits_1_with_replay_line_when_bug_planted(capsys: pytest.CaptureFix
 
 
 def test_cli_exits_0_with_summary_when_all_clean(capsys: pytest.CaptureFixture[str]) -> None:
-    """`kraft sim --json`: exit 0 and a summary of seeds, events, elections, commits and
-    faults when no invariant is violated."""
+    """`kraft sim --json`: exit 0 and a summary of seeds, events, elections (per seed:
+    median, min, max), divergences, commits and faults when nothing is violated."""
     assert kraft(["sim", "--voters", "3", "--observers", "1", "--seeds", "4", "--seed", "7",
-                  "--json", "--no-progress"]) == 0
+                  "--fault-window-ms", "10000", "--jobs", "1", "--json",
+                  "--no-progress"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["seeds"] == 4
     assert report["violations"] == 0
     assert report["events"] > 0
     assert report["elections"] >= 4
+    assert report["elections_per_seed"]["min"] >= 1
+    assert report["divergences"] >= report["multi_epoch_divergences"]
     assert report["commits"] > 0
+    assert report["jobs"] == 1
 
 
-def test_cli_rejects_bad_sizes_when_voters_out_of_range(capsys: pytest.CaptureFixture[str]
-                                                        ) -> None:
-    """CLI convention: bad input exits 2 with one clear line."""
-    assert kraft(["sim", "--voters", "0", "--seeds", "1"]) == 2
-    assert "--voters" in capsys.readouterr().err
+def test_cli_prints_depth_when_all_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text summary names elections per seed, divergences and simulated time."""
+    assert kraft(["sim", "--voters", "3", "--observers", "0", "--seeds", "2",
+                  "--fault-window-ms", "5000", "--jobs", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "elections per seed: median" in out
+    assert "divergences:" in out
+    assert "multi-epoch:" in out
+    assert "simulated time per seed: median" in out
+
+
+@pytest.mark.parametrize("argv", [["--voters", "0"], ["--planted-bug", "no_such_bug"],
+                                  ["--jobs", "0"], ["--scenario", "no-such-scenario"]])
+def test_cli_rejects_bad_input_with_one_line(argv: list[str],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI convention: bad input exits 2 with one clear line naming the option."""
+    assert kraft(["sim", "--seeds", "1", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert argv[0] in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_cli_scenario_exits_1_when_figure_eight_bug_planted(
@@ -83,10 +120,23 @@ def test_cli_scenario_exits_1_when_figure_eight_bug_planted(
     """`kraft sim --scenario figure-eight` replays Raft's Figure 8: with the §5.4.2 rule
     removed it reports lost committed data (exit 1), without it the scenario is clean."""
     base = ["sim", "--voters", "5", "--observers", "0", "--scenario", "figure-eight",
-            "--seeds", "2", "--no-progress"]
+            "--seeds", "2", "--jobs", "1", "--no-progress"]
     assert kraft(base) == 0
     capsys.readouterr()
     assert kraft(base + ["--planted-bug", "commit_old_epoch_by_count"]) == 1
     out = capsys.readouterr().out
     assert "invariant=committed-data-never-lost" in out
     assert "--scenario figure-eight --seed 1 --seeds 1" in out
+
+
+def test_cli_scenario_exits_1_when_diverging_hw_planted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`kraft sim --scenario divergence`: clean with the real core; a core that takes the
+    high watermark from a diverging Fetch answer loses committed data on every seed."""
+    base = ["sim", "--voters", "5", "--observers", "2", "--scenario", "divergence",
+            "--seeds", "3", "--jobs", "1", "--no-progress", "--keep-going"]
+    assert kraft(base) == 0
+    capsys.readouterr()
+    assert kraft(base + ["--planted-bug", "diverging_hw", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["invariant"] for f in report["failures"]] == [COMMITTED_DATA] * 3

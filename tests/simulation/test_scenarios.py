@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from raft.sim import scenarios
+from raft.sim.invariants import COMMITTED_DATA, InvariantViolation
 
 # (voters, observers) shapes; a seed is paired with each shape below.
 ALL_SHAPES = [(1, 0), (1, 2), (2, 1), (3, 0), (3, 3), (4, 1), (5, 0), (5, 2), (5, 5)]
@@ -125,6 +126,34 @@ def test_progress_when_a_voter_holds_a_stale_metadata_topic_id(observers: int,
     cluster = scenarios.stale_metadata_topic(3, observers, seed)
     first_batches = {n.log.read(0, 0)[0].records for n in cluster.running()}
     assert len(first_batches) == 1
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"),
+                         [(5, 0, 1), (5, 2, 2), (5, 5, 3), (3, 1, 4), (3, 0, 5)])
+def test_every_node_converges_when_logs_diverge_over_epochs(voters: int, observers: int,
+                                                            seed: int) -> None:
+    """Multi-epoch divergence: a cut-off leader holds a tail of two epochs that no later
+    leader has; after the heal it truncates both and every node, observers included,
+    ends with the leader's log and high watermark."""
+    cluster = scenarios.divergence(voters, observers, seed)
+    assert cluster.divergences.multi_epoch >= 1
+    assert len(cluster.checker.leaders) >= 4
+    assert cluster.convergence_gaps() == []
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), [(5, 2, 1), (3, 1, 2)])
+def test_committed_data_lost_when_follower_takes_hw_from_diverging_answer(
+        voters: int, observers: int, seed: int) -> None:
+    """The same schedule on a core that takes the leader's high watermark from a Fetch
+    answer carrying a diverging epoch publishes records no leader committed."""
+    with pytest.raises(InvariantViolation) as caught:
+        scenarios.divergence(voters, observers, seed, planted_bug="diverging_hw")
+    assert caught.value.invariant == COMMITTED_DATA
+
+
+def test_divergence_refused_when_voter_count_does_not_fit() -> None:
+    with pytest.raises(scenarios.NotApplicable):
+        scenarios.divergence(4, 0, 1)
 
 
 @pytest.mark.soak

@@ -1,14 +1,19 @@
 """The seed sweep: random fault schedules on a five-voter, two-observer cluster, every
-safety invariant checked after every event and liveness after the heal. `make soak`
-runs the big sweeps."""
+safety invariant checked after every event, liveness and convergence after the heal, and
+enough depth per seed (elections, multi-epoch divergences) to matter. `make soak` runs
+the big sweeps (in worker processes)."""
 
 from __future__ import annotations
 
+import os
+import statistics
+
 import pytest
 
-from raft.sim.sweep import RunResult, RunSpec, run_seed, sweep
+from raft.sim.sweep import RunResult, RunSpec, run_seed, summarize, sweep
 
-CHUNK = 50
+CHUNK = 10
+SOAK_CHUNK = 1000
 
 
 def explain(failed: RunResult) -> str:
@@ -16,60 +21,72 @@ def explain(failed: RunResult) -> str:
             + "\n".join(failed.trace) + f"\nreplay: {failed.replay}")
 
 
-def run_chunk(spec: RunSpec, first: int, count: int) -> list[RunResult]:
-    results = list(sweep(spec, range(first, first + count)))
+def run_chunk(spec: RunSpec, first: int, count: int, jobs: int = 1) -> list[RunResult]:
+    results = list(sweep(spec, range(first, first + count), jobs=jobs))
     failed = [r for r in results if not r.ok]
     assert not failed, explain(failed[0])
     return results
 
 
-@pytest.mark.parametrize("chunk", range(10))
-def test_no_violation_when_five_voters_under_all_faults(chunk: int) -> None:
-    """KIP-595 safety and liveness under crashes, pauses, partitions, loss, duplication
-    and slow disks and links: 500 seeded runs (10 chunks of 50) with all faults."""
+@pytest.mark.parametrize("chunk", range(5))
+def test_no_violation_and_many_epochs_when_five_voters_under_all_faults(chunk: int) -> None:
+    """KIP-595 safety and liveness under crashes, pauses, partitions, loss, duplication,
+    slow disks and links and leader-chasing faults, 50 seeded runs: each seed sees many
+    elections and logs that diverge over several epochs, and ends converged."""
     results = run_chunk(RunSpec(voters=5, observers=2, faults="all"), 1 + chunk * CHUNK,
                         CHUNK)
     assert len(results) == CHUNK
-    assert sum(r.faults for r in results) > 0
-    assert all(r.commits > 0 for r in results)
+    assert statistics.median(r.elections for r in results) >= 10
+    assert sum(r.multi_epoch_divergences for r in results) >= CHUNK
+    assert all(r.commits > 0 and r.faults > 0 for r in results)
 
 
 @pytest.mark.parametrize(("voters", "observers"), [(1, 1), (2, 0), (3, 2), (4, 3)])
 def test_no_violation_when_other_sizes_under_all_faults(voters: int, observers: int) -> None:
     """Safety and liveness hold for every quorum size, including even ones."""
-    run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 1, 15)
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 1, 4)
+
+
+@pytest.mark.parametrize("faults", ["net", "crash"])
+def test_no_violation_when_one_kind_of_faults(faults: str) -> None:
+    """Network faults alone, process and disk faults alone."""
+    run_chunk(RunSpec(voters=5, observers=2, faults=faults), 1, 4)
 
 
 def test_no_violation_when_messages_round_trip_the_codec() -> None:
     """The wire codec is lossless for every message the core sends (KIP-516 topic ids)."""
-    run_chunk(RunSpec(voters=3, observers=1, faults="net", codec_roundtrip=True), 1, 8)
+    run_chunk(RunSpec(voters=3, observers=1, faults="net", codec_roundtrip=True,
+                      fault_window_ms=10_000), 1, 3)
 
 
-@pytest.mark.parametrize(("voters", "observers", "faults", "seed"), [
-    (1, 0, "all", 50112),  # leader crashed before its first fsync, re-won the same epoch
-    (5, 2, "all", 11951),  # a candidate of epoch 1 won after epoch 2 had committed
-    (5, 2, "all", 12837),
-])
-def test_no_violation_when_regression_seed(voters: int, observers: int, faults: str,
-                                           seed: int) -> None:
-    """Seeds that once raised an alarm (a false one, or a real bug) stay clean."""
-    result = run_seed(RunSpec(voters=voters, observers=observers, faults=faults), seed)
+def test_no_violation_when_regression_seed() -> None:
+    """Before the fix of the high watermark taken from a diverging Fetch answer, 945 of
+    the first 1000 seeds lost committed data; seed 186 did so soonest (6.2 s)."""
+    result = run_seed(RunSpec(voters=5, observers=2, faults="all"), 186)
     assert result.ok, explain(result)
 
 
-@pytest.mark.soak
-@pytest.mark.parametrize("faults", ["all", "net", "crash"])
-@pytest.mark.parametrize("chunk", range(10))
-def test_soak_no_violation_when_many_seeds(faults: int, chunk: int) -> None:
-    """make soak: 3 x 10 x 350 = 10,500 five-voter runs."""
-    run_chunk(RunSpec(voters=5, observers=2, faults=faults), 10_000 + chunk * 350, 350)
+def test_same_results_when_seeds_run_in_worker_processes() -> None:
+    """`jobs` > 1: each seed's result depends on the seed alone, in seed order."""
+    spec = RunSpec(voters=3, observers=1, faults="all", fault_window_ms=8000)
+    seeds = range(40, 44)
+    assert list(sweep(spec, seeds, jobs=2)) == list(sweep(spec, seeds))
 
 
-@pytest.mark.soak
-@pytest.mark.parametrize(("voters", "observers"), [(1, 0), (2, 1), (3, 1), (4, 0), (5, 5)])
-def test_soak_no_violation_when_any_size(voters: int, observers: int) -> None:
-    """make soak: every cluster shape under all faults."""
-    run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 50_000, 300)
+def test_summary_counts_depth_when_sweep_done() -> None:
+    """The summary: elections per seed (median, min, max), divergences and multi-epoch
+    divergences (total, median per seed), events, simulated and wall time."""
+    spec = RunSpec(voters=5, observers=2, faults="all")
+    results = [run_seed(spec, seed) for seed in (1, 2, 3)]
+    summary = summarize(results, 2.0)
+    assert summary["seeds"] == 3
+    assert summary["elections_per_seed"]["min"] == min(r.elections for r in results)
+    assert summary["elections_per_seed"]["median"] == statistics.median(
+        r.elections for r in results)
+    assert summary["divergences"] == sum(r.divergences for r in results) > 0
+    assert summary["multi_epoch_divergences"] <= summary["divergences"]
+    assert summary["sim_seconds_per_seed"]["min"] >= spec.fault_window_ms / 1000
+    assert summary["events_per_second"] == round(summary["events"] / 2.0)
 
 
 def test_same_trace_when_seed_replayed() -> None:
@@ -84,3 +101,21 @@ def test_same_trace_when_seed_replayed() -> None:
         traces.append((cluster.events, cluster.trace.lines(), cluster.checker.leaders))
     assert traces[0] == traces[1]
     assert traces[0][0] > 100
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(("voters", "observers"), [(5, 2), (3, 3)])
+@pytest.mark.parametrize("chunk", range(10))
+def test_soak_no_violation_when_many_seeds(voters: int, observers: int, chunk: int) -> None:
+    """make soak: 10,000 seeds with all faults at 5 voters + 2 observers and at 3 voters +
+    3 observers, in worker processes."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all"),
+              10_000 + chunk * SOAK_CHUNK, SOAK_CHUNK, jobs=os.cpu_count() or 1)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(("voters", "observers"), [(1, 0), (2, 1), (4, 0), (5, 5)])
+def test_soak_no_violation_when_any_size(voters: int, observers: int) -> None:
+    """make soak: other cluster shapes under all faults."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 50_000, 300,
+              jobs=os.cpu_count() or 1)

@@ -1,6 +1,8 @@
 """A deliberately small Raft with `RaftCore`'s interface, used only to test the simulator
 itself (its event loop, disk and network models and invariant checkers) independently of
-the real core. Pull-based replication as in KIP-595, no pre-vote, no check-quorum.
+the real core. Pull-based replication as in KIP-595, no pre-vote, no check-quorum; the
+leader repeats BeginQuorumEpoch to every node each `heartbeat_ms`, so nodes that missed
+the election (and stale leaders) learn of it.
 
 `bug="vote_without_log_check"` grants votes without comparing logs, to prove the
 checkers catch a broken election rule.
@@ -30,6 +32,7 @@ class ToyConfig:
     nodes: tuple[int, ...] = ()  # everyone told of a new leader (voters and observers)
     election_timeout_ms: int = 1000
     fetch_interval_ms: int = 50
+    heartbeat_ms: int = 500
     bug: str | None = None
 
 
@@ -52,9 +55,11 @@ class ToyCore:
         self._truncate: int | None = None
         self._hw_dirty = False
         self._corr = 0
+        self._fetch_corr = -1
         self._now = now_ms
         self._reset_election_timer(now_ms)
         self._next_fetch = now_ms
+        self._next_heartbeat = now_ms
 
     # ---- properties used by the simulator -------------------------------------------
     @property
@@ -69,6 +74,9 @@ class ToyCore:
     def tick(self, now_ms: int) -> None:
         self._now = now_ms
         if self.role == "leader":
+            if now_ms >= self._next_heartbeat:
+                self._next_heartbeat = now_ms + self.config.heartbeat_ms
+                self._announce()
             return
         if self.is_voter and now_ms >= self._election_deadline:
             self._campaign(now_ms)
@@ -80,6 +88,7 @@ class ToyCore:
                 cluster_id=self.cluster_id, replica_id=self.node_id,
                 current_leader_epoch=self.epoch,
                 fetch_offset=self.log.end_offset, last_fetched_epoch=self.log.last_epoch))
+            self._fetch_corr = self._corr  # only its answer counts: the log may change
 
     def step(self, envelope: Envelope, now_ms: int) -> None:
         self._now = now_ms
@@ -104,7 +113,8 @@ class ToyCore:
         elif isinstance(msg, FetchRequest):
             self._on_fetch(src, envelope.correlation_id, msg)
         elif isinstance(msg, FetchResponse):
-            self._on_fetch_response(src, msg, now_ms)
+            if envelope.correlation_id == self._fetch_corr:
+                self._on_fetch_response(src, msg, now_ms)
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
         if self.role != "leader":
@@ -131,7 +141,7 @@ class ToyCore:
 
     def next_deadline_ms(self) -> int:
         if self.role == "leader":
-            return self._now + 10_000
+            return self._next_heartbeat
         if self.leader_id is not None and self.role == "follower":
             return min(self._next_fetch, self._election_deadline)
         return self._election_deadline
@@ -184,7 +194,11 @@ class ToyCore:
         self._reset_election_timer(now_ms)
         self._next_fetch = now_ms
         if msg.diverging_epoch is not None:
-            cut = max(0, min(msg.diverging_epoch.end_offset, self.log.end_offset))
+            # Cut where the logs stop agreeing: the end of the leader's epoch, or of our
+            # own largest epoch at or below it, whichever comes first (KIP-595).
+            epoch, own_end = self.log.end_offset_for_epoch(msg.diverging_epoch.epoch)
+            cut = max(0, min(msg.diverging_epoch.end_offset, self.log.end_offset,
+                             own_end if epoch >= 0 else 0))
             self.log.truncate_to(cut)
             self._truncate = cut if self._truncate is None else min(self._truncate, cut)
             return
@@ -214,6 +228,10 @@ class ToyCore:
         self._become(self.epoch, self.node_id, self.node_id, "leader")
         self._match = {}
         self.propose((b"leader-change",), self._now)
+        self._next_heartbeat = self._now + self.config.heartbeat_ms
+        self._announce()
+
+    def _announce(self) -> None:
         for node in self.config.nodes or self.config.voters:
             if node != self.node_id:
                 self._send(node, BeginQuorumEpochRequest(
