@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from raft.control_records import LeaderChange, MetadataTopic
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
+from raft.control_records import LeaderChange, MetadataTopic
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
     CandidateState,

@@ -14,10 +14,10 @@ accepts, so it can still vote and be told who leads.
 
 from __future__ import annotations
 
-from raft.common.record import RecordError
-from raft.control_records import CONTROL_RECORDS, MetadataTopic
 from raft.common.errors import ErrorCode
+from raft.common.record import RecordError
 from raft.common.uuid import METADATA_TOPIC_ID, Uuid
+from raft.control_records import CONTROL_RECORDS, MetadataTopic
 from raft.types import RaftLog
 
 _SCAN_BYTES = 64 * 1024

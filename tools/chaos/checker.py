@@ -194,9 +194,14 @@ class _Index:
 
 
 def _check_metadata(index: _Index, final: FinalState) -> list[Violation]:
-    violations = []
-    created = index.created
     final_ids = set(final.topics.values())
+    return (_ids_reused(index) + _creates_lost(index, final_ids)
+            + _deletes_undone(index, final_ids) + _final_topics_unexplained(index, final))
+
+
+def _ids_reused(index: _Index) -> list[Violation]:
+    """Two acknowledged creates returned the same topic ID."""
+    violations = []
     seen: dict[str, Operation] = {}
     for op in index.operations:
         topic_id = op.result.get("topic_id") if op.op == "create" and op.is_ok else None
@@ -207,7 +212,13 @@ def _check_metadata(index: _Index, final: FinalState) -> list[Violation]:
                 f"create of {op.args.get('name')!r} returned {topic_id}, already returned "
                 f"by op {seen[topic_id].index}")))
         seen[topic_id] = op
-    for topic_id, op in created.items():
+    return violations
+
+
+def _creates_lost(index: _Index, final_ids: set[str]) -> list[Violation]:
+    """An acknowledged create missing from the final metadata with no delete to explain."""
+    violations = []
+    for topic_id, op in index.created.items():
         name = str(op.args.get("name"))
         if topic_id in final_ids:
             continue
@@ -215,11 +226,20 @@ def _check_metadata(index: _Index, final: FinalState) -> list[Violation]:
             violations.append(Violation(kind="create_lost", op_index=op.index, message=(
                 f"acknowledged create of {name!r} ({topic_id}) is not in the final "
                 f"metadata and no delete could have removed it")))
-    for topic_id in index.deleted_at:
-        if topic_id in final_ids:
-            violations.append(Violation(kind="delete_undone", message=(
+    return violations
+
+
+def _deletes_undone(index: _Index, final_ids: set[str]) -> list[Violation]:
+    return [Violation(kind="delete_undone", message=(
                 f"topic {topic_id} is in the final metadata after its delete was "
-                f"acknowledged")))
+                f"acknowledged"))
+            for topic_id in index.deleted_at if topic_id in final_ids]
+
+
+def _final_topics_unexplained(index: _Index, final: FinalState) -> list[Violation]:
+    """A final topic under another name than its create, or created by no operation."""
+    violations = []
+    created = index.created
     for name, topic_id in sorted(final.topics.items()):
         if topic_id in created:
             if created[topic_id].args.get("name") != name:

@@ -29,6 +29,7 @@ import hashlib
 from array import array
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +179,12 @@ class NodeScan:
         self.metadata_topic_batch: int | None = None
         self.seq = -1
         self.aggregates = Aggregates() if analysis else None
+        # The rarer record kinds, by type (partition records, the hot path, are inline).
+        self.scanners: dict[int, Callable[[int, int, bytes, int, Any], None]] = {
+            UNDECODABLE: self.undecodable_record, _TOPIC: self.topic_record,
+            _REMOVE_TOPIC: self.topic_user, _RENAME_TOPIC: self.topic_user,
+            _LEADER_CHANGE: self.leader_change_record,
+            _METADATA_TOPIC: self.metadata_topic_record}
 
     def flag(self, check: str, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
              reason: str) -> None:
@@ -197,10 +204,7 @@ class NodeScan:
         self.seq = seq
         if not records:
             return
-        # Offsets inside a batch are contiguous and share its epoch, so only the first
-        # record can open a gap; every record is below the highest epoch if the first is.
-        gap = self.prev_offset is not None and base_offset != self.prev_offset + 1
-        falling = self.prev_epoch is not None and epoch < self.prev_epoch
+        gap, falling = self._order_breaks(base_offset, epoch)
         unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
         live = self.live
         kinds = None if self.aggregates is None else self.aggregates.kinds
@@ -225,26 +229,31 @@ class NodeScan:
                 if topic_id.__class__ is not bytes or topic_id not in live:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
-            elif kind == UNDECODABLE:
-                self.flag("records_decodable", offset, epoch, data, kind, fields,
-                          decode_record(data)[2] or "undecodable")
-            elif kind == _TOPIC:
-                self.topic_record(offset, epoch, data, fields)
-            elif kind == _REMOVE_TOPIC or kind == _RENAME_TOPIC:
-                self.topic_user(offset, epoch, data, kind, fields)
-            elif kind == _LEADER_CHANGE:
-                self.claims.append((seq, epoch, _leader_of(fields), offset, record_hash(data)))
-            elif kind == _METADATA_TOPIC:
-                self.metadata_topic_record(offset, epoch, data, fields)
+            elif (scan := self.scanners.get(kind)) is not None:
+                scan(offset, epoch, data, kind, fields)
         self.prev_offset = offset
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
-        if self.aggregates is not None:  # min/max: a broken log need not be in order
-            entry = self.aggregates.epochs.get(epoch)
-            if entry is None:
-                self.aggregates.epochs[epoch] = [base_offset, offset, len(records)]
-            else:
-                entry[0], entry[1] = min(entry[0], base_offset), max(entry[1], offset)
-                entry[2] += len(records)
+        if self.aggregates is not None:
+            self._count_epoch(epoch, base_offset, offset, len(records))
+
+    def _order_breaks(self, base_offset: int, epoch: int) -> tuple[bool, bool]:
+        """(a gap before this batch, its epoch below an earlier one). Offsets inside a
+        batch are contiguous and share its epoch, so only the first record can open a
+        gap; every record is below the highest epoch if the first is."""
+        gap = self.prev_offset is not None and base_offset != self.prev_offset + 1
+        falling = self.prev_epoch is not None and epoch < self.prev_epoch
+        return gap, falling
+
+    def _count_epoch(self, epoch: int, first: int, last: int, count: int) -> None:
+        """Per-epoch offset range and record count (min/max: a broken log need not be
+        in order)."""
+        assert self.aggregates is not None
+        entry = self.aggregates.epochs.get(epoch)
+        if entry is None:
+            self.aggregates.epochs[epoch] = [first, last, count]
+        else:
+            entry[0], entry[1] = min(entry[0], first), max(entry[1], last)
+            entry[2] += count
 
     def _order(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
                gap: bool) -> None:
@@ -257,7 +266,17 @@ class NodeScan:
             self.flag("epochs_monotonic", offset, epoch, data, kind, fields,
                       f"epoch {epoch} after epoch {self.prev_epoch}")
 
-    def metadata_topic_record(self, offset: int, epoch: int, data: bytes, fields: Any) -> None:
+    def undecodable_record(self, offset: int, epoch: int, data: bytes, kind: int,
+                           fields: Any) -> None:
+        self.flag("records_decodable", offset, epoch, data, kind, fields,
+                  decode_record(data)[2] or "undecodable")
+
+    def leader_change_record(self, offset: int, epoch: int, data: bytes, kind: int,
+                             fields: Any) -> None:
+        self.claims.append((self.seq, epoch, _leader_of(fields), offset, record_hash(data)))
+
+    def metadata_topic_record(self, offset: int, epoch: int, data: bytes, kind: int,
+                              fields: Any) -> None:
         topic_id = _topic_id(fields)
         flag = self.flag
         if topic_id is None or topic_id in RESERVED:
@@ -274,7 +293,8 @@ class NodeScan:
         self.metadata_topic = (topic_id or b"", offset)
         self.metadata_topic_batch = self.seq
 
-    def topic_record(self, offset: int, epoch: int, data: bytes, fields: Any) -> None:
+    def topic_record(self, offset: int, epoch: int, data: bytes, kind: int,
+                     fields: Any) -> None:
         if self.first_topic_batch is None:
             self.first_topic_batch = self.seq
         topic_id, name = _topic_id(fields), _name(fields)
