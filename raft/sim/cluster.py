@@ -45,6 +45,8 @@ class SimConfig:
     pre_vote: bool = True
     planted_bug: str | None = None
     max_drift_ppm: int = 20_000  # clocks run up to 2% fast or slow
+    # A split-off leader still writes a tail of several batches before a successor is
+    # elected (~2 s), at half the replication events of a record every 150 ms.
     propose_interval_ms: float = 300.0
     codec_roundtrip: bool = False  # pass every message through encode/decode
     skip_invariants: tuple[str, ...] = ()
