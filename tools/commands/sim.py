@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
+    jobs = min(jobs, len(seeds))  # a replay of one seed needs no worker
     if not args.json:
         what = f"scenario {spec.scenario}" if spec.scenario else f"faults {spec.faults}"
         print(f"kraft sim: seeds {seeds.start}..{seeds.stop - 1}, {spec.voters} voters, "
