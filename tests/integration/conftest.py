@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from quorum_support import FAST_SETTINGS
 
+from tests.support.quorum_support import FAST_SETTINGS
 from tools.cluster import Cluster, ClusterError, is_alive
 
 ClusterFactory = Callable[..., Cluster]

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ClusterFactory
-from quorum_support import log_events, wait_until
 
 from broker import partition_dir as pd
 from metadata import admin
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
+from tests.integration.conftest import ClusterFactory
+from tests.support.quorum_support import log_events, wait_until
 from tools.cluster import Cluster, ClusterError, request
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from quorum_support import FAST_SETTINGS, dump_log, log_events, wait_all_hold, wait_until
 
+from tests.support.quorum_support import (
+    FAST_SETTINGS,
+    dump_log,
+    log_events,
+    wait_all_hold,
+    wait_until,
+)
 from tools.cluster import EXIT_CODES, Cluster
 from tools.config import parse_address
 

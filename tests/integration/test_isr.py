@@ -10,14 +10,14 @@ import time
 from typing import Any
 
 import pytest
-from conftest import ClusterFactory
 from kio.schema.metadata.v12.request import MetadataRequest
-from quorum_support import FAST_SETTINGS, wait_until
-from test_broker import admin_request, create_topic
 
 from broker.kafka.wire_client import call
 from metadata import admin
 from raft.common.uuid import Uuid
+from tests.integration.conftest import ClusterFactory
+from tests.integration.test_broker import admin_request, create_topic
+from tests.support.quorum_support import FAST_SETTINGS, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from quorum_support import FAST_SETTINGS, wait_until
 
 from broker.kafka.wire_client import call
+from tests.support.quorum_support import FAST_SETTINGS, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration

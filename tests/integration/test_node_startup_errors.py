@@ -9,12 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from quorum_support import FAST_SETTINGS
-
 from raft.log import DiskLog
 from raft.segment import encode_batch
 from raft.storage import QUORUM_STATE, write_quorum_state
 from raft.types import ElectionState
+from tests.support.quorum_support import FAST_SETTINGS
 from tools.cluster import Cluster
 
 

@@ -8,8 +8,15 @@ import struct
 from typing import Any
 
 import pytest
-from quorum_support import FAST_SETTINGS, dump_log, kraft, log_events, wait_all_hold, wait_until
 
+from tests.support.quorum_support import (
+    FAST_SETTINGS,
+    dump_log,
+    kraft,
+    log_events,
+    wait_all_hold,
+    wait_until,
+)
 from tools.cluster import Cluster, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 import pytest
-from quorum_support import epochs_by_offset, log_events, wait_all_hold, wait_until
 
 from raft.common.framing import FrameDecoder, encode_frame
 from raft.storage import read_quorum_state
+from tests.support.quorum_support import epochs_by_offset, log_events, wait_all_hold, wait_until
 from tools.cluster import EXIT_CODES, Cluster, ClusterError, request
 from tools.config import parse_address
 

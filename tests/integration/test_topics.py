@@ -9,8 +9,8 @@ import signal
 from typing import Any
 
 import pytest
-from quorum_support import dump_log, kraft, wait_until
 
+from tests.support.quorum_support import dump_log, kraft, wait_until
 from tools.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

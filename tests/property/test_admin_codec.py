@@ -5,10 +5,8 @@ brokers send; malformed bodies raise AdminDecodeError naming the field and nothi
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any, Union
 
 import msgpack
@@ -56,9 +54,7 @@ from metadata.admin import (
 )
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid, pack
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "unit"))
-from test_codec import UNKNOWN_KEY, assert_names_path, field_default, mutations  # noqa: E402
+from tests.support.codec_mutations import UNKNOWN_KEY, assert_names_path, field_default, mutations
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UUIDS = st.builds(Uuid, st.integers(0, 2**128 - 1))

@@ -4,8 +4,6 @@ another exception (peer input never crashes a node)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -35,9 +33,7 @@ from raft.messages import (
     is_request,
 )
 from raft.types import Batch
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "unit"))
-from test_codec import assert_names_path, field_default, mutations  # noqa: E402
+from tests.support.codec_mutations import assert_names_path, field_default, mutations
 
 ints = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 small = st.integers(min_value=-1, max_value=1 << 40)

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import trio
-from single_node import eventually, make_node
 
 from raft.log import DiskLog
 from raft.node import LogDirFailure
 from raft.storage import read_quorum_state
 from raft.types import ElectionState
+from tests.support.single_node import eventually, make_node
 from tools.server.supervisor import PROBE_FILE, find_exception, probe_log_dir, wait_for_space
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import trio
-from single_node import eventually, make_node
 
 from raft import node as raft_node
 from raft.node import LogDirFailure
 from raft.storage import read_high_watermark_checkpoint
+from tests.support.single_node import eventually, make_node
 from tools.server.supervisor import find_exception
 
 

@@ -1,6 +1,6 @@
 """The simulator's own parts: network and disk models, invariant checkers, determinism.
 
-Run against a toy core (tests/simulation/toy_core.py) so that they test the simulator,
+Run against a toy core (tests/support/toy_core.py) so that they test the simulator,
 not the real core."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from raft.sim.network import Network, NetworkConfig
 from raft.sim.scenarios import new_cluster, wait_for_commit, wait_for_leader
 from raft.sim.sweep import RunSpec, require_convergence, run_seed
 from raft.types import ElectionState
-from simulation.toy_core import ToyConfig, ToyCore
+from tests.support.toy_core import ToyConfig, ToyCore
 
 
 def toy_cluster(config: SimConfig, bug: str | None = None) -> Cluster:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from kafka_support import BROKER, TOPIC_ID, image_with_topic, record_batch
 
 from broker import partition_dir
 from broker.kafka.context import BrokerContext
@@ -24,6 +23,7 @@ from metadata.controller_client import ControllerUnavailable
 from metadata.delta import replay
 from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
+from tests.support.kafka_support import BROKER, TOPIC_ID, image_with_topic, record_batch
 
 LAG_MS = 10_000
 LAG_S = LAG_MS / 1000

@@ -8,13 +8,14 @@ import ast
 from pathlib import Path
 
 import pytest
-from core_harness import Cluster
+
+from tests.support.core_harness import Cluster
 
 CORE_MODULES = ["core/__init__", "core/_base", "core/_election", "core/_replication",
                 "core/_raft_core", "core/_topic_id", "core/_quorum_state",
                 "core/_leader_state", "messages"]
 FORBIDDEN_IMPORTS = {"trio", "socket", "os", "time", "asyncio", "threading", "datetime"}
-RAFT = Path(__file__).resolve().parents[2] / "raft"
+RAFT = Path(__file__).resolve().parents[3] / "raft"
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)

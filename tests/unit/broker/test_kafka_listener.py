@@ -13,14 +13,6 @@ import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_support import (
-    BROKER,
-    OLD_TOPIC_ID,
-    TOPIC_ID,
-    image_with_topic,
-    record_batch,
-    with_producer,
-)
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
@@ -36,6 +28,14 @@ from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.wire_client import decode_response, encode_request
 from metadata.image import MetadataImage
+from tests.support.kafka_support import (
+    BROKER,
+    OLD_TOPIC_ID,
+    TOPIC_ID,
+    image_with_topic,
+    record_batch,
+    with_producer,
+)
 
 
 def make_dispatcher(tmp_path: Path, image: MetadataImage | None = None) -> Dispatcher:

@@ -3,18 +3,6 @@ epochs (KIP-595 BeginQuorumEpoch / EndQuorumEpoch, quorum.fetch.timeout.ms)."""
 
 from __future__ import annotations
 
-from core_harness import (
-    CLUSTER_ID,
-    Cluster,
-    deliver,
-    drain,
-    envelope,
-    make_core,
-    make_leader,
-    reply,
-    sent,
-)
-
 from raft.common.errors import ErrorCode
 from raft.core import Role
 from raft.messages import (
@@ -29,6 +17,17 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.types import ElectionState, Envelope
+from tests.support.core_harness import (
+    CLUSTER_ID,
+    Cluster,
+    deliver,
+    drain,
+    envelope,
+    make_core,
+    make_leader,
+    reply,
+    sent,
+)
 
 NOW = 10_000
 

@@ -3,8 +3,6 @@ per test, and the happy paths (shrink, expand, answered with the state after com
 
 from __future__ import annotations
 
-from controller_harness import TIMEOUT_MS, Harness
-
 from metadata import records as rec
 from metadata.admin import (
     AlterPartitionData,
@@ -17,6 +15,7 @@ from metadata.admin import (
 from metadata.image import PartitionImage
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
+from tests.support.controller_harness import TIMEOUT_MS, Harness
 
 
 def _setup() -> tuple[Harness, Uuid, PartitionImage]:

@@ -4,10 +4,8 @@ hold, and bad bytes are one RecordError naming the field."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -35,9 +33,7 @@ from metadata.records import (
     to_json,
 )
 from raft.common.uuid import Uuid
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_codec import assert_names_path, field_default, mutations  # noqa: E402
+from tests.support.codec_mutations import assert_names_path, field_default, mutations
 
 INTS = st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1)
 UUIDS = st.integers(min_value=0, max_value=(1 << 128) - 1).map(Uuid)

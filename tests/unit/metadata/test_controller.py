@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from controller_harness import TIMEOUT_MS, Harness
 
 from metadata import records as rec
 from metadata.admin import (
@@ -19,6 +18,7 @@ from metadata.admin import (
 )
 from raft.common.errors import ErrorCode
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+from tests.support.controller_harness import TIMEOUT_MS, Harness
 
 # --- CreateTopics -----------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from kafka_support import BROKER, image_with_topic
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
@@ -20,6 +19,7 @@ from broker.kafka.membership import (
     handle_sync_group_request,
 )
 from broker.kafka.replica import ReplicaManager
+from tests.support.kafka_support import BROKER, image_with_topic
 
 JOIN, HEARTBEAT, LEAVE, SYNC = 11, 12, 13, 14
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import random
 
-from controller_harness import TIMEOUT_MS, Harness
-
 from metadata import records as rec
 from metadata.admin import (
     BrokerHeartbeatRequest,
@@ -18,6 +16,7 @@ from metadata.delta import replay
 from metadata.image import NO_LEADER, NO_OFFSET
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
+from tests.support.controller_harness import TIMEOUT_MS, Harness
 
 # --- brokers -------------------------------------------------------------------------------
 

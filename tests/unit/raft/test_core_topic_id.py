@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from core_harness import CLUSTER_ID, Cluster, deliver, drain, log_with, make_core, make_leader
 
 from metadata.records import LeaderChange, MetadataTopic, decode
 from raft.common.errors import ErrorCode
@@ -18,6 +17,15 @@ from raft.messages import (
     VoteRequest,
 )
 from raft.types import ElectionState
+from tests.support.core_harness import (
+    CLUSTER_ID,
+    Cluster,
+    deliver,
+    drain,
+    log_with,
+    make_core,
+    make_leader,
+)
 
 OTHER_ID = Uuid.from_string("c2xpcHBlcnlzbGlwcGVyeQ")
 

@@ -9,9 +9,9 @@ import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_support import record_batch
 
 from broker.kafka.partition_log import InvalidBatchError, PartitionLog, split_batches
+from tests.support.kafka_support import record_batch
 
 
 def test_offsets_assigned_from_log_end_when_batches_appended(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """DiskLog.truncate_to across crashes: at every step a process death or a power cut keeps
 every record below the truncation offset, and once it returns the truncation is durable.
 
-`CrashDisk` (crash_disk.py) stands in for `os` inside `raft.log`: it kills the process
+`CrashDisk` (tests/support/crash_disk.py) stands in for `os` inside `raft.log`: it kills the process
 just before a chosen step, and builds the directory a power cut would leave (only what
 was fsynced, names included).
 """
@@ -14,11 +14,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
-from crash_disk import CrashDisk, Died
 
 from raft.log import SWAP_SUFFIX, DiskLog, MemoryLog, list_swaps
 from raft.segment import encode_batch, list_segments, segment_name
 from raft.types import Batch, RaftLog
+from tests.support.crash_disk import CrashDisk, Died
 from tools.cli import main
 from tools.commands.dump_log import dump_lines
 

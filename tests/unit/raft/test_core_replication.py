@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from core_harness import Cluster, drain, make_core, make_leader
-
 from metadata.records import LeaderChange, MetadataTopic, decode
 from raft.core import Role
 from raft.messages import BeginQuorumEpochRequest
+from tests.support.core_harness import Cluster, drain, make_core, make_leader
 
 
 def test_three_voters_elect_one_leader_and_commit_when_started_fresh() -> None:

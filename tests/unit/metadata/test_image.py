@@ -14,7 +14,7 @@ from metadata.delta import MetadataDelta, replay, replay_bytes
 from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ID_A = Uuid.random(random.Random(1))
 ID_B = Uuid.random(random.Random(2))
 INCARNATION = Uuid.random(random.Random(3))
@@ -265,7 +265,7 @@ def test_content_hash_remembers_deleted_ids() -> None:
 
 def test_content_hash_is_stable_when_computed_in_other_processes() -> None:
     """sha256 over msgpack of sorted content: no dependence on PYTHONHASHSEED or the run."""
-    script = ("import tests.unit.test_image as t; from metadata.delta import replay; "
+    script = ("import tests.unit.metadata.test_image as t; from metadata.delta import replay; "
               "print(replay(t.sample_log()).content_hash())")
     outputs = {
         subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, text=True,

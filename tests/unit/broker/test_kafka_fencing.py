@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_support import BROKER, OLD_TOPIC_ID, TOPIC_ID, image_with_topic, record_batch
 from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
 from broker.kafka.replica import ReplicaManager, check_partition
 from broker.kafka.replication import followed_partitions
 from raft.common.uuid import Uuid
+from tests.support.kafka_support import (
+    BROKER,
+    OLD_TOPIC_ID,
+    TOPIC_ID,
+    image_with_topic,
+    record_batch,
+)
 
 
 def test_unknown_topic_id_when_id_not_in_image() -> None:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from core_harness import (
+
+from raft.common.errors import ErrorCode
+from raft.core import Role
+from raft.messages import CurrentLeader, FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from raft.sim.planted import core_class
+from raft.types import ElectionState
+from tests.support.core_harness import (
     CLUSTER_ID,
     deliver,
     drain,
@@ -14,12 +20,6 @@ from core_harness import (
     reply,
     sent,
 )
-
-from raft.common.errors import ErrorCode
-from raft.core import Role
-from raft.messages import CurrentLeader, FetchRequest, FetchResponse, VoteRequest, VoteResponse
-from raft.sim.planted import core_class
-from raft.types import ElectionState
 
 
 def vote(candidate: int, epoch: int, last_epoch: int, last_offset: int, *,

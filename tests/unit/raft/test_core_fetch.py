@@ -4,17 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from core_harness import (
-    CLUSTER_ID,
-    deliver,
-    drain,
-    envelope,
-    log_with,
-    make_core,
-    make_leader,
-    reply,
-    sent,
-)
 
 from raft.common.errors import ErrorCode
 from raft.core import RaftCore, RaftInvariantError, Role
@@ -27,6 +16,17 @@ from raft.messages import (
 )
 from raft.sim.planted import core_class
 from raft.types import Batch, ElectionState, Envelope
+from tests.support.core_harness import (
+    CLUSTER_ID,
+    deliver,
+    drain,
+    envelope,
+    log_with,
+    make_core,
+    make_leader,
+    reply,
+    sent,
+)
 
 NOW = 10_000
 SOON = 100  # for followers started at 0: well within their fetch timeout

@@ -4,11 +4,8 @@ including nonsense values, and answers with error codes at worst (h2-style: ever
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-from core_harness import CLUSTER_ID, drain, log_with, make_core, make_leader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,9 +24,8 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.types import Batch, ElectionState, Envelope
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "property"))
-from test_messages import messages as wild_messages  # noqa: E402
+from tests.property.test_messages import messages as wild_messages
+from tests.support.core_harness import CLUSTER_ID, drain, log_with, make_core, make_leader
 
 small = st.integers(min_value=-2, max_value=12)
 batches = st.lists(st.builds(Batch, base_offset=st.integers(0, 12), epoch=st.integers(0, 6),

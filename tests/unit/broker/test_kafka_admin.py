@@ -10,7 +10,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from kafka_support import BROKER, TOPIC_ID, image_with_topic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
 
@@ -19,6 +18,7 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.replica import ReplicaManager
 from metadata import admin
 from metadata.image import MetadataImage
+from tests.support.kafka_support import BROKER, TOPIC_ID, image_with_topic
 
 
 class FakeController:

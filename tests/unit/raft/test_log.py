@@ -9,7 +9,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from crash_disk import CrashDisk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -23,6 +22,7 @@ from hypothesis.stateful import (
 from raft.log import METADATA_PARTITION_DIR, DiskLog, LogCorruptionError, MemoryLog
 from raft.segment import encode_batch, iter_batches, list_segments
 from raft.types import NO_EPOCH, NO_OFFSET, Batch, RaftLog
+from tests.support.crash_disk import CrashDisk
 
 
 def _records(n: int, tag: str = "r") -> list[bytes]:
