@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from tests.support.chaos_history import NEW_ID, OLD_ID, Script
 from tools.chaos.checker import (
     OVERDUE_GRACE_MS,
     BrokerDisk,
@@ -16,26 +17,7 @@ from tools.chaos.checker import (
     StagedDir,
     check,
 )
-from tools.chaos.history import Event, HistoryWriter, pair, read_history
-
-OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAAAAAAw"
-
-
-class Script:
-    """Builds a history with explicit times."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.index = 0
-
-    def op(self, op: str, args: dict[str, Any], start: float, end: float, status: str = "ok",
-           **result: Any) -> None:
-        self.events.append(Event(index=self.index, process="p", type="invoke", op=op,
-                                 time=start, args=args))
-        if status != "unknown":
-            self.events.append(Event(index=self.index, process="p", type=status, op=op,
-                                     time=end, result=result))
-        self.index += 1
+from tools.chaos.history import HistoryWriter, pair, read_history
 
 
 def clean_script() -> Script:
@@ -107,23 +89,37 @@ def test_checker_fails_when_describe_by_id_answers_another_topic() -> None:
 
 
 def test_checker_fails_when_deleted_topic_data_is_readable_under_recreated_one() -> None:
-    """v0 was written to OLD_ID before NEW_ID was created: it must not show up there."""
-    reads = new_reads("v0", "v1", "v2")
+    """v0 was written to OLD_ID before NEW_ID was created: it must not show up there
+    (after v1 and v2, so both stay at their acknowledged offsets)."""
+    reads = new_reads("v1", "v2", "v0")
     result = check(clean_script().events, final_state(reads))
-    assert "deleted_data" in kinds(result)
+    assert [v.kind for v in result.violations] == ["deleted_data"]
+    assert "'v0'" in result.violations[0].message
+
+
+def test_checker_also_reports_the_writes_displaced_by_deleted_data() -> None:
+    """Deleted data at offset 0 pushes v1 and v2 off their acknowledged offsets: each is
+    a lost write too."""
+    result = check(clean_script().events, final_state(new_reads("v0", "v1", "v2")))
+    assert [v.kind for v in result.violations] == ["deleted_data", "lost_write", "lost_write"]
 
 
 def test_checker_fails_when_a_value_is_read_twice() -> None:
     reads = [*new_reads("v1", "v2"), ReadRecord(topic_id=NEW_ID, partition=0, offset=2,
                                                 value="v2")]
-    assert "duplicate" in kinds(check(clean_script().events, final_state(reads)))
+    result = check(clean_script().events, final_state(reads))
+    assert [v.kind for v in result.violations] == ["duplicate"]
+    assert "'v2' readable 2 times" in result.violations[0].message
 
 
 def test_checker_fails_when_acknowledged_create_is_lost_or_id_reused() -> None:
+    """u reuses OLD_ID: the ID is reused, u is missing from the final metadata, and the
+    earlier describe of OLD_ID (which answered t) now contradicts OLD_ID's create (u)."""
     script = clean_script()
     script.op("create", {"name": "u"}, 19, 20, topic_id=OLD_ID)
     result = check(script.events, final_state(new_reads("v1", "v2")))
-    assert {"id_reused", "create_lost"} <= kinds(result)
+    assert [(v.kind, v.op_index) for v in result.violations] == [
+        ("id_reused", 9), ("create_lost", 9), ("stale_read", 2)]
 
 
 def test_checker_fails_when_acknowledged_delete_is_undone() -> None:
@@ -131,7 +127,11 @@ def test_checker_fails_when_acknowledged_delete_is_undone() -> None:
     undone = FinalState(topics={"t": NEW_ID, "old": OLD_ID}, reads=final.reads,
                         read_complete=final.read_complete, brokers=final.brokers,
                         reference_hashes=final.reference_hashes)
-    assert "delete_undone" in kinds(check(clean_script().events, undone))
+    result = check(clean_script().events, undone)
+    # OLD_ID is back, and under a name its create never used
+    assert [v.kind for v in result.violations] == ["delete_undone", "create_lost"]
+    assert OLD_ID in result.violations[0].message
+    assert "created as 't'" in result.violations[1].message
 
 
 def test_checker_fails_when_broker_image_diverges() -> None:
