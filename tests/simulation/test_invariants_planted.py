@@ -1,0 +1,722 @@
+"""Every safety invariant of `raft.sim.invariants` has teeth: each is planted once or more
+against the `Checker` directly, fed the hook calls the cluster makes (`on_persist`,
+`on_send`, `on_truncate`, `on_restart`, `on_high_watermark`, `after_event`) with fake
+nodes over real `MemoryLog`s, and must raise that invariant by name; the near misses
+beside each plant must not raise. `liveness` is the sweep's (`raft.sim.sweep`): a toy
+cluster whose partition never heals is reported as such.
+
+`make mutation` runs these tests against raft/sim/invariants.py, so they pin the
+boundaries (equal epochs, a high watermark at the log end, exactly a majority) as well
+as the plants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from raft.common.uuid import Uuid
+from raft.control_records import LeaderChange, MetadataTopic
+from raft.log import MemoryLog
+from raft.messages import FetchRequest, VoteRequest, VoteResponse
+from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.invariants import (
+    COMMITTED_DATA,
+    EPOCH_MONOTONIC,
+    HW_MONOTONIC,
+    HW_WITHIN_LOG,
+    INVARIANTS,
+    LIVENESS,
+    LOG_MATCHING,
+    MAJORITY_HOLDS_HW,
+    OBSERVER_NEVER_VOTES,
+    ONE_LEADER_PER_EPOCH,
+    ONE_VOTE_PER_EPOCH,
+    Checker,
+    InvariantViolation,
+)
+from raft.sim.sweep import RunSpec, sweep
+from raft.types import ElectionState
+from tests.support.toy_core import ToyConfig, ToyCore
+
+Skip = Sequence[str]
+
+# ---- fakes: what the cluster hands the checker ------------------------------------------
+
+
+def node(node_id: int, *, voter: bool = True, epoch: int = 1, leader: bool = False,
+         leader_id: int | None = None, hw: int | None = 0, role: str = "follower",
+         log: MemoryLog | None = None) -> SimpleNamespace:
+    """A `CheckedNode`: id, voter flag, a log and a core with the fields the checker reads."""
+    core = SimpleNamespace(epoch=epoch, is_leader=leader, leader_id=leader_id,
+                           high_watermark=hw, role="leader" if leader else role)
+    return SimpleNamespace(node_id=node_id, is_voter=voter, core=core,
+                           log=log if log is not None else MemoryLog())
+
+
+def log_with(*batches: tuple[int, list[bytes]], flush: bool = True) -> MemoryLog:
+    """A log of one batch per (epoch, records), flushed unless told otherwise."""
+    log = MemoryLog()
+    for epoch, records in batches:
+        log.append(epoch, records)
+    if flush:
+        log.flush()
+    return log
+
+
+def rewrite(log: MemoryLog, offset: int, epoch: int, records: list[bytes]) -> None:
+    """Truncate `log` to `offset` and append (and flush) other records there."""
+    log.truncate_to(offset)
+    log.append(epoch, records)
+    log.flush()
+
+
+def vote_request(candidate: int, epoch: int, *, pre_vote: bool = False) -> VoteRequest:
+    return VoteRequest(cluster_id="c", candidate_epoch=epoch, candidate_id=candidate,
+                       last_offset_epoch=0, last_offset=0, pre_vote=pre_vote)
+
+
+def grant(checker: Checker, *, voter: int, candidate: int, epoch: int, cid: int,
+          pre_vote: bool = False, answer: object | None = None) -> None:
+    """`candidate` asks `voter` (correlation id `cid`) and `voter` answers (a grant for
+    that epoch unless `answer` says otherwise)."""
+    checker.on_send(candidate, voter, vote_request(candidate, epoch, pre_vote=pre_vote),
+                    correlation_id=cid)
+    checker.on_send(voter, candidate, answer if answer is not None else VoteResponse(
+        leader_epoch=epoch, vote_granted=True), correlation_id=cid)
+
+
+@dataclass(frozen=True)
+class VoteResponsePartitions:
+    """A Vote answer carrying its grant per partition (`topics[].partitions[]`), as the
+    wire schema nests it; the checker looks for a grant there."""
+
+    leader_epoch: int
+    topics: tuple[Any, ...]
+
+
+def partitioned_answer(epoch: int, *grants: bool) -> VoteResponsePartitions:
+    return VoteResponsePartitions(leader_epoch=epoch, topics=(
+        SimpleNamespace(partitions=()),
+        SimpleNamespace(partitions=tuple(SimpleNamespace(vote_granted=g) for g in grants))))
+
+
+def leader_change(*granting: int) -> bytes:
+    return LeaderChange(leader_id=1, voters=(1, 2, 3), granting_voters=granting).encode()
+
+
+def raises(invariant: str, action: Callable[[], object]) -> InvariantViolation:
+    with pytest.raises(InvariantViolation) as caught:
+        action()
+    assert caught.value.invariant == invariant, caught.value
+    return caught.value
+
+
+# ---- one plant (or more) per invariant -----------------------------------------------------
+# Each plant builds the smallest history that breaks its invariant and nothing else; the
+# checker is told to skip `skip`.
+
+
+def two_leaders_in_one_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a, b = node(1, leader=True), node(2, leader=True)
+    checker.after_event(a, [a, b])
+    checker.after_event(b, [a, b])
+
+
+def follower_of_another_leader_in_a_led_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a, b = node(1, leader=True), node(2, leader_id=3)
+    checker.after_event(a, [a, b])
+    checker.after_event(b, [a, b])
+
+
+def different_records_at_one_offset_and_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a, b = node(1, log=log_with((1, [b"x", b"y"]))), node(2, log=log_with((1, [b"x", b"z"])))
+    checker.after_event(a, [a, b])
+    checker.after_event(b, [a, b])
+
+
+def same_entry_after_different_epochs(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a = node(1, log=log_with((1, [b"x"]), (3, [b"y"])))
+    b = node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
+    checker.after_event(a, [a, b])
+    checker.after_event(b, [a, b])
+
+
+def committed_entry_changed_on_another_node(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(node(1, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(node(2, log=log_with((2, [b"y"]))), 1)
+
+
+def truncation_below_own_high_watermark(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a = node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(a, 2)
+    checker.on_truncate(a, 1)
+
+
+def new_leader_without_a_committed_entry(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(node(1, log=log_with((1, [b"x", b"y"]))), 2)
+    b = node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"x"])))
+    checker.after_event(b, [b])
+
+
+def new_leader_with_another_committed_entry(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(node(1, log=log_with((1, [b"x", b"y"]))), 2)
+    b = node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"x", b"z"])))
+    checker.after_event(b, [b])
+
+
+def high_watermark_going_back(skip: Skip = ()) -> None:
+    checker = Checker([1], [], skip=skip)
+    a = node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(a, 2)
+    checker.on_high_watermark(a, 1)
+
+
+def high_watermark_past_log_end_after_an_event(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    a = node(1, hw=3, log=log_with((1, [b"x", b"y"])))
+    checker.after_event(a, [a])
+
+
+def high_watermark_reported_past_log_end(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(node(1, log=log_with((1, [b"x"]))), 2)
+
+
+def vote_request_to_an_observer(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [4], skip=skip).on_send(1, 4, vote_request(1, 1))
+
+
+def vote_request_from_an_observer(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [4], skip=skip).on_send(4, 1, vote_request(4, 1))
+
+
+def vote_granted_by_an_observer(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [4], skip=skip).on_send(
+        4, 1, VoteResponse(leader_epoch=1, vote_granted=True))
+
+
+def vote_granted_per_partition_by_an_observer(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [4], skip=skip).on_send(4, 1, partitioned_answer(1, False, True))
+
+
+def observer_campaigning(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [4], skip=skip)
+    observer = node(4, voter=False, role="candidate")
+    checker.after_event(observer, [observer])
+
+
+def leader_change_counting_an_observer(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [4], skip=skip)
+    leader = node(1, epoch=3, leader=True, hw=None,
+                  log=log_with((1, [b"x"]), (3, [leader_change(1, 4), b"y"])))
+    checker.after_event(leader, [leader])
+
+
+def high_watermark_held_by_a_minority(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [4], skip=skip)
+    full = log_with((1, [b"x", b"y"]))
+    leader = node(1, leader=True, hw=2, log=full)
+    nodes = [leader, node(2, log=log_with((1, [b"x"]))), node(3),
+             node(4, voter=False, log=full)]
+    checker.after_event(leader, nodes)
+
+
+def high_watermark_held_unflushed_only(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    leader = node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
+    nodes = [leader, node(2, log=log_with((1, [b"x", b"y"]), flush=False)),
+             node(3, log=log_with((1, [b"x"])))]
+    checker.after_event(leader, nodes)
+
+
+def persisted_epoch_going_back(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [], skip=skip).on_persist(1, ElectionState(epoch=3),
+                                                 ElectionState(epoch=2))
+
+
+def persisted_second_vote_in_one_epoch(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [], skip=skip).on_persist(1, ElectionState(epoch=3, voted_id=1),
+                                                 ElectionState(epoch=3, voted_id=2))
+
+
+def two_votes_sent_in_one_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    grant(checker, voter=2, candidate=1, epoch=3, cid=5)
+    grant(checker, voter=2, candidate=3, epoch=3, cid=5)
+
+
+def candidate_granting_another_in_its_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_send(1, 2, vote_request(1, 2), correlation_id=1)
+    grant(checker, voter=1, candidate=3, epoch=2, cid=1)
+
+
+def second_vote_granted_per_partition(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    grant(checker, voter=2, candidate=1, epoch=3, cid=5)
+    grant(checker, voter=2, candidate=3, epoch=3, cid=6, answer=partitioned_answer(3, True))
+
+
+Plant = Callable[..., None]
+PLANTS: dict[str, tuple[Plant, ...]] = {
+    ONE_LEADER_PER_EPOCH: (two_leaders_in_one_epoch, follower_of_another_leader_in_a_led_epoch),
+    LOG_MATCHING: (different_records_at_one_offset_and_epoch, same_entry_after_different_epochs),
+    COMMITTED_DATA: (committed_entry_changed_on_another_node,
+                     truncation_below_own_high_watermark, new_leader_without_a_committed_entry,
+                     new_leader_with_another_committed_entry),
+    HW_MONOTONIC: (high_watermark_going_back,),
+    HW_WITHIN_LOG: (high_watermark_past_log_end_after_an_event,
+                    high_watermark_reported_past_log_end),
+    OBSERVER_NEVER_VOTES: (vote_request_to_an_observer, vote_request_from_an_observer,
+                           vote_granted_by_an_observer,
+                           vote_granted_per_partition_by_an_observer, observer_campaigning,
+                           leader_change_counting_an_observer),
+    MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only),
+    EPOCH_MONOTONIC: (persisted_epoch_going_back,),
+    ONE_VOTE_PER_EPOCH: (persisted_second_vote_in_one_epoch, two_votes_sent_in_one_epoch,
+                         candidate_granting_another_in_its_epoch,
+                         second_vote_granted_per_partition),
+}
+ALL_PLANTS = [(name, plant) for name, plants in PLANTS.items() for plant in plants]
+# What `skip` turns off: the committed-data checks, the majority check and the vote
+# history built from the votes sent (a quorum-state overwritten is still caught).
+SKIPPABLE = {COMMITTED_DATA: PLANTS[COMMITTED_DATA],
+             MAJORITY_HOLDS_HW: PLANTS[MAJORITY_HOLDS_HW],
+             ONE_VOTE_PER_EPOCH: PLANTS[ONE_VOTE_PER_EPOCH][1:]}
+
+
+def plant_id(value: object) -> str:
+    return getattr(value, "__name__", str(value))
+
+
+def test_every_invariant_has_a_plant() -> None:
+    """A new name in `INVARIANTS` needs a plant here (liveness: the sweep's, below)."""
+    assert set(PLANTS) | {LIVENESS} == set(INVARIANTS)
+
+
+@pytest.mark.parametrize(("invariant", "plant"), ALL_PLANTS, ids=plant_id)
+def test_checker_raises_invariant_when_violation_planted(invariant: str, plant: Plant) -> None:
+    raises(invariant, plant)
+
+
+@pytest.mark.parametrize(("invariant", "plant"), [
+    pytest.param(name, plant, marks=pytest.mark.xfail(
+        reason="the reported-HW check sits inside the committed-data check, so skipping "
+               "committed data skips it too (after_event still checks the core's HW)"))
+    if plant is high_watermark_reported_past_log_end else (name, plant)
+    for name, plant in ALL_PLANTS], ids=plant_id)
+def test_checker_raises_invariant_when_others_skipped(invariant: str, plant: Plant) -> None:
+    """Skipping the other invariants does not hide this one."""
+    raises(invariant, lambda: plant(skip=[name for name in INVARIANTS if name != invariant]))
+
+
+@pytest.mark.parametrize(("invariant", "plant"),
+                         [(name, plant) for name, plants in SKIPPABLE.items()
+                          for plant in plants], ids=plant_id)
+def test_checker_quiet_when_planted_invariant_skipped(invariant: str, plant: Plant) -> None:
+    plant(skip=[invariant])
+
+
+def test_persisted_second_vote_caught_when_vote_history_skipped() -> None:
+    raises(ONE_VOTE_PER_EPOCH, lambda: persisted_second_vote_in_one_epoch(
+        skip=[ONE_VOTE_PER_EPOCH]))
+
+
+def test_violation_carries_its_invariant_and_detail_when_raised() -> None:
+    """The exception names the invariant and says what broke; the cluster fills in
+    `sim_cluster` (for the trace) only while it is unset."""
+    violation = raises(HW_MONOTONIC, high_watermark_going_back)
+    assert violation.detail == "node 1 high watermark went from 2 to 1"
+    assert str(violation) == f"{HW_MONOTONIC}: node 1 high watermark went from 2 to 1"
+    assert violation.sim_cluster is None
+
+
+@pytest.mark.parametrize(("plant", "what"), [
+    (different_records_at_one_offset_and_epoch, "a different record at offset 1 epoch 1"),
+    (same_entry_after_different_epochs, "a different preceding epoch at offset 1 epoch 3"),
+])
+def test_log_matching_says_what_differs_when_planted(plant: Plant, what: str) -> None:
+    assert raises(LOG_MATCHING, plant).detail == f"node 2 has {what}"
+
+
+# ---- near misses: what the invariants allow -------------------------------------------------
+
+def test_persisted_state_allowed_when_epoch_and_vote_move_forward() -> None:
+    """The first state, the same one again, a later epoch with another vote, a vote cast
+    after none and a vote dropped with the leader known are all fine."""
+    checker = Checker([1, 2, 3], [])
+    checker.on_persist(1, None, ElectionState(epoch=5, voted_id=1))
+    checker.on_persist(1, ElectionState(epoch=3), ElectionState(epoch=3))
+    checker.on_persist(1, ElectionState(epoch=3, voted_id=1), ElectionState(epoch=3, voted_id=1))
+    checker.on_persist(1, ElectionState(epoch=3, voted_id=1), ElectionState(epoch=4, voted_id=2))
+    checker.on_persist(1, ElectionState(epoch=4), ElectionState(epoch=4, voted_id=2))
+    checker.on_persist(1, ElectionState(epoch=4, voted_id=2),
+                       ElectionState(epoch=4, leader_id=3))
+
+
+def test_observer_allowed_when_fetching_or_refusing_a_vote() -> None:
+    """Observers fetch, and answering a (misrouted) vote request with a refusal is no
+    vote; only requests to or from them and grants by them are."""
+    checker = Checker([1, 2, 3], [4])
+    fetch = FetchRequest(cluster_id="c", replica_id=4, current_leader_epoch=1, fetch_offset=0,
+                         last_fetched_epoch=0)
+    checker.on_send(4, 1, fetch)
+    checker.on_send(1, 4, fetch)
+    checker.on_send(4, 1, VoteResponse(leader_epoch=1, vote_granted=False))
+    checker.on_send(4, 1, partitioned_answer(1, False))
+    checker.on_send(4, 1, VoteResponsePartitions(leader_epoch=1, topics=()))
+
+
+def test_votes_recorded_when_granted_for_the_asked_epoch_only() -> None:
+    """A vote counts when a real (not pre-) vote request in an epoch is granted in that
+    epoch: pre-votes, refusals, answers for another epoch and answers to no known
+    request are not votes; a candidate's request is its own vote."""
+    checker = Checker([1, 2, 3], [])
+    grant(checker, voter=2, candidate=1, epoch=4, cid=1, pre_vote=True)
+    grant(checker, voter=2, candidate=3, epoch=4, cid=2, pre_vote=True)
+    grant(checker, voter=3, candidate=1, epoch=4, cid=3,
+          answer=VoteResponse(leader_epoch=4, vote_granted=False))
+    grant(checker, voter=3, candidate=2, epoch=5, cid=4,
+          answer=VoteResponse(leader_epoch=6, vote_granted=True))
+    checker.on_send(3, 1, VoteResponse(leader_epoch=7, vote_granted=True), correlation_id=9)
+    assert checker.votes == {(1, 4): 1, (2, 5): 2}
+    grant(checker, voter=2, candidate=3, epoch=4, cid=5)
+    grant(checker, voter=2, candidate=3, epoch=4, cid=5)
+    assert checker.votes == {(1, 4): 1, (2, 5): 2, (3, 4): 3, (2, 4): 3}
+
+
+def test_vote_counted_when_request_has_no_pre_vote_field() -> None:
+    """A Vote request without a `pre_vote` field (an older version) asks for a real vote."""
+    @dataclass(frozen=True)
+    class VoteRequestV0:
+        candidate_epoch: int
+
+    checker = Checker([1, 2, 3], [])
+    checker.on_send(1, 2, VoteRequestV0(candidate_epoch=2), correlation_id=1)
+    assert checker.votes == {(1, 2): 1}
+
+
+def test_truncation_allowed_when_at_high_watermark_or_after_a_restart() -> None:
+    """Truncating at the node's high watermark is fine; after a restart the node has
+    published nothing yet in this incarnation."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    checker.on_high_watermark(a, 2)
+    checker.on_truncate(a, 2)
+    checker.on_restart(a)
+    checker.on_truncate(a, 1)
+
+
+def test_log_rechecked_when_rewritten_after_a_truncation() -> None:
+    """A node that truncated and wrote other records there has them checked again,
+    whether the checker heard of the truncation or saw the log shrink."""
+    for told in (True, False):
+        checker = Checker([1, 2, 3], [])
+        a = node(1, log=log_with((1, [b"x", b"y"])))
+        b = node(2, log=log_with((1, [b"x"]), (2, [b"w"])))
+        checker.after_event(a, [a, b])
+        checker.after_event(b, [a, b])
+        a.log.truncate_to(1)
+        if told:
+            checker.on_truncate(a, 1)
+        else:
+            checker.after_event(a, [a, b])
+        a.log.append(2, [b"z"])
+        a.log.flush()
+        raises(LOG_MATCHING, lambda: checker.after_event(a, [a, b]))  # noqa: B023
+
+
+def test_log_rechecked_from_start_when_disk_wiped() -> None:
+    """A wiped node refilled with other records is checked from offset 0 again."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x", b"y"])))
+    checker.after_event(a, [a])
+    a.log = log_with((1, [b"x", b"z"]))
+    checker.on_restart(a, wiped=True)
+    raises(LOG_MATCHING, lambda: checker.after_event(a, [a]))
+
+
+def test_log_checked_incrementally_when_it_grows() -> None:
+    """A log checked up to its durable end is checked from there on when it grows, the
+    entry before the new ones giving the preceding epoch; unflushed entries wait."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x"])))
+    b = node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
+    checker.after_event(b, [a, b])
+    checker.after_event(a, [a, b])
+    a.log.append(3, [b"y"])
+    checker.after_event(a, [a, b])
+    a.log.flush()
+    raises(LOG_MATCHING, lambda: checker.after_event(a, [a, b]))
+
+
+def test_high_watermark_allowed_when_repeated_or_recovering() -> None:
+    """The same HW twice is fine; after a restart the node may publish less until it is
+    back at its largest HW (equal is back), then never less again."""
+    checker = Checker([1], [])
+    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    checker.on_high_watermark(a, 2)
+    checker.on_high_watermark(a, 2)
+    checker.on_restart(a)
+    checker.on_high_watermark(a, 1)
+    checker.on_high_watermark(a, 0)
+    checker.on_high_watermark(a, 2)
+    raises(HW_MONOTONIC, lambda: checker.on_high_watermark(a, 1))
+
+
+def test_high_watermark_monotonic_when_restarted_before_publishing() -> None:
+    """A node that never published a HW is not recovering after a restart."""
+    checker = Checker([1], [])
+    a = node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_restart(a)
+    checker.on_high_watermark(a, 2)
+    raises(HW_MONOTONIC, lambda: checker.on_high_watermark(a, 1))
+
+
+def test_high_watermark_history_restarts_when_disk_wiped() -> None:
+    """A wiped node starts over: it may publish less than before the wipe, and then is
+    not recovering (its largest HW is what it published since the wipe)."""
+    checker = Checker([1], [])
+    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    checker.on_high_watermark(a, 3)
+    a.log = log_with((1, [b"x", b"y", b"z"]))
+    checker.on_restart(a, wiped=True)
+    checker.on_high_watermark(a, 2)
+    raises(HW_MONOTONIC, lambda: checker.on_high_watermark(a, 1))
+    checker = Checker([1], [])
+    checker.on_high_watermark(a, 3)
+    checker.on_restart(a, wiped=True)
+    checker.on_high_watermark(a, 1)
+    checker.on_restart(a)
+    checker.on_high_watermark(a, 0)
+    checker.on_high_watermark(a, 1)
+    raises(HW_MONOTONIC, lambda: checker.on_high_watermark(a, 0))
+
+
+def test_committed_data_rechecked_when_node_restarted() -> None:
+    """After a restart the node's log below its HW is compared again: a disk that came
+    back with another record there is caught."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x"])))
+    checker.on_high_watermark(a, 1)
+    checker.on_restart(a)
+    a.log = log_with((2, [b"y"]))
+    raises(COMMITTED_DATA, lambda: checker.on_high_watermark(a, 1))
+
+
+def test_committed_data_rechecked_when_truncated_while_recovering() -> None:
+    """A recovering node may publish less than before; truncating there and writing
+    another record over one it had published as committed is caught."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    checker.on_high_watermark(a, 3)
+    checker.on_restart(a)
+    checker.on_high_watermark(a, 2)
+    checker.on_high_watermark(a, 1)
+    checker.on_truncate(a, 1)
+    rewrite(a.log, 1, 2, [b"w", b"v"])
+    raises(COMMITTED_DATA, lambda: checker.on_high_watermark(a, 2))
+
+
+def test_committed_data_compared_when_high_watermark_moves_inside_a_batch() -> None:
+    """Only [old HW, new HW) is new; entries above the HW are not committed, so another
+    node may commit other records there."""
+    checker = Checker([1, 2, 3], [])
+    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    checker.on_high_watermark(a, 1)
+    checker.on_high_watermark(a, 2)
+    b = node(2, log=log_with((1, [b"x", b"y", b"w"])))
+    checker.on_high_watermark(b, 3)
+    assert checker.committed == [(1, b"x"), (1, b"y"), (1, b"w")]
+    c = node(3, log=log_with((1, [b"x", b"v"])))
+    raises(COMMITTED_DATA, lambda: checker.on_high_watermark(c, 2))
+
+
+def test_high_watermark_allowed_when_at_log_end_or_unknown() -> None:
+    checker = Checker([1, 2, 3], [])
+    a = node(1, hw=2, log=log_with((1, [b"x", b"y"])))
+    checker.after_event(a, [a])
+    checker.on_high_watermark(a, 2)
+    b = node(2, hw=None)
+    checker.after_event(b, [b])
+
+
+def test_down_node_not_checked_when_core_is_gone() -> None:
+    checker = Checker([1, 2, 3], [])
+    down = SimpleNamespace(node_id=1, is_voter=True, core=None, log=None)
+    checker.after_event(down, [down])
+    assert checker.leaders == {}
+
+
+def test_leaders_allowed_when_one_per_epoch() -> None:
+    """A leader seen again, followers of the epoch's leader, followers naming a leader
+    of an epoch not yet led, and leaders of other epochs are all fine."""
+    checker = Checker([1, 2, 3], [4])
+    a = node(1, leader=True)
+    nodes = [a, node(2, leader_id=1), node(3, epoch=2, leader_id=3), node(4, voter=False,
+                                                                         leader_id=1),
+             node(3, epoch=3, leader=True), node(2)]
+    for n in nodes + [a]:
+        checker.after_event(n, nodes)
+    assert checker.leaders == {1: 1, 3: 3}
+
+
+@pytest.mark.parametrize("role", ["candidate", "prospective", "voted", "leader"])
+def test_observer_caught_when_in_a_voter_only_role(role: str) -> None:
+    checker = Checker([1, 2, 3], [4])
+    observer = node(4, voter=False, role=role, leader=role == "leader", hw=None)
+    raises(OBSERVER_NEVER_VOTES, lambda: checker.after_event(observer, [observer]))
+
+
+def test_leader_change_allowed_when_only_voters_grant_or_no_leader_change() -> None:
+    """The first record of the leader's epoch is read: a LeaderChange of voters, a data
+    record, another control record, or nothing of that epoch yet are fine; so is a
+    later LeaderChange of that epoch (not the election's)."""
+    logs = [log_with((1, [leader_change(1, 2)])),
+            log_with((1, [b"x"]), (2, [b"data"])),
+            log_with((2, [MetadataTopic(topic_id=Uuid(7)).encode()])),
+            log_with((1, [b"x"])),
+            log_with((2, [leader_change(1, 2), leader_change(1, 4)]))]
+    for epoch, log in zip([1, 2, 2, 2, 2], logs, strict=True):
+        checker = Checker([1, 2, 3], [4])
+        leader = node(1, epoch=epoch, leader=True, hw=None, log=log)
+        checker.after_event(leader, [leader])
+
+
+def test_leader_change_read_when_leader_log_starts_at_its_epoch() -> None:
+    checker = Checker([1, 2, 3], [4])
+    leader = node(1, epoch=2, leader=True, hw=None, log=log_with((2, [leader_change(2, 4)])))
+    raises(OBSERVER_NEVER_VOTES, lambda: checker.after_event(leader, [leader]))
+
+
+def test_new_leader_allowed_when_not_bound_by_the_commit() -> None:
+    """Leader completeness binds leaders of epochs above the commit's (Raft §5.4): a
+    stale leader of an older epoch, or the leader of the committing epoch itself, may
+    lack the entry; entries committed in the leader's epoch or later are not required."""
+    checker = Checker([1, 2, 3], [])
+    follower = node(2, epoch=2, leader_id=1, log=log_with((2, [b"x"])))
+    checker.on_high_watermark(follower, 1)
+    for leader in (node(3, epoch=1, leader=True, hw=None), node(1, epoch=2, leader=True,
+                                                                 hw=None)):
+        checker.after_event(leader, [follower, leader])
+    later = node(3, epoch=4, leader_id=1, log=log_with((2, [b"x"]), (4, [b"y"])))
+    checker.on_high_watermark(later, 2)
+    leader = node(2, epoch=3, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
+    checker.after_event(leader, [leader])
+    newer = node(1, epoch=5, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
+    raises(COMMITTED_DATA, lambda: checker.after_event(newer, [newer]))
+
+
+def test_commit_epoch_lowered_when_an_older_epoch_reports_it() -> None:
+    """An entry's commit epoch is the earliest any node reported it committed in."""
+    checker = Checker([1, 2, 3], [])
+    checker.on_high_watermark(node(1, epoch=3, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(node(2, epoch=1, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(node(3, epoch=4, log=log_with((1, [b"x"]))), 1)
+    assert checker.commit_epochs == [1]
+    leader = node(3, epoch=2, leader=True, hw=None)
+    raises(COMMITTED_DATA, lambda: checker.after_event(leader, [leader]))
+
+
+@pytest.mark.parametrize(("voters", "holding"), [(3, 2), (4, 3), (5, 3)])
+def test_majority_allowed_when_exactly_a_majority_holds(voters: int, holding: int) -> None:
+    """Exactly a majority of voters with a flushed end at the leader's HW is enough; one
+    fewer is not."""
+    ids = list(range(1, voters + 1))
+    full = log_with((1, [b"x", b"y"]))
+    for count, fails in ((holding, False), (holding - 1, True)):
+        checker = Checker(ids, [voters + 1])
+        leader = node(1, leader=True, hw=2, log=full)
+        nodes = [leader] + [node(i, log=full if i <= count else log_with((1, [b"x"])))
+                            for i in ids[1:]] + [node(voters + 1, voter=False, log=full)]
+        if fails:
+            raises(MAJORITY_HOLDS_HW, lambda: checker.after_event(leader, nodes))  # noqa: B023
+        else:
+            checker.after_event(leader, nodes)
+
+
+def test_majority_not_checked_when_no_leader_hw() -> None:
+    """Followers and a leader with no high watermark yet (None or 0) need no majority."""
+    checker = Checker([1, 2, 3], [])
+    nodes = [node(1, hw=2, log=log_with((1, [b"x", b"y"]))), node(2),
+             node(3, leader=True, hw=None), node(3, epoch=2, leader=True, hw=0)]
+    for n in nodes:
+        checker.after_event(n, nodes)
+
+
+@pytest.mark.parametrize("how", ["truncated", "wiped", "high watermark moved"])
+def test_majority_rechecked_when_a_voter_loses_records_or_hw_moves(how: str) -> None:
+    """The majority found for (leader, epoch, HW) is looked for again after a voter's
+    truncation or wipe, and when the HW moves."""
+    checker = Checker([1, 2, 3], [])
+    leader = node(1, leader=True, hw=1, log=log_with((1, [b"x", b"y"])))
+    voter = node(2, log=log_with((1, [b"x", b"y"])))
+    nodes = [leader, voter, node(3)]
+    checker.after_event(leader, nodes)
+    if how == "high watermark moved":
+        voter.log = log_with((1, [b"x"]))
+        checker.after_event(leader, nodes)
+        leader.core.high_watermark = 2
+    else:
+        voter.log = MemoryLog()
+        if how == "truncated":
+            checker.on_truncate(voter, 0)
+        else:
+            checker.on_restart(voter, wiped=True)
+    raises(MAJORITY_HOLDS_HW, lambda: checker.after_event(leader, nodes))
+
+
+# ---- liveness: the sweep's -----------------------------------------------------------------
+
+LIVENESS_SPEC = RunSpec(voters=3, observers=1, faults="none", liveness_timeouts=2,
+                        converge_timeouts=2)
+
+
+def cut_off_for_good(*cut: int) -> Callable[[SimConfig], Cluster]:
+    """A toy-core cluster in which `cut` are isolated from the start and never healed
+    (no faults are scheduled, so nothing heals them)."""
+    def make(config: SimConfig) -> Cluster:
+        voters = tuple(range(1, config.voters + 1))
+        nodes = tuple(range(1, config.voters + config.observers + 1))
+        cluster = Cluster(config, core_class=ToyCore,
+                          core_config=ToyConfig(voters=voters, nodes=nodes))
+        for node_id in cut:
+            cluster.network.isolate(node_id, cluster.nodes)
+        return cluster
+    return make
+
+
+def test_sweep_reports_liveness_when_no_majority_can_ever_meet() -> None:
+    """Two of three voters cut off for good: no leader, nothing commits after the heal."""
+    results = list(sweep(LIVENESS_SPEC, [1, 2], make_cluster=cut_off_for_good(2, 3)))
+    assert len(results) == 1
+    assert results[0].invariant == LIVENESS
+    assert "committed within 2 election timeouts" in results[0].detail
+    assert results[0].replay.endswith("--seed 1 --seeds 1")
+
+
+def test_sweep_reports_liveness_when_an_observer_never_converges() -> None:
+    """The voters commit, but an observer cut off for good never holds their log."""
+    [result] = sweep(LIVENESS_SPEC, [1], make_cluster=cut_off_for_good(4))
+    assert result.invariant == LIVENESS
+    assert "did not converge" in result.detail
+    assert "n4:" in result.detail
+    assert result.commits > 0
+
+
+def test_sweep_clean_when_nothing_is_cut() -> None:
+    """The same runs with no node cut off pass: the two above fail for the cut alone."""
+    assert [r.invariant for r in sweep(LIVENESS_SPEC, [1, 2],
+                                       make_cluster=cut_off_for_good())] == [None, None]
