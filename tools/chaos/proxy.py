@@ -18,6 +18,8 @@ Faults, per link (the link i->j carries the connections that i opens to j, both 
   during which everything behind it in that direction waits. A chunk is what one
   recv() returned, a stand-in for a segment.
 `heal()` clears both. The proxy's randomness comes from one seeded `random.Random`.
+Each link counts what it forwarded and the stalls losses cost it (`Link.stats`,
+`ProxyNet.stats()`), so that a test can tell a loss fault really happened.
 """
 
 from __future__ import annotations
@@ -67,17 +69,38 @@ class Degradation:
                max_rto_ms: float = MAX_RTO_MS) -> float:
         """How long one chunk is held: its delay, plus a retransmission timeout for each
         time it is lost (doubling, as TCP backs off, up to `max_rto_ms`)."""
+        return self.hold(rng, rto_ms=rto_ms, max_rto_ms=max_rto_ms)[0]
+
+    def hold(self, rng: random.Random, *, rto_ms: float = RTO_MS,
+             max_rto_ms: float = MAX_RTO_MS) -> tuple[float, int]:
+        """(`hold_s`, how many times the chunk was lost: the stalls it cost)."""
         held_ms = 0.0
         if self.delay_ms or self.jitter_ms:
             held_ms = max(0.0, self.delay_ms + rng.uniform(-self.jitter_ms, self.jitter_ms))
-        rto = rto_ms
+        rto, lost = rto_ms, 0
         while self.loss and rng.random() < self.loss:
             held_ms += rto
             rto = min(2 * rto, max_rto_ms)
-        return held_ms / 1000
+            lost += 1
+        return held_ms / 1000, lost
 
 
 NO_DEGRADATION = Degradation()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """What a link forwarded, both directions of all its connections (test-only
+    observability: a loss fault that stalled nothing did nothing)."""
+
+    chunks: int = 0  # chunks forwarded (what one recv() returned)
+    stalled_chunks: int = 0  # chunks lost at least once
+    stalls: int = 0  # retransmission stalls: one per loss of a chunk
+
+    def __add__(self, other: LinkStats) -> LinkStats:
+        return LinkStats(self.chunks + other.chunks,
+                         self.stalled_chunks + other.stalled_chunks,
+                         self.stalls + other.stalls)
 
 
 @dataclass(slots=True, eq=False)
@@ -106,6 +129,11 @@ class Link:
     degradation: Degradation = NO_DEGRADATION
     connections: list[Connection] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stats: LinkStats = LinkStats()  # replaced whole, under `lock`
+
+    def count_chunk(self, lost: int) -> None:
+        with self.lock:
+            self.stats = self.stats + LinkStats(1, int(lost > 0), lost)
 
 
 class ProxyNet:
@@ -171,6 +199,10 @@ class ProxyNet:
             thread.join(2 * ACCEPT_POLL_S + 1)
         for listener in self._listeners:
             listener.close()
+
+    def stats(self) -> LinkStats:
+        """The counts of every link together."""
+        return sum((link.stats for link in self.links.values()), LinkStats())
 
     # -- faults ------------------------------------------------------------------------
 
@@ -262,8 +294,9 @@ class ProxyNet:
         release_at = 0.0
         try:
             while data := source.recv(RECV_BYTES):
-                hold_s = link.degradation.hold_s(rng, rto_ms=self.rto_ms,
-                                                 max_rto_ms=self.max_rto_ms)
+                hold_s, lost = link.degradation.hold(rng, rto_ms=self.rto_ms,
+                                                     max_rto_ms=self.max_rto_ms)
+                link.count_chunk(lost)
                 # never before the chunk ahead of it: TCP delivers in order
                 release_at = max(release_at, time.monotonic() + hold_s)
                 chunks.put((release_at, data))
