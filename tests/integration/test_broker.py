@@ -4,6 +4,7 @@ side: hosting from the image in place of LeaderAndIsr, "stale state", "Deletion"
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import time
@@ -222,15 +223,19 @@ def test_stages_old_id_and_creates_new_when_topic_recreated_while_broker_down(
 
 def test_same_end_state_when_broker_killed_during_reconciliation(
         make_cluster: ClusterFactory) -> None:
-    """KIP-516 "Deletion", crash safety: SIGKILL the broker as soon as it starts staging
-    the partitions of a recreated topic, restart it: every stale partition ends up
-    staged with its data, the new ones created, the live topic untouched. (The kill may
-    land before the first rename; every exact crash point is covered by
-    tests/unit/test_partition_dir.py.)"""
+    """KIP-516 "Deletion", crash safety: SIGKILL the broker in the middle of staging the
+    partitions of a recreated topic, restart it: every stale partition ends up staged
+    with its data, the new ones created, the live topic untouched.
+
+    The kill lands mid-way for sure: a FIFO where one stale partition's
+    deletion.metadata.tmp goes makes that write hang (as on a stuck disk), so the broker
+    is seen with the partitions before it staged, that one and those after it in place,
+    nothing created and the reconciliation unfinished. (Every exact crash point is
+    covered by tests/unit/broker/test_partition_dir.py.)"""
     cluster = make_cluster(voters=3, brokers=1,
                            settings={**BROKER_SETTINGS, "delete.topic.delay.ms": 600_000})
     wait_brokers_unfenced(cluster, [4])
-    partitions = 60
+    partitions = 12
     old = create_topic(cluster, "big", partitions, 1)
     live = create_topic(cluster, "live", 3, 1)
     wait_broker_reconciled(cluster, 4, controller_offset(cluster))
@@ -243,12 +248,30 @@ def test_same_end_state_when_broker_killed_during_reconciliation(
     delete_topic(cluster, old.topic_id)
     new = create_topic(cluster, "big", partitions, 1)
     offset = controller_offset(cluster)
+    # Stale directories are staged in name order; the write hangs at the stuck one.
+    stuck = "big-5"
+    order = sorted(f"big-{p}" for p in range(partitions))
+    index = order.index(stuck)
+    assert 0 < index < partitions - 1  # the kill comes after some work, before the rest
+    fifo = data_dir(cluster, 4) / stuck / f"{pd.DELETION_METADATA}.tmp"
+    os.mkfifo(fifo)
 
     cluster.start_node(4)
-    wait_until(lambda: log_messages(cluster, 4, "staging stale partition for deletion"),
-               WAIT_S, "the broker to start staging")
-    cluster.kill(4, signal.SIGKILL)  # anywhere from before the first rename onwards
+    wait_until(lambda: any(e.get("dir") == stuck for e in log_messages(
+        cluster, 4, "staging stale partition for deletion")), WAIT_S,
+        f"the broker to stage {stuck}")
+    status = broker_status(cluster, 4)
+    assert status is not None
+    assert status["reconciled_offset"] < offset  # still at it
+    assert staged_dirs(cluster, 4) == {f"{old.topic_id}_{name.rsplit('-', 1)[1]}"
+                                       for name in order[:index]}
+    # the rest still in place, under the old ID: nothing created yet
+    assert partition_dirs(cluster, 4) == {
+        **{name: old.topic_id for name in order[index:]},
+        **{f"live-{p}": live.topic_id for p in range(3)}}
+    cluster.kill(4, signal.SIGKILL)
 
+    fifo.unlink()  # the disk works again
     cluster.start_node(4)
     wait_broker_reconciled(cluster, 4, offset)
     expected = {f"big-{p}": new.topic_id for p in range(partitions)}
