@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import random
+import string
 import uuid as stdlib_uuid
+from collections import Counter
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from raft.common.uuid import METADATA_TOPIC_ID, RESERVED, ZERO_UUID, Uuid, pack
@@ -119,14 +122,106 @@ def test_from_string_rejects_naming_input_when_text_is_not_canonical(text: str) 
     assert repr(text) in str(info.value)
 
 
-@given(st.text(max_size=30))
-def test_from_string_accepts_only_canonical_text_when_input_is_arbitrary(text: str) -> None:
-    """Any accepted string is exactly the canonical text of the parsed value."""
-    try:
-        parsed = Uuid.from_string(text)
-    except ValueError:
-        return
+BASE64URL = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+
+
+def canonical_value(text: str) -> int | None:
+    """The value `text` names if it is a canonical Uuid text, else None; worked out
+    independently of the code under test: 22 base64url characters are 132 bits, the
+    value is the first 128, and the last 4 must be zero."""
+    if len(text) != 22 or any(c not in BASE64URL for c in text):
+        return None
+    bits = 0
+    for c in text:
+        bits = bits << 6 | BASE64URL.index(c)
+    return None if bits & 0xF else bits >> 4
+
+
+canonical_texts = values.map(lambda v: str(Uuid(v)))
+
+
+@st.composite
+def near_canonical_texts(draw: st.DrawFn) -> str:
+    """A canonical text mutated the ways a typo, a copy or another encoding would: one
+    character changed (to base64url or not), padding added or removed, a character
+    dropped or added, a neighbouring format. Some of these are canonical still."""
+    text = draw(canonical_texts)
+    index = draw(st.integers(0, len(text) - 1))
+    how = draw(st.sampled_from(["one base64url char", "one other char", "last char",
+                                "padded", "unpadded short", "char dropped", "char added",
+                                "standard base64", "hex uuid", "whitespace", "case swapped"]))
+    event(how)
+    if how == "one base64url char":
+        return text[:index] + draw(st.sampled_from(BASE64URL)) + text[index + 1:]
+    if how == "one other char":
+        other = draw(st.characters(blacklist_characters=BASE64URL))
+        return text[:index] + other + text[index + 1:]
+    if how == "last char":  # the 4 padding bits: canonical only when they are zero
+        return text[:-1] + draw(st.sampled_from(BASE64URL))
+    if how == "padded":
+        return text + draw(st.sampled_from(["=", "=="]))
+    if how == "unpadded short":
+        return text[:draw(st.integers(0, len(text) - 1))]
+    if how == "char dropped":
+        return text[:index] + text[index + 1:]
+    if how == "char added":
+        return text[:index] + draw(st.sampled_from(BASE64URL)) + text[index:]
+    if how == "standard base64":
+        return base64.b64encode(Uuid.from_string(text).to_bytes()).decode()
+    if how == "hex uuid":
+        return str(stdlib_uuid.UUID(int=Uuid.from_string(text).value))
+    if how == "whitespace":
+        return draw(st.sampled_from([" ", "\n", "\t"])).join(["", text][::draw(
+            st.sampled_from([1, -1]))])
+    assert how == "case swapped"
+    return text[:index] + text[index].swapcase() + text[index + 1:]
+
+
+# valid ones, near misses (some valid too) and anything at all, a third each
+uuid_texts = st.one_of(canonical_texts, near_canonical_texts(), st.text(max_size=30))
+
+
+def check_parse(text: str) -> bool:
+    """Parse either returns the Uuid `text` names or raises the one ValueError naming
+    the input; True when it parsed."""
+    expected = canonical_value(text)
+    if expected is None:
+        with pytest.raises(ValueError, match="invalid Uuid") as info:
+            Uuid.from_string(text)
+        assert repr(text) in str(info.value)
+        return False
+    parsed = Uuid.from_string(text)
+    assert parsed == Uuid(expected)
     assert str(parsed) == text
+    return True
+
+
+@given(uuid_texts)
+def test_from_string_returns_the_named_uuid_or_one_error_when_text_is_near_canonical(
+        text: str) -> None:
+    """Only canonical text parses, to the value it names; anything else, however close,
+    is the one ValueError naming the input."""
+    event("parsed" if check_parse(text) else "rejected")
+
+
+def test_uuid_texts_reach_both_valid_and_invalid_inputs() -> None:
+    """The strategy above is worth its examples: a good share of them parse, a good share
+    are rejected, and rejected ones include near misses of each kind."""
+    outcomes: Counter[str] = Counter()
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(uuid_texts)
+    def sample(text: str) -> None:
+        parsed = check_parse(text)
+        outcomes["parsed" if parsed else "rejected"] += 1
+        if not parsed and len(text) == 22:
+            outcomes["rejected at length 22"] += 1
+
+    sample()
+    total = outcomes["parsed"] + outcomes["rejected"]
+    assert outcomes["parsed"] >= total // 4, outcomes
+    assert outcomes["rejected"] >= total // 4, outcomes
+    assert outcomes["rejected at length 22"] >= total // 20, outcomes
 
 
 @pytest.mark.parametrize("value", [-1, 1 << 128])
