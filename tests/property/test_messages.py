@@ -4,11 +4,12 @@ another exception (peer input never crashes a node)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from raft.common.errors import ErrorCode
@@ -122,22 +123,6 @@ apis = st.sampled_from(["VoteRequest", "VoteResponse", "BeginQuorumEpochRequest"
                         "DescribeQuorumRequest", "DescribeQuorumResponse", "Nope", ""])
 
 
-@given(apis, json_like)
-def test_random_body_raises_only_message_error_when_malformed(api: str, body: Any) -> None:
-    """Peer input never raises anything but the one typed error."""
-    try:
-        decoded = decode_message(api, body)
-    except MessageError as exc:
-        error = str(exc)
-    else:
-        error = ""
-    if error:
-        assert error.startswith(api) or error.startswith("unknown api")
-        return
-    assert type(decoded).__name__ == api
-    assert decode_message(*encode_message(decoded)) == decoded
-
-
 # messages with nested dataclasses and arrays, so that the field broken is often deep
 nested = st.one_of(
     st.builds(FetchResponse, records=batch_runs(min_batches=1),
@@ -159,6 +144,78 @@ def _field_path(kind: str, path: tuple[str | int, ...]) -> tuple[str | int, ...]
     return path
 
 
+def _places(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path of every value in a decoded msgpack body, the body itself first."""
+    found = [path]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _places(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _places(value, (*path, index))
+    return found
+
+
+@st.composite
+def peer_bodies(draw: st.DrawFn) -> tuple[str, Any]:
+    """(api, body) as a peer could send them: a well-formed body (as msgpack delivers
+    it), the same with one value (at any depth) replaced by junk, or junk for a body
+    under any api name, known or not; a third each."""
+    how = draw(st.sampled_from(["well-formed", "one value junk", "junk"]))
+    event(f"body: {how}")
+    if how == "junk":
+        return draw(apis), draw(json_like)
+    api, body = encode_message(draw(messages | nested))
+    wire = msgpack.unpackb(pack(body), raw=False, strict_map_key=False)
+    if how == "one value junk" and (places := _places(wire)[1:]):
+        path = draw(st.sampled_from(places))
+        parent = wire
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = draw(json_like)
+    return api, wire
+
+
+def check_peer_body(api: str, body: Any) -> bool:
+    """Decoding gives the api's message, which round-trips, or the one MessageError,
+    naming the api; True when it decoded."""
+    try:
+        decoded = decode_message(api, body)
+    except MessageError as exc:
+        error = str(exc)
+    else:
+        error = ""
+    if error:
+        assert error.startswith(api) or error.startswith("unknown api"), error
+        return False
+    assert type(decoded).__name__ == api
+    assert decode_message(*encode_message(decoded)) == decoded
+    return True
+
+
+@given(peer_bodies())
+def test_random_body_raises_only_message_error_when_malformed(
+        peer_body: tuple[str, Any]) -> None:
+    """Peer input never raises anything but the one typed error."""
+    event("decoded" if check_peer_body(*peer_body) else "rejected")
+
+
+def test_peer_bodies_reach_decoded_and_rejected_messages() -> None:
+    """The strategy above is worth its examples: over 300 of them at least a quarter
+    decode and a quarter are rejected (junk alone never decoded)."""
+    outcomes: Counter[str] = Counter()
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(peer_bodies())
+    def sample(peer_body: tuple[str, Any]) -> None:
+        outcomes["decoded" if check_peer_body(*peer_body) else "rejected"] += 1
+
+    sample()
+    total = sum(outcomes.values())
+    assert outcomes["decoded"] >= total // 4, outcomes
+    assert outcomes["rejected"] >= total // 4, outcomes
+
+
 @given(st.data())
 def test_one_broken_field_is_a_message_error_naming_it_when_decoded(data: Any) -> None:
     """A valid body with one value of a wrong type, one key removed or one unknown key
@@ -172,8 +229,10 @@ def test_one_broken_field_is_a_message_error_naming_it_when_decoded(data: Any) -
     if kind == "remove" and field[0] != "topics":
         required, with_default = field_default(message, field)
         if not required:
+            event("decoded")
             assert decode_message(api, broken) == with_default
             return
+    event("rejected")
     with pytest.raises(MessageError) as caught:
         decode_message(api, broken)
     reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "")
