@@ -518,17 +518,25 @@ def _crash_many(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 def _crash_leader(cluster: Cluster, rng: random.Random, *,
                   graceful: bool = False) -> tuple[Action, Action]:
     victims = _Victims(cluster)
+    over = [False]  # the stop that follows a resignation never outlives the fault
 
     def crash_leader() -> None:
         victim = _leader_or_random(cluster, rng)
         victims.ids.append(victim)
         if graceful:
             cluster.resign(victim)
-            cluster.at_ms(cluster.now_ms + 30, lambda: cluster.crash(victim),
-                          f"stop n{victim}")
+            cluster.at_ms(cluster.now_ms + 30, lambda: stop(victim), f"stop n{victim}")
         else:
             cluster.crash(victim)
-    return crash_leader, victims.restart
+
+    def stop(victim: int) -> None:
+        if not over[0]:
+            cluster.crash(victim)
+
+    def restart() -> None:
+        over[0] = True
+        victims.restart()
+    return crash_leader, restart
 
 
 def _crash_tail(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
