@@ -362,6 +362,32 @@ def stale_metadata_topic(voters: int, observers: int, seed: int,
 
 
 
+def stale_metadata_topic_election(voters: int, observers: int, seed: int,
+                                  **overrides: Any) -> Cluster:
+    """As `stale-metadata-topic`, but an election needs A: the first leader A is cut off
+    the moment it wins (its MetadataTopic{T1} stays on A); B, C elect B, which commits
+    MetadataTopic{T2}; B dies for good and A reconnects. A and C are a majority and must
+    elect C (A's log is behind), whatever topic ID C's VoteRequest addresses A by
+    (KIP-516: A knows T1 until it truncates, which it does only once it follows C)."""
+    _require_voters(voters, 3, exact=True)
+    cluster = Cluster(replace(SimConfig(voters=3, observers=observers, seed=seed),
+                              **overrides))
+    first = wait_for_leader(cluster, timeout_ets=10)
+    a, a_epoch = first.node_id, first.core.epoch
+    cluster.network.isolate(a, cluster.nodes)
+    cluster.start_workload()
+    b = wait_for_leader(cluster, above_epoch=a_epoch, timeout_ets=10)
+    b_id, b_epoch = b.node_id, b.core.epoch
+    wait_for_commit(cluster)
+    cluster.crash(b_id)
+    cluster.network.heal()
+    c = next(v for v in cluster.voter_ids if v not in (a, b_id))
+    wait_for_leader(cluster, above_epoch=b_epoch, among=[c], timeout_ets=20)
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    return cluster
+
+
 def divergence(voters: int, observers: int, seed: int, **overrides: Any) -> Cluster:
     """Multi-epoch divergence, forced step by step on 5 voters (A, F, B, M, D; 3 voters
     and any observers: `divergence_three_voters`). The observers stay on A's side.
@@ -498,4 +524,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "empty-voter-completes-quorum": empty_voter_completes_quorum,
     "stale-metadata-topic": stale_metadata_topic,
     "divergence": divergence,
+    "stale-metadata-topic-election": stale_metadata_topic_election,
 }
