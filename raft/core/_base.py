@@ -375,9 +375,12 @@ class CoreBase:
 
     def _addressing_error(self, cluster_id: str, topic_id: Uuid,
                           partition_index: int) -> ErrorCode | None:
-        """KIP-516 / KIP-595: wrong cluster, partition or topic ID (see `_topic_id`)."""
-        return self._topic_ids.addressing_error(self._log, cluster_id, topic_id,
-                                                partition_index)
+        """KIP-516 / KIP-595: wrong cluster, partition or topic ID (see `_topic_id`). A
+        leader's log is never cut in its epoch, so the ID it holds is the one that will
+        commit."""
+        return self._topic_ids.addressing_error(
+            self._log, cluster_id, topic_id, partition_index,
+            log_is_final=isinstance(self._state, LeaderState))
 
     # --- outgoing requests ----------------------------------------------------------
 

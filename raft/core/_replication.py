@@ -27,8 +27,8 @@ class Replication(CoreBase):
 
     def handle_fetch_request(self, envelope: Envelope, now_ms: int) -> None:
         request: FetchRequest = envelope.message
-        error = self._topic_ids.addressing_error(self._log, request.cluster_id,
-                                                 request.topic_id, request.partition_index)
+        error = self._addressing_error(request.cluster_id, request.topic_id,
+                                       request.partition_index)
         if error is not None:
             self._respond(envelope, FetchResponse(error_code=error, topic_id=request.topic_id))
             return

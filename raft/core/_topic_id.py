@@ -82,7 +82,10 @@ class MetadataTopicIds:
         return self._in_log
 
     def addressing_error(self, log: RaftLog, cluster_id: str, topic_id: Uuid,
-                         partition_index: int) -> ErrorCode | None:
+                         partition_index: int, *, log_is_final: bool = False
+                         ) -> ErrorCode | None:
+        """None when the request addresses this partition; `log_is_final`: the ID in
+        this node's first batch will commit (it leads), so another one is inconsistent."""
         if cluster_id != self.cluster_id:
             return ErrorCode.INCONSISTENT_CLUSTER_ID
         if partition_index != 0:
@@ -92,8 +95,11 @@ class MetadataTopicIds:
         in_log = self.in_log(log)
         if topic_id == in_log:
             return None
-        if self.committed is not None or in_log is not None:
+        if self.committed is not None or (in_log is not None and log_is_final):
             return ErrorCode.INCONSISTENT_TOPIC_ID
+        # An ID only in a follower's uncommitted first batch may be a losing first
+        # leader's: the sender's (committed) ID is unknown here, not inconsistent, so it
+        # falls back to the sentinel and can still win this node's vote or lead it.
         return ErrorCode.UNKNOWN_TOPIC_ID
 
 

@@ -157,15 +157,9 @@ def test_divergence_refused_when_voter_count_does_not_fit() -> None:
 
 
 # Found by the deeper sweep: a voter whose log starts with a losing first leader's
-# MetadataTopic record answers INCONSISTENT_TOPIC_ID to VoteRequests addressed by the
-# committed topic ID, and the candidate never falls back to the sentinel (as it does on
-# UNKNOWN_TOPIC_ID); when that voter is needed for a majority, no leader is ever elected.
-STALE_TOPIC_ID_BLOCKS_ELECTION = pytest.mark.xfail(
-    raises=scenarios.ScenarioFailure, strict=True,
-    reason="core: a stale MetadataTopic in a voter's first batch blocks elections")
-
-
-@STALE_TOPIC_ID_BLOCKS_ELECTION
+# MetadataTopic record answered INCONSISTENT_TOPIC_ID to VoteRequests addressed by the
+# committed topic ID, and the candidate never fell back to the sentinel (as it does on
+# UNKNOWN_TOPIC_ID); when that voter was needed for a majority, no leader was elected.
 @pytest.mark.parametrize(("observers", "seed"), [(0, 1), (2, 2)])
 def test_new_leader_when_needed_voter_holds_a_stale_metadata_topic_id(observers: int,
                                                                      seed: int) -> None:
@@ -177,9 +171,7 @@ def test_new_leader_when_needed_voter_holds_a_stale_metadata_topic_id(observers:
 
 @pytest.mark.soak
 @pytest.mark.parametrize("name", [
-    pytest.param(name, marks=STALE_TOPIC_ID_BLOCKS_ELECTION)
-    if name == "stale-metadata-topic-election" else name
-    for name in sorted(scenarios.SCENARIOS)])
+    name for name in sorted(scenarios.SCENARIOS)])
 def test_soak_scenario_holds_when_many_seeds(name: str) -> None:
     """make soak: every scenario over 10 seeds per cluster shape (where it applies)."""
     run = scenarios.SCENARIOS[name]
