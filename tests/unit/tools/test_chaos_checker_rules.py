@@ -15,7 +15,8 @@ The rules, by kind, each followed by the planted cases (`PLANTS`) that make it f
     (stale_read:name_answers_other_id);
   * describe by name answers an ID after its delete was acknowledged
     (stale_read:name_after_delete);
-  * describe by ID answers another ID, or another name than the ID's create
+  * describe by ID answers another ID (the old ID of a recreated name answering the
+    new incarnation), or another name than the ID's create
     (stale_read:id_answers_other_id, stale_read:id_answers_other_name);
   * describe by ID finds the topic after its delete was acknowledged
     (stale_read:id_after_delete);
@@ -193,11 +194,22 @@ def _stale_name_after_delete() -> Plant:
 
 
 def _stale_id_other_id() -> Plant:
-    script, describe = _describe("describe_id", {"topic_id": X}, 7, name="b", topic_id=Y)
-    clean, _ = _describe("describe_id", {"topic_id": X}, 7, name="a", topic_id=X)
+    """The old ID of a recreated name answers the new incarnation: the name is right,
+    the ID is not (KIP-516)."""
+    def history(answer: str | None) -> tuple[Script, int]:
+        script = _created("a", X)
+        script.op("delete", {"name": "a"}, 3, 4, topic_id=X)
+        script.op("create", {"name": "a"}, 5, 6, topic_id=Y)
+        if answer is None:
+            return script, script.op("describe_id", {"topic_id": X}, 7, 8, "failed",
+                                     error="UNKNOWN_TOPIC_ID")
+        return script, script.op("describe_id", {"topic_id": X}, 7, 8, name="a",
+                                 topic_id=answer)
+
+    script, describe = history(Y)
     return Plant(rule="stale_read:id_answers_other_id", events=script.events,
-                 final=_final({"a": X, "b": Y}), says=f"answered 'b' ({Y})",
-                 op_index=describe, control=_final({"a": X, "b": Y}), control_events=clean.events)
+                 final=_final({"a": Y}), says=f"answered 'a' ({Y})", op_index=describe,
+                 control=_final({"a": Y}), control_events=history(None)[0].events)
 
 
 def _stale_id_other_name() -> Plant:
