@@ -225,13 +225,14 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                    faults=faults, injected=[f.to_json() for f in rig.nemesis.injected],
                    errors=errors, result=result,
                    final=None if observed is None else observed[0],
-                   replay_result=replay_result, elapsed_s=time.monotonic() - began)
+                   replay_result=replay_result, elapsed_s=time.monotonic() - began,
+                   network=None if rig.net is None else dataclasses.asdict(rig.net.stats()))
 
 
 def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults: list[str],
             injected: list[dict[str, Any]], errors: list[str], result: CheckResult | None,
             final: FinalState | None, replay_result: dict[str, Any] | None,
-            elapsed_s: float) -> dict[str, Any]:
+            elapsed_s: float, network: dict[str, int] | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -250,6 +251,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
         "writes_verified": 0 if result is None else result.writes_verified,
         "partition_dirs_checked": 0 if final is None else sum(
             len(d.partitions) + len(d.staged) for d in final.disks),
+        # what the proxies forwarded and the stalls their losses cost (None: no proxies)
+        "network": network,
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
