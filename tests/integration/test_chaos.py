@@ -1,5 +1,6 @@
-"""`kraft chaos` end to end: real processes on 127.0.0.1, SIGKILL / SIGSTOP / leader faults
-under a recorded workload, the history checker, then the Spark replay of the logs.
+"""`kraft chaos` end to end: real processes on 127.0.0.1, SIGKILL / SIGSTOP / leader faults,
+and the same mixed with network faults, under a recorded workload, the history checker,
+then the Spark replay of the logs.
 
 The cluster is started by the `kraft chaos` subprocess and stopped by it whatever happens;
 `cli_cluster_dir` SIGKILLs by pid any node it left behind (e.g. on a test timeout)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -64,26 +66,40 @@ def test_chaos_run_passes_when_nodes_are_killed_paused_slowed_and_leaders_target
     assert_passed(code, verdict, PROCESS_DURATION_S,
                   kinds=frozenset({"kill", "pause", "slow-disk", "clock"}))
     assert {f["node"] for f in verdict["fault_log"]} == {1, 2, 3, 4, 5, 6}
+    assert verdict["network"] is None  # no network fault asked for: no proxies
     assert (cli_cluster_dir / "history.jsonl").stat().st_size > 0
 
 
-NET_SEED = 1  # its schedule partitions, slows and loses the links of voters and brokers
+# A short run of both families in `make test` (the soak runs mix every kind for longer).
+MIXED_SEED = 14  # kills a voter and a broker, pauses the leader twice, partitions (both
+# ways), slows and loses the links of voters and brokers (loss up to 50%)
+MIXED_DURATION_S = 50
+MIXED_KINDS = "kill,pause,leader,partition,slow-net,lossy-net"
+PROCESS_FAULTS = frozenset({"kill", "pause"})
+NETWORK_FAULTS = frozenset({"partition", "partition-one-way", "slow-net", "lossy-net"})
 
 
 @pytest.mark.timeout(600)
-def test_chaos_run_passes_when_links_are_partitioned_slowed_and_lossy(
+def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
         cli_cluster_dir: Path) -> None:
-    """Symmetric and one-way partitions of voters (the leader included) and brokers, from
-    the voters and (brokers) from each other's replication, and delay and loss on all of
-    a node's links, through the proxies: same guarantees as under process faults."""
-    code, verdict = run_chaos(cli_cluster_dir, NET_SEED, 45, timeout_s=500,
-                              faults="partition,slow-net,lossy-net")
-    assert_passed(code, verdict, 45, kinds=frozenset(
-        {"partition", "partition-one-way", "slow-net", "lossy-net"}))
+    """Process faults (SIGKILL, SIGSTOP, the leader among the targets) and network faults
+    through the proxies (symmetric and one-way partitions, delay, loss) in one run, on
+    voters and brokers: same guarantees as under either family alone."""
+    code, verdict = run_chaos(cli_cluster_dir, MIXED_SEED, MIXED_DURATION_S, timeout_s=500,
+                              faults=MIXED_KINDS)
+    assert_passed(code, verdict, MIXED_DURATION_S, kinds=PROCESS_FAULTS | NETWORK_FAULTS)
     faults = verdict["fault_log"]
-    assert {f["node"] for f in faults} & {1, 2, 3}
-    assert any(f["kind"].startswith("partition") and f["node"] in {4, 5, 6} for f in faults)
-    assert {f["node"] for f in faults if f["kind"].endswith("-net")} & {4, 5, 6}
+    per_kind = Counter(f["kind"] for f in faults)
+    assert all(per_kind[kind] > 0 for kind in PROCESS_FAULTS | NETWORK_FAULTS), per_kind
+    for family in (PROCESS_FAULTS, NETWORK_FAULTS):
+        nodes = {f["node"] for f in faults if f["kind"] in family}
+        assert nodes & {1, 2, 3}, (family, nodes)  # voters
+        assert nodes & {4, 5, 6}, (family, nodes)  # brokers
+    assert any(f["target"] == "leader" for f in faults)
+    # the losses happened: the proxies held chunks back for retransmission stalls
+    network = verdict["network"]
+    assert network["chunks"] > 0
+    assert network["stalls"] > 0, network
 
 
 ALL_KINDS = "kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net"
