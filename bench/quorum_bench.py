@@ -5,8 +5,12 @@ fsync rate and latency of the same disk measured in the same run; failover time.
 
 Throughput: `Append` of NoOp records with up to 64 batches waiting for their commit.
 Latency: one batch at a time (propose on the leader -> committed, measured on the leader).
-Failover: SIGKILL the leader, time until an append commits on a new leader (default
-Kafka timeouts: election 1000 ms, fetch 2000 ms). Bounded: well under 60 s.
+Failover: SIGKILL the leader, time until a new leader answers DescribeQuorum and until an
+append commits on it. Graceful hand-over: SIGTERM the leader (it resigns with
+EndQuorumEpoch), the same two times; its successor campaigns at once, so the new leader
+should come well before an election timeout. Both with Kafka's default timeouts
+(election 1000 ms, fetch 2000 ms), then with the integration tests' short ones
+(tests/support/quorum_support.py). Bounded: about a minute and a half.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tools.cluster import Cluster, ClusterError
 
@@ -25,6 +30,14 @@ THROUGHPUT_SECONDS = 2.0  # target duration of each throughput run
 LATENCY_SAMPLES = 200
 FAILOVER_KILLS = 5
 FSYNC_SECONDS = 1.5
+HANDOVERS = 3
+DEFAULT_ELECTION_TIMEOUT_S = 1.0
+# the integration tests' timeouts (tests/support/quorum_support.py FAST_SETTINGS)
+TEST_SETTINGS = {"quorum.election.timeout.ms": 300, "quorum.fetch.timeout.ms": 600,
+                 "quorum.election.backoff.max.ms": 200, "quorum.request.timeout.ms": 400,
+                 "quorum.fetch.max.wait.ms": 150}
+TEST_ELECTION_TIMEOUT_S = 0.3
+TEST_FAILOVER_TARGET_S = 3.0  # the bound the failover test once asserted
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -70,18 +83,79 @@ def latency(cluster: Cluster, batch: int) -> tuple[float, float]:
     return percentile(latencies, 0.5), percentile(latencies, 0.99)
 
 
-def failovers(cluster: Cluster, kills: int) -> list[float]:
-    """Seconds from SIGKILL of the leader to the next committed append."""
-    times = []
-    for _ in range(kills):
-        leader = cluster.wait_for_leader(15)["leader_id"]
-        cluster.append(1)
-        killed_at = time.monotonic()
-        cluster.kill(leader, signal.SIGKILL)
-        cluster.append(1, exclude=[leader], timeout_s=15)
-        times.append(time.monotonic() - killed_at)
-        cluster.start_node(leader)
-    return times
+def failovers(cluster: Cluster, kills: int) -> list[tuple[float, float]]:
+    """Per SIGKILL of the leader: (seconds to a new leader, to the next committed append)."""
+    return [_leader_change(cluster, signal.SIGKILL) for _ in range(kills)]
+
+
+def handovers(cluster: Cluster, count: int) -> list[tuple[float, float]]:
+    """Per SIGTERM of the leader (a graceful resign): (seconds to a new leader, to the
+    next committed append)."""
+    return [_leader_change(cluster, signal.SIGTERM) for _ in range(count)]
+
+
+def _all_caught_up(cluster: Cluster, timeout_s: float = 15.0) -> dict[str, Any]:
+    """Append one record and wait until every voter's last Fetch (as the leader sees it)
+    is past it: a node started again just before is up and following, so the next
+    measurement does not wait for its start-up. Returns the leader's description."""
+    last_offset = cluster.append(1)["last_offset"]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = cluster.describe()
+        if all(v["log_end_offset"] > last_offset for v in state["voters"]):
+            return state
+        if time.monotonic() > deadline:
+            raise ClusterError(f"voters not caught up within {timeout_s} s: {state['voters']}")
+        time.sleep(0.05)
+
+
+def _leader_change(cluster: Cluster, signum: int) -> tuple[float, float]:
+    before = _all_caught_up(cluster)
+    leader = before["leader_id"]
+    began = time.monotonic()
+    cluster.send_signal(leader, signum)
+    cluster.wait_for_leader(15, above_epoch=before["leader_epoch"], exclude=[leader])
+    elected = time.monotonic() - began
+    cluster.append(1, exclude=[leader], timeout_s=15)
+    committed = time.monotonic() - began
+    cluster.stop_node(leader)  # gone already, or going: only the pid is forgotten
+    cluster.start_node(leader)
+    return elected, committed
+
+
+def spread(values: list[float]) -> str:
+    return (f"median {statistics.median(values):.2f} s (min {min(values):.2f}, "
+            f"max {max(values):.2f})")
+
+
+def print_leader_changes(what: str, times: list[tuple[float, float]]) -> None:
+    elected, committed = [t[0] for t in times], [t[1] for t in times]
+    print(f"{what} over {len(times)}: new leader {spread(elected)}; next committed append "
+          f"{spread(committed)}")
+
+
+def short_timeouts(directory: Path) -> None:
+    """Failover and hand-over with the integration tests' timeouts."""
+    cluster = Cluster.create(directory / "short-timeouts", voters=3, settings=TEST_SETTINGS)
+    try:
+        cluster.start()
+        cluster.wait_for_leader(20)
+        kills = failovers(cluster, FAILOVER_KILLS)
+        print_leader_changes("failover, test timeouts (election 300 ms, fetch 600 ms), "
+                             "SIGKILL leader", kills)
+        worst = max(t[0] for t in kills)
+        print(f"target: new leader < {TEST_FAILOVER_TARGET_S:.1f} s after SIGKILL with the "
+              f"test timeouts (worst {worst:.2f} s): {verdict(worst < TEST_FAILOVER_TARGET_S)}")
+        graceful = handovers(cluster, HANDOVERS)
+        print_leader_changes("graceful hand-over, test timeouts, SIGTERM leader", graceful)
+        worst = max(t[0] for t in graceful)
+        print(f"target: new leader before one election timeout ({TEST_ELECTION_TIMEOUT_S:.2f}"
+              f" s) after SIGTERM with the test timeouts (worst {worst:.2f} s): "
+              f"{verdict(worst < TEST_ELECTION_TIMEOUT_S)}")
+    except ClusterError as exc:
+        print(f"quorum bench (test timeouts) failed: {exc}")
+    finally:
+        cluster.shut_down(timeout_s=5)
 
 
 # -- PySyncObj baseline (optional: `pip install pysyncobj`) ------------------------------
@@ -227,14 +301,20 @@ def main() -> None:
                       f"{verdict(rates[100] >= 2 * peer)}")
             budget = 55 - (time.monotonic() - started)
             kills = max(1, min(FAILOVER_KILLS, int(budget // 6)))
-            times = failovers(cluster, kills)
-            print(f"failover (SIGKILL leader -> next committed append, default timeouts): "
-                  f"median {statistics.median(times):.2f} s over {len(times)} kills "
-                  f"(min {min(times):.2f}, max {max(times):.2f})")
+            print_leader_changes("failover, default timeouts, SIGKILL leader",
+                                 failovers(cluster, kills))
+            graceful = handovers(cluster, HANDOVERS)
+            print_leader_changes("graceful hand-over, default timeouts, SIGTERM leader",
+                                 graceful)
+            worst = max(t[0] for t in graceful)
+            print(f"target: new leader before one election timeout "
+                  f"({DEFAULT_ELECTION_TIMEOUT_S:.2f} s) after SIGTERM (worst {worst:.2f} s):"
+                  f" {verdict(worst < DEFAULT_ELECTION_TIMEOUT_S)}")
         except ClusterError as exc:
             print(f"quorum bench failed: {exc}")
         finally:
             cluster.shut_down(timeout_s=5)
+        short_timeouts(directory)
     print(f"(quorum bench took {time.monotonic() - started:.0f} s)")
 
 
