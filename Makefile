@@ -24,7 +24,8 @@ test: $(STAMP) java
 	$(BIN)/python -m pytest -q
 
 soak: $(STAMP) java
-	$(BIN)/python -m pytest -q -m soak
+	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -q -m soak
+	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -q tests/property tests/unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
