@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench lint java clean
+.PHONY: demo test soak bench lint java clean mutation
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ soak: $(STAMP) java
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Mutation testing of the checkers (not part of `make test`); stops by itself within
+# 25 minutes. MUTATION_ARGS=--worktree mutates the working tree instead of HEAD.
+mutation: $(STAMP)
+	$(BIN)/python tests/mutation/run.py $(MUTATION_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check raft metadata broker tools tests bench

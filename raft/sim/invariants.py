@@ -171,6 +171,9 @@ class Checker:
         elif hw < track.hw:
             self._fail(HW_MONOTONIC, f"node {node.node_id} high watermark went from "
                                      f"{track.hw} to {hw}")
+        if hw > node.log.end_offset:
+            self._fail(HW_WITHIN_LOG, f"node {node.node_id} reported high watermark {hw} "
+                                      f"past its log end {node.log.end_offset}")
         track.hw = hw
         track.hw_max = max(track.hw_max, hw)
         self._check_committed(node, track, hw)
@@ -295,9 +298,6 @@ class Checker:
             return
         committed = self.committed
         log = node.log
-        if hw > log.end_offset:
-            self._fail(HW_WITHIN_LOG, f"node {node.node_id} reported high watermark {hw} "
-                                      f"past its log end {log.end_offset}")
         # The reporter learned this HW in its current epoch, so the entries were committed
         # by the leader of that epoch or an earlier one.
         commit_epoch = node.core.epoch if node.core is not None else 0
