@@ -4,8 +4,8 @@ A frame's `api` names the RPC (`API_NAMES`) and its `body` is the map `encode_bo
 makes with the shared codec (raft.common.codec): field name -> value, tuples as arrays,
 Uuids as 16-byte bin, nested messages as maps, None fields omitted.
 `decode_request`/`decode_response` check every field against the dataclass's types and
-raise `AdminDecodeError` (one type, naming the field) on anything malformed; unknown keys
-are ignored so a field can be added without a new version.
+raise `AdminDecodeError` (one type, naming the field) on anything malformed, a key that
+names no field included.
 
 Any response may instead be an `AdminErrorResponse` (a map with `top_level_error`): the
 request could not be handled at all, e.g. NOT_CONTROLLER (41) with the leader's id and
@@ -303,7 +303,7 @@ def api_of(request: AdminRequest) -> str:
 
 # --- codec ----------------------------------------------------------------------------
 
-_CODEC = Codec(omit_none=True, ignore_unknown=True)
+_CODEC = Codec(omit_none=True)
 _CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
                 name="a 16-byte Uuid")
 
@@ -332,15 +332,25 @@ def decode_response(api: str, body: Any) -> AdminResponse:
         raise AdminDecodeError(f"unknown admin api {api!r}")
     data = _as_map(body)
     cls = types_[1]
-    if "top_level_error" not in data and "error_code" in data and any(
+    if is_node_error(data) and any(
             f.name not in data for f in dataclasses.fields(cls)
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING):
         # the node answered for the whole request (e.g. INCONSISTENT_CLUSTER_ID)
-        data = {**data, "top_level_error": data["error_code"]}
+        data = {"top_level_error" if key == "error_code" else key: value
+                for key, value in data.items()}
     if "top_level_error" in data:
         cls = AdminErrorResponse
     result: AdminResponse = _decode(cls, data)
     return result
+
+
+def is_node_error(data: Mapping[str, Any]) -> bool:
+    """An answer raft/node.py gives for a whole request: an error code, an optional
+    message and, for NOT_LEADER, where the leader is; nothing else."""
+    return "error_code" in data and data.keys() <= _NODE_ERROR_KEYS
+
+
+_NODE_ERROR_KEYS = frozenset({"error_code", "error_message", "leader_id", "leader_address"})
 
 
 def _as_map(body: Any) -> Mapping[str, Any]:

@@ -1,6 +1,6 @@
 """Metadata log records: every record type of the metadata log, decoded by `decode`.
 
-The framing (a msgpack map `{"type", "version", ...fields}`, forward compatible, errors
+The framing (a msgpack map `{"type", "version", ...fields}`, decoded strictly, errors
 as `RecordError`) is shared with raft's control records (`raft.common.record`); raft's
 own `LeaderChange` and `MetadataTopic` (`raft.control_records`) are part of this set. The
 raft layer stores each record as opaque bytes, so the same bytes are compared across

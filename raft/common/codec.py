@@ -7,8 +7,8 @@ registered on the codec (`codec.register(Uuid, wire=bytes, encode=..., decode=..
 
 `Codec.decode(cls, data)` checks every value against its field's annotation and raises
 `CodecError`, and nothing else, on malformed input: a wrong type (a bool is not an int),
-an int outside 64 bits, an unknown IntEnum value, a missing required field, an unknown key
-(unless the codec ignores them), or a value the dataclass itself refuses. The message
+an int outside 64 bits, an unknown IntEnum value, a missing required field, a key naming
+no field (outside the codec's envelope keys), or a value the dataclass itself refuses. The message
 names the class and the field path: "FetchResponse.records[0].base_offset: expected a
 64-bit integer, got str 'x'". Omitted fields that have defaults take them.
 
@@ -24,7 +24,7 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -91,13 +91,14 @@ class Codec:
     """Encodes and decodes dataclasses; one instance per wire format.
 
     `omit_none`: a None field is left out of the map (a reader takes the default) rather
-    than sent as nil. `ignore_unknown`: keys naming no field are skipped, so a writer may
-    add a field before every reader knows it; otherwise they are a CodecError.
+    than sent as nil. `envelope`: keys a map may carry besides the fields (a record's
+    type and version, read by the layer that chose the class); any other key naming no
+    field is a CodecError.
     """
 
-    def __init__(self, *, omit_none: bool = False, ignore_unknown: bool = False) -> None:
+    def __init__(self, *, omit_none: bool = False, envelope: Iterable[str] = ()) -> None:
         self.omit_none = omit_none
-        self.ignore_unknown = ignore_unknown
+        self.envelope = frozenset(envelope)
         self._adapters: dict[type, Adapter] = {}
         self._plans: dict[type, _Plan] = {}
 
@@ -138,7 +139,7 @@ class Codec:
             del self._plans[cls]
             raise
         plan.encode = _compile_encoder(encoders, self.omit_none)
-        plan.decode = _compile_decoder(cls, decoders, self.ignore_unknown)
+        plan.decode = _compile_decoder(cls, decoders, self.envelope)
         plan.built = True
         return plan
 
@@ -218,16 +219,15 @@ def _compile_encoder(fields: list[tuple[str, Convert | None]], omit_none: bool
 
 
 def _compile_decoder(cls: type, fields: list[tuple[str, type | None, Convert, bool]],
-                     ignore_unknown: bool) -> Convert:
-    names = frozenset(name for name, *_ in fields)
+                     envelope: frozenset[str]) -> Convert:
+    names = frozenset(name for name, *_ in fields) | envelope
     env: dict[str, Any] = {"cls": cls, "names": names, "Mapping": Mapping, "MIN": INT64_MIN,
                            "MAX": INT64_MAX, "MISSING": _MISSING, "CodecError": CodecError,
                            "expected": expected, "unknown_field": _unknown_field}
     lines = ["def decode(data):",
              "  if type(data) is not dict and not isinstance(data, Mapping):",
              "    raise expected('a map', data)"]
-    if not ignore_unknown:
-        lines += ["  if not data.keys() <= names:", "    raise unknown_field(data, names)"]
+    lines += ["  if not data.keys() <= names:", "    raise unknown_field(data, names)"]
     lines.append("  kwargs = {}")
     for index, (name, exact, convert, required) in enumerate(fields):
         env[f"_d{index}"], env[f"_t{index}"] = convert, exact

@@ -5,8 +5,9 @@ fields left out).
 The raft layer defines its control records (`raft.control_records`) and the metadata
 layer the rest (`metadata.records`) on this base; a `RecordSet` decodes the types it
 knows. Optional fields (default None) leave room to grow a record without a new
-version; decoding ignores unknown keys for forward compatibility, checks every known one
-against its type, and raises `RecordError` naming the field.
+version. Decoding is strict: a version this build does not know, a key naming no field,
+a missing or mistyped field each raise `RecordError` naming it (a writer that adds a field
+bumps the record's VERSION, so an older reader says which version it cannot read).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class RecordError(ValueError):
     """A record's bytes cannot be decoded; the message says why."""
 
 
-CODEC = Codec(omit_none=True, ignore_unknown=True)
+CODEC = Codec(omit_none=True, envelope=("type", "version"))
 CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,
                name="a 16-byte Uuid")
 
@@ -54,7 +55,11 @@ class RecordSet:
         cls = self.classes.get(type_id) if type(type_id) is int else None
         if cls is None:
             raise RecordError(f"unknown record type {type_id!r}")
-        try:  # "type" and "version" are keys the codec ignores, like any unknown one
+        version = data.get("version")
+        if version != cls.VERSION or type(version) is not int:
+            raise RecordError(f"unsupported {cls.__name__} record version {version!r} "
+                              f"(this build reads version {cls.VERSION})")
+        try:
             return CODEC.decode(cls, data)
         except CodecError as exc:
             raise RecordError(f"bad {cls.__name__} record: {exc}") from exc

@@ -79,32 +79,45 @@ def test_encoded_map_carries_type_and_version_when_encoded(record: Record) -> No
     assert RECORD_CLASSES[fields["type"]] is type(record)
 
 
-def test_decode_ignores_unknown_fields_when_record_comes_from_newer_writer() -> None:
-    """Forward compatibility: unknown keys are ignored, known ones still decode."""
+def packed(**fields: Any) -> bytes:
+    """A record's bytes as a writer would make them: version 0 unless given."""
+    return msgpack.packb({"version": 0, **fields}, use_bin_type=True)
+
+
+def test_decode_refuses_a_record_from_a_newer_writer_naming_what_it_cannot_read() -> None:
+    """Strict: a version this build does not know, or a key naming no field, is a
+    RecordError saying which (never a record decoded with a field silently dropped)."""
     topic_id = Uuid.random()
-    data = msgpack.packb({"type": 9, "version": 1, "topic_id": topic_id.to_bytes(),
-                          "future_field": [1, 2]}, use_bin_type=True)
-    assert decode(data) == RemoveTopic(topic_id=topic_id)
+    assert decode(packed(type=9, topic_id=topic_id.to_bytes())) == RemoveTopic(topic_id=topic_id)
+    with pytest.raises(RecordError, match=r"^unsupported RemoveTopic record version 1 "
+                                          r"\(this build reads version 0\)$"):
+        decode(packed(type=9, version=1, topic_id=topic_id.to_bytes()))
+    with pytest.raises(RecordError, match=r"^bad RemoveTopic record: "
+                                          r"RemoveTopic\.future_field: unknown field$"):
+        decode(packed(type=9, topic_id=topic_id.to_bytes(), future_field=[1, 2]))
 
 
 @pytest.mark.parametrize(("data", "error"), [
     (b"\xc1", "undecodable"),
     (msgpack.packb([1]), "not a map"),
-    (msgpack.packb({"type": 999}), "unknown record type"),
-    (msgpack.packb({"version": 0}), "unknown record type"),
-    (msgpack.packb({"type": 6, "name": "t"}), "bad Topic record"),
-    (msgpack.packb({"type": 9, "topic_id": b"short"}, use_bin_type=True), "bad RemoveTopic"),
-    (msgpack.packb({"type": 9, "topic_id": 5}), "bad RemoveTopic"),
-    (msgpack.packb({"type": 1, "leader_id": 1, "voters": 3}),
+    (packed(type=999), "unknown record type"),
+    (packed(), "unknown record type"),
+    (packed(type=6, name="t"), "bad Topic record"),
+    (packed(type=9, topic_id=b"short"), "bad RemoveTopic"),
+    (packed(type=9, topic_id=5), "bad RemoveTopic"),
+    (packed(type=1, leader_id=1, voters=3),
      r"^bad LeaderChange record: LeaderChange\.voters: expected an array, got int 3$"),
-    (msgpack.packb({"type": 1, "leader_id": True, "voters": []}),
+    (packed(type=1, leader_id=True, voters=[]),
      r"^bad LeaderChange record: LeaderChange\.leader_id: expected a 64-bit integer"),
-    (msgpack.packb({"type": 6, "topic_id": bytes(16), "name": None}, use_bin_type=True),
+    (packed(type=6, topic_id=bytes(16), name=None),
      r"^bad Topic record: Topic\.name: expected a string, got NoneType None$"),
-    (msgpack.packb({"type": 7, "topic_id": bytes(16), "partition": 0, "replicas": [1, "2"],
-                    "isr": [], "leader": 1}, use_bin_type=True),
+    (packed(type=7, topic_id=bytes(16), partition=0, replicas=[1, "2"], isr=[], leader=1),
      r"^bad Partition record: Partition\.replicas\[1\]: expected a 64-bit integer"),
-    (msgpack.packb({"type": True}), "unknown record type True"),
+    (packed(type=True), "unknown record type True"),
+    (msgpack.packb({"type": 9, "topic_id": bytes(16)}),
+     r"^unsupported RemoveTopic record version None"),
+    (packed(type=9, version=False, topic_id=bytes(16)),
+     r"^unsupported RemoveTopic record version False"),
 ])
 def test_decode_raises_record_error_when_bytes_are_bad(data: bytes, error: str) -> None:
     """Undecodable or incomplete records are one typed error with the reason."""
@@ -117,7 +130,8 @@ def test_to_json_shows_uuids_as_base64_text_when_dumped() -> None:
     topic_id = Uuid.random()
     view = to_json(Topic(name="orders", topic_id=topic_id))
     assert view == {"type": "Topic", "version": 0, "name": "orders", "topic_id": str(topic_id)}
-    assert from_dict({"type": 6, "name": "orders", "topic_id": topic_id.to_bytes()}) == \
+    assert from_dict({"type": 6, "version": 0, "name": "orders",
+                      "topic_id": topic_id.to_bytes()}) == \
         Topic(name="orders", topic_id=topic_id)
 
 
@@ -125,13 +139,10 @@ def test_to_json_shows_uuids_as_base64_text_when_dumped() -> None:
 def test_one_broken_field_is_a_record_error_naming_it_when_decoded(
         record: Record, data: Any) -> None:
     """A valid record with one value of a wrong type is a RecordError naming the field; a
-    removed key takes the field's default or is "missing"; an unknown key is ignored
-    (a newer writer's field)."""
+    removed key takes the field's default or is "missing"; an unknown key is an error
+    naming it."""
     kind, path, broken = data.draw(mutations(record.to_dict(), skip=frozenset({"type",
                                                                                 "version"})))
-    if kind == "add":
-        assert from_dict(broken) == record
-        return
     if kind == "remove":
         required, with_default = field_default(record, path)
         if not required:
@@ -141,7 +152,7 @@ def test_one_broken_field_is_a_record_error_naming_it_when_decoded(
         from_dict(broken)
     name = type(record).__name__
     assert str(caught.value).startswith(f"bad {name} record: ")
-    reason = "missing required field" if kind == "remove" else "expected"
+    reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "expected")
     assert_names_path(caught.value.__cause__, name, path, reason)  # type: ignore[arg-type]
 
 
