@@ -129,13 +129,14 @@ def test_machine_finds_violation_when_bug_planted() -> None:
             database=None, phases=[Phase.generate]))
 
 
-@pytest.mark.soak
 def test_failing_schedule_shrinks_when_bug_planted() -> None:
-    """Failing schedules shrink: the reported one is a short list of rule calls."""
+    """Failing schedules shrink: the reported one is a short list of rule calls. (60 steps
+    a schedule: found and shrunk in some 8 s; with 80 the shrinking alone takes 25 s.)"""
     with pytest.raises(InvariantViolation) as caught:
         run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
-            max_examples=2000, stateful_step_count=80, deadline=None, derandomize=True,
+            max_examples=2000, stateful_step_count=60, deadline=None, derandomize=True,
             database=None, phases=[Phase.generate, Phase.shrink]))
     steps = [line for line in "\n".join(getattr(caught.value, "__notes__", [])).splitlines()
              if line.startswith("state.") and "hw_never_past_log_end" not in line]
     assert 0 < len(steps) <= 15, steps
+
