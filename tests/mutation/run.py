@@ -11,8 +11,9 @@ replay checks (tools/replay/checks.py, sequential.py, crossnode.py) and the simu
 invariants (raft/sim/invariants.py). mutmut runs each mutant against only the tests
 that call the mutated function, among the fast Spark-free tests the config selects.
 
-Tests that fail in mutmut's copy before any mutant is active (a test reading a
-checker's source text, which mutmut rewrites into its trampolines) cannot judge a
+Tests that read a checker's rules from its source (tests.support.rule_sites) are
+pointed at the un-mutated copy (KRAFT_RULE_SOURCES), not at mutmut's rewritten one.
+Tests that still fail in mutmut's copy before any mutant is active cannot judge a
 mutant: they are left out, named, and the run is retried without them. The whole run
 stops by itself after `--budget` seconds; mutants not reached by then count as not
 killed. Prints the score per target (killed / total, %) and every mutant not killed with
@@ -128,7 +129,7 @@ def run_mutmut(scratch: Path, names: list[str], *, deadline: float,
         with log_path.open("w") as log:
             process = subprocess.Popen([str(MUTMUT), "run", "--max-children", str(jobs), *names],
                                        cwd=scratch, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+                                       env=_rule_sources(scratch), start_new_session=True)
             try:
                 code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -154,13 +155,20 @@ def failing_tests(scratch: Path) -> dict[str, str]:
     """Selected tests (node ids, or files that fail to collect) failing in mutmut's copy
     with no mutant active: tests that read a checker's source, which mutmut rewrites."""
     config = tomllib.loads((scratch / "pyproject.toml").read_text())["tool"]["mutmut"]
-    env = dict(os.environ, MUTANT_UNDER_TEST="", PYTHONPATH=str(scratch / "mutants"))
+    env = dict(_rule_sources(scratch), MUTANT_UNDER_TEST="",
+               PYTHONPATH=str(scratch / "mutants"))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rfE", "--no-header", "--tb=no",
          *config["pytest_add_cli_args"], *config["pytest_add_cli_args_test_selection"]],
         cwd=scratch / "mutants", env=env, capture_output=True, text=True)
     return {match.group(2): match.group(3) or "collection error"
             for match in FAILED.finditer(result.stdout)}
+
+
+def _rule_sources(scratch: Path) -> dict[str, str]:
+    """The environment that points tests reading the checkers' rules from their source
+    (tests.support.rule_sites) at the un-mutated copy, not at mutmut's rewritten one."""
+    return dict(os.environ, KRAFT_RULE_SOURCES=str(scratch))
 
 
 def _leave_out(pyproject: Path, tests: list[str]) -> None:

@@ -21,12 +21,15 @@ What is recognised:
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+# The sources read: this checkout's, or (KRAFT_RULE_SOURCES) an un-mutated copy while
+# `make mutation` runs the tests against a tree whose checkers mutmut has rewritten.
+ROOT = Path(os.environ.get("KRAFT_RULE_SOURCES") or Path(__file__).resolve().parents[2])
 CHAOS_CHECKER = ROOT / "tools" / "chaos" / "checker.py"
 REPLAY_SOURCES = tuple(ROOT / "tools" / "replay" / name for name in (
     "sequential.py", "checks.py", "crossnode.py", "checkpoint.py"))
