@@ -67,6 +67,7 @@ from metadata.records import (
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from raft.types import Batch
 from tests.support.rule_sites import Site, replay_check_names, replay_sites
+from tests.support.serial_spark import SerialSpark
 from tools.replay.checkpoint import write_checkpoint
 from tools.replay.inputs import from_cluster
 from tools.replay.job import ReplayResult, run_replay
@@ -262,9 +263,17 @@ class _Results:
         return self.done[plant.rule]
 
 
+@pytest.fixture(scope="module", params=[pytest.param("spark", marks=pytest.mark.spark),
+                                        "in-process"])
+def runner(request: pytest.FixtureRequest) -> Any:
+    """A real local SparkSession, or the same calls run in this process
+    (tests.support.serial_spark): fast, and where `make mutation` sees the checks run."""
+    return request.getfixturevalue("spark") if request.param == "spark" else SerialSpark()
+
+
 @pytest.fixture(scope="module")
-def replayed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> _Results:
-    return _Results(spark, tmp_path_factory.mktemp("plants"))
+def replayed(runner: Any, tmp_path_factory: pytest.TempPathFactory) -> _Results:
+    return _Results(runner, tmp_path_factory.mktemp("plants"))
 
 
 def _site_groups() -> dict[tuple[str, str], list[Site]]:
@@ -281,7 +290,6 @@ def _groups_matching(check: str, reason: str) -> list[tuple[str, str]]:
     return [key for key, sites in _site_groups().items() if sites[0].matches(check, reason)]
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("plant", PLANTS, ids=lambda p: p.rule)
 def test_planted_fault_fails_its_check_alone(plant: Plant, replayed: _Results) -> None:
     result = replayed(plant)
@@ -295,19 +303,17 @@ def test_planted_fault_fails_its_check_alone(plant: Plant, replayed: _Results) -
         assert len(_groups_matching(plant.check, example["reason"])) == 1, example
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("name", sorted(CLEAN))
-def test_plants_pass_every_check_without_their_fault(name: str, spark: Any,
+def test_plants_pass_every_check_without_their_fault(name: str, runner: Any,
                                                     tmp_path: Path) -> None:
     """The logs the plants are built on, without the planted record: nothing fails,
     so what fails in a plant is its planted fault."""
-    result = _replay(spark, tmp_path / "clean", CLEAN[name], CLEAN_HIGH_WATERMARKS.get(name),
+    result = _replay(runner, tmp_path / "clean", CLEAN[name], CLEAN_HIGH_WATERMARKS.get(name),
                      CLEAN_CHECKPOINTS.get(name, {}))
     assert result.passed, [(c.name, c.examples) for c in result.checks if not c.passed]
     assert result.check("broker_checkpoints").skipped == (name not in CLEAN_CHECKPOINTS)
 
 
-@pytest.mark.spark
 def test_every_reported_reason_is_one_site_and_every_site_is_reported(
         replayed: _Results) -> None:
     """Every place a check reports a violation (by its reason text) is reported by some
