@@ -1,0 +1,153 @@
+"""A MetadataImage as a read-only tree of directories and files, laid out as in Kafka's
+metadata shell:
+
+    /image/cluster/brokers/<broker id>       a broker's registration, JSON
+    /image/features/                         empty: the image holds no feature levels
+    /image/provenance                        offset and epoch the image was built at, JSON
+    /image/topics/byId/<topic id>/           a topic: `id`, `name` and one file per
+    /image/topics/byName/<topic name>/         partition, `0`, `1`, ... (state as JSON)
+
+Directories list and look up their children only when visited, so an image of 100,000
+topics is not copied into a tree up front. Nothing here knows where the image came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from raft.common.uuid import Uuid
+
+NO_EPOCH = -1  # the epoch of an image that holds no record
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Where in the log an image stands: the offset of the last record it holds
+    (inclusive; -1 when it holds none) and the epoch of the batch holding that record."""
+
+    offset: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    render: Callable[[], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    list_names: Callable[[], list[str]]  # in `ls` order
+    find_child: Callable[[str], Node | None]  # None: no such entry
+
+    def names(self) -> list[str]:
+        return self.list_names()
+
+    def child(self, name: str) -> Node | None:
+        return self.find_child(name)
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Node]) -> Directory:
+        """A directory whose entries are known up front, listed in the mapping's order."""
+        return cls(lambda: list(entries), entries.get)
+
+
+Node = File | Directory
+
+
+def build_image_tree(image: MetadataImage, provenance: Provenance) -> Directory:
+    """The root directory `/`, holding `image`."""
+    return Directory.of({"image": Directory.of({
+        "cluster": Directory.of({"brokers": _brokers(image)}),
+        "features": Directory.of({}),
+        "provenance": _json_file({"offset": provenance.offset, "epoch": provenance.epoch}),
+        "topics": Directory.of({"byId": _topics_by_id(image),
+                                "byName": _topics_by_name(image)}),
+    })})
+
+
+def _text_file(text: str) -> File:
+    return File(lambda: text)
+
+
+def _json_file(value: dict[str, Any]) -> File:
+    return File(lambda: _json_object(value))
+
+
+def _json_object(value: dict[str, Any]) -> str:
+    """One field per line, each value on its line (`"isr": [1, 2]`): easier to read
+    than json.dumps(indent=2), which spreads every list item over a line of its own."""
+    if not value:
+        return "{}"
+    fields = ",\n".join(f"  {json.dumps(key)}: {json.dumps(item)}" for key, item in value.items())
+    return "{\n" + fields + "\n}"
+
+
+def _canonical_int(name: str) -> int | None:
+    """The number `name` spells in its one canonical form: "07" or " 7" name nothing,
+    so every entry has exactly one path."""
+    try:
+        number = int(name)
+    except ValueError:
+        return None
+    return number if str(number) == name else None
+
+
+def _topic_id(name: str) -> Uuid | None:
+    try:
+        return Uuid.from_string(name)  # accepts the canonical text only
+    except ValueError:
+        return None
+
+
+def _brokers(image: MetadataImage) -> Directory:
+    def find(name: str) -> Node | None:
+        broker_id = _canonical_int(name)
+        broker = None if broker_id is None else image.brokers.get(broker_id)
+        return None if broker is None else _json_file(_broker_json(broker))
+
+    return Directory(lambda: [str(b) for b in sorted(image.brokers)], find)
+
+
+def _topics_by_name(image: MetadataImage) -> Directory:
+    def find(name: str) -> Node | None:
+        topic = image.topic_by_name(name)
+        return None if topic is None else _topic(topic)
+
+    return Directory(lambda: sorted(image.topic_ids_by_name), find)
+
+
+def _topics_by_id(image: MetadataImage) -> Directory:
+    def find(name: str) -> Node | None:
+        topic_id = _topic_id(name)
+        topic = None if topic_id is None else image.topic(topic_id)
+        return None if topic is None else _topic(topic)
+
+    return Directory(lambda: sorted(str(t) for t in image.topics), find)
+
+
+def _topic(topic: TopicImage) -> Directory:
+    entries: dict[str, Node] = {"id": _text_file(str(topic.topic_id)),
+                                "name": _text_file(topic.name)}
+    for partition in topic.partitions:
+        entries[str(partition.partition)] = _json_file(_partition_json(partition))
+    return Directory.of(entries)
+
+
+def _partition_json(partition: PartitionImage) -> dict[str, Any]:
+    # field names as in the Partition record, so they read as `kraft dump-log` shows them
+    return {"partition": partition.partition, "replicas": list(partition.replicas),
+            "isr": list(partition.isr), "leader": partition.leader,
+            "leader_epoch": partition.leader_epoch,
+            "partition_epoch": partition.partition_epoch,
+            "leader_epoch_after_creation": partition.leader_epoch_after_creation,
+            "leader_epoch_before_deletion": partition.leader_epoch_before_deletion}
+
+
+def _broker_json(broker: BrokerImage) -> dict[str, Any]:
+    return {"broker_id": broker.broker_id, "incarnation_id": str(broker.incarnation_id),
+            "broker_epoch": broker.broker_epoch, "endpoints": list(broker.endpoints),
+            "rack": broker.rack, "fenced": broker.fenced}
