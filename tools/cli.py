@@ -23,6 +23,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "format": ("format", "format a node's log directory (like kafka-storage.sh format)"),
     "random-uuid": ("format", "print a new random Uuid"),
     "dump-log": ("dump_log", "print every batch and record of a metadata log"),
+    "metadata-shell": ("metadata_shell", "browse a node's metadata image as a file tree "
+                       "(like kafka-metadata-shell.sh)"),
     "node": ("node", "run one node in the foreground"),
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
     "topics": ("topics", "create, describe, delete and alter topics"),
