@@ -1,6 +1,7 @@
 """Switch the checkers' rules off one at a time and see which tests notice.
 
     python -m tests.support.disable_rules --ref HEAD --out /tmp/rules.json [--only chaos]
+        [--without-spark]
 
 For every site `tests.support.rule_sites` finds (a place where the chaos checker or a
 replay check reports a violation), one *mutant*: a copy of the tree at `--ref` (`git
@@ -161,7 +162,12 @@ def main() -> int:
     parser.add_argument("--ref", default="HEAD")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", choices=sorted(TESTS))
+    parser.add_argument("--without-spark", action="store_true",
+                        help="run the replay's plants in process only (tests/support/"
+                             "serial_spark.py), not through Spark: seconds, not minutes")
     args = parser.parse_args()
+    if args.without_spark:
+        TESTS["replay"] = [*TESTS["replay"], "-m", "not spark"]
     chosen = [m for m in mutants() if args.only in (None, m.family)]
     work = Path(tempfile.mkdtemp(prefix="disable-rules-"))
     base = _tree(args.ref, work / "base")
