@@ -107,17 +107,11 @@ class CheckResult:
     def ok(self) -> bool:
         return not self.violations
 
-    def to_json(self) -> dict[str, object]:
-        return {"operations": self.operations, "records_read": self.records_read,
-                "writes_verified": self.writes_verified,
-                "violations": [v.to_json() for v in self.violations]}
-
 
 def check(events: Iterable[Event], final: FinalState) -> CheckResult:
     operations = pair(events)
     index = _Index(operations)
-    violations: list[Violation] = []
-    violations += _check_metadata(index, final)
+    violations = _check_metadata(index, final)
     violations += _check_describes(index)
     data_violations, verified = _check_data(index, final)
     violations += data_violations
@@ -161,17 +155,17 @@ class _Index:
                                                 op.invoke_time)
             if op.op in ("create", "delete") and op.may_have_happened and name is not None:
                 self.churn_end[name] = max(self.churn_end.get(name, -math.inf), op.end_time)
-            if op.op != "delete":
-                continue
-            deleted_id = op.result.get("topic_id") or op.args.get("topic_id")
-            if op.is_ok and deleted_id:
-                self.deleted_at[deleted_id] = min(self.deleted_at.get(deleted_id, math.inf),
-                                                  op.end_time)
-            if not op.may_have_happened:
-                continue
-            targets = (f"name:{name}" if name is not None else None,
-                       f"id:{op.args['topic_id']}" if op.args.get("topic_id") else None)
-            for key in filter(None, targets):
+            if op.op == "delete" and op.may_have_happened:
+                self._index_delete(op)
+
+    def _index_delete(self, op: Operation) -> None:
+        if op.is_ok:  # an acknowledged delete answers the ID it removed
+            deleted_id = op.result["topic_id"]
+            self.deleted_at[deleted_id] = min(self.deleted_at.get(deleted_id, math.inf),
+                                              op.end_time)
+        for target in ("name", "topic_id"):  # what it deletes by (tools/chaos/workload.py)
+            if target in op.args:
+                key = f"{target}:{op.args[target]}"
                 self.delete_end[key] = max(self.delete_end.get(key, -math.inf), op.end_time)
                 self.delete_start[key] = min(self.delete_start.get(key, math.inf),
                                              op.invoke_time)
@@ -179,12 +173,12 @@ class _Index:
     def delete_may_end_after(self, name: str, topic_id: str, time: float) -> bool:
         """Some delete that may have happened, of this name or ID, ended after `time`."""
         return max(self.delete_end.get(f"name:{name}", -math.inf),
-                   self.delete_end.get(f"id:{topic_id}", -math.inf)) > time
+                   self.delete_end.get(f"topic_id:{topic_id}", -math.inf)) > time
 
     def delete_began_before(self, name: str, topic_id: str, time: float) -> bool:
         """Some delete that may have happened, of this name or ID, was invoked before."""
         return min(self.delete_start.get(f"name:{name}", math.inf),
-                   self.delete_start.get(f"id:{topic_id}", math.inf)) < time
+                   self.delete_start.get(f"topic_id:{topic_id}", math.inf)) < time
 
     def creation_lower_bound(self, name: str, topic_id: str) -> float | None:
         """The earliest time the topic with this ID can have been created."""
@@ -303,7 +297,7 @@ def _check_describe_id(op: Operation, index: _Index) -> list[Violation]:
 def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]:
     violations: list[Violation] = []
     produced = {str(op.args["value"]): op for op in index.operations
-                if op.op == "produce" and "value" in op.args}
+                if op.op == "produce"}
     names_of = {topic_id: name for name, topic_id in final.topics.items()}
     located: dict[str, list[ReadRecord]] = defaultdict(list)
     by_partition: dict[tuple[str, int], list[ReadRecord]] = defaultdict(list)
@@ -324,10 +318,10 @@ def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]
                                         names_of.get(record.topic_id))
     verified = 0
     for value, op in produced.items():
-        if op.is_ok:
-            checked, lost = _check_acknowledged(index, op, final, located.get(value, []))
+        lost = _check_acknowledged(index, op, final, located.get(value, []))
+        if lost is not None:
             violations += lost
-            verified += checked and not lost
+            verified += not lost
     return violations, verified
 
 
@@ -350,16 +344,18 @@ def _check_origin(index: _Index, op: Operation | None, record: ReadRecord, name:
 
 
 def _check_acknowledged(index: _Index, op: Operation, final: FinalState,
-                        found: Sequence[ReadRecord]) -> tuple[bool, list[Violation]]:
+                        found: Sequence[ReadRecord]) -> list[Violation] | None:
+    """The lost write of a produce, if any; None when it need not be readable: not
+    acknowledged, its topic not read in full, or maybe deleted (and recreated) since."""
     name = str(op.args.get("name"))
     topic_id = final.topics.get(name)
     churned = index.churn_end.get(name, -math.inf) > op.invoke_time
-    if topic_id is None or churned or not final.read_complete.get(topic_id, False):
-        return False, []  # its topic may have been deleted (and recreated) since
+    if not op.is_ok or topic_id is None or churned or not final.read_complete.get(topic_id):
+        return None
     wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
     if any((r.topic_id, r.partition, r.offset) == wanted for r in found):
-        return True, []
-    return True, [Violation(kind="lost_write", op_index=op.index, message=(
+        return []
+    return [Violation(kind="lost_write", op_index=op.index, message=(
         f"acknowledged produce of {op.args.get('value')!r} to {name}-"
         f"{op.args.get('partition')} at offset {op.result.get('offset')} is not readable "
         f"there (found at {[(r.partition, r.offset) for r in found]})"))]
@@ -399,7 +395,8 @@ def _check_partition_dirs(disk: BrokerDisk, final: FinalState) -> list[Violation
                 for topic_id, partitions in final.assignments.items() if topic_id in names_of
                 for partition, replicas in partitions.items() if broker in replicas}
     found = {(d.topic, d.partition, d.topic_id) for d in disk.partitions}
-    for topic, partition, topic_id in sorted(found - expected, key=str):
+    # one dir per (topic, partition), one ID per name: sorting never compares the IDs
+    for topic, partition, topic_id in sorted(found - expected):
         current = final.topics.get(topic)
         why = ("its topic was deleted" if current is None
                else f"the topic's ID is {current}" if current != topic_id
@@ -407,7 +404,7 @@ def _check_partition_dirs(disk: BrokerDisk, final: FinalState) -> list[Violation
         violations.append(Violation(kind="stale_partition", message=(
             f"broker {broker} still hosts {topic}-{partition} of topic ID {topic_id} "
             f"after the delete delay: {why}")))
-    for topic, partition, topic_id in sorted(expected - found, key=str):
+    for topic, partition, topic_id in sorted(expected - found):
         violations.append(Violation(kind="missing_partition", message=(
             f"broker {broker} has no {topic}-{partition} ({topic_id}), assigned to it")))
     for staged in disk.staged:

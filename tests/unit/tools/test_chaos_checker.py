@@ -82,6 +82,16 @@ def test_checker_fails_when_describe_by_id_is_stale() -> None:
     assert kinds(result) == {"stale_read"}
 
 
+def test_violation_serialised_for_the_verdict_when_reported() -> None:
+    """chaos-verdict.json lists each violation as this object (tools/commands/chaos.py)."""
+    script = clean_script()
+    script.op("describe_id", {"topic_id": OLD_ID}, 19, 20, name="t", topic_id=OLD_ID)
+    result = check(script.events, final_state(new_reads("v1", "v2")))
+    assert [v.to_json() for v in result.violations] == [{
+        "kind": "stale_read", "op_index": 9,
+        "message": f"describe by ID {OLD_ID} found 't' after its delete was acknowledged"}]
+
+
 def test_checker_fails_when_describe_by_id_answers_another_topic() -> None:
     script = clean_script()
     script.op("describe_id", {"topic_id": OLD_ID}, 19, 20, name="t", topic_id=NEW_ID)

@@ -76,6 +76,8 @@ from tools.chaos.history import Event
 
 X, Y = OLD_ID, NEW_ID
 SEEN_MS = 1_000_000
+# image hashes longer than the 12 characters a divergence message shows of them
+H3, H4 = "3333333333330000", "4444444444440000"
 SITES = chaos_sites()
 
 
@@ -84,7 +86,7 @@ class Plant:
     rule: str  # kind:case, as listed in the module docstring
     events: Sequence[Event]
     final: FinalState
-    says: str  # in the message of the violation
+    message: str  # of each violation, exactly
     count: int = 1  # violations expected, all of this rule
     op_index: int | None = None  # the operation the violation names
     # the plant without its anomaly (another final state, or other events and the same
@@ -128,7 +130,7 @@ def _disk(*dirs: tuple[str, int, str], staged: Sequence[StagedDir] = (),
 
 
 def _brokers(*brokers: tuple[int, int | None, str | None]) -> FinalState:
-    return FinalState(topics={}, reference_hashes={3: "h3", 4: "h4"}, brokers=[
+    return FinalState(topics={}, reference_hashes={3: H3, 4: H4}, brokers=[
         BrokerObservation(node_id=n, applied_offset=o, image_hash=h) for n, o, h in brokers])
 
 
@@ -138,31 +140,43 @@ def _id_reused() -> Plant:
     fresh = _created("a", X)
     fresh.op("create", {"name": "b"}, 3, 4, topic_id=Y)
     return Plant(rule="id_reused", events=script.events, final=_final({"b": X}),
-                 says="already returned by op 0", op_index=again,
+                 message=f"create of 'b' returned {X}, already returned by op 0",
+                 op_index=again,
                  control=_final({"a": X, "b": Y}), control_events=fresh.events)
 
 
 def _create_lost_missing() -> Plant:
-    return Plant(rule="create_lost:missing", events=_created().events, final=_final({}),
-                 says="no delete could have removed it", op_index=0,
-                 control=_final({"a": X}))
+    """b, created first, is kept: a is checked after it."""
+    script = _created("b", Y)
+    lost = script.op("create", {"name": "a"}, 3, 4, topic_id=X)
+    return Plant(rule="create_lost:missing", events=script.events, final=_final({"b": Y}),
+                 message=f"acknowledged create of 'a' ({X}) is not in the final metadata "
+                         "and no delete could have removed it",
+                 op_index=lost, control=_final({"a": X, "b": Y}))
 
 
 def _create_lost_renamed() -> Plant:
     return Plant(rule="create_lost:renamed", events=_created().events,
-                 final=_final({"b": X}), says="created as 'a'", control=_final({"a": X}))
+                 final=_final({"b": X}), message=f"final topic 'b' has ID {X}, created as 'a'",
+                 control=_final({"a": X}))
 
 
 def _create_lost_from_nowhere() -> Plant:
-    return Plant(rule="create_lost:from_nowhere", events=[], final=_final({"a": X}),
-                 says="created by no operation", control=_final({}))
+    """b's only create failed; a, created and listed before b, is checked first."""
+    script = _created("a", X)
+    script.op("create", {"name": "b"}, 3, 4, "failed", error="TOPIC_ALREADY_EXISTS")
+    return Plant(rule="create_lost:from_nowhere", events=script.events,
+                 final=_final({"a": X, "b": Y}),
+                 message=f"final topic 'b' ({Y}) was created by no operation",
+                 control=_final({"a": X}))
 
 
 def _delete_undone() -> Plant:
     script = _created()
     script.op("delete", {"name": "a"}, 3, 4, topic_id=X)
     return Plant(rule="delete_undone", events=script.events, final=_final({"a": X}),
-                 says="after its delete was acknowledged", control=_final({}))
+                 message=f"topic {X} is in the final metadata after its delete was "
+                         "acknowledged", control=_final({}))
 
 
 def _describe(op: str, args: dict[str, object], start: float, *, deleted: bool = False,
@@ -180,7 +194,8 @@ def _stale_name_other_id() -> Plant:
     script, describe = _describe("describe_name", {"name": "b"}, 7, topic_id=X)
     clean, _ = _describe("describe_name", {"name": "b"}, 7, topic_id=Y)
     return Plant(rule="stale_read:name_answers_other_id", events=script.events,
-                 final=_final({"a": X, "b": Y}), says="the ID of 'a'", op_index=describe,
+                 final=_final({"a": X, "b": Y}),
+                 message=f"describe of name 'b' answered {X}, the ID of 'a'", op_index=describe,
                  control=_final({"a": X, "b": Y}), control_events=clean.events)
 
 
@@ -189,7 +204,8 @@ def _stale_name_after_delete() -> Plant:
     clean, _ = _describe("describe_name", {"name": "a"}, 7, deleted=True, status="failed",
                          error="UNKNOWN_TOPIC_OR_PARTITION")
     return Plant(rule="stale_read:name_after_delete", events=script.events,
-                 final=_final({"b": Y}), says="after its delete was acknowledged",
+                 final=_final({"b": Y}),
+                 message=f"describe of name 'a' answered {X} after its delete was acknowledged",
                  op_index=describe, control=_final({"b": Y}), control_events=clean.events)
 
 
@@ -208,7 +224,8 @@ def _stale_id_other_id() -> Plant:
 
     script, describe = history(Y)
     return Plant(rule="stale_read:id_answers_other_id", events=script.events,
-                 final=_final({"a": Y}), says=f"answered 'a' ({Y})", op_index=describe,
+                 final=_final({"a": Y}), message=f"describe by ID {X} answered 'a' ({Y})",
+                 op_index=describe,
                  control=_final({"a": Y}), control_events=history(None)[0].events)
 
 
@@ -216,7 +233,7 @@ def _stale_id_other_name() -> Plant:
     script, describe = _describe("describe_id", {"topic_id": X}, 7, name="b", topic_id=X)
     clean, _ = _describe("describe_id", {"topic_id": X}, 7, name="a", topic_id=X)
     return Plant(rule="stale_read:id_answers_other_name", events=script.events,
-                 final=_final({"a": X, "b": Y}), says=f"answered 'b' ({X})",
+                 final=_final({"a": X, "b": Y}), message=f"describe by ID {X} answered 'b' ({X})",
                  op_index=describe, control=_final({"a": X, "b": Y}), control_events=clean.events)
 
 
@@ -226,7 +243,8 @@ def _stale_id_after_delete() -> Plant:
     clean, _ = _describe("describe_id", {"topic_id": X}, 7, deleted=True, status="failed",
                          error="UNKNOWN_TOPIC_ID")
     return Plant(rule="stale_read:id_after_delete", events=script.events,
-                 final=_final({"b": Y}), says="found 'a' after its delete was acknowledged",
+                 final=_final({"b": Y}),
+                 message=f"describe by ID {X} found 'a' after its delete was acknowledged",
                  op_index=describe, control=_final({"b": Y}), control_events=clean.events)
 
 
@@ -235,7 +253,9 @@ def _stale_id_unknown_after_create() -> Plant:
                                  error="UNKNOWN_TOPIC_ID")
     clean, _ = _describe("describe_id", {"topic_id": X}, 7, name="a", topic_id=X)
     return Plant(rule="stale_read:id_unknown_after_create", events=script.events,
-                 final=_final({"a": X, "b": Y}), says="answered UNKNOWN_TOPIC_ID",
+                 final=_final({"a": X, "b": Y}),
+                 message=f"describe by ID {X} answered UNKNOWN_TOPIC_ID after its create was "
+                         "acknowledged and before any delete of it",
                  op_index=describe, control=_final({"a": X, "b": Y}), control_events=clean.events)
 
 
@@ -256,14 +276,16 @@ def _misplaced_order() -> Plant:
     swapped = [ReadRecord(topic_id=X, partition=0, offset=1, value="v1"),
                ReadRecord(topic_id=X, partition=0, offset=0, value="v0")]
     return Plant(rule="misplaced:offsets_out_of_order", events=script.events,
-                 final=_final({"a": X}, swapped), says=f"{X}-0: offsets read out of order",
+                 final=_final({"a": X}, swapped),
+                 message=f"{X}-0: offsets read out of order or twice",
                  control=_final({"a": X}, _reads(X, "v0", "v1")))
 
 
 def _misplaced_partition() -> Plant:
     script, (produce,) = _produced(("v0", 1, "unknown", None))
     return Plant(rule="misplaced:wrong_partition", events=script.events,
-                 final=_final({"a": X}, _reads(X, "v0")), says="produced to a-1",
+                 final=_final({"a": X}, _reads(X, "v0")),
+                 message=f"a-0@0 ({X}) holds 'v0', produced to a-1",
                  op_index=produce,
                  control=_final({"a": X}, _reads(X, "v0", partition=1)))
 
@@ -271,21 +293,24 @@ def _misplaced_partition() -> Plant:
 def _duplicate() -> Plant:
     script, _ = _produced(("v0", 0, "ok", 0))
     return Plant(rule="duplicate", events=script.events,
-                 final=_final({"a": X}, _reads(X, "v0", "v0")), says="'v0' readable 2 times",
+                 final=_final({"a": X}, _reads(X, "v0", "v0")),
+                 message="value 'v0' readable 2 times",
                  control=_final({"a": X}, _reads(X, "v0")))
 
 
 def _deleted_never_produced() -> Plant:
     return Plant(rule="deleted_data:never_produced", events=_created().events,
                  final=_final({"a": X}, _reads(X, "ghost")),
-                 says="which no produce may have written", control=_final({"a": X}))
+                 message=f"a-0@0 ({X}) holds 'ghost', which no produce may have written",
+                 control=_final({"a": X}))
 
 
 def _deleted_failed_produce() -> Plant:
     script, _ = _produced(("v0", 0, "failed", None))
     return Plant(rule="deleted_data:failed_produce", events=script.events,
                  final=_final({"a": X}, _reads(X, "v0")),
-                 says="which no produce may have written", control=_final({"a": X}))
+                 message=f"a-0@0 ({X}) holds 'v0', which no produce may have written",
+                 control=_final({"a": X}))
 
 
 def _deleted_before_create() -> Plant:
@@ -294,50 +319,59 @@ def _deleted_before_create() -> Plant:
     script.op("create", {"name": "a"}, 7, 8, topic_id=Y)
     return Plant(rule="deleted_data:before_create", events=script.events,
                  final=_final({"a": Y}, _reads(Y, "v0")),
-                 says="written before this topic ID was created", op_index=produce,
+                 message=f"a-0@0 ({Y}) holds 'v0', written before this topic ID was created "
+                         "(data of a deleted topic)", op_index=produce,
                  control=_final({"a": Y}))
 
 
 def _lost_write() -> Plant:
     script, (produce,) = _produced(("v0", 0, "ok", 0))
     return Plant(rule="lost_write", events=script.events, final=_final({"a": X}),
-                 says="'v0' to a-0 at offset 0 is not readable there", op_index=produce,
+                 message="acknowledged produce of 'v0' to a-0 at offset 0 is not readable "
+                         "there (found at [])", op_index=produce,
                  control=_final({"a": X}, _reads(X, "v0")))
 
 
 def _divergence_offsets() -> Plant:
     return Plant(rule="divergence:offsets", events=[],
-                 final=_brokers((4, 3, "h3"), (5, 4, "h4")), says="4@3, 5@4",
-                 control=_brokers((4, 4, "h4"), (5, 4, "h4")))
+                 final=_brokers((4, 3, H3), (5, 4, H4)),
+                 message="brokers applied different offsets: 4@3, 5@4",
+                 control=_brokers((4, 4, H4), (5, 4, H4)))
 
 
 def _divergence_unreported() -> Plant:
     return Plant(rule="divergence:unreported", events=[], final=_brokers((4, None, None)),
-                 says="broker 4 did not report", control=_brokers((4, 4, "h4")))
+                 message="broker 4 did not report its image", control=_brokers((4, 4, H4)))
 
 
 def _divergence_hash() -> Plant:
-    return Plant(rule="divergence:hash", events=[], final=_brokers((4, 4, "bad")),
-                 says="broker 4 image hash bad at offset 4", control=_brokers((4, 4, "h4")))
+    return Plant(rule="divergence:hash", events=[],
+                 final=_brokers((4, 4, "badbadbadbadbad0")),
+                 message="broker 4 image hash badbadbadbad at offset 4, controller's "
+                         "444444444444", control=_brokers((4, 4, H4)))
 
 
 def _stale_deleted_topic() -> Plant:
     return Plant(rule="stale_partition:deleted_topic", events=_created().events,
-                 final=_disk(("a", 0, X), ("b", 0, Y)), says="its topic was deleted",
+                 final=_disk(("a", 0, X), ("b", 0, Y)),
+                 message=f"broker 4 still hosts b-0 of topic ID {Y} after the delete delay: "
+                         "its topic was deleted",
                  control=_disk(("a", 0, X)))
 
 
 def _stale_replaced_id() -> Plant:
     return Plant(rule="stale_partition:replaced_id", events=_created().events,
                  final=_disk(("a", 0, X), ("a", 1, Y), assignments={0: (4,), 1: (5,)}),
-                 says=f"the topic's ID is {X}",
+                 message=f"broker 4 still hosts a-1 of topic ID {Y} after the delete delay: "
+                         f"the topic's ID is {X}",
                  control=_disk(("a", 0, X), assignments={0: (4,), 1: (5,)}))
 
 
 def _stale_unassigned() -> Plant:
     return Plant(rule="stale_partition:unassigned", events=_created().events,
                  final=_disk(("a", 0, X), ("a", 1, X), assignments={0: (4,), 1: (5,)}),
-                 says="not assigned to this broker",
+                 message=f"broker 4 still hosts a-1 of topic ID {X} after the delete delay: "
+                         "the partition is not assigned to this broker",
                  control=_disk(("a", 0, X), ("a", 1, X), assignments={0: (4,), 1: (4, 5)}))
 
 
@@ -348,19 +382,23 @@ def _staged(due_ms: int | None) -> Sequence[StagedDir]:
 def _stale_overdue() -> Plant:
     return Plant(rule="stale_partition:overdue", events=_created().events,
                  final=_disk(("a", 0, X), staged=_staged(SEEN_MS - OVERDUE_GRACE_MS - 1)),
-                 says=f"due {SEEN_MS - OVERDUE_GRACE_MS - 1}, seen at {SEEN_MS}",
+                 message=f"broker 4: staged deletion a-0.{Y}-delete is overdue "
+                         f"(due {SEEN_MS - OVERDUE_GRACE_MS - 1}, seen at {SEEN_MS})",
                  control=_disk(("a", 0, X), staged=_staged(SEEN_MS - OVERDUE_GRACE_MS)))
 
 
 def _stale_no_due_time() -> Plant:
     return Plant(rule="stale_partition:no_due_time", events=_created().events,
-                 final=_disk(("a", 0, X), staged=_staged(None)), says="due None",
+                 final=_disk(("a", 0, X), staged=_staged(None)),
+                 message=f"broker 4: staged deletion a-0.{Y}-delete is overdue "
+                         f"(due None, seen at {SEEN_MS})",
                  control=_disk(("a", 0, X)))
 
 
 def _missing_partition() -> Plant:
     return Plant(rule="missing_partition", events=_created().events, final=_disk(),
-                 says=f"broker 4 has no a-0 ({X})", control=_disk(("a", 0, X)))
+                 message=f"broker 4 has no a-0 ({X}), assigned to it",
+                 control=_disk(("a", 0, X)))
 
 
 BUILDERS: tuple[Callable[[], Plant], ...] = (
@@ -388,7 +426,7 @@ def test_planted_violation_is_reported_by_its_rule_alone(plant: Plant) -> None:
     assert [v.kind for v in result.violations] == [plant.kind] * plant.count, \
         result.violations
     for violation in result.violations:
-        assert plant.says in violation.message
+        assert violation.message == plant.message
         assert violation.op_index == plant.op_index
         assert len(_sites_of(violation)) == 1, violation.message
 
