@@ -207,6 +207,19 @@ class MetadataDelta:
         self._new_used.add(record.topic_id)
         return None
 
+    def _retired_topic_id(self, record: rec.RetiredTopicId, offset: int) -> str | None:
+        if record.topic_id in RESERVED:
+            return f"reserved topic id {record.topic_id}"
+        if self.is_topic_id_used(record.topic_id):
+            return f"topic id {record.topic_id} already used"
+        self._new_used.add(record.topic_id)
+        return None
+
+    def _replay_anomalies(self, record: rec.ReplayAnomalies, offset: int) -> str | None:
+        # Only a snapshot may restore what replay skipped (metadata.image_snapshot); in a
+        # log it would overwrite this replay's own account.
+        return "ReplayAnomalies belongs in a snapshot, not in the log"
+
     def _partition(self, record: rec.Partition, offset: int) -> str | None:
         parts = self._w_partitions(record.topic_id)
         if parts is None:
@@ -291,6 +304,8 @@ class MetadataDelta:
 _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.MetadataTopic: MetadataDelta._metadata_topic,  # type: ignore[dict-item]
     rec.Topic: MetadataDelta._topic,  # type: ignore[dict-item]
+    rec.RetiredTopicId: MetadataDelta._retired_topic_id,  # type: ignore[dict-item]
+    rec.ReplayAnomalies: MetadataDelta._replay_anomalies,  # type: ignore[dict-item]
     rec.Partition: MetadataDelta._partition,  # type: ignore[dict-item]
     rec.PartitionChange: MetadataDelta._partition_change,  # type: ignore[dict-item]
     rec.RemoveTopic: MetadataDelta._remove_topic,  # type: ignore[dict-item]
@@ -298,7 +313,7 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
-    # LeaderChange and NoOp change nothing but the offset.
+    # LeaderChange, NoOp and the snapshot header and footer change nothing but the offset.
 }
 
 

@@ -2,9 +2,13 @@
 
 The framing (a msgpack map `{"type", "version", ...fields}`, decoded strictly, errors
 as `RecordError`) is shared with raft's control records (`raft.common.record`); raft's
-own `LeaderChange` and `MetadataTopic` (`raft.control_records`) are part of this set. The
-raft layer stores each record as opaque bytes, so the same bytes are compared across
-nodes by the replay.
+own `LeaderChange` and `MetadataTopic` (`raft.control_records`) are part of this set, and
+so are its snapshot files' `SnapshotHeader` and `SnapshotFooter`. The raft layer stores
+each record as opaque bytes, so the same bytes are compared across nodes by the replay.
+
+`RetiredTopicId` and `ReplayAnomalies` exist for snapshots (`metadata.image_snapshot`):
+they carry what an image holds that no other record can say, the IDs of topics no longer
+live (never to be reused) and the records replay skipped (part of the image's hash).
 """
 
 from __future__ import annotations
@@ -16,14 +20,25 @@ from typing import Any
 from raft.common.codec import Codec
 from raft.common.record import Record, RecordError, RecordSet
 from raft.common.uuid import Uuid
-from raft.control_records import LEADER_CHANGE, METADATA_TOPIC, LeaderChange, MetadataTopic
+from raft.control_records import (
+    LEADER_CHANGE,
+    METADATA_TOPIC,
+    SNAPSHOT_FOOTER,
+    SNAPSHOT_HEADER,
+    LeaderChange,
+    MetadataTopic,
+    SnapshotFooter,
+    SnapshotHeader,
+)
 
 __all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "NoOp",
            "Partition", "PartitionChange", "Record", "RecordError", "RecordType",
-           "RegisterBroker", "RemoveTopic", "RenameTopic", "Topic", "UnfenceBroker",
+           "RegisterBroker", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
+           "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "UnfenceBroker",
            "decode", "from_dict", "to_json"]
 
 
+@enum.unique  # one id per type, raft's included: a RecordSet keeps only the last of a pair
 class RecordType(enum.IntEnum):
     LEADER_CHANGE = LEADER_CHANGE  # raft's control records (raft.control_records)
     METADATA_TOPIC = METADATA_TOPIC
@@ -36,6 +51,10 @@ class RecordType(enum.IntEnum):
     REMOVE_TOPIC = 9
     NO_OP = 10
     RENAME_TOPIC = 11
+    SNAPSHOT_HEADER = SNAPSHOT_HEADER  # raft's snapshot files (raft.snapshot)
+    SNAPSHOT_FOOTER = SNAPSHOT_FOOTER
+    RETIRED_TOPIC_ID = 14
+    REPLAY_ANOMALIES = 15
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,12 +135,36 @@ class NoOp(Record):
     TYPE = RecordType.NO_OP
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetiredTopicId(Record):
+    """An ID that a topic, now removed, had: replay marks it used so it is never reused.
+    A snapshot cannot say it with Topic + RemoveTopic, since the image keeps no name."""
+
+    TYPE = RecordType.RETIRED_TOPIC_ID
+    topic_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayAnomalies(Record):
+    """The records replay skipped before a snapshot (`MetadataImage.anomaly_count` and the
+    first ones in full, the i-th from offsets[i], record_types[i] and reasons[i]): they
+    are part of the image's hash, which every node must agree on however it got there.
+    Snapshot-only: replay skips it in a log."""
+
+    TYPE = RecordType.REPLAY_ANOMALIES
+    count: int
+    offsets: tuple[int, ...] = ()
+    record_types: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
 _JSON_CODEC = Codec(omit_none=True)  # dump-log and replay show topic IDs as KIP-516 text
 _JSON_CODEC.register(Uuid, wire=str, encode=str, decode=Uuid.from_string, name="a Uuid")
 
 METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, FenceBroker,
                               UnfenceBroker, Topic, Partition, PartitionChange, RemoveTopic,
-                              RenameTopic, NoOp))
+                              RenameTopic, NoOp, SnapshotHeader, SnapshotFooter,
+                              RetiredTopicId, ReplayAnomalies))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

@@ -26,6 +26,10 @@ from metadata.records import (
     RegisterBroker,
     RemoveTopic,
     RenameTopic,
+    ReplayAnomalies,
+    RetiredTopicId,
+    SnapshotFooter,
+    SnapshotHeader,
     Topic,
     UnfenceBroker,
     decode,
@@ -209,6 +213,12 @@ WIRE_SAMPLES: dict[str, Any] = {
     "remove-topic": RemoveTopic(topic_id=Uuid(7)),
     "rename-topic": RenameTopic(topic_id=Uuid(7), new_name="renamed"),
     "no-op": NoOp(),
+    # captured from raft.common.codec when these types were added (snapshots)
+    "snapshot-header": SnapshotHeader(last_contained_log_timestamp=1700000000123),
+    "snapshot-footer": SnapshotFooter(),
+    "retired-topic-id": RetiredTopicId(topic_id=Uuid(9)),
+    "replay-anomalies": ReplayAnomalies(count=2, offsets=(4, 9), record_types=("Topic", "?"),
+                                         reasons=("name 'a' is live", "undecodable")),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -265,6 +275,17 @@ WIRE_BYTES = {
         "07a86e65775f6e616d65a772656e616d6564"),
     "no-op": (
         "82a4747970650aa776657273696f6e00"),
+    "snapshot-header": (
+        "83a4747970650ca776657273696f6e00bc6c6173745f636f6e7461696e65645f6c6f675f74696d65737461"
+        "6d70cf0000018bcfe5687b"),
+    "snapshot-footer": (
+        "82a4747970650da776657273696f6e00"),
+    "retired-topic-id": (
+        "83a4747970650ea776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000009"),
+    "replay-anomalies": (
+        "86a4747970650fa776657273696f6e00a5636f756e7402a76f666673657473920409ac7265636f72645f74"
+        "7970657392a5546f706963a13fa7726561736f6e7392b06e616d6520276127206973206c697665ab756e64"
+        "65636f6461626c65"),
 }
 
 
