@@ -1,0 +1,107 @@
+"""A MetadataImage as the records of a snapshot, and back.
+
+`image_records(image)` lists records whose replay from an empty image rebuilds `image`;
+`image_from_records(records, offset)` replays them (`metadata.delta`, the same rules as
+the log) into the image as of `offset`. The two images have the same `content_hash()`,
+so a node that starts from a snapshot agrees with one that replayed the whole log.
+
+The records, in the order replay needs them (sorted within each kind, so one image
+always gives the same bytes):
+- `MetadataTopic`, if the metadata topic ID is known;
+- `RetiredTopicId` for every ID used once and no longer live (never to be reused);
+- per live topic, `Topic` then its `Partition`s in partition order (full records:
+  replicas, ISR, leader and both epochs);
+- per broker, `RegisterBroker`, then `UnfenceBroker` if it is unfenced (a broker
+  registers fenced);
+- `ReplayAnomalies`, if replay skipped any records: their count and those kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from metadata import records as rec
+from metadata.delta import MetadataDelta
+from metadata.image import MAX_KEPT_ANOMALIES, NO_OFFSET, Anomaly, MetadataImage, TopicImage
+
+
+class ImageSnapshotError(ValueError):
+    """Snapshot records that do not make an image (replay skipped one, or the anomaly
+    summary is malformed); the message names the record by its index."""
+
+
+def image_records(image: MetadataImage) -> list[rec.Record]:
+    """Records that rebuild `image` (see the module docstring for their order)."""
+    records: list[rec.Record] = []
+    if image.metadata_topic_id is not None:
+        records.append(rec.MetadataTopic(topic_id=image.metadata_topic_id))
+    retired = set(image.used_topic_ids) - set(image.topics) - {image.metadata_topic_id}
+    records.extend(rec.RetiredTopicId(topic_id=t) for t in sorted(retired))
+    for topic_id in sorted(image.topics):
+        records.extend(_topic_records(image.topics[topic_id]))
+    for broker_id in sorted(image.brokers):
+        broker = image.brokers[broker_id]
+        records.append(rec.RegisterBroker(
+            broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
+            broker_epoch=broker.broker_epoch, endpoints=broker.endpoints, rack=broker.rack))
+        if not broker.fenced:
+            records.append(rec.UnfenceBroker(broker_id=broker.broker_id,
+                                             broker_epoch=broker.broker_epoch))
+    if image.anomaly_count:
+        records.append(rec.ReplayAnomalies(
+            count=image.anomaly_count,
+            offsets=tuple(a.offset for a in image.anomalies),
+            record_types=tuple(a.record_type for a in image.anomalies),
+            reasons=tuple(a.reason for a in image.anomalies)))
+    return records
+
+
+def _topic_records(topic: TopicImage) -> list[rec.Record]:
+    records: list[rec.Record] = [rec.Topic(name=topic.name, topic_id=topic.topic_id,
+                                           initial_partition_count=topic.initial_partition_count)]
+    records.extend(rec.Partition(
+        topic_id=topic.topic_id, partition=p.partition, replicas=p.replicas, isr=p.isr,
+        leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+        leader_epoch_after_creation=p.leader_epoch_after_creation,
+        leader_epoch_before_deletion=p.leader_epoch_before_deletion)
+        for p in topic.partitions)
+    return records
+
+
+def image_from_records(records: Iterable[rec.Record], offset: int) -> MetadataImage:
+    """The image the snapshot `records` hold, as of log `offset` (inclusive: the
+    snapshot's end offset - 1). Replayed by the log's rules; a record replay would skip
+    means the snapshot contradicts itself, and is an ImageSnapshotError."""
+    if offset < NO_OFFSET:
+        raise ValueError(f"offset {offset} is below {NO_OFFSET}")
+    delta = MetadataDelta(MetadataImage.empty())
+    summary: rec.ReplayAnomalies | None = None
+    for index, record in enumerate(records):
+        if isinstance(record, rec.ReplayAnomalies):
+            if summary is not None:
+                raise ImageSnapshotError(f"snapshot record {index}: a second ReplayAnomalies")
+            summary = record
+            continue
+        # The records hold no offsets of their own: the index keeps the delta's order.
+        skipped = delta.apply(record, index)
+        if skipped is not None:
+            raise ImageSnapshotError(f"snapshot record {index} ({type(record).__name__}) "
+                                     f"does not apply: {skipped}")
+    anomalies = () if summary is None else _anomalies(summary)
+    return dataclasses.replace(
+        delta.build(), last_applied_offset=offset,
+        anomaly_count=0 if summary is None else summary.count, anomalies=anomalies)
+
+
+def _anomalies(summary: rec.ReplayAnomalies) -> tuple[Anomaly, ...]:
+    kept = len(summary.offsets)
+    if not len(summary.record_types) == len(summary.reasons) == kept:
+        raise ImageSnapshotError(f"ReplayAnomalies lists {kept} offsets, "
+                                 f"{len(summary.record_types)} record types and "
+                                 f"{len(summary.reasons)} reasons")
+    if kept != min(summary.count, MAX_KEPT_ANOMALIES):
+        raise ImageSnapshotError(f"ReplayAnomalies keeps {kept} of {summary.count} "
+                                 f"anomalies, not the first {MAX_KEPT_ANOMALIES}")
+    return tuple(Anomaly(offset=o, record_type=t, reason=r) for o, t, r in
+                 zip(summary.offsets, summary.record_types, summary.reasons, strict=True))
