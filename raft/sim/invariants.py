@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from raft.types import ElectionState
+from raft.types import NO_EPOCH, ElectionState
 
 ONE_LEADER_PER_EPOCH = "one-leader-per-epoch"
 LOG_MATCHING = "log-matching"
@@ -127,9 +127,9 @@ class Checker:
             if request is not None and not request[1] and request[0] == epoch:
                 self._record_vote(src, request[0], dst)
 
-    def _on_vote_request(self, candidate: int, voter: int, request: object,
+    def _on_vote_request(self, candidate: int, voter: int, request: Any,
                          correlation_id: int) -> None:
-        epoch = getattr(request, "candidate_epoch", -1)
+        epoch = request.candidate_epoch
         pre_vote = bool(getattr(request, "pre_vote", False))
         self._vote_requests[(candidate, voter, correlation_id)] = (epoch, pre_vote)
         if not pre_vote:  # a candidate asks only once it has voted for itself
@@ -153,21 +153,20 @@ class Checker:
         self._majority_held = None  # a voter's durable end went down
 
     def on_restart(self, node: CheckedNode, *, wiped: bool = False) -> None:
+        if wiped:  # the node starts over: nothing it published before binds it
+            self._track[node.node_id] = _NodeTrack()
+            self._majority_held = None
+            return
         track = self._track[node.node_id]
         track.checked_end = 0
         track.hw = 0
         track.hw_checked = 0
-        track.recovering = track.hw_max > 0
-        if wiped:
-            track.hw_max = 0
-            track.recovering = False
-            self._majority_held = None
+        track.recovering = True
 
     def on_high_watermark(self, node: CheckedNode, hw: int) -> None:
         track = self._track[node.node_id]
         if track.recovering:
-            if hw >= track.hw_max:
-                track.recovering = False
+            track.recovering = hw < track.hw_max
         elif hw < track.hw:
             self._fail(HW_MONOTONIC, f"node {node.node_id} high watermark went from "
                                      f"{track.hw} to {hw}")
@@ -194,11 +193,9 @@ class Checker:
         # Log matching covers durable entries: only those can ever leave the node (it
         # sends after its fsync); unflushed ones may vanish in a crash and be rewritten.
         durable_end = log.flushed_end_offset
-        if durable_end < track.checked_end:
-            track.checked_end = durable_end
         if durable_end > track.checked_end:
             self._check_log(node, track.checked_end, durable_end)
-            track.checked_end = durable_end
+        track.checked_end = durable_end  # also when it went down: recheck from there
         if core.is_leader and MAJORITY_HOLDS_HW not in self.skip:
             # Durable ends only go down by a truncation or a wipe (which reset this), so
             # a (leader, epoch, high watermark) found held stays held.
@@ -238,8 +235,8 @@ class Checker:
         from raft.control_records import CONTROL_RECORDS, LeaderChange
 
         log = node.log
-        _, start = log.end_offset_for_epoch(epoch - 1) if epoch > 0 else (0, 0)
-        start = max(start, 0)
+        _, start = log.end_offset_for_epoch(epoch - 1)
+        start = max(start, 0)  # NO_OFFSET when no epoch precedes this one
         for offset, entry_epoch, record in _entries(log, start, min(start + 1,
                                                                     log.end_offset)):
             if entry_epoch != epoch:
@@ -279,7 +276,7 @@ class Checker:
 
     def _check_log(self, node: CheckedNode, start: int, end: int) -> None:
         log = node.log
-        prev_epoch = log.epoch_at(start - 1) if start > 0 else -1
+        prev_epoch = log.epoch_at(start - 1) if start > 0 else NO_EPOCH
         seen = self._seen
         for offset, epoch, record in _entries(log, start, end):
             key = (offset, epoch)
@@ -308,8 +305,7 @@ class Checker:
                     self._fail(COMMITTED_DATA,
                                f"node {node.node_id} committed offset {offset} epoch {epoch}"
                                f", but epoch {committed[offset][0]} was committed there")
-                if commit_epoch < commit_epochs[offset]:
-                    commit_epochs[offset] = commit_epoch
+                commit_epochs[offset] = min(commit_epochs[offset], commit_epoch)
             else:
                 committed.append((epoch, record))
                 commit_epochs.append(commit_epoch)
@@ -334,8 +330,8 @@ class Checker:
 def _vote_granted(message: object) -> bool:
     granted = getattr(message, "vote_granted", None)
     if granted is None:  # a response with per-partition data
-        for topic in getattr(message, "topics", ()) or ():
-            for part in getattr(topic, "partitions", ()) or ():
+        for topic in getattr(message, "topics", ()):
+            for part in getattr(topic, "partitions", ()):
                 if getattr(part, "vote_granted", False):
                     return True
         return False
@@ -347,12 +343,9 @@ def _entries(log: Any, start: int, end: int) -> Iterable[tuple[int, int, bytes]]
     if start >= end:
         return
     for batch in log.read(start, _MAX_BYTES):
-        base = batch.base_offset
-        if base >= end:
-            return
         epoch = batch.epoch
         for i, record in enumerate(batch.records):
-            offset = base + i
+            offset = batch.base_offset + i
             if offset < start:
                 continue
             if offset >= end:

@@ -480,13 +480,15 @@ def test_log_rechecked_when_rewritten_after_a_truncation() -> None:
         raises(LOG_MATCHING, lambda: checker.after_event(a, [a, b]))  # noqa: B023
 
 
-def test_log_rechecked_from_start_when_disk_wiped() -> None:
-    """A wiped node refilled with other records is checked from offset 0 again."""
+@pytest.mark.parametrize("wiped", [True, False], ids=["wiped", "restarted"])
+def test_log_rechecked_from_start_when_node_restarted(wiped: bool) -> None:
+    """A node back from a restart (its disk wiped and refilled, or not) with other
+    records is checked from offset 0 again."""
     checker = Checker([1, 2, 3], [])
     a = node(1, log=log_with((1, [b"x", b"y"])))
     checker.after_event(a, [a])
     a.log = log_with((1, [b"z", b"y"]))
-    checker.on_restart(a, wiped=True)
+    checker.on_restart(a, wiped=wiped)
     raises(LOG_MATCHING, lambda: checker.after_event(a, [a]))
 
 
