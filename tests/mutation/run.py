@@ -16,13 +16,16 @@ pointed at the un-mutated copy (KRAFT_RULE_SOURCES), not at mutmut's rewritten o
 Tests that still fail in mutmut's copy before any mutant is active cannot judge a
 mutant: they are left out, named, and the run is retried without them. The whole run
 stops by itself after `--budget` seconds; mutants not reached by then count as not
-killed. Prints the score per target (killed / total, %) and every mutant not killed with
-its file:line and the change."""
+killed. Prints the score per target (killed / total, and killed / the mutants not listed
+as equivalent) and every mutant not killed with its file:line and the change; a survivor
+listed in tests/mutation/equivalent.toml (see tests/mutation/equivalents.py) is marked
+`equivalent (reason)`, and a listed mutant no survivor matched any more is named."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import difflib
 import json
 import os
@@ -37,6 +40,8 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from equivalents import Equivalents, load  # this script's directory is on sys.path
 
 REPO = Path(__file__).resolve().parents[2]
 MUTMUT = Path(sys.executable).with_name("mutmut")
@@ -58,7 +63,8 @@ MAX_ATTEMPTS = 3
 class Mutant:
     name: str
     path: str
-    status: str
+    status: str  # "equivalent": survived, and listed with `reason`
+    reason: str = ""
 
     @property
     def killed(self) -> bool:
@@ -198,60 +204,101 @@ def read_results(scratch: Path, targets: dict[str, tuple[str, ...]]) -> list[Mut
 
 def report(scratch: Path, targets: dict[str, tuple[str, ...]], mutants: list[Mutant], *,
            finished: bool, seconds: float) -> None:
+    sources = {path: (scratch / path).read_text() for paths in targets.values()
+               for path in paths if (scratch / path).exists()}
+    equivalents = Equivalents(load())
+    mutants, changes = _judge_survivors(scratch, mutants, sources, equivalents)
     print()
-    print(f"{'target':<16} {'killed':>7} {'total':>6} {'score':>7}   not killed")
+    print(f"{'target':<16} {'killed':>7} {'total':>6} {'score':>7} {'equiv.':>7} "
+          f"{'score w/o equiv.':>17}   not killed")
     for target, paths in targets.items():
         rows = [m for m in mutants if m.path in paths]
-        killed = sum(m.killed for m in rows)
-        missed = Counter(m.status for m in rows if not m.killed)
-        score = f"{100 * killed / len(rows):6.1f}%" if rows else "    n/a"
-        print(f"{target:<16} {killed:>7} {len(rows):>6} {score}   "
+        missed = Counter(m.status for m in rows if not m.killed and m.status != "equivalent")
+        print(f"{target:<16} {_scores(rows)}   "
               + (", ".join(f"{n} {s}" for s, n in sorted(missed.items())) or "-"))
         if len(paths) > 1:
             for path in paths:
-                part = [m for m in rows if m.path == path]
-                done = sum(m.killed for m in part)
-                pct = f"{100 * done / len(part):6.1f}%" if part else "    n/a"
-                print(f"  {Path(path).name:<14} {done:>7} {len(part):>6} {pct}")
+                print(f"  {Path(path).name:<14} {_scores([m for m in rows if m.path == path])}")
     print(f"\n{'all mutants checked' if finished else 'stopped at the budget'} in "
           f"{seconds:.0f} s")
-    survivors = [m for m in mutants if not m.killed]
-    if not survivors:
+    _list_not_killed([m for m in mutants if not m.killed], changes, sources)
+    stale = equivalents.unmatched({path for paths in targets.values() for path in paths})
+    if finished and stale:
+        print(f"\nlisted as equivalent but no survivor matched ({len(stale)}; killed now, or "
+              "the code changed): remove them from tests/mutation/equivalent.toml")
+        for entry in stale:
+            print(f"  {entry}")
+
+
+def _judge_survivors(scratch: Path, mutants: list[Mutant], sources: dict[str, str],
+                     equivalents: Equivalents
+                     ) -> tuple[list[Mutant], dict[str, tuple[int | str, str]]]:
+    """The mutants, survivors listed as equivalent marked so, and each survivor's line
+    and change."""
+    judged, changes = [], {}
+    for mutant in mutants:
+        if mutant.status == "survived":
+            line, change, mutated = describe(scratch, mutant, sources[mutant.path])
+            changes[mutant.name] = (line, change)
+            reason = None if mutated is None else equivalents.reason(
+                mutant.path, _display(_function_of(mutant.name)), mutated)
+            if reason is not None:
+                mutant = dataclasses.replace(mutant, status="equivalent", reason=reason)
+        judged.append(mutant)
+    return judged, changes
+
+
+def _scores(rows: list[Mutant]) -> str:
+    """killed, total, killed / total, equivalent, killed / (total - equivalent)."""
+    killed = sum(m.killed for m in rows)
+    equivalent = sum(m.status == "equivalent" for m in rows)
+
+    def percent(part: int, whole: int) -> str:
+        return f"{100 * part / whole:6.1f}%" if whole else "    n/a"
+
+    return (f"{killed:>7} {len(rows):>6} {percent(killed, len(rows))} {equivalent:>7} "
+            f"{percent(killed, len(rows) - equivalent):>17}")
+
+
+def _list_not_killed(missed: list[Mutant], changes: dict[str, tuple[int | str, str]],
+                     sources: dict[str, str]) -> None:
+    if not missed:
         return
-    print(f"\nnot killed ({len(survivors)}), by file and line:")
-    sources: dict[str, str] = {}
+    print(f"\nnot killed ({len(missed)}), by file and line:")
     untested: dict[tuple[str, str], int] = Counter()
     rows: list[tuple[str, int, str]] = []
-    for mutant in survivors:
-        source = sources.setdefault(mutant.path, (scratch / mutant.path).read_text())
+    for mutant in missed:
         if mutant.status == "no tests":  # one line per function no selected test calls
             untested[(mutant.path, _function_of(mutant.name))] += 1
             continue
-        line, change = describe(scratch, mutant, source)
+        line, change = changes.get(mutant.name, ("?", f"(see: mutmut show {mutant.name})"))
+        status = f"equivalent ({mutant.reason})" if mutant.reason else mutant.status
         rows.append((mutant.path, line if isinstance(line, int) else 0,
-                     f"[{mutant.status}]  {change}  ({mutant.name.rsplit('.', 1)[-1]})"))
+                     f"[{status}]  {change}  ({mutant.name.rsplit('.', 1)[-1]})"))
     for (path, function), count in untested.items():
         line = _function_line(sources[path], function) or 0
-        rows.append((path, line, f"[no tests]  {function.replace('ǁ', '.').strip('.')}: "
+        rows.append((path, line, f"[no tests]  {_display(function)}: "
                                  f"{count} mutants, no selected test calls it"))
     for path, line, text in sorted(rows):
         print(f"  {path}:{line}  {text}")
 
 
-def describe(scratch: Path, mutant: Mutant, source: str) -> tuple[int | str, str]:
-    """The mutated line in the original source, and the change (`old -> new`): the
-    mutant's copy of the function against mutmut's copy of the original, both found in
-    the mutated file through mutmut's line spans (`<file>.spans`)."""
+def describe(scratch: Path, mutant: Mutant, source: str) -> tuple[int | str, str, str | None]:
+    """The mutated line in the original source, the change (`old -> new`) and the new
+    code (None: not found): the mutant's copy of the function against mutmut's copy of
+    the original, both found in the mutated file through mutmut's line spans
+    (`<file>.spans`)."""
     mutated = scratch / "mutants" / mutant.path
+    unknown = "?", f"(see: mutmut show {mutant.name})", None
     try:
         spans = json.loads(Path(f"{mutated}.spans").read_text())["spans"]
     except (OSError, ValueError, KeyError):
-        return "?", f"(see: mutmut show {mutant.name})"
+        return unknown
     key = mutant.name.rsplit(".", 1)[-1]
     function = key.rsplit("__mutmut_", 1)[0]
     lines = mutated.read_text().splitlines()
     if key not in spans or f"{function}__mutmut_orig" not in spans:
-        return "?", f"(see: mutmut show {mutant.name})"
+        return unknown
 
     def copy(name: str) -> list[str]:
         first, last = spans[name]
@@ -261,16 +308,16 @@ def describe(scratch: Path, mutant: Mutant, source: str) -> tuple[int | str, str
     matcher = difflib.SequenceMatcher(a=original, b=changed, autojunk=False)
     edit = next((op for op in matcher.get_opcodes() if op[0] != "equal"), None)
     if edit is None:
-        return "?", "(no change)"
+        return "?", "(no change)", None
     _, i1, i2, j1, j2 = edit
     old = " ".join(text.strip() for text in original[i1:i2])
     new = " ".join(text.strip() for text in changed[j1:j2])
     change = f"{old or '(nothing)'}  ->  {new or '(removed)'}"
     def_line = _function_line(source, _function_of(mutant.name))
     if def_line is None:
-        return "?", change
+        return "?", change, new
     anchor = original[i1].strip() if i1 < len(original) else ""
-    return _locate(source, def_line + i1, anchor), change
+    return _locate(source, def_line + i1, anchor), change, new
 
 
 def _locate(source: str, guess: int, text: str) -> int:
@@ -289,6 +336,11 @@ def _function_of(mutant_name: str) -> str:
     `module.xǁClassǁmethod__mutmut_N`)."""
     tail = mutant_name.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1]
     return tail[1:] if tail.startswith("xǁ") else tail[2:]
+
+
+def _display(function: str) -> str:
+    """`name` or `Class.method`, from `_function_of`'s `name` or `ǁClassǁmethod`."""
+    return function.replace("ǁ", ".").strip(".")
 
 
 def _function_line(source: str, function: str) -> int | None:
