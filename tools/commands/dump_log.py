@@ -1,97 +1,68 @@
-"""`kraft dump-log --dir DIR [--json]`: every batch and every record of a metadata log.
+"""`kraft dump-log (--dir DIR | --files FILE [FILE ...]) [--json]`: every batch and every
+record of a metadata log's segments and snapshot checkpoints, as kafka-dump-log.sh
+shows them.
 
-Read-only: the segments are checked as recovery would check them, but nothing is repaired.
-A corrupt segment is one error line naming file and byte offset (exit 2); a torn tail is
-reported as a warning, since opening the log would truncate it.
+`--dir` dumps a partition directory's segments and checkpoints in name order; `--files`
+dumps the files named, each a segment (`.log`) or a checkpoint (`.checkpoint`). Read-only:
+every file is checked as opening the log or loading the snapshot would check it, but
+nothing is repaired. A corrupt segment or checkpoint is one error line naming the file
+and byte offset (exit 2); a torn tail is a warning, since opening the log would truncate
+it. The package `tools.log_dump` does the work.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from metadata import records as metadata_records
-from raft.log import METADATA_PARTITION_DIR, LogCorruptionError, scan_log_dir
-from raft.segment import StoredBatch, list_segments
+from raft.log import METADATA_PARTITION_DIR, LogCorruptionError
+from raft.segment import list_segments
+from raft.snapshot import SNAPSHOT_SUFFIX, SnapshotError
 from tools.errors import CommandError, usage_error
+from tools.log_dump.files import dump_lines, files_lines, why_not_dumpable
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--dir", required=True,
-                        help=f"a node's log directory, or its {METADATA_PARTITION_DIR} directory")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dir", type=Path,
+                        help=f"a node's log directory, or its {METADATA_PARTITION_DIR} "
+                             "directory: every segment and checkpoint in it")
+    source.add_argument("--files", type=Path, nargs="+", metavar="FILE",
+                        help="segments (.log) and checkpoints (.checkpoint), dumped in turn")
     parser.add_argument("--json", action="store_true", help="one JSON object per record")
 
 
 def run(args: argparse.Namespace) -> int:
-    directory = resolve_partition_dir(Path(args.dir))
     try:
-        for line in dump_lines(directory, as_json=args.json):
+        for line in _lines(args):
             print(line)
-    except LogCorruptionError as exc:
-        sys.stdout.flush()
+    except (LogCorruptionError, SnapshotError) as exc:
+        sys.stdout.flush()  # what was shown before the damage stays ahead of the error
         raise CommandError(str(exc), exit_code=2) from None
+    except BrokenPipeError:  # the reader stopped early (`| head`): the dump was wanted no further
+        # stdout onto /dev/null, so that the interpreter's flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _lines(args: argparse.Namespace) -> Iterator[str]:
+    if args.dir is not None:
+        return dump_lines(resolve_partition_dir(args.dir), as_json=args.json)
+    # every name checked before the first file is dumped: a typo is not found halfway
+    for path in args.files:
+        if (reason := why_not_dumpable(path)) is not None:
+            raise usage_error(reason)
+    return files_lines(args.files, as_json=args.json)
 
 
 def resolve_partition_dir(path: Path) -> Path:
     if (path / METADATA_PARTITION_DIR).is_dir():
         return path / METADATA_PARTITION_DIR
-    if path.is_dir() and (list_segments(path) or path.name == METADATA_PARTITION_DIR):
+    if path.is_dir() and (list_segments(path) or any(path.glob(f"*{SNAPSHOT_SUFFIX}"))
+                          or path.name == METADATA_PARTITION_DIR):
         return path
     raise usage_error(f"{path}: neither a log directory with {METADATA_PARTITION_DIR} "
-                      "nor a partition directory with segments")
-
-
-def decode_record(data: bytes) -> tuple[str | None, dict[str, Any] | None, str | None]:
-    """(type name, fields with Uuids as text, error): never raises on bad bytes."""
-    try:
-        fields = metadata_records.to_json(metadata_records.decode(data))
-    except metadata_records.RecordError as exc:
-        return None, None, str(exc)
-    return str(fields.pop("type")), fields, None
-
-
-def record_objects(stored: StoredBatch, segment: Path) -> Iterator[dict[str, Any]]:
-    batch = stored.batch
-    for index, data in enumerate(batch.records):
-        type_name, fields, error = decode_record(data)
-        obj: dict[str, Any] = {"offset": batch.base_offset + index, "epoch": batch.epoch,
-                               "type": type_name, "record": fields,
-                               "batch_base_offset": batch.base_offset, "crc_ok": True,
-                               "segment": segment.name, "position": stored.position}
-        if error is not None:
-            obj["error"] = error
-            obj["raw"] = data.hex()
-        yield obj
-
-
-def dump_lines(directory: Path, *, as_json: bool = False) -> Iterator[str]:
-    """The dump, line by line; raises LogCorruptionError where the log is damaged."""
-    for path, scan in scan_log_dir(directory):
-        if not as_json:
-            yield f"Dumping {path}"
-        for stored in scan.batches:
-            batch = stored.batch
-            if not as_json:
-                yield (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
-                       f"count: {len(batch.records)} epoch: {batch.epoch} "
-                       f"position: {stored.position} size: {stored.size} "
-                       f"crc: {stored.crc:#010x} crcOk: true")
-            for obj in record_objects(stored, path):
-                yield json.dumps(obj, sort_keys=False, default=str) if as_json else _text(obj)
-        if scan.torn_reason is not None:
-            warning = (f"{path}: torn tail at byte offset {scan.valid_bytes}: "
-                       f"{scan.torn_reason} (opening the log truncates it)")
-            print(json.dumps({"warning": warning}) if as_json else f"warning: {warning}",
-                  file=sys.stderr)
-
-
-def _text(obj: dict[str, Any]) -> str:
-    prefix = f"| offset: {obj['offset']} epoch: {obj['epoch']}"
-    if "error" in obj:
-        return f"{prefix} ERROR undecodable record ({obj['error']}) raw: {obj['raw']}"
-    return f"{prefix} {obj['type']} {json.dumps(obj['record'], default=str)}"
+                      "nor a partition directory with segments or checkpoints")
