@@ -1,6 +1,7 @@
 """`kraft metadata-shell` through the real CLI, in a subprocess, on a cluster directory
-made by `Cluster.create` (nothing started) whose node-1 log is written with DiskLog:
-one-shot commands, a piped session, and the errors' exit codes."""
+made by `Cluster.create` (nothing started) whose node-1 log is written with DiskLog, and
+on a checkpoint file written with raft.snapshot's writer: one-shot commands, a piped
+session, and the errors' exit codes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from raft.common.uuid import Uuid
 from raft.log import DiskLog
 from raft.segment import list_segments
 from raft.storage import write_high_watermark_checkpoint
+from tests.support.checkpoints import flip_byte, write_checkpoint_of_log
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -108,3 +110,58 @@ def test_corrupt_log_exits_2_naming_the_segment(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: {segment}: corrupt log at byte offset 0")
+
+
+# --- --snapshot: a checkpoint file (tests/support/checkpoints.py) instead of a node's log
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The snapshot of tests/support/checkpoints.py's log below offset 6: broker 4 and
+    `orders` with two partitions, in epoch 2."""
+    return write_checkpoint_of_log(tmp_path_factory.mktemp("snapshot"), 6)
+
+
+def snapshot_shell(path: Path, *args: str, stdin: str | None = None
+                   ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tools.cli", "metadata-shell",
+                           "--snapshot", str(path), *args],
+                          input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_snapshot_one_shot_shows_its_provenance_end_offset_minus_1(checkpoint: Path) -> None:
+    result = snapshot_shell(checkpoint, "--", "cat", "/image/provenance")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"offset": 5, "epoch": 2}
+    assert result.stderr.splitlines() == [
+        f"snapshot {checkpoint}: the state of the log below offset 6, in 5 records; "
+        "image at offset 5, epoch 2"]
+
+
+def test_snapshot_piped_session_browses_its_image(checkpoint: Path) -> None:
+    result = snapshot_shell(checkpoint, stdin="ls /image/topics/byName\n"
+                            "cd /image/topics/byName/orders\nls\ncat 1\n")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:5] == ["orders", "id", "name", "0", "1"]
+    assert json.loads("\n".join(lines[5:]))["partition"] == 1
+
+
+def test_corrupt_snapshot_exits_2_with_one_line_and_no_shell(checkpoint: Path,
+                                                             tmp_path: Path) -> None:
+    damaged = tmp_path / checkpoint.name
+    damaged.write_bytes(checkpoint.read_bytes())
+    flip_byte(damaged, damaged.stat().st_size - 3)  # in the footer batch
+    result = snapshot_shell(damaged, stdin="ls /\n")
+    assert (result.returncode, result.stdout) == (2, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {damaged}: bad snapshot at byte offset ")
+    assert "CRC mismatch" in line
+
+
+def test_snapshot_with_node_or_cluster_is_a_usage_error(checkpoint: Path,
+                                                        cluster_dir: Path) -> None:
+    for extra in (["--node", "1"], ["--cluster", str(cluster_dir)]):
+        result = snapshot_shell(checkpoint, *extra, "--", "pwd")
+        assert (result.returncode, result.stdout) == (2, "")
+        assert "error: " in result.stderr

@@ -12,7 +12,8 @@ Modules, bottom to top:
 * `session`: the one-shot and interactive front ends over text streams.
 * `source`: a node's metadata log in a local cluster directory (`tools/cluster.py`)
   replayed into a MetadataImage.
+* `snapshot_source`: a snapshot checkpoint file (`raft/snapshot.py`) loaded into one.
 
-Only `source` knows where the image came from: another source (a snapshot file, say)
-needs only to produce a MetadataImage and a `tree.Provenance`.
+Only the sources know where the image came from: each produces a `source.LoadedImage`
+(a MetadataImage, its `tree.Provenance` and a header line); the rest is shared.
 """
