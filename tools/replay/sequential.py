@@ -24,7 +24,6 @@ type names) is made only for what is reported.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from array import array
 from bisect import bisect_left
@@ -36,7 +35,7 @@ from typing import Any
 import msgpack
 
 from metadata.records import RECORD_CLASSES, RecordType
-from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID
+from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
 MAX_KEPT = 10_000
 RESERVED = frozenset({ZERO_UUID.to_bytes(), METADATA_TOPIC_ID.to_bytes()})
@@ -55,13 +54,14 @@ _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
 def uuid_text(raw: Any) -> str | None:
     """16 bytes as KIP-516 text (the same as `str(Uuid)`); None for anything else."""
     if isinstance(raw, bytes) and len(raw) == 16:
-        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        return str(Uuid.from_bytes(raw))
     return None
 
 
 def record_hash(data: bytes) -> int:
-    """64-bit BLAKE2b of one record's bytes: its identity when nodes are compared."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+    """64-bit BLAKE2b of one record's bytes, as a signed (Spark `long`) big-endian int:
+    its identity when nodes are compared."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), signed=True)
 
 
 def decode_record(data: bytes) -> tuple[int, Any, str | None]:
@@ -80,7 +80,7 @@ def decode_record(data: bytes) -> tuple[int, Any, str | None]:
 def _kind(fields: Any) -> int:
     type_id = fields.get("type") if type(fields) is dict else None
     # isinstance, not type(): a bool type id counts as its int, as it always has
-    if isinstance(type_id, int) and int(type_id) in TYPE_NAMES and type_id != UNDECODABLE:
+    if isinstance(type_id, int) and type_id in _KNOWN:
         return int(type_id)
     return UNDECODABLE
 
@@ -163,6 +163,8 @@ class ScanResult:
 
 
 class NodeScan:
+    seq: int  # the index of the batch being scanned, set by `batch` before any output
+
     def __init__(self, *, analysis: bool = False) -> None:
         self.kept: dict[str, int] = {}
         self.violations: list[tuple[Any, ...]] = []
@@ -170,14 +172,13 @@ class NodeScan:
         self.claims: list[tuple[Any, ...]] = []
         self.prev_offset: int | None = None
         self.prev_epoch: int | None = None  # the highest epoch so far
-        self.live: dict[bytes, str] = {}  # topic_id -> name
+        self.live: dict[bytes, str | None] = {}  # topic_id -> name
         self.live_by_name: dict[str, bytes] = {}  # name -> topic_id
         self.first_use: dict[bytes, int] = {}  # topic_id -> offset of its first assignment
         self.removed: set[bytes] = set()
-        self.metadata_topic: tuple[bytes, int] | None = None
+        self.metadata_topic: tuple[bytes | None, int] | None = None  # (ID, offset)
         self.first_topic_batch: int | None = None
         self.metadata_topic_batch: int | None = None
-        self.seq = -1
         self.aggregates = Aggregates() if analysis else None
         # The rarer record kinds, by type (partition records, the hot path, are inline).
         self.scanners: dict[int, Callable[[int, int, bytes, int, Any], None]] = {
@@ -220,7 +221,7 @@ class NodeScan:
             except Exception:  # msgpack raises several unrelated types
                 fields, kind = None, UNDECODABLE
             if gap or falling:
-                self._order(offset, epoch, data, kind, fields, gap)
+                self._order(offset, epoch, data, kind, fields, gap, falling)
                 gap = False
             if kinds is not None:
                 kinds.append(kind)
@@ -256,20 +257,22 @@ class NodeScan:
             entry[2] += count
 
     def _order(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
-               gap: bool) -> None:
+               gap: bool, falling: bool) -> None:
         if gap:
             previous = self.prev_offset
             self.flag("offsets_contiguous", offset, epoch, data, kind, fields,
                       "duplicate offset" if offset == previous
                       else f"gap: previous record is at offset {previous}")
-        if self.prev_epoch is not None and epoch < self.prev_epoch:
+        if falling:
             self.flag("epochs_monotonic", offset, epoch, data, kind, fields,
                       f"epoch {epoch} after epoch {self.prev_epoch}")
 
     def undecodable_record(self, offset: int, epoch: int, data: bytes, kind: int,
                            fields: Any) -> None:
-        self.flag("records_decodable", offset, epoch, data, kind, fields,
-                  decode_record(data)[2] or "undecodable")
+        detail = decode_record(data)[2]
+        assert detail is not None  # decode_record judges a record as the scan does
+        # no fields: an undecodable record is reported by its type name alone
+        self.flag("records_decodable", offset, epoch, data, kind, None, detail)
 
     def leader_change_record(self, offset: int, epoch: int, data: bytes, kind: int,
                              fields: Any) -> None:
@@ -290,7 +293,7 @@ class NodeScan:
             flag("topic_ids_valid", offset, epoch, data, _METADATA_TOPIC, fields,
                  f"metadata topic takes the ID of the topic created at offset "
                  f"{self.first_use[topic_id]}")
-        self.metadata_topic = (topic_id or b"", offset)
+        self.metadata_topic = (topic_id, offset)
         self.metadata_topic_batch = self.seq
 
     def topic_record(self, offset: int, epoch: int, data: bytes, kind: int,
@@ -321,7 +324,7 @@ class NodeScan:
                       f"{uuid_text(self.live_by_name[name])}")
             return
         self.removed.discard(topic_id)
-        self.live[topic_id] = name or ""
+        self.live[topic_id] = name
         if name is not None:
             self.live_by_name[name] = topic_id
 
@@ -338,9 +341,7 @@ class NodeScan:
                       "no live topic with this ID here")
             return
         if kind == _REMOVE_TOPIC:
-            old = self.live.pop(topic_id)
-            if self.live_by_name.get(old) == topic_id:
-                del self.live_by_name[old]
+            self._free_name(topic_id, self.live.pop(topic_id))
             self.removed.add(topic_id)
             return
         name = _name(fields)
@@ -351,11 +352,14 @@ class NodeScan:
             self.flag("name_one_live_id", offset, epoch, data, kind, fields,
                       f"new name already maps to live topic ID {uuid_text(holder)}")
             return
-        old = self.live[topic_id]
-        if self.live_by_name.get(old) == topic_id:
-            del self.live_by_name[old]
+        self._free_name(topic_id, self.live[topic_id])
         self.live[topic_id] = name
         self.live_by_name[name] = topic_id
+
+    def _free_name(self, topic_id: bytes, name: str | None) -> None:
+        """The name a topic leaves (removed or renamed) maps to no live ID any more."""
+        if name is not None and self.live_by_name.get(name) == topic_id:
+            del self.live_by_name[name]
 
     def result(self) -> ScanResult:
         if self.aggregates is not None:  # ship counts, not a kind per record
