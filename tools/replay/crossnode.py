@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, pairwise
 from operator import attrgetter
 from typing import Any
 
@@ -31,6 +31,15 @@ from tools.replay.checks import MAX_EXAMPLES, CheckResult
 from tools.replay.load import NodeIndex
 
 Runs = list[list[int]]  # [epoch, first offset, last offset], in offset order
+
+LOG_MATCHING = ("same (offset, epoch) on two nodes => identical bytes there and "
+                "identical prefixes")
+COMMITTED_BY_CHECKPOINTS = ("every node agrees with the committed log, the records below the "
+                            "nodes' high-watermark checkpoints (a stale tail from an older "
+                            "epoch is allowed)")
+COMMITTED_BY_MAJORITY = ("every node agrees with the committed log, taken as held identically "
+                         "by a majority of voters (no high-watermark checkpoints; a stale tail "
+                         "from an older epoch is allowed)")
 
 
 @dataclass(slots=True)
@@ -80,21 +89,18 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
     `high_watermarks`: node -> its high-watermark checkpoint, for the nodes that have one."""
     by_digest: dict[bytes, Version] = {}
     versions: list[Version] = []
-    order = sorted(prefixes.items(), key=lambda item: -item[1])
     root_index = indexes[root]
-    holders = frozenset(node for node, _ in order)
+    holders = frozenset(prefixes)
     cut = 0  # holders of batch i: the prefix nodes longer than i
-    thresholds = sorted({n for _, n in order})
-    for seq, (digest, offset, epoch, count) in enumerate(zip(
-            root_index.digest_list(), root_index.offsets, root_index.epochs, root_index.counts,
-            strict=True)):
+    thresholds = sorted(set(prefixes.values()))
+    for seq, digest in enumerate(root_index.digest_list()):
         while cut < len(thresholds) and seq >= thresholds[cut]:
             cut += 1
-            holders = frozenset(node for node, n in order if n > seq)
+            holders = frozenset(node for node, n in prefixes.items() if n > seq)
         if digest in by_digest:  # the same batch twice in one log
             continue
-        version = Version(offset=offset, epoch=epoch, count=count, nodes=holders,
-                          locator=(root, seq))
+        version = Version(offset=root_index.offsets[seq], epoch=root_index.epochs[seq],
+                          count=root_index.counts[seq], nodes=holders, locator=(root, seq))
         by_digest[digest] = version
         versions.append(version)
     for node, index in indexes.items():
@@ -150,15 +156,15 @@ def add_records(comparison: Comparison,
 def committed_end(comparison: Comparison) -> int:
     """With checkpoints, the highest one. Without, the end of the longest prefix, from the
     lowest offset any node holds, whose every offset has a version held by a majority of
-    the voters."""
+    the voters. (A contested batch held by a majority counts as its records do: each
+    record version is held by at least the nodes holding a batch it is in.)"""
     if comparison.exact:
         return max(comparison.high_watermarks.values())
     agreed: list[tuple[int, int]] = []
-    contested = {id(v) for v in comparison.contested}
     starts = []
     for version in comparison.versions:
         starts.append(version.offset)
-        if id(version) not in contested and comparison.holders(version) >= comparison.majority:
+        if comparison.holders(version) >= comparison.majority:
             agreed.append((version.offset, version.offset + version.count))
     for record in comparison.records:
         starts.append(record.offset)
@@ -194,13 +200,12 @@ def _epoch_at(runs: Runs, offset: int) -> int | None:
 
 
 def _last_same_epoch(a: Runs, b: Runs) -> int | None:
-    best = None
-    for epoch, first, last in a:
-        for other_epoch, other_first, other_last in b:
-            if epoch == other_epoch and max(first, other_first) <= min(last, other_last):
-                top = min(last, other_last)
-                best = top if best is None else max(best, top)
-    return best
+    """The highest offset where both hold the same epoch (runs of a log that repeats
+    offsets need not be in offset order)."""
+    return max((min(last, other_last)
+                for epoch, first, last in a for other_epoch, other_first, other_last in b
+                if epoch == other_epoch and max(first, other_first) <= min(last, other_last)),
+               default=None)
 
 
 def prefix_mismatches(a: Runs, b: Runs) -> list[tuple[int, int, int | None, int | None]]:
@@ -209,10 +214,11 @@ def prefix_mismatches(a: Runs, b: Runs) -> list[tuple[int, int, int | None, int 
     limit = _last_same_epoch(a, b)
     if limit is None:
         return []
-    cuts = sorted({p for runs in (a, b) for _, first, last in runs
-                   for p in (first, last + 1) if p <= limit} | {limit})
+    # every run's bounds, those past `limit` cut at it (the run ending there gives it)
+    cuts = sorted({min(p, limit) for runs in (a, b) for _, first, last in runs
+                   for p in (first, last + 1)})
     out: list[tuple[int, int, int | None, int | None]] = []
-    for start, stop in zip(cuts, cuts[1:], strict=False):
+    for start, stop in pairwise(cuts):
         epoch_a, epoch_b = _epoch_at(a, start), _epoch_at(b, start)
         if epoch_a is not None and epoch_b is not None and epoch_a != epoch_b:
             out.append((start, stop - start, epoch_a, epoch_b))
@@ -220,8 +226,6 @@ def prefix_mismatches(a: Runs, b: Runs) -> list[tuple[int, int, int | None, int 
 
 
 def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
-    description = ("same (offset, epoch) on two nodes => identical bytes there and "
-                   "identical prefixes")
     by_epoch: dict[tuple[int, int], list[Version]] = {}
     for record in comparison.records:
         by_epoch.setdefault((record.offset, record.epoch), []).append(record)
@@ -236,7 +240,7 @@ def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
             examples.append({"nodes": [node_a, node_b], "offset": start, "length": length,
                              "reason": f"epochs {epoch_a} vs {epoch_b} below offset {limit}, "
                                        "where both hold the same epoch"})
-    return CheckResult(name="log_matching", description=description,
+    return CheckResult(name="log_matching", description=LOG_MATCHING,
                        violations=len(conflicts) + mismatched,
                        examples=tuple(sorted(examples, key=lambda e: e["offset"])[:MAX_EXAMPLES]))
 
@@ -244,8 +248,9 @@ def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
 def _log_ends(comparison: Comparison) -> dict[int, int]:
     ends: dict[int, int] = {}
     for version in comparison.versions:
+        stop = version.offset + version.count
         for node in version.nodes:
-            ends[node] = max(ends.get(node, 0), version.offset + version.count)
+            ends[node] = max(ends.get(node, stop), stop)
     return ends
 
 
@@ -253,11 +258,14 @@ def _short_logs(comparison: Comparison) -> list[dict[str, Any]]:
     """Nodes whose log ends below their own checkpoint: they lost records they had
     flushed and seen committed."""
     ends = _log_ends(comparison)
-    return [{"nodes": [node], "offset": ends.get(node, 0),
-             "reason": f"the log ends at offset {ends.get(node, 0)}, below this node's "
-                       f"high-watermark checkpoint {hw}: committed records lost"}
-            for node, hw in sorted(comparison.high_watermarks.items())
-            if ends.get(node, 0) < hw]
+    out = []
+    for node, hw in sorted(comparison.high_watermarks.items()):
+        end = ends.get(node, 0)  # a node holding no record: its log ends at 0
+        if end < hw:
+            out.append({"nodes": [node], "offset": end,
+                        "reason": f"the log ends at offset {end}, below this node's "
+                                  f"high-watermark checkpoint {hw}: committed records lost"})
+    return out
 
 
 def committed_prefix(comparison: Comparison, end: int) -> CheckResult:
@@ -266,9 +274,7 @@ def committed_prefix(comparison: Comparison, end: int) -> CheckResult:
     versions overlap: elsewhere one version per offset). With checkpoints, a node whose
     log ends below its own checkpoint, too."""
     bad: list[tuple[Version, str]] = []
-    for offset, group in _at_offsets(comparison.records).items():
-        if offset >= end:
-            continue
+    for group in _at_offsets([r for r in comparison.records if r.offset < end]).values():
         committed = [v for v in group if comparison.is_committed(v)]
         if not committed:
             continue
@@ -282,15 +288,11 @@ def committed_prefix(comparison: Comparison, end: int) -> CheckResult:
     examples = [_example(v, reason) for v, reason in bad]
     if comparison.exact:
         examples += _short_logs(comparison)
-        description = ("every node agrees with the committed log, the records below the "
-                       "nodes' high-watermark checkpoints (a stale tail from an older "
-                       "epoch is allowed)")
+        description = COMMITTED_BY_CHECKPOINTS
         note = (f"committed prefix from high-watermark checkpoints: offsets below {end} "
                 f"(node -> checkpoint: {dict(sorted(comparison.high_watermarks.items()))})")
     else:
-        description = ("every node agrees with the committed log, taken as held identically "
-                       "by a majority of voters (no high-watermark checkpoints; a stale tail "
-                       "from an older epoch is allowed)")
+        description = COMMITTED_BY_MAJORITY
         note = (f"committed prefix from majority: no high-watermark checkpoints; offsets "
                 f"below {end}, held identically by a majority ({comparison.majority} of "
                 f"voters {sorted(comparison.voters)})")
