@@ -6,57 +6,27 @@ from __future__ import annotations
 
 import random
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
-from tools.chaos.proxy import Degradation, Link, ProxyNet
-from tools.cluster import free_ports
+from tests.support.chaos_proxy_net import echo_proxy_net, echo_server
+from tools.chaos.proxy import Degradation, ProxyNet
 
-# short retransmission timeouts keep the lossy runs quick; the stalls still happen
-TEST_RTO_MS = 2.0
-TEST_MAX_RTO_MS = 8.0
 ROUNDS = 100
 MESSAGE_BYTES = 100
 
 
 @pytest.fixture
 def echo_address() -> Iterator[str]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=echo, args=(conn,), daemon=True).start()
-
-    def echo(conn: socket.socket) -> None:
-        with conn:
-            while data := conn.recv(4096):
-                conn.sendall(data)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(2)
-    server.close()
+    with echo_server(recv_bytes=4096) as address:
+        yield address
 
 
 @pytest.fixture
 def net(echo_address: str) -> Iterator[ProxyNet]:
-    (port,) = free_ports(1)
-    proxies = ProxyNet({(4, 1): Link(source=4, target=1, listen_port=port,
-                                     target_address=echo_address)},
-                       random.Random(5), rto_ms=TEST_RTO_MS, max_rto_ms=TEST_MAX_RTO_MS)
-    proxies.start()
-    yield proxies
-    proxies.close()
+    with echo_proxy_net(echo_address, seed=5) as proxies:
+        yield proxies
 
 
 def ping_pong(net: ProxyNet, seed: int, rounds: int = ROUNDS) -> None:
