@@ -40,31 +40,11 @@ from raft.sim.invariants import (
 )
 from raft.sim.sweep import RunSpec, sweep
 from raft.types import ElectionState
-from tests.support.toy_core import ToyConfig, ToyCore
+from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 Skip = Sequence[str]
 
 # ---- fakes: what the cluster hands the checker ------------------------------------------
-
-
-def node(node_id: int, *, voter: bool = True, epoch: int = 1, leader: bool = False,
-         leader_id: int | None = None, hw: int | None = 0, role: str = "follower",
-         log: MemoryLog | None = None) -> SimpleNamespace:
-    """A `CheckedNode`: id, voter flag, a log and a core with the fields the checker reads."""
-    core = SimpleNamespace(epoch=epoch, is_leader=leader, leader_id=leader_id,
-                           high_watermark=hw, role="leader" if leader else role)
-    return SimpleNamespace(node_id=node_id, is_voter=voter, core=core,
-                           log=log if log is not None else MemoryLog())
-
-
-def log_with(*batches: tuple[int, list[bytes]], flush: bool = True) -> MemoryLog:
-    """A log of one batch per (epoch, records), flushed unless told otherwise."""
-    log = MemoryLog()
-    for epoch, records in batches:
-        log.append(epoch, records)
-    if flush:
-        log.flush()
-    return log
 
 
 def rewrite(log: MemoryLog, offset: int, epoch: int, records: list[bytes]) -> None:
@@ -127,76 +107,77 @@ def raises(invariant: str, action: Callable[[], object]) -> InvariantViolation:
 
 def two_leaders_in_one_epoch(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a, b = node(1, leader=True), node(2, leader=True)
+    a, b = fake_node(1, leader=True), fake_node(2, leader=True)
     checker.after_event(a, [a, b])
     checker.after_event(b, [a, b])
 
 
 def follower_of_another_leader_in_a_led_epoch(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a, b = node(1, leader=True), node(2, leader_id=3)
+    a, b = fake_node(1, leader=True), fake_node(2, leader_id=3)
     checker.after_event(a, [a, b])
     checker.after_event(b, [a, b])
 
 
 def different_records_at_one_offset_and_epoch(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a, b = node(1, log=log_with((1, [b"x", b"y"]))), node(2, log=log_with((1, [b"w", b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    b = fake_node(2, log=log_with((1, [b"w", b"y"])))
     checker.after_event(a, [a, b])
     checker.after_event(b, [a, b])
 
 
 def same_entry_after_different_epochs(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a = node(1, log=log_with((1, [b"x"]), (3, [b"y"])))
-    b = node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x"]), (3, [b"y"])))
+    b = fake_node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
     checker.after_event(a, [a, b])
     checker.after_event(b, [a, b])
 
 
 def committed_entry_changed_on_another_node(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    checker.on_high_watermark(node(1, log=log_with((1, [b"x"]))), 1)
-    checker.on_high_watermark(node(2, log=log_with((2, [b"y"]))), 1)
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(fake_node(2, log=log_with((2, [b"y"]))), 1)
 
 
 def truncation_below_own_high_watermark(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a = node(1, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
     checker.on_high_watermark(a, 2)
     checker.on_truncate(a, 1)
 
 
 def new_leader_without_a_committed_entry(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    checker.on_high_watermark(node(1, log=log_with((1, [b"x", b"y"]))), 2)
-    b = node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"x"])))
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x", b"y"]))), 2)
+    b = fake_node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"x"])))
     checker.after_event(b, [b])
 
 
 def new_leader_with_another_committed_entry(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    checker.on_high_watermark(node(1, log=log_with((1, [b"x", b"y"]))), 2)
-    b = node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"z", b"y"])))
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x", b"y"]))), 2)
+    b = fake_node(2, epoch=2, leader=True, hw=None, log=log_with((1, [b"z", b"y"])))
     checker.after_event(b, [b])
 
 
 def high_watermark_going_back(skip: Skip = ()) -> None:
     checker = Checker([1], [], skip=skip)
-    a = node(1, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
     checker.on_high_watermark(a, 2)
     checker.on_high_watermark(a, 1)
 
 
 def high_watermark_past_log_end_after_an_event(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    a = node(1, hw=3, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, hw=3, log=log_with((1, [b"x", b"y"])))
     checker.after_event(a, [a])
 
 
 def high_watermark_reported_past_log_end(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    checker.on_high_watermark(node(1, log=log_with((1, [b"x"]))), 2)
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x"]))), 2)
 
 
 def vote_request_to_an_observer(skip: Skip = ()) -> None:
@@ -218,13 +199,13 @@ def vote_granted_per_partition_by_an_observer(skip: Skip = ()) -> None:
 
 def observer_campaigning(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [4], skip=skip)
-    observer = node(4, voter=False, role="candidate")
+    observer = fake_node(4, voter=False, role="candidate")
     checker.after_event(observer, [observer])
 
 
 def leader_change_counting_an_observer(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [4], skip=skip)
-    leader = node(1, epoch=3, leader=True, hw=None,
+    leader = fake_node(1, epoch=3, leader=True, hw=None,
                   log=log_with((1, [b"x"]), (2, [b"y"]), (3, [leader_change(1, 4), b"z"])))
     checker.after_event(leader, [leader])
 
@@ -232,17 +213,17 @@ def leader_change_counting_an_observer(skip: Skip = ()) -> None:
 def high_watermark_held_by_a_minority(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [4], skip=skip)
     full = log_with((1, [b"x", b"y"]))
-    leader = node(1, leader=True, hw=2, log=full)
-    nodes = [leader, node(2, log=log_with((1, [b"x"]))), node(3),
-             node(4, voter=False, log=full)]
+    leader = fake_node(1, leader=True, hw=2, log=full)
+    nodes = [leader, fake_node(2, log=log_with((1, [b"x"]))), fake_node(3),
+             fake_node(4, voter=False, log=full)]
     checker.after_event(leader, nodes)
 
 
 def high_watermark_held_unflushed_only(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
-    leader = node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
-    nodes = [leader, node(2, log=log_with((1, [b"x", b"y"]), flush=False)),
-             node(3, log=log_with((1, [b"x"])))]
+    leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
+    nodes = [leader, fake_node(2, log=log_with((1, [b"x", b"y"]), flush=False)),
+             fake_node(3, log=log_with((1, [b"x"])))]
     checker.after_event(leader, nodes)
 
 
@@ -454,7 +435,7 @@ def test_truncation_allowed_when_at_high_watermark_or_after_a_restart() -> None:
     """Truncating at the node's high watermark is fine; after a restart the node has
     published nothing yet in this incarnation."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 2)
     checker.on_truncate(a, 2)
     checker.on_restart(a)
@@ -466,8 +447,8 @@ def test_log_rechecked_when_rewritten_after_a_truncation() -> None:
     whether the checker heard of the truncation or saw the log shrink."""
     for told in (True, False):
         checker = Checker([1, 2, 3], [])
-        a = node(1, log=log_with((1, [b"x", b"y"])))
-        b = node(2, log=log_with((1, [b"x"]), (2, [b"w"])))
+        a = fake_node(1, log=log_with((1, [b"x", b"y"])))
+        b = fake_node(2, log=log_with((1, [b"x"]), (2, [b"w"])))
         checker.after_event(a, [a, b])
         checker.after_event(b, [a, b])
         a.log.truncate_to(1)
@@ -485,7 +466,7 @@ def test_log_rechecked_from_start_when_node_restarted(wiped: bool) -> None:
     """A node back from a restart (its disk wiped and refilled, or not) with other
     records is checked from offset 0 again."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
     checker.after_event(a, [a])
     a.log = log_with((1, [b"z", b"y"]))
     checker.on_restart(a, wiped=wiped)
@@ -496,8 +477,8 @@ def test_log_checked_incrementally_when_it_grows() -> None:
     """A log checked up to its durable end is checked from there on when it grows, the
     entry before the new ones giving the preceding epoch; unflushed entries wait."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x"])))
-    b = node(2, log=log_with((1, [b"x"]), (3, [b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x"])))
+    b = fake_node(2, log=log_with((1, [b"x"]), (3, [b"y"])))
     checker.after_event(b, [a, b])
     checker.after_event(a, [a, b])
     a.log.append(3, [b"y"])
@@ -505,8 +486,8 @@ def test_log_checked_incrementally_when_it_grows() -> None:
     checker.after_event(a, [a, b])  # the same history, grown: fine
 
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x"])))
-    b = node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x"])))
+    b = fake_node(2, log=log_with((2, [b"x"]), (3, [b"y"])))
     checker.after_event(b, [a, b])
     checker.after_event(a, [a, b])
     a.log.append(3, [b"y"])
@@ -519,7 +500,7 @@ def test_high_watermark_allowed_when_repeated_or_recovering() -> None:
     """The same HW twice is fine; after a restart the node may publish less until it is
     back at its largest HW (equal is back), then never less again."""
     checker = Checker([1], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 2)
     checker.on_high_watermark(a, 2)
     checker.on_restart(a)
@@ -532,7 +513,7 @@ def test_high_watermark_allowed_when_repeated_or_recovering() -> None:
 def test_high_watermark_monotonic_when_restarted_before_publishing() -> None:
     """A node that never published a HW is not recovering after a restart."""
     checker = Checker([1], [])
-    a = node(1, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
     checker.on_restart(a)
     checker.on_high_watermark(a, 2)
     raises(HW_MONOTONIC, lambda: checker.on_high_watermark(a, 1))
@@ -542,7 +523,7 @@ def test_high_watermark_history_restarts_when_disk_wiped() -> None:
     """A wiped node starts over: it may publish less than before the wipe, and then is
     not recovering (its largest HW is what it published since the wipe)."""
     checker = Checker([1], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 3)
     a.log = log_with((1, [b"x", b"y", b"z"]))
     checker.on_restart(a, wiped=True)
@@ -562,7 +543,7 @@ def test_committed_data_rechecked_when_node_restarted() -> None:
     """After a restart the node's log below its HW is compared again: a disk that came
     back with another record there is caught."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x"])))
+    a = fake_node(1, log=log_with((1, [b"x"])))
     checker.on_high_watermark(a, 1)
     checker.on_restart(a)
     a.log = log_with((2, [b"y"]))
@@ -573,7 +554,7 @@ def test_committed_data_rechecked_when_truncated_while_recovering() -> None:
     """A recovering node may publish less than before; truncating there and writing
     another record over one it had published as committed is caught."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 3)
     checker.on_restart(a)
     checker.on_high_watermark(a, 2)
@@ -587,28 +568,28 @@ def test_committed_data_compared_when_high_watermark_moves_inside_a_batch() -> N
     """Only [old HW, new HW) is new; entries above the HW are not committed, so another
     node may commit other records there."""
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 1)
-    checker.on_high_watermark(node(2, log=log_with((1, [b"x", b"w"]))), 2)
+    checker.on_high_watermark(fake_node(2, log=log_with((1, [b"x", b"w"]))), 2)
     raises(COMMITTED_DATA, lambda: checker.on_high_watermark(a, 2))
 
     checker = Checker([1, 2, 3], [])
-    a = node(1, log=log_with((1, [b"x", b"y", b"z"])))
+    a = fake_node(1, log=log_with((1, [b"x", b"y", b"z"])))
     checker.on_high_watermark(a, 1)
     checker.on_high_watermark(a, 2)
-    b = node(2, log=log_with((1, [b"x", b"y", b"w"])))
+    b = fake_node(2, log=log_with((1, [b"x", b"y", b"w"])))
     checker.on_high_watermark(b, 3)
     assert checker.committed == [(1, b"x"), (1, b"y"), (1, b"w")]
-    c = node(3, log=log_with((1, [b"x", b"v"])))
+    c = fake_node(3, log=log_with((1, [b"x", b"v"])))
     raises(COMMITTED_DATA, lambda: checker.on_high_watermark(c, 2))
 
 
 def test_high_watermark_allowed_when_at_log_end_or_unknown() -> None:
     checker = Checker([1, 2, 3], [])
-    a = node(1, hw=2, log=log_with((1, [b"x", b"y"])))
+    a = fake_node(1, hw=2, log=log_with((1, [b"x", b"y"])))
     checker.after_event(a, [a])
     checker.on_high_watermark(a, 2)
-    b = node(2, hw=None)
+    b = fake_node(2, hw=None)
     checker.after_event(b, [b])
 
 
@@ -623,10 +604,10 @@ def test_leaders_allowed_when_one_per_epoch() -> None:
     """A leader seen again, followers of the epoch's leader, followers naming a leader
     of an epoch not yet led, and leaders of other epochs are all fine."""
     checker = Checker([1, 2, 3], [4])
-    a = node(1, leader=True)
-    nodes = [a, node(2, leader_id=1), node(3, epoch=2, leader_id=3), node(4, voter=False,
-                                                                         leader_id=1),
-             node(3, epoch=3, leader=True), node(2)]
+    a = fake_node(1, leader=True)
+    nodes = [a, fake_node(2, leader_id=1), fake_node(3, epoch=2, leader_id=3),
+             fake_node(4, voter=False, leader_id=1), fake_node(3, epoch=3, leader=True),
+             fake_node(2)]
     for n in nodes + [a]:
         checker.after_event(n, nodes)
     assert checker.leaders == {1: 1, 3: 3}
@@ -635,7 +616,7 @@ def test_leaders_allowed_when_one_per_epoch() -> None:
 @pytest.mark.parametrize("role", ["candidate", "prospective", "voted", "leader"])
 def test_observer_caught_when_in_a_voter_only_role(role: str) -> None:
     checker = Checker([1, 2, 3], [4])
-    observer = node(4, voter=False, role=role, leader=role == "leader", hw=None)
+    observer = fake_node(4, voter=False, role=role, leader=role == "leader", hw=None)
     raises(OBSERVER_NEVER_VOTES, lambda: checker.after_event(observer, [observer]))
 
 
@@ -650,13 +631,13 @@ def test_leader_change_allowed_when_only_voters_grant_or_no_leader_change() -> N
             log_with((2, [leader_change(1, 2), leader_change(1, 4)]))]
     for epoch, log in zip([1, 2, 2, 2, 2], logs, strict=True):
         checker = Checker([1, 2, 3], [4])
-        leader = node(1, epoch=epoch, leader=True, hw=None, log=log)
+        leader = fake_node(1, epoch=epoch, leader=True, hw=None, log=log)
         checker.after_event(leader, [leader])
 
 
 def test_leader_change_read_when_leader_log_starts_at_its_epoch() -> None:
     checker = Checker([1, 2, 3], [4])
-    leader = node(1, epoch=2, leader=True, hw=None, log=log_with((2, [leader_change(2, 4)])))
+    leader = fake_node(1, epoch=2, leader=True, hw=None, log=log_with((2, [leader_change(2, 4)])))
     raises(OBSERVER_NEVER_VOTES, lambda: checker.after_event(leader, [leader]))
 
 
@@ -665,27 +646,27 @@ def test_new_leader_allowed_when_not_bound_by_the_commit() -> None:
     stale leader of an older epoch, or the leader of the committing epoch itself, may
     lack the entry; entries committed in the leader's epoch or later are not required."""
     checker = Checker([1, 2, 3], [])
-    follower = node(2, epoch=2, leader_id=1, log=log_with((2, [b"x"])))
+    follower = fake_node(2, epoch=2, leader_id=1, log=log_with((2, [b"x"])))
     checker.on_high_watermark(follower, 1)
-    for leader in (node(3, epoch=1, leader=True, hw=None), node(1, epoch=2, leader=True,
+    for leader in (fake_node(3, epoch=1, leader=True, hw=None), fake_node(1, epoch=2, leader=True,
                                                                  hw=None)):
         checker.after_event(leader, [follower, leader])
-    later = node(3, epoch=4, leader_id=1, log=log_with((2, [b"x"]), (4, [b"y"])))
+    later = fake_node(3, epoch=4, leader_id=1, log=log_with((2, [b"x"]), (4, [b"y"])))
     checker.on_high_watermark(later, 2)
-    leader = node(2, epoch=3, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
+    leader = fake_node(2, epoch=3, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
     checker.after_event(leader, [leader])
-    newer = node(1, epoch=5, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
+    newer = fake_node(1, epoch=5, leader=True, hw=None, log=log_with((2, [b"x"]), (3, [b"z"])))
     raises(COMMITTED_DATA, lambda: checker.after_event(newer, [newer]))
 
 
 def test_commit_epoch_lowered_when_an_older_epoch_reports_it() -> None:
     """An entry's commit epoch is the earliest any node reported it committed in."""
     checker = Checker([1, 2, 3], [])
-    checker.on_high_watermark(node(1, epoch=3, log=log_with((1, [b"x"]))), 1)
-    checker.on_high_watermark(node(2, epoch=1, log=log_with((1, [b"x"]))), 1)
-    checker.on_high_watermark(node(3, epoch=4, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(fake_node(1, epoch=3, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(fake_node(2, epoch=1, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(fake_node(3, epoch=4, log=log_with((1, [b"x"]))), 1)
     assert checker.commit_epochs == [1]
-    leader = node(3, epoch=2, leader=True, hw=None)
+    leader = fake_node(3, epoch=2, leader=True, hw=None)
     raises(COMMITTED_DATA, lambda: checker.after_event(leader, [leader]))
 
 
@@ -696,7 +677,7 @@ def test_commit_epoch_zero_when_reported_without_a_core() -> None:
     checker.on_high_watermark(SimpleNamespace(node_id=1, is_voter=True, core=None,
                                               log=log_with((1, [b"x"]))), 1)
     assert checker.commit_epochs == [0]
-    leader = node(2, epoch=1, leader=True, hw=None)
+    leader = fake_node(2, epoch=1, leader=True, hw=None)
     raises(COMMITTED_DATA, lambda: checker.after_event(leader, [leader]))
 
 
@@ -708,9 +689,9 @@ def test_majority_allowed_when_exactly_a_majority_holds(voters: int, holding: in
     full = log_with((1, [b"x", b"y"]))
     for count, fails in ((holding, False), (holding - 1, True)):
         checker = Checker(ids, [voters + 1])
-        leader = node(1, leader=True, hw=2, log=full)
-        nodes = [leader] + [node(i, log=full if i <= count else log_with((1, [b"x"])))
-                            for i in ids[1:]] + [node(voters + 1, voter=False, log=full)]
+        leader = fake_node(1, leader=True, hw=2, log=full)
+        nodes = [leader] + [fake_node(i, log=full if i <= count else log_with((1, [b"x"])))
+                            for i in ids[1:]] + [fake_node(voters + 1, voter=False, log=full)]
         if fails:
             raises(MAJORITY_HOLDS_HW, lambda: checker.after_event(leader, nodes))  # noqa: B023
         else:
@@ -720,8 +701,8 @@ def test_majority_allowed_when_exactly_a_majority_holds(voters: int, holding: in
 def test_majority_not_checked_when_no_leader_hw() -> None:
     """Followers and a leader with no high watermark yet (None or 0) need no majority."""
     checker = Checker([1, 2, 3], [])
-    nodes = [node(1, hw=2, log=log_with((1, [b"x", b"y"]))), node(2),
-             node(3, leader=True, hw=None), node(3, epoch=2, leader=True, hw=0)]
+    nodes = [fake_node(1, hw=2, log=log_with((1, [b"x", b"y"]))), fake_node(2),
+             fake_node(3, leader=True, hw=None), fake_node(3, epoch=2, leader=True, hw=0)]
     for n in nodes:
         checker.after_event(n, nodes)
 
@@ -731,9 +712,9 @@ def test_majority_rechecked_when_a_voter_loses_records_or_hw_moves(how: str) -> 
     """The majority found for (leader, epoch, HW) is looked for again after a voter's
     truncation or wipe, and when the HW moves."""
     checker = Checker([1, 2, 3], [])
-    leader = node(1, leader=True, hw=1, log=log_with((1, [b"x", b"y"])))
-    voter = node(2, log=log_with((1, [b"x", b"y"])))
-    nodes = [leader, voter, node(3)]
+    leader = fake_node(1, leader=True, hw=1, log=log_with((1, [b"x", b"y"])))
+    voter = fake_node(2, log=log_with((1, [b"x", b"y"])))
+    nodes = [leader, voter, fake_node(3)]
     checker.after_event(leader, nodes)
     if how == "high watermark moved":
         voter.log = log_with((1, [b"x"]))
@@ -758,10 +739,7 @@ def cut_off_for_good(*cut: int) -> Callable[[SimConfig], Cluster]:
     """A toy-core cluster in which `cut` are isolated from the start and never healed
     (no faults are scheduled, so nothing heals them)."""
     def make(config: SimConfig) -> Cluster:
-        voters = tuple(range(1, config.voters + 1))
-        nodes = tuple(range(1, config.voters + config.observers + 1))
-        cluster = Cluster(config, core_class=ToyCore,
-                          core_config=ToyConfig(voters=voters, nodes=nodes))
+        cluster = toy_cluster(config)
         for node_id in cut:
             cluster.network.isolate(node_id, cluster.nodes)
         return cluster

@@ -6,13 +6,12 @@ not the real core."""
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import pytest
 
 from raft.log import MemoryLog
 from raft.messages import VoteRequest, VoteResponse
-from raft.sim.cluster import Cluster, Divergences, SimConfig
+from raft.sim.cluster import Divergences, SimConfig
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk, SimLog
 from raft.sim.invariants import (
     COMMITTED_DATA,
@@ -31,33 +30,7 @@ from raft.sim.network import Network, NetworkConfig
 from raft.sim.scenarios import new_cluster, wait_for_commit, wait_for_leader
 from raft.sim.sweep import RunSpec, require_convergence, run_seed
 from raft.types import ElectionState
-from tests.support.toy_core import ToyConfig, ToyCore
-
-
-def toy_cluster(config: SimConfig, bug: str | None = None) -> Cluster:
-    voters = tuple(range(1, config.voters + 1))
-    nodes = tuple(range(1, config.voters + config.observers + 1))
-    return Cluster(config, core_class=ToyCore,
-                   core_config=ToyConfig(voters=voters, nodes=nodes, bug=bug))
-
-
-def fake_node(node_id: int, *, voter: bool = True, epoch: int = 1, leader: bool = False,
-              leader_id: int | None = None, hw: int = 0, role: str = "follower",
-              log: MemoryLog | None = None) -> SimpleNamespace:
-    core = SimpleNamespace(epoch=epoch, is_leader=leader, leader_id=leader_id,
-                           high_watermark=hw, role="leader" if leader else role)
-    return SimpleNamespace(node_id=node_id, is_voter=voter, core=core,
-                           log=log if log is not None else MemoryLog())
-
-
-def log_with(*batches: tuple[int, list[bytes]], flush: bool = True) -> MemoryLog:
-    log = MemoryLog()
-    for epoch, records in batches:
-        log.append(epoch, records)
-    if flush:
-        log.flush()
-    return log
-
+from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 # ---- network ------------------------------------------------------------------------
 
