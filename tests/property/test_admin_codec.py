@@ -56,7 +56,13 @@ from metadata.admin import (
 )
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid, pack
-from tests.support.codec_mutations import assert_names_path, field_default, mutations
+from tests.support.codec_mutations import (
+    assert_names_path,
+    field_default,
+    mutations,
+    parent_of,
+    value_paths,
+)
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UUIDS = st.builds(Uuid, st.integers(0, 2**128 - 1))
@@ -141,18 +147,6 @@ JUNK = st.recursive(
     max_leaves=12)
 
 
-def _places(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """The path of every value in a decoded msgpack body, the body itself first."""
-    found = [path]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _places(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _places(value, (*path, index))
-    return found
-
-
 @st.composite
 def peer_bodies(draw: st.DrawFn) -> tuple[str, Any, bool]:
     """(api, body, as a request?) as a peer could send them: a well-formed body (as
@@ -166,12 +160,9 @@ def peer_bodies(draw: st.DrawFn) -> tuple[str, Any, bool]:
         return api, draw(JUNK), as_request
     message = draw(strategy_for(API_NAMES[api][0 if as_request else 1]))
     body = msgpack.unpackb(pack(encode_body(message)), raw=False)
-    if how == "one value junk" and (places := _places(body)[1:]):
+    if how == "one value junk" and (places := value_paths(body)):
         path = draw(st.sampled_from(places))
-        parent = body
-        for step in path[:-1]:
-            parent = parent[step]
-        parent[path[-1]] = draw(JUNK)
+        parent_of(body, path)[path[-1]] = draw(JUNK)
     return api, body, as_request
 
 

@@ -34,7 +34,13 @@ from raft.messages import (
     is_request,
 )
 from raft.types import Batch
-from tests.support.codec_mutations import assert_names_path, field_default, mutations
+from tests.support.codec_mutations import (
+    assert_names_path,
+    field_default,
+    mutations,
+    parent_of,
+    value_paths,
+)
 
 ints = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 small = st.integers(min_value=-1, max_value=1 << 40)
@@ -144,18 +150,6 @@ def _field_path(kind: str, path: tuple[str | int, ...]) -> tuple[str | int, ...]
     return path
 
 
-def _places(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """The path of every value in a decoded msgpack body, the body itself first."""
-    found = [path]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _places(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _places(value, (*path, index))
-    return found
-
-
 @st.composite
 def peer_bodies(draw: st.DrawFn) -> tuple[str, Any]:
     """(api, body) as a peer could send them: a well-formed body (as msgpack delivers
@@ -167,12 +161,9 @@ def peer_bodies(draw: st.DrawFn) -> tuple[str, Any]:
         return draw(apis), draw(json_like)
     api, body = encode_message(draw(messages | nested))
     wire = msgpack.unpackb(pack(body), raw=False, strict_map_key=False)
-    if how == "one value junk" and (places := _places(wire)[1:]):
+    if how == "one value junk" and (places := value_paths(wire)):
         path = draw(st.sampled_from(places))
-        parent = wire
-        for step in path[:-1]:
-            parent = parent[step]
-        parent[path[-1]] = draw(json_like)
+        parent_of(wire, path)[path[-1]] = draw(json_like)
     return api, wire
 
 

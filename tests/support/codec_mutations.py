@@ -30,6 +30,20 @@ def _walk(node: Any, path: Path_) -> list[tuple[Path_, Any]]:
     return found
 
 
+def value_paths(body: Any) -> list[Path_]:
+    """The path of every value in a decoded msgpack `body` (depth first), the body itself
+    left out."""
+    return [path for path, _ in _walk(body, ())]
+
+
+def parent_of(body: Any, path: Path_) -> Any:
+    """The map or list in `body` that holds the value at `path` (a path not empty)."""
+    parent = body
+    for step in path[:-1]:
+        parent = parent[step]
+    return parent
+
+
 def _wrong_type(draw: Any, value: Any) -> Any:
     """A value of another wire type (never None: nil is valid for optional fields)."""
     choices = ["x", 7, True, b"\x01", 1.5, [], {}]
@@ -59,9 +73,7 @@ def mutations(draw: Any, body: dict[str, Any], skip: frozenset[str] = frozenset(
         target[UNKNOWN_KEY] = 0
         return kind, (*path, UNKNOWN_KEY), broken
     path, value = draw(_at_any_depth(places if kind == "retype" else keyed))
-    parent = broken
-    for step in path[:-1]:
-        parent = parent[step]
+    parent = parent_of(broken, path)
     if kind == "retype":
         parent[path[-1]] = _wrong_type(draw, value)
     else:
