@@ -17,7 +17,8 @@ deletes. `read_snapshot` checks the whole file before it hands out a single reco
 (every CRC, the offsets and epochs, the header first, the footer last, nothing after
 it); anything wrong is one `SnapshotError` naming the file and the byte offset.
 `load_newest_valid` opens a directory: it removes partial files and loads the newest
-snapshot that reads whole, falling back past any that do not.
+snapshot that reads whole (ending at or below a given offset, if asked), falling back
+past any that do not.
 """
 
 from __future__ import annotations
@@ -281,19 +282,24 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def load_newest_valid(directory: str | os.PathLike[str]) -> Snapshot | None:
+def load_newest_valid(directory: str | os.PathLike[str], *,
+                      max_end_offset: int | None = None) -> Snapshot | None:
     """Open a directory's snapshots: remove partial files, then read the newest snapshot
-    that is whole, falling back to older ones past any that are not (each logged). None
-    when there is no snapshot; NoValidSnapshotError naming every file when none is whole.
-    The caller checks that the log continues from the snapshot's end offset: an older
-    snapshot may end below the log's start."""
+    that is whole, falling back to older ones past any that are not (each a WARNING
+    naming the file: the fallback still starts the node). With `max_end_offset`, snapshots
+    ending above it are passed over unread (the caller cannot prove their records
+    committed). None when no snapshot is left to read; NoValidSnapshotError naming every
+    file read when none is whole. The caller checks that the log continues from the
+    snapshot's end offset: an older snapshot may end below the log's start."""
     remove_partial_snapshots(directory)
     failures: list[SnapshotError] = []
     for snapshot_file in list_snapshots(directory):
+        if max_end_offset is not None and snapshot_file.snapshot_id.end_offset > max_end_offset:
+            continue
         try:
             snapshot = read_snapshot(snapshot_file.path)
         except SnapshotError as exc:
-            log.error("%s; trying an older snapshot", exc)
+            log.warning("%s; trying an older snapshot", exc)
             failures.append(exc)
             continue
         if failures:

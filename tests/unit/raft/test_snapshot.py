@@ -294,6 +294,18 @@ def test_newest_is_loaded_and_partial_files_removed_when_opened(tmp_path: Path) 
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+def test_snapshots_above_the_limit_are_passed_over_unread_when_opened(
+        tmp_path: Path) -> None:
+    """The caller cannot prove their records committed: not read, so not even a
+    corrupt one is an error."""
+    write(tmp_path, SnapshotId(10, 1), [b"old"])
+    write(tmp_path, SnapshotId(20, 2), [b"new"]).write_bytes(b"corrupt")
+    snapshot = load_newest_valid(tmp_path, max_end_offset=19)
+    assert snapshot is not None
+    assert snapshot.snapshot_id == SnapshotId(10, 1)
+    assert load_newest_valid(tmp_path, max_end_offset=9) is None
+
+
 def test_no_snapshot_is_none_when_opened(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000000.log").write_bytes(b"")
     assert load_newest_valid(tmp_path) is None
