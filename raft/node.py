@@ -26,13 +26,18 @@ Hooks for the layers above (metadata controller, brokers):
   controller decides against its pending view and needs the exact offsets).
 - `node.add_commit_listener(callback)`: `callback(batch)` is called in offset order with
   each newly committed `Batch` (cut at the high watermark) as the high watermark advances,
-  starting from offset 0 after every start (a replay of the committed log). It runs in
+  starting from `publish_from` after every start (a replay of the committed log: from 0,
+  or from the end offset of the snapshot the layers above started from). It runs in
   the core task: it must be quick and must not block (hand the batch to a channel); an
   exception it raises stops the node, loudly. Add listeners before `run()`.
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
+- `await node.serve_api(api, body, cluster_id)`: the answer this node's listener gives
+  to one request, for another listener of the node (a broker's status port) to serve too.
+- `await node.checkpoint_high_watermark()`: the high-watermark checkpoint written now,
+  e.g. before a snapshot, so no snapshot ever ends above the checkpoint on disk.
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
-  `node.epoch`.
+  `node.epoch`, `node.first_published_offset`.
 
 High-watermark checkpoint: a node whose log has a `directory` (a `DiskLog`) keeps
 `<directory>/high-watermark-checkpoint` (`raft.storage`) so tools such as `kraft replay`
@@ -156,7 +161,11 @@ class RaftNode:
                  listeners: list[trio.SocketListener] | None = None,
                  max_frame_bytes: int = 100 * 1024 * 1024, send_queue_size: int = 256,
                  rng: random.Random | None = None,
-                 fault_file: str | os.PathLike[str] | None = None) -> None:
+                 fault_file: str | os.PathLike[str] | None = None,
+                 publish_from: int = 0) -> None:
+        if not 0 <= publish_from <= log.end_offset:  # never skip records the log lacks
+            raise ValueError(f"publish_from {publish_from} outside the log [0, "
+                             f"{log.end_offset}]")
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
@@ -174,7 +183,8 @@ class RaftNode:
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
         # per connection, in arrival order (a dict used as an ordered set)
         self._conn_routes: dict[int, dict[tuple[int, int], None]] = {}
-        self._published = 0  # next offset to hand to commit listeners
+        self._published = publish_from  # next offset to hand to commit listeners
+        self._first_published = publish_from
         # The high-watermark checkpoint (see the module docstring); None: a MemoryLog.
         directory = getattr(log, "directory", None)
         self._hw_checkpoint_dir = Path(directory) if directory is not None else None
@@ -278,6 +288,11 @@ class RaftNode:
     @property
     def high_watermark(self) -> int:
         return self._core.high_watermark if self._core else 0
+
+    @property
+    def first_published_offset(self) -> int:
+        """The first offset commit listeners get after this start (`publish_from`)."""
+        return self._first_published
 
     @property
     def port(self) -> int | None:
@@ -510,6 +525,11 @@ class RaftNode:
         except OSError as exc:
             raise self._log_dir_failed(exc) from exc
 
+    async def checkpoint_high_watermark(self) -> None:
+        """Write the high-watermark checkpoint now (the last high watermark published),
+        unless it already holds it; OSError when the write fails."""
+        await self._checkpoint_high_watermark()
+
     async def _checkpoint_high_watermark(self) -> None:
         if self._hw_checkpoint_dir is None:
             return
@@ -586,6 +606,14 @@ class RaftNode:
             return messages.decode_message(api, body)
         except messages.MessageError as exc:
             raise ProtocolError(f"malformed {api!r:.60}: {exc}") from None
+
+    async def serve_api(self, api: str, body: Any, cluster_id: Any) -> Any:
+        """The answer this node's listener gives to `api`; an error body when it serves
+        no such api."""
+        if api not in self._handlers and api != DESCRIBE_QUORUM:
+            return {"error_code": int(ErrorCode.INVALID_REQUEST),
+                    "error_message": f"node {self.node_id} serves no {api!r:.60} api"}
+        return await self._serve_api(api, body, cluster_id)
 
     async def _serve_api(self, api: str, body: Any, cluster_id: Any) -> Any:
         if cluster_id not in (None, "", self.cluster_id):  # tools may not know it yet
