@@ -1,0 +1,102 @@
+"""Start-up: the metadata image a node begins from, out of its newest usable snapshot.
+
+`load_start_image(partition_dir, log_end_offset)` reads the node's high-watermark
+checkpoint, decides with `metadata.snapshot_policy.plan_start` which snapshots it may
+use, loads the newest valid one (`raft.snapshot.load_newest_valid`: a corrupt one is a
+WARNING naming it, and an older one is tried) and rebuilds its image
+(`metadata.image_snapshot.image_from_records`). The node then replays only the committed
+log records from the snapshot's end offset on (`RaftNode(publish_from=...)`); raft itself
+still reads the whole log, which is never truncated yet.
+
+Without a usable snapshot the image starts empty and the whole committed log is
+replayed. Snapshots that exist but none of which is valid, one ahead of the log, or one
+whose records do not make an image: `SnapshotStartError`, one message naming the files
+(`kraft node` prints it and exits non-zero).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from metadata import records as rec
+from metadata.image import MetadataImage
+from metadata.image_snapshot import ImageSnapshotError, image_from_records
+from metadata.snapshot_policy import SnapshotStartError, plan_start
+from raft.snapshot import (
+    NoValidSnapshotError,
+    Snapshot,
+    SnapshotError,
+    SnapshotId,
+    list_snapshots,
+    load_newest_valid,
+)
+from raft.storage import read_high_watermark_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StartImage:
+    """The image a node starts from and the snapshot it came from (None: the empty
+    image, before offset 0)."""
+
+    image: MetadataImage
+    snapshot_id: SnapshotId | None = None
+    path: Path | None = None
+
+    @property
+    def replay_from(self) -> int:
+        """The first log offset the image still needs: the snapshot's end offset."""
+        return 0 if self.snapshot_id is None else self.snapshot_id.end_offset
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the last record the image holds (0: none)."""
+        return 0 if self.snapshot_id is None else self.snapshot_id.epoch
+
+
+def load_start_image(partition_dir: Path, *, log_end_offset: int) -> StartImage:
+    """The image to start from (see the module docstring); SnapshotStartError when the
+    snapshots in `partition_dir` forbid starting."""
+    try:
+        snapshots = list_snapshots(partition_dir)
+    except SnapshotError as exc:  # a .checkpoint file that is no snapshot's
+        raise SnapshotStartError(str(exc)) from None
+    if not snapshots:
+        return StartImage(MetadataImage.empty())
+    committed = read_high_watermark_checkpoint(partition_dir)
+    plan = plan_start(snapshots, log_end_offset=log_end_offset, committed_end_offset=committed)
+    for unproven in plan.unproven:
+        log.warning("snapshot not used: it ends above the committed offsets this node can "
+                    "prove", extra={"file": str(unproven.path),
+                                    "end_offset": unproven.snapshot_id.end_offset,
+                                    "high_watermark_checkpoint": committed})
+    started = time.perf_counter()
+    try:
+        snapshot = load_newest_valid(partition_dir, max_end_offset=plan.max_end_offset)
+    except NoValidSnapshotError as exc:
+        raise SnapshotStartError(f"cannot start: {exc}") from None
+    if snapshot is None:
+        return StartImage(MetadataImage.empty())
+    image = _image_of(snapshot)
+    log.info("loaded snapshot", extra={
+        "file": str(snapshot.path), "end_offset": snapshot.snapshot_id.end_offset,
+        "epoch": snapshot.snapshot_id.epoch, "topics": len(image.topics),
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        "replay_from": snapshot.snapshot_id.end_offset})
+    return StartImage(image, snapshot.snapshot_id, snapshot.path)
+
+
+def _image_of(snapshot: Snapshot) -> MetadataImage:
+    """The image a whole (CRC-checked) snapshot holds. Records that do not decode or do
+    not make an image mean the file was written wrong, not torn: the node stops rather
+    than guess (falling back would hide a writer bug)."""
+    try:
+        records = [rec.decode(data) for data in snapshot.records]
+        return image_from_records(records, snapshot.snapshot_id.end_offset - 1)
+    except (rec.RecordError, ImageSnapshotError) as exc:
+        raise SnapshotStartError(f"{snapshot.path}: the snapshot holds no valid image: "
+                                 f"{exc}") from None
