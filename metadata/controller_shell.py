@@ -1,6 +1,7 @@
 """The Trio shell of the metadata controller: serves the admin APIs on a `RaftNode`.
 
-- A commit listener replays every committed record into the node's MetadataImage.
+- A commit listener replays every committed record into the node's MetadataImage,
+  from the image the node started from (empty, or a snapshot's: `initial_image`).
 - The node is the *active* controller once it leads and its committed image holds the
   LeaderChange record of its own epoch: then every record of earlier epochs has
   committed too (Raft commits earlier entries with the first one of the new epoch), so
@@ -51,12 +52,14 @@ class _NotActive(Exception):
 
 class ControllerShell:
     def __init__(self, node: RaftNode, *, config: ControllerConfig | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 initial_image: MetadataImage | None = None) -> None:
         self._node = node
         self._config = config or ControllerConfig()
         # topic IDs from the OS's entropy, as Kafka's Uuid.randomUuid(); tests pass a seed
         self._rng = rng or random.SystemRandom()
-        self._image = MetadataImage.empty()  # every committed record, on every node
+        # every committed record, on every node (the node publishes from its end)
+        self._image = MetadataImage.empty() if initial_image is None else initial_image
         self._controller: Controller | None = None
         self._controller_epoch = -1
         self._waiters: list[tuple[int, trio.Event]] = []  # (offset, set once applied)
@@ -229,7 +232,9 @@ class ControllerShell:
                 pass
 
 
-def install_controller(node: RaftNode, *, broker_session_timeout_ms: int) -> ControllerShell:
-    """Serve the admin APIs on `node` (a voter); call before `node.run()`."""
+def install_controller(node: RaftNode, *, broker_session_timeout_ms: int,
+                       initial_image: MetadataImage | None = None) -> ControllerShell:
+    """Serve the admin APIs on `node` (a voter); call before `node.run()`. With
+    `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     config = ControllerConfig(broker_session_timeout_ms=broker_session_timeout_ms)
-    return ControllerShell(node, config=config).install()
+    return ControllerShell(node, config=config, initial_image=initial_image).install()

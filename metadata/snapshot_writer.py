@@ -1,0 +1,200 @@
+"""The Trio shell that writes snapshots of a node's committed metadata image.
+
+`install_snapshotter(node, directory, image, ...)` adds to a `RaftNode`:
+- a commit listener (after the image's own) that counts committed record bytes
+  (`metadata.snapshot_policy.SnapshotSchedule`) and remembers the epoch of the last
+  applied batch: the image only ever holds published, so committed, records;
+- a background task that writes a snapshot whenever the schedule is due;
+- the `WriteSnapshot` api: a snapshot now, answered with its id, file, size and time (or
+  the error). A broker serves it on its status port too (`broker.server`).
+
+A snapshot of the image as of offset O is `SnapshotId(O + 1, epoch of the batch holding
+O)`. Before the file is written the high-watermark checkpoint is brought up to date, so
+no snapshot ends above the checkpoint on disk (what start-up can prove committed,
+`metadata.snapshot_policy.plan_start`). The file is written in a worker thread (the
+image is immutable, so the node keeps serving), one snapshot at a time. A snapshot of an
+image that already has one is that file, not rewritten (unless the file is corrupt). A
+failed write is one ERROR naming the file, and the node keeps running: its log still
+holds every record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from metadata.image import MetadataImage
+from metadata.image_snapshot import image_records
+from metadata.snapshot_loader import StartImage
+from metadata.snapshot_policy import SnapshotSchedule
+from raft.common.errors import ErrorCode
+from raft.node import ApiError, RaftNode
+from raft.snapshot import SnapshotError, SnapshotId, read_snapshot, write_snapshot
+from raft.types import Batch
+
+log = logging.getLogger(__name__)
+
+WRITE_SNAPSHOT_API = "WriteSnapshot"
+
+
+class SnapshotWriteError(Exception):
+    """A snapshot could not be written (already logged); the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenSnapshot:
+    snapshot_id: SnapshotId
+    path: Path
+    size_bytes: int
+    elapsed_ms: float
+    created: bool  # False: the image already had this snapshot
+
+    def to_body(self, node_id: int) -> dict[str, Any]:
+        return {"error_code": 0, "node_id": node_id, "path": str(self.path),
+                "file": self.path.name, "end_offset": self.snapshot_id.end_offset,
+                "epoch": self.snapshot_id.epoch, "size_bytes": self.size_bytes,
+                "elapsed_ms": self.elapsed_ms, "created": self.created}
+
+
+def write_image_snapshot(directory: Path, snapshot_id: SnapshotId, image: MetadataImage,
+                         last_contained_log_timestamp: int) -> Path:
+    """Blocking: the records of `image` into the snapshot file `snapshot_id`."""
+    return write_snapshot(directory, snapshot_id,
+                          (record.encode() for record in image_records(image)),
+                          last_contained_log_timestamp=last_contained_log_timestamp)
+
+
+class ImageSnapshotter:
+    def __init__(self, node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
+                 *, start: StartImage, max_bytes_between: int,
+                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._node = node
+        self._directory = directory
+        self._image = image
+        self._wall_clock_ms = wall_clock_ms
+        self.schedule = SnapshotSchedule(max_bytes_between)
+        # the last applied offset and its batch's epoch, and when it was applied here
+        # (batches carry no timestamps: the snapshot header gets this instead)
+        self._last_offset = start.replay_from - 1
+        self._last_epoch = start.epoch
+        self._last_applied_ms = wall_clock_ms()
+        self._due = trio.Event()
+        self._one_at_a_time = trio.Lock()
+        # snapshots known to be whole: written or loaded by this process
+        self._known_whole: set[SnapshotId] = set() if start.snapshot_id is None \
+            else {start.snapshot_id}
+
+    def install(self) -> ImageSnapshotter:
+        self._node.add_commit_listener(self._on_commit)
+        self._node.add_background_task(self._snapshot_when_due)
+        self._node.add_api_handler(WRITE_SNAPSHOT_API, self._handle_write_snapshot)
+        return self
+
+    # --- the committed log (runs in the node's core task: quick, never blocks) --------
+
+    def _on_commit(self, batch: Batch) -> None:
+        self.schedule.record_committed(batch.size_bytes)
+        self._last_offset, self._last_epoch = batch.last_offset, batch.epoch
+        self._last_applied_ms = self._wall_clock_ms()
+        if self.schedule.due:
+            self._due.set()
+
+    # --- writing ----------------------------------------------------------------------
+
+    async def _snapshot_when_due(self) -> None:
+        while True:
+            await self._due.wait()
+            self._due = trio.Event()
+            if self.schedule.due:  # an on-demand snapshot may have covered it meanwhile
+                try:
+                    await self.snapshot_now()
+                except SnapshotWriteError:
+                    pass  # logged; the next interval tries again
+
+    async def snapshot_now(self) -> WrittenSnapshot:
+        """Snapshot the committed image as it is now; SnapshotWriteError on failure,
+        ValueError when nothing has been applied yet."""
+        async with self._one_at_a_time:
+            # read together, with no checkpoint between: the image and its offset agree
+            image, covered = self._image(), self.schedule.committed_bytes
+            offset, epoch = self._last_offset, self._last_epoch
+            applied_ms = self._last_applied_ms
+            if offset < 0:
+                raise ValueError("no committed record has been applied yet")
+            if image.last_applied_offset != offset:
+                raise AssertionError(f"image at offset {image.last_applied_offset}, but the "
+                                     f"last committed batch ends at {offset}")
+            snapshot_id = SnapshotId(end_offset=offset + 1, epoch=epoch)
+            path = self._directory / snapshot_id.file_name
+            started = time.perf_counter()
+            try:
+                created = await self._write(snapshot_id, path, image, applied_ms)
+                size = path.stat().st_size
+            except OSError as exc:
+                self.schedule.snapshot_taken(covered)
+                log.error("snapshot failed, the node keeps running on its log", extra={
+                    "node": self._node.node_id, "file": str(path), "error": str(exc)})
+                raise SnapshotWriteError(f"{path}: snapshot failed: {exc}") from None
+            self.schedule.snapshot_taken(covered)
+            written = WrittenSnapshot(snapshot_id, path, size,
+                                      round((time.perf_counter() - started) * 1000, 1), created)
+            if created:
+                log.info("wrote snapshot", extra={
+                    "node": self._node.node_id, "file": str(path),
+                    "end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch,
+                    "size_bytes": size, "elapsed_ms": written.elapsed_ms})
+            return written
+
+    async def _write(self, snapshot_id: SnapshotId, path: Path, image: MetadataImage,
+                     applied_ms: int) -> bool:
+        """Write the file unless it already holds this snapshot whole; False when it did."""
+        if snapshot_id in self._known_whole or \
+                await trio.to_thread.run_sync(self._holds_whole_snapshot, path):
+            self._known_whole.add(snapshot_id)
+            return False
+        await self._node.checkpoint_high_watermark()  # before: see the module docstring
+        await trio.to_thread.run_sync(write_image_snapshot, self._directory, snapshot_id,
+                                      image, applied_ms)
+        self._known_whole.add(snapshot_id)
+        return True
+
+    def _holds_whole_snapshot(self, path: Path) -> bool:
+        """Blocking. Whether a file this process neither wrote nor loaded is a whole
+        snapshot; a corrupt one (start-up passed over it) is removed so that its offset
+        gets a good snapshot, instead of being reported as written."""
+        if not path.exists():
+            return False
+        try:
+            read_snapshot(path)
+        except SnapshotError as exc:
+            log.warning("replacing a corrupt snapshot", extra={
+                "node": self._node.node_id, "file": str(path), "error": str(exc)})
+            path.unlink()
+            return False
+        return True
+
+    # --- the WriteSnapshot api ------------------------------------------------------------
+
+    async def _handle_write_snapshot(self, body: Any, cluster_id: str) -> dict[str, Any]:
+        try:
+            written = await self.snapshot_now()
+        except ValueError as exc:
+            raise ApiError(ErrorCode.OFFSET_NOT_AVAILABLE, str(exc)) from None
+        except SnapshotWriteError as exc:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        return written.to_body(self._node.node_id)
+
+
+def install_snapshotter(node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
+                        *, start: StartImage, max_bytes_between: int) -> ImageSnapshotter:
+    """Snapshot `image()` (the node's committed image, read in its Trio task) into
+    `directory` (the metadata partition's); install after the listener that builds the
+    image and before `node.run()`."""
+    return ImageSnapshotter(node, directory, image, start=start,
+                            max_bytes_between=max_bytes_between).install()
