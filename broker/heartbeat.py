@@ -41,7 +41,7 @@ class BrokerHeartbeat:
         self.incarnation_id = Uuid.random()
         self.broker_epoch: int | None = None
         self.is_fenced = True
-        self.applied_offset = -1
+        self.applied_offset = node.first_published_offset - 1  # a snapshot's, or none
         self._client = ControllerClient(voters=node.voters, cluster_id=node.cluster_id)
 
     def install(self) -> BrokerHeartbeat:

@@ -14,6 +14,7 @@ from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
 from broker.kafka.listener import KafkaListener, install_kafka_listener
 from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
+from metadata.image import MetadataImage
 from raft.node import RaftNode
 
 
@@ -30,11 +31,14 @@ class BrokerRole:
             self.kafka.dispatcher.context.replicas.close_all()
 
 
-def install_broker_role(node: RaftNode, settings: BrokerSettings) -> BrokerRole:
+def install_broker_role(node: RaftNode, settings: BrokerSettings,
+                        initial_image: MetadataImage | None = None) -> BrokerRole:
+    """With `initial_image` (a snapshot's), `node` must publish from just after its
+    offset."""
     heartbeat = install_broker_heartbeat(
         node, client_address=settings.client_address,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
-    server = install_broker(node, settings, heartbeat)
+    server = install_broker(node, settings, heartbeat, initial_image)
     return BrokerRole(heartbeat=heartbeat, server=server,
                       kafka=install_kafka_listener(node, settings, server))

@@ -3,7 +3,8 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
 
 - The node's raft core is an observer: it fetches the metadata log by topic ID and
   follows leader changes. A commit listener replays each committed batch into this
-  broker's own `MetadataImage` (from offset 0 after every start).
+  broker's own `MetadataImage` after every start: from offset 0, or from the snapshot
+  the node started from (`initial_image`, the node publishing from its end).
 - Registration and heartbeats (RegisterBroker, BrokerHeartbeat, following NOT_CONTROLLER)
   are `broker.heartbeat`'s, installed beside this (`broker.role`); its state
   (incarnation, broker epoch, fenced) shows in the status.
@@ -15,7 +16,9 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   durably) follows the image, for the Spark replay.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
   pending deletions. Served through the node's listener when it has one, and on the
-  broker's `STATUS://` listener (the client listener speaks the Kafka protocol).
+  broker's `STATUS://` listener (the client listener speaks the Kafka protocol), which
+  also serves the node's `WriteSnapshot` (`metadata.snapshot_writer`): a broker has no
+  other port for tools.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from broker.reconcile import StagedDeletion, reconcile
 from broker.settings import Address, BrokerSettings
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
+from metadata.snapshot_writer import WRITE_SNAPSHOT_API
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
 from raft.common.uuid import Uuid
@@ -87,12 +91,13 @@ def _earliest_due(staged: list[StagedDeletion]) -> int | None:
 class BrokerServer:
     def __init__(self, node: RaftNode, settings: BrokerSettings, *,
                  registration: Registration | None = None,
-                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 initial_image: MetadataImage | None = None) -> None:
         self._node = node
         self.settings = settings
         self._registration = registration
         self._wall_clock_ms = wall_clock_ms  # due times survive restarts: wall clock
-        self._image = MetadataImage.empty()
+        self._image = MetadataImage.empty() if initial_image is None else initial_image
         # Committed records go into one open delta (cheap, in the core task); the image is
         # built from it when a task next reads it, so a catch-up of many batches builds
         # one image, not one per batch.
@@ -235,9 +240,13 @@ class BrokerServer:
                     body: dict[str, Any] = {
                         "error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
                         "error_message": "wrong cluster id"}
+                elif frame["api"] == WRITE_SNAPSHOT_API:
+                    body = await self._node.serve_api(WRITE_SNAPSHOT_API, frame["body"],
+                                                      frame["cluster_id"])
                 elif frame["api"] != STATUS_API:
                     body = {"error_code": int(ErrorCode.INVALID_REQUEST),
-                            "error_message": f"only {STATUS_API} is served here"}
+                            "error_message": f"only {STATUS_API} and {WRITE_SNAPSHOT_API} "
+                                             "are served here"}
                 else:
                     body = self.status()
                 await framed.send({"api": frame["api"], "version": 0,
@@ -250,7 +259,10 @@ class BrokerServer:
 
 
 def install_broker(node: RaftNode, settings: BrokerSettings,
-                   registration: Registration | None = None) -> BrokerServer:
-    """Install the broker's image, reconciliation and status on `node`."""
-    return BrokerServer(node, settings, registration=registration).install()
+                   registration: Registration | None = None,
+                   initial_image: MetadataImage | None = None) -> BrokerServer:
+    """Install the broker's image, reconciliation and status on `node`. With
+    `initial_image` (a snapshot's), `node` must publish from just after its offset."""
+    return BrokerServer(node, settings, registration=registration,
+                        initial_image=initial_image).install()
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.settings import BrokerSettings
+from metadata.snapshot_policy import DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
 
 Address = tuple[str, int]
 
@@ -105,6 +106,9 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1), 30_000),
+    # committed record bytes between two snapshots of a node's image (metadata.snapshot_policy)
+    "metadata.log.max.record.bytes.between.snapshots": (
+        "max_record_bytes_between_snapshots", _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS),
     # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
     # empty: off; a relative path is resolved against the config file's directory
     "fault.injection.file": ("fault_injection_file", _optional_str, ""),
@@ -191,6 +195,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = 2000
     log_segment_bytes: int = 1 << 30
     replica_lag_time_max_ms: int = 30_000
+    max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)

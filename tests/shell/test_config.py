@@ -102,3 +102,21 @@ def test_replica_routes_are_off_by_default_and_parse_broker_addresses(tmp_path: 
 def test_replica_routes_fail_naming_the_key_when_malformed(routes: object) -> None:
     with pytest.raises(ConfigError, match="fault.injection.replica.routes"):
         from_mapping({**BASE, "fault.injection.replica.routes": routes})
+
+
+SNAPSHOT_BYTES = "metadata.log.max.record.bytes.between.snapshots"
+
+
+def test_snapshot_interval_defaults_to_kafkas_20_mib_and_reads_the_kafka_key() -> None:
+    assert from_mapping(BASE).max_record_bytes_between_snapshots == 20 * 1024 * 1024
+    assert from_mapping({**BASE, SNAPSHOT_BYTES: 4096}).max_record_bytes_between_snapshots \
+        == 4096
+    assert from_mapping({**BASE, SNAPSHOT_BYTES: "1"}).max_record_bytes_between_snapshots == 1
+
+
+@pytest.mark.parametrize("value", [0, -5, "often", 1.5, True])
+def test_snapshot_interval_fails_naming_the_key_when_not_a_positive_integer(
+        value: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({**BASE, SNAPSHOT_BYTES: value}, "node.toml")
+    assert caught.value.key == SNAPSHOT_BYTES

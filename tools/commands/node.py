@@ -11,8 +11,9 @@ once, never rebuilt: nothing more is sent or acknowledged, one ERROR line names 
 invariant, and the process exits with code 3 (`INVARIANT_EXIT_CODE`).
 
 Exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or a listen address the node
-cannot start from; 2 bad usage or configuration, or a corrupt log; 3 a broken Raft
-invariant.
+cannot start from; 2 bad usage or configuration, a corrupt log, or snapshots the node
+cannot start from (none valid, or one ahead of the log: `metadata.snapshot_loader`); 3 a
+broken Raft invariant.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import errno
 
 import trio
 
+from metadata.snapshot_policy import SnapshotStartError
 from raft.core import RaftInvariantError
 from raft.log import LogCorruptionError
 from raft.storage import StorageError
@@ -36,9 +38,9 @@ INVARIANT_EXIT_CODE = 3  # a broken Raft invariant stopped the node (logged as o
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--config", required=True, help="the node's TOML configuration")
     parser.epilog = ("exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or listen "
-                     "address it cannot start from; 2 bad usage or configuration, or a "
-                     f"corrupt log; {INVARIANT_EXIT_CODE} a broken Raft invariant stopped "
-                     "the node")
+                     "address it cannot start from; 2 bad usage or configuration, a "
+                     "corrupt log, or snapshots it cannot start from; "
+                     f"{INVARIANT_EXIT_CODE} a broken Raft invariant stopped the node")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise usage_error(str(exc)) from None
     try:
         built = build_node(config)
-    except (StorageError, LogCorruptionError, OSError) as exc:
+    except (StorageError, LogCorruptionError, SnapshotStartError, OSError) as exc:
         raise startup_error(config, exc) from None
     try:
         trio.run(supervise, config, built)
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         # a broken invariant, or a rebuild that met a corrupt log or a busy port
         if find_exception(group, RaftInvariantError) is not None:
             return INVARIANT_EXIT_CODE  # raft.node logged the one ERROR line
-        for kind in (StorageError, LogCorruptionError):
+        for kind in (StorageError, LogCorruptionError, SnapshotStartError):
             if (found := find_exception(group, kind)) is not None:
                 raise startup_error(config, found) from None
         busy = find_exception(group, OSError)
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 def startup_error(config: NodeConfig, exc: BaseException) -> CommandError:
     """One line for a log directory the node cannot start from."""
-    if isinstance(exc, LogCorruptionError):  # file and byte offset, no traceback
+    if isinstance(exc, LogCorruptionError | SnapshotStartError):  # the files, no traceback
         return CommandError(str(exc), exit_code=2)
     if isinstance(exc, OSError):  # e.g. ENOSPC while recovery cuts a torn tail
         return CommandError(f"log directory {config.log_dir}: {exc}")

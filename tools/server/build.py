@@ -1,6 +1,8 @@
-"""Build a node from its configuration: the log directory, the Raft node, and every part
-its roles need (the Append API on every node, the metadata controller on voters, the
-broker role on brokers). The node is returned built but not yet running.
+"""Build a node from its configuration: the log directory, the image it starts from (its
+newest usable snapshot, `metadata.snapshot_loader`), the Raft node, and every part its
+roles need (the Append API on every node, the metadata controller on voters, the broker
+role on brokers, and the snapshot writer on both). The node is returned built but not
+yet running.
 """
 
 from __future__ import annotations
@@ -8,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from metadata.image import MetadataImage
+from metadata.snapshot_loader import load_start_image
+from metadata.snapshot_writer import install_snapshotter
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
@@ -40,10 +45,15 @@ class BuiltNode:
 
 def build_node(config: NodeConfig) -> BuiltNode:
     """Open the log directory named by `config` and build the node (not yet running)
-    with every part its roles need."""
+    with every part its roles need. SnapshotStartError when its snapshots forbid a start."""
     meta = open_log_dir(config.log_dir, cluster_id=config.cluster_id or None,
                         node_id=config.node_id)
     disk_log = DiskLog.open_metadata_log(config.log_dir, segment_bytes=config.log_segment_bytes)
+    try:
+        start = load_start_image(disk_log.directory, log_end_offset=disk_log.end_offset)
+    except BaseException:
+        disk_log.close()
+        raise
     log_dir = config.log_dir
     node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
                     config=raft_config(config), log=disk_log,
@@ -52,15 +62,24 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     listen=config.controller_address,
                     max_frame_bytes=config.socket_request_max_bytes,
                     send_queue_size=config.send_queue_max_messages,
-                    fault_file=config.fault_injection_file or None)
+                    fault_file=config.fault_injection_file or None,
+                    publish_from=start.replay_from)
     built = BuiltNode(node, [disk_log.close])
     install_append_api(node)
+    images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
     if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
         from metadata.controller_shell import install_controller
-        install_controller(node, broker_session_timeout_ms=config.broker_session_timeout_ms)
+        controller = install_controller(
+            node, broker_session_timeout_ms=config.broker_session_timeout_ms,
+            initial_image=start.image)
+        images.append(lambda: controller.image)
     if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
         from broker.role import install_broker_role
-        built.closers.append(install_broker_role(node, config.broker_settings()).close)
+        role = install_broker_role(node, config.broker_settings(), initial_image=start.image)
+        built.closers.append(role.close)
+        images.append(lambda: role.server.image)
+    # After the images' commit listeners. A combined controller and broker snapshots the
+    # controller's image: both replay the same log.
+    install_snapshotter(node, disk_log.directory, images[0], start=start,
+                        max_bytes_between=config.max_record_bytes_between_snapshots)
     return built
-
-
