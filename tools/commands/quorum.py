@@ -1,4 +1,4 @@
-"""`kraft quorum start|stop|kill|restart|describe|append`: drive a local cluster.
+"""`kraft quorum start|stop|kill|restart|describe|append|snapshot`: drive a local cluster.
 
     kraft quorum start --cluster DIR --voters 3 [--brokers 0] [--base-port P] [--json]
     kraft quorum stop --cluster DIR
@@ -7,6 +7,7 @@
     kraft quorum describe (--bootstrap-server H:P[,...] | --cluster DIR)
                           (--status | --replication) [--json]
     kraft quorum append (--cluster DIR | --bootstrap-server H:P[,...]) --count N [--batch B]
+    kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
 
 `describe` prints the columns of kafka-metadata-quorum.sh; a non-leader redirects the
 request to the leader.
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from tools.cluster import Cluster, ClusterError, append_records, describe_quorum
+from tools.commands import quorum_snapshot
 from tools.config import KNOWN_KEYS
 from tools.errors import CommandError, usage_error
 
@@ -67,6 +69,7 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     append.add_argument("--batch", type=int, default=1)
     append.add_argument("--timeout", type=float, default=60.0)
     append.add_argument("--json", action="store_true")
+    quorum_snapshot.add_parser(actions)
 
 
 def _target(parser: argparse.ArgumentParser) -> None:
@@ -281,7 +284,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     handlers = {"start": _start, "stop": _stop, "kill": _kill, "restart": _restart,
-                "describe": _describe, "append": _append, "demo": _demo}
+                "describe": _describe, "append": _append, "demo": _demo,
+                "snapshot": quorum_snapshot.run}
     try:
         return handlers[args.action](args)
     except ClusterError as exc:
