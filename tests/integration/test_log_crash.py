@@ -4,7 +4,6 @@ corruption."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ import pytest
 
 from raft.log import DiskLog, LogCorruptionError
 from raft.segment import iter_batches, list_segments
+from tests.support.killed_child import run_until_killed
 
 pytestmark = pytest.mark.integration
 
@@ -72,12 +72,6 @@ def _expected_record(offset: int, index: int) -> bytes:
     return f"record-{offset}".encode() * (1 + index % 4)
 
 
-def _run_child(directory: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(directory), str(SEGMENT_BYTES)],
-                            stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-
-
 def _check_contents(log: DiskLog) -> None:
     batches = log.read(0, 1 << 40)
     assert batches[0].base_offset == 0
@@ -133,22 +127,9 @@ def test_every_flushed_batch_survives_when_writer_is_sigkilled_or_loses_power(
     bytes alone holds every acknowledged batch)."""
     directory = tmp_path / "log"
     directory.mkdir()
-    child = _run_child(directory)
     durability = Durability()
-    try:
-        assert child.stdout is not None
-        while len(durability.acks) < flushes:
-            line = child.stdout.readline()
-            assert line, f"child exited early with {child.poll()}"
-            durability.feed(line)
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        if child.stdout is not None:
-            for line in child.stdout:  # reports written before the kill
-                durability.feed(line)
-            child.stdout.close()
-    assert child.returncode == -signal.SIGKILL
+    run_until_killed(CHILD, [str(directory), str(SEGMENT_BYTES)], durability.feed,
+                     stop=lambda _line: len(durability.acks) >= flushes)
     acknowledged = durability.acks[flushes - 1]
     assert all(count > 0 for count in durability.fsyncs_before_ack), \
         "a flush returned without any fsync"

@@ -7,9 +7,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +19,10 @@ from raft.snapshot import (
     load_newest_valid,
     read_snapshot,
 )
+from tests.support.killed_child import run_until_killed
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 KILLS = 20
 SEED = 630
 PROGRESS_EVERY = 100  # records between the child's "progress" lines
@@ -157,25 +154,8 @@ def run_child_until(directory: Path, first: int, stop_after: str) -> Reports:
     """Start a child writing snapshots `first`, `first + 1`, ...; SIGKILL it (by its PID)
     right after it prints the line `stop_after`; its reports."""
     reports = Reports(directory)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(directory), str(first)],
-                             stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    try:
-        assert child.stdout is not None
-        while True:
-            line = child.stdout.readline()
-            assert line, f"child exited early with {child.poll()}"
-            reports.feed(line)
-            if line.strip() == stop_after:
-                break
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        if child.stdout is not None:
-            for line in child.stdout:  # printed before the kill landed
-                reports.feed(line)
-            child.stdout.close()
-    assert child.returncode == -signal.SIGKILL
+    run_until_killed(CHILD, [str(directory), str(first)], reports.feed,
+                     stop=lambda line: line.strip() == stop_after)
     return reports
 
 
