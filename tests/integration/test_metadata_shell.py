@@ -46,10 +46,11 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cluster.directory
 
 
-def shell(cluster_dir: Path, *args: str, stdin: str | None = None
+def shell(source: Path, *args: str, stdin: str | None = None, snapshot: bool = False
           ) -> subprocess.CompletedProcess[str]:
+    """`kraft metadata-shell` on a cluster directory, or (`snapshot`) a checkpoint file."""
     return subprocess.run([sys.executable, "-m", "tools.cli", "metadata-shell",
-                           "--cluster", str(cluster_dir), *args],
+                           "--snapshot" if snapshot else "--cluster", str(source), *args],
                           input=stdin, capture_output=True, text=True, timeout=60)
 
 
@@ -122,15 +123,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_checkpoint_of_log(tmp_path_factory.mktemp("snapshot"), 6)
 
 
-def snapshot_shell(path: Path, *args: str, stdin: str | None = None
-                   ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.cli", "metadata-shell",
-                           "--snapshot", str(path), *args],
-                          input=stdin, capture_output=True, text=True, timeout=60)
-
-
 def test_snapshot_one_shot_shows_its_provenance_end_offset_minus_1(checkpoint: Path) -> None:
-    result = snapshot_shell(checkpoint, "--", "cat", "/image/provenance")
+    result = shell(checkpoint, "--", "cat", "/image/provenance", snapshot=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"offset": 5, "epoch": 2}
     assert result.stderr.splitlines() == [
@@ -139,8 +133,8 @@ def test_snapshot_one_shot_shows_its_provenance_end_offset_minus_1(checkpoint: P
 
 
 def test_snapshot_piped_session_browses_its_image(checkpoint: Path) -> None:
-    result = snapshot_shell(checkpoint, stdin="ls /image/topics/byName\n"
-                            "cd /image/topics/byName/orders\nls\ncat 1\n")
+    result = shell(checkpoint, snapshot=True, stdin="ls /image/topics/byName\n"
+                   "cd /image/topics/byName/orders\nls\ncat 1\n")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:5] == ["orders", "id", "name", "0", "1"]
@@ -152,7 +146,7 @@ def test_corrupt_snapshot_exits_2_with_one_line_and_no_shell(checkpoint: Path,
     damaged = tmp_path / checkpoint.name
     damaged.write_bytes(checkpoint.read_bytes())
     flip_byte(damaged, damaged.stat().st_size - 3)  # in the footer batch
-    result = snapshot_shell(damaged, stdin="ls /\n")
+    result = shell(damaged, stdin="ls /\n", snapshot=True)
     assert (result.returncode, result.stdout) == (2, "")
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: {damaged}: bad snapshot at byte offset ")
@@ -162,6 +156,6 @@ def test_corrupt_snapshot_exits_2_with_one_line_and_no_shell(checkpoint: Path,
 def test_snapshot_with_node_or_cluster_is_a_usage_error(checkpoint: Path,
                                                         cluster_dir: Path) -> None:
     for extra in (["--node", "1"], ["--cluster", str(cluster_dir)]):
-        result = snapshot_shell(checkpoint, *extra, "--", "pwd")
+        result = shell(checkpoint, *extra, "--", "pwd", snapshot=True)
         assert (result.returncode, result.stdout) == (2, "")
         assert "error: " in result.stderr
