@@ -49,14 +49,15 @@ def echo_server(recv_bytes: int) -> Iterator[str]:
 
 
 @contextmanager
-def echo_proxy_net(echo_address: str, seed: int) -> Iterator[ProxyNet]:
-    """A started proxy net with the one link 4->1 to `echo_address`."""
+def echo_proxy_net(seed: int, echo_recv_bytes: int) -> Iterator[ProxyNet]:
+    """A started proxy net with the one link 4->1 to an `echo_server`."""
     (port,) = free_ports(1)
-    proxies = ProxyNet({(4, 1): Link(source=4, target=1, listen_port=port,
-                                     target_address=echo_address)},
-                       random.Random(seed), rto_ms=TEST_RTO_MS, max_rto_ms=TEST_MAX_RTO_MS)
-    proxies.start()
-    try:
-        yield proxies
-    finally:
-        proxies.close()
+    with echo_server(echo_recv_bytes) as echo_address:
+        proxies = ProxyNet({(4, 1): Link(source=4, target=1, listen_port=port,
+                                         target_address=echo_address)},
+                           random.Random(seed), rto_ms=TEST_RTO_MS, max_rto_ms=TEST_MAX_RTO_MS)
+        proxies.start()
+        try:
+            yield proxies
+        finally:
+            proxies.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.chaos_proxy_net import echo_proxy_net, echo_server
+from tests.support.chaos_proxy_net import echo_proxy_net
 from tools.chaos.proxy import (
     NO_DEGRADATION,
     REPLICA_ROUTES_KEY,
@@ -29,14 +29,8 @@ from tools.config import load, parse_replica_routes
 
 
 @pytest.fixture
-def echo_address() -> Iterator[str]:
-    with echo_server(recv_bytes=1024) as address:
-        yield address
-
-
-@pytest.fixture
-def net(echo_address: str) -> Iterator[ProxyNet]:
-    with echo_proxy_net(echo_address, seed=9) as proxies:
+def net() -> Iterator[ProxyNet]:
+    with echo_proxy_net(seed=9, echo_recv_bytes=1024) as proxies:
         yield proxies
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.chaos_proxy_net import echo_proxy_net, echo_server
+from tests.support.chaos_proxy_net import echo_proxy_net
 from tools.chaos.proxy import Degradation, ProxyNet
 
 ROUNDS = 100
@@ -18,14 +18,8 @@ MESSAGE_BYTES = 100
 
 
 @pytest.fixture
-def echo_address() -> Iterator[str]:
-    with echo_server(recv_bytes=4096) as address:
-        yield address
-
-
-@pytest.fixture
-def net(echo_address: str) -> Iterator[ProxyNet]:
-    with echo_proxy_net(echo_address, seed=5) as proxies:
+def net() -> Iterator[ProxyNet]:
+    with echo_proxy_net(seed=5, echo_recv_bytes=4096) as proxies:
         yield proxies
 
 
