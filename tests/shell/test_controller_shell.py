@@ -4,7 +4,7 @@ ControllerShell; pytest-trio, fail_after per test."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,6 +31,7 @@ from raft.common.uuid import Uuid
 from raft.core import RaftConfig
 from raft.log import MemoryLog
 from raft.node import RaftNode
+from tests.support.polling import eventually
 
 FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
         "request_timeout_ms": 200, "fetch_max_wait_ms": 50}
@@ -56,14 +57,6 @@ async def controllers(count: int = 3, session_timeout_ms: int = 60_000
             await nursery.start(shell._node.run)
         yield shells
         nursery.cancel_scope.cancel()
-
-
-async def eventually(predicate: Callable[[], Any]) -> Any:
-    """Poll state that offers no event; the test's fail_after bounds it."""
-    while True:
-        if value := predicate():
-            return value
-        await trio.sleep(0.01)
 
 
 async def call(shell: ControllerShell, request: Any) -> Any:

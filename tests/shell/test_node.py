@@ -18,6 +18,7 @@ from raft.core import RaftConfig
 from raft.log import MemoryLog
 from raft.node import NotLeaderError, RaftNode
 from raft.types import Batch, ElectionState
+from tests.support.polling import eventually
 
 FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
         "request_timeout_ms": 200, "fetch_max_wait_ms": 100}
@@ -57,14 +58,6 @@ async def quorum(count: int = 3, timing: dict[str, int] | None = None,
             await nursery.start(member.node.run)
         yield members
         nursery.cancel_scope.cancel()
-
-
-async def eventually(predicate: Callable[[], Any]) -> Any:
-    """Poll state that offers no event; the test's fail_after bounds it."""
-    while True:
-        if value := predicate():
-            return value
-        await trio.sleep(0.01)
 
 
 async def leader_of(members: list[Member]) -> Member:

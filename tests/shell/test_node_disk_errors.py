@@ -21,7 +21,8 @@ from raft.log import DiskLog
 from raft.node import LogDirFailure
 from raft.storage import read_quorum_state
 from raft.types import ElectionState
-from tests.support.single_node import eventually, make_node
+from tests.support.polling import eventually
+from tests.support.single_node import make_node
 from tools.server.supervisor import PROBE_FILE, find_exception, probe_log_dir, wait_for_space
 
 

@@ -9,23 +9,22 @@ threads, and a jump while one runs would leap to an unrelated deadline)."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import trio
 import trio.testing
 
-from raft.core import RaftConfig
 from raft.fault_injection import POLL_INTERVAL_S, clear_fault_file, write_fault_file
 from raft.log import MemoryLog
 from raft.node import RaftNode
+from tests.support.polling import eventually
+from tests.support.single_node import FAST
 
 AUTOJUMP_S = 0.05
+POLL_S = 0.25  # virtual time: each poll costs AUTOJUMP_S of real time
 DELAY_MS = 2000  # far above any timer of FAST, so a stray jump cannot blur the bounds
-FAST = RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300,
-                  election_backoff_max_ms=100, request_timeout_ms=200, fetch_max_wait_ms=100)
 
 
 @asynccontextmanager
@@ -41,14 +40,6 @@ async def single_node(fault_file: Path) -> AsyncIterator[RaftNode]:
         nursery.cancel_scope.cancel()
 
 
-async def eventually(predicate: Callable[[], Any]) -> Any:
-    """Poll state that offers no event; the test's fail_after bounds it."""
-    while True:
-        if value := predicate():
-            return value
-        await trio.sleep(0.25)  # virtual time: each poll costs AUTOJUMP_S of real time
-
-
 async def timed_commit(node: RaftNode, record: bytes) -> float:
     began = trio.current_time()
     await node.propose_and_wait([record])
@@ -62,7 +53,7 @@ async def test_fsync_delay_holds_back_commit_acknowledgement_when_injected(
     write_fault_file(fault_file, fsync_delay_ms=DELAY_MS)
     with trio.fail_after(60):
         async with single_node(fault_file) as node:
-            await eventually(lambda: node.is_leader)
+            await eventually(lambda: node.is_leader, POLL_S)
             for i in range(3):
                 assert await timed_commit(node, f"slow-{i}".encode()) >= DELAY_MS / 1000
             clear_fault_file(fault_file)  # healed: seen within one poll interval
@@ -76,7 +67,7 @@ async def test_clock_rate_changes_node_clock_monotonically_when_injected(
     fault_file = tmp_path / "faults.json"
     with trio.fail_after(60):
         async with single_node(fault_file) as node:
-            await eventually(lambda: node.is_leader)
+            await eventually(lambda: node.is_leader, POLL_S)
             before = node.now_ms()
             await trio.sleep(1.0)
             assert node.now_ms() - before in range(999, 1002)  # no file: real rate

@@ -15,7 +15,8 @@ import trio
 from raft import node as raft_node
 from raft.node import LogDirFailure
 from raft.storage import read_high_watermark_checkpoint
-from tests.support.single_node import eventually, make_node
+from tests.support.polling import eventually
+from tests.support.single_node import make_node
 from tools.server.supervisor import find_exception
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -15,6 +14,7 @@ from raft.log import DiskLog
 from raft.node import RaftNode
 from raft.storage import read_quorum_state, write_quorum_state
 from raft.types import ElectionState
+from tests.support.polling import eventually as eventually  # re-exported (in-flight users)
 
 FAST = RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300,
                   election_backoff_max_ms=100, request_timeout_ms=200, fetch_max_wait_ms=100)
@@ -31,12 +31,4 @@ async def make_node(data: Path, write_election: Callable[[ElectionState], None] 
                     write_election=write_election or (lambda s: write_quorum_state(data, s)),
                     listeners=listeners, rng=random.Random(1))
     return node, disk_log
-
-
-async def eventually(predicate: Callable[[], Any]) -> Any:
-    """Poll state that offers no event; the test's fail_after bounds it."""
-    while True:
-        if value := predicate():
-            return value
-        await trio.sleep(0.01)
 
