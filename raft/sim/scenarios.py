@@ -336,12 +336,11 @@ def empty_voter_completes_quorum(voters: int, observers: int, seed: int,
     return cluster
 
 
-def stale_metadata_topic(voters: int, observers: int, seed: int,
-                         **overrides: Any) -> Cluster:
-    """The first leader A is cut off the moment it wins, so its LeaderChange and its
-    MetadataTopic{T1} stay in A's log only; B and C elect a leader that writes and commits
-    MetadataTopic{T2}. C crashes and A reconnects: A and the leader are a majority, so
-    they must commit again (KIP-516: A knows a different ID, T1, until it truncates)."""
+def _first_leader_cut_off(voters: int, observers: int, seed: int, **overrides: Any
+                          ) -> tuple[Cluster, int, SimNode]:
+    """3 voters: the first leader A is cut off the moment it wins (what it wrote stays in
+    its log only), the workload starts and the others elect B in a later epoch: (the
+    cluster, A's id, B)."""
     _require_voters(voters, 3, exact=True)
     cluster = Cluster(replace(SimConfig(voters=3, observers=observers, seed=seed),
                               **overrides))
@@ -349,7 +348,17 @@ def stale_metadata_topic(voters: int, observers: int, seed: int,
     a, a_epoch = first.node_id, first.core.epoch
     cluster.network.isolate(a, cluster.nodes)
     cluster.start_workload()
-    b = wait_for_leader(cluster, above_epoch=a_epoch, timeout_ets=10).node_id
+    return cluster, a, wait_for_leader(cluster, above_epoch=a_epoch, timeout_ets=10)
+
+
+def stale_metadata_topic(voters: int, observers: int, seed: int,
+                         **overrides: Any) -> Cluster:
+    """The first leader A is cut off the moment it wins, so its LeaderChange and its
+    MetadataTopic{T1} stay in A's log only; B and C elect a leader that writes and commits
+    MetadataTopic{T2}. C crashes and A reconnects: A and the leader are a majority, so
+    they must commit again (KIP-516: A knows a different ID, T1, until it truncates)."""
+    cluster, a, b_leader = _first_leader_cut_off(voters, observers, seed, **overrides)
+    b = b_leader.node_id
     wait_for_commit(cluster)
     c = next(v for v in cluster.voter_ids if v not in (a, b))
     cluster.crash(c)
@@ -361,7 +370,6 @@ def stale_metadata_topic(voters: int, observers: int, seed: int,
     return cluster
 
 
-
 def stale_metadata_topic_election(voters: int, observers: int, seed: int,
                                   **overrides: Any) -> Cluster:
     """As `stale-metadata-topic`, but an election needs A: the first leader A is cut off
@@ -369,14 +377,7 @@ def stale_metadata_topic_election(voters: int, observers: int, seed: int,
     MetadataTopic{T2}; B dies for good and A reconnects. A and C are a majority and must
     elect C (A's log is behind), whatever topic ID C's VoteRequest addresses A by
     (KIP-516: A knows T1 until it truncates, which it does only once it follows C)."""
-    _require_voters(voters, 3, exact=True)
-    cluster = Cluster(replace(SimConfig(voters=3, observers=observers, seed=seed),
-                              **overrides))
-    first = wait_for_leader(cluster, timeout_ets=10)
-    a, a_epoch = first.node_id, first.core.epoch
-    cluster.network.isolate(a, cluster.nodes)
-    cluster.start_workload()
-    b = wait_for_leader(cluster, above_epoch=a_epoch, timeout_ets=10)
+    cluster, a, b = _first_leader_cut_off(voters, observers, seed, **overrides)
     b_id, b_epoch = b.node_id, b.core.epoch
     wait_for_commit(cluster)
     cluster.crash(b_id)

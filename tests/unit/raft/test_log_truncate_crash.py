@@ -105,6 +105,23 @@ def _crash_cases() -> Iterator[tuple[str, int]]:
             yield name, step
 
 
+def _died_before_renaming_the_swap(directory: Path) -> tuple[CrashDisk, int, list[Record]]:
+    """A log built in `directory` whose cut inside a batch (later segments deleted) died
+    just before the head's swap was renamed over segment 9: (the disk that saw it, the
+    offset cut to, the records before the cut)."""
+    offset, steps = SCENARIOS["inside a batch, mid-segment, later segments"]
+    log = _build(directory)
+    original = _contents(log)
+    disk = CrashDisk(directory)
+    disk.inject(steps.index(("rename", f"{_swap(9)} -> {_seg(9)}")), Died())
+    with disk.installed():
+        with pytest.raises(Died):
+            log.truncate_to(offset)
+        log.close()
+        disk.abandon()
+    return disk, offset, original
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_truncate_takes_these_steps_and_is_durable_when_it_returns(
         tmp_path: Path, scenario: str) -> None:
@@ -151,16 +168,7 @@ def test_every_record_survives_when_recovery_itself_dies_adopting_the_swap(
         tmp_path: Path) -> None:
     """A power cut left the cut segment shortened and the head in its swap; recovery
     adopts the swap, and dying at any step of that recovery loses nothing either."""
-    offset, steps = SCENARIOS["inside a batch, mid-segment, later segments"]
-    log = _build(tmp_path / "log")
-    original = _contents(log)
-    disk = CrashDisk(tmp_path / "log")
-    disk.inject(steps.index(("rename", f"{_swap(9)} -> {_seg(9)}")), Died())
-    with disk.installed():
-        with pytest.raises(Died):
-            log.truncate_to(offset)
-        log.close()
-        disk.abandon()
+    disk, offset, original = _died_before_renaming_the_swap(tmp_path / "log")
     image = disk.power_cut(tmp_path / "image")
     assert sorted(p.name for p in image.iterdir()) == [_seg(0), _seg(6), _swap(9)]
     step = 0
@@ -306,15 +314,7 @@ def test_dump_log_skips_a_leftover_swap_when_a_cut_was_interrupted(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`kraft dump-log` reads segments only: a swap left by a crash is not dumped (it does
     not fail either); opening the log settles it."""
-    offset, steps = SCENARIOS["inside a batch, mid-segment, later segments"]
-    log = _build(tmp_path / "log")
-    disk = CrashDisk(tmp_path / "log")
-    disk.inject(steps.index(("rename", f"{_swap(9)} -> {_seg(9)}")), Died())
-    with disk.installed():
-        with pytest.raises(Died):
-            log.truncate_to(offset)
-        log.close()
-        disk.abandon()
+    _, offset, _ = _died_before_renaming_the_swap(tmp_path / "log")
     assert [p.name for p in list_swaps(tmp_path / "log")] == [_swap(9)]
     lines = list(dump_lines(tmp_path / "log"))
     assert [line for line in lines if line.startswith("Dumping")] == \
