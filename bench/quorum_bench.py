@@ -134,6 +134,18 @@ def print_leader_changes(what: str, times: list[tuple[float, float]]) -> None:
           f"{spread(committed)}")
 
 
+def print_handovers(cluster: Cluster, timeouts: str, election_timeout_s: float,
+                    qualifier: str = "") -> None:
+    """Graceful hand-overs (SIGTERM of the leader) with the cluster's `timeouts`, against
+    the target of a new leader within one election timeout."""
+    graceful = handovers(cluster, HANDOVERS)
+    print_leader_changes(f"graceful hand-over, {timeouts} timeouts, SIGTERM leader", graceful)
+    worst = max(t[0] for t in graceful)
+    print(f"target: new leader before one election timeout ({election_timeout_s:.2f} s) "
+          f"after SIGTERM{qualifier} (worst {worst:.2f} s): "
+          f"{verdict(worst < election_timeout_s)}")
+
+
 def short_timeouts(directory: Path) -> None:
     """Failover and hand-over with the integration tests' timeouts."""
     cluster = Cluster.create(directory / "short-timeouts", voters=3, settings=TEST_SETTINGS)
@@ -146,12 +158,7 @@ def short_timeouts(directory: Path) -> None:
         worst = max(t[0] for t in kills)
         print(f"target: new leader < {TEST_FAILOVER_TARGET_S:.1f} s after SIGKILL with the "
               f"test timeouts (worst {worst:.2f} s): {verdict(worst < TEST_FAILOVER_TARGET_S)}")
-        graceful = handovers(cluster, HANDOVERS)
-        print_leader_changes("graceful hand-over, test timeouts, SIGTERM leader", graceful)
-        worst = max(t[0] for t in graceful)
-        print(f"target: new leader before one election timeout ({TEST_ELECTION_TIMEOUT_S:.2f}"
-              f" s) after SIGTERM with the test timeouts (worst {worst:.2f} s): "
-              f"{verdict(worst < TEST_ELECTION_TIMEOUT_S)}")
+        print_handovers(cluster, "test", TEST_ELECTION_TIMEOUT_S, " with the test timeouts")
     except ClusterError as exc:
         print(f"quorum bench (test timeouts) failed: {exc}")
     finally:
@@ -303,13 +310,7 @@ def main() -> None:
             kills = max(1, min(FAILOVER_KILLS, int(budget // 6)))
             print_leader_changes("failover, default timeouts, SIGKILL leader",
                                  failovers(cluster, kills))
-            graceful = handovers(cluster, HANDOVERS)
-            print_leader_changes("graceful hand-over, default timeouts, SIGTERM leader",
-                                 graceful)
-            worst = max(t[0] for t in graceful)
-            print(f"target: new leader before one election timeout "
-                  f"({DEFAULT_ELECTION_TIMEOUT_S:.2f} s) after SIGTERM (worst {worst:.2f} s):"
-                  f" {verdict(worst < DEFAULT_ELECTION_TIMEOUT_S)}")
+            print_handovers(cluster, "default", DEFAULT_ELECTION_TIMEOUT_S)
         except ClusterError as exc:
             print(f"quorum bench failed: {exc}")
         finally:
