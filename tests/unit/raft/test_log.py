@@ -305,32 +305,36 @@ def test_torn_tail_is_truncated_when_final_batch_has_bad_crc(tmp_path: Path) -> 
         assert log.end_offset == 2
 
 
-def test_open_refuses_with_file_and_offset_when_middle_batch_is_corrupt(tmp_path: Path) -> None:
-    """DESIGN: a bad CRC before the tail is an error naming file and offset, never skipped."""
-    with DiskLog(tmp_path) as log:
+def _damage_second_of_three_batches(directory: Path, at: int, damage: Callable[[int], int]
+                                    ) -> tuple[Path, int, int]:
+    """A log of three batches in `directory`, byte `at` of the second one replaced by
+    `damage` of it: (the segment, the first batch's size, the segment's size)."""
+    with DiskLog(directory) as log:
         _fill(log, 3)
         first_size = len(encode_batch(log.read(0, 0)[0]))
-    segment = list_segments(tmp_path)[0]
+    segment = list_segments(directory)[0]
     data = bytearray(segment.read_bytes())
-    data[first_size + 30] ^= 0x01  # inside the second of three batches
+    data[first_size + at] = damage(data[first_size + at])
     segment.write_bytes(bytes(data))
+    return segment, first_size, len(data)
+
+
+def test_open_refuses_with_file_and_offset_when_middle_batch_is_corrupt(tmp_path: Path) -> None:
+    """DESIGN: a bad CRC before the tail is an error naming file and offset, never skipped."""
+    segment, first_size, size = _damage_second_of_three_batches(
+        tmp_path, 30, lambda byte: byte ^ 0x01)  # inside the second batch
     with pytest.raises(LogCorruptionError) as info:
         DiskLog(tmp_path)
     assert info.value.path == str(segment)
     assert info.value.position == first_size
     assert f"{segment}: corrupt log at byte offset {first_size}" in str(info.value)
-    assert len(segment.read_bytes()) == len(data)  # nothing was "repaired"
+    assert len(segment.read_bytes()) == size  # nothing was "repaired"
 
 
 def test_open_refuses_when_middle_batch_length_is_corrupt(tmp_path: Path) -> None:
     """A damaged length that hides valid batches after it is not mistaken for a torn tail."""
-    with DiskLog(tmp_path) as log:
-        _fill(log, 3)
-        first_size = len(encode_batch(log.read(0, 0)[0]))
-    segment = list_segments(tmp_path)[0]
-    data = bytearray(segment.read_bytes())
-    data[first_size + 16] = 0x7F  # payload_length of the second batch: huge
-    segment.write_bytes(bytes(data))
+    _, first_size, _ = _damage_second_of_three_batches(
+        tmp_path, 16, lambda _: 0x7F)  # payload_length of the second batch: huge
     with pytest.raises(LogCorruptionError, match=f"byte offset {first_size}"):
         DiskLog(tmp_path)
 
