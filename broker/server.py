@@ -11,7 +11,8 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
 - Reconciliation by topic ID (in place of LeaderAndIsr/StopReplica) starts once the image
   has caught up to the high watermark seen at start — before that, a partial image would
   make live topics look deleted — and runs again on every image change and whenever a
-  staged deletion falls due.
+  staged deletion falls due. A snapshot may already hold everything below that high
+  watermark: then the node's high-watermark listener, not a batch, says so.
 - `<log.dir>/metadata-image.checkpoint` (JSON {"applied_offset", "image_hash"}, written
   durably) follows the image, for the Spark replay.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
@@ -113,6 +114,7 @@ class BrokerServer:
 
     def install(self) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
+        self._node.add_high_watermark_listener(self._on_high_watermark)
         self._node.add_background_task(self.run)
         self._node.add_api_handler(STATUS_API, self._handle_status)
         return self
@@ -142,14 +144,23 @@ class BrokerServer:
         for index, data in enumerate(batch.records):
             self._delta.apply_bytes(data, batch.base_offset + index)
         self._delta_dirty = True
+        self._maybe_caught_up()
+        self._wake_reconcile.set()
+        self._wake_checkpoint.set()
+
+    def _on_high_watermark(self, high_watermark: int) -> None:
+        if self._start_hw is None:  # no batch came first: the start image may hold it all
+            self._start_hw = high_watermark
+        self._maybe_caught_up()
+
+    def _maybe_caught_up(self) -> None:
         applied = self._delta.last_applied_offset
-        if not self.caught_up.is_set() and applied + 1 >= self._start_hw:
+        if not self.caught_up.is_set() and self._start_hw is not None and \
+                applied + 1 >= self._start_hw:
             log.info("caught up with the metadata log", extra={
                 "broker": self.settings.broker_id, "high_watermark": self._start_hw,
                 "offset": applied})
             self.caught_up.set()
-        self._wake_reconcile.set()
-        self._wake_checkpoint.set()
 
     # --- tasks ------------------------------------------------------------------------
 

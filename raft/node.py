@@ -30,6 +30,10 @@ Hooks for the layers above (metadata controller, brokers):
   or from the end offset of the snapshot the layers above started from). It runs in
   the core task: it must be quick and must not block (hand the batch to a channel); an
   exception it raises stops the node, loudly. Add listeners before `run()`.
+- `node.add_high_watermark_listener(callback)`: `callback(high_watermark)` is called in
+  the core task each time the published high watermark advances, once the commit
+  listeners have had every batch below it; also when there was none to hand them (a
+  start from a snapshot that ends at the high watermark). Quick, like a commit listener.
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
 - `await node.serve_api(api, body, cluster_id)`: the answer this node's listener gives
@@ -178,6 +182,7 @@ class RaftNode:
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
         self._handlers: dict[str, ApiHandler] = {}
         self._listeners: list[CommitListener] = []
+        self._hw_listeners: list[Callable[[int], None]] = []
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._waiters: list[_Waiter] = []
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
@@ -215,6 +220,9 @@ class RaftNode:
 
     def add_commit_listener(self, callback: CommitListener) -> None:
         self._listeners.append(callback)
+
+    def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
+        self._hw_listeners.append(callback)
 
     def add_background_task(self, fn: Callable[[], Awaitable[None]]) -> None:
         """`await fn()` runs beside the node once it listens, until it stops (cancelled).
@@ -454,6 +462,8 @@ class RaftNode:
             self._send(envelope)
         if ready.high_watermark is not None:
             self._publish(ready.high_watermark)
+            for hw_listener in self._hw_listeners:
+                hw_listener(ready.high_watermark)
             # Not core.high_watermark later: a follower raises it before the flush
             # that makes the records below it durable here.
             self._hw_durable = ready.high_watermark

@@ -15,6 +15,7 @@ from broker import partition_dir as pd
 from broker.server import CHECKPOINT_FILE, BrokerServer
 from broker.settings import BrokerSettings
 from metadata import records as rec
+from metadata.delta import replay
 from raft.common.uuid import Uuid
 from raft.types import Batch
 
@@ -33,11 +34,15 @@ class StandInNode:
 
     def __init__(self) -> None:
         self.listeners: list[Callable[[Batch], None]] = []
+        self.hw_listeners: list[Callable[[int], None]] = []
         self.tasks: list[Callable[[], Any]] = []
         self.handlers: dict[str, Any] = {}
 
     def add_commit_listener(self, callback: Callable[[Batch], None]) -> None:
         self.listeners.append(callback)
+
+    def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
+        self.hw_listeners.append(callback)
 
     def add_background_task(self, fn: Callable[[], Any]) -> None:
         self.tasks.append(fn)
@@ -50,6 +55,11 @@ class StandInNode:
                       records=tuple(r.encode() for r in records))
         for listener in self.listeners:
             listener(batch)
+
+    def publish_high_watermark(self, high_watermark: int) -> None:
+        self.high_watermark = high_watermark
+        for listener in self.hw_listeners:
+            listener(high_watermark)
 
 
 async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
@@ -95,3 +105,31 @@ async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
     assert status["image_hash"] == server.image.content_hash()
     assert [(h["topic"], h["partition"]) for h in status["hosted"]] == [("live", 0)]
     assert [d["staged"] for d in status["pending_deletions"]] == [f"{GONE_ID}_0"]
+
+
+async def test_reconciles_when_the_start_image_of_a_snapshot_already_holds_the_high_watermark(
+        tmp_path: Path) -> None:
+    """A broker started from a snapshot that ends at the high watermark gets no batch
+    until something new commits (a broker's re-registration waits out its old session):
+    the high watermark alone tells it the image is caught up."""
+    (tmp_path / "gone-0").mkdir()
+    pd.write_partition_metadata(tmp_path / "gone-0", GONE_ID)
+    image = replay([(0, rec.Topic(name="live", topic_id=TOPIC_ID)),
+                    (1, rec.Partition(topic_id=TOPIC_ID, partition=0, replicas=(BROKER,),
+                                      isr=(BROKER,), leader=BROKER))])
+    node = StandInNode()
+    server = BrokerServer(cast(Any, node), BrokerSettings(
+        broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
+        request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
+        socket_request_max_bytes=1 << 20), initial_image=image).install()
+    async with trio.open_nursery() as nursery:
+        for task in node.tasks:
+            nursery.start_soon(task)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not server.caught_up.is_set()  # the high watermark is not known yet
+        node.publish_high_watermark(2)
+        with trio.fail_after(10):
+            await server.wait_reconciled(1)
+        nursery.cancel_scope.cancel()
+    assert pd.read_partition_metadata(tmp_path / "live-0") == TOPIC_ID
+    assert [p.name for p in (tmp_path / "deleting").iterdir()] == [f"{GONE_ID}_0"]

@@ -60,6 +60,8 @@ class Running:
     snapshotter: ImageSnapshotter
     directory: Path
     published: list[Batch]  # every batch handed to the commit listeners since start
+    # per high-watermark notification: (the high watermark, the published end then)
+    high_watermarks: list[tuple[int, int]]
 
 
 @asynccontextmanager
@@ -78,13 +80,17 @@ async def controller(data: Path, max_bytes_between: int) -> AsyncIterator[Runnin
                                 rng=random.Random(2), initial_image=start.image).install()
         published: list[Batch] = []
         node.add_commit_listener(published.append)
+        high_watermarks: list[tuple[int, int]] = []
+        node.add_high_watermark_listener(lambda hw: high_watermarks.append(
+            (hw, published[-1].next_offset if published else start.replay_from)))
         snapshotter = ImageSnapshotter(node, disk_log.directory, lambda: shell.image,
                                        start=start, max_bytes_between=max_bytes_between
                                        ).install()
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
             await eventually(lambda: shell.is_active)
-            yield Running(node, shell, snapshotter, disk_log.directory, published)
+            yield Running(node, shell, snapshotter, disk_log.directory, published,
+                          high_watermarks)
             nursery.cancel_scope.cancel()
 
 
@@ -224,6 +230,9 @@ async def test_restarted_node_replays_only_the_records_after_its_snapshot(
             await eventually(lambda: restarted.shell.image.last_applied_offset == end - 1)
             image = restarted.shell.image
             assert restarted.published[0].base_offset == taken["end_offset"]
+            # every high watermark is told once the batches below it are published
+            assert restarted.high_watermarks
+            assert all(hw == end for hw, end in restarted.high_watermarks)
             again = await restarted.node.serve_api(WRITE_SNAPSHOT_API, {}, "")
     assert image.topic_by_name("after-1") is not None
     assert image.content_hash() == replayed(restarted.directory, end).content_hash()
