@@ -9,20 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raft import messages as msg
 from raft.common.errors import ErrorCode
 from raft.core import RaftCore
-from raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    CurrentLeader,
-    DivergingEpoch,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    FetchRequest,
-    FetchResponse,
-    VoteRequest,
-    VoteResponse,
-)
 from raft.types import Batch, ElectionState, Envelope
 from tests.property.test_messages import messages as wild_messages
 from tests.support.core_harness import CLUSTER_ID, drain, log_with, make_core, make_leader
@@ -30,26 +19,26 @@ from tests.support.core_harness import CLUSTER_ID, drain, log_with, make_core, m
 small = st.integers(min_value=-2, max_value=12)
 batches = st.lists(st.builds(Batch, base_offset=st.integers(0, 12), epoch=st.integers(0, 6),
                              records=st.just((b"r",))), max_size=3).map(tuple)
-leaders = st.builds(CurrentLeader, leader_id=small, leader_epoch=small)
+leaders = st.builds(msg.CurrentLeader, leader_id=small, leader_epoch=small)
 plausible = st.one_of(
-    st.builds(VoteRequest, cluster_id=st.just(CLUSTER_ID), candidate_epoch=small,
+    st.builds(msg.VoteRequest, cluster_id=st.just(CLUSTER_ID), candidate_epoch=small,
               candidate_id=small, last_offset_epoch=small, last_offset=small,
               pre_vote=st.booleans()),
-    st.builds(BeginQuorumEpochRequest, cluster_id=st.just(CLUSTER_ID), leader_id=small,
+    st.builds(msg.BeginQuorumEpochRequest, cluster_id=st.just(CLUSTER_ID), leader_id=small,
               leader_epoch=small),
-    st.builds(EndQuorumEpochRequest, cluster_id=st.just(CLUSTER_ID), leader_id=small,
+    st.builds(msg.EndQuorumEpochRequest, cluster_id=st.just(CLUSTER_ID), leader_id=small,
               leader_epoch=small, preferred_successors=st.lists(small, max_size=3).map(tuple)),
-    st.builds(FetchRequest, cluster_id=st.just(CLUSTER_ID), replica_id=small,
+    st.builds(msg.FetchRequest, cluster_id=st.just(CLUSTER_ID), replica_id=small,
               max_wait_ms=small, max_bytes=small, current_leader_epoch=small,
               fetch_offset=small, last_fetched_epoch=small),
-    st.builds(VoteResponse, error_code=st.sampled_from(list(ErrorCode)), leader_id=small,
+    st.builds(msg.VoteResponse, error_code=st.sampled_from(list(ErrorCode)), leader_id=small,
               leader_epoch=small, vote_granted=st.booleans()),
-    st.builds(BeginQuorumEpochResponse, leader_id=small, leader_epoch=small),
-    st.builds(EndQuorumEpochResponse, leader_id=small, leader_epoch=small),
-    st.builds(FetchResponse, error_code=st.sampled_from([ErrorCode.NONE,
-                                                         ErrorCode.FENCED_LEADER_EPOCH]),
+    st.builds(msg.BeginQuorumEpochResponse, leader_id=small, leader_epoch=small),
+    st.builds(msg.EndQuorumEpochResponse, leader_id=small, leader_epoch=small),
+    st.builds(msg.FetchResponse, error_code=st.sampled_from([ErrorCode.NONE,
+                                                             ErrorCode.FENCED_LEADER_EPOCH]),
               high_watermark=small, current_leader=leaders, records=batches,
-              diverging_epoch=st.none() | st.builds(DivergingEpoch, epoch=small,
+              diverging_epoch=st.none() | st.builds(msg.DivergingEpoch, epoch=small,
                                                     end_offset=small)),
 )
 messages = st.one_of(plausible, plausible, plausible, wild_messages)

@@ -3,19 +3,9 @@ epochs (KIP-595 BeginQuorumEpoch / EndQuorumEpoch, quorum.fetch.timeout.ms)."""
 
 from __future__ import annotations
 
+from raft import messages as msg
 from raft.common.errors import ErrorCode
 from raft.core import Role
-from raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    CurrentLeader,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    FetchRequest,
-    FetchResponse,
-    VoteRequest,
-    VoteResponse,
-)
 from raft.types import ElectionState, Envelope
 from tests.support.core_harness import (
     CLUSTER_ID,
@@ -47,14 +37,14 @@ def test_follower_starts_prospective_when_no_fetch_succeeds_within_fetch_timeout
     core.tick(2000)
     ready = drain(core)
     assert core.role is Role.PROSPECTIVE
-    assert {e.dst for e in sent(ready, VoteRequest)} == {1, 3}
+    assert {e.dst for e in sent(ready, msg.VoteRequest)} == {1, 3}
 
 
 def test_successful_fetch_resets_fetch_timeout_when_leader_answers() -> None:
     """KIP-595: each successful Fetch pushes the fetch timeout out again."""
     core = following(fetch_timeout_ms=2000)
-    [request] = sent(drain(core), FetchRequest)
-    reply(core, request, FetchResponse(current_leader=CurrentLeader(
+    [request] = sent(drain(core), msg.FetchRequest)
+    reply(core, request, msg.FetchResponse(current_leader=msg.CurrentLeader(
         leader_id=1, leader_epoch=3)), 1500)
     core.tick(2500)
     assert core.role is Role.FOLLOWER
@@ -79,8 +69,8 @@ def test_observer_looks_for_a_leader_instead_of_campaigning_when_fetches_time_ou
     ready = drain(core)
     assert core.role is Role.UNATTACHED
     assert core.epoch == 3
-    assert sent(ready, VoteRequest) == []
-    assert len(sent(ready, FetchRequest)) == 1
+    assert sent(ready, msg.VoteRequest) == []
+    assert len(sent(ready, msg.FetchRequest)) == 1
 
 
 def test_leader_resigns_when_no_majority_fetches_within_check_quorum_timeout() -> None:
@@ -118,7 +108,7 @@ def test_resign_sends_end_quorum_epoch_with_successors_ordered_by_offset() -> No
     deliver(leader, 2, _fetch(leader, 2, end - 2), NOW + 2)
     leader.resign(NOW + 3)
     ready = drain(leader)
-    ends = sent(ready, EndQuorumEpochRequest)
+    ends = sent(ready, msg.EndQuorumEpochRequest)
     assert {e.dst for e in ends} == {2, 3, 4}
     assert ends[0].message.preferred_successors == (4, 2, 3)
     assert leader.role is Role.RESIGNED
@@ -129,11 +119,11 @@ def test_preferred_successor_campaigns_at_once_when_leader_resigns() -> None:
     """KIP-595 EndQuorumEpoch: the first preferred successor starts an election at once."""
     core = following(node=2)
     drain(core)
-    to_leader = deliver(core, 1, EndQuorumEpochRequest(
+    to_leader = deliver(core, 1, msg.EndQuorumEpochRequest(
         cluster_id=CLUSTER_ID, leader_id=1, leader_epoch=3, preferred_successors=(2, 3)), 100)
-    [response] = [m for m in to_leader if isinstance(m, EndQuorumEpochResponse)]
+    [response] = [m for m in to_leader if isinstance(m, msg.EndQuorumEpochResponse)]
     assert response.error_code is ErrorCode.NONE
-    assert any(isinstance(m, VoteRequest) and not m.pre_vote for m in to_leader)
+    assert any(isinstance(m, msg.VoteRequest) and not m.pre_vote for m in to_leader)
     assert core.role is Role.CANDIDATE
     assert core.epoch == 4
 
@@ -143,7 +133,7 @@ def test_other_successor_waits_a_backoff_when_leader_resigns() -> None:
     but far less than the fetch timeout."""
     core = following(node=3, fetch_timeout_ms=2000, election_backoff_max_ms=1000)
     drain(core)
-    deliver(core, 1, EndQuorumEpochRequest(
+    deliver(core, 1, msg.EndQuorumEpochRequest(
         cluster_id=CLUSTER_ID, leader_id=1, leader_epoch=3, preferred_successors=(2, 3)), 100)
     assert core.role is Role.FOLLOWER
     assert core.next_deadline_ms() < 100 + 2000
@@ -155,12 +145,12 @@ def test_follower_grants_prevotes_when_its_leader_resigned() -> None:
     """KIP-996 + EndQuorumEpoch: once the leader said it is leaving, its followers stop
     protecting it from pre-votes."""
     core = following(node=3)
-    [request] = sent(drain(core), FetchRequest)
-    reply(core, request, FetchResponse(current_leader=CurrentLeader(
+    [request] = sent(drain(core), msg.FetchRequest)
+    reply(core, request, msg.FetchResponse(current_leader=msg.CurrentLeader(
         leader_id=1, leader_epoch=3)), 50)
-    deliver(core, 1, EndQuorumEpochRequest(
+    deliver(core, 1, msg.EndQuorumEpochRequest(
         cluster_id=CLUSTER_ID, leader_id=1, leader_epoch=3, preferred_successors=(2, 3)), 100)
-    [answer] = deliver(core, 2, VoteRequest(
+    [answer] = deliver(core, 2, msg.VoteRequest(
         cluster_id=CLUSTER_ID, candidate_epoch=4, candidate_id=2, last_offset_epoch=0,
         last_offset=0, pre_vote=True), 101)
     assert answer.vote_granted
@@ -171,22 +161,22 @@ def test_node_follows_new_leader_and_persists_epoch_when_begin_quorum_epoch_arri
     and leader are persisted before the acknowledgement leaves."""
     core = make_core(2, election=ElectionState(epoch=3, voters=(1, 2, 3)))
     drain(core)
-    core.step(envelope(3, BeginQuorumEpochRequest(cluster_id=CLUSTER_ID, leader_id=3,
-                                                  leader_epoch=5), dst=2), 100)
+    core.step(envelope(3, msg.BeginQuorumEpochRequest(cluster_id=CLUSTER_ID, leader_id=3,
+                                                      leader_epoch=5), dst=2), 100)
     ready = drain(core)
     assert ready.election == ElectionState(epoch=5, leader_id=3, voters=(1, 2, 3))
-    [ack] = sent(ready, BeginQuorumEpochResponse)
+    [ack] = sent(ready, msg.BeginQuorumEpochResponse)
     assert ack.message.error_code is ErrorCode.NONE
     assert (core.role, core.leader_id, core.epoch) == (Role.FOLLOWER, 3, 5)
-    assert [e.dst for e in sent(ready, FetchRequest)] == [3]
+    assert [e.dst for e in sent(ready, msg.FetchRequest)] == [3]
 
 
 def test_begin_quorum_epoch_gets_fenced_when_its_epoch_is_lower() -> None:
     """KIP-595: a request from a lower epoch is answered FENCED_LEADER_EPOCH."""
     core = make_core(2, election=ElectionState(epoch=6, leader_id=1, voters=(1, 2, 3)))
     drain(core)
-    [ack] = deliver(core, 3, BeginQuorumEpochRequest(cluster_id=CLUSTER_ID, leader_id=3,
-                                                      leader_epoch=5), 100)
+    [ack] = deliver(core, 3, msg.BeginQuorumEpochRequest(cluster_id=CLUSTER_ID, leader_id=3,
+                                                         leader_epoch=5), 100)
     assert ack.error_code is ErrorCode.FENCED_LEADER_EPOCH
     assert (ack.leader_id, ack.leader_epoch) == (1, 6)
     assert (core.leader_id, core.epoch) == (1, 6)
@@ -196,7 +186,7 @@ def test_leader_steps_down_when_a_vote_request_has_a_higher_epoch() -> None:
     """Raft §5.1: a higher epoch makes a leader step down (and here vote)."""
     leader = make_leader()
     epoch = leader.epoch
-    [answer] = deliver(leader, 2, VoteRequest(
+    [answer] = deliver(leader, 2, msg.VoteRequest(
         cluster_id=CLUSTER_ID, candidate_epoch=epoch + 1, candidate_id=2,
         last_offset_epoch=epoch, last_offset=leader.log.end_offset), NOW)
     assert answer.vote_granted
@@ -208,8 +198,8 @@ def test_candidate_steps_down_when_a_response_names_a_higher_epoch() -> None:
     """KIP-595: a node learning a higher epoch from any message moves there and persists it."""
     core = make_core(1, election=ElectionState(epoch=3, voters=(1, 2, 3)), pre_vote=False)
     core.tick(5000)
-    requests = sent(drain(core), VoteRequest)
-    ready = reply(core, requests[0], VoteResponse(
+    requests = sent(drain(core), msg.VoteRequest)
+    ready = reply(core, requests[0], msg.VoteResponse(
         error_code=ErrorCode.FENCED_LEADER_EPOCH, leader_id=3, leader_epoch=9), 5001)
     assert ready.election == ElectionState(epoch=9, leader_id=3, voters=(1, 2, 3))
     assert (core.role, core.leader_id) == (Role.FOLLOWER, 3)
@@ -236,11 +226,11 @@ def test_same_outputs_when_run_twice_with_the_same_seed() -> None:
     assert run() == run()
 
 
-def _fetch(leader, replica: int, offset: int | None = None) -> FetchRequest:  # type: ignore[no-untyped-def]
+def _fetch(leader, replica: int, offset: int | None = None) -> msg.FetchRequest:  # type: ignore[no-untyped-def]
     offset = leader.log.end_offset if offset is None else offset
-    return FetchRequest(cluster_id=CLUSTER_ID, replica_id=replica, max_wait_ms=0,
-                        current_leader_epoch=leader.epoch, fetch_offset=offset,
-                        last_fetched_epoch=leader.log.epoch_at(offset - 1))
+    return msg.FetchRequest(cluster_id=CLUSTER_ID, replica_id=replica, max_wait_ms=0,
+                            current_leader_epoch=leader.epoch, fetch_offset=offset,
+                            last_fetched_epoch=leader.log.epoch_at(offset - 1))
 
 
 def test_leader_repeats_begin_quorum_epoch_when_a_voter_has_not_answered() -> None:
@@ -248,9 +238,9 @@ def test_leader_repeats_begin_quorum_epoch_when_a_voter_has_not_answered() -> No
     neither acknowledged nor fetched, and no longer once they have."""
     outbox: list[Envelope] = []
     leader = make_leader(voters=(1, 2, 3), fetch_timeout_ms=2000, outbox=outbox)
-    begins = [e for e in outbox if isinstance(e.message, BeginQuorumEpochRequest)]
-    reply(leader, begins[0], BeginQuorumEpochResponse(leader_id=1, leader_epoch=leader.epoch),
+    begins = [e for e in outbox if isinstance(e.message, msg.BeginQuorumEpochRequest)]
+    reply(leader, begins[0], msg.BeginQuorumEpochResponse(leader_id=1, leader_epoch=leader.epoch),
           NOW + 1)
     leader.tick(NOW + 500)
-    again = sent(drain(leader), BeginQuorumEpochRequest)
+    again = sent(drain(leader), msg.BeginQuorumEpochRequest)
     assert [e.dst for e in again] == [begins[1].dst]
