@@ -13,29 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.records import (
-    RECORD_CLASSES,
-    FenceBroker,
-    LeaderChange,
-    MetadataTopic,
-    NoOp,
-    Partition,
-    PartitionChange,
-    Record,
-    RecordError,
-    RegisterBroker,
-    RemoveTopic,
-    RenameTopic,
-    ReplayAnomalies,
-    RetiredTopicId,
-    SnapshotFooter,
-    SnapshotHeader,
-    Topic,
-    UnfenceBroker,
-    decode,
-    from_dict,
-    to_json,
-)
+from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
 
@@ -53,34 +31,34 @@ def _strategy(hint: Any) -> st.SearchStrategy[Any]:
     return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS}[hint]
 
 
-def _record_strategy(cls: type[Record]) -> st.SearchStrategy[Record]:
+def _record_strategy(cls: type[rec.Record]) -> st.SearchStrategy[rec.Record]:
     hints = typing.get_type_hints(cls)
     fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(cls)}
     return st.builds(cls, **fields)
 
 
-ANY_RECORD = st.one_of([_record_strategy(cls) for cls in RECORD_CLASSES.values()])
+ANY_RECORD = st.one_of([_record_strategy(cls) for cls in rec.RECORD_CLASSES.values()])
 
 
 @given(ANY_RECORD)
-def test_record_round_trips_when_encoded_and_decoded(record: Record) -> None:
+def test_record_round_trips_when_encoded_and_decoded(record: rec.Record) -> None:
     """The codec is lossless for every record type and every field value."""
-    assert decode(record.encode()) == record
-    assert type(decode(record.encode())) is type(record)
+    assert rec.decode(record.encode()) == record
+    assert type(rec.decode(record.encode())) is type(record)
 
 
 @given(ANY_RECORD)
-def test_encoding_is_deterministic_when_encoded_twice(record: Record) -> None:
+def test_encoding_is_deterministic_when_encoded_twice(record: rec.Record) -> None:
     """Replay compares record bytes across nodes: equal records encode to equal bytes."""
     assert record.encode() == dataclasses.replace(record).encode()
 
 
 @given(ANY_RECORD)
-def test_encoded_map_carries_type_and_version_when_encoded(record: Record) -> None:
+def test_encoded_map_carries_type_and_version_when_encoded(record: rec.Record) -> None:
     """Every record carries its type and version in its map."""
     fields = msgpack.unpackb(record.encode(), raw=False)
     assert (fields["type"], fields["version"]) == (int(record.TYPE), record.VERSION)
-    assert RECORD_CLASSES[fields["type"]] is type(record)
+    assert rec.RECORD_CLASSES[fields["type"]] is type(record)
 
 
 def packed(**fields: Any) -> bytes:
@@ -92,13 +70,14 @@ def test_decode_refuses_a_record_from_a_newer_writer_naming_what_it_cannot_read(
     """Strict: a version this build does not know, or a key naming no field, is a
     RecordError saying which (never a record decoded with a field silently dropped)."""
     topic_id = Uuid.random()
-    assert decode(packed(type=9, topic_id=topic_id.to_bytes())) == RemoveTopic(topic_id=topic_id)
-    with pytest.raises(RecordError, match=r"^unsupported RemoveTopic record version 1 "
-                                          r"\(this build reads version 0\)$"):
-        decode(packed(type=9, version=1, topic_id=topic_id.to_bytes()))
-    with pytest.raises(RecordError, match=r"^bad RemoveTopic record: "
-                                          r"RemoveTopic\.future_field: unknown field$"):
-        decode(packed(type=9, topic_id=topic_id.to_bytes(), future_field=[1, 2]))
+    assert rec.decode(packed(type=9, topic_id=topic_id.to_bytes())) == \
+        rec.RemoveTopic(topic_id=topic_id)
+    with pytest.raises(rec.RecordError, match=r"^unsupported RemoveTopic record version 1 "
+                                              r"\(this build reads version 0\)$"):
+        rec.decode(packed(type=9, version=1, topic_id=topic_id.to_bytes()))
+    with pytest.raises(rec.RecordError, match=r"^bad RemoveTopic record: "
+                                              r"RemoveTopic\.future_field: unknown field$"):
+        rec.decode(packed(type=9, topic_id=topic_id.to_bytes(), future_field=[1, 2]))
 
 
 @pytest.mark.parametrize(("data", "error"), [
@@ -125,23 +104,23 @@ def test_decode_refuses_a_record_from_a_newer_writer_naming_what_it_cannot_read(
 ])
 def test_decode_raises_record_error_when_bytes_are_bad(data: bytes, error: str) -> None:
     """Undecodable or incomplete records are one typed error with the reason."""
-    with pytest.raises(RecordError, match=error):
-        decode(data)
+    with pytest.raises(rec.RecordError, match=error):
+        rec.decode(data)
 
 
 def test_to_json_shows_uuids_as_base64_text_when_dumped() -> None:
     """dump-log and replay show topic IDs as their KIP-516 text."""
     topic_id = Uuid.random()
-    view = to_json(Topic(name="orders", topic_id=topic_id))
+    view = rec.to_json(rec.Topic(name="orders", topic_id=topic_id))
     assert view == {"type": "Topic", "version": 0, "name": "orders", "topic_id": str(topic_id)}
-    assert from_dict({"type": 6, "version": 0, "name": "orders",
-                      "topic_id": topic_id.to_bytes()}) == \
-        Topic(name="orders", topic_id=topic_id)
+    assert rec.from_dict({"type": 6, "version": 0, "name": "orders",
+                          "topic_id": topic_id.to_bytes()}) == \
+        rec.Topic(name="orders", topic_id=topic_id)
 
 
 @given(ANY_RECORD, st.data())
 def test_one_broken_field_is_a_record_error_naming_it_when_decoded(
-        record: Record, data: Any) -> None:
+        record: rec.Record, data: Any) -> None:
     """A valid record with one value of a wrong type is a RecordError naming the field; a
     removed key takes the field's default or is "missing"; an unknown key is an error
     naming it."""
@@ -150,10 +129,10 @@ def test_one_broken_field_is_a_record_error_naming_it_when_decoded(
     if kind == "remove":
         required, with_default = field_default(record, path)
         if not required:
-            assert from_dict(broken) == with_default
+            assert rec.from_dict(broken) == with_default
             return
-    with pytest.raises(RecordError) as caught:
-        from_dict(broken)
+    with pytest.raises(rec.RecordError) as caught:
+        rec.from_dict(broken)
     name = type(record).__name__
     assert str(caught.value).startswith(f"bad {name} record: ")
     reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "expected")
@@ -165,16 +144,16 @@ JUNK = st.recursive(
     lambda inner: st.lists(inner, max_size=3), max_leaves=8)
 
 
-@given(st.sampled_from(sorted(RECORD_CLASSES)), st.data())
+@given(st.sampled_from(sorted(rec.RECORD_CLASSES)), st.data())
 def test_junk_fields_raise_only_record_error_when_decoded(type_id: int, data: Any) -> None:
     """Bytes read from disk never raise anything but RecordError; what decodes
     re-encodes to a record that decodes equal."""
-    cls = RECORD_CLASSES[type_id]
+    cls = rec.RECORD_CLASSES[type_id]
     names = [f.name for f in dataclasses.fields(cls)] + ["future"]
     fields = data.draw(st.dictionaries(st.sampled_from(names), JUNK, max_size=len(names)))
     try:
-        record = from_dict({"type": type_id, "version": 0, **fields})
-    except RecordError as exc:
+        record = rec.from_dict({"type": type_id, "version": 0, **fields})
+    except rec.RecordError as exc:
         error = str(exc)
     else:
         error = ""
@@ -182,7 +161,7 @@ def test_junk_fields_raise_only_record_error_when_decoded(type_id: int, data: An
         assert error.startswith(f"bad {cls.__name__} record: {cls.__name__}")
         return
     assert type(record) is cls
-    assert decode(record.encode()) == record
+    assert rec.decode(record.encode()) == record
 
 
 # --- the wire format of logs on disk --------------------------------------------------
@@ -191,33 +170,33 @@ def test_junk_fields_raise_only_record_error_when_decoded(type_id: int, data: An
 # disk hold these bytes, and replay compares them across nodes.
 
 WIRE_SAMPLES: dict[str, Any] = {
-    "leader-change": LeaderChange(leader_id=1, voters=(1, 2, 3), granting_voters=(1, 2)),
-    "leader-change-alone": LeaderChange(leader_id=1, voters=(1,)),
-    "metadata-topic": MetadataTopic(topic_id=Uuid(123456789)),
-    "register": RegisterBroker(broker_id=4, incarnation_id=Uuid((1 << 127) + 3),
-                               broker_epoch=12, endpoints=("PLAINTEXT://h:1",), rack="r1"),
-    "register-no-rack": RegisterBroker(broker_id=4, incarnation_id=Uuid(3), broker_epoch=12),
-    "fence": FenceBroker(broker_id=4, broker_epoch=12),
-    "unfence": UnfenceBroker(broker_id=4, broker_epoch=12),
-    "topic": Topic(name="orders", topic_id=Uuid(7), initial_partition_count=3),
-    "topic-plain": Topic(name="t", topic_id=Uuid(8)),
-    "partition": Partition(topic_id=Uuid(7), partition=1, replicas=(1, 2, 3), isr=(1, 2),
-                           leader=1, leader_epoch=2, partition_epoch=3,
-                           leader_epoch_after_creation=2, leader_epoch_before_deletion=5),
-    "partition-plain": Partition(topic_id=Uuid(7), partition=0, replicas=(1,), isr=(1,),
-                                 leader=1),
-    "partition-change": PartitionChange(topic_id=Uuid(7), partition=0, leader=2, isr=(2,)),
-    "partition-change-none": PartitionChange(topic_id=Uuid(7), partition=1),
-    "partition-change-empty-isr": PartitionChange(topic_id=Uuid(7), partition=2, isr=(),
-                                                  replicas=(3, 4)),
-    "remove-topic": RemoveTopic(topic_id=Uuid(7)),
-    "rename-topic": RenameTopic(topic_id=Uuid(7), new_name="renamed"),
-    "no-op": NoOp(),
+    "leader-change": rec.LeaderChange(leader_id=1, voters=(1, 2, 3), granting_voters=(1, 2)),
+    "leader-change-alone": rec.LeaderChange(leader_id=1, voters=(1,)),
+    "metadata-topic": rec.MetadataTopic(topic_id=Uuid(123456789)),
+    "register": rec.RegisterBroker(broker_id=4, incarnation_id=Uuid((1 << 127) + 3),
+                                   broker_epoch=12, endpoints=("PLAINTEXT://h:1",), rack="r1"),
+    "register-no-rack": rec.RegisterBroker(broker_id=4, incarnation_id=Uuid(3), broker_epoch=12),
+    "fence": rec.FenceBroker(broker_id=4, broker_epoch=12),
+    "unfence": rec.UnfenceBroker(broker_id=4, broker_epoch=12),
+    "topic": rec.Topic(name="orders", topic_id=Uuid(7), initial_partition_count=3),
+    "topic-plain": rec.Topic(name="t", topic_id=Uuid(8)),
+    "partition": rec.Partition(topic_id=Uuid(7), partition=1, replicas=(1, 2, 3), isr=(1, 2),
+                               leader=1, leader_epoch=2, partition_epoch=3,
+                               leader_epoch_after_creation=2, leader_epoch_before_deletion=5),
+    "partition-plain": rec.Partition(topic_id=Uuid(7), partition=0, replicas=(1,), isr=(1,),
+                                     leader=1),
+    "partition-change": rec.PartitionChange(topic_id=Uuid(7), partition=0, leader=2, isr=(2,)),
+    "partition-change-none": rec.PartitionChange(topic_id=Uuid(7), partition=1),
+    "partition-change-empty-isr": rec.PartitionChange(topic_id=Uuid(7), partition=2, isr=(),
+                                                      replicas=(3, 4)),
+    "remove-topic": rec.RemoveTopic(topic_id=Uuid(7)),
+    "rename-topic": rec.RenameTopic(topic_id=Uuid(7), new_name="renamed"),
+    "no-op": rec.NoOp(),
     # captured from raft.common.codec when these types were added (snapshots)
-    "snapshot-header": SnapshotHeader(last_contained_log_timestamp=1700000000123),
-    "snapshot-footer": SnapshotFooter(),
-    "retired-topic-id": RetiredTopicId(topic_id=Uuid(9)),
-    "replay-anomalies": ReplayAnomalies(count=2, offsets=(4, 9), record_types=("Topic", "?"),
+    "snapshot-header": rec.SnapshotHeader(last_contained_log_timestamp=1700000000123),
+    "snapshot-footer": rec.SnapshotFooter(),
+    "retired-topic-id": rec.RetiredTopicId(topic_id=Uuid(9)),
+    "replay-anomalies": rec.ReplayAnomalies(count=2, offsets=(4, 9), record_types=("Topic", "?"),
                                          reasons=("name 'a' is live", "undecodable")),
 }
 WIRE_BYTES = {
@@ -294,8 +273,8 @@ def test_wire_bytes_are_unchanged_when_a_sample_is_encoded(name: str) -> None:
     """Logs on disk hold exactly these bytes; every node reads them back equal."""
     record, wire = WIRE_SAMPLES[name], bytes.fromhex(WIRE_BYTES[name])
     assert record.encode() == wire
-    assert decode(wire) == record
+    assert rec.decode(wire) == record
 
 
 def test_every_record_type_has_a_wire_sample_when_defined() -> None:
-    assert {type(r) for r in WIRE_SAMPLES.values()} == set(RECORD_CLASSES.values())
+    assert {type(r) for r in WIRE_SAMPLES.values()} == set(rec.RECORD_CLASSES.values())
