@@ -10,29 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.support.chaos_history import NEW_ID, OLD_ID, Script
-from tools.chaos.checker import (
-    BrokerDisk,
-    BrokerObservation,
-    CheckResult,
-    FinalState,
-    PartitionDir,
-    ReadRecord,
-    check,
-)
+from tools.chaos import checker
 
 X, Y, W = OLD_ID, NEW_ID, "AAAAAAAAAAAAAAAAAAAABA"
 
 
-def final(topics: dict[str, str], *values: str, disks: Sequence[BrokerDisk] = ()
-          ) -> FinalState:
+def final(topics: dict[str, str], *values: str, disks: Sequence[checker.BrokerDisk] = ()
+          ) -> checker.FinalState:
     """`topics`, each read in full; `values` read from a's partition 0 in this order."""
-    reads = [ReadRecord(topic_id=topics["a"], partition=0, offset=i, value=v)
+    reads = [checker.ReadRecord(topic_id=topics["a"], partition=0, offset=i, value=v)
              for i, v in enumerate(values)]
-    return FinalState(topics=topics, reads=reads,
-                      read_complete=dict.fromkeys(topics.values(), True), disks=disks)
+    return checker.FinalState(topics=topics, reads=reads,
+                              read_complete=dict.fromkeys(topics.values(), True), disks=disks)
 
 
-def found(result: CheckResult) -> list[tuple[str, str]]:
+def found(result: checker.CheckResult) -> list[tuple[str, str]]:
     return [(v.kind, v.message) for v in result.violations]
 
 
@@ -48,7 +40,7 @@ def test_final_topic_explained_when_its_only_create_is_unknown() -> None:
     """A create that timed out may have taken effect: the topic it made is no anomaly."""
     script = Script()
     script.op("create", {"name": "a"}, 1, 2, "unknown")
-    assert check(script.events, final({"a": X})).ok
+    assert checker.check(script.events, final({"a": X})).ok
 
 
 def _recreated_by_unknown_create(*unknown_at: float) -> Script:
@@ -65,7 +57,7 @@ def _recreated_by_unknown_create(*unknown_at: float) -> Script:
 
 def test_deleted_data_caught_when_written_before_an_unknown_create_of_its_topic() -> None:
     """X can only come from the create invoked at 7; v0 was acknowledged at 4."""
-    result = check(_recreated_by_unknown_create(7).events, final({"a": X}, "v0"))
+    result = checker.check(_recreated_by_unknown_create(7).events, final({"a": X}, "v0"))
     assert found(result) == [("deleted_data", f"a-0@0 ({X}) holds 'v0', written before this "
                                               "topic ID was created (data of a deleted topic)")]
     assert result.violations[0].op_index == 1
@@ -74,7 +66,7 @@ def test_deleted_data_caught_when_written_before_an_unknown_create_of_its_topic(
 def test_data_allowed_when_written_after_the_earliest_unknown_create() -> None:
     """Either unknown create may have made X; the one invoked at 2.5 may have taken
     effect before v0 was written, so v0 may be X's."""
-    assert check(_recreated_by_unknown_create(2.5, 7).events, final({"a": X}, "v0")).ok
+    assert checker.check(_recreated_by_unknown_create(2.5, 7).events, final({"a": X}, "v0")).ok
 
 
 # -- deletes by ID -----------------------------------------------------------------------
@@ -89,32 +81,32 @@ def _deleted_by_id(status: str = "ok") -> Script:
 
 
 def test_create_not_lost_when_its_topic_was_deleted_by_id() -> None:
-    assert check(_deleted_by_id().events, final({})).ok
+    assert checker.check(_deleted_by_id().events, final({})).ok
 
 
 def test_delete_undone_caught_when_deleted_by_id() -> None:
-    assert found(check(_deleted_by_id().events, final({"a": X}))) == [
+    assert found(checker.check(_deleted_by_id().events, final({"a": X}))) == [
         ("delete_undone", f"topic {X} is in the final metadata after its delete was "
                           "acknowledged")]
 
 
 def test_topic_allowed_to_survive_an_unknown_delete_by_id() -> None:
-    assert check(_deleted_by_id("unknown").events, final({"a": X})).ok
+    assert checker.check(_deleted_by_id("unknown").events, final({"a": X})).ok
 
 
 def test_unknown_topic_id_allowed_once_a_delete_by_id_was_invoked() -> None:
     """The unknown delete invoked at 3 may have removed X before the describe at 5."""
     script = _deleted_by_id("unknown")
     script.op("describe_id", {"topic_id": X}, 5, 6, "failed", error="UNKNOWN_TOPIC_ID")
-    assert check(script.events, final({})).ok
+    assert checker.check(script.events, final({})).ok
 
 
 def test_operations_after_a_failed_delete_still_checked() -> None:
     script = Script()
     script.op("delete", {"name": "a"}, 1, 2, "failed", error="UNKNOWN_TOPIC_OR_PARTITION")
     script.op("create", {"name": "a"}, 3, 4, topic_id=X)
-    assert check(script.events, final({"a": X})).ok
-    assert found(check(script.events, final({}))) == [
+    assert checker.check(script.events, final({"a": X})).ok
+    assert found(checker.check(script.events, final({}))) == [
         ("create_lost", f"acknowledged create of 'a' ({X}) is not in the final metadata "
                         "and no delete could have removed it")]
 
@@ -127,7 +119,7 @@ def test_stale_read_judged_from_the_first_acknowledged_delete() -> None:
     script.op("delete", {"name": "a"}, 3, 4, topic_id=X, name="a")
     script.op("delete", {"topic_id": X}, 5, 9, topic_id=X, name="a")
     script.op("describe_id", {"topic_id": X}, 6, 7, name="a", topic_id=X)
-    assert found(check(script.events, final({}))) == [
+    assert found(checker.check(script.events, final({}))) == [
         ("stale_read", f"describe by ID {X} found 'a' after its delete was acknowledged")]
 
 
@@ -141,7 +133,7 @@ def test_create_not_lost_when_an_earlier_delete_may_have_ended_after_it() -> Non
     script.op("delete", {"name": "a"}, 1, 10, topic_id=W)
     script.op("delete", {"name": "a"}, 2, 3, topic_id=W)
     script.op("create", {"name": "a"}, 5, 6, topic_id=X)
-    assert check(script.events, final({})).ok
+    assert checker.check(script.events, final({})).ok
 
 
 def test_unknown_topic_id_allowed_once_the_first_delete_was_invoked() -> None:
@@ -152,7 +144,7 @@ def test_unknown_topic_id_allowed_once_the_first_delete_was_invoked() -> None:
     script.op("delete", {"name": "a"}, 3, 4, "unknown")
     script.op("describe_id", {"topic_id": X}, 5, 6, "failed", error="UNKNOWN_TOPIC_ID")
     script.op("delete", {"name": "a"}, 9, 10, "unknown")
-    assert check(script.events, final({})).ok
+    assert checker.check(script.events, final({})).ok
 
 
 # -- operations at the same instant ------------------------------------------------------
@@ -163,7 +155,7 @@ def test_create_lost_when_a_delete_ended_as_it_was_invoked() -> None:
     script = Script()
     script.op("delete", {"name": "a"}, 1, 2, topic_id=W)
     script.op("create", {"name": "a"}, 2, 3, topic_id=X)
-    assert [v.kind for v in check(script.events, final({})).violations] == ["create_lost"]
+    assert [v.kind for v in checker.check(script.events, final({})).violations] == ["create_lost"]
 
 
 def test_unknown_topic_id_caught_when_a_delete_began_as_the_describe_ended() -> None:
@@ -171,14 +163,14 @@ def test_unknown_topic_id_caught_when_a_delete_began_as_the_describe_ended() -> 
     script.op("create", {"name": "a"}, 1, 2, topic_id=X)
     script.op("describe_id", {"topic_id": X}, 3, 4, "failed", error="UNKNOWN_TOPIC_ID")
     script.op("delete", {"name": "a"}, 4, 5, topic_id=X)
-    assert [v.kind for v in check(script.events, final({})).violations] == ["stale_read"]
+    assert [v.kind for v in checker.check(script.events, final({})).violations] == ["stale_read"]
 
 
 def test_unknown_topic_id_allowed_when_asked_as_the_create_was_acknowledged() -> None:
     script = Script()
     script.op("create", {"name": "a"}, 1, 2, topic_id=X)
     script.op("describe_id", {"topic_id": X}, 2, 3, "failed", error="UNKNOWN_TOPIC_ID")
-    assert check(script.events, final({"a": X})).ok
+    assert checker.check(script.events, final({"a": X})).ok
 
 
 def test_describe_allowed_to_find_a_topic_as_its_delete_is_acknowledged() -> None:
@@ -188,21 +180,22 @@ def test_describe_allowed_to_find_a_topic_as_its_delete_is_acknowledged() -> Non
     script.op("delete", {"name": "a"}, 3, 4, topic_id=X)
     script.op("describe_name", {"name": "a"}, 4, 5, name="a", topic_id=X)
     script.op("describe_id", {"topic_id": X}, 4, 5, name="a", topic_id=X)
-    assert check(script.events, final({})).ok
+    assert checker.check(script.events, final({})).ok
 
 
 def test_data_allowed_when_written_as_its_topic_create_was_invoked() -> None:
     script = Script()
     produce(script, "v0", 3, 4, offset=0)
     script.op("create", {"name": "a"}, 4, 5, topic_id=X)
-    assert check(script.events, final({"a": X}, "v0")).ok
+    assert checker.check(script.events, final({"a": X}, "v0")).ok
 
 
 def test_lost_write_caught_when_sent_as_its_topic_create_was_acknowledged() -> None:
     script = Script()
     script.op("create", {"name": "a"}, 1, 3, topic_id=X)
     produce(script, "v0", 3, 4, offset=0)
-    assert [v.kind for v in check(script.events, final({"a": X})).violations] == ["lost_write"]
+    result = checker.check(script.events, final({"a": X}))
+    assert [v.kind for v in result.violations] == ["lost_write"]
 
 
 # -- acknowledged writes whose topic changed ---------------------------------------------
@@ -215,7 +208,7 @@ def test_write_not_required_when_its_topic_was_deleted_by_id_and_recreated() -> 
     produce(script, "v0", 3, 4, offset=0)
     script.op("delete", {"topic_id": X}, 5, 6, topic_id=X, name="a")
     script.op("create", {"name": "a"}, 7, 8, topic_id=Y)
-    result = check(script.events, final({"a": Y}))
+    result = checker.check(script.events, final({"a": Y}))
     assert result.ok, result.violations
     assert result.writes_verified == 0
 
@@ -228,7 +221,7 @@ def test_write_not_required_when_a_delete_of_its_topic_was_answered_after_it_was
     script.op("delete", {"name": "a"}, 2.5, 6, topic_id=X)
     script.op("create", {"name": "a"}, 2.6, 2.9, topic_id=Y)
     produce(script, "v0", 3, 4, offset=0)
-    result = check(script.events, final({"a": Y}))
+    result = checker.check(script.events, final({"a": Y}))
     assert result.ok, result.violations
     assert result.writes_verified == 0
 
@@ -237,7 +230,7 @@ def test_write_not_required_when_its_topic_was_not_read_in_full() -> None:
     script = Script()
     script.op("create", {"name": "a"}, 1, 2, topic_id=X)
     produce(script, "v0", 3, 4, offset=0)
-    result = check(script.events, FinalState(topics={"a": X}))
+    result = checker.check(script.events, checker.FinalState(topics={"a": X}))
     assert result.ok, result.violations
     assert result.writes_verified == 0
 
@@ -247,8 +240,8 @@ def test_write_checked_when_its_topic_came_under_another_name() -> None:
     script = Script()
     script.op("create", {"name": "a"}, 1, 2, topic_id=X)
     script.op("produce", {"name": "b", "partition": 0, "value": "v0"}, 3, 4, offset=0)
-    assert found(check(script.events, FinalState(topics={"b": X},
-                                                 read_complete={X: True}))) == [
+    assert found(checker.check(script.events, checker.FinalState(topics={"b": X},
+                                                                 read_complete={X: True}))) == [
         ("create_lost", f"final topic 'b' has ID {X}, created as 'a'"),
         ("lost_write", "acknowledged produce of 'v0' to b-0 at offset 0 is not readable there "
                        "(found at [])")]
@@ -259,9 +252,9 @@ def test_write_checked_when_its_topic_came_under_another_name() -> None:
 
 def test_every_broker_reported_when_several_diverge() -> None:
     """Broker 4 did not answer and broker 5's image differs: both, and the offsets."""
-    result = check([], FinalState(topics={}, reference_hashes={4: "h4"}, brokers=[
-        BrokerObservation(node_id=4, applied_offset=None, image_hash=None),
-        BrokerObservation(node_id=5, applied_offset=4, image_hash="bad")]))
+    result = checker.check([], checker.FinalState(topics={}, reference_hashes={4: "h4"}, brokers=[
+        checker.BrokerObservation(node_id=4, applied_offset=None, image_hash=None),
+        checker.BrokerObservation(node_id=5, applied_offset=4, image_hash="bad")]))
     assert found(result) == [
         ("divergence", "brokers applied different offsets: 4@None, 5@4"),
         ("divergence", "broker 4 did not report its image"),
@@ -273,12 +266,12 @@ def test_every_broker_disk_reported_after_other_findings() -> None:
     script = Script()
     script.op("create", {"name": "a"}, 1, 2, topic_id=X)
     produce(script, "v0", 3, 4, offset=0)
-    disks = [BrokerDisk(node_id=n, observed_ms=0, staged=[],
-                        partitions=[PartitionDir(topic="a", partition=0, topic_id=X)])
+    disks = [checker.BrokerDisk(node_id=n, observed_ms=0, staged=[], partitions=[
+                 checker.PartitionDir(topic="a", partition=0, topic_id=X)])
              for n in (4, 5)]
     stale = (f"still hosts a-0 of topic ID {X} after the delete delay: the partition is "
              "not assigned to this broker")
-    assert found(check(script.events, final({"a": X}, disks=disks))) == [
+    assert found(checker.check(script.events, final({"a": X}, disks=disks))) == [
         ("lost_write", "acknowledged produce of 'v0' to a-0 at offset 0 is not readable there "
                        "(found at [])"),
         ("stale_partition", f"broker 4 {stale}"), ("stale_partition", f"broker 5 {stale}")]
