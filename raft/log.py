@@ -32,6 +32,7 @@ from raft.segment import (
     segment_base_offset,
     segment_name,
 )
+from raft.storage import LOG_START_OFFSET, StorageError, read_log_start, write_log_start
 from raft.types import NO_EPOCH, NO_OFFSET, Batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -146,13 +147,23 @@ def _select_for_read(size_at: Callable[[int], int], count: int, first: int,
 
 
 class _LogBase:
-    """What both logs derive from their own end offset, epoch cache and batch append."""
+    """What both logs derive from their own end offset, epoch cache and batch append.
+
+    The log starts at `start_offset`: 0, or the end offset of the snapshot that stands in
+    for the records below it (`advance_start`, `reset_to`); `start_epoch` is that
+    snapshot's epoch (the epoch of the record before the start), 0 at offset 0."""
 
     _epochs: EpochCache
+    _start_offset = 0
+    _start_epoch = 0
 
     @property
     def start_offset(self) -> int:
-        return 0  # snapshots will move it
+        return self._start_offset
+
+    @property
+    def start_epoch(self) -> int:
+        return self._start_epoch
 
     @property
     def end_offset(self) -> int:
@@ -181,7 +192,24 @@ class _LogBase:
         raise NotImplementedError
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self._epochs.end_offset_for_epoch(epoch, self.end_offset)
+        found, end = self._epochs.end_offset_for_epoch(epoch, self.end_offset)
+        if self._start_offset and self._start_epoch <= epoch and (
+                found == NO_EPOCH or found < self._start_epoch):
+            # The snapshot's epoch ends where the log's first cached epoch begins: the
+            # log start, or its end when the log holds no record yet.
+            return self._start_epoch, self._start_offset
+        return found, end
+
+    def _start_epoch_at(self, offset: int) -> int:
+        """The epoch a log starting at `offset` (within this one) starts after."""
+        if offset == self._start_offset:
+            return self._start_epoch
+        return self._epochs.epoch_at(offset - 1)
+
+    def _check_new_start(self, offset: int) -> None:
+        if not self._start_offset <= offset <= self.end_offset:
+            raise ValueError(f"cannot start the log at {offset}: outside "
+                             f"[{self._start_offset}, {self.end_offset}]")
 
     def epoch_at(self, offset: int) -> int:
         if not self.start_offset <= offset < self.end_offset:
@@ -213,7 +241,7 @@ class MemoryLog(_LogBase):
 
     @property
     def last_epoch(self) -> int:
-        return self._batches[-1].epoch if self._batches else 0
+        return self._batches[-1].epoch if self._batches else self._start_epoch
 
     def append_batches(self, batches: Sequence[Batch]) -> None:
         _check_append(batches, self.end_offset, self.last_epoch)
@@ -251,6 +279,27 @@ class MemoryLog(_LogBase):
         self._durable = list(self._batches)
         self._shared = len(self._batches)
 
+    def advance_start(self, offset: int) -> None:
+        """Start the log at `offset` (a snapshot's end offset), durably, dropping the
+        batches wholly below it."""
+        self._check_new_start(offset)
+        self._start_offset, self._start_epoch = offset, self._start_epoch_at(offset)
+        gone = 0
+        while gone < len(self._batches) and self._batches[gone].next_offset <= offset:
+            gone += 1
+        del self._batches[:gone]
+        del self._bases[:gone]
+        del self._durable[:min(gone, len(self._durable))]
+        self._shared = max(0, self._shared - gone)
+        self._epochs.truncate_from_start(offset)
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop the whole log, durably: it restarts empty at `offset`, after `epoch` (a
+        snapshot this node loaded in place of its log)."""
+        self._batches, self._bases, self._durable, self._shared = [], [], [], 0
+        self._start_offset, self._start_epoch = offset, epoch
+        self._epochs = EpochCache()
+
     def flush(self) -> None:
         self._durable[self._shared:] = self._batches[self._shared:]
         self._shared = len(self._batches)
@@ -262,6 +311,7 @@ class MemoryLog(_LogBase):
         self._bases = [b.base_offset for b in self._batches]
         self._shared = len(self._batches)
         self._epochs = EpochCache((b.epoch, b.base_offset) for b in self._batches)
+        self._epochs.truncate_from_start(self._start_offset)
 
 
 # ---------------------------------------------------------------------------------------
@@ -433,13 +483,23 @@ class DiskLog(_LogBase):
         return cls(Path(log_dir) / METADATA_PARTITION_DIR, segment_bytes=segment_bytes)
 
     def _recover(self) -> None:
-        for path, scan in scan_log_dir(self.directory):
+        try:
+            self._start_offset, self._start_epoch = read_log_start(self.directory)
+        except StorageError as exc:
+            raise LogCorruptionError(self.directory / LOG_START_OFFSET, 0, str(exc)) from None
+        scans = list(scan_log_dir(self.directory))
+        for index, (path, scan) in enumerate(scans):
+            if self._below_start(scans, index):  # left by a crash in advance_start/reset_to
+                os.unlink(path)
+                self._dirty_dir = True
+                continue
             segment = self._open_segment(path, create=False)
-            if segment.base_offset != self.end_offset:  # first segment: no snapshots yet
+            if not self._entries and segment.base_offset > self._start_offset:
                 raise LogCorruptionError(path, 0, f"log starts at offset {segment.base_offset}"
                                          f", expected {self.start_offset}")
             for stored in scan.batches:
-                self._index(segment, stored.position, stored.size, stored.batch)
+                if stored.batch.next_offset > self._start_offset:
+                    self._index(segment, stored.position, stored.size, stored.batch)
             segment.size = scan.valid_bytes
             if scan.torn_reason is not None:  # torn tail: cut it off, durably
                 os.ftruncate(segment.fd, scan.valid_bytes)
@@ -451,9 +511,19 @@ class DiskLog(_LogBase):
         self._dirty_dir = True
         self.flush()  # before a swap is adopted: the segment it follows must be durable
         self._finish_cut()
+        self._epochs.truncate_from_start(self._start_offset)
         if not self._segments:
-            self._open_segment(self.directory / segment_name(0), create=True)
+            self._open_segment(self.directory / segment_name(self._start_offset), create=True)
         self.flush()
+
+    def _below_start(self, scans: list[tuple[Path, SegmentScan]], index: int) -> bool:
+        """Whether segment `index` holds records below the log start only (and is not the
+        segment the log continues in)."""
+        if index + 1 < len(scans):
+            return segment_base_offset(scans[index + 1][0]) <= self._start_offset
+        batches = scans[index][1].batches
+        end = batches[-1].batch.next_offset if batches else segment_base_offset(scans[index][0])
+        return end < self._start_offset
 
     def _finish_cut(self) -> None:
         """Settle a truncation that a crash interrupted (see `_cut_batch`). Its swap file
@@ -550,7 +620,7 @@ class DiskLog(_LogBase):
 
     @property
     def last_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else 0
+        return self._entries[-1].epoch if self._entries else self._start_epoch
 
     @property
     def segment_paths(self) -> list[Path]:
@@ -699,6 +769,47 @@ class DiskLog(_LogBase):
         segment = _Segment(head.base_offset, path, fd, len(data))
         self._segments.append(segment)
         self._index(segment, 0, len(data), head)
+
+    def advance_start(self, offset: int) -> None:
+        """Start the log at `offset` (a snapshot's end offset): the start file first, then
+        the segments wholly below it are deleted, oldest first. A crash in between leaves
+        segments that recovery deletes."""
+        self._check_usable()
+        self._check_new_start(offset)
+        epoch = self._start_epoch_at(offset)
+        write_log_start(self.directory, offset, epoch)
+        self._start_offset, self._start_epoch = offset, epoch
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            gone = self._segments.pop(0)
+            self._dirty_fds.discard(gone.fd)
+            os.close(gone.fd)
+            os.unlink(gone.path)
+            self._dirty_dir = True
+        self._sync_dir()
+        self._flushed_end = max(self._flushed_end, offset)  # the snapshot is durable
+        dropped = bisect.bisect_left([e.next_offset for e in self._entries], offset + 1)
+        del self._entries[:dropped]
+        del self._bases[:dropped]
+        self._epochs.truncate_from_start(offset)
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop the whole log, durably: it restarts empty at `offset`, after `epoch`. The
+        start file first, then the segments go, newest first (a crash leaves a prefix of
+        them, which recovery deletes or continues from), then the new empty segment."""
+        self._check_usable()
+        write_log_start(self.directory, offset, epoch)
+        while self._segments:
+            gone = self._segments.pop()
+            self._dirty_fds.discard(gone.fd)
+            os.close(gone.fd)
+            os.unlink(gone.path)
+        fsync_dir(self.directory)
+        self._entries, self._bases, self._epochs = [], [], EpochCache()
+        self._start_offset, self._start_epoch = offset, epoch
+        self._open_segment(self.directory / segment_name(offset), create=True)
+        self._dirty_dir = True
+        self._sync_dir()
+        self._flushed_end = offset
 
     def _remove_failed_swap(self, swap: Path, error: OSError) -> None:
         """Remove, durably, the swap of a cut that failed before the segment changed: one

@@ -24,7 +24,7 @@ from typing import Any
 from raft.common.codec import Codec, CodecError, expected
 from raft.common.errors import ErrorCode
 from raft.common.uuid import METADATA_TOPIC_ID, Uuid
-from raft.types import Batch
+from raft.types import Batch, SnapshotId
 
 NO_LEADER = -1  # Kafka's "no leader known" in a response's leader id
 
@@ -110,6 +110,20 @@ class FetchRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FetchSnapshotRequest:
+    """KIP-630: `max_bytes` of the snapshot `snapshot_id` from byte `position`."""
+
+    cluster_id: str
+    replica_id: int
+    max_bytes: int = 1 << 20
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeQuorumRequest:
     cluster_id: str
     topic_id: Uuid = METADATA_TOPIC_ID
@@ -156,7 +170,20 @@ class FetchResponse:
     log_start_offset: int = 0
     diverging_epoch: DivergingEpoch | None = None
     current_leader: CurrentLeader = NO_CURRENT_LEADER
+    snapshot_id: SnapshotId | None = None  # fetch this snapshot first (KIP-630)
     records: tuple[Batch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchSnapshotResponse:
+    error_code: ErrorCode = ErrorCode.NONE
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    snapshot_id: SnapshotId | None = None
+    current_leader: CurrentLeader = NO_CURRENT_LEADER
+    size: int = -1  # of the whole snapshot file
+    position: int = -1  # of `unaligned_records` in it
+    unaligned_records: bytes = b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,13 +199,13 @@ class DescribeQuorumResponse:
 
 
 REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
-                 DescribeQuorumRequest)
+                 FetchSnapshotRequest, DescribeQuorumRequest)
 RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
-                  FetchResponse, DescribeQuorumResponse)
+                  FetchResponse, FetchSnapshotResponse, DescribeQuorumResponse)
 Request = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-           | DescribeQuorumRequest)
+           | FetchSnapshotRequest | DescribeQuorumRequest)
 Response = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-            | DescribeQuorumResponse)
+            | FetchSnapshotResponse | DescribeQuorumResponse)
 Message = Request | Response
 
 

@@ -12,7 +12,8 @@ at most `max_batch_bytes` of payload each unless one record alone is larger.
 
 A file is written under a temporary name, fsynced, renamed and the directory fsynced
 (`raft.common.durable.write_chunks_atomically`), so a `.checkpoint` name always holds a
-whole file; a crash can leave `<name>.checkpoint.tmp`, which `remove_partial_snapshots`
+whole file; a crash can leave `<name>.checkpoint.tmp` (or a fetched snapshot's
+`<name>.checkpoint.part`, `raft.snapshot_store`), which `remove_partial_snapshots`
 deletes. `read_snapshot` checks the whole file before it hands out a single record
 (every CRC, the offsets and epochs, the header first, the footer last, nothing after
 it); anything wrong is one `SnapshotError` naming the file and the byte offset.
@@ -35,13 +36,15 @@ from raft.common.durable import TEMP_SUFFIX, fsync_dir, write_chunks_atomically
 from raft.common.record import Record, RecordError
 from raft.control_records import CONTROL_RECORDS, SnapshotFooter, SnapshotHeader
 from raft.segment import CorruptBatchError, StoredBatch, encode_batch, iter_batches
+from raft.types import MAX_END_OFFSET as MAX_END_OFFSET  # re-exported with the format
+from raft.types import MAX_EPOCH as MAX_EPOCH
+from raft.types import SNAPSHOT_SUFFIX as SNAPSHOT_SUFFIX
 from raft.types import Batch
+from raft.types import SnapshotId as SnapshotId
 
-SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = SNAPSHOT_SUFFIX + TEMP_SUFFIX  # what a crash mid-write leaves
+DOWNLOAD_SUFFIX = ".part"  # `<name>.checkpoint.part`: a snapshot being fetched
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
-MAX_END_OFFSET = (1 << 63) - 1  # batch base offsets are i64 (raft.segment.HEADER)
-MAX_EPOCH = (1 << 31) - 1  # batch epochs are i32
 _NAME = re.compile(r"([0-9]{20})-([0-9]{10})" + re.escape(SNAPSHOT_SUFFIX))
 _EXPECTED_NAME = "<end offset, 20 digits>-<epoch, 10 digits>.checkpoint"
 # msgpack's worst case: a bin32 header per record, an array32 header per payload
@@ -75,26 +78,6 @@ class NoValidSnapshotError(SnapshotError):
         super().__init__(directory, None, f"none of its {len(failures)} snapshot(s) is "
                          f"valid: {details}")
         self.failures = failures
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SnapshotId:
-    """The state after every record below `end_offset`; `epoch` is the epoch of the
-    record at `end_offset - 1`. Ordered by end offset, then epoch: later is newer."""
-
-    end_offset: int
-    epoch: int
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.end_offset <= MAX_END_OFFSET:
-            raise ValueError(f"snapshot end offset {self.end_offset} outside "
-                             f"[0, {MAX_END_OFFSET}]")
-        if not 0 <= self.epoch <= MAX_EPOCH:
-            raise ValueError(f"snapshot epoch {self.epoch} outside [0, {MAX_EPOCH}]")
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.end_offset:020d}-{self.epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
 def parse_snapshot_name(path: str | os.PathLike[str]) -> SnapshotId:
@@ -142,6 +125,15 @@ def write_snapshot(directory: str | os.PathLike[str], snapshot_id: SnapshotId,
     write_chunks_atomically(path, _encoded_batches(snapshot_id.epoch, header, records,
                                                    max_batch_bytes))
     return path
+
+
+def encode_snapshot(snapshot_id: SnapshotId, records: Iterable[bytes], *,
+                    last_contained_log_timestamp: int = 0,
+                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> bytes:
+    """The bytes of the snapshot file `write_snapshot` would write (the simulator keeps
+    its snapshots in memory)."""
+    header = SnapshotHeader(last_contained_log_timestamp=last_contained_log_timestamp)
+    return b"".join(_encoded_batches(snapshot_id.epoch, header, records, max_batch_bytes))
 
 
 def _encoded_batches(epoch: int, header: SnapshotHeader, records: Iterable[bytes],
@@ -274,7 +266,7 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
     leaves them; nothing reads them). Only while no snapshot is being written here, as
     when the directory is opened. Returns what was removed."""
     removed = [Path(directory) / e.name for e in os.scandir(directory)
-               if e.name.endswith(PARTIAL_SUFFIX)]
+               if e.name.endswith((PARTIAL_SUFFIX, SNAPSHOT_SUFFIX + DOWNLOAD_SUFFIX))]
     for path in removed:
         os.unlink(path)
     if removed:

@@ -1,5 +1,5 @@
 """A node's log directory: `meta.properties` (written by `kraft format`), `quorum-state`,
-and the metadata partition's `high-watermark-checkpoint`.
+and the metadata partition's `high-watermark-checkpoint` and `log-start-offset`.
 
 All are small files replaced atomically: write a temp file, fsync it, rename it over the
 old one, fsync the directory. A crash leaves either the old or the new content, never a
@@ -22,6 +22,7 @@ QUORUM_STATE = "quorum-state"
 META_PROPERTIES_VERSION = 1
 HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_VERSION = 0
+LOG_START_OFFSET = "log-start-offset"
 
 
 class StorageError(Exception):
@@ -178,3 +179,29 @@ def open_log_dir(log_dir: str | os.PathLike[str], cluster_id: str | None = None,
         raise StorageError(f"{path}: formatted for node {meta.node_id}, "
                            f"but this node is configured as node {node_id}")
     return meta
+
+
+def write_log_start(partition_dir: str | os.PathLike[str], offset: int, epoch: int) -> None:
+    """Record that the log starts at `offset`, after a record of `epoch` (the snapshot
+    standing in for what lies below): "version: 0\noffset: N\nepoch: E\n"."""
+    text = f"version: 0\noffset: {offset}\nepoch: {epoch}\n"
+    write_atomically(Path(partition_dir) / LOG_START_OFFSET, text.encode())
+
+
+def read_log_start(partition_dir: str | os.PathLike[str]) -> tuple[int, int]:
+    """(log start offset, its epoch); (0, 0) when the file is missing. Unlike the
+    high-watermark checkpoint this file is not a hint: the log below its offset may be
+    gone, so a damaged one is a StorageError naming it."""
+    path = Path(partition_dir) / LOG_START_OFFSET
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return 0, 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"{path}: unreadable log start offset: {exc}") from None
+    fields = {key.strip(): value.strip()
+              for key, _, value in (line.partition(":") for line in text.splitlines())}
+    values = [fields.get(key, "") for key in ("offset", "epoch")]
+    if fields.get("version") != "0" or not all(v.isascii() and v.isdigit() for v in values):
+        raise StorageError(f"{path}: not a log start offset file: {text[:80]!r}")
+    return int(values[0]), int(values[1])

@@ -51,6 +51,31 @@ class Batch:
         return sum(len(r) for r in self.records)
 
 
+MAX_END_OFFSET = (1 << 63) - 1  # batch base offsets are i64 (raft.segment.HEADER)
+MAX_EPOCH = (1 << 31) - 1  # batch epochs are i32
+SNAPSHOT_SUFFIX = ".checkpoint"  # snapshot files: `raft.snapshot`
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """The state after every record below `end_offset`; `epoch` is the epoch of the
+    record at `end_offset - 1`. Ordered by end offset, then epoch: later is newer."""
+
+    end_offset: int
+    epoch: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.end_offset <= MAX_END_OFFSET:
+            raise ValueError(f"snapshot end offset {self.end_offset} outside "
+                             f"[0, {MAX_END_OFFSET}]")
+        if not 0 <= self.epoch <= MAX_EPOCH:
+            raise ValueError(f"snapshot epoch {self.epoch} outside [0, {MAX_EPOCH}]")
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ElectionState:
     """What `quorum-state` holds: persisted (fsync) before any reply that depends on it."""
@@ -93,6 +118,9 @@ class Ready:
     entries: tuple[Batch, ...] = ()
     messages: tuple[Envelope, ...] = ()  # 3. send only after 1-2 are durable
     high_watermark: int | None = None  # 4. new HW (exclusive): hand committed records over
+    # A fetched snapshot replaced the log (already durable): the state machine reloads
+    # from it before records from its end offset on are handed over.
+    loaded_snapshot: SnapshotId | None = None
 
     @property
     def needs_flush(self) -> bool:
@@ -101,7 +129,7 @@ class Ready:
     @property
     def is_empty(self) -> bool:
         return (self.election is None and not self.needs_flush and not self.messages
-                and self.high_watermark is None)
+                and self.high_watermark is None and self.loaded_snapshot is None)
 
 
 class RaftLog(Protocol):
@@ -110,7 +138,14 @@ class RaftLog(Protocol):
     truncation is durable when `truncate_to` returns."""
 
     @property
-    def start_offset(self) -> int: ...
+    def start_offset(self) -> int:
+        """0, or the end offset of the snapshot that stands in for the records below."""
+        ...
+
+    @property
+    def start_epoch(self) -> int:
+        """The epoch of the record before `start_offset` (the snapshot's); 0 at 0."""
+        ...
 
     @property
     def end_offset(self) -> int: ...
@@ -120,7 +155,7 @@ class RaftLog(Protocol):
 
     @property
     def last_epoch(self) -> int:
-        """Epoch of the last batch, 0 for an empty log."""
+        """Epoch of the last batch; `start_epoch` for an empty log."""
         ...
 
     def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
@@ -142,6 +177,16 @@ class RaftLog(Protocol):
         durably: when it returns, a crash keeps exactly the records below `offset`, the
         head of a batch cut in two included (acknowledged offsets never become
         undurable)."""
+        ...
+
+    def advance_start(self, offset: int) -> None:
+        """Start the log at `offset` (the end offset of a snapshot this node holds,
+        within the log), durably; records below it may be deleted."""
+        ...
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop every record, durably: the log restarts empty at `offset`, after a record
+        of `epoch` (a snapshot loaded in place of the log)."""
         ...
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

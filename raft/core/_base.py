@@ -38,15 +38,19 @@ from raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
 )
-from raft.types import Batch, ElectionState, Envelope, RaftLog
+from raft.snapshot_store import MemorySnapshotStore, SnapshotStore
+from raft.types import Batch, ElectionState, Envelope, RaftLog, SnapshotId
 
 log = logging.getLogger(__name__)
 
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
-                 EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse}
+                 EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
+                 FetchSnapshotRequest: FetchSnapshotResponse}
 # Errors about the addressing of a request: the response's leader fields mean nothing.
 ADDRESSING_ERRORS = frozenset({ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNKNOWN_TOPIC_ID,
                                ErrorCode.INCONSISTENT_TOPIC_ID,
@@ -68,6 +72,7 @@ class RaftConfig:
     fetch_max_bytes: int = 1 << 20
     pre_vote: bool = True
     retry_backoff_ms: int = 100  # before re-sending a Fetch that failed
+    fetch_snapshot_max_bytes: int = 1 << 20  # per FetchSnapshot answer
 
     def __post_init__(self) -> None:
         if not self.voters or len(set(self.voters)) != len(self.voters):
@@ -90,10 +95,14 @@ class Inflight:
 class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
-                 now_ms: int) -> None:
+                 now_ms: int, snapshots: SnapshotStore | None = None) -> None:
         self._node_id = node_id
         self._config = config
         self._log = log
+        # Snapshots this node serves (leader) or fetches (follower); the one at the log
+        # start, if the log starts above 0, stands in for the records below it.
+        self._snapshots: SnapshotStore = snapshots or MemorySnapshotStore()
+        self._loaded_snapshot: SnapshotId | None = None  # for the next Ready
         self._cluster_id = cluster_id
         self._rng = rng
         self._voters = tuple(config.voters)
@@ -105,12 +114,16 @@ class CoreBase:
         self._persisted: tuple[int, int | None, int | None] | None = None
         self._pending_entries: list[Batch] = []
         self._pending_truncate: int | None = None
-        self._high_watermark = 0
+        self._high_watermark = log.start_offset  # a snapshot holds only committed records
         self._hw_dirty = False
         self._next_correlation_id = 1
         self._inflight: dict[int, Inflight] = {}
         self._last_fetch_request: FetchRequest | None = None
         self._topic_ids = MetadataTopicIds(cluster_id)
+        if log.start_offset:
+            self._check_snapshot_at_log_start()
+            self._topic_ids.on_snapshot(self._snapshots, SnapshotId(log.start_offset,
+                                                                    log.start_epoch))
         self._probe_index = 0  # observers: which voter to ask for the leader next
         self._probe_correlation_id: int | None = None
         self._probe_at_ms = now_ms
@@ -135,6 +148,13 @@ class CoreBase:
             return VotedState(epoch=epoch, voted_id=voted_id,
                               election_deadline_ms=now_ms + self._election_timeout())
         return self._new_unattached(epoch, now_ms)
+
+    def _check_snapshot_at_log_start(self) -> None:
+        start = SnapshotId(self._log.start_offset, self._log.start_epoch)
+        if self._snapshots.size(start) is None:
+            raise RaftInvariantError(f"the log starts at {start.end_offset} but there is no "
+                                     f"snapshot {start.file_name} to stand in for the "
+                                     "records below")
 
     # --- read-only properties -------------------------------------------------------
 
@@ -174,6 +194,10 @@ class CoreBase:
         return self._is_voter
 
     @property
+    def snapshots(self) -> SnapshotStore:
+        return self._snapshots
+
+    @property
     def metadata_topic_id(self) -> Uuid | None:
         return self._topic_ids.committed
 
@@ -188,7 +212,8 @@ class CoreBase:
     @property
     def has_ready(self) -> bool:
         return bool(self._outbox or self._pending_entries or self._hw_dirty
-                    or self._pending_election is not None or self._pending_truncate is not None)
+                    or self._pending_election is not None or self._pending_truncate is not None
+                    or self._loaded_snapshot is not None)
 
     # --- transitions ----------------------------------------------------------------
 

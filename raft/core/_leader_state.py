@@ -81,6 +81,14 @@ class LeaderState(EpochState):
         if fetch_offset >= log_end_offset:
             progress.last_caught_up_ms = now_ms
 
+    def note_snapshot_fetch(self, replica_id: int, now_ms: int) -> None:
+        """A FetchSnapshot in this epoch: the fetcher follows this leader (contact for
+        check-quorum) though its log end is not known yet."""
+        progress = self.voter_progress.get(replica_id)
+        if progress is not None:
+            self.begin_unacknowledged.discard(replica_id)
+            progress.last_fetch_ms = now_ms
+
     def progress_of(self, replica_id: int) -> ReplicaProgress | None:
         progress = self.voter_progress.get(replica_id)
         return progress if progress is not None else self.observer_progress.get(replica_id)

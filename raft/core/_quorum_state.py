@@ -18,6 +18,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from raft.types import SnapshotId
+
 
 class Role(enum.StrEnum):
     UNATTACHED = "unattached"
@@ -127,6 +129,7 @@ class FollowerState(EpochState):
     last_fetch_success_ms: int | None = None
     fetch_correlation_id: int | None = None  # the one Fetch in flight
     next_fetch_ms: int = 0  # when to send the next Fetch if none is in flight
+    snapshot_fetch: SnapshotId | None = None  # fetching this snapshot (FetchSnapshot)
 
     def can_grant_vote(self, candidate_id: int, is_log_ok: bool, pre_vote: bool,
                        now_ms: int) -> bool:

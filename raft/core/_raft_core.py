@@ -37,17 +37,19 @@ from raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
 )
-from raft.types import Envelope, Ready
+from raft.types import Envelope, Ready, SnapshotId
 
 log = logging.getLogger(__name__)
 
 _EMPTY_READY = Ready()
 _NEVER = 1 << 62  # next_deadline_ms when no timer is armed
 _RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
-                   FetchResponse)
+                   FetchResponse, FetchSnapshotResponse)
 
 
 class RaftCore(Election, Replication):
@@ -105,7 +107,8 @@ class RaftCore(Election, Replication):
             return _EMPTY_READY
         return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
                      entries=tuple(self._pending_entries), messages=tuple(self._outbox),
-                     high_watermark=self._high_watermark if self._hw_dirty else None)
+                     high_watermark=self._high_watermark if self._hw_dirty else None,
+                     loaded_snapshot=self._loaded_snapshot)
 
     def advance(self, ready: Ready) -> None:
         """Everything in `ready` is durable (and its messages sent)."""
@@ -125,10 +128,28 @@ class RaftCore(Election, Replication):
                 self._outbox = [m for m in self._outbox if id(m) not in sent]
         if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
             self._hw_dirty = False
+        if ready.loaded_snapshot is not None and ready.loaded_snapshot == self._loaded_snapshot:
+            self._loaded_snapshot = None
         state = self._state
         if (ready.needs_flush and isinstance(state, LeaderState)
                 and self._maybe_advance_high_watermark(state)):
             self._wake_parked_fetches(state)
+
+    def advance_log_start(self, snapshot_id: SnapshotId) -> bool:
+        """Start the log at a snapshot this node holds of its committed records (written
+        by the state machine, or fetched), deleting what lies below and the snapshots
+        older than it. False, and nothing done, when the snapshot is not held, ends above
+        the high watermark or the log end, or not above the log start."""
+        logd = self._log
+        if (self._snapshots.size(snapshot_id) is None
+                or not logd.start_offset < snapshot_id.end_offset
+                <= min(self._high_watermark, logd.end_offset)
+                or logd.epoch_at(snapshot_id.end_offset - 1) != snapshot_id.epoch):
+            return False
+        logd.advance_start(snapshot_id.end_offset)
+        self._snapshots.delete_before(snapshot_id.end_offset)
+        self._topic_ids.on_truncate()
+        return True
 
     def next_deadline_ms(self) -> int:
         """When `tick()` next has work; 0 when `ready()` already holds something."""
@@ -250,7 +271,7 @@ class RaftCore(Election, Replication):
                     inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
                 return
         if message.error_code not in ADDRESSING_ERRORS and envelope.src in self._voter_set:
-            if isinstance(message, FetchResponse):
+            if isinstance(message, FetchResponse | FetchSnapshotResponse):
                 leader_id = message.current_leader.leader_id
                 epoch = message.current_leader.leader_epoch
             else:
@@ -269,6 +290,7 @@ _REQUEST_HANDLERS: dict[type, _Handler] = {
     BeginQuorumEpochRequest: RaftCore.handle_begin_quorum_epoch_request,
     EndQuorumEpochRequest: RaftCore.handle_end_quorum_epoch_request,
     FetchRequest: RaftCore.handle_fetch_request,
+    FetchSnapshotRequest: RaftCore.handle_fetch_snapshot_request,
     DescribeQuorumRequest: RaftCore.handle_describe_quorum_request,
 }
 _RESPONSE_HANDLERS: dict[type, _Handler] = {
@@ -276,4 +298,5 @@ _RESPONSE_HANDLERS: dict[type, _Handler] = {
     BeginQuorumEpochResponse: RaftCore.handle_begin_quorum_epoch_response,
     EndQuorumEpochResponse: RaftCore.handle_end_quorum_epoch_response,
     FetchResponse: RaftCore.handle_fetch_response,
+    FetchSnapshotResponse: RaftCore.handle_fetch_snapshot_response,
 }

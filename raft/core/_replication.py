@@ -13,11 +13,19 @@ from __future__ import annotations
 import logging
 
 from raft.common.errors import ErrorCode
-from raft.core._base import CoreBase
+from raft.core._base import CoreBase, RaftInvariantError
 from raft.core._leader_state import LeaderState, ParkedFetch
 from raft.core._quorum_state import EpochState, FollowerState, UnattachedState
-from raft.messages import CurrentLeader, DivergingEpoch, FetchRequest, FetchResponse
-from raft.types import NO_EPOCH, Batch, Envelope
+from raft.messages import (
+    CurrentLeader,
+    DivergingEpoch,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+)
+from raft.snapshot import SnapshotError
+from raft.types import NO_EPOCH, Batch, Envelope, SnapshotId
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,14 @@ class Replication(CoreBase):
         if request.fetch_offset < 0 or request.last_fetched_epoch < 0:
             self._reply_fetch_error(envelope, ErrorCode.INVALID_REQUEST)
             return
+        snapshot_id = self._snapshot_to_fetch(request.fetch_offset, request.last_fetched_epoch)
+        if snapshot_id is not None:
+            state.note_snapshot_fetch(envelope.src, now_ms)
+            self._respond(envelope, FetchResponse(
+                topic_id=request.topic_id, high_watermark=self._high_watermark,
+                log_start_offset=self._log.start_offset, snapshot_id=snapshot_id,
+                current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=epoch)))
+            return
         diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
         log_end = self._log.end_offset
         if envelope.src >= 0:
@@ -73,6 +89,22 @@ class Replication(CoreBase):
             state.parked[envelope.src] = ParkedFetch(envelope, now_ms + wait_ms)
             return
         self._answer_fetch(state, envelope)
+
+    def _snapshot_to_fetch(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
+        """KIP-630: a fetcher whose position lies below this log's start, or that cannot be
+        checked against it (an older epoch than the start's), fetches the newest snapshot
+        first."""
+        logd = self._log
+        start = logd.start_offset
+        if start == 0 or not (fetch_offset < start or last_fetched_epoch < logd.start_epoch
+                              or (fetch_offset == start
+                                  and last_fetched_epoch != logd.start_epoch)):
+            return None
+        latest = self._snapshots.latest()
+        if latest is None or latest.end_offset < start:
+            raise RaftInvariantError(f"the log starts at {start} but the newest snapshot "
+                                     f"is {latest}: nothing stands in for the records below")
+        return latest
 
     def _diverging_epoch(self, fetch_offset: int,
                          last_fetched_epoch: int) -> DivergingEpoch | None:
@@ -122,6 +154,44 @@ class Replication(CoreBase):
                 topic_id=fetch.envelope.message.topic_id, current_leader=leader))
         old.parked.clear()
 
+    # --- FetchSnapshot (leader side) ------------------------------------------------------
+
+    def handle_fetch_snapshot_request(self, envelope: Envelope, now_ms: int) -> None:
+        request: FetchSnapshotRequest = envelope.message
+        state = self._state
+        error = self._fetch_snapshot_error(request)
+        size = self._snapshots.size(request.snapshot_id)
+        if error is None and size is None:
+            error = ErrorCode.SNAPSHOT_NOT_FOUND
+        if error is not None or size is None or not isinstance(state, LeaderState):
+            self._respond(envelope, FetchSnapshotResponse(
+                error_code=error or ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                topic_id=request.topic_id, current_leader=self._current_leader()))
+            return
+        if not 0 <= request.position <= size:
+            self._respond(envelope, FetchSnapshotResponse(
+                error_code=ErrorCode.POSITION_OUT_OF_RANGE, topic_id=request.topic_id,
+                current_leader=self._current_leader()))
+            return
+        state.note_snapshot_fetch(envelope.src, now_ms)
+        max_bytes = max(1, min(request.max_bytes, self._config.fetch_snapshot_max_bytes))
+        self._respond(envelope, FetchSnapshotResponse(
+            topic_id=request.topic_id, snapshot_id=request.snapshot_id,
+            current_leader=self._current_leader(), size=size, position=request.position,
+            unaligned_records=self._snapshots.read(request.snapshot_id, request.position,
+                                                   max_bytes)))
+
+    def _fetch_snapshot_error(self, request: FetchSnapshotRequest) -> ErrorCode | None:
+        error = self._addressing_error(request.cluster_id, request.topic_id,
+                                       request.partition_index)
+        if error is not None:
+            return error
+        if request.current_leader_epoch > self._state.epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if request.current_leader_epoch < self._state.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return None
+
     # --- Fetch (follower side) ------------------------------------------------------------
 
     def handle_fetch_response(self, envelope: Envelope, now_ms: int) -> None:
@@ -143,7 +213,10 @@ class Replication(CoreBase):
             return
         state.last_fetch_success_ms = now_ms
         state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
-        if response.diverging_epoch is not None:
+        if response.snapshot_id is not None:
+            state.snapshot_fetch = response.snapshot_id
+            self._snapshots.download(response.snapshot_id)
+        elif response.diverging_epoch is not None:
             self._on_diverging_fetch_response(response)
         else:
             if response.records:
@@ -154,6 +227,65 @@ class Replication(CoreBase):
             self._set_high_watermark(min(response.high_watermark, self._log.end_offset))
         state.next_fetch_ms = now_ms
         self._maybe_send_fetch(now_ms)
+
+    # --- FetchSnapshot (follower side) ----------------------------------------------------
+
+    def handle_fetch_snapshot_response(self, envelope: Envelope, now_ms: int) -> None:
+        state = self._state
+        response: FetchSnapshotResponse = envelope.message
+        if not isinstance(state, FollowerState) or (
+                state.fetch_correlation_id != envelope.correlation_id):
+            return
+        state.fetch_correlation_id = None
+        state.next_fetch_ms = now_ms
+        snapshot_id = state.snapshot_fetch
+        if response.error_code in (ErrorCode.SNAPSHOT_NOT_FOUND,
+                                   ErrorCode.POSITION_OUT_OF_RANGE):
+            state.snapshot_fetch = None  # the next Fetch names the leader's newest one
+        elif response.error_code != ErrorCode.NONE:
+            state.next_fetch_ms = now_ms + self._config.retry_backoff_ms  # resume then
+        elif snapshot_id is not None:
+            state.last_fetch_success_ms = now_ms
+            state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+            self._take_snapshot_chunk(state, snapshot_id, response)
+        self._maybe_send_fetch(now_ms)
+
+    def _take_snapshot_chunk(self, state: FollowerState, snapshot_id: SnapshotId,
+                             response: FetchSnapshotResponse) -> None:
+        store = self._snapshots
+        held = store.download(snapshot_id)
+        data = response.unaligned_records
+        if (response.snapshot_id != snapshot_id or response.position != held
+                or held + len(data) > response.size or not (data or held == response.size)):
+            log.warning("ignoring a snapshot chunk that does not continue the download",
+                        extra={"node": self._node_id, "snapshot": str(snapshot_id),
+                               "position": response.position, "held": held})
+            return
+        store.write(snapshot_id, held, data)
+        if held + len(data) < response.size:
+            return
+        state.snapshot_fetch = None
+        try:
+            store.finish(snapshot_id)
+        except SnapshotError as exc:
+            log.warning("fetched snapshot is not valid, fetching again",
+                        extra={"node": self._node_id, "error": str(exc)})
+            return
+        self._load_snapshot(snapshot_id)
+
+    def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The fetched snapshot replaces the whole log (Kafka truncates to the latest
+        snapshot too); the state machine reloads from it (`Ready.loaded_snapshot`)."""
+        if snapshot_id.end_offset < self._high_watermark:
+            raise RaftInvariantError(f"loading snapshot {snapshot_id} below the high "
+                                     f"watermark {self._high_watermark}")
+        self._log.reset_to(snapshot_id.end_offset, snapshot_id.epoch)
+        self._pending_entries = []
+        self._pending_truncate = None
+        self._loaded_snapshot = snapshot_id
+        self._topic_ids.on_snapshot(self._snapshots, snapshot_id)
+        self._snapshots.delete_before(snapshot_id.end_offset)
+        self._set_high_watermark(snapshot_id.end_offset)
 
     def _truncate_to_diverging(self, diverging: DivergingEpoch) -> None:
         """Cut the log where it stops agreeing with the leader's (KIP-595 / KIP-320).
@@ -212,6 +344,14 @@ class Replication(CoreBase):
 
     def _send_fetch(self, dst: int | None, now_ms: int) -> int:
         assert dst is not None
+        state = self._state
+        if isinstance(state, FollowerState) and state.snapshot_fetch is not None:
+            return self._send_request(dst, FetchSnapshotRequest(
+                cluster_id=self._cluster_id, replica_id=self._node_id,
+                max_bytes=self._config.fetch_snapshot_max_bytes,
+                topic_id=self._topic_ids.topic_id_for(dst), current_leader_epoch=state.epoch,
+                snapshot_id=state.snapshot_fetch,
+                position=self._snapshots.download(state.snapshot_fetch)), now_ms)
         log_end = self._log.end_offset
         last_epoch = self._log.last_epoch  # the epoch of the record before log_end (0: empty)
         topic_id = self._topic_ids.topic_id_for(dst)

@@ -18,7 +18,9 @@ from raft.common.errors import ErrorCode
 from raft.common.record import RecordError
 from raft.common.uuid import METADATA_TOPIC_ID, Uuid
 from raft.control_records import CONTROL_RECORDS, MetadataTopic
-from raft.types import RaftLog
+from raft.segment import CorruptBatchError, iter_batches
+from raft.snapshot_store import SnapshotStore
+from raft.types import RaftLog, SnapshotId
 
 _SCAN_BYTES = 64 * 1024
 
@@ -53,8 +55,23 @@ class MetadataTopicIds:
     def on_truncate(self) -> None:
         self._in_log_stale = True
 
+    def on_snapshot(self, snapshots: SnapshotStore, snapshot_id: SnapshotId) -> None:
+        """The log now starts after `snapshot_id`, which holds the MetadataTopic record
+        if it was committed (snapshots carry raft's records too): look near its start."""
+        self._scan_offset = max(self._scan_offset, snapshot_id.end_offset)
+        self._in_log_stale = True
+        if self.committed is None:
+            data = snapshots.read(snapshot_id, 0, _SCAN_BYTES)
+            try:
+                for stored in iter_batches(data, snapshot_id.file_name):
+                    for record in stored.batch.records:
+                        self.committed = self.committed or metadata_topic_of(record)
+            except CorruptBatchError:
+                pass  # a batch cut at _SCAN_BYTES: what came before it was read
+
     def on_high_watermark(self, log: RaftLog, high_watermark: int) -> None:
         """Scan newly committed records, once each, until the MetadataTopic record shows."""
+        self._scan_offset = max(self._scan_offset, log.start_offset)
         while self.committed is None and self._scan_offset < high_watermark:
             batches = log.read(self._scan_offset, _SCAN_BYTES)
             if not batches:

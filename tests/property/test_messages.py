@@ -25,6 +25,8 @@ from raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     MessageError,
     ReplicaState,
     VoteRequest,
@@ -33,7 +35,7 @@ from raft.messages import (
     encode_message,
     is_request,
 )
-from raft.types import Batch
+from raft.types import Batch, SnapshotId
 from tests.support.codec_mutations import (
     assert_names_path,
     field_default,
@@ -284,7 +286,10 @@ def test_describe_request_is_rejected_when_topics_are_malformed(body: Any, messa
 # --- the wire format of running peers -------------------------------------------------
 # WIRE_BYTES are the bodies (msgpack) the hand-written codec this module had before
 # raft.common.codec produced for WIRE_SAMPLES, captured from that code: the shared codec
-# must send exactly these bytes and read them back.
+# must send exactly these bytes and read them back. FetchResponse has carried
+# `snapshot_id` (nil unless the fetcher must fetch a snapshot) since snapshots came, and
+# FetchSnapshot's samples were captured then; a FetchResponse body without the key still
+# decodes (test below).
 
 WIRE_SAMPLES: dict[str, Any] = {
     "vote": VoteRequest(cluster_id="kraft-1", candidate_epoch=7, candidate_id=2,
@@ -314,6 +319,15 @@ WIRE_SAMPLES: dict[str, Any] = {
         diverging_epoch=DivergingEpoch(epoch=3, end_offset=90), high_watermark=80,
         log_start_offset=10),
     "fetch-answer-error": FetchResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR),
+    "fetch-answer-snapshot": FetchResponse(
+        high_watermark=900, log_start_offset=500, snapshot_id=SnapshotId(800, 6),
+        current_leader=CurrentLeader(leader_id=1, leader_epoch=7)),
+    "fetch-snapshot": FetchSnapshotRequest(cluster_id="c", replica_id=4, max_bytes=4096,
+                                           current_leader_epoch=7,
+                                           snapshot_id=SnapshotId(800, 6), position=8192),
+    "fetch-snapshot-answer": FetchSnapshotResponse(
+        snapshot_id=SnapshotId(800, 6), current_leader=CurrentLeader(leader_id=1, leader_epoch=7),
+        size=10000, position=8192, unaligned_records=b"\x00\x01\xff"),
     "describe-answer": DescribeQuorumResponse(
         leader_id=1, leader_epoch=4, high_watermark=110,
         current_voters=(ReplicaState(replica_id=1, log_end_offset=110, last_fetch_timestamp=5,
@@ -372,24 +386,44 @@ WIRE_BYTES = {
         "00000000000001aa706172746974696f6e739183af706172746974696f6e5f696e64657800a96c656164"
         "65725f696402ac6c65616465725f65706f636805"),
     "fetch-answer": (
-        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c410000000000000000000"
-        "00000000000001aa706172746974696f6e739186af706172746974696f6e5f696e64657800ae68696768"
-        "5f77617465726d61726b6eb06c6f675f73746172745f6f666673657400af646976657267696e675f6570"
-        "6f6368c0ae63757272656e745f6c656164657282a96c65616465725f696401ac6c65616465725f65706f"
-        "636804a77265636f7264739283ab626173655f6f666673657464a565706f636803a77265636f72647392"
-        "c40161c40200ff83ab626173655f6f666673657466a565706f636804a77265636f72647391c400"),
+        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c41000000000000000000000"
+        "000000000001aa706172746974696f6e739187af706172746974696f6e5f696e64657800ae686967685f77"
+        "617465726d61726b6eb06c6f675f73746172745f6f666673657400af646976657267696e675f65706f6368"
+        "c0ae63757272656e745f6c656164657282a96c65616465725f696401ac6c65616465725f65706f636804ab"
+        "736e617073686f745f6964c0a77265636f7264739283ab626173655f6f666673657464a565706f636803a7"
+        "7265636f72647392c40161c40200ff83ab626173655f6f666673657466a565706f636804a77265636f7264"
+        "7391c400"),
     "fetch-answer-diverging": (
-        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c410000000000000000000"
-        "00000000000001aa706172746974696f6e739186af706172746974696f6e5f696e64657800ae68696768"
-        "5f77617465726d61726b50b06c6f675f73746172745f6f66667365740aaf646976657267696e675f6570"
-        "6f636882a565706f636803aa656e645f6f66667365745aae63757272656e745f6c656164657282a96c65"
-        "616465725f6964ffac6c65616465725f65706f6368ffa77265636f72647390"),
+        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c41000000000000000000000"
+        "000000000001aa706172746974696f6e739187af706172746974696f6e5f696e64657800ae686967685f77"
+        "617465726d61726b50b06c6f675f73746172745f6f66667365740aaf646976657267696e675f65706f6368"
+        "82a565706f636803aa656e645f6f66667365745aae63757272656e745f6c656164657282a96c6561646572"
+        "5f6964ffac6c65616465725f65706f6368ffab736e617073686f745f6964c0a77265636f72647390"),
     "fetch-answer-error": (
-        "82aa6572726f725f636f6465ffa6746f706963739182a8746f7069635f6964c410000000000000000000"
-        "00000000000001aa706172746974696f6e739186af706172746974696f6e5f696e64657800ae68696768"
-        "5f77617465726d61726bffb06c6f675f73746172745f6f666673657400af646976657267696e675f6570"
-        "6f6368c0ae63757272656e745f6c656164657282a96c65616465725f6964ffac6c65616465725f65706f"
-        "6368ffa77265636f72647390"),
+        "82aa6572726f725f636f6465ffa6746f706963739182a8746f7069635f6964c41000000000000000000000"
+        "000000000001aa706172746974696f6e739187af706172746974696f6e5f696e64657800ae686967685f77"
+        "617465726d61726bffb06c6f675f73746172745f6f666673657400af646976657267696e675f65706f6368"
+        "c0ae63757272656e745f6c656164657282a96c65616465725f6964ffac6c65616465725f65706f6368ffab"
+        "736e617073686f745f6964c0a77265636f72647390"),
+    "fetch-answer-snapshot": (
+        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c41000000000000000000000"
+        "000000000001aa706172746974696f6e739187af706172746974696f6e5f696e64657800ae686967685f77"
+        "617465726d61726bcd0384b06c6f675f73746172745f6f6666736574cd01f4af646976657267696e675f65"
+        "706f6368c0ae63757272656e745f6c656164657282a96c65616465725f696401ac6c65616465725f65706f"
+        "636807ab736e617073686f745f696482aa656e645f6f6666736574cd0320a565706f636806a77265636f72"
+        "647390"),
+    "fetch-snapshot": (
+        "84aa636c75737465725f6964a163aa7265706c6963615f696404a96d61785f6279746573cd1000a6746f70"
+        "6963739182a8746f7069635f6964c41000000000000000000000000000000001aa706172746974696f6e73"
+        "9184af706172746974696f6e5f696e64657800b463757272656e745f6c65616465725f65706f636807ab73"
+        "6e617073686f745f696482aa656e645f6f6666736574cd0320a565706f636806a8706f736974696f6ecd20"
+        "00"),
+    "fetch-snapshot-answer": (
+        "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c41000000000000000000000"
+        "000000000001aa706172746974696f6e739186af706172746974696f6e5f696e64657800ab736e61707368"
+        "6f745f696482aa656e645f6f6666736574cd0320a565706f636806ae63757272656e745f6c656164657282"
+        "a96c65616465725f696401ac6c65616465725f65706f636807a473697a65cd2710a8706f736974696f6ecd"
+        "2000b1756e616c69676e65645f7265636f726473c4030001ff"),
     "describe-answer": (
         "82aa6572726f725f636f646500a6746f706963739182a8746f7069635f6964c410000000000000000000"
         "00000000000001aa706172746974696f6e739186af706172746974696f6e5f696e64657800a96c656164"
@@ -411,3 +445,10 @@ def test_wire_bytes_are_unchanged_when_a_sample_is_encoded(name: str) -> None:
     api, body = encode_message(message)
     assert (api, pack(body)) == (type(message).__name__, wire)
     assert decode_message(api, msgpack.unpackb(wire, raw=False)) == message
+
+
+def test_a_fetch_answer_without_snapshot_id_decodes_with_none() -> None:
+    """Bodies from before snapshots (no `snapshot_id` key) still read."""
+    api, body = encode_message(WIRE_SAMPLES["fetch-answer"])
+    del body["topics"][0]["partitions"][0]["snapshot_id"]
+    assert decode_message(api, body) == WIRE_SAMPLES["fetch-answer"]
