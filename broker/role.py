@@ -24,6 +24,12 @@ class BrokerRole:
     server: BrokerServer
     kafka: KafkaListener | None  # None: the broker has no client listener
 
+    def reset_image(self, image: MetadataImage) -> None:
+        """A snapshot fetched from the leader replaced the log (`RaftNode`'s snapshot
+        listener): the image, and what the heartbeat reports applied, restart from it."""
+        self.heartbeat.applied_offset = image.last_applied_offset
+        self.server.reset_image(image)
+
     def close(self) -> None:
         """Close the partition logs the Kafka side keeps open; the node's tasks must have
         ended (before the node is rebuilt from disk)."""

@@ -138,6 +138,16 @@ class BrokerServer:
 
     # --- the committed log (runs in the node's core task: quick, never blocks) --------
 
+    def reset_image(self, image: MetadataImage) -> None:
+        """A snapshot fetched from the leader replaced the log: its image is the one to
+        reconcile against from now on (the next commits continue from it)."""
+        self._image = image
+        self._delta = MetadataDelta(image)
+        self._delta_dirty = False
+        self._maybe_caught_up()
+        self._wake_reconcile.set()
+        self._wake_checkpoint.set()
+
     def _on_commit(self, batch: Batch) -> None:
         if self._start_hw is None:
             self._start_hw = max(self._node.high_watermark, batch.next_offset)

@@ -82,6 +82,13 @@ class ControllerShell:
 
     # --- the committed log (runs in the node's core task) -----------------------------
 
+    def reset_image(self, image: MetadataImage) -> None:
+        """A snapshot fetched from the leader replaced the log; the leader, the only node
+        with an active controller, never loads one."""
+        if self._controller is not None:
+            raise AssertionError("the active controller's node loaded a fetched snapshot")
+        self._image = image
+
     def _on_commit(self, batch: Batch) -> None:
         entries: list[tuple[int, rec.Record | bytes]] = []
         for index, data in enumerate(batch.records):

@@ -5,13 +5,13 @@ checkpoint, decides with `metadata.snapshot_policy.plan_start` which snapshots i
 use, loads the newest valid one (`raft.snapshot.load_newest_valid`: a corrupt one is a
 WARNING naming it, and an older one is tried) and rebuilds its image
 (`metadata.image_snapshot.image_from_records`). The node then replays only the committed
-log records from the snapshot's end offset on (`RaftNode(publish_from=...)`); raft itself
-still reads the whole log, which is never truncated yet.
+log records from the snapshot's end offset on (`RaftNode(publish_from=...)`). A log that
+starts above 0 needs a snapshot at or above its start.
 
 Without a usable snapshot the image starts empty and the whole committed log is
-replayed. Snapshots that exist but none of which is valid, one ahead of the log, or one
-whose records do not make an image: `SnapshotStartError`, one message naming the files
-(`kraft node` prints it and exits non-zero).
+replayed. Snapshots that exist but none of which is valid, none for a log that starts
+above 0, or one whose records do not make an image: `SnapshotStartError`, one message
+naming the files (`kraft node` prints it and exits non-zero).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from raft.snapshot import (
     SnapshotId,
     list_snapshots,
     load_newest_valid,
+    read_snapshot,
 )
 from raft.storage import read_high_watermark_checkpoint
 
@@ -58,17 +59,20 @@ class StartImage:
         return 0 if self.snapshot_id is None else self.snapshot_id.epoch
 
 
-def load_start_image(partition_dir: Path, *, log_end_offset: int) -> StartImage:
+def load_start_image(partition_dir: Path, *, log_end_offset: int,
+                     log_start_offset: int = 0) -> StartImage:
     """The image to start from (see the module docstring); SnapshotStartError when the
-    snapshots in `partition_dir` forbid starting."""
+    snapshots in `partition_dir` forbid starting. A returned snapshot may end beyond the
+    log (`metadata.snapshot_policy.plan_start`): the caller restarts the log there."""
     try:
         snapshots = list_snapshots(partition_dir)
     except SnapshotError as exc:  # a .checkpoint file that is no snapshot's
         raise SnapshotStartError(str(exc)) from None
-    if not snapshots:
+    if not snapshots and not log_start_offset:
         return StartImage(MetadataImage.empty())
     committed = read_high_watermark_checkpoint(partition_dir)
-    plan = plan_start(snapshots, log_end_offset=log_end_offset, committed_end_offset=committed)
+    plan = plan_start(snapshots, log_end_offset=log_end_offset, committed_end_offset=committed,
+                      log_start_offset=log_start_offset)
     for unproven in plan.unproven:
         log.warning("snapshot not used: it ends above the committed offsets this node can "
                     "prove", extra={"file": str(unproven.path),
@@ -76,9 +80,14 @@ def load_start_image(partition_dir: Path, *, log_end_offset: int) -> StartImage:
                                     "high_watermark_checkpoint": committed})
     started = time.perf_counter()
     try:
-        snapshot = load_newest_valid(partition_dir, max_end_offset=plan.max_end_offset)
+        snapshot = load_newest_valid(partition_dir, max_end_offset=plan.max_end_offset,
+                                     min_end_offset=plan.min_end_offset)
     except NoValidSnapshotError as exc:
         raise SnapshotStartError(f"cannot start: {exc}") from None
+    if snapshot is None and log_start_offset:
+        raise SnapshotStartError(f"cannot start: the log in {partition_dir} starts at offset "
+                                 f"{log_start_offset} and no valid snapshot ends there or "
+                                 "later to stand in for the records below it")
     if snapshot is None:
         return StartImage(MetadataImage.empty())
     image = _image_of(snapshot)
@@ -88,6 +97,15 @@ def load_start_image(partition_dir: Path, *, log_end_offset: int) -> StartImage:
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         "replay_from": snapshot.snapshot_id.end_offset})
     return StartImage(image, snapshot.snapshot_id, snapshot.path)
+
+
+def load_snapshot_image(path: Path) -> MetadataImage:
+    """Blocking: the image in the snapshot file `path` (one fetched from the leader);
+    SnapshotStartError naming the file when it is not whole or holds no image."""
+    try:
+        return _image_of(read_snapshot(path))
+    except SnapshotError as exc:
+        raise SnapshotStartError(str(exc)) from None
 
 
 def _image_of(snapshot: Snapshot) -> MetadataImage:

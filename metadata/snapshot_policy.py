@@ -13,9 +13,9 @@ Start-up: a snapshot may stand in for the log below its end offset only if the n
 prove those records committed. Snapshots are written only at published (committed)
 offsets, after the high-watermark checkpoint has caught up with them
 (`metadata.snapshot_writer`), so every snapshot ends at or below the checkpoint on disk;
-one above it (the checkpoint lost, say) is passed over. One above the log's end means the
-log lost committed records (the log is never truncated below a snapshot yet): the node
-refuses to start rather than serve an image its log cannot continue.
+one above it (the checkpoint lost, say) is passed over. The log may start above 0 (its
+segments below a snapshot deleted, or a snapshot fetched from the leader replaced it):
+then a snapshot at or above its start is needed (`plan_start`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,13 @@ from dataclasses import dataclass
 from raft.snapshot import SnapshotFile
 
 DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024  # Kafka's default
+DEFAULT_MAX_RETENTION_BYTES = 100 * 1024 * 1024  # Kafka's metadata.max.retention.bytes
+
+
+def should_advance_log_start(log_bytes: int, max_retention_bytes: int) -> bool:
+    """After a snapshot: start the log at it (deleting the segments below) once the log
+    holds more than `max_retention_bytes` (-1: keep the whole log)."""
+    return max_retention_bytes >= 0 and log_bytes > max_retention_bytes
 
 
 class SnapshotStartError(Exception):
@@ -72,25 +79,34 @@ class SnapshotSchedule:
 
 @dataclass(frozen=True, slots=True)
 class StartPlan:
-    """Load the newest valid snapshot ending at or below `max_end_offset`; `unproven`
-    lists the snapshots above it (kept on disk, not used), newest first."""
+    """Load the newest valid snapshot ending in [`min_end_offset`, `max_end_offset`];
+    `unproven` lists the snapshots above it (kept on disk, not used), newest first.
+    `reset_log`: the chosen snapshot may end beyond the log (one fetched from the leader
+    just before a crash): the log then restarts at its end offset."""
 
     max_end_offset: int
     unproven: tuple[SnapshotFile, ...]
+    min_end_offset: int = 0
+    reset_log: bool = False
 
 
 def plan_start(snapshots: Sequence[SnapshotFile], *, log_end_offset: int,
-               committed_end_offset: int | None) -> StartPlan:
-    """Which snapshots a node starting with a log ending at `log_end_offset` may use;
-    `committed_end_offset` is its high-watermark checkpoint (None: there is none, so no
-    snapshot is proven). SnapshotStartError when a snapshot ends beyond the log."""
+               committed_end_offset: int | None, log_start_offset: int = 0) -> StartPlan:
+    """Which snapshots a node whose log spans [`log_start_offset`, `log_end_offset`) may
+    start from; `committed_end_offset` is its high-watermark checkpoint (None: there is
+    none, so no snapshot above the log start is proven).
+
+    - A snapshot below the log start cannot be continued by the log: never used.
+    - The snapshot at the log start stands in for the records below it: always usable.
+    - A snapshot beyond the log's end was fetched from the leader (the core checked it
+      whole before naming it) and the node stopped before its log restarted there, as
+      Kafka's truncation to the latest snapshot does: the newest such one is used.
+    - Otherwise a snapshot is used only if the checkpoint proves its records committed."""
     ahead = [s for s in snapshots if s.snapshot_id.end_offset > log_end_offset]
     if ahead:
-        names = ", ".join(str(s.path) for s in sorted(ahead, reverse=True))
-        raise SnapshotStartError(
-            f"snapshot(s) {names} end beyond the log's end offset {log_end_offset}: the "
-            "log lost committed records; refusing to start from them")
-    limit = min(committed_end_offset or 0, log_end_offset)
+        return StartPlan(max_end_offset=max(ahead).snapshot_id.end_offset, unproven=(),
+                         min_end_offset=log_start_offset, reset_log=True)
+    limit = max(min(committed_end_offset or 0, log_end_offset), log_start_offset)
     unproven = tuple(sorted((s for s in snapshots if s.snapshot_id.end_offset > limit),
                             reverse=True))
-    return StartPlan(max_end_offset=limit, unproven=unproven)
+    return StartPlan(max_end_offset=limit, unproven=unproven, min_end_offset=log_start_offset)

@@ -32,7 +32,7 @@ import trio
 from metadata.image import MetadataImage
 from metadata.image_snapshot import image_records
 from metadata.snapshot_loader import StartImage
-from metadata.snapshot_policy import SnapshotSchedule
+from metadata.snapshot_policy import SnapshotSchedule, should_advance_log_start
 from raft.common.errors import ErrorCode
 from raft.node import ApiError, RaftNode
 from raft.snapshot import SnapshotError, SnapshotId, read_snapshot, write_snapshot
@@ -73,8 +73,11 @@ def write_image_snapshot(directory: Path, snapshot_id: SnapshotId, image: Metada
 class ImageSnapshotter:
     def __init__(self, node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
                  *, start: StartImage, max_bytes_between: int,
+                 log_bytes: Callable[[], int] = lambda: 0, max_retention_bytes: int = -1,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._node = node
+        self._log_bytes = log_bytes
+        self._max_retention_bytes = max_retention_bytes
         self._directory = directory
         self._image = image
         self._wall_clock_ms = wall_clock_ms
@@ -95,6 +98,11 @@ class ImageSnapshotter:
         self._node.add_background_task(self._snapshot_when_due)
         self._node.add_api_handler(WRITE_SNAPSHOT_API, self._handle_write_snapshot)
         return self
+
+    def on_snapshot_loaded(self, snapshot_id: SnapshotId) -> None:
+        """A snapshot fetched from the leader replaced the log and the image (core task)."""
+        self._last_offset, self._last_epoch = snapshot_id.end_offset - 1, snapshot_id.epoch
+        self._known_whole.add(snapshot_id)
 
     # --- the committed log (runs in the node's core task: quick, never blocks) --------
 
@@ -149,7 +157,14 @@ class ImageSnapshotter:
                     "node": self._node.node_id, "file": str(path),
                     "end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch,
                     "size_bytes": size, "elapsed_ms": written.elapsed_ms})
+            await self._maybe_advance_log_start(snapshot_id)
             return written
+
+    async def _maybe_advance_log_start(self, snapshot_id: SnapshotId) -> None:
+        if should_advance_log_start(self._log_bytes(), self._max_retention_bytes) and \
+                await self._node.advance_log_start(snapshot_id):
+            log.info("log start advanced to the snapshot", extra={
+                "node": self._node.node_id, "start_offset": snapshot_id.end_offset})
 
     async def _write(self, snapshot_id: SnapshotId, path: Path, image: MetadataImage,
                      applied_ms: int) -> bool:
@@ -192,9 +207,13 @@ class ImageSnapshotter:
 
 
 def install_snapshotter(node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
-                        *, start: StartImage, max_bytes_between: int) -> ImageSnapshotter:
+                        *, start: StartImage, max_bytes_between: int,
+                        log_bytes: Callable[[], int] = lambda: 0,
+                        max_retention_bytes: int = -1) -> ImageSnapshotter:
     """Snapshot `image()` (the node's committed image, read in its Trio task) into
     `directory` (the metadata partition's); install after the listener that builds the
-    image and before `node.run()`."""
+    image and before `node.run()`. After each snapshot, once the log holds more than
+    `max_retention_bytes` (`log_bytes()`), the log starts at the snapshot."""
     return ImageSnapshotter(node, directory, image, start=start,
-                            max_bytes_between=max_bytes_between).install()
+                            max_bytes_between=max_bytes_between, log_bytes=log_bytes,
+                            max_retention_bytes=max_retention_bytes).install()

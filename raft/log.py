@@ -623,6 +623,11 @@ class DiskLog(_LogBase):
         return self._entries[-1].epoch if self._entries else self._start_epoch
 
     @property
+    def size_bytes(self) -> int:
+        """Bytes in the segments (records below the log start included)."""
+        return sum(segment.size for segment in self._segments)
+
+    @property
     def segment_paths(self) -> list[Path]:
         return [s.path for s in self._segments]
 

@@ -34,6 +34,11 @@ Hooks for the layers above (metadata controller, brokers):
   the core task each time the published high watermark advances, once the commit
   listeners have had every batch below it; also when there was none to hand them (a
   start from a snapshot that ends at the high watermark). Quick, like a commit listener.
+- `node.add_snapshot_listener(callback)`: `await callback(snapshot_id)` in the core task
+  when a snapshot fetched from the leader (FetchSnapshot) replaced the log, before any
+  record after it is published: the layers above reload their state from that snapshot.
+- `await node.advance_log_start(snapshot_id)`: after a snapshot of committed records was
+  written, start the log there (segments and older snapshots below it are deleted).
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
 - `await node.serve_api(api, body, cluster_id)`: the answer this node's listener gives
@@ -82,9 +87,10 @@ from raft import messages
 from raft.common.errors import ErrorCode
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
 from raft.fault_injection import FaultInjection
+from raft.snapshot_store import SnapshotStore
 from raft.storage import read_high_watermark_checkpoint, write_high_watermark_checkpoint
 from raft.transport import Address, Connection, Frame, ProtocolError, Transport
-from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready
+from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready, SnapshotId
 
 log = logging.getLogger(__name__)
 
@@ -166,15 +172,17 @@ class RaftNode:
                  max_frame_bytes: int = 100 * 1024 * 1024, send_queue_size: int = 256,
                  rng: random.Random | None = None,
                  fault_file: str | os.PathLike[str] | None = None,
-                 publish_from: int = 0) -> None:
-        if not 0 <= publish_from <= log.end_offset:  # never skip records the log lacks
-            raise ValueError(f"publish_from {publish_from} outside the log [0, "
-                             f"{log.end_offset}]")
+                 publish_from: int = 0, snapshots: SnapshotStore | None = None) -> None:
+        if not log.start_offset <= publish_from <= log.end_offset:  # never skip records
+            raise ValueError(f"publish_from {publish_from} outside the log "
+                             f"[{log.start_offset}, {log.end_offset}]")
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
         self._config = config
         self._log = log
+        self._snapshots = snapshots
+        self._snapshot_listeners: list[Callable[[SnapshotId], Awaitable[None]]] = []
         self._initial_election = election
         self._write_election = write_election
         self._rng = rng or random.Random()
@@ -223,6 +231,19 @@ class RaftNode:
 
     def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
         self._hw_listeners.append(callback)
+
+    def add_snapshot_listener(self, callback: Callable[[SnapshotId], Awaitable[None]]
+                              ) -> None:
+        """`await callback(snapshot_id)` when a snapshot fetched from the leader replaced
+        this node's log: the state machine reloads from it; commit listeners then get
+        the records from its end offset on."""
+        self._snapshot_listeners.append(callback)
+
+    async def advance_log_start(self, snapshot_id: SnapshotId) -> bool:
+        """Start the log at a snapshot of committed records this node holds, deleting the
+        segments and snapshots below it (`RaftCore.advance_log_start`)."""
+        advanced: bool = await self.call(lambda now: self.core.advance_log_start(snapshot_id))
+        return advanced
 
     def add_background_task(self, fn: Callable[[], Awaitable[None]]) -> None:
         """`await fn()` runs beside the node once it listens, until it stops (cancelled).
@@ -329,7 +350,7 @@ class RaftNode:
             self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
                                   election=self._initial_election,
                                   cluster_id=self.cluster_id, rng=self._rng,
-                                  now_ms=self.now_ms())
+                                  now_ms=self.now_ms(), snapshots=self._snapshots)
         except RaftInvariantError as exc:
             self._invariant_broken(exc)
             raise
@@ -460,6 +481,10 @@ class RaftNode:
             await trio.to_thread.run_sync(self._log.flush)
         for envelope in ready.messages:
             self._send(envelope)
+        if ready.loaded_snapshot is not None:
+            for snapshot_listener in self._snapshot_listeners:
+                await snapshot_listener(ready.loaded_snapshot)
+            self._published = ready.loaded_snapshot.end_offset
         if ready.high_watermark is not None:
             self._publish(ready.high_watermark)
             for hw_listener in self._hw_listeners:

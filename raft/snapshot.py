@@ -275,18 +275,22 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_newest_valid(directory: str | os.PathLike[str], *,
-                      max_end_offset: int | None = None) -> Snapshot | None:
-    """Open a directory's snapshots: remove partial files, then read the newest snapshot
-    that is whole, falling back to older ones past any that are not (each a WARNING
-    naming the file: the fallback still starts the node). With `max_end_offset`, snapshots
+                      max_end_offset: int | None = None,
+                      min_end_offset: int = 0) -> Snapshot | None:
+    """Open a directory's snapshots: remove partial files, then read the newest snapshot that
+    is whole, falling back to older ones past any that are not (each a WARNING naming
+    the file: the fallback still starts the node). With `max_end_offset`, snapshots
     ending above it are passed over unread (the caller cannot prove their records
-    committed). None when no snapshot is left to read; NoValidSnapshotError naming every
-    file read when none is whole. The caller checks that the log continues from the
-    snapshot's end offset: an older snapshot may end below the log's start."""
+    committed); so are those ending below `min_end_offset` (the log start). None when no
+    snapshot is left to read; NoValidSnapshotError naming every file read when none is
+    whole. The caller checks that the log continues from the snapshot's end offset: an
+    older snapshot may end below the log's start."""
     remove_partial_snapshots(directory)
     failures: list[SnapshotError] = []
     for snapshot_file in list_snapshots(directory):
-        if max_end_offset is not None and snapshot_file.snapshot_id.end_offset > max_end_offset:
+        end_offset = snapshot_file.snapshot_id.end_offset
+        if end_offset < min_end_offset or (max_end_offset is not None
+                                           and end_offset > max_end_offset):
             continue
         try:
             snapshot = read_snapshot(snapshot_file.path)

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.settings import BrokerSettings
-from metadata.snapshot_policy import DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
+from metadata.snapshot_policy import (
+    DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
+    DEFAULT_MAX_RETENTION_BYTES,
+)
 
 Address = tuple[str, int]
 
@@ -109,6 +112,11 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     # committed record bytes between two snapshots of a node's image (metadata.snapshot_policy)
     "metadata.log.max.record.bytes.between.snapshots": (
         "max_record_bytes_between_snapshots", _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS),
+    # log bytes kept before the log start advances to the newest snapshot, deleting the
+    # whole segments below it; -1: never (metadata.snapshot_writer)
+    "metadata.max.retention.bytes": ("max_retention_bytes", _int(-1),
+                                     DEFAULT_MAX_RETENTION_BYTES),
+    "fetch.snapshot.max.bytes": ("fetch_snapshot_max_bytes", _int(1), 1 << 20),
     # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
     # empty: off; a relative path is resolved against the config file's directory
     "fault.injection.file": ("fault_injection_file", _optional_str, ""),
@@ -196,6 +204,8 @@ class NodeConfig:
     log_segment_bytes: int = 1 << 30
     replica_lag_time_max_ms: int = 30_000
     max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
+    max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
+    fetch_snapshot_max_bytes: int = 1 << 20
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import trio
+
 from metadata.image import MetadataImage
-from metadata.snapshot_loader import load_start_image
+from metadata.snapshot_loader import load_snapshot_image, load_start_image
 from metadata.snapshot_writer import install_snapshotter
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
+from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
+from raft.types import SnapshotId
 from tools.config import NodeConfig
 from tools.server.append_api import install_append_api
 
@@ -28,7 +32,8 @@ def raft_config(config: NodeConfig) -> RaftConfig:
                       election_backoff_max_ms=config.election_backoff_max_ms,
                       request_timeout_ms=config.request_timeout_ms,
                       fetch_max_wait_ms=config.fetch_max_wait_ms,
-                      fetch_max_bytes=config.fetch_max_bytes, pre_vote=config.pre_vote)
+                      fetch_max_bytes=config.fetch_max_bytes, pre_vote=config.pre_vote,
+                      fetch_snapshot_max_bytes=config.fetch_snapshot_max_bytes)
 
 
 @dataclass(eq=False)
@@ -50,7 +55,11 @@ def build_node(config: NodeConfig) -> BuiltNode:
                         node_id=config.node_id)
     disk_log = DiskLog.open_metadata_log(config.log_dir, segment_bytes=config.log_segment_bytes)
     try:
-        start = load_start_image(disk_log.directory, log_end_offset=disk_log.end_offset)
+        start = load_start_image(disk_log.directory, log_start_offset=disk_log.start_offset,
+                                 log_end_offset=disk_log.end_offset)
+        if start.snapshot_id is not None and start.replay_from > disk_log.end_offset:
+            # fetched from the leader just before a stop: the log restarts at it
+            disk_log.reset_to(start.replay_from, start.epoch)
     except BaseException:
         disk_log.close()
         raise
@@ -63,23 +72,38 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     max_frame_bytes=config.socket_request_max_bytes,
                     send_queue_size=config.send_queue_max_messages,
                     fault_file=config.fault_injection_file or None,
-                    publish_from=start.replay_from)
+                    publish_from=start.replay_from,
+                    snapshots=DiskSnapshotStore(disk_log.directory))
     built = BuiltNode(node, [disk_log.close])
     install_append_api(node)
     images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
+    resets: list[Callable[[MetadataImage], None]] = []  # ... and how it restarts from one
     if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
         from metadata.controller_shell import install_controller
         controller = install_controller(
             node, broker_session_timeout_ms=config.broker_session_timeout_ms,
             initial_image=start.image)
         images.append(lambda: controller.image)
+        resets.append(controller.reset_image)
     if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
         from broker.role import install_broker_role
         role = install_broker_role(node, config.broker_settings(), initial_image=start.image)
         built.closers.append(role.close)
         images.append(lambda: role.server.image)
+        resets.append(role.reset_image)
     # After the images' commit listeners. A combined controller and broker snapshots the
     # controller's image: both replay the same log.
-    install_snapshotter(node, disk_log.directory, images[0], start=start,
-                        max_bytes_between=config.max_record_bytes_between_snapshots)
+    snapshotter = install_snapshotter(
+        node, disk_log.directory, images[0], start=start,
+        max_bytes_between=config.max_record_bytes_between_snapshots,
+        log_bytes=lambda: disk_log.size_bytes, max_retention_bytes=config.max_retention_bytes)
+
+    async def reload_from(snapshot_id: SnapshotId) -> None:
+        path = disk_log.directory / snapshot_id.file_name
+        image = await trio.to_thread.run_sync(load_snapshot_image, path)
+        for reset in resets:
+            reset(image)
+        snapshotter.on_snapshot_loaded(snapshot_id)
+
+    node.add_snapshot_listener(reload_from)
     return built

@@ -124,13 +124,12 @@ def test_no_valid_snapshot_stops_the_start_naming_every_file(tmp_path: Path) -> 
         assert str(path) in str(info.value)
 
 
-def test_snapshot_ahead_of_the_log_stops_the_start(tmp_path: Path) -> None:
-    directory, records, _ = make_log(tmp_path)
-    ahead = write_snapshot(directory, SnapshotId(len(records) + 5, 3), [],
-                           last_contained_log_timestamp=0)
-    with pytest.raises(SnapshotStartError, match="beyond the log's end offset") as info:
-        load_start_image(directory, log_end_offset=len(records))
-    assert str(ahead) in str(info.value)
+def test_a_log_starting_above_zero_without_a_snapshot_stops_the_start(tmp_path: Path) -> None:
+    directory, records, ends = make_log(tmp_path)
+    snapshot_at(directory, records, ends[0])  # below the start: cannot be continued
+    with pytest.raises(SnapshotStartError, match="starts at offset 7 and no valid") as info:
+        load_start_image(directory, log_start_offset=7, log_end_offset=len(records))
+    assert str(directory) in str(info.value)
 
 
 def test_snapshot_above_the_checkpoint_is_not_used(

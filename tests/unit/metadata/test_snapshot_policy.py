@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metadata.snapshot_policy import SnapshotSchedule, SnapshotStartError, plan_start
+from metadata.snapshot_policy import SnapshotSchedule, plan_start
 from raft.snapshot import SnapshotFile, SnapshotId
 
 DIR = Path("/data/__cluster_metadata-0")
@@ -96,12 +96,17 @@ def test_start_never_trusts_a_checkpoint_beyond_the_log() -> None:
     assert plan.unproven == ()
 
 
-def test_start_refuses_a_snapshot_ahead_of_the_log_naming_it() -> None:
-    ahead = files(40)[0]
-    with pytest.raises(SnapshotStartError) as info:
-        plan_start([*files(10), ahead], log_end_offset=30, committed_end_offset=30)
-    assert str(ahead.path) in str(info.value)
-    assert "beyond the log's end offset 30" in str(info.value)
+def test_start_takes_the_newest_snapshot_ahead_of_the_log_and_resets_the_log() -> None:
+    """One fetched from the leader just before a crash: the log restarts at it."""
+    plan = plan_start(files(10, 40, 50), log_end_offset=30, committed_end_offset=30)
+    assert (plan.max_end_offset, plan.reset_log, plan.unproven) == (50, True, ())
+
+
+def test_start_never_uses_a_snapshot_below_the_log_start() -> None:
+    plan = plan_start(files(10, 20), log_start_offset=20, log_end_offset=30,
+                      committed_end_offset=None)
+    assert (plan.min_end_offset, plan.max_end_offset, plan.reset_log) == (20, 20, False)
+    assert plan.unproven == ()
 
 
 def test_start_has_nothing_to_choose_without_snapshots() -> None:
