@@ -55,6 +55,7 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert verdict["partition_dirs_checked"] > 0
 
 
+@pytest.mark.soak  # the mixed run below covers the same kinds in half the time
 @pytest.mark.timeout(600)
 def test_chaos_run_passes_when_nodes_are_killed_paused_slowed_and_leaders_targeted(
         cli_cluster_dir: Path) -> None:
@@ -70,21 +71,22 @@ def test_chaos_run_passes_when_nodes_are_killed_paused_slowed_and_leaders_target
     assert (cli_cluster_dir / "history.jsonl").stat().st_size > 0
 
 
-# A short run of both families in `make test` (the soak runs mix every kind for longer).
-MIXED_SEED = 14  # kills a voter and a broker, pauses the leader twice, partitions (both
-# ways), slows and loses the links of voters and brokers (loss up to 50%)
-MIXED_DURATION_S = 50
-MIXED_KINDS = "kill,pause,leader,partition,slow-net,lossy-net"
-PROCESS_FAULTS = frozenset({"kill", "pause"})
+# A short run of every kind in `make test` (the soak runs mix them for longer).
+MIXED_SEED = 23  # kills the leader; pauses, slows the disk of and skews the clock of
+# voters and brokers; partitions (both ways), slows and loses links of both
+MIXED_DURATION_S = 60
+MIXED_KINDS = "kill,pause,leader,slow-disk,clock,partition,slow-net,lossy-net"
+PROCESS_FAULTS = frozenset({"kill", "pause", "slow-disk", "clock"})
 NETWORK_FAULTS = frozenset({"partition", "partition-one-way", "slow-net", "lossy-net"})
 
 
 @pytest.mark.timeout(600)
 def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
         cli_cluster_dir: Path) -> None:
-    """Process faults (SIGKILL, SIGSTOP, the leader among the targets) and network faults
-    through the proxies (symmetric and one-way partitions, delay, loss) in one run, on
-    voters and brokers: same guarantees as under either family alone."""
+    """Process faults (SIGKILL, SIGSTOP, slow fsyncs, skewed clocks, the leader among the
+    targets) and network faults through the proxies (symmetric and one-way partitions,
+    delay, loss) in one run, on voters and brokers: same guarantees as under either
+    family alone."""
     code, verdict = run_chaos(cli_cluster_dir, MIXED_SEED, MIXED_DURATION_S, timeout_s=500,
                               faults=MIXED_KINDS)
     assert_passed(code, verdict, MIXED_DURATION_S, kinds=PROCESS_FAULTS | NETWORK_FAULTS)
