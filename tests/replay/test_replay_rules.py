@@ -33,10 +33,22 @@ followed by the planted cases (`PLANTS`) that make it fire:
 - broker_checkpoints: a broker's image hash differs from the replayed image's, or the
   broker checkpointed an offset the log does not reach
   (broker_checkpoints:wrong_hash, broker_checkpoints:beyond_log).
+- snapshot_valid: a snapshot file whose bytes were damaged after it was written
+  (snapshot_valid:corrupt).
+- snapshot_at_log_start: a log cut above offset 0 with no snapshot at its start
+  (snapshot_at_log_start:no_snapshot).
+- snapshot_matches_log: a snapshot holding a broker the log never registered, one named
+  with an epoch above its last record's, one ending above every high-watermark
+  checkpoint (snapshot_matches_log:other_content, snapshot_matches_log:other_epoch,
+  snapshot_matches_log:uncommitted).
+- images_agree: every log cut at a snapshot (so none can be checked against a replay
+  from offset 0), and one node's snapshot holding another image (images_agree:other_base).
 
-The checks and the places they report a violation are read from the source
-(tests.support.rule_sites): a check, or a place reporting one, without a plant here
-fails `test_every_check_of_the_replay_has_a_plant` (names, no Spark),
+The snapshots are written by the snapshot writer and the logs cut by DiskLog
+(tests/replay/snapshot_logs.py). The checks and the places they report a violation are
+read from the source (tests.support.rule_sites, over tools/replay/snapshots.py too): a
+check, or a place reporting one, without a plant here fails
+`test_every_check_of_the_replay_has_a_plant` (names, no Spark),
 `test_every_scan_site_is_reached_by_a_plant` (tools/replay/sequential.py, by line, no
 Spark) or `test_every_reported_reason_is_one_site_and_every_site_is_reported` (Spark).
 """
@@ -66,7 +78,23 @@ from metadata.records import (
 )
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from raft.types import Batch
-from tests.support.rule_sites import Site, replay_check_names, replay_sites
+from tests.replay.snapshot_logs import (
+    CORRUPT,
+    GOOD,
+    OTHER_CONTENT,
+    OTHER_EPOCH,
+    cut_log,
+    drop_log,
+    epoch_before,
+    write_snapshot_of,
+)
+from tests.support.rule_sites import (
+    REPLAY_SOURCES,
+    ROOT,
+    Site,
+    replay_check_names,
+    replay_sites,
+)
 from tests.support.serial_spark import SerialSpark
 from tools.replay.checkpoint import write_checkpoint
 from tools.replay.inputs import from_cluster
@@ -76,7 +104,9 @@ from tools.replay.synthetic import write_cluster
 
 VOTERS = (1, 2, 3)
 A, B, META, META2 = Uuid(2), Uuid(3), Uuid(4), Uuid(5)
-SITES = replay_sites()
+# the checkers' sources rule_sites reads, and the snapshot checks
+SOURCES = (*REPLAY_SOURCES, ROOT / "tools" / "replay" / "snapshots.py")
+SITES = replay_sites(SOURCES)
 
 
 def _batch(offset: int, epoch: int, *records: Record | bytes) -> Batch:
@@ -102,6 +132,13 @@ def _everywhere(log: Sequence[Batch]) -> dict[int, Sequence[Batch]]:
     return dict.fromkeys(VOTERS, log)
 
 
+# offsets 0-5: LeaderChange, MetadataTopic, Topic a, PartitionChange and RemoveTopic of
+# a, Topic a again with another ID
+TOPIC_LOG = _log(MetadataTopic(topic_id=META), Topic(name="a", topic_id=A),
+                 PartitionChange(topic_id=A, partition=0), RemoveTopic(topic_id=A),
+                 Topic(name="a", topic_id=B))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plant:
     rule: str  # check:case, as listed in the module docstring
@@ -112,10 +149,33 @@ class Plant:
     high_watermarks: dict[int, int] | None = None
     # broker -> (applied offset, image hash; None: the right one)
     checkpoints: dict[int, tuple[int, str | None]] = field(default_factory=dict)
+    disk: Disk = field(default_factory=lambda: Disk())
 
     @property
     def check(self) -> str:
         return self.rule.split(":")[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disk:
+    """What else is in the nodes' partition directories (tests/replay/snapshot_logs.py):
+    node -> snapshots of its log ((end offset, kind)), node -> where its log is cut
+    (`DiskLog.advance_start`), node -> (offset, epoch) its log was reset to for a
+    fetched snapshot (`DiskLog.reset_to`), and records per segment file."""
+
+    snapshots: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    cuts: dict[int, int] = field(default_factory=dict)
+    resets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    segment_records: int = 1000
+
+    def write(self, root: Path, logs: dict[int, Sequence[Batch]]) -> None:
+        for node, snapshots in self.snapshots.items():
+            for end, kind in snapshots:
+                write_snapshot_of(root / f"node-{node}" / "data", logs[node], end, kind)
+        for node, start in self.cuts.items():
+            cut_log(root / f"node-{node}" / "data", start)
+        for node, (start, epoch) in self.resets.items():
+            drop_log(root / f"node-{node}" / "data", start, epoch)
 
 
 PLANTS = [
@@ -211,6 +271,26 @@ PLANTS = [
     Plant(rule="broker_checkpoints:beyond_log", logs=_everywhere(_log(_broker(4))),
           checkpoints={4: (1, None), 5: (7, "0" * 64)},
           says="ends before offset 7", nodes=(5,)),
+    Plant(rule="snapshot_valid:corrupt", logs=_everywhere(_log(_broker(7), NoOp())),
+          disk=Disk(snapshots={2: ((2, CORRUPT),)}), says="bad snapshot at byte offset",
+          nodes=(2,)),
+    Plant(rule="snapshot_at_log_start:no_snapshot", logs=_everywhere(_log(_broker(7), NoOp())),
+          disk=Disk(cuts={3: 2}), says="the log starts at offset 2 and no valid snapshot",
+          nodes=(3,)),
+    Plant(rule="snapshot_matches_log:other_content", logs=_everywhere(_log(_broker(7), NoOp())),
+          disk=Disk(snapshots={2: ((2, OTHER_CONTENT),)}),
+          says="its image differs from node 1's log replayed from offset 0 up to offset 2",
+          nodes=(2,)),
+    Plant(rule="snapshot_matches_log:other_epoch", logs=_everywhere(_log(_broker(7), NoOp())),
+          disk=Disk(snapshots={2: ((2, OTHER_EPOCH),)}),
+          says="its epoch is 2, but the record at offset 1 has epoch 1", nodes=(2,)),
+    Plant(rule="snapshot_matches_log:uncommitted", logs=_everywhere(_log(_broker(7), NoOp())),
+          high_watermarks=dict.fromkeys(VOTERS, 2), disk=Disk(snapshots={1: ((3, GOOD),)}),
+          says="ends at offset 3, above the committed end 2", nodes=(1,)),
+    Plant(rule="images_agree:other_base", logs=_everywhere(_log(_broker(7), NoOp())),
+          disk=Disk(snapshots={1: ((2, GOOD),), 2: ((2, GOOD),), 3: ((2, OTHER_CONTENT),)},
+                    cuts=dict.fromkeys(VOTERS, 2), segment_records=1),
+          says="differs from the one replayed from snapshot", nodes=(3,)),
 ]
 
 # The same logs without their anomaly (what each plant is built on): every check passes.
@@ -223,10 +303,25 @@ CLEAN: dict[str, dict[int, Sequence[Batch]]] = {
         PartitionChange(topic_id=A, partition=0), RemoveTopic(topic_id=A),
         Topic(name="a", topic_id=Uuid(6)))),
     "checkpointed voters and brokers": _everywhere(_log(_broker(4))),
+    **dict.fromkeys(("a log cut at its snapshot", "a log cut inside its first segment",
+                     "a follower that loaded a snapshot"), _everywhere(TOPIC_LOG)),
 }
-CLEAN_HIGH_WATERMARKS = {"checkpointed voters and brokers": dict.fromkeys(VOTERS, 2)}
+CLEAN_HIGH_WATERMARKS = {"checkpointed voters and brokers": dict.fromkeys(VOTERS, 2),
+                         "a log cut at its snapshot": dict.fromkeys(VOTERS, 6),
+                         "a log cut inside its first segment": dict.fromkeys(VOTERS, 6),
+                         "a follower that loaded a snapshot": {1: 6, 2: 6, 3: 4}}
 CLEAN_CHECKPOINTS: dict[str, dict[int, tuple[int, str | None]]] = {
     "checkpointed voters and brokers": {4: (1, None), 5: (0, None)}}
+# Topic a (A) is created below each cut and named after it: only a scan starting from
+# the snapshot's image knows it is live there.
+CLEAN_DISKS = {
+    "a log cut at its snapshot": Disk(snapshots={3: ((3, GOOD),)}, cuts={3: 3},
+                                      segment_records=1),
+    "a log cut inside its first segment": Disk(
+        snapshots={1: ((5, GOOD),), 2: ((1, GOOD), (4, GOOD))}, cuts={2: 2}),
+    "a follower that loaded a snapshot": Disk(
+        snapshots={3: ((4, GOOD),)}, resets={3: (4, epoch_before(TOPIC_LOG, 4))}),
+}
 
 
 def _image_hash(log: Sequence[Batch], applied: int) -> str:
@@ -239,8 +334,10 @@ def _image_hash(log: Sequence[Batch], applied: int) -> str:
 
 def _replay(spark: Any, root: Path, logs: dict[int, Sequence[Batch]],
             high_watermarks: dict[int, int] | None,
-            checkpoints: dict[int, tuple[int, str | None]]) -> ReplayResult:
-    write_cluster(root, logs, voters=VOTERS, high_watermarks=high_watermarks)
+            checkpoints: dict[int, tuple[int, str | None]], disk: Disk) -> ReplayResult:
+    write_cluster(root, logs, voters=VOTERS, high_watermarks=high_watermarks,
+                  segment_records=disk.segment_records)
+    disk.write(root, logs)
     for broker, (applied, digest) in checkpoints.items():
         log_dir = root / f"broker-{broker}" / "data"
         log_dir.mkdir(parents=True)
@@ -259,7 +356,7 @@ class _Results:
         if plant.rule not in self.done:
             self.done[plant.rule] = _replay(self.spark, self.root / plant.rule.replace(":", "-"),
                                             plant.logs, plant.high_watermarks,
-                                            plant.checkpoints)
+                                            plant.checkpoints, plant.disk)
         return self.done[plant.rule]
 
 
@@ -309,9 +406,10 @@ def test_plants_pass_every_check_without_their_fault(name: str, runner: Any,
     """The logs the plants are built on, without the planted record: nothing fails,
     so what fails in a plant is its planted fault."""
     result = _replay(runner, tmp_path / "clean", CLEAN[name], CLEAN_HIGH_WATERMARKS.get(name),
-                     CLEAN_CHECKPOINTS.get(name, {}))
+                     CLEAN_CHECKPOINTS.get(name, {}), CLEAN_DISKS.get(name, Disk()))
     assert result.passed, [(c.name, c.examples) for c in result.checks if not c.passed]
     assert result.check("broker_checkpoints").skipped == (name not in CLEAN_CHECKPOINTS)
+    assert result.check("snapshot_matches_log").skipped == (name not in CLEAN_DISKS)
 
 
 def test_every_reported_reason_is_one_site_and_every_site_is_reported(
@@ -326,9 +424,9 @@ def test_every_reported_reason_is_one_site_and_every_site_is_reported(
 
 
 def test_every_check_of_the_replay_has_a_plant() -> None:
-    assert {p.check for p in PLANTS} == replay_check_names()
-    assert {s.rule for s in SITES} == replay_check_names()
-    assert len(SITES) >= 24  # the site reader still finds the replay's checks
+    assert {p.check for p in PLANTS} == replay_check_names(SOURCES)
+    assert {s.rule for s in SITES} == replay_check_names(SOURCES)
+    assert len(SITES) >= 30  # the site reader still finds the replay's checks
 
 
 def test_every_plant_is_listed_in_the_module_docstring() -> None:

@@ -120,9 +120,14 @@ def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
 
 
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],
-                 summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+                 summaries: dict[int, dict[str, Any]],
+                 replay_from: dict[int, int] | None = None) -> list[dict[str, Any]]:
     """Per node: records, start and end offset, last epoch, segments (from its batch
-    index), lag behind the longest log and where the node departs from the committed log."""
+    index), lag behind the longest log, where the node departs from the committed log,
+    and where its replay starts (`replay_from`: 0, or the end offset of the snapshot its
+    log starts at; None for a log that starts above 0 without one, which then holds no
+    committed prefix the replay can use past its start). Without `replay_from` every
+    node replays from 0."""
     log_end = max((s["end_offset"] or 0 for s in summaries.values()), default=0)
     out = []
     for node in sorted(summaries):
@@ -132,9 +137,12 @@ def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int
         entry["role"] = "voter" if node in voters else "observer"
         entry["lag"] = log_end - end
         entry["diverges_at"] = diverges.get(node)
+        entry["replay_from"] = 0 if replay_from is None else replay_from.get(node)
         held = min(end, committed_end)
         if entry["diverges_at"] is not None:
             held = min(held, entry["diverges_at"])
+        if entry["replay_from"] is None:
+            held = min(held, entry["start_offset"] or 0)
         entry["committed_held"] = held
         out.append(entry)
     return out

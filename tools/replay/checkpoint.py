@@ -4,8 +4,10 @@ The file format is documented in `tools.replay` (package docstring):
 `<log.dir>/metadata-image.checkpoint` = `{"applied_offset": int, "image_hash": str}`.
 
 The reference log is a voter's copy that holds the whole committed prefix; one Spark
-task reads its segments in order and replays them with `metadata.delta.replay_bytes`,
-taking `content_hash()` at every offset some broker checkpointed.
+task reads its segments in order and replays them with `metadata.delta` from the node's
+replay base (the empty image, or the snapshot its log starts at: `tools.replay.images`),
+taking `content_hash()` at every offset some broker checkpointed. A checkpoint below that
+snapshot cannot be rebuilt from this log; the note lists it as not compared.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raft.segment import iter_batches
 from tools.replay.checks import CheckResult
+from tools.replay.images import ReplayBase, replayed_images
 from tools.replay.inputs import InputError, NodeInput
 from tools.replay.load import read_segments
 
@@ -61,33 +63,18 @@ def read_checkpoint(node: NodeInput) -> Checkpoint | None:
     return Checkpoint(node_id=node.node_id, applied_offset=offset, image_hash=digest)
 
 
-def image_hashes(files: Iterable[tuple[str, bytes]], targets: frozenset[int]) -> Iterator[
-        tuple[int, str]]:
+def image_hashes(files: Iterable[tuple[str, bytes]], targets: frozenset[int],
+                 base: ReplayBase | None = None) -> Iterator[tuple[int, str]]:
     """(offset, content hash of the image through that offset) for each target offset
-    the log reaches. Runs in one executor over one node's segments."""
-    from metadata.delta import replay_bytes
-    from metadata.image import MetadataImage
-
-    pending = sorted(targets)
-    image = MetadataImage.empty()
-    if pending and pending[0] < 0:
-        yield pending.pop(0), image.content_hash()
-    chunk: list[tuple[int, bytes]] = []
-    for path, data in files:  # in offset order
-        for stored in iter_batches(data, path):
-            for index, record in enumerate(stored.batch.records):
-                if not pending:
-                    return
-                offset = stored.batch.base_offset + index
-                chunk.append((offset, record))
-                if offset == pending[0]:
-                    image = replay_bytes(chunk, image)
-                    chunk = []
-                    yield pending.pop(0), image.content_hash()
+    the log reaches from `base` (None: from offset 0). Runs in one executor over one
+    node's segments."""
+    for offset, digest, _ in replayed_images(files, targets, base):
+        yield offset, digest
 
 
 def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: NodeInput | None,
-                      committed_end: int) -> CheckResult:
+                      committed_end: int, base: ReplayBase | None = None) -> CheckResult:
+    """`base`: where the reference node's replay starts (None: offset 0)."""
     if not checkpoints:
         return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
                            note="no broker wrote metadata-image.checkpoint: nothing to compare")
@@ -99,12 +86,16 @@ def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: Node
     except ImportError as exc:
         return CheckResult(name=NAME, description=DESCRIPTION, violations=0, skipped=True,
                            note=f"image replay unavailable: {exc}")
-    targets = frozenset(c.applied_offset for c in checkpoints)
+    first = -1 if base is None else base.end_offset - 1  # the lowest offset rebuilt
+    below = sorted(c.node_id for c in checkpoints if c.applied_offset < first)
+    compared = [c for c in checkpoints if c.applied_offset >= first]
+    targets = frozenset(c.applied_offset for c in compared)
     paths = [str(p.resolve()) for p in reference.segments]
     one = spark.sparkContext.parallelize([paths], 1)  # one task reads them in order
-    found = dict(one.flatMap(lambda ps: image_hashes(read_segments(ps), targets)).collect())
+    found = dict(one.flatMap(lambda ps: image_hashes(read_segments(ps), targets, base))
+                 .collect()) if targets else {}
     examples = []
-    for checkpoint in checkpoints:
+    for checkpoint in compared:
         expected = found.get(checkpoint.applied_offset)
         if expected == checkpoint.image_hash:
             continue
@@ -116,7 +107,10 @@ def check_checkpoints(spark: Any, checkpoints: list[Checkpoint], reference: Node
                          "reason": reason, "record": {"checkpoint": checkpoint.to_json()}})
     beyond = [c.node_id for c in checkpoints if c.applied_offset >= committed_end]
     note = (f"replayed from node {reference.node_id}'s log"
+            + ("" if base is None or base.path is None else f" (replayed {base.describe()})")
             + (f"; brokers {beyond} checkpointed past the committed prefix "
-               f"(offset {committed_end})" if beyond else ""))
+               f"(offset {committed_end})" if beyond else "")
+            + (f"; brokers {below} checkpointed below offset {first}, where that log's "
+               "replay starts: not compared" if below else ""))
     return CheckResult(name=NAME, description=DESCRIPTION, violations=len(examples),
                        examples=tuple(examples[:20]), note=note)

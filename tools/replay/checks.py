@@ -33,7 +33,7 @@ a different record there is reported although Raft allows it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_EXAMPLES = 20
@@ -47,15 +47,19 @@ class CheckResult:
     examples: tuple[dict[str, Any], ...] = ()
     note: str = ""
     skipped: bool = False
+    counts: dict[str, int] = field(default_factory=dict)  # what was checked, by kind
 
     @property
     def passed(self) -> bool:
         return self.violations == 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "passed": self.passed,
-                "skipped": self.skipped, "violations": self.violations,
-                "examples": list(self.examples), "note": self.note}
+        out = {"name": self.name, "description": self.description, "passed": self.passed,
+               "skipped": self.skipped, "violations": self.violations,
+               "examples": list(self.examples), "note": self.note}
+        if self.counts:
+            out["counts"] = dict(self.counts)
+        return out
 
 
 # --- per node (one sequential scan each, see tools.replay.sequential) ----------------------

@@ -9,8 +9,11 @@ versions, exactly what the record-by-record comparison gave. Everything else is
 uncontested: one version per offset, so its holders are the holders of every record in it.
 
 The committed prefix is defined in `tools.replay.checks` (`Comparison.is_committed`: by the
-nodes' high-watermark checkpoints, else by the majority rule). Log matching (Raft §5.3) has two
-halves:
+nodes' high-watermark checkpoints, else by the majority rule). A log cut below a snapshot
+(`log_starts`: it starts above 0 at or inside a valid snapshot, `tools.replay.snapshots`)
+holds no batch below its start; the snapshot stands for those records, so the majority
+rule counts that node as holding them, and its log end is at least its start. Log
+matching (Raft §5.3) has two halves:
 * the same (offset, epoch) never holds two different records: a version conflict (only
   possible where versions overlap);
 * two nodes that hold the same epoch at some offset hold the same epoch at every offset
@@ -21,6 +24,7 @@ halves:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, pairwise
@@ -63,9 +67,18 @@ class Comparison:
     voters: frozenset[int] = frozenset()
     majority: int = 1
     high_watermarks: dict[int, int] = field(default_factory=dict)  # node -> checkpointed HW
+    # node -> where its log starts, for logs cut below a snapshot (start > 0)
+    log_starts: dict[int, int] = field(default_factory=dict)
 
     def holders(self, version: Version) -> int:
-        return len(version.nodes & self.voters)
+        """The voters holding the version, and those whose log starts above it (their
+        snapshot holds it)."""
+        held = len(version.nodes & self.voters)
+        if not self.log_starts:
+            return held
+        starts = sorted(s for n, s in self.log_starts.items()
+                        if n in self.voters and n not in version.nodes)
+        return held + len(starts) - bisect_right(starts, version.offset)
 
     @property
     def exact(self) -> bool:
@@ -82,11 +95,12 @@ class Comparison:
 
 
 def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int, int],
-                   voters: Sequence[int], high_watermarks: dict[int, int] | None = None
-                   ) -> Comparison:
+                   voters: Sequence[int], high_watermarks: dict[int, int] | None = None,
+                   log_starts: dict[int, int] | None = None) -> Comparison:
     """Versions of every node's batches. `prefixes` (node -> n) are nodes whose batches are
     the root's first n: they are added by count, without touching their batches.
-    `high_watermarks`: node -> its high-watermark checkpoint, for the nodes that have one."""
+    `high_watermarks`: node -> its high-watermark checkpoint, for the nodes that have one;
+    `log_starts`: node -> its log start, for logs cut below a snapshot."""
     by_digest: dict[bytes, Version] = {}
     versions: list[Version] = []
     root_index = indexes[root]
@@ -132,7 +146,8 @@ def batch_versions(indexes: dict[int, NodeIndex], root: int, prefixes: dict[int,
     if len(cluster) > 1:
         contested += cluster
     return Comparison(versions=versions, contested=contested, voters=frozenset(voters),
-                      majority=len(voters) // 2 + 1, high_watermarks=dict(high_watermarks or {}))
+                      majority=len(voters) // 2 + 1, high_watermarks=dict(high_watermarks or {}),
+                      log_starts={n: s for n, s in (log_starts or {}).items() if s > 0})
 
 
 def add_records(comparison: Comparison,
@@ -170,6 +185,10 @@ def committed_end(comparison: Comparison) -> int:
         starts.append(record.offset)
         if comparison.holders(record) >= comparison.majority:
             agreed.append((record.offset, record.offset + 1))
+    covered = sorted(s for n, s in comparison.log_starts.items() if n in comparison.voters)
+    if len(covered) >= comparison.majority:  # a majority's snapshots hold all below this
+        starts.append(0)
+        agreed.append((0, covered[-comparison.majority]))
     if not starts:
         return 0
     end = min(starts)
@@ -246,7 +265,7 @@ def log_matching(comparison: Comparison, runs: dict[int, Runs]) -> CheckResult:
 
 
 def _log_ends(comparison: Comparison) -> dict[int, int]:
-    ends: dict[int, int] = {}
+    ends: dict[int, int] = dict(comparison.log_starts)  # a log cut below a snapshot
     for version in comparison.versions:
         stop = version.offset + version.count
         for node in version.nodes:

@@ -1,6 +1,10 @@
-"""Find what to replay: each node's id, metadata segment files, high-watermark checkpoint
-(`raft.storage`, beside the segments: the records below it are committed) and broker
-checkpoint.
+"""Find what to replay: each node's id, metadata segment files, log start offset
+(`raft.storage`'s `log-start-offset` beside the segments: the log below it was cut off,
+a snapshot stands in for it), snapshot checkpoints (`<end offset>-<epoch>.checkpoint`
+beside the segments, `raft.snapshot`; only listed here, Spark reads them),
+high-watermark checkpoint (`raft.storage`, beside the segments: the records below it
+are committed) and broker checkpoint. Segments wholly below the log start (a crash
+while the node dropped them) are left out, as the node's own recovery deletes them.
 
 Layouts understood:
 
@@ -26,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raft.segment import list_segments
-from raft.storage import read_high_watermark_checkpoint
+from raft.segment import list_segments, segment_base_offset
+from raft.snapshot import SNAPSHOT_SUFFIX
+from raft.storage import StorageError, read_high_watermark_checkpoint, read_log_start
 from tools.replay import CHECKPOINT_FILE, METADATA_DIR
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,15 @@ class NodeInput:
     segments: tuple[Path, ...]  # in offset order
     checkpoint: Path | None  # the broker's metadata-image.checkpoint
     high_watermark: int | None = None  # from its high-watermark checkpoint; None: none
+    snapshots: tuple[Path, ...] = ()  # every *.checkpoint beside the segments, by name
+    start_offset: int = 0  # from its log-start-offset file; 0: none
+
+    @property
+    def log_start(self) -> int:
+        """Where its log starts: the log start offset, or the first segment's base offset
+        when that is above it (0 for a log never cut below a snapshot)."""
+        first = segment_base_offset(self.segments[0]) if self.segments else 0
+        return max(first, self.start_offset)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +73,10 @@ class ReplayInput:
     @property
     def segment_count(self) -> int:
         return sum(len(n.segments) for n in self.nodes)
+
+    @property
+    def snapshot_count(self) -> int:
+        return sum(len(n.snapshots) for n in self.nodes)
 
     def node(self, node_id: int) -> NodeInput:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -94,16 +112,34 @@ def _node_id(log_dir: Path, fallback: int) -> int:
     return fallback
 
 
+def segments_from(segments: Sequence[Path], start: int) -> tuple[Path, ...]:
+    """The segments (in offset order) less those followed by one starting at or below
+    `start`: those hold no record at `start` or above. Wholly below the log start,
+    `raft.log.DiskLog` deletes them when it opens the log."""
+    bases = [segment_base_offset(p) for p in segments]
+    return tuple(p for p, following in zip(segments, [*bases[1:], None], strict=True)
+                 if following is None or following > start)
+
+
 def _node_input(log_dir: Path, fallback_id: int) -> NodeInput:
     segment_dir = log_dir / METADATA_DIR
     try:
-        segments = tuple(list_segments(segment_dir)) if segment_dir.is_dir() else ()
+        start = read_log_start(segment_dir)[0] if segment_dir.is_dir() else 0
+    except StorageError as exc:
+        raise InputError(str(exc)) from None
+    try:
+        segments = segments_from(list_segments(segment_dir), start) \
+            if segment_dir.is_dir() else ()
+        snapshots = tuple(sorted(p for p in segment_dir.iterdir()
+                                 if p.name.endswith(SNAPSHOT_SUFFIX))) \
+            if segment_dir.is_dir() else ()
     except OSError as exc:
         raise InputError(f"{segment_dir}: cannot list segments: {exc}") from None
     checkpoint = log_dir / CHECKPOINT_FILE
     return NodeInput(node_id=_node_id(log_dir, fallback_id), log_dir=log_dir,
                      segments=segments, checkpoint=checkpoint if checkpoint.is_file() else None,
-                     high_watermark=read_high_watermark_checkpoint(segment_dir))
+                     high_watermark=read_high_watermark_checkpoint(segment_dir),
+                     snapshots=snapshots, start_offset=start)
 
 
 def _voters_from(value: Any) -> tuple[int, ...] | None:

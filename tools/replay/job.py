@@ -28,10 +28,23 @@ from tools.replay.crossnode import (
     divergence,
     log_matching,
 )
+from tools.replay.images import ReplayBase
 from tools.replay.inputs import InputError, ReplayInput
 from tools.replay.load import NodeIndex, run_tasks
 from tools.replay.progress import Progress
 from tools.replay.sequential import ScanResult
+from tools.replay.snapshots import (
+    Snapshots,
+    check_files,
+    check_images_agree,
+    check_log_starts,
+    check_matches,
+    plan_replays,
+    read_all,
+    replay_bases,
+    run_replays,
+    spans,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +79,15 @@ class ReplayResult:
                 "report": None if self.report_path is None else str(self.report_path)}
 
 
-def _root(replay_input: ReplayInput) -> int:
+def _root(replay_input: ReplayInput, bases: dict[int, ReplayBase]) -> int:
     """The node scanned in full in the first pass, while the others are only indexed:
     the voter with the most segment bytes (ties: the lowest id, as `reference_node`
-    breaks them), the likeliest reference log and the one the most nodes are prefixes of."""
+    breaks them), the likeliest reference log and the one the most nodes are prefixes of.
+    A node that can be replayed (`bases`: from 0, or from a snapshot at its log start)
+    first."""
     with_segments = [n for n in replay_input.nodes if n.segments]
-    voters = [n for n in with_segments if n.node_id in replay_input.voters] or with_segments
+    replayed = [n for n in with_segments if n.node_id in bases] or with_segments
+    voters = [n for n in replayed if n.node_id in replay_input.voters] or replayed
 
     def size(node: Any) -> int:
         try:
@@ -117,13 +133,18 @@ def _summary(index: NodeIndex) -> dict[str, Any]:
             "segments": len(files), "epochs": runs}
 
 
+def _scan_plan(node: int, bases: dict[int, ReplayBase], analysis: bool) -> dict[str, Any]:
+    """A node's scan: from its replay base (offset 0, or its snapshot)."""
+    return {"scan": True, "analysis": analysis, "base": bases[node]}
+
+
 def _second_pass(spark: Any, replay_input: ReplayInput, indexes: dict[int, NodeIndex],
-                 divergent: list[int], comparison: Comparison,
-                 with_analysis: bool) -> tuple[dict[int, ScanResult], dict[Any, Any]]:
-    """Scan the nodes that are not a prefix of the root's log, and decode the batches
-    that overlap another version; one Spark job (none when every copy agrees)."""
-    plans: dict[int, dict[str, Any]] = {
-        n: {"scan": True, "analysis": with_analysis} for n in divergent}
+                 divergent: list[int], comparison: Comparison, with_analysis: bool,
+                 bases: dict[int, ReplayBase]) -> tuple[dict[int, ScanResult], dict[Any, Any]]:
+    """Scan the nodes that do not share the root's scan, and decode the batches that
+    overlap another version; one Spark job (none when every copy agrees)."""
+    plans: dict[int, dict[str, Any]] = {n: _scan_plan(n, bases, with_analysis)
+                                        for n in divergent}
     wanted: dict[tuple[str, int], tuple[int, int]] = {}
     for version in comparison.contested:
         node, seq = version.locator
@@ -180,26 +201,30 @@ class _FirstPass:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Comparison:
-    """Which nodes hold a prefix of the root's log (node -> batches), the batch versions
-    across nodes, and where the committed prefix ends."""
+    """Which nodes hold a prefix of the root's log (node -> batches), those of them that
+    share the root's scan (replayed from the same base), the batch versions across nodes,
+    and where the committed prefix ends."""
 
     prefixes: dict[int, int]
+    shares: dict[int, int]
     versions: Comparison
     end: int
 
 
-def _index_every_node(spark: Any, replay_input: ReplayInput,
-                      with_analysis: bool) -> _FirstPass:
-    """The first Spark job: index every node's batches and scan the root's in full."""
-    root = _root(replay_input)
-    plans: dict[int, dict[str, Any]] = {root: {"index": True, "scan": True,
-                                               "analysis": with_analysis}}
+def _index_every_node(spark: Any, replay_input: ReplayInput, with_analysis: bool,
+                      bases: dict[int, ReplayBase]) -> _FirstPass:
+    """The first Spark job: index every node's batches and scan the root's in full
+    (unless no log can be replayed)."""
+    root = _root(replay_input, bases)
+    plans: dict[int, dict[str, Any]] = {
+        root: {"index": True, **(_scan_plan(root, bases, with_analysis) if root in bases
+                                 else {})}}
     plans.update({n.node_id: {"index": True} for n in replay_input.nodes
                   if n.segments and n.node_id != root})
     first = _run(spark, replay_input, plans)
     indexes: dict[int, NodeIndex] = {n: r["index"] for n, r in first.items()}
-    return _FirstPass(root=root, indexes=indexes, scans={root: first[root]["scan"]},
-                      summaries=_summaries(indexes))
+    scans = {root: first[root]["scan"]} if first[root]["scan"] is not None else {}
+    return _FirstPass(root=root, indexes=indexes, scans=scans, summaries=_summaries(indexes))
 
 
 def _summaries(indexes: dict[int, NodeIndex]) -> dict[int, dict[str, Any]]:
@@ -214,21 +239,28 @@ def _summaries(indexes: dict[int, NodeIndex]) -> dict[int, dict[str, Any]]:
 
 
 def _compare_copies(spark: Any, replay_input: ReplayInput, first: _FirstPass,
-                    with_analysis: bool) -> _Comparison:
+                    with_analysis: bool, bases: dict[int, ReplayBase]) -> _Comparison:
     """Line the nodes' batches up against the root's, scan the nodes that diverge from
-    it (adding their scans to `first.scans`) and find the committed end."""
+    it or replay from another base (adding their scans to `first.scans`) and find the
+    committed end. A node that cannot be replayed (no snapshot at its log start) is
+    compared, not scanned."""
     indexes, root = first.indexes, first.root
     prefixes = {n: len(index) for n, index in indexes.items()
                 if index.is_prefix_of(indexes[root])}
+    shares = {n: count for n, count in prefixes.items() if root in first.scans
+              and n in bases and bases[n].key == bases[root].key}
     high_watermarks = {n.node_id: n.high_watermark for n in replay_input.nodes
                        if n.high_watermark is not None}
-    versions = batch_versions(indexes, root, prefixes, replay_input.voters, high_watermarks)
-    divergent = sorted(set(indexes) - set(prefixes))
+    cut = {n.node_id: n.log_start for n in replay_input.nodes if n.node_id in bases}
+    versions = batch_versions(indexes, root, prefixes, replay_input.voters, high_watermarks,
+                              cut)
+    divergent = sorted(n for n in indexes if n in bases and n not in shares)
     more, decoded = _second_pass(spark, replay_input, indexes, divergent, versions,
-                                 with_analysis)
+                                 with_analysis, bases)
     first.scans.update(more)
     add_records(versions, decoded)
-    return _Comparison(prefixes=prefixes, versions=versions, end=committed_end(versions))
+    return _Comparison(prefixes=prefixes, shares=shares, versions=versions,
+                       end=committed_end(versions))
 
 
 def _check_nodes(replay_input: ReplayInput, first: _FirstPass,
@@ -238,8 +270,13 @@ def _check_nodes(replay_input: ReplayInput, first: _FirstPass,
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, dict[str, int]] = {}
     for node, summary in first.summaries.items():
-        scan, batches = (first.scans[first.root], compared.prefixes[node]) \
-            if node in compared.prefixes else (first.scans[node], len(first.indexes[node]))
+        if node in compared.shares:
+            scan, batches = first.scans[first.root], compared.shares[node]
+        elif node in first.scans:
+            scan, batches = first.scans[node], len(first.indexes[node])
+        else:  # not replayed: snapshot_at_log_start says why
+            counts[node] = summary["violation_counts"] = {}
+            continue
         last = None if summary["end_offset"] is None else summary["end_offset"] - 1
         mine, counts[node] = node_views(scan, batches, node, (last, summary["last_epoch"]))
         rows += mine
@@ -253,21 +290,23 @@ def _check_nodes(replay_input: ReplayInput, first: _FirstPass,
 
 
 def _analyse_reference(spark: Any, replay_input: ReplayInput, first: _FirstPass,
-                       compared: _Comparison, with_analysis: bool
-                       ) -> tuple[int | None, Analysis]:
+                       compared: _Comparison, with_analysis: bool,
+                       bases: dict[int, ReplayBase]) -> tuple[int | None, Analysis]:
     """The reference node (the one holding the committed log) and the analysis of its
     log, scanning it once more when no earlier scan kept its aggregates."""
     end, scans, indexes, root = compared.end, first.scans, first.indexes, first.root
     nodes = node_summary(divergence(compared.versions, end), end, replay_input.voters,
-                         first.summaries)
+                         first.summaries, {n: b.end_offset for n, b in bases.items()})
     reference = reference_node(nodes, end)
+    if reference is not None and reference not in bases:
+        reference = None  # its log cannot be replayed (snapshot_at_log_start)
     aggregates, claims = None, []
     if with_analysis and reference is not None:
-        prefixes = compared.prefixes
-        owner = root if reference in prefixes and prefixes[reference] == len(indexes[root]) \
+        shares = compared.shares
+        owner = root if reference in shares and shares[reference] == len(indexes[root]) \
             else reference
         if owner not in scans or scans[owner].aggregates is None:
-            plan = {reference: {"scan": True, "analysis": True}}
+            plan = {reference: _scan_plan(reference, bases, True)}
             owner, scans[reference] = reference, _run(spark, replay_input, plan)[reference]["scan"]
         aggregates = scans[owner].aggregates
         claims = scans[owner].view(len(indexes[owner]))[2]
@@ -292,23 +331,48 @@ def _with_report(result: ReplayResult, out_dir: Path, spark: Any,
     return result
 
 
+def _check_snapshots(spark: Any, replay_input: ReplayInput, first: _FirstPass,
+                     compared: _Comparison, snapshots: Snapshots,
+                     bases: dict[int, ReplayBase]) -> list[CheckResult]:
+    """snapshot_valid, snapshot_at_log_start, snapshot_matches_log and images_agree
+    (`tools.replay.snapshots`); the log replays they need are one Spark job."""
+    end = compared.end
+    ends = {n: s["end_offset"] for n, s in first.summaries.items()}
+    node_spans = spans(replay_input, ends, end, divergence(compared.versions, end))
+    order = [first.root, *sorted(n for n in node_spans if n != first.root)]
+    plan = plan_replays(snapshots, bases, node_spans, end, order)
+    replayed = run_replays(spark, replay_input, plan)
+    matches, verdicts = check_matches(snapshots, plan, replayed, end)
+    return [check_files(snapshots), check_log_starts(replay_input, snapshots, bases), matches,
+            check_images_agree(bases, plan, replayed, end, verdicts)]
+
+
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
     clock = _PhaseClock(progress)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
+    snapshots: Snapshots = {}
+    if replay_input.snapshot_count:
+        with clock.phase("snapshots", f"reading {replay_input.snapshot_count} snapshot "
+                                      f"file(s)"):
+            snapshots = read_all(spark, replay_input)
+    bases = replay_bases(replay_input, snapshots)
     with clock.phase("load", f"reading {replay_input.segment_count} segment(s) of "
                              f"{len(replay_input.nodes)} node(s)"):
-        first = _index_every_node(spark, replay_input, with_analysis)
+        first = _index_every_node(spark, replay_input, with_analysis, bases)
     with clock.phase("checks", "comparing the nodes' batches"):
-        compared = _compare_copies(spark, replay_input, first, with_analysis)
+        compared = _compare_copies(spark, replay_input, first, with_analysis, bases)
         results = _check_nodes(replay_input, first, compared)
+    with clock.phase("snapshot_checks", "checking the snapshots against the logs"):
+        results += _check_snapshots(spark, replay_input, first, compared, snapshots, bases)
     with clock.phase("analysis", "analysis"):
         reference, analysis = _analyse_reference(spark, replay_input, first, compared,
-                                                 with_analysis)
+                                                 with_analysis, bases)
     with clock.phase("checkpoints",
                      f"check broker_checkpoints ({len(checkpoints)} checkpoint(s))"):
         reference_input = None if reference is None else replay_input.node(reference)
-        results.append(check_checkpoints(spark, checkpoints, reference_input, compared.end))
+        results.append(check_checkpoints(spark, checkpoints, reference_input, compared.end,
+                                         None if reference is None else bases.get(reference)))
     result = ReplayResult(checks=tuple(results), analysis=analysis,
                           record_copies=first.record_copies, replay_input=replay_input,
                           seconds=clock.seconds)

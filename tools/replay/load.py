@@ -10,7 +10,10 @@ plan for that node asks:
   and a hash per batch, no msgpack.
 * scan: decode every record and run the per-node checks (`sequential.NodeScan`). Only
   distinct logs are scanned: a node whose batches are the first n batches of the scanned
-  log shares its result (`ScanResult.view`).
+  log, replayed from the same base, shares its result (`ScanResult.view`). A log cut
+  below a snapshot is scanned from that snapshot (the plan's `base`,
+  `tools.replay.images.ReplayBase`): the scan starts from its image, and the records
+  below its end offset are indexed but not scanned.
 * decode: the record-level view (offset, epoch, record hash, columns) of a few batches,
   where different batches overlap the same offsets and the records must be compared.
 
@@ -38,6 +41,8 @@ from typing import Any
 import msgpack
 
 from raft.segment import HEADER, HEADER_BYTES, CorruptBatchError
+from raft.snapshot import SnapshotError
+from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
 from tools.replay.sequential import NodeScan, decode_record, record_columns, record_hash
 
@@ -122,16 +127,24 @@ def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tu
 def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
               plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis
-    (bools) and decode ({path: [byte positions]}). Yields one result dict."""
+    (bools), decode ({path: [byte positions]}) and base (the ReplayBase the scan starts
+    from; none: offset 0). Yields one result dict."""
     want_index, decode = plan.get("index", False), plan.get("decode", {})
     scan = NodeScan(analysis=plan.get("analysis", False)) if plan.get("scan") else None
+    base: ReplayBase | None = plan.get("base")
+    start = 0 if base is None else base.end_offset
+    corrupt: list[str] = []
+    if scan is not None and base is not None and base.path is not None:
+        try:
+            scan.seed(base_image(base), start)
+        except SnapshotError as exc:  # it read whole a moment ago (`snapshots.read_all`)
+            corrupt.append(str(exc))
     file_ids, positions = array("l"), array("q")
     offsets, epochs, counts = array("q"), array("l"), array("l")
     digests = bytearray()
     blake2b = hashlib.blake2b
     names: list[str] = []
     decoded: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
-    corrupt: list[str] = []
     seq = 0
     for path, data in files:  # in offset order (`read_segments` sorts the paths)
         names.append(path)
@@ -147,10 +160,14 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
                     epochs.append(epoch)
                     counts.append(count)
                     digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
-                if scan is not None or position in wanted:
+                scanned = scan is not None and base_offset + count > start
+                if scanned or position in wanted:
                     records = _records(view, position, end, count, path)
-                    if scan is not None:
-                        scan.batch(seq, base_offset, epoch, records)
+                    if scan is not None and scanned:
+                        if base_offset >= start:
+                            scan.batch(seq, base_offset, epoch, records)
+                        else:  # records below the snapshot's end offset: not replayed
+                            scan.batch(seq, start, epoch, records[start - base_offset:])
                     if position in wanted:
                         decoded[(path, position)] = decoded_batch(records, base_offset, epoch)
                 seq += 1

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 _LEADERS = ("epoch int, leader_id int, claimants long, first_offset long, last_offset long, "
             "records long")
 _NODES = ("node int, role string, records long, start_offset long, end_offset long, "
-          "last_epoch int, segments long, lag long, diverges_at long, committed_held long")
+          "last_epoch int, segments long, lag long, diverges_at long, committed_held long, "
+          "replay_from long")
 
 
 RECORDS = (
@@ -222,8 +223,9 @@ def render_html(summary: dict[str, Any]) -> str:
 {summary['voters']} (from {html.escape(summary['voters_source'])}); committed prefix ends at
 offset {analysis['committed_end']}.</p>
 <h2>Checks</h2>{_checks_html(summary['checks'])}
-<h2>Nodes</h2>{_table(analysis['nodes'], ['node', 'role', 'start_offset', 'end_offset',
-    'lag', 'last_epoch', 'records', 'segments', 'diverges_at', 'committed_held'])}
+<h2>Nodes</h2>{_table(analysis['nodes'], ['node', 'role', 'start_offset', 'replay_from',
+    'end_offset', 'lag', 'last_epoch', 'records', 'segments', 'diverges_at',
+    'committed_held'])}
 <h2>Plots</h2>{images}
 <h2>Leader timeline</h2>{_table(analysis['leader_timeline'], ['epoch', 'leader_id',
     'claimants', 'first_offset', 'last_offset', 'records'])}

@@ -18,6 +18,12 @@ Topic state follows what a replaying image does with a bad record (see
 reusing an ID or a live name is flagged but still applied, so one fault is reported once
 rather than cascading into every later record of that topic.
 
+A log that starts above offset 0 (cut below a snapshot) is scanned from its snapshot:
+`NodeScan.seed` takes the snapshot's image as the topic state before the first offset
+scanned (live topics and names, every ID used, the metadata topic ID), so a record
+naming a topic the snapshot holds is not taken for a dangling one. The caller feeds only
+the records from the snapshot's end offset on (`load.node_task`).
+
 Hot loop: topic IDs stay 16-byte `bytes` and record types stay ints; text (KIP-516 base64,
 type names) is made only for what is reported.
 """
@@ -30,12 +36,15 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from metadata.records import RECORD_CLASSES, RecordType
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+
+if TYPE_CHECKING:
+    from metadata.image import MetadataImage
 
 MAX_KEPT = 10_000
 RESERVED = frozenset({ZERO_UUID.to_bytes(), METADATA_TOPIC_ID.to_bytes()})
@@ -174,9 +183,10 @@ class NodeScan:
         self.prev_epoch: int | None = None  # the highest epoch so far
         self.live: dict[bytes, str | None] = {}  # topic_id -> name
         self.live_by_name: dict[str, bytes] = {}  # name -> topic_id
-        self.first_use: dict[bytes, int] = {}  # topic_id -> offset of its first assignment
+        # topic_id -> offset of its first assignment (text for one a snapshot holds)
+        self.first_use: dict[bytes, int | str] = {}
         self.removed: set[bytes] = set()
-        self.metadata_topic: tuple[bytes | None, int] | None = None  # (ID, offset)
+        self.metadata_topic: tuple[bytes | None, int | str] | None = None  # (ID, offset)
         self.first_topic_batch: int | None = None
         self.metadata_topic_batch: int | None = None
         self.aggregates = Aggregates() if analysis else None
@@ -186,6 +196,23 @@ class NodeScan:
             _REMOVE_TOPIC: self.topic_user, _RENAME_TOPIC: self.topic_user,
             _LEADER_CHANGE: self.leader_change_record,
             _METADATA_TOPIC: self.metadata_topic_record}
+
+    def seed(self, image: MetadataImage, start: int) -> None:
+        """Begin from `image`, a snapshot of the log below offset `start` (before any
+        batch): the next record scanned must be at `start`."""
+        where = f"below {start} (in the snapshot)"
+        metadata_topic = image.metadata_topic_id
+        if metadata_topic is not None:
+            self.metadata_topic = (metadata_topic.to_bytes(), where)
+            self.metadata_topic_batch = -1  # assigned before the first batch
+        for topic_id in image.used_topic_ids:
+            if topic_id != metadata_topic:
+                self.first_use[topic_id.to_bytes()] = where
+        for topic_id, topic in image.topics.items():
+            self.live[topic_id.to_bytes()] = topic.name
+            self.live_by_name[topic.name] = topic_id.to_bytes()
+        self.removed = set(self.first_use) - set(self.live)
+        self.prev_offset = start - 1 if start > 0 else None
 
     def flag(self, check: str, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
              reason: str) -> None:
