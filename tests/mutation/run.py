@@ -7,7 +7,7 @@ disturbed by it. The copy is the committed HEAD (`git archive`), or with `--work
 the working tree's tracked and untracked, not ignored, files.
 
 Three targets, each scored apart: the chaos checker (tools/chaos/checker.py), the
-replay checks (tools/replay/checks.py, sequential.py, crossnode.py) and the simulator
+replay checks (tools/replay/checks.py, sequential.py, crossnode.py, snapshots.py) and the simulator
 invariants (raft/sim/invariants.py). mutmut runs each mutant against only the tests
 that call the mutated function, among the fast Spark-free tests the config selects.
 
@@ -49,7 +49,7 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 TARGETS = {
     "chaos checker": ("tools/chaos/checker.py",),
     "replay checks": ("tools/replay/checks.py", "tools/replay/sequential.py",
-                      "tools/replay/crossnode.py"),
+                      "tools/replay/crossnode.py", "tools/replay/snapshots.py"),
     "sim invariants": ("raft/sim/invariants.py",),
 }
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",

@@ -46,7 +46,7 @@ followed by the planted cases (`PLANTS`) that make it fire:
 
 The snapshots are written by the snapshot writer and the logs cut by DiskLog
 (tests/replay/snapshot_logs.py). The checks and the places they report a violation are
-read from the source (tests.support.rule_sites, over tools/replay/snapshots.py too): a
+read from the source (tests.support.rule_sites): a
 check, or a place reporting one, without a plant here fails
 `test_every_check_of_the_replay_has_a_plant` (names, no Spark),
 `test_every_scan_site_is_reached_by_a_plant` (tools/replay/sequential.py, by line, no
@@ -90,7 +90,6 @@ from tests.replay.snapshot_logs import (
 )
 from tests.support.rule_sites import (
     REPLAY_SOURCES,
-    ROOT,
     Site,
     replay_check_names,
     replay_sites,
@@ -104,8 +103,7 @@ from tools.replay.synthetic import write_cluster
 
 VOTERS = (1, 2, 3)
 A, B, META, META2 = Uuid(2), Uuid(3), Uuid(4), Uuid(5)
-# the checkers' sources rule_sites reads, and the snapshot checks
-SOURCES = (*REPLAY_SOURCES, ROOT / "tools" / "replay" / "snapshots.py")
+SOURCES = REPLAY_SOURCES  # the checkers' sources rule_sites reads
 SITES = replay_sites(SOURCES)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(os.environ.get("KRAFT_RULE_SOURCES") or Path(__file__).resolve().parents[2])
 CHAOS_CHECKER = ROOT / "tools" / "chaos" / "checker.py"
 REPLAY_SOURCES = tuple(ROOT / "tools" / "replay" / name for name in (
-    "sequential.py", "checks.py", "crossnode.py", "checkpoint.py"))
+    "sequential.py", "checks.py", "crossnode.py", "checkpoint.py", "snapshots.py"))
 
 
 @dataclass(frozen=True, slots=True)
