@@ -291,7 +291,10 @@ class MemoryLog(_LogBase):
         del self._bases[:gone]
         del self._durable[:min(gone, len(self._durable))]
         self._shared = max(0, self._shared - gone)
-        self._epochs.truncate_from_start(offset)
+        if self._batches:
+            self._epochs.truncate_from_start(offset)
+        else:  # the start is the end: no epoch holds a record (the snapshot's: start_epoch)
+            self._epochs = EpochCache()
 
     def reset_to(self, offset: int, epoch: int) -> None:
         """Drop the whole log, durably: it restarts empty at `offset`, after `epoch` (a
@@ -795,7 +798,10 @@ class DiskLog(_LogBase):
         dropped = bisect.bisect_left([e.next_offset for e in self._entries], offset + 1)
         del self._entries[:dropped]
         del self._bases[:dropped]
-        self._epochs.truncate_from_start(offset)
+        if self._entries:
+            self._epochs.truncate_from_start(offset)
+        else:  # the start is the end: no epoch holds a record (the snapshot's: start_epoch)
+            self._epochs = EpochCache()
 
     def reset_to(self, offset: int, epoch: int) -> None:
         """Drop the whole log, durably: it restarts empty at `offset`, after `epoch`. The
