@@ -3,12 +3,16 @@
 - `cluster`: nodes running the real `RaftCore`, one event heap, one seed; drives each
   node like the Trio shell (persist, flush, then send; fsync latency; drifting clocks).
 - `network`: latency distribution, loss, duplication, reordering, partitions.
-- `disk`: `MemoryLog` plus a quorum-state store; a crash keeps only what was flushed;
-  the log notes every tail it truncates (for the divergence counts).
+- `disk`: `MemoryLog` plus a quorum-state store and a snapshot store; a crash keeps only
+  what was flushed (and whole snapshots); the log notes every tail it truncates (for
+  the divergence counts).
+- `snapshots`: each node's state machine (the committed records it applied) and its
+  seeded snapshot policy: snapshots every few records, log starts moved at once, later
+  or never, so nodes behind the leader's log start catch up by FetchSnapshot (KIP-630).
 - `invariants`: safety checks run after every event.
 - `faults`: random fault schedules (a background stream and a leader chaser); `sweep`:
   one run per seed, liveness and convergence after the heal, worker processes, the
-  depth summary (elections, divergences).
+  depth summary (elections, divergences, snapshots and snapshot fetches).
 - `scenarios`: the RaftEventSimulationTest scenarios, Raft's Figure 8 and a forced
   multi-epoch divergence.
 - `planted`: deliberate core bugs, to show the checkers catch them.

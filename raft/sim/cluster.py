@@ -8,8 +8,15 @@ which the node handles nothing else: later events wait in its inbox); only then 
 messages, record the high watermark and `advance()`. Each node's clock runs at its own
 rate (a few parts in a hundred off), so timers drift apart.
 
+Each node also runs a tiny state machine over what it commits and snapshots it (see
+`raft.sim.snapshots`): it writes a snapshot of its applied records every few committed
+records and moves its log start there, so laggards, restarted nodes and observers whose
+disk was wiped catch up by FetchSnapshot; a loaded snapshot (`Ready.loaded_snapshot`)
+replaces the applied state, a restart rebuilds it from the snapshot at the log start.
+
 The cluster also counts how deep a run went: elections (epochs that had a leader, from
-the checker) and divergences (see `Divergences`).
+the checker), divergences (see `Divergences`), snapshots taken and snapshot fetches
+completed.
 """
 
 from __future__ import annotations
@@ -22,13 +29,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from raft.messages import FetchSnapshotRequest, FetchSnapshotResponse
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
-from raft.sim.invariants import Checker
+from raft.sim.invariants import Checker, entries_of
 from raft.sim.network import Network, NetworkConfig
+from raft.sim.snapshots import (
+    SNAPSHOT_CHUNK_BYTES,
+    SnapshotConfig,
+    SnapshotPolicy,
+    StateMachine,
+)
 from raft.sim.trace import Trace
-from raft.types import Envelope, Ready
+from raft.types import Envelope, Ready, SnapshotId
 
-DELIVER, TICK, IO, PROPOSE, CALL = range(5)
+DELIVER, TICK, IO, PROPOSE, CALL, TRIM = range(6)
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
 
@@ -53,6 +67,9 @@ class SimConfig:
     trace_size: int = 60
     network: NetworkConfig = field(default_factory=NetworkConfig)
     disk: DiskConfig = field(default_factory=DiskConfig)
+    # Snapshots and FetchSnapshot (with the real core only: a `core_class` given to the
+    # Cluster turns them off).
+    snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
 
 
 @dataclass(slots=True)
@@ -119,10 +136,17 @@ class SimNode:
         self.incarnation = 0
         self.seeds = random.Random(seed)  # one core Random per incarnation
         self.last_state: tuple[str, int, int | None] = ("down", 0, None)
+        self.state_machine = StateMachine()
+        self.snapshot_policy: SnapshotPolicy | None = None  # set by the cluster
 
     @property
     def up(self) -> bool:
         return self.core is not None
+
+    @property
+    def snapshots(self) -> Any:
+        """The disk's snapshot store (a wipe replaces it)."""
+        return self.disk.snapshots
 
     def local_ms(self, now_us: int) -> int:
         return now_us * self.rate // (1000 * _RATE_ONE)
@@ -142,22 +166,17 @@ class Cluster:
         self.observer_ids = tuple(range(config.voters + 1,
                                         config.voters + config.observers + 1))
         fetch_max_bytes = config.fetch_max_bytes or self.rng.choice((1, 512, 1 << 20))
-        if core_class is None:
-            from raft.core import RaftConfig
-            from raft.sim.planted import core_class as planted_core_class
-
-            core_class = planted_core_class(config.planted_bug)
-            core_config = RaftConfig(
-                voters=self.voter_ids, election_timeout_ms=config.election_timeout_ms,
-                fetch_timeout_ms=config.fetch_timeout_ms,
-                fetch_max_wait_ms=config.fetch_max_wait_ms, fetch_max_bytes=fetch_max_bytes,
-                pre_vote=config.pre_vote)
-        self.core_class = core_class
-        self.raft_config = core_config
+        self.snapshots_on = config.snapshots.enabled and core_class is None
         self.network = Network(config.network, random.Random(self.rng.getrandbits(64)))
         self.checker = Checker(self.voter_ids, self.observer_ids,
                                skip=config.skip_invariants)
         self.trace = Trace(config.trace_size)
+        self.snapshots_taken = 0
+        self.snapshot_fetches = 0  # fetched snapshots loaded in place of a log
+        self.snapshot_chunks = 0  # FetchSnapshot requests sent
+        self.snapshot_resumes = 0  # of which resumed a download after a lost chunk
+        self._last_chunk: dict[int, tuple[SnapshotId, int]] = {}
+        self.snapshot_chunk_loss = 0.0  # FetchSnapshot answers lost (a fault sets it)
         self.now_us = 0
         self._heap: list[tuple[int, int, int, int, Any, int]] = []
         self._seq = 0
@@ -172,12 +191,32 @@ class Cluster:
         self.nodes: dict[int, SimNode] = {}
         for node_id in self.voter_ids + self.observer_ids:
             disk = SimDisk(config.disk, random.Random(self.rng.getrandbits(64)),
-                           self._persist_hook(node_id))
+                           self._persist_hook(node_id), self._snapshot_hook(node_id))
             drift = self.rng.randint(-config.max_drift_ppm, config.max_drift_ppm)
             self.nodes[node_id] = SimNode(node_id, node_id in self.voter_ids, disk,
                                           _RATE_ONE + drift, self.rng.getrandbits(64))
         self._workload_rng = random.Random(self.rng.getrandbits(64))
         self.fault_rng = random.Random(self.rng.getrandbits(64))
+        # Drawn last, so the streams above are the same with snapshots on or off.
+        snapshot_rng = random.Random(self.rng.getrandbits(64))
+        chunk_bytes = (config.snapshots.fetch_snapshot_max_bytes
+                       or snapshot_rng.choice(SNAPSHOT_CHUNK_BYTES))
+        for node in self.nodes.values():
+            node.snapshot_policy = SnapshotPolicy(config.snapshots,
+                                                  random.Random(snapshot_rng.getrandbits(64)))
+        self._chunk_rng = random.Random(snapshot_rng.getrandbits(64))
+        if core_class is None:
+            from raft.core import RaftConfig
+            from raft.sim.planted import core_class as planted_core_class
+
+            core_class = planted_core_class(config.planted_bug)
+            core_config = RaftConfig(
+                voters=self.voter_ids, election_timeout_ms=config.election_timeout_ms,
+                fetch_timeout_ms=config.fetch_timeout_ms,
+                fetch_max_wait_ms=config.fetch_max_wait_ms, fetch_max_bytes=fetch_max_bytes,
+                pre_vote=config.pre_vote, fetch_snapshot_max_bytes=chunk_bytes)
+        self.core_class = core_class
+        self.raft_config = core_config
         for node_id in self.nodes:
             self.start(node_id)
 
@@ -220,6 +259,9 @@ class Cluster:
             if label:
                 self.trace.add(time_us, 0, "fault", label)
             action()
+        elif kind == TRIM:
+            if self.nodes[node_id].up:
+                self._handle(self.nodes[node_id], TRIM, payload)
         elif kind == DELIVER:
             self._deliver(payload)
         elif kind == IO:
@@ -266,14 +308,19 @@ class Cluster:
         if node.up:
             return
         node.incarnation += 1
+        extra = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
+        if self.snapshots_on:
+            self.checker.check_snapshot_at_log_start(node)
         node.core = self.core_class(node_id=node_id, config=self.raft_config, log=node.disk.log,
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
-                             now_ms=node.local_ms(self.now_us))
+                             now_ms=node.local_ms(self.now_us), **extra)
         node.busy = node.paused = False
         node.tick_at = -1
         if node.incarnation > 1:
             self.checker.on_restart(node)
+        if self.snapshots_on:
+            self._rebuild_state_machine(node)
         self.trace.add(self.now_us, node_id, "start", node.incarnation)
         self._after_handle(node)
 
@@ -424,18 +471,24 @@ class Cluster:
         if leader is None:
             return ["no leader"]
         hw = leader.core.high_watermark or 0
-        reference = _records(leader.log)
-        gaps = [] if hw == len(reference) else [
-            f"leader n{leader.node_id} high watermark {hw} below its log end {len(reference)}"]
+        end = leader.log.end_offset
+        gaps = [] if hw == end else [
+            f"leader n{leader.node_id} high watermark {hw} below its log end {end}"]
         for node in sorted(self.running(), key=lambda n: n.node_id):
             if node is leader:
                 continue
-            records = _records(node.log)
+            # Below the later of the two log starts, snapshots stand in for the records
+            # (the invariants compare those with the committed history).
+            start = max(leader.log.start_offset, node.log.start_offset)
+            records = _records(node.log, start)
+            reference = _records(leader.log, start)
             node_hw = node.core.high_watermark or 0
-            if node_hw != hw or records != reference:
+            if node_hw != hw or node.log.end_offset != end or records != reference:
+                difference = _first_difference(records, reference)
                 gaps.append(f"n{node.node_id}: high watermark {node_hw} (leader {hw}), "
-                            f"log end {len(records)} (leader {len(reference)}), first "
-                            f"differing offset {_first_difference(records, reference)}")
+                            f"log end {node.log.end_offset} (leader {end}), first "
+                            f"differing offset "
+                            f"{None if difference is None else start + difference}")
         return gaps
 
     # ---- driving a node ------------------------------------------------------------------
@@ -467,6 +520,8 @@ class Cluster:
             self.trace.add(self.now_us, node.node_id, "propose", result)
             if result is not None:
                 self.proposals.append((self.now_us, result[0], result[1]))
+        elif kind == TRIM:
+            self._trim(node, payload)
         else:
             self.trace.add(self.now_us, node.node_id, "resign", None)
             core.resign(now_ms)
@@ -476,6 +531,12 @@ class Cluster:
     def _after_handle(self, node: SimNode) -> None:
         ready: Ready = node.core.ready()
         removed = node.log.removed
+        replaced = getattr(node.log, "replaced", None)
+        if replaced and ready.loaded_snapshot is not None:
+            tail = _diverged(replaced, ready.loaded_snapshot, self.checker.committed)
+            if tail is not None:
+                removed.append(tail)
+            replaced.clear()
         if removed:
             self.divergences.on_truncated(node.node_id, removed)
             removed.clear()
@@ -483,6 +544,8 @@ class Cluster:
             self.divergences.on_appended(node.node_id)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
+        if ready.loaded_snapshot is not None:
+            self.checker.on_snapshot_loaded(node, ready.loaded_snapshot)
         if ready.election is not None or ready.needs_flush:
             node.busy = True
             self.schedule(node.disk.fsync_latency_us(), IO, node.node_id, ready, node.gen)
@@ -499,12 +562,79 @@ class Cluster:
             self.trace.add(self.now_us, node.node_id, "ready", ready)
         for envelope in ready.messages:
             self._send(envelope)
+        if ready.loaded_snapshot is not None and self.snapshots_on:
+            self._load_state_machine(node, ready.loaded_snapshot)
         if ready.high_watermark is not None:
             self.checker.on_high_watermark(node, ready.high_watermark)
+            if self.snapshots_on:
+                self._apply(node, ready.high_watermark)
         node.core.advance(ready)
         node.busy = False
+        if self.snapshots_on:
+            self._maybe_snapshot(node)
         self._check(node)
         self._drain(node)
+
+    # ---- the state machine and its snapshots ----------------------------------------
+
+    def _rebuild_state_machine(self, node: SimNode) -> None:
+        """After a (re)start: the snapshot at the log start, then records as the high
+        watermark moves (it starts at the log start)."""
+        log = node.log
+        machine = node.state_machine
+        if log.start_offset == 0:
+            machine.reset()
+            return
+        snapshot_id = SnapshotId(log.start_offset, log.start_epoch)
+        machine.load(snapshot_id, node.snapshots.snapshots[snapshot_id])
+        self.checker.on_applied_state(node, machine.records, machine.epoch,
+                                      f"rebuilt from snapshot {_brief_id(snapshot_id)}")
+
+    def _load_state_machine(self, node: SimNode, snapshot_id: SnapshotId) -> None:
+        """The core loaded a fetched snapshot in place of its log: the state machine
+        reloads from it before it applies records from its end offset on."""
+        self.snapshot_fetches += 1
+        machine = node.state_machine
+        machine.load(snapshot_id, node.snapshots.snapshots[snapshot_id])
+        self.checker.on_applied_state(node, machine.records, machine.epoch,
+                                      f"loaded snapshot {_brief_id(snapshot_id)}")
+
+    def _apply(self, node: SimNode, high_watermark: int) -> None:
+        machine = node.state_machine
+        self.checker.check_applicable(node, machine.applied_end, high_watermark)
+        machine.apply(node.log, high_watermark)
+
+    def _maybe_snapshot(self, node: SimNode) -> None:
+        """Snapshot the applied state when the node's policy says so, then move the log
+        start to it (at once, later, or never)."""
+        policy = node.snapshot_policy
+        machine = node.state_machine
+        assert policy is not None
+        # Only a planted bug (raft.sim.planted) snapshots past what it applied.
+        point_of = getattr(node.core, "sim_snapshot_point", None)
+        point = machine.applied_end if point_of is None else point_of(machine.applied_end)
+        if not policy.due(point):
+            return
+        latest = node.snapshots.latest()
+        if latest is not None and latest.end_offset >= point:
+            return  # it holds that state already (fetched, or from before a crash)
+        extra = [(epoch, record) for _, epoch, record
+                 in entries_of(node.log, machine.applied_end, point)]
+        snapshot_id, data = machine.snapshot(extra)
+        node.snapshots.add(snapshot_id, data)
+        self.snapshots_taken += 1
+        delay_ms = policy.taken_at(point)
+        self.trace.add(self.now_us, node.node_id, "snapshot", (snapshot_id, delay_ms))
+        if delay_ms == 0:
+            self._trim(node, snapshot_id)  # nothing for a Ready: no event needed
+        elif delay_ms is not None:
+            self.schedule(int(delay_ms * 1000), TRIM, node.node_id, snapshot_id)
+
+    def _trim(self, node: SimNode, snapshot_id: SnapshotId) -> None:
+        """Move the log start to a snapshot the node wrote (the core may refuse: a
+        snapshot of a newer one loaded since, a restart's high watermark not there yet)."""
+        moved = node.core.advance_log_start(snapshot_id)
+        self.trace.add(self.now_us, node.node_id, "trim", (snapshot_id, moved))
 
     def _drain(self, node: SimNode) -> None:
         while node.inbox and not node.busy and not node.paused and node.up:
@@ -516,6 +646,12 @@ class Cluster:
     def _send(self, envelope: Envelope) -> None:
         self.checker.on_send(envelope.src, envelope.dst, envelope.message,
                              correlation_id=envelope.correlation_id)
+        if isinstance(envelope.message, FetchSnapshotRequest):
+            self._count_chunk(envelope.src, envelope.message)
+        elif (self.snapshot_chunk_loss and isinstance(envelope.message, FetchSnapshotResponse)
+              and self._chunk_rng.random() < self.snapshot_chunk_loss):
+            self.trace.add(self.now_us, envelope.dst, "drop", envelope)
+            return
         if self._codec is not None:
             encode, decode = self._codec
             envelope = Envelope(src=envelope.src, dst=envelope.dst,
@@ -548,9 +684,24 @@ class Cluster:
                     callback(node)
         self.checker.after_event(node, self.nodes.values())
 
+    def _count_chunk(self, node_id: int, request: FetchSnapshotRequest) -> None:
+        """Counts FetchSnapshot requests, and resumes: one asking again, past the start,
+        for the bytes the node's previous one asked for (that answer was lost; the
+        download goes on from the bytes held)."""
+        self.snapshot_chunks += 1
+        asked = (request.snapshot_id, request.position)
+        if request.position > 0 and self._last_chunk.get(node_id) == asked:
+            self.snapshot_resumes += 1
+        self._last_chunk[node_id] = asked
+
     def _persist_hook(self, node_id: int) -> Callable[[Any, Any], None]:
         def hook(old: Any, new: Any) -> None:
             self.checker.on_persist(node_id, old, new)
+        return hook
+
+    def _snapshot_hook(self, node_id: int) -> Callable[[SnapshotId, bytes], None]:
+        def hook(snapshot_id: SnapshotId, data: bytes) -> None:
+            self.checker.on_snapshot(node_id, snapshot_id, data)
         return hook
 
 
@@ -570,10 +721,27 @@ def _load_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     return encode, decode
 
 
-def _records(log: Any) -> list[tuple[int, bytes]]:
-    """(epoch, record) at each offset from the log start."""
-    return [(batch.epoch, record) for batch in log.read(log.start_offset, 1 << 62)
-            for record in batch.records]
+def _records(log: Any, start: int) -> list[tuple[int, bytes]]:
+    """(epoch, record) at each offset from `start` (at or above the log start)."""
+    return [(epoch, record) for _, epoch, record in entries_of(log, start, log.end_offset)]
+
+
+def _diverged(replaced: list[tuple[int, int, bytes]], snapshot_id: SnapshotId,
+              committed: list[tuple[int, bytes]]) -> RemovedTail | None:
+    """The tail of a log that a loaded snapshot replaced and that diverged: from its first
+    record that is not the committed one (the snapshot holds the committed records below
+    its end; a record at or above it is of an older epoch than the snapshot's: see
+    `_snapshot_to_fetch` in raft/core/_replication.py) to its end; None when every record
+    it dropped was committed."""
+    for offset, epoch, record in replaced:
+        if (offset >= min(snapshot_id.end_offset, len(committed))
+                or committed[offset] != (epoch, record)):
+            return RemovedTail(offset, replaced[-1][0] + 1, epoch, replaced[-1][1])
+    return None
+
+
+def _brief_id(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
 
 
 def _first_difference(ours: list[tuple[int, bytes]],

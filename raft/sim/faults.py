@@ -9,7 +9,8 @@ then undone; overlapping cuts compose (`Network.hold`). At `window_ms` everythin
 every link, disk and clock back to normal, every node running again.
 
 - network: `partition` (a random split), `isolate-leader`, `one-way` cuts, `lossy` and
-  duplicating links, `partial` (random links cut), `slow-net`, `leader-minority` (the
+  duplicating links, `lossy-snapshots` (FetchSnapshot answers lost: downloads resume
+  from the bytes held), `partial` (random links cut), `slow-net`, `leader-minority` (the
   leader and a minority of voters split off: the leader keeps writing a tail only they
   get), `isolate-until-elected` (the same split, healed the moment the majority side has
   elected a newer leader, so the old one comes back with its stale tail),
@@ -35,12 +36,14 @@ from raft.sim.network import Link, isolation_links, partition_links
 
 FAULT_KINDS = ("all", "net", "crash", "none")
 NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net",
-              "leader-minority", "isolate-until-elected", "cut-new-leader", "multi-epoch-tail")
+              "leader-minority", "isolate-until-elected", "cut-new-leader", "multi-epoch-tail",
+              "lossy-snapshots")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
                 "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce")
 # How often each kind is drawn, relative to 1 for the kinds not listed.
 WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
-           "isolate-until-elected": 3, "crash-tail": 2, "bounce": 3, "multi-epoch-tail": 30}
+           "isolate-until-elected": 3, "crash-tail": 2, "bounce": 3, "multi-epoch-tail": 30,
+           "lossy-snapshots": 3}
 GAP_MS = (500.0, 2500.0)  # between the starts of two background faults
 CHASE_DELAY_MS = (200.0, 2000.0)  # from an election to the fault aimed at its winner
 DURATION_MS = (300.0, 5000.0)
@@ -50,7 +53,8 @@ LEADER_FAULTS = frozenset({"isolate-leader", "pause-leader", "crash-leader", "cr
                            "leader-minority", "isolate-until-elected", "cut-new-leader",
                            "multi-epoch-tail"})
 CHASER_ONLY = frozenset({"multi-epoch-tail"})  # see `_Nemesis`
-GENTLE = frozenset({"lossy", "slow-net", "slow-disk", "bounce"})  # may overlap a chain
+GENTLE = frozenset({"lossy", "slow-net", "slow-disk", "bounce",
+                    "lossy-snapshots"})  # may overlap a chain
 MULTI_EPOCH_DURATION_MS = (8000.0, 12000.0)  # four elections in a row
 LEADER_FAULT_DURATION_MS = (2500.0, 6000.0)
 LATE_CUT_PROBABILITY = 0.25  # step 3 of multi-epoch-tail cuts W off after LATE_CUT_MS
@@ -152,6 +156,7 @@ class _Nemesis:
 
 def heal_all(cluster: Cluster) -> None:
     cluster.network.heal()
+    cluster.snapshot_chunk_loss = 0.0
     for node_id, node in cluster.nodes.items():
         node.disk.slowdown = 1.0
         if not node.up:
@@ -452,6 +457,17 @@ def _lossy(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     return lossy, clean
 
 
+def _lossy_snapshots(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    loss = rng.uniform(0.2, 0.7)
+
+    def lossy() -> None:
+        cluster.snapshot_chunk_loss = loss
+
+    def clean() -> None:
+        cluster.snapshot_chunk_loss = 0.0
+    return lossy, clean
+
+
 def _slow_net(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     net = cluster.network
     factor = rng.uniform(10, 150)  # messages take ~30 ms to over a second
@@ -477,6 +493,7 @@ def _slow_disk(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 
 _LINK_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
     "lossy": _lossy,
+    "lossy-snapshots": _lossy_snapshots,
     "slow-net": _slow_net,
     "slow-disk": _slow_disk,
 }

@@ -14,6 +14,16 @@
 - `persisted-epoch-never-decreases`: a node's quorum-state never goes back an epoch;
 - `one-vote-per-epoch`: no voter grants two candidates one epoch, judged from every vote
   it ever sent, whatever happened to its disk in between;
+- `snapshot-at-log-start`: a node whose log starts above 0 holds the snapshot that ends
+  there (KIP-630: it stands in for the records below);
+- `snapshot-matches-committed`: every snapshot a node writes or fetches holds exactly
+  the committed records below its end offset, the last of its epoch;
+- `snapshot-within-committed`: no snapshot ends above the committed offset (nor does
+  any log start there);
+- `applied-state-is-committed-prefix`: committed data never changes through
+  snapshots: a node's applied state, rebuilt from or loaded with a snapshot, is the
+  committed prefix; a loaded snapshot never ends below the node's high watermark, and
+  the log never starts above what the node applied;
 - `liveness` (checked by the sweep, `raft.sim.sweep`): after the heal, a new record
   commits and every running node converges on the leader's log and high watermark.
 
@@ -24,10 +34,11 @@ sweep of thousands of runs stays fast, with a full rescan after crashes and elec
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn, Protocol
 
-from raft.types import NO_EPOCH, ElectionState
+from raft.snapshot import SnapshotError, parse_snapshot
+from raft.types import NO_EPOCH, ElectionState, SnapshotId
 
 ONE_LEADER_PER_EPOCH = "one-leader-per-epoch"
 LOG_MATCHING = "log-matching"
@@ -38,11 +49,16 @@ OBSERVER_NEVER_VOTES = "observers-never-vote"
 MAJORITY_HOLDS_HW = "majority-holds-high-watermark"
 EPOCH_MONOTONIC = "persisted-epoch-never-decreases"
 ONE_VOTE_PER_EPOCH = "one-vote-per-epoch"
+SNAPSHOT_AT_LOG_START = "snapshot-at-log-start"
+SNAPSHOT_MATCHES_COMMITTED = "snapshot-matches-committed"
+SNAPSHOT_WITHIN_COMMITTED = "snapshot-within-committed"
+APPLIED_STATE = "applied-state-is-committed-prefix"
 LIVENESS = "liveness"
 
 INVARIANTS = (ONE_LEADER_PER_EPOCH, LOG_MATCHING, COMMITTED_DATA, HW_MONOTONIC, HW_WITHIN_LOG,
               OBSERVER_NEVER_VOTES, MAJORITY_HOLDS_HW, EPOCH_MONOTONIC, ONE_VOTE_PER_EPOCH,
-              LIVENESS)
+              SNAPSHOT_AT_LOG_START, SNAPSHOT_MATCHES_COMMITTED, SNAPSHOT_WITHIN_COMMITTED,
+              APPLIED_STATE, LIVENESS)
 
 _VOTER_ONLY_ROLES = frozenset({"candidate", "prospective", "voted", "leader"})
 _MAX_BYTES = 1 << 62
@@ -57,6 +73,9 @@ class InvariantViolation(Exception):
 
 
 class CheckedNode(Protocol):
+    """What the checker reads of a node; a node may also have `snapshots`, its snapshot
+    store (`raft.snapshot_store`), checked when present."""
+
     node_id: int
     is_voter: bool
     core: Any  # RaftCore, or None while the node is down
@@ -95,6 +114,8 @@ class Checker:
         # to tell which request a VoteResponse answers.
         self._vote_requests: dict[tuple[int, int, int], tuple[int, bool]] = {}
         self._majority_held: tuple[int, int, int] | None = None
+        # Snapshots found to hold the committed records: id -> their bytes.
+        self._good_snapshots: dict[SnapshotId, bytes] = {}
 
     # ---- hooks called by the cluster -------------------------------------------------
 
@@ -152,6 +173,85 @@ class Checker:
         track.hw_checked = min(track.hw_checked, offset)
         self._majority_held = None  # a voter's durable end went down
 
+    def on_snapshot(self, node_id: int, snapshot_id: SnapshotId, data: bytes) -> None:
+        """A snapshot became whole in a node's store (written by its state machine, or
+        fetched): it must end within the committed history and hold exactly it."""
+        end = snapshot_id.end_offset
+        committed = self.committed
+        if end > len(committed) and SNAPSHOT_WITHIN_COMMITTED not in self.skip:
+            self._fail(SNAPSHOT_WITHIN_COMMITTED,
+                       f"node {node_id} holds snapshot {_name(snapshot_id)}, ending above the "
+                       f"committed offset {len(committed)}")
+        if SNAPSHOT_MATCHES_COMMITTED in self.skip or self._good_snapshots.get(
+                snapshot_id) == data:
+            return
+        try:
+            _, records = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
+        except SnapshotError as exc:
+            self._fail(SNAPSHOT_MATCHES_COMMITTED,
+                       f"node {node_id} holds snapshot {_name(snapshot_id)}: it does not "
+                       f"read: {exc.reason}")
+        # Above the committed offset nothing is known: that part is the other check's.
+        known = min(end, len(committed))
+        where = _first_difference(records[:known] if end > known else records,
+                                  snapshot_id.epoch if end == known else None,
+                                  committed[:known])
+        if where is not None:
+            self._fail(SNAPSHOT_MATCHES_COMMITTED,
+                       f"node {node_id} holds snapshot {_name(snapshot_id)}: {where}")
+        self._good_snapshots[snapshot_id] = data
+
+    def on_snapshot_loaded(self, node: CheckedNode, snapshot_id: SnapshotId) -> None:
+        """A fetched snapshot replaced the node's log: what its log holds from the
+        snapshot's end on is checked again; its high watermark may not go back."""
+        track = self._track[node.node_id]
+        end = snapshot_id.end_offset
+        if end < track.hw and APPLIED_STATE not in self.skip:
+            self._fail(APPLIED_STATE, f"node {node.node_id} loaded snapshot "
+                                      f"{_name(snapshot_id)} below its high watermark "
+                                      f"{track.hw}")
+        track.checked_end = min(track.checked_end, end)
+        self._majority_held = None  # a voter's durable end may have gone down
+
+    def on_applied_state(self, node: CheckedNode, records: list[bytes], epoch: int,
+                         how: str) -> None:
+        """A node's state machine now holds `records` (the last of `epoch`), `how` it got
+        there (loaded or rebuilt from a snapshot): the committed prefix, exactly."""
+        if APPLIED_STATE in self.skip:
+            return
+        committed = self.committed
+        if len(records) > len(committed):
+            where: str | None = (f"it ends at {len(records)}, above the committed offset "
+                                 f"{len(committed)}")
+        else:
+            where = _first_difference(records, epoch, committed[:len(records)])
+        if where is not None:
+            self._fail(APPLIED_STATE, f"node {node.node_id}'s state {how}: {where}")
+
+    def check_applicable(self, node: CheckedNode, applied_end: int,
+                         high_watermark: int) -> None:
+        """Before the node applies up to `high_watermark`: its log must hold the records
+        from what it applied on (a log start above that skipped records unapplied)."""
+        start = node.log.start_offset
+        if applied_end < min(start, high_watermark) and APPLIED_STATE not in self.skip:
+            self._fail(APPLIED_STATE, f"node {node.node_id} applied up to {applied_end} but "
+                                      f"its log starts at {start}: records "
+                                      f"[{applied_end}, {start}) were never applied")
+
+    def check_snapshot_at_log_start(self, node: CheckedNode) -> None:
+        """A log starting above 0 needs the snapshot that ends at its start."""
+        snapshots = getattr(node, "snapshots", None)
+        log = node.log
+        if (snapshots is None or log.start_offset == 0
+                or SNAPSHOT_AT_LOG_START in self.skip):
+            return
+        snapshot_id = SnapshotId(log.start_offset, log.start_epoch)
+        if snapshots.size(snapshot_id) is None:
+            self._fail(SNAPSHOT_AT_LOG_START,
+                       f"node {node.node_id}'s log starts at {log.start_offset} (epoch "
+                       f"{log.start_epoch}) but it holds no snapshot {_name(snapshot_id)}"
+                       f" (newest: {_name(snapshots.latest())})")
+
     def on_restart(self, node: CheckedNode, *, wiped: bool = False) -> None:
         if wiped:  # the node starts over: nothing it published before binds it
             self._track[node.node_id] = _NodeTrack()
@@ -184,6 +284,7 @@ class Checker:
         if core is None:
             return
         self._check_roles(node, core)
+        self.check_snapshot_at_log_start(node)
         log = node.log
         hw = core.high_watermark
         if hw is not None and hw > log.end_offset:
@@ -236,9 +337,9 @@ class Checker:
 
         log = node.log
         _, start = log.end_offset_for_epoch(epoch - 1)
-        start = max(start, 0)  # NO_OFFSET when no epoch precedes this one
-        for offset, entry_epoch, record in _entries(log, start, min(start + 1,
-                                                                    log.end_offset)):
+        start = max(start, log.start_offset)  # NO_OFFSET when no epoch precedes this one
+        for offset, entry_epoch, record in entries_of(log, start, min(start + 1,
+                                                                      log.end_offset)):
             if entry_epoch != epoch:
                 return
             try:
@@ -267,8 +368,8 @@ class Checker:
             self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} ends at "
                                        f"{log.end_offset}, without offset {required[-1]} "
                                        f"committed in epoch {self.commit_epochs[required[-1]]}")
-        needed = set(required)
-        for offset, entry_epoch, record in _entries(log, 0, required[-1] + 1):
+        needed = set(required)  # below the log start: the snapshot's, checked when stored
+        for offset, entry_epoch, record in entries_of(log, 0, required[-1] + 1):
             if offset in needed and self.committed[offset] != (entry_epoch, record):
                 self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} has a "
                                            f"different entry at offset {offset}, committed "
@@ -276,9 +377,11 @@ class Checker:
 
     def _check_log(self, node: CheckedNode, start: int, end: int) -> None:
         log = node.log
-        prev_epoch = log.epoch_at(start - 1) if start > 0 else NO_EPOCH
+        start = max(start, log.start_offset)  # a snapshot stands in for what lies below
+        prev_epoch = (NO_EPOCH if start == 0 else log.start_epoch if start == log.start_offset
+                      else log.epoch_at(start - 1))
         seen = self._seen
-        for offset, epoch, record in _entries(log, start, end):
+        for offset, epoch, record in entries_of(log, start, end):
             key = (offset, epoch)
             value = (record, prev_epoch)
             known = seen.get(key)
@@ -291,24 +394,34 @@ class Checker:
             prev_epoch = epoch
 
     def _check_committed(self, node: CheckedNode, track: _NodeTrack, hw: int) -> None:
-        if hw <= track.hw_checked or COMMITTED_DATA in self.skip:
+        """Compare the newly committed entries with the history and extend it (also when
+        this check is skipped: the snapshot checks compare with the history too)."""
+        if hw <= track.hw_checked:
             return
+        report = COMMITTED_DATA not in self.skip
         committed = self.committed
         log = node.log
         # The reporter learned this HW in its current epoch, so the entries were committed
         # by the leader of that epoch or an earlier one.
         commit_epoch = node.core.epoch if node.core is not None else 0
         commit_epochs = self.commit_epochs
-        for offset, epoch, record in _entries(log, track.hw_checked, hw):
+        for offset, epoch, record in entries_of(log, track.hw_checked, hw):
             if offset < len(committed):
-                if committed[offset] != (epoch, record):
+                if report and committed[offset] != (epoch, record):
                     self._fail(COMMITTED_DATA,
                                f"node {node.node_id} committed offset {offset} epoch {epoch}"
                                f", but epoch {committed[offset][0]} was committed there")
                 commit_epochs[offset] = min(commit_epochs[offset], commit_epoch)
-            else:
+            elif offset == len(committed):
                 committed.append((epoch, record))
                 commit_epochs.append(commit_epoch)
+            else:
+                break
+        if log.start_offset > len(committed) and SNAPSHOT_WITHIN_COMMITTED not in self.skip:
+            # The records in between lie below the log start, in a snapshot.
+            self._fail(SNAPSHOT_WITHIN_COMMITTED,
+                       f"node {node.node_id} has high watermark {hw} over a log starting "
+                       f"at {log.start_offset}, above the committed offset {len(committed)}")
         track.hw_checked = hw
 
     def _check_majority(self, leader: CheckedNode, nodes: Iterable[CheckedNode]) -> None:
@@ -323,8 +436,30 @@ class Checker:
             self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} "
                                           f"but only voters {holding} hold it")
 
-    def _fail(self, invariant: str, detail: str) -> None:
+    def _fail(self, invariant: str, detail: str) -> NoReturn:
         raise InvariantViolation(invariant, detail)
+
+
+def _name(snapshot_id: SnapshotId | None) -> str:
+    """A snapshot as `end offset-epoch`."""
+    if snapshot_id is None:
+        return "none"
+    return f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
+
+
+def _first_difference(records: Sequence[bytes], epoch: int | None,
+                      committed: Sequence[tuple[int, bytes]]) -> str | None:
+    """How `records`, the last of `epoch` (None: not checked), differ from the committed
+    `(epoch, record)`s they should equal (a prefix of the committed history); None when
+    they do not."""
+    for offset, (mine, (_, theirs)) in enumerate(zip(records, committed, strict=False)):
+        if mine != theirs:
+            return f"record at offset {offset} differs from the committed one"
+    if len(records) != len(committed):
+        return f"{len(records)} records where {len(committed)} are committed"
+    if epoch is not None and committed and committed[-1][0] != epoch:
+        return f"epoch {epoch}, but the last record was committed in epoch {committed[-1][0]}"
+    return None
 
 
 def _vote_granted(message: object) -> bool:
@@ -338,8 +473,10 @@ def _vote_granted(message: object) -> bool:
     return bool(granted)
 
 
-def _entries(log: Any, start: int, end: int) -> Iterable[tuple[int, int, bytes]]:
-    """(offset, epoch, record) for offsets in [start, end)."""
+def entries_of(log: Any, start: int, end: int) -> Iterable[tuple[int, int, bytes]]:
+    """(offset, epoch, record) for offsets in [start, end) that the log holds (none below
+    its start: a snapshot holds those)."""
+    start = max(start, log.start_offset)
     if start >= end:
         return
     for batch in log.read(start, _MAX_BYTES):

@@ -14,6 +14,13 @@ core only offers the overridable steps the bugs replace.
 - `truncate_below_hw_allowed`: on divergence a follower truncates to the start of the
   diverging epoch (not to where the logs stop agreeing), and nothing stops it from
   cutting committed records.
+- `snapshot_uncommitted`: a node snapshots its log up to the log end, committed or not,
+  and `advance_log_start` lets the log start pass the high watermark (KIP-630 allows a
+  snapshot of committed records only).
+
+A planted core may also define `sim_snapshot_point(applied_end) -> int`: where the
+simulator's state machine (`raft.sim.cluster`) snapshots, in place of the offset it
+applied up to.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 from raft.core import RaftCore
 from raft.core._leader_state import LeaderState
 from raft.messages import FetchResponse
-from raft.types import NO_EPOCH, ElectionState
+from raft.types import NO_EPOCH, ElectionState, SnapshotId
 
 
 class _VoteWithoutLogCheck(RaftCore):
@@ -70,6 +77,21 @@ class _TruncateBelowHighWatermark(RaftCore):
             self._truncate(offset)
 
 
+class _SnapshotUncommitted(RaftCore):
+    def sim_snapshot_point(self, applied_end: int) -> int:
+        return max(applied_end, self._log.end_offset)
+
+    def advance_log_start(self, snapshot_id: SnapshotId) -> bool:
+        # The real check bounds the new start by the high watermark; this one by the log
+        # end only.
+        high_watermark = self._high_watermark
+        self._high_watermark = max(high_watermark, self._log.end_offset)
+        try:
+            return super().advance_log_start(snapshot_id)
+        finally:
+            self._high_watermark = high_watermark
+
+
 _CLASSES: dict[str, type[RaftCore]] = {
     "vote_without_log_check": _VoteWithoutLogCheck,
     "commit_old_epoch_by_count": _CommitOldEpochByCount,
@@ -77,6 +99,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "hw_counts_observers": _HighWatermarkCountsObservers,
     "vote_not_persisted": _VoteNotPersisted,
     "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
+    "snapshot_uncommitted": _SnapshotUncommitted,
 }
 PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
 

@@ -14,9 +14,13 @@ from typing import Any
 
 from raft.sim.cluster import Cluster, SimConfig, SimNode
 from raft.sim.invariants import MAJORITY_HOLDS_HW
+from raft.sim.snapshots import SnapshotConfig
 
 # Only links 1-3, 2-4, 3-4, 3-5 and 4-5 up (KIP-996's motivating partial partition).
 KIP_996_LINKS = ((1, 3), (2, 4), (3, 4), (3, 5), (4, 5))
+# Snapshots are taken but no log start moves: a diverging node must truncate its tail
+# (with its log start moved, a snapshot may replace the tail instead).
+LONG_LOGS = SnapshotConfig(keep_long_log_probability=1.0)
 
 
 class ScenarioFailure(AssertionError):
@@ -404,11 +408,12 @@ def divergence(voters: int, observers: int, seed: int, **overrides: Any) -> Clus
        truncating records of two epochs (a multi-epoch divergence).
 
     A follower that took the leader's high watermark on a Fetch answer carrying a
-    diverging epoch would publish its stale tail as committed here."""
+    diverging epoch would publish its stale tail as committed here. The nodes keep their
+    logs whole (`LONG_LOGS`)."""
     if voters == 3:
         return divergence_three_voters(voters, observers, seed, **overrides)
     _require_voters(voters, 5, exact=True, alternative=3)
-    cluster = new_cluster(voters, observers, seed, **overrides)
+    cluster = new_cluster(voters, observers, seed, **{"snapshots": LONG_LOGS, **overrides})
     a, f = _leader_writing_a_tail(cluster, company=1)
     rest = [v for v in cluster.voter_ids if v not in (a, f)]
     b, m = _elect_and_cut(cluster, rest, reached=1)
@@ -430,9 +435,9 @@ def divergence_three_voters(voters: int, observers: int, seed: int,
     link to C is cut at once (its LeaderChange stays on B); {A, C} | {B}: A wins the
     next epoch with C's vote and is cut off at once (its tail spans two epochs); B (last
     epoch 2) wins with C and commits; heal: A truncates both epochs and the observers
-    end with B's log."""
+    end with B's log. The nodes keep their logs whole (`LONG_LOGS`)."""
     _require_voters(voters, 3, exact=True, alternative=5)
-    cluster = new_cluster(voters, observers, seed, **overrides)
+    cluster = new_cluster(voters, observers, seed, **{"snapshots": LONG_LOGS, **overrides})
     a, = _leader_writing_a_tail(cluster, company=0)
     rest = [v for v in cluster.voter_ids if v != a]
     b, c = _elect_and_cut(cluster, rest, reached=0)

@@ -11,8 +11,9 @@ bounded by the window plus those two budgets.
 
 A sweep runs seeds in order, in this process or (`jobs` > 1) in worker processes; each
 seed's result depends on the seed alone, and results come back in seed order.
-`summarize` gives how deep the sweep went: elections (epochs that had a leader) and
-divergences (`raft.sim.cluster.Divergences`) per seed.
+`summarize` gives how deep the sweep went: elections (epochs that had a leader),
+divergences (`raft.sim.cluster.Divergences`), snapshots taken and snapshot fetches
+completed (a fetched snapshot loaded in place of a node's log) per seed.
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ class RunResult:
     sim_time_ms: float
     divergences: int = 0
     multi_epoch_divergences: int = 0
+    snapshots: int = 0  # taken by the nodes' state machines
+    snapshot_fetches: int = 0  # fetched snapshots loaded in place of a log
+    snapshot_chunks: int = 0  # FetchSnapshot requests
+    snapshot_resumes: int = 0  # downloads resumed from the bytes held after a lost chunk
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -127,6 +132,9 @@ def run_seed(spec: RunSpec, seed: int,
         commits=cluster.committed_offset(), faults=cluster.faults,
         sim_time_ms=cluster.now_ms, divergences=cluster.divergences.total,
         multi_epoch_divergences=cluster.divergences.multi_epoch,
+        snapshots=cluster.snapshots_taken, snapshot_fetches=cluster.snapshot_fetches,
+        snapshot_chunks=cluster.snapshot_chunks,
+        snapshot_resumes=cluster.snapshot_resumes,
         invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
@@ -229,6 +237,12 @@ def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, An
         "multi_epoch_divergences": sum(r.multi_epoch_divergences for r in results),
         "multi_epoch_divergences_per_seed": spread([r.multi_epoch_divergences
                                                     for r in results]),
+        "snapshots": sum(r.snapshots for r in results),
+        "snapshots_per_seed": spread([r.snapshots for r in results]),
+        "snapshot_fetches": sum(r.snapshot_fetches for r in results),
+        "snapshot_fetches_per_seed": spread([r.snapshot_fetches for r in results]),
+        "snapshot_chunks": sum(r.snapshot_chunks for r in results),
+        "snapshot_resumes": sum(r.snapshot_resumes for r in results),
         "sim_seconds_per_seed": spread([round(r.sim_time_ms / 1000, 1) for r in results]),
         "wall_seconds": round(wall_seconds, 2),
         "events_per_second": round(events / wall_seconds) if wall_seconds > 0 else None,

@@ -46,6 +46,15 @@ def format_event(time_us: int, node_id: int, kind: str, obj: Any) -> str:
         text = "pauses (stop-the-world)" if kind == "pause" else "resumes"
     elif kind == "resign":
         text = "resigns (graceful shutdown)"
+    elif kind == "snapshot":
+        snapshot_id, delay_ms = obj
+        text = (f"snapshots its state: {snapshot_id.end_offset}-{snapshot_id.epoch}, log start"
+                + (" kept" if delay_ms is None else " moves at once" if delay_ms == 0
+                   else f" moves in {delay_ms:.0f} ms"))
+    elif kind == "trim":
+        snapshot_id, moved = obj
+        text = (f"log start {'moved' if moved else 'not moved (refused)'} to "
+                f"{snapshot_id.end_offset}-{snapshot_id.epoch}")
     else:
         text = f"{kind}: {obj}"
     line = f"{time_us / 1000:11.3f} ms  {who:>4}  {text}"
@@ -69,6 +78,9 @@ def describe_ready(ready: Any) -> str:
         parts.append(f"send {sent}" + (f" +{more}" if more > 0 else ""))
     if ready.high_watermark is not None:
         parts.append(f"hw={ready.high_watermark}")
+    loaded = getattr(ready, "loaded_snapshot", None)
+    if loaded is not None:
+        parts.append(f"loaded snapshot {loaded.end_offset}-{loaded.epoch}")
     return "; ".join(parts) or "(empty)"
 
 

@@ -1,9 +1,11 @@
 """Every safety invariant of `raft.sim.invariants` has teeth: each is planted once or more
 against the `Checker` directly, fed the hook calls the cluster makes (`on_persist`,
-`on_send`, `on_truncate`, `on_restart`, `on_high_watermark`, `after_event`) with fake
-nodes over real `MemoryLog`s, and must raise that invariant by name; the near misses
-beside each plant must not raise. `liveness` is the sweep's (`raft.sim.sweep`): a toy
-cluster whose partition never heals is reported as such.
+`on_send`, `on_truncate`, `on_restart`, `on_high_watermark`, `after_event`, and for
+snapshots `on_snapshot`, `on_snapshot_loaded`, `on_applied_state`, `check_applicable`)
+with fake nodes over real `MemoryLog`s (and `MemorySnapshotStore`s), and must raise that
+invariant by name; the near misses beside each plant must not raise. `liveness` is the
+sweep's (`raft.sim.sweep`): a toy cluster whose partition never heals is reported as
+such.
 
 `make mutation` runs these tests against raft/sim/invariants.py, so they pin the
 boundaries (equal epochs, a high watermark at the log end, exactly a majority) as well
@@ -24,6 +26,7 @@ from raft.log import MemoryLog
 from raft.messages import FetchRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import Cluster, SimConfig
 from raft.sim.invariants import (
+    APPLIED_STATE,
     COMMITTED_DATA,
     EPOCH_MONOTONIC,
     HW_MONOTONIC,
@@ -35,11 +38,16 @@ from raft.sim.invariants import (
     OBSERVER_NEVER_VOTES,
     ONE_LEADER_PER_EPOCH,
     ONE_VOTE_PER_EPOCH,
+    SNAPSHOT_AT_LOG_START,
+    SNAPSHOT_MATCHES_COMMITTED,
+    SNAPSHOT_WITHIN_COMMITTED,
     Checker,
     InvariantViolation,
 )
 from raft.sim.sweep import RunSpec, sweep
-from raft.types import ElectionState
+from raft.snapshot import encode_snapshot
+from raft.snapshot_store import MemorySnapshotStore
+from raft.types import ElectionState, SnapshotId
 from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 Skip = Sequence[str]
@@ -255,6 +263,108 @@ def second_vote_granted_per_partition(skip: Skip = ()) -> None:
     grant(checker, voter=2, candidate=3, epoch=3, cid=6, answer=partitioned_answer(3, True))
 
 
+def snapshot(end: int, epoch: int, records: list[bytes]) -> tuple[SnapshotId, bytes]:
+    snapshot_id = SnapshotId(end, epoch)
+    return snapshot_id, encode_snapshot(snapshot_id, records)
+
+
+def committed_xy(checker: Checker) -> None:
+    """x, y committed in epoch 1 (offsets 0 and 1)."""
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x", b"y"]))), 2)
+
+
+def node_starting_at(start: int, *held: SnapshotId, node_id: int = 1,
+                     hw: int | None = 0) -> SimpleNamespace:
+    """A node whose log (x, y, z in epoch 1) starts at `start`, holding snapshots `held`."""
+    log = log_with((1, [b"x", b"y", b"z"]))
+    log.advance_start(start)
+    store = MemorySnapshotStore()
+    for snapshot_id in held:
+        store.add(snapshot_id, b"")
+    node = fake_node(node_id, hw=hw, log=log)
+    node.snapshots = store
+    return node
+
+
+def log_start_without_a_snapshot(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    node = node_starting_at(2)
+    checker.after_event(node, [node])
+
+
+def log_start_with_a_snapshot_elsewhere(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    node = node_starting_at(2, SnapshotId(1, 1), SnapshotId(3, 1))
+    checker.check_snapshot_at_log_start(node)
+
+
+def snapshot_with_another_record(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(2, 1, [b"x", b"w"]))
+
+
+def snapshot_short_of_a_record(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(2, 1, [b"x"]))
+
+
+def snapshot_of_another_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(2, 2, [b"x", b"y"]))
+
+
+def snapshot_that_does_not_read(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    snapshot_id, data = snapshot(2, 1, [b"x", b"y"])
+    checker.on_snapshot(2, snapshot_id, data[:-1])
+
+
+def snapshot_above_the_committed_offset(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(3, 1, [b"x", b"y", b"z"]))
+
+
+def log_start_above_the_committed_offset(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x"]))), 1)
+    checker.on_high_watermark(node_starting_at(2, SnapshotId(2, 1), node_id=2), 3)
+
+
+def state_loaded_with_another_record(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_applied_state(fake_node(2), [b"x", b"w"], 1, "loaded snapshot 2-1")
+
+
+def state_loaded_above_the_committed_offset(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_applied_state(fake_node(2), [b"x", b"y", b"z"], 1, "loaded snapshot 3-1")
+
+
+def state_rebuilt_in_another_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_applied_state(fake_node(2), [b"x", b"y"], 2, "rebuilt from snapshot 2-2")
+
+
+def snapshot_loaded_below_the_high_watermark(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    node = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(node, 2)
+    checker.on_snapshot_loaded(node, SnapshotId(1, 1))
+
+
+def log_start_past_the_applied_records(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.check_applicable(node_starting_at(2, SnapshotId(2, 1)), 1, 3)
+
+
 Plant = Callable[..., None]
 PLANTS: dict[str, tuple[Plant, ...]] = {
     ONE_LEADER_PER_EPOCH: (two_leaders_in_one_epoch, follower_of_another_leader_in_a_led_epoch),
@@ -274,6 +384,14 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     ONE_VOTE_PER_EPOCH: (persisted_second_vote_in_one_epoch, two_votes_sent_in_one_epoch,
                          candidate_granting_another_in_its_epoch,
                          second_vote_granted_per_partition),
+    SNAPSHOT_AT_LOG_START: (log_start_without_a_snapshot, log_start_with_a_snapshot_elsewhere),
+    SNAPSHOT_MATCHES_COMMITTED: (snapshot_with_another_record, snapshot_short_of_a_record,
+                                 snapshot_of_another_epoch, snapshot_that_does_not_read),
+    SNAPSHOT_WITHIN_COMMITTED: (snapshot_above_the_committed_offset,
+                                log_start_above_the_committed_offset),
+    APPLIED_STATE: (state_loaded_with_another_record, state_loaded_above_the_committed_offset,
+                    state_rebuilt_in_another_epoch, snapshot_loaded_below_the_high_watermark,
+                    log_start_past_the_applied_records),
 }
 # What each plant's violation says: the nodes, offsets and epochs involved.
 DETAILS: dict[Plant, str] = {
@@ -308,13 +426,41 @@ DETAILS: dict[Plant, str] = {
     two_votes_sent_in_one_epoch: "voter 2 voted for 1 and then for 3 in epoch 3",
     candidate_granting_another_in_its_epoch: "voter 1 voted for 1 and then for 3 in epoch 2",
     second_vote_granted_per_partition: "voter 2 voted for 1 and then for 3 in epoch 3",
+    log_start_without_a_snapshot:
+        "node 1's log starts at 2 (epoch 1) but it holds no snapshot 2-1 (newest: none)",
+    log_start_with_a_snapshot_elsewhere:
+        "node 1's log starts at 2 (epoch 1) but it holds no snapshot 2-1 (newest: 3-1)",
+    snapshot_with_another_record:
+        "node 2 holds snapshot 2-1: record at offset 1 differs from the committed one",
+    snapshot_short_of_a_record: "node 2 holds snapshot 2-1: 1 records where 2 are committed",
+    snapshot_of_another_epoch:
+        "node 2 holds snapshot 2-2: epoch 2, but the last record was committed in epoch 1",
+    snapshot_that_does_not_read: "node 2 holds snapshot 2-1: it does not read: truncated: "
+                                 "42 bytes of an incomplete batch at the end",
+    snapshot_above_the_committed_offset:
+        "node 2 holds snapshot 3-1, ending above the committed offset 2",
+    log_start_above_the_committed_offset:
+        "node 2 has high watermark 3 over a log starting at 2, above the committed offset 1",
+    state_loaded_with_another_record: "node 2's state loaded snapshot 2-1: record at offset 1 "
+                                      "differs from the committed one",
+    state_loaded_above_the_committed_offset:
+        "node 2's state loaded snapshot 3-1: it ends at 3, above the committed offset 2",
+    state_rebuilt_in_another_epoch: "node 2's state rebuilt from snapshot 2-2: epoch 2, but "
+                                    "the last record was committed in epoch 1",
+    snapshot_loaded_below_the_high_watermark:
+        "node 1 loaded snapshot 1-1 below its high watermark 2",
+    log_start_past_the_applied_records:
+        "node 1 applied up to 1 but its log starts at 2: records [1, 2) were never applied",
 }
 ALL_PLANTS = [(name, plant) for name, plants in PLANTS.items() for plant in plants]
 # What `skip` turns off: the committed-data checks, the majority check and the vote
 # history built from the votes sent (a quorum-state overwritten is still caught).
 SKIPPABLE = {COMMITTED_DATA: PLANTS[COMMITTED_DATA],
              MAJORITY_HOLDS_HW: PLANTS[MAJORITY_HOLDS_HW],
-             ONE_VOTE_PER_EPOCH: PLANTS[ONE_VOTE_PER_EPOCH][1:]}
+             ONE_VOTE_PER_EPOCH: PLANTS[ONE_VOTE_PER_EPOCH][1:],
+             **{name: PLANTS[name] for name in (SNAPSHOT_AT_LOG_START,
+                                                SNAPSHOT_MATCHES_COMMITTED,
+                                                SNAPSHOT_WITHIN_COMMITTED, APPLIED_STATE)}}
 
 
 def plant_id(value: object) -> str:
@@ -727,6 +873,90 @@ def test_majority_rechecked_when_a_voter_loses_records_or_hw_moves(how: str) -> 
         else:
             checker.on_restart(voter, wiped=True)
     raises(MAJORITY_HOLDS_HW, lambda: checker.after_event(leader, nodes))
+
+
+def test_snapshot_allowed_when_it_holds_a_committed_prefix() -> None:
+    """A snapshot ending at or below the committed offset, of exactly those records and
+    the last one's epoch, is fine, also again and on another node; an empty one too."""
+    checker = Checker([1, 2, 3], [])
+    committed_xy(checker)
+    for node_id, (end, records) in enumerate([(2, [b"x", b"y"]), (1, [b"x"]), (0, []),
+                                              (2, [b"x", b"y"])], start=1):
+        checker.on_snapshot(node_id, *snapshot(end, 1 if end else 0, records))
+
+
+def test_snapshot_compared_when_another_node_holds_other_bytes_under_its_name() -> None:
+    checker = Checker([1, 2, 3], [])
+    committed_xy(checker)
+    checker.on_snapshot(1, *snapshot(2, 1, [b"x", b"y"]))
+    raises(SNAPSHOT_MATCHES_COMMITTED,
+           lambda: checker.on_snapshot(2, SnapshotId(2, 1), snapshot(2, 1, [b"x", b"w"])[1]))
+
+
+def test_snapshot_compared_up_to_the_committed_offset_when_it_ends_above() -> None:
+    """With the within-committed check skipped, the records below the committed offset
+    are still compared (those above are unknown)."""
+    checker = Checker([1, 2, 3], [], skip=[SNAPSHOT_WITHIN_COMMITTED])
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(3, 2, [b"x", b"y", b"z"]))
+    raises(SNAPSHOT_MATCHES_COMMITTED,
+           lambda: checker.on_snapshot(2, *snapshot(3, 2, [b"x", b"w", b"z"])))
+
+
+def test_log_start_allowed_when_its_snapshot_is_held_or_at_zero() -> None:
+    """A log starting at 0 needs no snapshot (nor a store); one starting above needs the
+    snapshot of its start's offset and epoch, whatever else is held."""
+    checker = Checker([1, 2, 3], [])
+    nodes = [node_starting_at(0), node_starting_at(2, SnapshotId(2, 1), SnapshotId(1, 1)),
+             fake_node(3, log=log_with((1, [b"x"])))]
+    for node in nodes:
+        checker.after_event(node, nodes)
+
+
+def test_state_allowed_when_it_is_the_committed_prefix() -> None:
+    checker = Checker([1, 2, 3], [])
+    committed_xy(checker)
+    for records in ([], [b"x"], [b"x", b"y"]):
+        checker.on_applied_state(fake_node(2), records, 1 if records else 0, "loaded")
+
+
+def test_snapshot_load_allowed_when_at_the_high_watermark_and_rechecks_the_log() -> None:
+    """A loaded snapshot ending at the node's HW is fine; what the log then holds from
+    the snapshot's end is checked again (it held other records there before)."""
+    checker = Checker([1, 2, 3], [])
+    a = fake_node(1, log=log_with((1, [b"x", b"y"])))
+    b = fake_node(2, log=log_with((1, [b"x", b"y"])))
+    checker.on_high_watermark(a, 1)
+    checker.after_event(a, [a, b])
+    checker.after_event(b, [a, b])
+    a.log.reset_to(1, 1)
+    checker.on_snapshot_loaded(a, SnapshotId(1, 1))
+    a.log.append(1, [b"w"])
+    a.log.flush()
+    raises(LOG_MATCHING, lambda: checker.after_event(a, [a, b]))
+
+
+def test_majority_rechecked_when_a_voter_loads_a_snapshot_below_its_log_end() -> None:
+    """A snapshot replaces a voter's log (its tail above the snapshot diverged): its
+    durable end went down, so the majority is looked for again."""
+    checker = Checker([1, 2, 3], [])
+    leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y", b"z"])))
+    voter = fake_node(2, log=log_with((1, [b"x", b"y", b"z"])))
+    nodes = [leader, voter, fake_node(3)]
+    checker.after_event(leader, nodes)
+    voter.log.reset_to(1, 1)
+    checker.on_snapshot_loaded(voter, SnapshotId(1, 1))
+    raises(MAJORITY_HOLDS_HW, lambda: checker.after_event(leader, nodes))
+
+
+def test_records_applicable_when_the_log_holds_them_or_none_are_due() -> None:
+    """Applying is fine from the log start on, and when nothing is committed past what
+    was applied."""
+    checker = Checker([1, 2, 3], [])
+    node = node_starting_at(2, SnapshotId(2, 1))
+    checker.check_applicable(node, 2, 3)
+    checker.check_applicable(node, 3, 3)
+    checker.check_applicable(node, 1, 1)
 
 
 # ---- liveness: the sweep's -----------------------------------------------------------------

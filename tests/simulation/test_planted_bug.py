@@ -14,6 +14,7 @@ from raft.sim.invariants import (
     LOG_MATCHING,
     MAJORITY_HOLDS_HW,
     ONE_VOTE_PER_EPOCH,
+    SNAPSHOT_WITHIN_COMMITTED,
 )
 from raft.sim.planted import PLANTED_BUGS
 from raft.sim.sweep import RunResult, RunSpec, run_seed, sweep
@@ -25,11 +26,12 @@ SAFETY = (COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW)
 # caught, found with `kraft sim --planted-bug BUG --seeds 300 --keep-going`.
 KNOWN_SEEDS = {
     "vote_without_log_check": ((69, 3, 99), SAFETY),
-    "commit_old_epoch_by_count": ((123, 222, 160), (COMMITTED_DATA,)),
+    "commit_old_epoch_by_count": ((3, 21, 82), (COMMITTED_DATA,)),
     "diverging_hw": ((279, 186, 182), (COMMITTED_DATA,)),
-    "hw_counts_observers": ((267, 57, 293), SAFETY),
-    "vote_not_persisted": ((156, 144, 153), (ONE_VOTE_PER_EPOCH,)),
+    "hw_counts_observers": ((1, 2, 3), SAFETY),
+    "vote_not_persisted": ((7, 23, 27), (ONE_VOTE_PER_EPOCH,)),
     "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
+    "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
 }
 
 
@@ -44,9 +46,9 @@ def test_every_planted_bug_has_known_seeds() -> None:
 @pytest.mark.parametrize("bug", sorted(KNOWN_SEEDS))
 def test_random_sweep_reports_replayable_violation_when_bug_planted(bug: str) -> None:
     """Each planted bug (Raft §5.4.1 and §5.4.2, a high watermark taken on divergence,
-    observers counted in the majority, a vote not persisted, committed records cut) is
-    caught by random faults alone, as the invariant it breaks, with a seed that replays
-    it exactly."""
+    observers counted in the majority, a vote not persisted, committed records cut, a
+    snapshot of uncommitted records) is caught by random faults alone, as the invariant
+    it breaks, with a seed that replays it exactly."""
     seeds, invariants = KNOWN_SEEDS[bug]
     spec = RunSpec(voters=5, observers=2, faults="all", planted_bug=bug)
     failed = first_failure(spec, seeds)

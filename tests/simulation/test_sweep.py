@@ -32,13 +32,16 @@ def run_chunk(spec: RunSpec, first: int, count: int, jobs: int = 1) -> list[RunR
 def test_no_violation_and_many_epochs_when_five_voters_under_all_faults(chunk: int) -> None:
     """KIP-595 safety and liveness under crashes, pauses, partitions, loss, duplication,
     slow disks and links and leader-chasing faults, 50 seeded runs: each seed sees many
-    elections and logs that diverge over several epochs, and ends converged."""
+    elections and logs that diverge over several epochs, and ends converged; nodes
+    snapshot, move their log starts, and catch up by FetchSnapshot (KIP-630)."""
     results = run_chunk(RunSpec(voters=5, observers=2, faults="all"), 1 + chunk * CHUNK,
                         CHUNK)
     assert len(results) == CHUNK
     assert statistics.median(r.elections for r in results) >= 10
     assert sum(r.multi_epoch_divergences for r in results) >= CHUNK
     assert all(r.commits > 0 and r.faults > 0 for r in results)
+    assert all(r.snapshots > 0 for r in results)
+    assert sum(r.snapshot_fetches for r in results) >= CHUNK
 
 
 @pytest.mark.parametrize(("voters", "observers"), [(1, 1), (2, 0), (3, 2), (4, 3)])
@@ -75,7 +78,8 @@ def test_same_results_when_seeds_run_in_worker_processes() -> None:
 
 def test_summary_counts_depth_when_sweep_done() -> None:
     """The summary: elections per seed (median, min, max), divergences and multi-epoch
-    divergences (total, median per seed), events, simulated and wall time."""
+    divergences (total, median per seed), snapshots and snapshot fetches (total, per
+    seed), events, simulated and wall time."""
     spec = RunSpec(voters=5, observers=2, faults="all")
     results = [run_seed(spec, seed) for seed in (1, 2, 3)]
     summary = summarize(results, 2.0)
@@ -85,6 +89,13 @@ def test_summary_counts_depth_when_sweep_done() -> None:
         r.elections for r in results)
     assert summary["divergences"] == sum(r.divergences for r in results) > 0
     assert summary["multi_epoch_divergences"] <= summary["divergences"]
+    assert summary["snapshots"] == sum(r.snapshots for r in results) > 0
+    assert summary["snapshots_per_seed"]["max"] == max(r.snapshots for r in results)
+    assert summary["snapshot_fetches"] == sum(r.snapshot_fetches for r in results)
+    assert summary["snapshot_fetches_per_seed"]["min"] == min(
+        r.snapshot_fetches for r in results)
+    assert summary["snapshot_chunks"] >= summary["snapshot_fetches"]
+    assert summary["snapshot_resumes"] <= summary["snapshot_chunks"]
     assert summary["sim_seconds_per_seed"]["min"] >= spec.fault_window_ms / 1000
     assert summary["events_per_second"] == round(summary["events"] / 2.0)
 
