@@ -217,6 +217,8 @@ class Cluster:
                 pre_vote=config.pre_vote, fetch_snapshot_max_bytes=chunk_bytes)
         self.core_class = core_class
         self.raft_config = core_config
+        # Only a planted bug (raft.sim.planted) snapshots past what it applied.
+        self._snapshot_point = getattr(core_class, "sim_snapshot_point", None)
         for node_id in self.nodes:
             self.start(node_id)
 
@@ -610,10 +612,9 @@ class Cluster:
         policy = node.snapshot_policy
         machine = node.state_machine
         assert policy is not None
-        # Only a planted bug (raft.sim.planted) snapshots past what it applied.
-        point_of = getattr(node.core, "sim_snapshot_point", None)
-        point = machine.applied_end if point_of is None else point_of(machine.applied_end)
-        if not policy.due(point):
+        point = (len(machine.records) if self._snapshot_point is None  # after every event
+                 else self._snapshot_point(node.core, machine.applied_end))
+        if point < policy.next_at:
             return
         latest = node.snapshots.latest()
         if latest is not None and latest.end_offset >= point:

@@ -104,9 +104,6 @@ class SnapshotPolicy:
         self.next_at = self._draw_interval()  # snapshot once this many records applied
         self.taken = 0
 
-    def due(self, offset: int) -> bool:
-        return self.config.enabled and offset >= self.next_at
-
     def taken_at(self, offset: int) -> float | None:
         """A snapshot was written at `offset`: the delay (ms) after which to move the log
         start to it (0: at once), or None to keep the long log."""
