@@ -1,20 +1,36 @@
 """`make bench`: run every benchmark module in turn; each prints its own figures.
 
+    python -m bench [MODULE ...] [-- OPTION ...]
+
 A module is listed here once it exists; each has `main() -> None` and bounds its own
-work in count and time."""
+work in count and time. Modules in OPT_IN (minutes long) run only when named. Options
+after `--` go to the one module named, whose `main(argv)` parses them (e.g.
+`python -m bench snapshot_bench -- --topics 10000`)."""
 
 import importlib
+import inspect
 import sys
 
 MODULES = ["bench.log_bench", "bench.sim_bench", "bench.quorum_bench",
            "bench.controller_bench", "bench.replay_bench",
-           "bench.broker_bench"]
+           "bench.broker_bench", "bench.snapshot_bench"]
+OPT_IN = {"bench.snapshot_bench"}
 
 
 def main() -> int:
-    only = sys.argv[1:]
+    args = sys.argv[1:]
+    options: list[str] = []
+    if "--" in args:
+        args, options = args[:args.index("--")], args[args.index("--") + 1:]
+    only = args
+    if options and len(only) != 1:
+        print("options after -- need exactly one module named", file=sys.stderr)
+        return 2
     for name in MODULES:
-        if only and name.rsplit(".", 1)[-1] not in only:
+        short = name.rsplit(".", 1)[-1]
+        if (only and short not in only) or (not only and name in OPT_IN):
+            if not only:
+                print(f"# {name}: opt-in, run with `python -m bench {short}`")
             continue
         try:
             module = importlib.import_module(name)
@@ -23,8 +39,14 @@ def main() -> int:
                 raise
             print(f"# {name}: not written yet")
             continue
+        if options and not inspect.signature(module.main).parameters:
+            print(f"{short} takes no options", file=sys.stderr)
+            return 2
         print(f"# {name}")
-        module.main()
+        if options:
+            module.main(options)
+        else:
+            module.main()
         sys.stdout.flush()
     return 0
 
