@@ -160,19 +160,18 @@ class Replication(CoreBase):
         request: FetchSnapshotRequest = envelope.message
         state = self._state
         error = self._fetch_snapshot_error(request)
-        size = self._snapshots.size(request.snapshot_id)
+        size = self._snapshots.size(request.snapshot_id) if error is None else None
         if error is None and size is None:
             error = ErrorCode.SNAPSHOT_NOT_FOUND
-        if error is not None or size is None or not isinstance(state, LeaderState):
+        elif size is not None and not 0 <= request.position <= size:
+            error = ErrorCode.POSITION_OUT_OF_RANGE
+        if error is not None:
             self._respond(envelope, FetchSnapshotResponse(
-                error_code=error or ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                topic_id=request.topic_id, current_leader=self._current_leader()))
-            return
-        if not 0 <= request.position <= size:
-            self._respond(envelope, FetchSnapshotResponse(
-                error_code=ErrorCode.POSITION_OUT_OF_RANGE, topic_id=request.topic_id,
+                error_code=error, topic_id=request.topic_id,
                 current_leader=self._current_leader()))
             return
+        assert isinstance(state, LeaderState)  # both checked just above
+        assert size is not None
         state.note_snapshot_fetch(envelope.src, now_ms)
         max_bytes = max(1, min(request.max_bytes, self._config.fetch_snapshot_max_bytes))
         self._respond(envelope, FetchSnapshotResponse(
@@ -182,6 +181,7 @@ class Replication(CoreBase):
                                                    max_bytes)))
 
     def _fetch_snapshot_error(self, request: FetchSnapshotRequest) -> ErrorCode | None:
+        """Why this node cannot serve `request` at all (the snapshot aside)."""
         error = self._addressing_error(request.cluster_id, request.topic_id,
                                        request.partition_index)
         if error is not None:
@@ -190,6 +190,8 @@ class Replication(CoreBase):
             return ErrorCode.UNKNOWN_LEADER_EPOCH
         if request.current_leader_epoch < self._state.epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
+        if not isinstance(self._state, LeaderState):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
 
     # --- Fetch (follower side) ------------------------------------------------------------
