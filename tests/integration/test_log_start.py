@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft.log import METADATA_PARTITION_DIR
 from raft.segment import list_segments, segment_base_offset
 from raft.storage import read_log_start
-from tests.support.quorum_support import FAST_SETTINGS, log_events, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, log_events, running_cluster, wait_until
 from tests.support.snapshot_support import image_of, partition_dir
 from tools.cluster import Cluster
 from tools.commands.quorum_snapshot import request_snapshot
@@ -33,15 +34,8 @@ BROKER = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = Cluster.create(tmp_path_factory.mktemp("log-start") / "cluster", voters=3,
-                             brokers=1, settings=SETTINGS)
-    try:
-        cluster.start()
-        cluster.wait_for_leader(15)
-        cluster.wait_for_brokers(30)
+    with running_cluster(tmp_path_factory.mktemp("log-start") / "cluster", SETTINGS) as cluster:
         yield cluster
-    finally:
-        cluster.kill_all_started()
 
 
 def log_start(cluster: Cluster, node_id: int) -> int:
@@ -53,7 +47,6 @@ def first_segment_base(cluster: Cluster, node_id: int) -> int:
 
 
 def create_topic(admin: AdminClient, name: str) -> None:
-    from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
     response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
         name=name, num_partitions=2, replication_factor=1),)))
     assert isinstance(response, CreateTopicsResponse)

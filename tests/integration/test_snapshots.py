@@ -22,7 +22,13 @@ import pytest
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft.snapshot import list_snapshots, read_snapshot
 from raft.storage import read_high_watermark_checkpoint
-from tests.support.quorum_support import FAST_SETTINGS, kraft, log_events, wait_until
+from tests.support.quorum_support import (
+    FAST_SETTINGS,
+    kraft,
+    log_events,
+    running_cluster,
+    wait_until,
+)
 from tests.support.snapshot_support import (
     corrupt,
     image_of,
@@ -45,15 +51,8 @@ LINE = re.compile(r"node (\d+)  (\d{20}-\d{10}\.checkpoint)  end offset (\d+)  e
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = Cluster.create(tmp_path_factory.mktemp("snapshots") / "cluster", voters=3,
-                             brokers=1, settings=SETTINGS)
-    try:
-        cluster.start()
-        cluster.wait_for_leader(15)
-        cluster.wait_for_brokers(30)
+    with running_cluster(tmp_path_factory.mktemp("snapshots") / "cluster", SETTINGS) as cluster:
         yield cluster
-    finally:
-        cluster.kill_all_started()
 
 
 def create_topics(cluster: Cluster, names: list[str]) -> None:

@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tools.cluster import Cluster
@@ -20,6 +23,21 @@ FAST_SETTINGS = {
     "socket.request.max.bytes": 1 << 20,
     "quorum.fetch.max.bytes": 256 * 1024,
 }
+
+
+@contextmanager
+def running_cluster(directory: Path, settings: dict[str, Any], *, voters: int = 3,
+                    brokers: int = 1) -> Iterator[Cluster]:
+    """A cluster started with a leader and every broker registered; on exit every process
+    it started is killed, by PID."""
+    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings)
+    try:
+        cluster.start()
+        cluster.wait_for_leader(15)
+        cluster.wait_for_brokers(30)
+        yield cluster
+    finally:
+        cluster.kill_all_started()
 
 
 def kraft(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
