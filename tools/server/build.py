@@ -7,6 +7,7 @@ yet running.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
 from raft.types import SnapshotId
 from tools.config import NodeConfig
 from tools.server.append_api import install_append_api
+
+log = logging.getLogger(__name__)
 
 
 def raft_config(config: NodeConfig) -> RaftConfig:
@@ -104,6 +107,9 @@ def build_node(config: NodeConfig) -> BuiltNode:
         for reset in resets:
             reset(image)
         snapshotter.on_snapshot_loaded(snapshot_id)
+        log.info("loaded a snapshot fetched from the leader", extra={
+            "node": config.node_id, "file": str(path), "end_offset": snapshot_id.end_offset,
+            "epoch": snapshot_id.epoch, "topics": len(image.topics)})
 
     node.add_snapshot_listener(reload_from)
     return built
