@@ -9,10 +9,11 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   are `broker.heartbeat`'s, installed beside this (`broker.role`); its state
   (incarnation, broker epoch, fenced) shows in the status.
 - Reconciliation by topic ID (in place of LeaderAndIsr/StopReplica) starts once the image
-  has caught up to the high watermark seen at start — before that, a partial image would
-  make live topics look deleted — and runs again on every image change and whenever a
-  staged deletion falls due. A snapshot may already hold everything below that high
-  watermark: then the node's high-watermark listener, not a batch, says so.
+  has caught up to the leader's high watermark first heard after start — before that, a
+  partial image would make live topics look deleted — and runs again on every image
+  change and whenever a staged deletion falls due. The leader's, not this node's: an
+  observer's own high watermark stops at its log end, so after its first fetch of a long
+  log it would claim a catch-up that has barely begun.
 - `<log.dir>/metadata-image.checkpoint` (JSON {"applied_offset", "image_hash"}, written
   durably) follows the image, for the Spark replay.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
@@ -104,7 +105,7 @@ class BrokerServer:
         # one image, not one per batch.
         self._delta = MetadataDelta(self._image)
         self._delta_dirty = False
-        self._start_hw: int | None = None  # the high watermark first seen after start
+        self._start_hw: int | None = None  # the leader's high watermark first heard
         self.caught_up = trio.Event()
         self._wake_reconcile = trio.Event()
         self._wake_checkpoint = trio.Event()
@@ -114,7 +115,7 @@ class BrokerServer:
 
     def install(self) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
-        self._node.add_high_watermark_listener(self._on_high_watermark)
+        self._node.add_leader_high_watermark_listener(self._on_leader_high_watermark)
         self._node.add_background_task(self.run)
         self._node.add_api_handler(STATUS_API, self._handle_status)
         return self
@@ -149,8 +150,6 @@ class BrokerServer:
         self._wake_checkpoint.set()
 
     def _on_commit(self, batch: Batch) -> None:
-        if self._start_hw is None:
-            self._start_hw = max(self._node.high_watermark, batch.next_offset)
         for index, data in enumerate(batch.records):
             self._delta.apply_bytes(data, batch.base_offset + index)
         self._delta_dirty = True
@@ -158,10 +157,10 @@ class BrokerServer:
         self._wake_reconcile.set()
         self._wake_checkpoint.set()
 
-    def _on_high_watermark(self, high_watermark: int) -> None:
-        if self._start_hw is None:  # no batch came first: the start image may hold it all
+    def _on_leader_high_watermark(self, high_watermark: int) -> None:
+        if self._start_hw is None:
             self._start_hw = high_watermark
-        self._maybe_caught_up()
+            self._maybe_caught_up()
 
     def _maybe_caught_up(self) -> None:
         applied = self._delta.last_applied_offset

@@ -34,6 +34,9 @@ Hooks for the layers above (metadata controller, brokers):
   the core task each time the published high watermark advances, once the commit
   listeners have had every batch below it; also when there was none to hand them (a
   start from a snapshot that ends at the high watermark). Quick, like a commit listener.
+- `node.add_leader_high_watermark_listener(callback)`: `callback(offset)` in the core
+  task when the leader's high watermark as this node heard it rose. A follower's own
+  high watermark stops at its log end; a catching-up broker compares against this one.
 - `node.add_snapshot_listener(callback)`: `await callback(snapshot_id)` in the core task
   when a snapshot fetched from the leader (FetchSnapshot) replaced the log, before any
   record after it is published: the layers above reload their state from that snapshot.
@@ -46,7 +49,7 @@ Hooks for the layers above (metadata controller, brokers):
 - `await node.checkpoint_high_watermark()`: the high-watermark checkpoint written now,
   e.g. before a snapshot, so no snapshot ever ends above the checkpoint on disk.
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
-  `node.epoch`, `node.first_published_offset`.
+  `node.leader_high_watermark`, `node.epoch`, `node.first_published_offset`.
 
 High-watermark checkpoint: a node whose log has a `directory` (a `DiskLog`) keeps
 `<directory>/high-watermark-checkpoint` (`raft.storage`) so tools such as `kraft replay`
@@ -191,6 +194,7 @@ class RaftNode:
         self._handlers: dict[str, ApiHandler] = {}
         self._listeners: list[CommitListener] = []
         self._hw_listeners: list[Callable[[int], None]] = []
+        self._leader_hw_listeners: list[Callable[[int], None]] = []
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._waiters: list[_Waiter] = []
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
@@ -231,6 +235,11 @@ class RaftNode:
 
     def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
         self._hw_listeners.append(callback)
+
+    def add_leader_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
+        """`callback(offset)` when the leader's high watermark as this node heard it rose
+        (see `leader_high_watermark`)."""
+        self._leader_hw_listeners.append(callback)
 
     def add_snapshot_listener(self, callback: Callable[[SnapshotId], Awaitable[None]]
                               ) -> None:
@@ -317,6 +326,13 @@ class RaftNode:
     @property
     def high_watermark(self) -> int:
         return self._core.high_watermark if self._core else 0
+
+    @property
+    def leader_high_watermark(self) -> int | None:
+        """The leader's high watermark as last heard (None before any answer). A
+        follower's `high_watermark` stops at its own log end; this one does not, so a
+        catching-up node knows how far it still has to go."""
+        return self._core.leader_high_watermark if self._core else None
 
     @property
     def first_published_offset(self) -> int:
@@ -493,6 +509,9 @@ class RaftNode:
             # that makes the records below it durable here.
             self._hw_durable = ready.high_watermark
             self._hw_advanced.set()
+        if ready.leader_high_watermark is not None:
+            for leader_hw_listener in self._leader_hw_listeners:
+                leader_hw_listener(ready.leader_high_watermark)
         core.advance(ready)
         self._settle_waiters()
         self._log_state_change()

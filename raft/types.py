@@ -121,6 +121,9 @@ class Ready:
     # A fetched snapshot replaced the log (already durable): the state machine reloads
     # from it before records from its end offset on are handed over.
     loaded_snapshot: SnapshotId | None = None
+    # 5. the leader's high watermark as last heard, when it rose. A follower's own is
+    # capped at its log end, so only this tells how far behind a catching-up node is.
+    leader_high_watermark: int | None = None
 
     @property
     def needs_flush(self) -> bool:
@@ -129,7 +132,8 @@ class Ready:
     @property
     def is_empty(self) -> bool:
         return (self.election is None and not self.needs_flush and not self.messages
-                and self.high_watermark is None and self.loaded_snapshot is None)
+                and self.high_watermark is None and self.loaded_snapshot is None
+                and self.leader_high_watermark is None)
 
 
 class RaftLog(Protocol):

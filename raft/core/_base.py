@@ -116,6 +116,8 @@ class CoreBase:
         self._pending_truncate: int | None = None
         self._high_watermark = log.start_offset  # a snapshot holds only committed records
         self._hw_dirty = False
+        self._leader_high_watermark: int | None = None  # as last heard from a leader
+        self._leader_hw_dirty = False
         self._next_correlation_id = 1
         self._inflight: dict[int, Inflight] = {}
         self._last_fetch_request: FetchRequest | None = None
@@ -186,6 +188,12 @@ class CoreBase:
         return self._high_watermark
 
     @property
+    def leader_high_watermark(self) -> int | None:
+        """The leader's high watermark as this node last heard it (its own when it leads);
+        None before it heard any. Unlike `high_watermark`, not capped at this log's end."""
+        return self._leader_high_watermark
+
+    @property
     def is_leader(self) -> bool:
         return self._state.role is Role.LEADER
 
@@ -212,6 +220,7 @@ class CoreBase:
     @property
     def has_ready(self) -> bool:
         return bool(self._outbox or self._pending_entries or self._hw_dirty
+                    or self._leader_hw_dirty
                     or self._pending_election is not None or self._pending_truncate is not None
                     or self._loaded_snapshot is not None)
 
@@ -454,6 +463,13 @@ class CoreBase:
             self._high_watermark = offset
             self._hw_dirty = True
             self._topic_ids.on_high_watermark(self._log, offset)
+        if self._state.role is Role.LEADER:
+            self._hear_leader_high_watermark(offset)
+
+    def _hear_leader_high_watermark(self, offset: int) -> None:
+        if self._leader_high_watermark is None or offset > self._leader_high_watermark:
+            self._leader_high_watermark = offset
+            self._leader_hw_dirty = True
 
     def _current_leader(self) -> CurrentLeader:
         leader = self.leader_id

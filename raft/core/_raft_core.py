@@ -108,7 +108,9 @@ class RaftCore(Election, Replication):
         return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
                      entries=tuple(self._pending_entries), messages=tuple(self._outbox),
                      high_watermark=self._high_watermark if self._hw_dirty else None,
-                     loaded_snapshot=self._loaded_snapshot)
+                     loaded_snapshot=self._loaded_snapshot,
+                     leader_high_watermark=(self._leader_high_watermark
+                                            if self._leader_hw_dirty else None))
 
     def advance(self, ready: Ready) -> None:
         """Everything in `ready` is durable (and its messages sent)."""
@@ -128,6 +130,9 @@ class RaftCore(Election, Replication):
                 self._outbox = [m for m in self._outbox if id(m) not in sent]
         if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
             self._hw_dirty = False
+        if ready.leader_high_watermark is not None and \
+                ready.leader_high_watermark == self._leader_high_watermark:
+            self._leader_hw_dirty = False
         if ready.loaded_snapshot is not None and ready.loaded_snapshot == self._loaded_snapshot:
             self._loaded_snapshot = None
         state = self._state

@@ -215,6 +215,7 @@ class Replication(CoreBase):
             return
         state.last_fetch_success_ms = now_ms
         state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+        self._hear_leader_high_watermark(response.high_watermark)
         if response.snapshot_id is not None:
             state.snapshot_fetch = response.snapshot_id
             self._snapshots.download(response.snapshot_id)

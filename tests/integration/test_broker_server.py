@@ -34,15 +34,15 @@ class StandInNode:
 
     def __init__(self) -> None:
         self.listeners: list[Callable[[Batch], None]] = []
-        self.hw_listeners: list[Callable[[int], None]] = []
+        self.leader_hw_listeners: list[Callable[[int], None]] = []
         self.tasks: list[Callable[[], Any]] = []
         self.handlers: dict[str, Any] = {}
 
     def add_commit_listener(self, callback: Callable[[Batch], None]) -> None:
         self.listeners.append(callback)
 
-    def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
-        self.hw_listeners.append(callback)
+    def add_leader_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
+        self.leader_hw_listeners.append(callback)
 
     def add_background_task(self, fn: Callable[[], Any]) -> None:
         self.tasks.append(fn)
@@ -56,9 +56,8 @@ class StandInNode:
         for listener in self.listeners:
             listener(batch)
 
-    def publish_high_watermark(self, high_watermark: int) -> None:
-        self.high_watermark = high_watermark
-        for listener in self.hw_listeners:
+    def hear_leader_high_watermark(self, high_watermark: int) -> None:
+        for listener in self.leader_hw_listeners:
             listener(high_watermark)
 
 
@@ -80,8 +79,11 @@ async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
     async with trio.open_nursery() as nursery:
         for task in node.tasks:
             nursery.start_soon(task)
-        node.high_watermark = 5
+        # The first fetch brought offsets 0-1: this observer's own high watermark stops at
+        # its log end (2), the leader's is 5. Only the leader's says the image is partial.
+        node.high_watermark = 2
         node.commit(0, rec.NoOp(), rec.NoOp())
+        node.hear_leader_high_watermark(5)
         await trio.testing.wait_all_tasks_blocked()
         assert not server.caught_up.is_set()
         assert server.reconciled_offset == -1
@@ -111,7 +113,7 @@ async def test_reconciles_when_the_start_image_of_a_snapshot_already_holds_the_h
         tmp_path: Path) -> None:
     """A broker started from a snapshot that ends at the high watermark gets no batch
     until something new commits (a broker's re-registration waits out its old session):
-    the high watermark alone tells it the image is caught up."""
+    the leader's high watermark alone tells it the image is caught up."""
     (tmp_path / "gone-0").mkdir()
     pd.write_partition_metadata(tmp_path / "gone-0", GONE_ID)
     image = replay([(0, rec.Topic(name="live", topic_id=TOPIC_ID)),
@@ -127,7 +129,7 @@ async def test_reconciles_when_the_start_image_of_a_snapshot_already_holds_the_h
             nursery.start_soon(task)
         await trio.testing.wait_all_tasks_blocked()
         assert not server.caught_up.is_set()  # the high watermark is not known yet
-        node.publish_high_watermark(2)
+        node.hear_leader_high_watermark(2)
         with trio.fail_after(10):
             await server.wait_reconciled(1)
         nursery.cancel_scope.cancel()

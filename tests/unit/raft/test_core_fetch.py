@@ -95,6 +95,33 @@ def test_follower_appends_records_and_takes_high_watermark_when_fetch_succeeds()
     assert again.message.fetch_offset == 2
 
 
+def test_follower_reports_the_leaders_high_watermark_beyond_its_own_log_end() -> None:
+    """A catching-up node's own HW stops at its log end (2); the leader's (5) is what
+    tells it how far it still has to go, and it is reported only when it rises."""
+    core = make_core(2, election=ElectionState(epoch=1, leader_id=1, voters=(1, 2, 3)))
+    assert core.leader_high_watermark is None
+    [request] = sent(drain(core), FetchRequest)
+    answer = FetchResponse(high_watermark=5, current_leader=CurrentLeader(
+        leader_id=1, leader_epoch=1), records=(Batch(base_offset=0, epoch=1, records=(b"a",)),))
+    ready = reply(core, request, answer, SOON)
+    assert (ready.high_watermark, ready.leader_high_watermark) == (1, 5)
+    assert core.leader_high_watermark == 5
+    [again] = sent(ready, FetchRequest)
+    ready = reply(core, again, FetchResponse(high_watermark=5, current_leader=CurrentLeader(
+        leader_id=1, leader_epoch=1)), SOON)
+    assert ready.leader_high_watermark is None  # not news
+
+
+def test_leader_reports_its_own_high_watermark_as_the_leaders() -> None:
+    leader = make_leader()
+    leader.propose([b"a", b"b"], NOW)
+    drain(leader)
+    end = leader.log.end_offset
+    deliver(leader, 2, fetch(end, leader.epoch, leader.epoch), NOW + 1)
+    assert leader.high_watermark == end
+    assert leader.leader_high_watermark == end
+
+
 def test_empty_fetch_is_parked_until_new_data_arrives_when_caught_up() -> None:
     """KIP-595 long poll: an empty Fetch waits up to max_wait_ms; a proposal answers it.
     (Five voters, so this one fetch does not move the high watermark.)"""
