@@ -346,6 +346,13 @@ class CoreBase:
                              fetch_timeout_ms=timeout, fetch_deadline_ms=now_ms + timeout,
                              next_fetch_ms=now_ms)
 
+    def _quick_retry_timeout_ms(self) -> int:
+        """For requests retried well within the fetch timeout: Begin/EndQuorumEpoch, so a
+        voter that missed the news hears it before anyone's patience (or check-quorum)
+        runs out; FetchSnapshot, so a lost chunk is asked again before the follower gives
+        up on a live leader."""
+        return max(1, min(self._config.request_timeout_ms, self._config.fetch_timeout_ms // 4))
+
     def _election_timeout(self) -> int:
         timeout = self._config.election_timeout_ms
         return timeout + self._rng.randrange(timeout)

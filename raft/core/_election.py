@@ -192,21 +192,16 @@ class Election(CoreBase):
                     candidate_id=self._node_id, last_offset_epoch=last_epoch,
                     last_offset=log_end, pre_vote=pre_vote), now_ms)
 
-    def _announce_timeout_ms(self) -> int:
-        """Begin/EndQuorumEpoch are retried well within the fetch timeout, so a voter that
-        missed the news hears it before anyone's patience (or check-quorum) runs out."""
-        return max(1, min(self._config.request_timeout_ms, self._config.fetch_timeout_ms // 4))
-
     def _send_begin_quorum_epoch(self, state: LeaderState, voter: int,
                                 now_ms: int) -> None:
         self._send_request(voter, BeginQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
-            leader_id=self._node_id, leader_epoch=state.epoch), now_ms, self._announce_timeout_ms())
+            leader_id=self._node_id, leader_epoch=state.epoch), now_ms, self._quick_retry_timeout_ms())
 
     def _send_end_quorum_epoch(self, state: ResignedState, voter: int,
                               now_ms: int) -> None:
         self._send_request(voter, EndQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
             leader_id=self._node_id, leader_epoch=state.epoch,
-            preferred_successors=state.preferred_successors), now_ms, self._announce_timeout_ms())
+            preferred_successors=state.preferred_successors), now_ms, self._quick_retry_timeout_ms())
 

@@ -354,7 +354,8 @@ class Replication(CoreBase):
                 max_bytes=self._config.fetch_snapshot_max_bytes,
                 topic_id=self._topic_ids.topic_id_for(dst), current_leader_epoch=state.epoch,
                 snapshot_id=state.snapshot_fetch,
-                position=self._snapshots.download(state.snapshot_fetch)), now_ms)
+                position=self._snapshots.download(state.snapshot_fetch)), now_ms,
+                self._quick_retry_timeout_ms())
         log_end = self._log.end_offset
         last_epoch = self._log.last_epoch  # the epoch of the record before log_end (0: empty)
         topic_id = self._topic_ids.topic_id_for(dst)

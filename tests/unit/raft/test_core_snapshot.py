@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from raft.common.errors import ErrorCode
-from raft.core import RaftConfig, RaftCore
+from raft.core import RaftConfig, RaftCore, Role
 from raft.log import MemoryLog
 from raft.messages import (
     BeginQuorumEpochRequest,
@@ -220,6 +220,22 @@ def test_follower_resumes_from_held_bytes_when_a_chunk_is_lost() -> None:
     positions, ready = download(leader, core, again)
     assert positions[0] == CHUNK
     assert ready.loaded_snapshot == SNAPSHOT
+
+
+def test_follower_asks_for_a_lost_chunk_again_well_before_its_fetch_timeout() -> None:
+    """With the request timeout equal to the fetch timeout, a lost chunk would be retried
+    only when the follower gives up on its live leader; it is asked again within a quarter
+    of the fetch timeout, and the follower stays a follower."""
+    leader = snapshot_leader()
+    core = follower(fetch_snapshot_max_bytes=CHUNK, request_timeout_ms=2000,
+                    fetch_timeout_ms=2000)
+    first = request_of(drain(core))
+    request = request_of(reply(core, first, answer(leader, first), NOW))
+    assert isinstance(request.message, FetchSnapshotRequest)  # this one is lost
+    core.tick(NOW + 500)
+    again = request_of(drain(core))
+    assert (again.message.position, core.role) == (request.message.position, Role.FOLLOWER)
+    assert again.correlation_id != request.correlation_id
 
 
 def test_follower_resumes_from_held_bytes_when_its_leader_changes() -> None:
