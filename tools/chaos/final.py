@@ -1,13 +1,17 @@
 """After the faults heal: wait (bounded) for the cluster to settle, then observe its final
 state for the checker: the controller's topics and their replicas, every record of every
 partition, each broker's applied offset and image hash, each broker's log dir once its
-staged deletions were due, and the controller log's image hashes."""
+staged deletions were due, and the controller log's image hashes (from its snapshot at
+or below the brokers' offset once its log no longer starts at 0); and, once every node
+stopped, what each did with snapshots (written, log-start advances, fetched)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +19,10 @@ from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
 from metadata.delta import replay_bytes
 from metadata.image import MetadataImage
-from raft.segment import iter_batches, list_segments
+from metadata.snapshot_loader import load_snapshot_image
+from raft.segment import iter_batches, list_segments, segment_base_offset
+from raft.snapshot import SnapshotFile, list_snapshots
+from raft.storage import read_log_start
 from tools.chaos.checker import BrokerDisk, BrokerObservation, PartitionDir, ReadRecord, StagedDir
 from tools.chaos.workload import AdminCaller
 from tools.cluster import Cluster, ClusterError
@@ -128,22 +135,118 @@ def scan_broker_dirs(cluster: Cluster, timeout_s: float) -> list[BrokerDisk]:
 
 def reference_hashes(log_dir: str | Path, offsets: Iterable[int]) -> dict[int, str]:
     """The content hash of the image replayed from one voter's log through each offset
-    (offsets the log does not reach are left out). Read after the node stopped."""
+    (offsets the log does not reach are left out). Read after the node stopped.
+
+    The replay starts at offset 0 while the log still holds it; once the log start moved
+    past it (snapshots, `metadata.max.retention.bytes`), it starts from the image of a
+    snapshot of that node that the remaining log continues (`replay_base`; offsets below
+    its end are left out, and all of them when there is none)."""
     pending = sorted({o for o in offsets if o is not None})
     out: dict[int, str] = {}
-    image = MetadataImage.empty()
-    if pending and pending[0] < 0:
+    partition = Path(log_dir) / METADATA_DIR
+    segments = list_segments(partition)
+    image, replay_from = MetadataImage.empty(), 0
+    if pending and log_starts_above_zero(partition, segments):
+        base = replay_base(partition, segments, pending[0])
+        if base is None:
+            return out
+        image, replay_from = load_snapshot_image(base.path), base.snapshot_id.end_offset
+        pending = [o for o in pending if o >= replay_from - 1]
+    if pending and pending[0] == replay_from - 1:
         out[pending.pop(0)] = image.content_hash()
     chunk: list[tuple[int, bytes]] = []
-    for segment in list_segments(Path(log_dir) / METADATA_DIR):
+    for segment in segments:
         for stored in iter_batches(segment.read_bytes(), str(segment)):
             for index, record in enumerate(stored.batch.records):
                 if not pending:
                     return out
                 offset = stored.batch.base_offset + index
+                if offset < replay_from:
+                    continue
                 chunk.append((offset, record))
                 if offset == pending[0]:
                     image = replay_bytes(chunk, image)
                     chunk = []
                     out[pending.pop(0)] = image.content_hash()
     return out
+
+
+def log_starts_above_zero(partition: Path, segments: list[Path]) -> bool:
+    """Whether the log no longer holds offset 0 (its start moved, or its first segment
+    was deleted)."""
+    return read_log_start(partition)[0] > 0 or (
+        bool(segments) and segment_base_offset(segments[0]) > 0)
+
+
+def replay_base(partition: Path, segments: list[Path], first_offset: int
+                ) -> SnapshotFile | None:
+    """The snapshot to replay from: one from whose end offset on the log still holds
+    every record (at or above its first segment's base, or its start when no segment is
+    left), the newest ending at or below `first_offset` + 1, else the oldest (the offsets
+    below it are then left out); None when there is none."""
+    floor = segment_base_offset(segments[0]) if segments else read_log_start(partition)[0]
+    usable = [s for s in list_snapshots(partition) if s.snapshot_id.end_offset >= floor]
+    below = [s for s in usable if s.snapshot_id.end_offset <= first_offset + 1]
+    if below:
+        return max(below)
+    return min(usable, default=None)
+
+
+# -- snapshots ---------------------------------------------------------------------------
+
+WROTE_SNAPSHOT = "wrote snapshot"  # metadata/snapshot_writer.py
+ADVANCED_LOG_START = "log start advanced to the snapshot"  # metadata/snapshot_writer.py
+LOADED_FETCHED = "loaded a snapshot fetched from the leader"  # tools/server/build.py
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSnapshots:
+    """What one node did with snapshots during the run, from its node.log and its
+    metadata directory once stopped."""
+
+    node_id: int
+    written: int  # snapshots it wrote
+    log_start_advances: int  # times its log start moved to a snapshot
+    fetched: int  # snapshots it fetched from the leader (FetchSnapshot) and loaded
+    log_start: int  # where its log starts at the end
+    first_segment: int | None  # the base offset of its first segment at the end
+    checkpoints: int  # snapshot files in its metadata directory at the end
+
+    def to_json(self) -> dict[str, object]:
+        return {"node": self.node_id, "written": self.written,
+                "log_start_advances": self.log_start_advances, "fetched": self.fetched,
+                "log_start": self.log_start, "first_segment": self.first_segment,
+                "checkpoints": self.checkpoints}
+
+
+def snapshot_activity(cluster: Cluster) -> list[NodeSnapshots]:
+    """Per node: the snapshots written, log-start advances and fetched snapshots its log
+    reports (INFO events), and its log start, first segment and snapshot files on disk."""
+    out = []
+    for node_id, info in sorted(cluster.nodes.items()):
+        counts = Counter(event_messages(info.log_path))
+        partition = Path(info.data_dir) / METADATA_DIR
+        segments = list_segments(partition) if partition.is_dir() else []
+        out.append(NodeSnapshots(
+            node_id=node_id, written=counts[WROTE_SNAPSHOT],
+            log_start_advances=counts[ADVANCED_LOG_START], fetched=counts[LOADED_FETCHED],
+            log_start=read_log_start(partition)[0] if partition.is_dir() else 0,
+            first_segment=segment_base_offset(segments[0]) if segments else None,
+            checkpoints=len(list_snapshots(partition)) if partition.is_dir() else 0))
+    return out
+
+
+def event_messages(path: Path) -> Iterator[str]:
+    """The `msg` of each JSON line of a node's log (other lines are skipped)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("{"):
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(event, dict) and isinstance(event.get("msg"), str):
+                        yield event["msg"]
+    except FileNotFoundError:
+        return
