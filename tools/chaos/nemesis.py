@@ -15,7 +15,15 @@ a majority between faults and every fault is healed at the end. Kinds:
 - lossy-net: lose each chunk on all of a node's links with probability `amount` (the
           proxy retransmits after a stall, as TCP would: late, never missing);
 - slow-disk: every fsync of a node sleeps `amount` ms first;
-- clock:  a node's clock runs at rate `amount` (e.g. 0.9 or 1.1) against real time.
+- clock:  a node's clock runs at rate `amount` (e.g. 0.9 or 1.1) against real time;
+- wipe:   SIGKILL a broker, delete its metadata log directory (`__cluster_metadata-0`:
+          segments, snapshots, log start, high-watermark checkpoint; its partition data
+          and meta.properties stay), and start it again after `hold_s`: it must catch up
+          from the leader, by FetchSnapshot once the leader's log no longer starts at 0.
+          Brokers only: a voter that forgot its log and vote could break the quorum's
+          guarantees, which is outside the fault model (a voter catches up by
+          FetchSnapshot when a kill, pause or partition leaves it behind the leader's log
+          start).
 The last two go through the node's test-only fault file (raft/fault_injection.py, the
 `fault.injection.file` key, which the chaos launcher sets to FAULT_FILE in every node's
 directory): written atomically to inject, removed to heal.
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import signal
 import threading
 import time
@@ -34,13 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raft.fault_injection import clear_fault_file, write_fault_file
+from raft.log import METADATA_PARTITION_DIR
 from tools.chaos.proxy import ProxyNet
 from tools.cluster import Cluster, ClusterError
 
 log = logging.getLogger(__name__)
 
 KINDS = ("kill", "pause", "leader", "partition", "slow-disk", "clock", "slow-net",
-         "lossy-net")
+         "lossy-net", "wipe")
 NET_KINDS = frozenset({"partition", "slow-net", "lossy-net"})  # they need the proxies
 FAULT_FILE = "fault-injection.json"  # in each node's directory (next to node.toml)
 FSYNC_DELAYS_MS = (20, 100, 300)
@@ -56,7 +66,7 @@ LEADER = -1  # target: the leader when the fault starts
 class Fault:
     at_s: float  # seconds after the start of the schedule
     # kill | pause | partition | partition-one-way | slow-disk | clock | slow-net |
-    # lossy-net
+    # lossy-net | wipe
     kind: str
     target: int  # a node id, or LEADER
     hold_s: float  # how long before it is healed
@@ -91,11 +101,15 @@ class Injected:
 
 def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequence[int],
              *, hold_s: tuple[float, float] = (1.0, 4.0),
-             gap_s: tuple[float, float] = (1.0, 3.0)) -> list[Fault]:
-    """The faults of one run; the last one is healed before `duration_s`."""
+             gap_s: tuple[float, float] = (1.0, 3.0),
+             broker_ids: Sequence[int] = ()) -> list[Fault]:
+    """The faults of one run; the last one is healed before `duration_s`. `wipe` faults
+    target `broker_ids` only (needed when `wipe` is asked for)."""
     unknown = set(faults) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)} (known: {', '.join(KINDS)})")
+    if "wipe" in faults and not broker_ids:
+        raise ValueError("wipe faults need brokers to target (a voter is never wiped)")
     if not faults:
         return []
     rng = random.Random(seed)
@@ -115,6 +129,9 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
                              hold_s=hold, amount=amount))
         elif kind == "leader":
             out.append(Fault(at_s=now, kind=rng.choice(("kill", "pause")), target=LEADER,
+                             hold_s=hold))
+        elif kind == "wipe":
+            out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(broker_ids)),
                              hold_s=hold))
         else:
             out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(node_ids)),
@@ -166,26 +183,7 @@ class Nemesis:
         log.warning("fault", extra={"fault": fault.kind, "node": node_id})
         error = None
         try:
-            if fault.kind.startswith("partition"):
-                if self.net is None:
-                    raise ClusterError("partition faults need the proxies (ProxyNet)")
-                self.net.partition(node_id, one_way=fault.kind == "partition-one-way")
-            elif fault.kind in ("slow-net", "lossy-net"):
-                if self.net is None:
-                    raise ClusterError(f"{fault.kind} faults need the proxies (ProxyNet)")
-                amount = fault.amount or 0.0
-                if fault.kind == "slow-net":
-                    self.net.degrade(node_id, delay_ms=amount, jitter_ms=amount / 4)
-                else:
-                    self.net.degrade(node_id, loss=amount)
-            elif fault.kind == "kill":
-                self.cluster.kill(node_id, signal.SIGKILL)
-            elif fault.kind == "slow-disk":
-                write_fault_file(self.fault_file(node_id), fsync_delay_ms=int(fault.amount or 0))
-            elif fault.kind == "clock":
-                write_fault_file(self.fault_file(node_id), clock_rate=fault.amount or 1.0)
-            else:
-                self.cluster.send_signal(node_id, signal.SIGSTOP)
+            self._inject(node_id, fault)
         except (ClusterError, OSError) as exc:
             error = str(exc)
         self._stop.wait(fault.hold_s)  # a stop request heals early
@@ -198,6 +196,30 @@ class Nemesis:
         return Injected(kind=fault.kind, target=fault.target, node_id=node_id, start_s=start,
                         healed_s=self._elapsed(), error=error, amount=fault.amount)
 
+    def _inject(self, node_id: int, fault: Fault) -> None:
+        if fault.kind.startswith("partition"):
+            if self.net is None:
+                raise ClusterError("partition faults need the proxies (ProxyNet)")
+            self.net.partition(node_id, one_way=fault.kind == "partition-one-way")
+        elif fault.kind in ("slow-net", "lossy-net"):
+            if self.net is None:
+                raise ClusterError(f"{fault.kind} faults need the proxies (ProxyNet)")
+            amount = fault.amount or 0.0
+            if fault.kind == "slow-net":
+                self.net.degrade(node_id, delay_ms=amount, jitter_ms=amount / 4)
+            else:
+                self.net.degrade(node_id, loss=amount)
+        elif fault.kind == "kill":
+            self.cluster.kill(node_id, signal.SIGKILL)
+        elif fault.kind == "wipe":
+            self.wipe(node_id)
+        elif fault.kind == "slow-disk":
+            write_fault_file(self.fault_file(node_id), fsync_delay_ms=int(fault.amount or 0))
+        elif fault.kind == "clock":
+            write_fault_file(self.fault_file(node_id), clock_rate=fault.amount or 1.0)
+        else:
+            self.cluster.send_signal(node_id, signal.SIGSTOP)
+
     def _resolve(self, target: int) -> int:
         if target != LEADER:
             return target
@@ -205,6 +227,18 @@ class Nemesis:
         if leader < 0:
             raise ClusterError("no leader known")
         return int(leader)
+
+    def wipe(self, node_id: int) -> None:
+        """SIGKILL a broker and delete its metadata log directory (it is started again
+        when the fault heals)."""
+        info = self.cluster.node(node_id)
+        if info.is_voter:
+            raise ClusterError(f"node {node_id} is a voter; only brokers are wiped")
+        if self.cluster.is_running(node_id):
+            self.cluster.kill(node_id, signal.SIGKILL)
+        metadata = Path(info.data_dir) / METADATA_PARTITION_DIR
+        if metadata.exists():
+            shutil.rmtree(metadata)
 
     def fault_file(self, node_id: int) -> Path:
         return Path(self.cluster.node(node_id).dir) / FAULT_FILE
@@ -215,7 +249,7 @@ class Nemesis:
         elif kind.startswith("partition") or kind in ("slow-net", "lossy-net"):
             if self.net is not None:
                 self.net.heal()
-        elif kind == "kill":
+        elif kind in ("kill", "wipe"):
             if not self.cluster.is_running(node_id):
                 self.cluster.start_node(node_id)
         elif self.cluster.is_running(node_id):
