@@ -2,18 +2,24 @@
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
                 [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net]
-                [--skip-replay] [--json]
+                [--no-snapshots] [--skip-replay] [--json]
 
-Starts a cluster in DIR (short timeouts), runs the workload (tools/chaos/workload.py)
+Starts a cluster in DIR (short timeouts; unless --no-snapshots, snapshots every few
+hundred records, a log start that follows them and small segments, SNAPSHOT_SETTINGS),
+runs the workload (tools/chaos/workload.py)
 while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes and (with
 `partition`) cuts node-to-voter and broker-to-broker links through TCP proxies
 (tools/chaos/proxy.py), (with `slow-net`, `lossy-net`) delays or loses chunks on a node's
 links through the same proxies, and
 (with `slow-disk`, `clock`) slows a node's fsyncs or skews its clock through its test-only
-fault file (every node gets `fault.injection.file`, raft/fault_injection.py); heals
+fault file (every node gets `fault.injection.file`, raft/fault_injection.py), and (with
+`wipe`) restarts a broker with an empty metadata directory; heals
 everything, waits (bounded) for the cluster to settle, checks the history against the
 final state (tools/chaos/checker.py), stops the cluster, runs `kraft replay` on the
-logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl).
+logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl)
+with what the nodes did with snapshots (written, log-start advances, fetched; with
+snapshots on, a run of SNAPSHOT_CHECK_MIN_S or more in which no node wrote one or moved
+its log start is an error: the run did not exercise them).
 Exit 0: no violation; 1: a violation, a harness error or a failed replay (with the seed
 to reproduce); 2: bad usage.
 """
@@ -32,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from raft.snapshot import SnapshotError
+from raft.storage import StorageError
 from tools.chaos.checker import CheckResult, FinalState, check
 from tools.chaos.final import (
     final_topics,
@@ -39,6 +47,7 @@ from tools.chaos.final import (
     reference_hashes,
     scan_broker_dirs,
     settle_brokers,
+    snapshot_activity,
 )
 from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
@@ -61,12 +70,26 @@ SETTINGS: dict[str, Any] = {
     "replica.lag.time.max.ms": 2000,  # faults shrink ISRs (AlterPartition), heals expand them
     "fault.injection.file": FAULT_FILE,  # relative: in each node's directory (slow-disk, clock)
 }
+# Snapshots (KIP-630) on by default: every node snapshots its image every 12 KiB of
+# committed records (150-200 of the workload's), moves its log start to its newest
+# snapshot once it holds over 24 KiB of log (so a couple of snapshots above the log start
+# can still be checked against a log replay), in 4 KiB segments (so whole segments
+# really are deleted), and a node behind the leader's log start catches up by
+# FetchSnapshot in 2 KiB chunks. `--no-snapshots` runs with the node defaults (a
+# snapshot every 20 MiB, 100 MiB of log kept: a chaos run reaches neither).
+SNAPSHOT_SETTINGS: dict[str, Any] = {
+    "metadata.log.max.record.bytes.between.snapshots": 12 * 1024,
+    "metadata.max.retention.bytes": 24 * 1024,
+    "log.segment.bytes": 4 * 1024,
+    "fetch.snapshot.max.bytes": 2 * 1024,
+}
 START_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
 # staged deletions are due within the delete delay; then they must be gone
 DIRS_TIMEOUT_S = SETTINGS["delete.topic.delay.ms"] / 1000 + 30.0
 REPLAY_TIMEOUT_S = 600.0
+SNAPSHOT_CHECK_MIN_S = 30.0  # shorter runs may end before the first snapshot
 VERDICT_FILE = "chaos-verdict.json"
 HISTORY_FILE = "history.jsonl"
 
@@ -83,6 +106,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--faults", default="kill,pause,leader",
                         help=f"comma-separated fault kinds among {', '.join(KINDS)} "
                              "(empty: none)")
+    parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
+                        help="run the nodes with the default snapshot interval and no "
+                             "retention limit (by default chaos snapshots every few hundred "
+                             "records and moves log starts, so FetchSnapshot is exercised)")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
     parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -106,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)  # the cluster is stopped on the way out
     verdict = run_chaos(directory, seed=seed, duration_s=args.duration, voters=args.voters,
                         brokers=args.brokers, faults=faults, replay=not args.skip_replay,
-                        replay_master=args.replay_master)
+                        replay_master=args.replay_master, snapshots=args.snapshots)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
@@ -128,10 +155,13 @@ class ChaosRig:
 
 
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
-              faults: list[str]) -> ChaosRig:
-    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=SETTINGS)
+              faults: list[str], snapshots: bool = True) -> ChaosRig:
+    settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {})}
+    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings)
     history = HistoryWriter(directory / HISTORY_FILE)
-    plan = schedule(seed, duration_s, faults, sorted(cluster.nodes))
+    plan = schedule(seed, duration_s, faults, sorted(cluster.nodes),
+                    broker_ids=[n for n, info in sorted(cluster.nodes.items())
+                                if not info.is_voter])
     # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
@@ -200,10 +230,11 @@ def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -
 
 
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
-              faults: list[str], replay: bool, replay_master: str) -> dict[str, Any]:
+              faults: list[str], replay: bool, replay_master: str,
+              snapshots: bool = True) -> dict[str, Any]:
     began = time.monotonic()
     rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
-                    brokers=brokers, faults=faults)
+                    brokers=brokers, faults=faults, snapshots=snapshots)
     errors: list[str] = []
     observed: tuple[FinalState, str] | None = None
     workload: Workload | None = None
@@ -220,19 +251,48 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     finally:
         _tear_down(rig, workload)
     result = None if observed is None else _check_history(rig.history, *observed)
+    try:
+        activity = [n.to_json() for n in snapshot_activity(rig.cluster)]
+    except (OSError, StorageError, SnapshotError) as exc:
+        activity = []
+        errors.append(f"snapshots: {type(exc).__name__}: {exc}")
+    if snapshots and duration_s >= SNAPSHOT_CHECK_MIN_S:
+        errors += _snapshots_unexercised(activity)
     replay_result = _replay(directory, replay_master) if replay else None
     return _verdict(seed=seed, duration_s=duration_s, voters=voters, brokers=brokers,
                    faults=faults, injected=[f.to_json() for f in rig.nemesis.injected],
                    errors=errors, result=result,
                    final=None if observed is None else observed[0],
                    replay_result=replay_result, elapsed_s=time.monotonic() - began,
-                   network=None if rig.net is None else dataclasses.asdict(rig.net.stats()))
+                   network=None if rig.net is None else dataclasses.asdict(rig.net.stats()),
+                   snapshots=_snapshot_summary(snapshots, activity))
+
+
+def _snapshot_summary(enabled: bool, activity: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict's `snapshots`: whether the small snapshot settings were on, the totals
+    over every node, and each node's counts and final log start."""
+    return {"enabled": enabled,
+            **{key: sum(n[key] for n in activity)
+               for key in ("written", "log_start_advances", "fetched")},
+            "nodes": activity}
+
+
+def _snapshots_unexercised(activity: list[dict[str, Any]]) -> list[str]:
+    """With snapshots on, a long enough run wrote snapshots and moved log starts; if not,
+    the settings did not reach the nodes (or they never snapshot): an error, not a pass."""
+    errors = []
+    if not any(n["written"] for n in activity):
+        errors.append("snapshots: no node wrote a snapshot")
+    if not any(n["log_start_advances"] for n in activity):
+        errors.append("snapshots: no node's log start advanced")
+    return errors
 
 
 def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults: list[str],
             injected: list[dict[str, Any]], errors: list[str], result: CheckResult | None,
             final: FinalState | None, replay_result: dict[str, Any] | None,
-            elapsed_s: float, network: dict[str, int] | None = None) -> dict[str, Any]:
+            elapsed_s: float, network: dict[str, int] | None = None,
+            snapshots: dict[str, Any] | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -253,10 +313,14 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
             len(d.partitions) + len(d.staged) for d in final.disks),
         # what the proxies forwarded and the stalls their losses cost (None: no proxies)
         "network": network,
+        # snapshots written, log-start advances and snapshots fetched, in total and per node
+        "snapshots": snapshots,
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
-                      f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"),
+                      f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"
+                      + ("" if snapshots is None or snapshots["enabled"]
+                         else " --no-snapshots")),
     }
 
 
@@ -278,7 +342,8 @@ def _replay(directory: Path, master: str) -> dict[str, Any]:
     checks = summary.get("checks") if isinstance(summary, dict) else None
     return {"exit_code": done.returncode,
             "checks": [{"name": c.get("name"), "violations": c.get("violations"),
-                        "skipped": c.get("skipped")} for c in checks or []
+                        "skipped": c.get("skipped"), "note": c.get("note")}
+                       for c in checks or []
                        if isinstance(c, dict)],
             "stderr_tail": done.stderr.strip().splitlines()[-3:] if done.returncode else []}
 
@@ -293,11 +358,20 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
              f"{len(verdict['violations'])} violation(s)"]
     for op, counts in verdict["operations"].items():
         lines.append(f"  {op:14} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    snapshots = verdict.get("snapshots")
+    if snapshots is not None:
+        lines.append(f"  snapshots      {'on' if snapshots['enabled'] else 'off'}: "
+                     f"{snapshots['written']} written, {snapshots['log_start_advances']} "
+                     f"log start advance(s), {snapshots['fetched']} fetched (FetchSnapshot)")
     lines += [f"  violation {v['kind']}: {v['message']}" for v in verdict["violations"][:20]]
     lines += [f"  error: {e}" for e in verdict["errors"]]
     replay = verdict["replay"]
     if replay is not None:
         lines.append(f"  replay: exit {replay['exit_code']}")
+        lines += [f"    {c['name']}: {c['violations']} violation(s)"
+                  + (" (skipped)" if c["skipped"] else "")
+                  + (f"; {c['note']}" if c.get("note") else "")
+                  for c in replay.get("checks", [])]
     lines.append(f"  verdict: {directory / VERDICT_FILE}")
     if not verdict["ok"]:
         lines.append(f"  reproduce: {verdict['reproduce']}")
