@@ -1,11 +1,11 @@
 """`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
-                [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net]
+                [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe]
                 [--no-snapshots] [--skip-replay] [--json]
 
-Starts a cluster in DIR (short timeouts; unless --no-snapshots, snapshots every few
-hundred records, a log start that follows them and small segments, SNAPSHOT_SETTINGS),
+Starts a cluster in DIR (short timeouts; unless --no-snapshots, a snapshot every 150-200
+records, a log start that follows them and small segments: SNAPSHOT_SETTINGS),
 runs the workload (tools/chaos/workload.py)
 while the nemesis (tools/chaos/nemesis.py) kills, pauses and restarts nodes and (with
 `partition`) cuts node-to-voter and broker-to-broker links through TCP proxies
@@ -109,9 +109,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help=f"comma-separated fault kinds among {', '.join(KINDS)} "
                              "(empty: none)")
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
-                        help="run the nodes with the default snapshot interval and no "
-                             "retention limit (by default chaos snapshots every few hundred "
-                             "records and moves log starts, so FetchSnapshot is exercised)")
+                        help="run the nodes with the default snapshot interval and "
+                             "retention, which a chaos run never reaches (by default chaos "
+                             "snapshots every 150-200 records and moves log starts, so "
+                             "FetchSnapshot is exercised)")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
     parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
