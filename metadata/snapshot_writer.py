@@ -21,6 +21,7 @@ holds every record.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ import trio
 from metadata.image import MetadataImage
 from metadata.image_snapshot import image_records
 from metadata.snapshot_loader import StartImage
-from metadata.snapshot_policy import SnapshotSchedule, should_advance_log_start
+from metadata.snapshot_policy import KEEP_EVERYTHING, Retention, SnapshotSchedule
 from raft.common.errors import ErrorCode
 from raft.node import ApiError, RaftNode
 from raft.snapshot import SnapshotError, SnapshotId, read_snapshot, write_snapshot
@@ -70,18 +71,36 @@ def write_image_snapshot(directory: Path, snapshot_id: SnapshotId, image: Metada
                           last_contained_log_timestamp=last_contained_log_timestamp)
 
 
+@dataclass(frozen=True, slots=True)
+class LogSize:
+    """What retention looks at: the log's bytes, and how long ago its oldest segment was
+    last written."""
+
+    total_bytes: int
+    oldest_age_ms: int
+
+
+def _NO_LOG() -> LogSize:  # noqa: N802 - a default, for nodes without retention
+    return LogSize(0, 0)
+
+
+def _monotonic_ms() -> int:
+    return int(trio.current_time() * 1000)
+
+
 class ImageSnapshotter:
     def __init__(self, node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
                  *, start: StartImage, max_bytes_between: int,
-                 log_bytes: Callable[[], int] = lambda: 0, max_retention_bytes: int = -1,
+                 max_interval_ms: int = 0, log_size: Callable[[], LogSize] = _NO_LOG,
+                 retention: Retention = KEEP_EVERYTHING,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._node = node
-        self._log_bytes = log_bytes
-        self._max_retention_bytes = max_retention_bytes
+        self._log_size = log_size
+        self._retention = retention
         self._directory = directory
         self._image = image
         self._wall_clock_ms = wall_clock_ms
-        self.schedule = SnapshotSchedule(max_bytes_between)
+        self.schedule = SnapshotSchedule(max_bytes_between, max_interval_ms=max_interval_ms)
         # the last applied offset and its batch's epoch, and when it was applied here
         # (batches carry no timestamps: the snapshot header gets this instead)
         self._last_offset = start.replay_from - 1
@@ -116,10 +135,14 @@ class ImageSnapshotter:
     # --- writing ----------------------------------------------------------------------
 
     async def _snapshot_when_due(self) -> None:
+        self.schedule.last_snapshot_ms = _monotonic_ms()  # the interval counts from start
         while True:
-            await self._due.wait()
+            deadline_ms = self.schedule.interval_deadline_ms
+            with trio.move_on_at(math.inf if deadline_ms is None else deadline_ms / 1000):
+                await self._due.wait()
             self._due = trio.Event()
-            if self.schedule.due:  # an on-demand snapshot may have covered it meanwhile
+            # an on-demand snapshot may have covered it meanwhile
+            if self.schedule.due_at(_monotonic_ms()):
                 try:
                     await self.snapshot_now()
                 except SnapshotWriteError:
@@ -131,6 +154,7 @@ class ImageSnapshotter:
         async with self._one_at_a_time:
             # read together, with no checkpoint between: the image and its offset agree
             image, covered = self._image(), self.schedule.committed_bytes
+            read_ms = _monotonic_ms()
             offset, epoch = self._last_offset, self._last_epoch
             applied_ms = self._last_applied_ms
             if offset < 0:
@@ -145,11 +169,11 @@ class ImageSnapshotter:
                 created = await self._write(snapshot_id, path, image, applied_ms)
                 size = path.stat().st_size
             except OSError as exc:
-                self.schedule.snapshot_taken(covered)
+                self.schedule.snapshot_taken(covered, read_ms)
                 log.error("snapshot failed, the node keeps running on its log", extra={
                     "node": self._node.node_id, "file": str(path), "error": str(exc)})
                 raise SnapshotWriteError(f"{path}: snapshot failed: {exc}") from None
-            self.schedule.snapshot_taken(covered)
+            self.schedule.snapshot_taken(covered, read_ms)
             written = WrittenSnapshot(snapshot_id, path, size,
                                       round((time.perf_counter() - started) * 1000, 1), created)
             if created:
@@ -161,7 +185,8 @@ class ImageSnapshotter:
             return written
 
     async def _maybe_advance_log_start(self, snapshot_id: SnapshotId) -> None:
-        if should_advance_log_start(self._log_bytes(), self._max_retention_bytes) and \
+        size = self._log_size()
+        if self._retention.should_advance_log_start(size.total_bytes, size.oldest_age_ms) and \
                 await self._node.advance_log_start(snapshot_id):
             log.info("log start advanced to the snapshot", extra={
                 "node": self._node.node_id, "start_offset": snapshot_id.end_offset})
@@ -208,12 +233,13 @@ class ImageSnapshotter:
 
 def install_snapshotter(node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
                         *, start: StartImage, max_bytes_between: int,
-                        log_bytes: Callable[[], int] = lambda: 0,
-                        max_retention_bytes: int = -1) -> ImageSnapshotter:
+                        max_interval_ms: int = 0, log_size: Callable[[], LogSize] = _NO_LOG,
+                        retention: Retention = KEEP_EVERYTHING) -> ImageSnapshotter:
     """Snapshot `image()` (the node's committed image, read in its Trio task) into
     `directory` (the metadata partition's); install after the listener that builds the
-    image and before `node.run()`. After each snapshot, once the log holds more than
-    `max_retention_bytes` (`log_bytes()`), the log starts at the snapshot."""
+    image and before `node.run()`. After each snapshot, once the log (`log_size()`) is
+    past `retention`, the log starts at the snapshot."""
     return ImageSnapshotter(node, directory, image, start=start,
-                            max_bytes_between=max_bytes_between, log_bytes=log_bytes,
-                            max_retention_bytes=max_retention_bytes).install()
+                            max_bytes_between=max_bytes_between,
+                            max_interval_ms=max_interval_ms, log_size=log_size,
+                            retention=retention).install()

@@ -23,6 +23,8 @@ from broker.settings import BrokerSettings
 from metadata.snapshot_policy import (
     DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
     DEFAULT_MAX_RETENTION_BYTES,
+    DEFAULT_MAX_RETENTION_MS,
+    DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
 )
 
 Address = tuple[str, int]
@@ -116,6 +118,11 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     # whole segments below it; -1: never (metadata.snapshot_writer)
     "metadata.max.retention.bytes": ("max_retention_bytes", _int(-1),
                                      DEFAULT_MAX_RETENTION_BYTES),
+    # ... or once its oldest segment was last written this long ago; -1: never
+    "metadata.max.retention.ms": ("max_retention_ms", _int(-1), DEFAULT_MAX_RETENTION_MS),
+    # a snapshot at least this often while new records commit; 0: by bytes only
+    "metadata.log.max.snapshot.interval.ms": ("max_snapshot_interval_ms", _int(0),
+                                              DEFAULT_MAX_SNAPSHOT_INTERVAL_MS),
     "fetch.snapshot.max.bytes": ("fetch_snapshot_max_bytes", _int(1), 1 << 20),
     # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
     # empty: off; a relative path is resolved against the config file's directory
@@ -205,6 +212,8 @@ class NodeConfig:
     replica_lag_time_max_ms: int = 30_000
     max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
     max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
+    max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
+    max_snapshot_interval_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS
     fetch_snapshot_max_bytes: int = 1 << 20
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only

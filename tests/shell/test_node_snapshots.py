@@ -38,12 +38,14 @@ from metadata.controller_shell import ControllerShell
 from metadata.delta import replay_bytes
 from metadata.image import MetadataImage
 from metadata.snapshot_loader import StartImage, load_start_image
+from metadata.snapshot_policy import Retention
 from metadata.snapshot_writer import WRITE_SNAPSHOT_API, ImageSnapshotter, write_image_snapshot
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.log import DiskLog
 from raft.node import RaftNode
 from raft.snapshot import SnapshotId, list_snapshots, read_snapshot
+from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import read_high_watermark_checkpoint, read_quorum_state, write_quorum_state
 from raft.types import Batch
 from tests.support.single_node import FAST, eventually
@@ -65,7 +67,8 @@ class Running:
 
 
 @asynccontextmanager
-async def controller(data: Path, max_bytes_between: int) -> AsyncIterator[Running]:
+async def controller(data: Path, max_bytes_between: int,
+                     **snapshotter_options: Any) -> AsyncIterator[Running]:
     """One voter, built like tools/server/build.py builds it, running."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
@@ -75,7 +78,8 @@ async def controller(data: Path, max_bytes_between: int) -> AsyncIterator[Runnin
                         log=disk_log, election=read_quorum_state(data),
                         write_election=lambda s: write_quorum_state(data, s),
                         listeners=listeners, rng=random.Random(1),
-                        publish_from=start.replay_from)
+                        publish_from=start.replay_from,
+                        snapshots=DiskSnapshotStore(disk_log.directory))
         shell = ControllerShell(node, config=ControllerConfig(broker_session_timeout_ms=60_000),
                                 rng=random.Random(2), initial_image=start.image).install()
         published: list[Batch] = []
@@ -84,8 +88,8 @@ async def controller(data: Path, max_bytes_between: int) -> AsyncIterator[Runnin
         node.add_high_watermark_listener(lambda hw: high_watermarks.append(
             (hw, published[-1].next_offset if published else start.replay_from)))
         snapshotter = ImageSnapshotter(node, disk_log.directory, lambda: shell.image,
-                                       start=start, max_bytes_between=max_bytes_between
-                                       ).install()
+                                       start=start, max_bytes_between=max_bytes_between,
+                                       **snapshotter_options).install()
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
             await eventually(lambda: shell.is_active)
@@ -145,6 +149,26 @@ async def test_snapshots_are_written_at_committed_offsets_every_interval_of_byte
         start = load_start_image(running.directory, log_end_offset=end)
         assert start.image.content_hash() == replayed(running.directory, end).content_hash()
         snapshot_file.path.rename(snapshot_file.path.with_suffix(".seen"))  # next: older
+
+
+async def test_a_quiet_log_is_snapshotted_every_interval_and_aged_segments_let_go(
+        tmp_path: Path) -> None:
+    """metadata.log.max.snapshot.interval.ms: far below the byte interval, a commit gets
+    a snapshot within the time interval; metadata.max.retention.ms: a log whose oldest
+    segment is past it starts at that snapshot."""
+    old_log = lambda: snapshot_writer.LogSize(total_bytes=0, oldest_age_ms=10**9)  # noqa: E731
+    with trio.fail_after(20):
+        async with controller(tmp_path, NO_AUTOMATIC_SNAPSHOTS, max_interval_ms=200,
+                              log_size=old_log,
+                              retention=Retention(max_bytes=-1, max_ms=60_000)) as running:
+            await unfenced_broker(running.shell)
+            await eventually(lambda: list_snapshots(running.directory) != [])
+            [first] = list_snapshots(running.directory)
+            await eventually(lambda: running.node.core.log.start_offset
+                             == first.snapshot_id.end_offset)
+            await create_topics(running.shell, ["later"])
+            await eventually(lambda: max(list_snapshots(running.directory)).snapshot_id
+                             .end_offset == running.shell.image.last_applied_offset + 1)
 
 
 async def test_snapshot_is_written_off_the_loop_and_one_at_a_time(

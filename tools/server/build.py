@@ -8,6 +8,7 @@ yet running.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,7 +16,8 @@ import trio
 
 from metadata.image import MetadataImage
 from metadata.snapshot_loader import load_snapshot_image, load_start_image
-from metadata.snapshot_writer import install_snapshotter
+from metadata.snapshot_policy import Retention
+from metadata.snapshot_writer import LogSize, install_snapshotter
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
@@ -49,6 +51,13 @@ class BuiltNode:
     def close(self) -> None:
         for close in self.closers:
             close()
+
+
+def _log_size(disk_log: DiskLog) -> LogSize:
+    """Blocking (a stat): the log's bytes, and the age of its oldest segment's last write
+    (Kafka's time-based retention looks at a segment's newest record, too)."""
+    oldest_ms = disk_log.segment_paths[0].stat().st_mtime * 1000
+    return LogSize(disk_log.size_bytes, max(0, int(time.time() * 1000 - oldest_ms)))
 
 
 def build_node(config: NodeConfig) -> BuiltNode:
@@ -99,7 +108,10 @@ def build_node(config: NodeConfig) -> BuiltNode:
     snapshotter = install_snapshotter(
         node, disk_log.directory, images[0], start=start,
         max_bytes_between=config.max_record_bytes_between_snapshots,
-        log_bytes=lambda: disk_log.size_bytes, max_retention_bytes=config.max_retention_bytes)
+        max_interval_ms=config.max_snapshot_interval_ms,
+        log_size=lambda: _log_size(disk_log),
+        retention=Retention(max_bytes=config.max_retention_bytes,
+                            max_ms=config.max_retention_ms))
 
     async def reload_from(snapshot_id: SnapshotId) -> None:
         path = disk_log.directory / snapshot_id.file_name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metadata.snapshot_policy import SnapshotSchedule, plan_start
+from metadata.snapshot_policy import KEEP_EVERYTHING, Retention, SnapshotSchedule, plan_start
 from raft.snapshot import SnapshotFile, SnapshotId
 
 DIR = Path("/data/__cluster_metadata-0")
@@ -35,7 +35,7 @@ def test_schedule_counts_bytes_committed_during_a_write_towards_the_next_snapsho
     schedule.record_committed(120)
     covered = schedule.committed_bytes
     schedule.record_committed(70)
-    schedule.snapshot_taken(covered)
+    schedule.snapshot_taken(covered, now_ms=0)
     assert schedule.bytes_since_snapshot == 70
     assert not schedule.due
     schedule.record_committed(30)
@@ -46,7 +46,7 @@ def test_schedule_waits_a_whole_interval_after_a_failed_snapshot() -> None:
     """A failure is marked like a success: a full disk costs one error per interval."""
     schedule = SnapshotSchedule(max_bytes_between=100)
     schedule.record_committed(150)
-    schedule.snapshot_taken(schedule.committed_bytes)
+    schedule.snapshot_taken(schedule.committed_bytes, now_ms=0)
     schedule.record_committed(99)
     assert not schedule.due
 
@@ -55,7 +55,7 @@ def test_schedule_counts_nothing_new_as_not_due_when_the_limit_is_one_byte() -> 
     schedule = SnapshotSchedule(max_bytes_between=1)
     assert not schedule.due
     schedule.record_committed(1)
-    schedule.snapshot_taken(1)
+    schedule.snapshot_taken(1, now_ms=0)
     assert not schedule.due
 
 
@@ -69,7 +69,42 @@ def test_schedule_refuses_covered_bytes_outside_what_was_counted(covered: int) -
     schedule = SnapshotSchedule(max_bytes_between=10)
     schedule.record_committed(50)
     with pytest.raises(ValueError, match="outside"):
-        schedule.snapshot_taken(covered)
+        schedule.snapshot_taken(covered, now_ms=0)
+
+
+def test_schedule_is_due_by_time_only_when_something_new_committed() -> None:
+    """metadata.log.max.snapshot.interval.ms: a quiet log gets a snapshot within the
+    interval, an idle one (nothing since the last snapshot) none."""
+    schedule = SnapshotSchedule(max_bytes_between=1000, max_interval_ms=500,
+                                last_snapshot_ms=100)
+    assert schedule.interval_deadline_ms == 600
+    assert not schedule.due_at(10_000)  # nothing committed
+    schedule.record_committed(1)
+    assert not schedule.due_at(599)
+    assert schedule.due_at(600)
+    schedule.snapshot_taken(schedule.committed_bytes, now_ms=600)
+    assert (schedule.interval_deadline_ms, schedule.due_at(5_000)) == (1100, False)
+
+
+def test_schedule_by_bytes_only_when_the_interval_is_zero() -> None:
+    schedule = SnapshotSchedule(max_bytes_between=1000)
+    schedule.record_committed(999)
+    assert (schedule.interval_deadline_ms, schedule.due_at(10**12)) == (None, False)
+    schedule.record_committed(1)
+    assert schedule.due_at(0)
+
+
+@pytest.mark.parametrize(("log_bytes", "age_ms", "advance"), [
+    (100, 0, False), (101, 0, True), (0, 1000, False), (0, 1001, True)])
+def test_retention_advances_the_log_start_past_either_limit(
+        log_bytes: int, age_ms: int, advance: bool) -> None:
+    retention = Retention(max_bytes=100, max_ms=1000)
+    assert retention.should_advance_log_start(log_bytes, age_ms) is advance
+
+
+def test_retention_of_minus_one_keeps_everything() -> None:
+    assert not KEEP_EVERYTHING.should_advance_log_start(10**12, 10**12)
+    assert Retention(max_bytes=0, max_ms=-1).should_advance_log_start(1, 10**12)
 
 
 def test_start_may_use_every_snapshot_at_or_below_the_checkpoint() -> None:
