@@ -27,6 +27,7 @@ class BrokerSettings:
     socket_request_max_bytes: int  # the largest Kafka request frame accepted
     status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
     client_address: Address | None = None  # the Kafka listener (None: none)
+    offsets_topic_num_partitions: int = 50  # __consumer_offsets, created on first use
     # test-only: broker id -> the address the replica fetcher dials instead of that
     # broker's advertised endpoint (a fault-injecting proxy)
     replica_routes: Mapping[int, Address] = field(default_factory=dict)

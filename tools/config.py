@@ -111,6 +111,8 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1), 30_000),
+    # partitions of __consumer_offsets when a broker creates it (broker.kafka.coordinator)
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1), 50),
     # committed record bytes between two snapshots of a node's image (metadata.snapshot_policy)
     "metadata.log.max.record.bytes.between.snapshots": (
         "max_record_bytes_between_snapshots", _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS),
@@ -210,6 +212,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = 2000
     log_segment_bytes: int = 1 << 30
     replica_lag_time_max_ms: int = 30_000
+    offsets_topic_num_partitions: int = 50
     max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
     max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
     max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
@@ -252,6 +255,7 @@ class NodeConfig:
             request_timeout_ms=self.request_timeout_ms,
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,
             replica_routes=dict(self.replica_routes))

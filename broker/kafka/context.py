@@ -4,10 +4,10 @@ for the image to change), its partitions and the controller client."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
-from broker.kafka.group_state import Group
 from broker.kafka.replica import ReplicaManager
 from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
@@ -29,9 +29,9 @@ class BrokerContext:
         self.replica_routes: Mapping[int, tuple[str, int]] = dict(replica_routes or {})
         self._image_changed = trio.Event()
         self.next_producer_id = 0
-        # (group, topic, partition) -> (offset, metadata): broker.kafka.group
-        self.committed_offsets: dict[tuple[str, str, int], tuple[int, str | None]] = {}
-        self.groups: dict[str, Group] = {}  # broker.kafka.membership, on the coordinator
+        # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
+        # because that module imports this one)
+        self.group_coordinator: Any = None
 
     @property
     def image(self) -> MetadataImage:

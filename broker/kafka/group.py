@@ -1,94 +1,267 @@
-"""FindCoordinator, OffsetCommit and OffsetFetch of the group coordinator (membership:
-`broker.kafka.membership`). Committed offsets are not checked against the generation.
+"""FindCoordinator, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups
+and DeleteGroups, on top of the group coordinator (`broker.kafka.coordinator`; the
+membership APIs are `broker.kafka.membership`'s).
 
-The coordinator of a group is chosen from the image (the unfenced brokers, by a stable
-hash of the group id), so every broker names the same one. Committed offsets live in
-that broker's memory only: they are lost when it restarts (a documented gap).
+FindCoordinator names the leader of the group's `__consumer_offsets` partition (the
+topic is created on first use; COORDINATOR_NOT_AVAILABLE until it has a leader). Every
+other request is served only by that leader, once it has loaded the partition
+(NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS otherwise). Offset commits are checked
+against the member and generation (`Group.commit_error`), written to the partition and
+acknowledged once the ISR has them; deletions write tombstones the same way.
 """
 
 from __future__ import annotations
 
-import zlib
+import time
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from broker.kafka.metadata_api import broker_endpoints
+from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
+from broker.kafka.group_state import (
+    DEAD,
+    EMPTY,
+    CommittedOffset,
+    Group,
+    commit_error_for,
+    subscribed_topics,
+)
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
+MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
-def coordinator_for(group_id: str, brokers: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The broker (from `broker_endpoints`) that coordinates `group_id`; pure."""
-    if not brokers:
-        return None
-    return brokers[zlib.crc32(group_id.encode()) % len(brokers)]
+def coordinator(context: BrokerContext) -> GroupCoordinator:
+    coord = context.group_coordinator
+    if coord is None:  # a context built without a listener (unit tests)
+        coord = context.group_coordinator = GroupCoordinator(context)
+    assert isinstance(coord, GroupCoordinator)
+    return coord
 
 
 async def handle_find_coordinator_request(context: BrokerContext, request: Any,
                                           version: int) -> Any:
-    chosen = coordinator_for(request.key, broker_endpoints(context.image))
-    if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE or chosen is None:
-        body: dict[str, Any] = {
-            "error_code": int(ErrorCode.coordinator_not_available),
-            "error_message": "no transaction coordinator" if chosen else "no broker",
-            "node_id": -1, "host": "", "port": -1}
+    body: dict[str, Any]
+    if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
+        error, chosen = ErrorCode.coordinator_not_available, None
+    else:
+        error, chosen = coordinator(context).find(request.key)
+    if chosen is None:
+        body = {"error_code": int(error), "error_message": error.name, "node_id": -1,
+                "host": "", "port": -1}
     else:
         body = {"error_code": 0, "error_message": None, "node_id": chosen["node_id"],
                 "host": chosen["host"], "port": chosen["port"]}
     return build(response_class(FIND_COORDINATOR, version), {"throttle_time": 0, **body})
 
 
-def is_coordinator(context: BrokerContext, group_id: str) -> bool:
-    chosen = coordinator_for(group_id, broker_endpoints(context.image))
-    return chosen is not None and chosen["node_id"] == context.broker_id
+def _generation(request: Any) -> int:
+    for name in ("generation_id_or_member_epoch", "generation_id"):
+        if hasattr(request, name):
+            return int(getattr(request, name))
+    return -1
+
+
+def _commit_response(request: Any, version: int,
+                     errors: dict[tuple[str, int], ErrorCode]) -> Any:
+    topics = [{"name": t.name, "partitions": [
+        {"partition_index": int(p.partition_index),
+         "error_code": int(errors[(t.name, int(p.partition_index))])}
+        for p in t.partitions]} for t in request.topics]
+    return build(response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": topics})
 
 
 async def handle_offset_commit_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
-    group_id = request.group_id
-    ours = is_coordinator(context, group_id)
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for part in topic.partitions:
-            index = int(part.partition_index)
-            if not ours:
-                error = ErrorCode.not_coordinator
-            elif context.image.topic_by_name(topic.name) is None:
-                error = ErrorCode.unknown_topic_or_partition
-            else:
-                context.committed_offsets[(group_id, topic.name, index)] = (
-                    int(part.committed_offset), part.committed_metadata)
-                error = ErrorCode.none
-            partitions.append({"partition_index": index, "error_code": int(error)})
-        topics.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": topics})
+    coord = coordinator(context)
+    wanted = [(t.name, p) for t in request.topics for p in t.partitions]
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    if part is not None:
+        error = commit_error_for(group, member_id=request.member_id,
+                                 instance_id=getattr(request, "group_instance_id", None),
+                                 generation=_generation(request), now=coord.clock())
+    errors = {(name, int(p.partition_index)): error for name, p in wanted}
+    if error != ErrorCode.none or part is None:
+        return _commit_response(request, version, errors)
+    now_ms = int(time.time() * 1000)
+    offsets: dict[tuple[str, int], CommittedOffset | None] = {}
+    for name, p in wanted:
+        key = (name, int(p.partition_index))
+        if context.image.topic_by_name(name) is None:
+            errors[key] = ErrorCode.unknown_topic_or_partition
+        elif p.committed_metadata is not None and \
+                len(p.committed_metadata.encode()) > MAX_METADATA_BYTES:
+            errors[key] = ErrorCode.offset_metadata_too_large
+        else:
+            offsets[key] = CommittedOffset(
+                offset=int(p.committed_offset), metadata=p.committed_metadata,
+                leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                commit_timestamp=now_ms)
+    if offsets:
+        if group is None:  # a simple commit creates an Empty group
+            group = part.groups.setdefault(request.group_id, Group(group_id=request.group_id))
+        written = await coord.commit(part, group, offsets)
+        errors.update({key: written for key in offsets})
+    return _commit_response(request, version, errors)
 
 
 async def handle_offset_fetch_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
-    group_id = request.group_id
-    if not is_coordinator(context, group_id):
-        return build(response_class(OFFSET_FETCH, version), {
-            "throttle_time": 0, "topics": [], "error_code": int(ErrorCode.not_coordinator)})
+    cls = response_class(OFFSET_FETCH, version)
+    error, part = coordinator(context).lookup(request.group_id)
+    if part is None:
+        return build(cls, {"throttle_time": 0, "topics": [], "error_code": int(error)})
+    group = part.groups.get(request.group_id)
+    committed = group.offsets if group is not None else {}
     wanted: dict[str, list[int]] = {}
     if request.topics is None:  # every partition the group has committed
-        for (group, name, index) in context.committed_offsets:
-            if group == group_id:
-                wanted.setdefault(name, []).append(index)
+        for name, index in sorted(committed):
+            wanted.setdefault(name, []).append(index)
     else:
         wanted = {t.name: [int(i) for i in t.partition_indexes] for t in request.topics}
     topics = []
     for name, indexes in wanted.items():
         partitions = []
         for index in indexes:
-            offset, metadata = context.committed_offsets.get((group_id, name, index), (-1, ""))
-            partitions.append({"partition_index": index, "committed_offset": offset,
-                               "metadata": metadata, "error_code": 0})
+            found = committed.get((name, index))
+            partitions.append({
+                "partition_index": index, "error_code": 0,
+                "committed_offset": found.offset if found else -1,
+                "committed_leader_epoch": found.leader_epoch if found else -1,
+                "metadata": found.metadata if found else ""})
         topics.append({"name": name, "partitions": partitions})
-    return build(response_class(OFFSET_FETCH, version),
-                 {"throttle_time": 0, "topics": topics, "error_code": 0})
+    return build(cls, {"throttle_time": 0, "topics": topics, "error_code": 0})
+
+
+async def handle_offset_delete_request(context: BrokerContext, request: Any,
+                                       version: int) -> Any:
+    """OffsetDelete: tombstones for the offsets of topics the group does not consume
+    (GROUP_SUBSCRIBED_TO_TOPIC for those its members subscribe to)."""
+    coord = coordinator(context)
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    if error == ErrorCode.none and group is None:
+        error = ErrorCode.group_id_not_found
+    cls = response_class(OFFSET_DELETE, version)
+    if error != ErrorCode.none or group is None or part is None:
+        return build(cls, {"error_code": int(error), "throttle_time": 0, "topics": []})
+    subscribed = _subscriptions(group)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    deletions: dict[tuple[str, int], CommittedOffset | None] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, int(p.partition_index))
+            if subscribed is None or topic.name in subscribed:
+                errors[key] = ErrorCode.group_subscribed_to_topic
+            else:
+                errors[key] = ErrorCode.none
+                deletions[key] = None
+    if deletions:
+        written = await coord.commit(part, group, deletions)
+        errors.update({key: written for key in deletions})
+    return build(cls, {"error_code": 0, "throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": int(p.partition_index),
+             "error_code": int(errors[(t.name, int(p.partition_index))])}
+            for p in t.partitions]} for t in request.topics]})
+
+
+def _subscriptions(group: Group) -> set[str] | None:
+    """Topics some member subscribes to (empty for a group without members; None: some
+    subscription unreadable, so every topic counts as subscribed)."""
+    topics: set[str] = set()
+    if group.state == EMPTY:
+        return topics
+    for member in group.members.values():
+        found = subscribed_topics(group.protocol_type, member.metadata(group.protocol))
+        if found is None:
+            return None
+        topics |= found
+    return topics
+
+
+def _describe(context: BrokerContext, group_id: str) -> dict[str, Any]:
+    error, part = coordinator(context).lookup(group_id)
+    group = part.groups.get(group_id) if part is not None else None
+    if group is None:
+        return {"error_code": int(error), "group_id": group_id,
+                "group_state": DEAD if error == ErrorCode.none else "",
+                "protocol_type": "", "protocol_data": "", "members": [],
+                "authorized_operations": -2147483648}
+    return {"error_code": 0, "group_id": group_id, "group_state": group.state,
+            "protocol_type": group.protocol_type or "", "protocol_data": group.protocol or "",
+            "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata(group.protocol),
+                         "member_assignment": m.assignment}
+                        for m in group.members.values()],
+            "authorized_operations": -2147483648}
+
+
+async def handle_describe_groups_request(context: BrokerContext, request: Any,
+                                         version: int) -> Any:
+    return build(response_class(DESCRIBE_GROUPS, version), {
+        "throttle_time": 0, "groups": [_describe(context, g) for g in request.groups]})
+
+
+async def handle_list_groups_request(context: BrokerContext, request: Any,
+                                     version: int) -> Any:
+    """The groups this broker coordinates (clients ask every broker)."""
+    coord = coordinator(context)
+    states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    error = ErrorCode.none
+    groups = []
+    for part in list(coord.partitions.values()):
+        if not part.loaded:
+            error = ErrorCode.coordinator_load_in_progress
+            continue
+        groups += [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                    "group_state": g.state} for g in part.groups.values()
+                   if not states or g.state.lower() in states]
+    return build(response_class(LIST_GROUPS, version), {
+        "throttle_time": 0, "error_code": int(error), "groups": groups})
+
+
+async def _delete_group(coord: GroupCoordinator, group_id: str) -> ErrorCode:
+    error, part = coord.lookup(group_id)
+    if error != ErrorCode.none or part is None:
+        return error
+    group = part.groups.get(group_id)
+    if group is None:
+        return ErrorCode.group_id_not_found
+    if group.state != EMPTY or group.members:
+        return ErrorCode.non_empty_group
+    return await _write_tombstones(coord, part, group)
+
+
+async def _write_tombstones(coord: GroupCoordinator, part: OffsetsPartition,
+                            group: Group) -> ErrorCode:
+    deletions: dict[tuple[str, int], CommittedOffset | None] = dict.fromkeys(group.offsets)
+    if deletions:
+        error = await coord.commit(part, group, deletions)
+        if error != ErrorCode.none:
+            return error
+    group.offsets.clear()
+    return await coord.store_group(part, group)  # an empty group: a tombstone
+
+
+async def handle_delete_groups_request(context: BrokerContext, request: Any,
+                                       version: int) -> Any:
+    coord = coordinator(context)
+    results: dict[str, ErrorCode] = {}
+
+    async def one(group_id: str) -> None:
+        results[group_id] = await _delete_group(coord, group_id)
+
+    async with trio.open_nursery() as nursery:
+        for group_id in dict.fromkeys(request.groups_names):
+            nursery.start_soon(one, group_id)
+    return build(response_class(DELETE_GROUPS, version), {
+        "throttle_time": 0, "results": [{"group_id": g, "error_code": int(e)}
+                                        for g, e in results.items()]})

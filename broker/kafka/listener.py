@@ -30,6 +30,7 @@ from broker.kafka import (
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
 from broker.kafka.context import BrokerContext
+from broker.kafka.coordinator import GroupCoordinator
 from broker.kafka.isr import IsrManager
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
@@ -86,6 +87,10 @@ HANDLERS: dict[int, Handler] = {
     api_versions.SYNC_GROUP: membership.handle_sync_group_request,
     api_versions.HEARTBEAT: membership.handle_heartbeat_request,
     api_versions.LEAVE_GROUP: membership.handle_leave_group_request,
+    api_versions.DESCRIBE_GROUPS: group.handle_describe_groups_request,
+    api_versions.LIST_GROUPS: group.handle_list_groups_request,
+    api_versions.DELETE_GROUPS: group.handle_delete_groups_request,
+    api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 
@@ -195,6 +200,9 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
                              max_frame_bytes=settings.socket_request_max_bytes)
     node.add_background_task(listener.serve)
     node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders
+    context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders
+        context, num_partitions=settings.offsets_topic_num_partitions)
+    node.add_background_task(context.group_coordinator.run)
 
     def broker_epoch() -> int | None:
         registration = server.registration

@@ -1,15 +1,13 @@
-"""Group membership on the group's coordinator: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, so consumers can `subscribe()` (the classic rebalance protocol, in memory).
+"""JoinGroup, SyncGroup, Heartbeat and LeaveGroup (Kafka's classic group protocol) on
+the group's coordinator.
 
-A rebalance round starts when a member joins, leaves or expires; it completes when
-every current member has (re)joined, or at the round's deadline (the largest rebalance
-timeout), dropping members that did not. Completion bumps the generation, picks a
-leader and a protocol all members support; the leader gets the member list, computes
-the assignment and hands it over with SyncGroup; the others wait for it. Heartbeats
-answer REBALANCE_IN_PROGRESS during a round, which makes members rejoin. Members that
-miss their session timeout are dropped the next time the group is touched. Groups
-are lost when the coordinator restarts; static membership is not supported. The group
-state and its rounds are `broker.kafka.group_state`'s.
+Each handler looks the group up (`GroupCoordinator.lookup`: NOT_COORDINATOR or
+COORDINATOR_LOAD_IN_PROGRESS when this broker does not serve it now), applies the
+request to the pure group state (`broker.kafka.group_state`), hands the answers the
+step produced to the requests parked on the group, and either answers at once or parks
+until its own answer arrives: a JoinGroup until the round completes, a follower's
+SyncGroup until the leader's assignment has been written to `__consumer_offsets`. The
+coordinator's background task completes rounds at their deadline and expires members.
 """
 
 from __future__ import annotations
@@ -17,19 +15,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import trio
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from broker.kafka.group import is_coordinator
-from broker.kafka.group_state import EMPTY, PREPARING, STABLE, Group, Member
+from broker.kafka.group import coordinator
+from broker.kafka.group_state import Answer, Group
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-
-
-def _groups(context: BrokerContext) -> dict[str, Group]:
-    return context.groups
+DEFAULT_SESSION_S = 10.0
+PARK_MARGIN_S = 5.0  # a parked request gives up this long after its own deadline
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -37,122 +32,115 @@ def _seconds(value: Any, default: float) -> float:
         else default
 
 
+def _join_response(version: int, answer: Answer) -> Any:
+    return build(response_class(JOIN_GROUP, version), {
+        "throttle_time": 0, "error_code": int(answer.error),
+        "generation_id": answer.generation, "protocol_type": answer.protocol_type,
+        "protocol_name": answer.protocol, "leader": answer.leader,
+        "member_id": answer.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": d}
+                    for m, i, d in answer.members]})
+
+
 async def handle_join_group_request(context: BrokerContext, request: Any, version: int
                                     ) -> Any:
-    cls = response_class(JOIN_GROUP, version)
-    if not is_coordinator(context, request.group_id):
-        return build(cls, {"error_code": int(ErrorCode.not_coordinator), "member_id": ""})
-    now = trio.current_time()
-    group = _groups(context).setdefault(request.group_id, Group(group_id=request.group_id))
-    group.expire(now)
-    member_id = request.member_id or f"consumer-{uuid.uuid4()}"
-    if request.member_id and request.member_id not in group.members:
-        return build(cls, {"error_code": int(ErrorCode.unknown_member_id),
-                           "member_id": request.member_id})
-    if group.members and request.protocol_type != group.protocol_type:
-        return build(cls, {"error_code": int(ErrorCode.inconsistent_group_protocol),
-                           "member_id": member_id})
-    session_s = _seconds(request.session_timeout, 10.0)
+    coord = coordinator(context)
+    error, part = coord.lookup(request.group_id)
+    if part is None:
+        return _join_response(version, Answer(member_id=request.member_id, error=error))
+    group = part.groups.get(request.group_id)
+    if group is None:
+        group = part.groups[request.group_id] = Group(group_id=request.group_id)
+    session_s = _seconds(request.session_timeout, DEFAULT_SESSION_S)
     rebalance_s = _seconds(getattr(request, "rebalance_timeout", None), session_s)
-    group.protocol_type = request.protocol_type
-    group.members[member_id] = Member(
-        member_id=member_id, session_timeout_s=session_s, rebalance_timeout_s=rebalance_s,
+    member_id, outcome = group.join(
+        member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-        last_seen=now)
-    group.start_rebalance(now)
-    group.round_deadline = max(group.round_deadline, now + rebalance_s)
-    group.joined.add(member_id)
-    done = group.round_done
-    group.maybe_complete_join(now)
-    with trio.move_on_at(group.round_deadline):
-        await done.wait()
-    if not done.is_set():
-        group.maybe_complete_join(trio.current_time())
-    if member_id not in group.members:  # dropped at the deadline
-        return build(cls, {"error_code": int(ErrorCode.unknown_member_id),
-                           "member_id": member_id})
-    members = [{"member_id": m.member_id, "metadata": dict(m.protocols).get(
-        group.protocol or "", b"")} for m in group.members.values()] \
-        if member_id == group.leader else []
-    return build(cls, {"throttle_time": 0, "error_code": 0,
-                       "generation_id": group.generation,
-                       "protocol_type": group.protocol_type,
-                       "protocol_name": group.protocol, "leader": group.leader or "",
-                       "member_id": member_id, "members": members})
+        session_timeout_s=session_s, rebalance_timeout_s=rebalance_s, now=coord.clock(),
+        new_member_id=f"consumer-{uuid.uuid4()}")
+    answer = coord.settle(part, group, outcome, own=member_id)
+    if answer is None:
+        answer = await coord.wait_answer(part, group.group_id, member_id,
+                                         rebalance_s + PARK_MARGIN_S)
+    if answer.member_id != member_id:  # NOT_COORDINATOR after leadership moved
+        answer = Answer(member_id=member_id, error=answer.error)
+    return _join_response(version, answer)
 
 
-def _check_member(group: Group | None, member_id: str, generation: int) -> ErrorCode:
-    if group is None or member_id not in group.members:
-        return ErrorCode.unknown_member_id
-    if group.state == PREPARING:
-        return ErrorCode.rebalance_in_progress
-    if generation != group.generation:
-        return ErrorCode.illegal_generation
-    return ErrorCode.none
+def _sync_response(version: int, answer: Answer) -> Any:
+    return build(response_class(SYNC_GROUP, version), {
+        "throttle_time": 0, "error_code": int(answer.error),
+        "protocol_type": answer.protocol_type, "protocol_name": answer.protocol,
+        "assignment": answer.assignment})
 
 
 async def handle_sync_group_request(context: BrokerContext, request: Any, version: int
                                     ) -> Any:
-    cls = response_class(SYNC_GROUP, version)
-    group = _groups(context).get(request.group_id)
-    error = _check_member(group, request.member_id, int(request.generation_id))
-    if not is_coordinator(context, request.group_id):
-        error = ErrorCode.not_coordinator
-    if error != ErrorCode.none or group is None:
-        return build(cls, {"error_code": int(error), "assignment": b""})
-    member = group.members[request.member_id]
-    member.last_seen = trio.current_time()
-    if request.member_id == group.leader:
-        for item in request.assignments:
-            if item.member_id in group.members:
-                group.members[item.member_id].assignment = bytes(item.assignment)
-        group.state = STABLE
-        group.sync_done.set()
-    done = group.sync_done
-    with trio.move_on_after(member.session_timeout_s):
-        await done.wait()
-    if not done.is_set() or request.member_id not in group.members:
-        return build(cls, {"error_code": int(ErrorCode.rebalance_in_progress),
-                           "assignment": b""})
-    return build(cls, {"throttle_time": 0, "error_code": 0,
-                       "protocol_type": group.protocol_type, "protocol_name": group.protocol,
-                       "assignment": member.assignment})
+    coord = coordinator(context)
+    member_id = request.member_id
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    if part is None or group is None:
+        return _sync_response(version, Answer(
+            member_id=member_id, error=error if part is None else ErrorCode.unknown_member_id))
+    outcome = group.sync(
+        member_id=member_id, instance_id=getattr(request, "group_instance_id", None),
+        generation=int(request.generation_id),
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+        now=coord.clock())
+    if outcome.store:  # the leader's assignment: stored before anyone gets it
+        generation = group.generation
+        outcome.store = False
+        stored = await coord.store_group(part, group)
+        if stored != ErrorCode.none or group.generation != generation:
+            failed = stored if stored != ErrorCode.none else ErrorCode.rebalance_in_progress
+            outcome.answers = [Answer(member_id=a.member_id, error=failed)
+                               for a in outcome.answers]
+    answer = coord.settle(part, group, outcome, own=member_id)
+    if answer is None:
+        session = group.members[member_id].session_timeout_s \
+            if member_id in group.members else DEFAULT_SESSION_S
+        rebalance = group.members[member_id].rebalance_timeout_s \
+            if member_id in group.members else DEFAULT_SESSION_S
+        answer = await coord.wait_answer(part, group.group_id, member_id,
+                                         session + rebalance + PARK_MARGIN_S)
+    return _sync_response(version, answer)
 
 
 async def handle_heartbeat_request(context: BrokerContext, request: Any, version: int
                                    ) -> Any:
-    group = _groups(context).get(request.group_id)
-    now = trio.current_time()
-    if group is not None:
-        group.expire(now)
-    error = _check_member(group, request.member_id, int(request.generation_id))
-    if not is_coordinator(context, request.group_id):
-        error = ErrorCode.not_coordinator
-    if group is not None and request.member_id in group.members:
-        group.members[request.member_id].last_seen = now
+    coord = coordinator(context)
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    if part is not None:
+        error = ErrorCode.unknown_member_id if group is None else group.heartbeat(
+            member_id=request.member_id,
+            instance_id=getattr(request, "group_instance_id", None),
+            generation=int(request.generation_id), now=coord.clock())
     return build(response_class(HEARTBEAT, version),
                  {"throttle_time": 0, "error_code": int(error)})
 
 
 async def handle_leave_group_request(context: BrokerContext, request: Any, version: int
                                      ) -> Any:
-    group = _groups(context).get(request.group_id)
-    leaving = [m.member_id for m in request.members] if hasattr(request, "members") \
-        else [request.member_id]
-    results = []
-    now = trio.current_time()
-    for member_id in leaving:
-        known = group is not None and member_id in group.members
-        if group is not None and known:
-            del group.members[member_id]
-            group.joined.discard(member_id)
-        results.append({"member_id": member_id, "group_instance_id": None,
-                        "error_code": 0 if known else int(ErrorCode.unknown_member_id)})
-    if group is not None:
-        if group.members:
-            group.start_rebalance(now)
-            group.maybe_complete_join(now)
-        else:
-            group.state, group.leader = EMPTY, None
+    coord = coordinator(context)
+    leaving: list[tuple[str, str | None]] = \
+        [(m.member_id, m.group_instance_id) for m in request.members] \
+        if hasattr(request, "members") else [(request.member_id, None)]
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    errors = [error] * len(leaving)
+    if part is not None and group is not None:
+        errors, outcome = group.leave(leaving, coord.clock())
+        coord.settle(part, group, outcome)
+    elif part is not None:
+        errors = [ErrorCode.unknown_member_id] * len(leaving)
+    top = error if part is None else ErrorCode.none
+    if not hasattr(request, "members") and errors:
+        top = errors[0]  # v0-v2: one member, its error at the top
     return build(response_class(LEAVE_GROUP, version), {
-        "throttle_time": 0, "error_code": 0, "members": results})
+        "throttle_time": 0, "error_code": int(top),
+        "members": [{"member_id": m, "group_instance_id": i, "error_code": int(e)}
+                    for (m, i), e in zip(leaving, errors, strict=True)]})
