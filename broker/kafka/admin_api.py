@@ -1,4 +1,5 @@
-"""CreateTopics (v2-v7, returns topic_id), DeleteTopics (v1-v6, by name or topic_id),
+"""CreateTopics (v2-v7, returns topic_id), DeleteTopics (v1-v6, by name or topic_id;
+an entry naming both, or neither, is INVALID_REQUEST as in Kafka),
 CreatePartitions (v0-v3): forwarded to the active controller as `metadata.admin` RPCs.
 
 The controller answers once the records have committed; the answer is then held until
@@ -97,6 +98,16 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                  {"throttle_time": 0, "topics": results})
 
 
+def _delete_request_error(state: DeleteTopicState) -> str | None:
+    """Kafka's check of one DeleteTopics v6 entry: a name or a topic ID, not both, not
+    neither (INVALID_REQUEST)."""
+    if state.name is not None and state.topic_id != ZERO_UUID:
+        return "You may not specify both topic name and topic id."
+    if state.name is None and state.topic_id == ZERO_UUID:
+        return "Neither topic name nor id were specified."
+    return None
+
+
 async def handle_delete_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     timeout_s = _timeout_s(request, context)
@@ -106,21 +117,34 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
                        for t in request.topics)
     else:
         states = tuple(DeleteTopicState(name=n) for n in request.topic_names)
-    response, error, message = await _forward(
-        context, DeleteTopicsRequest(topics=states), timeout_s)
-    if response is None:
-        results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                    "error_code": error, "error_message": message} for s in states]
-    else:
-        assert isinstance(response, DeleteTopicsResponse)
-        gone = {r.topic_id for r in response.responses
-                if r.error_code == 0 and r.topic_id != ZERO_UUID}
-        if gone:
-            await context.wait_image(lambda image: not any(image.topic(t) for t in gone),
-                                     timeout_s)
-        results = [{"name": r.name, "topic_id": to_kafka_uuid(r.topic_id),
-                    "error_code": kafka_error(r.error_code), "error_message": r.error_message}
-                   for r in response.responses]
+    invalid = {i: m for i, s in enumerate(states) if (m := _delete_request_error(s))}
+    valid = tuple(s for i, s in enumerate(states) if i not in invalid)
+    forwarded: list[dict[str, Any]] = []
+    if valid:
+        response, error, message = await _forward(
+            context, DeleteTopicsRequest(topics=valid), timeout_s)
+        if response is None:
+            forwarded = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
+                          "error_code": error, "error_message": message} for s in valid]
+        else:
+            assert isinstance(response, DeleteTopicsResponse)
+            gone = {r.topic_id for r in response.responses
+                    if r.error_code == 0 and r.topic_id != ZERO_UUID}
+            if gone:
+                await context.wait_image(lambda image: not any(image.topic(t) for t in gone),
+                                         timeout_s)
+            forwarded = [{"name": r.name, "topic_id": to_kafka_uuid(r.topic_id),
+                          "error_code": kafka_error(r.error_code),
+                          "error_message": r.error_message}
+                         for r in response.responses]
+    answers = iter(forwarded)
+    results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
+                "error_code": int(ErrorCode.invalid_request), "error_message": invalid[i]}
+               if i in invalid else next(answers, {
+                   "name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
+                   "error_code": int(ErrorCode.unknown_server_error),
+                   "error_message": "no answer from the controller"})
+               for i, s in enumerate(states)]
     log.info("delete topics", extra={"topics": [str(s.topic_id) if s.name is None else s.name
                                                 for s in states],
                                      "errors": [r["error_code"] for r in results]})

@@ -29,7 +29,7 @@ DESCRIBE_CLUSTER = 60
 
 # api key -> (min version, max version)
 SUPPORTED: dict[int, tuple[int, int]] = {
-    PRODUCE: (3, 9),
+    PRODUCE: (3, 13),  # 13: topics by ID (KIP-516)
     FETCH: (4, 13),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),

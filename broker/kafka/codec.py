@@ -36,6 +36,11 @@ class KafkaCodecError(ValueError):
     """A request could not be decoded; the connection is closed with this reason."""
 
 
+class ConnectionClosed(Exception):
+    """The connection must close; the message says why (raised by the listener, and by
+    a handler that answers by closing, as an acks=0 Produce that failed)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestHeader:
     api_key: int

@@ -28,7 +28,10 @@ class BrokerContext:
         # replica fetcher dials instead of that broker's advertised endpoint
         self.replica_routes: Mapping[int, tuple[str, int]] = dict(replica_routes or {})
         self._image_changed = trio.Event()
-        self.next_producer_id = 0
+        # this incarnation's broker epoch once registered (None before): the producer-ID
+        # block of broker.kafka.produce; and (broker epoch, IDs handed out from its block)
+        self.broker_epoch: Callable[[], int | None] = lambda: None
+        self.producer_ids_issued: tuple[int, int] = (-1, 0)
         # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
         # because that module imports this one)
         self.group_coordinator: Any = None

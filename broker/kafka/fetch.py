@@ -21,7 +21,8 @@ from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.replica import PartitionState, Resolved, check_partition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
-EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
+NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such record"
 
 
 def _partition_error(index: int, error: ErrorCode, leader: Any = None) -> dict[str, Any]:
@@ -150,6 +151,26 @@ async def _open_led_partition(context: BrokerContext, name: str, index: int, par
     return error, state, resolved
 
 
+def offset_for_list_offsets(state: PartitionState, target: int, leader_epoch: int
+                            ) -> tuple[int, int, int]:
+    """Kafka's ListOffsets answer (offset, timestamp, leader epoch) for a consumer (read
+    uncommitted): EARLIEST -> the log start, LATEST (and any other negative target) ->
+    the high watermark, MAX_TIMESTAMP -> the first record holding the largest timestamp,
+    a timestamp -> the first record whose timestamp is >= it. A record found at or above
+    the high watermark is not visible: -1/-1, as when none is found."""
+    if target == EARLIEST_TIMESTAMP:
+        return state.log.log_start_offset, -1, leader_epoch
+    if target == MAX_TIMESTAMP:
+        found = state.log.max_timestamp()
+    elif target < 0:
+        return state.high_watermark, -1, leader_epoch
+    else:
+        found = state.log.offset_for_timestamp(target)
+    if found is None or found[0] >= state.high_watermark:
+        return NOT_FOUND
+    return found
+
+
 async def handle_list_offsets_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     topics = []
@@ -162,17 +183,11 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
                 partitions.append({"partition_index": index, "error_code": int(error)})
                 continue
             assert resolved.partition is not None
-            timestamp = int(part.timestamp)
-            if timestamp == EARLIEST_TIMESTAMP:
-                offset = state.log.log_start_offset
-            elif timestamp < 0:  # latest, and anything else negative
-                offset = state.high_watermark
-            else:
-                offset = min(state.log.offset_for_timestamp(timestamp), state.high_watermark)
-            partitions.append({"partition_index": index, "error_code": 0, "timestamp": -1,
-                               "offset": offset,
-                               "leader_epoch": resolved.partition.leader_epoch,
-                               "old_style_offsets": [offset]})
+            offset, timestamp, epoch = offset_for_list_offsets(
+                state, int(part.timestamp), resolved.partition.leader_epoch)
+            partitions.append({"partition_index": index, "error_code": 0,
+                               "timestamp": timestamp, "offset": offset,
+                               "leader_epoch": epoch, "old_style_offsets": [offset]})
         topics.append({"name": topic.name, "partitions": partitions})
     return build(response_class(LIST_OFFSETS, version), {"throttle_time": 0, "topics": topics})
 

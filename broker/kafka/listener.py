@@ -28,7 +28,13 @@ from broker.kafka import (
     produce,
 )
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.codec import KafkaCodecError, encode_response, parse_request, peek_header
+from broker.kafka.codec import (
+    ConnectionClosed,
+    KafkaCodecError,
+    encode_response,
+    parse_request,
+    peek_header,
+)
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator
 from broker.kafka.isr import IsrManager
@@ -48,10 +54,6 @@ _SIZE = struct.Struct(">i")
 RECEIVE_CHUNK = 65536
 
 
-class ConnectionClosed(Exception):
-    """The connection must close; the message says why."""
-
-
 async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
     return api_versions.handle_api_versions_request(version)
 
@@ -68,6 +70,13 @@ async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> 
         cluster_id=context.cluster_id)
 
 
+async def _find_coordinator(context: BrokerContext, body: Any, version: int) -> Any:
+    refused = produce.refuse_transaction_coordinator(body, version)  # no transactions
+    if refused is not None:
+        return refused
+    return await group.handle_find_coordinator_request(context, body, version)
+
+
 HANDLERS: dict[int, Handler] = {
     api_versions.API_VERSIONS: _api_versions,
     api_versions.METADATA: _metadata,
@@ -80,7 +89,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.LIST_OFFSETS: fetch.handle_list_offsets_request,
     api_versions.OFFSET_FOR_LEADER_EPOCH: fetch.handle_offset_for_leader_epoch_request,
     api_versions.INIT_PRODUCER_ID: produce.handle_init_producer_id_request,
-    api_versions.FIND_COORDINATOR: group.handle_find_coordinator_request,
+    api_versions.FIND_COORDINATOR: _find_coordinator,
     api_versions.OFFSET_COMMIT: group.handle_offset_commit_request,
     api_versions.OFFSET_FETCH: group.handle_offset_fetch_request,
     api_versions.JOIN_GROUP: membership.handle_join_group_request,
@@ -195,6 +204,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id),
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes)
+    context.broker_epoch = lambda: (None if server.registration is None
+                                    else server.registration.broker_epoch)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     listener = KafkaListener(Dispatcher(context), address,
                              max_frame_bytes=settings.socket_request_max_bytes)

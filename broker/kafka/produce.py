@@ -1,39 +1,66 @@
-"""Produce (v3-v9), InitProducerId and FindCoordinator.
+"""Produce (v3-v13; v13 addresses topics by ID, KIP-516), InitProducerId.
 
 Produce: each partition's records must be complete magic v2 batches with a valid
 CRC32C (else CORRUPT_MESSAGE / INVALID_RECORD); the leader stores them intact with
 offsets assigned from its log end, fsyncs, and answers acks=1 then; acks=all waits
 until the high watermark (which follows the ISR) passes the last offset, or times out
-with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.isr);
-acks=0 gets no response at all.
+with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.isr).
+acks=0 gets no response; if any partition failed, the connection is closed instead (as
+Kafka does), so the client notices and refreshes its metadata. By topic ID (v13): an ID
+absent from the image -> UNKNOWN_TOPIC_ID; the partition directory's partition.metadata
+must hold the same ID (INCONSISTENT_TOPIC_ID), as for Fetch.
 
-InitProducerId hands out producer IDs for idempotent producers (kafka-python's default):
-unique per broker and process start. A retried batch (same producer ID and base
-sequence as that producer's last batch on the partition, kept in memory) is answered
-with its original offset instead of being stored twice; older duplicates and sequence
-gaps are not checked. Transactions are not supported.
+Idempotent producers: the batches are checked against the partition's producer state
+(broker.kafka.producer_state, kept by the log, replicated to followers with the
+batches, rebuilt when a log opens) under the partition lock: a retry of one of the
+producer's last 5 batches is answered with its original offsets and not stored again;
+a stale epoch -> INVALID_PRODUCER_EPOCH; a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+InitProducerId hands out producer IDs unique cluster-wide without a round trip to the
+controller (`producer_id_block`): this broker incarnation's broker epoch is the offset
+of its RegisterBroker record in the metadata log, which no other registration shares,
+and each incarnation draws its IDs from the block `broker_epoch * 2**24 + n`. An
+incarnation that used up its 16,777,216 IDs answers UNKNOWN_SERVER_ERROR; one not yet
+registered answers COORDINATOR_NOT_AVAILABLE (retriable). Transactions are not
+supported: a transactional producer is refused at once with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal to Kafka clients, instead of a retriable
+error they retry until max.block.ms), in InitProducerId, FindCoordinator for a
+transaction coordinator (`refuse_transaction_coordinator`) and a Produce naming a
+transactional id.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.codec import build, response_class
+from broker.kafka.codec import ConnectionClosed, build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.partition_log import InvalidBatchError, split_batches
+from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
 from broker.kafka.replica import PartitionState, check_partition
 
 log = logging.getLogger(__name__)
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
 ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
 ISR_CHECK_S = 1.0
+PRODUCER_ID_BLOCK_BITS = 24
+TRANSACTION_KEY_TYPE = 1
+NO_TRANSACTIONS = "transactions are not supported by this cluster"
+
+
+def producer_id_block(broker_epoch: int) -> range:
+    """The producer IDs of the broker incarnation registered at `broker_epoch` (an
+    offset of the metadata log, so disjoint from every other incarnation's block)."""
+    size = 1 << PRODUCER_ID_BLOCK_BITS
+    if not 0 <= broker_epoch < 1 << (63 - PRODUCER_ID_BLOCK_BITS):
+        return range(0)
+    return range(broker_epoch * size, (broker_epoch + 1) * size)
 
 
 def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -60,11 +87,22 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                        else ErrorCode.invalid_record, str(exc))
     assert resolved.partition is not None
     partition = resolved.partition
+    headers = [read_header(b) for b in batches]
+    if any(h.is_control or h.is_transactional for h in headers):
+        return _failed(index, ErrorCode.invalid_record if any(h.is_control for h in headers)
+                       else ErrorCode.transactional_id_authorization_failed,
+                       "control or transactional batches are not accepted from clients")
     async with state.lock:
-        duplicate = state.duplicate_of(batches)
-        if duplicate is not None:  # an idempotent producer's retry: already stored
-            base, last = duplicate
+        verdict = state.log.producers.check(headers, state.log.log_end_offset)
+        if isinstance(verdict, Reject):
+            log.info("produce refused by the producer state", extra={
+                "topic_id": str(state.topic_id), "partition": index,
+                "error": verdict.error.name, "reason": verdict.message})
+            return _failed(index, verdict.error, verdict.message)
+        if isinstance(verdict, Duplicate):  # an idempotent producer's retry: already stored
+            base, last = verdict.first_offset, verdict.last_offset
         else:
+            assert isinstance(verdict, Accept)
             try:
                 base, last = await trio.to_thread.run_sync(state.log.append, batches,
                                                            partition.leader_epoch)
@@ -75,7 +113,6 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                     "reason": str(exc)})
                 return _failed(index, ErrorCode.unknown_topic_id if gone
                                else ErrorCode.kafka_storage_error, str(exc))
-            state.remember_producers(batches, base)
     state.maybe_advance_high_watermark(partition, context.broker_id)
     context.replicas.notify_data()
     if acks == ACKS_ALL:
@@ -111,10 +148,15 @@ async def _wait_replicated(context: BrokerContext, state: PartitionState, leader
 
 async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
     """Partitions are appended and (acks=all) replicated concurrently; the response keeps
-    the request's order."""
+    the request's order. acks=0 with a failed partition closes the connection."""
     acks = int(request.acks)
     timeout_s = max(0.0, request.timeout.total_seconds())
     responses: list[dict[str, Any]] = []
+    refusal = None
+    if getattr(request, "transactional_id", None) is not None:
+        refusal = ErrorCode.transactional_id_authorization_failed
+    elif acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
+        refusal = ErrorCode.invalid_required_acks
 
     async def one(parts: list[dict[str, Any]], position: int, name: str | None,
                   topic_id: Any, data: Any) -> None:
@@ -126,30 +168,71 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
+            error = refusal
+            if error is None and name is None and topic_id is None:
+                error = ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
             parts: list[dict[str, Any]] = [
-                _failed(int(data.index), ErrorCode.invalid_required_acks)
+                _failed(int(data.index), error if error is not None else ErrorCode.none)
                 for data in topic.partition_data]
-            if acks in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
+            if error is None:
                 for position, data in enumerate(topic.partition_data):
                     nursery.start_soon(one, parts, position, name, topic_id, data)
             responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
                               "partition_responses": parts})
     if acks == ACKS_NONE:
+        failed = [(t["name"] or str(t["topic_id"]), p["index"], ErrorCode(p["error_code"]).name)
+                  for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:  # Kafka: no response to acks=0, so the closed connection is the signal
+            raise ConnectionClosed(f"acks=0 produce failed: {failed[:5]}")
         return None
     return build(response_class(PRODUCE, version),
                  {"throttle_time": 0, "responses": responses})
 
 
+def next_producer_id(context: BrokerContext) -> tuple[ErrorCode, int]:
+    """(error, producer id) from this incarnation's block (`producer_id_block`)."""
+    epoch = context.broker_epoch()
+    if epoch is None:
+        return ErrorCode.coordinator_not_available, -1
+    issued_epoch, issued = context.producer_ids_issued
+    if issued_epoch != epoch:
+        issued = 0
+    block = producer_id_block(epoch)
+    if issued >= len(block):
+        return ErrorCode.unknown_server_error, -1
+    context.producer_ids_issued = (epoch, issued + 1)
+    return ErrorCode.none, block[issued]
+
+
 async def handle_init_producer_id_request(context: BrokerContext, request: Any,
                                           version: int) -> Any:
+    """An idempotent producer gets a new producer ID at epoch 0 (as Kafka answers a
+    request without a transactional id, whatever producer id and epoch it names)."""
     if request.transactional_id is not None:
-        body: dict[str, Any] = {"error_code": int(ErrorCode.coordinator_not_available),
-                                "producer_id": -1, "producer_epoch": -1}
+        error, producer_id, message = (ErrorCode.transactional_id_authorization_failed, -1,
+                                       NO_TRANSACTIONS)
     else:
-        # broker id in the high bits, randomness below: unique without coordination
-        context.next_producer_id += 1
-        random_part = int.from_bytes(os.urandom(4), "big") << 16
-        producer_id = (context.broker_id << 48) | (random_part & ((1 << 48) - 1) & ~0xFFFF) \
-            | (context.next_producer_id & 0xFFFF)
-        body = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
-    return build(response_class(INIT_PRODUCER_ID, version), {"throttle_time": 0, **body})
+        error, producer_id = next_producer_id(context)
+        message = None
+    if error != ErrorCode.none:
+        log.info("InitProducerId refused", extra={
+            "transactional_id": request.transactional_id, "error": error.name,
+            "reason": message})
+    return build(response_class(INIT_PRODUCER_ID, version), {
+        "throttle_time": 0, "error_code": int(error), "producer_id": producer_id,
+        "producer_epoch": 0 if producer_id >= 0 else -1})
+
+
+def refuse_transaction_coordinator(request: Any, version: int) -> Any | None:
+    """FindCoordinator for a transaction coordinator: refused at once (no transactions
+    here); None for any other key type (group coordinators: broker.kafka.group)."""
+    if int(getattr(request, "key_type", 0)) != TRANSACTION_KEY_TYPE:
+        return None
+    keys = list(getattr(request, "coordinator_keys", ()) or ())
+    error = int(ErrorCode.transactional_id_authorization_failed)
+    body = {"throttle_time": 0, "error_code": error, "error_message": NO_TRANSACTIONS,
+            "node_id": -1, "host": "", "port": -1,
+            "coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1,
+                              "error_code": error, "error_message": NO_TRANSACTIONS}
+                             for k in keys]}
+    return build(response_class(FIND_COORDINATOR, version), body)

@@ -21,7 +21,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
-from broker.kafka.partition_log import PartitionLog, last_offset_delta
+from broker.kafka.partition_log import PartitionLog
 from broker.reconcile import partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from raft.common.uuid import Uuid
@@ -62,12 +62,6 @@ def check_partition(image: MetadataImage, broker_id: int, *, partition: int,
     if not require_leader and broker_id not in part.replicas:
         return Resolved(error=ErrorCode.not_leader_or_follower, topic=topic, partition=part)
     return Resolved(error=ErrorCode.none, topic=topic, partition=part)
-
-
-def _producer_of(batch: bytes) -> tuple[int, int]:
-    """(producer id, base sequence) of a magic v2 batch."""
-    producer_id = int.from_bytes(batch[43:51], "big", signed=True)
-    return producer_id, int.from_bytes(batch[53:57], "big", signed=True)
 
 
 def check_local_topic_id(local: Uuid | None, expected: Uuid) -> ErrorCode:
@@ -119,31 +113,8 @@ class PartitionState:
     lock: trio.Lock = field(default_factory=trio.Lock)
     changed: trio.Event = field(default_factory=trio.Event)
 
-    # producer id -> (base sequence, base offset, last offset) of its last batch here
-    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-
     def __post_init__(self) -> None:
         self.leader_since = self.opened_at
-
-    def duplicate_of(self, batches: list[bytes]) -> tuple[int, int] | None:
-        """(base, last offset) when `batches` is an idempotent producer's retry of its
-        last batch on this partition."""
-        if len(batches) != 1:
-            return None
-        producer_id, base_sequence = _producer_of(batches[0])
-        known = self.producers.get(producer_id)
-        if producer_id < 0 or base_sequence < 0 or known is None or known[0] != base_sequence:
-            return None
-        return known[1], known[2]
-
-    def remember_producers(self, batches: list[bytes], base_offset: int) -> None:
-        offset = base_offset
-        for batch in batches:
-            last = offset + last_offset_delta(batch)
-            producer_id, base_sequence = _producer_of(batch)
-            if producer_id >= 0:
-                self.producers[producer_id] = (base_sequence, offset, last)
-            offset = last + 1
 
     def notify(self) -> None:
         self.changed.set()

@@ -10,6 +10,11 @@ the leader's high watermark (it follows the ISR). A follower's stale or unknown 
 ID gets an error from the leader, never data (KIP-516). A follower whose last fetched
 epoch the leader does not have (up to that offset) gets `diverging_epoch` and truncates
 (KIP-595 style). The leader shrinks and expands ISRs: broker.kafka.isr.
+
+The follower's log applies the batches it stores to its idempotent-producer state
+(`PartitionLog.append_replicated`, no checks: Kafka's replication origin) and rebuilds
+it on a truncation, so once elected leader it decides a producer's retries, gaps and
+stale epochs as the old leader would have.
 """
 
 from __future__ import annotations

@@ -32,19 +32,23 @@ def image_with_topic(name: str = "A", topic_id: Uuid = TOPIC_ID, *, leader: int 
     return replay(enumerate(entries))
 
 
-def record_batch(values: list[bytes], *, base_timestamp: int = 1000) -> bytes:
-    """A magic v2 batch of uncompressed records with null keys and the given values."""
+def record_batch(values: list[bytes], *, base_timestamp: int = 1000,
+                 timestamps: list[int] | None = None) -> bytes:
+    """A magic v2 batch of uncompressed records with null keys and the given values
+    (and record timestamps: `base_timestamp` for all, unless `timestamps` are given)."""
+    stamps = timestamps or [base_timestamp] * len(values)
+    base_timestamp = stamps[0]
     body = bytearray()
     for delta, value in enumerate(values):
         record = bytearray()
         record += b"\x00"  # attributes
-        record += _varint(0)  # timestamp delta
+        record += _varint(stamps[delta] - base_timestamp)  # timestamp delta
         record += _varint(delta)  # offset delta
         record += _varint(-1)  # null key
         record += _varint(len(value)) + value
         record += _varint(0)  # no headers
         body += _varint(len(record)) + record
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, base_timestamp, base_timestamp,
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, base_timestamp, max(stamps),
                             -1, -1, -1, len(values)) + bytes(body)
     crc = crc32c(after_crc)
     rest = struct.pack(">ibI", 0, 2, crc) + after_crc  # leader epoch, magic, crc
@@ -61,10 +65,11 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def with_producer(batch: bytes, producer_id: int, base_sequence: int) -> bytes:
-    """`batch` re-stamped with an idempotent producer's id and base sequence (CRC kept
-    valid)."""
+def with_producer(batch: bytes, producer_id: int, base_sequence: int,
+                  epoch: int = 0) -> bytes:
+    """`batch` re-stamped with an idempotent producer's id, epoch and base sequence (CRC
+    kept valid)."""
     data = bytearray(batch)
-    struct.pack_into(">qhi", data, 43, producer_id, 0, base_sequence)
+    struct.pack_into(">qhi", data, 43, producer_id, epoch, base_sequence)
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     return bytes(data)

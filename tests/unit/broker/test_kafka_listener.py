@@ -370,10 +370,12 @@ async def test_acks_all_fails_when_leadership_moves_before_the_records_reach_the
 
 
 def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> None:
-    """Coherent ranges: kafka-python infers Kafka 3.1 from them (Fetch v13: topic IDs in
-    Fetch; Metadata v12: topic IDs in Metadata), not an older broker."""
+    """Coherent ranges: kafka-python infers Kafka 4.1 from them (Produce v13: topics by
+    ID in Produce, KIP-516; Fetch v13 and Metadata v12: topic IDs there), not an older
+    broker."""
     inference = pytest.importorskip("kafka.protocol.broker_version_data")
-    assert inference.infer_broker_version_from_api_versions(SUPPORTED) == (3, 1)
+    assert inference.infer_broker_version_from_api_versions(SUPPORTED) == (4, 1)
+    assert SUPPORTED[0][1] >= 13
     assert SUPPORTED[1][1] >= 13
     assert SUPPORTED[3][1] >= 12
 

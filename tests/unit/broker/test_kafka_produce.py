@@ -1,0 +1,182 @@
+"""broker.kafka.produce / fetch / admin_api through the dispatcher: idempotent producers'
+errors, Produce v13 by topic ID, acks=0 failures, transactions refused, producer-ID
+blocks, ListOffsets by timestamp and MAX_TIMESTAMP, DeleteTopics naming both."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from broker import partition_dir
+from broker.kafka import produce as produce_module
+from broker.kafka.codec import ConnectionClosed, build
+from broker.kafka.produce import PRODUCER_ID_BLOCK_BITS, next_producer_id, producer_id_block
+from broker.kafka.wire_client import encode_request
+from tests.support.kafka_support import (
+    BROKER,
+    OLD_TOPIC_ID,
+    TOPIC_ID,
+    image_with_topic,
+    record_batch,
+    with_producer,
+)
+from tests.unit.broker.test_kafka_listener import make_dispatcher, roundtrip
+
+KNOWN = uuid.UUID(bytes=TOPIC_ID.to_bytes())
+
+
+def produce(version: int, records: bytes, *, acks: int = 1, topic_id: uuid.UUID | None = None,
+            name: str = "A", transactional_id: str | None = None) -> Any:
+    topic: dict[str, Any] = {"topic_id": topic_id} if version >= 13 else {"name": name}
+    return build(load_request_schema(0, version), {
+        "acks": acks, "timeout": 5000, "transactional_id": transactional_id,
+        "topic_data": [{**topic, "partition_data": [{"index": 0, "records": records}]}]})
+
+
+def answer(response: Any) -> tuple[ErrorCode, int]:
+    part = response.responses[0].partition_responses[0]
+    return part.error_code, int(part.base_offset)
+
+
+async def test_idempotent_errors_and_duplicates_answered_as_kafka(tmp_path: Path) -> None:
+    """A retry of any of the last 5 batches gets its original offset; a gap is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH; nothing of a
+    refused batch is stored."""
+    dispatcher = make_dispatcher(tmp_path)
+    for seq in range(3):
+        batch = with_producer(record_batch([b"v", b"w"]), 41, 2 * seq, epoch=1)
+        assert answer(await roundtrip(dispatcher, produce(9, batch))) == (ErrorCode.none,
+                                                                          2 * seq)
+    retry = with_producer(record_batch([b"v", b"w"]), 41, 2, epoch=1)
+    assert answer(await roundtrip(dispatcher, produce(13, retry, topic_id=KNOWN))) == \
+        (ErrorCode.none, 2)
+    gap = with_producer(record_batch([b"g"]), 41, 7, epoch=1)
+    assert answer(await roundtrip(dispatcher, produce(9, gap)))[0] == \
+        ErrorCode.out_of_order_sequence_number
+    stale = with_producer(record_batch([b"s"]), 41, 6, epoch=0)
+    assert answer(await roundtrip(dispatcher, produce(9, stale)))[0] == \
+        ErrorCode.invalid_producer_epoch
+    following = with_producer(record_batch([b"n"]), 41, 6, epoch=1)
+    assert answer(await roundtrip(dispatcher, produce(9, following))) == (ErrorCode.none, 6)
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+async def test_produce_by_name_when_versions_ten_to_twelve(tmp_path: Path,
+                                                           version: int) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    assert answer(await roundtrip(dispatcher, produce(version, record_batch([b"x"])))) == \
+        (ErrorCode.none, 0)
+
+
+async def test_produce_v13_by_topic_id_and_unknown_ids_refused(tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    assert answer(await roundtrip(dispatcher, produce(13, record_batch([b"x"]),
+                                                      topic_id=KNOWN))) == (ErrorCode.none, 0)
+    for topic_id in (uuid.UUID(bytes=OLD_TOPIC_ID.to_bytes()), uuid.UUID(int=0)):
+        response = await roundtrip(dispatcher, produce(13, record_batch([b"y"]),
+                                                       topic_id=topic_id))
+        assert answer(response) == (ErrorCode.unknown_topic_id, -1)
+        assert response.responses[0].topic_id == (topic_id if topic_id.int else None)
+
+
+async def test_produce_v13_fenced_when_partition_directory_holds_another_id(
+        tmp_path: Path) -> None:
+    """The same topic-ID fencing as Fetch: a directory of another incarnation of the
+    topic is never appended to as this one."""
+    dispatcher = make_dispatcher(tmp_path)
+    partition_dir.write_partition_metadata(tmp_path / "A-0", OLD_TOPIC_ID)
+    response = await roundtrip(dispatcher, produce(13, record_batch([b"x"]), topic_id=KNOWN))
+    assert answer(response)[0] == ErrorCode.inconsistent_topic_id
+
+
+async def test_acks_zero_failure_closes_the_connection(tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    unknown = produce(9, record_batch([b"x"]), acks=0, name="nope")
+    with pytest.raises(ConnectionClosed):
+        await dispatcher.handle_frame(encode_request(unknown)[4:])
+    fine = produce(9, record_batch([b"x"]), acks=0)
+    assert await dispatcher.handle_frame(encode_request(fine)[4:]) is None
+
+
+async def test_transactional_producers_refused_with_a_fatal_error(tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    init = build(load_request_schema(22, 4), {"transactional_id": "tx",
+                                              "transaction_timeout": 60000,
+                                              "producer_id": -1, "producer_epoch": -1})
+    assert (await roundtrip(dispatcher, init)).error_code == \
+        ErrorCode.transactional_id_authorization_failed
+    find = build(load_request_schema(10, 3), {"key": "tx", "key_type": 1})
+    assert (await roundtrip(dispatcher, find)).error_code == \
+        ErrorCode.transactional_id_authorization_failed
+    group = build(load_request_schema(10, 3), {"key": "g", "key_type": 0})
+    assert produce_module.refuse_transaction_coordinator(group, 3) is None  # groups' own
+    transactional = produce(9, record_batch([b"x"]), transactional_id="tx")
+    assert answer(await roundtrip(dispatcher, transactional))[0] == \
+        ErrorCode.transactional_id_authorization_failed
+
+
+async def test_producer_ids_come_from_this_incarnations_block(tmp_path: Path) -> None:
+    """Unique cluster-wide: the block of broker epoch E is [E * 2**24, (E + 1) * 2**24),
+    disjoint from every other registration's (each has its own metadata offset)."""
+    dispatcher = make_dispatcher(tmp_path)
+    context = dispatcher.context
+    init = build(load_request_schema(22, 4), {"transactional_id": None,
+                                              "transaction_timeout": 60000,
+                                              "producer_id": -1, "producer_epoch": -1})
+    unregistered = await roundtrip(dispatcher, init)
+    assert unregistered.error_code == ErrorCode.coordinator_not_available
+    context.broker_epoch = lambda: 5
+    ids = [int((await roundtrip(dispatcher, init)).producer_id) for _ in range(3)]
+    assert ids == [5 << PRODUCER_ID_BLOCK_BITS, (5 << PRODUCER_ID_BLOCK_BITS) + 1,
+                   (5 << PRODUCER_ID_BLOCK_BITS) + 2]
+    context.broker_epoch = lambda: 6  # a new registration starts its own block
+    assert next_producer_id(context) == (ErrorCode.none, 6 << PRODUCER_ID_BLOCK_BITS)
+    context.producer_ids_issued = (6, 1 << PRODUCER_ID_BLOCK_BITS)
+    assert next_producer_id(context)[0] == ErrorCode.unknown_server_error
+    blocks = [producer_id_block(e) for e in (0, 1, 2)]
+    assert all(a.stop <= b.start for a, b in zip(blocks, blocks[1:], strict=False))
+
+
+async def list_offsets(dispatcher: Any, timestamp: int) -> tuple[int, int, int]:
+    request = build(load_request_schema(2, 7), {"replica_id": -1, "topics": [{
+        "name": "A", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+    part = (await roundtrip(dispatcher, request)).topics[0].partitions[0]
+    assert part.error_code == ErrorCode.none
+    return int(part.offset), int(part.timestamp), int(part.leader_epoch)
+
+
+async def test_list_offsets_by_timestamp_per_record_and_max_timestamp(tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    await roundtrip(dispatcher, produce(9, record_batch([b"a", b"b", b"c"],
+                                                        timestamps=[100, 300, 200])))
+    assert await list_offsets(dispatcher, 150) == (1, 300, 0)
+    assert await list_offsets(dispatcher, 301) == (-1, -1, -1)  # none: not the log end
+    assert await list_offsets(dispatcher, -3) == (1, 300, 0)  # MAX_TIMESTAMP
+    assert await list_offsets(dispatcher, -1) == (3, -1, 0)
+    assert await list_offsets(dispatcher, -2) == (0, -1, 0)
+
+
+async def test_list_offsets_hides_records_above_the_high_watermark(tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path, image_with_topic(replicas=(BROKER, 5)))
+    await roundtrip(dispatcher, produce(9, record_batch([b"a"], timestamps=[50])))
+    assert await list_offsets(dispatcher, -1) == (0, -1, 0)  # not replicated yet
+    assert await list_offsets(dispatcher, 10) == (-1, -1, -1)
+    assert await list_offsets(dispatcher, -3) == (-1, -1, -1)
+
+
+async def test_delete_topics_naming_both_name_and_id_is_an_invalid_request(
+        tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path)
+    request = build(load_request_schema(20, 6), {"timeout": 1000, "topics": [
+        {"name": "A", "topic_id": KNOWN}, {"name": None, "topic_id": uuid.UUID(int=0)},
+        {"name": "A", "topic_id": uuid.UUID(int=0)}]})
+    both, neither, by_name = (await roundtrip(dispatcher, request)).responses
+    assert both.error_code == neither.error_code == ErrorCode.invalid_request
+    assert "both" in (both.error_message or "")
+    assert by_name.error_code == ErrorCode.not_controller  # forwarded (no controller here)
+    assert by_name.name == "A"
