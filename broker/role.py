@@ -42,7 +42,7 @@ def install_broker_role(node: RaftNode, settings: BrokerSettings,
     """With `initial_image` (a snapshot's), `node` must publish from just after its
     offset."""
     heartbeat = install_broker_heartbeat(
-        node, client_address=settings.client_address,
+        node, client_address=settings.advertised_address or settings.client_address,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
     server = install_broker(node, settings, heartbeat, initial_image)

@@ -1,18 +1,29 @@
-"""Node configuration: a TOML file with Kafka's key names.
+"""Node configuration: Kafka's key names, in a TOML file or a Java `.properties` file.
 
-Keys may be written quoted (`"node.id" = 1`) or as TOML dotted keys (`node.id = 1`); both
-flatten to the same Kafka name. Unknown keys and bad values fail at start with the key
-named (`ConfigError.key`). Example:
+TOML keys may be written quoted (`"node.id" = 1`) or as TOML dotted keys (`node.id = 1`);
+both flatten to the same Kafka name. A `.properties` file (Kafka's `server.properties`
+syntax: `#`/`!` comments, `=`, `:` or a blank as the separator, a trailing `\\` continues
+a line) holds the same keys as strings. Unknown keys and bad values fail at start with
+the key named (`ConfigError.key`). The keys, their defaults and what they do are `KEYS`
+(`kraft config-keys` prints them as the README's table). Example:
 
     "node.id" = 1
     "process.roles" = "controller"
     "controller.quorum.voters" = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
     "listeners" = "CONTROLLER://127.0.0.1:19091"
     "log.dirs" = "/var/lib/kraft/node-1"
+
+kraft-py's early names `quorum.*` still work as aliases of `controller.quorum.*`; each one
+used adds a line to `NodeConfig.warnings` (`kraft node` logs them as WARNINGs). Keys of
+Kafka's sample configurations that mean nothing here (`num.network.threads`, ...) are
+accepted and named in one warning. Only the PLAINTEXT security protocol is implemented:
+a listener mapped to SSL or SASL_* is refused.
 """
 
 from __future__ import annotations
 
+import re
+import socket
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -33,6 +44,12 @@ CONTROLLER_LISTENER = "CONTROLLER"
 STATUS_LISTENER = "STATUS"  # a broker's msgpack BrokerStatus port (kraft-py's, not Kafka's)
 ROLES = ("broker", "controller")
 FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
+WILDCARD_HOST = "0.0.0.0"  # where a listener with an empty host binds
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT",)
+# Kafka's default listener.security.protocol.map; STATUS:PLAINTEXT is always added
+DEFAULT_PROTOCOL_MAP = ("CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
+                        "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL")
 
 
 class ConfigError(ValueError):
@@ -82,59 +99,136 @@ def _list(key: str, value: Any) -> tuple[str, ...]:
 def _bool(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
     raise ConfigError(key, f"expected true or false, got {value!r}")
 
 
-# Kafka key -> (attribute, converter, default). A default of None means required.
-_KEYS: dict[str, tuple[str, Callable[[str, Any], Any], Any]] = {
-    "node.id": ("node_id", _int(0), None),
-    "process.roles": ("roles", _list, None),
-    "controller.quorum.voters": ("voters", _str, None),
-    "listeners": ("listeners", _list, ()),
-    "controller.listener.names": ("controller_listener_names", _list, (CONTROLLER_LISTENER,)),
-    "log.dirs": ("log_dirs", _list, None),
-    "cluster.id": ("cluster_id", _str, ""),
-    "quorum.election.timeout.ms": ("election_timeout_ms", _int(1), 1000),
-    "quorum.fetch.timeout.ms": ("fetch_timeout_ms", _int(1), 2000),
-    "quorum.election.backoff.max.ms": ("election_backoff_max_ms", _int(1), 1000),
-    "quorum.request.timeout.ms": ("request_timeout_ms", _int(1), 2000),
-    # kraft-py extensions, named in Kafka's style
-    "quorum.fetch.max.wait.ms": ("fetch_max_wait_ms", _int(0), 500),
-    "quorum.fetch.max.bytes": ("fetch_max_bytes", _int(1), 1 << 20),
-    "quorum.pre.vote.enable": ("pre_vote", _bool, True),
-    "quorum.send.queue.max.messages": ("send_queue_max_messages", _int(1), 256),
-    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1024), 100 * 1024 * 1024),
-    "delete.topic.delay.ms": ("delete_topic_delay_ms", _int(0), 4 * 3600 * 1000),
-    "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), 9000),
-    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), 2000),
-    "log.segment.bytes": ("log_segment_bytes", _int(1024), 1 << 30),
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1), 30_000),
-    # partitions of __consumer_offsets when a broker creates it (broker.kafka.coordinator)
-    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1), 50),
-    # committed record bytes between two snapshots of a node's image (metadata.snapshot_policy)
-    "metadata.log.max.record.bytes.between.snapshots": (
-        "max_record_bytes_between_snapshots", _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS),
-    # log bytes kept before the log start advances to the newest snapshot, deleting the
-    # whole segments below it; -1: never (metadata.snapshot_writer)
-    "metadata.max.retention.bytes": ("max_retention_bytes", _int(-1),
-                                     DEFAULT_MAX_RETENTION_BYTES),
-    # ... or once its oldest segment was last written this long ago; -1: never
-    "metadata.max.retention.ms": ("max_retention_ms", _int(-1), DEFAULT_MAX_RETENTION_MS),
-    # a snapshot at least this often while new records commit; 0: by bytes only
-    "metadata.log.max.snapshot.interval.ms": ("max_snapshot_interval_ms", _int(0),
-                                              DEFAULT_MAX_SNAPSHOT_INTERVAL_MS),
-    "fetch.snapshot.max.bytes": ("fetch_snapshot_max_bytes", _int(1), 1 << 20),
-    # test-only (kraft chaos): a JSON file of injected faults (raft/fault_injection.py);
-    # empty: off; a relative path is resolved against the config file's directory
-    "fault.injection.file": ("fault_injection_file", _optional_str, ""),
-    # test-only (kraft chaos): `ID@HOST:PORT,...`, the address this broker's replica
-    # fetcher dials for broker ID instead of its advertised endpoint (a fault-injecting
-    # proxy, tools/chaos/proxy.py); empty: off
-    "fault.injection.replica.routes": ("replica_routes", _optional_str, ""),
-}
-KNOWN_KEYS = frozenset(_KEYS)
+REQUIRED = object()  # a Key's default when the key must be given
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One configuration key: its Kafka-style name, the NodeConfig attribute it sets, how
+    its value is read, its default (REQUIRED: none), and what it does (the README table)."""
+
+    name: str
+    attribute: str
+    convert: Callable[[str, Any], Any]
+    default: Any
+    doc: str
+    origin: str = "Kafka"  # "Kafka": Kafka's key and meaning; "kraft-py"; "test-only"
+    aliases: tuple[str, ...] = ()  # older names, still read (with a deprecation warning)
+
+
+KEYS: tuple[Key, ...] = (
+    Key("node.id", "node_id", _int(0), REQUIRED, "this node's id"),
+    Key("process.roles", "roles", _list, REQUIRED, "`broker`, `controller` or both"),
+    Key("controller.quorum.voters", "voters", _optional_str, "",
+        "the voters, `ID@HOST:PORT,...` (static quorum); required on a controller"),
+    Key("controller.quorum.bootstrap.servers", "bootstrap_servers", _list, (),
+        "controller endpoints `HOST:PORT,...`: a broker without `controller.quorum.voters` "
+        "learns the voters from them at start (DescribeQuorum); with both, each must be a "
+        "voter's endpoint"),
+    Key("listeners", "listener_specs", _list, (),
+        "`NAME://HOST:PORT,...`; an empty host binds every interface (0.0.0.0)"),
+    Key("advertised.listeners", "advertised_specs", _list, (),
+        "what a broker registers for clients, `NAME://HOST:PORT,...`; default: `listeners` "
+        "(an empty host advertises this host's name)"),
+    Key("listener.security.protocol.map", "protocol_map", _list, DEFAULT_PROTOCOL_MAP,
+        "`NAME:PROTOCOL,...`; only PLAINTEXT is implemented (SSL and SASL_* listeners are "
+        "refused); `STATUS:PLAINTEXT` is always added"),
+    Key("controller.listener.names", "controller_listener_names", _list,
+        (CONTROLLER_LISTENER,), "the listeners that serve raft and admin requests"),
+    Key("inter.broker.listener.name", "inter_broker_listener_name", _optional_str, "",
+        "the broker's Kafka listener (replication and clients); default: the one "
+        "listener that is neither a controller's nor STATUS"),
+    Key("log.dirs", "log_dirs", _list, (),
+        "the node's log directory (exactly one); one of `log.dirs`, `log.dir`, "
+        "`metadata.log.dir` is required"),
+    Key("log.dir", "single_log_dir", _optional_str, "", "read when `log.dirs` is not set"),
+    Key("metadata.log.dir", "metadata_log_dir", _optional_str, "",
+        "where the metadata log lives; kraft-py keeps it with the partitions, so it must "
+        "equal the log directory when both are set"),
+    Key("cluster.id", "cluster_id", _optional_str, "",
+        "when set, the log directory must be formatted for this cluster", origin="kraft-py"),
+    Key("controller.quorum.election.timeout.ms", "election_timeout_ms", _int(1), 1000,
+        "no leader heard for this long: a voter starts an election",
+        aliases=("quorum.election.timeout.ms",)),
+    Key("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", _int(1), 2000,
+        "no successful Fetch for this long: a follower starts an election (at least the "
+        "election timeout)", aliases=("quorum.fetch.timeout.ms",)),
+    Key("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", _int(1), 1000,
+        "the longest random wait before a new election",
+        aliases=("quorum.election.backoff.max.ms",)),
+    Key("controller.quorum.request.timeout.ms", "request_timeout_ms", _int(1), 2000,
+        "how long a raft or controller request waits for its answer",
+        aliases=("quorum.request.timeout.ms",)),
+    Key("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", _int(0), 500,
+        "how long the leader holds a Fetch with nothing new", origin="kraft-py",
+        aliases=("quorum.fetch.max.wait.ms",)),
+    Key("controller.quorum.fetch.max.bytes", "fetch_max_bytes", _int(1), 1 << 20,
+        "the most record bytes in one Fetch answer", origin="kraft-py",
+        aliases=("quorum.fetch.max.bytes",)),
+    Key("controller.quorum.pre.vote.enable", "pre_vote", _bool, True,
+        "pre-vote before an election (KIP-996)", origin="kraft-py",
+        aliases=("quorum.pre.vote.enable",)),
+    Key("controller.quorum.send.queue.max.messages", "send_queue_max_messages", _int(1), 256,
+        "messages queued per peer before the oldest are dropped", origin="kraft-py",
+        aliases=("quorum.send.queue.max.messages",)),
+    Key("socket.request.max.bytes", "socket_request_max_bytes", _int(1024), 100 * 1024 * 1024,
+        "the largest request frame accepted"),
+    Key("delete.topic.delay.ms", "delete_topic_delay_ms", _int(0), 4 * 3600 * 1000,
+        "a broker removes a deleted topic's staged directory after this", origin="kraft-py"),
+    Key("broker.session.timeout.ms", "broker_session_timeout_ms", _int(1), 9000,
+        "a broker without a heartbeat for this long is fenced"),
+    Key("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", _int(1), 2000,
+        "how often a broker heartbeats to the controller"),
+    Key("log.segment.bytes", "log_segment_bytes", _int(1024), 1 << 30,
+        "the size of a metadata log segment"),
+    Key("replica.lag.time.max.ms", "replica_lag_time_max_ms", _int(1), 30_000,
+        "a follower behind for this long leaves the ISR"),
+    Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", _int(1), 50,
+        "partitions of __consumer_offsets when a broker creates it on first use"),
+    Key("metadata.log.max.record.bytes.between.snapshots", "max_record_bytes_between_snapshots",
+        _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
+        "committed record bytes between two snapshots of a node's image"),
+    Key("metadata.max.retention.bytes", "max_retention_bytes", _int(-1),
+        DEFAULT_MAX_RETENTION_BYTES,
+        "log bytes kept before the log start moves to the newest snapshot (-1: never)"),
+    Key("metadata.max.retention.ms", "max_retention_ms", _int(-1), DEFAULT_MAX_RETENTION_MS,
+        "or once the oldest log segment was last written this long ago (-1: never)"),
+    Key("metadata.log.max.snapshot.interval.ms", "max_snapshot_interval_ms", _int(0),
+        DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
+        "a snapshot at least this often while new records commit (0: by bytes only)"),
+    Key("fetch.snapshot.max.bytes", "fetch_snapshot_max_bytes", _int(1), 1 << 20,
+        "the most bytes in one FetchSnapshot answer", origin="kraft-py"),
+    Key("fault.injection.file", "fault_injection_file", _optional_str, "",
+        "kraft chaos: a JSON file of injected faults, relative to the config file; "
+        "empty: off", origin="test-only"),
+    Key("fault.injection.replica.routes", "replica_routes", _optional_str, "",
+        "kraft chaos: `ID@HOST:PORT,...`, where this broker's replica fetcher dials broker "
+        "ID instead of its endpoint; empty: off", origin="test-only"),
+)
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+ALIASES: dict[str, str] = {alias: k.name for k in KEYS for alias in k.aliases}
+KNOWN_KEYS = frozenset(KEYS_BY_NAME) | frozenset(ALIASES)
+# Keys of Kafka's sample server/broker/controller.properties that have no effect here:
+# accepted (so such a file starts a node) and named in one warning.
+IGNORED_KAFKA_KEYS = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
+    "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.retention.hours", "log.retention.bytes", "log.retention.check.interval.ms",
+    "group.initial.rebalance.delay.ms", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+})
+
+
+def canonical_key(name: str) -> str:
+    """The current name of `name` (itself unless it is an old alias)."""
+    return ALIASES.get(name, name)
 
 
 def parse_address(text: str, key: str = "address") -> Address:
@@ -176,17 +270,46 @@ def _addresses_by_id(key: str, entries: Iterable[str], *, entry_name: str, id_na
     return found
 
 
-def parse_listeners(key: str, items: tuple[str, ...]) -> dict[str, Address]:
-    """`CONTROLLER://127.0.0.1:19091,PLAINTEXT://127.0.0.1:9092` -> {name: address}."""
+def parse_listeners(key: str, items: Iterable[str]) -> dict[str, Address]:
+    """`CONTROLLER://127.0.0.1:19091,PLAINTEXT://:9092` -> {name: (host, port)}, names
+    upper-cased; an empty host stays "" (see `bind_address`)."""
     listeners: dict[str, Address] = {}
     for item in items:
         name, sep, address = item.partition("://")
-        if not sep or not name:
+        if not sep or not name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
             raise ConfigError(key, f"bad listener {item!r}: expected NAME://HOST:PORT")
         if name.upper() in listeners:
             raise ConfigError(key, f"listener {name} is listed twice")
-        listeners[name.upper()] = parse_address(address, key)
+        if address.startswith(":") and address[1:].isdigit():  # `PLAINTEXT://:9092`
+            listeners[name.upper()] = ("", _port(key, item, address[1:]))
+        else:
+            listeners[name.upper()] = parse_address(address, key)
     return listeners
+
+
+def _port(key: str, item: str, text: str) -> int:
+    if not 0 <= int(text) <= 65535:
+        raise ConfigError(key, f"bad listener {item!r}: port out of range")
+    return int(text)
+
+
+def bind_address(address: Address) -> Address:
+    """Where a listener binds: an empty host is every interface."""
+    return (address[0] or WILDCARD_HOST, address[1])
+
+
+def parse_protocol_map(key: str, items: Iterable[str]) -> dict[str, str]:
+    """`CONTROLLER:PLAINTEXT,...` -> {listener name: security protocol}."""
+    protocols: dict[str, str] = {}
+    for item in items:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(key, f"bad entry {item!r}: expected NAME:PROTOCOL with a "
+                              f"protocol among {', '.join(SECURITY_PROTOCOLS)}")
+        protocols[name] = protocol
+    protocols.setdefault(STATUS_LISTENER, "PLAINTEXT")
+    return protocols
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,9 +317,13 @@ class NodeConfig:
     node_id: int
     roles: frozenset[str]
     voters: dict[int, Address]
-    listeners: dict[str, Address]
+    listeners: dict[str, Address]  # name -> where it binds (an empty host: 0.0.0.0)
     controller_listener_names: tuple[str, ...]
     log_dir: Path
+    advertised_listeners: dict[str, Address] = field(default_factory=dict)
+    protocol_map: dict[str, str] = field(default_factory=dict)
+    inter_broker_listener_name: str = ""
+    bootstrap_servers: tuple[Address, ...] = ()
     cluster_id: str = ""
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
@@ -221,6 +348,7 @@ class NodeConfig:
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # deprecated/ignored keys
 
     @property
     def is_voter(self) -> bool:
@@ -235,11 +363,25 @@ class NodeConfig:
         return None
 
     @property
-    def client_address(self) -> Address | None:
-        """The first listener that is neither a controller's nor STATUS (the Kafka
-        protocol, for brokers)."""
+    def kafka_listener_name(self) -> str | None:
+        """The broker's Kafka-protocol listener: `inter.broker.listener.name`, else the
+        first listener that is neither a controller's nor STATUS."""
+        if self.inter_broker_listener_name:
+            return self.inter_broker_listener_name.upper()
         reserved = {n.upper() for n in self.controller_listener_names} | {STATUS_LISTENER}
-        return next((a for n, a in self.listeners.items() if n not in reserved), None)
+        return next((n for n in self.listeners if n not in reserved), None)
+
+    @property
+    def client_address(self) -> Address | None:
+        """Where the broker serves the Kafka protocol (None: it does not)."""
+        name = self.kafka_listener_name
+        return self.listeners.get(name) if name else None
+
+    @property
+    def advertised_client_address(self) -> Address | None:
+        """What the broker registers for its Kafka listener (`advertised.listeners`)."""
+        name = self.kafka_listener_name
+        return self.advertised_listeners.get(name) if name else None
 
     @property
     def status_address(self) -> Address | None:
@@ -249,6 +391,7 @@ class NodeConfig:
     def broker_settings(self) -> BrokerSettings:
         """What the broker role (`broker.role.install_broker_role`) takes from this
         configuration."""
+        advertised = self.advertised_client_address
         return BrokerSettings(
             broker_id=self.node_id, log_dir=self.log_dir,
             delete_topic_delay_ms=self.delete_topic_delay_ms, voters=dict(self.voters),
@@ -258,6 +401,7 @@ class NodeConfig:
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,
+            advertised_address=None if advertised == self.client_address else advertised,
             replica_routes=dict(self.replica_routes))
 
 
@@ -273,69 +417,262 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _canonical(flat: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(values by current name, the name each was written as, warnings). An unknown key
+    is a ConfigError; so is a key given under both its names."""
+    values: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    warnings: list[str] = []
+    ignored: list[str] = []
+    for name, value in flat.items():
+        if name in IGNORED_KAFKA_KEYS:
+            ignored.append(name)
+            continue
+        if name not in KNOWN_KEYS:
+            raise ConfigError(name, "unknown configuration key")
+        current = canonical_key(name)
+        if current in written:
+            raise ConfigError(name, f"given twice, as {written[current]} and {name}")
+        if current != name:
+            warnings.append(f"{name} is deprecated: use {current}")
+        values[current], written[current] = value, name
+    if ignored:
+        warnings.append(f"ignored (no effect in kraft-py): {', '.join(sorted(ignored))}")
+    return values, written, warnings
+
+
 def from_mapping(raw: Mapping[str, Any], source: str = "") -> NodeConfig:
-    flat = flatten(raw)
-    unknown = sorted(set(flat) - KNOWN_KEYS)
-    if unknown:
-        raise ConfigError(unknown[0], "unknown configuration key", source)
     values: dict[str, Any] = {}
     try:
-        for key, (attribute, convert, default) in _KEYS.items():
-            if key in flat:
-                values[attribute] = convert(key, flat[key])
-            elif default is None:
-                raise ConfigError(key, "is required")
+        given, written, warnings = _canonical(flatten(raw))
+        for key in KEYS:
+            if key.name in given:
+                values[key.attribute] = key.convert(written[key.name], given[key.name])
+            elif key.default is REQUIRED:
+                raise ConfigError(key.name, "is required")
             else:
-                values[attribute] = default
-        return _build(values, source)
+                values[key.attribute] = key.default
+        return replace(_build(values, written), source=source, warnings=tuple(warnings))
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.detail, source) from None
 
 
-def _build(values: dict[str, Any], source: str) -> NodeConfig:
+def _build(values: dict[str, Any], written: Mapping[str, str]) -> NodeConfig:
+    def name(key: str) -> str:  # a key as the file spells it
+        return written.get(key, key)
+
     roles = frozenset(r.lower() for r in values.pop("roles"))
     if not roles or not roles <= set(ROLES):
         raise ConfigError("process.roles", f"expected broker and/or controller, got "
                           f"{sorted(roles)}")
-    voters = parse_voters("controller.quorum.voters", values.pop("voters"))
-    listeners = parse_listeners("listeners", values.pop("listeners"))
-    replica_routes = parse_replica_routes("fault.injection.replica.routes",
+    voters_text = values.pop("voters")
+    voters = parse_voters("controller.quorum.voters", voters_text) if voters_text else {}
+    bootstrap = tuple(parse_address(a, "controller.quorum.bootstrap.servers")
+                      for a in values.pop("bootstrap_servers"))
+    listeners = parse_listeners("listeners", values.pop("listener_specs"))
+    protocols = parse_protocol_map("listener.security.protocol.map",
+                                   values.pop("protocol_map"))
+    _check_protocols(listeners, protocols)
+    advertised = _advertised(listeners, values.pop("advertised_specs"))
+    replica_routes = parse_replica_routes(name("fault.injection.replica.routes"),
                                           values.pop("replica_routes"))
-    log_dirs = values.pop("log_dirs")
-    if len(log_dirs) != 1:
+    config = NodeConfig(roles=roles, voters=voters, listeners={
+        n: bind_address(a) for n, a in listeners.items()}, advertised_listeners=advertised,
+        protocol_map=protocols, bootstrap_servers=bootstrap, replica_routes=replica_routes,
+        log_dir=_log_dir(values.pop("log_dirs"), values.pop("single_log_dir"),
+                         values.pop("metadata_log_dir")), **values)
+    _check_quorum(config, voters_text, bootstrap)
+    _check_listeners(config)
+    if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
+        # A Fetch response must fit in one frame, or the follower could never catch up.
+        raise ConfigError(name("controller.quorum.fetch.max.bytes"), "must be at least "
+                          f"{FRAME_OVERHEAD_BYTES} below socket.request.max.bytes")
+    if config.fetch_timeout_ms < config.election_timeout_ms:
+        raise ConfigError(name("controller.quorum.fetch.timeout.ms"),
+                          f"must not be below {name('controller.quorum.election.timeout.ms')}")
+    return config
+
+
+def _check_protocols(listeners: Mapping[str, Address], protocols: Mapping[str, str]) -> None:
+    for listener, address in listeners.items():
+        protocol = protocols.get(listener)
+        if protocol is None:
+            raise ConfigError("listener.security.protocol.map",
+                              f"no security protocol for listener {listener}: map it, "
+                              f"e.g. {listener}:PLAINTEXT")
+        if protocol not in IMPLEMENTED_PROTOCOLS:
+            raise ConfigError("listeners", f"listener {listener}://{address[0]}:{address[1]} "
+                              f"uses security protocol {protocol}, which kraft-py does not "
+                              f"implement (only {', '.join(IMPLEMENTED_PROTOCOLS)})")
+
+
+def _advertised(listeners: Mapping[str, Address], specs: tuple[str, ...]) -> dict[str, Address]:
+    """advertised.listeners, defaulting per listener to `listeners`; an empty host is
+    this host's name, a wildcard is refused (nobody can connect to it)."""
+    given = parse_listeners("advertised.listeners", specs)
+    for listener in given:
+        if listener not in listeners:
+            raise ConfigError("advertised.listeners",
+                              f"listener {listener} is not in listeners")
+    # a wildcard stays: _check_listeners refuses it where it would be advertised
+    return {listener: (address[0] or socket.getfqdn(), address[1])
+            for listener, address in {**listeners, **given}.items()}
+
+
+def _log_dir(log_dirs: tuple[str, ...], single: str, metadata: str) -> Path:
+    if len(log_dirs) > 1:
         raise ConfigError("log.dirs", f"exactly one directory is supported, got {len(log_dirs)}")
-    config = NodeConfig(roles=roles, voters=voters, listeners=listeners,
-                        replica_routes=replica_routes, log_dir=Path(log_dirs[0]),
-                        source=source, **values)
+    chosen = log_dirs[0] if log_dirs else single or metadata
+    if not chosen:
+        raise ConfigError("log.dirs", "is required (or log.dir, or metadata.log.dir)")
+    if metadata and Path(metadata) != Path(chosen):
+        raise ConfigError("metadata.log.dir", f"{metadata} differs from the log directory "
+                          f"{chosen}: kraft-py keeps the metadata log beside the partitions "
+                          "in one directory")
+    return Path(chosen)
+
+
+def _check_quorum(config: NodeConfig, voters_text: str, bootstrap: tuple[Address, ...]) -> None:
+    roles, node_id = config.roles, config.node_id
+    if not voters_text:
+        if "controller" in roles or not bootstrap:
+            raise ConfigError("controller.quorum.voters",
+                              "is required" + (" on a controller: kraft-py's quorum is static "
+                                               "(KIP-853 dynamic quorums are not implemented)"
+                                               if bootstrap else ""))
+        return  # a broker learns the voters from the bootstrap servers at start
+    endpoints = set(config.voters.values())
+    for address in bootstrap:
+        if address not in endpoints:
+            raise ConfigError("controller.quorum.bootstrap.servers",
+                              f"{address[0]}:{address[1]} is not the endpoint of any voter "
+                              "in controller.quorum.voters")
     if "controller" in roles and not config.is_voter:
         raise ConfigError("controller.quorum.voters",
-                          f"node {config.node_id} has the controller role but is not a voter")
+                          f"node {node_id} has the controller role but is not a voter")
     if "controller" not in roles and config.is_voter:
         raise ConfigError("process.roles",
-                          f"node {config.node_id} is a voter but lacks the controller role")
+                          f"node {node_id} is a voter but lacks the controller role")
+
+
+def _check_listeners(config: NodeConfig) -> None:
     if config.is_voter and config.controller_address is None:
         raise ConfigError("listeners", "a controller needs a "
                           f"{'/'.join(config.controller_listener_names)} listener")
-    if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
-        # A Fetch response must fit in one frame, or the follower could never catch up.
-        raise ConfigError("quorum.fetch.max.bytes", f"must be at least {FRAME_OVERHEAD_BYTES} "
-                          "below socket.request.max.bytes")
-    if config.fetch_timeout_ms < config.election_timeout_ms:
-        raise ConfigError("quorum.fetch.timeout.ms",
-                          "must not be below quorum.election.timeout.ms")
-    return config
+    name = config.inter_broker_listener_name.upper()
+    if name and name not in config.listeners:
+        raise ConfigError("inter.broker.listener.name", f"{name} is not in listeners")
+    if name and name in {n.upper() for n in config.controller_listener_names}:
+        raise ConfigError("inter.broker.listener.name", f"{name} is a controller listener")
+    if "broker" not in config.roles:
+        return
+    reserved = {n.upper() for n in config.controller_listener_names} | {STATUS_LISTENER}
+    kafka = [n for n in config.listeners if n not in reserved]
+    if not name and len(kafka) > 1:
+        raise ConfigError("listeners", f"kraft-py serves the Kafka protocol on one listener, "
+                          f"got {', '.join(kafka)}: set inter.broker.listener.name")
+    advertised = config.advertised_client_address
+    if advertised is not None and advertised[0] in (WILDCARD_HOST, "::"):
+        raise ConfigError("advertised.listeners",
+                          f"{config.kafka_listener_name} would advertise {advertised[0]}, "
+                          "which no client can connect to: set advertised.listeners")
+
+
+# --- files --------------------------------------------------------------------------
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """(line number, logical line): comments and blank lines dropped, a line ending in an
+    odd number of backslashes joined with the next (its leading blanks dropped)."""
+    pending: str | None = None
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip(" \t\f")
+        if pending is None:
+            if not line or line.startswith(("#", "!")):
+                continue
+            start = number
+            pending = ""
+        pending += line
+        trailing = len(pending) - len(pending.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = pending[:-1]
+            continue
+        yield start, pending
+        pending = None
+    if pending is not None:
+        yield start, pending
+
+
+def _unescape(text: str, source: str, number: int) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\" or index + 1 == len(text):
+            out.append(char)
+            index += 1
+            continue
+        escaped = text[index + 1]
+        if escaped == "u":
+            digits = text[index + 2:index + 6]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ConfigError("config", f"{source}:{number}: bad \\u escape")
+            out.append(chr(int(digits, 16)))
+            index += 6
+            continue
+        out.append(_ESCAPES.get(escaped, escaped))
+        index += 2
+    return "".join(out)
+
+
+def parse_properties(text: str, source: str = "") -> dict[str, str]:
+    """Java `.properties` text -> {key: value}: `#`/`!` comments, `=`, `:` or blanks
+    between key and value, `\\` escapes and line continuations; a later key wins."""
+    values: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        index, key = 0, []
+        while index < len(line) and line[index] not in "=: \t\f":
+            if line[index] == "\\" and index + 1 < len(line):
+                key.append(line[index:index + 2])
+                index += 2
+            else:
+                key.append(line[index])
+                index += 1
+        rest = line[index:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        values[_unescape("".join(key), source, number)] = _unescape(rest, source, number)
+    return values
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A `.properties` file by its name; anything else as TOML, and as properties when it
+    is not TOML but reads as key=value lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("config", f"{path} is not UTF-8 text: {exc}") from None
+    if path.suffix == ".properties":
+        return dict(parse_properties(text, str(path)))
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if path.suffix != ".toml" and all("=" in line or ":" in line for _, line in
+                                          _logical_lines(text)):
+            return dict(parse_properties(text, str(path)))
+        raise ConfigError("config", f"{path} is neither valid TOML ({exc}) nor a "
+                          ".properties file (name it *.properties)") from None
 
 
 def load(path: str | Path) -> NodeConfig:
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except OSError as exc:
-        raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
-    config = from_mapping(raw, str(path))
+    config = from_mapping(_read(path), str(path))
     if config.fault_injection_file and not Path(config.fault_injection_file).is_absolute():
         config = replace(config,
                          fault_injection_file=str(path.parent / config.fault_injection_file))
@@ -352,8 +689,38 @@ def _toml_value(value: Any) -> str:
 
 
 def to_toml(settings: Mapping[str, Any]) -> str:
-    """Render Kafka-named settings as TOML with quoted keys (what the launcher writes)."""
-    unknown = sorted(set(settings) - KNOWN_KEYS)
+    """Render Kafka-named settings as TOML with quoted keys (what the launcher writes);
+    old alias names are written under their current name."""
+    flat = flatten(settings)
+    unknown = sorted(set(flat) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(unknown[0], "unknown configuration key")
-    return "".join(f'"{key}" = {_toml_value(value)}\n' for key, value in settings.items())
+    current = {canonical_key(k): v for k, v in flat.items()}
+    return "".join(f'"{key}" = {_toml_value(value)}\n' for key, value in current.items())
+
+
+# --- the reference table ------------------------------------------------------------
+
+
+def _default_text(key: Key) -> str:
+    if key.default is REQUIRED:
+        return "required"
+    if isinstance(key.default, tuple):
+        return f"`{','.join(key.default)}`" if key.default else "(none)"
+    if isinstance(key.default, bool):
+        return f"`{str(key.default).lower()}`"
+    if key.default == "":
+        return "(none)"
+    return f"`{key.default}`"
+
+
+def reference_table() -> str:
+    """The README's configuration-key table (Markdown), generated from `KEYS`."""
+    lines = ["| key | default | origin | meaning |", "|---|---|---|---|"]
+    for key in KEYS:
+        also = f" (old name: {', '.join(f'`{a}`' for a in key.aliases)})" if key.aliases else ""
+        lines.append(f"| `{key.name}` | {_default_text(key)} | {key.origin} | "
+                     f"{key.doc}{also} |")
+    lines.append(f"| {', '.join(f'`{k}`' for k in sorted(IGNORED_KAFKA_KEYS))} | | Kafka | "
+                 "accepted with a warning, no effect |")
+    return "\n".join(lines)

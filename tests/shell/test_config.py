@@ -46,7 +46,7 @@ def test_config_reads_kafka_names_when_written_as_quoted_or_dotted_keys(tmp_path
     ({"log.dirs": "/a,/b"}, "log.dirs"),
     ({"socket.request.max.bytes": True}, "socket.request.max.bytes"),
     ({"quorum.fetch.timeout.ms": 10}, "quorum.fetch.timeout.ms"),
-    ({"socket.request.max.bytes": 1 << 20}, "quorum.fetch.max.bytes"),
+    ({"socket.request.max.bytes": 1 << 20}, "controller.quorum.fetch.max.bytes"),
 ])
 def test_config_fails_naming_the_key_when_a_key_is_unknown_or_bad(
         change: dict[str, object], key: str) -> None:
