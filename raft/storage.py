@@ -1,5 +1,6 @@
 """A node's log directory: `meta.properties` (written by `kraft format`), `quorum-state`,
-and the metadata partition's `high-watermark-checkpoint` and `log-start-offset`.
+the metadata partition's `high-watermark-checkpoint` and `log-start-offset`, and `.lock`
+(`lock_log_dir`: one process at a time uses a directory).
 
 All are small files replaced atomically: write a temp file, fsync it, rename it over the
 old one, fsync the directory. A crash leaves either the old or the new content, never a
@@ -8,6 +9,7 @@ mix; a leftover temp file is ignored.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Collection
@@ -144,23 +146,30 @@ def read_meta_properties(log_dir: str | os.PathLike[str]) -> MetaProperties | No
 
 def format_log_dir(log_dir: str | os.PathLike[str], *, cluster_id: str, node_id: int,
                    ignore_formatted: bool = False) -> bool:
-    """Write meta.properties (like kafka-storage.sh format). Returns False when the
-    directory was already formatted identically and `ignore_formatted` is set."""
+    """Write meta.properties (like kafka-storage.sh format), under the directory's lock (a
+    running node's directory is refused, LogDirLockedError). Returns False when the
+    directory was already formatted identically and `ignore_formatted` is set. The metadata
+    partition's directory is laid out by its log (`tools.commands.format`)."""
     path = Path(log_dir)
-    existing = read_meta_properties(path) if path.is_dir() else None
-    if existing is not None:
-        wanted = MetaProperties(cluster_id=cluster_id, node_id=node_id)
-        if existing != wanted:
-            raise StorageError(
-                f"{path} is already formatted for cluster {existing.cluster_id} node "
-                f"{existing.node_id}, not cluster {cluster_id} node {node_id}")
-        if not ignore_formatted:
-            raise StorageError(f"{path} is already formatted (use --ignore-formatted)")
-        return False
-    path.mkdir(parents=True, exist_ok=True)
-    fsync_dir(path.parent)
-    write_meta_properties(path, MetaProperties(cluster_id=cluster_id, node_id=node_id))
-    return True
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        fsync_dir(path.parent)
+    lock = lock_log_dir(path)
+    try:
+        existing = read_meta_properties(path)
+        if existing is not None:
+            wanted = MetaProperties(cluster_id=cluster_id, node_id=node_id)
+            if existing != wanted:
+                raise StorageError(
+                    f"{path} is already formatted for cluster {existing.cluster_id} node "
+                    f"{existing.node_id}, not cluster {cluster_id} node {node_id}")
+            if not ignore_formatted:
+                raise StorageError(f"{path} is already formatted (use --ignore-formatted)")
+            return False
+        write_meta_properties(path, MetaProperties(cluster_id=cluster_id, node_id=node_id))
+        return True
+    finally:
+        lock.release()
 
 
 def open_log_dir(log_dir: str | os.PathLike[str], cluster_id: str | None = None,
@@ -205,3 +214,57 @@ def read_log_start(partition_dir: str | os.PathLike[str]) -> tuple[int, int]:
     if fields.get("version") != "0" or not all(v.isascii() and v.isdigit() for v in values):
         raise StorageError(f"{path}: not a log start offset file: {text[:80]!r}")
     return int(values[0]), int(values[1])
+
+
+LOCK_FILE = ".lock"
+
+
+class LogDirLockedError(StorageError):
+    """Another process holds the log directory's lock; `pid` is the one it wrote (None
+    when unreadable)."""
+
+    def __init__(self, log_dir: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "a process whose pid is not recorded"
+        super().__init__(f"{log_dir} is in use by another process ({holder}; lock file "
+                         f"{log_dir / LOCK_FILE})")
+        self.pid = pid
+
+
+@dataclass(eq=False)
+class LogDirLock:
+    """An exclusive `flock` on `<log dir>/.lock`, held while the file stays open. The file
+    holds the holder's pid (a hint for the error message; the lock itself is the flock,
+    which the kernel drops when the process dies, so a stale file never blocks)."""
+
+    path: Path
+    fd: int
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.ftruncate(self.fd, 0)  # no pid left behind for a later reader to trust
+            os.close(self.fd)
+            self.fd = -1
+
+
+def lock_log_dir(log_dir: str | os.PathLike[str]) -> LogDirLock:
+    """Take `log_dir`'s lock without waiting: LogDirLockedError naming the holder's pid when
+    another process has it, StorageError when the directory does not exist. Taken before
+    anything reads or repairs the directory, so a second node on a live directory never
+    runs recovery over the first one's files."""
+    directory = Path(log_dir)
+    if not directory.is_dir():
+        raise StorageError(f"{directory}: log directory does not exist (run kraft format)")
+    path = directory / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise LogDirLockedError(directory, int(text) if text.isdigit() else None) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return LogDirLock(path, fd)

@@ -1,12 +1,23 @@
-"""`kraft format` (like kafka-storage.sh format) and `kraft random-uuid`."""
+"""`kraft format` (like kafka-storage.sh format) and `kraft random-uuid`.
+
+`kraft format` lays out a whole node directory: `meta.properties`, and the metadata
+partition `__cluster_metadata-0/` with its first, empty segment (what a node's first start
+would create), so `kraft dump-log`, `kraft storage info`, `kraft replay --logs` and `kraft
+node` all work on a directory that was only formatted. Unlike Kafka, there are no
+bootstrap records to write: kraft-py has no feature levels, and the metadata topic ID is
+chosen by the first leader. A directory a running node holds (its `.lock`) is refused.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from raft.common.uuid import Uuid
-from raft.storage import StorageError, format_log_dir
+from raft.log import METADATA_PARTITION_DIR, DiskLog
+from raft.storage import LogDirLockedError, StorageError, format_log_dir, lock_log_dir
+from tools.config import ConfigError, load
 from tools.errors import CommandError, usage_error
 
 
@@ -15,10 +26,13 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     if verb == "random-uuid":
         parser.set_defaults(action=_random_uuid)
         return
-    parser.add_argument("--dir", required=True, help="the node's log directory")
-    parser.add_argument("--cluster-id", required=True,
+    parser.add_argument("--config", "-c", help="the node's configuration (TOML or "
+                        ".properties): its log directory and node.id, as kafka-storage.sh "
+                        "format -c reads them")
+    parser.add_argument("--dir", help="the node's log directory")
+    parser.add_argument("--cluster-id", "-t", required=True,
                         help="the cluster's ID (make one with `kraft random-uuid`)")
-    parser.add_argument("--node-id", required=True, type=int, help="this node's id")
+    parser.add_argument("--node-id", type=int, help="this node's id")
     parser.add_argument("--ignore-formatted", action="store_true",
                         help="succeed when the directory is already formatted the same way")
     parser.set_defaults(action=_format)
@@ -35,7 +49,25 @@ def _random_uuid(args: argparse.Namespace) -> int:
     return 0
 
 
+def _from_config(args: argparse.Namespace) -> None:
+    """--config fills --dir and --node-id (which must agree with it when also given)."""
+    if args.config:
+        try:
+            config = load(args.config)
+        except ConfigError as exc:
+            raise usage_error(str(exc)) from None
+        for option, value in (("dir", str(config.log_dir)), ("node_id", config.node_id)):
+            given = getattr(args, option)
+            if given is not None and str(given) != str(value):
+                raise usage_error(f"--{option.replace('_', '-')} {given} disagrees with "
+                                  f"{args.config} ({value})")
+            setattr(args, option, value)
+    if args.dir is None or args.node_id is None:
+        raise usage_error("need --config FILE, or --dir DIR and --node-id N")
+
+
 def _format(args: argparse.Namespace) -> int:
+    _from_config(args)
     try:
         Uuid.from_string(args.cluster_id)
     except ValueError as exc:
@@ -45,6 +77,10 @@ def _format(args: argparse.Namespace) -> int:
     try:
         formatted = format_log_dir(args.dir, cluster_id=args.cluster_id, node_id=args.node_id,
                                    ignore_formatted=args.ignore_formatted)
+        if formatted or not (Path(args.dir) / METADATA_PARTITION_DIR).is_dir():
+            lay_out_metadata_log(args.dir)
+    except LogDirLockedError as exc:
+        raise usage_error(str(exc)) from None
     except StorageError as exc:
         raise CommandError(str(exc), exit_code=1) from None
     except OSError as exc:
@@ -58,3 +94,13 @@ def _format(args: argparse.Namespace) -> int:
         print(f"{args.dir} is already formatted for cluster {args.cluster_id}, "
               f"node {args.node_id}: left as it is")
     return 0
+
+
+def lay_out_metadata_log(log_dir: str) -> None:
+    """Create the metadata partition directory and its first segment, durably, under the
+    directory's lock (opening the log is what a node's first start does)."""
+    lock = lock_log_dir(log_dir)
+    try:
+        DiskLog.open_metadata_log(log_dir).close()
+    finally:
+        lock.release()

@@ -1,4 +1,11 @@
-"""`kraft node --config FILE`: one node in the foreground, logs on stderr.
+"""`kraft node --config FILE`: one node in the foreground, logs on stderr (INFO and up
+unless `--log-level` says otherwise).
+
+FILE is TOML or a Kafka `server.properties` (`tools.config`). Before anything reads the
+log directory the node takes its lock (`raft.storage.lock_log_dir`, `<dir>/.lock`): a
+second node on a live directory exits 2 naming the holder's pid, and never runs recovery
+over the first one's files. A broker configured with `controller.quorum.bootstrap.servers`
+only learns the voters' ids and endpoints from those servers first (DescribeQuorum).
 
 SIGTERM (or Ctrl-C): a leader resigns with EndQuorumEpoch, queued messages drain
 (bounded), exit 0. The node is built and supervised by `tools.server` (the composition
@@ -11,35 +18,45 @@ once, never rebuilt: nothing more is sent or acknowledged, one ERROR line names 
 invariant, and the process exits with code 3 (`INVARIANT_EXIT_CODE`).
 
 Exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or a listen address the node
-cannot start from; 2 bad usage or configuration, a corrupt log, or snapshots the node
-cannot start from (none valid, or one ahead of the log: `metadata.snapshot_loader`); 3 a
-broken Raft invariant.
+cannot start from; 2 bad usage or configuration, a log directory in use by another
+process, a corrupt log, or snapshots the node cannot start from (none valid, or one ahead
+of the log: `metadata.snapshot_loader`); 3 a broken Raft invariant.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import logging
+import time
+from dataclasses import replace
 
 import trio
 
 from metadata.snapshot_policy import SnapshotStartError
+from raft import messages
 from raft.core import RaftInvariantError
 from raft.log import LogCorruptionError
-from raft.storage import StorageError
-from tools.config import ConfigError, NodeConfig, load
+from raft.storage import LogDirLockedError, StorageError, lock_log_dir
+from tools.config import Address, ConfigError, NodeConfig, load
 from tools.errors import CommandError, usage_error
 from tools.server.build import build_node
 from tools.server.supervisor import find_exception, supervise
 
 INVARIANT_EXIT_CODE = 3  # a broken Raft invariant stopped the node (logged as one ERROR)
+DEFAULT_LOG_LEVEL = "INFO"  # tools.cli: a node logs its start, elections, snapshots
+DISCOVERY_TIMEOUT_S = 30.0  # a bootstrap-servers-only broker waits this long for the voters
+
+log = logging.getLogger(__name__)
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--config", required=True, help="the node's TOML configuration")
+    parser.add_argument("--config", required=True,
+                        help="the node's configuration: TOML, or a Kafka .properties file")
     parser.epilog = ("exit codes: 0 stopped by SIGTERM/SIGINT; 1 a log directory or listen "
-                     "address it cannot start from; 2 bad usage or configuration, a "
-                     "corrupt log, or snapshots it cannot start from; "
+                     "address it cannot start from; 2 bad usage or configuration, a log "
+                     "directory in use by another process, a corrupt log, or snapshots it "
+                     "cannot start from; "
                      f"{INVARIANT_EXIT_CODE} a broken Raft invariant stopped the node")
 
 
@@ -48,6 +65,23 @@ def run(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as exc:
         raise usage_error(str(exc)) from None
+    for warning in config.warnings:
+        log.warning("%s: %s", config.source, warning)
+    try:  # before anything reads the directory: recovery may cut a torn tail
+        lock = lock_log_dir(config.log_dir)
+    except LogDirLockedError as exc:
+        raise usage_error(str(exc)) from None
+    except StorageError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        if not config.voters:
+            config = replace(config, voters=discover_voters(config))
+        return _run_locked(config)
+    finally:
+        lock.release()
+
+
+def _run_locked(config: NodeConfig) -> int:
     try:
         built = build_node(config)
     except (StorageError, LogCorruptionError, SnapshotStartError, OSError) as exc:
@@ -70,6 +104,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def discover_voters(config: NodeConfig, timeout_s: float = DISCOVERY_TIMEOUT_S
+                    ) -> dict[int, Address]:
+    """The voters (id -> endpoint) of a broker configured with bootstrap servers only: each
+    server is asked DescribeQuorum and answers with its own node id, the leader's id and
+    address, and the voter ids. Retried until every voter's endpoint is known (the
+    controllers may still be starting), else a usage error naming the missing ones."""
+    from tools.cluster import ClusterError, request  # the blocking msgpack client
+
+    body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
+    deadline = time.monotonic() + timeout_s
+    endpoints: dict[int, Address] = {}
+    voter_ids: set[int] = set()
+    problems: list[str] = []
+    while True:
+        for host, port in config.bootstrap_servers:
+            try:
+                reply = request(f"{host}:{port}", "DescribeQuorumRequest", body,
+                                cluster_id=config.cluster_id, timeout_s=2.0)
+            except ClusterError as exc:
+                problems.append(str(exc))
+                continue
+            _learn(reply, (host, port), endpoints, voter_ids)
+        if voter_ids and voter_ids <= set(endpoints):
+            voters = {v: endpoints[v] for v in sorted(voter_ids)}
+            log.info("voters learned from controller.quorum.bootstrap.servers",
+                     extra={"voters": voters})
+            return voters
+        if time.monotonic() >= deadline:
+            missing = sorted(voter_ids - set(endpoints)) or "all"
+            raise usage_error(
+                f"controller.quorum.bootstrap.servers: no endpoint learned for voters "
+                f"{missing} within {timeout_s:.0f} s (list every controller, or set "
+                f"controller.quorum.voters){'; last error: ' + problems[-1] if problems else ''}")
+        time.sleep(0.5)
+
+
+def _learn(reply: object, address: Address, endpoints: dict[int, Address],
+           voter_ids: set[int]) -> None:
+    if not isinstance(reply, dict):
+        return
+    if isinstance(reply.get("node_id"), int):
+        endpoints[reply["node_id"]] = address
+    leader, leader_address = reply.get("leader_id"), reply.get("leader_address")
+    if isinstance(leader, int) and leader >= 0 and isinstance(leader_address, str):
+        host, _, port = leader_address.rpartition(":")
+        if port.isdigit():
+            endpoints[leader] = (host, int(port))
+    for topic in reply.get("topics") or ():
+        for partition in topic.get("partitions") or ():
+            for voter in partition.get("current_voters") or ():
+                if isinstance(voter, dict) and isinstance(voter.get("replica_id"), int):
+                    voter_ids.add(voter["replica_id"])
+
+
 def startup_error(config: NodeConfig, exc: BaseException) -> CommandError:
     """One line for a log directory the node cannot start from."""
     if isinstance(exc, LogCorruptionError | SnapshotStartError):  # the files, no traceback
@@ -80,6 +168,6 @@ def startup_error(config: NodeConfig, exc: BaseException) -> CommandError:
 
 
 def listen_error(config: NodeConfig, exc: OSError) -> CommandError:
-    address = config.controller_address
-    return CommandError(f"cannot listen on {address[0]}:{address[1]}: "  # type: ignore[index]
-                        f"{exc.strerror or exc}")
+    address = config.controller_address or config.client_address or config.status_address
+    where = f"{address[0]}:{address[1]}" if address else "its listeners"
+    return CommandError(f"cannot listen on {where}: {exc.strerror or exc}")
