@@ -81,18 +81,21 @@ def test_cli_describes_status_and_replication_when_asked_any_voter(
     assert view["ClusterId"] == cluster.cluster_id
     assert view["LeaderId"] != follower
     assert view["HighWatermark"] >= 22
-    assert sorted(view["CurrentVoters"]) == [1, 2, 3]
+    # kafka-metadata-quorum.sh 3.9: each voter with its endpoints, each observer by id
+    assert sorted(v["id"] for v in view["CurrentVoters"]) == [1, 2, 3]
+    assert next(v for v in view["CurrentVoters"] if v["id"] == follower)["endpoints"] == \
+        [f"CONTROLLER://{address}"]
     wait_until(lambda: json.loads(kraft("quorum", "describe", "--cluster",
                                         str(cluster.directory), "--status", "--json").stdout)
-               ["CurrentObservers"] == [4], 10, "the broker to fetch as an observer")
+               ["CurrentObservers"] == [{"id": 4}], 10, "the broker to fetch as an observer")
     replication = kraft("quorum", "describe", "--cluster", str(cluster.directory),
                         "--replication")
     assert replication.returncode == 0, replication.stderr
     lines = replication.stdout.splitlines()
     assert lines[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
                                 "LastCaughtUpTimestamp", "Status"]
-    statuses = sorted(line.split()[-1] for line in lines[1:])
-    assert statuses == ["Follower", "Follower", "Leader", "Observer"]
+    statuses = [line.split()[-1] for line in lines[1:]]
+    assert statuses == ["Leader", "Follower", "Follower", "Observer"]  # the leader first
 
 
 def test_second_start_says_running_when_cluster_is_already_up(

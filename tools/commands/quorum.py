@@ -4,13 +4,19 @@
     kraft quorum stop --cluster DIR
     kraft quorum kill --cluster DIR --node N [--signal KILL|STOP|CONT|TERM]
     kraft quorum restart --cluster DIR --node N
-    kraft quorum describe (--bootstrap-server H:P[,...] | --cluster DIR)
-                          (--status | --replication) [--json]
-    kraft quorum append (--cluster DIR | --bootstrap-server H:P[,...]) --count N [--batch B]
+    kraft quorum describe (--bootstrap-controller H:P[,...] | --cluster DIR)
+                          (--status | --replication) [--human-readable] [--json]
+    kraft quorum append (--cluster DIR | --bootstrap-controller H:P[,...]) --count N [--batch B]
     kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
 
-`describe` prints the columns of kafka-metadata-quorum.sh; a non-leader redirects the
-request to the leader.
+`describe` prints what kafka-metadata-quorum.sh 3.9 prints; a non-leader redirects the
+request to the leader. `--replication` lists the leader first, then the other voters, then
+the observers; `--human-readable` shows the timestamps as "N ms ago" and the status's lag
+time as "N ms". `--status` lists each voter with its endpoints (`CONTROLLER://HOST:PORT`):
+from cluster.json with `--cluster`; with `--bootstrap-controller`, the ones the given
+controllers and the leader report for themselves (a voter neither given nor leading shows
+none). `--bootstrap-server` is the old spelling of `--bootstrap-controller` here (a
+deprecation note on stderr): a broker does not forward DescribeQuorum.
 """
 
 from __future__ import annotations
@@ -18,10 +24,19 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import time
 from typing import Any
 
-from tools.cluster import Cluster, ClusterError, append_records, describe_quorum
+from raft import messages
+from tools.cluster import (
+    DESCRIBE_QUORUM,
+    Cluster,
+    ClusterError,
+    append_records,
+    describe_quorum,
+    request,
+)
 from tools.commands import quorum_snapshot
 from tools.config import KNOWN_KEYS
 from tools.errors import CommandError, usage_error
@@ -39,7 +54,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     start.add_argument("--brokers", type=int, default=0)
     start.add_argument("--base-port", type=int, default=None)
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="a node setting for every node, e.g. quorum.election.timeout.ms=300")
+                       help="a node setting for every node, e.g. "
+                       "controller.quorum.election.timeout.ms=300")
     start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
     start.add_argument("--json", action="store_true")
     stop = actions.add_parser("stop", help="stop every node (SIGTERM, then SIGKILL)")
@@ -59,6 +75,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true")
     what.add_argument("--replication", action="store_true")
+    describe.add_argument("--human-readable", action="store_true",
+                          help="timestamps as 'N ms ago', the lag time as 'N ms'")
     describe.add_argument("--json", action="store_true")
     demo = actions.add_parser("demo", help="start 3 voters, append, kill the leader, "
                               "show the new leader, stop (used by `kraft demo`)")
@@ -74,16 +92,34 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 
 def _target(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]")
+    group.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
+                       help="controller addresses (as kafka-metadata-quorum.sh)")
+    group.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                       help="deprecated here: the same as --bootstrap-controller")
     group.add_argument("--cluster", metavar="DIR")
 
 
+def split_addresses(text: str) -> list[str]:
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
+def controller_addresses(args: argparse.Namespace) -> list[str]:
+    """--bootstrap-controller, or the deprecated --bootstrap-server naming controllers
+    (one note on stderr)."""
+    if args.bootstrap_controller:
+        return split_addresses(args.bootstrap_controller)
+    print("note: --bootstrap-server names controllers here, as kraft-py has always read "
+          "it; it is deprecated: use --bootstrap-controller (Kafka's tools take "
+          "--bootstrap-server for a broker)", file=sys.stderr)
+    return split_addresses(args.bootstrap_server)
+
+
 def _addresses(args: argparse.Namespace) -> tuple[list[str], str]:
-    """(controller addresses, cluster id or "") for --cluster or --bootstrap-server."""
+    """(controller addresses, cluster id or "") for --cluster or --bootstrap-controller."""
     if args.cluster:
         cluster = Cluster.load(args.cluster)
         return cluster.controller_addresses(), cluster.cluster_id
-    return [a.strip() for a in args.bootstrap_server.split(",") if a.strip()], ""
+    return controller_addresses(args), ""
 
 
 def _print(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -157,8 +193,10 @@ def _restart(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_view(state: dict[str, Any], cluster_id: str, now_ms: int) -> dict[str, Any]:
-    """kafka-metadata-quorum.sh --status fields from a DescribeQuorum description."""
+def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
+                endpoints: dict[int, list[str]] | None = None) -> dict[str, Any]:
+    """kafka-metadata-quorum.sh --status fields from a DescribeQuorum description; each
+    voter with its endpoints (`endpoints`: id -> ["CONTROLLER://HOST:PORT", ...])."""
     voters = state["voters"]
     leader = next((v for v in voters if v["replica_id"] == state["leader_id"]), None)
     leader_end = leader["log_end_offset"] if leader else state["high_watermark"]
@@ -168,29 +206,42 @@ def status_view(state: dict[str, Any], cluster_id: str, now_ms: int) -> dict[str
     reference = leader["last_caught_up_timestamp"] if leader and \
         leader["last_caught_up_timestamp"] > 0 else now_ms
     lag_time = max((reference - t if t > 0 else -1 for t in caught_up), default=0)
+    endpoints = endpoints or {}
     return {"ClusterId": cluster_id or state.get("cluster_id") or "",
             "LeaderId": state["leader_id"], "LeaderEpoch": state["leader_epoch"],
             "HighWatermark": state["high_watermark"], "MaxFollowerLag": max(lag, 0),
             "MaxFollowerLagTimeMs": lag_time,
-            "CurrentVoters": [v["replica_id"] for v in voters],
-            "CurrentObservers": [o["replica_id"] for o in state["observers"]]}
+            "CurrentVoters": [{"id": v["replica_id"],
+                               "endpoints": endpoints.get(v["replica_id"], [])}
+                              for v in voters],
+            "CurrentObservers": [{"id": o["replica_id"]} for o in state["observers"]]}
 
 
 def replication_view(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """kafka-metadata-quorum.sh --replication rows."""
-    voters = state["voters"]
+    """kafka-metadata-quorum.sh --replication rows: the leader, the other voters, then
+    the observers (each group by id)."""
+    voters = sorted(state["voters"], key=lambda v: v["replica_id"])
     leader = next((v for v in voters if v["replica_id"] == state["leader_id"]), None)
     leader_end = leader["log_end_offset"] if leader else state["high_watermark"]
-    rows = []
-    for replica, kind in [(v, "Follower") for v in voters] + \
-            [(o, "Observer") for o in state["observers"]]:
-        status = "Leader" if replica["replica_id"] == state["leader_id"] else kind
-        rows.append({"NodeId": replica["replica_id"], "LogEndOffset": replica["log_end_offset"],
-                     "Lag": max(leader_end - replica["log_end_offset"], 0),
-                     "LastFetchTimestamp": replica["last_fetch_timestamp"],
-                     "LastCaughtUpTimestamp": replica["last_caught_up_timestamp"],
-                     "Status": status})
-    return rows
+    ordered = ([(leader, "Leader")] if leader else []) + \
+        [(v, "Follower") for v in voters if v is not leader] + \
+        [(o, "Observer") for o in sorted(state["observers"], key=lambda o: o["replica_id"])]
+    return [{"NodeId": replica["replica_id"], "LogEndOffset": replica["log_end_offset"],
+             "Lag": max(leader_end - replica["log_end_offset"], 0),
+             "LastFetchTimestamp": replica["last_fetch_timestamp"],
+             "LastCaughtUpTimestamp": replica["last_caught_up_timestamp"],
+             "Status": status} for replica, status in ordered]
+
+
+def ms_ago(timestamp: int, now_ms: int) -> str:
+    """A timestamp as kafka-metadata-quorum.sh --human-readable shows it."""
+    return f"{max(now_ms - timestamp, 0)} ms ago" if timestamp > 0 else "unknown"
+
+
+def humanize_rows(rows: list[dict[str, Any]], now_ms: int) -> list[dict[str, Any]]:
+    return [{**row, "LastFetchTimestamp": ms_ago(row["LastFetchTimestamp"], now_ms),
+             "LastCaughtUpTimestamp": ms_ago(row["LastCaughtUpTimestamp"], now_ms)}
+            for row in rows]
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -204,16 +255,50 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def status_text(view: dict[str, Any], *, human_readable: bool = False, indent: str = "") -> str:
+    """The --status block; lists as JSON, as kafka-metadata-quorum.sh prints them."""
+    width = max(len(k) for k in view) + 2
+    shown = dict(view)
+    if human_readable and isinstance(shown["MaxFollowerLagTimeMs"], int) and \
+            shown["MaxFollowerLagTimeMs"] >= 0:
+        shown["MaxFollowerLagTimeMs"] = f"{shown['MaxFollowerLagTimeMs']} ms"
+    return "\n".join(f"{indent}{k + ':':<{width}}"
+                     f"{json.dumps(v) if isinstance(v, list) else v}" for k, v in shown.items())
+
+
+def voter_endpoints(args: argparse.Namespace, addresses: list[str],
+                    state: dict[str, Any]) -> dict[int, list[str]]:
+    """Voter id -> its controller endpoints: cluster.json's, or what each given controller
+    (and the leader) says about itself."""
+    if args.cluster:
+        cluster = Cluster.load(args.cluster)
+        return {n.id: [f"CONTROLLER://{n.controller_address}"]
+                for n in cluster.nodes.values() if n.controller_address}
+    found: dict[int, list[str]] = {}
+    if state.get("leader_address") and state["leader_id"] >= 0:
+        found[state["leader_id"]] = [f"CONTROLLER://{state['leader_address']}"]
+    body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
+    for address in addresses:
+        try:
+            reply = request(address, DESCRIBE_QUORUM, body, timeout_s=1.0)
+        except ClusterError:
+            continue
+        if isinstance(reply, dict) and isinstance(reply.get("node_id"), int):
+            found.setdefault(reply["node_id"], [f"CONTROLLER://{address}"])
+    return found
+
+
 def _describe(args: argparse.Namespace) -> int:
     addresses, cluster_id = _addresses(args)
     state = describe_quorum(addresses, timeout_s=2.0)  # a stopped node only times out
+    now_ms = int(time.time() * 1000)
     if args.status:
-        view = status_view(state, cluster_id, int(time.time() * 1000))
-        width = max(len(k) for k in view) + 2
-        _print(args, view, "\n".join(f"{k + ':':<{width}}{v}" for k, v in view.items()))
+        view = status_view(state, cluster_id, now_ms, voter_endpoints(args, addresses, state))
+        _print(args, view, status_text(view, human_readable=args.human_readable))
     else:
         rows = replication_view(state)
-        _print(args, rows, _table(rows))
+        _print(args, rows, _table(humanize_rows(rows, now_ms) if args.human_readable
+                                  else rows))
     return 0
 
 
@@ -232,9 +317,11 @@ def _append(args: argparse.Namespace) -> int:
 
 
 def _status_text(cluster: Cluster) -> str:
-    view = status_view(cluster.describe(), cluster.cluster_id, int(time.time() * 1000))
-    width = max(len(k) for k in view) + 2
-    return "\n".join(f"  {k + ':':<{width}}{v}" for k, v in view.items())
+    endpoints = {n.id: [f"CONTROLLER://{n.controller_address}"]
+                 for n in cluster.nodes.values() if n.controller_address}
+    view = status_view(cluster.describe(), cluster.cluster_id, int(time.time() * 1000),
+                       endpoints)
+    return status_text(view, indent="  ")
 
 
 def _wait_replicated(cluster: Cluster, last_offset: int, timeout_s: float = 10.0) -> None:

@@ -1,6 +1,6 @@
 """`kraft topics`: create, describe, delete, alter and list topics (like kafka-topics.sh).
 
-    kraft topics (--bootstrap-server HOST:PORT[,...] | --cluster DIR)
+    kraft topics (--bootstrap-controller HOST:PORT[,...] | --cluster DIR)
         --create --topic NAME [--partitions N] [--replication-factor R]
       | --describe [--topic NAME | --topic-id ID]
       | --delete (--topic NAME | --topic-id ID)
@@ -9,8 +9,10 @@
       [--json] [--timeout SECONDS]
 
 Requests go to any controller; a non-controller answers NOT_CONTROLLER with the leader's
-address and the request follows it. A request the controller refuses exits 1 with the
-Kafka error name and code; bad usage exits 2.
+address and the request follows it. `--bootstrap-server` is the old spelling of
+`--bootstrap-controller` here (a deprecation note on stderr): this tool speaks the
+controllers' admin protocol, not a broker's Kafka protocol. A request the controller
+refuses exits 1 with the Kafka error name and code; bad usage exits 2.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from metadata.admin import (
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.cluster import Cluster, ClusterError, request
+from tools.commands.quorum import controller_addresses
 from tools.errors import CommandError, usage_error
 
 RETRY_BACKOFF_S = 0.1
@@ -52,7 +55,10 @@ RETRY_BACKOFF_S = 0.1
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]")
+    target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
+                        help="controller addresses")
+    target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="deprecated here: the same as --bootstrap-controller")
     target.add_argument("--cluster", metavar="DIR")
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (("create", "create a topic"), ("describe", "describe topics"),
@@ -155,8 +161,7 @@ def run(args: argparse.Namespace) -> int:
             raise usage_error(f"--cluster {args.cluster}: {exc}") from None
         addresses, cluster_id = cluster.controller_addresses(), cluster.cluster_id
     else:
-        addresses = [a.strip() for a in args.bootstrap_server.split(",") if a.strip()]
-        cluster_id = ""
+        addresses, cluster_id = controller_addresses(args), ""
     client = AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
     if args.create:
         return _create(client, args)
