@@ -3,7 +3,8 @@
 Each verb lives in `tools.commands.<module>` with `configure(parser)` and `run(args) -> int`;
 modules are imported only when their verb runs (pyspark and trio are slow to import).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
-broken Raft invariant stopped the node.
+broken Raft invariant stopped the node. `--log-level` defaults to WARNING, and to INFO for
+`kraft node` (a server's log says what it does); `kraft --version` prints the version.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from tools.errors import CommandError
 from tools.logs import configure_logging
@@ -21,6 +23,9 @@ from tools.logs import configure_logging
 VERBS: dict[str, tuple[str, str]] = {
     # verb: (module in tools.commands, one-line help)
     "format": ("format", "format a node's log directory (like kafka-storage.sh format)"),
+    "storage": ("storage", "show a node's log directory (like kafka-storage.sh info)"),
+    "config-keys": ("config_keys", "list the node configuration keys, their defaults and "
+                    "meanings"),
     "random-uuid": ("format", "print a new random Uuid"),
     "dump-log": ("dump_log", "print every batch and record of a metadata log"),
     "metadata-shell": ("metadata_shell", "browse a node's metadata image as a file tree "
@@ -35,6 +40,27 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVELS = {"node": "INFO"}  # every other verb: WARNING
+PACKAGE = "kraft-py"
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml), or "unknown" when run from a
+    source tree that was never installed."""
+    try:
+        return metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(LOG_LEVELS)} (any case), got {text!r}")
+    return text.upper()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -44,7 +70,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="kraft", description="kraft-py: a KRaft-style metadata quorum")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
-    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--log-level", type=_log_level, default=None, metavar="LEVEL",
+                        help=f"{'|'.join(LOG_LEVELS)}; default WARNING, INFO for kraft node")
+    parser.add_argument("--version", action="version", version=f"kraft {version()}")
     subparsers = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in VERBS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -61,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     wants_json = "--json" in argv
     try:
         args = build_parser(verb).parse_args(argv)
-        configure_logging(args.log_format, args.log_level)
+        configure_logging(args.log_format,
+                          args.log_level or DEFAULT_LOG_LEVELS.get(args.verb, "WARNING"))
         code: int = args.run(args)
         return code
     except CommandError as exc:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,19 @@ def _human(result: Any) -> str:
     return "\n".join(lines)
 
 
+def java_problem() -> str | None:
+    """Why PySpark could not start a JVM here (it runs $JAVA_HOME/bin/java, else `java` on
+    the PATH); None when one is there."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java = Path(java_home) / "bin" / "java"
+        return None if os.access(java, os.X_OK) else \
+            f"JAVA_HOME is {java_home}, but {java} is not an executable"
+    if shutil.which("java") is None:
+        return "no java on the PATH and JAVA_HOME is not set"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
@@ -68,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     from tools.replay.progress import Progress
 
     owned = SparkSession.getActiveSession() is None  # tests share their own session
+    if owned and (problem := java_problem()) is not None:
+        raise CommandError(f"kraft replay needs Java 17 for Spark: {problem} (install it with "
+                           "'apt-get install openjdk-17-jre-headless')", exit_code=2)
     spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions)
     try:
         with Progress(spark) as progress:
