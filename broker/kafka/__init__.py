@@ -6,9 +6,11 @@ api_versions      advertised ranges; a too-new ApiVersions is answered in v0
 metadata_api      Metadata v0-v12 and DescribeCluster from the broker's image (topic IDs)
 admin_api         CreateTopics/DeleteTopics/CreatePartitions forwarded to the controller
 produce / fetch   Produce, InitProducerId / Fetch, ListOffsets, OffsetForLeaderEpoch
-group             FindCoordinator, OffsetCommit, OffsetFetch
-membership        JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic rebalance, in memory)
-group_state       a group's members and rebalance rounds, kept by its coordinator
+group             FindCoordinator, OffsetCommit/Fetch/Delete, Describe/List/DeleteGroups
+membership        JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic rebalance)
+group_state       a group's members, rounds and offsets: a pure state machine
+coordinator       leads __consumer_offsets partitions: loads, writes (acks=all), ticks
+offsets_records   group -> partition hash, __consumer_offsets record format and batches
 replica           topic-ID fencing and the hosted partitions' state (high watermark)
 partition_log     magic v2 batches on disk in the partition directory
 replication       followers fetching from partition leaders (Fetch v13 by topic ID)
