@@ -196,12 +196,14 @@ class Election(CoreBase):
                                 now_ms: int) -> None:
         self._send_request(voter, BeginQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
-            leader_id=self._node_id, leader_epoch=state.epoch), now_ms, self._quick_retry_timeout_ms())
+            leader_id=self._node_id, leader_epoch=state.epoch), now_ms,
+            self._quick_retry_timeout_ms())
 
     def _send_end_quorum_epoch(self, state: ResignedState, voter: int,
                               now_ms: int) -> None:
         self._send_request(voter, EndQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
             leader_id=self._node_id, leader_epoch=state.epoch,
-            preferred_successors=state.preferred_successors), now_ms, self._quick_retry_timeout_ms())
+            preferred_successors=state.preferred_successors), now_ms,
+            self._quick_retry_timeout_ms())
 
