@@ -1,6 +1,8 @@
 """`kraft chaos` end to end: real processes on 127.0.0.1, SIGKILL / SIGSTOP / leader faults,
-and the same mixed with network faults, under a recorded workload, the history checker,
-then the Spark replay of the logs.
+and the same mixed with network faults and wiped brokers, under a recorded workload, the
+history checker, then the Spark replay of the logs. Every run has chaos's default small
+snapshot settings: nodes snapshot every 150-200 records, their log starts advance and
+early segments are deleted, and nodes left behind catch up by FetchSnapshot.
 
 The cluster is started by the `kraft chaos` subprocess and stopped by it whatever happens;
 `cli_cluster_dir` SIGKILLs by pid any node it left behind (e.g. on a test timeout)."""
@@ -35,6 +37,21 @@ def run_chaos(directory: Path, seed: int, duration_s: int, timeout_s: float,
     return done.returncode, verdict
 
 
+def assert_snapshots_exercised(verdict: dict[str, Any]) -> None:
+    """Snapshots were written, log starts advanced past deleted segments, and the replay
+    checked the snapshot files (valid, at the log starts, against a log replay)."""
+    snapshots = verdict["snapshots"]
+    assert snapshots["enabled"]
+    assert snapshots["written"] > 0, snapshots
+    assert snapshots["log_start_advances"] > 0, snapshots
+    assert any(n["log_start"] > 0 and (n["first_segment"] or 0) > 0
+               for n in snapshots["nodes"]), snapshots
+    checks = {c["name"]: c for c in verdict["replay"]["checks"]}
+    for name in ("snapshot_valid", "snapshot_at_log_start", "snapshot_matches_log"):
+        assert checks[name]["violations"] == 0, checks[name]
+        assert not checks[name]["skipped"], checks[name]
+
+
 def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
                   kinds: frozenset[str]) -> None:
     assert verdict["violations"] == [], verdict["reproduce"]
@@ -53,6 +70,7 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert verdict["operations"]["delete"]["ok"] > 10
     assert verdict["writes_verified"] > 100
     assert verdict["partition_dirs_checked"] > 0
+    assert_snapshots_exercised(verdict)
 
 
 @pytest.mark.soak  # the mixed run below covers the same kinds in half the time
@@ -72,11 +90,12 @@ def test_chaos_run_passes_when_nodes_are_killed_paused_slowed_and_leaders_target
 
 
 # A short run of every kind in `make test` (the soak runs mix them for longer).
-MIXED_SEED = 23  # kills the leader; pauses, slows the disk of and skews the clock of
-# voters and brokers; partitions (both ways), slows and loses links of both
+MIXED_SEED = 263  # kills the leader; pauses, slows the disk of and skews the clock of
+# voters and brokers; partitions (both ways), slows and loses links of both; and, at
+# +56 s (after the first log-start advances, which come about 30 s in), wipes broker 5
 MIXED_DURATION_S = 60
-MIXED_KINDS = "kill,pause,leader,slow-disk,clock,partition,slow-net,lossy-net"
-PROCESS_FAULTS = frozenset({"kill", "pause", "slow-disk", "clock"})
+MIXED_KINDS = "kill,pause,leader,slow-disk,clock,partition,slow-net,lossy-net,wipe"
+PROCESS_FAULTS = frozenset({"kill", "pause", "slow-disk", "clock", "wipe"})
 NETWORK_FAULTS = frozenset({"partition", "partition-one-way", "slow-net", "lossy-net"})
 
 
@@ -84,9 +103,10 @@ NETWORK_FAULTS = frozenset({"partition", "partition-one-way", "slow-net", "lossy
 def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
         cli_cluster_dir: Path) -> None:
     """Process faults (SIGKILL, SIGSTOP, slow fsyncs, skewed clocks, the leader among the
-    targets) and network faults through the proxies (symmetric and one-way partitions,
-    delay, loss) in one run, on voters and brokers: same guarantees as under either
-    family alone."""
+    targets, a broker restarted with an empty metadata directory) and network faults
+    through the proxies (symmetric and one-way partitions, delay, loss) in one run, on
+    voters and brokers, with snapshots every 150-200 records: same guarantees as under
+    either family alone, and the wiped broker caught up by FetchSnapshot."""
     code, verdict = run_chaos(cli_cluster_dir, MIXED_SEED, MIXED_DURATION_S, timeout_s=500,
                               faults=MIXED_KINDS)
     assert_passed(code, verdict, MIXED_DURATION_S, kinds=PROCESS_FAULTS | NETWORK_FAULTS)
@@ -102,9 +122,14 @@ def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
     network = verdict["network"]
     assert network["chunks"] > 0
     assert network["stalls"] > 0, network
+    # the wiped broker could not fetch from offset 0 any more: it loaded a snapshot
+    wiped = {f["node"] for f in faults if f["kind"] == "wipe"}
+    assert wiped <= {4, 5, 6}
+    fetched = {n["node"] for n in verdict["snapshots"]["nodes"] if n["fetched"] > 0}
+    assert wiped & fetched, verdict["snapshots"]
 
 
-ALL_KINDS = "kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net"
+ALL_KINDS = "kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe"
 SOAK_DURATION_S = 1800
 
 
@@ -118,4 +143,5 @@ def test_chaos_soak_passes_when_run_for_half_an_hour_over_several_seeds(
                               timeout_s=SOAK_DURATION_S + 1100, faults=ALL_KINDS)
     assert_passed(code, verdict, SOAK_DURATION_S, kinds=frozenset(
         {"kill", "pause", "partition", "partition-one-way", "slow-disk", "clock",
-         "slow-net", "lossy-net"}))
+         "slow-net", "lossy-net", "wipe"}))
+    assert verdict["snapshots"]["fetched"] > 0, verdict["snapshots"]
