@@ -15,7 +15,9 @@ from kio.schema.errors import ErrorCode
 from broker import partition_dir
 from broker.kafka import produce as produce_module
 from broker.kafka.codec import ConnectionClosed, build
+from broker.kafka.partition_log import record_timestamps, split_batches
 from broker.kafka.produce import PRODUCER_ID_BLOCK_BITS, next_producer_id, producer_id_block
+from broker.kafka.producer_state import read_header
 from broker.kafka.wire_client import encode_request
 from tests.support.kafka_support import (
     BROKER,
@@ -26,6 +28,7 @@ from tests.support.kafka_support import (
     with_producer,
 )
 from tests.unit.broker.test_kafka_listener import make_dispatcher, roundtrip
+from tools.commands.produce import encode_batch
 
 KNOWN = uuid.UUID(bytes=TOPIC_ID.to_bytes())
 
@@ -180,3 +183,15 @@ async def test_delete_topics_naming_both_name_and_id_is_an_invalid_request(
     assert "both" in (both.error_message or "")
     assert by_name.error_code == ErrorCode.not_controller  # forwarded (no controller here)
     assert by_name.name == "A"
+
+
+def test_kraft_produce_batch_is_a_valid_idempotent_batch() -> None:
+    """`kraft produce`'s encoder: a batch the broker accepts, with the producer's id,
+    epoch and base sequence, one offset per value."""
+    batch = encode_batch([b"a", b"bc"], producer_id=9, producer_epoch=2, base_sequence=0,
+                         timestamp_ms=77)
+    (only,) = split_batches(batch)
+    header = read_header(only)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 2, 0)
+    assert (header.last_offset_delta, header.max_timestamp) == (1, 77)
+    assert record_timestamps(only) == [(0, 77), (1, 77)]

@@ -1,0 +1,215 @@
+"""`kraft produce`: write records to a partition over the brokers' Kafka protocol, as an
+idempotent producer addressing the topic by ID (like kafka-console-producer.sh).
+
+    kraft produce --bootstrap-server HOST:PORT[,...] --topic NAME [--partition N]
+        [--acks all|1|0] [--timeout SECONDS] [--json] [VALUE ...]
+
+The values (or, without any, the lines of stdin) go as one magic v2 batch. The topic's
+ID and the partition's leader come from Metadata v12; with acks=all the producer takes a
+producer ID (InitProducerId) and sends the batch with sequence 0 by Produce v13 (topics
+by ID, KIP-516). A retriable answer (the leader moved, the broker is not caught up) or a
+lost connection resends the same batch to the leader the metadata then names: the
+broker's producer state answers a batch it already stored with its original offset, so
+a retry never stores the records twice. Exit 0 with the base offset; 1 when the
+brokers refuse the records or the timeout passes; 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import time
+import uuid
+from typing import Any
+
+from crc32c import crc32c
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build
+from broker.kafka.wire_client import call, encode_request
+from tools.errors import CommandError, usage_error
+
+PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
+PRODUCE_VERSION = 13
+RETRY_BACKOFF_S = 0.2
+RETRIABLE = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+    ErrorCode.unknown_topic_or_partition, ErrorCode.request_timed_out,
+    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
+    ErrorCode.coordinator_not_available, ErrorCode.kafka_storage_error,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+    ErrorCode.inconsistent_topic_id})
+ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
+                        help="broker Kafka listeners")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partition", type=int, default=0)
+    parser.add_argument("--acks", choices=sorted(ACKS), default="all")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("values", nargs="*", metavar="VALUE",
+                        help="record values (default: the lines of stdin)")
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def encode_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
+    """An uncompressed magic v2 batch of records with null keys (CRC32C included)."""
+    stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    body = bytearray()
+    for delta, value in enumerate(values):
+        record = b"\x00" + _varint(0) + _varint(delta) + _varint(-1) + \
+            _varint(len(value)) + value + _varint(0)
+        body += _varint(len(record)) + record
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, stamp, stamp, producer_id,
+                            producer_epoch, base_sequence, len(values)) + bytes(body)
+    rest = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(rest)) + rest
+
+
+def _metadata(brokers: list[str], topic: str, partition: int
+              ) -> tuple[uuid.UUID, str] | ErrorCode:
+    """(topic ID, leader address) from the first broker that answers, or the error."""
+    request = build(load_request_schema(METADATA, 12), {
+        "topics": [{"name": topic, "topic_id": None}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    error = ErrorCode.leader_not_available
+    for address in brokers:
+        try:
+            response = call(address, request)
+        except OSError:
+            continue
+        (found,) = response.topics
+        if found.error_code != ErrorCode.none:
+            return ErrorCode(found.error_code)
+        parts = {int(p.partition_index): p for p in found.partitions}
+        if partition not in parts:
+            return ErrorCode.unknown_topic_or_partition
+        leader = int(parts[partition].leader_id)
+        endpoints = {int(b.node_id): f"{b.host}:{b.port}" for b in response.brokers}
+        if leader in endpoints:
+            return found.topic_id, endpoints[leader]
+    return error
+
+
+def _producer_id(brokers: list[str]) -> tuple[int, int] | None:
+    request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
+        "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1})
+    for address in brokers:
+        try:
+            response = call(address, request)
+        except OSError:
+            continue
+        if response.error_code == ErrorCode.none:
+            return int(response.producer_id), int(response.producer_epoch)
+    return None
+
+
+def _identity(brokers: list[str], deadline: float) -> tuple[int, int] | None:
+    """(producer id, epoch) from InitProducerId, retried until `deadline`."""
+    while time.monotonic() < deadline:
+        identity = _producer_id(brokers)
+        if identity is not None:
+            return identity
+        time.sleep(RETRY_BACKOFF_S)
+    return None
+
+
+def _send(leader: str, request: Any, acks: int, deadline: float) -> tuple[ErrorCode, int]:
+    """One attempt: (error, base offset); NETWORK_EXCEPTION when the connection fails."""
+    try:
+        if acks == 0:
+            call_without_answer(leader, request)
+            return ErrorCode.none, -1
+        answer = call(leader, request, timeout_s=max(1.0, deadline - time.monotonic()))
+    except OSError:
+        return ErrorCode.network_exception, -1
+    part = answer.responses[0].partition_responses[0]
+    return ErrorCode(part.error_code), int(part.base_offset)
+
+
+def produce(brokers: list[str], topic: str, partition: int, values: list[bytes], *,
+            acks: int, timeout_s: float) -> tuple[ErrorCode, int, int]:
+    """(error, base offset, attempts): the batch sent, and resent on retriable errors,
+    until it is acknowledged or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    producer_id, epoch = -1, -1
+    if acks == -1:  # idempotence needs acks=all, as in Kafka's producer
+        identity = _identity(brokers, deadline)
+        if identity is None:
+            return ErrorCode.coordinator_not_available, -1, 0
+        producer_id, epoch = identity
+    batch = encode_batch(values, producer_id=producer_id, producer_epoch=epoch,
+                         base_sequence=0 if producer_id >= 0 else -1)
+    error, attempts = ErrorCode.request_timed_out, 0
+    while time.monotonic() < deadline:
+        found = _metadata(brokers, topic, partition)
+        if isinstance(found, ErrorCode):
+            error = found
+        else:
+            topic_id, leader = found
+            attempts += 1
+            request = build(load_request_schema(PRODUCE, PRODUCE_VERSION), {
+                "acks": acks, "timeout": int(max(1.0, deadline - time.monotonic()) * 1000),
+                "topic_data": [{"topic_id": topic_id, "partition_data": [
+                    {"index": partition, "records": batch}]}]})
+            error, base = _send(leader, request, acks, deadline)
+            if error == ErrorCode.none:
+                return error, base, attempts
+        if error not in RETRIABLE and error != ErrorCode.network_exception:
+            return error, -1, attempts
+        time.sleep(RETRY_BACKOFF_S)
+    return error, -1, attempts
+
+
+def call_without_answer(address: str, body: Any) -> None:
+    """acks=0: send and close (no response comes)."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(encode_request(body))
+
+
+def run(args: argparse.Namespace) -> int:
+    brokers = [a for a in args.bootstrap_server.split(",") if a]
+    if not brokers:
+        raise usage_error("--bootstrap-server needs at least one HOST:PORT")
+    if args.partition < 0:
+        raise usage_error("--partition must be >= 0")
+    values = [v.encode() for v in args.values] if args.values else \
+        [line.rstrip("\n").encode() for line in sys.stdin]
+    if not values:
+        raise usage_error("nothing to produce (no VALUE and an empty stdin)")
+    error, base, attempts = produce(brokers, args.topic, args.partition, values,
+                                    acks=ACKS[args.acks], timeout_s=args.timeout)
+    result = {"topic": args.topic, "partition": args.partition, "records": len(values),
+              "base_offset": base, "attempts": attempts, "error": error.name.upper(),
+              "error_code": int(error)}
+    if error != ErrorCode.none:
+        if args.json:
+            print(json.dumps(result))
+            return 1
+        raise CommandError(f"produce to {args.topic}-{args.partition} failed: "
+                           f"{error.name.upper()} ({int(error)})", exit_code=1)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"produced {len(values)} records to {args.topic}-{args.partition} at offset "
+              f"{base}")
+    return 0
