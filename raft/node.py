@@ -42,6 +42,10 @@ Hooks for the layers above (metadata controller, brokers):
   record after it is published: the layers above reload their state from that snapshot.
 - `await node.advance_log_start(snapshot_id)`: after a snapshot of committed records was
   written, start the log there (segments and older snapshots below it are deleted).
+- `node.add_ready_observer(callback)`: `callback(ready, now_ms)` in the core task after
+  each turn's Ready was persisted, sent and published (metrics: `tools.metrics` reads the
+  role, epoch, offsets and appended batches from it and the node). It must be quick; an
+  exception it raises is logged and the observer dropped, never stopping the node.
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
 - `await node.serve_api(api, body, cluster_id)`: the answer this node's listener gives
@@ -49,7 +53,8 @@ Hooks for the layers above (metadata controller, brokers):
 - `await node.checkpoint_high_watermark()`: the high-watermark checkpoint written now,
   e.g. before a snapshot, so no snapshot ever ends above the checkpoint on disk.
 - `node.leader_id`, `node.leader_address`, `node.is_leader`, `node.high_watermark`,
-  `node.leader_high_watermark`, `node.epoch`, `node.first_published_offset`.
+  `node.leader_high_watermark`, `node.epoch`, `node.first_published_offset`, `node.role`,
+  `node.log_end_offset`, `node.log_end_epoch`.
 
 High-watermark checkpoint: a node whose log has a `directory` (a `DiskLog`) keeps
 `<directory>/high-watermark-checkpoint` (`raft.storage`) so tools such as `kraft replay`
@@ -195,6 +200,7 @@ class RaftNode:
         self._listeners: list[CommitListener] = []
         self._hw_listeners: list[Callable[[int], None]] = []
         self._leader_hw_listeners: list[Callable[[int], None]] = []
+        self._ready_observers: list[Callable[[Ready, int], None]] = []
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._waiters: list[_Waiter] = []
         self._routes: dict[tuple[int, int], int] = {}  # (src, correlation id) -> conn id
@@ -240,6 +246,11 @@ class RaftNode:
         """`callback(offset)` when the leader's high watermark as this node heard it rose
         (see `leader_high_watermark`)."""
         self._leader_hw_listeners.append(callback)
+
+    def add_ready_observer(self, callback: Callable[[Ready, int], None]) -> None:
+        """`callback(ready, now_ms)` after each turn's Ready was handled (see the module
+        docstring): observation only, for metrics."""
+        self._ready_observers.append(callback)
 
     def add_snapshot_listener(self, callback: Callable[[SnapshotId], Awaitable[None]]
                               ) -> None:
@@ -333,6 +344,20 @@ class RaftNode:
         follower's `high_watermark` stops at its own log end; this one does not, so a
         catching-up node knows how far it still has to go."""
         return self._core.leader_high_watermark if self._core else None
+
+    @property
+    def role(self) -> str | None:
+        """The core's quorum state (`raft.core.Role`'s value); None before `run()`."""
+        return str(self._core.role) if self._core else None
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.end_offset
+
+    @property
+    def log_end_epoch(self) -> int:
+        """The epoch of the last record in the log (the snapshot's at an empty log)."""
+        return self._log.last_epoch
 
     @property
     def first_published_offset(self) -> int:
@@ -515,6 +540,17 @@ class RaftNode:
         core.advance(ready)
         self._settle_waiters()
         self._log_state_change()
+        if self._ready_observers:
+            self._observe(ready)
+
+    def _observe(self, ready: Ready) -> None:
+        now = self.now_ms()
+        for observer in list(self._ready_observers):
+            try:
+                observer(ready, now)
+            except Exception:  # a metrics bug must not take the quorum member down
+                log.exception("ready observer failed, dropped", extra={"node": self.node_id})
+                self._ready_observers.remove(observer)
 
     def _log_state_change(self) -> None:
         core = self.core

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from broker.settings import BrokerSettings
 from metadata.snapshot_policy import (
@@ -94,6 +95,27 @@ def _list(key: str, value: Any) -> tuple[str, ...]:
     else:
         raise ConfigError(key, f"expected a comma-separated string or a list, got {value!r}")
     return tuple(items)
+
+
+def parse_metrics_listener(text: str, key: str = "metrics.listener") -> Address:
+    """`http://HOST:PORT` (a trailing `/` or `/metrics` allowed) -> (host, port)."""
+    parts = urlsplit(text.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None or \
+            parts.path not in ("", "/", "/metrics") or parts.query:
+        raise ConfigError(key, f"expected http://HOST:PORT, got {text!r}")
+    return parts.hostname, port
+
+
+def _metrics_listener(key: str, value: Any) -> str:
+    """Checked here, served by `tools.metrics`; "" is off."""
+    text = _optional_str(key, value)
+    if text:
+        parse_metrics_listener(text, key)
+    return text
 
 
 def _bool(key: str, value: Any) -> bool:
@@ -203,6 +225,9 @@ KEYS: tuple[Key, ...] = (
         "a snapshot at least this often while new records commit (0: by bytes only)"),
     Key("fetch.snapshot.max.bytes", "fetch_snapshot_max_bytes", _int(1), 1 << 20,
         "the most bytes in one FetchSnapshot answer", origin="kraft-py"),
+    Key("metrics.listener", "metrics_listener", _metrics_listener, "",
+        "`http://HOST:PORT`: serve Prometheus metrics at `/metrics` (port 0: any free port, "
+        "logged); empty: off", origin="kraft-py"),
     Key("fault.injection.file", "fault_injection_file", _optional_str, "",
         "kraft chaos: a JSON file of injected faults, relative to the config file; "
         "empty: off", origin="test-only"),
@@ -345,6 +370,7 @@ class NodeConfig:
     max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
     max_snapshot_interval_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS
     fetch_snapshot_max_bytes: int = 1 << 20
+    metrics_listener: str = ""  # http://HOST:PORT; "" off (tools.metrics)
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)

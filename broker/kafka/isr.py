@@ -16,6 +16,10 @@ Answers: success, or INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH / NOT_LEADER_O
 (sent again if it does not within the lag time); another error (nothing was written)
 -> forget the proposal and decide again from the image; no answer -> send the same ISR
 again next round (it may have committed). NOT_CONTROLLER is followed by the client.
+
+`IsrManager.on_isr_change` (set by `tools.metrics`; None: off) hears `"shrink"` and/or
+`"expand"` for each ISR change the controller accepted, and `"failed"` for each one it
+refused (Kafka's IsrShrinksPerSec, IsrExpandsPerSec and FailedIsrUpdatesPerSec).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class IsrManager:
         self._timeout_s = request_timeout_ms / 1000
         # an accepted change the image does not show within this is sent again
         self._image_wait_s = max(self._timeout_s, self.lag_time_max_s)
+        self.on_isr_change: Callable[[str], None] | None = None  # metrics (see above)
 
     async def run(self) -> None:
         interval_s = min(self.lag_time_max_s / 2, MAX_CHECK_INTERVAL_S)
@@ -155,6 +160,7 @@ class IsrManager:
             elif result.error_code == ErrorCode.none:
                 log.info("ISR changed", extra={
                     **fields, "partition_epoch": result.partition_epoch})
+                self._count_change(partition.isr, new_isr)
                 state.pending_isr = dataclasses.replace(
                     pending, resend_at=now + self._image_wait_s)  # counted till the image
             elif result.error_code in WAIT_FOR_IMAGE_CODES:
@@ -166,6 +172,17 @@ class IsrManager:
                 log.warning("ISR change refused", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
                 state.pending_isr = None
+            if result is not None and result.error_code != ErrorCode.none and \
+                    self.on_isr_change is not None:
+                self.on_isr_change("failed")
+
+    def _count_change(self, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        if self.on_isr_change is None:
+            return
+        if set(old) - set(new):
+            self.on_isr_change("shrink")
+        if set(new) - set(old):
+            self.on_isr_change("expand")
 
     @staticmethod
     def _resend_later(proposals: list[Proposal], now: float) -> None:

@@ -7,6 +7,10 @@ expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out,
 socket): decode the header, dispatch by api key and version, encode the response.
 An unsupported api or version, a malformed frame or one above `max_frame_bytes` closes
 that connection only, with the reason logged; everyone else is served on.
+
+Every request passes through `Dispatcher.handle_frame`; its `on_request` hook (set by
+`tools.metrics`, None: off) hears the api's name (`Produce`, `Fetch`, ...) and how long
+the request took, in seconds, once it was handled (raised or not).
 """
 
 from __future__ import annotations
@@ -104,9 +108,18 @@ HANDLERS: dict[int, Handler] = {
 assert set(HANDLERS) == set(SUPPORTED)
 
 
+RequestObserver = Callable[[str, float], None]  # (api name, seconds) per request handled
+
+
+def api_name(body: Any) -> str:
+    """`ProduceRequest` -> `Produce`: Kafka's request name, for metrics."""
+    return type(body).__name__.removesuffix("Request")
+
+
 class Dispatcher:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
+        self.on_request: RequestObserver | None = None
 
     async def handle_frame(self, frame: bytes) -> bytes | None:
         """The response frame (size included), None when none is due (acks=0 Produce);
@@ -120,7 +133,12 @@ class Dispatcher:
         except KafkaCodecError as exc:
             raise ConnectionClosed(str(exc)) from None
         handler = HANDLERS[request.header.api_key]
-        response = await handler(self.context, request.body, request.header.api_version)
+        started = trio.current_time()
+        try:
+            response = await handler(self.context, request.body, request.header.api_version)
+        finally:
+            if self.on_request is not None:
+                self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:
             return None
         return encode_response(request.header.correlation_id, response)
@@ -133,6 +151,7 @@ class KafkaListener:
         self.address = address
         self.max_frame_bytes = max_frame_bytes
         self.port: int | None = None
+        self.isr_manager: IsrManager | None = None  # set by install_kafka_listener
 
     async def serve(self, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -219,8 +238,9 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         registration = server.registration
         return None if registration is None else registration.broker_epoch
 
-    node.add_background_task(IsrManager(  # leaders shrink and expand ISRs
+    listener.isr_manager = IsrManager(  # leaders shrink and expand ISRs
         context, broker_epoch=broker_epoch,
         replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-        request_timeout_ms=settings.request_timeout_ms).run)
+        request_timeout_ms=settings.request_timeout_ms)
+    node.add_background_task(listener.isr_manager.run)
     return listener

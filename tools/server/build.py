@@ -1,8 +1,8 @@
 """Build a node from its configuration: the log directory, the image it starts from (its
 newest usable snapshot, `metadata.snapshot_loader`), the Raft node, and every part its
 roles need (the Append API on every node, the metadata controller on voters, the broker
-role on brokers, and the snapshot writer on both). The node is returned built but not
-yet running.
+role on brokers, the snapshot writer on both, and Prometheus metrics when
+`metrics.listener` is set). The node is returned built but not yet running.
 """
 
 from __future__ import annotations
@@ -97,12 +97,22 @@ def build_node(config: NodeConfig) -> BuiltNode:
             initial_image=start.image)
         images.append(lambda: controller.image)
         resets.append(controller.reset_image)
+    broker_role = None
     if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
         from broker.role import install_broker_role
         role = install_broker_role(node, config.broker_settings(), initial_image=start.image)
         built.closers.append(role.close)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
+        broker_role = role
+    if config.metrics_listener:  # one endpoint per process: a rebuilt node keeps it
+        from tools.metrics import install_metrics
+        try:
+            install_metrics(node, config.metrics_listener, is_voter=config.is_voter,
+                            roles=",".join(sorted(config.roles)), broker=broker_role)
+        except BaseException:
+            built.close()
+            raise
     # After the images' commit listeners. A combined controller and broker snapshots the
     # controller's image: both replay the same log.
     snapshotter = install_snapshotter(

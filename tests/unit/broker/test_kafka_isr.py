@@ -276,3 +276,21 @@ async def test_unanswered_addition_keeps_counting_and_is_sent_again_unchanged(
     assert [r.topics[0].partitions[0].new_isr for r in unreachable.requests] == [
         (BROKER, 6, 5), (BROKER, 6, 5)]
     cluster.replicas.close_all()
+
+
+async def test_isr_changes_are_reported_to_the_metrics_hook(tmp_path: Path) -> None:
+    """`on_isr_change` hears a shrink the controller accepted, and a refused change as
+    failed (Kafka's IsrShrinksPerSec and FailedIsrUpdatesPerSec)."""
+    for error, heard in ((ErrorCode.NONE, ["shrink"]),
+                         (ErrorCode.INELIGIBLE_REPLICA, ["failed"])):
+        (tmp_path / error.name).mkdir()
+        cluster = Cluster(tmp_path / error.name, error=error)
+        changes: list[str] = []
+        cluster.manager.on_isr_change = changes.append
+        state = await cluster.open()
+        state.log.append([record_batch([b"a"])], 0)
+        state.record_follower_fetch(6, 1, state.opened_at)
+        with trio.fail_after(5):
+            await cluster.manager.send(cluster.manager.propose(state.opened_at + LAG_S + 1))
+        assert changes == heard
+        cluster.replicas.close_all()
