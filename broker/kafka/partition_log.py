@@ -225,8 +225,20 @@ class PartitionLog:
         states.end_offset = self.log_end_offset
         self.producers = states
 
+    def _owns_directory(self) -> bool:
+        """Whether `directory` still holds this log's file: a deleted topic's directory
+        is renamed away by reconciliation, and a recreated topic of the same name gets a
+        new one at the same path, which must never receive this log's snapshots."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self._file.fileno()).st_ino
+        except (OSError, ValueError):
+            return False
+
     def write_producer_snapshot(self) -> None:
-        """Snapshot the producer state at the log end; keep the newest SNAPSHOTS_KEPT."""
+        """Snapshot the producer state at the log end; keep the newest SNAPSHOTS_KEPT.
+        Nothing is written once the directory is no longer this log's."""
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
         write_atomically(snapshot_path(self.directory, self.log_end_offset),
                          encode_snapshot(self.producers))
         self._bytes_since_snapshot = 0
@@ -314,13 +326,14 @@ class PartitionLog:
         if len(keep) == len(self._batches):
             return
         new_end = keep[-1].last_offset + 1 if keep else 0
-        for snap in snapshot_offsets(self.directory):
-            if snap > new_end:
-                snapshot_path(self.directory, snap).unlink(missing_ok=True)
-        fsync_dir(self.directory)
+        if self._owns_directory():
+            for snap in snapshot_offsets(self.directory):
+                if snap > new_end:
+                    snapshot_path(self.directory, snap).unlink(missing_ok=True)
+            fsync_dir(self.directory)
         size = keep[-1].position + keep[-1].size if keep else 0
         self._file.flush()
-        os.truncate(self.path, size)
+        os.ftruncate(self._file.fileno(), size)  # this log's file, wherever it now is
         os.fsync(self._file.fileno())
         log.warning("truncated a diverging partition log", extra={
             "path": str(self.path), "from_offset": self.log_end_offset,

@@ -292,3 +292,23 @@ def test_gzip_batch_timestamps_read_per_record(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path)
     log.append(split_batches(bytes(data)), 0)
     assert log.offset_for_timestamp(15) == (1, 20, 0)
+
+
+def test_no_snapshot_lands_in_a_recreated_topic_directory_when_old_log_closes(
+        tmp_path: Path) -> None:
+    """A deleted topic's directory is renamed away and a recreated topic of the same
+    name gets a fresh one at the same path: closing the old log must not write its
+    producer state there (the new topic would take the old producers' batches for
+    duplicates)."""
+    directory = tmp_path / "A-0"
+    directory.mkdir()
+    old = PartitionLog(directory)
+    old.append([idem(b"old", 4, 0, count=3)], 0)
+    directory.rename(tmp_path / "staged")
+    directory.mkdir()
+    new = PartitionLog(directory)
+    new.append([record_batch([b"n1", b"n2", b"n3"])], 0)
+    old.close()
+    assert snapshot_offsets(directory) == []
+    new.close()
+    assert PartitionLog(directory).producers.entry(4) is None
