@@ -123,7 +123,8 @@ class MetadataDelta:
                 old = topics[topic_id]  # the constructor is several times faster than replace()
                 topics[topic_id] = TopicImage(name=old.name, topic_id=topic_id,
                                               partitions=tuple(parts),
-                                              initial_partition_count=old.initial_partition_count)
+                                              initial_partition_count=old.initial_partition_count,
+                                              configs=old.configs)
         used = base.used_topic_ids
         if self._new_used:
             builder = used.map.builder()
@@ -277,6 +278,20 @@ class MetadataDelta:
         topics[record.topic_id] = dataclasses.replace(topic, name=record.new_name)
         return None
 
+    def _topic_config(self, record: rec.TopicConfig, offset: int) -> str | None:
+        topics = self._w_topics()
+        topic = topics.get(record.topic_id)
+        if topic is None:
+            return f"no live topic {record.topic_id}"
+        configs = dict(topic.configs)
+        if record.value is None:
+            if configs.pop(record.key, None) is None:
+                return None  # deleting a key not set changes nothing
+        else:
+            configs[record.key] = record.value
+        topics[record.topic_id] = dataclasses.replace(topic, configs=tuple(sorted(configs.items())))
+        return None
+
     def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
         self._w_brokers()[record.broker_id] = BrokerImage(
             broker_id=record.broker_id, incarnation_id=record.incarnation_id,
@@ -310,6 +325,7 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.PartitionChange: MetadataDelta._partition_change,  # type: ignore[dict-item]
     rec.RemoveTopic: MetadataDelta._remove_topic,  # type: ignore[dict-item]
     rec.RenameTopic: MetadataDelta._rename_topic,  # type: ignore[dict-item]
+    rec.TopicConfig: MetadataDelta._topic_config,  # type: ignore[dict-item]
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]

@@ -55,14 +55,28 @@ class TopicImage:
     topic_id: Uuid
     partitions: tuple[PartitionImage, ...] = ()
     initial_partition_count: int | None = None  # with the epochs above (PartitionImage)
+    # TopicConfig records: (key, value) pairs sorted by key, only the keys set (Kafka's
+    # defaults are metadata.topic_configs'); they go with the topic when it is removed
+    configs: tuple[tuple[str, str], ...] = ()
 
     @property
     def replication_factor(self) -> int:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
+    def config(self, key: str) -> str | None:
+        """The value set for `key`, or None (the default applies)."""
+        for k, value in self.configs:
+            if k == key:
+                return value
+        return None
+
     def canonical(self) -> list[object]:
-        return [self.topic_id.to_bytes(), self.name, self.initial_partition_count,
-                [p.canonical() for p in self.partitions]]
+        canonical: list[object] = [self.topic_id.to_bytes(), self.name,
+                                   self.initial_partition_count,
+                                   [p.canonical() for p in self.partitions]]
+        if self.configs:  # only when set: a topic without configs hashes as before
+            canonical.append(self.configs)
+        return canonical
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,7 @@ always gives the same bytes):
 - `MetadataTopic`, if the metadata topic ID is known;
 - `RetiredTopicId` for every ID used once and no longer live (never to be reused);
 - per live topic, `Topic` then its `Partition`s in partition order (full records:
-  replicas, ISR, leader and both epochs);
+  replicas, ISR, leader and both epochs), then a `TopicConfig` per config set, by key;
 - per broker, `RegisterBroker`, then `UnfenceBroker` if it is unfenced (a broker
   registers fenced);
 - `ReplayAnomalies`, if replay skipped any records: their count and those kept.
@@ -66,6 +66,8 @@ def _topic_records(topic: TopicImage) -> list[rec.Record]:
         leader_epoch_after_creation=p.leader_epoch_after_creation,
         leader_epoch_before_deletion=p.leader_epoch_before_deletion)
         for p in topic.partitions)
+    records.extend(rec.TopicConfig(topic_id=topic.topic_id, key=key, value=value)
+                   for key, value in topic.configs)
     return records
 
 

@@ -34,7 +34,8 @@ from raft.control_records import (
 __all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "NoOp",
            "Partition", "PartitionChange", "Record", "RecordError", "RecordType",
            "RegisterBroker", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
-           "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "UnfenceBroker",
+           "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
+           "UnfenceBroker",
            "decode", "from_dict", "to_json"]
 
 
@@ -55,6 +56,7 @@ class RecordType(enum.IntEnum):
     SNAPSHOT_FOOTER = SNAPSHOT_FOOTER
     RETIRED_TOPIC_ID = 14
     REPLAY_ANOMALIES = 15
+    TOPIC_CONFIG = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +133,19 @@ class RenameTopic(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TopicConfig(Record):
+    """One topic config key set to `value` (Kafka's ConfigRecord for a TOPIC resource),
+    or removed when `value` is None. Keyed by topic ID, not name: a rename keeps the
+    configs. Keys and values are validated by the controller (metadata.topic_configs);
+    replay stores them as given."""
+
+    TYPE = RecordType.TOPIC_CONFIG
+    topic_id: Uuid
+    key: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Record):
     TYPE = RecordType.NO_OP
 
@@ -164,7 +179,7 @@ _JSON_CODEC.register(Uuid, wire=str, encode=str, decode=Uuid.from_string, name="
 METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, FenceBroker,
                               UnfenceBroker, Topic, Partition, PartitionChange, RemoveTopic,
                               RenameTopic, NoOp, SnapshotHeader, SnapshotFooter,
-                              RetiredTopicId, ReplayAnomalies))
+                              RetiredTopicId, ReplayAnomalies, TopicConfig))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

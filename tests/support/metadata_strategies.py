@@ -27,6 +27,8 @@ TOPIC_IDS = tuple(Uuid.random(random.Random(seed)) for seed in range(6))
 NAMES = ("a", "b", "c", "d")
 BROKERS = (1, 2, 3, 4)
 INCARNATIONS = tuple(Uuid.random(random.Random(100 + seed)) for seed in range(3))
+CONFIG_KEYS = ("min.insync.replicas", "retention.ms")
+CONFIG_VALUES = (None, "1", "2")  # None deletes the key
 
 _ids = st.sampled_from(TOPIC_IDS)
 _small = st.integers(0, 3)
@@ -68,6 +70,8 @@ _records: st.SearchStrategy[rec.Record] = st.one_of(
               isr=st.none() | _replicas, replicas=st.none() | _replicas),
     st.builds(rec.RemoveTopic, topic_id=_ids),
     st.builds(rec.RenameTopic, topic_id=_ids, new_name=st.sampled_from(NAMES)),
+    st.builds(rec.TopicConfig, topic_id=_ids, key=st.sampled_from(CONFIG_KEYS),
+              value=st.sampled_from(CONFIG_VALUES)),
     st.builds(rec.RegisterBroker, broker_id=st.sampled_from(BROKERS),
               incarnation_id=st.sampled_from(INCARNATIONS), broker_epoch=_small,
               endpoints=st.lists(st.sampled_from(("PLAINTEXT://h:1", "SSL://h:2")),
@@ -144,6 +148,13 @@ def _remove_or_rename(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
     return [rec.RenameTopic(topic_id=topic_id, new_name=new_name)]
 
 
+def _config(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
+    if not model.live:
+        return []
+    return [rec.TopicConfig(topic_id=_pick(draw, sorted(model.live)),
+                            key=_pick(draw, CONFIG_KEYS), value=_pick(draw, CONFIG_VALUES))]
+
+
 def _broker(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
     broker_id = _pick(draw, BROKERS)
     if broker_id not in model.brokers or draw(_mask) < 2:
@@ -169,7 +180,7 @@ def _retire_or_name_metadata_topic(draw: st.DrawFn, model: _Model) -> list[rec.R
 
 
 _STEPS = (_create, _create, _grow_or_replace, _change, _change, _remove_or_rename, _broker,
-          _broker, _broker, _retire_or_name_metadata_topic)
+          _broker, _broker, _retire_or_name_metadata_topic, _config)
 
 
 @st.composite

@@ -47,6 +47,8 @@ def rich_image() -> MetadataImage:
         rec.Partition(topic_id=ID_A, partition=1, replicas=(2, 1), isr=(2,), leader=2,
                       leader_epoch_after_creation=3, leader_epoch_before_deletion=7),
         rec.PartitionChange(topic_id=ID_A, partition=1, leader=1, isr=(1, 2)),
+        rec.TopicConfig(topic_id=ID_A, key="retention.ms", value="1000"),
+        rec.TopicConfig(topic_id=ID_A, key="min.insync.replicas", value="2"),
         rec.Topic(name="orders", topic_id=ID_B),  # a reused ID: an anomaly
     )] + [b"\xc1"]))  # undecodable: another
 
@@ -81,12 +83,13 @@ def test_random_images_hold_everything_a_snapshot_must_carry() -> None:
             "unfenced": bool(image.unfenced_broker_ids()),
             "fenced": any(b.fenced for b in image.brokers.values()),
             "anomalies": image.anomaly_count > 0,
+            "topic configs": any(t.configs for t in image.topics.values()),
         }.items() if present)
         seen["images"] += 1
 
     sample()
     assert min(seen.values()) >= seen["images"] // 10, seen  # a tenth at least
-    assert len(seen) == 8, seen
+    assert len(seen) == 9, seen
 
 
 def test_rich_image_survives_a_snapshot_file_when_written_and_read(tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ def test_rich_image_survives_a_snapshot_file_when_written_and_read(tmp_path: Pat
 def test_records_come_in_the_order_replay_needs_when_listed() -> None:
     kinds = [type(r).__name__ for r in image_records(rich_image())]
     assert kinds == ["MetadataTopic", "RetiredTopicId", "Topic", "Partition", "Partition",
-                     "RegisterBroker", "UnfenceBroker", "RegisterBroker", "ReplayAnomalies"]
+                     "TopicConfig", "TopicConfig", "RegisterBroker", "UnfenceBroker", "RegisterBroker", "ReplayAnomalies"]
 
 
 def test_empty_image_has_no_records_when_listed() -> None:

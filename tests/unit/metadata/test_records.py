@@ -198,6 +198,9 @@ WIRE_SAMPLES: dict[str, Any] = {
     "retired-topic-id": rec.RetiredTopicId(topic_id=Uuid(9)),
     "replay-anomalies": rec.ReplayAnomalies(count=2, offsets=(4, 9), record_types=("Topic", "?"),
                                          reasons=("name 'a' is live", "undecodable")),
+    # captured when topic configs were added (a None value deletes the key)
+    "topic-config": rec.TopicConfig(topic_id=Uuid(7), key="min.insync.replicas", value="2"),
+    "topic-config-delete": rec.TopicConfig(topic_id=Uuid(7), key="retention.ms"),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -265,6 +268,12 @@ WIRE_BYTES = {
         "86a4747970650fa776657273696f6e00a5636f756e7402a76f666673657473920409ac7265636f72645f74"
         "7970657392a5546f706963a13fa7726561736f6e7392b06e616d6520276127206973206c697665ab756e64"
         "65636f6461626c65"),
+    "topic-config": (
+        "85a47479706510a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "a36b6579b36d696e2e696e73796e632e7265706c69636173a576616c7565a132"),
+    "topic-config-delete": (
+        "84a47479706510a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "a36b6579ac726574656e74696f6e2e6d73"),
 }
 
 

@@ -1,0 +1,127 @@
+"""Topic configs: the keys this cluster knows, their defaults and their validation (pure).
+
+A topic's configs live in the metadata log as `TopicConfig` records (keyed by topic ID;
+a None value deletes the key) and in the image as `TopicImage.configs`, only the keys
+set. Everything else takes the default below (Kafka's, as its broker has them out of the
+box); `effective` gives the value a topic has either way.
+
+Supported keys, with Kafka's meaning:
+- `min.insync.replicas` (int >= 1): an acks=all produce needs this many in-sync replicas
+  (enforced by `broker.kafka.produce`);
+- `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited) and `segment.bytes`
+  (int >= 14): stored, validated and described; the partition log does not apply them
+  yet;
+- `cleanup.policy`: `delete` only; `compact` is refused (log compaction is not
+  implemented).
+
+An unknown key is refused (INVALID_CONFIG), never dropped: a client that asked for a
+config it did not get would be misled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+RETENTION_MS = "retention.ms"
+RETENTION_BYTES = "retention.bytes"
+SEGMENT_BYTES = "segment.bytes"
+CLEANUP_POLICY = "cleanup.policy"
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class InvalidConfig(ValueError):
+    """A config key or value is not accepted; the message says why (INVALID_CONFIG)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigKey:
+    name: str
+    default: str
+    type: str  # Kafka's ConfigType name as DescribeConfigs v3 reports it
+    documentation: str
+    parse: Callable[[str], str]  # the canonical value, or InvalidConfig
+
+
+def _integer(name: str, low: int, high: int) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        text = value.strip()
+        try:
+            number = int(text, 10)
+        except ValueError:
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                "not a number") from None
+        if not low <= number <= high:
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                f"must be between {low} and {high}")
+        return str(number)
+    return parse
+
+
+def _cleanup_policy(value: str) -> str:
+    policies = [p.strip() for p in value.split(",") if p.strip()]
+    if not policies:
+        raise InvalidConfig(f"invalid value {value!r} for configuration {CLEANUP_POLICY}: "
+                            "empty")
+    for policy in policies:
+        if policy == "compact":
+            raise InvalidConfig(f"{CLEANUP_POLICY}=compact is not implemented: this cluster "
+                                "has no log compaction (only 'delete')")
+        if policy != "delete":
+            raise InvalidConfig(f"invalid value {value!r} for configuration "
+                                f"{CLEANUP_POLICY}: must be 'delete'")
+    return "delete"
+
+
+KEYS: dict[str, ConfigKey] = {k.name: k for k in (
+    ConfigKey(name=CLEANUP_POLICY, default="delete", type="LIST",
+              documentation="delete (compact is not implemented)", parse=_cleanup_policy),
+    ConfigKey(name=MIN_INSYNC_REPLICAS, default="1", type="INT",
+              documentation="in-sync replicas an acks=all produce needs",
+              parse=_integer(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
+    ConfigKey(name=RETENTION_BYTES, default="-1", type="LONG",
+              documentation="stored and described; not applied by the log yet",
+              parse=_integer(RETENTION_BYTES, -1, LONG_MAX)),
+    ConfigKey(name=RETENTION_MS, default="604800000", type="LONG",
+              documentation="stored and described; not applied by the log yet",
+              parse=_integer(RETENTION_MS, -1, LONG_MAX)),
+    ConfigKey(name=SEGMENT_BYTES, default="1073741824", type="INT",
+              documentation="stored and described; not applied by the log yet",
+              parse=_integer(SEGMENT_BYTES, 14, INT_MAX)),
+)}
+LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
+
+
+def validate(key: str, value: str | None) -> str:
+    """The canonical value for `key` (e.g. "007" -> "7"), or InvalidConfig."""
+    spec = KEYS.get(key)
+    if spec is None:
+        raise InvalidConfig(f"unknown topic config {key!r} (supported: "
+                            f"{', '.join(sorted(KEYS))})")
+    if value is None:
+        raise InvalidConfig(f"no value for configuration {key}")
+    return spec.parse(value)
+
+
+def validate_all(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    """Configs given at creation: each key once, each valid. Returns canonical values."""
+    result: dict[str, str] = {}
+    for key, value in configs:
+        if key in result:
+            raise InvalidConfig(f"config {key!r} given more than once")
+        result[key] = validate(key, value)
+    return result
+
+
+def effective(configs: Mapping[str, str] | Iterable[tuple[str, str]], key: str) -> str:
+    """The value `key` has for a topic with `configs` set: its own, or the default."""
+    values = dict(configs)
+    value = values.get(key)
+    return KEYS[key].default if value is None else value
+
+
+def min_insync_replicas(configs: Iterable[tuple[str, str]]) -> int:
+    return int(effective(configs, MIN_INSYNC_REPLICAS))
