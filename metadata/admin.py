@@ -35,10 +35,28 @@ class AdminDecodeError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableReplicaAssignment:
+    partition_index: int
+    broker_ids: tuple[int, ...]  # the replicas, preferred leader first
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopicConfig:
+    name: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreatableTopic:
+    """With `assignments`, num_partitions and replication_factor must stay DEFAULT (Kafka:
+    INVALID_REQUEST otherwise); the assignment gives both."""
+
     name: str
     num_partitions: int = DEFAULT
     replication_factor: int = DEFAULT
+    # None rather than () when absent: left off the wire, as before these fields existed
+    assignments: tuple[CreatableReplicaAssignment, ...] | None = None
+    configs: tuple[CreatableTopicConfig, ...] | None = None  # see metadata.topic_configs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +74,7 @@ class CreatableTopicResult:
     num_partitions: int = DEFAULT
     replication_factor: int = DEFAULT
     assignment: tuple[tuple[int, ...], ...] = ()  # replicas of each partition, leader first
+    configs: tuple[CreatableTopicConfig, ...] | None = None  # the configs set (if any)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +142,7 @@ class TopicDescription:
     error_code: int = 0
     error_message: str | None = None
     partitions: tuple[PartitionDescription, ...] = ()
+    configs: tuple[CreatableTopicConfig, ...] | None = None  # those set (no defaults)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +159,8 @@ class DescribeTopicsResponse:
 class CreatePartitionsTopic:
     name: str
     count: int  # the new total
+    # replicas of each new partition (count - current of them); None: the controller places
+    assignments: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +199,45 @@ class RenameTopicResponse:
     old_name: str | None = None
     error_code: int = 0
     error_message: str | None = None
+
+
+# --- IncrementalAlterConfigs (KIP-339; topics only, by name as on Kafka's wire) --------
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterableConfig:
+    name: str
+    config_operation: int = OP_SET
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: tuple[AlterableConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncrementalAlterConfigsRequest:
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfigsResourceResult:
+    resource_type: int
+    resource_name: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncrementalAlterConfigsResponse:
+    responses: tuple[AlterConfigsResourceResult, ...]
 
 
 # --- brokers --------------------------------------------------------------------------
@@ -276,11 +337,13 @@ class AdminErrorResponse:
 
 AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsRequest,  # noqa: UP007
                      CreatePartitionsRequest, RenameTopicRequest, RegisterBrokerRequest,
-                     BrokerHeartbeatRequest, AlterPartitionRequest]
+                     BrokerHeartbeatRequest, AlterPartitionRequest,
+                     IncrementalAlterConfigsRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
-                      AlterPartitionResponse, AdminErrorResponse]
+                      AlterPartitionResponse, IncrementalAlterConfigsResponse,
+                      AdminErrorResponse]
 
 # api name -> (request type, response type)
 API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
@@ -292,6 +355,8 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "RegisterBroker": (RegisterBrokerRequest, RegisterBrokerResponse),
     "BrokerHeartbeat": (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
     "AlterPartition": (AlterPartitionRequest, AlterPartitionResponse),
+    "IncrementalAlterConfigs": (IncrementalAlterConfigsRequest,
+                                IncrementalAlterConfigsResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
 WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics"}

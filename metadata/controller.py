@@ -23,11 +23,22 @@ from dataclasses import dataclass
 from metadata import broker_control
 from metadata import records as rec
 from metadata.admin import (
+    BROKER_RESOURCE,
     DEFAULT,
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    TOPIC_RESOURCE,
     AdminRequest,
     AdminResponse,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
     CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -39,6 +50,8 @@ from metadata.admin import (
     DeleteTopicsResponse,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     PartitionDescription,
     RegisterBrokerRequest,
     RenameTopicRequest,
@@ -49,6 +62,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
+from metadata.topic_configs import KEYS, InvalidConfig, validate, validate_all
 from metadata.topic_names import invalid_topic_name_reason
 from raft.common.errors import ErrorCode
 from raft.common.uuid import ZERO_UUID, Uuid
@@ -180,6 +194,8 @@ class Controller:
                     self._last_contact_ms[request.broker_id] = now_ms
             case AlterPartitionRequest():
                 response = alter_partition(batch.delta, batch.emit, request)
+            case IncrementalAlterConfigsRequest():
+                response = self._alter_configs(batch, request)
             case _:
                 raise TypeError(f"not an admin request: {request!r}")
         return self._finish(batch, response)
@@ -223,54 +239,80 @@ class Controller:
         partitions_left = self.config.max_partitions_per_request
         results = []
         for topic in request.topics:
-            def fail(code: ErrorCode, message: str, name: str = topic.name
-                     ) -> CreatableTopicResult:
-                return CreatableTopicResult(name=name, error_code=code, error_message=message)
-
-            partitions = (self.config.default_num_partitions
-                          if topic.num_partitions == DEFAULT else topic.num_partitions)
-            factor = (self.config.default_replication_factor
-                      if topic.replication_factor == DEFAULT else topic.replication_factor)
-            brokers = batch.delta.unfenced_broker_ids()
-            reason = invalid_topic_name_reason(topic.name)
-            if counts[topic.name] > 1:
-                results.append(fail(ErrorCode.INVALID_REQUEST,
-                                    f"topic {topic.name!r} appears more than once"))
-            elif reason is not None:
-                results.append(fail(ErrorCode.INVALID_TOPIC_EXCEPTION, reason))
-            elif batch.delta.topic_id_by_name(topic.name) is not None:
-                results.append(fail(ErrorCode.TOPIC_ALREADY_EXISTS,
-                                    f"topic {topic.name!r} already exists"))
-            elif partitions < 1:
-                results.append(fail(ErrorCode.INVALID_PARTITIONS,
-                                    f"number of partitions must be at least 1, not {partitions}"))
-            elif partitions > partitions_left:
-                results.append(fail(ErrorCode.INVALID_PARTITIONS,
-                                    f"{partitions} partitions exceed the limit of "
-                                    f"{self.config.max_partitions_per_request} per request"))
-            elif not 1 <= factor <= len(brokers):
-                results.append(fail(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                    f"replication factor {factor} must be between 1 and the "
-                                    f"{len(brokers)} unfenced brokers"))
-            elif request.validate_only:
+            plan = self._check_new_topic(batch.delta, topic, counts[topic.name],
+                                         partitions_left)
+            if isinstance(plan, CreatableTopicResult):
+                results.append(plan)
+                continue
+            partitions, factor, assignment, configs = plan
+            if request.validate_only:
                 results.append(CreatableTopicResult(
-                    name=topic.name, num_partitions=partitions, replication_factor=factor))
-            else:
-                partitions_left -= partitions
-                topic_id = self._new_topic_id(batch.delta, rng)
+                    name=topic.name, num_partitions=partitions, replication_factor=factor,
+                    configs=_config_list(configs)))
+                continue
+            partitions_left -= partitions
+            topic_id = self._new_topic_id(batch.delta, rng)
+            if assignment is None:
+                brokers = batch.delta.unfenced_broker_ids()
                 assignment = place_replicas(brokers, first_partition=0, count=partitions,
                                             replication_factor=factor,
                                             start=rng.randrange(len(brokers)))
-                batch.emit(rec.Topic(name=topic.name, topic_id=topic_id,
-                                     initial_partition_count=partitions))
-                for index, replicas in enumerate(assignment):
-                    batch.emit(rec.Partition(topic_id=topic_id, partition=index,
-                                             replicas=replicas, isr=replicas,
-                                             leader=replicas[0]))
-                results.append(CreatableTopicResult(
-                    name=topic.name, topic_id=topic_id, num_partitions=partitions,
-                    replication_factor=factor, assignment=assignment))
+            batch.emit(rec.Topic(name=topic.name, topic_id=topic_id,
+                                 initial_partition_count=partitions))
+            for index, replicas in enumerate(assignment):
+                _emit_partition(batch, topic_id, index, replicas)
+            # in the topic's batch: the topic never exists without its configs
+            for key, value in sorted(configs.items()):
+                batch.emit(rec.TopicConfig(topic_id=topic_id, key=key, value=value))
+            results.append(CreatableTopicResult(
+                name=topic.name, topic_id=topic_id, num_partitions=partitions,
+                replication_factor=factor, assignment=assignment,
+                configs=_config_list(configs)))
         return CreateTopicsResponse(topics=tuple(results))
+
+    def _check_new_topic(self, delta: MetadataDelta, topic: CreatableTopic, count: int,
+                         partitions_left: int) -> CreatableTopicResult | tuple[
+                             int, int, tuple[tuple[int, ...], ...] | None, dict[str, str]]:
+        """(partitions, replication factor, manual assignment or None, configs), or the
+        result that refuses the topic."""
+        def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
+            return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
+
+        partitions = (self.config.default_num_partitions
+                      if topic.num_partitions == DEFAULT else topic.num_partitions)
+        factor = (self.config.default_replication_factor
+                  if topic.replication_factor == DEFAULT else topic.replication_factor)
+        reason = invalid_topic_name_reason(topic.name)
+        if count > 1:
+            return fail(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears more than once")
+        if reason is not None:
+            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if delta.topic_id_by_name(topic.name) is not None:
+            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        try:
+            configs = validate_all((c.name, c.value) for c in topic.configs or ())
+        except InvalidConfig as exc:
+            return fail(ErrorCode.INVALID_CONFIG, str(exc))
+        manual = None
+        if topic.assignments:
+            checked = _manual_assignment(delta, topic)
+            if isinstance(checked, CreatableTopicResult):
+                return checked
+            manual = checked
+            partitions, factor = len(manual), len(manual[0])
+        brokers = delta.unfenced_broker_ids()
+        if partitions < 1:
+            return fail(ErrorCode.INVALID_PARTITIONS,
+                        f"number of partitions must be at least 1, not {partitions}")
+        if partitions > partitions_left:
+            return fail(ErrorCode.INVALID_PARTITIONS,
+                        f"{partitions} partitions exceed the limit of "
+                        f"{self.config.max_partitions_per_request} per request")
+        if manual is None and not 1 <= factor <= len(brokers):
+            return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"replication factor {factor} must be between 1 and the "
+                        f"{len(brokers)} unfenced brokers")
+        return partitions, factor, manual, configs
 
     def _delete_topics(self, batch: _Batch, request: DeleteTopicsRequest
                        ) -> DeleteTopicsResponse:
@@ -328,6 +370,10 @@ class Controller:
                 code, message = (ErrorCode.INVALID_PARTITIONS,
                                  f"more than {self.config.max_partitions_per_request} new "
                                  "partitions in one request")
+            elif entry.assignments is not None:
+                message = _new_partitions_error(batch.delta, topic, entry.count,
+                                                entry.assignments)
+                code = ErrorCode.NONE if message is None else ErrorCode.INVALID_REPLICA_ASSIGNMENT
             elif topic.replication_factor > len(brokers):
                 code, message = (ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"replication factor {topic.replication_factor} exceeds the "
@@ -338,19 +384,55 @@ class Controller:
                     error_message=message))
                 continue
             first = len(topic.partitions)
-            assignment = place_replicas(brokers, first_partition=first,
-                                        count=entry.count - first,
-                                        replication_factor=topic.replication_factor,
-                                        start=rng.randrange(len(brokers)))
+            if entry.assignments is not None:
+                assignment = tuple(tuple(r) for r in entry.assignments)
+            else:
+                assignment = place_replicas(brokers, first_partition=first,
+                                            count=entry.count - first,
+                                            replication_factor=topic.replication_factor,
+                                            start=rng.randrange(len(brokers)))
             if not request.validate_only:
                 partitions_left -= entry.count - first
                 for index, replicas in enumerate(assignment, start=first):
-                    batch.emit(rec.Partition(topic_id=topic.topic_id, partition=index,
-                                             replicas=replicas, isr=replicas,
-                                             leader=replicas[0]))
+                    _emit_partition(batch, topic.topic_id, index, replicas)
             results.append(CreatePartitionsTopicResult(
                 name=entry.name, topic_id=topic.topic_id, assignment=assignment))
         return CreatePartitionsResponse(results=tuple(results))
+
+    def _alter_configs(self, batch: _Batch, request: IncrementalAlterConfigsRequest
+                       ) -> IncrementalAlterConfigsResponse:
+        """KIP-339 for topics (by name): SET and DELETE, each key validated; APPEND and
+        SUBTRACT are INVALID_REQUEST (the one list key, cleanup.policy, has one value).
+        A resource is all or nothing; resources are independent."""
+        counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+        results = []
+        for resource in request.resources:
+            code, message = ErrorCode.NONE, None
+            changes: list[rec.TopicConfig] = []
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                code, message = (ErrorCode.INVALID_REQUEST,
+                                 f"resource {resource.resource_name!r} appears more than once")
+            elif resource.resource_type == BROKER_RESOURCE:
+                if resource.configs:
+                    code, message = (ErrorCode.INVALID_REQUEST,
+                                     "broker configs are static here (the node's "
+                                     "configuration file); they cannot be altered")
+            elif resource.resource_type != TOPIC_RESOURCE:
+                code, message = (ErrorCode.INVALID_REQUEST,
+                                 f"unsupported resource type {resource.resource_type}")
+            else:
+                outcome = _config_changes(batch.delta, resource)
+                if isinstance(outcome, tuple):
+                    code, message = outcome
+                else:
+                    changes = outcome
+            if code == ErrorCode.NONE and not request.validate_only:
+                for change in changes:
+                    batch.emit(change)
+            results.append(AlterConfigsResourceResult(
+                resource_type=resource.resource_type, resource_name=resource.resource_name,
+                error_code=code, error_message=message))
+        return IncrementalAlterConfigsResponse(responses=tuple(results))
 
     def _rename_topic(self, batch: _Batch, request: RenameTopicRequest) -> RenameTopicResponse:
         """KIP-516 makes rename possible: by ID, the ID and the partitions stay."""
@@ -370,6 +452,114 @@ class Controller:
         return RenameTopicResponse(topic_id=request.topic_id, new_name=request.new_name,
                                    old_name=None if topic is None else topic.name,
                                    error_code=code, error_message=message)
+
+
+def _emit_partition(batch: _Batch, topic_id: Uuid, index: int,
+                    replicas: tuple[int, ...]) -> None:
+    """A new partition: the ISR is its unfenced replicas (all of them when the controller
+    placed it), the leader the first of those (Kafka's createTopic does the same)."""
+    unfenced = set(batch.delta.unfenced_broker_ids())
+    isr = tuple(r for r in replicas if r in unfenced) or replicas
+    batch.emit(rec.Partition(topic_id=topic_id, partition=index, replicas=replicas, isr=isr,
+                             leader=isr[0]))
+
+
+def _check_assignment(delta: MetadataDelta, assignments: Iterable[tuple[int, ...]], *,
+                      first: int, factor: int | None) -> str | None:
+    """Why replica lists for partitions first, first+1, ... are refused
+    (INVALID_REPLICA_ASSIGNMENT), or None: each non-empty, no broker twice, every broker
+    registered, one replication factor, and at least one unfenced replica."""
+    brokers = delta.brokers()
+    for index, replicas in enumerate(assignments, start=first):
+        if not replicas:
+            return f"the assignment of partition {index} is an empty replica list"
+        if factor is not None and len(replicas) != factor:
+            return (f"partition {index} has {len(replicas)} replicas, but the other "
+                    f"partitions have {factor}")
+        factor = len(replicas)
+        for broker_id, seen in Counter(replicas).items():
+            if seen > 1:
+                return f"the assignment of partition {index} names broker {broker_id} twice"
+            if broker_id not in brokers:
+                return (f"the assignment of partition {index} names broker {broker_id}, "
+                        "but no such broker is registered")
+        if all(brokers[b].fenced for b in replicas):
+            return f"every broker assigned to partition {index} is fenced"
+    return None
+
+
+def _new_partitions_error(delta: MetadataDelta, topic: TopicImage, count: int,
+                          assignments: tuple[tuple[int, ...], ...]) -> str | None:
+    """CreatePartitions with assignments: why they are refused, or None."""
+    adding = count - len(topic.partitions)
+    if len(assignments) != adding:
+        return (f"attempted to add {adding} partitions, but {len(assignments)} "
+                "assignments were given")
+    return _check_assignment(delta, assignments, first=len(topic.partitions),
+                             factor=topic.replication_factor)
+
+
+def _manual_assignment(delta: MetadataDelta, topic: CreatableTopic
+                       ) -> tuple[tuple[int, ...], ...] | CreatableTopicResult:
+    """CreateTopics with assignments: the replicas by partition, or the refusal."""
+    def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
+        return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
+
+    if topic.num_partitions != DEFAULT or topic.replication_factor != DEFAULT:
+        return fail(ErrorCode.INVALID_REQUEST, "both num_partitions or replication_factor "
+                    "and replica assignments were given; they cannot be used together")
+    by_index: dict[int, CreatableReplicaAssignment] = {}
+    for entry in topic.assignments or ():
+        if entry.partition_index in by_index:
+            return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"partition {entry.partition_index} is assigned more than once")
+        by_index[entry.partition_index] = entry
+    if sorted(by_index) != list(range(len(by_index))):
+        return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assigned partitions must be "
+                    f"0..{len(by_index) - 1}, not {sorted(by_index)}")
+    replicas = tuple(tuple(by_index[i].broker_ids) for i in range(len(by_index)))
+    reason = _check_assignment(delta, replicas, first=0, factor=None)
+    return replicas if reason is None else fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+
+
+def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
+                    ) -> list[rec.TopicConfig] | tuple[ErrorCode, str]:
+    """The TopicConfig records one topic resource asks for, or (error, message)."""
+    topic_id = delta.topic_id_by_name(resource.resource_name)
+    topic = None if topic_id is None else delta.topic(topic_id)
+    if topic is None:
+        return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"no topic named {resource.resource_name!r}")
+    keys = Counter(c.name for c in resource.configs)
+    current = dict(topic.configs)
+    changes = []
+    for config in resource.configs:
+        if keys[config.name] > 1:
+            return (ErrorCode.INVALID_REQUEST, f"config {config.name!r} appears more than once")
+        if config.config_operation in (OP_APPEND, OP_SUBTRACT):
+            return (ErrorCode.INVALID_REQUEST, f"APPEND and SUBTRACT are not supported "
+                    f"(config {config.name!r}); use SET")
+        value: str | None = None  # DELETE
+        try:
+            if config.config_operation == OP_SET:
+                value = validate(config.name, config.value)
+            elif config.config_operation != OP_DELETE:
+                return (ErrorCode.INVALID_REQUEST,
+                        f"unknown config operation {config.config_operation}")
+            elif config.name not in KEYS:
+                validate(config.name, None)  # raises: an unknown key
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if current.get(config.name) != value:
+            changes.append(rec.TopicConfig(topic_id=topic.topic_id, key=config.name,
+                                           value=value))
+    return changes
+
+
+def _config_list(configs: dict[str, str]) -> tuple[CreatableTopicConfig, ...] | None:
+    """None when there are none: the field is then left off the wire."""
+    return tuple(CreatableTopicConfig(name=k, value=v)
+                 for k, v in sorted(configs.items())) or None
 
 
 def describe_topics(image: MetadataImage, request: DescribeTopicsRequest
@@ -399,7 +589,8 @@ def describe_topics(image: MetadataImage, request: DescribeTopicsRequest
 
 
 def describe_topic(topic: TopicImage) -> TopicDescription:
-    return TopicDescription(name=topic.name, topic_id=topic.topic_id, partitions=tuple(
+    return TopicDescription(name=topic.name, topic_id=topic.topic_id,
+                            configs=_config_list(dict(topic.configs)), partitions=tuple(
         PartitionDescription(partition=p.partition, leader=p.leader,
                              leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr)
         for p in topic.partitions))

@@ -42,7 +42,8 @@ from raft.types import Batch
 log = logging.getLogger(__name__)
 
 ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
-              "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition")
+              "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition",
+              "IncrementalAlterConfigs")
 TICK_INTERVAL_S = 0.25
 
 

@@ -110,7 +110,8 @@ def test_rich_image_survives_a_snapshot_file_when_written_and_read(tmp_path: Pat
 def test_records_come_in_the_order_replay_needs_when_listed() -> None:
     kinds = [type(r).__name__ for r in image_records(rich_image())]
     assert kinds == ["MetadataTopic", "RetiredTopicId", "Topic", "Partition", "Partition",
-                     "TopicConfig", "TopicConfig", "RegisterBroker", "UnfenceBroker", "RegisterBroker", "ReplayAnomalies"]
+                     "TopicConfig", "TopicConfig", "RegisterBroker", "UnfenceBroker",
+                     "RegisterBroker", "ReplayAnomalies"]
 
 
 def test_empty_image_has_no_records_when_listed() -> None:

@@ -121,14 +121,17 @@ def test_configs_follow_the_id_when_the_topic_is_renamed() -> None:
     image = replay(enumerate([*topic(), conf("retention.ms", "5"),
                               rec.RenameTopic(topic_id=ID_A, new_name="u")]))
     renamed = image.topic_by_name("u")
-    assert renamed is not None and renamed.configs == (("retention.ms", "5"),)
+    assert renamed is not None
+    assert renamed.configs == (("retention.ms", "5"),)
 
 
 def test_configs_go_with_the_topic_when_it_is_removed_and_the_name_reused() -> None:
     image = replay(enumerate([*topic(), conf("retention.ms", "5"),
                               rec.RemoveTopic(topic_id=ID_A), *topic(ID_B)]))
     again = image.topic_by_name("t")
-    assert again is not None and again.topic_id == ID_B and again.configs == ()
+    assert again is not None
+    assert again.topic_id == ID_B
+    assert again.configs == ()
 
 
 def test_configs_survive_partition_changes_in_one_delta() -> None:
