@@ -27,6 +27,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from raft.common.slots import slot_setters
+
 T = TypeVar("T")
 Convert = Callable[[Any], Any]
 
@@ -121,6 +123,14 @@ class Codec:
             raise exc.within(cls.__name__) from None
         return decoded
 
+    def decoder(self, cls: type[T]) -> Callable[[object], T]:
+        """`decode(cls, data)` as a function of `data`, for a caller that decodes many
+        maps of one class: its CodecError paths start at the field (".field...") rather
+        than at the class, which the caller adds (`exc.within(cls.__name__)`) if it names
+        the class. Take it once every adapter is registered (`register` replans)."""
+        plan = self._plan(cls)
+        return typing.cast(Callable[[object], T], plan.decode)
+
     def _plan(self, cls: type) -> _Plan:
         plan = self._plans.get(cls)
         return plan if plan is not None else self._build_plan(cls)
@@ -133,8 +143,10 @@ class Codec:
             hints = typing.get_type_hints(cls)
             fields = dataclasses.fields(cls)
             encoders = [(f.name, self._encoder(hints[f.name])) for f in fields]
-            decoders = [(f.name, _exact_type(hints[f.name]), self._decoder(hints[f.name]),
-                         _required(f)) for f in fields]
+            decoders = [_FieldDecoder(
+                f.name, self._decoder(hints[f.name]), self._fast(hints[f.name]), _required(f),
+                f.default, None if f.default_factory is dataclasses.MISSING
+                else f.default_factory) for f in fields]
         except TypeError:
             del self._plans[cls]
             raise
@@ -166,6 +178,23 @@ class Codec:
             return plan.encode if plan.built else (lambda v: plan.encode(v))
         raise TypeError(f"the codec cannot encode {hint!r}")
 
+    def _fast(self, hint: Any) -> _Fast:
+        """The wire values of a field of type `hint` the compiled decoder takes inline."""
+        hint = _unwrap_newtype(hint)
+        inner = _optional_inner(hint)
+        if inner is not None:
+            return self._fast(inner)  # None goes through the converter
+        if hint in _SCALARS:
+            return _Fast(exact=typing.cast(type, hint))
+        if typing.get_origin(hint) is tuple:
+            return _Fast(int_array=_unwrap_newtype(_tuple_item(hint)) is int)
+        adapter = self._adapters.get(hint)
+        if adapter is not None:
+            return _Fast(adapter=adapter)
+        if isinstance(hint, type) and issubclass(hint, enum.IntEnum):
+            return _Fast(members={int(m): m for m in hint if INT64_MIN <= m <= INT64_MAX})
+        return _Fast()
+
     def _decoder(self, hint: Any) -> Convert:
         """The function that checks and converts a wire value into a field of `hint`."""
         hint = _unwrap_newtype(hint)
@@ -189,6 +218,24 @@ class Codec:
             plan = self._plan(typing.cast(type, hint))
             return plan.decode if plan.built else (lambda v: plan.decode(v))
         raise TypeError(f"the codec cannot decode {hint!r}")
+
+
+class _Fast(typing.NamedTuple):
+    """The wire values a field takes inline (`_field_lines`), at most one kind set."""
+
+    exact: type | None = None  # a scalar of exactly this type (an int: in range)
+    int_array: bool = False  # a list of in-range ints, for tuple[int, ...]
+    members: dict[int, enum.IntEnum] | None = None  # an IntEnum's ints
+    adapter: Adapter | None = None  # the adapter's wire type, through its decode
+
+
+class _FieldDecoder(typing.NamedTuple):
+    name: str
+    convert: Convert  # checks and converts any wire value, or raises CodecError
+    fast: _Fast
+    required: bool
+    default: Any  # dataclasses.MISSING when required or made by default_factory
+    default_factory: Callable[[], Any] | None
 
 
 # --- compiled plans -------------------------------------------------------------------
@@ -218,37 +265,82 @@ def _compile_encoder(fields: list[tuple[str, Convert | None]], omit_none: bool
     return typing.cast(Callable[[Any], dict[str, Any]], env["encode"])
 
 
-def _compile_decoder(cls: type, fields: list[tuple[str, type | None, Convert, bool]],
+def _compile_decoder(cls: type, fields: list[_FieldDecoder],
                      envelope: frozenset[str]) -> Convert:
-    names = frozenset(name for name, *_ in fields) | envelope
+    """The strict decoder of `cls` as straight-line code. Per field, the common wire value
+    (an exact scalar, an array of 64-bit ints, an adapter's wire type, a known enum int)
+    is checked and taken inline; anything else goes through the field's converter, which
+    either converts it or raises the CodecError, so the inline checks only ever accept
+    what the converter would have accepted, with the same result. A plain class
+    (`raft.common.slots`) is filled through its slots, not through `cls(**kwargs)`."""
+    names = frozenset(f.name for f in fields) | envelope
     env: dict[str, Any] = {"cls": cls, "names": names, "Mapping": Mapping, "MIN": INT64_MIN,
                            "MAX": INT64_MAX, "MISSING": _MISSING, "CodecError": CodecError,
-                           "expected": expected, "unknown_field": _unknown_field}
+                           "expected": expected, "unknown_field": _unknown_field,
+                           "new": object.__new__}
+    setters = slot_setters(cls)
     lines = ["def decode(data):",
              "  if type(data) is not dict and not isinstance(data, Mapping):",
              "    raise expected('a map', data)"]
     lines += ["  if not data.keys() <= names:", "    raise unknown_field(data, names)"]
-    lines.append("  kwargs = {}")
-    for index, (name, exact, convert, required) in enumerate(fields):
-        env[f"_d{index}"], env[f"_t{index}"] = convert, exact
-        lines.append(f"  v = data.get({name!r}, MISSING)")
-        if exact is not None:  # the common case, taken as it is without a call
-            in_range = " and MIN <= v <= MAX" if exact is int else ""
-            lines += [f"  if type(v) is _t{index}{in_range}:", f"    kwargs[{name!r}] = v",
-                      "  elif v is not MISSING:"]
-        else:
-            lines.append("  if v is not MISSING:")
-        lines += ["    try:", f"      kwargs[{name!r}] = _d{index}(v)",
-                  "    except CodecError as exc:",
-                  f"      raise exc.within({'.' + name!r}) from None"]
-        if required:
-            lines += ["  else:", "    raise CodecError('missing required field')"
-                      f".within({'.' + name!r})"]
-    lines += ["  try:", "    return cls(**kwargs)",
-              "  except (TypeError, ValueError) as exc:",  # the class's own checks
-              "    raise CodecError(str(exc)) from None"]
+    if setters is None:
+        lines.append("  kwargs = {}")
+    for index, field in enumerate(fields):
+        target = f"a{index}" if setters is not None else f"kwargs[{field.name!r}]"
+        lines += _field_lines(index, field, target, env)
+    if setters is not None:
+        env.update({f"_s{index}": setter for index, setter in enumerate(setters)})
+        lines.append("  obj = new(cls)")
+        lines += [f"  _s{index}(obj, a{index})" for index in range(len(fields))]
+        lines.append("  return obj")
+    else:
+        lines += ["  try:", "    return cls(**kwargs)",
+                  "  except (TypeError, ValueError) as exc:",  # the class's own checks
+                  "    raise CodecError(str(exc)) from None"]
     exec("\n".join(lines), env)
     return typing.cast(Convert, env["decode"])
+
+
+def _field_lines(index: int, field: _FieldDecoder, target: str,
+                 env: dict[str, Any]) -> list[str]:
+    """The code that sets `target` from `data` for one field (see `_compile_decoder`)."""
+    name, within = field.name, repr("." + field.name)
+    env[f"_d{index}"] = field.convert
+    slow = ["    try:", f"      {target} = _d{index}(v)", "    except CodecError as exc:",
+            f"      raise exc.within({within}) from None"]
+    lines = [f"  v = data.get({name!r}, MISSING)"]
+    fast = field.fast
+    if fast.exact is not None:  # taken as it is, without a call
+        env[f"_t{index}"] = fast.exact
+        in_range = " and MIN <= v <= MAX" if fast.exact is int else ""
+        lines += [f"  if type(v) is _t{index}{in_range}:", f"    {target} = v"]
+    elif fast.int_array:  # a loop beats any builtin on a few items; a bad one: converter
+        lines += ["  if type(v) is list:", "    for x in v:",
+                  "      if type(x) is not int or not MIN <= x <= MAX:",
+                  *("    " + line for line in slow), "        break", "    else:",
+                  f"      {target} = tuple(v)"]
+    elif fast.members is not None:  # an IntEnum: int -> member, in range by construction
+        env[f"_m{index}"] = fast.members
+        lines += [f"  if type(v) is int and (m := _m{index}.get(v)) is not None:",
+                  f"    {target} = m"]
+    elif fast.adapter is not None:  # its wire type: convert, or the converter's error
+        env[f"_w{index}"], env[f"_a{index}"] = fast.adapter.wire, fast.adapter.decode
+        env[f"_n{index}"] = fast.adapter.name
+        lines += [f"  if type(v) is _w{index}:", "    try:", f"      {target} = _a{index}(v)",
+                  "    except (TypeError, ValueError):",
+                  f"      raise expected(_n{index}, v).within({within}) from None"]
+    branch = "elif" if len(lines) > 1 else "if"
+    lines += [f"  {branch} v is not MISSING:", *slow]
+    if field.required:
+        lines += ["  else:", f"    raise CodecError('missing required field').within({within})"]
+    elif not target.startswith("kwargs"):  # the default the constructor would have given
+        if field.default_factory is not None:
+            env[f"_f{index}"] = field.default_factory
+            lines += ["  else:", f"    {target} = _f{index}()"]
+        else:
+            env[f"_v{index}"] = field.default
+            lines += ["  else:", f"    {target} = _v{index}"]
+    return lines
 
 
 def _unknown_field(data: Mapping[Any, Any], names: frozenset[str]) -> CodecError:

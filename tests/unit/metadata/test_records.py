@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
+from tests.support.codec_reference import outcome, reference_record
 
 INTS = st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1)
 UUIDS = st.integers(min_value=0, max_value=(1 << 128) - 1).map(Uuid)
@@ -287,3 +288,49 @@ def test_wire_bytes_are_unchanged_when_a_sample_is_encoded(name: str) -> None:
 
 def test_every_record_type_has_a_wire_sample_when_defined() -> None:
     assert {type(r) for r in WIRE_SAMPLES.values()} == set(rec.RECORD_CLASSES.values())
+
+
+# --- the decoding fast path against the reference --------------------------------------
+# RecordSet.decode looks the class, version and compiled decoder up in one table and the
+# codec takes common values inline (tests/unit/raft/common/test_codec.py); the reference
+# (tests/support/codec_reference.py) decodes step by step. Same record or same message.
+
+PACKABLE_JUNK = st.recursive(  # JUNK within what msgpack packs (ints in -2**63 .. 2**64-1)
+    st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.sampled_from([(1 << 63) - 1, 1 << 63, -(1 << 63)]) | st.floats(allow_nan=False)
+    | st.text(max_size=5) | st.binary(max_size=17),
+    lambda inner: st.lists(inner, max_size=3), max_leaves=8)
+HEADS = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(sorted(rec.RECORD_CLASSES)) | PACKABLE_JUNK,
+    "version": st.just(0) | PACKABLE_JUNK})
+
+
+@given(st.sampled_from(sorted(rec.RECORD_CLASSES)), HEADS, st.data())
+def test_decode_equals_the_reference_when_fields_are_junk(
+        type_id: int, head: dict[str, Any], data: Any) -> None:
+    cls = rec.RECORD_CLASSES[type_id]
+    names = [f.name for f in dataclasses.fields(cls)] + ["future"]
+    fields = data.draw(st.dictionaries(st.sampled_from(names), PACKABLE_JUNK,
+                                       max_size=len(names)))
+    raw = msgpack.packb({"type": type_id, "version": 0, **fields, **head}, use_bin_type=True)
+    assert outcome(lambda: rec.decode(raw)) == \
+        outcome(lambda: reference_record(rec.METADATA_RECORDS, raw))
+
+
+@given(ANY_RECORD, st.data())
+def test_decode_equals_the_reference_when_one_field_is_broken(
+        record: rec.Record, data: Any) -> None:
+    raw = record.encode()
+    assert rec.decode(raw) == reference_record(rec.METADATA_RECORDS, raw) == record
+    _, _, broken = data.draw(mutations(record.to_dict()))
+    raw = msgpack.packb(broken, use_bin_type=True)
+    assert outcome(lambda: rec.decode(raw)) == \
+        outcome(lambda: reference_record(rec.METADATA_RECORDS, raw))
+
+
+@pytest.mark.parametrize("data", [b"", b"\xc1", b"\x93\x01\x02\x03", b"\x81\xa4type\x07",
+                                  msgpack.packb({"type": 7, "version": 0}) + b"\x00"])
+def test_decode_equals_the_reference_when_bytes_are_not_a_record(data: bytes) -> None:
+    assert outcome(lambda: rec.decode(data))[0] == "error"
+    assert outcome(lambda: rec.decode(data)) == \
+        outcome(lambda: reference_record(rec.METADATA_RECORDS, data))

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from raft.common.codec import INT64_MAX, INT64_MIN, Codec, CodecError
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
+from tests.support.codec_reference import outcome, reference_decode
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -241,7 +242,7 @@ def test_importing_the_codec_loads_no_other_project_module_when_run_alone() -> N
             "if m.split('.')[0] in ('raft', 'metadata', 'broker', 'tools')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == "['raft', 'raft.common', 'raft.common.codec']"
+    assert out.strip() == "['raft', 'raft.common', 'raft.common.codec', 'raft.common.slots']"
 
 
 @given(st.data())
@@ -259,3 +260,101 @@ def test_one_broken_field_is_one_clear_error_when_decoded(data: Any) -> None:
         codec.decode(Node, broken)
     reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "")
     assert_names_path(caught.value, "Node", path, reason)
+
+
+# --- the compiled decoder against a field-by-field reference ----------------------------
+# The compiled decoder takes common wire values inline (exact scalars, arrays of ints, an
+# adapter's wire type, an enum's ints) and fills plain classes through their slots. The
+# reference (tests/support/codec_reference.py) walks the fields with the codec's
+# converters and calls the class: both must give the same object or the same error for
+# any input.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inline:
+    """One field of every kind the compiled decoder takes inline."""
+
+    ints: tuple[int, ...]
+    ids: tuple[Id, ...] = ()
+    maybe_ints: tuple[int, ...] | None = None
+    color: Color = Color.RED
+    maybe_color: Color | None = None
+    token: Token | None = None
+    count: int = 0
+    name: str = ""
+    leaf: Leaf | None = None
+    extra: tuple[str, ...] = dataclasses.field(default_factory=tuple)
+
+
+WIRE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(INT64_MIN - 2, INT64_MAX + 2),
+    st.sampled_from([INT64_MIN, INT64_MAX, 1, -2, 3]), st.floats(allow_nan=False),
+    st.text(max_size=3), st.binary(max_size=3), st.sampled_from(list(Color)))
+NEAR_VALID = st.recursive(
+    WIRE_VALUES,
+    lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.sampled_from(["value", "label", "other"]), inner, max_size=2),
+    max_leaves=6)
+INLINE_KEYS = [f.name for f in dataclasses.fields(Inline)] + ["type", "unknown"]
+
+
+@given(st.dictionaries(st.sampled_from(INLINE_KEYS), NEAR_VALID, max_size=6),
+       st.sampled_from([STRICT, LENIENT]))
+def test_compiled_decode_equals_the_reference_when_any_map_is_decoded(
+        data: dict[str, Any], codec: Codec) -> None:
+    """Random maps, mostly malformed: the same object, or the same error message."""
+    assert outcome(lambda: codec.decode(Inline, data)) == \
+        outcome(lambda: reference_decode(codec, Inline, data))
+
+
+@given(st.builds(
+    Inline, ints=st.lists(st.integers(INT64_MIN, INT64_MAX), max_size=4).map(tuple),
+    ids=st.lists(st.integers(-3, 3).map(Id), max_size=2).map(tuple),
+    maybe_ints=st.none() | st.lists(st.integers(-3, 3), max_size=2).map(tuple),
+    color=st.sampled_from(Color), maybe_color=st.none() | st.sampled_from(Color),
+    token=st.none() | st.text("ab", min_size=1, max_size=3).map(Token),
+    count=st.integers(INT64_MIN, INT64_MAX), name=st.text(max_size=3),
+    leaf=st.none() | st.builds(Leaf, value=st.integers(-3, 3)),
+    extra=st.lists(st.text(max_size=2), max_size=2).map(tuple)), st.data())
+def test_compiled_decode_equals_the_reference_when_one_field_is_broken(
+        value: Inline, data: Any) -> None:
+    """Valid maps round trip through both; one broken field (the shared mutations) gives
+    one error, the same from both."""
+    for codec in (STRICT, LENIENT):
+        wire = msgpack.unpackb(msgpack.packb(codec.encode(value)), raw=False)
+        assert codec.decode(Inline, wire) == reference_decode(codec, Inline, wire) == value
+        _, _, broken = data.draw(mutations(wire))
+        assert outcome(lambda c=codec, b=broken: c.decode(Inline, b)) == \
+            outcome(lambda c=codec, b=broken: reference_decode(c, Inline, b))
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"ints": [1, True]}, "Inline.ints[1]: expected a 64-bit integer, got bool True"),
+    ({"ints": [1, INT64_MAX + 1]},
+     "Inline.ints[1]: expected a 64-bit integer, got int 9223372036854775808"),
+    ({"ints": [1.0]}, "Inline.ints[0]: expected a 64-bit integer, got float 1.0"),
+    ({"ints": "12"}, "Inline.ints: expected an array, got str '12'"),
+    ({"maybe_ints": [None]}, "Inline.maybe_ints[0]: expected a 64-bit integer, got "
+                             "NoneType None"),
+    ({"color": 7}, "Inline.color: unknown Color 7"),
+    ({"color": True}, "Inline.color: expected a 64-bit integer, got bool True"),
+    ({"maybe_color": "RED"}, "Inline.maybe_color: expected a 64-bit integer, got str 'RED'"),
+    ({"token": "a1"}, "Inline.token: expected a token, got str 'a1'"),
+    ({"token": 5}, "Inline.token: expected a token, got int 5"),
+])
+def test_inline_fields_refuse_what_their_converters_refuse_when_malformed(
+        changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(CodecError) as caught:
+        STRICT.decode(Inline, {"ints": [], **changes})
+    assert str(caught.value) == message
+
+
+def test_inline_fields_take_the_values_their_converters_take_when_not_the_common_form(
+        ) -> None:
+    """A tuple for an array and IntEnum members for ints (a map built in Python, not by
+    msgpack) still decode, through the converters."""
+    decoded = STRICT.decode(Inline, {"ints": (1, Color.BLUE), "color": -2, "maybe_color": None})
+    assert decoded == Inline(ints=(1, -2), color=Color.BLUE)
+    assert [type(i) for i in decoded.ints] == [int, int]
+    assert decoded.extra == ()
+    assert decoded.maybe_ints is None

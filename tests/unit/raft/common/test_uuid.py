@@ -235,3 +235,26 @@ def test_from_bytes_rejects_when_length_is_not_16() -> None:
     """16 bytes, no more, no less."""
     with pytest.raises(ValueError, match="16 bytes"):
         Uuid.from_bytes(b"\x00" * 15)
+
+
+@given(values, values)
+def test_every_comparison_follows_the_value_when_written_out(a: int, b: int) -> None:
+    """Equality and order are hand-written (not generated): the same answers as the
+    value's, and sorting by the value is sorting the Uuids."""
+    x, y = Uuid(a), Uuid(b)
+    assert ((x < y), (x <= y), (x > y), (x >= y), (x == y), (x != y)) == \
+        ((a < b), (a <= b), (a > b), (a >= b), (a == b), (a != b))
+    assert sorted([x, y]) == sorted([x, y], key=lambda u: u.value)
+    assert hash(Uuid.from_bytes(x.to_bytes())) == hash(x)
+
+
+def test_uuids_equal_and_order_against_no_other_type_when_compared() -> None:
+    uuid = Uuid(5)
+    assert uuid != 5
+    assert uuid != Uuid(5).to_bytes()
+    assert uuid in {Uuid(5)}
+    for other in (5, "x", None):
+        with pytest.raises(TypeError):
+            uuid < other  # type: ignore[operator]  # noqa: B015
+        with pytest.raises(TypeError):
+            uuid >= other  # type: ignore[operator]  # noqa: B015
