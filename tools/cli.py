@@ -33,6 +33,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "node": ("node", "run one node in the foreground"),
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
     "topics": ("topics", "create, describe, delete and alter topics"),
+    "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),

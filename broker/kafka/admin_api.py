@@ -1,6 +1,7 @@
 """CreateTopics (v2-v7, returns topic_id), DeleteTopics (v1-v6, by name or topic_id;
 an entry naming both, or neither, is INVALID_REQUEST as in Kafka),
-CreatePartitions (v0-v3): forwarded to the active controller as `metadata.admin` RPCs.
+CreatePartitions (v0-v3): forwarded to the active controller as `metadata.admin` RPCs,
+manual replica assignments and topic configs included (the controller validates them).
 
 The controller answers once the records have committed; the answer is then held until
 this broker's own image shows the change (bounded by the request's timeout), so a
@@ -19,7 +20,9 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
 from metadata.admin import (
     AdminErrorResponse,
+    CreatableReplicaAssignment,
     CreatableTopic,
+    CreatableTopicConfig,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreatePartitionsTopic,
@@ -30,6 +33,7 @@ from metadata.admin import (
     DeleteTopicState,
 )
 from metadata.controller_client import ControllerUnavailable
+from metadata.topic_configs import KEYS as TOPIC_CONFIG_KEYS
 from raft.common.uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -71,9 +75,16 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     timeout_s = _timeout_s(request, context)
     admin = CreateTopicsRequest(
-        topics=tuple(CreatableTopic(name=t.name, num_partitions=int(t.num_partitions),
-                                    replication_factor=int(t.replication_factor))
-                     for t in request.topics),
+        topics=tuple(CreatableTopic(
+            name=t.name, num_partitions=int(t.num_partitions),
+            replication_factor=int(t.replication_factor),
+            # manual assignments and configs: the controller validates them
+            assignments=tuple(CreatableReplicaAssignment(
+                partition_index=int(a.partition_index),
+                broker_ids=tuple(int(b) for b in a.broker_ids)) for a in t.assignments) or None,
+            configs=tuple(CreatableTopicConfig(name=c.name, value=c.value)
+                          for c in t.configs) or None)
+            for t in request.topics),
         validate_only=bool(getattr(request, "validate_only", False)))
     response, error, message = await _forward(context, admin, timeout_s)
     results: list[dict[str, Any]] = []
@@ -90,12 +101,21 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
         results = [{"name": r.name, "topic_id": to_kafka_uuid(r.topic_id),
                     "error_code": kafka_error(r.error_code), "error_message": r.error_message,
                     "num_partitions": r.num_partitions,
-                    "replication_factor": r.replication_factor, "configs": []}
+                    "replication_factor": r.replication_factor,
+                    "configs": _created_configs(r.configs) if r.error_code == 0 else None}
                    for r in response.topics]
     log.info("create topics", extra={"topics": [r["name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
     return build(response_class(CREATE_TOPICS, version),
                  {"throttle_time": 0, "topics": results})
+
+
+def _created_configs(configs: Any) -> list[dict[str, Any]]:
+    """CreateTopics v5+: every topic config the new topic has, its own or the default."""
+    own = {c.name: c.value for c in configs or ()}
+    return [{"name": key, "value": own.get(key, spec.default), "read_only": False,
+             "config_source": 1 if key in own else 5, "is_sensitive": False}
+            for key, spec in sorted(TOPIC_CONFIG_KEYS.items())]
 
 
 def _delete_request_error(state: DeleteTopicState) -> str | None:
@@ -156,8 +176,11 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
                                            version: int) -> Any:
     timeout_s = _timeout_s(request, context)
     admin = CreatePartitionsRequest(
-        topics=tuple(CreatePartitionsTopic(name=t.name, count=int(t.count))
-                     for t in request.topics),
+        topics=tuple(CreatePartitionsTopic(
+            name=t.name, count=int(t.count),
+            assignments=None if t.assignments is None else tuple(
+                tuple(int(b) for b in a.broker_ids) for a in t.assignments))
+            for t in request.topics),
         validate_only=bool(request.validate_only))
     response, error, message = await _forward(context, admin, timeout_s)
     if response is None:

@@ -25,6 +25,7 @@ import trio
 from broker.kafka import (
     admin_api,
     api_versions,
+    configs_api,
     fetch,
     group,
     membership,
@@ -88,6 +89,8 @@ HANDLERS: dict[int, Handler] = {
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
+    api_versions.DESCRIBE_CONFIGS: configs_api.handle_describe_configs_request,
+    api_versions.INCREMENTAL_ALTER_CONFIGS: configs_api.handle_incremental_alter_configs_request,
     api_versions.PRODUCE: produce.handle_produce_request,
     api_versions.FETCH: fetch.handle_fetch_request,
     api_versions.LIST_OFFSETS: fetch.handle_list_offsets_request,

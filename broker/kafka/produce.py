@@ -5,6 +5,9 @@ CRC32C (else CORRUPT_MESSAGE / INVALID_RECORD); the leader stores them intact wi
 offsets assigned from its log end, fsyncs, and answers acks=1 then; acks=all waits
 until the high watermark (which follows the ISR) passes the last offset, or times out
 with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.isr).
+acks=all honours the topic's `min.insync.replicas` (metadata.topic_configs): an ISR
+smaller than that before the append -> NOT_ENOUGH_REPLICAS, nothing stored; one that
+shrank below it while waiting -> NOT_ENOUGH_REPLICAS_AFTER_APPEND (stored, not acked).
 acks=0 gets no response; if any partition failed, the connection is closed instead (as
 Kafka does), so the client notices and refreshes its metadata. By topic ID (v13): an ID
 absent from the image -> UNKNOWN_TOPIC_ID; the partition directory's partition.metadata
@@ -43,6 +46,7 @@ from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
 from broker.kafka.replica import PartitionState, check_partition
+from metadata.topic_configs import min_insync_replicas
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +96,11 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
         return _failed(index, ErrorCode.invalid_record if any(h.is_control for h in headers)
                        else ErrorCode.transactional_id_authorization_failed,
                        "control or transactional batches are not accepted from clients")
+    min_isr = _min_insync_replicas(context, state.topic_id) if acks == ACKS_ALL else 0
+    if len(partition.isr) < min_isr:
+        return _failed(index, ErrorCode.not_enough_replicas,
+                       f"the ISR {list(partition.isr)} is smaller than "
+                       f"min.insync.replicas={min_isr}")
     async with state.lock:
         verdict = state.log.producers.check(headers, state.log.log_end_offset)
         if isinstance(verdict, Reject):
@@ -117,14 +126,21 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     context.replicas.notify_data()
     if acks == ACKS_ALL:
         failure = await _wait_replicated(context, state, partition.leader_epoch, last,
-                                         deadline=trio.current_time() + timeout_s)
+                                         deadline=trio.current_time() + timeout_s,
+                                         min_isr=min_isr)
         if failure is not None:
             return _failed(index, *failure)
     return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0}
 
 
+def _min_insync_replicas(context: BrokerContext, topic_id: Any) -> int:
+    topic = context.image.topic(topic_id)
+    return 1 if topic is None else min_insync_replicas(topic.configs)
+
+
 async def _wait_replicated(context: BrokerContext, state: PartitionState, leader_epoch: int,
-                           last: int, *, deadline: float) -> tuple[ErrorCode, str] | None:
+                           last: int, *, deadline: float, min_isr: int = 1
+                           ) -> tuple[ErrorCode, str] | None:
     """acks=all: wait until this leader's high watermark passes `last`; None once it
     does. Leadership is checked first at every wake-up: once the image shows another
     leader epoch, `state.high_watermark` is a follower's copy of the new leader's, whose
@@ -139,6 +155,10 @@ async def _wait_replicated(context: BrokerContext, state: PartitionState, leader
         if state.maybe_advance_high_watermark(current, context.broker_id):
             context.replicas.notify_data()
         if state.high_watermark > last:
+            if len(current.isr) < min_isr:
+                return (ErrorCode.not_enough_replicas_after_append,
+                        f"the ISR shrank to {list(current.isr)}, below "
+                        f"min.insync.replicas={min_isr}, before the records were acked")
             return None
         if trio.current_time() >= deadline:
             return ErrorCode.request_timed_out, "not replicated to the ISR in time"

@@ -1,0 +1,142 @@
+"""DescribeConfigs (v1-v4) and IncrementalAlterConfigs (v0-v1, KIP-339) for topics.
+
+Describe answers from this broker's image: every supported key (metadata.topic_configs)
+with the topic's value (source DYNAMIC_TOPIC_CONFIG) or the default (DEFAULT_CONFIG,
+`is_default` in v0's sense), filtered by `configuration_keys`. Topics are named, as on
+Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A broker resource answers
+with no configs (its configuration is the node's file, static).
+
+Alter is forwarded to the active controller (`metadata.admin`
+IncrementalAlterConfigsRequest), which validates and writes TopicConfig records; the
+answer is held until this broker's image shows the change, so a describe right after
+sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from metadata.admin import (
+    BROKER_RESOURCE,
+    OP_DELETE,
+    OP_SET,
+    TOPIC_RESOURCE,
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from metadata.image import MetadataImage
+from metadata.topic_configs import KEYS, InvalidConfig, validate
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's DescribeConfigs config_source
+CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
+                "LIST": 7, "CLASS": 8, "PASSWORD": 9}
+
+
+def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...] | None,
+                           documentation: bool = False) -> dict[str, Any]:
+    """One DescribeConfigs result (a plain mapping for `build`)."""
+    topic = image.topic_by_name(name)
+    if topic is None:
+        return {"error_code": int(ErrorCode.unknown_topic_or_partition),
+                "error_message": f"no topic named {name!r}", "resource_type": TOPIC_RESOURCE,
+                "resource_name": name, "configs": []}
+    own = dict(topic.configs)
+    configs = []
+    for key in sorted(KEYS):
+        if keys is not None and key not in keys:
+            continue
+        spec = KEYS[key]
+        value = own.get(key)
+        source = DEFAULT_CONFIG if value is None else DYNAMIC_TOPIC_CONFIG
+        configs.append({
+            "name": key, "value": spec.default if value is None else value,
+            "read_only": False, "is_default": value is None, "config_source": source,
+            "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPES[spec.type],
+            "documentation": spec.documentation if documentation else None})
+    return {"error_code": 0, "error_message": None, "resource_type": TOPIC_RESOURCE,
+            "resource_name": name, "configs": configs}
+
+
+async def handle_describe_configs_request(context: BrokerContext, request: Any,
+                                          version: int) -> Any:
+    image = context.image
+    results = []
+    for resource in request.resources:
+        keys = resource.configuration_keys
+        keys = None if keys is None or len(keys) == 0 else tuple(keys)
+        if int(resource.resource_type) == TOPIC_RESOURCE:
+            results.append(describe_topic_configs(
+                image, resource.resource_name, keys,
+                bool(getattr(request, "include_documentation", False))))
+        elif int(resource.resource_type) == BROKER_RESOURCE:
+            results.append({"error_code": 0, "error_message": None,
+                            "resource_type": BROKER_RESOURCE,
+                            "resource_name": resource.resource_name, "configs": []})
+        else:
+            results.append({"error_code": int(ErrorCode.invalid_request),
+                            "error_message": f"unsupported resource type "
+                                             f"{int(resource.resource_type)}",
+                            "resource_type": int(resource.resource_type),
+                            "resource_name": resource.resource_name, "configs": []})
+    return build(response_class(DESCRIBE_CONFIGS, version),
+                 {"throttle_time": 0, "results": results})
+
+
+def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
+    """What the topic's configs hold once an accepted alter is applied."""
+    expected: dict[str, str | None] = {}
+    for config in resource.configs:
+        if config.config_operation == OP_DELETE:
+            expected[config.name] = None
+        elif config.config_operation == OP_SET:
+            try:
+                expected[config.name] = validate(config.name, config.value)
+            except InvalidConfig:
+                pass  # the controller accepted it: nothing to wait for here
+    return expected
+
+
+async def handle_incremental_alter_configs_request(context: BrokerContext, request: Any,
+                                                   version: int) -> Any:
+    timeout_s = _timeout_s(request, context)
+    admin = IncrementalAlterConfigsRequest(
+        resources=tuple(AlterConfigsResource(
+            resource_type=int(r.resource_type), resource_name=r.resource_name,
+            configs=tuple(AlterableConfig(name=c.name, config_operation=int(c.config_operation),
+                                          value=c.value) for c in r.configs))
+            for r in request.resources),
+        validate_only=bool(request.validate_only))
+    response, error, message = await _forward(context, admin, timeout_s)
+    if response is None:
+        results = [{"error_code": error, "error_message": message,
+                    "resource_type": int(r.resource_type), "resource_name": r.resource_name}
+                   for r in request.resources]
+    else:
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        if not admin.validate_only:
+            wanted = [(r.resource_name, _expected(r)) for r, answer in
+                      zip(admin.resources, response.responses, strict=False)
+                      if answer.error_code == 0 and r.resource_type == TOPIC_RESOURCE]
+            if wanted:
+                await context.wait_image(lambda image: all(
+                    (t := image.topic_by_name(name)) is None or
+                    all(t.config(k) == v for k, v in expected.items())
+                    for name, expected in wanted), timeout_s)
+        results = [{"error_code": kafka_error(r.error_code), "error_message": r.error_message,
+                    "resource_type": r.resource_type, "resource_name": r.resource_name}
+                   for r in response.responses]
+    log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],
+                                     "errors": [r["error_code"] for r in results]})
+    return build(response_class(INCREMENTAL_ALTER_CONFIGS, version),
+                 {"throttle_time": 0, "responses": results})

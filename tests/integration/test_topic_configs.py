@@ -1,0 +1,163 @@
+"""Topic configs and manual assignments with a real client (confluent-kafka): create with
+configs and an assignment, DescribeConfigs, IncrementalAlterConfigs, refusals, and
+min.insync.replicas enforced on acks=all; `kraft configs` against the same cluster.
+One 1-voter + 3-broker cluster for the module."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.quorum_support import FAST_SETTINGS, wait_until
+from tools.cli import main
+from tools.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+admin_mod = pytest.importorskip("confluent_kafka.admin")
+
+BROKERS = (2, 3, 4)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "replica.lag.time.max.ms": 1000}
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory: Path = tmp_path_factory.mktemp("configs") / "cluster"
+    started = Cluster.create(directory, voters=1, brokers=len(BROKERS), settings=SETTINGS)
+    try:
+        started.start()
+        started.wait_for_leader(20)
+        started.wait_for_brokers(WAIT_S)
+        yield started
+    finally:
+        started.kill_all_started()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+
+
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> Any:
+    return admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+
+
+def topic_resource(name: str) -> Any:
+    return admin_mod.ConfigResource(admin_mod.ResourceType.TOPIC, name)
+
+
+def describe(admin: Any, name: str) -> dict[str, Any]:
+    (future,) = admin.describe_configs([topic_resource(name)]).values()
+    return future.result(WAIT_S)  # type: ignore[no-any-return]
+
+
+def alter(admin: Any, name: str, *entries: tuple[str, str | None]) -> None:
+    resource = topic_resource(name)
+    for key, value in entries:
+        op = (admin_mod.AlterConfigOpType.DELETE if value is None
+              else admin_mod.AlterConfigOpType.SET)
+        resource.add_incremental_config(admin_mod.ConfigEntry(key, value,
+                                                              incremental_operation=op))
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(WAIT_S)
+
+
+def error_of(future: Any) -> Any:
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        future.result(WAIT_S)
+    return info.value.args[0]
+
+
+def test_configs_and_assignment_are_honoured_when_a_topic_is_created(
+        admin: Any, cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    new = admin_mod.NewTopic("cfg", num_partitions=2, replica_assignment=[[2, 3], [4, 2]],
+                             config={"retention.ms": "1000", "min.insync.replicas": "2"})
+    admin.create_topics([new])["cfg"].result(WAIT_S)
+    described = admin.describe_topics(confluent_kafka.TopicCollection(["cfg"]))
+    partitions = described["cfg"].result(WAIT_S).partitions
+    assert [[r.id for r in p.replicas] for p in partitions] == [[2, 3], [4, 2]]
+
+    configs = describe(admin, "cfg")
+    assert configs["retention.ms"].value == "1000"
+    assert not configs["retention.ms"].is_default
+    assert configs["retention.ms"].source == admin_mod.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["segment.bytes"].is_default
+    assert configs["cleanup.policy"].value == "delete"
+
+    alter(admin, "cfg", ("retention.ms", "2000"), ("min.insync.replicas", None))
+    configs = describe(admin, "cfg")
+    assert configs["retention.ms"].value == "2000"
+    assert configs["min.insync.replicas"].is_default
+
+    # the CLI sees the same (through the controller's admin API)
+    assert main(["configs", "--cluster", str(cluster.directory), "--entity-type", "topics",
+                 "--entity-name", "cfg", "--alter", "--add-config", "segment.bytes=1048576",
+                 "--delete-config", "retention.ms"]) == 0
+    capsys.readouterr()
+    assert main(["configs", "--cluster", str(cluster.directory), "--entity-type", "topics",
+                 "--entity-name", "cfg", "--describe", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["configs"]}
+    assert rows["segment.bytes"] == {"name": "segment.bytes", "value": "1048576",
+                                     "default": False}
+    assert rows["retention.ms"]["default"]
+
+
+def test_unknown_and_unsupported_configs_are_refused_when_created_or_altered(
+        admin: Any) -> None:
+    bad = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1,
+                             config={"no.such.config": "1"})
+    error = error_of(admin.create_topics([bad])["bad"])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    compact = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1,
+                                 config={"cleanup.policy": "compact"})
+    error = error_of(admin.create_topics([compact])["bad"])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "not implemented" in error.str()
+    both = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1)
+    admin.create_topics([both])["bad"].result(WAIT_S)
+    resource = topic_resource("bad")
+    resource.add_incremental_config(admin_mod.ConfigEntry(
+        "no.such.config", "1", incremental_operation=admin_mod.AlterConfigOpType.SET))
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    assert error_of(future).code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    (future,) = admin.describe_configs([topic_resource("nope")]).values()
+    assert error_of(future).code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
+        admin: Any, bootstrap: str, cluster: Cluster) -> None:
+    new = admin_mod.NewTopic("isr3", num_partitions=1, replica_assignment=[[2, 3, 4]],
+                             config={"min.insync.replicas": "3"})
+    admin.create_topics([new])["isr3"].result(WAIT_S)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "retries": 0, "enable.idempotence": False,
+                                         "message.timeout.ms": 10_000})
+    outcomes: list[Any] = []
+
+    def produce() -> Any:
+        outcomes.clear()
+        producer.produce("isr3", b"v", partition=0,
+                         on_delivery=lambda err, msg: outcomes.append(err))
+        producer.flush(WAIT_S)
+        assert len(outcomes) == 1
+        return outcomes[0]
+
+    assert produce() is None  # the full ISR: acked
+    cluster.kill(4)
+
+    def isr() -> list[int]:
+        described = admin.describe_topics(confluent_kafka.TopicCollection(["isr3"]))
+        return [r.id for r in described["isr3"].result(WAIT_S).partitions[0].isr]
+
+    wait_until(lambda: len(isr()) == 2, WAIT_S, "the ISR to shrink without broker 4")
+    error = produce()
+    assert error is not None
+    assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
