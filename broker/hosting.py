@@ -6,21 +6,30 @@ the replicated metadata log instead of having the controller push it.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from broker.reconcile import Assignment, HostedPartition
 from metadata.image import MetadataImage
+from raft.common.slots import positional_constructor
+
+# HostedPartition(topic, topic_id, partition, replicas, leader, leader_epoch), without the
+# dataclass's __init__ (raft.common.slots): a broker may host most of a million partitions
+_new_hosted = positional_constructor(HostedPartition)
+_BY_NAME = attrgetter("topic", "partition")
 
 
 def hosted_partitions(image: MetadataImage, broker_id: int) -> tuple[HostedPartition, ...]:
     """Every partition whose replica set contains `broker_id`, sorted by (topic, partition),
     with its current leader and leader epoch."""
     hosted = [
-        HostedPartition(topic=topic.name, topic_id=topic.topic_id, partition=p.partition,
-                        replicas=p.replicas, leader=p.leader, leader_epoch=p.leader_epoch)
+        _new_hosted(topic.name, topic.topic_id, p.partition, p.replicas, p.leader,
+                    p.leader_epoch)
         for topic in image.topics.values()
         for p in topic.partitions
         if broker_id in p.replicas
     ]
-    return tuple(sorted(hosted, key=lambda h: (h.topic, h.partition)))
+    hosted.sort(key=_BY_NAME)
+    return tuple(hosted)
 
 
 def led_partitions(image: MetadataImage, broker_id: int) -> tuple[HostedPartition, ...]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
 from raft.common.uuid import Uuid, pack
@@ -25,7 +26,9 @@ from raft.common.uuid import Uuid, pack
 NO_LEADER = -1  # the partition has no leader (the value Kafka uses)
 NO_OFFSET = -1  # last_applied_offset of an empty image
 MAX_KEPT_ANOMALIES = 100  # described in full; beyond that only counted
-_HASH_FORMAT_VERSION = 1
+_HASH_FORMAT_VERSION = 2  # content_hash: 2 hashes each topic's digest (see there)
+_UUID_ORDER = attrgetter("value")  # sorted(uuids) without a Python __lt__ per comparison
+_BY_TOPIC_ID = attrgetter("topic_id.value")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,7 +45,8 @@ class PartitionImage:
     leader_epoch_before_deletion: int | None = None
 
     def canonical(self) -> list[object]:
-        return [self.partition, list(self.replicas), list(self.isr), self.leader,
+        # tuples pack as msgpack arrays, as lists do: no copies
+        return [self.partition, self.replicas, self.isr, self.leader,
                 self.leader_epoch, self.partition_epoch, self.leader_epoch_after_creation,
                 self.leader_epoch_before_deletion]
 
@@ -58,6 +62,8 @@ class TopicImage:
     # TopicConfig records: (key, value) pairs sorted by key, only the keys set (Kafka's
     # defaults are metadata.topic_configs'); they go with the topic when it is removed
     configs: tuple[tuple[str, str], ...] = ()
+    # memo of digest(), filled in on first use (not content: left out of ==, repr, init)
+    _digest: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def replication_factor(self) -> int:
@@ -77,6 +83,17 @@ class TopicImage:
         if self.configs:  # only when set: a topic without configs hashes as before
             canonical.append(self.configs)
         return canonical
+
+    def digest(self) -> bytes:
+        """sha256 of the msgpack of `canonical()`: the topic's part of the image's
+        `content_hash`. Remembered, since a topic image never changes and the next image
+        shares every topic a record did not touch: hashing an image after a change
+        digests only the changed topics again."""
+        digest = self._digest
+        if digest is None:
+            digest = hashlib.sha256(pack(self.canonical())).digest()
+            object.__setattr__(self, "_digest", digest)  # a memo, on a frozen object
+        return digest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,7 +160,10 @@ class MetadataImage:
         """sha256 (hex) over a canonical encoding of everything replay determines: topics
         (with partitions), brokers, the metadata topic ID, every ID ever used, the last
         applied offset and the anomalies. Sorted by key, so insertion order does not
-        matter; msgpack of ints, strings and bytes, so it is stable across processes."""
+        matter; msgpack of ints, strings and bytes, so it is stable across processes.
+        Each topic enters as its own digest (`TopicImage.digest`, remembered), so the
+        hash of the next image costs a sort and a pass over the topics, not a new
+        encoding of every partition (format 2; format 1 hashed the topics' msgpack)."""
         if self._hash:
             return self._hash[0]
         digest = hashlib.sha256()
@@ -153,10 +173,11 @@ class MetadataImage:
             self.anomaly_count,
             [[a.offset, a.record_type, a.reason] for a in self.anomalies],
         ]))
-        for topic_id in sorted(self.topics):
-            digest.update(pack(self.topics[topic_id].canonical()))
+        topics = sorted(self.topics.values(), key=_BY_TOPIC_ID)  # each ID is one topic's
+        digest.update(b"".join([topic.digest() for topic in topics]))
         digest.update(pack([self.brokers[b].canonical() for b in sorted(self.brokers)]))
-        digest.update(pack([u.to_bytes() for u in sorted(self.used_topic_ids)]))
+        digest.update(pack([u.value.to_bytes(16, "big")
+                            for u in sorted(self.used_topic_ids, key=_UUID_ORDER)]))
         result = digest.hexdigest()
         self._hash.append(result)
         return result

@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from operator import attrgetter
 
 from metadata import records as rec
 from metadata.delta import MetadataDelta
 from metadata.image import MAX_KEPT_ANOMALIES, NO_OFFSET, Anomaly, MetadataImage, TopicImage
+from raft.common.slots import positional_constructor
+
+_UUID_ORDER = attrgetter("value")  # sorting by the int, not by Uuid.__lt__
+_BY_TOPIC_ID = attrgetter("topic_id.value")
+# a snapshot holds one Partition record per partition: made without the dataclass's
+# __init__ (raft.common.slots)
+_new_partition_record = positional_constructor(rec.Partition)
 
 
 class ImageSnapshotError(ValueError):
@@ -37,9 +45,9 @@ def image_records(image: MetadataImage) -> list[rec.Record]:
     if image.metadata_topic_id is not None:
         records.append(rec.MetadataTopic(topic_id=image.metadata_topic_id))
     retired = set(image.used_topic_ids) - set(image.topics) - {image.metadata_topic_id}
-    records.extend(rec.RetiredTopicId(topic_id=t) for t in sorted(retired))
-    for topic_id in sorted(image.topics):
-        records.extend(_topic_records(image.topics[topic_id]))
+    records.extend(rec.RetiredTopicId(topic_id=t) for t in sorted(retired, key=_UUID_ORDER))
+    for topic in sorted(image.topics.values(), key=_BY_TOPIC_ID):  # one topic an ID
+        records.extend(_topic_records(topic))
     for broker_id in sorted(image.brokers):
         broker = image.brokers[broker_id]
         records.append(rec.RegisterBroker(
@@ -60,12 +68,11 @@ def image_records(image: MetadataImage) -> list[rec.Record]:
 def _topic_records(topic: TopicImage) -> list[rec.Record]:
     records: list[rec.Record] = [rec.Topic(name=topic.name, topic_id=topic.topic_id,
                                            initial_partition_count=topic.initial_partition_count)]
-    records.extend(rec.Partition(
-        topic_id=topic.topic_id, partition=p.partition, replicas=p.replicas, isr=p.isr,
-        leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-        leader_epoch_after_creation=p.leader_epoch_after_creation,
-        leader_epoch_before_deletion=p.leader_epoch_before_deletion)
-        for p in topic.partitions)
+    topic_id = topic.topic_id
+    records.extend([_new_partition_record(  # rec.Partition(...), its fields in order
+        topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
+        p.partition_epoch, p.leader_epoch_after_creation, p.leader_epoch_before_deletion)
+        for p in topic.partitions])
     records.extend(rec.TopicConfig(topic_id=topic.topic_id, key=key, value=value)
                    for key, value in topic.configs)
     return records

@@ -112,8 +112,8 @@ def _image_of(snapshot: Snapshot) -> MetadataImage:
     """The image a whole (CRC-checked) snapshot holds. Records that do not decode or do
     not make an image mean the file was written wrong, not torn: the node stops rather
     than guess (falling back would hide a writer bug)."""
-    try:
-        records = [rec.decode(data) for data in snapshot.records]
+    try:  # decoded as replayed, not listed first: a million records at once cost memory
+        records = map(rec.decode, snapshot.records)
         return image_from_records(records, snapshot.snapshot_id.end_offset - 1)
     except (rec.RecordError, ImageSnapshotError) as exc:
         raise SnapshotStartError(f"{snapshot.path}: the snapshot holds no valid image: "

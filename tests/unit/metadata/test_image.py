@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from metadata import records as rec
 from metadata.delta import MetadataDelta, replay, replay_bytes
-from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage
+from metadata.image import MAX_KEPT_ANOMALIES, NO_LEADER, MetadataImage, PartitionImage
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -288,3 +291,47 @@ def test_anomalies_are_counted_but_capped_when_there_are_many() -> None:
     image = replay(numbered(*[rec.RemoveTopic(topic_id=ID_A)] * (MAX_KEPT_ANOMALIES + 5)))
     assert image.anomaly_count == MAX_KEPT_ANOMALIES + 5
     assert len(image.anomalies) == MAX_KEPT_ANOMALIES
+
+
+# --- partition images are built from their records by position (metadata.delta) ---------
+
+SMALL = st.integers(-3, 1 << 40)
+REPLICAS = st.lists(st.integers(0, 9), max_size=4).map(tuple)
+
+
+@given(st.builds(rec.Partition, topic_id=st.just(ID_A), partition=st.just(0),
+                 replicas=REPLICAS, isr=REPLICAS, leader=SMALL, leader_epoch=SMALL,
+                 partition_epoch=SMALL, leader_epoch_after_creation=st.none() | SMALL,
+                 leader_epoch_before_deletion=st.none() | SMALL),
+       st.builds(rec.PartitionChange, topic_id=st.just(ID_A), partition=st.just(0),
+                 leader=st.none() | SMALL, isr=st.none() | REPLICAS,
+                 replicas=st.none() | REPLICAS))
+def test_partition_image_holds_its_records_fields_by_name_when_replayed(
+        record: rec.Partition, change: rec.PartitionChange) -> None:
+    """Replay fills a PartitionImage positionally (without its __init__): every field
+    lands under its own name, and a change is the dataclasses.replace it stands for."""
+    topic = rec.Topic(name="t", topic_id=ID_A)
+    image = replay(numbered(topic, record))
+    (made,) = image.topics[ID_A].partitions
+    assert made == PartitionImage(**{f.name: getattr(record, f.name)
+                                     for f in dataclasses.fields(PartitionImage)})
+    changed = replay([(2, change)], image).topics[ID_A].partitions[0]
+    leader = made.leader if change.leader is None else change.leader
+    assert changed == dataclasses.replace(
+        made, leader=leader, isr=made.isr if change.isr is None else change.isr,
+        replicas=made.replicas if change.replicas is None else change.replicas,
+        leader_epoch=made.leader_epoch + (leader != made.leader),
+        partition_epoch=made.partition_epoch + 1)
+
+
+def test_topic_digest_is_remembered_but_not_content_when_compared() -> None:
+    """TopicImage.digest is a memo: equality, repr and the constructor ignore it, and an
+    image hashes the same whether its topics' digests were remembered or not."""
+    image = replay(sample_log())
+    fresh = replay(sample_log())
+    topic = image.topics[ID_A]
+    first = topic.digest()
+    assert topic.digest() is first
+    assert topic == fresh.topics[ID_A]
+    assert "_digest" not in repr(topic)
+    assert image.content_hash() == fresh.content_hash()
