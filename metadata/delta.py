@@ -228,7 +228,9 @@ class MetadataDelta:
         return "ReplayAnomalies belongs in a snapshot, not in the log"
 
     def _partition(self, record: rec.Partition, offset: int) -> str | None:
-        parts = self._w_partitions(record.topic_id)
+        # _w_partitions inline for the common case (the topic's list is open already):
+        # a topic's partitions follow its Topic record
+        parts = self._partitions.get(record.topic_id) or self._w_partitions(record.topic_id)
         if parts is None:
             return f"no live topic {record.topic_id}"
         if not 0 <= record.partition <= len(parts):
