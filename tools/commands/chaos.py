@@ -59,11 +59,11 @@ from tools.errors import usage_error
 log = logging.getLogger(__name__)
 
 SETTINGS: dict[str, Any] = {
-    "quorum.election.timeout.ms": 300,
-    "quorum.fetch.timeout.ms": 600,
-    "quorum.election.backoff.max.ms": 200,
-    "quorum.request.timeout.ms": 400,
-    "quorum.fetch.max.wait.ms": 150,
+    "controller.quorum.election.timeout.ms": 300,
+    "controller.quorum.fetch.timeout.ms": 600,
+    "controller.quorum.election.backoff.max.ms": 200,
+    "controller.quorum.request.timeout.ms": 400,
+    "controller.quorum.fetch.max.wait.ms": 150,
     "broker.session.timeout.ms": 3000,
     "broker.heartbeat.interval.ms": 500,
     "delete.topic.delay.ms": 2000,
