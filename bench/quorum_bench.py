@@ -33,9 +33,11 @@ FSYNC_SECONDS = 1.5
 HANDOVERS = 3
 DEFAULT_ELECTION_TIMEOUT_S = 1.0
 # the integration tests' timeouts (tests/support/quorum_support.py FAST_SETTINGS)
-TEST_SETTINGS = {"quorum.election.timeout.ms": 300, "quorum.fetch.timeout.ms": 600,
-                 "quorum.election.backoff.max.ms": 200, "quorum.request.timeout.ms": 400,
-                 "quorum.fetch.max.wait.ms": 150}
+TEST_SETTINGS = {"controller.quorum.election.timeout.ms": 300,
+                 "controller.quorum.fetch.timeout.ms": 600,
+                 "controller.quorum.election.backoff.max.ms": 200,
+                 "controller.quorum.request.timeout.ms": 400,
+                 "controller.quorum.fetch.max.wait.ms": 150}
 TEST_ELECTION_TIMEOUT_S = 0.3
 TEST_FAILOVER_TARGET_S = 3.0  # the bound the failover test once asserted
 

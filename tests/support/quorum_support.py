@@ -15,13 +15,13 @@ from tools.cluster import Cluster
 
 # Short timeouts keep the suite fast.
 FAST_SETTINGS = {
-    "quorum.election.timeout.ms": 300,
-    "quorum.fetch.timeout.ms": 600,
-    "quorum.election.backoff.max.ms": 200,
-    "quorum.request.timeout.ms": 400,
-    "quorum.fetch.max.wait.ms": 150,
+    "controller.quorum.election.timeout.ms": 300,
+    "controller.quorum.fetch.timeout.ms": 600,
+    "controller.quorum.election.backoff.max.ms": 200,
+    "controller.quorum.request.timeout.ms": 400,
+    "controller.quorum.fetch.max.wait.ms": 150,
     "socket.request.max.bytes": 1 << 20,
-    "quorum.fetch.max.bytes": 256 * 1024,
+    "controller.quorum.fetch.max.bytes": 256 * 1024,
 }
 
 
