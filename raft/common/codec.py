@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -103,13 +104,15 @@ class Codec:
         self.envelope = frozenset(envelope)
         self._adapters: dict[type, Adapter] = {}
         self._plans: dict[type, _Plan] = {}
+        self._lock = threading.RLock()  # held while plans are built or dropped
 
     def register(self, cls: type, *, wire: type, encode: Convert, decode: Convert,
                  name: str | None = None) -> None:
         """Carry `cls` as a `wire` value (bytes, int or str): `encode(obj)` gives it,
         `decode(wire_value)` rebuilds the object."""
-        self._adapters[cls] = Adapter(wire, encode, decode, name or cls.__name__)
-        self._plans.clear()  # a plan built earlier may have walked `cls` as a dataclass
+        with self._lock:
+            self._adapters[cls] = Adapter(wire, encode, decode, name or cls.__name__)
+            self._plans = {}  # a plan built earlier may have walked `cls` as a dataclass
 
     def encode(self, obj: Any) -> dict[str, Any]:
         """The dataclass `obj` as a msgpack-ready map."""
@@ -133,7 +136,14 @@ class Codec:
 
     def _plan(self, cls: type) -> _Plan:
         plan = self._plans.get(cls)
-        return plan if plan is not None else self._build_plan(cls)
+        if plan is not None and plan.built:
+            return plan
+        # Built under a lock: a plan is cached before it is built (a field may name its
+        # class again), so another thread must not take it half made. Re-entrant: the
+        # building thread looks its own plans up while it builds them.
+        with self._lock:
+            plan = self._plans.get(cls)
+            return plan if plan is not None else self._build_plan(cls)
 
     def _build_plan(self, cls: type) -> _Plan:
         if not dataclasses.is_dataclass(cls):

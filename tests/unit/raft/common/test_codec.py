@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NewType, Optional
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raft.common import codec as codec_module
 from raft.common.codec import INT64_MAX, INT64_MIN, Codec, CodecError
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
 from tests.support.codec_reference import outcome, reference_decode
@@ -358,3 +360,32 @@ def test_inline_fields_take_the_values_their_converters_take_when_not_the_common
     assert [type(i) for i in decoded.ints] == [int, int]
     assert decoded.extra == ()
     assert decoded.maybe_ints is None
+
+
+def test_a_plan_another_thread_is_building_is_waited_for_when_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans are built on first use, and a plan is cached before it is built (for
+    recursive types): a second thread that asks for it meanwhile waits for the build
+    instead of calling a half-made plan (seen: four admin threads of the snapshot bench
+    encoding their first CreateTopics at once)."""
+    codec = make_codec()
+    building, done = threading.Event(), threading.Event()
+    compile_decoder = codec_module._compile_decoder
+
+    def slow_compile(*args: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            building.set()
+            done.wait(0.5)  # the other thread asks for the plan meanwhile
+        return compile_decoder(*args)
+
+    monkeypatch.setattr(codec_module, "_compile_decoder", slow_compile)
+    results: list[Any] = []
+    builder = threading.Thread(target=lambda: results.append(codec.encode(SAMPLE)))
+    builder.start()
+    assert building.wait(5)
+    try:
+        assert codec.decode(Node, STRICT.encode(SAMPLE)) == SAMPLE  # waits, then decodes
+    finally:
+        done.set()
+        builder.join(5)
+    assert results == [STRICT.encode(SAMPLE)]
