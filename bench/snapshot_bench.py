@@ -60,8 +60,8 @@ Then:
    times (each from its own snapshot) are printed on the way.
 
 `--profile DIR` writes cProfile files of this process's phases (setup client, rebuild,
-load, write) and of the voters and broker 4 (started under `python -m cProfile`; a node
-writes its profile when it stops), and prints the top functions of each. A node's profile
+load, write) and of the voters and brokers 4 and 5 (started under `python -m cProfile`;
+a node writes its profile when it stops), and prints the top functions of each. A node's profile
 covers its main thread only: its worker threads (snapshot writes, a broker's image
 checkpoint hash and reconciliation) are not in it, and its epoll wait is idle time.
 
@@ -643,7 +643,8 @@ def segments(cluster: Cluster, node: int) -> list[Path]:
     return sorted((Path(cluster.node(node).data_dir) / METADATA_PARTITION_DIR).glob("*.log"))
 
 
-def catch_up_by_fetch_snapshot(cluster: Cluster, broker: int) -> None:
+def catch_up_by_fetch_snapshot(cluster: Cluster, broker: int,
+                               profile_to: Path | None = None) -> None:
     """A new broker from an empty directory once every voter has snapshotted and
     deleted the segments below its snapshot (log start offset > 0): its first Fetch is
     answered with the leader's snapshot id, it loads the snapshot by FetchSnapshot, then
@@ -688,7 +689,7 @@ def catch_up_by_fetch_snapshot(cluster: Cluster, broker: int) -> None:
     print(f"voters' log start offsets {', '.join(f'{v}: {o:,}' for v, o in starts.items())}; "
           f"segments before -> after: "
           f"{', '.join(f'{v}: {before[v]} -> {after[v]}' for v in cluster.voter_ids)}")
-    result = measure_catch_up(cluster, broker)
+    result = measure_catch_up(cluster, broker, profile_to)
     print_catch_up(label, result)
     print(f"broker {broker} memory: VmRSS {mib(result.rss)} once unfenced, "
           f"{mib(result.settled_rss)} {SETTLE_S:.0f} s later (peak VmHWM "
@@ -706,7 +707,7 @@ def run(directory: Path, size: Size, profiler: Profiler) -> None:
         in_process(cluster, directory / "scratch", written, profiler)
         catch_up_by_fetch(cluster, brokers[0], profiler.node_file(brokers[0]))
         cluster.stop_node(brokers[0], timeout_s=60)  # a profiled node writes its profile
-        catch_up_by_fetch_snapshot(cluster, brokers[1])
+        catch_up_by_fetch_snapshot(cluster, brokers[1], profiler.node_file(brokers[1]))
     except ClusterError as exc:
         print(f"snapshot bench failed: {exc}")
     finally:
