@@ -58,8 +58,16 @@ def test_replay_passes_when_copies_agree_and_one_follower_lags(replay, base_log,
     assert result.check("broker_checkpoints").skipped
     summary = json.loads((out / "report.json").read_text())
     assert summary["passed"] is True
-    assert "data:image/png;base64," in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert "data:image/png;base64," in page
     assert (out / "records.parquet").is_dir()
+    # the header: cluster id, when, kraft-py's version and the Spark master
+    run = summary["run"]
+    assert run["spark_master"] == "local[2]"
+    assert run["version"]
+    assert run["time"].endswith("+00:00")
+    assert "Spark master <b>local[2]</b>" in page
+    assert f"kraft-py <b>{run['version']}</b>" in page
 
 
 def test_log_matching_fails_when_a_record_is_flipped_on_one_node(replay, base_log):

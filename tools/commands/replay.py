@@ -33,6 +33,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="write report.json, Parquet tables and report.html here")
     parser.add_argument("--shuffle-partitions", type=int, default=8,
                         help="spark.sql.shuffle.partitions (default 8)")
+    parser.add_argument("--executor-memory", metavar="SIZE",
+                        help="spark.executor.memory on a cluster, e.g. 512m (at most a "
+                        "worker's --memory; default: Spark's, 1g)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -71,8 +74,9 @@ def java_problem() -> str | None:
 def run(args: argparse.Namespace) -> int:
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
-    try:
-        replay_input = from_cluster(args.cluster) if args.cluster else from_logs(args.logs)
+    try:  # absolute paths: a cluster's executors do not run in this directory
+        replay_input = from_cluster(args.cluster.resolve()) if args.cluster \
+            else from_logs([p.resolve() for p in args.logs])
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
 
@@ -86,10 +90,12 @@ def run(args: argparse.Namespace) -> int:
     if owned and (problem := java_problem()) is not None:
         raise CommandError(f"kraft replay needs Java 17 for Spark: {problem} (install it with "
                            "'apt-get install openjdk-17-jre-headless')", exit_code=2)
-    spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions)
+    spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions,
+                          executor_memory=args.executor_memory)
+    out_dir = None if args.out is None else args.out.resolve()  # written by executors too
     try:
         with Progress(spark) as progress:
-            result = run_replay(spark, replay_input, out_dir=args.out, progress=progress)
+            result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     finally:

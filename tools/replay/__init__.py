@@ -36,7 +36,16 @@ workers also need `msgpack` installed, and Python 3.11)::
         tools/replay/__main__.py --cluster /shared/run7 --out /shared/run7/report --json
 
 Under `spark-submit` the master comes from spark-submit (`--master` of `kraft replay`
-is then left out). With `--master spark://...`, `kraft replay` ships the same zip itself.
+is then left out). With `--master spark://...`, `kraft replay` ships the same zip itself,
+makes every path absolute (executors run in their worker's directory), runs the
+executors' Python as its own (PYSPARK_PYTHON, unless set) and takes
+`--executor-memory SIZE`, which must fit a worker's `--memory` (Spark asks for 1g by
+default; an application no worker can hold waits for ever).
+`tests/replay/test_replay_standalone.py` (soak) runs it on a master and two workers
+started from pyspark's own `bin/spark-class` and expects the local[2] verdict.
+
+The report's header names the cluster id (the nodes' `meta.properties`), when the replay
+ran (UTC), the kraft-py version and the Spark master (`report.json`: `run`).
 
 Broker checkpoint format
 ------------------------

@@ -51,6 +51,7 @@ class NodeInput:
     high_watermark: int | None = None  # from its high-watermark checkpoint; None: none
     snapshots: tuple[Path, ...] = ()  # every *.checkpoint beside the segments, by name
     start_offset: int = 0  # from its log-start-offset file; 0: none
+    cluster_id: str | None = None  # from its meta.properties
 
     @property
     def log_start(self) -> int:
@@ -80,6 +81,13 @@ class ReplayInput:
 
     def node(self, node_id: int) -> NodeInput:
         return next(n for n in self.nodes if n.node_id == node_id)
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The nodes' cluster id (meta.properties); several, comma-separated, if they
+        disagree; None when none names one."""
+        ids = sorted({n.cluster_id for n in self.nodes if n.cluster_id})
+        return ",".join(ids) or None
 
 
 def _digits(name: str) -> int | None:
@@ -122,6 +130,8 @@ def segments_from(segments: Sequence[Path], start: int) -> tuple[Path, ...]:
 
 
 def _node_input(log_dir: Path, fallback_id: int) -> NodeInput:
+    # absolute: Spark executors of a standalone cluster run in their own work directory
+    log_dir = log_dir.resolve()
     segment_dir = log_dir / METADATA_DIR
     try:
         start = read_log_start(segment_dir)[0] if segment_dir.is_dir() else 0
@@ -139,7 +149,8 @@ def _node_input(log_dir: Path, fallback_id: int) -> NodeInput:
     return NodeInput(node_id=_node_id(log_dir, fallback_id), log_dir=log_dir,
                      segments=segments, checkpoint=checkpoint if checkpoint.is_file() else None,
                      high_watermark=read_high_watermark_checkpoint(segment_dir),
-                     snapshots=snapshots, start_offset=start)
+                     snapshots=snapshots, start_offset=start,
+                     cluster_id=_read_properties(log_dir / "meta.properties").get("cluster.id"))
 
 
 def _voters_from(value: Any) -> tuple[int, ...] | None:

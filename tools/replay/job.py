@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,7 @@ class ReplayResult:
     replay_input: ReplayInput
     seconds: dict[str, float]
     report_path: Path | None = None
+    run: dict[str, Any] | None = None  # `run_info`: what the report's header names
 
     @property
     def passed(self) -> bool:
@@ -76,7 +79,24 @@ class ReplayResult:
                 "nodes": {str(n.node_id): str(n.log_dir) for n in self.replay_input.nodes},
                 "checks": [c.to_json() for c in self.checks],
                 "analysis": self.analysis.to_json(), "seconds": self.seconds,
-                "report": None if self.report_path is None else str(self.report_path)}
+                "report": None if self.report_path is None else str(self.report_path),
+                "run": self.run}
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("kraft-py")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def run_info(spark: Any, replay_input: ReplayInput) -> dict[str, Any]:
+    """The replay's provenance: the cluster id (the nodes' meta.properties), when it
+    ran (UTC), the kraft-py version and the Spark master it ran on."""
+    return {"cluster_id": replay_input.cluster_id,
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+            "version": package_version(), "spark_master": str(spark.sparkContext.master),
+            "spark_version": str(spark.version)}
 
 
 def _root(replay_input: ReplayInput, bases: dict[int, ReplayBase]) -> int:
@@ -324,7 +344,7 @@ def _with_report(result: ReplayResult, out_dir: Path, spark: Any,
     clock.record_total()
     result = ReplayResult(checks=result.checks, analysis=result.analysis,
                           record_copies=result.record_copies, replay_input=replay_input,
-                          seconds=clock.seconds, report_path=page)
+                          seconds=clock.seconds, report_path=page, run=result.run)
     # report.json was written before the report timing existed: rewrite it whole
     (out_dir / "report.json").write_text(json.dumps(
         result.to_json(), indent=2, default=str), encoding="utf-8")
@@ -350,6 +370,7 @@ def _check_snapshots(spark: Any, replay_input: ReplayInput, first: _FirstPass,
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
     clock = _PhaseClock(progress)
+    run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
     snapshots: Snapshots = {}
     if replay_input.snapshot_count:
@@ -375,7 +396,7 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
                                          None if reference is None else bases.get(reference)))
     result = ReplayResult(checks=tuple(results), analysis=analysis,
                           record_copies=first.record_copies, replay_input=replay_input,
-                          seconds=clock.seconds)
+                          seconds=clock.seconds, run=run)
     if out_dir is not None:
         result = _with_report(result, out_dir, spark, clock)
     clock.record_total()

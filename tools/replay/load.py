@@ -225,10 +225,14 @@ def run_tasks(spark: Any, replay_input: ReplayInput,
 
 
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,
-                  app_name: str = "kraft-replay", driver_memory: str = "3g") -> Any:
+                  app_name: str = "kraft-replay", driver_memory: str = "3g",
+                  executor_memory: str | None = None) -> Any:
     """A SparkSession for the replay. `master=None` keeps whatever spark-submit chose
     (or PySpark's own default, local[*]). In local mode the executors live in the driver
-    JVM, so `driver_memory` is what holds the report's record rows."""
+    JVM, so `driver_memory` is what holds the report's record rows. On a standalone
+    cluster `executor_memory` must fit a worker's `--memory` (Spark's default asks for
+    1g, and an application no worker can hold waits for ever). Executors run this same
+    Python (PYSPARK_PYTHON, unless set): the venv's, where msgpack and the project are."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -239,6 +243,8 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
                .config("spark.sql.adaptive.enabled", "true")
                .config("spark.python.worker.reuse", "true")
                .config("spark.driver.memory", driver_memory))
+    if executor_memory:
+        builder = builder.config("spark.executor.memory", executor_memory)
     log4j = Path(__file__).with_name("log4j2.properties")
     if log4j.is_file():
         builder = builder.config("spark.driver.extraJavaOptions",

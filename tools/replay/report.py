@@ -115,7 +115,9 @@ def _leader_plot(timeline: list[dict[str, Any]]) -> Callable[[Any], None]:
             ax.barh(entry["epoch"], width, left=entry["first_offset"],
                     color=colours.get(entry["leader_id"], "grey"))
         from matplotlib.patches import Patch
+        from matplotlib.ticker import MaxNLocator
 
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are integers
         ax.set_xlabel("offset")
         ax.set_ylabel("epoch")
         ax.set_title("Leader timeline: the offsets each epoch wrote")
@@ -205,6 +207,18 @@ details{margin:.3em 0}details.fail summary{color:#b00}details.pass summary{color
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:small}img{max-width:100%}"""
 
 
+def _run_html(run: dict[str, Any] | None) -> str:
+    """The header line: cluster id, time, kraft-py version, Spark master."""
+    if not run:
+        return ""
+    parts = [("cluster", run.get("cluster_id") or "unknown"), ("replayed", run.get("time")),
+             ("kraft-py", run.get("version")), ("Spark master", run.get("spark_master")),
+             ("Spark", run.get("spark_version"))]
+    return "<p class='run'>" + " &middot; ".join(
+        f"{name} <b>{html.escape(str(value))}</b>" for name, value in parts
+        if value is not None) + "</p>"
+
+
 def render_html(summary: dict[str, Any]) -> str:
     analysis = summary["analysis"]
     plots = [_png(_nodes_plot(analysis["nodes"], analysis["committed_end"]))]
@@ -219,6 +233,7 @@ def render_html(summary: dict[str, Any]) -> str:
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>kraft replay</title><style>{_STYLE}</style></head>
 <body><h1>kraft replay: {html.escape(verdict)}</h1>
+{_run_html(summary.get('run'))}
 <p>{summary['records']} record copies on {len(analysis['nodes'])} node(s); voters
 {summary['voters']} (from {html.escape(summary['voters_source'])}); committed prefix ends at
 offset {analysis['committed_end']}.</p>
