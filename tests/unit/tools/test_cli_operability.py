@@ -116,6 +116,11 @@ def test_version_and_log_level(capsys: pytest.CaptureFixture[str]) -> None:
 def test_replay_without_java_is_one_line_exit_2(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark.sql import SparkSession
+
+    # An earlier replay test in this process may have left its session active (and a
+    # running JVM needs no Java check): this is a fresh process's view.
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert java_problem() == "no java on the PATH and JAVA_HOME is not set"
