@@ -41,6 +41,7 @@ from typing import Any
 from raft.snapshot import SnapshotError
 from raft.storage import StorageError
 from tools.chaos.checker import CheckResult, FinalState, check
+from tools.chaos.client_checks import ClientResult
 from tools.chaos.final import (
     final_topics,
     read_all,
@@ -49,6 +50,7 @@ from tools.chaos.final import (
     settle_brokers,
     snapshot_activity,
 )
+from tools.chaos.group_workload import GroupWorkload
 from tools.chaos.history import HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
@@ -69,6 +71,7 @@ SETTINGS: dict[str, Any] = {
     "delete.topic.delay.ms": 2000,
     "replica.lag.time.max.ms": 2000,  # faults shrink ISRs (AlterPartition), heals expand them
     "fault.injection.file": FAULT_FILE,  # relative: in each node's directory (slow-disk, clock)
+    "offsets.topic.num.partitions": 3,  # the group workload's __consumer_offsets (50: too busy)
 }
 # Snapshots (KIP-630) on by default: every node snapshots its image every 12 KiB of
 # committed records (150-200 of the workload's), moves its log start to its newest
@@ -86,6 +89,7 @@ SNAPSHOT_SETTINGS: dict[str, Any] = {
 START_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
+DRAIN_TIMEOUT_S = 60.0  # the consumer group reaches the high watermarks after healing
 # staged deletions are due within the delete delay; then they must be gone
 DIRS_TIMEOUT_S = SETTINGS["delete.topic.delay.ms"] / 1000 + 30.0
 REPLAY_TIMEOUT_S = 600.0
@@ -181,19 +185,30 @@ def _start_cluster(cluster: Cluster) -> str:
 
 
 def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
-                              duration_s: float) -> list[str]:
-    """Set the workload up, run it for `duration_s` while the nemesis injects its faults;
-    the workload's own errors."""
+                              duration_s: float, group: GroupWorkload | None = None
+                              ) -> list[str]:
+    """Set the workloads up, run them for `duration_s` while the nemesis injects its
+    faults; the workloads' own errors."""
     workload.setup()
+    if group is not None:
+        group.setup()
     nemesis.start()
-    workload.run(time.monotonic() + duration_s)
+    deadline = time.monotonic() + duration_s
+    if group is not None:
+        group.start(deadline)
+    workload.run(deadline)
+    if group is not None:
+        group.join(deadline)
     nemesis.stop()
-    return workload.errors
+    return workload.errors + ([] if group is None else group.errors)
 
 
-def _observe_final_state(rig: ChaosRig, bootstrap: str) -> tuple[FinalState, str]:
+def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | None = None
+                         ) -> tuple[FinalState, str]:
     """Heal every fault, let the cluster settle, and read back what it holds: the final
-    state to check the history against, and the leader's data directory."""
+    state to check the history against, and the leader's data directory. The group
+    workload drains first; its topic and the internal topics (`__consumer_offsets`) are
+    not read for the history checker (the group's topic is read for its own checks)."""
     cluster = rig.cluster
     rig.nemesis.heal_all()
     leader = cluster.wait_for_leader(START_TIMEOUT_S)
@@ -201,7 +216,11 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str) -> tuple[FinalState, str
     cluster.wait_for_brokers(START_TIMEOUT_S)
     topics = final_topics(cluster, SETTLE_TIMEOUT_S)
     observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
-    reads, complete = read_all(bootstrap, topics, READ_TIMEOUT_S)
+    if group is not None:
+        group.observe_final(topics, DRAIN_TIMEOUT_S, READ_TIMEOUT_S)
+    reads, complete = read_all(bootstrap, {
+        name: topic for name, topic in topics.items() if not name.startswith("__")
+        and (group is None or name != group.config.topic)}, READ_TIMEOUT_S)
     disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
     final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
                        reads=reads, read_complete=complete, brokers=observed,
@@ -210,11 +229,14 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str) -> tuple[FinalState, str
     return final, leader_dir
 
 
-def _tear_down(rig: ChaosRig, workload: Workload | None) -> None:
-    """Stop the workload and the nemesis, close the history, stop the cluster (killing
+def _tear_down(rig: ChaosRig, workload: Workload | None,
+               group: GroupWorkload | None = None) -> None:
+    """Stop the workloads and the nemesis, close the history, stop the cluster (killing
     what does not stop) and the proxies."""
     if workload is not None:
         workload.stop()
+    if group is not None:
+        group.stop()
     rig.nemesis.stop()
     rig.history.close()
     try:
@@ -241,19 +263,29 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     errors: list[str] = []
     observed: tuple[FinalState, str] | None = None
     workload: Workload | None = None
+    group: GroupWorkload | None = None
     try:
         bootstrap = _start_cluster(rig.cluster)
         workload = Workload(history=rig.history, addresses=rig.cluster.controller_addresses(),
                             cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
                             config=WorkloadConfig(), seed=seed)
-        errors += _run_workload_under_faults(workload, rig.nemesis, duration_s)
-        observed = _observe_final_state(rig, bootstrap)
+        group = GroupWorkload(directory=directory, history=rig.history,
+                              addresses=rig.cluster.controller_addresses(),
+                              cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
+                              seed=seed, kills="kill" in faults)
+        errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group)
+        observed = _observe_final_state(rig, bootstrap, group)
     except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
-        _tear_down(rig, workload)
+        _tear_down(rig, workload, group)
     result = None if observed is None else _check_history(rig.history, *observed)
+    clients: ClientResult | None = None
+    if result is not None and group is not None:
+        clients = group.check()
+        errors += group.final_errors
+        result = dataclasses.replace(result, violations=result.violations + clients.violations)
     try:
         activity = [n.to_json() for n in snapshot_activity(rig.cluster)]
     except (OSError, StorageError, SnapshotError) as exc:
@@ -268,7 +300,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                    final=None if observed is None else observed[0],
                    replay_result=replay_result, elapsed_s=time.monotonic() - began,
                    network=None if rig.net is None else dataclasses.asdict(rig.net.stats()),
-                   snapshots=_snapshot_summary(snapshots, activity))
+                   snapshots=_snapshot_summary(snapshots, activity),
+                   clients=None if clients is None else clients.counts)
 
 
 def _snapshot_summary(enabled: bool, activity: list[dict[str, Any]]) -> dict[str, Any]:
@@ -295,7 +328,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
             injected: list[dict[str, Any]], errors: list[str], result: CheckResult | None,
             final: FinalState | None, replay_result: dict[str, Any] | None,
             elapsed_s: float, network: dict[str, int] | None = None,
-            snapshots: dict[str, Any] | None = None) -> dict[str, Any]:
+            snapshots: dict[str, Any] | None = None,
+            clients: dict[str, int] | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -318,6 +352,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
         "network": network,
         # snapshots written, log-start advances and snapshots fetched, in total and per node
         "snapshots": snapshots,
+        # the group workload's counts (tools/chaos/client_checks.py; None: it did not run)
+        "clients": clients,
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
@@ -366,6 +402,9 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
         lines.append(f"  snapshots      {'on' if snapshots['enabled'] else 'off'}: "
                      f"{snapshots['written']} written, {snapshots['log_start_advances']} "
                      f"log start advance(s), {snapshots['fetched']} fetched (FetchSnapshot)")
+    clients = verdict.get("clients")
+    if clients is not None:
+        lines.append("  clients        " + ", ".join(f"{k} {v}" for k, v in clients.items()))
     lines += [f"  violation {v['kind']}: {v['message']}" for v in verdict["violations"][:20]]
     lines += [f"  error: {e}" for e in verdict["errors"]]
     replay = verdict["replay"]
