@@ -1,8 +1,9 @@
 """`kraft chaos` end to end: real processes on 127.0.0.1, SIGKILL / SIGSTOP / leader faults,
-and the same mixed with network faults and wiped brokers, under a recorded workload, the
-history checker, then the Spark replay of the logs. Every run has chaos's default small
-snapshot settings: nodes snapshot every 150-200 records, their log starts advance and
-early segments are deleted, and nodes left behind catch up by FetchSnapshot.
+and the same mixed with network faults and wiped brokers, under a recorded workload (with a
+consumer group whose members are SIGKILLed too, and idempotent producers), the history
+checker and the client checks, then the Spark replay of the logs. Every run has chaos's
+default small snapshot settings: nodes snapshot every 150-200 records, their log starts
+advance and early segments are deleted, and nodes left behind catch up by FetchSnapshot.
 
 The cluster is started by the `kraft chaos` subprocess and stopped by it whatever happens;
 `cli_cluster_dir` SIGKILLs by pid any node it left behind (e.g. on a test timeout)."""
@@ -71,6 +72,14 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert verdict["writes_verified"] > 100
     assert verdict["partition_dirs_checked"] > 0
     assert_snapshots_exercised(verdict)
+    # the group workload ran: idempotent produces, all consumed, commits, rebalances and
+    # (with the kill fault) SIGKILLed members (tools/chaos/client_checks.py checked them)
+    clients = verdict["clients"]
+    assert clients["acked"] > 100, clients
+    assert clients["consumed"] >= clients["acked"], clients
+    assert clients["commits_ok"] > 0, clients
+    assert clients["rebalances"] >= 3, clients
+    assert (clients["member_kills"] > 0) == ("kill" in kinds), clients
 
 
 @pytest.mark.soak  # the mixed run below covers the same kinds in half the time
