@@ -320,6 +320,9 @@ class GroupWorkload:
         self.final_reads, complete = read_all(self.bootstrap, {self.config.topic: topic},
                                               read_timeout_s)
         self.read_complete = all(complete.values())
+        if not self.read_complete:
+            self.final_errors.append(f"topic {self.config.topic} was not read to its end "
+                                     f"within {read_timeout_s} s")
 
     def check(self) -> ClientResult:
         """The client checks over the main history and the members' histories."""
@@ -504,8 +507,9 @@ def member_main(argv: Sequence[str] | None = None) -> int:
     consumer.subscribe([args.topic], on_assign=member.on_assign,
                        on_revoke=member.on_revoke, on_lost=member.on_lost)
     deadline = time.monotonic() + args.max_s
-    try:
-        while not stop.is_set() and time.monotonic() < deadline:
+    parent = os.getppid()
+    try:  # until SIGTERM, the deadline, or the chaos run that started it is gone
+        while not stop.is_set() and time.monotonic() < deadline and os.getppid() == parent:
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 member.consumed(message)
