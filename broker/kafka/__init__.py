@@ -13,6 +13,7 @@ coordinator       leads __consumer_offsets partitions: loads, writes (acks=all),
 offsets_records   group -> partition hash, __consumer_offsets record format and batches
 replica           topic-ID fencing and the hosted partitions' state (high watermark)
 partition_log     magic v2 batches on disk in the partition directory
+record_batch      magic v2 batches written here (varints, (key, value) records)
 replication       followers fetching from partition leaders (Fetch v13 by topic ID)
 wire_client       a blocking one-request client (tests, tools)
 """

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
-from crc32c import crc32c
+
+from broker.kafka import record_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY, GROUP_KEY = 0, 1
@@ -228,20 +229,7 @@ _HEADER_BYTES = 61
 def encode_batch(records: list[tuple[bytes, bytes | None]], *, timestamp_ms: int) -> bytes:
     """One uncompressed magic v2 batch of (key, value) records (value None: a null value,
     a tombstone); base offset 0 and leader epoch -1 are stamped by the leader's log."""
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = bytearray(b"\x00")  # attributes
-        record += _varint(0) + _varint(delta)  # timestamp delta, offset delta
-        record += _varint(len(key)) + key
-        record += _varint(-1) if value is None else _varint(len(value)) + value
-        record += _varint(0)  # no headers
-        body += _varint(len(record)) + record
-    after_crc = _AFTER_CRC.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
-                                len(records)) + bytes(body)
-    rest = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
-    return _BATCH_HEAD.pack(0, len(rest)) + rest
+    return record_batch.encode_batch(records, timestamps=[timestamp_ms] * len(records))
 
 
 def decode_batches(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
@@ -288,25 +276,8 @@ def _records(view: memoryview, base: int, count: int
             yield base + offset_delta, key, value
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def _read_varint(view: memoryview, position: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if position >= len(view) or shift > 63:
-            raise RecordFormatError("truncated varint")
-        byte = view[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-    return (result >> 1) ^ -(result & 1), position
+    try:
+        return record_batch.read_varint(view, position)
+    except ValueError as exc:
+        raise RecordFormatError(str(exc)) from None

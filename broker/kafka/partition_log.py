@@ -39,6 +39,7 @@ from broker.kafka.producer_state import (
     encode_snapshot,
     read_header,
 )
+from broker.kafka.record_batch import read_varint
 from raft.common.durable import fsync_dir, write_atomically
 
 log = logging.getLogger(__name__)
@@ -423,20 +424,6 @@ class PartitionLog:
         self._file.close()
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A zigzag varint at `position`: (value, next position)."""
-    shift = result = 0
-    while True:
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
     """(offset, timestamp) of each record of a stored magic v2 batch. LogAppendTime
     batches give every record the batch's max timestamp (as Kafka's records report);
@@ -456,11 +443,11 @@ def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
         out = []
         position = 0
         for _ in range(count):
-            length, position = _varint(body, position)
+            length, position = read_varint(body, position)
             start = position
             position += 1  # record attributes
-            timestamp_delta, position = _varint(body, position)
-            offset_delta, position = _varint(body, position)
+            timestamp_delta, position = read_varint(body, position)
+            offset_delta, position = read_varint(body, position)
             timestamp = header.max_timestamp if header.attributes & _LOG_APPEND_TIME \
                 else base_timestamp + timestamp_delta
             out.append((base_offset + offset_delta, timestamp))

@@ -6,6 +6,7 @@ import struct
 
 from crc32c import crc32c
 
+from broker.kafka.record_batch import encode_batch
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
@@ -36,33 +37,9 @@ def record_batch(values: list[bytes], *, base_timestamp: int = 1000,
                  timestamps: list[int] | None = None) -> bytes:
     """A magic v2 batch of uncompressed records with null keys and the given values
     (and record timestamps: `base_timestamp` for all, unless `timestamps` are given)."""
-    stamps = timestamps or [base_timestamp] * len(values)
-    base_timestamp = stamps[0]
-    body = bytearray()
-    for delta, value in enumerate(values):
-        record = bytearray()
-        record += b"\x00"  # attributes
-        record += _varint(stamps[delta] - base_timestamp)  # timestamp delta
-        record += _varint(delta)  # offset delta
-        record += _varint(-1)  # null key
-        record += _varint(len(value)) + value
-        record += _varint(0)  # no headers
-        body += _varint(len(record)) + record
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, base_timestamp, max(stamps),
-                            -1, -1, -1, len(values)) + bytes(body)
-    crc = crc32c(after_crc)
-    rest = struct.pack(">ibI", 0, 2, crc) + after_crc  # leader epoch, magic, crc
-    return struct.pack(">qi", 0, len(rest)) + rest
-
-
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
+    return encode_batch([(None, value) for value in values],
+                        timestamps=timestamps or [base_timestamp] * len(values),
+                        partition_leader_epoch=0)
 
 
 def with_producer(batch: bytes, producer_id: int, base_sequence: int,

@@ -19,16 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import struct
 import sys
 import time
 import uuid
 from typing import Any
 
-from crc32c import crc32c
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import record_batch
 from broker.kafka.codec import build
 from broker.kafka.wire_client import call, encode_request
 from tools.errors import CommandError, usage_error
@@ -58,29 +57,13 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="record values (default: the lines of stdin)")
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def encode_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
                  base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
     """An uncompressed magic v2 batch of records with null keys (CRC32C included)."""
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    body = bytearray()
-    for delta, value in enumerate(values):
-        record = b"\x00" + _varint(0) + _varint(delta) + _varint(-1) + \
-            _varint(len(value)) + value + _varint(0)
-        body += _varint(len(record)) + record
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, stamp, stamp, producer_id,
-                            producer_epoch, base_sequence, len(values)) + bytes(body)
-    rest = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
-    return struct.pack(">qi", 0, len(rest)) + rest
+    return record_batch.encode_batch([(None, value) for value in values],
+                                     timestamps=[stamp] * len(values), producer_id=producer_id,
+                                     producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
 def _metadata(brokers: list[str], topic: str, partition: int
