@@ -11,14 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
 from broker.kafka.wire_client import call
-from tests.support.quorum_support import FAST_SETTINGS, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -52,15 +51,9 @@ while True:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory: Path = tmp_path_factory.mktemp("groups") / "cluster"
-    started = Cluster.create(directory, voters=3, brokers=len(BROKERS), settings=SETTINGS)
-    try:
-        started.start()
-        started.wait_for_leader(20)
-        started.wait_for_brokers(30)
+    with running_cluster(tmp_path_factory.mktemp("groups") / "cluster", SETTINGS,
+                         voters=3, brokers=len(BROKERS)) as started:
         yield started
-    finally:
-        started.kill_all_started()
 
 
 def addresses(cluster: Cluster) -> list[str]:

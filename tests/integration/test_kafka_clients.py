@@ -18,7 +18,7 @@ from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker.kafka.wire_client import call
-from tests.support.quorum_support import FAST_SETTINGS, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -40,15 +40,9 @@ def is_unfenced(cluster: Cluster, node_id: int) -> bool:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory: Path = tmp_path_factory.mktemp("kafka") / "cluster"
-    started = Cluster.create(directory, voters=3, brokers=len(BROKERS), settings=SETTINGS)
-    try:
-        started.start()
-        started.wait_for_leader(20)
-        started.wait_for_brokers(WAIT_S)
+    with running_cluster(tmp_path_factory.mktemp("kafka") / "cluster", SETTINGS,
+                         voters=3, brokers=len(BROKERS)) as started:
         yield started
-    finally:
-        started.kill_all_started()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from broker.kafka.codec import build
 from broker.kafka.wire_client import call, encode_request
 from tests.support.kafka_support import record_batch, with_producer
-from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -40,15 +39,9 @@ WAIT_S = 20.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory: Path = tmp_path_factory.mktemp("producers") / "cluster"
-    started = Cluster.create(directory, voters=3, brokers=len(BROKERS), settings=SETTINGS)
-    try:
-        started.start()
-        started.wait_for_leader(20)
-        started.wait_for_brokers(30)
+    with running_cluster(tmp_path_factory.mktemp("producers") / "cluster", SETTINGS,
+                         voters=3, brokers=len(BROKERS)) as started:
         yield started
-    finally:
-        started.kill_all_started()
 
 
 def address(cluster: Cluster, node_id: int) -> str:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.quorum_support import FAST_SETTINGS, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cli import main
 from tools.cluster import Cluster
 
@@ -29,15 +28,9 @@ WAIT_S = 20.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory: Path = tmp_path_factory.mktemp("configs") / "cluster"
-    started = Cluster.create(directory, voters=1, brokers=len(BROKERS), settings=SETTINGS)
-    try:
-        started.start()
-        started.wait_for_leader(20)
-        started.wait_for_brokers(WAIT_S)
+    with running_cluster(tmp_path_factory.mktemp("configs") / "cluster", SETTINGS,
+                         voters=1, brokers=len(BROKERS)) as started:
         yield started
-    finally:
-        started.kill_all_started()
 
 
 @pytest.fixture(scope="module")

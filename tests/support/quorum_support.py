@@ -33,7 +33,7 @@ def running_cluster(directory: Path, settings: dict[str, Any], *, voters: int = 
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings)
     try:
         cluster.start()
-        cluster.wait_for_leader(15)
+        cluster.wait_for_leader(20)
         cluster.wait_for_brokers(30)
         yield cluster
     finally:
