@@ -80,6 +80,8 @@ def check_clients(events: Iterable[Event], reads: Sequence[ReadRecord], *,
     counts = {
         "produced": len(by_op["idem_produce"]),
         "acked": statuses[("idem_produce", "ok")],
+        "acked_without_offset": sum(1 for op in by_op["idem_produce"]
+                                    if op.is_ok and op.result.get("offset") is None),
         "produce_unknown": statuses[("idem_produce", "unknown")],
         "consumed": len(by_op["consume"]),
         "consumed_distinct": len(consumed),
@@ -135,12 +137,22 @@ def _idempotent_log(reads: Sequence[ReadRecord]) -> list[Violation]:
 
 def _idempotent_lost(produces: Sequence[Operation], log: Mapping[int, Mapping[int, str]]
                      ) -> list[Violation]:
+    """An acknowledgement without an offset (librdkafka reports a batch it knows was
+    persisted, e.g. because a later batch of the producer was acknowledged, with no
+    offset) must be in its partition at some offset."""
     violations = []
+    values: dict[int, set[str]] = {}
     for op in produces:
         if not op.is_ok:
             continue
-        partition, offset = op.result.get("partition"), op.result.get("offset")
-        if log.get(int(partition or 0), {}).get(int(offset or 0)) != op.args.get("value"):
+        partition, offset = int(op.result.get("partition") or 0), op.result.get("offset")
+        if offset is None:
+            if partition not in values:
+                values[partition] = set(log.get(partition, {}).values())
+            found = op.args.get("value") in values[partition]
+        else:
+            found = log.get(partition, {}).get(int(offset)) == op.args.get("value")
+        if not found:
             violations.append(Violation(kind="idem_lost", op_index=op.index, message=(
                 f"acknowledged {op.args.get('value')!r} at partition {partition} offset "
                 f"{offset} is not in the log there")))

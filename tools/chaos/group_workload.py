@@ -62,7 +62,7 @@ class GroupConfig:
     replication_factor: int = 3
     members: int = 3
     producers: int = 2
-    send_interval_s: tuple[float, float] = (0.02, 0.08)  # between sends, per producer
+    send_interval_s: tuple[float, float] = (0.05, 0.15)  # between sends: ~10/s per producer
     kill_every_s: tuple[float, float] = (8.0, 20.0)  # member SIGKILLs (with the kill fault)
     kill_hold_s: tuple[float, float] = (0.5, 4.0)  # down this long before its restart
     session_timeout_ms: int = 6000

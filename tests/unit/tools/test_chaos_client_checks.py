@@ -100,7 +100,7 @@ def test_a_clean_history_passes_with_its_counts() -> None:
     result = run(clean())
     assert result.violations == ()
     assert result.counts == {
-        "produced": 4, "acked": 4, "produce_unknown": 0, "consumed": 4,
+        "produced": 4, "acked": 4, "acked_without_offset": 0, "produce_unknown": 0, "consumed": 4,
         "consumed_distinct": 4, "redelivered": 0, "log_records": 4, "log_duplicates": 0,
         "rebalances": 2, "member_kills": 1, "commits": 2, "commits_ok": 2,
         "committed_reads": 4, "producer_fatal": 0}
@@ -143,6 +143,25 @@ def test_idem_lost_when_an_acknowledged_record_is_not_at_its_offset() -> None:
     assert kinds(run(h, log_of(*VALUES))) == {"idem_lost", "consumed_phantom"}
     # not lost when the log could not be read to its end
     assert kinds(run(h, log_of(*VALUES), read_complete=False)) == set()
+
+
+def test_idem_lost_when_acknowledged_without_an_offset_and_not_in_its_partition() -> None:
+    """librdkafka may acknowledge a batch without its offset (one it knows persisted):
+    then the record must be somewhere in its partition."""
+    h = History()
+    for seq in range(4):
+        h.produce(seq, seq)
+    h.op("idem-0.0", "idem_produce", {"producer": "idem-0.0", "seq": 4,
+                                      "value": "idem-0.0:4"}, OK,
+         {"partition": 0, "offset": None})
+    h.assign("member-0.0", 1, None)
+    for offset, value in enumerate([*VALUES, "idem-0.0:4"]):
+        h.consume("member-0.0", 1, offset, value)
+    result = run(h, log_of(*VALUES, "idem-0.0:4"))
+    assert result.violations == ()
+    assert result.counts["acked_without_offset"] == 1
+    in_other_partition = log_of(*VALUES) + log_of("idem-0.0:4", partition=1)
+    assert "idem_lost" in kinds(run(h, in_other_partition))
 
 
 def test_unconsumed_when_an_acknowledged_record_was_never_consumed() -> None:
