@@ -31,11 +31,15 @@ class SerialRdd:
 
 
 class SerialContext:
+    master = "serial (in process)"  # what the report's header names
+
     def parallelize(self, items: Iterable[Any], slices: int | None = None) -> SerialRdd:
         return SerialRdd(items)
 
 
 class SerialSpark:
-    """Stands in for a SparkSession where only `sparkContext` is used."""
+    """Stands in for a SparkSession where only `sparkContext` (and the version the report
+    names) is used."""
 
     sparkContext = SerialContext()  # noqa: N815 (Spark's name)
+    version = "none"
