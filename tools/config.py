@@ -38,6 +38,7 @@ from metadata.snapshot_policy import (
     DEFAULT_MAX_RETENTION_MS,
     DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
 )
+from tools.properties import PropertiesError, logical_lines, parse_properties
 
 Address = tuple[str, int]
 
@@ -607,74 +608,6 @@ def _check_listeners(config: NodeConfig) -> None:
 # --- files --------------------------------------------------------------------------
 
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    """(line number, logical line): comments and blank lines dropped, a line ending in an
-    odd number of backslashes joined with the next (its leading blanks dropped)."""
-    pending: str | None = None
-    start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip(" \t\f")
-        if pending is None:
-            if not line or line.startswith(("#", "!")):
-                continue
-            start = number
-            pending = ""
-        pending += line
-        trailing = len(pending) - len(pending.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending = pending[:-1]
-            continue
-        yield start, pending
-        pending = None
-    if pending is not None:
-        yield start, pending
-
-
-def _unescape(text: str, source: str, number: int) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\" or index + 1 == len(text):
-            out.append(char)
-            index += 1
-            continue
-        escaped = text[index + 1]
-        if escaped == "u":
-            digits = text[index + 2:index + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError("config", f"{source}:{number}: bad \\u escape")
-            out.append(chr(int(digits, 16)))
-            index += 6
-            continue
-        out.append(_ESCAPES.get(escaped, escaped))
-        index += 2
-    return "".join(out)
-
-
-def parse_properties(text: str, source: str = "") -> dict[str, str]:
-    """Java `.properties` text -> {key: value}: `#`/`!` comments, `=`, `:` or blanks
-    between key and value, `\\` escapes and line continuations; a later key wins."""
-    values: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        index, key = 0, []
-        while index < len(line) and line[index] not in "=: \t\f":
-            if line[index] == "\\" and index + 1 < len(line):
-                key.append(line[index:index + 2])
-                index += 2
-            else:
-                key.append(line[index])
-                index += 1
-        rest = line[index:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t\f")
-        values[_unescape("".join(key), source, number)] = _unescape(rest, source, number)
-    return values
-
-
 def _read(path: Path) -> dict[str, Any]:
     """A `.properties` file by its name; anything else as TOML, and as properties when it
     is not TOML but reads as key=value lines."""
@@ -684,16 +617,19 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError("config", f"{path} is not UTF-8 text: {exc}") from None
-    if path.suffix == ".properties":
-        return dict(parse_properties(text, str(path)))
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        if path.suffix != ".toml" and all("=" in line or ":" in line for _, line in
-                                          _logical_lines(text)):
+        if path.suffix == ".properties":
             return dict(parse_properties(text, str(path)))
-        raise ConfigError("config", f"{path} is neither valid TOML ({exc}) nor a "
-                          ".properties file (name it *.properties)") from None
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            if path.suffix == ".toml" or not all("=" in line or ":" in line
+                                                 for _, line in logical_lines(text)):
+                raise ConfigError("config", f"{path} is neither valid TOML ({exc}) nor a "
+                                  ".properties file (name it *.properties)") from None
+            return dict(parse_properties(text, str(path)))
+    except PropertiesError as exc:
+        raise ConfigError("config", str(exc)) from None
 
 
 def load(path: str | Path) -> NodeConfig:

@@ -12,9 +12,9 @@ from tools.config import (
     ConfigError,
     from_mapping,
     load,
-    parse_properties,
     to_toml,
 )
+from tools.properties import parse_properties
 
 BASE = {"node.id": "1", "process.roles": "controller",
         "controller.quorum.voters": "1@127.0.0.1:19091",
