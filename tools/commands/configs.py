@@ -32,9 +32,7 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
 )
 from metadata.topic_configs import KEYS
-from tools.cluster import Cluster, ClusterError
-from tools.commands.quorum import controller_addresses
-from tools.commands.topics import AdminClient, _check
+from tools.commands.topics import _check, admin_client
 from tools.errors import usage_error
 
 
@@ -89,15 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise usage_error("--add-config and --delete-config go with --alter")
     if args.alter and not (adds or deletes):
         raise usage_error("--alter needs --add-config or --delete-config")
-    if args.cluster:
-        try:
-            cluster = Cluster.load(args.cluster)
-        except (ClusterError, OSError) as exc:
-            raise usage_error(f"--cluster {args.cluster}: {exc}") from None
-        addresses, cluster_id = cluster.controller_addresses(), cluster.cluster_id
-    else:
-        addresses, cluster_id = controller_addresses(args), ""
-    client = AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
+    client = admin_client(args)
     name = args.entity_name
     if args.alter:
         configs = tuple(AlterableConfig(name=k, config_operation=OP_SET, value=v)

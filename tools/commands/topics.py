@@ -152,8 +152,8 @@ def _topic_id(text: str) -> Uuid:
 # --- actions ------------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace) -> int:
-    _validate(args)
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    """The controllers' admin client named by `--cluster` or `--bootstrap-controller`."""
     if args.cluster:
         try:
             cluster = Cluster.load(args.cluster)
@@ -162,7 +162,12 @@ def run(args: argparse.Namespace) -> int:
         addresses, cluster_id = cluster.controller_addresses(), cluster.cluster_id
     else:
         addresses, cluster_id = controller_addresses(args), ""
-    client = AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
+    return AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    client = admin_client(args)
     if args.create:
         return _create(client, args)
     if args.delete:
