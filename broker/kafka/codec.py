@@ -28,6 +28,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 
+from broker.kafka.ordered_schemas import EXTENDED_REQUESTS, NEW_REQUESTS, NEW_RESPONSES
+
 _API_KEY_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
 
@@ -68,6 +70,13 @@ def peek_header(frame: bytes) -> RequestHeader:
 
 
 def request_schema(api_key: int, api_version: int) -> type[Any]:
+    """kio's schema, or ours (`broker.kafka.ordered_schemas`): Produce and Fetch with the
+    ordered-delivery count, and the two APIs Kafka lacks."""
+    ours = EXTENDED_REQUESTS.get((api_key, api_version))
+    if ours is None and api_version == 0:
+        ours = NEW_REQUESTS.get(api_key)
+    if ours is not None:
+        return ours
     try:
         return load_request_schema(api_key, api_version)
     except (KioIndexError, ImportError, ValueError, AttributeError) as exc:
@@ -132,7 +141,8 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 
 
 def response_class(api_key: int, api_version: int) -> type[Any]:
-    return load_response_schema(api_key, api_version)
+    ours = NEW_RESPONSES.get(api_key) if api_version == 0 else None
+    return ours if ours is not None else load_response_schema(api_key, api_version)
 
 
 # --- building entities of any version from plain values -------------------------------
