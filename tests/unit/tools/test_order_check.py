@@ -15,12 +15,15 @@ def d(key: str, value: int, ts: float, consumer: int = 0, line: int = 0) -> Deli
 def test_in_order_across_consumers_is_ok() -> None:
     report = check_order([("k", 0), ("k", 1), ("k", 2)],
                          [d("k", 0, 10, 0, 0), d("k", 1, 11, 0, 1), d("k", 2, 20, 1, 0)])
-    assert report.ok and report.delivered == 3 and report.redeliveries == 0
+    assert report.ok
+    assert report.delivered == 3
+    assert report.redeliveries == 0
 
 
 def test_a_lower_value_after_a_higher_one_is_out_of_order() -> None:
     report = check_order([("k", 0), ("k", 1)], [d("k", 1, 10, 0), d("k", 0, 12, 1)])
-    assert report.out_of_order_count == 1 and not report.ok
+    assert report.out_of_order_count == 1
+    assert not report.ok
     assert "value 0" in report.out_of_order[0]
 
 
