@@ -1,0 +1,48 @@
+"""Kafka's murmur2 vectors (its UtilsTest) and linear hashing by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.client.partitioner import (
+    deletion_blockers,
+    murmur2,
+    partition_for_hash,
+    split_source,
+)
+
+KAFKA_VECTORS = {
+    b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, b"abc": 479470107}
+
+
+@pytest.mark.parametrize(("key", "expected"), KAFKA_VECTORS.items())
+def test_murmur2_matches_kafka(key: bytes, expected: int) -> None:
+    assert murmur2(key) == expected & 0xFFFFFFFF
+
+
+def test_linear_hashing_splits_the_lowest_unsplit_partition() -> None:
+    # N=2, u=3: L=0 (2 <= 3), S=1: hashes 0 mod 2 split between 0 and 2
+    assert [partition_for_hash(h, 2, 3) for h in range(8)] == [0, 1, 2, 1, 0, 1, 2, 1]
+    assert [partition_for_hash(h, 2, 2) for h in range(4)] == [0, 1, 0, 1]
+    assert [partition_for_hash(h, 2, 4) for h in range(4)] == [0, 1, 2, 3]
+
+
+def test_split_sources() -> None:
+    assert [split_source(p, 2) for p in range(2, 9)] == [0, 1, 0, 1, 2, 3, 0]
+    with pytest.raises(ValueError, match="one of the initial"):
+        split_source(1, 2)
+
+
+def test_deletion_blockers_follow_the_chain() -> None:
+    # N=2, shrunk 8 -> 3: 3 -> 1; 4 -> 0; 5 -> 1; 6 -> 2; 7 -> 3 -> 1
+    marked = range(3, 8)
+    assert deletion_blockers(0, marked, 2, 3) == [4]
+    assert deletion_blockers(1, marked, 2, 3) == [3, 5, 7]
+    assert deletion_blockers(2, marked, 2, 3) == [6]
+
+
+def test_counts_are_checked() -> None:
+    with pytest.raises(ValueError, match="need 1 <= initial"):
+        partition_for_hash(1, 3, 2)
