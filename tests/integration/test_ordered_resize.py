@@ -1,0 +1,146 @@
+"""Per-key order across partition-count changes, end to end with real processes.
+
+Three ordered producers write per-key sequence numbers while the topic goes
+2 → 3 → 4 → 8 → 5 → 3 partitions; two ordered consumers in one group deliver them. Every
+key's values must be delivered in increasing order, none missing (tools/order_check.py).
+The same run with the gates switched off must show order violations: without that the
+first test proves nothing. Then the faults: the active controller killed as a resize is
+issued (an expansion and a deletion), a consumer killed while it waits at a gate, and
+the group coordinator's broker killed during a resize.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+from broker.kafka.wire_client import call
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster
+from tools.cluster import Cluster
+from tools.resize_run import ResizeRun, ResizeRunConfig, ResizeRunResult, write_outputs
+
+BROKERS = (4, 5, 6)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "broker.session.timeout.ms": 3000}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with running_cluster(tmp_path / "cluster", SETTINGS, voters=3,
+                         brokers=len(BROKERS)) as started:
+        yield started
+
+
+def run(cluster: Cluster, tmp_path: Path, hooks: dict | None = None,
+        **overrides: object) -> ResizeRunResult:
+    config = ResizeRunConfig(cluster_dir=cluster.directory, topic="orders", **overrides)
+    logs = tmp_path / "logs"
+    logs.mkdir(exist_ok=True)
+    resize = ResizeRun(config, logs)
+    result = resize.run(hooks)
+    write_outputs(result, tmp_path / "outputs")  # kept in tmp_path for a failed run
+    return result
+
+
+def assert_in_order(result: ResizeRunResult) -> None:
+    report = result.report
+    assert report.acknowledged > 0, report.summary()
+    assert report.out_of_order_count == 0, "\n".join(report.out_of_order)
+    assert report.missing_count == 0, f"{report.summary()}: {dict(list(report.missing.items())[:5])}"
+    partitions = {row["partition"] for rows in result.consumed for row in rows}
+    assert max(partitions) >= 5, f"records from partitions {sorted(partitions)} only"
+
+
+def test_keys_stay_in_order_while_the_topic_grows_and_shrinks(cluster: Cluster,
+                                                             tmp_path: Path) -> None:
+    result = run(cluster, tmp_path, process_delay_ms=5)
+    assert_in_order(result)
+    assert result.report.redeliveries == 0, result.report.summary()
+    producer_codes = {n: c for n, c in result.exit_codes.items() if n.startswith("producer")}
+    assert all(code == 0 for code in producer_codes.values()), result.exit_codes
+
+
+def test_without_the_gates_keys_go_out_of_order(cluster: Cluster, tmp_path: Path) -> None:
+    # the consumers lag (a slow per-record step), so when a key moves to a new partition
+    # its older records still wait in the old one: only the gates hold the new ones back
+    result = run(cluster, tmp_path, gates=False, process_delay_ms=40, rate=30.0)
+    assert result.report.out_of_order_count > 0, result.report.summary()
+
+
+# --- faults ---------------------------------------------------------------------------
+
+
+def kill_soon(cluster: Cluster, node_id: int, delay_s: float) -> threading.Thread:
+    """SIGKILL `node_id` after `delay_s`, from a thread: the resize is then in flight."""
+    def kill() -> None:
+        time.sleep(delay_s)  # the resize request is on its way when the controller dies
+        cluster.kill(node_id)
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("step", [1, 4], ids=["mid-expansion", "mid-deletion"])
+def test_controller_killed_during_a_resize(cluster: Cluster, tmp_path: Path, step: int) -> None:
+    restarted: list[int] = []
+
+    def hook(at: int, resize: ResizeRun) -> None:
+        leader = cluster.wait_for_leader(10)["leader_id"]
+        kill_soon(cluster, leader, 0.05)
+        restarted.append(leader)
+
+    def restart(at: int, resize: ResizeRun) -> None:
+        for node_id in restarted:
+            cluster.start_node(node_id)
+
+    result = run(cluster, tmp_path, hooks={step: hook, step + 1: restart})
+    assert_in_order(result)
+
+
+def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
+    def hook(at: int, resize: ResizeRun) -> None:
+        victim = resize.consumers[0]
+        def kill_after_resize() -> None:
+            time.sleep(0.3)  # just after the expansion: the new partitions are gated
+            victim.kill()
+            resize.start_consumer(len(resize.consumers))
+        threading.Thread(target=kill_after_resize, daemon=True).start()
+
+    result = run(cluster, tmp_path, hooks={1: hook}, process_delay_ms=10)
+    assert_in_order(result)  # a killed consumer may redeliver, never reorder
+
+
+def coordinator_of(cluster: Cluster, group: str) -> int | None:
+    for node_id in BROKERS:
+        address = cluster.node(node_id).client_address
+        if address is None or not cluster.is_running(node_id):
+            continue
+        try:
+            found = call(address, FindCoordinatorRequest(key=group, key_type=0), 2.0)
+        except OSError:
+            continue
+        return int(found.node_id) if found.error_code == ErrorCode.none else None
+    return None
+
+
+def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: Path) -> None:
+    killed: list[int] = []
+
+    def hook(at: int, resize: ResizeRun) -> None:
+        coordinator = coordinator_of(cluster, resize.config.group)
+        assert coordinator is not None
+        kill_soon(cluster, coordinator, 0.05)
+        killed.append(coordinator)
+
+    def restart(at: int, resize: ResizeRun) -> None:
+        for node_id in killed:
+            cluster.start_node(node_id)
+
+    result = run(cluster, tmp_path, hooks={2: hook, 3: restart})
+    assert_in_order(result)
