@@ -52,7 +52,8 @@ def assert_in_order(result: ResizeRunResult) -> None:
     report = result.report
     assert report.acknowledged > 0, report.summary()
     assert report.out_of_order_count == 0, "\n".join(report.out_of_order)
-    assert report.missing_count == 0, f"{report.summary()}: {dict(list(report.missing.items())[:5])}"
+    missing = dict(list(report.missing.items())[:5])
+    assert report.missing_count == 0, f"{report.summary()}: {missing}"
     partitions = {row["partition"] for rows in result.consumed for row in rows}
     assert max(partitions) >= 5, f"records from partitions {sorted(partitions)} only"
 
