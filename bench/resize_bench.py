@@ -18,7 +18,6 @@ p50 and p99 of each. Figures only, no assertions; the run bounds its own waits.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
