@@ -1,0 +1,74 @@
+"""The ordered consumer's gate decisions (tools/client/gates.py)."""
+
+from __future__ import annotations
+
+from tools.client.gates import (
+    CreationGate,
+    DeletionGate,
+    PartitionGates,
+    ReportState,
+    creation_source,
+    deliverable,
+    delivery_limit,
+    needs_creation_gate,
+    should_report,
+)
+
+
+def test_only_added_partitions_read_from_the_start_wait_for_their_source() -> None:
+    assert needs_creation_gate(2, 2, start=None, earliest=0)
+    assert needs_creation_gate(2, 2, start=5, earliest=5)  # retention moved the start
+    assert not needs_creation_gate(2, 2, start=6, earliest=5)  # the group read it before
+    assert not needs_creation_gate(1, 2, start=None, earliest=0)  # an initial partition
+
+
+def test_creation_source_chains_through_partitions_added_together() -> None:
+    # N=2 grown 2 -> 8 at once: 6 split from 2, itself new: its keys were in 0
+    assert creation_source(6, 2, prior=[0, 1]) == 0
+    assert creation_source(7, 2, prior=[0, 1]) == 1
+    # grown 4 -> 5: 4 split from 0
+    assert creation_source(4, 2, prior=[0, 1, 2, 3]) == 0
+
+
+def test_creation_gate_holds_everything_until_the_source_passes_its_epoch() -> None:
+    gates = PartitionGates(creation=CreationGate(source=0, source_epoch_end=10))
+    assert delivery_limit(gates, {}) == 0  # nobody reported a position of 0
+    assert delivery_limit(gates, {0: 9}) == 0
+    assert delivery_limit(gates, {0: 10}) is None
+    assert gates.watched() == {0}
+
+
+def test_deletion_gate_holds_records_after_the_threshold_until_the_blocker_drains() -> None:
+    gates = PartitionGates(deletions=(
+        DeletionGate(blocker=3, upper_offset=19, blocker_log_end=7),
+        DeletionGate(blocker=5, upper_offset=24, blocker_log_end=4)))
+    limit = delivery_limit(gates, {3: 2, 5: 0})
+    assert limit == 20
+    assert deliverable(19, limit)
+    assert not deliverable(20, limit)
+    assert delivery_limit(gates, {3: 7, 5: 0}) == 25  # 3 drained: 5 still holds
+    assert delivery_limit(gates, {3: 7, 5: 4}) is None
+    assert gates.watched() == {3, 5}
+
+
+def test_a_closed_creation_gate_overrides_open_deletion_gates() -> None:
+    gates = PartitionGates(creation=CreationGate(source=1, source_epoch_end=3),
+                           deletions=(DeletionGate(blocker=4, upper_offset=9,
+                                                   blocker_log_end=0),))
+    assert delivery_limit(gates, {4: 0}) == 0
+    assert delivery_limit(gates, {1: 3, 4: 0}) is None
+
+
+def test_no_gates_no_limit() -> None:
+    assert delivery_limit(PartitionGates(), {}) is None
+    assert deliverable(10**9, None)
+
+
+def test_position_reports_only_when_they_can_unblock_someone() -> None:
+    first = ReportState()
+    assert should_report(first, position=0, high_watermark=10, epoch_before_position=-1)
+    last = ReportState(position=4, epoch=2, reported=True)
+    assert not should_report(last, position=6, high_watermark=10, epoch_before_position=2)
+    assert should_report(last, position=10, high_watermark=10, epoch_before_position=2)
+    assert not should_report(last, position=4, high_watermark=4, epoch_before_position=2)
+    assert should_report(last, position=5, high_watermark=10, epoch_before_position=3)
