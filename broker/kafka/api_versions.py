@@ -14,6 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
+from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
@@ -55,6 +56,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),  # kio's range; v0 lacks config_source
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
+    # ordered delivery across resizes (broker.kafka.ordered_schemas): not Kafka's
+    CONSUMER_GROUP_POSITION: (0, 0),
+    PARTITION_LEADER_EPOCHS: (0, 0),
 }
 
 

@@ -6,6 +6,11 @@ they have replicated: the high watermark follows the ISR). When less than `min_b
 is ready the request is parked until enough arrives or `max_wait` passes (long poll; a
 partition error answers at once). No fetch sessions: session_id 0 tells clients to send
 full fetches.
+
+A consumer's topic entry carrying an undeleted partition count that differs from the
+image's (ordered delivery, `broker.kafka.ordered`) gets INVALID_PARTITION_METADATA on
+each of its partitions, without records: the consumer refreshes its metadata and
+rejoins its group. Followers' fetches are never checked.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from kio.schema.errors import ErrorCode
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
+from broker.kafka.ordered import count_mismatch
+from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA_ERROR
 from broker.kafka.replica import PartitionState, Resolved, check_partition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
@@ -98,15 +105,12 @@ async def _collect(context: BrokerContext, request: Any, version: int
         name = getattr(topic, "topic", None)
         raw_id = getattr(topic, "topic_id", None)
         topic_id = from_kafka_uuid(raw_id)
-        if name is None and topic_id is None:
-            topic_id_error = True
-        else:
-            topic_id_error = False
+        topic_error = ErrorCode.unknown_topic_id if name is None and topic_id is None \
+            else _count_error(context, topic, name, topic_id, replica_id)
         partitions = []
         for part in topic.partitions:
-            if topic_id_error:
-                partitions.append(_partition_error(int(part.partition),
-                                                   ErrorCode.unknown_topic_id))
+            if topic_error is not None:
+                partitions.append(_partition_error(int(part.partition), topic_error))
                 continue
             data = await _fetch_partition(context, name=name, topic_id=topic_id, part=part,
                                           replica_id=replica_id, budget=max(0, budget - total))
@@ -114,6 +118,17 @@ async def _collect(context: BrokerContext, request: Any, version: int
             partitions.append(data)
         responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
     return responses, total
+
+
+def _count_error(context: BrokerContext, topic: Any, name: str | None,
+                 topic_id: Any, replica_id: int) -> ErrorCode | None:
+    """INVALID_PARTITION_METADATA for a consumer whose count differs from the image's."""
+    client_count = getattr(topic, "undeleted_partition_count", None)
+    if replica_id >= 0 or client_count is None:
+        return None
+    image = context.image
+    known = image.topic(topic_id) if topic_id is not None else image.topic_by_name(name or "")
+    return INVALID_PARTITION_METADATA_ERROR if count_mismatch(known, client_count) else None
 
 
 def _has_error(responses: list[dict[str, Any]]) -> bool:

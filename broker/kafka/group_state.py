@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.group_positions import GroupPositions
 from broker.kafka.offsets_records import GroupValue, MemberValue, OffsetValue
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class Group:
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     round_deadline: float = math.inf
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # soft, this generation's: members' positions for ordered delivery (not stored)
+    positions: GroupPositions = field(default_factory=GroupPositions)
 
     # --- JoinGroup ------------------------------------------------------------------
 
@@ -380,6 +383,16 @@ class Group:
         if self.state == PREPARING:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
+
+    def position_error(self, *, member_id: str, generation: int, now: float) -> ErrorCode:
+        """May this member exchange positions (ConsumerGroupPosition)? Heartbeat's
+        checks, and not before the generation's assignment is out: until then no
+        member owns anything whose position would count."""
+        error = self.heartbeat(member_id=member_id, instance_id=None,
+                               generation=generation, now=now)
+        if error == ErrorCode.none and self.state == COMPLETING:
+            return ErrorCode.rebalance_in_progress
+        return error
 
     def leave(self, leaving: list[tuple[str, str | None]], now: float
               ) -> tuple[list[ErrorCode], Outcome]:

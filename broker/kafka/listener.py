@@ -30,6 +30,7 @@ from broker.kafka import (
     group,
     membership,
     metadata_api,
+    ordered_api,
     produce,
 )
 from broker.kafka.api_versions import SUPPORTED
@@ -107,6 +108,8 @@ HANDLERS: dict[int, Handler] = {
     api_versions.LIST_GROUPS: group.handle_list_groups_request,
     api_versions.DELETE_GROUPS: group.handle_delete_groups_request,
     api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
+    api_versions.CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
+    api_versions.PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 

@@ -223,3 +223,74 @@ NEW_RESPONSES: dict[int, type[Any]] = {
     CONSUMER_GROUP_POSITION: ConsumerGroupPositionResponse,
     PARTITION_LEADER_EPOCHS: PartitionLeaderEpochsResponse,
 }
+
+
+# --- INVALID_PARTITION_METADATA as a kio ErrorCode --------------------------------------
+# kio's ErrorCode knows Kafka's codes only. The broker writes responses through kio's
+# Python writer (it writes `code.value`) and builds them with `ErrorCode(int)`, so a
+# value-only member registered in the enum's lookup map is enough to send 253. kio's
+# native *reader* has its own table and refuses 253: clients decode with
+# `tolerant_response_class`, whose error codes are plain int16.
+
+
+def _register_error_code(value: int, name: str, *, retriable: bool) -> ErrorCode:
+    known = ErrorCode._value2member_map_.get(value)
+    if isinstance(known, ErrorCode):
+        return known
+    member = int.__new__(ErrorCode, value)
+    member._name_, member._value_ = name, value
+    member.retriable = retriable
+    ErrorCode._value2member_map_[value] = member  # not iterated: Kafka's list stays as is
+    return member
+
+
+INVALID_PARTITION_METADATA_ERROR = _register_error_code(
+    INVALID_PARTITION_METADATA, "invalid_partition_metadata", retriable=True)
+
+_TOLERANT: dict[type[Any], type[Any]] = {}
+
+
+def _copy_field(original: Any, **metadata: Any) -> Any:
+    kwargs: dict[str, Any] = {"metadata": {**original.metadata, **metadata}}
+    if original.default is not dataclasses.MISSING:
+        kwargs["default"] = original.default
+    if original.default_factory is not dataclasses.MISSING:
+        kwargs["default_factory"] = original.default_factory
+    return field(**kwargs)
+
+
+def tolerant_response_class(entity: type[Any]) -> type[Any]:
+    """`entity` (a kio response or one of its nested entities) with every error code read
+    as a plain int16, at any depth: a response carrying INVALID_PARTITION_METADATA then
+    decodes (the codes still compare equal to ErrorCode members)."""
+    cached = _TOLERANT.get(entity)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(entity)
+    overrides: list[tuple[str, Any, Any]] = []
+    for item in dataclasses.fields(entity):
+        hint = hints[item.name]
+        if item.metadata.get("kafka_type") == "error_code":
+            overrides.append((item.name, i16, _copy_field(item, kafka_type="int16")))
+            continue
+        args = [a for a in typing.get_args(hint) if a is not type(None) and a is not Ellipsis]
+        nested = args[0] if typing.get_origin(hint) is not None and args else hint
+        if not (isinstance(nested, type) and dataclasses.is_dataclass(nested)):
+            continue
+        replaced = tolerant_response_class(nested)
+        if replaced is nested:
+            continue
+        if typing.get_origin(hint) is tuple:
+            new_hint: Any = tuple[replaced, ...]  # type: ignore[valid-type]
+        elif nested is not hint:  # optional
+            new_hint = replaced | None
+        else:
+            new_hint = replaced
+        overrides.append((item.name, new_hint, _copy_field(item)))
+    result = entity
+    if overrides:
+        result = dataclasses.make_dataclass(entity.__name__, overrides, bases=(entity,),
+                                            frozen=True, slots=True, kw_only=True)
+        result.__module__ = __name__
+    _TOLERANT[entity] = result
+    return result

@@ -19,6 +19,13 @@ batches, rebuilt when a log opens) under the partition lock: a retry of one of t
 producer's last 5 batches is answered with its original offsets and not stored again;
 a stale epoch -> INVALID_PRODUCER_EPOCH; a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Ordered delivery (`broker.kafka.ordered`): a topic entry carrying an undeleted partition
+count that differs from the image's gets INVALID_PARTITION_METADATA (253, retriable for
+the project's producer; Kafka's clients never send the count, and would report an
+unknown server error) on each of its partitions; a partition marked for deletion refuses
+every produce with it, checked under the partition lock right before the append, so a
+log that was empty once the mark reached this broker stays empty.
+
 InitProducerId hands out producer IDs unique cluster-wide without a round trip to the
 controller (`producer_id_block`): this broker incarnation's broker epoch is the offset
 of its RegisterBroker record in the metadata log, which no other registration shares,
@@ -43,6 +50,8 @@ from kio.schema.errors import ErrorCode
 from broker.kafka.codec import ConnectionClosed, build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
+from broker.kafka.ordered import count_mismatch, count_refusal_message, produce_refusal
+from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA_ERROR
 from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
 from broker.kafka.replica import PartitionState, check_partition
@@ -102,6 +111,10 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                        f"the ISR {list(partition.isr)} is smaller than "
                        f"min.insync.replicas={min_isr}")
     async with state.lock:
+        # under the lock: the heartbeat reads a marked partition's emptiness under it too
+        refusal = produce_refusal(context.image.topic(state.topic_id), index)
+        if refusal is not None:
+            return _failed(index, INVALID_PARTITION_METADATA_ERROR, refusal)
         verdict = state.log.producers.check(headers, state.log.log_end_offset)
         if isinstance(verdict, Reject):
             log.info("produce refused by the producer state", extra={
@@ -188,11 +201,20 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            error = refusal
+            error, message = refusal, None
             if error is None and name is None and topic_id is None:
                 error = ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
+            client_count = getattr(topic, "undeleted_partition_count", None)
+            if error is None and client_count is not None:
+                image = context.image
+                known = image.topic(topic_id) if topic_id is not None \
+                    else image.topic_by_name(name or "")
+                if known is not None and count_mismatch(known, client_count):
+                    error = INVALID_PARTITION_METADATA_ERROR
+                    message = count_refusal_message(known, client_count)
             parts: list[dict[str, Any]] = [
-                _failed(int(data.index), error if error is not None else ErrorCode.none)
+                _failed(int(data.index), error if error is not None else ErrorCode.none,
+                        message)
                 for data in topic.partition_data]
             if error is None:
                 for position, data in enumerate(topic.partition_data):

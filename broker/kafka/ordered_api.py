@@ -1,0 +1,70 @@
+"""The two APIs ordered delivery adds (`broker.kafka.ordered_schemas`, v0 only).
+
+- PartitionLeaderEpochs: any broker answers from its metadata image
+  (`broker.kafka.ordered.leader_epochs_topic`).
+- ConsumerGroupPosition: the group's coordinator only (NOT_COORDINATOR elsewhere,
+  COORDINATOR_LOAD_IN_PROGRESS while loading), for a member of the current generation
+  (Heartbeat's UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS until the
+  generation's assignment is out); the exchange itself is
+  `broker.kafka.group_positions`'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from broker.kafka.group import coordinator
+from broker.kafka.group_positions import PositionEntry
+from broker.kafka.metadata_api import from_kafka_uuid
+from broker.kafka.ordered import leader_epochs_topic
+from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+
+
+async def handle_partition_leader_epochs_request(context: BrokerContext, request: Any,
+                                                 version: int) -> Any:
+    image = context.image
+    topics = [{"topic_id": topic.topic_id,
+               **leader_epochs_topic(image, from_kafka_uuid(topic.topic_id),
+                                     tuple(int(p) for p in topic.partitions))}
+              for topic in request.topics]
+    return build(response_class(PARTITION_LEADER_EPOCHS, version),
+                 {"throttle_time": 0, "topics": topics})
+
+
+def position_topics(entries: list[PositionEntry]) -> list[dict[str, Any]]:
+    """Answer entries keyed (topic ID, partition) -> the response's topics, each topic
+    once, in the order first seen."""
+    by_topic: dict[Any, list[dict[str, Any]]] = {}
+    for entry in entries:
+        topic_id, partition = entry.key  # type: ignore[misc]
+        by_topic.setdefault(topic_id, []).append({
+            "partition": partition, "need_position": entry.need_position,
+            "position": entry.position})
+    return [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
+
+
+async def handle_consumer_group_position_request(context: BrokerContext, request: Any,
+                                                 version: int) -> Any:
+    coord = coordinator(context)
+    error, part = coord.lookup(request.group_id)
+    group = part.groups.get(request.group_id) if part is not None else None
+    if part is not None:
+        error = ErrorCode.unknown_member_id if group is None else group.position_error(
+            member_id=request.member_id, generation=int(request.generation_id),
+            now=coord.clock())
+    topics: list[dict[str, Any]] = []
+    if error == ErrorCode.none:
+        assert group is not None
+        reports = [((t.topic_id, int(p.partition)), int(p.position))
+                   for t in request.topics for p in t.partitions if not p.need_position]
+        asks = [(t.topic_id, int(p.partition))
+                for t in request.topics for p in t.partitions if p.need_position]
+        topics = position_topics(group.positions.exchange(
+            generation=group.generation, member_id=request.member_id, reports=reports,
+            asks=asks))
+    return build(response_class(CONSUMER_GROUP_POSITION, version),
+                 {"throttle_time": 0, "error_code": int(error), "topics": topics})
