@@ -1,0 +1,160 @@
+"""Async (trio) Kafka connections for the ordered client: one connection per broker
+address, requests answered in order and matched by correlation id, and a topic's
+metadata from Metadata v12 (leaders, broker addresses, topic ID) plus
+PartitionLeaderEpochs (partition counts and the resize leader-epoch maps)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+from kio.index import load_request_schema
+from kio.serial import entity_reader, entity_writer
+
+from broker.kafka import ordered_schemas
+from broker.kafka.codec import build, response_class
+from broker.kafka.ordered_schemas import PartitionLeaderEpochsRequest
+from tools.client.metadata import TopicMetadata, topic_metadata
+
+METADATA = 3
+_SIZE = struct.Struct(">i")
+
+
+class ClientError(Exception):
+    """A request failed for good; the message says why."""
+
+
+class ConnectionLost(ClientError):
+    """The broker could not be reached or closed the connection (retriable)."""
+
+
+def _decoder(api_key: int, version: int) -> Any:
+    schema = response_class(api_key, version)
+    # kio's reader refuses error codes Kafka lacks (INVALID_PARTITION_METADATA); the
+    # broker's schemas offer a variant reading them as plain ints.
+    tolerant = getattr(ordered_schemas, "tolerant_response_class", None)
+    return tolerant(schema) if tolerant is not None else schema
+
+
+class BrokerConnection:
+    """One TCP connection; requests are serialised (one in flight), so a response always
+    answers the request just sent."""
+
+    def __init__(self, address: str, client_id: str, timeout_s: float) -> None:
+        self.address, self.client_id, self.timeout_s = address, client_id, timeout_s
+        self._stream: trio.SocketStream | None = None
+        self._lock = trio.Lock()
+        self._correlation = itertools.count(1)
+        self._buffer = bytearray()
+
+    async def request(self, body: Any) -> Any:
+        async with self._lock:
+            try:
+                with trio.fail_after(self.timeout_s):
+                    return await self._exchange(body)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                    trio.TooSlowError, EOFError) as exc:
+                await self.close()
+                raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}") \
+                    from None
+
+    async def _exchange(self, body: Any) -> Any:
+        if self._stream is None:
+            host, _, port = self.address.rpartition(":")
+            self._stream = await trio.open_tcp_stream(host, int(port))
+            self._buffer.clear()
+        correlation_id = next(self._correlation)
+        await self._stream.send_all(self._encode(body, correlation_id))
+        frame = await self._read_frame()
+        schema = _decoder(int(body.__api_key__), int(body.__version__))
+        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+        if int(header.correlation_id) != correlation_id:
+            raise EOFError(f"answer to correlation id {header.correlation_id}, "
+                           f"not {correlation_id}")
+        response, _ = entity_reader(schema)(frame, offset)
+        return response
+
+    def _encode(self, body: Any, correlation_id: int) -> bytes:
+        header_cls = body.__header_schema__
+        buffer = io.BytesIO()
+        entity_writer(header_cls)(buffer, header_cls(
+            request_api_key=body.__api_key__, request_api_version=body.__version__,
+            correlation_id=correlation_id, client_id=self.client_id))
+        entity_writer(type(body))(buffer, body)
+        return _SIZE.pack(len(buffer.getvalue())) + buffer.getvalue()
+
+    async def _read_frame(self) -> bytes:
+        assert self._stream is not None
+        while True:
+            if len(self._buffer) >= 4:
+                (size,) = _SIZE.unpack_from(self._buffer)
+                if len(self._buffer) >= 4 + size:
+                    frame = bytes(self._buffer[4:4 + size])
+                    del self._buffer[:4 + size]
+                    return frame
+            chunk = await self._stream.receive_some(65536)
+            if not chunk:
+                raise EOFError("closed by the broker")
+            self._buffer += chunk
+
+    async def close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.aclose()
+
+
+class KafkaClient:
+    """Connections by address, bootstrapped from HOST:PORT strings."""
+
+    def __init__(self, bootstrap: Sequence[str], *, client_id: str = "kraft-ordered",
+                 timeout_s: float = 10.0) -> None:
+        if not bootstrap:
+            raise ClientError("no bootstrap broker address")
+        self.bootstrap = list(bootstrap)
+        self.client_id, self.timeout_s = client_id, timeout_s
+        self._connections: dict[str, BrokerConnection] = {}
+        self.known: list[str] = list(bootstrap)  # bootstrap + brokers metadata named
+
+    async def call(self, address: str, body: Any) -> Any:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = self._connections[address] = BrokerConnection(
+                address, self.client_id, self.timeout_s)
+        return await connection.request(body)
+
+    async def call_any(self, body: Any) -> tuple[str, Any]:
+        """(address, response) from the first known broker that answers."""
+        failures = []
+        for address in list(dict.fromkeys(self.known)):
+            try:
+                return address, await self.call(address, body)
+            except ConnectionLost as exc:
+                failures.append(str(exc))
+        raise ConnectionLost("no broker answered: " + "; ".join(failures))
+
+    async def topic_metadata(self, topic: str) -> TopicMetadata:
+        """Leaders and topic ID (Metadata v12), then counts and epoch maps from the same
+        broker (PartitionLeaderEpochs), so both describe one image when they can."""
+        request = build(load_request_schema(METADATA, 12), {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+        address, metadata = await self.call_any(request)
+        brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata.brokers}
+        self.known = list(dict.fromkeys([*brokers.values(), *self.bootstrap]))
+        (found,) = metadata.topics
+        epochs = None
+        if int(found.error_code) == 0:
+            epochs = await self.call(address, build(PartitionLeaderEpochsRequest, {
+                "topics": [{"topic_id": found.topic_id, "partitions": []}]}))
+        return topic_metadata(topic, found, brokers, epochs)
+
+    async def aclose(self) -> None:
+        for connection in self._connections.values():
+            await connection.close()
+        self._connections.clear()
+

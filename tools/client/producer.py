@@ -1,0 +1,127 @@
+"""An ordered producer: each record goes to its key's partition by linear hashing over
+the topic's current undeleted count, which the Produce request carries so that the
+leader refuses it (INVALID_PARTITION_METADATA) when the count changed. Such a record is
+partitioned again with the refreshed count and resent.
+
+Per-key order: one record in flight, acknowledged before the next is sent. Records go
+with a producer ID and per-partition sequences, so a resend after a lost answer is
+stored once; when a record whose outcome is unknown is resent to another partition,
+the producer takes a new ID (the old sequence could otherwise swallow the next record
+sent to the first partition).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+from kio.index import load_request_schema
+
+from broker.kafka import record_batch
+from broker.kafka.codec import build
+from broker.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
+from tools.client import errors
+from tools.client.connection import ClientError, ConnectionLost, KafkaClient
+from tools.client.metadata import TopicMetadata
+
+PRODUCE_VERSION = 13  # topics by ID (KIP-516)
+INIT_PRODUCER_ID = 22
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    key: bytes
+    value: bytes
+    partition: int
+    offset: int
+
+
+class OrderedProducer:
+    def __init__(self, client: KafkaClient, topic: str, *, timeout_s: float = 30.0,
+                 retry_backoff_s: float = 0.1,
+                 clock: Callable[[], float] = trio.current_time) -> None:
+        self.client, self.topic = client, topic
+        self.timeout_s, self.retry_backoff_s, self.clock = timeout_s, retry_backoff_s, clock
+        self.metadata: TopicMetadata | None = None
+        self._producer: tuple[int, int] | None = None  # (id, epoch)
+        self._sequences: dict[int, int] = {}
+        self._unknown_outcome: int | None = None  # partition of a send without answer
+        self.resends = 0
+
+    async def send(self, key: bytes, value: bytes) -> Acknowledged:
+        """Store one record; returns once the leader acknowledged it (acks=all)."""
+        deadline = self.clock() + self.timeout_s
+        last_error = "no attempt"
+        while self.clock() < deadline:
+            try:
+                metadata = await self._current_metadata()
+                partition = metadata.partition_for(key)
+                code = await self._send_once(metadata, partition, key, value)
+            except ConnectionLost as exc:
+                code, last_error = errors.NONE, str(exc)
+                self.metadata = None
+            else:
+                if isinstance(code, Acknowledged):
+                    return code
+                last_error = errors.name(code)
+                if code in errors.PRODUCER_RESET:
+                    self._producer = None
+                elif code not in errors.METADATA_RETRIABLE:
+                    raise ClientError(f"produce to {self.topic}: {last_error}")
+                self.metadata = None
+            self.resends += 1
+            await trio.sleep(self.retry_backoff_s)
+        raise ClientError(f"produce to {self.topic}: not acknowledged within "
+                          f"{self.timeout_s} s (last: {last_error})")
+
+    async def _current_metadata(self) -> TopicMetadata:
+        if self.metadata is None:
+            metadata = await self.client.topic_metadata(self.topic)
+            if metadata.error_code != errors.NONE:
+                raise ConnectionLost(f"metadata of {self.topic}: "
+                                     f"{errors.name(metadata.error_code)}")
+            self.metadata = metadata
+        return self.metadata
+
+    async def _send_once(self, metadata: TopicMetadata, partition: int, key: bytes,
+                         value: bytes) -> Acknowledged | int:
+        if self._unknown_outcome is not None and self._unknown_outcome != partition:
+            self._producer = None
+        if self._producer is None:
+            self._producer = await self._init_producer_id()
+            self._sequences.clear()
+        leader = metadata.leader_address(partition)
+        if leader is None:
+            raise ConnectionLost(f"{self.topic}-{partition} has no leader")
+        producer_id, epoch = self._producer
+        batch = record_batch.encode_batch(
+            [(key, value)], timestamps=[int(time.time() * 1000)], producer_id=producer_id,
+            producer_epoch=epoch, base_sequence=self._sequences.get(partition, 0))
+        schema = EXTENDED_REQUESTS.get((PRODUCE, PRODUCE_VERSION)) or \
+            load_request_schema(PRODUCE, PRODUCE_VERSION)
+        request = build(schema, {
+            "acks": -1, "timeout": int(self.timeout_s * 1000),
+            "topic_data": [{"topic_id": metadata.topic_id,
+                            "undeleted_partition_count":
+                                metadata.undeleted if metadata.ordered else None,
+                            "partition_data": [{"index": partition, "records": batch}]}]})
+        self._unknown_outcome = partition
+        response = await self.client.call(leader, request)
+        self._unknown_outcome = None
+        answer = response.responses[0].partition_responses[0]
+        code = int(answer.error_code)
+        if code != errors.NONE:
+            return code
+        self._sequences[partition] = self._sequences.get(partition, 0) + 1
+        return Acknowledged(key, value, partition, int(answer.base_offset))
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
+            "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+            "producer_epoch": -1})
+        _, response = await self.client.call_any(request)
+        if int(response.error_code) != errors.NONE:
+            raise ConnectionLost(f"InitProducerId: {errors.name(int(response.error_code))}")
+        return int(response.producer_id), int(response.producer_epoch)
