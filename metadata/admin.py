@@ -21,6 +21,7 @@ from typing import Any, Union
 
 import msgpack
 
+from metadata.records import EpochMap
 from raft.common.codec import Codec, CodecError
 from raft.common.uuid import ZERO_UUID, Uuid, pack
 
@@ -133,6 +134,10 @@ class PartitionDescription:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # KIP-253 leader-epoch maps ((partition, epoch) pairs); a non-empty before-deletion
+    # map means the partition is marked for deletion
+    leader_epoch_after_creation: EpochMap | None = None
+    leader_epoch_before_deletion: EpochMap | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +148,10 @@ class TopicDescription:
     error_message: str | None = None
     partitions: tuple[PartitionDescription, ...] = ()
     configs: tuple[CreatableTopicConfig, ...] | None = None  # those set (no defaults)
+    # KIP-253: linear hashing starts from the initial count and spreads keys over the
+    # undeleted ones; the partitions above them are marked for deletion
+    initial_partition_count: int | None = None
+    undeleted_partition_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,13 +161,13 @@ class DescribeTopicsResponse:
     error_message: str | None = None
 
 
-# --- CreatePartitions (grow only) -----------------------------------------------------
+# --- CreatePartitions (grow, or with ordered delivery shrink: KIP-253) ---------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreatePartitionsTopic:
     name: str
-    count: int  # the new total
+    count: int  # the new total of undeleted partitions (below the current: a shrink)
     # replicas of each new partition (count - current of them); None: the controller places
     assignments: tuple[tuple[int, ...], ...] | None = None
 
@@ -259,10 +268,23 @@ class RegisterBrokerResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EmptyPartition:
+    """A partition marked for deletion that the reporting broker leads, whose local log
+    is empty (log start == log end) in `leader_epoch`: the controller may remove it."""
+
+    topic_id: Uuid
+    partition: int
+    leader_epoch: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerHeartbeatRequest:
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int  # the last metadata offset the broker has applied
+    empty_marked_partitions: tuple[EmptyPartition, ...] | None = None  # KIP-253
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

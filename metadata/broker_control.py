@@ -12,6 +12,9 @@ ClusterControlManager and BrokerHeartbeatManager, much reduced).
 - Fencing drops the broker from every ISR (never emptying one: the last member stays,
   as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER.
   Unfencing elects the broker for leaderless partitions whose ISR it is in.
+- KIP-253: a heartbeat lists the partitions marked for deletion that the broker leads and
+  finds empty; the controller removes each one that is still the last of its topic
+  (`remove_empty_partitions`). A stale report is ignored: the next heartbeat says more.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from metadata import records as rec
 from metadata.admin import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    EmptyPartition,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
 )
@@ -113,7 +117,29 @@ def broker_heartbeat(delta: MetadataDelta, emit: Emit, request: BrokerHeartbeatR
         for change in leader_elections(delta, broker.broker_id):
             emit(change)
         fenced = False
+    if request.empty_marked_partitions:
+        remove_empty_partitions(delta, emit, broker.broker_id, request.empty_marked_partitions)
     return BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=fenced)
+
+
+def remove_empty_partitions(delta: MetadataDelta, emit: Emit, broker_id: int,
+                            reports: tuple[EmptyPartition, ...]) -> None:
+    """A RemovePartition for each report that still holds: `broker_id` leads the
+    partition in the reported epoch, it is marked and empty, and it is its topic's last
+    (partitions stay contiguous). Highest first, so a topic's marked tail goes in one
+    heartbeat. Anything else is stale (a leader change, a removal already done)."""
+    for report in sorted(reports, key=lambda r: (r.topic_id.value, -r.partition)):
+        topic = delta.topic(report.topic_id)
+        if topic is None or report.partition != len(topic.partitions) - 1:
+            continue
+        part = topic.partitions[report.partition]
+        if (part.leader == broker_id and part.leader_epoch == report.leader_epoch
+                and part.marked_for_deletion
+                and report.log_start_offset == report.log_end_offset):
+            emit(rec.RemovePartition(topic_id=report.topic_id, partition=report.partition,
+                                     leader_epoch=report.leader_epoch,
+                                     log_start_offset=report.log_start_offset,
+                                     log_end_offset=report.log_end_offset))
 
 
 def fence_broker(delta: MetadataDelta, emit: Emit, broker_id: int) -> None:

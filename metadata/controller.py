@@ -42,6 +42,7 @@ from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
+    CreatePartitionsTopic,
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -62,7 +63,14 @@ from metadata.delta import MetadataDelta
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
-from metadata.topic_configs import KEYS, InvalidConfig, validate, validate_all
+from metadata.topic_configs import (
+    KEYS,
+    ORDERED_DELIVERY,
+    InvalidConfig,
+    check_combination,
+    validate,
+    validate_all,
+)
 from metadata.topic_names import invalid_topic_name_reason
 from raft.common.errors import ErrorCode
 from raft.common.uuid import ZERO_UUID, Uuid
@@ -348,13 +356,16 @@ class Controller:
 
     def _create_partitions(self, batch: _Batch, request: CreatePartitionsRequest,
                            rng: random.Random) -> CreatePartitionsResponse:
+        """A new count of undeleted partitions: above the current one grows the topic,
+        below it (ordered delivery only) marks the partitions above it for deletion
+        (KIP-253). Each topic's change is one atomic batch, so a new controller resumes
+        from whatever committed: removal is driven by the leaders' heartbeats."""
         counts = Counter(t.name for t in request.topics)
         partitions_left = self.config.max_partitions_per_request
         results = []
         for entry in request.topics:
             topic_id = batch.delta.topic_id_by_name(entry.name)
             topic = None if topic_id is None else batch.delta.topic(topic_id)
-            brokers = batch.delta.unfenced_broker_ids()
             code, message = ErrorCode.NONE, None
             if counts[entry.name] > 1:
                 code, message = (ErrorCode.INVALID_REQUEST,
@@ -362,42 +373,64 @@ class Controller:
             elif topic is None:
                 code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"no topic named {entry.name!r}")
-            elif entry.count <= len(topic.partitions):
+            elif entry.count == topic.undeleted_count:
                 code, message = (ErrorCode.INVALID_PARTITIONS,
-                                 f"topic {entry.name!r} has {len(topic.partitions)} partitions; "
-                                 f"the count can only grow, not become {entry.count}")
-            elif entry.count - len(topic.partitions) > partitions_left:
-                code, message = (ErrorCode.INVALID_PARTITIONS,
-                                 f"more than {self.config.max_partitions_per_request} new "
-                                 "partitions in one request")
-            elif entry.assignments is not None:
-                message = _new_partitions_error(batch.delta, topic, entry.count,
-                                                entry.assignments)
-                code = ErrorCode.NONE if message is None else ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            elif topic.replication_factor > len(brokers):
-                code, message = (ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"replication factor {topic.replication_factor} exceeds the "
-                                 f"{len(brokers)} unfenced brokers")
+                                 f"topic {entry.name!r} already has {entry.count} partitions")
+            elif entry.count < topic.undeleted_count:
+                code, message = _shrink_error(topic, entry)
+            else:
+                code, message = self._growth_error(batch.delta, topic, entry, partitions_left)
             if topic is None or code != ErrorCode.NONE:
                 results.append(CreatePartitionsTopicResult(
                     name=entry.name, topic_id=topic_id or ZERO_UUID, error_code=code,
                     error_message=message))
                 continue
-            first = len(topic.partitions)
-            if entry.assignments is not None:
-                assignment = tuple(tuple(r) for r in entry.assignments)
+            assignment: tuple[tuple[int, ...], ...] = ()
+            if entry.count < topic.undeleted_count:
+                if not request.validate_only:
+                    _shrink(batch, topic, entry.count)
             else:
-                assignment = place_replicas(brokers, first_partition=first,
-                                            count=entry.count - first,
-                                            replication_factor=topic.replication_factor,
-                                            start=rng.randrange(len(brokers)))
-            if not request.validate_only:
-                partitions_left -= entry.count - first
-                for index, replicas in enumerate(assignment, start=first):
-                    _emit_partition(batch, topic.topic_id, index, replicas)
+                first = len(topic.partitions)
+                if entry.assignments is not None:
+                    assignment = tuple(tuple(r) for r in entry.assignments)
+                else:
+                    brokers = batch.delta.unfenced_broker_ids()
+                    assignment = place_replicas(brokers, first_partition=first,
+                                                count=entry.count - first,
+                                                replication_factor=topic.replication_factor,
+                                                start=rng.randrange(len(brokers)))
+                if not request.validate_only:
+                    partitions_left -= entry.count - first
+                    _grow(batch, topic, assignment)
             results.append(CreatePartitionsTopicResult(
                 name=entry.name, topic_id=topic.topic_id, assignment=assignment))
         return CreatePartitionsResponse(results=tuple(results))
+
+    def _growth_error(self, delta: MetadataDelta, topic: TopicImage,
+                      entry: CreatePartitionsTopic, partitions_left: int
+                      ) -> tuple[ErrorCode, str | None]:
+        marked = topic.marked_partitions
+        brokers = delta.unfenced_broker_ids()
+        if marked:
+            # New partitions would land above the marked ones, which are removed from the
+            # end: refused with ordered delivery off too, or they could never go.
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"topic {topic.name!r} has partitions marked for deletion "
+                    f"({', '.join(map(str, marked))}); they must be removed before the "
+                    "topic can grow")
+        if entry.count - len(topic.partitions) > partitions_left:
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"more than {self.config.max_partitions_per_request} new partitions "
+                    "in one request")
+        if entry.assignments is not None:
+            message = _new_partitions_error(delta, topic, entry.count, entry.assignments)
+            return (ErrorCode.NONE if message is None
+                    else ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+        if topic.replication_factor > len(brokers):
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"replication factor {topic.replication_factor} exceeds the "
+                    f"{len(brokers)} unfenced brokers")
+        return ErrorCode.NONE, None
 
     def _alter_configs(self, batch: _Batch, request: IncrementalAlterConfigsRequest
                        ) -> IncrementalAlterConfigsResponse:
@@ -454,14 +487,78 @@ class Controller:
                                    error_code=code, error_message=message)
 
 
-def _emit_partition(batch: _Batch, topic_id: Uuid, index: int,
-                    replicas: tuple[int, ...]) -> None:
+def _emit_partition(batch: _Batch, topic_id: Uuid, index: int, replicas: tuple[int, ...],
+                    after_creation: rec.EpochMap | None = None) -> None:
     """A new partition: the ISR is its unfenced replicas (all of them when the controller
     placed it), the leader the first of those (Kafka's createTopic does the same)."""
     unfenced = set(batch.delta.unfenced_broker_ids())
     isr = tuple(r for r in replicas if r in unfenced) or replicas
     batch.emit(rec.Partition(topic_id=topic_id, partition=index, replicas=replicas, isr=isr,
-                             leader=isr[0]))
+                             leader=isr[0], leader_epoch_after_creation=after_creation))
+
+
+def _initial_count(topic: TopicImage) -> int:
+    """A topic created before the count was recorded started with all it has now (it
+    cannot have shrunk: a shrink records the count)."""
+    initial = topic.initial_partition_count
+    return len(topic.partitions) if initial is None else initial
+
+
+def _shrink_error(topic: TopicImage, entry: CreatePartitionsTopic
+                  ) -> tuple[ErrorCode, str | None]:
+    if not topic.ordered_delivery:
+        return (ErrorCode.INVALID_PARTITIONS,
+                f"topic {topic.name!r} has {topic.undeleted_count} partitions; without "
+                f"{ORDERED_DELIVERY} the count can only grow, not become {entry.count}")
+    initial = _initial_count(topic)
+    if entry.count < initial:
+        return (ErrorCode.INVALID_PARTITIONS,
+                f"topic {topic.name!r} cannot shrink below the initial partition count "
+                f"{initial} (asked for {entry.count})")
+    if entry.assignments is not None:
+        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"shrinking topic {topic.name!r} to {entry.count} partitions takes no "
+                "assignments")
+    return ErrorCode.NONE, None
+
+
+def _count_record(topic: TopicImage, count: int) -> rec.PartitionCount:
+    return rec.PartitionCount(
+        topic_id=topic.topic_id, undeleted_partition_count=count,
+        initial_partition_count=(_initial_count(topic)
+                                 if topic.initial_partition_count is None else None))
+
+
+def _grow(batch: _Batch, topic: TopicImage, assignment: tuple[tuple[int, ...], ...]) -> None:
+    """KIP-253 growth, one batch: the new count; with ordered delivery every existing
+    partition's leader epoch bumped (what was produced before the bump used the old
+    count), and the new partitions told each one's epoch before it, where consumers of
+    a new partition wait for its split source. `topic` has no marked partitions."""
+    batch.emit(_count_record(topic, len(topic.partitions) + len(assignment)))
+    after_creation: rec.EpochMap | None = None
+    if topic.ordered_delivery:
+        after_creation = tuple((p.partition, p.leader_epoch) for p in topic.partitions)
+        for p in topic.partitions:
+            batch.emit(rec.PartitionChange(topic_id=topic.topic_id, partition=p.partition,
+                                           bump_leader_epoch=True))
+    for index, replicas in enumerate(assignment, start=len(topic.partitions)):
+        _emit_partition(batch, topic.topic_id, index, replicas, after_creation)
+
+
+def _shrink(batch: _Batch, topic: TopicImage, count: int) -> None:
+    """KIP-253 shrink, one batch: the new count; each partition from `count` up not yet
+    marked gets the leader epochs the staying partitions had before this change (its
+    consumers may deliver up to them), and every staying partition's epoch is bumped.
+    Marked partitions are removed once empty (`broker_control.remove_empty_partitions`)."""
+    batch.emit(_count_record(topic, count))
+    before_deletion = tuple((p.partition, p.leader_epoch) for p in topic.partitions[:count])
+    for p in topic.partitions[count:topic.undeleted_count]:
+        if not p.marked_for_deletion:
+            batch.emit(rec.PartitionChange(topic_id=topic.topic_id, partition=p.partition,
+                                           leader_epoch_before_deletion=before_deletion))
+    for p in topic.partitions[:count]:
+        batch.emit(rec.PartitionChange(topic_id=topic.topic_id, partition=p.partition,
+                                       bump_leader_epoch=True))
 
 
 def _check_assignment(delta: MetadataDelta, assignments: Iterable[tuple[int, ...]], *,
@@ -532,6 +629,10 @@ def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
                 f"no topic named {resource.resource_name!r}")
     keys = Counter(c.name for c in resource.configs)
     current = dict(topic.configs)
+    if all(n == 1 for n in keys.values()):
+        conflict = _combination_error(current, resource)
+        if conflict is not None:
+            return ErrorCode.INVALID_CONFIG, conflict
     changes = []
     for config in resource.configs:
         if keys[config.name] > 1:
@@ -554,6 +655,20 @@ def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
             changes.append(rec.TopicConfig(topic_id=topic.topic_id, key=config.name,
                                            value=value))
     return changes
+
+
+def _combination_error(current: dict[str, str], resource: AlterConfigsResource
+                       ) -> str | None:
+    """Why the configs the topic would have after `resource` do not go together."""
+    after: dict[str, str | None] = dict(current)
+    for config in resource.configs:
+        if config.config_operation in (OP_SET, OP_DELETE):
+            after[config.name] = config.value if config.config_operation == OP_SET else None
+    try:
+        check_combination(after)
+    except InvalidConfig as exc:
+        return str(exc)
+    return None
 
 
 def _config_list(configs: dict[str, str]) -> tuple[CreatableTopicConfig, ...] | None:
@@ -589,8 +704,13 @@ def describe_topics(image: MetadataImage, request: DescribeTopicsRequest
 
 
 def describe_topic(topic: TopicImage) -> TopicDescription:
-    return TopicDescription(name=topic.name, topic_id=topic.topic_id,
-                            configs=_config_list(dict(topic.configs)), partitions=tuple(
-        PartitionDescription(partition=p.partition, leader=p.leader,
-                             leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr)
-        for p in topic.partitions))
+    return TopicDescription(
+        name=topic.name, topic_id=topic.topic_id, configs=_config_list(dict(topic.configs)),
+        initial_partition_count=topic.initial_partition_count,
+        undeleted_partition_count=topic.undeleted_count,
+        partitions=tuple(PartitionDescription(
+            partition=p.partition, leader=p.leader, leader_epoch=p.leader_epoch,
+            replicas=p.replicas, isr=p.isr,
+            leader_epoch_after_creation=p.leader_epoch_after_creation,
+            leader_epoch_before_deletion=p.leader_epoch_before_deletion)
+            for p in topic.partitions))

@@ -127,10 +127,11 @@ class MetadataDelta:
             topics = self._w_topics()
             for topic_id, parts in self._partitions.items():
                 old = topics[topic_id]  # the constructor is several times faster than replace()
-                topics[topic_id] = TopicImage(name=old.name, topic_id=topic_id,
-                                              partitions=tuple(parts),
-                                              initial_partition_count=old.initial_partition_count,
-                                              configs=old.configs)
+                topics[topic_id] = TopicImage(
+                    name=old.name, topic_id=topic_id, partitions=tuple(parts),
+                    initial_partition_count=old.initial_partition_count,
+                    undeleted_partition_count=old.undeleted_partition_count,
+                    configs=old.configs)
         used = base.used_topic_ids
         if self._new_used:
             builder = used.map.builder()
@@ -235,6 +236,12 @@ class MetadataDelta:
             return f"no live topic {record.topic_id}"
         if not 0 <= record.partition <= len(parts):
             return f"partition {record.partition} of a topic with {len(parts)} partitions"
+        if (record.leader_epoch_after_creation is not None
+                or record.leader_epoch_before_deletion is not None):  # rare: resizes
+            reason = (_epoch_map_error(record.leader_epoch_after_creation)
+                      or _epoch_map_error(record.leader_epoch_before_deletion))
+            if reason is not None:
+                return reason
         image = _new_partition(  # PartitionImage(...), fields in order; one per partition
             record.partition, record.replicas, record.isr, record.leader,
             record.leader_epoch, record.partition_epoch,
@@ -253,11 +260,53 @@ class MetadataDelta:
             return f"no partition {record.partition} in topic {record.topic_id}"
         old = parts[record.partition]
         leader = old.leader if record.leader is None else record.leader
+        before_deletion = record.leader_epoch_before_deletion
+        if before_deletion is None:
+            before_deletion = old.leader_epoch_before_deletion
+        else:
+            reason = _epoch_map_error(before_deletion)
+            if reason is None and not before_deletion:
+                reason = "an empty before-deletion map marks nothing"
+            if reason is not None:
+                return reason
         parts[record.partition] = _new_partition(  # dataclasses.replace(old, ...), faster
             old.partition, old.replicas if record.replicas is None else record.replicas,
             old.isr if record.isr is None else record.isr, leader,
-            old.leader_epoch + (leader != old.leader), old.partition_epoch + 1,
-            old.leader_epoch_after_creation, old.leader_epoch_before_deletion)
+            old.leader_epoch + (leader != old.leader or bool(record.bump_leader_epoch)),
+            old.partition_epoch + 1, old.leader_epoch_after_creation, before_deletion)
+        return None
+
+    def _partition_count(self, record: rec.PartitionCount, offset: int) -> str | None:
+        # Within a growth batch the count comes before the new Partition records, so it
+        # may exceed the partitions there are; it never falls below the initial count.
+        topics = self._w_topics()
+        topic = topics.get(record.topic_id)
+        if topic is None:
+            return f"no live topic {record.topic_id}"
+        initial = topic.initial_partition_count
+        if record.initial_partition_count is not None:
+            if initial is not None and initial != record.initial_partition_count:
+                return (f"initial partition count {record.initial_partition_count}, but the "
+                        f"topic's is {initial}")
+            initial = record.initial_partition_count
+        count = record.undeleted_partition_count
+        if count < 1 or (initial is not None and count < initial):
+            return (f"undeleted partition count {count} below 1 or the initial partition "
+                    f"count {initial}")
+        topics[record.topic_id] = dataclasses.replace(
+            topic, initial_partition_count=initial, undeleted_partition_count=count)
+        return None
+
+    def _remove_partition(self, record: rec.RemovePartition, offset: int) -> str | None:
+        parts = self._w_partitions(record.topic_id)
+        if parts is None:
+            return f"no live topic {record.topic_id}"
+        if record.partition != len(parts) - 1:
+            return (f"partition {record.partition} is not the last of topic "
+                    f"{record.topic_id} ({len(parts)} partitions)")
+        if not parts[-1].marked_for_deletion:
+            return f"partition {record.partition} is not marked for deletion"
+        parts.pop()
         return None
 
     def _remove_topic(self, record: rec.RemoveTopic, offset: int) -> str | None:
@@ -328,6 +377,8 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.ReplayAnomalies: MetadataDelta._replay_anomalies,  # type: ignore[dict-item]
     rec.Partition: MetadataDelta._partition,  # type: ignore[dict-item]
     rec.PartitionChange: MetadataDelta._partition_change,  # type: ignore[dict-item]
+    rec.PartitionCount: MetadataDelta._partition_count,  # type: ignore[dict-item]
+    rec.RemovePartition: MetadataDelta._remove_partition,  # type: ignore[dict-item]
     rec.RemoveTopic: MetadataDelta._remove_topic,  # type: ignore[dict-item]
     rec.RenameTopic: MetadataDelta._rename_topic,  # type: ignore[dict-item]
     rec.TopicConfig: MetadataDelta._topic_config,  # type: ignore[dict-item]
@@ -336,6 +387,19 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
     # LeaderChange, NoOp and the snapshot header and footer change nothing but the offset.
 }
+
+
+def _epoch_map_error(epochs: rec.EpochMap | None) -> str | None:
+    """Why a leader-epoch map is malformed (not (partition, epoch) pairs with partitions
+    ascending), or None. The codec checks only that it is arrays of ints."""
+    if epochs is None:
+        return None
+    previous = -1
+    for pair in epochs:
+        if len(pair) != 2 or pair[0] <= previous:
+            return f"leader-epoch map {epochs!r} is not (partition, epoch) pairs by partition"
+        previous = pair[0]
+    return None
 
 
 def replay(entries: Iterable[tuple[int, rec.Record]],

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
+from metadata.records import EpochMap
+from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.uuid import Uuid, pack
 
 NO_LEADER = -1  # the partition has no leader (the value Kafka uses)
@@ -39,10 +41,15 @@ class PartitionImage:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
-    # the leader epochs around a change of the partition count, for ordered delivery
-    # across it (carried through from the records, unused by the controller yet)
-    leader_epoch_after_creation: int | None = None
-    leader_epoch_before_deletion: int | None = None
+    # KIP-253 leader-epoch maps ((partition, leader epoch) pairs sorted by partition):
+    # where consumers of this partition wait for the others, across a resize
+    leader_epoch_after_creation: EpochMap | None = None
+    leader_epoch_before_deletion: EpochMap | None = None
+
+    @property
+    def marked_for_deletion(self) -> bool:
+        """A shrink marked it (a non-empty before-deletion map); it is removed once empty."""
+        return bool(self.leader_epoch_before_deletion)
 
     def canonical(self) -> list[object]:
         # tuples pack as msgpack arrays, as lists do: no copies
@@ -59,6 +66,9 @@ class TopicImage:
     topic_id: Uuid
     partitions: tuple[PartitionImage, ...] = ()
     initial_partition_count: int | None = None  # with the epochs above (PartitionImage)
+    # KIP-253: the partitions producers hash keys over; those above are marked for
+    # deletion. None until a PartitionCount record: then all of them (`undeleted_count`).
+    undeleted_partition_count: int | None = None
     # TopicConfig records: (key, value) pairs sorted by key, only the keys set (Kafka's
     # defaults are metadata.topic_configs'); they go with the topic when it is removed
     configs: tuple[tuple[str, str], ...] = ()
@@ -68,6 +78,21 @@ class TopicImage:
     @property
     def replication_factor(self) -> int:
         return len(self.partitions[0].replicas) if self.partitions else 0
+
+    @property
+    def undeleted_count(self) -> int:
+        if self.undeleted_partition_count is None:
+            return len(self.partitions)
+        return self.undeleted_partition_count
+
+    @property
+    def ordered_delivery(self) -> bool:
+        """KIP-253's enable.ordered.delivery: on unless set to "false"."""
+        return self.config(ORDERED_DELIVERY) != "false"
+
+    @property
+    def marked_partitions(self) -> tuple[int, ...]:
+        return tuple(p.partition for p in self.partitions if p.marked_for_deletion)
 
     def config(self, key: str) -> str | None:
         """The value set for `key`, or None (the default applies)."""
@@ -80,8 +105,12 @@ class TopicImage:
         canonical: list[object] = [self.topic_id.to_bytes(), self.name,
                                    self.initial_partition_count,
                                    [p.canonical() for p in self.partitions]]
-        if self.configs:  # only when set: a topic without configs hashes as before
+        # Each only when set, so older images hash as before; a count comes after the
+        # configs (then always present, if empty), so the positions stay unambiguous.
+        if self.configs or self.undeleted_partition_count is not None:
             canonical.append(self.configs)
+        if self.undeleted_partition_count is not None:
+            canonical.append(self.undeleted_partition_count)
         return canonical
 
     def digest(self) -> bytes:

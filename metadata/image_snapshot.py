@@ -9,8 +9,10 @@ The records, in the order replay needs them (sorted within each kind, so one ima
 always gives the same bytes):
 - `MetadataTopic`, if the metadata topic ID is known;
 - `RetiredTopicId` for every ID used once and no longer live (never to be reused);
-- per live topic, `Topic` then its `Partition`s in partition order (full records:
-  replicas, ISR, leader and both epochs), then a `TopicConfig` per config set, by key;
+- per live topic, `Topic`, then `PartitionCount` if the topic has an undeleted partition
+  count (KIP-253), then its `Partition`s in partition order (full records: replicas,
+  ISR, leader, both epochs and the leader-epoch maps), then a `TopicConfig` per config
+  set, by key;
 - per broker, `RegisterBroker`, then `UnfenceBroker` if it is unfenced (a broker
   registers fenced);
 - `ReplayAnomalies`, if replay skipped any records: their count and those kept.
@@ -69,6 +71,9 @@ def _topic_records(topic: TopicImage) -> list[rec.Record]:
     records: list[rec.Record] = [rec.Topic(name=topic.name, topic_id=topic.topic_id,
                                            initial_partition_count=topic.initial_partition_count)]
     topic_id = topic.topic_id
+    if topic.undeleted_partition_count is not None:
+        records.append(rec.PartitionCount(
+            topic_id=topic_id, undeleted_partition_count=topic.undeleted_partition_count))
     records.extend([_new_partition_record(  # rec.Partition(...), its fields in order
         topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
         p.partition_epoch, p.leader_epoch_after_creation, p.leader_epoch_before_deletion)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raft.common.codec import Codec
 from raft.common.record import Record, RecordError, RecordSet
@@ -31,9 +31,9 @@ from raft.control_records import (
     SnapshotHeader,
 )
 
-__all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "NoOp",
-           "Partition", "PartitionChange", "Record", "RecordError", "RecordType",
-           "RegisterBroker", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
+__all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "EpochMap", "NoOp",
+           "Partition", "PartitionChange", "PartitionCount", "Record", "RecordError", "RecordType",
+           "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
            "UnfenceBroker",
            "decode", "from_dict", "to_json"]
@@ -57,6 +57,18 @@ class RecordType(enum.IntEnum):
     RETIRED_TOPIC_ID = 14
     REPLAY_ANOMALIES = 15
     TOPIC_CONFIG = 16
+    PARTITION_COUNT = 17
+    REMOVE_PARTITION = 18
+
+
+# KIP-253 leader-epoch maps: (partition, leader_epoch) pairs sorted by partition. The
+# shared codec carries tuple[X, ...] only, so at run time (what it reads) a pair is a
+# tuple[int, ...]; a pair of another length is an anomaly at replay
+# (`metadata.delta`), and type checkers see the pairs.
+if TYPE_CHECKING:
+    EpochMap = tuple[tuple[int, int], ...]
+else:
+    EpochMap = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,14 +114,18 @@ class Partition(Record):
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
-    # KIP-253 epoch maps, filled in when partitions are added or removed.
-    leader_epoch_after_creation: int | None = None
-    leader_epoch_before_deletion: int | None = None
+    # KIP-253: for a partition added by growth, each partition that existed then and its
+    # leader epoch before the growth bumped it; for a partition marked for deletion
+    # (non-empty), each partition that stays and its leader epoch before the shrink.
+    leader_epoch_after_creation: EpochMap | None = None
+    leader_epoch_before_deletion: EpochMap | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChange(Record):
-    """Fields left None are unchanged; replay bumps the epochs (leader_epoch on a new leader)."""
+    """Fields left None are unchanged; replay bumps the epochs (leader_epoch on a new leader,
+    or with `bump_leader_epoch`: a resize fences produces made with the old count).
+    `leader_epoch_before_deletion` marks the partition for deletion (KIP-253)."""
 
     TYPE = RecordType.PARTITION_CHANGE
     topic_id: Uuid
@@ -117,6 +133,33 @@ class PartitionChange(Record):
     leader: int | None = None
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    bump_leader_epoch: bool | None = None
+    leader_epoch_before_deletion: EpochMap | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionCount(Record):
+    """KIP-253: the topic's undeleted partition count (producers hash keys over it).
+    `initial_partition_count` is given when the topic had none (created before it was
+    recorded): the count linear hashing starts from."""
+
+    TYPE = RecordType.PARTITION_COUNT
+    topic_id: Uuid
+    undeleted_partition_count: int
+    initial_partition_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemovePartition(Record):
+    """KIP-253: the topic's last partition, marked for deletion and found empty by its
+    leader (what it reported: the epoch it led in, log start == log end), is gone."""
+
+    TYPE = RecordType.REMOVE_PARTITION
+    topic_id: Uuid
+    partition: int
+    leader_epoch: int
+    log_start_offset: int
+    log_end_offset: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +222,8 @@ _JSON_CODEC.register(Uuid, wire=str, encode=str, decode=Uuid.from_string, name="
 METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, FenceBroker,
                               UnfenceBroker, Topic, Partition, PartitionChange, RemoveTopic,
                               RenameTopic, NoOp, SnapshotHeader, SnapshotFooter,
-                              RetiredTopicId, ReplayAnomalies, TopicConfig))
+                              RetiredTopicId, ReplayAnomalies, TopicConfig,
+                              PartitionCount, RemovePartition))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

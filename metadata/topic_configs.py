@@ -12,7 +12,12 @@ Supported keys, with Kafka's meaning:
   (int >= 14): stored, validated and described; the partition log does not apply them
   yet;
 - `cleanup.policy`: `delete` only; `compact` is refused (log compaction is not
-  implemented).
+  implemented);
+- `enable.ordered.delivery` (boolean, default true): KIP-253, per-key order kept across
+  a change of the partition count (growth blocks new partitions on their split source,
+  a shrink marks partitions and removes them once empty). Off, the count only grows, as
+  in Kafka. With compaction it would need an extra tombstone to the split source, so
+  `check_combination` refuses ordered delivery with `cleanup.policy=compact`.
 
 An unknown key is refused (INVALID_CONFIG), never dropped: a client that asked for a
 config it did not get would be misled.
@@ -28,6 +33,7 @@ RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
 SEGMENT_BYTES = "segment.bytes"
 CLEANUP_POLICY = "cleanup.policy"
+ORDERED_DELIVERY = "enable.ordered.delivery"
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -76,9 +82,22 @@ def _cleanup_policy(value: str) -> str:
     return "delete"
 
 
+def _boolean(name: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        text = value.strip().lower()
+        if text not in ("true", "false"):
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                "must be true or false")
+        return text
+    return parse
+
+
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey(name=CLEANUP_POLICY, default="delete", type="LIST",
               documentation="delete (compact is not implemented)", parse=_cleanup_policy),
+    ConfigKey(name=ORDERED_DELIVERY, default="true", type="BOOLEAN",
+              documentation="keep per-key order across partition count changes (KIP-253)",
+              parse=_boolean(ORDERED_DELIVERY)),
     ConfigKey(name=MIN_INSYNC_REPLICAS, default="1", type="INT",
               documentation="in-sync replicas an acks=all produce needs",
               parse=_integer(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
@@ -95,6 +114,21 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
 LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
 
 
+def check_combination(configs: Mapping[str, str | None]) -> None:
+    """InvalidConfig when the configs a topic would have (unparsed: as given, or as set;
+    a key absent or None takes its default) do not go together: ordered delivery with
+    compaction. Checked before each key, so its message is the one a client sees."""
+    ordered = (configs.get(ORDERED_DELIVERY) or KEYS[ORDERED_DELIVERY].default)
+    policy = configs.get(CLEANUP_POLICY) or KEYS[CLEANUP_POLICY].default
+    if ordered.strip().lower() != "false" and "compact" in (
+            p.strip() for p in policy.split(",")):
+        raise InvalidConfig(
+            f"{ORDERED_DELIVERY}=true (the default) cannot go with {CLEANUP_POLICY}=compact: "
+            "ordered delivery of a compacted topic needs an extra tombstone to the split "
+            "source partition, which is not implemented (nor is compaction); set "
+            f"{ORDERED_DELIVERY}=false or use {CLEANUP_POLICY}=delete")
+
+
 def validate(key: str, value: str | None) -> str:
     """The canonical value for `key` (e.g. "007" -> "7"), or InvalidConfig."""
     spec = KEYS.get(key)
@@ -109,7 +143,9 @@ def validate(key: str, value: str | None) -> str:
 def validate_all(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
     """Configs given at creation: each key once, each valid. Returns canonical values."""
     result: dict[str, str] = {}
-    for key, value in configs:
+    given = list(configs)
+    check_combination({key: value for key, value in given})
+    for key, value in given:
         if key in result:
             raise InvalidConfig(f"config {key!r} given more than once")
         result[key] = validate(key, value)

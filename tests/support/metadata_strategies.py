@@ -33,6 +33,9 @@ CONFIG_VALUES = (None, "1", "2")  # None deletes the key
 _ids = st.sampled_from(TOPIC_IDS)
 _small = st.integers(0, 3)
 _maybe_small = st.none() | _small
+# KIP-253 leader-epoch maps: (partition, epoch) pairs sorted by partition
+_epoch_map = st.dictionaries(_small, _small, max_size=3).map(lambda m: tuple(sorted(m.items())))
+_maybe_epoch_map = st.none() | _epoch_map
 _replicas = st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True).map(tuple)
 _maybe_replicas = st.none() | _replicas
 _ENDPOINTS = ((), ("PLAINTEXT://h:1",), ("PLAINTEXT://h:1", "SSL://h:2"))
@@ -56,8 +59,8 @@ def _partition(draw: st.DrawFn, topic_id: Uuid | None = None,
         partition=draw(_small) if partition is None else partition, replicas=replicas,
         isr=tuple(r for i, r in enumerate(replicas) if mask >> i & 1),
         leader=_pick(draw, (*replicas, NO_LEADER)), leader_epoch=draw(_small),
-        partition_epoch=draw(_small), leader_epoch_after_creation=draw(_maybe_small),
-        leader_epoch_before_deletion=draw(_maybe_small))
+        partition_epoch=draw(_small), leader_epoch_after_creation=draw(_maybe_epoch_map),
+        leader_epoch_before_deletion=draw(_maybe_epoch_map))
 
 
 _records: st.SearchStrategy[rec.Record] = st.one_of(
@@ -67,7 +70,13 @@ _records: st.SearchStrategy[rec.Record] = st.one_of(
     _partition(),
     st.builds(rec.PartitionChange, topic_id=_ids, partition=_small,
               leader=st.none() | st.sampled_from((*BROKERS, NO_LEADER)),
-              isr=st.none() | _replicas, replicas=st.none() | _replicas),
+              isr=st.none() | _replicas, replicas=st.none() | _replicas,
+              bump_leader_epoch=st.none() | st.booleans(),
+              leader_epoch_before_deletion=_maybe_epoch_map),
+    st.builds(rec.PartitionCount, topic_id=_ids, undeleted_partition_count=_small,
+              initial_partition_count=_maybe_small),
+    st.builds(rec.RemovePartition, topic_id=_ids, partition=_small, leader_epoch=_small,
+              log_start_offset=_small, log_end_offset=_small),
     st.builds(rec.RemoveTopic, topic_id=_ids),
     st.builds(rec.RenameTopic, topic_id=_ids, new_name=st.sampled_from(NAMES)),
     st.builds(rec.TopicConfig, topic_id=_ids, key=st.sampled_from(CONFIG_KEYS),
@@ -134,6 +143,30 @@ def _change(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
                                 isr=draw(_maybe_replicas), replicas=draw(_maybe_replicas))]
 
 
+def _resize(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
+    """KIP-253 records: a new undeleted count, a bumped epoch, or the last partition
+    marked for deletion and (when others stay) removed."""
+    if not model.live:
+        return []
+    topic_id = _pick(draw, sorted(model.live))
+    name, count = model.live[topic_id]
+    last = count - 1
+    choice = draw(_mask)
+    if choice < 3:
+        return [rec.PartitionCount(topic_id=topic_id,
+                                   undeleted_partition_count=1 + draw(_small) % count)]
+    if choice < 5:
+        return [rec.PartitionChange(topic_id=topic_id, partition=draw(_index) % count,
+                                    bump_leader_epoch=True)]
+    mark = rec.PartitionChange(topic_id=topic_id, partition=last,
+                               leader_epoch_before_deletion=((0, draw(_small)),))
+    if count == 1:
+        return [mark]
+    model.live[topic_id] = (name, last)
+    return [mark, rec.RemovePartition(topic_id=topic_id, partition=last, leader_epoch=0,
+                                      log_start_offset=0, log_end_offset=0)]
+
+
 def _remove_or_rename(draw: st.DrawFn, model: _Model) -> list[rec.Record]:
     if not model.live:
         return []
@@ -180,7 +213,7 @@ def _retire_or_name_metadata_topic(draw: st.DrawFn, model: _Model) -> list[rec.R
 
 
 _STEPS = (_create, _create, _grow_or_replace, _change, _change, _remove_or_rename, _broker,
-          _broker, _broker, _retire_or_name_metadata_topic, _config)
+          _broker, _broker, _retire_or_name_metadata_topic, _config, _resize)
 
 
 @st.composite

@@ -297,12 +297,14 @@ def test_anomalies_are_counted_but_capped_when_there_are_many() -> None:
 
 SMALL = st.integers(-3, 1 << 40)
 REPLICAS = st.lists(st.integers(0, 9), max_size=4).map(tuple)
+EPOCH_MAPS = st.dictionaries(st.integers(0, 9), SMALL, max_size=3).map(
+    lambda m: tuple(sorted(m.items())))
 
 
 @given(st.builds(rec.Partition, topic_id=st.just(ID_A), partition=st.just(0),
                  replicas=REPLICAS, isr=REPLICAS, leader=SMALL, leader_epoch=SMALL,
-                 partition_epoch=SMALL, leader_epoch_after_creation=st.none() | SMALL,
-                 leader_epoch_before_deletion=st.none() | SMALL),
+                 partition_epoch=SMALL, leader_epoch_after_creation=st.none() | EPOCH_MAPS,
+                 leader_epoch_before_deletion=st.none() | EPOCH_MAPS),
        st.builds(rec.PartitionChange, topic_id=st.just(ID_A), partition=st.just(0),
                  leader=st.none() | SMALL, isr=st.none() | REPLICAS,
                  replicas=st.none() | REPLICAS))

@@ -29,7 +29,7 @@ def _strategy(hint: Any) -> st.SearchStrategy[Any]:
         return st.none() | _strategy(inner)
     if typing.get_origin(hint) is tuple:
         return st.lists(_strategy(typing.get_args(hint)[0]), max_size=5).map(tuple)
-    return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS}[hint]
+    return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS, bool: st.booleans()}[hint]
 
 
 def _record_strategy(cls: type[rec.Record]) -> st.SearchStrategy[rec.Record]:
@@ -183,7 +183,8 @@ WIRE_SAMPLES: dict[str, Any] = {
     "topic-plain": rec.Topic(name="t", topic_id=Uuid(8)),
     "partition": rec.Partition(topic_id=Uuid(7), partition=1, replicas=(1, 2, 3), isr=(1, 2),
                                leader=1, leader_epoch=2, partition_epoch=3,
-                               leader_epoch_after_creation=2, leader_epoch_before_deletion=5),
+                               leader_epoch_after_creation=((0, 2),),
+                               leader_epoch_before_deletion=((0, 5),)),
     "partition-plain": rec.Partition(topic_id=Uuid(7), partition=0, replicas=(1,), isr=(1,),
                                      leader=1),
     "partition-change": rec.PartitionChange(topic_id=Uuid(7), partition=0, leader=2, isr=(2,)),
@@ -202,6 +203,15 @@ WIRE_SAMPLES: dict[str, Any] = {
     # captured when topic configs were added (a None value deletes the key)
     "topic-config": rec.TopicConfig(topic_id=Uuid(7), key="min.insync.replicas", value="2"),
     "topic-config-delete": rec.TopicConfig(topic_id=Uuid(7), key="retention.ms"),
+    # captured when KIP-253 resizes were added (the epoch maps of "partition" became
+    # (partition, epoch) pairs then; no earlier log set them)
+    "partition-change-resize": rec.PartitionChange(
+        topic_id=Uuid(7), partition=2, bump_leader_epoch=True,
+        leader_epoch_before_deletion=((0, 4), (1, 6))),
+    "partition-count": rec.PartitionCount(topic_id=Uuid(7), undeleted_partition_count=4,
+                                          initial_partition_count=2),
+    "remove-partition": rec.RemovePartition(topic_id=Uuid(7), partition=3, leader_epoch=5,
+                                            log_start_offset=10, log_end_offset=10),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -232,11 +242,11 @@ WIRE_BYTES = {
         "84a47479706506a776657273696f6e00a46e616d65a174a8746f7069635f6964c4100000000000000000"
         "0000000000000008"),
     "partition": (
-        "8ba47479706507a776657273696f6e00a8746f7069635f6964c410000000000000000000000000000000"
-        "07a9706172746974696f6e01a87265706c6963617393010203a3697372920102a66c656164657201ac6c"
-        "65616465725f65706f636802af706172746974696f6e5f65706f636803bb6c65616465725f65706f6368"
-        "5f61667465725f6372656174696f6e02bc6c65616465725f65706f63685f6265666f72655f64656c6574"
-        "696f6e05"),
+        "8ba47479706507a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "a9706172746974696f6e01a87265706c6963617393010203a3697372920102a66c656164657201ac6c6561"
+        "6465725f65706f636802af706172746974696f6e5f65706f636803bb6c65616465725f65706f63685f6166"
+        "7465725f6372656174696f6e91920002bc6c65616465725f65706f63685f6265666f72655f64656c657469"
+        "6f6e91920005"),
     "partition-plain": (
         "89a47479706507a776657273696f6e00a8746f7069635f6964c410000000000000000000000000000000"
         "07a9706172746974696f6e00a87265706c696361739101a36973729101a66c656164657201ac6c656164"
@@ -275,6 +285,18 @@ WIRE_BYTES = {
     "topic-config-delete": (
         "84a47479706510a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
         "a36b6579ac726574656e74696f6e2e6d73"),
+    "partition-change-resize": (
+        "86a47479706508a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "a9706172746974696f6e02b162756d705f6c65616465725f65706f6368c3bc6c65616465725f65706f6368"
+        "5f6265666f72655f64656c6574696f6e92920004920106"),
+    "partition-count": (
+        "85a47479706511a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "b9756e64656c657465645f706172746974696f6e5f636f756e7404b7696e697469616c5f70617274697469"
+        "6f6e5f636f756e7402"),
+    "remove-partition": (
+        "87a47479706512a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
+        "a9706172746974696f6e03ac6c65616465725f65706f636805b06c6f675f73746172745f6f66667365740a"
+        "ae6c6f675f656e645f6f66667365740a"),
 }
 
 
