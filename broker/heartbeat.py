@@ -6,11 +6,16 @@ its commit listener: it fetches the metadata log as a raft observer). It finds t
 active controller by asking any voter and following NOT_CONTROLLER's leader address. On
 STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED it registers again; DUPLICATE_BROKER_
 REGISTRATION (its previous incarnation's session has not expired) is retried.
+
+Each heartbeat also lists the partitions marked for deletion that this broker leads
+with an empty log (`empty_partitions`, set by the broker role when it has a Kafka
+listener: `broker.kafka.empty_marked`), so the controller can remove them.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -19,6 +24,7 @@ from broker.settings import Address
 from metadata.admin import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    EmptyPartition,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
 )
@@ -43,6 +49,8 @@ class BrokerHeartbeat:
         self.is_fenced = True
         self.applied_offset = node.first_published_offset - 1  # a snapshot's, or none
         self._client = ControllerClient(voters=node.voters, cluster_id=node.cluster_id)
+        self.empty_partitions: Callable[[], Awaitable[tuple[EmptyPartition, ...]]] | None = \
+            None
 
     def install(self) -> BrokerHeartbeat:
         self._node.add_commit_listener(self._on_commit)
@@ -79,9 +87,10 @@ class BrokerHeartbeat:
 
     async def _heartbeat(self, broker_id: int) -> None:
         assert self.broker_epoch is not None
+        empty = await self.empty_partitions() if self.empty_partitions is not None else ()
         response = await self._call(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.applied_offset))
+            current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None))
         if not isinstance(response, BrokerHeartbeatResponse):
             return
         if response.error_code in (ErrorCode.STALE_BROKER_EPOCH,

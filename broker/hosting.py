@@ -40,4 +40,6 @@ def led_partitions(image: MetadataImage, broker_id: int) -> tuple[HostedPartitio
 def assignment_for(image: MetadataImage, broker_id: int) -> Assignment:
     """What `broker.reconcile.reconcile` needs from the image."""
     return Assignment(topic_ids=dict(image.topic_ids_by_name),
-                      hosted=hosted_partitions(image, broker_id))
+                      hosted=hosted_partitions(image, broker_id),
+                      partition_counts={topic_id: len(topic.partitions)
+                                        for topic_id, topic in image.topics.items()})

@@ -7,6 +7,8 @@ in order. The rules for deleted topics and stale directories, by topic ID:
 - a local partition whose topic ID is absent from the image, or differs from the image's
   ID for that name, is stale: it is staged under `deleting/<topic_id>_<partition>` and
   removed once `delete.topic.delay.ms` has passed;
+- so is a live topic's partition whose number the image no longer has (a shrink removed
+  the topic's last partitions once they were empty: `metadata` RemovePartition);
 - a directory without partition.metadata whose topic name the image knows gets the file
   (migration); one whose name the image does not know is a leftover and is staged;
 - a directory whose ID the image knows under another name was renamed: it is moved to
@@ -23,7 +25,7 @@ next reconciliation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raft.common.uuid import ZERO_UUID, Uuid
 
@@ -94,11 +96,13 @@ class HostedPartition:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
-    """What reconciliation needs from the image: every live topic's ID by name, and the
-    partitions this broker hosts (see `broker.hosting`)."""
+    """What reconciliation needs from the image: every live topic's ID by name, the
+    partitions this broker hosts (see `broker.hosting`) and each live topic's partition
+    count by ID (a topic missing there is not checked for removed partitions)."""
 
     topic_ids: Mapping[str, Uuid]
     hosted: tuple[HostedPartition, ...]
+    partition_counts: Mapping[Uuid, int] = field(default_factory=dict)
 
 
 # --- actions ------------------------------------------------------------------------
@@ -172,9 +176,24 @@ Action = (CreatePartition | WriteMetadataFile | StageForDeletion | RenamePartiti
 
 
 def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
-                 names_by_id: Mapping[Uuid, str]) -> str | None:
-    """Why `local` is stale by the image alone (its topic ID), or None when the image says it
-    holds a live topic's data."""
+                 names_by_id: Mapping[Uuid, str],
+                 partition_counts: Mapping[Uuid, int] | None = None) -> str | None:
+    """Why `local` is stale by the image alone (its topic ID, or its partition number
+    beyond the live topic's count), or None when the image says it holds a live
+    topic's data."""
+    reason = _stale_topic_reason(local, topic_ids, names_by_id)
+    if reason is not None or not partition_counts:
+        return reason
+    live_id = local.topic_id if local.topic_id is not None else topic_ids[local.topic]
+    count = partition_counts.get(live_id)
+    if count is not None and local.partition >= count:
+        return (f"partition {local.partition} of topic id {live_id} was removed: the "
+                f"image's topic has {count} partitions")
+    return None
+
+
+def _stale_topic_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
+                        names_by_id: Mapping[Uuid, str]) -> str | None:
     known_id = topic_ids.get(local.topic)
     if local.topic_id is None:
         if known_id is None:
@@ -188,13 +207,15 @@ def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
 
 
 def _live_primaries(parts: Sequence[LocalPartition], topic_ids: Mapping[str, Uuid],
-                    names_by_id: Mapping[Uuid, str]) -> dict[tuple[Uuid, int], str]:
+                    names_by_id: Mapping[Uuid, str], partition_counts: Mapping[Uuid, int]
+                    ) -> dict[tuple[Uuid, int], str]:
     """For each live (topic id, partition) on disk, the directory that is its copy: the
     one already under the image's name, else one that proves its ID with
     partition.metadata, else a file-less one under the image's name (migration)."""
     primaries: dict[tuple[Uuid, int], str] = {}
     ranked = sorted(
-        (part for part in parts if stale_reason(part, topic_ids, names_by_id) is None),
+        (part for part in parts
+         if stale_reason(part, topic_ids, names_by_id, partition_counts) is None),
         key=lambda part: (part.topic_id is None, part.topic_id is not None
                           and names_by_id[part.topic_id] != part.topic, part.dir_name))
     for part in ranked:
@@ -213,14 +234,15 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
     locals_sorted = sorted(local, key=lambda p: p.dir_name)
     staged_list = list(staged)
     taken_staged = {s.name for s in staged_list}
-    primaries = _live_primaries(locals_sorted, topic_ids, names_by_id)
+    counts = assignment.partition_counts
+    primaries = _live_primaries(locals_sorted, topic_ids, names_by_id, counts)
 
     stage: list[StageForDeletion] = []
     keep: set[str] = set()  # final names of the live directories
     movers: list[LocalPartition] = []
     migrate: list[WriteMetadataFile] = []
     for part in locals_sorted:
-        reason = stale_reason(part, topic_ids, names_by_id)
+        reason = stale_reason(part, topic_ids, names_by_id, counts)
         live_id = part.topic_id if part.topic_id is not None else topic_ids.get(part.topic)
         if reason is None and live_id is not None:
             primary = primaries[(live_id, part.partition)]

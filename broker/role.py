@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
+from broker.kafka.empty_marked import empty_marked_partitions
 from broker.kafka.listener import KafkaListener, install_kafka_listener
 from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
@@ -46,5 +47,8 @@ def install_broker_role(node: RaftNode, settings: BrokerSettings,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
     server = install_broker(node, settings, heartbeat, initial_image)
-    return BrokerRole(heartbeat=heartbeat, server=server,
-                      kafka=install_kafka_listener(node, settings, server))
+    kafka = install_kafka_listener(node, settings, server)
+    if kafka is not None:  # only a broker serving produce can vouch that a log stays empty
+        replicas = kafka.dispatcher.context.replicas
+        heartbeat.empty_partitions = lambda: empty_marked_partitions(replicas)
+    return BrokerRole(heartbeat=heartbeat, server=server, kafka=kafka)

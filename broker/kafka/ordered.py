@@ -100,3 +100,13 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
             else initial,
             "undeleted_partition_count": undeleted_count(topic),
             "ordered_delivery": has_ordered_delivery(topic), "partitions": partitions}
+
+
+def marked_led_partitions(image: MetadataImage, broker_id: int
+                          ) -> list[tuple[TopicImage, PartitionImage]]:
+    """The partitions marked for deletion that `broker_id` leads in `image`."""
+    return [(topic, topic.partitions[index])
+            for topic in image.topics.values()
+            for index in range(len(topic.partitions))
+            if topic.partitions[index].leader == broker_id
+            and is_marked_for_deletion(topic, index)]

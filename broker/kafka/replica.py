@@ -204,9 +204,15 @@ class PartitionState:
         return False
 
 
+def _is_gone(image: MetadataImage, topic_id: Uuid, partition: int) -> bool:
+    """The topic was deleted, or a shrink removed the partition."""
+    topic = image.topic(topic_id)
+    return topic is None or partition >= len(topic.partitions)
+
+
 class ReplicaManager:
     """Partition logs of this broker, opened on first use and closed once their topic ID
-    leaves the image."""
+    leaves the image, or their partition leaves the topic."""
 
     def __init__(self, *, log_dir: Path, broker_id: int, image: Callable[[], MetadataImage],
                  wait_reconciled: Callable[[int], Awaitable[None]] | None = None) -> None:
@@ -264,11 +270,11 @@ class ReplicaManager:
         if image is self._pruned_image:
             return
         self._pruned_image = image
-        for key in [k for k in self._states if image.topic(k[0]) is None]:
+        for key in [k for k in self._states if _is_gone(image, *k)]:
             state = self._states.pop(key)
             state.log.close()
             state.notify()
-            log.info("closed the log of a deleted topic", extra={
+            log.info("closed the log of a deleted topic or removed partition", extra={
                 "topic_id": str(key[0]), "partition": key[1]})
 
     async def open(self, resolved: Resolved) -> tuple[ErrorCode, PartitionState | None]:

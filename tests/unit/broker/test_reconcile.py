@@ -230,8 +230,10 @@ def scenarios(draw: st.DrawFn) -> tuple[ModelDisk, Assignment]:
     ids = draw(st.lists(st.sampled_from(IDS), unique=True, min_size=len(names),
                         max_size=len(names)))
     image = dict(zip(names, ids, strict=True))
-    hosts = tuple(hosted(name, image[name], p) for name in names for p in range(3)
-                  if draw(st.booleans()))
+    # a shrink may have removed a topic's last partitions (the disk has 0 and 1)
+    counts = {topic_id: draw(st.integers(1, 3)) for topic_id in ids}
+    hosts = tuple(hosted(name, image[name], p) for name in names
+                  for p in range(counts[image[name]]) if draw(st.booleans()))
     disk = ModelDisk()
     dirs = draw(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 1)), unique=True,
                          max_size=8))
@@ -243,16 +245,19 @@ def scenarios(draw: st.DrawFn) -> tuple[ModelDisk, Assignment]:
     for token, staged_id in enumerate(draw(st.lists(st.sampled_from(IDS), max_size=3))):
         due = draw(st.one_of(st.none(), st.integers(NOW_MS - 10, NOW_MS + 10)))
         disk.staged.setdefault(f"{staged_id}_0", (due, 500 + token))
-    return disk, Assignment(topic_ids=image, hosted=hosts)
+    return disk, Assignment(topic_ids=image, hosted=hosts, partition_counts=counts)
 
 
-def _live_groups(disk: ModelDisk, image: dict[str, Uuid]) -> dict[tuple[Uuid, int], set[int]]:
+def _live_groups(disk: ModelDisk, assignment: Assignment
+                 ) -> dict[tuple[Uuid, int], set[int]]:
     """Data tokens of every live (topic id, partition) on disk, by the image alone."""
+    image, counts = assignment.topic_ids, assignment.partition_counts
     groups: dict[tuple[Uuid, int], set[int]] = {}
     for name, (topic_id, token) in disk.live.items():
         topic, _, number = name.rpartition("-")
         live_id = topic_id if topic_id is not None else image.get(topic)
-        if live_id in image.values() and live_id is not None:
+        if live_id in image.values() and live_id is not None and \
+                int(number) < counts[live_id]:
             groups.setdefault((live_id, int(number)), set()).add(token)
     return groups
 
@@ -263,12 +268,13 @@ def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
         scenario: tuple[ModelDisk, Assignment]) -> None:
     """Topic IDs, deletion: for any disk and image, reconciling never stages or deletes
     the data of a live partition (one copy of each live topic id + partition stays), every
-    directory ends under its topic's current name with the image's ID, every hosted
-    partition exists, and a second reconciliation finds nothing to do."""
+    directory ends under its topic's current name with the image's ID and a partition
+    number the topic still has, every hosted partition exists, and a second
+    reconciliation finds nothing to do."""
     disk, assignment = scenario
     image = dict(assignment.topic_ids)
     names_by_id = {v: k for k, v in image.items()}
-    groups = _live_groups(disk, image)
+    groups = _live_groups(disk, assignment)
     actions = reconcile(local=disk.local(), staged=disk.staged_list(), assignment=assignment,
                         now_ms=NOW_MS, delete_delay_ms=DELAY_MS)
     for action in actions:
@@ -280,6 +286,7 @@ def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
     for name, (topic_id, _) in disk.live.items():
         assert topic_id in names_by_id, f"{name} holds {topic_id}, not in the image"
         assert name.rpartition("-")[0] == names_by_id[topic_id], name
+        assert int(name.rpartition("-")[2]) < assignment.partition_counts[topic_id], name
     for h in assignment.hosted:
         assert disk.live[h.dir_name][0] == h.topic_id
     assert all(due is not None and due > NOW_MS for due, _ in disk.staged.values())
@@ -310,3 +317,37 @@ def test_stages_second_copy_when_live_partition_exists_twice() -> None:
     assert len(actions) == 1
     assert isinstance(actions[0], StageForDeletion)
     assert actions[0].dir_name == "old-0"
+
+
+def test_stages_removed_partition_when_live_topic_has_fewer_partitions() -> None:
+    """A shrink removed A-2 (RemovePartition): its directory is staged like a deleted
+    topic's, with the delay and a reason naming the removal; A-0 and A-1 are kept."""
+    local = [LocalPartition(topic="A", partition=p, topic_id=NEW) for p in range(3)]
+    actions = reconcile(local=local, staged=(), now_ms=NOW_MS, delete_delay_ms=DELAY_MS,
+                        assignment=Assignment(topic_ids={"A": NEW}, hosted=(),
+                                              partition_counts={NEW: 2}))
+    assert len(actions) == 1
+    staged = actions[0]
+    assert isinstance(staged, StageForDeletion)
+    assert (staged.dir_name, staged.staged_name, staged.due_ms) == \
+        ("A-2", f"{NEW}_2", NOW_MS + DELAY_MS)
+    assert "removed" in staged.reason
+
+
+def test_stages_removed_partition_when_directory_lacks_metadata_file() -> None:
+    """Migration meets removal: a file-less A-1 of a topic now down to one partition is
+    not given the live ID; it is staged."""
+    actions = reconcile(local=[LocalPartition(topic="A", partition=1, topic_id=None)],
+                        staged=(), now_ms=NOW_MS, delete_delay_ms=DELAY_MS,
+                        assignment=Assignment(topic_ids={"A": NEW}, hosted=(),
+                                              partition_counts={NEW: 1}))
+    assert [type(a) for a in actions] == [StageForDeletion]
+
+
+def test_assignment_counts_partitions_when_built_from_image() -> None:
+    """broker.hosting gives reconcile each live topic's partition count."""
+    image = replay(enumerate([
+        rec.Topic(name="A", topic_id=NEW),
+        rec.Partition(topic_id=NEW, partition=0, replicas=(4,), isr=(4,), leader=4),
+        rec.Partition(topic_id=NEW, partition=1, replicas=(5,), isr=(5,), leader=5)]))
+    assert assignment_for(image, 4).partition_counts == {NEW: 2}
