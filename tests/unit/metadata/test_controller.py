@@ -330,7 +330,7 @@ def test_create_partitions_adds_partitions_when_the_count_grows() -> None:
 @pytest.mark.parametrize("count", [1, 2])
 def test_create_partitions_fails_with_invalid_partitions_when_the_count_does_not_grow(
         count: int) -> None:
-    """Grow only, for now: INVALID_PARTITIONS (37)."""
+    """Not below the initial count, nor the same count: INVALID_PARTITIONS (37)."""
     h = Harness()
     h.create("t", partitions=2)
     decision = h.run(CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="t",
