@@ -51,10 +51,10 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._buffer = bytearray()
 
-    async def request(self, body: Any) -> Any:
+    async def request(self, body: Any, timeout_s: float | None = None) -> Any:
         async with self._lock:
             try:
-                with trio.fail_after(self.timeout_s):
+                with trio.fail_after(timeout_s or self.timeout_s):
                     return await self._exchange(body)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                     trio.TooSlowError, EOFError) as exc:
@@ -119,12 +119,14 @@ class KafkaClient:
         self._connections: dict[str, BrokerConnection] = {}
         self.known: list[str] = list(bootstrap)  # bootstrap + brokers metadata named
 
-    async def call(self, address: str, body: Any) -> Any:
+    async def call(self, address: str, body: Any, timeout_s: float | None = None) -> Any:
+        """The response to `body` from `address` (ConnectionLost when it does not come
+        within `timeout_s`, default the client's)."""
         connection = self._connections.get(address)
         if connection is None:
             connection = self._connections[address] = BrokerConnection(
                 address, self.client_id, self.timeout_s)
-        return await connection.request(body)
+        return await connection.request(body, timeout_s)
 
     async def call_any(self, body: Any) -> tuple[str, Any]:
         """(address, response) from the first known broker that answers."""

@@ -38,3 +38,7 @@ def name(code: int) -> str:
         return ErrorCode(code).name.upper()
     except ValueError:
         return f"ERROR_{code}"
+
+MEMBER_ID_REQUIRED = int(ErrorCode.member_id_required)
+UNKNOWN_MEMBER_ID = int(ErrorCode.unknown_member_id)  # join again without the old id
+OFFSET_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
