@@ -49,7 +49,9 @@ def test_topic_is_described_by_name_and_id_and_recreated_with_a_new_id(
     text = topics(cluster, "--describe", "--topic", "orders")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    assert lines[0] == f"Topic: orders\tTopicId: {old_id}\tPartitionCount: 3\tReplicationFactor: 2"
+    assert lines[0] == (f"Topic: orders\tTopicId: {old_id}\tPartitionCount: 3\t"
+                        "ReplicationFactor: 2\tInitialPartitionCount: 3\t"
+                        "UndeletedPartitionCount: 3")
     assert len(lines) == 4
     for index, line in enumerate(lines[1:]):
         assert re.fullmatch(rf"\tTopic: orders\tPartition: {index}\tLeader: [456]\t"

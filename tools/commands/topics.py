@@ -5,6 +5,8 @@
       | --describe [--topic NAME | --topic-id ID]
       | --delete (--topic NAME | --topic-id ID)
       | --alter (--topic NAME | --topic-id ID) (--partitions N | --new-name NAME)
+        (N below the current count shrinks a topic with enable.ordered.delivery: the
+        partitions above N are marked for deletion and removed once empty, KIP-253)
       | --list
       [--json] [--timeout SECONDS]
 
@@ -63,7 +65,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (("create", "create a topic"), ("describe", "describe topics"),
                        ("delete", "delete a topic (by name or by ID)"),
-                       ("alter", "add partitions or rename a topic"), ("list", "list topics")):
+                       ("alter", "change the partition count or rename a topic"),
+                       ("list", "list topics")):
         action.add_argument(f"--{name}", action="store_true", help=text)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--topic", metavar="NAME")
@@ -253,11 +256,14 @@ def _alter(client: AdminClient, args: argparse.Namespace) -> int:
         assert isinstance(response, CreatePartitionsResponse)
         result = response.results[0]
         _check(f"alter topic {topic.name!r}", result.error_code, result.error_message)
+        shrunk = args.partitions < _undeleted(topic)
         _emit(args, {"name": topic.name, "topic_id": str(topic.topic_id),
                      "partitions": args.partitions,
                      "new_assignment": [list(r) for r in result.assignment]},
               f"Topic {topic.name} (TopicId: {topic.topic_id}) now has "
-              f"{args.partitions} partitions.")
+              f"{args.partitions} partitions" + (
+                  f"; partitions {args.partitions} and up are marked for deletion and "
+                  "removed once empty." if shrunk else "."))
         return 0
     renamed = client.call(RenameTopicRequest(topic_id=topic.topic_id, new_name=args.new_name))
     assert isinstance(renamed, RenameTopicResponse)
@@ -286,24 +292,48 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _undeleted(topic: TopicDescription) -> int:
+    """Partitions producers hash over (KIP-253); all of them from an older controller."""
+    count = topic.undeleted_partition_count
+    return len(topic.partitions) if count is None else count
+
+
+def _epochs_json(epochs: tuple[tuple[int, int], ...] | None) -> dict[str, int] | None:
+    """A leader-epoch map as a JSON object keyed by partition (text, as JSON wants)."""
+    return None if epochs is None else {str(p): e for p, e in epochs}
+
+
 def _topic_json(topic: TopicDescription) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": str(topic.topic_id),
             "partition_count": len(topic.partitions),
             "replication_factor": len(topic.partitions[0].replicas) if topic.partitions else 0,
+            "initial_partition_count": topic.initial_partition_count,
+            "undeleted_partition_count": _undeleted(topic),
             "partitions": [{"partition": p.partition, "leader": p.leader,
                             "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
-                            "isr": list(p.isr)} for p in topic.partitions]}
+                            "isr": list(p.isr),
+                            "marked_for_deletion": bool(p.leader_epoch_before_deletion),
+                            "leader_epoch_after_creation":
+                                _epochs_json(p.leader_epoch_after_creation),
+                            "leader_epoch_before_deletion":
+                                _epochs_json(p.leader_epoch_before_deletion)}
+                           for p in topic.partitions]}
 
 
 def _topic_text(topic: TopicDescription) -> str:
-    """kafka-topics.sh --describe: a topic line, then one line per partition."""
+    """kafka-topics.sh --describe: a topic line, then one line per partition (a marked
+    one says so: it takes no new records and goes once empty)."""
     factor = len(topic.partitions[0].replicas) if topic.partitions else 0
+    initial = "none" if topic.initial_partition_count is None \
+        else str(topic.initial_partition_count)
     lines = [f"Topic: {topic.name}\tTopicId: {topic.topic_id}\t"
-             f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {factor}"]
+             f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {factor}\t"
+             f"InitialPartitionCount: {initial}\tUndeletedPartitionCount: {_undeleted(topic)}"]
     for p in topic.partitions:
         leader = "none" if p.leader < 0 else str(p.leader)
+        marked = "\tMarkedForDeletion: true" if p.leader_epoch_before_deletion else ""
         lines.append(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}{marked}")
     return "\n".join(lines)
 
 
