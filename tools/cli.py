@@ -36,6 +36,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
+    "consume": ("consume", "consume a topic in a consumer group, in per-key order across "
+                "partition-count changes"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),

@@ -1,8 +1,10 @@
 """`kraft produce`: write records to a partition over the brokers' Kafka protocol, as an
 idempotent producer addressing the topic by ID (like kafka-console-producer.sh).
 
-    kraft produce --bootstrap-server HOST:PORT[,...] --topic NAME [--partition N]
-        [--acks all|1|0] [--timeout SECONDS] [--json] [VALUE ...]
+    kraft produce (--bootstrap-server HOST:PORT[,...] | --cluster DIR) --topic NAME
+        [--partition N] [--acks all|1|0] [--timeout SECONDS] [--json] [VALUE ...]
+    kraft produce (--bootstrap-server ... | --cluster DIR) --topic NAME --ordered
+        --keys K [--key-prefix P] --count N [--rate R] [--timeout SECONDS] [--json]
 
 The values (or, without any, the lines of stdin) go as one magic v2 batch. The topic's
 ID and the partition's leader come from Metadata v12; with acks=all the producer takes a
@@ -12,6 +14,11 @@ lost connection resends the same batch to the leader the metadata then names: th
 broker's producer state answers a batch it already stored with its original offset, so
 a retry never stores the records twice. Exit 0 with the base offset; 1 when the
 brokers refuse the records or the timeout passes; 2 on bad usage.
+
+With `--ordered` it writes per-key sequence numbers instead (tools/client/
+sequences.py): keys P0..P{K-1}, round-robin, each key's values 0, 1, 2, ... as decimal
+text, partitioned by linear hashing, one record acknowledged before the next, each
+acknowledged record printed.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka import record_batch
 from broker.kafka.codec import build
 from broker.kafka.wire_client import call, encode_request
+from tools.client.addresses import broker_addresses
 from tools.errors import CommandError, usage_error
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
@@ -46,8 +54,9 @@ ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                         help="broker Kafka listeners")
+    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, default=0)
     parser.add_argument("--acks", choices=sorted(ACKS), default="all")
@@ -55,6 +64,13 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("values", nargs="*", metavar="VALUE",
                         help="record values (default: the lines of stdin)")
+    ordered = parser.add_argument_group("ordered per-key sequences (--ordered)")
+    ordered.add_argument("--ordered", action="store_true",
+                         help="keyed sequences by linear hashing, order kept across resizes")
+    ordered.add_argument("--keys", type=int, metavar="K")
+    ordered.add_argument("--key-prefix", default="key-", metavar="P")
+    ordered.add_argument("--count", type=int, metavar="N")
+    ordered.add_argument("--rate", type=float, metavar="R", help="records per second")
 
 
 def encode_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
@@ -170,9 +186,10 @@ def call_without_answer(address: str, body: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    brokers = [a for a in args.bootstrap_server.split(",") if a]
-    if not brokers:
-        raise usage_error("--bootstrap-server needs at least one HOST:PORT")
+    brokers = broker_addresses(args.cluster, args.bootstrap_server)
+    if args.ordered:
+        from tools.client.sequences import run_ordered  # imports trio
+        return run_ordered(args, brokers)
     if args.partition < 0:
         raise usage_error("--partition must be >= 0")
     values = [v.encode() for v in args.values] if args.values else \

@@ -1,0 +1,25 @@
+"""Broker bootstrap addresses for the client commands: `--cluster DIR` (a local cluster's
+brokers, tools/cluster.py) or `--bootstrap-server HOST:PORT[,...]`."""
+
+from __future__ import annotations
+
+from tools.cluster import Cluster, ClusterError
+from tools.errors import usage_error
+
+
+def broker_addresses(cluster_dir: str | None, bootstrap_server: str | None) -> list[str]:
+    if cluster_dir:
+        try:
+            cluster = Cluster.load(cluster_dir)
+        except ClusterError as exc:
+            raise usage_error(f"--cluster {cluster_dir}: {exc}") from None
+        addresses = [n.client_address for n in sorted(cluster.nodes.values(),
+                                                      key=lambda n: n.id)
+                     if n.client_address]
+        if not addresses:
+            raise usage_error(f"--cluster {cluster_dir}: the cluster has no brokers")
+        return addresses
+    addresses = [a for a in (bootstrap_server or "").split(",") if a]
+    if not addresses:
+        raise usage_error("give --cluster DIR or --bootstrap-server HOST:PORT[,...]")
+    return addresses
