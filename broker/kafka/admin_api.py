@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
+from broker.kafka.ordered import undeleted_count
 from metadata.admin import (
     AdminErrorResponse,
     CreatableReplicaAssignment,
@@ -191,9 +192,11 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
         wanted = {t.name: t.count for t in admin.topics}
         grown = {r.name for r in response.results if r.error_code == 0}
         if grown and not admin.validate_only:
+            # a grow shows as new partitions, a shrink (ordered delivery) as a lower
+            # undeleted count: either way the image then holds the count asked for
             await context.wait_image(lambda image: all(
                 (t := image.topic_by_name(n)) is not None and
-                len(t.partitions) >= wanted[n] for n in grown), timeout_s)
+                undeleted_count(t) == wanted[n] for n in grown), timeout_s)
         results = [{"name": r.name, "error_code": kafka_error(r.error_code),
                     "error_message": r.error_message} for r in response.results]
     return build(response_class(CREATE_PARTITIONS, version),

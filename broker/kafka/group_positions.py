@@ -22,6 +22,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 NO_POSITION = -1
+PartitionKey = tuple[Hashable, int]  # (topic ID, partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class PositionEntry:
     """One partition of an answer: need_position false -> `position` is the group's;
     true -> the owner should report its position next time."""
 
-    key: Hashable  # (topic ID, partition)
+    key: PartitionKey
     need_position: bool
     position: int = NO_POSITION
 
@@ -37,12 +38,12 @@ class PositionEntry:
 @dataclass(slots=True, kw_only=True)
 class GroupPositions:
     generation: int = -1
-    positions: dict[Hashable, int] = field(default_factory=dict)
-    interested: dict[Hashable, set[str]] = field(default_factory=dict)
+    positions: dict[PartitionKey, int] = field(default_factory=dict)
+    interested: dict[PartitionKey, set[str]] = field(default_factory=dict)
 
     def exchange(self, *, generation: int, member_id: str,
-                 reports: Iterable[tuple[Hashable, int]],
-                 asks: Iterable[Hashable]) -> list[PositionEntry]:
+                 reports: Iterable[tuple[PartitionKey, int]],
+                 asks: Iterable[PartitionKey]) -> list[PositionEntry]:
         """Apply a member's request (its checks done by the caller) and answer it: the
         asked positions in the order asked, then every partition someone waits on."""
         if generation != self.generation:

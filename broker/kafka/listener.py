@@ -44,6 +44,7 @@ from broker.kafka.codec import (
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator
 from broker.kafka.isr import IsrManager
+from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
 from broker.settings import Address, BrokerSettings
@@ -108,8 +109,8 @@ HANDLERS: dict[int, Handler] = {
     api_versions.LIST_GROUPS: group.handle_list_groups_request,
     api_versions.DELETE_GROUPS: group.handle_delete_groups_request,
     api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
-    api_versions.CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
-    api_versions.PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
+    CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
+    PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 

@@ -40,7 +40,7 @@ def position_topics(entries: list[PositionEntry]) -> list[dict[str, Any]]:
     once, in the order first seen."""
     by_topic: dict[Any, list[dict[str, Any]]] = {}
     for entry in entries:
-        topic_id, partition = entry.key  # type: ignore[misc]
+        topic_id, partition = entry.key
         by_topic.setdefault(topic_id, []).append({
             "partition": partition, "need_position": entry.need_position,
             "position": entry.position})

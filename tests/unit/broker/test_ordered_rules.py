@@ -1,0 +1,137 @@
+"""broker.kafka.ordered (pure): the count check, the marked-partition refusal, the
+PartitionLeaderEpochs answer; and broker.kafka.group_positions' exchange."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.group_positions import GroupPositions, PositionEntry
+from broker.kafka.ordered import (
+    count_mismatch,
+    leader_epochs_topic,
+    marked_led_partitions,
+    produce_refusal,
+)
+from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA
+from metadata import records as rec
+from metadata.delta import replay
+from metadata.image import MetadataImage
+from raft.common.uuid import Uuid
+
+TOPIC = Uuid(0x5151 << 64)
+MISSING = Uuid(0x7777 << 64)
+
+
+def shrunk_image(*, ordered: bool = True) -> MetadataImage:
+    """Topic A created with 2 partitions, grown to 3, then shrunk back to 2: partition
+    2 is marked (its before-deletion map holds 0 and 1 at their epochs then)."""
+    entries: list[rec.Record] = [rec.Topic(name="A", topic_id=TOPIC,
+                                           initial_partition_count=2)]
+    if not ordered:
+        entries.append(rec.TopicConfig(topic_id=TOPIC, key="enable.ordered.delivery",
+                                       value="false"))
+    entries += [rec.Partition(topic_id=TOPIC, partition=p, replicas=(1,), isr=(1,), leader=1,
+                              leader_epoch=3) for p in range(2)]
+    entries.append(rec.Partition(topic_id=TOPIC, partition=2, replicas=(1,), isr=(1,),
+                                 leader=1, leader_epoch=4,
+                                 leader_epoch_after_creation=((0, 2), (1, 2))))
+    entries.append(rec.PartitionCount(topic_id=TOPIC, undeleted_partition_count=2))
+    entries.append(rec.PartitionChange(topic_id=TOPIC, partition=2,
+                                       leader_epoch_before_deletion=((0, 3), (1, 3))))
+    return replay(enumerate(entries))
+
+
+def test_count_checked_only_when_sent_and_ordered() -> None:
+    """A stale or ahead count is a mismatch; no count (Kafka's clients) or a topic
+    without ordered delivery is never one."""
+    topic = shrunk_image().topic(TOPIC)
+    assert count_mismatch(topic, 3)
+    assert count_mismatch(topic, 1)
+    assert not count_mismatch(topic, 2)
+    assert not count_mismatch(topic, None)
+    assert not count_mismatch(None, 3)
+    assert not count_mismatch(shrunk_image(ordered=False).topic(TOPIC), 3)
+
+
+def test_marked_partition_refused_and_others_taken() -> None:
+    topic = shrunk_image().topic(TOPIC)
+    reason = produce_refusal(topic, 2)
+    assert reason is not None
+    assert "marked for deletion" in reason
+    assert produce_refusal(topic, 0) is None
+    assert produce_refusal(topic, 1) is None
+
+
+def test_marked_led_partitions_only_those_this_broker_leads() -> None:
+    image = shrunk_image()
+    assert [(t.topic_id, p.partition) for t, p in marked_led_partitions(image, 1)] == \
+        [(TOPIC, 2)]
+    assert marked_led_partitions(image, 2) == []
+
+
+def test_leader_epochs_answer_counts_and_maps_when_partitions_asked() -> None:
+    """Counts of the topic; per partition its epoch and both maps; an unknown partition
+    is refused alone."""
+    answer = leader_epochs_topic(shrunk_image(), TOPIC, (2, 0, 9))
+    assert (answer["error_code"], answer["name"], answer["initial_partition_count"],
+            answer["undeleted_partition_count"], answer["ordered_delivery"]) == \
+        (0, "A", 2, 2, True)
+    marked, first, unknown = answer["partitions"]
+    assert marked["after_creation"] == [{"partition": 0, "leader_epoch": 2},
+                                        {"partition": 1, "leader_epoch": 2}]
+    assert marked["before_deletion"] == [{"partition": 0, "leader_epoch": 3},
+                                         {"partition": 1, "leader_epoch": 3}]
+    assert (first["partition"], first["leader_epoch"], first["after_creation"],
+            first["before_deletion"]) == (0, 3, [], [])
+    assert unknown == {"partition": 9,
+                       "error_code": int(ErrorCode.unknown_topic_or_partition)}
+
+
+def test_leader_epochs_answer_all_partitions_when_none_asked_and_unknown_topic() -> None:
+    image = shrunk_image()
+    assert [p["partition"] for p in leader_epochs_topic(image, TOPIC, ())["partitions"]] == \
+        [0, 1, 2]
+    assert leader_epochs_topic(image, MISSING, (0,))["error_code"] == \
+        int(ErrorCode.unknown_topic_id)
+    assert leader_epochs_topic(image, None, ())["error_code"] == \
+        int(ErrorCode.unknown_topic_id)
+
+
+def test_invalid_partition_metadata_builds_as_error_code() -> None:
+    """The broker can build and write 253 (kio's ErrorCode lacks it)."""
+    assert int(ErrorCode(INVALID_PARTITION_METADATA)) == 253
+    assert ErrorCode(INVALID_PARTITION_METADATA).retriable
+
+
+# --- positions ----------------------------------------------------------------------
+
+P0, P1, P2 = ("t", 0), ("t", 1), ("t", 2)
+
+
+def test_asker_gets_reported_position_and_owner_is_asked_to_report() -> None:
+    """m2 waits on P0: it gets -1 until P0's owner (m1, told by its own answer that
+    someone waits on P0) reports; then the position."""
+    state = GroupPositions()
+    assert state.exchange(generation=5, member_id="m2", reports=[], asks=[P0]) == [
+        PositionEntry(P0, False, -1), PositionEntry(P0, True)]
+    assert state.exchange(generation=5, member_id="m1", reports=[], asks=[]) == [
+        PositionEntry(P0, True)]
+    state.exchange(generation=5, member_id="m1", reports=[(P0, 40)], asks=[])
+    assert state.exchange(generation=5, member_id="m2", reports=[], asks=[P0])[0] == \
+        PositionEntry(P0, False, 40)
+
+
+def test_position_keeps_largest_report_within_generation() -> None:
+    state = GroupPositions()
+    state.exchange(generation=1, member_id="m1", reports=[(P1, 50), (P1, 30), (P2, -1)],
+                   asks=[])
+    assert state.positions == {P1: 50}
+
+
+def test_new_generation_forgets_positions_and_interest() -> None:
+    """A new generation may have moved a partition: only its new owner's report counts."""
+    state = GroupPositions()
+    state.exchange(generation=1, member_id="m1", reports=[(P1, 50)], asks=[P2])
+    assert state.exchange(generation=2, member_id="m1", reports=[], asks=[P1]) == [
+        PositionEntry(P1, False, -1), PositionEntry(P1, True)]
+    assert state.interested == {P1: {"m1"}}
