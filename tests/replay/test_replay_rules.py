@@ -30,6 +30,12 @@ followed by the planted cases (`PLANTS`) that make it fire:
   (name_one_live_id:created_again, name_one_live_id:renamed_onto).
 - records_name_live_topic: a PartitionChange, or a RemoveTopic, names no live topic
   (records_name_live_topic:partition, records_name_live_topic:remove).
+- partition_counts_consistent, partition_removals_valid, no_growth_while_marked (KIP-253,
+  planted in tests/replay/test_replay_resize.py): a growth batch that bumps no epochs, a
+  mark without a PartitionCount, a removal of an unmarked partition, growth while a
+  partition is marked (partition_counts_consistent:growth_unbumped,
+  partition_counts_consistent:mark_without_count, partition_removals_valid:unmarked,
+  no_growth_while_marked:grown).
 - broker_checkpoints: a broker's image hash differs from the replayed image's, or the
   broker checkpointed an offset the log does not reach
   (broker_checkpoints:wrong_hash, broker_checkpoints:beyond_log).
@@ -88,6 +94,7 @@ from tests.replay.snapshot_logs import (
     epoch_before,
     write_snapshot_of,
 )
+from tests.replay.test_replay_resize import RESIZE_PLANTS
 from tests.support.rule_sites import (
     REPLAY_SOURCES,
     Site,
@@ -289,6 +296,8 @@ PLANTS = [
           disk=Disk(snapshots={1: ((2, GOOD),), 2: ((2, GOOD),), 3: ((2, OTHER_CONTENT),)},
                     cuts=dict.fromkeys(VOTERS, 2), segment_records=1),
           says="differs from the one replayed from snapshot", nodes=(3,)),
+    *(Plant(rule=rule, logs=_everywhere(log), says=says)
+      for rule, (log, says) in RESIZE_PLANTS.items()),
 ]
 
 # The same logs without their anomaly (what each plant is built on): every check passes.

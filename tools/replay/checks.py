@@ -74,8 +74,19 @@ NODE_CHECKS = {
                        "or the sentinel",
     "metadata_topic_once": "the metadata topic's ID is assigned exactly once",
     "name_one_live_id": "at every offset a topic name maps to at most one live topic ID",
-    "records_name_live_topic": "every Partition, PartitionChange and RemoveTopic names a "
-                               "topic live at its offset",
+    "records_name_live_topic": "every Partition, PartitionChange, PartitionCount, "
+                               "RemovePartition and RemoveTopic names a topic live at its "
+                               "offset",
+    "partition_counts_consistent": "a topic's undeleted partition count changes only in a "
+                                   "batch with a PartitionCount that matches it: growth adds "
+                                   "the partitions, each told the epochs before it, and "
+                                   "bumps the existing ones; a shrink marks the partitions "
+                                   "above with the staying ones' epochs before, and bumps "
+                                   "those",
+    "partition_removals_valid": "RemovePartition only for a topic's last partition, marked "
+                                "for deletion, reported empty (log start == log end)",
+    "no_growth_while_marked": "a topic with ordered delivery never grows while it has "
+                              "partitions marked for deletion",
 }
 
 

@@ -18,6 +18,12 @@ Topic state follows what a replaying image does with a bad record (see
 reusing an ID or a live name is flagged but still applied, so one fault is reported once
 rather than cascading into every later record of that topic.
 
+KIP-253 resizes are checked per batch (the controller writes each one as one batch):
+each topic's partitions are followed as (leader, leader epoch, marked) along with its
+undeleted count and its enable.ordered.delivery, and `ResizeBatch` holds what a batch did
+to a topic (its epochs before, the partitions it added or marked, its PartitionCount);
+at the end of the batch `_resize_batch_end` judges it.
+
 A log that starts above offset 0 (cut below a snapshot) is scanned from its snapshot:
 `NodeScan.seed` takes the snapshot's image as the topic state before the first offset
 scanned (live topics and names, every ID used, the metadata topic ID), so a record
@@ -57,6 +63,11 @@ _METADATA_TOPIC = int(RecordType.METADATA_TOPIC)
 _TOPIC = int(RecordType.TOPIC)
 _REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
 _RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
+_TOPIC_CONFIG = int(RecordType.TOPIC_CONFIG)
+_PARTITION = int(RecordType.PARTITION)
+_PARTITION_COUNT = int(RecordType.PARTITION_COUNT)
+_REMOVE_PARTITION = int(RecordType.REMOVE_PARTITION)
+ORDERED_DELIVERY = "enable.ordered.delivery"
 _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
 
 
@@ -144,6 +155,184 @@ class Aggregates:
 
 
 @dataclass(slots=True)
+class TopicPartitions:
+    """One live topic's partitions as replay has them: leaders and leader epochs by
+    partition, those marked for deletion, the undeleted count (None: never recorded,
+    all of them) and enable.ordered.delivery (on unless set to false)."""
+
+    leaders: array[int] = field(default_factory=lambda: array("q"))
+    epochs: array[int] = field(default_factory=lambda: array("q"))
+    marked: set[int] = field(default_factory=set)
+    undeleted: int | None = None
+    ordered: bool = True
+
+    def remove_last(self) -> None:
+        self.leaders.pop()
+        self.epochs.pop()
+        self.marked.discard(len(self.epochs))
+
+
+Located = tuple[int, int, bytes, Any]  # a record's offset, epoch, bytes and fields
+
+
+@dataclass(slots=True)
+class ResizeBatch:
+    """What one batch did to a topic: its partitions, count and marks before (`begin`,
+    on the first record), each changed partition's epoch before, the partitions added
+    (with their after-creation maps) and marked (with their before-deletion maps), and
+    its PartitionCount records. `created`: the batch created the topic."""
+
+    created: bool = False
+    length: int | None = None
+    undeleted: int | None = None
+    marked_before: frozenset[int] = frozenset()
+    epochs_before: dict[int, int] = field(default_factory=dict)
+    added: dict[int, tuple[int, int, bytes, Any, list[tuple[int, int]] | None]] = field(
+        default_factory=dict)
+    marked: dict[int, tuple[int, int, bytes, Any, list[tuple[int, int]] | None]] = field(
+        default_factory=dict)
+    counts: list[tuple[int, int, bytes, Any, int]] = field(default_factory=list)
+
+    def begin(self, state: TopicPartitions) -> None:
+        if self.length is None and not self.created:
+            self.length = len(state.epochs)
+            self.undeleted = state.undeleted
+            self.marked_before = frozenset(state.marked)
+
+    def before(self, state: TopicPartitions, partition: int) -> None:
+        if partition not in self.epochs_before:
+            self.epochs_before[partition] = state.epochs[partition]
+
+    def epoch_before(self, state: TopicPartitions, partition: int) -> int:
+        return self.epochs_before.get(partition, state.epochs[partition])
+
+
+def _pairs(value: Any) -> list[tuple[int, int]] | None:
+    """A leader-epoch map's (partition, epoch) pairs, or None when absent or malformed."""
+    if type(value) is not list:
+        return None
+    pairs = []
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2 or not all(type(x) is int for x in pair):
+            return None
+        pairs.append((pair[0], pair[1]))
+    return pairs
+
+
+def _replay_partition(state: TopicPartitions, change: ResizeBatch, partition: int,
+                      where: Located) -> None:
+    """A Partition record: a new last partition, or a full replacement."""
+    fields = where[3]
+    leader, epoch = fields.get("leader"), fields.get("leader_epoch", 0)
+    if type(leader) is not int or type(epoch) is not int:
+        return
+    if partition == len(state.epochs):
+        state.leaders.append(leader)
+        state.epochs.append(epoch)
+        change.added[partition] = (*where, _pairs(fields.get("leader_epoch_after_creation")))
+    else:
+        change.before(state, partition)
+        state.leaders[partition], state.epochs[partition] = leader, epoch
+    if _pairs(fields.get("leader_epoch_before_deletion")):
+        state.marked.add(partition)
+    else:
+        state.marked.discard(partition)
+
+
+def _replay_change(state: TopicPartitions, change: ResizeBatch, partition: int,
+                   where: Located) -> None:
+    """A PartitionChange: a new leader or a bump adds one to the epoch; a map marks."""
+    fields = where[3]
+    change.before(state, partition)
+    leader = fields.get("leader")
+    moved = type(leader) is int and leader != state.leaders[partition]
+    if moved:
+        state.leaders[partition] = leader
+    if moved or fields.get("bump_leader_epoch") is True:
+        state.epochs[partition] += 1
+    marks = _pairs(fields.get("leader_epoch_before_deletion"))
+    if marks:
+        change.marked[partition] = (*where, marks)
+        state.marked.add(partition)
+
+
+def _removal_error(state: TopicPartitions, partition: int, fields: Any) -> str | None:
+    """Why a RemovePartition is not a removal the controller may decide, or None."""
+    last = len(state.epochs) - 1
+    if partition != last:
+        return f"partition {partition} is not the topic's last ({last})"
+    if partition not in state.marked:
+        return f"partition {partition} is not marked for deletion"
+    start, end = fields.get("log_start_offset"), fields.get("log_end_offset")
+    if start != end:
+        return f"partition {partition} was reported with log start {start} != log end {end}"
+    return None
+
+
+def _growth_while_marked(change: ResizeBatch) -> str:
+    return (f"the topic grows from {change.length} partitions while partitions "
+            f"{sorted(change.marked_before)} are marked for deletion")
+
+
+def _expected_epochs(state: TopicPartitions, change: ResizeBatch,
+                     partitions: range) -> list[tuple[int, int]]:
+    return [(q, change.epoch_before(state, q)) for q in partitions]
+
+
+def _count_batch_error(state: TopicPartitions, change: ResizeBatch) -> str | None:
+    """Why a batch with a PartitionCount is not the growth or shrink it says, or None."""
+    assert change.length is not None
+    count = change.counts[-1][4]
+    before = change.length if change.undeleted is None else change.undeleted
+    length = len(state.epochs)
+    if count > before:  # growth
+        if length != count or sorted(change.added) != list(range(change.length, count)):
+            return (f"undeleted count {before} -> {count}, but the batch leaves "
+                    f"{length} partitions")
+        if not state.ordered:
+            return None
+        existing = range(change.length)
+        expected = _expected_epochs(state, change, existing)
+        for partition, (*_, after) in sorted(change.added.items()):
+            if after != expected:
+                return (f"new partition {partition}'s after-creation map {after} is not "
+                        f"the epochs before the growth {expected}")
+        return _unbumped(state, change, existing)
+    if count < before:  # shrink
+        staying = range(count)
+        expected = _expected_epochs(state, change, staying)
+        for partition in range(count, before):
+            if partition in change.marked_before:
+                continue
+            marked = change.marked.get(partition)
+            if marked is None or marked[4] != expected:
+                return (f"partition {partition} leaves the undeleted count {before} -> "
+                        f"{count} without a before-deletion map of the epochs before "
+                        f"{expected}")
+        return _unbumped(state, change, staying)
+    return None
+
+
+def _unbumped(state: TopicPartitions, change: ResizeBatch, partitions: range) -> str | None:
+    late = [q for q in partitions if state.epochs[q] <= change.epoch_before(state, q)]
+    return None if not late else f"partitions {late} keep their leader epochs through a resize"
+
+
+def _stray_resize(state: TopicPartitions, change: ResizeBatch
+                  ) -> tuple[int, int, bytes, int, Any, str] | None:
+    """A batch without PartitionCount that still changes the count: it marks a
+    partition, or adds one to a topic whose count was recorded."""
+    for partition, (offset, epoch, data, fields, _) in sorted(change.marked.items()):
+        return (offset, epoch, data, 8, fields,
+                f"partition {partition} is marked for deletion without a PartitionCount")
+    if change.undeleted is not None:
+        for partition, (offset, epoch, data, fields, _) in sorted(change.added.items()):
+            return (offset, epoch, data, _PARTITION, fields,
+                    f"partition {partition} is added without a PartitionCount")
+    return None
+
+
+@dataclass(slots=True)
 class ScanResult:
     """A scan's output, each item tagged with the index of its batch in the scanned log.
     violations: (batch, check, offset, epoch, record_hash, reason, record);
@@ -195,7 +384,11 @@ class NodeScan:
             UNDECODABLE: self.undecodable_record, _TOPIC: self.topic_record,
             _REMOVE_TOPIC: self.topic_user, _RENAME_TOPIC: self.topic_user,
             _LEADER_CHANGE: self.leader_change_record,
-            _METADATA_TOPIC: self.metadata_topic_record}
+            _METADATA_TOPIC: self.metadata_topic_record, _TOPIC_CONFIG: self.topic_config_record}
+        # KIP-253: per live topic its partitions, the undeleted count once recorded, and
+        # whether ordered delivery is off; what the current batch does to each topic
+        self.partitions: dict[bytes, TopicPartitions] = {}
+        self.resizing: dict[bytes, ResizeBatch] = {}
 
     def seed(self, image: MetadataImage, start: int) -> None:
         """Begin from `image`, a snapshot of the log below offset `start` (before any
@@ -211,6 +404,11 @@ class NodeScan:
         for topic_id, topic in image.topics.items():
             self.live[topic_id.to_bytes()] = topic.name
             self.live_by_name[topic.name] = topic_id.to_bytes()
+            self.partitions[topic_id.to_bytes()] = TopicPartitions(
+                leaders=array("q", [p.leader for p in topic.partitions]),
+                epochs=array("q", [p.leader_epoch for p in topic.partitions]),
+                marked={p.partition for p in topic.partitions if p.marked_for_deletion},
+                undeleted=topic.undeleted_partition_count, ordered=topic.ordered_delivery)
         self.removed = set(self.first_use) - set(self.live)
         self.prev_offset = start - 1 if start > 0 else None
 
@@ -252,15 +450,21 @@ class NodeScan:
                 gap = False
             if kinds is not None:
                 kinds.append(kind)
-            if kind == 8 or kind == 7:  # PARTITION_CHANGE, PARTITION (literals: the hot path)
+            # PARTITION_CHANGE, PARTITION, PARTITION_COUNT, REMOVE_PARTITION (literals: the
+            # hot path)
+            if kind == 8 or kind == 7 or kind == 17 or kind == 18:
                 topic_id = fields.get("topic_id")
                 if topic_id.__class__ is not bytes or topic_id not in live:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
+                else:
+                    self.partition_state(topic_id, offset, epoch, data, kind, fields)
             elif (scan := self.scanners.get(kind)) is not None:
                 scan(offset, epoch, data, kind, fields)
         self.prev_offset = offset
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
+        if self.resizing:
+            self._resize_batch_end(epoch)
         if self.aggregates is not None:
             self._count_epoch(epoch, base_offset, offset, len(records))
 
@@ -352,6 +556,8 @@ class NodeScan:
             return
         self.removed.discard(topic_id)
         self.live[topic_id] = name
+        self.partitions[topic_id] = TopicPartitions()
+        self.resizing[topic_id] = ResizeBatch(created=True)
         if name is not None:
             self.live_by_name[name] = topic_id
 
@@ -370,6 +576,8 @@ class NodeScan:
         if kind == _REMOVE_TOPIC:
             self._free_name(topic_id, self.live.pop(topic_id))
             self.removed.add(topic_id)
+            self.partitions.pop(topic_id, None)
+            self.resizing.pop(topic_id, None)
             return
         name = _name(fields)
         if name is None:
@@ -382,6 +590,75 @@ class NodeScan:
         self._free_name(topic_id, self.live[topic_id])
         self.live[topic_id] = name
         self.live_by_name[name] = topic_id
+
+    def topic_config_record(self, offset: int, epoch: int, data: bytes, kind: int,
+                            fields: Any) -> None:
+        """Only enable.ordered.delivery matters here (a resize's rules depend on it)."""
+        topic_id = _topic_id(fields)
+        state = None if topic_id is None else self.partitions.get(topic_id)
+        if state is not None and fields.get("key") == ORDERED_DELIVERY:
+            value = fields.get("value")
+            state.ordered = not (isinstance(value, str) and value.strip().lower() == "false")
+
+    def partition_state(self, topic_id: bytes, offset: int, epoch: int, data: bytes,
+                        kind: int, fields: Any) -> None:
+        """Follow a live topic's partitions through a Partition, PartitionChange,
+        PartitionCount or RemovePartition record (what replay does with it, or nothing
+        for fields replay would refuse), noting in `resizing` what the batch changed."""
+        state = self.partitions.get(topic_id)
+        if state is None:
+            return
+        change = self.resizing.get(topic_id)
+        if change is None:
+            change = self.resizing[topic_id] = ResizeBatch()
+        change.begin(state)
+        where = (offset, epoch, data, fields)
+        if kind == _PARTITION_COUNT:
+            count = fields.get("undeleted_partition_count")
+            if type(count) is int:
+                change.counts.append((*where, count))
+                state.undeleted = count
+            return
+        partition = fields.get("partition")
+        if type(partition) is not int or not 0 <= partition <= len(state.epochs):
+            return
+        if kind == _REMOVE_PARTITION:
+            reason = _removal_error(state, partition, fields)
+            if reason is not None:
+                self.flag("partition_removals_valid", offset, epoch, data, kind, fields,
+                          reason)
+            else:
+                state.remove_last()
+        elif kind == _PARTITION:
+            _replay_partition(state, change, partition, where)
+        elif partition < len(state.epochs):  # replay skips a change of no partition
+            _replay_change(state, change, partition, where)
+
+    def _resize_batch_end(self, epoch: int) -> None:
+        """Judge what the batch just scanned did to each topic's partition count."""
+        for topic_id, change in self.resizing.items():
+            state = self.partitions.get(topic_id)
+            if state is None or change.created or change.length is None:
+                continue
+            if change.counts:
+                offset, rec_epoch, data, fields, _ = change.counts[-1]
+                if change.marked_before and state.ordered and \
+                        len(state.epochs) > change.length:
+                    # where the new partitions would go is undefined: one violation
+                    self.flag("no_growth_while_marked", offset, rec_epoch, data,
+                              _PARTITION_COUNT, fields, _growth_while_marked(change))
+                    continue
+                reason = _count_batch_error(state, change)
+                if reason is not None:
+                    self.flag("partition_counts_consistent", offset, rec_epoch, data,
+                              _PARTITION_COUNT, fields, reason)
+                continue
+            stray = _stray_resize(state, change)
+            if stray is not None:
+                offset, rec_epoch, data, kind, fields, reason = stray
+                self.flag("partition_counts_consistent", offset, rec_epoch, data, kind,
+                          fields, reason)
+        self.resizing.clear()
 
     def _free_name(self, topic_id: bytes, name: str | None) -> None:
         """The name a topic leaves (removed or renamed) maps to no live ID any more."""
