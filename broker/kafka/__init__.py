@@ -16,4 +16,9 @@ partition_log     magic v2 batches on disk in the partition directory
 record_batch      magic v2 batches written here (varints, (key, value) records)
 replication       followers fetching from partition leaders (Fetch v13 by topic ID)
 wire_client       a blocking one-request client (tests, tools)
+ordered_schemas   ordered delivery's wire: the count tag, ConsumerGroupPosition, PLE
+ordered           its rules (pure): the count check, marked partitions, PLE answers
+ordered_api       PartitionLeaderEpochs (any broker), ConsumerGroupPosition (coordinator)
+group_positions   the positions members exchange within a generation (pure)
+empty_marked      marked partitions led here with an empty log, for the heartbeat
 """
