@@ -83,7 +83,11 @@ def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[st
 
 async def produce_partition(context: BrokerContext, *, name: str | None,
                             topic_id: Any, index: int, records: bytes | None, acks: int,
-                            timeout_s: float) -> dict[str, Any]:
+                            timeout_s: float, count_refusal: str | None = None
+                            ) -> dict[str, Any]:
+    """`count_refusal`: why the client's partition count is stale; the batch is then
+    refused unless it is a retry of one already stored (it was stored under the right
+    count, and the client must learn its offset rather than re-route it)."""
     resolved = check_partition(context.image, context.broker_id, partition=index,
                                name=name, topic_id=topic_id)
     if resolved.error != ErrorCode.none:
@@ -112,10 +116,10 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                        f"min.insync.replicas={min_isr}")
     async with state.lock:
         # under the lock: the heartbeat reads a marked partition's emptiness under it too
-        refusal = produce_refusal(context.image.topic(state.topic_id), index)
-        if refusal is not None:
-            return _failed(index, INVALID_PARTITION_METADATA_ERROR, refusal)
         verdict = state.log.producers.check(headers, state.log.log_end_offset)
+        refusal = count_refusal or produce_refusal(context.image.topic(state.topic_id), index)
+        if refusal is not None and not isinstance(verdict, Duplicate):
+            return _failed(index, INVALID_PARTITION_METADATA_ERROR, refusal)
         if isinstance(verdict, Reject):
             log.info("produce refused by the producer state", extra={
                 "topic_id": str(state.topic_id), "partition": index,
@@ -160,8 +164,9 @@ async def _wait_replicated(context: BrokerContext, state: PartitionState, leader
     log may hold other records at these offsets, so it proves nothing about ours."""
     while True:
         current = context.replicas.partition_image(state)
-        if current is None or current.leader != context.broker_id or \
-                current.leader_epoch != leader_epoch:
+        if current is None or current.leader != context.broker_id or (
+                current.leader_epoch != leader_epoch
+                and not _still_in_log(state, leader_epoch, last)):
             return (ErrorCode.not_leader_or_follower,
                     "leadership moved before the records reached the ISR")
         # re-evaluated against the image: the controller may have shrunk the ISR
@@ -179,6 +184,15 @@ async def _wait_replicated(context: BrokerContext, state: PartitionState, leader
             await state.changed.wait()
 
 
+def _still_in_log(state: PartitionState, leader_epoch: int, last: int) -> bool:
+    """Whether this leader's log still holds the records appended in `leader_epoch` up
+    to `last`: true across an epoch bump that kept the leader (a resize bumps every
+    partition's epoch), false once another leader's records replaced them (a log
+    truncated and refilled in between ends `leader_epoch` at or before `last`)."""
+    found, end = state.log.end_offset_for_epoch(leader_epoch)
+    return found == leader_epoch and end > last
+
+
 async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
     """Partitions are appended and (acks=all) replicated concurrently; the response keeps
     the request's order. acks=0 with a failed partition closes the connection."""
@@ -192,16 +206,17 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         refusal = ErrorCode.invalid_required_acks
 
     async def one(parts: list[dict[str, Any]], position: int, name: str | None,
-                  topic_id: Any, data: Any) -> None:
+                  topic_id: Any, data: Any, count_refusal: str | None) -> None:
         parts[position] = await produce_partition(
             context, name=name, topic_id=topic_id, index=int(data.index),
-            records=data.records, acks=acks, timeout_s=timeout_s)
+            records=data.records, acks=acks, timeout_s=timeout_s,
+            count_refusal=count_refusal)
 
     async with trio.open_nursery() as nursery:
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            error, message = refusal, None
+            error, message, count_refusal = refusal, None, None
             if error is None and name is None and topic_id is None:
                 error = ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
             client_count = getattr(topic, "undeleted_partition_count", None)
@@ -210,15 +225,15 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
                 known = image.topic(topic_id) if topic_id is not None \
                     else image.topic_by_name(name or "")
                 if known is not None and count_mismatch(known, client_count):
-                    error = INVALID_PARTITION_METADATA_ERROR
-                    message = count_refusal_message(known, client_count)
+                    count_refusal = count_refusal_message(known, client_count)
             parts: list[dict[str, Any]] = [
                 _failed(int(data.index), error if error is not None else ErrorCode.none,
                         message)
                 for data in topic.partition_data]
             if error is None:
                 for position, data in enumerate(topic.partition_data):
-                    nursery.start_soon(one, parts, position, name, topic_id, data)
+                    nursery.start_soon(one, parts, position, name, topic_id, data,
+                                       count_refusal)
             responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
                               "partition_responses": parts})
     if acks == ACKS_NONE:

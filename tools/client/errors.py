@@ -18,6 +18,12 @@ METADATA_RETRIABLE = frozenset(int(code) for code in (
     ErrorCode.unknown_topic_id, ErrorCode.offset_not_available,
     ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
     ErrorCode.coordinator_load_in_progress)) | {INVALID_PARTITION_METADATA}
+# The records may have been stored before the error (the leader appended them, then
+# lost leadership or timed out waiting for the ISR): the same batch must be sent again
+# to learn its fate (the leader answers a stored one with its offset), never re-routed.
+MAYBE_STORED = frozenset(int(code) for code in (
+    ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out,
+    ErrorCode.not_enough_replicas_after_append, ErrorCode.kafka_storage_error))
 # The producer's identity or sequence is unknown to the leader: take a new producer ID.
 PRODUCER_RESET = frozenset(int(code) for code in (
     ErrorCode.out_of_order_sequence_number, ErrorCode.unknown_producer_id,

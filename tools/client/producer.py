@@ -4,10 +4,12 @@ leader refuses it (INVALID_PARTITION_METADATA) when the count changed. Such a re
 partitioned again with the refreshed count and resent.
 
 Per-key order: one record in flight, acknowledged before the next is sent. Records go
-with a producer ID and per-partition sequences, so a resend after a lost answer is
-stored once; when a record whose outcome is unknown is resent to another partition,
-the producer takes a new ID (the old sequence could otherwise swallow the next record
-sent to the first partition).
+with a producer ID and per-partition sequences. A send whose outcome is unknown (no
+answer, or an error the leader may give after appending: errors.MAYBE_STORED) is sent
+again *unchanged* (same partition, sequence and count) until the answer is definite:
+the leader answers a batch it stored with its offset, even once the count moved on.
+Only a definite refusal re-partitions the record; re-routing a maybe-stored record
+could store it twice, and its sequence number would swallow the partition's next one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ class Acknowledged:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """One record as sent: resent unchanged while its outcome is unknown."""
+
+    key: bytes
+    value: bytes
+    partition: int
+    batch: bytes
+    count: int | None  # the undeleted count it was partitioned by (None: not ordered)
+
+
 class OrderedProducer:
     def __init__(self, client: KafkaClient, topic: str, *, timeout_s: float = 30.0,
                  retry_backoff_s: float = 0.1,
@@ -47,29 +60,32 @@ class OrderedProducer:
         self.metadata: TopicMetadata | None = None
         self._producer: tuple[int, int] | None = None  # (id, epoch)
         self._sequences: dict[int, int] = {}
-        self._unknown_outcome: int | None = None  # partition of a send without answer
         self.resends = 0
 
     async def send(self, key: bytes, value: bytes) -> Acknowledged:
         """Store one record; returns once the leader acknowledged it (acks=all)."""
         deadline = self.clock() + self.timeout_s
         last_error = "no attempt"
+        pending: _Attempt | None = None  # sent, outcome unknown: resend it as it is
         while self.clock() < deadline:
             try:
                 metadata = await self._current_metadata()
-                partition = metadata.partition_for(key)
-                code = await self._send_once(metadata, partition, key, value)
+                if pending is None:
+                    pending = await self._attempt(metadata, key, value)
+                answer = await self._send(metadata, pending)
             except ConnectionLost as exc:
-                code, last_error = errors.NONE, str(exc)
+                last_error = str(exc)
                 self.metadata = None
             else:
-                if isinstance(code, Acknowledged):
-                    return code
-                last_error = errors.name(code)
-                if code in errors.PRODUCER_RESET:
-                    self._producer = None
-                elif code not in errors.METADATA_RETRIABLE:
+                if isinstance(answer, Acknowledged):
+                    return answer
+                last_error = errors.name(answer)
+                if answer in errors.PRODUCER_RESET:
+                    self._producer, pending = None, None
+                elif answer not in errors.METADATA_RETRIABLE:
                     raise ClientError(f"produce to {self.topic}: {last_error}")
+                elif answer not in errors.MAYBE_STORED:
+                    pending = None  # surely not stored: partition it again
                 self.metadata = None
             self.resends += 1
             await trio.sleep(self.retry_backoff_s)
@@ -85,37 +101,38 @@ class OrderedProducer:
             self.metadata = metadata
         return self.metadata
 
-    async def _send_once(self, metadata: TopicMetadata, partition: int, key: bytes,
-                         value: bytes) -> Acknowledged | int:
-        if self._unknown_outcome is not None and self._unknown_outcome != partition:
-            self._producer = None
+    async def _attempt(self, metadata: TopicMetadata, key: bytes, value: bytes) -> _Attempt:
         if self._producer is None:
             self._producer = await self._init_producer_id()
             self._sequences.clear()
-        leader = metadata.leader_address(partition)
-        if leader is None:
-            raise ConnectionLost(f"{self.topic}-{partition} has no leader")
+        partition = metadata.partition_for(key)
         producer_id, epoch = self._producer
         batch = record_batch.encode_batch(
             [(key, value)], timestamps=[int(time.time() * 1000)], producer_id=producer_id,
             producer_epoch=epoch, base_sequence=self._sequences.get(partition, 0))
+        return _Attempt(key=key, value=value, partition=partition, batch=batch,
+                        count=metadata.undeleted if metadata.ordered else None)
+
+    async def _send(self, metadata: TopicMetadata, attempt: _Attempt) -> Acknowledged | int:
+        leader = metadata.leader_address(attempt.partition)
+        if leader is None:
+            raise ConnectionLost(f"{self.topic}-{attempt.partition} has no leader")
         schema = EXTENDED_REQUESTS.get((PRODUCE, PRODUCE_VERSION)) or \
             load_request_schema(PRODUCE, PRODUCE_VERSION)
         request = build(schema, {
             "acks": -1, "timeout": int(self.timeout_s * 1000),
             "topic_data": [{"topic_id": metadata.topic_id,
-                            "undeleted_partition_count":
-                                metadata.undeleted if metadata.ordered else None,
-                            "partition_data": [{"index": partition, "records": batch}]}]})
-        self._unknown_outcome = partition
+                            "undeleted_partition_count": attempt.count,
+                            "partition_data": [{"index": attempt.partition,
+                                                "records": attempt.batch}]}]})
         response = await self.client.call(leader, request)
-        self._unknown_outcome = None
         answer = response.responses[0].partition_responses[0]
         code = int(answer.error_code)
         if code != errors.NONE:
             return code
-        self._sequences[partition] = self._sequences.get(partition, 0) + 1
-        return Acknowledged(key, value, partition, int(answer.base_offset))
+        self._sequences[attempt.partition] = self._sequences.get(attempt.partition, 0) + 1
+        return Acknowledged(attempt.key, attempt.value, attempt.partition,
+                            int(answer.base_offset))
 
     async def _init_producer_id(self) -> tuple[int, int]:
         request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
