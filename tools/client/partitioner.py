@@ -87,12 +87,22 @@ def landing_partition(partition: int, initial: int, undeleted: int) -> int:
 
 def deletion_blockers(p1: int, marked: Iterable[int], initial: int, undeleted: int
                       ) -> list[int]:
-    """The partitions marked for deletion whose keys now map to the undeleted `p1`: a
-    consumer must not pass p1's pre-deletion records until the group has drained them.
+    """The partitions marked for deletion whose keys went to `p1` at some shrink: a
+    consumer must not pass p1's records written after that shrink until the group has
+    drained them.
 
-    The chain of split sources is followed while it stays at or above the undeleted
-    count: with no partition removed below a marked one this is "through marked
-    partitions only", and it stays right when a middle partition was removed first
-    (its keys' mapping did not change by its removal)."""
-    return sorted(p3 for p3 in set(marked)
-                  if p3 >= undeleted and landing_partition(p3, initial, undeleted) == p1)
+    A marked P3's keys moved down its chain of split sources, one shrink at a time, to
+    the first partition still undeleted; every partition on the way (P3's split source,
+    and so on) may have received them while it was undeleted, even one marked by a later
+    shrink itself (8 → 5 moves 7's keys to 3; 5 → 3 marks 3, whose records written
+    under 5 still follow 7's). So P1 waits on every marked P3 whose chain passes P1."""
+    blockers = []
+    for p3 in set(marked):
+        if p3 <= p1 or p3 < undeleted:
+            continue
+        partition = p3
+        while partition >= undeleted and partition > p1:
+            partition = split_source(partition, initial)
+        if partition == p1:
+            blockers.append(p3)
+    return sorted(blockers)

@@ -46,3 +46,12 @@ def test_deletion_blockers_follow_the_chain() -> None:
 def test_counts_are_checked() -> None:
     with pytest.raises(ValueError, match="need 1 <= initial"):
         partition_for_hash(1, 3, 2)
+
+
+def test_a_partition_marked_later_still_waits_on_those_marked_before_it() -> None:
+    # 8 → 5 moved 7's keys to 3; 5 → 3 marks 3 and 4: 3's records written under 5 still
+    # follow 7's, and 1 (where both now land) waits on 3 and on 7
+    marked = [3, 4, 5, 6, 7]
+    assert deletion_blockers(3, marked, 2, 3) == [7]
+    assert deletion_blockers(1, marked, 2, 3) == [3, 5, 7]
+    assert deletion_blockers(4, marked, 2, 3) == []
