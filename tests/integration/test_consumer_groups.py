@@ -13,11 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
-from broker.kafka.wire_client import call
-from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, coordinator_of, running_cluster, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -71,21 +68,6 @@ def create_topic(cluster: Cluster, name: str, partitions: int) -> None:
         admin.create_topics([kafka.admin.NewTopic(name, partitions, 3)])
     finally:
         admin.close()
-
-
-def coordinator_of(cluster: Cluster, group: str, exclude: tuple[int, ...] = ()) -> int | None:
-    """The node id FindCoordinator names (asked of a live broker), None while there is
-    none."""
-    for node_id in BROKERS:
-        address = cluster.node(node_id).client_address
-        if node_id in exclude or address is None:
-            continue
-        try:
-            found = call(address, FindCoordinatorRequest(key=group, key_type=0), 2.0)
-        except OSError:
-            continue
-        return int(found.node_id) if found.error_code == ErrorCode.none else None
-    return None
 
 
 class Victim:

@@ -4,9 +4,9 @@ Three ordered producers write per-key sequence numbers while the topic goes
 2 → 3 → 4 → 8 → 5 → 3 partitions; two ordered consumers in one group deliver them. Every
 key's values must be delivered in increasing order, none missing (tools/order_check.py).
 The same run with the gates switched off must show order violations: without that the
-first test proves nothing. Then the faults: the active controller killed as a resize is
-issued (an expansion and a deletion), a consumer killed while it waits at a gate, and
-the group coordinator's broker killed during a resize.
+first test proves nothing. Then the faults: the active controller
+killed as a resize is issued (an expansion, then a deletion), a consumer killed while it
+waits at a gate, and the group coordinator's broker killed during a resize.
 """
 
 from __future__ import annotations
@@ -15,31 +15,33 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
-from broker.kafka.wire_client import call
-from tests.support.quorum_support import FAST_SETTINGS, running_cluster
+from tests.support.quorum_support import FAST_SETTINGS, coordinator_of, running_cluster
 from tools.cluster import Cluster
-from tools.resize_run import ResizeRun, ResizeRunConfig, ResizeRunResult, write_outputs
+from tools.resize_run import Hook, ResizeRun, ResizeRunConfig, ResizeRunResult, write_outputs
 
 BROKERS = (4, 5, 6)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "broker.session.timeout.ms": 3000}
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with running_cluster(tmp_path / "cluster", SETTINGS, voters=3,
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for the module: each test has its own topic and group, and a test
+    that kills a node starts it again."""
+    with running_cluster(tmp_path_factory.mktemp("ordered") / "cluster", SETTINGS, voters=3,
                          brokers=len(BROKERS)) as started:
         yield started
 
 
-def run(cluster: Cluster, tmp_path: Path, hooks: dict | None = None,
-        **overrides: object) -> ResizeRunResult:
-    config = ResizeRunConfig(cluster_dir=cluster.directory, topic="orders", **overrides)
+def run(cluster: Cluster, tmp_path: Path, hooks: dict[int, Hook] | None = None,
+        **overrides: Any) -> ResizeRunResult:
+    name = tmp_path.name.replace("[", "-").replace("]", "")[-40:]
+    config = ResizeRunConfig(cluster_dir=cluster.directory, topic=f"t-{name}",
+                             group=f"g-{name}", **overrides)
     logs = tmp_path / "logs"
     logs.mkdir(exist_ok=True)
     resize = ResizeRun(config, logs)
@@ -87,21 +89,24 @@ def kill_soon(cluster: Cluster, node_id: int, delay_s: float) -> threading.Threa
     return thread
 
 
-@pytest.mark.parametrize("step", [1, 4], ids=["mid-expansion", "mid-deletion"])
-def test_controller_killed_during_a_resize(cluster: Cluster, tmp_path: Path, step: int) -> None:
-    restarted: list[int] = []
+def test_controller_killed_during_an_expansion_and_during_a_deletion(
+        cluster: Cluster, tmp_path: Path) -> None:
+    killed: list[int] = []
 
-    def hook(at: int, resize: ResizeRun) -> None:
+    def kill_leader(at: int, resize: ResizeRun) -> None:
         leader = cluster.wait_for_leader(10)["leader_id"]
         kill_soon(cluster, leader, 0.05)
-        restarted.append(leader)
+        killed.append(leader)
 
     def restart(at: int, resize: ResizeRun) -> None:
-        for node_id in restarted:
-            cluster.start_node(node_id)
+        while killed:
+            cluster.start_node(killed.pop())
 
-    result = run(cluster, tmp_path, hooks={step: hook, step + 1: restart})
-    assert_in_order(result)
+    # resize 1 grows 2 → 3, resize 4 shrinks 8 → 5; each killed node restarts a step later
+    hooks: dict[int, Hook] = {1: kill_leader, 2: restart, 4: kill_leader, 5: restart}
+    assert_in_order(run(cluster, tmp_path, hooks=hooks, records_per_step=25))
+    for node_id in killed:
+        cluster.start_node(node_id)
 
 
 def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
@@ -113,21 +118,9 @@ def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
             resize.start_consumer(len(resize.consumers))
         threading.Thread(target=kill_after_resize, daemon=True).start()
 
-    result = run(cluster, tmp_path, hooks={1: hook}, process_delay_ms=10)
+    result = run(cluster, tmp_path, hooks={1: hook}, process_delay_ms=10,
+                 records_per_step=25)
     assert_in_order(result)  # a killed consumer may redeliver, never reorder
-
-
-def coordinator_of(cluster: Cluster, group: str) -> int | None:
-    for node_id in BROKERS:
-        address = cluster.node(node_id).client_address
-        if address is None or not cluster.is_running(node_id):
-            continue
-        try:
-            found = call(address, FindCoordinatorRequest(key=group, key_type=0), 2.0)
-        except OSError:
-            continue
-        return int(found.node_id) if found.error_code == ErrorCode.none else None
-    return None
 
 
 def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: Path) -> None:
@@ -143,5 +136,5 @@ def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: P
         for node_id in killed:
             cluster.start_node(node_id)
 
-    result = run(cluster, tmp_path, hooks={2: hook, 3: restart})
+    result = run(cluster, tmp_path, hooks={2: hook, 3: restart}, records_per_step=25)
     assert_in_order(result)

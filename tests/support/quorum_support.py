@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,3 +87,26 @@ def wait_all_hold(cluster: Cluster, offset: int) -> None:
     for node_id in cluster.voter_ids:
         wait_until(lambda n=node_id: offset in epochs_by_offset(cluster, n), 10,
                    f"node {node_id} to hold offset {offset}")
+
+
+def coordinator_of(cluster: Cluster, group: str, exclude: Iterable[int] = ()) -> int | None:
+    """The node id FindCoordinator names for `group` (asked of a running broker not in
+    `exclude`), None while there is none."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+    from kio.static.primitive import i8
+
+    from broker.kafka.wire_client import call
+
+    skip = set(exclude)
+    for node_id, info in sorted(cluster.nodes.items()):
+        if info.is_voter or node_id in skip or info.client_address is None \
+                or not cluster.is_running(node_id):
+            continue
+        try:
+            found = call(info.client_address, FindCoordinatorRequest(key=group, key_type=i8(0)),
+                         2.0)
+        except OSError:
+            continue
+        return int(found.node_id) if found.error_code == ErrorCode.none else None
+    return None
