@@ -184,7 +184,8 @@ class ResizeRun:
             self._drain(acknowledged)
         finally:
             for process in [*self.producers, *self.consumers]:
-                result.exit_codes.setdefault(process.name, process.stop())
+                if process.name not in result.exit_codes:
+                    result.exit_codes[process.name] = process.stop()
         result.consumed = [p.snapshot() for p in self.consumers]
         result.report = check_order(acknowledged_from(result.produced),
                                     deliveries_from(result.consumed))

@@ -372,17 +372,24 @@ class Group:
             member.assignment = b""
         return self.start_rebalance(now)
 
-    def heartbeat(self, *, member_id: str, instance_id: str | None, generation: int,
-                  now: float) -> ErrorCode:
+    def _current_member_error(self, member_id: str, instance_id: str | None,
+                              generation: int, now: float, *, busy: str) -> ErrorCode:
+        """A known member (seen now) of the current generation, while the group is not in
+        state `busy`: Heartbeat's checks (busy: PREPARING) and a commit's (COMPLETING)."""
         error = self._member_error(member_id, instance_id)
         if error != ErrorCode.none:
             return error
         self.members[member_id].last_seen = now
         if generation != self.generation:
             return ErrorCode.illegal_generation
-        if self.state == PREPARING:
+        if self.state == busy:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
+
+    def heartbeat(self, *, member_id: str, instance_id: str | None, generation: int,
+                  now: float) -> ErrorCode:
+        return self._current_member_error(member_id, instance_id, generation, now,
+                                          busy=PREPARING)
 
     def position_error(self, *, member_id: str, generation: int, now: float) -> ErrorCode:
         """May this member exchange positions (ConsumerGroupPosition)? Heartbeat's
@@ -446,15 +453,8 @@ class Group:
         rejoin), and not while the generation's assignment is being handed out."""
         if generation < 0 and not member_id and self.state == EMPTY:
             return ErrorCode.none
-        error = self._member_error(member_id, instance_id)
-        if error != ErrorCode.none:
-            return error
-        self.members[member_id].last_seen = now
-        if generation != self.generation:
-            return ErrorCode.illegal_generation
-        if self.state == COMPLETING:
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+        return self._current_member_error(member_id, instance_id, generation, now,
+                                          busy=COMPLETING)
 
     def apply_offset(self, topic: str, partition: int, committed: CommittedOffset | None
                      ) -> None:

@@ -36,7 +36,6 @@ PARTITION_LEADER_EPOCHS = 2531
 # differs from the broker's. Retriable: refresh the counts and send again.
 INVALID_PARTITION_METADATA = 253
 COUNT_TAG = 253  # the topic-level tagged field's tag in Produce and Fetch
-NO_COUNT = -1
 
 PRODUCE, FETCH = 0, 1
 PRODUCE_VERSIONS = range(9, 14)  # the flexible versions the broker serves
@@ -70,16 +69,11 @@ for _version in FETCH_VERSIONS:
         load_request_schema(FETCH, _version), "topics")
 
 
-def _entity(api_key: int, kind: EntityType, header: type[Any]) -> dict[str, Any]:
-    return {"__type__": kind, "__version__": i16(0), "__flexible__": True,
-            "__api_key__": i16(api_key), "__header_schema__": header}
-
-
 def _classvars(api_key: int, kind: EntityType, header: type[Any]) -> Any:
     """Class decorator: the kio ClassVars of a v0 flexible entity of `api_key`."""
     def decorate(cls: type[Any]) -> type[Any]:
-        for name, value in _entity(api_key, kind, header).items():
-            setattr(cls, name, value)
+        cls.__type__, cls.__version__, cls.__flexible__ = kind, i16(0), True
+        cls.__api_key__, cls.__header_schema__ = i16(api_key), header
         return cls
     return decorate
 

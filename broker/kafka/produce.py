@@ -216,7 +216,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            error, message, count_refusal = refusal, None, None
+            error, count_refusal = refusal, None
             if error is None and name is None and topic_id is None:
                 error = ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
             client_count = getattr(topic, "undeleted_partition_count", None)
@@ -227,8 +227,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
                 if known is not None and count_mismatch(known, client_count):
                     count_refusal = count_refusal_message(known, client_count)
             parts: list[dict[str, Any]] = [
-                _failed(int(data.index), error if error is not None else ErrorCode.none,
-                        message)
+                _failed(int(data.index), error if error is not None else ErrorCode.none)
                 for data in topic.partition_data]
             if error is None:
                 for position, data in enumerate(topic.partition_data):

@@ -32,17 +32,12 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
 )
 from metadata.topic_configs import KEYS
-from tools.commands.topics import _check, admin_client
+from tools.commands.topics import _check, add_controller_target, admin_client
 from tools.errors import usage_error
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
-                        help="controller addresses")
-    target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="deprecated here: the same as --bootstrap-controller")
-    target.add_argument("--cluster", metavar="DIR")
+    add_controller_target(parser)
     parser.add_argument("--entity-type", required=True, choices=("topics",),
                         help="only topics have configs here")
     parser.add_argument("--entity-name", required=True, metavar="NAME")

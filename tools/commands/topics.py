@@ -55,13 +55,18 @@ from tools.errors import CommandError, usage_error
 RETRY_BACKOFF_S = 0.1
 
 
-def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+def add_controller_target(parser: argparse.ArgumentParser) -> None:
+    """The options `admin_client` reads: which controllers to ask."""
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                         help="controller addresses")
     target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                         help="deprecated here: the same as --bootstrap-controller")
     target.add_argument("--cluster", metavar="DIR")
+
+
+def configure(parser: argparse.ArgumentParser, verb: str) -> None:
+    add_controller_target(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (("create", "create a topic"), ("describe", "describe topics"),
                        ("delete", "delete a topic (by name or by ID)"),
