@@ -207,6 +207,11 @@ async def test_successor_campaigns_at_once_when_the_leader_resigns() -> None:
             old = await leader_of(members)
             old_id, old_epoch = old.node.node_id, old.node.epoch
             await eventually(lambda: all(m.node.leader_id == old_id for m in members))
+            # Every log holds the new leader's first batch: the successor ranked first
+            # (by the leader's view, which can lag a follower) is then as up to date as
+            # the other and gets its vote.
+            await eventually(lambda: all(m.log.end_offset == old.log.end_offset
+                                         for m in members))
             sent.clear()
             await old.node.shutdown()
             others = [m for m in members if m is not old]
