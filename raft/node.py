@@ -3,8 +3,9 @@
 One task (`_core_loop`) owns the core; every other task talks to it through one bounded
 memory channel (the inbox). Each turn of the loop:
 
-1. takes one event (a message, a call from another task, or the core's next deadline),
-   then drains whatever else is already queued, stepping the core for each;
+1. takes one event (a message, a call from another task, a voter's connection lost or
+   refused as the transport reports it, or the core's next deadline), then drains
+   whatever else is already queued, stepping the core for each;
 2. `ready()`, then persists quorum-state (fsync) and flushes the log (fsync), both in a
    worker thread. Events that arrive during those fsyncs wait in the inbox and are all
    handled in the next turn, so their appends share the next fsync (group commit);
@@ -155,6 +156,15 @@ class _Shutdown:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class _PeerDown:
+    """From the transport: the connection to voter `node_id` closed, or (`refused`) a
+    connect to it was refused."""
+
+    node_id: int
+    refused: bool
+
+
 class LogDirFailure(Exception):
     """A write or fsync of the log directory failed (e.g. ENOSPC): the node stops, as
     Kafka does on a log-dir failure, having acknowledged only what was durable. Recovery
@@ -226,7 +236,7 @@ class RaftNode:
         self.started = trio.Event()
         self.transport = Transport(
             node_id=node_id, peers=self.voters, handler=self._on_frame, listen=listen,
-            listeners=listeners, on_close=self._forget_routes,
+            listeners=listeners, on_close=self._forget_routes, on_peer_down=self._peer_down,
             max_frame_bytes=max_frame_bytes, queue_size=send_queue_size, rng=self._rng)
 
     # -- hooks --------------------------------------------------------------------------
@@ -446,6 +456,15 @@ class RaftNode:
         ahead_s = deadline_ms / 1000 - self._clock_virtual_s  # node time left, at last read
         return self._clock_real_s + max(0.0, ahead_s) / self._faults.clock_rate
 
+    def _peer_down(self, node_id: int, refused: bool) -> None:
+        """The transport lost (or could not open) its connection to a voter: an input to
+        the core like a message, which decides what it means (`RaftCore.peer_unreachable`
+        and `peer_disconnected`). Dropped when the inbox is full: the timeouts remain."""
+        try:
+            self._inbox_send.send_nowait(_PeerDown(node_id, refused))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("inbox full, peer loss not reported", extra={"dst": node_id})
+
     async def _core_loop(self) -> None:
         core = self.core
         await self._process_ready()  # e.g. a restarted leader-to-be persisting its state
@@ -494,6 +513,11 @@ class RaftNode:
             except Exception as exc:  # handed back to the caller, not raised here
                 item.error = exc
             item.done.set()
+        elif isinstance(item, _PeerDown):
+            if item.refused:
+                core.peer_unreachable(item.node_id, now)
+            else:
+                core.peer_disconnected(item.node_id, now)
         elif isinstance(item, _Shutdown):
             if core.is_leader and len(self.voters) > 1:
                 # Stay up (bounded) until the voters have the EndQuorumEpoch, so a

@@ -7,6 +7,10 @@
 - Every connection has a bounded send queue drained by its own writer task: `send_*` never
   blocks, and a full queue drops the message (Raft retries), so a slow or dead peer never
   stalls the others nor grows memory.
+- A peer's loss is reported (`on_peer_down(node_id, refused)`): False when the outbound
+  connection to it closed, True when a (re)connect was refused (ECONNREFUSED: no process
+  listens there, as after a crash). A paused or cut-off peer refuses nothing (connects
+  hang until their timeout), so it is never reported: the Raft timeouts find it.
 - A malformed frame (or a `ProtocolError` raised by the frame handler) closes that one
   connection with a logged reason (peer, reason); everyone else keeps being served.
 """
@@ -32,6 +36,7 @@ Frame = dict[str, Any]
 # to have the connection closed.
 FrameHandler = Callable[["Connection", Frame], Awaitable[None]]
 CloseHandler = Callable[["Connection"], None]
+PeerDownHandler = Callable[[int, bool], None]  # (node id, refused)
 Connector = Callable[[Address], Awaitable[trio.abc.Stream]]
 
 
@@ -41,6 +46,17 @@ class ProtocolError(Exception):
 
 async def _tcp_connect(address: Address) -> trio.abc.Stream:
     return await trio.open_tcp_stream(*address)
+
+
+def is_refused(exc: BaseException) -> bool:
+    """ECONNREFUSED, also as trio reports it: one error per address tried, grouped as the
+    cause of its own OSError."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        return all(is_refused(error) for error in cause.exceptions)
+    return False
 
 
 @dataclass(eq=False)
@@ -61,6 +77,7 @@ class Transport:
                  listen: Address | None = None,
                  listeners: list[trio.SocketListener] | None = None,
                  on_close: CloseHandler | None = None,
+                 on_peer_down: PeerDownHandler | None = None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  queue_size: int = 256, connect_timeout_s: float = 1.0,
                  backoff_min_s: float = 0.05, backoff_max_s: float = 1.0,
@@ -72,6 +89,7 @@ class Transport:
         self._listen = listen
         self._listeners = listeners
         self._on_close = on_close
+        self._on_peer_down = on_peer_down
         self._max_frame_bytes = max_frame_bytes
         self._queue_size = queue_size
         self._connect_timeout_s = connect_timeout_s
@@ -206,6 +224,8 @@ class Transport:
                 level = logging.INFO if failures == 1 else logging.DEBUG
                 log.log(level, "cannot connect", extra={"dst": node_id, "peer": peer,
                                                         "reason": str(exc) or "timeout"})
+                if self._on_peer_down is not None and is_refused(exc):
+                    self._on_peer_down(node_id, True)
                 await trio.sleep(self._backoff_s(failures))
                 continue
             log.info("connected", extra={"dst": node_id, "peer": peer})
@@ -225,6 +245,10 @@ class Transport:
                     await trio.aclose_forcefully(stream)
             log.info("disconnected", extra={"dst": node_id, "peer": peer,
                                             "reason": reason or "closed by peer"})
+            if self._on_peer_down is not None:
+                self._on_peer_down(node_id, False)
+            # The reconnect follows within one short backoff: a crashed peer refuses it
+            # (reported above), a live one takes it.
             await trio.sleep(self._backoff_s(1))
 
     def _backoff_s(self, failures: int) -> float:

@@ -156,6 +156,54 @@ class RaftCore(Election, Replication):
         self._topic_ids.on_truncate()
         return True
 
+    def peer_disconnected(self, node_id: int, now_ms: int) -> None:
+        """The shell's connection to `node_id` closed. Answers come back on the
+        connection a request left on, so nothing in flight to that node will be
+        answered: those requests fail now and are retried (a Fetch at once, on the next
+        connection) rather than after their timeout. An observer whose leader it was
+        asks the other voters who leads (see `_leader_check_at`)."""
+        if node_id == self._node_id:
+            return
+        self._expire_requests(now_ms, dst=node_id)
+        state = self._state
+        if (not self._is_voter and isinstance(state, FollowerState)
+                and state.leader_id == node_id):
+            state.leader_unreachable = True
+        self.tick(now_ms)
+
+    def peer_unreachable(self, node_id: int, now_ms: int) -> None:
+        """A connection to `node_id` was refused: no process listens there (it crashed
+        or stopped). A paused or cut-off node refuses nothing (its connections hang), so
+        its followers still wait for their fetch timeout.
+
+        A voter following `node_id` asks for pre-votes (KIP-996) at once instead of
+        after the fetch timeout: the voters that still hear from a live leader refuse
+        them, so a mistaken report costs one pre-vote round and never an epoch. Without
+        pre-vote the report is ignored for that reason. Each refused reconnect (the
+        shell retries with a backoff) starts a new round if the last one was refused by
+        someone, so the followers that noticed the crash a moment later than this one
+        grant it next time. An observer following `node_id` asks the other voters who
+        leads at once (see `_leader_check_at`)."""
+        if node_id == self._node_id or node_id not in self._voter_set:
+            return
+        state = self._state
+        if isinstance(state, UnattachedState) and self._probe_correlation_id is not None:
+            probe = self._inflight.get(self._probe_correlation_id)
+            if probe is not None and probe.dst == node_id:  # ask the next voter now
+                del self._inflight[self._probe_correlation_id]
+                self._probe_answered(now_ms, 0)
+        elif state.leader_id == node_id and not self._is_voter:
+            if isinstance(state, FollowerState):
+                state.leader_unreachable = True
+        elif state.leader_id == node_id and self._config.pre_vote and (
+                isinstance(state, FollowerState)
+                or (isinstance(state, ProspectiveState) and state.rejected)):
+            log.info("leader unreachable, asking for pre-votes",
+                     extra={"node": self._node_id, "epoch": state.epoch,
+                            "leader": node_id})
+            self.transition_to_prospective(now_ms)
+        self.tick(now_ms)
+
     def next_deadline_ms(self) -> int:
         """When `tick()` next has work; 0 when `ready()` already holds something."""
         if self.has_ready:
@@ -221,22 +269,21 @@ class RaftCore(Election, Replication):
         elif not isinstance(state, LeaderState):
             self._start_election(now_ms)
 
-    def _expire_requests(self, now_ms: int) -> None:
-        expired = [cid for cid, i in self._inflight.items() if i.deadline_ms <= now_ms]
+    def _expire_requests(self, now_ms: int, dst: int | None = None) -> None:
+        """Requests whose deadline passed, or every request to `dst`, get no answer."""
+        expired = [cid for cid, i in self._inflight.items()
+                   if i.deadline_ms <= now_ms or i.dst == dst]
         state = self._state
         for cid in expired:
             inflight = self._inflight.pop(cid)
             if inflight.state is not state:
                 continue
-            if isinstance(state, FollowerState):
+            if self._probe_correlation_id == cid:
+                self._probe_answered(now_ms, 0)
+            elif isinstance(state, FollowerState):
                 if state.fetch_correlation_id == cid:
                     state.fetch_correlation_id = None
                     state.next_fetch_ms = now_ms
-            elif isinstance(state, UnattachedState):
-                if self._probe_correlation_id == cid:
-                    self._probe_correlation_id = None
-                    self._probe_index += 1
-                    self._probe_at_ms = now_ms
             elif isinstance(state, LeaderState) and inflight.dst in state.begin_unacknowledged:
                 self._send_begin_quorum_epoch(state, inflight.dst, now_ms)
             elif isinstance(state, ResignedState) and inflight.dst in state.unacknowledged:

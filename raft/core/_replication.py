@@ -202,18 +202,23 @@ class Replication(CoreBase):
         if isinstance(state, UnattachedState):
             if envelope.correlation_id == self._probe_correlation_id:
                 # This voter knew no leader: ask the next one after a short backoff.
-                self._probe_correlation_id = None
-                self._probe_index += 1
-                self._probe_at_ms = now_ms + self._config.retry_backoff_ms
+                self._probe_answered(now_ms, self._config.retry_backoff_ms)
             return
-        if not isinstance(state, FollowerState) or (
-                state.fetch_correlation_id != envelope.correlation_id):
+        if not isinstance(state, FollowerState):
+            return
+        if envelope.correlation_id == self._probe_correlation_id:
+            # An observer's check of its leader: this voter names no newer one (a newer
+            # one would have moved this node on already). Ask the next one later.
+            self._probe_answered(now_ms, self._leader_check_interval_ms())
+            return
+        if state.fetch_correlation_id != envelope.correlation_id:
             return
         state.fetch_correlation_id = None
         if response.error_code != ErrorCode.NONE:
             state.next_fetch_ms = now_ms + self._config.retry_backoff_ms
             return
         state.last_fetch_success_ms = now_ms
+        state.leader_unreachable = False
         state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
         self._hear_leader_high_watermark(response.high_watermark)
         if response.snapshot_id is not None:
@@ -249,6 +254,7 @@ class Replication(CoreBase):
             state.next_fetch_ms = now_ms + self._config.retry_backoff_ms  # resume then
         elif snapshot_id is not None:
             state.last_fetch_success_ms = now_ms
+            state.leader_unreachable = False
             state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
             self._take_snapshot_chunk(state, snapshot_id, response)
         self._maybe_send_fetch(now_ms)
@@ -328,27 +334,76 @@ class Replication(CoreBase):
 
     def _next_fetch_ms(self, state: EpochState) -> int | None:
         if isinstance(state, FollowerState):
-            return state.next_fetch_ms if state.fetch_correlation_id is None else None
+            fetch_at = state.next_fetch_ms if state.fetch_correlation_id is None else None
+            check_at = self._leader_check_at(state)
+            if check_at is None or (fetch_at is not None and fetch_at <= check_at):
+                return fetch_at
+            return check_at
         if not self._is_voter and self._probe_correlation_id is None:
             return self._probe_at_ms
         return None
 
     def _maybe_send_fetch(self, now_ms: int) -> None:
         """Followers keep one Fetch in flight to the leader; an observer that knows no
-        leader probes the voters round-robin until one names it (KIP-595 discovery)."""
+        leader probes the voters round-robin until one names it (KIP-595 discovery), and
+        one that doubts its leader asks the other voters, still fetching from it."""
         state = self._state
         if isinstance(state, FollowerState):
             if state.fetch_correlation_id is None and now_ms >= state.next_fetch_ms:
                 state.fetch_correlation_id = self._send_fetch(state.leader_id, now_ms)
+                state.fetch_sent_ms = now_ms
+            check_at = self._leader_check_at(state)
+            if check_at is not None and now_ms >= check_at:
+                voter = self._next_probe_voter(skip=state.leader_id)
+                self._probe_correlation_id = self._send_fetch(
+                    voter, now_ms, probe=True, timeout_ms=self._quick_retry_timeout_ms())
         elif (isinstance(state, UnattachedState) and not self._is_voter
               and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
-            voter = self._voters[self._probe_index % len(self._voters)]
-            self._probe_correlation_id = self._send_fetch(voter, now_ms)
+            voter = self._next_probe_voter(skip=None)
+            self._probe_correlation_id = self._send_fetch(voter, now_ms, probe=True)
 
-    def _send_fetch(self, dst: int | None, now_ms: int) -> int:
+    def _leader_check_at(self, state: FollowerState) -> int | None:
+        """When an observer asks another voter who leads while it follows `state`
+        (None: not now). A live leader answers a parked Fetch within the long-poll wait,
+        so one unanswered for longer, by a margin, hints that the leader is paused, cut
+        off or gone: the observer then asks the voters round-robin, one probe in flight
+        and one every `_leader_check_interval_ms`, and moves to a newer leader as soon
+        as one is named, keeping its Fetch in flight should the old leader answer. After
+        the shell lost (or could not open) its connection to the leader it asks at once.
+        Voters never ask: their fetch timeout and pre-vote decide (`_raft_core`)."""
+        if (self._is_voter or self._probe_correlation_id is not None
+                or len(self._voters) < 2):
+            return None
+        if state.leader_unreachable:
+            return self._probe_at_ms
+        if state.fetch_correlation_id is None:
+            return None
+        overdue = (state.fetch_sent_ms + self._config.fetch_max_wait_ms
+                   + self._leader_check_interval_ms())
+        return max(overdue, self._probe_at_ms)
+
+    def _leader_check_interval_ms(self) -> int:
+        """The margin past the long-poll wait, and the pacing of an observer's checks."""
+        return max(self._config.retry_backoff_ms, self._config.fetch_max_wait_ms // 2)
+
+    def _next_probe_voter(self, skip: int | None) -> int:
+        voters = [v for v in self._voters if v != skip] or list(self._voters)
+        return voters[self._probe_index % len(voters)]
+
+    def _probe_answered(self, now_ms: int, backoff_ms: int) -> None:
+        """The voter probed named no newer leader (or never answered): the next one,
+        after `backoff_ms`."""
+        self._probe_correlation_id = None
+        self._probe_index += 1
+        self._probe_at_ms = now_ms + backoff_ms
+
+    def _send_fetch(self, dst: int | None, now_ms: int, *, probe: bool = False,
+                    timeout_ms: int | None = None) -> int:
+        """A Fetch to `dst`; a probe (asking a voter who leads) is always a plain Fetch."""
         assert dst is not None
         state = self._state
-        if isinstance(state, FollowerState) and state.snapshot_fetch is not None:
+        if (isinstance(state, FollowerState) and state.snapshot_fetch is not None
+                and not probe):
             return self._send_request(dst, FetchSnapshotRequest(
                 cluster_id=self._cluster_id, replica_id=self._node_id,
                 max_bytes=self._config.fetch_snapshot_max_bytes,
@@ -371,8 +426,9 @@ class Replication(CoreBase):
                 max_bytes=self._config.fetch_max_bytes, topic_id=topic_id,
                 current_leader_epoch=self._state.epoch, fetch_offset=log_end,
                 last_fetched_epoch=last_epoch)
-        timeout = self._config.request_timeout_ms + self._config.fetch_max_wait_ms
+        timeout = timeout_ms or self._config.request_timeout_ms + self._config.fetch_max_wait_ms
         return self._send_request(dst, request, now_ms, timeout)
+
     # --- the high watermark ---------------------------------------------------------
 
     def _on_diverging_fetch_response(self, response: FetchResponse) -> None:

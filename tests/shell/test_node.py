@@ -30,6 +30,9 @@ class Member:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
                  listeners: list[trio.SocketListener], timing: dict[str, int],
                  log: MemoryLog | None = None, election: ElectionState | None = None) -> None:
+        self.listeners = listeners
+        self.scope = trio.CancelScope()
+        self.stopped = trio.Event()
         self.log = log or MemoryLog()
         self.persisted: list[ElectionState] = [election] if election else []
         self.committed: list[Batch] = []
@@ -43,6 +46,22 @@ class Member:
     def committed_end(self) -> int:
         return self.committed[-1].next_offset if self.committed else 0
 
+    async def run(self, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        try:
+            with self.scope:
+                await self.node.run(task_status=task_status)
+        finally:
+            self.stopped.set()
+
+    async def kill(self) -> None:
+        """As SIGKILL: the node stops at once, without resigning; its connections close
+        and its port refuses connections."""
+        self.scope.cancel()
+        await self.stopped.wait()
+        for listener in self.listeners:
+            await listener.aclose()
+
 
 @asynccontextmanager
 async def quorum(count: int = 3, timing: dict[str, int] | None = None,
@@ -55,7 +74,7 @@ async def quorum(count: int = 3, timing: dict[str, int] | None = None,
         for member in members:
             if setup:
                 setup(member)
-            await nursery.start(member.node.run)
+            await nursery.start(member.run)
         yield members
         nursery.cancel_scope.cancel()
 
@@ -294,3 +313,76 @@ async def test_every_message_is_traced_when_the_trace_logger_is_at_debug(
     assert {r.getMessage() for r in traced} == {"send", "receive"}
     assert any("VoteRequest" in r.detail for r in traced)
     assert any("FetchResponse" in r.detail for r in traced)
+
+
+def spy_votes(sent: list[tuple[int, bool, int]]) -> Callable[[Member], None]:
+    """Records each VoteRequest a member sends: (sender, pre_vote, candidate epoch)."""
+    def spy(member: Member) -> None:
+        original = member.node.transport.send_to_peer
+
+        def send_to_peer(dst: int, frame: dict[str, Any]) -> bool:
+            if frame["api"] == "VoteRequest":
+                body = partitions_body(frame)
+                sent.append((member.node.node_id, body["pre_vote"], body["candidate_epoch"]))
+            return original(dst, frame)
+        member.node.transport.send_to_peer = send_to_peer  # type: ignore[method-assign]
+    return spy
+
+
+async def test_follower_asks_for_pre_votes_at_once_when_the_leader_process_dies() -> None:
+    """Crash detection: a dead leader's connections close and its port refuses, so its
+    followers ask for pre-votes (KIP-996) at once and elect a successor. The fetch
+    timeout (60 s) is far beyond the test's bound, so no follower can have campaigned on
+    it, and a killed leader sends no EndQuorumEpoch: only the refused reconnect can
+    have started the election. (`make bench` times the failover: bench/quorum_bench.py.)"""
+    timing = {**FAST, "election_timeout_ms": 500, "fetch_timeout_ms": 60_000}
+    votes: list[tuple[int, bool, int]] = []
+    with trio.fail_after(15):
+        async with quorum(timing=timing, setup=spy_votes(votes)) as members:
+            old = await leader_of(members)
+            old_epoch = old.node.epoch
+            await eventually(lambda: all(m.node.leader_id == old.node.node_id
+                                         for m in members))
+            votes.clear()
+            await old.kill()
+            others = [m for m in members if m is not old]
+            new = await eventually(lambda: next((m for m in others if m.node.is_leader
+                                                 and m.node.epoch > old_epoch), None))
+            _, last = await new.node.propose_and_wait([b"after the crash"])
+            await eventually(lambda: all(m.committed_end > last for m in others))
+    pre_votes = [(src, epoch) for src, pre_vote, epoch in votes if pre_vote]
+    assert pre_votes, "nobody asked for pre-votes"
+    assert {epoch for _, epoch in pre_votes} == {old_epoch + 1}
+    assert new.node.node_id in {src for src, _ in pre_votes}
+
+
+async def test_observer_follows_the_new_leader_when_the_old_one_stops_answering() -> None:
+    """An observer whose Fetch stays unanswered past the long-poll wait asks the other
+    voters who leads and fetches from the new leader once one is elected. The old
+    leader takes its connections but answers nothing (a paused process); the observer's
+    fetch timeout (60 s) is far beyond the test's bound, so only asking the voters can
+    have moved it, and the voters' own timeouts elect the new leader."""
+    listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(4)]
+    voters = {i + 1: ("127.0.0.1", ls[0].socket.getsockname()[1])
+              for i, ls in enumerate(listeners[:3])}
+    members = [Member(i + 1, voters, listeners[i], FAST) for i in range(3)]
+    observer = Member(4, voters, listeners[3], {**FAST, "fetch_timeout_ms": 60_000})
+
+    async def unanswered(conn: Any, frame: dict[str, Any]) -> None:
+        await trio.sleep_forever()
+
+    with trio.fail_after(15):
+        async with trio.open_nursery() as nursery:
+            for member in [*members, observer]:
+                await nursery.start(member.run)
+            old = await leader_of(members)
+            old_epoch = old.node.epoch
+            _, first = await old.node.propose_and_wait([b"before"])
+            await eventually(lambda: observer.committed_end > first)
+            old.node.transport._handler = unanswered  # its inbound connections stall
+            new = await eventually(lambda: next((m for m in members if m.node.is_leader
+                                                 and m.node.epoch > old_epoch), None))
+            _, last = await new.node.propose_and_wait([b"after"])
+            await eventually(lambda: observer.committed_end > last)
+            assert observer.node.leader_id == new.node.node_id
+            nursery.cancel_scope.cancel()
