@@ -422,6 +422,61 @@ def test_flipped_bit_is_refused_or_cuts_only_last_batch_when_anywhere_in_log(
         shutil.rmtree(directory)
 
 
+# -- the tail cache (DiskLog keeps the batches appended last in memory) ------------------
+
+
+class SmallTailLog(DiskLog):
+    """A tail cache of a few batches, so that trimming it happens all the time."""
+
+    TAIL_CACHE_BATCHES = 3
+    TAIL_CACHE_BYTES = 24
+
+
+def test_read_serves_appended_batches_from_memory_when_they_are_at_the_tail(
+        tmp_path: Path) -> None:
+    with DiskLog(tmp_path / "p", segment_bytes=200) as log:
+        appended = [log.append(1, _records(2, f"b{i}")) for i in range(5)]
+        assert log.read(4, 1 << 20) == appended[2:]
+        assert log.read(4, 1 << 20)[0] is appended[2]  # no pread, no decode
+        assert log.read(4, 1 << 20) == log._read_uncached(4, 1 << 20)
+
+
+def test_read_matches_segments_when_tail_cache_was_trimmed(tmp_path: Path) -> None:
+    with SmallTailLog(tmp_path / "p", segment_bytes=90) as log:
+        for i in range(12):
+            log.append(1 + i // 4, _records(1 + i % 3, f"b{i}"))
+            for offset in range(log.end_offset):
+                for max_bytes in (0, 10, 1 << 20):
+                    assert log.read(offset, max_bytes) == log._read_uncached(offset, max_bytes)
+
+
+@pytest.mark.parametrize("cut", [0, 3, 4, 5, 7])  # at a batch boundary, or inside a batch
+def test_read_returns_log_after_truncation_when_truncated_batches_were_cached(
+        tmp_path: Path, cut: int) -> None:
+    with DiskLog(tmp_path / "p", segment_bytes=60) as log:
+        for i in range(4):
+            log.append(1, _records(2, f"b{i}"))  # batches at 0, 2, 4, 6
+        log.truncate_to(cut)
+        appended = log.append(2, [b"after"])
+        assert appended.base_offset == cut
+        everything = log.read(0, 1 << 20)
+        assert everything == log._read_uncached(0, 1 << 20)
+        assert [r for b in everything for r in b.records][cut] == b"after"
+        assert sum(len(b.records) for b in everything) == cut + 1
+
+
+def test_read_returns_log_after_start_moves_when_tail_was_cached(tmp_path: Path) -> None:
+    with DiskLog(tmp_path / "p", segment_bytes=60) as log:
+        for i in range(6):
+            log.append(1, _records(2, f"b{i}"))
+        log.advance_start(7)
+        assert log.read(7, 1 << 20) == log._read_uncached(7, 1 << 20)
+        assert log.read(7, 1 << 20)[0].base_offset == 6
+        log.reset_to(20, 3)
+        assert log.read(20, 1 << 20) == []
+        assert log.append(3, [b"x"]) == log.read(20, 1 << 20)[0]
+
+
 class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to state machines
     """DiskLog behaves as MemoryLog (its model) under any append/truncate/read/flush/reopen,
     and after a power cut keeps at least what the model keeps."""
@@ -444,7 +499,7 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
         """The log on `self.directory`, whose files count as durable as they are now."""
         self.watching.close()
         self.crash_disk = self.watching.enter_context(CrashDisk(self.directory).installed())
-        return DiskLog(self.directory, segment_bytes=120)
+        return SmallTailLog(self.directory, segment_bytes=120)
 
     def _disk(self) -> DiskLog:
         assert self.disk is not None
@@ -466,7 +521,9 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
     @rule(data=st.data(), max_bytes=st.integers(0, 100))
     def read(self, data: st.DataObject, max_bytes: int) -> None:
         offset = data.draw(st.integers(0, self.model.end_offset + 1))
-        assert self._disk().read(offset, max_bytes) == self.model.read(offset, max_bytes)
+        expected = self.model.read(offset, max_bytes)
+        assert self._disk().read(offset, max_bytes) == expected
+        assert self._disk()._read_uncached(offset, max_bytes) == expected
 
     @rule()
     def flush(self) -> None:
@@ -477,7 +534,7 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
     def reopen(self) -> None:
         """A clean restart keeps the page cache; recovery makes it all durable."""
         self._disk().close()
-        self.disk = DiskLog(self.directory, segment_bytes=120)
+        self.disk = SmallTailLog(self.directory, segment_bytes=120)
         self.model.flush()
 
     @rule()
