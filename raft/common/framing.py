@@ -8,6 +8,7 @@ closes that one connection and logs the reason, and keeps serving everyone else.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from typing import Any
 
 import msgpack
@@ -19,6 +20,7 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _LENGTH = struct.Struct(">I")
 _RECEIVE_CHUNK = 64 * 1024
 REQUIRED_KEYS = ("api", "version", "correlation_id", "cluster_id", "body")
+_REQUIRED = frozenset(REQUIRED_KEYS)
 
 
 class FrameError(Exception):
@@ -33,15 +35,15 @@ def encode_frame(message: dict[str, Any], max_frame_bytes: int = DEFAULT_MAX_FRA
     return _LENGTH.pack(len(payload)) + payload
 
 
-def decode_payload(payload: bytes) -> dict[str, Any]:
+def decode_payload(payload: bytes | bytearray) -> dict[str, Any]:
     try:
         message = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types on bad input
         raise FrameError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
     if not isinstance(message, dict):
         raise FrameError(f"frame is a {type(message).__name__}, not a map")
-    missing = [key for key in REQUIRED_KEYS if key not in message]
-    if missing:
+    if not message.keys() >= _REQUIRED:  # one set check; which keys only when it fails
+        missing = [key for key in REQUIRED_KEYS if key not in message]
         raise FrameError(f"frame lacks {', '.join(missing)}")
     if not isinstance(message["correlation_id"], int) or not isinstance(message["api"], str):
         raise FrameError("frame has a non-integer correlation_id or a non-string api")
@@ -56,19 +58,25 @@ class FrameDecoder:
         self._buffer = bytearray()
 
     def feed(self, data: bytes | bytearray) -> list[dict[str, Any]]:
-        self._buffer += data
+        buffer = self._buffer
+        buffer += data
         frames = []
-        while len(self._buffer) >= _LENGTH.size:
-            (length,) = _LENGTH.unpack_from(self._buffer)
-            if length > self._max_frame_bytes:
-                raise FrameError(
-                    f"frame of {length} bytes exceeds the {self._max_frame_bytes} limit")
-            end = _LENGTH.size + length
-            if len(self._buffer) < end:
-                break
-            payload = bytes(self._buffer[_LENGTH.size:end])
-            del self._buffer[:end]
-            frames.append(decode_payload(payload))
+        start, size = 0, len(buffer)
+        try:
+            # Frames are decoded from where they lie (a slice is one copy, where a bytes()
+            # of it was two) and the consumed bytes are dropped once, not after each frame.
+            while size - start >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(buffer, start)
+                if length > self._max_frame_bytes:
+                    raise FrameError(
+                        f"frame of {length} bytes exceeds the {self._max_frame_bytes} limit")
+                end = start + _LENGTH.size + length
+                if size < end:
+                    break
+                frames.append(decode_payload(buffer[start + _LENGTH.size:end]))
+                start = end
+        finally:
+            del buffer[:start]  # also on an error: the frames before it were whole
         return frames
 
     @property
@@ -84,7 +92,7 @@ class FramedStream:
         self.stream = stream
         self._max_frame_bytes = max_frame_bytes
         self._decoder = FrameDecoder(max_frame_bytes)
-        self._pending: list[dict[str, Any]] = []
+        self._pending: deque[dict[str, Any]] = deque()
         self._send_lock = trio.Lock()
 
     async def receive(self) -> dict[str, Any] | None:
@@ -95,7 +103,7 @@ class FramedStream:
                     raise FrameError("connection closed in the middle of a frame")
                 return None
             self._pending.extend(self._decoder.feed(data))
-        return self._pending.pop(0)
+        return self._pending.popleft()
 
     async def send(self, message: dict[str, Any]) -> None:
         frame = encode_frame(message, self._max_frame_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import random as _random_module
+import threading
 import uuid as _stdlib_uuid
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +145,19 @@ def msgpack_default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} as msgpack")
 
 
+class _Packers(threading.local):
+    """One msgpack Packer per thread: `packb` builds a new Packer (and its buffer) for
+    every call, about half the cost of packing a Fetch frame or a small record. A Packer
+    is not thread-safe, hence one per thread; it resets itself after an error."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(default=msgpack_default, use_bin_type=True)
+
+
+_packers = _Packers()
+
+
 def pack(obj: Any) -> bytes:
-    packed: bytes = msgpack.packb(obj, default=msgpack_default, use_bin_type=True)
+    """`obj` as msgpack, Uuids as 16-byte bin (`msgpack_default`)."""
+    packed: bytes = _packers.packer.pack(obj)
     return packed

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import struct
 
 import msgpack
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from raft.common.framing import FrameDecoder, FramedStream, FrameError, encode_frame
 from raft.common.uuid import METADATA_TOPIC_ID, Uuid
@@ -105,3 +108,34 @@ def test_decoder_yields_frames_when_bytes_arrive_one_at_a_time() -> None:
         frames += decoder.feed(data[i:i + 1])
     assert [f["correlation_id"] for f in frames] == [7, 9]
     assert not decoder.has_partial_frame
+
+
+@given(st.lists(st.integers(0, 1 << 40), min_size=1, max_size=6), st.data())
+def test_decoder_yields_frames_in_order_when_chunks_split_them_anywhere(
+        ids: list[int], data: st.DataObject) -> None:
+    """Several frames in one chunk, or cut anywhere between chunks: each once, in order."""
+    stream = b"".join(encode_frame({**MESSAGE, "correlation_id": i}) for i in ids)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    decoder = FrameDecoder()
+    frames = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        frames += decoder.feed(stream[start:end])
+    assert [f["correlation_id"] for f in frames] == ids
+    assert frames[0]["body"]["topic_id"] == METADATA_TOPIC_ID.to_bytes()
+    assert not decoder.has_partial_frame
+
+
+def test_encode_frame_is_the_same_in_every_thread_when_packing_concurrently() -> None:
+    """`pack` keeps one msgpack Packer per thread: concurrent packing never mixes frames,
+    and a failed pack leaves nothing behind for the next one."""
+    expected = {i: encode_frame({**MESSAGE, "correlation_id": i}) for i in range(8)}
+    with pytest.raises(TypeError):
+        encode_frame({**MESSAGE, "body": object()})
+    assert encode_frame({**MESSAGE, "correlation_id": 0}) == expected[0]
+
+    def work(i: int) -> bool:
+        return all(encode_frame({**MESSAGE, "correlation_id": i}) == expected[i]
+                   for _ in range(2000))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(work, range(8)))
