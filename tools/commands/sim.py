@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from typing import Any
 
 from tools.errors import usage_error
-
-_BAR_WIDTH = 30
+from tools.progress import ProgressDisplay
 
 
 def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
@@ -50,7 +48,9 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                         help="worker processes (default: the number of CPUs; 1 runs the "
                              "seeds in this process)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--no-progress", dest="progress", action="store_false")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress line (there is none when stderr is not a "
+                             "terminal)")
 
 
 def _scenario_names() -> list[str]:
@@ -85,16 +85,14 @@ def run(args: argparse.Namespace) -> int:
               f"{spec.observers} observers, {what}, {jobs} jobs", flush=True)
     started = time.monotonic()
     results = []
-    bar = _Progress(len(seeds)) if args.progress else None
     failed = 0
-    for result in _guard(sweep(spec, seeds, stop_on_violation=not args.keep_going,
-                               jobs=jobs)):
-        results.append(result)
-        failed += not result.ok
-        if bar is not None:
-            bar.update(len(results), failed)
-    if bar is not None:
-        bar.done()
+    with ProgressDisplay("sim", total=len(seeds), unit="seeds", rate=True,
+                         enabled=args.progress) as display:
+        for result in _guard(sweep(spec, seeds, stop_on_violation=not args.keep_going,
+                                   jobs=jobs)):
+            results.append(result)
+            failed += not result.ok
+            display.update(completed=len(results), violations=failed)
     summary: dict[str, Any] = {**summarize(results, time.monotonic() - started),
                                "first_seed": seeds.start, "jobs": jobs}
     violations = [r for r in results if not r.ok]
@@ -172,21 +170,3 @@ def _print_violation(result: Any) -> None:
         print(f"  {line}")
     print(f"replay: {result.replay}")
 
-
-class _Progress:
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self._shown = -1
-
-    def update(self, done: int, failed: int) -> None:
-        filled = _BAR_WIDTH * done // self.total
-        if filled == self._shown and done != self.total:
-            return
-        self._shown = filled
-        bar = "#" * filled + "." * (_BAR_WIDTH - filled)
-        sys.stderr.write(f"\r[{bar}] {done}/{self.total} seeds, {failed} violations")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
