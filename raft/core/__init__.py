@@ -1,7 +1,9 @@
 """The Raft core (KIP-595 with KIP-996 pre-vote): pure, synchronous, deterministic.
 
-`RaftCore` takes `step(envelope)`, `tick(now_ms)`, `propose(records)` and `resign()`
-and hands back a `Ready` (see `raft.types`), acknowledged with `advance()`. Modules:
+`RaftCore` takes `step(envelope)`, `tick(now_ms)`, `propose(records)` and `resign()`,
+and from the shell `peer_disconnected(node_id)` (its connection to a voter closed) and
+`peer_unreachable(node_id)` (a connect to it was refused: nothing listens there), and
+hands back a `Ready` (see `raft.types`), acknowledged with `advance()`. Modules:
 
 - `_base`: the shared state and every transition below (the election state is
   persisted before anything that depends on it leaves the node);
@@ -25,6 +27,8 @@ State transitions (Kafka's `QuorumState` table, as this core implements it):
     Follower,
     Candidate,
     Resigned
+    Follower,    Prospective   the leader refuses connections (`peer_unreachable`; a
+    Prospective                prospective only after a rejection: a new round)
     Prospective  Candidate     a majority grants the pre-vote (epoch + 1)
     Prospective  Follower      a majority rejects it while the known leader lives on
     Follower     Candidate     EndQuorumEpoch names this voter first successor
@@ -32,7 +36,9 @@ State transitions (Kafka's `QuorumState` table, as this core implements it):
     Leader       Resigned      graceful shutdown, or check-quorum: no Fetch from a
                                majority within 1.5 fetch timeouts
 
-Observers never leave Unattached/Follower: they find the leader by asking voters.
+Observers never leave Unattached/Follower: they find the leader by asking voters, and
+one whose leader went silent for longer than a long poll, or whose connection to it was
+lost, asks the other voters who leads while it still fetches from it.
 """
 
 from raft.core._base import RaftConfig, RaftInvariantError

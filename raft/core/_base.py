@@ -344,7 +344,7 @@ class CoreBase:
         timeout = self._config.fetch_timeout_ms
         return FollowerState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
                              fetch_timeout_ms=timeout, fetch_deadline_ms=now_ms + timeout,
-                             next_fetch_ms=now_ms)
+                             next_fetch_ms=now_ms, leader_heard_ms=now_ms)
 
     def _quick_retry_timeout_ms(self) -> int:
         """For requests retried well within the fetch timeout: Begin/EndQuorumEpoch, so a

@@ -129,7 +129,7 @@ class FollowerState(EpochState):
     last_fetch_success_ms: int | None = None
     fetch_correlation_id: int | None = None  # the one Fetch in flight
     next_fetch_ms: int = 0  # when to send the next Fetch if none is in flight
-    fetch_sent_ms: int = 0  # when the Fetch in flight left
+    leader_heard_ms: int = 0  # the leader's last answer to a Fetch (or this state's start)
     snapshot_fetch: SnapshotId | None = None  # fetching this snapshot (FetchSnapshot)
     # Observers: the shell lost or could not open its connection to the leader since the
     # last answer from it, so they ask the other voters who leads (see `_replication`).

@@ -257,7 +257,13 @@ class RaftCore(Election, Replication):
     def _handle_timer(self, now_ms: int) -> None:
         state = self._state
         if not self._is_voter:
-            if isinstance(state, FollowerState):
+            if isinstance(state, FollowerState) and len(self._voters) > 1:
+                # An observer's leader check (`_leader_check_at`) has been asking the
+                # other voters for a newer leader since well before this timeout, without
+                # giving up on the old one: better than starting over unattached, where a
+                # voter naming the old leader again sends it back there.
+                state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+            elif isinstance(state, FollowerState):
                 # An observer that lost its leader looks for the current one again.
                 self._set_state(UnattachedState(epoch=state.epoch), now_ms)
                 self._maybe_send_fetch(now_ms)

@@ -217,7 +217,7 @@ class Replication(CoreBase):
         if response.error_code != ErrorCode.NONE:
             state.next_fetch_ms = now_ms + self._config.retry_backoff_ms
             return
-        state.last_fetch_success_ms = now_ms
+        state.last_fetch_success_ms = state.leader_heard_ms = now_ms
         state.leader_unreachable = False
         state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
         self._hear_leader_high_watermark(response.high_watermark)
@@ -253,7 +253,7 @@ class Replication(CoreBase):
         elif response.error_code != ErrorCode.NONE:
             state.next_fetch_ms = now_ms + self._config.retry_backoff_ms  # resume then
         elif snapshot_id is not None:
-            state.last_fetch_success_ms = now_ms
+            state.last_fetch_success_ms = state.leader_heard_ms = now_ms
             state.leader_unreachable = False
             state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
             self._take_snapshot_chunk(state, snapshot_id, response)
@@ -351,7 +351,6 @@ class Replication(CoreBase):
         if isinstance(state, FollowerState):
             if state.fetch_correlation_id is None and now_ms >= state.next_fetch_ms:
                 state.fetch_correlation_id = self._send_fetch(state.leader_id, now_ms)
-                state.fetch_sent_ms = now_ms
             check_at = self._leader_check_at(state)
             if check_at is not None and now_ms >= check_at:
                 voter = self._next_probe_voter(skip=state.leader_id)
@@ -359,28 +358,30 @@ class Replication(CoreBase):
                     voter, now_ms, probe=True, timeout_ms=self._quick_retry_timeout_ms())
         elif (isinstance(state, UnattachedState) and not self._is_voter
               and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
+            # A voter that leads parks the probe up to the long-poll wait; one that is
+            # paused never answers: ask the next one soon after.
             voter = self._next_probe_voter(skip=None)
-            self._probe_correlation_id = self._send_fetch(voter, now_ms, probe=True)
+            self._probe_correlation_id = self._send_fetch(
+                voter, now_ms, probe=True,
+                timeout_ms=self._config.fetch_max_wait_ms + self._leader_check_interval_ms())
 
     def _leader_check_at(self, state: FollowerState) -> int | None:
         """When an observer asks another voter who leads while it follows `state`
-        (None: not now). A live leader answers a parked Fetch within the long-poll wait,
-        so one unanswered for longer, by a margin, hints that the leader is paused, cut
-        off or gone: the observer then asks the voters round-robin, one probe in flight
-        and one every `_leader_check_interval_ms`, and moves to a newer leader as soon
-        as one is named, keeping its Fetch in flight should the old leader answer. After
-        the shell lost (or could not open) its connection to the leader it asks at once.
-        Voters never ask: their fetch timeout and pre-vote decide (`_raft_core`)."""
+        (None: never). A live leader answers a parked Fetch within the long-poll wait,
+        so a leader silent for longer, by a margin, is likely paused, cut off or gone:
+        the observer then asks the other voters round-robin, one probe in flight and one
+        every `_leader_check_interval_ms`, and moves to a newer leader as soon as one is
+        named, keeping its Fetch in flight should the old leader answer. After the shell
+        lost (or could not open) its connection to the leader it asks at once. Voters
+        never ask: their fetch timeout and pre-vote decide (`_raft_core`)."""
         if (self._is_voter or self._probe_correlation_id is not None
                 or len(self._voters) < 2):
             return None
         if state.leader_unreachable:
             return self._probe_at_ms
-        if state.fetch_correlation_id is None:
-            return None
-        overdue = (state.fetch_sent_ms + self._config.fetch_max_wait_ms
-                   + self._leader_check_interval_ms())
-        return max(overdue, self._probe_at_ms)
+        silent_until = (state.leader_heard_ms + self._config.fetch_max_wait_ms
+                        + self._leader_check_interval_ms())
+        return max(silent_until, self._probe_at_ms)
 
     def _leader_check_interval_ms(self) -> int:
         """The margin past the long-poll wait, and the pacing of an observer's checks."""

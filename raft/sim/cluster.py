@@ -14,14 +14,23 @@ records and moves its log start there, so laggards, restarted nodes and observer
 disk was wiped catch up by FetchSnapshot; a loaded snapshot (`Ready.loaded_snapshot`)
 replaces the applied state, a restart rebuilds it from the snapshot at the log start.
 
+Connections are modelled as far as the shell reports them to the core (see
+`raft.transport`): when a voter crashes, every running node its closing connection
+reaches gets "connection lost" (`RaftCore.peer_disconnected`), then "refused"
+(`peer_unreachable`) at each reconnect attempt, with the transport's backoff, until the
+voter runs again; a node that starts while a voter is down gets "refused" likewise. A
+paused or partitioned node refuses nothing, so its peers hear nothing of it.
+`reset_connection` is a connection lost (or refused by mistake) while both ends live.
+
 The cluster also counts how deep a run went: elections (epochs that had a leader, from
 the checker), divergences (see `Divergences`), snapshots taken and snapshot fetches
-completed.
+completed; and how long each failover after a leader's crash took (`failovers_ms`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import random
 from collections import deque
@@ -42,9 +51,13 @@ from raft.sim.snapshots import (
 from raft.sim.trace import Trace
 from raft.types import Envelope, Ready, SnapshotId
 
-DELIVER, TICK, IO, PROPOSE, CALL, TRIM = range(6)
+DELIVER, TICK, IO, PROPOSE, CALL, TRIM, PEER = range(7)
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
+# The transport's reconnect backoff (raft/transport.py): from 50 ms doubling to 1 s, each
+# wait drawn in [half, all] of that; a connect to a cut-off node hangs for its timeout.
+RECONNECT_BACKOFF_MS = (50.0, 1000.0)
+CONNECT_TIMEOUT_MS = 1000.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +68,7 @@ class SimConfig:
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500
+    observer_fetch_timeout_ms: int | None = None  # None: fetch_timeout_ms
     fetch_max_bytes: int | None = None  # None: drawn from the seed (1 batch ... 1 MiB)
     pre_vote: bool = True
     planted_bug: str | None = None
@@ -205,6 +219,11 @@ class Cluster:
             node.snapshot_policy = SnapshotPolicy(config.snapshots,
                                                   random.Random(snapshot_rng.getrandbits(64)))
         self._chunk_rng = random.Random(snapshot_rng.getrandbits(64))
+        self._connection_rng = random.Random(self.rng.getrandbits(64))
+        # (time, node, peer, refused): what the shells reported to their cores
+        self.peer_reports: list[tuple[int, int, int, bool]] = []
+        self.failovers_ms: list[float] = []  # from a leader's crash to the next leader
+        self._crashed_leader: tuple[int, int] | None = None  # (time, epoch) of the crash
         if core_class is None:
             from raft.core import RaftConfig
             from raft.sim.planted import core_class as planted_core_class
@@ -217,6 +236,10 @@ class Cluster:
                 pre_vote=config.pre_vote, fetch_snapshot_max_bytes=chunk_bytes)
         self.core_class = core_class
         self.raft_config = core_config
+        self.observer_raft_config = core_config
+        if config.observer_fetch_timeout_ms is not None and core_config is not None:
+            self.observer_raft_config = dataclasses.replace(
+                core_config, fetch_timeout_ms=config.observer_fetch_timeout_ms)
         # Only a planted bug (raft.sim.planted) snapshots past what it applied.
         self._snapshot_point = getattr(core_class, "sim_snapshot_point", None)
         for node_id in self.nodes:
@@ -313,7 +336,8 @@ class Cluster:
         extra = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
         if self.snapshots_on:
             self.checker.check_snapshot_at_log_start(node)
-        node.core = self.core_class(node_id=node_id, config=self.raft_config, log=node.disk.log,
+        raft_config = self.raft_config if node.is_voter else self.observer_raft_config
+        node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
                              now_ms=node.local_ms(self.now_us), **extra)
@@ -325,12 +349,18 @@ class Cluster:
             self._rebuild_state_machine(node)
         self.trace.add(self.now_us, node_id, "start", node.incarnation)
         self._after_handle(node)
+        for voter in self.voter_ids:
+            if voter != node_id and not self.nodes[voter].up:
+                self._reconnect_later(node_id, voter, 0)
 
     def crash(self, node_id: int, *, wipe: bool = False) -> None:
         """Kill the node; its disk keeps only what was flushed (nothing if `wipe`)."""
         node = self.nodes[node_id]
         if not node.up:
             return
+        leader = self.leader()
+        if leader is node and self._crashed_leader is None:
+            self._crashed_leader = (self.now_us, node.core.epoch)
         node.core = None
         node.gen += 1
         node.tick_gen += 1
@@ -343,6 +373,55 @@ class Cluster:
             self.checker.on_restart(node, wiped=True)
             self.divergences.on_appended(node_id)  # nothing left to reconcile
         self.trace.add(self.now_us, node_id, "crash", "disk wiped" if wipe else "")
+        if node.is_voter:
+            for other in self.running():
+                if self.network.is_up(node_id, other.node_id):  # its FIN reaches them
+                    self._report_peer(other.node_id, node_id, refused=False,
+                                      delay_us=self.network.latency_us())
+                    self._reconnect_later(other.node_id, node_id, 1)
+
+    def reset_connection(self, node_id: int, peer: int, *, refused: bool = False) -> None:
+        """Node `node_id`'s connection to voter `peer` is reset while both run (the
+        reconnect succeeds); with `refused`, one reconnect is refused by mistake too."""
+        self._report_peer(node_id, peer, refused=False, delay_us=0)
+        if refused:
+            self._report_peer(node_id, peer, refused=True,
+                              delay_us=self._reconnect_delay_us(1))
+
+    def _report_peer(self, node_id: int, peer: int, *, refused: bool, delay_us: int) -> None:
+        node = self.nodes[node_id]
+        incarnation = node.incarnation
+
+        def report() -> None:
+            if node.up and node.incarnation == incarnation:
+                self._handle(node, PEER, (peer, refused))
+        self.schedule(delay_us, CALL, 0, (report, ""))
+
+    def _reconnect_delay_us(self, failures: int) -> int:
+        low, high = RECONNECT_BACKOFF_MS
+        ceiling = min(high, low * 2 ** max(0, failures - 1))
+        return int(ceiling * self._connection_rng.uniform(0.5, 1.0) * 1000)
+
+    def _reconnect_later(self, node_id: int, peer: int, failures: int) -> None:
+        """Node `node_id` connects to the down voter `peer` after a backoff, as its
+        transport would: refused while `peer` is down and the link is up, hanging for
+        the connect timeout while the link is cut, done once `peer` runs again (or
+        `node_id` stops)."""
+        node, target = self.nodes[node_id], self.nodes[peer]
+        incarnation, target_gen = node.incarnation, target.gen
+        delay_us = self._reconnect_delay_us(max(1, failures))
+
+        def attempt() -> None:
+            if (not node.up or node.incarnation != incarnation or target.up
+                    or target.gen != target_gen):
+                return
+            if not (self.network.is_up(node_id, peer) and self.network.is_up(peer, node_id)):
+                self.schedule(int(CONNECT_TIMEOUT_MS * 1000), CALL, 0,
+                              (lambda: self._reconnect_later(node_id, peer, failures + 1), ""))
+                return
+            self._handle(node, PEER, (peer, True))
+            self._reconnect_later(node_id, peer, failures + 1)
+        self.schedule(delay_us, CALL, 0, (attempt, ""))
 
     def pause(self, node_id: int) -> None:
         """Stop the node's event loop (its timers and inbox wait) without a crash."""
@@ -524,6 +603,14 @@ class Cluster:
                 self.proposals.append((self.now_us, result[0], result[1]))
         elif kind == TRIM:
             self._trim(node, payload)
+        elif kind == PEER:
+            peer, refused = payload
+            self.trace.add(self.now_us, node.node_id, "peer", payload)
+            self.peer_reports.append((self.now_us, node.node_id, peer, refused))
+            handler = getattr(core, "peer_unreachable" if refused else "peer_disconnected",
+                              None)
+            if handler is not None:  # a toy core (the simulator's own tests) has none
+                handler(peer, now_ms)
         else:
             self.trace.add(self.now_us, node.node_id, "resign", None)
             core.resign(now_ms)
@@ -679,6 +766,10 @@ class Cluster:
         if state != node.last_state:
             node.last_state = state
             self.trace.add(self.now_us, node.node_id, "state", state)
+            crashed = self._crashed_leader
+            if core.is_leader and crashed is not None and core.epoch > crashed[1]:
+                self.failovers_ms.append((self.now_us - crashed[0]) / 1000)
+                self._crashed_leader = None
             if core.is_leader and self._on_elected:
                 callbacks, self._on_elected = self._on_elected, []
                 for callback in callbacks:

@@ -16,7 +16,8 @@ every link, disk and clock back to normal, every node running again.
   elected a newer leader, so the old one comes back with its stale tail),
   `cut-new-leader` (the next leader is cut off the moment it wins) and
   `multi-epoch-tail` (chaser only: four elections in a row that leave a node with an
-  uncommitted tail of two epochs, see `_MultiEpochTail`);
+  uncommitted tail of two epochs, see `_MultiEpochTail`), `reset` (connections to a live
+  voter reset, one reconnect refused by mistake now and then: see `_reset`);
 - processes and disks: `crash`, `crash-leader`, `shutdown-leader` (graceful resign, then
   stop), `crash-many`, `pause`, `pause-leader`, `slow-disk`, `crash-tail` (crash the node
   with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s) and
@@ -37,13 +38,13 @@ from raft.sim.network import Link, isolation_links, partition_links
 FAULT_KINDS = ("all", "net", "crash", "none")
 NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net",
               "leader-minority", "isolate-until-elected", "cut-new-leader", "multi-epoch-tail",
-              "lossy-snapshots")
+              "lossy-snapshots", "reset")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
                 "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce")
 # How often each kind is drawn, relative to 1 for the kinds not listed.
 WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
            "isolate-until-elected": 3, "crash-tail": 2, "bounce": 3, "multi-epoch-tail": 30,
-           "lossy-snapshots": 3}
+           "lossy-snapshots": 3, "reset": 2}
 GAP_MS = (500.0, 2500.0)  # between the starts of two background faults
 CHASE_DELAY_MS = (200.0, 2000.0)  # from an election to the fault aimed at its winner
 DURATION_MS = (300.0, 5000.0)
@@ -491,7 +492,30 @@ def _slow_disk(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     return slow, fast
 
 
+def _reset(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """Connections to a running voter (the leader, half the time) are reset while it
+    runs: some running nodes hear their connection to it was lost (the reconnect then
+    succeeds), and half the time one of them also has a reconnect refused by mistake (a
+    firewall's REJECT). That node asks for pre-votes, which the others refuse while
+    they hear from the leader: no epoch may move because of it."""
+    refuse = rng.random() < 0.5
+
+    def reset() -> None:
+        voters = [v for v in cluster.voter_ids if cluster.nodes[v].up]
+        if not voters:
+            return
+        leader = cluster.leader_id()
+        peer = leader if leader is not None and rng.random() < 0.5 else rng.choice(voters)
+        hit = [n.node_id for n in cluster.running() if n.node_id != peer
+               and rng.random() < 0.5]
+        refused = rng.choice(hit) if hit and refuse else None
+        for node_id in hit:
+            cluster.reset_connection(node_id, peer, refused=node_id == refused)
+    return reset, lambda: None
+
+
 _LINK_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
+    "reset": _reset,
     "lossy": _lossy,
     "lossy-snapshots": _lossy_snapshots,
     "slow-net": _slow_net,

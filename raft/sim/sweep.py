@@ -13,7 +13,8 @@ A sweep runs seeds in order, in this process or (`jobs` > 1) in worker processes
 seed's result depends on the seed alone, and results come back in seed order.
 `summarize` gives how deep the sweep went: elections (epochs that had a leader),
 divergences (`raft.sim.cluster.Divergences`), snapshots taken and snapshot fetches
-completed (a fetched snapshot loaded in place of a node's log) per seed.
+completed (a fetched snapshot loaded in place of a node's log) per seed, and how long
+failovers after a leader's crash took (simulated ms, over every such crash).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class RunResult:
     snapshot_fetches: int = 0  # fetched snapshots loaded in place of a log
     snapshot_chunks: int = 0  # FetchSnapshot requests
     snapshot_resumes: int = 0  # downloads resumed from the bytes held after a lost chunk
+    failovers_ms: tuple[float, ...] = ()  # from each leader crash to the next leader
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -135,6 +137,7 @@ def run_seed(spec: RunSpec, seed: int,
         snapshots=cluster.snapshots_taken, snapshot_fetches=cluster.snapshot_fetches,
         snapshot_chunks=cluster.snapshot_chunks,
         snapshot_resumes=cluster.snapshot_resumes,
+        failovers_ms=tuple(cluster.failovers_ms),
         invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
@@ -243,6 +246,8 @@ def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, An
         "snapshot_fetches_per_seed": spread([r.snapshot_fetches for r in results]),
         "snapshot_chunks": sum(r.snapshot_chunks for r in results),
         "snapshot_resumes": sum(r.snapshot_resumes for r in results),
+        "leader_crash_failover_ms": spread([round(ms, 1) for r in results
+                                            for ms in r.failovers_ms]),
         "sim_seconds_per_seed": spread([round(r.sim_time_ms / 1000, 1) for r in results]),
         "wall_seconds": round(wall_seconds, 2),
         "events_per_second": round(events / wall_seconds) if wall_seconds > 0 else None,

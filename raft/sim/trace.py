@@ -56,9 +56,16 @@ def format_event(time_us: int, node_id: int, kind: str, obj: Any) -> str:
         text = (f"log start {'moved' if moved else 'not moved (refused)'} to "
                 f"{snapshot_id.end_offset}-{snapshot_id.epoch}")
     else:
-        text = f"{kind}: {obj}"
+        text = _describe_other(kind, obj)
     line = f"{time_us / 1000:11.3f} ms  {who:>4}  {text}"
     return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 3] + "..."
+
+
+def _describe_other(kind: str, obj: Any) -> str:
+    if kind == "peer":
+        peer, refused = obj
+        return f"hears its connection to n{peer} was {'refused' if refused else 'lost'}"
+    return f"{kind}: {obj}"
 
 
 def describe_ready(ready: Any) -> str:

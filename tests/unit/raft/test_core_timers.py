@@ -61,14 +61,27 @@ def test_follower_becomes_candidate_directly_when_pre_vote_is_off() -> None:
     assert core.epoch == 4
 
 
-def test_observer_looks_for_a_leader_instead_of_campaigning_when_fetches_time_out() -> None:
-    """KIP-595 observers never become candidates: they go back to discovery."""
+def test_observer_asks_the_voters_instead_of_campaigning_when_fetches_time_out() -> None:
+    """KIP-595 observers never become candidates: one whose leader went silent asks the
+    other voters who leads (tests/unit/raft/test_core_peer_loss.py), in its epoch, and
+    keeps fetching from the old leader meanwhile."""
     core = make_core(7, election=ElectionState(epoch=3, leader_id=1, voters=(1, 2, 3)))
     drain(core)
     core.tick(5000)
     ready = drain(core)
-    assert core.role is Role.UNATTACHED
-    assert core.epoch == 3
+    assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 3, 1)
+    assert sent(ready, msg.VoteRequest) == []
+    assert sorted(e.dst for e in sent(ready, msg.FetchRequest)) == [1, 2]
+
+
+def test_observer_of_a_single_voter_looks_for_a_leader_again_when_fetches_time_out() -> None:
+    """With no other voter to ask, an observer goes back to discovery."""
+    core = make_core(7, voters=(1,), election=ElectionState(epoch=3, leader_id=1,
+                                                            voters=(1,)))
+    drain(core)
+    core.tick(5000)
+    ready = drain(core)
+    assert (core.role, core.epoch) == (Role.UNATTACHED, 3)
     assert sent(ready, msg.VoteRequest) == []
     assert len(sent(ready, msg.FetchRequest)) == 1
 
