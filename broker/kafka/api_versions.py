@@ -28,6 +28,7 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 
 # api key -> (min version, max version)
@@ -56,6 +57,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),  # kio's range; v0 lacks config_source
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.quorum_api)
     # ordered delivery across resizes (broker.kafka.ordered_schemas): not Kafka's
     CONSUMER_GROUP_POSITION: (0, 0),
     PARTITION_LEADER_EPOCHS: (0, 0),

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from broker.kafka import (
     admin_api,
@@ -32,6 +33,7 @@ from broker.kafka import (
     metadata_api,
     ordered_api,
     produce,
+    quorum_api,
 )
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import (
@@ -84,10 +86,17 @@ async def _find_coordinator(context: BrokerContext, body: Any, version: int) -> 
     return await group.handle_find_coordinator_request(context, body, version)
 
 
+async def _describe_quorum(context: BrokerContext, body: Any, version: int) -> Any:
+    """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
+    return quorum_api.error_response(version, int(ErrorCode.unknown_server_error),
+                                     "this listener does not forward DescribeQuorum")
+
+
 HANDLERS: dict[int, Handler] = {
     api_versions.API_VERSIONS: _api_versions,
     api_versions.METADATA: _metadata,
     api_versions.DESCRIBE_CLUSTER: _describe_cluster,
+    api_versions.DESCRIBE_QUORUM: _describe_quorum,  # the Dispatcher's forwarder replaces it
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
@@ -124,9 +133,14 @@ def api_name(body: Any) -> str:
 
 
 class Dispatcher:
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(self, context: BrokerContext, *,
+                 quorum: quorum_api.QuorumForwarder | None = None) -> None:
         self.context = context
         self.on_request: RequestObserver | None = None
+        # DescribeQuorum needs the controllers' addresses, which the context lacks
+        self.handlers = dict(HANDLERS)
+        if quorum is not None:
+            self.handlers[api_versions.DESCRIBE_QUORUM] = quorum.handle
 
     async def handle_frame(self, frame: bytes) -> bytes | None:
         """The response frame (size included), None when none is due (acks=0 Produce);
@@ -139,7 +153,7 @@ class Dispatcher:
             request = parse_request(frame, SUPPORTED)
         except KafkaCodecError as exc:
             raise ConnectionClosed(str(exc)) from None
-        handler = HANDLERS[request.header.api_key]
+        handler = self.handlers[request.header.api_key]
         started = trio.current_time()
         try:
             response = await handler(self.context, request.body, request.header.api_version)
@@ -233,7 +247,10 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     context.broker_epoch = lambda: (None if server.registration is None
                                     else server.registration.broker_epoch)
     node.add_commit_listener(lambda batch: context.on_image_changed())
-    listener = KafkaListener(Dispatcher(context), address,
+    quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
+                                        cluster_id=node.cluster_id,
+                                        leader_hint=lambda: node.leader_address)
+    listener = KafkaListener(Dispatcher(context, quorum=quorum), address,
                              max_frame_bytes=settings.socket_request_max_bytes)
     node.add_background_task(listener.serve)
     node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders

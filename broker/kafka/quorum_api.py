@@ -1,0 +1,217 @@
+"""DescribeQuorum (v0-v2) on the broker's Kafka listener, forwarded to the controllers.
+
+Kafka 3.9 brokers forward DescribeQuorum to the active controller, so that
+kafka-metadata-quorum.sh --bootstrap-server (and `kraft quorum describe
+--bootstrap-server`) works through a broker. Here the broker sends the controllers'
+own DescribeQuorum (`raft.node`'s, msgpack over the controller listener) to the raft
+leader, following a non-leader's NOT_LEADER_OR_FOLLOWER to the address it names, and
+translates the answer into Kafka's response (`describe_quorum_response`, pure).
+
+The request must name `__cluster_metadata` partition 0 once, as Kafka checks: more
+than one topic or partition is INVALID_REQUEST, another topic or partition is
+UNKNOWN_TOPIC_OR_PARTITION on that partition. v2's `nodes` lists each voter with its
+controller endpoint, from this broker's view of the voters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.codec import build, response_class
+from broker.kafka.context import BrokerContext
+from raft import messages
+from raft.common.errors import ErrorCode as RaftErrorCode
+from raft.common.framing import FramedStream, FrameError
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_QUORUM = 55
+CONTROLLER_API = "DescribeQuorumRequest"  # raft.node's api name on the controller listener
+METADATA_TOPIC = "__cluster_metadata"
+CONTROLLER_LISTENER = "CONTROLLER"
+RETRY_PAUSE_S = 0.05
+DEFAULT_TIMEOUT_S = 5.0
+
+Address = tuple[str, int]
+
+
+class QuorumUnavailable(Exception):
+    """No controller gave the leader's DescribeQuorum before the deadline."""
+
+
+def _address(text: str) -> Address | None:
+    host, _, port = text.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+class QuorumForwarder:
+    """Asks the raft leader among `voters` for DescribeQuorum (`leader_hint`: who this
+    broker believes leads, tried first)."""
+
+    def __init__(self, *, voters: Mapping[int, Address], cluster_id: str,
+                 leader_hint: Callable[[], Address | None] = lambda: None) -> None:
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.leader_hint = leader_hint
+        self._correlation = itertools.count(1)
+
+    async def describe(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+        """The leader's DescribeQuorum body as the controller sent it (raises
+        QuorumUnavailable)."""
+        problems: list[str] = []
+        body = messages.encode_message(
+            messages.DescribeQuorumRequest(cluster_id=self.cluster_id))[1]
+        with trio.move_on_after(timeout_s):
+            while True:
+                hint = self.leader_hint()
+                targets = ([hint] if hint else []) + sorted(self.voters.values())
+                for first in dict.fromkeys(targets):
+                    target: Address | None = first
+                    for _ in range(3):  # a non-leader names the leader: follow it
+                        assert target is not None
+                        try:
+                            with trio.fail_after(max(0.5, timeout_s / 2)):
+                                reply = await self._send(target, body)
+                        except (OSError, FrameError, trio.TooSlowError,
+                                trio.BrokenResourceError) as exc:
+                            problems.append(f"{target[0]}:{target[1]}: {exc}")
+                            break
+                        code = reply.get("error_code", 0) if isinstance(reply, dict) else -1
+                        if code != RaftErrorCode.NOT_LEADER_OR_FOLLOWER:
+                            return reply if isinstance(reply, dict) else {}
+                        problems.append(f"{target[0]}:{target[1]}: not the leader")
+                        redirect = reply.get("leader_address")
+                        target = _address(redirect) if isinstance(redirect, str) else None
+                        if target is None:
+                            break
+                await trio.sleep(RETRY_PAUSE_S)  # an election is under way
+        raise QuorumUnavailable("; ".join(problems[-3:]) or "no controller answered")
+
+    async def _send(self, address: Address, body: dict[str, Any]) -> Any:
+        stream = await trio.open_tcp_stream(*address)
+        framed = FramedStream(stream)
+        try:
+            correlation_id = next(self._correlation)
+            await framed.send({"api": CONTROLLER_API, "version": 0,
+                               "correlation_id": correlation_id,
+                               "cluster_id": self.cluster_id, "body": body})
+            while True:
+                reply = await framed.receive()
+                if reply is None:
+                    raise FrameError("the controller closed the connection")
+                if reply["correlation_id"] == correlation_id:
+                    return reply["body"]
+        finally:
+            await framed.aclose()
+
+    async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
+        """The listener's DescribeQuorum handler."""
+        problem = request_error(request)
+        if problem is not None:
+            return error_response(version, *problem)
+        if partition_mismatch(request):
+            return unknown_partition_response(request, version)
+        try:
+            reply = await self.describe(min(DEFAULT_TIMEOUT_S,
+                                            context.request_timeout_ms / 1000))
+        except QuorumUnavailable as exc:
+            log.warning("DescribeQuorum: no controller answered", extra={"reason": str(exc)})
+            return error_response(version, int(ErrorCode.request_timed_out),
+                                  f"no controller answered: {exc}")
+        return describe_quorum_response(reply, version, voters=self.voters,
+                                        topic_name=request.topics[0].topic_name)
+
+
+# --- pure translation -------------------------------------------------------------------
+
+
+def request_error(request: Any) -> tuple[int, str] | None:
+    """(error code, message) when the request is not Kafka's singleton request
+    (INVALID_REQUEST at the top level); None otherwise."""
+    topics = request.topics
+    if len(topics) != 1 or len(topics[0].partitions) != 1:
+        return int(ErrorCode.invalid_request), \
+            "DescribeQuorum takes exactly one topic with one partition"
+    return None
+
+
+def partition_mismatch(request: Any) -> bool:
+    """The singleton request names another topic or partition than the metadata log's."""
+    (topic,) = request.topics
+    (partition,) = topic.partitions
+    return topic.topic_name != METADATA_TOPIC or int(partition.partition_index) != 0
+
+
+def error_response(version: int, code: int, message: str | None) -> Any:
+    """A top-level error (no topics)."""
+    return build(response_class(DESCRIBE_QUORUM, version),
+                 {"error_code": code, "error_message": message, "topics": [], "nodes": []})
+
+
+def unknown_partition_response(request: Any, version: int) -> Any:
+    """UNKNOWN_TOPIC_OR_PARTITION on the one partition asked (as Kafka answers)."""
+    (topic,) = request.topics
+    (partition,) = topic.partitions
+    return build(response_class(DESCRIBE_QUORUM, version), {
+        "error_code": 0, "topics": [{"topic_name": topic.topic_name, "partitions": [{
+            "partition_index": int(partition.partition_index),
+            "error_code": int(ErrorCode.unknown_topic_or_partition),
+            "leader_id": -1, "leader_epoch": -1, "high_watermark": -1}]}], "nodes": []})
+
+
+def _kafka_error(code: int) -> int:
+    try:
+        return int(ErrorCode(code))
+    except ValueError:
+        return int(ErrorCode.unknown_server_error)
+
+
+def _replicas(states: tuple[messages.ReplicaState, ...]) -> list[dict[str, Any]]:
+    return [{"replica_id": r.replica_id, "replica_directory_id": uuid.UUID(int=0),
+             "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_timestamp,
+             "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in states]
+
+
+def _error_name(code: int) -> str:
+    try:
+        return RaftErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def describe_quorum_response(reply: Mapping[str, Any], version: int, *,
+                             voters: Mapping[int, Address],
+                             topic_name: str = METADATA_TOPIC) -> Any:
+    """Kafka's DescribeQuorum response at `version` from the controller's reply body (a
+    top-level error when the reply is an error body or malformed); `voters` fill v2's
+    nodes."""
+    if "topics" not in reply:  # an error body (e.g. INCONSISTENT_CLUSTER_ID)
+        return error_response(version, _kafka_error(int(reply.get("error_code", -1))),
+                              reply.get("error_message"))
+    try:
+        response = messages.decode_message("DescribeQuorumResponse", dict(reply))
+    except messages.MessageError as exc:
+        return error_response(version, int(ErrorCode.unknown_server_error),
+                              f"malformed DescribeQuorum from the controller: {exc}")
+    assert isinstance(response, messages.DescribeQuorumResponse)
+    code = int(response.error_code)
+    partition = {
+        "partition_index": 0, "error_code": _kafka_error(code),
+        "error_message": None if code == 0 else _error_name(code),
+        "leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
+        "high_watermark": response.high_watermark,
+        "current_voters": _replicas(response.current_voters),
+        "observers": _replicas(response.observers)}
+    nodes = [{"node_id": node_id,
+              "listeners": [{"name": CONTROLLER_LISTENER, "host": host, "port": port}]}
+             for node_id, (host, port) in sorted(voters.items())]
+    return build(response_class(DESCRIBE_QUORUM, version), {
+        "error_code": 0, "error_message": None,
+        "topics": [{"topic_name": topic_name, "partitions": [partition]}], "nodes": nodes})
