@@ -4,19 +4,24 @@
     kraft quorum stop --cluster DIR
     kraft quorum kill --cluster DIR --node N [--signal KILL|STOP|CONT|TERM]
     kraft quorum restart --cluster DIR --node N
-    kraft quorum describe (--bootstrap-controller H:P[,...] | --cluster DIR)
+    kraft quorum describe (--bootstrap-server H:P[,...] | --bootstrap-controller H:P[,...]
+                           | --cluster DIR)
                           (--status | --replication) [--human-readable] [--json]
+                          [--timeout SECONDS]
     kraft quorum append (--cluster DIR | --bootstrap-controller H:P[,...]) --count N [--batch B]
     kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
 
 `describe` prints what kafka-metadata-quorum.sh 3.9 prints; a non-leader redirects the
-request to the leader. `--replication` lists the leader first, then the other voters, then
-the observers; `--human-readable` shows the timestamps as "N ms ago" and the status's lag
-time as "N ms". `--status` lists each voter with its endpoints (`CONTROLLER://HOST:PORT`):
-from cluster.json with `--cluster`; with `--bootstrap-controller`, the ones the given
-controllers and the leader report for themselves (a voter neither given nor leading shows
-none). `--bootstrap-server` is the old spelling of `--bootstrap-controller` here (a
-deprecation note on stderr): a broker does not forward DescribeQuorum.
+request to the leader. As in Kafka's tool, `--bootstrap-server` names brokers: Kafka's
+DescribeQuorum goes to a broker's Kafka listener, which forwards it to the controllers
+(`broker.kafka.quorum_api`; `tools.client.admin`); `--bootstrap-controller` names
+controllers. `--replication` lists the leader first, then the other voters, then the
+observers; `--human-readable` shows the timestamps as "N ms ago" and the status's lag time
+as "N ms". `--status` lists each voter with its endpoints (`CONTROLLER://HOST:PORT`): from
+cluster.json with `--cluster`; through a broker, the voters the broker knows; with
+`--bootstrap-controller`, the ones the given controllers and the leader report for
+themselves (a voter neither given nor leading shows none). `append` needs controllers
+(Kafka's protocol has no such request).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 import time
 from typing import Any
 
@@ -71,13 +75,15 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     restart.add_argument("--node", type=int, required=True)
     restart.add_argument("--json", action="store_true")
     describe = actions.add_parser("describe", help="DescribeQuorum, like kafka-metadata-quorum.sh")
-    _target(describe)
+    _target(describe, brokers=True)
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true")
     what.add_argument("--replication", action="store_true")
     describe.add_argument("--human-readable", action="store_true",
                           help="timestamps as 'N ms ago', the lag time as 'N ms'")
     describe.add_argument("--json", action="store_true")
+    describe.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                          help="with --bootstrap-server: give up after this long")
     demo = actions.add_parser("demo", help="start 3 voters, append, kill the leader, "
                               "show the new leader, stop (used by `kraft demo`)")
     demo.add_argument("--cluster", required=True, metavar="DIR")
@@ -90,12 +96,14 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     quorum_snapshot.add_parser(actions)
 
 
-def _target(parser: argparse.ArgumentParser) -> None:
+def _target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
+    if brokers:
+        group.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                           help="broker addresses (their Kafka listeners forward "
+                           "DescribeQuorum), as kafka-metadata-quorum.sh")
     group.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                        help="controller addresses (as kafka-metadata-quorum.sh)")
-    group.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                       help="deprecated here: the same as --bootstrap-controller")
     group.add_argument("--cluster", metavar="DIR")
 
 
@@ -104,14 +112,11 @@ def split_addresses(text: str) -> list[str]:
 
 
 def controller_addresses(args: argparse.Namespace) -> list[str]:
-    """--bootstrap-controller, or the deprecated --bootstrap-server naming controllers
-    (one note on stderr)."""
-    if args.bootstrap_controller:
-        return split_addresses(args.bootstrap_controller)
-    print("note: --bootstrap-server names controllers here, as kraft-py has always read "
-          "it; it is deprecated: use --bootstrap-controller (Kafka's tools take "
-          "--bootstrap-server for a broker)", file=sys.stderr)
-    return split_addresses(args.bootstrap_server)
+    """The addresses --bootstrap-controller names."""
+    addresses = split_addresses(args.bootstrap_controller or "")
+    if not addresses:
+        raise usage_error("--bootstrap-controller: no controller address given")
+    return addresses
 
 
 def _addresses(args: argparse.Namespace) -> tuple[list[str], str]:
@@ -288,12 +293,32 @@ def voter_endpoints(args: argparse.Namespace, addresses: list[str],
     return found
 
 
+def _through_broker(args: argparse.Namespace) -> tuple[dict[str, Any], dict[int, list[str]]]:
+    """(state, voter endpoints) from Kafka's DescribeQuorum, sent to a broker."""
+    from tools.client.addresses import broker_addresses  # kio and trio: only when used
+    from tools.client.admin import BrokerAdminClient
+    from tools.client.connection import ClientError
+    try:
+        client = BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                                   timeout_s=args.timeout)
+        return client.describe_quorum()
+    except ClientError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _describe(args: argparse.Namespace) -> int:
-    addresses, cluster_id = _addresses(args)
-    state = describe_quorum(addresses, timeout_s=2.0)  # a stopped node only times out
+    endpoints: dict[int, list[str]] | None = None
+    if args.bootstrap_server:
+        state, endpoints = _through_broker(args)
+        cluster_id = ""  # the state's, from the broker's Metadata
+    else:
+        addresses, cluster_id = _addresses(args)
+        state = describe_quorum(addresses, timeout_s=2.0)  # a stopped node only times out
     now_ms = int(time.time() * 1000)
     if args.status:
-        view = status_view(state, cluster_id, now_ms, voter_endpoints(args, addresses, state))
+        if endpoints is None:
+            endpoints = voter_endpoints(args, addresses, state)
+        view = status_view(state, cluster_id, now_ms, endpoints)
         _print(args, view, status_text(view, human_readable=args.human_readable))
     else:
         rows = replication_view(state)

@@ -1,6 +1,7 @@
 """`kraft topics`: create, describe, delete, alter and list topics (like kafka-topics.sh).
 
-    kraft topics (--bootstrap-controller HOST:PORT[,...] | --cluster DIR)
+    kraft topics (--bootstrap-server HOST:PORT[,...] | --bootstrap-controller HOST:PORT[,...]
+                  | --cluster DIR)
         --create --topic NAME [--partitions N] [--replication-factor R]
       | --describe [--topic NAME | --topic-id ID]
       | --delete (--topic NAME | --topic-id ID)
@@ -10,11 +11,14 @@
       | --list
       [--json] [--timeout SECONDS]
 
-Requests go to any controller; a non-controller answers NOT_CONTROLLER with the leader's
-address and the request follows it. `--bootstrap-server` is the old spelling of
-`--bootstrap-controller` here (a deprecation note on stderr): this tool speaks the
-controllers' admin protocol, not a broker's Kafka protocol. A request the controller
-refuses exits 1 with the Kafka error name and code; bad usage exits 2.
+As in Kafka's tools, `--bootstrap-server` names brokers: the tool speaks the Kafka
+protocol to a broker's Kafka listener (Metadata, CreateTopics, DeleteTopics,
+CreatePartitions; `tools.client.admin`), which forwards writes to the active controller.
+`--bootstrap-controller` (and `--cluster`) speak the controllers' admin protocol: a
+request goes to any controller, and a non-controller answers NOT_CONTROLLER with the
+leader's address, which the request follows. The output is the same either way, except
+that a rename (`--alter --new-name`) needs the controllers: Kafka's protocol has none.
+A refused request exits 1 with the Kafka error name and code; bad usage exits 2.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from metadata.admin import (
     DEFAULT,
@@ -48,6 +52,7 @@ from metadata.admin import (
 )
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
+from tools.client.addresses import broker_addresses
 from tools.cluster import Cluster, ClusterError, request
 from tools.commands.quorum import controller_addresses
 from tools.errors import CommandError, usage_error
@@ -55,18 +60,21 @@ from tools.errors import CommandError, usage_error
 RETRY_BACKOFF_S = 0.1
 
 
-def add_controller_target(parser: argparse.ArgumentParser) -> None:
-    """The options `admin_client` reads: which controllers to ask."""
+def add_controller_target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
+    """The options `admin_client` reads: which controllers (or, with `brokers`, which
+    brokers) to ask."""
     target = parser.add_mutually_exclusive_group(required=True)
+    if brokers:
+        target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                            help="broker addresses (their Kafka listeners), as in Kafka's "
+                            "tools")
     target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                         help="controller addresses")
-    target.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="deprecated here: the same as --bootstrap-controller")
-    target.add_argument("--cluster", metavar="DIR")
+    target.add_argument("--cluster", metavar="DIR", help="a local cluster's controllers")
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    add_controller_target(parser)
+    add_controller_target(parser, brokers=True)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (("create", "create a topic"), ("describe", "describe topics"),
                        ("delete", "delete a topic (by name or by ID)"),
@@ -137,6 +145,12 @@ class AdminClient:
             time.sleep(RETRY_BACKOFF_S)
 
 
+class Client(Protocol):
+    """AdminClient (controllers) or tools.client.admin.BrokerAdminClient (a broker)."""
+
+    def call(self, request_message: Any) -> Any: ...
+
+
 def _describe_error(code: int, message: str | None) -> str:
     try:
         name = ErrorCode(code).name
@@ -160,8 +174,13 @@ def _topic_id(text: str) -> Uuid:
 # --- actions ------------------------------------------------------------------------------
 
 
-def admin_client(args: argparse.Namespace) -> AdminClient:
-    """The controllers' admin client named by `--cluster` or `--bootstrap-controller`."""
+def admin_client(args: argparse.Namespace) -> Client:
+    """The controllers' admin client named by `--cluster` or `--bootstrap-controller`, or
+    the Kafka-protocol one of the brokers named by `--bootstrap-server`."""
+    if getattr(args, "bootstrap_server", None):
+        from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
+        return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                                 timeout_s=args.timeout)
     if args.cluster:
         try:
             cluster = Cluster.load(args.cluster)
@@ -175,7 +194,16 @@ def admin_client(args: argparse.Namespace) -> AdminClient:
 
 def run(args: argparse.Namespace) -> int:
     _validate(args)
-    client = admin_client(args)
+    if not getattr(args, "bootstrap_server", None):
+        return _run(admin_client(args), args)
+    from tools.client.connection import ClientError
+    try:
+        return _run(admin_client(args), args)
+    except ClientError as exc:  # through a broker: unreachable, or an API it lacks
+        raise CommandError(str(exc)) from None
+
+
+def _run(client: Client, args: argparse.Namespace) -> int:
     if args.create:
         return _create(client, args)
     if args.delete:
@@ -199,6 +227,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise usage_error("--alter needs exactly one of --partitions N and --new-name NAME")
     if args.new_name is not None and not args.alter:
         raise usage_error("--new-name goes with --alter")
+    if args.new_name is not None and getattr(args, "bootstrap_server", None):
+        raise usage_error("--new-name needs --bootstrap-controller or --cluster: Kafka's "
+                          "protocol has no topic rename")
     if args.partitions is not None and not (args.create or args.alter):
         raise usage_error("--partitions goes with --create or --alter")
     if args.replication_factor is not None and not args.create:
@@ -209,7 +240,7 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(json.dumps(data) if args.json else text)
 
 
-def _create(client: AdminClient, args: argparse.Namespace) -> int:
+def _create(client: Client, args: argparse.Namespace) -> int:
     response = client.call(CreateTopicsRequest(topics=(CreatableTopic(
         name=args.topic,
         num_partitions=DEFAULT if args.partitions is None else args.partitions,
@@ -226,7 +257,7 @@ def _create(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _delete(client: AdminClient, args: argparse.Namespace) -> int:
+def _delete(client: Client, args: argparse.Namespace) -> int:
     entry = (DeleteTopicState(topic_id=args.topic_id) if args.topic_id is not None
              else DeleteTopicState(name=args.topic))
     response = client.call(DeleteTopicsRequest(topics=(entry,)))
@@ -239,7 +270,7 @@ def _delete(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _lookup(client: AdminClient, args: argparse.Namespace) -> TopicDescription:
+def _lookup(client: Client, args: argparse.Namespace) -> TopicDescription:
     request_message = (DescribeTopicsRequest(topic_ids=(args.topic_id,))
                        if args.topic_id is not None
                        else DescribeTopicsRequest(names=(args.topic,)))
@@ -252,7 +283,7 @@ def _lookup(client: AdminClient, args: argparse.Namespace) -> TopicDescription:
     return topic
 
 
-def _alter(client: AdminClient, args: argparse.Namespace) -> int:
+def _alter(client: Client, args: argparse.Namespace) -> int:
     topic = _lookup(client, args)
     assert topic.name is not None
     if args.partitions is not None:
@@ -280,7 +311,7 @@ def _alter(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(client: AdminClient, args: argparse.Namespace) -> int:
+def _describe(client: Client, args: argparse.Namespace) -> int:
     if args.topic is not None or args.topic_id is not None:
         topics = [_lookup(client, args)]
     else:
