@@ -72,7 +72,8 @@ def test_cli_describes_status_and_replication_when_asked_any_voter(
     cluster.append(20, batch=5)
     follower = next(n for n in cluster.voter_ids if not own_view(cluster, n)["is_leader"])
     address = cluster.node(follower).controller_address or ""
-    status = kraft("quorum", "describe", "--bootstrap-server", address, "--status", "--json")
+    status = kraft("quorum", "describe", "--bootstrap-controller", address, "--status",
+                   "--json")
     assert status.returncode == 0, status.stderr
     view = json.loads(status.stdout)
     assert set(view) == {"ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark",

@@ -119,7 +119,7 @@ def test_cli_exits_1_with_the_kafka_error_and_code_when_the_controller_refuses(
 ])
 def test_cli_exits_2_when_the_usage_is_bad(args: tuple[str, ...], error: str) -> None:
     """Bad usage exits 2 with a clear message, before any request is sent."""
-    result = kraft("topics", "--bootstrap-server", "127.0.0.1:9", *args)
+    result = kraft("topics", "--bootstrap-controller", "127.0.0.1:9", *args)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert error in result.stderr
 
