@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from metadata import broker_control
@@ -97,6 +97,18 @@ class Decision:
     wait_offset: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchDecision:
+    """Requests decided together (`Controller.handle_batch`): propose `records` as one
+    batch whose first record lands at `base_offset`; `outcomes` has, per request in order,
+    its Decision (its own records are a slice of `records`) or the exception its decision
+    raised."""
+
+    records: tuple[rec.Record, ...]
+    base_offset: int
+    outcomes: tuple[Decision | Exception, ...]
+
+
 class _Batch:
     """Records being decided, applied to a delta over the view as they are emitted."""
 
@@ -140,8 +152,10 @@ class Controller:
 
     # --- the log --------------------------------------------------------------------
 
-    def on_committed(self, entries: Iterable[tuple[int, rec.Record | bytes]]) -> None:
-        """Committed records in log order (bytes that do not decode are anomalies)."""
+    def on_committed(self, entries: Iterable[tuple[int, rec.Record | bytes]]) -> bool:
+        """Committed records in log order (bytes that do not decode are anomalies). True
+        when they are not what this controller proposed at those offsets (the log was
+        rewritten under it): its pending records are dropped then, never to commit."""
         delta = MetadataDelta(self._committed)
         diverged = False
         for offset, record in entries:
@@ -159,6 +173,7 @@ class Controller:
             self._pending.clear()
         if not self._pending:
             self._view = self._committed
+        return diverged
 
     def reset(self, committed: MetadataImage, *, now_ms: int) -> None:
         """Start over from `committed` (e.g. on regaining leadership): no pending writes."""
@@ -174,15 +189,75 @@ class Controller:
         record (its log end); by default right after the view."""
         batch = _Batch(self._view, self._view.last_applied_offset + 1
                        if next_offset is None else next_offset)
+        if isinstance(request, DescribeTopicsRequest):
+            return Decision(records=(), base_offset=batch.base_offset, wait_offset=NO_OFFSET,
+                            response=describe_topics(self._committed, request))
+        return self._finish(batch, self._decide(batch, request, now_ms, rng))
+
+    def handle_batch(self, requests: Sequence[AdminRequest], *, now_ms: int,
+                     rng: random.Random, next_offset: int | None = None) -> BatchDecision:
+        """Decide write requests taken together, in order, into one proposal: each sees
+        the records of those before it (as if decided one by one), and the view is built
+        once. A request whose decision raises (a controller bug) gets that exception as
+        its outcome; the others are then decided one by one, so it fails alone."""
+        base = self._view.last_applied_offset + 1 if next_offset is None else next_offset
+        batch = _Batch(self._view, base)
+        outcomes: list[Decision | Exception] = []
+        pending = bool(self._pending)
+        try:
+            for request in requests:
+                start = len(batch.records)
+                response = self._decide(batch, request, now_ms, rng)
+                outcomes.append(self._decision_in(batch, start, response, pending))
+        except Exception:  # noqa: BLE001 - isolate the failing request (see the docstring)
+            return self._handle_one_by_one(requests, now_ms=now_ms, rng=rng, base=base)
+        if batch.records:
+            self._view = batch.delta.build()
+            self._pending.extend(batch.records)
+        return BatchDecision(records=tuple(r for _, r in batch.records), base_offset=base,
+                             outcomes=tuple(outcomes))
+
+    def _handle_one_by_one(self, requests: Sequence[AdminRequest], *, now_ms: int,
+                           rng: random.Random, base: int) -> BatchDecision:
+        offset = base
+        records: list[rec.Record] = []
+        outcomes: list[Decision | Exception] = []
+        for request in requests:
+            batch = _Batch(self._view, offset)
+            try:
+                decision = self._finish(batch, self._decide(batch, request, now_ms, rng))
+            except Exception as exc:  # noqa: BLE001 - this request's outcome
+                outcomes.append(exc)
+                continue
+            records.extend(decision.records)
+            offset += len(decision.records)
+            outcomes.append(decision)
+        return BatchDecision(records=tuple(records), base_offset=base, outcomes=tuple(outcomes))
+
+    @staticmethod
+    def _decision_in(batch: _Batch, start: int, response: AdminResponse | None,
+                     pending_before: bool) -> Decision:
+        """The decision of the request whose records are `batch.records[start:]`."""
+        mine = batch.records[start:]
+        if mine:
+            wait_offset = mine[-1][0]
+        elif batch.records:  # the answer may rest on records decided just before it
+            wait_offset = batch.records[-1][0]
+        else:
+            wait_offset = batch.delta.last_applied_offset if pending_before else NO_OFFSET
+        return Decision(records=tuple(r for _, r in mine),
+                        base_offset=mine[0][0] if mine else batch.offset,
+                        response=response, wait_offset=wait_offset)
+
+    def _decide(self, batch: _Batch, request: AdminRequest, now_ms: int,
+                rng: random.Random) -> AdminResponse:
+        """Emit `request`'s records into `batch`; its response."""
         response: AdminResponse
         match request:
             case CreateTopicsRequest():
                 response = self._create_topics(batch, request, rng)
             case DeleteTopicsRequest():
                 response = self._delete_topics(batch, request)
-            case DescribeTopicsRequest():
-                return Decision(records=(), base_offset=batch.base_offset, wait_offset=NO_OFFSET,
-                                response=describe_topics(self._committed, request))
             case CreatePartitionsRequest():
                 response = self._create_partitions(batch, request, rng)
             case RenameTopicRequest():
@@ -191,7 +266,7 @@ class Controller:
                 alive = self._is_session_alive(request.broker_id, now_ms)
                 response = broker_control.register_broker(
                     batch.delta, batch.emit, request, session_alive=alive,
-                    next_offset=batch.base_offset)
+                    next_offset=batch.offset)
                 if response.error_code == ErrorCode.NONE:
                     self._last_contact_ms[request.broker_id] = now_ms
             case BrokerHeartbeatRequest():
@@ -205,8 +280,8 @@ class Controller:
             case IncrementalAlterConfigsRequest():
                 response = self._alter_configs(batch, request)
             case _:
-                raise TypeError(f"not an admin request: {request!r}")
-        return self._finish(batch, response)
+                raise TypeError(f"not an admin write request: {request!r}")
+        return response
 
     def tick(self, now_ms: int, *, next_offset: int | None = None) -> Decision | None:
         """Fence every unfenced broker whose session expired; None when there is none."""

@@ -7,9 +7,20 @@
   committed too (Raft commits earlier entries with the first one of the new epoch), so
   a fresh `Controller` built on that image sees everything. Until then, and on every
   other node, admin requests get NOT_CONTROLLER (41) with the leader's id and address.
-- A write is decided and proposed in one step of the core task (`decide_and_propose`),
-  so log order is decision order, and answered only once its records have committed.
-  A decision that writes nothing but rests on pending records waits for those.
+- Writes queue (`metadata.write_queue`); one proposer keeps at most one "decide
+  everything queued" step waiting in the node's inbox. That step runs in the core task
+  (`decide_and_propose`), takes every write queued by then, decides them against the
+  controller's view and appends all their records as one Raft batch, so log order is
+  decision order and writes that arrive together share one append, fsync and
+  replication round. There is no timer: a write waits only for the core task, and the
+  writes that arrive while it is busy (e.g. fsyncing the previous batch) make the next
+  batch.
+- A write is answered from the commit listener, as soon as the committed image holds
+  its records (or, when it writes nothing, the pending records its answer rests on) as
+  they were proposed: in the same turn of the core task that learnt the new high
+  watermark from the majority's Fetch. A write that changes nothing and rests on nothing
+  pending is answered at once. If leadership is lost, or what commits is not what was
+  proposed, every write still waiting is answered NOT_CONTROLLER, never success.
 - A background task fences brokers whose session expired (`Controller.tick`).
 """
 
@@ -28,15 +39,17 @@ from metadata.admin import (
     AdminDecodeError,
     AdminErrorResponse,
     AdminRequest,
+    AdminResponse,
     DescribeTopicsRequest,
     decode_request,
     encode_body,
 )
-from metadata.controller import Controller, ControllerConfig, Decision, describe_topics
+from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
-from metadata.image import NO_OFFSET, MetadataImage
+from metadata.image import MetadataImage
+from metadata.write_queue import WriteQueue
 from raft.common.errors import ErrorCode
-from raft.node import NotLeaderError, RaftNode
+from raft.node import LogDirFailure, NotLeaderError, RaftNode
 from raft.types import Batch
 
 log = logging.getLogger(__name__)
@@ -51,6 +64,16 @@ class _NotActive(Exception):
     """This node is not the active controller (now)."""
 
 
+class _Write:
+    """One admin write's answer, set once (`WriteQueue` keys)."""
+
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: AdminResponse | None = None
+
+
 class ControllerShell:
     def __init__(self, node: RaftNode, *, config: ControllerConfig | None = None,
                  rng: random.Random | None = None,
@@ -63,13 +86,15 @@ class ControllerShell:
         self._image = MetadataImage.empty() if initial_image is None else initial_image
         self._controller: Controller | None = None
         self._controller_epoch = -1
-        self._waiters: list[tuple[int, trio.Event]] = []  # (offset, set once applied)
+        self._writes: WriteQueue[_Write] = WriteQueue()
+        self._proposer_wake = trio.Event()  # set when a write is queued
 
     def install(self) -> ControllerShell:
         for api in ADMIN_APIS:
             self._node.add_api_handler(api, self._handler_for(api))
         self._node.add_commit_listener(self._on_commit)
         self._node.add_background_task(self._tick_forever)
+        self._node.add_background_task(self._propose_forever)
         return self
 
     @property
@@ -91,6 +116,7 @@ class ControllerShell:
         self._image = image
 
     def _on_commit(self, batch: Batch) -> None:
+        self._active()  # a lost leadership fails the writes before anything is applied
         entries: list[tuple[int, rec.Record | bytes]] = []
         for index, data in enumerate(batch.records):
             try:
@@ -103,14 +129,8 @@ class ControllerShell:
                 entries = []
                 self._activate(batch.epoch)
         self._apply(entries)
-        applied = self._image.last_applied_offset
-        still = []
-        for offset, event in self._waiters:
-            if offset <= applied:
-                event.set()
-            else:
-                still.append((offset, event))
-        self._waiters = still
+        if self._controller is not None and self._writes.waiting:
+            self._answer(self._writes.applied(self._image.last_applied_offset))
 
     def _is_own_leader_change(self, record: object, epoch: int) -> bool:
         return (isinstance(record, rec.LeaderChange) and record.leader_id == self._node.node_id
@@ -120,8 +140,12 @@ class ControllerShell:
         if not entries:
             return
         if self._controller is not None:
-            self._controller.on_committed(entries)
+            diverged = self._controller.on_committed(entries)
             self._image = self._controller.committed
+            if diverged:  # not what was proposed: the writes waiting on it did not commit
+                log.warning("committed records differ from the proposed ones",
+                            extra={"node": self._node.node_id, "offset": entries[0][0]})
+                self._fail_writes()
         else:
             delta = MetadataDelta(self._image)
             for offset, record in entries:
@@ -151,10 +175,19 @@ class ControllerShell:
             log.info("controller inactive", extra={"node": node.node_id,
                                                    "epoch": self._controller_epoch})
             self._controller = None
-            for _, event in self._waiters:  # they will answer NOT_CONTROLLER
-                event.set()
-            self._waiters = []
+            self._fail_writes()
         return self._controller
+
+    def _fail_writes(self, response: AdminResponse | None = None) -> None:
+        """Answer every queued and waiting write with `response` (NOT_CONTROLLER)."""
+        if self._writes.queued or self._writes.waiting:
+            self._answer(self._writes.fail(response or self._not_controller_response()))
+
+    @staticmethod
+    def _answer(answers: list[tuple[_Write, AdminResponse]]) -> None:
+        for write, response in answers:
+            write.response = response
+            write.done.set()
 
     # --- admin requests (in each connection's reader task) --------------------------
 
@@ -181,41 +214,68 @@ class ControllerShell:
             return self._not_controller()
 
     async def _write(self, request: AdminRequest) -> Any:
-        decisions: list[Decision] = []
+        if self._active() is None:
+            raise _NotActive()
+        write = _Write()
+        self._writes.submit(write, request)
+        self._proposer_wake.set()
+        await write.done.wait()
+        return write.response
 
+    async def _propose_forever(self) -> None:
+        """Keep one decide step for the queued writes in the core task's inbox while
+        writes are queued; it takes whatever is queued when it runs (no timer)."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._proposer_wake.wait()
+                self._proposer_wake = trio.Event()
+                taken = trio.Event()
+                nursery.start_soon(self._propose_queued, taken)
+                await taken.wait()
+
+    async def _propose_queued(self, taken: trio.Event) -> None:
         def decide(now_ms: int, next_offset: int) -> list[bytes]:
+            taken.set()  # writes queued from now on go to the next step
             controller = self._active()
             if controller is None:
                 raise _NotActive()
-            decision = controller.handle(request, now_ms=now_ms, rng=self._rng,
-                                         next_offset=next_offset)
-            decisions.append(decision)
-            return [record.encode() for record in decision.records]
+            proposal = self._writes.decide(controller, now_ms=now_ms, rng=self._rng,
+                                           next_offset=next_offset)
+            for _, error in proposal.errors:
+                log.error("controller decision failed", exc_info=error)
+            self._answer(list(proposal.answers))
+            return [record.encode() for record in proposal.records]
 
-        await self._node.decide_and_propose(decide)
-        decision = decisions[0]
-        if not decision.records and decision.wait_offset != NO_OFFSET:
-            await self._wait_applied(decision.wait_offset)
-        return decision.response
-
-    async def _wait_applied(self, offset: int) -> None:
-        if self._image.last_applied_offset >= offset:
-            return
-        event = trio.Event()
-        self._waiters.append((offset, event))
-        await event.wait()
-        if self._image.last_applied_offset < offset:
-            raise _NotActive()
+        try:
+            # returns once the batch committed; its writes were answered by then
+            await self._node.decide_and_propose(decide)
+        except (_NotActive, NotLeaderError):
+            # not the leader (any more), or the batch was cut from the log
+            self._active()
+            self._fail_writes()
+        except LogDirFailure as exc:  # the node stops; the clients try another controller
+            self._fail_writes(AdminErrorResponse(top_level_error=ErrorCode.KAFKA_STORAGE_ERROR,
+                                                 error_message=str(exc)))
+        except Exception as exc:  # a bug must not leave writes unanswered or stop the node
+            log.exception("proposing the queued writes failed")
+            self._fail_writes(AdminErrorResponse(
+                top_level_error=ErrorCode.UNKNOWN_SERVER_ERROR,
+                error_message=f"{type(exc).__name__}: {exc}"))
+        finally:
+            taken.set()
 
     def _not_controller(self) -> dict[str, Any]:
+        return encode_body(self._not_controller_response())
+
+    def _not_controller_response(self) -> AdminErrorResponse:
         node = self._node
         leader, address = node.leader_id, node.leader_address
-        return encode_body(AdminErrorResponse(
+        return AdminErrorResponse(
             top_level_error=ErrorCode.NOT_CONTROLLER,
             error_message=(f"node {node.node_id} is not the active controller"
                            + ("" if leader is None else f"; the leader is {leader}")),
             leader_id=-1 if leader is None else leader,
-            leader_address=None if address is None else f"{address[0]}:{address[1]}"))
+            leader_address=None if address is None else f"{address[0]}:{address[1]}")
 
     # --- broker sessions --------------------------------------------------------------
 

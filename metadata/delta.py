@@ -92,7 +92,9 @@ class MetadataDelta:
         return self._base.brokers if self._brokers is None else self._brokers
 
     def unfenced_broker_ids(self) -> tuple[int, ...]:
-        return tuple(sorted(b.broker_id for b in self.brokers().values() if not b.fenced))
+        if self._brokers is None:  # the base's, remembered there
+            return self._base.unfenced_broker_ids()
+        return tuple(sorted(b.broker_id for b in self._brokers.values() if not b.fenced))
 
     # --- writes ---------------------------------------------------------------------
 

@@ -163,6 +163,8 @@ class MetadataImage:
     anomaly_count: int = 0
     anomalies: tuple[Anomaly, ...] = ()  # the first MAX_KEPT_ANOMALIES
     _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
+    # memo of unfenced_broker_ids(): the controller places every new partition over them
+    _unfenced: list[tuple[int, ...]] = field(default_factory=list, init=False, repr=False)
 
     @classmethod
     def empty(cls) -> MetadataImage:
@@ -178,7 +180,10 @@ class MetadataImage:
         return None if topic_id is None else self.topics[topic_id]
 
     def unfenced_broker_ids(self) -> tuple[int, ...]:
-        return tuple(sorted(b.broker_id for b in self.brokers.values() if not b.fenced))
+        if not self._unfenced:  # remembered: a walk of every shard of `brokers` otherwise
+            self._unfenced.append(tuple(sorted(
+                b.broker_id for b in self.brokers.values() if not b.fenced)))
+        return self._unfenced[0]
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.topics.values())

@@ -10,6 +10,7 @@ from typing import Any
 
 import trio
 
+from metadata import records as rec
 from metadata.admin import (
     AdminErrorResponse,
     BrokerHeartbeatRequest,
@@ -113,3 +114,36 @@ async def test_every_node_replays_the_same_image_when_a_create_is_answered(
             offset = active.image.last_applied_offset
             await eventually(lambda: all(s.image.last_applied_offset == offset for s in shells))
             assert len({s.image.content_hash() for s in shells}) == 1
+
+
+async def test_writes_that_arrive_together_share_one_raft_batch_and_each_gets_its_answer(
+) -> None:
+    """Twenty creates handed to the shell in one go are decided and appended as one batch
+    (no timer: they were all queued before the core task ran the decide step), and each
+    is answered with its own topic, committed by the time it is answered."""
+    with trio.fail_after(10):
+        async with controllers() as shells:
+            active = await eventually(lambda: next((s for s in shells if s.is_active), None))
+            await register(active, 101)
+            responses: dict[str, Any] = {}
+
+            async def create(name: str) -> None:
+                responses[name] = await call(active, CreateTopicsRequest(topics=(
+                    CreatableTopic(name=name, num_partitions=1, replication_factor=1),)))
+                topic = active.image.topic_by_name(name)  # committed when answered
+                assert topic is not None
+                assert topic.topic_id == responses[name].topics[0].topic_id
+
+            names = [f"t{i}" for i in range(20)]
+            async with trio.open_nursery() as nursery:
+                for name in names:
+                    nursery.start_soon(create, name)
+            assert all(responses[n].topics[0].error_code == 0 for n in names)
+            holding = [b for b in active._node._log.read(0, 1 << 30)
+                       if _topic_names(b.records) & set(names)]
+            assert len(holding) == 1
+            assert _topic_names(holding[0].records) == set(names)
+
+
+def _topic_names(records: tuple[bytes, ...]) -> set[str]:
+    return {record.name for record in map(rec.decode, records) if isinstance(record, rec.Topic)}
