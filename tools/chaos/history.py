@@ -113,6 +113,7 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._next = 0
         self._events: list[Event] = []
+        self._completed = dict.fromkeys(COMPLETIONS, 0)  # for the progress display
         self._handle = open(self.path, "a")  # noqa: SIM115 - closed by close()
 
     def invoke(self, process: str, op: str, args: dict[str, Any]) -> int:
@@ -135,12 +136,19 @@ class HistoryWriter:
         if self._handle.closed:  # a run torn down early: its workload threads still finish
             return
         self._events.append(event)
+        if event.type in self._completed:
+            self._completed[event.type] += 1
         self._handle.write(event.to_json() + "\n")
         self._handle.flush()
 
     def events(self) -> list[Event]:
         with self._lock:
             return list(self._events)
+
+    def completed(self) -> dict[str, int]:
+        """Operations completed so far by outcome (ok, failed, unknown)."""
+        with self._lock:
+            return dict(self._completed)
 
     def close(self) -> None:
         with self._lock:

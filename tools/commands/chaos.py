@@ -51,12 +51,14 @@ from tools.chaos.final import (
     snapshot_activity,
 )
 from tools.chaos.group_workload import GroupWorkload
-from tools.chaos.history import HistoryWriter
+from tools.chaos.history import UNKNOWN, HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.workload import Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster
+from tools.commands.replay import require_extra
 from tools.errors import usage_error
+from tools.progress import Poll, ProgressDisplay, Reading
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
         raise usage_error(f"--faults: unknown kinds {sorted(set(faults) - set(KINDS))}")
     if args.duration <= 0 or args.voters < 1 or args.brokers < 1:
         raise usage_error("--duration, --voters and --brokers must be positive")
+    # before a cluster starts: the workload's Kafka clients, and Spark for the replay
+    require_extra("chaos", "kraft chaos", ("kafka", "confluent_kafka"))
+    if not args.skip_replay:
+        require_extra("replay", "kraft chaos (without --skip-replay)", ("pyspark",))
     directory = args.cluster.resolve()
     if (directory / CLUSTER_FILE).exists():
         raise usage_error(f"--cluster {directory} already holds a cluster; chaos needs a new one")
@@ -138,9 +144,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"chaos: seed {seed}, {args.duration:.0f} s, faults {','.join(faults) or 'none'}",
               flush=True)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)  # the cluster is stopped on the way out
-    verdict = run_chaos(directory, seed=seed, duration_s=args.duration, voters=args.voters,
-                        brokers=args.brokers, faults=faults, replay=not args.skip_replay,
-                        replay_master=args.replay_master, snapshots=args.snapshots)
+    with ProgressDisplay("chaos", unit="s") as display:  # on stderr, when a terminal
+        verdict = run_chaos(directory, seed=seed, duration_s=args.duration,
+                            voters=args.voters, brokers=args.brokers, faults=faults,
+                            replay=not args.skip_replay, replay_master=args.replay_master,
+                            snapshots=args.snapshots, display=display)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
@@ -185,8 +193,8 @@ def _start_cluster(cluster: Cluster) -> str:
 
 
 def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
-                              duration_s: float, group: GroupWorkload | None = None
-                              ) -> list[str]:
+                              duration_s: float, group: GroupWorkload | None = None,
+                              display: ProgressDisplay | None = None) -> list[str]:
     """Set the workloads up, run them for `duration_s` while the nemesis injects its
     faults; the workloads' own errors."""
     workload.setup()
@@ -194,6 +202,10 @@ def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
         group.setup()
     nemesis.start()
     deadline = time.monotonic() + duration_s
+    if display is not None:
+        display.phase("workload under faults", total=duration_s,
+                      poll=_counts(workload, nemesis, group, deadline - duration_s,
+                                   duration_s))
     if group is not None:
         group.start(deadline)
     workload.run(deadline)
@@ -201,6 +213,27 @@ def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
         group.join(deadline)
     nemesis.stop()
     return workload.errors + ([] if group is None else group.errors)
+
+
+def _counts(workload: Workload, nemesis: Nemesis, group: GroupWorkload | None,
+            started: float, duration_s: float) -> Poll:
+    """The progress display's poll while the workload runs (read from its refresh
+    thread): seconds of the duration gone, faults injected of those planned, operations
+    completed (those of unknown outcome among them) and errors so far. History
+    violations are only known once the final state is checked (`_check_history`)."""
+
+    def poll() -> Reading:
+        done = workload.history.completed()
+        injected = list(nemesis.injected)
+        errors = (len(workload.errors) + (0 if group is None else len(group.errors))
+                  + sum(1 for f in injected if f.error))
+        return Reading(completed=min(time.monotonic() - started, duration_s),
+                       total=duration_s,
+                       stats={"faults": f"{len(injected)}/{len(nemesis.faults)}",
+                              "operations": sum(done.values()), "unknown": done[UNKNOWN],
+                              "errors": errors})
+
+    return poll
 
 
 def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | None = None
@@ -256,8 +289,10 @@ def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -
 
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], replay: bool, replay_master: str,
-              snapshots: bool = True) -> dict[str, Any]:
+              snapshots: bool = True, display: ProgressDisplay | None = None
+              ) -> dict[str, Any]:
     began = time.monotonic()
+    display = display or ProgressDisplay("chaos", enabled=False)
     rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
                     brokers=brokers, faults=faults, snapshots=snapshots)
     errors: list[str] = []
@@ -265,6 +300,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     workload: Workload | None = None
     group: GroupWorkload | None = None
     try:
+        display.phase(f"starting {voters} voters and {brokers} brokers")
         bootstrap = _start_cluster(rig.cluster)
         workload = Workload(history=rig.history, addresses=rig.cluster.controller_addresses(),
                             cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
@@ -273,19 +309,25 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                               addresses=rig.cluster.controller_addresses(),
                               cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
                               seed=seed, kills="kill" in faults)
-        errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group)
+        errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group,
+                                             display)
+        display.phase("healing, settling and reading the final state")
         observed = _observe_final_state(rig, bootstrap, group)
     except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
+        display.phase("stopping the cluster")
         _tear_down(rig, workload, group)
+    display.phase("checking the history")
     result = None if observed is None else _check_history(rig.history, *observed)
     clients: ClientResult | None = None
     if result is not None and group is not None:
         clients = group.check()
         errors += group.final_errors
         result = dataclasses.replace(result, violations=result.violations + clients.violations)
+    if result is not None:
+        display.update(violations=len(result.violations))
     try:
         activity = [n.to_json() for n in snapshot_activity(rig.cluster)]
     except (OSError, StorageError, SnapshotError) as exc:
@@ -293,6 +335,10 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         errors.append(f"snapshots: {type(exc).__name__}: {exc}")
     if snapshots and duration_s >= SNAPSHOT_CHECK_MIN_S:
         errors += _snapshots_unexercised(activity)
+    if replay:
+        display.phase(f"Spark replay of the logs ({replay_master})")
+        if result is not None:  # still shown while the replay runs
+            display.update(violations=len(result.violations))
     replay_result = _replay(directory, replay_master) if replay else None
     return _verdict(seed=seed, duration_s=duration_s, voters=voters, brokers=brokers,
                    faults=faults, injected=[f.to_json() for f in rig.nemesis.injected],

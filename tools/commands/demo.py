@@ -2,7 +2,9 @@
 own process, through topic churn, a stale broker and a leader kill, then a Spark replay.
 
 Every visible step is a real `kraft` command run as a subprocess and echoed like a shell
-session; the waits in between poll an observable condition under a deadline.
+session; the waits in between poll an observable condition under a deadline. On a
+terminal, a progress line on stderr (tools/progress.py) shows the section, how many of
+the sections are done and the command running.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tools.cluster import Cluster
+from tools.commands.replay import require_extra
 from tools.errors import CommandError
+from tools.progress import ProgressDisplay
 
 DELETE_DELAY_MS = 4000  # delete.topic.delay.ms, shortened so the demo sees the removal
 STEP_TIMEOUT_S = 60.0
@@ -30,14 +34,31 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
 
 
-class _Session:
-    """Runs `kraft` verbs as subprocesses and echoes them with their output."""
+SECTIONS = ("starting 3 voters and 3 brokers", "topics, and a broker with a stale topic ID",
+            "topic churn", "the quorum loses its leader", "dump-log of node 1",
+            "Spark replay")
 
-    def __init__(self, directory: Path) -> None:
+
+class _Session:
+    """Runs `kraft` verbs as subprocesses and echoes them with their output; tells the
+    progress display which section and command it is at."""
+
+    def __init__(self, directory: Path, display: ProgressDisplay, sections: int) -> None:
         self.directory = directory
+        self.display = display
+        self.sections = sections
+        self.done = -1
+        self.commands = 0
+
+    def section(self, name: str) -> None:
+        self.done += 1
+        self.display.phase(name, total=self.sections)
+        self.display.update(completed=self.done, commands=self.commands)
 
     def kraft(self, *args: str, expect_exit: int = 0, tail: int | None = None) -> str:
         shown = " ".join(shlex.quote(a) for a in args)
+        self.commands += 1
+        self.display.update(commands=self.commands, running=f"kraft {' '.join(args[:2])}")
         print(f"\n$ kraft {shown}", flush=True)
         done = subprocess.run([sys.executable, "-m", "tools.cli", *args], text=True,
                               capture_output=True, timeout=600, check=False)
@@ -93,10 +114,20 @@ def _topic_id(output: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.skip_replay:  # before the cluster starts, not at the replay
+        require_extra("replay", "kraft demo (without --skip-replay)",
+                      ("pyspark", "matplotlib"))
     directory = Path(args.cluster or tempfile.mkdtemp(prefix="kraft-demo-"))
-    session = _Session(directory)
+    sections = len(SECTIONS) - args.skip_replay
+    with ProgressDisplay("demo", unit="sections") as display:  # stderr, when a terminal
+        _run(_Session(directory, display, sections), directory, args.skip_replay)
+    return 0
+
+
+def _run(session: _Session, directory: Path, skip_replay: bool) -> None:
     d = str(directory)
     print(f"# kraft demo: cluster in {d}")
+    session.section(SECTIONS[0])
     session.kraft("quorum", "start", "--cluster", d, "--voters", "3", "--brokers", "3",
                   "--set", f"delete.topic.delay.ms={DELETE_DELAY_MS}")
     cluster = Cluster.load(directory)
@@ -104,16 +135,18 @@ def run(args: argparse.Namespace) -> int:
         _scenario(session, cluster, d)
     finally:
         Cluster.load(directory).shut_down(timeout_s=10)
+    session.section(SECTIONS[4])
     session.kraft("dump-log", "--dir", f"{d}/node-1/data", tail=8)
-    if not args.skip_replay:
+    if not skip_replay:
+        session.section(SECTIONS[5])
         report = f"{d}/replay-report"
         session.kraft("replay", "--cluster", d, "--master", "local[2]", "--out", report)
         print(f"\n# replay report: {report}/report.html")
     print(f"# demo done; the cluster's files stay in {d}")
-    return 0
 
 
 def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
+    session.section(SECTIONS[1])
     session.kraft("quorum", "describe", "--cluster", d, "--status")
     session.kraft("topics", "--cluster", d, "--create", "--topic", "orders",
                   "--partitions", "3", "--replication-factor", "2")
@@ -152,6 +185,7 @@ def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
 
     cluster.wait_for_brokers(STEP_TIMEOUT_S)
 
+    session.section(SECTIONS[2])
     print("\n# topic churn: names deleted and created again get new IDs")
     for round_ in range(3):
         for name in ("payments", "audit"):
@@ -162,6 +196,7 @@ def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
     session.kraft("topics", "--cluster", d, "--list")
     session.kraft("quorum", "append", "--cluster", d, "--count", "1000", "--batch", "100")
 
+    session.section(SECTIONS[3])
     print("\n# the quorum loses its leader")
     leader = cluster.wait_for_leader(30)
     session.kraft("quorum", "kill", "--cluster", d, "--node", str(leader["leader_id"]))

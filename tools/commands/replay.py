@@ -11,10 +11,12 @@ job under `spark-submit` is described in `tools.replay`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,19 @@ def _human(result: Any) -> str:
     return "\n".join(lines)
 
 
+def require_extra(extra: str, command: str, modules: Iterable[str]) -> None:
+    """Exit 2 with one line naming the extra (pyproject.toml) when one of its `modules`
+    does not import: `pip install .` leaves out pyspark and matplotlib ([replay]) and
+    the Kafka clients ([chaos]), which only these commands need (kraft chaos and kraft
+    demo call this too, before a cluster starts)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise CommandError(f"{command} needs the [{extra}] extra: "
+                               f"pip install 'kraft-py[{extra}]'", exit_code=2) from None
+
+
 def java_problem() -> str | None:
     """Why PySpark could not start a JVM here (it runs $JAVA_HOME/bin/java, else `java` on
     the PATH); None when one is there."""
@@ -72,6 +87,9 @@ def java_problem() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # matplotlib draws the report's plots: only --out needs it
+    require_extra("replay", "kraft replay",
+                  ("pyspark", "matplotlib") if args.out is not None else ("pyspark",))
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
     try:  # absolute paths: a cluster's executors do not run in this directory
