@@ -51,6 +51,10 @@ PAUSES = 3
 HANDOVERS = 3
 SHORT_KILLS = 5
 BUDGET_S = 170.0  # the whole bench, pysyncobj and both clusters included
+# what a later phase is expected to take at most, kept in reserve by the phases before it
+PAUSE_RESERVE_S = 6.0  # per SIGSTOP: a fetch timeout, an election, the catch-up
+HANDOVER_RESERVE_S = 3.0  # per SIGTERM: a resign, a restart, the catch-up
+SHORT_RESERVE_S = 35.0  # the test-timeouts cluster: start, 5 kills, 3 hand-overs
 POLL_S = 0.01  # DescribeQuorum polling while a leader is awaited
 PAUSE_BOUND_S = 10.0  # a SIGSTOPped leader gets SIGCONT by then at the latest
 DEFAULT_ELECTION_TIMEOUT_S = 1.0
@@ -202,7 +206,7 @@ def leader_changes(cluster: Cluster, signum: int, count: int, budget: Budget,
     phases after this one need) plus one step's worst case is left of the budget."""
     times: list[tuple[float, float]] = []
     worst_step = 0.0
-    while len(times) < count and budget.left() > reserve_s + max(worst_step, 5.0):
+    while len(times) < count and budget.left() > reserve_s + max(worst_step, 3.0):
         started = time.monotonic()
         times.append(_leader_change(cluster, signum))
         worst_step = max(worst_step, time.monotonic() - started)
@@ -228,7 +232,8 @@ def default_timeout_failovers(cluster: Cluster, budget: Budget, kills: int, paus
                               reserve_s: float) -> None:
     """SIGKILL, SIGSTOP and SIGTERM of the leader with Kafka's default timeouts."""
     killed = leader_changes(cluster, signal.SIGKILL, kills, budget,
-                            reserve_s + 8 * pauses + 4 * HANDOVERS)
+                            reserve_s + PAUSE_RESERVE_S * pauses
+                            + HANDOVER_RESERVE_S * HANDOVERS)
     print_leader_changes("failover, default timeouts (election 1000 ms, fetch 2000 ms), "
                          "SIGKILL leader", killed, kills)
     if killed:
@@ -238,7 +243,7 @@ def default_timeout_failovers(cluster: Cluster, budget: Budget, kills: int, paus
               f"{DEFAULT_ELECTION_TIMEOUT_S:.1f} s = {ratio:.2f} < {TARGET_FAILOVER_RATIO}: "
               f"{verdict(ratio < TARGET_FAILOVER_RATIO)}")
     paused = leader_changes(cluster, signal.SIGSTOP, pauses, budget,
-                            reserve_s + 4 * HANDOVERS)
+                            reserve_s + HANDOVER_RESERVE_S * HANDOVERS)
     print_leader_changes("failover, default timeouts, SIGSTOP leader (SIGCONT once a new "
                          "leader is known)", paused, pauses)
     if paused:
@@ -272,7 +277,8 @@ def short_timeouts(directory: Path, budget: Budget) -> None:
     try:
         cluster.start()
         cluster.wait_for_leader(20)
-        kills = leader_changes(cluster, signal.SIGKILL, SHORT_KILLS, budget, 4 * HANDOVERS)
+        kills = leader_changes(cluster, signal.SIGKILL, SHORT_KILLS, budget,
+                               HANDOVER_RESERVE_S * HANDOVERS)
         print_leader_changes("failover, test timeouts (election 300 ms, fetch 600 ms), "
                              "SIGKILL leader", kills, SHORT_KILLS)
         if kills:
@@ -511,7 +517,7 @@ def main(argv: list[str] | None = None) -> None:
             print_latency_targets(one_by_one, rates, fsync)
             baselines = None if args.no_pysyncobj else pysyncobj_baselines(budget)
             print_comparison(rates[1], *one_by_one[1], baselines)
-            reserve = 0.0 if args.no_short else 45.0
+            reserve = 0.0 if args.no_short else SHORT_RESERVE_S
             default_timeout_failovers(cluster, budget, args.kills, args.pauses, reserve)
         except ClusterError as exc:
             print(f"quorum bench failed: {exc}")
