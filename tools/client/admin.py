@@ -48,6 +48,7 @@ from metadata.admin import (
     TopicDescription,
 )
 from raft.common.uuid import ZERO_UUID, Uuid
+from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS = 18, 3, 19, 20
@@ -250,7 +251,8 @@ class KafkaRequestFailed(ClientError):
     """A top-level or partition-level error in a response: (code, message)."""
 
     def __init__(self, api: str, code: int, message: str | None) -> None:
-        super().__init__(f"{api} failed with error {code}" + (f": {message}" if message else ""))
+        super().__init__(f"{api} failed: {errors.name(code)} ({code})" +
+                         (f": {message}" if message else ""))
         self.api, self.code, self.message = api, code, message
 
 
