@@ -47,6 +47,27 @@ def test_new_leader_keeps_acknowledged_appends_when_leader_is_killed(
         assert missing == [], f"node {node_id} lost acknowledged appends {missing[:5]}"
 
 
+def test_followers_ask_for_pre_votes_at_once_when_the_leader_is_killed(
+        make_cluster: Any) -> None:
+    """Crash detection: a SIGKILLed leader's connections close and its port refuses, so
+    its followers ask for pre-votes (KIP-996) at once and elect a successor. The fetch
+    timeout (60 s) is far beyond the bound the successor is awaited in (10 s), and a
+    killed leader sends no EndQuorumEpoch: only the refused reconnect can have started
+    the election, as the followers' logs say."""
+    cluster = make_cluster(voters=3, settings={"controller.quorum.fetch.timeout.ms": 60_000})
+    before = cluster.wait_for_leader(5)
+    wait_all_hold(cluster, cluster.append(10, batch=5)["last_offset"])
+    cluster.kill(before["leader_id"], signal.SIGKILL)
+    after = cluster.wait_for_leader(10, above_epoch=before["leader_epoch"],
+                                    exclude=[before["leader_id"]])
+    assert after["leader_id"] != before["leader_id"]
+    asked = [n for n in cluster.voter_ids if n != before["leader_id"] and any(
+        e["msg"] == "leader unreachable, asking for pre-votes"
+        for e in log_events(cluster, n))]
+    assert asked, "no follower asked for pre-votes on the refused reconnect"
+    assert cluster.append(5, exclude=[before["leader_id"]])["epoch"] == after["leader_epoch"]
+
+
 def _send_append(address: str, cluster_id: str) -> socket.socket:
     sock = socket.create_connection(parse_address(address), timeout=10)
     sock.sendall(encode_frame({"api": "Append", "version": 0, "correlation_id": 1,
