@@ -19,7 +19,9 @@ def broker_addresses(cluster_dir: str | None, bootstrap_server: str | None) -> l
         if not addresses:
             raise usage_error(f"--cluster {cluster_dir}: the cluster has no brokers")
         return addresses
-    addresses = [a for a in (bootstrap_server or "").split(",") if a]
+    addresses = [a.strip() for a in (bootstrap_server or "").split(",") if a.strip()]
+    if not addresses and bootstrap_server is not None:
+        raise usage_error("--bootstrap-server: no broker address given")
     if not addresses:
         raise usage_error("give --cluster DIR or --bootstrap-server HOST:PORT[,...]")
     return addresses

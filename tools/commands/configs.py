@@ -5,8 +5,10 @@
         (--describe | --alter [--add-config k=v[,k2=v2]] [--delete-config k[,k2]])
         [--json] [--timeout SECONDS]
 
-Like `kraft topics`, it speaks the controllers' admin protocol (the same client, which
-follows NOT_CONTROLLER to the leader), so it needs no broker and no Kafka client library:
+It speaks the controllers' admin protocol (the client of `kraft topics
+--bootstrap-controller`, which follows NOT_CONTROLLER to the leader), so it needs no
+broker and no Kafka client library; it takes no `--bootstrap-server` (in Kafka's tools
+that names a broker, and this tool does not speak a broker's DescribeConfigs):
 --describe reads the committed image through DescribeTopics (the configs set, plus every
 other supported key with its default, marked as such); --alter sends
 IncrementalAlterConfigs (SET for --add-config, DELETE for --delete-config; all or

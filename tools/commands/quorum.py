@@ -308,7 +308,7 @@ def _through_broker(args: argparse.Namespace) -> tuple[dict[str, Any], dict[int,
 
 def _describe(args: argparse.Namespace) -> int:
     endpoints: dict[int, list[str]] | None = None
-    if args.bootstrap_server:
+    if args.bootstrap_server is not None:
         state, endpoints = _through_broker(args)
         cluster_id = ""  # the state's, from the broker's Metadata
     else:

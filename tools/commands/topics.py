@@ -174,10 +174,15 @@ def _topic_id(text: str) -> Uuid:
 # --- actions ------------------------------------------------------------------------------
 
 
+def _through_broker(args: argparse.Namespace) -> bool:
+    """--bootstrap-server was given (`kraft configs` has no such option)."""
+    return getattr(args, "bootstrap_server", None) is not None
+
+
 def admin_client(args: argparse.Namespace) -> Client:
     """The controllers' admin client named by `--cluster` or `--bootstrap-controller`, or
     the Kafka-protocol one of the brokers named by `--bootstrap-server`."""
-    if getattr(args, "bootstrap_server", None):
+    if _through_broker(args):
         from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
         return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
                                  timeout_s=args.timeout)
@@ -194,7 +199,7 @@ def admin_client(args: argparse.Namespace) -> Client:
 
 def run(args: argparse.Namespace) -> int:
     _validate(args)
-    if not getattr(args, "bootstrap_server", None):
+    if not _through_broker(args):
         return _run(admin_client(args), args)
     from tools.client.connection import ClientError
     try:
@@ -227,7 +232,7 @@ def _validate(args: argparse.Namespace) -> None:
         raise usage_error("--alter needs exactly one of --partitions N and --new-name NAME")
     if args.new_name is not None and not args.alter:
         raise usage_error("--new-name goes with --alter")
-    if args.new_name is not None and getattr(args, "bootstrap_server", None):
+    if args.new_name is not None and _through_broker(args):
         raise usage_error("--new-name needs --bootstrap-controller or --cluster: Kafka's "
                           "protocol has no topic rename")
     if args.partitions is not None and not (args.create or args.alter):
