@@ -67,10 +67,15 @@ RETRY_BACKOFF_S = 0.1
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 3, 100
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "kraft-admin"
+CLOSED_BY_PEER = "closed by the broker"  # tools.client.connection's EOF message
 
 
 class UnsupportedByBroker(ClientError):
     """The broker does not serve an API (or a version) the request needs."""
+
+
+class NotAKafkaListener(ClientError):
+    """The address closed the connection on ApiVersions."""
 
 
 def to_kafka_uuid(topic_id: Uuid) -> uuid.UUID:
@@ -143,13 +148,29 @@ class KafkaAdmin:
         return load_request_schema(api_key, version)
 
     async def _api_versions(self) -> dict[int, tuple[int, int]]:
+        """Every Kafka listener answers ApiVersions (KIP-511, whatever the version): an
+        address that only closes the connection is something else, most likely a
+        controller named by a script written when --bootstrap-server meant controllers;
+        that fails at once, with the hint."""
         body = build(load_request_schema(API_VERSIONS, API_VERSIONS_VERSION), {
             "client_software_name": "kraft-py", "client_software_version": "1"})
-        _, response = await self.client.call_any(body)
-        if int(response.error_code) != 0:
-            raise ClientError(f"ApiVersions failed with error {int(response.error_code)}")
-        return {int(k.api_key): (int(k.min_version), int(k.max_version))
-                for k in response.api_keys}
+        failures: list[str] = []
+        for address in dict.fromkeys(self.client.bootstrap):
+            try:
+                response = await self.client.call(address, body)
+            except ConnectionLost as exc:
+                failures.append(str(exc))
+                continue
+            if int(response.error_code) != 0:
+                raise ClientError(f"{address}: ApiVersions failed: "
+                                  f"{errors.name(int(response.error_code))}")
+            return {int(k.api_key): (int(k.min_version), int(k.max_version))
+                    for k in response.api_keys}
+        if failures and all(CLOSED_BY_PEER in f for f in failures):
+            raise NotAKafkaListener("; ".join(failures) + ": not a broker's Kafka listener "
+                                    "(--bootstrap-server names brokers; controllers take "
+                                    "--bootstrap-controller)")
+        raise ConnectionLost("no broker answered: " + "; ".join(failures))
 
     def serves(self, api_key: int) -> bool:
         return self.versions is not None and api_key in self.versions

@@ -5,10 +5,12 @@ describe` print the same through either (the broker's own handlers build the inp
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from typing import Any
 
 import pytest
+import trio
 from kio.index import load_request_schema
 
 from broker.kafka import metadata_api, quorum_api
@@ -190,3 +192,21 @@ def test_quorum_errors_raise_with_the_code() -> None:
     with pytest.raises(admin.KafkaRequestFailed, match=r"NOT_LEADER_OR_FOLLOWER \(6\)"):
         admin.quorum_from_response(response, "c")
     assert admin.endpoints_from_response(response) == {}  # v1 has no nodes
+
+
+async def test_an_address_that_only_closes_is_not_a_kafka_listener_at_once() -> None:
+    """A controller (msgpack frames) closes on a Kafka request: no retrying until the
+    deadline, and the error says which option names controllers."""
+    async def close_after_reading(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(trio.serve_tcp, close_after_reading, 0)
+        address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        kafka = admin.KafkaAdmin(admin.KafkaClient([address]), deadline=time.monotonic() + 30)
+        with trio.fail_after(5), pytest.raises(admin.NotAKafkaListener,
+                                               match="--bootstrap-controller"):
+            await kafka.negotiate()
+        await kafka.client.aclose()
+        nursery.cancel_scope.cancel()
