@@ -95,8 +95,8 @@ def test_refusals_through_a_broker_are_the_controllers_one_line(
         capsys: pytest.CaptureFixture[str], cluster: Cluster,
         targets: dict[str, list[str]]) -> None:
     """A refused request is one line naming the Kafka error, exit 1, the same line as the
-    controllers give; a wrong broker address is one line and exit 1; a rename, which
-    Kafka's protocol lacks, is bad usage through a broker (exit 2)."""
+    controllers give; a wrong broker address, or a controller's, is one line and exit 1;
+    a rename, which Kafka's protocol lacks, is bad usage through a broker (exit 2)."""
     ok_json(capsys, "topics", *targets["broker"], "--create", "--topic", "taken")
     for args, error in [
             (("--create", "--topic", "taken"), "TOPIC_ALREADY_EXISTS (36)"),
@@ -116,6 +116,11 @@ def test_refusals_through_a_broker_are_the_controllers_one_line(
     assert code == 2
     assert "--bootstrap-controller" in err
 
+    controller = cluster.controller_addresses()[0]  # --bootstrap-server's old meaning
+    code, out, err = run(capsys, "topics", "--bootstrap-server", controller, "--list")
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    assert "--bootstrap-controller" in err
     for verb in (["topics", "--list"], ["quorum", "describe", "--status"]):
         code, out, err = run(capsys, *verb, "--bootstrap-server", "127.0.0.1:9",
                              "--timeout", "0.5")
