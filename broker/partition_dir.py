@@ -168,8 +168,38 @@ def apply_action(log_dir: Path, action: Action) -> None:
 
 
 def apply_actions(log_dir: Path, actions: Iterable[Action]) -> None:
+    """Apply in order. A run of CreatePartition actions makes its directories first and
+    fsyncs the log dir once for all of them (one fsync of a directory that may hold
+    thousands of entries, not one per partition), then writes each partition.metadata:
+    as with one partition, no partition.metadata exists before its directory's entry
+    is durable."""
+    pending = list(actions)
+    index = 0
+    while index < len(pending):
+        end = index
+        while end < len(pending) and isinstance(pending[end], CreatePartition):
+            end += 1
+        if end - index > 1:
+            run = [a for a in pending[index:end] if isinstance(a, CreatePartition)]
+            if _make_dirs(log_dir, run):
+                fsync_dir(log_dir)
+            for action in run:
+                _ensure_partition(log_dir, action)
+            index = end
+        else:
+            apply_action(log_dir, pending[index])
+            index += 1
+
+
+def _make_dirs(log_dir: Path, actions: list[CreatePartition]) -> bool:
+    """The missing directories made (not yet durable); True when there was one."""
+    made = False
     for action in actions:
-        apply_action(log_dir, action)
+        path = log_dir / action.dir_name
+        if not path.is_dir():
+            path.mkdir()
+            made = True
+    return made
 
 
 def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile) -> None:

@@ -15,7 +15,11 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   observer's own high watermark stops at its log end, so after its first fetch of a long
   log it would claim a catch-up that has barely begun.
 - `<log.dir>/metadata-image.checkpoint` (JSON {"applied_offset", "image_hash"}, written
-  durably) follows the image, for the Spark replay.
+  durably) follows the image, for the Spark replay: at once when the image first
+  advances, then at most once per `CHECKPOINT_INTERVAL_S` while it keeps advancing, and
+  once more when the broker stops. Not once per commit: each write is two fsyncs and a
+  content hash of the whole image, and every create commits several times per second
+  on a busy cluster, on the disk the quorum's own fsyncs wait for.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
   pending deletions. Served through the node's listener when it has one, and on the
   broker's `STATUS://` listener (the client listener speaks the Kafka protocol), which
@@ -54,6 +58,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_FILE = "metadata-image.checkpoint"  # format: tools.replay's docstring
 STATUS_API = "BrokerStatus"
 RECONCILE_ERROR_BACKOFF_S = 1.0
+CHECKPOINT_INTERVAL_S = 1.0
 
 
 class Registration(Protocol):
@@ -188,13 +193,25 @@ class BrokerServer:
 
     async def _checkpoint_loop(self) -> None:
         written = None
-        while True:
-            self._wake_checkpoint = trio.Event()
-            image = self.image
-            if image.last_applied_offset != written:
+        try:
+            while True:
+                self._wake_checkpoint = trio.Event()
+                image = self.image
+                if image.last_applied_offset == written:
+                    await self._wake_checkpoint.wait()
+                    continue
                 await trio.to_thread.run_sync(write_checkpoint, self.settings.log_dir, image)
                 written = image.last_applied_offset
-            await self._wake_checkpoint.wait()
+                await trio.sleep(CHECKPOINT_INTERVAL_S)
+        finally:  # a stop: the image as it is now (a failed disk stays failed: skip it)
+            image = self.image
+            if image.last_applied_offset != written:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await trio.to_thread.run_sync(write_checkpoint, self.settings.log_dir,
+                                                      image)
+                    except OSError:
+                        pass
 
     async def _reconcile_loop(self) -> None:
         await self.caught_up.wait()

@@ -161,8 +161,10 @@ def test_hosts_exactly_assigned_partitions_when_broker_starts_on_empty_dir(
         cluster, 5)) and a["applied_offset"] == b["applied_offset"] and (a, b), WAIT_S,
         "brokers 4 and 5 at the same applied offset")
     assert pair[0]["image_hash"] == pair[1]["image_hash"]
-    checkpoint = json.loads((data_dir(cluster, 5) / "metadata-image.checkpoint").read_text())
-    assert checkpoint["applied_offset"] >= offset
+    # The checkpoint follows the image at most once a second (broker.server).
+    checkpoint = wait_until(lambda: (c := json.loads(
+        (data_dir(cluster, 5) / "metadata-image.checkpoint").read_text())
+        )["applied_offset"] >= offset and c, WAIT_S, "broker 5's checkpoint at the offset")
     current = broker_status(cluster, 5)
     assert current is not None
     if current["applied_offset"] == checkpoint["applied_offset"]:

@@ -242,3 +242,29 @@ def _staged_duplicates(log_dir: Path) -> set[str]:
         return set()
     return {p.read_text() for p in staged.rglob("*.log")
             if "second copy" in (p.parent / pd.DELETION_METADATA).read_text()}
+
+
+def test_new_partitions_share_one_log_dir_fsync_before_any_metadata_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of CreatePartition actions: every directory is made, the log dir is fsynced
+    once, and only then is any partition.metadata written, so none exists before its
+    directory's entry is durable."""
+    events: list[str] = []
+    real_fsync_dir, real_write = pd.fsync_dir, pd.write_partition_metadata
+
+    def fsync_dir(path: Path) -> None:
+        events.append("fsync log dir" if path == tmp_path else "fsync other")
+        real_fsync_dir(path)
+
+    def write_partition_metadata(path: Path, topic_id: Uuid) -> None:
+        assert "fsync log dir" in events, f"{path.name} written before the log dir fsync"
+        events.append(f"write {path.name}")
+        real_write(path, topic_id)
+
+    monkeypatch.setattr(pd, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(pd, "write_partition_metadata", write_partition_metadata)
+    actions: list[Action] = [CreatePartition(topic="A", partition=p, topic_id=NEW)
+                             for p in range(5)]
+    pd.apply_actions(tmp_path, actions)
+    assert events == ["fsync log dir"] + [f"write A-{p}" for p in range(5)]
+    assert all(pd.read_partition_metadata(tmp_path / f"A-{p}") == NEW for p in range(5))
