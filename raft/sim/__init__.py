@@ -1,7 +1,9 @@
 """Deterministic cluster simulator for the raft core (Kafka's RaftEventSimulationTest model).
 
 - `cluster`: nodes running the real `RaftCore`, one event heap, one seed; drives each
-  node like the Trio shell (persist, flush, then send; fsync latency; drifting clocks).
+  node like the Trio shell (persist, flush, then send; fsync latency; drifting clocks),
+  including what the shell's transport reports: a crashed voter's connections lost,
+  then refused at each reconnect (a paused or cut-off node's: nothing).
 - `network`: latency distribution, loss, duplication, reordering, partitions.
 - `disk`: `MemoryLog` plus a quorum-state store and a snapshot store; a crash keeps only
   what was flushed (and whole snapshots); the log notes every tail it truncates (for
