@@ -357,6 +357,11 @@ class CoreBase:
         timeout = self._config.election_timeout_ms
         return timeout + self._rng.randrange(timeout)
 
+    def _turn_step_ms(self) -> int:
+        """How long a voter lets another that stood first try before standing itself:
+        a few round trips, far below an election timeout."""
+        return max(1, self._config.election_timeout_ms // 10)
+
     def _election_backoff(self) -> int:
         return self._rng.randrange(self._config.election_backoff_max_ms + 1)
 

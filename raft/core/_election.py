@@ -66,6 +66,12 @@ class Election(CoreBase):
                                                  request.pre_vote, now_ms)
             if granted and not request.pre_vote and self._state.voted_id is None:
                 self.transition_to_voted(request.candidate_id, now_ms)  # persisted first
+            elif granted and isinstance(self._state, FollowerState):
+                # Give the prospective we just backed time to win before standing
+                # ourselves: two at once would grant each other and split the vote.
+                state = self._state
+                state.fetch_deadline_ms = max(state.fetch_deadline_ms,
+                                              now_ms + self._turn_step_ms())
         self._reply_vote(envelope, ErrorCode.NONE, granted=granted)
 
     def _reply_vote(self, envelope: Envelope, error: ErrorCode, *,

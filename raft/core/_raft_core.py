@@ -195,14 +195,33 @@ class RaftCore(Election, Replication):
         elif state.leader_id == node_id and not self._is_voter:
             if isinstance(state, FollowerState):
                 state.leader_unreachable = True
-        elif state.leader_id == node_id and self._config.pre_vote and (
-                isinstance(state, FollowerState)
-                or (isinstance(state, ProspectiveState) and state.rejected)):
+        elif state.leader_id == node_id and self._config.pre_vote:
+            if isinstance(state, FollowerState):
+                self._take_turn_after_crash(state, node_id, now_ms)
+            elif isinstance(state, ProspectiveState) and state.rejected:
+                self.transition_to_prospective(now_ms)
+        self.tick(now_ms)
+
+    def _take_turn_after_crash(self, state: FollowerState, leader_id: int,
+                               now_ms: int) -> None:
+        """The followers of a crashed leader hear its port refuse within a millisecond of
+        each other: were they all to ask for pre-votes at once, they would grant each
+        other's, both stand as candidates in the same epoch and split the vote (then a
+        backoff of up to `election_backoff_max_ms`, seen in the simulator). So they take
+        turns by id, as the successors named by EndQuorumEpoch do: the first asks at once,
+        the next a few round trips later unless a vote for the first has reached it by
+        then. Each grants pre-votes from now on, its leader being gone."""
+        state.last_fetch_success_ms = None
+        others = sorted(v for v in self._voters if v != leader_id)
+        rank = others.index(self._node_id)
+        if rank == 0:
             log.info("leader unreachable, asking for pre-votes",
                      extra={"node": self._node_id, "epoch": state.epoch,
-                            "leader": node_id})
+                            "leader": leader_id})
             self.transition_to_prospective(now_ms)
-        self.tick(now_ms)
+            return
+        turn_ms = now_ms + rank * self._turn_step_ms()
+        state.fetch_deadline_ms = min(state.fetch_deadline_ms, turn_ms)
 
     def next_deadline_ms(self) -> int:
         """When `tick()` next has work; 0 when `ready()` already holds something."""

@@ -9,7 +9,7 @@ from raft import messages as msg
 from raft.common.errors import ErrorCode
 from raft.core import RaftCore, Role
 from raft.types import ElectionState, Envelope
-from tests.support.core_harness import Cluster, drain, make_core, make_leader, reply, sent
+from tests.support.core_harness import CLUSTER_ID, Cluster, drain, make_core, make_leader, reply, sent
 
 VOTERS = (1, 2, 3)
 LONG = 60_000  # a fetch timeout no test here waits out
@@ -42,6 +42,31 @@ def test_follower_asks_for_pre_votes_at_once_when_its_leader_refuses_connections
     votes = sent(ready, msg.VoteRequest)
     assert {e.dst for e in votes} == {1, 3}
     assert {(e.message.pre_vote, e.message.candidate_epoch) for e in votes} == {(True, 4)}
+
+
+def test_second_follower_backs_the_first_and_stands_only_after_its_turn() -> None:
+    """Both followers of a crashed leader hear it refuse at about the same time. The one
+    ranked second (by id) does not stand at once, grants the first's pre-vote even though
+    it fetched from the leader a moment ago, and stands itself one turn later if nobody
+    has won by then: standing together, they would split the vote."""
+    core = following(node=3, fetch_timeout_ms=LONG, election_timeout_ms=1000)
+    [fetch] = sent(drain(core), msg.FetchRequest)
+    reply(core, fetch, msg.FetchResponse(current_leader=msg.CurrentLeader(
+        leader_id=1, leader_epoch=3), high_watermark=0), 50)
+    drain(core)
+    core.peer_unreachable(1, 100)
+    assert sent(drain(core), msg.VoteRequest) == []
+    assert core.role is Role.FOLLOWER
+    core.step(Envelope(src=2, dst=3, correlation_id=7, message=msg.VoteRequest(
+        cluster_id=CLUSTER_ID, candidate_epoch=4, candidate_id=2, last_offset_epoch=0,
+        last_offset=0, pre_vote=True)), 150)
+    [granted] = sent(drain(core), msg.VoteResponse)
+    assert granted.message.vote_granted
+    core.tick(220)  # its own turn (100 + 100 ms) was put back by the pre-vote it granted
+    assert core.role is Role.FOLLOWER
+    core.tick(260)
+    assert core.role is Role.PROSPECTIVE
+    assert core.epoch == 3
 
 
 def test_follower_keeps_following_when_another_voter_refuses_connections() -> None:
