@@ -1,9 +1,16 @@
 """One SparkSession (local[2], no UI, two shuffle partitions) for the whole replay suite,
-and helpers that build synthetic clusters with `tools.replay.synthetic`."""
+helpers that build synthetic clusters with `tools.replay.synthetic`, and the logs of one
+real multi-process run with their local[2] replay, shared by test_replay_real_run.py and
+test_replay_standalone.py (one cluster run and one local replay for both)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +21,19 @@ from tools.replay.inputs import from_cluster
 from tools.replay.job import ReplayResult, run_replay
 from tools.replay.synthetic import metadata_log, write_cluster
 
+# The tests' JVMs compile with C1 only and collect with the serial collector: their jobs
+# are short, and on 2 cores C2 compiler and parallel GC threads compete with the work (a
+# local replay with its report took 25 s instead of 34 s so). `kraft replay` keeps the
+# JVM's defaults, for long replays.
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from tools.replay.load import spark_session
 
-    session = spark_session("local[2]", shuffle_partitions=2, app_name="kraft-replay-tests")
+    session = spark_session("local[2]", shuffle_partitions=2, app_name="kraft-replay-tests",
+                            java_options=TEST_JAVA_OPTIONS)
     yield session
     session.stop()
 
@@ -51,3 +65,67 @@ def replay(spark: Any, tmp_path: Path) -> Replay:
         return run_replay(spark, from_cluster(root), out_dir=out_dir, with_analysis=analysis)
 
     return run
+
+
+# Old `quorum.*` key names on purpose (their deprecated spelling still works); brokers
+# heartbeat every 200 ms so they are unfenced soon after the start.
+REAL_RUN_SETTINGS = {
+    "quorum.election.timeout.ms": 300, "quorum.fetch.timeout.ms": 600,
+    "quorum.election.backoff.max.ms": 200, "quorum.request.timeout.ms": 400,
+    "quorum.fetch.max.wait.ms": 150, "broker.heartbeat.interval.ms": 200,
+    "broker.session.timeout.ms": 9000}
+
+
+@dataclass(frozen=True, slots=True)
+class RealRun:
+    """A stopped 3-voter + 2-broker run: `orders` created (`first`), deleted by ID and
+    created again (`second`), 70 appended records; `local` is its local[2] replay."""
+
+    directory: Path
+    first: dict[str, Any]
+    second: dict[str, Any]
+    local: ReplayResult
+
+
+def _topics(directory: Path, *args: str) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, "-m", "tools.cli", "topics", "--cluster",
+                             str(directory), *args, "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def _create_when_brokers_registered(directory: Path) -> dict[str, Any]:
+    """Topic creation needs unfenced brokers; retry the (idempotent-in-effect) request
+    while they register, bounded by a deadline."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = subprocess.run([sys.executable, "-m", "tools.cli", "topics", "--cluster",
+                                 str(directory), "--create", "--topic", "orders",
+                                 "--partitions", "3", "--replication-factor", "2", "--json"],
+                                capture_output=True, text=True, timeout=60)
+        if result.returncode == 0 or time.monotonic() > deadline:
+            assert result.returncode == 0, result.stderr
+            return json.loads(result.stdout)  # type: ignore[no-any-return]
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def real_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> RealRun:
+    from tools.cluster import Cluster
+
+    cluster = Cluster.create(tmp_path_factory.mktemp("real-run") / "run", voters=3,
+                             brokers=2, settings=REAL_RUN_SETTINGS)
+    try:
+        cluster.start()
+        cluster.wait_for_leader(20)
+        cluster.append(50, batch=5)
+        first = _create_when_brokers_registered(cluster.directory)
+        _topics(cluster.directory, "--delete", "--topic-id", first["topic_id"])
+        second = _create_when_brokers_registered(cluster.directory)
+        cluster.append(20, batch=5)
+    finally:
+        cluster.shut_down()
+        cluster.kill_all_started()
+    local = run_replay(spark, from_cluster(cluster.directory), with_analysis=True)
+    return RealRun(directory=cluster.directory, first=first, second=second, local=local)

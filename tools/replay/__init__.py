@@ -41,8 +41,9 @@ makes every path absolute (executors run in their worker's directory), runs the
 executors' Python as its own (PYSPARK_PYTHON, unless set) and takes
 `--executor-memory SIZE`, which must fit a worker's `--memory` (Spark asks for 1g by
 default; an application no worker can hold waits for ever).
-`tests/replay/test_replay_standalone.py` (soak) runs it on a master and two workers
-started from pyspark's own `bin/spark-class` and expects the local[2] verdict.
+`tests/replay/test_replay_standalone.py` (in `make test`) runs it on a master and two
+workers started from pyspark's own `bin/spark-class`, each worker running one executor,
+and expects the local[2] verdict.
 
 The report's header names the cluster id (the nodes' `meta.properties`), when the replay
 ran (UTC), the kraft-py version and the Spark master (`report.json`: `run`).

@@ -226,13 +226,15 @@ def run_tasks(spark: Any, replay_input: ReplayInput,
 
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,
                   app_name: str = "kraft-replay", driver_memory: str = "3g",
-                  executor_memory: str | None = None) -> Any:
+                  executor_memory: str | None = None, java_options: str = "") -> Any:
     """A SparkSession for the replay. `master=None` keeps whatever spark-submit chose
     (or PySpark's own default, local[*]). In local mode the executors live in the driver
     JVM, so `driver_memory` is what holds the report's record rows. On a standalone
     cluster `executor_memory` must fit a worker's `--memory` (Spark's default asks for
     1g, and an application no worker can hold waits for ever). Executors run this same
-    Python (PYSPARK_PYTHON, unless set): the venv's, where msgpack and the project are."""
+    Python (PYSPARK_PYTHON, unless set): the venv's, where msgpack and the project are.
+    `java_options` go to the driver's JVM (in local mode, the executors' too), e.g. the
+    tests' C1-only JIT (tests/replay/conftest.py)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -246,9 +248,11 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
     if executor_memory:
         builder = builder.config("spark.executor.memory", executor_memory)
     log4j = Path(__file__).with_name("log4j2.properties")
+    driver_options = [java_options] if java_options else []
     if log4j.is_file():
-        builder = builder.config("spark.driver.extraJavaOptions",
-                                 f"-Dlog4j2.configurationFile=file:{log4j}")
+        driver_options.append(f"-Dlog4j2.configurationFile=file:{log4j}")
+    if driver_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_options))
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit (which sets the gateway port)
     if master:
