@@ -203,7 +203,7 @@ def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
     nemesis.start()
     deadline = time.monotonic() + duration_s
     if display is not None:
-        display.phase("workload under faults", total=duration_s,
+        display.phase("workload and faults", total=duration_s,
                       poll=_counts(workload, nemesis, group, deadline - duration_s,
                                    duration_s))
     if group is not None:
@@ -300,7 +300,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     workload: Workload | None = None
     group: GroupWorkload | None = None
     try:
-        display.phase(f"starting {voters} voters and {brokers} brokers")
+        display.phase("cluster start")  # phase names: short, the line is one terminal line
         bootstrap = _start_cluster(rig.cluster)
         workload = Workload(history=rig.history, addresses=rig.cluster.controller_addresses(),
                             cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
@@ -311,15 +311,15 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                               seed=seed, kills="kill" in faults)
         errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group,
                                              display)
-        display.phase("healing, settling and reading the final state")
+        display.phase("healing, final read")
         observed = _observe_final_state(rig, bootstrap, group)
     except Exception as exc:  # the verdict must still be written, as a failure
         log.exception("chaos run failed")
         errors.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
-        display.phase("stopping the cluster")
+        display.phase("cluster stop")
         _tear_down(rig, workload, group)
-    display.phase("checking the history")
+    display.phase("history check")
     result = None if observed is None else _check_history(rig.history, *observed)
     clients: ClientResult | None = None
     if result is not None and group is not None:
@@ -336,7 +336,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     if snapshots and duration_s >= SNAPSHOT_CHECK_MIN_S:
         errors += _snapshots_unexercised(activity)
     if replay:
-        display.phase(f"Spark replay of the logs ({replay_master})")
+        display.phase("Spark replay")
         if result is not None:  # still shown while the replay runs
             display.update(violations=len(result.violations))
     replay_result = _replay(directory, replay_master) if replay else None

@@ -34,8 +34,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
 
 
-SECTIONS = ("starting 3 voters and 3 brokers", "topics, and a broker with a stale topic ID",
-            "topic churn", "the quorum loses its leader", "dump-log of node 1",
+# short: the progress line is one terminal line
+SECTIONS = ("cluster start", "stale topic ID", "topic churn", "leader loss", "dump-log",
             "Spark replay")
 
 
@@ -58,7 +58,7 @@ class _Session:
     def kraft(self, *args: str, expect_exit: int = 0, tail: int | None = None) -> str:
         shown = " ".join(shlex.quote(a) for a in args)
         self.commands += 1
-        self.display.update(commands=self.commands, running=f"kraft {' '.join(args[:2])}")
+        self.display.update(commands=self.commands, running=_short(args))
         print(f"\n$ kraft {shown}", flush=True)
         done = subprocess.run([sys.executable, "-m", "tools.cli", *args], text=True,
                               capture_output=True, timeout=600, check=False)
@@ -73,6 +73,14 @@ class _Session:
             raise CommandError(f"`kraft {shown}` exited {done.returncode}, "
                                f"expected {expect_exit}")
         return done.stdout
+
+
+def _short(args: tuple[str, ...]) -> str:
+    """`topics --create` for `topics --cluster D --create ...`: the verb and its action."""
+    if len(args) > 1 and not args[1].startswith("-"):
+        return f"{args[0]} {args[1]}"
+    action = next((a for a in args[1:] if a.startswith("--") and a != "--cluster"), "")
+    return f"{args[0]} {action}".strip()
 
 
 def _wait(what: str, condition: Callable[[], bool], timeout_s: float = STEP_TIMEOUT_S) -> None:
