@@ -9,7 +9,15 @@ from raft import messages as msg
 from raft.common.errors import ErrorCode
 from raft.core import RaftCore, Role
 from raft.types import ElectionState, Envelope
-from tests.support.core_harness import CLUSTER_ID, Cluster, drain, make_core, make_leader, reply, sent
+from tests.support.core_harness import (
+    CLUSTER_ID,
+    Cluster,
+    drain,
+    make_core,
+    make_leader,
+    reply,
+    sent,
+)
 
 VOTERS = (1, 2, 3)
 LONG = 60_000  # a fetch timeout no test here waits out
