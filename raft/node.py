@@ -534,7 +534,8 @@ class RaftNode:
             raise AssertionError(f"unexpected inbox item {item!r}")
 
     async def _process_ready(self) -> None:
-        """Persist, then flush, then send, then publish, then advance."""
+        """Persist the election, send the early messages, flush, send the rest, publish,
+        then advance."""
         core = self.core
         ready: Ready = core.ready()
         if self._faults is not None and self._faults.fsync_delay_ms and \
@@ -542,10 +543,10 @@ class RaftNode:
             await trio.sleep(self._faults.fsync_delay_ms / 1000)  # test-only slow disk
         if ready.election is not None:
             await trio.to_thread.run_sync(self._write_election, ready.election)
+        self._send_all(ready.early_messages)  # the leader's records, while it flushes
         if ready.needs_flush:
             await trio.to_thread.run_sync(self._log.flush)
-        for envelope in ready.messages:
-            self._send(envelope)
+        self._send_all(ready.late_messages)
         if ready.loaded_snapshot is not None:
             for snapshot_listener in self._snapshot_listeners:
                 await snapshot_listener(ready.loaded_snapshot)
@@ -566,6 +567,10 @@ class RaftNode:
         self._log_state_change()
         if self._ready_observers:
             self._observe(ready)
+
+    def _send_all(self, envelopes: tuple[Envelope, ...]) -> None:
+        for envelope in envelopes:
+            self._send(envelope)
 
     def _observe(self, ready: Ready) -> None:
         now = self.now_ms()

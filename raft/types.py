@@ -116,7 +116,13 @@ class Ready:
     election: ElectionState | None = None  # 1. persist quorum-state, fsync
     truncate_to: int | None = None  # 2. already applied to the log: flush before sending
     entries: tuple[Batch, ...] = ()
-    messages: tuple[Envelope, ...] = ()  # 3. send only after 1-2 are durable
+    messages: tuple[Envelope, ...] = ()  # 3. send only after 1-2 are durable...
+    # ...except the first `early` ones (`early_messages`), which may go before the log
+    # flush (2), never before 1: the leader's answers to fetches, which copy its records
+    # while it writes them to its own disk (Raft thesis §10.2.1). Safe because the leader
+    # counts its own log toward the high watermark only up to `flushed_end_offset`.
+    # Always 0 when `election` is set.
+    early: int = 0
     high_watermark: int | None = None  # 4. new HW (exclusive): hand committed records over
     # A fetched snapshot replaced the log (already durable): the state machine reloads
     # from it before records from its end offset on are handed over.
@@ -124,6 +130,15 @@ class Ready:
     # 5. the leader's high watermark as last heard, when it rose. A follower's own is
     # capped at its log end, so only this tells how far behind a catching-up node is.
     leader_high_watermark: int | None = None
+
+    @property
+    def early_messages(self) -> tuple[Envelope, ...]:
+        return self.messages[:self.early]
+
+    @property
+    def late_messages(self) -> tuple[Envelope, ...]:
+        """The messages that wait for the flush."""
+        return self.messages[self.early:] if self.early else self.messages
 
     @property
     def needs_flush(self) -> bool:

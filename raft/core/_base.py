@@ -110,6 +110,8 @@ class CoreBase:
         self._is_voter = node_id in self._voter_set
         self._majority = len(self._voters) // 2 + 1
         self._outbox: list[Envelope] = []
+        # The leader's fetch answers: `Ready.early_messages` (see raft/types.py).
+        self._early_outbox: list[Envelope] = []
         self._pending_election: ElectionState | None = None
         self._persisted: tuple[int, int | None, int | None] | None = None
         self._pending_entries: list[Batch] = []
@@ -219,7 +221,8 @@ class CoreBase:
 
     @property
     def has_ready(self) -> bool:
-        return bool(self._outbox or self._pending_entries or self._hw_dirty
+        return bool(self._outbox or self._early_outbox or self._pending_entries
+                    or self._hw_dirty
                     or self._leader_hw_dirty
                     or self._pending_election is not None or self._pending_truncate is not None
                     or self._loaded_snapshot is not None)
@@ -418,6 +421,13 @@ class CoreBase:
     def _respond(self, request: Envelope, message: object) -> None:
         self._outbox.append(Envelope(src=self._node_id, dst=request.src,
                                      correlation_id=request.correlation_id, message=message))
+
+    def _respond_early(self, request: Envelope, message: object) -> None:
+        """A leader's answer that depends on nothing unflushed: it may leave before the
+        log flush (`Ready.early_messages`)."""
+        self._early_outbox.append(Envelope(src=self._node_id, dst=request.src,
+                                           correlation_id=request.correlation_id,
+                                           message=message))
 
     def _addressing_error(self, cluster_id: str, topic_id: Uuid,
                           partition_index: int) -> ErrorCode | None:

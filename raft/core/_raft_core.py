@@ -105,8 +105,12 @@ class RaftCore(Election, Replication):
     def ready(self) -> Ready:
         if not self.has_ready:
             return _EMPTY_READY
+        early = self._early_outbox
+        messages = tuple(early + self._outbox) if early else tuple(self._outbox)
         return Ready(election=self._pending_election, truncate_to=self._pending_truncate,
-                     entries=tuple(self._pending_entries), messages=tuple(self._outbox),
+                     entries=tuple(self._pending_entries), messages=messages,
+                     # nothing before quorum-state's fsync
+                     early=len(early) if self._pending_election is None else 0,
                      high_watermark=self._high_watermark if self._hw_dirty else None,
                      loaded_snapshot=self._loaded_snapshot,
                      leader_high_watermark=(self._leader_high_watermark
@@ -122,12 +126,15 @@ class RaftCore(Election, Replication):
             done = {id(batch) for batch in ready.entries}
             self._pending_entries = [b for b in self._pending_entries if id(b) not in done]
         if ready.messages:
-            count = len(ready.messages)
-            if self._outbox[:1] and self._outbox[0] is ready.messages[0]:
-                del self._outbox[:count]
-            else:
-                sent = {id(m) for m in ready.messages}
-                self._outbox = [m for m in self._outbox if id(m) not in sent]
+            sent = ready.messages
+            early = self._early_outbox
+            if early:  # they lead `messages` (`ready()`), whatever `ready.early` says
+                count = 0
+                while count < min(len(early), len(sent)) and sent[count] is early[count]:
+                    count += 1
+                del early[:count]
+                sent = sent[count:]
+            self._outbox = _unsent(self._outbox, sent)
         if ready.high_watermark is not None and ready.high_watermark == self._high_watermark:
             self._hw_dirty = False
         if ready.leader_high_watermark is not None and \
@@ -359,6 +366,17 @@ class RaftCore(Election, Replication):
                 self._probe_correlation_id = None
             return
         _RESPONSE_HANDLERS[type(message)](self, envelope, now_ms)
+
+
+def _unsent(outbox: list[Envelope], sent: tuple[Envelope, ...]) -> list[Envelope]:
+    """`outbox` without the envelopes in `sent` (usually its first ones)."""
+    count = len(sent)
+    if not count:
+        return outbox
+    if count <= len(outbox) and outbox[0] is sent[0] and outbox[count - 1] is sent[-1]:
+        return outbox[count:]
+    done = {id(m) for m in sent}
+    return [m for m in outbox if id(m) not in done]
 
 
 _Handler = Callable[[RaftCore, Envelope, int], None]

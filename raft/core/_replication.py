@@ -5,7 +5,8 @@ mixin of `RaftCore` over `CoreBase`.
 
 A follower's Fetch leaves only after everything before its `fetch_offset` is flushed (it
 is in the same or a later Ready as those entries), so the leader may count
-`fetch_offset` as durable on that follower.
+`fetch_offset` as durable on that follower. The leader's answers go before its own flush
+(`Ready.early_messages`): it counts itself only up to `flushed_end_offset`.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Replication(CoreBase):
         snapshot_id = self._snapshot_to_fetch(request.fetch_offset, request.last_fetched_epoch)
         if snapshot_id is not None:
             state.note_snapshot_fetch(envelope.src, now_ms)
-            self._respond(envelope, FetchResponse(
+            self._respond_early(envelope, FetchResponse(
                 topic_id=request.topic_id, high_watermark=self._high_watermark,
                 log_start_offset=self._log.start_offset, snapshot_id=snapshot_id,
                 current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=epoch)))
@@ -70,7 +71,7 @@ class Replication(CoreBase):
             state.update_replica(envelope.src, None if diverging else request.fetch_offset,
                                  now_ms, log_end)
         if diverging is not None:
-            self._respond(envelope, FetchResponse(
+            self._respond_early(envelope, FetchResponse(
                 topic_id=request.topic_id, high_watermark=self._high_watermark,
                 diverging_epoch=diverging,
                 current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=epoch)))
@@ -132,7 +133,7 @@ class Replication(CoreBase):
         progress = state.progress_of(envelope.src)
         if progress is not None:
             progress.sent_high_watermark = self._high_watermark
-        self._respond(envelope, FetchResponse(
+        self._respond_early(envelope, FetchResponse(
             topic_id=request.topic_id, high_watermark=self._high_watermark,
             current_leader=CurrentLeader(leader_id=self._node_id, leader_epoch=state.epoch),
             records=tuple(batches)))

@@ -3,9 +3,11 @@ one seeded `Random` from which every node's `Random`, the network and the disks 
 seeded, and the safety invariants checked after every event.
 
 Each node is driven as the Trio shell drives it (see `raft.types`): after an event,
-`ready()`; persist the election state and flush the log (taking a simulated fsync, during
-which the node handles nothing else: later events wait in its inbox); only then send the
-messages, record the high watermark and `advance()`. Each node's clock runs at its own
+`ready()`; send the early messages (the leader's fetch answers); persist the election
+state and flush the log (taking a simulated fsync, during which the node handles nothing
+else: later events wait in its inbox; a crash meanwhile loses the unflushed records the
+early messages carried); only then send the messages, record the high watermark and
+`advance()`. Each node's clock runs at its own
 rate (a few parts in a hundred off), so timers drift apart.
 
 Each node also runs a tiny state machine over what it commits and snapshots it (see
@@ -635,6 +637,8 @@ class Cluster:
             self.checker.on_truncate(node, ready.truncate_to)
         if ready.loaded_snapshot is not None:
             self.checker.on_snapshot_loaded(node, ready.loaded_snapshot)
+        for envelope in ready.early_messages:  # before the fsync below, as raft/node.py
+            self._send(envelope)
         if ready.election is not None or ready.needs_flush:
             node.busy = True
             self.schedule(node.disk.fsync_latency_us(), IO, node.node_id, ready, node.gen)
@@ -649,7 +653,7 @@ class Cluster:
             node.log.flush()
         if not ready.is_empty:
             self.trace.add(self.now_us, node.node_id, "ready", ready)
-        for envelope in ready.messages:
+        for envelope in ready.late_messages:
             self._send(envelope)
         if ready.loaded_snapshot is not None and self.snapshots_on:
             self._load_state_machine(node, ready.loaded_snapshot)
