@@ -77,17 +77,23 @@ class ControllerClient:
         raise ControllerUnavailable("; ".join(problems[-3:]) or "no controller answered")
 
     async def _send(self, address: Address, api: str, body: dict[str, Any]) -> Any:
-        stream = await trio.open_tcp_stream(*address)
-        framed = FramedStream(stream)
-        try:
-            correlation_id = next(self._correlation)
-            await framed.send({"api": api, "version": 0, "correlation_id": correlation_id,
-                               "cluster_id": self._cluster_id, "body": body})
-            while True:
-                reply = await framed.receive()
-                if reply is None:
-                    raise FrameError("the controller closed the connection")
-                if reply["correlation_id"] == correlation_id:
-                    return reply["body"]
-        finally:
-            await framed.aclose()
+        return await request_once(address, api, next(self._correlation), self._cluster_id,
+                                  body)
+
+
+async def request_once(address: Address, api: str, correlation_id: int, cluster_id: str,
+                       body: dict[str, Any]) -> Any:
+    """One request to a controller on a connection of its own; the response's body."""
+    stream = await trio.open_tcp_stream(*address)
+    framed = FramedStream(stream)
+    try:
+        await framed.send({"api": api, "version": 0, "correlation_id": correlation_id,
+                           "cluster_id": cluster_id, "body": body})
+        while True:
+            reply = await framed.receive()
+            if reply is None:
+                raise FrameError("the controller closed the connection")
+            if reply["correlation_id"] == correlation_id:
+                return reply["body"]
+    finally:
+        await framed.aclose()

@@ -26,9 +26,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
+from metadata.controller_client import request_once
 from raft import messages
 from raft.common.errors import ErrorCode as RaftErrorCode
-from raft.common.framing import FramedStream, FrameError
+from raft.common.framing import FrameError
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +96,8 @@ class QuorumForwarder:
         raise QuorumUnavailable("; ".join(problems[-3:]) or "no controller answered")
 
     async def _send(self, address: Address, body: dict[str, Any]) -> Any:
-        stream = await trio.open_tcp_stream(*address)
-        framed = FramedStream(stream)
-        try:
-            correlation_id = next(self._correlation)
-            await framed.send({"api": CONTROLLER_API, "version": 0,
-                               "correlation_id": correlation_id,
-                               "cluster_id": self.cluster_id, "body": body})
-            while True:
-                reply = await framed.receive()
-                if reply is None:
-                    raise FrameError("the controller closed the connection")
-                if reply["correlation_id"] == correlation_id:
-                    return reply["body"]
-        finally:
-            await framed.aclose()
+        return await request_once(address, CONTROLLER_API, next(self._correlation),
+                                  self.cluster_id, body)
 
     async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
         """The listener's DescribeQuorum handler."""
