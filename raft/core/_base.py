@@ -69,6 +69,9 @@ class RaftConfig:
     election_backoff_max_ms: int = 1000
     request_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500  # long-poll parking of empty fetches
+    # How long a voter's parked fetch may wait for records to carry a new HW with
+    # (`Replication._tell_parked_fetches_hw`).
+    fetch_hw_news_wait_ms: int = 5
     fetch_max_bytes: int = 1 << 20
     pre_vote: bool = True
     retry_backoff_ms: int = 100  # before re-sending a Fetch that failed
@@ -131,6 +134,7 @@ class CoreBase:
         self._probe_index = 0  # observers: which voter to ask for the leader next
         self._probe_correlation_id: int | None = None
         self._probe_at_ms = now_ms
+        self._last_now_ms = now_ms  # the time of the last input (for `advance`)
         self._state: EpochState = self._initial_state(election, now_ms)
         if election is not None:
             self._persisted = (election.epoch, election.leader_id, election.voted_id)
@@ -316,6 +320,7 @@ class CoreBase:
         self._state = state
         self._probe_correlation_id = None
         self._probe_at_ms = now_ms
+        self._last_now_ms = now_ms  # the time of the last input (for `advance`)
         self._persist_election()
 
     def _persist_election(self) -> None:

@@ -59,6 +59,7 @@ class RaftCore(Election, Replication):
         """A request or response from a peer. Never raises on peer input."""
         if envelope.dst != self._node_id:
             return
+        self._last_now_ms = now_ms
         deadline = self._state.timer_deadline_ms()
         if deadline is not None and now_ms >= deadline:
             # A timer that expired before this message arrived (the shell was busy or
@@ -72,6 +73,7 @@ class RaftCore(Election, Replication):
             self._handle_response(envelope, now_ms)
 
     def tick(self, now_ms: int) -> None:
+        self._last_now_ms = now_ms
         state = self._state
         if self._inflight:
             self._expire_requests(now_ms)
@@ -87,6 +89,7 @@ class RaftCore(Election, Replication):
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, int] | None:
         """Append records as the leader: (epoch, offset of the last one); None otherwise."""
+        self._last_now_ms = now_ms
         state = self._state
         if not isinstance(state, LeaderState):
             return None
@@ -145,7 +148,7 @@ class RaftCore(Election, Replication):
         state = self._state
         if (ready.needs_flush and isinstance(state, LeaderState)
                 and self._maybe_advance_high_watermark(state)):
-            self._wake_parked_fetches(state)
+            self._tell_parked_fetches_hw(state, self._last_now_ms)
 
     def advance_log_start(self, snapshot_id: SnapshotId) -> bool:
         """Start the log at a snapshot this node holds of its committed records (written

@@ -78,18 +78,28 @@ class Replication(CoreBase):
             return
         if request.fetch_offset > self._high_watermark and self._maybe_advance_high_watermark(
                 state):
-            self._wake_parked_fetches(state)
+            self._tell_parked_fetches_hw(state, now_ms)
+        if request.fetch_offset >= log_end and request.max_wait_ms > 0:
+            self._park_fetch(state, envelope, now_ms)
+        else:
+            self._answer_fetch(state, envelope)
+
+    def _park_fetch(self, state: LeaderState, envelope: Envelope, now_ms: int) -> None:
+        """Long poll: answered when data arrives, the HW moves (see
+        `_tell_parked_fetches_hw`) or the wait ends. Never so long that the fetcher's
+        fetch timeout could fire while it waits."""
+        request: FetchRequest = envelope.message
         progress = state.progress_of(envelope.src)
         hw_news = progress is not None and progress.sent_high_watermark < self._high_watermark
-        if request.fetch_offset >= log_end and request.max_wait_ms > 0 and not hw_news:
-            # Long poll: answered when data arrives, the HW moves or the wait ends.
-            # Never so long that the fetcher's fetch timeout could fire while it waits.
-            config = self._config
-            wait_ms = min(request.max_wait_ms, config.fetch_max_wait_ms,
-                          config.fetch_timeout_ms // 2)
-            state.parked[envelope.src] = ParkedFetch(envelope, now_ms + wait_ms)
+        if hw_news and envelope.src not in self._voter_set:
+            self._answer_fetch(state, envelope)
             return
-        self._answer_fetch(state, envelope)
+        config = self._config
+        wait_ms = min(request.max_wait_ms, config.fetch_max_wait_ms,
+                      config.fetch_timeout_ms // 2)
+        if hw_news:
+            wait_ms = min(wait_ms, config.fetch_hw_news_wait_ms)
+        state.parked[envelope.src] = ParkedFetch(envelope, now_ms + wait_ms)
 
     def _snapshot_to_fetch(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
         """KIP-630: a fetcher whose position lies below this log's start, or that cannot be
@@ -144,6 +154,22 @@ class Replication(CoreBase):
             state.parked.clear()
             for fetch in parked:
                 self._answer_fetch(state, fetch.envelope)
+
+    def _tell_parked_fetches_hw(self, state: LeaderState, now_ms: int) -> None:
+        """The HW moved, with no new records. Observers (brokers publish what they hold
+        below it) hear it at once. A voter hears it with the next records if they come
+        within `fetch_hw_news_wait_ms`, else then: answered at once, a voter whose own
+        fetch moved the HW would fetch again just after, one more round per commit one
+        by one, and its parked fetch would not be waiting when the next proposal comes."""
+        if not state.parked:
+            return
+        deadline_ms = now_ms + self._config.fetch_hw_news_wait_ms
+        for fetcher, parked in list(state.parked.items()):
+            if fetcher not in self._voter_set:
+                del state.parked[fetcher]
+                self._answer_fetch(state, parked.envelope)
+            elif parked.deadline_ms > deadline_ms:
+                parked.deadline_ms = deadline_ms
 
     def _fail_parked_fetches(self, old: LeaderState, new: EpochState) -> None:
         """A leader stepping down tells its parked fetchers at once."""

@@ -149,9 +149,9 @@ def test_parked_fetch_is_answered_empty_when_the_wait_expires() -> None:
     assert response.message.records == ()
 
 
-def test_parked_fetch_is_answered_when_the_high_watermark_moves() -> None:
-    """KIP-595 long poll: a moving high watermark is news worth answering at once."""
-    leader = make_leader(voters=(1, 2, 3, 4, 5), fetch_max_wait_ms=500)
+def _parked_voters_at_new_hw(**config: object) -> tuple[RaftCore, int]:
+    """Voters 2 and 3 of 5 parked at the log end; 3's fetch moved the HW there."""
+    leader = make_leader(voters=(1, 2, 3, 4, 5), fetch_max_wait_ms=500, **config)
     leader.propose([b"x"], NOW)
     drain(leader)
     end = leader.log.end_offset
@@ -159,11 +159,53 @@ def test_parked_fetch_is_answered_when_the_high_watermark_moves() -> None:
                    NOW + 1) == []  # 2 of 5 hold it: nothing new, parked
     leader.step(envelope(3, fetch(end, leader.epoch, leader.epoch, replica=3,
                                   max_wait_ms=500)), NOW + 2)
-    ready = drain(leader)
     assert leader.high_watermark == end
-    answers = sent(ready, FetchResponse)
+    return leader, end
+
+
+def test_parked_voter_fetches_hear_a_moved_high_watermark_within_the_news_wait() -> None:
+    """KIP-595 long poll: a moving high watermark is news, but a voter waits up to
+    fetch_hw_news_wait_ms for records to carry it with: the fetch that moved it is not
+    answered empty at once only to be followed by another."""
+    leader, end = _parked_voters_at_new_hw(fetch_hw_news_wait_ms=5)
+    assert sent(drain(leader), FetchResponse) == []
+    assert leader.next_deadline_ms() == NOW + 2 + 5
+    leader.tick(NOW + 6)
+    assert sent(drain(leader), FetchResponse) == []
+    leader.tick(NOW + 7)
+    answers = sent(drain(leader), FetchResponse)
     assert {e.dst for e in answers} == {2, 3}
     assert all(e.message.high_watermark == end for e in answers)
+
+
+def test_parked_voter_fetches_carry_a_moved_high_watermark_with_the_next_records() -> None:
+    leader, end = _parked_voters_at_new_hw(fetch_hw_news_wait_ms=5)
+    drain(leader)
+    leader.propose([b"y"], NOW + 3)
+    answers = sent(drain(leader), FetchResponse)
+    assert {e.dst for e in answers} == {2, 3}
+    for answer in answers:
+        assert answer.message.high_watermark == end
+        assert answer.message.records[0].records == (b"y",)
+
+
+def test_parked_observer_fetch_is_answered_when_the_high_watermark_moves() -> None:
+    """Observers (brokers) publish what they hold below the HW: told at once."""
+    leader = make_leader(voters=(1, 2, 3), fetch_max_wait_ms=500)
+    leader.propose([b"x"], NOW)
+    drain(leader)
+    end = leader.log.end_offset
+    observer = fetch(end, leader.epoch, leader.epoch, replica=9, max_wait_ms=500)
+    for cid in (1, 2):  # the first is answered at once: it has not heard the HW yet
+        leader.step(envelope(9, observer, correlation_id=cid), NOW + 1)
+        drain(leader)
+    leader.step(envelope(2, fetch(end, leader.epoch, leader.epoch, max_wait_ms=500)),
+                NOW + 2)
+    ready = drain(leader)
+    assert leader.high_watermark == end
+    [answer] = sent(ready, FetchResponse)
+    assert answer.dst == 9
+    assert answer.message.high_watermark == end
 
 
 def test_high_watermark_is_the_majority_offset_when_followers_fetch() -> None:
