@@ -119,24 +119,15 @@ class VotesIgnoringLogs(SimulatedQuorum):
         pass  # the point is the safety violation, not liveness
 
 
-def test_machine_finds_violation_when_bug_planted() -> None:
+def test_machine_finds_and_shrinks_a_violation_when_bug_planted() -> None:
     """The state machine has teeth (Raft §5.4.1): with votes granted without the log
-    comparison, hypothesis finds a schedule that loses committed data. (80 steps a
-    schedule: with 30, the ci profile's examples needed some 1,500 tries, 40 s.)"""
-    with pytest.raises(InvariantViolation):
-        run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
-            max_examples=2000, stateful_step_count=80, deadline=None, derandomize=True,
-            database=None, phases=[Phase.generate]))
-
-
-def test_failing_schedule_shrinks_when_bug_planted() -> None:
-    """Failing schedules shrink: the reported one is a short list of rule calls. (60 steps
-    a schedule: found and shrunk in some 8 s; with 80 the shrinking alone takes 25 s.)"""
+    comparison, hypothesis finds a schedule that loses committed data, and shrinks it to a
+    short list of rule calls, a third of the 60-step schedule or less (how short exactly
+    depends on the core's timing, which the search follows)."""
     with pytest.raises(InvariantViolation) as caught:
         run_state_machine_as_test(VotesIgnoringLogs, settings=settings(
             max_examples=2000, stateful_step_count=60, deadline=None, derandomize=True,
             database=None, phases=[Phase.generate, Phase.shrink]))
     steps = [line for line in "\n".join(getattr(caught.value, "__notes__", [])).splitlines()
              if line.startswith("state.") and "hw_never_past_log_end" not in line]
-    assert 0 < len(steps) <= 15, steps
-
+    assert 0 < len(steps) <= 20, steps
