@@ -365,6 +365,19 @@ class CoreBase:
         timeout = self._config.election_timeout_ms
         return timeout + self._rng.randrange(timeout)
 
+    def _successor_rank(self, leader_id: int | None) -> int:
+        """This voter's turn, by id among the voters other than `leader_id`, to stand when
+        that leader is gone (0 for an observer)."""
+        others = sorted(v for v in self._voters if v != leader_id)
+        return others.index(self._node_id) if self._node_id in others else 0
+
+    def _fetch_deadline_ms(self, state: FollowerState, now_ms: int) -> int:
+        """No answer from the leader by then: stand (a voter) or look for it (an observer).
+        The voters' deadlines are a turn apart by id: they last heard the leader at about
+        the same moment, and standing together they would split the vote."""
+        return (now_ms + state.fetch_timeout_ms
+                + self._successor_rank(state.leader_id) * self._turn_step_ms())
+
     def _turn_step_ms(self) -> int:
         """How long a voter lets another that stood first try before standing itself:
         a few round trips, far below an election timeout."""

@@ -222,8 +222,7 @@ class RaftCore(Election, Replication):
         the next a few round trips later unless a vote for the first has reached it by
         then. Each grants pre-votes from now on, its leader being gone."""
         state.last_fetch_success_ms = None
-        others = sorted(v for v in self._voters if v != leader_id)
-        rank = others.index(self._node_id)
+        rank = self._successor_rank(leader_id)
         if rank == 0:
             log.info("leader unreachable, asking for pre-votes",
                      extra={"node": self._node_id, "epoch": state.epoch,

@@ -246,7 +246,7 @@ class Replication(CoreBase):
             return
         state.last_fetch_success_ms = state.leader_heard_ms = now_ms
         state.leader_unreachable = False
-        state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+        state.fetch_deadline_ms = self._fetch_deadline_ms(state, now_ms)
         self._hear_leader_high_watermark(response.high_watermark)
         if response.snapshot_id is not None:
             state.snapshot_fetch = response.snapshot_id
@@ -282,7 +282,7 @@ class Replication(CoreBase):
         elif snapshot_id is not None:
             state.last_fetch_success_ms = state.leader_heard_ms = now_ms
             state.leader_unreachable = False
-            state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+            state.fetch_deadline_ms = self._fetch_deadline_ms(state, now_ms)
             self._take_snapshot_chunk(state, snapshot_id, response)
         self._maybe_send_fetch(now_ms)
 
