@@ -10,9 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trio
+from kio.index import load_request_schema
 
+from broker.kafka.codec import build
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cli import main
+from tools.client.connection import KafkaClient
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -41,6 +45,22 @@ def bootstrap(cluster: Cluster) -> str:
 @pytest.fixture(scope="module")
 def admin(bootstrap: str) -> Any:
     return admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+
+
+def isr_seen_by(address: str, topic: str) -> list[int]:
+    """Partition 0's ISR in the Metadata answer of the broker at `address` itself."""
+    async def ask() -> list[int]:
+        client = KafkaClient([address])
+        try:
+            metadata = await client.call(address, build(load_request_schema(3, 12), {
+                "topics": [{"name": topic, "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}))
+        finally:
+            await client.aclose()
+        (found,) = metadata.topics
+        return sorted(int(n) for n in found.partitions[0].isr_nodes)
+    return trio.run(ask)
 
 
 def topic_resource(name: str) -> Any:
@@ -146,11 +166,13 @@ def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
     assert produce() is None  # the full ISR: acked
     cluster.kill(4)
 
-    def isr() -> list[int]:
-        described = admin.describe_topics(confluent_kafka.TopicCollection(["isr3"]))
-        return [r.id for r in described["isr3"].result(WAIT_S).partitions[0].isr]
-
-    wait_until(lambda: len(isr()) == 2, WAIT_S, "the ISR to shrink without broker 4")
+    # The leader decides on its own image: the shrink must be in broker 2's, not just in
+    # the image of whichever broker the admin client asks (a lagging leader would store
+    # the record, then answer NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    leader_address = cluster.node(2).client_address
+    assert leader_address is not None
+    wait_until(lambda: isr_seen_by(leader_address, "isr3") == [2, 3], WAIT_S,
+               "the leader's ISR to shrink without broker 4")
     error = produce()
     assert error is not None
     assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
