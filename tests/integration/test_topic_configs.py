@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 import trio
-from kio.index import load_request_schema
 
-from broker.kafka.codec import build
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cli import main
-from tools.client.connection import KafkaClient
+from tools.client.connection import KafkaClient, metadata_request
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -52,10 +50,7 @@ def isr_seen_by(address: str, topic: str) -> list[int]:
     async def ask() -> list[int]:
         client = KafkaClient([address])
         try:
-            metadata = await client.call(address, build(load_request_schema(3, 12), {
-                "topics": [{"name": topic, "topic_id": None}],
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False}))
+            metadata = await client.call(address, metadata_request(topic))
         finally:
             await client.aclose()
         (found,) = metadata.topics

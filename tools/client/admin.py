@@ -49,9 +49,9 @@ from metadata.admin import (
 )
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors
-from tools.client.connection import ClientError, ConnectionLost, KafkaClient
+from tools.client.connection import METADATA, ClientError, ConnectionLost, KafkaClient
 
-API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS = 18, 3, 19, 20
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 CREATE_PARTITIONS, DESCRIBE_QUORUM = 37, 55
 API_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics",
              DELETE_TOPICS: "DeleteTopics", CREATE_PARTITIONS: "CreatePartitions",

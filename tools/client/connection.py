@@ -107,6 +107,14 @@ class BrokerConnection:
             await stream.aclose()
 
 
+def metadata_request(topic: str) -> Any:
+    """Metadata v12 for one topic, by name."""
+    return build(load_request_schema(METADATA, 12), {
+        "topics": [{"name": topic, "topic_id": None}],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+
+
 class KafkaClient:
     """Connections by address, bootstrapped from HOST:PORT strings."""
 
@@ -141,11 +149,7 @@ class KafkaClient:
     async def topic_metadata(self, topic: str) -> TopicMetadata:
         """Leaders and topic ID (Metadata v12), then counts and epoch maps from the same
         broker (PartitionLeaderEpochs), so both describe one image when they can."""
-        request = build(load_request_schema(METADATA, 12), {
-            "topics": [{"name": topic, "topic_id": None}],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False})
-        address, metadata = await self.call_any(request)
+        address, metadata = await self.call_any(metadata_request(topic))
         brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata.brokers}
         self.known = list(dict.fromkeys([*brokers.values(), *self.bootstrap]))
         (found,) = metadata.topics
