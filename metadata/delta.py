@@ -17,6 +17,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from metadata import records as rec
+from metadata.authorizer import (
+    AclBinding,
+    AclImage,
+    StandardAcl,
+    invalid_binding_reason,
+)
 from metadata.image import (
     MAX_KEPT_ANOMALIES,
     Anomaly,
@@ -48,6 +54,7 @@ class MetadataDelta:
         self._brokers: MapBuilder[int, BrokerImage] | None = None
         self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
         self._new_used: set[Uuid] = set()
+        self._acls: MapBuilder[Uuid, StandardAcl] | None = None
         self._metadata_topic_id = base.metadata_topic_id
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
@@ -90,6 +97,12 @@ class MetadataDelta:
 
     def brokers(self) -> Mapping[int, BrokerImage]:
         return self._base.brokers if self._brokers is None else self._brokers
+
+    def acls(self) -> AclImage:
+        """The ACLs as of the records applied so far (an index of its own when changed)."""
+        if self._acls is None:
+            return self._base.acls
+        return AclImage(self._acls.freeze())
 
     def unfenced_broker_ids(self) -> tuple[int, ...]:
         if self._brokers is None:  # the base's, remembered there
@@ -150,6 +163,7 @@ class MetadataDelta:
             last_applied_offset=self._last_offset,
             anomaly_count=self._anomaly_count,
             anomalies=tuple(self._anomalies),
+            acls=base.acls if self._acls is None else AclImage(self._acls.freeze()),
         )
         self._reset(image)
         return image
@@ -348,6 +362,34 @@ class MetadataDelta:
         topics[record.topic_id] = dataclasses.replace(topic, configs=tuple(sorted(configs.items())))
         return None
 
+    def _access_control_entry(self, record: rec.AccessControlEntry, offset: int
+                              ) -> str | None:
+        binding = AclBinding(
+            resource_type=record.resource_type, resource_name=record.resource_name,
+            pattern_type=record.pattern_type, principal=record.principal, host=record.host,
+            operation=record.operation, permission_type=record.permission_type)
+        reason = invalid_binding_reason(binding)
+        if reason is not None:
+            return reason
+        acls = self._w_acls()
+        if record.id in acls:
+            return f"ACL id {record.id} already used"
+        acls[record.id] = StandardAcl(id=record.id, binding=binding)
+        return None
+
+    def _remove_access_control_entry(self, record: rec.RemoveAccessControlEntry,
+                                     offset: int) -> str | None:
+        acls = self._w_acls()
+        if record.id not in acls:
+            return f"no ACL {record.id}"
+        del acls[record.id]
+        return None
+
+    def _w_acls(self) -> MapBuilder[Uuid, StandardAcl]:
+        if self._acls is None:
+            self._acls = self._base.acls.by_id.builder()
+        return self._acls
+
     def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
         self._w_brokers()[record.broker_id] = BrokerImage(
             broker_id=record.broker_id, incarnation_id=record.incarnation_id,
@@ -387,6 +429,9 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
+    rec.AccessControlEntry: MetadataDelta._access_control_entry,  # type: ignore[dict-item]
+    rec.RemoveAccessControlEntry:
+        MetadataDelta._remove_access_control_entry,  # type: ignore[dict-item]
     # LeaderChange, NoOp and the snapshot header and footer change nothing but the offset.
 }
 

@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from metadata.authorizer import EMPTY_ACLS, AclImage
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
 from metadata.records import EpochMap
 from metadata.topic_configs import ORDERED_DELIVERY
@@ -162,6 +163,8 @@ class MetadataImage:
     last_applied_offset: int = NO_OFFSET
     anomaly_count: int = 0
     anomalies: tuple[Anomaly, ...] = ()  # the first MAX_KEPT_ANOMALIES
+    # AccessControlEntry records by ACL id, indexed for metadata.authorizer.authorize
+    acls: AclImage = EMPTY_ACLS
     _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
     # memo of unfenced_broker_ids(): the controller places every new partition over them
     _unfenced: list[tuple[int, ...]] = field(default_factory=list, init=False, repr=False)
@@ -192,7 +195,7 @@ class MetadataImage:
 
     def content_hash(self) -> str:
         """sha256 (hex) over a canonical encoding of everything replay determines: topics
-        (with partitions), brokers, the metadata topic ID, every ID ever used, the last
+        (with partitions), brokers, ACLs, the metadata topic ID, every ID ever used, the last
         applied offset and the anomalies. Sorted by key, so insertion order does not
         matter; msgpack of ints, strings and bytes, so it is stable across processes.
         Each topic enters as its own digest (`TopicImage.digest`, remembered), so the
@@ -212,6 +215,8 @@ class MetadataImage:
         digest.update(pack([self.brokers[b].canonical() for b in sorted(self.brokers)]))
         digest.update(pack([u.value.to_bytes(16, "big")
                             for u in sorted(self.used_topic_ids, key=_UUID_ORDER)]))
+        if len(self.acls):  # only when there are any: images without ACLs hash as before
+            digest.update(pack(["acls", self.acls.canonical()]))
         result = digest.hexdigest()
         self._hash.append(result)
         return result

@@ -15,6 +15,7 @@ always gives the same bytes):
   set, by key;
 - per broker, `RegisterBroker`, then `UnfenceBroker` if it is unfenced (a broker
   registers fenced);
+- `AccessControlEntry` per ACL, by id;
 - `ReplayAnomalies`, if replay skipped any records: their count and those kept.
 """
 
@@ -58,6 +59,12 @@ def image_records(image: MetadataImage) -> list[rec.Record]:
         if not broker.fenced:
             records.append(rec.UnfenceBroker(broker_id=broker.broker_id,
                                              broker_epoch=broker.broker_epoch))
+    for acl in sorted(image.acls, key=lambda a: a.id.value):
+        b = acl.binding
+        records.append(rec.AccessControlEntry(
+            id=acl.id, resource_type=b.resource_type, resource_name=b.resource_name,
+            pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+            operation=b.operation, permission_type=b.permission_type))
     if image.anomaly_count:
         records.append(rec.ReplayAnomalies(
             count=image.anomaly_count,

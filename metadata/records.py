@@ -31,7 +31,8 @@ from raft.control_records import (
     SnapshotHeader,
 )
 
-__all__ = ["METADATA_RECORDS", "FenceBroker", "LeaderChange", "MetadataTopic", "EpochMap", "NoOp",
+__all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
+           "FenceBroker", "LeaderChange", "MetadataTopic", "EpochMap", "NoOp",
            "Partition", "PartitionChange", "PartitionCount", "Record", "RecordError", "RecordType",
            "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
@@ -59,6 +60,9 @@ class RecordType(enum.IntEnum):
     TOPIC_CONFIG = 16
     PARTITION_COUNT = 17
     REMOVE_PARTITION = 18
+    # 19, 20: reserved; 21, 22: SCRAM credentials
+    ACCESS_CONTROL_ENTRY = 23
+    REMOVE_ACCESS_CONTROL_ENTRY = 24
 
 
 # KIP-253 leader-epoch maps: (partition, leader_epoch) pairs sorted by partition. The
@@ -189,6 +193,32 @@ class TopicConfig(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntry(Record):
+    """One ACL (Kafka's AccessControlEntryRecord, KIP-500), with Kafka's numeric codes
+    (`metadata.authorizer`: resource type, pattern type, operation, permission type).
+    `id` is the ACL's own Uuid: RemoveAccessControlEntry names it. Replay skips an entry
+    whose codes are not a concrete ACL's (e.g. ANY) or whose id is taken."""
+
+    TYPE = RecordType.ACCESS_CONTROL_ENTRY
+    id: Uuid
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str  # "User:alice", "User:*"
+    host: str  # an IP address or "*"
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntry(Record):
+    """The ACL `id` is gone (Kafka's RemoveAccessControlEntryRecord)."""
+
+    TYPE = RecordType.REMOVE_ACCESS_CONTROL_ENTRY
+    id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Record):
     TYPE = RecordType.NO_OP
 
@@ -223,7 +253,8 @@ METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, Fence
                               UnfenceBroker, Topic, Partition, PartitionChange, RemoveTopic,
                               RenameTopic, NoOp, SnapshotHeader, SnapshotFooter,
                               RetiredTopicId, ReplayAnomalies, TopicConfig,
-                              PartitionCount, RemovePartition))
+                              PartitionCount, RemovePartition,
+                              AccessControlEntry, RemoveAccessControlEntry))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

@@ -212,6 +212,11 @@ WIRE_SAMPLES: dict[str, Any] = {
                                           initial_partition_count=2),
     "remove-partition": rec.RemovePartition(topic_id=Uuid(7), partition=3, leader_epoch=5,
                                             log_start_offset=10, log_end_offset=10),
+    # captured when ACLs were added (Kafka's codes: TOPIC, PREFIXED, READ, ALLOW)
+    "access-control-entry": rec.AccessControlEntry(
+        id=Uuid(11), resource_type=2, resource_name="orders", pattern_type=4,
+        principal="User:alice", host="*", operation=3, permission_type=3),
+    "remove-access-control-entry": rec.RemoveAccessControlEntry(id=Uuid(11)),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -297,6 +302,13 @@ WIRE_BYTES = {
         "87a47479706512a776657273696f6e00a8746f7069635f6964c41000000000000000000000000000000007"
         "a9706172746974696f6e03ac6c65616465725f65706f636805b06c6f675f73746172745f6f66667365740a"
         "ae6c6f675f656e645f6f66667365740a"),
+    "access-control-entry": (
+        "8aa47479706517a776657273696f6e00a26964c4100000000000000000000000000000000bad7265736f75"
+        "7263655f7479706502ad7265736f757263655f6e616d65a66f7264657273ac7061747465726e5f74797065"
+        "04a97072696e636970616caa557365723a616c696365a4686f7374a12aa96f7065726174696f6e03af7065"
+        "726d697373696f6e5f7479706503"),
+    "remove-access-control-entry": (
+        "83a47479706518a776657273696f6e00a26964c4100000000000000000000000000000000b"),
 }
 
 
