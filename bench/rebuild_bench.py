@@ -110,7 +110,8 @@ def _write_log(directory: Path, topics: int, partitions: int) -> int:
             beat = writer.decide(BrokerHeartbeatRequest(
                 broker_id=broker_id, broker_epoch=registered.broker_epoch,
                 current_metadata_offset=log.end_offset - 1)).response
-            assert isinstance(beat, BrokerHeartbeatResponse) and not beat.is_fenced, beat
+            assert isinstance(beat, BrokerHeartbeatResponse), beat
+            assert not beat.is_fenced, beat
         for start in range(0, topics, TOPICS_PER_REQUEST):
             response = writer.decide(CreateTopicsRequest(topics=tuple(
                 CreatableTopic(name=f"t{index:07d}", num_partitions=partitions,
