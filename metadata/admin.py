@@ -344,6 +344,72 @@ class AlterPartitionResponse:
     error_code: int = 0  # STALE_BROKER_EPOCH: the whole request was refused
 
 
+# --- SCRAM credentials (KIP-554; the broker turns salted passwords into the two keys) --
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialUpsertion:
+    """Set `name`'s credential for `mechanism` (SCRAM-SHA-256 or -512): the salted values
+    (metadata.scram_credentials), never the password or the salted password."""
+
+    name: str
+    mechanism: str
+    iterations: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialDeletion:
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterUserScramCredentialsRequest:
+    deletions: tuple[ScramCredentialDeletion, ...] = ()
+    upsertions: tuple[ScramCredentialUpsertion, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterUserScramCredentialsResult:
+    user: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterUserScramCredentialsResponse:
+    results: tuple[AlterUserScramCredentialsResult, ...]  # one per user, in request order
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeUserScramCredentialsRequest:
+    users: tuple[str, ...] | None = None  # None or empty: every user with a credential
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialInfo:
+    mechanism: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeUserScramCredentialsResult:
+    user: str
+    error_code: int = 0
+    error_message: str | None = None
+    credential_infos: tuple[ScramCredentialInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeUserScramCredentialsResponse:
+    results: tuple[DescribeUserScramCredentialsResult, ...]
+    error_code: int = 0
+    error_message: str | None = None
+
+
 # --- any API --------------------------------------------------------------------------
 
 
@@ -360,11 +426,14 @@ class AdminErrorResponse:
 AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsRequest,  # noqa: UP007
                      CreatePartitionsRequest, RenameTopicRequest, RegisterBrokerRequest,
                      BrokerHeartbeatRequest, AlterPartitionRequest,
-                     IncrementalAlterConfigsRequest]
+                     IncrementalAlterConfigsRequest, AlterUserScramCredentialsRequest,
+                     DescribeUserScramCredentialsRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
                       AlterPartitionResponse, IncrementalAlterConfigsResponse,
+                      AlterUserScramCredentialsResponse,
+                      DescribeUserScramCredentialsResponse,
                       AdminErrorResponse]
 
 # api name -> (request type, response type)
@@ -379,9 +448,13 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "AlterPartition": (AlterPartitionRequest, AlterPartitionResponse),
     "IncrementalAlterConfigs": (IncrementalAlterConfigsRequest,
                                 IncrementalAlterConfigsResponse),
+    "AlterUserScramCredentials": (AlterUserScramCredentialsRequest,
+                                  AlterUserScramCredentialsResponse),
+    "DescribeUserScramCredentials": (DescribeUserScramCredentialsRequest,
+                                     DescribeUserScramCredentialsResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
-WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics"}
+WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials"}
 
 
 def api_of(request: AdminRequest) -> str:

@@ -35,6 +35,7 @@ from metadata.admin import (
     AlterConfigsResource,
     AlterConfigsResourceResult,
     AlterPartitionRequest,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -63,6 +64,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
+from metadata.scram_control import alter_user_scram_credentials
 from metadata.topic_configs import (
     KEYS,
     ORDERED_DELIVERY,
@@ -279,6 +281,8 @@ class Controller:
                 response = alter_partition(batch.delta, batch.emit, request)
             case IncrementalAlterConfigsRequest():
                 response = self._alter_configs(batch, request)
+            case AlterUserScramCredentialsRequest():
+                response = alter_user_scram_credentials(batch.delta, batch.emit, request)
             case _:
                 raise TypeError(f"not an admin write request: {request!r}")
         return response

@@ -41,12 +41,14 @@ from metadata.admin import (
     AdminRequest,
     AdminResponse,
     DescribeTopicsRequest,
+    DescribeUserScramCredentialsRequest,
     decode_request,
     encode_body,
 )
 from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
+from metadata.scram_control import describe_user_scram_credentials
 from metadata.write_queue import WriteQueue
 from raft.common.errors import ErrorCode
 from raft.node import LogDirFailure, NotLeaderError, RaftNode
@@ -56,7 +58,8 @@ log = logging.getLogger(__name__)
 
 ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
               "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition",
-              "IncrementalAlterConfigs")
+              "IncrementalAlterConfigs", "AlterUserScramCredentials",
+              "DescribeUserScramCredentials")
 TICK_INTERVAL_S = 0.25
 
 
@@ -205,10 +208,13 @@ class ControllerShell:
         try:
             if api in WRITE_APIS:
                 return encode_body(await self._write(request))
-            assert isinstance(request, DescribeTopicsRequest)
             controller = self._active()
             if controller is None:
                 raise _NotActive()
+            if isinstance(request, DescribeUserScramCredentialsRequest):
+                return encode_body(describe_user_scram_credentials(controller.committed,
+                                                                   request))
+            assert isinstance(request, DescribeTopicsRequest)
             return encode_body(describe_topics(controller.committed, request))
         except (_NotActive, NotLeaderError):
             return self._not_controller()

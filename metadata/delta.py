@@ -32,6 +32,8 @@ from metadata.image import (
     TopicImage,
 )
 from metadata.persistent import FrozenKeySet, MapBuilder
+from metadata.scram_credentials import ScramCredentialImage, invalid_credential_reason
+from metadata.scram_credentials import from_record as credential_from_record
 from raft.common.slots import positional_constructor
 from raft.common.uuid import RESERVED, Uuid
 
@@ -54,6 +56,7 @@ class MetadataDelta:
         self._brokers: MapBuilder[int, BrokerImage] | None = None
         self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
         self._new_used: set[Uuid] = set()
+        self._scram: MapBuilder[tuple[str, str], ScramCredentialImage] | None = None
         self._acls: MapBuilder[Uuid, StandardAcl] | None = None
         self._metadata_topic_id = base.metadata_topic_id
         self._last_offset = base.last_applied_offset
@@ -103,6 +106,10 @@ class MetadataDelta:
         if self._acls is None:
             return self._base.acls
         return AclImage(self._acls.freeze())
+
+    def scram_credentials(self) -> Mapping[tuple[str, str], ScramCredentialImage]:
+        """(user name, mechanism) -> credential, as of the records applied so far."""
+        return self._base.scram_credentials if self._scram is None else self._scram
 
     def unfenced_broker_ids(self) -> tuple[int, ...]:
         if self._brokers is None:  # the base's, remembered there
@@ -163,6 +170,8 @@ class MetadataDelta:
             last_applied_offset=self._last_offset,
             anomaly_count=self._anomaly_count,
             anomalies=tuple(self._anomalies),
+            scram_credentials=(base.scram_credentials if self._scram is None
+                               else self._scram.freeze()),
             acls=base.acls if self._acls is None else AclImage(self._acls.freeze()),
         )
         self._reset(image)
@@ -390,6 +399,27 @@ class MetadataDelta:
             self._acls = self._base.acls.by_id.builder()
         return self._acls
 
+    def _user_scram_credential(self, record: rec.UserScramCredential, offset: int
+                               ) -> str | None:
+        reason = invalid_credential_reason(record)
+        if reason is not None:
+            return reason
+        self._w_scram()[(record.name, record.mechanism)] = credential_from_record(record)
+        return None
+
+    def _remove_user_scram_credential(self, record: rec.RemoveUserScramCredential,
+                                      offset: int) -> str | None:
+        key = (record.name, record.mechanism)
+        if key not in self.scram_credentials():
+            return f"no {record.mechanism} credential for user {record.name!r}"
+        del self._w_scram()[key]
+        return None
+
+    def _w_scram(self) -> MapBuilder[tuple[str, str], ScramCredentialImage]:
+        if self._scram is None:
+            self._scram = self._base.scram_credentials.builder()
+        return self._scram
+
     def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
         self._w_brokers()[record.broker_id] = BrokerImage(
             broker_id=record.broker_id, incarnation_id=record.incarnation_id,
@@ -429,6 +459,9 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]
+    rec.UserScramCredential: MetadataDelta._user_scram_credential,  # type: ignore[dict-item]
+    rec.RemoveUserScramCredential:
+        MetadataDelta._remove_user_scram_credential,  # type: ignore[dict-item]
     rec.AccessControlEntry: MetadataDelta._access_control_entry,  # type: ignore[dict-item]
     rec.RemoveAccessControlEntry:
         MetadataDelta._remove_access_control_entry,  # type: ignore[dict-item]

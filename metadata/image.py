@@ -23,6 +23,7 @@ from operator import attrgetter
 from metadata.authorizer import EMPTY_ACLS, AclImage
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
 from metadata.records import EpochMap
+from metadata.scram_credentials import ScramCredentialImage
 from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.uuid import Uuid, pack
 
@@ -163,6 +164,9 @@ class MetadataImage:
     last_applied_offset: int = NO_OFFSET
     anomaly_count: int = 0
     anomalies: tuple[Anomaly, ...] = ()  # the first MAX_KEPT_ANOMALIES
+    # UserScramCredential records by (user name, mechanism) (metadata.scram_credentials)
+    scram_credentials: FrozenMap[tuple[str, str], ScramCredentialImage] = field(
+        default_factory=empty_map)
     # AccessControlEntry records by ACL id, indexed for metadata.authorizer.authorize
     acls: AclImage = EMPTY_ACLS
     _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
@@ -215,6 +219,9 @@ class MetadataImage:
         digest.update(pack([self.brokers[b].canonical() for b in sorted(self.brokers)]))
         digest.update(pack([u.value.to_bytes(16, "big")
                             for u in sorted(self.used_topic_ids, key=_UUID_ORDER)]))
+        if len(self.scram_credentials):  # only when any: images without hash as before
+            digest.update(pack(["scram", [self.scram_credentials[k].canonical()
+                                          for k in sorted(self.scram_credentials)]]))
         if len(self.acls):  # only when there are any: images without ACLs hash as before
             digest.update(pack(["acls", self.acls.canonical()]))
         result = digest.hexdigest()

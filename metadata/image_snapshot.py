@@ -15,6 +15,7 @@ always gives the same bytes):
   set, by key;
 - per broker, `RegisterBroker`, then `UnfenceBroker` if it is unfenced (a broker
   registers fenced);
+- `UserScramCredential` per user and mechanism, sorted by both;
 - `AccessControlEntry` per ACL, by id;
 - `ReplayAnomalies`, if replay skipped any records: their count and those kept.
 """
@@ -59,6 +60,8 @@ def image_records(image: MetadataImage) -> list[rec.Record]:
         if not broker.fenced:
             records.append(rec.UnfenceBroker(broker_id=broker.broker_id,
                                              broker_epoch=broker.broker_epoch))
+    records.extend(image.scram_credentials[key].to_record()
+                   for key in sorted(image.scram_credentials))
     for acl in sorted(image.acls, key=lambda a: a.id.value):
         b = acl.binding
         records.append(rec.AccessControlEntry(

@@ -36,7 +36,7 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "Partition", "PartitionChange", "PartitionCount", "Record", "RecordError", "RecordType",
            "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
-           "UnfenceBroker",
+           "UnfenceBroker", "UserScramCredential", "RemoveUserScramCredential",
            "decode", "from_dict", "to_json"]
 
 
@@ -60,6 +60,8 @@ class RecordType(enum.IntEnum):
     TOPIC_CONFIG = 16
     PARTITION_COUNT = 17
     REMOVE_PARTITION = 18
+    USER_SCRAM_CREDENTIAL = 21  # 19, 20: reserved for dynamic quorums
+    REMOVE_USER_SCRAM_CREDENTIAL = 22
     # 19, 20: reserved; 21, 22: SCRAM credentials
     ACCESS_CONTROL_ENTRY = 23
     REMOVE_ACCESS_CONTROL_ENTRY = 24
@@ -219,6 +221,32 @@ class RemoveAccessControlEntry(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredential(Record):
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord):
+    the salted values a SCRAM server checks a client's proof with (RFC 5802), never the
+    password. Replaces the user's credential for that mechanism, if any
+    (`metadata.scram_credentials` says what replay accepts)."""
+
+    TYPE = RecordType.USER_SCRAM_CREDENTIAL
+    name: str
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredential(Record):
+    """The user's credential for `mechanism` is gone (Kafka's
+    RemoveUserScramCredentialRecord)."""
+
+    TYPE = RecordType.REMOVE_USER_SCRAM_CREDENTIAL
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Record):
     TYPE = RecordType.NO_OP
 
@@ -254,6 +282,7 @@ METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, Fence
                               RenameTopic, NoOp, SnapshotHeader, SnapshotFooter,
                               RetiredTopicId, ReplayAnomalies, TopicConfig,
                               PartitionCount, RemovePartition,
+                              UserScramCredential, RemoveUserScramCredential,
                               AccessControlEntry, RemoveAccessControlEntry))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict

@@ -29,7 +29,8 @@ def _strategy(hint: Any) -> st.SearchStrategy[Any]:
         return st.none() | _strategy(inner)
     if typing.get_origin(hint) is tuple:
         return st.lists(_strategy(typing.get_args(hint)[0]), max_size=5).map(tuple)
-    return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS, bool: st.booleans()}[hint]
+    return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS, bool: st.booleans(),
+            bytes: st.binary(max_size=20)}[hint]
 
 
 def _record_strategy(cls: type[rec.Record]) -> st.SearchStrategy[rec.Record]:
@@ -217,6 +218,12 @@ WIRE_SAMPLES: dict[str, Any] = {
         id=Uuid(11), resource_type=2, resource_name="orders", pattern_type=4,
         principal="User:alice", host="*", operation=3, permission_type=3),
     "remove-access-control-entry": rec.RemoveAccessControlEntry(id=Uuid(11)),
+    # captured when SCRAM credentials were added (salted values only, never a password)
+    "user-scram-credential": rec.UserScramCredential(
+        name="alice", mechanism="SCRAM-SHA-256", salt=b"\x01\x02", stored_key=b"\x03" * 4,
+        server_key=b"\x04" * 4, iterations=8192),
+    "remove-user-scram-credential": rec.RemoveUserScramCredential(
+        name="alice", mechanism="SCRAM-SHA-512"),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -309,6 +316,13 @@ WIRE_BYTES = {
         "726d697373696f6e5f7479706503"),
     "remove-access-control-entry": (
         "83a47479706518a776657273696f6e00a26964c4100000000000000000000000000000000b"),
+    "user-scram-credential": (
+        "88a47479706515a776657273696f6e00a46e616d65a5616c696365a96d656368616e69736dad534352"
+        "414d2d5348412d323536a473616c74c4020102aa73746f7265645f6b6579c40403030303aa73657276"
+        "65725f6b6579c40404040404aa697465726174696f6e73cd2000"),
+    "remove-user-scram-credential": (
+        "84a47479706516a776657273696f6e00a46e616d65a5616c696365a96d656368616e69736dad534352"
+        "414d2d5348412d353132"),
 }
 
 
