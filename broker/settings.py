@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
+
 Address = tuple[str, int]
 
 
@@ -33,3 +35,7 @@ class BrokerSettings:
     # test-only: broker id -> the address the replica fetcher dials instead of that
     # broker's advertised endpoint (a fault-injecting proxy)
     replica_routes: Mapping[int, Address] = field(default_factory=dict)
+    # the Kafka listener's SASL (SASL_PLAINTEXT, SASL_SSL; None: none), and how this
+    # broker logs in to the other brokers' (the replica fetcher)
+    sasl: SaslSettings | None = None
+    inter_broker_sasl: SaslClientSettings | None = None

@@ -301,6 +301,30 @@ def authorize(image_acls: AclImage, principal: KafkaPrincipal | str, host: str,
     return not matched and settings.allow_everyone_if_no_acl_found
 
 
+def authorize_any(image_acls: AclImage, principal: KafkaPrincipal | str, host: str,
+                  operation: int, resource_type: int, settings: AuthorizerSettings) -> bool:
+    """Is `operation` allowed on at least one resource of the type? (Kafka 3's
+    authorizeByResourceType, which lets a producer with WRITE on some topic be
+    idempotent without IDEMPOTENT_WRITE on the cluster.) A resource counts when an ALLOW
+    ACL of the principal names it and `authorize` allows the operation on that name."""
+    if not settings.enabled or str(principal) in settings.super_users:
+        return True
+    if settings.allow_everyone_if_no_acl_found and not any(
+            acl.binding.resource_type == resource_type for acl in image_acls):
+        return True
+    who = str(principal)
+    for acl in image_acls:
+        b = acl.binding
+        if (b.resource_type == resource_type and b.permission_type == AclPermissionType.ALLOW
+                and b.principal in (who, WILDCARD_PRINCIPAL)
+                and b.host in (host, WILDCARD_HOST)
+                and _result(b, operation) == AclPermissionType.ALLOW
+                and authorize(image_acls, principal, host, operation, resource_type,
+                              b.resource_name, settings)):
+            return True
+    return False
+
+
 # --- filters (DescribeAcls, DeleteAcls) ----------------------------------------------
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from broker.settings import BrokerSettings
+from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
 from metadata.snapshot_policy import (
     DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
     DEFAULT_MAX_RETENTION_BYTES,
@@ -127,6 +128,23 @@ def _bool(key: str, value: Any) -> bool:
     raise ConfigError(key, f"expected true or false, got {value!r}")
 
 
+def _authorizer_class(key: str, value: Any) -> str:
+    text = _optional_str(key, value)
+    try:
+        authorizer_enabled(text)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc).removeprefix(f"{key} ")) from None
+    return text.strip()
+
+
+def _super_users(key: str, value: Any) -> str:
+    text = _optional_str(key, value)
+    try:
+        parse_super_users(text)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+    return text
+
 REQUIRED = object()  # a Key's default when the key must be given
 
 
@@ -213,6 +231,14 @@ KEYS: tuple[Key, ...] = (
         "a follower behind for this long leaves the ISR"),
     Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", _int(1), 50,
         "partitions of __consumer_offsets when a broker creates it on first use"),
+    Key("authorizer.class.name", "authorizer_class_name", _authorizer_class, "",
+        "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `standard`): ACLs "
+        "are enforced on the Kafka listener and the controllers' admin API; empty: no "
+        "authorization"),
+    Key("super.users", "super_users", _super_users, "",
+        "`User:NAME;User:OTHER`: principals allowed everything when the authorizer is on"),
+    Key("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool, False,
+        "with the authorizer on, a resource that no ACL matches is open to everyone"),
     Key("metadata.log.max.record.bytes.between.snapshots", "max_record_bytes_between_snapshots",
         _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
         "committed record bytes between two snapshots of a node's image"),
@@ -366,6 +392,9 @@ class NodeConfig:
     log_segment_bytes: int = 1 << 30
     replica_lag_time_max_ms: int = 30_000
     offsets_topic_num_partitions: int = 50
+    authorizer_class_name: str = ""  # "" off (metadata.authorizer)
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
     max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
     max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
@@ -415,6 +444,13 @@ class NodeConfig:
         """Where a broker serves BrokerStatus (msgpack framing): `STATUS://HOST:PORT`."""
         return self.listeners.get(STATUS_LISTENER)
 
+    def authorizer_settings(self) -> AuthorizerSettings:
+        """`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`."""
+        return AuthorizerSettings(
+            enabled=authorizer_enabled(self.authorizer_class_name),
+            super_users=parse_super_users(self.super_users),
+            allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found)
+
     def broker_settings(self) -> BrokerSettings:
         """What the broker role (`broker.role.install_broker_role`) takes from this
         configuration."""
@@ -429,7 +465,8 @@ class NodeConfig:
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,
             advertised_address=None if advertised == self.client_address else advertised,
-            replica_routes=dict(self.replica_routes))
+            replica_routes=dict(self.replica_routes),
+            authorizer=self.authorizer_settings())
 
 
 def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

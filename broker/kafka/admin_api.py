@@ -6,6 +6,12 @@ manual replica assignments and topic configs included (the controller validates 
 The controller answers once the records have committed; the answer is then held until
 this broker's own image shows the change (bounded by the request's timeout), so a
 client's next Metadata to this broker sees what it just did.
+
+With the authorizer on (`broker.kafka.authz`), as in Kafka: CreateTopics needs CREATE on
+the cluster or on the topic, DeleteTopics DELETE on the topic (one named by ID: the
+topic the image gives that ID), CreatePartitions ALTER on the topic. A refused topic
+answers TOPIC_AUTHORIZATION_FAILED and is not forwarded: the controller acts only on
+what this broker authorized for its client (see `metadata.acl_control` for the rule).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
@@ -72,9 +79,28 @@ async def _forward(context: BrokerContext, admin_request: Any, timeout_s: float
     return response, 0, None
 
 
+def _refused(name: str | None, topic_id: Any = None) -> dict[str, Any]:
+    result = {"name": name, "error_code": authz.TOPIC_AUTHORIZATION_FAILED,
+              "error_message": "Authorization failed."}
+    if topic_id is not None:
+        result["topic_id"] = topic_id
+    return result
+
+
+def _merge(refused: list[dict[str, Any] | None], forwarded: list[dict[str, Any]],
+           missing: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's order: each refused entry's result, else the next forwarded one."""
+    answers = iter(forwarded)
+    return [r if r is not None else next(answers, missing) for r in refused]
+
+
 async def handle_create_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     timeout_s = _timeout_s(request, context)
+    on_cluster = authz.cluster_allowed(context, authz.Op.CREATE)
+    refused = [None if on_cluster or authz.topic_allowed(context, authz.Op.CREATE, t.name)
+               else _refused(t.name) for t in request.topics]
+    wanted = [t for t, r in zip(request.topics, refused, strict=True) if r is None]
     admin = CreateTopicsRequest(
         topics=tuple(CreatableTopic(
             name=t.name, num_partitions=int(t.num_partitions),
@@ -85,13 +111,16 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                 broker_ids=tuple(int(b) for b in a.broker_ids)) for a in t.assignments) or None,
             configs=tuple(CreatableTopicConfig(name=c.name, value=c.value)
                           for c in t.configs) or None)
-            for t in request.topics),
+            for t in wanted),
         validate_only=bool(getattr(request, "validate_only", False)))
-    response, error, message = await _forward(context, admin, timeout_s)
+    response: Any = CreateTopicsResponse(topics=())
+    error, message = 0, None
+    if admin.topics:
+        response, error, message = await _forward(context, admin, timeout_s)
     results: list[dict[str, Any]] = []
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}
-                   for t in request.topics]
+                   for t in wanted]
     else:
         assert isinstance(response, CreateTopicsResponse)
         created = {r.topic_id for r in response.topics
@@ -105,6 +134,8 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                     "replication_factor": r.replication_factor,
                     "configs": _created_configs(r.configs) if r.error_code == 0 else None}
                    for r in response.topics]
+    results = _merge(refused, results, {"name": "", "error_code": int(
+        ErrorCode.unknown_server_error), "error_message": "no answer from the controller"})
     log.info("create topics", extra={"topics": [r["name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
     return build(response_class(CREATE_TOPICS, version),
@@ -139,7 +170,9 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     else:
         states = tuple(DeleteTopicState(name=n) for n in request.topic_names)
     invalid = {i: m for i, s in enumerate(states) if (m := _delete_request_error(s))}
-    valid = tuple(s for i, s in enumerate(states) if i not in invalid)
+    refused = {i for i, s in enumerate(states) if i not in invalid and not authz.topic_allowed(
+        context, authz.Op.DELETE, s.name, None if s.topic_id == ZERO_UUID else s.topic_id)}
+    valid = tuple(s for i, s in enumerate(states) if i not in invalid and i not in refused)
     forwarded: list[dict[str, Any]] = []
     if valid:
         response, error, message = await _forward(
@@ -161,7 +194,8 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     answers = iter(forwarded)
     results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
                 "error_code": int(ErrorCode.invalid_request), "error_message": invalid[i]}
-               if i in invalid else next(answers, {
+               if i in invalid else _refused(s.name, to_kafka_uuid(s.topic_id))
+               if i in refused else next(answers, {
                    "name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
                    "error_code": int(ErrorCode.unknown_server_error),
                    "error_message": "no answer from the controller"})
@@ -176,17 +210,24 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
 async def handle_create_partitions_request(context: BrokerContext, request: Any,
                                            version: int) -> Any:
     timeout_s = _timeout_s(request, context)
+    refused = [None if authz.topic_allowed(context, authz.Op.ALTER, t.name) else _refused(t.name)
+               for t in request.topics]
+    allowed = [t for t, r in zip(request.topics, refused, strict=True) if r is None]
     admin = CreatePartitionsRequest(
         topics=tuple(CreatePartitionsTopic(
             name=t.name, count=int(t.count),
             assignments=None if t.assignments is None else tuple(
                 tuple(int(b) for b in a.broker_ids) for a in t.assignments))
-            for t in request.topics),
+            for t in allowed),
         validate_only=bool(request.validate_only))
-    response, error, message = await _forward(context, admin, timeout_s)
+    response: Any = CreatePartitionsResponse(results=())
+    error, message = 0, None
+    if admin.topics:
+        response, error, message = await _forward(context, admin, timeout_s)
+    results: list[dict[str, Any]]
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}
-                   for t in request.topics]
+                   for t in allowed]
     else:
         assert isinstance(response, CreatePartitionsResponse)
         wanted = {t.name: t.count for t in admin.topics}
@@ -199,5 +240,7 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
                 undeleted_count(t) == wanted[n] for n in grown), timeout_s)
         results = [{"name": r.name, "error_code": kafka_error(r.error_code),
                     "error_message": r.error_message} for r in response.results]
+    results = _merge(refused, results, {"name": "", "error_code": int(
+        ErrorCode.unknown_server_error), "error_message": "no answer from the controller"})
     return build(response_class(CREATE_PARTITIONS, version),
                  {"throttle_time": 0, "results": results})

@@ -10,6 +10,10 @@ Alter is forwarded to the active controller (`metadata.admin`
 IncrementalAlterConfigsRequest), which validates and writes TopicConfig records; the
 answer is held until this broker's image shows the change, so a describe right after
 sees it.
+
+With the authorizer on (`broker.kafka.authz`): DESCRIBE_CONFIGS (describe) or
+ALTER_CONFIGS (alter) on the topic, or on the cluster for a broker resource; a refused
+resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED and is not forwarded.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
@@ -75,7 +80,11 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
     for resource in request.resources:
         keys = resource.configuration_keys
         keys = None if keys is None or len(keys) == 0 else tuple(keys)
-        if int(resource.resource_type) == TOPIC_RESOURCE:
+        denied = _denied(context, authz.Op.DESCRIBE_CONFIGS, int(resource.resource_type),
+                         resource.resource_name)
+        if denied is not None:
+            results.append({**denied, "configs": []})
+        elif int(resource.resource_type) == TOPIC_RESOURCE:
             results.append(describe_topic_configs(
                 image, resource.resource_name, keys,
                 bool(getattr(request, "include_documentation", False))))
@@ -91,6 +100,24 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
                             "resource_name": resource.resource_name, "configs": []})
     return build(response_class(DESCRIBE_CONFIGS, version),
                  {"throttle_time": 0, "results": results})
+
+
+def _denied(context: BrokerContext, operation: int, resource_type: int, name: str
+            ) -> dict[str, Any] | None:
+    """The result for a resource the caller may not describe or alter (DESCRIBE_CONFIGS
+    or ALTER_CONFIGS on the topic, or on the cluster for a broker), or None."""
+    if resource_type == TOPIC_RESOURCE:
+        if authz.topic_allowed(context, operation, name):
+            return None
+        code = authz.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == BROKER_RESOURCE:
+        if authz.cluster_allowed(context, operation):
+            return None
+        code = authz.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        return None
+    return {"error_code": code, "error_message": f"{authz.Op(operation).name} is not allowed",
+            "resource_type": resource_type, "resource_name": name}
 
 
 def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
@@ -110,18 +137,25 @@ def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
 async def handle_incremental_alter_configs_request(context: BrokerContext, request: Any,
                                                    version: int) -> Any:
     timeout_s = _timeout_s(request, context)
+    denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
+              for r in request.resources]
+    allowed = [r for r, d in zip(request.resources, denied, strict=True) if d is None]
     admin = IncrementalAlterConfigsRequest(
         resources=tuple(AlterConfigsResource(
             resource_type=int(r.resource_type), resource_name=r.resource_name,
             configs=tuple(AlterableConfig(name=c.name, config_operation=int(c.config_operation),
                                           value=c.value) for c in r.configs))
-            for r in request.resources),
+            for r in allowed),
         validate_only=bool(request.validate_only))
-    response, error, message = await _forward(context, admin, timeout_s)
+    if not admin.resources:
+        response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
+    else:
+        response, error, message = await _forward(context, admin, timeout_s)
+    results: list[dict[str, Any]]
     if response is None:
         results = [{"error_code": error, "error_message": message,
                     "resource_type": int(r.resource_type), "resource_name": r.resource_name}
-                   for r in request.resources]
+                   for r in allowed]
     else:
         assert isinstance(response, IncrementalAlterConfigsResponse)
         if not admin.validate_only:
@@ -136,6 +170,11 @@ async def handle_incremental_alter_configs_request(context: BrokerContext, reque
         results = [{"error_code": kafka_error(r.error_code), "error_message": r.error_message,
                     "resource_type": r.resource_type, "resource_name": r.resource_name}
                    for r in response.responses]
+    answers = iter(results)  # the forwarded ones, in order, between the refused ones
+    results = [d if d is not None else next(answers, {
+        "error_code": int(ErrorCode.unknown_server_error), "error_message": "no answer",
+        "resource_type": int(r.resource_type), "resource_name": r.resource_name})
+        for r, d in zip(request.resources, denied, strict=True)]
     log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
     return build(response_class(INCREMENTAL_ALTER_CONFIGS, version),

@@ -9,6 +9,7 @@ from typing import Any
 import trio
 
 from broker.kafka.replica import ReplicaManager
+from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
 
@@ -35,6 +36,8 @@ class BrokerContext:
         # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
         # because that module imports this one)
         self.group_coordinator: Any = None
+        # authorizer.class.name and friends (broker.kafka.authz): OFF allows everything
+        self.authorizer: AuthorizerSettings = OFF
 
     @property
     def image(self) -> MetadataImage:

@@ -11,6 +11,11 @@ A consumer's topic entry carrying an undeleted partition count that differs from
 image's (ordered delivery, `broker.kafka.ordered`) gets INVALID_PARTITION_METADATA on
 each of its partitions, without records: the consumer refreshes its metadata and
 rejoins its group. Followers' fetches are never checked.
+
+With the authorizer on (`broker.kafka.authz`): a consumer's Fetch needs READ on each
+topic, a follower's (`replica_id >= 0`) CLUSTER_ACTION on the cluster, ListOffsets and
+OffsetForLeaderEpoch DESCRIBE on the topic (a follower's: CLUSTER_ACTION); otherwise each
+of the topic's partitions answers TOPIC_AUTHORIZATION_FAILED, as in Kafka.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
@@ -101,12 +107,18 @@ async def _collect(context: BrokerContext, request: Any, version: int
     replica_id = int(getattr(request, "replica_id", -1))
     budget = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     responses, total = [], 0
+    follower_allowed = replica_id < 0 or authz.cluster_allowed(context,
+                                                               authz.Op.CLUSTER_ACTION)
     for topic in request.topics:
         name = getattr(topic, "topic", None)
         raw_id = getattr(topic, "topic_id", None)
         topic_id = from_kafka_uuid(raw_id)
         topic_error = ErrorCode.unknown_topic_id if name is None and topic_id is None \
             else _count_error(context, topic, name, topic_id, replica_id)
+        if topic_error is None and not (
+                follower_allowed if replica_id >= 0
+                else authz.topic_allowed(context, authz.Op.READ, name, topic_id)):
+            topic_error = ErrorCode.topic_authorization_failed
         partitions = []
         for part in topic.partitions:
             if topic_error is not None:
@@ -152,6 +164,13 @@ async def handle_fetch_request(context: BrokerContext, request: Any, version: in
         "throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses})
 
 
+def _described(context: BrokerContext, request: Any, name: str) -> bool:
+    """DESCRIBE on the topic for a client, CLUSTER_ACTION for a follower (`replica_id`)."""
+    if int(getattr(request, "replica_id", -1)) >= 0:
+        return authz.cluster_allowed(context, authz.Op.CLUSTER_ACTION)
+    return authz.topic_allowed(context, authz.Op.DESCRIBE, name)
+
+
 async def _open_led_partition(context: BrokerContext, name: str, index: int, part: Any
                               ) -> tuple[ErrorCode, PartitionState | None, Resolved]:
     """The state of partition `index` of topic `name` when this broker leads it in the
@@ -191,8 +210,13 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
     topics = []
     for topic in request.topics:
         partitions: list[dict[str, Any]] = []
+        described = _described(context, request, topic.name)
         for part in topic.partitions:
             index = int(part.partition_index)
+            if not described:
+                partitions.append({"partition_index": index,
+                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                continue
             error, state, resolved = await _open_led_partition(context, topic.name, index, part)
             if state is None:
                 partitions.append({"partition_index": index, "error_code": int(error)})
@@ -212,8 +236,13 @@ async def handle_offset_for_leader_epoch_request(context: BrokerContext, request
     topics = []
     for topic in request.topics:
         partitions = []
+        described = _described(context, request, topic.topic)
         for part in topic.partitions:
             index = int(part.partition)
+            if not described:
+                partitions.append({"partition": index,
+                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                continue
             error, state, _ = await _open_led_partition(context, topic.topic, index, part)
             if state is None:
                 partitions.append({"partition": index, "error_code": int(error)})

@@ -8,6 +8,15 @@ other request is served only by that leader, once it has loaded the partition
 (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS otherwise). Offset commits are checked
 against the member and generation (`Group.commit_error`), written to the partition and
 acknowledged once the ISR has them; deletions write tombstones the same way.
+
+With the authorizer on (`broker.kafka.authz`), as in Kafka: FindCoordinator needs DESCRIBE
+on the group; OffsetCommit READ on the group (else GROUP_AUTHORIZATION_FAILED on every
+partition) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions);
+OffsetFetch DESCRIBE on the group (top-level GROUP_AUTHORIZATION_FAILED) and on each topic
+(named: TOPIC_AUTHORIZATION_FAILED; all of the group's: the others are left out);
+OffsetDelete DELETE on the group and READ on each topic; DescribeGroups DESCRIBE and
+DeleteGroups DELETE on each group; ListGroups lists the groups the caller may DESCRIBE
+(all with DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
@@ -49,6 +59,8 @@ async def handle_find_coordinator_request(context: BrokerContext, request: Any,
     body: dict[str, Any]
     if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
         error, chosen = ErrorCode.coordinator_not_available, None
+    elif not authz.group_allowed(context, authz.Op.DESCRIBE, request.key):
+        error, chosen = ErrorCode.group_authorization_failed, None
     else:
         error, chosen = coordinator(context).find(request.key)
     if chosen is None:
@@ -80,6 +92,10 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     coord = coordinator(context)
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        return _commit_response(request, version, {
+            (name, int(p.partition_index)): ErrorCode.group_authorization_failed
+            for name, p in wanted})
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
@@ -93,7 +109,9 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
     offsets: dict[tuple[str, int], CommittedOffset | None] = {}
     for name, p in wanted:
         key = (name, int(p.partition_index))
-        if context.image.topic_by_name(name) is None:
+        if not authz.topic_allowed(context, authz.Op.READ, name):
+            errors[key] = ErrorCode.topic_authorization_failed
+        elif context.image.topic_by_name(name) is None:
             errors[key] = ErrorCode.unknown_topic_or_partition
         elif p.committed_metadata is not None and \
                 len(p.committed_metadata.encode()) > MAX_METADATA_BYTES:
@@ -114,6 +132,9 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
 async def handle_offset_fetch_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     cls = response_class(OFFSET_FETCH, version)
+    if not authz.group_allowed(context, authz.Op.DESCRIBE, request.group_id):
+        return build(cls, {"throttle_time": 0, "topics": [],
+                           "error_code": int(ErrorCode.group_authorization_failed)})
     error, part = coordinator(context).lookup(request.group_id)
     if part is None:
         return build(cls, {"throttle_time": 0, "topics": [], "error_code": int(error)})
@@ -122,13 +143,19 @@ async def handle_offset_fetch_request(context: BrokerContext, request: Any,
     wanted: dict[str, list[int]] = {}
     if request.topics is None:  # every partition the group has committed
         for name, index in sorted(committed):
-            wanted.setdefault(name, []).append(index)
+            if authz.topic_allowed(context, authz.Op.DESCRIBE, name):
+                wanted.setdefault(name, []).append(index)
     else:
         wanted = {t.name: [int(i) for i in t.partition_indexes] for t in request.topics}
     topics = []
     for name, indexes in wanted.items():
-        partitions = []
+        partitions: list[dict[str, Any]] = []
+        described = authz.topic_allowed(context, authz.Op.DESCRIBE, name)
         for index in indexes:
+            if not described:
+                partitions.append({"partition_index": index, "committed_offset": -1,
+                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                continue
             found = committed.get((name, index))
             partitions.append({
                 "partition_index": index, "error_code": 0,
@@ -148,6 +175,8 @@ async def handle_offset_delete_request(context: BrokerContext, request: Any,
     group = part.groups.get(request.group_id) if part is not None else None
     if error == ErrorCode.none and group is None:
         error = ErrorCode.group_id_not_found
+    if not authz.group_allowed(context, authz.Op.DELETE, request.group_id):
+        error = ErrorCode.group_authorization_failed
     cls = response_class(OFFSET_DELETE, version)
     if error != ErrorCode.none or group is None or part is None:
         return build(cls, {"error_code": int(error), "throttle_time": 0, "topics": []})
@@ -157,7 +186,9 @@ async def handle_offset_delete_request(context: BrokerContext, request: Any,
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, int(p.partition_index))
-            if subscribed is None or topic.name in subscribed:
+            if not authz.topic_allowed(context, authz.Op.READ, topic.name):
+                errors[key] = ErrorCode.topic_authorization_failed
+            elif subscribed is None or topic.name in subscribed:
                 errors[key] = ErrorCode.group_subscribed_to_topic
             else:
                 errors[key] = ErrorCode.none
@@ -187,6 +218,10 @@ def _subscriptions(group: Group) -> set[str] | None:
 
 
 def _describe(context: BrokerContext, group_id: str) -> dict[str, Any]:
+    if not authz.group_allowed(context, authz.Op.DESCRIBE, group_id):
+        return {"error_code": int(ErrorCode.group_authorization_failed),
+                "group_id": group_id, "group_state": "", "protocol_type": "",
+                "protocol_data": "", "members": [], "authorized_operations": -2147483648}
     error, part = coordinator(context).lookup(group_id)
     group = part.groups.get(group_id) if part is not None else None
     if group is None:
@@ -215,6 +250,7 @@ async def handle_list_groups_request(context: BrokerContext, request: Any,
     """The groups this broker coordinates (clients ask every broker)."""
     coord = coordinator(context)
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    every = authz.cluster_allowed(context, authz.Op.DESCRIBE)
     error = ErrorCode.none
     groups = []
     for part in list(coord.partitions.values()):
@@ -223,7 +259,8 @@ async def handle_list_groups_request(context: BrokerContext, request: Any,
             continue
         groups += [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                     "group_state": g.state} for g in part.groups.values()
-                   if not states or g.state.lower() in states]
+                   if (not states or g.state.lower() in states)
+                   and (every or authz.group_allowed(context, authz.Op.DESCRIBE, g.group_id))]
     return build(response_class(LIST_GROUPS, version), {
         "throttle_time": 0, "error_code": int(error), "groups": groups})
 
@@ -257,6 +294,9 @@ async def handle_delete_groups_request(context: BrokerContext, request: Any,
     results: dict[str, ErrorCode] = {}
 
     async def one(group_id: str) -> None:
+        if not authz.group_allowed(context, authz.Op.DELETE, group_id):
+            results[group_id] = ErrorCode.group_authorization_failed
+            return
         results[group_id] = await _delete_group(coord, group_id)
 
     async with trio.open_nursery() as nursery:

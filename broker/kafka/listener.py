@@ -16,6 +16,8 @@ the request took, in seconds, once it was handled (raised or not).
 from __future__ import annotations
 
 import logging
+import random
+import secrets
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,8 @@ from broker.kafka import (
     ordered_api,
     produce,
     quorum_api,
+    sasl_api,
+    scram_api,
 )
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import (
@@ -51,6 +55,7 @@ from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
 from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
+from raft.common.session import bind_session, current_session
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -120,6 +125,13 @@ HANDLERS: dict[int, Handler] = {
     api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
     CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
     PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
+    # outside a SASL exchange (broker.kafka.sasl_api: SaslAuthenticator serves it)
+    api_versions.SASL_HANDSHAKE: sasl_api.handle_sasl_handshake_request,
+    api_versions.SASL_AUTHENTICATE: sasl_api.handle_sasl_authenticate_request,
+    api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        scram_api.handle_describe_user_scram_credentials_request,
+    api_versions.ALTER_USER_SCRAM_CREDENTIALS:
+        scram_api.handle_alter_user_scram_credentials_request,
 }
 assert set(HANDLERS) == set(SUPPORTED)
 
@@ -173,6 +185,9 @@ class KafkaListener:
         self.max_frame_bytes = max_frame_bytes
         self.port: int | None = None
         self.isr_manager: IsrManager | None = None  # set by install_kafka_listener
+        # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl_api); None: no SASL exchange
+        self.sasl: sasl_api.SaslSettings | None = None
+        self.sasl_rng: random.Random = secrets.SystemRandom()  # SCRAM nonces and salts
 
     async def serve(self, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -205,8 +220,20 @@ class KafkaListener:
     async def handle_connection(self, stream: trio.abc.Stream) -> None:
         peer = _peer(stream)
         buffer = bytearray()
+        session = current_session()
+        bind_session(session)  # the listener's own, or a new anonymous one, kept for the task
+        sasl = None if self.sasl is None else sasl_api.SaslAuthenticator(
+            self.sasl, session, rng=self.sasl_rng,
+            credentials=lambda: self.dispatcher.context.image.scram_credentials)
         try:
             while (frame := await self._receive_frame(stream, buffer)) is not None:
+                if sasl is not None and not sasl.complete and not sasl.passes(frame):
+                    reply, close = sasl.handle(frame)  # nothing else before authenticating
+                    if reply is not None:
+                        await stream.send_all(reply)
+                    if close is not None:
+                        raise ConnectionClosed(close)
+                    continue
                 reply = await self.dispatcher.handle_frame(frame)
                 if reply is not None:
                     await stream.send_all(reply)
@@ -252,8 +279,11 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
                                         leader_hint=lambda: node.leader_address)
     listener = KafkaListener(Dispatcher(context, quorum=quorum), address,
                              max_frame_bytes=settings.socket_request_max_bytes)
+    listener.sasl = settings.sasl
     node.add_background_task(listener.serve)
-    node.add_background_task(ReplicaFetcher(context).run)  # followers fetch from leaders
+    fetcher = ReplicaFetcher(context)  # followers fetch from leaders
+    fetcher.sasl = settings.inter_broker_sasl
+    node.add_background_task(fetcher.run)
     context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders
         context, num_partitions=settings.offsets_topic_num_partitions)
     node.add_background_task(context.group_coordinator.run)

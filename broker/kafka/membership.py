@@ -8,6 +8,9 @@ step produced to the requests parked on the group, and either answers at once or
 until its own answer arrives: a JoinGroup until the round completes, a follower's
 SyncGroup until the leader's assignment has been written to `__consumer_offsets`. The
 coordinator's background task completes rounds at their deadline and expires members.
+
+With the authorizer on (`broker.kafka.authz`) each of them needs READ on the group, else
+GROUP_AUTHORIZATION_FAILED, as in Kafka.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.group import coordinator
@@ -45,6 +49,9 @@ def _join_response(version: int, answer: Answer) -> Any:
 async def handle_join_group_request(context: BrokerContext, request: Any, version: int
                                     ) -> Any:
     coord = coordinator(context)
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        return _join_response(version, Answer(member_id=request.member_id,
+                                              error=ErrorCode.group_authorization_failed))
     error, part = coord.lookup(request.group_id)
     if part is None:
         return _join_response(version, Answer(member_id=request.member_id, error=error))
@@ -80,6 +87,9 @@ async def handle_sync_group_request(context: BrokerContext, request: Any, versio
                                     ) -> Any:
     coord = coordinator(context)
     member_id = request.member_id
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        return _sync_response(version, Answer(member_id=member_id,
+                                              error=ErrorCode.group_authorization_failed))
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is None or group is None:
@@ -112,6 +122,9 @@ async def handle_sync_group_request(context: BrokerContext, request: Any, versio
 async def handle_heartbeat_request(context: BrokerContext, request: Any, version: int
                                    ) -> Any:
     coord = coordinator(context)
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        return build(response_class(HEARTBEAT, version), {
+            "throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)})
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
@@ -130,6 +143,8 @@ async def handle_leave_group_request(context: BrokerContext, request: Any, versi
         [(m.member_id, m.group_instance_id) for m in request.members] \
         if hasattr(request, "members") else [(request.member_id, None)]
     error, part = coord.lookup(request.group_id)
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        error, part = ErrorCode.group_authorization_failed, None
     group = part.groups.get(request.group_id) if part is not None else None
     errors = [error] * len(leaving)
     if part is not None and group is not None:

@@ -4,11 +4,17 @@ Topics by name or, from v10, by topic ID (KIP-516); responses carry topic IDs. A
 unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID. Brokers
 are the unfenced brokers with a PLAINTEXT endpoint. In KRaft clients send admin
 requests to the "controller" a broker names; we name ourselves and forward them.
+
+With the authorizer on (`described`: may the caller DESCRIBE this topic?), a topic the
+caller may not describe is left out of an all-topics answer and answered
+TOPIC_AUTHORIZATION_FAILED when named (by name or by ID), as Kafka does. Metadata never
+creates topics here (no auto-creation), so it never needs CREATE.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -64,13 +70,19 @@ def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
     }
 
 
+def _everything(name: str) -> bool:
+    return True
+
+
 def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
-                            broker_id: int, cluster_id: str) -> Any:
+                            broker_id: int, cluster_id: str,
+                            described: Callable[[str], bool] = _everything) -> Any:
     wanted = request.topics
     topics: list[dict[str, Any]] = []
     if wanted is None or (version == 0 and not wanted):
         topics = [topic_metadata(t, image)
-                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
+                  for t in sorted(image.topics.values(), key=lambda t: t.name)
+                  if described(t.name)]
     else:
         for item in wanted:
             name = item if isinstance(item, str) else item.name
@@ -78,12 +90,22 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                 from_kafka_uuid(getattr(item, "topic_id", None))
             if topic_id is not None:
                 topic = image.topic(topic_id)
+                if topic is not None and not described(topic.name):
+                    topics.append({"error_code": int(ErrorCode.topic_authorization_failed),
+                                   "name": None, "topic_id": to_kafka_uuid(topic_id),
+                                   "partitions": []})
+                    continue
                 if topic is None:
                     topics.append({"error_code": int(ErrorCode.unknown_topic_id),
                                    "name": None, "topic_id": to_kafka_uuid(topic_id),
                                    "partitions": []})
                     continue
             else:
+                if not described(name or ""):  # known or not: nothing is revealed
+                    topics.append({"error_code": int(ErrorCode.topic_authorization_failed),
+                                   "name": name, "topic_id": uuid.UUID(int=0),
+                                   "partitions": []})
+                    continue
                 topic = image.topic_by_name(name or "")
                 if topic is None:
                     topics.append({"error_code": int(ErrorCode.unknown_topic_or_partition),

@@ -7,6 +7,11 @@
   (Heartbeat's UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS until the
   generation's assignment is out); the exchange itself is
   `broker.kafka.group_positions`'.
+
+With the authorizer on (`broker.kafka.authz`): PartitionLeaderEpochs needs DESCRIBE on
+each topic (else TOPIC_AUTHORIZATION_FAILED for it), ConsumerGroupPosition READ on the
+group (as the other member APIs; else GROUP_AUTHORIZATION_FAILED) and the positions it
+exchanges are of topics the member may READ (others are left out).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.group import coordinator
@@ -28,9 +34,11 @@ async def handle_partition_leader_epochs_request(context: BrokerContext, request
                                                  version: int) -> Any:
     image = context.image
     topics = [{"topic_id": topic.topic_id,
-               **leader_epochs_topic(image, from_kafka_uuid(topic.topic_id),
-                                     tuple(int(p) for p in topic.partitions))}
-              for topic in request.topics]
+               **(leader_epochs_topic(image, topic_id, tuple(int(p) for p in topic.partitions))
+                  if authz.topic_allowed(context, authz.Op.DESCRIBE, None, topic_id) else
+                  {"error_code": authz.TOPIC_AUTHORIZATION_FAILED, "partitions": []})}
+              for topic in request.topics
+              for topic_id in (from_kafka_uuid(topic.topic_id),)]
     return build(response_class(PARTITION_LEADER_EPOCHS, version),
                  {"throttle_time": 0, "topics": topics})
 
@@ -51,6 +59,8 @@ async def handle_consumer_group_position_request(context: BrokerContext, request
                                                  version: int) -> Any:
     coord = coordinator(context)
     error, part = coord.lookup(request.group_id)
+    if not authz.group_allowed(context, authz.Op.READ, request.group_id):
+        error, part = ErrorCode.group_authorization_failed, None
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
         error = ErrorCode.unknown_member_id if group is None else group.position_error(
@@ -59,10 +69,12 @@ async def handle_consumer_group_position_request(context: BrokerContext, request
     topics: list[dict[str, Any]] = []
     if error == ErrorCode.none:
         assert group is not None
+        readable = [t for t in request.topics if authz.topic_allowed(
+            context, authz.Op.READ, None, from_kafka_uuid(t.topic_id))]
         reports = [((t.topic_id, int(p.partition)), int(p.position))
-                   for t in request.topics for p in t.partitions if not p.need_position]
+                   for t in readable for p in t.partitions if not p.need_position]
         asks = [(t.topic_id, int(p.partition))
-                for t in request.topics for p in t.partitions if p.need_position]
+                for t in readable for p in t.partitions if p.need_position]
         topics = position_topics(group.positions.exchange(
             generation=group.generation, member_id=request.member_id, reports=reports,
             asks=asks))

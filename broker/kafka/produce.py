@@ -37,6 +37,11 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal to Kafka clients, instead of a retr
 error they retry until max.block.ms), in InitProducerId, FindCoordinator for a
 transaction coordinator (`refuse_transaction_coordinator`) and a Produce naming a
 transactional id.
+
+With the authorizer on (`broker.kafka.authz`): Produce needs WRITE on the topic (else
+TOPIC_AUTHORIZATION_FAILED on each of its partitions); InitProducerId for an idempotent
+producer needs IDEMPOTENT_WRITE on the cluster or, as Kafka 3 allows, WRITE on some topic
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import ConnectionClosed, build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
@@ -193,6 +199,18 @@ def _still_in_log(state: PartitionState, leader_epoch: int, last: int) -> bool:
     return found == leader_epoch and end > last
 
 
+def _topic_error(context: BrokerContext, refusal: ErrorCode | None, name: str | None,
+                 topic_id: Any) -> ErrorCode | None:
+    """The error every partition of a topic entry gets, or None."""
+    if refusal is not None:
+        return refusal
+    if name is None and topic_id is None:
+        return ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
+    if not authz.topic_allowed(context, authz.Op.WRITE, name, topic_id):
+        return ErrorCode.topic_authorization_failed
+    return None
+
+
 async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
     """Partitions are appended and (acks=all) replicated concurrently; the response keeps
     the request's order. acks=0 with a failed partition closes the connection."""
@@ -216,9 +234,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            error, count_refusal = refusal, None
-            if error is None and name is None and topic_id is None:
-                error = ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
+            error, count_refusal = _topic_error(context, refusal, name, topic_id), None
             client_count = getattr(topic, "undeleted_partition_count", None)
             if error is None and client_count is not None:
                 image = context.image
@@ -267,6 +283,12 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
     if request.transactional_id is not None:
         error, producer_id, message = (ErrorCode.transactional_id_authorization_failed, -1,
                                        NO_TRANSACTIONS)
+    elif not (authz.cluster_allowed(context, authz.Op.IDEMPOTENT_WRITE)
+              or authz.any_topic_allowed(context, authz.Op.WRITE)):
+        # Kafka 3: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        error, producer_id, message = (ErrorCode.cluster_authorization_failed, -1,
+                                       "IDEMPOTENT_WRITE on the cluster or WRITE on a "
+                                       "topic is needed")
     else:
         error, producer_id = next_producer_id(context)
         message = None

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.controller_client import request_once
@@ -101,6 +102,9 @@ class QuorumForwarder:
 
     async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
         """The listener's DescribeQuorum handler."""
+        if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
+            return error_response(version, authz.CLUSTER_AUTHORIZATION_FAILED,
+                                  "DESCRIBE on the cluster is not allowed")
         problem = request_error(request)
         if problem is not None:
             return error_response(version, *problem)

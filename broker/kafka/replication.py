@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -37,6 +38,8 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.replica import PartitionState, check_partition
+from broker.kafka.sasl_client import authenticate as sasl_authenticate
+from broker.kafka.sasl_settings import SaslClientSettings
 from broker.kafka.wire_client import encode_request
 from metadata.image import MetadataImage
 from raft.common.uuid import Uuid
@@ -82,6 +85,10 @@ def _plan_differs(plan: Plan, broker_id: int) -> Callable[[MetadataImage], bool]
 class ReplicaFetcher:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
+        # the inter-broker listener's SASL login (None: it has none); set by
+        # install_kafka_listener
+        self.sasl: SaslClientSettings | None = None
+        self._sasl_rng = secrets.SystemRandom()  # SCRAM nonces
 
     async def run(self) -> None:
         broker_id = self.context.broker_id
@@ -101,6 +108,8 @@ class ReplicaFetcher:
                 try:
                     stream = await trio.open_tcp_stream(*address)
                     async with stream:
+                        if self.sasl is not None:  # SaslClientError is a ConnectionError
+                            await sasl_authenticate(stream, self.sasl, rng=self._sasl_rng)
                         await self._fetch_loop(stream, leader, parts)
                 except (OSError, trio.BrokenResourceError, ConnectionError) as exc:
                     log.info("replica fetch failed", extra={

@@ -179,3 +179,13 @@ def test_literal_filter_matches_exactly_and_any_matches_every_pattern() -> None:
     assert not filter_matches(AclFilter(principal="User:bob"), lit)
     assert filter_matches(AclFilter(operation=Op.READ, permission_type=ALLOW), lit)
     assert not filter_matches(AclFilter(operation=Op.WRITE), lit)
+
+
+def test_write_on_some_topic_counts_for_any_topic_unless_denied() -> None:
+    from metadata.authorizer import authorize_any
+    image = acls(binding("ord", pattern=PREFIXED, op=Op.WRITE))
+    assert authorize_any(image, ALICE, "h", Op.WRITE, TOPIC, ON)
+    assert not authorize_any(image, ALICE, "h", Op.WRITE, GROUP, ON)
+    denied = acls(binding("ord", pattern=PREFIXED, op=Op.WRITE),
+                  binding("*", op=Op.WRITE, perm=DENY))
+    assert not authorize_any(denied, ALICE, "h", Op.WRITE, TOPIC, ON)

@@ -1,0 +1,243 @@
+"""broker.kafka.sasl_api: the per-connection SASL state machine (only ApiVersions,
+SaslHandshake and SaslAuthenticate before authenticating; UNSUPPORTED_SASL_MECHANISM and
+SASL_AUTHENTICATION_FAILED then a close; Kafka's v0 raw-token mode; the session's
+principal once authenticated), and a real listener on 127.0.0.1 against the client side
+(broker.kafka.sasl_client)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from broker.kafka import sasl_api, sasl_client
+from broker.kafka.codec import ConnectionClosed, build
+from broker.kafka.listener import KafkaListener
+from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, credential_from_password
+from broker.kafka.wire_client import decode_response, encode_request
+from metadata.delta import replay
+from metadata.image import MetadataImage
+from metadata.records import UserScramCredential
+from metadata.scram_credentials import ScramCredentialImage
+from raft.common.session import ANONYMOUS, KafkaPrincipal, Session, current_session
+from tests.unit.broker.test_kafka_listener import make_dispatcher
+
+SETTINGS = SaslSettings(enabled_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                        plain_users={"bob": "bob-pw"})
+
+
+def credentials() -> dict[tuple[str, str], ScramCredentialImage]:
+    found = {}
+    for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512):
+        c = credential_from_password(mechanism, "alice-secret", salt=b"NaCl" * 4,
+                                     iterations=4096)
+        found[("alice", mechanism.name)] = ScramCredentialImage(
+            name="alice", mechanism=mechanism.name, salt=c.salt, stored_key=c.stored_key,
+            server_key=c.server_key, iterations=c.iterations)
+    return found
+
+
+def authenticator(session: Session | None = None) -> sasl_api.SaslAuthenticator:
+    return sasl_api.SaslAuthenticator(SETTINGS, session or Session(),
+                                      credentials=credentials, rng=random.Random(3))
+
+
+def frame(api_key: int, version: int, values: dict[str, Any], correlation_id: int = 5
+          ) -> bytes:
+    return encode_request(build(load_request_schema(api_key, version), values),
+                          correlation_id=correlation_id)[4:]
+
+
+def answer(reply: bytes | None, api_key: int, version: int) -> Any:
+    assert reply is not None
+    _, body = decode_response(reply[4:], api_key, version)
+    return body
+
+
+def handshake(version: int, mechanism: str) -> bytes:
+    return frame(17, version, {"mechanism": mechanism})
+
+
+def authenticate(token: bytes, version: int = 2) -> bytes:
+    return frame(36, version, {"auth_bytes": token})
+
+
+def test_only_api_versions_passes_to_the_dispatcher_when_not_authenticated() -> None:
+    sasl = authenticator()
+    assert sasl.passes(frame(18, 3, {"client_software_name": "x",
+                                     "client_software_version": "1"}))
+    metadata = frame(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+    assert not sasl.passes(metadata)
+    with pytest.raises(ConnectionClosed, match="api key 3 during SASL handshake"):
+        sasl.handle(metadata)
+
+
+def test_other_requests_close_the_connection_when_between_handshake_and_authenticate() -> None:
+    sasl = authenticator()
+    sasl.handle(handshake(1, "PLAIN"))
+    assert not sasl.passes(frame(18, 3, {"client_software_name": "x",
+                                         "client_software_version": "1"}))
+    with pytest.raises(ConnectionClosed, match="during SASL authentication"):
+        sasl.handle(frame(3, 12, {"topics": None, "allow_auto_topic_creation": False}))
+
+
+def test_authenticate_before_handshake_closes_the_connection_when_sent() -> None:
+    with pytest.raises(ConnectionClosed, match="api key 36 during SASL handshake"):
+        authenticator().handle(authenticate(b"\0bob\0bob-pw"))
+
+
+def test_unsupported_mechanism_gets_the_enabled_list_then_closes_when_asked() -> None:
+    reply, close = authenticator().handle(handshake(1, "GSSAPI"))
+    response = answer(reply, 17, 1)
+    assert response.error_code == ErrorCode.unsupported_sasl_mechanism
+    assert list(response.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert close is not None
+    assert "GSSAPI" in close
+
+
+def test_plain_sets_the_principal_when_the_password_is_right() -> None:
+    session = Session(security_protocol="SASL_PLAINTEXT")
+    sasl = authenticator(session)
+    reply, close = sasl.handle(handshake(1, "PLAIN"))
+    assert answer(reply, 17, 1).error_code == ErrorCode.none
+    assert close is None
+    reply, close = sasl.handle(authenticate(b"\0bob\0bob-pw"))
+    assert answer(reply, 36, 2).error_code == ErrorCode.none
+    assert close is None
+    assert sasl.complete
+    assert session.principal == KafkaPrincipal("User", "bob")
+    assert session.sasl_mechanism == "PLAIN"
+
+
+@pytest.mark.parametrize("token", [b"\0bob\0wrong", b"\0nobody\0bob-pw", b"bob-pw",
+                                   b"carol\0bob\0bob-pw"])
+def test_plain_fails_and_closes_when_the_credentials_are_wrong(token: bytes) -> None:
+    session = Session()
+    sasl = authenticator(session)
+    sasl.handle(handshake(1, "PLAIN"))
+    reply, close = sasl.handle(authenticate(token, version=1))
+    response = answer(reply, 36, 1)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_message
+    assert close is not None
+    assert session.principal == ANONYMOUS
+    assert not sasl.complete
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_scram_sets_the_principal_when_the_proof_is_right(mechanism: Any) -> None:
+    session = Session()
+    sasl = authenticator(session)
+    sasl.handle(handshake(1, mechanism.name))
+    client = ScramClient(mechanism, "alice", "alice-secret", rng=random.Random(4))
+    reply, _ = sasl.handle(authenticate(client.first(), version=0))
+    server_first = answer(reply, 36, 0).auth_bytes
+    assert not sasl.complete
+    reply, close = sasl.handle(authenticate(client.final(server_first), version=0))
+    client.verify(answer(reply, 36, 0).auth_bytes)
+    assert close is None
+    assert session.principal == KafkaPrincipal("User", "alice")
+    assert session.sasl_mechanism == mechanism.name
+
+
+def test_scram_fails_with_sasl_authentication_failed_when_the_password_is_wrong() -> None:
+    sasl = authenticator()
+    sasl.handle(handshake(1, "SCRAM-SHA-256"))
+    client = ScramClient(SCRAM_SHA_256, "alice", "not-it", rng=random.Random(4))
+    reply, _ = sasl.handle(authenticate(client.first()))
+    reply, close = sasl.handle(authenticate(client.final(answer(reply, 36, 2).auth_bytes)))
+    response = answer(reply, 36, 2)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in response.error_message
+    assert close is not None
+
+
+def test_v0_handshake_exchanges_raw_tokens_when_the_client_asks_for_it() -> None:
+    """Kafka's v0 mode: after SaslHandshake v0 the tokens travel size-prefixed, with no
+    Kafka header, and a failure closes the connection without an answer."""
+    session = Session()
+    sasl = authenticator(session)
+    reply, _ = sasl.handle(handshake(0, "SCRAM-SHA-512"))
+    assert answer(reply, 17, 0).error_code == ErrorCode.none
+    client = ScramClient(SCRAM_SHA_512, "alice", "alice-secret", rng=random.Random(5))
+    reply, _ = sasl.handle(client.first())
+    assert reply is not None
+    assert int.from_bytes(reply[:4], "big") == len(reply) - 4
+    reply, _ = sasl.handle(client.final(reply[4:]))
+    assert reply is not None
+    client.verify(reply[4:])
+    assert session.principal == KafkaPrincipal("User", "alice")
+
+    failing = authenticator()
+    failing.handle(handshake(0, "PLAIN"))
+    with pytest.raises(ConnectionClosed, match="Invalid username or password"):
+        failing.handle(b"\0bob\0wrong")
+
+
+async def test_handshake_after_authentication_gets_illegal_sasl_state_when_sent(
+        tmp_path: Path) -> None:
+    """No re-authentication: the dispatcher's handlers answer ILLEGAL_SASL_STATE (also on
+    a listener without SASL)."""
+    dispatcher = make_dispatcher(tmp_path)
+    reply = await dispatcher.handle_frame(handshake(1, "PLAIN"))
+    assert answer(reply, 17, 1).error_code == ErrorCode.illegal_sasl_state
+    reply = await dispatcher.handle_frame(authenticate(b"\0bob\0bob-pw"))
+    assert answer(reply, 36, 2).error_code == ErrorCode.illegal_sasl_state
+
+
+# --- a real listener on 127.0.0.1 ------------------------------------------------------
+
+
+def image_with_alice() -> MetadataImage:
+    return replay(enumerate(UserScramCredential(
+        name=c.name, mechanism=c.mechanism, salt=c.salt, stored_key=c.stored_key,
+        server_key=c.server_key, iterations=c.iterations) for c in credentials().values()))
+
+
+async def test_listener_serves_a_client_only_once_it_logs_in_when_sasl_is_on(
+        tmp_path: Path) -> None:
+    dispatcher = make_dispatcher(tmp_path, image_with_alice())
+    seen: list[Session] = []
+
+    async def spy(context: Any, body: Any, version: int) -> Any:  # who the handler sees
+        seen.append(current_session())
+        return await original(context, body, version)
+
+    original = dispatcher.handlers[3]
+    dispatcher.handlers[3] = spy
+    listener = KafkaListener(dispatcher, ("127.0.0.1", 0))
+    listener.sasl = SETTINGS
+    metadata = encode_request(build(load_request_schema(3, 12), {
+        "topics": None, "allow_auto_topic_creation": False}), correlation_id=77)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(listener.serve)
+        # logged in: Metadata is served, and its handler sees User:alice
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await sasl_client.authenticate(stream, SaslClientSettings(
+            mechanism="SCRAM-SHA-512", username="alice", password="alice-secret"),
+            rng=random.Random(6))
+        await stream.send_all(metadata)
+        assert await stream.receive_some(4)
+        assert [str(s.principal) for s in seen] == ["User:alice"]
+        await stream.aclose()
+        # a wrong password: refused, and the connection closed
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        with pytest.raises(sasl_client.SaslClientError, match="SASL_AUTHENTICATION_FAILED"):
+            await sasl_client.authenticate(stream, SaslClientSettings(
+                mechanism="SCRAM-SHA-256", username="alice", password="wrong"),
+                rng=random.Random(7))
+        assert await stream.receive_some(1) == b""
+        await stream.aclose()
+        # no SASL at all: the first Metadata closes the connection unanswered
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(metadata)
+        assert await stream.receive_some(1) == b""
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
+    assert len(seen) == 1
