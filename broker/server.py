@@ -24,7 +24,8 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   pending deletions. Served through the node's listener when it has one, and on the
   broker's `STATUS://` listener (the client listener speaks the Kafka protocol), which
   also serves the node's `WriteSnapshot` (`metadata.snapshot_writer`): a broker has no
-  other port for tools.
+  other port for tools. Over TLS when `STATUS` is mapped to SSL
+  (`BrokerSettings.status_ssl_context`): a handshake within a deadline, else closed.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ from broker.settings import Address, BrokerSettings
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.snapshot_writer import WRITE_SNAPSHOT_API
+from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
+from raft.common.session import Session, bind_session
 from raft.common.uuid import Uuid
 from raft.node import RaftNode
 from raft.types import Batch
@@ -276,7 +279,24 @@ class BrokerServer:
         await trio.serve_listeners(self._status_connection, listeners)
 
     async def _status_connection(self, stream: trio.SocketStream) -> None:
-        framed = FramedStream(stream, max_frame_bytes=1 << 20)
+        secured: trio.abc.Stream = stream
+        context = self.settings.status_ssl_context
+        try:
+            host = str(stream.socket.getpeername()[0])
+        except OSError:
+            host = ""
+        if context is None:
+            bind_session(Session(client_host=host))
+        else:
+            try:
+                secured, cert = await tls.accept(stream, context)
+            except tls.TlsHandshakeError as exc:
+                log.info("refused status connection", extra={"peer": host,
+                                                             "reason": str(exc)})
+                await trio.aclose_forcefully(stream)
+                return
+            bind_session(tls.tls_session(cert, client_host=host))
+        framed = FramedStream(secured, max_frame_bytes=1 << 20)
         try:
             while (frame := await framed.receive()) is not None:
                 if frame["cluster_id"] not in (None, "", self._node.cluster_id):

@@ -8,6 +8,7 @@ directory).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,3 +40,10 @@ class BrokerSettings:
     # broker logs in to the other brokers' (the replica fetcher)
     sasl: SaslSettings | None = None
     inter_broker_sasl: SaslClientSettings | None = None
+    # TLS (None: plaintext), built by tools/server/node_tls.py: the Kafka listener's and
+    # the STATUS listener's server contexts, and what the replica fetcher dials other
+    # brokers' Kafka listeners with
+    kafka_ssl_context: ssl.SSLContext | None = None
+    kafka_security_protocol: str = "PLAINTEXT"  # the Kafka listener's, for its sessions
+    status_ssl_context: ssl.SSLContext | None = None
+    inter_broker_ssl_context: ssl.SSLContext | None = None

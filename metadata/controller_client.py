@@ -1,6 +1,9 @@
 """An async client for the admin RPCs of the active controller (Trio): used by brokers to
 register and heartbeat, and by the Kafka listener to forward admin writes.
 
+Over TLS when given the controller listener's client context (`ssl_context`, from
+`raft.common.tls`; the node's transport holds it: `Transport.client_ssl_context`).
+
 The msgpack admin RPCs of `metadata.admin`, sent to a voter; NOT_CONTROLLER names the
 leader, which is tried next; while no controller is active the request is sent again
 after a short pause, until the deadline. The controller answers after the records have
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import ssl
 from typing import Any
 
 import trio
@@ -24,6 +28,7 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
+from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
 
@@ -38,9 +43,11 @@ class ControllerUnavailable(Exception):
 
 
 class ControllerClient:
-    def __init__(self, *, voters: dict[int, Address], cluster_id: str) -> None:
+    def __init__(self, *, voters: dict[int, Address], cluster_id: str,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._voters = voters
         self._cluster_id = cluster_id
+        self._ssl_context = ssl_context
         self._preferred: Address | None = None
         self._correlation = itertools.count(1)
 
@@ -78,13 +85,15 @@ class ControllerClient:
 
     async def _send(self, address: Address, api: str, body: dict[str, Any]) -> Any:
         return await request_once(address, api, next(self._correlation), self._cluster_id,
-                                  body)
+                                  body, ssl_context=self._ssl_context)
 
 
 async def request_once(address: Address, api: str, correlation_id: int, cluster_id: str,
-                       body: dict[str, Any]) -> Any:
-    """One request to a controller on a connection of its own; the response's body."""
-    stream = await trio.open_tcp_stream(*address)
+                       body: dict[str, Any], *, ssl_context: ssl.SSLContext | None = None
+                       ) -> Any:
+    """One request to a controller on a connection of its own (over TLS with
+    `ssl_context`); the response's body."""
+    stream = await tls.open_stream(address[0], address[1], ssl_context)
     framed = FramedStream(stream)
     try:
         await framed.send({"api": api, "version": 0, "correlation_id": correlation_id,

@@ -13,6 +13,16 @@
   hang until their timeout), so it is never reported: the Raft timeouts find it.
 - A malformed frame (or a `ProtocolError` raised by the frame handler) closes that one
   connection with a logged reason (peer, reason); everyone else keeps being served.
+- TLS (`use_tls`, set before `serve`): inbound connections complete a server-side
+  handshake within `handshake_timeout_s` or are closed (a plaintext client, a missing or
+  untrusted client certificate when `ssl.client.auth=required`); outbound ones check the
+  peer's certificate. Each inbound connection task binds its `Session`
+  (`raft.common.session`): `User:<subject DN>` for a client certificate.
+- Identity binding (`bind_identity`, on with mutual TLS): every node id an inbound
+  request claims (`raft.peer_identity`) must be the one in the peer's certificate, and an
+  outbound connection to node N must reach a certificate of node N; a mismatch closes
+  the connection, logged once per certificate subject and claimed id. The core never
+  sees such a request.
 """
 
 from __future__ import annotations
@@ -20,13 +30,17 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from raft.common import tls
 from raft.common.framing import DEFAULT_MAX_FRAME_BYTES, FramedStream, FrameError, encode_frame
+from raft.common.session import Session, bind_session
+from raft.peer_identity import identity_violation
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +56,24 @@ Connector = Callable[[Address], Awaitable[trio.abc.Stream]]
 
 class ProtocolError(Exception):
     """The peer sent a well-framed but unacceptable message: close its connection."""
+
+
+MAX_IDENTITY_LOGS = 1024  # distinct (subject, claimed id) refusals logged at WARNING
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransportTls:
+    """The transport's TLS (None: plaintext). `server` serves the listener, `client`
+    dials the peers; `bind_identity` checks claimed node ids against certificates;
+    `claims` adds api -> top-level body field naming a node id (the layers above, e.g.
+    a broker registration's `broker_id`)."""
+
+    server: ssl.SSLContext | None
+    client: ssl.SSLContext | None
+    bind_identity: bool = False
+    security_protocol: str = "SSL"
+    handshake_timeout_s: float = tls.DEFAULT_HANDSHAKE_TIMEOUT_S
+    claims: Mapping[str, str] = field(default_factory=dict)
 
 
 async def _tcp_connect(address: Address) -> trio.abc.Stream:
@@ -70,6 +102,10 @@ class Connection:
     dropped: int = 0
     closed: bool = False
     cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    # inbound over TLS: the peer certificate's subject DN and the node id it binds
+    peer_subject: str | None = None
+    cert_node_id: int | None = None
+    identity_refused: bool = False  # closed for a claimed node id (logged once, there)
 
 
 class Transport:
@@ -106,6 +142,19 @@ class Transport:
         self.connects: dict[int, int] = {n: 0 for n in self._peers}  # per peer, ever
         self.dropped = 0
         self.port: int | None = None
+        self.tls: TransportTls | None = None
+        self.identity_refusals = 0  # requests refused for a node id not in the certificate
+        self._identity_logged: set[tuple[str | None, int]] = set()
+
+    def use_tls(self, settings: TransportTls) -> None:
+        """Serve and dial over TLS from now on (call before `serve`)."""
+        self.tls = settings
+
+    @property
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """What this node's other clients of the controllers (the broker's controller
+        client, DescribeQuorum forwarding) dial with."""
+        return self.tls.client if self.tls is not None else None
 
     # -- sending (never blocks) ---------------------------------------------------------
 
@@ -187,18 +236,38 @@ class Transport:
             host, port = stream.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
-            peer = "?"
-        await self.serve_stream(stream, peer)
+            host, peer = "", "?"
+        server = self.tls.server if self.tls is not None else None
+        if server is None or self.tls is None:
+            bind_session(Session(client_host=host))
+            await self.serve_stream(stream, peer)
+            return
+        try:
+            secured, cert = await tls.accept(stream, server,
+                                             timeout_s=self.tls.handshake_timeout_s)
+        except tls.TlsHandshakeError as exc:
+            log.info("refused connection", extra={"peer": peer, "reason": str(exc)})
+            await trio.aclose_forcefully(stream)
+            return
+        session = tls.tls_session(cert, client_host=host,
+                                  security_protocol=self.tls.security_protocol)
+        bind_session(session)
+        await self.serve_stream(secured, peer, peer_subject=session.tls_peer_subject,
+                                cert_node_id=tls.node_id_of(cert))
 
-    async def serve_stream(self, stream: trio.abc.Stream, peer: str) -> None:
+    async def serve_stream(self, stream: trio.abc.Stream, peer: str, *,
+                           peer_subject: str | None = None,
+                           cert_node_id: int | None = None) -> None:
         """Serve one inbound connection until it closes (public for memory-stream tests)."""
         send, receive = trio.open_memory_channel[Frame](self._queue_size)
-        conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=None, queue=send)
+        conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=None, queue=send,
+                          peer_subject=peer_subject, cert_node_id=cert_node_id)
         self._inbound[conn.conn_id] = conn
         try:
             reason = await self._run_connection(conn, stream, receive)
             if reason:
-                log.warning("closed connection", extra={"peer": peer, "reason": reason})
+                level = logging.DEBUG if conn.identity_refused else logging.WARNING
+                log.log(level, "closed connection", extra={"peer": peer, "reason": reason})
             else:
                 log.debug("connection closed by peer", extra={"peer": peer})
         finally:
@@ -217,8 +286,8 @@ class Transport:
         failures = 0
         while True:
             try:
-                with trio.fail_after(self._connect_timeout_s):
-                    stream = await self._connector(address)
+                with trio.fail_after(self._connect_timeout_s + self._handshake_s()):
+                    stream = await self._connect(node_id, address)
             except (OSError, trio.TooSlowError) as exc:
                 failures += 1
                 level = logging.INFO if failures == 1 else logging.DEBUG
@@ -251,6 +320,47 @@ class Transport:
             # (reported above), a live one takes it.
             await trio.sleep(self._backoff_s(1))
 
+    def _handshake_s(self) -> float:
+        return self.tls.handshake_timeout_s if self.tls and self.tls.client else 0.0
+
+    async def _connect(self, node_id: int, address: Address) -> trio.abc.Stream:
+        """The connector's stream, over TLS when configured: the peer's certificate must
+        name the address dialled (unless the endpoint check is off) and, with identity
+        binding, bind `node_id`."""
+        stream = await self._connector(address)
+        if self.tls is None or self.tls.client is None:
+            return stream
+        secured = await tls.wrap_client(stream, self.tls.client, address[0],
+                                        timeout_s=self.tls.handshake_timeout_s)
+        if self.tls.bind_identity:
+            bound = tls.node_id_of(secured.getpeercert())
+            if bound != node_id:
+                await trio.aclose_forcefully(secured)
+                raise OSError(f"the certificate at {address[0]}:{address[1]} binds "
+                              f"{'no node id' if bound is None else f'node {bound}'}, "
+                              f"not node {node_id}")
+        return secured
+
+    def _check_identity(self, conn: Connection, frame: Frame) -> None:
+        """ProtocolError when an inbound request claims a node id its peer's certificate
+        does not bind (see `raft.peer_identity`)."""
+        assert self.tls is not None
+        claimed = identity_violation(frame, conn.cert_node_id, self.tls.claims)
+        if claimed is None:
+            return
+        self.identity_refusals += 1
+        conn.identity_refused = True
+        bound = "no node id" if conn.cert_node_id is None else f"node {conn.cert_node_id}"
+        reason = (f"{frame.get('api')!r:.60} claims node {claimed} but the peer's "
+                  f"certificate ({conn.peer_subject}) binds {bound}")
+        key = (conn.peer_subject, claimed)
+        if key not in self._identity_logged and len(self._identity_logged) < MAX_IDENTITY_LOGS:
+            self._identity_logged.add(key)
+            log.warning("refused a node identity", extra={
+                "peer": conn.peer, "subject": conn.peer_subject, "claimed": claimed,
+                "certificate_node": conn.cert_node_id, "api": frame.get("api")})
+        raise ProtocolError(reason)
+
     def _backoff_s(self, failures: int) -> float:
         low, high = self._backoff
         ceiling = min(high, low * math.pow(2, min(failures - 1, 16)))
@@ -266,9 +376,13 @@ class Transport:
         framed = FramedStream(stream, self._max_frame_bytes)
         outcome: list[str | None] = [None]
 
+        check = conn.node_id is None and self.tls is not None and self.tls.bind_identity
+
         async def reader() -> None:
             try:
                 while (frame := await framed.receive()) is not None:
+                    if check:
+                        self._check_identity(conn, frame)
                     await self._handler(conn, frame)
             except (FrameError, ProtocolError) as exc:
                 outcome[0] = str(exc)

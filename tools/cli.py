@@ -45,6 +45,9 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+# verbs whose clients take a client properties file (`kraft quorum` adds its own to the
+# actions that take addresses): TLS settings, as Kafka tools' --command-config
+COMMAND_CONFIG_VERBS = ("topics", "configs", "produce", "consume")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVELS = {"node": "INFO"}  # every other verb: WARNING
 PACKAGE = "kraft-py"
@@ -85,7 +88,26 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(f"tools.commands.{module_name}")
             module.configure(sub, name)
             sub.set_defaults(run=module.run)
+            if name in COMMAND_CONFIG_VERBS:
+                sub.add_argument("--command-config", metavar="FILE",
+                                 help="client properties (security.protocol, ssl.*), as "
+                                 "Kafka's tools; default with --cluster: its "
+                                 "client.properties when it has one")
     return parser
+
+
+def _client_tls(args: argparse.Namespace) -> None:
+    """TLS for the verb's clients: `--command-config`, or a `--cluster`'s own file."""
+    command_config = getattr(args, "command_config", None)
+    cluster = getattr(args, "cluster", None)
+    if args.verb == "node" or not (command_config or isinstance(cluster, str)):
+        return
+    from tools.cluster import ClusterError, use_command_line_tls
+    try:
+        use_command_line_tls(command_config, cluster)
+    except ClusterError as exc:
+        raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
+                           exit_code=2) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(verb).parse_args(argv)
         configure_logging(args.log_format,
                           args.log_level or DEFAULT_LOG_LEVELS.get(args.verb, "WARNING"))
+        _client_tls(args)
         code: int = args.run(args)
         return code
     except CommandError as exc:

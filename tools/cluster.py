@@ -8,9 +8,18 @@ Used by `kraft quorum`, the integration tests, the demo and the bench. Layout:
     DIR/node-N/data/           its log directory (formatted here)
     DIR/node-N/node.log        its stdout and stderr (JSON log lines)
     DIR/node-N/node.pid        its process id while started
+    DIR/client.properties      with `tls=True` (`kraft quorum start --tls`): how clients
+    DIR/tls/                   connect, and the throwaway CA and certificates
+                               (`tools.tls_certs`)
 
 Voters get ids 1..V, brokers V+1..V+B (brokers are raft observers for now). Every node is
 its own detached process (new session), so it outlives the command that started it.
+
+A TLS cluster's listeners are all SSL with mutual TLS (`ssl.client.auth=required`): the
+voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. A loaded
+cluster with a `client.properties` dials them with its client certificate
+(`Cluster.client_ssl`); the blocking client below takes a context, by default the
+process's (`raft.common.tls.default_client_context`, set by the `kraft` command line).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -30,11 +40,13 @@ from typing import Any
 from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, encode_frame
+from raft.common.tls import TlsConfigError, client_context, default_client_context
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
-from tools.config import ConfigError, parse_address, to_toml
+from tools.config import ConfigError, load_client_properties, parse_address, to_toml
 
 CLUSTER_FILE = "cluster.json"
+CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's (tools.tls_certs)
 HOST = "127.0.0.1"
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 _correlation = iter(range(1, 1 << 62))
@@ -49,9 +61,45 @@ class ClusterError(Exception):
 # -- a blocking client ------------------------------------------------------------------
 
 
+def client_ssl_context(properties_file: str | os.PathLike[str]) -> ssl.SSLContext | None:
+    """The client context a properties file describes (None: PLAINTEXT); ClusterError
+    when it cannot be read or its files do not load."""
+    try:
+        properties = load_client_properties(Path(properties_file))
+        return client_context(properties.tls) if properties.uses_tls else None
+    except (ConfigError, TlsConfigError) as exc:
+        raise ClusterError(str(exc)) from None
+
+
+def use_command_line_tls(command_config: str | None, cluster_dir: str | None) -> None:
+    """The `kraft` command line's clients: `--command-config FILE`, else a TLS cluster's
+    `DIR/client.properties` for `--cluster DIR`, becomes the process's default client
+    context (`raft.common.tls.set_default_client_context`). ClusterError on a bad file."""
+    from raft.common.tls import set_default_client_context
+    path: Path | None = Path(command_config) if command_config else None
+    if path is None and cluster_dir:
+        candidate = Path(cluster_dir) / CLIENT_PROPERTIES
+        path = candidate if candidate.is_file() else None
+    if path is not None:
+        set_default_client_context(client_ssl_context(path))
+
+
+def _connect(target: tuple[str, int], timeout_s: float,
+             ssl_context: ssl.SSLContext | None) -> socket.socket:
+    sock = socket.create_connection(target, timeout=timeout_s)
+    if ssl_context is None:
+        return sock
+    try:
+        return ssl_context.wrap_socket(sock, server_hostname=target[0])
+    except BaseException:
+        sock.close()
+        raise
+
+
 def request(address: str, api: str, body: Any, *, cluster_id: str = "",
-            timeout_s: float = 5.0) -> Any:
-    """Send one request frame and return the response body (ClusterError on failure)."""
+            timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> Any:
+    """Send one request frame and return the response body (ClusterError on failure).
+    Over TLS with `ssl_context`, else with the process's default client context."""
     correlation_id = next(_correlation)
     frame = encode_frame({"api": api, "version": 0, "correlation_id": correlation_id,
                           "cluster_id": cluster_id, "body": body})
@@ -60,8 +108,9 @@ def request(address: str, api: str, body: Any, *, cluster_id: str = "",
         target = parse_address(address)
     except ConfigError as exc:
         raise ClusterError(exc.detail) from None
+    context = ssl_context or default_client_context()
     try:
-        with socket.create_connection(target, timeout=timeout_s) as sock:
+        with _connect(target, timeout_s, context) as sock:
             sock.sendall(frame)
             decoder = FrameDecoder()
             while True:
@@ -79,7 +128,8 @@ def request(address: str, api: str, body: Any, *, cluster_id: str = "",
 
 
 def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id: str = "",
-                   timeout_s: float = 5.0, avoid: Iterable[str] = ()) -> Any:
+                   timeout_s: float = 5.0, avoid: Iterable[str] = (),
+                   ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
     redirections to the leader (a few hops at most), never to an address in `avoid`
     (e.g. a node known to be stopped, which would only time out)."""
@@ -92,7 +142,8 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
                 errors.append(f"{target}: avoided (leader unreachable)")
                 break
             try:
-                reply = request(target, api, body, cluster_id=cluster_id, timeout_s=timeout_s)
+                reply = request(target, api, body, cluster_id=cluster_id, timeout_s=timeout_s,
+                                ssl_context=ssl_context)
             except ClusterError as exc:
                 errors.append(str(exc))
                 break
@@ -110,7 +161,8 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
 
 def append_records(addresses: list[str], count: int, batch: int = 1, *,
                    cluster_id: str = "", timeout_s: float = 30.0, in_flight: int = 64,
-                   avoid: Iterable[str] = ()) -> dict[str, Any]:
+                   avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
+                   ) -> dict[str, Any]:
     """`Append` NoOp records through the leader; returns its reply once they committed.
 
     While no leader is known (an election is under way) the request is sent again, until
@@ -122,7 +174,8 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
         remaining = deadline - time.monotonic()
         try:
             reply = request_leader(addresses, "Append", body, avoid=avoid,
-                                   cluster_id=cluster_id, timeout_s=max(remaining, 0.1))
+                                   cluster_id=cluster_id, timeout_s=max(remaining, 0.1),
+                                   ssl_context=ssl_context)
         except ClusterError as exc:
             if time.monotonic() >= deadline:
                 raise ClusterError(f"append failed: {exc}") from None
@@ -138,11 +191,12 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
 
 
 def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
-                    avoid: Iterable[str] = ()) -> dict[str, Any]:
+                    avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
+                    ) -> dict[str, Any]:
     """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
     reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
-                           avoid=avoid)
+                           avoid=avoid, ssl_context=ssl_context)
     if reply.get("error_code", 0) != 0 and "topics" not in reply:
         raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
     try:
@@ -226,14 +280,30 @@ class Cluster:
     cluster_id: str
     nodes: dict[int, NodeInfo] = field(default_factory=dict)
     started_pids: list[int] = field(default_factory=list)  # every pid this object started
+    _client_ssl: list[ssl.SSLContext | None] = field(default_factory=list)  # once loaded
+
+    @property
+    def client_properties(self) -> Path | None:
+        """A TLS cluster's client properties file (None: a plaintext cluster)."""
+        path = self.directory / CLIENT_PROPERTIES
+        return path if path.is_file() else None
+
+    @property
+    def client_ssl(self) -> ssl.SSLContext | None:
+        """The context this cluster's clients dial with (None: plaintext)."""
+        if not self._client_ssl:
+            properties = self.client_properties
+            self._client_ssl.append(client_ssl_context(properties) if properties else None)
+        return self._client_ssl[0]
 
     # -- layout ----------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory: str | os.PathLike[str], *, voters: int, brokers: int = 0,
                base_port: int | None = None, settings: Mapping[str, Any] | None = None,
-               cluster_id: str | None = None) -> Cluster:
-        """Format the directories and write the configs (nothing is started)."""
+               cluster_id: str | None = None, tls: bool = False) -> Cluster:
+        """Format the directories and write the configs (nothing is started). `tls`:
+        a throwaway CA and certificates, every listener SSL with mutual TLS."""
         directory = Path(directory).resolve()
         if (directory / CLUSTER_FILE).exists():
             raise ClusterError(f"{directory} already holds a cluster")
@@ -244,6 +314,12 @@ class Cluster:
                  else free_ports(voters + 2 * brokers))
         cluster = cls(directory, cluster_id or str(Uuid.random()))
         quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
+        tls_files = None
+        if tls:
+            from tools.tls_certs import write_cluster_tls  # cryptography: only when used
+            directory.mkdir(parents=True, exist_ok=True)
+            tls_files = write_cluster_tls(directory, list(range(1, voters + brokers + 1)))
+        client_listener = "SSL" if tls else "PLAINTEXT"
         for node_id in range(1, voters + brokers + 1):
             is_voter = node_id <= voters
             node_dir = directory / f"node-{node_id}"
@@ -260,9 +336,14 @@ class Cluster:
                 "node.id": node_id, "process.roles": ",".join(info.roles),
                 "controller.quorum.voters": quorum,
                 "listeners": f"CONTROLLER://{address}" if is_voter
-                else f"PLAINTEXT://{address},STATUS://{status}",
-                "log.dirs": info.data_dir, "cluster.id": cluster.cluster_id,
-                **(settings or {})}
+                else f"{client_listener}://{address},STATUS://{status}",
+                "log.dirs": info.data_dir, "cluster.id": cluster.cluster_id}
+            if tls_files is not None:
+                from tools.tls_certs import node_tls_settings
+                node_settings["listener.security.protocol.map"] = (
+                    "CONTROLLER:SSL" if is_voter else "CONTROLLER:SSL,SSL:SSL,STATUS:SSL")
+                node_settings.update(node_tls_settings(tls_files, node_id))
+            node_settings.update(settings or {})
             Path(info.config).write_text(to_toml(node_settings))
             cluster.nodes[node_id] = info
         cluster.save()
@@ -386,7 +467,8 @@ class Cluster:
         """Stop every node: the leader last, so the others do not start elections while
         going down. Returns the ids that needed SIGKILL."""
         try:
-            leader = describe_quorum(self.controller_addresses(), timeout_s=1.0)["leader_id"]
+            leader = describe_quorum(self.controller_addresses(), timeout_s=1.0,
+                                     ssl_context=self.client_ssl)["leader_id"]
         except ClusterError:
             leader = None
         order = sorted(self.nodes, key=lambda n: (n == leader, n))
@@ -422,7 +504,7 @@ class Cluster:
     def describe(self, exclude: Iterable[int] = (), timeout_s: float = 2.0) -> dict[str, Any]:
         skip = set(exclude)
         return describe_quorum(self.controller_addresses(skip), timeout_s=timeout_s,
-                               avoid=self._addresses_of(skip))
+                               avoid=self._addresses_of(skip), ssl_context=self.client_ssl)
 
     def _addresses_of(self, node_ids: Iterable[int]) -> set[str]:
         return {a for n in node_ids if (a := self.node(n).controller_address)}
@@ -454,7 +536,7 @@ class Cluster:
             raise ClusterError(f"node {node_id} is not a broker")
         try:
             body = request(address, "BrokerStatus", {}, cluster_id=self.cluster_id,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, ssl_context=self.client_ssl)
         except ClusterError:
             return None
         return body if isinstance(body, dict) and body.get("error_code") == 0 else None
@@ -481,4 +563,5 @@ class Cluster:
         skip = set(exclude)
         return append_records(self.controller_addresses(skip), count, batch,
                               cluster_id=self.cluster_id, timeout_s=timeout_s,
-                              in_flight=in_flight, avoid=self._addresses_of(skip))
+                              in_flight=in_flight, avoid=self._addresses_of(skip),
+                              ssl_context=self.client_ssl)

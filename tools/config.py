@@ -16,8 +16,12 @@ the key named (`ConfigError.key`). The keys, their defaults and what they do are
 kraft-py's early names `quorum.*` still work as aliases of `controller.quorum.*`; each one
 used adds a line to `NodeConfig.warnings` (`kraft node` logs them as WARNINGs). Keys of
 Kafka's sample configurations that mean nothing here (`num.network.threads`, ...) are
-accepted and named in one warning. Only the PLAINTEXT security protocol is implemented:
-a listener mapped to SSL or SASL_* is refused.
+accepted and named in one warning. A listener mapped to SSL serves TLS with the node's
+`ssl.*` keys (`TlsSettings`, built into contexts by `raft.common.tls`); SASL_* listeners
+are refused.
+
+`load_client_properties` reads a client's properties file (`--command-config FILE`, a
+TLS cluster's `client.properties`): `security.protocol` and the same `ssl.*` keys.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from metadata.snapshot_policy import (
     DEFAULT_MAX_RETENTION_MS,
     DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
 )
+from raft.common.tls import CLIENT_AUTH_MODES, STORE_TYPES, TlsSettings
 from tools.properties import PropertiesError, logical_lines, parse_properties
 
 Address = tuple[str, int]
@@ -49,7 +54,8 @@ ROLES = ("broker", "controller")
 FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
 WILDCARD_HOST = "0.0.0.0"  # where a listener with an empty host binds
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT",)
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the protocols that run over TLS
 # Kafka's default listener.security.protocol.map; STATUS:PLAINTEXT is always added
 DEFAULT_PROTOCOL_MAP = ("CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
                         "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL")
@@ -100,15 +106,16 @@ def _list(key: str, value: Any) -> tuple[str, ...]:
 
 
 def parse_metrics_listener(text: str, key: str = "metrics.listener") -> Address:
-    """`http://HOST:PORT` (a trailing `/` or `/metrics` allowed) -> (host, port)."""
+    """`http://HOST:PORT` or `https://HOST:PORT` (a trailing `/` or `/metrics` allowed)
+    -> (host, port)."""
     parts = urlsplit(text.strip())
     try:
         port = parts.port
     except ValueError:
         port = None
-    if parts.scheme != "http" or not parts.hostname or port is None or \
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None or \
             parts.path not in ("", "/", "/metrics") or parts.query:
-        raise ConfigError(key, f"expected http://HOST:PORT, got {text!r}")
+        raise ConfigError(key, f"expected http://HOST:PORT or https://HOST:PORT, got {text!r}")
     return parts.hostname, port
 
 
@@ -145,6 +152,24 @@ def _super_users(key: str, value: Any) -> str:
         raise ConfigError(key, str(exc)) from None
     return text
 
+
+def _choice(choices: tuple[str, ...], *, upper: bool = False) -> Callable[[str, Any], str]:
+    def convert(key: str, value: Any) -> str:
+        text = _optional_str(key, value)
+        text = text.upper() if upper else text.lower()
+        if text not in choices:
+            raise ConfigError(key, f"expected one of {', '.join(choices)}, got {value!r}")
+        return text
+    return convert
+
+
+def _algorithm(key: str, value: Any) -> str:
+    text = _optional_str(key, value).lower()
+    if text not in ("", "https"):
+        raise ConfigError(key, f"expected https or empty (no hostname check), got {value!r}")
+    return text
+
+
 REQUIRED = object()  # a Key's default when the key must be given
 
 
@@ -177,8 +202,8 @@ KEYS: tuple[Key, ...] = (
         "what a broker registers for clients, `NAME://HOST:PORT,...`; default: `listeners` "
         "(an empty host advertises this host's name)"),
     Key("listener.security.protocol.map", "protocol_map", _list, DEFAULT_PROTOCOL_MAP,
-        "`NAME:PROTOCOL,...`; only PLAINTEXT is implemented (SSL and SASL_* listeners are "
-        "refused); `STATUS:PLAINTEXT` is always added"),
+        "`NAME:PROTOCOL,...`; PLAINTEXT and SSL are implemented (SASL_* listeners are "
+        "refused); `STATUS:PLAINTEXT` is added unless STATUS is mapped"),
     Key("controller.listener.names", "controller_listener_names", _list,
         (CONTROLLER_LISTENER,), "the listeners that serve raft and admin requests"),
     Key("inter.broker.listener.name", "inter_broker_listener_name", _optional_str, "",
@@ -252,9 +277,41 @@ KEYS: tuple[Key, ...] = (
         "a snapshot at least this often while new records commit (0: by bytes only)"),
     Key("fetch.snapshot.max.bytes", "fetch_snapshot_max_bytes", _int(1), 1 << 20,
         "the most bytes in one FetchSnapshot answer", origin="kraft-py"),
+    Key("ssl.keystore.location", "ssl_keystore_location", _optional_str, "",
+        "the listeners' certificate and key (and, as a client, this node's): a file of "
+        "`ssl.keystore.type`; or give `ssl.keystore.certificate.chain` and `ssl.keystore.key`"),
+    Key("ssl.keystore.type", "ssl_keystore_type", _choice(STORE_TYPES, upper=True), "PEM",
+        "`PEM` (the key and its certificate chain in one file) or `PKCS12` (Kafka's JKS "
+        "is not read)"),
+    Key("ssl.keystore.password", "ssl_keystore_password", _optional_str, "",
+        "a PKCS12 keystore's password"),
+    Key("ssl.keystore.certificate.chain", "ssl_keystore_certificate_chain", _optional_str, "",
+        "PEM text: the certificate, then its chain (in place of a keystore file)"),
+    Key("ssl.keystore.key", "ssl_keystore_key", _optional_str, "",
+        "PEM text: the private key (in place of a keystore file)"),
+    Key("ssl.key.password", "ssl_key_password", _optional_str, "",
+        "the private key's password (empty: the key is not encrypted)"),
+    Key("ssl.truststore.location", "ssl_truststore_location", _optional_str, "",
+        "the CA certificates that check peers, a file of `ssl.truststore.type`; none "
+        "(and no `ssl.truststore.certificates`): the system's CAs"),
+    Key("ssl.truststore.type", "ssl_truststore_type", _choice(STORE_TYPES, upper=True), "PEM",
+        "`PEM` or `PKCS12`"),
+    Key("ssl.truststore.password", "ssl_truststore_password", _optional_str, "",
+        "a PKCS12 truststore's password"),
+    Key("ssl.truststore.certificates", "ssl_truststore_certificates", _optional_str, "",
+        "PEM text: the trusted CA certificates (in place of a truststore file)"),
+    Key("ssl.client.auth", "ssl_client_auth", _choice(CLIENT_AUTH_MODES), "none",
+        "SSL listeners: `none`, `requested` or `required` (mutual TLS); with `required` on "
+        "the controller listener, a node id claimed in a raft request or broker "
+        "registration must be the one in the peer certificate (CN `kraft-node-<id>`)"),
+    Key("ssl.endpoint.identification.algorithm", "ssl_endpoint_identification_algorithm",
+        _algorithm, "https",
+        "`https`: a server's certificate must name the host or IP address dialled; empty: "
+        "not checked (the chain still is)"),
     Key("metrics.listener", "metrics_listener", _metrics_listener, "",
         "`http://HOST:PORT`: serve Prometheus metrics at `/metrics` (port 0: any free port, "
-        "logged); empty: off", origin="kraft-py"),
+        "logged); `https://HOST:PORT`: over TLS with the node's PEM keystore and truststore "
+        "files and `ssl.client.auth`; empty: off", origin="kraft-py"),
     Key("fault.injection.file", "fault_injection_file", _optional_str, "",
         "kraft chaos: a JSON file of injected faults, relative to the config file; "
         "empty: off", origin="test-only"),
@@ -400,7 +457,19 @@ class NodeConfig:
     max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
     max_snapshot_interval_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS
     fetch_snapshot_max_bytes: int = 1 << 20
-    metrics_listener: str = ""  # http://HOST:PORT; "" off (tools.metrics)
+    metrics_listener: str = ""  # http(s)://HOST:PORT; "" off (tools.metrics)
+    ssl_keystore_location: str = ""
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_password: str = ""
+    ssl_keystore_certificate_chain: str = ""
+    ssl_keystore_key: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_location: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_password: str = ""
+    ssl_truststore_certificates: str = ""
+    ssl_client_auth: str = "none"
+    ssl_endpoint_identification_algorithm: str = "https"
     fault_injection_file: str = ""
     replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
     source: str = field(default="", compare=False)
@@ -409,6 +478,28 @@ class NodeConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    @property
+    def tls(self) -> TlsSettings:
+        """The node's `ssl.*` keys, for `raft.common.tls` (its listeners and clients)."""
+        return tls_settings(self)
+
+    def listener_protocol(self, name: str | None) -> str:
+        """The security protocol of listener `name` (PLAINTEXT when it has none)."""
+        return self.protocol_map.get(name.upper(), "PLAINTEXT") if name else "PLAINTEXT"
+
+    def is_tls(self, name: str | None) -> bool:
+        return self.listener_protocol(name) in TLS_PROTOCOLS
+
+    @property
+    def controller_listener_name(self) -> str | None:
+        """The controller listener this node serves, or (a broker) the one its voters
+        serve: the first of `controller.listener.names`."""
+        for name in self.controller_listener_names:
+            if name.upper() in self.listeners:
+                return name.upper()
+        return self.controller_listener_names[0].upper() if self.controller_listener_names \
+            else None
 
     @property
     def controller_address(self) -> Address | None:
@@ -467,6 +558,23 @@ class NodeConfig:
             advertised_address=None if advertised == self.client_address else advertised,
             replica_routes=dict(self.replica_routes),
             authorizer=self.authorizer_settings())
+
+
+def tls_settings(values: Any) -> TlsSettings:
+    """`TlsSettings` from anything holding the `ssl_*` attributes (a NodeConfig, a
+    ClientProperties)."""
+    return TlsSettings(
+        keystore_location=values.ssl_keystore_location,
+        keystore_type=values.ssl_keystore_type,
+        keystore_password=values.ssl_keystore_password,
+        keystore_certificate_chain=values.ssl_keystore_certificate_chain,
+        keystore_key=values.ssl_keystore_key, key_password=values.ssl_key_password,
+        truststore_location=values.ssl_truststore_location,
+        truststore_type=values.ssl_truststore_type,
+        truststore_password=values.ssl_truststore_password,
+        truststore_certificates=values.ssl_truststore_certificates,
+        client_auth=values.ssl_client_auth,
+        endpoint_identification_algorithm=values.ssl_endpoint_identification_algorithm)
 
 
 def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -547,6 +655,7 @@ def _build(values: dict[str, Any], written: Mapping[str, str]) -> NodeConfig:
                          values.pop("metadata_log_dir")), **values)
     _check_quorum(config, voters_text, bootstrap)
     _check_listeners(config)
+    _check_tls(config, name)
     if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
         # A Fetch response must fit in one frame, or the follower could never catch up.
         raise ConfigError(name("controller.quorum.fetch.max.bytes"), "must be at least "
@@ -568,6 +677,34 @@ def _check_protocols(listeners: Mapping[str, Address], protocols: Mapping[str, s
             raise ConfigError("listeners", f"listener {listener}://{address[0]}:{address[1]} "
                               f"uses security protocol {protocol}, which kraft-py does not "
                               f"implement (only {', '.join(IMPLEMENTED_PROTOCOLS)})")
+
+
+def _check_tls(config: NodeConfig, name: Callable[[str], str]) -> None:
+    """The keys an SSL listener (or https metrics) needs, checked at start; whether the
+    files load is checked when the contexts are built (`tools.server.build`)."""
+    tls_listeners = [n for n in config.listeners if config.is_tls(n)]
+    if config.ssl_keystore_location and (config.ssl_keystore_certificate_chain
+                                         or config.ssl_keystore_key):
+        raise ConfigError(name("ssl.keystore.location"), "give a keystore file or "
+                          "ssl.keystore.certificate.chain and ssl.keystore.key, not both")
+    if bool(config.ssl_keystore_certificate_chain) != bool(config.ssl_keystore_key):
+        raise ConfigError(name("ssl.keystore.key"), "ssl.keystore.certificate.chain and "
+                          "ssl.keystore.key go together")
+    if config.ssl_truststore_location and config.ssl_truststore_certificates:
+        raise ConfigError(name("ssl.truststore.location"), "give a truststore file or "
+                          "ssl.truststore.certificates, not both")
+    if tls_listeners and not config.tls.has_keystore:
+        raise ConfigError(name("ssl.keystore.location"), f"listener {tls_listeners[0]} is "
+                          f"{config.listener_protocol(tls_listeners[0])}: it needs a keystore "
+                          "(ssl.keystore.location, or ssl.keystore.certificate.chain and "
+                          "ssl.keystore.key)")
+    if config.metrics_listener.strip().lower().startswith("https:") and (
+            not config.ssl_keystore_location or config.ssl_keystore_type != "PEM"
+            or config.ssl_key_password or (config.ssl_client_auth != "none" and (
+                not config.ssl_truststore_location or config.ssl_truststore_type != "PEM"))):
+        raise ConfigError(name("metrics.listener"), "https metrics are served from PEM files: "
+                          "set ssl.keystore.location (ssl.keystore.type=PEM, an unencrypted "
+                          "key) and, with ssl.client.auth, ssl.truststore.location (PEM)")
 
 
 def _advertised(listeners: Mapping[str, Address], specs: tuple[str, ...]) -> dict[str, Address]:
@@ -676,6 +813,87 @@ def load(path: str | Path) -> NodeConfig:
         config = replace(config,
                          fault_injection_file=str(path.parent / config.fault_injection_file))
     return config
+
+
+# --- client properties (--command-config FILE) ----------------------------------------
+
+CLIENT_SSL_KEYS = tuple(k for k in KEYS if k.name.startswith("ssl.")
+                        and k.name != "ssl.client.auth")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientProperties:
+    """A client's properties file (Kafka's `--command-config`): `security.protocol`, the
+    `ssl.*` keys with the node keys' meanings, and every other key as written (`other`:
+    e.g. the SASL ones, for the layers that read them)."""
+
+    security_protocol: str = "PLAINTEXT"
+    ssl_keystore_location: str = ""
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_password: str = ""
+    ssl_keystore_certificate_chain: str = ""
+    ssl_keystore_key: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_location: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_password: str = ""
+    ssl_truststore_certificates: str = ""
+    ssl_client_auth: str = "none"  # not a client key; here so tls_settings reads one shape
+    ssl_endpoint_identification_algorithm: str = "https"
+    other: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in TLS_PROTOCOLS
+
+    @property
+    def tls(self) -> TlsSettings:
+        return tls_settings(self)
+
+
+def client_properties(raw: Mapping[str, str], source: str = "") -> ClientProperties:
+    """ClientProperties from `key -> value` strings; ConfigError naming a bad key. Paths
+    relative to the file's directory are resolved against it."""
+    values: dict[str, Any] = {}
+    other: dict[str, str] = {}
+    known = {k.name: k for k in CLIENT_SSL_KEYS}
+    base = Path(source).parent if source else None
+    try:
+        for name, value in raw.items():
+            if name == "security.protocol":
+                protocol = _optional_str(name, value).upper()
+                if protocol not in SECURITY_PROTOCOLS:
+                    raise ConfigError(name, f"expected one of {', '.join(SECURITY_PROTOCOLS)}, "
+                                      f"got {value!r}")
+                values["security_protocol"] = protocol
+            elif name in known:
+                converted = known[name].convert(name, value)
+                if name.endswith(".location") and converted and base is not None \
+                        and not Path(converted).is_absolute():
+                    converted = str(base / converted)
+                values[known[name].attribute] = converted
+            elif name.startswith("ssl."):
+                raise ConfigError(name, "unknown client TLS key")
+            else:
+                other[name] = str(value)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, exc.detail, source) from None
+    return ClientProperties(**values, other=other, source=source)
+
+
+def load_client_properties(path: str | Path) -> ClientProperties:
+    """A client properties file (Java properties syntax, like Kafka tools' files)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("command-config", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        raw = dict(parse_properties(text, str(path)))
+    except PropertiesError as exc:
+        raise ConfigError("command-config", str(exc)) from None
+    return client_properties(raw, str(path))
 
 
 def _toml_value(value: Any) -> str:

@@ -1,4 +1,6 @@
-"""Prometheus metrics of a node (`metrics.listener = "http://HOST:PORT"`; unset: off).
+"""Prometheus metrics of a node (`metrics.listener = "http://HOST:PORT"`, or
+`https://HOST:PORT` over TLS with the node's PEM keystore and truststore files and its
+`ssl.client.auth`; unset: off).
 
 The registry, the metric types and the text exposition come from `prometheus-client`;
 `GET http://HOST:PORT/metrics` serves them from the library's own HTTP server thread.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 import threading
 import time
 from collections import deque
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 from prometheus_client.exposition import start_http_server
 
+from raft.common.tls import TlsSettings
 from raft.core import Role
 from raft.node import RaftNode
 from raft.types import Ready
@@ -245,16 +249,27 @@ class NodeMetrics:
 
     # -- serving -----------------------------------------------------------------------
 
-    def serve(self, host: str, port: int) -> tuple[str, int]:
+    def serve(self, host: str, port: int, tls: TlsSettings | None = None) -> tuple[str, int]:
         """Serve `/metrics` from prometheus-client's HTTP server thread (a daemon: it
-        ends with the process). OSError when the address cannot be bound."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        ends with the process), over TLS with `tls`'s PEM keystore file (and, when
+        `client_auth` is not none, its PEM truststore: `required` refuses a client
+        without a certificate). OSError when the address cannot be bound."""
+        if tls is None:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        else:
+            server, _thread = start_http_server(
+                port, addr=host, registry=self.registry, certfile=tls.keystore_location,
+                keyfile=tls.keystore_location,
+                client_cafile=(tls.truststore_location or None)
+                if tls.client_auth != "none" else None,
+                client_auth_required=tls.client_auth == "required")
         self.address = (host, int(server.server_port))
         return self.address
 
 
 def install_metrics(node: RaftNode, listener: str, *, is_voter: bool, roles: str,
-                    broker: BrokerRole | None = None) -> NodeMetrics:
+                    broker: BrokerRole | None = None, tls: TlsSettings | None = None
+                    ) -> NodeMetrics:
     """The process's metrics for `listener` (served from the first call on), now
     following `node` and, on a broker, its role. CommandError (exit 1) when the
     listener cannot be bound."""
@@ -262,14 +277,15 @@ def install_metrics(node: RaftNode, listener: str, *, is_voter: bool, roles: str
         metrics = _PROCESS.get(listener)
         if metrics is None:
             host, port = parse_metrics_listener(listener)
+            scheme = "https" if listener.strip().lower().startswith("https:") else "http"
             metrics = NodeMetrics()
             try:
-                address = metrics.serve(host, port)
-            except OSError as exc:
+                address = metrics.serve(host, port, tls if scheme == "https" else None)
+            except (OSError, ssl.SSLError) as exc:
                 raise CommandError(f"metrics.listener {listener}: cannot listen: "
                                    f"{exc.strerror or exc}") from None
             log.info("serving Prometheus metrics", extra={
-                "node": node.node_id, "url": f"http://{address[0]}:{address[1]}/metrics"})
+                "node": node.node_id, "url": f"{scheme}://{address[0]}:{address[1]}/metrics"})
             _PROCESS[listener] = metrics
     metrics.observe_node(node, is_voter=is_voter, roles=roles)
     if broker is not None:

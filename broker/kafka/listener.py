@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,8 @@ from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
 from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
-from raft.common.session import bind_session, current_session
+from raft.common import tls
+from raft.common.session import Session, bind_session, current_session
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -179,7 +181,9 @@ class Dispatcher:
 
 class KafkaListener:
     def __init__(self, dispatcher: Dispatcher, address: Address, *,
-                 max_frame_bytes: int = 100 * 1024 * 1024) -> None:
+                 max_frame_bytes: int = 100 * 1024 * 1024,
+                 ssl_context: ssl.SSLContext | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.dispatcher = dispatcher
         self.address = address
         self.max_frame_bytes = max_frame_bytes
@@ -188,6 +192,9 @@ class KafkaListener:
         # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl_api); None: no SASL exchange
         self.sasl: sasl_api.SaslSettings | None = None
         self.sasl_rng: random.Random = secrets.SystemRandom()  # SCRAM nonces and salts
+        # TLS (raft.common.tls): a handshake before the first frame; None: plaintext
+        self.ssl_context = ssl_context
+        self.security_protocol = security_protocol
 
     async def serve(self, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -195,9 +202,29 @@ class KafkaListener:
         self.port = listeners[0].socket.getsockname()[1]
         log.info("serving the Kafka protocol", extra={
             "broker": self.dispatcher.context.broker_id,
-            "address": f"{self.address[0]}:{self.port}"})
+            "address": f"{self.address[0]}:{self.port}",
+            "security_protocol": self.security_protocol})
         task_status.started(self.port)
-        await trio.serve_listeners(self.handle_connection, listeners)
+        await trio.serve_listeners(self._accept, listeners)
+
+    async def _accept(self, stream: trio.SocketStream) -> None:
+        """One accepted connection: its TLS handshake (when the listener has TLS) and
+        its `Session`, bound for the connection's task, then its frames."""
+        peer = _peer(stream)
+        host = peer.rpartition(":")[0]
+        if self.ssl_context is None:
+            bind_session(Session(client_host=host, security_protocol=self.security_protocol))
+            await self.handle_connection(stream)
+            return
+        try:
+            secured, cert = await tls.accept(stream, self.ssl_context)
+        except tls.TlsHandshakeError as exc:
+            log.info("refused Kafka connection", extra={"peer": peer, "reason": str(exc)})
+            await trio.aclose_forcefully(stream)
+            return
+        bind_session(tls.tls_session(cert, client_host=host,
+                                     security_protocol=self.security_protocol))
+        await self.handle_connection(secured)
 
     async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray
                              ) -> bytes | None:
@@ -249,6 +276,8 @@ class KafkaListener:
 
 
 def _peer(stream: trio.abc.Stream) -> str:
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
     try:
         host, port = stream.socket.getpeername()[:2]  # type: ignore[attr-defined]
         return f"{host}:{port}"
@@ -268,7 +297,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     context = BrokerContext(
         broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
-        controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id),
+        controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id,
+                                    ssl_context=node.transport.client_ssl_context),
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes)
     context.broker_epoch = lambda: (None if server.registration is None
@@ -276,12 +306,16 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
-                                        leader_hint=lambda: node.leader_address)
+                                        leader_hint=lambda: node.leader_address,
+                                        ssl_context=node.transport.client_ssl_context)
     listener = KafkaListener(Dispatcher(context, quorum=quorum), address,
-                             max_frame_bytes=settings.socket_request_max_bytes)
+                             max_frame_bytes=settings.socket_request_max_bytes,
+                             ssl_context=settings.kafka_ssl_context,
+                             security_protocol=settings.kafka_security_protocol)
     listener.sasl = settings.sasl
     node.add_background_task(listener.serve)
-    fetcher = ReplicaFetcher(context)  # followers fetch from leaders
+    fetcher = ReplicaFetcher(  # followers fetch from leaders
+        context, ssl_context=settings.inter_broker_ssl_context)
     fetcher.sasl = settings.inter_broker_sasl
     node.add_background_task(fetcher.run)
     context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,10 +59,12 @@ class QuorumForwarder:
     broker believes leads, tried first)."""
 
     def __init__(self, *, voters: Mapping[int, Address], cluster_id: str,
-                 leader_hint: Callable[[], Address | None] = lambda: None) -> None:
+                 leader_hint: Callable[[], Address | None] = lambda: None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.voters = voters
         self.cluster_id = cluster_id
         self.leader_hint = leader_hint
+        self.ssl_context = ssl_context  # the controller listener's TLS (None: plaintext)
         self._correlation = itertools.count(1)
 
     async def describe(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
@@ -98,7 +101,7 @@ class QuorumForwarder:
 
     async def _send(self, address: Address, body: dict[str, Any]) -> Any:
         return await request_once(address, CONTROLLER_API, next(self._correlation),
-                                  self.cluster_id, body)
+                                  self.cluster_id, body, ssl_context=self.ssl_context)
 
     async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
         """The listener's DescribeQuorum handler."""

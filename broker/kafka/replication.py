@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import ssl
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ from broker.kafka.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl_settings import SaslClientSettings
 from broker.kafka.wire_client import encode_request
 from metadata.image import MetadataImage
+from raft.common import tls
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,14 @@ def _plan_differs(plan: Plan, broker_id: int) -> Callable[[MetadataImage], bool]
 
 
 class ReplicaFetcher:
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(self, context: BrokerContext, *,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.context = context
         # the inter-broker listener's SASL login (None: it has none); set by
         # install_kafka_listener
         self.sasl: SaslClientSettings | None = None
         self._sasl_rng = secrets.SystemRandom()  # SCRAM nonces
+        self.ssl_context = ssl_context  # the leaders' Kafka listeners are TLS (None: not)
 
     async def run(self) -> None:
         broker_id = self.context.broker_id
@@ -106,7 +110,8 @@ class ReplicaFetcher:
                                            self.context.replica_routes)
             if address is not None:
                 try:
-                    stream = await trio.open_tcp_stream(*address)
+                    stream = await tls.open_stream(address[0], address[1],
+                                                   self.ssl_context)
                     async with stream:
                         if self.sasl is not None:  # SaslClientError is a ConnectionError
                             await sasl_authenticate(stream, self.sasl, rng=self._sasl_rng)
@@ -131,7 +136,7 @@ class ReplicaFetcher:
                 states[(topic_id, partition)] = (state, epoch)
         return states
 
-    async def _fetch_loop(self, stream: trio.SocketStream, leader: int,
+    async def _fetch_loop(self, stream: trio.abc.Stream, leader: int,
                           parts: tuple[tuple[Uuid, int, int], ...]) -> None:
         correlation_id = 0
         while True:
@@ -210,7 +215,7 @@ class ReplicaFetcher:
             state.notify()
 
 
-async def _receive_response(stream: trio.SocketStream, correlation_id: int) -> Any:
+async def _receive_response(stream: trio.abc.Stream, correlation_id: int) -> Any:
     buffer = bytearray()
     while len(buffer) < 4 or len(buffer) < 4 + struct.unpack_from(">i", buffer)[0]:
         chunk = await stream.receive_some(1 << 16)

@@ -3,12 +3,16 @@ send exactly the request they mean (e.g. a Fetch v13 with a stale topic ID).
 
 The APIs of `broker.kafka.ordered_schemas` (keys 2530, 2531) decode like Kafka's. kio
 cannot read error codes Kafka lacks (INVALID_PARTITION_METADATA): with `tolerant=True`
-every error code decodes as a plain int instead of an ErrorCode."""
+every error code decodes as a plain int instead of an ErrorCode.
+
+`connect` dials over TLS when given a context, else with the process's default client
+context (`raft.common.tls.default_client_context`: the `kraft` command line's)."""
 
 from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -16,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.kafka.codec import response_class
 from broker.kafka.ordered_schemas import tolerant_response_class
+from raft.common.tls import default_client_context
 
 
 def encode_request(body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
@@ -53,12 +58,27 @@ def decode_response(frame: bytes, api_key: int, version: int, *,
     return int(header.correlation_id), body
 
 
-def call(address: str, body: Any, timeout_s: float = 10.0, *, tolerant: bool = False
-         ) -> Any:
+def connect(address: str, timeout_s: float = 10.0,
+            ssl_context: ssl.SSLContext | None = None) -> socket.socket:
+    """A connection to HOST:PORT, over TLS with `ssl_context` or the process default
+    (the server's certificate checked against HOST); OSError when it fails."""
+    host, _, port = address.rpartition(":")
+    sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+    context = ssl_context or default_client_context()
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def call(address: str, body: Any, timeout_s: float = 10.0, *, tolerant: bool = False,
+         ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send `body` (a kio request entity) to HOST:PORT on a new connection; the decoded
     response (`tolerant`: error codes as plain ints, see the module docstring)."""
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+    with connect(address, timeout_s, ssl_context) as sock:
         sock.sendall(encode_request(body, correlation_id=7))
         correlation_id, response = decode_response(read_frame(sock), body.__api_key__,
                                                    body.__version__, tolerant=tolerant)

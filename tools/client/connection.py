@@ -1,7 +1,9 @@
 """Async (trio) Kafka connections for the ordered client: one connection per broker
 address, requests answered in order and matched by correlation id, and a topic's
 metadata from Metadata v12 (leaders, broker addresses, topic ID) plus
-PartitionLeaderEpochs (partition counts and the resize leader-epoch maps)."""
+PartitionLeaderEpochs (partition counts and the resize leader-epoch maps). Over TLS with
+the process's default client context when the command line set one
+(`--command-config`, a TLS cluster's `client.properties`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from broker.kafka import ordered_schemas
 from broker.kafka.codec import build, response_class
 from broker.kafka.ordered_schemas import PartitionLeaderEpochsRequest
+from raft.common.tls import default_client_context, open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
 METADATA = 3
@@ -46,7 +49,7 @@ class BrokerConnection:
 
     def __init__(self, address: str, client_id: str, timeout_s: float) -> None:
         self.address, self.client_id, self.timeout_s = address, client_id, timeout_s
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
         self._buffer = bytearray()
@@ -65,7 +68,7 @@ class BrokerConnection:
     async def _exchange(self, body: Any) -> Any:
         if self._stream is None:
             host, _, port = self.address.rpartition(":")
-            self._stream = await trio.open_tcp_stream(host, int(port))
+            self._stream = await open_stream(host, int(port), default_client_context())
             self._buffer.clear()
         correlation_id = next(self._correlation)
         await self._stream.send_all(self._encode(body, correlation_id))

@@ -111,7 +111,11 @@ def discover_voters(config: NodeConfig, timeout_s: float = DISCOVERY_TIMEOUT_S
     address, and the voter ids. Retried until every voter's endpoint is known (the
     controllers may still be starting), else a usage error naming the missing ones."""
     from tools.cluster import ClusterError, request  # the blocking msgpack client
+    from tools.server.node_tls import node_tls
 
+    # the controller listener's TLS, as the node itself will dial the voters
+    context = node_tls(config).client if config.is_tls(config.controller_listener_name) \
+        else None
     body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
     deadline = time.monotonic() + timeout_s
     endpoints: dict[int, Address] = {}
@@ -121,7 +125,8 @@ def discover_voters(config: NodeConfig, timeout_s: float = DISCOVERY_TIMEOUT_S
         for host, port in config.bootstrap_servers:
             try:
                 reply = request(f"{host}:{port}", "DescribeQuorumRequest", body,
-                                cluster_id=config.cluster_id, timeout_s=2.0)
+                                cluster_id=config.cluster_id, timeout_s=2.0,
+                                ssl_context=context)
             except ClusterError as exc:
                 problems.append(str(exc))
                 continue

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import time
 import uuid
@@ -36,7 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka import record_batch
 from broker.kafka.codec import build
-from broker.kafka.wire_client import call, encode_request
+from broker.kafka.wire_client import call, connect, encode_request
 from tools.client.addresses import broker_addresses
 from tools.errors import CommandError, usage_error
 
@@ -180,8 +179,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
 
 def call_without_answer(address: str, body: Any) -> None:
     """acks=0: send and close (no response comes)."""
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with connect(address, 10) as sock:  # TLS as --command-config or --cluster says
         sock.sendall(encode_request(body))
 
 

@@ -1,6 +1,6 @@
 """`kraft quorum start|stop|kill|restart|describe|append|snapshot`: drive a local cluster.
 
-    kraft quorum start --cluster DIR --voters 3 [--brokers 0] [--base-port P] [--json]
+    kraft quorum start --cluster DIR --voters 3 [--brokers 0] [--base-port P] [--tls] [--json]
     kraft quorum stop --cluster DIR
     kraft quorum kill --cluster DIR --node N [--signal KILL|STOP|CONT|TERM]
     kraft quorum restart --cluster DIR --node N
@@ -10,6 +10,12 @@
                           [--timeout SECONDS]
     kraft quorum append (--cluster DIR | --bootstrap-controller H:P[,...]) --count N [--batch B]
     kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
+
+`start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
+listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
+cluster's `client.properties` and connect over TLS themselves, and `describe` and
+`append` take `--command-config FILE` (a client properties file, as Kafka's tools) with
+`--bootstrap-server`/`--bootstrap-controller`.
 
 `describe` prints what kafka-metadata-quorum.sh 3.9 prints; a non-leader redirects the
 request to the leader. As in Kafka's tool, `--bootstrap-server` names brokers: Kafka's
@@ -61,6 +67,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                        help="a node setting for every node, e.g. "
                        "controller.quorum.election.timeout.ms=300")
     start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
+    start.add_argument("--tls", action="store_true",
+                       help="a new cluster with a throwaway CA: every listener SSL with "
+                       "mutual TLS; clients use DIR/client.properties")
     start.add_argument("--json", action="store_true")
     stop = actions.add_parser("stop", help="stop every node (SIGTERM, then SIGKILL)")
     stop.add_argument("--cluster", required=True, metavar="DIR")
@@ -105,6 +114,8 @@ def _target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
     group.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                        help="controller addresses (as kafka-metadata-quorum.sh)")
     group.add_argument("--cluster", metavar="DIR")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties (security.protocol, ssl.*), as Kafka's tools")
 
 
 def split_addresses(text: str) -> list[str]:
@@ -150,13 +161,16 @@ def _start(args: argparse.Namespace) -> int:
         if args.voters < 1 or args.brokers < 0:
             raise usage_error("--voters must be at least 1, --brokers at least 0") from None
         cluster = Cluster.create(args.cluster, voters=args.voters, brokers=args.brokers,
-                                 base_port=args.base_port, settings=settings)
+                                 base_port=args.base_port, settings=settings, tls=args.tls)
         created = True
+    if args.tls and not created and cluster.client_properties is None:
+        raise usage_error(f"--tls: the cluster in {cluster.directory} was made without TLS")
     cluster.start()
     leader = cluster.wait_for_leader(args.timeout)
     brokers = cluster.wait_for_brokers(args.timeout)
     data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
             "created": created, "leader_id": leader["leader_id"],
+            "client_properties": str(cluster.client_properties or "") or None,
             "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
             "nodes": {n.id: {"pid": n.pid, "roles": n.roles,
                              "controller_address": n.controller_address,
@@ -170,6 +184,8 @@ def _start(args: argparse.Namespace) -> int:
                  f"{leader['leader_address']}")
     if brokers:
         lines.append(f"Brokers registered and unfenced: {', '.join(map(str, brokers))}")
+    if cluster.client_properties is not None:
+        lines.append(f"TLS (mutual): clients use {cluster.client_properties}")
     _print(args, data, "\n".join(lines))
     return 0
 

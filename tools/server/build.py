@@ -2,7 +2,8 @@
 newest usable snapshot, `metadata.snapshot_loader`), the Raft node, and every part its
 roles need (the Append API on every node, the metadata controller on voters, the broker
 role on brokers, the snapshot writer on both, and Prometheus metrics when
-`metrics.listener` is set). The node is returned built but not yet running.
+`metrics.listener` is set), with TLS on the listeners mapped to SSL
+(`tools.server.node_tls`). The node is returned built but not yet running.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
 from raft.types import SnapshotId
 from tools.config import NodeConfig
 from tools.server.append_api import install_append_api
+from tools.server.node_tls import broker_tls, node_tls, transport_tls
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,9 @@ def _log_size(disk_log: DiskLog) -> LogSize:
 
 def build_node(config: NodeConfig) -> BuiltNode:
     """Open the log directory named by `config` and build the node (not yet running)
-    with every part its roles need. SnapshotStartError when its snapshots forbid a start."""
+    with every part its roles need. SnapshotStartError when its snapshots forbid a start;
+    ConfigError when its TLS files do not load."""
+    contexts = node_tls(config)  # before the log opens: a bad keystore is a config error
     meta = open_log_dir(config.log_dir, cluster_id=config.cluster_id or None,
                         node_id=config.node_id)
     disk_log = DiskLog.open_metadata_log(config.log_dir, segment_bytes=config.log_segment_bytes)
@@ -87,6 +91,9 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     publish_from=start.replay_from,
                     snapshots=DiskSnapshotStore(disk_log.directory))
     built = BuiltNode(node, [disk_log.close])
+    raft_tls = transport_tls(config, contexts)
+    if raft_tls is not None:
+        node.transport.use_tls(raft_tls)
     install_append_api(node)
     images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
     resets: list[Callable[[MetadataImage], None]] = []  # ... and how it restarts from one
@@ -100,7 +107,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
     broker_role = None
     if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
         from broker.role import install_broker_role
-        role = install_broker_role(node, config.broker_settings(), initial_image=start.image)
+        role = install_broker_role(node, broker_tls(config, config.broker_settings(), contexts),
+                                   initial_image=start.image)
         built.closers.append(role.close)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
@@ -109,7 +117,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
         from tools.metrics import install_metrics
         try:
             install_metrics(node, config.metrics_listener, is_voter=config.is_voter,
-                            roles=",".join(sorted(config.roles)), broker=broker_role)
+                            roles=",".join(sorted(config.roles)), broker=broker_role,
+                            tls=config.tls)
         except BaseException:
             built.close()
             raise

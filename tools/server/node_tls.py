@@ -1,0 +1,78 @@
+"""A node's TLS contexts, from its configuration: which listener serves TLS, what its
+clients dial with, and whether the controller listener binds node identities.
+
+- The controller listener (raft and the controllers' admin API, `raft/transport.py`):
+  served over TLS when this node has it and `controller.listener.names`' protocol is SSL;
+  every node (voters, brokers) dials the voters over TLS when that protocol is SSL in
+  its own `listener.security.protocol.map`, as Kafka's brokers do.
+- The broker's Kafka listener and its STATUS listener: TLS when mapped to SSL (or
+  SASL_SSL); the replica fetcher dials other brokers with the client context when the
+  inter-broker (Kafka) listener is TLS.
+- Identity binding: on when the controller listener is TLS and `ssl.client.auth=required`
+  (`raft.peer_identity`): besides raft's requests, a broker registration, heartbeat and
+  AlterPartition must carry the broker id of the sender's certificate.
+
+One set of `ssl.*` keys serves every listener of the node (Kafka's per-listener
+`listener.name.<name>.ssl.*` overrides are not read). A file that does not load is a
+ConfigError naming the key, at start.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, replace
+
+from broker.settings import BrokerSettings
+from raft.common.tls import TlsConfigError, client_context, server_context
+from raft.transport import TransportTls
+from tools.config import ConfigError, NodeConfig
+
+# admin apis (metadata.admin) whose top-level `broker_id` names the sending broker
+BROKER_ID_CLAIMS = {"RegisterBroker": "broker_id", "BrokerHeartbeat": "broker_id",
+                    "AlterPartition": "broker_id"}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTls:
+    server: ssl.SSLContext | None  # every TLS listener of the node (None: none is)
+    client: ssl.SSLContext | None  # what the node dials TLS listeners with
+
+
+def node_tls(config: NodeConfig) -> NodeTls:
+    """The contexts the node's TLS listeners and clients need (None where none does)."""
+    listeners = [*config.listeners, config.controller_listener_name]
+    if not any(config.is_tls(name) for name in listeners if name):
+        return NodeTls(None, None)
+    settings = config.tls
+    try:
+        server = server_context(settings) if any(
+            config.is_tls(n) for n in config.listeners) else None
+        client = client_context(settings)
+    except TlsConfigError as exc:
+        raise ConfigError("ssl", str(exc), config.source) from None
+    return NodeTls(server, client)
+
+
+def transport_tls(config: NodeConfig, contexts: NodeTls) -> TransportTls | None:
+    """The raft transport's TLS: serving the controller listener, dialing the voters."""
+    name = config.controller_listener_name
+    if not config.is_tls(name):
+        return None
+    serves = config.controller_address is not None
+    return TransportTls(
+        server=contexts.server if serves else None, client=contexts.client,
+        bind_identity=config.ssl_client_auth == "required",
+        security_protocol=config.listener_protocol(name), claims=BROKER_ID_CLAIMS)
+
+
+def broker_tls(config: NodeConfig, settings: BrokerSettings, contexts: NodeTls
+               ) -> BrokerSettings:
+    """`settings` with the Kafka and STATUS listeners' TLS, and the replica fetcher's."""
+    kafka = config.kafka_listener_name
+    kafka_tls = config.is_tls(kafka)
+    return replace(
+        settings,
+        kafka_ssl_context=contexts.server if kafka_tls else None,
+        kafka_security_protocol=config.listener_protocol(kafka),
+        status_ssl_context=contexts.server if config.is_tls("STATUS") else None,
+        inter_broker_ssl_context=contexts.client if kafka_tls else None)
