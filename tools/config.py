@@ -17,8 +17,9 @@ kraft-py's early names `quorum.*` still work as aliases of `controller.quorum.*`
 used adds a line to `NodeConfig.warnings` (`kraft node` logs them as WARNINGs). Keys of
 Kafka's sample configurations that mean nothing here (`num.network.threads`, ...) are
 accepted and named in one warning. A listener mapped to SSL serves TLS with the node's
-`ssl.*` keys (`TlsSettings`, built into contexts by `raft.common.tls`); SASL_* listeners
-are refused.
+`ssl.*` keys (`TlsSettings`, built into contexts by `raft.common.tls`); a broker's Kafka
+listener mapped to SASL_PLAINTEXT or SASL_SSL runs SASL (`broker.kafka.sasl_api`) with
+the `sasl.*` keys.
 
 `load_client_properties` reads a client's properties file (`--command-config FILE`, a
 TLS cluster's `client.properties`): `security.protocol` and the same `ssl.*` keys.
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from broker.kafka import sasl_settings
 from broker.settings import BrokerSettings
 from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
 from metadata.snapshot_policy import (
@@ -54,7 +56,8 @@ ROLES = ("broker", "controller")
 FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
 WILDCARD_HOST = "0.0.0.0"  # where a listener with an empty host binds
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+# SASL_SSL is SASL (broker.kafka.sasl_api) over TLS
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the protocols that run over TLS
 # Kafka's default listener.security.protocol.map; STATUS:PLAINTEXT is always added
 DEFAULT_PROTOCOL_MAP = ("CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
@@ -202,8 +205,9 @@ KEYS: tuple[Key, ...] = (
         "what a broker registers for clients, `NAME://HOST:PORT,...`; default: `listeners` "
         "(an empty host advertises this host's name)"),
     Key("listener.security.protocol.map", "protocol_map", _list, DEFAULT_PROTOCOL_MAP,
-        "`NAME:PROTOCOL,...`; PLAINTEXT and SSL are implemented (SASL_* listeners are "
-        "refused); `STATUS:PLAINTEXT` is added unless STATUS is mapped"),
+        "`NAME:PROTOCOL,...`; PLAINTEXT and SSL are implemented, and SASL_PLAINTEXT and "
+        "SASL_SSL on a broker's Kafka listener; `STATUS:PLAINTEXT` is added unless STATUS "
+        "is mapped"),
     Key("controller.listener.names", "controller_listener_names", _list,
         (CONTROLLER_LISTENER,), "the listeners that serve raft and admin requests"),
     Key("inter.broker.listener.name", "inter_broker_listener_name", _optional_str, "",
@@ -308,6 +312,23 @@ KEYS: tuple[Key, ...] = (
         _algorithm, "https",
         "`https`: a server's certificate must name the host or IP address dialled; empty: "
         "not checked (the chain still is)"),
+    Key("sasl.enabled.mechanisms", "sasl_enabled_mechanisms", _list, ("GSSAPI",),
+        "the mechanisms a SASL_PLAINTEXT or SASL_SSL listener offers: `PLAIN`, "
+        "`SCRAM-SHA-256`, `SCRAM-SHA-512` (GSSAPI and OAUTHBEARER are not implemented: "
+        "with a SASL listener, Kafka's default must be replaced)"),
+    Key("sasl.mechanism.inter.broker.protocol", "sasl_mechanism_inter_broker_protocol",
+        _optional_str, "GSSAPI",
+        "how a broker logs in to the other brokers' SASL listener (its replica fetcher), "
+        "with the credentials of `listener.name.<listener>.<mechanism>.sasl.jaas.config`"),
+    Key(sasl_settings.JAAS_KEY_PATTERN, "sasl_jaas_configs", _optional_str, "",
+        "e.g. `listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        "username=\"admin\" password=\"admin-secret\";`: the broker's own login to that "
+        "listener (PlainLoginModule for PLAIN, whose `user_NAME=\"PASSWORD\"` options also "
+        "add PLAIN users)"),
+    Key("sasl.plain.users", "sasl_plain_users", _optional_str, "",
+        "kraft-py's key, for tests only (the passwords sit in the file): `NAME:PASSWORD,...`, "
+        "the users a listener with PLAIN enabled accepts", origin="test-only"),
     Key("metrics.listener", "metrics_listener", _metrics_listener, "",
         "`http://HOST:PORT`: serve Prometheus metrics at `/metrics` (port 0: any free port, "
         "logged); `https://HOST:PORT`: over TLS with the node's PEM keystore and truststore "
@@ -449,6 +470,11 @@ class NodeConfig:
     log_segment_bytes: int = 1 << 30
     replica_lag_time_max_ms: int = 30_000
     offsets_topic_num_partitions: int = 50
+    sasl_enabled_mechanisms: tuple[str, ...] = ("GSSAPI",)
+    sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
+    # listener.name.<listener>.<mechanism>.sasl.jaas.config: (LISTENER, MECHANISM) -> text
+    sasl_jaas_configs: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    sasl_plain_users: str = field(default="", repr=False)  # NAME:PASSWORD,... (tests)
     authorizer_class_name: str = ""  # "" off (metadata.authorizer)
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
@@ -542,6 +568,32 @@ class NodeConfig:
             super_users=parse_super_users(self.super_users),
             allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found)
 
+    @property
+    def kafka_listener_sasl(self) -> bool:
+        """Whether the broker's Kafka listener (also its inter-broker one) is SASL_*."""
+        name = self.kafka_listener_name
+        return bool(name) and self.protocol_map.get(name or "") in sasl_settings.SASL_PROTOCOLS
+
+    def listener_sasl(self) -> sasl_settings.SaslSettings | None:
+        """The Kafka listener's SASL (None: it has none); checked by `_check_sasl`."""
+        if not self.kafka_listener_sasl:
+            return None
+        users = parse_plain_users("sasl.plain.users", self.sasl_plain_users)
+        jaas = self.sasl_jaas_configs.get((self.kafka_listener_name or "", "PLAIN"))
+        if jaas is not None:
+            users = {**sasl_settings.plain_users(jaas), **users}
+        return sasl_settings.SaslSettings(
+            enabled_mechanisms=tuple(m.upper() for m in self.sasl_enabled_mechanisms),
+            plain_users=users)
+
+    def inter_broker_sasl(self) -> sasl_settings.SaslClientSettings | None:
+        """How the replica fetcher logs in to the other brokers (None: no SASL)."""
+        if not self.kafka_listener_sasl:
+            return None
+        mechanism = self.sasl_mechanism_inter_broker_protocol.upper()
+        jaas = self.sasl_jaas_configs[(self.kafka_listener_name or "", mechanism)]
+        return sasl_settings.client_settings(mechanism, jaas)
+
     def broker_settings(self) -> BrokerSettings:
         """What the broker role (`broker.role.install_broker_role`) takes from this
         configuration."""
@@ -557,6 +609,7 @@ class NodeConfig:
             status_address=self.status_address, client_address=self.client_address,
             advertised_address=None if advertised == self.client_address else advertised,
             replica_routes=dict(self.replica_routes),
+            sasl=self.listener_sasl(), inter_broker_sasl=self.inter_broker_sasl(),
             authorizer=self.authorizer_settings())
 
 
@@ -600,6 +653,9 @@ def _canonical(flat: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str],
         if name in IGNORED_KAFKA_KEYS:
             ignored.append(name)
             continue
+        if sasl_settings.jaas_key(name) is not None:  # a pattern key: kept as written
+            values[name], written[name] = value, name
+            continue
         if name not in KNOWN_KEYS:
             raise ConfigError(name, "unknown configuration key")
         current = canonical_key(name)
@@ -624,6 +680,7 @@ def from_mapping(raw: Mapping[str, Any], source: str = "") -> NodeConfig:
                 raise ConfigError(key.name, "is required")
             else:
                 values[key.attribute] = key.default
+        values["sasl_jaas_configs"] = _jaas_configs(given)
         return replace(_build(values, written), source=source, warnings=tuple(warnings))
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.detail, source) from None
@@ -655,6 +712,7 @@ def _build(values: dict[str, Any], written: Mapping[str, str]) -> NodeConfig:
                          values.pop("metadata_log_dir")), **values)
     _check_quorum(config, voters_text, bootstrap)
     _check_listeners(config)
+    _check_sasl(config)
     _check_tls(config, name)
     if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
         # A Fetch response must fit in one frame, or the follower could never catch up.
@@ -705,6 +763,74 @@ def _check_tls(config: NodeConfig, name: Callable[[str], str]) -> None:
         raise ConfigError(name("metrics.listener"), "https metrics are served from PEM files: "
                           "set ssl.keystore.location (ssl.keystore.type=PEM, an unencrypted "
                           "key) and, with ssl.client.auth, ssl.truststore.location (PEM)")
+
+
+def parse_plain_users(key: str, text: str) -> dict[str, str]:
+    """`alice:secret,bob:pw` -> {"alice": "secret", "bob": "pw"} (a password may hold
+    ':'; never echoed in errors)."""
+    users: dict[str, str] = {}
+    for index, entry in enumerate(e.strip() for e in text.split(",") if e.strip()):
+        name, sep, password = entry.partition(":")
+        if not sep or not name or not password:
+            raise ConfigError(key, f"entry {index + 1} is not NAME:PASSWORD")
+        if name in users:
+            raise ConfigError(key, f"user {name} is listed twice")
+        users[name] = password
+    return users
+
+
+def _jaas_configs(given: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """The `listener.name.<listener>.<mechanism>.sasl.jaas.config` keys, by (LISTENER,
+    MECHANISM), each checked to parse (its text is never echoed: it holds a password)."""
+    found: dict[tuple[str, str], str] = {}
+    for name, value in given.items():
+        parts = sasl_settings.jaas_key(name)
+        if parts is None:
+            continue
+        text = _str(name, value)
+        try:
+            sasl_settings.parse_jaas_config(text)
+        except ValueError as exc:
+            raise ConfigError(name, str(exc)) from None
+        found[parts] = text
+    return found
+
+
+def _check_sasl(config: NodeConfig) -> None:
+    """SASL listeners: the broker's Kafka listener only, with supported mechanisms, and
+    this broker's own login to it (the replica fetcher's)."""
+    parse_plain_users("sasl.plain.users", config.sasl_plain_users)
+    kafka = config.kafka_listener_name if "broker" in config.roles else None
+    for listener in config.listeners:
+        if config.protocol_map.get(listener) in sasl_settings.SASL_PROTOCOLS \
+                and listener != kafka:
+            raise ConfigError("listeners", f"listener {listener} is "
+                              f"{config.protocol_map[listener]}: kraft-py has SASL on a "
+                              "broker's Kafka listener only (controllers: PLAINTEXT or SSL)")
+    if not config.kafka_listener_sasl:
+        return
+    enabled = [m.upper() for m in config.sasl_enabled_mechanisms]
+    unsupported = [m for m in enabled if m not in sasl_settings.SUPPORTED_MECHANISMS]
+    if unsupported or not enabled:
+        raise ConfigError("sasl.enabled.mechanisms", f"{', '.join(unsupported) or 'empty'}: "
+                          "kraft-py implements "
+                          f"{', '.join(sasl_settings.SUPPORTED_MECHANISMS)}; set "
+                          "sasl.enabled.mechanisms (Kafka's default is GSSAPI)")
+    mechanism = config.sasl_mechanism_inter_broker_protocol.upper()
+    if mechanism not in enabled:
+        raise ConfigError("sasl.mechanism.inter.broker.protocol",
+                          f"{mechanism} is not in sasl.enabled.mechanisms "
+                          f"({', '.join(enabled)})")
+    key = (f"listener.name.{(config.kafka_listener_name or '').lower()}."
+           f"{mechanism.lower()}.sasl.jaas.config")
+    jaas = config.sasl_jaas_configs.get((config.kafka_listener_name or "", mechanism))
+    if jaas is None:
+        raise ConfigError(key, "is required: the broker logs in to the other brokers' "
+                          f"{config.kafka_listener_name} listener with {mechanism}")
+    try:
+        sasl_settings.client_settings(mechanism, jaas)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
 
 
 def _advertised(listeners: Mapping[str, Address], specs: tuple[str, ...]) -> dict[str, Address]:
@@ -909,7 +1035,7 @@ def to_toml(settings: Mapping[str, Any]) -> str:
     """Render Kafka-named settings as TOML with quoted keys (what the launcher writes);
     old alias names are written under their current name."""
     flat = flatten(settings)
-    unknown = sorted(set(flat) - KNOWN_KEYS)
+    unknown = sorted(k for k in set(flat) - KNOWN_KEYS if sasl_settings.jaas_key(k) is None)
     if unknown:
         raise ConfigError(unknown[0], "unknown configuration key")
     current = {canonical_key(k): v for k, v in flat.items()}

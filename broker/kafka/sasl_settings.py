@@ -119,3 +119,15 @@ def plain_users(jaas_text: str) -> dict[str, str]:
     jaas = parse_jaas_config(jaas_text)
     return {key.removeprefix("user_"): value for key, value in jaas.options.items()
             if key.startswith("user_") and len(key) > len("user_")}
+
+
+JAAS_KEY_PATTERN = "listener.name.<listener>.<mechanism>.sasl.jaas.config"
+_JAAS_KEY = re.compile(r"listener\.name\.([A-Za-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512)"
+                       r"\.sasl\.jaas\.config", re.IGNORECASE)
+
+
+def jaas_key(name: str) -> tuple[str, str] | None:
+    """`listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config` ->
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256"); None for any other key."""
+    match = _JAAS_KEY.fullmatch(name)
+    return None if match is None else (match.group(1).upper(), match.group(2).upper())
