@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
+from metadata.authorizer import OFF, AuthorizerSettings
 
 Address = tuple[str, int]
 
@@ -47,3 +48,5 @@ class BrokerSettings:
     kafka_security_protocol: str = "PLAINTEXT"  # the Kafka listener's, for its sessions
     status_ssl_context: ssl.SSLContext | None = None
     inter_broker_ssl_context: ssl.SSLContext | None = None
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found (OFF: none)
+    authorizer: AuthorizerSettings = OFF
