@@ -21,6 +21,7 @@ from typing import Any, Union
 
 import msgpack
 
+from metadata.authorizer import AclBinding, AclFilter
 from metadata.records import EpochMap
 from raft.common.codec import Codec, CodecError
 from raft.common.uuid import ZERO_UUID, Uuid, pack
@@ -410,6 +411,56 @@ class DescribeUserScramCredentialsResponse:
     error_message: str | None = None
 
 
+# --- ACLs (Kafka's CreateAcls, DeleteAcls, DescribeAcls; metadata.acl_control) --------
+# An ACL travels as metadata.authorizer.AclBinding (its Kafka codes and strings), a
+# filter as metadata.authorizer.AclFilter.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAclsRequest:
+    creations: tuple[AclBinding, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclCreationResult:
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAclsResponse:
+    results: tuple[AclCreationResult, ...]  # one per creation, in order
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsRequest:
+    filters: tuple[AclFilter, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsFilterResult:
+    error_code: int = 0
+    error_message: str | None = None
+    matching_acls: tuple[AclBinding, ...] = ()  # the ACLs deleted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsResponse:
+    filter_results: tuple[DeleteAclsFilterResult, ...]  # one per filter, in order
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeAclsRequest:
+    filter: AclFilter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeAclsResponse:
+    acls: tuple[AclBinding, ...] = ()  # sorted by resource
+    error_code: int = 0
+    error_message: str | None = None
+
+
 # --- any API --------------------------------------------------------------------------
 
 
@@ -427,13 +478,15 @@ AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsReq
                      CreatePartitionsRequest, RenameTopicRequest, RegisterBrokerRequest,
                      BrokerHeartbeatRequest, AlterPartitionRequest,
                      IncrementalAlterConfigsRequest, AlterUserScramCredentialsRequest,
-                     DescribeUserScramCredentialsRequest]
+                     DescribeUserScramCredentialsRequest, CreateAclsRequest,
+                     DeleteAclsRequest, DescribeAclsRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
                       AlterPartitionResponse, IncrementalAlterConfigsResponse,
                       AlterUserScramCredentialsResponse,
                       DescribeUserScramCredentialsResponse,
+                      CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
                       AdminErrorResponse]
 
 # api name -> (request type, response type)
@@ -452,9 +505,13 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
                                   AlterUserScramCredentialsResponse),
     "DescribeUserScramCredentials": (DescribeUserScramCredentialsRequest,
                                      DescribeUserScramCredentialsResponse),
+    "CreateAcls": (CreateAclsRequest, CreateAclsResponse),
+    "DeleteAcls": (DeleteAclsRequest, DeleteAclsResponse),
+    "DescribeAcls": (DescribeAclsRequest, DescribeAclsResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
-WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials"}
+WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials",
+                                     "DescribeAcls"}
 
 
 def api_of(request: AdminRequest) -> str:

@@ -332,13 +332,13 @@ def authorize_any(image_acls: AclImage, principal: KafkaPrincipal | str, host: s
 class AclFilter:
     """Kafka's AclBindingFilter: ANY codes and None strings match every value."""
 
-    resource_type: int = ResourceType.ANY
+    resource_type: int = int(ResourceType.ANY)  # plain ints: they travel as msgpack
     resource_name: str | None = None
-    pattern_type: int = PatternType.ANY
+    pattern_type: int = int(PatternType.ANY)
     principal: str | None = None
     host: str | None = None
-    operation: int = AclOperation.ANY
-    permission_type: int = AclPermissionType.ANY
+    operation: int = int(AclOperation.ANY)
+    permission_type: int = int(AclPermissionType.ANY)
 
 
 def invalid_filter_reason(acl_filter: AclFilter) -> str | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from metadata import broker_control
 from metadata import records as rec
+from metadata.acl_control import create_acls, delete_acls
 from metadata.admin import (
     BROKER_RESOURCE,
     DEFAULT,
@@ -37,10 +38,12 @@ from metadata.admin import (
     AlterPartitionRequest,
     AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
     CreatableTopicResult,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreatePartitionsTopic,
@@ -48,6 +51,7 @@ from metadata.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeletableTopicResult,
+    DeleteAclsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeTopicsRequest,
@@ -56,6 +60,7 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
     PartitionDescription,
     RegisterBrokerRequest,
+    RegisterBrokerResponse,
     RenameTopicRequest,
     RenameTopicResponse,
     TopicDescription,
@@ -264,27 +269,37 @@ class Controller:
                 response = self._create_partitions(batch, request, rng)
             case RenameTopicRequest():
                 response = self._rename_topic(batch, request)
-            case RegisterBrokerRequest():
-                alive = self._is_session_alive(request.broker_id, now_ms)
-                response = broker_control.register_broker(
-                    batch.delta, batch.emit, request, session_alive=alive,
-                    next_offset=batch.offset)
-                if response.error_code == ErrorCode.NONE:
-                    self._last_contact_ms[request.broker_id] = now_ms
-            case BrokerHeartbeatRequest():
-                response = broker_control.broker_heartbeat(
-                    batch.delta, batch.emit, request,
-                    high_watermark=self._committed.last_applied_offset)
-                if response.error_code == ErrorCode.NONE:
-                    self._last_contact_ms[request.broker_id] = now_ms
+            case RegisterBrokerRequest() | BrokerHeartbeatRequest():
+                response = self._broker_session(batch, request, now_ms)
             case AlterPartitionRequest():
                 response = alter_partition(batch.delta, batch.emit, request)
             case IncrementalAlterConfigsRequest():
                 response = self._alter_configs(batch, request)
             case AlterUserScramCredentialsRequest():
                 response = alter_user_scram_credentials(batch.delta, batch.emit, request)
+            case CreateAclsRequest():
+                response = create_acls(batch.delta, batch.emit, request, rng)
+            case DeleteAclsRequest():
+                response = delete_acls(batch.delta, batch.emit, request)
             case _:
                 raise TypeError(f"not an admin write request: {request!r}")
+        return response
+
+    def _broker_session(self, batch: _Batch,
+                        request: RegisterBrokerRequest | BrokerHeartbeatRequest,
+                        now_ms: int) -> AdminResponse:
+        """A registration or heartbeat; either renews the broker's session."""
+        if isinstance(request, RegisterBrokerRequest):
+            alive = self._is_session_alive(request.broker_id, now_ms)
+            response: RegisterBrokerResponse | BrokerHeartbeatResponse = \
+                broker_control.register_broker(batch.delta, batch.emit, request,
+                                               session_alive=alive, next_offset=batch.offset)
+        else:
+            response = broker_control.broker_heartbeat(
+                batch.delta, batch.emit, request,
+                high_watermark=self._committed.last_applied_offset)
+        if response.error_code == ErrorCode.NONE:
+            self._last_contact_ms[request.broker_id] = now_ms
         return response
 
     def tick(self, now_ms: int, *, next_offset: int | None = None) -> Decision | None:

@@ -34,23 +34,28 @@ from typing import Any
 import trio
 
 from metadata import records as rec
+from metadata.acl_control import admin_refusal, describable, describe_acls
 from metadata.admin import (
     WRITE_APIS,
     AdminDecodeError,
     AdminErrorResponse,
     AdminRequest,
     AdminResponse,
+    DescribeAclsRequest,
     DescribeTopicsRequest,
+    DescribeTopicsResponse,
     DescribeUserScramCredentialsRequest,
     decode_request,
     encode_body,
 )
+from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.scram_control import describe_user_scram_credentials
 from metadata.write_queue import WriteQueue
 from raft.common.errors import ErrorCode
+from raft.common.session import current_session
 from raft.node import LogDirFailure, NotLeaderError, RaftNode
 from raft.types import Batch
 
@@ -59,7 +64,7 @@ log = logging.getLogger(__name__)
 ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
               "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition",
               "IncrementalAlterConfigs", "AlterUserScramCredentials",
-              "DescribeUserScramCredentials")
+              "DescribeUserScramCredentials", "CreateAcls", "DeleteAcls", "DescribeAcls")
 TICK_INTERVAL_S = 0.25
 
 
@@ -80,9 +85,12 @@ class _Write:
 class ControllerShell:
     def __init__(self, node: RaftNode, *, config: ControllerConfig | None = None,
                  rng: random.Random | None = None,
-                 initial_image: MetadataImage | None = None) -> None:
+                 initial_image: MetadataImage | None = None,
+                 authorizer: AuthorizerSettings = OFF) -> None:
         self._node = node
         self._config = config or ControllerConfig()
+        # who may call the admin API (metadata.acl_control.admin_refusal); OFF: anyone
+        self._authorizer = authorizer
         # topic IDs from the OS's entropy, as Kafka's Uuid.randomUuid(); tests pass a seed
         self._rng = rng or random.SystemRandom()
         # every committed record, on every node (the node publishes from its end)
@@ -205,17 +213,34 @@ class ControllerShell:
         except AdminDecodeError as exc:
             return encode_body(AdminErrorResponse(
                 top_level_error=ErrorCode.INVALID_REQUEST, error_message=str(exc)))
+        session = current_session()  # the connection's: bound by the transport
+        refusal = admin_refusal(self._image, session.principal, session.client_host,
+                                request, self._authorizer)
+        if refusal is not None:
+            log.info("admin request refused", extra={
+                "api": api, "principal": str(session.principal),
+                "reason": refusal.error_message})
+            return encode_body(refusal)
         try:
             if api in WRITE_APIS:
                 return encode_body(await self._write(request))
             controller = self._active()
             if controller is None:
                 raise _NotActive()
+            if isinstance(request, DescribeAclsRequest):
+                return encode_body(describe_acls(controller.committed, request))
             if isinstance(request, DescribeUserScramCredentialsRequest):
                 return encode_body(describe_user_scram_credentials(controller.committed,
                                                                    request))
             assert isinstance(request, DescribeTopicsRequest)
-            return encode_body(describe_topics(controller.committed, request))
+            described = describe_topics(controller.committed, request)
+            if self._authorizer.enabled and request.names is None and request.topic_ids is None:
+                may = describable(controller.committed, session.principal,
+                                  session.client_host, self._authorizer)
+                described = DescribeTopicsResponse(  # every topic: those it may describe
+                    topics=tuple(t for t in described.topics if may(t.name or "")),
+                    error_code=described.error_code, error_message=described.error_message)
+            return encode_body(described)
         except (_NotActive, NotLeaderError):
             return self._not_controller()
 
@@ -307,8 +332,10 @@ class ControllerShell:
 
 
 def install_controller(node: RaftNode, *, broker_session_timeout_ms: int,
-                       initial_image: MetadataImage | None = None) -> ControllerShell:
+                       initial_image: MetadataImage | None = None,
+                       authorizer: AuthorizerSettings = OFF) -> ControllerShell:
     """Serve the admin APIs on `node` (a voter); call before `node.run()`. With
     `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     config = ControllerConfig(broker_session_timeout_ms=broker_session_timeout_ms)
-    return ControllerShell(node, config=config, initial_image=initial_image).install()
+    return ControllerShell(node, config=config, initial_image=initial_image,
+                           authorizer=authorizer).install()

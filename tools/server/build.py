@@ -101,7 +101,7 @@ def build_node(config: NodeConfig) -> BuiltNode:
         from metadata.controller_shell import install_controller
         controller = install_controller(
             node, broker_session_timeout_ms=config.broker_session_timeout_ms,
-            initial_image=start.image)
+            initial_image=start.image, authorizer=config.authorizer_settings())
         images.append(lambda: controller.image)
         resets.append(controller.reset_image)
     broker_role = None
