@@ -93,7 +93,8 @@ async def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str =
         with trio.fail_after(5):
             await decided.wait()
         nursery.cancel_scope.cancel()
-    return seen[0]
+    outcome: tuple[str, Any] = seen[0]
+    return outcome
 
 
 def test_pem_file_keystore_serves_a_handshake_when_the_client_trusts_the_ca(
