@@ -113,13 +113,13 @@ def test_advertised_listeners_are_what_a_broker_registers() -> None:
         from_mapping({**BROKER, "advertised.listeners": "OTHER://127.0.0.1:1"})
 
 
-# SASL_PLAINTEXT and SASL_SSL listeners: tests/unit/tools/test_config_sasl.py
-@pytest.mark.parametrize("listener", ["SSL://h:9093"])
-def test_a_listener_whose_protocol_is_not_implemented_is_refused(listener: str) -> None:
+# SASL_PLAINTEXT and SASL_SSL listeners: tests/unit/tools/test_config_sasl.py; SSL's keys:
+# tests/unit/tools/test_tls_config.py
+def test_an_ssl_listener_is_refused_when_the_node_has_no_keystore() -> None:
     with pytest.raises(ConfigError) as caught:
-        from_mapping({**BROKER, "listeners": listener}, "server.properties")
-    assert caught.value.key == "listeners"
-    assert "which kraft-py does not implement (only PLAINTEXT)" in str(caught.value)
+        from_mapping({**BROKER, "listeners": "SSL://h:9093"}, "server.properties")
+    assert caught.value.key == "ssl.keystore.location"
+    assert "listener SSL is SSL: it needs a keystore" in str(caught.value)
 
 
 def test_protocol_map_names_listeners_and_refuses_unmapped_ones() -> None:
@@ -128,7 +128,7 @@ def test_protocol_map_names_listeners_and_refuses_unmapped_ones() -> None:
     assert config.client_address == ("127.0.0.1", 9092)
     with pytest.raises(ConfigError, match="no security protocol for listener INTERNAL"):
         from_mapping({**BROKER, "listeners": "INTERNAL://127.0.0.1:9092"})
-    with pytest.raises(ConfigError, match="INTERNAL://h:1 uses security protocol SSL"):
+    with pytest.raises(ConfigError, match="listener INTERNAL is SSL: it needs a keystore"):
         from_mapping({**BROKER, "listeners": "INTERNAL://h:1",
                       "listener.security.protocol.map": "INTERNAL:SSL"})
     with pytest.raises(ConfigError, match="listener.security.protocol.map: bad entry"):
