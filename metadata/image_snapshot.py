@@ -26,6 +26,8 @@ import dataclasses
 from collections.abc import Iterable
 from operator import attrgetter
 
+from msgpack import unpackb
+
 from metadata import records as rec
 from metadata.delta import MetadataDelta
 from metadata.image import MAX_KEPT_ANOMALIES, NO_OFFSET, Anomaly, MetadataImage, TopicImage
@@ -99,23 +101,62 @@ def image_from_records(records: Iterable[rec.Record], offset: int) -> MetadataIm
     means the snapshot contradicts itself, and is an ImageSnapshotError."""
     if offset < NO_OFFSET:
         raise ValueError(f"offset {offset} is below {NO_OFFSET}")
-    delta = MetadataDelta(MetadataImage.empty())
-    summary: rec.ReplayAnomalies | None = None
+    replay = _Replay()
     for index, record in enumerate(records):
+        replay.apply(record, index)
+    return replay.image(offset)
+
+
+def image_from_bytes(records: Iterable[bytes], offset: int) -> MetadataImage:
+    """`image_from_records(map(rec.decode, records), offset)`, the same image and the
+    same errors (RecordError for bytes that do not decode), faster: a Partition record
+    in the common shape (nearly every record of a snapshot) is applied from its msgpack
+    map by `MetadataDelta.apply_partition_map`, without a record object; every other
+    record is decoded and applied as there."""
+    if offset < NO_OFFSET:
+        raise ValueError(f"offset {offset} is below {NO_OFFSET}")
+    replay = _Replay()
+    take_partition = replay.delta.apply_partition_map
+    for index, data in enumerate(records):
+        try:
+            obj = unpackb(data)
+        except Exception:  # msgpack raises several unrelated types; rec.decode says which
+            obj = None
+        if type(obj) is dict:
+            if take_partition(obj, index):
+                continue
+            record = rec.from_dict(obj)  # what rec.decode does after msgpack
+        else:
+            record = rec.decode(data)  # raises its RecordError
+        replay.apply(record, index)
+    return replay.image(offset)
+
+
+class _Replay:
+    """A snapshot's records applied in order, every one of them cleanly."""
+
+    def __init__(self) -> None:
+        self.delta = MetadataDelta(MetadataImage.empty())
+        self.summary: rec.ReplayAnomalies | None = None
+
+    def apply(self, record: rec.Record, index: int) -> None:
         if isinstance(record, rec.ReplayAnomalies):
-            if summary is not None:
+            if self.summary is not None:
                 raise ImageSnapshotError(f"snapshot record {index}: a second ReplayAnomalies")
-            summary = record
-            continue
+            self.summary = record
+            return
         # The records hold no offsets of their own: the index keeps the delta's order.
-        skipped = delta.apply(record, index)
+        skipped = self.delta.apply(record, index)
         if skipped is not None:
             raise ImageSnapshotError(f"snapshot record {index} ({type(record).__name__}) "
                                      f"does not apply: {skipped}")
-    anomalies = () if summary is None else _anomalies(summary)
-    return dataclasses.replace(
-        delta.build(), last_applied_offset=offset,
-        anomaly_count=0 if summary is None else summary.count, anomalies=anomalies)
+
+    def image(self, offset: int) -> MetadataImage:
+        summary = self.summary
+        anomalies = () if summary is None else _anomalies(summary)
+        return dataclasses.replace(
+            self.delta.build(), last_applied_offset=offset,
+            anomaly_count=0 if summary is None else summary.count, anomalies=anomalies)
 
 
 def _anomalies(summary: rec.ReplayAnomalies) -> tuple[Anomaly, ...]:

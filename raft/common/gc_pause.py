@@ -1,0 +1,32 @@
+"""`gc_paused()`: the cyclic garbage collector off while a bulk load builds an image.
+
+A replay of a million partitions keeps every object it makes (the partition images, the
+shards that hold them), so each full collection on the way walks everything built so
+far, and CPython runs one every time the survivors grow by a quarter: 14 full
+collections, a third of a 1.1-million-record rebuild (`bench/rebuild_bench.py`). What a
+replay throws away (decoded maps, lists) holds no cycles and goes by reference counting
+anyway. Used by the shell around whole-image loads (a snapshot file, a log read from
+disk), never by the pure replay itself, which does not change with it.
+
+Process-wide, as the collector is: two pauses that overlap in two threads end when the
+first of them ends (the collector is only ever left as it was found, never turned on
+that some caller turned off).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The collector disabled inside, then enabled again if it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
