@@ -34,6 +34,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
     "topics": ("topics", "create, describe, delete and alter topics"),
     "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
+    "acls": ("acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
     "consume": ("consume", "consume a topic in a consumer group, in per-key order across "

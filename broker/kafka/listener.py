@@ -27,8 +27,10 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from broker.kafka import (
+    acls_api,
     admin_api,
     api_versions,
+    authz,
     configs_api,
     fetch,
     group,
@@ -44,9 +46,11 @@ from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.codec import (
     ConnectionClosed,
     KafkaCodecError,
+    build,
     encode_response,
     parse_request,
     peek_header,
+    response_class,
 )
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator
@@ -77,10 +81,16 @@ async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
 async def _metadata(context: BrokerContext, body: Any, version: int) -> Any:
     return metadata_api.handle_metadata_request(
         context.image, body, version, broker_id=context.broker_id,
-        cluster_id=context.cluster_id)
+        cluster_id=context.cluster_id,
+        described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name))
 
 
 async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> Any:
+    if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
+        return build(response_class(api_versions.DESCRIBE_CLUSTER, version), {
+            "throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": "DESCRIBE on the cluster is not allowed",
+            "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []})
     return metadata_api.handle_describe_cluster_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id)
@@ -107,6 +117,9 @@ HANDLERS: dict[int, Handler] = {
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
+    api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,
+    api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,
+    api_versions.DELETE_ACLS: acls_api.handle_delete_acls_request,
     api_versions.DESCRIBE_CONFIGS: configs_api.handle_describe_configs_request,
     api_versions.INCREMENTAL_ALTER_CONFIGS: configs_api.handle_incremental_alter_configs_request,
     api_versions.PRODUCE: produce.handle_produce_request,
@@ -303,6 +316,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         replica_routes=settings.replica_routes)
     context.broker_epoch = lambda: (None if server.registration is None
                                     else server.registration.broker_epoch)
+    context.authorizer = settings.authorizer
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
