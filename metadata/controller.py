@@ -302,6 +302,14 @@ class Controller:
             self._last_contact_ms[request.broker_id] = now_ms
         return response
 
+    def bootstrap(self, records: Sequence[rec.Record], *, next_offset: int) -> Decision:
+        """Propose kraft format's bootstrap records (`metadata.bootstrap`) as they are; each
+        must apply (they were checked when the file was written and read)."""
+        batch = _Batch(self._view, next_offset)
+        for record in records:
+            batch.emit(record)
+        return self._finish(batch, None)
+
     def tick(self, now_ms: int, *, next_offset: int | None = None) -> Decision | None:
         """Fence every unfenced broker whose session expired; None when there is none."""
         batch = _Batch(self._view, self._view.last_applied_offset + 1

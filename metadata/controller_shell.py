@@ -49,6 +49,7 @@ from metadata.admin import (
     encode_body,
 )
 from metadata.authorizer import OFF, AuthorizerSettings
+from metadata.bootstrap import is_fresh_image, is_fresh_record
 from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -99,6 +100,11 @@ class ControllerShell:
         self._controller_epoch = -1
         self._writes: WriteQueue[_Write] = WriteQueue()
         self._proposer_wake = trio.Event()  # set when a write is queued
+        # kraft format --add-scram (metadata.bootstrap): the first proposal of a controller
+        # activated on a fresh log (raft's control records only) starts with them
+        self._bootstrap: tuple[rec.Record, ...] = ()
+        self._fresh = initial_image is None or is_fresh_image(initial_image)
+        self._bootstrap_due = False
 
     def install(self) -> ControllerShell:
         for api in ADMIN_APIS:
@@ -119,6 +125,10 @@ class ControllerShell:
 
     # --- the committed log (runs in the node's core task) -----------------------------
 
+    def set_bootstrap_records(self, records: tuple[rec.Record, ...]) -> None:
+        """The records `kraft format` left for a fresh log (`metadata.bootstrap`)."""
+        self._bootstrap = records
+
     def reset_image(self, image: MetadataImage) -> None:
         """A snapshot fetched from the leader replaced the log; the leader, the only node
         with an active controller, never loads one."""
@@ -135,6 +145,7 @@ class ControllerShell:
             except rec.RecordError:
                 record = data  # replay notes it as an anomaly
             entries.append((batch.base_offset + index, record))
+            self._fresh = self._fresh and is_fresh_record(record)
             if self._is_own_leader_change(record, batch.epoch):
                 self._apply(entries)
                 entries = []
@@ -176,6 +187,9 @@ class ControllerShell:
         self._controller = Controller(self._image, now_ms=self._node.now_ms(),
                                       config=self._config)
         self._controller_epoch = epoch
+        if self._fresh and self._bootstrap:  # the first proposal carries them
+            self._bootstrap_due = True
+            self._proposer_wake.set()
         log.info("active controller", extra={"node": self._node.node_id, "epoch": epoch,
                                              "offset": self._image.last_applied_offset})
 
@@ -270,12 +284,19 @@ class ControllerShell:
             controller = self._active()
             if controller is None:
                 raise _NotActive()
+            bootstrap: tuple[rec.Record, ...] = ()
+            if self._bootstrap_due:  # once per activation; a lost batch is not retried
+                self._bootstrap_due = False
+                bootstrap = controller.bootstrap(self._bootstrap,
+                                                 next_offset=next_offset).records
+                log.info("appending the bootstrap records", extra={
+                    "records": len(bootstrap), "offset": next_offset})
             proposal = self._writes.decide(controller, now_ms=now_ms, rng=self._rng,
-                                           next_offset=next_offset)
+                                           next_offset=next_offset + len(bootstrap))
             for _, error in proposal.errors:
                 log.error("controller decision failed", exc_info=error)
             self._answer(list(proposal.answers))
-            return [record.encode() for record in proposal.records]
+            return [record.encode() for record in (*bootstrap, *proposal.records)]
 
         try:
             # returns once the batch committed; its writes were answered by then

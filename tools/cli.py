@@ -34,6 +34,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
     "topics": ("topics", "create, describe, delete and alter topics"),
     "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
+    "users": ("users", "describe and alter users' SCRAM credentials (like kafka-configs.sh "
+              "--entity-type users)"),
     "acls": ("acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
@@ -48,7 +50,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
-COMMAND_CONFIG_VERBS = ("topics", "configs", "produce", "consume")
+COMMAND_CONFIG_VERBS = ("topics", "configs", "produce", "consume", "users")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVELS = {"node": "INFO"}  # every other verb: WARNING
 PACKAGE = "kraft-py"
@@ -91,7 +93,8 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
             sub.set_defaults(run=module.run)
             if name in COMMAND_CONFIG_VERBS:
                 sub.add_argument("--command-config", metavar="FILE",
-                                 help="client properties (security.protocol, ssl.*), as "
+                                 help="client properties (security.protocol, ssl.*, "
+                                 "sasl.mechanism, sasl.jaas.config), as "
                                  "Kafka's tools; default with --cluster: its "
                                  "client.properties when it has one")
     return parser
@@ -103,10 +106,12 @@ def _client_tls(args: argparse.Namespace) -> None:
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
         return
+    from tools.client.sasl import SaslConfigError, use_command_line_sasl
     from tools.cluster import ClusterError, use_command_line_tls
     try:
         use_command_line_tls(command_config, cluster)
-    except ClusterError as exc:
+        use_command_line_sasl(command_config)
+    except (ClusterError, SaslConfigError) as exc:
         raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
                            exit_code=2) from None
 

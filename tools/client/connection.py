@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import secrets
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -20,10 +21,13 @@ from kio.serial import entity_reader, entity_writer
 from broker.kafka import ordered_schemas
 from broker.kafka.codec import build, response_class
 from broker.kafka.ordered_schemas import PartitionLeaderEpochsRequest
+from broker.kafka.sasl_client import SaslClientError, default_login
+from broker.kafka.sasl_client import authenticate as sasl_authenticate
 from raft.common.tls import default_client_context, open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
 METADATA = 3
+_SASL_RNG = secrets.SystemRandom()  # SCRAM client nonces
 _SIZE = struct.Struct(">i")
 
 
@@ -70,6 +74,13 @@ class BrokerConnection:
             host, _, port = self.address.rpartition(":")
             self._stream = await open_stream(host, int(port), default_client_context())
             self._buffer.clear()
+            login = default_login()
+            if login is not None:  # SASL_PLAINTEXT / SASL_SSL (--command-config)
+                try:
+                    await sasl_authenticate(self._stream, login, rng=_SASL_RNG)
+                except SaslClientError as exc:  # wrong credentials: no use retrying
+                    await self.close()
+                    raise ClientError(f"{self.address}: {exc}") from None
         correlation_id = next(self._correlation)
         await self._stream.send_all(self._encode(body, correlation_id))
         frame = await self._read_frame()

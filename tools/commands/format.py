@@ -3,9 +3,13 @@
 `kraft format` lays out a whole node directory: `meta.properties`, and the metadata
 partition `__cluster_metadata-0/` with its first, empty segment (what a node's first start
 would create), so `kraft dump-log`, `kraft storage info`, `kraft replay --logs` and `kraft
-node` all work on a directory that was only formatted. Unlike Kafka, there are no
-bootstrap records to write: kraft-py has no feature levels, and the metadata topic ID is
-chosen by the first leader. A directory a running node holds (its `.lock`) is refused.
+node` all work on a directory that was only formatted. kraft-py has no feature levels,
+and the metadata topic ID is chosen by the first leader; the only bootstrap records are
+users' SCRAM credentials: `--add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'`
+(kafka-storage.sh's flag; `iterations=N` too, default 4096) writes them, salted, to
+`DIR/bootstrap.records`, and the first active controller of the fresh log appends them
+(`metadata.bootstrap`): format every controller with the same `--add-scram`. A directory
+a running node holds (its `.lock`) is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
+from metadata import records as rec
+from metadata.bootstrap import BootstrapError, check, write_bootstrap_records
 from raft.common.uuid import Uuid
 from raft.log import METADATA_PARTITION_DIR, DiskLog
 from raft.storage import LogDirLockedError, StorageError, format_log_dir, lock_log_dir
@@ -33,6 +39,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--cluster-id", "-t", required=True,
                         help="the cluster's ID (make one with `kraft random-uuid`)")
     parser.add_argument("--node-id", type=int, help="this node's id")
+    parser.add_argument("--add-scram", action="append", default=[],
+                        metavar="MECHANISM=[name=NAME,password=PW]",
+                        help="a user's SCRAM credential for the new cluster's metadata log "
+                        "(may repeat; `iterations=N` too)")
     parser.add_argument("--ignore-formatted", action="store_true",
                         help="succeed when the directory is already formatted the same way")
     parser.set_defaults(action=_format)
@@ -74,11 +84,14 @@ def _format(args: argparse.Namespace) -> int:
         raise usage_error(f"--cluster-id: {exc}") from None
     if args.node_id < 0:
         raise usage_error(f"--node-id must be >= 0, got {args.node_id}")
+    bootstrap = _scram_records(args.add_scram)
     try:
         formatted = format_log_dir(args.dir, cluster_id=args.cluster_id, node_id=args.node_id,
                                    ignore_formatted=args.ignore_formatted)
         if formatted or not (Path(args.dir) / METADATA_PARTITION_DIR).is_dir():
             lay_out_metadata_log(args.dir)
+        if formatted:
+            write_bootstrap_records(args.dir, bootstrap)
     except LogDirLockedError as exc:
         raise usage_error(str(exc)) from None
     except StorageError as exc:
@@ -94,6 +107,26 @@ def _format(args: argparse.Namespace) -> int:
         print(f"{args.dir} is already formatted for cluster {args.cluster_id}, "
               f"node {args.node_id}: left as it is")
     return 0
+
+
+def _scram_records(options: list[str]) -> list[rec.Record]:
+    """--add-scram values -> UserScramCredential records (salted here: the password
+    goes no further)."""
+    from tools.commands.users import parse_scram_configs, upsertion
+    records: list[rec.Record] = []
+    for text in options:
+        for mechanism, values in parse_scram_configs(
+                text, option="--add-scram", need=("name", "password"),
+                allowed=("name", "password", "iterations")):
+            u = upsertion(values["name"], mechanism, values)
+            records.append(rec.UserScramCredential(
+                name=u.name, mechanism=u.mechanism, salt=u.salt, stored_key=u.stored_key,
+                server_key=u.server_key, iterations=u.iterations))
+    try:
+        check(records)
+    except BootstrapError as exc:
+        raise usage_error(f"--add-scram: {exc}") from None
+    return records
 
 
 def lay_out_metadata_log(log_dir: str) -> None:

@@ -98,10 +98,12 @@ def build_node(config: NodeConfig) -> BuiltNode:
     images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
     resets: list[Callable[[MetadataImage], None]] = []  # ... and how it restarts from one
     if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
+        from metadata.bootstrap import read_bootstrap_records
         from metadata.controller_shell import install_controller
         controller = install_controller(
             node, broker_session_timeout_ms=config.broker_session_timeout_ms,
             initial_image=start.image, authorizer=config.authorizer_settings())
+        controller.set_bootstrap_records(tuple(read_bootstrap_records(config.log_dir)))
         images.append(lambda: controller.image)
         resets.append(controller.reset_image)
     broker_role = None
