@@ -4,6 +4,8 @@ metadata shell:
     /image/cluster/brokers/<broker id>       a broker's registration, JSON
     /image/features/                         empty: the image holds no feature levels
     /image/provenance                        offset and epoch the image was built at, JSON
+    /image/scram/<mechanism>/<user>          a user's SCRAM credential: its iterations
+                                             (the salted keys are not shown), JSON
     /image/topics/byId/<topic id>/           a topic: `id`, `name` and one file per
     /image/topics/byName/<topic name>/         partition, `0`, `1`, ... (state as JSON)
 
@@ -64,9 +66,28 @@ def build_image_tree(image: MetadataImage, provenance: Provenance) -> Directory:
         "cluster": Directory.of({"brokers": _brokers(image)}),
         "features": Directory.of({}),
         "provenance": _json_file({"offset": provenance.offset, "epoch": provenance.epoch}),
+        "scram": _scram(image),
         "topics": Directory.of({"byId": _topics_by_id(image),
                                 "byName": _topics_by_name(image)}),
     })})
+
+
+def _scram(image: MetadataImage) -> Directory:
+    """/image/scram/<mechanism>/<user>, as Kafka's shell lays SCRAM credentials out."""
+    credentials = image.scram_credentials
+
+    def users(mechanism: str) -> Directory:
+        def find(name: str) -> Node | None:
+            found = credentials.get((name, mechanism))
+            return None if found is None else _json_file({
+                "name": found.name, "mechanism": found.mechanism,
+                "iterations": found.iterations, "salt_bytes": len(found.salt)})
+        return Directory(lambda: sorted(n for n, m in credentials if m == mechanism), find)
+
+    def mechanisms() -> list[str]:
+        return sorted({m for _, m in credentials})
+
+    return Directory(mechanisms, lambda m: users(m) if m in mechanisms() else None)
 
 
 def _text_file(text: str) -> File:

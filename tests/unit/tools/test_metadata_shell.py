@@ -73,7 +73,7 @@ def cat_json(shell: Shell, path: str) -> object:
 def test_ls_shows_the_image_layout() -> None:
     shell = shell_of(cluster_records())
     assert run(shell, "ls") == ("image",)
-    assert run(shell, "ls /image") == ("cluster", "features", "provenance", "topics")
+    assert run(shell, "ls /image") == ("cluster", "features", "provenance", "scram", "topics")
     assert run(shell, "ls /image/topics") == ("byId", "byName")
     assert run(shell, "ls /image/cluster") == ("brokers",)
     assert run(shell, "ls /image/features") == ()  # the image holds no feature levels
@@ -207,7 +207,7 @@ def test_find_lists_absolute_paths_depth_first() -> None:
                                          "/image/topics/byName/a/name",
                                          "/image/topics/byName/a/0")
     assert run(shell, "find /image/provenance") == ("/image/provenance",)
-    assert len(run(shell, "find /")) == 18
+    assert len(run(shell, "find /")) == 19
 
 
 def test_tree_draws_the_subtree() -> None:
@@ -220,6 +220,7 @@ def test_tree_draws_the_subtree() -> None:
 |       `-- 1
 |-- features
 |-- provenance
+|-- scram
 `-- topics
     |-- byId
     |   `-- {ORDERS}
@@ -338,7 +339,7 @@ def test_every_path_find_lists_can_be_read_and_cd_pwd_round_trips(
             assert read.err == (f"cat: {path}: is a directory",)
             directories.append(path)
             assert {f"{path.rstrip('/')}/{name}" for name in listed.out} <= set(paths)
-    assert len(paths) == 9 + 3 * len(image.topics) * 2 + len(image.brokers) + \
+    assert len(paths) == 10 + 3 * len(image.topics) * 2 + len(image.brokers) + \
         2 * image.partition_count()
     for path in directories:
         run(shell, f"cd {path}")
