@@ -1,6 +1,7 @@
 """A MetadataImage as a read-only tree of directories and files, laid out as in Kafka's
 metadata shell:
 
+    /image/acls/byId/<acl id>                an ACL (Kafka's codes as names), JSON
     /image/cluster/brokers/<broker id>       a broker's registration, JSON
     /image/features/                         empty: the image holds no feature levels
     /image/provenance                        offset and epoch the image was built at, JSON
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from metadata.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 from metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from raft.common.uuid import Uuid
 
@@ -63,6 +65,7 @@ Node = File | Directory
 def build_image_tree(image: MetadataImage, provenance: Provenance) -> Directory:
     """The root directory `/`, holding `image`."""
     return Directory.of({"image": Directory.of({
+        "acls": Directory.of({"byId": _acls(image)}),
         "cluster": Directory.of({"brokers": _brokers(image)}),
         "features": Directory.of({}),
         "provenance": _json_file({"offset": provenance.offset, "epoch": provenance.epoch}),
@@ -88,6 +91,24 @@ def _scram(image: MetadataImage) -> Directory:
         return sorted({m for _, m in credentials})
 
     return Directory(mechanisms, lambda m: users(m) if m in mechanisms() else None)
+
+
+def _acls(image: MetadataImage) -> Directory:
+    """/image/acls/byId/<acl id>, as Kafka's shell lays ACLs out."""
+    def find(name: str) -> Node | None:
+        acl_id = _topic_id(name)  # an ACL id is a Uuid in the same text form
+        acl = None if acl_id is None else image.acls.get(acl_id)
+        if acl is None:
+            return None
+        b = acl.binding
+        return _json_file({
+            "id": str(acl.id), "resource_type": ResourceType(b.resource_type).name,
+            "resource_name": b.resource_name,
+            "pattern_type": PatternType(b.pattern_type).name, "principal": b.principal,
+            "host": b.host, "operation": AclOperation(b.operation).name,
+            "permission_type": AclPermissionType(b.permission_type).name})
+
+    return Directory(lambda: sorted(str(a.id) for a in image.acls), find)
 
 
 def _text_file(text: str) -> File:

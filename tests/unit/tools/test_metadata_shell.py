@@ -73,7 +73,8 @@ def cat_json(shell: Shell, path: str) -> object:
 def test_ls_shows_the_image_layout() -> None:
     shell = shell_of(cluster_records())
     assert run(shell, "ls") == ("image",)
-    assert run(shell, "ls /image") == ("cluster", "features", "provenance", "scram", "topics")
+    assert run(shell, "ls /image") == ("acls", "cluster", "features", "provenance", "scram",
+                                       "topics")
     assert run(shell, "ls /image/topics") == ("byId", "byName")
     assert run(shell, "ls /image/cluster") == ("brokers",)
     assert run(shell, "ls /image/features") == ()  # the image holds no feature levels
@@ -207,7 +208,7 @@ def test_find_lists_absolute_paths_depth_first() -> None:
                                          "/image/topics/byName/a/name",
                                          "/image/topics/byName/a/0")
     assert run(shell, "find /image/provenance") == ("/image/provenance",)
-    assert len(run(shell, "find /")) == 19
+    assert len(run(shell, "find /")) == 21
 
 
 def test_tree_draws_the_subtree() -> None:
@@ -215,6 +216,8 @@ def test_tree_draws_the_subtree() -> None:
                                          broker_epoch=0),
                       rec.Topic(name="a", topic_id=ORDERS), partition(ORDERS, 0)])
     assert "\n".join(run(shell, "tree /image")) == f"""/image
+|-- acls
+|   `-- byId
 |-- cluster
 |   `-- brokers
 |       `-- 1
@@ -339,7 +342,7 @@ def test_every_path_find_lists_can_be_read_and_cd_pwd_round_trips(
             assert read.err == (f"cat: {path}: is a directory",)
             directories.append(path)
             assert {f"{path.rstrip('/')}/{name}" for name in listed.out} <= set(paths)
-    assert len(paths) == 10 + 3 * len(image.topics) * 2 + len(image.brokers) + \
+    assert len(paths) == 12 + 3 * len(image.topics) * 2 + len(image.brokers) + \
         2 * image.partition_count()
     for path in directories:
         run(shell, f"cd {path}")
