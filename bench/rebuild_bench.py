@@ -17,8 +17,8 @@ the host) and wall time, the best of `--repeat` runs:
     of every record, then `build()` (what snapshot_bench step 3 times), once with the
     garbage collector as a broker's commit listener has it, once paused around the whole
     load (`raft.common.gc_pause`, as the snapshot loader does);
-(b) snapshot write: `metadata.image_snapshot.image_records` + `raft.snapshot.write_snapshot`
-    of the rebuilt image (encode, write, fsync);
+(b) snapshot write: `metadata.snapshot_writer.write_image_snapshot` of the rebuilt
+    image (what a node's snapshot writer runs: records, encode, write, fsync);
 (c) snapshot load: `metadata.snapshot_loader.load_start_image` of that snapshot.
 The images of (a) and (c) must have the same content hash (checked, not timed).
 
@@ -56,12 +56,12 @@ from metadata.admin import (
 from metadata.controller import Controller, ControllerConfig, Decision
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.image_snapshot import image_records
 from metadata.snapshot_loader import load_start_image
+from metadata.snapshot_writer import write_image_snapshot
 from raft.common.gc_pause import gc_paused
 from raft.common.uuid import Uuid
 from raft.log import DiskLog, scan_log_dir
-from raft.snapshot import SnapshotId, write_snapshot
+from raft.snapshot import SnapshotId
 from raft.storage import write_high_watermark_checkpoint
 
 T = TypeVar("T")
@@ -229,10 +229,9 @@ def main(argv: list[str] | None = None) -> None:
         def write() -> Path:
             for old in out.glob("*.checkpoint"):
                 old.unlink()
-            return write_snapshot(out, snapshot_id, (r.encode() for r in image_records(image)),
-                                  last_contained_log_timestamp=0)
+            return write_image_snapshot(out, snapshot_id, image, last_contained_log_timestamp=0)
         path = repeat(args.repeat, write_t, write)
-        print(f"(b) snapshot write (image_records + encode + write + fsync): {write_t}, "
+        print(f"(b) snapshot write (write_image_snapshot: encode + write + fsync): {write_t}, "
               f"{path.stat().st_size / (1 << 20):,.1f} MiB")
         write_high_watermark_checkpoint(out, end_offset)
         load_t = Timing()

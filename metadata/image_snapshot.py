@@ -1,9 +1,11 @@
 """A MetadataImage as the records of a snapshot, and back.
 
-`image_records(image)` lists records whose replay from an empty image rebuilds `image`;
+`image_records(image)` lists records whose replay from an empty image rebuilds `image`
+(`image_record_bytes(image)`: their bytes, as a snapshot file holds them);
 `image_from_records(records, offset)` replays them (`metadata.delta`, the same rules as
-the log) into the image as of `offset`. The two images have the same `content_hash()`,
-so a node that starts from a snapshot agrees with one that replayed the whole log.
+the log) into the image as of `offset` (`image_from_bytes`: from their bytes). The two
+images have the same `content_hash()`, so a node that starts from a snapshot agrees with
+one that replayed the whole log.
 
 The records, in the order replay needs them (sorted within each kind, so one image
 always gives the same bytes):
@@ -23,8 +25,9 @@ always gives the same bytes):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
+from typing import TypeVar
 
 from msgpack import unpackb
 
@@ -32,12 +35,17 @@ from metadata import records as rec
 from metadata.delta import MetadataDelta
 from metadata.image import MAX_KEPT_ANOMALIES, NO_OFFSET, Anomaly, MetadataImage, TopicImage
 from raft.common.slots import positional_constructor
+from raft.common.uuid import pack
+
+T = TypeVar("T")
 
 _UUID_ORDER = attrgetter("value")  # sorting by the int, not by Uuid.__lt__
 _BY_TOPIC_ID = attrgetter("topic_id.value")
 # a snapshot holds one Partition record per partition: made without the dataclass's
 # __init__ (raft.common.slots)
 _new_partition_record = positional_constructor(rec.Partition)
+_PARTITION_TYPE = int(rec.RecordType.PARTITION)
+_PARTITION_VERSION = rec.Partition.VERSION
 
 
 class ImageSnapshotError(ValueError):
@@ -47,36 +55,46 @@ class ImageSnapshotError(ValueError):
 
 def image_records(image: MetadataImage) -> list[rec.Record]:
     """Records that rebuild `image` (see the module docstring for their order)."""
-    records: list[rec.Record] = []
+    return list(_listed(image, _topic_records, _as_is))
+
+
+def image_record_bytes(image: MetadataImage) -> Iterator[bytes]:
+    """`record.encode()` of each of `image_records(image)`, the same bytes, made as they
+    are written (no list of a million records is held): a Partition record without
+    leader-epoch maps, nearly every record of a snapshot, is packed from its partition
+    image as the map `Record.encode` packs, with no record object."""
+    return _listed(image, _topic_record_bytes, rec.Record.encode)
+
+
+def _as_is(record: rec.Record) -> rec.Record:
+    return record
+
+
+def _listed(image: MetadataImage, topic_items: Callable[[TopicImage], Iterable[T]],
+            item: Callable[[rec.Record], T]) -> Iterator[T]:
+    """The records of `image` in order, each as `item` makes it; a topic's as
+    `topic_items` makes them."""
     if image.metadata_topic_id is not None:
-        records.append(rec.MetadataTopic(topic_id=image.metadata_topic_id))
+        yield item(rec.MetadataTopic(topic_id=image.metadata_topic_id))
     retired = set(image.used_topic_ids) - set(image.topics) - {image.metadata_topic_id}
-    records.extend(rec.RetiredTopicId(topic_id=t) for t in sorted(retired, key=_UUID_ORDER))
+    for topic_id in sorted(retired, key=_UUID_ORDER):
+        yield item(rec.RetiredTopicId(topic_id=topic_id))
     for topic in sorted(image.topics.values(), key=_BY_TOPIC_ID):  # one topic an ID
-        records.extend(_topic_records(topic))
+        yield from topic_items(topic)
     for broker_id in sorted(image.brokers):
         broker = image.brokers[broker_id]
-        records.append(rec.RegisterBroker(
+        yield item(rec.RegisterBroker(
             broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
             broker_epoch=broker.broker_epoch, endpoints=broker.endpoints, rack=broker.rack))
         if not broker.fenced:
-            records.append(rec.UnfenceBroker(broker_id=broker.broker_id,
-                                             broker_epoch=broker.broker_epoch))
-    records.extend(image.scram_credentials[key].to_record()
-                   for key in sorted(image.scram_credentials))
-    for acl in sorted(image.acls, key=lambda a: a.id.value):
-        b = acl.binding
-        records.append(rec.AccessControlEntry(
-            id=acl.id, resource_type=b.resource_type, resource_name=b.resource_name,
-            pattern_type=b.pattern_type, principal=b.principal, host=b.host,
-            operation=b.operation, permission_type=b.permission_type))
+            yield item(rec.UnfenceBroker(broker_id=broker.broker_id,
+                                         broker_epoch=broker.broker_epoch))
     if image.anomaly_count:
-        records.append(rec.ReplayAnomalies(
+        yield item(rec.ReplayAnomalies(
             count=image.anomaly_count,
             offsets=tuple(a.offset for a in image.anomalies),
             record_types=tuple(a.record_type for a in image.anomalies),
             reasons=tuple(a.reason for a in image.anomalies)))
-    return records
 
 
 def _topic_records(topic: TopicImage) -> list[rec.Record]:
@@ -91,6 +109,30 @@ def _topic_records(topic: TopicImage) -> list[rec.Record]:
         p.partition_epoch, p.leader_epoch_after_creation, p.leader_epoch_before_deletion)
         for p in topic.partitions])
     records.extend(rec.TopicConfig(topic_id=topic.topic_id, key=key, value=value)
+                   for key, value in topic.configs)
+    return records
+
+
+def _topic_record_bytes(topic: TopicImage) -> list[bytes]:
+    """`_topic_records(topic)` encoded; the common Partition records packed directly."""
+    if any(p.leader_epoch_after_creation is not None
+           or p.leader_epoch_before_deletion is not None for p in topic.partitions):
+        return [record.encode() for record in _topic_records(topic)]  # rare: resizes
+    topic_id = topic.topic_id
+    records = [rec.Topic(name=topic.name, topic_id=topic_id,
+                         initial_partition_count=topic.initial_partition_count).encode()]
+    if topic.undeleted_partition_count is not None:
+        records.append(rec.PartitionCount(
+            topic_id=topic_id, undeleted_partition_count=topic.undeleted_partition_count
+        ).encode())
+    id_bytes = topic_id.to_bytes()
+    records.extend([pack({"type": _PARTITION_TYPE, "version": _PARTITION_VERSION,
+                          "topic_id": id_bytes, "partition": p.partition,
+                          "replicas": p.replicas, "isr": p.isr, "leader": p.leader,
+                          "leader_epoch": p.leader_epoch,
+                          "partition_epoch": p.partition_epoch})
+                    for p in topic.partitions])
+    records.extend(rec.TopicConfig(topic_id=topic_id, key=key, value=value).encode()
                    for key, value in topic.configs)
     return records
 

@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from metadata.image import MetadataImage
-from metadata.image_snapshot import image_records
+from metadata.image_snapshot import image_record_bytes
 from metadata.snapshot_loader import StartImage
 from metadata.snapshot_policy import KEEP_EVERYTHING, Retention, SnapshotSchedule
 from raft.common.errors import ErrorCode
@@ -66,8 +66,7 @@ class WrittenSnapshot:
 def write_image_snapshot(directory: Path, snapshot_id: SnapshotId, image: MetadataImage,
                          last_contained_log_timestamp: int) -> Path:
     """Blocking: the records of `image` into the snapshot file `snapshot_id`."""
-    return write_snapshot(directory, snapshot_id,
-                          (record.encode() for record in image_records(image)),
+    return write_snapshot(directory, snapshot_id, image_record_bytes(image),
                           last_contained_log_timestamp=last_contained_log_timestamp)
 
 

@@ -1,9 +1,10 @@
 """The replay fast paths against the plain ones: `MetadataDelta.apply_bytes` (a
 Partition record taken from its msgpack map, `apply_partition_map`) against
-`apply_bytes_reference` (`rec.decode`, then `apply`), and
+`apply_bytes_reference` (`rec.decode`, then `apply`);
 `metadata.image_snapshot.image_from_bytes` against `image_from_records` of the decoded
-records. Same skip reasons, same errors, same images (content hash and anomalies), on
-metadata logs with Partition records broken in every way the codec refuses."""
+records; `image_record_bytes` against the encoding of each of `image_records`. Same skip
+reasons, same errors, same images (content hash and anomalies), same bytes, on metadata
+logs with Partition records broken in every way the codec refuses."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from metadata.image_snapshot import (
     ImageSnapshotError,
     image_from_bytes,
     image_from_records,
+    image_record_bytes,
     image_records,
 )
 from raft.common.uuid import Uuid
@@ -159,3 +161,10 @@ def test_apply_bytes_takes_partitions_of_the_right_topic_when_topics_interleave(
     assert len(topic.partitions) == 3
     assert image.anomaly_count == 1
     assert Uuid.from_bytes(first.to_bytes()) == first
+
+
+@settings(max_examples=200)
+@given(images())
+def test_image_record_bytes_are_the_records_encoded_when_an_image_is_written(
+        image: MetadataImage) -> None:
+    assert list(image_record_bytes(image)) == [r.encode() for r in image_records(image)]
