@@ -80,8 +80,8 @@ from raft.common.session import KafkaPrincipal
 from raft.common.uuid import ZERO_UUID, Uuid
 
 Op = AclOperation
-TOPIC_AUTHORIZATION_FAILED = 29
-CLUSTER_AUTHORIZATION_FAILED = 31
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 Emit = Callable[[rec.Record], int]
 
 

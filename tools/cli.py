@@ -50,7 +50,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
-COMMAND_CONFIG_VERBS = ("topics", "configs", "produce", "consume", "users")
+COMMAND_CONFIG_VERBS = ("topics", "configs", "acls", "produce", "consume", "users")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVELS = {"node": "INFO"}  # every other verb: WARNING
 PACKAGE = "kraft-py"
