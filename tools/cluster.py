@@ -89,6 +89,9 @@ def _connect(target: tuple[str, int], timeout_s: float,
     sock = socket.create_connection(target, timeout=timeout_s)
     if ssl_context is None:
         return sock
+    # The handshake's flights are several small writes: with Nagle's algorithm each waits
+    # for the server's delayed ACK (40 ms on Linux, measured: 48 ms a handshake, 6 without)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         return ssl_context.wrap_socket(sock, server_hostname=target[0])
     except BaseException:

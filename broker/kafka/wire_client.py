@@ -67,6 +67,7 @@ def connect(address: str, timeout_s: float = 10.0,
     context = ssl_context or default_client_context()
     if context is None:
         return sock
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see tools/cluster.py
     try:
         return context.wrap_socket(sock, server_hostname=host)
     except BaseException:
