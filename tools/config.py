@@ -305,9 +305,11 @@ KEYS: tuple[Key, ...] = (
     Key("ssl.truststore.certificates", "ssl_truststore_certificates", _optional_str, "",
         "PEM text: the trusted CA certificates (in place of a truststore file)"),
     Key("ssl.client.auth", "ssl_client_auth", _choice(CLIENT_AUTH_MODES), "none",
-        "SSL listeners: `none`, `requested` or `required` (mutual TLS); with `required` on "
-        "the controller listener, a node id claimed in a raft request or broker "
-        "registration must be the one in the peer certificate (CN `kraft-node-<id>`)"),
+        "SSL listeners: `none`, `requested` or `required` (mutual TLS); per listener "
+        "`listener.name.<listener>.ssl.client.auth`, which alone applies to a SASL_SSL "
+        "listener (KIP-684); with `required` on the controller listener, a node id claimed "
+        "in a raft request or broker registration must be the one in the peer certificate "
+        "(CN `kraft-node-<id>`)"),
     Key("ssl.endpoint.identification.algorithm", "ssl_endpoint_identification_algorithm",
         _algorithm, "https",
         "`https`: a server's certificate must name the host or IP address dialled; empty: "
@@ -474,6 +476,8 @@ class NodeConfig:
     sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
     # listener.name.<listener>.<mechanism>.sasl.jaas.config: (LISTENER, MECHANISM) -> text
     sasl_jaas_configs: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    # listener.name.<listener>.ssl.client.auth: LISTENER -> none | requested | required
+    listener_client_auth: dict[str, str] = field(default_factory=dict)
     sasl_plain_users: str = field(default="", repr=False)  # NAME:PASSWORD,... (tests)
     authorizer_class_name: str = ""  # "" off (metadata.authorizer)
     super_users: str = ""
@@ -516,6 +520,16 @@ class NodeConfig:
 
     def is_tls(self, name: str | None) -> bool:
         return self.listener_protocol(name) in TLS_PROTOCOLS
+
+    def client_auth_of(self, name: str | None) -> str:
+        """`ssl.client.auth` on listener `name`: its `listener.name.<name>.ssl.client.auth`,
+        else the node's, except on a SASL_SSL listener, which takes only its own (none
+        unless set), as Kafka does since KIP-684."""
+        listener = (name or "").upper()
+        if listener in self.listener_client_auth:
+            return self.listener_client_auth[listener]
+        return "none" if self.listener_protocol(listener) == "SASL_SSL" \
+            else self.ssl_client_auth
 
     @property
     def controller_listener_name(self) -> str | None:
@@ -656,6 +670,9 @@ def _canonical(flat: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str],
         if sasl_settings.jaas_key(name) is not None:  # a pattern key: kept as written
             values[name], written[name] = value, name
             continue
+        if _LISTENER_CLIENT_AUTH.fullmatch(name):  # listener.name.<l>.ssl.client.auth
+            values[name], written[name] = value, name
+            continue
         if name not in KNOWN_KEYS:
             raise ConfigError(name, "unknown configuration key")
         current = canonical_key(name)
@@ -681,6 +698,7 @@ def from_mapping(raw: Mapping[str, Any], source: str = "") -> NodeConfig:
             else:
                 values[key.attribute] = key.default
         values["sasl_jaas_configs"] = _jaas_configs(given)
+        values["listener_client_auth"] = _listener_client_auth(given)
         return replace(_build(values, written), source=source, warnings=tuple(warnings))
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.detail, source) from None
@@ -777,6 +795,20 @@ def parse_plain_users(key: str, text: str) -> dict[str, str]:
             raise ConfigError(key, f"user {name} is listed twice")
         users[name] = password
     return users
+
+
+_LISTENER_CLIENT_AUTH = re.compile(r"listener\.name\.([A-Za-z0-9_]+)\.ssl\.client\.auth")
+
+
+def _listener_client_auth(given: Mapping[str, Any]) -> dict[str, str]:
+    """`listener.name.<listener>.ssl.client.auth` keys: LISTENER -> mode."""
+    found: dict[str, str] = {}
+    convert = _choice(CLIENT_AUTH_MODES)
+    for name, value in given.items():
+        match = _LISTENER_CLIENT_AUTH.fullmatch(name)
+        if match:
+            found[match.group(1).upper()] = convert(name, value)
+    return found
 
 
 def _jaas_configs(given: Mapping[str, Any]) -> dict[tuple[str, str], str]:

@@ -12,18 +12,19 @@ clients dial with, and whether the controller listener binds node identities.
   (`raft.peer_identity`): besides raft's requests, a broker registration, heartbeat and
   AlterPartition must carry the broker id of the sender's certificate.
 
-One set of `ssl.*` keys serves every listener of the node (Kafka's per-listener
-`listener.name.<name>.ssl.*` overrides are not read). A file that does not load is a
-ConfigError naming the key, at start.
+One keystore and truststore serve every listener of the node (of Kafka's per-listener
+`listener.name.<name>.ssl.*` overrides only `ssl.client.auth` is read:
+`NodeConfig.client_auth_of`, so a SASL_SSL listener asks for no certificate unless told
+to). A file that does not load is a ConfigError naming the key, at start.
 """
 
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from broker.settings import BrokerSettings
-from raft.common.tls import TlsConfigError, client_context, server_context
+from raft.common.tls import CLIENT_AUTH_MODES, TlsConfigError, client_context, server_context
 from raft.transport import TransportTls
 from tools.config import ConfigError, NodeConfig
 
@@ -34,23 +35,31 @@ BROKER_ID_CLAIMS = {"RegisterBroker": "broker_id", "BrokerHeartbeat": "broker_id
 
 @dataclass(frozen=True, slots=True)
 class NodeTls:
-    server: ssl.SSLContext | None  # every TLS listener of the node (None: none is)
     client: ssl.SSLContext | None  # what the node dials TLS listeners with
+    # the listeners' contexts by ssl.client.auth mode (one per mode the node's TLS
+    # listeners use; empty: no listener of the node is TLS)
+    servers: dict[str, ssl.SSLContext] = field(default_factory=dict)
+
+    def server_for(self, config: NodeConfig, listener: str | None) -> ssl.SSLContext | None:
+        """The context listener `listener` serves with (None: it is not TLS)."""
+        if not config.is_tls(listener):
+            return None
+        return self.servers[config.client_auth_of(listener)]
 
 
 def node_tls(config: NodeConfig) -> NodeTls:
     """The contexts the node's TLS listeners and clients need (None where none does)."""
     listeners = [*config.listeners, config.controller_listener_name]
     if not any(config.is_tls(name) for name in listeners if name):
-        return NodeTls(None, None)
-    settings = config.tls
+        return NodeTls(None)
+    modes = {config.client_auth_of(n) for n in config.listeners if config.is_tls(n)}
     try:
-        server = server_context(settings) if any(
-            config.is_tls(n) for n in config.listeners) else None
-        client = client_context(settings)
+        servers = {mode: server_context(replace(config.tls, client_auth=mode))
+                   for mode in CLIENT_AUTH_MODES if mode in modes}
+        client = client_context(config.tls)
     except TlsConfigError as exc:
         raise ConfigError("ssl", str(exc), config.source) from None
-    return NodeTls(server, client)
+    return NodeTls(client, servers)
 
 
 def transport_tls(config: NodeConfig, contexts: NodeTls) -> TransportTls | None:
@@ -60,8 +69,8 @@ def transport_tls(config: NodeConfig, contexts: NodeTls) -> TransportTls | None:
         return None
     serves = config.controller_address is not None
     return TransportTls(
-        server=contexts.server if serves else None, client=contexts.client,
-        bind_identity=config.ssl_client_auth == "required",
+        server=contexts.server_for(config, name) if serves else None, client=contexts.client,
+        bind_identity=config.client_auth_of(name) == "required",
         security_protocol=config.listener_protocol(name), claims=BROKER_ID_CLAIMS)
 
 
@@ -72,7 +81,7 @@ def broker_tls(config: NodeConfig, settings: BrokerSettings, contexts: NodeTls
     kafka_tls = config.is_tls(kafka)
     return replace(
         settings,
-        kafka_ssl_context=contexts.server if kafka_tls else None,
+        kafka_ssl_context=contexts.server_for(config, kafka),
         kafka_security_protocol=config.listener_protocol(kafka),
-        status_ssl_context=contexts.server if config.is_tls("STATUS") else None,
+        status_ssl_context=contexts.server_for(config, "STATUS"),
         inter_broker_ssl_context=contexts.client if kafka_tls else None)

@@ -4,6 +4,7 @@ listeners tools/server/node_tls.py serves over TLS."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def test_https_metrics_are_refused_when_the_keystore_is_not_a_pem_file() -> None
 def test_plaintext_node_builds_no_tls_when_no_listener_is_ssl() -> None:
     config = from_mapping(controller(**{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}))
     contexts = node_tls(config)
-    assert (contexts.server, contexts.client) == (None, None)
+    assert (contexts.servers, contexts.client) == ({}, None)
     assert transport_tls(config, contexts) is None
 
 
@@ -107,8 +108,8 @@ def test_broker_dials_controllers_and_serves_its_listeners_over_tls_when_mapped_
     assert raft_tls.server is None
     assert raft_tls.client is not None
     settings = broker_tls(config, config.broker_settings(), contexts)
-    assert settings.kafka_ssl_context is contexts.server
-    assert settings.status_ssl_context is contexts.server
+    assert settings.kafka_ssl_context is contexts.servers["required"]
+    assert settings.status_ssl_context is contexts.servers["required"]
     assert settings.inter_broker_ssl_context is contexts.client
     assert settings.kafka_security_protocol == "SSL"
 
@@ -147,3 +148,30 @@ def test_generated_client_properties_name_the_cluster_files_when_tls_is_made(
     assert properties.tls.truststore_location == str(cluster_tls.ca_file)
     assert properties.tls.keystore_location == str(cluster_tls.client_keystore)
     assert (cluster_tls.ca_file.parent / "ca-key.pem").stat().st_mode & 0o077 == 0
+
+
+def test_a_listener_takes_its_own_client_auth_when_listener_name_prefixed(
+        cluster_tls: tls_certs.ClusterTls) -> None:
+    config = from_mapping(broker(**tls_certs.node_tls_settings(cluster_tls, 4),
+                                 **{"listener.name.ssl.ssl.client.auth": "none"}))
+    assert config.client_auth_of("SSL") == "none"
+    assert config.client_auth_of("STATUS") == "required"
+    contexts = node_tls(config)
+    settings = broker_tls(config, config.broker_settings(), contexts)
+    assert settings.kafka_ssl_context is not None
+    assert settings.kafka_ssl_context.verify_mode == ssl.CERT_NONE
+    assert settings.status_ssl_context is not None
+    assert settings.status_ssl_context.verify_mode == ssl.CERT_REQUIRED
+    with pytest.raises(ConfigError) as error:
+        from_mapping(broker(**{"ssl.keystore.location": "/k.pem",
+                               "listener.name.ssl.ssl.client.auth": "always"}))
+    assert error.value.key == "listener.name.ssl.ssl.client.auth"
+
+
+def test_a_sasl_ssl_listener_asks_no_certificate_when_only_the_node_key_is_set() -> None:
+    """KIP-684: the unprefixed ssl.client.auth is not a SASL_SSL listener's."""
+    config = from_mapping(controller(**{
+        "listener.security.protocol.map": "CONTROLLER:SSL,SASL_SSL:SASL_SSL",
+        "ssl.keystore.location": "/k.pem", "ssl.client.auth": "required"}))
+    assert config.client_auth_of("SASL_SSL") == "none"
+    assert config.client_auth_of("CONTROLLER") == "required"
