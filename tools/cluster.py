@@ -120,7 +120,10 @@ def request(address: str, api: str, body: Any, *, cluster_id: str = "",
                 sock.settimeout(max(0.001, deadline - time.monotonic()))
                 data = sock.recv(65536)
                 if not data:
-                    raise ClusterError(f"{address} closed the connection")
+                    raise ClusterError(f"{address} closed the connection" + (
+                        "" if context is not None else " (an SSL listener closes a "
+                        "plaintext client: give --command-config FILE, or --cluster DIR of "
+                        "a TLS cluster)"))
                 for reply in decoder.feed(data):
                     if reply["correlation_id"] == correlation_id:
                         return reply["body"]

@@ -47,6 +47,7 @@ from metadata.admin import (
     PartitionDescription,
     TopicDescription,
 )
+from raft.common.tls import default_client_context
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors
 from tools.client.connection import METADATA, ClientError, ConnectionLost, KafkaClient
@@ -167,9 +168,12 @@ class KafkaAdmin:
             return {int(k.api_key): (int(k.min_version), int(k.max_version))
                     for k in response.api_keys}
         if failures and all(CLOSED_BY_PEER in f for f in failures):
+            tls_hint = "" if default_client_context() is not None else (
+                "; an SSL listener closes a plaintext client too: give --command-config FILE "
+                "with security.protocol=SSL")
             raise NotAKafkaListener("; ".join(failures) + ": not a broker's Kafka listener "
                                     "(--bootstrap-server names brokers; controllers take "
-                                    "--bootstrap-controller)")
+                                    f"--bootstrap-controller){tls_hint}")
         raise ConnectionLost("no broker answered: " + "; ".join(failures))
 
     def serves(self, api_key: int) -> bool:
