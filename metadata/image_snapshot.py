@@ -89,6 +89,14 @@ def _listed(image: MetadataImage, topic_items: Callable[[TopicImage], Iterable[T
         if not broker.fenced:
             yield item(rec.UnfenceBroker(broker_id=broker.broker_id,
                                          broker_epoch=broker.broker_epoch))
+    for key in sorted(image.scram_credentials):
+        yield item(image.scram_credentials[key].to_record())
+    for acl in sorted(image.acls, key=lambda a: a.id.value):
+        b = acl.binding
+        yield item(rec.AccessControlEntry(
+            id=acl.id, resource_type=b.resource_type, resource_name=b.resource_name,
+            pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+            operation=b.operation, permission_type=b.permission_type))
     if image.anomaly_count:
         yield item(rec.ReplayAnomalies(
             count=image.anomaly_count,

@@ -22,7 +22,12 @@ from metadata.admin import (
 from metadata.controller import Controller
 from metadata.delta import replay
 from metadata.image import MetadataImage
-from metadata.image_snapshot import image_from_records, image_records
+from metadata.image_snapshot import (
+    image_from_bytes,
+    image_from_records,
+    image_record_bytes,
+    image_records,
+)
 from metadata.scram_control import describe_user_scram_credentials
 from raft.common.errors import ErrorCode
 
@@ -199,3 +204,12 @@ def test_admin_codec_carries_credentials_when_encoded_and_decoded() -> None:
     response = describe_user_scram_credentials(
         image_of(credential()), DescribeUserScramCredentialsRequest(users=("alice",)))
     assert decode_response("DescribeUserScramCredentials", encode_body(response)) == response
+
+
+def test_snapshot_bytes_keep_the_credentials_when_written_and_loaded() -> None:
+    """The writer's path (image_record_bytes) and the loader's (image_from_bytes), as a
+    node's snapshot file holds them."""
+    image = image_of(credential("bob", key=b"b"), credential(mechanism="SCRAM-SHA-512"))
+    loaded = image_from_bytes(list(image_record_bytes(image)), image.last_applied_offset)
+    assert dict(loaded.scram_credentials) == dict(image.scram_credentials)
+    assert loaded.content_hash() == image.content_hash()
