@@ -3,8 +3,9 @@ leader with Fetch v13 by topic ID (`replica_id` = its broker id), over the leade
 listener (or, in chaos tests, the proxy `fault.injection.replica.routes` names for that
 leader), and appends the batches with the leader's offsets and epochs.
 
-`followed_partitions` (pure) says which partitions to fetch from which leader; the
-fetcher restarts its per-leader tasks whenever that plan changes in the image. Each
+`followed_partitions` (pure) says which partitions to fetch from which leader
+(`FollowedPartitions`: the same, image after image, walking only the topics that
+changed); the fetcher restarts its per-leader tasks whenever that plan changes in the image. Each
 fetch offset also tells the leader how far this replica has got, which is what moves
 the leader's high watermark (it follows the ISR). A follower's stale or unknown topic
 ID gets an error from the leader, never data (KIP-516). A follower whose last fetched
@@ -26,6 +27,7 @@ import ssl
 import struct
 import uuid
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import trio
@@ -42,7 +44,7 @@ from broker.kafka.replica import PartitionState, check_partition
 from broker.kafka.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl_settings import SaslClientSettings
 from broker.kafka.wire_client import encode_request
-from metadata.image import MetadataImage
+from metadata.image import MetadataImage, TopicImage
 from raft.common import tls
 from raft.common.uuid import Uuid
 
@@ -69,6 +71,49 @@ def followed_partitions(image: MetadataImage, broker_id: int) -> Plan:
     return {leader: tuple(sorted(parts)) for leader, parts in sorted(plan.items())}
 
 
+_Share = tuple[tuple[int, tuple[Uuid, int, int]], ...]  # (leader, partition) pairs
+_TOPIC_ID_VALUE = attrgetter("topic_id.value")
+
+
+class FollowedPartitions:
+    """`followed_partitions(image, broker_id)` for image after image, each topic's share
+    remembered: the next image shares every topic object that no record changed, so
+    only the changed topics are walked again. The fetcher asks at every image change,
+    and a walk of a million partitions took 0.46 s of the broker's event loop."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        # id(topic) -> (topic, its share): the topic is held so that its id stays its own
+        self._shares: dict[int, tuple[TopicImage, _Share]] = {}
+
+    def __call__(self, image: MetadataImage) -> Plan:
+        known, shares = self._shares, {}
+        followed = []
+        for topic in image.topics.values():
+            key = id(topic)
+            entry = known.get(key)
+            if entry is None or entry[0] is not topic:
+                entry = (topic, self._share(topic))
+            shares[key] = entry
+            if entry[1]:
+                followed.append(entry)
+        self._shares = shares
+        # topics by ID, each share by partition: every leader's list comes out sorted as
+        # followed_partitions sorts it, without comparing Uuids in Python
+        followed.sort(key=lambda entry: _TOPIC_ID_VALUE(entry[0]))
+        plan: dict[int, list[tuple[Uuid, int, int]]] = {}
+        for _, share in followed:
+            for leader, part in share:
+                plan.setdefault(leader, []).append(part)
+        return {leader: tuple(parts) for leader, parts in sorted(plan.items())}
+
+    def _share(self, topic: TopicImage) -> _Share:
+        broker_id = self.broker_id
+        return tuple((p.leader, (topic.topic_id, p.partition, p.leader_epoch))
+                     for p in topic.partitions
+                     if broker_id in p.replicas and p.leader not in (broker_id, -1))
+
+
 def leader_fetch_address(image: MetadataImage, leader: int,
                          routes: Mapping[int, tuple[str, int]]) -> tuple[str, int] | None:
     """Where to fetch from `leader`: its advertised Kafka endpoint, or the test-only route
@@ -80,8 +125,8 @@ def leader_fetch_address(image: MetadataImage, leader: int,
     return routes.get(leader, (str(endpoint["host"]), int(endpoint["port"])))
 
 
-def _plan_differs(plan: Plan, broker_id: int) -> Callable[[MetadataImage], bool]:
-    return lambda image: followed_partitions(image, broker_id) != plan
+def _plan_differs(plan: Plan, planner: FollowedPartitions) -> Callable[[MetadataImage], bool]:
+    return lambda image: planner(image) != plan
 
 
 class ReplicaFetcher:
@@ -95,13 +140,13 @@ class ReplicaFetcher:
         self.ssl_context = ssl_context  # the leaders' Kafka listeners are TLS (None: not)
 
     async def run(self) -> None:
-        broker_id = self.context.broker_id
+        planner = FollowedPartitions(self.context.broker_id)
         while True:
-            plan = followed_partitions(self.context.image, broker_id)
+            plan = planner(self.context.image)
             async with trio.open_nursery() as nursery:
                 for leader, parts in plan.items():
                     nursery.start_soon(self._follow, leader, parts)
-                await self.context.wait_image(_plan_differs(plan, broker_id), math.inf)
+                await self.context.wait_image(_plan_differs(plan, planner), math.inf)
                 nursery.cancel_scope.cancel()
 
     async def _follow(self, leader: int, parts: tuple[tuple[Uuid, int, int], ...]) -> None:
