@@ -92,3 +92,13 @@ def test_snapshot_round_trip_keeps_the_acls_when_the_image_has_them() -> None:
 def test_snapshot_has_no_acl_records_when_the_image_has_none() -> None:
     assert not any(isinstance(r, rec.AccessControlEntry)
                    for r in image_records(MetadataImage.empty()))
+
+
+def test_snapshot_bytes_keep_the_acls_when_written_and_loaded() -> None:
+    """The writer's path (image_record_bytes) and the loader's (image_from_bytes), as a
+    node's snapshot file holds them."""
+    from metadata.image_snapshot import image_from_bytes, image_record_bytes
+    image = replay([(0, _ace(2)), (1, _ace(1, "pay", pattern_type=PatternType.PREFIXED))])
+    loaded = image_from_bytes(list(image_record_bytes(image)), image.last_applied_offset)
+    assert {a.id: a.binding for a in loaded.acls} == {a.id: a.binding for a in image.acls}
+    assert loaded.content_hash() == image.content_hash()
