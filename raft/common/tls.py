@@ -193,6 +193,9 @@ def _readable(path: str, key: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError) and "PEM lib" in str(exc):  # OpenSSL says no more
+        return "no PEM certificate and private key could be read (or the key is encrypted " \
+            "and ssl.key.password is missing or wrong)"
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return str(exc.reason)
     return str(exc)

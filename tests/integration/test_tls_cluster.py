@@ -279,3 +279,19 @@ def test_a_node_7_certificate_claiming_voter_1_is_refused_when_it_asks_for_a_vot
     reply = _send_raw(address, stray, describe)
     assert reply is not None
     assert reply["correlation_id"] == 10
+
+
+def test_node_exits_2_naming_the_key_when_its_keystore_does_not_load(tmp_path: Path) -> None:
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    config = tmp_path / "node.properties"
+    config.write_text("process.roles=controller\nnode.id=1\n"
+                      "controller.quorum.voters=1@127.0.0.1:1\n"
+                      "listeners=CONTROLLER://127.0.0.1:1\n"
+                      "listener.security.protocol.map=CONTROLLER:SSL\n"
+                      f"ssl.keystore.location={tmp_path / 'junk.pem'}\n"
+                      f"log.dirs={tmp_path / 'data'}\n")
+    result = kraft("node", "--config", str(config))
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert line.startswith(f"error: {config}: ssl.keystore.location: ")
+    assert "no PEM certificate and private key could be read" in line

@@ -41,6 +41,7 @@ from raft.storage import LogDirLockedError, StorageError, lock_log_dir
 from tools.config import Address, ConfigError, NodeConfig, load
 from tools.errors import CommandError, usage_error
 from tools.server.build import build_node
+from tools.server.node_tls import node_tls
 from tools.server.supervisor import find_exception, supervise
 
 INVARIANT_EXIT_CODE = 3  # a broken Raft invariant stopped the node (logged as one ERROR)
@@ -63,6 +64,7 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load(args.config)
+        node_tls(config)  # the TLS files load: a bad keystore is a configuration error
     except ConfigError as exc:
         raise usage_error(str(exc)) from None
     for warning in config.warnings:
@@ -111,8 +113,6 @@ def discover_voters(config: NodeConfig, timeout_s: float = DISCOVERY_TIMEOUT_S
     address, and the voter ids. Retried until every voter's endpoint is known (the
     controllers may still be starting), else a usage error naming the missing ones."""
     from tools.cluster import ClusterError, request  # the blocking msgpack client
-    from tools.server.node_tls import node_tls
-
     # the controller listener's TLS, as the node itself will dial the voters
     context = node_tls(config).client if config.is_tls(config.controller_listener_name) \
         else None

@@ -57,8 +57,11 @@ def node_tls(config: NodeConfig) -> NodeTls:
         servers = {mode: server_context(replace(config.tls, client_auth=mode))
                    for mode in CLIENT_AUTH_MODES if mode in modes}
         client = client_context(config.tls)
-    except TlsConfigError as exc:
-        raise ConfigError("ssl", str(exc), config.source) from None
+    except TlsConfigError as exc:  # its message starts with the key, when there is one
+        key, _, detail = str(exc).partition(" ")
+        if not key.startswith("ssl."):
+            key, detail = "ssl", str(exc)
+        raise ConfigError(key.rstrip(":"), detail.lstrip(": "), config.source) from None
     return NodeTls(client, servers)
 
 
