@@ -109,6 +109,12 @@ def node_common_name(node_id: int) -> str:
     return f"{NODE_CN_PREFIX}{node_id}"
 
 
+def node_principal(node_id: int) -> str:
+    """The principal a node's certificate gives its connections (Kafka's default SSL
+    principal builder: `User:` and the subject DN, most specific first)."""
+    return f"User:CN={node_common_name(node_id)},O={ORGANIZATION}"
+
+
 def certificate_pem(issued: Issuer) -> bytes:
     return issued.certificate.public_bytes(serialization.Encoding.PEM)
 
@@ -184,8 +190,12 @@ def write_cluster_tls(directory: str | os.PathLike[str], node_ids: list[int]) ->
 
 
 def node_tls_settings(files: ClusterTls, node_id: int) -> dict[str, str]:
-    """The `ssl.*` node keys of `node_id` in a `--tls` cluster (mutual TLS)."""
+    """The `ssl.*` node keys of `node_id` in a `--tls` cluster (mutual TLS), and
+    `super.users` naming every node's principal: with the authorizer turned on (`--set
+    authorizer.class.name=...`), the nodes' own requests to each other stay allowed, as
+    Kafka's brokers are usually super users; the client's certificate is not one."""
     return {"ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(files.node_keystores[node_id]),
             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(files.ca_file),
-            "ssl.client.auth": "required"}
+            "ssl.client.auth": "required",
+            "super.users": ";".join(node_principal(n) for n in sorted(files.node_keystores))}
