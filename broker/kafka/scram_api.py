@@ -9,12 +9,17 @@ forwarding, so neither the controller nor the metadata log ever sees what a clie
 log in with. The answer waits until this broker's own image shows the change, as
 CreateTopics does (`broker.kafka.admin_api`), so a client that logs in right after
 finds its credential here.
+
+With the authorizer on (`broker.kafka.authz`), as in Kafka: altering needs ALTER on the
+cluster, describing DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED, and
+nothing is forwarded).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.kafka import authz
 from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
@@ -61,7 +66,13 @@ async def handle_alter_user_scram_credentials_request(context: BrokerContext, re
                         for d in request.deletions),
         upsertions=tuple(_upsertion(u) for u in request.upsertions))
     timeout_s = _timeout_s(request, context)
-    response, error, message = await _forward(context, admin, timeout_s)
+    response: Any
+    message: str | None
+    if not authz.cluster_allowed(context, authz.Op.ALTER):
+        response, error, message = (
+            None, authz.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is not allowed")
+    else:
+        response, error, message = await _forward(context, admin, timeout_s)
     if response is None:
         users = dict.fromkeys([d.name for d in admin.deletions]
                               + [u.name for u in admin.upsertions])
@@ -87,9 +98,15 @@ async def handle_alter_user_scram_credentials_request(context: BrokerContext, re
 async def handle_describe_user_scram_credentials_request(context: BrokerContext,
                                                          request: Any, version: int) -> Any:
     users = None if request.users is None else tuple(u.name for u in request.users)
-    response, error, message = await _forward(
-        context, DescribeUserScramCredentialsRequest(users=users or None),
-        _timeout_s(request, context))
+    response: Any
+    message: str | None
+    if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
+        response, error, message = (
+            None, authz.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is not allowed")
+    else:
+        response, error, message = await _forward(
+            context, DescribeUserScramCredentialsRequest(users=users or None),
+            _timeout_s(request, context))
     schema = response_class(DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     if response is None:
         return build(schema, {"throttle_time": 0, "error_code": error,

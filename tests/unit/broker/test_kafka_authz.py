@@ -176,3 +176,13 @@ async def test_describe_acls_needs_describe_on_the_cluster(tmp_path: Path) -> No
     assert listed.error_code == ErrorCode.none
     assert [(r.resource_type, r.resource_name) for r in listed.resources] == [
         (ResourceType.CLUSTER, "kafka-cluster")]
+
+
+async def test_scram_credentials_need_describe_on_the_cluster(tmp_path: Path) -> None:
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest,
+    )
+    dispatcher = dispatcher_for(tmp_path, image_with_topic())
+    response = await roundtrip(dispatcher, DescribeUserScramCredentialsRequest(users=None))
+    assert response.error_code == ErrorCode.cluster_authorization_failed
+    assert dispatcher.context.controller.requests == []  # type: ignore[union-attr]
