@@ -114,7 +114,9 @@ def _image_of(snapshot: Snapshot) -> MetadataImage:
     not make an image mean the file was written wrong, not torn: the node stops rather
     than guess (falling back would hide a writer bug)."""
     try:  # decoded as replayed, not listed first: a million records at once cost memory
-        with gc_paused():  # a third of the time otherwise (raft.common.gc_pause)
+        # the collector: a third of the time otherwise, and then the image left out of
+        # every later collection (raft.common.gc_pause)
+        with gc_paused(freeze=True):
             return image_from_bytes(snapshot.records, snapshot.snapshot_id.end_offset - 1)
     except (rec.RecordError, ImageSnapshotError) as exc:
         raise SnapshotStartError(f"{snapshot.path}: the snapshot holds no valid image: "
