@@ -1,0 +1,296 @@
+"""SASL on the brokers' Kafka listeners (real processes, 127.0.0.1): one controller
+formatted with `kraft format --add-scram` and two brokers whose listener is
+SASL_PLAINTEXT, replicating to each other with SCRAM-SHA-512 (the bootstrap `admin`).
+Users made by `kraft format --add-scram` and by `kraft users` (through the controllers
+and through a broker) produce and consume with kafka-python and confluent-kafka, with
+SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; a wrong password is SASL_AUTHENTICATION_FAILED;
+a client without SASL is closed without an answer; the credentials survive a snapshot
+and a controller restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kio.index import load_request_schema
+
+from broker.kafka import sasl_client
+from broker.kafka.codec import build
+from broker.kafka.sasl_settings import SaslClientSettings
+from broker.kafka.wire_client import encode_request
+from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
+from tools.cluster import Cluster, ClusterError, is_alive
+
+pytestmark = pytest.mark.integration
+
+kafka = pytest.importorskip("kafka")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+VOTER, BROKERS = 1, (2, 3)
+WAIT_S = 30.0
+ADMIN_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+              'username="admin" password="admin-secret";')
+SETTINGS = {
+    **FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+    "socket.request.max.bytes": 8 << 20,
+    # a follower that cannot log in never catches up; with this lag it stays in the ISR,
+    # so an acks=all produce completes only once it fetched (as admin, SCRAM-SHA-512)
+    "replica.lag.time.max.ms": 600_000,
+    "listener.security.protocol.map":
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT,STATUS:PLAINTEXT",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+    "listener.name.plaintext.scram-sha-512.sasl.jaas.config": ADMIN_JAAS,
+    "sasl.plain.users": "plainuser:plain-pw",
+}
+BOOTSTRAP_USERS = ("SCRAM-SHA-512=[name=admin,password=admin-secret]",
+                   "SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("sasl") / "cluster"
+    made = Cluster.create(directory, voters=1, brokers=len(BROKERS), settings=SETTINGS)
+    voter = made.node(VOTER)
+    shutil.rmtree(voter.data_dir)  # formatted again, as a user would, with the users
+    formatted = kraft("format", "--dir", voter.data_dir, "--node-id", str(VOTER),
+                      "--cluster-id", made.cluster_id,
+                      *(f"--add-scram={u}" for u in BOOTSTRAP_USERS))
+    assert formatted.returncode == 0, formatted.stderr
+    try:
+        started = kraft("quorum", "start", "--cluster", str(directory), "--json",
+                        timeout=90)
+        assert started.returncode == 0, started.stderr
+        yield Cluster.load(directory)
+    finally:
+        try:
+            loaded = Cluster.load(directory)
+        except ClusterError:
+            return
+        for node in loaded.nodes.values():  # by pid, whatever happened
+            if node.pid and is_alive(node.pid, node.config):
+                os.kill(node.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+
+
+@pytest.fixture(scope="module")
+def admin_properties(cluster: Cluster) -> Path:
+    path = cluster.directory / "admin.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                    f"sasl.jaas.config={ADMIN_JAAS}\n")
+    return path
+
+
+def cli(*args: str) -> str:
+    result = kraft(*args, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def described(cluster: Cluster) -> dict[str, dict[str, int]]:
+    users = json.loads(cli("users", "--cluster", str(cluster.directory), "--describe",
+                           "--json"))["users"]
+    return {u["user"]: {c["mechanism"]: c["iterations"] for c in u["credentials"]}
+            for u in users}
+
+
+@pytest.fixture(scope="module")
+def users(cluster: Cluster, bootstrap: str, admin_properties: Path) -> dict[str, str]:
+    """carol through the controllers, bob through a broker (logged in as admin)."""
+    cli("users", "--cluster", str(cluster.directory), "--alter", "--entity-name", "carol",
+        "--add-config", "SCRAM-SHA-256=[password=carol-pw]")
+    cli("users", "--bootstrap-server", bootstrap, "--command-config", str(admin_properties),
+        "--alter", "--entity-name", "bob", "--add-config",
+        "SCRAM-SHA-512=[iterations=5000,password=bob-pw],SCRAM-SHA-256=[password=bob-pw]")
+    return {"alice": "alice-secret", "admin": "admin-secret", "carol": "carol-pw",
+            "bob": "bob-pw", "plainuser": "plain-pw"}
+
+
+def create_topic(cluster: Cluster, name: str) -> None:
+    cli("topics", "--cluster", str(cluster.directory), "--create", "--topic", name,
+        "--partitions", "1", "--replication-factor", "2")
+    wait_until(lambda: all(_hosts(cluster, n, name) for n in BROKERS), WAIT_S,
+               f"every broker to host {name}")
+
+
+def _hosts(cluster: Cluster, node_id: int, name: str) -> bool:
+    status = cluster.broker_status(node_id)
+    return status is not None and any(h["topic"] == name for h in status["hosted"])
+
+
+def test_users_from_format_and_kraft_users_are_described_when_created(
+        cluster: Cluster, users: dict[str, str]) -> None:
+    assert described(cluster) == {
+        "admin": {"SCRAM-SHA-512": 4096}, "alice": {"SCRAM-SHA-256": 8192},
+        "bob": {"SCRAM-SHA-256": 4096, "SCRAM-SHA-512": 5000},
+        "carol": {"SCRAM-SHA-256": 4096}}
+    shown = cli("metadata-shell", "--cluster", str(cluster.directory), "--",
+                "cat", "/image/scram/SCRAM-SHA-256/alice")
+    assert json.loads(shown)["iterations"] == 8192
+
+
+def kafka_python(bootstrap: str, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "sasl_plain_username": user,
+            "sasl_plain_password": password}
+
+
+def librdkafka(bootstrap: str, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+
+
+def produce_consume_kafka_python(bootstrap: str, topic: str, login: dict[str, Any]) -> None:
+    producer = kafka.KafkaProducer(acks="all", request_timeout_ms=20_000, **login)
+    futures = [producer.send(topic, value=f"{topic}-{i}".encode()) for i in range(5)]
+    producer.flush(WAIT_S)
+    assert [f.get(WAIT_S).offset for f in futures] == list(range(5))
+    producer.close()
+    consumer = kafka.KafkaConsumer(consumer_timeout_ms=10_000, **login)
+    try:
+        consumer.assign([kafka.TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        assert [m.value for m in consumer] == [f"{topic}-{i}".encode() for i in range(5)]
+    finally:
+        consumer.close()
+
+
+def produce_consume_confluent(bootstrap: str, topic: str, login: dict[str, Any]) -> None:
+    producer = confluent_kafka.Producer({**login, "acks": "all"})
+    delivered: list[int] = []
+    for i in range(5):
+        producer.produce(topic, value=f"{topic}-{i}".encode(),
+                         on_delivery=lambda err, msg: delivered.append(
+                             -1 if err else msg.offset()))
+    assert producer.flush(WAIT_S) == 0
+    assert delivered == list(range(5))
+    consumer = confluent_kafka.Consumer({**login, "group.id": f"g-{topic}",
+                                         "auto.offset.reset": "earliest"})
+    got: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == [f"{topic}-{i}".encode() for i in range(5)]
+
+
+@pytest.mark.parametrize(("user", "mechanism", "client"), [
+    ("alice", "SCRAM-SHA-256", "kafka-python"),  # kraft format --add-scram
+    ("admin", "SCRAM-SHA-512", "confluent-kafka"),  # kraft format --add-scram
+    ("carol", "SCRAM-SHA-256", "confluent-kafka"),  # kraft users --cluster
+    ("bob", "SCRAM-SHA-512", "kafka-python"),  # kraft users --bootstrap-server
+    ("plainuser", "PLAIN", "kafka-python"),  # sasl.plain.users (tests only)
+])
+def test_user_produces_and_consumes_when_logged_in_with_sasl(
+        cluster: Cluster, bootstrap: str, users: dict[str, str], user: str, mechanism: str,
+        client: str) -> None:
+    topic = f"sasl-{user}-{mechanism.lower()}"
+    create_topic(cluster, topic)
+    if client == "kafka-python":
+        produce_consume_kafka_python(bootstrap, topic,
+                                     kafka_python(bootstrap, user, users[user], mechanism))
+    else:
+        produce_consume_confluent(bootstrap, topic,
+                                  librdkafka(bootstrap, user, users[user], mechanism))
+
+
+def test_brokers_replicate_as_the_inter_broker_user_when_the_listener_is_sasl(
+        cluster: Cluster, bootstrap: str, users: dict[str, str]) -> None:
+    """The acks=all produces above completed with both replicas in the ISR (the lag
+    never drops the follower): the follower fetched, logged in as admin."""
+    create_topic(cluster, "replicated")
+    produce_consume_kafka_python(bootstrap, "replicated",
+                                 kafka_python(bootstrap, "alice", users["alice"],
+                                              "SCRAM-SHA-256"))
+    logins = [json.loads(line) for n in BROKERS
+              for line in Path(cluster.node(n).log_path).read_text().splitlines()
+              if "SASL authenticated" in line]
+    assert any(e["principal"] == "User:admin" and e["mechanism"] == "SCRAM-SHA-512"
+               for e in logins)
+    assert all("secret" not in json.dumps(e) for e in logins)
+
+
+def first_address(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host, int(port)
+
+
+def test_wrong_password_is_refused_with_sasl_authentication_failed_when_logging_in(
+        cluster: Cluster, bootstrap: str, users: dict[str, str]) -> None:
+    async def login() -> str:
+        stream = await trio.open_tcp_stream(*first_address(bootstrap))
+        async with stream:
+            with pytest.raises(sasl_client.SaslClientError) as caught:
+                await sasl_client.authenticate(stream, SaslClientSettings(
+                    mechanism="SCRAM-SHA-256", username="alice", password="wrong"),
+                    rng=random.Random(1))
+            assert await stream.receive_some(1) == b""  # and the broker closed it
+            return str(caught.value)
+    refused = trio.run(login)
+    assert "SASL_AUTHENTICATION_FAILED" in refused
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in refused
+
+    errors: list[Any] = []
+    producer = confluent_kafka.Producer({
+        **librdkafka(bootstrap, "alice", "wrong", "SCRAM-SHA-256"),
+        "error_cb": errors.append})
+    wait_until(lambda: producer.poll(0.2) is not None and errors, WAIT_S,
+               "librdkafka to report the refused login")
+    assert errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION
+    assert "invalid credentials" in errors[0].str()
+
+
+def test_client_without_sasl_is_closed_unanswered_when_it_sends_a_request(
+        cluster: Cluster, bootstrap: str) -> None:
+    metadata = encode_request(build(load_request_schema(3, 12), {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}))
+    with socket.create_connection(first_address(bootstrap), timeout=10) as sock:
+        sock.sendall(metadata)
+        assert sock.recv(4) == b""
+    with pytest.raises(kafka.errors.KafkaTimeoutError, match="Unable to bootstrap"):
+        kafka.KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=3000)  # no SASL
+    refused = kraft("users", "--bootstrap-server", bootstrap, "--describe", "--timeout", "3")
+    assert refused.returncode == 1
+    assert "SASL listener closes a connection that has not logged in" in refused.stderr
+
+
+def test_credentials_survive_a_snapshot_and_a_controller_restart_when_restarted(
+        cluster: Cluster, bootstrap: str, users: dict[str, str]) -> None:
+    before = described(cluster)
+    snapshot = json.loads(cli("quorum", "snapshot", "--cluster", str(cluster.directory),
+                              "--node", str(VOTER), "--json"))
+    assert snapshot
+    cli("quorum", "restart", "--cluster", str(cluster.directory), "--node", str(VOTER))
+    wait_until(lambda: kraft("users", "--cluster", str(cluster.directory), "--describe",
+                             "--json", "--timeout", "5").returncode == 0, WAIT_S,
+               "the restarted controller to answer")
+    assert described(cluster) == before
+    checkpoints = sorted((Path(cluster.node(VOTER).data_dir) / "__cluster_metadata-0")
+                         .glob("*.checkpoint"))
+    assert checkpoints
+    from_snapshot = cli("metadata-shell", "--snapshot", str(checkpoints[-1]), "--",
+                        "ls", "/image/scram/SCRAM-SHA-512")
+    assert from_snapshot.split() == ["admin", "bob"]
+    create_topic(cluster, "after-restart")
+    produce_consume_kafka_python(bootstrap, "after-restart",
+                                 kafka_python(bootstrap, "bob", users["bob"], "SCRAM-SHA-512"))
