@@ -53,11 +53,14 @@ _PARTITION_KEYS = frozenset({"type", "version", "topic_id", "partition", "replic
 _PARTITION_TYPE = int(rec.RecordType.PARTITION)
 _PARTITION_VERSION = rec.Partition.VERSION
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_SHARED_TUPLES = 4096  # replica and ISR tuples a delta shares between partitions
 
 
 class MetadataDelta:
     def __init__(self, base: MetadataImage) -> None:
         self._reset(base)
+        # replica and ISR tuples, each kept once (apply_partition_map)
+        self._shared_tuples: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def _reset(self, base: MetadataImage) -> None:
         self._base = base
@@ -216,7 +219,16 @@ class MetadataDelta:
         # 0 <= partition <= len(parts) keeps it in 64 bits
         if not 0 <= partition <= len(parts):
             return False
-        image = _new_partition(partition, tuple(replicas), tuple(isr), leader, leader_epoch,
+        # the replica lists repeat (a few brokers' permutations): one tuple each, not two
+        # per partition (160 MB of a million partitions' image)
+        shared = self._shared_tuples
+        if len(shared) > _MAX_SHARED_TUPLES:
+            shared.clear()
+        replicas = tuple(replicas)
+        replicas = shared.setdefault(replicas, replicas)
+        isr = tuple(isr)
+        isr = shared.setdefault(isr, isr)
+        image = _new_partition(partition, replicas, isr, leader, leader_epoch,
                                partition_epoch, None, None)
         if partition == len(parts):
             parts.append(image)

@@ -168,3 +168,23 @@ def test_apply_bytes_takes_partitions_of_the_right_topic_when_topics_interleave(
 def test_image_record_bytes_are_the_records_encoded_when_an_image_is_written(
         image: MetadataImage) -> None:
     assert list(image_record_bytes(image)) == [r.encode() for r in image_records(image)]
+
+
+def test_partitions_share_equal_replica_tuples_when_replayed_from_bytes() -> None:
+    """One tuple per distinct replica list (memory: a million partitions hold a few
+    brokers' permutations), and the same image past the bound on shared tuples."""
+    topic_id = TOPIC_IDS[0]
+    count = 5000  # more distinct lists than a delta keeps
+    log = [rec.Topic(name="a", topic_id=topic_id).encode(),
+           *(rec.Partition(topic_id=topic_id, partition=p, replicas=(1, 2, p % 2 + 3 * p),
+                           isr=(1, 2), leader=1).encode() for p in range(count))]
+    fast, plain = MetadataDelta(MetadataImage.empty()), MetadataDelta(MetadataImage.empty())
+    for offset, data in enumerate(log):
+        assert fast.apply_bytes(data, offset) is None
+        assert plain.apply_bytes_reference(data, offset) is None
+    image = fast.build()
+    assert summary(image) == summary(plain.build())
+    topic = image.topic(topic_id)
+    assert topic is not None
+    assert len(topic.partitions) == count
+    assert topic.partitions[0].isr is topic.partitions[count - 1].isr
