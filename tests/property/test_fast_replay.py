@@ -187,4 +187,4 @@ def test_partitions_share_equal_replica_tuples_when_replayed_from_bytes() -> Non
     topic = image.topic(topic_id)
     assert topic is not None
     assert len(topic.partitions) == count
-    assert topic.partitions[0].isr is topic.partitions[count - 1].isr
+    assert topic.partitions[0].isr is topic.partitions[1].isr
