@@ -241,3 +241,39 @@ async def test_listener_serves_a_client_only_once_it_logs_in_when_sasl_is_on(
         await stream.aclose()
         nursery.cancel_scope.cancel()
     assert len(seen) == 1
+
+
+async def read_frame(stream: trio.abc.Stream) -> bytes:
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = await stream.receive_some(65536)
+        assert chunk, "closed by the broker"
+        data += chunk
+    return data[4:]
+
+
+async def test_listener_takes_raw_tokens_after_a_v0_handshake_when_a_client_asks(
+        tmp_path: Path) -> None:
+    """Kafka's v0 mode over a real connection: SaslHandshake v0, then the SCRAM tokens
+    size-prefixed with no Kafka header, then ordinary requests."""
+    listener = KafkaListener(make_dispatcher(tmp_path, image_with_alice()), ("127.0.0.1", 0))
+    listener.sasl = SETTINGS
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(listener.serve)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(encode_request(build(load_request_schema(17, 0),
+                                                   {"mechanism": "SCRAM-SHA-256"})))
+        _, handshake_answer = decode_response(await read_frame(stream), 17, 0)
+        assert handshake_answer.error_code == ErrorCode.none
+        client = ScramClient(SCRAM_SHA_256, "alice", "alice-secret", rng=random.Random(8))
+        first = client.first()
+        await stream.send_all(len(first).to_bytes(4, "big") + first)
+        final = client.final(await read_frame(stream))
+        await stream.send_all(len(final).to_bytes(4, "big") + final)
+        client.verify(await read_frame(stream))
+        await stream.send_all(encode_request(build(load_request_schema(3, 12), {
+            "topics": None, "allow_auto_topic_creation": False}), correlation_id=9))
+        correlation_id, _ = decode_response(await read_frame(stream), 3, 12)
+        assert correlation_id == 9
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
