@@ -238,3 +238,16 @@ def test_metadata_hides_topics_when_the_principal_may_not_describe_them(
     admin = admin_mod.AdminClient(confluent_conf(bootstrap, "alice"))
     assert "hidden" not in admin.list_topics(timeout=WAIT_S).topics
     assert "hidden" in topic_names(bootstrap)
+
+
+def test_acls_survive_a_controller_restart_from_its_snapshot(
+        cluster: Cluster, bootstrap: str) -> None:
+    acls(cluster, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+         "--topic", "kept-acl")
+    snapshot = kraft("quorum", "snapshot", "--cluster", str(cluster.directory), "--node", "1")
+    assert snapshot.returncode == 0, snapshot.stderr
+    cluster.restart(1)
+    cluster.wait_for_leader(20)
+    listed = json.loads(acls(cluster, "--list", "--topic", "kept-acl", "--json"))
+    assert [(a["principal"], a["operation"]) for a in listed["acls"]] == [
+        ("User:alice", "DESCRIBE")]
