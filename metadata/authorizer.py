@@ -17,12 +17,13 @@ answers one question, with Kafka's rules:
 - nothing applies: denied, unless no ACL matches the resource at all and
   `allow.everyone.if.no.acl.found` is true.
 
-`AclImage` holds the image's ACLs by id and an index built on first use: ACLs by (resource
+`AclImage` holds the image's ACLs by id and an index kept with them: ACLs by (resource
 type, pattern type, name), and per resource type the lengths of its PREFIXED names, so a
 check looks up the literal name, the `*` name and each prefix of the name that some
 PREFIXED ACL has the length of, never scanning every ACL (Kafka walks its ACLs sorted
-by resource for the same). An image whose records leave the ACLs alone shares its base's
-AclImage, index included.
+by resource for the same). Both are persistent maps (`metadata.persistent`): an image
+whose records leave the ACLs alone shares its base's, and one that adds or removes an
+ACL copies the shards it touches, not the index.
 
 Filters (`AclFilter`, DescribeAcls and DeleteAcls) match as Kafka's AclBindingFilter: ANY
 matches every value of a field, a null name, principal or host every one, and the MATCH
@@ -149,17 +150,22 @@ def invalid_binding_reason(binding: AclBinding) -> str | None:
 # --- the image's ACLs -----------------------------------------------------------------
 
 _IndexKey = tuple[int, int, str]  # (resource type, pattern type, name)
+_PrefixKey = tuple[int, int]  # (resource type, length of a PREFIXED name)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AclImage:
-    """The ACLs by id (a FrozenMap, shared with the next image when unchanged)."""
+    """The ACLs by id and the index by resource pattern, both FrozenMaps (an image whose
+    records leave the ACLs alone shares them; one that changes them copies the few
+    shards it touches: `AclImageBuilder`). `prefix_counts` counts the PREFIXED ACLs per
+    resource type and name length, the lengths a check looks up."""
 
     by_id: FrozenMap[Uuid, StandardAcl] = field(default_factory=empty_map)
-    # memo of the index, built on first check (not content)
-    _index: list[tuple[dict[_IndexKey, tuple[StandardAcl, ...]],
-                       dict[int, tuple[int, ...]]]] = field(
-        default_factory=list, init=False, repr=False)
+    groups: FrozenMap[_IndexKey, tuple[StandardAcl, ...]] = field(default_factory=empty_map)
+    prefix_counts: Mapping[_PrefixKey, int] = field(default_factory=dict)
+    # memo: resource type -> its PREFIXED name lengths, ascending (not content)
+    _lengths: dict[int, tuple[int, ...]] = field(default_factory=dict, init=False,
+                                                 repr=False)
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -170,6 +176,9 @@ class AclImage:
     def get(self, acl_id: Uuid) -> StandardAcl | None:
         return self.by_id.get(acl_id)
 
+    def builder(self) -> AclImageBuilder:
+        return AclImageBuilder(self)
+
     def canonical(self) -> list[object]:
         """Sorted by id: part of the image's content hash."""
         return [[acl.id.to_bytes(), b.resource_type, b.resource_name, b.pattern_type,
@@ -177,44 +186,76 @@ class AclImage:
                 for acl in sorted(self.by_id.values(), key=lambda a: a.id.value)
                 for b in (acl.binding,)]
 
-    def _built(self) -> tuple[dict[_IndexKey, tuple[StandardAcl, ...]],
-                              dict[int, tuple[int, ...]]]:
-        if not self._index:
-            groups: dict[_IndexKey, list[StandardAcl]] = {}
-            lengths: dict[int, set[int]] = {}
-            for acl in self.by_id.values():
-                b = acl.binding
-                groups.setdefault((b.resource_type, b.pattern_type, b.resource_name),
-                                  []).append(acl)
-                if b.pattern_type == PatternType.PREFIXED:
-                    lengths.setdefault(b.resource_type, set()).add(len(b.resource_name))
-            self._index.append((
-                {key: tuple(acls) for key, acls in groups.items()},
-                {rt: tuple(sorted(ls)) for rt, ls in lengths.items()}))
-        return self._index[0]
+    def _prefix_lengths(self, resource_type: int) -> tuple[int, ...]:
+        lengths = self._lengths.get(resource_type)
+        if lengths is None:
+            lengths = self._lengths[resource_type] = tuple(sorted(
+                length for (rt, length), n in self.prefix_counts.items()
+                if rt == resource_type and n > 0))
+        return lengths
 
     def matching(self, resource_type: int, resource_name: str) -> Iterator[StandardAcl]:
         """The ACLs whose pattern matches the resource (any principal, host, operation):
-        a few dict look-ups, not a scan."""
-        index, prefix_lengths = self._built()
+        a few look-ups, not a scan."""
+        groups = self.groups
         literal = PatternType.LITERAL
-        yield from index.get((resource_type, literal, resource_name), ())
+        yield from groups.get((resource_type, literal, resource_name)) or ()
         if resource_name != WILDCARD_RESOURCE:
-            yield from index.get((resource_type, literal, WILDCARD_RESOURCE), ())
-        for length in prefix_lengths.get(resource_type, ()):
+            yield from groups.get((resource_type, literal, WILDCARD_RESOURCE)) or ()
+        for length in self._prefix_lengths(resource_type):
             if length > len(resource_name):
                 break
-            yield from index.get((resource_type, PatternType.PREFIXED,
-                                  resource_name[:length]), ())
+            yield from groups.get((resource_type, PatternType.PREFIXED,
+                                   resource_name[:length])) or ()
 
     def find(self, binding: AclBinding) -> StandardAcl | None:
         """The ACL with exactly this binding, if any."""
-        index, _ = self._built()
-        for acl in index.get((binding.resource_type, binding.pattern_type,
-                              binding.resource_name), ()):
+        for acl in self.groups.get((binding.resource_type, binding.pattern_type,
+                                    binding.resource_name)) or ():
             if acl.binding == binding:
                 return acl
         return None
+
+
+class AclImageBuilder:
+    """Adds and removes ACLs over an AclImage (`metadata.delta`), keeping the index."""
+
+    def __init__(self, base: AclImage) -> None:
+        self._by_id = base.by_id.builder()
+        self._groups = base.groups.builder()
+        self._prefix_counts = dict(base.prefix_counts)
+
+    def __contains__(self, acl_id: object) -> bool:
+        return acl_id in self._by_id
+
+    def add(self, acl: StandardAcl) -> None:
+        b = acl.binding
+        self._by_id[acl.id] = acl
+        key = (b.resource_type, b.pattern_type, b.resource_name)
+        self._groups[key] = (*(self._groups.get(key) or ()), acl)
+        if b.pattern_type == PatternType.PREFIXED:
+            length = (b.resource_type, len(b.resource_name))
+            self._prefix_counts[length] = self._prefix_counts.get(length, 0) + 1
+
+    def remove(self, acl_id: Uuid) -> None:
+        acl = self._by_id[acl_id]
+        del self._by_id[acl_id]
+        b = acl.binding
+        key = (b.resource_type, b.pattern_type, b.resource_name)
+        rest = tuple(a for a in self._groups[key] if a.id != acl_id)
+        if rest:
+            self._groups[key] = rest
+        else:
+            del self._groups[key]
+        if b.pattern_type == PatternType.PREFIXED:
+            length = (b.resource_type, len(b.resource_name))
+            self._prefix_counts[length] -= 1
+            if not self._prefix_counts[length]:
+                del self._prefix_counts[length]
+
+    def freeze(self) -> AclImage:
+        return AclImage(self._by_id.freeze(), self._groups.freeze(),
+                        dict(self._prefix_counts))
 
 
 EMPTY_ACLS = AclImage()
@@ -391,5 +432,8 @@ def _sort_key(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:
 
 
 def acl_image_of(entries: Mapping[Uuid, StandardAcl]) -> AclImage:
-    """An AclImage holding `entries` (tests, snapshots)."""
-    return AclImage(FrozenMap(entries.items()))
+    """An AclImage holding `entries` (tests, benchmarks)."""
+    builder = AclImageBuilder(AclImage())
+    for acl in entries.values():
+        builder.add(acl)
+    return builder.freeze()

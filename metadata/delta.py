@@ -22,6 +22,7 @@ from metadata import records as rec
 from metadata.authorizer import (
     AclBinding,
     AclImage,
+    AclImageBuilder,
     StandardAcl,
     invalid_binding_reason,
 )
@@ -70,7 +71,7 @@ class MetadataDelta:
         self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
         self._new_used: set[Uuid] = set()
         self._scram: MapBuilder[tuple[str, str], ScramCredentialImage] | None = None
-        self._acls: MapBuilder[Uuid, StandardAcl] | None = None
+        self._acls: AclImageBuilder | None = None
         self._metadata_topic_id = base.metadata_topic_id
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
@@ -124,7 +125,7 @@ class MetadataDelta:
         """The ACLs as of the records applied so far (an index of its own when changed)."""
         if self._acls is None:
             return self._base.acls
-        return AclImage(self._acls.freeze())
+        return self._acls.freeze()
 
     def scram_credentials(self) -> Mapping[tuple[str, str], ScramCredentialImage]:
         """(user name, mechanism) -> credential, as of the records applied so far."""
@@ -276,7 +277,7 @@ class MetadataDelta:
             anomalies=tuple(self._anomalies),
             scram_credentials=(base.scram_credentials if self._scram is None
                                else self._scram.freeze()),
-            acls=base.acls if self._acls is None else AclImage(self._acls.freeze()),
+            acls=base.acls if self._acls is None else self._acls.freeze(),
         )
         self._reset(image)
         return image
@@ -487,7 +488,7 @@ class MetadataDelta:
         acls = self._w_acls()
         if record.id in acls:
             return f"ACL id {record.id} already used"
-        acls[record.id] = StandardAcl(id=record.id, binding=binding)
+        acls.add(StandardAcl(id=record.id, binding=binding))
         return None
 
     def _remove_access_control_entry(self, record: rec.RemoveAccessControlEntry,
@@ -495,12 +496,12 @@ class MetadataDelta:
         acls = self._w_acls()
         if record.id not in acls:
             return f"no ACL {record.id}"
-        del acls[record.id]
+        acls.remove(record.id)
         return None
 
-    def _w_acls(self) -> MapBuilder[Uuid, StandardAcl]:
+    def _w_acls(self) -> AclImageBuilder:
         if self._acls is None:
-            self._acls = self._base.acls.by_id.builder()
+            self._acls = self._base.acls.builder()
         return self._acls
 
     def _user_scram_credential(self, record: rec.UserScramCredential, offset: int

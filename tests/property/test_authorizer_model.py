@@ -98,3 +98,30 @@ def test_index_finds_exactly_the_acls_a_scan_finds(acls: list[AclBinding], rt: i
         b.resource_name in (name, "*") if b.pattern_type == PatternType.LITERAL
         else name.startswith(b.resource_name))}
     assert {a.id for a in image.matching(rt, name)} == scanned
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.integers(0, 7), bindings), max_size=30),
+       rt=st.sampled_from(TYPES), name=st.text(alphabet="ab*", min_size=1, max_size=5))
+def test_index_follows_adds_and_removes_when_replayed(
+        steps: list[tuple[bool, int, AclBinding]], rt: int, name: str) -> None:
+    """The index the delta keeps (AclImageBuilder) against a scan, after random
+    AccessControlEntry and RemoveAccessControlEntry records (skipped ones included)."""
+    from metadata import records as rec
+    from metadata.delta import replay
+    records: list[tuple[int, rec.Record]] = []
+    for offset, (add, slot, b) in enumerate(steps):
+        records.append((offset, rec.AccessControlEntry(
+            id=Uuid(slot + 1), resource_type=b.resource_type, resource_name=b.resource_name,
+            pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+            operation=b.operation, permission_type=b.permission_type) if add
+            else rec.RemoveAccessControlEntry(id=Uuid(slot + 1))))
+    image = replay(records[: len(records) // 2])
+    image = replay(records[len(records) // 2:], base=image)  # two images: shared maps
+    scanned = {a.id for a in image.acls if a.binding.resource_type == rt and (
+        a.binding.resource_name in (name, "*")
+        if a.binding.pattern_type == PatternType.LITERAL
+        else name.startswith(a.binding.resource_name))}
+    assert {a.id for a in image.acls.matching(rt, name)} == scanned
+    for acl in image.acls:
+        assert image.acls.find(acl.binding) is not None
