@@ -21,14 +21,18 @@ from raft.common.codec import Codec
 from raft.common.record import Record, RecordError, RecordSet
 from raft.common.uuid import Uuid
 from raft.control_records import (
+    KRAFT_VERSION,
     LEADER_CHANGE,
     METADATA_TOPIC,
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
+    VOTERS,
+    KRaftVersionRecord,
     LeaderChange,
     MetadataTopic,
     SnapshotFooter,
     SnapshotHeader,
+    VotersRecord,
 )
 
 __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
@@ -37,6 +41,7 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
            "UnfenceBroker", "UserScramCredential", "RemoveUserScramCredential",
+           "VotersRecord", "KRaftVersionRecord",
            "decode", "from_dict", "to_json"]
 
 
@@ -60,7 +65,9 @@ class RecordType(enum.IntEnum):
     TOPIC_CONFIG = 16
     PARTITION_COUNT = 17
     REMOVE_PARTITION = 18
-    USER_SCRAM_CREDENTIAL = 21  # 19, 20: reserved for dynamic quorums
+    VOTERS = VOTERS  # raft's dynamic quorum (KIP-853, raft/voters.py)
+    KRAFT_VERSION = KRAFT_VERSION
+    USER_SCRAM_CREDENTIAL = 21
     REMOVE_USER_SCRAM_CREDENTIAL = 22
     # 19, 20: reserved; 21, 22: SCRAM credentials
     ACCESS_CONTROL_ENTRY = 23
@@ -283,7 +290,8 @@ METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, Fence
                               RetiredTopicId, ReplayAnomalies, TopicConfig,
                               PartitionCount, RemovePartition,
                               UserScramCredential, RemoveUserScramCredential,
-                              AccessControlEntry, RemoveAccessControlEntry))
+                              AccessControlEntry, RemoveAccessControlEntry,
+                              VotersRecord, KRaftVersionRecord))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

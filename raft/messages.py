@@ -24,6 +24,7 @@ from typing import Any
 from raft.common.codec import Codec, CodecError, expected
 from raft.common.errors import ErrorCode
 from raft.common.uuid import METADATA_TOPIC_ID, Uuid
+from raft.control_records import Endpoint
 from raft.types import Batch, SnapshotId
 
 NO_LEADER = -1  # Kafka's "no leader known" in a response's leader id
@@ -54,6 +55,7 @@ NO_CURRENT_LEADER = CurrentLeader()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaState:
     replica_id: int
+    replica_directory_id: Uuid | None = None  # KIP-853
     log_end_offset: int
     last_fetch_timestamp: int = -1
     last_caught_up_timestamp: int = -1
@@ -75,6 +77,10 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False
+    # KIP-853 (Vote v1+): the candidate's replica key, and the key of the voter asked
+    # (a replica formatted anew since, with another directory id, refuses to answer).
+    candidate_directory_id: Uuid | None = None
+    voter_directory_id: Uuid | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +90,7 @@ class BeginQuorumEpochRequest:
     partition_index: int = 0
     leader_id: int
     leader_epoch: int
+    voter_directory_id: Uuid | None = None  # KIP-853: the voter this is meant for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +101,8 @@ class EndQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     preferred_successors: tuple[int, ...] = ()
+    # KIP-853: the successors' directory ids, in the same order
+    preferred_directory_ids: tuple[Uuid, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +116,7 @@ class FetchRequest:
     current_leader_epoch: int
     fetch_offset: int
     last_fetched_epoch: int
+    replica_directory_id: Uuid | None = None  # KIP-853 (Fetch v17)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +131,7 @@ class FetchSnapshotRequest:
     current_leader_epoch: int
     snapshot_id: SnapshotId
     position: int
+    replica_directory_id: Uuid | None = None  # KIP-853
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +139,44 @@ class DescribeQuorumRequest:
     cluster_id: str
     topic_id: Uuid = METADATA_TOPIC_ID
     partition_index: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddRaftVoterRequest:
+    """KIP-853: add the replica (voter_id, voter_directory_id), an observer caught up
+    with the leader, to the voters; answered once the new VotersRecord commits."""
+
+    cluster_id: str
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    timeout_ms: int = 30_000
+    voter_id: int
+    voter_directory_id: Uuid
+    listeners: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveRaftVoterRequest:
+    """KIP-853: remove the voter (voter_id, voter_directory_id)."""
+
+    cluster_id: str
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    voter_id: int
+    voter_directory_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateRaftVoterRequest:
+    """KIP-853: a voter tells the leader its current endpoints."""
+
+    cluster_id: str
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: Uuid
+    listeners: tuple[Endpoint, ...] = ()
 
 
 # --- responses ------------------------------------------------------------------------
@@ -198,14 +247,28 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoterChangeResponse:
+    """The answer to AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter (the same
+    fields in Kafka's three responses): an error code and why."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    error_message: str | None = None
+
+
 REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
-                 FetchSnapshotRequest, DescribeQuorumRequest)
+                 FetchSnapshotRequest, DescribeQuorumRequest, AddRaftVoterRequest,
+                 RemoveRaftVoterRequest, UpdateRaftVoterRequest)
 RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
-                  FetchResponse, FetchSnapshotResponse, DescribeQuorumResponse)
+                  FetchResponse, FetchSnapshotResponse, DescribeQuorumResponse,
+                  VoterChangeResponse)
 Request = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-           | FetchSnapshotRequest | DescribeQuorumRequest)
+           | FetchSnapshotRequest | DescribeQuorumRequest | AddRaftVoterRequest
+           | RemoveRaftVoterRequest | UpdateRaftVoterRequest)
 Response = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-            | FetchSnapshotResponse | DescribeQuorumResponse)
+            | FetchSnapshotResponse | DescribeQuorumResponse | VoterChangeResponse)
 Message = Request | Response
 
 
@@ -255,6 +318,13 @@ _CLASS_BY_API: dict[str, type] = {cls.__name__: cls for cls in _SHAPES}
 CLASS_BY_API = _CLASS_BY_API  # api name ("VoteRequest", ...) -> message class
 
 
+# KIP-853's fields, left off the wire when unset (as Kafka's newer message versions are
+# only sent to peers that know them): a static quorum's messages keep their bytes, and a
+# body without them decodes with their defaults.
+_KIP_853_FIELDS = ("candidate_directory_id", "voter_directory_id", "replica_directory_id",
+                   "preferred_directory_ids")
+
+
 def encode_message(msg: Message) -> tuple[str, dict[str, Any]]:
     """(api name, msgpack-ready body) of a request or response."""
     cls = type(msg)
@@ -262,6 +332,14 @@ def encode_message(msg: Message) -> tuple[str, dict[str, Any]]:
     if shape is None:
         raise TypeError(f"not a raft message: {cls.__name__}")
     partition = _CODEC.encode(msg)  # all fields, then the body's and the topic's go
+    for name in _KIP_853_FIELDS:
+        if name in partition and partition[name] in (None, []):
+            del partition[name]
+    if cls is DescribeQuorumResponse:
+        for key in ("current_voters", "observers"):
+            for replica in partition[key]:
+                if replica.get("replica_directory_id", 0) is None:
+                    del replica["replica_directory_id"]
     body = {name: partition.pop(name) for name in shape.top}
     body["topics"] = [{"topic_id": partition.pop("topic_id"), "partitions": [partition]}]
     return cls.__name__, body

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol
 
+from raft.common.uuid import Uuid
+
 NodeId = NewType("NodeId", int)
 Epoch = NewType("Epoch", int)
 Offset = NewType("Offset", int)
@@ -84,16 +86,25 @@ class ElectionState:
     leader_id: int | None = None
     voted_id: int | None = None
     voters: tuple[int, ...] = ()
+    # KIP-853: the vote belongs to a replica key, the candidate's id and directory id
+    # (None: a static voter's, or a candidate that sent none).
+    voted_directory_id: Uuid | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "leader_id": self.leader_id,
-                "voted_id": self.voted_id, "voters": list(self.voters)}
+        data: dict[str, Any] = {"epoch": self.epoch, "leader_id": self.leader_id,
+                                "voted_id": self.voted_id, "voters": list(self.voters)}
+        if self.voted_directory_id is not None:
+            data["voted_directory_id"] = str(self.voted_directory_id)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ElectionState:
+        directory = data.get("voted_directory_id")
         return cls(epoch=int(data["epoch"]), leader_id=data.get("leader_id"),
                    voted_id=data.get("voted_id"),
-                   voters=tuple(int(v) for v in data.get("voters", ())))
+                   voters=tuple(int(v) for v in data.get("voters", ())),
+                   voted_directory_id=None if directory is None
+                   else Uuid.from_string(directory))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

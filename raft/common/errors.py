@@ -58,3 +58,6 @@ class ErrorCode(enum.IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    INVALID_VOTER_KEY = 123  # the dynamic quorum (KIP-853, raft/voters.py)
+    DUPLICATE_VOTER = 124
+    VOTER_NOT_FOUND = 125

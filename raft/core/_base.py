@@ -17,7 +17,7 @@ from typing import Any
 
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
-from raft.control_records import LeaderChange, MetadataTopic
+from raft.control_records import KRaftVersionRecord, LeaderChange, MetadataTopic
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
     CandidateState,
@@ -40,11 +40,14 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
+from raft.snapshot import SnapshotError, parse_snapshot
 from raft.snapshot_store import MemorySnapshotStore, SnapshotStore
 from raft.types import Batch, ElectionState, Envelope, RaftLog, SnapshotId
+from raft.voters import VoterHistory, VoterSet
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +55,11 @@ _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorum
                  EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
                  FetchSnapshotRequest: FetchSnapshotResponse}
 # Errors about the addressing of a request: the response's leader fields mean nothing.
+# INVALID_VOTER_KEY (KIP-853): the replica answering is not the one asked (formatted anew).
 ADDRESSING_ERRORS = frozenset({ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNKNOWN_TOPIC_ID,
                                ErrorCode.INCONSISTENT_TOPIC_ID,
-                               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               ErrorCode.INVALID_VOTER_KEY})
 
 
 class RaftInvariantError(AssertionError):
@@ -76,6 +81,15 @@ class RaftConfig:
     pre_vote: bool = True
     retry_backoff_ms: int = 100  # before re-sending a Fetch that failed
     fetch_snapshot_max_bytes: int = 1 << 20  # per FetchSnapshot answer
+    # KIP-853: the voters of a `kraft.version` 1 cluster before its log names any (the
+    # bootstrap checkpoint `kraft format --standalone/--initial-controllers` writes);
+    # None: kraft.version 0, the static `voters` above (which every node also uses to
+    # find the leader, as `controller.quorum.bootstrap.servers`).
+    bootstrap_voters: VoterSet | None = None
+    # AddRaftVoter: a new voter must have fetched within the fetch timeout and be at
+    # most this many records behind the leader's log end.
+    add_voter_max_lag_records: int = 100
+    reconfig_timeout_ms: int = 30_000  # a voter change not committed by then: timed out
 
     def __post_init__(self) -> None:
         if not self.voters or len(set(self.voters)) != len(self.voters):
@@ -98,8 +112,10 @@ class Inflight:
 class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
-                 now_ms: int, snapshots: SnapshotStore | None = None) -> None:
+                 now_ms: int, snapshots: SnapshotStore | None = None,
+                 directory_id: Uuid | None = None) -> None:
         self._node_id = node_id
+        self._directory_id = directory_id  # KIP-853: this replica's key is both
         self._config = config
         self._log = log
         # Snapshots this node serves (leader) or fetches (follower); the one at the log
@@ -108,15 +124,22 @@ class CoreBase:
         self._loaded_snapshot: SnapshotId | None = None  # for the next Ready
         self._cluster_id = cluster_id
         self._rng = rng
-        self._voters = tuple(config.voters)
-        self._voter_set = frozenset(config.voters)
-        self._is_voter = node_id in self._voter_set
-        self._majority = len(self._voters) // 2 + 1
+        # The voter set in force (KIP-853: the log's latest VotersRecord, committed or
+        # not; kraft.version 0: the static one). `_apply_voter_set` derives the rest.
+        if config.bootstrap_voters is not None:
+            self._history = VoterHistory(config.bootstrap_voters, kraft_version=1)
+        else:
+            self._history = VoterHistory(VoterSet.from_ids(config.voters))
+        self._voters: tuple[int, ...] = ()
+        self._voter_set: frozenset[int] = frozenset()
+        self._is_voter = False
+        self._majority = 1
+        self._voter_keys: VoterSet = self._history.latest
         self._outbox: list[Envelope] = []
         # The leader's fetch answers: `Ready.early_messages` (see raft/types.py).
         self._early_outbox: list[Envelope] = []
         self._pending_election: ElectionState | None = None
-        self._persisted: tuple[int, int | None, int | None] | None = None
+        self._persisted: tuple[int, int | None, int | None, Uuid | None] | None = None
         self._pending_entries: list[Batch] = []
         self._pending_truncate: int | None = None
         self._high_watermark = log.start_offset  # a snapshot holds only committed records
@@ -131,13 +154,19 @@ class CoreBase:
             self._check_snapshot_at_log_start()
             self._topic_ids.on_snapshot(self._snapshots, SnapshotId(log.start_offset,
                                                                     log.start_epoch))
+            self._history.reset_to(log.start_offset, self._snapshot_records(
+                SnapshotId(log.start_offset, log.start_epoch)))
+        self._scan_voters(log.start_offset)
+        self._apply_voter_set()
         self._probe_index = 0  # observers: which voter to ask for the leader next
         self._probe_correlation_id: int | None = None
         self._probe_at_ms = now_ms
         self._last_now_ms = now_ms  # the time of the last input (for `advance`)
         self._state: EpochState = self._initial_state(election, now_ms)
         if election is not None:
-            self._persisted = (election.epoch, election.leader_id, election.voted_id)
+            self._persisted = (election.epoch, election.leader_id, election.voted_id,
+                               election.voted_directory_id
+                               if election.voted_id is not None else None)
         self._persist_election()
         if isinstance(self._state, FollowerState | UnattachedState):
             self._maybe_send_fetch(now_ms)
@@ -146,16 +175,81 @@ class CoreBase:
         if election is None:
             return self._new_unattached(0, now_ms)
         epoch, leader_id, voted_id = election.epoch, election.leader_id, election.voted_id
+        voted_dir = election.voted_directory_id
         if leader_id == self._node_id and self._is_voter:
             # A leader cannot resume its epoch after a restart (Kafka does the same).
             return ResignedState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
+                                 voted_directory_id=voted_dir,
                                  election_deadline_ms=now_ms + self._election_timeout())
         if leader_id is not None and leader_id != self._node_id:
-            return self._new_follower(epoch, leader_id, voted_id, now_ms)
+            follower = self._new_follower(epoch, leader_id, voted_id, now_ms)
+            follower.voted_directory_id = voted_dir if voted_id is not None else None
+            return follower
         if voted_id is not None and self._is_voter:
-            return VotedState(epoch=epoch, voted_id=voted_id,
+            return VotedState(epoch=epoch, voted_id=voted_id, voted_directory_id=voted_dir,
                               election_deadline_ms=now_ms + self._election_timeout())
         return self._new_unattached(epoch, now_ms)
+
+    # --- the voter set in force (KIP-853) ---------------------------------------------
+
+    def _snapshot_records(self, snapshot_id: SnapshotId) -> list[bytes]:
+        """The records of a snapshot this node holds (raft's voter records among them);
+        none when it cannot be read whole (`_check_snapshot_at_log_start` says why)."""
+        size = self._snapshots.size(snapshot_id)
+        if size is None:
+            return []
+        try:
+            _, records = parse_snapshot(self._snapshots.read(snapshot_id, 0, size),
+                                        snapshot_id.file_name, snapshot_id.epoch)
+        except SnapshotError:
+            return []
+        return list(records)
+
+    def _scan_voters(self, start: int) -> None:
+        """Look for voter records in the log from `start` to its end."""
+        offset = start
+        while offset < self._log.end_offset:
+            batches = self._log.read(offset, 1 << 20)
+            if not batches:
+                return
+            for batch in batches:
+                first = max(offset, batch.base_offset) - batch.base_offset
+                self._history.on_records(batch.base_offset + first, batch.records[first:])
+                offset = batch.next_offset
+
+    def _apply_voter_set(self) -> None:
+        """Derive everything that depends on the voter set in force; a leader's replica
+        progress follows it (`LeaderState.set_voters`)."""
+        voters = self._history.latest
+        self._voter_keys = voters
+        self._voters = voters.ids
+        self._voter_set = voters.id_set
+        self._majority = voters.majority
+        self._is_voter = voters.is_voter(self._node_id, self._directory_id)
+        state = getattr(self, "_state", None)
+        if isinstance(state, LeaderState):
+            state.set_voters(voters)
+
+    @property
+    def dynamic_quorum(self) -> bool:
+        """kraft.version 1: the voters are the log's (KIP-853)."""
+        return self._history.kraft_version >= 1
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self._voter_keys
+
+    @property
+    def directory_id(self) -> Uuid | None:
+        return self._directory_id
+
+    @property
+    def kraft_version(self) -> int:
+        return self._history.kraft_version
+
+    def _on_log_records(self, base_offset: int, records: Sequence[bytes]) -> None:
+        if self._history.on_records(base_offset, records):
+            self._apply_voter_set()
 
     def _check_snapshot_at_log_start(self) -> None:
         start = SnapshotId(self._log.start_offset, self._log.start_epoch)
@@ -247,23 +341,31 @@ class CoreBase:
             state.election_deadline_ms = old.election_deadline_ms
         self._set_state(state, now_ms)
 
-    def transition_to_voted(self, candidate_id: int, now_ms: int) -> None:
+    def transition_to_voted(self, candidate_id: int, now_ms: int,
+                            candidate_directory_id: Uuid | None = None) -> None:
         self._set_state(VotedState(epoch=self._state.epoch, voted_id=candidate_id,
+                                   voted_directory_id=candidate_directory_id,
                                    election_deadline_ms=now_ms + self._election_timeout()),
                         now_ms)
 
     def transition_to_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
-        if leader_id == self._node_id or leader_id not in self._voter_set:
+        # KIP-853: a leader removed from the voter set leads on until its removal
+        # commits, so a dynamic quorum's followers may follow a leader outside their set.
+        if leader_id == self._node_id or leader_id < 0 or (
+                not self.dynamic_quorum and leader_id not in self._voter_set):
             raise RaftInvariantError(f"node {self._node_id} cannot follow {leader_id}")
-        voted = self._state.voted_id if epoch == self._state.epoch else None
-        self._set_state(self._new_follower(epoch, leader_id, voted, now_ms), now_ms)
+        same = epoch == self._state.epoch
+        voted = self._state.voted_id if same else None
+        follower = self._new_follower(epoch, leader_id, voted, now_ms)
+        follower.voted_directory_id = self._state.voted_directory_id if same else None
+        self._set_state(follower, now_ms)
         self._maybe_send_fetch(now_ms)
 
     def transition_to_prospective(self, now_ms: int) -> None:
         """KIP-996: ask for pre-votes in epoch + 1 before disrupting anyone."""
         old = self._state
         state = ProspectiveState(epoch=old.epoch, leader_id=old.leader_id,
-                                 voted_id=old.voted_id,
+                                 voted_id=old.voted_id, voted_directory_id=old.voted_directory_id,
                                  election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
@@ -272,6 +374,7 @@ class CoreBase:
 
     def transition_to_candidate(self, now_ms: int) -> None:
         state = CandidateState(epoch=self._state.epoch + 1, voted_id=self._node_id,
+                               voted_directory_id=self._directory_id,
                                election_deadline_ms=now_ms + self._election_timeout())
         state.granted.add(self._node_id)
         self._set_state(state, now_ms)
@@ -284,15 +387,23 @@ class CoreBase:
             raise RaftInvariantError(f"only a candidate becomes leader, not {old.role}")
         epoch = old.epoch
         state = LeaderState(epoch=epoch, leader_id=self._node_id, voted_id=self._node_id,
+                            voted_directory_id=self._directory_id,
                             node_id=self._node_id, voters=self._voters,
                             epoch_start_offset=self._log.end_offset, became_leader_ms=now_ms,
-                            granting_voters=tuple(sorted(old.granted)))
+                            granting_voters=tuple(sorted(old.granted & self._voter_set)))
+        state.set_voters(self._voter_keys)
         self._set_state(state, now_ms)
         records = [LeaderChange(leader_id=self._node_id, voters=self._voters,
                                 granting_voters=state.granting_voters).encode()]
         if self._log.end_offset == 0:  # KIP-516: the first leader names the metadata topic
             topic_id = Uuid.random(self._rng)
             records.append(MetadataTopic(topic_id=topic_id).encode())
+        if self.dynamic_quorum and self._history.latest_offset is None \
+                and self._history.base_offset == 0 and self._log.start_offset == 0:
+            # KIP-853: the voters came from the bootstrap checkpoint, not the log: the
+            # first leader writes them (and kraft.version) so every replica learns them.
+            records.append(KRaftVersionRecord(kraft_version=1).encode())
+            records.append(self._voter_keys.to_record().encode())
         self._append_as_leader(state, records)
         log.info("became leader", extra={"node": self._node_id, "epoch": epoch})
         for voter in sorted(state.begin_unacknowledged):
@@ -304,7 +415,8 @@ class CoreBase:
             raise RaftInvariantError(f"only a leader resigns, not {old.role}")
         successors = old.successors_by_progress()
         state = ResignedState(epoch=old.epoch, leader_id=self._node_id,
-                              voted_id=old.voted_id, preferred_successors=successors,
+                              voted_id=old.voted_id, voted_directory_id=old.voted_directory_id,
+                              preferred_successors=successors,
                               election_deadline_ms=now_ms + self._election_timeout(),
                               unacknowledged=set(successors))
         self._set_state(state, now_ms)
@@ -317,6 +429,12 @@ class CoreBase:
             raise RaftInvariantError(f"epoch would go back from {old.epoch} to {state.epoch}")
         if isinstance(old, LeaderState):
             self._fail_parked_fetches(old, state)
+            if old.pending_change is not None:  # KIP-853: the client asks the next leader
+                self._respond(old.pending_change.envelope, VoterChangeResponse(
+                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    topic_id=old.pending_change.envelope.message.topic_id,
+                    error_message="leadership changed before the voter change committed"))
+                old.pending_change = None
         self._state = state
         self._probe_correlation_id = None
         self._probe_at_ms = now_ms
@@ -325,11 +443,12 @@ class CoreBase:
 
     def _persist_election(self) -> None:
         state = self._state
-        key = (state.epoch, state.leader_id, state.voted_id)
+        voted_dir = state.voted_directory_id if state.voted_id is not None else None
+        key = (state.epoch, state.leader_id, state.voted_id, voted_dir)
         if key != self._persisted:
             if self._persisted is not None and key[0] == self._persisted[0]:
-                _, old_leader, old_voted = self._persisted
-                if old_voted is not None and key[2] != old_voted:
+                _, old_leader, old_voted, old_dir = self._persisted
+                if old_voted is not None and (key[2], key[3]) != (old_voted, old_dir):
                     raise RaftInvariantError(f"second vote in epoch {key[0]}: "
                                              f"{old_voted} then {key[2]}")
                 if old_leader is not None and key[1] not in (None, old_leader):
@@ -337,11 +456,14 @@ class CoreBase:
             self._persisted = key
             self._pending_election = self._election_state(*key)
 
-    def _election_state(self, epoch: int, leader_id: int | None,
-                        voted_id: int | None) -> ElectionState:
-        """What `quorum-state` must hold before anything else leaves this node."""
+    def _election_state(self, epoch: int, leader_id: int | None, voted_id: int | None,
+                        voted_directory_id: Uuid | None = None) -> ElectionState:
+        """What `quorum-state` must hold before anything else leaves this node: the
+        vote as a replica key (KIP-853). The voter ids are recorded only for a static
+        quorum (the shell checks them against the configuration)."""
         return ElectionState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
-                             voters=self._voters)
+                             voters=() if self.dynamic_quorum else self._voters,
+                             voted_directory_id=voted_directory_id)
 
     def _new_unattached(self, epoch: int, now_ms: int) -> UnattachedState:
         deadline = now_ms + self._election_timeout() if self._is_voter else None
@@ -394,8 +516,10 @@ class CoreBase:
 
     def _maybe_win_election(self, now_ms: int) -> None:
         state = self._state
-        if isinstance(state, ProspectiveState | CandidateState) and (
-                len(state.granted) >= self._majority):
+        # Majorities are counted over the voter set in force now (KIP-853: it may have
+        # changed since the votes were asked for), and only a voter may win.
+        if isinstance(state, ProspectiveState | CandidateState) and self._is_voter and (
+                len(state.granted & self._voter_set) >= self._majority):
             if isinstance(state, ProspectiveState):
                 self.transition_to_candidate(now_ms)
             else:
@@ -405,8 +529,8 @@ class CoreBase:
         """Any message naming a newer epoch (or the leader of ours, when we know none)
         moves this node there; the new epoch is persisted before anything else leaves."""
         state = self._state
-        leader = (leader_id if leader_id in self._voter_set and leader_id != self._node_id
-                  else None)
+        known = leader_id in self._voter_set or (self.dynamic_quorum and leader_id >= 0)
+        leader = leader_id if known and leader_id != self._node_id else None
         if epoch > state.epoch:
             if leader is not None:
                 self.transition_to_follower(epoch, leader, now_ms)
@@ -432,6 +556,9 @@ class CoreBase:
         raise NotImplementedError
 
     def _fail_parked_fetches(self, old: LeaderState, new: EpochState) -> None:
+        raise NotImplementedError
+
+    def _wake_parked_fetches(self, state: LeaderState) -> None:
         raise NotImplementedError
 
     # --- shared helpers ---------------------------------------------------------------
@@ -476,12 +603,15 @@ class CoreBase:
         batch = self._log.append(state.epoch, records)
         self._topic_ids.on_append(batch.base_offset)
         self._pending_entries.append(batch)
+        self._on_log_records(batch.base_offset, batch.records)
         return batch
 
     def _append_as_follower(self, batches: Sequence[Batch]) -> None:
         self._topic_ids.on_append(batches[0].base_offset)
         self._log.append_batches(batches)
         self._pending_entries.extend(batches)
+        for batch in batches:
+            self._on_log_records(batch.base_offset, batch.records)
 
     def _truncate(self, offset: int) -> None:
         self._check_truncation(offset)
@@ -490,6 +620,8 @@ class CoreBase:
         if self._pending_truncate is None or offset < self._pending_truncate:
             self._pending_truncate = offset
         self._topic_ids.on_truncate()
+        if self._history.truncate_to(offset):  # back to the voter set before the cut
+            self._apply_voter_set()
 
     def _check_truncation(self, offset: int) -> None:
         """Committed records are never removed: a leader asking for that is broken, and

@@ -5,6 +5,13 @@ a resignation. A mixin of `RaftCore` over `CoreBase`.
 Every request is first checked for its cluster id and topic ID (KIP-516) and answered
 with an error, without any state change, if either is wrong. Protocol problems become
 error codes; nothing here raises on peer input.
+
+KIP-853: requests name the replica key they are meant for (`voter_directory_id`); a
+replica with another directory id (formatted anew since) answers INVALID_VOTER_KEY and
+changes nothing, so a wiped voter never votes again in an epoch it voted in. A vote is
+granted to, and recorded as, the candidate's replica key. In a dynamic quorum a voter
+grants votes to a candidate outside its own voter set (it may not have replicated the
+VotersRecord that added it yet); the candidate counts only its own set's voters.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from raft.common.errors import ErrorCode
-from raft.common.uuid import Uuid
+from raft.common.uuid import ZERO_UUID, Uuid
 from raft.core._base import ADDRESSING_ERRORS, CoreBase
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
@@ -50,7 +57,10 @@ class Election(CoreBase):
         if error is not None:
             self._respond(envelope, VoteResponse(error_code=error, topic_id=request.topic_id))
             return
-        if request.candidate_id not in self._voter_set:
+        if not self._is_addressed_key(request.voter_directory_id):
+            self._reply_vote(envelope, ErrorCode.INVALID_VOTER_KEY, granted=False)
+            return
+        if request.candidate_id not in self._voter_set and not self.dynamic_quorum:
             self._reply_vote(envelope, ErrorCode.INCONSISTENT_VOTER_SET, granted=False)
             return
         if request.candidate_epoch < self._state.epoch:
@@ -64,8 +74,13 @@ class Election(CoreBase):
                                                       request.last_offset)
             granted = self._state.can_grant_vote(request.candidate_id, log_ok,
                                                  request.pre_vote, now_ms)
+            if (granted and not request.pre_vote and self._state.voted_id is not None
+                    and not self._state.voted_for(request.candidate_id,
+                                                  request.candidate_directory_id)):
+                granted = False  # the vote of this epoch went to another replica key
             if granted and not request.pre_vote and self._state.voted_id is None:
-                self.transition_to_voted(request.candidate_id, now_ms)  # persisted first
+                self.transition_to_voted(request.candidate_id, now_ms,  # persisted first
+                                         request.candidate_directory_id)
             elif granted and isinstance(self._state, FollowerState):
                 # Give the prospective we just backed time to win before standing
                 # ourselves: two at once would grant each other and split the vote.
@@ -86,7 +101,8 @@ class Election(CoreBase):
         if not isinstance(state, ProspectiveState | CandidateState):
             return
         response: VoteResponse = envelope.message
-        if response.vote_granted and response.error_code == ErrorCode.NONE:
+        if (response.vote_granted and response.error_code == ErrorCode.NONE
+                and envelope.src in self._voter_set):
             state.granted.add(envelope.src)
             self._maybe_win_election(now_ms)
             return
@@ -109,6 +125,8 @@ class Election(CoreBase):
         error = self._check_leader_request(request.cluster_id, request.topic_id,
                                       request.partition_index, request.leader_id,
                                       request.leader_epoch)
+        if error is None and not self._is_addressed_key(request.voter_directory_id):
+            error = ErrorCode.INVALID_VOTER_KEY
         if error is None:
             state = self._state
             if request.leader_epoch > state.epoch:
@@ -138,7 +156,8 @@ class Election(CoreBase):
                 state.last_fetch_success_ms = None  # the leader is gone: grant pre-votes
                 successors = request.preferred_successors
                 backoff_max = self._config.election_backoff_max_ms
-                if self._node_id in successors:
+                if self._node_id in successors and self._is_addressed_key(
+                        _directory_at(request, successors.index(self._node_id))):
                     rank = successors.index(self._node_id)
                     if rank == 0:
                         self._reply_leader_request(envelope, EndQuorumEpochResponse, None)
@@ -156,7 +175,8 @@ class Election(CoreBase):
         error = self._addressing_error(cluster_id, topic_id, partition_index)
         if error is not None:
             return error
-        if leader_id not in self._voter_set or leader_id == self._node_id:
+        if leader_id == self._node_id or (leader_id not in self._voter_set
+                                          and not self.dynamic_quorum):
             return ErrorCode.INCONSISTENT_VOTER_SET
         if leader_epoch < self._state.epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
@@ -185,6 +205,12 @@ class Election(CoreBase):
         if isinstance(state, ResignedState) and envelope.message.error_code == ErrorCode.NONE:
             state.unacknowledged.discard(envelope.src)
 
+    def _is_addressed_key(self, directory_id: Uuid | None) -> bool:
+        """A request meant for this replica's key (KIP-853): no directory id named (a
+        static quorum's peer), or this replica's own."""
+        return (directory_id is None or self._directory_id is None
+                or directory_id == ZERO_UUID or directory_id == self._directory_id)
+
     # --- sending ------------------------------------------------------------------------
 
     def _request_votes(self, epoch: int, *, pre_vote: bool, now_ms: int) -> None:
@@ -196,20 +222,31 @@ class Election(CoreBase):
                     cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
                     candidate_epoch=epoch,
                     candidate_id=self._node_id, last_offset_epoch=last_epoch,
-                    last_offset=log_end, pre_vote=pre_vote), now_ms)
+                    last_offset=log_end, pre_vote=pre_vote,
+                    candidate_directory_id=self._directory_id,
+                    voter_directory_id=self._voter_keys.directory_of(voter)), now_ms)
 
     def _send_begin_quorum_epoch(self, state: LeaderState, voter: int,
                                 now_ms: int) -> None:
         self._send_request(voter, BeginQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
-            leader_id=self._node_id, leader_epoch=state.epoch), now_ms,
+            leader_id=self._node_id, leader_epoch=state.epoch,
+            voter_directory_id=self._voter_keys.directory_of(voter)), now_ms,
             self._quick_retry_timeout_ms())
 
     def _send_end_quorum_epoch(self, state: ResignedState, voter: int,
                               now_ms: int) -> None:
+        keys = self._voter_keys
         self._send_request(voter, EndQuorumEpochRequest(
             cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(voter),
             leader_id=self._node_id, leader_epoch=state.epoch,
-            preferred_successors=state.preferred_successors), now_ms,
+            preferred_successors=state.preferred_successors,
+            preferred_directory_ids=tuple(keys.directory_of(v) or ZERO_UUID
+                                          for v in state.preferred_successors)), now_ms,
             self._quick_retry_timeout_ms())
+
+
+def _directory_at(request: EndQuorumEpochRequest, rank: int) -> Uuid | None:
+    ids = request.preferred_directory_ids
+    return ids[rank] if rank < len(ids) else None
 

@@ -6,6 +6,11 @@ voters, where the leader counts only what it has flushed and each follower count
 before that offset is durable there). It is only adopted once that offset lies in the
 leader's own epoch (§5.4.2: never commit an older epoch's entries by counting replicas),
 and it never goes back. Observers are tracked for DescribeQuorum but never counted.
+
+KIP-853: progress belongs to a replica key. A Fetch from a voter's id with another
+directory id (its disk wiped and formatted anew) is an observer's, never the voter's;
+the voters are those of the set in force (`set_voters`, called whenever it changes), and
+an observer that becomes a voter keeps its progress.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from raft.common.uuid import Uuid
 from raft.core._quorum_state import EpochState, Role
 from raft.messages import ReplicaState
 from raft.types import Envelope
+from raft.voters import VoterSet
 
 CHECK_QUORUM_FACTOR_PERCENT = 150  # of the fetch timeout, as Kafka's check-quorum timer
 
@@ -23,13 +30,16 @@ CHECK_QUORUM_FACTOR_PERCENT = 150  # of the fetch timeout, as Kafka's check-quor
 @dataclass(slots=True)
 class ReplicaProgress:
     replica_id: int
+    directory_id: Uuid | None = None
     end_offset: int = 0
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     sent_high_watermark: int = 0  # the HW in the last Fetch response sent to it
 
     def to_replica_state(self) -> ReplicaState:
-        return ReplicaState(replica_id=self.replica_id, log_end_offset=self.end_offset,
+        return ReplicaState(replica_id=self.replica_id,
+                            replica_directory_id=self.directory_id,
+                            log_end_offset=self.end_offset,
                             last_fetch_timestamp=self.last_fetch_ms,
                             last_caught_up_timestamp=self.last_caught_up_ms)
 
@@ -37,6 +47,15 @@ class ReplicaProgress:
 @dataclass(slots=True)
 class ParkedFetch:
     envelope: Envelope
+    deadline_ms: int
+
+
+@dataclass(slots=True, kw_only=True)
+class PendingVoterChange:
+    """A voter change (KIP-853) appended at `offset`, answered once that commits."""
+
+    envelope: Envelope
+    offset: int
     deadline_ms: int
 
 
@@ -52,40 +71,78 @@ class LeaderState(EpochState):
     observer_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)  # by fetcher id
     begin_unacknowledged: set[int] = field(default_factory=set)
+    voter_set: VoterSet | None = None  # with directory ids (None: by id only)
+    pending_change: PendingVoterChange | None = None
 
     def __post_init__(self) -> None:
         for voter in self.voters:
             self.voter_progress[voter] = ReplicaProgress(voter)
         self.begin_unacknowledged = {v for v in self.voters if v != self.node_id}
 
+    def set_voters(self, voters: VoterSet) -> None:
+        """The voter set in force changed (KIP-853): voters added keep what was known
+        of them as observers (same key), voters removed become observers."""
+        old = self.voter_progress
+        self.voter_set = voters
+        self.voters = voters.ids
+        self.voter_progress = {}
+        for voter in voters:
+            key = voter.key
+            progress = old.pop(key.id, None)
+            if progress is not None and not voters.is_voter(key.id, progress.directory_id) \
+                    and key.id != self.node_id:
+                if progress.last_fetch_ms >= 0:
+                    self.observer_progress[key.id] = progress  # another directory's
+                progress = None
+            if progress is None:
+                observed = self.observer_progress.get(key.id)
+                if observed is not None and voters.is_voter(key.id, observed.directory_id):
+                    progress = self.observer_progress.pop(key.id)
+            self.voter_progress[key.id] = progress or ReplicaProgress(
+                key.id, key.directory_id)
+        for replica_id, progress in old.items():
+            if replica_id != self.node_id and progress.last_fetch_ms >= 0:
+                self.observer_progress[replica_id] = progress
+        self.begin_unacknowledged &= set(self.voters)
+
+    def is_voter_key(self, replica_id: int, directory_id: Uuid | None) -> bool:
+        if self.voter_set is None:
+            return replica_id in self.voter_progress
+        return self.voter_set.is_voter(replica_id, directory_id)
+
     def can_grant_vote(self, candidate_id: int, is_log_ok: bool, pre_vote: bool,
                        now_ms: int) -> bool:
         return False  # a live leader neither votes nor lets a pre-vote disrupt it
 
     def update_replica(self, replica_id: int, fetch_offset: int | None, now_ms: int,
-                       log_end_offset: int) -> None:
+                       log_end_offset: int, directory_id: Uuid | None = None) -> None:
         """Record a Fetch in this epoch; `fetch_offset` None when it diverged: the
         fetcher knows this epoch, but it is neither replicating nor following yet, so
-        it counts neither for the high watermark nor as contact for check-quorum."""
-        progress = self.voter_progress.get(replica_id)
+        it counts neither for the high watermark nor as contact for check-quorum. A
+        voter's id with another directory id is an observer (KIP-853)."""
+        is_voter = self.is_voter_key(replica_id, directory_id)
+        progress = self.voter_progress.get(replica_id) if is_voter else None
         if progress is not None:
             self.begin_unacknowledged.discard(replica_id)
+            progress.directory_id = directory_id
         if fetch_offset is None:
             return
         if progress is None:
             progress = self.observer_progress.get(replica_id)
-            if progress is None:
-                progress = self.observer_progress[replica_id] = ReplicaProgress(replica_id)
+            if progress is None or progress.directory_id != directory_id:
+                progress = self.observer_progress[replica_id] = ReplicaProgress(
+                    replica_id, directory_id)
         progress.last_fetch_ms = now_ms
         progress.end_offset = fetch_offset
         if fetch_offset >= log_end_offset:
             progress.last_caught_up_ms = now_ms
 
-    def note_snapshot_fetch(self, replica_id: int, now_ms: int) -> None:
+    def note_snapshot_fetch(self, replica_id: int, now_ms: int,
+                            directory_id: Uuid | None = None) -> None:
         """A FetchSnapshot in this epoch: the fetcher follows this leader (contact for
         check-quorum) though its log end is not known yet."""
         progress = self.voter_progress.get(replica_id)
-        if progress is not None:
+        if progress is not None and self.is_voter_key(replica_id, directory_id):
             self.begin_unacknowledged.discard(replica_id)
             progress.last_fetch_ms = now_ms
 
@@ -104,7 +161,9 @@ class LeaderState(EpochState):
         majority): 1.5 fetch timeouts after the majority's latest valid Fetch, as
         Kafka's check-quorum, so a follower's own fetch timeout fires first. A voter
         that has not fetched yet counts from the start of the epoch."""
-        needed = len(self.voters) // 2  # other voters needed for a majority
+        # Other voters needed for a majority (all of a majority when this leader is
+        # being removed: KIP-853, it does not count itself).
+        needed = len(self.voters) // 2 + 1 - (1 if self.node_id in self.voter_progress else 0)
         if needed == 0:
             return None
         recent = sorted((max(p.last_fetch_ms, self.became_leader_ms)
@@ -123,7 +182,9 @@ class LeaderState(EpochState):
         voters = []
         for voter in self.voters:
             if voter == self.node_id:
-                voters.append(ReplicaState(replica_id=voter, log_end_offset=own_end,
+                own_dir = None if self.voter_set is None else self.voter_set.directory_of(voter)
+                voters.append(ReplicaState(replica_id=voter, replica_directory_id=own_dir,
+                                           log_end_offset=own_end,
                                            last_fetch_timestamp=now_ms,
                                            last_caught_up_timestamp=now_ms))
             else:

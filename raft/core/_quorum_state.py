@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from raft.common.uuid import Uuid
 from raft.types import SnapshotId
 
 
@@ -39,10 +40,17 @@ class EpochState:
     epoch: int
     leader_id: int | None = None
     voted_id: int | None = None
+    # KIP-853: the vote is for a replica key (id and directory id), not a bare id.
+    voted_directory_id: Uuid | None = None
 
     def can_grant_vote(self, candidate_id: int, is_log_ok: bool, pre_vote: bool,
                        now_ms: int) -> bool:
         raise NotImplementedError
+
+    def voted_for(self, candidate_id: int, candidate_directory_id: Uuid | None) -> bool:
+        """Whether this state's vote is for exactly that replica key."""
+        return (self.voted_id == candidate_id
+                and self.voted_directory_id == candidate_directory_id)
 
     def timer_deadline_ms(self) -> int | None:
         """When this state's own timer (election or fetch timeout) fires."""

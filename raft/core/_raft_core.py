@@ -22,13 +22,17 @@ from raft.core._base import ADDRESSING_ERRORS
 from raft.core._election import Election
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
+    CandidateState,
     FollowerState,
     ProspectiveState,
     ResignedState,
     UnattachedState,
+    VotedState,
 )
+from raft.core._reconfig import Reconfiguration
 from raft.core._replication import Replication
 from raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -39,6 +43,8 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -52,7 +58,7 @@ _RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochRespons
                    FetchResponse, FetchSnapshotResponse)
 
 
-class RaftCore(Election, Replication):
+class RaftCore(Election, Replication, Reconfiguration):
     # --- API ------------------------------------------------------------------------
 
     def step(self, envelope: Envelope, now_ms: int) -> None:
@@ -97,6 +103,7 @@ class RaftCore(Election, Replication):
             raise ValueError("propose needs at least one record")
         batch = self._log.append(state.epoch, records)
         self._pending_entries.append(batch)
+        self._on_log_records(batch.base_offset, batch.records)
         self._wake_parked_fetches(state)
         return state.epoch, batch.last_offset
 
@@ -164,6 +171,7 @@ class RaftCore(Election, Replication):
         logd.advance_start(snapshot_id.end_offset)
         self._snapshots.delete_before(snapshot_id.end_offset)
         self._topic_ids.on_truncate()
+        self._history.forget_below(snapshot_id.end_offset)
         return True
 
     def peer_disconnected(self, node_id: int, now_ms: int) -> None:
@@ -250,6 +258,9 @@ class RaftCore(Election, Replication):
             for parked in state.parked.values():
                 if parked.deadline_ms < best:
                     best = parked.deadline_ms
+            change = self._voter_change_deadline_ms(state)
+            if change is not None and change < best:
+                best = change
         elif isinstance(state, FollowerState | UnattachedState):
             fetch_at = self._next_fetch_ms(state)
             if fetch_at is not None and fetch_at < best:
@@ -285,7 +296,15 @@ class RaftCore(Election, Replication):
     def _handle_timer(self, now_ms: int) -> None:
         state = self._state
         if not self._is_voter:
-            if isinstance(state, FollowerState) and len(self._voters) > 1:
+            if isinstance(state, UnattachedState | VotedState | ProspectiveState
+                          | CandidateState | ResignedState):
+                # KIP-853: a voter removed from the set stops campaigning and looks
+                # for the leader as an observer does (keeping this epoch's vote).
+                self._set_state(UnattachedState(epoch=state.epoch, voted_id=state.voted_id,
+                                                voted_directory_id=state.voted_directory_id),
+                                now_ms)
+                self._maybe_send_fetch(now_ms)
+            elif isinstance(state, FollowerState) and len(self._voters) > 1:
                 # An observer's leader check (`_leader_check_at`) has been asking the
                 # other voters for a newer leader since well before this timeout, without
                 # giving up on the old one: better than starting over unattached, where a
@@ -324,6 +343,8 @@ class RaftCore(Election, Replication):
                 self._send_end_quorum_epoch(state, inflight.dst, now_ms)
 
     def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
+        if self._tick_voter_change(state, now_ms):
+            return  # resigned: its own removal committed (KIP-853)
         check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
         if check is not None and now_ms >= check:
             log.info("check-quorum failed, resigning",
@@ -356,7 +377,8 @@ class RaftCore(Election, Replication):
                 self._send_request(envelope.src, dataclasses.replace(
                     inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
                 return
-        if message.error_code not in ADDRESSING_ERRORS and envelope.src in self._voter_set:
+        if message.error_code not in ADDRESSING_ERRORS and (
+                envelope.src in self._voter_set or self.dynamic_quorum):
             if isinstance(message, FetchResponse | FetchSnapshotResponse):
                 leader_id = message.current_leader.leader_id
                 epoch = message.current_leader.leader_epoch
@@ -389,6 +411,9 @@ _REQUEST_HANDLERS: dict[type, _Handler] = {
     FetchRequest: RaftCore.handle_fetch_request,
     FetchSnapshotRequest: RaftCore.handle_fetch_snapshot_request,
     DescribeQuorumRequest: RaftCore.handle_describe_quorum_request,
+    AddRaftVoterRequest: RaftCore.handle_add_raft_voter_request,
+    RemoveRaftVoterRequest: RaftCore.handle_remove_raft_voter_request,
+    UpdateRaftVoterRequest: RaftCore.handle_update_raft_voter_request,
 }
 _RESPONSE_HANDLERS: dict[type, _Handler] = {
     VoteResponse: RaftCore.handle_vote_response,

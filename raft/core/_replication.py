@@ -59,7 +59,7 @@ class Replication(CoreBase):
             return
         snapshot_id = self._snapshot_to_fetch(request.fetch_offset, request.last_fetched_epoch)
         if snapshot_id is not None:
-            state.note_snapshot_fetch(envelope.src, now_ms)
+            state.note_snapshot_fetch(envelope.src, now_ms, request.replica_directory_id)
             self._respond_early(envelope, FetchResponse(
                 topic_id=request.topic_id, high_watermark=self._high_watermark,
                 log_start_offset=self._log.start_offset, snapshot_id=snapshot_id,
@@ -69,7 +69,7 @@ class Replication(CoreBase):
         log_end = self._log.end_offset
         if envelope.src >= 0:
             state.update_replica(envelope.src, None if diverging else request.fetch_offset,
-                                 now_ms, log_end)
+                                 now_ms, log_end, request.replica_directory_id)
         if diverging is not None:
             self._respond_early(envelope, FetchResponse(
                 topic_id=request.topic_id, high_watermark=self._high_watermark,
@@ -199,7 +199,7 @@ class Replication(CoreBase):
             return
         assert isinstance(state, LeaderState)  # both checked just above
         assert size is not None
-        state.note_snapshot_fetch(envelope.src, now_ms)
+        state.note_snapshot_fetch(envelope.src, now_ms, request.replica_directory_id)
         max_bytes = max(1, min(request.max_bytes, self._config.fetch_snapshot_max_bytes))
         self._respond(envelope, FetchSnapshotResponse(
             topic_id=request.topic_id, snapshot_id=request.snapshot_id,
@@ -316,6 +316,9 @@ class Replication(CoreBase):
             raise RaftInvariantError(f"loading snapshot {snapshot_id} below the high "
                                      f"watermark {self._high_watermark}")
         self._log.reset_to(snapshot_id.end_offset, snapshot_id.epoch)
+        # KIP-853: the snapshot carries the voter set in force at its end.
+        self._history.reset_to(snapshot_id.end_offset, self._snapshot_records(snapshot_id))
+        self._apply_voter_set()
         self._pending_entries = []
         self._pending_truncate = None
         self._loaded_snapshot = snapshot_id
@@ -415,7 +418,10 @@ class Replication(CoreBase):
         return max(self._config.retry_backoff_ms, self._config.fetch_max_wait_ms // 2)
 
     def _next_probe_voter(self, skip: int | None) -> int:
-        voters = [v for v in self._voters if v != skip] or list(self._voters)
+        # A replica that knows no voters yet (KIP-853: formatted without them) asks the
+        # configured ones (controller.quorum.bootstrap.servers).
+        known = self._voters or self._config.voters
+        voters = [v for v in known if v != skip] or list(known)
         return voters[self._probe_index % len(voters)]
 
     def _probe_answered(self, now_ms: int, backoff_ms: int) -> None:
@@ -437,7 +443,8 @@ class Replication(CoreBase):
                 max_bytes=self._config.fetch_snapshot_max_bytes,
                 topic_id=self._topic_ids.topic_id_for(dst), current_leader_epoch=state.epoch,
                 snapshot_id=state.snapshot_fetch,
-                position=self._snapshots.download(state.snapshot_fetch)), now_ms,
+                position=self._snapshots.download(state.snapshot_fetch),
+                replica_directory_id=self._directory_id), now_ms,
                 self._quick_retry_timeout_ms())
         log_end = self._log.end_offset
         last_epoch = self._log.last_epoch  # the epoch of the record before log_end (0: empty)
@@ -453,7 +460,7 @@ class Replication(CoreBase):
                 max_wait_ms=self._config.fetch_max_wait_ms,
                 max_bytes=self._config.fetch_max_bytes, topic_id=topic_id,
                 current_leader_epoch=self._state.epoch, fetch_offset=log_end,
-                last_fetched_epoch=last_epoch)
+                last_fetched_epoch=last_epoch, replica_directory_id=self._directory_id)
         timeout = timeout_ms or self._config.request_timeout_ms + self._config.fetch_max_wait_ms
         return self._send_request(dst, request, now_ms, timeout)
 

@@ -25,6 +25,7 @@ applied up to.
 
 from __future__ import annotations
 
+from raft.common.uuid import Uuid
 from raft.core import RaftCore
 from raft.core._leader_state import LeaderState
 from raft.messages import FetchResponse
@@ -58,8 +59,8 @@ class _HighWatermarkCountsObservers(RaftCore):
 
 
 class _VoteNotPersisted(RaftCore):
-    def _election_state(self, epoch: int, leader_id: int | None,
-                        voted_id: int | None) -> ElectionState:
+    def _election_state(self, epoch: int, leader_id: int | None, voted_id: int | None,
+                        voted_directory_id: Uuid | None = None) -> ElectionState:
         return super()._election_state(epoch, leader_id, None)
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from metadata import records as rec
 from raft.common.uuid import Uuid
+from raft.control_records import Endpoint, VoterEntry
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
 from tests.support.codec_reference import outcome, reference_record
 
@@ -29,6 +30,10 @@ def _strategy(hint: Any) -> st.SearchStrategy[Any]:
         return st.none() | _strategy(inner)
     if typing.get_origin(hint) is tuple:
         return st.lists(_strategy(typing.get_args(hint)[0]), max_size=5).map(tuple)
+    if dataclasses.is_dataclass(hint) and hint is not Uuid:  # a VotersRecord's voters
+        nested = typing.get_type_hints(hint)
+        return st.builds(hint, **{f.name: _strategy(nested[f.name])  # type: ignore[arg-type]
+                                  for f in dataclasses.fields(hint)})
     return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS, bool: st.booleans(),
             bytes: st.binary(max_size=20)}[hint]
 
@@ -224,6 +229,11 @@ WIRE_SAMPLES: dict[str, Any] = {
         server_key=b"\x04" * 4, iterations=8192),
     "remove-user-scram-credential": rec.RemoveUserScramCredential(
         name="alice", mechanism="SCRAM-SHA-512"),
+    # captured when the dynamic quorum (KIP-853) was added
+    "voters": rec.VotersRecord(voters=(VoterEntry(
+        voter_id=1, directory_id=Uuid(7),
+        endpoints=(Endpoint(name="CONTROLLER", host="127.0.0.1", port=9093),)),)),
+    "kraft-version": rec.KRaftVersionRecord(kraft_version=1),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -323,6 +333,12 @@ WIRE_BYTES = {
     "remove-user-scram-credential": (
         "84a47479706516a776657273696f6e00a46e616d65a5616c696365a96d656368616e69736dad534352"
         "414d2d5348412d353132"),
+    "voters": (
+        "83a47479706513a776657273696f6e00a6766f746572739183a8766f7465725f696401ac646972656374"
+        "6f72795f6964c41000000000000000000000000000000007a9656e64706f696e74739183a46e616d65aa"
+        "434f4e54524f4c4c4552a4686f7374a93132372e302e302e31a4706f7274cd2385"),
+    "kraft-version": (
+        "83a47479706514a776657273696f6e00ad6b726166745f76657273696f6e01"),
 }
 
 

@@ -1,0 +1,371 @@
+"""The dynamic quorum (KIP-853) in the pure core: replica keys in votes and fetch
+progress, the voter set from the log (bootstrap, VotersRecord, truncation, snapshots),
+and the leader's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter rules, driven by a
+small zero-latency harness with directory ids."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import pytest
+
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
+from raft.control_records import Endpoint, KRaftVersionRecord, VotersRecord
+from raft.core import RaftConfig, RaftCore
+from raft.core._leader_state import LeaderState
+from raft.log import MemoryLog
+from raft.messages import (
+    AddRaftVoterRequest,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
+    VoterChangeResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.types import ElectionState, Envelope
+from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet, voters_change_of
+
+CLUSTER_ID = "test-cluster"
+CLIENT = -7  # a tool's connection: not a raft node
+
+
+def dir_of(node: int, generation: int = 0) -> Uuid:
+    return Uuid(1000 * (generation + 1) + node)
+
+
+def voter_set(*nodes: int) -> VoterSet:
+    return VoterSet(Voter(ReplicaKey(n, dir_of(n)),
+                          (Endpoint(name="CONTROLLER", host="127.0.0.1", port=9000 + n),))
+                    for n in nodes)
+
+
+class DynCluster:
+    """Cores with directory ids, bootstrapped with `voters`; `spares` start as observers
+    (formatted without initial controllers: they only know whom to ask)."""
+
+    def __init__(self, voters: tuple[int, ...] = (1, 2, 3), spares: tuple[int, ...] = (),
+                 *, dynamic: bool = True, seed: int = 0) -> None:
+        self.now_ms = 0
+        self.seed = seed
+        self.bootstrap = voter_set(*voters) if dynamic else None
+        self.static_ids = voters
+        self.generation = dict.fromkeys((*voters, *spares), 0)
+        self.logs = {n: MemoryLog() for n in self.generation}
+        self.elections: dict[int, ElectionState | None] = dict.fromkeys(self.generation)
+        self.cores: dict[int, RaftCore] = {}
+        self.queue: deque[Envelope] = deque()
+        self.answers: list[VoterChangeResponse] = []
+        for node in self.generation:
+            self.start(node, bootstrap=node in voters)
+
+    def start(self, node: int, *, bootstrap: bool) -> None:
+        config = RaftConfig(voters=self.static_ids,
+                            bootstrap_voters=self.bootstrap if bootstrap else None)
+        if not bootstrap and self.bootstrap is not None:
+            # A spare knows no voters until it fetches them; it is not one of the
+            # static ids either, so it is an observer.
+            config = RaftConfig(voters=self.static_ids, bootstrap_voters=VoterSet(()))
+        self.cores[node] = RaftCore(
+            node_id=node, config=config, log=self.logs[node],
+            election=self.elections[node], cluster_id=CLUSTER_ID,
+            rng=random.Random(self.seed * 100 + node + 10 * self.generation[node]),
+            now_ms=self.now_ms,
+            directory_id=dir_of(node, self.generation[node]))
+        self.flush(node)
+
+    def wipe(self, node: int) -> None:
+        """The node's disk is lost and formatted anew: a new directory id."""
+        self.generation[node] += 1
+        self.logs[node] = MemoryLog()
+        self.elections[node] = None
+        self.start(node, bootstrap=False)
+
+    def flush(self, node: int) -> None:
+        core = self.cores[node]
+        ready = core.ready()
+        if ready.election is not None:
+            self.elections[node] = ready.election
+        if ready.needs_flush:
+            self.logs[node].flush()
+        for envelope in ready.messages:
+            if envelope.dst == CLIENT:
+                self.answers.append(envelope.message)
+            else:
+                self.queue.append(envelope)
+        core.advance(ready)
+
+    def deliver(self) -> None:
+        for _ in range(100_000):
+            if not self.queue:
+                return
+            envelope = self.queue.popleft()
+            if envelope.dst in self.cores:
+                self.cores[envelope.dst].step(envelope, self.now_ms)
+                self.flush(envelope.dst)
+        raise AssertionError("livelock")
+
+    def run(self, duration_ms: int, step_ms: int = 10) -> None:
+        end = self.now_ms + duration_ms
+        while self.now_ms < end:
+            self.now_ms += step_ms
+            for node, core in self.cores.items():
+                core.tick(self.now_ms)
+                self.flush(node)
+            self.deliver()
+
+    def leader(self) -> RaftCore:
+        for _ in range(200):
+            leaders = [c for c in self.cores.values() if c.is_leader]
+            if leaders:
+                self.run(300)
+                leaders = [c for c in self.cores.values() if c.is_leader]
+                assert len(leaders) == 1
+                return leaders[0]
+            self.run(100)
+        raise AssertionError("no leader")
+
+    def request(self, message: object) -> VoterChangeResponse:
+        leader = self.leader()
+        before = len(self.answers)
+        leader.step(Envelope(src=CLIENT, dst=leader.node_id, correlation_id=1,
+                             message=message), self.now_ms)
+        self.flush(leader.node_id)
+        for _ in range(100):
+            if len(self.answers) > before:
+                return self.answers[-1]
+            self.run(50)
+        raise AssertionError("no answer")
+
+
+def add(node: int, generation: int = 0) -> AddRaftVoterRequest:
+    return AddRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node,
+                               voter_directory_id=dir_of(node, generation))
+
+
+def remove(node: int, generation: int = 0) -> RemoveRaftVoterRequest:
+    return RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node,
+                                  voter_directory_id=dir_of(node, generation))
+
+
+def test_first_leader_writes_bootstrap_voters_when_log_is_empty() -> None:
+    cluster = DynCluster(spares=(4,))
+    leader = cluster.leader()
+    cluster.run(500)
+    changes = [voters_change_of(r) for b in leader.log.read(0, 1 << 20) for r in b.records]
+    assert KRaftVersionRecord(kraft_version=1) in changes
+    assert voter_set(1, 2, 3).to_record() in changes
+    for core in cluster.cores.values():
+        assert core.voter_set == voter_set(1, 2, 3)
+        assert core.kraft_version == 1
+    assert not cluster.cores[4].is_voter
+
+
+def test_add_voter_commits_and_every_node_uses_new_set_when_observer_caught_up() -> None:
+    cluster = DynCluster(spares=(4,))
+    cluster.leader()
+    cluster.run(1000)
+    answer = cluster.request(add(4))
+    assert answer.error_code == ErrorCode.NONE, answer
+    cluster.run(500)
+    assert all(c.voter_set.ids == (1, 2, 3, 4) for c in cluster.cores.values())
+    assert cluster.cores[4].is_voter
+
+
+def test_add_voter_refused_when_observer_not_caught_up() -> None:
+    cluster = DynCluster(spares=(4,))
+    cluster.leader()
+    cluster.run(500)
+    answer = cluster.request(add(5))  # nobody fetched with that key
+    assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    answer = cluster.request(add(4, generation=1))  # 4 fetches with another directory
+    assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert cluster.leader().voter_set.ids == (1, 2, 3)
+
+
+def test_add_voter_refused_when_id_is_voter_already() -> None:
+    cluster = DynCluster()
+    cluster.leader()
+    cluster.run(500)
+    assert cluster.request(add(2, generation=1)).error_code == ErrorCode.DUPLICATE_VOTER
+
+
+def test_second_change_refused_when_first_not_committed() -> None:
+    cluster = DynCluster(spares=(4,))
+    leader = cluster.leader()
+    cluster.run(500)
+    leader.step(Envelope(src=CLIENT, dst=leader.node_id, correlation_id=1,
+                         message=remove(3)), cluster.now_ms)
+    leader.step(Envelope(src=CLIENT, dst=leader.node_id, correlation_id=2,
+                         message=remove(2)), cluster.now_ms)
+    cluster.flush(leader.node_id)
+    assert [a.error_code for a in cluster.answers] == [ErrorCode.REQUEST_TIMED_OUT]
+    cluster.run(500)
+    assert cluster.answers[-1].error_code == ErrorCode.NONE
+    assert leader.voter_set.ids == (1, 2)
+
+
+def test_remove_voter_refused_when_directory_differs() -> None:
+    cluster = DynCluster()
+    cluster.leader()
+    cluster.run(500)
+    assert cluster.request(remove(3, generation=1)).error_code == ErrorCode.VOTER_NOT_FOUND
+
+
+def test_removed_leader_resigns_and_another_leads_when_removal_commits() -> None:
+    cluster = DynCluster()
+    leader = cluster.leader()
+    cluster.run(500)
+    old = leader.node_id
+    answer = cluster.request(remove(old))
+    assert answer.error_code == ErrorCode.NONE
+    cluster.run(5000)
+    new = cluster.leader()
+    assert new.node_id != old
+    assert not cluster.cores[old].is_voter
+    assert new.voter_set.ids == tuple(n for n in (1, 2, 3) if n != old)
+    assert cluster.cores[old].leader_id == new.node_id  # it follows as an observer
+
+
+def test_changes_refused_with_unsupported_version_when_kraft_version_0() -> None:
+    cluster = DynCluster(spares=(4,), dynamic=False)
+    cluster.leader()
+    cluster.run(500)
+    assert cluster.request(add(4)).error_code == ErrorCode.UNSUPPORTED_VERSION
+    update = UpdateRaftVoterRequest(cluster_id=CLUSTER_ID, current_leader_epoch=0,
+                                    voter_id=1, voter_directory_id=dir_of(1))
+    assert cluster.request(update).error_code in (ErrorCode.UNSUPPORTED_VERSION,
+                                                  ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def test_wiped_voter_refuses_vote_when_request_names_old_directory() -> None:
+    """The old vote belonged to the old key; the new key is no voter until added."""
+    cluster = DynCluster()
+    leader = cluster.leader()
+    cluster.run(500)
+    victim = next(n for n in (1, 2, 3) if n != leader.node_id)
+    cluster.wipe(victim)
+    core = cluster.cores[victim]
+    assert not core.is_voter
+    request = VoteRequest(cluster_id=CLUSTER_ID, candidate_epoch=leader.epoch,
+                          candidate_id=leader.node_id, last_offset_epoch=leader.log.last_epoch,
+                          last_offset=leader.log.end_offset,
+                          candidate_directory_id=dir_of(leader.node_id),
+                          voter_directory_id=dir_of(victim))
+    core.step(Envelope(src=leader.node_id, dst=victim, correlation_id=5, message=request),
+              cluster.now_ms)
+    ready = core.ready()
+    answers = [e.message for e in ready.messages if isinstance(e.message, VoteResponse)]
+    assert answers
+    assert answers[0].error_code == ErrorCode.INVALID_VOTER_KEY
+    assert not answers[0].vote_granted
+    assert ready.election is None or ready.election.voted_id is None
+
+
+def test_wiped_voter_fetches_count_as_observer_when_directory_differs() -> None:
+    cluster = DynCluster()
+    leader = cluster.leader()
+    cluster.run(500)
+    victim = next(n for n in (1, 2, 3) if n != leader.node_id)
+    cluster.wipe(victim)
+    cluster.run(1000)
+    state = leader._state  # noqa: SLF001 (white box: the leader's progress by key)
+    assert isinstance(state, LeaderState)
+    assert state.voter_progress[victim].directory_id == dir_of(victim)
+    assert state.observer_progress[victim].directory_id == dir_of(victim, 1)
+
+
+def test_replace_wiped_voter_when_old_key_removed_then_new_key_added() -> None:
+    cluster = DynCluster()
+    leader = cluster.leader()
+    cluster.run(500)
+    victim = next(n for n in (1, 2, 3) if n != leader.node_id)
+    cluster.wipe(victim)
+    cluster.run(1000)
+    assert cluster.request(remove(victim)).error_code == ErrorCode.NONE
+    cluster.run(500)
+    assert cluster.request(add(victim, generation=1)).error_code == ErrorCode.NONE
+    cluster.run(500)
+    assert cluster.cores[victim].is_voter
+    assert cluster.leader().voter_set.directory_of(victim) == dir_of(victim, 1)
+
+
+def test_vote_recorded_as_replica_key_when_granted() -> None:
+    cluster = DynCluster()
+    core = cluster.cores[2]
+    request = VoteRequest(cluster_id=CLUSTER_ID, candidate_epoch=5, candidate_id=1,
+                          last_offset_epoch=0, last_offset=0,
+                          candidate_directory_id=dir_of(1), voter_directory_id=dir_of(2))
+    core.step(Envelope(src=1, dst=2, correlation_id=1, message=request), 0)
+    cluster.flush(2)
+    assert cluster.elections[2] is not None
+    assert (cluster.elections[2].voted_id, cluster.elections[2].voted_directory_id) == (
+        1, dir_of(1))
+    again = VoteRequest(cluster_id=CLUSTER_ID, candidate_epoch=5, candidate_id=1,
+                        last_offset_epoch=0, last_offset=0,
+                        candidate_directory_id=dir_of(1, 1), voter_directory_id=dir_of(2))
+    core.step(Envelope(src=1, dst=2, correlation_id=2, message=again), 0)
+    ready = core.ready()
+    granted = [e.message.vote_granted for e in ready.messages
+               if isinstance(e.message, VoteResponse)]
+    assert granted == [False]
+
+
+def test_quorum_state_roundtrips_voted_directory_id() -> None:
+    state = ElectionState(epoch=3, voted_id=2, voted_directory_id=dir_of(2))
+    assert ElectionState.from_json(state.to_json()) == state
+    assert "voted_directory_id" not in ElectionState(epoch=3, voted_id=2).to_json()
+
+
+def test_update_voter_changes_endpoints_when_key_matches() -> None:
+    cluster = DynCluster()
+    leader = cluster.leader()
+    cluster.run(500)
+    endpoint = Endpoint(name="CONTROLLER", host="127.0.0.1", port=19_002)
+    update = UpdateRaftVoterRequest(cluster_id=CLUSTER_ID, current_leader_epoch=leader.epoch,
+                                    voter_id=2, voter_directory_id=dir_of(2),
+                                    listeners=(endpoint,))
+    assert cluster.request(update).error_code == ErrorCode.NONE
+    voter = leader.voter_set.voter(2)
+    assert voter is not None
+    assert voter.endpoints == (endpoint,)
+
+
+# --- VoterHistory -------------------------------------------------------------------------
+
+
+def test_history_reverts_to_previous_set_when_truncated_below_record() -> None:
+    history = VoterHistory(voter_set(1, 2, 3), kraft_version=1)
+    history.on_records(5, [b"x", voter_set(1, 2, 3, 4).to_record().encode()])
+    assert history.latest.ids == (1, 2, 3, 4)
+    assert history.latest_offset == 6
+    history.truncate_to(7)
+    assert history.latest.ids == (1, 2, 3, 4)
+    history.truncate_to(6)
+    assert list(history.latest.ids) == [1, 2, 3]
+    assert history.latest_offset is None
+
+
+def test_history_takes_snapshot_voters_when_reset_to_snapshot() -> None:
+    history = VoterHistory(VoterSet(()), kraft_version=0)
+    records = [KRaftVersionRecord(kraft_version=1).encode(),
+               voter_set(1, 2).to_record().encode(), b"other"]
+    history.reset_to(10, records)
+    assert history.latest == voter_set(1, 2)
+    assert history.kraft_version == 1
+    assert history.base_offset == 10
+
+
+def test_voters_change_of_ignores_other_records() -> None:
+    assert voters_change_of(b"") is None
+    assert voters_change_of(b"\x83\xa4type\x13garbage") is None
+    record = VotersRecord(voters=voter_set(3).to_record().voters)
+    assert voters_change_of(record.encode()) == record
+
+
+@pytest.mark.parametrize("text", ["1@h:1", "x@h:1:AAAAAAAAAAAAAAAAAAAAAA", "1@:1:Zz", ""])
+def test_parse_controllers_refuses_when_entry_malformed(text: str) -> None:
+    from raft.voters import parse_controllers
+    with pytest.raises(ValueError, match="initial-controllers"):
+        parse_controllers(text)
