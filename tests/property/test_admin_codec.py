@@ -84,6 +84,8 @@ def strategy_for(hint: Any) -> st.SearchStrategy[Any]:
         return INT64
     if hint is str:
         return st.text(max_size=20)
+    if hint is bytes:  # SCRAM salts and keys
+        return st.binary(max_size=20)
     assert dataclasses.is_dataclass(hint), hint
     hints = typing.get_type_hints(hint)
     fields = {f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(hint)}
