@@ -251,3 +251,29 @@ def test_acls_survive_a_controller_restart_from_its_snapshot(
     listed = json.loads(acls(cluster, "--list", "--topic", "kept-acl", "--json"))
     assert [(a["principal"], a["operation"]) for a in listed["acls"]] == [
         ("User:alice", "DESCRIBE")]
+
+
+def _command_config(cluster: Cluster, user: str) -> str:
+    path = Path(cluster.directory) / f"{user}.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                    f'required username="{user}" password="{PASSWORDS[user]}";\n')
+    return str(path)
+
+
+def test_kraft_acls_through_a_broker_needs_alter_on_the_cluster(
+        cluster: Cluster, bootstrap: str) -> None:
+    """--bootstrap-server: Kafka's CreateAcls and DescribeAcls, as the SASL login."""
+    add = ("acls", "--bootstrap-server", bootstrap, "--add", "--allow-principal",
+           "User:alice", "--operation", "Read", "--group", "via-broker")
+    refused = kraft(*add, "--command-config", _command_config(cluster, "alice"))
+    assert refused.returncode == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    added = kraft(*add, "--command-config", _command_config(cluster, "admin"))
+    assert added.returncode == 0, added.stderr
+    listed = kraft("acls", "--bootstrap-server", bootstrap, "--list", "--group",
+                   "via-broker", "--json", "--command-config",
+                   _command_config(cluster, "admin"))
+    assert listed.returncode == 0, listed.stderr
+    assert [(a["resource_type"], a["operation"]) for a in json.loads(listed.stdout)["acls"]] \
+        == [("GROUP", "READ")]
