@@ -6,8 +6,11 @@ presents a certificate whose subject CN is `kraft-node-<id>` (`raft.common.tls.n
 A request claims a node id where it names its sender: the frame's `src` (which the node
 routes answers by), a Vote's `candidate_id`, a BeginQuorumEpoch's or EndQuorumEpoch's
 `leader_id`, a Fetch's or FetchSnapshot's `replica_id` (when >= 0: -1 is a plain
-consumer of the log), and whatever the layers above add (`extra`: api -> a top-level
-body field, e.g. the broker id of a broker registration). Every claimed id must be the
+consumer of the log), an UpdateRaftVoter's `voter_id` (KIP-853: a voter tells the leader
+its own endpoints), and whatever the layers above add (`extra`: api -> a top-level body
+field, e.g. the broker id of a broker registration). AddRaftVoter's and RemoveRaftVoter's
+`voter_id` name the voter to change, not the sender: they claim nothing here (who may
+send them is an authorization question, not an identity one). Every claimed id must be the
 certificate's; a certificate without a node id (a tool's, a user's) may claim none. A
 request that breaks this never reaches the core: the transport closes the connection
 (`raft/transport.py`), so a stray process holding some valid certificate cannot count
@@ -29,7 +32,10 @@ RAFT_CLAIMS: dict[str, tuple[str, str]] = {
     "EndQuorumEpochRequest": ("partition", "leader_id"),
     "FetchRequest": ("body", "replica_id"),
     "FetchSnapshotRequest": ("body", "replica_id"),
+    "UpdateRaftVoterRequest": ("partition", "voter_id"),
 }
+# requests whose node id field names whom they are about, not who sends them
+TARGET_FIELDS = {"AddRaftVoterRequest": "voter_id", "RemoveRaftVoterRequest": "voter_id"}
 
 
 def _partition(body: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from raft import messages
-from raft.peer_identity import RAFT_CLAIMS, claimed_ids, identity_violation
+from raft.common.uuid import Uuid
+from raft.peer_identity import RAFT_CLAIMS, TARGET_FIELDS, claimed_ids, identity_violation
 
 
 def frame_of(message: Any, src: int | None = None) -> dict[str, Any]:
@@ -30,14 +31,26 @@ REQUESTS = {
                                                             leader_epoch=3),
     "FetchRequest": messages.FetchRequest(cluster_id="c", replica_id=1, current_leader_epoch=3,
                                           fetch_offset=0, last_fetched_epoch=0),
+    "UpdateRaftVoterRequest": messages.UpdateRaftVoterRequest(
+        cluster_id="c", current_leader_epoch=3, voter_id=1, voter_directory_id=Uuid(5)),
 }
 
 
-def test_every_raft_request_with_a_sender_field_is_covered_when_claims_are_listed() -> None:
-    senders = {"candidate_id", "leader_id", "replica_id"}
-    covered = {cls.__name__ for cls in messages.REQUEST_TYPES
-               if senders & set(cls.__dataclass_fields__)}
-    assert covered == set(RAFT_CLAIMS)
+def test_add_and_remove_voter_claim_nothing_when_their_voter_id_is_the_target() -> None:
+    add = messages.AddRaftVoterRequest(cluster_id="c", voter_id=9, voter_directory_id=Uuid(5))
+    remove = messages.RemoveRaftVoterRequest(cluster_id="c", voter_id=9,
+                                             voter_directory_id=Uuid(5))
+    assert claimed_ids(frame_of(add)) == []
+    assert claimed_ids(frame_of(remove)) == []
+
+
+def test_every_raft_request_with_a_node_id_field_is_covered_when_claims_are_listed() -> None:
+    """A new request type naming a node must be sorted: a sender's claim, or a target."""
+    node_fields = {"candidate_id", "leader_id", "replica_id", "voter_id"}
+    named = {cls.__name__ for cls in messages.REQUEST_TYPES
+             if node_fields & set(cls.__dataclass_fields__)}
+    assert named == set(RAFT_CLAIMS) | set(TARGET_FIELDS)
+    assert not set(RAFT_CLAIMS) & set(TARGET_FIELDS)
 
 
 @pytest.mark.parametrize("api", sorted(REQUESTS))
