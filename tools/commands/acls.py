@@ -63,6 +63,16 @@ ACL_VERSIONS = (1, 3)  # what this client speaks (kio's schemas)
 # kafka-acls.sh's operation names (any case): Read, Write, ..., All
 OPERATIONS = {op.name.replace("_", "").lower(): op for op in AclOperation
               if op not in (AclOperation.UNKNOWN, AclOperation.ANY)}
+Op = AclOperation
+# kafka-acls.sh's check: the operations each resource type has
+VALID_OPERATIONS: dict[int, frozenset[int]] = {
+    ResourceType.TOPIC: frozenset({Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE,
+                                   Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.ALL}),
+    ResourceType.GROUP: frozenset({Op.READ, Op.DESCRIBE, Op.DELETE, Op.ALL}),
+    ResourceType.CLUSTER: frozenset({Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
+                                     Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
+                                     Op.DESCRIBE, Op.ALL}),
+}
 PATTERNS = {"literal": PatternType.LITERAL, "prefixed": PatternType.PREFIXED,
             "any": PatternType.ANY, "match": PatternType.MATCH}
 
@@ -103,6 +113,11 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                          ("--topic", "a topic (or a prefix, * for all)"),
                          ("--group", "a consumer group (or a prefix, * for all)")):
         parser.add_argument(option, action="append", default=[], help=text)
+    parser.add_argument("--producer", action="store_true",
+                        help="--add/--remove: WRITE, DESCRIBE and CREATE on the topics")
+    parser.add_argument("--consumer", action="store_true",
+                        help="--add/--remove: READ and DESCRIBE on the topics, READ on the "
+                        "groups")
     parser.add_argument("--principal", help="--list: only this principal's ACLs")
     parser.add_argument("--resource-pattern-type", default="literal",
                         choices=tuple(PATTERNS), type=str.lower)
@@ -229,11 +244,27 @@ def _operations(values: Sequence[str]) -> list[int]:
     return ops
 
 
-def _entries(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
+def _operations_for(args: argparse.Namespace, resource_type: int) -> list[int]:
+    """--operation, or what --producer / --consumer give this resource type."""
+    if not (args.producer or args.consumer):
+        return _operations(args.operation)
+    ops: list[int] = []
+    if resource_type == ResourceType.TOPIC:
+        if args.producer:
+            ops += [Op.WRITE, Op.DESCRIBE, Op.CREATE]
+        if args.consumer:
+            ops += [Op.READ, Op.DESCRIBE]
+    elif resource_type == ResourceType.GROUP and args.consumer:
+        ops.append(Op.READ)
+    return [int(op) for op in dict.fromkeys(ops)]
+
+
+def _entries(args: argparse.Namespace, resource_type: int = ResourceType.TOPIC
+             ) -> list[tuple[str, str, int, int]]:
     """(principal, host, operation, permission) for --add / an exact --remove."""
     allow = _principals(args.allow_principal, "--allow-principal")
     deny = _principals(args.deny_principal, "--deny-principal")
-    operations = _operations(args.operation)
+    operations = _operations_for(args, resource_type)
     entries = []
     for principals, hosts, permission in (
             (allow, args.allow_host or ["*"], AclPermissionType.ALLOW),
@@ -286,15 +317,9 @@ def _describe(client: Any, acl_filter: AclFilter) -> list[AclBinding]:
 
 
 def _add(client: Any, args: argparse.Namespace, pattern: int) -> int:
-    if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise usage_error("--add takes --resource-pattern-type literal or prefixed")
-    entries = _entries(args)
-    if not entries:
-        raise usage_error("--add needs --allow-principal or --deny-principal and "
-                          "--operation")
     bindings = [AclBinding(resource_type=rt, resource_name=name, pattern_type=pattern,
                            principal=p, host=h, operation=op, permission_type=perm)
-                for rt, name in _resources(args) for p, h, op, perm in entries]
+                for rt, name in _resources(args) for p, h, op, perm in _entries(args, rt)]
     response = client.call(CreateAclsRequest(creations=tuple(bindings)))
     assert isinstance(response, CreateAclsResponse)
     for b, result in zip(bindings, response.results, strict=False):
@@ -320,10 +345,10 @@ def _confirm(question: str, args: argparse.Namespace) -> bool:
 
 
 def _remove(client: Any, args: argparse.Namespace, pattern: int) -> int:
-    entries = _entries(args)
+    entries = [(rt, name, e) for rt, name in _resources(args) for e in _entries(args, rt)]
     filters = [AclFilter(resource_type=rt, resource_name=name, pattern_type=pattern,
                          principal=p, host=h, operation=op, permission_type=perm)
-               for rt, name in _resources(args) for p, h, op, perm in entries] or [
+               for rt, name, (p, h, op, perm) in entries] or [
         AclFilter(resource_type=rt, resource_name=name, pattern_type=pattern)
         for rt, name in _resources(args)]
     what = "the ACLs given" if entries else "all ACLs"
@@ -362,13 +387,36 @@ def _list(client: Any, args: argparse.Namespace, pattern: int) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    pattern = int(PATTERNS[args.resource_pattern_type])
+def _validate(args: argparse.Namespace, pattern: int) -> None:
+    """Bad usage, found before anything is sent (exit 2), as kafka-acls.sh checks it."""
     if (args.add or args.remove) and not _resources(args):
         raise usage_error("--add and --remove need a resource: --topic, --group or --cluster")
     if args.list and (args.allow_principal or args.deny_principal or args.operation):
         raise usage_error("--list takes --principal, not --allow-/--deny-principal or "
                           "--operation")
+    if (args.producer or args.consumer) and (args.operation or args.list):
+        raise usage_error("--producer and --consumer go with --add or --remove, without "
+                          "--operation")
+    if args.consumer and not args.group:
+        raise usage_error("--consumer needs --group")
+    if args.add:
+        if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
+            raise usage_error("--add takes --resource-pattern-type literal or prefixed")
+        if not any(_entries(args, rt) for rt, _ in _resources(args)):
+            raise usage_error("--add needs --allow-principal or --deny-principal and "
+                              "--operation (or --producer / --consumer)")
+    for resource_type, _ in _resources(args):
+        operations = set(_operations_for(args, resource_type))
+        allowed = VALID_OPERATIONS[resource_type]
+        if not operations <= allowed:
+            raise usage_error(
+                f"ResourceType {ResourceType(resource_type).name} only supports operations "
+                f"{', '.join(sorted(AclOperation(o).name for o in allowed))}")
+
+
+def run(args: argparse.Namespace) -> int:
+    pattern = int(PATTERNS[args.resource_pattern_type])
+    _validate(args, pattern)
     client = _client(args)
     try:
         if args.add:
