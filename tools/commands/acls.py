@@ -5,23 +5,26 @@
         (--add | --remove | --list)
         [--allow-principal P ...] [--deny-principal P ...]
         [--allow-host H ...] [--deny-host H ...] [--principal P]
-        [--operation OP ...] (--topic T | --group G | --cluster) ...
+        [--operation OP ... | --producer | --consumer] (--topic T | --group G | --cluster) ...
         [--resource-pattern-type literal|prefixed|any|match] [--force] [--json]
+        [--command-config FILE]
 
 `--cluster DIR` names a local cluster (its controllers); `--cluster` alone, as in
-kafka-acls.sh, names the cluster resource. `--bootstrap-server` speaks Kafka's CreateAcls,
-DeleteAcls and DescribeAcls to a broker (which forwards writes to the controller);
-`--bootstrap-controller` and `--cluster DIR` the controllers' admin RPCs. As
-kafka-acls.sh: `--add` creates, for each resource, an ACL per principal, host (default
-`*`) and operation, ALLOW for the `--allow-*` options and DENY for the `--deny-*` ones
-(LITERAL or PREFIXED); `--remove` with principals and operations removes exactly those
-ACLs, without them every ACL of the resource (any pattern type given), asking first on a
-terminal unless `--force` (without a terminal `--force` is required); `--list` shows the
-ACLs of the resources named (by the pattern type: default LITERAL, `any`, or `match`:
-every ACL that applies to the name), or all, optionally of one `--principal`. The output
-is kafka-acls.sh's (`Current ACLs for resource ...`); `--json` gives
-`{"acls": [...]}`. A refusal exits 1 with the Kafka error (e.g.
-CLUSTER_AUTHORIZATION_FAILED); bad usage exits 2.
+kafka-acls.sh, names the cluster resource. `--bootstrap-server` speaks Kafka's
+CreateAcls, DeleteAcls and DescribeAcls to a broker (which forwards writes to the
+controller); `--bootstrap-controller` and `--cluster DIR` the controllers' admin RPCs.
+As kafka-acls.sh: `--add` creates, for each resource, an ACL per principal, host
+(default `*`) and operation, ALLOW for the `--allow-*` options and DENY for the
+`--deny-*` ones (LITERAL or PREFIXED; `--producer` stands for WRITE, DESCRIBE and CREATE
+on the topics, `--consumer` for READ and DESCRIBE on them and READ on the groups; each
+resource type takes only kafka-acls.sh's operations for it); `--remove` with principals
+and operations removes exactly those ACLs, without them every ACL of the resource (any
+pattern type given), asking first on a terminal unless `--force` (without a terminal
+`--force` is required); `--list` shows the ACLs of the resources named (by the pattern
+type: default LITERAL, `any`, or `match`: every ACL that applies to the name), or all,
+optionally of one `--principal`. The output is kafka-acls.sh's (`Current ACLs for
+resource ...`); `--json` gives `{"acls": [...]}`. A refusal exits 1 with the Kafka error
+(e.g. CLUSTER_AUTHORIZATION_FAILED); bad usage exits 2.
 """
 
 from __future__ import annotations
