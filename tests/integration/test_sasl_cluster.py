@@ -294,3 +294,18 @@ def test_credentials_survive_a_snapshot_and_a_controller_restart_when_restarted(
     create_topic(cluster, "after-restart")
     produce_consume_kafka_python(bootstrap, "after-restart",
                                  kafka_python(bootstrap, "bob", users["bob"], "SCRAM-SHA-512"))
+
+
+def test_kraft_topics_lists_through_a_broker_when_its_command_config_logs_in(
+        cluster: Cluster, bootstrap: str, admin_properties: Path) -> None:
+    create_topic(cluster, "listed-over-sasl")
+    listed = cli("topics", "--bootstrap-server", bootstrap, "--command-config",
+                 str(admin_properties), "--list")
+    assert "listed-over-sasl" in listed.split()
+    wrong = cluster.directory / "wrong.properties"
+    wrong.write_text(admin_properties.read_text().replace("admin-secret", "not-it"))
+    refused = kraft("topics", "--bootstrap-server", bootstrap, "--command-config", str(wrong),
+                    "--list", "--timeout", "10")
+    assert refused.returncode == 1
+    assert "SASL_AUTHENTICATION_FAILED" in refused.stderr
+    assert "not-it" not in refused.stderr
