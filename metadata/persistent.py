@@ -74,6 +74,12 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
     def builder(self) -> MapBuilder[K, V]:
         return MapBuilder(self)
 
+    def shards(self) -> tuple[Mapping[K, V], ...]:
+        """The map's shards, never changed once frozen: a caller that derives something
+        from each shard can tell an unchanged one in the next version by identity (`is`)
+        and skip it (`broker.kafka.replication.FollowedPartitions`)."""
+        return self._shards
+
 
 _EMPTY_MAP: FrozenMap[Any, Any] = FrozenMap._from((_EMPTY,) * _SHARDS, 0)
 
