@@ -1,9 +1,11 @@
 """SASL_SSL (real processes, 127.0.0.1): the launcher's TLS cluster (`Cluster.create(...,
-tls=True)`, mutual TLS everywhere) with the brokers' listener mapped to SASL_SSL, its
-controller formatted with `kraft format --add-scram`. The brokers replicate over TLS as
-the bootstrap admin (SCRAM-SHA-512), kafka-python and confluent-kafka log in with
-SCRAM-SHA-256 over TLS, and a client with a valid certificate but no SASL is closed
-unanswered: on SASL_SSL the principal comes from SASL, the certificate only carries it."""
+tls=True)`: its CA and certificates, mutual TLS on the controller listener) with the
+brokers' listener mapped to SASL_SSL (which asks no client certificate unless its
+listener's ssl.client.auth does, as Kafka since KIP-684), its controller formatted with
+`kraft format --add-scram`. The brokers replicate over TLS as the bootstrap admin
+(SCRAM-SHA-512), kafka-python and confluent-kafka log in with SCRAM-SHA-256 over TLS, and
+a client with a valid certificate but no SASL is closed unanswered: on SASL_SSL the
+principal comes from SASL."""
 
 from __future__ import annotations
 
