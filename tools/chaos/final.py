@@ -11,9 +11,10 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
@@ -40,8 +41,11 @@ class FinalTopic:
 
 
 def final_topics(cluster: Cluster, timeout_s: float) -> dict[str, FinalTopic]:
-    """name -> topic ID and replicas, from the active controller."""
-    caller = AdminCaller(cluster.controller_addresses(), cluster.cluster_id)
+    """name -> topic ID and replicas, from the active controller (as the cluster's
+    operator: on a secured cluster its client certificate, a super user, which may
+    describe every topic)."""
+    caller = AdminCaller(cluster.controller_addresses(), cluster.cluster_id,
+                         cluster.client_ssl)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         response, _ = caller.call(DescribeTopicsRequest(), is_write=False)
@@ -76,15 +80,18 @@ def settle_brokers(cluster: Cluster, timeout_s: float) -> list[BrokerObservation
         time.sleep(0.5)  # two looks this far apart agree: a quiet log
 
 
-def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float
+def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float,
+             login: Mapping[str, Any] | None = None
              ) -> tuple[list[ReadRecord], dict[str, bool]]:
     """Every record of every partition of `topics` from the beginning to the high
-    watermark, through kafka-python; and per topic ID whether it was read to the end."""
+    watermark, through kafka-python (logged in with `login`, its keyword arguments, on
+    a secured cluster); and per topic ID whether it was read to the end."""
     import kafka
 
     reads: list[ReadRecord] = []
     complete: dict[str, bool] = {}
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumer = kafka.KafkaConsumer(**(login or {}), bootstrap_servers=bootstrap,
+                                   enable_auto_commit=False,
                                    request_timeout_ms=5000, fetch_max_wait_ms=100)
     try:
         for name, topic in sorted(topics.items()):

@@ -16,6 +16,12 @@
 - After the faults heal, `drain` waits (bounded) until the group's committed offsets
   reach every partition's high watermark, then the members stop (SIGTERM, then SIGKILL).
 
+On a secured cluster (`kraft chaos --secure`, tools/chaos/security.py) the producers log
+in with SASL_SSL as `chaos-producer`, the members and the drain client as
+`chaos-consumer` (a member reads its librdkafka settings from `--client-config FILE`,
+a JSON object, so the password is not on its command line), the final read as
+`chaos-checker`, and the topic is created over mutual TLS with the admin certificate.
+
 tools/chaos/client_checks.py checks the merged histories against the topic's final
 contents. Every loop ends by a deadline and every client call has its own timeout.
 """
@@ -24,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import random
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -42,6 +50,7 @@ from tools.chaos.checker import ReadRecord
 from tools.chaos.client_checks import ClientResult, check_clients
 from tools.chaos.final import FinalTopic, read_all
 from tools.chaos.history import OK, UNKNOWN, Event, HistoryWriter, read_history
+from tools.chaos.security import CHECKER_USER, CONSUMER_USER, PRODUCER_USER, ClientSecurity
 from tools.chaos.workload import AdminCaller, error_name
 from tools.cluster import ClusterError
 
@@ -51,6 +60,7 @@ GROUP_TOPIC = "g0"
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_ID = "chaos-group"
 MEMBERS_DIR = "members"
+MEMBER_CLIENT_CONFIG = "client-config.json"  # in MEMBERS_DIR, on a secured cluster
 MEMBER_INDEX_STRIDE = 10**9  # member file k's indices are shifted by (k + 1) * this
 
 
@@ -73,8 +83,11 @@ class GroupConfig:
 class GroupWorkload:
     def __init__(self, *, directory: Path, history: HistoryWriter, addresses: Sequence[str],
                  cluster_id: str, bootstrap: str, seed: int, kills: bool,
-                 config: GroupConfig | None = None) -> None:
+                 config: GroupConfig | None = None, admin_ssl: ssl.SSLContext | None = None,
+                 clients: ClientSecurity | None = None) -> None:
         self.directory = directory / MEMBERS_DIR
+        self.admin_ssl = admin_ssl
+        self.clients = clients
         self.history = history
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
@@ -100,7 +113,12 @@ class GroupWorkload:
         """Create the topic (an acknowledged create in the main history) and start the
         members; wait (bounded) until the group has assigned every partition."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        caller = AdminCaller(self.addresses, self.cluster_id)
+        if self.clients is not None:  # the members' login, readable by this user only
+            path = self.directory / MEMBER_CLIENT_CONFIG
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(self.clients.confluent(CONSUMER_USER), out)
+        caller = AdminCaller(self.addresses, self.cluster_id, self.admin_ssl)
         for _ in range(10):
             status, error = self._create(caller)
             if status == OK or error == "TOPIC_ALREADY_EXISTS":
@@ -158,6 +176,8 @@ class GroupWorkload:
                    "--group", self.config.group,
                    "--session-timeout-ms", str(self.config.session_timeout_ms),
                    "--history", str(self.directory / f"{name}.jsonl")]
+        if self.clients is not None:
+            command += ["--client-config", str(self.directory / MEMBER_CLIENT_CONFIG)]
         with open(self.directory / f"{name}.log", "ab") as output:
             process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL)
@@ -226,7 +246,8 @@ class GroupWorkload:
                     fatal.set()
 
             producer = confluent_kafka.Producer({
-                "bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                **self._login(PRODUCER_USER), "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
                 "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000,
                 "request.timeout.ms": 5000, "retry.backoff.ms": 100,
                 "topic.metadata.refresh.interval.ms": 2000, "error_cb": on_error,
@@ -285,7 +306,8 @@ class GroupWorkload:
             for slot, (process, _) in self._members.items():
                 if process.poll() is not None:
                     self._start_member(slot)
-        client = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap,
+        client = confluent_kafka.Consumer({**self._login(CONSUMER_USER),
+                                           "bootstrap.servers": self.bootstrap,
                                            "group.id": self.config.group,
                                            "enable.auto.commit": False})
         deadline = time.monotonic() + timeout_s
@@ -317,12 +339,17 @@ class GroupWorkload:
         if topic is None:
             self.final_errors.append(f"topic {self.config.topic} is not in the final metadata")
             return
-        self.final_reads, complete = read_all(self.bootstrap, {self.config.topic: topic},
-                                              read_timeout_s)
+        self.final_reads, complete = read_all(
+            self.bootstrap, {self.config.topic: topic}, read_timeout_s,
+            None if self.clients is None else self.clients.kafka_python(CHECKER_USER))
         self.read_complete = all(complete.values())
         if not self.read_complete:
             self.final_errors.append(f"topic {self.config.topic} was not read to its end "
                                      f"within {read_timeout_s} s")
+
+    def _login(self, user: str) -> dict[str, Any]:
+        """librdkafka's SASL_SSL settings for `user` ({} on a plaintext cluster)."""
+        return {} if self.clients is None else self.clients.confluent(user)
 
     def check(self) -> ClientResult:
         """The client checks over the main history and the members' histories."""
@@ -493,13 +520,17 @@ def member_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--history", required=True, type=Path)
     parser.add_argument("--max-s", type=float, default=4 * 3600.0)
+    parser.add_argument("--client-config", type=Path, default=None,
+                        help="a JSON object of librdkafka settings (a secured cluster's "
+                             "SASL_SSL login)")
     args = parser.parse_args(argv)
+    login = json.loads(args.client_config.read_text()) if args.client_config else {}
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     history = HistoryWriter(args.history)
     member = Member(args.name, history, args.topic)
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        **login, "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": 500,
         "max.poll.interval.ms": 60000, "partition.assignment.strategy": "range",

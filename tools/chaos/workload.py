@@ -6,6 +6,10 @@
 - producer threads produce unique values with acks=all through the Kafka protocol
   (kafka-python, no retries, so an outcome is never hidden behind a resend).
 
+On a secured cluster (`kraft chaos --secure`, tools/chaos/security.py) the admin calls
+go over mutual TLS with the admin certificate (`admin_ssl`) and the producers log in
+with SASL_SSL as `chaos-producer` (`clients`).
+
 Outcomes are classified conservatively: `failed` only when the cluster definitely did
 not apply the operation (an error code that rules it out, with no earlier ambiguous
 attempt); timeouts, dropped connections and NOT_CONTROLLER after a proposal are
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +45,7 @@ from metadata.admin import (
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.chaos.history import FAILED, OK, UNKNOWN, HistoryWriter
+from tools.chaos.security import PRODUCER_USER, ClientSecurity
 from tools.cluster import ClusterError, request
 
 log = logging.getLogger(__name__)
@@ -81,9 +87,11 @@ class AdminCaller:
     """One admin operation = attempts to the controllers until an answer or the deadline;
     remembers the active controller between operations."""
 
-    def __init__(self, addresses: Sequence[str], cluster_id: str) -> None:
+    def __init__(self, addresses: Sequence[str], cluster_id: str,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
+        self.ssl_context = ssl_context  # None: plaintext (or the process's default)
         self.preferred: str | None = None
 
     def call(self, message: Any, *, is_write: bool) -> tuple[Any, bool]:
@@ -101,7 +109,8 @@ class AdminCaller:
                     break
                 try:
                     reply = request(target, api, body, cluster_id=self.cluster_id,
-                                    timeout_s=min(remaining, ATTEMPT_TIMEOUT_S))
+                                    timeout_s=min(remaining, ATTEMPT_TIMEOUT_S),
+                                    ssl_context=self.ssl_context)
                     response = decode_response(api, reply)
                 except (ClusterError, AdminDecodeError):
                     ambiguous = ambiguous or is_write
@@ -122,8 +131,12 @@ class AdminCaller:
 
 class Workload:
     def __init__(self, *, history: HistoryWriter, addresses: Sequence[str], cluster_id: str,
-                 bootstrap: str, config: WorkloadConfig, seed: int) -> None:
+                 bootstrap: str, config: WorkloadConfig, seed: int,
+                 admin_ssl: ssl.SSLContext | None = None,
+                 clients: ClientSecurity | None = None) -> None:
         self.history = history
+        self.admin_ssl = admin_ssl
+        self.clients = clients
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
         self.bootstrap = bootstrap
@@ -212,7 +225,7 @@ class Workload:
 
     def setup(self) -> None:
         """Create the stable topics (acknowledged creates, or ClusterError)."""
-        caller = AdminCaller(self.addresses, self.cluster_id)
+        caller = AdminCaller(self.addresses, self.cluster_id, self.admin_ssl)
         for name in self.config.stable_names:
             for _ in range(10):
                 outcome = self.create(caller, "setup", name)
@@ -246,7 +259,7 @@ class Workload:
 
     def _admin_loop(self, number: int, deadline: float) -> None:
         rng = random.Random(self.seed * 1000 + number)
-        caller = AdminCaller(self.addresses, self.cluster_id)
+        caller = AdminCaller(self.addresses, self.cluster_id, self.admin_ssl)
         process = f"admin-{number}"
         while time.monotonic() < deadline and not self._stop.is_set():
             name = rng.choice(self.config.churn_names)
@@ -272,7 +285,8 @@ class Workload:
 
         rng = random.Random(self.seed * 1000 + 100 + number)
         process = f"producer-{number}"
-        producer = kafka.KafkaProducer(
+        login = {} if self.clients is None else self.clients.kafka_python(PRODUCER_USER)
+        producer = kafka.KafkaProducer(**login,
             bootstrap_servers=self.bootstrap, acks="all", retries=0, linger_ms=0,
             enable_idempotence=False, request_timeout_ms=3000, max_block_ms=2000,
             metadata_max_age_ms=1000, reconnect_backoff_max_ms=500)

@@ -2,7 +2,7 @@
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
                 [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe]
-                [--no-snapshots] [--skip-replay] [--json]
+                [--secure] [--no-snapshots] [--skip-replay] [--json]
 
 Starts a cluster in DIR (short timeouts; unless --no-snapshots, a snapshot every 150-200
 records, a log start that follows them and small segments: SNAPSHOT_SETTINGS),
@@ -20,6 +20,12 @@ logs, and writes the verdict to DIR/chaos-verdict.json (the history is DIR/histo
 with what the nodes did with snapshots (written, log-start advances, fetched; with
 snapshots on, a run of SNAPSHOT_CHECK_MIN_S or more in which no node wrote one or moved
 its log start is an error: the run did not exercise them).
+With `--secure` the cluster is the launcher's mutual-TLS one (`kraft quorum start --tls`)
+with the brokers' Kafka listener SASL_SSL (SCRAM-SHA-512 users bootstrapped as `kraft
+format --add-scram` does, passwords in DIR/chaos-users.json) and the StandardAuthorizer
+on, the workload's principals granted exactly the ACLs they use (tools/chaos/security.py);
+every workload client logs in, the admin churn with its own certificate (the proxies
+forward the TLS bytes untouched: certificates name 127.0.0.1, which every client dials).
 Exit 0: no violation; 1: a violation, a harness error or a failed replay (with the seed
 to reproduce); 2: bad usage.
 """
@@ -30,19 +36,26 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import random
+import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from metadata import records as rec
+from metadata.admin import CreateAclsRequest, CreateAclsResponse
+from metadata.bootstrap import write_bootstrap_records
 from raft.snapshot import SnapshotError
 from raft.storage import StorageError
 from tools.chaos.checker import CheckResult, FinalState, check
 from tools.chaos.client_checks import ClientResult
 from tools.chaos.final import (
+    event_messages,
     final_topics,
     read_all,
     reference_hashes,
@@ -50,12 +63,22 @@ from tools.chaos.final import (
     settle_brokers,
     snapshot_activity,
 )
-from tools.chaos.group_workload import GroupWorkload
+from tools.chaos.group_workload import GroupConfig, GroupWorkload
 from tools.chaos.history import UNKNOWN, HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
-from tools.chaos.workload import Workload, WorkloadConfig
-from tools.cluster import CLUSTER_FILE, Cluster
+from tools.chaos.security import (
+    ADMIN_CN,
+    BROKER_USER,
+    CHECKER_USER,
+    MECHANISM,
+    USERS,
+    ClientSecurity,
+    node_settings,
+    workload_acls,
+)
+from tools.chaos.workload import AdminCaller, Workload, WorkloadConfig
+from tools.cluster import CLUSTER_FILE, Cluster, ClusterError, client_ssl_context
 from tools.commands.replay import require_extra
 from tools.errors import usage_error
 from tools.progress import Poll, ProgressDisplay, Reading
@@ -100,6 +123,9 @@ REPLAY_TIMEOUT_S = 600.0
 SNAPSHOT_CHECK_MIN_S = 120.0
 VERDICT_FILE = "chaos-verdict.json"
 HISTORY_FILE = "history.jsonl"
+USERS_FILE = "chaos-users.json"  # --secure: the SCRAM users' passwords (0600)
+ADMIN_PROPERTIES = "chaos-admin.properties"  # --secure: the admin churn's TLS client
+GRANT_TIMEOUT_S = 30.0
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -119,6 +145,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                              "retention, which a chaos run never reaches (by default chaos "
                              "snapshots every 150-200 records and moves log starts, so "
                              "FetchSnapshot is exercised)")
+    parser.add_argument("--secure", action="store_true",
+                        help="mutual TLS between the nodes, the brokers' listener SASL_SSL "
+                             "with SCRAM-SHA-512 users, the StandardAuthorizer on and each "
+                             "workload client granted only the ACLs it uses")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
     parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -148,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         verdict = run_chaos(directory, seed=seed, duration_s=args.duration,
                             voters=args.voters, brokers=args.brokers, faults=faults,
                             replay=not args.skip_replay, replay_master=args.replay_master,
-                            snapshots=args.snapshots, display=display)
+                            snapshots=args.snapshots, display=display, secure=args.secure)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
@@ -159,20 +189,42 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Credentials:
+    """A secured rig's logins: the workload's SASL_SSL users and the CA, the admin
+    churn's TLS client context and its certificate's principal."""
+
+    clients: ClientSecurity
+    admin_ssl: ssl.SSLContext
+    admin_principal: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ChaosRig:
     """A new cluster with what runs against it: the history, the nemesis with its seeded
-    fault plan, and the TCP proxies (None when no network fault was asked for)."""
+    fault plan, the TCP proxies (None when no network fault was asked for) and, with
+    --secure, the workload's credentials."""
 
     cluster: Cluster
     history: HistoryWriter
     nemesis: Nemesis
     net: ProxyNet | None
+    credentials: Credentials | None = None
 
 
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
-              faults: list[str], snapshots: bool = True) -> ChaosRig:
+              faults: list[str], snapshots: bool = True, secure: bool = False) -> ChaosRig:
     settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {})}
-    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings)
+    passwords = {user: secrets.token_urlsafe(18) for user in USERS} if secure else {}
+    if secure:
+        from tools import tls_certs
+        settings |= node_settings(
+            node_principals=[tls_certs.node_principal(n)
+                             for n in range(1, voters + brokers + 1)],
+            operator_principal=_certificate_principal(tls_certs.CLIENT_CN),
+            broker_password=passwords[BROKER_USER])
+    cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings,
+                             tls=secure)
+    credentials = _secure(cluster, passwords) if secure else None
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes),
                     broker_ids=[n for n, info in sorted(cluster.nodes.items())
@@ -181,7 +233,84 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
     return ChaosRig(cluster=cluster, history=history, nemesis=Nemesis(cluster, plan, net),
-                    net=net)
+                    net=net, credentials=credentials)
+
+
+def _certificate_principal(common_name: str) -> str:
+    """The principal of a certificate tools/tls_certs.py issued (Kafka's default SSL
+    principal builder: the subject DN)."""
+    from tools import tls_certs
+    return f"User:CN={common_name},O={tls_certs.ORGANIZATION}"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _secure(cluster: Cluster, passwords: dict[str, str]) -> Credentials:
+    """The SCRAM users in every voter's bootstrap records (what `kraft format
+    --add-scram` writes: the first active controller appends them), their passwords in
+    DIR/chaos-users.json, and the admin churn's certificate, signed by the cluster's CA,
+    with its client properties (DIR/chaos-admin.properties)."""
+    from tools import tls_certs
+    from tools.commands.users import upsertion
+    credentials: list[rec.Record] = []
+    for user, password in passwords.items():
+        u = upsertion(user, MECHANISM, {"password": password})
+        credentials.append(rec.UserScramCredential(
+            name=u.name, mechanism=u.mechanism, salt=u.salt, stored_key=u.stored_key,
+            server_key=u.server_key, iterations=u.iterations))
+    for node_id in cluster.voter_ids:
+        write_bootstrap_records(cluster.node(node_id).data_dir, credentials)
+    directory = cluster.directory
+    _write_private(directory / USERS_FILE, (json.dumps(
+        {"mechanism": MECHANISM, "passwords": passwords}, indent=2) + "\n").encode())
+    tls_dir = directory / tls_certs.TLS_DIR
+    keystore = tls_dir / f"{ADMIN_CN}.pem"
+    _write_private(keystore, tls_certs.keystore_pem(
+        tls_certs.issue(tls_certs.load_ca(directory), ADMIN_CN)))
+    properties = directory / ADMIN_PROPERTIES
+    properties.write_text(
+        "# kraft chaos --secure: the admin churn's client (the controllers' admin RPCs)\n"
+        "security.protocol=SSL\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={tls_dir / 'ca.pem'}\nssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={keystore}\nssl.endpoint.identification.algorithm=https\n")
+    admin_ssl = client_ssl_context(properties)
+    assert admin_ssl is not None  # security.protocol=SSL
+    return Credentials(clients=ClientSecurity(ca_file=str(tls_dir / "ca.pem"),
+                                              passwords=passwords),
+                       admin_ssl=admin_ssl, admin_principal=_certificate_principal(ADMIN_CN))
+
+
+def _grant(cluster: Cluster, credentials: Credentials, timeout_s: float) -> int:
+    """Create the workload's ACLs through the controllers as the operator (a super
+    user), then wait (bounded) until every broker applied the log through them, so the
+    workload's first requests are judged by them. Returns how many ACLs."""
+    group = GroupConfig()
+    workload = WorkloadConfig()
+    acls = workload_acls(admin_principal=credentials.admin_principal,
+                         churn_topics=workload.churn_names, stable_topics=workload.stable_names,
+                         group_topic=group.topic, group=group.group)
+    caller = AdminCaller(cluster.controller_addresses(), cluster.cluster_id, cluster.client_ssl)
+    response, _ = caller.call(CreateAclsRequest(creations=tuple(acls)), is_write=True)
+    if not isinstance(response, CreateAclsResponse):
+        raise ClusterError(f"creating the workload's ACLs: {response}")
+    refused = [r for r in response.results if r.error_code]
+    if refused:
+        raise ClusterError(f"creating the workload's ACLs: {refused[0]}")
+    committed = cluster.describe(timeout_s=2.0)["high_watermark"]
+    brokers = [n for n, info in sorted(cluster.nodes.items()) if not info.is_voter]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        behind = [n for n in brokers if (s := cluster.broker_status(n)) is None
+                  or (s.get("applied_offset") or -1) < committed - 1]
+        if not behind:
+            return len(acls)
+        if time.monotonic() > deadline:
+            raise ClusterError(f"brokers {behind} did not apply the ACLs within {timeout_s} s")
+        time.sleep(0.1)
 
 
 def _start_cluster(cluster: Cluster) -> str:
@@ -251,9 +380,11 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
     observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
     if group is not None:
         group.observe_final(topics, DRAIN_TIMEOUT_S, READ_TIMEOUT_S)
+    credentials = rig.credentials
     reads, complete = read_all(bootstrap, {
         name: topic for name, topic in topics.items() if not name.startswith("__")
-        and (group is None or name != group.config.topic)}, READ_TIMEOUT_S)
+        and (group is None or name != group.config.topic)}, READ_TIMEOUT_S,
+        None if credentials is None else credentials.clients.kafka_python(CHECKER_USER))
     disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
     final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
                        reads=reads, read_complete=complete, brokers=observed,
@@ -289,12 +420,14 @@ def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -
 
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], replay: bool, replay_master: str,
-              snapshots: bool = True, display: ProgressDisplay | None = None
-              ) -> dict[str, Any]:
+              snapshots: bool = True, display: ProgressDisplay | None = None,
+              secure: bool = False) -> dict[str, Any]:
     began = time.monotonic()
     display = display or ProgressDisplay("chaos", enabled=False)
     rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
-                    brokers=brokers, faults=faults, snapshots=snapshots)
+                    brokers=brokers, faults=faults, snapshots=snapshots, secure=secure)
+    credentials = rig.credentials
+    acl_count = 0
     errors: list[str] = []
     observed: tuple[FinalState, str] | None = None
     workload: Workload | None = None
@@ -302,13 +435,20 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     try:
         display.phase("cluster start")  # phase names: short, the line is one terminal line
         bootstrap = _start_cluster(rig.cluster)
+        if credentials is not None:
+            display.phase("granting ACLs")
+            acl_count = _grant(rig.cluster, credentials, GRANT_TIMEOUT_S)
+        admin_ssl = None if credentials is None else credentials.admin_ssl
+        logins = None if credentials is None else credentials.clients
         workload = Workload(history=rig.history, addresses=rig.cluster.controller_addresses(),
                             cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
-                            config=WorkloadConfig(), seed=seed)
+                            config=WorkloadConfig(), seed=seed, admin_ssl=admin_ssl,
+                            clients=logins)
         group = GroupWorkload(directory=directory, history=rig.history,
                               addresses=rig.cluster.controller_addresses(),
                               cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
-                              seed=seed, kills="kill" in faults)
+                              seed=seed, kills="kill" in faults, admin_ssl=admin_ssl,
+                              clients=logins)
         errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group,
                                              display)
         display.phase("healing, final read")
@@ -347,7 +487,20 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                    replay_result=replay_result, elapsed_s=time.monotonic() - began,
                    network=None if rig.net is None else dataclasses.asdict(rig.net.stats()),
                    snapshots=_snapshot_summary(snapshots, activity),
-                   clients=None if clients is None else clients.counts)
+                   clients=None if clients is None else clients.counts,
+                   security=_security_summary(rig, acl_count))
+
+
+def _security_summary(rig: ChaosRig, acl_count: int) -> dict[str, Any] | None:
+    """The verdict's `security` (None: a plaintext run): what the clients logged in
+    with, how many ACLs they were granted, and how many requests the nodes refused (the
+    controllers log each refused admin request; the count is informational)."""
+    if rig.credentials is None:
+        return None
+    refused = sum(1 for info in rig.cluster.nodes.values()
+                  for msg in event_messages(info.log_path) if msg == "admin request refused")
+    return {"tls": "mutual", "kafka_listener": "SASL_SSL", "mechanism": MECHANISM,
+            "authorizer": True, "acls": acl_count, "admin_requests_refused": refused}
 
 
 def _snapshot_summary(enabled: bool, activity: list[dict[str, Any]]) -> dict[str, Any]:
@@ -375,7 +528,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
             final: FinalState | None, replay_result: dict[str, Any] | None,
             elapsed_s: float, network: dict[str, int] | None = None,
             snapshots: dict[str, Any] | None = None,
-            clients: dict[str, int] | None = None) -> dict[str, Any]:
+            clients: dict[str, int] | None = None,
+            security: dict[str, Any] | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -400,12 +554,15 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
         "snapshots": snapshots,
         # the group workload's counts (tools/chaos/client_checks.py; None: it did not run)
         "clients": clients,
+        # --secure: TLS, SASL and ACLs (None: a plaintext cluster)
+        "security": security,
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
                       f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"
                       + ("" if snapshots is None or snapshots["enabled"]
-                         else " --no-snapshots")),
+                         else " --no-snapshots")
+                      + ("" if security is None else " --secure")),
     }
 
 
@@ -448,6 +605,12 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
         lines.append(f"  snapshots      {'on' if snapshots['enabled'] else 'off'}: "
                      f"{snapshots['written']} written, {snapshots['log_start_advances']} "
                      f"log start advance(s), {snapshots['fetched']} fetched (FetchSnapshot)")
+    security = verdict.get("security")
+    if security is not None:
+        lines.append(f"  security       mutual TLS, {security['kafka_listener']} "
+                     f"{security['mechanism']}, authorizer on: {security['acls']} ACL(s) "
+                     f"granted, {security['admin_requests_refused']} admin request(s) "
+                     "refused")
     clients = verdict.get("clients")
     if clients is not None:
         lines.append("  clients        " + ", ".join(f"{k} {v}" for k, v in clients.items()))
