@@ -97,11 +97,6 @@ def node_settings(*, node_principals: Iterable[str], operator_principal: str,
     }
 
 
-def scram_option(user: str, password: str) -> str:
-    """The `kraft format --add-scram` value that creates `user`."""
-    return f"{MECHANISM}=[name={user},password={password}]"
-
-
 def _allow(resource_type: ResourceType, name: str, principal: str,
            operation: AclOperation) -> AclBinding:
     return AclBinding(resource_type=int(resource_type), resource_name=name,
