@@ -188,7 +188,12 @@ class CoreBase:
         if voted_id is not None and self._is_voter:
             return VotedState(epoch=epoch, voted_id=voted_id, voted_directory_id=voted_dir,
                               election_deadline_ms=now_ms + self._election_timeout())
-        return self._new_unattached(epoch, now_ms)
+        state = self._new_unattached(epoch, now_ms)
+        if voted_id is not None:
+            # A voter removed since (KIP-853), its leadership or vote persisted: the
+            # vote of this epoch stands, should it be added back before the next one.
+            state.voted_id, state.voted_directory_id = voted_id, voted_dir
+        return state
 
     # --- the voter set in force (KIP-853) ---------------------------------------------
 
@@ -238,6 +243,11 @@ class CoreBase:
     @property
     def voter_set(self) -> VoterSet:
         return self._voter_keys
+
+    @property
+    def voter_history(self) -> VoterHistory:
+        """The voter sets of this node's log (read only: the simulator checks them)."""
+        return self._history
 
     @property
     def directory_id(self) -> Uuid | None:

@@ -11,7 +11,8 @@ replica with another directory id (formatted anew since) answers INVALID_VOTER_K
 changes nothing, so a wiped voter never votes again in an epoch it voted in. A vote is
 granted to, and recorded as, the candidate's replica key. In a dynamic quorum a voter
 grants votes to a candidate outside its own voter set (it may not have replicated the
-VotersRecord that added it yet); the candidate counts only its own set's voters.
+VotersRecord that added it yet), and a replica answers for its key whatever its own
+latest voter set says; the candidate counts only its own set's voters.
 """
 
 from __future__ import annotations
@@ -69,7 +70,12 @@ class Election(CoreBase):
         if not request.pre_vote and request.candidate_epoch > self._state.epoch:
             self.transition_to_unattached(request.candidate_epoch, now_ms)
         granted = False
-        if self._is_voter and request.candidate_id != self._node_id:
+        # A dynamic quorum's replica answers for the key the request names (checked
+        # above) even where its own latest VotersRecord, perhaps uncommitted and never
+        # to commit, leaves it out or has not added it yet: as in Raft (§4.1 of Ongaro's
+        # thesis), the candidate's voter set decides whose votes count, and a replica
+        # that refused would leave a candidate whose set holds it short of a majority.
+        if (self._is_voter or self.dynamic_quorum) and request.candidate_id != self._node_id:
             log_ok = self.is_candidate_log_up_to_date(request.last_offset_epoch,
                                                       request.last_offset)
             granted = self._state.can_grant_vote(request.candidate_id, log_ok,

@@ -24,6 +24,14 @@ voter runs again; a node that starts while a voter is down gets "refused" likewi
 paused or partitioned node refuses nothing, so its peers hear nothing of it.
 `reset_connection` is a connection lost (or refused by mistake) while both ends live.
 
+With `dynamic` (kraft.version 1, KIP-853) every node has a directory id, the voters
+start from a bootstrap voter set (the other nodes know none: formatted without
+initial controllers), a wiped node comes back with a new directory id and no bootstrap,
+and `reconfigure` hands AddRaftVoter / RemoveRaftVoter requests to the leader as a tool
+would (`raft.sim.faults` draws them). After each event the cluster checks the voter
+changes a leader appended (`Checker.on_voters_appended`), and a vote granted by a
+replica whose directory id is not the one the VoteRequest named is a violation.
+
 The cluster also counts how deep a run went: elections (epochs that had a leader, from
 the checker), divergences (see `Divergences`), snapshots taken and snapshot fetches
 completed; and how long each failover after a leader's crash took (`failovers_ms`).
@@ -40,7 +48,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raft.messages import FetchSnapshotRequest, FetchSnapshotResponse
+from raft.common.uuid import Uuid
+from raft.control_records import VotersRecord
+from raft.messages import (
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    VoteRequest,
+    VoteResponse,
+)
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
 from raft.sim.invariants import Checker, entries_of
 from raft.sim.network import Network, NetworkConfig
@@ -52,6 +67,7 @@ from raft.sim.snapshots import (
 )
 from raft.sim.trace import Trace
 from raft.types import Envelope, Ready, SnapshotId
+from raft.voters import ReplicaKey, Voter, VoterSet, voters_change_of
 
 DELIVER, TICK, IO, PROPOSE, CALL, TRIM, PEER = range(7)
 CLUSTER_ID = "sim-cluster-000000000A"
@@ -86,6 +102,10 @@ class SimConfig:
     # Snapshots and FetchSnapshot (with the real core only: a `core_class` given to the
     # Cluster turns them off).
     snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
+    # KIP-853: kraft.version 1, voters from the log, directory ids, reconfiguration
+    # faults (raft.sim.faults). Off: today's static quorum, draw for draw.
+    dynamic: bool = False
+    add_voter_max_lag_records: int = 10
 
 
 @dataclass(slots=True)
@@ -154,6 +174,8 @@ class SimNode:
         self.last_state: tuple[str, int, int | None] = ("down", 0, None)
         self.state_machine = StateMachine()
         self.snapshot_policy: SnapshotPolicy | None = None  # set by the cluster
+        self.directory_id: Uuid | None = None  # dynamic runs: a new one on each wipe
+        self.bootstrapped = is_voter  # formatted with the initial controllers
 
     @property
     def up(self) -> bool:
@@ -185,7 +207,7 @@ class Cluster:
         self.snapshots_on = config.snapshots.enabled and core_class is None
         self.network = Network(config.network, random.Random(self.rng.getrandbits(64)))
         self.checker = Checker(self.voter_ids, self.observer_ids,
-                               skip=config.skip_invariants)
+                               skip=config.skip_invariants, dynamic=config.dynamic)
         self.trace = Trace(config.trace_size)
         self.snapshots_taken = 0
         self.snapshot_fetches = 0  # fetched snapshots loaded in place of a log
@@ -215,6 +237,16 @@ class Cluster:
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         # Drawn last, so the streams above are the same with snapshots on or off.
         snapshot_rng = random.Random(self.rng.getrandbits(64))
+        # Dynamic runs only: directory ids, and the stream the requests' clients use.
+        self.directory_rng = random.Random(config.seed ^ 0x853)
+        self.client_rng = random.Random(config.seed ^ 0x8530)
+        self._clients: dict[int, Callable[[Any], None]] = {}
+        self._vote_keys: dict[tuple[int, int, int], Uuid | None] = {}
+        self._next_client_cid = 1
+        self.reconfigurations = 0  # voter changes answered NONE
+        if config.dynamic:
+            for node in self.nodes.values():
+                node.directory_id = Uuid.random(self.directory_rng)
         chunk_bytes = (config.snapshots.fetch_snapshot_max_bytes
                        or snapshot_rng.choice(SNAPSHOT_CHUNK_BYTES))
         for node in self.nodes.values():
@@ -242,6 +274,16 @@ class Cluster:
         if config.observer_fetch_timeout_ms is not None and core_config is not None:
             self.observer_raft_config = dataclasses.replace(
                 core_config, fetch_timeout_ms=config.observer_fetch_timeout_ms)
+        if config.dynamic and core_config is not None:
+            bootstrap = VoterSet(Voter(ReplicaKey(v, self.nodes[v].directory_id))
+                                 for v in self.voter_ids)
+            self.raft_config = dataclasses.replace(
+                core_config, bootstrap_voters=bootstrap,
+                add_voter_max_lag_records=config.add_voter_max_lag_records)
+            # Formatted without initial controllers: it knows whom to ask, not who votes.
+            self.observer_raft_config = dataclasses.replace(
+                self.observer_raft_config, bootstrap_voters=VoterSet(()),
+                add_voter_max_lag_records=config.add_voter_max_lag_records)
         # Only a planted bug (raft.sim.planted) snapshots past what it applied.
         self._snapshot_point = getattr(core_class, "sim_snapshot_point", None)
         for node_id in self.nodes:
@@ -335,10 +377,13 @@ class Cluster:
         if node.up:
             return
         node.incarnation += 1
-        extra = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
+        extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
+        if self.config.dynamic:
+            extra["directory_id"] = node.directory_id
         if self.snapshots_on:
             self.checker.check_snapshot_at_log_start(node)
-        raft_config = self.raft_config if node.is_voter else self.observer_raft_config
+        voter_config = node.bootstrapped if self.config.dynamic else node.is_voter
+        raft_config = self.raft_config if voter_config else self.observer_raft_config
         node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
@@ -372,10 +417,13 @@ class Cluster:
         if wipe:
             node.disk.wipe()
             node.log = node.disk.log
+            if self.config.dynamic:  # formatted anew: another replica key, no bootstrap
+                node.directory_id = Uuid.random(self.directory_rng)
+                node.bootstrapped = False
             self.checker.on_restart(node, wiped=True)
             self.divergences.on_appended(node_id)  # nothing left to reconcile
         self.trace.add(self.now_us, node_id, "crash", "disk wiped" if wipe else "")
-        if node.is_voter:
+        if node.is_voter or self.config.dynamic:
             for other in self.running():
                 if self.network.is_up(node_id, other.node_id):  # its FIN reaches them
                     self._report_peer(other.node_id, node_id, refused=False,
@@ -635,6 +683,8 @@ class Cluster:
             self.divergences.on_appended(node.node_id)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
+        if self.config.dynamic and ready.entries and node.core.is_leader:
+            self._check_voter_changes(node, ready)
         if ready.loaded_snapshot is not None:
             self.checker.on_snapshot_loaded(node, ready.loaded_snapshot)
         for envelope in ready.early_messages:  # before the fsync below, as raft/node.py
@@ -667,6 +717,60 @@ class Cluster:
             self._maybe_snapshot(node)
         self._check(node)
         self._drain(node)
+
+    # ---- the dynamic quorum (KIP-853) ------------------------------------------------
+
+    def reconfigure(self, message: Any, on_answer: Callable[[Any], None]) -> bool:
+        """Hand an AddRaftVoter / RemoveRaftVoter request to the leader, as a tool
+        would; `on_answer` gets its answer (nothing comes if the leader crashes first).
+        False when no leader runs."""
+        leader = self.leader()
+        if leader is None:
+            return False
+        cid = self._next_client_cid
+        self._next_client_cid += 1
+        self._clients[cid] = on_answer
+        self._handle(leader, DELIVER, Envelope(src=-1, dst=leader.node_id,
+                                               correlation_id=cid, message=message))
+        return True
+
+    def _check_vote_key(self, envelope: Envelope) -> None:
+        """A vote granted by a replica other than the key the request named (a disk
+        formatted anew since) is a violation."""
+        message = envelope.message
+        if type(message) is VoteRequest:
+            self._vote_keys[(envelope.src, envelope.dst, envelope.correlation_id)] = (
+                message.voter_directory_id)
+        elif type(message) is VoteResponse and message.vote_granted:
+            asked = self._vote_keys.pop((envelope.dst, envelope.src,
+                                         envelope.correlation_id), None)
+            own = self.nodes[envelope.src].directory_id
+            if asked is not None and asked != own:
+                self.checker.fail_observer_vote(envelope.src, envelope.dst, asked, own)
+
+    def voter_set(self) -> VoterSet | None:
+        """The voter set in force at the leader (None without a leader)."""
+        leader = self.leader()
+        return None if leader is None else leader.core.voter_set
+
+    def _check_voter_changes(self, node: SimNode, ready: Ready) -> None:
+        """The VotersRecords a leader just appended, against KIP-853's rules."""
+        core = node.core
+        history = core.voter_history
+        for batch in ready.entries:
+            if batch.epoch != core.epoch:
+                continue
+            for index, record in enumerate(batch.records):
+                change = voters_change_of(record)
+                if not isinstance(change, VotersRecord):
+                    continue
+                offset = batch.base_offset + index
+                before = [o for o, _ in history.sets if o < offset]
+                self.checker.on_voters_appended(
+                    node, offset, previous=history.set_at(offset),
+                    previous_offset=before[-1] if before else None,
+                    new=VoterSet.from_record(change), nodes=self.nodes,
+                    max_lag=self.config.add_voter_max_lag_records)
 
     # ---- the state machine and its snapshots ----------------------------------------
 
@@ -736,6 +840,14 @@ class Cluster:
             self._reschedule_tick(node)
 
     def _send(self, envelope: Envelope) -> None:
+        if envelope.dst < 0:  # the answer to a tool's request (`reconfigure`)
+            callback = self._clients.pop(envelope.correlation_id, None)
+            if callback is not None:
+                self.trace.add(self.now_us, envelope.src, "answer", envelope.message)
+                callback(envelope.message)
+            return
+        if self.config.dynamic:
+            self._check_vote_key(envelope)
         self.checker.on_send(envelope.src, envelope.dst, envelope.message,
                              correlation_id=envelope.correlation_id)
         if isinstance(envelope.message, FetchSnapshotRequest):

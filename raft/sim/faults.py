@@ -23,14 +23,30 @@ every link, disk and clock back to normal, every node running again.
   with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s) and
   `wipe-observer` (an observer loses its disk).
 
-Voters' disks are never wiped: a voter that forgets its vote can vote twice in an
-epoch, which a static quorum cannot survive.
+Voters' disks are never wiped in a static quorum: a voter that forgets its vote can
+vote twice in an epoch, which a static quorum cannot survive.
+
+A dynamic run (`SimConfig.dynamic`, KIP-853) adds reconfiguration to every menu, each
+request handed to the leader as a tool would (`Cluster.reconfigure`) and retried, as an
+operator would, while it is refused for a reason that passes (REQUEST_TIMED_OUT,
+NOT_LEADER_OR_FOLLOWER, no leader):
+- `add-voter`: a running non-voter (a spare formatted as an observer, or a voter removed
+  before) is added once the leader finds it caught up;
+- `remove-voter`: a voter is removed (never below three);
+- `replace-voter`: a voter's disk is wiped (formatted anew: a new directory id, no
+  bootstrap), it restarts, its old key is removed and its new key added;
+- `wipe-voter`: a voter's disk is lost in the middle of an election (the first voter
+  seen to have voted in an epoch whose leader it does not know yet, within a few
+  seconds), and it restarts as an observer with a new directory id a moment later;
+- `reconfig-burst`: a removal and an addition requested at the same instant (the
+  second must wait for the first to commit).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 from raft.sim.cluster import Cluster, SimNode
 from raft.sim.network import Link, isolation_links, partition_links
@@ -41,10 +57,19 @@ NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slo
               "lossy-snapshots", "reset")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
                 "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce")
+RECONFIG_FAULTS = ("add-voter", "remove-voter", "replace-voter", "wipe-voter",
+                   "reconfig-burst")
+RECONFIG_RETRY_MS = (100.0, 600.0)  # between an operator's attempts
+RECONFIG_ATTEMPTS = 30
+MIN_VOTERS = 3
+WIPE_WAIT_MS = 4000.0  # wipe-voter waits this long for an election to strike in
 # How often each kind is drawn, relative to 1 for the kinds not listed.
 WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
            "isolate-until-elected": 3, "crash-tail": 2, "bounce": 3, "multi-epoch-tail": 30,
-           "lossy-snapshots": 3, "reset": 2}
+           "lossy-snapshots": 3, "reset": 2,
+           # dynamic runs (KIP-853) only: voter changes, often enough to overlap faults
+           "add-voter": 3, "remove-voter": 3, "replace-voter": 3, "reconfig-burst": 2,
+           "wipe-voter": 2}
 GAP_MS = (500.0, 2500.0)  # between the starts of two background faults
 CHASE_DELAY_MS = (200.0, 2000.0)  # from an election to the fault aimed at its winner
 DURATION_MS = (300.0, 5000.0)
@@ -76,6 +101,8 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
     if kind == "none":
         return 0.0
     menu = {"all": NET_FAULTS + CRASH_FAULTS, "net": NET_FAULTS, "crash": CRASH_FAULTS}[kind]
+    if cluster.config.dynamic:
+        menu += RECONFIG_FAULTS
     nemesis = _Nemesis(cluster, menu, window_ms)
     nemesis.plan_background()
     nemesis.chase_leaders()
@@ -175,6 +202,8 @@ def make_fault(cluster: Cluster, rng: random.Random, name: str,
         return _LINK_FAULTS[name](cluster, rng)
     if name in _PROCESS_FAULTS:
         return _PROCESS_FAULTS[name](cluster, rng)
+    if name in _RECONFIG_FAULTS:
+        return _RECONFIG_FAULTS[name](cluster, rng)
     raise ValueError(f"unknown fault {name!r}")
 
 
@@ -373,7 +402,10 @@ class _MultiEpochTail:
         cluster = self.cluster
         others = [n for n in sorted(cluster.nodes) if n != leader.node_id]
         if cluster.observer_ids:
-            others.remove(self.rng.choice(cluster.observer_ids))
+            # (In a dynamic run an observer id may have become a voter, even W.)
+            spared = self.rng.choice(cluster.observer_ids)
+            if spared in others:
+                others.remove(spared)
         links = isolation_links(leader.node_id, others)
         if self.rng.random() < LATE_CUT_PROBABILITY:
             # A few fetch rounds first: W may copy L's tail to a majority, not yet its
@@ -600,7 +632,19 @@ def _wipe_observer(cluster: Cluster, rng: random.Random) -> tuple[Action, Action
     if not cluster.observer_ids:
         return _crash(cluster, rng)
     victims.ids.append(rng.choice(cluster.observer_ids))
-    return lambda: cluster.crash(victims.ids[0], wipe=True), victims.restart
+    if not cluster.config.dynamic:
+        return lambda: cluster.crash(victims.ids[0], wipe=True), victims.restart
+
+    def wipe_a_non_voter() -> None:
+        # A dynamic run's observer ids may be voters now; its voters may be observers.
+        voters = {k.id for n in cluster.running() for k in n.core.voter_set.keys()}
+        spares = [n for n in sorted(cluster.nodes) if n not in voters]
+        if spares:
+            victims.ids[0] = rng.choice(spares)
+            cluster.crash(victims.ids[0], wipe=True)
+        else:
+            victims.ids.clear()
+    return wipe_a_non_voter, victims.restart
 
 
 def _bounce(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
@@ -646,3 +690,194 @@ _PROCESS_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Acti
 def _leader_or_random(cluster: Cluster, rng: random.Random) -> int:
     leader = cluster.leader_id()
     return leader if leader is not None else rng.choice(sorted(cluster.nodes))
+
+
+# ---- the dynamic quorum (KIP-853): voter changes as an operator makes them ------------
+
+_RETRYABLE = frozenset({"REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER"})
+
+
+class _Operator:
+    """Sends one voter change to the leader, retrying a refusal that passes."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, label: str,
+                 make: Callable[[], Any | None],
+                 then: Callable[[], None] | None = None) -> None:
+        self.cluster, self.rng, self.label = cluster, rng, label
+        self.make, self.then = make, then
+        self.attempts = 0
+
+    def attempt(self) -> None:
+        self.attempts += 1
+        message = self.make()
+        if message is None:
+            return  # nothing to do any more (the node went away, too few voters...)
+        if not self.cluster.reconfigure(message, self.answered):
+            self.retry()
+
+    def answered(self, answer: Any) -> None:
+        if answer.error_code == 0:
+            self.cluster.reconfigurations += 1
+            if self.then is not None:
+                self.then()
+        elif answer.error_code.name in _RETRYABLE:
+            self.retry()
+
+    def retry(self) -> None:
+        if self.attempts < RECONFIG_ATTEMPTS:
+            delay = self.rng.uniform(*RECONFIG_RETRY_MS)
+            self.cluster.at_ms(self.cluster.now_ms + delay, self.attempt, "")
+
+
+def _voters(cluster: Cluster) -> Any | None:
+    return cluster.voter_set()
+
+
+def _add_request(cluster: Cluster, node_id: int, directory_id: Any) -> Any | None:
+    from raft.messages import AddRaftVoterRequest
+    from raft.sim.cluster import CLUSTER_ID
+    node = cluster.nodes[node_id]
+    voters = _voters(cluster)
+    if (voters is None or node_id in voters.id_set or node.directory_id != directory_id):
+        return None if voters is not None else _NO_LEADER
+    return AddRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
+                               voter_directory_id=directory_id)
+
+
+def _remove_request(cluster: Cluster, node_id: int, directory_id: Any,
+                    floor: int = MIN_VOTERS) -> Any | None:
+    from raft.messages import RemoveRaftVoterRequest
+    from raft.sim.cluster import CLUSTER_ID
+    voters = _voters(cluster)
+    if voters is None:
+        return _NO_LEADER
+    if voters.voter(node_id) is None or len(voters) <= floor:
+        return None
+    return RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
+                                  voter_directory_id=directory_id)
+
+
+class _NoLeader:
+    """A request that cannot be made now for want of a leader: retried."""
+
+
+_NO_LEADER = _NoLeader()
+
+
+def _operate(cluster: Cluster, rng: random.Random, label: str,
+             make: Callable[[], Any | None], then: Callable[[], None] | None = None) -> None:
+    def made() -> Any | None:
+        message = make()
+        if message is _NO_LEADER:
+            operator.retry()
+            return None
+        return message
+    operator = _Operator(cluster, rng, label, made, then)
+    operator.attempt()
+
+
+def _add_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    def inject() -> None:
+        voters = cluster.voter_set()
+        if voters is None:
+            return
+        spares = [n for n in sorted(cluster.nodes)
+                  if n not in voters.id_set and cluster.nodes[n].up]
+        if not spares:
+            return
+        node_id = rng.choice(spares)
+        directory_id = cluster.nodes[node_id].directory_id
+        _operate(cluster, rng, f"add n{node_id}",
+                 lambda: _add_request(cluster, node_id, directory_id))
+    return inject, lambda: None
+
+
+def _remove_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    def inject() -> None:
+        voters = cluster.voter_set()
+        if voters is None or len(voters) <= MIN_VOTERS:
+            return
+        victim = rng.choice(voters.keys())
+        _operate(cluster, rng, f"remove n{victim.id}",
+                 lambda: _remove_request(cluster, victim.id, victim.directory_id))
+    return inject, lambda: None
+
+
+def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
+                    victim: Any = None) -> None:
+    voters = cluster.voter_set()
+    if voters is None and victim is None:
+        return
+    keys = voters.keys() if voters is not None else (victim,)
+    if _lost_keys(cluster):
+        return  # one lost disk at a time: two could leave no majority that can vote
+    victim = victim if victim is not None else rng.choice(keys)
+    node = cluster.nodes[victim.id]
+    cluster.crash(victim.id, wipe=True)
+    cluster.at_ms(cluster.now_ms + rng.uniform(*BOUNCE_MS),
+                  lambda: cluster.start(victim.id), f"restart n{victim.id} (new disk)")
+    if not replace:
+        return
+    new_directory = node.directory_id
+
+    def add_new_key() -> None:
+        _operate(cluster, rng, f"add n{victim.id} (new key)",
+                 lambda: _add_request(cluster, victim.id, new_directory))
+    _operate(cluster, rng, f"remove n{victim.id} (old key)",
+             lambda: _remove_request(cluster, victim.id, victim.directory_id, floor=2),
+             add_new_key)
+
+
+def _lost_keys(cluster: Cluster) -> set[Any]:
+    """Voter keys whose disk is gone, in any running node's voter set (committed or
+    not: an uncommitted set may still win an election)."""
+    lost = set()
+    for node in cluster.running():
+        for key in node.core.voter_set.keys():
+            if cluster.nodes[key.id].directory_id != key.directory_id:
+                lost.add(key)
+    return lost
+
+
+def _replace_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    return (lambda: _wipe_voter_now(cluster, rng, replace=True)), lambda: None
+
+
+def _wipe_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    deadline = [0.0]
+
+    def poll() -> None:
+        voters = cluster.voter_set()
+        voted = [] if voters is None else [
+            k for k in voters.keys() if cluster.nodes[k.id].up
+            and cluster.nodes[k.id].directory_id == k.directory_id
+            and cluster.nodes[k.id].core.role == "voted"]
+        if voted or cluster.now_ms >= deadline[0]:
+            _wipe_voter_now(cluster, rng, replace=False,
+                            victim=rng.choice(voted) if voted else None)
+        else:
+            cluster.at_ms(cluster.now_ms + POLL_MS / 5, poll, "")
+
+    def inject() -> None:
+        deadline[0] = cluster.now_ms + WIPE_WAIT_MS
+        poll()
+    return inject, lambda: None
+
+
+def _reconfig_burst(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    remove, _ = _remove_voter(cluster, rng)
+    add, _ = _add_voter(cluster, rng)
+
+    def burst() -> None:
+        remove()
+        add()
+    return burst, lambda: None
+
+
+_RECONFIG_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
+    "add-voter": _add_voter,
+    "remove-voter": _remove_voter,
+    "replace-voter": _replace_voter,
+    "wipe-voter": _wipe_voter,
+    "reconfig-burst": _reconfig_burst,
+}

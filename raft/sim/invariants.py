@@ -27,6 +27,24 @@
 - `liveness` (checked by the sweep, `raft.sim.sweep`): after the heal, a new record
   commits and every running node converges on the leader's log and high watermark.
 
+In a dynamic run (KIP-853, `dynamic=True`) voters come and go, so:
+- `one-leader-per-epoch` and `committed-data-never-lost` hold across configurations
+  as they are (by epoch and offset, whatever the voter set);
+- `one-vote-per-epoch` is judged per node id from what left the nodes, so a node whose
+  disk was wiped (a new replica key) that votes again in an epoch its old key voted in
+  is caught;
+- `observers-never-vote`: no replica grants a vote asked of another replica key (the
+  VoteRequest names the voter's directory id), and no LeaderChange counts a replica
+  outside the leader's set;
+- `majority-holds-high-watermark`: counted over the leader's voter set in force by
+  replica key (a wiped node holds nothing for its old key; a key whose disk was lost
+  can no longer vote, so it counts as neither holder nor dissenter), or over the set
+  before it while the latest VotersRecord is not committed;
+- `one-voter-change-at-a-time`: every VotersRecord a leader appends changes at most
+  one voter and comes after the one before it committed;
+- `added-voter-caught-up`: a voter added by a leader's VotersRecord is that replica
+  key on disk, at most `max_lag` records behind the leader's log end.
+
 Each check raises `InvariantViolation(name, detail)`; `name` is one of `INVARIANTS`.
 The checks are incremental (only what changed since the last event is looked at) so a
 sweep of thousands of runs stays fast, with a full rescan after crashes and elections.
@@ -54,11 +72,13 @@ SNAPSHOT_MATCHES_COMMITTED = "snapshot-matches-committed"
 SNAPSHOT_WITHIN_COMMITTED = "snapshot-within-committed"
 APPLIED_STATE = "applied-state-is-committed-prefix"
 LIVENESS = "liveness"
+ONE_VOTER_CHANGE = "one-voter-change-at-a-time"
+ADDED_VOTER_CAUGHT_UP = "added-voter-caught-up"
 
 INVARIANTS = (ONE_LEADER_PER_EPOCH, LOG_MATCHING, COMMITTED_DATA, HW_MONOTONIC, HW_WITHIN_LOG,
               OBSERVER_NEVER_VOTES, MAJORITY_HOLDS_HW, EPOCH_MONOTONIC, ONE_VOTE_PER_EPOCH,
               SNAPSHOT_AT_LOG_START, SNAPSHOT_MATCHES_COMMITTED, SNAPSHOT_WITHIN_COMMITTED,
-              APPLIED_STATE, LIVENESS)
+              APPLIED_STATE, LIVENESS, ONE_VOTER_CHANGE, ADDED_VOTER_CAUGHT_UP)
 
 _VOTER_ONLY_ROLES = frozenset({"candidate", "prospective", "voted", "leader"})
 _MAX_BYTES = 1 << 62
@@ -97,15 +117,19 @@ class _NodeTrack:
 
 class Checker:
     def __init__(self, voters: Iterable[int], observers: Iterable[int], *,
-                 skip: Iterable[str] = ()) -> None:
+                 skip: Iterable[str] = (), dynamic: bool = False) -> None:
+        self.dynamic = dynamic
         self.voters = frozenset(voters)
-        self.observers = frozenset(observers)
+        # A dynamic run's observers may become voters: who may vote is judged from each
+        # replica's own voter set instead (`fail_observer_vote`, `_check_majority`).
+        self.observers = frozenset() if dynamic else frozenset(observers)
+        self._voter_changes_checked: set[tuple[int, int, int]] = set()
         self.skip = frozenset(skip)
         self.leaders: dict[int, int] = {}  # epoch -> leader id, ever
         self._seen: dict[tuple[int, int], tuple[bytes, int]] = {}  # (offset, epoch) -> rec
         self.committed: list[tuple[int, bytes]] = []  # offset -> (epoch, record)
         self.commit_epochs: list[int] = []  # offset -> earliest epoch known to commit it
-        self._track = {n: _NodeTrack() for n in self.voters | self.observers}
+        self._track = {n: _NodeTrack() for n in self.voters | frozenset(observers)}
         self._majority = len(self.voters) // 2 + 1
         # Every vote ever cast, from what left the voters (not from their disks, which a
         # crash or a wipe may have reset): (voter, epoch) -> candidate.
@@ -353,7 +377,8 @@ class Checker:
             except RecordError:
                 return
             if isinstance(change, LeaderChange):
-                outsiders = set(change.granting_voters) - self.voters
+                voters = (set(node.core.voter_set.ids) if self.dynamic else self.voters)
+                outsiders = set(change.granting_voters) - voters
                 if outsiders:
                     self._fail(OBSERVER_NEVER_VOTES,
                                f"leader {node.node_id} of epoch {epoch} counts votes of "
@@ -430,9 +455,49 @@ class Checker:
                        f"at {log.start_offset}, above the committed offset {len(committed)}")
         track.hw_checked = hw
 
+    def fail_observer_vote(self, src: int, dst: int, asked: object, own: object) -> None:
+        """A dynamic run's replica granted a vote asked of another replica key."""
+        if OBSERVER_NEVER_VOTES not in self.skip:
+            self._fail(OBSERVER_NEVER_VOTES, f"node {src} (directory {own}) granted {dst} "
+                                             f"a vote asked of directory {asked}")
+
+    def on_voters_appended(self, leader: CheckedNode, offset: int, *, previous: Any,
+                           previous_offset: int | None, new: Any, nodes: Any,
+                           max_lag: int) -> None:
+        """A leader appended the VotersRecord `new` at `offset` (KIP-853's rules)."""
+        key = (leader.node_id, offset, leader.core.epoch)
+        if key in self._voter_changes_checked:
+            return
+        self._voter_changes_checked.add(key)
+        hw = leader.core.high_watermark
+        if ONE_VOTER_CHANGE not in self.skip:
+            if previous_offset is not None and previous_offset >= hw:
+                self._fail(ONE_VOTER_CHANGE,
+                           f"leader {leader.node_id} appended voters {new} at {offset} while "
+                           f"the VotersRecord at {previous_offset} was uncommitted (high "
+                           f"watermark {hw})")
+            if not previous.differs_by_at_most_one(new):
+                self._fail(ONE_VOTER_CHANGE, f"leader {leader.node_id} changed voters "
+                                             f"{previous} -> {new} at {offset}")
+        if ADDED_VOTER_CAUGHT_UP in self.skip:
+            return
+        for added in set(new.keys()) - set(previous.keys()):
+            node = nodes.get(added.id)
+            if node is None or node.directory_id != added.directory_id:
+                self._fail(ADDED_VOTER_CAUGHT_UP, f"leader {leader.node_id} added voter "
+                                                  f"{added}, a replica that does not exist")
+            held = node.log.flushed_end_offset
+            if held < offset - max_lag:
+                self._fail(ADDED_VOTER_CAUGHT_UP,
+                           f"leader {leader.node_id} added voter {added} at offset {offset} "
+                           f"holding only {held} records (more than {max_lag} behind)")
+
     def _check_majority(self, leader: CheckedNode, nodes: Iterable[CheckedNode]) -> None:
         hw = leader.core.high_watermark
         if not hw:
+            return
+        if self.dynamic:
+            self._check_dynamic_majority(leader, list(nodes), hw)
             return
         # Durable log ends only: what a voter holds but has not flushed is lost in a crash,
         # so it cannot count towards the majority that makes a record committed.
@@ -441,6 +506,31 @@ class Checker:
         if len(holding) < self._majority:
             self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} "
                                           f"but only voters {holding} hold it")
+
+    def _check_dynamic_majority(self, leader: CheckedNode, nodes: list[Any], hw: int) -> None:
+        """By replica key, over the set in force or (its record uncommitted) the one
+        before; a voter key whose disk is gone counts as neither holder nor dissenter."""
+        history = leader.core.voter_history
+        sets = [history.latest]
+        latest_offset = history.latest_offset
+        if latest_offset is not None and latest_offset >= hw:
+            sets.append(history.previous())
+        by_id = {n.node_id: n for n in nodes}
+        described = []
+        for voters in sets:
+            holding, lost = [], 0
+            for key in voters.keys():
+                node = by_id.get(key.id)
+                if node is None or (key.directory_id is not None
+                                    and node.directory_id != key.directory_id):
+                    lost += 1
+                elif node.log.flushed_end_offset >= hw:
+                    holding.append(key.id)
+            if len(holding) + lost >= voters.majority and holding:
+                return
+            described.append(f"{voters}: {holding} (lost {lost})")
+        self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} but "
+                                      f"only these voters hold it: {'; '.join(described)}")
 
     def _fail(self, invariant: str, detail: str) -> NoReturn:
         raise InvariantViolation(invariant, detail)

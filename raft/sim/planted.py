@@ -18,6 +18,16 @@ core only offers the overridable steps the bugs replace.
   and `advance_log_start` lets the log start pass the high watermark (KIP-630 allows a
   snapshot of committed records only).
 
+Dynamic quorum (KIP-853; found by `kraft sim --dynamic`):
+
+- `two_voter_changes_at_once`: the leader starts a voter change while the previous
+  VotersRecord is uncommitted (and its own safety net is off).
+- `add_voter_not_caught_up`: the leader adds a voter without checking that it is a
+  caught-up observer.
+- `wiped_disk_double_vote`: the old bare-id vote rules: a replica is a voter by its node
+  id alone and answers requests meant for another directory id, so a voter whose disk
+  was wiped votes again (with an empty log) in the epochs its old disk voted in.
+
 A planted core may also define `sim_snapshot_point(applied_end) -> int`: where the
 simulator's state machine (`raft.sim.cluster`) snapshots, in place of the offset it
 applied up to.
@@ -27,9 +37,10 @@ from __future__ import annotations
 
 from raft.common.uuid import Uuid
 from raft.core import RaftCore
-from raft.core._leader_state import LeaderState
+from raft.core._leader_state import LeaderState, ReplicaProgress
 from raft.messages import FetchResponse
 from raft.types import NO_EPOCH, ElectionState, SnapshotId
+from raft.voters import ReplicaKey, VoterSet
 
 
 class _VoteWithoutLogCheck(RaftCore):
@@ -93,6 +104,29 @@ class _SnapshotUncommitted(RaftCore):
             self._high_watermark = high_watermark
 
 
+class _TwoVoterChangesAtOnce(RaftCore):
+    def _change_blocked(self, state: LeaderState) -> str | None:
+        return None
+
+    def _check_voter_change(self, state: LeaderState, new: VoterSet) -> None:
+        pass
+
+
+class _AddVoterNotCaughtUp(RaftCore):
+    def _is_caught_up(self, progress: ReplicaProgress | None, key: ReplicaKey,
+                      now_ms: int) -> bool:
+        return True
+
+
+class _WipedDiskDoubleVote(RaftCore):
+    def _is_addressed_key(self, directory_id: Uuid | None) -> bool:
+        return True
+
+    def _apply_voter_set(self) -> None:
+        super()._apply_voter_set()
+        self._is_voter = self._node_id in self._voter_set
+
+
 _CLASSES: dict[str, type[RaftCore]] = {
     "vote_without_log_check": _VoteWithoutLogCheck,
     "commit_old_epoch_by_count": _CommitOldEpochByCount,
@@ -101,6 +135,9 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "vote_not_persisted": _VoteNotPersisted,
     "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
     "snapshot_uncommitted": _SnapshotUncommitted,
+    "two_voter_changes_at_once": _TwoVoterChangesAtOnce,
+    "add_voter_not_caught_up": _AddVoterNotCaughtUp,
+    "wiped_disk_double_vote": _WipedDiskDoubleVote,
 }
 PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
 

@@ -52,11 +52,13 @@ class RunSpec:
     codec_roundtrip: bool = False
     trace_size: int = 60
     scenario: str | None = None  # one of raft.sim.scenarios.SCENARIOS instead of faults
+    dynamic: bool = False  # kraft.version 1 with reconfiguration faults (KIP-853)
 
     def sim_config(self, seed: int) -> SimConfig:
         return SimConfig(voters=self.voters, observers=self.observers, seed=seed,
                          pre_vote=self.pre_vote, planted_bug=self.planted_bug,
-                         codec_roundtrip=self.codec_roundtrip, trace_size=self.trace_size)
+                         codec_roundtrip=self.codec_roundtrip, trace_size=self.trace_size,
+                         dynamic=self.dynamic)
 
     def replay_command(self, seed: int) -> str:
         parts = [f"kraft sim --voters {self.voters} --observers {self.observers}",
@@ -71,6 +73,8 @@ class RunSpec:
             parts.append(f"--planted-bug {self.planted_bug}")
         if self.codec_roundtrip:
             parts.append("--codec")
+        if self.dynamic:
+            parts.append("--dynamic")
         return " ".join(parts)
 
 
@@ -89,6 +93,7 @@ class RunResult:
     snapshot_chunks: int = 0  # FetchSnapshot requests
     snapshot_resumes: int = 0  # downloads resumed from the bytes held after a lost chunk
     failovers_ms: tuple[float, ...] = ()  # from each leader crash to the next leader
+    reconfigurations: int = 0  # voter changes committed (dynamic runs)
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -138,6 +143,7 @@ def run_seed(spec: RunSpec, seed: int,
         snapshot_chunks=cluster.snapshot_chunks,
         snapshot_resumes=cluster.snapshot_resumes,
         failovers_ms=tuple(cluster.failovers_ms),
+        reconfigurations=cluster.reconfigurations,
         invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
@@ -246,6 +252,7 @@ def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, An
         "snapshot_fetches_per_seed": spread([r.snapshot_fetches for r in results]),
         "snapshot_chunks": sum(r.snapshot_chunks for r in results),
         "snapshot_resumes": sum(r.snapshot_resumes for r in results),
+        "reconfigurations": sum(r.reconfigurations for r in results),
         "leader_crash_failover_ms": spread([round(ms, 1) for r in results
                                             for ms in r.failovers_ms]),
         "sim_seconds_per_seed": spread([round(r.sim_time_ms / 1000, 1) for r in results]),

@@ -26,6 +26,7 @@ from raft.log import MemoryLog
 from raft.messages import FetchRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import Cluster, SimConfig
 from raft.sim.invariants import (
+    ADDED_VOTER_CAUGHT_UP,
     APPLIED_STATE,
     COMMITTED_DATA,
     EPOCH_MONOTONIC,
@@ -38,6 +39,7 @@ from raft.sim.invariants import (
     OBSERVER_NEVER_VOTES,
     ONE_LEADER_PER_EPOCH,
     ONE_VOTE_PER_EPOCH,
+    ONE_VOTER_CHANGE,
     SNAPSHOT_AT_LOG_START,
     SNAPSHOT_MATCHES_COMMITTED,
     SNAPSHOT_WITHIN_COMMITTED,
@@ -48,6 +50,7 @@ from raft.sim.sweep import RunSpec, sweep
 from raft.snapshot import encode_snapshot
 from raft.snapshot_store import MemorySnapshotStore
 from raft.types import ElectionState, SnapshotId
+from raft.voters import ReplicaKey, Voter, VoterSet
 from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 Skip = Sequence[str]
@@ -365,8 +368,49 @@ def log_start_past_the_applied_records(skip: Skip = ()) -> None:
     checker.check_applicable(node_starting_at(2, SnapshotId(2, 1)), 1, 3)
 
 
+def dynamic_voters(*ids: int) -> VoterSet:
+    """A dynamic run's voter set: node n's directory id is Uuid(n)."""
+    return VoterSet(Voter(ReplicaKey(n, Uuid(n))) for n in ids)
+
+
+def append_voters(skip: Skip, *, previous: VoterSet, previous_offset: int | None,
+                  new: VoterSet, hw: int = 10, spare: Any = None) -> None:
+    checker = Checker([1, 2, 3], [4], skip=skip, dynamic=True)
+    leader = fake_node(1, leader=True, hw=hw)
+    checker.on_voters_appended(leader, 20, previous=previous, previous_offset=previous_offset,
+                               new=new, nodes={} if spare is None else {4: spare},
+                               max_lag=5)
+
+
+def voter_change_while_previous_uncommitted(skip: Skip = ()) -> None:
+    append_voters(skip, previous=dynamic_voters(1, 2, 3), previous_offset=10,
+                  new=dynamic_voters(1, 2))
+
+
+def two_voters_changed_in_one_record(skip: Skip = ()) -> None:
+    append_voters(skip, previous=dynamic_voters(1, 2, 3), previous_offset=4,
+                  new=dynamic_voters(1))
+
+
+def voter_added_far_behind(skip: Skip = ()) -> None:
+    spare = fake_node(4, log=log_with((1, [b"x"] * 14)))
+    spare.directory_id = Uuid(4)
+    append_voters(skip, previous=dynamic_voters(1, 2, 3), previous_offset=None,
+                  new=dynamic_voters(1, 2, 3, 4), spare=spare)
+
+
+def voter_added_with_a_lost_directory(skip: Skip = ()) -> None:
+    spare = fake_node(4, log=log_with((1, [b"x"] * 20)))
+    spare.directory_id = Uuid(44)  # formatted anew since
+    append_voters(skip, previous=dynamic_voters(1, 2, 3), previous_offset=None,
+                  new=dynamic_voters(1, 2, 3, 4), spare=spare)
+
+
 Plant = Callable[..., None]
 PLANTS: dict[str, tuple[Plant, ...]] = {
+    ONE_VOTER_CHANGE: (voter_change_while_previous_uncommitted,
+                       two_voters_changed_in_one_record),
+    ADDED_VOTER_CAUGHT_UP: (voter_added_far_behind, voter_added_with_a_lost_directory),
     ONE_LEADER_PER_EPOCH: (two_leaders_in_one_epoch, follower_of_another_leader_in_a_led_epoch),
     LOG_MATCHING: (different_records_at_one_offset_and_epoch, same_entry_after_different_epochs),
     COMMITTED_DATA: (committed_entry_changed_on_another_node,
@@ -395,6 +439,15 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
 }
 # What each plant's violation says: the nodes, offsets and epochs involved.
 DETAILS: dict[Plant, str] = {
+    voter_change_while_previous_uncommitted:
+        f"leader 1 appended voters {dynamic_voters(1, 2)} at 20 while the VotersRecord at "
+        "10 was uncommitted (high watermark 10)",
+    two_voters_changed_in_one_record:
+        f"leader 1 changed voters {dynamic_voters(1, 2, 3)} -> {dynamic_voters(1)} at 20",
+    voter_added_far_behind: f"leader 1 added voter {ReplicaKey(4, Uuid(4))} at offset 20 "
+                            "holding only 14 records (more than 5 behind)",
+    voter_added_with_a_lost_directory:
+        f"leader 1 added voter {ReplicaKey(4, Uuid(4))}, a replica that does not exist",
     two_leaders_in_one_epoch: "nodes 1 and 2 both led epoch 1",
     follower_of_another_leader_in_a_led_epoch: "node 2 follows 3 in epoch 1, led by 1",
     different_records_at_one_offset_and_epoch:

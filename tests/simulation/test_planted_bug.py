@@ -10,10 +10,13 @@ import shlex
 import pytest
 
 from raft.sim.invariants import (
+    ADDED_VOTER_CAUGHT_UP,
     COMMITTED_DATA,
     LOG_MATCHING,
     MAJORITY_HOLDS_HW,
+    OBSERVER_NEVER_VOTES,
     ONE_VOTE_PER_EPOCH,
+    ONE_VOTER_CHANGE,
     SNAPSHOT_WITHIN_COMMITTED,
 )
 from raft.sim.planted import PLANTED_BUGS
@@ -21,6 +24,9 @@ from raft.sim.sweep import RunResult, RunSpec, run_seed, sweep
 from tools.cli import main as kraft
 
 SAFETY = (COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW)
+TWO_CHANGES_SEEDS = (5, 7, 8)
+NOT_CAUGHT_UP_SEEDS = (1, 4, 5)
+DOUBLE_VOTE_SEEDS = (1, 2, 3)
 
 # Seeds of the default sweep (5 voters, 2 observers, all faults) on which each bug is
 # caught, found with `kraft sim --planted-bug BUG --seeds 300 --keep-going`.
@@ -32,7 +38,14 @@ KNOWN_SEEDS = {
     "vote_not_persisted": ((25, 35, 47), (ONE_VOTE_PER_EPOCH,)),
     "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
     "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
+    # the dynamic quorum (KIP-853), found with `kraft sim --dynamic --planted-bug BUG`
+    "two_voter_changes_at_once": (TWO_CHANGES_SEEDS, (ONE_VOTER_CHANGE,)),
+    "add_voter_not_caught_up": (NOT_CAUGHT_UP_SEEDS, (ADDED_VOTER_CAUGHT_UP,)),
+    "wiped_disk_double_vote": (DOUBLE_VOTE_SEEDS, (OBSERVER_NEVER_VOTES, ONE_VOTE_PER_EPOCH,
+                                                   *SAFETY)),
 }
+DYNAMIC_BUGS = frozenset({"two_voter_changes_at_once", "add_voter_not_caught_up",
+                          "wiped_disk_double_vote"})
 
 
 def first_failure(spec: RunSpec, seeds: range | tuple[int, ...]) -> RunResult | None:
@@ -50,13 +63,15 @@ def test_random_sweep_reports_replayable_violation_when_bug_planted(bug: str) ->
     snapshot of uncommitted records) is caught by random faults alone, as the invariant
     it breaks, with a seed that replays it exactly."""
     seeds, invariants = KNOWN_SEEDS[bug]
-    spec = RunSpec(voters=5, observers=2, faults="all", planted_bug=bug)
+    spec = RunSpec(voters=5, observers=2, faults="all", planted_bug=bug,
+                   dynamic=bug in DYNAMIC_BUGS)
     failed = first_failure(spec, seeds)
     assert failed is not None, f"{bug} went unnoticed on seeds {seeds}"
     assert failed.invariant in invariants, failed.detail
     assert failed.trace
     assert f"--seed {failed.seed} --seeds 1" in failed.replay
     assert f"--planted-bug {bug}" in failed.replay
+    assert ("--dynamic" in failed.replay) == (bug in DYNAMIC_BUGS)
     assert run_seed(spec, failed.seed) == failed
 
 

@@ -40,6 +40,10 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                              + ", ".join(_planted_bugs()))
     parser.add_argument("--codec", action="store_true",
                         help="round-trip every message through the wire codec")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="kraft.version 1 (KIP-853): voters from the log, directory "
+                             "ids, and voters added, removed, wiped and replaced among "
+                             "the faults")
     parser.add_argument("--trace", type=int, default=60,
                         help="events shown before a violation")
     parser.add_argument("--keep-going", action="store_true",
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = min(jobs, len(seeds))  # a replay of one seed needs no worker
     if not args.json:
         what = f"scenario {spec.scenario}" if spec.scenario else f"faults {spec.faults}"
+        if spec.dynamic:
+            what += " (dynamic quorum)"
         print(f"kraft sim: seeds {seeds.start}..{seeds.stop - 1}, {spec.voters} voters, "
               f"{spec.observers} observers, {what}, {jobs} jobs", flush=True)
     started = time.monotonic()
@@ -129,7 +135,7 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
     spec = RunSpec(voters=args.voters, observers=args.observers, faults=args.faults,
                    fault_window_ms=window, pre_vote=args.pre_vote,
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
-                   trace_size=args.trace, scenario=args.scenario)
+                   trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic)
     first = args.seed if args.seed is not None else 1
     return spec, range(first, first + count)
 
@@ -149,6 +155,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  simulated time per seed: median {sim_seconds['median']:g} s; "
           f"{summary['events']} events, {summary['commits']} commits, "
           f"{summary['faults']} faults injected")
+    if summary.get("reconfigurations"):
+        print(f"  voter changes committed: {summary['reconfigurations']}")
 
 
 def _guard(results: Any) -> Any:
