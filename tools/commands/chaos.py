@@ -26,6 +26,8 @@ format --add-scram` does, passwords in DIR/chaos-users.json) and the StandardAut
 on, the workload's principals granted exactly the ACLs they use (tools/chaos/security.py);
 every workload client logs in, the admin churn with its own certificate (the proxies
 forward the TLS bytes untouched: certificates name 127.0.0.1, which every client dials).
+After healing, requests that must be refused are tried (tools/chaos/secure_probes.py):
+one that is allowed fails the run.
 Exit 0: no violation; 1: a violation, a harness error or a failed replay (with the seed
 to reproduce); 2: bad usage.
 """
@@ -67,6 +69,7 @@ from tools.chaos.group_workload import GroupConfig, GroupWorkload
 from tools.chaos.history import UNKNOWN, HistoryWriter
 from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
 from tools.chaos.proxy import ProxyNet
+from tools.chaos.secure_probes import ALLOWED, REFUSED, probe
 from tools.chaos.security import (
     ADMIN_CN,
     BROKER_USER,
@@ -209,6 +212,8 @@ class ChaosRig:
     nemesis: Nemesis
     net: ProxyNet | None
     credentials: Credentials | None = None
+    # --secure: what each request that must be refused got (tools/chaos/secure_probes.py)
+    probes: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
@@ -385,6 +390,11 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
         name: topic for name, topic in topics.items() if not name.startswith("__")
         and (group is None or name != group.config.topic)}, READ_TIMEOUT_S,
         None if credentials is None else credentials.clients.kafka_python(CHECKER_USER))
+    if credentials is not None:  # the security in force: requests that must be refused
+        rig.probes.update(probe(
+            bootstrap=bootstrap, controllers=cluster.controller_addresses(),
+            cluster_id=cluster.cluster_id, stable_topic=WorkloadConfig().stable_names[0],
+            clients=credentials.clients, admin_ssl=credentials.admin_ssl))
     disks = scan_broker_dirs(cluster, DIRS_TIMEOUT_S)
     final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
                        reads=reads, read_complete=complete, brokers=observed,
@@ -475,6 +485,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         errors.append(f"snapshots: {type(exc).__name__}: {exc}")
     if snapshots and duration_s >= SNAPSHOT_CHECK_MIN_S:
         errors += _snapshots_unexercised(activity)
+    errors += [f"security: {name} was allowed; it must be refused"
+               for name, outcome in rig.probes.items() if outcome == ALLOWED]
     if replay:
         display.phase("Spark replay")
         if result is not None:  # still shown while the replay runs
@@ -500,7 +512,8 @@ def _security_summary(rig: ChaosRig, acl_count: int) -> dict[str, Any] | None:
     refused = sum(1 for info in rig.cluster.nodes.values()
                   for msg in event_messages(info.log_path) if msg == "admin request refused")
     return {"tls": "mutual", "kafka_listener": "SASL_SSL", "mechanism": MECHANISM,
-            "authorizer": True, "acls": acl_count, "admin_requests_refused": refused}
+            "authorizer": True, "acls": acl_count, "admin_requests_refused": refused,
+            "probes": dict(rig.probes)}
 
 
 def _snapshot_summary(enabled: bool, activity: list[dict[str, Any]]) -> dict[str, Any]:
@@ -611,6 +624,11 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
                      f"{security['mechanism']}, authorizer on: {security['acls']} ACL(s) "
                      f"granted, {security['admin_requests_refused']} admin request(s) "
                      "refused")
+        probes = security.get("probes") or {}
+        lines.append("  probes         " + (", ".join(
+            f"{name} {outcome}" for name, outcome in probes.items()) or "none ran")
+            + ("" if all(o == REFUSED for o in probes.values()) else
+               " (each must be refused)"))
     clients = verdict.get("clients")
     if clients is not None:
         lines.append("  clients        " + ", ".join(f"{k} {v}" for k, v in clients.items()))
