@@ -20,10 +20,11 @@ holds every record.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,12 @@ class WrittenSnapshot:
 
 
 def write_image_snapshot(directory: Path, snapshot_id: SnapshotId, image: MetadataImage,
-                         last_contained_log_timestamp: int) -> Path:
-    """Blocking: the records of `image` into the snapshot file `snapshot_id`."""
-    return write_snapshot(directory, snapshot_id, image_record_bytes(image),
+                         last_contained_log_timestamp: int,
+                         raft_records: Sequence[bytes] = ()) -> Path:
+    """Blocking: the records of `image` into the snapshot file `snapshot_id`, after
+    raft's own (`RaftNode.snapshot_control_records`: the voter set of a dynamic quorum)."""
+    return write_snapshot(directory, snapshot_id,
+                          itertools.chain(raft_records, image_record_bytes(image)),
                           last_contained_log_timestamp=last_contained_log_timestamp)
 
 
@@ -199,7 +203,9 @@ class ImageSnapshotter:
             return False
         await self._node.checkpoint_high_watermark()  # before: see the module docstring
         await trio.to_thread.run_sync(write_image_snapshot, self._directory, snapshot_id,
-                                      image, applied_ms)
+                                      image, applied_ms,
+                                      self._node.snapshot_control_records(
+                                          snapshot_id.end_offset))
         self._known_whole.add(snapshot_id)
         return True
 

@@ -61,6 +61,14 @@ class ReplicaState:
     last_caught_up_timestamp: int = -1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeEndpoints:
+    """DescribeQuorum v2's Nodes (KIP-853): where a voter listens, from the VotersRecord."""
+
+    node_id: int
+    listeners: tuple[Endpoint, ...] = ()
+
+
 # --- requests -------------------------------------------------------------------------
 
 
@@ -245,6 +253,7 @@ class DescribeQuorumResponse:
     high_watermark: int = -1
     current_voters: tuple[ReplicaState, ...] = ()
     observers: tuple[ReplicaState, ...] = ()
+    nodes: tuple[NodeEndpoints, ...] = ()  # KIP-853: a dynamic quorum's voters' endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -322,7 +331,7 @@ CLASS_BY_API = _CLASS_BY_API  # api name ("VoteRequest", ...) -> message class
 # only sent to peers that know them): a static quorum's messages keep their bytes, and a
 # body without them decodes with their defaults.
 _KIP_853_FIELDS = ("candidate_directory_id", "voter_directory_id", "replica_directory_id",
-                   "preferred_directory_ids")
+                   "preferred_directory_ids", "nodes")
 
 
 def encode_message(msg: Message) -> tuple[str, dict[str, Any]]:

@@ -94,6 +94,7 @@ import trio
 
 from raft import messages
 from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
 from raft.fault_injection import FaultInjection
 from raft.snapshot_store import SnapshotStore
@@ -190,13 +191,16 @@ class RaftNode:
                  max_frame_bytes: int = 100 * 1024 * 1024, send_queue_size: int = 256,
                  rng: random.Random | None = None,
                  fault_file: str | os.PathLike[str] | None = None,
-                 publish_from: int = 0, snapshots: SnapshotStore | None = None) -> None:
+                 publish_from: int = 0, snapshots: SnapshotStore | None = None,
+                 directory_id: Uuid | None = None) -> None:
         if not log.start_offset <= publish_from <= log.end_offset:  # never skip records
             raise ValueError(f"publish_from {publish_from} outside the log "
                              f"[{log.start_offset}, {log.end_offset}]")
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
+        self.directory_id = directory_id  # KIP-853: this replica's key is (id, directory)
+        self._known_voter_set: Any = None  # the core's voter set last turned into peers
         self._config = config
         self._log = log
         self._snapshots = snapshots
@@ -401,7 +405,8 @@ class RaftNode:
             self._core = RaftCore(node_id=self.node_id, config=self._config, log=self._log,
                                   election=self._initial_election,
                                   cluster_id=self.cluster_id, rng=self._rng,
-                                  now_ms=self.now_ms(), snapshots=self._snapshots)
+                                  now_ms=self.now_ms(), snapshots=self._snapshots,
+                                  directory_id=self.directory_id)
         except RaftInvariantError as exc:
             self._invariant_broken(exc)
             raise
@@ -455,6 +460,26 @@ class RaftNode:
             return deadline_ms / 1000 - self._clock_offset_s
         ahead_s = deadline_ms / 1000 - self._clock_virtual_s  # node time left, at last read
         return self._clock_real_s + max(0.0, ahead_s) / self._faults.clock_rate
+
+    def snapshot_control_records(self, end_offset: int) -> list[bytes]:
+        """What a snapshot ending at `end_offset` must hold of raft's own state (the
+        voter set and kraft.version, KIP-853); written first by the snapshot writer."""
+        return self.core.snapshot_control_records(end_offset)
+
+    def _learn_voter_addresses(self) -> None:
+        """KIP-853: a voter named by a VotersRecord and not configured becomes a peer at
+        its first endpoint, before anything is sent to it."""
+        voters = self.core.voter_set
+        if voters is self._known_voter_set:
+            return
+        self._known_voter_set = voters
+        for voter in voters:
+            if voter.key.id == self.node_id or voter.key.id in self.voters:
+                continue
+            endpoint = next(iter(voter.endpoints), None)
+            if endpoint is not None:
+                self.voters[voter.key.id] = (endpoint.host, endpoint.port)
+                self.transport.add_peer(voter.key.id, (endpoint.host, endpoint.port))
 
     def _peer_down(self, node_id: int, refused: bool) -> None:
         """The transport lost (or could not open) its connection to a voter: an input to
@@ -537,6 +562,7 @@ class RaftNode:
         """Persist the election, send the early messages, flush, send the rest, publish,
         then advance."""
         core = self.core
+        self._learn_voter_addresses()
         ready: Ready = core.ready()
         if self._faults is not None and self._faults.fsync_delay_ms and \
                 (ready.election is not None or ready.needs_flush):

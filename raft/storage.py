@@ -1,4 +1,5 @@
-"""A node's log directory: `meta.properties` (written by `kraft format`), `quorum-state`,
+"""A node's log directory: `meta.properties` (written by `kraft format`, with a new
+`directory.id` on every format: the replica key's second half, KIP-853), `quorum-state`,
 the metadata partition's `high-watermark-checkpoint` and `log-start-offset`, and `.lock`
 (`lock_log_dir`: one process at a time uses a directory).
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raft.common.durable import fsync_dir, write_atomically
+from raft.common.uuid import Uuid
 from raft.types import ElectionState
 
 META_PROPERTIES = "meta.properties"
@@ -36,10 +38,13 @@ class MetaProperties:
     cluster_id: str
     node_id: int
     version: int = META_PROPERTIES_VERSION
+    # Kafka's directory.id (KIP-858/853): None in a directory formatted before it existed
+    directory_id: str | None = None
 
     def to_text(self) -> str:
+        directory = "" if self.directory_id is None else f"directory.id={self.directory_id}\n"
         return (f"#\n# written by kraft format\nversion={self.version}\n"
-                f"cluster.id={self.cluster_id}\nnode.id={self.node_id}\n")
+                f"cluster.id={self.cluster_id}\nnode.id={self.node_id}\n{directory}")
 
     @classmethod
     def from_text(cls, text: str, source: str = "meta.properties") -> MetaProperties:
@@ -62,7 +67,14 @@ class MetaProperties:
             raise StorageError(f"{source}: {exc}") from None
         if version != META_PROPERTIES_VERSION:
             raise StorageError(f"{source}: unsupported version {version}")
-        return cls(cluster_id=cluster_id, node_id=node_id, version=version)
+        directory = values.get("directory.id")
+        if directory is not None:
+            try:
+                Uuid.from_string(directory)
+            except ValueError as exc:
+                raise StorageError(f"{source}: directory.id: {exc}") from None
+        return cls(cluster_id=cluster_id, node_id=node_id, version=version,
+                   directory_id=directory)
 
 
 def write_quorum_state(log_dir: str | os.PathLike[str], state: ElectionState) -> None:
@@ -145,7 +157,7 @@ def read_meta_properties(log_dir: str | os.PathLike[str]) -> MetaProperties | No
 
 
 def format_log_dir(log_dir: str | os.PathLike[str], *, cluster_id: str, node_id: int,
-                   ignore_formatted: bool = False) -> bool:
+                   ignore_formatted: bool = False, directory_id: str | None = None) -> bool:
     """Write meta.properties (like kafka-storage.sh format), under the directory's lock (a
     running node's directory is refused, LogDirLockedError). Returns False when the
     directory was already formatted identically and `ignore_formatted` is set. The metadata
@@ -158,15 +170,16 @@ def format_log_dir(log_dir: str | os.PathLike[str], *, cluster_id: str, node_id:
     try:
         existing = read_meta_properties(path)
         if existing is not None:
-            wanted = MetaProperties(cluster_id=cluster_id, node_id=node_id)
-            if existing != wanted:
+            if (existing.cluster_id, existing.node_id) != (cluster_id, node_id):
                 raise StorageError(
                     f"{path} is already formatted for cluster {existing.cluster_id} node "
                     f"{existing.node_id}, not cluster {cluster_id} node {node_id}")
             if not ignore_formatted:
                 raise StorageError(f"{path} is already formatted (use --ignore-formatted)")
             return False
-        write_meta_properties(path, MetaProperties(cluster_id=cluster_id, node_id=node_id))
+        write_meta_properties(path, MetaProperties(
+            cluster_id=cluster_id, node_id=node_id,
+            directory_id=directory_id or str(Uuid.random())))
         return True
     finally:
         lock.release()

@@ -145,6 +145,19 @@ class Transport:
         self.tls: TransportTls | None = None
         self.identity_refusals = 0  # requests refused for a node id not in the certificate
         self._identity_logged: set[tuple[str | None, int]] = set()
+        self._outbound_nursery: trio.Nursery | None = None  # set while serving
+
+    def add_peer(self, node_id: int, address: Address) -> None:
+        """A voter learnt while running (KIP-853: a VotersRecord named it): keep a
+        connection to it as to the configured ones. A known peer keeps its address."""
+        if node_id == self.node_id or node_id in self._peers:
+            return
+        self._peers[node_id] = address
+        self._peer_queues[node_id] = trio.open_memory_channel(self._queue_size)
+        self._peer_connected[node_id] = False
+        self.connects[node_id] = 0
+        if self._outbound_nursery is not None:
+            self._outbound_nursery.start_soon(self._run_outbound, node_id)
 
     def use_tls(self, settings: TransportTls) -> None:
         """Serve and dial over TLS from now on (call before `serve`)."""
@@ -224,6 +237,7 @@ class Transport:
                 nursery.start_soon(self._accept_loop, listeners)
             for node_id in self._peers:
                 nursery.start_soon(self._run_outbound, node_id)
+            self._outbound_nursery = nursery
             task_status.started(self.port)
 
     async def _accept_loop(self, listeners: list[trio.SocketListener]) -> None:

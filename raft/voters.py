@@ -20,8 +20,10 @@ the one before it. Records are found by a cheap test of their first bytes
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from raft.common.record import RecordError
 from raft.common.uuid import Uuid
@@ -34,6 +36,8 @@ from raft.control_records import (
     VoterEntry,
     VotersRecord,
 )
+from raft.snapshot import read_snapshot, write_snapshot
+from raft.types import SnapshotId
 
 # A record is a msgpack map whose first key is "type" (`raft.common.record`): a fixmap
 # header byte, then "type" as a fixstr, then the type id as a positive fixint.
@@ -263,3 +267,28 @@ def parse_controllers(text: str) -> VoterSet:
     if len(set(ids)) != len(ids):
         raise ValueError(f"--initial-controllers: a node id appears twice in {text!r}")
     return VoterSet(voters)
+
+
+# --- the bootstrap checkpoint (kraft format --standalone / --initial-controllers) -------
+
+BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
+
+
+def write_bootstrap_checkpoint(partition_dir: str | os.PathLike[str],
+                               voters: VoterSet) -> Path:
+    """`00000000000000000000-0000000000.checkpoint` holding KRaftVersionRecord(1) and the
+    VotersRecord, as Kafka's format writes it: the voters before the log names any."""
+    records = [KRaftVersionRecord(kraft_version=1).encode(), voters.to_record().encode()]
+    return write_snapshot(partition_dir, BOOTSTRAP_SNAPSHOT_ID, records,
+                          last_contained_log_timestamp=0)
+
+
+def read_bootstrap_voters(partition_dir: str | os.PathLike[str]) -> VoterSet | None:
+    """The voter set of the bootstrap checkpoint in `partition_dir`; None without one (a
+    static quorum, or a replica formatted with --no-initial-controllers)."""
+    path = Path(partition_dir) / BOOTSTRAP_SNAPSHOT_ID.file_name
+    if not path.exists():
+        return None
+    history = VoterHistory(VoterSet(()))
+    history.reset_to(0, read_snapshot(path).records)
+    return history.latest if history.kraft_version >= 1 else None

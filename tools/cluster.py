@@ -216,8 +216,29 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
             "high_watermark": response.high_watermark,
             "leader_address": reply.get("leader_address"),
             "cluster_id": reply.get("cluster_id", ""),
-            "voters": [asdict(r) for r in response.current_voters],
-            "observers": [asdict(r) for r in response.observers]}
+            "voters": [_replica(r) for r in response.current_voters],
+            "observers": [_replica(r) for r in response.observers],
+            # KIP-853: a dynamic quorum's voters' endpoints, from its VotersRecord
+            "nodes": {n.node_id: [f"{e.name}://{e.host}:{e.port}" for e in n.listeners]
+                      for n in response.nodes}}
+
+
+def _write_bootstrap(data_dir: str, voters: Any) -> None:
+    """The bootstrap checkpoint (KRaftVersionRecord + VotersRecord) in the node's
+    metadata partition directory, as kraft format --initial-controllers writes it."""
+    from raft.log import METADATA_PARTITION_DIR
+    from raft.voters import write_bootstrap_checkpoint
+    partition = Path(data_dir) / METADATA_PARTITION_DIR
+    partition.mkdir(parents=True, exist_ok=True)
+    write_bootstrap_checkpoint(partition, voters)
+
+
+def _replica(state: messages.ReplicaState) -> dict[str, Any]:
+    """A replica's state as plain JSON values (its directory id as text, KIP-853)."""
+    data = asdict(state)
+    directory = state.replica_directory_id
+    data["replica_directory_id"] = None if directory is None else str(directory)
+    return data
 
 
 def free_ports(count: int) -> list[int]:
@@ -307,9 +328,12 @@ class Cluster:
     @classmethod
     def create(cls, directory: str | os.PathLike[str], *, voters: int, brokers: int = 0,
                base_port: int | None = None, settings: Mapping[str, Any] | None = None,
-               cluster_id: str | None = None, tls: bool = False) -> Cluster:
+               cluster_id: str | None = None, tls: bool = False,
+               dynamic: bool = False) -> Cluster:
         """Format the directories and write the configs (nothing is started). `tls`:
-        a throwaway CA and certificates, every listener SSL with mutual TLS."""
+        a throwaway CA and certificates, every listener SSL with mutual TLS. `dynamic`:
+        kraft.version 1 (KIP-853), the voters formatted as with kafka-storage.sh's
+        --initial-controllers (each with the bootstrap checkpoint of them all)."""
         directory = Path(directory).resolve()
         if (directory / CLUSTER_FILE).exists():
             raise ClusterError(f"{directory} already holds a cluster")
@@ -326,6 +350,11 @@ class Cluster:
             directory.mkdir(parents=True, exist_ok=True)
             tls_files = write_cluster_tls(directory, list(range(1, voters + brokers + 1)))
         client_listener = "SSL" if tls else "PLAINTEXT"
+        initial = None
+        if dynamic:
+            from raft.voters import parse_controllers
+            initial = parse_controllers(",".join(
+                f"{n}@{HOST}:{ports[n - 1]}:{Uuid.random()}" for n in range(1, voters + 1)))
         for node_id in range(1, voters + brokers + 1):
             is_voter = node_id <= voters
             node_dir = directory / f"node-{node_id}"
@@ -337,7 +366,11 @@ class Cluster:
                             status_address=status,
                             data_dir=str(node_dir / "data"), dir=str(node_dir),
                             config=str(node_dir / "node.toml"))
-            format_log_dir(info.data_dir, cluster_id=cluster.cluster_id, node_id=node_id)
+            format_log_dir(info.data_dir, cluster_id=cluster.cluster_id, node_id=node_id,
+                           directory_id=str(initial.directory_of(node_id))
+                           if initial is not None and is_voter else None)
+            if initial is not None and is_voter:
+                _write_bootstrap(info.data_dir, initial)
             node_settings: dict[str, Any] = {
                 "node.id": node_id, "process.roles": ",".join(info.roles),
                 "controller.quorum.voters": quorum,
@@ -354,6 +387,29 @@ class Cluster:
             cluster.nodes[node_id] = info
         cluster.save()
         return cluster
+
+    def add_controller_node(self, *, port: int | None = None) -> NodeInfo:
+        """A new controller node (the next id) formatted as with kafka-storage.sh's
+        --no-initial-controllers: it knows the configured voters only as whom to ask,
+        and runs as an observer until `kraft quorum add-controller` adds it (KIP-853).
+        Not started; its settings follow the first controller's."""
+        node_id = max(self.nodes) + 1
+        first = self.nodes[min(self.voter_ids)]
+        address = f"{HOST}:{port or free_ports(1)[0]}"
+        node_dir = self.directory / f"node-{node_id}"
+        info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
+                        client_address=None, data_dir=str(node_dir / "data"),
+                        dir=str(node_dir), config=str(node_dir / "node.toml"))
+        format_log_dir(info.data_dir, cluster_id=self.cluster_id, node_id=node_id)
+        import tomllib
+        settings = tomllib.loads(Path(first.config).read_text())
+        settings.update({"node.id": node_id, "listeners": f"CONTROLLER://{address}",
+                         "log.dirs": info.data_dir})
+        text = to_toml(settings)
+        Path(info.config).write_text(text)
+        self.nodes[node_id] = info
+        self.save()
+        return info
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> Cluster:

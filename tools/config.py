@@ -906,16 +906,16 @@ def _check_quorum(config: NodeConfig, voters_text: str, bootstrap: tuple[Address
             raise ConfigError("controller.quorum.bootstrap.servers",
                               f"{address[0]}:{address[1]} is not the endpoint of any voter "
                               "in controller.quorum.voters")
-    if "controller" in roles and not config.is_voter:
-        raise ConfigError("controller.quorum.voters",
-                          f"node {node_id} has the controller role but is not a voter")
+    # A controller outside controller.quorum.voters is one of a dynamic quorum (KIP-853)
+    # formatted with --no-initial-controllers: an observer until `kraft quorum
+    # add-controller` adds it; the configured voters are whom it asks.
     if "controller" not in roles and config.is_voter:
         raise ConfigError("process.roles",
                           f"node {node_id} is a voter but lacks the controller role")
 
 
 def _check_listeners(config: NodeConfig) -> None:
-    if config.is_voter and config.controller_address is None:
+    if "controller" in config.roles and config.controller_address is None:
         raise ConfigError("listeners", "a controller needs a "
                           f"{'/'.join(config.controller_listener_names)} listener")
     name = config.inter_broker_listener_name.upper()

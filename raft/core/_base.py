@@ -244,6 +244,16 @@ class CoreBase:
     def voter_set(self) -> VoterSet:
         return self._voter_keys
 
+    def snapshot_control_records(self, end_offset: int) -> list[bytes]:
+        """Raft's records for a snapshot ending at `end_offset` (KIP-853: every snapshot
+        carries kraft.version and, from 1 on, the voter set in force there; loading it
+        restores them). None for a static quorum's."""
+        history = self._history
+        if history.version_at(end_offset) < 1:
+            return []
+        return [KRaftVersionRecord(kraft_version=history.version_at(end_offset)).encode(),
+                history.set_at(end_offset).to_record().encode()]
+
     @property
     def voter_history(self) -> VoterHistory:
         """The voter sets of this node's log (read only: the simulator checks them)."""

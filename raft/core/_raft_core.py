@@ -43,6 +43,7 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    NodeEndpoints,
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
     VoteRequest,
@@ -276,10 +277,13 @@ class RaftCore(Election, Replication, Reconfiguration):
                                           leader_id=leader.leader_id,
                                           leader_epoch=leader.leader_epoch)
         voters, observers = state.replica_states(self._log.end_offset, now_ms)
+        nodes = tuple(NodeEndpoints(node_id=v.key.id, listeners=v.endpoints)
+                      for v in self._voter_keys if v.endpoints) if self.dynamic_quorum else ()
         return DescribeQuorumResponse(topic_id=self._topic_ids.request_topic_id,
                                       leader_id=self._node_id, leader_epoch=state.epoch,
                                       high_watermark=self._high_watermark,
-                                      current_voters=voters, observers=observers)
+                                      current_voters=voters, observers=observers,
+                                      nodes=nodes)
 
     def handle_describe_quorum_request(self, envelope: Envelope, now_ms: int) -> None:
         request: DescribeQuorumRequest = envelope.message

@@ -10,6 +10,18 @@ users' SCRAM credentials: `--add-scram 'SCRAM-SHA-256=[name=alice,password=alice
 `DIR/bootstrap.records`, and the first active controller of the fresh log appends them
 (`metadata.bootstrap`): format every controller with the same `--add-scram`. A directory
 a running node holds (its `.lock`) is refused.
+
+Every format writes a new `directory.id` into meta.properties (Kafka's: the second half
+of the replica key, KIP-853). The dynamic quorum's flags are kafka-storage.sh's:
+`--standalone` (this controller alone is the first voter: needs --config for its
+controller endpoint), `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...` (the first
+voters; this node's entry's directory id becomes its directory.id) and
+`--no-initial-controllers` (a controller to add later, an observer until then). With
+the first two the metadata partition gets the bootstrap checkpoint
+`00000000000000000000-0000000000.checkpoint` holding KRaftVersionRecord(1) and the
+VotersRecord (`raft.voters.write_bootstrap_checkpoint`): kraft.version 1, voters from
+the log. Without any of the three the quorum stays static (kraft.version 0,
+controller.quorum.voters), as before.
 """
 
 from __future__ import annotations
@@ -21,8 +33,16 @@ from pathlib import Path
 from metadata import records as rec
 from metadata.bootstrap import BootstrapError, check, write_bootstrap_records
 from raft.common.uuid import Uuid
+from raft.control_records import Endpoint
 from raft.log import METADATA_PARTITION_DIR, DiskLog
-from raft.storage import LogDirLockedError, StorageError, format_log_dir, lock_log_dir
+from raft.storage import (
+    LogDirLockedError,
+    StorageError,
+    format_log_dir,
+    lock_log_dir,
+    read_meta_properties,
+)
+from raft.voters import ReplicaKey, Voter, VoterSet, parse_controllers, write_bootstrap_checkpoint
 from tools.config import ConfigError, load
 from tools.errors import CommandError, usage_error
 
@@ -45,6 +65,15 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         "(may repeat; `iterations=N` too)")
     parser.add_argument("--ignore-formatted", action="store_true",
                         help="succeed when the directory is already formatted the same way")
+    quorum = parser.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", action="store_true",
+                        help="a dynamic quorum (kraft.version 1) whose first voter is this "
+                        "controller alone (needs --config)")
+    quorum.add_argument("--initial-controllers", metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+                        help="a dynamic quorum (kraft.version 1) with these first voters")
+    quorum.add_argument("--no-initial-controllers", action="store_true",
+                        help="a controller of a dynamic quorum, to be added with kraft quorum "
+                        "add-controller (an observer until then)")
     parser.set_defaults(action=_format)
 
 
@@ -85,28 +114,63 @@ def _format(args: argparse.Namespace) -> int:
     if args.node_id < 0:
         raise usage_error(f"--node-id must be >= 0, got {args.node_id}")
     bootstrap = _scram_records(args.add_scram)
+    voters, directory_id = _initial_voters(args)
     try:
         formatted = format_log_dir(args.dir, cluster_id=args.cluster_id, node_id=args.node_id,
-                                   ignore_formatted=args.ignore_formatted)
+                                   ignore_formatted=args.ignore_formatted,
+                                   directory_id=directory_id)
         if formatted or not (Path(args.dir) / METADATA_PARTITION_DIR).is_dir():
             lay_out_metadata_log(args.dir)
         if formatted:
             write_bootstrap_records(args.dir, bootstrap)
+        if formatted and (voters is not None or args.standalone):
+            write_bootstrap_checkpoint(Path(args.dir) / METADATA_PARTITION_DIR,
+                                       voters or _standalone_voters(args))
     except LogDirLockedError as exc:
         raise usage_error(str(exc)) from None
     except StorageError as exc:
         raise CommandError(str(exc), exit_code=1) from None
     except OSError as exc:
         raise CommandError(f"cannot format {args.dir}: {exc}", exit_code=1) from None
+    meta = read_meta_properties(args.dir)
+    directory = meta.directory_id if meta is not None else None
     if args.json:
         print(json.dumps({"dir": args.dir, "cluster_id": args.cluster_id,
-                          "node_id": args.node_id, "formatted": formatted}))
+                          "node_id": args.node_id, "formatted": formatted,
+                          "directory_id": directory}))
     elif formatted:
         print(f"Formatted {args.dir} for cluster {args.cluster_id}, node {args.node_id}")
     else:
         print(f"{args.dir} is already formatted for cluster {args.cluster_id}, "
               f"node {args.node_id}: left as it is")
     return 0
+
+
+def _initial_voters(args: argparse.Namespace) -> tuple[VoterSet | None, str | None]:
+    """--initial-controllers as a voter set, and this node's directory id in it."""
+    if args.standalone and not args.config:
+        raise usage_error("--standalone needs --config (the controller's endpoint)")
+    if not args.initial_controllers:
+        return None, None
+    try:
+        voters = parse_controllers(args.initial_controllers)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    mine = voters.voter(args.node_id)
+    if mine is None:
+        raise usage_error(f"--initial-controllers names no node {args.node_id} (this node)")
+    return voters, str(mine.key.directory_id)
+
+
+def _standalone_voters(args: argparse.Namespace) -> VoterSet:
+    """This controller alone, with the directory id just written and its endpoint."""
+    config = load(args.config)
+    meta = read_meta_properties(args.dir)
+    if meta is None or meta.directory_id is None or config.controller_address is None:
+        raise usage_error("--standalone: this node has no controller listener or directory id")
+    host, port = config.controller_address
+    return VoterSet((Voter(ReplicaKey(args.node_id, Uuid.from_string(meta.directory_id)),
+                           (Endpoint(name="CONTROLLER", host=host, port=port),)),))
 
 
 def _scram_records(options: list[str]) -> list[rec.Record]:

@@ -10,6 +10,7 @@
                           [--timeout SECONDS]
     kraft quorum append (--cluster DIR | --bootstrap-controller H:P[,...]) --count N [--batch B]
     kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
+    kraft quorum add-controller | remove-controller ...   (tools.commands.quorum_voters)
 
 `start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
 listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
@@ -47,7 +48,7 @@ from tools.cluster import (
     describe_quorum,
     request,
 )
-from tools.commands import quorum_snapshot
+from tools.commands import quorum_snapshot, quorum_voters
 from tools.config import KNOWN_KEYS
 from tools.errors import CommandError, usage_error
 
@@ -103,6 +104,7 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     append.add_argument("--timeout", type=float, default=60.0)
     append.add_argument("--json", action="store_true")
     quorum_snapshot.add_parser(actions)
+    quorum_voters.add_parsers(actions, _target)
 
 
 def _target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
@@ -227,15 +229,24 @@ def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
     reference = leader["last_caught_up_timestamp"] if leader and \
         leader["last_caught_up_timestamp"] > 0 else now_ms
     lag_time = max((reference - t if t > 0 else -1 for t in caught_up), default=0)
-    endpoints = endpoints or {}
+    # KIP-853: a dynamic quorum's leader names each voter's endpoints (its VotersRecord)
+    # and directory id; kafka-metadata-quorum.sh 3.9 prints both.
+    endpoints = {**(endpoints or {}), **state.get("nodes", {})}
     return {"ClusterId": cluster_id or state.get("cluster_id") or "",
             "LeaderId": state["leader_id"], "LeaderEpoch": state["leader_epoch"],
             "HighWatermark": state["high_watermark"], "MaxFollowerLag": max(lag, 0),
             "MaxFollowerLagTimeMs": lag_time,
-            "CurrentVoters": [{"id": v["replica_id"],
+            "CurrentVoters": [{"id": v["replica_id"], **_directory(v),
                                "endpoints": endpoints.get(v["replica_id"], [])}
                               for v in voters],
-            "CurrentObservers": [{"id": o["replica_id"]} for o in state["observers"]]}
+            "CurrentObservers": [{"id": o["replica_id"], **_directory(o)}
+                                 for o in state["observers"]]}
+
+
+def _directory(replica: dict[str, Any]) -> dict[str, Any]:
+    """Kafka 3.9's "directoryId" of a replica, when its replica key has one."""
+    directory = replica.get("replica_directory_id")
+    return {} if directory is None else {"directoryId": str(directory)}
 
 
 def replication_view(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -413,7 +424,9 @@ def _demo(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     handlers = {"start": _start, "stop": _stop, "kill": _kill, "restart": _restart,
                 "describe": _describe, "append": _append, "demo": _demo,
-                "snapshot": quorum_snapshot.run}
+                "snapshot": quorum_snapshot.run,
+                "add-controller": quorum_voters.add_controller,
+                "remove-controller": quorum_voters.remove_controller}
     try:
         return handlers[args.action](args)
     except ClusterError as exc:

@@ -19,12 +19,14 @@ from metadata.image import MetadataImage
 from metadata.snapshot_loader import load_snapshot_image, load_start_image
 from metadata.snapshot_policy import Retention
 from metadata.snapshot_writer import LogSize, install_snapshotter
+from raft.common.uuid import Uuid
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
 from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
 from raft.types import SnapshotId
+from raft.voters import VoterSet, read_bootstrap_voters
 from tools.config import NodeConfig
 from tools.server.append_api import install_append_api
 from tools.server.node_tls import broker_tls, node_tls, transport_tls
@@ -32,8 +34,10 @@ from tools.server.node_tls import broker_tls, node_tls, transport_tls
 log = logging.getLogger(__name__)
 
 
-def raft_config(config: NodeConfig) -> RaftConfig:
+def raft_config(config: NodeConfig, bootstrap_voters: VoterSet | None = None) -> RaftConfig:
+    """`bootstrap_voters`: the bootstrap checkpoint's (KIP-853; None: a static quorum)."""
     return RaftConfig(voters=tuple(sorted(config.voters)),
+                      bootstrap_voters=bootstrap_voters,
                       election_timeout_ms=config.election_timeout_ms,
                       fetch_timeout_ms=config.fetch_timeout_ms,
                       election_backoff_max_ms=config.election_backoff_max_ms,
@@ -81,7 +85,10 @@ def build_node(config: NodeConfig) -> BuiltNode:
         raise
     log_dir = config.log_dir
     node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
-                    config=raft_config(config), log=disk_log,
+                    config=raft_config(config, read_bootstrap_voters(disk_log.directory)),
+                    log=disk_log,
+                    directory_id=None if meta.directory_id is None
+                    else Uuid.from_string(meta.directory_id),
                     election=read_quorum_state(log_dir, voters=config.voters),
                     write_election=lambda state: write_quorum_state(log_dir, state),
                     listen=config.controller_address,
@@ -97,7 +104,7 @@ def build_node(config: NodeConfig) -> BuiltNode:
     install_append_api(node)
     images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
     resets: list[Callable[[MetadataImage], None]] = []  # ... and how it restarts from one
-    if config.is_voter:  # the metadata controller's admin APIs (active on the leader)
+    if "controller" in config.roles:  # the metadata controller (active on the leader)
         from metadata.bootstrap import read_bootstrap_records
         from metadata.controller_shell import install_controller
         controller = install_controller(

@@ -101,12 +101,20 @@ def test_quorum_state_keeps_old_content_when_temp_file_was_left_by_crash(
 
 
 def test_meta_properties_are_kafka_style_lines_when_formatted(tmp_path: Path) -> None:
-    """meta.properties holds version, cluster.id and node.id as key=value lines."""
+    """meta.properties holds version, cluster.id, node.id and (KIP-853) a directory.id
+    new on every format as key=value lines."""
     assert format_log_dir(tmp_path / "n1", cluster_id=CLUSTER, node_id=1)
+    assert format_log_dir(tmp_path / "n2", cluster_id=CLUSTER, node_id=1)
     lines = (tmp_path / "n1" / META_PROPERTIES).read_text().splitlines()
     assert {"version=1", f"cluster.id={CLUSTER}", "node.id=1"} <= set(lines)
-    assert read_meta_properties(tmp_path / "n1") == MetaProperties(cluster_id=CLUSTER,
-                                                                   node_id=1)
+    meta = read_meta_properties(tmp_path / "n1")
+    assert meta is not None
+    assert meta == MetaProperties(cluster_id=CLUSTER, node_id=1,
+                                  directory_id=meta.directory_id)
+    assert f"directory.id={meta.directory_id}" in lines
+    other = read_meta_properties(tmp_path / "n2")
+    assert other is not None
+    assert other.directory_id not in (None, meta.directory_id)
 
 
 def test_format_refuses_when_dir_is_formatted_for_another_cluster_or_node(
