@@ -359,6 +359,8 @@ class MetadataDelta:
         return "ReplayAnomalies belongs in a snapshot, not in the log"
 
     def _partition(self, record: rec.Partition, offset: int) -> str | None:
+        # apply_partition_map applies the common case from its map: a rule added here
+        # goes there too (tests/property/test_fast_replay.py compares the two).
         # _w_partitions inline for the common case (the topic's list is open already):
         # a topic's partitions follow its Topic record
         parts = self._partitions.get(record.topic_id) or self._w_partitions(record.topic_id)
