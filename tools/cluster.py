@@ -388,11 +388,14 @@ class Cluster:
         cluster.save()
         return cluster
 
-    def add_controller_node(self, *, port: int | None = None) -> NodeInfo:
+    def add_controller_node(self, *, port: int | None = None,
+                            bootstrap_servers: bool = False) -> NodeInfo:
         """A new controller node (the next id) formatted as with kafka-storage.sh's
         --no-initial-controllers: it knows the configured voters only as whom to ask,
         and runs as an observer until `kraft quorum add-controller` adds it (KIP-853).
-        Not started; its settings follow the first controller's."""
+        Not started; its settings follow the first controller's. `bootstrap_servers`:
+        it knows no voter, only `controller.quorum.bootstrap.servers` (every controller
+        address so far), and learns the voters from them at start."""
         node_id = max(self.nodes) + 1
         first = self.nodes[min(self.voter_ids)]
         address = f"{HOST}:{port or free_ports(1)[0]}"
@@ -405,6 +408,10 @@ class Cluster:
         settings = tomllib.loads(Path(first.config).read_text())
         settings.update({"node.id": node_id, "listeners": f"CONTROLLER://{address}",
                          "log.dirs": info.data_dir})
+        if bootstrap_servers:
+            del settings["controller.quorum.voters"]
+            settings["controller.quorum.bootstrap.servers"] = ",".join(
+                self.controller_addresses())
         text = to_toml(settings)
         Path(info.config).write_text(text)
         self.nodes[node_id] = info

@@ -894,12 +894,11 @@ def _log_dir(log_dirs: tuple[str, ...], single: str, metadata: str) -> Path:
 def _check_quorum(config: NodeConfig, voters_text: str, bootstrap: tuple[Address, ...]) -> None:
     roles, node_id = config.roles, config.node_id
     if not voters_text:
-        if "controller" in roles or not bootstrap:
-            raise ConfigError("controller.quorum.voters",
-                              "is required" + (" on a controller: kraft-py's quorum is static "
-                                               "(KIP-853 dynamic quorums are not implemented)"
-                                               if bootstrap else ""))
-        return  # a broker learns the voters from the bootstrap servers at start
+        if not bootstrap:
+            raise ConfigError("controller.quorum.voters", "is required")
+        # A broker, or a controller of a dynamic quorum (KIP-853) to be added, learns
+        # the voters from the bootstrap servers at start.
+        return
     endpoints = set(config.voters.values())
     for address in bootstrap:
         if address not in endpoints:

@@ -115,8 +115,9 @@ def test_grow_3_to_5_then_shrink_to_3_when_appends_run(dynamic_cluster: Cluster)
     cluster = dynamic_cluster
     with Workload(cluster) as workload:
         workload.wait_for_more(20)
-        for _ in range(2):  # grow: a controller formatted without initial controllers
-            node = cluster.add_controller_node()
+        for bootstrap in (False, True):  # grow: controllers formatted without initial
+            # controllers, the second knowing only controller.quorum.bootstrap.servers
+            node = cluster.add_controller_node(bootstrap_servers=bootstrap)
             cluster.start_node(node.id)
             added = quorum(cluster, "add-controller", "--node", str(node.id))
             assert added["added"] == node.id

@@ -161,6 +161,12 @@ def _learn(reply: object, address: Address, endpoints: dict[int, Address],
             for voter in partition.get("current_voters") or ():
                 if isinstance(voter, dict) and isinstance(voter.get("replica_id"), int):
                     voter_ids.add(voter["replica_id"])
+            for node in partition.get("nodes") or ():  # KIP-853: the VotersRecord's
+                listeners = node.get("listeners") if isinstance(node, dict) else None
+                if isinstance(node.get("node_id"), int) and listeners and \
+                        isinstance(listeners[0], dict):
+                    endpoints.setdefault(node["node_id"], (str(listeners[0]["host"]),
+                                                           int(listeners[0]["port"])))
 
 
 def startup_error(config: NodeConfig, exc: BaseException) -> CommandError:

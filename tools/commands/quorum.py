@@ -231,6 +231,12 @@ def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
     lag_time = max((reference - t if t > 0 else -1 for t in caught_up), default=0)
     # KIP-853: a dynamic quorum's leader names each voter's endpoints (its VotersRecord)
     # and directory id; kafka-metadata-quorum.sh 3.9 prints both.
+    dynamic = bool(state.get("nodes"))  # a static quorum's lines stay as they were
+
+    def _directory(replica: dict[str, Any]) -> dict[str, Any]:
+        """Kafka 3.9's "directoryId" of a replica of a dynamic quorum."""
+        directory = replica.get("replica_directory_id")
+        return {"directoryId": str(directory)} if dynamic and directory is not None else {}
     endpoints = {**(endpoints or {}), **state.get("nodes", {})}
     return {"ClusterId": cluster_id or state.get("cluster_id") or "",
             "LeaderId": state["leader_id"], "LeaderEpoch": state["leader_epoch"],
@@ -241,12 +247,6 @@ def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
                               for v in voters],
             "CurrentObservers": [{"id": o["replica_id"], **_directory(o)}
                                  for o in state["observers"]]}
-
-
-def _directory(replica: dict[str, Any]) -> dict[str, Any]:
-    """Kafka 3.9's "directoryId" of a replica, when its replica key has one."""
-    directory = replica.get("replica_directory_id")
-    return {} if directory is None else {"directoryId": str(directory)}
 
 
 def replication_view(state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -157,13 +157,19 @@ def test_log_dir_and_metadata_log_dir() -> None:
         from_mapping(no_dirs)
 
 
-def test_bootstrap_servers_alone_serve_a_broker_but_not_a_controller() -> None:
+def test_bootstrap_servers_alone_serve_a_broker_and_a_controller_to_be_added() -> None:
+    """A broker, and (KIP-853) a controller formatted to be added to a dynamic quorum,
+    learn the voters from controller.quorum.bootstrap.servers at start."""
     broker = {k: v for k, v in BROKER.items() if k != "controller.quorum.voters"}
     config = from_mapping({**broker, "controller.quorum.bootstrap.servers": "127.0.0.1:19091"})
     assert config.voters == {}
     assert config.bootstrap_servers == (("127.0.0.1", 19091),)
     controller = {k: v for k, v in BASE.items() if k != "controller.quorum.voters"}
-    with pytest.raises(ConfigError, match="quorum is static"):
-        from_mapping({**controller, "controller.quorum.bootstrap.servers": "127.0.0.1:19091"})
+    config = from_mapping({**controller,
+                           "controller.quorum.bootstrap.servers": "127.0.0.1:19091"})
+    assert config.voters == {}
+    assert not config.is_voter
+    with pytest.raises(ConfigError, match="controller.quorum.voters: is required"):
+        from_mapping(controller)
     with pytest.raises(ConfigError, match="not the endpoint of any voter"):
         from_mapping({**BROKER, "controller.quorum.bootstrap.servers": "127.0.0.1:1"})
