@@ -39,7 +39,9 @@ from raft.common.durable import write_atomically
 BOOTSTRAP_FILE = "bootstrap.records"
 _MAGIC = "kraft-py bootstrap records"
 _VERSION = 0
-_CONTROL_RECORDS = (rec.LeaderChange, rec.MetadataTopic, rec.NoOp)
+# (a dynamic quorum's first leader writes KRaftVersionRecord and VotersRecord too, KIP-853)
+_CONTROL_RECORDS = (rec.LeaderChange, rec.MetadataTopic, rec.NoOp, rec.KRaftVersionRecord,
+                    rec.VotersRecord)
 ALLOWED = (rec.UserScramCredential,)  # what kraft format may bootstrap
 
 
