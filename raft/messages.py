@@ -175,6 +175,19 @@ class RemoveRaftVoterRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateKRaftVersionRequest:
+    """Upgrade `kraft.version` (Kafka's UpdateFeatures for kraft.version, to the leader):
+    0 -> 1 turns a static quorum's voters (with the directory ids the leader heard in
+    their Fetches, and `nodes`' endpoints) into the log's first VotersRecord."""
+
+    cluster_id: str
+    topic_id: Uuid = METADATA_TOPIC_ID
+    partition_index: int = 0
+    kraft_version: int
+    nodes: tuple[NodeEndpoints, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateRaftVoterRequest:
     """KIP-853: a voter tells the leader its current endpoints."""
 
@@ -269,13 +282,13 @@ class VoterChangeResponse:
 
 REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
                  FetchSnapshotRequest, DescribeQuorumRequest, AddRaftVoterRequest,
-                 RemoveRaftVoterRequest, UpdateRaftVoterRequest)
+                 RemoveRaftVoterRequest, UpdateRaftVoterRequest, UpdateKRaftVersionRequest)
 RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse,
                   FetchResponse, FetchSnapshotResponse, DescribeQuorumResponse,
                   VoterChangeResponse)
 Request = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
            | FetchSnapshotRequest | DescribeQuorumRequest | AddRaftVoterRequest
-           | RemoveRaftVoterRequest | UpdateRaftVoterRequest)
+           | RemoveRaftVoterRequest | UpdateRaftVoterRequest | UpdateKRaftVersionRequest)
 Response = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
             | FetchSnapshotResponse | DescribeQuorumResponse | VoterChangeResponse)
 Message = Request | Response

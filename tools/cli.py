@@ -32,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
                        "(like kafka-metadata-shell.sh)"),
     "node": ("node", "run one node in the foreground"),
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
+    "features": ("features", "describe and upgrade kraft.version (like kafka-features.sh)"),
     "topics": ("topics", "create, describe, delete and alter topics"),
     "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
     "users": ("users", "describe and alter users' SCRAM credentials (like kafka-configs.sh "

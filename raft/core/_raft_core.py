@@ -45,6 +45,7 @@ from raft.messages import (
     FetchSnapshotResponse,
     NodeEndpoints,
     RemoveRaftVoterRequest,
+    UpdateKRaftVersionRequest,
     UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
@@ -418,6 +419,7 @@ _REQUEST_HANDLERS: dict[type, _Handler] = {
     AddRaftVoterRequest: RaftCore.handle_add_raft_voter_request,
     RemoveRaftVoterRequest: RaftCore.handle_remove_raft_voter_request,
     UpdateRaftVoterRequest: RaftCore.handle_update_raft_voter_request,
+    UpdateKRaftVersionRequest: RaftCore.handle_update_kraft_version_request,
 }
 _RESPONSE_HANDLERS: dict[type, _Handler] = {
     VoteResponse: RaftCore.handle_vote_response,

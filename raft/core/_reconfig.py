@@ -30,12 +30,14 @@ anyway is a broken core: `_append_voters` raises `RaftInvariantError`.
 from __future__ import annotations
 
 from raft.common.errors import ErrorCode
-from raft.common.uuid import ZERO_UUID
+from raft.common.uuid import ZERO_UUID, Uuid
+from raft.control_records import KRaftVersionRecord
 from raft.core._base import CoreBase, RaftInvariantError
 from raft.core._leader_state import LeaderState, PendingVoterChange, ReplicaProgress
 from raft.messages import (
     AddRaftVoterRequest,
     RemoveRaftVoterRequest,
+    UpdateKRaftVersionRequest,
     UpdateRaftVoterRequest,
     VoterChangeResponse,
 )
@@ -88,6 +90,61 @@ class Reconfiguration(CoreBase):
             return
         self._append_voters(state, voters.removed(request.voter_id), envelope,
                             self._config.reconfig_timeout_ms, now_ms)
+
+    def handle_update_kraft_version_request(self, envelope: Envelope, now_ms: int) -> None:
+        """kraft.version 0 -> 1: the static voters, each with the directory id the leader
+        heard in its recent Fetches (its own for itself) and the endpoints the request
+        names, become the log's first VotersRecord, after a KRaftVersionRecord(1)."""
+        request: UpdateKRaftVersionRequest = envelope.message
+        error = self._addressing_error(request.cluster_id, request.topic_id,
+                                       request.partition_index)
+        state = self._state
+        if error is not None or not isinstance(state, LeaderState):
+            self._reply_change(envelope, error or ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+            return
+        if request.kraft_version == self.kraft_version:
+            self._reply_change(envelope, ErrorCode.NONE, None)  # already there
+            return
+        if request.kraft_version != 1 or self.kraft_version != 0:
+            self._reply_change(envelope, ErrorCode.INVALID_UPDATE_VERSION,
+                               f"kraft.version {self.kraft_version} cannot become "
+                               f"{request.kraft_version} (only 0 -> 1)")
+            return
+        reason = self._change_blocked(state)
+        if reason is not None:
+            self._reply_change(envelope, ErrorCode.REQUEST_TIMED_OUT, reason)
+            return
+        endpoints = {n.node_id: n.listeners for n in request.nodes}
+        voters = []
+        for voter_id in self._voters:
+            directory = (self._directory_id if voter_id == self._node_id
+                         else self._heard_directory(state, voter_id, now_ms))
+            if directory is None or not endpoints.get(voter_id):
+                self._reply_change(
+                    envelope, ErrorCode.REQUEST_TIMED_OUT if directory is None
+                    else ErrorCode.INVALID_REQUEST,
+                    f"voter {voter_id}: " + ("no directory id heard from it recently"
+                                             if directory is None else "no endpoint given"))
+                return
+            voters.append(Voter(ReplicaKey(voter_id, directory), tuple(endpoints[voter_id])))
+        keyed = VoterSet(voters)
+        if keyed.ids != self._history.latest.ids:
+            raise RaftInvariantError(f"kraft.version upgrade changes the voters: "
+                                     f"{self._history.latest} -> {keyed}")
+        batch = self._append_as_leader(state, [KRaftVersionRecord(kraft_version=1).encode(),
+                                               keyed.to_record().encode()])
+        state.pending_change = PendingVoterChange(
+            envelope=envelope, offset=batch.last_offset,
+            deadline_ms=now_ms + self._config.reconfig_timeout_ms)
+        self._wake_parked_fetches(state)
+
+    def _heard_directory(self, state: LeaderState, voter_id: int,
+                         now_ms: int) -> Uuid | None:
+        progress = state.voter_progress.get(voter_id)
+        if (progress is None or progress.directory_id is None or progress.last_fetch_ms < 0
+                or now_ms - progress.last_fetch_ms > self._config.fetch_timeout_ms):
+            return None
+        return progress.directory_id
 
     def handle_update_raft_voter_request(self, envelope: Envelope, now_ms: int) -> None:
         request: UpdateRaftVoterRequest = envelope.message

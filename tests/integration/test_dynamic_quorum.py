@@ -169,3 +169,29 @@ def test_voter_replaced_when_its_data_directory_was_deleted(dynamic_cluster: Clu
         assert voters[victim] == new_directory
         assert sorted(voters) == [1, 2, 3]
     check_logs(cluster, [1, 2, 3], workload.acked)
+
+
+def test_static_quorum_upgraded_then_grown_when_kraft_version_raised(tmp_path: Path) -> None:
+    """kraft features upgrade --feature kraft.version=1 turns today's static quorum into
+    a dynamic one, with no acknowledged append lost; a controller is then added."""
+    cluster = Cluster.create(tmp_path / "static", voters=3, settings=FAST_SETTINGS)
+    try:
+        cluster.start()
+        cluster.wait_for_leader(20)
+        with Workload(cluster) as workload:
+            workload.wait_for_more(20)
+            result = kraft("features", "--cluster", str(cluster.directory), "upgrade",
+                           "--feature", "kraft.version=1", "--json")
+            assert result.returncode == 0, result.stderr
+            described = kraft("features", "--cluster", str(cluster.directory), "describe",
+                              "--json")
+            assert json.loads(described.stdout)["finalized_version_level"] == 1
+            workload.wait_for_more(20)
+            node = cluster.add_controller_node()
+            cluster.start_node(node.id)
+            quorum(cluster, "add-controller", "--node", str(node.id))
+            workload.wait_for_more(20)
+            assert voter_ids(cluster) == [1, 2, 3, 4]
+        check_logs(cluster, [1, 2, 3, 4], workload.acked)
+    finally:
+        cluster.kill_all_started()

@@ -18,7 +18,9 @@ from raft.core._leader_state import LeaderState
 from raft.log import MemoryLog
 from raft.messages import (
     AddRaftVoterRequest,
+    NodeEndpoints,
     RemoveRaftVoterRequest,
+    UpdateKRaftVersionRequest,
     UpdateRaftVoterRequest,
     VoterChangeResponse,
     VoteRequest,
@@ -369,3 +371,37 @@ def test_parse_controllers_refuses_when_entry_malformed(text: str) -> None:
     from raft.voters import parse_controllers
     with pytest.raises(ValueError, match="initial-controllers"):
         parse_controllers(text)
+
+
+def endpoints_of(*nodes: int) -> tuple[NodeEndpoints, ...]:
+    return tuple(NodeEndpoints(node_id=n, listeners=(
+        Endpoint(name="CONTROLLER", host="127.0.0.1", port=9000 + n),)) for n in nodes)
+
+
+def test_kraft_version_upgrade_turns_static_voters_into_log_voters_when_all_heard() -> None:
+    cluster = DynCluster(spares=(4,), dynamic=False)
+    cluster.leader()
+    cluster.run(500)
+    upgrade = UpdateKRaftVersionRequest(cluster_id=CLUSTER_ID, kraft_version=1,
+                                        nodes=endpoints_of(1, 2, 3))
+    assert cluster.request(upgrade).error_code == ErrorCode.NONE
+    cluster.run(500)
+    for core in cluster.cores.values():
+        assert core.kraft_version == 1
+        assert core.voter_set == voter_set(1, 2, 3)
+    assert cluster.request(add(4)).error_code == ErrorCode.NONE
+    assert cluster.leader().voter_set.ids == (1, 2, 3, 4)
+    assert cluster.request(upgrade).error_code == ErrorCode.NONE  # already at 1
+
+
+def test_kraft_version_upgrade_refused_when_an_endpoint_or_version_is_wrong() -> None:
+    cluster = DynCluster(dynamic=False)
+    cluster.leader()
+    cluster.run(500)
+    missing = UpdateKRaftVersionRequest(cluster_id=CLUSTER_ID, kraft_version=1,
+                                        nodes=endpoints_of(1, 2))
+    assert cluster.request(missing).error_code == ErrorCode.INVALID_REQUEST
+    two = UpdateKRaftVersionRequest(cluster_id=CLUSTER_ID, kraft_version=2,
+                                    nodes=endpoints_of(1, 2, 3))
+    assert cluster.request(two).error_code == ErrorCode.INVALID_UPDATE_VERSION
+    assert cluster.leader().kraft_version == 0
