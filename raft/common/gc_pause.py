@@ -28,7 +28,8 @@ def gc_paused(*, freeze: bool = False) -> Iterator[None]:
     load whose result lives long and holds no cycles (an image: frozen objects are still
     freed by reference counting when the next image drops them); without it, a full
     collection of a process holding a million partitions walks 1.4 million objects,
-    3 s the first time."""
+    3 s the first time. The price: cyclic garbage that exists at that moment is never
+    collected, so it is for loads as rare as a node's start or a fetched snapshot."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
