@@ -251,7 +251,9 @@ class GroupWorkload:
                 "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000,
                 "request.timeout.ms": 5000, "retry.backoff.ms": 100,
                 "topic.metadata.refresh.interval.ms": 2000, "error_cb": on_error,
-                "log_level": 2})  # its retries are in the history, not on stderr
+                # its idempotence state changes (producer id, epoch bumps, drains) go to
+                # DIR/members/NAME.rdkafka.log, not stderr: what a stalled producer did
+                "debug": "eos", "logger": self._rdkafka_logger(name)})
             try:
                 self._produce_instance(producer, name, rng, deadline, fatal)
             finally:
@@ -263,6 +265,17 @@ class GroupWorkload:
                 index = self.history.invoke(name, "producer_fatal", {})
                 self.history.complete(index, name, "producer_fatal", OK, {})
                 instance += 1
+
+    def _rdkafka_logger(self, name: str) -> logging.Logger:
+        """A logger of its own for one producer's librdkafka log, to a file only."""
+        logger = logging.getLogger(f"{__name__}.rdkafka.{name}")
+        logger.propagate = False
+        if not logger.handlers:
+            handler = logging.FileHandler(self.directory / f"{name}.rdkafka.log")
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+        return logger
 
     def _produce_instance(self, producer: Any, name: str, rng: random.Random,
                           deadline: float, fatal: threading.Event) -> None:
