@@ -51,6 +51,7 @@ _new_partition = positional_constructor(PartitionImage)
 # exactly this shape inline (`raft.common.codec`'s checks, written out for these fields)
 _PARTITION_KEYS = frozenset({"type", "version", "topic_id", "partition", "replicas", "isr",
                              "leader", "leader_epoch", "partition_epoch"})
+_PARTITION_KEY_COUNT = len(_PARTITION_KEYS)
 _PARTITION_TYPE = int(rec.RecordType.PARTITION)
 _PARTITION_VERSION = rec.Partition.VERSION
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -187,11 +188,16 @@ class MetadataDelta:
         `apply` (whose rules and messages are the only ones). Replay of a million
         partitions spends most of its time here: no Partition record is made, and the
         topic's Uuid and partition list are looked up once per topic, not per record."""
-        if data.get("type") != _PARTITION_TYPE or data.keys() != _PARTITION_KEYS:
+        # nine keys, each one of _PARTITION_KEYS (a missing one: KeyError): exactly them,
+        # without comparing key sets
+        if len(data) != _PARTITION_KEY_COUNT or data.get("type") != _PARTITION_TYPE:
             return False
-        version, topic_id, partition = data["version"], data["topic_id"], data["partition"]
-        replicas, isr, leader = data["replicas"], data["isr"], data["leader"]
-        leader_epoch, partition_epoch = data["leader_epoch"], data["partition_epoch"]
+        try:
+            version, topic_id, partition = data["version"], data["topic_id"], data["partition"]
+            replicas, isr, leader = data["replicas"], data["isr"], data["leader"]
+            leader_epoch, partition_epoch = data["leader_epoch"], data["partition_epoch"]
+        except KeyError:
+            return False
         if not (type(data["type"]) is int and type(version) is int
                 and version == _PARTITION_VERSION and type(topic_id) is bytes
                 and len(topic_id) == 16 and type(partition) is int
@@ -208,17 +214,10 @@ class MetadataDelta:
         for value in isr:
             if type(value) is not int or not _INT64_MIN <= value <= _INT64_MAX:
                 return False
-        if topic_id == self._memo_topic_id:
-            parts = self._memo_partitions
-        else:
-            uuid = Uuid.from_bytes(topic_id)
-            found = self._partitions.get(uuid) or self._w_partitions(uuid)
-            if found is None:
-                return False
-            parts = self._memo_partitions = found
-            self._memo_topic_id = topic_id
+        parts = (self._memo_partitions if topic_id == self._memo_topic_id
+                 else self._memo_open(topic_id))
         # 0 <= partition <= len(parts) keeps it in 64 bits
-        if not 0 <= partition <= len(parts):
+        if parts is None or not 0 <= partition <= len(parts):
             return False
         # the replica lists repeat (a few brokers' permutations): one tuple each, not two
         # per partition (160 MB of a million partitions' image)
@@ -237,6 +236,15 @@ class MetadataDelta:
             parts[partition] = image
         self._last_offset = offset
         return True
+
+    def _memo_open(self, topic_id: bytes) -> list[PartitionImage] | None:
+        """The open partition list of the live topic `topic_id` (16 bytes), remembered
+        as apply_partition_map's memo; None, and the memo as it was, if none is live."""
+        uuid = Uuid.from_bytes(topic_id)
+        parts = self._partitions.get(uuid) or self._w_partitions(uuid)
+        if parts is not None:
+            self._memo_topic_id, self._memo_partitions = topic_id, parts
+        return parts
 
     def _undecodable(self, offset: int, exc: rec.RecordError) -> str:
         """Note bytes that do not decode as a record (an anomaly at `offset`)."""
