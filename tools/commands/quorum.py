@@ -10,7 +10,9 @@
                           [--timeout SECONDS]
     kraft quorum append (--cluster DIR | --bootstrap-controller H:P[,...]) --count N [--batch B]
     kraft quorum snapshot --cluster DIR [--node N] [--json]   (tools.commands.quorum_snapshot)
-    kraft quorum add-controller | remove-controller ...   (tools.commands.quorum_voters)
+    kraft quorum start ... --dynamic   (kraft.version 1: voters from the log, KIP-853)
+    kraft quorum add-node | add-controller | remove-controller ...
+                                                   (tools.commands.quorum_voters)
 
 `start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
 listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
@@ -71,6 +73,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     start.add_argument("--tls", action="store_true",
                        help="a new cluster with a throwaway CA: every listener SSL with "
                        "mutual TLS; clients use DIR/client.properties")
+    start.add_argument("--dynamic", action="store_true",
+                       help="a dynamic quorum (kraft.version 1, KIP-853): the voters are "
+                       "formatted as with kraft format --initial-controllers")
     start.add_argument("--json", action="store_true")
     stop = actions.add_parser("stop", help="stop every node (SIGTERM, then SIGKILL)")
     stop.add_argument("--cluster", required=True, metavar="DIR")
@@ -163,7 +168,8 @@ def _start(args: argparse.Namespace) -> int:
         if args.voters < 1 or args.brokers < 0:
             raise usage_error("--voters must be at least 1, --brokers at least 0") from None
         cluster = Cluster.create(args.cluster, voters=args.voters, brokers=args.brokers,
-                                 base_port=args.base_port, settings=settings, tls=args.tls)
+                                 base_port=args.base_port, settings=settings, tls=args.tls,
+                                 dynamic=args.dynamic)
         created = True
     if args.tls and not created and cluster.client_properties is None:
         raise usage_error(f"--tls: the cluster in {cluster.directory} was made without TLS")
@@ -426,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
                 "describe": _describe, "append": _append, "demo": _demo,
                 "snapshot": quorum_snapshot.run,
                 "add-controller": quorum_voters.add_controller,
+                "add-node": quorum_voters.add_node,
                 "remove-controller": quorum_voters.remove_controller}
     try:
         return handlers[args.action](args)

@@ -1,13 +1,17 @@
 """`kraft quorum add-controller` and `kraft quorum remove-controller`: change a dynamic
 quorum's voters (KIP-853), as kafka-metadata-quorum.sh add-controller / remove-controller.
 
+    kraft quorum add-node --cluster DIR [--bootstrap-servers] [--json]
     kraft quorum add-controller (--cluster DIR --node N
                                  | --bootstrap-controller H:P[,...] --config NODE_CONFIG)
                                 [--timeout SECONDS] [--json]
     kraft quorum remove-controller (--cluster DIR | --bootstrap-controller H:P[,...])
                                    --node N --directory-id ID [--json]
 
-`add-controller` reads the new controller's node id, directory id (its meta.properties:
+`add-node` makes and starts the next node of a local cluster (`kraft quorum start
+--dynamic`) as a controller formatted without initial controllers (with
+`--bootstrap-servers` it knows only controller.quorum.bootstrap.servers): an observer
+until added. `add-controller` reads the new controller's node id, directory id (its meta.properties:
 `kraft format` writes a new one on every format) and controller endpoint, from
 cluster.json's node N or from the node's own configuration, and sends AddRaftVoter to
 the leader. The leader adds only an observer caught up with it (REQUEST_TIMED_OUT until
@@ -39,6 +43,13 @@ _REQUEST_TIMEOUT_S = 10.0
 
 
 def add_parsers(actions: Any, target: Any) -> None:
+    node = actions.add_parser("add-node", help="a new controller for a dynamic quorum, "
+                              "formatted without initial controllers, started (an observer "
+                              "until add-controller)")
+    node.add_argument("--cluster", required=True, metavar="DIR")
+    node.add_argument("--bootstrap-servers", action="store_true",
+                      help="configure it with controller.quorum.bootstrap.servers only")
+    node.add_argument("--json", action="store_true")
     add = actions.add_parser("add-controller",
                              help="add a caught-up controller to the voters (KIP-853)")
     target(add)
@@ -139,6 +150,21 @@ def _change(addresses: list[str], message: Any, timeout_s: float) -> None:
         if time.monotonic() >= deadline:
             raise CommandError(f"gave up after {timeout_s:g} s: {last}")
         time.sleep(_RETRY_S)
+
+
+def add_node(args: argparse.Namespace) -> int:
+    import json
+    cluster = Cluster.load(args.cluster)
+    info = cluster.add_controller_node(bootstrap_servers=args.bootstrap_servers)
+    pid = cluster.start_node(info.id)
+    directory = directory_id_of(info.data_dir)
+    if args.json:
+        print(json.dumps({"node": info.id, "pid": pid, "directory_id": directory,
+                          "controller_address": info.controller_address}))
+    else:
+        print(f"Started node {info.id} (controller, not yet a voter) pid {pid} at "
+              f"{info.controller_address}, directory id {directory}")
+    return 0
 
 
 def add_controller(args: argparse.Namespace) -> int:
