@@ -196,8 +196,9 @@ KEYS: tuple[Key, ...] = (
     Key("controller.quorum.voters", "voters", _optional_str, "",
         "the voters, `ID@HOST:PORT,...` (static quorum); required on a controller"),
     Key("controller.quorum.bootstrap.servers", "bootstrap_servers", _list, (),
-        "controller endpoints `HOST:PORT,...`: a broker without `controller.quorum.voters` "
-        "learns the voters from them at start (DescribeQuorum); with both, each must be a "
+        "controller endpoints `HOST:PORT,...`: a node without `controller.quorum.voters` "
+        "(a broker, or a controller to be added to a dynamic quorum) learns the voters "
+        "from them at start (DescribeQuorum); with both, each must be a "
         "voter's endpoint"),
     Key("listeners", "listener_specs", _list, (),
         "`NAME://HOST:PORT,...`; an empty host binds every interface (0.0.0.0)"),
