@@ -27,11 +27,11 @@ PROCESS_KINDS = "kill,pause,leader,slow-disk,clock"
 
 
 def run_chaos(directory: Path, seed: int, duration_s: int, timeout_s: float,
-              faults: str) -> tuple[int, dict[str, Any]]:
+              faults: str, extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "tools.cli", "chaos", "--cluster", str(directory),
          "--duration", str(duration_s), "--seed", str(seed), "--voters", "3", "--brokers", "3",
-         "--faults", faults, "--json"],
+         "--faults", faults, "--json", *extra],
         capture_output=True, text=True, timeout=timeout_s, check=False)
     verdict = json.loads((directory / "chaos-verdict.json").read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == verdict
@@ -136,6 +136,47 @@ def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
     assert wiped <= {4, 5, 6}
     fetched = {n["node"] for n in verdict["snapshots"]["nodes"] if n["fetched"] > 0}
     assert wiped & fetched, verdict["snapshots"]
+
+
+def history_errors(directory: Path) -> Counter[str]:
+    """The errors of the failed and unknown operations of every history of a run (the
+    main one and the group members')."""
+    errors: Counter[str] = Counter()
+    for path in [directory / "history.jsonl", *sorted((directory / "members").glob("*.jsonl"))]:
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("type") in ("failed", "unknown"):
+                errors[str((event.get("result") or {}).get("error"))] += 1
+    return errors
+
+
+@pytest.mark.soak  # 60 s of faults, ~2-3 minutes in all: `make soak`
+@pytest.mark.timeout(600)
+def test_chaos_run_passes_when_the_cluster_is_secured(cli_cluster_dir: Path) -> None:
+    """`--secure`: the mixed run of every fault kind against mutual TLS between the
+    nodes (through the proxies), SASL_SSL/SCRAM-SHA-512 clients and the authorizer with
+    the workload's ACLs: the same guarantees, no workload operation refused for want of
+    an ACL, and every request outside the ACLs (or without TLS and SASL) refused."""
+    code, verdict = run_chaos(cli_cluster_dir, MIXED_SEED, MIXED_DURATION_S, timeout_s=500,
+                              faults=MIXED_KINDS, extra=("--secure",))
+    assert_passed(code, verdict, MIXED_DURATION_S, kinds=PROCESS_FAULTS | NETWORK_FAULTS)
+    assert verdict["reproduce"].endswith(" --secure")
+    security = verdict["security"]
+    assert security["kafka_listener"] == "SASL_SSL"
+    assert security["acls"] > 0
+    assert security["probes"] == {"admin_delete_stable": "refused",
+                                  "consumer_produce": "refused",
+                                  "wrong_password": "refused",
+                                  "plaintext_client": "refused"}, security
+    assert verdict["network"]["chunks"] > 0  # TLS went through the proxies
+    # the ACLs were enough: no operation of the workload was refused for want of one
+    errors = history_errors(cli_cluster_dir)
+    assert not [e for e in errors if "AUTHORIZATION" in e.upper()], errors
+    # every workload user logged in over SASL (the brokers log each login's principal)
+    logins = "".join(Path(cli_cluster_dir / f"node-{n}" / "node.log").read_text()
+                     for n in (4, 5, 6))
+    for user in ("broker", "chaos-producer", "chaos-consumer", "chaos-checker"):
+        assert f'"User:{user}"' in logins, user
 
 
 ALL_KINDS = "kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe"
