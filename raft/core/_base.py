@@ -176,7 +176,7 @@ class CoreBase:
             return self._new_unattached(0, now_ms)
         epoch, leader_id, voted_id = election.epoch, election.leader_id, election.voted_id
         voted_dir = election.voted_directory_id
-        if leader_id == self._node_id and self._is_voter:
+        if leader_id == self._node_id and self._may_stand():
             # A leader cannot resume its epoch after a restart (Kafka does the same).
             return ResignedState(epoch=epoch, leader_id=leader_id, voted_id=voted_id,
                                  voted_directory_id=voted_dir,
@@ -185,7 +185,7 @@ class CoreBase:
             follower = self._new_follower(epoch, leader_id, voted_id, now_ms)
             follower.voted_directory_id = voted_dir if voted_id is not None else None
             return follower
-        if voted_id is not None and self._is_voter:
+        if voted_id is not None and self._may_stand():
             return VotedState(epoch=epoch, voted_id=voted_id, voted_directory_id=voted_dir,
                               election_deadline_ms=now_ms + self._election_timeout())
         state = self._new_unattached(epoch, now_ms)
@@ -234,6 +234,21 @@ class CoreBase:
         state = getattr(self, "_state", None)
         if isinstance(state, LeaderState):
             state.set_voters(voters)
+
+    def _may_stand(self) -> bool:
+        """Whether this replica stands for election when its timer fires: a voter of the
+        set in force, or one that the latest VotersRecord removes while that record is
+        not known to be committed. Until it commits the new set's majority may need
+        this replica to lead it (it may hold the only copy of that record), so it
+        stands without counting its own vote (`_maybe_win_election` counts the set in
+        force only), as Raft's thesis (4.2.2) has it; a leader so elected resigns once
+        its removal commits (`_removal_committed`)."""
+        if self._is_voter:
+            return True
+        history = self._history
+        latest = history.latest_offset
+        return (latest is not None and latest >= self._high_watermark
+                and history.previous().is_voter(self._node_id, self._directory_id))
 
     @property
     def dynamic_quorum(self) -> bool:
@@ -486,7 +501,7 @@ class CoreBase:
                              voted_directory_id=voted_directory_id)
 
     def _new_unattached(self, epoch: int, now_ms: int) -> UnattachedState:
-        deadline = now_ms + self._election_timeout() if self._is_voter else None
+        deadline = now_ms + self._election_timeout() if self._may_stand() else None
         return UnattachedState(epoch=epoch, election_deadline_ms=deadline)
 
     def _new_follower(self, epoch: int, leader_id: int, voted_id: int | None,
@@ -537,8 +552,8 @@ class CoreBase:
     def _maybe_win_election(self, now_ms: int) -> None:
         state = self._state
         # Majorities are counted over the voter set in force now (KIP-853: it may have
-        # changed since the votes were asked for), and only a voter may win.
-        if isinstance(state, ProspectiveState | CandidateState) and self._is_voter and (
+        # changed since the votes were asked for), and only one that may stand wins.
+        if isinstance(state, ProspectiveState | CandidateState) and self._may_stand() and (
                 len(state.granted & self._voter_set) >= self._majority):
             if isinstance(state, ProspectiveState):
                 self.transition_to_candidate(now_ms)

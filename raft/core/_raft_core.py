@@ -300,7 +300,7 @@ class RaftCore(Election, Replication, Reconfiguration):
 
     def _handle_timer(self, now_ms: int) -> None:
         state = self._state
-        if not self._is_voter:
+        if not self._may_stand():
             if isinstance(state, UnattachedState | VotedState | ProspectiveState
                           | CandidateState | ResignedState):
                 # KIP-853: a voter removed from the set stops campaigning and looks

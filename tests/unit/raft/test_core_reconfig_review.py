@@ -1,0 +1,67 @@
+"""A review of the dynamic quorum (KIP-853) core: cases a reconfiguration can get
+wrong, each driven through the pure core with the zero-latency harness of
+`test_core_dynamic_quorum` (directory ids, bootstrap voters, a tool's requests)."""
+
+from __future__ import annotations
+
+from raft.common.errors import ErrorCode
+from raft.core import RaftCore
+from raft.types import Envelope
+from tests.unit.raft.test_core_dynamic_quorum import CLIENT, DynCluster, remove
+
+
+class CutCluster(DynCluster):
+    """`DynCluster` whose `isolated` nodes neither send nor receive anything."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.isolated: set[int] = set()
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def deliver(self) -> None:
+        self.queue = type(self.queue)(e for e in self.queue if e.src not in self.isolated
+                                      and e.dst not in self.isolated)
+        for _ in range(100_000):
+            if not self.queue:
+                return
+            envelope = self.queue.popleft()
+            if envelope.src in self.isolated or envelope.dst in self.isolated:
+                continue
+            if envelope.dst in self.cores:
+                self.cores[envelope.dst].step(envelope, self.now_ms)
+                self.flush(envelope.dst)
+        raise AssertionError("livelock")
+
+    def leaders(self) -> list[RaftCore]:
+        return [c for c in self.cores.values() if c.is_leader]
+
+
+def test_leader_elected_when_removed_leader_resigned_before_its_removal_committed() -> None:
+    """Voters 1-4, one of them (not the leader) lost its disk. The leader appends its own
+    removal, is cut off before anyone copies it, and check-quorum makes it resign. Now
+    only it holds the new set {the other three}, whose live voters (two) are a majority
+    of it; the other voters, with the old set, need its vote and it refuses them (its
+    log is longer). Raft's thesis (4.2.2): a server not in its latest configuration
+    still stands for election until that configuration commits, not counting its own
+    vote; without that the quorum never has a leader again."""
+    cluster = CutCluster(voters=(1, 2, 3, 4))
+    leader = cluster.leader()
+    cluster.run(500)
+    old = leader.node_id
+    lost = next(n for n in (1, 2, 3, 4) if n != old)
+    cluster.wipe(lost)  # a new directory id: its old key never votes again
+    cluster.run(500)
+    assert cluster.cores[old].is_leader
+    leader.step(Envelope(src=CLIENT, dst=old, correlation_id=1, message=remove(old)),
+                cluster.now_ms)
+    cluster.isolated.add(old)  # before its flush: the VotersRecord reaches nobody
+    cluster.flush(old)
+    cluster.run(6000)  # check-quorum (1.5 fetch timeouts) resigns it
+    assert not cluster.leaders()
+    cluster.isolated.clear()
+    cluster.run(15_000)
+    leaders = cluster.leaders()
+    assert len(leaders) == 1
+    assert leaders[0].node_id != old  # its removal committed, then it handed over
+    assert leaders[0].voter_set.ids == tuple(n for n in (1, 2, 3, 4) if n != old)
+    assert leaders[0].high_watermark == leaders[0].log.end_offset
+    assert ErrorCode.NONE not in [a.error_code for a in cluster.answers]  # it resigned
