@@ -65,3 +65,55 @@ def test_leader_elected_when_removed_leader_resigned_before_its_removal_committe
     assert leaders[0].voter_set.ids == tuple(n for n in (1, 2, 3, 4) if n != old)
     assert leaders[0].high_watermark == leaders[0].log.end_offset
     assert ErrorCode.NONE not in [a.error_code for a in cluster.answers]  # it resigned
+
+
+class FreezeOnLeader(CutCluster):
+    """Cuts every other node off the moment a leader is elected, before any follower
+    can copy (and so commit) the new leader's first record."""
+
+    frozen = False
+
+    def deliver(self) -> None:
+        while self.queue:
+            envelope = self.queue.popleft()
+            if envelope.src in self.isolated or envelope.dst in self.isolated:
+                continue
+            if envelope.dst in self.cores:
+                self.cores[envelope.dst].step(envelope, self.now_ms)
+                self.flush(envelope.dst)
+                leaders = self.leaders()
+                if leaders and not self.frozen:
+                    self.frozen = True  # once: the test heals the cut itself
+                    self.isolated = set(self.cores) - {leaders[0].node_id}
+
+
+def test_change_refused_when_new_leader_has_not_committed_a_record_of_its_epoch() -> None:
+    """Ongaro's single-server change bug (2015): a new leader must commit a record of
+    its own epoch before it changes the voters, else a VotersRecord of an older leader
+    that it never saw can still commit and the two changes' majorities need not meet."""
+    cluster = FreezeOnLeader(voters=(1, 2, 3))
+    cluster.frozen = True
+    first = cluster.leader()  # writes and commits the bootstrap VotersRecord
+    cluster.run(500)
+    cluster.frozen = False
+    first.resign(cluster.now_ms)  # the next leader is caught just elected
+    cluster.flush(first.node_id)
+    for _ in range(100):
+        if cluster.leaders():
+            break
+        cluster.run(100)
+    [leader] = cluster.leaders()
+    assert leader.node_id != first.node_id
+    assert leader.voter_history.latest_offset < leader.high_watermark  # committed
+    assert leader.high_watermark < leader.log.end_offset  # its LeaderChange pends
+    other = next(n for n in (1, 2, 3) if n != leader.node_id)
+    leader.step(Envelope(src=CLIENT, dst=leader.node_id, correlation_id=1,
+                         message=remove(other)), cluster.now_ms)
+    cluster.flush(leader.node_id)
+    assert [a.error_code for a in cluster.answers] == [ErrorCode.REQUEST_TIMED_OUT]
+    assert leader.voter_set.ids == (1, 2, 3)
+    cluster.isolated.clear()
+    cluster.run(500)  # its epoch's first record commits: now a change may start
+    assert leader.is_leader
+    assert leader.high_watermark == leader.log.end_offset
+    assert cluster.request(remove(other)).error_code == ErrorCode.NONE
