@@ -104,7 +104,9 @@ def test_change_refused_when_new_leader_has_not_committed_a_record_of_its_epoch(
         cluster.run(100)
     [leader] = cluster.leaders()
     assert leader.node_id != first.node_id
-    assert leader.voter_history.latest_offset < leader.high_watermark  # committed
+    latest = leader.voter_history.latest_offset
+    assert latest is not None
+    assert latest < leader.high_watermark  # the bootstrap VotersRecord committed
     assert leader.high_watermark < leader.log.end_offset  # its LeaderChange pends
     other = next(n for n in (1, 2, 3) if n != leader.node_id)
     leader.step(Envelope(src=CLIENT, dst=leader.node_id, correlation_id=1,
