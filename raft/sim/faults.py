@@ -812,6 +812,11 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     if _lost_keys(cluster):
         return  # one lost disk at a time: two could leave no majority that can vote
     victim = victim if victim is not None else rng.choice(keys)
+    if any(len(n.core.voter_set) <= 2 and n.core.voter_set.voter(victim.id) is not None
+           for n in cluster.running()):
+        # In a set of two a lost key leaves no majority that can ever vote: no operator
+        # would wipe there, and nothing could be elected after the heal.
+        return
     node = cluster.nodes[victim.id]
     cluster.crash(victim.id, wipe=True)
     cluster.at_ms(cluster.now_ms + rng.uniform(*BOUNCE_MS),
