@@ -41,7 +41,8 @@ In a dynamic run (KIP-853, `dynamic=True`) voters come and go, so:
   can no longer vote, so it counts as neither holder nor dissenter), or over the set
   before it while the latest VotersRecord is not committed;
 - `one-voter-change-at-a-time`: every VotersRecord a leader appends changes at most
-  one voter and comes after the one before it committed;
+  one voter, comes after the one before it committed, and after a record of the
+  leader's own epoch committed;
 - `added-voter-caught-up`: a voter added by a leader's VotersRecord is that replica
   key on disk, at most `max_lag` records behind the leader's log end.
 
@@ -479,6 +480,18 @@ class Checker:
             if not previous.differs_by_at_most_one(new):
                 self._fail(ONE_VOTER_CHANGE, f"leader {leader.node_id} changed voters "
                                              f"{previous} -> {new} at {offset}")
+            # Ongaro's single-server change bug (2015): a change before the leader's own
+            # epoch has a committed record may meet an older leader's unseen change.
+            # (The first leader's copy of the bootstrap voters changes nothing; an epoch
+            # that began below the log start has its first record in a snapshot.)
+            _, epoch_start = leader.log.end_offset_for_epoch(leader.core.epoch - 1)
+            epoch_start = max(epoch_start, 0)  # NO_OFFSET: no epoch before it in the log
+            if (new != previous and epoch_start >= leader.log.start_offset
+                    and hw <= epoch_start):
+                self._fail(ONE_VOTER_CHANGE,
+                           f"leader {leader.node_id} of epoch {leader.core.epoch} appended "
+                           f"voters {new} at {offset} before a record of its epoch (from "
+                           f"{epoch_start}) committed (high watermark {hw})")
         if ADDED_VOTER_CAUGHT_UP in self.skip:
             return
         for added in set(new.keys()) - set(previous.keys()):

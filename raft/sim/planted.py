@@ -22,6 +22,8 @@ Dynamic quorum (KIP-853; found by `kraft sim --dynamic`):
 
 - `two_voter_changes_at_once`: the leader starts a voter change while the previous
   VotersRecord is uncommitted (and its own safety net is off).
+- `voter_change_before_own_epoch_commit`: a new leader changes the voters before a
+  record of its own epoch committed (Ongaro's single-server change bug, 2015).
 - `add_voter_not_caught_up`: the leader adds a voter without checking that it is a
   caught-up observer.
 - `wiped_disk_double_vote`: the old bare-id vote rules: a replica is a voter by its node
@@ -112,6 +114,15 @@ class _TwoVoterChangesAtOnce(RaftCore):
         pass
 
 
+class _VoterChangeBeforeOwnEpochCommit(RaftCore):
+    def _change_blocked(self, state: LeaderState) -> str | None:
+        latest = self._history.latest_offset
+        if state.pending_change is not None or (latest is not None
+                                                and latest >= self._high_watermark):
+            return "a voter change is in progress"
+        return None
+
+
 class _AddVoterNotCaughtUp(RaftCore):
     def _is_caught_up(self, progress: ReplicaProgress | None, key: ReplicaKey,
                       now_ms: int) -> bool:
@@ -136,6 +147,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
     "snapshot_uncommitted": _SnapshotUncommitted,
     "two_voter_changes_at_once": _TwoVoterChangesAtOnce,
+    "voter_change_before_own_epoch_commit": _VoterChangeBeforeOwnEpochCommit,
     "add_voter_not_caught_up": _AddVoterNotCaughtUp,
     "wiped_disk_double_vote": _WipedDiskDoubleVote,
 }

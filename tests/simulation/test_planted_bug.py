@@ -25,6 +25,7 @@ from tools.cli import main as kraft
 
 SAFETY = (COMMITTED_DATA, LOG_MATCHING, MAJORITY_HOLDS_HW)
 TWO_CHANGES_SEEDS = (5, 7, 8)
+OWN_EPOCH_SEEDS = (1, 10, 23)
 NOT_CAUGHT_UP_SEEDS = (1, 4, 5)
 DOUBLE_VOTE_SEEDS = (1, 2, 3)
 
@@ -40,12 +41,13 @@ KNOWN_SEEDS = {
     "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
     # the dynamic quorum (KIP-853), found with `kraft sim --dynamic --planted-bug BUG`
     "two_voter_changes_at_once": (TWO_CHANGES_SEEDS, (ONE_VOTER_CHANGE,)),
+    "voter_change_before_own_epoch_commit": (OWN_EPOCH_SEEDS, (ONE_VOTER_CHANGE,)),
     "add_voter_not_caught_up": (NOT_CAUGHT_UP_SEEDS, (ADDED_VOTER_CAUGHT_UP,)),
     "wiped_disk_double_vote": (DOUBLE_VOTE_SEEDS, (OBSERVER_NEVER_VOTES, ONE_VOTE_PER_EPOCH,
                                                    *SAFETY)),
 }
 DYNAMIC_BUGS = frozenset({"two_voter_changes_at_once", "add_voter_not_caught_up",
-                          "wiped_disk_double_vote"})
+                          "wiped_disk_double_vote", "voter_change_before_own_epoch_commit"})
 
 
 def first_failure(spec: RunSpec, seeds: range | tuple[int, ...]) -> RunResult | None:
