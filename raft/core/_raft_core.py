@@ -303,8 +303,9 @@ class RaftCore(Election, Replication, Reconfiguration):
         if not self._may_stand():
             if isinstance(state, UnattachedState | VotedState | ProspectiveState
                           | CandidateState | ResignedState):
-                # KIP-853: a voter removed from the set stops campaigning and looks
-                # for the leader as an observer does (keeping this epoch's vote).
+                # KIP-853: a voter whose removal committed (as far as it knows: see
+                # `_may_stand`) stops campaigning and looks for the leader as an
+                # observer does (keeping this epoch's vote).
                 self._set_state(UnattachedState(epoch=state.epoch, voted_id=state.voted_id,
                                                 voted_directory_id=state.voted_directory_id),
                                 now_ms)
