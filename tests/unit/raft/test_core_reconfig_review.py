@@ -119,3 +119,23 @@ def test_change_refused_when_new_leader_has_not_committed_a_record_of_its_epoch(
     assert leader.is_leader
     assert leader.high_watermark == leader.log.end_offset
     assert cluster.request(remove(other)).error_code == ErrorCode.NONE
+
+
+def test_removed_voter_never_stands_when_its_removal_is_known_committed() -> None:
+    """The other side of `_may_stand`: a replica whose removal it knows committed (and
+    a spare that never was a voter) stays out of elections even with no leader."""
+    cluster = CutCluster(voters=(1, 2, 3), spares=(4,))
+    leader = cluster.leader()
+    cluster.run(500)
+    gone = next(n for n in (1, 2, 3) if n != leader.node_id)
+    assert cluster.request(remove(gone)).error_code == ErrorCode.NONE
+    cluster.run(1000)
+    removed = cluster.cores[gone]
+    assert not removed.is_voter
+    assert removed.high_watermark > removed.voter_history.latest_offset  # type: ignore[operator]
+    cluster.isolated.add(leader.node_id)  # no leader: the remaining voter cannot win
+    roles = set()
+    for _ in range(100):
+        cluster.run(100)
+        roles |= {cluster.cores[gone].role.value, cluster.cores[4].role.value}
+    assert roles <= {"follower", "unattached"}
