@@ -139,3 +139,33 @@ def test_removed_voter_never_stands_when_its_removal_is_known_committed() -> Non
         cluster.run(100)
         roles |= {cluster.cores[gone].role.value, cluster.cores[4].role.value}
     assert roles <= {"follower", "unattached"}
+
+
+def test_follower_reverts_to_previous_voters_when_uncommitted_voters_record_truncated() -> None:
+    """The voter set in force is the log's latest VotersRecord, uncommitted included;
+    a new leader that never had it makes its followers cut it, and with it the set."""
+    cluster = CutCluster(voters=(1, 2, 3, 4, 5))
+    leader = cluster.leader()
+    cluster.run(500)
+    old = leader.node_id
+    follower, *rest = [n for n in (1, 2, 3, 4, 5) if n != old]
+    cluster.isolated = set(rest)  # only the follower hears the leader
+    leader.step(Envelope(src=CLIENT, dst=old, correlation_id=1, message=remove(rest[-1])),
+                cluster.now_ms)
+    cluster.flush(old)
+    cluster.run(300)
+    copied = cluster.cores[follower]
+    offset = copied.voter_history.latest_offset
+    assert offset is not None
+    assert rest[-1] not in copied.voter_set.ids  # in force on arrival, uncommitted
+    assert copied.high_watermark <= offset
+    cluster.isolated = {old, follower}  # the three others elect one of them
+    cluster.run(6000)
+    [new] = cluster.leaders()
+    assert new.node_id in rest
+    cluster.isolated = {old}
+    cluster.run(3000)
+    assert copied.leader_id == new.node_id
+    assert copied.voter_set.ids == (1, 2, 3, 4, 5)
+    assert all(rest[-1] in voters.ids for _, voters in copied.voter_history.sets)
+    assert copied.is_voter
