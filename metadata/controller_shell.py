@@ -228,7 +228,10 @@ class ControllerShell:
             return encode_body(AdminErrorResponse(
                 top_level_error=ErrorCode.INVALID_REQUEST, error_message=str(exc)))
         session = current_session()  # the connection's: bound by the transport
-        refusal = admin_refusal(self._image, session.principal, session.client_host,
+        controller = self._active()
+        if controller is None:  # before judging the caller: a stale image may lack its ACLs
+            return self._not_controller()
+        refusal = admin_refusal(controller.committed, session.principal, session.client_host,
                                 request, self._authorizer)
         if refusal is not None:
             log.info("admin request refused", extra={
@@ -238,9 +241,6 @@ class ControllerShell:
         try:
             if api in WRITE_APIS:
                 return encode_body(await self._write(request))
-            controller = self._active()
-            if controller is None:
-                raise _NotActive()
             if isinstance(request, DescribeAclsRequest):
                 return encode_body(describe_acls(controller.committed, request))
             if isinstance(request, DescribeUserScramCredentialsRequest):

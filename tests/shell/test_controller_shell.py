@@ -25,6 +25,7 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
+from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller import ControllerConfig
 from metadata.controller_shell import ControllerShell
 from raft.common.errors import ErrorCode
@@ -39,7 +40,8 @@ FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_m
 
 
 @asynccontextmanager
-async def controllers(count: int = 3, session_timeout_ms: int = 60_000
+async def controllers(count: int = 3, session_timeout_ms: int = 60_000,
+                      authorizer: AuthorizerSettings = OFF
                       ) -> AsyncIterator[list[ControllerShell]]:
     listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(count)]
     voters = {i + 1: ("127.0.0.1", ls[0].socket.getsockname()[1])
@@ -52,7 +54,7 @@ async def controllers(count: int = 3, session_timeout_ms: int = 60_000
                         listeners=listeners[index], rng=random.Random(index))
         shells.append(ControllerShell(
             node, config=ControllerConfig(broker_session_timeout_ms=session_timeout_ms),
-            rng=random.Random(100 + index)).install())
+            rng=random.Random(100 + index), authorizer=authorizer).install())
     async with trio.open_nursery() as nursery:
         for shell in shells:
             await nursery.start(shell._node.run)
@@ -92,6 +94,21 @@ async def test_only_the_leader_answers_and_followers_name_it_when_three_controll
                 assert response.leader_id == active._node.node_id
                 host, port = active._node.voters[active._node.node_id]
                 assert response.leader_address == f"{host}:{port}"
+
+
+async def test_followers_answer_not_controller_before_judging_the_caller_when_acls_are_on(
+) -> None:
+    """A follower's image may lag the ACLs: it must send the client to the leader
+    (NOT_CONTROLLER), never refuse it on that image; the leader judges the caller."""
+    with trio.fail_after(10):
+        async with controllers(authorizer=AuthorizerSettings(enabled=True)) as shells:
+            active = await eventually(lambda: next((s for s in shells if s.is_active), None))
+            for shell in shells:
+                response = await call(shell, DescribeTopicsRequest(names=("t",)))
+                assert isinstance(response, AdminErrorResponse)
+                expected = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if shell is active
+                            else ErrorCode.NOT_CONTROLLER)
+                assert response.top_level_error == expected
 
 
 async def test_every_node_replays_the_same_image_when_a_create_is_answered(
