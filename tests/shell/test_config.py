@@ -41,7 +41,6 @@ def test_config_reads_kafka_names_when_written_as_quoted_or_dotted_keys(tmp_path
     ({"controller.quorum.voters": "1@localhost"}, "controller.quorum.voters"),
     ({"controller.quorum.voters": "x@127.0.0.1:1"}, "controller.quorum.voters"),
     ({"process.roles": "leader"}, "process.roles"),
-    ({"node.id": 3}, "controller.quorum.voters"),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "listeners"),
     ({"log.dirs": "/a,/b"}, "log.dirs"),
     ({"socket.request.max.bytes": True}, "socket.request.max.bytes"),
@@ -55,6 +54,15 @@ def test_config_fails_naming_the_key_when_a_key_is_unknown_or_bad(
         from_mapping({**BASE, **change}, "node.toml")
     assert caught.value.key == key
     assert str(caught.value).startswith(f"node.toml: {key}: ")
+
+
+def test_controller_outside_the_voters_is_an_observer_when_configured() -> None:
+    """KIP-853: a controller formatted to be added later (`kraft format
+    --no-initial-controllers`) runs as an observer until `kraft quorum add-controller`
+    adds it; the configured voters are whom it asks."""
+    config = from_mapping({**BASE, "node.id": 3})
+    assert config.roles == {"controller"}
+    assert not config.is_voter
 
 
 def test_config_fails_naming_the_key_when_a_required_key_is_missing() -> None:
