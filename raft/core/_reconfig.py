@@ -78,11 +78,9 @@ class Reconfiguration(CoreBase):
         if state is None:
             return
         voters = self._history.latest
-        voter = voters.voter(request.voter_id)
-        if voter is None or voter.key.directory_id != request.voter_directory_id:
-            self._reply_change(envelope, ErrorCode.VOTER_NOT_FOUND,
-                               f"{request.voter_id}@{request.voter_directory_id} is not "
-                               f"one of the voters {voters}")
+        voter = self._named_voter(envelope, voters, request.voter_id,
+                                  request.voter_directory_id)
+        if voter is None:
             return
         if len(voters) == 1:
             self._reply_change(envelope, ErrorCode.INVALID_REQUEST,
@@ -156,11 +154,9 @@ class Reconfiguration(CoreBase):
         if state is None:
             return
         voters = self._history.latest
-        voter = voters.voter(request.voter_id)
-        if voter is None or voter.key.directory_id != request.voter_directory_id:
-            self._reply_change(envelope, ErrorCode.VOTER_NOT_FOUND,
-                               f"{request.voter_id}@{request.voter_directory_id} is not "
-                               f"one of the voters {voters}")
+        voter = self._named_voter(envelope, voters, request.voter_id,
+                                  request.voter_directory_id)
+        if voter is None:
             return
         updated = Voter(voter.key, tuple(request.listeners))
         if updated == voter:
@@ -193,6 +189,17 @@ class Reconfiguration(CoreBase):
             self._reply_change(envelope, ErrorCode.REQUEST_TIMED_OUT, reason)
             return None
         return state
+
+    def _named_voter(self, envelope: Envelope, voters: VoterSet, voter_id: int,
+                     directory_id: Uuid) -> Voter | None:
+        """The voter a remove or update names (its id and directory id both match); else
+        answered VOTER_NOT_FOUND."""
+        voter = voters.voter(voter_id)
+        if voter is None or voter.key.directory_id != directory_id:
+            self._reply_change(envelope, ErrorCode.VOTER_NOT_FOUND,
+                               f"{voter_id}@{directory_id} is not one of the voters {voters}")
+            return None
+        return voter
 
     def _change_blocked(self, state: LeaderState) -> str | None:
         """Why no voter change may start now (None: one may)."""
