@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
+from tests.support.secure_cluster import bootstrap_servers, kafka_python_sasl, librdkafka_sasl
 from tools.cluster import Cluster
 from tools.config import flatten, to_toml
 
@@ -56,36 +57,29 @@ def _sasl_broker(config: Path) -> None:
     config.write_text(to_toml(flat))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = Cluster.create(tmp_path_factory.mktemp("acls") / "cluster", voters=1,
-                             brokers=len(BROKERS), settings=SETTINGS)
+def _sasl_brokers(cluster: Cluster) -> None:
     for node_id in BROKERS:
         _sasl_broker(Path(cluster.node(node_id).config))
-    try:
-        cluster.start()
-        cluster.wait_for_leader(20)
-        cluster.wait_for_brokers(30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("acls") / "cluster", SETTINGS, voters=1,
+                         brokers=len(BROKERS), prepare=_sasl_brokers) as cluster:
         yield cluster
-    finally:
-        cluster.kill_all_started()
 
 
 @pytest.fixture(scope="module")
 def bootstrap(cluster: Cluster) -> str:
-    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+    return bootstrap_servers(cluster, BROKERS)
 
 
 def confluent_conf(bootstrap: str, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user,
-            "sasl.password": PASSWORDS[user]}
+    return librdkafka_sasl(bootstrap, user, PASSWORDS[user], "PLAIN")
 
 
 def kafka_python_conf(bootstrap: str, user: str) -> dict[str, Any]:
-    return {"bootstrap_servers": bootstrap.split(","), "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN", "sasl_plain_username": user,
-            "sasl_plain_password": PASSWORDS[user]}
+    return kafka_python_sasl(bootstrap.split(","), user, PASSWORDS[user], "PLAIN")
 
 
 def create_topic(bootstrap: str, name: str, replication_factor: int = 1) -> None:

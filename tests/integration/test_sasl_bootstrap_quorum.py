@@ -6,20 +6,18 @@ fresh, does not append them again: every voter's log holds each credential once.
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
-from tools.cluster import Cluster, ClusterError, is_alive
+from tests.support.secure_cluster import WAIT_S, format_with_scram, quorum_started
+from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
 VOTERS = (1, 2, 3)
-WAIT_S = 30.0
 USERS = ("SCRAM-SHA-256=[name=alice,password=alice-secret]",
          "SCRAM-SHA-512=[name=admin,password=admin-secret]")
 
@@ -29,23 +27,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("bootstrap") / "cluster"
     made = Cluster.create(directory, voters=len(VOTERS), settings=FAST_SETTINGS)
     for node_id in VOTERS:
-        data_dir = Path(made.node(node_id).data_dir)
-        (data_dir / "meta.properties").unlink()  # formatted again, with the users
-        formatted = kraft("format", "--dir", str(data_dir), "--node-id", str(node_id),
-                          "--cluster-id", made.cluster_id, *(f"--add-scram={u}" for u in USERS))
-        assert formatted.returncode == 0, formatted.stderr
-    try:
-        started = kraft("quorum", "start", "--cluster", str(directory), timeout=90)
-        assert started.returncode == 0, started.stderr
-        yield Cluster.load(directory)
-    finally:
-        try:
-            loaded = Cluster.load(directory)
-        except ClusterError:
-            return
-        for node in loaded.nodes.values():
-            if node.pid and is_alive(node.pid, node.config):
-                os.kill(node.pid, signal.SIGKILL)
+        # formatted again, with the users
+        (Path(made.node(node_id).data_dir) / "meta.properties").unlink()
+        format_with_scram(made, node_id, USERS)
+    with quorum_started(directory) as cluster:
+        yield cluster
 
 
 def users(cluster: Cluster) -> list[str] | None:

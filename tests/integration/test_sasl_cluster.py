@@ -10,10 +10,8 @@ and a controller restart."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -29,7 +27,17 @@ from broker.kafka.codec import build
 from broker.kafka.sasl_settings import SaslClientSettings
 from broker.kafka.wire_client import encode_request
 from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
-from tools.cluster import Cluster, ClusterError, is_alive
+from tests.support.secure_cluster import (
+    ADMIN_JAAS,
+    WAIT_S,
+    bootstrap_servers,
+    create_topic,
+    format_with_scram,
+    kafka_python_sasl,
+    librdkafka_sasl,
+    quorum_started,
+)
+from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -37,9 +45,6 @@ kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 VOTER, BROKERS = 1, (2, 3)
-WAIT_S = 30.0
-ADMIN_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-              'username="admin" password="admin-secret";')
 SETTINGS = {
     **FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
     "socket.request.max.bytes": 8 << 20,
@@ -61,30 +66,15 @@ BOOTSTRAP_USERS = ("SCRAM-SHA-512=[name=admin,password=admin-secret]",
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("sasl") / "cluster"
     made = Cluster.create(directory, voters=1, brokers=len(BROKERS), settings=SETTINGS)
-    voter = made.node(VOTER)
-    shutil.rmtree(voter.data_dir)  # formatted again, as a user would, with the users
-    formatted = kraft("format", "--dir", voter.data_dir, "--node-id", str(VOTER),
-                      "--cluster-id", made.cluster_id,
-                      *(f"--add-scram={u}" for u in BOOTSTRAP_USERS))
-    assert formatted.returncode == 0, formatted.stderr
-    try:
-        started = kraft("quorum", "start", "--cluster", str(directory), "--json",
-                        timeout=90)
-        assert started.returncode == 0, started.stderr
-        yield Cluster.load(directory)
-    finally:
-        try:
-            loaded = Cluster.load(directory)
-        except ClusterError:
-            return
-        for node in loaded.nodes.values():  # by pid, whatever happened
-            if node.pid and is_alive(node.pid, node.config):
-                os.kill(node.pid, signal.SIGKILL)
+    shutil.rmtree(made.node(VOTER).data_dir)  # formatted again, as a user would, with the users
+    format_with_scram(made, VOTER, BOOTSTRAP_USERS)
+    with quorum_started(directory, "--json") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
 def bootstrap(cluster: Cluster) -> str:
-    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+    return bootstrap_servers(cluster, BROKERS)
 
 
 @pytest.fixture(scope="module")
@@ -120,18 +110,6 @@ def users(cluster: Cluster, bootstrap: str, admin_properties: Path) -> dict[str,
             "bob": "bob-pw", "plainuser": "plain-pw"}
 
 
-def create_topic(cluster: Cluster, name: str) -> None:
-    cli("topics", "--cluster", str(cluster.directory), "--create", "--topic", name,
-        "--partitions", "1", "--replication-factor", "2")
-    wait_until(lambda: all(_hosts(cluster, n, name) for n in BROKERS), WAIT_S,
-               f"every broker to host {name}")
-
-
-def _hosts(cluster: Cluster, node_id: int, name: str) -> bool:
-    status = cluster.broker_status(node_id)
-    return status is not None and any(h["topic"] == name for h in status["hosted"])
-
-
 def test_users_from_format_and_kraft_users_are_described_when_created(
         cluster: Cluster, users: dict[str, str]) -> None:
     assert described(cluster) == {
@@ -141,17 +119,6 @@ def test_users_from_format_and_kraft_users_are_described_when_created(
     shown = cli("metadata-shell", "--cluster", str(cluster.directory), "--",
                 "cat", "/image/scram/SCRAM-SHA-256/alice")
     assert json.loads(shown)["iterations"] == 8192
-
-
-def kafka_python(bootstrap: str, user: str, password: str, mechanism: str) -> dict[str, Any]:
-    return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": mechanism, "sasl_plain_username": user,
-            "sasl_plain_password": password}
-
-
-def librdkafka(bootstrap: str, user: str, password: str, mechanism: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
 
 
 def produce_consume_kafka_python(bootstrap: str, topic: str, login: dict[str, Any]) -> None:
@@ -204,23 +171,22 @@ def test_user_produces_and_consumes_when_logged_in_with_sasl(
         cluster: Cluster, bootstrap: str, users: dict[str, str], user: str, mechanism: str,
         client: str) -> None:
     topic = f"sasl-{user}-{mechanism.lower()}"
-    create_topic(cluster, topic)
+    create_topic(cluster, topic, BROKERS)
     if client == "kafka-python":
-        produce_consume_kafka_python(bootstrap, topic,
-                                     kafka_python(bootstrap, user, users[user], mechanism))
+        produce_consume_kafka_python(bootstrap, topic, kafka_python_sasl(
+            bootstrap, user, users[user], mechanism))
     else:
-        produce_consume_confluent(bootstrap, topic,
-                                  librdkafka(bootstrap, user, users[user], mechanism))
+        produce_consume_confluent(bootstrap, topic, librdkafka_sasl(
+            bootstrap, user, users[user], mechanism))
 
 
 def test_brokers_replicate_as_the_inter_broker_user_when_the_listener_is_sasl(
         cluster: Cluster, bootstrap: str, users: dict[str, str]) -> None:
     """The acks=all produces above completed with both replicas in the ISR (the lag
     never drops the follower): the follower fetched, logged in as admin."""
-    create_topic(cluster, "replicated")
-    produce_consume_kafka_python(bootstrap, "replicated",
-                                 kafka_python(bootstrap, "alice", users["alice"],
-                                              "SCRAM-SHA-256"))
+    create_topic(cluster, "replicated", BROKERS)
+    produce_consume_kafka_python(bootstrap, "replicated", kafka_python_sasl(
+        bootstrap, "alice", users["alice"], "SCRAM-SHA-256"))
     logins = [json.loads(line) for n in BROKERS
               for line in Path(cluster.node(n).log_path).read_text().splitlines()
               if "SASL authenticated" in line]
@@ -251,7 +217,7 @@ def test_wrong_password_is_refused_with_sasl_authentication_failed_when_logging_
 
     errors: list[Any] = []
     producer = confluent_kafka.Producer({
-        **librdkafka(bootstrap, "alice", "wrong", "SCRAM-SHA-256"),
+        **librdkafka_sasl(bootstrap, "alice", "wrong", "SCRAM-SHA-256"),
         "error_cb": errors.append})
     wait_until(lambda: producer.poll(0.2) is not None and errors, WAIT_S,
                "librdkafka to report the refused login")
@@ -291,14 +257,14 @@ def test_credentials_survive_a_snapshot_and_a_controller_restart_when_restarted(
     from_snapshot = cli("metadata-shell", "--snapshot", str(checkpoints[-1]), "--",
                         "ls", "/image/scram/SCRAM-SHA-512")
     assert from_snapshot.split() == ["admin", "bob"]
-    create_topic(cluster, "after-restart")
-    produce_consume_kafka_python(bootstrap, "after-restart",
-                                 kafka_python(bootstrap, "bob", users["bob"], "SCRAM-SHA-512"))
+    create_topic(cluster, "after-restart", BROKERS)
+    produce_consume_kafka_python(bootstrap, "after-restart", kafka_python_sasl(
+        bootstrap, "bob", users["bob"], "SCRAM-SHA-512"))
 
 
 def test_kraft_topics_lists_through_a_broker_when_its_command_config_logs_in(
         cluster: Cluster, bootstrap: str, admin_properties: Path) -> None:
-    create_topic(cluster, "listed-over-sasl")
+    create_topic(cluster, "listed-over-sasl", BROKERS)
     listed = cli("topics", "--bootstrap-server", bootstrap, "--command-config",
                  str(admin_properties), "--list")
     assert "listed-over-sasl" in listed.split()

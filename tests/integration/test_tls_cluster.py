@@ -7,8 +7,6 @@ certificate, and a process whose valid certificate is node 7's claiming to be vo
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import ssl
 import time
@@ -22,9 +20,17 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from broker.kafka.wire_client import encode_request
 from raft import messages
 from raft.common.framing import FrameDecoder, encode_frame
-from tests.support.quorum_support import FAST_SETTINGS, kraft, log_events, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, kraft, log_events
+from tests.support.secure_cluster import (
+    WAIT_S,
+    bootstrap_servers,
+    create_topic,
+    kafka_python_ssl,
+    librdkafka_ssl,
+    quorum_started,
+)
 from tools import tls_certs
-from tools.cluster import Cluster, ClusterError, is_alive, request
+from tools.cluster import Cluster, ClusterError, request
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +38,6 @@ kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 BROKERS = (4, 5)
-WAIT_S = 30.0
 API_VERSIONS = encode_request(ApiVersionsRequest(client_software_name="t",
                                                  client_software_version="1"))
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
@@ -42,26 +47,14 @@ SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("tls") / "cluster"
-    started = kraft("quorum", "start", "--cluster", str(directory), "--voters", "3",
-                    "--brokers", str(len(BROKERS)), "--tls", "--json",
-                    *(f"--set={k}={v}" for k, v in SETTINGS.items()), timeout=90)
-    try:
-        assert started.returncode == 0, started.stderr
-        yield Cluster.load(directory)
-    finally:
-        try:
-            loaded = Cluster.load(directory)
-        except ClusterError:
-            return
-        for node in loaded.nodes.values():  # by pid, whatever happened
-            if node.pid and is_alive(node.pid, node.config):
-                os.kill(node.pid, signal.SIGCONT)
-                os.kill(node.pid, signal.SIGKILL)
+    with quorum_started(directory, "--voters", "3", "--brokers", str(len(BROKERS)), "--tls",
+                        "--json", *(f"--set={k}={v}" for k, v in SETTINGS.items())) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
 def bootstrap(cluster: Cluster) -> str:
-    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+    return bootstrap_servers(cluster, BROKERS)
 
 
 @pytest.fixture(scope="module")
@@ -69,34 +62,10 @@ def tls_dir(cluster: Cluster) -> Path:
     return cluster.directory / tls_certs.TLS_DIR
 
 
-def kafka_python_ssl(tls_dir: Path) -> dict[str, Any]:
-    return {"security_protocol": "SSL", "ssl_cafile": str(tls_dir / "ca.pem"),
-            "ssl_certfile": str(tls_dir / "client-cert.pem"),
-            "ssl_keyfile": str(tls_dir / "client-key.pem")}
-
-
-def librdkafka_ssl(tls_dir: Path) -> dict[str, Any]:
-    return {"security.protocol": "SSL", "ssl.ca.location": str(tls_dir / "ca.pem"),
-            "ssl.certificate.location": str(tls_dir / "client-cert.pem"),
-            "ssl.key.location": str(tls_dir / "client-key.pem")}
-
-
 def cli(cluster: Cluster, *args: str) -> Any:
     result = kraft(*args, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
-
-
-def create_topic(cluster: Cluster, name: str, partitions: int = 1) -> None:
-    cli(cluster, "topics", "--cluster", str(cluster.directory), "--create", "--topic", name,
-        "--partitions", str(partitions), "--replication-factor", "2")
-    wait_until(lambda: all(_broker_has(cluster, n, name) for n in BROKERS), WAIT_S,
-               f"every broker to host {name}")
-
-
-def _broker_has(cluster: Cluster, node_id: int, name: str) -> bool:
-    status = cluster.broker_status(node_id)
-    return status is not None and any(h["topic"] == name for h in status["hosted"])
 
 
 def test_tls_cluster_elects_a_leader_when_started_with_tls(cluster: Cluster) -> None:
@@ -112,7 +81,7 @@ def test_tls_cluster_elects_a_leader_when_started_with_tls(cluster: Cluster) -> 
 def test_topic_created_described_and_deleted_through_the_cli_when_the_cluster_is_tls(
         cluster: Cluster, bootstrap: str) -> None:
     directory = str(cluster.directory)
-    create_topic(cluster, "cli-tls", partitions=2)
+    create_topic(cluster, "cli-tls", BROKERS, partitions=2)
     described = cli(cluster, "topics", "--cluster", directory, "--describe", "--topic",
                     "cli-tls")
     assert "PartitionCount: 2" in described
@@ -127,7 +96,7 @@ def test_topic_created_described_and_deleted_through_the_cli_when_the_cluster_is
 
 def test_kafka_python_produces_and_consumes_when_the_listener_is_ssl(
         cluster: Cluster, bootstrap: str, tls_dir: Path) -> None:
-    create_topic(cluster, "kp-tls")
+    create_topic(cluster, "kp-tls", BROKERS)
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, **kafka_python_ssl(tls_dir))
     sent = [(f"k{i}".encode(), f"over tls {i}".encode()) for i in range(10)]
     futures = [producer.send("kp-tls", key=k, value=v) for k, v in sent]
@@ -147,7 +116,7 @@ def test_kafka_python_produces_and_consumes_when_the_listener_is_ssl(
 
 def test_confluent_kafka_produces_and_consumes_when_the_listener_is_ssl(
         cluster: Cluster, bootstrap: str, tls_dir: Path) -> None:
-    create_topic(cluster, "ck-tls")
+    create_topic(cluster, "ck-tls", BROKERS)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
                                          **librdkafka_ssl(tls_dir)})
     sent = [(f"key-{i}".encode(), f"librdkafka tls {i}".encode()) for i in range(10)]

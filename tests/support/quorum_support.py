@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,14 @@ FAST_SETTINGS = {
 
 @contextmanager
 def running_cluster(directory: Path, settings: dict[str, Any], *, voters: int = 3,
-                    brokers: int = 1) -> Iterator[Cluster]:
-    """A cluster started with a leader and every broker registered; on exit every process
-    it started is killed, by PID."""
+                    brokers: int = 1,
+                    prepare: Callable[[Cluster], None] | None = None) -> Iterator[Cluster]:
+    """A cluster started with a leader and every broker registered (`prepare`, if given,
+    edits the created cluster before it starts); on exit every process it started is
+    killed, by PID."""
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings)
+    if prepare is not None:
+        prepare(cluster)
     try:
         cluster.start()
         cluster.wait_for_leader(20)
