@@ -107,6 +107,8 @@ def test_clients_log_in_over_tls_and_brokers_replicate_when_the_listener_is_sasl
 
 def test_client_with_a_certificate_but_no_sasl_is_refused_when_the_listener_is_sasl_ssl(
         cluster: Cluster, bootstrap: str, tls_dir: Path) -> None:
+    # each attempt is closed unanswered at once; kafka-python retries until its
+    # bootstrap_timeout_ms (30 s by default; max_block_ms does not bound the bootstrap)
     with pytest.raises(kafka.errors.KafkaTimeoutError, match="Unable to bootstrap"):
         kafka.KafkaProducer(bootstrap_servers=bootstrap, **kafka_python_ssl(tls_dir),
-                            max_block_ms=3000)
+                            bootstrap_timeout_ms=3000)
