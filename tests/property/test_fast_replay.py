@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from metadata import records as rec
@@ -90,7 +90,6 @@ def summary(image: MetadataImage) -> tuple[str, int, tuple[Any, ...]]:
     return image.content_hash(), image.anomaly_count, image.anomalies
 
 
-@settings(max_examples=400)
 @given(logs())
 def test_apply_bytes_equals_the_reference_when_a_log_is_replayed(
         entries: list[tuple[int, bytes, bool]]) -> None:
@@ -104,7 +103,6 @@ def test_apply_bytes_equals_the_reference_when_a_log_is_replayed(
     assert summary(fast.build()) == summary(plain.build())
 
 
-@settings(max_examples=200)
 @given(images(), st.data())
 def test_image_from_bytes_equals_the_reference_when_a_snapshot_is_loaded(
         image: MetadataImage, data: st.DataObject) -> None:
@@ -163,7 +161,6 @@ def test_apply_bytes_takes_partitions_of_the_right_topic_when_topics_interleave(
     assert Uuid.from_bytes(first.to_bytes()) == first
 
 
-@settings(max_examples=200)
 @given(images())
 def test_image_record_bytes_are_the_records_encoded_when_an_image_is_written(
         image: MetadataImage) -> None:
