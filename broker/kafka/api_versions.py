@@ -80,10 +80,26 @@ def api_keys() -> list[dict[str, int]]:
             for key, (low, high) in sorted(SUPPORTED.items())]
 
 
-def handle_api_versions_request(version: int) -> Any:
-    """The response at `version` (our ranges, no error)."""
-    return build(response_class(API_VERSIONS, version),
-                 {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0})
+# Feature flags (KIP-584) as Kafka 3.9 reports them: `kraft.version` 0 is a static quorum
+# (controller.quorum.voters), 1 the voters in the metadata log (KIP-853).
+KRAFT_VERSION_FEATURE = "kraft.version"
+KRAFT_VERSIONS_SUPPORTED = (0, 1)
+
+
+def handle_api_versions_request(version: int, *, kraft_version: int = 0,
+                                features_epoch: int = -1) -> Any:
+    """The response at `version` (our ranges, no error); from v3 on also the features this
+    broker supports and the cluster's finalized `kraft.version` (its raft core's, read
+    from the log it fetched) with `features_epoch` (the image's last applied offset)."""
+    low, high = KRAFT_VERSIONS_SUPPORTED
+    return build(response_class(API_VERSIONS, version), {
+        "error_code": 0, "api_keys": api_keys(), "throttle_time": 0,
+        "supported_features": [{"name": KRAFT_VERSION_FEATURE, "min_version": low,
+                                "max_version": high}],
+        "finalized_features_epoch": features_epoch,
+        "finalized_features": [{"name": KRAFT_VERSION_FEATURE,
+                                "min_version_level": kraft_version,
+                                "max_version_level": kraft_version}]})
 
 
 def unsupported_version_response() -> Any:

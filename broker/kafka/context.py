@@ -32,6 +32,8 @@ class BrokerContext:
         # this incarnation's broker epoch once registered (None before): the producer-ID
         # block of broker.kafka.produce; and (broker epoch, IDs handed out from its block)
         self.broker_epoch: Callable[[], int | None] = lambda: None
+        # the cluster's kraft.version as this broker's raft core reads it from the log
+        self.kraft_version: Callable[[], int] = lambda: 0
         self.producer_ids_issued: tuple[int, int] = (-1, 0)
         # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
         # because that module imports this one)

@@ -75,7 +75,9 @@ RECEIVE_CHUNK = 65536
 
 
 async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
-    return api_versions.handle_api_versions_request(version)
+    return api_versions.handle_api_versions_request(
+        version, kraft_version=context.kraft_version(),
+        features_epoch=context.image.last_applied_offset)
 
 
 async def _metadata(context: BrokerContext, body: Any, version: int) -> Any:
@@ -316,6 +318,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         replica_routes=settings.replica_routes)
     context.broker_epoch = lambda: (None if server.registration is None
                                     else server.registration.broker_epoch)
+    context.kraft_version = lambda: node.core.kraft_version
     context.authorizer = settings.authorizer
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),

@@ -81,6 +81,22 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
     assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == SUPPORTED
 
 
+async def test_api_versions_reports_the_kraft_version_feature_when_asked_at_v3(
+        tmp_path: Path) -> None:
+    """KIP-584/KIP-853: ApiVersions v3 lists kraft.version 0-1 as supported and the
+    cluster's finalized level, as the broker's raft core read it from the log."""
+    dispatcher = make_dispatcher(tmp_path)
+    request = ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    for level in (0, 1):
+        dispatcher.context.kraft_version = lambda level=level: level
+        response = await roundtrip(dispatcher, request)
+        assert [(f.name, f.min_version, f.max_version)
+                for f in response.supported_features] == [("kraft.version", 0, 1)]
+        assert [(f.name, f.min_version_level, f.max_version_level)
+                for f in response.finalized_features] == [("kraft.version", level, level)]
+        assert response.finalized_features_epoch == dispatcher.context.image.last_applied_offset
+
+
 async def test_connection_closed_when_api_unsupported(tmp_path: Path) -> None:
     """An API we do not serve (JoinGroup, 11) closes the connection."""
     dispatcher = make_dispatcher(tmp_path)
