@@ -6,8 +6,6 @@ happened (stopped ones are continued first). Timeouts are short so the suite sta
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.support.quorum_support import FAST_SETTINGS
-from tools.cluster import Cluster, ClusterError, is_alive
+from tests.support.secure_cluster import kill_recorded
+from tools.cluster import Cluster
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -46,11 +45,4 @@ def cli_cluster_dir(tmp_path: Path) -> Iterator[Path]:
     pid recorded in its cluster.json that still runs our node is SIGKILLed."""
     directory = tmp_path / "cli-cluster"
     yield directory
-    try:
-        cluster = Cluster.load(directory)
-    except ClusterError:
-        return
-    for node in cluster.nodes.values():
-        if node.pid and is_alive(node.pid, node.config):
-            os.kill(node.pid, signal.SIGCONT)
-            os.kill(node.pid, signal.SIGKILL)
+    kill_recorded(directory)

@@ -3,7 +3,7 @@ test_sasl_ssl_cluster.py, test_sasl_bootstrap_quorum.py, test_tls_cluster.py and
 test_acls.py): a cluster started by `kraft quorum start` and killed by PID whatever
 happened, controllers formatted again with `kraft format --add-scram`, topics created
 and waited for on the brokers, and the kafka-python / confluent-kafka settings of a SASL
-or TLS client."""
+or TLS client. kill_recorded also ends tests/integration/conftest.py's cli_cluster_dir."""
 
 from __future__ import annotations
 
@@ -49,10 +49,13 @@ def quorum_started(directory: Path, *args: str) -> Iterator[Cluster]:
         assert started.returncode == 0, started.stderr
         yield Cluster.load(directory)
     finally:
-        _kill_started(directory)
+        kill_recorded(directory)
 
 
-def _kill_started(directory: Path) -> None:
+def kill_recorded(directory: Path) -> None:
+    """SIGKILL, by PID, every node process that the cluster.json in `directory` records
+    and that still runs our node (continued first, in case it is stopped); nothing if
+    no cluster was written there."""
     try:
         loaded = Cluster.load(directory)
     except ClusterError:
