@@ -24,6 +24,17 @@ a majority between faults and every fault is healed at the end. Kinds:
           guarantees, which is outside the fault model (a voter catches up by
           FetchSnapshot when a kill, pause or partition leaves it behind the leader's log
           start).
+- wipe-voter: (a dynamic quorum only, `kraft chaos --dynamic`) SIGKILL a voter (the
+          leader when the schedule says so), delete its whole data directory and format it
+          anew (a new directory id, no initial controllers: `kraft format
+          --no-initial-controllers`); after `hold_s` start it (an observer under its new
+          replica key), remove its old key and add the new one as `kraft quorum
+          remove-controller` / `add-controller` do (tools/commands/quorum_voters.py),
+          asking again while the leader answers REQUEST_TIMED_OUT, for at most
+          REPLACE_TIMEOUT_S. Healed: the voter set is whole again, with the new key. Faults
+          run one at a time, so no second voter is wiped before the replacement ended, and
+          none is wiped unless the leader's voter set is whole (tools/chaos/voter_set.py):
+          a majority of the voters always keeps its disk.
 The last two go through the node's test-only fault file (raft/fault_injection.py, the
 `fault.injection.file` key, which the chaos launcher sets to FAULT_FILE in every node's
 directory): written atomically to inject, removed to heal.
@@ -42,15 +53,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from raft.common.uuid import Uuid
+from raft.control_records import Endpoint
 from raft.fault_injection import clear_fault_file, write_fault_file
 from raft.log import METADATA_PARTITION_DIR
+from raft.storage import format_log_dir
 from tools.chaos.proxy import ProxyNet
+from tools.chaos.voter_set import (
+    ADD,
+    DONE,
+    REMOVE,
+    replacement_step,
+    voter_keys,
+    voter_set_problems,
+)
 from tools.cluster import Cluster, ClusterError
+from tools.commands.quorum_voters import add_voter, directory_id_of, remove_voter
+from tools.errors import CommandError
 
 log = logging.getLogger(__name__)
 
 KINDS = ("kill", "pause", "leader", "partition", "slow-disk", "clock", "slow-net",
-         "lossy-net", "wipe")
+         "lossy-net", "wipe", "wipe-voter")
+DYNAMIC_KINDS = frozenset({"wipe-voter"})  # they need a dynamic quorum (KIP-853)
+# a wiped voter's replacement (start, remove the old key, add the new one) gives up after
+# this long: the new observer must catch up with the leader first, by FetchSnapshot
+REPLACE_TIMEOUT_S = 90.0
+_REPLACE_REQUEST_S = 10.0  # one remove or add, retried while REQUEST_TIMED_OUT
+_REPLACE_POLL_S = 0.2
+_WHOLE_WAIT_S = 10.0  # before a wipe: a leader elected, a voter set whole
 NET_KINDS = frozenset({"partition", "slow-net", "lossy-net"})  # they need the proxies
 FAULT_FILE = "fault-injection.json"  # in each node's directory (next to node.toml)
 FSYNC_DELAYS_MS = (20, 100, 300)
@@ -66,7 +97,7 @@ LEADER = -1  # target: the leader when the fault starts
 class Fault:
     at_s: float  # seconds after the start of the schedule
     # kill | pause | partition | partition-one-way | slow-disk | clock | slow-net |
-    # lossy-net | wipe
+    # lossy-net | wipe | wipe-voter
     kind: str
     target: int  # a node id, or LEADER
     hold_s: float  # how long before it is healed
@@ -99,17 +130,29 @@ class Injected:
                 "error": self.error}
 
 
-def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequence[int],
-             *, hold_s: tuple[float, float] = (1.0, 4.0),
-             gap_s: tuple[float, float] = (1.0, 3.0),
-             broker_ids: Sequence[int] = ()) -> list[Fault]:
-    """The faults of one run; the last one is healed before `duration_s`. `wipe` faults
-    target `broker_ids` only (needed when `wipe` is asked for)."""
+def _check_kinds(faults: Sequence[str], *, broker_ids: Sequence[int],
+                 voter_ids: Sequence[int], dynamic: bool) -> None:
+    """ValueError for a fault kind this cluster cannot take."""
     unknown = set(faults) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)} (known: {', '.join(KINDS)})")
     if "wipe" in faults and not broker_ids:
         raise ValueError("wipe faults need brokers to target (a voter is never wiped)")
+    if DYNAMIC_KINDS & set(faults) and not dynamic:
+        raise ValueError("wipe-voter faults need a dynamic quorum (--dynamic)")
+    if "wipe-voter" in faults and not voter_ids:
+        raise ValueError("wipe-voter faults need voters to target")
+
+
+def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequence[int],
+             *, hold_s: tuple[float, float] = (1.0, 4.0),
+             gap_s: tuple[float, float] = (1.0, 3.0),
+             broker_ids: Sequence[int] = (), voter_ids: Sequence[int] = (),
+             dynamic: bool = False) -> list[Fault]:
+    """The faults of one run; the last one is healed before `duration_s`. `wipe` faults
+    target `broker_ids` only (needed when `wipe` is asked for); `wipe-voter` faults need
+    `dynamic` and target one of `voter_ids` or, one time in three, the leader."""
+    _check_kinds(faults, broker_ids=broker_ids, voter_ids=voter_ids, dynamic=dynamic)
     if not faults:
         return []
     rng = random.Random(seed)
@@ -133,6 +176,9 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
         elif kind == "wipe":
             out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(broker_ids)),
                              hold_s=hold))
+        elif kind == "wipe-voter":
+            target = LEADER if rng.random() < 1 / 3 else rng.choice(list(voter_ids))
+            out.append(Fault(at_s=now, kind=kind, target=target, hold_s=hold))
         else:
             out.append(Fault(at_s=now, kind=kind, target=rng.choice(list(node_ids)),
                              hold_s=hold))
@@ -151,12 +197,15 @@ class Nemesis:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._start = 0.0
+        # wipe-voter: node id -> (old directory id, new one) until the new key is a voter
+        self.replacing: dict[int, tuple[str, str]] = {}
+        self.final_errors: list[str] = []  # from heal_all (a replacement it could not end)
 
     def start(self) -> None:
         self._start = time.monotonic()
         self._thread.start()
 
-    def stop(self, timeout_s: float = 30.0) -> None:
+    def stop(self, timeout_s: float = 30.0 + REPLACE_TIMEOUT_S) -> None:
         self._stop.set()
         self._thread.join(timeout_s)
 
@@ -213,6 +262,8 @@ class Nemesis:
             self.cluster.kill(node_id, signal.SIGKILL)
         elif fault.kind == "wipe":
             self.wipe(node_id)
+        elif fault.kind == "wipe-voter":
+            self.wipe_voter(node_id)
         elif fault.kind == "slow-disk":
             write_fault_file(self.fault_file(node_id), fsync_delay_ms=int(fault.amount or 0))
         elif fault.kind == "clock":
@@ -240,6 +291,88 @@ class Nemesis:
         if metadata.exists():
             shutil.rmtree(metadata)
 
+    def wipe_voter(self, node_id: int) -> None:
+        """SIGKILL a voter, delete its data directory and format it anew (a new directory
+        id, no bootstrap voters); refused unless the leader's voter set is whole, so a
+        majority of the voters keeps its disk. Started and replaced when healed."""
+        info = self.cluster.node(node_id)
+        if not info.is_voter:
+            raise ClusterError(f"node {node_id} is not a voter")
+        deadline = time.monotonic() + _WHOLE_WAIT_S
+        while problems := self._problems_or_no_leader():
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"node {node_id} not wiped: the voter set is not whole "
+                                   f"({'; '.join(problems)})")
+            time.sleep(_REPLACE_POLL_S)
+        old = directory_id_of(info.data_dir)
+        if old is None:
+            raise ClusterError(f"node {node_id}: no directory.id (not a dynamic quorum)")
+        if self.cluster.is_running(node_id):
+            self.cluster.kill(node_id, signal.SIGKILL)
+        shutil.rmtree(info.data_dir)
+        format_log_dir(info.data_dir, cluster_id=self.cluster.cluster_id, node_id=node_id)
+        new = directory_id_of(info.data_dir)
+        assert new is not None  # format_log_dir writes one
+        assert new != old  # a new one on every format
+        self.replacing[node_id] = (old, new)
+        log.warning("voter wiped", extra={"node": node_id, "old_directory": old,
+                                          "new_directory": new})
+
+    def voter_set_problems(self) -> list[str]:
+        """How the leader's voter set differs from every voter once, with the directory
+        id on its disk now (ClusterError: no leader answered)."""
+        expected = {n: directory_id_of(self.cluster.node(n).data_dir)
+                    for n in self.cluster.voter_ids}
+        voters = voter_keys(self.cluster.describe(timeout_s=2.0)["voters"])
+        return voter_set_problems(voters, expected)
+
+    def _problems_or_no_leader(self) -> list[str]:
+        try:
+            return self.voter_set_problems()
+        except ClusterError as exc:
+            return [f"no leader answered DescribeQuorum: {exc}"]
+
+    def replace_voter(self, node_id: int, timeout_s: float = REPLACE_TIMEOUT_S) -> None:
+        """Remove a wiped voter's old key and add its new one, as `kraft quorum
+        remove-controller` and `add-controller` do, each step chosen from the leader's
+        voter set of now (an answer lost on the way may hide a change that was made);
+        ClusterError after `timeout_s`."""
+        old, new = self.replacing[node_id]
+        info = self.cluster.node(node_id)
+        host, _, port = str(info.controller_address).rpartition(":")
+        endpoint = Endpoint(name="CONTROLLER", host=host, port=int(port))
+        cluster_id = self.cluster.cluster_id
+        ssl_context = self.cluster.client_ssl
+        deadline = time.monotonic() + timeout_s
+        last = "not tried"
+        while True:
+            try:
+                voters = voter_keys(self.cluster.describe(timeout_s=2.0)["voters"])
+                step = replacement_step(voters, node_id, old, new)
+                addresses = self.cluster.controller_addresses()
+                request_s = max(1.0, min(_REPLACE_REQUEST_S, deadline - time.monotonic()))
+                if step == DONE:
+                    del self.replacing[node_id]
+                    log.warning("voter replaced", extra={"node": node_id,
+                                                         "new_directory": new})
+                    return
+                if step == REMOVE:
+                    remove_voter(addresses, cluster_id=cluster_id, node_id=node_id,
+                                 directory_id=Uuid.from_string(old), timeout_s=request_s,
+                                 ssl_context=ssl_context)
+                elif step == ADD:
+                    add_voter(addresses, cluster_id=cluster_id, node_id=node_id,
+                              directory_id=Uuid.from_string(new), endpoint=endpoint,
+                              timeout_s=request_s, ssl_context=ssl_context)
+                else:
+                    last = f"node {node_id} is a voter under neither {old} nor {new}"
+            except (ClusterError, CommandError) as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"node {node_id}'s replacement ({old} -> {new}) not done "
+                                   f"within {timeout_s:g} s: {last}")
+            time.sleep(_REPLACE_POLL_S)
+
     def fault_file(self, node_id: int) -> Path:
         return Path(self.cluster.node(node_id).dir) / FAULT_FILE
 
@@ -252,6 +385,11 @@ class Nemesis:
         elif kind in ("kill", "wipe"):
             if not self.cluster.is_running(node_id):
                 self.cluster.start_node(node_id)
+        elif kind == "wipe-voter":
+            if not self.cluster.is_running(node_id):
+                self.cluster.start_node(node_id)
+            if node_id in self.replacing:
+                self.replace_voter(node_id)
         elif self.cluster.is_running(node_id):
             self.cluster.send_signal(node_id, signal.SIGCONT)
 
@@ -266,3 +404,8 @@ class Nemesis:
                 self.cluster.send_signal(node_id, signal.SIGCONT)
             else:
                 self.cluster.start_node(node_id)
+        for node_id in sorted(self.replacing):  # a replacement its heal could not end
+            try:
+                self.replace_voter(node_id)
+            except ClusterError as exc:
+                self.final_errors.append(str(exc))

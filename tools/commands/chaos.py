@@ -1,8 +1,9 @@
 """`kraft chaos`: a seeded nemesis against a fresh local cluster, with a checked history.
 
     kraft chaos --cluster DIR --duration SECONDS --seed N [--voters 3 --brokers 3]
-                [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe]
-                [--secure] [--no-snapshots] [--skip-replay] [--json]
+                [--faults kill,pause,leader,partition,slow-disk,clock,slow-net,lossy-net,wipe,
+                          wipe-voter]
+                [--dynamic] [--secure] [--no-snapshots] [--skip-replay] [--json]
 
 Starts a cluster in DIR (short timeouts; unless --no-snapshots, a snapshot every 150-200
 records, a log start that follows them and small segments: SNAPSHOT_SETTINGS),
@@ -28,6 +29,13 @@ every workload client logs in, the admin churn with its own certificate (the pro
 forward the TLS bytes untouched: certificates name 127.0.0.1, which every client dials).
 After healing, requests that must be refused are tried (tools/chaos/secure_probes.py):
 one that is allowed fails the run.
+With `--dynamic` the voters are a dynamic quorum (KIP-853), formatted as `kraft quorum
+start --dynamic` does (`kraft format --initial-controllers`), and `wipe-voter` may be
+asked for (without `--dynamic` it is a usage error): a voter loses its whole data directory,
+comes back formatted anew under a new directory id, and is replaced as an operator would
+(`kraft quorum remove-controller` of its old key, `add-controller` of its new one). After
+the run the leader's voter set must hold every voter id exactly once with the directory id
+on its disk (a violation `voter-set` otherwise).
 Exit 0: no violation; 1: a violation, a harness error or a failed replay (with the seed
 to reproduce); 2: bad usage.
 """
@@ -54,7 +62,7 @@ from metadata.admin import CreateAclsRequest, CreateAclsResponse
 from metadata.bootstrap import write_bootstrap_records
 from raft.snapshot import SnapshotError
 from raft.storage import StorageError
-from tools.chaos.checker import CheckResult, FinalState, check
+from tools.chaos.checker import CheckResult, FinalState, Violation, check
 from tools.chaos.client_checks import ClientResult
 from tools.chaos.final import (
     event_messages,
@@ -67,7 +75,14 @@ from tools.chaos.final import (
 )
 from tools.chaos.group_workload import GroupConfig, GroupWorkload
 from tools.chaos.history import UNKNOWN, HistoryWriter
-from tools.chaos.nemesis import FAULT_FILE, KINDS, NET_KINDS, Nemesis, schedule
+from tools.chaos.nemesis import (
+    DYNAMIC_KINDS,
+    FAULT_FILE,
+    KINDS,
+    NET_KINDS,
+    Nemesis,
+    schedule,
+)
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.secure_probes import ALLOWED, REFUSED, probe
 from tools.chaos.security import (
@@ -80,6 +95,7 @@ from tools.chaos.security import (
     node_settings,
     workload_acls,
 )
+from tools.chaos.voter_set import voter_keys
 from tools.chaos.workload import AdminCaller, Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster, ClusterError, client_ssl_context
 from tools.commands.replay import require_extra
@@ -152,6 +168,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="mutual TLS between the nodes, the brokers' listener SASL_SSL "
                              "with SCRAM-SHA-512 users, the StandardAuthorizer on and each "
                              "workload client granted only the ACLs it uses")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="a dynamic quorum (KIP-853, as kraft quorum start --dynamic); "
+                             "needed by the wipe-voter fault")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
     parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -162,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if set(faults) - set(KINDS):
         raise usage_error(f"--faults: unknown kinds {sorted(set(faults) - set(KINDS))}")
+    if DYNAMIC_KINDS & set(faults) and not args.dynamic:
+        raise usage_error("--faults wipe-voter needs --dynamic (a voter is replaced by its "
+                          "replica key only in a dynamic quorum)")
     if args.duration <= 0 or args.voters < 1 or args.brokers < 1:
         raise usage_error("--duration, --voters and --brokers must be positive")
     # before a cluster starts: the workload's Kafka clients, and Spark for the replay
@@ -181,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
         verdict = run_chaos(directory, seed=seed, duration_s=args.duration,
                             voters=args.voters, brokers=args.brokers, faults=faults,
                             replay=not args.skip_replay, replay_master=args.replay_master,
-                            snapshots=args.snapshots, display=display, secure=args.secure)
+                            snapshots=args.snapshots, display=display, secure=args.secure,
+                            dynamic=args.dynamic)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
@@ -214,10 +237,14 @@ class ChaosRig:
     credentials: Credentials | None = None
     # --secure: what each request that must be refused got (tools/chaos/secure_probes.py)
     probes: dict[str, str] = dataclasses.field(default_factory=dict)
+    dynamic: bool = False  # a dynamic quorum (KIP-853)
+    # --dynamic: the leader's voter set after healing, and how it is not whole
+    quorum: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
-              faults: list[str], snapshots: bool = True, secure: bool = False) -> ChaosRig:
+              faults: list[str], snapshots: bool = True, secure: bool = False,
+              dynamic: bool = False) -> ChaosRig:
     settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {})}
     passwords = {user: secrets.token_urlsafe(18) for user in USERS} if secure else {}
     if secure:
@@ -228,17 +255,18 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
             operator_principal=_certificate_principal(tls_certs.CLIENT_CN),
             broker_password=passwords[BROKER_USER])
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings,
-                             tls=secure)
+                             tls=secure, dynamic=dynamic)
     credentials = _secure(cluster, passwords) if secure else None
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes),
                     broker_ids=[n for n, info in sorted(cluster.nodes.items())
-                                if not info.is_voter])
+                                if not info.is_voter],
+                    voter_ids=cluster.voter_ids, dynamic=dynamic)
     # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
     return ChaosRig(cluster=cluster, history=history, nemesis=Nemesis(cluster, plan, net),
-                    net=net, credentials=credentials)
+                    net=net, credentials=credentials, dynamic=dynamic)
 
 
 def _certificate_principal(common_name: str) -> str:
@@ -379,6 +407,8 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
     cluster = rig.cluster
     rig.nemesis.heal_all()
     leader = cluster.wait_for_leader(START_TIMEOUT_S)
+    if rig.dynamic:
+        rig.quorum.update(_final_voter_set(rig.nemesis, SETTLE_TIMEOUT_S))
     leader_dir = cluster.node(leader["leader_id"]).data_dir
     cluster.wait_for_brokers(START_TIMEOUT_S)
     topics = final_topics(cluster, SETTLE_TIMEOUT_S)
@@ -401,6 +431,22 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
                        assignments={t.topic_id: dict(enumerate(t.replicas))
                                     for t in topics.values()}, disks=disks)
     return final, leader_dir
+
+
+def _final_voter_set(nemesis: Nemesis, timeout_s: float) -> dict[str, Any]:
+    """--dynamic: wait (bounded) until the leader's voter set holds every voter id once
+    with the directory id on its disk; the set seen last and how it is not whole."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            voters = voter_keys(nemesis.cluster.describe(timeout_s=2.0)["voters"])
+            problems = nemesis.voter_set_problems()
+        except ClusterError as exc:
+            voters, problems = [], [f"no leader answered DescribeQuorum: {exc}"]
+        if not problems or time.monotonic() >= deadline:
+            return {"voters": [{"id": n, "directory_id": d} for n, d in voters],
+                    "problems": problems}
+        time.sleep(0.2)
 
 
 def _tear_down(rig: ChaosRig, workload: Workload | None,
@@ -431,11 +477,12 @@ def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], replay: bool, replay_master: str,
               snapshots: bool = True, display: ProgressDisplay | None = None,
-              secure: bool = False) -> dict[str, Any]:
+              secure: bool = False, dynamic: bool = False) -> dict[str, Any]:
     began = time.monotonic()
     display = display or ProgressDisplay("chaos", enabled=False)
     rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
-                    brokers=brokers, faults=faults, snapshots=snapshots, secure=secure)
+                    brokers=brokers, faults=faults, snapshots=snapshots, secure=secure,
+                    dynamic=dynamic)
     credentials = rig.credentials
     acl_count = 0
     errors: list[str] = []
@@ -476,6 +523,11 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         clients = group.check()
         errors += group.final_errors
         result = dataclasses.replace(result, violations=result.violations + clients.violations)
+    errors += rig.nemesis.final_errors
+    if result is not None and rig.quorum.get("problems"):
+        result = dataclasses.replace(result, violations=result.violations + tuple(
+            Violation(kind="voter-set", message=f"after the run: {problem}")
+            for problem in rig.quorum["problems"]))
     if result is not None:
         display.update(violations=len(result.violations))
     try:
@@ -500,7 +552,8 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                    network=None if rig.net is None else dataclasses.asdict(rig.net.stats()),
                    snapshots=_snapshot_summary(snapshots, activity),
                    clients=None if clients is None else clients.counts,
-                   security=_security_summary(rig, acl_count))
+                   security=_security_summary(rig, acl_count),
+                   quorum=rig.quorum if dynamic else None)
 
 
 def _security_summary(rig: ChaosRig, acl_count: int) -> dict[str, Any] | None:
@@ -542,7 +595,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
             elapsed_s: float, network: dict[str, int] | None = None,
             snapshots: dict[str, Any] | None = None,
             clients: dict[str, int] | None = None,
-            security: dict[str, Any] | None = None) -> dict[str, Any]:
+            security: dict[str, Any] | None = None,
+            quorum: dict[str, Any] | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -569,13 +623,19 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
         "clients": clients,
         # --secure: TLS, SASL and ACLs (None: a plaintext cluster)
         "security": security,
+        # --dynamic: the leader's voter set after the run and how it was not whole (None:
+        # a static quorum)
+        "quorum": quorum,
+        "voters_replaced": sum(1 for f in injected if f["kind"] == "wipe-voter"
+                               and f["healed_s"] is not None and not f["error"]),
         "violations": violations, "errors": errors, "replay": replay_result,
         "elapsed_s": round(elapsed_s, 1),
         "reproduce": (f"kraft chaos --cluster NEW_DIR --duration {duration_s:g} --seed {seed} "
                       f"--voters {voters} --brokers {brokers} --faults {','.join(faults)}"
                       + ("" if snapshots is None or snapshots["enabled"]
                          else " --no-snapshots")
-                      + ("" if security is None else " --secure")),
+                      + ("" if security is None else " --secure")
+                      + ("" if quorum is None else " --dynamic")),
     }
 
 
@@ -629,6 +689,13 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
             f"{name} {outcome}" for name, outcome in probes.items()) or "none ran")
             + ("" if all(o == REFUSED for o in probes.values()) else
                " (each must be refused)"))
+    quorum = verdict.get("quorum")
+    if quorum is not None:
+        wiped = sum(1 for f in verdict["fault_log"] if f["kind"] == "wipe-voter")
+        lines.append(f"  quorum         dynamic: {wiped} voter(s) wiped, "
+                     f"{verdict['voters_replaced']} replaced; voters after the run "
+                     + ", ".join(f"{v['id']}@{v['directory_id']}" for v in quorum["voters"])
+                     + ("" if not quorum["problems"] else " (not whole)"))
     clients = verdict.get("clients")
     if clients is not None:
         lines.append("  clients        " + ", ".join(f"{k} {v}" for k, v in clients.items()))

@@ -26,6 +26,7 @@ and endpoints: CONTROLLER://HOST:PORT", "Removed KRaft controller 3 with directo
 from __future__ import annotations
 
 import argparse
+import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,27 @@ def _new_controller(args: argparse.Namespace) -> tuple[int, Uuid, Endpoint]:
         name="CONTROLLER", host=host, port=int(port))
 
 
-def _change(addresses: list[str], message: Any, timeout_s: float) -> None:
+def add_voter(addresses: list[str], *, cluster_id: str, node_id: int, directory_id: Uuid,
+              endpoint: Endpoint, timeout_s: float,
+              ssl_context: ssl.SSLContext | None = None) -> None:
+    """AddRaftVoter for (node_id, directory_id) at `endpoint`, as `add-controller` sends
+    it (kraft chaos's wipe-voter fault adds the replacement this way too)."""
+    _change(addresses, messages.AddRaftVoterRequest(
+        cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id,
+        listeners=(endpoint,)), timeout_s, ssl_context)
+
+
+def remove_voter(addresses: list[str], *, cluster_id: str, node_id: int, directory_id: Uuid,
+                 timeout_s: float, ssl_context: ssl.SSLContext | None = None) -> None:
+    """RemoveRaftVoter for the replica key (node_id, directory_id), as `remove-controller`
+    sends it."""
+    _change(addresses, messages.RemoveRaftVoterRequest(
+        cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id),
+        timeout_s, ssl_context)
+
+
+def _change(addresses: list[str], message: Any, timeout_s: float,
+            ssl_context: ssl.SSLContext | None = None) -> None:
     """Send the voter change to the leader; retried while refused for a reason that
     passes (not caught up yet, a change in progress, no leader) until `timeout_s`."""
     api, body = messages.encode_message(message)
@@ -128,7 +149,8 @@ def _change(addresses: list[str], message: Any, timeout_s: float) -> None:
     while True:
         for address in addresses:
             try:
-                reply = request(address, api, body, timeout_s=_REQUEST_TIMEOUT_S)
+                reply = request(address, api, body, timeout_s=_REQUEST_TIMEOUT_S,
+                                ssl_context=ssl_context)
             except ClusterError as exc:
                 last = str(exc)
                 continue
@@ -171,9 +193,8 @@ def add_controller(args: argparse.Namespace) -> int:
     import json
     node_id, directory_id, endpoint = _new_controller(args)
     addresses = _controllers(args)
-    _change(addresses, messages.AddRaftVoterRequest(
-        cluster_id=_cluster_id(args, addresses), voter_id=node_id, voter_directory_id=directory_id,
-        listeners=(endpoint,)), args.timeout)
+    add_voter(addresses, cluster_id=_cluster_id(args, addresses), node_id=node_id,
+              directory_id=directory_id, endpoint=endpoint, timeout_s=args.timeout)
     where = f"{endpoint.name}://{endpoint.host}:{endpoint.port}"
     if args.json:
         print(json.dumps({"added": node_id, "directory_id": str(directory_id),
@@ -191,9 +212,8 @@ def remove_controller(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise usage_error(f"--directory-id: {exc}") from None
     addresses = _controllers(args)
-    _change(addresses, messages.RemoveRaftVoterRequest(
-        cluster_id=_cluster_id(args, addresses), voter_id=args.node,
-        voter_directory_id=directory_id), args.timeout)
+    remove_voter(addresses, cluster_id=_cluster_id(args, addresses), node_id=args.node,
+                 directory_id=directory_id, timeout_s=args.timeout)
     if args.json:
         print(json.dumps({"removed": args.node, "directory_id": str(directory_id)}))
     else:
