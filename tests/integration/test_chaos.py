@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tools.commands.quorum_voters import directory_id_of
+
 pytestmark = pytest.mark.integration
 
 PROCESS_SEED = 8  # its schedule kills, pauses, slows or skews every node, the leader 5 times
@@ -195,3 +197,36 @@ def test_chaos_soak_passes_when_run_for_half_an_hour_over_several_seeds(
         {"kill", "pause", "partition", "partition-one-way", "slow-disk", "clock",
          "slow-net", "lossy-net", "wipe"}))
     assert verdict["snapshots"]["fetched"] > 0, verdict["snapshots"]
+
+
+# --dynamic with wipe-voter: the leader's disk is wiped at +29 s (after the first
+# log-start advances, so its replacement catches up by FetchSnapshot), node 1's at +33 s
+# and node 3's at +49 s, each replaced (old key removed, new key added) before the next
+DYNAMIC_SEED = 345
+DYNAMIC_KINDS = "kill,pause,leader,partition,wipe,wipe-voter"
+
+
+@pytest.mark.soak  # 60 s of faults and three voter replacements, ~3-4 minutes in all
+@pytest.mark.timeout(900)
+def test_chaos_run_passes_when_voters_disks_are_wiped_and_replaced(
+        cli_cluster_dir: Path) -> None:
+    """`--dynamic`: a voter (the leader among them) SIGKILLed, its data directory
+    deleted and formatted anew, then replaced by reconfiguration (remove-controller of
+    the old replica key, add-controller of the new one), one voter at a time, with the
+    other faults around: the same guarantees, and afterwards the leader's voter set holds
+    voters 1, 2 and 3 once each with the directory id on their disks now."""
+    code, verdict = run_chaos(cli_cluster_dir, DYNAMIC_SEED, MIXED_DURATION_S,
+                              timeout_s=800, faults=DYNAMIC_KINDS, extra=("--dynamic",))
+    assert_passed(code, verdict, MIXED_DURATION_S, kinds=frozenset(
+        {"kill", "pause", "partition", "partition-one-way", "wipe", "wipe-voter"}))
+    assert verdict["reproduce"].endswith(" --dynamic")
+    wiped = [f for f in verdict["fault_log"] if f["kind"] == "wipe-voter"]
+    assert len(wiped) == 3
+    assert any(f["target"] == "leader" for f in wiped)
+    assert {f["node"] for f in wiped} <= {1, 2, 3}
+    assert verdict["voters_replaced"] == 3
+    quorum = verdict["quorum"]
+    assert quorum["problems"] == []
+    on_disk = {n: directory_id_of(cli_cluster_dir / f"node-{n}" / "data") for n in (1, 2, 3)}
+    assert sorted((v["id"], v["directory_id"]) for v in quorum["voters"]) == \
+        sorted(on_disk.items())

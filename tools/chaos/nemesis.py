@@ -20,10 +20,11 @@ a majority between faults and every fault is healed at the end. Kinds:
           segments, snapshots, log start, high-watermark checkpoint; its partition data
           and meta.properties stay), and start it again after `hold_s`: it must catch up
           from the leader, by FetchSnapshot once the leader's log no longer starts at 0.
-          Brokers only: a voter that forgot its log and vote could break the quorum's
-          guarantees, which is outside the fault model (a voter catches up by
-          FetchSnapshot when a kill, pause or partition leaves it behind the leader's log
-          start).
+          Brokers only: a voter that forgot its log and vote while keeping its replica
+          key could break the quorum's guarantees, which is outside the fault model (a
+          voter catches up by FetchSnapshot when a kill, pause or partition leaves it
+          behind the leader's log start; a voter's lost disk is `wipe-voter`, which gives
+          it a new key).
 - wipe-voter: (a dynamic quorum only, `kraft chaos --dynamic`) SIGKILL a voter (the
           leader when the schedule says so), delete its whole data directory and format it
           anew (a new directory id, no initial controllers: `kraft format
