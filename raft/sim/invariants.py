@@ -522,7 +522,8 @@ class Checker:
 
     def _check_dynamic_majority(self, leader: CheckedNode, nodes: list[Any], hw: int) -> None:
         """By replica key, over the set in force or (its record uncommitted) the one
-        before; a voter key whose disk is gone counts as neither holder nor dissenter."""
+        before: every majority of it must include a holder; a voter key whose disk is gone
+        counts as neither holder nor dissenter."""
         history = leader.core.voter_history
         sets = [history.latest]
         latest_offset = history.latest_offset
@@ -539,7 +540,14 @@ class Checker:
                     lost += 1
                 elif node.log.flushed_end_offset >= hw:
                     holding.append(key.id)
-            if len(holding) + lost >= voters.majority and holding:
+            # Safe when no majority of the set can form without a holder (a lost key can
+            # never vote): the dissenters are fewer than a majority. For an odd set that
+            # is holders >= majority; for an even one half suffices, which is what lets a
+            # leader commit over a VotersRecord it appended (any majority of the new set
+            # meets any of the old, Raft's single-server change) while the next leader,
+            # never having received that record, still counts the old, even set.
+            dissenting = len(voters.keys()) - len(holding) - lost
+            if dissenting < voters.majority and holding:
                 return
             described.append(f"{voters}: {holding} (lost {lost})")
         self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} but "
