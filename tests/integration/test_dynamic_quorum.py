@@ -157,9 +157,11 @@ def test_voter_replaced_when_its_data_directory_was_deleted(dynamic_cluster: Clu
         new_directory = directory_of(cluster, victim)
         assert new_directory != old_directory
         cluster.start_node(victim)
+        # the new disk is not the voter (its old key still is): it fetches as an observer
+        wait_until(lambda: {"id": victim, "directoryId": new_directory}
+                   in status(cluster)["CurrentObservers"], 30,
+                   f"node {victim}'s new disk among the leader's observers")
         workload.wait_for_more(20)
-        view = status(cluster)  # the new disk is not the voter: its old key still is
-        assert {"id": victim, "directoryId": new_directory} in view["CurrentObservers"]
         quorum(cluster, "remove-controller", "--node", str(victim),
                "--directory-id", old_directory)
         workload.wait_for_more(20)
