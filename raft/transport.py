@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +49,18 @@ Address = tuple[str, int]
 Frame = dict[str, Any]
 # The handler may block (backpressure on that one connection); it raises ProtocolError
 # to have the connection closed.
+
+
+@dataclass(frozen=True, slots=True)
+class _Rest:
+    """The bytes of a frame the socket of connection `conn_id` took only in part: only
+    that connection's writer may send them (a new connection starts between frames)."""
+
+    conn_id: int
+    data: bytes
+
+
+Outgoing = Frame | _Rest
 FrameHandler = Callable[["Connection", Frame], Awaitable[None]]
 CloseHandler = Callable[["Connection"], None]
 PeerDownHandler = Callable[[int, bool], None]  # (node id, refused)
@@ -98,7 +111,7 @@ class Connection:
     conn_id: int
     peer: str
     node_id: int | None
-    queue: trio.MemorySendChannel[Frame]
+    queue: trio.MemorySendChannel[Outgoing]
     dropped: int = 0
     closed: bool = False
     cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -106,6 +119,8 @@ class Connection:
     peer_subject: str | None = None
     cert_node_id: int | None = None
     identity_refused: bool = False  # closed for a claimed node id (logged once, there)
+    # a plain TCP connection's socket: frames may be written to it directly (`_offer`)
+    socket: trio.socket.SocketType | None = None
 
 
 class Transport:
@@ -135,12 +150,17 @@ class Transport:
         self._next_conn_id = 1
         self._inbound: dict[int, Connection] = {}
         # Per-peer queues outlive reconnects: the first request after a reconnect goes out.
-        self._peer_queues: dict[int, tuple[trio.MemorySendChannel[Frame],
-                                           trio.MemoryReceiveChannel[Frame]]] = {
+        self._peer_queues: dict[int, tuple[trio.MemorySendChannel[Outgoing],
+                                           trio.MemoryReceiveChannel[Outgoing]]] = {
             n: trio.open_memory_channel(queue_size) for n in self._peers}
         self._peer_connected: dict[int, bool] = {n: False for n in self._peers}
         self.connects: dict[int, int] = {n: 0 for n in self._peers}  # per peer, ever
         self.dropped = 0
+        # Frames handed over and not yet written (or lost with their connection), per
+        # queue: a peer's ("peer", node id), an inbound connection's ("conn", conn id).
+        # A frame handed straight to a waiting writer is in no queue's buffer.
+        self._unsent: dict[tuple[str, int], int] = {}
+        self._peer_conns: dict[int, Connection] = {}  # the live outbound connections
         self.port: int | None = None
         self.tls: TransportTls | None = None
         self.identity_refusals = 0  # requests refused for a node id not in the certificate
@@ -177,21 +197,29 @@ class Transport:
         if queue is None:
             log.debug("no address for node", extra={"dst": node_id})
             return False
-        return self._offer(queue[0], frame, f"node {node_id}")
+        return self._offer(("peer", node_id), queue[0], frame, f"node {node_id}",
+                           self._peer_conns.get(node_id))
 
     def send_on(self, conn_id: int, frame: Frame) -> bool:
         """Queue a frame on inbound connection `conn_id` (a reply); False if dropped."""
         conn = self._inbound.get(conn_id)
         if conn is None or conn.closed:
             return False
-        if not self._offer(conn.queue, frame, conn.peer):
+        if not self._offer(("conn", conn_id), conn.queue, frame, conn.peer, conn):
             conn.dropped += 1
             return False
         return True
 
-    def _offer(self, queue: trio.MemorySendChannel[Frame], frame: Frame, who: str) -> bool:
+    def _offer(self, key: tuple[str, int], queue: trio.MemorySendChannel[Outgoing],
+               frame: Frame, who: str, conn: Connection | None) -> bool:
+        item: Outgoing = frame
+        if conn is not None and conn.socket is not None and not self._unsent.get(key):
+            item = self._write_now(conn, frame)
+            if isinstance(item, _Rest) and not item.data:
+                return True
         try:
-            queue.send_nowait(frame)
+            queue.send_nowait(item)
+            self._unsent[key] = self._unsent.get(key, 0) + 1
             return True
         except trio.WouldBlock:
             self.dropped += 1
@@ -200,14 +228,29 @@ class Transport:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             return False
 
+    def _write_now(self, conn: Connection, frame: Frame) -> Outgoing:
+        """Nothing waits before this frame on `conn`: write it in the caller's task
+        rather than one task switch later (a leader's early messages are on the wire
+        before its fsync). Returns what the writer still has to send: the rest of its
+        bytes (none when the socket took them all), or the frame when it does not encode
+        (the writer logs and drops it)."""
+        assert conn.socket is not None
+        try:
+            data = encode_frame(frame, self._max_frame_bytes)
+        except (FrameError, TypeError, ValueError):
+            return frame
+        try:
+            written = os.write(conn.socket.fileno(), data)
+        except OSError:  # a full socket buffer; any other error the writer meets too
+            written = 0
+        return _Rest(conn.conn_id, data[written:])
+
     def is_connected(self, node_id: int) -> bool:
         return self._peer_connected.get(node_id, False)
 
     def pending(self) -> int:
-        """Frames queued and not yet written, over every connection."""
-        total = sum(q[0].statistics().current_buffer_used for q in self._peer_queues.values())
-        return total + sum(c.queue.statistics().current_buffer_used
-                           for c in self._inbound.values())
+        """Frames handed over and not yet written to the OS, over every connection."""
+        return sum(self._unsent.values())
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait (bounded) until every queued frame has been handed to the OS."""
@@ -273,7 +316,7 @@ class Transport:
                            peer_subject: str | None = None,
                            cert_node_id: int | None = None) -> None:
         """Serve one inbound connection until it closes (public for memory-stream tests)."""
-        send, receive = trio.open_memory_channel[Frame](self._queue_size)
+        send, receive = trio.open_memory_channel[Outgoing](self._queue_size)
         conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=None, queue=send,
                           peer_subject=peer_subject, cert_node_id=cert_node_id)
         self._inbound[conn.conn_id] = conn
@@ -286,7 +329,9 @@ class Transport:
                 log.debug("connection closed by peer", extra={"peer": peer})
         finally:
             conn.closed = True
+            conn.socket = None
             del self._inbound[conn.conn_id]
+            self._unsent.pop(("conn", conn.conn_id), None)  # lost with the connection
             send.close()
             if self._on_close:
                 self._on_close(conn)
@@ -316,12 +361,15 @@ class Transport:
             conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=node_id,
                               queue=send)
             self._peer_connected[node_id] = True
+            self._peer_conns[node_id] = conn
             self.connects[node_id] += 1
             try:
                 reason = await self._run_connection(conn, stream, receive)
             finally:
                 self._peer_connected[node_id] = False
+                del self._peer_conns[node_id]
                 conn.closed = True
+                conn.socket = None
                 if self._on_close:
                     self._on_close(conn)
                 with trio.CancelScope(shield=True):
@@ -385,10 +433,12 @@ class Transport:
         return self._next_conn_id - 1
 
     async def _run_connection(self, conn: Connection, stream: trio.abc.Stream,
-                              queue: trio.MemoryReceiveChannel[Frame]) -> str | None:
+                              queue: trio.MemoryReceiveChannel[Outgoing]) -> str | None:
         """Run reader and writer until either ends; the reason to log, None for a clean EOF."""
         framed = FramedStream(stream, self._max_frame_bytes)
         outcome: list[str | None] = [None]
+        if isinstance(stream, trio.SocketStream):  # not TLS: frames may go out directly
+            conn.socket = stream.socket
 
         check = conn.node_id is None and self.tls is not None and self.tls.bind_identity
 
@@ -418,7 +468,9 @@ class Transport:
         return outcome[0]
 
     async def _write_frames(self, stream: trio.abc.Stream,
-                            queue: trio.MemoryReceiveChannel[Frame], conn: Connection) -> None:
+                            queue: trio.MemoryReceiveChannel[Outgoing], conn: Connection
+                            ) -> None:
+        key = ("conn", conn.conn_id) if conn.node_id is None else ("peer", conn.node_id)
         async for frame in queue:
             frames = [frame]
             while len(frames) < 64:  # coalesce what is already queued into one write
@@ -426,16 +478,27 @@ class Transport:
                     frames.append(queue.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            chunks = []
-            for item in frames:
-                try:
-                    chunks.append(encode_frame(item, self._max_frame_bytes))
-                except (FrameError, TypeError, ValueError) as exc:
-                    log.error("cannot encode frame, dropping it",
-                              extra={"peer": conn.peer, "api": item.get("api"),
-                                     "reason": str(exc)})
-            if chunks:
-                await stream.send_all(b"".join(chunks))
+            try:
+                await self._write(stream, frames, conn)
+            finally:  # written, or lost with the connection
+                self._unsent[key] -= len(frames)
+
+    async def _write(self, stream: trio.abc.Stream, frames: list[Outgoing],
+                     conn: Connection) -> None:
+        chunks = []
+        for item in frames:
+            if isinstance(item, _Rest):
+                if item.conn_id == conn.conn_id:  # else lost with its connection
+                    chunks.append(item.data)
+                continue
+            try:
+                chunks.append(encode_frame(item, self._max_frame_bytes))
+            except (FrameError, TypeError, ValueError) as exc:
+                log.error("cannot encode frame, dropping it",
+                          extra={"peer": conn.peer, "api": item.get("api"),
+                                 "reason": str(exc)})
+        if chunks:
+            await stream.send_all(b"".join(chunks))
 
     def close(self, conn: Connection, reason: str) -> None:
         """Close one connection from outside its tasks (logged by its reader)."""

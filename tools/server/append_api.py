@@ -3,13 +3,14 @@ Used by `kraft quorum append`, the tests, the demo and the bench."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import trio
 
 from metadata.records import NoOp
 from raft.common.errors import ErrorCode
-from raft.node import ApiError, LogDirFailure, NotLeaderError, RaftNode
+from raft.node import ApiError, NotLeaderError, RaftNode
 
 APPEND_API = "Append"
 APPEND_MAX_IN_FLIGHT = 64
@@ -37,31 +38,38 @@ def install_append_api(node: RaftNode) -> None:
         sizes = [batch] * (count // batch) + ([count % batch] if count % batch else [])
         results: list[tuple[int, int]] = [(0, 0)] * len(sizes)
         latencies: list[float] = [0.0] * len(sizes)
-        window = trio.Semaphore(in_flight)
+        failures: list[Exception] = []
+        room = trio.Event()  # set when a batch settles: the window may have room
+        pending = 0
         started = trio.current_time()
 
-        failures: list[NotLeaderError] = []
-
-        async def one(index: int, size: int) -> None:
-            try:
-                begin = trio.current_time()
-                results[index] = await node.propose_and_wait([record] * size)
+        def settled(index: int, begin: float, outcome: tuple[int, int] | Exception) -> None:
+            nonlocal pending
+            pending -= 1
+            if isinstance(outcome, Exception):
+                failures.append(outcome)
+            else:
+                results[index] = outcome
                 latencies[index] = (trio.current_time() - begin) * 1000
-            except NotLeaderError as exc:  # stop the rest; the client follows the leader
-                failures.append(exc)
-                nursery.cancel_scope.cancel()
-            except LogDirFailure:  # this node stopped: the client tries another one
-                failures.append(NotLeaderError(None, None))
-                nursery.cancel_scope.cancel()
-            finally:
-                window.release()
+            room.set()
 
-        async with trio.open_nursery() as nursery:
-            for index, size in enumerate(sizes):
-                await window.acquire()
-                nursery.start_soon(one, index, size)
-        if failures:
-            raise failures[0]
+        # One task, callbacks from the core task: no task or event per batch, and the
+        # batches started together are proposed (and committed) together.
+        for index, size in enumerate(sizes):
+            while pending >= in_flight and not failures:
+                room = trio.Event()
+                await room.wait()
+            if failures:
+                break
+            pending += 1
+            node.propose_soon([record] * size,
+                              functools.partial(settled, index, trio.current_time()))
+        while pending and not failures:
+            room = trio.Event()
+            await room.wait()
+        if failures:  # NotLeaderError: the client follows the leader; a log-dir failure
+            error = failures[0]  # stopped this node: the client tries another one
+            raise error if isinstance(error, NotLeaderError) else NotLeaderError(None, None)
         return {"error_code": 0, "epoch": results[-1][0], "last_offset": results[-1][1],
                 "count": count, "batches": [list(r) for r in results],
                 "latencies_ms": [round(v, 3) for v in latencies],
