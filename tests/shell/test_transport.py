@@ -168,15 +168,17 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
             nursery.cancel_scope.cancel()
 
 
-async def _connected_pair(nursery: trio.Nursery) -> tuple[Transport, trio.SocketStream]:
-    """Transport 1 with a connected outbound connection to a bare socket (peer 2)."""
+async def _inbound_pair(nursery: trio.Nursery) -> tuple[Transport, int, trio.SocketStream]:
+    """Transport 1 serving, a bare client connected to it that sent one request:
+    (the transport, the inbound connection's id, the client's stream)."""
     listeners, port = await _listener()
-    a = Transport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
-                  listeners=(await _listener())[0])
+    got = Recorder()
+    a = Transport(node_id=1, peers={}, handler=got, listeners=listeners)
     await nursery.start(a.serve)
-    stream = await listeners[0].accept()
-    await _eventually(lambda: a.is_connected(2))
-    return a, stream
+    client = await trio.open_tcp_stream("127.0.0.1", port)
+    await FramedStream(client).send(_frame("Hello", 1))
+    await got.wait(1)
+    return a, got.frames[0][0].conn_id, client
 
 
 def _readable_now(stream: trio.SocketStream) -> bytes:
@@ -185,33 +187,33 @@ def _readable_now(stream: trio.SocketStream) -> bytes:
     return os.read(stream.socket.fileno(), 1 << 16) if ready else b""
 
 
-async def test_frame_is_on_the_wire_before_the_sender_yields_when_the_connection_is_idle(
+async def test_reply_is_on_the_wire_before_the_sender_yields_when_the_connection_is_idle(
         ) -> None:
-    """No task switch between a send and the socket (a leader's early Fetch answers go
+    """No task switch between a reply and the socket (a leader's early Fetch answers go
     out before its fsync blocks the loop)."""
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            a, stream = await _connected_pair(nursery)
-            assert a.send_to_peer(2, _frame("Ping", 3))
-            data = _readable_now(stream)
+            a, conn_id, client = await _inbound_pair(nursery)
+            assert a.send_on(conn_id, _frame("Pong", 3))
+            data = _readable_now(client)
             assert a.pending() == 0
             (length,) = struct.unpack(">I", data[:4])
             assert msgpack.unpackb(data[4:4 + length])["correlation_id"] == 3
             nursery.cancel_scope.cancel()
 
 
-async def test_frames_keep_their_order_when_the_socket_takes_a_frame_only_in_part() -> None:
-    """A frame larger than the socket's buffer is written in part at once, its rest by
-    the writer; frames sent meanwhile queue behind it, and all arrive whole, in order."""
+async def test_replies_keep_their_order_when_the_socket_takes_one_only_in_part() -> None:
+    """A reply larger than the socket's buffer is written in part at once, its rest by
+    the writer; replies sent meanwhile queue behind it, and all arrive whole, in order."""
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            a, stream = await _connected_pair(nursery)
+            a, conn_id, client = await _inbound_pair(nursery)
             big = {"blob": b"x" * (8 << 20)}
-            assert a.send_to_peer(2, _frame("Big", 1, big))
+            assert a.send_on(conn_id, _frame("Big", 1, big))
             assert a.pending() == 1  # the rest waits for the writer
             for correlation_id in range(2, 6):
-                assert a.send_to_peer(2, _frame("Small", correlation_id))
-            framed = FramedStream(stream)
+                assert a.send_on(conn_id, _frame("Small", correlation_id))
+            framed = FramedStream(client)
             got = [await framed.receive() for _ in range(5)]
             assert [f["correlation_id"] for f in got if f] == [1, 2, 3, 4, 5]
             assert got[0] is not None and got[0]["body"] == big
