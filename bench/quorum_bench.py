@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raft.log import METADATA_PARTITION_DIR
+from raft.storage import read_high_watermark_checkpoint
 from tools.cluster import Cluster, ClusterError
 
 BATCH_SIZES = (1, 100, 1000)
@@ -142,13 +144,19 @@ def latency(cluster: Cluster, batch: int) -> tuple[float, float]:
 
 def _all_caught_up(cluster: Cluster, timeout_s: float = 15.0) -> dict[str, Any]:
     """Append one record and wait until every voter's last Fetch (as the leader sees it)
-    is past it: a node started again just before is up and following, so the next
-    measurement does not wait for its start-up. Returns the leader's description."""
+    is past it and every voter has replayed the log up to it (its high-watermark
+    checkpoint, written as its layers above are handed the committed records): a node
+    started again just before is up, following and done with its start-up replay, so
+    the next measurement does not wait for its start-up. Returns the leader's
+    description."""
     last_offset = cluster.append(1, timeout_s=timeout_s)["last_offset"]
     deadline = time.monotonic() + timeout_s
     while True:
         state = cluster.describe()
-        if all(v["log_end_offset"] > last_offset for v in state["voters"]):
+        if all(v["log_end_offset"] > last_offset for v in state["voters"]) and all(
+                (read_high_watermark_checkpoint(
+                    Path(cluster.node(v["replica_id"]).data_dir) / METADATA_PARTITION_DIR) or 0)
+                > last_offset for v in state["voters"]):
             return state
         if time.monotonic() > deadline:
             raise ClusterError(f"voters not caught up within {timeout_s} s: {state['voters']}")

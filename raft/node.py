@@ -117,6 +117,7 @@ DESCRIBE_QUORUM = "DescribeQuorumRequest"
 HW_CHECKPOINT_INTERVAL_S = 1.0
 INBOX_SIZE = 1024
 COALESCED_BATCH_BYTES = 64 * 1024  # proposals of one turn share a batch until this size
+PUBLISH_BYTES_PER_TURN = 64 * 1024  # committed batches handed to the listeners per turn
 MAX_EVENTS_PER_TURN = 1024
 MAX_ROUTES_PER_CONNECTION = 4096
 SHUTDOWN_DRAIN_S = 1.0
@@ -261,6 +262,8 @@ class RaftNode:
         # per connection, in arrival order (a dict used as an ordered set)
         self._conn_routes: dict[int, dict[tuple[int, int], None]] = {}
         self._published = publish_from  # next offset to hand to commit listeners
+        self._publish_to = publish_from  # the high watermark to publish up to (flushed here)
+        self._hw_announced = True  # the HW listeners heard of `_publish_to` (once reached)
         self._first_published = publish_from
         # The high-watermark checkpoint (see the module docstring); None: a MemoryLog.
         directory = getattr(log, "directory", None)
@@ -553,8 +556,15 @@ class RaftNode:
             wake_at = self._to_trio_time(core.next_deadline_ms())
             if self._stop_at is not None:
                 wake_at = min(wake_at, self._stop_at)
-            with trio.move_on_at(wake_at):
-                item = await self._inbox_recv.receive()
+            if self._published < min(self._publish_to, self._log.end_offset):
+                await trio.lowlevel.checkpoint()  # more to publish: only what is queued
+                try:
+                    item = self._inbox_recv.receive_nowait()
+                except trio.WouldBlock:
+                    pass
+            else:
+                with trio.move_on_at(wake_at):
+                    item = await self._inbox_recv.receive()
             now = self.now_ms()
             handled = 0
             while item is not None:
@@ -635,13 +645,11 @@ class RaftNode:
                 await snapshot_listener(ready.loaded_snapshot)
             self._published = ready.loaded_snapshot.end_offset
         if ready.high_watermark is not None:
-            self._publish(ready.high_watermark)
-            for hw_listener in self._hw_listeners:
-                hw_listener(ready.high_watermark)
             # Not core.high_watermark later: a follower raises it before the flush
             # that makes the records below it durable here.
-            self._hw_durable = ready.high_watermark
-            self._hw_advanced.set()
+            self._publish_to = ready.high_watermark
+            self._hw_announced = False
+        self._publish_some()
         if ready.leader_high_watermark is not None:
             for leader_hw_listener in self._leader_hw_listeners:
                 leader_hw_listener(ready.leader_high_watermark)
@@ -744,22 +752,39 @@ class RaftNode:
                 waiter.settle(error)
             self._waiters.clear()
 
-    def _publish(self, high_watermark: int) -> None:
-        while self._published < high_watermark:
-            batches = self._log.read(self._published, 1 << 20)
-            if not batches:
-                break
-            for batch in batches:
-                if batch.base_offset >= high_watermark:
-                    return
-                start = self._published - batch.base_offset
-                end = min(batch.next_offset, high_watermark) - batch.base_offset
-                if start > 0 or end < len(batch.records):
-                    batch = Batch(base_offset=self._published, epoch=batch.epoch,
-                                  records=batch.records[start:end])
-                for listener in self._listeners:
-                    listener(batch)
-                self._published = batch.next_offset
+    def _publish_some(self) -> None:
+        """Hand the commit listeners the next committed batches, at most about
+        `PUBLISH_BYTES_PER_TURN` of them, then tell the HW listeners how far they got. A
+        long backlog (a restart replaying a long log: seconds of decoding in the layers
+        above) is spread over turns, so the node keeps voting and answering meanwhile;
+        the loop does not wait for input while some is left."""
+        target = self._publish_to
+        if self._published < target:
+            self._publish(target, PUBLISH_BYTES_PER_TURN)
+        elif self._hw_announced:
+            return
+        reached = self._published if self._published < target else target
+        if reached > self._hw_durable or not self._hw_announced and reached == target:
+            for hw_listener in self._hw_listeners:
+                hw_listener(reached)
+            self._hw_durable = reached  # published, so flushed here: safe to checkpoint
+            self._hw_advanced.set()
+        self._hw_announced = reached == target
+
+    def _publish(self, high_watermark: int, max_bytes: int) -> None:
+        """The batches from `_published` on (about `max_bytes`, at least one), cut at
+        `high_watermark`, to the commit listeners."""
+        for batch in self._log.read(self._published, max_bytes):
+            if batch.base_offset >= high_watermark:
+                return
+            start = self._published - batch.base_offset
+            end = min(batch.next_offset, high_watermark) - batch.base_offset
+            if start > 0 or end < len(batch.records):
+                batch = Batch(base_offset=self._published, epoch=batch.epoch,
+                              records=batch.records[start:end])
+            for listener in self._listeners:
+                listener(batch)
+            self._published = batch.next_offset
 
     async def _checkpoint_high_watermark_every(self) -> None:
         """Coalesced: one write per advance, then at most one per interval."""

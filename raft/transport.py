@@ -6,7 +6,9 @@
   requests come in on it and our responses go back on the same connection.
 - Every connection has a bounded send queue drained by its own writer task: `send_*` never
   blocks, and a full queue drops the message (Raft retries), so a slow or dead peer never
-  stalls the others nor grows memory.
+  stalls the others nor grows memory. A frame with nothing before it on a plain TCP
+  connection is written at once by the sender (non-blocking; what the socket does not
+  take goes to the writer), sparing the task switch on every Raft message.
 - A peer's loss is reported (`on_peer_down(node_id, refused)`): False when the outbound
   connection to it closed, True when a (re)connect was refused (ECONNREFUSED: no process
   listens there, as after a crash). A paused or cut-off peer refuses nothing (connects
@@ -49,7 +51,18 @@ Address = tuple[str, int]
 Frame = dict[str, Any]
 # The handler may block (backpressure on that one connection); it raises ProtocolError
 # to have the connection closed.
-Outgoing = Frame | bytes  # a frame, or the bytes left of one written in part
+
+
+@dataclass(frozen=True, slots=True)
+class _Rest:
+    """The bytes of a frame the socket of connection `conn_id` took only in part: only
+    that connection's writer may send them (a new connection starts between frames)."""
+
+    conn_id: int
+    data: bytes
+
+
+Outgoing = Frame | _Rest
 FrameHandler = Callable[["Connection", Frame], Awaitable[None]]
 CloseHandler = Callable[["Connection"], None]
 PeerDownHandler = Callable[[int, bool], None]  # (node id, refused)
@@ -108,7 +121,7 @@ class Connection:
     peer_subject: str | None = None
     cert_node_id: int | None = None
     identity_refused: bool = False  # closed for a claimed node id (logged once, there)
-    # an inbound plain TCP connection's socket: replies may be written to it at once
+    # a plain TCP connection's socket: frames may be written to it directly (`_offer`)
     socket: trio.socket.SocketType | None = None
 
 
@@ -149,6 +162,7 @@ class Transport:
         # queue: a peer's ("peer", node id), an inbound connection's ("conn", conn id).
         # A frame handed straight to a waiting writer is in no queue's buffer.
         self._unsent: dict[tuple[str, int], int] = {}
+        self._peer_conns: dict[int, Connection] = {}  # the live outbound connections
         self.port: int | None = None
         self.tls: TransportTls | None = None
         self.identity_refusals = 0  # requests refused for a node id not in the certificate
@@ -185,7 +199,8 @@ class Transport:
         if queue is None:
             log.debug("no address for node", extra={"dst": node_id})
             return False
-        return self._offer(("peer", node_id), queue[0], frame, f"node {node_id}")
+        return self._offer(("peer", node_id), queue[0], frame, f"node {node_id}",
+                           self._peer_conns.get(node_id))
 
     def send_on(self, conn_id: int, frame: Frame) -> bool:
         """Queue a frame on inbound connection `conn_id` (a reply); False if dropped."""
@@ -198,11 +213,11 @@ class Transport:
         return True
 
     def _offer(self, key: tuple[str, int], queue: trio.MemorySendChannel[Outgoing],
-               frame: Frame, who: str, conn: Connection | None = None) -> bool:
+               frame: Frame, who: str, conn: Connection | None) -> bool:
         item: Outgoing = frame
         if conn is not None and conn.socket is not None and not self._unsent.get(key):
-            item = self._write_now(conn.socket, frame)
-            if not item:
+            item = self._write_now(conn, frame)
+            if isinstance(item, _Rest) and not item.data:
                 return True
         try:
             queue.send_nowait(item)
@@ -215,24 +230,22 @@ class Transport:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             return False
 
-    def _write_now(self, sock: trio.socket.SocketType, frame: Frame) -> Outgoing:
-        """A reply with nothing before it on its inbound connection: written in the
-        caller's task rather than one task switch later (a leader's early Fetch answers
-        are on the wire before its fsync). Returns what the writer still has to send:
-        the rest of its bytes (none when the socket took them all), or the frame when it
-        does not encode (the writer logs and drops it). Only replies: requests on
-        outbound connections written this way made the bench's failovers after a
-        SIGKILL take up to ~1 s (a survivor heard of the loss late; not understood), so
-        they keep the writer task."""
+    def _write_now(self, conn: Connection, frame: Frame) -> Outgoing:
+        """Nothing waits before this frame on `conn`: write it in the caller's task
+        rather than one task switch later (a leader's early messages are on the wire
+        before its fsync). Returns what the writer still has to send: the rest of its
+        bytes (none when the socket took them all), or the frame when it does not encode
+        (the writer logs and drops it)."""
+        assert conn.socket is not None
         try:
             data = encode_frame(frame, self._max_frame_bytes)
         except (FrameError, TypeError, ValueError):
             return frame
         try:
-            written = os.write(sock.fileno(), data)
+            written = os.write(conn.socket.fileno(), data)
         except OSError:  # a full socket buffer; any other error the writer meets too
             written = 0
-        return data[written:]
+        return _Rest(conn.conn_id, data[written:])
 
     def is_connected(self, node_id: int) -> bool:
         return self._peer_connected.get(node_id, False)
@@ -350,12 +363,15 @@ class Transport:
             conn = Connection(conn_id=self._new_conn_id(), peer=peer, node_id=node_id,
                               queue=send)
             self._peer_connected[node_id] = True
+            self._peer_conns[node_id] = conn
             self.connects[node_id] += 1
             try:
                 reason = await self._run_connection(conn, stream, receive)
             finally:
                 self._peer_connected[node_id] = False
+                del self._peer_conns[node_id]
                 conn.closed = True
+                conn.socket = None
                 if self._on_close:
                     self._on_close(conn)
                 with trio.CancelScope(shield=True):
@@ -423,7 +439,7 @@ class Transport:
         """Run reader and writer until either ends; the reason to log, None for a clean EOF."""
         framed = FramedStream(stream, self._max_frame_bytes)
         outcome: list[str | None] = [None]
-        if conn.node_id is None and isinstance(stream, trio.SocketStream):  # not TLS
+        if isinstance(stream, trio.SocketStream):  # not TLS: frames may go out directly
             conn.socket = stream.socket
 
         check = conn.node_id is None and self.tls is not None and self.tls.bind_identity
@@ -473,8 +489,9 @@ class Transport:
                      conn: Connection) -> None:
         chunks = []
         for item in frames:
-            if isinstance(item, bytes):
-                chunks.append(item)
+            if isinstance(item, _Rest):
+                if item.conn_id == conn.conn_id:  # else lost with its connection
+                    chunks.append(item.data)
                 continue
             try:
                 chunks.append(encode_frame(item, self._max_frame_bytes))

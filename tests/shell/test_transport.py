@@ -202,6 +202,26 @@ async def test_reply_is_on_the_wire_before_the_sender_yields_when_the_connection
             nursery.cancel_scope.cancel()
 
 
+async def test_request_is_on_the_wire_before_the_sender_yields_when_the_connection_is_idle(
+        ) -> None:
+    """The same on an outbound connection (a follower's next Fetch right after its
+    fsync)."""
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            peer_listeners, port = await _listener()
+            a = Transport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
+                          listeners=(await _listener())[0])
+            await nursery.start(a.serve)
+            peer = await peer_listeners[0].accept()
+            await _eventually(lambda: a.is_connected(2))
+            assert a.send_to_peer(2, _frame("Ping", 4))
+            data = _readable_now(peer)
+            assert a.pending() == 0
+            (length,) = struct.unpack(">I", data[:4])
+            assert msgpack.unpackb(data[4:4 + length])["correlation_id"] == 4
+            nursery.cancel_scope.cancel()
+
+
 async def test_replies_keep_their_order_when_the_socket_takes_one_only_in_part() -> None:
     """A reply larger than the socket's buffer is written in part at once, its rest by
     the writer; replies sent meanwhile queue behind it, and all arrive whole, in order."""
