@@ -707,7 +707,7 @@ class RaftNode:
         self._waiters.append(_Waiter(on_done, *result))
 
     def _propose_queued(self, now: int) -> None:
-        """Propose what `propose_and_wait` queued, consecutive proposals as one batch."""
+        """Propose what `propose_soon` queued, consecutive proposals as one batch."""
         self._queued_wake_sent = False
         queued = self._queued
         if not queued:

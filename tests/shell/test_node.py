@@ -83,6 +83,13 @@ async def leader_of(members: list[Member]) -> Member:
     return await eventually(lambda: next((m for m in members if m.node.is_leader), None))
 
 
+async def follower_of(members: list[Member], leader: Member) -> Member:
+    """A member that follows `leader` (knows it as the leader and is not it)."""
+    return await eventually(lambda: next(
+        (m for m in members if m.node.leader_id == leader.node.node_id
+         and not m.node.is_leader), None))
+
+
 async def test_proposal_commits_on_every_node_when_three_nodes_run() -> None:
     """KIP-595 replication through the shell: a committed proposal reaches the commit
     listeners of all three nodes, in order, with the leader's epoch."""
@@ -105,9 +112,7 @@ async def test_propose_raises_not_leader_with_address_when_node_is_follower() ->
     with trio.fail_after(10):
         async with quorum() as members:
             leader = await leader_of(members)
-            follower = await eventually(lambda: next(
-                (m for m in members if m.node.leader_id == leader.node.node_id
-                 and not m.node.is_leader), None))
+            follower = await follower_of(members, leader)
             with pytest.raises(NotLeaderError) as caught:
                 await follower.node.propose_and_wait([b"x"])
             assert caught.value.leader_id == leader.node.node_id

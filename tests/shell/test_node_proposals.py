@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from raft.node import NotLeaderError
-from tests.shell.test_node import FAST, Member, leader_of, quorum
+from tests.shell.test_node import FAST, Member, follower_of, leader_of, quorum
 from tests.support.polling import eventually
 
 
@@ -42,9 +42,7 @@ async def test_proposal_callback_gets_not_leader_when_the_node_is_a_follower() -
     with trio.fail_after(10):
         async with quorum() as members:
             leader = await leader_of(members)
-            follower = await eventually(lambda: next(
-                (m for m in members if m.node.leader_id == leader.node.node_id
-                 and not m.node.is_leader), None))
+            follower = await follower_of(members, leader)
             outcomes: dict[int, Any] = {}
             follower.node.propose_soon([b"x"], collect(outcomes, 0))
             await eventually(lambda: 0 in outcomes)

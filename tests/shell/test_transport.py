@@ -236,6 +236,7 @@ async def test_replies_keep_their_order_when_the_socket_takes_one_only_in_part()
             framed = FramedStream(client)
             got = [await framed.receive() for _ in range(5)]
             assert [f["correlation_id"] for f in got if f] == [1, 2, 3, 4, 5]
-            assert got[0] is not None and got[0]["body"] == big
+            assert got[0] is not None
+            assert got[0]["body"] == big
             await _eventually(lambda: a.pending() == 0)
             nursery.cancel_scope.cancel()
