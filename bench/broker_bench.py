@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import percentile
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
 from raft.common.framing import FrameDecoder, encode_frame
@@ -57,11 +58,6 @@ PHASE_LIMIT_S = 30.0
 CATCH_UP_TIMEOUT_S = 30.0
 DESCRIBE = "DescribeQuorumRequest"
 STATUS = "BrokerStatus"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
 # --- kept-open connections to the nodes' msgpack listeners ------------------------------

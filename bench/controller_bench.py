@@ -33,6 +33,7 @@ from typing import Any
 
 import trio
 
+from bench.stats import percentile, verdict
 from metadata import records as rec
 from metadata.admin import (
     CreatableTopic,
@@ -141,11 +142,6 @@ async def measure(address: str, cluster_id: str, connections: int, seconds: floa
     return len(latencies) / (trio.current_time() - started), latencies
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
-
-
 def wait_for_brokers(cluster: Cluster) -> str:
     """Create a probe topic with replication factor 3 once three brokers are unfenced;
     returns the active controller's address."""
@@ -170,10 +166,6 @@ def cpu_seconds(pid: int | None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
 
 
 def creations(directory: Path) -> None:

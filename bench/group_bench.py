@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import percentile
 from tools.cluster import Cluster
 
 VOTERS, BROKERS = 3, 3
@@ -55,11 +56,6 @@ consumer.subscribe([topic], on_assign=on_assign)
 while True:
     consumer.poll(0.05)
 """
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
 class Member:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.stats import percentile, verdict
 from raft.log import METADATA_PARTITION_DIR
 from raft.storage import read_high_watermark_checkpoint
 from tools.cluster import Cluster, ClusterError
@@ -73,15 +74,6 @@ TEST_FAILOVER_TARGET_S = 3.0  # the bound the failover test once asserted
 TARGET_P50_MS = 1.0  # 1-by-1 commit p50, with fsync
 TARGET_FAILOVER_RATIO = 0.3  # SIGKILL: median new leader / election timeout
 TARGET_PYSYNCOBJ_FACTOR = 2.0  # 64 in flight, batch 1: ours >= 2 x tuned PySyncObj
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 import trio
 from kio.index import load_request_schema
 
+from bench.stats import percentile
 from broker.kafka.codec import build
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
@@ -46,11 +47,6 @@ SERVER_EXCHANGES = 500
 ITERATIONS = 4096
 PHASE_LIMIT_S = 4.0
 PASSWORD = "bench-secret"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
 def image_with_user() -> MetadataImage:

@@ -95,6 +95,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.stats import verdict
 from metadata.admin import (
     AdminErrorResponse,
     BrokerHeartbeatRequest,
@@ -156,10 +157,6 @@ REGISTERED_MESSAGE = "broker registered"
 FETCHED_POLL_S = 0.25
 UNFENCED_MESSAGE = "broker unfenced"
 SNAPSHOT_MESSAGE = "wrote snapshot"  # metadata/snapshot_writer.py
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
 
 
 def mib(size: int) -> str:

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import percentile
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
 from tools import tls_certs
@@ -52,11 +53,6 @@ MESSAGES = 100_000
 MESSAGE_BYTES = 100
 PHASE_LIMIT_S = 15.0
 TOPIC = "tls-bench"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
 def commit_latencies(cluster: Cluster, count: int) -> list[float]:
