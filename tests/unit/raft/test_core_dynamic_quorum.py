@@ -6,7 +6,6 @@ small zero-latency harness with directory ids."""
 from __future__ import annotations
 
 import random
-from collections import deque
 
 import pytest
 
@@ -28,8 +27,8 @@ from raft.messages import (
 )
 from raft.types import ElectionState, Envelope
 from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet, voters_change_of
+from tests.support.core_harness import CLUSTER_ID, Cluster
 
-CLUSTER_ID = "test-cluster"
 CLIENT = -7  # a tool's connection: not a raft node
 
 
@@ -43,24 +42,25 @@ def voter_set(*nodes: int) -> VoterSet:
                     for n in nodes)
 
 
-class DynCluster:
+class DynCluster(Cluster):
     """Cores with directory ids, bootstrapped with `voters`; `spares` start as observers
-    (formatted without initial controllers: they only know whom to ask)."""
+    (formatted without initial controllers: they only know whom to ask). The answers to
+    the tool's requests (to `CLIENT`, no core) are in `answers`."""
 
     def __init__(self, voters: tuple[int, ...] = (1, 2, 3), spares: tuple[int, ...] = (),
                  *, dynamic: bool = True, seed: int = 0) -> None:
-        self.now_ms = 0
-        self.seed = seed
+        super().__init__(voters=(), seed=seed)  # no core yet: `start` makes them
         self.bootstrap = voter_set(*voters) if dynamic else None
         self.static_ids = voters
         self.generation = dict.fromkeys((*voters, *spares), 0)
         self.logs = {n: MemoryLog() for n in self.generation}
-        self.elections: dict[int, ElectionState | None] = dict.fromkeys(self.generation)
-        self.cores: dict[int, RaftCore] = {}
-        self.queue: deque[Envelope] = deque()
-        self.answers: list[VoterChangeResponse] = []
+        self.elections = dict.fromkeys(self.generation)
         for node in self.generation:
             self.start(node, bootstrap=node in voters)
+
+    @property
+    def answers(self) -> list[VoterChangeResponse]:
+        return [e.message for e in self.sent if e.dst == CLIENT]
 
     def start(self, node: int, *, bootstrap: bool) -> None:
         config = RaftConfig(voters=self.static_ids,
@@ -83,39 +83,6 @@ class DynCluster:
         self.logs[node] = MemoryLog()
         self.elections[node] = None
         self.start(node, bootstrap=False)
-
-    def flush(self, node: int) -> None:
-        core = self.cores[node]
-        ready = core.ready()
-        if ready.election is not None:
-            self.elections[node] = ready.election
-        if ready.needs_flush:
-            self.logs[node].flush()
-        for envelope in ready.messages:
-            if envelope.dst == CLIENT:
-                self.answers.append(envelope.message)
-            else:
-                self.queue.append(envelope)
-        core.advance(ready)
-
-    def deliver(self) -> None:
-        for _ in range(100_000):
-            if not self.queue:
-                return
-            envelope = self.queue.popleft()
-            if envelope.dst in self.cores:
-                self.cores[envelope.dst].step(envelope, self.now_ms)
-                self.flush(envelope.dst)
-        raise AssertionError("livelock")
-
-    def run(self, duration_ms: int, step_ms: int = 10) -> None:
-        end = self.now_ms + duration_ms
-        while self.now_ms < end:
-            self.now_ms += step_ms
-            for node, core in self.cores.items():
-                core.tick(self.now_ms)
-                self.flush(node)
-            self.deliver()
 
     def leader(self) -> RaftCore:
         for _ in range(200):
