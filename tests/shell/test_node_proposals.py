@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from raft.node import NotLeaderError
-from tests.shell.test_node import FAST, Member, follower_of, leader_of, quorum
+from tests.support.node_quorum import FAST, Member, follower_of, leader_of, quorum
 from tests.support.polling import eventually
 
 

@@ -9,7 +9,7 @@ import trio
 
 from raft.log import MemoryLog
 from raft.node import PUBLISH_BYTES_PER_TURN
-from tests.shell.test_node import FAST, Member, leader_of
+from tests.support.node_quorum import FAST, Member, leader_of
 from tests.support.polling import eventually
 
 BACKLOG_BATCHES = 400
