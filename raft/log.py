@@ -13,7 +13,7 @@ import errno
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -147,6 +147,28 @@ def _select_for_read(size_at: Callable[[int], int], count: int, first: int,
     return index
 
 
+@dataclass(slots=True)
+class LogSync:
+    """A flush taken apart (`begin_flush`), so that its fsyncs run in another thread
+    while the log takes more appends: `run()` there, then the log's `finish_flush(sync)`
+    back in the log's own thread."""
+
+    end_offset: int  # durable once `run()` returned, unless the log was truncated since
+    generation: int  # the log's `_generation` when the sync began
+    # The segments written since the last flush, duplicated: a segment the log closes
+    # meanwhile (deleted below a new start, or rolled) stays valid to fsync here.
+    fds: list[int] = field(default_factory=list)
+
+    def run(self) -> None:
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+
+
 class _LogBase:
     """What both logs derive from their own end offset, epoch cache and batch append.
 
@@ -157,6 +179,9 @@ class _LogBase:
     _epochs: EpochCache
     _start_offset = 0
     _start_epoch = 0
+    # Truncations and resets so far: the offsets a `LogSync` begun before one of them
+    # covered may hold other records now, so it makes nothing durable (`finish_flush`).
+    _generation = 0
 
     @property
     def start_offset(self) -> int:
@@ -279,6 +304,7 @@ class MemoryLog(_LogBase):
         # Durable at once, as DiskLog's truncation is: a crash now keeps exactly this log.
         self._durable = list(self._batches)
         self._shared = len(self._batches)
+        self._generation += 1
 
     def advance_start(self, offset: int) -> None:
         """Start the log at `offset` (a snapshot's end offset), durably, dropping the
@@ -303,11 +329,24 @@ class MemoryLog(_LogBase):
         self._batches, self._bases, self._durable, self._shared = [], [], [], 0
         self._start_offset, self._start_epoch = offset, epoch
         self._epochs = EpochCache()
+        self._generation += 1
 
     def flush(self) -> None:
         self._durable[self._shared:] = self._batches[self._shared:]
         self._shared = len(self._batches)
         self.flush_count += 1
+
+    def begin_flush(self) -> LogSync:
+        return LogSync(self.end_offset, self._generation)
+
+    def finish_flush(self, sync: LogSync) -> None:
+        if sync.generation != self._generation:
+            return
+        count = bisect.bisect_left(self._bases, sync.end_offset)  # batches below its end
+        if count > self._shared:
+            self._durable[self._shared:] = self._batches[self._shared:count]
+            self._shared = count
+            self.flush_count += 1
 
     def crash(self) -> None:
         """Lose everything not flushed, as a power cut would."""
@@ -759,6 +798,7 @@ class DiskLog(_LogBase):
         # Segments before the cut one were synced when their successor was created.
         self._dirty_fds.clear()
         self._flushed_end = self.end_offset
+        self._generation += 1
 
     def _remove_segments_after(self, keep: _Segment) -> None:
         """Unlink the segments after `keep`, last first. The directory is synced before
@@ -882,6 +922,7 @@ class DiskLog(_LogBase):
         self._dirty_dir = True
         self._sync_dir()
         self._flushed_end = offset
+        self._generation += 1
 
     def _remove_failed_swap(self, swap: Path, error: OSError) -> None:
         """Remove, durably, the swap of a cut that failed before the segment changed: one
@@ -900,3 +941,21 @@ class DiskLog(_LogBase):
         self._dirty_fds.clear()
         self._sync_dir()
         self._flushed_end = self.end_offset
+
+    def begin_flush(self) -> LogSync:
+        self._check_usable()
+        self._sync_dir()  # rare (a segment was created or removed): not worth a thread
+        fds: list[int] = []
+        try:
+            for fd in sorted(self._dirty_fds):
+                fds.append(os.dup(fd))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self._dirty_fds.clear()
+        return LogSync(self.end_offset, self._generation, fds)
+
+    def finish_flush(self, sync: LogSync) -> None:
+        if sync.generation == self._generation:
+            self._flushed_end = max(self._flushed_end, sync.end_offset)

@@ -9,8 +9,9 @@ memory channel (the inbox). Each turn of the loop:
 2. proposes what `propose_soon` queued meanwhile, as one batch; `ready()`; persists
    quorum-state (fsync, in a worker thread), sends a leader's early messages, flushes
    the log (fsync: a voter's in this task, an observer's in a worker thread, see
-   `_flush`). Events that arrive during those fsyncs wait in the inbox and are all
-   handled in the next turn, so their appends share the next fsync (group commit);
+   `_flush`; a broker-only node's beside the loop, see `_flush_lazily`). Events that
+   arrive during those fsyncs wait in the inbox and are all handled in the next turn,
+   so their appends share the next fsync (group commit);
 3. sends the other messages (never blocking: written at once when the connection is
    idle, else bounded per-connection queues that drop when full), publishes newly
    committed batches to the commit listeners, `advance(ready)`.
@@ -115,6 +116,7 @@ ApiHandler = Callable[[Any, str], Awaitable[Any]]
 CommitListener = Callable[[Batch], None]
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 HW_CHECKPOINT_INTERVAL_S = 1.0
+LAZY_FLUSH_INTERVAL_S = 1.0  # a broker-only node's log flush (`observer_flushes`)
 INBOX_SIZE = 1024
 COALESCED_BATCH_BYTES = 64 * 1024  # proposals of one turn share a batch until this size
 PUBLISH_BYTES_PER_TURN = 64 * 1024  # committed batches handed to the listeners per turn
@@ -220,7 +222,15 @@ class LogDirFailure(Exception):
 
 class RaftNode:
     """One quorum member (voter) or observer. `write_election` persists quorum-state
-    atomically with fsync; it runs in a worker thread, as does `log.flush()`."""
+    atomically with fsync, in a worker thread.
+
+    `observer_flushes`: whether the node, while an observer, flushes its log before its
+    next Fetch, as a voter always does (Kafka's followers-always-flush, on for a node
+    with the controller role). A leader counts a voter's fetch offset as durable, and an
+    observer added as a voter (KIP-853) counts from its last Fetch on. False suits a
+    broker-only node, which is never added: its log, a copy of records the voters hold,
+    is flushed beside the core loop at most every `LAZY_FLUSH_INTERVAL_S`
+    (`_flush_lazily`); a crash may cost it a tail, fetched again after the restart."""
 
     def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, Address],
                  config: RaftConfig, log: RaftLog, election: ElectionState | None,
@@ -231,7 +241,7 @@ class RaftNode:
                  rng: random.Random | None = None,
                  fault_file: str | os.PathLike[str] | None = None,
                  publish_from: int = 0, snapshots: SnapshotStore | None = None,
-                 directory_id: Uuid | None = None) -> None:
+                 directory_id: Uuid | None = None, observer_flushes: bool = True) -> None:
         if not log.start_offset <= publish_from <= log.end_offset:  # never skip records
             raise ValueError(f"publish_from {publish_from} outside the log "
                              f"[{log.start_offset}, {log.end_offset}]")
@@ -268,10 +278,12 @@ class RaftNode:
         # The high-watermark checkpoint (see the module docstring); None: a MemoryLog.
         directory = getattr(log, "directory", None)
         self._hw_checkpoint_dir = Path(directory) if directory is not None else None
-        self._hw_durable = 0  # the last HW published, so flushed here: safe to checkpoint
+        self._hw_published = 0  # the last HW the listeners heard of
         self._hw_checkpointed = 0
         self._hw_advanced = trio.Event()
         self._hw_checkpoint_lock = trio.Lock()  # one writer of the file at a time
+        self._observer_flushes = observer_flushes
+        self._lazy_flush_due = trio.Event()
         self._clock_offset_s = 0.0
         self._faults = FaultInjection(fault_file) if fault_file else None
         self._clock_real_s = 0.0  # with faults: the trio time of the last now_ms reading
@@ -481,8 +493,12 @@ class RaftNode:
                 self._hw_checkpointed = read_high_watermark_checkpoint(
                     self._hw_checkpoint_dir) or 0
                 nursery.start_soon(self._checkpoint_high_watermark_every)
+            if not self._observer_flushes:
+                nursery.start_soon(self._flush_lazily)
             try:
                 await self._core_loop()
+                if not self._observer_flushes:
+                    self._log.flush()  # graceful stop: all of the log, then the final HW
                 await self._checkpoint_high_watermark()  # graceful stop: the final HW
             except OSError as exc:
                 raise self._log_dir_failed(exc) from exc
@@ -638,7 +654,10 @@ class RaftNode:
             await trio.to_thread.run_sync(self._write_election, ready.election)
         self._send_all(ready.early_messages)  # the leader's records, while it flushes
         if ready.needs_flush:
-            await self._flush(early_sent=bool(ready.early_messages))
+            if self.core.is_voter or self._observer_flushes:
+                await self._flush(early_sent=bool(ready.early_messages))
+            else:
+                self._lazy_flush_due.set()
         self._send_all(ready.late_messages)
         if ready.loaded_snapshot is not None:
             for snapshot_listener in self._snapshot_listeners:
@@ -665,9 +684,9 @@ class RaftNode:
         busy cores, traced): a voter flushes in the core task, as Kafka's raft thread
         does. Its early messages were written as they were sent, unless a connection's
         writer was busy: then two schedule points let the writers run first (within one
-        batch trio may run this task before them). An observer's (a broker's) fsync
-        counts toward no commit: it flushes in a worker thread, so the rest of its
-        process (the Kafka listener) keeps serving meanwhile."""
+        batch trio may run this task before them). An observer's fsync counts toward
+        no commit: it flushes in a worker thread, so the rest of its process keeps
+        serving meanwhile (a broker-only node skips this: `_flush_lazily`)."""
         if not self.core.is_voter:
             await trio.to_thread.run_sync(self._log.flush)
             return
@@ -675,6 +694,22 @@ class RaftNode:
             await trio.lowlevel.checkpoint()
             await trio.lowlevel.checkpoint()
         self._log.flush()
+
+    async def _flush_lazily(self) -> None:
+        """The log flush of a node that skips it before fetching (`observer_flushes`):
+        its fsyncs run in a worker thread while the core loop goes on appending and
+        fetching, at most one per `LAZY_FLUSH_INTERVAL_S`."""
+        try:
+            while True:
+                await self._lazy_flush_due.wait()
+                self._lazy_flush_due = trio.Event()
+                sync = self._log.begin_flush()
+                await trio.to_thread.run_sync(sync.run)
+                self._log.finish_flush(sync)
+                self._hw_advanced.set()  # the checkpoint may rise to what is durable now
+                await trio.sleep(LAZY_FLUSH_INTERVAL_S)
+        except OSError as exc:
+            raise self._log_dir_failed(exc) from exc
 
     def _send_all(self, envelopes: tuple[Envelope, ...]) -> None:
         for envelope in envelopes:
@@ -764,10 +799,10 @@ class RaftNode:
         elif self._hw_announced:
             return
         reached = self._published if self._published < target else target
-        if reached > self._hw_durable or not self._hw_announced and reached == target:
+        if reached > self._hw_published or not self._hw_announced and reached == target:
             for hw_listener in self._hw_listeners:
                 hw_listener(reached)
-            self._hw_durable = reached  # published, so flushed here: safe to checkpoint
+            self._hw_published = reached
             self._hw_advanced.set()
         self._hw_announced = reached == target
 
@@ -806,7 +841,9 @@ class RaftNode:
         if self._hw_checkpoint_dir is None:
             return
         async with self._hw_checkpoint_lock:
-            offset = self._hw_durable
+            # What was published is flushed here, unless the log flushes lazily
+            # (`observer_flushes`): then what is durable bounds it.
+            offset = min(self._hw_published, self._log.flushed_end_offset)
             if offset <= self._hw_checkpointed:
                 return
             await trio.to_thread.run_sync(write_high_watermark_checkpoint,

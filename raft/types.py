@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NewType, Protocol
+from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from raft.common.uuid import Uuid
+
+if TYPE_CHECKING:
+    from raft.log import LogSync
 
 NodeId = NewType("NodeId", int)
 Epoch = NewType("Epoch", int)
@@ -230,3 +233,13 @@ class RaftLog(Protocol):
         ...
 
     def flush(self) -> None: ...
+
+    def begin_flush(self) -> LogSync:
+        """`flush()` in two steps, for a node whose flush is on no commit's path: the
+        returned sync's `run()` fsyncs in another thread while this log goes on taking
+        appends, then `finish_flush(sync)` (in this log's thread) raises
+        `flushed_end_offset` to the log end as it was here, unless a truncation or
+        reset came in between. One sync at a time."""
+        ...
+
+    def finish_flush(self, sync: LogSync) -> None: ...

@@ -1,16 +1,21 @@
 """raft.node's write path in process (real RaftCore, MemoryLog, loopback sockets):
 proposals made together share a batch, callbacks get each proposal's own offsets, a
 voter's flush runs in the core task only after its early messages left, an observer's
-in a worker thread."""
+in a worker thread, a broker-only observer's beside its fetching."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from raft import node as raft_node
+from raft.log import DiskLog, LogSync
 from raft.node import NotLeaderError
+from raft.storage import read_high_watermark_checkpoint
 from tests.support.node_quorum import FAST, Member, follower_of, leader_of, quorum
 from tests.support.polling import eventually
 
@@ -76,11 +81,17 @@ async def test_voter_flushes_in_the_core_task_after_its_early_messages_left() ->
             assert [unsent for _, _, unsent in seen] == [0] * len(seen)
 
 
-async def test_observer_flushes_in_a_worker_thread() -> None:
+async def three_voters_and_an_observer(*, observer_flushes: bool = True,
+                                       observer_log: Any = None) -> list[Member]:
     listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(4)]
     voters = {i + 1: ("127.0.0.1", ls[0].socket.getsockname()[1])
               for i, ls in enumerate(listeners[:3])}
-    members = [Member(i + 1, voters, listeners[i], FAST) for i in range(4)]
+    return [Member(i + 1, voters, listeners[i], FAST, log=observer_log if i == 3 else None,
+                   observer_flushes=observer_flushes or i < 3) for i in range(4)]
+
+
+async def test_observer_flushes_in_a_worker_thread() -> None:
+    members = await three_voters_and_an_observer()
     observer = members[3]
     threads: list[bool] = []
     original = observer.log.flush
@@ -99,4 +110,55 @@ async def test_observer_flushes_in_a_worker_thread() -> None:
             await eventually(lambda: observer.committed_end > last)
             assert threads
             assert not any(threads)
+            nursery.cancel_scope.cancel()
+
+
+async def test_broker_only_observer_fetches_and_publishes_while_its_flush_is_stuck(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """observer_flushes=False: the observer's next Fetch does not wait for its fsync (it
+    counts toward no commit), so commits reach it while its one flush hangs, and its
+    high-watermark checkpoint stays within what is durable; the flush then makes durable
+    the log as it was when that flush began."""
+    monkeypatch.setattr(raft_node, "HW_CHECKPOINT_INTERVAL_S", 0.01)
+    with DiskLog(tmp_path / "observer") as disk_log:
+        await observer_fetches_while_its_flush_is_stuck(disk_log)
+
+
+async def observer_fetches_while_its_flush_is_stuck(disk_log: DiskLog) -> None:
+    members = await three_voters_and_an_observer(observer_flushes=False, observer_log=disk_log)
+    observer = members[3]
+    release = threading.Event()
+    began: list[int] = []
+    original_begin = observer.log.begin_flush
+
+    class StuckSync(LogSync):
+        def run(self) -> None:
+            release.wait(10)
+            super().run()
+
+    def begin_flush() -> LogSync:
+        sync = original_begin()
+        began.append(sync.end_offset)
+        return StuckSync(sync.end_offset, sync.generation, sync.fds)
+    observer.log.begin_flush = begin_flush  # type: ignore[method-assign]
+    observer.log.flush = lambda: pytest.fail("a full flush before the stop")  # type: ignore
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for member in members:
+                await nursery.start(member.run)
+            leader = await leader_of(members[:3])
+            for i in range(20):
+                _, last = await leader.node.propose_and_wait([b"r%d" % i])
+                await eventually(lambda last=last: observer.committed_end > last)
+            assert len(began) == 1  # the first flush hangs; the next waits for it
+            assert observer.log.flushed_end_offset == 0
+            assert not read_high_watermark_checkpoint(disk_log.directory)
+            release.set()
+            await eventually(lambda: observer.log.flushed_end_offset == began[0] > 0)
+            await eventually(
+                lambda: (read_high_watermark_checkpoint(disk_log.directory) or 0) >= began[0])
+            checkpoint = read_high_watermark_checkpoint(disk_log.directory)
+            assert checkpoint is not None
+            assert checkpoint <= observer.log.flushed_end_offset
             nursery.cancel_scope.cancel()

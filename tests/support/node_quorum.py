@@ -24,7 +24,8 @@ class Member:
 
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
                  listeners: list[trio.SocketListener], timing: dict[str, int],
-                 log: MemoryLog | None = None, election: ElectionState | None = None) -> None:
+                 log: MemoryLog | None = None, election: ElectionState | None = None,
+                 observer_flushes: bool = True) -> None:
         self.listeners = listeners
         self.scope = trio.CancelScope()
         self.stopped = trio.Event()
@@ -34,7 +35,8 @@ class Member:
         self.node = RaftNode(node_id=node_id, cluster_id="cluster-a", voters=voters,
                              config=RaftConfig(voters=tuple(voters), **timing), log=self.log,
                              election=election, write_election=self.persisted.append,
-                             listeners=listeners, rng=random.Random(node_id))
+                             listeners=listeners, rng=random.Random(node_id),
+                             observer_flushes=observer_flushes)
         self.node.add_commit_listener(self.committed.append)
 
     @property

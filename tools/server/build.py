@@ -96,7 +96,9 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     send_queue_size=config.send_queue_max_messages,
                     fault_file=config.fault_injection_file or None,
                     publish_from=start.replay_from,
-                    snapshots=DiskSnapshotStore(disk_log.directory))
+                    snapshots=DiskSnapshotStore(disk_log.directory),
+                    # a controller may be added as a voter; a broker-only node never is
+                    observer_flushes="controller" in config.roles)
     built = BuiltNode(node, [disk_log.close])
     raft_tls = transport_tls(config, contexts)
     if raft_tls is not None:

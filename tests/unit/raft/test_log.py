@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from raft.log import METADATA_PARTITION_DIR, DiskLog, LogCorruptionError, MemoryLog
+from raft.log import METADATA_PARTITION_DIR, DiskLog, LogCorruptionError, LogSync, MemoryLog
 from raft.segment import encode_batch, iter_batches, list_segments
 from raft.types import NO_EPOCH, NO_OFFSET, Batch, RaftLog
 from tests.support.crash_disk import CrashDisk
@@ -144,6 +145,45 @@ def test_flushed_end_tracks_durable_prefix_when_appending_and_truncating(make_lo
     assert log.flushed_end_offset == log.end_offset == 1  # a truncation is durable
     log.append(1, _records(1))
     assert log.flushed_end_offset == 1
+
+
+def test_flush_in_two_steps_covers_the_log_as_it_began_when_appends_follow(make_log) -> None:
+    """`begin_flush` ... `finish_flush`: durable up to the log end at the beginning, the
+    appends in between not; a truncation in between makes the sync cover nothing."""
+    log = make_log()
+    log.append(1, _records(3))
+    sync = log.begin_flush()
+    log.append(1, _records(2))
+    sync.run()
+    log.finish_flush(sync)
+    assert (log.flushed_end_offset, log.end_offset) == (3, 5)
+
+    sync = log.begin_flush()
+    log.truncate_to(4)
+    log.append(2, _records(3))
+    sync.run()
+    log.finish_flush(sync)
+    assert (log.flushed_end_offset, log.end_offset) == (4, 7)  # the truncation's, not 5
+
+
+def test_power_cut_keeps_what_a_two_step_flush_covered_when_appends_followed(
+        tmp_path: Path) -> None:
+    """The sync fsyncs its own copies of the descriptors (valid even if the log closed
+    its own meanwhile): what it covered survives a power cut."""
+    directory = tmp_path / "log"
+    directory.mkdir()
+    disk = CrashDisk(directory)
+    with disk.installed():
+        log = DiskLog(directory)
+        log.append(1, _records(3))
+        sync = log.begin_flush()
+        log.append(1, _records(2, "later"))
+        sync.run()
+        log.finish_flush(sync)
+        assert log.flushed_end_offset == 3
+        log.close()
+    with DiskLog(disk.power_cut(tmp_path / "cut")) as survivor:
+        assert [r for b in survivor.read(0, 1 << 20) for r in b.records][:3] == _records(3)
 
 
 def test_crash_undoes_unflushed_appends_when_memory_log_crashes() -> None:
@@ -487,6 +527,7 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
         self.disk: DiskLog | None = None
         self.watching = ExitStack()  # the CrashDisk standing in for raft.log's os
         self.power_cuts = 0
+        self.syncs: tuple[LogSync, LogSync] | None = None  # begun, not finished: disk's, model's
 
     @initialize()
     def open_log(self) -> None:
@@ -530,9 +571,33 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
         self._disk().flush()
         self.model.flush()
 
+    @precondition(lambda self: self.syncs is None)
+    @rule()
+    def begin_flush(self) -> None:
+        """A flush in two steps (a broker's, beside its core loop): appends and
+        truncations may come before it finishes."""
+        self.syncs = (self._disk().begin_flush(), self.model.begin_flush())
+
+    @precondition(lambda self: self.syncs is not None)
+    @rule()
+    def finish_flush(self) -> None:
+        assert self.syncs is not None
+        disk_sync, model_sync = self.syncs
+        self.syncs = None
+        disk_sync.run()
+        self._disk().finish_flush(disk_sync)
+        self.model.finish_flush(model_sync)
+
+    def _drop_sync(self) -> None:
+        if self.syncs is not None:
+            for fd in self.syncs[0].fds:
+                os.close(fd)
+            self.syncs = None
+
     @rule()
     def reopen(self) -> None:
         """A clean restart keeps the page cache; recovery makes it all durable."""
+        self._drop_sync()
         self._disk().close()
         self.disk = SmallTailLog(self.directory, segment_bytes=120)
         self.model.flush()
@@ -543,6 +608,7 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
         disk log, opened on what its fsyncs made durable, keeps that batch for batch, and
         perhaps more of what it held (a full segment is synced when the next starts)."""
         held = self._disk().read(0, 1 << 40)
+        self._drop_sync()
         self._disk().close()
         self.power_cuts += 1
         self.directory = self.crash_disk.power_cut(self.root / f"log-{self.power_cuts}")
@@ -567,6 +633,7 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
             assert disk.end_offset_for_epoch(epoch) == model.end_offset_for_epoch(epoch)
 
     def teardown(self) -> None:
+        self._drop_sync()
         if self.disk is not None:
             self.disk.close()
         self.watching.close()
