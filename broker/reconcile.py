@@ -337,6 +337,38 @@ def _free_staged_name(topic_id: Uuid, partition: int, taken: set[str]) -> str:
     return staged_dir_name(topic_id, partition, suffix)
 
 
+def after_actions(local: Iterable[LocalPartition], staged: Iterable[StagedDeletion],
+                  actions: Iterable[Action]) -> tuple[list[LocalPartition],
+                                                      list[StagedDeletion]]:
+    """What a scan of the log dir finds once `actions` (found against `local` and
+    `staged`) were applied. The broker keeps this view from one pass to the next instead
+    of reading every partition.metadata again: it alone changes these directories."""
+    parts = {p.dir_name: p for p in local}
+    pending = {s.name: s for s in staged}
+    for action in actions:
+        if isinstance(action, CreatePartition | WriteMetadataFile):
+            if isinstance(action, CreatePartition) or action.dir_name in parts:
+                parts[action.dir_name] = LocalPartition(
+                    topic=action.topic, partition=action.partition, topic_id=action.topic_id)
+        elif isinstance(action, StageForDeletion):
+            del parts[action.dir_name]
+            pending[action.staged_name] = StagedDeletion(name=action.staged_name,
+                                                         due_ms=action.due_ms)
+        elif isinstance(action, RenamePartitionDir):
+            moved = parts.pop(action.from_dir)
+            parsed = parse_partition_dir_name(action.to_dir)
+            assert parsed is not None
+            parts[action.to_dir] = LocalPartition(topic=parsed[0], partition=parsed[1],
+                                                  topic_id=moved.topic_id)
+        elif isinstance(action, ScheduleDeletion):
+            pending[action.staged_name] = StagedDeletion(name=action.staged_name,
+                                                         due_ms=action.due_ms)
+        else:
+            pending.pop(action.staged_name, None)
+    return ([parts[name] for name in sorted(parts)],
+            [pending[name] for name in sorted(pending)])
+
+
 def is_fixpoint(actions: Sequence[Action]) -> bool:
     """Nothing left to do (used by the shell to log 'reconciled')."""
     return not actions

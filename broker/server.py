@@ -43,7 +43,7 @@ import trio
 
 from broker import partition_dir
 from broker.hosting import assignment_for, hosted_partitions
-from broker.reconcile import StagedDeletion, reconcile
+from broker.reconcile import LocalPartition, StagedDeletion, after_actions, reconcile
 from broker.settings import Address, BrokerSettings
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -77,11 +77,16 @@ def write_checkpoint(log_dir: Path, image: MetadataImage) -> None:
     partition_dir.write_file_durably(log_dir / CHECKPOINT_FILE, json.dumps(body) + "\n")
 
 
-def reconcile_once(settings: BrokerSettings, image: MetadataImage,
-                   now_ms: int) -> list[StagedDeletion]:
-    """Scan, decide and apply (blocking I/O: runs in a worker thread). Returns the staged
-    deletions still pending."""
-    local, staged = partition_dir.scan(settings.log_dir)
+Disk = tuple[list[LocalPartition], list[StagedDeletion]]  # partition dirs, staged deletions
+
+
+def reconcile_once(settings: BrokerSettings, image: MetadataImage, now_ms: int,
+                   disk: Disk | None) -> Disk:
+    """Decide and apply (blocking I/O: runs in a worker thread) against `disk`, the log
+    dir as the last pass left it (None: scan it), and return the log dir as it is now:
+    one scan per start or failure, not one per pass (a scan reads every partition's
+    partition.metadata)."""
+    local, staged = partition_dir.scan(settings.log_dir) if disk is None else disk
     actions = reconcile(local=local, staged=staged,
                         assignment=assignment_for(image, settings.broker_id),
                         now_ms=now_ms, delete_delay_ms=settings.delete_topic_delay_ms)
@@ -90,7 +95,7 @@ def reconcile_once(settings: BrokerSettings, image: MetadataImage,
         log.info("reconciled partitions", extra={
             "broker": settings.broker_id, "offset": image.last_applied_offset,
             "actions": dict(Counter(type(a).__name__ for a in actions))})
-    return partition_dir.scan(settings.log_dir)[1]
+    return after_actions(local, staged, actions)
 
 
 def _earliest_due(staged: list[StagedDeletion]) -> int | None:
@@ -218,12 +223,14 @@ class BrokerServer:
 
     async def _reconcile_loop(self) -> None:
         await self.caught_up.wait()
+        disk: Disk | None = None
         while True:
             self._wake_reconcile = trio.Event()
             image = self.image
             try:
-                pending = await trio.to_thread.run_sync(
-                    reconcile_once, self.settings, image, self._wall_clock_ms())
+                disk = await trio.to_thread.run_sync(
+                    reconcile_once, self.settings, image, self._wall_clock_ms(), disk)
+                pending = disk[1]
                 self.pending_deletions = pending
                 self.reconciled_offset = image.last_applied_offset
                 self._reconciled.set()
@@ -234,6 +241,7 @@ class BrokerServer:
             except (OSError, partition_dir.PartitionDirError) as exc:
                 log.error("reconciliation failed, will retry", extra={
                     "broker": self.settings.broker_id, "error": str(exc)})
+                disk = None  # part-way through: the next pass scans the log dir
                 wake_in_s = RECONCILE_ERROR_BACKOFF_S
             with trio.move_on_after(wake_in_s):
                 await self._wake_reconcile.wait()

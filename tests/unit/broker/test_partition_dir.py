@@ -20,6 +20,7 @@ from broker.reconcile import (
     HostedPartition,
     StageForDeletion,
     WriteMetadataFile,
+    after_actions,
     reconcile,
 )
 from raft.common.uuid import Uuid
@@ -226,6 +227,41 @@ def test_reaches_same_end_state_when_crashing_after_any_prefix_of_actions(
         kept = {text for path, text in tree(full).items()
                 if path.endswith(".log") and not path.startswith("deleting")}
         assert live_data <= kept | _staged_duplicates(full)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_kept_view_of_the_log_dir_matches_a_scan_after_every_pass(data: st.DataObject) -> None:
+    """The broker keeps `after_actions`' view between passes instead of scanning: through
+    images that create, rename, delete and recreate topics, and staged directories falling
+    due, the view decides as a scan would and equals a scan after each pass."""
+    def draw_image() -> tuple[dict[str, Uuid], tuple[HostedPartition, ...]]:
+        names = data.draw(st.lists(st.sampled_from(NAMES), unique=True))
+        ids = data.draw(st.lists(st.sampled_from(IDS), unique=True, min_size=len(names),
+                                 max_size=len(names)))
+        image = dict(zip(names, ids, strict=True))
+        return image, tuple(hosted(n, image[n], p) for n in names for p in (0, 1)
+                            if data.draw(st.booleans()))
+
+    dirs = data.draw(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 1)),
+                              unique=True, max_size=4))
+    with tempfile.TemporaryDirectory() as temp:
+        log_dir = Path(temp)
+        for name, p in dirs:
+            make_partition(log_dir, f"{name}-{p}",
+                           data.draw(st.one_of(st.none(), st.sampled_from(IDS))))
+        view = pd.scan(log_dir)
+        now_ms = NOW_MS
+        for _ in range(4):
+            image, hosts = draw_image()
+            actions = reconcile(local=view[0], staged=view[1],
+                                assignment=Assignment(topic_ids=image, hosted=hosts),
+                                now_ms=now_ms, delete_delay_ms=DELAY_MS)
+            assert actions == plan(log_dir, image, hosts, now_ms)
+            pd.apply_actions(log_dir, actions)
+            view = after_actions(*view, actions)
+            assert view == pd.scan(log_dir)
+            now_ms += data.draw(st.sampled_from([0, DELAY_MS]))
 
 
 def _is_live(dir_name: str, local_ids: list[Uuid | None], dirs: list[tuple[str, int]],
