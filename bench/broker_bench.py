@@ -12,11 +12,11 @@ One multi-process cluster of 3 voters and 3 brokers on 127.0.0.1 (ports picked f
 2. Metadata propagation: brokers 5 and 6 are started too; 200 topics are created one at
    a time (one partition, replication factor 1) through the admin API, whose reply
    returns after commit. From that reply, the controller's high watermark is asked
-   once (DescribeQuorum) while every broker's BrokerStatus is polled on its own
-   kept-open connection (sent again ~1 ms after each reply) until every broker's
-   applied offset has reached that high watermark. A broker's time is the arrival of
-   the first status reply that shows it, so the figure includes the polling
-   granularity.
+   (DescribeQuorum), then each broker, on its own kept-open connection, gets one
+   BrokerStatus that waits until its image has applied the records below that high
+   watermark (`wait_for_applied_offset`: answered as the broker applies them). A
+   broker's time is the arrival of that answer, so the figure includes those two round
+   trips (~0.2 ms each here) and no polling.
 3. Kafka clients: kafka-python produces 20,000 messages of 100 bytes, confluent-kafka
    200,000 (it is ~20 times faster: 20,000 would take a few tens of ms); acks=all,
    replication factor 3, one partition, a topic per client, one warm-up message first,
@@ -122,82 +122,20 @@ def receive(connection: Connection) -> Any | None:
     return connection.feed(data)
 
 
-def poll_until_applied(controller: Connection, statuses: dict[int, Connection],
-                       since: float, timeout_s: float) -> dict[int, float] | None:
-    """DescribeQuorum once to the controller; meanwhile each broker's BrokerStatus is
-    polled on its own connection, sent again ~POLL_INTERVAL_S after each reply, until
-    every broker's applied offset reaches that high watermark. Returns, by broker, the
-    arrival time of the first reply showing it (None on timeout)."""
-    hw: int | None = None
-    seen: dict[int, float] = {}
-    waiting: list[tuple[int, float, dict[str, Any]]] = []  # replies seen before the hw
-    next_send = {b: since for b in statuses}
-    deadline = since + timeout_s
-    with selectors.DefaultSelector() as selector:
-        controller.send(DESCRIBE, describe_body())
-        selector.register(controller.sock, selectors.EVENT_READ, None)
-        for node_id, connection in statuses.items():
-            selector.register(connection.sock, selectors.EVENT_READ, node_id)
-        in_flight: set[int] = set()
-        while hw is None or len(seen) < len(statuses):
-            now = time.perf_counter()
-            if now > deadline:
-                drain(selector, controller, statuses, in_flight, hw is None)
-                return None
-            for node_id, connection in statuses.items():
-                if node_id not in seen and node_id not in in_flight and \
-                        now >= next_send[node_id]:
-                    connection.send(STATUS, {})
-                    in_flight.add(node_id)
-            due = [next_send[b] for b in statuses if b not in seen and b not in in_flight]
-            wait = max(0.0, min(due, default=now + 0.1) - now)
-            for selected, _ in selector.select(min(wait, max(0.0, deadline - now))):
-                node_id = selected.data
-                if node_id is None:
-                    body = receive(controller)
-                    if body is not None:
-                        hw = high_watermark(body)
-                        waiting = [w for w in waiting if not applied(w, hw, seen)]
-                    continue
-                body = receive(statuses[node_id])
-                if body is None:
-                    continue
-                at = time.perf_counter()
-                in_flight.discard(node_id)
-                entry = (node_id, at, status_body(node_id, body))
-                if hw is None:
-                    waiting.append(entry)
-                else:
-                    applied(entry, hw, seen)
-                next_send[node_id] = at + POLL_INTERVAL_S
-        drain(selector, controller, statuses, in_flight, False)
-    return seen
-
-
-def applied(entry: tuple[int, float, dict[str, Any]], hw: int, seen: dict[int, float]
-            ) -> bool:
-    node_id, at, status = entry
-    if node_id not in seen and is_applied(status, hw):
-        seen[node_id] = at
-        return True
-    return False
-
-
-def drain(selector: selectors.BaseSelector, controller: Connection,
-          statuses: dict[int, Connection], in_flight: set[int], describing: bool) -> None:
-    """Read the replies still owed, so each connection starts the next create clean."""
-    deadline = time.perf_counter() + 2.0
-    pending = set(in_flight) | ({None} if describing else set())
-    while pending:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise ClusterError("replies still owed after 2 s")
-        for selected, _ in selector.select(remaining):
-            node_id = selected.data
-            if node_id in pending:
-                connection = controller if node_id is None else statuses[node_id]
-                if receive(connection) is not None:
-                    pending.discard(node_id)
+def wait_until_applied(controller: Connection, statuses: dict[int, Connection],
+                       timeout_s: float) -> dict[int, float] | None:
+    """DescribeQuorum to the controller for its high watermark, then one BrokerStatus to
+    each broker that waits for its image to apply the offset below it
+    (`wait_for_applied_offset`: the broker answers as it applies, no polling). Returns,
+    by broker, the arrival time of that answer (None when a broker timed out)."""
+    (_, reply), = round_trip({"hw": (controller, DESCRIBE, describe_body())}).values()
+    hw = high_watermark(reply)
+    wait = {"wait_for_applied_offset": hw - 1, "max_wait_ms": int(timeout_s * 1000)}
+    replies = round_trip({str(b): (c, STATUS, wait) for b, c in statuses.items()},
+                         timeout_s + 2.0)
+    seen = {int(b): at for b, (at, body) in replies.items()
+            if is_applied(status_body(int(b), body), hw)}
+    return seen if len(seen) == len(statuses) else None
 
 
 def describe_body() -> Any:
@@ -310,8 +248,7 @@ def propagation(cluster: Cluster, brokers: list[int]) -> None:
                     response.topics[0].error_code:
                 raise ClusterError(f"create failed: {response}")
             create_ms.append((committed - begin) * 1000)
-            seen = poll_until_applied(controller, statuses, committed,
-                                      PROPAGATION_TIMEOUT_S)
+            seen = wait_until_applied(controller, statuses, PROPAGATION_TIMEOUT_S)
             if seen is None:
                 timeouts += 1
                 continue
@@ -326,8 +263,8 @@ def propagation(cluster: Cluster, brokers: list[int]) -> None:
     print(f"metadata propagation ({len(latencies)} creates, {len(statuses)} brokers): "
           f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies, default=0):.1f} ms "
           f"(target p99 < {TARGET_P99_MS:.0f} ms: {verdict}; from the create's reply to "
-          f"the last broker's applied offset reaching the controller's high watermark; "
-          f"includes ~{POLL_INTERVAL_S * 1000:.0f} ms polling granularity"
+          f"the last broker's answer that its image applied the controller's high "
+          f"watermark; includes a DescribeQuorum and a BrokerStatus round trip"
           + (f"; {timeouts} not seen within {PROPAGATION_TIMEOUT_S:.0f} s" if timeouts
              else "") + ")")
     print(f"  (for context: any one broker p50 {percentile(each, 0.5):.1f} ms, p99 "

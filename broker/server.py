@@ -62,6 +62,8 @@ CHECKPOINT_FILE = "metadata-image.checkpoint"  # format: tools.replay's docstrin
 STATUS_API = "BrokerStatus"
 RECONCILE_ERROR_BACKOFF_S = 1.0
 CHECKPOINT_INTERVAL_S = 1.0
+STATUS_WAIT_DEFAULT_MS = 500  # a status that waits for an applied offset (`answer_status`)
+STATUS_WAIT_MAX_MS = 30_000
 
 
 class Registration(Protocol):
@@ -125,6 +127,7 @@ class BrokerServer:
         self.reconciled_offset = -1  # image offset of the last reconciliation that finished
         self.pending_deletions: list[StagedDeletion] = []
         self._reconciled = trio.Event()  # set (and replaced) after each reconciliation
+        self._applied = trio.Event()  # set (and replaced) when the applied offset moves
 
     def install(self) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
@@ -164,17 +167,20 @@ class BrokerServer:
         self._image = image
         self._delta = MetadataDelta(image)
         self._delta_dirty = False
-        self._maybe_caught_up()
-        self._wake_reconcile.set()
-        self._wake_checkpoint.set()
+        self._image_moved()
 
     def _on_commit(self, batch: Batch) -> None:
         for index, data in enumerate(batch.records):
             self._delta.apply_bytes(data, batch.base_offset + index)
         self._delta_dirty = True
+        self._image_moved()
+
+    def _image_moved(self) -> None:
         self._maybe_caught_up()
         self._wake_reconcile.set()
         self._wake_checkpoint.set()
+        self._applied.set()
+        self._applied = trio.Event()
 
     def _on_leader_high_watermark(self, high_watermark: int) -> None:
         if self._start_hw is None:
@@ -268,8 +274,26 @@ class BrokerServer:
                                   for s in self.pending_deletions],
         }
 
-    async def _handle_status(self, body: Any, cluster_id: str) -> dict[str, Any]:
+    async def answer_status(self, body: Any) -> dict[str, Any]:
+        """The status. A request naming `wait_for_applied_offset` is answered once the
+        image has applied that offset, or after `max_wait_ms` (default 500, at most
+        30,000) whichever comes first: a client learns when a change has reached this
+        broker without polling for it."""
+        wait = body.get("wait_for_applied_offset") if isinstance(body, dict) else None
+        if wait is not None:
+            max_wait_ms = body.get("max_wait_ms", STATUS_WAIT_DEFAULT_MS)
+            if not _is_int(wait) or not _is_int(max_wait_ms) \
+                    or not 0 <= max_wait_ms <= STATUS_WAIT_MAX_MS:
+                return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message":
+                        "wait_for_applied_offset and max_wait_ms must be integers, "
+                        f"max_wait_ms within 0..{STATUS_WAIT_MAX_MS}"}
+            with trio.move_on_after(max_wait_ms / 1000):
+                while self.applied_offset < wait:
+                    await self._applied.wait()
         return self.status()
+
+    async def _handle_status(self, body: Any, cluster_id: str) -> dict[str, Any]:
+        return await self.answer_status(body)
 
     async def _serve_status(self, address: Address,
                             task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -319,7 +343,7 @@ class BrokerServer:
                             "error_message": f"only {STATUS_API} and {WRITE_SNAPSHOT_API} "
                                              "are served here"}
                 else:
-                    body = self.status()
+                    body = await self.answer_status(frame["body"])
                 await framed.send({"api": frame["api"], "version": 0,
                                    "correlation_id": frame["correlation_id"],
                                    "cluster_id": self._node.cluster_id, "body": body})
@@ -327,6 +351,10 @@ class BrokerServer:
             log.info("status connection closed", extra={"reason": str(exc)})
         finally:
             await framed.aclose()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def install_broker(node: RaftNode, settings: BrokerSettings,

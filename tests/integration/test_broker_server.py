@@ -16,6 +16,7 @@ from broker.server import CHECKPOINT_FILE, BrokerServer
 from broker.settings import BrokerSettings
 from metadata import records as rec
 from metadata.delta import replay
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.types import Batch
 
@@ -135,3 +136,38 @@ async def test_reconciles_when_the_start_image_of_a_snapshot_already_holds_the_h
         nursery.cancel_scope.cancel()
     assert pd.read_partition_metadata(tmp_path / "live-0") == TOPIC_ID
     assert [p.name for p in (tmp_path / "deleting").iterdir()] == [f"{GONE_ID}_0"]
+
+
+async def test_status_that_waits_for_an_offset_answers_once_it_is_applied(
+        tmp_path: Path) -> None:
+    """`wait_for_applied_offset`: answered when the image applies it, not before; at
+    once when already applied; after `max_wait_ms` with the offset as it is when it never
+    comes; a malformed wait is refused with INVALID_REQUEST."""
+    node = StandInNode()
+    server = BrokerServer(cast(Any, node), BrokerSettings(
+        broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
+        request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
+        socket_request_max_bytes=1 << 20)).install()
+    answers: list[dict[str, Any]] = []
+
+    async def ask(body: dict[str, Any]) -> None:
+        answers.append(await server.answer_status(body))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, {"wait_for_applied_offset": 2, "max_wait_ms": 30_000})
+            await trio.testing.wait_all_tasks_blocked()
+            node.commit(0, rec.NoOp(), rec.NoOp())  # offsets 0-1: not yet
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == []
+            node.commit(2, rec.NoOp())
+        assert [a["applied_offset"] for a in answers] == [2]
+
+        await ask({"wait_for_applied_offset": 1})
+        assert answers[-1]["applied_offset"] == 2
+        await ask({"wait_for_applied_offset": 9, "max_wait_ms": 1})
+        assert answers[-1]["applied_offset"] == 2
+    for bad in ({"wait_for_applied_offset": "2"}, {"wait_for_applied_offset": 2,
+                                                   "max_wait_ms": 10 ** 9}):
+        await ask(bad)
+        assert answers[-1]["error_code"] == ErrorCode.INVALID_REQUEST
