@@ -17,7 +17,11 @@ One multi-process cluster of 3 voters and 3 brokers on 127.0.0.1 (ports picked f
    watermark (`wait_for_applied_offset`: answered as the broker applies them). A
    broker's time is the arrival of that answer, so the figure includes those two round
    trips (~0.2 ms each here) and no polling.
-3. Kafka clients: kafka-python produces 20,000 messages of 100 bytes, confluent-kafka
+3. Past a paused controller leader, 10 times: the leader is SIGSTOPped; once a new
+   leader is elected, a topic is created through it; from its reply, as in 2, until
+   every broker's image has it (their fetches were parked on the paused leader); then
+   SIGCONT, and the voters catch up before the next pause.
+4. Kafka clients: kafka-python produces 20,000 messages of 100 bytes, confluent-kafka
    200,000 (it is ~20 times faster: 20,000 would take a few tens of ms); acks=all,
    replication factor 3, one partition, a topic per client, one warm-up message first,
    not counted. Each then consumes its messages back with assign(). Each phase stops at
@@ -29,6 +33,7 @@ from __future__ import annotations
 import itertools
 import os
 import selectors
+import signal
 import socket
 import tempfile
 import time
@@ -52,6 +57,9 @@ CREATES = 200
 POLL_INTERVAL_S = 0.001
 PROPAGATION_TIMEOUT_S = 5.0
 TARGET_P99_MS = 10.0
+PAUSES = 10
+PAUSED_TARGET_S = 1.0
+PAUSED_STEP_TIMEOUT_S = 15.0
 MESSAGES = {"kafka-python": 20_000, "confluent-kafka": 200_000}  # per client
 MESSAGE_BYTES = 100
 PHASE_LIMIT_S = 30.0
@@ -272,7 +280,69 @@ def propagation(cluster: Cluster, brokers: list[int]) -> None:
           f"{percentile(create_ms, 0.5):.1f} ms, p99 {percentile(create_ms, 0.99):.1f} ms)")
 
 
-# --- 3. Kafka clients ---------------------------------------------------------------------
+# --- 3. propagation past a paused controller leader ---------------------------------------
+
+
+def paused_leader(cluster: Cluster, brokers: list[int]) -> None:
+    statuses = {b: Connection(a, cluster.cluster_id) for b in brokers
+                if (a := cluster.node(b).status_address)}
+    latencies: list[float] = []
+    failures = 0
+    try:
+        for index in range(PAUSES):
+            state = voters_caught_up(cluster)
+            leader = state["leader_id"]
+            cluster.send_signal(leader, signal.SIGSTOP)
+            try:
+                new = cluster.wait_for_leader(PAUSED_STEP_TIMEOUT_S, exclude=[leader],
+                                              above_epoch=state["leader_epoch"])
+                admin = AdminClient([new["leader_address"]], cluster_id=cluster.cluster_id,
+                                    timeout_s=PAUSED_STEP_TIMEOUT_S)
+                response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
+                    name=f"paused-{index}", num_partitions=1, replication_factor=1),)))
+                committed = time.perf_counter()
+                if not isinstance(response, CreateTopicsResponse) or \
+                        response.topics[0].error_code:
+                    raise ClusterError(f"create failed: {response}")
+                controller = Connection(new["leader_address"], cluster.cluster_id)
+                try:
+                    seen = wait_until_applied(controller, statuses, PAUSED_STEP_TIMEOUT_S)
+                finally:
+                    controller.close()
+            finally:
+                cluster.send_signal(leader, signal.SIGCONT)
+            if seen is None:
+                failures += 1
+            else:
+                latencies.append(max(seen.values()) - committed)
+    finally:
+        for connection in statuses.values():
+            connection.close()
+    p99 = percentile(latencies, 0.99)
+    verdict = "met" if p99 < PAUSED_TARGET_S and not failures else "NOT met"
+    print(f"controller leader SIGSTOPped ({len(latencies)} pauses, {len(statuses)} brokers): "
+          f"a create acknowledged by the new leader reaches every broker's image in p50 "
+          f"{percentile(latencies, 0.5) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms (target p99 "
+          f"< {PAUSED_TARGET_S:.0f} s: {verdict}"
+          + (f"; {failures} not seen within {PAUSED_STEP_TIMEOUT_S:.0f} s" if failures
+             else "") + ")")
+
+
+def voters_caught_up(cluster: Cluster, timeout_s: float = 15.0) -> dict[str, Any]:
+    """One record appended, then until every voter's log (as the leader last saw it) is
+    past it: a voter just resumed follows again. Returns the leader's description."""
+    last_offset = cluster.append(1, timeout_s=timeout_s)["last_offset"]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = cluster.describe()
+        if all(v["log_end_offset"] > last_offset for v in state["voters"]):
+            return state
+        if time.monotonic() > deadline:
+            raise ClusterError(f"voters not caught up within {timeout_s} s: {state['voters']}")
+        time.sleep(0.05)
+
+
+# --- 4. Kafka clients ---------------------------------------------------------------------
 
 
 def create_topic(cluster: Cluster, brokers: list[int], name: str) -> None:
@@ -413,6 +483,7 @@ def run(directory: Path) -> None:
             cluster.start_node(broker)
         cluster.wait_for_brokers(30)
         propagation(cluster, brokers)
+        paused_leader(cluster, brokers)
         bootstrap = ",".join(a for b in brokers if (a := cluster.node(b).client_address))
         for name, client in (("kafka-python", kafka_python), ("confluent-kafka", confluent)):
             topic = f"throughput-{name}"
