@@ -63,10 +63,11 @@ class LocalPartition:
     topic: str
     partition: int
     topic_id: Uuid | None
+    # derived, kept: reconciliation sorts and looks up every local partition by it
+    dir_name: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def dir_name(self) -> str:
-        return partition_dir_name(self.topic, self.partition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dir_name", partition_dir_name(self.topic, self.partition))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -308,7 +308,7 @@ class ReplicaManager:
             return error, None
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
-            plog = await trio.to_thread.run_sync(PartitionLog, directory)
+            plog = await trio.to_thread.run_sync(open_partition_log, directory)
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
                 opened_at=trio.current_time(),
@@ -320,3 +320,11 @@ class ReplicaManager:
         for state in self._states.values():
             state.log.close()
         self._states.clear()
+
+
+def open_partition_log(directory: Path) -> PartitionLog:
+    """The partition's log, its partition.metadata made durable first (reconciliation
+    writes it without fsync: see `broker.partition_dir`), so no data is ever durable in
+    a directory whose topic ID is not."""
+    partition_dir.sync_partition_metadata(directory)
+    return PartitionLog(directory)

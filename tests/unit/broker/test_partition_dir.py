@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import partition_dir as pd
+from broker.kafka.replica import open_partition_log
 from broker.reconcile import (
     Action,
     Assignment,
@@ -284,7 +286,8 @@ def test_new_partitions_share_one_log_dir_fsync_before_any_metadata_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run of CreatePartition actions: every directory is made, the log dir is fsynced
     once, and only then is any partition.metadata written, so none exists before its
-    directory's entry is durable."""
+    directory's entry is durable. The files themselves are not fsynced: a new directory
+    holds no data until its log is opened (`sync_partition_metadata`)."""
     events: list[str] = []
     real_fsync_dir, real_write = pd.fsync_dir, pd.write_partition_metadata
 
@@ -292,10 +295,10 @@ def test_new_partitions_share_one_log_dir_fsync_before_any_metadata_file(
         events.append("fsync log dir" if path == tmp_path else "fsync other")
         real_fsync_dir(path)
 
-    def write_partition_metadata(path: Path, topic_id: Uuid) -> None:
+    def write_partition_metadata(path: Path, topic_id: Uuid, *, durable: bool = True) -> None:
         assert "fsync log dir" in events, f"{path.name} written before the log dir fsync"
-        events.append(f"write {path.name}")
-        real_write(path, topic_id)
+        events.append(f"write {path.name}" + (" durably" if durable else ""))
+        real_write(path, topic_id, durable=durable)
 
     monkeypatch.setattr(pd, "fsync_dir", fsync_dir)
     monkeypatch.setattr(pd, "write_partition_metadata", write_partition_metadata)
@@ -304,3 +307,36 @@ def test_new_partitions_share_one_log_dir_fsync_before_any_metadata_file(
     pd.apply_actions(tmp_path, actions)
     assert events == ["fsync log dir"] + [f"write A-{p}" for p in range(5)]
     assert all(pd.read_partition_metadata(tmp_path / f"A-{p}") == NEW for p in range(5))
+
+
+def test_migration_writes_partition_metadata_durably_when_the_directory_may_hold_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    durable: list[bool] = []
+    real_write = pd.write_partition_metadata
+
+    def write_partition_metadata(path: Path, topic_id: Uuid, **kwargs: bool) -> None:
+        durable.append(kwargs.get("durable", True))
+        real_write(path, topic_id, **kwargs)
+
+    make_partition(tmp_path, "A-0", None, "old data")
+    monkeypatch.setattr(pd, "write_partition_metadata", write_partition_metadata)
+    run_to_fixpoint(tmp_path, {"A": NEW}, (hosted("A", NEW),))
+    assert durable == [True]
+    assert pd.read_partition_metadata(tmp_path / "A-0") == NEW
+
+
+def test_opening_a_partition_log_makes_its_partition_metadata_durable_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first data of a new partition never lands before its topic ID is durable."""
+    pd.apply_actions(tmp_path, [CreatePartition(topic="A", partition=0, topic_id=NEW)])
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    open_partition_log(tmp_path / "A-0").close()
+    partition = tmp_path / "A-0"
+    assert synced[:2] == [str(partition / pd.PARTITION_METADATA), str(partition)]
