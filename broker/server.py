@@ -21,7 +21,8 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   content hash of the whole image, and every create commits several times per second
   on a busy cluster, on the disk the quorum's own fsyncs wait for.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
-  pending deletions. Served through the node's listener when it has one, and on the
+  pending deletions; with `wait_for_applied_offset` (and `max_wait_ms`) answered once
+  the image has applied that offset (`answer_status`). Served through the node's listener when it has one, and on the
   broker's `STATUS://` listener (the client listener speaks the Kafka protocol), which
   also serves the node's `WriteSnapshot` (`metadata.snapshot_writer`): a broker has no
   other port for tools. Over TLS when `STATUS` is mapped to SSL
