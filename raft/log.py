@@ -34,7 +34,7 @@ from raft.segment import (
     segment_name,
 )
 from raft.storage import LOG_START_OFFSET, StorageError, read_log_start, write_log_start
-from raft.types import NO_EPOCH, NO_OFFSET, Batch
+from raft.types import NO_EPOCH, NO_OFFSET, Batch, LogSync
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 DEFAULT_SEGMENT_BYTES = 1 << 30  # Kafka's log.segment.bytes
@@ -148,10 +148,9 @@ def _select_for_read(size_at: Callable[[int], int], count: int, first: int,
 
 
 @dataclass(slots=True)
-class LogSync:
-    """A flush taken apart (`begin_flush`), so that its fsyncs run in another thread
-    while the log takes more appends: `run()` there, then the log's `finish_flush(sync)`
-    back in the log's own thread."""
+class SegmentSync:
+    """`LogSync` of both logs: the fsyncs of a flush taken apart (`begin_flush`), to run
+    in another thread while the log takes more appends."""
 
     end_offset: int  # durable once `run()` returned, unless the log was truncated since
     generation: int  # the log's `_generation` when the sync began
@@ -336,8 +335,8 @@ class MemoryLog(_LogBase):
         self._shared = len(self._batches)
         self.flush_count += 1
 
-    def begin_flush(self) -> LogSync:
-        return LogSync(self.end_offset, self._generation)
+    def begin_flush(self) -> SegmentSync:
+        return SegmentSync(self.end_offset, self._generation)
 
     def finish_flush(self, sync: LogSync) -> None:
         if sync.generation != self._generation:
@@ -942,7 +941,7 @@ class DiskLog(_LogBase):
         self._sync_dir()
         self._flushed_end = self.end_offset
 
-    def begin_flush(self) -> LogSync:
+    def begin_flush(self) -> SegmentSync:
         self._check_usable()
         self._sync_dir()  # rare (a segment was created or removed): not worth a thread
         fds: list[int] = []
@@ -954,7 +953,7 @@ class DiskLog(_LogBase):
                 os.close(fd)
             raise
         self._dirty_fds.clear()
-        return LogSync(self.end_offset, self._generation, fds)
+        return SegmentSync(self.end_offset, self._generation, fds)
 
     def finish_flush(self, sync: LogSync) -> None:
         if sync.generation == self._generation:

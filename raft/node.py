@@ -284,6 +284,7 @@ class RaftNode:
         self._hw_checkpoint_lock = trio.Lock()  # one writer of the file at a time
         self._observer_flushes = observer_flushes
         self._lazy_flush_due = trio.Event()
+        self._lazy_flush_lock = trio.Lock()
         self._clock_offset_s = 0.0
         self._faults = FaultInjection(fault_file) if fault_file else None
         self._clock_real_s = 0.0  # with faults: the trio time of the last now_ms reading
@@ -703,13 +704,19 @@ class RaftNode:
             while True:
                 await self._lazy_flush_due.wait()
                 self._lazy_flush_due = trio.Event()
-                sync = self._log.begin_flush()
-                await trio.to_thread.run_sync(sync.run)
-                self._log.finish_flush(sync)
-                self._hw_advanced.set()  # the checkpoint may rise to what is durable now
+                await self._sync_log_beside()
                 await trio.sleep(LAZY_FLUSH_INTERVAL_S)
         except OSError as exc:
             raise self._log_dir_failed(exc) from exc
+
+    async def _sync_log_beside(self) -> None:
+        """fsync the log as it is now in a worker thread while the core loop goes on
+        (`RaftLog.begin_flush`); one at a time."""
+        async with self._lazy_flush_lock:
+            sync = self._log.begin_flush()
+            await trio.to_thread.run_sync(sync.run)
+            self._log.finish_flush(sync)
+        self._hw_advanced.set()  # the checkpoint may rise to what is durable now
 
     def _send_all(self, envelopes: tuple[Envelope, ...]) -> None:
         for envelope in envelopes:
@@ -834,7 +841,11 @@ class RaftNode:
 
     async def checkpoint_high_watermark(self) -> None:
         """Write the high-watermark checkpoint now (the last high watermark published),
-        unless it already holds it; OSError when the write fails."""
+        unless it already holds it; OSError when the write fails. A node that flushes
+        lazily (`observer_flushes`) flushes its log first, so the checkpoint covers all
+        it published (a snapshot never ends above it)."""
+        if not self._observer_flushes:
+            await self._sync_log_beside()
         await self._checkpoint_high_watermark()
 
     async def _checkpoint_high_watermark(self) -> None:

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NewType, Protocol
+from typing import Any, NewType, Protocol
 
 from raft.common.uuid import Uuid
-
-if TYPE_CHECKING:
-    from raft.log import LogSync
 
 NodeId = NewType("NodeId", int)
 Epoch = NewType("Epoch", int)
@@ -163,6 +160,24 @@ class Ready:
         return (self.election is None and not self.needs_flush and not self.messages
                 and self.high_watermark is None and self.loaded_snapshot is None
                 and self.leader_high_watermark is None)
+
+
+class LogSync(Protocol):
+    """A flush begun by `RaftLog.begin_flush`: `run()` (in another thread), then back to
+    the log's `finish_flush`."""
+
+    @property
+    def end_offset(self) -> int:
+        """The log end when the flush began: durable once `run()` returned, unless the
+        log was truncated or reset since."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """The log's count of truncations and resets when the flush began."""
+        ...
+
+    def run(self) -> None: ...
 
 
 class RaftLog(Protocol):

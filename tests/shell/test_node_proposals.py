@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from raft import node as raft_node
-from raft.log import DiskLog, LogSync
+from raft.log import DiskLog, SegmentSync
 from raft.node import NotLeaderError
 from raft.storage import read_high_watermark_checkpoint
 from tests.support.node_quorum import FAST, Member, follower_of, leader_of, quorum
@@ -131,12 +131,12 @@ async def observer_fetches_while_its_flush_is_stuck(disk_log: DiskLog) -> None:
     began: list[int] = []
     original_begin = observer.log.begin_flush
 
-    class StuckSync(LogSync):
+    class StuckSync(SegmentSync):
         def run(self) -> None:
             release.wait(10)
             super().run()
 
-    def begin_flush() -> LogSync:
+    def begin_flush() -> SegmentSync:
         sync = original_begin()
         began.append(sync.end_offset)
         return StuckSync(sync.end_offset, sync.generation, sync.fds)

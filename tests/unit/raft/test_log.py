@@ -20,7 +20,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from raft.log import METADATA_PARTITION_DIR, DiskLog, LogCorruptionError, LogSync, MemoryLog
+from raft.log import (
+    METADATA_PARTITION_DIR,
+    DiskLog,
+    LogCorruptionError,
+    MemoryLog,
+    SegmentSync,
+)
 from raft.segment import encode_batch, iter_batches, list_segments
 from raft.types import NO_EPOCH, NO_OFFSET, Batch, RaftLog
 from tests.support.crash_disk import CrashDisk
@@ -527,7 +533,8 @@ class DiskMatchesMemory(RuleBasedStateMachine):  # tmp_path is not available to 
         self.disk: DiskLog | None = None
         self.watching = ExitStack()  # the CrashDisk standing in for raft.log's os
         self.power_cuts = 0
-        self.syncs: tuple[LogSync, LogSync] | None = None  # begun, not finished: disk's, model's
+        # a flush begun and not finished: the disk log's, the model's
+        self.syncs: tuple[SegmentSync, SegmentSync] | None = None
 
     @initialize()
     def open_log(self) -> None:
