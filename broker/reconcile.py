@@ -104,6 +104,7 @@ class Assignment:
     topic_ids: Mapping[str, Uuid]
     hosted: tuple[HostedPartition, ...]
     partition_counts: Mapping[Uuid, int] = field(default_factory=dict)
+    names_by_id: Mapping[Uuid, str] | None = None  # None: `topic_ids` inverted
 
 
 # --- actions ------------------------------------------------------------------------
@@ -231,7 +232,9 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
     them: stagings (which free names), renames, migrations, creations, then the
     scheduling and removal of staged directories."""
     topic_ids = assignment.topic_ids
-    names_by_id = {topic_id: name for name, topic_id in topic_ids.items()}
+    names_by_id = assignment.names_by_id
+    if names_by_id is None:
+        names_by_id = {topic_id: name for name, topic_id in topic_ids.items()}
     locals_sorted = sorted(local, key=lambda p: p.dir_name)
     staged_list = list(staged)
     taken_staged = {s.name for s in staged_list}

@@ -22,11 +22,12 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   on a busy cluster, on the disk the quorum's own fsyncs wait for.
 - `BrokerStatus` (msgpack, same framing): applied offset, image hash, hosted partitions,
   pending deletions; with `wait_for_applied_offset` (and `max_wait_ms`) answered once
-  the image has applied that offset (`answer_status`). Served through the node's listener when it has one, and on the
-  broker's `STATUS://` listener (the client listener speaks the Kafka protocol), which
-  also serves the node's `WriteSnapshot` (`metadata.snapshot_writer`): a broker has no
-  other port for tools. Over TLS when `STATUS` is mapped to SSL
-  (`BrokerSettings.status_ssl_context`): a handshake within a deadline, else closed.
+  the image has applied that offset (`answer_status`). Served through the node's
+  listener when it has one, and on the broker's `STATUS://` listener (the client
+  listener speaks the Kafka protocol), which also serves the node's `WriteSnapshot`
+  (`metadata.snapshot_writer`): a broker has no other port for tools. Over TLS when
+  `STATUS` is mapped to SSL (`BrokerSettings.status_ssl_context`): a handshake within
+  a deadline, else closed.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 import trio
 
 from broker import partition_dir
-from broker.hosting import assignment_for, hosted_partitions
+from broker.hosting import assignment_for, changed_topics, hosted_partitions
 from broker.reconcile import LocalPartition, StagedDeletion, after_actions, reconcile
 from broker.settings import Address, BrokerSettings
 from metadata.delta import MetadataDelta
@@ -84,14 +85,20 @@ Disk = tuple[list[LocalPartition], list[StagedDeletion]]  # partition dirs, stag
 
 
 def reconcile_once(settings: BrokerSettings, image: MetadataImage, now_ms: int,
-                   disk: Disk | None) -> Disk:
+                   disk: Disk | None, reconciled: MetadataImage | None = None) -> Disk:
     """Decide and apply (blocking I/O: runs in a worker thread) against `disk`, the log
     dir as the last pass left it (None: scan it), and return the log dir as it is now:
     one scan per start or failure, not one per pass (a scan reads every partition's
-    partition.metadata)."""
+    partition.metadata). `reconciled`: the image the last pass brought `disk` in line
+    with; then only the topics changed since (`broker.hosting.changed_topics`) are
+    reconciled, in a pass that costs what changed, not the whole image."""
     local, staged = partition_dir.scan(settings.log_dir) if disk is None else disk
-    actions = reconcile(local=local, staged=staged,
-                        assignment=assignment_for(image, settings.broker_id),
+    scope, topics = local, None
+    if disk is not None and reconciled is not None:
+        names, topics = changed_topics(reconciled, image)
+        scope = [p for p in local if p.topic in names or p.topic_id in topics]
+    actions = reconcile(local=scope, staged=staged,
+                        assignment=assignment_for(image, settings.broker_id, topics),
                         now_ms=now_ms, delete_delay_ms=settings.delete_topic_delay_ms)
     partition_dir.apply_actions(settings.log_dir, actions)
     if actions:
@@ -129,6 +136,7 @@ class BrokerServer:
         self.pending_deletions: list[StagedDeletion] = []
         self._reconciled = trio.Event()  # set (and replaced) after each reconciliation
         self._applied = trio.Event()  # set (and replaced) when the applied offset moves
+        self._image_replaced = False  # by a snapshot: the next reconciliation is whole
 
     def install(self) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
@@ -168,6 +176,7 @@ class BrokerServer:
         self._image = image
         self._delta = MetadataDelta(image)
         self._delta_dirty = False
+        self._image_replaced = True
         self._image_moved()
 
     def _on_commit(self, batch: Batch) -> None:
@@ -231,12 +240,17 @@ class BrokerServer:
     async def _reconcile_loop(self) -> None:
         await self.caught_up.wait()
         disk: Disk | None = None
+        reconciled: MetadataImage | None = None  # the image `disk` is in line with
         while True:
             self._wake_reconcile = trio.Event()
             image = self.image
+            if self._image_replaced:  # a snapshot's: no relation to the last one
+                self._image_replaced, reconciled = False, None
             try:
                 disk = await trio.to_thread.run_sync(
-                    reconcile_once, self.settings, image, self._wall_clock_ms(), disk)
+                    reconcile_once, self.settings, image, self._wall_clock_ms(), disk,
+                    reconciled)
+                reconciled = image
                 pending = disk[1]
                 self.pending_deletions = pending
                 self.reconciled_offset = image.last_applied_offset
@@ -248,7 +262,7 @@ class BrokerServer:
             except (OSError, partition_dir.PartitionDirError) as exc:
                 log.error("reconciliation failed, will retry", extra={
                     "broker": self.settings.broker_id, "error": str(exc)})
-                disk = None  # part-way through: the next pass scans the log dir
+                disk = reconciled = None  # part-way through: the next pass scans it all
                 wake_in_s = RECONCILE_ERROR_BACKOFF_S
             with trio.move_on_after(wake_in_s):
                 await self._wake_reconcile.wait()

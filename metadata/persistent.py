@@ -81,6 +81,22 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
         return self._shards
 
 
+    def changed_keys(self, other: FrozenMap[K, V]) -> set[K]:
+        """The keys present in only one of the two maps or bound to another object (`is
+        not`) in each. Shards shared with `other` are skipped, so after a few changes
+        this costs a few shards, not the whole map."""
+        changed: set[K] = set()
+        for mine, theirs in zip(self._shards, other._shards, strict=True):
+            if mine is theirs:
+                continue
+            for key, value in mine.items():
+                if theirs.get(key, _ABSENT) is not value:
+                    changed.add(key)
+            changed.update(key for key in theirs if key not in mine)
+        return changed
+
+
+_ABSENT: Any = object()
 _EMPTY_MAP: FrozenMap[Any, Any] = FrozenMap._from((_EMPTY,) * _SHARDS, 0)
 
 
