@@ -249,12 +249,8 @@ def propagation(cluster: Cluster, brokers: list[int]) -> None:
     try:
         for index in range(CREATES):
             begin = time.perf_counter()
-            response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
-                name=f"propagation-{index}", num_partitions=1, replication_factor=1),)))
+            create_one(admin, f"propagation-{index}")
             committed = time.perf_counter()
-            if not isinstance(response, CreateTopicsResponse) or \
-                    response.topics[0].error_code:
-                raise ClusterError(f"create failed: {response}")
             create_ms.append((committed - begin) * 1000)
             seen = wait_until_applied(controller, statuses, PROPAGATION_TIMEOUT_S)
             if seen is None:
@@ -298,12 +294,8 @@ def paused_leader(cluster: Cluster, brokers: list[int]) -> None:
                                               above_epoch=state["leader_epoch"])
                 admin = AdminClient([new["leader_address"]], cluster_id=cluster.cluster_id,
                                     timeout_s=PAUSED_STEP_TIMEOUT_S)
-                response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
-                    name=f"paused-{index}", num_partitions=1, replication_factor=1),)))
+                create_one(admin, f"paused-{index}")
                 committed = time.perf_counter()
-                if not isinstance(response, CreateTopicsResponse) or \
-                        response.topics[0].error_code:
-                    raise ClusterError(f"create failed: {response}")
                 controller = Connection(new["leader_address"], cluster.cluster_id)
                 try:
                     seen = wait_until_applied(controller, statuses, PAUSED_STEP_TIMEOUT_S)
@@ -326,6 +318,14 @@ def paused_leader(cluster: Cluster, brokers: list[int]) -> None:
           f"< {PAUSED_TARGET_S:.0f} s: {verdict}"
           + (f"; {failures} not seen within {PAUSED_STEP_TIMEOUT_S:.0f} s" if failures
              else "") + ")")
+
+
+def create_one(admin: AdminClient, name: str) -> None:
+    """One topic (one partition, replication factor 1), answered once committed."""
+    response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1),)))
+    if not isinstance(response, CreateTopicsResponse) or response.topics[0].error_code:
+        raise ClusterError(f"create failed: {response}")
 
 
 def voters_caught_up(cluster: Cluster, timeout_s: float = 15.0) -> dict[str, Any]:

@@ -64,20 +64,18 @@ def test_key_set_compares_like_a_set_when_compared_with_builtin_sets() -> None:
 def test_changed_keys_are_exactly_those_written_differently_between_two_versions(
         ops: list[tuple[str, object, int]], more: list[tuple[str, object, int]]) -> None:
     """Values are compared by identity: each write stores a new object here."""
-    builder = empty_map().builder()
-    for op, key, value in ops:
-        if op == "set":
-            builder[key] = [value]
-        elif op == "del" and key in builder:
-            del builder[key]
-    before = builder.freeze()
-    builder = before.builder()
-    for op, key, value in more:
-        if op == "set":
-            builder[key] = [value]
-        elif op == "del" and key in builder:
-            del builder[key]
-    after = builder.freeze()
+    def written(base: FrozenMap[object, list[int]], ops: list[tuple[str, object, int]]
+                ) -> FrozenMap[object, list[int]]:
+        builder = base.builder()
+        for op, key, value in ops:
+            if op == "set":
+                builder[key] = [value]
+            elif op == "del" and key in builder:
+                del builder[key]
+        return builder.freeze()
+
+    before = written(empty_map(), ops)
+    after = written(before, more)
     expected = {k for k in set(before) | set(after)
                 if k not in before or k not in after or before[k] is not after[k]}
     assert after.changed_keys(before) == expected
