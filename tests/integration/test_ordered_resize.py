@@ -4,24 +4,60 @@ Three ordered producers write per-key sequence numbers while the topic goes
 2 → 3 → 4 → 8 → 5 → 3 partitions; two ordered consumers in one group deliver them. Every
 key's values must be delivered in increasing order, none missing (tools/order_check.py).
 The same run with the gates switched off must show order violations: without that the
-first test proves nothing. The faults are in test_ordered_resize_faults.py.
+first test proves nothing. Then the faults: the active controller
+killed as a resize is issued (an expansion, then a deletion), a consumer killed while it
+waits at a gate, and the group coordinator's broker killed during a resize.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.ordered_resize import assert_in_order, resize_cluster, run
+from tests.support.quorum_support import FAST_SETTINGS, coordinator_of, running_cluster
 from tools.cluster import Cluster
+from tools.resize_run import Hook, ResizeRun, ResizeRunConfig, ResizeRunResult, write_outputs
+
+BROKERS = (4, 5, 6)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "broker.session.timeout.ms": 3000}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with resize_cluster(tmp_path_factory.mktemp("ordered") / "cluster") as started:
+    """One cluster for the module: each test has its own topic and group, and a test
+    that kills a node starts it again."""
+    with running_cluster(tmp_path_factory.mktemp("ordered") / "cluster", SETTINGS, voters=3,
+                         brokers=len(BROKERS)) as started:
         yield started
+
+
+def run(cluster: Cluster, tmp_path: Path, hooks: dict[int, Hook] | None = None,
+        **overrides: Any) -> ResizeRunResult:
+    name = tmp_path.name.replace("[", "-").replace("]", "")[-40:]
+    config = ResizeRunConfig(cluster_dir=cluster.directory, topic=f"t-{name}",
+                             group=f"g-{name}", **overrides)
+    logs = tmp_path / "logs"
+    logs.mkdir(exist_ok=True)
+    resize = ResizeRun(config, logs)
+    result = resize.run(hooks)
+    write_outputs(result, tmp_path / "outputs")  # kept in tmp_path for a failed run
+    return result
+
+
+def assert_in_order(result: ResizeRunResult) -> None:
+    report = result.report
+    assert report.acknowledged > 0, report.summary()
+    assert report.out_of_order_count == 0, "\n".join(report.out_of_order)
+    missing = dict(list(report.missing.items())[:5])
+    assert report.missing_count == 0, f"{report.summary()}: {missing}"
+    partitions = {row["partition"] for rows in result.consumed for row in rows}
+    assert max(partitions) >= 5, f"records from partitions {sorted(partitions)} only"
 
 
 def test_keys_stay_in_order_while_the_topic_grows_and_shrinks(cluster: Cluster,
@@ -38,3 +74,67 @@ def test_without_the_gates_keys_go_out_of_order(cluster: Cluster, tmp_path: Path
     # its older records still wait in the old one: only the gates hold the new ones back
     result = run(cluster, tmp_path, gates=False, process_delay_ms=40, rate=30.0)
     assert result.report.out_of_order_count > 0, result.report.summary()
+
+
+# --- faults ---------------------------------------------------------------------------
+
+
+def kill_soon(cluster: Cluster, node_id: int, delay_s: float) -> threading.Thread:
+    """SIGKILL `node_id` after `delay_s`, from a thread: the resize is then in flight."""
+    def kill() -> None:
+        time.sleep(delay_s)  # the resize request is on its way when the controller dies
+        cluster.kill(node_id)
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_controller_killed_during_an_expansion_and_during_a_deletion(
+        cluster: Cluster, tmp_path: Path) -> None:
+    killed: list[int] = []
+
+    def kill_leader(at: int, resize: ResizeRun) -> None:
+        leader = cluster.wait_for_leader(10)["leader_id"]
+        kill_soon(cluster, leader, 0.05)
+        killed.append(leader)
+
+    def restart(at: int, resize: ResizeRun) -> None:
+        while killed:
+            cluster.start_node(killed.pop())
+
+    # resize 1 grows 2 → 3, resize 4 shrinks 8 → 5; each killed node restarts a step later
+    hooks: dict[int, Hook] = {1: kill_leader, 2: restart, 4: kill_leader, 5: restart}
+    assert_in_order(run(cluster, tmp_path, hooks=hooks, records_per_step=25))
+    for node_id in killed:
+        cluster.start_node(node_id)
+
+
+def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
+    def hook(at: int, resize: ResizeRun) -> None:
+        victim = resize.consumers[0]
+        def kill_after_resize() -> None:
+            time.sleep(0.3)  # just after the expansion: the new partitions are gated
+            victim.kill()
+            resize.start_consumer(len(resize.consumers))
+        threading.Thread(target=kill_after_resize, daemon=True).start()
+
+    result = run(cluster, tmp_path, hooks={1: hook}, process_delay_ms=10,
+                 records_per_step=25)
+    assert_in_order(result)  # a killed consumer may redeliver, never reorder
+
+
+def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: Path) -> None:
+    killed: list[int] = []
+
+    def hook(at: int, resize: ResizeRun) -> None:
+        coordinator = coordinator_of(cluster, resize.config.group)
+        assert coordinator is not None
+        kill_soon(cluster, coordinator, 0.05)
+        killed.append(coordinator)
+
+    def restart(at: int, resize: ResizeRun) -> None:
+        for node_id in killed:
+            cluster.start_node(node_id)
+
+    result = run(cluster, tmp_path, hooks={2: hook, 3: restart}, records_per_step=25)
+    assert_in_order(result)
