@@ -498,9 +498,7 @@ class RaftNode:
                 nursery.start_soon(self._flush_lazily)
             try:
                 await self._core_loop()
-                if not self._observer_flushes:
-                    self._log.flush()  # graceful stop: all of the log, then the final HW
-                await self._checkpoint_high_watermark()  # graceful stop: the final HW
+                await self.checkpoint_high_watermark()  # graceful stop: the final HW
             except OSError as exc:
                 raise self._log_dir_failed(exc) from exc
             except RaftInvariantError as exc:  # the nursery cancels every task at once
