@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 import trio
 
-from broker import partition_dir
+from broker import access_table, partition_dir
 from broker.hosting import assignment_for, changed_topics, hosted_partitions
 from broker.reconcile import LocalPartition, StagedDeletion, after_actions, reconcile
 from broker.settings import Address, BrokerSettings
@@ -53,7 +53,7 @@ from metadata.snapshot_writer import WRITE_SNAPSHOT_API
 from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
-from raft.common.session import Session, bind_session
+from raft.common.session import Session, bind_session, current_session
 from raft.common.uuid import Uuid
 from raft.node import RaftNode
 from raft.types import Batch
@@ -346,17 +346,19 @@ class BrokerServer:
         framed = FramedStream(secured, max_frame_bytes=1 << 20)
         try:
             while (frame := await framed.receive()) is not None:
-                if frame["cluster_id"] not in (None, "", self._node.cluster_id):
-                    body: dict[str, Any] = {
-                        "error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
-                        "error_message": "wrong cluster id"}
+                session = current_session()
+                refusal = access_table.gate_refusal(
+                    access_table.STATUS, frame["api"], self.image.acls, session.principal,
+                    session.client_host, self.settings.authorizer)
+                if refusal is not None:
+                    body: dict[str, Any] = {"error_code": int(refusal.error_code),
+                                            "error_message": refusal.message}
+                elif frame["cluster_id"] not in (None, "", self._node.cluster_id):
+                    body = {"error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
+                            "error_message": "wrong cluster id"}
                 elif frame["api"] == WRITE_SNAPSHOT_API:
                     body = await self._node.serve_api(WRITE_SNAPSHOT_API, frame["body"],
                                                       frame["cluster_id"])
-                elif frame["api"] != STATUS_API:
-                    body = {"error_code": int(ErrorCode.INVALID_REQUEST),
-                            "error_message": f"only {STATUS_API} and {WRITE_SNAPSHOT_API} "
-                                             "are served here"}
                 else:
                     body = await self.answer_status(frame["body"])
                 await framed.send({"api": frame["api"], "version": 0,

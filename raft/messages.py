@@ -294,6 +294,29 @@ Response = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | F
 Message = Request | Response
 
 
+# the response that answers each request (a refusal is one with its error code)
+RESPONSE_TYPE_OF: dict[type, type] = {
+    VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
+    FetchSnapshotRequest: FetchSnapshotResponse, DescribeQuorumRequest: DescribeQuorumResponse,
+    AddRaftVoterRequest: VoterChangeResponse, RemoveRaftVoterRequest: VoterChangeResponse,
+    UpdateRaftVoterRequest: VoterChangeResponse, UpdateKRaftVersionRequest: VoterChangeResponse}
+
+
+def refusal(request_api: str, error_code: ErrorCode, message: str
+            ) -> tuple[str, dict[str, Any]] | None:
+    """(api, body) of the response refusing request `request_api` with `error_code`
+    (and `message` where the response has room for one); None: not a raft request."""
+    request_type = _CLASS_BY_API.get(request_api)
+    response_type = RESPONSE_TYPE_OF.get(request_type) if request_type else None
+    if response_type is None:
+        return None
+    fields: dict[str, Any] = {"error_code": error_code}
+    if response_type is VoterChangeResponse:
+        fields["error_message"] = message
+    return encode_message(response_type(**fields))
+
+
 def is_request(msg: object) -> bool:
     return isinstance(msg, REQUEST_TYPES)
 

@@ -56,6 +56,10 @@ Hooks for the layers above (metadata controller, brokers):
   exception it raises is logged and the observer dropped, never stopping the node.
 - `node.add_background_task(fn)`: `await fn()` runs beside the node (e.g. the
   controller's broker-session timer), cancelled when the node stops.
+- `node.set_request_gate(gate)`: every request arriving on this node's listener (a
+  Raft RPC, DescribeQuorum or an api above) passes `gate(api)` first, in the
+  connection's task; a refusal is answered with its error code (a Raft request in its
+  response's shape) and nothing of the request reaches the core or a handler.
 - `await node.serve_api(api, body, cluster_id)`: the answer this node's listener gives
   to one request, for another listener of the node (a broker's status port) to serve too.
 - `await node.checkpoint_high_watermark()`: the high-watermark checkpoint written now,
@@ -113,6 +117,9 @@ from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready, SnapshotI
 log = logging.getLogger(__name__)
 
 ApiHandler = Callable[[Any, str], Awaitable[Any]]
+# api -> None to serve it, or (error code, why) to refuse it; reads the caller from the
+# connection's session (`raft.common.session.current_session`)
+RequestGate = Callable[[str], "tuple[ErrorCode, str] | None"]
 CommitListener = Callable[[Batch], None]
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 HW_CHECKPOINT_INTERVAL_S = 1.0
@@ -260,6 +267,8 @@ class RaftNode:
         self._core: RaftCore | None = None
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
         self._handlers: dict[str, ApiHandler] = {}
+        self._gate: RequestGate | None = None
+        self.refused_requests = 0  # by the gate
         self._listeners: list[CommitListener] = []
         self._hw_listeners: list[Callable[[int], None]] = []
         self._leader_hw_listeners: list[Callable[[int], None]] = []
@@ -305,6 +314,9 @@ class RaftNode:
         if api in messages._CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
             raise ValueError(f"api {api!r} is already served")
         self._handlers[api] = handler
+
+    def set_request_gate(self, gate: RequestGate) -> None:
+        self._gate = gate
 
     def add_commit_listener(self, callback: CommitListener) -> None:
         self._listeners.append(callback)
@@ -905,6 +917,9 @@ class RaftNode:
                                                  correlation_id=correlation_id,
                                                  message=message))
             return
+        if self._gate is not None and (refused := self._gate(api)) is not None:
+            self._refuse(conn, api, correlation_id, *refused)
+            return
         if api in self._handlers or api == DESCRIBE_QUORUM:
             reply = await self._serve_api(api, body, frame["cluster_id"])
             self.transport.send_on(conn.conn_id, self._frame(api, correlation_id, reply))
@@ -917,6 +932,14 @@ class RaftNode:
         self._remember_route(src, correlation_id, conn)
         await self._inbox_send.send(Envelope(src=src, dst=self.node_id,
                                              correlation_id=correlation_id, message=message))
+
+    def _refuse(self, conn: Connection, api: str, correlation_id: int, code: ErrorCode,
+                why: str) -> None:
+        self.refused_requests += 1
+        trace.debug("refused", extra={"api": api, "peer": conn.peer, "reason": why})
+        response = messages.refusal(api, code, why)
+        reply_api, body = response or (api, {"error_code": int(code), "error_message": why})
+        self.transport.send_on(conn.conn_id, self._frame(reply_api, correlation_id, body))
 
     @staticmethod
     def _decode(api: str, body: Any) -> Any:

@@ -263,12 +263,18 @@ KEYS: tuple[Key, ...] = (
         "partitions of __consumer_offsets when a broker creates it on first use"),
     Key("authorizer.class.name", "authorizer_class_name", _authorizer_class, "",
         "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `standard`): ACLs "
-        "are enforced on the Kafka listener and the controllers' admin API; empty: no "
-        "authorization"),
+        "are enforced on every listener (broker/access_table.py: one row per request); "
+        "empty: no authorization"),
     Key("super.users", "super_users", _super_users, "",
         "`User:NAME;User:OTHER`: principals allowed everything when the authorizer is on"),
     Key("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool, False,
         "with the authorizer on, a resource that no ACL matches is open to everyone"),
+    Key("authorizer.allow.unbound.controller.listener", "allow_unbound_controller_listener",
+        _bool, False,
+        "with the authorizer on, start a controller whose controller listener cannot bind "
+        "a peer to a node id (PLAINTEXT, or SSL without ssl.client.auth=required): "
+        "whoever reaches it may then claim to be any node; false refuses to start",
+        origin="kraft-py"),
     Key("metadata.log.max.record.bytes.between.snapshots", "max_record_bytes_between_snapshots",
         _int(1), DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
         "committed record bytes between two snapshots of a node's image"),
@@ -483,6 +489,7 @@ class NodeConfig:
     authorizer_class_name: str = ""  # "" off (metadata.authorizer)
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
+    allow_unbound_controller_listener: bool = False
     max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
     max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
     max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
@@ -733,6 +740,7 @@ def _build(values: dict[str, Any], written: Mapping[str, str]) -> NodeConfig:
     _check_listeners(config)
     _check_sasl(config)
     _check_tls(config, name)
+    _check_controller_identities(config, name)
     if config.fetch_max_bytes + FRAME_OVERHEAD_BYTES > config.socket_request_max_bytes:
         # A Fetch response must fit in one frame, or the follower could never catch up.
         raise ConfigError(name("controller.quorum.fetch.max.bytes"), "must be at least "
@@ -754,6 +762,24 @@ def _check_protocols(listeners: Mapping[str, Address], protocols: Mapping[str, s
             raise ConfigError("listeners", f"listener {listener}://{address[0]}:{address[1]} "
                               f"uses security protocol {protocol}, which kraft-py does not "
                               f"implement (only {', '.join(IMPLEMENTED_PROTOCOLS)})")
+
+
+def _check_controller_identities(config: NodeConfig, name: Callable[[str], str]) -> None:
+    """With the authorizer on, a controller's listener must bind each peer to its node id
+    (mutual TLS): otherwise anyone who reaches it could vote or fetch as a voter."""
+    listener = config.controller_listener_name
+    if ("controller" not in config.roles or config.controller_address is None
+            or not config.authorizer_settings().enabled
+            or config.allow_unbound_controller_listener):
+        return
+    if config.is_tls(listener) and config.client_auth_of(listener) == "required":
+        return
+    how = (f"SSL with ssl.client.auth={config.client_auth_of(listener)}"
+           if config.is_tls(listener) else config.listener_protocol(listener))
+    raise ConfigError(name("authorizer.class.name"), f"the authorizer is on but controller "
+                      f"listener {listener} ({how}) cannot tell which node a peer is: use "
+                      "SSL with ssl.client.auth=required there, or set "
+                      "authorizer.allow.unbound.controller.listener=true to accept that")
 
 
 def _check_tls(config: NodeConfig, name: Callable[[str], str]) -> None:

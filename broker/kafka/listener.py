@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from broker import access_table
 from broker.kafka import (
     acls_api,
     admin_api,
@@ -182,6 +183,9 @@ class Dispatcher:
             request = parse_request(frame, SUPPORTED)
         except KafkaCodecError as exc:
             raise ConnectionClosed(str(exc)) from None
+        if request.header.api_key not in access_table.KAFKA:  # never served without a row
+            raise ConnectionClosed(f"api key {request.header.api_key} has no "
+                                   "authorization rule")
         handler = self.handlers[request.header.api_key]
         started = trio.current_time()
         try:

@@ -7,8 +7,9 @@ clients told apart by SASL/PLAIN on the brokers' Kafka listeners (SASL_PLAINTEXT
 - a super user creates, produces to (RF 3, acks=all: the brokers replicate as the
   super user `broker`, their inter-broker login), consumes and deletes;
 - `kraft acls --add/--list/--remove` round trip, seen by the broker's answers to alice.
-One 1-voter + 3-broker module cluster. The controller listener is plaintext, so the
-brokers reach the controller as User:ANONYMOUS, which super.users therefore holds; the
+One 1-voter + 3-broker module cluster. The controller listener is plaintext (started by
+the explicit opt-out `authorizer.allow.unbound.controller.listener`), so the brokers
+reach the controller as User:ANONYMOUS, which super.users therefore holds; the
 Kafka listeners take SASL only, so no client there is anonymous."""
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin;User:broker;User:ANONYMOUS"}
+            "super.users": "User:admin;User:broker;User:ANONYMOUS",
+            # the controller listener is plaintext: no peer is bound to a node id
+            "authorizer.allow.unbound.controller.listener": "true"}
 SASL_SETTINGS = {"sasl.enabled.mechanisms": "PLAIN",
                  "sasl.mechanism.inter.broker.protocol": "PLAIN",
                  "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from broker import access_table
+from broker.access_table import session_gate
 from metadata.image import MetadataImage
 from metadata.snapshot_loader import load_snapshot_image, load_start_image
 from metadata.snapshot_policy import Retention
@@ -133,6 +135,9 @@ def build_node(config: NodeConfig) -> BuiltNode:
         except BaseException:
             built.close()
             raise
+    settings = config.authorizer_settings()  # every request on the controller listener
+    node.set_request_gate(session_gate(access_table.CONTROLLER, lambda: images[0]().acls,
+                                       settings))
     # After the images' commit listeners. A combined controller and broker snapshots the
     # controller's image: both replay the same log.
     snapshotter = install_snapshotter(

@@ -8,9 +8,11 @@ clients dial with, and whether the controller listener binds node identities.
 - The broker's Kafka listener and its STATUS listener: TLS when mapped to SSL (or
   SASL_SSL); the replica fetcher dials other brokers with the client context when the
   inter-broker (Kafka) listener is TLS.
-- Identity binding: on when the controller listener is TLS and `ssl.client.auth=required`
-  (`raft.peer_identity`): besides raft's requests, a broker registration, heartbeat and
-  AlterPartition must carry the broker id of the sender's certificate.
+- Identity binding: on when the controller listener is TLS and `ssl.client.auth` is
+  `required` or `requested` (`raft.peer_identity`; a peer without a certificate then
+  binds no node id and may claim none): besides raft's requests, a broker
+  registration, heartbeat and AlterPartition must carry the broker id of the sender's
+  certificate.
 
 One keystore and truststore serve every listener of the node (of Kafka's per-listener
 `listener.name.<name>.ssl.*` overrides only `ssl.client.auth` is read:
@@ -73,7 +75,8 @@ def transport_tls(config: NodeConfig, contexts: NodeTls) -> TransportTls | None:
     serves = config.controller_address is not None
     return TransportTls(
         server=contexts.server_for(config, name) if serves else None, client=contexts.client,
-        bind_identity=config.client_auth_of(name) == "required",
+        # a peer without a certificate (`requested`) binds no node id, so claims none
+        bind_identity=config.client_auth_of(name) in ("required", "requested"),
         security_protocol=config.listener_protocol(name), claims=BROKER_ID_CLAIMS)
 
 

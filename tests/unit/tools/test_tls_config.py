@@ -84,7 +84,7 @@ def test_plaintext_node_builds_no_tls_when_no_listener_is_ssl() -> None:
     assert transport_tls(config, contexts) is None
 
 
-def test_controller_binds_identities_when_client_auth_is_required(
+def test_controller_binds_identities_whenever_client_certificates_are_asked_for(
         cluster_tls: tls_certs.ClusterTls) -> None:
     config = from_mapping(controller(**tls_certs.node_tls_settings(cluster_tls, 1)))
     raft_tls = transport_tls(config, node_tls(config))
@@ -93,11 +93,33 @@ def test_controller_binds_identities_when_client_auth_is_required(
     assert raft_tls.client is not None
     assert raft_tls.bind_identity
     assert raft_tls.claims["RegisterBroker"] == "broker_id"
-    relaxed = from_mapping(controller(**{**tls_certs.node_tls_settings(cluster_tls, 1),
-                                         "ssl.client.auth": "requested"}))
-    relaxed_tls = transport_tls(relaxed, node_tls(relaxed))
-    assert relaxed_tls is not None
-    assert not relaxed_tls.bind_identity
+    # requested: a peer without a certificate binds no node id, so it may claim none
+    requested = from_mapping(controller(**{**tls_certs.node_tls_settings(cluster_tls, 1),
+                                           "ssl.client.auth": "requested"}))
+    requested_tls = transport_tls(requested, node_tls(requested))
+    assert requested_tls is not None
+    assert requested_tls.bind_identity
+    unasked = from_mapping(controller(**{**tls_certs.node_tls_settings(cluster_tls, 1),
+                                         "ssl.client.auth": "none"}))
+    unasked_tls = transport_tls(unasked, node_tls(unasked))
+    assert unasked_tls is not None
+    assert not unasked_tls.bind_identity
+
+
+@pytest.mark.parametrize("settings", [
+    {}, {"ssl.client.auth": "requested"}, {"ssl.client.auth": "none"}])
+def test_authorizer_refuses_a_controller_listener_that_binds_no_identity(
+        cluster_tls: tls_certs.ClusterTls, settings: dict[str, str]) -> None:
+    on = {"authorizer.class.name": "standard"}
+    plaintext = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
+    given = controller(**plaintext, **on) if not settings else controller(
+        **{**tls_certs.node_tls_settings(cluster_tls, 1), **settings, **on})
+    with pytest.raises(ConfigError, match="authorizer.allow.unbound.controller.listener"):
+        from_mapping(given)
+    opted_out = from_mapping({**given, "authorizer.allow.unbound.controller.listener": "true"})
+    assert opted_out.allow_unbound_controller_listener
+    bound = from_mapping(controller(**{**tls_certs.node_tls_settings(cluster_tls, 1), **on}))
+    assert bound.authorizer_settings().enabled
 
 
 def test_broker_dials_controllers_and_serves_its_listeners_over_tls_when_mapped_to_ssl(
