@@ -317,6 +317,7 @@ class RaftNode:
 
     def set_request_gate(self, gate: RequestGate) -> None:
         self._gate = gate
+        self.transport.refused = self._refused
 
     def add_commit_listener(self, callback: CommitListener) -> None:
         self._listeners.append(callback)
@@ -917,9 +918,6 @@ class RaftNode:
                                                  correlation_id=correlation_id,
                                                  message=message))
             return
-        if self._gate is not None and (refused := self._gate(api)) is not None:
-            self._refuse(conn, api, correlation_id, *refused)
-            return
         if api in self._handlers or api == DESCRIBE_QUORUM:
             reply = await self._serve_api(api, body, frame["cluster_id"])
             self.transport.send_on(conn.conn_id, self._frame(api, correlation_id, reply))
@@ -932,6 +930,14 @@ class RaftNode:
         self._remember_route(src, correlation_id, conn)
         await self._inbox_send.send(Envelope(src=src, dst=self.node_id,
                                              correlation_id=correlation_id, message=message))
+
+    def _refused(self, conn: Connection, frame: Frame) -> bool:
+        """The request gate, in the connection's task before anything else reads the
+        frame: True when it refused (and answered) the request."""
+        if self._gate is None or (refusal := self._gate(frame["api"])) is None:
+            return False
+        self._refuse(conn, frame["api"], frame["correlation_id"], *refusal)
+        return True
 
     def _refuse(self, conn: Connection, api: str, correlation_id: int, code: ErrorCode,
                 why: str) -> None:

@@ -20,6 +20,8 @@
   untrusted client certificate when `ssl.client.auth=required`); outbound ones check the
   peer's certificate. Each inbound connection task binds its `Session`
   (`raft.common.session`): `User:<subject DN>` for a client certificate.
+- Authorization (`refused`, set by the node): every inbound request passes it first; a
+  refused one is answered there and reaches neither the identity check nor the handler.
 - Identity binding (`bind_identity`, on with mutual TLS): every node id an inbound
   request claims (`raft.peer_identity`) must be the one in the peer's certificate, and an
   outbound connection to node N must reach a certificate of node N; a mismatch closes
@@ -168,6 +170,9 @@ class Transport:
         self.identity_refusals = 0  # requests refused for a node id not in the certificate
         self._identity_logged: set[tuple[str | None, int]] = set()
         self._outbound_nursery: trio.Nursery | None = None  # set while serving
+        # inbound requests pass this first (authorization): True when it refused and
+        # answered the frame, which then goes no further (not even the identity check)
+        self.refused: Callable[[Connection, Frame], bool] | None = None
 
     def add_peer(self, node_id: int, address: Address) -> None:
         """A voter learnt while running (KIP-853: a VotersRecord named it): keep a
@@ -447,6 +452,9 @@ class Transport:
         async def reader() -> None:
             try:
                 while (frame := await framed.receive()) is not None:
+                    if conn.node_id is None and self.refused is not None \
+                            and self.refused(conn, frame):
+                        continue  # refused and answered before anything else reads it
                     if check:
                         self._check_identity(conn, frame)
                     await self._handler(conn, frame)

@@ -1,0 +1,184 @@
+"""Every row of the controller listener that the gate decides (broker/access_table.py),
+against real processes on 127.0.0.1, in the manner of Kafka's AuthorizerIntegrationTest:
+- the cluster's unprivileged client certificate (`client.properties`) sending the
+  row's attack (tools/access_probes.py) is refused with CLUSTER_AUTHORIZATION_FAILED;
+- a principal holding exactly the row's ACL on the cluster is served (the core or the
+  handler answers, with any code but an authorization failure), and refused again once
+  that ACL is gone; with another operation instead it is refused;
+- a super user is served.
+Afterwards the voter set, the leader and its epoch are those of before: no attack moved
+them. A broker's STATUS listener is gated by the same table (BrokerStatus, WriteSnapshot).
+
+One TLS cluster (mutual TLS, the StandardAuthorizer on) of 3 voters and 1 broker for the
+module; identities are certificates issued by the cluster's CA."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.access_table import CONTROLLER, STATUS, Check
+from metadata import admin
+from metadata.authorizer import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from raft.common.errors import ErrorCode
+from tests.support.quorum_support import FAST_SETTINGS
+from tools import access_probes, tls_certs
+from tools.access_probes import CLOSED, is_refused, send
+from tools.cluster import Cluster, client_ssl_context, request
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("cryptography")
+
+ORG = tls_certs.ORGANIZATION
+ADMIN = f"User:CN=kraft-test-admin,O={ORG}"
+OPS = f"User:CN=kraft-test-ops,O={ORG}"
+NODES = ";".join(tls_certs.node_principal(n) for n in range(1, 5))
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "authorizer.class.name": "standard", "super.users": f"{NODES};{ADMIN}"}
+# BrokerStatus: a broker's, served on its STATUS listener here (`test_status_row`)
+GATED = sorted(api for api, rule in CONTROLLER.items()
+               if rule.check is Check.GATE and api != "BrokerStatus")
+
+
+def _identity(cluster: Cluster, common_name: str) -> Path:
+    """Client properties with a new certificate for `common_name` from the cluster CA."""
+    directory = Path(cluster.directory)
+    keystore = directory / "tls" / f"{common_name}.pem"
+    keystore.write_bytes(tls_certs.keystore_pem(
+        tls_certs.issue(tls_certs.load_ca(directory), common_name)))
+    keystore.chmod(0o600)
+    path = directory / f"{common_name}.properties"
+    path.write_text((directory / "client.properties").read_text().replace(
+        str(directory / "tls" / "client.pem"), str(keystore)))
+    return path
+
+
+class Setup:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.admin = client_ssl_context(_identity(cluster, "kraft-test-admin"))
+        self.ops = client_ssl_context(_identity(cluster, "kraft-test-ops"))
+        self.unprivileged = client_ssl_context(Path(cluster.directory) / "client.properties")
+        cluster._client_ssl[:] = [self.admin]  # the launcher's own calls: a super user's
+        self.cluster_id = cluster.cluster_id
+
+    @property
+    def controllers(self) -> list[str]:
+        return self.cluster.controller_addresses()
+
+    def leader(self) -> tuple[str, dict[str, object]]:
+        state = self.cluster.wait_for_leader(20)
+        leader = self.cluster.node(int(state["leader_id"]))  # type: ignore[call-overload]
+        assert leader.controller_address is not None
+        return leader.controller_address, state
+
+    def acl(self, operation: AclOperation, present: bool) -> None:
+        binding = AclBinding(resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+                             pattern_type=PatternType.LITERAL, principal=OPS, host="*",
+                             operation=operation, permission_type=AclPermissionType.ALLOW)
+        message: admin.AdminRequest = admin.CreateAclsRequest(creations=(binding,)) \
+            if present else admin.DeleteAclsRequest(filters=(AclFilter(
+                resource_type=binding.resource_type, resource_name=CLUSTER_NAME,
+                pattern_type=PatternType.LITERAL, principal=OPS, host="*",
+                operation=operation, permission_type=AclPermissionType.ALLOW),))
+        api = admin.api_of(message)
+        answer = request(self.leader()[0], api, admin.encode_body(message),
+                         cluster_id=self.cluster_id, ssl_context=self.admin)
+        response = admin.decode_response(api, answer)
+        assert getattr(response, "top_level_error", 0) == 0, response
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    cluster = Cluster.create(tmp_path_factory.mktemp("authz") / "cluster", voters=3,
+                             brokers=1, settings=SETTINGS, tls=True)
+    try:
+        ready = Setup(cluster)
+        cluster.start()
+        cluster.wait_for_leader(20)
+        cluster.wait_for_brokers(30)
+        yield ready
+    finally:
+        cluster.kill_all_started()
+
+
+def _probe(setup: Setup, api: str, voter: int) -> access_probes.Probe:
+    [found] = [p for p in access_probes.probes(setup.cluster_id, voter, None) if p.api == api]
+    return found
+
+
+@pytest.mark.parametrize("api", GATED)
+def test_row(setup: Setup, api: str) -> None:
+    address, state = setup.leader()
+    voter = next(v for v in setup.cluster.voter_ids if v != state["leader_id"])
+    probe = _probe(setup, api, voter)
+    rule = CONTROLLER[api]
+    assert rule.operation is not None
+
+    def ask(body: dict[str, object], context: object) -> int | str:
+        return send(address, api, body, cluster_id=setup.cluster_id,
+                    ssl_context=context)  # type: ignore[arg-type]
+
+    attacked = ask(probe.attack, setup.unprivileged)
+    assert is_refused(attacked), f"{api}: the attack got {attacked}"
+    assert is_refused(ask(probe.harmless, setup.ops))
+    other = AclOperation.DESCRIBE if rule.operation != AclOperation.DESCRIBE \
+        else AclOperation.CREATE
+    setup.acl(other, present=True)
+    try:
+        assert is_refused(ask(probe.harmless, setup.ops)), f"{api} served on {other.name}"
+    finally:
+        setup.acl(other, present=False)
+    setup.acl(rule.operation, present=True)
+    try:
+        served = ask(probe.harmless, setup.ops)
+    finally:
+        setup.acl(rule.operation, present=False)
+    assert served != CLOSED, f"{api} with its ACL: {served}"
+    assert not is_refused(served), f"{api} with its ACL: {served}"
+    assert is_refused(ask(probe.harmless, setup.ops))
+    by_super_user = ask(probe.harmless, setup.admin)
+    assert by_super_user != CLOSED
+    assert not is_refused(by_super_user)
+
+
+def test_no_attack_moved_the_quorum(setup: Setup) -> None:
+    _, before = setup.leader()
+    for probe in access_probes.probes(setup.cluster_id, setup.cluster.voter_ids[0], None):
+        if probe.api not in GATED:
+            continue
+        for address in setup.controllers:
+            assert is_refused(send(address, probe.api, probe.attack,
+                                   cluster_id=setup.cluster_id,
+                                   ssl_context=setup.unprivileged)), probe.api
+    _, after = setup.leader()
+    assert (after["leader_id"], after["leader_epoch"]) == (before["leader_id"],
+                                                           before["leader_epoch"])
+    assert sorted(v["replica_id"] for v in after["voters"]) == setup.cluster.voter_ids
+
+
+@pytest.mark.parametrize("api", sorted(STATUS))
+def test_status_row(setup: Setup, api: str) -> None:
+    [broker] = [n for n in setup.cluster.nodes.values() if not n.is_voter]
+    assert broker.status_address is not None
+
+    def ask(context: object) -> object:
+        return request(broker.status_address, api, {},  # type: ignore[arg-type]
+                       cluster_id=setup.cluster_id, ssl_context=context)  # type: ignore
+
+    refused = ask(setup.unprivileged)
+    assert isinstance(refused, dict)
+    assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    served = ask(setup.admin)
+    assert isinstance(served, dict)
+    assert served.get("error_code", 0) != ErrorCode.CLUSTER_AUTHORIZATION_FAILED

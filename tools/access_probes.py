@@ -1,0 +1,129 @@
+"""One request for each row of the controller listener that the gate decides
+(`broker/access_table.py`, `Check.GATE`), sent over a real connection: for the
+authorization test and for `kraft chaos --secure`'s attacker.
+
+Each `Probe` has two bodies:
+- `attack`: what an intruder would send, the harm the row must stop: a Vote or a
+  BeginQuorumEpoch in a far higher epoch for a real voter, a Fetch of the whole log from
+  offset 0 (SCRAM credentials included), RemoveRaftVoter of a real voter, kraft.version
+  1, 20,000 NoOps, a snapshot on every node, the broker RPCs;
+- `harmless`: the same api asking for nothing that changes the cluster (a stale epoch,
+  an unknown voter, an impossible version), claiming no node id, so that a caller with
+  exactly the row's right is served by the core or the handler, which answers with an
+  error of its own or none.
+`send` returns the answer's error code, or `CLOSED` when the node closed the connection
+instead (as it does to a request claiming a node id the certificate does not bind).
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from raft import messages
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
+from raft.types import SnapshotId
+from tools.cluster import ClusterError, request
+
+CLOSED = "closed"
+ATTACK_EPOCH = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    api: str
+    attack: dict[str, Any]
+    harmless: dict[str, Any]
+
+
+def _raft(message: Any) -> dict[str, Any]:
+    return messages.encode_message(message)[1]
+
+
+def probes(cluster_id: str, voter_id: int, voter_directory_id: Uuid | None) -> list[Probe]:
+    """A probe per GATE row of the controller listener; `voter_id` (with its directory
+    id, if the quorum is dynamic) is the real voter the attacks aim at."""
+    directory = voter_directory_id or Uuid.random()
+    c = cluster_id
+    vote = {"cluster_id": c, "last_offset_epoch": 0, "last_offset": 0}
+    return [
+        Probe("VoteRequest",
+              _raft(messages.VoteRequest(**vote, candidate_epoch=ATTACK_EPOCH,
+                                         candidate_id=voter_id)),
+              _raft(messages.VoteRequest(**vote, candidate_epoch=0, candidate_id=-1))),
+        Probe("BeginQuorumEpochRequest",
+              _raft(messages.BeginQuorumEpochRequest(cluster_id=c, leader_id=voter_id,
+                                                     leader_epoch=ATTACK_EPOCH)),
+              _raft(messages.BeginQuorumEpochRequest(cluster_id=c, leader_id=-1,
+                                                     leader_epoch=0))),
+        Probe("EndQuorumEpochRequest",
+              _raft(messages.EndQuorumEpochRequest(cluster_id=c, leader_id=voter_id,
+                                                   leader_epoch=ATTACK_EPOCH)),
+              _raft(messages.EndQuorumEpochRequest(cluster_id=c, leader_id=-1,
+                                                   leader_epoch=0))),
+        Probe("FetchRequest",
+              _raft(messages.FetchRequest(cluster_id=c, replica_id=-1, current_leader_epoch=-1,
+                                          fetch_offset=0, last_fetched_epoch=0)),
+              _raft(messages.FetchRequest(cluster_id=c, replica_id=-1, current_leader_epoch=-1,
+                                          fetch_offset=0, last_fetched_epoch=0,
+                                          max_bytes=1))),
+        Probe("FetchSnapshotRequest",
+              _raft(messages.FetchSnapshotRequest(
+                  cluster_id=c, replica_id=-1, current_leader_epoch=-1,
+                  snapshot_id=SnapshotId(0, 0), position=0)),
+              _raft(messages.FetchSnapshotRequest(
+                  cluster_id=c, replica_id=-1, current_leader_epoch=-1,
+                  snapshot_id=SnapshotId(0, 0), position=0))),
+        Probe("UpdateRaftVoterRequest",
+              _raft(messages.UpdateRaftVoterRequest(
+                  cluster_id=c, current_leader_epoch=-1, voter_id=voter_id,
+                  voter_directory_id=directory)),
+              _raft(messages.UpdateRaftVoterRequest(
+                  cluster_id=c, current_leader_epoch=-1, voter_id=-1,
+                  voter_directory_id=directory))),
+        Probe("AddRaftVoterRequest",
+              _raft(messages.AddRaftVoterRequest(cluster_id=c, voter_id=999,
+                                                 voter_directory_id=Uuid.random())),
+              _raft(messages.AddRaftVoterRequest(cluster_id=c, voter_id=voter_id,
+                                                 voter_directory_id=directory))),
+        Probe("RemoveRaftVoterRequest",
+              _raft(messages.RemoveRaftVoterRequest(cluster_id=c, voter_id=voter_id,
+                                                    voter_directory_id=directory)),
+              _raft(messages.RemoveRaftVoterRequest(cluster_id=c, voter_id=999,
+                                                    voter_directory_id=Uuid.random()))),
+        Probe("UpdateKRaftVersionRequest",
+              _raft(messages.UpdateKRaftVersionRequest(cluster_id=c, kraft_version=1)),
+              _raft(messages.UpdateKRaftVersionRequest(cluster_id=c, kraft_version=7))),
+        Probe("DescribeQuorumRequest", {}, {}),
+        Probe("Append", {"count": 20_000, "batch": 100}, {"count": 1}),
+        Probe("WriteSnapshot", {}, {}),
+        Probe("BrokerStatus", {"wait_for_applied_offset": 1 << 62, "max_wait_ms": 10_000},
+              {}),
+        Probe("RegisterBroker", {"broker_id": voter_id}, {}),
+        Probe("BrokerHeartbeat", {"broker_id": voter_id}, {}),
+        Probe("AlterPartition", {"broker_id": voter_id}, {}),
+        Probe("AlterUserScramCredentials", {}, {}),
+        Probe("DescribeUserScramCredentials", {}, {}),
+        Probe("CreateAcls", {}, {}),
+        Probe("DeleteAcls", {}, {}),
+        Probe("DescribeAcls", {}, {}),
+    ]
+
+
+def send(address: str, api: str, body: dict[str, Any], *, cluster_id: str,
+         ssl_context: ssl.SSLContext | None, timeout_s: float = 5.0) -> int | str:
+    """The error code of the answer to one request, or CLOSED."""
+    try:
+        answer = request(address, api, body, cluster_id=cluster_id, timeout_s=timeout_s,
+                         ssl_context=ssl_context)
+    except ClusterError:
+        return CLOSED
+    code = answer.get("error_code", answer.get("top_level_error", 0)) \
+        if isinstance(answer, dict) else 0
+    return int(code) if isinstance(code, int) else CLOSED
+
+
+def is_refused(code: int | str) -> bool:
+    return code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
