@@ -47,12 +47,12 @@ def probes(cluster_id: str, voter_id: int, voter_directory_id: Uuid | None) -> l
     id, if the quorum is dynamic) is the real voter the attacks aim at."""
     directory = voter_directory_id or Uuid.random()
     c = cluster_id
-    vote = {"cluster_id": c, "last_offset_epoch": 0, "last_offset": 0}
     return [
         Probe("VoteRequest",
-              _raft(messages.VoteRequest(**vote, candidate_epoch=ATTACK_EPOCH,
-                                         candidate_id=voter_id)),
-              _raft(messages.VoteRequest(**vote, candidate_epoch=0, candidate_id=-1))),
+              _raft(messages.VoteRequest(cluster_id=c, last_offset_epoch=0, last_offset=0,
+                                         candidate_epoch=ATTACK_EPOCH, candidate_id=voter_id)),
+              _raft(messages.VoteRequest(cluster_id=c, last_offset_epoch=0, last_offset=0,
+                                         candidate_epoch=0, candidate_id=-1))),
         Probe("BeginQuorumEpochRequest",
               _raft(messages.BeginQuorumEpochRequest(cluster_id=c, leader_id=voter_id,
                                                      leader_epoch=ATTACK_EPOCH)),
