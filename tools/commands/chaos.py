@@ -27,8 +27,10 @@ format --add-scram` does, passwords in DIR/chaos-users.json) and the StandardAut
 on, the workload's principals granted exactly the ACLs they use (tools/chaos/security.py);
 every workload client logs in, the admin churn with its own certificate (the proxies
 forward the TLS bytes untouched: certificates name 127.0.0.1, which every client dials).
-After healing, requests that must be refused are tried (tools/chaos/secure_probes.py):
-one that is allowed fails the run.
+While the workload runs, an attacker (tools/chaos/attacker.py: a certificate of the
+cluster's CA with no ACL) sends every request the authorization table refuses it to every
+controller; after healing, requests that must be refused are tried
+(tools/chaos/secure_probes.py): one that is allowed, in either, fails the run.
 With `--dynamic` the voters are a dynamic quorum (KIP-853), formatted as `kraft quorum
 start --dynamic` does (`kraft format --initial-controllers`), and `wipe-voter` may be
 asked for (without `--dynamic` it is a usage error): a voter loses its whole data directory,
@@ -62,6 +64,7 @@ from metadata.admin import CreateAclsRequest, CreateAclsResponse
 from metadata.bootstrap import write_bootstrap_records
 from raft.snapshot import SnapshotError
 from raft.storage import StorageError
+from tools.chaos.attacker import Attacker
 from tools.chaos.checker import CheckResult, FinalState, Violation, check
 from tools.chaos.client_checks import ClientResult
 from tools.chaos.final import (
@@ -144,6 +147,8 @@ VERDICT_FILE = "chaos-verdict.json"
 HISTORY_FILE = "history.jsonl"
 USERS_FILE = "chaos-users.json"  # --secure: the SCRAM users' passwords (0600)
 ADMIN_PROPERTIES = "chaos-admin.properties"  # --secure: the admin churn's TLS client
+ATTACKER_PROPERTIES = "chaos-attacker.properties"  # --secure: a client with no rights
+ATTACKER_CN = "chaos-attacker"
 GRANT_TIMEOUT_S = 30.0
 
 
@@ -222,6 +227,7 @@ class Credentials:
     clients: ClientSecurity
     admin_ssl: ssl.SSLContext
     admin_principal: str
+    attacker_ssl: ssl.SSLContext  # a certificate of the cluster's CA with no ACL
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -301,20 +307,35 @@ def _secure(cluster: Cluster, passwords: dict[str, str]) -> Credentials:
     _write_private(directory / USERS_FILE, (json.dumps(
         {"mechanism": MECHANISM, "passwords": passwords}, indent=2) + "\n").encode())
     tls_dir = directory / tls_certs.TLS_DIR
-    keystore = tls_dir / f"{ADMIN_CN}.pem"
+    return Credentials(clients=ClientSecurity(ca_file=str(tls_dir / "ca.pem"),
+                                              passwords=passwords),
+                       admin_ssl=_client_identity(directory, ADMIN_CN, ADMIN_PROPERTIES,
+                                                  "the admin churn's client (the "
+                                                  "controllers' admin RPCs)"),
+                       admin_principal=_certificate_principal(ADMIN_CN),
+                       attacker_ssl=_client_identity(directory, ATTACKER_CN,
+                                                     ATTACKER_PROPERTIES,
+                                                     "the attacker: no ACL at all"))
+
+
+def _client_identity(directory: Path, common_name: str, file_name: str, purpose: str
+                     ) -> ssl.SSLContext:
+    """A certificate for `common_name` signed by the cluster's CA, and its client
+    properties (DIR/`file_name`); the TLS context it dials with."""
+    from tools import tls_certs
+    tls_dir = directory / tls_certs.TLS_DIR
+    keystore = tls_dir / f"{common_name}.pem"
     _write_private(keystore, tls_certs.keystore_pem(
-        tls_certs.issue(tls_certs.load_ca(directory), ADMIN_CN)))
-    properties = directory / ADMIN_PROPERTIES
+        tls_certs.issue(tls_certs.load_ca(directory), common_name)))
+    properties = directory / file_name
     properties.write_text(
-        "# kraft chaos --secure: the admin churn's client (the controllers' admin RPCs)\n"
+        f"# kraft chaos --secure: {purpose}\n"
         "security.protocol=SSL\nssl.truststore.type=PEM\n"
         f"ssl.truststore.location={tls_dir / 'ca.pem'}\nssl.keystore.type=PEM\n"
         f"ssl.keystore.location={keystore}\nssl.endpoint.identification.algorithm=https\n")
-    admin_ssl = client_ssl_context(properties)
-    assert admin_ssl is not None  # security.protocol=SSL
-    return Credentials(clients=ClientSecurity(ca_file=str(tls_dir / "ca.pem"),
-                                              passwords=passwords),
-                       admin_ssl=admin_ssl, admin_principal=_certificate_principal(ADMIN_CN))
+    context = client_ssl_context(properties)
+    assert context is not None  # security.protocol=SSL
+    return context
 
 
 def _grant(cluster: Cluster, credentials: Credentials, timeout_s: float) -> int:
@@ -356,23 +377,31 @@ def _start_cluster(cluster: Cluster) -> str:
 
 def _run_workload_under_faults(workload: Workload, nemesis: Nemesis,
                               duration_s: float, group: GroupWorkload | None = None,
-                              display: ProgressDisplay | None = None) -> list[str]:
+                              display: ProgressDisplay | None = None,
+                              attacker: Attacker | None = None) -> list[str]:
     """Set the workloads up, run them for `duration_s` while the nemesis injects its
-    faults; the workloads' own errors."""
+    faults (and the attacker, with --secure, tries every refused request); the
+    workloads' own errors."""
     workload.setup()
     if group is not None:
         group.setup()
     nemesis.start()
     deadline = time.monotonic() + duration_s
+    if attacker is not None:
+        attacker.start(deadline)
     if display is not None:
         display.phase("workload and faults", total=duration_s,
                       poll=_counts(workload, nemesis, group, deadline - duration_s,
                                    duration_s))
     if group is not None:
         group.start(deadline)
-    workload.run(deadline)
-    if group is not None:
-        group.join(deadline)
+    try:
+        workload.run(deadline)
+        if group is not None:
+            group.join(deadline)
+    finally:
+        if attacker is not None:
+            attacker.stop()
     nemesis.stop()
     return workload.errors + ([] if group is None else group.errors)
 
@@ -489,6 +518,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     observed: tuple[FinalState, str] | None = None
     workload: Workload | None = None
     group: GroupWorkload | None = None
+    attacker: Attacker | None = None
     try:
         display.phase("cluster start")  # phase names: short, the line is one terminal line
         bootstrap = _start_cluster(rig.cluster)
@@ -506,8 +536,11 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                               cluster_id=rig.cluster.cluster_id, bootstrap=bootstrap,
                               seed=seed, kills="kill" in faults, admin_ssl=admin_ssl,
                               clients=logins)
+        attacker = None if credentials is None else Attacker(  # all along the run
+            controllers=rig.cluster.controller_addresses, cluster_id=rig.cluster.cluster_id,
+            ssl_context=credentials.attacker_ssl, target_voter=rig.cluster.voter_ids[0])
         errors += _run_workload_under_faults(workload, rig.nemesis, duration_s, group,
-                                             display)
+                                             display, attacker)
         display.phase("healing, final read")
         observed = _observe_final_state(rig, bootstrap, group)
     except Exception as exc:  # the verdict must still be written, as a failure
@@ -539,6 +572,9 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
         errors += _snapshots_unexercised(activity)
     errors += [f"security: {name} was allowed; it must be refused"
                for name, outcome in rig.probes.items() if outcome == ALLOWED]
+    if attacker is not None:
+        rig.probes.update({f"attacker_{k}": str(n) for k, n in attacker.outcomes.items()})
+        errors += [f"security: the attacker was served {hole}" for hole in attacker.allowed]
     if replay:
         display.phase("Spark replay")
         if result is not None:  # still shown while the replay runs
