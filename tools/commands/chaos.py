@@ -252,7 +252,7 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
         settings |= node_settings(
             node_principals=[tls_certs.node_principal(n)
                              for n in range(1, voters + brokers + 1)],
-            operator_principal=_certificate_principal(tls_certs.CLIENT_CN),
+            operator_principal=tls_certs.admin_principal(),
             broker_password=passwords[BROKER_USER])
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings,
                              tls=secure, dynamic=dynamic)
@@ -303,7 +303,7 @@ def _secure(cluster: Cluster, passwords: dict[str, str]) -> Credentials:
     tls_dir = directory / tls_certs.TLS_DIR
     keystore = tls_dir / f"{ADMIN_CN}.pem"
     _write_private(keystore, tls_certs.keystore_pem(
-        tls_certs.issue(tls_certs.load_ca(directory), ADMIN_CN)))
+        tls_certs.issue_client(tls_certs.load_ca(directory), ADMIN_CN)))
     properties = directory / ADMIN_PROPERTIES
     properties.write_text(
         "# kraft chaos --secure: the admin churn's client (the controllers' admin RPCs)\n"
