@@ -1,5 +1,5 @@
 """Prometheus metrics of a node (`metrics.listener = "http://HOST:PORT"`, or
-`https://HOST:PORT` over TLS with the node's PEM keystore and truststore files and its
+`https://HOST:PORT` over TLS with the node's keystore and truststore and its
 `ssl.client.auth`; unset: off).
 
 The registry, the metric types and the text exposition come from `prometheus-client`;
