@@ -48,8 +48,11 @@ class BrokerHeartbeat:
         self.broker_epoch: int | None = None
         self.is_fenced = True
         self.applied_offset = node.first_published_offset - 1  # a snapshot's, or none
-        self._client = ControllerClient(voters=node.voters, cluster_id=node.cluster_id,
-                                        ssl_context=node.transport.client_ssl_context)
+        transport_tls = node.transport.tls
+        self._client = ControllerClient(
+            voters=node.voters, cluster_id=node.cluster_id,
+            ssl_context=node.transport.client_ssl_context,
+            bind_identity=transport_tls is not None and transport_tls.bind_identity)
         self.empty_partitions: Callable[[], Awaitable[tuple[EmptyPartition, ...]]] | None = \
             None
 

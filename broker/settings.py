@@ -48,5 +48,8 @@ class BrokerSettings:
     kafka_security_protocol: str = "PLAINTEXT"  # the Kafka listener's, for its sessions
     status_ssl_context: ssl.SSLContext | None = None
     inter_broker_ssl_context: ssl.SSLContext | None = None
+    # the other brokers' certificates bind their node ids (the nodes' mutual TLS): the
+    # replica fetcher refuses a leader whose certificate binds another id or none
+    inter_broker_bind_identity: bool = False
     # authorizer.class.name, super.users, allow.everyone.if.no.acl.found (OFF: none)
     authorizer: AuthorizerSettings = OFF

@@ -52,6 +52,9 @@ VERBS: dict[str, tuple[str, str]] = {
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
 COMMAND_CONFIG_VERBS = ("topics", "configs", "acls", "produce", "consume", "users")
+# verbs that read and write records as an application does: with --cluster DIR they use
+# the cluster's unprivileged client.properties; every other verb its admin.properties
+DATA_VERBS = ("produce", "consume")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVELS = {"node": "INFO"}  # every other verb: WARNING
 PACKAGE = "kraft-py"
@@ -97,12 +100,14 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
                                  help="client properties (security.protocol, ssl.*, "
                                  "sasl.mechanism, sasl.jaas.config), as "
                                  "Kafka's tools; default with --cluster: its "
-                                 "client.properties when it has one")
+                                 + ("client.properties" if name in DATA_VERBS
+                                    else "admin.properties") + " when it has one")
     return parser
 
 
 def _client_tls(args: argparse.Namespace) -> None:
-    """TLS for the verb's clients: `--command-config`, or a `--cluster`'s own file."""
+    """TLS for the verb's clients: `--command-config`, or a `--cluster`'s own identity
+    (its admin's, but for the data verbs)."""
     command_config = getattr(args, "command_config", None)
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
@@ -110,7 +115,7 @@ def _client_tls(args: argparse.Namespace) -> None:
     from tools.client.sasl import SaslConfigError, use_command_line_sasl
     from tools.cluster import ClusterError, use_command_line_tls
     try:
-        use_command_line_tls(command_config, cluster)
+        use_command_line_tls(command_config, cluster, admin=args.verb not in DATA_VERBS)
         use_command_line_sasl(command_config)
     except (ClusterError, SaslConfigError) as exc:
         raise CommandError(f"--command-config: {exc}" if command_config else str(exc),

@@ -8,18 +8,22 @@ Used by `kraft quorum`, the integration tests, the demo and the bench. Layout:
     DIR/node-N/data/           its log directory (formatted here)
     DIR/node-N/node.log        its stdout and stderr (JSON log lines)
     DIR/node-N/node.pid        its process id while started
-    DIR/client.properties      with `tls=True` (`kraft quorum start --tls`): how clients
-    DIR/tls/                   connect, and the throwaway CA and certificates
-                               (`tools.tls_certs`)
+    DIR/admin.properties       with `tls=True` (`kraft quorum start --tls`): how the
+    DIR/client.properties      admin (a super user) and an unprivileged client connect,
+    DIR/tls/                   and the throwaway CA and certificates (`tools.tls_certs`)
 
 Voters get ids 1..V, brokers V+1..V+B (brokers are raft observers for now). Every node is
 its own detached process (new session), so it outlives the command that started it.
 
 A TLS cluster's listeners are all SSL with mutual TLS (`ssl.client.auth=required`): the
-voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. A loaded
-cluster with a `client.properties` dials them with its client certificate
-(`Cluster.client_ssl`); the blocking client below takes a context, by default the
-process's (`raft.common.tls.default_client_context`, set by the `kraft` command line).
+voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. Every node's
+`super.users` names the nodes and the admin identity, also when `settings` give their own
+`super.users` (the admin is added to them), so the launcher's own requests stay allowed
+under the authorizer. A loaded cluster dials them as its admin (`Cluster.client_ssl`:
+`admin.properties`, or `client.properties` in a cluster made before there was an admin);
+the blocking client below takes a context, by default the process's
+(`raft.common.tls.default_client_context`, set by the `kraft` command line: see
+`use_command_line_tls` for which identity a verb uses).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ from raft.storage import format_log_dir
 from tools.config import ConfigError, load_client_properties, parse_address, to_toml
 
 CLUSTER_FILE = "cluster.json"
-CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's (tools.tls_certs)
+CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's unprivileged client (tools.tls_certs)
+ADMIN_PROPERTIES = "admin.properties"  # a TLS cluster's admin, a super user (tools.tls_certs)
 HOST = "127.0.0.1"
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
 _correlation = iter(range(1, 1 << 62))
@@ -71,15 +76,25 @@ def client_ssl_context(properties_file: str | os.PathLike[str]) -> ssl.SSLContex
         raise ClusterError(str(exc)) from None
 
 
-def use_command_line_tls(command_config: str | None, cluster_dir: str | None) -> None:
-    """The `kraft` command line's clients: `--command-config FILE`, else a TLS cluster's
-    `DIR/client.properties` for `--cluster DIR`, becomes the process's default client
-    context (`raft.common.tls.set_default_client_context`). ClusterError on a bad file."""
+def cluster_properties(cluster_dir: str | os.PathLike[str], *, admin: bool = True
+                       ) -> Path | None:
+    """The client properties file a TLS cluster directory offers: its admin's
+    (`admin.properties`) when `admin` and it has one, else its unprivileged client's
+    (`client.properties`); None for a plaintext cluster."""
+    names = (ADMIN_PROPERTIES, CLIENT_PROPERTIES) if admin else (CLIENT_PROPERTIES,)
+    return next((p for n in names if (p := Path(cluster_dir) / n).is_file()), None)
+
+
+def use_command_line_tls(command_config: str | None, cluster_dir: str | None, *,
+                         admin: bool = True) -> None:
+    """The `kraft` command line's clients: `--command-config FILE`, else for `--cluster
+    DIR` the cluster's own identity (`cluster_properties`: the admin's for `admin`
+    verbs), becomes the process's default client context
+    (`raft.common.tls.set_default_client_context`). ClusterError on a bad file."""
     from raft.common.tls import set_default_client_context
     path: Path | None = Path(command_config) if command_config else None
     if path is None and cluster_dir:
-        candidate = Path(cluster_dir) / CLIENT_PROPERTIES
-        path = candidate if candidate.is_file() else None
+        path = cluster_properties(cluster_dir, admin=admin)
     if path is not None:
         set_default_client_context(client_ssl_context(path))
 
@@ -223,6 +238,12 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                       for n in response.nodes}}
 
 
+def _with_principal(super_users: str, principal: str) -> str:
+    """`super.users` (`User:a;User:b`) with `principal` added once."""
+    names = [n.strip() for n in super_users.split(";") if n.strip()]
+    return ";".join(dict.fromkeys([*names, principal]))
+
+
 def _write_bootstrap(data_dir: str, voters: Any) -> None:
     """The bootstrap checkpoint (KRaftVersionRecord + VotersRecord) in the node's
     metadata partition directory, as kraft format --initial-controllers writes it."""
@@ -311,15 +332,21 @@ class Cluster:
 
     @property
     def client_properties(self) -> Path | None:
-        """A TLS cluster's client properties file (None: a plaintext cluster)."""
-        path = self.directory / CLIENT_PROPERTIES
-        return path if path.is_file() else None
+        """A TLS cluster's unprivileged client properties file (None: plaintext)."""
+        return cluster_properties(self.directory, admin=False)
+
+    @property
+    def admin_properties(self) -> Path | None:
+        """The properties file of the identity this cluster's own requests use: the
+        admin's (`cluster_properties`; None: plaintext)."""
+        return cluster_properties(self.directory)
 
     @property
     def client_ssl(self) -> ssl.SSLContext | None:
-        """The context this cluster's clients dial with (None: plaintext)."""
+        """The context this cluster's own requests dial with, the admin's (None:
+        plaintext)."""
         if not self._client_ssl:
-            properties = self.client_properties
+            properties = self.admin_properties
             self._client_ssl.append(client_ssl_context(properties) if properties else None)
         return self._client_ssl[0]
 
@@ -383,6 +410,10 @@ class Cluster:
                     "CONTROLLER:SSL" if is_voter else "CONTROLLER:SSL,SSL:SSL,STATUS:SSL")
                 node_settings.update(node_tls_settings(tls_files, node_id))
             node_settings.update(settings or {})
+            if tls_files is not None:
+                from tools.tls_certs import admin_principal
+                node_settings["super.users"] = _with_principal(
+                    str(node_settings.get("super.users", "")), admin_principal())
             Path(info.config).write_text(to_toml(node_settings))
             cluster.nodes[node_id] = info
         cluster.save()

@@ -1,9 +1,12 @@
 """Prometheus metrics of a node (`metrics.listener = "http://HOST:PORT"`, or
-`https://HOST:PORT` over TLS with the node's PEM keystore and truststore files and its
+`https://HOST:PORT` over TLS with the node's keystore and truststore and its
 `ssl.client.auth`; unset: off).
 
 The registry, the metric types and the text exposition come from `prometheus-client`;
-`GET http://HOST:PORT/metrics` serves them from the library's own HTTP server thread.
+`GET http://HOST:PORT/metrics` serves them from its thread-per-connection WSGI server
+(`MetricsServer`), which accepts in one thread and runs everything else, the TLS
+handshake included, in the connection's own thread under a deadline: a silent or slow
+peer holds only its own thread, never the endpoint.
 One endpoint per process: a node rebuilt in place after a full disk
 (`tools.server.supervisor`) keeps its endpoint and its counters (`install_metrics` finds
 the process's `NodeMetrics` by its listener).
@@ -26,17 +29,19 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 import ssl
 import threading
 import time
 from collections import deque
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
-from raft.common.tls import TlsSettings
+from raft.common.tls import TlsConfigError, TlsSettings, server_context
 from raft.core import Role
 from raft.node import RaftNode
 from raft.types import Ready
@@ -54,6 +59,9 @@ WINDOW_S = 60.0
 STATES = ("unattached", "voted", "prospective", "candidate", "leader", "follower",
           "observer", "resigned")  # the first: before the node's first turn
 CAMPAIGNING = frozenset({str(Role.PROSPECTIVE), str(Role.CANDIDATE)})
+
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS peer that does not finish its handshake is dropped
+IDLE_TIMEOUT_S = 30.0  # a connection that sends no request for this long is closed
 
 _PROCESS: dict[str, NodeMetrics] = {}  # metrics.listener -> this process's endpoint
 _PROCESS_LOCK = threading.Lock()
@@ -250,21 +258,68 @@ class NodeMetrics:
     # -- serving -----------------------------------------------------------------------
 
     def serve(self, host: str, port: int, tls: TlsSettings | None = None) -> tuple[str, int]:
-        """Serve `/metrics` from prometheus-client's HTTP server thread (a daemon: it
-        ends with the process), over TLS with `tls`'s PEM keystore file (and, when
-        `client_auth` is not none, its PEM truststore: `required` refuses a client
-        without a certificate). OSError when the address cannot be bound."""
-        if tls is None:
-            server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        else:
-            server, _thread = start_http_server(
-                port, addr=host, registry=self.registry, certfile=tls.keystore_location,
-                keyfile=tls.keystore_location,
-                client_cafile=(tls.truststore_location or None)
-                if tls.client_auth != "none" else None,
-                client_auth_required=tls.client_auth == "required")
+        """Serve `/metrics` (`serve_registry`), over TLS with `tls`'s keystore and, as
+        its `client_auth` asks, truststore (`required` refuses a client without a
+        certificate). OSError when the address cannot be bound, TlsConfigError when
+        the keystore or truststore does not load."""
+        context = server_context(tls) if tls is not None else None
+        server = serve_registry(self.registry, host, port, context)
         self.address = (host, int(server.server_port))
         return self.address
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """A connection's handler: no access log; a read idle past `timeout` ends it."""
+
+    timeout = IDLE_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        """Scrapes are not logged."""
+
+
+class MetricsServer(ThreadingWSGIServer):
+    """prometheus-client's thread-per-connection server, with the TLS handshake moved
+    out of the accepting thread: `finish_request` runs in the connection's own thread
+    and wraps the socket there, `handshake_timeout_s` bounding each handshake read."""
+
+    ssl_context: ssl.SSLContext | None = None
+    handshake_timeout_s = HANDSHAKE_TIMEOUT_S
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(self.handshake_timeout_s)
+        try:
+            secured = self.ssl_context.wrap_socket(request, server_side=True)
+        except OSError as exc:  # silence past the deadline, plaintext, a refused certificate
+            log.debug("metrics: TLS handshake failed", extra={
+                "peer": str(client_address), "reason": str(exc)})
+            return
+        try:
+            super().finish_request(secured, client_address)
+        finally:
+            secured.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's failure (a peer gone, a read timed out) is its own: logged at
+        DEBUG, not printed."""
+        log.debug("metrics: connection failed", exc_info=True,
+                  extra={"peer": str(client_address)})
+
+
+def serve_registry(registry: CollectorRegistry, host: str, port: int,
+                   context: ssl.SSLContext | None) -> MetricsServer:
+    """A `MetricsServer` for `registry` bound to (host, port), over TLS with `context`,
+    serving from a daemon thread (it ends with the process). OSError when the address
+    cannot be bound."""
+    family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
+    server_class: type[MetricsServer] = type(
+        "MetricsServer", (MetricsServer,), {"address_family": family, "ssl_context": context})
+    server = make_server(host, port, make_wsgi_app(registry), server_class=server_class,
+                         handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
 
 
 def install_metrics(node: RaftNode, listener: str, *, is_voter: bool, roles: str,
@@ -281,9 +336,10 @@ def install_metrics(node: RaftNode, listener: str, *, is_voter: bool, roles: str
             metrics = NodeMetrics()
             try:
                 address = metrics.serve(host, port, tls if scheme == "https" else None)
-            except (OSError, ssl.SSLError) as exc:
+            except (OSError, TlsConfigError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else None
                 raise CommandError(f"metrics.listener {listener}: cannot listen: "
-                                   f"{exc.strerror or exc}") from None
+                                   f"{reason or exc}") from None
             log.info("serving Prometheus metrics", extra={
                 "node": node.node_id, "url": f"{scheme}://{address[0]}:{address[1]}/metrics"})
             _PROCESS[listener] = metrics

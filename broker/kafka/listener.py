@@ -310,6 +310,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     address = settings.client_address
     if address is None:
         return None
+    # the nodes' mutual TLS: every controller dialled must present its own id's certificate
+    bind_identity = node.transport.tls is not None and node.transport.tls.bind_identity
     replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
                               image=lambda: server.image,
                               wait_reconciled=server.wait_reconciled)
@@ -317,7 +319,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
         controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id,
-                                    ssl_context=node.transport.client_ssl_context),
+                                    ssl_context=node.transport.client_ssl_context,
+                                    bind_identity=bind_identity),
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes)
     context.broker_epoch = lambda: (None if server.registration is None
@@ -328,7 +331,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
                                         leader_hint=lambda: node.leader_address,
-                                        ssl_context=node.transport.client_ssl_context)
+                                        ssl_context=node.transport.client_ssl_context,
+                                        bind_identity=bind_identity)
     listener = KafkaListener(Dispatcher(context, quorum=quorum), address,
                              max_frame_bytes=settings.socket_request_max_bytes,
                              ssl_context=settings.kafka_ssl_context,
@@ -338,6 +342,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     fetcher = ReplicaFetcher(  # followers fetch from leaders
         context, ssl_context=settings.inter_broker_ssl_context)
     fetcher.sasl = settings.inter_broker_sasl
+    fetcher.bind_identity = settings.inter_broker_bind_identity
     node.add_background_task(fetcher.run)
     context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders
         context, num_partitions=settings.offsets_topic_num_partitions)

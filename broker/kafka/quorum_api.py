@@ -5,7 +5,9 @@ kafka-metadata-quorum.sh --bootstrap-server (and `kraft quorum describe
 --bootstrap-server`) works through a broker. Here the broker sends the controllers'
 own DescribeQuorum (`raft.node`'s, msgpack over the controller listener) to the raft
 leader, following a non-leader's NOT_LEADER_OR_FOLLOWER to the address it names, and
-translates the answer into Kafka's response (`describe_quorum_response`, pure).
+translates the answer into Kafka's response (`describe_quorum_response`, pure). With
+`bind_identity` (mutual TLS between the nodes) each controller dialled must present a
+certificate binding the voter id it is dialled as (`metadata.controller_client`).
 
 The request must name `__cluster_metadata` partition 0 once, as Kafka checks: more
 than one topic or partition is INVALID_REQUEST, another topic or partition is
@@ -28,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from metadata.controller_client import request_once
+from metadata.controller_client import leader_named, node_at, request_once
 from raft import messages
 from raft.common.errors import ErrorCode as RaftErrorCode
 from raft.common.framing import FrameError
@@ -60,11 +62,13 @@ class QuorumForwarder:
 
     def __init__(self, *, voters: Mapping[int, Address], cluster_id: str,
                  leader_hint: Callable[[], Address | None] = lambda: None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 bind_identity: bool = False) -> None:
         self.voters = voters
         self.cluster_id = cluster_id
         self.leader_hint = leader_hint
         self.ssl_context = ssl_context  # the controller listener's TLS (None: plaintext)
+        self.bind_identity = bind_identity  # a controller's certificate binds its id
         self._correlation = itertools.count(1)
 
     async def describe(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
@@ -79,11 +83,12 @@ class QuorumForwarder:
                 targets = ([hint] if hint else []) + sorted(self.voters.values())
                 for first in dict.fromkeys(targets):
                     target: Address | None = first
+                    node_id = node_at(self.voters, first)
                     for _ in range(3):  # a non-leader names the leader: follow it
                         assert target is not None
                         try:
                             with trio.fail_after(max(0.5, timeout_s / 2)):
-                                reply = await self._send(target, body)
+                                reply = await self._send(node_id, target, body)
                         except (OSError, FrameError, trio.TooSlowError,
                                 trio.BrokenResourceError) as exc:
                             problems.append(f"{target[0]}:{target[1]}: {exc}")
@@ -96,12 +101,15 @@ class QuorumForwarder:
                         target = _address(redirect) if isinstance(redirect, str) else None
                         if target is None:
                             break
+                        node_id = leader_named(self.voters, reply.get("leader_id"), target)
                 await trio.sleep(RETRY_PAUSE_S)  # an election is under way
         raise QuorumUnavailable("; ".join(problems[-3:]) or "no controller answered")
 
-    async def _send(self, address: Address, body: dict[str, Any]) -> Any:
+    async def _send(self, node_id: int | None, address: Address, body: dict[str, Any]
+                    ) -> Any:
         return await request_once(address, CONTROLLER_API, next(self._correlation),
-                                  self.cluster_id, body, ssl_context=self.ssl_context)
+                                  self.cluster_id, body, ssl_context=self.ssl_context,
+                                  node_id=node_id, bind_identity=self.bind_identity)
 
     async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
         """The listener's DescribeQuorum handler."""

@@ -142,6 +142,9 @@ class ReplicaFetcher:
         self.sasl: SaslClientSettings | None = None
         self._sasl_rng = secrets.SystemRandom()  # SCRAM nonces
         self.ssl_context = ssl_context  # the leaders' Kafka listeners are TLS (None: not)
+        # the leader's certificate must bind the leader's id (nodes' mutual TLS); set by
+        # install_kafka_listener
+        self.bind_identity = False
 
     async def run(self) -> None:
         planner = FollowedPartitions(self.context.broker_id)
@@ -159,8 +162,9 @@ class ReplicaFetcher:
                                            self.context.replica_routes)
             if address is not None:
                 try:
-                    stream = await tls.open_stream(address[0], address[1],
-                                                   self.ssl_context)
+                    stream = await tls.open_node_stream(
+                        address[0], address[1], self.ssl_context, node_id=leader,
+                        bind_identity=self.bind_identity)
                     async with stream:
                         if self.sasl is not None:  # SaslClientError is a ConnectionError
                             await sasl_authenticate(stream, self.sasl, rng=self._sasl_rng)

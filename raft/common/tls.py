@@ -15,7 +15,10 @@ certificate names, and runs the server-side handshake over Trio.
   of a connection is `User:<that DN>`; `node_id_of` reads the node id bound in a
   kraft-py node certificate: the subject's common name `kraft-node-<id>` (the only
   encoding accepted: `tools/tls_certs.py` issues it; see raft/peer_identity.py for the
-  check).
+  check on requests). A node dialling another with identity binding on (mutual TLS)
+  checks the other way round: `open_node_stream` refuses a server whose certificate does
+  not bind the node id it meant to dial (`node_identity_error`), before a byte is sent,
+  so that a client's certificate or another node's cannot pose as that node.
 - `accept` runs the server-side handshake with a deadline (a silent or plaintext peer is
   refused, never waited on) and returns the stream and the peer's `Session`.
 - `set_default_client_context` is for command-line tools only (one process, one cluster:
@@ -46,7 +49,7 @@ from raft.common.session import KafkaPrincipal, Session
 __all__ = [
     "CLIENT_AUTH_MODES", "NODE_CN_PREFIX", "STORE_TYPES", "TlsConfigError", "TlsSettings",
     "TlsHandshakeError", "accept", "client_context", "common_names", "default_client_context",
-    "node_id_of", "open_stream", "peer_subject",
+    "node_id_of", "node_identity_error", "open_node_stream", "open_stream", "peer_subject",
     "server_context", "set_default_client_context", "tls_session", "wrap_client",
 ]
 
@@ -316,6 +319,17 @@ def node_id_of(cert: dict[str, Any] | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def node_identity_error(cert: dict[str, Any] | None, node_id: int | None) -> str | None:
+    """Why a server's certificate does not bind the node dialled (None: it does). It must
+    bind `node_id`; where the id dialled is unknown (None: an address a redirect named
+    without one), it must bind some node id, so it is at least a node's."""
+    bound = node_id_of(cert)
+    if bound is not None and (node_id is None or bound == node_id):
+        return None
+    found = "no node id" if bound is None else f"node {bound}"
+    return f"binds {found}, not {'a node id' if node_id is None else f'node {node_id}'}"
+
+
 def tls_session(cert: dict[str, Any] | None, *, client_host: str,
                 security_protocol: str = "SSL") -> Session:
     """The session of a TLS connection: `User:<subject DN>` with a client certificate,
@@ -382,3 +396,19 @@ async def open_stream(host: str, port: int, context: ssl.SSLContext | None
     if context is None:
         return stream
     return await wrap_client(stream, context, host)
+
+
+async def open_node_stream(host: str, port: int, context: ssl.SSLContext | None, *,
+                           node_id: int | None, bind_identity: bool) -> trio.abc.Stream:
+    """`open_stream` to another node: with `bind_identity` over TLS, the certificate
+    reached must bind `node_id` (`node_identity_error`), else OSError naming what it
+    binds, before anything is sent."""
+    stream = await open_stream(host, port, context)
+    if context is None or not bind_identity:
+        return stream
+    assert isinstance(stream, trio.SSLStream)
+    problem = node_identity_error(stream.getpeercert(), node_id)
+    if problem is not None:
+        await trio.aclose_forcefully(stream)
+        raise OSError(f"the certificate at {host}:{port} {problem}")
+    return stream

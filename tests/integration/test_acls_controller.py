@@ -1,8 +1,9 @@
 """The controllers' admin API under the authorizer, on a mutual-TLS cluster (`kraft quorum
 start --tls`'s certificates): the nodes' principals (`User:CN=kraft-node-<id>,O=kraft-py`)
 are super users, so the broker registers, heartbeats and replicates; the CLI's client
-certificate (`User:CN=kraft-client,O=kraft-py`) is not, so its admin RPCs are refused
-until a super user (a client holding node 1's certificate) grants it ACLs with
+certificate (`User:CN=kraft-client,O=kraft-py`, chosen with `--command-config
+client.properties`: `--cluster DIR` alone is the admin) is not, so its admin RPCs are
+refused until a super user (a client holding node 1's certificate) grants it ACLs with
 `kraft acls --bootstrap-controller`. One 1-voter + 1-broker cluster for the module."""
 
 from __future__ import annotations
@@ -49,12 +50,18 @@ def node_properties(cluster: Cluster) -> Path:
     return path
 
 
+def as_client(cluster: Cluster) -> tuple[str, ...]:
+    """The CLI's arguments to act as the unprivileged client on `cluster`."""
+    return ("--cluster", str(cluster.directory), "--command-config",
+            str(Path(cluster.directory) / "client.properties"))
+
+
 def test_client_is_refused_when_it_has_no_acl(cluster: Cluster) -> None:
-    listed = kraft("acls", "--cluster", str(cluster.directory), "--list")
+    listed = kraft("acls", *as_client(cluster), "--list")
     assert listed.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in listed.stderr
-    created = kraft("topics", "--cluster", str(cluster.directory), "--create", "--topic",
-                    "denied", "--partitions", "1", "--replication-factor", "1")
+    created = kraft("topics", *as_client(cluster), "--create", "--topic", "denied",
+                    "--partitions", "1", "--replication-factor", "1")
     assert created.returncode == 1
     assert "TOPIC_AUTHORIZATION_FAILED" in created.stderr
 
@@ -68,15 +75,15 @@ def test_client_may_create_and_list_when_a_super_user_grants_it(
     assert granted.returncode == 0, granted.stderr
     assert f"(principal={CLIENT}, host=*, operation=CREATE, permissionType=ALLOW)" in \
         granted.stdout
-    created = kraft("topics", "--cluster", str(cluster.directory), "--create", "--topic",
-                    "granted", "--partitions", "1", "--replication-factor", "1")
+    created = kraft("topics", *as_client(cluster), "--create", "--topic", "granted",
+                    "--partitions", "1", "--replication-factor", "1")
     assert created.returncode == 0, created.stderr
-    listed = kraft("acls", "--cluster", str(cluster.directory), "--list", "--json")
+    listed = kraft("acls", *as_client(cluster), "--list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert sorted(a["operation"] for a in json.loads(listed.stdout)["acls"]) == [
         "CREATE", "DESCRIBE"]
     # DESCRIBE on the cluster is not ALTER: adding an ACL is still refused
-    added = kraft("acls", "--cluster", str(cluster.directory), "--add", "--allow-principal",
-                  "User:x", "--operation", "Read", "--topic", "granted")
+    added = kraft("acls", *as_client(cluster), "--add", "--allow-principal", "User:x",
+                  "--operation", "Read", "--topic", "granted")
     assert added.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in added.stderr

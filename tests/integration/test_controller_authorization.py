@@ -10,7 +10,8 @@ Afterwards the voter set, the leader and its epoch are those of before: no attac
 them. A broker's STATUS listener is gated by the same table (BrokerStatus, WriteSnapshot).
 
 One TLS cluster (mutual TLS, the StandardAuthorizer on) of 3 voters and 1 broker for the
-module; identities are certificates issued by the cluster's CA."""
+module: the launcher's admin identity (admin.properties) is the super user; the others
+are certificates issued by the cluster's CA."""
 
 from __future__ import annotations
 
@@ -40,11 +41,10 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("cryptography")
 
 ORG = tls_certs.ORGANIZATION
-ADMIN = f"User:CN=kraft-test-admin,O={ORG}"
 OPS = f"User:CN=kraft-test-ops,O={ORG}"
 NODES = ";".join(tls_certs.node_principal(n) for n in range(1, 5))
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-            "authorizer.class.name": "standard", "super.users": f"{NODES};{ADMIN}"}
+            "authorizer.class.name": "standard", "super.users": NODES}
 # BrokerStatus: a broker's, served on its STATUS listener here (`test_status_row`)
 GATED = sorted(api for api, rule in CONTROLLER.items()
                if rule.check is Check.GATE and api != "BrokerStatus")
@@ -55,7 +55,7 @@ def _identity(cluster: Cluster, common_name: str) -> Path:
     directory = Path(cluster.directory)
     keystore = directory / "tls" / f"{common_name}.pem"
     keystore.write_bytes(tls_certs.keystore_pem(
-        tls_certs.issue(tls_certs.load_ca(directory), common_name)))
+        tls_certs.issue_client(tls_certs.load_ca(directory), common_name)))
     keystore.chmod(0o600)
     path = directory / f"{common_name}.properties"
     path.write_text((directory / "client.properties").read_text().replace(
@@ -66,10 +66,9 @@ def _identity(cluster: Cluster, common_name: str) -> Path:
 class Setup:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.admin = client_ssl_context(_identity(cluster, "kraft-test-admin"))
+        self.admin = cluster.client_ssl  # admin.properties: a super user
         self.ops = client_ssl_context(_identity(cluster, "kraft-test-ops"))
         self.unprivileged = client_ssl_context(Path(cluster.directory) / "client.properties")
-        cluster._client_ssl[:] = [self.admin]  # the launcher's own calls: a super user's
         self.cluster_id = cluster.cluster_id
 
     @property

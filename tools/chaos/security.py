@@ -11,7 +11,7 @@ it claims. On top of it:
   CA; the brokers replicate over it as the user `broker`;
 - the StandardAuthorizer is on, without `allow.everyone.if.no.acl.found`. super.users:
   the nodes' certificates, `broker` (the replica fetchers' login) and the operator's
-  client certificate (`CN=kraft-client`, DIR/client.properties: the harness's own
+  client certificate (`CN=kraft-admin`, DIR/admin.properties: the harness's own
   DescribeQuorum, BrokerStatus, final topic listing and the ACL set-up);
 - the workload's principals get exactly the ACLs they use (`workload_acls`):
   `chaos-producer` WRITE and DESCRIBE on the topics it produces to and IDEMPOTENT_WRITE

@@ -258,7 +258,7 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
         settings |= node_settings(
             node_principals=[tls_certs.node_principal(n)
                              for n in range(1, voters + brokers + 1)],
-            operator_principal=_certificate_principal(tls_certs.CLIENT_CN),
+            operator_principal=tls_certs.admin_principal(),
             broker_password=passwords[BROKER_USER])
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings,
                              tls=secure, dynamic=dynamic)
@@ -326,7 +326,7 @@ def _client_identity(directory: Path, common_name: str, file_name: str, purpose:
     tls_dir = directory / tls_certs.TLS_DIR
     keystore = tls_dir / f"{common_name}.pem"
     _write_private(keystore, tls_certs.keystore_pem(
-        tls_certs.issue(tls_certs.load_ca(directory), common_name)))
+        tls_certs.issue_client(tls_certs.load_ca(directory), common_name)))
     properties = directory / file_name
     properties.write_text(
         f"# kraft chaos --secure: {purpose}\n"

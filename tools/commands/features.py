@@ -33,6 +33,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--cluster", metavar="DIR")
     target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties (security.protocol, ssl.*), as Kafka's "
+                        "tools; default with --cluster: its admin.properties when it has one")
     actions = parser.add_subparsers(dest="action", required=True, parser_class=type(parser))
     describe = actions.add_parser("describe", help="the finalized kraft.version")
     describe.add_argument("--json", action="store_true")

@@ -16,9 +16,10 @@
 
 `start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
 listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
-cluster's `client.properties` and connect over TLS themselves, and `describe` and
-`append` take `--command-config FILE` (a client properties file, as Kafka's tools) with
-`--bootstrap-server`/`--bootstrap-controller`.
+cluster's `admin.properties` (its admin identity, a super user) and connect over TLS
+themselves, and `describe`, `append`, `add-controller` and `remove-controller` take
+`--command-config FILE` (a client properties file, as Kafka's tools) to use another
+identity, or with `--bootstrap-server`/`--bootstrap-controller`.
 
 `describe` prints what kafka-metadata-quorum.sh 3.9 prints; a non-leader redirects the
 request to the leader. As in Kafka's tool, `--bootstrap-server` names brokers: Kafka's
@@ -72,7 +73,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
     start.add_argument("--tls", action="store_true",
                        help="a new cluster with a throwaway CA: every listener SSL with "
-                       "mutual TLS; clients use DIR/client.properties")
+                       "mutual TLS; the admin uses DIR/admin.properties (the default of "
+                       "--cluster DIR), an unprivileged client DIR/client.properties")
     start.add_argument("--dynamic", action="store_true",
                        help="a dynamic quorum (kraft.version 1, KIP-853): the voters are "
                        "formatted as with kraft format --initial-controllers")
@@ -179,6 +181,7 @@ def _start(args: argparse.Namespace) -> int:
     data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
             "created": created, "leader_id": leader["leader_id"],
             "client_properties": str(cluster.client_properties or "") or None,
+            "admin_properties": str(cluster.admin_properties or "") or None,
             "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
             "nodes": {n.id: {"pid": n.pid, "roles": n.roles,
                              "controller_address": n.controller_address,
@@ -193,7 +196,8 @@ def _start(args: argparse.Namespace) -> int:
     if brokers:
         lines.append(f"Brokers registered and unfenced: {', '.join(map(str, brokers))}")
     if cluster.client_properties is not None:
-        lines.append(f"TLS (mutual): clients use {cluster.client_properties}")
+        lines.append(f"TLS (mutual): the admin uses {cluster.admin_properties}, an "
+                     f"unprivileged client {cluster.client_properties}")
     _print(args, data, "\n".join(lines))
     return 0
 

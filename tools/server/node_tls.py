@@ -12,7 +12,11 @@ clients dial with, and whether the controller listener binds node identities.
   `required` or `requested` (`raft.peer_identity`; a peer without a certificate then
   binds no node id and may claim none): besides raft's requests, a broker
   registration, heartbeat and AlterPartition must carry the broker id of the sender's
-  certificate.
+  certificate; and every dial from one node to another (raft's, a broker's controller
+  client and DescribeQuorum forwarding, and its replica fetcher when the inter-broker
+  listener is TLS: one keystore serves every listener, so a node's Kafka listener shows
+  the same certificate) must reach a certificate binding the node id dialled
+  (`raft.common.tls.open_node_stream`).
 
 One keystore and truststore serve every listener of the node (of Kafka's per-listener
 `listener.name.<name>.ssl.*` overrides only `ssl.client.auth` is read:
@@ -75,8 +79,7 @@ def transport_tls(config: NodeConfig, contexts: NodeTls) -> TransportTls | None:
     serves = config.controller_address is not None
     return TransportTls(
         server=contexts.server_for(config, name) if serves else None, client=contexts.client,
-        # a peer without a certificate (`requested`) binds no node id, so claims none
-        bind_identity=config.client_auth_of(name) in ("required", "requested"),
+        bind_identity=binds_identity(config),
         security_protocol=config.listener_protocol(name), claims=BROKER_ID_CLAIMS)
 
 
@@ -90,4 +93,13 @@ def broker_tls(config: NodeConfig, settings: BrokerSettings, contexts: NodeTls
         kafka_ssl_context=contexts.server_for(config, kafka),
         kafka_security_protocol=config.listener_protocol(kafka),
         status_ssl_context=contexts.server_for(config, "STATUS"),
-        inter_broker_ssl_context=contexts.client if kafka_tls else None)
+        inter_broker_ssl_context=contexts.client if kafka_tls else None,
+        inter_broker_bind_identity=kafka_tls and binds_identity(config))
+
+
+def binds_identity(config: NodeConfig) -> bool:
+    """Whether the nodes' certificates bind their ids: TLS on the controller listener
+    asking peers for certificates (`required`, or `requested`: a peer without one then
+    binds no node id and may claim none)."""
+    name = config.controller_listener_name
+    return config.is_tls(name) and config.client_auth_of(name) in ("required", "requested")

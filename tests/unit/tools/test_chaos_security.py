@@ -36,7 +36,7 @@ from tools.chaos.workload import WorkloadConfig
 from tools.config import flatten, load
 
 NODES = ["User:CN=kraft-node-1,O=kraft-py", "User:CN=kraft-node-2,O=kraft-py"]
-OPERATOR = "User:CN=kraft-client,O=kraft-py"
+OPERATOR = "User:CN=kraft-admin,O=kraft-py"
 ADMIN = "User:CN=chaos-admin,O=kraft-py"
 CHURN, STABLE = WorkloadConfig().churn_names, WorkloadConfig().stable_names
 GROUP_TOPIC, GROUP = GroupConfig().topic, GroupConfig().group

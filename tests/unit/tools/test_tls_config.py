@@ -200,12 +200,14 @@ def test_a_sasl_ssl_listener_asks_no_certificate_when_only_the_node_key_is_set()
     assert config.client_auth_of("CONTROLLER") == "required"
 
 
-def test_super_users_are_the_nodes_principals_when_a_tls_cluster_is_made(
+def test_super_users_are_the_nodes_and_the_admin_when_a_tls_cluster_is_made(
         cluster_tls: tls_certs.ClusterTls) -> None:
-    """The principal written is the one a node's connection gets (tls_session)."""
+    """The principal written is the one a node's connection gets (tls_session); the
+    unprivileged client is not among them."""
     settings = tls_certs.node_tls_settings(cluster_tls, 1)
     config = from_mapping(controller(**settings))
     assert config.authorizer_settings().super_users == {
-        "User:CN=kraft-node-1,O=kraft-py", "User:CN=kraft-node-4,O=kraft-py"}
+        "User:CN=kraft-node-1,O=kraft-py", "User:CN=kraft-node-4,O=kraft-py",
+        "User:CN=kraft-admin,O=kraft-py"}
     cert = {"subject": ((("organizationName", "kraft-py"),), (("commonName", "kraft-node-4"),))}
     assert str(tls_session(cert, client_host="h").principal) == tls_certs.node_principal(4)

@@ -242,6 +242,17 @@ def test_node_id_is_read_only_when_the_one_common_name_is_kraft_node_id(
     assert tls.node_id_of(cert) == node_id
 
 
+@pytest.mark.parametrize(("name", "dialled", "error"), [
+    ("kraft-node-1", 1, None), ("kraft-node-1", None, None),
+    ("kraft-node-7", 1, "binds node 7, not node 1"),
+    ("kraft-client", 1, "binds no node id, not node 1"),
+    ("kraft-client", None, "binds no node id, not a node id")])
+def test_a_dialled_node_must_present_its_own_id_when_identity_is_bound(
+        name: str, dialled: int | None, error: str | None) -> None:
+    cert = {"subject": ((("organizationName", "kraft-py"),), (("commonName", name),))}
+    assert tls.node_identity_error(cert, dialled) == error
+
+
 def test_session_principal_is_the_subject_dn_when_the_peer_has_a_certificate() -> None:
     cert = {"subject": ((("organizationName", "kraft-py"),), (("commonName", "broker-4"),))}
     session = tls.tls_session(cert, client_host="127.0.0.1", security_protocol="SASL_SSL")
