@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import base64
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from msgpack import unpackb
@@ -54,7 +56,8 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "REDACTED", "SENSITIVE", "decode", "from_dict", "sensitive_fields",
            "sensitive_record_type", "to_json"]
 
-SENSITIVE = {"sensitive": True}  # field metadata: a secret, shown only when asked
+# field metadata: a secret, shown only when asked (read-only: every marked field shares it)
+SENSITIVE: Mapping[str, bool] = MappingProxyType({"sensitive": True})
 REDACTED = "(redacted)"  # what a sensitive field is shown as, as in Kafka's tools
 
 
