@@ -41,7 +41,7 @@ from broker.reconcile import (
     WriteMetadataFile,
     parse_partition_dir_name,
 )
-from raft.common.durable import fsync_dir, write_atomically
+from raft.common.durable import fsync_dir, make_private_dir, open_private, write_atomically
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def write_partition_metadata(partition_dir: Path, topic_id: Uuid, *,
     if durable:
         write_file_durably(path, text)
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         os.write(fd, text.encode("ascii"))  # a few dozen bytes: one write takes them
     finally:
@@ -232,7 +232,7 @@ def _make_dirs(log_dir: Path, actions: list[CreatePartition]) -> set[str]:
     made: set[str] = set()
     for action in actions:
         try:
-            (log_dir / action.dir_name).mkdir()
+            make_private_dir(log_dir / action.dir_name)
         except FileExistsError:
             continue
         made.add(action.dir_name)
@@ -244,7 +244,7 @@ def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile
     if isinstance(action, WriteMetadataFile) and not path.is_dir():
         return  # the directory moved away since the scan: nothing to migrate
     if not path.is_dir():
-        path.mkdir()
+        make_private_dir(path)
         fsync_dir(log_dir)
     current = read_partition_metadata(path)
     if current == action.topic_id:
@@ -301,7 +301,7 @@ def _stage(log_dir: Path, action: StageForDeletion) -> None:
     write_deletion_metadata(source, due_ms=action.due_ms, reason=action.reason,
                             origin=action.dir_name)
     if not deleting.is_dir():
-        deleting.mkdir()
+        make_private_dir(deleting)
         fsync_dir(log_dir)
     os.rename(source, target)
     fsync_dir(deleting)

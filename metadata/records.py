@@ -6,6 +6,12 @@ own `LeaderChange` and `MetadataTopic` (`raft.control_records`) are part of this
 so are its snapshot files' `SnapshotHeader` and `SnapshotFooter`. The raft layer stores
 each record as opaque bytes, so the same bytes are compared across nodes by the replay.
 
+A field that holds a secret is marked on its definition, `field(metadata=SENSITIVE)`
+(a SCRAM credential's salt and keys, as Kafka's RecordRedactor marks them); `to_json`,
+the one view every tool prints a record through, shows it as `(redacted)` unless asked
+(`print_sensitive`), and `sensitive_record_type` says which undecodable bytes belong
+to a type with such fields.
+
 `RetiredTopicId` and `ReplayAnomalies` exist for snapshots (`metadata.image_snapshot`):
 they carry what an image holds that no other record can say, the IDs of topics no longer
 live (never to be reused) and the records replay skipped (part of the image's hash).
@@ -13,9 +19,14 @@ live (never to be reused) and the records replay skipped (part of the image's ha
 
 from __future__ import annotations
 
+import base64
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from msgpack import unpackb
 
 from raft.common.codec import Codec
 from raft.common.record import Record, RecordError, RecordSet
@@ -42,7 +53,12 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
            "UnfenceBroker", "UserScramCredential", "RemoveUserScramCredential",
            "VotersRecord", "KRaftVersionRecord",
-           "decode", "from_dict", "to_json"]
+           "REDACTED", "SENSITIVE", "decode", "from_dict", "sensitive_fields",
+           "sensitive_record_type", "to_json"]
+
+# field metadata: a secret, shown only when asked (read-only: every marked field shares it)
+SENSITIVE: Mapping[str, bool] = MappingProxyType({"sensitive": True})
+REDACTED = "(redacted)"  # what a sensitive field is shown as, as in Kafka's tools
 
 
 @enum.unique  # one id per type, raft's included: a RecordSet keeps only the last of a pair
@@ -237,9 +253,11 @@ class UserScramCredential(Record):
     TYPE = RecordType.USER_SCRAM_CREDENTIAL
     name: str
     mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
+    # with the salt, the keys let anyone try passwords offline; ServerKey also lets one
+    # pose as the server to a client
+    salt: bytes = field(metadata=SENSITIVE)
+    stored_key: bytes = field(metadata=SENSITIVE)
+    server_key: bytes = field(metadata=SENSITIVE)
     iterations: int
 
 
@@ -297,7 +315,32 @@ from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode
 
 
-def to_json(record: Record) -> dict[str, Any]:
-    """A JSON-friendly view: the record's class name, Uuids as their base64 text."""
-    return {"type": type(record).__name__, "version": record.VERSION,
-            **_JSON_CODEC.encode(record)}
+def sensitive_fields(cls: type[Record]) -> frozenset[str]:
+    """The names of `cls`'s fields marked SENSITIVE."""
+    return frozenset(f.name for f in fields(cls) if f.metadata.get("sensitive"))
+
+
+def to_json(record: Record, *, print_sensitive: bool = False) -> dict[str, Any]:
+    """A JSON-friendly view: the record's class name, Uuids as their base64 text, bytes
+    as base64, and every sensitive field as REDACTED unless `print_sensitive`."""
+    view = _JSON_CODEC.encode(record)
+    for name, value in view.items():
+        if isinstance(value, bytes):  # JSON has no bytes: base64, as SCRAM writes them
+            view[name] = base64.b64encode(value).decode("ascii")
+    if not print_sensitive:
+        for name in sensitive_fields(type(record)):
+            if name in view:
+                view[name] = REDACTED
+    return {"type": type(record).__name__, "version": record.VERSION, **view}
+
+
+def sensitive_record_type(data: bytes) -> str | None:
+    """The name of the record type `data` claims, when that type has sensitive fields:
+    bytes that do not decode are shown raw, and then must not show a secret either."""
+    try:
+        obj = unpackb(data, raw=False)
+    except Exception:  # msgpack raises several unrelated types; nothing to go by
+        return None
+    type_id = obj.get("type") if isinstance(obj, dict) else None
+    cls = RECORD_CLASSES.get(type_id) if type(type_id) is int else None
+    return cls.__name__ if cls is not None and sensitive_fields(cls) else None

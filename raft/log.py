@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
-from raft.common.durable import fsync_dir
+from raft.common.durable import fsync_dir, make_private_dir, open_private
 from raft.segment import (
     HEADER,
     HEADER_BYTES,
@@ -523,7 +523,7 @@ class DiskLog(_LogBase):
         self._tail: list[Batch] = []
         self._tail_bytes = 0
         if not self.directory.is_dir():
-            self.directory.mkdir(parents=True)
+            make_private_dir(self.directory, parents=True)
             fsync_dir(self.directory.parent)
         try:
             self._recover()
@@ -621,7 +621,7 @@ class DiskLog(_LogBase):
 
     def _open_segment(self, path: Path, *, create: bool) -> _Segment:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        segment = _Segment(segment_base_offset(path), path, os.open(path, flags, 0o644), 0)
+        segment = _Segment(segment_base_offset(path), path, open_private(path, flags), 0)
         self._segments.append(segment)
         if create:
             self._dirty_dir = True
@@ -841,7 +841,7 @@ class DiskLog(_LogBase):
                      records=whole.records[:offset - whole.base_offset])
         data = encode_batch(head)
         swap = _swap_path(self.directory, head.base_offset)
-        fd = os.open(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = open_private(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         try:
             _write_all(fd, data, 0)
             os.fsync(fd)

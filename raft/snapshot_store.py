@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from raft.common.durable import fsync_dir
+from raft.common.durable import fsync_dir, open_private
 from raft.snapshot import (
     DOWNLOAD_SUFFIX,
     SnapshotError,
@@ -140,7 +140,7 @@ class DiskSnapshotStore:
             self._partial[1].unlink(missing_ok=True)
         if self._partial is None or self._partial[0] != snapshot_id:
             path.unlink(missing_ok=True)  # a download of an earlier process: start over
-            path.touch()
+            os.close(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
             self._partial = (snapshot_id, path)
         return path.stat().st_size
 

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from raft.common.durable import fsync_dir, write_atomically
+from raft.common.durable import fsync_dir, make_private_dir, open_private, write_atomically
 from raft.common.uuid import Uuid
 from raft.types import ElectionState
 
@@ -164,7 +164,7 @@ def format_log_dir(log_dir: str | os.PathLike[str], *, cluster_id: str, node_id:
     partition's directory is laid out by its log (`tools.commands.format`)."""
     path = Path(log_dir)
     if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path, parents=True, exist_ok=True)
         fsync_dir(path.parent)
     lock = lock_log_dir(path)
     try:
@@ -268,7 +268,7 @@ def lock_log_dir(log_dir: str | os.PathLike[str]) -> LogDirLock:
     if not directory.is_dir():
         raise StorageError(f"{directory}: log directory does not exist (run kraft format)")
     path = directory / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)  # not inherited by child processes
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from raft import messages
+from raft.common.durable import make_private_dir
 from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, encode_frame
 from raft.common.tls import TlsConfigError, client_context, default_client_context
@@ -250,7 +251,7 @@ def _write_bootstrap(data_dir: str, voters: Any) -> None:
     from raft.log import METADATA_PARTITION_DIR
     from raft.voters import write_bootstrap_checkpoint
     partition = Path(data_dir) / METADATA_PARTITION_DIR
-    partition.mkdir(parents=True, exist_ok=True)
+    make_private_dir(partition, parents=True, exist_ok=True)
     write_bootstrap_checkpoint(partition, voters)
 
 

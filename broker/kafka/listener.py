@@ -270,7 +270,8 @@ class KafkaListener:
         bind_session(session)  # the listener's own, or a new anonymous one, kept for the task
         sasl = None if self.sasl is None else sasl_api.SaslAuthenticator(
             self.sasl, session, rng=self.sasl_rng,
-            credentials=lambda: self.dispatcher.context.image.scram_credentials)
+            credentials=lambda: self.dispatcher.context.image.scram_credentials,
+            unknown_user_key=lambda: sasl_api.unknown_user_key_of(self.dispatcher.context.image))
         try:
             while (frame := await self._receive_frame(stream, buffer)) is not None:
                 if sasl is not None and not sasl.complete and not sasl.passes(frame):

@@ -40,7 +40,7 @@ from broker.kafka.producer_state import (
     read_header,
 )
 from broker.kafka.record_batch import read_varint
-from raft.common.durable import fsync_dir, write_atomically
+from raft.common.durable import fsync_dir, open_private, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,8 @@ class PartitionLog:
         self._bytes_since_snapshot = 0
         self._recover()
         self._load_producers()
-        self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        self._file = os.fdopen(  # noqa: SIM115 - closed by close()
+            open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
 
     def _recover(self) -> None:
         data = self.path.read_bytes() if self.path.exists() else b""

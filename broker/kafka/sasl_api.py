@@ -22,12 +22,19 @@ or SaslAuthenticate after authentication, or on a listener without SASL, is answ
 ILLEGAL_SASL_STATE (34), as Kafka's KafkaApis does.
 
 SCRAM credentials come from the metadata image (UserScramCredential records,
-`metadata.scram_credentials`); PLAIN users from `sasl.plain.users` (kraft-py's key, for
-tests only: the passwords sit in the configuration file). Passwords are never logged.
+`metadata.scram_credentials`). An unknown SCRAM user is answered with a salt made from its
+name under a key derived from the metadata topic's ID (`unknown_user_key_of`): a random
+Uuid the first leader wrote into the metadata log, the same on every broker and after
+every restart, and readable only by whoever can read that log, who can read every
+credential anyway. A key file in each log directory would differ from broker to broker,
+so asking two brokers would tell an unknown user from a known one. PLAIN users come from
+`sasl.plain.users` (kraft-py's key, for tests only: the passwords sit in the
+configuration file). Passwords are never logged.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import random
@@ -48,12 +55,19 @@ from broker.kafka.codec import (
 from broker.kafka.context import BrokerContext
 from broker.kafka.sasl_settings import PLAIN, SaslSettings
 from broker.kafka.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.kafka.scram import ScramAuthenticationError, ScramCredential, ScramServer
+from broker.kafka.scram import (
+    ScramAuthenticationError,
+    ScramCredential,
+    ScramServer,
+    unknown_user_key,
+)
+from metadata.image import MetadataImage
 from metadata.scram_credentials import ScramCredentialImage
 from raft.common.session import KafkaPrincipal, Session
 
 __all__ = ["SaslAuthenticator", "SaslFailed", "SaslSettings",
-           "handle_sasl_authenticate_request", "handle_sasl_handshake_request"]
+           "handle_sasl_authenticate_request", "handle_sasl_handshake_request",
+           "unknown_user_key_of"]
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +136,20 @@ class _ScramStep:
 
 
 CredentialsSource = Callable[[], Mapping[tuple[str, str], ScramCredentialImage]]
+UnknownUserKeySource = Callable[[], "bytes | None"]
+
+
+@functools.lru_cache(maxsize=4)
+def _key_of_topic_id(topic_id: bytes) -> bytes:
+    return unknown_user_key(topic_id)
+
+
+def unknown_user_key_of(image: MetadataImage) -> bytes | None:
+    """The key an unknown SCRAM user's salt is made with (see the module docstring);
+    None until the image holds the metadata topic's ID, and then no credential either,
+    since the first leader writes that ID before any other record."""
+    topic_id = image.metadata_topic_id
+    return None if topic_id is None else _key_of_topic_id(topic_id.to_bytes())
 
 _HANDSHAKE, _AUTHENTICATE, _RAW, _DONE = "handshake", "authenticate", "raw", "done"
 
@@ -133,10 +161,12 @@ class SaslAuthenticator:
     connection must close after it, the reason."""
 
     def __init__(self, settings: SaslSettings, session: Session, *,
-                 credentials: CredentialsSource, rng: random.Random) -> None:
+                 credentials: CredentialsSource, unknown_user_key: UnknownUserKeySource,
+                 rng: random.Random) -> None:
         self._settings = settings
         self._session = session
         self._credentials = credentials
+        self._unknown_user_key = unknown_user_key
         self._rng = rng
         self._state = _HANDSHAKE
         self._mechanism_name = ""
@@ -194,7 +224,8 @@ class SaslAuthenticator:
             self._mechanism = _PlainServer(self._settings.plain_users)
         else:
             self._mechanism = _ScramStep(ScramServer(
-                SCRAM_MECHANISMS[mechanism], self._scram_credential, rng=self._rng))
+                SCRAM_MECHANISMS[mechanism], self._scram_credential,
+                unknown_user_key=self._unknown_user_key(), rng=self._rng))
         self._state = _AUTHENTICATE if version >= 1 else _RAW
         return build(response_class(SASL_HANDSHAKE, version),
                      {"error_code": 0, "mechanisms": enabled}), None

@@ -12,8 +12,14 @@ never leaves it).
 to the client's), then `final(client_final)` -> server-final (`v=` the server signature),
 or `ScramAuthenticationError`. Every failure after the client-first message (wrong
 proof, a nonce that is not this exchange's, an unknown user) looks the same to the
-client; an unknown user gets a made-up salt, so the first answer does not say whether
-the user exists. Proofs are compared with `hmac.compare_digest`.
+client. The first answer does not say whether the user exists either: an unknown user
+gets the mechanism's default iteration count (4096) and a salt made up from its name,
+`unknown_user_salt`, as Kafka's ScramSaslServer does. That salt is an HMAC of the name
+under a key every broker of the cluster holds (`unknown_user_key`), so asking twice, or
+asking another broker, or asking after a restart gets the same salt, as a real user's
+would; without the key it cannot be told from a random one. A server without the key
+refuses every client-first message alike, known user or not. Proofs are compared with
+`hmac.compare_digest`.
 
 `ScramClient` is the other side, for a broker's own connections to another broker's SASL
 listener (`broker.kafka.sasl_client`) and for tests. Nonces come from the `random.Random`
@@ -35,12 +41,13 @@ from dataclasses import dataclass
 __all__ = ["MECHANISMS", "SCRAM_SHA_256", "SCRAM_SHA_512", "ScramAuthenticationError",
            "ScramClient", "ScramCredential", "ScramMechanism", "ScramServer",
            "credential_from_password", "credential_from_salted_password", "make_nonce",
-           "salted_password"]
+           "salted_password", "unknown_user_key", "unknown_user_salt"]
 
 _NONCE_ALPHABET = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
                    "+/!#$%&()*-.:;<>?@[]^_{|}~")  # printable, no ','  (RFC 5802 "printable")
 NONCE_LENGTH = 32
-SALT_BYTES = 32
+SALT_BYTES = 32  # what `make_salt` gives a new credential, and an unknown user's salt
+_UNKNOWN_USER_KEY_LABEL = b"kraft-py SCRAM unknown-user salt key"
 
 
 class ScramAuthenticationError(Exception):
@@ -110,6 +117,20 @@ def make_salt(rng: random.Random, size: int = SALT_BYTES) -> bytes:
     return rng.getrandbits(size * 8).to_bytes(size, "big")
 
 
+def unknown_user_key(cluster_secret: bytes) -> bytes:
+    """The key unknown users' salts are made with, from a secret every broker of the
+    cluster holds and no client can read (`broker.kafka.sasl_api.unknown_user_key_of`
+    says which); labelled, so the secret itself is never an HMAC key elsewhere."""
+    return hmac.new(cluster_secret, _UNKNOWN_USER_KEY_LABEL, "sha256").digest()
+
+
+def unknown_user_salt(key: bytes, mechanism: ScramMechanism, username: str) -> bytes:
+    """The salt an unknown user is answered with: fixed for a name and a mechanism,
+    different for another name, SALT_BYTES long like a new credential's."""
+    message = mechanism.name.encode() + b"\0" + username.encode()
+    return hmac.new(key, message, "sha256").digest()[:SALT_BYTES]
+
+
 def _xor(a: bytes, b: bytes) -> bytes:
     return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
@@ -160,8 +181,10 @@ class ScramServer:
     """One server side of one exchange (see the module docstring)."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: CredentialLookup, *,
-                 rng: random.Random, nonce_length: int = NONCE_LENGTH) -> None:
+                 unknown_user_key: bytes | None, rng: random.Random,
+                 nonce_length: int = NONCE_LENGTH) -> None:
         self.mechanism = mechanism
+        self._unknown_user_key = unknown_user_key  # None: every client-first is refused
         self._nonce_length = nonce_length
         self._lookup = lookup
         self._rng = rng
@@ -201,13 +224,18 @@ class ScramServer:
         client_nonce = attributes[1][1]
         if not client_nonce:
             raise ScramAuthenticationError("invalid SCRAM client-first message: empty nonce")
+        if self._unknown_user_key is None:  # before the lookup: the same for every user
+            raise ScramAuthenticationError(
+                f"{self.mechanism.name} is not served yet: this broker has not loaded the "
+                "cluster's metadata")
         self.username = username
         credential = self._lookup(username)
         self._known_user = credential is not None
         if credential is None:  # a made-up one: the answer looks like a real user's
             credential = ScramCredential(
-                salt=make_salt(self._rng), stored_key=make_salt(self._rng),
-                server_key=make_salt(self._rng), iterations=self.mechanism.min_iterations)
+                salt=unknown_user_salt(self._unknown_user_key, self.mechanism, username),
+                stored_key=make_salt(self._rng), server_key=make_salt(self._rng),
+                iterations=self.mechanism.min_iterations)
         self._credential = credential
         self._nonce = client_nonce + make_nonce(self._rng, self._nonce_length)
         self._server_first = (f"r={self._nonce},s={_b64(credential.salt)},"

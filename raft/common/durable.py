@@ -1,5 +1,12 @@
 """Durable file helpers: what a crash at any instant leaves behind is either the old
-state or the new one, never a mix."""
+state or the new one, never a mix.
+
+And private ones: every file of a node's log directory (segments, snapshots,
+quorum-state, meta.properties, checkpoints, partition logs) holds the cluster's metadata,
+SCRAM credentials included, so it is created FILE_MODE (0o600) and every directory
+DIR_MODE (0o700) by `open_private` and `make_private_dir`, whatever the process's umask:
+a umask does not protect files another tool creates. Other tools that run as the node's
+user (`kraft dump-log`, `kraft replay`) still read them."""
 
 from __future__ import annotations
 
@@ -8,6 +15,28 @@ from collections.abc import Iterable
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"  # `<name>.tmp`: a file being written; a crash may leave one behind
+FILE_MODE = 0o600  # read and written by the node's user only
+DIR_MODE = 0o700
+
+
+def open_private(path: str | os.PathLike[str], flags: int) -> int:
+    """`os.open(path, flags)`, a file it creates FILE_MODE. With O_CREAT but not O_EXCL
+    the file may be older (a temp file a crash left, made by an earlier version): it is
+    made FILE_MODE too, as it is about to hold this node's data."""
+    fd = os.open(path, flags, FILE_MODE)
+    if flags & os.O_CREAT and not flags & os.O_EXCL:
+        try:
+            os.fchmod(fd, FILE_MODE)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def make_private_dir(path: Path, *, parents: bool = False, exist_ok: bool = False) -> None:
+    """`path.mkdir(...)`, the directory DIR_MODE (parents it makes are the umask's: they
+    are not the node's)."""
+    path.mkdir(mode=DIR_MODE, parents=parents, exist_ok=exist_ok)
 
 
 def fsync_dir(path: Path) -> None:
@@ -28,7 +57,7 @@ def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
     file (a snapshot) never has to be in memory whole. Temp file, fsync, rename, then
     the directory's fsync; if writing fails, the temp file is removed."""
     temp = path.with_name(path.name + TEMP_SUFFIX)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_private(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         for chunk in chunks:
             view = memoryview(chunk)

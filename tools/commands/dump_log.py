@@ -1,6 +1,7 @@
-"""`kraft dump-log (--dir DIR | --files FILE [FILE ...]) [--json]`: every batch and every
-record of a metadata log's segments and snapshot checkpoints, as kafka-dump-log.sh
-shows them.
+"""`kraft dump-log (--dir DIR | --files FILE [FILE ...]) [--json] [--print-sensitive]`:
+every batch and every record of a metadata log's segments and snapshot checkpoints, as
+kafka-dump-log.sh shows them. A SCRAM credential's salt and keys show as `(redacted)`,
+as Kafka's RecordRedactor shows them, unless `--print-sensitive`.
 
 `--dir` dumps a partition directory's segments and checkpoints in name order; `--files`
 dumps the files named, each a segment (`.log`) or a checkpoint (`.checkpoint`). Read-only:
@@ -33,6 +34,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     source.add_argument("--files", type=Path, nargs="+", metavar="FILE",
                         help="segments (.log) and checkpoints (.checkpoint), dumped in turn")
     parser.add_argument("--json", action="store_true", help="one JSON object per record")
+    parser.add_argument("--print-sensitive", action="store_true",
+                        help="show secrets (a SCRAM credential's salt and keys) instead of "
+                             "(redacted)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,12 +54,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _lines(args: argparse.Namespace) -> Iterator[str]:
     if args.dir is not None:
-        return dump_lines(resolve_partition_dir(args.dir), as_json=args.json)
+        return dump_lines(resolve_partition_dir(args.dir), as_json=args.json,
+                          print_sensitive=args.print_sensitive)
     # every name checked before the first file is dumped: a typo is not found halfway
     for path in args.files:
         if (reason := why_not_dumpable(path)) is not None:
             raise usage_error(reason)
-    return files_lines(args.files, as_json=args.json)
+    return files_lines(args.files, as_json=args.json, print_sensitive=args.print_sensitive)
 
 
 def resolve_partition_dir(path: Path) -> Path:

@@ -1,7 +1,8 @@
-"""`kraft metadata-shell (--cluster DIR [--node N] | --snapshot FILE) [-- COMMAND [ARG ...]]`:
-a metadata image browsed as a file tree, like Kafka's kafka-metadata-shell.sh. The image
-is a node's log replayed (`--cluster`) or a snapshot checkpoint file loaded
-(`--snapshot`).
+"""`kraft metadata-shell (--cluster DIR [--node N] | --snapshot FILE) [--print-sensitive]
+[-- COMMAND [ARG ...]]`: a metadata image browsed as a file tree, like Kafka's
+kafka-metadata-shell.sh. The image is a node's log replayed (`--cluster`) or a snapshot
+checkpoint file loaded (`--snapshot`). A SCRAM credential's salt and keys show as
+`(redacted)` unless `--print-sensitive`.
 
 With a COMMAND it runs that one command and exits with its status (0 ok, 1 a path that
 failed, 2 a command used wrongly); without, it reads commands from stdin (`help` lists
@@ -33,6 +34,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--node", type=int, metavar="N",
                         help="with --cluster: the node whose metadata log is read "
                              "(default: the first voter)")
+    parser.add_argument("--print-sensitive", action="store_true",
+                        help="show secrets (a SCRAM credential's salt and keys) instead of "
+                             "(redacted)")
     parser.add_argument("command", nargs="*", metavar="COMMAND",
                         help="run this one command and exit; put it after --, "
                              "e.g. -- cat /image/provenance")
@@ -42,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = _load(args)
     for line in (loaded.header, *loaded.warnings):
         print(line, file=sys.stderr)
-    shell = Shell(build_image_tree(loaded.image, loaded.provenance))
+    shell = Shell(build_image_tree(loaded.image, loaded.provenance,
+                                   print_sensitive=args.print_sensitive))
     if args.command:
         return run_one_shot(shell, args.command, sys.stdout, sys.stderr)
     if not sys.stdin.isatty():

@@ -35,7 +35,8 @@ from raft.snapshot import (
 from tools.log_dump.render import DumpedFile, batch_lines
 
 
-def dump_lines(directory: Path, *, as_json: bool = False) -> Iterator[str]:
+def dump_lines(directory: Path, *, as_json: bool = False, print_sensitive: bool = False
+               ) -> Iterator[str]:
     """A partition directory's segments and checkpoints, in name order."""
     for partial in sorted(directory.glob(f"*{PARTIAL_SUFFIX}")):
         _warn(f"{partial}: a checkpoint whose writing never finished (not dumped; opening "
@@ -44,19 +45,23 @@ def dump_lines(directory: Path, *, as_json: bool = False) -> Iterator[str]:
     for path, scan in scan_log_dir(directory):
         base_offset = segment_base_offset(path)
         while checkpoints and checkpoints[0].snapshot_id.end_offset <= base_offset:
-            yield from checkpoint_lines(checkpoints.popleft().path, as_json=as_json)
-        yield from _scanned_segment_lines(path, scan, as_json=as_json)
+            yield from checkpoint_lines(checkpoints.popleft().path, as_json=as_json,
+                                        print_sensitive=print_sensitive)
+        yield from _scanned_segment_lines(path, scan, as_json=as_json,
+                                          print_sensitive=print_sensitive)
     for checkpoint in checkpoints:
-        yield from checkpoint_lines(checkpoint.path, as_json=as_json)
+        yield from checkpoint_lines(checkpoint.path, as_json=as_json,
+                                    print_sensitive=print_sensitive)
 
 
-def files_lines(paths: Iterable[Path], *, as_json: bool = False) -> Iterator[str]:
+def files_lines(paths: Iterable[Path], *, as_json: bool = False,
+                print_sensitive: bool = False) -> Iterator[str]:
     """Each file in turn, a segment or a checkpoint by its extension (see `why_not_dumpable`)."""
     for path in paths:
         if path.name.endswith(SNAPSHOT_SUFFIX):
-            yield from checkpoint_lines(path, as_json=as_json)
+            yield from checkpoint_lines(path, as_json=as_json, print_sensitive=print_sensitive)
         else:
-            yield from segment_lines(path, as_json=as_json)
+            yield from segment_lines(path, as_json=as_json, print_sensitive=print_sensitive)
 
 
 def why_not_dumpable(path: Path) -> str | None:
@@ -76,15 +81,18 @@ def why_not_dumpable(path: Path) -> str | None:
     return f"{path}: neither a segment (.log) nor a checkpoint ({SNAPSHOT_SUFFIX})"
 
 
-def segment_lines(path: Path, *, as_json: bool = False) -> Iterator[str]:
+def segment_lines(path: Path, *, as_json: bool = False, print_sensitive: bool = False
+                  ) -> Iterator[str]:
     """One segment named alone: judged as the last of its log, so a torn tail at its end
     is a warning, not corruption."""
     scan = scan_segment(path.read_bytes(), path, expected_offset=segment_base_offset(path),
                         is_last=True)
-    yield from _scanned_segment_lines(path, scan, as_json=as_json)
+    yield from _scanned_segment_lines(path, scan, as_json=as_json,
+                                      print_sensitive=print_sensitive)
 
 
-def checkpoint_lines(path: Path, *, as_json: bool = False) -> Iterator[str]:
+def checkpoint_lines(path: Path, *, as_json: bool = False, print_sensitive: bool = False
+                     ) -> Iterator[str]:
     """One checkpoint, shown only once the whole file reads as a snapshot."""
     snapshot_id = parse_snapshot_name(path)
     try:
@@ -97,14 +105,16 @@ def checkpoint_lines(path: Path, *, as_json: bool = False) -> Iterator[str]:
         yield f"Snapshot end offset: {snapshot_id.end_offset}, epoch: {snapshot_id.epoch}"
     source = DumpedFile(path, snapshot_end_offset=snapshot_id.end_offset)
     for stored in iter_batches(data, str(path)):
-        yield from batch_lines(stored, source, as_json=as_json)
+        yield from batch_lines(stored, source, as_json=as_json, print_sensitive=print_sensitive)
 
 
-def _scanned_segment_lines(path: Path, scan: SegmentScan, *, as_json: bool) -> Iterator[str]:
+def _scanned_segment_lines(path: Path, scan: SegmentScan, *, as_json: bool,
+                           print_sensitive: bool) -> Iterator[str]:
     if not as_json:
         yield f"Dumping {path}"
     for stored in scan.batches:
-        yield from batch_lines(stored, DumpedFile(path), as_json=as_json)
+        yield from batch_lines(stored, DumpedFile(path), as_json=as_json,
+                               print_sensitive=print_sensitive)
     if scan.torn_reason is not None:
         _warn(f"{path}: torn tail at byte offset {scan.valid_bytes}: {scan.torn_reason} "
               "(opening the log truncates it)", as_json=as_json)

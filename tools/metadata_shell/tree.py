@@ -5,8 +5,8 @@ metadata shell:
     /image/cluster/brokers/<broker id>       a broker's registration, JSON
     /image/features/                         empty: the image holds no feature levels
     /image/provenance                        offset and epoch the image was built at, JSON
-    /image/scram/<mechanism>/<user>          a user's SCRAM credential: its iterations
-                                             (the salted keys are not shown), JSON
+    /image/scram/<mechanism>/<user>          a user's SCRAM credential, JSON: its salt
+                                             and keys `(redacted)` unless asked for
     /image/topics/byId/<topic id>/           a topic: `id`, `name` and one file per
     /image/topics/byName/<topic name>/         partition, `0`, `1`, ... (state as JSON)
 
@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from metadata import records as rec
 from metadata.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 from metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from raft.common.uuid import Uuid
@@ -62,29 +63,32 @@ class Directory:
 Node = File | Directory
 
 
-def build_image_tree(image: MetadataImage, provenance: Provenance) -> Directory:
-    """The root directory `/`, holding `image`."""
+def build_image_tree(image: MetadataImage, provenance: Provenance, *,
+                     print_sensitive: bool = False) -> Directory:
+    """The root directory `/`, holding `image`; secrets shown only if `print_sensitive`."""
     return Directory.of({"image": Directory.of({
         "acls": Directory.of({"byId": _acls(image)}),
         "cluster": Directory.of({"brokers": _brokers(image)}),
         "features": Directory.of({}),
         "provenance": _json_file({"offset": provenance.offset, "epoch": provenance.epoch}),
-        "scram": _scram(image),
+        "scram": _scram(image, print_sensitive=print_sensitive),
         "topics": Directory.of({"byId": _topics_by_id(image),
                                 "byName": _topics_by_name(image)}),
     })})
 
 
-def _scram(image: MetadataImage) -> Directory:
-    """/image/scram/<mechanism>/<user>, as Kafka's shell lays SCRAM credentials out."""
+def _scram(image: MetadataImage, *, print_sensitive: bool) -> Directory:
+    """/image/scram/<mechanism>/<user>, as Kafka's shell lays SCRAM credentials out; the
+    record's view (`metadata.records.to_json`) decides what is redacted."""
     credentials = image.scram_credentials
 
     def users(mechanism: str) -> Directory:
         def find(name: str) -> Node | None:
             found = credentials.get((name, mechanism))
-            return None if found is None else _json_file({
-                "name": found.name, "mechanism": found.mechanism,
-                "iterations": found.iterations, "salt_bytes": len(found.salt)})
+            if found is None:
+                return None
+            view = rec.to_json(found.to_record(), print_sensitive=print_sensitive)
+            return _json_file({k: v for k, v in view.items() if k not in ("type", "version")})
         return Directory(lambda: sorted(n for n, m in credentials if m == mechanism), find)
 
     def mechanisms() -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import trio
 
+from raft.common.durable import open_private
 from raft.core import RaftInvariantError
 from raft.node import LogDirFailure, RaftNode
 from tools.config import NodeConfig
@@ -108,7 +109,7 @@ def probe_log_dir(log_dir: Path) -> None:
     """Write, fsync and remove a small file; OSError while the directory takes no writes."""
     path = log_dir / PROBE_FILE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             view = memoryview(bytes(PROBE_BYTES))
             while view:

@@ -6,6 +6,7 @@ principal once authenticated), and a real listener on 127.0.0.1 against the clie
 
 from __future__ import annotations
 
+import base64
 import random
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,21 @@ from broker.kafka import sasl_api, sasl_client
 from broker.kafka.codec import ConnectionClosed, build
 from broker.kafka.listener import KafkaListener
 from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
-from broker.kafka.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, credential_from_password
+from broker.kafka.scram import (
+    SALT_BYTES,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramClient,
+    credential_from_password,
+    unknown_user_key,
+)
 from broker.kafka.wire_client import decode_response, encode_request
 from metadata.delta import replay
 from metadata.image import MetadataImage
-from metadata.records import UserScramCredential
+from metadata.records import MetadataTopic, UserScramCredential
 from metadata.scram_credentials import ScramCredentialImage
 from raft.common.session import ANONYMOUS, KafkaPrincipal, Session, current_session
+from raft.common.uuid import Uuid
 from tests.unit.broker.test_kafka_listener import make_dispatcher
 
 SETTINGS = SaslSettings(enabled_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
@@ -37,15 +46,23 @@ def credentials() -> dict[tuple[str, str], ScramCredentialImage]:
     for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512):
         c = credential_from_password(mechanism, "alice-secret", salt=b"NaCl" * 4,
                                      iterations=4096)
+        # a salt as long as `kraft users` makes them (scram.make_salt)
+        c = credential_from_password(mechanism, "alice-secret", salt=b"NaCl" * 8,
+                                     iterations=4096)
         found[("alice", mechanism.name)] = ScramCredentialImage(
             name="alice", mechanism=mechanism.name, salt=c.salt, stored_key=c.stored_key,
             server_key=c.server_key, iterations=c.iterations)
     return found
 
 
-def authenticator(session: Session | None = None) -> sasl_api.SaslAuthenticator:
+UNKNOWN_USER_KEY = unknown_user_key(b"test cluster secret")
+
+
+def authenticator(session: Session | None = None, *, rng_seed: int = 3,
+                  key: bytes | None = UNKNOWN_USER_KEY) -> sasl_api.SaslAuthenticator:
     return sasl_api.SaslAuthenticator(SETTINGS, session or Session(),
-                                      credentials=credentials, rng=random.Random(3))
+                                      credentials=credentials, unknown_user_key=lambda: key,
+                                      rng=random.Random(rng_seed))
 
 
 def frame(api_key: int, version: int, values: dict[str, Any], correlation_id: int = 5
@@ -191,13 +208,81 @@ async def test_handshake_after_authentication_gets_illegal_sasl_state_when_sent(
     assert answer(reply, 36, 2).error_code == ErrorCode.illegal_sasl_state
 
 
+# --- an unknown SCRAM user ------------------------------------------------------------
+
+
+def server_first_fields(user: str, *, rng_seed: int = 3, key: bytes | None = UNKNOWN_USER_KEY,
+                        mechanism: Any = SCRAM_SHA_256) -> dict[str, str]:
+    """The server-first message's attributes for `user`, on a new connection."""
+    sasl = authenticator(rng_seed=rng_seed, key=key)
+    sasl.handle(handshake(1, mechanism.name))
+    client = ScramClient(mechanism, user, "guess", rng=random.Random(rng_seed))
+    reply, close = sasl.handle(authenticate(client.first()))
+    response = answer(reply, 36, 2)
+    assert (response.error_code, close) == (0, None)
+    return dict(part.split("=", 1) for part in response.auth_bytes.decode().split(","))
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_unknown_user_gets_the_same_salt_and_iterations_when_asked_twice(
+        mechanism: Any) -> None:
+    first = server_first_fields("mallory", rng_seed=5, mechanism=mechanism)
+    again = server_first_fields("mallory", rng_seed=6, mechanism=mechanism)
+    assert first["r"] != again["r"]  # two exchanges: only the nonce differs
+    assert (first["s"], first["i"]) == (again["s"], again["i"])
+    assert first["i"] == "4096"
+
+
+def test_unknown_users_get_different_salts_when_their_names_differ() -> None:
+    assert server_first_fields("mallory")["s"] != server_first_fields("trudy")["s"]
+    assert server_first_fields("mallory", mechanism=SCRAM_SHA_256)["s"] != \
+        server_first_fields("mallory", mechanism=SCRAM_SHA_512)["s"]
+
+
+def test_unknown_user_salt_differs_when_another_cluster_asks() -> None:
+    other = unknown_user_key(b"another cluster secret")
+    assert server_first_fields("mallory")["s"] != server_first_fields("mallory", key=other)["s"]
+
+
+def test_unknown_user_answer_is_shaped_as_a_known_users_when_asked() -> None:
+    known, unknown = server_first_fields("alice"), server_first_fields("mallory")
+    assert list(known) == list(unknown) == ["r", "s", "i"]
+    assert len(base64.b64decode(known["s"])) == len(base64.b64decode(unknown["s"])) \
+        == SALT_BYTES
+    assert len(known["r"]) == len(unknown["r"])
+    assert known["i"] == unknown["i"] == "4096"
+
+
+@pytest.mark.parametrize("user", ["alice", "mallory"])
+def test_scram_is_refused_alike_for_every_user_when_the_broker_has_no_key(user: str) -> None:
+    sasl = authenticator(key=None)
+    sasl.handle(handshake(1, "SCRAM-SHA-256"))
+    client = ScramClient(SCRAM_SHA_256, user, "alice-secret", rng=random.Random(4))
+    reply, close = sasl.handle(authenticate(client.first()))
+    response = answer(reply, 36, 2)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_message == ("SCRAM-SHA-256 is not served yet: this broker has not "
+                                      "loaded the cluster's metadata")
+    assert close is not None
+
+
+def test_unknown_user_key_comes_from_the_metadata_topic_id_when_the_image_has_it() -> None:
+    topic_id = Uuid.random()
+    image = replay(enumerate([MetadataTopic(topic_id=topic_id)]))
+    assert sasl_api.unknown_user_key_of(MetadataImage()) is None
+    assert sasl_api.unknown_user_key_of(image) == unknown_user_key(topic_id.to_bytes())
+    assert sasl_api.unknown_user_key_of(image) != sasl_api.unknown_user_key_of(
+        replay(enumerate([MetadataTopic(topic_id=Uuid.random())])))
+
+
 # --- a real listener on 127.0.0.1 ------------------------------------------------------
 
 
 def image_with_alice() -> MetadataImage:
-    return replay(enumerate(UserScramCredential(
+    """A log as the first leader starts it (the metadata topic's ID), then alice."""
+    return replay(enumerate([MetadataTopic(topic_id=Uuid.random()), *(UserScramCredential(
         name=c.name, mechanism=c.mechanism, salt=c.salt, stored_key=c.stored_key,
-        server_key=c.server_key, iterations=c.iterations) for c in credentials().values()))
+        server_key=c.server_key, iterations=c.iterations) for c in credentials().values())]))
 
 
 async def test_listener_serves_a_client_only_once_it_logs_in_when_sasl_is_on(

@@ -4,6 +4,7 @@ replayed client-final, an unknown user that looks like a known one)."""
 
 from __future__ import annotations
 
+import base64
 import random
 
 import pytest
@@ -20,6 +21,7 @@ RFC_SERVER_FIRST = (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
 RFC_CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
 RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+KEY = scram.unknown_user_key(b"test cluster secret")
 
 
 class ScriptedNonces(random.Random):
@@ -34,7 +36,6 @@ class ScriptedNonces(random.Random):
 
 
 def rfc_credential() -> scram.ScramCredential:
-    import base64
     return scram.credential_from_password(scram.SCRAM_SHA_256, "pencil",
                                           salt=base64.b64decode(RFC_SALT), iterations=4096)
 
@@ -43,7 +44,7 @@ def rfc_server() -> scram.ScramServer:
     credential = rfc_credential()
     return scram.ScramServer(scram.SCRAM_SHA_256,
                              lambda name: credential if name == "user" else None,
-                             rng=ScriptedNonces(RFC_SERVER_NONCE),
+                             unknown_user_key=KEY, rng=ScriptedNonces(RFC_SERVER_NONCE),
                              nonce_length=len(RFC_SERVER_NONCE))
 
 
@@ -80,7 +81,8 @@ def test_exchange_succeeds_when_client_and_server_share_the_password(
     rng = random.Random(7)
     credential = scram.credential_from_password(mechanism, "s3cret, with = signs",
                                                 salt=scram.make_salt(rng), iterations=4096)
-    server = scram.ScramServer(mechanism, {"al,i=ce": credential}.get, rng=rng)
+    server = scram.ScramServer(mechanism, {"al,i=ce": credential}.get, unknown_user_key=KEY,
+                               rng=rng)
     client = scram.ScramClient(mechanism, "al,i=ce", "s3cret, with = signs", rng=rng)
     client.verify(server.final(client.final(server.first(client.first()))))
     assert server.username == "al,i=ce"
@@ -92,7 +94,7 @@ def test_server_refuses_the_proof_when_the_password_is_wrong(
     rng = random.Random(8)
     credential = scram.credential_from_password(mechanism, "right", salt=b"salt" * 4,
                                                 iterations=4096)
-    server = scram.ScramServer(mechanism, {"alice": credential}.get, rng=rng)
+    server = scram.ScramServer(mechanism, {"alice": credential}.get, unknown_user_key=KEY, rng=rng)
     client = scram.ScramClient(mechanism, "alice", "wrong", rng=rng)
     final = client.final(server.first(client.first()))
     with pytest.raises(scram.ScramAuthenticationError,
@@ -107,13 +109,15 @@ def test_server_refuses_a_client_final_when_it_was_made_for_another_exchange() -
     rng = random.Random(9)
     credential = scram.credential_from_password(scram.SCRAM_SHA_256, "pw", salt=b"s" * 16,
                                                 iterations=4096)
-    first_server = scram.ScramServer(scram.SCRAM_SHA_256, {"bob": credential}.get, rng=rng)
+    first_server = scram.ScramServer(scram.SCRAM_SHA_256, {"bob": credential}.get,
+                                     unknown_user_key=KEY, rng=rng)
     client = scram.ScramClient(scram.SCRAM_SHA_256, "bob", "pw", rng=rng)
     client_first = client.first()
     recorded_final = client.final(first_server.first(client_first))
     first_server.final(recorded_final)  # the original exchange succeeds
 
-    replay_server = scram.ScramServer(scram.SCRAM_SHA_256, {"bob": credential}.get, rng=rng)
+    replay_server = scram.ScramServer(scram.SCRAM_SHA_256, {"bob": credential}.get,
+                                      unknown_user_key=KEY, rng=rng)
     replay_server.first(client_first)  # the same client-first, replayed
     with pytest.raises(scram.ScramAuthenticationError, match="nonce is not this exchange's"):
         replay_server.final(recorded_final)
@@ -123,11 +127,14 @@ def test_server_refuses_a_client_final_when_it_was_made_for_another_exchange() -
 
 def test_server_answers_an_unknown_user_like_a_known_one_then_refuses_the_proof() -> None:
     rng = random.Random(10)
-    server = scram.ScramServer(scram.SCRAM_SHA_512, lambda name: None, rng=rng)
+    server = scram.ScramServer(scram.SCRAM_SHA_512, lambda name: None, unknown_user_key=KEY,
+                               rng=rng)
     client = scram.ScramClient(scram.SCRAM_SHA_512, "mallory", "guess", rng=rng)
     server_first = server.first(client.first())
     assert server_first.count(b",") == 2
     assert b",i=4096" in server_first
+    salt = base64.b64decode(server_first.split(b",s=")[1].split(b",")[0])
+    assert salt == scram.unknown_user_salt(KEY, scram.SCRAM_SHA_512, "mallory")
     with pytest.raises(scram.ScramAuthenticationError, match="invalid credentials"):
         server.final(client.final(server_first))
 
@@ -143,9 +150,19 @@ def test_server_answers_an_unknown_user_like_a_known_one_then_refuses_the_proof(
 def test_server_refuses_a_client_first_message_when_it_is_malformed(
         message: bytes, reason: str) -> None:
     server = scram.ScramServer(scram.SCRAM_SHA_256, lambda name: None,
-                               rng=random.Random(1))
+                               unknown_user_key=KEY, rng=random.Random(1))
     with pytest.raises(scram.ScramAuthenticationError, match=reason):
         server.first(message)
+
+
+def test_unknown_user_salt_is_fixed_per_name_mechanism_and_key_when_derived() -> None:
+    salt = scram.unknown_user_salt(KEY, scram.SCRAM_SHA_256, "mallory")
+    assert len(salt) == scram.SALT_BYTES == len(scram.make_salt(random.Random(1)))
+    assert salt == scram.unknown_user_salt(KEY, scram.SCRAM_SHA_256, "mallory")
+    assert salt != scram.unknown_user_salt(KEY, scram.SCRAM_SHA_256, "mallory2")
+    assert salt != scram.unknown_user_salt(KEY, scram.SCRAM_SHA_512, "mallory")
+    assert salt != scram.unknown_user_salt(scram.unknown_user_key(b"other"),
+                                           scram.SCRAM_SHA_256, "mallory")
 
 
 def test_stored_values_hold_no_salted_password_when_a_credential_is_made() -> None:
