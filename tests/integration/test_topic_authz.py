@@ -7,6 +7,8 @@ broker's Kafka listener SASL_PLAINTEXT/PLAIN):
 - not even a super user's client may delete, grow or create `__consumer_offsets`;
 - Metadata v10, v11 and v12 naming an unknown topic ID answer UNKNOWN_TOPIC_ID on one
   connection, which stays open (v10/v11 dropped it before);
+- a Fetch without READ answers TOPIC_AUTHORIZATION_FAILED whatever partition count it
+  carries, never the ordered topic's INVALID_PARTITION_METADATA;
 - the controller judges a forwarded DeleteTopics by topic ID for the client it names,
   not for the broker that forwards it, and hides the name of a topic that client may
   not describe.
@@ -65,6 +67,7 @@ SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "super.users": "User:admin;User:broker;User:ANONYMOUS"}
 WAIT_S = 30.0
 INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 17, 29, 100
+INVALID_PARTITION_METADATA = 253  # broker.kafka.ordered_schemas
 GROUP = "payroll-readers"
 
 
@@ -139,10 +142,11 @@ class logged_in:  # noqa: N801 (a context manager used like a function)
         self.sock.close()
 
 
-def send(sock: socket.socket, body: Any) -> Any:
+def send(sock: socket.socket, body: Any, *, tolerant: bool = False) -> Any:
+    """`tolerant`: error codes Kafka lacks (INVALID_PARTITION_METADATA) as plain ints."""
     sock.sendall(encode_request(body, correlation_id=7))
     correlation_id, response = decode_response(read_frame(sock), body.__api_key__,
-                                               body.__version__)
+                                               body.__version__, tolerant=tolerant)
     assert correlation_id == 7
     return response
 
@@ -228,6 +232,31 @@ def test_metadata_by_an_unknown_topic_id_is_answered_at_each_version_on_one_conn
                 "allow_auto_topic_creation": False}))
             assert [(t.error_code, t.topic_id) for t in response.topics] == [
                 (UNKNOWN_TOPIC_ID, unknown)], version
+
+
+def _fetch_errors(bootstrap: str, user: str, topic_id: uuid.UUID, count: int) -> list[int]:
+    """A consumer's Fetch v13 by topic ID carrying an undeleted partition count (the
+    ordered-delivery tagged field): each partition's error code."""
+    body = build(request_schema(1, 13), {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic_id": topic_id, "undeleted_partition_count": count,
+                    "partitions": [{"partition": 0, "fetch_offset": 0,
+                                    "partition_max_bytes": 1 << 20,
+                                    "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                    "log_start_offset": -1}]}]})
+    with logged_in(bootstrap, user) as sock:
+        response = send(sock, body, tolerant=True)
+    return [int(p.error_code) for t in response.responses for p in t.partitions]
+
+
+def test_fetch_without_read_learns_nothing_of_an_ordered_topics_count(
+        cluster: Cluster, bootstrap: str) -> None:
+    topic_id = create_topic(bootstrap, "counted")  # ordered delivery is on by default
+    assert _fetch_errors(bootstrap, "admin", topic_id, 5) == [INVALID_PARTITION_METADATA]
+    for count in (5, 1):  # a wrong count and the right one: the same refusal
+        assert _fetch_errors(bootstrap, "eve", topic_id, count) == \
+            [TOPIC_AUTHORIZATION_FAILED]
 
 
 def _forwarded_delete(cluster: Cluster, topic_id: uuid.UUID, client: str
