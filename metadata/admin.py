@@ -97,7 +97,13 @@ class DeleteTopicState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteTopicsRequest:
+    """`forwarded_principal` ("User:alice") and `forwarded_host`: the client a broker
+    forwards this for, as Kafka's Envelope; the controller authorizes that client, and
+    honours them only from a sender with CLUSTER_ACTION (`metadata.acl_control`)."""
+
     topics: tuple[DeleteTopicState, ...]
+    forwarded_principal: str | None = None
+    forwarded_host: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,13 +34,21 @@ from typing import Any
 import trio
 
 from metadata import records as rec
-from metadata.acl_control import admin_refusal, describable, describe_acls
+from metadata.acl_control import (
+    admin_refusal,
+    delete_topics_refusals,
+    describable,
+    describe_acls,
+    merge_delete_results,
+)
 from metadata.admin import (
     WRITE_APIS,
     AdminDecodeError,
     AdminErrorResponse,
     AdminRequest,
     AdminResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
@@ -239,6 +247,8 @@ class ControllerShell:
                 "reason": refusal.error_message})
             return encode_body(refusal)
         try:
+            if isinstance(request, DeleteTopicsRequest):
+                return encode_body(await self._delete_topics(controller.committed, request))
             if api in WRITE_APIS:
                 return encode_body(await self._write(request))
             if isinstance(request, DescribeAclsRequest):
@@ -257,6 +267,21 @@ class ControllerShell:
             return encode_body(described)
         except (_NotActive, NotLeaderError):
             return self._not_controller()
+
+    async def _delete_topics(self, committed: MetadataImage, request: DeleteTopicsRequest
+                             ) -> Any:
+        """Decided per topic for its caller (`delete_topics_refusals`); the others are
+        written, and the answers keep the request's order."""
+        session = current_session()
+        refusals = delete_topics_refusals(committed, session.principal, session.client_host,
+                                          request, self._authorizer)
+        kept = tuple(t for t, r in zip(request.topics, refusals, strict=True) if r is None)
+        response: Any = DeleteTopicsResponse(responses=())
+        if kept:
+            response = await self._write(DeleteTopicsRequest(topics=kept))
+        if not isinstance(response, DeleteTopicsResponse):
+            return response
+        return merge_delete_results(refusals, response)
 
     async def _write(self, request: AdminRequest) -> Any:
         if self._active() is None:

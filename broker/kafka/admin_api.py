@@ -8,10 +8,18 @@ this broker's own image shows the change (bounded by the request's timeout), so 
 client's next Metadata to this broker sees what it just did.
 
 With the authorizer on (`broker.kafka.authz`), as in Kafka: CreateTopics needs CREATE on
-the cluster or on the topic, DeleteTopics DELETE on the topic (one named by ID: the
-topic the image gives that ID), CreatePartitions ALTER on the topic. A refused topic
-answers TOPIC_AUTHORIZATION_FAILED and is not forwarded: the controller acts only on
-what this broker authorized for its client (see `metadata.acl_control` for the rule).
+the cluster or on the topic, DeleteTopics DELETE on the topic, CreatePartitions ALTER on
+the topic. A refused topic answers TOPIC_AUTHORIZATION_FAILED and is not forwarded.
+DeleteTopics can name a topic by ID, which this broker's image may not know yet (a
+topic just created): it forwards such an entry, and every DeleteTopics, with its
+client's principal and host (`forwarded_principal`, `forwarded_host`, as Kafka's
+Envelope), and the controller authorizes that principal against its committed image
+(`metadata.acl_control`). A refusal of a topic named by ID names it only to a caller
+that may DESCRIBE it.
+
+Internal topics (`metadata.topic_names`): a client's CreateTopics, DeleteTopics or
+CreatePartitions of one answers INVALID_TOPIC_EXCEPTION once the caller is authorized
+(the group coordinator creates `__consumer_offsets` itself, not through this path).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from metadata.admin import (
 )
 from metadata.controller_client import ControllerUnavailable
 from metadata.topic_configs import KEYS as TOPIC_CONFIG_KEYS
+from metadata.topic_names import is_internal_topic
+from raft.common.session import current_session
 from raft.common.uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -87,6 +97,15 @@ def _refused(name: str | None, topic_id: Any = None) -> dict[str, Any]:
     return result
 
 
+def _internal(name: str, action: str, topic_id: Any = None) -> dict[str, Any]:
+    """A client may not create, delete or grow an internal topic (`metadata.topic_names`)."""
+    result = {"name": name, "error_code": int(ErrorCode.invalid_topic_exception),
+              "error_message": f"{name} is an internal topic: clients may not {action} it"}
+    if topic_id is not None:
+        result["topic_id"] = topic_id
+    return result
+
+
 def _merge(refused: list[dict[str, Any] | None], forwarded: list[dict[str, Any]],
            missing: dict[str, Any]) -> list[dict[str, Any]]:
     """The request's order: each refused entry's result, else the next forwarded one."""
@@ -98,8 +117,10 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     timeout_s = _timeout_s(request, context)
     on_cluster = authz.cluster_allowed(context, authz.Op.CREATE)
-    refused = [None if on_cluster or authz.topic_allowed(context, authz.Op.CREATE, t.name)
-               else _refused(t.name) for t in request.topics]
+    refused = [_refused(t.name) if not (on_cluster or authz.topic_allowed(
+                   context, authz.Op.CREATE, t.name))
+               else _internal(t.name, "create") if is_internal_topic(t.name) else None
+               for t in request.topics]
     wanted = [t for t, r in zip(request.topics, refused, strict=True) if r is None]
     admin = CreateTopicsRequest(
         topics=tuple(CreatableTopic(
@@ -160,6 +181,27 @@ def _delete_request_error(state: DeleteTopicState) -> str | None:
     return None
 
 
+def _delete_refusal(context: BrokerContext, state: DeleteTopicState) -> dict[str, Any] | None:
+    """This broker's answer to one valid DeleteTopics entry it will not forward, or None.
+    A topic ID its image does not know (yet) is forwarded: only the controller can tell
+    whose topic it is."""
+    by_id = state.topic_id != ZERO_UUID
+    topic = context.image.topic(state.topic_id) if by_id else None
+    if by_id and topic is None:
+        return None
+    name = topic.name if topic is not None else state.name
+    topic_id = to_kafka_uuid(state.topic_id)
+    if not authz.topic_allowed(context, authz.Op.DELETE, name):
+        # by ID, the name only for a caller that may describe it (Kafka's rule)
+        shown = name if not by_id or authz.topic_allowed(context, authz.Op.DESCRIBE, name) \
+            else None
+        return _refused(shown, topic_id)
+    if is_internal_topic(name):
+        assert name is not None
+        return _internal(name, "delete", topic_id)
+    return None
+
+
 async def handle_delete_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
     timeout_s = _timeout_s(request, context)
@@ -170,13 +212,15 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     else:
         states = tuple(DeleteTopicState(name=n) for n in request.topic_names)
     invalid = {i: m for i, s in enumerate(states) if (m := _delete_request_error(s))}
-    refused = {i for i, s in enumerate(states) if i not in invalid and not authz.topic_allowed(
-        context, authz.Op.DELETE, s.name, None if s.topic_id == ZERO_UUID else s.topic_id)}
+    refused = {i: r for i, s in enumerate(states)
+               if i not in invalid and (r := _delete_refusal(context, s)) is not None}
     valid = tuple(s for i, s in enumerate(states) if i not in invalid and i not in refused)
     forwarded: list[dict[str, Any]] = []
     if valid:
-        response, error, message = await _forward(
-            context, DeleteTopicsRequest(topics=valid), timeout_s)
+        session = current_session()  # the controller authorizes it again (see the docstring)
+        response, error, message = await _forward(context, DeleteTopicsRequest(
+            topics=valid, forwarded_principal=str(session.principal),
+            forwarded_host=session.client_host), timeout_s)
         if response is None:
             forwarded = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
                           "error_code": error, "error_message": message} for s in valid]
@@ -194,8 +238,7 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     answers = iter(forwarded)
     results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
                 "error_code": int(ErrorCode.invalid_request), "error_message": invalid[i]}
-               if i in invalid else _refused(s.name, to_kafka_uuid(s.topic_id))
-               if i in refused else next(answers, {
+               if i in invalid else refused[i] if i in refused else next(answers, {
                    "name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
                    "error_code": int(ErrorCode.unknown_server_error),
                    "error_message": "no answer from the controller"})
@@ -210,8 +253,9 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
 async def handle_create_partitions_request(context: BrokerContext, request: Any,
                                            version: int) -> Any:
     timeout_s = _timeout_s(request, context)
-    refused = [None if authz.topic_allowed(context, authz.Op.ALTER, t.name) else _refused(t.name)
-               for t in request.topics]
+    refused = [_refused(t.name) if not authz.topic_allowed(context, authz.Op.ALTER, t.name)
+               else _internal(t.name, "add partitions to") if is_internal_topic(t.name)
+               else None for t in request.topics]
     allowed = [t for t, r in zip(request.topics, refused, strict=True) if r is None]
     admin = CreatePartitionsRequest(
         topics=tuple(CreatePartitionsTopic(

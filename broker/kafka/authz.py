@@ -38,14 +38,17 @@ def allowed(context: BrokerContext, operation: int, resource_type: int, name: st
 
 def topic_allowed(context: BrokerContext, operation: int, name: str | None,
                   topic_id: Uuid | None = None) -> bool:
-    """On the topic `name`, or the one `topic_id` names in the image. A topic ID the
-    image does not know is left to the handler (UNKNOWN_TOPIC_ID): True."""
+    """On the topic `name`, or the one `topic_id` names in the image. A topic ID this
+    image does not know is refused: a lagging image cannot tell whose topic it is. A
+    handler that answers UNKNOWN_TOPIC_ID checks the ID first; one that forwards to the
+    controller lets the controller, which knows every committed ID, decide
+    (`broker.kafka.admin_api`)."""
     if not context.authorizer.enabled:
         return True
     if name is None:
         topic = None if topic_id is None else context.image.topic(topic_id)
         if topic is None:
-            return True
+            return False
         name = topic.name
     return allowed(context, operation, ResourceType.TOPIC, name)
 

@@ -15,7 +15,9 @@ rejoins its group. Followers' fetches are never checked.
 With the authorizer on (`broker.kafka.authz`): a consumer's Fetch needs READ on each
 topic, a follower's (`replica_id >= 0`) CLUSTER_ACTION on the cluster, ListOffsets and
 OffsetForLeaderEpoch DESCRIBE on the topic (a follower's: CLUSTER_ACTION); otherwise each
-of the topic's partitions answers TOPIC_AUTHORIZATION_FAILED, as in Kafka.
+of the topic's partitions answers TOPIC_AUTHORIZATION_FAILED, as in Kafka. Fetch checks
+it before the partition count, so a caller that may not read a topic learns nothing
+else about it; an unknown topic ID answers UNKNOWN_TOPIC_ID before that, as Kafka's.
 """
 
 from __future__ import annotations
@@ -113,12 +115,8 @@ async def _collect(context: BrokerContext, request: Any, version: int
         name = getattr(topic, "topic", None)
         raw_id = getattr(topic, "topic_id", None)
         topic_id = from_kafka_uuid(raw_id)
-        topic_error = ErrorCode.unknown_topic_id if name is None and topic_id is None \
-            else _count_error(context, topic, name, topic_id, replica_id)
-        if topic_error is None and not (
-                follower_allowed if replica_id >= 0
-                else authz.topic_allowed(context, authz.Op.READ, name, topic_id)):
-            topic_error = ErrorCode.topic_authorization_failed
+        topic_error = _topic_error(context, topic, name, topic_id, replica_id,
+                                   follower_allowed)
         partitions = []
         for part in topic.partitions:
             if topic_error is not None:
@@ -130,6 +128,19 @@ async def _collect(context: BrokerContext, request: Any, version: int
             partitions.append(data)
         responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
     return responses, total
+
+
+def _topic_error(context: BrokerContext, topic: Any, name: str | None, topic_id: Any,
+                 replica_id: int, follower_allowed: bool) -> ErrorCode | None:
+    """The error every partition of a topic entry gets, or None. READ (a follower's
+    CLUSTER_ACTION) is checked before anything else is said about the topic: a caller
+    without it learns neither the topic's partitions nor its partition count."""
+    if name is None and (topic_id is None or context.image.topic(topic_id) is None):
+        return ErrorCode.unknown_topic_id  # IDs are not secret (Kafka answers this first)
+    if not (follower_allowed if replica_id >= 0
+            else authz.topic_allowed(context, authz.Op.READ, name, topic_id)):
+        return ErrorCode.topic_authorization_failed
+    return _count_error(context, topic, name, topic_id, replica_id)
 
 
 def _count_error(context: BrokerContext, topic: Any, name: str | None,

@@ -1,7 +1,9 @@
 """Metadata (v0-v12) and DescribeCluster from the broker's own MetadataImage (pure).
 
 Topics by name or, from v10, by topic ID (KIP-516); responses carry topic IDs. An
-unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID. Brokers
+unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID (at v10 and
+v11, whose topic name is not nullable, with the name ""). `is_internal` is true for the
+internal topics (`metadata.topic_names`: `__consumer_offsets`). Brokers
 are the unfenced brokers with a PLAINTEXT endpoint. In KRaft clients send admin
 requests to the "controller" a broker names; we name ourselves and forward them.
 
@@ -21,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, response_class
 from metadata.image import NO_LEADER, MetadataImage, TopicImage
+from metadata.topic_names import is_internal_topic
 from raft.common.uuid import Uuid
 
 METADATA, DESCRIBE_CLUSTER = 3, 60
@@ -59,7 +62,7 @@ def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
     live = {b.broker_id for b in image.brokers.values()}
     return {
         "error_code": 0, "name": topic.name, "topic_id": to_kafka_uuid(topic.topic_id),
-        "is_internal": False,
+        "is_internal": is_internal_topic(topic.name),
         "partitions": [{
             "error_code": int(ErrorCode.leader_not_available) if p.leader == NO_LEADER else 0,
             "partition_index": p.partition, "leader_id": p.leader,
@@ -68,6 +71,12 @@ def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
             "offline_replicas": [r for r in p.replicas if r not in live]}
             for p in topic.partitions],
     }
+
+
+def _unnamed(version: int) -> str | None:
+    """The name of a topic answered by ID without revealing it: null from v12; v10 and
+    v11 carry topic IDs but no nullable name, so "" there (as Kafka's error response)."""
+    return None if version >= 12 else ""
 
 
 def _everything(name: str) -> bool:
@@ -90,15 +99,12 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                 from_kafka_uuid(getattr(item, "topic_id", None))
             if topic_id is not None:
                 topic = image.topic(topic_id)
-                if topic is not None and not described(topic.name):
-                    topics.append({"error_code": int(ErrorCode.topic_authorization_failed),
-                                   "name": None, "topic_id": to_kafka_uuid(topic_id),
-                                   "partitions": []})
-                    continue
-                if topic is None:
-                    topics.append({"error_code": int(ErrorCode.unknown_topic_id),
-                                   "name": None, "topic_id": to_kafka_uuid(topic_id),
-                                   "partitions": []})
+                if topic is None or not described(topic.name):
+                    topics.append({"error_code": int(
+                        ErrorCode.unknown_topic_id if topic is None
+                        else ErrorCode.topic_authorization_failed),
+                        "name": _unnamed(version), "topic_id": to_kafka_uuid(topic_id),
+                        "partitions": []})
                     continue
             else:
                 if not described(name or ""):  # known or not: nothing is revealed

@@ -37,8 +37,9 @@ from typing import Any
 import msgpack
 
 from broker.kafka import record_batch
+from metadata.topic_names import GROUP_METADATA_TOPIC_NAME
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 OFFSET_KEY, GROUP_KEY = 0, 1
 _INT32 = 1 << 32
 

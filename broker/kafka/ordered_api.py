@@ -35,7 +35,8 @@ async def handle_partition_leader_epochs_request(context: BrokerContext, request
     image = context.image
     topics = [{"topic_id": topic.topic_id,
                **(leader_epochs_topic(image, topic_id, tuple(int(p) for p in topic.partitions))
-                  if authz.topic_allowed(context, authz.Op.DESCRIBE, None, topic_id) else
+                  if topic_id is None or image.topic(topic_id) is None  # UNKNOWN_TOPIC_ID
+                  or authz.topic_allowed(context, authz.Op.DESCRIBE, None, topic_id) else
                   {"error_code": authz.TOPIC_AUTHORIZATION_FAILED, "partitions": []})}
               for topic in request.topics
               for topic_id in (from_kafka_uuid(topic.topic_id),)]

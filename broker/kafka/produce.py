@@ -13,6 +13,12 @@ Kafka does), so the client notices and refreshes its metadata. By topic ID (v13)
 absent from the image -> UNKNOWN_TOPIC_ID; the partition directory's partition.metadata
 must hold the same ID (INCONSISTENT_TOPIC_ID), as for Fetch.
 
+A client's Produce to an internal topic (`metadata.topic_names`: `__consumer_offsets`)
+is refused on each of its partitions with INVALID_TOPIC_EXCEPTION, "Cannot append to
+internal topic", as Kafka's ReplicaManager refuses it (after the WRITE check, so a caller
+without WRITE learns nothing more). The group coordinator writes it with
+`produce_partition`, below this check.
+
 Idempotent producers: the batches are checked against the partition's producer state
 (broker.kafka.producer_state, kept by the log, replicated to followers with the
 batches, rebuilt when a log opens) under the partition lock: a retry of one of the
@@ -62,6 +68,7 @@ from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
 from broker.kafka.replica import PartitionState, check_partition
 from metadata.topic_configs import min_insync_replicas
+from metadata.topic_names import is_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -200,14 +207,19 @@ def _still_in_log(state: PartitionState, leader_epoch: int, last: int) -> bool:
 
 
 def _topic_error(context: BrokerContext, refusal: ErrorCode | None, name: str | None,
-                 topic_id: Any) -> ErrorCode | None:
-    """The error every partition of a topic entry gets, or None."""
+                 topic_id: Any) -> tuple[ErrorCode, str | None] | None:
+    """The error (and message) every partition of a topic entry gets, or None."""
     if refusal is not None:
-        return refusal
-    if name is None and topic_id is None:
-        return ErrorCode.unknown_topic_id  # v13: a zero or missing topic ID
-    if not authz.topic_allowed(context, authz.Op.WRITE, name, topic_id):
-        return ErrorCode.topic_authorization_failed
+        return refusal, None
+    if name is None:
+        topic = None if topic_id is None else context.image.topic(topic_id)
+        if topic is None:  # v13: a zero, missing or unknown topic ID
+            return ErrorCode.unknown_topic_id, None
+        name = topic.name
+    if not authz.topic_allowed(context, authz.Op.WRITE, name):
+        return ErrorCode.topic_authorization_failed, None
+    if is_internal_topic(name):  # after WRITE, as Kafka: its coordinator writes it, no client
+        return ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}"
     return None
 
 
@@ -234,18 +246,18 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            error, count_refusal = _topic_error(context, refusal, name, topic_id), None
+            failure, count_refusal = _topic_error(context, refusal, name, topic_id), None
             client_count = getattr(topic, "undeleted_partition_count", None)
-            if error is None and client_count is not None:
+            if failure is None and client_count is not None:
                 image = context.image
                 known = image.topic(topic_id) if topic_id is not None \
                     else image.topic_by_name(name or "")
                 if known is not None and count_mismatch(known, client_count):
                     count_refusal = count_refusal_message(known, client_count)
             parts: list[dict[str, Any]] = [
-                _failed(int(data.index), error if error is not None else ErrorCode.none)
+                _failed(int(data.index), *(failure or (ErrorCode.none,)))
                 for data in topic.partition_data]
-            if error is None:
+            if failure is None:
                 for position, data in enumerate(topic.partition_data):
                     nursery.start_soon(one, parts, position, name, topic_id, data,
                                        count_refusal)

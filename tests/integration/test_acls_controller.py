@@ -4,7 +4,8 @@ are super users, so the broker registers, heartbeats and replicates; the CLI's c
 certificate (`User:CN=kraft-client,O=kraft-py`, chosen with `--command-config
 client.properties`: `--cluster DIR` alone is the admin) is not, so its admin RPCs are
 refused until a super user (a client holding node 1's certificate) grants it ACLs with
-`kraft acls --bootstrap-controller`. One 1-voter + 1-broker cluster for the module."""
+`kraft acls --bootstrap-controller`; a rename needs DELETE on the old name besides ALTER.
+One 1-voter + 1-broker cluster for the module."""
 
 from __future__ import annotations
 
@@ -87,3 +88,33 @@ def test_client_may_create_and_list_when_a_super_user_grants_it(
                   "--operation", "Read", "--topic", "granted")
     assert added.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in added.stderr
+
+
+def test_rename_needs_delete_on_the_old_name_when_create_and_read_on_the_new_are_held(
+        cluster: Cluster, node_properties: Path) -> None:
+    """CREATE and READ on `mine-*` with ALTER on `payroll` must not let the client carry
+    payroll away under a name it may read."""
+    controller = cluster.controller_addresses()[0]
+
+    def as_super_user(*args: str) -> None:
+        done = kraft(*args, "--bootstrap-controller", controller, "--command-config",
+                     str(node_properties))
+        assert done.returncode == 0, done.stderr
+
+    as_super_user("topics", "--create", "--topic", "payroll", "--partitions", "1",
+                  "--replication-factor", "1")
+    as_super_user("acls", "--add", "--allow-principal", CLIENT, "--operation", "Create",
+                  "--operation", "Read", "--topic", "mine-", "--resource-pattern-type",
+                  "prefixed", "--force")
+    as_super_user("acls", "--add", "--allow-principal", CLIENT, "--operation", "Alter",
+                  "--topic", "payroll", "--force")
+    rename = ("topics", *as_client(cluster), "--alter", "--topic", "payroll",
+              "--new-name", "mine-payroll")
+    refused = kraft(*rename)
+    assert refused.returncode == 1
+    assert "TOPIC_AUTHORIZATION_FAILED" in refused.stderr
+    assert "DELETE" in refused.stderr
+    as_super_user("acls", "--add", "--allow-principal", CLIENT, "--operation", "Delete",
+                  "--topic", "payroll", "--force")
+    renamed = kraft(*rename)
+    assert renamed.returncode == 0, renamed.stderr

@@ -15,8 +15,12 @@ from metadata.admin import (
     AdminErrorResponse,
     BrokerHeartbeatRequest,
     CreatableTopic,
+    CreateAclsRequest,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicState,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
     RegisterBrokerRequest,
@@ -25,7 +29,15 @@ from metadata.admin import (
     decode_response,
     encode_body,
 )
-from metadata.authorizer import OFF, AuthorizerSettings
+from metadata.authorizer import (
+    OFF,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AuthorizerSettings,
+    PatternType,
+    ResourceType,
+)
 from metadata.controller import ControllerConfig
 from metadata.controller_shell import ControllerShell
 from raft.common.errors import ErrorCode
@@ -164,3 +176,38 @@ async def test_writes_that_arrive_together_share_one_raft_batch_and_each_gets_it
 
 def _topic_names(records: tuple[bytes, ...]) -> set[str]:
     return {record.name for record in map(rec.decode, records) if isinstance(record, rec.Topic)}
+
+
+async def test_a_forwarded_delete_is_decided_per_topic_for_the_client_it_names() -> None:
+    """A broker (here the anonymous caller, a super user) forwards a DeleteTopics by ID
+    for User:alice: the controller judges alice against its committed image, topic by
+    topic, deletes what she may delete and keeps the request's order."""
+    settings = AuthorizerSettings(enabled=True, super_users=frozenset({"User:ANONYMOUS"}))
+    with trio.fail_after(10):
+        async with controllers(count=1, authorizer=settings) as (shell,):
+            await eventually(lambda: shell.is_active or None)
+            await register(shell, 101)
+            created = await call(shell, CreateTopicsRequest(topics=tuple(
+                CreatableTopic(name=n, num_partitions=1, replication_factor=1)
+                for n in ("secret-payroll", "mine"))))
+            assert isinstance(created, CreateTopicsResponse)
+            payroll_id, mine_id = (t.topic_id for t in created.topics)
+            granted = await call(shell, CreateAclsRequest(creations=(AclBinding(
+                resource_type=int(ResourceType.TOPIC), resource_name="mine",
+                pattern_type=int(PatternType.LITERAL), principal="User:alice", host="*",
+                operation=int(AclOperation.DELETE),
+                permission_type=int(AclPermissionType.ALLOW)),)))
+            assert granted.results[0].error_code == 0
+            unknown = Uuid.random()
+            response = await call(shell, DeleteTopicsRequest(
+                topics=tuple(DeleteTopicState(topic_id=t)
+                             for t in (payroll_id, mine_id, unknown)),
+                forwarded_principal="User:alice", forwarded_host="127.0.0.1"))
+            assert isinstance(response, DeleteTopicsResponse)
+            assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [
+                (None, payroll_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                ("mine", mine_id, 0),
+                (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID)]
+            assert "secret-payroll" not in (response.responses[0].error_message or "")
+            assert shell.image.topic(payroll_id) is not None
+            assert shell.image.topic(mine_id) is None
