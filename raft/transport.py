@@ -15,11 +15,18 @@
   hang until their timeout), so it is never reported: the Raft timeouts find it.
 - A malformed frame (or a `ProtocolError` raised by the frame handler) closes that one
   connection with a logged reason (peer, reason); everyone else keeps being served.
+- Limits (`use_limits`, set before `serve`; `raft.common.connection_limits` states the
+  rule): the listener's connections are counted and capped (`max.connections`,
+  `max.connections.per.ip`, and the process's share of RLIMIT_NOFILE, so idle inbound
+  connections never starve the node's own files and outbound connections); a frame
+  announcing more than `socket.request.max.bytes` closes its connection before its body
+  is read; an inbound connection with no complete request for `connections.max.idle.ms`
+  is closed; accept() out of descriptors is a rate-limited WARNING, never fatal.
 - TLS (`use_tls`, set before `serve`): inbound connections complete a server-side
-  handshake within `handshake_timeout_s` or are closed (a plaintext client, a missing or
-  untrusted client certificate when `ssl.client.auth=required`); outbound ones check the
-  peer's certificate. Each inbound connection task binds its `Session`
-  (`raft.common.session`): `User:<subject DN>` for a client certificate.
+  handshake within `connections.authentication.timeout.ms` or are closed (a plaintext
+  client, a missing or untrusted client certificate when `ssl.client.auth=required`);
+  outbound ones check the peer's certificate. Each inbound connection task binds its
+  `Session` (`raft.common.session`): `User:<subject DN>` for a client certificate.
 - Identity binding (`bind_identity`, on with mutual TLS): every node id an inbound
   request claims (`raft.peer_identity`) must be the one in the peer's certificate, and an
   outbound connection to node N must reach a certificate of node N; a mismatch closes
@@ -41,6 +48,12 @@ from typing import Any
 import trio
 
 from raft.common import tls
+from raft.common.connection_limits import (
+    ConnectionGate,
+    ListenerLimits,
+    idle_deadline,
+    serve_with_limits,
+)
 from raft.common.framing import DEFAULT_MAX_FRAME_BYTES, FramedStream, FrameError, encode_frame
 from raft.common.session import Session, bind_session
 from raft.peer_identity import identity_violation
@@ -168,6 +181,8 @@ class Transport:
         self.identity_refusals = 0  # requests refused for a node id not in the certificate
         self._identity_logged: set[tuple[str | None, int]] = set()
         self._outbound_nursery: trio.Nursery | None = None  # set while serving
+        self.limits = ListenerLimits(max_request_bytes=max_frame_bytes)
+        self.gate = ConnectionGate("CONTROLLER", self.limits)  # the listener's counts
 
     def add_peer(self, node_id: int, address: Address) -> None:
         """A voter learnt while running (KIP-853: a VotersRecord named it): keep a
@@ -180,6 +195,13 @@ class Transport:
         self.connects[node_id] = 0
         if self._outbound_nursery is not None:
             self._outbound_nursery.start_soon(self._run_outbound, node_id)
+
+    def use_limits(self, limits: ListenerLimits) -> None:
+        """The listener's limits from now on (call before `serve`); its frame limit is
+        `limits.max_request_bytes` on every connection."""
+        self.limits = limits
+        self._max_frame_bytes = limits.max_request_bytes
+        self.gate = ConnectionGate(self.gate.name, limits)
 
     def use_tls(self, settings: TransportTls) -> None:
         """Serve and dial over TLS from now on (call before `serve`)."""
@@ -286,9 +308,7 @@ class Transport:
             task_status.started(self.port)
 
     async def _accept_loop(self, listeners: list[trio.SocketListener]) -> None:
-        async with trio.open_nursery() as nursery:
-            for listener in listeners:
-                nursery.start_soon(trio.serve_listeners, self._serve_inbound_socket, [listener])
+        await serve_with_limits(self._serve_inbound_socket, listeners, self.gate)
 
     async def _serve_inbound_socket(self, stream: trio.SocketStream) -> None:
         try:
@@ -303,7 +323,7 @@ class Transport:
             return
         try:
             secured, cert = await tls.accept(stream, server,
-                                             timeout_s=self.tls.handshake_timeout_s)
+                                             timeout_s=self.limits.authentication_timeout_s)
         except tls.TlsHandshakeError as exc:
             log.info("refused connection", extra={"peer": peer, "reason": str(exc)})
             await trio.aclose_forcefully(stream)
@@ -443,10 +463,23 @@ class Transport:
             conn.socket = stream.socket
 
         check = conn.node_id is None and self.tls is not None and self.tls.bind_identity
+        # an inbound connection with no complete request for this long is closed
+        idle_ms = self.limits.max_idle_ms if conn.node_id is None else None
 
         async def reader() -> None:
             try:
-                while (frame := await framed.receive()) is not None:
+                while True:
+                    if idle_ms is None:
+                        frame = await framed.receive()
+                    else:
+                        with trio.move_on_at(idle_deadline(trio.current_time(),
+                                                           self.limits)) as idle:
+                            frame = await framed.receive()
+                        if idle.cancelled_caught:
+                            outcome[0] = f"no complete request for {idle_ms} ms"
+                            break
+                    if frame is None:
+                        break
                     if check:
                         self._check_identity(conn, frame)
                     await self._handler(conn, frame)
