@@ -27,7 +27,9 @@ around the pure `broker.hosting` / `broker.reconcile` and the I/O of `broker.par
   listener speaks the Kafka protocol), which also serves the node's `WriteSnapshot`
   (`metadata.snapshot_writer`): a broker has no other port for tools. Over TLS when
   `STATUS` is mapped to SSL (`BrokerSettings.status_ssl_context`): a handshake within
-  a deadline, else closed.
+  `connections.authentication.timeout.ms`, else closed. Its connections are capped and
+  closed when idle as every listener's (`raft.common.connection_limits`); its frames
+  are at most `STATUS_MAX_FRAME_BYTES` (or `socket.request.max.bytes`, if smaller).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.snapshot_writer import WRITE_SNAPSHOT_API
 from raft.common import tls
+from raft.common.connection_limits import ConnectionGate, idle_deadline, serve_with_limits
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
 from raft.common.session import Session, bind_session, current_session
@@ -66,6 +69,7 @@ RECONCILE_ERROR_BACKOFF_S = 1.0
 CHECKPOINT_INTERVAL_S = 1.0
 STATUS_WAIT_DEFAULT_MS = 500  # a status that waits for an applied offset (`answer_status`)
 STATUS_WAIT_MAX_MS = 30_000
+STATUS_MAX_FRAME_BYTES = 1 << 20  # a status request is a few hundred bytes
 
 
 class Registration(Protocol):
@@ -119,6 +123,8 @@ class BrokerServer:
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  initial_image: MetadataImage | None = None) -> None:
         self._node = node
+        self.status_gate = ConnectionGate(
+            "STATUS", settings.listener_limits(settings.status_limits))
         self.settings = settings
         self._registration = registration
         self._wall_clock_ms = wall_clock_ms  # due times survive restarts: wall clock
@@ -323,7 +329,7 @@ class BrokerServer:
         log.info("serving broker status", extra={"broker": self.settings.broker_id,
                                                  "address": f"{address[0]}:{address[1]}"})
         task_status.started()
-        await trio.serve_listeners(self._status_connection, listeners)
+        await serve_with_limits(self._status_connection, listeners, self.status_gate)
 
     async def _status_connection(self, stream: trio.SocketStream) -> None:
         secured: trio.abc.Stream = stream
@@ -336,16 +342,27 @@ class BrokerServer:
             bind_session(Session(client_host=host))
         else:
             try:
-                secured, cert = await tls.accept(stream, context)
+                secured, cert = await tls.accept(
+                    stream, context, timeout_s=self.status_gate.limits.authentication_timeout_s)
             except tls.TlsHandshakeError as exc:
                 log.info("refused status connection", extra={"peer": host,
                                                              "reason": str(exc)})
                 await trio.aclose_forcefully(stream)
                 return
             bind_session(tls.tls_session(cert, client_host=host))
-        framed = FramedStream(secured, max_frame_bytes=1 << 20)
+        limits = self.status_gate.limits
+        framed = FramedStream(secured, max_frame_bytes=min(STATUS_MAX_FRAME_BYTES,
+                                                           limits.max_request_bytes))
         try:
-            while (frame := await framed.receive()) is not None:
+            while True:
+                with trio.move_on_at(idle_deadline(trio.current_time(), limits)) as idle:
+                    frame = await framed.receive()
+                if idle.cancelled_caught:
+                    log.info("status connection closed", extra={
+                        "reason": f"no complete request for {limits.max_idle_ms} ms"})
+                    break
+                if frame is None:
+                    break
                 session = current_session()
                 refusal = access_table.gate_refusal(
                     access_table.STATUS, frame["api"], self.image.acls, session.principal,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
 from metadata.authorizer import OFF, AuthorizerSettings
+from raft.common.connection_limits import ListenerLimits
 
 Address = tuple[str, int]
 
@@ -53,3 +54,11 @@ class BrokerSettings:
     inter_broker_bind_identity: bool = False
     # authorizer.class.name, super.users, allow.everyone.if.no.acl.found (OFF: none)
     authorizer: AuthorizerSettings = OFF
+    # the Kafka and STATUS listeners' connection limits (raft.common.connection_limits);
+    # None: Kafka's defaults with `socket_request_max_bytes`
+    kafka_limits: ListenerLimits | None = None
+    status_limits: ListenerLimits | None = None
+
+    def listener_limits(self, limits: ListenerLimits | None) -> ListenerLimits:
+        """`limits`, or Kafka's defaults with this broker's `socket.request.max.bytes`."""
+        return limits or ListenerLimits(max_request_bytes=self.socket_request_max_bytes)

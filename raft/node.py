@@ -105,6 +105,7 @@ from typing import Any
 import trio
 
 from raft import messages
+from raft.common.connection_limits import ACCEPT_WARNING_INTERVAL_S, RateLimit, out_of_descriptors
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
@@ -840,15 +841,25 @@ class RaftNode:
             self._published = batch.next_offset
 
     async def _checkpoint_high_watermark_every(self) -> None:
-        """Coalesced: one write per advance, then at most one per interval."""
-        try:
-            while True:
-                await self._hw_advanced.wait()
-                self._hw_advanced = trio.Event()
+        """Coalesced: one write per advance, then at most one per interval. A process
+        out of file descriptors (EMFILE, ENFILE) is no log-directory failure: the
+        checkpoint is tried again next interval, with a WARNING at most every
+        `ACCEPT_WARNING_INTERVAL_S`; any other OSError stops the node."""
+        warning = RateLimit(ACCEPT_WARNING_INTERVAL_S)
+        while True:
+            await self._hw_advanced.wait()
+            self._hw_advanced = trio.Event()
+            try:
                 await self._checkpoint_high_watermark()
-                await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
-        except OSError as exc:
-            raise self._log_dir_failed(exc) from exc
+            except OSError as exc:
+                if not out_of_descriptors(exc):
+                    raise self._log_dir_failed(exc) from exc
+                self._hw_advanced.set()  # the next interval tries again
+                if warning.due(trio.current_time()):
+                    log.warning("out of file descriptors, high-watermark checkpoint "
+                                "postponed", extra={"node": self.node_id, "error": str(exc),
+                                                    "suppressed": warning.take_suppressed()})
+            await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
 
     async def checkpoint_high_watermark(self) -> None:
         """Write the high-watermark checkpoint now (the last high watermark published),

@@ -15,11 +15,18 @@
   hang until their timeout), so it is never reported: the Raft timeouts find it.
 - A malformed frame (or a `ProtocolError` raised by the frame handler) closes that one
   connection with a logged reason (peer, reason); everyone else keeps being served.
+- Limits (`use_limits`, set before `serve`; `raft.common.connection_limits` states the
+  rule): the listener's connections are counted and capped (`max.connections`,
+  `max.connections.per.ip`, and the process's share of RLIMIT_NOFILE, so idle inbound
+  connections never starve the node's own files and outbound connections); a frame
+  announcing more than `socket.request.max.bytes` closes its connection before its body
+  is read; an inbound connection with no complete request for `connections.max.idle.ms`
+  is closed; accept() out of descriptors is a rate-limited WARNING, never fatal.
 - TLS (`use_tls`, set before `serve`): inbound connections complete a server-side
-  handshake within `handshake_timeout_s` or are closed (a plaintext client, a missing or
-  untrusted client certificate when `ssl.client.auth=required`); outbound ones check the
-  peer's certificate. Each inbound connection task binds its `Session`
-  (`raft.common.session`): `User:<subject DN>` for a client certificate.
+  handshake within `connections.authentication.timeout.ms` or are closed (a plaintext
+  client, a missing or untrusted client certificate when `ssl.client.auth=required`);
+  outbound ones check the peer's certificate. Each inbound connection task binds its
+  `Session` (`raft.common.session`): `User:<subject DN>` for a client certificate.
 - Authorization (`refused`, set by the node): every inbound request passes it first; a
   refused one is answered there and reaches neither the identity check nor the handler.
 - Identity binding (`bind_identity`, on with mutual TLS): every node id an inbound
@@ -43,6 +50,12 @@ from typing import Any
 import trio
 
 from raft.common import tls
+from raft.common.connection_limits import (
+    ConnectionGate,
+    ListenerLimits,
+    idle_deadline,
+    serve_with_limits,
+)
 from raft.common.framing import DEFAULT_MAX_FRAME_BYTES, FramedStream, FrameError, encode_frame
 from raft.common.session import Session, bind_session
 from raft.peer_identity import identity_violation
@@ -173,6 +186,8 @@ class Transport:
         # inbound requests pass this first (authorization): True when it refused and
         # answered the frame, which then goes no further (not even the identity check)
         self.refused: Callable[[Connection, Frame], bool] | None = None
+        self.limits = ListenerLimits(max_request_bytes=max_frame_bytes)
+        self.gate = ConnectionGate("CONTROLLER", self.limits)  # the listener's counts
 
     def add_peer(self, node_id: int, address: Address) -> None:
         """A voter learnt while running (KIP-853: a VotersRecord named it): keep a
@@ -185,6 +200,13 @@ class Transport:
         self.connects[node_id] = 0
         if self._outbound_nursery is not None:
             self._outbound_nursery.start_soon(self._run_outbound, node_id)
+
+    def use_limits(self, limits: ListenerLimits) -> None:
+        """The listener's limits from now on (call before `serve`); its frame limit is
+        `limits.max_request_bytes` on every connection."""
+        self.limits = limits
+        self._max_frame_bytes = limits.max_request_bytes
+        self.gate = ConnectionGate(self.gate.name, limits)
 
     def use_tls(self, settings: TransportTls) -> None:
         """Serve and dial over TLS from now on (call before `serve`)."""
@@ -291,9 +313,7 @@ class Transport:
             task_status.started(self.port)
 
     async def _accept_loop(self, listeners: list[trio.SocketListener]) -> None:
-        async with trio.open_nursery() as nursery:
-            for listener in listeners:
-                nursery.start_soon(trio.serve_listeners, self._serve_inbound_socket, [listener])
+        await serve_with_limits(self._serve_inbound_socket, listeners, self.gate)
 
     async def _serve_inbound_socket(self, stream: trio.SocketStream) -> None:
         try:
@@ -308,7 +328,7 @@ class Transport:
             return
         try:
             secured, cert = await tls.accept(stream, server,
-                                             timeout_s=self.tls.handshake_timeout_s)
+                                             timeout_s=self.limits.authentication_timeout_s)
         except tls.TlsHandshakeError as exc:
             log.info("refused connection", extra={"peer": peer, "reason": str(exc)})
             await trio.aclose_forcefully(stream)
@@ -410,6 +430,18 @@ class Transport:
                               f"not node {node_id}")
         return secured
 
+    def _admits(self, conn: Connection, frame: Frame) -> bool:
+        """Whether an inbound request goes on to the handler: not when the authorization
+        refused (and answered) it; ProtocolError when it claims a node id its peer's
+        certificate does not bind. Our outbound connections carry answers: admitted."""
+        if conn.node_id is not None:
+            return True
+        if self.refused is not None and self.refused(conn, frame):
+            return False
+        if self.tls is not None and self.tls.bind_identity:
+            self._check_identity(conn, frame)
+        return True
+
     def _check_identity(self, conn: Connection, frame: Frame) -> None:
         """ProtocolError when an inbound request claims a node id its peer's certificate
         does not bind (see `raft.peer_identity`)."""
@@ -447,17 +479,25 @@ class Transport:
         if isinstance(stream, trio.SocketStream):  # not TLS: frames may go out directly
             conn.socket = stream.socket
 
-        check = conn.node_id is None and self.tls is not None and self.tls.bind_identity
+        # an inbound connection with no complete request for this long is closed
+        idle_ms = self.limits.max_idle_ms if conn.node_id is None else None
 
         async def reader() -> None:
             try:
-                while (frame := await framed.receive()) is not None:
-                    if conn.node_id is None and self.refused is not None \
-                            and self.refused(conn, frame):
-                        continue  # refused and answered before anything else reads it
-                    if check:
-                        self._check_identity(conn, frame)
-                    await self._handler(conn, frame)
+                while True:
+                    if idle_ms is None:
+                        frame = await framed.receive()
+                    else:
+                        with trio.move_on_at(idle_deadline(trio.current_time(),
+                                                           self.limits)) as idle:
+                            frame = await framed.receive()
+                        if idle.cancelled_caught:
+                            outcome[0] = f"no complete request for {idle_ms} ms"
+                            break
+                    if frame is None:
+                        break
+                    if self._admits(conn, frame):
+                        await self._handler(conn, frame)
             except (FrameError, ProtocolError) as exc:
                 outcome[0] = str(exc)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

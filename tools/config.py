@@ -45,6 +45,12 @@ from metadata.snapshot_policy import (
     DEFAULT_MAX_RETENTION_MS,
     DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
 )
+from raft.common.connection_limits import (
+    DEFAULT_AUTHENTICATION_TIMEOUT_MS,
+    DEFAULT_MAX_IDLE_MS,
+    DEFAULT_SASL_MAX_RECEIVE_BYTES,
+    ListenerLimits,
+)
 from raft.common.tls import CLIENT_AUTH_MODES, STORE_TYPES, TlsSettings
 from tools.properties import PropertiesError, logical_lines, parse_properties
 
@@ -55,6 +61,7 @@ STATUS_LISTENER = "STATUS"  # a broker's msgpack BrokerStatus port (kraft-py's, 
 ROLES = ("broker", "controller")
 FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched records
 WILDCARD_HOST = "0.0.0.0"  # where a listener with an empty host binds
+UNLIMITED_CONNECTIONS = 2147483647  # Kafka's default max.connections(.per.ip): Int.MaxValue
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # SASL_SSL is SASL (broker.kafka.sasl_api) over TLS
 IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -248,7 +255,29 @@ KEYS: tuple[Key, ...] = (
         "messages queued per peer before the oldest are dropped", origin="kraft-py",
         aliases=("quorum.send.queue.max.messages",)),
     Key("socket.request.max.bytes", "socket_request_max_bytes", _int(1024), 100 * 1024 * 1024,
-        "the largest request frame accepted"),
+        "the largest request frame accepted, on every listener (the controller listener, "
+        "the Kafka listener once a connection has logged in, STATUS up to 1 MiB); a frame "
+        "announcing more closes its connection before its body is read"),
+    Key("sasl.server.max.receive.size", "sasl_server_max_receive_size", _int(1),
+        DEFAULT_SASL_MAX_RECEIVE_BYTES,
+        "the largest frame a SASL listener's connection may send before it has logged in; "
+        "a larger one closes the connection at once"),
+    Key("connections.max.idle.ms", "connections_max_idle_ms", _int(1), DEFAULT_MAX_IDLE_MS,
+        "a connection to any listener with no complete request for this long is closed"),
+    Key("connections.authentication.timeout.ms", "connections_authentication_timeout_ms",
+        _int(1), DEFAULT_AUTHENTICATION_TIMEOUT_MS,
+        "a connection to any listener that has not completed its TLS handshake and, on a "
+        "SASL listener, its SASL login within this long is closed (Kafka has no such key: "
+        "its idle timeout alone bounds them; this is raft/common/tls.py's handshake "
+        "deadline, made a key)", origin="kraft-py"),
+    Key("max.connections", "max_connections", _int(0), UNLIMITED_CONNECTIONS,
+        "the most connections each listener holds; a new one over it is closed at once and "
+        "counted. Whatever it says, the inbound connections of all listeners stay below the "
+        "soft RLIMIT_NOFILE less a reserve (a quarter of it, at least 256) for the node's "
+        "own files and connections (raft/common/connection_limits.py)"),
+    Key("max.connections.per.ip", "max_connections_per_ip", _int(0), UNLIMITED_CONNECTIONS,
+        "the most connections each listener holds from one address; a new one over it is "
+        "closed at once and counted"),
     Key("delete.topic.delay.ms", "delete_topic_delay_ms", _int(0), 4 * 3600 * 1000,
         "a broker removes a deleted topic's staged directory after this", origin="kraft-py"),
     Key("broker.session.timeout.ms", "broker_session_timeout_ms", _int(1), 9000,
@@ -473,6 +502,11 @@ class NodeConfig:
     pre_vote: bool = True
     send_queue_max_messages: int = 256
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    sasl_server_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_BYTES
+    connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS
+    connections_authentication_timeout_ms: int = DEFAULT_AUTHENTICATION_TIMEOUT_MS
+    max_connections: int = UNLIMITED_CONNECTIONS
+    max_connections_per_ip: int = UNLIMITED_CONNECTIONS
     delete_topic_delay_ms: int = 4 * 3600 * 1000
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
@@ -583,6 +617,16 @@ class NodeConfig:
         """Where a broker serves BrokerStatus (msgpack framing): `STATUS://HOST:PORT`."""
         return self.listeners.get(STATUS_LISTENER)
 
+    def listener_limits(self) -> ListenerLimits:
+        """Every listener's connection limits (`raft.common.connection_limits`)."""
+        return ListenerLimits(
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            max_idle_ms=self.connections_max_idle_ms,
+            authentication_timeout_ms=self.connections_authentication_timeout_ms,
+            sasl_max_receive_bytes=self.sasl_server_max_receive_size,
+            max_request_bytes=self.socket_request_max_bytes)
+
     def authorizer_settings(self) -> AuthorizerSettings:
         """`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`."""
         return AuthorizerSettings(
@@ -632,7 +676,8 @@ class NodeConfig:
             advertised_address=None if advertised == self.client_address else advertised,
             replica_routes=dict(self.replica_routes),
             sasl=self.listener_sasl(), inter_broker_sasl=self.inter_broker_sasl(),
-            authorizer=self.authorizer_settings())
+            authorizer=self.authorizer_settings(), kafka_limits=self.listener_limits(),
+            status_limits=self.listener_limits())
 
 
 def tls_settings(values: Any) -> TlsSettings:

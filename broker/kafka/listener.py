@@ -5,8 +5,18 @@ Each frame is a 4-byte big-endian size and a request. Requests on one connection
 handled one at a time, in order (as Kafka does), so responses keep the order clients
 expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out, no
 socket): decode the header, dispatch by api key and version, encode the response.
-An unsupported api or version, a malformed frame or one above `max_frame_bytes` closes
-that connection only, with the reason logged; everyone else is served on.
+An unsupported api or version, a malformed frame or one above its limit closes that
+connection only, with the reason logged; everyone else is served on.
+
+Limits (`raft.common.connection_limits` states the rule): before a SASL listener's
+connection has logged in, a frame may announce at most `sasl.server.max.receive.size`
+bytes, after it (and on a listener without SASL) `socket.request.max.bytes`; a frame
+announcing more closes the connection before its body is read, and a frame's buffer
+grows only with the bytes that arrive. The TLS handshake and the SASL login together
+must complete within `connections.authentication.timeout.ms`; a connection with no
+complete request for `connections.max.idle.ms` is closed; the connections are counted
+and capped per listener and per address, and within the process's share of
+RLIMIT_NOFILE.
 
 Every request passes through `Dispatcher.handle_frame`; its `on_request` hook (set by
 `tools.metrics`, None: off) hears the api's name (`Produce`, `Fetch`, ...) and how long
@@ -16,6 +26,7 @@ the request took, in seconds, once it was handled (raised or not).
 from __future__ import annotations
 
 import logging
+import math
 import random
 import secrets
 import ssl
@@ -62,6 +73,13 @@ from broker.kafka.replication import ReplicaFetcher
 from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
 from raft.common import tls
+from raft.common.connection_limits import (
+    ConnectionGate,
+    ListenerLimits,
+    frame_limit,
+    idle_deadline,
+    serve_with_limits,
+)
 from raft.common.session import Session, bind_session, current_session
 
 if TYPE_CHECKING:
@@ -202,10 +220,12 @@ class KafkaListener:
     def __init__(self, dispatcher: Dispatcher, address: Address, *,
                  max_frame_bytes: int = 100 * 1024 * 1024,
                  ssl_context: ssl.SSLContext | None = None,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT",
+                 limits: ListenerLimits | None = None) -> None:
         self.dispatcher = dispatcher
         self.address = address
-        self.max_frame_bytes = max_frame_bytes
+        self.limits = limits or ListenerLimits(max_request_bytes=max_frame_bytes)
+        self.gate = ConnectionGate(security_protocol, self.limits)
         self.port: int | None = None
         self.isr_manager: IsrManager | None = None  # set by install_kafka_listener
         # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl_api); None: no SASL exchange
@@ -224,34 +244,44 @@ class KafkaListener:
             "address": f"{self.address[0]}:{self.port}",
             "security_protocol": self.security_protocol})
         task_status.started(self.port)
-        await trio.serve_listeners(self._accept, listeners)
+        await serve_with_limits(self._accept, listeners, self.gate)
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame after login (`socket.request.max.bytes`)."""
+        return self.limits.max_request_bytes
 
     async def _accept(self, stream: trio.SocketStream) -> None:
         """One accepted connection: its TLS handshake (when the listener has TLS) and
         its `Session`, bound for the connection's task, then its frames."""
         peer = _peer(stream)
         host = peer.rpartition(":")[0]
+        login_deadline = trio.current_time() + self.limits.authentication_timeout_s
         if self.ssl_context is None:
             bind_session(Session(client_host=host, security_protocol=self.security_protocol))
-            await self.handle_connection(stream)
+            await self.handle_connection(stream, login_deadline=login_deadline)
             return
         try:
-            secured, cert = await tls.accept(stream, self.ssl_context)
+            secured, cert = await tls.accept(stream, self.ssl_context,
+                                             timeout_s=self.limits.authentication_timeout_s)
         except tls.TlsHandshakeError as exc:
             log.info("refused Kafka connection", extra={"peer": peer, "reason": str(exc)})
             await trio.aclose_forcefully(stream)
             return
         bind_session(tls.tls_session(cert, client_host=host,
                                      security_protocol=self.security_protocol))
-        await self.handle_connection(secured)
+        await self.handle_connection(secured, login_deadline=login_deadline)
 
-    async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray
-                             ) -> bytes | None:
+    async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray,
+                             limit: int | None = None) -> bytes | None:
+        """The next frame; ConnectionClosed as soon as its size header announces more
+        than `limit` (default: `socket.request.max.bytes`), none of its body read."""
+        limit = self.max_frame_bytes if limit is None else limit
         while True:
             if len(buffer) >= 4:
                 (size,) = _SIZE.unpack_from(buffer)
-                if size < 0 or size > self.max_frame_bytes:
-                    raise ConnectionClosed(f"frame size {size} outside 0..{self.max_frame_bytes}")
+                if size < 0 or size > limit:
+                    raise ConnectionClosed(f"frame size {size} outside 0..{limit}")
                 if len(buffer) >= 4 + size:
                     frame = bytes(buffer[4:4 + size])
                     del buffer[:4 + size]
@@ -263,7 +293,23 @@ class KafkaListener:
                 return None
             buffer += data
 
-    async def handle_connection(self, stream: trio.abc.Stream) -> None:
+    async def _next_frame(self, stream: trio.abc.Stream, buffer: bytearray, *,
+                          logged_in: bool, login_deadline: float) -> bytes | None:
+        """The next frame within the connection's deadlines: its idle one, and until it
+        has logged in its login deadline; ConnectionClosed when one passes first."""
+        deadline = idle_deadline(trio.current_time(), self.limits)
+        if not logged_in:
+            deadline = min(deadline, login_deadline)
+        with trio.move_on_at(deadline):
+            return await self._receive_frame(
+                stream, buffer, frame_limit(self.limits, authenticated=logged_in))
+        if logged_in or deadline < login_deadline:
+            raise ConnectionClosed(f"no complete request for {self.limits.max_idle_ms} ms")
+        raise ConnectionClosed("not logged in within "
+                               f"{self.limits.authentication_timeout_ms} ms")
+
+    async def handle_connection(self, stream: trio.abc.Stream, *,
+                                login_deadline: float = math.inf) -> None:
         peer = _peer(stream)
         buffer = bytearray()
         session = current_session()
@@ -273,7 +319,9 @@ class KafkaListener:
             credentials=lambda: self.dispatcher.context.image.scram_credentials,
             unknown_user_key=lambda: sasl_api.unknown_user_key_of(self.dispatcher.context.image))
         try:
-            while (frame := await self._receive_frame(stream, buffer)) is not None:
+            while (frame := await self._next_frame(
+                    stream, buffer, logged_in=sasl is None or sasl.complete,
+                    login_deadline=login_deadline)) is not None:
                 if sasl is not None and not sasl.complete and not sasl.passes(frame):
                     reply, close = sasl.handle(frame)  # nothing else before authenticating
                     if reply is not None:
@@ -335,9 +383,9 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
                                         ssl_context=node.transport.client_ssl_context,
                                         bind_identity=bind_identity)
     listener = KafkaListener(Dispatcher(context, quorum=quorum), address,
-                             max_frame_bytes=settings.socket_request_max_bytes,
                              ssl_context=settings.kafka_ssl_context,
-                             security_protocol=settings.kafka_security_protocol)
+                             security_protocol=settings.kafka_security_protocol,
+                             limits=settings.listener_limits(settings.kafka_limits))
     listener.sasl = settings.sasl
     node.add_background_task(listener.serve)
     fetcher = ReplicaFetcher(  # followers fetch from leaders

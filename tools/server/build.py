@@ -102,6 +102,7 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     # a controller may be added as a voter; a broker-only node never is
                     observer_flushes="controller" in config.roles)
     built = BuiltNode(node, [disk_log.close])
+    node.transport.use_limits(config.listener_limits())
     raft_tls = transport_tls(config, contexts)
     if raft_tls is not None:
         node.transport.use_tls(raft_tls)
