@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench lint java clean mutation
+.PHONY: demo test soak bench lint java clean mutation mutation-authz
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ bench: $(STAMP)
 # 25 minutes. MUTATION_ARGS=--worktree mutates the working tree instead of HEAD.
 mutation: $(STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATION_ARGS)
+
+# Each gated row of the authorization table turned OPEN in a scratch copy, its real-process
+# test run against it (about 20 rows, ~10 s each): every mutant must be killed.
+mutation-authz: $(STAMP)
+	$(BIN)/python tests/mutation/access_table.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check raft metadata broker tools tests bench

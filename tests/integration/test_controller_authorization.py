@@ -32,7 +32,7 @@ from metadata.authorizer import (
     ResourceType,
 )
 from raft.common.errors import ErrorCode
-from tests.support.quorum_support import FAST_SETTINGS
+from tests.support.quorum_support import FAST_SETTINGS, kraft
 from tools import access_probes, tls_certs
 from tools.access_probes import CLOSED, is_refused, send
 from tools.cluster import Cluster, client_ssl_context, request
@@ -181,3 +181,37 @@ def test_status_row(setup: Setup, api: str) -> None:
     served = ask(setup.admin)
     assert isinstance(served, dict)
     assert served.get("error_code", 0) != ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_the_cli_with_the_unprivileged_identity_is_refused_and_nothing_moves(
+        setup: Setup) -> None:
+    """`kraft features upgrade`, `quorum remove-controller`, `quorum append`, `quorum
+    snapshot` and `quorum describe` with `--command-config client.properties`: each
+    fails, naming the authorization failure; the voters and the log end stay put."""
+    directory = str(setup.cluster.directory)
+    client = ("--command-config", str(Path(directory) / "client.properties"))
+    _, before = setup.leader()
+    victim = next(v for v in before["voters"] if v["replica_id"] != before["leader_id"])
+    runs = {
+        "features upgrade": kraft("features", "--cluster", directory, *client, "upgrade",
+                                  "--feature", "kraft.version=1", "--timeout", "5"),
+        "remove-controller": kraft("quorum", "remove-controller", "--cluster", directory,
+                                   *client, "--node", str(victim["replica_id"]),
+                                   "--directory-id", str(victim["replica_directory_id"]
+                                                         or "AAAAAAAAAAAAAAAAAAAAAA"),
+                                   "--timeout", "5"),
+        "append": kraft("quorum", "append", "--cluster", directory, *client,
+                        "--count", "20000", "--timeout", "5"),
+        "snapshot": kraft("quorum", "snapshot", "--cluster", directory, *client,
+                          "--timeout", "5"),
+        "describe": kraft("quorum", "describe", "--cluster", directory, *client,
+                          "--replication"),
+    }
+    for verb, done in runs.items():
+        assert done.returncode != 0, (verb, done.stdout)
+        assert "CLUSTER_AUTHORIZATION_FAILED" in done.stdout + done.stderr, (verb, done)
+    _, after = setup.leader()
+    assert sorted(v["replica_id"] for v in after["voters"]) == setup.cluster.voter_ids
+    assert after["high_watermark"] < before["high_watermark"] + 1000  # no 20,000 NoOps
+    admin = kraft("quorum", "describe", "--cluster", directory, "--replication")
+    assert admin.returncode == 0, admin.stderr

@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from raft.common.errors import ErrorCode
 from tools.cluster import Cluster, ClusterError, NodeInfo, request
 
 # metadata.snapshot_writer.WRITE_SNAPSHOT_API, not imported: that module loads trio
@@ -25,6 +26,9 @@ def add_parser(actions: Any) -> None:
     snapshot = actions.add_parser("snapshot", help="running nodes snapshot their metadata "
                                   "image now")
     snapshot.add_argument("--cluster", required=True, metavar="DIR")
+    snapshot.add_argument("--command-config", metavar="FILE",
+                          help="client properties (security.protocol, ssl.*), as Kafka's "
+                          "tools; default: the cluster's admin identity")
     snapshot.add_argument("--node", type=int, default=None,
                           help="only this node (default: every node)")
     snapshot.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
@@ -45,9 +49,18 @@ def request_snapshot(cluster: Cluster, node: NodeInfo, timeout_s: float) -> dict
     except ClusterError as exc:
         return {"node_id": node.id, "error": str(exc)}
     if not isinstance(body, dict) or body.get("error_code") != 0:
-        message = body.get("error_message") if isinstance(body, dict) else repr(body)
-        return {"node_id": node.id, "error": str(message)}
+        if not isinstance(body, dict):
+            return {"node_id": node.id, "error": repr(body)}
+        return {"node_id": node.id, "error": f"{_error_name(body.get('error_code'))}: "
+                                             f"{body.get('error_message')}"}
     return body
+
+
+def _error_name(code: Any) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code!r:.20}"
 
 
 def line(answer: dict[str, Any]) -> str:
