@@ -44,8 +44,6 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from broker.kafka import api_versions as kafka
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 from metadata.authorizer import (
     CLUSTER_NAME,
     AclImage,
@@ -154,42 +152,45 @@ STATUS: dict[str, Rule] = {"BrokerStatus": NODE_APIS["BrokerStatus"],
 # metrics reporters are outside its authorizer too
 METRICS: dict[str, Rule] = {"GET /metrics": OPEN}
 
-# The Kafka listener, by API key; KafkaApis' checks, made in the handlers
+# The Kafka listener, by API key (Kafka's protocol numbers, written out: this module is
+# loaded by every node, and the Kafka codec's import costs a controller ~0.5 s at start;
+# tests/unit/broker/test_access_table.py ties them to broker/kafka/api_versions.py).
+# KafkaApis' checks, made in the handlers.
 KAFKA: dict[int, Rule] = {
-    kafka.API_VERSIONS: OPEN,
-    kafka.SASL_HANDSHAKE: OPEN,
-    kafka.SASL_AUTHENTICATE: OPEN,
-    kafka.METADATA: per(Op.DESCRIBE, Res.TOPIC),
-    kafka.DESCRIBE_CLUSTER: cluster(Op.DESCRIBE),
-    kafka.DESCRIBE_QUORUM: cluster(Op.DESCRIBE),
-    kafka.CREATE_TOPICS: per(Op.CREATE, Res.TOPIC),  # or CREATE on the cluster
-    kafka.DELETE_TOPICS: per(Op.DELETE, Res.TOPIC),
-    kafka.CREATE_PARTITIONS: per(Op.ALTER, Res.TOPIC),
-    kafka.DESCRIBE_ACLS: cluster(Op.DESCRIBE),
-    kafka.CREATE_ACLS: cluster(Op.ALTER),
-    kafka.DELETE_ACLS: cluster(Op.ALTER),
-    kafka.DESCRIBE_CONFIGS: per(Op.DESCRIBE_CONFIGS, Res.TOPIC),
-    kafka.INCREMENTAL_ALTER_CONFIGS: per(Op.ALTER_CONFIGS, Res.TOPIC),
-    kafka.PRODUCE: per(Op.WRITE, Res.TOPIC),
-    kafka.FETCH: per(Op.READ, Res.TOPIC),  # a follower's: CLUSTER_ACTION
-    kafka.LIST_OFFSETS: per(Op.DESCRIBE, Res.TOPIC),
-    kafka.OFFSET_FOR_LEADER_EPOCH: per(Op.DESCRIBE, Res.TOPIC),
-    kafka.INIT_PRODUCER_ID: per(Op.IDEMPOTENT_WRITE, Res.CLUSTER),  # or WRITE on a topic
-    kafka.FIND_COORDINATOR: per(Op.DESCRIBE, Res.GROUP),
-    kafka.OFFSET_COMMIT: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),
-    kafka.OFFSET_FETCH: per(Op.DESCRIBE, Res.GROUP, (Op.DESCRIBE, Res.TOPIC)),
-    kafka.JOIN_GROUP: per(Op.READ, Res.GROUP),
-    kafka.SYNC_GROUP: per(Op.READ, Res.GROUP),
-    kafka.HEARTBEAT: per(Op.READ, Res.GROUP),
-    kafka.LEAVE_GROUP: per(Op.READ, Res.GROUP),
-    kafka.DESCRIBE_GROUPS: per(Op.DESCRIBE, Res.GROUP),
-    kafka.LIST_GROUPS: per(Op.DESCRIBE, Res.GROUP),  # or DESCRIBE on the cluster
-    kafka.DELETE_GROUPS: per(Op.DELETE, Res.GROUP),
-    kafka.OFFSET_DELETE: per(Op.DELETE, Res.GROUP, (Op.READ, Res.TOPIC)),
-    kafka.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster(Op.DESCRIBE),
-    kafka.ALTER_USER_SCRAM_CREDENTIALS: cluster(Op.ALTER),
-    CONSUMER_GROUP_POSITION: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),
-    PARTITION_LEADER_EPOCHS: per(Op.DESCRIBE, Res.TOPIC),
+    18: OPEN,  # ApiVersions
+    17: OPEN,  # SaslHandshake
+    36: OPEN,  # SaslAuthenticate
+    3: per(Op.DESCRIBE, Res.TOPIC),  # Metadata
+    60: cluster(Op.DESCRIBE),  # DescribeCluster
+    55: cluster(Op.DESCRIBE),  # DescribeQuorum
+    19: per(Op.CREATE, Res.TOPIC),  # CreateTopics; or CREATE on the cluster
+    20: per(Op.DELETE, Res.TOPIC),  # DeleteTopics
+    37: per(Op.ALTER, Res.TOPIC),  # CreatePartitions
+    29: cluster(Op.DESCRIBE),  # DescribeAcls
+    30: cluster(Op.ALTER),  # CreateAcls
+    31: cluster(Op.ALTER),  # DeleteAcls
+    32: per(Op.DESCRIBE_CONFIGS, Res.TOPIC),  # DescribeConfigs
+    44: per(Op.ALTER_CONFIGS, Res.TOPIC),  # IncrementalAlterConfigs
+    0: per(Op.WRITE, Res.TOPIC),  # Produce
+    1: per(Op.READ, Res.TOPIC),  # Fetch; a follower's: CLUSTER_ACTION
+    2: per(Op.DESCRIBE, Res.TOPIC),  # ListOffsets
+    23: per(Op.DESCRIBE, Res.TOPIC),  # OffsetForLeaderEpoch
+    22: per(Op.IDEMPOTENT_WRITE, Res.CLUSTER),  # InitProducerId; or WRITE on a topic
+    10: per(Op.DESCRIBE, Res.GROUP),  # FindCoordinator
+    8: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # OffsetCommit
+    9: per(Op.DESCRIBE, Res.GROUP, (Op.DESCRIBE, Res.TOPIC)),  # OffsetFetch
+    11: per(Op.READ, Res.GROUP),  # JoinGroup
+    14: per(Op.READ, Res.GROUP),  # SyncGroup
+    12: per(Op.READ, Res.GROUP),  # Heartbeat
+    13: per(Op.READ, Res.GROUP),  # LeaveGroup
+    15: per(Op.DESCRIBE, Res.GROUP),  # DescribeGroups
+    16: per(Op.DESCRIBE, Res.GROUP),  # ListGroups; or DESCRIBE on the cluster
+    42: per(Op.DELETE, Res.GROUP),  # DeleteGroups
+    47: per(Op.DELETE, Res.GROUP, (Op.READ, Res.TOPIC)),  # OffsetDelete
+    50: cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
+    51: cluster(Op.ALTER),  # AlterUserScramCredentials
+    2530: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # ConsumerGroupPosition (KIP-253)
+    2531: per(Op.DESCRIBE, Res.TOPIC),  # PartitionLeaderEpochs (KIP-253)
 }
 
 TABLES: dict[Listener, Mapping[str, Rule] | Mapping[int, Rule]] = {

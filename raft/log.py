@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
-from raft.common.durable import fsync_dir, make_private_dir, open_private
+from raft.common.durable import FILE_MODE, fsync_dir, make_private_dir
 from raft.segment import (
     HEADER,
     HEADER_BYTES,
@@ -621,7 +621,8 @@ class DiskLog(_LogBase):
 
     def _open_segment(self, path: Path, *, create: bool) -> _Segment:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        segment = _Segment(segment_base_offset(path), path, open_private(path, flags), 0)
+        # `os.open` of this module, not a helper's: the crash tests trace every open here
+        segment = _Segment(segment_base_offset(path), path, os.open(path, flags, FILE_MODE), 0)
         self._segments.append(segment)
         if create:
             self._dirty_dir = True
@@ -841,8 +842,9 @@ class DiskLog(_LogBase):
                      records=whole.records[:offset - whole.base_offset])
         data = encode_batch(head)
         swap = _swap_path(self.directory, head.base_offset)
-        fd = open_private(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        fd = os.open(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
+            os.fchmod(fd, FILE_MODE)  # a swap a crash left, made by an older version
             _write_all(fd, data, 0)
             os.fsync(fd)
         except OSError as exc:  # e.g. a full disk: the log is left as it was

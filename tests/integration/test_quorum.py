@@ -17,7 +17,7 @@ from tests.support.quorum_support import (
     wait_all_hold,
     wait_until,
 )
-from tools.cluster import Cluster, request
+from tools.cluster import Cluster, ClusterError, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -28,6 +28,15 @@ def own_view(cluster: Cluster, node_id: int) -> dict[str, Any]:
                    {}, timeout_s=2)
     assert isinstance(body, dict)
     return body
+
+
+def leader_views(cluster: Cluster, node_ids: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(leader, epoch) as each node sees it; [] while one is not listening yet (a
+    majority elects a leader before the last node's listener is up)."""
+    try:
+        return [leader_of(own_view(cluster, n)) for n in node_ids]
+    except ClusterError:
+        return []
 
 
 def leader_of(body: dict[str, Any]) -> tuple[int, int]:
@@ -45,7 +54,7 @@ def test_appends_commit_on_all_three_when_three_voters_elect_one_leader(
     """KIP-595: one leader per epoch, known to every voter; committed records are the same
     bytes on every voter (compared with `kraft dump-log --json`)."""
     cluster = make_cluster(voters=3)
-    views = wait_until(lambda: (v := [leader_of(own_view(cluster, n)) for n in (1, 2, 3)])
+    views = wait_until(lambda: (v := leader_views(cluster, (1, 2, 3)))
                        and len(set(v)) == 1 and v[0][0] > 0 and v, 10, "agreement on a leader")
     leader, epoch = views[0]
     assert leader in (1, 2, 3)

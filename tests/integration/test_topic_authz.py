@@ -64,7 +64,9 @@ JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "offsets.topic.num.partitions": 1,
             "authorizer.class.name": "standard",
-            "super.users": "User:admin;User:broker;User:ANONYMOUS"}
+            "super.users": "User:admin;User:broker;User:ANONYMOUS",
+            # the controller listener is plaintext: no peer is bound to a node id
+            "authorizer.allow.unbound.controller.listener": "true"}
 WAIT_S = 30.0
 INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 17, 29, 100
 INVALID_PARTITION_METADATA = 253  # broker.kafka.ordered_schemas

@@ -8,6 +8,9 @@ install on their RaftNode (`tools.server.build.build_node`, nothing started)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from broker import access_table
@@ -40,6 +43,14 @@ ON = AuthorizerSettings(enabled=True, super_users=frozenset({"User:root"}))
 
 def test_every_kafka_api_served_has_a_row_and_every_row_is_served() -> None:
     assert set(HANDLERS) == set(KAFKA)
+
+
+def test_a_controller_node_loads_no_kafka_codec() -> None:
+    """The table writes Kafka's API keys out: the codec's import costs a start ~0.5 s."""
+    done = subprocess.run([sys.executable, "-c", "import sys, broker.access_table, "
+                           "tools.server.build; print('kio' in sys.modules)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_every_raft_request_has_a_controller_row() -> None:

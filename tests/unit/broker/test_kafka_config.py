@@ -48,4 +48,5 @@ def test_broker_settings_carry_the_brokers_part_of_the_configuration(tmp_path: P
         heartbeat_interval_ms=300, replica_lag_time_max_ms=700,
         socket_request_max_bytes=config.socket_request_max_bytes,
         status_address=("127.0.0.1", 9101), client_address=("127.0.0.1", 9092),
-        replica_routes={5: ("127.0.0.1", 41234)})
+        replica_routes={5: ("127.0.0.1", 41234)}, kafka_limits=config.listener_limits(),
+        status_limits=config.listener_limits())
