@@ -208,7 +208,8 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
         message = reply.get("error_message") if isinstance(reply, dict) else reply
         code = reply.get("error_code") if isinstance(reply, dict) else None
         if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() >= deadline:
-            raise ClusterError(f"append failed: {message}")
+            name = ErrorCode(code).name if code in set(ErrorCode) else code
+            raise ClusterError(f"append failed: {name}: {message}")
         time.sleep(0.05)
 
 
