@@ -21,6 +21,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
+from metadata.authorizer import AclOperation
 from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
@@ -28,12 +29,18 @@ from raft.types import SnapshotId
 from tools.cluster import ClusterError, request
 
 CLOSED = "closed"
+Op = AclOperation
 ATTACK_EPOCH = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
 class Probe:
+    """`right`: the operation on the cluster the request must need, written here apart
+    from the table (as Kafka's AuthorizerIntegrationTest keeps its own), so that a row
+    lost from the table fails the authorization test instead of dropping out of it."""
+
     api: str
+    right: AclOperation
     attack: dict[str, Any]
     harmless: dict[str, Any]
 
@@ -48,67 +55,67 @@ def probes(cluster_id: str, voter_id: int, voter_directory_id: Uuid | None) -> l
     directory = voter_directory_id or Uuid.random()
     c = cluster_id
     return [
-        Probe("VoteRequest",
+        Probe("VoteRequest", Op.CLUSTER_ACTION,
               _raft(messages.VoteRequest(cluster_id=c, last_offset_epoch=0, last_offset=0,
                                          candidate_epoch=ATTACK_EPOCH, candidate_id=voter_id)),
               _raft(messages.VoteRequest(cluster_id=c, last_offset_epoch=0, last_offset=0,
                                          candidate_epoch=0, candidate_id=-1))),
-        Probe("BeginQuorumEpochRequest",
+        Probe("BeginQuorumEpochRequest", Op.CLUSTER_ACTION,
               _raft(messages.BeginQuorumEpochRequest(cluster_id=c, leader_id=voter_id,
                                                      leader_epoch=ATTACK_EPOCH)),
               _raft(messages.BeginQuorumEpochRequest(cluster_id=c, leader_id=-1,
                                                      leader_epoch=0))),
-        Probe("EndQuorumEpochRequest",
+        Probe("EndQuorumEpochRequest", Op.CLUSTER_ACTION,
               _raft(messages.EndQuorumEpochRequest(cluster_id=c, leader_id=voter_id,
                                                    leader_epoch=ATTACK_EPOCH)),
               _raft(messages.EndQuorumEpochRequest(cluster_id=c, leader_id=-1,
                                                    leader_epoch=0))),
-        Probe("FetchRequest",
+        Probe("FetchRequest", Op.CLUSTER_ACTION,
               _raft(messages.FetchRequest(cluster_id=c, replica_id=-1, current_leader_epoch=-1,
                                           fetch_offset=0, last_fetched_epoch=0)),
               _raft(messages.FetchRequest(cluster_id=c, replica_id=-1, current_leader_epoch=-1,
                                           fetch_offset=0, last_fetched_epoch=0,
                                           max_bytes=1))),
-        Probe("FetchSnapshotRequest",
+        Probe("FetchSnapshotRequest", Op.CLUSTER_ACTION,
               _raft(messages.FetchSnapshotRequest(
                   cluster_id=c, replica_id=-1, current_leader_epoch=-1,
                   snapshot_id=SnapshotId(0, 0), position=0)),
               _raft(messages.FetchSnapshotRequest(
                   cluster_id=c, replica_id=-1, current_leader_epoch=-1,
                   snapshot_id=SnapshotId(0, 0), position=0))),
-        Probe("UpdateRaftVoterRequest",
+        Probe("UpdateRaftVoterRequest", Op.CLUSTER_ACTION,
               _raft(messages.UpdateRaftVoterRequest(
                   cluster_id=c, current_leader_epoch=-1, voter_id=voter_id,
                   voter_directory_id=directory)),
               _raft(messages.UpdateRaftVoterRequest(
                   cluster_id=c, current_leader_epoch=-1, voter_id=-1,
                   voter_directory_id=directory))),
-        Probe("AddRaftVoterRequest",
+        Probe("AddRaftVoterRequest", Op.ALTER,
               _raft(messages.AddRaftVoterRequest(cluster_id=c, voter_id=999,
                                                  voter_directory_id=Uuid.random())),
               _raft(messages.AddRaftVoterRequest(cluster_id=c, voter_id=voter_id,
                                                  voter_directory_id=directory))),
-        Probe("RemoveRaftVoterRequest",
+        Probe("RemoveRaftVoterRequest", Op.ALTER,
               _raft(messages.RemoveRaftVoterRequest(cluster_id=c, voter_id=voter_id,
                                                     voter_directory_id=directory)),
               _raft(messages.RemoveRaftVoterRequest(cluster_id=c, voter_id=999,
                                                     voter_directory_id=Uuid.random()))),
-        Probe("UpdateKRaftVersionRequest",
+        Probe("UpdateKRaftVersionRequest", Op.ALTER,
               _raft(messages.UpdateKRaftVersionRequest(cluster_id=c, kraft_version=1)),
               _raft(messages.UpdateKRaftVersionRequest(cluster_id=c, kraft_version=7))),
-        Probe("DescribeQuorumRequest", {}, {}),
-        Probe("Append", {"count": 20_000, "batch": 100}, {"count": 1}),
-        Probe("WriteSnapshot", {}, {}),
-        Probe("BrokerStatus", {"wait_for_applied_offset": 1 << 62, "max_wait_ms": 10_000},
-              {}),
-        Probe("RegisterBroker", {"broker_id": voter_id}, {}),
-        Probe("BrokerHeartbeat", {"broker_id": voter_id}, {}),
-        Probe("AlterPartition", {"broker_id": voter_id}, {}),
-        Probe("AlterUserScramCredentials", {}, {}),
-        Probe("DescribeUserScramCredentials", {}, {}),
-        Probe("CreateAcls", {}, {}),
-        Probe("DeleteAcls", {}, {}),
-        Probe("DescribeAcls", {}, {}),
+        Probe("DescribeQuorumRequest", Op.DESCRIBE, {}, {}),
+        Probe("Append", Op.ALTER, {"count": 20_000, "batch": 100}, {"count": 1}),
+        Probe("WriteSnapshot", Op.ALTER, {}, {}),
+        Probe("BrokerStatus", Op.DESCRIBE,
+              {"wait_for_applied_offset": 1 << 62, "max_wait_ms": 10_000}, {}),
+        Probe("RegisterBroker", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
+        Probe("BrokerHeartbeat", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
+        Probe("AlterPartition", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
+        Probe("AlterUserScramCredentials", Op.ALTER, {}, {}),
+        Probe("DescribeUserScramCredentials", Op.DESCRIBE, {}, {}),
+        Probe("CreateAcls", Op.ALTER, {}, {}),
+        Probe("DeleteAcls", Op.ALTER, {}, {}),
+        Probe("DescribeAcls", Op.DESCRIBE, {}, {}),
     ]
 
 

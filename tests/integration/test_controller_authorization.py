@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.access_table import CONTROLLER, STATUS, Check
 from metadata import admin
 from metadata.authorizer import (
     CLUSTER_NAME,
@@ -45,9 +44,9 @@ OPS = f"User:CN=kraft-test-ops,O={ORG}"
 NODES = ";".join(tls_certs.node_principal(n) for n in range(1, 5))
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "authorizer.class.name": "standard", "super.users": NODES}
-# BrokerStatus: a broker's, served on its STATUS listener here (`test_status_row`)
-GATED = sorted(api for api, rule in CONTROLLER.items()
-               if rule.check is Check.GATE and api != "BrokerStatus")
+# every probe (tools/access_probes.py: the request, and the right it must need, kept apart
+# from the table); BrokerStatus is a broker's, served on its STATUS listener here
+PROBED = sorted(p.api for p in access_probes.probes("", 1, None) if p.api != "BrokerStatus")
 
 
 def _identity(cluster: Cluster, common_name: str) -> Path:
@@ -116,13 +115,11 @@ def _probe(setup: Setup, api: str, voter: int) -> access_probes.Probe:
     return found
 
 
-@pytest.mark.parametrize("api", GATED)
+@pytest.mark.parametrize("api", PROBED)
 def test_row(setup: Setup, api: str) -> None:
     address, state = setup.leader()
     voter = next(v for v in setup.cluster.voter_ids if v != state["leader_id"])
     probe = _probe(setup, api, voter)
-    rule = CONTROLLER[api]
-    assert rule.operation is not None
 
     def ask(body: dict[str, object], context: object) -> int | str:
         return send(address, api, body, cluster_id=setup.cluster_id,
@@ -131,18 +128,18 @@ def test_row(setup: Setup, api: str) -> None:
     attacked = ask(probe.attack, setup.unprivileged)
     assert is_refused(attacked), f"{api}: the attack got {attacked}"
     assert is_refused(ask(probe.harmless, setup.ops))
-    other = AclOperation.DESCRIBE if rule.operation != AclOperation.DESCRIBE \
+    other = AclOperation.DESCRIBE if probe.right != AclOperation.DESCRIBE \
         else AclOperation.CREATE
     setup.acl(other, present=True)
     try:
         assert is_refused(ask(probe.harmless, setup.ops)), f"{api} served on {other.name}"
     finally:
         setup.acl(other, present=False)
-    setup.acl(rule.operation, present=True)
+    setup.acl(probe.right, present=True)
     try:
         served = ask(probe.harmless, setup.ops)
     finally:
-        setup.acl(rule.operation, present=False)
+        setup.acl(probe.right, present=False)
     assert served != CLOSED, f"{api} with its ACL: {served}"
     assert not is_refused(served), f"{api} with its ACL: {served}"
     assert is_refused(ask(probe.harmless, setup.ops))
@@ -154,7 +151,7 @@ def test_row(setup: Setup, api: str) -> None:
 def test_no_attack_moved_the_quorum(setup: Setup) -> None:
     _, before = setup.leader()
     for probe in access_probes.probes(setup.cluster_id, setup.cluster.voter_ids[0], None):
-        if probe.api not in GATED:
+        if probe.api not in PROBED:
             continue
         for address in setup.controllers:
             assert is_refused(send(address, probe.api, probe.attack,
@@ -166,7 +163,7 @@ def test_no_attack_moved_the_quorum(setup: Setup) -> None:
     assert sorted(v["replica_id"] for v in after["voters"]) == setup.cluster.voter_ids
 
 
-@pytest.mark.parametrize("api", sorted(STATUS))
+@pytest.mark.parametrize("api", ["BrokerStatus", "WriteSnapshot"])
 def test_status_row(setup: Setup, api: str) -> None:
     [broker] = [n for n in setup.cluster.nodes.values() if not n.is_voter]
     assert broker.status_address is not None

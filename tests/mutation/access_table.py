@@ -13,6 +13,7 @@ test failed before)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -60,9 +61,13 @@ def main(argv: list[str] | None = None) -> int:
                 run = subprocess.run(
                     [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                      f"{TEST}::{selector}"], cwd=copy, capture_output=True, text=True,
-                    timeout=args.timeout)
+                    timeout=args.timeout,
+                    # the nodes the test starts import the copy too (before the checkout)
+                    env={**os.environ, "PYTHONPATH": str(copy)})
                 killed = run.returncode == 1  # a failed test; 4/5: not collected
                 outcome = "killed" if killed else f"survived (pytest exit {run.returncode})"
+                if run.returncode not in (0, 1):
+                    outcome += ": " + (run.stdout + run.stderr).strip()[-300:]
             except subprocess.TimeoutExpired:
                 killed, outcome = False, "timeout"
             if not killed:
