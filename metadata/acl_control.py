@@ -27,10 +27,12 @@ session holds (the client certificate's subject under mutual TLS; ANONYMOUS with
 - any other caller (`kraft topics --bootstrap-controller`, `kraft acls
   --bootstrap-controller`, ...) needs what Kafka asks for the same request: CREATE on the
   cluster or the topic (CreateTopics), DELETE on each topic (DeleteTopics), ALTER
-  (CreatePartitions), DESCRIBE (DescribeTopics), ALTER_CONFIGS / DESCRIBE_CONFIGS, ALTER
-  on the cluster (CreateAcls, DeleteAcls, AlterUserScramCredentials), DESCRIBE on the
-  cluster (DescribeAcls, DescribeUserScramCredentials); the broker RPCs need
-  CLUSTER_ACTION. A rename (RenameTopic, a project extension) needs ALTER and DELETE on
+  (CreatePartitions), DESCRIBE (DescribeTopics), ALTER_CONFIGS / DESCRIBE_CONFIGS. The
+  RPCs whose one right is on the cluster (ALTER for CreateAcls, DeleteAcls and
+  AlterUserScramCredentials, DESCRIBE for DescribeAcls and DescribeUserScramCredentials,
+  CLUSTER_ACTION for the broker RPCs) are rows of the authorization table
+  (broker/access_table.py), checked by the listener before the request is even read:
+  not again here. A rename (RenameTopic, a project extension) needs ALTER and DELETE on
   the old name, since the topic disappears under it (CREATE alone on a new name must
   not carry away a topic the caller may only alter), and CREATE on the new name or the
   cluster, as a creation;
@@ -46,7 +48,7 @@ Other than DeleteTopics, one resource refused refuses the whole request (one
 AdminErrorResponse naming it): these RPCs are decided whole. DescribeTopics of every
 topic lists those the caller may describe. With the authorizer off every caller may
 make every RPC, except that a forwarded DeleteTopics of an internal topic is refused.
-The raft RPCs on the same listener (Fetch, Vote, ...) are not authorized here.
+The raft RPCs on the same listener (Fetch, Vote, ...) are rows of the same table.
 """
 
 from __future__ import annotations
@@ -167,7 +169,13 @@ def describe_acls(image: MetadataImage, request: DescribeAclsRequest) -> Describ
 # --- who may call the controller's admin API ------------------------------------------
 
 _Check = tuple[int, int, str, str]  # (operation, resource type, name, how a refusal names it)
-_CLUSTER_ONLY = (RegisterBrokerRequest, BrokerHeartbeatRequest, AlterPartitionRequest)
+# their one right is on the cluster, a row of the authorization table
+# (broker/access_table.py) that every listener checks before the request is read: the
+# broker RPCs (CLUSTER_ACTION), the ACL and SCRAM RPCs (ALTER or DESCRIBE)
+_DECIDED_BY_THE_TABLE = (RegisterBrokerRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
+                         CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+                         AlterUserScramCredentialsRequest,
+                         DescribeUserScramCredentialsRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +249,9 @@ def _checks(image: MetadataImage, request: AdminRequest) -> list[list[_Check]]:
                     if r.resource_type == TOPIC_RESOURCE else [(Op.ALTER_CONFIGS, *cluster)]
                     if r.resource_type == BROKER_RESOURCE else []
                     for r in request.resources]
-        case CreateAclsRequest() | DeleteAclsRequest() | AlterUserScramCredentialsRequest():
-            return [[(Op.ALTER, *cluster)]]
-        case DescribeAclsRequest() | DescribeUserScramCredentialsRequest():
-            return [[(Op.DESCRIBE, *cluster)]]
-    return [[]]  # the broker RPCs, and any RPC not listed: CLUSTER_ACTION only
+        case _ if isinstance(request, _DECIDED_BY_THE_TABLE):
+            return []  # a right on the cluster, checked by the listener before this
+    return [[]]  # any RPC not listed: CLUSTER_ACTION only
 
 
 def _internal_topics_touched(image: MetadataImage, request: AdminRequest) -> list[str]:
@@ -280,10 +286,6 @@ def admin_refusal(image: MetadataImage, principal: KafkaPrincipal, host: str,
         return authorize(image.acls, principal, host, operation, resource_type, name,
                          settings)
 
-    if isinstance(request, _CLUSTER_ONLY):
-        return AdminErrorResponse(top_level_error=CLUSTER_AUTHORIZATION_FAILED,
-                                  error_message=f"{principal} lacks CLUSTER_ACTION on the "
-                                                f"cluster")
     for alternatives in _checks(image, request):
         if not any(allowed(c) for c in alternatives):
             if not alternatives:

@@ -6,7 +6,8 @@ Each `Probe` has two bodies:
 - `attack`: what an intruder would send, the harm the row must stop: a Vote or a
   BeginQuorumEpoch in a far higher epoch for a real voter, a Fetch of the whole log from
   offset 0 (SCRAM credentials included), RemoveRaftVoter of a real voter, kraft.version
-  1, 20,000 NoOps, a snapshot on every node, the broker RPCs;
+  1, 20,000 NoOps, a snapshot on every node, a broker registered as a voter, an ACL
+  granting everyone everything, every ACL deleted, the admin's SCRAM credential deleted;
 - `harmless`: the same api asking for nothing that changes the cluster (a stale epoch,
   an unknown voter, an impossible version), claiming no node id, so that a caller with
   exactly the row's right is served by the core or the handler, which answers with an
@@ -21,7 +22,16 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from metadata.authorizer import AclOperation
+from metadata import admin
+from metadata.authorizer import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
@@ -43,6 +53,10 @@ class Probe:
     right: AclOperation
     attack: dict[str, Any]
     harmless: dict[str, Any]
+
+
+def _admin(request: admin.AdminRequest) -> dict[str, Any]:
+    return admin.encode_body(request)
 
 
 def _raft(message: Any) -> dict[str, Any]:
@@ -108,14 +122,27 @@ def probes(cluster_id: str, voter_id: int, voter_directory_id: Uuid | None) -> l
         Probe("WriteSnapshot", Op.ALTER, {}, {}),
         Probe("BrokerStatus", Op.DESCRIBE,
               {"wait_for_applied_offset": 1 << 62, "max_wait_ms": 10_000}, {}),
-        Probe("RegisterBroker", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
-        Probe("BrokerHeartbeat", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
-        Probe("AlterPartition", Op.CLUSTER_ACTION, {"broker_id": voter_id}, {}),
-        Probe("AlterUserScramCredentials", Op.ALTER, {}, {}),
-        Probe("DescribeUserScramCredentials", Op.DESCRIBE, {}, {}),
-        Probe("CreateAcls", Op.ALTER, {}, {}),
-        Probe("DeleteAcls", Op.ALTER, {}, {}),
-        Probe("DescribeAcls", Op.DESCRIBE, {}, {}),
+        Probe("RegisterBroker", Op.CLUSTER_ACTION, _admin(admin.RegisterBrokerRequest(
+            broker_id=voter_id, incarnation_id=Uuid.random(),
+            endpoints=("PLAINTEXT://203.0.113.1:9092",))), {}),
+        Probe("BrokerHeartbeat", Op.CLUSTER_ACTION, _admin(admin.BrokerHeartbeatRequest(
+            broker_id=voter_id, broker_epoch=0, current_metadata_offset=0)), {}),
+        Probe("AlterPartition", Op.CLUSTER_ACTION, _admin(admin.AlterPartitionRequest(
+            broker_id=voter_id, broker_epoch=0, topics=())), {}),
+        Probe("AlterUserScramCredentials", Op.ALTER, _admin(
+            admin.AlterUserScramCredentialsRequest(deletions=(
+                admin.ScramCredentialDeletion(name="admin", mechanism="SCRAM-SHA-512"),))),
+              {}),
+        Probe("DescribeUserScramCredentials", Op.DESCRIBE,
+              _admin(admin.DescribeUserScramCredentialsRequest()), {"users": ["nobody"]}),
+        Probe("CreateAcls", Op.ALTER, _admin(admin.CreateAclsRequest(creations=(AclBinding(
+            resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+            pattern_type=PatternType.LITERAL, principal="User:*", host="*",
+            operation=AclOperation.ALL, permission_type=AclPermissionType.ALLOW),))), {}),
+        Probe("DeleteAcls", Op.ALTER, _admin(admin.DeleteAclsRequest(
+            filters=(AclFilter(),))), {}),
+        Probe("DescribeAcls", Op.DESCRIBE, _admin(admin.DescribeAclsRequest(
+            filter=AclFilter())), {}),
     ]
 
 

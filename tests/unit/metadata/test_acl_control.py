@@ -126,18 +126,23 @@ def test_admin_call_is_allowed_when_the_authorizer_is_off() -> None:
                          AuthorizerSettings()) is None
 
 
-def test_broker_rpc_needs_cluster_action_when_the_authorizer_is_on() -> None:
-    request = BrokerHeartbeatRequest(broker_id=1, broker_epoch=1, current_metadata_offset=0)
-    refusal = admin_refusal(MetadataImage.empty(), ANONYMOUS, "", request, ON)
-    assert isinstance(refusal, AdminErrorResponse)
-    assert refusal.top_level_error == 31
+def test_rpcs_whose_one_right_is_on_the_cluster_are_left_to_the_table() -> None:
+    """The broker, ACL and SCRAM RPCs: the listener's authorization table decides them
+    before the request is read (tests/unit/broker/test_access_table.py); not twice."""
+    for request in (BrokerHeartbeatRequest(broker_id=1, broker_epoch=1,
+                                           current_metadata_offset=0),
+                    CreateAclsRequest(creations=(read_acl(),)),
+                    DescribeAclsRequest(filter=AclFilter())):
+        assert admin_refusal(MetadataImage.empty(), ANONYMOUS, "", request, ON) is None
+
+
+def test_cluster_action_lets_a_broker_forward_what_it_authorized_itself() -> None:
     image = _image_with(read_acl("kafka-cluster", principal="User:ANONYMOUS",
                                  resource_type=int(ResourceType.CLUSTER),
                                  operation=int(AclOperation.CLUSTER_ACTION)))
-    assert admin_refusal(image, ANONYMOUS, "", request, ON) is None
-    # and CLUSTER_ACTION lets a broker forward anything it authorized itself
-    delete = DeleteTopicsRequest(topics=(DeleteTopicState(name="orders"),))
-    assert admin_refusal(image, ANONYMOUS, "", delete, ON) is None
+    create = CreateTopicsRequest(topics=(CreatableTopic(name="orders"),))
+    assert admin_refusal(MetadataImage.empty(), ANONYMOUS, "", create, ON) is not None
+    assert admin_refusal(image, ANONYMOUS, "", create, ON) is None
 
 
 def test_delete_topics_needs_delete_on_each_topic_when_a_client_calls() -> None:
@@ -157,16 +162,6 @@ def test_create_topics_is_allowed_by_create_on_the_cluster() -> None:
     request = CreateTopicsRequest(topics=(CreatableTopic(name="any"),))
     assert admin_refusal(image, ALICE, "", request, ON) is None
     assert admin_refusal(MetadataImage.empty(), ALICE, "", request, ON) is not None
-
-
-def test_acl_rpcs_need_alter_or_describe_on_the_cluster() -> None:
-    image = _image_with(read_acl("kafka-cluster", resource_type=int(ResourceType.CLUSTER),
-                                 operation=int(AclOperation.DESCRIBE)))
-    assert admin_refusal(image, ALICE, "", DescribeAclsRequest(filter=AclFilter()), ON) is None
-    create = CreateAclsRequest(creations=(read_acl(),))
-    assert admin_refusal(image, ALICE, "", create, ON) is not None
-    super_user = AuthorizerSettings(enabled=True, super_users=frozenset({"User:alice"}))
-    assert admin_refusal(image, ALICE, "", create, super_user) is None
 
 
 # --- topics named by ID, forwarded callers, renames, internal topics --------------------
