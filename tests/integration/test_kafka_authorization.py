@@ -1,0 +1,613 @@
+"""Every row of the brokers' Kafka listener that needs a right (broker/access_table.py
+`KAFKA`, all but the OPEN rows), against real processes on 127.0.0.1, in the manner of
+Kafka's AuthorizerIntegrationTest, for SASL/SCRAM principals. What it proves, per row:
+- `mallory`, a SCRAM user with no ACL, sends a valid request (raw, over the wire, naming
+  a real topic or group) and is refused with the row's Kafka error (`CASES` states which:
+  TOPIC_AUTHORIZATION_FAILED 29, GROUP_AUTHORIZATION_FAILED 30,
+  CLUSTER_AUTHORIZATION_FAILED 31, or for ListGroups the group left out), and nothing
+  changes: the topics, partition counts, topic configs, end offsets, ACLs, SCRAM users,
+  groups, members and committed offsets the admin reads are those of before;
+- `ops` holding exactly the row's rights (its operation on its resource plus `also`,
+  LITERAL on the names the request uses) is served: every error code in the answer is
+  one the row expects of a served request, none an authorization failure; the same
+  request once those ACLs are removed is refused again, as mallory's;
+- the super user `admin` is served.
+`CASES` must cover exactly the rows that are not OPEN (`test_every_row_that_needs_a_right_
+has_a_case`), so a new row without a case fails here.
+
+One cluster for the module: 1 voter and 1 broker whose Kafka listener is SASL_PLAINTEXT
+with SCRAM-SHA-256 and SCRAM-SHA-512 (the users from `kraft format --add-scram`), the
+StandardAuthorizer on. The controller listener is plaintext (the explicit opt-out
+`authorizer.allow.unbound.controller.listener`), so the broker reaches the controller as
+User:ANONYMOUS, which super.users therefore holds; the Kafka listener takes SASL only, so
+no client there is anonymous. ACLs are granted and removed as admin through the broker,
+which answers once its own image holds the change."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+
+from broker.access_table import KAFKA, Check
+from broker.kafka import api_versions as api
+from broker.kafka.codec import build, request_schema
+from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from broker.kafka.record_batch import encode_batch
+from broker.kafka.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
+from broker.kafka.wire_client import connect, decode_response, encode_request, read_frame
+from metadata.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
+from tests.support.secure_cluster import format_with_scram, scram_jaas
+from tools.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+
+VOTER, BROKER = 1, 2
+PASSWORDS = {"admin": "admin-secret", "mallory": "mallory-secret", "ops": "ops-secret"}
+MECHANISM = {"admin": "SCRAM-SHA-512", "mallory": "SCRAM-SHA-256", "ops": "SCRAM-SHA-512"}
+OPS = "User:ops"
+SETTINGS = {
+    **FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+    "listener.security.protocol.map":
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT,STATUS:PLAINTEXT",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+    "listener.name.plaintext.scram-sha-512.sasl.jaas.config":
+        scram_jaas("admin", PASSWORDS["admin"]),
+    "authorizer.class.name": "standard",
+    "super.users": "User:admin;User:ANONYMOUS",
+    # the controller listener is plaintext: no peer is bound to a node id
+    "authorizer.allow.unbound.controller.listener": "true",
+}
+TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = \
+    29, 30, 31
+AUTHORIZATION_FAILURES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+                                    CLUSTER_AUTHORIZATION_FAILED})
+WAIT_S = 30.0
+# a member outlives the module: no session expires between two reads of the groups
+SESSION_TIMEOUT_MS = 60_000
+PROTOCOL_TYPE = "kraft-authz-test"  # not "consumer": no subscription to decode
+
+TOPIC = "authz-topic"  # read, written and configured by the rows that need a topic
+GROUP = "authz-group"  # a group without members, with a committed offset
+MEMBERS = "authz-members"  # a Stable group of one member (SyncGroup, Heartbeat, ...)
+CREATED, DOOMED, GROWN = "authz-created", "authz-doomed", "authz-grown"
+JOINING, LEAVING = "authz-joining", "authz-leaving"
+DELETED, OFFSETS_DELETED = "authz-deleted", "authz-offsets-deleted"
+CAROL = "carol"  # the user AlterUserScramCredentials creates
+# the ACL CreateAcls creates and DeleteAcls deletes
+TARGET_ACL = {"resource_type": ResourceType.TOPIC, "resource_name": "authz-acl-target",
+              "resource_pattern_type": PatternType.LITERAL, "principal": "User:nobody",
+              "host": "*", "operation": AclOperation.READ,
+              "permission_type": AclPermissionType.ALLOW}
+ANY_ACL = {"resource_type_filter": ResourceType.ANY, "resource_name_filter": None,
+           "pattern_type_filter": PatternType.ANY, "principal_filter": None,
+           "host_filter": None, "operation": AclOperation.ANY,
+           "permission_type": AclPermissionType.ANY}
+
+
+def request(api_key: int, version: int, values: dict[str, Any]) -> Any:
+    return build(request_schema(api_key, version), values)
+
+
+class SaslClient:
+    """One connection to the broker's Kafka listener, logged in with SCRAM; requests one
+    at a time, blocking. A failed exchange drops the connection; the next call logs in
+    anew."""
+
+    def __init__(self, address: str, user: str) -> None:
+        self.address, self.user = address, user
+        self._sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
+
+    def _exchange(self, sock: socket.socket, body: Any) -> Any:
+        correlation_id = next(self._correlation)
+        sock.sendall(encode_request(body, correlation_id=correlation_id, client_id=self.user))
+        answered, response = decode_response(read_frame(sock), int(body.__api_key__),
+                                             int(body.__version__))
+        assert answered == correlation_id, (answered, correlation_id)
+        return response
+
+    def _login(self) -> socket.socket:
+        mechanism = MECHANISM[self.user]
+        sock = connect(self.address, timeout_s=WAIT_S)
+        try:
+            handshake = self._exchange(sock, build(load_request_schema(api.SASL_HANDSHAKE, 1),
+                                                   {"mechanism": mechanism}))
+            assert int(handshake.error_code) == 0, handshake
+            scram = ScramClient(MECHANISMS[mechanism], self.user, PASSWORDS[self.user],
+                                rng=random.Random())
+
+            def step(token: bytes) -> bytes:
+                answer = self._exchange(sock, build(
+                    load_request_schema(api.SASL_AUTHENTICATE, 2), {"auth_bytes": token}))
+                assert int(answer.error_code) == 0, answer
+                return bytes(answer.auth_bytes)
+            scram.verify(step(scram.final(step(scram.first()))))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def send(self, body: Any) -> Any:
+        if self._sock is None:
+            self._sock = self._login()
+        try:
+            return self._exchange(self._sock, body)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def error_codes(entity: Any) -> list[int]:
+    """Every `error_code` in a response, at any depth."""
+    found: list[int] = []
+    if isinstance(entity, tuple | list):
+        for item in entity:
+            found += error_codes(item)
+    elif hasattr(entity, "__dataclass_fields__"):
+        for name in entity.__dataclass_fields__:
+            value = getattr(entity, name)
+            if name == "error_code":
+                found.append(int(value))
+            else:
+                found += error_codes(value)
+    return found
+
+
+class Setup:
+    def __init__(self, cluster: Cluster) -> None:
+        address = cluster.node(BROKER).client_address
+        assert address is not None
+        self.cluster = cluster
+        self.admin = SaslClient(address, "admin")
+        self.mallory = SaslClient(address, "mallory")
+        self.ops = SaslClient(address, "ops")
+        self.members: dict[str, tuple[str, int]] = {}  # group -> (member id, generation)
+        self.values = itertools.count(1)  # fresh config values and offsets
+
+    def close(self) -> None:
+        for client in (self.admin, self.mallory, self.ops):
+            client.close()
+
+    # --- what the admin sees ---------------------------------------------------------
+
+    def topics(self) -> dict[str, Any]:
+        answer = self.admin.send(request(api.METADATA, 12, {"topics": None}))
+        return {t.name: t for t in answer.topics if not t.is_internal}
+
+    def topic_id(self, name: str) -> Any:
+        return self.topics()[name].topic_id
+
+    def partition_count(self, name: str) -> int:
+        return len(self.topics()[name].partitions)
+
+    def world(self) -> dict[str, Any]:
+        """What a refused request must not change, read by the admin: topics and their
+        partition counts, configs and end offsets, ACLs, SCRAM users, groups with their
+        states, members and committed offsets."""
+        topics = self.topics()
+        configs = self.admin.send(request(api.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": ResourceType.TOPIC, "resource_name": name,
+             "configuration_keys": None} for name in sorted(topics)]}))
+        ends = self.admin.send(request(api.LIST_OFFSETS, 7, {
+            "replica_id": -1, "topics": [
+                {"name": name, "partitions": [{"partition_index": p.partition_index,
+                                               "current_leader_epoch": -1, "timestamp": -1}
+                                              for p in topic.partitions]}
+                for name, topic in sorted(topics.items())]}))
+        acls = self.admin.send(request(api.DESCRIBE_ACLS, 3, {
+            "resource_type_filter": ResourceType.ANY, "pattern_type_filter": PatternType.ANY,
+            "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY}))
+        users = self.admin.send(request(api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                                        {"users": None}))
+        listed = self.admin.send(request(api.LIST_GROUPS, 4, {}))
+        group_ids = sorted(g.group_id for g in listed.groups)
+        described = self.admin.send(request(api.DESCRIBE_GROUPS, 5, {"groups": group_ids}))
+        committed = {g: self.admin.send(request(api.OFFSET_FETCH, 7, {
+            "group_id": g, "topics": None})) for g in group_ids}
+        for answer in (configs, ends, acls, users, listed, described, *committed.values()):
+            assert set(error_codes(answer)) <= {0}, answer
+        return {
+            "topics": {n: (t.topic_id, len(t.partitions)) for n, t in topics.items()},
+            "configs": {(r.resource_name, c.name): c.value
+                        for r in configs.results for c in r.configs},
+            "end offsets": {(t.name, p.partition_index): p.offset
+                            for t in ends.topics for p in t.partitions},
+            "acls": sorted((r.resource_type, r.resource_name, r.pattern_type, a.principal,
+                            a.host, a.operation, a.permission_type)
+                           for r in acls.resources for a in r.acls),
+            "users": sorted((r.user, sorted((c.mechanism, c.iterations)
+                                            for c in r.credential_infos))
+                            for r in users.results),
+            "groups": {g.group_id: (g.group_state, sorted(m.member_id for m in g.members))
+                       for g in described.groups},
+            "offsets": {(g, t.name, p.partition_index): p.committed_offset
+                        for g, answer in committed.items() for t in answer.topics
+                        for p in t.partitions},
+        }
+
+    # --- state a row needs, made by the admin --------------------------------------------
+
+    def create_topic(self, name: str) -> None:
+        if name in self.topics():
+            return
+        answer = self.admin.send(request(api.CREATE_TOPICS, 7, {"timeout": 20_000, "topics": [
+            {"name": name, "num_partitions": 1, "replication_factor": 1}]}))
+        assert error_codes(answer) == [0], answer
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self.topics():
+            return
+        answer = self.admin.send(request(api.DELETE_TOPICS, 6, {
+            "timeout": 20_000, "topics": [{"name": name, "topic_id": None}]}))
+        assert error_codes(answer) == [0], answer
+
+    def commit(self, group: str) -> None:
+        """A committed offset of TOPIC for `group` (a simple commit: no member)."""
+        answer = self.admin.send(offset_commit(group, next(self.values)))
+        assert error_codes(answer) == [0], answer
+
+    def empty_group(self, group: str) -> None:
+        [described] = self.admin.send(request(api.DESCRIBE_GROUPS, 5,
+                                              {"groups": [group]})).groups
+        if described.members:
+            answer = self.admin.send(request(api.LEAVE_GROUP, 4, {
+                "group_id": group, "members": [{"member_id": m.member_id}
+                                               for m in described.members]}))
+            assert set(error_codes(answer)) == {0}, answer
+        self.members.pop(group, None)
+
+    def member(self, group: str) -> tuple[str, int]:
+        """The (member id, generation) of the one member of Stable `group`, which the admin
+        joins and syncs unless it is already there."""
+        [described] = self.admin.send(request(api.DESCRIBE_GROUPS, 5,
+                                              {"groups": [group]})).groups
+        known = self.members.get(group)
+        if known is not None and described.group_state == "Stable" and \
+                [m.member_id for m in described.members] == [known[0]]:
+            return known
+        self.empty_group(group)
+        joined = self.admin.send(join_group(group))
+        assert int(joined.error_code) == 0, joined
+        synced = self.admin.send(request(api.SYNC_GROUP, 5, {
+            "group_id": group, "generation_id": joined.generation_id,
+            "member_id": joined.member_id, "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": "authz", "assignments": [
+                {"member_id": joined.member_id, "assignment": b""}]}))
+        assert int(synced.error_code) == 0, synced
+        self.members[group] = (joined.member_id, int(joined.generation_id))
+        return self.members[group]
+
+    def ensure_target_acl(self, present: bool) -> None:
+        if present:
+            answer = self.admin.send(request(api.CREATE_ACLS, 3, {"creations": [TARGET_ACL]}))
+        else:
+            answer = self.admin.send(request(api.DELETE_ACLS, 3,
+                                             {"filters": [target_acl_filter()]}))
+        assert set(error_codes(answer)) <= {0}, answer
+
+    # --- ops's rights -----------------------------------------------------------------
+
+    def grant(self, rights: list[tuple[AclOperation, ResourceType, str]]) -> None:
+        answer = self.admin.send(request(api.CREATE_ACLS, 3, {"creations": [
+            {"resource_type": resource, "resource_name": name,
+             "resource_pattern_type": PatternType.LITERAL, "principal": OPS, "host": "*",
+             "operation": operation, "permission_type": AclPermissionType.ALLOW}
+            for operation, resource, name in rights]}))
+        assert set(error_codes(answer)) == {0}, answer
+
+    def revoke(self) -> None:
+        answer = self.admin.send(request(api.DELETE_ACLS, 3, {"filters": [
+            {**ANY_ACL, "principal_filter": OPS}]}))
+        assert set(error_codes(answer)) <= {0}, answer
+        left = self.admin.send(request(api.DESCRIBE_ACLS, 3, {
+            **ANY_ACL, "principal_filter": OPS}))
+        assert left.resources == (), left
+
+
+def target_acl_filter() -> dict[str, Any]:
+    return {"resource_type_filter": TARGET_ACL["resource_type"],
+            "resource_name_filter": TARGET_ACL["resource_name"],
+            "pattern_type_filter": TARGET_ACL["resource_pattern_type"],
+            "principal_filter": TARGET_ACL["principal"], "host_filter": TARGET_ACL["host"],
+            "operation": TARGET_ACL["operation"],
+            "permission_type": TARGET_ACL["permission_type"]}
+
+
+def offset_commit(group: str, offset: int) -> Any:
+    return request(api.OFFSET_COMMIT, 8, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})
+
+
+def join_group(group: str) -> Any:
+    return request(api.JOIN_GROUP, 7, {
+        "group_id": group, "session_timeout": SESSION_TIMEOUT_MS, "rebalance_timeout": 10_000,
+        "member_id": "", "group_instance_id": None, "protocol_type": PROTOCOL_TYPE,
+        "protocols": [{"name": "authz", "metadata": b""}]})
+
+
+def produce(setup: Setup) -> Any:
+    return request(api.PRODUCE, 9, {
+        "transactional_id": None, "acks": 1, "timeout": 10_000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(
+                [(None, b"authz")], timestamps=[int(time.time() * 1000)])}]}]})
+
+
+def scram_upsertion(setup: Setup) -> Any:
+    salt = random.Random(7).randbytes(32)
+    return request(api.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [
+        {"name": CAROL, "mechanism": SCRAM_SHA_256.kafka_type, "iterations": 4096,
+         "salt": salt,
+         "salted_password": salted_password(SCRAM_SHA_256, "carol-secret", salt, 4096)}]})
+
+
+Build = Callable[[Setup], Any]
+
+
+def listed(group: str) -> Callable[[Any], bool]:
+    return lambda answer: group in {g.group_id for g in answer.groups}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A row's request (`build`, as the caller sends it) and what it names: `topic` and
+    `group` are the LITERAL names ops is granted the row's rights on. `refusal`: the
+    error code a caller without them gets (None: none, the entry is left out, `shows`
+    tells); `served`: the codes a served answer may hold; `prepare`: the state the
+    request needs, made again by the admin before each caller's turn."""
+
+    build: Build
+    refusal: int | None
+    topic: str | None = None
+    group: str | None = None
+    served: frozenset[int] = frozenset({0})
+    shows: Callable[[Any], bool] | None = None
+    prepare: Callable[[Setup], None] | None = None
+
+
+CASES: dict[int, Case] = {
+    api.METADATA: Case(  # named: TOPIC_AUTHORIZATION_FAILED (all topics: left out)
+        lambda s: request(api.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.DESCRIBE_CLUSTER: Case(
+        lambda s: request(api.DESCRIBE_CLUSTER, 1, {}), CLUSTER_AUTHORIZATION_FAILED),
+    api.DESCRIBE_QUORUM: Case(
+        lambda s: request(api.DESCRIBE_QUORUM, 2, {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
+        CLUSTER_AUTHORIZATION_FAILED),
+    api.CREATE_TOPICS: Case(
+        lambda s: request(api.CREATE_TOPICS, 7, {"timeout": 20_000, "topics": [
+            {"name": CREATED, "num_partitions": 1, "replication_factor": 1}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=CREATED,
+        prepare=lambda s: s.delete_topic(CREATED)),
+    api.DELETE_TOPICS: Case(
+        lambda s: request(api.DELETE_TOPICS, 6, {"timeout": 20_000, "topics": [
+            {"name": DOOMED, "topic_id": None}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, prepare=lambda s: s.create_topic(DOOMED)),
+    api.CREATE_PARTITIONS: Case(
+        lambda s: request(api.CREATE_PARTITIONS, 3, {"timeout": 20_000, "topics": [
+            {"name": GROWN, "count": s.partition_count(GROWN) + 1, "assignments": None}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=GROWN),
+    api.DESCRIBE_ACLS: Case(
+        lambda s: request(api.DESCRIBE_ACLS, 3, ANY_ACL), CLUSTER_AUTHORIZATION_FAILED),
+    api.CREATE_ACLS: Case(
+        lambda s: request(api.CREATE_ACLS, 3, {"creations": [TARGET_ACL]}),
+        CLUSTER_AUTHORIZATION_FAILED, prepare=lambda s: s.ensure_target_acl(False)),
+    api.DELETE_ACLS: Case(
+        lambda s: request(api.DELETE_ACLS, 3, {"filters": [target_acl_filter()]}),
+        CLUSTER_AUTHORIZATION_FAILED, prepare=lambda s: s.ensure_target_acl(True)),
+    api.DESCRIBE_CONFIGS: Case(
+        lambda s: request(api.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": ResourceType.TOPIC, "resource_name": TOPIC,
+             "configuration_keys": None}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.INCREMENTAL_ALTER_CONFIGS: Case(
+        lambda s: request(api.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": ResourceType.TOPIC, "resource_name": TOPIC, "configs": [
+                {"name": "retention.ms", "config_operation": 0,  # SET
+                 "value": str(3_600_000 + next(s.values))}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.PRODUCE: Case(produce, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.FETCH: Case(
+        lambda s: request(api.FETCH, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 16,
+            "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 16}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.LIST_OFFSETS: Case(
+        lambda s: request(api.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
+            {"name": TOPIC, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.OFFSET_FOR_LEADER_EPOCH: Case(
+        lambda s: request(api.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": TOPIC, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.INIT_PRODUCER_ID: Case(  # the main right: IDEMPOTENT_WRITE on the cluster
+        lambda s: request(api.INIT_PRODUCER_ID, 4, {
+            "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+            "producer_epoch": -1}),
+        CLUSTER_AUTHORIZATION_FAILED),
+    api.FIND_COORDINATOR: Case(
+        lambda s: request(api.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0}),
+        GROUP_AUTHORIZATION_FAILED, group=GROUP),
+    api.OFFSET_COMMIT: Case(
+        lambda s: offset_commit(GROUP, next(s.values)),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP),
+    api.OFFSET_FETCH: Case(
+        lambda s: request(api.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": [
+            {"name": TOPIC, "partition_indexes": [0]}]}),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP),
+    api.JOIN_GROUP: Case(
+        lambda s: join_group(JOINING), GROUP_AUTHORIZATION_FAILED, group=JOINING,
+        prepare=lambda s: s.empty_group(JOINING)),
+    api.SYNC_GROUP: Case(
+        lambda s: request(api.SYNC_GROUP, 5, {
+            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
+            "member_id": s.member(MEMBERS)[0], "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": "authz", "assignments": []}),
+        GROUP_AUTHORIZATION_FAILED, group=MEMBERS),
+    api.HEARTBEAT: Case(
+        lambda s: request(api.HEARTBEAT, 4, {
+            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
+            "member_id": s.member(MEMBERS)[0], "group_instance_id": None}),
+        GROUP_AUTHORIZATION_FAILED, group=MEMBERS),
+    api.LEAVE_GROUP: Case(
+        lambda s: request(api.LEAVE_GROUP, 4, {"group_id": LEAVING, "members": [
+            {"member_id": s.member(LEAVING)[0], "group_instance_id": None}]}),
+        GROUP_AUTHORIZATION_FAILED, group=LEAVING),
+    api.DESCRIBE_GROUPS: Case(
+        lambda s: request(api.DESCRIBE_GROUPS, 5, {"groups": [GROUP]}),
+        GROUP_AUTHORIZATION_FAILED, group=GROUP),
+    api.LIST_GROUPS: Case(  # the group left out; the main right: DESCRIBE on the group
+        lambda s: request(api.LIST_GROUPS, 4, {}), None, group=GROUP, shows=listed(GROUP)),
+    api.DELETE_GROUPS: Case(
+        lambda s: request(api.DELETE_GROUPS, 2, {"groups_names": [DELETED]}),
+        GROUP_AUTHORIZATION_FAILED, group=DELETED, prepare=lambda s: s.commit(DELETED)),
+    api.OFFSET_DELETE: Case(
+        lambda s: request(api.OFFSET_DELETE, 0, {"group_id": OFFSETS_DELETED, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0}]}]}),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=OFFSETS_DELETED,
+        prepare=lambda s: s.commit(OFFSETS_DELETED)),
+    api.DESCRIBE_USER_SCRAM_CREDENTIALS: Case(
+        lambda s: request(api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}),
+        CLUSTER_AUTHORIZATION_FAILED),
+    api.ALTER_USER_SCRAM_CREDENTIALS: Case(scram_upsertion, CLUSTER_AUTHORIZATION_FAILED),
+    CONSUMER_GROUP_POSITION: Case(
+        lambda s: request(CONSUMER_GROUP_POSITION, 0, {
+            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
+            "member_id": s.member(MEMBERS)[0], "topics": [
+                {"topic_id": s.topic_id(TOPIC), "partitions": [
+                    {"partition": 0, "need_position": True}]}]}),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS),
+    PARTITION_LEADER_EPOCHS: Case(
+        lambda s: request(PARTITION_LEADER_EPOCHS, 0, {"topics": [
+            {"topic_id": s.topic_id(TOPIC), "partitions": [0]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+}
+NEEDS_A_RIGHT = sorted(key for key, rule in KAFKA.items() if rule.check is not Check.OPEN)
+
+
+def rights(api_key: int) -> list[tuple[AclOperation, ResourceType, str]]:
+    """The row's rights on the names its case's request uses."""
+    rule, case = KAFKA[api_key], CASES[api_key]
+    assert rule.operation is not None
+    assert rule.resource is not None
+    names = {ResourceType.CLUSTER: CLUSTER_NAME, ResourceType.TOPIC: case.topic,
+             ResourceType.GROUP: case.group}
+    found = []
+    for operation, resource in [(rule.operation, rule.resource), *rule.also]:
+        name = names[resource]
+        assert name is not None, f"{api_key}: the case names no {resource.name}"
+        found.append((operation, resource, name))
+    return found
+
+
+def api_name(api_key: int) -> str:
+    low = api.SUPPORTED.get(api_key, (0, 0))[0]
+    return request_schema(api_key, low).__name__.removesuffix("Request")
+
+
+def _format_users(cluster: Cluster) -> None:
+    shutil.rmtree(cluster.node(VOTER).data_dir)  # formatted again, as a user would
+    format_with_scram(cluster, VOTER, [
+        f"{MECHANISM[user]}=[name={user},password={password}]"
+        for user, password in PASSWORDS.items()])
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    with running_cluster(tmp_path_factory.mktemp("kafka-authz") / "cluster", SETTINGS,
+                         voters=1, brokers=1, prepare=_format_users) as cluster:
+        ready = Setup(cluster)
+        try:
+            for name in (TOPIC, GROWN):
+                ready.create_topic(name)
+            # the broker leads TOPIC once it has reconciled; the coordinator is ready
+            # once __consumer_offsets (made on the first FindCoordinator) has a leader
+            # and is loaded
+            wait_until(lambda: error_codes(ready.admin.send(produce(ready))) == [0], WAIT_S,
+                       f"a produce to {TOPIC}")
+            wait_until(lambda: error_codes(ready.admin.send(request(
+                api.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0}))) == [0], WAIT_S,
+                "a group coordinator")
+            wait_until(lambda: error_codes(ready.admin.send(
+                offset_commit(GROUP, 0))) == [0], WAIT_S, "the group coordinator")
+            yield ready
+        finally:
+            ready.close()
+
+
+def test_every_row_that_needs_a_right_has_a_case() -> None:
+    assert sorted(CASES) == NEEDS_A_RIGHT
+
+
+def _is_refused(case: Case, answer: Any) -> bool:
+    codes = set(error_codes(answer))
+    assert codes, answer  # every answer here has an error code, and says it
+    if case.refusal is None:
+        assert case.shows is not None
+        return not case.shows(answer) and codes <= {0}
+    return case.refusal in codes and codes <= {case.refusal, 0}
+
+
+def _is_served(case: Case, answer: Any) -> bool:
+    codes = set(error_codes(answer))
+    assert codes, answer
+    return not codes & AUTHORIZATION_FAILURES and codes <= case.served and (
+        case.shows is None or case.shows(answer))
+
+
+@pytest.mark.parametrize("api_key", NEEDS_A_RIGHT, ids=api_name)
+def test_row(setup: Setup, api_key: int) -> None:
+    case = CASES[api_key]
+    prepare = case.prepare or (lambda s: None)
+
+    prepare(setup)
+    attack = case.build(setup)
+    before = setup.world()
+    refused = setup.mallory.send(attack)
+    assert _is_refused(case, refused), refused
+    assert setup.world() == before
+
+    prepare(setup)
+    body = case.build(setup)
+    setup.grant(rights(api_key))
+    try:
+        served = setup.ops.send(body)
+    finally:
+        setup.revoke()
+    assert _is_served(case, served), served
+    again = setup.ops.send(body)
+    assert _is_refused(case, again), again
+
+    prepare(setup)
+    by_super_user = setup.admin.send(case.build(setup))
+    assert _is_served(case, by_super_user), by_super_user
