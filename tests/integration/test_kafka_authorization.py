@@ -46,6 +46,9 @@ from broker.kafka.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_pa
 from broker.kafka.wire_client import connect, decode_response, encode_request, read_frame
 from metadata.authorizer import (
     CLUSTER_NAME,
+    CONCRETE_OPERATIONS,
+    IMPLIES_DESCRIBE,
+    IMPLIES_DESCRIBE_CONFIGS,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -184,7 +187,8 @@ class Setup:
         self.mallory = SaslClient(address, "mallory")
         self.ops = SaslClient(address, "ops")
         self.members: dict[str, tuple[str, int]] = {}  # group -> (member id, generation)
-        self.values = itertools.count(1)  # fresh config values and offsets
+        self.values = itertools.count(1)  # fresh config values, offsets, positions
+        self.position = -1  # the last position reported (ConsumerGroupPosition)
 
     def close(self) -> None:
         for client in (self.admin, self.mallory, self.ops):
@@ -299,6 +303,10 @@ class Setup:
         self.members[group] = (joined.member_id, int(joined.generation_id))
         return self.members[group]
 
+    def member_fields(self, group: str) -> dict[str, Any]:
+        member_id, generation = self.member(group)
+        return {"member_id": member_id, "generation_id": generation}
+
     def ensure_target_acl(self, present: bool) -> None:
         if present:
             answer = self.admin.send(request(api.CREATE_ACLS, 3, {"creations": [TARGET_ACL]}))
@@ -366,26 +374,54 @@ def scram_upsertion(setup: Setup) -> Any:
 
 
 Build = Callable[[Setup], Any]
+Shows = Callable[[Setup, Any], bool]
 
 
-def listed(group: str) -> Callable[[Any], bool]:
-    return lambda answer: group in {g.group_id for g in answer.groups}
+def listed(group: str) -> Shows:
+    return lambda setup, answer: group in {g.group_id for g in answer.groups}
+
+
+def report_position(setup: Setup) -> Any:
+    """ConsumerGroupPosition: the MEMBERS member reports a new position of TOPIC-0."""
+    setup.position = 1_000 + next(setup.values)
+    return consumer_group_position(setup, need_position=False, position=setup.position)
+
+
+def consumer_group_position(setup: Setup, *, need_position: bool, position: int = -1
+                            ) -> Any:
+    member_id, generation = setup.member(MEMBERS)
+    return request(CONSUMER_GROUP_POSITION, 0, {
+        "group_id": MEMBERS, "generation_id": generation, "member_id": member_id,
+        "topics": [{"topic_id": setup.topic_id(TOPIC), "partitions": [
+            {"partition": 0, "need_position": need_position, "position": position}]}]})
+
+
+def position_recorded(setup: Setup, answer: Any) -> bool:
+    """The group's position of TOPIC-0, asked by the admin, is the one last reported."""
+    asked = setup.admin.send(consumer_group_position(setup, need_position=True))
+    assert error_codes(asked) == [0], asked
+    return setup.position in {p.position for t in asked.topics for p in t.partitions
+                              if int(p.partition) == 0 and not p.need_position}
 
 
 @dataclass(frozen=True)
 class Case:
     """A row's request (`build`, as the caller sends it) and what it names: `topic` and
     `group` are the LITERAL names ops is granted the row's rights on. `refusal`: the
-    error code a caller without them gets (None: none, the entry is left out, `shows`
-    tells); `served`: the codes a served answer may hold; `prepare`: the state the
-    request needs, made again by the admin before each caller's turn."""
+    error code a caller without the main right gets (None: none, the entry is left out,
+    `shows` tells); `also_refusal`: the same without a right of `also` (a topic's);
+    `served`: the codes a served answer may hold; `writes`: a served request changes
+    what the admin sees (`Setup.world`); `prepare`: the state the request needs, made
+    again by the admin before each caller's turn."""
 
     build: Build
     refusal: int | None
     topic: str | None = None
     group: str | None = None
+    also_refusal: int | None = TOPIC_AUTHORIZATION_FAILED
     served: frozenset[int] = frozenset({0})
-    shows: Callable[[Any], bool] | None = None
+    shows: Shows | None = None
+    writes: bool = False
     prepare: Callable[[Setup], None] | None = None
 
 
@@ -402,24 +438,27 @@ CASES: dict[int, Case] = {
     api.CREATE_TOPICS: Case(
         lambda s: request(api.CREATE_TOPICS, 7, {"timeout": 20_000, "topics": [
             {"name": CREATED, "num_partitions": 1, "replication_factor": 1}]}),
-        TOPIC_AUTHORIZATION_FAILED, topic=CREATED,
+        TOPIC_AUTHORIZATION_FAILED, topic=CREATED, writes=True,
         prepare=lambda s: s.delete_topic(CREATED)),
     api.DELETE_TOPICS: Case(
         lambda s: request(api.DELETE_TOPICS, 6, {"timeout": 20_000, "topics": [
             {"name": DOOMED, "topic_id": None}]}),
-        TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, prepare=lambda s: s.create_topic(DOOMED)),
+        TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, writes=True,
+        prepare=lambda s: s.create_topic(DOOMED)),
     api.CREATE_PARTITIONS: Case(
         lambda s: request(api.CREATE_PARTITIONS, 3, {"timeout": 20_000, "topics": [
             {"name": GROWN, "count": s.partition_count(GROWN) + 1, "assignments": None}]}),
-        TOPIC_AUTHORIZATION_FAILED, topic=GROWN),
+        TOPIC_AUTHORIZATION_FAILED, topic=GROWN, writes=True),
     api.DESCRIBE_ACLS: Case(
         lambda s: request(api.DESCRIBE_ACLS, 3, ANY_ACL), CLUSTER_AUTHORIZATION_FAILED),
     api.CREATE_ACLS: Case(
         lambda s: request(api.CREATE_ACLS, 3, {"creations": [TARGET_ACL]}),
-        CLUSTER_AUTHORIZATION_FAILED, prepare=lambda s: s.ensure_target_acl(False)),
+        CLUSTER_AUTHORIZATION_FAILED, writes=True,
+        prepare=lambda s: s.ensure_target_acl(False)),
     api.DELETE_ACLS: Case(
         lambda s: request(api.DELETE_ACLS, 3, {"filters": [target_acl_filter()]}),
-        CLUSTER_AUTHORIZATION_FAILED, prepare=lambda s: s.ensure_target_acl(True)),
+        CLUSTER_AUTHORIZATION_FAILED, writes=True,
+        prepare=lambda s: s.ensure_target_acl(True)),
     api.DESCRIBE_CONFIGS: Case(
         lambda s: request(api.DESCRIBE_CONFIGS, 4, {"resources": [
             {"resource_type": ResourceType.TOPIC, "resource_name": TOPIC,
@@ -430,8 +469,8 @@ CASES: dict[int, Case] = {
             {"resource_type": ResourceType.TOPIC, "resource_name": TOPIC, "configs": [
                 {"name": "retention.ms", "config_operation": 0,  # SET
                  "value": str(3_600_000 + next(s.values))}]}]}),
-        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
-    api.PRODUCE: Case(produce, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
+    api.PRODUCE: Case(produce, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
     api.FETCH: Case(
         lambda s: request(api.FETCH, 12, {
             "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 16,
@@ -460,29 +499,27 @@ CASES: dict[int, Case] = {
         GROUP_AUTHORIZATION_FAILED, group=GROUP),
     api.OFFSET_COMMIT: Case(
         lambda s: offset_commit(GROUP, next(s.values)),
-        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP, writes=True),
     api.OFFSET_FETCH: Case(
         lambda s: request(api.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": [
             {"name": TOPIC, "partition_indexes": [0]}]}),
         GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP),
     api.JOIN_GROUP: Case(
         lambda s: join_group(JOINING), GROUP_AUTHORIZATION_FAILED, group=JOINING,
-        prepare=lambda s: s.empty_group(JOINING)),
+        writes=True, prepare=lambda s: s.empty_group(JOINING)),
     api.SYNC_GROUP: Case(
         lambda s: request(api.SYNC_GROUP, 5, {
-            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
-            "member_id": s.member(MEMBERS)[0], "protocol_type": PROTOCOL_TYPE,
+            "group_id": MEMBERS, **s.member_fields(MEMBERS), "protocol_type": PROTOCOL_TYPE,
             "protocol_name": "authz", "assignments": []}),
         GROUP_AUTHORIZATION_FAILED, group=MEMBERS),
     api.HEARTBEAT: Case(
         lambda s: request(api.HEARTBEAT, 4, {
-            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
-            "member_id": s.member(MEMBERS)[0], "group_instance_id": None}),
+            "group_id": MEMBERS, **s.member_fields(MEMBERS), "group_instance_id": None}),
         GROUP_AUTHORIZATION_FAILED, group=MEMBERS),
     api.LEAVE_GROUP: Case(
         lambda s: request(api.LEAVE_GROUP, 4, {"group_id": LEAVING, "members": [
             {"member_id": s.member(LEAVING)[0], "group_instance_id": None}]}),
-        GROUP_AUTHORIZATION_FAILED, group=LEAVING),
+        GROUP_AUTHORIZATION_FAILED, group=LEAVING, writes=True),
     api.DESCRIBE_GROUPS: Case(
         lambda s: request(api.DESCRIBE_GROUPS, 5, {"groups": [GROUP]}),
         GROUP_AUTHORIZATION_FAILED, group=GROUP),
@@ -490,23 +527,21 @@ CASES: dict[int, Case] = {
         lambda s: request(api.LIST_GROUPS, 4, {}), None, group=GROUP, shows=listed(GROUP)),
     api.DELETE_GROUPS: Case(
         lambda s: request(api.DELETE_GROUPS, 2, {"groups_names": [DELETED]}),
-        GROUP_AUTHORIZATION_FAILED, group=DELETED, prepare=lambda s: s.commit(DELETED)),
+        GROUP_AUTHORIZATION_FAILED, group=DELETED, writes=True,
+        prepare=lambda s: s.commit(DELETED)),
     api.OFFSET_DELETE: Case(
         lambda s: request(api.OFFSET_DELETE, 0, {"group_id": OFFSETS_DELETED, "topics": [
             {"name": TOPIC, "partitions": [{"partition_index": 0}]}]}),
-        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=OFFSETS_DELETED,
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=OFFSETS_DELETED, writes=True,
         prepare=lambda s: s.commit(OFFSETS_DELETED)),
     api.DESCRIBE_USER_SCRAM_CREDENTIALS: Case(
         lambda s: request(api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}),
         CLUSTER_AUTHORIZATION_FAILED),
-    api.ALTER_USER_SCRAM_CREDENTIALS: Case(scram_upsertion, CLUSTER_AUTHORIZATION_FAILED),
-    CONSUMER_GROUP_POSITION: Case(
-        lambda s: request(CONSUMER_GROUP_POSITION, 0, {
-            "group_id": MEMBERS, "generation_id": s.member(MEMBERS)[1],
-            "member_id": s.member(MEMBERS)[0], "topics": [
-                {"topic_id": s.topic_id(TOPIC), "partitions": [
-                    {"partition": 0, "need_position": True}]}]}),
-        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS),
+    api.ALTER_USER_SCRAM_CREDENTIALS: Case(scram_upsertion, CLUSTER_AUTHORIZATION_FAILED,
+                                           writes=True),
+    CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
+        report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,
+        also_refusal=None, shows=position_recorded),
     PARTITION_LEADER_EPOCHS: Case(
         lambda s: request(PARTITION_LEADER_EPOCHS, 0, {"topics": [
             {"topic_id": s.topic_id(TOPIC), "partitions": [0]}]}),
@@ -569,20 +604,23 @@ def test_every_row_that_needs_a_right_has_a_case() -> None:
     assert sorted(CASES) == NEEDS_A_RIGHT
 
 
-def _is_refused(case: Case, answer: Any) -> bool:
+def _is_refused(setup: Setup, answer: Any, refusal: int | None,
+                shows: Shows | None) -> bool:
+    """Refused with `refusal` (and no other error), or for None answered with the
+    entry left out (`shows` false)."""
     codes = set(error_codes(answer))
     assert codes, answer  # every answer here has an error code, and says it
-    if case.refusal is None:
-        assert case.shows is not None
-        return not case.shows(answer) and codes <= {0}
-    return case.refusal in codes and codes <= {case.refusal, 0}
+    if refusal is None:
+        assert shows is not None
+        return codes <= {0} and not shows(setup, answer)
+    return refusal in codes and codes <= {refusal, 0}
 
 
-def _is_served(case: Case, answer: Any) -> bool:
+def _is_served(setup: Setup, case: Case, answer: Any) -> bool:
     codes = set(error_codes(answer))
     assert codes, answer
     return not codes & AUTHORIZATION_FAILURES and codes <= case.served and (
-        case.shows is None or case.shows(answer))
+        case.shows is None or case.shows(setup, answer))
 
 
 @pytest.mark.parametrize("api_key", NEEDS_A_RIGHT, ids=api_name)
@@ -594,20 +632,67 @@ def test_row(setup: Setup, api_key: int) -> None:
     attack = case.build(setup)
     before = setup.world()
     refused = setup.mallory.send(attack)
-    assert _is_refused(case, refused), refused
+    assert _is_refused(setup, refused, case.refusal, case.shows), refused
     assert setup.world() == before
 
     prepare(setup)
     body = case.build(setup)
+    before = setup.world()
     setup.grant(rights(api_key))
     try:
         served = setup.ops.send(body)
     finally:
         setup.revoke()
-    assert _is_served(case, served), served
+    assert _is_served(setup, case, served), served
+    if case.writes:
+        assert setup.world() != before
     again = setup.ops.send(body)
-    assert _is_refused(case, again), again
+    assert _is_refused(setup, again, case.refusal, case.shows), again
 
     prepare(setup)
     by_super_user = setup.admin.send(case.build(setup))
-    assert _is_served(case, by_super_user), by_super_user
+    assert _is_served(setup, case, by_super_user), by_super_user
+
+
+def implies(granted: AclOperation, needed: AclOperation) -> bool:
+    """Does an ACL for `granted` allow `needed` (metadata/authorizer.py's rules)?"""
+    return granted in (needed, AclOperation.ALL) or (
+        needed == AclOperation.DESCRIBE and granted in IMPLIES_DESCRIBE) or (
+        needed == AclOperation.DESCRIBE_CONFIGS and granted in IMPLIES_DESCRIBE_CONFIGS)
+
+
+WITHOUT_ONE_RIGHT = [(api_key, index) for api_key in NEEDS_A_RIGHT
+                     for index in range(1 + len(KAFKA[api_key].also))]
+
+
+def _without_one_right_id(pair: tuple[int, int]) -> str:
+    api_key, index = pair
+    operation, resource, _ = rights(api_key)[index]
+    return f"{api_name(api_key)}-without-{operation.name}-on-{resource.name}"
+
+
+@pytest.mark.parametrize("pair", WITHOUT_ONE_RIGHT, ids=_without_one_right_id)
+def test_every_other_operation_instead_of_one_right_is_refused(
+        setup: Setup, pair: tuple[int, int]) -> None:
+    """ops holds the row's other rights, and on the missing one's resource every
+    operation that does not imply it: the handler checks the row's operation, not a
+    weaker one, and every right of `also` too. Nothing changes."""
+    api_key, index = pair
+    case = CASES[api_key]
+    wanted = rights(api_key)
+    missing_operation, resource, name = wanted[index]
+    instead = [(operation, resource, name) for operation in sorted(CONCRETE_OPERATIONS)
+               if not implies(operation, missing_operation)]
+    refusal = case.refusal if index == 0 else case.also_refusal
+    shows = case.shows if refusal is None else None
+
+    (case.prepare or (lambda s: None))(setup)
+    body = case.build(setup)
+    before = setup.world()
+    setup.grant([*wanted[:index], *wanted[index + 1:], *instead])
+    try:
+        answer = setup.ops.send(body)
+    finally:
+        setup.revoke()
+    assert _is_refused(setup, answer, refusal, shows), answer
+    assert setup.world() == before
