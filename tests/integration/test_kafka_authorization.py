@@ -358,11 +358,22 @@ def join_group(group: str) -> Any:
         "protocols": [{"name": "authz", "metadata": b""}]})
 
 
-def produce(setup: Setup) -> Any:
-    return request(api.PRODUCE, 9, {
+def produce(setup: Setup, *, by_id: bool = False) -> Any:
+    topic = {"topic_id": setup.topic_id(TOPIC)} if by_id else {"name": TOPIC}
+    return request(api.PRODUCE, 13 if by_id else 9, {
         "transactional_id": None, "acks": 1, "timeout": 10_000, "topic_data": [
-            {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(
+            {**topic, "partition_data": [{"index": 0, "records": encode_batch(
                 [(None, b"authz")], timestamps=[int(time.time() * 1000)])}]}]})
+
+
+def fetch(setup: Setup, *, by_id: bool = False) -> Any:
+    topic = {"topic_id": setup.topic_id(TOPIC)} if by_id else {"topic": TOPIC}
+    return request(api.FETCH, 13 if by_id else 12, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 16,
+        "session_epoch": -1, "topics": [{**topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 16}]}]})
 
 
 def scram_upsertion(setup: Setup) -> Any:
@@ -371,6 +382,11 @@ def scram_upsertion(setup: Setup) -> Any:
         {"name": CAROL, "mechanism": SCRAM_SHA_256.kafka_type, "iterations": 4096,
          "salt": salt,
          "salted_password": salted_password(SCRAM_SHA_256, "carol-secret", salt, 4096)}]})
+
+
+def api_name(api_key: int) -> str:
+    low = api.SUPPORTED.get(api_key, (0, 0))[0]
+    return request_schema(api_key, low).__name__.removesuffix("Request")
 
 
 Build = Callable[[Setup], Any]
@@ -423,6 +439,7 @@ class Case:
     shows: Shows | None = None
     writes: bool = False
     prepare: Callable[[Setup], None] | None = None
+    same_request_again: bool = True  # False: built again (prepared) once ACLs are gone
 
 
 CASES: dict[int, Case] = {
@@ -471,14 +488,7 @@ CASES: dict[int, Case] = {
                  "value": str(3_600_000 + next(s.values))}]}]}),
         TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
     api.PRODUCE: Case(produce, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
-    api.FETCH: Case(
-        lambda s: request(api.FETCH, 12, {
-            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 16,
-            "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                 "last_fetched_epoch": -1, "log_start_offset": -1,
-                 "partition_max_bytes": 1 << 16}]}]}),
-        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.FETCH: Case(fetch, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
     api.LIST_OFFSETS: Case(
         lambda s: request(api.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
             {"name": TOPIC, "partitions": [
@@ -550,9 +560,52 @@ CASES: dict[int, Case] = {
 NEEDS_A_RIGHT = sorted(key for key, rule in KAFKA.items() if rule.check is not Check.OPEN)
 
 
-def rights(api_key: int) -> list[tuple[AclOperation, ResourceType, str]]:
+def metadata_of_every_topic_shows(topic: str) -> Shows:
+    return lambda setup, answer: topic in {t.name for t in answer.topics}
+
+
+def offsets_of_the_group_show(topic: str) -> Shows:
+    return lambda setup, answer: topic in {t.name for t in answer.topics}
+
+
+# Other shapes of a row's request, held to the same row: topics by ID (KIP-516), the
+# all-topics Metadata and the all-offsets OffsetFetch (refused entries left out), the
+# one-member LeaveGroup of v0-v2.
+VARIANTS: dict[str, tuple[int, Case]] = {
+    "Metadata-by-id": (api.METADATA, Case(
+        lambda s: request(api.METADATA, 12, {"topics": [
+            {"name": None, "topic_id": s.topic_id(TOPIC)}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC)),
+    "Metadata-of-every-topic": (api.METADATA, Case(  # the topic left out
+        lambda s: request(api.METADATA, 12, {"topics": None}), None, topic=TOPIC,
+        shows=metadata_of_every_topic_shows(TOPIC))),
+    "Produce-by-id": (api.PRODUCE, Case(
+        lambda s: produce(s, by_id=True), TOPIC_AUTHORIZATION_FAILED, topic=TOPIC,
+        writes=True)),
+    "Fetch-by-id": (api.FETCH, Case(
+        lambda s: fetch(s, by_id=True), TOPIC_AUTHORIZATION_FAILED, topic=TOPIC)),
+    "DeleteTopics-by-id": (api.DELETE_TOPICS, Case(  # a new topic ID after each deletion
+        lambda s: request(api.DELETE_TOPICS, 6, {"timeout": 20_000, "topics": [
+            {"name": None, "topic_id": s.topic_id(DOOMED)}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, writes=True, same_request_again=False,
+        prepare=lambda s: s.create_topic(DOOMED))),
+    "OffsetFetch-of-every-offset": (api.OFFSET_FETCH, Case(  # without the topic: left out
+        lambda s: request(api.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": None}),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP, also_refusal=None,
+        shows=offsets_of_the_group_show(TOPIC))),
+    "LeaveGroup-v2": (api.LEAVE_GROUP, Case(
+        lambda s: request(api.LEAVE_GROUP, 2, {
+            "group_id": LEAVING, "member_id": s.member(LEAVING)[0]}),
+        GROUP_AUTHORIZATION_FAILED, group=LEAVING, writes=True)),
+}
+# (test id, api key, case): every row, then the variants
+CHECKS = [(api_name(key), key, CASES[key]) for key in NEEDS_A_RIGHT] + [
+    (label, key, case) for label, (key, case) in VARIANTS.items()]
+
+
+def rights(api_key: int, case: Case) -> list[tuple[AclOperation, ResourceType, str]]:
     """The row's rights on the names its case's request uses."""
-    rule, case = KAFKA[api_key], CASES[api_key]
+    rule = KAFKA[api_key]
     assert rule.operation is not None
     assert rule.resource is not None
     names = {ResourceType.CLUSTER: CLUSTER_NAME, ResourceType.TOPIC: case.topic,
@@ -563,11 +616,6 @@ def rights(api_key: int) -> list[tuple[AclOperation, ResourceType, str]]:
         assert name is not None, f"{api_key}: the case names no {resource.name}"
         found.append((operation, resource, name))
     return found
-
-
-def api_name(api_key: int) -> str:
-    low = api.SUPPORTED.get(api_key, (0, 0))[0]
-    return request_schema(api_key, low).__name__.removesuffix("Request")
 
 
 def _format_users(cluster: Cluster) -> None:
@@ -609,7 +657,9 @@ def _is_refused(setup: Setup, answer: Any, refusal: int | None,
     """Refused with `refusal` (and no other error), or for None answered with the
     entry left out (`shows` false)."""
     codes = set(error_codes(answer))
-    assert codes, answer  # every answer here has an error code, and says it
+    # every answer here has an error code, and says it; one that leaves every entry
+    # out may have none (Metadata of every topic)
+    assert codes or refusal is None, answer
     if refusal is None:
         assert shows is not None
         return codes <= {0} and not shows(setup, answer)
@@ -623,9 +673,9 @@ def _is_served(setup: Setup, case: Case, answer: Any) -> bool:
         case.shows is None or case.shows(setup, answer))
 
 
-@pytest.mark.parametrize("api_key", NEEDS_A_RIGHT, ids=api_name)
-def test_row(setup: Setup, api_key: int) -> None:
-    case = CASES[api_key]
+@pytest.mark.parametrize(("api_key", "case"), [c[1:] for c in CHECKS],
+                         ids=[c[0] for c in CHECKS])
+def test_row(setup: Setup, api_key: int, case: Case) -> None:
     prepare = case.prepare or (lambda s: None)
 
     prepare(setup)
@@ -638,7 +688,7 @@ def test_row(setup: Setup, api_key: int) -> None:
     prepare(setup)
     body = case.build(setup)
     before = setup.world()
-    setup.grant(rights(api_key))
+    setup.grant(rights(api_key, case))
     try:
         served = setup.ops.send(body)
     finally:
@@ -646,6 +696,9 @@ def test_row(setup: Setup, api_key: int) -> None:
     assert _is_served(setup, case, served), served
     if case.writes:
         assert setup.world() != before
+    if not case.same_request_again:
+        prepare(setup)
+        body = case.build(setup)
     again = setup.ops.send(body)
     assert _is_refused(setup, again, case.refusal, case.shows), again
 
@@ -661,25 +714,21 @@ def implies(granted: AclOperation, needed: AclOperation) -> bool:
         needed == AclOperation.DESCRIBE_CONFIGS and granted in IMPLIES_DESCRIBE_CONFIGS)
 
 
-WITHOUT_ONE_RIGHT = [(api_key, index) for api_key in NEEDS_A_RIGHT
-                     for index in range(1 + len(KAFKA[api_key].also))]
+# (test id, api key, case, which right is missing: 0 the main one, i the i-th of `also`)
+WITHOUT_ONE_RIGHT = [
+    (f"{label}-without-{operation.name}-on-{resource.name}", key, case, index)
+    for label, key, case in CHECKS
+    for index, (operation, resource, _) in enumerate(rights(key, case))]
 
 
-def _without_one_right_id(pair: tuple[int, int]) -> str:
-    api_key, index = pair
-    operation, resource, _ = rights(api_key)[index]
-    return f"{api_name(api_key)}-without-{operation.name}-on-{resource.name}"
-
-
-@pytest.mark.parametrize("pair", WITHOUT_ONE_RIGHT, ids=_without_one_right_id)
+@pytest.mark.parametrize(("api_key", "case", "index"), [c[1:] for c in WITHOUT_ONE_RIGHT],
+                         ids=[c[0] for c in WITHOUT_ONE_RIGHT])
 def test_every_other_operation_instead_of_one_right_is_refused(
-        setup: Setup, pair: tuple[int, int]) -> None:
+        setup: Setup, api_key: int, case: Case, index: int) -> None:
     """ops holds the row's other rights, and on the missing one's resource every
     operation that does not imply it: the handler checks the row's operation, not a
     weaker one, and every right of `also` too. Nothing changes."""
-    api_key, index = pair
-    case = CASES[api_key]
-    wanted = rights(api_key)
+    wanted = rights(api_key, case)
     missing_operation, resource, name = wanted[index]
     instead = [(operation, resource, name) for operation in sorted(CONCRETE_OPERATIONS)
                if not implies(operation, missing_operation)]
