@@ -569,8 +569,8 @@ def offsets_of_the_group_show(topic: str) -> Shows:
 
 
 # Other shapes of a row's request, held to the same row: topics by ID (KIP-516), the
-# all-topics Metadata and the all-offsets OffsetFetch (refused entries left out), the
-# one-member LeaveGroup of v0-v2.
+# all-topics Metadata and the all-offsets OffsetFetch (refused entries left out),
+# OffsetFetch v1 (no top-level error code), the one-member LeaveGroup of v0-v2.
 VARIANTS: dict[str, tuple[int, Case]] = {
     "Metadata-by-id": (api.METADATA, Case(
         lambda s: request(api.METADATA, 12, {"topics": [
@@ -593,6 +593,10 @@ VARIANTS: dict[str, tuple[int, Case]] = {
         lambda s: request(api.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": None}),
         GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP, also_refusal=None,
         shows=offsets_of_the_group_show(TOPIC))),
+    "OffsetFetch-v1": (api.OFFSET_FETCH, Case(  # no top-level error: on each partition
+        lambda s: request(api.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [
+            {"name": TOPIC, "partition_indexes": [0]}]}),
+        GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP)),
     "LeaveGroup-v2": (api.LEAVE_GROUP, Case(
         lambda s: request(api.LEAVE_GROUP, 2, {
             "group_id": LEAVING, "member_id": s.member(LEAVING)[0]}),
