@@ -749,3 +749,30 @@ def test_every_other_operation_instead_of_one_right_is_refused(
         setup.revoke()
     assert _is_refused(setup, answer, refusal, shows), answer
     assert setup.world() == before
+
+
+def test_consumer_group_position_names_no_partition_of_a_topic_the_member_may_not_read(
+        setup: Setup) -> None:
+    """The answer lists the partitions some member waits on, for the caller to report:
+    only those of topics the caller may READ, as its reports are (the topic's ID is not
+    told to a caller without the right)."""
+    topic_id = setup.topic_id(TOPIC)
+    waits = setup.admin.send(consumer_group_position(setup, need_position=True))
+    assert error_codes(waits) == [0], waits
+    member_id, generation = setup.member(MEMBERS)
+    empty = request(CONSUMER_GROUP_POSITION, 0, {
+        "group_id": MEMBERS, "generation_id": generation, "member_id": member_id,
+        "topics": []})
+
+    def named(rights: list[tuple[AclOperation, ResourceType, str]]) -> set[Any]:
+        setup.grant(rights)
+        try:
+            answer = setup.ops.send(empty)
+        finally:
+            setup.revoke()
+        assert error_codes(answer) == [0], answer
+        return {t.topic_id for t in answer.topics}
+
+    group_only = [(AclOperation.READ, ResourceType.GROUP, MEMBERS)]
+    assert topic_id not in named(group_only)
+    assert topic_id in named([*group_only, (AclOperation.READ, ResourceType.TOPIC, TOPIC)])
