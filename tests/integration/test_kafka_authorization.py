@@ -115,7 +115,7 @@ class SaslClient:
 
     def __init__(self, address: str, user: str) -> None:
         self.address, self.user = address, user
-        self._sock: socket.socket | None = None
+        self.sock: socket.socket | None = None
         self._correlation = itertools.count(1)
 
     def _exchange(self, sock: socket.socket, body: Any) -> Any:
@@ -148,18 +148,18 @@ class SaslClient:
         return sock
 
     def send(self, body: Any) -> Any:
-        if self._sock is None:
-            self._sock = self._login()
+        if self.sock is None:
+            self.sock = self._login()
         try:
-            return self._exchange(self._sock, body)
+            return self._exchange(self.sock, body)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 def error_codes(entity: Any) -> list[int]:
@@ -776,3 +776,28 @@ def test_consumer_group_position_names_no_partition_of_a_topic_the_member_may_no
     group_only = [(AclOperation.READ, ResourceType.GROUP, MEMBERS)]
     assert topic_id not in named(group_only)
     assert topic_id in named([*group_only, (AclOperation.READ, ResourceType.TOPIC, TOPIC)])
+
+
+def test_produce_without_acks_closes_the_connection_and_writes_nothing_when_refused(
+        setup: Setup) -> None:
+    """acks=0 has no answer to carry TOPIC_AUTHORIZATION_FAILED: as in Kafka, the
+    connection closes. Requests on a connection are handled in order, so the answer to
+    a Metadata sent after the Produce (or its absence) tells that it was handled."""
+    body = request(api.PRODUCE, 9, {
+        "transactional_id": None, "acks": 0, "timeout": 10_000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(
+                [(None, b"unacknowledged")], timestamps=[int(time.time() * 1000)])}]}]})
+    after_it = request(api.METADATA, 12, {"topics": None})
+
+    def produce_then_metadata(client: SaslClient) -> Any:
+        client.send(after_it)  # logged in
+        assert client.sock is not None
+        client.sock.sendall(encode_request(body, correlation_id=0))
+        return client.send(after_it)
+
+    before = setup.world()
+    with pytest.raises(ConnectionError):
+        produce_then_metadata(setup.mallory)
+    assert setup.world() == before
+    produce_then_metadata(setup.admin)
+    assert setup.world()["end offsets"][(TOPIC, 0)] == before["end offsets"][(TOPIC, 0)] + 1
