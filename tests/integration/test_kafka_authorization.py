@@ -1,6 +1,7 @@
 """Every row of the brokers' Kafka listener that needs a right (broker/access_table.py
 `KAFKA`, all but the OPEN rows), against real processes on 127.0.0.1, in the manner of
-Kafka's AuthorizerIntegrationTest, for SASL/SCRAM principals. What it proves, per row:
+Kafka's AuthorizerIntegrationTest, for SASL/SCRAM principals. What it proves, per row
+(`test_row`):
 - `mallory`, a SCRAM user with no ACL, sends a valid request (raw, over the wire, naming
   a real topic or group) and is refused with the row's Kafka error (`CASES` states which:
   TOPIC_AUTHORIZATION_FAILED 29, GROUP_AUTHORIZATION_FAILED 30,
@@ -9,11 +10,19 @@ Kafka's AuthorizerIntegrationTest, for SASL/SCRAM principals. What it proves, pe
   groups, members and committed offsets the admin reads are those of before;
 - `ops` holding exactly the row's rights (its operation on its resource plus `also`,
   LITERAL on the names the request uses) is served: every error code in the answer is
-  one the row expects of a served request, none an authorization failure; the same
-  request once those ACLs are removed is refused again, as mallory's;
-- the super user `admin` is served.
+  one the row expects of a served request, none an authorization failure, and a writing
+  request changes what the admin reads; the same request once those ACLs are removed is
+  refused again, as mallory's;
+- the super user `admin` is served;
+- `ops` holding the row's other rights and, instead of one of them, every operation on
+  its resource that does not imply it, is refused and changes nothing
+  (`test_every_other_operation_instead_of_one_right_is_refused`): a handler checking a
+  weaker operation than its row, or skipping a right of `also`, fails here.
 `CASES` must cover exactly the rows that are not OPEN (`test_every_row_that_needs_a_right_
-has_a_case`), so a new row without a case fails here.
+has_a_case`), so a new row without a case fails here. `VARIANTS` hold other shapes of a
+row's request (topics by ID, all topics, OffsetFetch v1, LeaveGroup v2) to the same
+checks; a refused acks=0 Produce closes the connection and writes nothing; a
+ConsumerGroupPosition names no partition of a topic the member may not READ.
 
 One cluster for the module: 1 voter and 1 broker whose Kafka listener is SASL_PLAINTEXT
 with SCRAM-SHA-256 and SCRAM-SHA-512 (the users from `kraft format --add-scram`), the
@@ -82,8 +91,9 @@ TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FA
 AUTHORIZATION_FAILURES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
                                     CLUSTER_AUTHORIZATION_FAILED})
 WAIT_S = 30.0
-# a member outlives the module: no session expires between two reads of the groups
-SESSION_TIMEOUT_MS = 60_000
+# no member expires while the module runs (seconds), so the groups the admin reads
+# change only by the requests sent
+SESSION_TIMEOUT_MS = 600_000
 PROTOCOL_TYPE = "kraft-authz-test"  # not "consumer": no subscription to decode
 
 TOPIC = "authz-topic"  # read, written and configured by the rows that need a topic
