@@ -34,6 +34,7 @@ which answers once its own image holds the change."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import shutil
@@ -242,6 +243,13 @@ class Setup:
             "group_id": g, "topics": None})) for g in group_ids}
         for answer in (configs, ends, acls, users, listed, described, *committed.values()):
             assert set(error_codes(answer)) <= {0}, answer
+        offsets = {(g, t.name, p.partition_index): p.committed_offset
+                   for g, answer in committed.items() for t in answer.topics
+                   for p in t.partitions}
+        # a group left with no member and no offset is forgotten once its tombstone is
+        # written, after the answer that emptied it: until then it reads Empty; both
+        # are the same group state
+        holding = {g for g, *_ in offsets}
         return {
             "topics": {n: (t.topic_id, len(t.partitions)) for n, t in topics.items()},
             "configs": {(r.resource_name, c.name): c.value
@@ -255,10 +263,9 @@ class Setup:
                                             for c in r.credential_infos))
                             for r in users.results),
             "groups": {g.group_id: (g.group_state, sorted(m.member_id for m in g.members))
-                       for g in described.groups},
-            "offsets": {(g, t.name, p.partition_index): p.committed_offset
-                        for g, answer in committed.items() for t in answer.topics
-                        for p in t.partitions},
+                       for g in described.groups
+                       if g.members or g.group_state != "Empty" or g.group_id in holding},
+            "offsets": offsets,
         }
 
     # --- state a row needs, made by the admin --------------------------------------------
@@ -282,7 +289,16 @@ class Setup:
         answer = self.admin.send(offset_commit(group, next(self.values)))
         assert error_codes(answer) == [0], answer
 
+    def group_state(self, group: str) -> str:
+        [described] = self.admin.send(request(api.DESCRIBE_GROUPS, 5,
+                                              {"groups": [group]})).groups
+        assert int(described.error_code) == 0, described
+        return str(described.group_state)
+
     def empty_group(self, group: str) -> None:
+        """No member left in `group` (one without committed offsets), and the group
+        forgotten: the coordinator writes its tombstone after the answer to the last
+        LeaveGroup, so the groups the admin reads settle only then."""
         [described] = self.admin.send(request(api.DESCRIBE_GROUPS, 5,
                                               {"groups": [group]})).groups
         if described.members:
@@ -290,6 +306,8 @@ class Setup:
                 "group_id": group, "members": [{"member_id": m.member_id}
                                                for m in described.members]}))
             assert set(error_codes(answer)) == {0}, answer
+        wait_until(lambda: self.group_state(group) == "Dead", WAIT_S,
+                   f"group {group} to be forgotten")
         self.members.pop(group, None)
 
     def member(self, group: str) -> tuple[str, int]:
@@ -811,3 +829,29 @@ def test_produce_without_acks_closes_the_connection_and_writes_nothing_when_refu
     assert setup.world() == before
     produce_then_metadata(setup.admin)
     assert setup.world()["end offsets"][(TOPIC, 0)] == before["end offsets"][(TOPIC, 0)] + 1
+
+
+def test_a_client_claiming_a_replica_id_is_refused_without_cluster_action(
+        setup: Setup) -> None:
+    """A Fetch, ListOffsets or OffsetForLeaderEpoch naming a replica (the broker's own
+    id) is a follower's: it needs CLUSTER_ACTION on the cluster (Fetch's row comment),
+    which every right on the topic does not replace. Nothing changes."""
+    follower = [
+        dataclasses.replace(fetch(setup), replica_id=BROKER),
+        request(api.LIST_OFFSETS, 7, {"replica_id": BROKER, "topics": [
+            {"name": TOPIC, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}),
+        request(api.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": BROKER, "topics": [
+            {"topic": TOPIC, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}),
+    ]
+    before = setup.world()
+    setup.grant([(AclOperation.ALL, ResourceType.TOPIC, TOPIC)])
+    try:
+        answers = [setup.ops.send(body) for body in follower]
+    finally:
+        setup.revoke()
+    for answer in answers:
+        assert set(error_codes(answer)) <= {0, TOPIC_AUTHORIZATION_FAILED}, answer
+        assert TOPIC_AUTHORIZATION_FAILED in error_codes(answer), answer
+    assert setup.world() == before
