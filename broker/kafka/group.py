@@ -12,7 +12,8 @@ acknowledged once the ISR has them; deletions write tombstones the same way.
 With the authorizer on (`broker.kafka.authz`), as in Kafka: FindCoordinator needs DESCRIBE
 on the group; OffsetCommit READ on the group (else GROUP_AUTHORIZATION_FAILED on every
 partition) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions);
-OffsetFetch DESCRIBE on the group (top-level GROUP_AUTHORIZATION_FAILED) and on each topic
+OffsetFetch DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED at the top, on each partition
+asked before v2) and on each topic
 (named: TOPIC_AUTHORIZATION_FAILED; all of the group's: the others are left out);
 OffsetDelete DELETE on the group and READ on each topic; DescribeGroups DESCRIBE and
 DeleteGroups DELETE on each group; ListGroups lists the groups the caller may DESCRIBE
@@ -129,15 +130,28 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
     return _commit_response(request, version, errors)
 
 
+def offset_fetch_error(request: Any, version: int, error: ErrorCode) -> Any:
+    """OffsetFetch refused as a whole: the error at the top from v2 on; v0-v1 have no
+    top-level error code, so it is on every partition asked (as Kafka's
+    OffsetFetchRequest.getErrorResponse), never an answer a client takes for "no
+    offsets"."""
+    topics = [] if version >= 2 or request.topics is None else [
+        {"name": t.name, "partitions": [
+            {"partition_index": int(i), "committed_offset": -1, "metadata": "",
+             "error_code": int(error)} for i in t.partition_indexes]}
+        for t in request.topics]
+    return build(response_class(OFFSET_FETCH, version), {
+        "throttle_time": 0, "topics": topics, "error_code": int(error)})
+
+
 async def handle_offset_fetch_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     cls = response_class(OFFSET_FETCH, version)
     if not authz.group_allowed(context, authz.Op.DESCRIBE, request.group_id):
-        return build(cls, {"throttle_time": 0, "topics": [],
-                           "error_code": int(ErrorCode.group_authorization_failed)})
+        return offset_fetch_error(request, version, ErrorCode.group_authorization_failed)
     error, part = coordinator(context).lookup(request.group_id)
     if part is None:
-        return build(cls, {"throttle_time": 0, "topics": [], "error_code": int(error)})
+        return offset_fetch_error(request, version, error)
     group = part.groups.get(request.group_id)
     committed = group.offsets if group is not None else {}
     wanted: dict[str, list[int]] = {}

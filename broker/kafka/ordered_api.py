@@ -11,7 +11,8 @@
 With the authorizer on (`broker.kafka.authz`): PartitionLeaderEpochs needs DESCRIBE on
 each topic (else TOPIC_AUTHORIZATION_FAILED for it), ConsumerGroupPosition READ on the
 group (as the other member APIs; else GROUP_AUTHORIZATION_FAILED) and the positions it
-exchanges are of topics the member may READ (others are left out).
+exchanges are of topics the member may READ (others are left out), both ways: its
+reports, its asks, and the partitions some other member waits on that the answer lists.
 """
 
 from __future__ import annotations
@@ -70,14 +71,22 @@ async def handle_consumer_group_position_request(context: BrokerContext, request
     topics: list[dict[str, Any]] = []
     if error == ErrorCode.none:
         assert group is not None
-        readable = [t for t in request.topics if authz.topic_allowed(
-            context, authz.Op.READ, None, from_kafka_uuid(t.topic_id))]
+        allowed: dict[Any, bool] = {}
+
+        def readable(topic_id: Any) -> bool:
+            if topic_id not in allowed:
+                allowed[topic_id] = authz.topic_allowed(context, authz.Op.READ, None,
+                                                        from_kafka_uuid(topic_id))
+            return allowed[topic_id]
+
+        asked = [t for t in request.topics if readable(t.topic_id)]
         reports = [((t.topic_id, int(p.partition)), int(p.position))
-                   for t in readable for p in t.partitions if not p.need_position]
+                   for t in asked for p in t.partitions if not p.need_position]
         asks = [(t.topic_id, int(p.partition))
-                for t in readable for p in t.partitions if p.need_position]
-        topics = position_topics(group.positions.exchange(
+                for t in asked for p in t.partitions if p.need_position]
+        # what others wait on may be of topics this member may not read: not told
+        topics = position_topics([e for e in group.positions.exchange(
             generation=group.generation, member_id=request.member_id, reports=reports,
-            asks=asks))
+            asks=asks) if readable(e.key[0])])
     return build(response_class(CONSUMER_GROUP_POSITION, version),
                  {"throttle_time": 0, "error_code": int(error), "topics": topics})

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from kio.index import load_request_schema
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
@@ -20,6 +21,7 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker import partition_dir
+from broker.kafka.codec import build
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import Dispatcher
 from broker.kafka.replica import ReplicaManager
@@ -149,6 +151,24 @@ async def test_find_coordinator_is_refused_when_the_group_is_not_described(
     response = await roundtrip(dispatcher_for(tmp_path, image_with_topic()),
                                FindCoordinatorRequest(key="g", key_type=0))
     assert response.error_code == ErrorCode.group_authorization_failed
+
+
+async def test_offset_fetch_is_refused_on_every_partition_before_v2_and_at_the_top_after(
+        tmp_path: Path) -> None:
+    """v1 has no top-level error code: the refusal is on each partition asked, not an
+    empty answer that reads as "no offsets"."""
+    topics = [{"name": "A", "partition_indexes": [0, 1]}]
+    dispatcher = dispatcher_for(tmp_path, image_with_topic())
+    old = await roundtrip(dispatcher, build(load_request_schema(9, 1), {
+        "group_id": "g", "topics": topics}))
+    assert [(t.name, p.partition_index, p.committed_offset, p.error_code)
+            for t in old.topics for p in t.partitions] == [
+        ("A", 0, -1, ErrorCode.group_authorization_failed),
+        ("A", 1, -1, ErrorCode.group_authorization_failed)]
+    new = await roundtrip(dispatcher, build(load_request_schema(9, 7), {
+        "group_id": "g", "topics": topics}))
+    assert new.error_code == ErrorCode.group_authorization_failed
+    assert new.topics == ()
 
 
 async def test_idempotent_producer_needs_idempotent_write_or_write_on_a_topic(

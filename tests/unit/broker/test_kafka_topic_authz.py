@@ -3,7 +3,8 @@
 produce to, create, delete or grow; Metadata v10-v12 by an unknown topic ID answers
 UNKNOWN_TOPIC_ID; a Fetch without READ says nothing of an ordered topic's partition
 count; a DeleteTopics by an ID this broker's image lacks goes to the controller with the
-client's principal."""
+client's principal; ConsumerGroupPosition asks a member for no partition of a topic it
+may not READ."""
 
 from __future__ import annotations
 
@@ -22,7 +23,17 @@ from raft.common.uuid import Uuid
 from tests.support.kafka_support import TOPIC_ID, image_with_topic
 from tests.unit.broker.test_kafka_authz import ON, dispatcher_for, with_acls
 from tests.unit.broker.test_kafka_listener import produce_request
-from tests.unit.broker.test_ordered_wire import fetch, make_dispatcher, roundtrip, shrunk_image
+from tests.unit.broker.test_ordered_wire import (
+    GROUP,
+    KAFKA_ID,
+    coordinating,
+    fetch,
+    make_dispatcher,
+    position_answer,
+    position_request,
+    roundtrip,
+    shrunk_image,
+)
 
 INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 17, 29, 100
 EVERYTHING = (ResourceType.TOPIC, "*", AclOperation.ALL, AclPermissionType.ALLOW)
@@ -139,3 +150,23 @@ async def test_clients_may_not_create_delete_or_grow_the_offsets_topic(
     assert [int(t.error_code) for t in grow.results] == [INVALID_TOPIC_EXCEPTION]
     assert [int(t.error_code) for t in delete.responses] == [INVALID_TOPIC_EXCEPTION] * 2
     assert dispatcher.context.controller.requests == []  # type: ignore[union-attr]
+
+
+async def test_consumer_group_position_names_no_partition_of_a_topic_the_member_may_not_read(
+        tmp_path: Path) -> None:
+    """m2 waits on A-0. m1, with READ on the group but not on A, is not told of A-0 (its
+    reports of A are dropped anyway); with READ on A it is asked for A-0's position."""
+    answers = []
+    for topic_read in ((), ((ResourceType.TOPIC, "A", AclOperation.READ,
+                             AclPermissionType.ALLOW),)):
+        image = with_acls(shrunk_image(), (ResourceType.GROUP, GROUP, AclOperation.READ,
+                                           AclPermissionType.ALLOW), *topic_read)
+        dispatcher = make_dispatcher(tmp_path, image)
+        dispatcher.context.authorizer = ON
+        group = coordinating(dispatcher)
+        group.positions.exchange(generation=group.generation, member_id="m2", reports=(),
+                                 asks=((KAFKA_ID, 0),))
+        answer = await roundtrip(dispatcher, position_request("m1", group.generation))
+        assert answer.error_code == 0
+        answers.append(position_answer(answer))
+    assert answers == [[], [(0, True, -1)]]
