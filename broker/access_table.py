@@ -169,12 +169,12 @@ KAFKA: dict[int, Rule] = {
     29: cluster(Op.DESCRIBE),  # DescribeAcls
     30: cluster(Op.ALTER),  # CreateAcls
     31: cluster(Op.ALTER),  # DeleteAcls
-    32: per(Op.DESCRIBE_CONFIGS, Res.TOPIC),  # DescribeConfigs
-    44: per(Op.ALTER_CONFIGS, Res.TOPIC),  # IncrementalAlterConfigs
+    32: per(Op.DESCRIBE_CONFIGS, Res.TOPIC),  # DescribeConfigs; a broker's: on the cluster
+    44: per(Op.ALTER_CONFIGS, Res.TOPIC),  # IncrementalAlterConfigs; a broker's: cluster
     0: per(Op.WRITE, Res.TOPIC),  # Produce
     1: per(Op.READ, Res.TOPIC),  # Fetch; a follower's: CLUSTER_ACTION
-    2: per(Op.DESCRIBE, Res.TOPIC),  # ListOffsets
-    23: per(Op.DESCRIBE, Res.TOPIC),  # OffsetForLeaderEpoch
+    2: per(Op.DESCRIBE, Res.TOPIC),  # ListOffsets; a follower's: CLUSTER_ACTION
+    23: per(Op.DESCRIBE, Res.TOPIC),  # OffsetForLeaderEpoch; a follower's: CLUSTER_ACTION
     22: per(Op.IDEMPOTENT_WRITE, Res.CLUSTER),  # InitProducerId; or WRITE on a topic
     10: per(Op.DESCRIBE, Res.GROUP),  # FindCoordinator
     8: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # OffsetCommit
