@@ -317,8 +317,12 @@ class RaftCore(Election, Replication, Reconfiguration):
                 # voter naming the old leader again sends it back there.
                 state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
             elif isinstance(state, FollowerState):
-                # An observer that lost its leader looks for the current one again.
-                self._set_state(UnattachedState(epoch=state.epoch), now_ms)
+                # An observer that lost its leader looks for the current one again,
+                # keeping the vote it may have cast in this epoch as a voter (a removed
+                # voter of a quorum now down to one): a vote is never taken back.
+                self._set_state(UnattachedState(epoch=state.epoch, voted_id=state.voted_id,
+                                                voted_directory_id=state.voted_directory_id),
+                                now_ms)
                 self._maybe_send_fetch(now_ms)
         elif (isinstance(state, ProspectiveState) and state.leader_id is not None
               and state.leader_id != self._node_id):

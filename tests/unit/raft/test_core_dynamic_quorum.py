@@ -372,3 +372,28 @@ def test_kraft_version_upgrade_refused_when_an_endpoint_or_version_is_wrong() ->
                                     nodes=endpoints_of(1, 2, 3))
     assert cluster.request(two).error_code == ErrorCode.INVALID_UPDATE_VERSION
     assert cluster.leader().kraft_version == 0
+
+
+def test_removed_voter_keeps_its_vote_when_the_one_voter_left_is_unreachable() -> None:
+    """{1, 2}: the leader won its epoch with the other's vote, then removed it. The
+    removed voter, now an observer of a one-voter quorum, loses the leader past the fetch
+    timeout: it looks for the leader again without taking its vote back (a second vote
+    in one epoch stops a node with RaftInvariantError)."""
+    cluster = DynCluster(voters=(1, 2))
+    leader = cluster.leader()
+    cluster.run(500)
+    other = 3 - leader.node_id
+    removed = cluster.cores[other]
+    vote = removed._state.voted_id
+    assert vote == leader.node_id  # two voters: the leader needed this vote
+    assert cluster.request(remove(other)).error_code == ErrorCode.NONE
+    cluster.run(1000)
+    assert not removed.is_voter
+    epoch = removed.epoch
+    cluster.cut.add(frozenset((1, 2)))
+    cluster.run(5000)  # far past the fetch timeout
+    assert removed.epoch == epoch
+    assert removed._state.voted_id == vote
+    cluster.cut.clear()
+    cluster.run(2000)
+    assert removed.leader_id == leader.node_id
