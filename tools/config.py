@@ -5,7 +5,7 @@ both flatten to the same Kafka name. A `.properties` file (Kafka's `server.prope
 syntax: `#`/`!` comments, `=`, `:` or a blank as the separator, a trailing `\\` continues
 a line) holds the same keys as strings. Unknown keys and bad values fail at start with
 the key named (`ConfigError.key`). The keys, their defaults and what they do are `KEYS`
-(`kraft config-keys` prints them as the README's table). Example:
+(`kraft config-keys` prints them as docs/configuration.md's table). Example:
 
     "node.id" = 1
     "process.roles" = "controller"
@@ -186,7 +186,7 @@ REQUIRED = object()  # a Key's default when the key must be given
 @dataclass(frozen=True, slots=True)
 class Key:
     """One configuration key: its Kafka-style name, the NodeConfig attribute it sets, how
-    its value is read, its default (REQUIRED: none), and what it does (the README table)."""
+    its value is read, its default (REQUIRED: none), and what it does (docs/configuration.md)."""
 
     name: str
     attribute: str
@@ -1161,7 +1161,7 @@ def _default_text(key: Key) -> str:
 
 
 def reference_table() -> str:
-    """The README's configuration-key table (Markdown), generated from `KEYS`."""
+    """docs/configuration.md's key table (Markdown), generated from `KEYS`."""
     lines = ["| key | default | origin | meaning |", "|---|---|---|---|"]
     for key in KEYS:
         also = f" (old name: {', '.join(f'`{a}`' for a in key.aliases)})" if key.aliases else ""

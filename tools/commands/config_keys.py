@@ -1,6 +1,6 @@
 """`kraft config-keys [--json]`: every node configuration key (`tools.config.KEYS`) with
 its default, where it comes from (Kafka, kraft-py, test-only), its old names and what it
-does. The text output is the Markdown table in README.md's "Configuration keys" section;
+does. The text output is the Markdown table in docs/configuration.md;
 `tests/unit/tools/test_config_reference.py` checks that the two match."""
 
 from __future__ import annotations

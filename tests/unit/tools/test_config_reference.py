@@ -1,5 +1,5 @@
-"""README.md's configuration-key table is `kraft config-keys`' output: a key added,
-renamed or re-defaulted in tools/config.py without the README fails here."""
+"""docs/configuration.md's key table is `kraft config-keys`' output: a key added,
+renamed or re-defaulted in tools/config.py without that page fails here."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from tools.cli import main
 from tools.config import KEYS, reference_table
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 BEGIN, END = "<!-- config-keys:begin -->\n", "\n<!-- config-keys:end -->"
 
 
 def test_readme_config_table_matches_the_code() -> None:
     text = README.read_text()
     table = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
-    assert table == reference_table(), "paste `kraft config-keys` into README.md"
+    assert table == reference_table(), "paste `kraft config-keys` into docs/configuration.md"
 
 
 def test_config_keys_command_prints_the_table_and_json(
