@@ -58,6 +58,12 @@ class Election(CoreBase):
         if error is not None:
             self._respond(envelope, VoteResponse(error_code=error, topic_id=request.topic_id))
             return
+        if (request.last_offset < 0 or request.last_offset_epoch < 0
+                or request.last_offset_epoch > request.candidate_epoch):
+            # as Kafka's: no log ends before offset 0 or holds an epoch above the one
+            # its candidate stands in; refused before the request moves any epoch
+            self._reply_vote(envelope, ErrorCode.INVALID_REQUEST, granted=False)
+            return
         if not self._is_addressed_key(request.voter_directory_id):
             self._reply_vote(envelope, ErrorCode.INVALID_VOTER_KEY, granted=False)
             return

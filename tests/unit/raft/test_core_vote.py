@@ -57,6 +57,22 @@ def test_vote_rejected_when_candidate_log_is_behind(last_epoch: int, last_offset
     assert core.role is Role.UNATTACHED
 
 
+@pytest.mark.parametrize(("candidate_epoch", "last_epoch", "last_offset"),
+                         [(3, 4, 9), (3, -1, 0), (3, 2, -1)])
+@pytest.mark.parametrize("pre_vote", [False, True])
+def test_vote_refused_as_invalid_when_candidate_log_cannot_exist(
+        candidate_epoch: int, last_epoch: int, last_offset: int, pre_vote: bool) -> None:
+    """Kafka's checks: a log ending before offset 0, or holding an epoch above the
+    candidate's own, is INVALID_REQUEST, refused before it moves this node's epoch."""
+    core = make_core(1, log=log_with(1, 1, 2), election=at_epoch(2))
+    [response] = deliver(core, 2, vote(2, candidate_epoch, last_epoch, last_offset,
+                                       pre_vote=pre_vote), 10)
+    assert response.error_code == ErrorCode.INVALID_REQUEST
+    assert not response.vote_granted
+    assert core.epoch == 2
+    assert core.voted_id is None
+
+
 def test_vote_granted_when_log_check_is_skipped_by_planted_bug() -> None:
     """The simulator's planted bug really removes the §5.4.1 check (so the checker has
     something to catch)."""
@@ -94,7 +110,7 @@ def test_vote_rejected_with_fenced_leader_epoch_when_candidate_epoch_is_lower() 
     """KIP-595: a request from a lower epoch gets FENCED_LEADER_EPOCH and changes nothing."""
     core = make_core(1, election=at_epoch(7, leader_id=3))
     drain(core)
-    [response] = deliver(core, 2, vote(2, 6, 9, 9), 10)
+    [response] = deliver(core, 2, vote(2, 6, 6, 9), 10)
     assert response.error_code is ErrorCode.FENCED_LEADER_EPOCH
     assert not response.vote_granted
     assert (response.leader_id, response.leader_epoch) == (3, 7)
@@ -104,7 +120,7 @@ def test_vote_rejected_with_fenced_leader_epoch_when_candidate_epoch_is_lower() 
 def test_vote_rejected_when_candidate_is_not_a_voter() -> None:
     """KIP-595: only voters may become candidates (INCONSISTENT_VOTER_SET)."""
     core = make_core(1, election=at_epoch(1))
-    [response] = deliver(core, 9, vote(9, 2, 5, 5), 10)
+    [response] = deliver(core, 9, vote(9, 2, 2, 5), 10)
     assert response.error_code is ErrorCode.INCONSISTENT_VOTER_SET
     assert core.epoch == 1
 
@@ -112,7 +128,7 @@ def test_vote_rejected_when_candidate_is_not_a_voter() -> None:
 def test_observer_never_votes_when_asked() -> None:
     """KIP-595 observers: they follow epochs but never grant a vote."""
     core = make_core(4, election=at_epoch(1))
-    [response] = deliver(core, 2, vote(2, 2, 5, 5), 10)
+    [response] = deliver(core, 2, vote(2, 2, 2, 5), 10)
     assert not response.vote_granted
     assert core.voted_id is None
     assert core.epoch == 2
@@ -121,7 +137,7 @@ def test_observer_never_votes_when_asked() -> None:
 def test_follower_rejects_real_vote_when_it_knows_the_leader_of_that_epoch() -> None:
     """Raft §5.2: a leader already exists in this epoch, so no vote is free."""
     core = make_core(1, election=at_epoch(3, leader_id=2))
-    [response] = deliver(core, 3, vote(3, 3, 9, 9), 10)
+    [response] = deliver(core, 3, vote(3, 3, 3, 9), 10)
     assert not response.vote_granted
 
 
@@ -143,8 +159,8 @@ def test_follower_rejects_prevote_when_it_fetched_from_the_leader_recently() -> 
     [fetch] = sent(drain(core), FetchRequest)
     reply(core, fetch, FetchResponse(high_watermark=0, current_leader=CurrentLeader(
         leader_id=2, leader_epoch=3)), 100)
-    [recent] = deliver(core, 3, vote(3, 4, 9, 9, pre_vote=True), 200)
-    answers = deliver(core, 3, vote(3, 4, 9, 9, pre_vote=True), 100 + 2000)
+    [recent] = deliver(core, 3, vote(3, 4, 3, 9, pre_vote=True), 200)
+    answers = deliver(core, 3, vote(3, 4, 3, 9, pre_vote=True), 100 + 2000)
     [stale] = [m for m in answers if isinstance(m, VoteResponse)]
     assert not recent.vote_granted
     assert stale.vote_granted
