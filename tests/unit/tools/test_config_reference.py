@@ -1,5 +1,5 @@
 """README.md's configuration-key table is `kraft config-keys`' output: a key added,
-renamed or re-defaulted in tools/config.py without the README fails here."""
+renamed or re-defaulted in tools/config/keys.py without the README fails here."""
 
 from __future__ import annotations
 
