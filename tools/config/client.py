@@ -22,6 +22,8 @@ from tools.properties import PropertiesError, parse_properties
 
 CLIENT_SSL_KEYS = tuple(k for k in KEYS if k.name.startswith("ssl.")
                         and k.name != "ssl.client.auth")
+# every ssl.* key, ssl.client.auth included: the attributes `tls_settings` reads
+CLIENT_TLS_SHAPE = tuple(k for k in KEYS if k.name.startswith("ssl."))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,19 +32,20 @@ class ClientProperties:
     `ssl.*` keys with the node keys' meanings, and every other key as written (`other`:
     e.g. the SASL ones, for the layers that read them)."""
 
-    security_protocol: str = "PLAINTEXT"
-    ssl_keystore_location: str = ""
-    ssl_keystore_type: str = "PEM"
-    ssl_keystore_password: str = ""
-    ssl_keystore_certificate_chain: str = ""
-    ssl_keystore_key: str = ""
-    ssl_key_password: str = ""
-    ssl_truststore_location: str = ""
-    ssl_truststore_type: str = "PEM"
-    ssl_truststore_password: str = ""
-    ssl_truststore_certificates: str = ""
-    ssl_client_auth: str = "none"  # not a client key; here so tls_settings reads one shape
-    ssl_endpoint_identification_algorithm: str = "https"
+    security_protocol: str = "PLAINTEXT"  # not a node key: a client's own
+    # The ssl.* keys: no defaults here, `client_properties` gives each its key's default.
+    ssl_keystore_location: str
+    ssl_keystore_type: str
+    ssl_keystore_password: str
+    ssl_keystore_certificate_chain: str
+    ssl_keystore_key: str
+    ssl_key_password: str
+    ssl_truststore_location: str
+    ssl_truststore_type: str
+    ssl_truststore_password: str
+    ssl_truststore_certificates: str
+    ssl_client_auth: str  # not a client key; here so tls_settings reads one shape
+    ssl_endpoint_identification_algorithm: str
     other: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
@@ -58,7 +61,7 @@ class ClientProperties:
 def client_properties(raw: Mapping[str, str], source: str = "") -> ClientProperties:
     """ClientProperties from `key -> value` strings; ConfigError naming a bad key. Paths
     relative to the file's directory are resolved against it."""
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {k.attribute: k.default for k in CLIENT_TLS_SHAPE}
     other: dict[str, str] = {}
     known = {k.name: k for k in CLIENT_SSL_KEYS}
     base = Path(source).parent if source else None

@@ -11,23 +11,11 @@ from pathlib import Path
 from broker.kafka import sasl_settings
 from broker.settings import BrokerSettings
 from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
-from metadata.snapshot_policy import (
-    DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
-    DEFAULT_MAX_RETENTION_BYTES,
-    DEFAULT_MAX_RETENTION_MS,
-    DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
-)
-from raft.common.connection_limits import (
-    DEFAULT_AUTHENTICATION_TIMEOUT_MS,
-    DEFAULT_MAX_IDLE_MS,
-    DEFAULT_SASL_MAX_RECEIVE_BYTES,
-    ListenerLimits,
-)
+from raft.common.connection_limits import ListenerLimits
 from raft.common.tls import TlsSettings
 from tools.config.parsers import (
     STATUS_LISTENER,
     TLS_PROTOCOLS,
-    UNLIMITED_CONNECTIONS,
     Address,
     parse_plain_users,
     tls_settings,
@@ -36,68 +24,70 @@ from tools.config.parsers import (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeConfig:
+    # No defaults: the loader (`tools.config.loading`) sets every field from the key
+    # table, so a default written here would be a second one that nothing reads.
     node_id: int
     roles: frozenset[str]
     voters: dict[int, Address]
     listeners: dict[str, Address]  # name -> where it binds (an empty host: 0.0.0.0)
     controller_listener_names: tuple[str, ...]
     log_dir: Path
-    advertised_listeners: dict[str, Address] = field(default_factory=dict)
-    protocol_map: dict[str, str] = field(default_factory=dict)
-    inter_broker_listener_name: str = ""
-    bootstrap_servers: tuple[Address, ...] = ()
-    cluster_id: str = ""
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    election_backoff_max_ms: int = 1000
-    request_timeout_ms: int = 2000
-    fetch_max_wait_ms: int = 500
-    fetch_max_bytes: int = 1 << 20
-    pre_vote: bool = True
-    send_queue_max_messages: int = 256
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    sasl_server_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_BYTES
-    connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS
-    connections_authentication_timeout_ms: int = DEFAULT_AUTHENTICATION_TIMEOUT_MS
-    max_connections: int = UNLIMITED_CONNECTIONS
-    max_connections_per_ip: int = UNLIMITED_CONNECTIONS
-    delete_topic_delay_ms: int = 4 * 3600 * 1000
-    broker_session_timeout_ms: int = 9000
-    broker_heartbeat_interval_ms: int = 2000
-    log_segment_bytes: int = 1 << 30
-    replica_lag_time_max_ms: int = 30_000
-    offsets_topic_num_partitions: int = 50
-    sasl_enabled_mechanisms: tuple[str, ...] = ("GSSAPI",)
-    sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
+    advertised_listeners: dict[str, Address]
+    protocol_map: dict[str, str]
+    inter_broker_listener_name: str
+    bootstrap_servers: tuple[Address, ...]
+    cluster_id: str
+    election_timeout_ms: int
+    fetch_timeout_ms: int
+    election_backoff_max_ms: int
+    request_timeout_ms: int
+    fetch_max_wait_ms: int
+    fetch_max_bytes: int
+    pre_vote: bool
+    send_queue_max_messages: int
+    socket_request_max_bytes: int
+    sasl_server_max_receive_size: int
+    connections_max_idle_ms: int
+    connections_authentication_timeout_ms: int
+    max_connections: int
+    max_connections_per_ip: int
+    delete_topic_delay_ms: int
+    broker_session_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+    log_segment_bytes: int
+    replica_lag_time_max_ms: int
+    offsets_topic_num_partitions: int
+    sasl_enabled_mechanisms: tuple[str, ...]
+    sasl_mechanism_inter_broker_protocol: str
     # listener.name.<listener>.<mechanism>.sasl.jaas.config: (LISTENER, MECHANISM) -> text
-    sasl_jaas_configs: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    sasl_jaas_configs: dict[tuple[str, str], str] = field(repr=False)
     # listener.name.<listener>.ssl.client.auth: LISTENER -> none | requested | required
-    listener_client_auth: dict[str, str] = field(default_factory=dict)
-    sasl_plain_users: str = field(default="", repr=False)  # NAME:PASSWORD,... (tests)
-    authorizer_class_name: str = ""  # "" off (metadata.authorizer)
-    super_users: str = ""
-    allow_everyone_if_no_acl_found: bool = False
-    allow_unbound_controller_listener: bool = False
-    max_record_bytes_between_snapshots: int = DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS
-    max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
-    max_retention_ms: int = DEFAULT_MAX_RETENTION_MS
-    max_snapshot_interval_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS
-    fetch_snapshot_max_bytes: int = 1 << 20
-    metrics_listener: str = ""  # http(s)://HOST:PORT; "" off (tools.metrics)
-    ssl_keystore_location: str = ""
-    ssl_keystore_type: str = "PEM"
-    ssl_keystore_password: str = ""
-    ssl_keystore_certificate_chain: str = ""
-    ssl_keystore_key: str = ""
-    ssl_key_password: str = ""
-    ssl_truststore_location: str = ""
-    ssl_truststore_type: str = "PEM"
-    ssl_truststore_password: str = ""
-    ssl_truststore_certificates: str = ""
-    ssl_client_auth: str = "none"
-    ssl_endpoint_identification_algorithm: str = "https"
-    fault_injection_file: str = ""
-    replica_routes: dict[int, Address] = field(default_factory=dict)  # test-only
+    listener_client_auth: dict[str, str]
+    sasl_plain_users: str = field(repr=False)  # NAME:PASSWORD,... (tests)
+    authorizer_class_name: str  # "" off (metadata.authorizer)
+    super_users: str
+    allow_everyone_if_no_acl_found: bool
+    allow_unbound_controller_listener: bool
+    max_record_bytes_between_snapshots: int
+    max_retention_bytes: int
+    max_retention_ms: int
+    max_snapshot_interval_ms: int
+    fetch_snapshot_max_bytes: int
+    metrics_listener: str  # http(s)://HOST:PORT; "" off (tools.metrics)
+    ssl_keystore_location: str
+    ssl_keystore_type: str
+    ssl_keystore_password: str
+    ssl_keystore_certificate_chain: str
+    ssl_keystore_key: str
+    ssl_key_password: str
+    ssl_truststore_location: str
+    ssl_truststore_type: str
+    ssl_truststore_password: str
+    ssl_truststore_certificates: str
+    ssl_client_auth: str
+    ssl_endpoint_identification_algorithm: str
+    fault_injection_file: str
+    replica_routes: dict[int, Address]  # test-only
     source: str = field(default="", compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)  # deprecated/ignored keys
 
