@@ -7,7 +7,7 @@ this table), and the Raft keys take theirs from `RaftConfig`, the pure core's ow
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from broker.kafka import sasl_settings
@@ -23,6 +23,7 @@ from raft.common.connection_limits import (
     DEFAULT_SASL_MAX_RECEIVE_BYTES,
 )
 from raft.common.tls import CLIENT_AUTH_MODES, STORE_TYPES
+from raft.core import RaftConfig
 from tools.config.parsers import (
     CONTROLLER_LISTENER,
     DEFAULT_PROTOCOL_MAP,
@@ -39,6 +40,10 @@ from tools.config.parsers import (
 )
 
 REQUIRED = object()  # a Key's default when the key must be given
+# The Raft keys' defaults are the pure core's own: its tests and the simulator build a
+# RaftConfig without a file, and a node's keys left out must give the core the same.
+RAFT_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RaftConfig)
+                                 if f.default is not MISSING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,25 +93,31 @@ KEYS: tuple[Key, ...] = (
         "equal the log directory when both are set"),
     Key("cluster.id", "cluster_id", optional_str, "",
         "when set, the log directory must be formatted for this cluster", origin="kraft-py"),
-    Key("controller.quorum.election.timeout.ms", "election_timeout_ms", integer(1), 1000,
+    Key("controller.quorum.election.timeout.ms", "election_timeout_ms", integer(1),
+        RAFT_DEFAULTS["election_timeout_ms"],
         "no leader heard for this long: a voter starts an election",
         aliases=("quorum.election.timeout.ms",)),
-    Key("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", integer(1), 2000,
+    Key("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", integer(1),
+        RAFT_DEFAULTS["fetch_timeout_ms"],
         "no successful Fetch for this long: a follower starts an election (at least the "
         "election timeout)", aliases=("quorum.fetch.timeout.ms",)),
-    Key("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", integer(1), 1000,
+    Key("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", integer(1),
+        RAFT_DEFAULTS["election_backoff_max_ms"],
         "the longest random wait before a new election",
         aliases=("quorum.election.backoff.max.ms",)),
-    Key("controller.quorum.request.timeout.ms", "request_timeout_ms", integer(1), 2000,
+    Key("controller.quorum.request.timeout.ms", "request_timeout_ms", integer(1),
+        RAFT_DEFAULTS["request_timeout_ms"],
         "how long a raft or controller request waits for its answer",
         aliases=("quorum.request.timeout.ms",)),
-    Key("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", integer(0), 500,
+    Key("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", integer(0),
+        RAFT_DEFAULTS["fetch_max_wait_ms"],
         "how long the leader holds a Fetch with nothing new", origin="kraft-py",
         aliases=("quorum.fetch.max.wait.ms",)),
-    Key("controller.quorum.fetch.max.bytes", "fetch_max_bytes", integer(1), 1 << 20,
+    Key("controller.quorum.fetch.max.bytes", "fetch_max_bytes", integer(1),
+        RAFT_DEFAULTS["fetch_max_bytes"],
         "the most record bytes in one Fetch answer", origin="kraft-py",
         aliases=("quorum.fetch.max.bytes",)),
-    Key("controller.quorum.pre.vote.enable", "pre_vote", boolean, True,
+    Key("controller.quorum.pre.vote.enable", "pre_vote", boolean, RAFT_DEFAULTS["pre_vote"],
         "pre-vote before an election (KIP-996)", origin="kraft-py",
         aliases=("quorum.pre.vote.enable",)),
     Key("controller.quorum.send.queue.max.messages", "send_queue_max_messages", integer(1), 256,
@@ -173,7 +184,8 @@ KEYS: tuple[Key, ...] = (
     Key("metadata.log.max.snapshot.interval.ms", "max_snapshot_interval_ms", integer(0),
         DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
         "a snapshot at least this often while new records commit (0: by bytes only)"),
-    Key("fetch.snapshot.max.bytes", "fetch_snapshot_max_bytes", integer(1), 1 << 20,
+    Key("fetch.snapshot.max.bytes", "fetch_snapshot_max_bytes", integer(1),
+        RAFT_DEFAULTS["fetch_snapshot_max_bytes"],
         "the most bytes in one FetchSnapshot answer", origin="kraft-py"),
     Key("ssl.keystore.location", "ssl_keystore_location", optional_str, "",
         "the listeners' certificate and key (and, as a client, this node's): a file of "
