@@ -72,6 +72,8 @@ def _canonical(flat: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str],
 
 
 def from_mapping(raw: Mapping[str, Any], source: str = "") -> NodeConfig:
+    """The NodeConfig of Kafka-named keys (TOML's nested tables flattened): every key of
+    the table given or its default; a ConfigError names the key, after `source`."""
     values: dict[str, Any] = {}
     try:
         given, written, warnings = _canonical(flatten(raw))
