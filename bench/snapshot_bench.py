@@ -76,7 +76,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import dataclasses
 import gc
 import io
 import json
@@ -123,7 +122,7 @@ from raft.snapshot import SnapshotId, read_snapshot
 from raft.storage import HIGH_WATERMARK_CHECKPOINT, read_log_start
 from tools import cluster as cluster_module
 from tools.cluster import Cluster, ClusterError, request
-from tools.config import KNOWN_KEYS, NodeConfig
+from tools.config import KEYS_BY_NAME, KNOWN_KEYS
 
 TOPICS = 100_000
 PARTITIONS = 10
@@ -141,11 +140,12 @@ SETTINGS: dict[str, Any] = {"broker.session.timeout.ms": SESSION_TIMEOUT_MS,
                             RETENTION_KEY: -1,  # the whole log, for catch-up from 0
                             "log.segment.bytes": SEGMENT_BYTES}
 CATCH_UP_TIMEOUT_S = 600.0
-# defaults this bench leaves as they are
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(NodeConfig)}
-HEARTBEAT_INTERVAL_MS: int = _DEFAULTS["broker_heartbeat_interval_ms"]
-SNAPSHOT_INTERVAL_BYTES: int = _DEFAULTS["max_record_bytes_between_snapshots"]
-DEFAULT_RETENTION_BYTES: int = _DEFAULTS.get("max_retention_bytes", 100 << 20)
+# defaults this bench leaves as they are (each key's one default: its Key's)
+HEARTBEAT_INTERVAL_MS: int = KEYS_BY_NAME["broker.heartbeat.interval.ms"].default
+SNAPSHOT_INTERVAL_BYTES: int = \
+    KEYS_BY_NAME["metadata.log.max.record.bytes.between.snapshots"].default
+DEFAULT_RETENTION_BYTES: int = KEYS_BY_NAME[RETENTION_KEY].default \
+    if RETENTION_KEY in KEYS_BY_NAME else 100 << 20
 SETTLE_S = 10.0
 TARGET_CATCH_UP_S = 30.0
 TARGET_REBUILD_S = 10.0
@@ -602,7 +602,7 @@ def fetch_snapshot_unsupported() -> str | None:
     if not hasattr(messages, "FetchSnapshotRequest"):
         missing.append("raft/messages.py has no FetchSnapshotRequest")
     if RETENTION_KEY not in KNOWN_KEYS:
-        missing.append(f"the node config has no {RETENTION_KEY} (tools/config.py), so "
+        missing.append(f"the node config has no {RETENTION_KEY} (tools/config/keys.py), so "
                        "voters never delete their early segments")
     return "; ".join(missing) or None
 

@@ -68,6 +68,8 @@ class RaftInvariantError(AssertionError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RaftConfig:
+    # Its defaults are a node's too: the raft keys left out of a node's file take them
+    # (tools/config/keys.py, RAFT_DEFAULTS).
     voters: tuple[int, ...]
     election_timeout_ms: int = 1000  # randomised in [t, 2t)
     fetch_timeout_ms: int = 2000  # quorum.fetch.timeout.ms (check-quorum: 1.5 times this)

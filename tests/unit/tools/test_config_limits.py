@@ -1,4 +1,4 @@
-"""The listener-limit keys (tools/config.py): Kafka's defaults, their values carried to
+"""The listener-limit keys (tools/config/keys.py): Kafka's defaults, their values carried to
 every listener (`NodeConfig.listener_limits`, the broker's settings), and a bad value
 refused naming its key."""
 

@@ -1,5 +1,5 @@
 """docs/configuration.md's key table is `kraft config-keys`' output: a key added,
-renamed or re-defaulted in tools/config.py without that page fails here."""
+renamed or re-defaulted in tools/config/keys.py without that page fails here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tools/config.py's TLS keys: SSL listeners accepted with a keystore, the keys' checks,
+"""tools/config's TLS keys: SSL listeners accepted with a keystore, the keys' checks,
 the settings handed to raft/common/tls.py, the client properties file, and which
 listeners tools/server/node_tls.py serves over TLS."""
 
