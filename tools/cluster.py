@@ -44,18 +44,19 @@ from typing import Any
 from raft import messages
 from raft.common.durable import make_private_dir
 from raft.common.errors import ErrorCode
-from raft.common.framing import FrameDecoder, encode_frame
-from raft.common.tls import TlsConfigError, client_context, default_client_context
+from raft.common.leader_redirect import Done, Failed, Unknown
+from raft.common.tls import TlsConfigError, client_context
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
-from tools.config import ConfigError, load_client_properties, parse_address, to_toml
+from tools.admin_client import ExchangeError, LeaderClient, exchange, raft_outcome
+from tools.config import ConfigError, load_client_properties, to_toml
 
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's unprivileged client (tools.tls_certs)
 ADMIN_PROPERTIES = "admin.properties"  # a TLS cluster's admin, a super user (tools.tls_certs)
 HOST = "127.0.0.1"
 DESCRIBE_QUORUM = "DescribeQuorumRequest"
-_correlation = iter(range(1, 1 << 62))
+APPEND_BACKOFF_S = 0.05
 EXIT_CODES: dict[int, int] = {}  # pid -> exit code (negative: signal) of reaped children
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # nodes started by this process
 
@@ -100,53 +101,15 @@ def use_command_line_tls(command_config: str | None, cluster_dir: str | None, *,
         set_default_client_context(client_ssl_context(path))
 
 
-def _connect(target: tuple[str, int], timeout_s: float,
-             ssl_context: ssl.SSLContext | None) -> socket.socket:
-    sock = socket.create_connection(target, timeout=timeout_s)
-    if ssl_context is None:
-        return sock
-    # The handshake's flights are several small writes: with Nagle's algorithm each waits
-    # for the server's delayed ACK (40 ms on Linux, measured: 48 ms a handshake, 6 without)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        return ssl_context.wrap_socket(sock, server_hostname=target[0])
-    except BaseException:
-        sock.close()
-        raise
-
-
 def request(address: str, api: str, body: Any, *, cluster_id: str = "",
             timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send one request frame and return the response body (ClusterError on failure).
     Over TLS with `ssl_context`, else with the process's default client context."""
-    correlation_id = next(_correlation)
-    frame = encode_frame({"api": api, "version": 0, "correlation_id": correlation_id,
-                          "cluster_id": cluster_id, "body": body})
-    deadline = time.monotonic() + timeout_s
     try:
-        target = parse_address(address)
-    except ConfigError as exc:
-        raise ClusterError(exc.detail) from None
-    context = ssl_context or default_client_context()
-    try:
-        with _connect(target, timeout_s, context) as sock:
-            sock.sendall(frame)
-            decoder = FrameDecoder()
-            while True:
-                sock.settimeout(max(0.001, deadline - time.monotonic()))
-                data = sock.recv(65536)
-                if not data:
-                    raise ClusterError(f"{address} closed the connection" + (
-                        "" if context is not None else " (an SSL listener closes a "
-                        "plaintext client: give --command-config FILE, or --cluster DIR of "
-                        "a TLS cluster)"))
-                for reply in decoder.feed(data):
-                    if reply["correlation_id"] == correlation_id:
-                        return reply["body"]
-    except TimeoutError:
-        raise ClusterError(f"{address}: no answer to {api} within {timeout_s} s") from None
-    except OSError as exc:
-        raise ClusterError(f"{address}: {exc.strerror or exc}") from None
+        return exchange(address, api, body, cluster_id=cluster_id, timeout_s=timeout_s,
+                        ssl_context=ssl_context)
+    except ExchangeError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id: str = "",
@@ -154,31 +117,14 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
                    ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
     redirections to the leader (a few hops at most), never to an address in `avoid`
-    (e.g. a node known to be stopped, which would only time out)."""
-    errors: list[str] = []
-    skip = set(avoid)
-    for address in addresses:
-        target = address
-        for _ in range(3):
-            if target in skip:
-                errors.append(f"{target}: avoided (leader unreachable)")
-                break
-            try:
-                reply = request(target, api, body, cluster_id=cluster_id, timeout_s=timeout_s,
-                                ssl_context=ssl_context)
-            except ClusterError as exc:
-                errors.append(str(exc))
-                break
-            code = reply.get("error_code", 0) if isinstance(reply, dict) else 0
-            redirect = reply.get("leader_address") if isinstance(reply, dict) else None
-            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and redirect and redirect != target:
-                target = redirect
-                continue
-            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                errors.append(f"{target}: {reply.get('error_message', 'not the leader')}")
-                break
-            return reply
-    raise ClusterError("; ".join(errors) or "no address to try")
+    (e.g. a node known to be stopped, which would only time out). One round over the
+    addresses, `timeout_s` for each attempt; a read (ClusterError when none answers)."""
+    client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
+                          attempt_timeout_s=timeout_s, max_rounds=1, avoid=avoid)
+    result = client.call(api, body, classify=raft_outcome, is_write=False)
+    if isinstance(result, Done):
+        return result.value
+    raise ClusterError("; ".join(result.problems) or "no address to try")
 
 
 def append_records(addresses: list[str], count: int, batch: int = 1, *,
@@ -189,28 +135,26 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
 
     While no leader is known (an election is under way) the request is sent again, until
     `timeout_s`. An append cut short by a leader change may have left some of its records
-    in the log (NoOps: harmless); only the batches of the returned reply are acknowledged."""
-    deadline = time.monotonic() + timeout_s
+    in the log (NoOps: harmless); only the batches of the returned reply are acknowledged.
+    Given up after an attempt that may have reached a leader, the error says the outcome
+    is unknown (`raft.common.leader_redirect`)."""
+    client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
+                          attempt_timeout_s=timeout_s, backoff_s=APPEND_BACKOFF_S,
+                          avoid=avoid)
     body = {"count": count, "batch": batch, "in_flight": in_flight}
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            reply = request_leader(addresses, "Append", body, avoid=avoid,
-                                   cluster_id=cluster_id, timeout_s=max(remaining, 0.1),
-                                   ssl_context=ssl_context)
-        except ClusterError as exc:
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"append failed: {exc}") from None
-            time.sleep(0.05)
-            continue
-        if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
-            return reply
-        message = reply.get("error_message") if isinstance(reply, dict) else reply
-        code = reply.get("error_code") if isinstance(reply, dict) else None
-        if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() >= deadline:
-            name = ErrorCode(code).name if code in set(ErrorCode) else code
-            raise ClusterError(f"append failed: {name}: {message}")
-        time.sleep(0.05)
+    result = client.call("Append", body, classify=raft_outcome, is_write=True,
+                         deadline=time.monotonic() + timeout_s)
+    if isinstance(result, Unknown):
+        raise ClusterError(f"append outcome unknown: {'; '.join(result.problems[-3:])}")
+    if isinstance(result, Failed):
+        raise ClusterError(f"append failed: {'; '.join(result.problems[-3:])}")
+    reply = result.value
+    if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
+        return reply
+    message = reply.get("error_message") if isinstance(reply, dict) else reply
+    code = reply.get("error_code") if isinstance(reply, dict) else None
+    name = ErrorCode(code).name if code in set(ErrorCode) else code
+    raise ClusterError(f"append failed: {name}: {message}")
 
 
 def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,

@@ -24,16 +24,20 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import trio
 from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
-from metadata.controller_client import leader_named, node_at, request_once
+from metadata.controller_client import (
+    dial_and_exchange,
+    follow_leader,
+    leader_named,
+    redirect_address,
+)
 from raft import messages
+from raft.common import leader_redirect
 from raft.common.errors import ErrorCode as RaftErrorCode
-from raft.common.framing import FrameError
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +53,6 @@ Address = tuple[str, int]
 
 class QuorumUnavailable(Exception):
     """No controller gave the leader's DescribeQuorum before the deadline."""
-
-
-def _address(text: str) -> Address | None:
-    host, _, port = text.rpartition(":")
-    return (host, int(port)) if host and port.isdigit() else None
 
 
 class QuorumForwarder:
@@ -73,43 +72,36 @@ class QuorumForwarder:
 
     async def describe(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
         """The leader's DescribeQuorum body as the controller sent it (raises
-        QuorumUnavailable)."""
-        problems: list[str] = []
+        QuorumUnavailable). Whom to ask follows `raft.common.leader_redirect`."""
         body = messages.encode_message(
             messages.DescribeQuorumRequest(cluster_id=self.cluster_id))[1]
-        with trio.move_on_after(timeout_s):
-            while True:
-                hint = self.leader_hint()
-                targets = ([hint] if hint else []) + sorted(self.voters.values())
-                for first in dict.fromkeys(targets):
-                    target: Address | None = first
-                    node_id = node_at(self.voters, first)
-                    for _ in range(3):  # a non-leader names the leader: follow it
-                        assert target is not None
-                        try:
-                            with trio.fail_after(max(0.5, timeout_s / 2)):
-                                reply = await self._send(node_id, target, body)
-                        except (OSError, FrameError, trio.TooSlowError,
-                                trio.BrokenResourceError) as exc:
-                            problems.append(f"{target[0]}:{target[1]}: {exc}")
-                            break
-                        code = reply.get("error_code", 0) if isinstance(reply, dict) else -1
-                        if code != RaftErrorCode.NOT_LEADER_OR_FOLLOWER:
-                            return reply if isinstance(reply, dict) else {}
-                        problems.append(f"{target[0]}:{target[1]}: not the leader")
-                        redirect = reply.get("leader_address")
-                        target = _address(redirect) if isinstance(redirect, str) else None
-                        if target is None:
-                            break
-                        node_id = leader_named(self.voters, reply.get("leader_id"), target)
-                await trio.sleep(RETRY_PAUSE_S)  # an election is under way
-        raise QuorumUnavailable("; ".join(problems[-3:]) or "no controller answered")
+        node_ids: dict[Address, int | None] = {
+            address: node_id for node_id, address in self.voters.items()}
 
-    async def _send(self, node_id: int | None, address: Address, body: dict[str, Any]
-                    ) -> Any:
-        return await request_once(address, CONTROLLER_API, next(self._correlation),
-                                  self.cluster_id, body, ssl_context=self.ssl_context,
-                                  node_id=node_id, bind_identity=self.bind_identity)
+        def classify(where: str, reply: Any) -> leader_redirect.Outcome:
+            code = reply.get("error_code", 0) if isinstance(reply, dict) else -1
+            if code != RaftErrorCode.NOT_LEADER_OR_FOLLOWER:
+                return leader_redirect.Answered(reply if isinstance(reply, dict) else {})
+            redirect = reply.get("leader_address")
+            hint = redirect_address(redirect) if isinstance(redirect, str) else None
+            if hint is not None:
+                node_ids[hint] = leader_named(self.voters, reply.get("leader_id"), hint)
+            return leader_redirect.Redirected(hint, f"{where}: not the leader")
+
+        async def attempt(address: Address, attempt_timeout_s: float
+                          ) -> leader_redirect.Outcome:
+            return await dial_and_exchange(
+                address, CONTROLLER_API, next(self._correlation), self.cluster_id, body,
+                classify=classify, timeout_s=attempt_timeout_s, ssl_context=self.ssl_context,
+                node_id=node_ids.get(address), bind_identity=self.bind_identity)
+
+        call = leader_redirect.start(sorted(self.voters.values()), is_write=False,
+                                     backoff_s=RETRY_PAUSE_S, preferred=self.leader_hint())
+        _, decision = await follow_leader(call, attempt, timeout_s=timeout_s,
+                                          attempt_timeout_s=max(0.5, timeout_s / 2))
+        if isinstance(decision, leader_redirect.Done):
+            return decision.value  # type: ignore[no-any-return]
+        raise QuorumUnavailable("; ".join(decision.problems[-3:]) or "no controller answered")
 
     async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
         """The listener's DescribeQuorum handler."""

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metadata.admin import (
-    AdminDecodeError,
-    AdminErrorResponse,
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -39,14 +37,15 @@ from metadata.admin import (
     DescribeTopicsRequest,
     DescribeTopicsResponse,
     api_of,
-    decode_response,
     encode_body,
 )
 from raft.common.errors import ErrorCode
+from raft.common.leader_redirect import Done, Unknown
 from raft.common.uuid import Uuid
+from tools.admin_client import LeaderClient, admin_outcome
 from tools.chaos.history import FAILED, OK, UNKNOWN, HistoryWriter
 from tools.chaos.security import PRODUCER_USER, ClientSecurity
-from tools.cluster import ClusterError, request
+from tools.cluster import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -84,49 +83,30 @@ def error_name(code: int) -> str:
 
 
 class AdminCaller:
-    """One admin operation = attempts to the controllers until an answer or the deadline;
-    remembers the active controller between operations."""
+    """One admin operation = attempts to the controllers until an answer or the deadline
+    (`tools.admin_client.LeaderClient`); remembers the active controller between
+    operations."""
 
     def __init__(self, addresses: Sequence[str], cluster_id: str,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
         self.ssl_context = ssl_context  # None: plaintext (or the process's default)
-        self.preferred: str | None = None
+        self._client = LeaderClient(self.addresses, cluster_id=cluster_id,
+                                    ssl_context=ssl_context,
+                                    attempt_timeout_s=ATTEMPT_TIMEOUT_S, backoff_s=BACKOFF_S)
 
     def call(self, message: Any, *, is_write: bool) -> tuple[Any, bool]:
-        """(response or None on timeout, ambiguous): `ambiguous` is True when an earlier
-        attempt may have been applied (no answer, or NOT_CONTROLLER to a write)."""
-        api, body = api_of(message), encode_body(message)
-        deadline = time.monotonic() + CALL_TIMEOUT_S
-        ambiguous = False
-        while time.monotonic() < deadline:
-            targets = dict.fromkeys(([self.preferred] if self.preferred else [])
-                                    + self.addresses)
-            for target in targets:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    reply = request(target, api, body, cluster_id=self.cluster_id,
-                                    timeout_s=min(remaining, ATTEMPT_TIMEOUT_S),
-                                    ssl_context=self.ssl_context)
-                    response = decode_response(api, reply)
-                except (ClusterError, AdminDecodeError):
-                    ambiguous = ambiguous or is_write
-                    self.preferred = None if self.preferred == target else self.preferred
-                    continue
-                if not isinstance(response, AdminErrorResponse):
-                    self.preferred = target
-                    return response, ambiguous
-                if response.top_level_error != ErrorCode.NOT_CONTROLLER:
-                    return response, ambiguous
-                ambiguous = ambiguous or is_write  # it may have proposed, then lost the lead
-                if response.leader_address and response.leader_address != target:
-                    self.preferred = response.leader_address
-                    break
-            time.sleep(BACKOFF_S)
-        return None, True
+        """(response or None without one, ambiguous): `ambiguous` is True when the write
+        may have been applied (an attempt lost after it was sent, or NOT_CONTROLLER to it:
+        `raft.common.leader_redirect`); None with False: nothing reached a controller."""
+        api = api_of(message)
+        result = self._client.call(api, encode_body(message), classify=admin_outcome(api),
+                                   is_write=is_write,
+                                   deadline=time.monotonic() + CALL_TIMEOUT_S)
+        if isinstance(result, Done):
+            return result.value, result.maybe_applied_before
+        return None, isinstance(result, Unknown)
 
 
 class Workload:
@@ -328,6 +308,8 @@ _DEFINITE_PRODUCE = frozenset({"UnknownTopicOrPartitionError", "LeaderNotAvailab
 
 
 def _unclear(response: Any, ambiguous: bool) -> Outcome:
+    if response is None and not ambiguous:  # the request never left this client
+        return Outcome(FAILED, {"error": "no controller reachable"})
     if response is None:
         return Outcome(UNKNOWN, {"error": "no answer in time"})
     code = getattr(response, "top_level_error", -1)

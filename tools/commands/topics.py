@@ -26,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from metadata.admin import (
     DEFAULT,
+    WRITE_APIS,
     AdminDecodeError,
     AdminErrorResponse,
     CreatableTopic,
@@ -47,17 +49,19 @@ from metadata.admin import (
     RenameTopicResponse,
     TopicDescription,
     api_of,
-    decode_response,
     encode_body,
 )
 from raft.common.errors import ErrorCode
+from raft.common.leader_redirect import Failed, Outcome, Unknown
 from raft.common.uuid import Uuid
+from tools.admin_client import LeaderClient, admin_outcome
 from tools.client.addresses import broker_addresses
-from tools.cluster import Cluster, ClusterError, request
+from tools.cluster import Cluster, ClusterError
 from tools.commands.quorum import controller_addresses
 from tools.errors import CommandError, usage_error
 
 RETRY_BACKOFF_S = 0.1
+ATTEMPT_TIMEOUT_S = 10.0
 
 
 def add_controller_target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
@@ -97,52 +101,46 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 
 class AdminClient:
     """Blocking admin client: tries each address, follows NOT_CONTROLLER to the leader and
-    retries (with a short backoff) while no controller is active, until the deadline."""
+    retries (with a short backoff) while no controller is active, until the deadline
+    (`tools.admin_client.LeaderClient`)."""
 
     def __init__(self, addresses: list[str], *, cluster_id: str = "", timeout_s: float = 30.0
                  ) -> None:
         if not addresses:
             raise usage_error("no controller address given")
         self.addresses = addresses
-        self.cluster_id = cluster_id
         self.deadline = time.monotonic() + timeout_s
-        self.preferred: str | None = None
+        self._client = LeaderClient(addresses, cluster_id=cluster_id,
+                                    attempt_timeout_s=ATTEMPT_TIMEOUT_S,
+                                    backoff_s=RETRY_BACKOFF_S)
+
+    @property
+    def preferred(self) -> str | None:
+        """The controller that answered last (asked first next time)."""
+        return self._client.preferred
 
     def call(self, request_message: Any) -> Any:
         api = api_of(request_message)
-        body = encode_body(request_message)
-        problems: list[str] = []
-        while True:
-            targets = ([self.preferred] if self.preferred else []) + self.addresses
-            for target in dict.fromkeys(targets):
-                remaining = self.deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    reply = request(target, api, body, cluster_id=self.cluster_id,
-                                    timeout_s=min(remaining, 10.0))
-                    response = decode_response(api, reply)
-                except ClusterError as exc:
-                    problems.append(str(exc))
-                    if self.preferred == target:
-                        self.preferred = None
-                    continue
-                except AdminDecodeError as exc:
-                    raise CommandError(f"{target}: malformed {api} response: {exc}") from None
-                if not isinstance(response, AdminErrorResponse):
-                    self.preferred = target
-                    return response
-                if response.top_level_error != ErrorCode.NOT_CONTROLLER:
-                    raise CommandError(f"{api} failed: " + _describe_error(
-                        response.top_level_error, response.error_message))
-                problems.append(f"{target}: {response.error_message}")
-                if response.leader_address and response.leader_address != target:
-                    self.preferred = response.leader_address
-                    break
-            if time.monotonic() >= self.deadline:
-                last = problems[-1] if problems else "no answer"
-                raise CommandError(f"no active controller answered {api} in time ({last})")
-            time.sleep(RETRY_BACKOFF_S)
+        result = self._client.call(api, encode_body(request_message),
+                                   is_write=api in WRITE_APIS, deadline=self.deadline,
+                                   classify=admin_outcome(api, on_malformed=_malformed(api)))
+        if isinstance(result, Unknown | Failed):
+            last = result.problems[-1] if result.problems else "no answer"
+            applied = f"; the {api} may have been applied" \
+                if isinstance(result, Unknown) else ""
+            raise CommandError(f"no active controller answered {api} in time{applied} "
+                               f"({last})")
+        response = result.value
+        if isinstance(response, AdminErrorResponse):
+            raise CommandError(f"{api} failed: " + _describe_error(
+                response.top_level_error, response.error_message))
+        return response
+
+
+def _malformed(api: str) -> Callable[[str, AdminDecodeError], Outcome]:
+    def refuse(address: str, exc: AdminDecodeError) -> Outcome:
+        raise CommandError(f"{address}: malformed {api} response: {exc}")
+    return refuse
 
 
 class Client(Protocol):
