@@ -313,7 +313,7 @@ class RaftNode:
     # -- hooks --------------------------------------------------------------------------
 
     def add_api_handler(self, api: str, handler: ApiHandler) -> None:
-        if api in messages._CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
+        if api in messages.CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
             raise ValueError(f"api {api!r} is already served")
         self._handlers[api] = handler
 
