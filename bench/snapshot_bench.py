@@ -83,7 +83,6 @@ import math
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -120,7 +119,6 @@ from raft.common.uuid import Uuid
 from raft.log import METADATA_PARTITION_DIR, scan_log_dir
 from raft.snapshot import SnapshotId, read_snapshot
 from raft.storage import HIGH_WATERMARK_CHECKPOINT, read_log_start
-from tools import cluster as cluster_module
 from tools.cluster import Cluster, ClusterError, request
 from tools.config import KEYS_BY_NAME, KNOWN_KEYS
 
@@ -207,22 +205,10 @@ class Profiler:
 
 
 def start_node(cluster: Cluster, node_id: int, profile_to: Path | None) -> int:
-    """`Cluster.start_node`, or the same command under `python -m cProfile -o FILE`,
-    registered with the cluster object the same way (so `shut_down` stops it)."""
+    """`Cluster.start_node`, under `python -m cProfile -o FILE` when `profile_to` is set."""
     if profile_to is None:
         return cluster.start_node(node_id)
-    info = cluster.node(node_id)
-    command = [sys.executable, "-m", "cProfile", "-o", str(profile_to), "-m", "tools.cli",
-               "--log-format", "json", "--log-level", "INFO", "node", "--config", info.config]
-    with open(info.log_path, "ab") as out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                   start_new_session=True, cwd=info.dir)
-    info.pid = process.pid
-    cluster_module._CHILDREN[process.pid] = process
-    cluster.started_pids.append(process.pid)
-    (Path(info.dir) / "node.pid").write_text(f"{process.pid}\n")
-    cluster.save()
-    return process.pid
+    return cluster.start_node(node_id, interpreter_args=("-m", "cProfile", "-o", str(profile_to)))
 
 
 # --- the admin API -------------------------------------------------------------------

@@ -300,6 +300,7 @@ class RaftNode:
         self._clock_real_s = 0.0  # with faults: the trio time of the last now_ms reading
         self._clock_virtual_s = 0.0  # ... and the node's clock then (rate-skewed)
         self._stopping = False
+        self._log_dir_failure: LogDirFailure | None = None  # the first one, the one logged
         self._stop_at: float | None = None  # trio time by which a resigning node exits
         self._handover_pending: set[int] = set()  # voters yet to answer EndQuorumEpoch
         self._last_state: tuple[Any, ...] = ()
@@ -312,7 +313,7 @@ class RaftNode:
     # -- hooks --------------------------------------------------------------------------
 
     def add_api_handler(self, api: str, handler: ApiHandler) -> None:
-        if api in messages._CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
+        if api in messages.CLASS_BY_API or api == DESCRIBE_QUORUM or api in self._handlers:
             raise ValueError(f"api {api!r} is already served")
         self._handlers[api] = handler
 
@@ -523,13 +524,18 @@ class RaftNode:
         log.info("node stopped", extra={"node": self.node_id})
 
     def _log_dir_failed(self, exc: OSError) -> LogDirFailure:
-        """Stop on a storage error: nothing after it was sent or acknowledged."""
+        """Stop on a storage error: nothing after it was sent or acknowledged. One failure,
+        one ERROR: the paths that meet the same full disk (the core loop's write, the lazy
+        flush's worker thread, which cancelling cannot stop, the checkpoint) each raise
+        to stop the node, but only the first is logged."""
         directory = str(getattr(self._log, "directory", None) or exc.filename or "?")
         failure = LogDirFailure(directory, exc)
-        log.error("log directory failed, node stopped accepting writes",
-                  extra={"node": self.node_id, "dir": directory, "error": str(exc)})
+        if self._log_dir_failure is None:
+            self._log_dir_failure = failure
+            log.error("log directory failed, node stopped accepting writes",
+                      extra={"node": self.node_id, "dir": directory, "error": str(exc)})
         for waiter in [*self._waiters, *(waiter for _, waiter in self._queued)]:
-            waiter.settle(failure)
+            waiter.settle(self._log_dir_failure)
         self._waiters.clear()
         self._queued.clear()
         return failure

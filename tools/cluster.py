@@ -36,7 +36,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,12 +438,15 @@ class Cluster:
     def running(self) -> list[int]:
         return [n for n in sorted(self.nodes) if self.is_running(n)]
 
-    def start_node(self, node_id: int, *, log_level: str = "INFO") -> int:
+    def start_node(self, node_id: int, *, log_level: str = "INFO",
+                   interpreter_args: Sequence[str] = ()) -> int:
+        """Start `kraft node` for `node_id`; `interpreter_args` go to Python before the
+        module (a profiler: `-m cProfile -o FILE`)."""
         info = self.node(node_id)
         if self.is_running(node_id):
             raise ClusterError(f"node {node_id} is already running (pid {info.pid})")
-        command = [sys.executable, "-m", "tools.cli", "--log-format", "json",
-                   "--log-level", log_level, "node", "--config", info.config]
+        command = [sys.executable, *interpreter_args, "-m", "tools.cli", "--log-format",
+                   "json", "--log-level", log_level, "node", "--config", info.config]
         with open(info.log_path, "ab") as out:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=out, start_new_session=True, cwd=info.dir)

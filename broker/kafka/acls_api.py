@@ -18,7 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
-from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
+from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
@@ -91,9 +91,9 @@ async def handle_create_acls_request(context: BrokerContext, request: Any,
         return build(cls, {"throttle_time": 0, "results": [
             {"error_code": authz.CLUSTER_AUTHORIZATION_FAILED, "error_message": DENIED}
             for _ in request.creations]})
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     admin = CreateAclsRequest(creations=tuple(_binding(c) for c in request.creations))
-    response, error, message = await _forward(context, admin, timeout_s)
+    response, error, message = await forward_to_controller(context, admin, timeout_s)
     if response is None:
         results = [{"error_code": error, "error_message": message} for _ in admin.creations]
     else:
@@ -117,9 +117,9 @@ async def handle_delete_acls_request(context: BrokerContext, request: Any,
         return build(cls, {"throttle_time": 0, "filter_results": [
             {"error_code": authz.CLUSTER_AUTHORIZATION_FAILED, "error_message": DENIED,
              "matching_acls": []} for _ in request.filters]})
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     admin = DeleteAclsRequest(filters=tuple(_filter(f) for f in request.filters))
-    response, error, message = await _forward(context, admin, timeout_s)
+    response, error, message = await forward_to_controller(context, admin, timeout_s)
     results: list[dict[str, Any]]
     if response is None:
         results = [{"error_code": error, "error_message": message, "matching_acls": []}

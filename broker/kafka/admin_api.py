@@ -68,15 +68,15 @@ def kafka_error(code: int) -> int:
         return int(ErrorCode.unknown_server_error)
 
 
-def _timeout_s(request: Any, context: BrokerContext) -> float:
+def request_timeout_s(request: Any, context: BrokerContext) -> float:
     timeout = getattr(request, "timeout", None)
     ms = int(timeout.total_seconds() * 1000) if timeout is not None else \
         context.request_timeout_ms
     return max(MIN_TIMEOUT_S, ms / 1000)
 
 
-async def _forward(context: BrokerContext, admin_request: Any, timeout_s: float
-                   ) -> tuple[Any, int, str | None]:
+async def forward_to_controller(context: BrokerContext, admin_request: Any, timeout_s: float
+                                ) -> tuple[Any, int, str | None]:
     """(response or None, top-level error, message)."""
     if context.controller is None:
         return None, int(ErrorCode.not_controller), "no controller client"
@@ -115,7 +115,7 @@ def _merge(refused: list[dict[str, Any] | None], forwarded: list[dict[str, Any]]
 
 async def handle_create_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     on_cluster = authz.cluster_allowed(context, authz.Op.CREATE)
     refused = [_refused(t.name) if not (on_cluster or authz.topic_allowed(
                    context, authz.Op.CREATE, t.name))
@@ -137,7 +137,7 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
     response: Any = CreateTopicsResponse(topics=())
     error, message = 0, None
     if admin.topics:
-        response, error, message = await _forward(context, admin, timeout_s)
+        response, error, message = await forward_to_controller(context, admin, timeout_s)
     results: list[dict[str, Any]] = []
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}
@@ -204,7 +204,7 @@ def _delete_refusal(context: BrokerContext, state: DeleteTopicState) -> dict[str
 
 async def handle_delete_topics_request(context: BrokerContext, request: Any,
                                        version: int) -> Any:
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     if hasattr(request, "topics"):  # v6: names or topic IDs
         states = tuple(DeleteTopicState(name=t.name,
                                         topic_id=from_kafka_uuid(t.topic_id) or ZERO_UUID)
@@ -218,7 +218,7 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     forwarded: list[dict[str, Any]] = []
     if valid:
         session = current_session()  # the controller authorizes it again (see the docstring)
-        response, error, message = await _forward(context, DeleteTopicsRequest(
+        response, error, message = await forward_to_controller(context, DeleteTopicsRequest(
             topics=valid, forwarded_principal=str(session.principal),
             forwarded_host=session.client_host), timeout_s)
         if response is None:
@@ -252,7 +252,7 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
 
 async def handle_create_partitions_request(context: BrokerContext, request: Any,
                                            version: int) -> Any:
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     refused = [_refused(t.name) if not authz.topic_allowed(context, authz.Op.ALTER, t.name)
                else _internal(t.name, "add partitions to") if is_internal_topic(t.name)
                else None for t in request.topics]
@@ -267,7 +267,7 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
     response: Any = CreatePartitionsResponse(results=())
     error, message = 0, None
     if admin.topics:
-        response, error, message = await _forward(context, admin, timeout_s)
+        response, error, message = await forward_to_controller(context, admin, timeout_s)
     results: list[dict[str, Any]]
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}

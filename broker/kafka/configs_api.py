@@ -24,7 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
-from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
+from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
@@ -136,7 +136,7 @@ def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
 
 async def handle_incremental_alter_configs_request(context: BrokerContext, request: Any,
                                                    version: int) -> Any:
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
               for r in request.resources]
     allowed = [r for r, d in zip(request.resources, denied, strict=True) if d is None]
@@ -150,7 +150,7 @@ async def handle_incremental_alter_configs_request(context: BrokerContext, reque
     if not admin.resources:
         response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
     else:
-        response, error, message = await _forward(context, admin, timeout_s)
+        response, error, message = await forward_to_controller(context, admin, timeout_s)
     results: list[dict[str, Any]]
     if response is None:
         results = [{"error_code": error, "error_message": message,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.kafka import authz
-from broker.kafka.admin_api import _forward, _timeout_s, kafka_error
+from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.scram import MECHANISMS_BY_TYPE, credential_from_salted_password
@@ -65,14 +65,14 @@ async def handle_alter_user_scram_credentials_request(context: BrokerContext, re
                                                 mechanism=_mechanism_name(d.mechanism))
                         for d in request.deletions),
         upsertions=tuple(_upsertion(u) for u in request.upsertions))
-    timeout_s = _timeout_s(request, context)
+    timeout_s = request_timeout_s(request, context)
     response: Any
     message: str | None
     if not authz.cluster_allowed(context, authz.Op.ALTER):
         response, error, message = (
             None, authz.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is not allowed")
     else:
-        response, error, message = await _forward(context, admin, timeout_s)
+        response, error, message = await forward_to_controller(context, admin, timeout_s)
     if response is None:
         users = dict.fromkeys([d.name for d in admin.deletions]
                               + [u.name for u in admin.upsertions])
@@ -104,9 +104,9 @@ async def handle_describe_user_scram_credentials_request(context: BrokerContext,
         response, error, message = (
             None, authz.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is not allowed")
     else:
-        response, error, message = await _forward(
+        response, error, message = await forward_to_controller(
             context, DescribeUserScramCredentialsRequest(users=users or None),
-            _timeout_s(request, context))
+            request_timeout_s(request, context))
     schema = response_class(DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     if response is None:
         return build(schema, {"throttle_time": 0, "error_code": error,

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 VOTERS = (1, 2, 3)
 TMPFS_SIZE = "8m"
 BALLAST = "ballast"
+PROBING = "not accepting writes; probing the log directory until it takes writes again"
 
 
 def mount_tmpfs(path: Path) -> subprocess.CompletedProcess[str]:
@@ -165,6 +166,7 @@ def fill_recover_and_compare(cluster: Cluster, full: int) -> None:
     # Its next log or quorum-state write fails (a last partly used page may take a few).
     appender.append_until(lambda: disk_full_errors(cluster, full), 30,
                           f"node {full} to report its full disk")
+    wait_until(lambda: has_logged(cluster, full, PROBING), 10, f"node {full} to stop")
     errors = disk_full_errors(cluster, full)
     assert len(errors) == 1, errors
     assert names_full_directory(errors[0], info.data_dir), errors[0]
@@ -244,6 +246,9 @@ def test_broker_stops_serving_and_recovers_in_place_when_its_disk_fills(
     fill(Path(broker.data_dir))
     appender.append_until(lambda: disk_full_errors(cluster, 2), 30,
                           "the broker to report its full disk")
+    # Every path that could meet the full disk (the core loop, the lazy flush, the
+    # checkpoints) has ended once the supervisor starts probing: one ERROR between them.
+    wait_until(lambda: has_logged(cluster, 2, PROBING), 10, "the broker to stop")
     errors = disk_full_errors(cluster, 2)
     assert len(errors) == 1, errors
     assert names_full_directory(errors[0], broker.data_dir), errors[0]
@@ -257,5 +262,6 @@ def test_broker_stops_serving_and_recovers_in_place_when_its_disk_fills(
                and s["applied_offset"] >= last, 30, "the broker to catch up unfenced")
     assert all(map(is_listening, listeners))
     assert cluster.node(2).pid == pid
+    assert len(disk_full_errors(cluster, 2)) == 1
     assert cluster.stop() == []
     assert records_up_to(cluster, 2, last) == records_up_to(cluster, 1, last)

@@ -1,7 +1,9 @@
 """A full disk under a running node (hostile input): ENOSPC injected into the log
 write, the log fsync or the quorum-state write. The RaftNode logs one ERROR naming the
 error and the directory and stops (like Kafka's log-dir failure) without acknowledging
-what was not durable; a restart once space is back holds every acknowledged record.
+what was not durable; a restart once space is back holds every acknowledged record. Two
+paths meeting the same full disk (a broker-only node's core loop and its lazy flush) stop
+the node with one ERROR between them.
 
 `kraft node` does that restart in place: it probes the directory until a write succeeds
 (tested here) and rebuilds the node (tests/integration/test_full_disk.py, a real tmpfs)."""
@@ -11,16 +13,19 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from raft.log import DiskLog
+from raft.log import DiskLog, MemoryLog, SegmentSync
 from raft.node import LogDirFailure
 from raft.storage import read_quorum_state
-from raft.types import ElectionState
+from raft.types import Batch, ElectionState
+from tests.support.node_quorum import FAST, Member
 from tests.support.polling import eventually
 from tests.support.single_node import make_node
 from tools.server.supervisor import PROBE_FILE, find_exception, probe_log_dir, wait_for_space
@@ -145,6 +150,91 @@ async def test_full_disk_on_quorum_state_write_stops_node(
     assert not node.is_leader
     assert read_quorum_state(tmp_path) is None
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+
+
+class FillsUnderTheLazyFlush(MemoryLog):
+    """A broker-only node's log whose disk fills at `fill()`: the next lazy flush's fsync
+    hangs in its worker thread until the core loop's next append meets the full disk, then
+    fails too. Both paths meet one ENOSPC, always in this order: the core loop first, then
+    the flush's thread, which cancelling the node cannot stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+        self.flush_hangs = threading.Event()  # a lazy flush waits in its worker thread
+        self.append_failed = threading.Event()
+        self.met: list[str] = []  # the paths that met ENOSPC, in order
+
+    def fill(self) -> None:
+        self.full = True
+
+    def begin_flush(self) -> SegmentSync:
+        sync = super().begin_flush()
+        if not self.full:
+            return sync
+        disk = self
+
+        class HangsThenFails(SegmentSync):
+            def run(self) -> None:
+                disk.flush_hangs.set()
+                disk.append_failed.wait(10)
+                disk.met.append("lazy flush")
+                raise enospc()
+        return HangsThenFails(sync.end_offset, sync.generation)
+
+    def append_batches(self, batches: Sequence[Batch]) -> None:
+        if self.full and self.flush_hangs.is_set():
+            self.met.append("core loop")
+            self.append_failed.set()
+            raise enospc()
+        super().append_batches(batches)
+
+
+def leaves(exc: BaseException, kind: type[BaseException]) -> list[BaseException]:
+    """Every `kind` in a (nested) exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner, kind)]
+    return [exc] if isinstance(exc, kind) else []
+
+
+async def test_a_full_disk_met_by_the_core_loop_and_the_lazy_flush_logs_one_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A broker-only observer (`observer_flushes=False`) whose core loop and lazy flush
+    both meet the full disk: both stop the node, one ERROR is logged."""
+    caplog.set_level(logging.ERROR)
+    listeners = [await trio.open_tcp_listeners(0, host="127.0.0.1") for _ in range(2)]
+    voters = {1: ("127.0.0.1", listeners[0][0].socket.getsockname()[1])}
+    disk = FillsUnderTheLazyFlush()
+    voter = Member(1, voters, listeners[0], FAST)
+    broker = Member(2, voters, listeners[1], FAST, log=disk, observer_flushes=False)
+    stopped: list[BaseExceptionGroup[Any]] = []
+
+    async def run_broker(*, task_status: trio.TaskStatus[int | None]) -> None:
+        try:
+            await broker.node.run(task_status=task_status)
+        except BaseExceptionGroup as group:
+            stopped.append(group)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(voter.run)
+            await nursery.start(run_broker)
+            await eventually(lambda: voter.node.is_leader)
+            _, last = await voter.node.propose_and_wait([b"before"])
+            await eventually(lambda: broker.committed_end > last)
+            disk.fill()
+            await voter.node.propose_and_wait([b"due a flush"])
+            await eventually(disk.flush_hangs.is_set)
+            await voter.node.propose_and_wait([b"meets the full disk"])
+            await eventually(lambda: stopped)
+            nursery.cancel_scope.cancel()
+    assert disk.met == ["core loop", "lazy flush"]
+    (group,) = stopped
+    assert len(leaves(group, LogDirFailure)) == 2  # each path stopped the node
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, [r.getMessage() for r in errors]
+    assert "log directory failed" in errors[0].getMessage()
+    assert "No space left on device" in getattr(errors[0], "error", "")
 
 
 async def test_wait_for_space_returns_once_a_probe_write_succeeds(

@@ -58,7 +58,7 @@ from raft.common.session import KafkaPrincipal
 from tools.client.addresses import broker_addresses
 from tools.cluster import Cluster, ClusterError
 from tools.commands.quorum import controller_addresses
-from tools.commands.topics import AdminClient, _check, _describe_error
+from tools.commands.topics import AdminClient, describe_error, fail_on_error
 from tools.errors import CommandError, usage_error
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -213,7 +213,7 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 def _error(code: int, message: str | None) -> str:
-    return _describe_error(code, message)
+    return describe_error(code, message)
 
 
 # --- what the options say ---------------------------------------------------------------
@@ -315,7 +315,7 @@ def _print_grouped(heading: str, bindings: Sequence[AclBinding]) -> None:
 def _describe(client: Any, acl_filter: AclFilter) -> list[AclBinding]:
     response = client.call(DescribeAclsRequest(filter=acl_filter))
     assert isinstance(response, DescribeAclsResponse)
-    _check("describing ACLs", response.error_code, response.error_message)
+    fail_on_error("describing ACLs", response.error_code, response.error_message)
     return list(response.acls)
 
 
@@ -326,7 +326,7 @@ def _add(client: Any, args: argparse.Namespace, pattern: int) -> int:
     response = client.call(CreateAclsRequest(creations=tuple(bindings)))
     assert isinstance(response, CreateAclsResponse)
     for b, result in zip(bindings, response.results, strict=False):
-        _check(f"adding {_entry_text(b)}", result.error_code, result.error_message)
+        fail_on_error(f"adding {_entry_text(b)}", result.error_code, result.error_message)
     current = [b for rt, name in _resources(args) for b in _describe(client, AclFilter(
         resource_type=rt, resource_name=name, pattern_type=pattern))]
     if args.json:
@@ -362,7 +362,7 @@ def _remove(client: Any, args: argparse.Namespace, pattern: int) -> int:
     assert isinstance(response, DeleteAclsResponse)
     removed: list[AclBinding] = []
     for result in response.filter_results:
-        _check("removing ACLs", result.error_code, result.error_message)
+        fail_on_error("removing ACLs", result.error_code, result.error_message)
         removed += result.matching_acls
     if args.json:
         print(json.dumps({"removed": [_binding_json(b) for b in removed]}))

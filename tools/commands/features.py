@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _state(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
-    addresses = quorum_voters._controllers(args)
+    addresses = quorum_voters.controller_addresses(args)
     return addresses, describe_quorum(addresses, timeout_s=5.0)
 
 
@@ -81,8 +81,8 @@ def _upgrade(args: argparse.Namespace) -> int:
     nodes = tuple(messages.NodeEndpoints(node_id=voter_id, listeners=tuple(
         _endpoint(text) for text in texts)) for voter_id, texts in
         sorted(_voter_endpoints(args, addresses, state).items()))
-    quorum_voters._change(addresses, messages.UpdateKRaftVersionRequest(
-        cluster_id=quorum_voters._cluster_id(args, addresses), kraft_version=version,
+    quorum_voters.send_change_to_leader(addresses, messages.UpdateKRaftVersionRequest(
+        cluster_id=quorum_voters.target_cluster_id(args, addresses), kraft_version=version,
         nodes=nodes), args.timeout)
     if args.json:
         print(json.dumps({"feature": FEATURE, "finalized_version_level": version}))

@@ -71,7 +71,7 @@ def add_parsers(actions: Any, target: Any) -> None:
     remove.add_argument("--json", action="store_true")
 
 
-def _controllers(args: argparse.Namespace) -> list[str]:
+def controller_addresses(args: argparse.Namespace) -> list[str]:
     if args.cluster:
         return Cluster.load(args.cluster).controller_addresses()
     addresses = [a.strip() for a in (args.bootstrap_controller or "").split(",") if a.strip()]
@@ -80,7 +80,7 @@ def _controllers(args: argparse.Namespace) -> list[str]:
     return addresses
 
 
-def _cluster_id(args: argparse.Namespace, addresses: list[str]) -> str:
+def target_cluster_id(args: argparse.Namespace, addresses: list[str]) -> str:
     """The cluster id the requests must name: cluster.json's, or the controllers'."""
     if args.cluster:
         return Cluster.load(args.cluster).cluster_id
@@ -125,7 +125,7 @@ def add_voter(addresses: list[str], *, cluster_id: str, node_id: int, directory_
               ssl_context: ssl.SSLContext | None = None) -> None:
     """AddRaftVoter for (node_id, directory_id) at `endpoint`, as `add-controller` sends
     it (kraft chaos's wipe-voter fault adds the replacement this way too)."""
-    _change(addresses, messages.AddRaftVoterRequest(
+    send_change_to_leader(addresses, messages.AddRaftVoterRequest(
         cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id,
         listeners=(endpoint,)), timeout_s, ssl_context)
 
@@ -134,13 +134,13 @@ def remove_voter(addresses: list[str], *, cluster_id: str, node_id: int, directo
                  timeout_s: float, ssl_context: ssl.SSLContext | None = None) -> None:
     """RemoveRaftVoter for the replica key (node_id, directory_id), as `remove-controller`
     sends it."""
-    _change(addresses, messages.RemoveRaftVoterRequest(
+    send_change_to_leader(addresses, messages.RemoveRaftVoterRequest(
         cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id),
         timeout_s, ssl_context)
 
 
-def _change(addresses: list[str], message: Any, timeout_s: float,
-            ssl_context: ssl.SSLContext | None = None) -> None:
+def send_change_to_leader(addresses: list[str], message: Any, timeout_s: float,
+                          ssl_context: ssl.SSLContext | None = None) -> None:
     """Send the voter change to the leader; retried while refused for a reason that
     passes (not caught up yet, a change in progress, no leader) until `timeout_s`."""
     api, body = messages.encode_message(message)
@@ -192,8 +192,8 @@ def add_node(args: argparse.Namespace) -> int:
 def add_controller(args: argparse.Namespace) -> int:
     import json
     node_id, directory_id, endpoint = _new_controller(args)
-    addresses = _controllers(args)
-    add_voter(addresses, cluster_id=_cluster_id(args, addresses), node_id=node_id,
+    addresses = controller_addresses(args)
+    add_voter(addresses, cluster_id=target_cluster_id(args, addresses), node_id=node_id,
               directory_id=directory_id, endpoint=endpoint, timeout_s=args.timeout)
     where = f"{endpoint.name}://{endpoint.host}:{endpoint.port}"
     if args.json:
@@ -211,8 +211,8 @@ def remove_controller(args: argparse.Namespace) -> int:
         directory_id = Uuid.from_string(args.directory_id)
     except ValueError as exc:
         raise usage_error(f"--directory-id: {exc}") from None
-    addresses = _controllers(args)
-    remove_voter(addresses, cluster_id=_cluster_id(args, addresses), node_id=args.node,
+    addresses = controller_addresses(args)
+    remove_voter(addresses, cluster_id=target_cluster_id(args, addresses), node_id=args.node,
                  directory_id=directory_id, timeout_s=args.timeout)
     if args.json:
         print(json.dumps({"removed": args.node, "directory_id": str(directory_id)}))

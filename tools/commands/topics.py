@@ -132,7 +132,7 @@ class AdminClient:
                                f"({last})")
         response = result.value
         if isinstance(response, AdminErrorResponse):
-            raise CommandError(f"{api} failed: " + _describe_error(
+            raise CommandError(f"{api} failed: " + describe_error(
                 response.top_level_error, response.error_message))
         return response
 
@@ -149,7 +149,7 @@ class Client(Protocol):
     def call(self, request_message: Any) -> Any: ...
 
 
-def _describe_error(code: int, message: str | None) -> str:
+def describe_error(code: int, message: str | None) -> str:
     try:
         name = ErrorCode(code).name
     except ValueError:
@@ -157,9 +157,9 @@ def _describe_error(code: int, message: str | None) -> str:
     return f"{name} ({code})" + (f": {message}" if message else "")
 
 
-def _check(what: str, code: int, message: str | None) -> None:
+def fail_on_error(what: str, code: int, message: str | None) -> None:
     if code != ErrorCode.NONE:
-        raise CommandError(f"{what} failed: {_describe_error(code, message)}")
+        raise CommandError(f"{what} failed: {describe_error(code, message)}")
 
 
 def _topic_id(text: str) -> Uuid:
@@ -172,7 +172,7 @@ def _topic_id(text: str) -> Uuid:
 # --- actions ------------------------------------------------------------------------------
 
 
-def _through_broker(args: argparse.Namespace) -> bool:
+def through_broker(args: argparse.Namespace) -> bool:
     """--bootstrap-server was given (`kraft configs` has no such option)."""
     return getattr(args, "bootstrap_server", None) is not None
 
@@ -180,7 +180,7 @@ def _through_broker(args: argparse.Namespace) -> bool:
 def admin_client(args: argparse.Namespace) -> Client:
     """The controllers' admin client named by `--cluster` or `--bootstrap-controller`, or
     the Kafka-protocol one of the brokers named by `--bootstrap-server`."""
-    if _through_broker(args):
+    if through_broker(args):
         from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
         return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
                                  timeout_s=args.timeout)
@@ -197,7 +197,7 @@ def admin_client(args: argparse.Namespace) -> Client:
 
 def run(args: argparse.Namespace) -> int:
     _validate(args)
-    if not _through_broker(args):
+    if not through_broker(args):
         return _run(admin_client(args), args)
     from tools.client.connection import ClientError
     try:
@@ -230,7 +230,7 @@ def _validate(args: argparse.Namespace) -> None:
         raise usage_error("--alter needs exactly one of --partitions N and --new-name NAME")
     if args.new_name is not None and not args.alter:
         raise usage_error("--new-name goes with --alter")
-    if args.new_name is not None and _through_broker(args):
+    if args.new_name is not None and through_broker(args):
         raise usage_error("--new-name needs --bootstrap-controller or --cluster: Kafka's "
                           "protocol has no topic rename")
     if args.partitions is not None and not (args.create or args.alter):
@@ -251,7 +251,7 @@ def _create(client: Client, args: argparse.Namespace) -> int:
         else args.replication_factor),)))
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
-    _check(f"create topic {args.topic!r}", result.error_code, result.error_message)
+    fail_on_error(f"create topic {args.topic!r}", result.error_code, result.error_message)
     _emit(args, {"name": result.name, "topic_id": str(result.topic_id),
                  "partitions": result.num_partitions,
                  "replication_factor": result.replication_factor,
@@ -267,7 +267,7 @@ def _delete(client: Client, args: argparse.Namespace) -> int:
     assert isinstance(response, DeleteTopicsResponse)
     result = response.responses[0]
     what = args.topic if args.topic_id is None else str(args.topic_id)
-    _check(f"delete topic {what!r}", result.error_code, result.error_message)
+    fail_on_error(f"delete topic {what!r}", result.error_code, result.error_message)
     _emit(args, {"name": result.name, "topic_id": str(result.topic_id)},
           f"Deleted topic {result.name} (TopicId: {result.topic_id}).")
     return 0
@@ -279,10 +279,10 @@ def _lookup(client: Client, args: argparse.Namespace) -> TopicDescription:
                        else DescribeTopicsRequest(names=(args.topic,)))
     response = client.call(request_message)
     assert isinstance(response, DescribeTopicsResponse)
-    _check("describe", response.error_code, response.error_message)
+    fail_on_error("describe", response.error_code, response.error_message)
     topic = response.topics[0]
     what = args.topic if args.topic_id is None else str(args.topic_id)
-    _check(f"topic {what!r}", topic.error_code, topic.error_message)
+    fail_on_error(f"topic {what!r}", topic.error_code, topic.error_message)
     return topic
 
 
@@ -294,7 +294,7 @@ def _alter(client: Client, args: argparse.Namespace) -> int:
             name=topic.name, count=args.partitions),)))
         assert isinstance(response, CreatePartitionsResponse)
         result = response.results[0]
-        _check(f"alter topic {topic.name!r}", result.error_code, result.error_message)
+        fail_on_error(f"alter topic {topic.name!r}", result.error_code, result.error_message)
         shrunk = args.partitions < _undeleted(topic)
         _emit(args, {"name": topic.name, "topic_id": str(topic.topic_id),
                      "partitions": args.partitions,
@@ -306,7 +306,7 @@ def _alter(client: Client, args: argparse.Namespace) -> int:
         return 0
     renamed = client.call(RenameTopicRequest(topic_id=topic.topic_id, new_name=args.new_name))
     assert isinstance(renamed, RenameTopicResponse)
-    _check(f"rename topic {topic.name!r}", renamed.error_code, renamed.error_message)
+    fail_on_error(f"rename topic {topic.name!r}", renamed.error_code, renamed.error_message)
     _emit(args, {"old_name": renamed.old_name, "name": renamed.new_name,
                  "topic_id": str(renamed.topic_id)},
           f"Renamed topic {renamed.old_name} to {renamed.new_name} "
@@ -320,7 +320,7 @@ def _describe(client: Client, args: argparse.Namespace) -> int:
     else:
         response = client.call(DescribeTopicsRequest())
         assert isinstance(response, DescribeTopicsResponse)
-        _check("describe", response.error_code, response.error_message)
+        fail_on_error("describe", response.error_code, response.error_message)
         topics = list(response.topics)
     if args.list:
         _emit(args, {"topics": [{"name": t.name, "topic_id": str(t.topic_id)} for t in topics]},

@@ -46,7 +46,7 @@ from metadata.admin import (
 )
 from metadata.scram_credentials import MECHANISM_BY_TYPE, SCRAM_MECHANISMS
 from tools.commands.configs import parse_add_config
-from tools.commands.topics import _check, _through_broker, add_controller_target, admin_client
+from tools.commands.topics import add_controller_target, admin_client, fail_on_error, through_broker
 from tools.errors import CommandError, usage_error
 
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
@@ -134,15 +134,15 @@ def _alter(args: argparse.Namespace, name: str, adds: list[tuple[str, dict[str, 
     upsertions = tuple(upsertion(name, mechanism, values) for mechanism, values in adds)
     deletions = tuple(ScramCredentialDeletion(name=name, mechanism=m) for m in deletes)
     request = AlterUserScramCredentialsRequest(deletions=deletions, upsertions=upsertions)
-    if _through_broker(args):
+    if through_broker(args):
         passwords = {mechanism: values["password"] for mechanism, values in adds}
         response = _alter_through_broker(args, request, passwords)
     else:
         response = admin_client(args).call(request)
     assert isinstance(response, AlterUserScramCredentialsResponse)
     for result in response.results:
-        _check(f"altering the SCRAM credentials of user {result.user!r}", result.error_code,
-               result.error_message)
+        fail_on_error(f"altering the SCRAM credentials of user {result.user!r}",
+                      result.error_code, result.error_message)
     print(json.dumps({"user": name, "altered": True}) if args.json
           else f"Completed updating config for user {name}.")
     return 0
@@ -150,15 +150,15 @@ def _alter(args: argparse.Namespace, name: str, adds: list[tuple[str, dict[str, 
 
 def _describe(args: argparse.Namespace, names: list[str]) -> int:
     request = DescribeUserScramCredentialsRequest(users=tuple(names) or None)
-    if _through_broker(args):
+    if through_broker(args):
         response = _describe_through_broker(args, request)
     else:
         response = admin_client(args).call(request)
     assert isinstance(response, DescribeUserScramCredentialsResponse)
-    _check("describing SCRAM credentials", response.error_code, response.error_message)
+    fail_on_error("describing SCRAM credentials", response.error_code, response.error_message)
     for result in response.results:
-        _check(f"describing the SCRAM credentials of user {result.user!r}",
-               result.error_code, result.error_message)
+        fail_on_error(f"describing the SCRAM credentials of user {result.user!r}",
+                      result.error_code, result.error_message)
     if args.json:
         print(json.dumps({"users": [
             {"user": r.user, "credentials": [
