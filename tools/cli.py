@@ -15,7 +15,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from typing import Any
 
 from tools.errors import CommandError
 from tools.logs import configure_logging
@@ -63,6 +63,7 @@ PACKAGE = "kraft-py"
 def version() -> str:
     """The installed package's version (pyproject.toml), or "unknown" when run from a
     source tree that was never installed."""
+    from importlib import metadata  # here, not above: importing it cost every verb 30-60 ms
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
@@ -76,6 +77,19 @@ def _log_level(text: str) -> str:
     return text.upper()
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, as argparse's own, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"kraft {version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -87,7 +101,7 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("--log-level", type=_log_level, default=None, metavar="LEVEL",
                         help=f"{'|'.join(LOG_LEVELS)}; default WARNING, INFO for kraft node")
-    parser.add_argument("--version", action="version", version=f"kraft {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in VERBS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
