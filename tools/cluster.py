@@ -39,9 +39,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raft import messages
 from raft.common.durable import make_private_dir
 from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, encode_frame
@@ -49,6 +48,9 @@ from raft.common.tls import TlsConfigError, client_context, default_client_conte
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
 from tools.config import ConfigError, load_client_properties, parse_address, to_toml
+
+if TYPE_CHECKING:
+    from raft import messages
 
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's unprivileged client (tools.tls_certs)
@@ -217,6 +219,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                     avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
                     ) -> dict[str, Any]:
     """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
+    from raft import messages  # here: `kraft topics` and the admin requests need no raft RPCs
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
     reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
                            avoid=avoid, ssl_context=ssl_context)
