@@ -96,7 +96,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 
 class AdminClient:
     """Blocking admin client: tries each address, follows NOT_CONTROLLER to the leader and
-    retries (with a short backoff) while no controller is active, until the deadline."""
+    retries (with a short backoff) while no controller is active, until the deadline. A
+    leader named in the answer is asked at once, each address once per call (later hints
+    to it wait for the backoff, so two nodes naming each other cannot spin)."""
 
     def __init__(self, addresses: list[str], *, cluster_id: str = "", timeout_s: float = 30.0
                  ) -> None:
@@ -111,7 +113,9 @@ class AdminClient:
         api = api_of(request_message)
         body = encode_body(request_message)
         problems: list[str] = []
+        followed: set[str] = set()  # leaders hinted and asked at once, without a backoff
         while True:
+            follow_at_once = False
             targets = ([self.preferred] if self.preferred else []) + self.addresses
             for target in dict.fromkeys(targets):
                 remaining = self.deadline - time.monotonic()
@@ -137,11 +141,14 @@ class AdminClient:
                 problems.append(f"{target}: {response.error_message}")
                 if response.leader_address and response.leader_address != target:
                     self.preferred = response.leader_address
+                    follow_at_once = self.preferred not in followed
+                    followed.add(self.preferred)
                     break
             if time.monotonic() >= self.deadline:
                 last = problems[-1] if problems else "no answer"
                 raise CommandError(f"no active controller answered {api} in time ({last})")
-            time.sleep(RETRY_BACKOFF_S)
+            if not follow_at_once:
+                time.sleep(RETRY_BACKOFF_S)
 
 
 class Client(Protocol):
