@@ -47,7 +47,7 @@ from raft.common.framing import FrameDecoder, encode_frame
 from raft.common.tls import TlsConfigError, client_context, default_client_context
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
-from tools.config import ConfigError, load_client_properties, parse_address, to_toml
+from tools.config_basics import ConfigError, parse_address
 
 if TYPE_CHECKING:
     from raft import messages
@@ -72,6 +72,7 @@ class ClusterError(Exception):
 def client_ssl_context(properties_file: str | os.PathLike[str]) -> ssl.SSLContext | None:
     """The client context a properties file describes (None: PLAINTEXT); ClusterError
     when it cannot be read or its files do not load."""
+    from tools.config import load_client_properties  # the node configuration: only for TLS
     try:
         properties = load_client_properties(Path(properties_file))
         return client_context(properties.tls) if properties.uses_tls else None
@@ -366,6 +367,7 @@ class Cluster:
         a throwaway CA and certificates, every listener SSL with mutual TLS. `dynamic`:
         kraft.version 1 (KIP-853), the voters formatted as with kafka-storage.sh's
         --initial-controllers (each with the bootstrap checkpoint of them all)."""
+        from tools.config import to_toml  # the node configuration: only to write one
         directory = Path(directory).resolve()
         if (directory / CLUSTER_FILE).exists():
             raise ClusterError(f"{directory} already holds a cluster")
@@ -441,6 +443,8 @@ class Cluster:
                         dir=str(node_dir), config=str(node_dir / "node.toml"))
         format_log_dir(info.data_dir, cluster_id=self.cluster_id, node_id=node_id)
         import tomllib
+
+        from tools.config import to_toml
         settings = tomllib.loads(Path(first.config).read_text())
         settings.update({"node.id": node_id, "listeners": f"CONTROLLER://{address}",
                          "log.dirs": info.data_dir})

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 
 # imported only where they are used: never by a verb that only talks to the controllers
-HEAVY_MODULES = ("kio", "trio", "cryptography", "pyspark", "confluent_kafka")
+# (tools.config, the node configuration: only with a TLS or SASL properties file)
+HEAVY_MODULES = ("kio", "trio", "cryptography", "pyspark", "confluent_kafka", "tools.config")
 _MARKER = "--- loaded:"
 _PROBE = f"""
 import json, sys

@@ -11,7 +11,7 @@ imports only once it opens a connection."""
 from __future__ import annotations
 
 from broker.kafka.sasl_settings import SASL_PROTOCOLS, client_settings, set_default_login
-from tools.config import ConfigError, load_client_properties
+from tools.config_basics import ConfigError
 
 
 class SaslConfigError(ValueError):
@@ -21,6 +21,7 @@ class SaslConfigError(ValueError):
 def use_command_line_sasl(command_config: str | None) -> None:
     if not command_config:
         return
+    from tools.config import load_client_properties  # the node configuration: only here
     try:
         properties = load_client_properties(command_config)
     except ConfigError as exc:

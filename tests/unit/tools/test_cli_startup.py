@@ -1,8 +1,9 @@
 """The verbs that only ask the controllers start without the heavy imports.
 
 `kraft quorum describe` and `kraft topics --describe` with `--cluster DIR` speak the
-controllers' msgpack protocol: neither the Kafka codec (kio), Trio nor cryptography is
-needed, and importing them cost each verb's start about 0.4 s. SASL settings in a
+controllers' msgpack protocol: neither the Kafka codec (kio), Trio, cryptography nor the
+node configuration (tools.config) is needed, and importing them cost each verb's start
+about 0.4 s. SASL settings in a
 `--command-config` file are read without the codec too (it is loaded on the first SASL
 connection). The cluster here is laid out but not started, so each verb runs its whole
 path up to a refused connection (exit 1); tests/integration/test_cli_startup.py runs them
