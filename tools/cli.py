@@ -1,7 +1,11 @@
 """The `kraft` command line: one entry point, Kafka-like verbs.
 
 Each verb lives in `tools.commands.<module>` with `configure(parser)` and `run(args) -> int`;
-modules are imported only when their verb runs (pyspark and trio are slow to import).
+modules are imported only when their verb runs (pyspark and trio are slow to import). The
+start is most of a short verb's time, so a verb imports what its path uses: one that only
+asks the controllers (`kraft quorum describe`, `kraft topics` with `--cluster`) loads
+neither kio, Trio nor the node configuration (tests/unit/tools/test_cli_startup.py;
+bench/cli_bench.py times them).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
 broken Raft invariant stopped the node. `--log-level` defaults to WARNING, and to INFO for
 `kraft node` (a server's log says what it does); `kraft --version` prints the version.
