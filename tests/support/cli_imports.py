@@ -14,8 +14,10 @@ import sys
 from dataclasses import dataclass
 
 # imported only where they are used: never by a verb that only talks to the controllers
-# (tools.config, the node configuration: only with a TLS or SASL properties file)
-HEAVY_MODULES = ("kio", "trio", "cryptography", "pyspark", "confluent_kafka", "tools.config")
+# (tools.config, the node configuration: only with a TLS or SASL properties file;
+# metadata.records, every record type: the admin messages need none)
+HEAVY_MODULES = ("kio", "trio", "cryptography", "pyspark", "confluent_kafka", "tools.config",
+                 "metadata.records")
 _MARKER = "--- loaded:"
 _PROBE = f"""
 import json, sys
