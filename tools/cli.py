@@ -130,14 +130,18 @@ def _client_tls(args: argparse.Namespace) -> None:
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
         return
-    from tools.client.sasl import SaslConfigError, use_command_line_sasl
     from tools.cluster import ClusterError, use_command_line_tls
     try:
         use_command_line_tls(command_config, cluster, admin=args.verb not in DATA_VERBS)
-        use_command_line_sasl(command_config)
-    except (ClusterError, SaslConfigError) as exc:
+    except ClusterError as exc:
         raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
                            exit_code=2) from None
+    if command_config:  # SASL is only ever read from a properties file
+        from tools.client.sasl import SaslConfigError, use_command_line_sasl
+        try:
+            use_command_line_sasl(command_config)
+        except SaslConfigError as exc:
+            raise CommandError(f"--command-config: {exc}", exit_code=2) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

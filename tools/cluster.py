@@ -46,7 +46,6 @@ from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, encode_frame
 from raft.common.tls import TlsConfigError, client_context, default_client_context
 from raft.common.uuid import Uuid
-from raft.storage import format_log_dir
 from tools.config_basics import ConfigError, parse_address
 
 if TYPE_CHECKING:
@@ -367,6 +366,7 @@ class Cluster:
         a throwaway CA and certificates, every listener SSL with mutual TLS. `dynamic`:
         kraft.version 1 (KIP-853), the voters formatted as with kafka-storage.sh's
         --initial-controllers (each with the bootstrap checkpoint of them all)."""
+        from raft.storage import format_log_dir  # formatting: not a client's start
         from tools.config import to_toml  # the node configuration: only to write one
         directory = Path(directory).resolve()
         if (directory / CLUSTER_FILE).exists():
@@ -441,6 +441,7 @@ class Cluster:
         info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
                         client_address=None, data_dir=str(node_dir / "data"),
                         dir=str(node_dir), config=str(node_dir / "node.toml"))
+        from raft.storage import format_log_dir
         format_log_dir(info.data_dir, cluster_id=self.cluster_id, node_id=node_id)
         import tomllib
 

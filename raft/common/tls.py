@@ -36,7 +36,6 @@ import contextlib
 import os
 import re
 import ssl
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,6 +253,7 @@ def _memory_file(data: bytes) -> Iterator[str]:
         finally:
             os.close(fd)
         return
+    import tempfile  # only where there is no memfd_create: a client's start skips it
     with tempfile.NamedTemporaryFile(prefix="kraft-tls-") as handle:  # mode 0600
         handle.write(data)
         handle.flush()
