@@ -22,7 +22,7 @@ from typing import Any, Union
 import msgpack
 
 from metadata.authorizer import AclBinding, AclFilter
-from metadata.records import EpochMap
+from metadata.epoch_map import EpochMap
 from raft.common.codec import Codec, CodecError
 from raft.common.uuid import ZERO_UUID, Uuid, pack
 

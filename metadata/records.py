@@ -24,10 +24,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgpack import unpackb
 
+from metadata.epoch_map import EpochMap
 from raft.common.codec import Codec
 from raft.common.record import Record, RecordError, RecordSet
 from raft.common.uuid import Uuid
@@ -88,16 +89,6 @@ class RecordType(enum.IntEnum):
     # 19, 20: reserved; 21, 22: SCRAM credentials
     ACCESS_CONTROL_ENTRY = 23
     REMOVE_ACCESS_CONTROL_ENTRY = 24
-
-
-# KIP-253 leader-epoch maps: (partition, leader_epoch) pairs sorted by partition. The
-# shared codec carries tuple[X, ...] only, so at run time (what it reads) a pair is a
-# tuple[int, ...]; a pair of another length is an anomaly at replay
-# (`metadata.delta`), and type checkers see the pairs.
-if TYPE_CHECKING:
-    EpochMap = tuple[tuple[int, int], ...]
-else:
-    EpochMap = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,7 +37,7 @@ from raft.common.leader_redirect import (
     Unknown,
 )
 from raft.common.tls import default_client_context
-from tools.config import ConfigError, parse_address
+from tools.config_basics import ConfigError, parse_address
 
 Classify = Callable[[str, Any], Outcome]  # (address, reply body) -> the attempt's outcome
 _correlation = count(1)

@@ -1,7 +1,11 @@
 """The `kraft` command line: one entry point, Kafka-like verbs.
 
 Each verb lives in `tools.commands.<module>` with `configure(parser)` and `run(args) -> int`;
-modules are imported only when their verb runs (pyspark and trio are slow to import).
+modules are imported only when their verb runs (pyspark and trio are slow to import). The
+start is most of a short verb's time, so a verb imports what its path uses: one that only
+asks the controllers (`kraft quorum describe`, `kraft topics` with `--cluster`) loads
+neither kio, Trio nor the node configuration (tests/unit/tools/test_cli_startup.py;
+bench/cli_bench.py times them).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
 broken Raft invariant stopped the node. `--log-level` defaults to WARNING, and to INFO for
 `kraft node` (a server's log says what it does); `kraft --version` prints the version.
@@ -15,7 +19,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from typing import Any
 
 from tools.errors import CommandError
 from tools.logs import configure_logging
@@ -63,6 +67,7 @@ PACKAGE = "kraft-py"
 def version() -> str:
     """The installed package's version (pyproject.toml), or "unknown" when run from a
     source tree that was never installed."""
+    from importlib import metadata  # here, not above: importing it cost every verb 30-60 ms
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
@@ -76,6 +81,19 @@ def _log_level(text: str) -> str:
     return text.upper()
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, as argparse's own, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"kraft {version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -87,7 +105,7 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("--log-level", type=_log_level, default=None, metavar="LEVEL",
                         help=f"{'|'.join(LOG_LEVELS)}; default WARNING, INFO for kraft node")
-    parser.add_argument("--version", action="version", version=f"kraft {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in VERBS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -112,14 +130,18 @@ def _client_tls(args: argparse.Namespace) -> None:
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
         return
-    from tools.client.sasl import SaslConfigError, use_command_line_sasl
     from tools.cluster import ClusterError, use_command_line_tls
     try:
         use_command_line_tls(command_config, cluster, admin=args.verb not in DATA_VERBS)
-        use_command_line_sasl(command_config)
-    except (ClusterError, SaslConfigError) as exc:
+    except ClusterError as exc:
         raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
                            exit_code=2) from None
+    if command_config:  # SASL is only ever read from a properties file
+        from tools.client.sasl import SaslConfigError, use_command_line_sasl
+        try:
+            use_command_line_sasl(command_config)
+        except SaslConfigError as exc:
+            raise CommandError(f"--command-config: {exc}", exit_code=2) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

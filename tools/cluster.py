@@ -39,17 +39,18 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raft import messages
 from raft.common.durable import make_private_dir
 from raft.common.errors import ErrorCode
 from raft.common.leader_redirect import Done, Failed, Unknown
 from raft.common.tls import TlsConfigError, client_context
 from raft.common.uuid import Uuid
-from raft.storage import format_log_dir
 from tools.admin_client import ExchangeError, LeaderClient, exchange, raft_outcome
-from tools.config import ConfigError, load_client_properties, to_toml
+from tools.config_basics import ConfigError
+
+if TYPE_CHECKING:
+    from raft import messages
 
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's unprivileged client (tools.tls_certs)
@@ -71,6 +72,7 @@ class ClusterError(Exception):
 def client_ssl_context(properties_file: str | os.PathLike[str]) -> ssl.SSLContext | None:
     """The client context a properties file describes (None: PLAINTEXT); ClusterError
     when it cannot be read or its files do not load."""
+    from tools.config import load_client_properties  # the node configuration: only for TLS
     try:
         properties = load_client_properties(Path(properties_file))
         return client_context(properties.tls) if properties.uses_tls else None
@@ -161,6 +163,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                     avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
                     ) -> dict[str, Any]:
     """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
+    from raft import messages  # here: `kraft topics` and the admin requests need no raft RPCs
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
     reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
                            avoid=avoid, ssl_context=ssl_context)
@@ -307,6 +310,8 @@ class Cluster:
         a throwaway CA and certificates, every listener SSL with mutual TLS. `dynamic`:
         kraft.version 1 (KIP-853), the voters formatted as with kafka-storage.sh's
         --initial-controllers (each with the bootstrap checkpoint of them all)."""
+        from raft.storage import format_log_dir  # formatting: not a client's start
+        from tools.config import to_toml  # the node configuration: only to write one
         directory = Path(directory).resolve()
         if (directory / CLUSTER_FILE).exists():
             raise ClusterError(f"{directory} already holds a cluster")
@@ -380,8 +385,11 @@ class Cluster:
         info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
                         client_address=None, data_dir=str(node_dir / "data"),
                         dir=str(node_dir), config=str(node_dir / "node.toml"))
+        from raft.storage import format_log_dir
         format_log_dir(info.data_dir, cluster_id=self.cluster_id, node_id=node_id)
         import tomllib
+
+        from tools.config import to_toml
         settings = tomllib.loads(Path(first.config).read_text())
         settings.update({"node.id": node_id, "listeners": f"CONTROLLER://{address}",
                          "log.dirs": info.data_dir})

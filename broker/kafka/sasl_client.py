@@ -84,16 +84,3 @@ async def authenticate(stream: trio.abc.Stream, settings: SaslClientSettings, *,
         client.verify(await step(client.final(server_first), 2))
     except ScramAuthenticationError as exc:
         raise SaslClientError(f"{settings.mechanism}: {exc}") from None
-
-
-_DEFAULT_LOGIN: list[SaslClientSettings | None] = [None]
-
-
-def set_default_login(settings: SaslClientSettings | None) -> None:
-    """The login the clients of this process use on every new Kafka connection
-    (command-line tools: `--command-config` with `security.protocol=SASL_*`)."""
-    _DEFAULT_LOGIN[0] = settings
-
-
-def default_login() -> SaslClientSettings | None:
-    return _DEFAULT_LOGIN[0]

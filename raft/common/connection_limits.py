@@ -37,8 +37,10 @@ import resource
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import trio
+if TYPE_CHECKING:
+    import trio
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +191,9 @@ class ConnectionGate:
             del self.by_host[host]
 
 
-ConnectionHandler = Callable[[trio.SocketStream], Awaitable[None]]
+# The serving below imports Trio where it runs: the settings above are read by every
+# configuration (tools/config.py), also the command line's, which needs no Trio.
+ConnectionHandler = Callable[["trio.SocketStream"], Awaitable[None]]
 
 
 def _host_of(stream: trio.SocketStream) -> str:
@@ -204,6 +208,7 @@ async def serve_with_limits(handler: ConnectionHandler, listeners: list[trio.Soc
     """trio.serve_listeners with `gate` applied: a connection over a limit is closed at
     once (logged at most once per interval), and accept() failing for want of
     descriptors is a rate-limited WARNING, then accept again."""
+    import trio
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(_accept_loop, handler, listener, gate, nursery)
@@ -211,6 +216,7 @@ async def serve_with_limits(handler: ConnectionHandler, listeners: list[trio.Soc
 
 async def _accept_loop(handler: ConnectionHandler, listener: trio.SocketListener,
                        gate: ConnectionGate, nursery: trio.Nursery) -> None:
+    import trio
     async with listener:
         while True:
             try:
@@ -240,6 +246,7 @@ async def _accept_loop(handler: ConnectionHandler, listener: trio.SocketListener
 
 async def _serve_admitted(handler: ConnectionHandler, stream: trio.SocketStream,
                           gate: ConnectionGate, host: str) -> None:
+    import trio
     try:
         await handler(stream)
     finally:

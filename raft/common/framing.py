@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-import trio
 
 from raft.common.uuid import pack
+
+if TYPE_CHECKING:
+    import trio
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _LENGTH = struct.Struct(">I")
@@ -93,6 +95,7 @@ class FramedStream:
         self._max_frame_bytes = max_frame_bytes
         self._decoder = FrameDecoder(max_frame_bytes)
         self._pending: deque[dict[str, Any]] = deque()
+        import trio  # here, not above: the command line's blocking client needs no Trio
         self._send_lock = trio.Lock()
 
     async def receive(self) -> dict[str, Any] | None:

@@ -36,15 +36,15 @@ import contextlib
 import os
 import re
 import ssl
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from raft.common.session import KafkaPrincipal, Session
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "CLIENT_AUTH_MODES", "NODE_CN_PREFIX", "STORE_TYPES", "TlsConfigError", "TlsSettings",
@@ -253,6 +253,7 @@ def _memory_file(data: bytes) -> Iterator[str]:
         finally:
             os.close(fd)
         return
+    import tempfile  # only where there is no memfd_create: a client's start skips it
     with tempfile.NamedTemporaryFile(prefix="kraft-tls-") as handle:  # mode 0600
         handle.write(data)
         handle.flush()
@@ -341,6 +342,8 @@ def tls_session(cert: dict[str, Any] | None, *, client_host: str,
 
 
 # -- Trio ---------------------------------------------------------------------------------
+# Trio is imported in the functions below, not at the top: the command line's blocking
+# client (tools/cluster.py) builds its contexts here and needs no Trio.
 
 
 class TlsHandshakeError(Exception):
@@ -354,6 +357,7 @@ async def accept(stream: trio.abc.Stream, context: ssl.SSLContext, *,
     """The server side of a handshake on an accepted stream: (the TLS stream, the
     peer's validated certificate or None). TlsHandshakeError when it fails; the caller
     closes `stream`."""
+    import trio
     tls = trio.SSLStream(stream, context, server_side=True, https_compatible=True)
     try:
         with trio.fail_after(timeout_s):
@@ -374,6 +378,7 @@ async def wrap_client(stream: trio.abc.Stream, context: ssl.SSLContext, host: st
     """The client side: handshake on a connected stream, checking the server's
     certificate against `host` when the context checks names. OSError when it fails
     (callers already treat a failed connect as one)."""
+    import trio
     tls = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
     try:
         with trio.fail_after(timeout_s):
@@ -392,6 +397,7 @@ async def wrap_client(stream: trio.abc.Stream, context: ssl.SSLContext, host: st
 async def open_stream(host: str, port: int, context: ssl.SSLContext | None
                       ) -> trio.abc.Stream:
     """A TCP connection to (host, port), over TLS when `context` is given."""
+    import trio
     stream = await trio.open_tcp_stream(host, port)
     if context is None:
         return stream
@@ -403,6 +409,7 @@ async def open_node_stream(host: str, port: int, context: ssl.SSLContext | None,
     """`open_stream` to another node: with `bind_identity` over TLS, the certificate
     reached must bind `node_id` (`node_identity_error`), else OSError naming what it
     binds, before anything is sent."""
+    import trio
     stream = await open_stream(host, port, context)
     if context is None or not bind_identity:
         return stream

@@ -37,7 +37,8 @@ from tests.support.secure_cluster import (
     kafka_python_sasl,
     quorum_started,
 )
-from tools.cluster import Cluster, parse_address
+from tools.cluster import Cluster
+from tools.config_basics import parse_address
 
 pytestmark = pytest.mark.integration
 

@@ -79,6 +79,9 @@ def test_without_the_gates_keys_go_out_of_order(cluster: Cluster, tmp_path: Path
 # --- faults ---------------------------------------------------------------------------
 
 
+BROKER_DOWN_S = 3.0  # a killed broker's absence before it is started again
+
+
 def kill_soon(cluster: Cluster, node_id: int, delay_s: float) -> threading.Thread:
     """SIGKILL `node_id` after `delay_s`, from a thread: the resize is then in flight."""
     def kill() -> None:
@@ -124,17 +127,27 @@ def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
 
 
 def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: Path) -> None:
-    killed: list[int] = []
+    """The group coordinator's broker is SIGKILLed as a resize starts and comes back a few
+    seconds later, whether or not that resize could commit meanwhile: on a slow host the
+    dead broker is fenced first, and RF 3 then waits for it (INVALID_REPLICATION_FACTOR
+    until its return), so its return may not wait for the next resize."""
+    returned: list[threading.Thread] = []
 
     def hook(at: int, resize: ResizeRun) -> None:
         coordinator = coordinator_of(cluster, resize.config.group)
         assert coordinator is not None
-        kill_soon(cluster, coordinator, 0.05)
-        killed.append(coordinator)
+        kill_soon(cluster, coordinator, 0.05)  # the resize is then in flight
+
+        def come_back() -> None:
+            time.sleep(BROKER_DOWN_S)  # down for a while, whatever the resize does
+            cluster.start_node(coordinator)
+        thread = threading.Thread(target=come_back, daemon=True)
+        thread.start()
+        returned.append(thread)
 
     def restart(at: int, resize: ResizeRun) -> None:
-        for node_id in killed:
-            cluster.start_node(node_id)
+        for thread in returned:
+            thread.join(BROKER_DOWN_S + 5)
 
     result = run(cluster, tmp_path, hooks={2: hook, 3: restart}, records_per_step=25)
     assert_in_order(result)

@@ -21,8 +21,9 @@ from kio.serial import entity_reader, entity_writer
 from broker.kafka import ordered_schemas
 from broker.kafka.codec import build, response_class
 from broker.kafka.ordered_schemas import PartitionLeaderEpochsRequest
-from broker.kafka.sasl_client import SaslClientError, default_login
+from broker.kafka.sasl_client import SaslClientError
 from broker.kafka.sasl_client import authenticate as sasl_authenticate
+from broker.kafka.sasl_settings import default_login
 from raft.common.tls import default_client_context, open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 

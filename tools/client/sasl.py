@@ -3,14 +3,15 @@
 `SASL_SSL`, with the `ssl.*` keys `tools.cluster` reads), `sasl.mechanism` (PLAIN,
 SCRAM-SHA-256 or SCRAM-SHA-512) and `sasl.jaas.config` (Kafka's
 `org.apache.kafka.common.security.scram.ScramLoginModule required username="u"
-password="p";`). The login becomes the process's default (`broker.kafka.sasl_client`),
-which `tools.client.connection` uses on every new connection to a broker."""
+password="p";`). The login becomes the process's default
+(`broker.kafka.sasl_settings.set_default_login`), which `tools.client.connection` uses on
+every new connection to a broker; nothing here loads the Kafka codec (kio), which a verb
+imports only once it opens a connection."""
 
 from __future__ import annotations
 
-from broker.kafka.sasl_client import set_default_login
-from broker.kafka.sasl_settings import SASL_PROTOCOLS, client_settings
-from tools.config import ConfigError, load_client_properties
+from broker.kafka.sasl_settings import SASL_PROTOCOLS, client_settings, set_default_login
+from tools.config_basics import ConfigError
 
 
 class SaslConfigError(ValueError):
@@ -20,6 +21,7 @@ class SaslConfigError(ValueError):
 def use_command_line_sasl(command_config: str | None) -> None:
     if not command_config:
         return
+    from tools.config import load_client_properties  # the node configuration: only here
     try:
         properties = load_client_properties(command_config)
     except ConfigError as exc:

@@ -52,7 +52,6 @@ from tools.cluster import (
     request,
 )
 from tools.commands import quorum_snapshot, quorum_voters
-from tools.config import KNOWN_KEYS
 from tools.errors import CommandError, usage_error
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT,
@@ -152,6 +151,7 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
+    from tools.config import KNOWN_KEYS  # the node configuration: `start` only
     settings: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

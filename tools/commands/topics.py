@@ -57,7 +57,6 @@ from raft.common.uuid import Uuid
 from tools.admin_client import LeaderClient, admin_outcome
 from tools.client.addresses import broker_addresses
 from tools.cluster import Cluster, ClusterError
-from tools.commands.quorum import controller_addresses
 from tools.errors import CommandError, usage_error
 
 RETRY_BACKOFF_S = 0.1
@@ -191,6 +190,7 @@ def admin_client(args: argparse.Namespace) -> Client:
             raise usage_error(f"--cluster {args.cluster}: {exc}") from None
         addresses, cluster_id = cluster.controller_addresses(), cluster.cluster_id
     else:
+        from tools.commands.quorum import controller_addresses  # its raft RPCs: only here
         addresses, cluster_id = controller_addresses(args), ""
     return AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
 

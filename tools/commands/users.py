@@ -31,7 +31,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from broker.kafka.sasl_client import default_login
+from broker.kafka.sasl_settings import default_login
 from broker.kafka.scram import MECHANISMS, credential_from_password, make_salt, salted_password
 from metadata.admin import (
     AlterUserScramCredentialsRequest,

@@ -12,8 +12,9 @@ from urllib.parse import urlsplit
 
 from metadata.authorizer import authorizer_enabled, parse_super_users
 from raft.common.tls import TlsSettings
-
-Address = tuple[str, int]
+from tools.config_basics import Address as Address
+from tools.config_basics import ConfigError as ConfigError
+from tools.config_basics import parse_address as parse_address
 
 CONTROLLER_LISTENER = "CONTROLLER"
 STATUS_LISTENER = "STATUS"  # a broker's msgpack BrokerStatus port (kraft-py's, not Kafka's)
@@ -28,16 +29,6 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the protocols that run over TLS
 # Kafka's default listener.security.protocol.map; STATUS:PLAINTEXT is always added
 DEFAULT_PROTOCOL_MAP = ("CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
                         "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL")
-
-
-class ConfigError(ValueError):
-    """A configuration key is unknown, missing or has a bad value; `key` names it."""
-
-    def __init__(self, key: str, message: str, source: str = "") -> None:
-        prefix = f"{source}: " if source else ""
-        super().__init__(f"{prefix}{key}: {message}")
-        self.key = key
-        self.detail = message
 
 
 def integer(minimum: int) -> Callable[[str, Any], int]:
@@ -139,16 +130,6 @@ def endpoint_algorithm(key: str, value: Any) -> str:
     return text
 
 
-
-
-def parse_address(text: str, key: str = "address") -> Address:
-    """`HOST:PORT` (an IPv6 host in brackets: `[::1]:9092`) -> (host, port). A ConfigError
-    naming `key` when it is not one; its `detail` is the message without the key."""
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(key, f"bad address {text!r}: expected HOST:PORT")
-    return host, int(port)
 
 
 def parse_voters(key: str, text: str) -> dict[int, Address]:
