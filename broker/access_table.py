@@ -14,11 +14,12 @@ check happens:
   a request through to them; the row says what they require.
 - `OPEN`: no right needed, as in Kafka (ApiVersions, the SASL exchange itself, metrics).
 
-Listeners (`Listener`): the controller listener (`raft/transport.py`: the Raft RPCs, the
+Listeners: the controller listener (`raft/transport.py`: the Raft RPCs, the
 node APIs of `raft/node.py`, the controllers' admin RPCs, Append, WriteSnapshot,
 BrokerStatus), the brokers' Kafka listener (`broker/kafka/listener.py`), a broker's
-STATUS listener (`broker/server.py`) and the Prometheus endpoint (`tools/metrics.py`).
-A request that has no row on its listener is refused whatever the authorizer says:
+STATUS listener (`broker/server.py`), and the Prometheus endpoint (`tools/metrics.py`),
+whose one row is OPEN and which does not consult the table. On the other three, a
+request that has no row is refused whatever the authorizer says:
 serving an API means writing its row first (`tests/unit/broker/test_access_table.py`
 fails for a served API without one).
 
@@ -60,13 +61,6 @@ class Check(enum.Enum):
     GATE = "gate"
     PER_RESOURCE = "per resource"
     OPEN = "open"
-
-
-class Listener(enum.Enum):
-    CONTROLLER = "controller"
-    KAFKA = "kafka"
-    STATUS = "status"
-    METRICS = "metrics"
 
 
 Op = AclOperation
@@ -192,11 +186,6 @@ KAFKA: dict[int, Rule] = {
     2530: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # ConsumerGroupPosition (KIP-253)
     2531: per(Op.DESCRIBE, Res.TOPIC),  # PartitionLeaderEpochs (KIP-253)
 }
-
-TABLES: dict[Listener, Mapping[str, Rule] | Mapping[int, Rule]] = {
-    Listener.CONTROLLER: CONTROLLER, Listener.KAFKA: KAFKA, Listener.STATUS: STATUS,
-    Listener.METRICS: METRICS}
-
 
 @dataclass(frozen=True, slots=True)
 class Refusal:

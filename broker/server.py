@@ -56,7 +56,7 @@ from raft.common import tls
 from raft.common.connection_limits import ConnectionGate, idle_deadline, serve_with_limits
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
-from raft.common.session import Session, bind_session, current_session
+from raft.common.session import Session, bind_session
 from raft.common.uuid import Uuid
 from raft.node import RaftNode
 from raft.types import Batch
@@ -125,6 +125,9 @@ class BrokerServer:
         self._node = node
         self.status_gate = ConnectionGate(
             "STATUS", settings.listener_limits(settings.status_limits))
+        # every STATUS request passes the authorization table's STATUS rows first
+        self._status_access = access_table.session_gate(
+            access_table.STATUS, lambda: self.image.acls, settings.authorizer)
         self.settings = settings
         self._registration = registration
         self._wall_clock_ms = wall_clock_ms  # due times survive restarts: wall clock
@@ -363,13 +366,10 @@ class BrokerServer:
                     break
                 if frame is None:
                     break
-                session = current_session()
-                refusal = access_table.gate_refusal(
-                    access_table.STATUS, frame["api"], self.image.acls, session.principal,
-                    session.client_host, self.settings.authorizer)
+                refusal = self._status_access(frame["api"])
                 if refusal is not None:
-                    body: dict[str, Any] = {"error_code": int(refusal.error_code),
-                                            "error_message": refusal.message}
+                    code, why = refusal
+                    body: dict[str, Any] = {"error_code": int(code), "error_message": why}
                 elif frame["cluster_id"] not in (None, "", self._node.cluster_id):
                     body = {"error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
                             "error_message": "wrong cluster id"}

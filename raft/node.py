@@ -268,8 +268,6 @@ class RaftNode:
         self._core: RaftCore | None = None
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
         self._handlers: dict[str, ApiHandler] = {}
-        self._gate: RequestGate | None = None
-        self.refused_requests = 0  # by the gate
         self._listeners: list[CommitListener] = []
         self._hw_listeners: list[Callable[[int], None]] = []
         self._leader_hw_listeners: list[Callable[[int], None]] = []
@@ -318,8 +316,14 @@ class RaftNode:
         self._handlers[api] = handler
 
     def set_request_gate(self, gate: RequestGate) -> None:
-        self._gate = gate
-        self.transport.refused = self._refused
+        def refused(conn: Connection, frame: Frame) -> bool:
+            """In the connection's task, before anything else reads the frame: True when
+            the gate refused (and this answered) the request."""
+            refusal = gate(frame["api"])
+            if refusal is not None:
+                self._refuse(conn, frame["api"], frame["correlation_id"], *refusal)
+            return refusal is not None
+        self.transport.refused = refused
 
     def add_commit_listener(self, callback: CommitListener) -> None:
         self._listeners.append(callback)
@@ -948,17 +952,8 @@ class RaftNode:
         await self._inbox_send.send(Envelope(src=src, dst=self.node_id,
                                              correlation_id=correlation_id, message=message))
 
-    def _refused(self, conn: Connection, frame: Frame) -> bool:
-        """The request gate, in the connection's task before anything else reads the
-        frame: True when it refused (and answered) the request."""
-        if self._gate is None or (refusal := self._gate(frame["api"])) is None:
-            return False
-        self._refuse(conn, frame["api"], frame["correlation_id"], *refusal)
-        return True
-
     def _refuse(self, conn: Connection, api: str, correlation_id: int, code: ErrorCode,
                 why: str) -> None:
-        self.refused_requests += 1
         trace.debug("refused", extra={"api": api, "peer": conn.peer, "reason": why})
         response = messages.refusal(api, code, why)
         reply_api, body = response or (api, {"error_code": int(code), "error_message": why})

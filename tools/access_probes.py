@@ -63,10 +63,10 @@ def _raft(message: Any) -> dict[str, Any]:
     return messages.encode_message(message)[1]
 
 
-def probes(cluster_id: str, voter_id: int, voter_directory_id: Uuid | None) -> list[Probe]:
-    """A probe per GATE row of the controller listener; `voter_id` (with its directory
-    id, if the quorum is dynamic) is the real voter the attacks aim at."""
-    directory = voter_directory_id or Uuid.random()
+def probes(cluster_id: str, voter_id: int) -> list[Probe]:
+    """A probe per GATE row of the controller listener; `voter_id` is the real voter the
+    attacks aim at (a random directory id: the gate refuses before anyone reads it)."""
+    directory = Uuid.random()
     c = cluster_id
     return [
         Probe("VoteRequest", Op.CLUSTER_ACTION,

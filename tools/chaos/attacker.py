@@ -31,7 +31,7 @@ class Attacker:
         self._controllers = controllers
         self._cluster_id = cluster_id
         self._ssl = ssl_context
-        self._probes = probes(cluster_id, target_voter, None)
+        self._probes = probes(cluster_id, target_voter)
         self.outcomes: Counter[str] = Counter()  # refused / unanswered / allowed
         self.allowed: list[str] = []  # "api at address: error code" of each hole
         self._stop = threading.Event()

@@ -119,7 +119,7 @@ def test_a_gate_row_refuses_without_its_acl_and_serves_with_exactly_it(api: str)
 
 def test_every_gate_row_has_a_probe_for_the_attacker() -> None:
     """tools/access_probes.py: the authorization test's and `kraft chaos --secure`'s."""
-    probed = {p.api: p.right for p in access_probes.probes("c", 1, None)}
+    probed = {p.api: p.right for p in access_probes.probes("c", 1)}
     assert sorted(probed) == GATED
     assert probed == {api: CONTROLLER[api].operation for api in GATED}
 
