@@ -211,10 +211,16 @@ class ClusterTls:
         return self.client.properties
 
 
-def _write_client(base: Path, ca: Issuer, common_name: str, stem: str, properties_name: str,
-                  comment: str) -> ClientIdentity:
+def write_client_identity(directory: str | os.PathLike[str], common_name: str,
+                          properties_name: str, comment: str, *, ca: Issuer | None = None,
+                          stem: str | None = None) -> ClientIdentity:
+    """A client certificate for `common_name` signed by `ca` (default: the cluster
+    directory's own CA), its files in `tls/<stem>*.pem` (stem: the common name) and the
+    client properties file `properties_name` naming them, with `comment` on top."""
+    base = Path(directory).resolve()
     tls_dir = base / TLS_DIR
-    issued = issue_client(ca, common_name)
+    stem = stem or common_name
+    issued = issue_client(ca or load_ca(base), common_name)
     keystore, cert, key = (tls_dir / f"{stem}.pem", tls_dir / f"{stem}-cert.pem",
                            tls_dir / f"{stem}-key.pem")
     _write_private(keystore, keystore_pem(issued))
@@ -242,12 +248,13 @@ def write_cluster_tls(directory: str | os.PathLike[str], node_ids: list[int]) ->
     (tls_dir / "ca.pem").write_bytes(certificate_pem(ca))
     _write_private(tls_dir / "ca-key.pem", key_pem(ca))
     nodes = {n: write_node_keystore(base, ca, n) for n in node_ids}
-    client = _write_client(base, ca, CLIENT_CN, "client", CLIENT_PROPERTIES,
-                           f"an unprivileged client of this TLS cluster ({CLIENT_CN}: no "
-                           "ACLs, not a super user; kraft ... --command-config, Kafka's tools)")
-    admin = _write_client(base, ca, ADMIN_CN, "admin", ADMIN_PROPERTIES,
-                          f"this TLS cluster's admin ({ADMIN_CN}, in super.users; the default "
-                          "of kraft ... --cluster DIR)")
+    client = write_client_identity(
+        base, CLIENT_CN, CLIENT_PROPERTIES, f"an unprivileged client of this TLS cluster "
+        f"({CLIENT_CN}: no ACLs, not a super user; kraft ... --command-config, Kafka's tools)",
+        ca=ca, stem="client")
+    admin = write_client_identity(
+        base, ADMIN_CN, ADMIN_PROPERTIES, f"this TLS cluster's admin ({ADMIN_CN}, in "
+        "super.users; the default of kraft ... --cluster DIR)", ca=ca, stem="admin")
     return ClusterTls(tls_dir / "ca.pem", nodes, client, admin)
 
 

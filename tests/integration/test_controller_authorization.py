@@ -41,30 +41,23 @@ from tools.cluster import Cluster, client_ssl_context, request
 pytestmark = pytest.mark.integration
 pytest.importorskip("cryptography")
 
-ORG = tls_certs.ORGANIZATION
-OPS = f"User:CN=kraft-test-ops,O={ORG}"
+OPS = tls_certs.certificate_principal("kraft-test-ops")
 NODES = ";".join(tls_certs.node_principal(n) for n in range(1, 5))
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "authorizer.class.name": "standard", "super.users": NODES}
-# every probe (tools/access_probes.py: the request, and the right it must need, kept apart
-# from the table); BrokerStatus is a broker's, served on its STATUS listener here
 # a leader change during a write (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER) is followed
 MOVED = (ErrorCode.NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 LEADER_CHANGE_S = 20.0
-PROBED = sorted(p.api for p in access_probes.probes("", 1, None) if p.api != "BrokerStatus")
+# every probe (tools/access_probes.py: the request, and the right it must need, kept apart
+# from the table); BrokerStatus is a broker's, served on its STATUS listener here
+PROBED = sorted(p.api for p in access_probes.probes("", 1) if p.api != "BrokerStatus")
 
 
 def _identity(cluster: Cluster, common_name: str) -> Path:
     """Client properties with a new certificate for `common_name` from the cluster CA."""
-    directory = Path(cluster.directory)
-    keystore = directory / "tls" / f"{common_name}.pem"
-    keystore.write_bytes(tls_certs.keystore_pem(
-        tls_certs.issue_client(tls_certs.load_ca(directory), common_name)))
-    keystore.chmod(0o600)
-    path = directory / f"{common_name}.properties"
-    path.write_text((directory / "client.properties").read_text().replace(
-        str(directory / "tls" / "client.pem"), str(keystore)))
-    return path
+    return tls_certs.write_client_identity(cluster.directory, common_name,
+                                           f"{common_name}.properties", "a test identity"
+                                           ).properties
 
 
 class Setup:
@@ -126,7 +119,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 
 def _probe(setup: Setup, api: str, voter: int) -> access_probes.Probe:
-    [found] = [p for p in access_probes.probes(setup.cluster_id, voter, None) if p.api == api]
+    [found] = [p for p in access_probes.probes(setup.cluster_id, voter) if p.api == api]
     return found
 
 
@@ -166,7 +159,7 @@ def test_row(setup: Setup, api: str) -> None:
 
 def test_no_attack_moved_the_quorum(setup: Setup) -> None:
     _, before = setup.leader()
-    for probe in access_probes.probes(setup.cluster_id, setup.cluster.voter_ids[0], None):
+    for probe in access_probes.probes(setup.cluster_id, setup.cluster.voter_ids[0]):
         if probe.api not in PROBED:
             continue
         for address in setup.controllers:

@@ -275,13 +275,6 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
                     net=net, credentials=credentials, dynamic=dynamic)
 
 
-def _certificate_principal(common_name: str) -> str:
-    """The principal of a certificate tools/tls_certs.py issued (Kafka's default SSL
-    principal builder: the subject DN)."""
-    from tools import tls_certs
-    return f"User:CN={common_name},O={tls_certs.ORGANIZATION}"
-
-
 def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
@@ -312,7 +305,7 @@ def _secure(cluster: Cluster, passwords: dict[str, str]) -> Credentials:
                        admin_ssl=_client_identity(directory, ADMIN_CN, ADMIN_PROPERTIES,
                                                   "the admin churn's client (the "
                                                   "controllers' admin RPCs)"),
-                       admin_principal=_certificate_principal(ADMIN_CN),
+                       admin_principal=tls_certs.certificate_principal(ADMIN_CN),
                        attacker_ssl=_client_identity(directory, ATTACKER_CN,
                                                      ATTACKER_PROPERTIES,
                                                      "the attacker: no ACL at all"))
@@ -323,17 +316,9 @@ def _client_identity(directory: Path, common_name: str, file_name: str, purpose:
     """A certificate for `common_name` signed by the cluster's CA, and its client
     properties (DIR/`file_name`); the TLS context it dials with."""
     from tools import tls_certs
-    tls_dir = directory / tls_certs.TLS_DIR
-    keystore = tls_dir / f"{common_name}.pem"
-    _write_private(keystore, tls_certs.keystore_pem(
-        tls_certs.issue_client(tls_certs.load_ca(directory), common_name)))
-    properties = directory / file_name
-    properties.write_text(
-        f"# kraft chaos --secure: {purpose}\n"
-        "security.protocol=SSL\nssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={tls_dir / 'ca.pem'}\nssl.keystore.type=PEM\n"
-        f"ssl.keystore.location={keystore}\nssl.endpoint.identification.algorithm=https\n")
-    context = client_ssl_context(properties)
+    identity = tls_certs.write_client_identity(directory, common_name, file_name,
+                                               f"kraft chaos --secure: {purpose}")
+    context = client_ssl_context(identity.properties)
     assert context is not None  # security.protocol=SSL
     return context
 
