@@ -44,8 +44,8 @@ from bench.stats import percentile
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
 from raft.common.framing import FrameDecoder, encode_frame
+from tools.admin_client import AdminClient
 from tools.cluster import Cluster, ClusterError
-from tools.commands.topics import AdminClient
 from tools.config import parse_address
 
 VOTERS = 3

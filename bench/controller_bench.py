@@ -46,8 +46,8 @@ from metadata.delta import replay_bytes
 from raft.common.framing import FramedStream
 from raft.common.uuid import Uuid
 from raft.log import DiskLog
+from tools.admin_client import AdminClient
 from tools.cluster import Cluster, ClusterError
-from tools.commands.topics import AdminClient
 from tools.config import parse_address
 
 SEQUENTIAL_SECONDS = 4.0  # alternating raw appends and creates

@@ -379,7 +379,7 @@ def pysyncobj_run(conf_name: str) -> dict[str, Any] | None:
     import subprocess
     import sys
 
-    from tools.cluster import free_ports
+    from tools.ports import free_ports
 
     if importlib.util.find_spec("pysyncobj") is None:
         return None

@@ -95,6 +95,7 @@ from typing import Any
 
 from bench.stats import verdict
 from metadata.admin import (
+    WRITE_APIS,
     AdminErrorResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -104,7 +105,6 @@ from metadata.admin import (
     RegisterBrokerRequest,
     RegisterBrokerResponse,
     api_of,
-    decode_response,
     encode_body,
 )
 from metadata.controller import ControllerConfig
@@ -115,12 +115,15 @@ from metadata.snapshot_writer import write_image_snapshot
 from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.gc_pause import gc_paused
+from raft.common.leader_redirect import Done
 from raft.common.uuid import Uuid
 from raft.log import METADATA_PARTITION_DIR, scan_log_dir
 from raft.snapshot import SnapshotId, read_snapshot
 from raft.storage import HIGH_WATERMARK_CHECKPOINT, read_log_start
-from tools.cluster import Cluster, ClusterError, request
+from tools.admin_client import LeaderClient, admin_outcome
+from tools.cluster import Cluster, ClusterError
 from tools.config import KEYS_BY_NAME, KNOWN_KEYS
+from tools.quorum_client import request
 
 TOPICS = 100_000
 PARTITIONS = 10
@@ -215,38 +218,24 @@ def start_node(cluster: Cluster, node_id: int, profile_to: Path | None) -> int:
 
 
 class Admin:
-    """Blocking admin calls to the active controller, following NOT_CONTROLLER; one
-    generous timeout per call (a 1,000-topic create commits 11,000 records)."""
+    """Blocking admin calls to the active controller, as `raft.common.leader_redirect`
+    decides (`tools.admin_client.LeaderClient`); one generous timeout per call (a
+    1,000-topic create commits 11,000 records)."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.leader: str | None = None
+        self.client = LeaderClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id,
+                                   attempt_timeout_s=REQUEST_TIMEOUT_S, backoff_s=0.1)
 
     def call(self, message: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
         api = api_of(message)
-        body = encode_body(message)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.leader is None:
-                self.leader = self.cluster.wait_for_leader(30)["leader_address"]
-            assert self.leader is not None
-            try:
-                reply = request(self.leader, api, body, cluster_id=self.cluster.cluster_id,
-                                timeout_s=max(1.0, deadline - time.monotonic()))
-            except ClusterError:
-                if time.monotonic() > deadline:
-                    raise
-                self.leader = None
-                continue
-            response = decode_response(api, reply)
-            if isinstance(response, AdminErrorResponse):
-                if response.top_level_error != ErrorCode.NOT_CONTROLLER or \
-                        time.monotonic() > deadline:
-                    raise ClusterError(f"{api} failed: {response}")
-                self.leader = None
-                time.sleep(0.1)
-                continue
-            return response
+        result = self.client.call(api, encode_body(message), classify=admin_outcome(api),
+                                  is_write=api in WRITE_APIS,
+                                  deadline=time.monotonic() + timeout_s)
+        if not isinstance(result, Done):
+            raise ClusterError(f"{api}: no answer ({'; '.join(result.problems[-3:])})")
+        if isinstance(result.value, AdminErrorResponse):
+            raise ClusterError(f"{api} failed: {result.value}")
+        return result.value
 
 
 def register_placeholders(cluster: Cluster, admin: Admin) -> None:

@@ -35,8 +35,9 @@ from bench.stats import percentile
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft import messages
 from tools import tls_certs
-from tools.cluster import Cluster, ClusterError, request
-from tools.commands.topics import AdminClient
+from tools.admin_client import AdminClient
+from tools.cluster import Cluster, ClusterError
+from tools.quorum_client import request
 
 VOTERS = 3
 BROKERS = 2
@@ -79,9 +80,9 @@ def p50_p99(values: list[float]) -> tuple[float, float]:
 
 def create_topic(cluster: Cluster) -> None:
     admin = AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id,
-                        timeout_s=30)
-    response = _with_context(cluster, lambda: admin.call(CreateTopicsRequest(topics=(
-        CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=BROKERS),))))
+                        timeout_s=30, ssl_context=cluster.client_ssl)
+    response = admin.call(CreateTopicsRequest(topics=(
+        CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=BROKERS),)))
     if not isinstance(response, CreateTopicsResponse) or response.topics[0].error_code:
         raise ClusterError(f"create {TOPIC} failed: {response}")
     hw = cluster.describe()["high_watermark"]
@@ -94,18 +95,6 @@ def create_topic(cluster: Cluster) -> None:
         if time.monotonic() > deadline:
             raise ClusterError(f"{TOPIC} not visible on every broker within 30 s")
         time.sleep(0.01)
-
-
-def _with_context(cluster: Cluster, call: Any) -> Any:
-    """Run `call` with the cluster's client context as the process default (the admin
-    client dials through `tools.cluster.request`, as the CLI does)."""
-    from raft.common.tls import default_client_context, set_default_client_context
-    previous = default_client_context()
-    set_default_client_context(cluster.client_ssl)
-    try:
-        return call()
-    finally:
-        set_default_client_context(previous)
 
 
 def produce_throughput(cluster: Cluster, count: int) -> tuple[int, float]:

@@ -36,7 +36,7 @@ from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.types import SnapshotId
-from tools.cluster import ClusterError, request
+from tools.quorum_client import ClusterError, request
 
 CLOSED = "closed"
 Op = AclOperation

@@ -7,10 +7,10 @@ connection is safe to retry, a timeout after the frame went out is not known to 
 failed. Whom to ask next, when to pause and what the call's end means are decided by
 `raft.common.leader_redirect` alone; `classify` turns a reply into that policy's outcome
 (`admin_outcome`: NOT_CONTROLLER names the leader; `raft_outcome`:
-NOT_LEADER_OR_FOLLOWER does).
+NOT_LEADER_OR_FOLLOWER does). `AdminClient` is the admin verbs' (and the benches'):
+one deadline per client, a refusal raised as the `CommandError` a verb prints.
 
-Over TLS with the given context, else with the process's default client context
-(`raft.common.tls.default_client_context`).
+TLS is explicit: an attempt dials with the context it is given (None: plaintext).
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable
 from itertools import count
 from typing import Any
 
-from metadata.admin import AdminDecodeError, AdminErrorResponse, decode_response
+from metadata.admin import (
+    WRITE_APIS,
+    AdminDecodeError,
+    AdminErrorResponse,
+    api_of,
+    decode_response,
+    encode_body,
+)
 from raft.common import leader_redirect
 from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, FrameError, encode_frame
@@ -36,11 +43,13 @@ from raft.common.leader_redirect import (
     Redirected,
     Unknown,
 )
-from raft.common.tls import default_client_context
 from tools.config_basics import ConfigError, parse_address
+from tools.errors import CommandError, usage_error
 
 Classify = Callable[[str, Any], Outcome]  # (address, reply body) -> the attempt's outcome
 _correlation = count(1)
+ADMIN_BACKOFF_S = 0.1
+ADMIN_ATTEMPT_TIMEOUT_S = 10.0
 
 
 class ExchangeError(Exception):
@@ -77,10 +86,9 @@ def exchange(address: str, api: str, body: Any, *, cluster_id: str = "",
         target = parse_address(address)
     except ConfigError as exc:
         raise ExchangeError(exc.detail, sent=False) from None
-    context = ssl_context or default_client_context()
     sent = False
     try:
-        with _connect(target, timeout_s, context) as sock:
+        with _connect(target, timeout_s, ssl_context) as sock:
             sent = True  # from the first byte on, the node may act on it
             sock.sendall(frame)
             decoder = FrameDecoder()
@@ -89,7 +97,7 @@ def exchange(address: str, api: str, body: Any, *, cluster_id: str = "",
                 data = sock.recv(65536)
                 if not data:
                     raise ExchangeError(f"{address} closed the connection" + (
-                        "" if context is not None else " (an SSL listener closes a "
+                        "" if ssl_context is not None else " (an SSL listener closes a "
                         "plaintext client: give --command-config FILE, or --cluster DIR of "
                         "a TLS cluster)"), sent=True)
                 for reply in decoder.feed(data):
@@ -155,7 +163,7 @@ class LeaderClient:
                  avoid: Iterable[str] = ()) -> None:
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
-        self.ssl_context = ssl_context  # None: the process's default context
+        self.ssl_context = ssl_context  # None: plaintext
         self.attempt_timeout_s = attempt_timeout_s
         self.backoff_s = backoff_s
         self.max_rounds = max_rounds
@@ -192,3 +200,61 @@ class LeaderClient:
         except ExchangeError as exc:
             return Lost(str(exc)) if exc.sent else leader_redirect.Unsent(str(exc))
         return classify(address, reply)
+
+
+class AdminClient:
+    """Blocking admin client: tries each address, follows NOT_CONTROLLER to the leader and
+    retries (with a short backoff) while no controller is active, until the deadline
+    (`LeaderClient`). Over TLS with `ssl_context`."""
+
+    def __init__(self, addresses: list[str], *, cluster_id: str = "", timeout_s: float = 30.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        if not addresses:
+            raise usage_error("no controller address given")
+        self.addresses = addresses
+        self.deadline = time.monotonic() + timeout_s
+        self._client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
+                                    attempt_timeout_s=ADMIN_ATTEMPT_TIMEOUT_S,
+                                    backoff_s=ADMIN_BACKOFF_S)
+
+    @property
+    def preferred(self) -> str | None:
+        """The controller that answered last (asked first next time)."""
+        return self._client.preferred
+
+    def call(self, request_message: Any) -> Any:
+        api = api_of(request_message)
+        result = self._client.call(api, encode_body(request_message),
+                                   is_write=api in WRITE_APIS, deadline=self.deadline,
+                                   classify=admin_outcome(api, on_malformed=_malformed(api)))
+        if isinstance(result, Unknown | Failed):
+            last = result.problems[-1] if result.problems else "no answer"
+            applied = f"; the {api} may have been applied" \
+                if isinstance(result, Unknown) else ""
+            raise CommandError(f"no active controller answered {api} in time{applied} "
+                               f"({last})")
+        response = result.value
+        if isinstance(response, AdminErrorResponse):
+            raise CommandError(f"{api} failed: " + describe_error(
+                response.top_level_error, response.error_message))
+        return response
+
+
+def _malformed(api: str) -> Callable[[str, AdminDecodeError], Outcome]:
+    def refuse(address: str, exc: AdminDecodeError) -> Outcome:
+        raise CommandError(f"{address}: malformed {api} response: {exc}")
+    return refuse
+
+
+def describe_error(code: int, message: str | None) -> str:
+    """An error code as `NAME (code): message`, as the verbs print it."""
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = "UNKNOWN"
+    return f"{name} ({code})" + (f": {message}" if message else "")
+
+
+def fail_on_error(what: str, code: int, message: str | None) -> None:
+    if code != ErrorCode.NONE:
+        raise CommandError(f"{what} failed: {describe_error(code, message)}")

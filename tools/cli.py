@@ -124,18 +124,30 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 
 def _client_tls(args: argparse.Namespace) -> None:
-    """TLS for the verb's clients: `--command-config`, or a `--cluster`'s own identity
-    (its admin's, but for the data verbs)."""
+    """TLS for the verb's clients, from `--command-config`, or a `--cluster`'s own
+    identity (`tools.cluster.cluster_properties`: its admin's, but for the data verbs):
+    the context is `args.client_ssl` (None: plaintext), which the verb hands to its
+    msgpack clients. The Kafka-protocol clients (`tools.client`) take it, and the SASL
+    login, as the process's defaults (`raft.common.tls.set_default_client_context`)."""
+    args.client_ssl = None
     command_config = getattr(args, "command_config", None)
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
         return
-    from tools.cluster import ClusterError, use_command_line_tls
-    try:
-        use_command_line_tls(command_config, cluster, admin=args.verb not in DATA_VERBS)
-    except ClusterError as exc:
-        raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
-                           exit_code=2) from None
+    from pathlib import Path
+
+    from raft.common.tls import set_default_client_context
+    from tools.cluster import cluster_properties
+    from tools.quorum_client import ClusterError, client_ssl_context
+    path = Path(command_config) if command_config else \
+        cluster_properties(str(cluster), admin=args.verb not in DATA_VERBS)
+    if path is not None:
+        try:
+            args.client_ssl = client_ssl_context(path)
+        except ClusterError as exc:
+            raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
+                               exit_code=2) from None
+        set_default_client_context(args.client_ssl)
     if command_config:  # SASL is only ever read from a properties file
         from tools.client.sasl import SaslConfigError, use_command_line_sasl
         try:

@@ -20,10 +20,13 @@ voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. Ev
 `super.users` names the nodes and the admin identity, also when `settings` give their own
 `super.users` (the admin is added to them), so the launcher's own requests stay allowed
 under the authorizer. A loaded cluster dials them as its admin (`Cluster.client_ssl`:
-`admin.properties`, or `client.properties` in a cluster made before there was an admin);
-the blocking client below takes a context, by default the process's
-(`raft.common.tls.default_client_context`, set by the `kraft` command line: see
-`use_command_line_tls` for which identity a verb uses).
+`admin.properties`, or `client.properties` in a cluster made before there was an admin),
+through the blocking client `tools.quorum_client`; `cluster_properties` names the file
+another client of the cluster uses.
+
+A `Cluster` object owns the node processes it started: it reaps them and keeps their
+exit codes (`exit_codes`); a node started by another process (or object) is known by its
+pid and command line only.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -39,45 +41,22 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raft.common.durable import make_private_dir
-from raft.common.errors import ErrorCode
-from raft.common.leader_redirect import Done, Failed, Unknown
-from raft.common.tls import TlsConfigError, client_context
 from raft.common.uuid import Uuid
-from tools.admin_client import ExchangeError, LeaderClient, exchange, raft_outcome
-from tools.config_basics import ConfigError
-
-if TYPE_CHECKING:
-    from raft import messages
+from tools.ports import HOST, free_ports
+from tools.quorum_client import ClusterError as ClusterError  # the launcher's error too
+from tools.quorum_client import (
+    append_records,
+    client_ssl_context,
+    describe_quorum,
+    request,
+)
 
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"  # a TLS cluster's unprivileged client (tools.tls_certs)
 ADMIN_PROPERTIES = "admin.properties"  # a TLS cluster's admin, a super user (tools.tls_certs)
-HOST = "127.0.0.1"
-DESCRIBE_QUORUM = "DescribeQuorumRequest"
-APPEND_BACKOFF_S = 0.05
-EXIT_CODES: dict[int, int] = {}  # pid -> exit code (negative: signal) of reaped children
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # nodes started by this process
-
-
-class ClusterError(Exception):
-    """The cluster (or a request to it) failed; the message says why."""
-
-
-# -- a blocking client ------------------------------------------------------------------
-
-
-def client_ssl_context(properties_file: str | os.PathLike[str]) -> ssl.SSLContext | None:
-    """The client context a properties file describes (None: PLAINTEXT); ClusterError
-    when it cannot be read or its files do not load."""
-    from tools.config import load_client_properties  # the node configuration: only for TLS
-    try:
-        properties = load_client_properties(Path(properties_file))
-        return client_context(properties.tls) if properties.uses_tls else None
-    except (ConfigError, TlsConfigError) as exc:
-        raise ClusterError(str(exc)) from None
 
 
 def cluster_properties(cluster_dir: str | os.PathLike[str], *, admin: bool = True
@@ -87,104 +66,6 @@ def cluster_properties(cluster_dir: str | os.PathLike[str], *, admin: bool = Tru
     (`client.properties`); None for a plaintext cluster."""
     names = (ADMIN_PROPERTIES, CLIENT_PROPERTIES) if admin else (CLIENT_PROPERTIES,)
     return next((p for n in names if (p := Path(cluster_dir) / n).is_file()), None)
-
-
-def use_command_line_tls(command_config: str | None, cluster_dir: str | None, *,
-                         admin: bool = True) -> None:
-    """The `kraft` command line's clients: `--command-config FILE`, else for `--cluster
-    DIR` the cluster's own identity (`cluster_properties`: the admin's for `admin`
-    verbs), becomes the process's default client context
-    (`raft.common.tls.set_default_client_context`). ClusterError on a bad file."""
-    from raft.common.tls import set_default_client_context
-    path: Path | None = Path(command_config) if command_config else None
-    if path is None and cluster_dir:
-        path = cluster_properties(cluster_dir, admin=admin)
-    if path is not None:
-        set_default_client_context(client_ssl_context(path))
-
-
-def request(address: str, api: str, body: Any, *, cluster_id: str = "",
-            timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> Any:
-    """Send one request frame and return the response body (ClusterError on failure).
-    Over TLS with `ssl_context`, else with the process's default client context."""
-    try:
-        return exchange(address, api, body, cluster_id=cluster_id, timeout_s=timeout_s,
-                        ssl_context=ssl_context)
-    except ExchangeError as exc:
-        raise ClusterError(str(exc)) from None
-
-
-def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id: str = "",
-                   timeout_s: float = 5.0, avoid: Iterable[str] = (),
-                   ssl_context: ssl.SSLContext | None = None) -> Any:
-    """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
-    redirections to the leader (a few hops at most), never to an address in `avoid`
-    (e.g. a node known to be stopped, which would only time out). One round over the
-    addresses, `timeout_s` for each attempt; a read (ClusterError when none answers)."""
-    client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
-                          attempt_timeout_s=timeout_s, max_rounds=1, avoid=avoid)
-    result = client.call(api, body, classify=raft_outcome, is_write=False)
-    if isinstance(result, Done):
-        return result.value
-    raise ClusterError("; ".join(result.problems) or "no address to try")
-
-
-def append_records(addresses: list[str], count: int, batch: int = 1, *,
-                   cluster_id: str = "", timeout_s: float = 30.0, in_flight: int = 64,
-                   avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
-                   ) -> dict[str, Any]:
-    """`Append` NoOp records through the leader; returns its reply once they committed.
-
-    While no leader is known (an election is under way) the request is sent again, until
-    `timeout_s`. An append cut short by a leader change may have left some of its records
-    in the log (NoOps: harmless); only the batches of the returned reply are acknowledged.
-    Given up after an attempt that may have reached a leader, the error says the outcome
-    is unknown (`raft.common.leader_redirect`)."""
-    client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
-                          attempt_timeout_s=timeout_s, backoff_s=APPEND_BACKOFF_S,
-                          avoid=avoid)
-    body = {"count": count, "batch": batch, "in_flight": in_flight}
-    result = client.call("Append", body, classify=raft_outcome, is_write=True,
-                         deadline=time.monotonic() + timeout_s)
-    if isinstance(result, Unknown):
-        raise ClusterError(f"append outcome unknown: {'; '.join(result.problems[-3:])}")
-    if isinstance(result, Failed):
-        raise ClusterError(f"append failed: {'; '.join(result.problems[-3:])}")
-    reply = result.value
-    if isinstance(reply, dict) and reply.get("error_code", 0) == 0:
-        return reply
-    message = reply.get("error_message") if isinstance(reply, dict) else reply
-    code = reply.get("error_code") if isinstance(reply, dict) else None
-    name = ErrorCode(code).name if code in set(ErrorCode) else code
-    raise ClusterError(f"append failed: {name}: {message}")
-
-
-def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
-                    avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
-                    ) -> dict[str, Any]:
-    """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
-    from raft import messages  # here: `kraft topics` and the admin requests need no raft RPCs
-    request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
-    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
-                           avoid=avoid, ssl_context=ssl_context)
-    if reply.get("error_code", 0) != 0 and "topics" not in reply:
-        raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
-    try:
-        response = messages.decode_message("DescribeQuorumResponse", reply)
-    except messages.MessageError as exc:
-        raise ClusterError(f"bad DescribeQuorum response: {exc}") from None
-    assert isinstance(response, messages.DescribeQuorumResponse)
-    if response.error_code != ErrorCode.NONE:
-        raise ClusterError(f"DescribeQuorum failed: {response.error_code.name}")
-    return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
-            "high_watermark": response.high_watermark,
-            "leader_address": reply.get("leader_address"),
-            "cluster_id": reply.get("cluster_id", ""),
-            "voters": [_replica(r) for r in response.current_voters],
-            "observers": [_replica(r) for r in response.observers],
-            # KIP-853: a dynamic quorum's voters' endpoints, from its VotersRecord
-            "nodes": {n.node_id: [f"{e.name}://{e.host}:{e.port}" for e in n.listeners]
-                      for n in response.nodes}}
 
 
 def _with_principal(super_users: str, principal: str) -> str:
@@ -203,28 +84,6 @@ def _write_bootstrap(data_dir: str, voters: Any) -> None:
     write_bootstrap_checkpoint(partition, voters)
 
 
-def _replica(state: messages.ReplicaState) -> dict[str, Any]:
-    """A replica's state as plain JSON values (its directory id as text, KIP-853)."""
-    data = asdict(state)
-    directory = state.replica_directory_id
-    data["replica_directory_id"] = None if directory is None else str(directory)
-    return data
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the OS reports free right now (held together, so all distinct)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((HOST, 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 # -- processes ---------------------------------------------------------------------------
 
 
@@ -232,13 +91,6 @@ def is_alive(pid: int | None, marker: str | None = None) -> bool:
     """True if `pid` runs (not a zombie) and, when given, its command line holds `marker`
     (so a recycled pid is not mistaken for our node)."""
     if not pid:
-        return False
-    child = _CHILDREN.get(pid)
-    if child is not None:  # our own child: poll() is authoritative and reaps it
-        if child.poll() is None:
-            return True
-        EXIT_CODES[pid] = child.returncode
-        del _CHILDREN[pid]
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -277,6 +129,9 @@ class Cluster:
     cluster_id: str
     nodes: dict[int, NodeInfo] = field(default_factory=dict)
     started_pids: list[int] = field(default_factory=list)  # every pid this object started
+    exit_codes: dict[int, int] = field(default_factory=dict)  # pid -> exit code (negative:
+    # a signal) of the nodes this object started and reaped
+    _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # not reaped
     _client_ssl: list[ssl.SSLContext | None] = field(default_factory=list)  # once loaded
 
     @property
@@ -441,7 +296,19 @@ class Cluster:
 
     def is_running(self, node_id: int) -> bool:
         info = self.node(node_id)
-        return is_alive(info.pid, info.config)
+        return self._is_alive(info.pid, info.config)
+
+    def _is_alive(self, pid: int | None, marker: str | None = None) -> bool:
+        """`is_alive`, but a child of this object's is polled, which reaps it once it
+        exited and keeps its exit code."""
+        child = self._children.get(pid) if pid else None
+        if child is None:
+            return is_alive(pid, marker)
+        if child.poll() is None:
+            return True
+        self.exit_codes[child.pid] = child.returncode
+        del self._children[child.pid]
+        return False
 
     def running(self) -> list[int]:
         return [n for n in sorted(self.nodes) if self.is_running(n)]
@@ -459,7 +326,7 @@ class Cluster:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=out, start_new_session=True, cwd=info.dir)
         info.pid = process.pid
-        _CHILDREN[process.pid] = process
+        self._children[process.pid] = process
         self.started_pids.append(process.pid)
         (Path(info.dir) / "node.pid").write_text(f"{process.pid}\n")
         self.save()
@@ -546,15 +413,15 @@ class Cluster:
     def kill_all_started(self) -> None:
         """SIGKILL every process this object started (test clean-up, by pid)."""
         for pid in self.started_pids:
-            if is_alive(pid):
+            if self._is_alive(pid):
                 try:
                     os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            child = _CHILDREN.pop(pid, None)
+            child = self._children.pop(pid, None)
             if child is not None:
-                child.wait(5)
+                self.exit_codes[pid] = child.wait(5)
 
     # -- requests --------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
 from tests.integration.conftest import ClusterFactory
 from tests.support.quorum_support import log_events, wait_until
-from tools.cluster import Cluster, ClusterError, request
+from tools.cluster import Cluster, ClusterError
+from tools.quorum_client import request
 
 pytestmark = pytest.mark.integration
 

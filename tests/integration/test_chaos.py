@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tools.commands.quorum_voters import directory_id_of
+from tools.voter_changes import directory_id_of
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
 from tests.support.cli_imports import run_verb
 from tests.support.quorum_support import kraft
-from tools.commands import topics
+from tools import admin_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -55,10 +55,10 @@ def test_a_followers_leader_hint_is_followed_without_the_backoff(
     leader = cluster.wait_for_leader(10)["leader_id"]
     follower = next(n for n in cluster.voter_ids if n != leader)
     sleeps: list[float] = []
-    monkeypatch.setattr(topics, "time", SimpleNamespace(monotonic=time.monotonic,
-                                                        sleep=sleeps.append))
-    client = topics.AdminClient([cluster.node(follower).controller_address or ""],
-                                cluster_id=cluster.cluster_id, timeout_s=10)
+    monkeypatch.setattr(admin_client, "time", SimpleNamespace(monotonic=time.monotonic,
+                                                              sleep=sleeps.append))
+    client = admin_client.AdminClient([cluster.node(follower).controller_address or ""],
+                                      cluster_id=cluster.cluster_id, timeout_s=10)
     response = client.call(DescribeTopicsRequest())
     assert isinstance(response, DescribeTopicsResponse)
     assert response.error_code == 0

@@ -36,7 +36,8 @@ from raft.common.errors import ErrorCode
 from tests.support.quorum_support import FAST_SETTINGS, kraft
 from tools import access_probes, tls_certs
 from tools.access_probes import CLOSED, is_refused, send
-from tools.cluster import Cluster, client_ssl_context, request
+from tools.cluster import Cluster
+from tools.quorum_client import client_ssl_context, request
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("cryptography")

@@ -25,7 +25,7 @@ from tests.support.quorum_support import (
     wait_all_hold,
     wait_until,
 )
-from tools.cluster import EXIT_CODES, Cluster
+from tools.cluster import Cluster
 from tools.config import parse_address
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -229,7 +229,7 @@ def test_sigterm_while_probing_a_full_disk_exits_zero(cluster: Cluster) -> None:
     wait_until(lambda: not is_listening(info.controller_address or ""), 10,
                f"node {follower} to close its listener")
     cluster.kill(follower, signal.SIGTERM, timeout_s=10)
-    assert EXIT_CODES.get(pid or -1) == 0
+    assert cluster.exit_codes.get(pid or -1) == 0
 
 
 def test_broker_stops_serving_and_recovers_in_place_when_its_disk_fills(

@@ -19,9 +19,9 @@ from raft.segment import list_segments, segment_base_offset
 from raft.storage import read_log_start
 from tests.support.quorum_support import FAST_SETTINGS, log_events, running_cluster, wait_until
 from tests.support.snapshot_support import image_of, partition_dir
+from tools.admin_client import AdminClient
 from tools.cluster import Cluster
 from tools.commands.quorum_snapshot import request_snapshot
-from tools.commands.topics import AdminClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

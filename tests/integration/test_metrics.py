@@ -22,7 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.quorum_support import FAST_SETTINGS, wait_until
-from tools.cluster import Cluster, free_ports
+from tools.cluster import Cluster
+from tools.ports import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

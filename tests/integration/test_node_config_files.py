@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.quorum_support import kraft, wait_until
-from tools.cluster import free_ports
+from tools.ports import free_ports
 
 pytestmark = pytest.mark.integration
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"

@@ -17,7 +17,8 @@ from tests.support.quorum_support import (
     wait_all_hold,
     wait_until,
 )
-from tools.cluster import Cluster, ClusterError, request
+from tools.cluster import Cluster, ClusterError
+from tools.quorum_client import request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

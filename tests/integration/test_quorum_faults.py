@@ -11,8 +11,9 @@ import pytest
 from raft.common.framing import FrameDecoder, encode_frame
 from raft.storage import read_quorum_state
 from tests.support.quorum_support import epochs_by_offset, log_events, wait_all_hold, wait_until
-from tools.cluster import EXIT_CODES, Cluster, ClusterError, request
+from tools.cluster import Cluster, ClusterError
 from tools.config import parse_address
+from tools.quorum_client import request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -127,7 +128,7 @@ def test_leader_resigns_and_exits_zero_when_sent_sigterm(make_cluster: Any) -> N
     pid = cluster.node(old["leader_id"]).pid
     assert pid is not None
     cluster.kill(old["leader_id"], signal.SIGTERM)
-    assert EXIT_CODES.get(pid) == 0
+    assert cluster.exit_codes.get(pid) == 0
     events = [e["msg"] for e in log_events(cluster, old["leader_id"])]
     assert "resigning before shutdown" in events
     assert events[-1] == "node stopped"

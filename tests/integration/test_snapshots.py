@@ -36,9 +36,9 @@ from tests.support.snapshot_support import (
     partition_dir,
     replayed,
 )
-from tools.cluster import EXIT_CODES, Cluster
+from tools.admin_client import AdminClient
+from tools.cluster import Cluster
 from tools.commands.quorum_snapshot import request_snapshot
-from tools.commands.topics import AdminClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -194,7 +194,7 @@ def test_node_without_a_valid_snapshot_exits_naming_the_files(cluster: Cluster) 
         corrupt(path)
     pid = cluster.start_node(BROKER)
     wait_until(lambda: not cluster.is_running(BROKER), 20, "the broker to exit")
-    assert EXIT_CODES[pid] == 2
+    assert cluster.exit_codes[pid] == 2
     errors = [line for line in cluster.node(BROKER).log_path.read_text().splitlines()
               if line.startswith("error: cannot start: ")]
     assert len(errors) == 1

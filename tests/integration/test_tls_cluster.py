@@ -30,7 +30,8 @@ from tests.support.secure_cluster import (
     quorum_started,
 )
 from tools import tls_certs
-from tools.cluster import Cluster, ClusterError, request
+from tools.cluster import Cluster, ClusterError
+from tools.quorum_client import request
 
 pytestmark = pytest.mark.integration
 

@@ -47,8 +47,9 @@ from metadata.admin import (
 from raft.common.uuid import Uuid
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tests.support.secure_cluster import bootstrap_servers, librdkafka_sasl
-from tools.cluster import Cluster, request
+from tools.cluster import Cluster
 from tools.config import flatten, to_toml
+from tools.quorum_client import request
 
 pytestmark = pytest.mark.integration
 

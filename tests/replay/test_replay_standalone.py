@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from tests.replay.conftest import TEST_JAVA_OPTIONS, RealRun
-from tools.cluster import free_ports
+from tools.ports import free_ports
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 

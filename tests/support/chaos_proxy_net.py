@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tools.chaos.proxy import Link, ProxyNet
-from tools.cluster import free_ports
+from tools.ports import free_ports
 
 TEST_RTO_MS = 2.0
 TEST_MAX_RTO_MS = 8.0

@@ -52,7 +52,7 @@ from tools.chaos.final import FinalTopic, read_all
 from tools.chaos.history import OK, UNKNOWN, Event, HistoryWriter, read_history
 from tools.chaos.security import CHECKER_USER, CONSUMER_USER, PRODUCER_USER, ClientSecurity
 from tools.chaos.workload import AdminCaller, error_name
-from tools.cluster import ClusterError
+from tools.quorum_client import ClusterError
 
 log = logging.getLogger(__name__)
 

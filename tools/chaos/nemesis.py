@@ -30,7 +30,7 @@ a majority between faults and every fault is healed at the end. Kinds:
           anew (a new directory id, no initial controllers: `kraft format
           --no-initial-controllers`); after `hold_s` start it (an observer under its new
           replica key), remove its old key and add the new one as `kraft quorum
-          remove-controller` / `add-controller` do (tools/commands/quorum_voters.py),
+          remove-controller` / `add-controller` do (tools/voter_changes.py),
           asking again while the leader answers REQUEST_TIMED_OUT, for at most
           REPLACE_TIMEOUT_S. Healed: the voter set is whole again, with the new key. Faults
           run one at a time, so no second voter is wiped before the replacement ended, and
@@ -69,8 +69,8 @@ from tools.chaos.voter_set import (
     voter_set_problems,
 )
 from tools.cluster import Cluster, ClusterError
-from tools.commands.quorum_voters import add_voter, directory_id_of, remove_voter
 from tools.errors import CommandError
+from tools.voter_changes import add_voter, directory_id_of, remove_voter
 
 log = logging.getLogger(__name__)
 

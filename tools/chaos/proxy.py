@@ -35,8 +35,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.cluster import Cluster, ClusterError, free_ports
+from tools.cluster import Cluster, ClusterError
 from tools.config import parse_address, to_toml
+from tools.ports import free_ports
 
 log = logging.getLogger(__name__)
 

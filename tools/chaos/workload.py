@@ -45,7 +45,7 @@ from raft.common.uuid import Uuid
 from tools.admin_client import LeaderClient, admin_outcome
 from tools.chaos.history import FAILED, OK, UNKNOWN, HistoryWriter
 from tools.chaos.security import PRODUCER_USER, ClientSecurity
-from tools.cluster import ClusterError
+from tools.quorum_client import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class AdminCaller:
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.addresses = list(addresses)
         self.cluster_id = cluster_id
-        self.ssl_context = ssl_context  # None: plaintext (or the process's default)
+        self.ssl_context = ssl_context  # None: plaintext
         self._client = LeaderClient(self.addresses, cluster_id=cluster_id,
                                     ssl_context=ssl_context,
                                     attempt_timeout_s=ATTEMPT_TIMEOUT_S, backoff_s=BACKOFF_S)

@@ -3,7 +3,7 @@
 --bootstrap-server names a broker, --bootstrap-controller controllers).
 
 `BrokerAdminClient.call` takes the same `metadata.admin` requests as the controllers'
-admin client (`tools.commands.topics.AdminClient`) and returns the same responses, so
+admin client (`tools.admin_client.AdminClient`) and returns the same responses, so
 `kraft topics` prints the same whichever it talks to:
 
 - DescribeTopics -> Metadata (v10+: topic IDs; by name or by ID), plus

@@ -55,10 +55,10 @@ from metadata.authorizer import (
     ResourceType,
 )
 from raft.common.session import KafkaPrincipal
-from tools.client.addresses import broker_addresses
+from tools.addresses import broker_addresses
+from tools.admin_client import AdminClient, describe_error, fail_on_error
 from tools.cluster import Cluster, ClusterError
 from tools.commands.quorum import controller_addresses
-from tools.commands.topics import AdminClient, describe_error, fail_on_error
 from tools.errors import CommandError, usage_error
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -208,8 +208,9 @@ def _client(args: argparse.Namespace) -> Any:
         except (ClusterError, OSError) as exc:
             raise usage_error(f"--cluster {args.cluster}: {exc}") from None
         return AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id,
-                           timeout_s=args.timeout)
-    return AdminClient(controller_addresses(args), timeout_s=args.timeout)
+                           timeout_s=args.timeout, ssl_context=args.client_ssl)
+    return AdminClient(controller_addresses(args), timeout_s=args.timeout,
+                       ssl_context=args.client_ssl)
 
 
 def _error(code: int, message: str | None) -> str:

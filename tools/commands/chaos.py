@@ -100,10 +100,11 @@ from tools.chaos.security import (
 )
 from tools.chaos.voter_set import voter_keys
 from tools.chaos.workload import AdminCaller, Workload, WorkloadConfig
-from tools.cluster import CLUSTER_FILE, Cluster, ClusterError, client_ssl_context
+from tools.cluster import CLUSTER_FILE, Cluster, ClusterError
 from tools.commands.replay import require_extra
 from tools.errors import usage_error
 from tools.progress import Poll, ProgressDisplay, Reading
+from tools.quorum_client import client_ssl_context
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,8 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
 )
 from metadata.topic_configs import KEYS
-from tools.commands.topics import add_controller_target, admin_client, fail_on_error
+from tools.admin_client import fail_on_error
+from tools.commands.topics import add_controller_target, admin_client
 from tools.errors import usage_error
 
 

@@ -21,7 +21,7 @@ import signal
 
 import trio
 
-from tools.client.addresses import broker_addresses
+from tools.addresses import broker_addresses
 from tools.client.connection import ClientError, KafkaClient
 from tools.client.consumer import ConsumedRecord, OrderedConsumer
 from tools.errors import CommandError, usage_error

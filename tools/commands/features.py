@@ -21,9 +21,11 @@ from typing import Any
 
 from raft import messages
 from raft.control_records import Endpoint
-from tools.cluster import Cluster, ClusterError, describe_quorum
+from tools.cluster import Cluster, ClusterError
 from tools.commands import quorum_voters
 from tools.errors import CommandError, usage_error
+from tools.quorum_client import describe_quorum
+from tools.voter_changes import send_change_to_leader
 
 FEATURE = "kraft.version"
 MAX_VERSION = 1
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _state(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     addresses = quorum_voters.controller_addresses(args)
-    return addresses, describe_quorum(addresses, timeout_s=5.0)
+    return addresses, describe_quorum(addresses, timeout_s=5.0, ssl_context=args.client_ssl)
 
 
 def _describe(args: argparse.Namespace) -> int:
@@ -81,9 +83,9 @@ def _upgrade(args: argparse.Namespace) -> int:
     nodes = tuple(messages.NodeEndpoints(node_id=voter_id, listeners=tuple(
         _endpoint(text) for text in texts)) for voter_id, texts in
         sorted(_voter_endpoints(args, addresses, state).items()))
-    quorum_voters.send_change_to_leader(addresses, messages.UpdateKRaftVersionRequest(
+    send_change_to_leader(addresses, messages.UpdateKRaftVersionRequest(
         cluster_id=quorum_voters.target_cluster_id(args, addresses), kraft_version=version,
-        nodes=nodes), args.timeout)
+        nodes=nodes), args.timeout, args.client_ssl)
     if args.json:
         print(json.dumps({"feature": FEATURE, "finalized_version_level": version}))
     else:

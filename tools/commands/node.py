@@ -112,7 +112,7 @@ def discover_voters(config: NodeConfig, timeout_s: float = DISCOVERY_TIMEOUT_S
     server is asked DescribeQuorum and answers with its own node id, the leader's id and
     address, and the voter ids. Retried until every voter's endpoint is known (the
     controllers may still be starting), else a usage error naming the missing ones."""
-    from tools.cluster import ClusterError, request  # the blocking msgpack client
+    from tools.quorum_client import ClusterError, request  # the blocking msgpack client
     # the controller listener's TLS, as the node itself will dial the voters
     context = node_tls(config).client if config.is_tls(config.controller_listener_name) \
         else None

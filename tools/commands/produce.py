@@ -36,7 +36,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka import record_batch
 from broker.kafka.codec import build
 from broker.kafka.wire_client import call, connect, encode_request
-from tools.client.addresses import broker_addresses
+from tools.addresses import broker_addresses
 from tools.errors import CommandError, usage_error
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22

@@ -43,16 +43,10 @@ import time
 from typing import Any
 
 from raft import messages
-from tools.cluster import (
-    DESCRIBE_QUORUM,
-    Cluster,
-    ClusterError,
-    append_records,
-    describe_quorum,
-    request,
-)
+from tools.cluster import Cluster, ClusterError
 from tools.commands import quorum_snapshot, quorum_voters
 from tools.errors import CommandError, usage_error
+from tools.quorum_client import DESCRIBE_QUORUM, append_records, describe_quorum, request
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT,
            "TERM": signal.SIGTERM}
@@ -322,7 +316,8 @@ def voter_endpoints(args: argparse.Namespace, addresses: list[str],
     body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
     for address in addresses:
         try:
-            reply = request(address, DESCRIBE_QUORUM, body, timeout_s=1.0)
+            reply = request(address, DESCRIBE_QUORUM, body, timeout_s=1.0,
+                            ssl_context=args.client_ssl)
         except ClusterError:
             continue
         if isinstance(reply, dict) and isinstance(reply.get("node_id"), int):
@@ -332,7 +327,7 @@ def voter_endpoints(args: argparse.Namespace, addresses: list[str],
 
 def _through_broker(args: argparse.Namespace) -> tuple[dict[str, Any], dict[int, list[str]]]:
     """(state, voter endpoints) from Kafka's DescribeQuorum, sent to a broker."""
-    from tools.client.addresses import broker_addresses  # kio and trio: only when used
+    from tools.addresses import broker_addresses  # kio and trio: only when used
     from tools.client.admin import BrokerAdminClient
     from tools.client.connection import ClientError
     try:
@@ -350,7 +345,8 @@ def _describe(args: argparse.Namespace) -> int:
         cluster_id = ""  # the state's, from the broker's Metadata
     else:
         addresses, cluster_id = _addresses(args)
-        state = describe_quorum(addresses, timeout_s=2.0)  # a stopped node only times out
+        # a stopped node only times out
+        state = describe_quorum(addresses, timeout_s=2.0, ssl_context=args.client_ssl)
     now_ms = int(time.time() * 1000)
     if args.status:
         if endpoints is None:
@@ -369,7 +365,7 @@ def _append(args: argparse.Namespace) -> int:
         raise usage_error("need --count >= 1 and 1 <= --batch <= --count")
     addresses, cluster_id = _addresses(args)
     reply = append_records(addresses, args.count, args.batch, cluster_id=cluster_id,
-                           timeout_s=args.timeout)
+                           timeout_s=args.timeout, ssl_context=args.client_ssl)
     summary = {k: reply[k] for k in ("count", "epoch", "last_offset", "elapsed_ms")}
     _print(args, {**summary, "batches": reply["batches"]},
            f"appended {reply['count']} records in {len(reply['batches'])} batches, committed "

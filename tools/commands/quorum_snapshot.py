@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 from typing import Any
 
 from raft.common.errors import ErrorCode
-from tools.cluster import Cluster, ClusterError, NodeInfo, request
+from tools.cluster import Cluster, ClusterError, NodeInfo
+from tools.quorum_client import request
 
 # metadata.snapshot_writer.WRITE_SNAPSHOT_API, not imported: that module loads trio
 WRITE_SNAPSHOT_API = "WriteSnapshot"
@@ -36,8 +38,10 @@ def add_parser(actions: Any) -> None:
     snapshot.add_argument("--json", action="store_true")
 
 
-def request_snapshot(cluster: Cluster, node: NodeInfo, timeout_s: float) -> dict[str, Any]:
-    """The node's WriteSnapshot answer; {"node_id", "error"} when it failed."""
+def request_snapshot(cluster: Cluster, node: NodeInfo, timeout_s: float, *,
+                     ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """The node's WriteSnapshot answer; {"node_id", "error"} when it failed. Over TLS
+    with `ssl_context` (the verb's identity, which may not be the cluster's admin)."""
     address = node.controller_address or node.status_address
     try:
         if address is None:
@@ -45,7 +49,7 @@ def request_snapshot(cluster: Cluster, node: NodeInfo, timeout_s: float) -> dict
         if not cluster.is_running(node.id):
             raise ClusterError("not running")
         body = request(address, WRITE_SNAPSHOT_API, {}, cluster_id=cluster.cluster_id,
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, ssl_context=ssl_context)
     except ClusterError as exc:
         return {"node_id": node.id, "error": str(exc)}
     if not isinstance(body, dict) or body.get("error_code") != 0:
@@ -76,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     cluster = Cluster.load(args.cluster)
     nodes = [cluster.node(args.node)] if args.node is not None else \
         [cluster.nodes[n] for n in sorted(cluster.nodes)]
-    answers = [request_snapshot(cluster, node, args.timeout) for node in nodes]
+    answers = [request_snapshot(cluster, node, args.timeout, ssl_context=args.client_ssl)
+               for node in nodes]
     if args.json:
         print(json.dumps(answers, indent=2))
     else:

@@ -26,21 +26,15 @@ and endpoints: CONTROLLER://HOST:PORT", "Removed KRaft controller 3 with directo
 from __future__ import annotations
 
 import argparse
-import ssl
-import time
-from pathlib import Path
 from typing import Any
 
-from raft import messages
-from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.control_records import Endpoint
 from raft.storage import read_meta_properties
-from tools.cluster import Cluster, ClusterError, describe_quorum, request
+from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, usage_error
-
-_RETRY_S = 0.3
-_REQUEST_TIMEOUT_S = 10.0
+from tools.quorum_client import describe_quorum
+from tools.voter_changes import REQUEST_TIMEOUT_S, add_voter, directory_id_of, remove_voter
 
 
 def add_parsers(actions: Any, target: Any) -> None:
@@ -85,7 +79,8 @@ def target_cluster_id(args: argparse.Namespace, addresses: list[str]) -> str:
     if args.cluster:
         return Cluster.load(args.cluster).cluster_id
     try:
-        return str(describe_quorum(addresses, timeout_s=_REQUEST_TIMEOUT_S)["cluster_id"])
+        return str(describe_quorum(addresses, timeout_s=REQUEST_TIMEOUT_S,
+                                   ssl_context=args.client_ssl)["cluster_id"])
     except ClusterError as exc:
         raise CommandError(str(exc)) from None
 
@@ -120,60 +115,6 @@ def _new_controller(args: argparse.Namespace) -> tuple[int, Uuid, Endpoint]:
         name="CONTROLLER", host=host, port=int(port))
 
 
-def add_voter(addresses: list[str], *, cluster_id: str, node_id: int, directory_id: Uuid,
-              endpoint: Endpoint, timeout_s: float,
-              ssl_context: ssl.SSLContext | None = None) -> None:
-    """AddRaftVoter for (node_id, directory_id) at `endpoint`, as `add-controller` sends
-    it (kraft chaos's wipe-voter fault adds the replacement this way too)."""
-    send_change_to_leader(addresses, messages.AddRaftVoterRequest(
-        cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id,
-        listeners=(endpoint,)), timeout_s, ssl_context)
-
-
-def remove_voter(addresses: list[str], *, cluster_id: str, node_id: int, directory_id: Uuid,
-                 timeout_s: float, ssl_context: ssl.SSLContext | None = None) -> None:
-    """RemoveRaftVoter for the replica key (node_id, directory_id), as `remove-controller`
-    sends it."""
-    send_change_to_leader(addresses, messages.RemoveRaftVoterRequest(
-        cluster_id=cluster_id, voter_id=node_id, voter_directory_id=directory_id),
-        timeout_s, ssl_context)
-
-
-def send_change_to_leader(addresses: list[str], message: Any, timeout_s: float,
-                          ssl_context: ssl.SSLContext | None = None) -> None:
-    """Send the voter change to the leader; retried while refused for a reason that
-    passes (not caught up yet, a change in progress, no leader) until `timeout_s`."""
-    api, body = messages.encode_message(message)
-    deadline = time.monotonic() + timeout_s
-    last = "no controller answered"
-    while True:
-        for address in addresses:
-            try:
-                reply = request(address, api, body, timeout_s=_REQUEST_TIMEOUT_S,
-                                ssl_context=ssl_context)
-            except ClusterError as exc:
-                last = str(exc)
-                continue
-            try:
-                answer = messages.decode_message("VoterChangeResponse", reply)
-            except messages.MessageError:
-                last = f"{address}: {reply.get('error_message', reply)}"
-                continue
-            assert isinstance(answer, messages.VoterChangeResponse)
-            code = answer.error_code
-            if code == ErrorCode.NONE:
-                return
-            last = f"{code.name}: {answer.error_message or ''}".rstrip(": ")
-            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                continue
-            if code != ErrorCode.REQUEST_TIMED_OUT:
-                raise CommandError(last)
-            break  # the leader answered: wait before asking it again
-        if time.monotonic() >= deadline:
-            raise CommandError(f"gave up after {timeout_s:g} s: {last}")
-        time.sleep(_RETRY_S)
-
-
 def add_node(args: argparse.Namespace) -> int:
     import json
     cluster = Cluster.load(args.cluster)
@@ -194,7 +135,8 @@ def add_controller(args: argparse.Namespace) -> int:
     node_id, directory_id, endpoint = _new_controller(args)
     addresses = controller_addresses(args)
     add_voter(addresses, cluster_id=target_cluster_id(args, addresses), node_id=node_id,
-              directory_id=directory_id, endpoint=endpoint, timeout_s=args.timeout)
+              directory_id=directory_id, endpoint=endpoint, timeout_s=args.timeout,
+              ssl_context=args.client_ssl)
     where = f"{endpoint.name}://{endpoint.host}:{endpoint.port}"
     if args.json:
         print(json.dumps({"added": node_id, "directory_id": str(directory_id),
@@ -213,15 +155,9 @@ def remove_controller(args: argparse.Namespace) -> int:
         raise usage_error(f"--directory-id: {exc}") from None
     addresses = controller_addresses(args)
     remove_voter(addresses, cluster_id=target_cluster_id(args, addresses), node_id=args.node,
-                 directory_id=directory_id, timeout_s=args.timeout)
+                 directory_id=directory_id, timeout_s=args.timeout, ssl_context=args.client_ssl)
     if args.json:
         print(json.dumps({"removed": args.node, "directory_id": str(directory_id)}))
     else:
         print(f"Removed KRaft controller {args.node} with directory id {directory_id}")
     return 0
-
-
-def directory_id_of(data_dir: str | Path) -> str | None:
-    """A node's directory id from its meta.properties (None before KIP-853 formats)."""
-    meta = read_meta_properties(data_dir)
-    return meta.directory_id if meta is not None else None

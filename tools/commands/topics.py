@@ -25,15 +25,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from metadata.admin import (
     DEFAULT,
-    WRITE_APIS,
-    AdminDecodeError,
-    AdminErrorResponse,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -48,19 +43,12 @@ from metadata.admin import (
     RenameTopicRequest,
     RenameTopicResponse,
     TopicDescription,
-    api_of,
-    encode_body,
 )
-from raft.common.errors import ErrorCode
-from raft.common.leader_redirect import Failed, Outcome, Unknown
 from raft.common.uuid import Uuid
-from tools.admin_client import LeaderClient, admin_outcome
-from tools.client.addresses import broker_addresses
+from tools.addresses import broker_addresses
+from tools.admin_client import AdminClient, fail_on_error
 from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, usage_error
-
-RETRY_BACKOFF_S = 0.1
-ATTEMPT_TIMEOUT_S = 10.0
 
 
 def add_controller_target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
@@ -95,70 +83,13 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="give up after this long (leader elections included)")
 
 
-# --- the client -------------------------------------------------------------------------
-
-
-class AdminClient:
-    """Blocking admin client: tries each address, follows NOT_CONTROLLER to the leader and
-    retries (with a short backoff) while no controller is active, until the deadline
-    (`tools.admin_client.LeaderClient`)."""
-
-    def __init__(self, addresses: list[str], *, cluster_id: str = "", timeout_s: float = 30.0
-                 ) -> None:
-        if not addresses:
-            raise usage_error("no controller address given")
-        self.addresses = addresses
-        self.deadline = time.monotonic() + timeout_s
-        self._client = LeaderClient(addresses, cluster_id=cluster_id,
-                                    attempt_timeout_s=ATTEMPT_TIMEOUT_S,
-                                    backoff_s=RETRY_BACKOFF_S)
-
-    @property
-    def preferred(self) -> str | None:
-        """The controller that answered last (asked first next time)."""
-        return self._client.preferred
-
-    def call(self, request_message: Any) -> Any:
-        api = api_of(request_message)
-        result = self._client.call(api, encode_body(request_message),
-                                   is_write=api in WRITE_APIS, deadline=self.deadline,
-                                   classify=admin_outcome(api, on_malformed=_malformed(api)))
-        if isinstance(result, Unknown | Failed):
-            last = result.problems[-1] if result.problems else "no answer"
-            applied = f"; the {api} may have been applied" \
-                if isinstance(result, Unknown) else ""
-            raise CommandError(f"no active controller answered {api} in time{applied} "
-                               f"({last})")
-        response = result.value
-        if isinstance(response, AdminErrorResponse):
-            raise CommandError(f"{api} failed: " + describe_error(
-                response.top_level_error, response.error_message))
-        return response
-
-
-def _malformed(api: str) -> Callable[[str, AdminDecodeError], Outcome]:
-    def refuse(address: str, exc: AdminDecodeError) -> Outcome:
-        raise CommandError(f"{address}: malformed {api} response: {exc}")
-    return refuse
+# --- the client ---------------------------------------------------------------------------
 
 
 class Client(Protocol):
     """AdminClient (controllers) or tools.client.admin.BrokerAdminClient (a broker)."""
 
     def call(self, request_message: Any) -> Any: ...
-
-
-def describe_error(code: int, message: str | None) -> str:
-    try:
-        name = ErrorCode(code).name
-    except ValueError:
-        name = "UNKNOWN"
-    return f"{name} ({code})" + (f": {message}" if message else "")
-
-
-def fail_on_error(what: str, code: int, message: str | None) -> None:
-    if code != ErrorCode.NONE:
-        raise CommandError(f"{what} failed: {describe_error(code, message)}")
 
 
 def _topic_id(text: str) -> Uuid:
@@ -192,7 +123,8 @@ def admin_client(args: argparse.Namespace) -> Client:
     else:
         from tools.commands.quorum import controller_addresses  # its raft RPCs: only here
         addresses, cluster_id = controller_addresses(args), ""
-    return AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout)
+    return AdminClient(addresses, cluster_id=cluster_id, timeout_s=args.timeout,
+                       ssl_context=args.client_ssl)
 
 
 def run(args: argparse.Namespace) -> int:

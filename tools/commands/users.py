@@ -45,8 +45,9 @@ from metadata.admin import (
     ScramCredentialUpsertion,
 )
 from metadata.scram_credentials import MECHANISM_BY_TYPE, SCRAM_MECHANISMS
+from tools.admin_client import fail_on_error
 from tools.commands.configs import parse_add_config
-from tools.commands.topics import add_controller_target, admin_client, fail_on_error, through_broker
+from tools.commands.topics import add_controller_target, admin_client, through_broker
 from tools.errors import CommandError, usage_error
 
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
@@ -175,7 +176,7 @@ def _describe(args: argparse.Namespace, names: list[str]) -> int:
 
 
 def _broker_client(args: argparse.Namespace) -> Any:
-    from tools.client.addresses import broker_addresses
+    from tools.addresses import broker_addresses
     from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
     return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
                              timeout_s=args.timeout)

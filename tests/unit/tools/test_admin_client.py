@@ -17,7 +17,8 @@ from raft.common.errors import ErrorCode
 from raft.common.framing import FrameDecoder, encode_frame
 from raft.common.leader_redirect import Done, Failed, Unknown
 from tools.admin_client import LeaderClient, raft_outcome
-from tools.cluster import ClusterError, append_records
+from tools.cluster import ClusterError
+from tools.quorum_client import append_records
 
 BOUND_S = 10.0
 Answer = Callable[[dict[str, Any]], Any]  # a request frame -> the body to answer, or None
