@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.synthetic_logs import metadata_log, write_cluster
 from tools.replay.inputs import from_cluster
-from tools.replay.synthetic import metadata_log, write_cluster
 
 RECORDS = int(os.environ.get("KRAFT_REPLAY_BENCH_RECORDS", "1000000"))
 NODES = (1, 2, 3)

@@ -4,7 +4,7 @@ consumers.
     python -m bench resize_bench
 
 One multi-process cluster of 3 voters and 3 brokers on 127.0.0.1, heartbeats every
-200 ms. A resize run (tools/resize_run.py): 3 ordered producers at 50 records/s each,
+200 ms. A resize run (tests/support/resize_run.py): 3 ordered producers at 50 records/s each,
 2 ordered consumers in one group, the topic going 2 → 3 → 4 → 8 → 5 → 3 partitions.
 Run twice in the same cluster, the same way: with the ordering gates, then without (the
 peer: a consumer that does not wait, as Kafka's own does, at its best for latency).
@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.support.resize_run import ResizeRun, ResizeRunConfig, ResizeRunResult
 from tools.cluster import Cluster
-from tools.resize_run import ResizeRun, ResizeRunConfig, ResizeRunResult
 
 VOTERS, BROKERS = 3, 3
 SETTINGS = {"broker.heartbeat.interval.ms": 200}

@@ -18,9 +18,9 @@ from typing import IO, Any
 
 import pytest
 
+from tests.support.order_check import acknowledged_from, check_order, deliveries_from
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster
 from tools.cluster import Cluster
-from tools.order_check import acknowledged_from, check_order, deliveries_from
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 Three ordered producers write per-key sequence numbers while the topic goes
 2 → 3 → 4 → 8 → 5 → 3 partitions; two ordered consumers in one group deliver them. Every
-key's values must be delivered in increasing order, none missing (tools/order_check.py).
+key's values must be delivered in increasing order, none missing (tests/support/order_check.py).
 The same run with the gates switched off must show order violations: without that the
 first test proves nothing. Then the faults: the active controller
 killed as a resize is issued (an expansion, then a deletion), a consumer killed while it
@@ -20,8 +20,14 @@ from typing import Any
 import pytest
 
 from tests.support.quorum_support import FAST_SETTINGS, coordinator_of, running_cluster
+from tests.support.resize_run import (
+    Hook,
+    ResizeRun,
+    ResizeRunConfig,
+    ResizeRunResult,
+    write_outputs,
+)
 from tools.cluster import Cluster
-from tools.resize_run import Hook, ResizeRun, ResizeRunConfig, ResizeRunResult, write_outputs
 
 BROKERS = (4, 5, 6)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,

@@ -1,5 +1,5 @@
 """One SparkSession (local[2], no UI, two shuffle partitions) for the whole replay suite,
-helpers that build synthetic clusters with `tools.replay.synthetic`, and the logs of one
+helpers that build synthetic clusters with `tests.support.synthetic_logs`, and the logs of one
 real multi-process run with their local[2] replay, shared by test_replay_real_run.py and
 test_replay_standalone.py (one cluster run and one local replay for both)."""
 
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from raft.types import Batch
+from tests.support.synthetic_logs import metadata_log, write_cluster
 from tools.replay.inputs import from_cluster
 from tools.replay.job import ReplayResult, run_replay
-from tools.replay.synthetic import metadata_log, write_cluster
 
 # The tests' JVMs compile with C1 only and collect with the serial collector: their jobs
 # are short, and on 2 cores C2 compiler and parallel GC threads compete with the work (a

@@ -20,10 +20,10 @@ from metadata.records import (
 )
 from raft.common.uuid import Uuid
 from raft.types import Batch
+from tests.support.synthetic_logs import replace_record
+from tests.support.synthetic_logs import write_cluster as write_cluster_files
 from tools.cli import main
 from tools.replay.checkpoint import write_checkpoint
-from tools.replay.synthetic import replace_record
-from tools.replay.synthetic import write_cluster as write_cluster_files
 
 pytestmark = pytest.mark.spark
 

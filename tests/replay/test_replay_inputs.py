@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from raft.storage import HIGH_WATERMARK_CHECKPOINT
+from tests.support.synthetic_logs import metadata_log, write_cluster
 from tools.cli import main
 from tools.replay import METADATA_DIR
 from tools.replay.inputs import InputError, from_cluster, from_logs
-from tools.replay.synthetic import metadata_log, write_cluster
 
 
 def test_replay_exits_2_when_the_cluster_directory_is_missing(tmp_path, capsys):

@@ -24,10 +24,10 @@ from metadata.records import (
 from raft.common.uuid import Uuid
 from raft.types import Batch
 from tests.support.serial_spark import SerialSpark
+from tests.support.synthetic_logs import write_cluster
 from tools.replay.inputs import from_cluster
 from tools.replay.job import run_replay
 from tools.replay.sequential import NodeScan
-from tools.replay.synthetic import write_cluster
 
 VOTERS = (1, 2, 3)
 A, META = Uuid(2), Uuid(4)

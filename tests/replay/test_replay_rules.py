@@ -102,11 +102,11 @@ from tests.support.rule_sites import (
     replay_sites,
 )
 from tests.support.serial_spark import SerialSpark
+from tests.support.synthetic_logs import write_cluster
 from tools.replay.checkpoint import write_checkpoint
 from tools.replay.inputs import from_cluster
 from tools.replay.job import ReplayResult, run_replay
 from tools.replay.sequential import NodeScan
-from tools.replay.synthetic import write_cluster
 
 VOTERS = (1, 2, 3)
 A, B, META, META2 = Uuid(2), Uuid(3), Uuid(4), Uuid(5)

@@ -15,11 +15,11 @@ import pytest
 
 from raft.types import Batch
 from tests.replay.snapshot_logs import CORRUPT, cut_log, drop_log, epoch_before, write_snapshot_of
+from tests.support.synthetic_logs import write_cluster
 from tools.cli import main
 from tools.replay import METADATA_DIR
 from tools.replay.inputs import from_cluster
 from tools.replay.job import run_replay
-from tools.replay.synthetic import write_cluster
 
 pytestmark = pytest.mark.spark
 

@@ -17,11 +17,11 @@ from raft.common.uuid import Uuid
 from raft.log import METADATA_PARTITION_DIR
 from raft.types import Batch
 from tests.replay.snapshot_logs import cut_log, write_snapshot_of
+from tests.support.synthetic_logs import write_node
 from tools.chaos import final
 from tools.chaos.nemesis import LEADER, Nemesis, schedule
 from tools.cluster import Cluster, ClusterError
 from tools.commands import chaos
-from tools.replay.synthetic import write_node
 
 NODES = [1, 2, 3, 4, 5, 6]
 BROKERS = [4, 5, 6]

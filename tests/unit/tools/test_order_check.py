@@ -1,11 +1,11 @@
-"""The per-key order check over merged consumer outputs (tools/order_check.py)."""
+"""The per-key order check over merged consumer outputs (tests/support/order_check.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tools.order_check import Delivery, check_order
+from tests.support.order_check import Delivery, check_order
 
 
 def d(key: str, value: int, ts: float, consumer: int = 0, line: int = 0) -> Delivery:

@@ -25,6 +25,7 @@ from tests.replay.snapshot_logs import (
     write_snapshot_of,
 )
 from tests.support.serial_spark import SerialSpark
+from tests.support.synthetic_logs import write_cluster
 from tools.replay import METADATA_DIR
 from tools.replay.checkpoint import Checkpoint, check_checkpoints
 from tools.replay.crossnode import batch_versions, committed_end, committed_prefix
@@ -45,7 +46,6 @@ from tools.replay.snapshots import (
     replay_bases,
     run_replays,
 )
-from tools.replay.synthetic import write_cluster
 
 VOTERS = (1, 2, 3)
 A, B, META = Uuid(2), Uuid(3), Uuid(4)

@@ -1,5 +1,5 @@
 """A resize run: ordered producers and consumers as real processes while a topic's
-partition count changes, then the per-key order check (tools/order_check.py).
+partition count changes, then the per-key order check (tests/support/order_check.py).
 
 Used by the end-to-end tests and by the resize benchmark. Every process is a `kraft`
 subprocess started here and ended here, by PID; every wait is bounded.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
+from tests.support.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
 
 
 class RunError(RuntimeError):
