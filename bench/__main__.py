@@ -26,6 +26,14 @@ def main() -> int:
     if "--" in args:
         args, options = args[:args.index("--")], args[args.index("--") + 1:]
     only = args
+    if "-h" in only or "--help" in only:
+        print(__doc__)
+        return 0
+    unknown = sorted(set(only) - {name.rsplit(".", 1)[-1] for name in MODULES})
+    if unknown:
+        print(f"no benchmark {', '.join(unknown)} (known: "
+              f"{', '.join(n.rsplit('.', 1)[-1] for n in MODULES)})", file=sys.stderr)
+        return 2
     if options and len(only) != 1:
         print("options after -- need exactly one module named", file=sys.stderr)
         return 2
