@@ -1,6 +1,8 @@
-"""Local multi-process cluster launcher, and a small blocking client for its nodes.
+"""Local multi-process cluster launcher: formats the nodes, writes their configurations,
+starts and stops their processes, and asks them (through `tools.quorum_client`) who
+leads and whether the brokers are ready.
 
-Used by `kraft quorum`, the integration tests, the demo and the bench. Layout:
+Used by `kraft quorum`, the integration tests, the demo, chaos and the bench. Layout:
 
     DIR/cluster.json           cluster_id; per node: id, roles, controller and client
                                addresses, pid, data dir, node dir, config path
