@@ -20,7 +20,7 @@ from raft.segment import encode_batch, list_segments, segment_name
 from raft.types import Batch, RaftLog
 from tests.support.crash_disk import CrashDisk, Died
 from tools.cli import main
-from tools.commands.dump_log import dump_lines
+from tools.log_dump.files import dump_lines
 
 SEGMENT_BYTES = 200  # two batches a segment: bases 0 3 | 6 9 | 12 15 | 18 21 | 24 27
 Record = tuple[int, int, bytes]  # (offset, epoch, record)
