@@ -137,6 +137,9 @@ class CoreBase:
         self._is_voter = False
         self._majority = 1
         self._voter_keys: VoterSet = self._history.latest
+        # The ids of the last non-empty voter set in force: whom an observer asks who
+        # leads should a cut of its log take every voter record away again.
+        self._last_known_voters: tuple[int, ...] = ()
         self._outbox: list[Envelope] = []
         # The leader's fetch answers: `Ready.early_messages` (see raft/types.py).
         self._early_outbox: list[Envelope] = []
@@ -230,6 +233,8 @@ class CoreBase:
         voters = self._history.latest
         self._voter_keys = voters
         self._voters = voters.ids
+        if voters.ids:
+            self._last_known_voters = voters.ids
         self._voter_set = voters.id_set
         self._majority = voters.majority
         self._is_voter = voters.is_voter(self._node_id, self._directory_id)

@@ -280,9 +280,11 @@ class Cluster:
             self.raft_config = dataclasses.replace(
                 core_config, bootstrap_voters=bootstrap,
                 add_voter_max_lag_records=config.add_voter_max_lag_records)
-            # Formatted without initial controllers: it knows whom to ask, not who votes.
+            # Formatted without initial controllers: it knows whom to ask, not who votes;
+            # its bootstrap servers name every node, as any may become a voter.
             self.observer_raft_config = dataclasses.replace(
                 self.observer_raft_config, bootstrap_voters=VoterSet(()),
+                voters=tuple(sorted(self.nodes)),
                 add_voter_max_lag_records=config.add_voter_max_lag_records)
         # Only a planted bug (raft.sim.planted) snapshots past what it applied.
         self._snapshot_point = getattr(core_class, "sim_snapshot_point", None)

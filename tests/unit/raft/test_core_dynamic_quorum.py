@@ -14,9 +14,11 @@ from raft.common.uuid import Uuid
 from raft.control_records import Endpoint, KRaftVersionRecord, VotersRecord
 from raft.core import RaftConfig, RaftCore
 from raft.core._leader_state import LeaderState
+from raft.core._replication import probe_targets
 from raft.log import MemoryLog
 from raft.messages import (
     AddRaftVoterRequest,
+    FetchRequest,
     NodeEndpoints,
     RemoveRaftVoterRequest,
     UpdateKRaftVersionRequest,
@@ -397,3 +399,32 @@ def test_removed_voter_keeps_its_vote_when_the_one_voter_left_is_unreachable() -
     cluster.cut.clear()
     cluster.run(2000)
     assert removed.leader_id == leader.node_id
+
+
+def test_wiped_replica_probes_the_others_never_itself_when_it_knows_no_voters() -> None:
+    """A voter wiped and formatted anew (no initial controllers) knows no voters: it asks
+    the bootstrap servers other than itself who leads, and follows the leader they
+    name. It never sends a Fetch to itself (it used to ask the configured ids in turn,
+    itself first)."""
+    cluster = DynCluster(voters=(1, 2, 3))
+    leader = cluster.leader()
+    victim = 1 if leader.node_id != 1 else 2
+    cluster.wipe(victim)
+    since = len(cluster.sent)
+    cluster.cut.update(frozenset((victim, n)) for n in (1, 2, 3) if n != victim)
+    cluster.run(5000)  # unanswered probes: it asks each one it knows in turn
+    cluster.cut.clear()
+    cluster.run(2000)
+    probes = [e.dst for e in cluster.sent[since:]
+              if e.src == victim and isinstance(e.message, FetchRequest)]
+    assert set(probes) == {1, 2, 3} - {victim}
+    assert cluster.cores[victim].leader_id == leader.node_id
+
+
+def test_probe_targets_are_voters_else_last_known_then_bootstrap_without_self() -> None:
+    """Whom an observer asks: the voters in force; else the last voters it knew (a cut
+    of its log took the voter records away); then the bootstrap servers; never itself."""
+    assert probe_targets(4, (1, 2), (9,), (1, 3)) == (1, 2, 3)
+    assert probe_targets(4, (), (5, 6), (1, 4)) == (5, 6, 1)
+    assert probe_targets(1, (), (), (1,)) == ()
+    assert probe_targets(1, (1, 2), (), (1, 3)) == (2, 3)  # its old key still votes
