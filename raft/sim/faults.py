@@ -61,7 +61,6 @@ RECONFIG_FAULTS = ("add-voter", "remove-voter", "replace-voter", "wipe-voter",
                    "reconfig-burst")
 RECONFIG_RETRY_MS = (100.0, 600.0)  # between an operator's attempts
 RECONFIG_ATTEMPTS = 30
-MIN_VOTERS = 3
 WIPE_WAIT_MS = 4000.0  # wipe-voter waits this long for an election to strike in
 # How often each kind is drawn, relative to 1 for the kinds not listed.
 WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
@@ -745,13 +744,17 @@ def _add_request(cluster: Cluster, node_id: int, directory_id: Any) -> Any | Non
 
 
 def _remove_request(cluster: Cluster, node_id: int, directory_id: Any,
-                    floor: int = MIN_VOTERS) -> Any | None:
+                    floor: int = 1) -> Any | None:
     from raft.messages import RemoveRaftVoterRequest
     from raft.sim.cluster import CLUSTER_ID
     voters = _voters(cluster)
     if voters is None:
         return _NO_LEADER
     if voters.voter(node_id) is None or len(voters) <= floor:
+        return None
+    if any(key.id != node_id for key in _lost_keys(cluster)):
+        # An operator replaces a lost disk before shrinking the set: fewer voters with
+        # that key among them might leave no majority that can ever vote.
         return None
     return RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
                                   voter_directory_id=directory_id)
@@ -795,7 +798,7 @@ def _add_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 def _remove_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     def inject() -> None:
         voters = cluster.voter_set()
-        if voters is None or len(voters) <= MIN_VOTERS:
+        if voters is None or len(voters) <= 1:  # the last voter is never removed
             return
         victim = rng.choice(voters.keys())
         _operate(cluster, rng, f"remove n{victim.id}",
