@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from raft.sim.cluster import Cluster, SimConfig, SimNode
+from raft.common.errors import ErrorCode
+from raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
+from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, SimNode
 from raft.sim.invariants import MAJORITY_HOLDS_HW
 from raft.sim.snapshots import SnapshotConfig
 
@@ -506,6 +508,52 @@ def _win_and_isolate(cluster: Cluster, candidates: list[int], *, above_epoch: in
                            timeout_ets=20).node_id
 
 
+def replaced_sole_voter(voters: int, observers: int, seed: int,
+                        **overrides: Any) -> Cluster:
+    """KIP-853 at its smallest (one voter, dynamic): an observer is added as a voter,
+    the first voter removed, then its disk wiped and formatted anew without voters. The
+    wiped replica must find the leader (its bootstrap servers name it among others:
+    it asks them, never itself) and catch up; the quorum commits throughout."""
+    _require_voters(voters, 1, exact=True)
+    if observers < 1:
+        raise NotApplicable("needs an observer to become the voter")
+    cluster = new_cluster(voters, observers, seed, **{"dynamic": True, **overrides})
+    old = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    new = cluster.nodes[cluster.observer_ids[0]]
+    wait_caught_up(cluster, [new.node_id])
+    assert new.directory_id is not None  # a dynamic run's nodes all have one
+    assert old.directory_id is not None
+    _change_voters(cluster, AddRaftVoterRequest(
+        cluster_id=CLUSTER_ID, voter_id=new.node_id, voter_directory_id=new.directory_id))
+    _change_voters(cluster, RemoveRaftVoterRequest(
+        cluster_id=CLUSTER_ID, voter_id=old.node_id, voter_directory_id=old.directory_id))
+    wait_for_leader(cluster, among=[new.node_id])
+    cluster.crash(old.node_id, wipe=True)
+    cluster.start(old.node_id)
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    _require(cluster, cluster.nodes[old.node_id].core.leader_id == new.node_id,
+             f"the wiped n{old.node_id} does not follow n{new.node_id}")
+    return cluster
+
+
+def _change_voters(cluster: Cluster, request: Any, *, timeout_ets: float = 20) -> None:
+    """Hand `request` to the leader, as a tool would, again after each refusal, until it
+    commits (answered NONE)."""
+    answers: list[Any] = []
+    deadline_ms = cluster.now_ms + _ets(cluster, timeout_ets)
+    while cluster.now_ms < deadline_ms:
+        answers.clear()
+        if cluster.reconfigure(request, answers.append):
+            cluster.run_until(lambda: bool(answers), _ets(cluster, 2))
+        if answers and answers[0].error_code == ErrorCode.NONE:
+            return
+        cluster.run_for(_ets(cluster, 0.5))
+    raise ScenarioFailure(cluster, f"{type(request).__name__} for n{request.voter_id} "
+                                   f"did not commit within {timeout_ets} election timeouts")
+
+
 def _heal_and_converge(cluster: Cluster) -> Cluster:
     cluster.network.heal()
     wait_for_commit(cluster)
@@ -531,4 +579,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "stale-metadata-topic": stale_metadata_topic,
     "divergence": divergence,
     "stale-metadata-topic-election": stale_metadata_topic_election,
+    "replaced-sole-voter": replaced_sole_voter,
 }
