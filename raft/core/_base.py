@@ -115,7 +115,7 @@ class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
                  now_ms: int, snapshots: SnapshotStore | None = None,
-                 directory_id: Uuid | None = None) -> None:
+                 directory_id: Uuid | None = None, first_correlation_id: int = 1) -> None:
         self._node_id = node_id
         self._directory_id = directory_id  # KIP-853: this replica's key is both
         self._config = config
@@ -151,7 +151,10 @@ class CoreBase:
         self._hw_dirty = False
         self._leader_high_watermark: int | None = None  # as last heard from a leader
         self._leader_hw_dirty = False
-        self._next_correlation_id = 1
+        # A restarted node's shell passes one its last incarnation did not use: replies
+        # to that incarnation's requests may still arrive (`_handle_response` matches
+        # them by correlation id and peer only).
+        self._next_correlation_id = first_correlation_id
         self._inflight: dict[int, Inflight] = {}
         self._last_fetch_request: FetchRequest | None = None
         self._topic_ids = MetadataTopicIds(cluster_id)

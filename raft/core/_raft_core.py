@@ -373,12 +373,21 @@ class RaftCore(Election, Replication, Reconfiguration):
         """Responses count only for the request (correlation id, peer) and state that sent
         them; any newer epoch or leader they name is adopted first."""
         inflight = self._inflight.get(envelope.correlation_id)
-        message: Any = envelope.message
         if (inflight is None or inflight.dst != envelope.src
-                or type(message) is not inflight.response_type):
+                or type(envelope.message) is not inflight.response_type):
+            return
+        message: Any = envelope.message
+        addressed = message.error_code not in ADDRESSING_ERRORS
+        leader_id, epoch = _leader_named_by(message)
+        if addressed and epoch < self._state.epoch:
+            # As KafkaRaftClient: it answers a question of an older epoch, or one of an
+            # earlier incarnation of this node that used the same correlation id; the
+            # request stays in flight for its own answer (a probe asks the next voter).
+            if envelope.correlation_id == self._probe_correlation_id:
+                del self._inflight[envelope.correlation_id]
+                self._probe_answered(now_ms, self._config.retry_backoff_ms)
             return
         del self._inflight[envelope.correlation_id]
-        message = envelope.message
         if (message.error_code == ErrorCode.UNKNOWN_TOPIC_ID
                 and inflight.request.topic_id != METADATA_TOPIC_ID):
             # The peer has not applied the MetadataTopic record yet: use the sentinel.
@@ -387,19 +396,20 @@ class RaftCore(Election, Replication, Reconfiguration):
                 self._send_request(envelope.src, dataclasses.replace(
                     inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
                 return
-        if message.error_code not in ADDRESSING_ERRORS and (
-                envelope.src in self._voter_set or self.dynamic_quorum):
-            if isinstance(message, FetchResponse | FetchSnapshotResponse):
-                leader_id = message.current_leader.leader_id
-                epoch = message.current_leader.leader_epoch
-            else:
-                leader_id, epoch = message.leader_id, message.leader_epoch
+        if addressed and (envelope.src in self._voter_set or self.dynamic_quorum):
             self.maybe_handle_leader_info(epoch, leader_id, now_ms)
         if inflight.state is not self._state:
             if envelope.correlation_id == self._probe_correlation_id:
                 self._probe_correlation_id = None
             return
         _RESPONSE_HANDLERS[type(message)](self, envelope, now_ms)
+
+
+def _leader_named_by(message: Any) -> tuple[int, int]:
+    """(leader id, epoch) a response names."""
+    if isinstance(message, FetchResponse | FetchSnapshotResponse):
+        return message.current_leader.leader_id, message.current_leader.leader_epoch
+    return message.leader_id, message.leader_epoch
 
 
 def _unsent(outbox: list[Envelope], sent: tuple[Envelope, ...]) -> list[Envelope]:

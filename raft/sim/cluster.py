@@ -70,6 +70,10 @@ from raft.types import Envelope, Ready, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterSet, voters_change_of
 
 DELIVER, TICK, IO, PROPOSE, CALL, TRIM, PEER = range(7)
+# Correlation ids per incarnation of a node, more than one ever sends: the replies its
+# last incarnation's requests still get match none of the next one's, as a real
+# node's drawn first id makes likely (raft/node.py).
+INCARNATION_IDS = 1 << 24
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
 # The transport's reconnect backoff (raft/transport.py): from 50 ms doubling to 1 s, each
@@ -389,7 +393,9 @@ class Cluster:
         node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
-                             now_ms=node.local_ms(self.now_us), **extra)
+                             now_ms=node.local_ms(self.now_us),
+                             first_correlation_id=1 + (node.incarnation - 1) * INCARNATION_IDS,
+                             **extra)
         node.busy = node.paused = False
         node.tick_at = -1
         if node.incarnation > 1:
