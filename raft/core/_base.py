@@ -272,7 +272,9 @@ class CoreBase:
     def snapshot_control_records(self, end_offset: int) -> list[bytes]:
         """Raft's records for a snapshot ending at `end_offset` (KIP-853: every snapshot
         carries kraft.version and, from 1 on, the voter set in force there; loading it
-        restores them). None for a static quorum's."""
+        restores them). None for a static quorum's. ValueError when `end_offset` lies
+        below this node's log start (`VoterHistory.set_at`): a snapshot writer reads them
+        with its image, before the log start can move past it."""
         history = self._history
         if history.version_at(end_offset) < 1:
             return []

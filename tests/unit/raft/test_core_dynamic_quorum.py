@@ -18,7 +18,11 @@ from raft.core._replication import probe_targets
 from raft.log import MemoryLog
 from raft.messages import (
     AddRaftVoterRequest,
+    CurrentLeader,
     FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     NodeEndpoints,
     RemoveRaftVoterRequest,
     UpdateKRaftVersionRequest,
@@ -27,9 +31,10 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.types import ElectionState, Envelope
+from raft.snapshot import encode_snapshot
+from raft.types import ElectionState, Envelope, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet, voters_change_of
-from tests.support.core_harness import CLUSTER_ID, Cluster
+from tests.support.core_harness import CLUSTER_ID, Cluster, drain, reply, sent
 
 CLIENT = -7  # a tool's connection: not a raft node
 
@@ -428,3 +433,47 @@ def test_probe_targets_are_voters_else_last_known_then_bootstrap_without_self() 
     assert probe_targets(4, (), (5, 6), (1, 4)) == (5, 6, 1)
     assert probe_targets(1, (), (), (1,)) == ()
     assert probe_targets(1, (1, 2), (), (1, 3)) == (2, 3)  # its old key still votes
+
+
+def test_history_refuses_set_at_when_offset_below_its_base() -> None:
+    """Below the base the records that decided the set are gone: no answer, rather than
+    the base (the set at the base offset, perhaps changed since)."""
+    history = VoterHistory(voter_set(1, 2, 3), kraft_version=1)
+    history.reset_to(20, [KRaftVersionRecord(kraft_version=1).encode(),
+                          voter_set(1, 2, 4).to_record().encode()])
+    assert history.set_at(20) == voter_set(1, 2, 4)
+    with pytest.raises(ValueError, match="offset 6 is no longer known"):
+        history.set_at(6)
+
+
+def test_snapshot_records_refused_below_a_snapshot_loaded_since() -> None:
+    """A follower applied offsets 0-4 under voters {1, 2, 3}, then loads the leader's
+    snapshot ending at 20 under {1, 2, 4}. Raft's records for a snapshot of its old image
+    (ending at 5) are no longer known: refused, where they used to be the loaded
+    snapshot's voters, which were not in force at 5."""
+    log = MemoryLog()
+    log.append(1, [b"r%d" % i for i in range(5)])
+    log.flush()
+    follower = RaftCore(
+        node_id=2, config=RaftConfig(voters=(1, 2, 3), bootstrap_voters=voter_set(1, 2, 3)),
+        log=log, election=ElectionState(epoch=2, leader_id=1, voters=()),
+        cluster_id=CLUSTER_ID, rng=random.Random(2), now_ms=0, directory_id=dir_of(2))
+    image_end = log.end_offset
+    assert follower.snapshot_control_records(image_end)[1] == \
+        voter_set(1, 2, 3).to_record().encode()
+    fetch, = sent(drain(follower), FetchRequest)
+    snapshot_id = SnapshotId(20, 2)
+    leader = CurrentLeader(leader_id=1, leader_epoch=2)
+    request, = sent(reply(follower, fetch, FetchResponse(
+        high_watermark=20, current_leader=leader, snapshot_id=snapshot_id), 1),
+        FetchSnapshotRequest)
+    loaded = [KRaftVersionRecord(kraft_version=1).encode(),
+              voter_set(1, 2, 4).to_record().encode()]
+    data = encode_snapshot(snapshot_id, loaded)
+    reply(follower, request, FetchSnapshotResponse(
+        current_leader=leader, snapshot_id=snapshot_id, size=len(data), position=0,
+        unaligned_records=data), 2)
+    assert follower.log.start_offset == 20
+    assert follower.snapshot_control_records(20) == loaded
+    with pytest.raises(ValueError, match="no longer known"):
+        follower.snapshot_control_records(image_end)
