@@ -17,7 +17,7 @@ from typing import Any
 
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
-from raft.control_records import KRaftVersionRecord, LeaderChange, MetadataTopic
+from raft.control_records import Endpoint, KRaftVersionRecord, LeaderChange, MetadataTopic
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
     CandidateState,
@@ -40,6 +40,7 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    UpdateRaftVoterRequest,
     VoterChangeResponse,
     VoteRequest,
     VoteResponse,
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                  EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
-                 FetchSnapshotRequest: FetchSnapshotResponse}
+                 FetchSnapshotRequest: FetchSnapshotResponse,
+                 UpdateRaftVoterRequest: VoterChangeResponse}
 # Errors about the addressing of a request: the response's leader fields mean nothing.
 # INVALID_VOTER_KEY (KIP-853): the replica answering is not the one asked (formatted anew).
 ADDRESSING_ERRORS = frozenset({ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNKNOWN_TOPIC_ID,
@@ -115,9 +117,14 @@ class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
                  now_ms: int, snapshots: SnapshotStore | None = None,
-                 directory_id: Uuid | None = None, first_correlation_id: int = 1) -> None:
+                 directory_id: Uuid | None = None, first_correlation_id: int = 1,
+                 listeners: tuple[Endpoint, ...] = ()) -> None:
         self._node_id = node_id
         self._directory_id = directory_id  # KIP-853: this replica's key is both
+        # KIP-853: the endpoints this replica serves on now; a voter whose entry names
+        # others (it restarted with new listeners) has it updated (`_reconfig`).
+        self._listeners = listeners
+        self._update_voter_at_ms = now_ms  # a follower's next UpdateRaftVoter, if needed
         self._config = config
         self._log = log
         # Snapshots this node serves (leader) or fetches (follower); the one at the log

@@ -284,7 +284,7 @@ class RaftCore(Election, Replication, Reconfiguration):
                                       leader_id=self._node_id, leader_epoch=state.epoch,
                                       high_watermark=self._high_watermark,
                                       current_voters=voters, observers=observers,
-                                      nodes=nodes)
+                                      nodes=nodes, kraft_version=self.kraft_version)
 
     def handle_describe_quorum_request(self, envelope: Envelope, now_ms: int) -> None:
         request: DescribeQuorumRequest = envelope.message
@@ -355,6 +355,7 @@ class RaftCore(Election, Replication, Reconfiguration):
     def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
         if self._tick_voter_change(state, now_ms):
             return  # resigned: its own removal committed (KIP-853)
+        self._maybe_update_own_entry_as_leader(state)
         check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
         if check is not None and now_ms >= check:
             log.info("check-quorum failed, resigning",
@@ -403,6 +404,10 @@ class RaftCore(Election, Replication, Reconfiguration):
                 self._probe_correlation_id = None
             return
         _RESPONSE_HANDLERS[type(message)](self, envelope, now_ms)
+        state = self._state
+        if (isinstance(state, FollowerState) and envelope.src == state.leader_id
+                and isinstance(message, FetchResponse) and message.error_code == ErrorCode.NONE):
+            self._maybe_update_own_endpoints(envelope.src, now_ms)
 
 
 def _leader_named_by(message: Any) -> tuple[int, int]:

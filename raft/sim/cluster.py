@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raft.common.uuid import Uuid
-from raft.control_records import VotersRecord
+from raft.control_records import Endpoint, VotersRecord
 from raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
@@ -74,6 +74,13 @@ DELIVER, TICK, IO, PROPOSE, CALL, TRIM, PEER = range(7)
 # last incarnation's requests still get match none of the next one's, as a real
 # node's drawn first id makes likely (raft/node.py).
 INCARNATION_IDS = 1 << 24
+
+
+def listeners_of(node_id: int, incarnation: int) -> tuple[Endpoint, ...]:
+    """A dynamic run's node serves on another port after each restart (an ephemeral
+    one): it has its voter entry updated (UpdateRaftVoter, KIP-853)."""
+    return (Endpoint(name="CONTROLLER", host="127.0.0.1",
+                     port=9000 + 100 * incarnation + node_id),)
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
 # The transport's reconnect backoff (raft/transport.py): from 50 ms doubling to 1 s, each
@@ -279,8 +286,8 @@ class Cluster:
             self.observer_raft_config = dataclasses.replace(
                 core_config, fetch_timeout_ms=config.observer_fetch_timeout_ms)
         if config.dynamic and core_config is not None:
-            bootstrap = VoterSet(Voter(ReplicaKey(v, self.nodes[v].directory_id))
-                                 for v in self.voter_ids)
+            bootstrap = VoterSet(Voter(ReplicaKey(v, self.nodes[v].directory_id),
+                                       listeners_of(v, 1)) for v in self.voter_ids)
             self.raft_config = dataclasses.replace(
                 core_config, bootstrap_voters=bootstrap,
                 add_voter_max_lag_records=config.add_voter_max_lag_records)
@@ -386,6 +393,7 @@ class Cluster:
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
         if self.config.dynamic:
             extra["directory_id"] = node.directory_id
+            extra["listeners"] = listeners_of(node_id, node.incarnation)
         if self.snapshots_on:
             self.checker.check_snapshot_at_log_start(node)
         voter_config = node.bootstrapped if self.config.dynamic else node.is_voter

@@ -69,7 +69,8 @@ class DynCluster(Cluster):
     def answers(self) -> list[VoterChangeResponse]:
         return [e.message for e in self.sent if e.dst == CLIENT]
 
-    def start(self, node: int, *, bootstrap: bool) -> None:
+    def start(self, node: int, *, bootstrap: bool,
+              listeners: tuple[Endpoint, ...] = ()) -> None:
         config = RaftConfig(voters=self.static_ids,
                             bootstrap_voters=self.bootstrap if bootstrap else None)
         if not bootstrap and self.bootstrap is not None:
@@ -81,8 +82,13 @@ class DynCluster(Cluster):
             election=self.elections[node], cluster_id=CLUSTER_ID,
             rng=random.Random(self.seed * 100 + node + 10 * self.generation[node]),
             now_ms=self.now_ms,
-            directory_id=dir_of(node, self.generation[node]))
+            directory_id=dir_of(node, self.generation[node]), listeners=listeners)
         self.flush(node)
+
+    def restart_with(self, node: int, listeners: tuple[Endpoint, ...]) -> None:
+        """The node's process comes back on the same disk, serving on `listeners`."""
+        self.down.discard(node)
+        self.start(node, bootstrap=True, listeners=listeners)
 
     def wipe(self, node: int) -> None:
         """The node's disk is lost and formatted anew: a new directory id."""
@@ -477,3 +483,47 @@ def test_snapshot_records_refused_below_a_snapshot_loaded_since() -> None:
     assert follower.snapshot_control_records(20) == loaded
     with pytest.raises(ValueError, match="no longer known"):
         follower.snapshot_control_records(image_end)
+
+
+def listening(node: int, port: int) -> tuple[Endpoint, ...]:
+    return (Endpoint(name="CONTROLLER", host="127.0.0.1", port=port),)
+
+
+def test_voter_restarted_with_new_listeners_has_its_entry_updated_by_the_leader() -> None:
+    """KIP-853: a voter back with other endpoints than its entry names asks the leader
+    (UpdateRaftVoter, on its own) and the voter set, and DescribeQuorum, then name the
+    new ones; nothing else about the set changes."""
+    cluster = DynCluster(voters=(1, 2, 3))
+    leader = cluster.leader()
+    cluster.run(500)
+    follower = 1 if leader.node_id != 1 else 2
+    cluster.crash(follower)
+    cluster.restart_with(follower, listening(follower, 9500))
+    cluster.run(3000)
+    updates = [e for e in cluster.sent if isinstance(e.message, UpdateRaftVoterRequest)]
+    assert [(e.src, e.dst) for e in updates][:1] == [(follower, leader.node_id)]
+    expected = voter_set(1, 2, 3).replaced(
+        Voter(ReplicaKey(follower, dir_of(follower)), listening(follower, 9500)))
+    for core in cluster.cores.values():
+        assert core.voter_set == expected
+    described = leader.describe_quorum(cluster.now_ms)
+    assert described.kraft_version == 1
+    assert NodeEndpoints(node_id=follower, listeners=listening(follower, 9500)) in \
+        described.nodes
+
+
+def test_sole_voter_restarted_with_new_listeners_updates_its_own_entry() -> None:
+    """The leader's own entry: it appends the update itself once it may change voters."""
+    cluster = DynCluster(voters=(1,))
+    cluster.leader()
+    cluster.crash(1)
+    cluster.restart_with(1, listening(1, 9501))
+    cluster.run(3000)
+    assert cluster.cores[1].is_leader
+    assert cluster.cores[1].voter_set == VoterSet(
+        [Voter(ReplicaKey(1, dir_of(1)), listening(1, 9501))])
+
+
+def test_describe_quorum_names_kraft_version_when_static() -> None:
+    cluster = DynCluster(voters=(1, 2, 3), dynamic=False)
+    assert cluster.leader().describe_quorum(cluster.now_ms).kraft_version == 0
