@@ -117,6 +117,9 @@ class SimConfig:
     # faults (raft.sim.faults). Off: today's static quorum, draw for draw.
     dynamic: bool = False
     add_voter_max_lag_records: int = 10
+    # Static voters formatted with directory ids (kraft.version 0, as Kafka 3.9 formats
+    # them without --standalone): upgradable to 1 by UpdateKRaftVersion.
+    directory_ids: bool = False
 
 
 @dataclass(slots=True)
@@ -255,7 +258,7 @@ class Cluster:
         self._vote_keys: dict[tuple[int, int, int], Uuid | None] = {}
         self._next_client_cid = 1
         self.reconfigurations = 0  # voter changes answered NONE
-        if config.dynamic:
+        if config.dynamic or config.directory_ids:
             for node in self.nodes.values():
                 node.directory_id = Uuid.random(self.directory_rng)
         chunk_bytes = (config.snapshots.fetch_snapshot_max_bytes
@@ -391,8 +394,9 @@ class Cluster:
             return
         node.incarnation += 1
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
-        if self.config.dynamic:
+        if node.directory_id is not None:
             extra["directory_id"] = node.directory_id
+        if self.config.dynamic:
             extra["listeners"] = listeners_of(node_id, node.incarnation)
         if self.snapshots_on:
             self.checker.check_snapshot_at_log_start(node)

@@ -13,10 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from raft.common.errors import ErrorCode
-from raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
-from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, SimNode
+from raft.messages import (
+    AddRaftVoterRequest,
+    NodeEndpoints,
+    RemoveRaftVoterRequest,
+    UpdateKRaftVersionRequest,
+)
+from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, SimNode, listeners_of
 from raft.sim.invariants import MAJORITY_HOLDS_HW
 from raft.sim.snapshots import SnapshotConfig
+from raft.voters import ReplicaKey, Voter, VoterSet
 
 # Only links 1-3, 2-4, 3-4, 3-5 and 4-5 up (KIP-996's motivating partial partition).
 KIP_996_LINKS = ((1, 3), (2, 4), (3, 4), (3, 5), (4, 5))
@@ -538,6 +544,32 @@ def replaced_sole_voter(voters: int, observers: int, seed: int,
     return cluster
 
 
+def kraft_version_upgrade(voters: int, observers: int, seed: int,
+                          **overrides: Any) -> Cluster:
+    """kraft.version 0 -> 1 (UpdateKRaftVersion, as `kraft features upgrade` sends it):
+    a static quorum formatted with directory ids commits, then the leader turns its
+    voters, with the directory ids it heard in their Fetches and the endpoints the
+    request names, into the log's first VotersRecord; once that commits every node,
+    observers included, runs kraft.version 1 with that voter set."""
+    cluster = new_cluster(voters, observers, seed, **{"directory_ids": True, **overrides})
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    nodes = tuple(NodeEndpoints(node_id=v, listeners=listeners_of(v, 1))
+                  for v in cluster.voter_ids)
+    _change_voters(cluster, UpdateKRaftVersionRequest(cluster_id=CLUSTER_ID, kraft_version=1,
+                                                      nodes=nodes))
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    expected = VoterSet(Voter(ReplicaKey(v, cluster.nodes[v].directory_id), listeners_of(v, 1))
+                        for v in cluster.voter_ids)
+    for node in cluster.running():
+        _require(cluster, node.core.kraft_version == 1 and node.core.voter_set == expected,
+                 f"n{node.node_id}: kraft.version {node.core.kraft_version}, voters "
+                 f"{node.core.voter_set} (expected 1, {expected})")
+    return cluster
+
+
 def _change_voters(cluster: Cluster, request: Any, *, timeout_ets: float = 20) -> None:
     """Hand `request` to the leader, as a tool would, again after each refusal, until it
     commits (answered NONE)."""
@@ -550,8 +582,8 @@ def _change_voters(cluster: Cluster, request: Any, *, timeout_ets: float = 20) -
         if answers and answers[0].error_code == ErrorCode.NONE:
             return
         cluster.run_for(_ets(cluster, 0.5))
-    raise ScenarioFailure(cluster, f"{type(request).__name__} for n{request.voter_id} "
-                                   f"did not commit within {timeout_ets} election timeouts")
+    raise ScenarioFailure(cluster, f"{request} did not commit within {timeout_ets} "
+                                   "election timeouts")
 
 
 def _heal_and_converge(cluster: Cluster) -> Cluster:
@@ -580,4 +612,5 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "divergence": divergence,
     "stale-metadata-topic-election": stale_metadata_topic_election,
     "replaced-sole-voter": replaced_sole_voter,
+    "kraft-version-upgrade": kraft_version_upgrade,
 }

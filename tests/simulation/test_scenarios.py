@@ -158,6 +158,19 @@ def test_wiped_replica_finds_leader_when_sole_voter_replaced(observers: int,
     assert cluster.convergence_gaps() == []
 
 
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases([(1, 1), (3, 2), (4, 0)], 2))
+def test_kraft_version_upgraded_from_0_to_1_when_update_sent(voters: int, observers: int,
+                                                             seed: int) -> None:
+    """UpdateKRaftVersion 0 -> 1 through the leader: the static voters, keyed by their
+    directory ids, become the log's voters; every node runs kraft.version 1."""
+    cluster = scenarios.kraft_version_upgrade(voters, observers, seed)
+    leader = cluster.leader()
+    assert leader is not None
+    assert leader.core.describe_quorum(0).kraft_version == 1
+    assert all(v.key.directory_id == cluster.nodes[v.key.id].directory_id
+               for v in leader.core.voter_set)
+
+
 def test_replaced_sole_voter_not_applicable_when_not_one_voter_and_an_observer() -> None:
     for voters, observers in ((3, 1), (1, 0)):
         with pytest.raises(scenarios.NotApplicable):
