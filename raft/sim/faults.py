@@ -815,8 +815,8 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     if _lost_keys(cluster):
         return  # one lost disk at a time: two could leave no majority that can vote
     victim = victim if victim is not None else rng.choice(keys)
-    if any(len(n.core.voter_set) <= 2 and n.core.voter_set.voter(victim.id) is not None
-           for n in cluster.running()):
+    if _removal_waiting(cluster) or any(len(voters) <= 2 and voters.voter(victim.id) is not None
+                                        for voters in _latest_sets(cluster)):
         # In a set of two a lost key leaves no majority that can ever vote: no operator
         # would wipe there, and nothing could be elected after the heal.
         return
@@ -834,6 +834,35 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     _operate(cluster, rng, f"remove n{victim.id} (old key)",
              lambda: _remove_request(cluster, victim.id, victim.directory_id, floor=2),
              add_new_key)
+
+
+def _removal_waiting(cluster: Cluster) -> bool:
+    """Whether a RemoveRaftVoter waits in a paused or busy leader's inbox: it may shrink
+    the set after the wipe, below a majority that can vote."""
+    from raft.messages import RemoveRaftVoterRequest
+    return any(isinstance(getattr(payload, "message", None), RemoveRaftVoterRequest)
+               for node in cluster.nodes.values() for _, payload in node.inbox)
+
+
+def _latest_sets(cluster: Cluster) -> list[Any]:
+    """Each node's latest voter set: a running node's in force, a down node's latest
+    VotersRecord on its disk (a crashed leader may hold a removal nobody else has, and
+    stands with that set when it comes back)."""
+    from raft.voters import VoterHistory, VoterSet
+    sets = []
+    for node in cluster.nodes.values():
+        if node.up:
+            sets.append(node.core.voter_set)
+            continue
+        history, log = VoterHistory(VoterSet(())), node.log
+        offset = log.start_offset
+        while offset < log.end_offset and (batches := log.read(offset, 1 << 20)):
+            for batch in batches:
+                history.on_records(batch.base_offset, batch.records)
+                offset = batch.next_offset
+        if history.latest_offset is not None:
+            sets.append(history.latest)
+    return sets
 
 
 def _lost_keys(cluster: Cluster) -> set[Any]:
