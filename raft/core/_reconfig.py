@@ -178,12 +178,11 @@ class Reconfiguration(CoreBase):
         return Voter(voter.key, self._listeners)
 
     def _maybe_update_own_endpoints(self, leader_id: int, now_ms: int) -> None:
-        """A follower that has just heard its leader (`leader_id`) asks it to update its entry, as
-        Kafka's voters do after a restart with new listeners; again a fetch timeout
-        later while the set it fetches still names the old ones (the answer itself is
-        not needed: the VotersRecord reaches this follower)."""
-        updated = self._own_updated_entry()
-        if updated is None or now_ms < self._update_voter_at_ms:
+        """A follower that has just heard its leader (`leader_id`) asks it to update its
+        entry, as Kafka's voters do after a restart with new listeners; again a fetch
+        timeout later while the set it fetches still names the old ones (the answer
+        itself is not needed: the VotersRecord reaches this follower)."""
+        if self._own_updated_entry() is None or now_ms < self._update_voter_at_ms:
             return
         assert self._directory_id is not None  # a voter of a dynamic quorum has one
         self._update_voter_at_ms = now_ms + self._config.fetch_timeout_ms

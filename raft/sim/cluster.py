@@ -81,6 +81,8 @@ def listeners_of(node_id: int, incarnation: int) -> tuple[Endpoint, ...]:
     one): it has its voter entry updated (UpdateRaftVoter, KIP-853)."""
     return (Endpoint(name="CONTROLLER", host="127.0.0.1",
                      port=9000 + 100 * incarnation + node_id),)
+
+
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
 # The transport's reconnect backoff (raft/transport.py): from 50 ms doubling to 1 s, each
