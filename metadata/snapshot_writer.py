@@ -150,12 +150,17 @@ class ImageSnapshotter:
                     await self.snapshot_now()
                 except SnapshotWriteError:
                     pass  # logged; the next interval tries again
+                except ValueError as exc:  # the image is about to be replaced
+                    log.info("snapshot skipped", extra={"node": self._node.node_id,
+                                                        "reason": str(exc)})
 
     async def snapshot_now(self) -> WrittenSnapshot:
         """Snapshot the committed image as it is now; SnapshotWriteError on failure,
-        ValueError when nothing has been applied yet."""
+        ValueError when nothing has been applied yet or the log start has moved past
+        the image (a fetched snapshot is being loaded in its place)."""
         async with self._one_at_a_time:
-            # read together, with no checkpoint between: the image and its offset agree
+            # read together, with no await between: the image, its offset and raft's
+            # records there (the voter set) agree; a snapshot loaded later moves them all
             image, covered = self._image(), self.schedule.committed_bytes
             read_ms = _monotonic_ms()
             offset, epoch = self._last_offset, self._last_epoch
@@ -166,10 +171,12 @@ class ImageSnapshotter:
                 raise AssertionError(f"image at offset {image.last_applied_offset}, but the "
                                      f"last committed batch ends at {offset}")
             snapshot_id = SnapshotId(end_offset=offset + 1, epoch=epoch)
+            raft_records = self._node.snapshot_control_records(snapshot_id.end_offset)
             path = self._directory / snapshot_id.file_name
             started = time.perf_counter()
             try:
-                created = await self._write(snapshot_id, path, image, applied_ms)
+                created = await self._write(snapshot_id, path, image, applied_ms,
+                                            raft_records)
                 size = path.stat().st_size
             except OSError as exc:
                 self.schedule.snapshot_taken(covered, read_ms)
@@ -195,7 +202,7 @@ class ImageSnapshotter:
                 "node": self._node.node_id, "start_offset": snapshot_id.end_offset})
 
     async def _write(self, snapshot_id: SnapshotId, path: Path, image: MetadataImage,
-                     applied_ms: int) -> bool:
+                     applied_ms: int, raft_records: Sequence[bytes]) -> bool:
         """Write the file unless it already holds this snapshot whole; False when it did."""
         if snapshot_id in self._known_whole or \
                 await trio.to_thread.run_sync(self._holds_whole_snapshot, path):
@@ -203,9 +210,7 @@ class ImageSnapshotter:
             return False
         await self._node.checkpoint_high_watermark()  # before: see the module docstring
         await trio.to_thread.run_sync(write_image_snapshot, self._directory, snapshot_id,
-                                      image, applied_ms,
-                                      self._node.snapshot_control_records(
-                                          snapshot_id.end_offset))
+                                      image, applied_ms, raft_records)
         self._known_whole.add(snapshot_id)
         return True
 

@@ -267,6 +267,7 @@ class DescribeQuorumResponse:
     current_voters: tuple[ReplicaState, ...] = ()
     observers: tuple[ReplicaState, ...] = ()
     nodes: tuple[NodeEndpoints, ...] = ()  # KIP-853: a dynamic quorum's voters' endpoints
+    kraft_version: int = 0  # the leader's: 1 once the voters are the log's (KIP-853)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,6 +382,8 @@ def encode_message(msg: Message) -> tuple[str, dict[str, Any]]:
         if name in partition and partition[name] in (None, []):
             del partition[name]
     if cls is DescribeQuorumResponse:
+        if partition["kraft_version"] == 0:  # a static quorum's answer keeps its bytes
+            del partition["kraft_version"]
         for key in ("current_voters", "observers"):
             for replica in partition[key]:
                 if replica.get("replica_directory_id", 0) is None:

@@ -496,7 +496,9 @@ class RaftNode:
                                   election=self._initial_election,
                                   cluster_id=self.cluster_id, rng=self._rng,
                                   now_ms=self.now_ms(), snapshots=self._snapshots,
-                                  directory_id=self.directory_id)
+                                  directory_id=self.directory_id,
+                                  # not the last run's: late replies to those must match none
+                                  first_correlation_id=1 + self._rng.randrange(1 << 30))
         except RaftInvariantError as exc:
             self._invariant_broken(exc)
             raise

@@ -182,7 +182,13 @@ class VoterHistory:
         return self.sets[-2][1] if len(self.sets) > 1 else self.base
 
     def set_at(self, offset: int) -> VoterSet:
-        """The set in force for the record at `offset` (records below it counted)."""
+        """The set in force for the record at `offset` (records below it counted).
+        ValueError below `base_offset`: the records that decided it are gone (the log
+        start moved, or a snapshot replaced the log), and `base` is the set at
+        `base_offset`, not there."""
+        if offset < self.base_offset:
+            raise ValueError(f"the voter set at offset {offset} is no longer known: this "
+                             f"history starts at {self.base_offset}")
         found = self.base
         for at, voters in self.sets:
             if at >= offset:

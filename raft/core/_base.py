@@ -17,7 +17,7 @@ from typing import Any
 
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
-from raft.control_records import KRaftVersionRecord, LeaderChange, MetadataTopic
+from raft.control_records import Endpoint, KRaftVersionRecord, LeaderChange, MetadataTopic
 from raft.core._leader_state import LeaderState
 from raft.core._quorum_state import (
     CandidateState,
@@ -40,6 +40,7 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    UpdateRaftVoterRequest,
     VoterChangeResponse,
     VoteRequest,
     VoteResponse,
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 
 _RESPONSE_FOR = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                  EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
-                 FetchSnapshotRequest: FetchSnapshotResponse}
+                 FetchSnapshotRequest: FetchSnapshotResponse,
+                 UpdateRaftVoterRequest: VoterChangeResponse}
 # Errors about the addressing of a request: the response's leader fields mean nothing.
 # INVALID_VOTER_KEY (KIP-853): the replica answering is not the one asked (formatted anew).
 ADDRESSING_ERRORS = frozenset({ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNKNOWN_TOPIC_ID,
@@ -115,9 +117,14 @@ class CoreBase:
     def __init__(self, *, node_id: int, config: RaftConfig, log: RaftLog,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
                  now_ms: int, snapshots: SnapshotStore | None = None,
-                 directory_id: Uuid | None = None) -> None:
+                 directory_id: Uuid | None = None, first_correlation_id: int = 1,
+                 listeners: tuple[Endpoint, ...] = ()) -> None:
         self._node_id = node_id
         self._directory_id = directory_id  # KIP-853: this replica's key is both
+        # KIP-853: the endpoints this replica serves on now; a voter whose entry names
+        # others (it restarted with new listeners) has it updated (`_reconfig`).
+        self._listeners = listeners
+        self._update_voter_at_ms = now_ms  # a follower's next UpdateRaftVoter, if needed
         self._config = config
         self._log = log
         # Snapshots this node serves (leader) or fetches (follower); the one at the log
@@ -137,6 +144,9 @@ class CoreBase:
         self._is_voter = False
         self._majority = 1
         self._voter_keys: VoterSet = self._history.latest
+        # The ids of the last non-empty voter set in force: whom an observer asks who
+        # leads should a cut of its log take every voter record away again.
+        self._last_known_voters: tuple[int, ...] = ()
         self._outbox: list[Envelope] = []
         # The leader's fetch answers: `Ready.early_messages` (see raft/types.py).
         self._early_outbox: list[Envelope] = []
@@ -148,7 +158,10 @@ class CoreBase:
         self._hw_dirty = False
         self._leader_high_watermark: int | None = None  # as last heard from a leader
         self._leader_hw_dirty = False
-        self._next_correlation_id = 1
+        # A restarted node's shell passes one its last incarnation did not use: replies
+        # to that incarnation's requests may still arrive (`_handle_response` matches
+        # them by correlation id and peer only).
+        self._next_correlation_id = first_correlation_id
         self._inflight: dict[int, Inflight] = {}
         self._last_fetch_request: FetchRequest | None = None
         self._topic_ids = MetadataTopicIds(cluster_id)
@@ -230,6 +243,8 @@ class CoreBase:
         voters = self._history.latest
         self._voter_keys = voters
         self._voters = voters.ids
+        if voters.ids:
+            self._last_known_voters = voters.ids
         self._voter_set = voters.id_set
         self._majority = voters.majority
         self._is_voter = voters.is_voter(self._node_id, self._directory_id)
@@ -264,7 +279,9 @@ class CoreBase:
     def snapshot_control_records(self, end_offset: int) -> list[bytes]:
         """Raft's records for a snapshot ending at `end_offset` (KIP-853: every snapshot
         carries kraft.version and, from 1 on, the voter set in force there; loading it
-        restores them). None for a static quorum's."""
+        restores them). None for a static quorum's. ValueError when `end_offset` lies
+        below this node's log start (`VoterHistory.set_at`): a snapshot writer reads them
+        with its image, before the log start can move past it."""
         history = self._history
         if history.version_at(end_offset) < 1:
             return []

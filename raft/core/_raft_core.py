@@ -284,7 +284,7 @@ class RaftCore(Election, Replication, Reconfiguration):
                                       leader_id=self._node_id, leader_epoch=state.epoch,
                                       high_watermark=self._high_watermark,
                                       current_voters=voters, observers=observers,
-                                      nodes=nodes)
+                                      nodes=nodes, kraft_version=self.kraft_version)
 
     def handle_describe_quorum_request(self, envelope: Envelope, now_ms: int) -> None:
         request: DescribeQuorumRequest = envelope.message
@@ -355,6 +355,7 @@ class RaftCore(Election, Replication, Reconfiguration):
     def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
         if self._tick_voter_change(state, now_ms):
             return  # resigned: its own removal committed (KIP-853)
+        self._maybe_update_own_entry_as_leader(state)
         check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
         if check is not None and now_ms >= check:
             log.info("check-quorum failed, resigning",
@@ -373,12 +374,21 @@ class RaftCore(Election, Replication, Reconfiguration):
         """Responses count only for the request (correlation id, peer) and state that sent
         them; any newer epoch or leader they name is adopted first."""
         inflight = self._inflight.get(envelope.correlation_id)
-        message: Any = envelope.message
         if (inflight is None or inflight.dst != envelope.src
-                or type(message) is not inflight.response_type):
+                or type(envelope.message) is not inflight.response_type):
+            return
+        message: Any = envelope.message
+        addressed = message.error_code not in ADDRESSING_ERRORS
+        leader_id, epoch = _leader_named_by(message)
+        if addressed and epoch < self._state.epoch:
+            # As KafkaRaftClient: it answers a question of an older epoch, or one of an
+            # earlier incarnation of this node that used the same correlation id; the
+            # request stays in flight for its own answer (a probe asks the next voter).
+            if envelope.correlation_id == self._probe_correlation_id:
+                del self._inflight[envelope.correlation_id]
+                self._probe_answered(now_ms, self._config.retry_backoff_ms)
             return
         del self._inflight[envelope.correlation_id]
-        message = envelope.message
         if (message.error_code == ErrorCode.UNKNOWN_TOPIC_ID
                 and inflight.request.topic_id != METADATA_TOPIC_ID):
             # The peer has not applied the MetadataTopic record yet: use the sentinel.
@@ -387,19 +397,24 @@ class RaftCore(Election, Replication, Reconfiguration):
                 self._send_request(envelope.src, dataclasses.replace(
                     inflight.request, topic_id=METADATA_TOPIC_ID), now_ms)
                 return
-        if message.error_code not in ADDRESSING_ERRORS and (
-                envelope.src in self._voter_set or self.dynamic_quorum):
-            if isinstance(message, FetchResponse | FetchSnapshotResponse):
-                leader_id = message.current_leader.leader_id
-                epoch = message.current_leader.leader_epoch
-            else:
-                leader_id, epoch = message.leader_id, message.leader_epoch
+        if addressed and (envelope.src in self._voter_set or self.dynamic_quorum):
             self.maybe_handle_leader_info(epoch, leader_id, now_ms)
         if inflight.state is not self._state:
             if envelope.correlation_id == self._probe_correlation_id:
                 self._probe_correlation_id = None
             return
         _RESPONSE_HANDLERS[type(message)](self, envelope, now_ms)
+        state = self._state
+        if (isinstance(state, FollowerState) and envelope.src == state.leader_id
+                and isinstance(message, FetchResponse) and message.error_code == ErrorCode.NONE):
+            self._maybe_update_own_endpoints(envelope.src, now_ms)
+
+
+def _leader_named_by(message: Any) -> tuple[int, int]:
+    """(leader id, epoch) a response names."""
+    if isinstance(message, FetchResponse | FetchSnapshotResponse):
+        return message.current_leader.leader_id, message.current_leader.leader_epoch
+    return message.leader_id, message.leader_epoch
 
 
 def _unsent(outbox: list[Envelope], sent: tuple[Envelope, ...]) -> list[Envelope]:

@@ -165,6 +165,43 @@ class Reconfiguration(CoreBase):
         self._append_voters(state, voters.replaced(updated), envelope,
                             self._config.reconfig_timeout_ms, now_ms)
 
+    # --- this replica's own endpoints ------------------------------------------------
+
+    def _own_updated_entry(self) -> Voter | None:
+        """This voter's entry with its current listeners, when the set in force names
+        other endpoints for it (None: nothing to update)."""
+        if not self._listeners or not self.dynamic_quorum or not self._is_voter:
+            return None
+        voter = self._voter_keys.voter(self._node_id)
+        if voter is None or voter.endpoints == self._listeners:
+            return None
+        return Voter(voter.key, self._listeners)
+
+    def _maybe_update_own_endpoints(self, leader_id: int, now_ms: int) -> None:
+        """A follower that has just heard its leader (`leader_id`) asks it to update its
+        entry, as Kafka's voters do after a restart with new listeners; again a fetch
+        timeout later while the set it fetches still names the old ones (the answer
+        itself is not needed: the VotersRecord reaches this follower)."""
+        if self._own_updated_entry() is None or now_ms < self._update_voter_at_ms:
+            return
+        assert self._directory_id is not None  # a voter of a dynamic quorum has one
+        self._update_voter_at_ms = now_ms + self._config.fetch_timeout_ms
+        self._send_request(leader_id, UpdateRaftVoterRequest(
+            cluster_id=self._cluster_id, topic_id=self._topic_ids.topic_id_for(leader_id),
+            current_leader_epoch=self._state.epoch, voter_id=self._node_id,
+            voter_directory_id=self._directory_id, listeners=self._listeners), now_ms)
+
+    def _maybe_update_own_entry_as_leader(self, state: LeaderState) -> None:
+        """A leader whose own entry names old endpoints updates it itself, under the
+        same rules as a request (one uncommitted change at a time)."""
+        updated = self._own_updated_entry()
+        if updated is None or self._change_blocked(state) is not None:
+            return
+        new = self._history.latest.replaced(updated)
+        self._check_voter_change(state, new)
+        self._append_as_leader(state, [new.to_record().encode()])
+        self._wake_parked_fetches(state)
+
     # --- the rules -------------------------------------------------------------------
 
     def _reconfig_leader(self, envelope: Envelope, cluster_id: str, topic_id: object,

@@ -12,6 +12,7 @@ is in the same or a later Ready as those entries), so the leader may count
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from raft.common.errors import ErrorCode
 from raft.core._base import CoreBase, RaftInvariantError
@@ -384,13 +385,16 @@ class Replication(CoreBase):
             check_at = self._leader_check_at(state)
             if check_at is not None and now_ms >= check_at:
                 voter = self._next_probe_voter(skip=state.leader_id)
-                self._probe_correlation_id = self._send_fetch(
-                    voter, now_ms, probe=True, timeout_ms=self._quick_retry_timeout_ms())
+                if voter is not None:
+                    self._probe_correlation_id = self._send_fetch(
+                        voter, now_ms, probe=True, timeout_ms=self._quick_retry_timeout_ms())
         elif (isinstance(state, UnattachedState) and not self._is_voter
               and self._probe_correlation_id is None and now_ms >= self._probe_at_ms):
             # A voter that leads parks the probe up to the long-poll wait; one that is
             # paused never answers: ask the next one soon after.
             voter = self._next_probe_voter(skip=None)
+            if voter is None:
+                return
             self._probe_correlation_id = self._send_fetch(
                 voter, now_ms, probe=True,
                 timeout_ms=self._config.fetch_max_wait_ms + self._leader_check_interval_ms())
@@ -417,12 +421,13 @@ class Replication(CoreBase):
         """The margin past the long-poll wait, and the pacing of an observer's checks."""
         return max(self._config.retry_backoff_ms, self._config.fetch_max_wait_ms // 2)
 
-    def _next_probe_voter(self, skip: int | None) -> int:
-        # A replica that knows no voters yet (KIP-853: formatted without them) asks the
-        # configured ones (controller.quorum.bootstrap.servers).
-        known = self._voters or self._config.voters
-        voters = [v for v in known if v != skip] or list(known)
-        return voters[self._probe_index % len(voters)]
+    def _next_probe_voter(self, skip: int | None) -> int | None:
+        """Whom to ask who leads next, round-robin; None when there is nobody but this
+        node to ask."""
+        targets = probe_targets(self._node_id, self._voters, self._last_known_voters,
+                                self._config.voters)
+        voters = [v for v in targets if v != skip] or list(targets)
+        return voters[self._probe_index % len(voters)] if voters else None
 
     def _probe_answered(self, now_ms: int, backoff_ms: int) -> None:
         """The voter probed named no newer leader (or never answered): the next one,
@@ -488,3 +493,14 @@ class Replication(CoreBase):
         self._set_high_watermark(candidate)
         return True
 
+
+def probe_targets(node_id: int, voters: Sequence[int], last_known: Sequence[int],
+                  bootstrap: Sequence[int]) -> tuple[int, ...]:
+    """The replicas an observer asks who leads: the voters in force, else the last ones
+    it knew (a cut of its log or a loaded snapshot may have taken them away), then the
+    bootstrap servers (`controller.quorum.bootstrap.servers`), never itself: a replica
+    formatted anew without voters knows only those, and the bootstrap list may name it
+    or voters long removed."""
+    ordered = dict.fromkeys((*(voters or last_known), *bootstrap))
+    ordered.pop(node_id, None)
+    return tuple(ordered)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raft.common.uuid import Uuid
-from raft.control_records import VotersRecord
+from raft.control_records import Endpoint, VotersRecord
 from raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
@@ -70,6 +70,19 @@ from raft.types import Envelope, Ready, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterSet, voters_change_of
 
 DELIVER, TICK, IO, PROPOSE, CALL, TRIM, PEER = range(7)
+# Correlation ids per incarnation of a node, more than one ever sends: the replies its
+# last incarnation's requests still get match none of the next one's, as a real
+# node's drawn first id makes likely (raft/node.py).
+INCARNATION_IDS = 1 << 24
+
+
+def listeners_of(node_id: int, incarnation: int) -> tuple[Endpoint, ...]:
+    """A dynamic run's node serves on another port after each restart (an ephemeral
+    one): it has its voter entry updated (UpdateRaftVoter, KIP-853)."""
+    return (Endpoint(name="CONTROLLER", host="127.0.0.1",
+                     port=9000 + 100 * incarnation + node_id),)
+
+
 CLUSTER_ID = "sim-cluster-000000000A"
 _RATE_ONE = 1_000_000  # clock rate unit: parts per million
 # The transport's reconnect backoff (raft/transport.py): from 50 ms doubling to 1 s, each
@@ -106,6 +119,9 @@ class SimConfig:
     # faults (raft.sim.faults). Off: today's static quorum, draw for draw.
     dynamic: bool = False
     add_voter_max_lag_records: int = 10
+    # Static voters formatted with directory ids (kraft.version 0, as Kafka 3.9 formats
+    # them without --standalone): upgradable to 1 by UpdateKRaftVersion.
+    directory_ids: bool = False
 
 
 @dataclass(slots=True)
@@ -244,7 +260,7 @@ class Cluster:
         self._vote_keys: dict[tuple[int, int, int], Uuid | None] = {}
         self._next_client_cid = 1
         self.reconfigurations = 0  # voter changes answered NONE
-        if config.dynamic:
+        if config.dynamic or config.directory_ids:
             for node in self.nodes.values():
                 node.directory_id = Uuid.random(self.directory_rng)
         chunk_bytes = (config.snapshots.fetch_snapshot_max_bytes
@@ -275,14 +291,16 @@ class Cluster:
             self.observer_raft_config = dataclasses.replace(
                 core_config, fetch_timeout_ms=config.observer_fetch_timeout_ms)
         if config.dynamic and core_config is not None:
-            bootstrap = VoterSet(Voter(ReplicaKey(v, self.nodes[v].directory_id))
-                                 for v in self.voter_ids)
+            bootstrap = VoterSet(Voter(ReplicaKey(v, self.nodes[v].directory_id),
+                                       listeners_of(v, 1)) for v in self.voter_ids)
             self.raft_config = dataclasses.replace(
                 core_config, bootstrap_voters=bootstrap,
                 add_voter_max_lag_records=config.add_voter_max_lag_records)
-            # Formatted without initial controllers: it knows whom to ask, not who votes.
+            # Formatted without initial controllers: it knows whom to ask, not who votes;
+            # its bootstrap servers name every node, as any may become a voter.
             self.observer_raft_config = dataclasses.replace(
                 self.observer_raft_config, bootstrap_voters=VoterSet(()),
+                voters=tuple(sorted(self.nodes)),
                 add_voter_max_lag_records=config.add_voter_max_lag_records)
         # Only a planted bug (raft.sim.planted) snapshots past what it applied.
         self._snapshot_point = getattr(core_class, "sim_snapshot_point", None)
@@ -378,8 +396,10 @@ class Cluster:
             return
         node.incarnation += 1
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
-        if self.config.dynamic:
+        if node.directory_id is not None:
             extra["directory_id"] = node.directory_id
+        if self.config.dynamic:
+            extra["listeners"] = listeners_of(node_id, node.incarnation)
         if self.snapshots_on:
             self.checker.check_snapshot_at_log_start(node)
         voter_config = node.bootstrapped if self.config.dynamic else node.is_voter
@@ -387,7 +407,9 @@ class Cluster:
         node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
                              election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
-                             now_ms=node.local_ms(self.now_us), **extra)
+                             now_ms=node.local_ms(self.now_us),
+                             first_correlation_id=1 + (node.incarnation - 1) * INCARNATION_IDS,
+                             **extra)
         node.busy = node.paused = False
         node.tick_at = -1
         if node.incarnation > 1:

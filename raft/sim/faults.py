@@ -61,7 +61,6 @@ RECONFIG_FAULTS = ("add-voter", "remove-voter", "replace-voter", "wipe-voter",
                    "reconfig-burst")
 RECONFIG_RETRY_MS = (100.0, 600.0)  # between an operator's attempts
 RECONFIG_ATTEMPTS = 30
-MIN_VOTERS = 3
 WIPE_WAIT_MS = 4000.0  # wipe-voter waits this long for an election to strike in
 # How often each kind is drawn, relative to 1 for the kinds not listed.
 WEIGHTS = {"isolate-leader": 2, "crash-leader": 2, "leader-minority": 3,
@@ -745,13 +744,17 @@ def _add_request(cluster: Cluster, node_id: int, directory_id: Any) -> Any | Non
 
 
 def _remove_request(cluster: Cluster, node_id: int, directory_id: Any,
-                    floor: int = MIN_VOTERS) -> Any | None:
+                    floor: int = 1) -> Any | None:
     from raft.messages import RemoveRaftVoterRequest
     from raft.sim.cluster import CLUSTER_ID
     voters = _voters(cluster)
     if voters is None:
         return _NO_LEADER
     if voters.voter(node_id) is None or len(voters) <= floor:
+        return None
+    if any(key.id != node_id for key in _lost_keys(cluster)):
+        # An operator replaces a lost disk before shrinking the set: fewer voters with
+        # that key among them might leave no majority that can ever vote.
         return None
     return RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
                                   voter_directory_id=directory_id)
@@ -795,7 +798,7 @@ def _add_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 def _remove_voter(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     def inject() -> None:
         voters = cluster.voter_set()
-        if voters is None or len(voters) <= MIN_VOTERS:
+        if voters is None or len(voters) <= 1:  # the last voter is never removed
             return
         victim = rng.choice(voters.keys())
         _operate(cluster, rng, f"remove n{victim.id}",
@@ -812,8 +815,8 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     if _lost_keys(cluster):
         return  # one lost disk at a time: two could leave no majority that can vote
     victim = victim if victim is not None else rng.choice(keys)
-    if any(len(n.core.voter_set) <= 2 and n.core.voter_set.voter(victim.id) is not None
-           for n in cluster.running()):
+    if _removal_waiting(cluster) or any(len(voters) <= 2 and voters.voter(victim.id) is not None
+                                        for voters in _latest_sets(cluster)):
         # In a set of two a lost key leaves no majority that can ever vote: no operator
         # would wipe there, and nothing could be elected after the heal.
         return
@@ -831,6 +834,35 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     _operate(cluster, rng, f"remove n{victim.id} (old key)",
              lambda: _remove_request(cluster, victim.id, victim.directory_id, floor=2),
              add_new_key)
+
+
+def _removal_waiting(cluster: Cluster) -> bool:
+    """Whether a RemoveRaftVoter waits in a paused or busy leader's inbox: it may shrink
+    the set after the wipe, below a majority that can vote."""
+    from raft.messages import RemoveRaftVoterRequest
+    return any(isinstance(getattr(payload, "message", None), RemoveRaftVoterRequest)
+               for node in cluster.nodes.values() for _, payload in node.inbox)
+
+
+def _latest_sets(cluster: Cluster) -> list[Any]:
+    """Each node's latest voter set: a running node's in force, a down node's latest
+    VotersRecord on its disk (a crashed leader may hold a removal nobody else has, and
+    stands with that set when it comes back)."""
+    from raft.voters import VoterHistory, VoterSet
+    sets = []
+    for node in cluster.nodes.values():
+        if node.up:
+            sets.append(node.core.voter_set)
+            continue
+        history, log = VoterHistory(VoterSet(())), node.log
+        offset = log.start_offset
+        while offset < log.end_offset and (batches := log.read(offset, 1 << 20)):
+            for batch in batches:
+                history.on_records(batch.base_offset, batch.records)
+                offset = batch.next_offset
+        if history.latest_offset is not None:
+            sets.append(history.latest)
+    return sets
 
 
 def _lost_keys(cluster: Cluster) -> set[Any]:

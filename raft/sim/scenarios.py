@@ -12,9 +12,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from raft.sim.cluster import Cluster, SimConfig, SimNode
+from raft.common.errors import ErrorCode
+from raft.messages import (
+    AddRaftVoterRequest,
+    NodeEndpoints,
+    RemoveRaftVoterRequest,
+    UpdateKRaftVersionRequest,
+)
+from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, SimNode, listeners_of
 from raft.sim.invariants import MAJORITY_HOLDS_HW
 from raft.sim.snapshots import SnapshotConfig
+from raft.voters import ReplicaKey, Voter, VoterSet
 
 # Only links 1-3, 2-4, 3-4, 3-5 and 4-5 up (KIP-996's motivating partial partition).
 KIP_996_LINKS = ((1, 3), (2, 4), (3, 4), (3, 5), (4, 5))
@@ -506,6 +514,78 @@ def _win_and_isolate(cluster: Cluster, candidates: list[int], *, above_epoch: in
                            timeout_ets=20).node_id
 
 
+def replaced_sole_voter(voters: int, observers: int, seed: int,
+                        **overrides: Any) -> Cluster:
+    """KIP-853 at its smallest (one voter, dynamic): an observer is added as a voter,
+    the first voter removed, then its disk wiped and formatted anew without voters. The
+    wiped replica must find the leader (its bootstrap servers name it among others:
+    it asks them, never itself) and catch up; the quorum commits throughout."""
+    _require_voters(voters, 1, exact=True)
+    if observers < 1:
+        raise NotApplicable("needs an observer to become the voter")
+    cluster = new_cluster(voters, observers, seed, **{"dynamic": True, **overrides})
+    old = wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    new = cluster.nodes[cluster.observer_ids[0]]
+    wait_caught_up(cluster, [new.node_id])
+    assert new.directory_id is not None  # a dynamic run's nodes all have one
+    assert old.directory_id is not None
+    _change_voters(cluster, AddRaftVoterRequest(
+        cluster_id=CLUSTER_ID, voter_id=new.node_id, voter_directory_id=new.directory_id))
+    _change_voters(cluster, RemoveRaftVoterRequest(
+        cluster_id=CLUSTER_ID, voter_id=old.node_id, voter_directory_id=old.directory_id))
+    wait_for_leader(cluster, among=[new.node_id])
+    cluster.crash(old.node_id, wipe=True)
+    cluster.start(old.node_id)
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    _require(cluster, cluster.nodes[old.node_id].core.leader_id == new.node_id,
+             f"the wiped n{old.node_id} does not follow n{new.node_id}")
+    return cluster
+
+
+def kraft_version_upgrade(voters: int, observers: int, seed: int,
+                          **overrides: Any) -> Cluster:
+    """kraft.version 0 -> 1 (UpdateKRaftVersion, as `kraft features upgrade` sends it):
+    a static quorum formatted with directory ids commits, then the leader turns its
+    voters, with the directory ids it heard in their Fetches and the endpoints the
+    request names, into the log's first VotersRecord; once that commits every node,
+    observers included, runs kraft.version 1 with that voter set."""
+    cluster = new_cluster(voters, observers, seed, **{"directory_ids": True, **overrides})
+    wait_for_leader(cluster)
+    wait_for_commit(cluster)
+    wait_caught_up(cluster)
+    nodes = tuple(NodeEndpoints(node_id=v, listeners=listeners_of(v, 1))
+                  for v in cluster.voter_ids)
+    _change_voters(cluster, UpdateKRaftVersionRequest(cluster_id=CLUSTER_ID, kraft_version=1,
+                                                      nodes=nodes))
+    wait_for_commit(cluster)
+    wait_converged(cluster)
+    expected = VoterSet(Voter(ReplicaKey(v, cluster.nodes[v].directory_id), listeners_of(v, 1))
+                        for v in cluster.voter_ids)
+    for node in cluster.running():
+        _require(cluster, node.core.kraft_version == 1 and node.core.voter_set == expected,
+                 f"n{node.node_id}: kraft.version {node.core.kraft_version}, voters "
+                 f"{node.core.voter_set} (expected 1, {expected})")
+    return cluster
+
+
+def _change_voters(cluster: Cluster, request: Any, *, timeout_ets: float = 20) -> None:
+    """Hand `request` to the leader, as a tool would, again after each refusal, until it
+    commits (answered NONE)."""
+    answers: list[Any] = []
+    deadline_ms = cluster.now_ms + _ets(cluster, timeout_ets)
+    while cluster.now_ms < deadline_ms:
+        answers.clear()
+        if cluster.reconfigure(request, answers.append):
+            cluster.run_until(lambda: bool(answers), _ets(cluster, 2))
+        if answers and answers[0].error_code == ErrorCode.NONE:
+            return
+        cluster.run_for(_ets(cluster, 0.5))
+    raise ScenarioFailure(cluster, f"{request} did not commit within {timeout_ets} "
+                                   "election timeouts")
+
+
 def _heal_and_converge(cluster: Cluster) -> Cluster:
     cluster.network.heal()
     wait_for_commit(cluster)
@@ -531,4 +611,6 @@ SCENARIOS: dict[str, Callable[..., Cluster]] = {
     "stale-metadata-topic": stale_metadata_topic,
     "divergence": divergence,
     "stale-metadata-topic-election": stale_metadata_topic_election,
+    "replaced-sole-voter": replaced_sole_voter,
+    "kraft-version-upgrade": kraft_version_upgrade,
 }

@@ -48,6 +48,7 @@ from raft.snapshot import SnapshotId, list_snapshots, read_snapshot
 from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import read_high_watermark_checkpoint, read_quorum_state, write_quorum_state
 from raft.types import Batch
+from raft.voters import VoterHistory, VoterSet
 from tests.support.single_node import FAST, eventually
 from tests.support.snapshot_support import corrupt, image_of, log_records, replayed
 
@@ -308,6 +309,40 @@ async def test_snapshot_is_named_by_the_last_applied_batch_and_checkpointed_firs
     assert (written.snapshot_id.end_offset, written.snapshot_id.epoch) == (2, 3)
     assert steps == ["checkpoint", "write"]
     assert read_snapshot(written.path).snapshot_id == written.snapshot_id
+
+
+class LoadingNode(RecordingNode):
+    """A dynamic quorum's node (raft's records from a real `VoterHistory`, as the core
+    answers them) that loads a fetched snapshot under other voters while the writer
+    waits for the high-watermark checkpoint."""
+
+    def __init__(self, steps: list[str]) -> None:
+        super().__init__(steps)
+        self.history = VoterHistory(VoterSet.from_ids((1, 2, 3)), kraft_version=1)
+
+    async def checkpoint_high_watermark(self) -> None:
+        await super().checkpoint_high_watermark()
+        self.history.reset_to(100, [VoterSet.from_ids((1, 2, 4)).to_record().encode()])
+
+    def snapshot_control_records(self, end_offset: int) -> list[bytes]:
+        return [self.history.set_at(end_offset).to_record().encode()]
+
+
+async def test_snapshot_holds_the_voters_at_its_offset_when_a_snapshot_loads_meanwhile(
+        tmp_path: Path) -> None:
+    """Raft's records are read with the image, before any await: a snapshot loaded
+    while the file is written cannot put its voters into a snapshot of an older image
+    (they used to be read after the checkpoint: the loaded snapshot's set)."""
+    node = LoadingNode([])
+    records = [rec.NoOp().encode()]
+    snapshotter = ImageSnapshotter(
+        node, tmp_path, lambda: replay_bytes(enumerate(records)),  # type: ignore[arg-type]
+        start=StartImage(MetadataImage.empty()), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS)
+    snapshotter._on_commit(Batch(base_offset=0, epoch=2, records=tuple(records)))
+    written = await snapshotter.snapshot_now()
+    assert node.steps == ["checkpoint"]
+    first = read_snapshot(written.path).records[0]
+    assert first == VoterSet.from_ids((1, 2, 3)).to_record().encode()
 
 
 async def test_corrupt_file_at_the_snapshot_name_is_replaced_not_reported(

@@ -36,7 +36,7 @@ KNOWN_SEEDS = {
     "commit_old_epoch_by_count": ((3, 21, 82), (COMMITTED_DATA,)),
     "diverging_hw": ((279, 186, 182), (COMMITTED_DATA,)),
     "hw_counts_observers": ((1, 2, 3), SAFETY),
-    "vote_not_persisted": ((25, 35, 47), (ONE_VOTE_PER_EPOCH,)),
+    "vote_not_persisted": ((7, 22, 54), (ONE_VOTE_PER_EPOCH,)),
     "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
     "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
     # the dynamic quorum (KIP-853), found with `kraft sim --dynamic --planted-bug BUG`

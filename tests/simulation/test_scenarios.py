@@ -143,6 +143,40 @@ def test_progress_when_a_voter_holds_a_stale_metadata_topic_id(observers: int,
     assert len(firsts) == 1
 
 
+@pytest.mark.parametrize(("observers", "seed"), [(1, 1), (3, 2), (3, 3)])
+def test_wiped_replica_finds_leader_when_sole_voter_replaced(observers: int,
+                                                             seed: int) -> None:
+    """KIP-853: the only voter replaced by an observer, then wiped and formatted anew
+    without voters, follows the new voter and ends with its log. Before the wiped
+    replica asked the others (never itself), it asked only itself and never converged."""
+    cluster = scenarios.replaced_sole_voter(1, observers, seed)
+    new = cluster.observer_ids[0]
+    voters = cluster.voter_set()
+    assert cluster.leader_id() == new
+    assert voters is not None
+    assert voters.ids == (new,)
+    assert cluster.convergence_gaps() == []
+
+
+@pytest.mark.parametrize(("voters", "observers", "seed"), cases([(1, 1), (3, 2), (4, 0)], 2))
+def test_kraft_version_upgraded_from_0_to_1_when_update_sent(voters: int, observers: int,
+                                                             seed: int) -> None:
+    """UpdateKRaftVersion 0 -> 1 through the leader: the static voters, keyed by their
+    directory ids, become the log's voters; every node runs kraft.version 1."""
+    cluster = scenarios.kraft_version_upgrade(voters, observers, seed)
+    leader = cluster.leader()
+    assert leader is not None
+    assert leader.core.describe_quorum(0).kraft_version == 1
+    assert all(v.key.directory_id == cluster.nodes[v.key.id].directory_id
+               for v in leader.core.voter_set)
+
+
+def test_replaced_sole_voter_not_applicable_when_not_one_voter_and_an_observer() -> None:
+    for voters, observers in ((3, 1), (1, 0)):
+        with pytest.raises(scenarios.NotApplicable):
+            scenarios.replaced_sole_voter(voters, observers, 1)
+
+
 @pytest.mark.parametrize(("voters", "observers", "seed"),
                          [(5, 0, 1), (5, 2, 2), (5, 5, 3), (3, 1, 4), (3, 0, 5)])
 def test_every_node_converges_when_logs_diverge_over_epochs(voters: int, observers: int,

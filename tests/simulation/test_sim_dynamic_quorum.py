@@ -13,9 +13,10 @@ import pytest
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoteRequest, VoteResponse
-from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig
+from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, listeners_of
+from raft.sim.faults import schedule_faults
 from raft.sim.invariants import MAJORITY_HOLDS_HW, OBSERVER_NEVER_VOTES, Checker, InvariantViolation
-from raft.sim.sweep import RunSpec, sweep
+from raft.sim.sweep import RunSpec, require_commit_after_heal, require_convergence, sweep
 from raft.types import Envelope
 from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet
 from tests.support.checker_fakes import fake_node, log_with
@@ -26,6 +27,35 @@ def test_dynamic_sweep_clean_and_changes_voters_when_reconfiguration_faults_run(
     failures = [(r.seed, r.invariant, r.detail) for r in results if not r.ok]
     assert not failures
     assert sum(r.reconfigurations for r in results) >= 8
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_voter_entries_name_the_listeners_of_the_last_restart_when_converged(
+        seed: int) -> None:
+    """Each restart puts a node on another port (`listeners_of`): after the heal, every
+    running voter's entry in the leader's set names the port it serves on now, updated
+    by UpdateRaftVoter the voters sent on their own (or the leader itself), and voters
+    added without endpoints got theirs the same way."""
+    spec = RunSpec(voters=3, observers=2, dynamic=True)
+    cluster = Cluster(spec.sim_config(seed))
+    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
+    cluster.start_workload()
+    cluster.run_for(heal_ms)
+    require_commit_after_heal(cluster, heal_ms, spec.liveness_timeouts)
+    require_convergence(cluster, spec.converge_timeouts)
+
+    def running_voters() -> list[Voter]:
+        voters = cluster.voter_set()
+        assert voters is not None
+        return [v for v in voters if cluster.nodes[v.key.id].up
+                and cluster.nodes[v.key.id].directory_id == v.key.directory_id]
+
+    def entries_current() -> bool:
+        return all(v.endpoints == listeners_of(v.key.id, cluster.nodes[v.key.id].incarnation)
+                   for v in running_voters())
+    # a follower asks once per fetch timeout, a change waits for the one before
+    assert cluster.run_until(entries_current, 10 * cluster.config.election_timeout_ms)
+    assert any(cluster.nodes[v.key.id].incarnation > 1 for v in running_voters())
 
 
 def run_until(cluster: Cluster, predicate: object, timeout_ms: float = 20_000) -> None:

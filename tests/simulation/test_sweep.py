@@ -50,6 +50,27 @@ def test_no_violation_when_other_sizes_under_all_faults(voters: int, observers: 
     run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 1, 4)
 
 
+SMALL_AND_EVEN = [(1, 3), (2, 2), (4, 1)]
+
+
+@pytest.mark.parametrize(("voters", "observers"), SMALL_AND_EVEN)
+def test_no_violation_when_small_or_even_dynamic_quorum_under_all_faults(
+        voters: int, observers: int) -> None:
+    """KIP-853 at 1, 2 and 4 voters: voters added, removed (down to one), wiped and
+    replaced among the faults; a wiped replica finds the leader and every seed ends
+    converged."""
+    results = run_chunk(RunSpec(voters=voters, observers=observers, faults="all",
+                                dynamic=True), 1, 6)
+    assert sum(r.reconfigurations for r in results) > 0
+
+
+@pytest.mark.parametrize(("voters", "observers"), [*SMALL_AND_EVEN, (5, 2)])
+def test_no_violation_when_no_pre_vote(voters: int, observers: int) -> None:
+    """Without KIP-996 pre-vote: candidates disrupt with real epochs, safety holds."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all", pre_vote=False),
+              1, 3)
+
+
 @pytest.mark.parametrize("faults", ["net", "crash"])
 def test_no_violation_when_one_kind_of_faults(faults: str) -> None:
     """Network faults alone, process and disk faults alone."""
@@ -130,3 +151,15 @@ def test_soak_no_violation_when_any_size(voters: int, observers: int) -> None:
     """make soak: other cluster shapes under all faults."""
     run_chunk(RunSpec(voters=voters, observers=observers, faults="all"), 50_000, 300,
               jobs=os.cpu_count() or 1)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(("voters", "observers"), [*SMALL_AND_EVEN, (5, 2)])
+@pytest.mark.parametrize(("dynamic", "pre_vote"), [(True, True), (False, True),
+                                                   (False, False)])
+def test_soak_no_violation_when_small_even_dynamic_or_no_pre_vote(
+        voters: int, observers: int, dynamic: bool, pre_vote: bool) -> None:
+    """make soak: 1,000 seeds at 1, 2, 4 and 5 voters, with a dynamic quorum, a static
+    one, and a static one without pre-vote."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all", dynamic=dynamic,
+                      pre_vote=pre_vote), 60_000, 1000, jobs=os.cpu_count() or 1)

@@ -39,7 +39,7 @@ class ToyConfig:
 class ToyCore:
     def __init__(self, *, node_id: int, config: ToyConfig, log: Any,
                  election: ElectionState | None, cluster_id: str, rng: random.Random,
-                 now_ms: int) -> None:
+                 now_ms: int, first_correlation_id: int = 1) -> None:
         self.node_id, self.config, self.log, self._rng = node_id, config, log, rng
         self.cluster_id = cluster_id
         self.epoch = election.epoch if election else 0

@@ -14,9 +14,15 @@ from raft.common.uuid import Uuid
 from raft.control_records import Endpoint, KRaftVersionRecord, VotersRecord
 from raft.core import RaftConfig, RaftCore
 from raft.core._leader_state import LeaderState
+from raft.core._replication import probe_targets
 from raft.log import MemoryLog
 from raft.messages import (
     AddRaftVoterRequest,
+    CurrentLeader,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     NodeEndpoints,
     RemoveRaftVoterRequest,
     UpdateKRaftVersionRequest,
@@ -25,9 +31,10 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.types import ElectionState, Envelope
+from raft.snapshot import encode_snapshot
+from raft.types import ElectionState, Envelope, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet, voters_change_of
-from tests.support.core_harness import CLUSTER_ID, Cluster
+from tests.support.core_harness import CLUSTER_ID, Cluster, drain, reply, sent
 
 CLIENT = -7  # a tool's connection: not a raft node
 
@@ -62,7 +69,8 @@ class DynCluster(Cluster):
     def answers(self) -> list[VoterChangeResponse]:
         return [e.message for e in self.sent if e.dst == CLIENT]
 
-    def start(self, node: int, *, bootstrap: bool) -> None:
+    def start(self, node: int, *, bootstrap: bool,
+              listeners: tuple[Endpoint, ...] = ()) -> None:
         config = RaftConfig(voters=self.static_ids,
                             bootstrap_voters=self.bootstrap if bootstrap else None)
         if not bootstrap and self.bootstrap is not None:
@@ -74,8 +82,13 @@ class DynCluster(Cluster):
             election=self.elections[node], cluster_id=CLUSTER_ID,
             rng=random.Random(self.seed * 100 + node + 10 * self.generation[node]),
             now_ms=self.now_ms,
-            directory_id=dir_of(node, self.generation[node]))
+            directory_id=dir_of(node, self.generation[node]), listeners=listeners)
         self.flush(node)
+
+    def restart_with(self, node: int, listeners: tuple[Endpoint, ...]) -> None:
+        """The node's process comes back on the same disk, serving on `listeners`."""
+        self.down.discard(node)
+        self.start(node, bootstrap=True, listeners=listeners)
 
     def wipe(self, node: int) -> None:
         """The node's disk is lost and formatted anew: a new directory id."""
@@ -397,3 +410,120 @@ def test_removed_voter_keeps_its_vote_when_the_one_voter_left_is_unreachable() -
     cluster.cut.clear()
     cluster.run(2000)
     assert removed.leader_id == leader.node_id
+
+
+def test_wiped_replica_probes_the_others_never_itself_when_it_knows_no_voters() -> None:
+    """A voter wiped and formatted anew (no initial controllers) knows no voters: it asks
+    the bootstrap servers other than itself who leads, and follows the leader they
+    name. It never sends a Fetch to itself (it used to ask the configured ids in turn,
+    itself first)."""
+    cluster = DynCluster(voters=(1, 2, 3))
+    leader = cluster.leader()
+    victim = 1 if leader.node_id != 1 else 2
+    cluster.wipe(victim)
+    since = len(cluster.sent)
+    cluster.cut.update(frozenset((victim, n)) for n in (1, 2, 3) if n != victim)
+    cluster.run(5000)  # unanswered probes: it asks each one it knows in turn
+    cluster.cut.clear()
+    cluster.run(2000)
+    probes = [e.dst for e in cluster.sent[since:]
+              if e.src == victim and isinstance(e.message, FetchRequest)]
+    assert set(probes) == {1, 2, 3} - {victim}
+    assert cluster.cores[victim].leader_id == leader.node_id
+
+
+def test_probe_targets_are_voters_else_last_known_then_bootstrap_without_self() -> None:
+    """Whom an observer asks: the voters in force; else the last voters it knew (a cut
+    of its log took the voter records away); then the bootstrap servers; never itself."""
+    assert probe_targets(4, (1, 2), (9,), (1, 3)) == (1, 2, 3)
+    assert probe_targets(4, (), (5, 6), (1, 4)) == (5, 6, 1)
+    assert probe_targets(1, (), (), (1,)) == ()
+    assert probe_targets(1, (1, 2), (), (1, 3)) == (2, 3)  # its old key still votes
+
+
+def test_history_refuses_set_at_when_offset_below_its_base() -> None:
+    """Below the base the records that decided the set are gone: no answer, rather than
+    the base (the set at the base offset, perhaps changed since)."""
+    history = VoterHistory(voter_set(1, 2, 3), kraft_version=1)
+    history.reset_to(20, [KRaftVersionRecord(kraft_version=1).encode(),
+                          voter_set(1, 2, 4).to_record().encode()])
+    assert history.set_at(20) == voter_set(1, 2, 4)
+    with pytest.raises(ValueError, match="offset 6 is no longer known"):
+        history.set_at(6)
+
+
+def test_snapshot_records_refused_below_a_snapshot_loaded_since() -> None:
+    """A follower applied offsets 0-4 under voters {1, 2, 3}, then loads the leader's
+    snapshot ending at 20 under {1, 2, 4}. Raft's records for a snapshot of its old image
+    (ending at 5) are no longer known: refused, where they used to be the loaded
+    snapshot's voters, which were not in force at 5."""
+    log = MemoryLog()
+    log.append(1, [b"r%d" % i for i in range(5)])
+    log.flush()
+    follower = RaftCore(
+        node_id=2, config=RaftConfig(voters=(1, 2, 3), bootstrap_voters=voter_set(1, 2, 3)),
+        log=log, election=ElectionState(epoch=2, leader_id=1, voters=()),
+        cluster_id=CLUSTER_ID, rng=random.Random(2), now_ms=0, directory_id=dir_of(2))
+    image_end = log.end_offset
+    assert follower.snapshot_control_records(image_end)[1] == \
+        voter_set(1, 2, 3).to_record().encode()
+    fetch, = sent(drain(follower), FetchRequest)
+    snapshot_id = SnapshotId(20, 2)
+    leader = CurrentLeader(leader_id=1, leader_epoch=2)
+    request, = sent(reply(follower, fetch, FetchResponse(
+        high_watermark=20, current_leader=leader, snapshot_id=snapshot_id), 1),
+        FetchSnapshotRequest)
+    loaded = [KRaftVersionRecord(kraft_version=1).encode(),
+              voter_set(1, 2, 4).to_record().encode()]
+    data = encode_snapshot(snapshot_id, loaded)
+    reply(follower, request, FetchSnapshotResponse(
+        current_leader=leader, snapshot_id=snapshot_id, size=len(data), position=0,
+        unaligned_records=data), 2)
+    assert follower.log.start_offset == 20
+    assert follower.snapshot_control_records(20) == loaded
+    with pytest.raises(ValueError, match="no longer known"):
+        follower.snapshot_control_records(image_end)
+
+
+def listening(node: int, port: int) -> tuple[Endpoint, ...]:
+    return (Endpoint(name="CONTROLLER", host="127.0.0.1", port=port),)
+
+
+def test_voter_restarted_with_new_listeners_has_its_entry_updated_by_the_leader() -> None:
+    """KIP-853: a voter back with other endpoints than its entry names asks the leader
+    (UpdateRaftVoter, on its own) and the voter set, and DescribeQuorum, then name the
+    new ones; nothing else about the set changes."""
+    cluster = DynCluster(voters=(1, 2, 3))
+    leader = cluster.leader()
+    cluster.run(500)
+    follower = 1 if leader.node_id != 1 else 2
+    cluster.crash(follower)
+    cluster.restart_with(follower, listening(follower, 9500))
+    cluster.run(3000)
+    updates = [e for e in cluster.sent if isinstance(e.message, UpdateRaftVoterRequest)]
+    assert [(e.src, e.dst) for e in updates][:1] == [(follower, leader.node_id)]
+    expected = voter_set(1, 2, 3).replaced(
+        Voter(ReplicaKey(follower, dir_of(follower)), listening(follower, 9500)))
+    for core in cluster.cores.values():
+        assert core.voter_set == expected
+    described = leader.describe_quorum(cluster.now_ms)
+    assert described.kraft_version == 1
+    assert NodeEndpoints(node_id=follower, listeners=listening(follower, 9500)) in \
+        described.nodes
+
+
+def test_sole_voter_restarted_with_new_listeners_updates_its_own_entry() -> None:
+    """The leader's own entry: it appends the update itself once it may change voters."""
+    cluster = DynCluster(voters=(1,))
+    cluster.leader()
+    cluster.crash(1)
+    cluster.restart_with(1, listening(1, 9501))
+    cluster.run(3000)
+    assert cluster.cores[1].is_leader
+    assert cluster.cores[1].voter_set == VoterSet(
+        [Voter(ReplicaKey(1, dir_of(1)), listening(1, 9501))])
+
+
+def test_describe_quorum_names_kraft_version_when_static() -> None:
+    cluster = DynCluster(voters=(1, 2, 3), dynamic=False)
+    assert cluster.leader().describe_quorum(cluster.now_ms).kraft_version == 0
