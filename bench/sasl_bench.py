@@ -24,7 +24,6 @@ import trio
 from kio.index import load_request_schema
 
 from bench.stats import percentile
-from broker.kafka.codec import build
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
 from broker.kafka.replica import ReplicaManager
@@ -38,10 +37,11 @@ from broker.kafka.scram import (
     credential_from_password,
     unknown_user_key,
 )
-from broker.kafka.wire_client import encode_request
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import encode_request
 from raft.common.uuid import Uuid
 
 CONNECTIONS = 200

@@ -1,7 +1,6 @@
 """The brokers' Kafka protocol listener, decoded and encoded with `kio`.
 
 listener          Trio TCP server, size framing, dispatch by api key/version
-codec             request header + body parsing, response encoding, version-generic build
 api_versions      advertised ranges; a too-new ApiVersions is answered in v0
 metadata_api      Metadata v0-v12 and DescribeCluster from the broker's image (topic IDs)
 admin_api         CreateTopics/DeleteTopics/CreatePartitions forwarded to the controller
@@ -15,8 +14,6 @@ replica           topic-ID fencing and the hosted partitions' state (high waterm
 partition_log     magic v2 batches on disk in the partition directory
 record_batch      magic v2 batches written here (varints, (key, value) records)
 replication       followers fetching from partition leaders (Fetch v13 by topic ID)
-wire_client       a blocking one-request client (tests, tools)
-ordered_schemas   ordered delivery's wire: the count tag, ConsumerGroupPosition, PLE
 ordered           its rules (pure): the count check, marked partitions, PLE answers
 ordered_api       PartitionLeaderEpochs (any broker), ConsumerGroupPosition (coordinator)
 group_positions   the positions members exchange within a generation (pure)

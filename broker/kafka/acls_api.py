@@ -15,11 +15,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
 from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
     CreateAclsRequest,
@@ -33,6 +30,8 @@ from metadata.authorizer import (
     invalid_filter_reason,
     matching_acls,
 )
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ async def handle_describe_acls_request(context: BrokerContext, request: Any,
     reason = invalid_filter_reason(acl_filter)
     if reason is not None:
         return build(cls, {"throttle_time": 0, "resources": [], "error_message": reason,
-                           "error_code": int(ErrorCode.invalid_request)})
+                           "error_code": int(ErrorCode.INVALID_REQUEST)})
     found = matching_acls(context.image.acls, acl_filter)
     return build(cls, {"throttle_time": 0, "error_code": 0, "error_message": None,
                        "resources": _resources(a.binding for a in found)})

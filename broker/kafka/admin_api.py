@@ -27,10 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
 from broker.kafka.ordered import undeleted_count
@@ -51,6 +48,8 @@ from metadata.admin import (
 from metadata.controller_client import ControllerUnavailable
 from metadata.topic_configs import KEYS as TOPIC_CONFIG_KEYS
 from metadata.topic_names import is_internal_topic
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 from raft.common.session import current_session
 from raft.common.uuid import ZERO_UUID
 
@@ -65,7 +64,7 @@ def kafka_error(code: int) -> int:
     try:
         return int(ErrorCode(code))
     except ValueError:
-        return int(ErrorCode.unknown_server_error)
+        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 def request_timeout_s(request: Any, context: BrokerContext) -> float:
@@ -79,11 +78,11 @@ async def forward_to_controller(context: BrokerContext, admin_request: Any, time
                                 ) -> tuple[Any, int, str | None]:
     """(response or None, top-level error, message)."""
     if context.controller is None:
-        return None, int(ErrorCode.not_controller), "no controller client"
+        return None, int(ErrorCode.NOT_CONTROLLER), "no controller client"
     try:
         response = await context.controller.call(admin_request, timeout_s)
     except ControllerUnavailable as exc:
-        return None, int(ErrorCode.request_timed_out), str(exc)
+        return None, int(ErrorCode.REQUEST_TIMED_OUT), str(exc)
     if isinstance(response, AdminErrorResponse):
         return None, kafka_error(response.top_level_error), response.error_message
     return response, 0, None
@@ -99,7 +98,7 @@ def _refused(name: str | None, topic_id: Any = None) -> dict[str, Any]:
 
 def _internal(name: str, action: str, topic_id: Any = None) -> dict[str, Any]:
     """A client may not create, delete or grow an internal topic (`metadata.topic_names`)."""
-    result = {"name": name, "error_code": int(ErrorCode.invalid_topic_exception),
+    result = {"name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
               "error_message": f"{name} is an internal topic: clients may not {action} it"}
     if topic_id is not None:
         result["topic_id"] = topic_id
@@ -156,7 +155,7 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
                     "configs": _created_configs(r.configs) if r.error_code == 0 else None}
                    for r in response.topics]
     results = _merge(refused, results, {"name": "", "error_code": int(
-        ErrorCode.unknown_server_error), "error_message": "no answer from the controller"})
+        ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer from the controller"})
     log.info("create topics", extra={"topics": [r["name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
     return build(response_class(CREATE_TOPICS, version),
@@ -237,10 +236,10 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
                          for r in response.responses]
     answers = iter(forwarded)
     results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                "error_code": int(ErrorCode.invalid_request), "error_message": invalid[i]}
+                "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": invalid[i]}
                if i in invalid else refused[i] if i in refused else next(answers, {
                    "name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                   "error_code": int(ErrorCode.unknown_server_error),
+                   "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
                    "error_message": "no answer from the controller"})
                for i, s in enumerate(states)]
     log.info("delete topics", extra={"topics": [str(s.topic_id) if s.name is None else s.name
@@ -285,6 +284,6 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
         results = [{"name": r.name, "error_code": kafka_error(r.error_code),
                     "error_message": r.error_message} for r in response.results]
     results = _merge(refused, results, {"name": "", "error_code": int(
-        ErrorCode.unknown_server_error), "error_message": "no answer from the controller"})
+        ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer from the controller"})
     return build(response_class(CREATE_PARTITIONS, version),
                  {"throttle_time": 0, "results": results})

@@ -21,11 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
 from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
     BROKER_RESOURCE,
@@ -39,6 +36,8 @@ from metadata.admin import (
 )
 from metadata.image import MetadataImage
 from metadata.topic_configs import KEYS, InvalidConfig, validate
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...
     """One DescribeConfigs result (a plain mapping for `build`)."""
     topic = image.topic_by_name(name)
     if topic is None:
-        return {"error_code": int(ErrorCode.unknown_topic_or_partition),
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                 "error_message": f"no topic named {name!r}", "resource_type": TOPIC_RESOURCE,
                 "resource_name": name, "configs": []}
     own = dict(topic.configs)
@@ -93,7 +92,7 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
                             "resource_type": BROKER_RESOURCE,
                             "resource_name": resource.resource_name, "configs": []})
         else:
-            results.append({"error_code": int(ErrorCode.invalid_request),
+            results.append({"error_code": int(ErrorCode.INVALID_REQUEST),
                             "error_message": f"unsupported resource type "
                                              f"{int(resource.resource_type)}",
                             "resource_type": int(resource.resource_type),
@@ -172,7 +171,7 @@ async def handle_incremental_alter_configs_request(context: BrokerContext, reque
                    for r in response.responses]
     answers = iter(results)  # the forwarded ones, in order, between the refused ones
     results = [d if d is not None else next(answers, {
-        "error_code": int(ErrorCode.unknown_server_error), "error_message": "no answer",
+        "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer",
         "resource_type": int(r.resource_type), "resource_name": r.resource_name})
         for r, d in zip(request.resources, denied, strict=True)]
     log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],

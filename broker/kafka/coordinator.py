@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker.kafka.context import BrokerContext
 from broker.kafka.group_state import Answer, CommittedOffset, Group, Outcome
@@ -56,6 +55,7 @@ from broker.kafka.replica import check_partition
 from metadata.admin import AdminErrorResponse, CreatableTopic, CreateTopicsRequest
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import NO_LEADER, MetadataImage
+from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +67,16 @@ CREATE_RETRY_S = 1.0
 DEFAULT_PARTITIONS = 50
 # produce errors of an offsets write -> what the group client is told (as Kafka maps them)
 _WRITE_ERRORS = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.unknown_topic_id: ErrorCode.not_coordinator,
-    ErrorCode.fenced_leader_epoch: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_ID: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
 
@@ -146,24 +146,24 @@ class GroupCoordinator:
         index = self.partition_of(group_id, image)
         if index is None:
             self._create_wanted.set()
-            return ErrorCode.coordinator_not_available, None
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         topic = image.topic_by_name(OFFSETS_TOPIC)
         assert topic is not None
         leader = topic.partitions[index].leader
         for endpoint in broker_endpoints(image):
             if endpoint["node_id"] == leader and leader != NO_LEADER:
-                return ErrorCode.none, endpoint
-        return ErrorCode.coordinator_not_available, None
+                return ErrorCode.NONE, endpoint
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
 
     def lookup(self, group_id: str) -> tuple[ErrorCode, OffsetsPartition | None]:
         """The loaded partition coordinating `group_id` here, or why not."""
         index = self.partition_of(group_id)
         part = self.partitions.get(index) if index is not None else None
         if part is None:
-            return ErrorCode.not_coordinator, None
+            return ErrorCode.NOT_COORDINATOR, None
         if not part.loaded:
-            return ErrorCode.coordinator_load_in_progress, None
-        return ErrorCode.none, part
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        return ErrorCode.NONE, part
 
     # --- parked requests ---------------------------------------------------------------
 
@@ -191,7 +191,7 @@ class GroupCoordinator:
         key = (group_id, member_id)
         old = part.waiters.pop(key, None)
         if old is not None:  # the member asked again on another connection
-            old.answer = Answer(member_id=member_id, error=ErrorCode.rebalance_in_progress)
+            old.answer = Answer(member_id=member_id, error=ErrorCode.REBALANCE_IN_PROGRESS)
             old.done.set()
         waiter = part.waiters[key] = _Waiter()
         with trio.move_on_after(timeout_s):
@@ -199,7 +199,7 @@ class GroupCoordinator:
         if waiter.answer is None:
             if part.waiters.get(key) is waiter:
                 del part.waiters[key]
-            return Answer(member_id=member_id, error=ErrorCode.rebalance_in_progress)
+            return Answer(member_id=member_id, error=ErrorCode.REBALANCE_IN_PROGRESS)
         return waiter.answer
 
     # --- writes ------------------------------------------------------------------------
@@ -213,13 +213,13 @@ class GroupCoordinator:
             self.context, name=OFFSETS_TOPIC, topic_id=None, index=part.index,
             records=batch, acks=-1, timeout_s=COMMIT_TIMEOUT_S)
         error = ErrorCode(int(result["error_code"]))
-        if error == ErrorCode.none and self.partitions.get(part.index) is not part:
-            error = ErrorCode.not_coordinator  # leadership moved while replicating
-        if error != ErrorCode.none:
+        if error == ErrorCode.NONE and self.partitions.get(part.index) is not part:
+            error = ErrorCode.NOT_COORDINATOR  # leadership moved while replicating
+        if error != ErrorCode.NONE:
             log.info("offsets write failed", extra={"partition": part.index,
                                                     "error": error.name})
             return _WRITE_ERRORS.get(error, error), -1
-        return ErrorCode.none, int(result["base_offset"])
+        return ErrorCode.NONE, int(result["base_offset"])
 
     async def store_group(self, part: OffsetsPartition, group: Group) -> ErrorCode:
         """Write the group's metadata (a tombstone for a group with nothing left, which
@@ -228,10 +228,10 @@ class GroupCoordinator:
         gone = group.is_empty
         error, _ = await self.append(part, [(GroupKey(group_id=group.group_id),
                                              None if gone else group.metadata_value())])
-        if error == ErrorCode.none and gone and group.is_empty and \
+        if error == ErrorCode.NONE and gone and group.is_empty and \
                 part.groups.get(group.group_id) is group:
             del part.groups[group.group_id]
-        if error != ErrorCode.none and not part.dropped:
+        if error != ErrorCode.NONE and not part.dropped:
             self.settle(part, group, group.store_failed(generation, self.clock()))
         return error
 
@@ -242,7 +242,7 @@ class GroupCoordinator:
         error, base = await self.append(part, [
             (OffsetKey(group_id=group.group_id, topic=t, partition=p),
              None if (c := offsets[(t, p)]) is None else c.value()) for t, p in keys])
-        if error == ErrorCode.none:
+        if error == ErrorCode.NONE:
             for position, (topic, index) in enumerate(keys):
                 committed = offsets[(topic, index)]
                 group.apply_offset(topic, index, None if committed is None else
@@ -291,7 +291,7 @@ class GroupCoordinator:
         del self.partitions[part.index]
         part.dropped = True
         for waiter in part.waiters.values():
-            waiter.answer = Answer(member_id="", error=ErrorCode.not_coordinator)
+            waiter.answer = Answer(member_id="", error=ErrorCode.NOT_COORDINATOR)
             waiter.done.set()
         part.waiters.clear()
         log.info("no longer coordinating an offsets partition", extra={
@@ -304,7 +304,7 @@ class GroupCoordinator:
         while self.partitions.get(part.index) is part:
             resolved = check_partition(self.context.image, self.context.broker_id,
                                        partition=part.index, name=OFFSETS_TOPIC)
-            if resolved.error == ErrorCode.none:
+            if resolved.error == ErrorCode.NONE:
                 error, state = await self.context.replicas.open(resolved)
                 if state is not None:
                     async with state.lock:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka.ordered import marked_led_partitions
 from broker.kafka.replica import ReplicaManager, check_partition
 from metadata.admin import EmptyPartition
+from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +27,12 @@ async def empty_marked_partitions(replicas: ReplicaManager) -> tuple[EmptyPartit
     for topic, partition in marked_led_partitions(image, replicas.broker_id):
         resolved = check_partition(image, replicas.broker_id, partition=partition.partition,
                                    topic_id=topic.topic_id)
-        if resolved.error != ErrorCode.none:
+        if resolved.error != ErrorCode.NONE:
             continue
         try:
             error, state = await replicas.open(resolved)
         except OSError as exc:  # unreadable now: not reported, so not removed
-            error, state = ErrorCode.kafka_storage_error, None
+            error, state = ErrorCode.KAFKA_STORAGE_ERROR, None
             log.warning("cannot open a marked partition", extra={
                 "topic": topic.name, "partition": partition.partition, "reason": str(exc)})
         if state is None:

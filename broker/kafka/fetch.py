@@ -25,15 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.ordered import count_mismatch
-from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA_ERROR
 from broker.kafka.replica import PartitionState, Resolved, check_partition
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
@@ -56,7 +55,7 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                                topic_id=topic_id,
                                current_leader_epoch=int(getattr(part, "current_leader_epoch",
                                                                 -1)))
-    if resolved.error != ErrorCode.none:
+    if resolved.error != ErrorCode.NONE:
         return _partition_error(index, resolved.error, resolved.partition)
     error, state = await context.replicas.open(resolved)
     if state is None:
@@ -78,7 +77,7 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                     "log_start_offset": state.log.log_start_offset, "records": None,
                     "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
     if offset < 0 or offset > end:
-        return _partition_error(index, ErrorCode.offset_out_of_range)
+        return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
     if replica_id >= 0:
         # Only now is the follower's log known to match ours below `offset`: a diverged
         # tail (say, of a restarted former leader) must count neither towards the high
@@ -96,8 +95,8 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                                  upper)
     except OSError:  # the directory was staged for deletion under us
         gone = context.image.topic(state.topic_id) is None
-        return _partition_error(index, ErrorCode.unknown_topic_id if gone
-                                else ErrorCode.kafka_storage_error)
+        return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
+                                else ErrorCode.KAFKA_STORAGE_ERROR)
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
@@ -136,10 +135,10 @@ def _topic_error(context: BrokerContext, topic: Any, name: str | None, topic_id:
     CLUSTER_ACTION) is checked before anything else is said about the topic: a caller
     without it learns neither the topic's partitions nor its partition count."""
     if name is None and (topic_id is None or context.image.topic(topic_id) is None):
-        return ErrorCode.unknown_topic_id  # IDs are not secret (Kafka answers this first)
+        return ErrorCode.UNKNOWN_TOPIC_ID  # IDs are not secret (Kafka answers this first)
     if not (follower_allowed if replica_id >= 0
             else authz.topic_allowed(context, authz.Op.READ, name, topic_id)):
-        return ErrorCode.topic_authorization_failed
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return _count_error(context, topic, name, topic_id, replica_id)
 
 
@@ -151,7 +150,7 @@ def _count_error(context: BrokerContext, topic: Any, name: str | None,
         return None
     image = context.image
     known = image.topic(topic_id) if topic_id is not None else image.topic_by_name(name or "")
-    return INVALID_PARTITION_METADATA_ERROR if count_mismatch(known, client_count) else None
+    return ErrorCode.INVALID_PARTITION_METADATA if count_mismatch(known, client_count) else None
 
 
 def _has_error(responses: list[dict[str, Any]]) -> bool:
@@ -190,7 +189,7 @@ async def _open_led_partition(context: BrokerContext, name: str, index: int, par
     resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
                                current_leader_epoch=int(getattr(part, "current_leader_epoch",
                                                                 -1)))
-    if resolved.error != ErrorCode.none:
+    if resolved.error != ErrorCode.NONE:
         return resolved.error, None, resolved
     error, state = await context.replicas.open(resolved)
     return error, state, resolved
@@ -226,7 +225,7 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
             index = int(part.partition_index)
             if not described:
                 partitions.append({"partition_index": index,
-                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                 continue
             error, state, resolved = await _open_led_partition(context, topic.name, index, part)
             if state is None:
@@ -252,7 +251,7 @@ async def handle_offset_for_leader_epoch_request(context: BrokerContext, request
             index = int(part.partition)
             if not described:
                 partitions.append({"partition": index,
-                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                 continue
             error, state, _ = await _open_led_partition(context, topic.topic, index, part)
             if state is None:

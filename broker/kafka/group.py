@@ -26,10 +26,8 @@ import time
 from typing import Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
 from broker.kafka.group_state import (
@@ -40,6 +38,8 @@ from broker.kafka.group_state import (
     commit_error_for,
     subscribed_topics,
 )
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -59,9 +59,9 @@ async def handle_find_coordinator_request(context: BrokerContext, request: Any,
                                           version: int) -> Any:
     body: dict[str, Any]
     if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
-        error, chosen = ErrorCode.coordinator_not_available, None
+        error, chosen = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     elif not authz.group_allowed(context, authz.Op.DESCRIBE, request.key):
-        error, chosen = ErrorCode.group_authorization_failed, None
+        error, chosen = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     else:
         error, chosen = coordinator(context).find(request.key)
     if chosen is None:
@@ -95,7 +95,7 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _commit_response(request, version, {
-            (name, int(p.partition_index)): ErrorCode.group_authorization_failed
+            (name, int(p.partition_index)): ErrorCode.GROUP_AUTHORIZATION_FAILED
             for name, p in wanted})
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
@@ -104,19 +104,19 @@ async def handle_offset_commit_request(context: BrokerContext, request: Any,
                                  instance_id=getattr(request, "group_instance_id", None),
                                  generation=_generation(request), now=coord.clock())
     errors = {(name, int(p.partition_index)): error for name, p in wanted}
-    if error != ErrorCode.none or part is None:
+    if error != ErrorCode.NONE or part is None:
         return _commit_response(request, version, errors)
     now_ms = int(time.time() * 1000)
     offsets: dict[tuple[str, int], CommittedOffset | None] = {}
     for name, p in wanted:
         key = (name, int(p.partition_index))
         if not authz.topic_allowed(context, authz.Op.READ, name):
-            errors[key] = ErrorCode.topic_authorization_failed
+            errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif context.image.topic_by_name(name) is None:
-            errors[key] = ErrorCode.unknown_topic_or_partition
+            errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif p.committed_metadata is not None and \
                 len(p.committed_metadata.encode()) > MAX_METADATA_BYTES:
-            errors[key] = ErrorCode.offset_metadata_too_large
+            errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
         else:
             offsets[key] = CommittedOffset(
                 offset=int(p.committed_offset), metadata=p.committed_metadata,
@@ -148,7 +148,7 @@ async def handle_offset_fetch_request(context: BrokerContext, request: Any,
                                       version: int) -> Any:
     cls = response_class(OFFSET_FETCH, version)
     if not authz.group_allowed(context, authz.Op.DESCRIBE, request.group_id):
-        return offset_fetch_error(request, version, ErrorCode.group_authorization_failed)
+        return offset_fetch_error(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error, part = coordinator(context).lookup(request.group_id)
     if part is None:
         return offset_fetch_error(request, version, error)
@@ -168,7 +168,7 @@ async def handle_offset_fetch_request(context: BrokerContext, request: Any,
         for index in indexes:
             if not described:
                 partitions.append({"partition_index": index, "committed_offset": -1,
-                                   "error_code": int(ErrorCode.topic_authorization_failed)})
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                 continue
             found = committed.get((name, index))
             partitions.append({
@@ -187,12 +187,12 @@ async def handle_offset_delete_request(context: BrokerContext, request: Any,
     coord = coordinator(context)
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
-    if error == ErrorCode.none and group is None:
-        error = ErrorCode.group_id_not_found
+    if error == ErrorCode.NONE and group is None:
+        error = ErrorCode.GROUP_ID_NOT_FOUND
     if not authz.group_allowed(context, authz.Op.DELETE, request.group_id):
-        error = ErrorCode.group_authorization_failed
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     cls = response_class(OFFSET_DELETE, version)
-    if error != ErrorCode.none or group is None or part is None:
+    if error != ErrorCode.NONE or group is None or part is None:
         return build(cls, {"error_code": int(error), "throttle_time": 0, "topics": []})
     subscribed = _subscriptions(group)
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -201,11 +201,11 @@ async def handle_offset_delete_request(context: BrokerContext, request: Any,
         for p in topic.partitions:
             key = (topic.name, int(p.partition_index))
             if not authz.topic_allowed(context, authz.Op.READ, topic.name):
-                errors[key] = ErrorCode.topic_authorization_failed
+                errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif subscribed is None or topic.name in subscribed:
-                errors[key] = ErrorCode.group_subscribed_to_topic
+                errors[key] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
-                errors[key] = ErrorCode.none
+                errors[key] = ErrorCode.NONE
                 deletions[key] = None
     if deletions:
         written = await coord.commit(part, group, deletions)
@@ -233,14 +233,14 @@ def _subscriptions(group: Group) -> set[str] | None:
 
 def _describe(context: BrokerContext, group_id: str) -> dict[str, Any]:
     if not authz.group_allowed(context, authz.Op.DESCRIBE, group_id):
-        return {"error_code": int(ErrorCode.group_authorization_failed),
+        return {"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
                 "group_id": group_id, "group_state": "", "protocol_type": "",
                 "protocol_data": "", "members": [], "authorized_operations": -2147483648}
     error, part = coordinator(context).lookup(group_id)
     group = part.groups.get(group_id) if part is not None else None
     if group is None:
         return {"error_code": int(error), "group_id": group_id,
-                "group_state": DEAD if error == ErrorCode.none else "",
+                "group_state": DEAD if error == ErrorCode.NONE else "",
                 "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": -2147483648}
     return {"error_code": 0, "group_id": group_id, "group_state": group.state,
@@ -265,11 +265,11 @@ async def handle_list_groups_request(context: BrokerContext, request: Any,
     coord = coordinator(context)
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     every = authz.cluster_allowed(context, authz.Op.DESCRIBE)
-    error = ErrorCode.none
+    error = ErrorCode.NONE
     groups = []
     for part in list(coord.partitions.values()):
         if not part.loaded:
-            error = ErrorCode.coordinator_load_in_progress
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             continue
         groups += [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                     "group_state": g.state} for g in part.groups.values()
@@ -281,13 +281,13 @@ async def handle_list_groups_request(context: BrokerContext, request: Any,
 
 async def _delete_group(coord: GroupCoordinator, group_id: str) -> ErrorCode:
     error, part = coord.lookup(group_id)
-    if error != ErrorCode.none or part is None:
+    if error != ErrorCode.NONE or part is None:
         return error
     group = part.groups.get(group_id)
     if group is None:
-        return ErrorCode.group_id_not_found
+        return ErrorCode.GROUP_ID_NOT_FOUND
     if group.state != EMPTY or group.members:
-        return ErrorCode.non_empty_group
+        return ErrorCode.NON_EMPTY_GROUP
     return await _write_tombstones(coord, part, group)
 
 
@@ -296,7 +296,7 @@ async def _write_tombstones(coord: GroupCoordinator, part: OffsetsPartition,
     deletions: dict[tuple[str, int], CommittedOffset | None] = dict.fromkeys(group.offsets)
     if deletions:
         error = await coord.commit(part, group, deletions)
-        if error != ErrorCode.none:
+        if error != ErrorCode.NONE:
             return error
     group.offsets.clear()
     return await coord.store_group(part, group)  # an empty group: a tombstone
@@ -309,7 +309,7 @@ async def handle_delete_groups_request(context: BrokerContext, request: Any,
 
     async def one(group_id: str) -> None:
         if not authz.group_allowed(context, authz.Op.DELETE, group_id):
-            results[group_id] = ErrorCode.group_authorization_failed
+            results[group_id] = ErrorCode.GROUP_AUTHORIZATION_FAILED
             return
         results[group_id] = await _delete_group(coord, group_id)
 

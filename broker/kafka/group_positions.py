@@ -2,7 +2,7 @@
 
 Ordered delivery across a resize: a member may start on a partition only once the
 group has consumed far enough in another partition, which some other member owns.
-ConsumerGroupPosition (`broker.kafka.ordered_schemas`) is how they tell each other:
+ConsumerGroupPosition (`raft.common.kafka.ordered_schemas`) is how they tell each other:
 
 - a member *asks* for the group's position of a partition (need_position true): it is
   registered as interested, and answered with the position last reported (-1: none);

@@ -33,10 +33,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka.group_positions import GroupPositions
 from broker.kafka.offsets_records import GroupValue, MemberValue, OffsetValue
+from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class Answer:
     """What a parked JoinGroup or SyncGroup of `member_id` gets."""
 
     member_id: str
-    error: ErrorCode = ErrorCode.none
+    error: ErrorCode = ErrorCode.NONE
     generation: int = -1
     protocol_type: str | None = None
     protocol: str | None = None
@@ -137,7 +136,7 @@ class Group:
         """(the member's id, outcome); the outcome holds the caller's own answer when it
         need not wait (`Outcome.take(member_id)`), else it parks until one arrives."""
         error = self._join_error(member_id, instance_id, protocol_type, protocols)
-        if error != ErrorCode.none:
+        if error != ErrorCode.NONE:
             return member_id, Outcome(answers=[Answer(member_id=member_id, error=error)])
         if not self.members:
             self.protocol_type = protocol_type
@@ -172,18 +171,18 @@ class Group:
     def _join_error(self, member_id: str, instance_id: str | None, protocol_type: str,
                     protocols: tuple[tuple[str, bytes], ...]) -> ErrorCode:
         if not protocols or not protocol_type:
-            return ErrorCode.inconsistent_group_protocol
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if self.members:
             if protocol_type != self.protocol_type or not self._common_protocols(
                     extra={name for name, _ in protocols}, without=member_id):
-                return ErrorCode.inconsistent_group_protocol
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if instance_id is not None and member_id:
             known = self.static.get(instance_id)
             if known is not None and known != member_id:
-                return ErrorCode.fenced_instance_id
+                return ErrorCode.FENCED_INSTANCE_ID
         if member_id and member_id not in self.members:
-            return ErrorCode.unknown_member_id
-        return ErrorCode.none
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def _common_protocols(self, *, extra: set[str] | None = None, without: str = ""
                           ) -> set[str]:
@@ -203,7 +202,7 @@ class Group:
         old = self.members.pop(old_id)
         outcome = Outcome()
         if old.awaiting_join or old.awaiting_sync:
-            outcome.answers.append(Answer(member_id=old_id, error=ErrorCode.fenced_instance_id))
+            outcome.answers.append(Answer(member_id=old_id, error=ErrorCode.FENCED_INSTANCE_ID))
         member = replace(old, member_id=new_member_id, last_seen=now,
                          session_timeout_s=session_timeout_s,
                          rebalance_timeout_s=rebalance_timeout_s,
@@ -251,7 +250,7 @@ class Group:
                 member.awaiting_sync = False
                 member.last_seen = now
                 outcome.answers.append(Answer(member_id=member.member_id,
-                                              error=ErrorCode.rebalance_in_progress))
+                                              error=ErrorCode.REBALANCE_IN_PROGRESS))
         log.info("group rebalancing", extra={"group": self.group_id,
                                              "generation": self.generation,
                                              "members": len(self.members)})
@@ -321,10 +320,10 @@ class Group:
 
     def _member_error(self, member_id: str, instance_id: str | None) -> ErrorCode:
         if instance_id is not None and self.static.get(instance_id, member_id) != member_id:
-            return ErrorCode.fenced_instance_id
+            return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
-            return ErrorCode.unknown_member_id
-        return ErrorCode.none
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def sync(self, *, member_id: str, instance_id: str | None, generation: int,
              assignments: dict[str, bytes], now: float) -> Outcome:
@@ -332,11 +331,11 @@ class Group:
         parked SyncGroup (the caller's own included) and asks for the metadata to be
         stored first. Anyone else parks until then (no answer for it)."""
         error = self._member_error(member_id, instance_id)
-        if error == ErrorCode.none and generation != self.generation:
-            error = ErrorCode.illegal_generation
-        if error == ErrorCode.none and self.state == PREPARING:
-            error = ErrorCode.rebalance_in_progress
-        if error != ErrorCode.none:
+        if error == ErrorCode.NONE and generation != self.generation:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error == ErrorCode.NONE and self.state == PREPARING:
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error != ErrorCode.NONE:
             return Outcome(answers=[Answer(member_id=member_id, error=error)])
         member = self.members[member_id]
         member.last_seen = now
@@ -377,14 +376,14 @@ class Group:
         """A known member (seen now) of the current generation, while the group is not in
         state `busy`: Heartbeat's checks (busy: PREPARING) and a commit's (COMPLETING)."""
         error = self._member_error(member_id, instance_id)
-        if error != ErrorCode.none:
+        if error != ErrorCode.NONE:
             return error
         self.members[member_id].last_seen = now
         if generation != self.generation:
-            return ErrorCode.illegal_generation
+            return ErrorCode.ILLEGAL_GENERATION
         if self.state == busy:
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     def heartbeat(self, *, member_id: str, instance_id: str | None, generation: int,
                   now: float) -> ErrorCode:
@@ -397,8 +396,8 @@ class Group:
         member owns anything whose position would count."""
         error = self.heartbeat(member_id=member_id, instance_id=None,
                                generation=generation, now=now)
-        if error == ErrorCode.none and self.state == COMPLETING:
-            return ErrorCode.rebalance_in_progress
+        if error == ErrorCode.NONE and self.state == COMPLETING:
+            return ErrorCode.REBALANCE_IN_PROGRESS
         return error
 
     def leave(self, leaving: list[tuple[str, str | None]], now: float
@@ -413,20 +412,20 @@ class Group:
             if instance_id is not None:
                 known = self.static.get(instance_id)
                 if known is None:
-                    errors.append(ErrorCode.unknown_member_id)
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
                 if member_id and member_id != known:
-                    errors.append(ErrorCode.fenced_instance_id)
+                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
                     continue
                 target = known
             if target not in self.members:
-                errors.append(ErrorCode.unknown_member_id)
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
             member = self._remove(target, "left the group")
             if member.awaiting_join or member.awaiting_sync:
                 outcome.answers.append(Answer(member_id=target,
-                                              error=ErrorCode.unknown_member_id))
-            errors.append(ErrorCode.none)
+                                              error=ErrorCode.UNKNOWN_MEMBER_ID))
+            errors.append(ErrorCode.NONE)
             removed = True
         if removed:
             outcome.add(self._after_removal(now))
@@ -452,7 +451,7 @@ class Group:
         (a commit in PreparingRebalance still counts: members commit before they
         rejoin), and not while the generation's assignment is being handed out."""
         if generation < 0 and not member_id and self.state == EMPTY:
-            return ErrorCode.none
+            return ErrorCode.NONE
         return self._current_member_error(member_id, instance_id, generation, now,
                                           busy=COMPLETING)
 
@@ -520,7 +519,7 @@ def commit_error_for(group: Group | None, *, member_id: str, instance_id: str | 
     """`Group.commit_error`, for a group that may not exist yet: only a simple commit
     (generation < 0) creates one."""
     if group is None:
-        return ErrorCode.none if generation < 0 else ErrorCode.illegal_generation
+        return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
     return group.commit_error(member_id=member_id, instance_id=instance_id,
                               generation=generation, now=now)
 

@@ -30,7 +30,6 @@ import math
 from collections.abc import Callable
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker.kafka.context import BrokerContext
 from broker.kafka.replica import PartitionState, PendingIsr
@@ -42,15 +41,16 @@ from metadata.admin import (
 )
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import PartitionImage
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 
 MAX_CHECK_INTERVAL_S = 1.0
 # refused because this broker decided on an older state: the image will show the newer
-WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.invalid_update_version,
-                                  ErrorCode.fenced_leader_epoch,
-                                  ErrorCode.not_leader_or_follower})
+WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.INVALID_UPDATE_VERSION,
+                                  ErrorCode.FENCED_LEADER_EPOCH,
+                                  ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
 Proposal = tuple[PartitionState, PartitionImage, tuple[int, ...]]
 
@@ -154,10 +154,10 @@ class IsrManager:
             if result is None:
                 log.warning("AlterPartition answered without the partition", extra=fields)
                 self._resend_later([(state, partition, new_isr)], now)
-            elif result.error_code == ErrorCode.none and \
+            elif result.error_code == ErrorCode.NONE and \
                     result.partition_epoch == partition.partition_epoch:
                 state.pending_isr = None  # nothing written: the ISR was already so
-            elif result.error_code == ErrorCode.none:
+            elif result.error_code == ErrorCode.NONE:
                 log.info("ISR changed", extra={
                     **fields, "partition_epoch": result.partition_epoch})
                 self._count_change(partition.isr, new_isr)
@@ -172,7 +172,7 @@ class IsrManager:
                 log.warning("ISR change refused", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
                 state.pending_isr = None
-            if result is not None and result.error_code != ErrorCode.none and \
+            if result is not None and result.error_code != ErrorCode.NONE and \
                     self.on_isr_change is not None:
                 self.on_isr_change("failed")
 

@@ -30,12 +30,10 @@ import math
 import random
 import secrets
 import ssl
-import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker import access_table
 from broker.kafka import (
@@ -55,19 +53,9 @@ from broker.kafka import (
     scram_api,
 )
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.codec import (
-    ConnectionClosed,
-    KafkaCodecError,
-    build,
-    encode_response,
-    parse_request,
-    peek_header,
-    response_class,
-)
 from broker.kafka.context import BrokerContext
 from broker.kafka.coordinator import GroupCoordinator
 from broker.kafka.isr import IsrManager
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 from broker.kafka.replica import ReplicaManager
 from broker.kafka.replication import ReplicaFetcher
 from broker.settings import Address, BrokerSettings
@@ -80,6 +68,18 @@ from raft.common.connection_limits import (
     idle_deadline,
     serve_with_limits,
 )
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import (
+    ConnectionClosed,
+    KafkaCodecError,
+    build,
+    encode_response,
+    parse_request,
+    peek_header,
+    response_class,
+)
+from raft.common.kafka.framing import KafkaFrameError, receive_frame
+from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 from raft.common.session import Session, bind_session, current_session
 
 if TYPE_CHECKING:
@@ -89,8 +89,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
-_SIZE = struct.Struct(">i")
-RECEIVE_CHUNK = 65536
 
 
 async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
@@ -126,7 +124,7 @@ async def _find_coordinator(context: BrokerContext, body: Any, version: int) -> 
 
 async def _describe_quorum(context: BrokerContext, body: Any, version: int) -> Any:
     """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
-    return quorum_api.error_response(version, int(ErrorCode.unknown_server_error),
+    return quorum_api.error_response(version, int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                      "this listener does not forward DescribeQuorum")
 
 
@@ -272,27 +270,6 @@ class KafkaListener:
                                      security_protocol=self.security_protocol))
         await self.handle_connection(secured, login_deadline=login_deadline)
 
-    async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray,
-                             limit: int | None = None) -> bytes | None:
-        """The next frame; ConnectionClosed as soon as its size header announces more
-        than `limit` (default: `socket.request.max.bytes`), none of its body read."""
-        limit = self.max_frame_bytes if limit is None else limit
-        while True:
-            if len(buffer) >= 4:
-                (size,) = _SIZE.unpack_from(buffer)
-                if size < 0 or size > limit:
-                    raise ConnectionClosed(f"frame size {size} outside 0..{limit}")
-                if len(buffer) >= 4 + size:
-                    frame = bytes(buffer[4:4 + size])
-                    del buffer[:4 + size]
-                    return frame
-            data = await stream.receive_some(RECEIVE_CHUNK)
-            if not data:
-                if buffer:
-                    raise ConnectionClosed("closed in the middle of a frame")
-                return None
-            buffer += data
-
     async def _next_frame(self, stream: trio.abc.Stream, buffer: bytearray, *,
                           logged_in: bool, login_deadline: float) -> bytes | None:
         """The next frame within the connection's deadlines: its idle one, and until it
@@ -301,7 +278,7 @@ class KafkaListener:
         if not logged_in:
             deadline = min(deadline, login_deadline)
         with trio.move_on_at(deadline):
-            return await self._receive_frame(
+            return await receive_frame(
                 stream, buffer, frame_limit(self.limits, authenticated=logged_in))
         if logged_in or deadline < login_deadline:
             raise ConnectionClosed(f"no complete request for {self.limits.max_idle_ms} ms")
@@ -332,7 +309,7 @@ class KafkaListener:
                 reply = await self.dispatcher.handle_frame(frame)
                 if reply is not None:
                     await stream.send_all(reply)
-        except ConnectionClosed as exc:
+        except (ConnectionClosed, KafkaFrameError) as exc:  # KafkaFrameError: an OSError
             log.warning("closing Kafka connection", extra={"peer": peer, "reason": str(exc)})
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("Kafka connection lost", extra={"peer": peer, "reason": str(exc)})

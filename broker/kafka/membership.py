@@ -18,13 +18,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.group import coordinator
 from broker.kafka.group_state import Answer, Group
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DEFAULT_SESSION_S = 10.0
@@ -51,7 +50,7 @@ async def handle_join_group_request(context: BrokerContext, request: Any, versio
     coord = coordinator(context)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _join_response(version, Answer(member_id=request.member_id,
-                                              error=ErrorCode.group_authorization_failed))
+                                              error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     error, part = coord.lookup(request.group_id)
     if part is None:
         return _join_response(version, Answer(member_id=request.member_id, error=error))
@@ -89,12 +88,12 @@ async def handle_sync_group_request(context: BrokerContext, request: Any, versio
     member_id = request.member_id
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _sync_response(version, Answer(member_id=member_id,
-                                              error=ErrorCode.group_authorization_failed))
+                                              error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is None or group is None:
         return _sync_response(version, Answer(
-            member_id=member_id, error=error if part is None else ErrorCode.unknown_member_id))
+            member_id=member_id, error=error if part is None else ErrorCode.UNKNOWN_MEMBER_ID))
     outcome = group.sync(
         member_id=member_id, instance_id=getattr(request, "group_instance_id", None),
         generation=int(request.generation_id),
@@ -104,8 +103,8 @@ async def handle_sync_group_request(context: BrokerContext, request: Any, versio
         generation = group.generation
         outcome.store = False
         stored = await coord.store_group(part, group)
-        if stored != ErrorCode.none or group.generation != generation:
-            failed = stored if stored != ErrorCode.none else ErrorCode.rebalance_in_progress
+        if stored != ErrorCode.NONE or group.generation != generation:
+            failed = stored if stored != ErrorCode.NONE else ErrorCode.REBALANCE_IN_PROGRESS
             outcome.answers = [Answer(member_id=a.member_id, error=failed)
                                for a in outcome.answers]
     answer = coord.settle(part, group, outcome, own=member_id)
@@ -124,11 +123,11 @@ async def handle_heartbeat_request(context: BrokerContext, request: Any, version
     coord = coordinator(context)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return build(response_class(HEARTBEAT, version), {
-            "throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)})
+            "throttle_time": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
-        error = ErrorCode.unknown_member_id if group is None else group.heartbeat(
+        error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else group.heartbeat(
             member_id=request.member_id,
             instance_id=getattr(request, "group_instance_id", None),
             generation=int(request.generation_id), now=coord.clock())
@@ -144,15 +143,15 @@ async def handle_leave_group_request(context: BrokerContext, request: Any, versi
         if hasattr(request, "members") else [(request.member_id, None)]
     error, part = coord.lookup(request.group_id)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        error, part = ErrorCode.group_authorization_failed, None
+        error, part = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     group = part.groups.get(request.group_id) if part is not None else None
     errors = [error] * len(leaving)
     if part is not None and group is not None:
         errors, outcome = group.leave(leaving, coord.clock())
         coord.settle(part, group, outcome)
     elif part is not None:
-        errors = [ErrorCode.unknown_member_id] * len(leaving)
-    top = error if part is None else ErrorCode.none
+        errors = [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+    top = error if part is None else ErrorCode.NONE
     if not hasattr(request, "members") and errors:
         top = errors[0]  # v0-v2: one member, its error at the top
     return build(response_class(LEAVE_GROUP, version), {

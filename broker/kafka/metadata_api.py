@@ -19,11 +19,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from broker.kafka.codec import build, response_class
 from metadata.image import NO_LEADER, MetadataImage, TopicImage
 from metadata.topic_names import is_internal_topic
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 from raft.common.uuid import Uuid
 
 METADATA, DESCRIBE_CLUSTER = 3, 60
@@ -64,7 +63,7 @@ def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
         "error_code": 0, "name": topic.name, "topic_id": to_kafka_uuid(topic.topic_id),
         "is_internal": is_internal_topic(topic.name),
         "partitions": [{
-            "error_code": int(ErrorCode.leader_not_available) if p.leader == NO_LEADER else 0,
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader == NO_LEADER else 0,
             "partition_index": p.partition, "leader_id": p.leader,
             "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
@@ -101,20 +100,20 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                 topic = image.topic(topic_id)
                 if topic is None or not described(topic.name):
                     topics.append({"error_code": int(
-                        ErrorCode.unknown_topic_id if topic is None
-                        else ErrorCode.topic_authorization_failed),
+                        ErrorCode.UNKNOWN_TOPIC_ID if topic is None
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                         "name": _unnamed(version), "topic_id": to_kafka_uuid(topic_id),
                         "partitions": []})
                     continue
             else:
                 if not described(name or ""):  # known or not: nothing is revealed
-                    topics.append({"error_code": int(ErrorCode.topic_authorization_failed),
+                    topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                                    "name": name, "topic_id": uuid.UUID(int=0),
                                    "partitions": []})
                     continue
                 topic = image.topic_by_name(name or "")
                 if topic is None:
-                    topics.append({"error_code": int(ErrorCode.unknown_topic_or_partition),
+                    topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                    "name": name, "topic_id": uuid.UUID(int=0),
                                    "partitions": []})
                     continue

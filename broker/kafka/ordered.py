@@ -5,7 +5,7 @@ partition count (the partitions not marked for deletion). A client that partitio
 another count must refresh its metadata before its records or fetches count, so:
 
 - a Produce or consumer Fetch whose topic entry names a count (the tagged field of
-  `broker.kafka.ordered_schemas`) different from the image's gets
+  `raft.common.kafka.ordered_schemas`) different from the image's gets
   INVALID_PARTITION_METADATA on every partition of that entry; a topic without ordered
   delivery, or an entry without the tag (Kafka's clients), is not checked;
 - a partition marked for deletion takes no new records from anyone: its log can then
@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from metadata.image import MetadataImage, PartitionImage, TopicImage
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
 NO_VALUE = -1
@@ -87,11 +86,11 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
     epoch maps."""
     topic = None if topic_id is None else image.topic(topic_id)
     if topic is None:
-        return {"error_code": int(ErrorCode.unknown_topic_id), "partitions": []}
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "partitions": []}
     indexes = asked if asked else tuple(range(len(topic.partitions)))
     partitions = [
         _partition_entry(topic.partitions[i]) if 0 <= i < len(topic.partitions) else
-        {"partition": i, "error_code": int(ErrorCode.unknown_topic_or_partition)}
+        {"partition": i, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
         for i in indexes]
     initial = topic.initial_partition_count
     return {"error_code": 0, "name": topic.name,

@@ -1,4 +1,4 @@
-"""The two APIs ordered delivery adds (`broker.kafka.ordered_schemas`, v0 only).
+"""The two APIs ordered delivery adds (`raft.common.kafka.ordered_schemas`, v0 only).
 
 - PartitionLeaderEpochs: any broker answers from its metadata image
   (`broker.kafka.ordered.leader_epochs_topic`).
@@ -19,16 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.group import coordinator
 from broker.kafka.group_positions import PositionEntry
 from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.ordered import leader_epochs_topic
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
+from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 
 async def handle_partition_leader_epochs_request(context: BrokerContext, request: Any,
@@ -62,14 +61,14 @@ async def handle_consumer_group_position_request(context: BrokerContext, request
     coord = coordinator(context)
     error, part = coord.lookup(request.group_id)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        error, part = ErrorCode.group_authorization_failed, None
+        error, part = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
-        error = ErrorCode.unknown_member_id if group is None else group.position_error(
+        error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else group.position_error(
             member_id=request.member_id, generation=int(request.generation_id),
             now=coord.clock())
     topics: list[dict[str, Any]] = []
-    if error == ErrorCode.none:
+    if error == ErrorCode.NONE:
         assert group is not None
         allowed: dict[Any, bool] = {}
 

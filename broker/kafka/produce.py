@@ -56,19 +56,18 @@ import logging
 from typing import Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker.kafka import authz
-from broker.kafka.codec import ConnectionClosed, build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import from_kafka_uuid
 from broker.kafka.ordered import count_mismatch, count_refusal_message, produce_refusal
-from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA_ERROR
 from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
 from broker.kafka.replica import PartitionState, check_partition
 from metadata.topic_configs import min_insync_replicas
 from metadata.topic_names import is_internal_topic
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import ConnectionClosed, build, response_class
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     count, and the client must learn its offset rather than re-route it)."""
     resolved = check_partition(context.image, context.broker_id, partition=index,
                                name=name, topic_id=topic_id)
-    if resolved.error != ErrorCode.none:
+    if resolved.error != ErrorCode.NONE:
         return _failed(index, resolved.error)
     error, state = await context.replicas.open(resolved)
     if state is None:
@@ -113,18 +112,18 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     except InvalidBatchError as exc:
         log.info("produce rejected", extra={"topic": name, "partition": index,
                                             "reason": str(exc)})
-        return _failed(index, ErrorCode.corrupt_message if exc.corrupt
-                       else ErrorCode.invalid_record, str(exc))
+        return _failed(index, ErrorCode.CORRUPT_MESSAGE if exc.corrupt
+                       else ErrorCode.INVALID_RECORD, str(exc))
     assert resolved.partition is not None
     partition = resolved.partition
     headers = [read_header(b) for b in batches]
     if any(h.is_control or h.is_transactional for h in headers):
-        return _failed(index, ErrorCode.invalid_record if any(h.is_control for h in headers)
-                       else ErrorCode.transactional_id_authorization_failed,
+        return _failed(index, ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
+                       else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                        "control or transactional batches are not accepted from clients")
     min_isr = _min_insync_replicas(context, state.topic_id) if acks == ACKS_ALL else 0
     if len(partition.isr) < min_isr:
-        return _failed(index, ErrorCode.not_enough_replicas,
+        return _failed(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                        f"the ISR {list(partition.isr)} is smaller than "
                        f"min.insync.replicas={min_isr}")
     async with state.lock:
@@ -132,7 +131,7 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
         verdict = state.log.producers.check(headers, state.log.log_end_offset)
         refusal = count_refusal or produce_refusal(context.image.topic(state.topic_id), index)
         if refusal is not None and not isinstance(verdict, Duplicate):
-            return _failed(index, INVALID_PARTITION_METADATA_ERROR, refusal)
+            return _failed(index, ErrorCode.INVALID_PARTITION_METADATA, refusal)
         if isinstance(verdict, Reject):
             log.info("produce refused by the producer state", extra={
                 "topic_id": str(state.topic_id), "partition": index,
@@ -150,8 +149,8 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                 log.log(logging.INFO if gone else logging.ERROR, "append failed", extra={
                     "topic_id": str(state.topic_id), "partition": index,
                     "reason": str(exc)})
-                return _failed(index, ErrorCode.unknown_topic_id if gone
-                               else ErrorCode.kafka_storage_error, str(exc))
+                return _failed(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
+                               else ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
     state.maybe_advance_high_watermark(partition, context.broker_id)
     context.replicas.notify_data()
     if acks == ACKS_ALL:
@@ -180,19 +179,19 @@ async def _wait_replicated(context: BrokerContext, state: PartitionState, leader
         if current is None or current.leader != context.broker_id or (
                 current.leader_epoch != leader_epoch
                 and not _still_in_log(state, leader_epoch, last)):
-            return (ErrorCode.not_leader_or_follower,
+            return (ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     "leadership moved before the records reached the ISR")
         # re-evaluated against the image: the controller may have shrunk the ISR
         if state.maybe_advance_high_watermark(current, context.broker_id):
             context.replicas.notify_data()
         if state.high_watermark > last:
             if len(current.isr) < min_isr:
-                return (ErrorCode.not_enough_replicas_after_append,
+                return (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                         f"the ISR shrank to {list(current.isr)}, below "
                         f"min.insync.replicas={min_isr}, before the records were acked")
             return None
         if trio.current_time() >= deadline:
-            return ErrorCode.request_timed_out, "not replicated to the ISR in time"
+            return ErrorCode.REQUEST_TIMED_OUT, "not replicated to the ISR in time"
         with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):
             await state.changed.wait()
 
@@ -214,12 +213,12 @@ def _topic_error(context: BrokerContext, refusal: ErrorCode | None, name: str | 
     if name is None:
         topic = None if topic_id is None else context.image.topic(topic_id)
         if topic is None:  # v13: a zero, missing or unknown topic ID
-            return ErrorCode.unknown_topic_id, None
+            return ErrorCode.UNKNOWN_TOPIC_ID, None
         name = topic.name
     if not authz.topic_allowed(context, authz.Op.WRITE, name):
-        return ErrorCode.topic_authorization_failed, None
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if is_internal_topic(name):  # after WRITE, as Kafka: its coordinator writes it, no client
-        return ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}"
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
     return None
 
 
@@ -231,9 +230,9 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
     responses: list[dict[str, Any]] = []
     refusal = None
     if getattr(request, "transactional_id", None) is not None:
-        refusal = ErrorCode.transactional_id_authorization_failed
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
-        refusal = ErrorCode.invalid_required_acks
+        refusal = ErrorCode.INVALID_REQUIRED_ACKS
 
     async def one(parts: list[dict[str, Any]], position: int, name: str | None,
                   topic_id: Any, data: Any, count_refusal: str | None) -> None:
@@ -255,7 +254,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
                 if known is not None and count_mismatch(known, client_count):
                     count_refusal = count_refusal_message(known, client_count)
             parts: list[dict[str, Any]] = [
-                _failed(int(data.index), *(failure or (ErrorCode.none,)))
+                _failed(int(data.index), *(failure or (ErrorCode.NONE,)))
                 for data in topic.partition_data]
             if failure is None:
                 for position, data in enumerate(topic.partition_data):
@@ -277,15 +276,15 @@ def next_producer_id(context: BrokerContext) -> tuple[ErrorCode, int]:
     """(error, producer id) from this incarnation's block (`producer_id_block`)."""
     epoch = context.broker_epoch()
     if epoch is None:
-        return ErrorCode.coordinator_not_available, -1
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
     issued_epoch, issued = context.producer_ids_issued
     if issued_epoch != epoch:
         issued = 0
     block = producer_id_block(epoch)
     if issued >= len(block):
-        return ErrorCode.unknown_server_error, -1
+        return ErrorCode.UNKNOWN_SERVER_ERROR, -1
     context.producer_ids_issued = (epoch, issued + 1)
-    return ErrorCode.none, block[issued]
+    return ErrorCode.NONE, block[issued]
 
 
 async def handle_init_producer_id_request(context: BrokerContext, request: Any,
@@ -293,18 +292,18 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
     """An idempotent producer gets a new producer ID at epoch 0 (as Kafka answers a
     request without a transactional id, whatever producer id and epoch it names)."""
     if request.transactional_id is not None:
-        error, producer_id, message = (ErrorCode.transactional_id_authorization_failed, -1,
+        error, producer_id, message = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
                                        NO_TRANSACTIONS)
     elif not (authz.cluster_allowed(context, authz.Op.IDEMPOTENT_WRITE)
               or authz.any_topic_allowed(context, authz.Op.WRITE)):
         # Kafka 3: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
-        error, producer_id, message = (ErrorCode.cluster_authorization_failed, -1,
+        error, producer_id, message = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1,
                                        "IDEMPOTENT_WRITE on the cluster or WRITE on a "
                                        "topic is needed")
     else:
         error, producer_id = next_producer_id(context)
         message = None
-    if error != ErrorCode.none:
+    if error != ErrorCode.NONE:
         log.info("InitProducerId refused", extra={
             "transactional_id": request.transactional_id, "error": error.name,
             "reason": message})
@@ -319,7 +318,7 @@ def refuse_transaction_coordinator(request: Any, version: int) -> Any | None:
     if int(getattr(request, "key_type", 0)) != TRANSACTION_KEY_TYPE:
         return None
     keys = list(getattr(request, "coordinator_keys", ()) or ())
-    error = int(ErrorCode.transactional_id_authorization_failed)
+    error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     body = {"throttle_time": 0, "error_code": error, "error_message": NO_TRANSACTIONS,
             "node_id": -1, "host": "", "port": -1,
             "coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1,

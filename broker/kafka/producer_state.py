@@ -33,7 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from crc32c import crc32c
-from kio.schema.errors import ErrorCode
+
+from raft.common.errors import ErrorCode
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -150,22 +151,22 @@ def _check_one(entry: ProducerEntry | None, header: BatchHeader) -> Reject | Non
     """Kafka's epoch and sequence rules for one client batch against `entry`."""
     pid, epoch, first_seq = header.producer_id, header.producer_epoch, header.base_sequence
     if first_seq < 0:
-        return Reject(ErrorCode.invalid_record,
+        return Reject(ErrorCode.INVALID_RECORD,
                       f"producer {pid} sent a batch without a sequence number")
     if entry is None or entry.epoch == NO_PRODUCER_EPOCH:
         return None  # unknown here: any sequence (KIP-360, see the module docstring)
     if epoch < entry.epoch:
-        return Reject(ErrorCode.invalid_producer_epoch,
+        return Reject(ErrorCode.INVALID_PRODUCER_EPOCH,
                       f"producer {pid} epoch {epoch} is older than the last seen "
                       f"epoch {entry.epoch}")
     if epoch != entry.epoch:
         if first_seq != 0:
-            return Reject(ErrorCode.out_of_order_sequence_number,
+            return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                           f"producer {pid}: new epoch {epoch} starts at sequence "
                           f"{first_seq}, not 0")
         return None
     if not in_sequence(entry.last_seq, first_seq):
-        return Reject(ErrorCode.out_of_order_sequence_number,
+        return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                       f"producer {pid} epoch {epoch}: sequence {first_seq} after "
                       f"{entry.last_seq}")
     return None

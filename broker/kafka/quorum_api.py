@@ -24,10 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import authz
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from metadata.controller_client import (
     dial_and_exchange,
@@ -37,7 +34,8 @@ from metadata.controller_client import (
 )
 from raft import messages
 from raft.common import leader_redirect
-from raft.common.errors import ErrorCode as RaftErrorCode
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +78,7 @@ class QuorumForwarder:
 
         def classify(where: str, reply: Any) -> leader_redirect.Outcome:
             code = reply.get("error_code", 0) if isinstance(reply, dict) else -1
-            if code != RaftErrorCode.NOT_LEADER_OR_FOLLOWER:
+            if code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 return leader_redirect.Answered(reply if isinstance(reply, dict) else {})
             redirect = reply.get("leader_address")
             hint = redirect_address(redirect) if isinstance(redirect, str) else None
@@ -118,7 +116,7 @@ class QuorumForwarder:
                                             context.request_timeout_ms / 1000))
         except QuorumUnavailable as exc:
             log.warning("DescribeQuorum: no controller answered", extra={"reason": str(exc)})
-            return error_response(version, int(ErrorCode.request_timed_out),
+            return error_response(version, int(ErrorCode.REQUEST_TIMED_OUT),
                                   f"no controller answered: {exc}")
         return describe_quorum_response(reply, version, voters=self.voters,
                                         topic_name=request.topics[0].topic_name)
@@ -132,7 +130,7 @@ def request_error(request: Any) -> tuple[int, str] | None:
     (INVALID_REQUEST at the top level); None otherwise."""
     topics = request.topics
     if len(topics) != 1 or len(topics[0].partitions) != 1:
-        return int(ErrorCode.invalid_request), \
+        return int(ErrorCode.INVALID_REQUEST), \
             "DescribeQuorum takes exactly one topic with one partition"
     return None
 
@@ -157,7 +155,7 @@ def unknown_partition_response(request: Any, version: int) -> Any:
     return build(response_class(DESCRIBE_QUORUM, version), {
         "error_code": 0, "topics": [{"topic_name": topic.topic_name, "partitions": [{
             "partition_index": int(partition.partition_index),
-            "error_code": int(ErrorCode.unknown_topic_or_partition),
+            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
             "leader_id": -1, "leader_epoch": -1, "high_watermark": -1}]}], "nodes": []})
 
 
@@ -165,7 +163,7 @@ def _kafka_error(code: int) -> int:
     try:
         return int(ErrorCode(code))
     except ValueError:
-        return int(ErrorCode.unknown_server_error)
+        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 def _replicas(states: tuple[messages.ReplicaState, ...]) -> list[dict[str, Any]]:
@@ -176,7 +174,7 @@ def _replicas(states: tuple[messages.ReplicaState, ...]) -> list[dict[str, Any]]
 
 def _error_name(code: int) -> str:
     try:
-        return RaftErrorCode(code).name
+        return ErrorCode(code).name
     except ValueError:
         return f"error {code}"
 
@@ -193,7 +191,7 @@ def describe_quorum_response(reply: Mapping[str, Any], version: int, *,
     try:
         response = messages.decode_message("DescribeQuorumResponse", dict(reply))
     except messages.MessageError as exc:
-        return error_response(version, int(ErrorCode.unknown_server_error),
+        return error_response(version, int(ErrorCode.UNKNOWN_SERVER_ERROR),
                               f"malformed DescribeQuorum from the controller: {exc}")
     assert isinstance(response, messages.DescribeQuorumResponse)
     code = int(response.error_code)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
 from broker.kafka.partition_log import PartitionLog
 from broker.reconcile import partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -45,30 +45,30 @@ def check_partition(image: MetadataImage, broker_id: int, *, partition: int,
     if topic_id is not None:
         topic = image.topic(topic_id)
         if topic is None:
-            return Resolved(error=ErrorCode.unknown_topic_id)
+            return Resolved(error=ErrorCode.UNKNOWN_TOPIC_ID)
     else:
         topic = image.topic_by_name(name or "")
         if topic is None:
-            return Resolved(error=ErrorCode.unknown_topic_or_partition)
+            return Resolved(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not 0 <= partition < len(topic.partitions):
-        return Resolved(error=ErrorCode.unknown_topic_or_partition, topic=topic)
+        return Resolved(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic=topic)
     part = topic.partitions[partition]
     if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
-        return Resolved(error=ErrorCode.fenced_leader_epoch, topic=topic, partition=part)
+        return Resolved(error=ErrorCode.FENCED_LEADER_EPOCH, topic=topic, partition=part)
     if current_leader_epoch > part.leader_epoch:
-        return Resolved(error=ErrorCode.unknown_leader_epoch, topic=topic, partition=part)
+        return Resolved(error=ErrorCode.UNKNOWN_LEADER_EPOCH, topic=topic, partition=part)
     if require_leader and part.leader != broker_id:
-        return Resolved(error=ErrorCode.not_leader_or_follower, topic=topic, partition=part)
+        return Resolved(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, topic=topic, partition=part)
     if not require_leader and broker_id not in part.replicas:
-        return Resolved(error=ErrorCode.not_leader_or_follower, topic=topic, partition=part)
-    return Resolved(error=ErrorCode.none, topic=topic, partition=part)
+        return Resolved(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, topic=topic, partition=part)
+    return Resolved(error=ErrorCode.NONE, topic=topic, partition=part)
 
 
 def check_local_topic_id(local: Uuid | None, expected: Uuid) -> ErrorCode:
     """The partition directory's partition.metadata against the image's topic ID."""
     if local is None:
-        return ErrorCode.not_leader_or_follower  # not created yet (reconciliation pending)
-    return ErrorCode.none if local == expected else ErrorCode.inconsistent_topic_id
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # not created yet (reconciliation pending)
+    return ErrorCode.NONE if local == expected else ErrorCode.INCONSISTENT_TOPIC_ID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,7 +289,7 @@ class ReplicaManager:
         directory = self.log_dir / partition_dir_name(topic.name, number)
         state = self._states.get(key)
         if state is not None and state.log.directory == directory:
-            return ErrorCode.none, state
+            return ErrorCode.NONE, state
         if state is not None:  # renamed topic: reconciliation moves the directory
             del self._states[key]
             state.log.close()
@@ -300,8 +300,8 @@ class ReplicaManager:
                 await self._wait_reconciled(image.last_applied_offset)
             local = partition_dir.read_partition_metadata(directory)
         error = check_local_topic_id(local, topic.topic_id)
-        if error != ErrorCode.none:
-            if error == ErrorCode.inconsistent_topic_id:
+        if error != ErrorCode.NONE:
+            if error == ErrorCode.INCONSISTENT_TOPIC_ID:
                 log.warning("partition directory holds another topic ID", extra={
                     "directory": str(directory), "local_topic_id": str(local),
                     "topic_id": str(topic.topic_id)})
@@ -314,7 +314,7 @@ class ReplicaManager:
                 opened_at=trio.current_time(),
                 high_watermark=plog.log_end_offset if len(resolved.partition.replicas) == 1
                 else 0))
-        return ErrorCode.none, state
+        return ErrorCode.NONE, state
 
     def close_all(self) -> None:
         for state in self._states.values():

@@ -25,7 +25,6 @@ import logging
 import math
 import secrets
 import ssl
-import struct
 import uuid
 from collections.abc import Callable, Mapping
 from operator import itemgetter
@@ -33,20 +32,21 @@ from typing import Any
 
 import trio
 from kio.index import load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchRequest
 from kio.serial import entity_reader
 
-from broker.kafka.codec import build
 from broker.kafka.context import BrokerContext
 from broker.kafka.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.partition_log import InvalidBatchError, split_batches
 from broker.kafka.replica import PartitionState, check_partition
 from broker.kafka.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl_settings import SaslClientSettings
-from broker.kafka.wire_client import encode_request
 from metadata.image import MetadataImage, TopicImage
 from raft.common import tls
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build
+from raft.common.kafka.framing import receive_frame
+from raft.common.kafka.wire_client import encode_request
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class ReplicaFetcher:
             resolved = check_partition(self.context.image, self.context.broker_id,
                                        topic_id=topic_id, partition=partition,
                                        require_leader=False)
-            if resolved.error != ErrorCode.none:
+            if resolved.error != ErrorCode.NONE:
                 continue
             error, state = await self.context.replicas.open(resolved)
             if state is not None:
@@ -222,7 +222,7 @@ class ReplicaFetcher:
                         states.get((topic_id, int(data.partition_index)))
                     if entry is None:
                         continue
-                    if data.error_code != ErrorCode.none:
+                    if data.error_code != ErrorCode.NONE:
                         failed = True
                         log.info("leader refused a replica fetch", extra={
                             "broker": self.context.broker_id, "leader": leader,
@@ -269,14 +269,9 @@ class ReplicaFetcher:
 
 
 async def _receive_response(stream: trio.abc.Stream, correlation_id: int) -> Any:
-    buffer = bytearray()
-    while len(buffer) < 4 or len(buffer) < 4 + struct.unpack_from(">i", buffer)[0]:
-        chunk = await stream.receive_some(1 << 16)
-        if not chunk:
-            raise ConnectionError("the leader closed the connection")
-        buffer += chunk
-    (size,) = struct.unpack_from(">i", buffer)
-    frame = bytes(buffer[4:4 + size])
+    frame = await receive_frame(stream, bytearray())
+    if frame is None:
+        raise ConnectionError("the leader closed the connection")
     schema = load_response_schema(FETCH, FETCH_VERSION)
     header, offset = entity_reader(schema.__header_schema__)(frame, 0)
     if int(header.correlation_id) != correlation_id:

@@ -41,17 +41,6 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from broker.kafka.codec import (
-    ConnectionClosed,
-    KafkaCodecError,
-    build,
-    encode_response,
-    parse_request,
-    peek_header,
-    response_class,
-)
 from broker.kafka.context import BrokerContext
 from broker.kafka.sasl_settings import PLAIN, SaslSettings
 from broker.kafka.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -63,6 +52,16 @@ from broker.kafka.scram import (
 )
 from metadata.image import MetadataImage
 from metadata.scram_credentials import ScramCredentialImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import (
+    ConnectionClosed,
+    KafkaCodecError,
+    build,
+    encode_response,
+    parse_request,
+    peek_header,
+    response_class,
+)
 from raft.common.session import KafkaPrincipal, Session
 
 __all__ = ["SaslAuthenticator", "SaslFailed", "SaslSettings",
@@ -216,7 +215,7 @@ class SaslAuthenticator:
         enabled = list(self._settings.enabled_mechanisms)
         if mechanism not in enabled:
             return (build(response_class(SASL_HANDSHAKE, version), {
-                "error_code": int(ErrorCode.unsupported_sasl_mechanism),
+                "error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
                 "mechanisms": enabled}),
                 f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(enabled)})")
         self._mechanism_name = mechanism
@@ -257,7 +256,7 @@ class SaslAuthenticator:
             reply = self._step(token)
         except SaslFailed as exc:
             self._log_failure(str(exc))
-            return build(schema, {"error_code": int(ErrorCode.sasl_authentication_failed),
+            return build(schema, {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
                                   "error_message": str(exc), "auth_bytes": b""}), str(exc)
         return build(schema, {"error_code": 0, "error_message": None, "auth_bytes": reply,
                               "session_lifetime": 0}), None
@@ -283,13 +282,13 @@ class SaslAuthenticator:
 async def handle_sasl_handshake_request(context: BrokerContext, request: Any,
                                         version: int) -> Any:
     return build(response_class(SASL_HANDSHAKE, version), {
-        "error_code": int(ErrorCode.illegal_sasl_state), "mechanisms": []})
+        "error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []})
 
 
 async def handle_sasl_authenticate_request(context: BrokerContext, request: Any,
                                            version: int) -> Any:
     return build(response_class(SASL_AUTHENTICATE, version), {
-        "error_code": int(ErrorCode.illegal_sasl_state),
+        "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
         "error_message": "SaslAuthenticate outside a SASL exchange: this connection is "
                          "authenticated already, or its listener has no SASL",
         "auth_bytes": b""})

@@ -12,22 +12,21 @@ does not hold the credential cannot pass for one that does. Any refusal is
 from __future__ import annotations
 
 import random
-import struct
 from typing import Any
 
 import trio
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from broker.kafka.codec import build, response_class
 from broker.kafka.sasl_settings import PLAIN, SaslClientSettings
 from broker.kafka.scram import MECHANISMS, ScramAuthenticationError, ScramClient
-from broker.kafka.wire_client import encode_request
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
+from raft.common.kafka.framing import receive_frame
+from raft.common.kafka.wire_client import encode_request
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 2
-_SIZE = struct.Struct(">i")
 
 
 class SaslClientError(ConnectionError):
@@ -37,14 +36,10 @@ class SaslClientError(ConnectionError):
 async def _exchange(stream: trio.abc.Stream, body: Any, correlation_id: int) -> Any:
     await stream.send_all(encode_request(body, correlation_id=correlation_id,
                                          client_id="kraft-sasl"))
-    buffer = bytearray()
-    while len(buffer) < 4 or len(buffer) < 4 + _SIZE.unpack_from(buffer)[0]:
-        chunk = await stream.receive_some(1 << 16)
-        if not chunk:
-            raise SaslClientError("the broker closed the connection during SASL "
-                                  "authentication")
-        buffer += chunk
-    frame = bytes(buffer[4:])
+    frame = await receive_frame(stream, bytearray())
+    if frame is None:
+        raise SaslClientError("the broker closed the connection during SASL "
+                              "authentication")
     schema = response_class(int(body.__api_key__), int(body.__version__))
     header, offset = entity_reader(schema.__header_schema__)(frame, 0)
     if int(header.correlation_id) != correlation_id:
@@ -61,7 +56,7 @@ async def authenticate(stream: trio.abc.Stream, settings: SaslClientSettings, *,
     handshake = await _exchange(stream, build(
         load_request_schema(SASL_HANDSHAKE, HANDSHAKE_VERSION),
         {"mechanism": settings.mechanism}), correlation_id)
-    if handshake.error_code != ErrorCode.none:
+    if handshake.error_code != ErrorCode.NONE:
         raise SaslClientError(f"SaslHandshake: {handshake.error_code.name.upper()} (the broker "
                               f"enables {', '.join(handshake.mechanisms) or 'nothing'})")
 
@@ -69,7 +64,7 @@ async def authenticate(stream: trio.abc.Stream, settings: SaslClientSettings, *,
         answer = await _exchange(stream, build(
             load_request_schema(SASL_AUTHENTICATE, AUTHENTICATE_VERSION),
             {"auth_bytes": token}), correlation_id + offset)
-        if answer.error_code != ErrorCode.none:
+        if answer.error_code != ErrorCode.NONE:
             raise SaslClientError(f"SaslAuthenticate: {answer.error_code.name.upper()}: "
                                   f"{answer.error_message}")
         return bytes(answer.auth_bytes)

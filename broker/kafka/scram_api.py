@@ -21,7 +21,6 @@ from typing import Any
 
 from broker.kafka import authz
 from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
-from broker.kafka.codec import build, response_class
 from broker.kafka.context import BrokerContext
 from broker.kafka.scram import MECHANISMS_BY_TYPE, credential_from_salted_password
 from metadata.admin import (
@@ -33,6 +32,7 @@ from metadata.admin import (
     ScramCredentialUpsertion,
 )
 from metadata.scram_credentials import SCRAM_MECHANISMS
+from raft.common.kafka.codec import build, response_class
 
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 UNKNOWN_MECHANISM = "UNKNOWN"  # Kafka's ScramMechanism.UNKNOWN (type 0)

@@ -7,7 +7,7 @@ admin client (`tools.commands.topics.AdminClient`) and returns the same response
 `kraft topics` prints the same whichever it talks to:
 
 - DescribeTopics -> Metadata (v10+: topic IDs; by name or by ID), plus
-  PartitionLeaderEpochs (`broker.kafka.ordered_schemas`: the KIP-253 counts and
+  PartitionLeaderEpochs (`raft.common.kafka.ordered_schemas`: the KIP-253 counts and
   epoch maps) when the broker serves it;
 - CreateTopics -> CreateTopics, then Metadata by the new ID for its assignment (the
   broker answers once its own image holds the topic: `broker.kafka.admin_api`);
@@ -30,8 +30,6 @@ from typing import Any
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka.codec import build
-from broker.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsRequest,
@@ -47,6 +45,8 @@ from metadata.admin import (
     PartitionDescription,
     TopicDescription,
 )
+from raft.common.kafka.codec import build
+from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
 from raft.common.tls import default_client_context
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors

@@ -19,8 +19,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from broker.kafka import sasl_client
 from broker.kafka.listener import KafkaListener
 from broker.kafka.sasl_settings import SaslClientSettings
-from broker.kafka.wire_client import encode_request
 from raft.common.connection_limits import ListenerLimits
+from raft.common.kafka.wire_client import encode_request
 from tests.unit.broker.test_kafka_listener import make_dispatcher
 from tests.unit.broker.test_sasl_api import SETTINGS, read_frame
 

@@ -14,9 +14,7 @@ import trio
 from kio.index import load_request_schema
 
 from broker.kafka import metadata_api, quorum_api
-from broker.kafka.codec import build, response_class
 from broker.kafka.ordered import leader_epochs_topic
-from broker.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsTopicResult,
@@ -28,6 +26,8 @@ from metadata.delta import replay
 from metadata.image import MetadataImage
 from metadata.records import Partition, PartitionChange, PartitionCount, Topic
 from raft import messages
+from raft.common.kafka.codec import build, response_class
+from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import admin
 from tools.commands.quorum import replication_view, status_view

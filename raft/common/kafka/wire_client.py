@@ -1,7 +1,7 @@
 """A tiny blocking Kafka wire client on `kio`: one request, one response. Tests use it to
 send exactly the request they mean (e.g. a Fetch v13 with a stale topic ID).
 
-The APIs of `broker.kafka.ordered_schemas` (keys 2530, 2531) decode like Kafka's. kio
+The APIs of `raft.common.kafka.ordered_schemas` (keys 2530, 2531) decode like Kafka's. kio
 cannot read error codes Kafka lacks (INVALID_PARTITION_METADATA): with `tolerant=True`
 every error code decodes as a plain int instead of an ErrorCode.
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 import io
 import socket
 import ssl
-import struct
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka.codec import response_class
-from broker.kafka.ordered_schemas import tolerant_response_class
+from raft.common.kafka.codec import response_class
+from raft.common.kafka.framing import framed, read_frame
+from raft.common.kafka.ordered_schemas import tolerant_response_class
 from raft.common.tls import default_client_context
 
 
@@ -30,22 +30,7 @@ def encode_request(body: Any, correlation_id: int = 1, client_id: str = "test") 
         request_api_key=body.__api_key__, request_api_version=body.__version__,
         correlation_id=correlation_id, client_id=client_id))
     entity_writer(type(body))(buffer, body)
-    data = buffer.getvalue()
-    return struct.pack(">i", len(data)) + data
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    """One size-prefixed frame, without its size."""
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            out += chunk
-        return out
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
+    return framed(buffer.getvalue())
 
 
 def decode_response(frame: bytes, api_key: int, version: int, *,

@@ -1,12 +1,14 @@
 """Wire schemas for ordered delivery across partition-count changes (linear hashing).
 
-Two kinds, both `kio` entities so the broker's codec (`broker.kafka.codec`) reads and
+Two kinds, both `kio` entities so the broker's codec (`raft.common.kafka.codec`) reads and
 writes them like Kafka's own:
 
 - Produce v9-v13 and Fetch v12-v13 with one more *tagged* field per topic,
   `undeleted_partition_count` (tag `COUNT_TAG`): the count the client partitioned by. The
   broker answers a mismatch with `INVALID_PARTITION_METADATA`. Kafka's clients never send
-  the tag, so they get no check and see the schemas they know.
+  the tag, so they get no check and see the schemas they know. (The error code is
+  `raft.common.errors.ErrorCode.INVALID_PARTITION_METADATA`: retriable, refresh the
+  counts and send again.)
 - Two APIs Kafka does not have, on API keys far above Kafka's (which end below 100):
   `CONSUMER_GROUP_POSITION` (group members exchange their positions through the group
   coordinator) and `PARTITION_LEADER_EPOCHS` (a topic's counts and the leader-epoch maps
@@ -24,17 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
+from raft.common.errors import ErrorCode
+
 CONSUMER_GROUP_POSITION = 2530
 PARTITION_LEADER_EPOCHS = 2531
-# Not a Kafka error code (Kafka's end below 200): the client's undeleted partition count
-# differs from the broker's. Retriable: refresh the counts and send again.
-INVALID_PARTITION_METADATA = 253
 COUNT_TAG = 253  # the topic-level tagged field's tag in Produce and Fetch
 
 PRODUCE, FETCH = 0, 1
@@ -219,27 +219,10 @@ NEW_RESPONSES: dict[int, type[Any]] = {
 }
 
 
-# --- INVALID_PARTITION_METADATA as a kio ErrorCode --------------------------------------
-# kio's ErrorCode knows Kafka's codes only. The broker writes responses through kio's
-# Python writer (it writes `code.value`) and builds them with `ErrorCode(int)`, so a
-# value-only member registered in the enum's lookup map is enough to send 253. kio's
-# native *reader* has its own table and refuses 253: clients decode with
-# `tolerant_response_class`, whose error codes are plain int16.
-
-
-def _register_error_code(value: int, name: str, *, retriable: bool) -> ErrorCode:
-    known = ErrorCode._value2member_map_.get(value)
-    if isinstance(known, ErrorCode):
-        return known
-    member = int.__new__(ErrorCode, value)
-    member._name_, member._value_ = name, value
-    member.retriable = retriable
-    ErrorCode._value2member_map_[value] = member  # not iterated: Kafka's list stays as is
-    return member
-
-
-INVALID_PARTITION_METADATA_ERROR = _register_error_code(
-    INVALID_PARTITION_METADATA, "invalid_partition_metadata", retriable=True)
+# --- reading error codes kio lacks ------------------------------------------------------
+# The broker sends INVALID_PARTITION_METADATA as `raft.common.errors.ErrorCode` (the codec
+# builds every error code as one of ours). kio's reader has its own table and refuses
+# 253: clients decode with `tolerant_response_class`, whose error codes are plain int16.
 
 _TOLERANT: dict[type[Any], type[Any]] = {}
 

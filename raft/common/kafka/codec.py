@@ -6,8 +6,10 @@ responses use the response schema's header (ApiVersions always v0, KIP-511).
 
 `build(cls, values)` makes a kio entity of any version from a plain mapping: fields the
 version lacks are ignored, fields the mapping lacks get their schema default or a zero
-value, nested mappings and lists become nested entities. One handler then serves every
-version of its API.
+value, nested mappings and lists become nested entities, error codes become
+`raft.common.errors.ErrorCode` members (INVALID_PARTITION_METADATA included, which kio's
+own enum lacks: kio's module is never patched). One handler then serves every version of
+its API.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
+from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka.ordered_schemas import EXTENDED_REQUESTS, NEW_REQUESTS, NEW_RESPONSES
+from raft.common.errors import ErrorCode
+from raft.common.kafka.framing import SIZE
+from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, NEW_REQUESTS, NEW_RESPONSES
 
 _API_KEY_VERSION = struct.Struct(">hh")
-_SIZE = struct.Struct(">i")
+# kio's schemas type error codes as kio's enum, ordered delivery's as ours: either field
+# holds one of ours (kio writes any IntEnum's value), so codes kio lacks are sent as well
+_ERROR_CODE_HINTS = (KioErrorCode, ErrorCode)
 
 
 class KafkaCodecError(ValueError):
@@ -70,7 +76,7 @@ def peek_header(frame: bytes) -> RequestHeader:
 
 
 def request_schema(api_key: int, api_version: int) -> type[Any]:
-    """kio's schema, or ours (`broker.kafka.ordered_schemas`): Produce and Fetch with the
+    """kio's schema, or ours (`raft.common.kafka.ordered_schemas`): Produce and Fetch with the
     ordered-delivery count, and the two APIs Kafka lacks."""
     ours = EXTENDED_REQUESTS.get((api_key, api_version))
     if ours is None and api_version == 0:
@@ -136,7 +142,7 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
     entity_writer(type(response))(buffer, response)
     data = bytearray(buffer.getbuffer())
-    _SIZE.pack_into(data, 0, len(data) - 4)
+    SIZE.pack_into(data, 0, len(data) - SIZE.size)
     return bytes(data)
 
 
@@ -187,7 +193,7 @@ def _convert(hint: Any, value: Any) -> Any:
         return tuple(_convert(item, v) for v in value)
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
         return build(inner, value)  # type: ignore[arg-type]
-    if inner is ErrorCode:
+    if inner in _ERROR_CODE_HINTS:
         return ErrorCode(int(value))
     if isinstance(inner, type) and issubclass(inner, datetime.timedelta) and \
             isinstance(value, int):
@@ -203,8 +209,8 @@ def _zero(hint: Any) -> Any:
         return None
     if typing.get_origin(inner) is tuple:
         return ()
-    if inner is ErrorCode:
-        return ErrorCode.none
+    if inner in _ERROR_CODE_HINTS:
+        return ErrorCode.NONE
     if inner is bool:
         return False
     if inner is str:
