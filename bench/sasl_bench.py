@@ -5,7 +5,7 @@
 A `KafkaListener` with SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; the SCRAM credentials
 at Kafka's default 4096 iterations in the image) and one client task. Per mechanism,
 `CONNECTIONS` new connections in turn, each timed by the client from connect to the
-answer of one ApiVersions sent after the login (`broker.kafka.sasl_client`): the login's
+answer of one ApiVersions sent after the login (`broker.kafka.sasl.sasl_client`): the login's
 round trips plus, for SCRAM, the client's PBKDF2 (which a real client pays too); and,
 for comparison, the same on a listener without SASL. Then the broker's own share: the
 CPU time of one server-side SCRAM exchange (`ScramServer.first` + `final`: HMACs only,
@@ -26,10 +26,10 @@ from kio.index import load_request_schema
 from bench.stats import percentile
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.sasl_client import authenticate
-from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
-from broker.kafka.scram import (
+from broker.kafka.replication.replica import ReplicaManager
+from broker.kafka.sasl.sasl_client import authenticate
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.sasl.scram import (
     SCRAM_SHA_256,
     SCRAM_SHA_512,
     ScramClient,

@@ -57,16 +57,16 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     CREATE_PARTITIONS: (0, 3),
-    DESCRIBE_ACLS: (1, 3),  # kio's range (broker.kafka.acls_api)
+    DESCRIBE_ACLS: (1, 3),  # kio's range (broker.kafka.admin.acls_api)
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     DESCRIBE_CONFIGS: (1, 4),  # kio's range; v0 lacks config_source
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
-    DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.quorum_api)
-    SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl_api
+    DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
+    SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api
     SASL_AUTHENTICATE: (0, 2),
-    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # forwarded (broker.kafka.scram_api)
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # forwarded (broker.kafka.sasl.scram_api)
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # ordered delivery across resizes (raft.common.kafka.ordered_schemas): not Kafka's
     CONSUMER_GROUP_POSITION: (0, 0),

@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
@@ -30,12 +30,13 @@ class BrokerContext:
         self.replica_routes: Mapping[int, tuple[str, int]] = dict(replica_routes or {})
         self._image_changed = trio.Event()
         # this incarnation's broker epoch once registered (None before): the producer-ID
-        # block of broker.kafka.produce; and (broker epoch, IDs handed out from its block)
+        # block of broker.kafka.partitions.produce; and (broker epoch, IDs handed out from
+        # its block)
         self.broker_epoch: Callable[[], int | None] = lambda: None
         # the cluster's kraft.version as this broker's raft core reads it from the log
         self.kraft_version: Callable[[], int] = lambda: 0
         self.producer_ids_issued: tuple[int, int] = (-1, 0)
-        # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
+        # broker.kafka.groups.coordinator.GroupCoordinator (set by the listener; typed Any here
         # because that module imports this one)
         self.group_coordinator: Any = None
         # authorizer.class.name and friends (broker.kafka.authz): OFF allows everything

@@ -36,28 +36,18 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from broker import access_table
-from broker.kafka import (
-    acls_api,
-    admin_api,
-    api_versions,
-    authz,
-    configs_api,
-    fetch,
-    group,
-    membership,
-    metadata_api,
-    ordered_api,
-    produce,
-    quorum_api,
-    sasl_api,
-    scram_api,
-)
+from broker.kafka import api_versions, authz
+from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator
-from broker.kafka.isr import IsrManager
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.replication import ReplicaFetcher
+from broker.kafka.groups import group, membership
+from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.ordered import ordered_api
+from broker.kafka.partitions import fetch, produce
+from broker.kafka.replication.follower import ReplicaFetcher
+from broker.kafka.replication.isr import IsrManager
+from broker.kafka.replication.replica import ReplicaManager
+from broker.kafka.sasl import sasl_api, scram_api
 from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
 from raft.common import tls
@@ -159,7 +149,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
     CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
     PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
-    # outside a SASL exchange (broker.kafka.sasl_api: SaslAuthenticator serves it)
+    # outside a SASL exchange (broker.kafka.sasl.sasl_api: SaslAuthenticator serves it)
     api_versions.SASL_HANDSHAKE: sasl_api.handle_sasl_handshake_request,
     api_versions.SASL_AUTHENTICATE: sasl_api.handle_sasl_authenticate_request,
     api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS:
@@ -226,7 +216,7 @@ class KafkaListener:
         self.gate = ConnectionGate(security_protocol, self.limits)
         self.port: int | None = None
         self.isr_manager: IsrManager | None = None  # set by install_kafka_listener
-        # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl_api); None: no SASL exchange
+        # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl.sasl_api); None: no SASL exchange
         self.sasl: sasl_api.SaslSettings | None = None
         self.sasl_rng: random.Random = secrets.SystemRandom()  # SCRAM nonces and salts
         # TLS (raft.common.tls): a handshake before the first frame; None: plaintext

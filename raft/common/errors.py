@@ -55,7 +55,7 @@ class ErrorCode(enum.IntEnum):
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
     INELIGIBLE_REPLICA = 107
-    UNSUPPORTED_SASL_MECHANISM = 33  # SASL (broker.kafka.sasl_api, metadata.scram_control)
+    UNSUPPORTED_SASL_MECHANISM = 33  # SASL (broker.kafka.sasl.sasl_api, metadata.scram_control)
     SASL_AUTHENTICATION_FAILED = 58
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92

@@ -49,8 +49,8 @@ from kio.index import load_request_schema
 
 from broker.access_table import KAFKA, Check
 from broker.kafka import api_versions as api
-from broker.kafka.record_batch import encode_batch
-from broker.kafka.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
+from broker.kafka.partitions.record_batch import encode_batch
+from broker.kafka.sasl.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
 from metadata.authorizer import (
     CLUSTER_NAME,
     CONCRETE_OPERATIONS,

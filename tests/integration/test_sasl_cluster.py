@@ -23,8 +23,8 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import sasl_client
-from broker.kafka.sasl_settings import SaslClientSettings
+from broker.kafka.sasl import sasl_client
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.kafka.codec import build
 from raft.common.kafka.wire_client import encode_request
 from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until

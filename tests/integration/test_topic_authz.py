@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from broker.kafka.offsets_records import (
+from broker.kafka.groups.offsets_records import (
     OFFSETS_TOPIC,
     OffsetKey,
     OffsetValue,

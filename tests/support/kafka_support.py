@@ -6,7 +6,7 @@ import struct
 
 from crc32c import crc32c
 
-from broker.kafka.record_batch import encode_batch
+from broker.kafka.partitions.record_batch import encode_batch
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage

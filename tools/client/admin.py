@@ -10,7 +10,7 @@ admin client (`tools.commands.topics.AdminClient`) and returns the same response
   PartitionLeaderEpochs (`raft.common.kafka.ordered_schemas`: the KIP-253 counts and
   epoch maps) when the broker serves it;
 - CreateTopics -> CreateTopics, then Metadata by the new ID for its assignment (the
-  broker answers once its own image holds the topic: `broker.kafka.admin_api`);
+  broker answers once its own image holds the topic: `broker.kafka.admin.admin_api`);
 - DeleteTopics -> DeleteTopics (by topic ID from v6 on);
 - CreatePartitions -> Metadata, CreatePartitions, Metadata (the new partitions'
   replicas);

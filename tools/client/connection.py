@@ -15,9 +15,9 @@ from typing import Any
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka.sasl_client import SaslClientError
-from broker.kafka.sasl_client import authenticate as sasl_authenticate
-from broker.kafka.sasl_settings import default_login
+from broker.kafka.sasl.sasl_client import SaslClientError
+from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
+from broker.kafka.sasl.sasl_settings import default_login
 from raft.common.kafka.codec import build
 from raft.common.kafka.framing import receive_frame
 from raft.common.kafka.ordered_schemas import PartitionLeaderEpochsRequest

@@ -21,8 +21,12 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.kafka.offsets_records import RecordFormatError, decode_batches
-from broker.kafka.partition_log import InvalidBatchError, last_offset_delta, split_batches
+from broker.kafka.groups.offsets_records import RecordFormatError, decode_batches
+from broker.kafka.partitions.partition_log import (
+    InvalidBatchError,
+    last_offset_delta,
+    split_batches,
+)
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, FETCH
 from tools.client import errors, gates

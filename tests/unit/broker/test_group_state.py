@@ -1,4 +1,4 @@
-"""broker.kafka.group_state: the classic group protocol as a pure state machine (the
+"""broker.kafka.groups.group_state: the classic group protocol as a pure state machine (the
 clock passed in)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.kafka.group_state import (
+from broker.kafka.groups.group_state import (
     COMPLETING,
     EMPTY,
     PREPARING,

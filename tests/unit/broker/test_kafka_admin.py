@@ -1,4 +1,4 @@
-"""broker.kafka.admin_api: admin writes forwarded to the controller, answered once the
+"""broker.kafka.admin.admin_api: admin writes forwarded to the controller, answered once the
 broker's own image shows them."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import trio
 import trio.testing
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 
-from broker.kafka.admin_api import handle_create_topics_request
+from broker.kafka.admin.admin_api import handle_create_topics_request
 from broker.kafka.context import BrokerContext
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import admin
 from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode

@@ -22,7 +22,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from broker import partition_dir
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import Dispatcher
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.authorizer import (
     AclOperation,

@@ -1,12 +1,12 @@
-"""broker.kafka.replica: topic-ID fencing of Produce/Fetch (KIP-516 "stale reads")."""
+"""broker.kafka.replication.replica: topic-ID fencing of Produce/Fetch (KIP-516 "stale reads")."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from broker import partition_dir
-from broker.kafka.replica import ReplicaManager, check_partition
-from broker.kafka.replication import followed_partitions
+from broker.kafka.replication.follower import followed_partitions
+from broker.kafka.replication.replica import ReplicaManager, check_partition
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import (

@@ -1,5 +1,6 @@
-"""broker.kafka.isr and the high watermark over the maximal ISR: a shrink counts only once
-committed, an expansion at once, one AlterPartition in flight per partition."""
+"""broker.kafka.replication.isr and the high watermark over the maximal ISR: a shrink
+counts only once committed, an expansion at once, one AlterPartition in flight per
+partition."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import trio
 
 from broker import partition_dir
 from broker.kafka.context import BrokerContext
-from broker.kafka.isr import IsrManager
-from broker.kafka.replica import PartitionState, ReplicaManager, check_partition
+from broker.kafka.replication.isr import IsrManager
+from broker.kafka.replication.replica import PartitionState, ReplicaManager, check_partition
 from metadata import records as rec
 from metadata.admin import (
     AlterPartitionPartitionResult,

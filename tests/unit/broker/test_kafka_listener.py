@@ -23,7 +23,7 @@ from broker import partition_dir
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.context import BrokerContext
 from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, encode_response, request_schema, response_class

@@ -14,17 +14,17 @@ import trio
 from kio.index import load_request_schema
 
 from broker import partition_dir
-from broker.kafka import group as group_api
 from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator
-from broker.kafka.membership import (
+from broker.kafka.groups import group as group_api
+from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.groups.membership import (
     handle_heartbeat_request,
     handle_join_group_request,
     handle_leave_group_request,
     handle_sync_group_request,
 )
-from broker.kafka.offsets_records import OFFSETS_TOPIC
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage

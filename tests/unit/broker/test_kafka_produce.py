@@ -1,4 +1,4 @@
-"""broker.kafka.produce / fetch / admin_api through the dispatcher: idempotent producers'
+"""broker.kafka.partitions.produce / fetch / admin_api through the dispatcher: idempotent producers'
 errors, Produce v13 by topic ID, acks=0 failures, transactions refused, producer-ID
 blocks, ListOffsets by timestamp and MAX_TIMESTAMP, DeleteTopics naming both."""
 
@@ -12,10 +12,14 @@ import pytest
 from kio.index import load_request_schema
 
 from broker import partition_dir
-from broker.kafka import produce as produce_module
-from broker.kafka.partition_log import record_timestamps, split_batches
-from broker.kafka.produce import PRODUCER_ID_BLOCK_BITS, next_producer_id, producer_id_block
-from broker.kafka.producer_state import read_header
+from broker.kafka.partitions import produce as produce_module
+from broker.kafka.partitions.partition_log import record_timestamps, split_batches
+from broker.kafka.partitions.produce import (
+    PRODUCER_ID_BLOCK_BITS,
+    next_producer_id,
+    producer_id_block,
+)
+from broker.kafka.partitions.producer_state import read_header
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import ConnectionClosed, build
 from raft.common.kafka.wire_client import encode_request

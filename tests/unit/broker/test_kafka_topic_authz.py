@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from broker.kafka.offsets_records import OFFSETS_TOPIC
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
 from metadata import admin
 from metadata.authorizer import AclOperation, AclPermissionType, AuthorizerSettings, ResourceType
 from metadata.image import MetadataImage

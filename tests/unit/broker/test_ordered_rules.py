@@ -1,13 +1,13 @@
-"""broker.kafka.ordered (pure): the count check, the marked-partition refusal, the
-PartitionLeaderEpochs answer; and broker.kafka.group_positions' exchange."""
+"""broker.kafka.ordered.rules (pure): the count check, the marked-partition refusal, the
+PartitionLeaderEpochs answer; and broker.kafka.groups.group_positions' exchange."""
 
 from __future__ import annotations
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from broker.kafka.group_positions import GroupPositions, PositionEntry
-from broker.kafka.ordered import (
+from broker.kafka.groups.group_positions import GroupPositions, PositionEntry
+from broker.kafka.ordered.rules import (
     count_mismatch,
     leader_epochs_topic,
     marked_led_partitions,

@@ -13,12 +13,12 @@ from kio.static.primitive import i32, i64
 
 from broker import partition_dir
 from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
-from broker.kafka.empty_marked import empty_marked_partitions
-from broker.kafka.group_state import Group
+from broker.kafka.groups.coordinator import GroupCoordinator, OffsetsPartition
+from broker.kafka.groups.group_state import Group
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC, partition_for
 from broker.kafka.listener import Dispatcher
-from broker.kafka.offsets_records import OFFSETS_TOPIC, partition_for
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.ordered.empty_marked import empty_marked_partitions
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.admin import EmptyPartition
 from metadata.delta import replay

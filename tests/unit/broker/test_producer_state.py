@@ -1,4 +1,4 @@
-"""broker.kafka.producer_state: Kafka's idempotent-producer rules, pure."""
+"""broker.kafka.partitions.producer_state: Kafka's idempotent-producer rules, pure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.kafka.producer_state import (
+from broker.kafka.partitions.producer_state import (
     BATCHES_TO_RETAIN,
     MAX_SEQUENCE,
     Accept,

@@ -1,4 +1,4 @@
-"""broker.kafka.quorum_api: Kafka's DescribeQuorum on the broker's listener, forwarded to
+"""broker.kafka.admin.quorum_api: Kafka's DescribeQuorum on the broker's listener, forwarded to
 the raft leader among fake controllers (msgpack frames on 127.0.0.1), and the checks
 Kafka makes of the request."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import quorum_api
+from broker.kafka.admin import quorum_api
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.listener import Dispatcher
 from raft import messages

@@ -1,8 +1,8 @@
-"""broker.kafka.sasl_api: the per-connection SASL state machine (only ApiVersions,
+"""broker.kafka.sasl.sasl_api: the per-connection SASL state machine (only ApiVersions,
 SaslHandshake and SaslAuthenticate before authenticating; UNSUPPORTED_SASL_MECHANISM and
 SASL_AUTHENTICATION_FAILED then a close; Kafka's v0 raw-token mode; the session's
 principal once authenticated), and a real listener on 127.0.0.1 against the client side
-(broker.kafka.sasl_client)."""
+(broker.kafka.sasl.sasl_client)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import sasl_api, sasl_client
 from broker.kafka.listener import KafkaListener
-from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
-from broker.kafka.scram import (
+from broker.kafka.sasl import sasl_api, sasl_client
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.sasl.scram import (
     SALT_BYTES,
     SCRAM_SHA_256,
     SCRAM_SHA_512,

@@ -13,8 +13,8 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import metadata_api, quorum_api
-from broker.kafka.ordered import leader_epochs_topic
+from broker.kafka.admin import metadata_api, quorum_api
+from broker.kafka.ordered.rules import leader_epochs_topic
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsTopicResult,
@@ -164,7 +164,7 @@ def controller_reply() -> dict[str, Any]:
 
 
 def test_quorum_through_a_broker_prints_what_the_controllers_give() -> None:
-    """The broker's DescribeQuorum v2 (broker.kafka.quorum_api), read back by the tool:
+    """The broker's DescribeQuorum v2 (broker.kafka.admin.quorum_api), read back by the tool:
     the same --status and --replication views as the controllers' reply gives."""
     reply = controller_reply()
     voters = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}

@@ -28,9 +28,9 @@ import logging
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka.admin.metadata_api import from_kafka_uuid, to_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.metadata_api import from_kafka_uuid, to_kafka_uuid
-from broker.kafka.ordered import undeleted_count
+from broker.kafka.ordered.rules import undeleted_count
 from metadata.admin import (
     AdminErrorResponse,
     CreatableReplicaAssignment,

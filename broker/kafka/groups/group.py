@@ -1,6 +1,6 @@
 """FindCoordinator, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups
-and DeleteGroups, on top of the group coordinator (`broker.kafka.coordinator`; the
-membership APIs are `broker.kafka.membership`'s).
+and DeleteGroups, on top of the group coordinator (`broker.kafka.groups.coordinator`; the
+membership APIs are `broker.kafka.groups.membership`'s).
 
 FindCoordinator names the leader of the group's `__consumer_offsets` partition (the
 topic is created on first use; COORDINATOR_NOT_AVAILABLE until it has a leader). Every
@@ -29,8 +29,8 @@ import trio
 
 from broker.kafka import authz
 from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
-from broker.kafka.group_state import (
+from broker.kafka.groups.coordinator import GroupCoordinator, OffsetsPartition
+from broker.kafka.groups.group_state import (
     DEAD,
     EMPTY,
     CommittedOffset,

@@ -1,6 +1,6 @@
 """Which marked partitions this broker leads with an empty log, for its heartbeat.
 
-A partition marked for deletion refuses produce (`broker.kafka.produce`) once the mark
+A partition marked for deletion refuses produce (`broker.kafka.partitions.produce`) once the mark
 is in this broker's image, and its log can then only shrink: an empty log stays empty.
 The leader reports each such partition whose log is empty (log start == log end) in its
 BrokerHeartbeat (`metadata.admin.EmptyPartition`, with the leader epoch it checked in),
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from broker.kafka.ordered import marked_led_partitions
-from broker.kafka.replica import ReplicaManager, check_partition
+from broker.kafka.ordered.rules import marked_led_partitions
+from broker.kafka.replication.replica import ReplicaManager, check_partition
 from metadata.admin import EmptyPartition
 from raft.common.errors import ErrorCode
 

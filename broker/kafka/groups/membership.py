@@ -3,7 +3,7 @@ the group's coordinator.
 
 Each handler looks the group up (`GroupCoordinator.lookup`: NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS when this broker does not serve it now), applies the
-request to the pure group state (`broker.kafka.group_state`), hands the answers the
+request to the pure group state (`broker.kafka.groups.group_state`), hands the answers the
 step produced to the requests parked on the group, and either answers at once or parks
 until its own answer arrives: a JoinGroup until the round completes, a follower's
 SyncGroup until the leader's assignment has been written to `__consumer_offsets`. The
@@ -20,8 +20,8 @@ from typing import Any
 
 from broker.kafka import authz
 from broker.kafka.context import BrokerContext
-from broker.kafka.group import coordinator
-from broker.kafka.group_state import Answer, Group
+from broker.kafka.groups.group import coordinator
+from broker.kafka.groups.group_state import Answer, Group
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 

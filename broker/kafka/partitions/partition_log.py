@@ -6,7 +6,7 @@ batch's CRC32C (which covers attributes .. end), so the client's CRC stays valid
 consumers verify it end to end. An append is durable (write + fsync) before it is
 acknowledged. Opening a log rescans it and truncates a torn or corrupt tail.
 
-The log owns its partition's idempotent-producer state (broker.kafka.producer_state):
+The log owns its partition's idempotent-producer state (broker.kafka.partitions.producer_state):
 every batch stored, by the leader (`append`) or a follower (`append_replicated`), is
 applied to it; a truncation rebuilds it. `<offset, 20 digits>.producer-snapshot` files
 next to the log hold the state below that offset (written every
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not zlib's CRC32
 
-from broker.kafka.producer_state import (
+from broker.kafka.partitions.producer_state import (
     BatchHeader,
     ProducerStates,
     SnapshotError,
@@ -39,7 +39,7 @@ from broker.kafka.producer_state import (
     encode_snapshot,
     read_header,
 )
-from broker.kafka.record_batch import read_varint
+from broker.kafka.partitions.record_batch import read_varint
 from raft.common.durable import fsync_dir, open_private, write_atomically
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,8 @@ class PartitionLog:
     def append(self, batches: list[bytes], leader_epoch: int) -> tuple[int, int]:
         """Assign offsets from the log end, stamp `leader_epoch`, write and fsync.
         Returns (base offset of the first batch, last offset). No producer checks (the
-        caller made them: broker.kafka.produce); the batches are applied to `producers`."""
+        caller made them: broker.kafka.partitions.produce); the batches are applied to
+        `producers`."""
         first = self.log_end_offset
         out = bytearray()
         infos: list[tuple[BatchInfo, BatchHeader]] = []

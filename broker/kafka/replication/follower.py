@@ -11,7 +11,7 @@ which is what moves the leader's high watermark (it follows the ISR). A follower
 or unknown topic ID gets an error from the leader, never data (KIP-516). A follower
 whose last fetched epoch the leader does not have (up to that offset) gets
 `diverging_epoch` and truncates (KIP-595 style). The leader shrinks and expands ISRs:
-broker.kafka.isr.
+broker.kafka.replication.isr.
 
 The follower's log applies the batches it stores to its idempotent-producer state
 (`PartitionLog.append_replicated`, no checks: Kafka's replication origin) and rebuilds
@@ -35,12 +35,12 @@ from kio.index import load_response_schema
 from kio.schema.fetch.v13.request import FetchRequest
 from kio.serial import entity_reader
 
+from broker.kafka.admin.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.metadata_api import broker_endpoints, from_kafka_uuid
-from broker.kafka.partition_log import InvalidBatchError, split_batches
-from broker.kafka.replica import PartitionState, check_partition
-from broker.kafka.sasl_client import authenticate as sasl_authenticate
-from broker.kafka.sasl_settings import SaslClientSettings
+from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
+from broker.kafka.replication.replica import PartitionState, check_partition
+from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from metadata.image import MetadataImage, TopicImage
 from raft.common import tls
 from raft.common.errors import ErrorCode

@@ -4,7 +4,7 @@ mechanism's tokens in SaslAuthenticate v2 requests, as kafka-python and librdkaf
 Used by the broker's replica fetcher on its connections to other brokers' Kafka
 listeners when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL, and by kraft's
 tools (`tools.client`). PLAIN sends `NUL username NUL password`; SCRAM runs
-`broker.kafka.scram.ScramClient` and checks the server's signature, so a broker that
+`broker.kafka.sasl.scram.ScramClient` and checks the server's signature, so a broker that
 does not hold the credential cannot pass for one that does. Any refusal is
 `SaslClientError` with the broker's message; the caller closes the connection.
 """
@@ -18,8 +18,8 @@ import trio
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
-from broker.kafka.sasl_settings import PLAIN, SaslClientSettings
-from broker.kafka.scram import MECHANISMS, ScramAuthenticationError, ScramClient
+from broker.kafka.sasl.sasl_settings import PLAIN, SaslClientSettings
+from broker.kafka.sasl.scram import MECHANISMS, ScramAuthenticationError, ScramClient
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 from raft.common.kafka.framing import receive_frame

@@ -8,7 +8,7 @@ partition error answers at once). No fetch sessions: session_id 0 tells clients 
 full fetches.
 
 A consumer's topic entry carrying an undeleted partition count that differs from the
-image's (ordered delivery, `broker.kafka.ordered`) gets INVALID_PARTITION_METADATA on
+image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_METADATA on
 each of its partitions, without records: the consumer refreshes its metadata and
 rejoins its group. Followers' fetches are never checked.
 
@@ -27,10 +27,10 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
+from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.metadata_api import from_kafka_uuid
-from broker.kafka.ordered import count_mismatch
-from broker.kafka.replica import PartitionState, Resolved, check_partition
+from broker.kafka.ordered.rules import count_mismatch
+from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 

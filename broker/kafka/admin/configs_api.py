@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from broker.kafka import authz
-from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
+from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
     BROKER_RESOURCE,

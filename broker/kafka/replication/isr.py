@@ -32,7 +32,7 @@ from collections.abc import Callable
 import trio
 
 from broker.kafka.context import BrokerContext
-from broker.kafka.replica import PartitionState, PendingIsr
+from broker.kafka.replication.replica import PartitionState, PendingIsr
 from metadata.admin import (
     AlterPartitionData,
     AlterPartitionRequest,

@@ -36,7 +36,7 @@ from typing import Any
 
 import msgpack
 
-from broker.kafka import record_batch
+from broker.kafka.partitions import record_batch
 from metadata.topic_names import GROUP_METADATA_TOPIC_NAME
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME

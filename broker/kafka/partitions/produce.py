@@ -4,7 +4,7 @@ Produce: each partition's records must be complete magic v2 batches with a valid
 CRC32C (else CORRUPT_MESSAGE / INVALID_RECORD); the leader stores them intact with
 offsets assigned from its log end, fsyncs, and answers acks=1 then; acks=all waits
 until the high watermark (which follows the ISR) passes the last offset, or times out
-with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.isr).
+with REQUEST_TIMED_OUT (the ISR shrinks through the controller: broker.kafka.replication.isr).
 acks=all honours the topic's `min.insync.replicas` (metadata.topic_configs): an ISR
 smaller than that before the append -> NOT_ENOUGH_REPLICAS, nothing stored; one that
 shrank below it while waiting -> NOT_ENOUGH_REPLICAS_AFTER_APPEND (stored, not acked).
@@ -20,12 +20,12 @@ without WRITE learns nothing more). The group coordinator writes it with
 `produce_partition`, below this check.
 
 Idempotent producers: the batches are checked against the partition's producer state
-(broker.kafka.producer_state, kept by the log, replicated to followers with the
+(broker.kafka.partitions.producer_state, kept by the log, replicated to followers with the
 batches, rebuilt when a log opens) under the partition lock: a retry of one of the
 producer's last 5 batches is answered with its original offsets and not stored again;
 a stale epoch -> INVALID_PRODUCER_EPOCH; a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-Ordered delivery (`broker.kafka.ordered`): a topic entry carrying an undeleted partition
+Ordered delivery (`broker.kafka.ordered.rules`): a topic entry carrying an undeleted partition
 count that differs from the image's gets INVALID_PARTITION_METADATA (253, retriable for
 the project's producer; Kafka's clients never send the count, and would report an
 unknown server error) on each of its partitions; a partition marked for deletion refuses
@@ -58,12 +58,12 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
+from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.metadata_api import from_kafka_uuid
-from broker.kafka.ordered import count_mismatch, count_refusal_message, produce_refusal
-from broker.kafka.partition_log import InvalidBatchError, split_batches
-from broker.kafka.producer_state import Accept, Duplicate, Reject, read_header
-from broker.kafka.replica import PartitionState, check_partition
+from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
+from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
+from broker.kafka.partitions.producer_state import Accept, Duplicate, Reject, read_header
+from broker.kafka.replication.replica import PartitionState, check_partition
 from metadata.topic_configs import min_insync_replicas
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
@@ -314,7 +314,7 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
 
 def refuse_transaction_coordinator(request: Any, version: int) -> Any | None:
     """FindCoordinator for a transaction coordinator: refused at once (no transactions
-    here); None for any other key type (group coordinators: broker.kafka.group)."""
+    here); None for any other key type (group coordinators: broker.kafka.groups.group)."""
     if int(getattr(request, "key_type", 0)) != TRANSACTION_KEY_TYPE:
         return None
     keys = list(getattr(request, "coordinator_keys", ()) or ())

@@ -22,7 +22,7 @@ refuses every client-first message alike, known user or not. Proofs are compared
 `hmac.compare_digest`.
 
 `ScramClient` is the other side, for a broker's own connections to another broker's SASL
-listener (`broker.kafka.sasl_client`) and for tests. Nonces come from the `random.Random`
+listener (`broker.kafka.sasl.sasl_client`) and for tests. Nonces come from the `random.Random`
 passed in (`secrets.SystemRandom()` in production), so tests can fix them.
 
 Kafka's extensions (`tokenauth=true` for delegation tokens) are not supported: a
@@ -119,7 +119,7 @@ def make_salt(rng: random.Random, size: int = SALT_BYTES) -> bytes:
 
 def unknown_user_key(cluster_secret: bytes) -> bytes:
     """The key unknown users' salts are made with, from a secret every broker of the
-    cluster holds and no client can read (`broker.kafka.sasl_api.unknown_user_key_of`
+    cluster holds and no client can read (`broker.kafka.sasl.sasl_api.unknown_user_key_of`
     says which); labelled, so the secret itself is never an HMAC key elsewhere."""
     return hmac.new(cluster_secret, _UNKNOWN_USER_KEY_LABEL, "sha256").digest()
 

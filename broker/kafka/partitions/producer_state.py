@@ -23,7 +23,7 @@ retries as the old leader would. Several batches of one request are checked in o
 each against the state the previous ones leave (`check` works on a copy).
 
 The state round-trips through `encode_snapshot` / `decode_snapshot` (a CRC32C-checked
-binary file format, broker.kafka.partition_log keeps the files).
+binary file format, broker.kafka.partitions.partition_log keeps the files).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ broker's Kafka listener (KIP-554), forwarded to the active controller as
 
 The client sends, per upsertion, a salt, an iteration count and the salted password
 (PBKDF2 of the password; the password itself never leaves the client). The broker turns
-the salted password into the two keys a SCRAM server keeps (`broker.kafka.scram`) before
+the salted password into the two keys a SCRAM server keeps (`broker.kafka.sasl.scram`) before
 forwarding, so neither the controller nor the metadata log ever sees what a client could
 log in with. The answer waits until this broker's own image shows the change, as
-CreateTopics does (`broker.kafka.admin_api`), so a client that logs in right after
+CreateTopics does (`broker.kafka.admin.admin_api`), so a client that logs in right after
 finds its credential here.
 
 With the authorizer on (`broker.kafka.authz`), as in Kafka: altering needs ALTER on the
@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker.kafka import authz
-from broker.kafka.admin_api import forward_to_controller, kafka_error, request_timeout_s
+from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
-from broker.kafka.scram import MECHANISMS_BY_TYPE, credential_from_salted_password
+from broker.kafka.sasl.scram import MECHANISMS_BY_TYPE, credential_from_salted_password
 from metadata.admin import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,

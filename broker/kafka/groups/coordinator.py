@@ -2,7 +2,7 @@
 state loaded from `__consumer_offsets`, their writes, and the requests parked on them.
 
 - The coordinator of a group is the leader of `__consumer_offsets` partition
-  `partition_for(group)` (`broker.kafka.offsets_records`). The topic is created on first
+  `partition_for(group)` (`broker.kafka.groups.offsets_records`). The topic is created on first
   use (a FindCoordinator) through the controller like any topic, with
   `offsets.topic.num.partitions` partitions and replication factor min(3, unfenced
   brokers); until it has a leader FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
@@ -14,10 +14,10 @@ state loaded from `__consumer_offsets`, their writes, and the requests parked on
   loaded group every `TICK_S` (session and rebalance timeouts).
 - Writes (offset commits, group metadata after a rebalance, tombstones) are appended to
   the partition as one batch and acknowledged once the ISR holds them: an acks=all
-  produce of this broker's own (`broker.kafka.produce.produce_partition`). Only then
+  produce of this broker's own (`broker.kafka.partitions.produce.produce_partition`). Only then
   do they change the in-memory state; the leader epoch must still be the one loaded.
 
-The group logic itself is pure (`broker.kafka.group_state`).
+The group logic itself is pure (`broker.kafka.groups.group_state`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import trio
 
+from broker.kafka.admin.metadata_api import broker_endpoints
 from broker.kafka.context import BrokerContext
-from broker.kafka.group_state import Answer, CommittedOffset, Group, Outcome
-from broker.kafka.metadata_api import broker_endpoints
-from broker.kafka.offsets_records import (
+from broker.kafka.groups.group_state import Answer, CommittedOffset, Group, Outcome
+from broker.kafka.groups.offsets_records import (
     OFFSETS_TOPIC,
     GroupKey,
     GroupValue,
@@ -50,8 +50,8 @@ from broker.kafka.offsets_records import (
     encode_value,
     partition_for,
 )
-from broker.kafka.produce import produce_partition
-from broker.kafka.replica import check_partition
+from broker.kafka.partitions.produce import produce_partition
+from broker.kafka.replication.replica import check_partition
 from metadata.admin import AdminErrorResponse, CreatableTopic, CreateTopicsRequest
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import NO_LEADER, MetadataImage

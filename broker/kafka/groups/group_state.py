@@ -1,6 +1,6 @@
 """A consumer group on its coordinator: members, rebalance rounds (Kafka's classic group
 protocol) and committed offsets. Pure: the time (`now`, seconds) is passed in, nothing
-here waits, sleeps or does I/O. `broker.kafka.coordinator` drives it and parks the
+here waits, sleeps or does I/O. `broker.kafka.groups.coordinator` drives it and parks the
 requests that must wait.
 
 States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and back to
@@ -33,8 +33,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from broker.kafka.group_positions import GroupPositions
-from broker.kafka.offsets_records import GroupValue, MemberValue, OffsetValue
+from broker.kafka.groups.group_positions import GroupPositions
+from broker.kafka.groups.offsets_records import GroupValue, MemberValue, OffsetValue
 from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)

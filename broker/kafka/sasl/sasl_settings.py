@@ -7,7 +7,7 @@ brokers' SASL listeners (`sasl.mechanism.inter.broker.protocol` with the
 (`sasl.mechanism`, `sasl.jaas.config` in a `--command-config` file).
 
 The login a command-line tool's connections use (`set_default_login`, read by
-`default_login`) is kept here, not beside the SASL exchange (`broker.kafka.sasl_client`),
+`default_login`) is kept here, not beside the SASL exchange (`broker.kafka.sasl.sasl_client`),
 so that reading it from a properties file loads no Kafka codec: a tool pays for the codec
 only when it opens a SASL connection.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import trio
 
 from broker import partition_dir
-from broker.kafka.partition_log import PartitionLog
+from broker.kafka.partitions.partition_log import PartitionLog
 from broker.reconcile import partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from raft.common.errors import ErrorCode

@@ -1,12 +1,12 @@
 """The two APIs ordered delivery adds (`raft.common.kafka.ordered_schemas`, v0 only).
 
 - PartitionLeaderEpochs: any broker answers from its metadata image
-  (`broker.kafka.ordered.leader_epochs_topic`).
+  (`broker.kafka.ordered.rules.leader_epochs_topic`).
 - ConsumerGroupPosition: the group's coordinator only (NOT_COORDINATOR elsewhere,
   COORDINATOR_LOAD_IN_PROGRESS while loading), for a member of the current generation
   (Heartbeat's UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS until the
   generation's assignment is out); the exchange itself is
-  `broker.kafka.group_positions`'.
+  `broker.kafka.groups.group_positions`'.
 
 With the authorizer on (`broker.kafka.authz`): PartitionLeaderEpochs needs DESCRIBE on
 each topic (else TOPIC_AUTHORIZATION_FAILED for it), ConsumerGroupPosition READ on the
@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.group import coordinator
-from broker.kafka.group_positions import PositionEntry
-from broker.kafka.metadata_api import from_kafka_uuid
-from broker.kafka.ordered import leader_epochs_topic
+from broker.kafka.groups.group import coordinator
+from broker.kafka.groups.group_positions import PositionEntry
+from broker.kafka.ordered.rules import leader_epochs_topic
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS

@@ -42,9 +42,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.kafka.context import BrokerContext
-from broker.kafka.sasl_settings import PLAIN, SaslSettings
-from broker.kafka.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.kafka.scram import (
+from broker.kafka.sasl.sasl_settings import PLAIN, SaslSettings
+from broker.kafka.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from broker.kafka.sasl.scram import (
     ScramAuthenticationError,
     ScramCredential,
     ScramServer,
