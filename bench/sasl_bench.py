@@ -24,7 +24,7 @@ import trio
 from kio.index import load_request_schema
 
 from bench.stats import percentile
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
 from broker.kafka.replication.replica import ReplicaManager
 from broker.kafka.sasl.sasl_client import authenticate
@@ -91,9 +91,9 @@ async def timed_connections(port: int, login: SaslClientSettings | None) -> tupl
 
 async def listener_phase(directory: Path) -> None:
     image = image_with_user()
-    context = BrokerContext(broker_id=1, cluster_id="bench", image=lambda: image,
-                            replicas=ReplicaManager(log_dir=directory, broker_id=1,
-                                                    image=lambda: image), controller=None)
+    context = HandlerContext(broker_id=1, cluster_id="bench", image=lambda: image,
+                             replicas=ReplicaManager(log_dir=directory, broker_id=1,
+                                                     image=lambda: image), controller=None)
     plain = KafkaListener(Dispatcher(context), ("127.0.0.1", 0))
     sasl = KafkaListener(Dispatcher(context), ("127.0.0.1", 0))
     sasl.sasl = SaslSettings(enabled_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),

@@ -39,9 +39,8 @@ from broker import access_table
 from broker.kafka import api_versions, authz
 from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.context import BrokerContext
 from broker.kafka.groups import group, membership
-from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
 from broker.kafka.replication.follower import ReplicaFetcher
@@ -78,23 +77,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
+Handler = Callable[[HandlerContext, Any, int], Awaitable[Any]]
 
 
-async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
+async def _api_versions(context: HandlerContext, body: Any, version: int) -> Any:
     return api_versions.handle_api_versions_request(
         version, kraft_version=context.kraft_version(),
         features_epoch=context.image.last_applied_offset)
 
 
-async def _metadata(context: BrokerContext, body: Any, version: int) -> Any:
+async def _metadata(context: HandlerContext, body: Any, version: int) -> Any:
     return metadata_api.handle_metadata_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id,
         described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name))
 
 
-async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> Any:
+async def _describe_cluster(context: HandlerContext, body: Any, version: int) -> Any:
     if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
         return build(response_class(api_versions.DESCRIBE_CLUSTER, version), {
             "throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
@@ -105,14 +104,14 @@ async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> 
         cluster_id=context.cluster_id)
 
 
-async def _find_coordinator(context: BrokerContext, body: Any, version: int) -> Any:
+async def _find_coordinator(context: HandlerContext, body: Any, version: int) -> Any:
     refused = produce.refuse_transaction_coordinator(body, version)  # no transactions
     if refused is not None:
         return refused
     return await group.handle_find_coordinator_request(context, body, version)
 
 
-async def _describe_quorum(context: BrokerContext, body: Any, version: int) -> Any:
+async def _describe_quorum(context: HandlerContext, body: Any, version: int) -> Any:
     """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
     return quorum_api.error_response(version, int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                      "this listener does not forward DescribeQuorum")
@@ -169,7 +168,7 @@ def api_name(body: Any) -> str:
 
 
 class Dispatcher:
-    def __init__(self, context: BrokerContext, *,
+    def __init__(self, context: HandlerContext, *,
                  quorum: quorum_api.QuorumForwarder | None = None) -> None:
         self.context = context
         self.on_request: RequestObserver | None = None
@@ -331,18 +330,21 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
                               image=lambda: server.image,
                               wait_reconciled=server.wait_reconciled)
-    context = BrokerContext(
+
+    def broker_epoch() -> int | None:
+        registration = server.registration
+        return None if registration is None else registration.broker_epoch
+
+    context = HandlerContext(
         broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
         controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id,
                                     ssl_context=node.transport.client_ssl_context,
                                     bind_identity=bind_identity),
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
-        replica_routes=settings.replica_routes)
-    context.broker_epoch = lambda: (None if server.registration is None
-                                    else server.registration.broker_epoch)
-    context.kraft_version = lambda: node.core.kraft_version
-    context.authorizer = settings.authorizer
+        replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
+        kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
+        offsets_topic_num_partitions=settings.offsets_topic_num_partitions)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
@@ -360,17 +362,9 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     fetcher.sasl = settings.inter_broker_sasl
     fetcher.bind_identity = settings.inter_broker_bind_identity
     node.add_background_task(fetcher.run)
-    context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders
-        context, num_partitions=settings.offsets_topic_num_partitions)
-    node.add_background_task(context.group_coordinator.run)
-
-    def broker_epoch() -> int | None:
-        registration = server.registration
-        return None if registration is None else registration.broker_epoch
-
+    node.add_background_task(context.groups.run)  # groups on __consumer_offsets leaders
     listener.isr_manager = IsrManager(  # leaders shrink and expand ISRs
-        context, broker_epoch=broker_epoch,
-        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+        context, replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
         request_timeout_ms=settings.request_timeout_ms)
     node.add_background_task(listener.isr_manager.run)
     return listener

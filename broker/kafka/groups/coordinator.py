@@ -64,7 +64,6 @@ COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 LOAD_READ_BYTES = 1 << 20
 LOAD_RETRY_S = 0.2
 CREATE_RETRY_S = 1.0
-DEFAULT_PARTITIONS = 50
 # produce errors of an offsets write -> what the group client is told (as Kafka maps them)
 _WRITE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -123,11 +122,10 @@ def load_groups(records: list[tuple[int, Key, Value | None]], now: float) -> dic
 
 
 class GroupCoordinator:
-    def __init__(self, context: BrokerContext, *, num_partitions: int = DEFAULT_PARTITIONS,
-                 clock: Callable[[], float] = trio.current_time) -> None:
+    def __init__(self, context: BrokerContext) -> None:
         self.context = context
-        self.num_partitions = num_partitions
-        self.clock = clock
+        self.num_partitions = context.offsets_topic_num_partitions
+        self.clock = context.clock
         self.partitions: dict[int, OffsetsPartition] = {}
         self._create_wanted = trio.Event()
         self._nursery: trio.Nursery | None = None

@@ -28,7 +28,6 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
-from broker.kafka.context import BrokerContext
 from broker.kafka.groups.coordinator import GroupCoordinator, OffsetsPartition
 from broker.kafka.groups.group_state import (
     DEAD,
@@ -38,6 +37,7 @@ from broker.kafka.groups.group_state import (
     commit_error_for,
     subscribed_topics,
 )
+from broker.kafka.handler_context import HandlerContext
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 
@@ -47,15 +47,7 @@ GROUP_KEY_TYPE = 0
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
-def coordinator(context: BrokerContext) -> GroupCoordinator:
-    coord = context.group_coordinator
-    if coord is None:  # a context built without a listener (unit tests)
-        coord = context.group_coordinator = GroupCoordinator(context)
-    assert isinstance(coord, GroupCoordinator)
-    return coord
-
-
-async def handle_find_coordinator_request(context: BrokerContext, request: Any,
+async def handle_find_coordinator_request(context: HandlerContext, request: Any,
                                           version: int) -> Any:
     body: dict[str, Any]
     if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
@@ -63,7 +55,7 @@ async def handle_find_coordinator_request(context: BrokerContext, request: Any,
     elif not authz.group_allowed(context, authz.Op.DESCRIBE, request.key):
         error, chosen = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     else:
-        error, chosen = coordinator(context).find(request.key)
+        error, chosen = context.groups.find(request.key)
     if chosen is None:
         body = {"error_code": int(error), "error_message": error.name, "node_id": -1,
                 "host": "", "port": -1}
@@ -89,9 +81,9 @@ def _commit_response(request: Any, version: int,
     return build(response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": topics})
 
 
-async def handle_offset_commit_request(context: BrokerContext, request: Any,
+async def handle_offset_commit_request(context: HandlerContext, request: Any,
                                        version: int) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _commit_response(request, version, {
@@ -144,12 +136,12 @@ def offset_fetch_error(request: Any, version: int, error: ErrorCode) -> Any:
         "throttle_time": 0, "topics": topics, "error_code": int(error)})
 
 
-async def handle_offset_fetch_request(context: BrokerContext, request: Any,
+async def handle_offset_fetch_request(context: HandlerContext, request: Any,
                                       version: int) -> Any:
     cls = response_class(OFFSET_FETCH, version)
     if not authz.group_allowed(context, authz.Op.DESCRIBE, request.group_id):
         return offset_fetch_error(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error, part = coordinator(context).lookup(request.group_id)
+    error, part = context.groups.lookup(request.group_id)
     if part is None:
         return offset_fetch_error(request, version, error)
     group = part.groups.get(request.group_id)
@@ -180,11 +172,11 @@ async def handle_offset_fetch_request(context: BrokerContext, request: Any,
     return build(cls, {"throttle_time": 0, "topics": topics, "error_code": 0})
 
 
-async def handle_offset_delete_request(context: BrokerContext, request: Any,
+async def handle_offset_delete_request(context: HandlerContext, request: Any,
                                        version: int) -> Any:
     """OffsetDelete: tombstones for the offsets of topics the group does not consume
     (GROUP_SUBSCRIBED_TO_TOPIC for those its members subscribe to)."""
-    coord = coordinator(context)
+    coord = context.groups
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if error == ErrorCode.NONE and group is None:
@@ -231,12 +223,12 @@ def _subscriptions(group: Group) -> set[str] | None:
     return topics
 
 
-def _describe(context: BrokerContext, group_id: str) -> dict[str, Any]:
+def _describe(context: HandlerContext, group_id: str) -> dict[str, Any]:
     if not authz.group_allowed(context, authz.Op.DESCRIBE, group_id):
         return {"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
                 "group_id": group_id, "group_state": "", "protocol_type": "",
                 "protocol_data": "", "members": [], "authorized_operations": -2147483648}
-    error, part = coordinator(context).lookup(group_id)
+    error, part = context.groups.lookup(group_id)
     group = part.groups.get(group_id) if part is not None else None
     if group is None:
         return {"error_code": int(error), "group_id": group_id,
@@ -253,16 +245,16 @@ def _describe(context: BrokerContext, group_id: str) -> dict[str, Any]:
             "authorized_operations": -2147483648}
 
 
-async def handle_describe_groups_request(context: BrokerContext, request: Any,
+async def handle_describe_groups_request(context: HandlerContext, request: Any,
                                          version: int) -> Any:
     return build(response_class(DESCRIBE_GROUPS, version), {
         "throttle_time": 0, "groups": [_describe(context, g) for g in request.groups]})
 
 
-async def handle_list_groups_request(context: BrokerContext, request: Any,
+async def handle_list_groups_request(context: HandlerContext, request: Any,
                                      version: int) -> Any:
     """The groups this broker coordinates (clients ask every broker)."""
-    coord = coordinator(context)
+    coord = context.groups
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     every = authz.cluster_allowed(context, authz.Op.DESCRIBE)
     error = ErrorCode.NONE
@@ -302,9 +294,9 @@ async def _write_tombstones(coord: GroupCoordinator, part: OffsetsPartition,
     return await coord.store_group(part, group)  # an empty group: a tombstone
 
 
-async def handle_delete_groups_request(context: BrokerContext, request: Any,
+async def handle_delete_groups_request(context: HandlerContext, request: Any,
                                        version: int) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     results: dict[str, ErrorCode] = {}
 
     async def one(group_id: str) -> None:

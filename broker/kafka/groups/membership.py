@@ -19,9 +19,8 @@ import uuid
 from typing import Any
 
 from broker.kafka import authz
-from broker.kafka.context import BrokerContext
-from broker.kafka.groups.group import coordinator
 from broker.kafka.groups.group_state import Answer, Group
+from broker.kafka.handler_context import HandlerContext
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 
@@ -45,9 +44,9 @@ def _join_response(version: int, answer: Answer) -> Any:
                     for m, i, d in answer.members]})
 
 
-async def handle_join_group_request(context: BrokerContext, request: Any, version: int
+async def handle_join_group_request(context: HandlerContext, request: Any, version: int
                                     ) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _join_response(version, Answer(member_id=request.member_id,
                                               error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -82,9 +81,9 @@ def _sync_response(version: int, answer: Answer) -> Any:
         "assignment": answer.assignment})
 
 
-async def handle_sync_group_request(context: BrokerContext, request: Any, version: int
+async def handle_sync_group_request(context: HandlerContext, request: Any, version: int
                                     ) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     member_id = request.member_id
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return _sync_response(version, Answer(member_id=member_id,
@@ -118,9 +117,9 @@ async def handle_sync_group_request(context: BrokerContext, request: Any, versio
     return _sync_response(version, answer)
 
 
-async def handle_heartbeat_request(context: BrokerContext, request: Any, version: int
+async def handle_heartbeat_request(context: HandlerContext, request: Any, version: int
                                    ) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         return build(response_class(HEARTBEAT, version), {
             "throttle_time": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
@@ -135,9 +134,9 @@ async def handle_heartbeat_request(context: BrokerContext, request: Any, version
                  {"throttle_time": 0, "error_code": int(error)})
 
 
-async def handle_leave_group_request(context: BrokerContext, request: Any, version: int
+async def handle_leave_group_request(context: HandlerContext, request: Any, version: int
                                      ) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     leaving: list[tuple[str, str | None]] = \
         [(m.member_id, m.group_instance_id) for m in request.members] \
         if hasattr(request, "members") else [(request.member_id, None)]

@@ -21,16 +21,15 @@ from typing import Any
 
 from broker.kafka import authz
 from broker.kafka.admin.metadata_api import from_kafka_uuid
-from broker.kafka.context import BrokerContext
-from broker.kafka.groups.group import coordinator
 from broker.kafka.groups.group_positions import PositionEntry
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered.rules import leader_epochs_topic
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, response_class
 from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 
-async def handle_partition_leader_epochs_request(context: BrokerContext, request: Any,
+async def handle_partition_leader_epochs_request(context: HandlerContext, request: Any,
                                                  version: int) -> Any:
     image = context.image
     topics = [{"topic_id": topic.topic_id,
@@ -56,9 +55,9 @@ def position_topics(entries: list[PositionEntry]) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
-async def handle_consumer_group_position_request(context: BrokerContext, request: Any,
+async def handle_consumer_group_position_request(context: HandlerContext, request: Any,
                                                  version: int) -> Any:
-    coord = coordinator(context)
+    coord = context.groups
     error, part = coord.lookup(request.group_id)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
         error, part = ErrorCode.GROUP_AUTHORIZATION_FAILED, None

@@ -56,10 +56,9 @@ Proposal = tuple[PartitionState, PartitionImage, tuple[int, ...]]
 
 
 class IsrManager:
-    def __init__(self, context: BrokerContext, *, broker_epoch: Callable[[], int | None],
-                 replica_lag_time_max_ms: int, request_timeout_ms: int = 2000) -> None:
+    def __init__(self, context: BrokerContext, *, replica_lag_time_max_ms: int,
+                 request_timeout_ms: int = 2000) -> None:
         self.context = context
-        self._broker_epoch = broker_epoch
         self.lag_time_max_s = replica_lag_time_max_ms / 1000
         self._timeout_s = request_timeout_ms / 1000
         # an accepted change the image does not show within this is sent again
@@ -84,7 +83,7 @@ class IsrManager:
         until the image shows them."""
         context = self.context
         broker_id = context.broker_id
-        broker_epoch = self._broker_epoch()
+        broker_epoch = self.context.broker_epoch()
         eligible = frozenset(context.image.unfenced_broker_ids())
         proposals = []
         for state, partition in context.replicas.led_partitions():
@@ -113,7 +112,7 @@ class IsrManager:
         return proposals
 
     async def send(self, proposals: list[Proposal]) -> None:
-        broker_epoch = self._broker_epoch()
+        broker_epoch = self.context.broker_epoch()
         controller = self.context.controller
         if broker_epoch is None or controller is None:
             self._resend_later(proposals, trio.current_time())

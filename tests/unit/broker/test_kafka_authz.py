@@ -20,7 +20,7 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker import partition_dir
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher
 from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
@@ -67,10 +67,9 @@ def dispatcher_for(tmp_path: Path, image: MetadataImage,
     (tmp_path / "A-0").mkdir(exist_ok=True)
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    context = BrokerContext(broker_id=BROKER, cluster_id="c", image=lambda: image,
-                            replicas=replicas, controller=RecordingController())
-    context.authorizer = settings
-    return Dispatcher(context)
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="c", image=lambda: image,
+                                     replicas=replicas, controller=RecordingController(),
+                                     authorizer=settings))
 
 
 def metadata_all() -> MetadataRequest:

@@ -69,9 +69,9 @@ class Cluster:
         self.controller = FakeController(error)
         self.context = BrokerContext(broker_id=BROKER, cluster_id="c",
                                      image=lambda: self.images[-1], replicas=self.replicas,
-                                     controller=self.controller)  # type: ignore[arg-type]
-        self.manager = IsrManager(self.context, broker_epoch=lambda: BROKER,
-                                  replica_lag_time_max_ms=LAG_MS)
+                                     controller=self.controller,  # type: ignore[arg-type]
+                                     broker_epoch=lambda: BROKER)
+        self.manager = IsrManager(self.context, replica_lag_time_max_ms=LAG_MS)
 
     async def open(self) -> PartitionState:
         """The partition, led from its opening (as the fetch handler observes it)."""

@@ -21,7 +21,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from broker import partition_dir
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import MetadataImage
@@ -43,8 +43,8 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage | None = None) -> Dispa
     (tmp_path / "A-0").mkdir(exist_ok=True)
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    return Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                    image=lambda: image, replicas=replicas, controller=None))
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                     image=lambda: image, replicas=replicas, controller=None))
 
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
@@ -361,9 +361,9 @@ async def test_acks_all_fails_when_leadership_moves_before_the_records_reach_the
     (tmp_path / "A-0").mkdir()
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: images[-1])
-    dispatcher = Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                          image=lambda: images[-1], replicas=replicas,
-                                          controller=None))
+    dispatcher = Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                           image=lambda: images[-1], replicas=replicas,
+                                           controller=None))
     answers = []
 
     async def produce() -> None:

@@ -14,9 +14,7 @@ import trio
 from kio.index import load_request_schema
 
 from broker import partition_dir
-from broker.kafka.context import BrokerContext
 from broker.kafka.groups import group as group_api
-from broker.kafka.groups.coordinator import GroupCoordinator
 from broker.kafka.groups.membership import (
     handle_heartbeat_request,
     handle_join_group_request,
@@ -24,6 +22,7 @@ from broker.kafka.groups.membership import (
     handle_sync_group_request,
 )
 from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.delta import replay
@@ -56,12 +55,12 @@ class Broker:
 
     def __init__(self, log_dir: Path, current: MetadataImage) -> None:
         self.current = current
-        self.context = BrokerContext(
+        self.context = HandlerContext(
             broker_id=BROKER, cluster_id="c", image=lambda: self.current,
             replicas=ReplicaManager(log_dir=log_dir, broker_id=BROKER,
-                                    image=lambda: self.current), controller=None)
-        self.coordinator = GroupCoordinator(self.context, num_partitions=1)
-        self.context.group_coordinator = self.coordinator
+                                    image=lambda: self.current), controller=None,
+            offsets_topic_num_partitions=1)
+        self.coordinator = self.context.groups
 
     def set_image(self, new: MetadataImage) -> None:
         self.current = new

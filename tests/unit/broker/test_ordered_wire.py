@@ -12,10 +12,10 @@ from typing import Any
 from kio.static.primitive import i32, i64
 
 from broker import partition_dir
-from broker.kafka.context import BrokerContext
-from broker.kafka.groups.coordinator import GroupCoordinator, OffsetsPartition
+from broker.kafka.groups.coordinator import OffsetsPartition
 from broker.kafka.groups.group_state import Group
 from broker.kafka.groups.offsets_records import OFFSETS_TOPIC, partition_for
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher
 from broker.kafka.ordered.empty_marked import empty_marked_partitions
 from broker.kafka.replication.replica import ReplicaManager
@@ -65,8 +65,9 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage) -> Dispatcher:
         (tmp_path / f"A-{index}").mkdir(exist_ok=True)
         partition_dir.write_partition_metadata(tmp_path / f"A-{index}", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    return Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                    image=lambda: image, replicas=replicas, controller=None))
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                     image=lambda: image, replicas=replicas, controller=None,
+                                     clock=lambda: 0.0))
 
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
@@ -148,8 +149,7 @@ async def test_leader_epochs_answered_from_image(tmp_path: Path) -> None:
 
 def coordinating(dispatcher: Dispatcher) -> Group:
     """A stable group of m1 and m2 coordinated here."""
-    coord = GroupCoordinator(dispatcher.context, clock=lambda: 0.0)
-    dispatcher.context.group_coordinator = coord
+    coord = dispatcher.context.groups
     assert partition_for(GROUP, 1) == 0
     group = Group(group_id=GROUP)
     coord.partitions[0] = OffsetsPartition(index=0, leader_epoch=0, loaded=True,
@@ -197,7 +197,7 @@ async def test_position_refused_like_heartbeat(tmp_path: Path) -> None:
             ).error_code == ErrorCode.ILLEGAL_GENERATION
     other = build(ConsumerGroupPositionRequest, {"group_id": "elsewhere-not-loaded",
                                                  "generation_id": 1, "member_id": "m1"})
-    dispatcher.context.group_coordinator.partitions.clear()
+    dispatcher.context.groups.partitions.clear()
     assert (await roundtrip(dispatcher, other)).error_code == ErrorCode.NOT_COORDINATOR
 
 
