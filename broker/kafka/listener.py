@@ -4,7 +4,9 @@ speaking the Kafka wire protocol, decoded and encoded with `kio`.
 Each frame is a 4-byte big-endian size and a request. Requests on one connection are
 handled one at a time, in order (as Kafka does), so responses keep the order clients
 expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out, no
-socket): decode the header, dispatch by api key and version, encode the response.
+socket): decode the header, dispatch by api key and version, build the handler's typed
+answer (`broker.kafka.response_shapes`) into kio's entity of the request's version and
+encode it.
 An unsupported api or version, a malformed frame or one above its limit closes that
 connection only, with the reason logged; everyone else is served on.
 
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from broker import access_table
-from broker.kafka import api_versions, authz
+from broker.kafka import api_versions, authz, response_shapes
 from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.groups import group, membership
@@ -77,7 +79,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[HandlerContext, Any, int], Awaitable[Any]]
+# a typed shape (broker.kafka.response_shapes), a kio entity, or None: no response
+Handler = Callable[[HandlerContext, Any, int], Awaitable[object]]
 
 
 async def _api_versions(context: HandlerContext, body: Any, version: int) -> Any:
@@ -86,19 +89,20 @@ async def _api_versions(context: HandlerContext, body: Any, version: int) -> Any
         features_epoch=context.image.last_applied_offset)
 
 
-async def _metadata(context: HandlerContext, body: Any, version: int) -> Any:
+async def _metadata(context: HandlerContext, body: Any, version: int
+                    ) -> response_shapes.MetadataResponse:
     return metadata_api.handle_metadata_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id,
         described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name))
 
 
-async def _describe_cluster(context: HandlerContext, body: Any, version: int) -> Any:
+async def _describe_cluster(context: HandlerContext, body: Any, version: int
+                            ) -> response_shapes.DescribeClusterResponse:
     if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
-        return build(response_class(api_versions.DESCRIBE_CLUSTER, version), {
-            "throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
-            "error_message": "DESCRIBE on the cluster is not allowed",
-            "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []})
+        return {"throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "DESCRIBE on the cluster is not allowed",
+                "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []}
     return metadata_api.handle_describe_cluster_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id)
@@ -200,6 +204,9 @@ class Dispatcher:
                 self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:
             return None
+        if isinstance(response, dict):  # a typed shape: the kio entity of this version
+            response = build(response_class(request.header.api_key,
+                                            request.header.api_version), response)
         return encode_response(request.header.correlation_id, response)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
@@ -31,11 +32,9 @@ from metadata.authorizer import (
     matching_acls,
 )
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DENIED = "Authorization failed."
 
 
@@ -56,9 +55,9 @@ def _binding(entry: Any) -> AclBinding:
         permission_type=int(entry.permission_type))
 
 
-def _resources(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:
+def _resources(bindings: Iterable[AclBinding]) -> list[shapes.AclResource]:
     """DescribeAcls' shape: one entry per resource pattern, its ACLs under it."""
-    grouped: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    grouped: dict[tuple[int, str, int], list[shapes.AclDescription]] = {}
     for b in bindings:
         grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
             {"principal": b.principal, "host": b.host, "operation": b.operation,
@@ -68,31 +67,30 @@ def _resources(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:
 
 
 async def handle_describe_acls_request(context: BrokerContext, request: Any,
-                                       version: int) -> Any:
-    cls = response_class(DESCRIBE_ACLS, version)
+                                       version: int) -> shapes.DescribeAclsResponse:
     if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
-        return build(cls, {"throttle_time": 0, "resources": [], "error_message": DENIED,
-                           "error_code": authz.CLUSTER_AUTHORIZATION_FAILED})
+        return {"throttle_time": 0, "resources": [], "error_message": DENIED,
+                "error_code": authz.CLUSTER_AUTHORIZATION_FAILED}
     acl_filter = _filter(request)
     reason = invalid_filter_reason(acl_filter)
     if reason is not None:
-        return build(cls, {"throttle_time": 0, "resources": [], "error_message": reason,
-                           "error_code": int(ErrorCode.INVALID_REQUEST)})
+        return {"throttle_time": 0, "resources": [], "error_message": reason,
+                "error_code": int(ErrorCode.INVALID_REQUEST)}
     found = matching_acls(context.image.acls, acl_filter)
-    return build(cls, {"throttle_time": 0, "error_code": 0, "error_message": None,
-                       "resources": _resources(a.binding for a in found)})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "resources": _resources(a.binding for a in found)}
 
 
 async def handle_create_acls_request(context: BrokerContext, request: Any,
-                                     version: int) -> Any:
-    cls = response_class(CREATE_ACLS, version)
+                                     version: int) -> shapes.CreateAclsResponse:
     if not authz.cluster_allowed(context, authz.Op.ALTER):
-        return build(cls, {"throttle_time": 0, "results": [
+        return {"throttle_time": 0, "results": [
             {"error_code": authz.CLUSTER_AUTHORIZATION_FAILED, "error_message": DENIED}
-            for _ in request.creations]})
+            for _ in request.creations]}
     timeout_s = request_timeout_s(request, context)
     admin = CreateAclsRequest(creations=tuple(_binding(c) for c in request.creations))
     response, error, message = await forward_to_controller(context, admin, timeout_s)
+    results: list[shapes.AclResult]
     if response is None:
         results = [{"error_code": error, "error_message": message} for _ in admin.creations]
     else:
@@ -106,20 +104,19 @@ async def handle_create_acls_request(context: BrokerContext, request: Any,
                    for r in response.results]
     log.info("create acls", extra={"count": len(admin.creations),
                                    "errors": [r["error_code"] for r in results]})
-    return build(cls, {"throttle_time": 0, "results": results})
+    return {"throttle_time": 0, "results": results}
 
 
 async def handle_delete_acls_request(context: BrokerContext, request: Any,
-                                     version: int) -> Any:
-    cls = response_class(DELETE_ACLS, version)
+                                     version: int) -> shapes.DeleteAclsResponse:
     if not authz.cluster_allowed(context, authz.Op.ALTER):
-        return build(cls, {"throttle_time": 0, "filter_results": [
+        return {"throttle_time": 0, "filter_results": [
             {"error_code": authz.CLUSTER_AUTHORIZATION_FAILED, "error_message": DENIED,
-             "matching_acls": []} for _ in request.filters]})
+             "matching_acls": []} for _ in request.filters]}
     timeout_s = request_timeout_s(request, context)
     admin = DeleteAclsRequest(filters=tuple(_filter(f) for f in request.filters))
     response, error, message = await forward_to_controller(context, admin, timeout_s)
-    results: list[dict[str, Any]]
+    results: list[shapes.AclFilterResult]
     if response is None:
         results = [{"error_code": error, "error_message": message, "matching_acls": []}
                    for _ in admin.filters]
@@ -139,4 +136,4 @@ async def handle_delete_acls_request(context: BrokerContext, request: Any,
                    for r in response.filter_results]
     log.info("delete acls", extra={"filters": len(admin.filters),
                                    "deleted": sum(len(r["matching_acls"]) for r in results)})
-    return build(cls, {"throttle_time": 0, "filter_results": results})
+    return {"throttle_time": 0, "filter_results": results}

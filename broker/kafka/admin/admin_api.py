@@ -28,6 +28,7 @@ import logging
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid, to_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.rules import undeleted_count
@@ -49,13 +50,11 @@ from metadata.controller_client import ControllerUnavailable
 from metadata.topic_configs import KEYS as TOPIC_CONFIG_KEYS
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 from raft.common.session import current_session
 from raft.common.uuid import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 MIN_TIMEOUT_S = 1.0
 
 
@@ -88,32 +87,34 @@ async def forward_to_controller(context: BrokerContext, admin_request: Any, time
     return response, 0, None
 
 
-def _refused(name: str | None, topic_id: Any = None) -> dict[str, Any]:
-    result = {"name": name, "error_code": authz.TOPIC_AUTHORIZATION_FAILED,
-              "error_message": "Authorization failed."}
+def _refused(name: str | None, topic_id: Any = None) -> shapes.TopicResult:
+    result: shapes.TopicResult = {"name": name,
+                                  "error_code": authz.TOPIC_AUTHORIZATION_FAILED,
+                                  "error_message": "Authorization failed."}
     if topic_id is not None:
         result["topic_id"] = topic_id
     return result
 
 
-def _internal(name: str, action: str, topic_id: Any = None) -> dict[str, Any]:
+def _internal(name: str, action: str, topic_id: Any = None) -> shapes.TopicResult:
     """A client may not create, delete or grow an internal topic (`metadata.topic_names`)."""
-    result = {"name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
-              "error_message": f"{name} is an internal topic: clients may not {action} it"}
+    result: shapes.TopicResult = {
+        "name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+        "error_message": f"{name} is an internal topic: clients may not {action} it"}
     if topic_id is not None:
         result["topic_id"] = topic_id
     return result
 
 
-def _merge(refused: list[dict[str, Any] | None], forwarded: list[dict[str, Any]],
-           missing: dict[str, Any]) -> list[dict[str, Any]]:
+def _merge(refused: list[shapes.TopicResult | None], forwarded: list[shapes.TopicResult],
+           missing: shapes.TopicResult) -> list[shapes.TopicResult]:
     """The request's order: each refused entry's result, else the next forwarded one."""
     answers = iter(forwarded)
     return [r if r is not None else next(answers, missing) for r in refused]
 
 
 async def handle_create_topics_request(context: BrokerContext, request: Any,
-                                       version: int) -> Any:
+                                       version: int) -> shapes.CreateTopicsResponse:
     timeout_s = request_timeout_s(request, context)
     on_cluster = authz.cluster_allowed(context, authz.Op.CREATE)
     refused = [_refused(t.name) if not (on_cluster or authz.topic_allowed(
@@ -137,7 +138,7 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
     error, message = 0, None
     if admin.topics:
         response, error, message = await forward_to_controller(context, admin, timeout_s)
-    results: list[dict[str, Any]] = []
+    results: list[shapes.TopicResult] = []
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}
                    for t in wanted]
@@ -158,11 +159,10 @@ async def handle_create_topics_request(context: BrokerContext, request: Any,
         ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer from the controller"})
     log.info("create topics", extra={"topics": [r["name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
-    return build(response_class(CREATE_TOPICS, version),
-                 {"throttle_time": 0, "topics": results})
+    return {"throttle_time": 0, "topics": results}
 
 
-def _created_configs(configs: Any) -> list[dict[str, Any]]:
+def _created_configs(configs: Any) -> list[shapes.CreatedConfig]:
     """CreateTopics v5+: every topic config the new topic has, its own or the default."""
     own = {c.name: c.value for c in configs or ()}
     return [{"name": key, "value": own.get(key, spec.default), "read_only": False,
@@ -180,7 +180,7 @@ def _delete_request_error(state: DeleteTopicState) -> str | None:
     return None
 
 
-def _delete_refusal(context: BrokerContext, state: DeleteTopicState) -> dict[str, Any] | None:
+def _delete_refusal(context: BrokerContext, state: DeleteTopicState) -> shapes.TopicResult | None:
     """This broker's answer to one valid DeleteTopics entry it will not forward, or None.
     A topic ID its image does not know (yet) is forwarded: only the controller can tell
     whose topic it is."""
@@ -201,8 +201,14 @@ def _delete_refusal(context: BrokerContext, state: DeleteTopicState) -> dict[str
     return None
 
 
+def _state_result(state: DeleteTopicState, error: int, message: str | None
+                  ) -> shapes.TopicResult:
+    return {"name": state.name, "topic_id": to_kafka_uuid(state.topic_id),
+            "error_code": int(error), "error_message": message}
+
+
 async def handle_delete_topics_request(context: BrokerContext, request: Any,
-                                       version: int) -> Any:
+                                       version: int) -> shapes.DeleteTopicsResponse:
     timeout_s = request_timeout_s(request, context)
     if hasattr(request, "topics"):  # v6: names or topic IDs
         states = tuple(DeleteTopicState(name=t.name,
@@ -214,15 +220,14 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
     refused = {i: r for i, s in enumerate(states)
                if i not in invalid and (r := _delete_refusal(context, s)) is not None}
     valid = tuple(s for i, s in enumerate(states) if i not in invalid and i not in refused)
-    forwarded: list[dict[str, Any]] = []
+    forwarded: list[shapes.TopicResult] = []
     if valid:
         session = current_session()  # the controller authorizes it again (see the docstring)
         response, error, message = await forward_to_controller(context, DeleteTopicsRequest(
             topics=valid, forwarded_principal=str(session.principal),
             forwarded_host=session.client_host), timeout_s)
         if response is None:
-            forwarded = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                          "error_code": error, "error_message": message} for s in valid]
+            forwarded = [_state_result(s, error, message) for s in valid]
         else:
             assert isinstance(response, DeleteTopicsResponse)
             gone = {r.topic_id for r in response.responses
@@ -235,22 +240,19 @@ async def handle_delete_topics_request(context: BrokerContext, request: Any,
                           "error_message": r.error_message}
                          for r in response.responses]
     answers = iter(forwarded)
-    results = [{"name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": invalid[i]}
-               if i in invalid else refused[i] if i in refused else next(answers, {
-                   "name": s.name, "topic_id": to_kafka_uuid(s.topic_id),
-                   "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                   "error_message": "no answer from the controller"})
+    results = [_state_result(s, ErrorCode.INVALID_REQUEST, invalid[i]) if i in invalid
+               else refused[i] if i in refused
+               else next(answers, _state_result(s, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                "no answer from the controller"))
                for i, s in enumerate(states)]
     log.info("delete topics", extra={"topics": [str(s.topic_id) if s.name is None else s.name
                                                 for s in states],
                                      "errors": [r["error_code"] for r in results]})
-    return build(response_class(DELETE_TOPICS, version),
-                 {"throttle_time": 0, "responses": results})
+    return {"throttle_time": 0, "responses": results}
 
 
 async def handle_create_partitions_request(context: BrokerContext, request: Any,
-                                           version: int) -> Any:
+                                           version: int) -> shapes.CreatePartitionsResponse:
     timeout_s = request_timeout_s(request, context)
     refused = [_refused(t.name) if not authz.topic_allowed(context, authz.Op.ALTER, t.name)
                else _internal(t.name, "add partitions to") if is_internal_topic(t.name)
@@ -267,7 +269,7 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
     error, message = 0, None
     if admin.topics:
         response, error, message = await forward_to_controller(context, admin, timeout_s)
-    results: list[dict[str, Any]]
+    results: list[shapes.TopicResult]
     if response is None:
         results = [{"name": t.name, "error_code": error, "error_message": message}
                    for t in allowed]
@@ -285,5 +287,4 @@ async def handle_create_partitions_request(context: BrokerContext, request: Any,
                     "error_message": r.error_message} for r in response.results]
     results = _merge(refused, results, {"name": "", "error_code": int(
         ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer from the controller"})
-    return build(response_class(CREATE_PARTITIONS, version),
-                 {"throttle_time": 0, "results": results})
+    return {"throttle_time": 0, "results": results}

@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
 from metadata.admin import (
@@ -37,26 +38,24 @@ from metadata.admin import (
 from metadata.image import MetadataImage
 from metadata.topic_configs import KEYS, InvalidConfig, validate
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's DescribeConfigs config_source
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
                 "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
 
 def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...] | None,
-                           documentation: bool = False) -> dict[str, Any]:
-    """One DescribeConfigs result (a plain mapping for `build`)."""
+                           documentation: bool = False) -> shapes.ResourceResult:
+    """One DescribeConfigs result."""
     topic = image.topic_by_name(name)
     if topic is None:
         return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                 "error_message": f"no topic named {name!r}", "resource_type": TOPIC_RESOURCE,
                 "resource_name": name, "configs": []}
     own = dict(topic.configs)
-    configs = []
+    configs: list[shapes.ConfigEntry] = []
     for key in sorted(KEYS):
         if keys is not None and key not in keys:
             continue
@@ -73,9 +72,9 @@ def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...
 
 
 async def handle_describe_configs_request(context: BrokerContext, request: Any,
-                                          version: int) -> Any:
+                                          version: int) -> shapes.DescribeConfigsResponse:
     image = context.image
-    results = []
+    results: list[shapes.ResourceResult] = []
     for resource in request.resources:
         keys = resource.configuration_keys
         keys = None if keys is None or len(keys) == 0 else tuple(keys)
@@ -97,12 +96,11 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
                                              f"{int(resource.resource_type)}",
                             "resource_type": int(resource.resource_type),
                             "resource_name": resource.resource_name, "configs": []})
-    return build(response_class(DESCRIBE_CONFIGS, version),
-                 {"throttle_time": 0, "results": results})
+    return {"throttle_time": 0, "results": results}
 
 
 def _denied(context: BrokerContext, operation: int, resource_type: int, name: str
-            ) -> dict[str, Any] | None:
+            ) -> shapes.ResourceResult | None:
     """The result for a resource the caller may not describe or alter (DESCRIBE_CONFIGS
     or ALTER_CONFIGS on the topic, or on the cluster for a broker), or None."""
     if resource_type == TOPIC_RESOURCE:
@@ -133,8 +131,15 @@ def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
     return expected
 
 
-async def handle_incremental_alter_configs_request(context: BrokerContext, request: Any,
-                                                   version: int) -> Any:
+def _unanswered(resource: Any) -> shapes.ResourceResult:
+    return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer",
+            "resource_type": int(resource.resource_type),
+            "resource_name": resource.resource_name}
+
+
+async def handle_incremental_alter_configs_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.IncrementalAlterConfigsResponse:
     timeout_s = request_timeout_s(request, context)
     denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
               for r in request.resources]
@@ -150,7 +155,7 @@ async def handle_incremental_alter_configs_request(context: BrokerContext, reque
         response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
     else:
         response, error, message = await forward_to_controller(context, admin, timeout_s)
-    results: list[dict[str, Any]]
+    results: list[shapes.ResourceResult]
     if response is None:
         results = [{"error_code": error, "error_message": message,
                     "resource_type": int(r.resource_type), "resource_name": r.resource_name}
@@ -170,11 +175,8 @@ async def handle_incremental_alter_configs_request(context: BrokerContext, reque
                     "resource_type": r.resource_type, "resource_name": r.resource_name}
                    for r in response.responses]
     answers = iter(results)  # the forwarded ones, in order, between the refused ones
-    results = [d if d is not None else next(answers, {
-        "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer",
-        "resource_type": int(r.resource_type), "resource_name": r.resource_name})
-        for r, d in zip(request.resources, denied, strict=True)]
+    results = [d if d is not None else next(answers, _unanswered(r))
+               for r, d in zip(request.resources, denied, strict=True)]
     log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],
                                      "errors": [r["error_code"] for r in results]})
-    return build(response_class(INCREMENTAL_ALTER_CONFIGS, version),
-                 {"throttle_time": 0, "responses": results})
+    return {"throttle_time": 0, "responses": results}

@@ -19,13 +19,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from broker.kafka import response_shapes as shapes
 from metadata.image import NO_LEADER, MetadataImage, TopicImage
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 from raft.common.uuid import Uuid
 
-METADATA, DESCRIBE_CLUSTER = 3, 60
 CLIENT_LISTENER = "PLAINTEXT"
 
 
@@ -40,10 +39,10 @@ def from_kafka_uuid(value: uuid.UUID | None) -> Uuid | None:
     return Uuid.from_bytes(value.bytes)
 
 
-def broker_endpoints(image: MetadataImage) -> list[dict[str, Any]]:
+def broker_endpoints(image: MetadataImage) -> list[shapes.BrokerEndpoint]:
     """[{node_id, host, port, rack}] of unfenced brokers with a PLAINTEXT endpoint (as in
     Kafka, a fenced broker is not shown to clients)."""
-    out = []
+    out: list[shapes.BrokerEndpoint] = []
     for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         if broker.fenced:
             continue
@@ -57,7 +56,7 @@ def broker_endpoints(image: MetadataImage) -> list[dict[str, Any]]:
     return out
 
 
-def topic_metadata(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
+def topic_metadata(topic: TopicImage, image: MetadataImage) -> shapes.TopicMetadata:
     live = {b.broker_id for b in image.brokers.values()}
     return {
         "error_code": 0, "name": topic.name, "topic_id": to_kafka_uuid(topic.topic_id),
@@ -84,9 +83,10 @@ def _everything(name: str) -> bool:
 
 def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                             broker_id: int, cluster_id: str,
-                            described: Callable[[str], bool] = _everything) -> Any:
+                            described: Callable[[str], bool] = _everything
+                            ) -> shapes.MetadataResponse:
     wanted = request.topics
-    topics: list[dict[str, Any]] = []
+    topics: list[shapes.TopicMetadata] = []
     if wanted is None or (version == 0 and not wanted):
         topics = [topic_metadata(t, image)
                   for t in sorted(image.topics.values(), key=lambda t: t.name)
@@ -118,15 +118,15 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                                    "partitions": []})
                     continue
             topics.append(topic_metadata(topic, image))
-    return build(response_class(METADATA, version), {
-        "throttle_time": 0, "brokers": broker_endpoints(image), "cluster_id": cluster_id,
-        "controller_id": broker_id, "topics": topics})
+    return {"throttle_time": 0, "brokers": broker_endpoints(image), "cluster_id": cluster_id,
+            "controller_id": broker_id, "topics": topics}
 
 
 def handle_describe_cluster_request(image: MetadataImage, request: Any, version: int, *,
-                                    broker_id: int, cluster_id: str) -> Any:
-    brokers = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                "rack": b["rack"]} for b in broker_endpoints(image)]
-    return build(response_class(DESCRIBE_CLUSTER, version), {
-        "throttle_time": 0, "error_code": 0, "cluster_id": cluster_id,
-        "controller_id": broker_id, "brokers": brokers})
+                                    broker_id: int, cluster_id: str
+                                    ) -> shapes.DescribeClusterResponse:
+    brokers: list[shapes.ClusterBroker] = [
+        {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+        for b in broker_endpoints(image)]
+    return {"throttle_time": 0, "error_code": 0, "cluster_id": cluster_id,
+            "controller_id": broker_id, "brokers": brokers}

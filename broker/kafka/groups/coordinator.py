@@ -52,6 +52,7 @@ from broker.kafka.groups.offsets_records import (
 )
 from broker.kafka.partitions.produce import produce_partition
 from broker.kafka.replication.replica import check_partition
+from broker.kafka.response_shapes import BrokerEndpoint
 from metadata.admin import AdminErrorResponse, CreatableTopic, CreateTopicsRequest
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import NO_LEADER, MetadataImage
@@ -138,7 +139,7 @@ class GroupCoordinator:
             return None
         return partition_for(group_id, len(topic.partitions))
 
-    def find(self, group_id: str) -> tuple[ErrorCode, dict[str, Any] | None]:
+    def find(self, group_id: str) -> tuple[ErrorCode, BrokerEndpoint | None]:
         """FindCoordinator: the endpoint of the leader of the group's partition."""
         image = self.context.image
         index = self.partition_of(group_id, image)

@@ -51,8 +51,9 @@ def resized_image() -> MetadataImage:
 
 def metadata_response(image: MetadataImage, topics: list[dict[str, Any]] | None) -> Any:
     request = build(load_request_schema(admin.METADATA, 12), {"topics": topics})
-    return metadata_api.handle_metadata_request(image, request, 12, broker_id=1,
-                                                cluster_id="c")
+    # built into kio's entity as the broker's dispatcher does, then read by the client
+    return build(response_class(admin.METADATA, 12), metadata_api.handle_metadata_request(
+        image, request, 12, broker_id=1, cluster_id="c"))
 
 
 def epochs_response(image: MetadataImage, metadata: Any) -> Any:
