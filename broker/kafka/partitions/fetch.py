@@ -27,20 +27,20 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.rules import count_mismatch
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
-FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
 NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such record"
 
 
-def _partition_error(index: int, error: ErrorCode, leader: Any = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition_index": index, "error_code": int(error),
+def _partition_error(index: int, error: ErrorCode, leader: Any = None
+                     ) -> shapes.PartitionData:
+    out: shapes.PartitionData = {"partition_index": index, "error_code": int(error),
                            "high_watermark": -1, "last_stable_offset": -1,
                            "log_start_offset": -1, "records": None}
     if leader is not None:
@@ -49,7 +49,7 @@ def _partition_error(index: int, error: ErrorCode, leader: Any = None) -> dict[s
 
 
 async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
-                           part: Any, replica_id: int, budget: int) -> dict[str, Any]:
+                           part: Any, replica_id: int, budget: int) -> shapes.PartitionData:
     index = int(part.partition)
     resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
                                topic_id=topic_id,
@@ -104,10 +104,11 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
 
 
 async def _collect(context: BrokerContext, request: Any, version: int
-                   ) -> tuple[list[dict[str, Any]], int]:
+                   ) -> tuple[list[shapes.FetchableTopicResponse], int]:
     replica_id = int(getattr(request, "replica_id", -1))
     budget = int(getattr(request, "max_bytes", 0x7FFFFFFF))
-    responses, total = [], 0
+    responses: list[shapes.FetchableTopicResponse] = []
+    total = 0
     follower_allowed = replica_id < 0 or authz.cluster_allowed(context,
                                                                authz.Op.CLUSTER_ACTION)
     for topic in request.topics:
@@ -116,7 +117,7 @@ async def _collect(context: BrokerContext, request: Any, version: int
         topic_id = from_kafka_uuid(raw_id)
         topic_error = _topic_error(context, topic, name, topic_id, replica_id,
                                    follower_allowed)
-        partitions = []
+        partitions: list[shapes.PartitionData] = []
         for part in topic.partitions:
             if topic_error is not None:
                 partitions.append(_partition_error(int(part.partition), topic_error))
@@ -153,13 +154,14 @@ def _count_error(context: BrokerContext, topic: Any, name: str | None,
     return ErrorCode.INVALID_PARTITION_METADATA if count_mismatch(known, client_count) else None
 
 
-def _has_error(responses: list[dict[str, Any]]) -> bool:
+def _has_error(responses: list[shapes.FetchableTopicResponse]) -> bool:
     """A partition error or a divergence: the client must act now, not after max_wait."""
     return any(p["error_code"] != 0 or "diverging_epoch" in p
                for t in responses for p in t["partitions"])
 
 
-async def handle_fetch_request(context: BrokerContext, request: Any, version: int) -> Any:
+async def handle_fetch_request(context: BrokerContext, request: Any, version: int
+                               ) -> shapes.FetchResponse:
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     min_bytes = int(request.min_bytes)
     with trio.move_on_after(max_wait_s) as waited:
@@ -170,8 +172,7 @@ async def handle_fetch_request(context: BrokerContext, request: Any, version: in
             await context.replicas.wait_data()
     if waited.cancelled_caught:
         responses, _ = await _collect(context, request, version)
-    return build(response_class(FETCH, version), {
-        "throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses})
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
 def _described(context: BrokerContext, request: Any, name: str) -> bool:
@@ -216,10 +217,10 @@ def offset_for_list_offsets(state: PartitionState, target: int, leader_epoch: in
 
 
 async def handle_list_offsets_request(context: BrokerContext, request: Any,
-                                      version: int) -> Any:
-    topics = []
+                                      version: int) -> shapes.ListOffsetsResponse:
+    topics: list[shapes.ListOffsetsTopicResponse] = []
     for topic in request.topics:
-        partitions: list[dict[str, Any]] = []
+        partitions: list[shapes.ListOffsetsPartitionResponse] = []
         described = _described(context, request, topic.name)
         for part in topic.partitions:
             index = int(part.partition_index)
@@ -238,14 +239,15 @@ async def handle_list_offsets_request(context: BrokerContext, request: Any,
                                "timestamp": timestamp, "offset": offset,
                                "leader_epoch": epoch, "old_style_offsets": [offset]})
         topics.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(LIST_OFFSETS, version), {"throttle_time": 0, "topics": topics})
+    return {"throttle_time": 0, "topics": topics}
 
 
-async def handle_offset_for_leader_epoch_request(context: BrokerContext, request: Any,
-                                                 version: int) -> Any:
-    topics = []
+async def handle_offset_for_leader_epoch_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.OffsetForLeaderEpochResponse:
+    topics: list[shapes.OffsetForLeaderTopicResult] = []
     for topic in request.topics:
-        partitions = []
+        partitions: list[shapes.EpochEndOffsetResult] = []
         described = _described(context, request, topic.topic)
         for part in topic.partitions:
             index = int(part.partition)
@@ -261,5 +263,4 @@ async def handle_offset_for_leader_epoch_request(context: BrokerContext, request
             partitions.append({"partition": index, "error_code": 0, "leader_epoch": epoch,
                                "end_offset": end})
         topics.append({"topic": topic.topic, "partitions": partitions})
-    return build(response_class(OFFSET_FOR_LEADER_EPOCH, version),
-                 {"throttle_time": 0, "topics": topics})
+    return {"throttle_time": 0, "topics": topics}

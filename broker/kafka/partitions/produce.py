@@ -58,6 +58,7 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
@@ -71,7 +72,7 @@ from raft.common.kafka.codec import ConnectionClosed, build, response_class
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
+FIND_COORDINATOR = 10
 ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
 ISR_CHECK_S = 1.0
 PRODUCER_ID_BLOCK_BITS = 24
@@ -88,7 +89,8 @@ def producer_id_block(broker_epoch: int) -> range:
     return range(broker_epoch * size, (broker_epoch + 1) * size)
 
 
-def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _failed(index: int, error: ErrorCode, message: str | None = None
+            ) -> shapes.PartitionProduceResponse:
     return {"index": index, "error_code": int(error), "base_offset": -1,
             "log_start_offset": -1, "error_message": message}
 
@@ -96,7 +98,7 @@ def _failed(index: int, error: ErrorCode, message: str | None = None) -> dict[st
 async def produce_partition(context: BrokerContext, *, name: str | None,
                             topic_id: Any, index: int, records: bytes | None, acks: int,
                             timeout_s: float, count_refusal: str | None = None
-                            ) -> dict[str, Any]:
+                            ) -> shapes.PartitionProduceResponse:
     """`count_refusal`: why the client's partition count is stale; the batch is then
     refused unless it is a retry of one already stored (it was stored under the right
     count, and the client must learn its offset rather than re-route it)."""
@@ -222,19 +224,20 @@ def _topic_error(context: BrokerContext, refusal: ErrorCode | None, name: str | 
     return None
 
 
-async def handle_produce_request(context: BrokerContext, request: Any, version: int) -> Any:
+async def handle_produce_request(context: BrokerContext, request: Any, version: int
+                                 ) -> shapes.ProduceResponse | None:
     """Partitions are appended and (acks=all) replicated concurrently; the response keeps
     the request's order. acks=0 with a failed partition closes the connection."""
     acks = int(request.acks)
     timeout_s = max(0.0, request.timeout.total_seconds())
-    responses: list[dict[str, Any]] = []
+    responses: list[shapes.TopicProduceResponse] = []
     refusal = None
     if getattr(request, "transactional_id", None) is not None:
         refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
         refusal = ErrorCode.INVALID_REQUIRED_ACKS
 
-    async def one(parts: list[dict[str, Any]], position: int, name: str | None,
+    async def one(parts: list[shapes.PartitionProduceResponse], position: int, name: str | None,
                   topic_id: Any, data: Any, count_refusal: str | None) -> None:
         parts[position] = await produce_partition(
             context, name=name, topic_id=topic_id, index=int(data.index),
@@ -253,7 +256,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
                     else image.topic_by_name(name or "")
                 if known is not None and count_mismatch(known, client_count):
                     count_refusal = count_refusal_message(known, client_count)
-            parts: list[dict[str, Any]] = [
+            parts: list[shapes.PartitionProduceResponse] = [
                 _failed(int(data.index), *(failure or (ErrorCode.NONE,)))
                 for data in topic.partition_data]
             if failure is None:
@@ -268,8 +271,7 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         if failed:  # Kafka: no response to acks=0, so the closed connection is the signal
             raise ConnectionClosed(f"acks=0 produce failed: {failed[:5]}")
         return None
-    return build(response_class(PRODUCE, version),
-                 {"throttle_time": 0, "responses": responses})
+    return {"throttle_time": 0, "responses": responses}
 
 
 def next_producer_id(context: BrokerContext) -> tuple[ErrorCode, int]:
@@ -288,7 +290,7 @@ def next_producer_id(context: BrokerContext) -> tuple[ErrorCode, int]:
 
 
 async def handle_init_producer_id_request(context: BrokerContext, request: Any,
-                                          version: int) -> Any:
+                                          version: int) -> shapes.InitProducerIdResponse:
     """An idempotent producer gets a new producer ID at epoch 0 (as Kafka answers a
     request without a transactional id, whatever producer id and epoch it names)."""
     if request.transactional_id is not None:
@@ -307,9 +309,8 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
         log.info("InitProducerId refused", extra={
             "transactional_id": request.transactional_id, "error": error.name,
             "reason": message})
-    return build(response_class(INIT_PRODUCER_ID, version), {
-        "throttle_time": 0, "error_code": int(error), "producer_id": producer_id,
-        "producer_epoch": 0 if producer_id >= 0 else -1})
+    return {"throttle_time": 0, "error_code": int(error), "producer_id": producer_id,
+            "producer_epoch": 0 if producer_id >= 0 else -1}
 
 
 def refuse_transaction_coordinator(request: Any, version: int) -> Any | None:
