@@ -117,7 +117,7 @@ async def _find_coordinator(context: HandlerContext, body: Any, version: int) ->
 
 async def _describe_quorum(context: HandlerContext, body: Any, version: int) -> Any:
     """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
-    return quorum_api.error_response(version, int(ErrorCode.UNKNOWN_SERVER_ERROR),
+    return quorum_api.error_response(int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                      "this listener does not forward DescribeQuorum")
 
 

@@ -189,6 +189,51 @@ class DescribeClusterResponse(TypedDict):
     error_message: NotRequired[str | None]
 
 
+# --- DescribeQuorum ---------------------------------------------------------------------
+
+
+class QuorumReplica(TypedDict):
+    replica_id: int
+    replica_directory_id: uuid.UUID
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+class QuorumPartition(TypedDict):
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    error_message: NotRequired[str | None]
+    current_voters: NotRequired[list[QuorumReplica]]
+    observers: NotRequired[list[QuorumReplica]]
+
+
+class QuorumTopic(TypedDict):
+    topic_name: str
+    partitions: list[QuorumPartition]
+
+
+class QuorumListener(TypedDict):
+    name: str
+    host: str
+    port: int
+
+
+class QuorumNode(TypedDict):
+    node_id: int
+    listeners: list[QuorumListener]
+
+
+class DescribeQuorumResponse(TypedDict):
+    error_code: int
+    error_message: NotRequired[str | None]
+    topics: list[QuorumTopic]
+    nodes: list[QuorumNode]
+
+
 # --- Produce, InitProducerId ----------------------------------------------------------
 
 
@@ -295,6 +340,7 @@ class OffsetForLeaderEpochResponse(TypedDict):
 TypedResponse = (CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
                  | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
                  | DescribeConfigsResponse | IncrementalAlterConfigsResponse
-                 | MetadataResponse | DescribeClusterResponse | ProduceResponse
+                 | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
+                 | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
                  | OffsetForLeaderEpochResponse)

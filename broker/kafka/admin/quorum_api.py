@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.context import BrokerContext
 from metadata.controller_client import (
     dial_and_exchange,
@@ -35,11 +36,9 @@ from metadata.controller_client import (
 from raft import messages
 from raft.common import leader_redirect
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_QUORUM = 55
 CONTROLLER_API = "DescribeQuorumRequest"  # raft.node's api name on the controller listener
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -101,24 +100,25 @@ class QuorumForwarder:
             return decision.value  # type: ignore[no-any-return]
         raise QuorumUnavailable("; ".join(decision.problems[-3:]) or "no controller answered")
 
-    async def handle(self, context: BrokerContext, request: Any, version: int) -> Any:
+    async def handle(self, context: BrokerContext, request: Any, version: int
+                     ) -> shapes.DescribeQuorumResponse:
         """The listener's DescribeQuorum handler."""
         if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
-            return error_response(version, authz.CLUSTER_AUTHORIZATION_FAILED,
+            return error_response(authz.CLUSTER_AUTHORIZATION_FAILED,
                                   "DESCRIBE on the cluster is not allowed")
         problem = request_error(request)
         if problem is not None:
-            return error_response(version, *problem)
+            return error_response(*problem)
         if partition_mismatch(request):
-            return unknown_partition_response(request, version)
+            return unknown_partition_response(request)
         try:
             reply = await self.describe(min(DEFAULT_TIMEOUT_S,
                                             context.request_timeout_ms / 1000))
         except QuorumUnavailable as exc:
             log.warning("DescribeQuorum: no controller answered", extra={"reason": str(exc)})
-            return error_response(version, int(ErrorCode.REQUEST_TIMED_OUT),
+            return error_response(int(ErrorCode.REQUEST_TIMED_OUT),
                                   f"no controller answered: {exc}")
-        return describe_quorum_response(reply, version, voters=self.voters,
+        return describe_quorum_response(reply, voters=self.voters,
                                         topic_name=request.topics[0].topic_name)
 
 
@@ -142,21 +142,19 @@ def partition_mismatch(request: Any) -> bool:
     return topic.topic_name != METADATA_TOPIC or int(partition.partition_index) != 0
 
 
-def error_response(version: int, code: int, message: str | None) -> Any:
+def error_response(code: int, message: str | None) -> shapes.DescribeQuorumResponse:
     """A top-level error (no topics)."""
-    return build(response_class(DESCRIBE_QUORUM, version),
-                 {"error_code": code, "error_message": message, "topics": [], "nodes": []})
+    return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
 
 
-def unknown_partition_response(request: Any, version: int) -> Any:
+def unknown_partition_response(request: Any) -> shapes.DescribeQuorumResponse:
     """UNKNOWN_TOPIC_OR_PARTITION on the one partition asked (as Kafka answers)."""
     (topic,) = request.topics
     (partition,) = topic.partitions
-    return build(response_class(DESCRIBE_QUORUM, version), {
-        "error_code": 0, "topics": [{"topic_name": topic.topic_name, "partitions": [{
-            "partition_index": int(partition.partition_index),
-            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-            "leader_id": -1, "leader_epoch": -1, "high_watermark": -1}]}], "nodes": []})
+    return {"error_code": 0, "topics": [{"topic_name": topic.topic_name, "partitions": [{
+        "partition_index": int(partition.partition_index),
+        "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        "leader_id": -1, "leader_epoch": -1, "high_watermark": -1}]}], "nodes": []}
 
 
 def _kafka_error(code: int) -> int:
@@ -166,7 +164,7 @@ def _kafka_error(code: int) -> int:
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
-def _replicas(states: tuple[messages.ReplicaState, ...]) -> list[dict[str, Any]]:
+def _replicas(states: tuple[messages.ReplicaState, ...]) -> list[shapes.QuorumReplica]:
     return [{"replica_id": r.replica_id, "replica_directory_id": uuid.UUID(int=0),
              "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_timestamp,
              "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in states]
@@ -179,32 +177,31 @@ def _error_name(code: int) -> str:
         return f"error {code}"
 
 
-def describe_quorum_response(reply: Mapping[str, Any], version: int, *,
-                             voters: Mapping[int, Address],
-                             topic_name: str = METADATA_TOPIC) -> Any:
-    """Kafka's DescribeQuorum response at `version` from the controller's reply body (a
-    top-level error when the reply is an error body or malformed); `voters` fill v2's
-    nodes."""
+def describe_quorum_response(reply: Mapping[str, Any], *, voters: Mapping[int, Address],
+                             topic_name: str = METADATA_TOPIC
+                             ) -> shapes.DescribeQuorumResponse:
+    """Kafka's DescribeQuorum response from the controller's reply body (a top-level
+    error when the reply is an error body or malformed); `voters` fill v2's nodes."""
     if "topics" not in reply:  # an error body (e.g. INCONSISTENT_CLUSTER_ID)
-        return error_response(version, _kafka_error(int(reply.get("error_code", -1))),
+        return error_response(_kafka_error(int(reply.get("error_code", -1))),
                               reply.get("error_message"))
     try:
         response = messages.decode_message("DescribeQuorumResponse", dict(reply))
     except messages.MessageError as exc:
-        return error_response(version, int(ErrorCode.UNKNOWN_SERVER_ERROR),
+        return error_response(int(ErrorCode.UNKNOWN_SERVER_ERROR),
                               f"malformed DescribeQuorum from the controller: {exc}")
     assert isinstance(response, messages.DescribeQuorumResponse)
     code = int(response.error_code)
-    partition = {
+    partition: shapes.QuorumPartition = {
         "partition_index": 0, "error_code": _kafka_error(code),
         "error_message": None if code == 0 else _error_name(code),
         "leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
         "high_watermark": response.high_watermark,
         "current_voters": _replicas(response.current_voters),
         "observers": _replicas(response.observers)}
-    nodes = [{"node_id": node_id,
-              "listeners": [{"name": CONTROLLER_LISTENER, "host": host, "port": port}]}
-             for node_id, (host, port) in sorted(voters.items())]
-    return build(response_class(DESCRIBE_QUORUM, version), {
-        "error_code": 0, "error_message": None,
-        "topics": [{"topic_name": topic_name, "partitions": [partition]}], "nodes": nodes})
+    nodes: list[shapes.QuorumNode] = [
+        {"node_id": node_id,
+         "listeners": [{"name": CONTROLLER_LISTENER, "host": host, "port": port}]}
+        for node_id, (host, port) in sorted(voters.items())]
+    return {"error_code": 0, "error_message": None,
+            "topics": [{"topic_name": topic_name, "partitions": [partition]}], "nodes": nodes}

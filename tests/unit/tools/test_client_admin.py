@@ -164,12 +164,17 @@ def controller_reply() -> dict[str, Any]:
             "is_leader": False}
 
 
+def quorum_entity(shape: Any, version: int) -> Any:
+    """The broker's DescribeQuorum answer built as its dispatcher does, for the tool."""
+    return build(response_class(admin.DESCRIBE_QUORUM, version), shape)
+
+
 def test_quorum_through_a_broker_prints_what_the_controllers_give() -> None:
     """The broker's DescribeQuorum v2 (broker.kafka.admin.quorum_api), read back by the tool:
     the same --status and --replication views as the controllers' reply gives."""
     reply = controller_reply()
     voters = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
-    response = quorum_api.describe_quorum_response(reply, 2, voters=voters)
+    response = quorum_entity(quorum_api.describe_quorum_response(reply, voters=voters), 2)
     state = admin.quorum_from_response(response, "c")
     endpoints = admin.endpoints_from_response(response)
     assert endpoints == {1: ["CONTROLLER://127.0.0.1:9001"], 2: ["CONTROLLER://127.0.0.1:9002"]}
@@ -184,12 +189,12 @@ def test_quorum_through_a_broker_prints_what_the_controllers_give() -> None:
 
 
 def test_quorum_errors_raise_with_the_code() -> None:
-    refused = quorum_api.error_response(2, 7, "no controller answered")
+    refused = quorum_entity(quorum_api.error_response(7, "no controller answered"), 2)
     with pytest.raises(admin.KafkaRequestFailed,
                        match=r"REQUEST_TIMED_OUT \(7\): no controller answered"):
         admin.quorum_from_response(refused, "c")
     not_leader = {**controller_reply(), "error_code": 6}
-    response = quorum_api.describe_quorum_response(not_leader, 1, voters={})
+    response = quorum_entity(quorum_api.describe_quorum_response(not_leader, voters={}), 1)
     with pytest.raises(admin.KafkaRequestFailed, match=r"NOT_LEADER_OR_FOLLOWER \(6\)"):
         admin.quorum_from_response(response, "c")
     assert admin.endpoints_from_response(response) == {}  # v1 has no nodes
