@@ -137,6 +137,36 @@ class IncrementalAlterConfigsResponse(TypedDict):
     responses: list[ResourceResult]
 
 
+# --- DescribeUserScramCredentials, AlterUserScramCredentials ------------------------------
+
+
+class UserResult(TypedDict):
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict):
+    throttle_time: int
+    results: list[UserResult]
+
+
+class CredentialInfo(TypedDict):
+    mechanism: int
+    iterations: int
+
+
+class DescribedUser(UserResult):
+    credential_infos: list[CredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribedUser]
+
+
 # --- Metadata, DescribeCluster -------------------------------------------------------
 
 
@@ -340,6 +370,7 @@ class OffsetForLeaderEpochResponse(TypedDict):
 TypedResponse = (CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
                  | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
                  | DescribeConfigsResponse | IncrementalAlterConfigsResponse
+                 | AlterUserScramCredentialsResponse | DescribeUserScramCredentialsResponse
                  | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
                  | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse

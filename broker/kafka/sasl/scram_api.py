@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
 from broker.kafka.sasl.scram import MECHANISMS_BY_TYPE, credential_from_salted_password
@@ -32,9 +33,7 @@ from metadata.admin import (
     ScramCredentialUpsertion,
 )
 from metadata.scram_credentials import SCRAM_MECHANISMS
-from raft.common.kafka.codec import build, response_class
 
-DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 UNKNOWN_MECHANISM = "UNKNOWN"  # Kafka's ScramMechanism.UNKNOWN (type 0)
 
 
@@ -58,8 +57,9 @@ def _upsertion(entry: Any) -> ScramCredentialUpsertion:
         stored_key=credential.stored_key, server_key=credential.server_key)
 
 
-async def handle_alter_user_scram_credentials_request(context: BrokerContext, request: Any,
-                                                      version: int) -> Any:
+async def handle_alter_user_scram_credentials_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.AlterUserScramCredentialsResponse:
     admin = AlterUserScramCredentialsRequest(
         deletions=tuple(ScramCredentialDeletion(name=d.name,
                                                 mechanism=_mechanism_name(d.mechanism))
@@ -68,6 +68,7 @@ async def handle_alter_user_scram_credentials_request(context: BrokerContext, re
     timeout_s = request_timeout_s(request, context)
     response: Any
     message: str | None
+    results: list[shapes.UserResult]
     if not authz.cluster_allowed(context, authz.Op.ALTER):
         response, error, message = (
             None, authz.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is not allowed")
@@ -91,12 +92,12 @@ async def handle_alter_user_scram_credentials_request(context: BrokerContext, re
                 key in image.scram_credentials for key in gone), timeout_s)
         results = [{"user": r.user, "error_code": kafka_error(r.error_code),
                     "error_message": r.error_message} for r in response.results]
-    return build(response_class(ALTER_USER_SCRAM_CREDENTIALS, version),
-                 {"throttle_time": 0, "results": results})
+    return {"throttle_time": 0, "results": results}
 
 
-async def handle_describe_user_scram_credentials_request(context: BrokerContext,
-                                                         request: Any, version: int) -> Any:
+async def handle_describe_user_scram_credentials_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.DescribeUserScramCredentialsResponse:
     users = None if request.users is None else tuple(u.name for u in request.users)
     response: Any
     message: str | None
@@ -107,12 +108,11 @@ async def handle_describe_user_scram_credentials_request(context: BrokerContext,
         response, error, message = await forward_to_controller(
             context, DescribeUserScramCredentialsRequest(users=users or None),
             request_timeout_s(request, context))
-    schema = response_class(DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     if response is None:
-        return build(schema, {"throttle_time": 0, "error_code": error,
-                              "error_message": message, "results": []})
+        return {"throttle_time": 0, "error_code": error, "error_message": message,
+                "results": []}
     assert isinstance(response, DescribeUserScramCredentialsResponse)
-    return build(schema, {
+    return {
         "throttle_time": 0, "error_code": kafka_error(response.error_code),
         "error_message": response.error_message,
         "results": [{"user": r.user, "error_code": kafka_error(r.error_code),
@@ -121,4 +121,4 @@ async def handle_describe_user_scram_credentials_request(context: BrokerContext,
                          {"mechanism": SCRAM_MECHANISMS[c.mechanism][0],
                           "iterations": c.iterations}
                          for c in r.credential_infos if c.mechanism in SCRAM_MECHANISMS]}
-                    for r in response.results]})
+                    for r in response.results]}
