@@ -49,7 +49,6 @@ from kio.index import load_request_schema
 
 from broker.access_table import KAFKA, Check
 from broker.kafka import api_versions as api
-from broker.kafka.partitions.record_batch import encode_batch
 from broker.kafka.sasl.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
 from metadata.authorizer import (
     CLUSTER_NAME,
@@ -64,6 +63,7 @@ from metadata.authorizer import (
 from raft.common.kafka.codec import build, request_schema
 from raft.common.kafka.framing import read_frame
 from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from raft.common.kafka.record_batch import encode_batch
 from raft.common.kafka.wire_client import connect, decode_response, encode_request
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tests.support.secure_cluster import format_with_scram, scram_jaas

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka.partitions import record_batch
+from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
 from tools.client import errors

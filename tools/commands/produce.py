@@ -33,7 +33,7 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.partitions import record_batch
+from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.wire_client import call, connect, encode_request
 from tools.client.addresses import broker_addresses

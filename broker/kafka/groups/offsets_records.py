@@ -36,8 +36,8 @@ from typing import Any
 
 import msgpack
 
-from broker.kafka.partitions import record_batch
 from metadata.topic_names import GROUP_METADATA_TOPIC_NAME
+from raft.common.kafka import record_batch
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 OFFSET_KEY, GROUP_KEY = 0, 1

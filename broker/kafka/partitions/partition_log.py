@@ -39,8 +39,8 @@ from broker.kafka.partitions.producer_state import (
     encode_snapshot,
     read_header,
 )
-from broker.kafka.partitions.record_batch import read_varint
 from raft.common.durable import fsync_dir, open_private, write_atomically
+from raft.common.kafka.record_batch import read_varint
 
 log = logging.getLogger(__name__)
 

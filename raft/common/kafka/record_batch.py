@@ -1,7 +1,8 @@
 """Kafka's magic v2 record batch, the few pieces this project writes itself: zigzag varints
 and an uncompressed batch of (key, value) records. The broker's group coordinator writes
-`__consumer_offsets` with it, `kraft produce` its batches, and the tests theirs; the
-partition log reads batches back (`broker.kafka.partitions.partition_log`).
+`__consumer_offsets` with it, `kraft produce` and the ordered producer their batches,
+and the tests theirs; the partition log reads batches back
+(`broker.kafka.partitions.partition_log`).
 
 Layout (Kafka's DefaultRecordBatch): base offset (8), batch length (4), partition leader
 epoch (4), magic (1), CRC32C (4) of everything after it, attributes (2), last offset
