@@ -126,8 +126,8 @@ PLANTED_MODULES = {
     "raft.node": ROOT / "raft" / "node.py",
     "raft.core": ROOT / "raft" / "core" / "__init__.py",
     "raft.core._base": ROOT / "raft" / "core" / "_base.py",
-    "broker.kafka.admin.admin_api": ROOT / "broker" / "kafka" / "admin_api.py",
-    "broker.kafka.admin.acls_api": ROOT / "broker" / "kafka" / "acls_api.py",
+    "broker.kafka.admin.admin_api": ROOT / "broker" / "kafka" / "admin" / "admin_api.py",
+    "broker.kafka.admin.acls_api": ROOT / "broker" / "kafka" / "admin" / "acls_api.py",
     "tools.commands.acls": ROOT / "tools" / "commands" / "acls.py",
 }
 
