@@ -115,7 +115,8 @@ async def _find_coordinator(context: HandlerContext, body: Any, version: int) ->
     return await group.handle_find_coordinator_request(context, body, version)
 
 
-async def _describe_quorum(context: HandlerContext, body: Any, version: int) -> Any:
+async def _describe_quorum(context: HandlerContext, body: Any, version: int
+                           ) -> response_shapes.DescribeQuorumResponse:
     """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
     return quorum_api.error_response(int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                      "this listener does not forward DescribeQuorum")

@@ -41,8 +41,8 @@ NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such 
 def _partition_error(index: int, error: ErrorCode, leader: Any = None
                      ) -> shapes.PartitionData:
     out: shapes.PartitionData = {"partition_index": index, "error_code": int(error),
-                           "high_watermark": -1, "last_stable_offset": -1,
-                           "log_start_offset": -1, "records": None}
+                                 "high_watermark": -1, "last_stable_offset": -1,
+                                 "log_start_offset": -1, "records": None}
     if leader is not None:
         out["current_leader"] = {"leader_id": leader.leader, "leader_epoch": leader.leader_epoch}
     return out
