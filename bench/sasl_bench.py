@@ -5,7 +5,7 @@
 A `KafkaListener` with SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; the SCRAM credentials
 at Kafka's default 4096 iterations in the image) and one client task. Per mechanism,
 `CONNECTIONS` new connections in turn, each timed by the client from connect to the
-answer of one ApiVersions sent after the login (`broker.kafka.sasl_client`): the login's
+answer of one ApiVersions sent after the login (`broker.kafka.sasl.sasl_client`): the login's
 round trips plus, for SCRAM, the client's PBKDF2 (which a real client pays too); and,
 for comparison, the same on a listener without SASL. Then the broker's own share: the
 CPU time of one server-side SCRAM exchange (`ScramServer.first` + `final`: HMACs only,
@@ -24,13 +24,12 @@ import trio
 from kio.index import load_request_schema
 
 from bench.stats import percentile
-from broker.kafka.codec import build
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.sasl_client import authenticate
-from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
-from broker.kafka.scram import (
+from broker.kafka.replication.replica import ReplicaManager
+from broker.kafka.sasl.sasl_client import authenticate
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.sasl.scram import (
     SCRAM_SHA_256,
     SCRAM_SHA_512,
     ScramClient,
@@ -38,10 +37,11 @@ from broker.kafka.scram import (
     credential_from_password,
     unknown_user_key,
 )
-from broker.kafka.wire_client import encode_request
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import encode_request
 from raft.common.uuid import Uuid
 
 CONNECTIONS = 200
@@ -91,9 +91,9 @@ async def timed_connections(port: int, login: SaslClientSettings | None) -> tupl
 
 async def listener_phase(directory: Path) -> None:
     image = image_with_user()
-    context = BrokerContext(broker_id=1, cluster_id="bench", image=lambda: image,
-                            replicas=ReplicaManager(log_dir=directory, broker_id=1,
-                                                    image=lambda: image), controller=None)
+    context = HandlerContext(broker_id=1, cluster_id="bench", image=lambda: image,
+                             replicas=ReplicaManager(log_dir=directory, broker_id=1,
+                                                     image=lambda: image), controller=None)
     plain = KafkaListener(Dispatcher(context), ("127.0.0.1", 0))
     sasl = KafkaListener(Dispatcher(context), ("127.0.0.1", 0))
     sasl.sasl = SaslSettings(enabled_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),

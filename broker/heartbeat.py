@@ -9,7 +9,7 @@ REGISTRATION (its previous incarnation's session has not expired) is retried.
 
 Each heartbeat also lists the partitions marked for deletion that this broker leads
 with an empty log (`empty_partitions`, set by the broker role when it has a Kafka
-listener: `broker.kafka.empty_marked`), so the controller can remove them.
+listener: `broker.kafka.ordered.empty_marked`), so the controller can remove them.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
-from broker.kafka.empty_marked import empty_marked_partitions
 from broker.kafka.listener import KafkaListener, install_kafka_listener
+from broker.kafka.ordered.empty_marked import empty_marked_partitions
 from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
 from metadata.image import MetadataImage

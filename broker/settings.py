@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
 from metadata.authorizer import OFF, AuthorizerSettings
 from raft.common.connection_limits import ListenerLimits
 

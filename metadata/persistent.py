@@ -77,7 +77,7 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
     def shards(self) -> tuple[Mapping[K, V], ...]:
         """The map's shards, never changed once frozen: a caller that derives something
         from each shard can tell an unchanged one in the next version by identity (`is`)
-        and skip it (`broker.kafka.replication.FollowedPartitions`)."""
+        and skip it (`broker.kafka.replication.follower.FollowedPartitions`)."""
         return self._shards
 
 

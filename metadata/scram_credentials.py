@@ -6,7 +6,7 @@ needs (`StoredKey`, `ServerKey`, RFC 5802), per user name and mechanism. The pas
 and the salted password a client could log in with, are never in the log: the client
 (`kraft users`, Kafka's admin client) salts and hashes, and the broker that forwards
 an AlterUserScramCredentials turns the salted password into the two keys before it
-reaches the controller (`broker.kafka.scram`).
+reaches the controller (`broker.kafka.sasl.scram`).
 
 The image keys them by (user, mechanism); `content_hash` and the snapshot records list
 them sorted by that key.

@@ -7,7 +7,7 @@ box); `effective` gives the value a topic has either way.
 
 Supported keys, with Kafka's meaning:
 - `min.insync.replicas` (int >= 1): an acks=all produce needs this many in-sync replicas
-  (enforced by `broker.kafka.produce`);
+  (enforced by `broker.kafka.partitions.produce`);
 - `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited) and `segment.bytes`
   (int >= 14): stored, validated and described; the partition log does not apply them
   yet;

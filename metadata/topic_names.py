@@ -4,7 +4,7 @@ internal topics (`Topic.isInternal`).
 An internal topic belongs to the cluster, not to its clients: only the group coordinator
 writes `__consumer_offsets` (through its own path, never a client's Produce), and only
 a broker creates it, on first use. Clients may not produce to it, create, delete, grow
-or rename it (`broker.kafka.produce`, `broker.kafka.admin_api`,
+or rename it (`broker.kafka.partitions.produce`, `broker.kafka.admin.admin_api`,
 `metadata.acl_control`): its partition count decides which partition, and so which
 broker, holds each group's offsets."""
 

@@ -1,24 +1,15 @@
-"""The brokers' Kafka protocol listener, decoded and encoded with `kio`.
+"""The brokers' Kafka protocol listener, decoded and encoded with `kio` through the wire
+protocol in `raft.common.kafka` (framing, codec, ordered delivery's schemas).
 
-listener          Trio TCP server, size framing, dispatch by api key/version
-codec             request header + body parsing, response encoding, version-generic build
-api_versions      advertised ranges; a too-new ApiVersions is answered in v0
-metadata_api      Metadata v0-v12 and DescribeCluster from the broker's image (topic IDs)
-admin_api         CreateTopics/DeleteTopics/CreatePartitions forwarded to the controller
-produce / fetch   Produce, InitProducerId / Fetch, ListOffsets, OffsetForLeaderEpoch
-group             FindCoordinator, OffsetCommit/Fetch/Delete, Describe/List/DeleteGroups
-membership        JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic rebalance)
-group_state       a group's members, rounds and offsets: a pure state machine
-coordinator       leads __consumer_offsets partitions: loads, writes (acks=all), ticks
-offsets_records   group -> partition hash, __consumer_offsets record format and batches
-replica           topic-ID fencing and the hosted partitions' state (high watermark)
-partition_log     magic v2 batches on disk in the partition directory
-record_batch      magic v2 batches written here (varints, (key, value) records)
-replication       followers fetching from partition leaders (Fetch v13 by topic ID)
-wire_client       a blocking one-request client (tests, tools)
-ordered_schemas   ordered delivery's wire: the count tag, ConsumerGroupPosition, PLE
-ordered           its rules (pure): the count check, marked partitions, PLE answers
-ordered_api       PartitionLeaderEpochs (any broker), ConsumerGroupPosition (coordinator)
-group_positions   the positions members exchange within a generation (pure)
-empty_marked      marked partitions led here with an empty log, for the heartbeat
+listener         Trio TCP server, the dispatcher by api key/version, the wiring of it all
+context          what the Kafka side shares: identity, image, partitions, controller, settings
+handler_context  the handlers' context: that, and the group coordinator built on it
+api_versions     advertised ranges; a too-new ApiVersions is answered in v0
+authz            the ACL checks handlers make (Kafka's StandardAuthorizer rules)
+admin/           topics, ACLs, configs, quorum and metadata APIs (answered or forwarded)
+partitions/      the data path: Produce, Fetch, ListOffsets, producer state, partition logs
+replication/     hosted partitions' state, followers fetching from leaders, ISR changes
+groups/          consumer groups: coordinator, membership, offsets and their records
+ordered/         ordered delivery across partition-count changes (KIP-253)
+sasl/            SASL PLAIN and SCRAM, server side and client side
 """

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from broker.kafka.codec import build, response_class
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, response_class
+from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
@@ -58,18 +57,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     CREATE_PARTITIONS: (0, 3),
-    DESCRIBE_ACLS: (1, 3),  # kio's range (broker.kafka.acls_api)
+    DESCRIBE_ACLS: (1, 3),  # kio's range (broker.kafka.admin.acls_api)
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     DESCRIBE_CONFIGS: (1, 4),  # kio's range; v0 lacks config_source
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
-    DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.quorum_api)
-    SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl_api
+    DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
+    SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api
     SASL_AUTHENTICATE: (0, 2),
-    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # forwarded (broker.kafka.scram_api)
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # forwarded (broker.kafka.sasl.scram_api)
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    # ordered delivery across resizes (broker.kafka.ordered_schemas): not Kafka's
+    # ordered delivery across resizes (raft.common.kafka.ordered_schemas): not Kafka's
     CONSUMER_GROUP_POSITION: (0, 0),
     PARTITION_LEADER_EPOCHS: (0, 0),
 }
@@ -105,7 +104,7 @@ def handle_api_versions_request(version: int, *, kraft_version: int = 0,
 def unsupported_version_response() -> Any:
     """KIP-511: a v0 body with UNSUPPORTED_VERSION and our ranges."""
     return build(response_class(API_VERSIONS, 0),
-                 {"error_code": int(ErrorCode.unsupported_version), "api_keys": api_keys()})
+                 {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": api_keys()})
 
 
 def is_api_versions_above_max(api_key: int, api_version: int) -> bool:

@@ -42,7 +42,7 @@ def topic_allowed(context: BrokerContext, operation: int, name: str | None,
     image does not know is refused: a lagging image cannot tell whose topic it is. A
     handler that answers UNKNOWN_TOPIC_ID checks the ID first; one that forwards to the
     controller lets the controller, which knows every committed ID, decide
-    (`broker.kafka.admin_api`)."""
+    (`broker.kafka.admin.admin_api`)."""
     if not context.authorizer.enabled:
         return True
     if name is None:

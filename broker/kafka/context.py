@@ -1,24 +1,44 @@
-"""What the Kafka API handlers share: the broker's identity, its image (and a way to wait
-for the image to change), its partitions and the controller client."""
+"""What every part of the brokers' Kafka side shares: the broker's identity, its image
+(and a way to wait for the image to change), its partitions, the controller client, the
+authorizer's settings, and live views of its registration and the cluster's
+kraft.version. Everything is given to the constructor (`install_kafka_listener` builds it
+once, in order); the only state that changes after is the producer-ID block handed out.
+
+The API handlers get a `broker.kafka.handler_context.HandlerContext`: this, and the group
+coordinator built on it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import trio
 
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
+
+DEFAULT_OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
+
+
+def _unregistered() -> int | None:
+    return None
+
+
+def _first_kraft_version() -> int:
+    return 0
 
 
 class BrokerContext:
     def __init__(self, *, broker_id: int, cluster_id: str,
                  image: Callable[[], MetadataImage], replicas: ReplicaManager,
                  controller: ControllerClient | None, request_timeout_ms: int = 30_000,
-                 replica_routes: Mapping[int, tuple[str, int]] | None = None) -> None:
+                 replica_routes: Mapping[int, tuple[str, int]] | None = None,
+                 broker_epoch: Callable[[], int | None] = _unregistered,
+                 kraft_version: Callable[[], int] = _first_kraft_version,
+                 authorizer: AuthorizerSettings = OFF,
+                 offsets_topic_num_partitions: int = DEFAULT_OFFSETS_PARTITIONS,
+                 clock: Callable[[], float] = trio.current_time) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -30,16 +50,17 @@ class BrokerContext:
         self.replica_routes: Mapping[int, tuple[str, int]] = dict(replica_routes or {})
         self._image_changed = trio.Event()
         # this incarnation's broker epoch once registered (None before): the producer-ID
-        # block of broker.kafka.produce; and (broker epoch, IDs handed out from its block)
-        self.broker_epoch: Callable[[], int | None] = lambda: None
+        # block of broker.kafka.partitions.produce
+        self.broker_epoch = broker_epoch
         # the cluster's kraft.version as this broker's raft core reads it from the log
-        self.kraft_version: Callable[[], int] = lambda: 0
-        self.producer_ids_issued: tuple[int, int] = (-1, 0)
-        # broker.kafka.coordinator.GroupCoordinator (set by the listener; typed Any here
-        # because that module imports this one)
-        self.group_coordinator: Any = None
+        self.kraft_version = kraft_version
         # authorizer.class.name and friends (broker.kafka.authz): OFF allows everything
-        self.authorizer: AuthorizerSettings = OFF
+        self.authorizer = authorizer
+        # the group coordinator's: __consumer_offsets' partition count and its clock
+        self.offsets_topic_num_partitions = offsets_topic_num_partitions
+        self.clock = clock
+        # (broker epoch, IDs handed out from its block)
+        self.producer_ids_issued: tuple[int, int] = (-1, 0)
 
     @property
     def image(self) -> MetadataImage:

@@ -4,7 +4,9 @@ speaking the Kafka wire protocol, decoded and encoded with `kio`.
 Each frame is a 4-byte big-endian size and a request. Requests on one connection are
 handled one at a time, in order (as Kafka does), so responses keep the order clients
 expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out, no
-socket): decode the header, dispatch by api key and version, encode the response.
+socket): decode the header, dispatch by api key and version, build the handler's typed
+answer (`broker.kafka.response_shapes`) into kio's entity of the request's version and
+encode it.
 An unsupported api or version, a malformed frame or one above its limit closes that
 connection only, with the reason logged; everyone else is served on.
 
@@ -30,46 +32,23 @@ import math
 import random
 import secrets
 import ssl
-import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
-from kio.schema.errors import ErrorCode
 
 from broker import access_table
-from broker.kafka import (
-    acls_api,
-    admin_api,
-    api_versions,
-    authz,
-    configs_api,
-    fetch,
-    group,
-    membership,
-    metadata_api,
-    ordered_api,
-    produce,
-    quorum_api,
-    sasl_api,
-    scram_api,
-)
+from broker.kafka import api_versions, authz, response_shapes
+from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.codec import (
-    ConnectionClosed,
-    KafkaCodecError,
-    build,
-    encode_response,
-    parse_request,
-    peek_header,
-    response_class,
-)
-from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator
-from broker.kafka.isr import IsrManager
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.replication import ReplicaFetcher
+from broker.kafka.groups import group, membership
+from broker.kafka.handler_context import HandlerContext
+from broker.kafka.ordered import ordered_api
+from broker.kafka.partitions import fetch, produce
+from broker.kafka.replication.follower import ReplicaFetcher
+from broker.kafka.replication.isr import IsrManager
+from broker.kafka.replication.replica import ReplicaManager
+from broker.kafka.sasl import sasl_api, scram_api
 from broker.settings import Address, BrokerSettings
 from metadata.controller_client import ControllerClient
 from raft.common import tls
@@ -80,6 +59,18 @@ from raft.common.connection_limits import (
     idle_deadline,
     serve_with_limits,
 )
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import (
+    ConnectionClosed,
+    KafkaCodecError,
+    build,
+    encode_response,
+    parse_request,
+    peek_header,
+    response_class,
+)
+from raft.common.kafka.framing import KafkaFrameError, receive_frame
+from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 from raft.common.session import Session, bind_session, current_session
 
 if TYPE_CHECKING:
@@ -88,45 +79,46 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
-_SIZE = struct.Struct(">i")
-RECEIVE_CHUNK = 65536
+# a typed shape (broker.kafka.response_shapes), a kio entity, or None: no response
+Handler = Callable[[HandlerContext, Any, int], Awaitable[object]]
 
 
-async def _api_versions(context: BrokerContext, body: Any, version: int) -> Any:
+async def _api_versions(context: HandlerContext, body: Any, version: int) -> Any:
     return api_versions.handle_api_versions_request(
         version, kraft_version=context.kraft_version(),
         features_epoch=context.image.last_applied_offset)
 
 
-async def _metadata(context: BrokerContext, body: Any, version: int) -> Any:
+async def _metadata(context: HandlerContext, body: Any, version: int
+                    ) -> response_shapes.MetadataResponse:
     return metadata_api.handle_metadata_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id,
         described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name))
 
 
-async def _describe_cluster(context: BrokerContext, body: Any, version: int) -> Any:
+async def _describe_cluster(context: HandlerContext, body: Any, version: int
+                            ) -> response_shapes.DescribeClusterResponse:
     if not authz.cluster_allowed(context, authz.Op.DESCRIBE):
-        return build(response_class(api_versions.DESCRIBE_CLUSTER, version), {
-            "throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
-            "error_message": "DESCRIBE on the cluster is not allowed",
-            "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []})
+        return {"throttle_time": 0, "error_code": authz.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "DESCRIBE on the cluster is not allowed",
+                "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []}
     return metadata_api.handle_describe_cluster_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id)
 
 
-async def _find_coordinator(context: BrokerContext, body: Any, version: int) -> Any:
+async def _find_coordinator(context: HandlerContext, body: Any, version: int) -> Any:
     refused = produce.refuse_transaction_coordinator(body, version)  # no transactions
     if refused is not None:
         return refused
     return await group.handle_find_coordinator_request(context, body, version)
 
 
-async def _describe_quorum(context: BrokerContext, body: Any, version: int) -> Any:
+async def _describe_quorum(context: HandlerContext, body: Any, version: int
+                           ) -> response_shapes.DescribeQuorumResponse:
     """A Dispatcher built without a QuorumForwarder knows no controllers to ask."""
-    return quorum_api.error_response(version, int(ErrorCode.unknown_server_error),
+    return quorum_api.error_response(int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                      "this listener does not forward DescribeQuorum")
 
 
@@ -161,7 +153,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.OFFSET_DELETE: group.handle_offset_delete_request,
     CONSUMER_GROUP_POSITION: ordered_api.handle_consumer_group_position_request,
     PARTITION_LEADER_EPOCHS: ordered_api.handle_partition_leader_epochs_request,
-    # outside a SASL exchange (broker.kafka.sasl_api: SaslAuthenticator serves it)
+    # outside a SASL exchange (broker.kafka.sasl.sasl_api: SaslAuthenticator serves it)
     api_versions.SASL_HANDSHAKE: sasl_api.handle_sasl_handshake_request,
     api_versions.SASL_AUTHENTICATE: sasl_api.handle_sasl_authenticate_request,
     api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS:
@@ -181,7 +173,7 @@ def api_name(body: Any) -> str:
 
 
 class Dispatcher:
-    def __init__(self, context: BrokerContext, *,
+    def __init__(self, context: HandlerContext, *,
                  quorum: quorum_api.QuorumForwarder | None = None) -> None:
         self.context = context
         self.on_request: RequestObserver | None = None
@@ -213,6 +205,9 @@ class Dispatcher:
                 self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:
             return None
+        if isinstance(response, dict):  # a typed shape: the kio entity of this version
+            response = build(response_class(request.header.api_key,
+                                            request.header.api_version), response)
         return encode_response(request.header.correlation_id, response)
 
 
@@ -228,7 +223,7 @@ class KafkaListener:
         self.gate = ConnectionGate(security_protocol, self.limits)
         self.port: int | None = None
         self.isr_manager: IsrManager | None = None  # set by install_kafka_listener
-        # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl_api); None: no SASL exchange
+        # SASL_PLAINTEXT / SASL_SSL (broker.kafka.sasl.sasl_api); None: no SASL exchange
         self.sasl: sasl_api.SaslSettings | None = None
         self.sasl_rng: random.Random = secrets.SystemRandom()  # SCRAM nonces and salts
         # TLS (raft.common.tls): a handshake before the first frame; None: plaintext
@@ -272,27 +267,6 @@ class KafkaListener:
                                      security_protocol=self.security_protocol))
         await self.handle_connection(secured, login_deadline=login_deadline)
 
-    async def _receive_frame(self, stream: trio.abc.Stream, buffer: bytearray,
-                             limit: int | None = None) -> bytes | None:
-        """The next frame; ConnectionClosed as soon as its size header announces more
-        than `limit` (default: `socket.request.max.bytes`), none of its body read."""
-        limit = self.max_frame_bytes if limit is None else limit
-        while True:
-            if len(buffer) >= 4:
-                (size,) = _SIZE.unpack_from(buffer)
-                if size < 0 or size > limit:
-                    raise ConnectionClosed(f"frame size {size} outside 0..{limit}")
-                if len(buffer) >= 4 + size:
-                    frame = bytes(buffer[4:4 + size])
-                    del buffer[:4 + size]
-                    return frame
-            data = await stream.receive_some(RECEIVE_CHUNK)
-            if not data:
-                if buffer:
-                    raise ConnectionClosed("closed in the middle of a frame")
-                return None
-            buffer += data
-
     async def _next_frame(self, stream: trio.abc.Stream, buffer: bytearray, *,
                           logged_in: bool, login_deadline: float) -> bytes | None:
         """The next frame within the connection's deadlines: its idle one, and until it
@@ -301,7 +275,7 @@ class KafkaListener:
         if not logged_in:
             deadline = min(deadline, login_deadline)
         with trio.move_on_at(deadline):
-            return await self._receive_frame(
+            return await receive_frame(
                 stream, buffer, frame_limit(self.limits, authenticated=logged_in))
         if logged_in or deadline < login_deadline:
             raise ConnectionClosed(f"no complete request for {self.limits.max_idle_ms} ms")
@@ -332,7 +306,7 @@ class KafkaListener:
                 reply = await self.dispatcher.handle_frame(frame)
                 if reply is not None:
                     await stream.send_all(reply)
-        except ConnectionClosed as exc:
+        except (ConnectionClosed, KafkaFrameError) as exc:  # KafkaFrameError: an OSError
             log.warning("closing Kafka connection", extra={"peer": peer, "reason": str(exc)})
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("Kafka connection lost", extra={"peer": peer, "reason": str(exc)})
@@ -364,18 +338,21 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
                               image=lambda: server.image,
                               wait_reconciled=server.wait_reconciled)
-    context = BrokerContext(
+
+    def broker_epoch() -> int | None:
+        registration = server.registration
+        return None if registration is None else registration.broker_epoch
+
+    context = HandlerContext(
         broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
         replicas=replicas,
         controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id,
                                     ssl_context=node.transport.client_ssl_context,
                                     bind_identity=bind_identity),
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
-        replica_routes=settings.replica_routes)
-    context.broker_epoch = lambda: (None if server.registration is None
-                                    else server.registration.broker_epoch)
-    context.kraft_version = lambda: node.core.kraft_version
-    context.authorizer = settings.authorizer
+        replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
+        kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
+        offsets_topic_num_partitions=settings.offsets_topic_num_partitions)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
@@ -393,17 +370,9 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     fetcher.sasl = settings.inter_broker_sasl
     fetcher.bind_identity = settings.inter_broker_bind_identity
     node.add_background_task(fetcher.run)
-    context.group_coordinator = GroupCoordinator(  # groups on __consumer_offsets leaders
-        context, num_partitions=settings.offsets_topic_num_partitions)
-    node.add_background_task(context.group_coordinator.run)
-
-    def broker_epoch() -> int | None:
-        registration = server.registration
-        return None if registration is None else registration.broker_epoch
-
+    node.add_background_task(context.groups.run)  # groups on __consumer_offsets leaders
     listener.isr_manager = IsrManager(  # leaders shrink and expand ISRs
-        context, broker_epoch=broker_epoch,
-        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+        context, replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
         request_timeout_ms=settings.request_timeout_ms)
     node.add_background_task(listener.isr_manager.run)
     return listener

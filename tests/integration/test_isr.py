@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from broker.kafka.wire_client import call
 from metadata import admin
+from raft.common.kafka.wire_client import call
 from raft.common.uuid import Uuid
 from tests.integration.conftest import ClusterFactory
 from tests.integration.test_broker import admin_request, create_topic

@@ -49,11 +49,7 @@ from kio.index import load_request_schema
 
 from broker.access_table import KAFKA, Check
 from broker.kafka import api_versions as api
-from broker.kafka.codec import build, request_schema
-from broker.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
-from broker.kafka.record_batch import encode_batch
-from broker.kafka.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
-from broker.kafka.wire_client import connect, decode_response, encode_request, read_frame
+from broker.kafka.sasl.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
 from metadata.authorizer import (
     CLUSTER_NAME,
     CONCRETE_OPERATIONS,
@@ -64,6 +60,11 @@ from metadata.authorizer import (
     PatternType,
     ResourceType,
 )
+from raft.common.kafka.codec import build, request_schema
+from raft.common.kafka.framing import read_frame
+from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from raft.common.kafka.record_batch import encode_batch
+from raft.common.kafka.wire_client import connect, decode_response, encode_request
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tests.support.secure_cluster import format_with_scram, scram_jaas
 from tools.cluster import Cluster

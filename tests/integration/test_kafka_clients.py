@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from broker.kafka.wire_client import call
+from raft.common.errors import ErrorCode
+from raft.common.kafka.wire_client import call
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cluster import Cluster
 
@@ -65,7 +65,7 @@ def partition_counts(admin: Any, name: str) -> list[int | None]:
     counts: list[int | None] = []
     for address in admin.config["bootstrap_servers"].split(","):
         (topic,) = call(address, request).topics
-        counts.append(len(topic.partitions) if topic.error_code == ErrorCode.none else None)
+        counts.append(len(topic.partitions) if topic.error_code == ErrorCode.NONE else None)
     return counts
 
 
@@ -147,9 +147,9 @@ def test_kafka_python_creates_describes_and_deletes_by_id_when_topic_ids_are_use
     wait_everywhere(admin, "ids", None)
     assert "ids" not in admin.list_topics()
     (gone,) = admin.describe_topics([topic_id])
-    assert gone["error_code"] == ErrorCode.unknown_topic_id
+    assert gone["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
     again = admin.delete_topics([topic_id], raise_errors=False)
-    assert [t["error_code"] for t in again["topics"]] == [ErrorCode.unknown_topic_id]
+    assert [t["error_code"] for t in again["topics"]] == [ErrorCode.UNKNOWN_TOPIC_ID]
 
 
 def _confluent_uuid_equals(value: Any, topic_id: uuid.UUID) -> bool:
@@ -219,7 +219,7 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
     address = cluster.node(leader).client_address
     assert address is not None
     before = fetch_v13(address, old_id).responses[0].partitions[0]
-    assert before.error_code == ErrorCode.none
+    assert before.error_code == ErrorCode.NONE
     assert b"old-value" in (before.records or b"")
 
     admin.delete_topics([old_id])
@@ -232,16 +232,16 @@ def test_stale_topic_id_fetch_gets_unknown_topic_id_when_topic_recreated(
     for node_id in BROKERS:  # every broker, leader or not
         stale = fetch_v13(cluster.node(node_id).client_address or "", old_id)
         (part,) = stale.responses[0].partitions
-        assert part.error_code == ErrorCode.unknown_topic_id
+        assert part.error_code == ErrorCode.UNKNOWN_TOPIC_ID
         assert not part.records
     follower = next(b for b in BROKERS if b != leader)  # a replica fetching as follower
     stale = fetch_v13(address, old_id, replica_id=follower).responses[0].partitions[0]
-    assert stale.error_code == ErrorCode.unknown_topic_id
+    assert stale.error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert not stale.records
     (described,) = admin.describe_topics([new_id])
     new_address = cluster.node(described["partitions"][0]["leader_id"]).client_address
     fresh = fetch_v13(new_address or "", new_id).responses[0].partitions[0]
-    assert fresh.error_code == ErrorCode.none
+    assert fresh.error_code == ErrorCode.NONE
     assert b"new-value" in (fresh.records or b"")
     assert b"old-value" not in (fresh.records or b"")
     for node_id in BROKERS:  # acks=all: every replica has the new data, none the old

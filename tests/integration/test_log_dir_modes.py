@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker.kafka.partition_log import LOG_FILE as PARTITION_LOG_FILE
+from broker.kafka.partitions.partition_log import LOG_FILE as PARTITION_LOG_FILE
 from raft.common.uuid import Uuid
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from broker.kafka.codec import build
-from broker.kafka.wire_client import call, encode_request
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import call, encode_request
 from tests.support.kafka_support import record_batch, with_producer
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tools.cluster import Cluster
@@ -71,7 +71,7 @@ def topic_leader(cluster: Cluster, name: str) -> tuple[uuid.UUID | None, int, in
     seen = set()
     for broker in live_brokers(cluster):
         (topic,) = call(address(cluster, broker), request).topics
-        if topic.error_code != ErrorCode.none:
+        if topic.error_code != ErrorCode.NONE:
             return None, -1, -1
         part = topic.partitions[0]
         seen.add((topic.topic_id, int(part.leader_id), int(part.leader_epoch)))
@@ -142,22 +142,22 @@ def test_new_leader_decides_retries_as_the_old_leader_when_state_was_replicated(
     pid = 1 << 40
     for seq in range(6):
         assert produce_v13(cluster, leader, topic_id, idem(f"v{seq}", pid, seq, 1)) == \
-            (ErrorCode.none, seq)
+            (ErrorCode.NONE, seq)
     cluster.kill(leader, signal.SIGKILL)
     try:
         new_leader, _ = wait_new_leader(cluster, "handover", leader)
         for seq in (1, 5):  # retained batches: duplicates, not stored again
             assert produce_v13(cluster, new_leader, topic_id, idem(f"v{seq}", pid, seq, 1)) \
-                == (ErrorCode.none, seq)
+                == (ErrorCode.NONE, seq)
         assert produce_v13(cluster, new_leader, topic_id, idem("gap", pid, 8, 1))[0] == \
-            ErrorCode.out_of_order_sequence_number
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce_v13(cluster, new_leader, topic_id, idem("old", pid, 6, 0))[0] == \
-            ErrorCode.invalid_producer_epoch
+            ErrorCode.INVALID_PRODUCER_EPOCH
         assert produce_v13(cluster, new_leader, topic_id, idem("v6", pid, 6, 1)) == \
-            (ErrorCode.none, 6)
+            (ErrorCode.NONE, 6)
         unknown = uuid.uuid4()
         assert produce_v13(cluster, new_leader, unknown, idem("x", pid, 7, 1))[0] == \
-            ErrorCode.unknown_topic_id
+            ErrorCode.UNKNOWN_TOPIC_ID
     finally:
         restart(cluster, leader)
     assert consume_values(cluster, "handover", 7) == [f"v{i}" for i in range(7)]
@@ -172,15 +172,15 @@ def test_restarted_broker_rebuilds_producer_state_from_its_log(cluster: Cluster)
     pid = 2 << 40
     for seq in range(3):
         assert produce_v13(cluster, leader, topic_id, idem(f"r{seq}", pid, seq)) == \
-            (ErrorCode.none, seq)
+            (ErrorCode.NONE, seq)
     cluster.kill(leader, signal.SIGKILL)
     restart(cluster, leader)
     wait_until(lambda: topic_leader(cluster, "rebuilt")[1] == leader, WAIT_S,
                "the restarted broker leading again")
-    assert produce_v13(cluster, leader, topic_id, idem("r2", pid, 2)) == (ErrorCode.none, 2)
+    assert produce_v13(cluster, leader, topic_id, idem("r2", pid, 2)) == (ErrorCode.NONE, 2)
     assert produce_v13(cluster, leader, topic_id, idem("gap", pid, 5))[0] == \
-        ErrorCode.out_of_order_sequence_number
-    assert produce_v13(cluster, leader, topic_id, idem("r3", pid, 3)) == (ErrorCode.none, 3)
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_v13(cluster, leader, topic_id, idem("r3", pid, 3)) == (ErrorCode.NONE, 3)
 
 
 def test_idempotent_producer_leaves_no_duplicate_when_leader_killed_mid_stream(

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from broker.kafka.codec import build, request_schema
-from broker.kafka.ordered_schemas import (
-    INVALID_PARTITION_METADATA,
+from metadata import admin
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, request_schema
+from raft.common.kafka.ordered_schemas import (
     LeaderEpochsRequestTopic,
     PartitionLeaderEpochsRequest,
 )
-from broker.kafka.wire_client import call
-from metadata import admin
+from raft.common.kafka.wire_client import call
 from tests.integration.conftest import ClusterFactory
 from tests.integration.test_broker import (
     BROKER_SETTINGS,
@@ -74,25 +74,25 @@ def test_stale_count_refused_and_marked_partition_removed_after_shrink(
     # the partition's directory appears once the broker reconciled: until then a
     # retriable NOT_LEADER_OR_FOLLOWER
     wait_until(lambda: produce_error(address, 0, 2) == 0, WAIT_S, "a produce with the count")
-    assert produce_error(address, 0, 1) == INVALID_PARTITION_METADATA
-    assert produce_error(address, 0, 3) == INVALID_PARTITION_METADATA
+    assert produce_error(address, 0, 1) == ErrorCode.INVALID_PARTITION_METADATA
+    assert produce_error(address, 0, 3) == ErrorCode.INVALID_PARTITION_METADATA
     assert produce_error(address, 0, None) == 0
 
     resize(cluster, 3)  # grow (a shrink goes no lower than the initial count)
     wait_until(lambda: leader_epochs(address, topic_id).undeleted_partition_count == 3,
                WAIT_S, "the growth in the broker's image")
-    assert produce_error(address, 0, 2) == INVALID_PARTITION_METADATA
+    assert produce_error(address, 0, 2) == ErrorCode.INVALID_PARTITION_METADATA
     resize(cluster, 2)
     shrunk = wait_until(
         lambda: (t := leader_epochs(address, topic_id)).undeleted_partition_count == 2 and t,
         WAIT_S, "the shrink in the broker's image")
-    assert produce_error(address, 0, 3) == INVALID_PARTITION_METADATA  # now stale
+    assert produce_error(address, 0, 3) == ErrorCode.INVALID_PARTITION_METADATA  # now stale
     assert produce_error(address, 0, 2) == 0
     if len(shrunk.partitions) == 3:  # not removed yet
         assert [p.before_deletion != () for p in shrunk.partitions] == [False, False, True]
     # the mark refuses everyone (3, UNKNOWN_TOPIC_OR_PARTITION: removed meanwhile); a
     # record taken here would keep the partition from ever being removed
-    assert produce_error(address, 2, None) in (INVALID_PARTITION_METADATA, 3)
+    assert produce_error(address, 2, None) in (ErrorCode.INVALID_PARTITION_METADATA, 3)
 
     # partition 2 never held a record: its leader reports it empty, the controller
     # removes it, the broker stops serving it and stages its directory

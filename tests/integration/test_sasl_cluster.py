@@ -23,10 +23,10 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import sasl_client
-from broker.kafka.codec import build
-from broker.kafka.sasl_settings import SaslClientSettings
-from broker.kafka.wire_client import encode_request
+from broker.kafka.sasl import sasl_client
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import encode_request
 from tests.support.quorum_support import FAST_SETTINGS, kraft, wait_until
 from tests.support.secure_cluster import (
     ADMIN_JAAS,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from broker.kafka.wire_client import encode_request
 from raft import messages
 from raft.common.framing import FrameDecoder, encode_frame
+from raft.common.kafka.wire_client import encode_request
 from tests.support.quorum_support import FAST_SETTINGS, kraft, log_events
 from tests.support.secure_cluster import (
     WAIT_S,

@@ -26,15 +26,13 @@ from typing import Any
 
 import pytest
 
-from broker.kafka.codec import build, request_schema
-from broker.kafka.offsets_records import (
+from broker.kafka.groups.offsets_records import (
     OFFSETS_TOPIC,
     OffsetKey,
     OffsetValue,
     encode_key,
     encode_value,
 )
-from broker.kafka.wire_client import decode_response, encode_request, read_frame
 from metadata.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -44,6 +42,9 @@ from metadata.admin import (
 from metadata.admin import (
     decode_response as decode_admin_response,
 )
+from raft.common.kafka.codec import build, request_schema
+from raft.common.kafka.framing import read_frame
+from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.uuid import Uuid
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tests.support.secure_cluster import bootstrap_servers, librdkafka_sasl
@@ -70,7 +71,7 @@ SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
             "authorizer.allow.unbound.controller.listener": "true"}
 WAIT_S = 30.0
 INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 17, 29, 100
-INVALID_PARTITION_METADATA = 253  # broker.kafka.ordered_schemas
+INVALID_PARTITION_METADATA = 253  # raft.common.kafka.ordered_schemas
 GROUP = "payroll-readers"
 
 

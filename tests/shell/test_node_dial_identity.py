@@ -1,6 +1,6 @@
 """A node dialling another checks the certificate it reached binds the node id it meant
 to dial, on real loopback sockets with real TLS: a broker's controller client
-(metadata/controller_client.py), its DescribeQuorum forwarding (broker/kafka/quorum_api.py)
+(metadata/controller_client.py), its DescribeQuorum forwarding (broker/kafka/admin/quorum_api.py)
 and its replica fetcher's dial (raft/common/tls.py `open_node_stream`) send nothing to a
 fake controller whose certificate binds no node id or another node's, and talk to the
 voter whose certificate binds its own id. The client certificate `kraft quorum start
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.kafka.quorum_api import QuorumForwarder, QuorumUnavailable
+from broker.kafka.admin.quorum_api import QuorumForwarder, QuorumUnavailable
 from metadata.admin import DescribeTopicsRequest
 from metadata.controller_client import ControllerClient, ControllerUnavailable, request_once
 from raft.common import tls

@@ -6,10 +6,10 @@ import struct
 
 from crc32c import crc32c
 
-from broker.kafka.record_batch import encode_batch
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.kafka.record_batch import encode_batch
 from raft.common.uuid import Uuid
 
 TOPIC_ID = Uuid(0xAAAA << 64 | 1)

@@ -96,11 +96,11 @@ def wait_all_hold(cluster: Cluster, offset: int) -> None:
 def coordinator_of(cluster: Cluster, group: str, exclude: Iterable[int] = ()) -> int | None:
     """The node id FindCoordinator names for `group` (asked of a running broker not in
     `exclude`), None while there is none."""
-    from kio.schema.errors import ErrorCode
     from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
     from kio.static.primitive import i8
 
-    from broker.kafka.wire_client import call
+    from raft.common.errors import ErrorCode
+    from raft.common.kafka.wire_client import call
 
     skip = set(exclude)
     for node_id, info in sorted(cluster.nodes.items()):
@@ -112,5 +112,5 @@ def coordinator_of(cluster: Cluster, group: str, exclude: Iterable[int] = ()) ->
                          2.0)
         except OSError:
             continue
-        return int(found.node_id) if found.error_code == ErrorCode.none else None
+        return int(found.node_id) if found.error_code == ErrorCode.NONE else None
     return None

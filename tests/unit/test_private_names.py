@@ -126,17 +126,17 @@ PLANTED_MODULES = {
     "raft.node": ROOT / "raft" / "node.py",
     "raft.core": ROOT / "raft" / "core" / "__init__.py",
     "raft.core._base": ROOT / "raft" / "core" / "_base.py",
-    "broker.kafka.admin_api": ROOT / "broker" / "kafka" / "admin_api.py",
-    "broker.kafka.acls_api": ROOT / "broker" / "kafka" / "acls_api.py",
+    "broker.kafka.admin.admin_api": ROOT / "broker" / "kafka" / "admin" / "admin_api.py",
+    "broker.kafka.admin.acls_api": ROOT / "broker" / "kafka" / "admin" / "acls_api.py",
     "tools.commands.acls": ROOT / "tools" / "commands" / "acls.py",
 }
 
 
 @pytest.mark.parametrize(("importer", "source", "expected"), [
-    ("tools.commands.acls", "from broker.kafka.admin_api import _forward\n",
-     ["tools.commands.acls: broker.kafka.admin_api._forward"]),
-    ("broker.kafka.acls_api", "from .admin_api import _forward\n",  # one folder, two files
-     ["broker.kafka.acls_api: broker.kafka.admin_api._forward"]),
+    ("tools.commands.acls", "from broker.kafka.admin.admin_api import _forward\n",
+     ["tools.commands.acls: broker.kafka.admin.admin_api._forward"]),
+    ("broker.kafka.admin.acls_api", "from .admin_api import _forward\n",  # one folder, two files
+     ["broker.kafka.admin.acls_api: broker.kafka.admin.admin_api._forward"]),
     ("tools.commands.acls", "def f():\n    from raft.messages import _CLASS_BY_API\n",
      ["tools.commands.acls: raft.messages._CLASS_BY_API"]),
     ("raft.node", "from raft import messages\nx = messages._CLASS_BY_API\n",

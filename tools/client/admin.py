@@ -7,10 +7,10 @@ admin client (`tools.admin_client.AdminClient`) and returns the same responses, 
 `kraft topics` prints the same whichever it talks to:
 
 - DescribeTopics -> Metadata (v10+: topic IDs; by name or by ID), plus
-  PartitionLeaderEpochs (`broker.kafka.ordered_schemas`: the KIP-253 counts and
+  PartitionLeaderEpochs (`raft.common.kafka.ordered_schemas`: the KIP-253 counts and
   epoch maps) when the broker serves it;
 - CreateTopics -> CreateTopics, then Metadata by the new ID for its assignment (the
-  broker answers once its own image holds the topic: `broker.kafka.admin_api`);
+  broker answers once its own image holds the topic: `broker.kafka.admin.admin_api`);
 - DeleteTopics -> DeleteTopics (by topic ID from v6 on);
 - CreatePartitions -> Metadata, CreatePartitions, Metadata (the new partitions'
   replicas);
@@ -30,8 +30,6 @@ from typing import Any
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka.codec import build
-from broker.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsRequest,
@@ -47,6 +45,8 @@ from metadata.admin import (
     PartitionDescription,
     TopicDescription,
 )
+from raft.common.kafka.codec import build
+from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
 from raft.common.tls import default_client_context
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors

@@ -7,29 +7,26 @@ the process's default client context when the command line set one
 
 from __future__ import annotations
 
-import io
 import itertools
 import secrets
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 import trio
 from kio.index import load_request_schema
-from kio.serial import entity_reader, entity_writer
 
-from broker.kafka import ordered_schemas
-from broker.kafka.codec import build, response_class
-from broker.kafka.ordered_schemas import PartitionLeaderEpochsRequest
-from broker.kafka.sasl_client import SaslClientError
-from broker.kafka.sasl_client import authenticate as sasl_authenticate
-from broker.kafka.sasl_settings import default_login
+from broker.kafka.sasl.sasl_client import SaslClientError
+from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
+from broker.kafka.sasl.sasl_settings import default_login
+from raft.common.kafka.codec import build
+from raft.common.kafka.framing import receive_frame
+from raft.common.kafka.ordered_schemas import PartitionLeaderEpochsRequest
+from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.tls import default_client_context, open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
 METADATA = 3
 _SASL_RNG = secrets.SystemRandom()  # SCRAM client nonces
-_SIZE = struct.Struct(">i")
 
 
 class ClientError(Exception):
@@ -38,14 +35,6 @@ class ClientError(Exception):
 
 class ConnectionLost(ClientError):
     """The broker could not be reached or closed the connection (retriable)."""
-
-
-def _decoder(api_key: int, version: int) -> Any:
-    schema = response_class(api_key, version)
-    # kio's reader refuses error codes Kafka lacks (INVALID_PARTITION_METADATA); the
-    # broker's schemas offer a variant reading them as plain ints.
-    tolerant = getattr(ordered_schemas, "tolerant_response_class", None)
-    return tolerant(schema) if tolerant is not None else schema
 
 
 class BrokerConnection:
@@ -83,38 +72,16 @@ class BrokerConnection:
                     await self.close()
                     raise ClientError(f"{self.address}: {exc}") from None
         correlation_id = next(self._correlation)
-        await self._stream.send_all(self._encode(body, correlation_id))
-        frame = await self._read_frame()
-        schema = _decoder(int(body.__api_key__), int(body.__version__))
-        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-        if int(header.correlation_id) != correlation_id:
-            raise EOFError(f"answer to correlation id {header.correlation_id}, "
-                           f"not {correlation_id}")
-        response, _ = entity_reader(schema)(frame, offset)
+        await self._stream.send_all(encode_request(body, correlation_id, self.client_id))
+        frame = await receive_frame(self._stream, self._buffer)
+        if frame is None:
+            raise EOFError("closed by the broker")
+        # error codes as plain ints: kio's reader refuses INVALID_PARTITION_METADATA
+        answered, response = decode_response(frame, int(body.__api_key__),
+                                             int(body.__version__), tolerant=True)
+        if answered != correlation_id:
+            raise EOFError(f"answer to correlation id {answered}, not {correlation_id}")
         return response
-
-    def _encode(self, body: Any, correlation_id: int) -> bytes:
-        header_cls = body.__header_schema__
-        buffer = io.BytesIO()
-        entity_writer(header_cls)(buffer, header_cls(
-            request_api_key=body.__api_key__, request_api_version=body.__version__,
-            correlation_id=correlation_id, client_id=self.client_id))
-        entity_writer(type(body))(buffer, body)
-        return _SIZE.pack(len(buffer.getvalue())) + buffer.getvalue()
-
-    async def _read_frame(self) -> bytes:
-        assert self._stream is not None
-        while True:
-            if len(self._buffer) >= 4:
-                (size,) = _SIZE.unpack_from(self._buffer)
-                if len(self._buffer) >= 4 + size:
-                    frame = bytes(self._buffer[4:4 + size])
-                    del self._buffer[:4 + size]
-                    return frame
-            chunk = await self._stream.receive_some(65536)
-            if not chunk:
-                raise EOFError("closed by the broker")
-            self._buffer += chunk
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None

@@ -21,10 +21,14 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.kafka.codec import build
-from broker.kafka.offsets_records import RecordFormatError, decode_batches
-from broker.kafka.ordered_schemas import EXTENDED_REQUESTS, FETCH, INVALID_PARTITION_METADATA
-from broker.kafka.partition_log import InvalidBatchError, last_offset_delta, split_batches
+from broker.kafka.groups.offsets_records import RecordFormatError, decode_batches
+from broker.kafka.partitions.partition_log import (
+    InvalidBatchError,
+    last_offset_delta,
+    split_batches,
+)
+from raft.common.kafka.codec import build
+from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, FETCH
 from tools.client import errors, gates
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.group import GroupMember, Rejoin
@@ -287,7 +291,7 @@ class OrderedConsumer:
         for topic in response.responses:
             for part in topic.partitions:
                 p, code = int(part.partition_index), int(part.error_code)
-                if code == INVALID_PARTITION_METADATA:
+                if code == errors.INVALID_PARTITION_METADATA:
                     raise EndGeneration(f"Fetch {self.topic}-{p}: {errors.name(code)}")
                 if code == int(errors.OFFSET_OUT_OF_RANGE):
                     assert self.metadata is not None

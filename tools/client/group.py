@@ -11,8 +11,8 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from broker.kafka.codec import build
-from broker.kafka.ordered_schemas import ConsumerGroupPositionRequest
+from raft.common.kafka.codec import build
+from raft.common.kafka.ordered_schemas import ConsumerGroupPositionRequest
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.group_protocol import (

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from kio.index import load_request_schema
 
-from broker.kafka.codec import build
+from raft.common.kafka.codec import build
 from tools.client import errors
 from tools.client.connection import ConnectionLost, KafkaClient
 from tools.client.metadata import TopicMetadata

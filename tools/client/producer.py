@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import record_batch
-from broker.kafka.codec import build
-from broker.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
+from raft.common.kafka import record_batch
+from raft.common.kafka.codec import build
+from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.metadata import TopicMetadata

@@ -4,13 +4,13 @@
 SCRAM-SHA-256 or SCRAM-SHA-512) and `sasl.jaas.config` (Kafka's
 `org.apache.kafka.common.security.scram.ScramLoginModule required username="u"
 password="p";`). The login becomes the process's default
-(`broker.kafka.sasl_settings.set_default_login`), which `tools.client.connection` uses on
+(`broker.kafka.sasl.sasl_settings.set_default_login`), which `tools.client.connection` uses on
 every new connection to a broker; nothing here loads the Kafka codec (kio), which a verb
 imports only once it opens a connection."""
 
 from __future__ import annotations
 
-from broker.kafka.sasl_settings import SASL_PROTOCOLS, client_settings, set_default_login
+from broker.kafka.sasl.sasl_settings import SASL_PROTOCOLS, client_settings, set_default_login
 from tools.config_basics import ConfigError
 
 

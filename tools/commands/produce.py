@@ -33,9 +33,9 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from broker.kafka import record_batch
-from broker.kafka.codec import build
-from broker.kafka.wire_client import call, connect, encode_request
+from raft.common.kafka import record_batch
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import call, connect, encode_request
 from tools.addresses import broker_addresses
 from tools.errors import CommandError, usage_error
 

@@ -24,7 +24,7 @@ identity, or with `--bootstrap-server`/`--bootstrap-controller`.
 `describe` prints what kafka-metadata-quorum.sh 3.9 prints; a non-leader redirects the
 request to the leader. As in Kafka's tool, `--bootstrap-server` names brokers: Kafka's
 DescribeQuorum goes to a broker's Kafka listener, which forwards it to the controllers
-(`broker.kafka.quorum_api`; `tools.client.admin`); `--bootstrap-controller` names
+(`broker.kafka.admin.quorum_api`; `tools.client.admin`); `--bootstrap-controller` names
 controllers. `--replication` lists the leader first, then the other voters, then the
 observers; `--human-readable` shows the timestamps as "N ms ago" and the status's lag time
 as "N ms". `--status` lists each voter with its endpoints (`CONTROLLER://HOST:PORT`): from

@@ -31,8 +31,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from broker.kafka.sasl_settings import default_login
-from broker.kafka.scram import MECHANISMS, credential_from_password, make_salt, salted_password
+from broker.kafka.sasl.sasl_settings import default_login
+from broker.kafka.sasl.scram import MECHANISMS, credential_from_password, make_salt, salted_password
 from metadata.admin import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,

@@ -18,7 +18,7 @@ used adds a line to `NodeConfig.warnings` (`kraft node` logs them as WARNINGs). 
 Kafka's sample configurations that mean nothing here (`num.network.threads`, ...) are
 accepted and named in one warning. A listener mapped to SSL serves TLS with the node's
 `ssl.*` keys (`TlsSettings`, built into contexts by `raft.common.tls`); a broker's Kafka
-listener mapped to SASL_PLAINTEXT or SASL_SSL runs SASL (`broker.kafka.sasl_api`) with
+listener mapped to SASL_PLAINTEXT or SASL_SSL runs SASL (`broker.kafka.sasl.sasl_api`) with
 the `sasl.*` keys.
 
 `load_client_properties` reads a client's properties file (`--command-config FILE`, a

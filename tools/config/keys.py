@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
-from broker.kafka import sasl_settings
+from broker.kafka.sasl import sasl_settings
 from metadata.snapshot_policy import (
     DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS,
     DEFAULT_MAX_RETENTION_BYTES,

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from broker.kafka import sasl_settings
+from broker.kafka.sasl import sasl_settings
 from tools.config.keys import IGNORED_KAFKA_KEYS, KEYS, KNOWN_KEYS, REQUIRED, canonical_key
 from tools.config.node import NodeConfig
 from tools.config.parsers import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.kafka import sasl_settings
+from broker.kafka.sasl import sasl_settings
 from broker.settings import BrokerSettings
 from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
 from raft.common.connection_limits import ListenerLimits

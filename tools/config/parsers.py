@@ -23,7 +23,7 @@ FRAME_OVERHEAD_BYTES = 64 * 1024  # envelope and batch headers around fetched re
 WILDCARD_HOST = "0.0.0.0"  # where a listener with an empty host binds
 UNLIMITED_CONNECTIONS = 2147483647  # Kafka's default max.connections(.per.ip): Int.MaxValue
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# SASL_SSL is SASL (broker.kafka.sasl_api) over TLS
+# SASL_SSL is SASL (broker.kafka.sasl.sasl_api) over TLS
 IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the protocols that run over TLS
 # Kafka's default listener.security.protocol.map; STATUS:PLAINTEXT is always added

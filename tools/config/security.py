@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker.kafka import sasl_settings
+from broker.kafka.sasl import sasl_settings
 from raft.common.tls import CLIENT_AUTH_MODES
 from tools.config.node import NodeConfig
 from tools.config.parsers import ConfigError, choice, non_empty_str, parse_plain_users

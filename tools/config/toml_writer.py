@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.kafka import sasl_settings
+from broker.kafka.sasl import sasl_settings
 from tools.config.keys import KNOWN_KEYS, canonical_key
 from tools.config.parsers import ConfigError, flatten
 

@@ -1,4 +1,4 @@
-"""broker.kafka.replication.FollowedPartitions: image after image (each sharing the
+"""broker.kafka.replication.follower.FollowedPartitions: image after image (each sharing the
 topics no record changed), the plan `followed_partitions` gives for each."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.kafka.replication import FollowedPartitions, followed_partitions
+from broker.kafka.replication.follower import FollowedPartitions, followed_partitions
 from metadata import records as rec
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage

@@ -1,13 +1,12 @@
-"""broker.kafka.group_state: the classic group protocol as a pure state machine (the
+"""broker.kafka.groups.group_state: the classic group protocol as a pure state machine (the
 clock passed in)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
-from broker.kafka.group_state import (
+from broker.kafka.groups.group_state import (
     COMPLETING,
     EMPTY,
     PREPARING,
@@ -19,6 +18,7 @@ from broker.kafka.group_state import (
     commit_error_for,
     subscribed_topics,
 )
+from raft.common.errors import ErrorCode
 
 SESSION, REBALANCE = 10.0, 30.0
 _ids = iter(range(1_000_000))
@@ -59,7 +59,7 @@ def test_lone_member_leads_generation_one_and_gets_its_assignment_when_it_syncs(
     member_id, outcome = join(group)
     answer = outcome.take(member_id)
     assert answer is not None
-    assert answer.error == ErrorCode.none
+    assert answer.error == ErrorCode.NONE
     assert (answer.generation, answer.leader, answer.protocol) == (1, member_id, "range")
     assert [m[0] for m in answer.members] == [member_id]
     synced = group.sync(member_id=member_id, instance_id=None, generation=1,
@@ -76,7 +76,7 @@ def test_second_member_parks_until_first_rejoins_when_group_stable() -> None:
     assert outcome.take(second) is None
     assert group.state == PREPARING
     assert group.heartbeat(member_id=first, instance_id=None, generation=1, now=2) == \
-        ErrorCode.rebalance_in_progress
+        ErrorCode.REBALANCE_IN_PROGRESS
     _, outcome = join(group, first, now=3)
     answers = {a.member_id: a for a in outcome.answers}
     assert set(answers) == {first, second}
@@ -111,7 +111,7 @@ def test_round_completes_at_deadline_without_members_that_did_not_rejoin() -> No
     assert outcome.answers == []  # second has not rejoined yet
     for now in range(5, 31, 5):  # alive (its heartbeats say REBALANCE_IN_PROGRESS)
         assert group.heartbeat(member_id=second, instance_id=None, generation=2,
-                               now=now) == ErrorCode.rebalance_in_progress
+                               now=now) == ErrorCode.REBALANCE_IN_PROGRESS
         assert group.tick(now).answers == []
     assert group.tick(1 + REBALANCE - 0.1).answers == []
     outcome = group.tick(1 + REBALANCE)
@@ -131,35 +131,35 @@ def test_parked_syncs_answered_rebalance_in_progress_when_a_new_round_starts() -
     assert parked.answers == []  # waits for the leader
     _, outcome = join(group, now=2)  # a third member: new round
     assert outcome.answers == [Answer(member_id=follower,
-                                      error=ErrorCode.rebalance_in_progress)]
+                                      error=ErrorCode.REBALANCE_IN_PROGRESS)]
 
 
 def test_commit_checks_member_and_generation_when_group_has_members() -> None:
     group, (member,) = stable_group(1)
     assert group.commit_error(member_id=member, instance_id=None, generation=1,
-                              now=1) == ErrorCode.none
+                              now=1) == ErrorCode.NONE
     assert group.commit_error(member_id=member, instance_id=None, generation=0,
-                              now=1) == ErrorCode.illegal_generation
+                              now=1) == ErrorCode.ILLEGAL_GENERATION
     assert group.commit_error(member_id="zombie", instance_id=None, generation=1,
-                              now=1) == ErrorCode.unknown_member_id
+                              now=1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert group.commit_error(member_id="", instance_id=None, generation=-1,
-                              now=1) == ErrorCode.unknown_member_id
+                              now=1) == ErrorCode.UNKNOWN_MEMBER_ID
     join(group, now=2)  # PreparingRebalance: the current generation may still commit
     assert group.commit_error(member_id=member, instance_id=None, generation=1,
-                              now=2) == ErrorCode.none
+                              now=2) == ErrorCode.NONE
     assert commit_error_for(None, member_id="", instance_id=None, generation=-1,
-                            now=0) == ErrorCode.none
+                            now=0) == ErrorCode.NONE
     assert commit_error_for(None, member_id="x", instance_id=None, generation=3,
-                            now=0) == ErrorCode.illegal_generation
+                            now=0) == ErrorCode.ILLEGAL_GENERATION
     assert commit_error_for(Group(group_id="e"), member_id="", instance_id=None,
-                            generation=-1, now=0) == ErrorCode.none
+                            generation=-1, now=0) == ErrorCode.NONE
 
 
 def test_commit_refused_while_assignment_handed_out() -> None:
     group = Group(group_id="g")
     member, _ = join(group)
     assert group.commit_error(member_id=member, instance_id=None, generation=1,
-                              now=0) == ErrorCode.rebalance_in_progress
+                              now=0) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_static_member_replaced_without_rebalance_and_old_id_fenced_when_it_rejoins(
@@ -171,7 +171,7 @@ def test_static_member_replaced_without_rebalance_and_old_id_fenced_when_it_rejo
     new, outcome = join(group, now=5, instance_id="host-1")
     answer = outcome.take(new)
     assert answer is not None
-    assert answer.error == ErrorCode.none
+    assert answer.error == ErrorCode.NONE
     assert (answer.generation, group.state, answer.leader) == (1, STABLE, new)
     assert outcome.store
     synced = group.sync(member_id=new, instance_id="host-1", generation=1, assignments={},
@@ -179,9 +179,9 @@ def test_static_member_replaced_without_rebalance_and_old_id_fenced_when_it_rejo
     assert synced is not None
     assert synced.assignment == b"p0"
     assert group.heartbeat(member_id=old, instance_id="host-1", generation=1, now=6) == \
-        ErrorCode.fenced_instance_id
+        ErrorCode.FENCED_INSTANCE_ID
     assert group.commit_error(member_id=old, instance_id="host-1", generation=1,
-                              now=6) == ErrorCode.fenced_instance_id
+                              now=6) == ErrorCode.FENCED_INSTANCE_ID
 
 
 def test_static_member_with_new_protocols_rebalances_when_it_rejoins() -> None:
@@ -191,7 +191,7 @@ def test_static_member_with_new_protocols_rebalances_when_it_rejoins() -> None:
     new2, outcome = join(group, now=2, instance_id="i", protocols=(("range", b"other"),))
     assert group.state in (PREPARING, COMPLETING)
     errors, _ = group.leave([("", "i")], now=3)
-    assert errors == [ErrorCode.none]
+    assert errors == [ErrorCode.NONE]
     assert new2 not in group.members
 
 
@@ -200,7 +200,7 @@ def test_inconsistent_protocol_refused_when_no_common_protocol() -> None:
     member_id, outcome = join(group, protocols=(("sticky", b""),))
     answer = outcome.take(member_id)
     assert answer is not None
-    assert answer.error == ErrorCode.inconsistent_group_protocol
+    assert answer.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_later_record_wins_when_commits_replicate_out_of_order() -> None:
@@ -220,7 +220,7 @@ def test_metadata_record_restores_members_and_assignments_when_loaded() -> None:
         (STABLE, 2, group.leader)
     assert {m: restored.members[m].assignment for m in ids} == {m: m.encode() for m in ids}
     assert restored.heartbeat(member_id=ids[0], instance_id=None, generation=2,
-                              now=101) == ErrorCode.none
+                              now=101) == ErrorCode.NONE
     restored.tick(101 + SESSION + 0.1)  # nobody heartbeats the new coordinator
     assert restored.state == EMPTY
     assert not restored.members

@@ -1,4 +1,4 @@
-"""broker.kafka.admin_api: admin writes forwarded to the controller, answered once the
+"""broker.kafka.admin.admin_api: admin writes forwarded to the controller, answered once the
 broker's own image shows them."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 import trio
 import trio.testing
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
-from kio.schema.errors import ErrorCode
 
-from broker.kafka.admin_api import handle_create_topics_request
+from broker.kafka.admin.admin_api import handle_create_topics_request
 from broker.kafka.context import BrokerContext
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import admin
 from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
 from tests.support.kafka_support import BROKER, TOPIC_ID, image_with_topic
 
 
@@ -67,9 +67,9 @@ async def test_create_answered_with_topic_id_once_image_has_it_when_controller_c
             assert results == []  # held until the image shows the topic
             images.append(image_with_topic())
             context.on_image_changed()
-    (topic,) = results[0].topics
-    assert (topic.name, topic.error_code) == ("A", ErrorCode.none)
-    assert topic.topic_id == uuid.UUID(bytes=TOPIC_ID.to_bytes())
+    (topic,) = results[0]["topics"]
+    assert (topic["name"], topic["error_code"]) == ("A", ErrorCode.NONE)
+    assert topic.get("topic_id") == uuid.UUID(bytes=TOPIC_ID.to_bytes())
     assert controller.requests[0].topics[0].name == "A"
 
 
@@ -80,13 +80,13 @@ async def test_controller_error_passed_through_when_topic_exists(tmp_path: Path)
     context = context_with([image_with_topic()], controller, tmp_path)
     with trio.fail_after(10):
         response = await handle_create_topics_request(context, create_request("A"), 7)
-    (topic,) = response.topics
-    assert topic.error_code == ErrorCode.topic_already_exists
-    assert topic.error_message == "exists"
+    (topic,) = response["topics"]
+    assert topic["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert topic["error_message"] == "exists"
 
 
 async def test_not_controller_when_no_controller_client(tmp_path: Path) -> None:
     """Without a way to reach the controller, admin writes fail per topic, not silently."""
     context = context_with([MetadataImage.empty()], None, tmp_path)
     response = await handle_create_topics_request(context, create_request("A"), 7)
-    assert response.topics[0].error_code == ErrorCode.not_controller
+    assert response["topics"][0]["error_code"] == ErrorCode.NOT_CONTROLLER

@@ -14,17 +14,15 @@ import trio
 from kio.index import load_request_schema
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
-from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker import partition_dir
-from broker.kafka.codec import build
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.authorizer import (
     AclOperation,
@@ -35,6 +33,8 @@ from metadata.authorizer import (
 )
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import BROKER, TOPIC_ID, image_with_topic
 from tests.unit.broker.test_kafka_listener import produce_request, roundtrip
@@ -67,10 +67,9 @@ def dispatcher_for(tmp_path: Path, image: MetadataImage,
     (tmp_path / "A-0").mkdir(exist_ok=True)
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    context = BrokerContext(broker_id=BROKER, cluster_id="c", image=lambda: image,
-                            replicas=replicas, controller=RecordingController())
-    context.authorizer = settings
-    return Dispatcher(context)
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="c", image=lambda: image,
+                                     replicas=replicas, controller=RecordingController(),
+                                     authorizer=settings))
 
 
 def metadata_all() -> MetadataRequest:
@@ -83,20 +82,20 @@ async def test_produce_is_refused_per_partition_when_write_is_missing(tmp_path: 
                                            AclPermissionType.ALLOW))
     response = await roundtrip(dispatcher_for(tmp_path, image), produce_request([b"x"]))
     part = response.responses[0].partition_responses[0]
-    assert part.error_code == ErrorCode.topic_authorization_failed
+    assert part.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 async def test_produce_is_stored_when_write_is_allowed(tmp_path: Path) -> None:
     image = with_acls(image_with_topic(), (ResourceType.TOPIC, "A", AclOperation.WRITE,
                                            AclPermissionType.ALLOW))
     response = await roundtrip(dispatcher_for(tmp_path, image), produce_request([b"x"]))
-    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
 
 
 async def test_everything_is_served_when_the_authorizer_is_off(tmp_path: Path) -> None:
     dispatcher = dispatcher_for(tmp_path, image_with_topic(), AuthorizerSettings())
     response = await roundtrip(dispatcher, produce_request([b"x"]))
-    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     assert [t.name for t in (await roundtrip(dispatcher, metadata_all())).topics] == ["A"]
 
 
@@ -108,7 +107,7 @@ async def test_metadata_hides_and_refuses_topics_when_describe_is_missing(
         topics=(MetadataRequestTopic(name="A", topic_id=None),
                 MetadataRequestTopic(name=None, topic_id=KAFKA_TOPIC_ID)),
         allow_auto_topic_creation=False, include_topic_authorized_operations=False))
-    assert [t.error_code for t in named.topics] == [ErrorCode.topic_authorization_failed] * 2
+    assert [t.error_code for t in named.topics] == [ErrorCode.TOPIC_AUTHORIZATION_FAILED] * 2
 
 
 async def test_follower_fetch_needs_cluster_action(tmp_path: Path) -> None:
@@ -124,11 +123,11 @@ async def test_follower_fetch_needs_cluster_action(tmp_path: Path) -> None:
                              AclPermissionType.ALLOW))
     refused = await roundtrip(dispatcher_for(tmp_path, image), follower_fetch())
     assert refused.responses[0].partitions[0].error_code == \
-        ErrorCode.topic_authorization_failed
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
     allowed = with_acls(base, (ResourceType.CLUSTER, "kafka-cluster",
                                AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW))
     served = await roundtrip(dispatcher_for(tmp_path, allowed), follower_fetch())
-    assert served.responses[0].partitions[0].error_code == ErrorCode.none
+    assert served.responses[0].partitions[0].error_code == ErrorCode.NONE
 
 
 async def test_delete_by_topic_id_is_refused_and_not_forwarded_without_delete(
@@ -142,7 +141,7 @@ async def test_delete_by_topic_id_is_refused_and_not_forwarded_without_delete(
             topics=(DeleteTopicState(name=None, topic_id=KAFKA_TOPIC_ID),),
             timeout=datetime.timedelta(seconds=5)))
     (result,) = response.responses
-    assert result.error_code == ErrorCode.topic_authorization_failed
+    assert result.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert dispatcher.context.controller.requests == []  # type: ignore[union-attr]
 
 
@@ -150,7 +149,7 @@ async def test_find_coordinator_is_refused_when_the_group_is_not_described(
         tmp_path: Path) -> None:
     response = await roundtrip(dispatcher_for(tmp_path, image_with_topic()),
                                FindCoordinatorRequest(key="g", key_type=0))
-    assert response.error_code == ErrorCode.group_authorization_failed
+    assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 async def test_offset_fetch_is_refused_on_every_partition_before_v2_and_at_the_top_after(
@@ -163,11 +162,11 @@ async def test_offset_fetch_is_refused_on_every_partition_before_v2_and_at_the_t
         "group_id": "g", "topics": topics}))
     assert [(t.name, p.partition_index, p.committed_offset, p.error_code)
             for t in old.topics for p in t.partitions] == [
-        ("A", 0, -1, ErrorCode.group_authorization_failed),
-        ("A", 1, -1, ErrorCode.group_authorization_failed)]
+        ("A", 0, -1, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        ("A", 1, -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)]
     new = await roundtrip(dispatcher, build(load_request_schema(9, 7), {
         "group_id": "g", "topics": topics}))
-    assert new.error_code == ErrorCode.group_authorization_failed
+    assert new.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
     assert new.topics == ()
 
 
@@ -177,11 +176,11 @@ async def test_idempotent_producer_needs_idempotent_write_or_write_on_a_topic(
                                     transaction_timeout=datetime.timedelta(seconds=60),
                                     producer_id=-1, producer_epoch=-1)
     refused = await roundtrip(dispatcher_for(tmp_path, image_with_topic()), request)
-    assert refused.error_code == ErrorCode.cluster_authorization_failed
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     writer = with_acls(image_with_topic(), (ResourceType.TOPIC, "A", AclOperation.WRITE,
                                             AclPermissionType.ALLOW))
     allowed = await roundtrip(dispatcher_for(tmp_path, writer), request)
-    assert allowed.error_code != ErrorCode.cluster_authorization_failed
+    assert allowed.error_code != ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 async def test_describe_acls_needs_describe_on_the_cluster(tmp_path: Path) -> None:
@@ -189,11 +188,11 @@ async def test_describe_acls_needs_describe_on_the_cluster(tmp_path: Path) -> No
                                   pattern_type_filter=1, principal_filter=None,
                                   host_filter=None, operation=1, permission_type=1)
     refused = await roundtrip(dispatcher_for(tmp_path, image_with_topic()), request)
-    assert refused.error_code == ErrorCode.cluster_authorization_failed
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     image = with_acls(image_with_topic(), (ResourceType.CLUSTER, "kafka-cluster",
                                            AclOperation.DESCRIBE, AclPermissionType.ALLOW))
     listed = await roundtrip(dispatcher_for(tmp_path, image), request)
-    assert listed.error_code == ErrorCode.none
+    assert listed.error_code == ErrorCode.NONE
     assert [(r.resource_type, r.resource_name) for r in listed.resources] == [
         (ResourceType.CLUSTER, "kafka-cluster")]
 
@@ -204,5 +203,5 @@ async def test_scram_credentials_need_describe_on_the_cluster(tmp_path: Path) ->
     )
     dispatcher = dispatcher_for(tmp_path, image_with_topic())
     response = await roundtrip(dispatcher, DescribeUserScramCredentialsRequest(users=None))
-    assert response.error_code == ErrorCode.cluster_authorization_failed
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert dispatcher.context.controller.requests == []  # type: ignore[union-attr]

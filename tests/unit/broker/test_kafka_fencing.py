@@ -1,14 +1,13 @@
-"""broker.kafka.replica: topic-ID fencing of Produce/Fetch (KIP-516 "stale reads")."""
+"""broker.kafka.replication.replica: topic-ID fencing of Produce/Fetch (KIP-516 "stale reads")."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kio.schema.errors import ErrorCode
-
 from broker import partition_dir
-from broker.kafka.replica import ReplicaManager, check_partition
-from broker.kafka.replication import followed_partitions
+from broker.kafka.replication.follower import followed_partitions
+from broker.kafka.replication.replica import ReplicaManager, check_partition
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import (
     BROKER,
@@ -23,13 +22,13 @@ def test_unknown_topic_id_when_id_not_in_image() -> None:
     """KIP-516: an ID the broker's image does not hold -> UNKNOWN_TOPIC_ID."""
     image = image_with_topic()
     result = check_partition(image, BROKER, topic_id=OLD_TOPIC_ID, partition=0)
-    assert result.error == ErrorCode.unknown_topic_id
+    assert result.error == ErrorCode.UNKNOWN_TOPIC_ID
 
 
 def test_accepted_when_id_and_leader_match() -> None:
     """The leader of a known ID's partition may serve it."""
     result = check_partition(image_with_topic(), BROKER, topic_id=TOPIC_ID, partition=0)
-    assert result.error == ErrorCode.none
+    assert result.error == ErrorCode.NONE
     assert result.partition is not None
     assert result.partition.leader == BROKER
 
@@ -38,7 +37,7 @@ def test_not_leader_when_another_broker_leads() -> None:
     """Produce and Fetch go to the partition leader: NOT_LEADER_OR_FOLLOWER elsewhere."""
     image = image_with_topic(leader=5, replicas=(5, BROKER))
     result = check_partition(image, BROKER, topic_id=TOPIC_ID, partition=0)
-    assert result.error == ErrorCode.not_leader_or_follower
+    assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_fenced_leader_epoch_when_client_epoch_is_stale() -> None:
@@ -47,17 +46,17 @@ def test_fenced_leader_epoch_when_client_epoch_is_stale() -> None:
     image = image_with_topic(leader_epoch=5)
     stale = check_partition(image, BROKER, name="A", partition=0, current_leader_epoch=4)
     ahead = check_partition(image, BROKER, name="A", partition=0, current_leader_epoch=6)
-    assert stale.error == ErrorCode.fenced_leader_epoch
-    assert ahead.error == ErrorCode.unknown_leader_epoch
+    assert stale.error == ErrorCode.FENCED_LEADER_EPOCH
+    assert ahead.error == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 def test_unknown_partition_when_name_or_index_absent() -> None:
     """By name: an unknown name or partition -> UNKNOWN_TOPIC_OR_PARTITION."""
     image = image_with_topic()
     assert check_partition(image, BROKER, name="B", partition=0).error == \
-        ErrorCode.unknown_topic_or_partition
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert check_partition(image, BROKER, name="A", partition=1).error == \
-        ErrorCode.unknown_topic_or_partition
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_inconsistent_topic_id_when_partition_metadata_differs(tmp_path: Path) -> None:
@@ -69,7 +68,7 @@ async def test_inconsistent_topic_id_when_partition_metadata_differs(tmp_path: P
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
     resolved = check_partition(image, BROKER, topic_id=TOPIC_ID, partition=0)
     error, state = await replicas.open(resolved)
-    assert error == ErrorCode.inconsistent_topic_id
+    assert error == ErrorCode.INCONSISTENT_TOPIC_ID
     assert state is None
     assert replicas.open_partitions == ()
 
@@ -81,7 +80,7 @@ async def test_log_opened_when_partition_metadata_matches(tmp_path: Path) -> Non
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
     error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
-    assert error == ErrorCode.none
+    assert error == ErrorCode.NONE
     assert state is not None
     assert state.topic_id == TOPIC_ID
     replicas.close_all()
@@ -101,7 +100,7 @@ async def test_log_closed_when_topic_id_leaves_the_image(tmp_path: Path) -> None
     images.append(recreated)
     error, state = await replicas.open(check_partition(images[-1], BROKER, topic_id=new_id,
                                                        partition=0))
-    assert error == ErrorCode.inconsistent_topic_id
+    assert error == ErrorCode.INCONSISTENT_TOPIC_ID
     assert state is None
     assert replicas.open_partitions == ()
 
@@ -154,7 +153,7 @@ async def test_log_reopened_under_new_directory_when_topic_renamed(tmp_path: Pat
     images.append(image_with_topic("B"))
     error, moved = await replicas.open(check_partition(images[-1], BROKER, name="B",
                                                        partition=0))
-    assert error == ErrorCode.none
+    assert error == ErrorCode.NONE
     assert moved is not None
     assert moved is not state
     assert b"kept" in moved.log.read(0, 1 << 20, upper_offset=1)

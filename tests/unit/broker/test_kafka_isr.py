@@ -1,5 +1,6 @@
-"""broker.kafka.isr and the high watermark over the maximal ISR: a shrink counts only once
-committed, an expansion at once, one AlterPartition in flight per partition."""
+"""broker.kafka.replication.isr and the high watermark over the maximal ISR: a shrink
+counts only once committed, an expansion at once, one AlterPartition in flight per
+partition."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import trio
 
 from broker import partition_dir
 from broker.kafka.context import BrokerContext
-from broker.kafka.isr import IsrManager
-from broker.kafka.replica import PartitionState, ReplicaManager, check_partition
+from broker.kafka.replication.isr import IsrManager
+from broker.kafka.replication.replica import PartitionState, ReplicaManager, check_partition
 from metadata import records as rec
 from metadata.admin import (
     AlterPartitionPartitionResult,
@@ -68,9 +69,9 @@ class Cluster:
         self.controller = FakeController(error)
         self.context = BrokerContext(broker_id=BROKER, cluster_id="c",
                                      image=lambda: self.images[-1], replicas=self.replicas,
-                                     controller=self.controller)  # type: ignore[arg-type]
-        self.manager = IsrManager(self.context, broker_epoch=lambda: BROKER,
-                                  replica_lag_time_max_ms=LAG_MS)
+                                     controller=self.controller,  # type: ignore[arg-type]
+                                     broker_epoch=lambda: BROKER)
+        self.manager = IsrManager(self.context, replica_lag_time_max_ms=LAG_MS)
 
     async def open(self) -> PartitionState:
         """The partition, led from its opening (as the fetch handler observes it)."""

@@ -15,19 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker import partition_dir
 from broker.kafka.api_versions import SUPPORTED
-from broker.kafka.codec import build, encode_response, request_schema, response_class
-from broker.kafka.context import BrokerContext
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.wire_client import decode_response, encode_request
+from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, encode_response, request_schema, response_class
+from raft.common.kafka.wire_client import decode_response, encode_request
 from tests.support.kafka_support import (
     BROKER,
     OLD_TOPIC_ID,
@@ -43,8 +43,8 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage | None = None) -> Dispa
     (tmp_path / "A-0").mkdir(exist_ok=True)
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    return Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                    image=lambda: image, replicas=replicas, controller=None))
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                     image=lambda: image, replicas=replicas, controller=None))
 
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
@@ -77,7 +77,7 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
     assert reply is not None
     correlation_id, response = decode_response(reply[4:], 18, 0)
     assert correlation_id == 9
-    assert response.error_code == ErrorCode.unsupported_version
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == SUPPORTED
 
 
@@ -117,9 +117,9 @@ async def test_metadata_carries_topic_ids_when_asked_by_id(tmp_path: Path) -> No
                 MetadataRequestTopic(topic_id=unknown, name=None)),
         include_topic_authorized_operations=False))
     found, missing = response.topics
-    assert (found.name, found.topic_id, found.error_code) == ("A", known, ErrorCode.none)
+    assert (found.name, found.topic_id, found.error_code) == ("A", known, ErrorCode.NONE)
     assert found.partitions[0].leader_id == BROKER
-    assert missing.error_code == ErrorCode.unknown_topic_id
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert [b.node_id for b in response.brokers] == [BROKER]
 
 
@@ -142,11 +142,11 @@ async def test_fetch_by_topic_id_returns_produced_batch_when_acks_one(tmp_path: 
     dispatcher = make_dispatcher(tmp_path)
     produced = await roundtrip(dispatcher, produce_request([b"one", b"two"]))
     part = produced.responses[0].partition_responses[0]
-    assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
+    assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 0)
     fetched = await roundtrip(dispatcher, fetch_request(
         uuid.UUID(bytes=TOPIC_ID.to_bytes()), 0))
     data = fetched.responses[0].partitions[0]
-    assert (data.error_code, data.high_watermark) == (ErrorCode.none, 2)
+    assert (data.error_code, data.high_watermark) == (ErrorCode.NONE, 2)
     assert b"one" in data.records
     assert b"two" in data.records
 
@@ -159,7 +159,7 @@ async def test_fetch_with_stale_topic_id_gets_no_records_when_topic_recreated(
     fetched = await roundtrip(dispatcher, fetch_request(
         uuid.UUID(bytes=OLD_TOPIC_ID.to_bytes()), 0))
     data = fetched.responses[0].partitions[0]
-    assert data.error_code == ErrorCode.unknown_topic_id
+    assert data.error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert not data.records
 
 
@@ -180,7 +180,7 @@ async def test_corrupt_message_when_batch_crc_wrong(tmp_path: Path) -> None:
         name="A", partition_data=(PartitionProduceData(index=0, records=bytes(bad)),)),))
     response = await roundtrip(dispatcher, request)
     assert response.responses[0].partition_responses[0].error_code == \
-        ErrorCode.corrupt_message
+        ErrorCode.CORRUPT_MESSAGE
 
 
 async def test_parked_fetch_answers_when_data_arrives(tmp_path: Path) -> None:
@@ -277,7 +277,7 @@ async def test_other_clients_served_when_one_sends_garbage(
                 reply += await good.receive_some(65536)
             correlation_id, response = decode_response(reply[4:], 18, 3)
             assert correlation_id == 3
-            assert response.error_code == ErrorCode.none
+            assert response.error_code == ErrorCode.NONE
             for stream in (bad, good, huge):
                 await stream.aclose()
             nursery.cancel_scope.cancel()
@@ -361,9 +361,9 @@ async def test_acks_all_fails_when_leadership_moves_before_the_records_reach_the
     (tmp_path / "A-0").mkdir()
     partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: images[-1])
-    dispatcher = Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                          image=lambda: images[-1], replicas=replicas,
-                                          controller=None))
+    dispatcher = Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                           image=lambda: images[-1], replicas=replicas,
+                                           controller=None))
     answers = []
 
     async def produce() -> None:
@@ -383,7 +383,7 @@ async def test_acks_all_fails_when_leadership_moves_before_the_records_reach_the
         state.notify()
     [answer] = answers
     data = answer.responses[0].partition_responses[0]
-    assert data.error_code == ErrorCode.not_leader_or_follower
+    assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> None:
@@ -421,7 +421,7 @@ async def test_fetch_by_name_and_list_offsets_when_older_versions_used(
             "topic": "A", "partitions": [{"partition": 0, "fetch_offset": 0,
                                           "partition_max_bytes": 1 << 20}]}]})
     data = (await roundtrip(dispatcher, fetch)).responses[0].partitions[0]
-    assert (data.error_code, data.high_watermark) == (ErrorCode.none, 2)
+    assert (data.error_code, data.high_watermark) == (ErrorCode.NONE, 2)
     assert b"by name" in data.records
     offsets = {}
     for timestamp in (-2, -1):
@@ -429,7 +429,7 @@ async def test_fetch_by_name_and_list_offsets_when_older_versions_used(
             "name": "A", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
         part = (await roundtrip(dispatcher, request)).topics[0].partitions[0]
         offsets[timestamp] = (part.error_code, part.offset)
-    assert offsets == {-2: (ErrorCode.none, 0), -1: (ErrorCode.none, 2)}
+    assert offsets == {-2: (ErrorCode.NONE, 0), -1: (ErrorCode.NONE, 2)}
 
 
 async def _read_reply_or_close(stream: trio.SocketStream) -> bytes:

@@ -16,11 +16,11 @@ import trio
 import trio.testing
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from broker.kafka import sasl_client
 from broker.kafka.listener import KafkaListener
-from broker.kafka.sasl_settings import SaslClientSettings
-from broker.kafka.wire_client import encode_request
+from broker.kafka.sasl import sasl_client
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.connection_limits import ListenerLimits
+from raft.common.kafka.wire_client import encode_request
 from tests.unit.broker.test_kafka_listener import make_dispatcher
 from tests.unit.broker.test_sasl_api import SETTINGS, read_frame
 

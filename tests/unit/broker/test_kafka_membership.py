@@ -12,24 +12,23 @@ from typing import Any
 import pytest
 import trio
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
-from broker.kafka import group as group_api
-from broker.kafka.codec import build
-from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator
-from broker.kafka.membership import (
+from broker.kafka.groups import group as group_api
+from broker.kafka.groups.membership import (
     handle_heartbeat_request,
     handle_join_group_request,
     handle_leave_group_request,
     handle_sync_group_request,
 )
-from broker.kafka.offsets_records import OFFSETS_TOPIC
-from broker.kafka.replica import ReplicaManager
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
+from broker.kafka.handler_context import HandlerContext
+from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import BROKER
 from tests.support.polling import eventually
@@ -56,12 +55,12 @@ class Broker:
 
     def __init__(self, log_dir: Path, current: MetadataImage) -> None:
         self.current = current
-        self.context = BrokerContext(
+        self.context = HandlerContext(
             broker_id=BROKER, cluster_id="c", image=lambda: self.current,
             replicas=ReplicaManager(log_dir=log_dir, broker_id=BROKER,
-                                    image=lambda: self.current), controller=None)
-        self.coordinator = GroupCoordinator(self.context, num_partitions=1)
-        self.context.group_coordinator = self.coordinator
+                                    image=lambda: self.current), controller=None,
+            offsets_topic_num_partitions=1)
+        self.coordinator = self.context.groups
 
     def set_image(self, new: MetadataImage) -> None:
         self.current = new
@@ -126,7 +125,7 @@ async def commit(broker: Broker, member_id: str, generation: int, offset: int) -
 async def fetched(broker: Broker) -> int:
     response = await group_api.handle_offset_fetch_request(
         broker.context, request(9, 7, topics=None), 7)
-    assert response.error_code == ErrorCode.none
+    assert response.error_code == ErrorCode.NONE
     offsets = [p.committed_offset for t in response.topics for p in t.partitions]
     return offsets[0] if offsets else -1
 
@@ -143,7 +142,7 @@ async def test_assignment_and_offsets_survive_when_coordinator_restarts(
         assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, member)
         synced = await sync(broker, member, 1, {member: b"all"})
         assert (synced.error_code, synced.assignment) == (0, b"all")
-        assert await commit(broker, member, 1, 42) == ErrorCode.none
+        assert await commit(broker, member, 1, 42) == ErrorCode.NONE
         assert await fetched(broker) == 42
         restarted = await nursery_broker()
         group = restarted.coordinator.partitions[0].groups["g"]
@@ -158,16 +157,16 @@ async def test_zombie_commits_refused_when_generation_or_member_stale(
     with trio.fail_after(10):
         first = await join(broker)
         await sync(broker, first.member_id, 1, {first.member_id: b"all"})
-        assert await commit(broker, "stranger", 1, 5) == ErrorCode.unknown_member_id
-        assert await commit(broker, first.member_id, 0, 5) == ErrorCode.illegal_generation
-        assert await commit(broker, "", -1, 5) == ErrorCode.unknown_member_id
+        assert await commit(broker, "stranger", 1, 5) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert await commit(broker, first.member_id, 0, 5) == ErrorCode.ILLEGAL_GENERATION
+        assert await commit(broker, "", -1, 5) == ErrorCode.UNKNOWN_MEMBER_ID
         assert await fetched(broker) == -1
 
 
 async def test_simple_commit_accepted_when_group_has_no_members(nursery_broker: Any) -> None:
     broker = await nursery_broker()
     with trio.fail_after(10):
-        assert await commit(broker, "", -1, 9) == ErrorCode.none
+        assert await commit(broker, "", -1, 9) == ErrorCode.NONE
         assert await fetched(broker) == 9
 
 
@@ -199,7 +198,7 @@ async def test_parked_sync_answered_when_a_new_member_starts_a_round(
             nursery.start_soon(join, broker)
             await eventually(lambda: "sync" in results)
             nursery.cancel_scope.cancel()
-    assert results["sync"].error_code == ErrorCode.rebalance_in_progress
+    assert results["sync"].error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 async def test_silent_member_expires_without_any_request_when_session_times_out(
@@ -215,7 +214,7 @@ async def test_silent_member_expires_without_any_request_when_session_times_out(
         await eventually(lambda: "g" not in groups or groups["g"].state == "Empty")
         beat = await handle_heartbeat_request(broker.context, request(
             HEARTBEAT, 4, generation_id=1, member_id=joined.member_id), 4)
-    assert beat.error_code == ErrorCode.unknown_member_id
+    assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 async def test_static_member_restart_keeps_generation_and_fences_old_id(
@@ -232,7 +231,7 @@ async def test_static_member_restart_keeps_generation_and_fences_old_id(
         beat = await handle_heartbeat_request(broker.context, request(
             HEARTBEAT, 4, generation_id=1, member_id=old.member_id,
             group_instance_id="host-1"), 4)
-    assert beat.error_code == ErrorCode.fenced_instance_id
+    assert beat.error_code == ErrorCode.FENCED_INSTANCE_ID
 
 
 async def test_requests_refused_when_leadership_moves_away(nursery_broker: Any) -> None:
@@ -248,11 +247,11 @@ async def test_requests_refused_when_leadership_moves_away(nursery_broker: Any) 
             nursery.start_soon(second)
             await eventually(lambda: broker.coordinator.partitions[0].waiters)
             broker.set_image(image(leader=BROKER + 1))
-        assert results["second"].error_code == ErrorCode.not_coordinator
-        assert await commit(broker, first.member_id, 1, 1) == ErrorCode.not_coordinator
+        assert results["second"].error_code == ErrorCode.NOT_COORDINATOR
+        assert await commit(broker, first.member_id, 1, 1) == ErrorCode.NOT_COORDINATOR
         found = await group_api.handle_find_coordinator_request(
             broker.context, build(load_request_schema(10, 3), {"key": "g"}), 3)
-    assert (found.error_code, found.node_id) == (ErrorCode.none, BROKER + 1)
+    assert (found.error_code, found.node_id) == (ErrorCode.NONE, BROKER + 1)
 
 
 async def test_group_deleted_only_when_empty_and_stays_deleted_after_reload(
@@ -268,14 +267,14 @@ async def test_group_deleted_only_when_empty_and_stays_deleted_after_reload(
                                                      "partitions": [{"partition_index": 0}]}]),
             0)
         assert offset_delete.topics[0].partitions[0].error_code == \
-            ErrorCode.group_subscribed_to_topic
+            ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         refused = await group_api.handle_delete_groups_request(broker.context, delete, 2)
-        assert refused.results[0].error_code == ErrorCode.non_empty_group
+        assert refused.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
         left = await handle_leave_group_request(broker.context, request(
             LEAVE, 4, members=[{"member_id": joined.member_id}]), 4)
-        assert left.members[0].error_code == ErrorCode.none
+        assert left.members[0].error_code == ErrorCode.NONE
         deleted = await group_api.handle_delete_groups_request(broker.context, delete, 2)
-        assert deleted.results[0].error_code == ErrorCode.none
+        assert deleted.results[0].error_code == ErrorCode.NONE
         assert await fetched(broker) == -1
         restarted = await nursery_broker()
         assert "g" not in restarted.coordinator.partitions[0].groups

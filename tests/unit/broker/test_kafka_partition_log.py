@@ -1,4 +1,5 @@
-"""broker.kafka.partition_log: magic v2 batches stored intact, offsets assigned, CRC32C."""
+"""broker.kafka.partitions.partition_log: magic v2 batches stored intact, offsets
+assigned, CRC32C."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.kafka.partition_log import (
+from broker.kafka.partitions.partition_log import (
     SNAPSHOT_SUFFIX,
     InvalidBatchError,
     PartitionLog,
     snapshot_offsets,
     split_batches,
 )
-from broker.kafka.producer_state import (
+from broker.kafka.partitions.producer_state import (
     Accept,
     BatchHeader,
     BatchMetadata,

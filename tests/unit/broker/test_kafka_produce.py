@@ -1,4 +1,4 @@
-"""broker.kafka.produce / fetch / admin_api through the dispatcher: idempotent producers'
+"""broker.kafka.partitions.produce / fetch / admin_api through the dispatcher: idempotent producers'
 errors, Produce v13 by topic ID, acks=0 failures, transactions refused, producer-ID
 blocks, ListOffsets by timestamp and MAX_TIMESTAMP, DeleteTopics naming both."""
 
@@ -10,15 +10,19 @@ from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 
 from broker import partition_dir
-from broker.kafka import produce as produce_module
-from broker.kafka.codec import ConnectionClosed, build
-from broker.kafka.partition_log import record_timestamps, split_batches
-from broker.kafka.produce import PRODUCER_ID_BLOCK_BITS, next_producer_id, producer_id_block
-from broker.kafka.producer_state import read_header
-from broker.kafka.wire_client import encode_request
+from broker.kafka.partitions import produce as produce_module
+from broker.kafka.partitions.partition_log import record_timestamps, split_batches
+from broker.kafka.partitions.produce import (
+    PRODUCER_ID_BLOCK_BITS,
+    next_producer_id,
+    producer_id_block,
+)
+from broker.kafka.partitions.producer_state import read_header
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import ConnectionClosed, build
+from raft.common.kafka.wire_client import encode_request
 from tests.support.kafka_support import (
     BROKER,
     OLD_TOPIC_ID,
@@ -53,19 +57,19 @@ async def test_idempotent_errors_and_duplicates_answered_as_kafka(tmp_path: Path
     dispatcher = make_dispatcher(tmp_path)
     for seq in range(3):
         batch = with_producer(record_batch([b"v", b"w"]), 41, 2 * seq, epoch=1)
-        assert answer(await roundtrip(dispatcher, produce(9, batch))) == (ErrorCode.none,
+        assert answer(await roundtrip(dispatcher, produce(9, batch))) == (ErrorCode.NONE,
                                                                           2 * seq)
     retry = with_producer(record_batch([b"v", b"w"]), 41, 2, epoch=1)
     assert answer(await roundtrip(dispatcher, produce(13, retry, topic_id=KNOWN))) == \
-        (ErrorCode.none, 2)
+        (ErrorCode.NONE, 2)
     gap = with_producer(record_batch([b"g"]), 41, 7, epoch=1)
     assert answer(await roundtrip(dispatcher, produce(9, gap)))[0] == \
-        ErrorCode.out_of_order_sequence_number
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     stale = with_producer(record_batch([b"s"]), 41, 6, epoch=0)
     assert answer(await roundtrip(dispatcher, produce(9, stale)))[0] == \
-        ErrorCode.invalid_producer_epoch
+        ErrorCode.INVALID_PRODUCER_EPOCH
     following = with_producer(record_batch([b"n"]), 41, 6, epoch=1)
-    assert answer(await roundtrip(dispatcher, produce(9, following))) == (ErrorCode.none, 6)
+    assert answer(await roundtrip(dispatcher, produce(9, following))) == (ErrorCode.NONE, 6)
 
 
 @pytest.mark.parametrize("version", [10, 11, 12])
@@ -73,17 +77,17 @@ async def test_produce_by_name_when_versions_ten_to_twelve(tmp_path: Path,
                                                            version: int) -> None:
     dispatcher = make_dispatcher(tmp_path)
     assert answer(await roundtrip(dispatcher, produce(version, record_batch([b"x"])))) == \
-        (ErrorCode.none, 0)
+        (ErrorCode.NONE, 0)
 
 
 async def test_produce_v13_by_topic_id_and_unknown_ids_refused(tmp_path: Path) -> None:
     dispatcher = make_dispatcher(tmp_path)
     assert answer(await roundtrip(dispatcher, produce(13, record_batch([b"x"]),
-                                                      topic_id=KNOWN))) == (ErrorCode.none, 0)
+                                                      topic_id=KNOWN))) == (ErrorCode.NONE, 0)
     for topic_id in (uuid.UUID(bytes=OLD_TOPIC_ID.to_bytes()), uuid.UUID(int=0)):
         response = await roundtrip(dispatcher, produce(13, record_batch([b"y"]),
                                                        topic_id=topic_id))
-        assert answer(response) == (ErrorCode.unknown_topic_id, -1)
+        assert answer(response) == (ErrorCode.UNKNOWN_TOPIC_ID, -1)
         assert response.responses[0].topic_id == (topic_id if topic_id.int else None)
 
 
@@ -94,7 +98,7 @@ async def test_produce_v13_fenced_when_partition_directory_holds_another_id(
     dispatcher = make_dispatcher(tmp_path)
     partition_dir.write_partition_metadata(tmp_path / "A-0", OLD_TOPIC_ID)
     response = await roundtrip(dispatcher, produce(13, record_batch([b"x"]), topic_id=KNOWN))
-    assert answer(response)[0] == ErrorCode.inconsistent_topic_id
+    assert answer(response)[0] == ErrorCode.INCONSISTENT_TOPIC_ID
 
 
 async def test_acks_zero_failure_closes_the_connection(tmp_path: Path) -> None:
@@ -112,15 +116,15 @@ async def test_transactional_producers_refused_with_a_fatal_error(tmp_path: Path
                                               "transaction_timeout": 60000,
                                               "producer_id": -1, "producer_epoch": -1})
     assert (await roundtrip(dispatcher, init)).error_code == \
-        ErrorCode.transactional_id_authorization_failed
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     find = build(load_request_schema(10, 3), {"key": "tx", "key_type": 1})
     assert (await roundtrip(dispatcher, find)).error_code == \
-        ErrorCode.transactional_id_authorization_failed
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     group = build(load_request_schema(10, 3), {"key": "g", "key_type": 0})
     assert produce_module.refuse_transaction_coordinator(group, 3) is None  # groups' own
     transactional = produce(9, record_batch([b"x"]), transactional_id="tx")
     assert answer(await roundtrip(dispatcher, transactional))[0] == \
-        ErrorCode.transactional_id_authorization_failed
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 async def test_producer_ids_come_from_this_incarnations_block(tmp_path: Path) -> None:
@@ -132,15 +136,15 @@ async def test_producer_ids_come_from_this_incarnations_block(tmp_path: Path) ->
                                               "transaction_timeout": 60000,
                                               "producer_id": -1, "producer_epoch": -1})
     unregistered = await roundtrip(dispatcher, init)
-    assert unregistered.error_code == ErrorCode.coordinator_not_available
+    assert unregistered.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     context.broker_epoch = lambda: 5
     ids = [int((await roundtrip(dispatcher, init)).producer_id) for _ in range(3)]
     assert ids == [5 << PRODUCER_ID_BLOCK_BITS, (5 << PRODUCER_ID_BLOCK_BITS) + 1,
                    (5 << PRODUCER_ID_BLOCK_BITS) + 2]
     context.broker_epoch = lambda: 6  # a new registration starts its own block
-    assert next_producer_id(context) == (ErrorCode.none, 6 << PRODUCER_ID_BLOCK_BITS)
+    assert next_producer_id(context) == (ErrorCode.NONE, 6 << PRODUCER_ID_BLOCK_BITS)
     context.producer_ids_issued = (6, 1 << PRODUCER_ID_BLOCK_BITS)
-    assert next_producer_id(context)[0] == ErrorCode.unknown_server_error
+    assert next_producer_id(context)[0] == ErrorCode.UNKNOWN_SERVER_ERROR
     blocks = [producer_id_block(e) for e in (0, 1, 2)]
     assert all(a.stop <= b.start for a, b in zip(blocks, blocks[1:], strict=False))
 
@@ -149,7 +153,7 @@ async def list_offsets(dispatcher: Any, timestamp: int) -> tuple[int, int, int]:
     request = build(load_request_schema(2, 7), {"replica_id": -1, "topics": [{
         "name": "A", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
     part = (await roundtrip(dispatcher, request)).topics[0].partitions[0]
-    assert part.error_code == ErrorCode.none
+    assert part.error_code == ErrorCode.NONE
     return int(part.offset), int(part.timestamp), int(part.leader_epoch)
 
 
@@ -179,9 +183,9 @@ async def test_delete_topics_naming_both_name_and_id_is_an_invalid_request(
         {"name": "A", "topic_id": KNOWN}, {"name": None, "topic_id": uuid.UUID(int=0)},
         {"name": "A", "topic_id": uuid.UUID(int=0)}]})
     both, neither, by_name = (await roundtrip(dispatcher, request)).responses
-    assert both.error_code == neither.error_code == ErrorCode.invalid_request
+    assert both.error_code == neither.error_code == ErrorCode.INVALID_REQUEST
     assert "both" in (both.error_message or "")
-    assert by_name.error_code == ErrorCode.not_controller  # forwarded (no controller here)
+    assert by_name.error_code == ErrorCode.NOT_CONTROLLER  # forwarded (no controller here)
     assert by_name.name == "A"
 
 

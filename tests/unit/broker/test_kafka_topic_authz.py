@@ -14,11 +14,11 @@ from typing import Any
 
 import trio
 
-from broker.kafka.codec import build, request_schema
-from broker.kafka.offsets_records import OFFSETS_TOPIC
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
 from metadata import admin
 from metadata.authorizer import AclOperation, AclPermissionType, AuthorizerSettings, ResourceType
 from metadata.image import MetadataImage
+from raft.common.kafka.codec import build, request_schema
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import TOPIC_ID, image_with_topic
 from tests.unit.broker.test_kafka_authz import ON, dispatcher_for, with_acls

@@ -1,4 +1,4 @@
-"""broker.kafka.offsets_records: Kafka's group -> partition hash, the record format of
+"""broker.kafka.groups.offsets_records: Kafka's group -> partition hash, the record format of
 __consumer_offsets and its magic v2 batches."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.kafka.offsets_records import (
+from broker.kafka.groups.offsets_records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -24,7 +24,7 @@ from broker.kafka.offsets_records import (
     kafka_abs,
     partition_for,
 )
-from broker.kafka.partition_log import split_batches
+from broker.kafka.partitions.partition_log import split_batches
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -1,21 +1,26 @@
-"""broker.kafka.ordered (pure): the count check, the marked-partition refusal, the
-PartitionLeaderEpochs answer; and broker.kafka.group_positions' exchange."""
+"""broker.kafka.ordered.rules (pure): the count check, the marked-partition refusal, the
+PartitionLeaderEpochs answer; and broker.kafka.groups.group_positions' exchange."""
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
 
-from broker.kafka.group_positions import GroupPositions, PositionEntry
-from broker.kafka.ordered import (
+from broker.kafka.groups.group_positions import GroupPositions, PositionEntry
+from broker.kafka.ordered.rules import (
     count_mismatch,
     leader_epochs_topic,
     marked_led_partitions,
     produce_refusal,
 )
-from broker.kafka.ordered_schemas import INVALID_PARTITION_METADATA
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, encode_response
+from raft.common.kafka.framing import SIZE
+from raft.common.kafka.ordered_schemas import PRODUCE
+from raft.common.kafka.wire_client import decode_response
 from raft.common.uuid import Uuid
 
 TOPIC = Uuid(0x5151 << 64)
@@ -84,7 +89,7 @@ def test_leader_epochs_answer_counts_and_maps_when_partitions_asked() -> None:
     assert (first["partition"], first["leader_epoch"], first["after_creation"],
             first["before_deletion"]) == (0, 3, [], [])
     assert unknown == {"partition": 9,
-                       "error_code": int(ErrorCode.unknown_topic_or_partition)}
+                       "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
 
 
 def test_leader_epochs_answer_all_partitions_when_none_asked_and_unknown_topic() -> None:
@@ -92,15 +97,24 @@ def test_leader_epochs_answer_all_partitions_when_none_asked_and_unknown_topic()
     assert [p["partition"] for p in leader_epochs_topic(image, TOPIC, ())["partitions"]] == \
         [0, 1, 2]
     assert leader_epochs_topic(image, MISSING, (0,))["error_code"] == \
-        int(ErrorCode.unknown_topic_id)
+        int(ErrorCode.UNKNOWN_TOPIC_ID)
     assert leader_epochs_topic(image, None, ())["error_code"] == \
-        int(ErrorCode.unknown_topic_id)
+        int(ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 def test_invalid_partition_metadata_builds_as_error_code() -> None:
-    """The broker can build and write 253 (kio's ErrorCode lacks it)."""
-    assert int(ErrorCode(INVALID_PARTITION_METADATA)) == 253
-    assert ErrorCode(INVALID_PARTITION_METADATA).retriable
+    """The broker builds and writes 253 as one of our error codes; kio's own enum, which
+    lacks it, is left as kio made it."""
+    response = build(load_response_schema(PRODUCE, 9), {"responses": [
+        {"name": "t", "partition_responses": [
+            {"index": 0, "error_code": ErrorCode.INVALID_PARTITION_METADATA}]}]})
+    code = response.responses[0].partition_responses[0].error_code
+    assert code is ErrorCode.INVALID_PARTITION_METADATA
+    assert int(code) == 253
+    assert 253 not in KioErrorCode._value2member_map_
+    frame = encode_response(7, response)
+    _, decoded = decode_response(frame[SIZE.size:], PRODUCE, 9, tolerant=True)
+    assert int(decoded.responses[0].partition_responses[0].error_code) == 253
 
 
 # --- positions ----------------------------------------------------------------------

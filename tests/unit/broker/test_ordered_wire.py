@@ -9,31 +9,30 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker import partition_dir
-from broker.kafka.codec import build, request_schema
-from broker.kafka.context import BrokerContext
-from broker.kafka.coordinator import GroupCoordinator, OffsetsPartition
-from broker.kafka.empty_marked import empty_marked_partitions
-from broker.kafka.group_state import Group
+from broker.kafka.groups.coordinator import OffsetsPartition
+from broker.kafka.groups.group_state import Group
+from broker.kafka.groups.offsets_records import OFFSETS_TOPIC, partition_for
+from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher
-from broker.kafka.offsets_records import OFFSETS_TOPIC, partition_for
-from broker.kafka.ordered_schemas import (
-    INVALID_PARTITION_METADATA,
+from broker.kafka.ordered.empty_marked import empty_marked_partitions
+from broker.kafka.replication.replica import ReplicaManager
+from metadata import records as rec
+from metadata.admin import EmptyPartition
+from metadata.delta import replay
+from metadata.image import MetadataImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import build, request_schema
+from raft.common.kafka.ordered_schemas import (
     ConsumerGroupPositionRequest,
     LeaderEpochsRequestTopic,
     PartitionLeaderEpochsRequest,
     PositionRequestPartition,
     PositionRequestTopic,
 )
-from broker.kafka.replica import ReplicaManager
-from broker.kafka.wire_client import decode_response, encode_request
-from metadata import records as rec
-from metadata.admin import EmptyPartition
-from metadata.delta import replay
-from metadata.image import MetadataImage
+from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.uuid import Uuid
 from tests.support.kafka_support import BROKER, TOPIC_ID, record_batch
 
@@ -66,8 +65,9 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage) -> Dispatcher:
         (tmp_path / f"A-{index}").mkdir(exist_ok=True)
         partition_dir.write_partition_metadata(tmp_path / f"A-{index}", TOPIC_ID)
     replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
-    return Dispatcher(BrokerContext(broker_id=BROKER, cluster_id="test-cluster",
-                                    image=lambda: image, replicas=replicas, controller=None))
+    return Dispatcher(HandlerContext(broker_id=BROKER, cluster_id="test-cluster",
+                                     image=lambda: image, replicas=replicas, controller=None,
+                                     clock=lambda: 0.0))
 
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
@@ -95,7 +95,7 @@ async def test_produce_refused_when_count_differs_and_taken_when_equal_or_absent
     dispatcher = make_dispatcher(tmp_path, shrunk_image())
     for version in (9, 13):
         assert produce_errors(await roundtrip(dispatcher, produce(3, version=version))) == \
-            [INVALID_PARTITION_METADATA]
+            [ErrorCode.INVALID_PARTITION_METADATA]
         assert produce_errors(await roundtrip(dispatcher, produce(2, version=version))) == [0]
         assert produce_errors(await roundtrip(dispatcher, produce(None, version=version))) \
             == [0]
@@ -107,9 +107,9 @@ async def test_produce_to_marked_partition_refused_with_or_without_count(
         tmp_path: Path) -> None:
     dispatcher = make_dispatcher(tmp_path, shrunk_image())
     assert produce_errors(await roundtrip(dispatcher, produce(None, partition=2))) == \
-        [INVALID_PARTITION_METADATA]
+        [ErrorCode.INVALID_PARTITION_METADATA]
     assert produce_errors(await roundtrip(dispatcher, produce(2, partition=2))) == \
-        [INVALID_PARTITION_METADATA]
+        [ErrorCode.INVALID_PARTITION_METADATA]
 
 
 def fetch(count: int | None, replica_id: int = -1) -> Any:
@@ -127,7 +127,7 @@ async def test_consumer_fetch_refused_when_count_differs_and_follower_never_chec
     dispatcher = make_dispatcher(tmp_path, shrunk_image())
     assert produce_errors(await roundtrip(dispatcher, produce(None))) == [0]
     stale = (await roundtrip(dispatcher, fetch(3))).responses[0].partitions[0]
-    assert (int(stale.error_code), stale.records) == (INVALID_PARTITION_METADATA, None)
+    assert (int(stale.error_code), stale.records) == (ErrorCode.INVALID_PARTITION_METADATA, None)
     current = (await roundtrip(dispatcher, fetch(2))).responses[0].partitions[0]
     assert (int(current.error_code), bool(current.records)) == (0, True)
     absent = (await roundtrip(dispatcher, fetch(None))).responses[0].partitions[0]
@@ -144,13 +144,12 @@ async def test_leader_epochs_answered_from_image(tmp_path: Path) -> None:
             known.ordered_delivery) == ("A", 2, 2, True)
     (marked,) = known.partitions
     assert [(e.partition, e.leader_epoch) for e in marked.before_deletion] == [(0, 0), (1, 0)]
-    assert unknown.error_code == ErrorCode.unknown_topic_id
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
 def coordinating(dispatcher: Dispatcher) -> Group:
     """A stable group of m1 and m2 coordinated here."""
-    coord = GroupCoordinator(dispatcher.context, clock=lambda: 0.0)
-    dispatcher.context.group_coordinator = coord
+    coord = dispatcher.context.groups
     assert partition_for(GROUP, 1) == 0
     group = Group(group_id=GROUP)
     coord.partitions[0] = OffsetsPartition(index=0, leader_epoch=0, loaded=True,
@@ -183,7 +182,7 @@ async def test_members_exchange_positions_through_coordinator(tmp_path: Path) ->
     generation = coordinating(dispatcher).generation
     waiting = await roundtrip(dispatcher, position_request("m2", generation, (0, True, -1)))
     assert (waiting.error_code, position_answer(waiting)) == \
-        (ErrorCode.none, [(0, False, -1), (0, True, -1)])
+        (ErrorCode.NONE, [(0, False, -1), (0, True, -1)])
     await roundtrip(dispatcher, position_request("m1", generation, (0, False, 17)))
     answered = await roundtrip(dispatcher, position_request("m2", generation, (0, True, -1)))
     assert position_answer(answered)[0] == (0, False, 17)
@@ -193,13 +192,13 @@ async def test_position_refused_like_heartbeat(tmp_path: Path) -> None:
     dispatcher = make_dispatcher(tmp_path, shrunk_image())
     generation = coordinating(dispatcher).generation
     assert (await roundtrip(dispatcher, position_request("nobody", generation))
-            ).error_code == ErrorCode.unknown_member_id
+            ).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert (await roundtrip(dispatcher, position_request("m1", generation - 1))
-            ).error_code == ErrorCode.illegal_generation
+            ).error_code == ErrorCode.ILLEGAL_GENERATION
     other = build(ConsumerGroupPositionRequest, {"group_id": "elsewhere-not-loaded",
                                                  "generation_id": 1, "member_id": "m1"})
-    dispatcher.context.group_coordinator.partitions.clear()
-    assert (await roundtrip(dispatcher, other)).error_code == ErrorCode.not_coordinator
+    dispatcher.context.groups.partitions.clear()
+    assert (await roundtrip(dispatcher, other)).error_code == ErrorCode.NOT_COORDINATOR
 
 
 async def test_position_refused_while_rebalancing(tmp_path: Path) -> None:
@@ -207,7 +206,7 @@ async def test_position_refused_while_rebalancing(tmp_path: Path) -> None:
     group = coordinating(dispatcher)
     group.start_rebalance(1.0)
     assert (await roundtrip(dispatcher, position_request("m1", group.generation))
-            ).error_code == ErrorCode.rebalance_in_progress
+            ).error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 async def test_empty_marked_partition_reported_until_it_holds_records(

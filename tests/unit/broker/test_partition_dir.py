@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import partition_dir as pd
-from broker.kafka.replica import open_partition_log
+from broker.kafka.replication.replica import open_partition_log
 from broker.reconcile import (
     Action,
     Assignment,

@@ -1,13 +1,12 @@
-"""broker.kafka.producer_state: Kafka's idempotent-producer rules, pure."""
+"""broker.kafka.partitions.producer_state: Kafka's idempotent-producer rules, pure."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
-from broker.kafka.producer_state import (
+from broker.kafka.partitions.producer_state import (
     BATCHES_TO_RETAIN,
     MAX_SEQUENCE,
     Accept,
@@ -20,6 +19,7 @@ from broker.kafka.producer_state import (
     encode_snapshot,
     last_sequence,
 )
+from raft.common.errors import ErrorCode
 
 PID = 7
 
@@ -49,7 +49,7 @@ def test_retry_of_one_of_the_last_five_batches_is_a_duplicate_with_its_offsets()
     assert produce(states, header(4, 2)) == Duplicate(4, 5)
     assert produce(states, header(10, 2)) == Duplicate(10, 11)
     assert isinstance(produce(states, header(0, 2)), Reject)
-    assert produce(states, header(4, 3)).error == ErrorCode.out_of_order_sequence_number  # type: ignore[union-attr]
+    assert produce(states, header(4, 3)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # type: ignore[union-attr]
     assert states.end_offset == 12
 
 
@@ -58,13 +58,13 @@ def test_gap_and_stale_epoch_rejected_and_new_epoch_must_start_at_zero() -> None
     assert produce(states, header(0, 3, epoch=1)) == Accept()
     gap = produce(states, header(5, epoch=1))
     assert isinstance(gap, Reject)
-    assert gap.error == ErrorCode.out_of_order_sequence_number
+    assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     stale = produce(states, header(3, epoch=0))
     assert isinstance(stale, Reject)
-    assert stale.error == ErrorCode.invalid_producer_epoch
+    assert stale.error == ErrorCode.INVALID_PRODUCER_EPOCH
     bumped = produce(states, header(3, epoch=2))
     assert isinstance(bumped, Reject)
-    assert bumped.error == ErrorCode.out_of_order_sequence_number
+    assert bumped.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert produce(states, header(0, epoch=2)) == Accept()
     # the new epoch forgot the old one's batches: their retry is no duplicate now
     assert isinstance(produce(states, header(0, 3, epoch=1)), Reject)
@@ -99,7 +99,7 @@ def test_batches_of_one_request_checked_in_order_against_each_other() -> None:
 def test_batch_without_a_sequence_from_an_idempotent_producer_is_invalid() -> None:
     refused = produce(ProducerStates(), header(-1))
     assert isinstance(refused, Reject)
-    assert refused.error == ErrorCode.invalid_record
+    assert refused.error == ErrorCode.INVALID_RECORD
 
 
 def test_batches_without_a_producer_id_are_never_checked() -> None:
@@ -171,7 +171,7 @@ def test_verdicts_follow_kafka_rules_when_checked_against_a_model(
     assert not isinstance(verdict, Duplicate)
     if current_epoch is not None and epoch < current_epoch:
         assert isinstance(verdict, Reject)
-        assert verdict.error == ErrorCode.invalid_producer_epoch
+        assert verdict.error == ErrorCode.INVALID_PRODUCER_EPOCH
     if isinstance(verdict, Accept) and current_epoch is not None:
         if epoch == current_epoch:
             assert seq == (retained[-1][0].last_sequence + 1) % (MAX_SEQUENCE + 1)

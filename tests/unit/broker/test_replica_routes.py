@@ -3,7 +3,7 @@ that leader (`fault.injection.replica.routes`, a chaos proxy); never a fenced le
 
 from __future__ import annotations
 
-from broker.kafka.replication import leader_fetch_address
+from broker.kafka.replication.follower import leader_fetch_address
 from tests.support.kafka_support import BROKER, image_with_topic
 
 LEADER = 5

@@ -1,8 +1,8 @@
-"""broker.kafka.sasl_api: the per-connection SASL state machine (only ApiVersions,
+"""broker.kafka.sasl.sasl_api: the per-connection SASL state machine (only ApiVersions,
 SaslHandshake and SaslAuthenticate before authenticating; UNSUPPORTED_SASL_MECHANISM and
 SASL_AUTHENTICATION_FAILED then a close; Kafka's v0 raw-token mode; the session's
 principal once authenticated), and a real listener on 127.0.0.1 against the client side
-(broker.kafka.sasl_client)."""
+(broker.kafka.sasl.sasl_client)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 import trio
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 
-from broker.kafka import sasl_api, sasl_client
-from broker.kafka.codec import ConnectionClosed, build
 from broker.kafka.listener import KafkaListener
-from broker.kafka.sasl_settings import SaslClientSettings, SaslSettings
-from broker.kafka.scram import (
+from broker.kafka.sasl import sasl_api, sasl_client
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
+from broker.kafka.sasl.scram import (
     SALT_BYTES,
     SCRAM_SHA_256,
     SCRAM_SHA_512,
@@ -28,11 +26,13 @@ from broker.kafka.scram import (
     credential_from_password,
     unknown_user_key,
 )
-from broker.kafka.wire_client import decode_response, encode_request
 from metadata.delta import replay
 from metadata.image import MetadataImage
 from metadata.records import MetadataTopic, UserScramCredential
 from metadata.scram_credentials import ScramCredentialImage
+from raft.common.errors import ErrorCode
+from raft.common.kafka.codec import ConnectionClosed, build
+from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.session import ANONYMOUS, KafkaPrincipal, Session, current_session
 from raft.common.uuid import Uuid
 from tests.unit.broker.test_kafka_listener import make_dispatcher
@@ -112,7 +112,7 @@ def test_authenticate_before_handshake_closes_the_connection_when_sent() -> None
 def test_unsupported_mechanism_gets_the_enabled_list_then_closes_when_asked() -> None:
     reply, close = authenticator().handle(handshake(1, "GSSAPI"))
     response = answer(reply, 17, 1)
-    assert response.error_code == ErrorCode.unsupported_sasl_mechanism
+    assert response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
     assert list(response.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
     assert close is not None
     assert "GSSAPI" in close
@@ -122,10 +122,10 @@ def test_plain_sets_the_principal_when_the_password_is_right() -> None:
     session = Session(security_protocol="SASL_PLAINTEXT")
     sasl = authenticator(session)
     reply, close = sasl.handle(handshake(1, "PLAIN"))
-    assert answer(reply, 17, 1).error_code == ErrorCode.none
+    assert answer(reply, 17, 1).error_code == ErrorCode.NONE
     assert close is None
     reply, close = sasl.handle(authenticate(b"\0bob\0bob-pw"))
-    assert answer(reply, 36, 2).error_code == ErrorCode.none
+    assert answer(reply, 36, 2).error_code == ErrorCode.NONE
     assert close is None
     assert sasl.complete
     assert session.principal == KafkaPrincipal("User", "bob")
@@ -140,7 +140,7 @@ def test_plain_fails_and_closes_when_the_credentials_are_wrong(token: bytes) -> 
     sasl.handle(handshake(1, "PLAIN"))
     reply, close = sasl.handle(authenticate(token, version=1))
     response = answer(reply, 36, 1)
-    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert response.error_message
     assert close is not None
     assert session.principal == ANONYMOUS
@@ -170,7 +170,7 @@ def test_scram_fails_with_sasl_authentication_failed_when_the_password_is_wrong(
     reply, _ = sasl.handle(authenticate(client.first()))
     reply, close = sasl.handle(authenticate(client.final(answer(reply, 36, 2).auth_bytes)))
     response = answer(reply, 36, 2)
-    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in response.error_message
     assert close is not None
 
@@ -181,7 +181,7 @@ def test_v0_handshake_exchanges_raw_tokens_when_the_client_asks_for_it() -> None
     session = Session()
     sasl = authenticator(session)
     reply, _ = sasl.handle(handshake(0, "SCRAM-SHA-512"))
-    assert answer(reply, 17, 0).error_code == ErrorCode.none
+    assert answer(reply, 17, 0).error_code == ErrorCode.NONE
     client = ScramClient(SCRAM_SHA_512, "alice", "alice-secret", rng=random.Random(5))
     reply, _ = sasl.handle(client.first())
     assert reply is not None
@@ -203,9 +203,9 @@ async def test_handshake_after_authentication_gets_illegal_sasl_state_when_sent(
     a listener without SASL)."""
     dispatcher = make_dispatcher(tmp_path)
     reply = await dispatcher.handle_frame(handshake(1, "PLAIN"))
-    assert answer(reply, 17, 1).error_code == ErrorCode.illegal_sasl_state
+    assert answer(reply, 17, 1).error_code == ErrorCode.ILLEGAL_SASL_STATE
     reply = await dispatcher.handle_frame(authenticate(b"\0bob\0bob-pw"))
-    assert answer(reply, 36, 2).error_code == ErrorCode.illegal_sasl_state
+    assert answer(reply, 36, 2).error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
 # --- an unknown SCRAM user ------------------------------------------------------------
@@ -260,7 +260,7 @@ def test_scram_is_refused_alike_for_every_user_when_the_broker_has_no_key(user: 
     client = ScramClient(SCRAM_SHA_256, user, "alice-secret", rng=random.Random(4))
     reply, close = sasl.handle(authenticate(client.first()))
     response = answer(reply, 36, 2)
-    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert response.error_message == ("SCRAM-SHA-256 is not served yet: this broker has not "
                                       "loaded the cluster's metadata")
     assert close is not None
@@ -349,7 +349,7 @@ async def test_listener_takes_raw_tokens_after_a_v0_handshake_when_a_client_asks
         await stream.send_all(encode_request(build(load_request_schema(17, 0),
                                                    {"mechanism": "SCRAM-SHA-256"})))
         _, handshake_answer = decode_response(await read_frame(stream), 17, 0)
-        assert handshake_answer.error_code == ErrorCode.none
+        assert handshake_answer.error_code == ErrorCode.NONE
         client = ScramClient(SCRAM_SHA_256, "alice", "alice-secret", rng=random.Random(8))
         first = client.first()
         await stream.send_all(len(first).to_bytes(4, "big") + first)

@@ -1,4 +1,4 @@
-"""broker.kafka.scram: the RFC 7677 SCRAM-SHA-256 test vector on both sides, SHA-512
+"""broker.kafka.sasl.scram: the RFC 7677 SCRAM-SHA-256 test vector on both sides, SHA-512
 round trips, and the refusals (a wrong proof, a nonce that is not this exchange's, a
 replayed client-final, an unknown user that looks like a known one)."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from broker.kafka import scram
+from broker.kafka.sasl import scram
 
 # RFC 7677 section 3: user "user", password "pencil"
 RFC_CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.kafka.scram import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_password
+from broker.kafka.sasl.scram import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_password
 from metadata import bootstrap
 from metadata import records as rec
 from metadata.controller import Controller

@@ -13,10 +13,8 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from broker.kafka import metadata_api, quorum_api
-from broker.kafka.codec import build, response_class
-from broker.kafka.ordered import leader_epochs_topic
-from broker.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS
+from broker.kafka.admin import metadata_api, quorum_api
+from broker.kafka.ordered.rules import leader_epochs_topic
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsTopicResult,
@@ -28,6 +26,8 @@ from metadata.delta import replay
 from metadata.image import MetadataImage
 from metadata.records import Partition, PartitionChange, PartitionCount, Topic
 from raft import messages
+from raft.common.kafka.codec import build, response_class
+from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import admin
 from tools.commands.quorum import replication_view, status_view
@@ -51,8 +51,9 @@ def resized_image() -> MetadataImage:
 
 def metadata_response(image: MetadataImage, topics: list[dict[str, Any]] | None) -> Any:
     request = build(load_request_schema(admin.METADATA, 12), {"topics": topics})
-    return metadata_api.handle_metadata_request(image, request, 12, broker_id=1,
-                                                cluster_id="c")
+    # built into kio's entity as the broker's dispatcher does, then read by the client
+    return build(response_class(admin.METADATA, 12), metadata_api.handle_metadata_request(
+        image, request, 12, broker_id=1, cluster_id="c"))
 
 
 def epochs_response(image: MetadataImage, metadata: Any) -> Any:
@@ -163,12 +164,17 @@ def controller_reply() -> dict[str, Any]:
             "is_leader": False}
 
 
+def quorum_entity(shape: Any, version: int) -> Any:
+    """The broker's DescribeQuorum answer built as its dispatcher does, for the tool."""
+    return build(response_class(admin.DESCRIBE_QUORUM, version), shape)
+
+
 def test_quorum_through_a_broker_prints_what_the_controllers_give() -> None:
-    """The broker's DescribeQuorum v2 (broker.kafka.quorum_api), read back by the tool:
+    """The broker's DescribeQuorum v2 (broker.kafka.admin.quorum_api), read back by the tool:
     the same --status and --replication views as the controllers' reply gives."""
     reply = controller_reply()
     voters = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
-    response = quorum_api.describe_quorum_response(reply, 2, voters=voters)
+    response = quorum_entity(quorum_api.describe_quorum_response(reply, voters=voters), 2)
     state = admin.quorum_from_response(response, "c")
     endpoints = admin.endpoints_from_response(response)
     assert endpoints == {1: ["CONTROLLER://127.0.0.1:9001"], 2: ["CONTROLLER://127.0.0.1:9002"]}
@@ -183,12 +189,12 @@ def test_quorum_through_a_broker_prints_what_the_controllers_give() -> None:
 
 
 def test_quorum_errors_raise_with_the_code() -> None:
-    refused = quorum_api.error_response(2, 7, "no controller answered")
+    refused = quorum_entity(quorum_api.error_response(7, "no controller answered"), 2)
     with pytest.raises(admin.KafkaRequestFailed,
                        match=r"REQUEST_TIMED_OUT \(7\): no controller answered"):
         admin.quorum_from_response(refused, "c")
     not_leader = {**controller_reply(), "error_code": 6}
-    response = quorum_api.describe_quorum_response(not_leader, 1, voters={})
+    response = quorum_entity(quorum_api.describe_quorum_response(not_leader, voters={}), 1)
     with pytest.raises(admin.KafkaRequestFailed, match=r"NOT_LEADER_OR_FOLLOWER \(6\)"):
         admin.quorum_from_response(response, "c")
     assert admin.endpoints_from_response(response) == {}  # v1 has no nodes

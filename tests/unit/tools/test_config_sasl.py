@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker.kafka.sasl_settings import SaslClientSettings, parse_jaas_config
+from broker.kafka.sasl.sasl_settings import SaslClientSettings, parse_jaas_config
 from tools.config import ConfigError, from_mapping, to_toml
 
 BASE = {"node.id": "4", "process.roles": "broker",

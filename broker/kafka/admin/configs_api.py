@@ -1,0 +1,182 @@
+"""DescribeConfigs (v1-v4) and IncrementalAlterConfigs (v0-v1, KIP-339) for topics.
+
+Describe answers from this broker's image: every supported key (metadata.topic_configs)
+with the topic's value (source DYNAMIC_TOPIC_CONFIG) or the default (DEFAULT_CONFIG,
+`is_default` in v0's sense), filtered by `configuration_keys`. Topics are named, as on
+Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A broker resource answers
+with no configs (its configuration is the node's file, static).
+
+Alter is forwarded to the active controller (`metadata.admin`
+IncrementalAlterConfigsRequest), which validates and writes TopicConfig records; the
+answer is held until this broker's image shows the change, so a describe right after
+sees it.
+
+With the authorizer on (`broker.kafka.authz`): DESCRIBE_CONFIGS (describe) or
+ALTER_CONFIGS (alter) on the topic, or on the cluster for a broker resource; a refused
+resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED and is not forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
+from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
+from broker.kafka.context import BrokerContext
+from metadata.admin import (
+    BROKER_RESOURCE,
+    OP_DELETE,
+    OP_SET,
+    TOPIC_RESOURCE,
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from metadata.image import MetadataImage
+from metadata.topic_configs import KEYS, InvalidConfig, validate
+from raft.common.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's DescribeConfigs config_source
+CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
+                "LIST": 7, "CLASS": 8, "PASSWORD": 9}
+
+
+def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...] | None,
+                           documentation: bool = False) -> shapes.ResourceResult:
+    """One DescribeConfigs result."""
+    topic = image.topic_by_name(name)
+    if topic is None:
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                "error_message": f"no topic named {name!r}", "resource_type": TOPIC_RESOURCE,
+                "resource_name": name, "configs": []}
+    own = dict(topic.configs)
+    configs: list[shapes.ConfigEntry] = []
+    for key in sorted(KEYS):
+        if keys is not None and key not in keys:
+            continue
+        spec = KEYS[key]
+        value = own.get(key)
+        source = DEFAULT_CONFIG if value is None else DYNAMIC_TOPIC_CONFIG
+        configs.append({
+            "name": key, "value": spec.default if value is None else value,
+            "read_only": False, "is_default": value is None, "config_source": source,
+            "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPES[spec.type],
+            "documentation": spec.documentation if documentation else None})
+    return {"error_code": 0, "error_message": None, "resource_type": TOPIC_RESOURCE,
+            "resource_name": name, "configs": configs}
+
+
+async def handle_describe_configs_request(context: BrokerContext, request: Any,
+                                          version: int) -> shapes.DescribeConfigsResponse:
+    image = context.image
+    results: list[shapes.ResourceResult] = []
+    for resource in request.resources:
+        keys = resource.configuration_keys
+        keys = None if keys is None or len(keys) == 0 else tuple(keys)
+        denied = _denied(context, authz.Op.DESCRIBE_CONFIGS, int(resource.resource_type),
+                         resource.resource_name)
+        if denied is not None:
+            results.append({**denied, "configs": []})
+        elif int(resource.resource_type) == TOPIC_RESOURCE:
+            results.append(describe_topic_configs(
+                image, resource.resource_name, keys,
+                bool(getattr(request, "include_documentation", False))))
+        elif int(resource.resource_type) == BROKER_RESOURCE:
+            results.append({"error_code": 0, "error_message": None,
+                            "resource_type": BROKER_RESOURCE,
+                            "resource_name": resource.resource_name, "configs": []})
+        else:
+            results.append({"error_code": int(ErrorCode.INVALID_REQUEST),
+                            "error_message": f"unsupported resource type "
+                                             f"{int(resource.resource_type)}",
+                            "resource_type": int(resource.resource_type),
+                            "resource_name": resource.resource_name, "configs": []})
+    return {"throttle_time": 0, "results": results}
+
+
+def _denied(context: BrokerContext, operation: int, resource_type: int, name: str
+            ) -> shapes.ResourceResult | None:
+    """The result for a resource the caller may not describe or alter (DESCRIBE_CONFIGS
+    or ALTER_CONFIGS on the topic, or on the cluster for a broker), or None."""
+    if resource_type == TOPIC_RESOURCE:
+        if authz.topic_allowed(context, operation, name):
+            return None
+        code = authz.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == BROKER_RESOURCE:
+        if authz.cluster_allowed(context, operation):
+            return None
+        code = authz.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        return None
+    return {"error_code": code, "error_message": f"{authz.Op(operation).name} is not allowed",
+            "resource_type": resource_type, "resource_name": name}
+
+
+def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
+    """What the topic's configs hold once an accepted alter is applied."""
+    expected: dict[str, str | None] = {}
+    for config in resource.configs:
+        if config.config_operation == OP_DELETE:
+            expected[config.name] = None
+        elif config.config_operation == OP_SET:
+            try:
+                expected[config.name] = validate(config.name, config.value)
+            except InvalidConfig:
+                pass  # the controller accepted it: nothing to wait for here
+    return expected
+
+
+def _unanswered(resource: Any) -> shapes.ResourceResult:
+    return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "no answer",
+            "resource_type": int(resource.resource_type),
+            "resource_name": resource.resource_name}
+
+
+async def handle_incremental_alter_configs_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.IncrementalAlterConfigsResponse:
+    timeout_s = request_timeout_s(request, context)
+    denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
+              for r in request.resources]
+    allowed = [r for r, d in zip(request.resources, denied, strict=True) if d is None]
+    admin = IncrementalAlterConfigsRequest(
+        resources=tuple(AlterConfigsResource(
+            resource_type=int(r.resource_type), resource_name=r.resource_name,
+            configs=tuple(AlterableConfig(name=c.name, config_operation=int(c.config_operation),
+                                          value=c.value) for c in r.configs))
+            for r in allowed),
+        validate_only=bool(request.validate_only))
+    if not admin.resources:
+        response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
+    else:
+        response, error, message = await forward_to_controller(context, admin, timeout_s)
+    results: list[shapes.ResourceResult]
+    if response is None:
+        results = [{"error_code": error, "error_message": message,
+                    "resource_type": int(r.resource_type), "resource_name": r.resource_name}
+                   for r in allowed]
+    else:
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        if not admin.validate_only:
+            wanted = [(r.resource_name, _expected(r)) for r, answer in
+                      zip(admin.resources, response.responses, strict=False)
+                      if answer.error_code == 0 and r.resource_type == TOPIC_RESOURCE]
+            if wanted:
+                await context.wait_image(lambda image: all(
+                    (t := image.topic_by_name(name)) is None or
+                    all(t.config(k) == v for k, v in expected.items())
+                    for name, expected in wanted), timeout_s)
+        results = [{"error_code": kafka_error(r.error_code), "error_message": r.error_message,
+                    "resource_type": r.resource_type, "resource_name": r.resource_name}
+                   for r in response.responses]
+    answers = iter(results)  # the forwarded ones, in order, between the refused ones
+    results = [d if d is not None else next(answers, _unanswered(r))
+               for r, d in zip(request.resources, denied, strict=True)]
+    log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],
+                                     "errors": [r["error_code"] for r in results]})
+    return {"throttle_time": 0, "responses": results}

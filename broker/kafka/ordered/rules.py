@@ -1,0 +1,111 @@
+"""Ordered delivery across partition-count changes, the broker's rules (pure).
+
+A topic with ordered delivery is partitioned by linear hashing over its *undeleted*
+partition count (the partitions not marked for deletion). A client that partitioned by
+another count must refresh its metadata before its records or fetches count, so:
+
+- a Produce or consumer Fetch whose topic entry names a count (the tagged field of
+  `raft.common.kafka.ordered_schemas`) different from the image's gets
+  INVALID_PARTITION_METADATA on every partition of that entry; a topic without ordered
+  delivery, or an entry without the tag (Kafka's clients), is not checked;
+- a partition marked for deletion takes no new records from anyone: its log can then
+  only shrink, so once empty it stays empty and the controller may remove it.
+
+The image's fields for this come from `metadata.image`; they are read with defaults so
+that an image without them (a topic never resized) means "no marks, count = partitions".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata.image import MetadataImage, PartitionImage, TopicImage
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
+
+NO_VALUE = -1
+
+
+def undeleted_count(topic: TopicImage) -> int:
+    count = getattr(topic, "undeleted_count", None)
+    return len(topic.partitions) if count is None else int(count)
+
+
+def has_ordered_delivery(topic: TopicImage) -> bool:
+    return bool(getattr(topic, "ordered_delivery", False))
+
+
+def is_marked_for_deletion(topic: TopicImage, index: int) -> bool:
+    if 0 <= index < len(topic.partitions) and \
+            getattr(topic.partitions[index], "marked_for_deletion", False):
+        return True
+    return index in tuple(getattr(topic, "marked_partitions", ()) or ())
+
+
+def count_mismatch(topic: TopicImage | None, client_count: int | None) -> bool:
+    """The client's undeleted partition count (None: it sent none) is stale or ahead."""
+    if topic is None or client_count is None or not has_ordered_delivery(topic):
+        return False
+    return int(client_count) != undeleted_count(topic)
+
+
+def produce_refusal(topic: TopicImage | None, index: int) -> str | None:
+    """Why partition `index` takes no records now (None: it may)."""
+    if topic is not None and is_marked_for_deletion(topic, index):
+        return f"partition {index} of {topic.name} is marked for deletion"
+    return None
+
+
+def count_refusal_message(topic: TopicImage, client_count: int) -> str:
+    return (f"undeleted partition count {client_count} differs from the broker's "
+            f"{undeleted_count(topic)} for {topic.name}: refresh metadata")
+
+
+# --- PartitionLeaderEpochs ----------------------------------------------------------
+
+
+def _epoch_entries(pairs: Any) -> list[dict[str, int]]:
+    """(partition, leader epoch) pairs -> wire entries; None or an old-style single
+    epoch (no map) -> none."""
+    if not pairs or isinstance(pairs, int):
+        return []
+    return [{"partition": int(p), "leader_epoch": int(e)} for p, e in pairs]
+
+
+def _partition_entry(partition: PartitionImage) -> dict[str, Any]:
+    return {"partition": partition.partition, "error_code": 0,
+            "leader_epoch": partition.leader_epoch,
+            "after_creation": _epoch_entries(partition.leader_epoch_after_creation),
+            "before_deletion": _epoch_entries(partition.leader_epoch_before_deletion)}
+
+
+def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
+                        asked: tuple[int, ...]) -> dict[str, Any]:
+    """One topic of a PartitionLeaderEpochs response (without its ID): its counts and,
+    for each partition asked (all when `asked` is empty), its leader epoch and the two
+    epoch maps."""
+    topic = None if topic_id is None else image.topic(topic_id)
+    if topic is None:
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "partitions": []}
+    indexes = asked if asked else tuple(range(len(topic.partitions)))
+    partitions = [
+        _partition_entry(topic.partitions[i]) if 0 <= i < len(topic.partitions) else
+        {"partition": i, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+        for i in indexes]
+    initial = topic.initial_partition_count
+    return {"error_code": 0, "name": topic.name,
+            # a topic never resized: the partitions it has are the ones it was created with
+            "initial_partition_count": len(topic.partitions) if initial is None
+            else initial,
+            "undeleted_partition_count": undeleted_count(topic),
+            "ordered_delivery": has_ordered_delivery(topic), "partitions": partitions}
+
+
+def marked_led_partitions(image: MetadataImage, broker_id: int
+                          ) -> list[tuple[TopicImage, PartitionImage]]:
+    """The partitions marked for deletion that `broker_id` leads in `image`."""
+    return [(topic, topic.partitions[index])
+            for topic in image.topics.values()
+            for index in range(len(topic.partitions))
+            if topic.partitions[index].leader == broker_id
+            and is_marked_for_deletion(topic, index)]

@@ -1,0 +1,266 @@
+"""Fetch (v4-v13, by name and from v13 by topic ID), ListOffsets and OffsetForLeaderEpoch.
+
+Fetch reads whole batches from `fetch_offset` up to the high watermark (consumers) or the
+log end (followers, `replica_id >= 0`, whose fetch offset also tells the leader how far
+they have replicated: the high watermark follows the ISR). When less than `min_bytes`
+is ready the request is parked until enough arrives or `max_wait` passes (long poll; a
+partition error answers at once). No fetch sessions: session_id 0 tells clients to send
+full fetches.
+
+A consumer's topic entry carrying an undeleted partition count that differs from the
+image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_METADATA on
+each of its partitions, without records: the consumer refreshes its metadata and
+rejoins its group. Followers' fetches are never checked.
+
+With the authorizer on (`broker.kafka.authz`): a consumer's Fetch needs READ on each
+topic, a follower's (`replica_id >= 0`) CLUSTER_ACTION on the cluster, ListOffsets and
+OffsetForLeaderEpoch DESCRIBE on the topic (a follower's: CLUSTER_ACTION); otherwise each
+of the topic's partitions answers TOPIC_AUTHORIZATION_FAILED, as in Kafka. Fetch checks
+it before the partition count, so a caller that may not read a topic learns nothing
+else about it; an unknown topic ID answers UNKNOWN_TOPIC_ID before that, as Kafka's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from broker.kafka import authz
+from broker.kafka import response_shapes as shapes
+from broker.kafka.admin.metadata_api import from_kafka_uuid
+from broker.kafka.context import BrokerContext
+from broker.kafka.ordered.rules import count_mismatch
+from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
+from raft.common.errors import ErrorCode
+
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
+NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such record"
+
+
+def _partition_error(index: int, error: ErrorCode, leader: Any = None
+                     ) -> shapes.PartitionData:
+    out: shapes.PartitionData = {"partition_index": index, "error_code": int(error),
+                                 "high_watermark": -1, "last_stable_offset": -1,
+                                 "log_start_offset": -1, "records": None}
+    if leader is not None:
+        out["current_leader"] = {"leader_id": leader.leader, "leader_epoch": leader.leader_epoch}
+    return out
+
+
+async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
+                           part: Any, replica_id: int, budget: int) -> shapes.PartitionData:
+    index = int(part.partition)
+    resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
+                               topic_id=topic_id,
+                               current_leader_epoch=int(getattr(part, "current_leader_epoch",
+                                                                -1)))
+    if resolved.error != ErrorCode.NONE:
+        return _partition_error(index, resolved.error, resolved.partition)
+    error, state = await context.replicas.open(resolved)
+    if state is None:
+        return _partition_error(index, error)
+    assert resolved.partition is not None
+    offset = int(part.fetch_offset)
+    end = state.log.log_end_offset
+    last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
+    if replica_id >= 0 and last_fetched_epoch >= 0:
+        # a follower whose last epoch ends earlier here (or is unknown here) has
+        # diverged: tell it where to truncate instead of sending records
+        epoch, epoch_end = state.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # no common epoch at all: truncate to the log start
+            epoch_end = state.log.log_start_offset
+        if epoch != last_fetched_epoch or epoch_end < offset:
+            return {"partition_index": index, "error_code": 0,
+                    "high_watermark": state.high_watermark,
+                    "last_stable_offset": state.high_watermark,
+                    "log_start_offset": state.log.log_start_offset, "records": None,
+                    "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
+    if offset < 0 or offset > end:
+        return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
+    if replica_id >= 0:
+        # Only now is the follower's log known to match ours below `offset`: a diverged
+        # tail (say, of a restarted former leader) must count neither towards the high
+        # watermark nor as a reason to take the follower back into the ISR.
+        now = trio.current_time()
+        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
+        state.record_follower_fetch(replica_id, offset, now)
+        if state.is_expansion_candidate(resolved.partition, replica_id):
+            context.replicas.request_isr_check()  # it may rejoin the ISR
+    if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
+        context.replicas.notify_data()
+    upper = end if replica_id >= 0 else state.high_watermark
+    try:
+        records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
+                                 upper)
+    except OSError:  # the directory was staged for deletion under us
+        gone = context.image.topic(state.topic_id) is None
+        return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
+                                else ErrorCode.KAFKA_STORAGE_ERROR)
+    return {"partition_index": index, "error_code": 0,
+            "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
+            "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
+            "records": records}
+
+
+async def _collect(context: BrokerContext, request: Any, version: int
+                   ) -> tuple[list[shapes.FetchableTopicResponse], int]:
+    replica_id = int(getattr(request, "replica_id", -1))
+    budget = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    responses: list[shapes.FetchableTopicResponse] = []
+    total = 0
+    follower_allowed = replica_id < 0 or authz.cluster_allowed(context,
+                                                               authz.Op.CLUSTER_ACTION)
+    for topic in request.topics:
+        name = getattr(topic, "topic", None)
+        raw_id = getattr(topic, "topic_id", None)
+        topic_id = from_kafka_uuid(raw_id)
+        topic_error = _topic_error(context, topic, name, topic_id, replica_id,
+                                   follower_allowed)
+        partitions: list[shapes.PartitionData] = []
+        for part in topic.partitions:
+            if topic_error is not None:
+                partitions.append(_partition_error(int(part.partition), topic_error))
+                continue
+            data = await _fetch_partition(context, name=name, topic_id=topic_id, part=part,
+                                          replica_id=replica_id, budget=max(0, budget - total))
+            total += len(data["records"] or b"")
+            partitions.append(data)
+        responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
+    return responses, total
+
+
+def _topic_error(context: BrokerContext, topic: Any, name: str | None, topic_id: Any,
+                 replica_id: int, follower_allowed: bool) -> ErrorCode | None:
+    """The error every partition of a topic entry gets, or None. READ (a follower's
+    CLUSTER_ACTION) is checked before anything else is said about the topic: a caller
+    without it learns neither the topic's partitions nor its partition count."""
+    if name is None and (topic_id is None or context.image.topic(topic_id) is None):
+        return ErrorCode.UNKNOWN_TOPIC_ID  # IDs are not secret (Kafka answers this first)
+    if not (follower_allowed if replica_id >= 0
+            else authz.topic_allowed(context, authz.Op.READ, name, topic_id)):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return _count_error(context, topic, name, topic_id, replica_id)
+
+
+def _count_error(context: BrokerContext, topic: Any, name: str | None,
+                 topic_id: Any, replica_id: int) -> ErrorCode | None:
+    """INVALID_PARTITION_METADATA for a consumer whose count differs from the image's."""
+    client_count = getattr(topic, "undeleted_partition_count", None)
+    if replica_id >= 0 or client_count is None:
+        return None
+    image = context.image
+    known = image.topic(topic_id) if topic_id is not None else image.topic_by_name(name or "")
+    return ErrorCode.INVALID_PARTITION_METADATA if count_mismatch(known, client_count) else None
+
+
+def _has_error(responses: list[shapes.FetchableTopicResponse]) -> bool:
+    """A partition error or a divergence: the client must act now, not after max_wait."""
+    return any(p["error_code"] != 0 or "diverging_epoch" in p
+               for t in responses for p in t["partitions"])
+
+
+async def handle_fetch_request(context: BrokerContext, request: Any, version: int
+                               ) -> shapes.FetchResponse:
+    max_wait_s = max(0.0, request.max_wait.total_seconds())
+    min_bytes = int(request.min_bytes)
+    with trio.move_on_after(max_wait_s) as waited:
+        while True:
+            responses, total = await _collect(context, request, version)
+            if total >= min_bytes or _has_error(responses):
+                break
+            await context.replicas.wait_data()
+    if waited.cancelled_caught:
+        responses, _ = await _collect(context, request, version)
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _described(context: BrokerContext, request: Any, name: str) -> bool:
+    """DESCRIBE on the topic for a client, CLUSTER_ACTION for a follower (`replica_id`)."""
+    if int(getattr(request, "replica_id", -1)) >= 0:
+        return authz.cluster_allowed(context, authz.Op.CLUSTER_ACTION)
+    return authz.topic_allowed(context, authz.Op.DESCRIBE, name)
+
+
+async def _open_led_partition(context: BrokerContext, name: str, index: int, part: Any
+                              ) -> tuple[ErrorCode, PartitionState | None, Resolved]:
+    """The state of partition `index` of topic `name` when this broker leads it in the
+    leader epoch the request `part` names (if it names one); else None and the error to
+    answer with."""
+    resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
+                               current_leader_epoch=int(getattr(part, "current_leader_epoch",
+                                                                -1)))
+    if resolved.error != ErrorCode.NONE:
+        return resolved.error, None, resolved
+    error, state = await context.replicas.open(resolved)
+    return error, state, resolved
+
+
+def offset_for_list_offsets(state: PartitionState, target: int, leader_epoch: int
+                            ) -> tuple[int, int, int]:
+    """Kafka's ListOffsets answer (offset, timestamp, leader epoch) for a consumer (read
+    uncommitted): EARLIEST -> the log start, LATEST (and any other negative target) ->
+    the high watermark, MAX_TIMESTAMP -> the first record holding the largest timestamp,
+    a timestamp -> the first record whose timestamp is >= it. A record found at or above
+    the high watermark is not visible: -1/-1, as when none is found."""
+    if target == EARLIEST_TIMESTAMP:
+        return state.log.log_start_offset, -1, leader_epoch
+    if target == MAX_TIMESTAMP:
+        found = state.log.max_timestamp()
+    elif target < 0:
+        return state.high_watermark, -1, leader_epoch
+    else:
+        found = state.log.offset_for_timestamp(target)
+    if found is None or found[0] >= state.high_watermark:
+        return NOT_FOUND
+    return found
+
+
+async def handle_list_offsets_request(context: BrokerContext, request: Any,
+                                      version: int) -> shapes.ListOffsetsResponse:
+    topics: list[shapes.ListOffsetsTopicResponse] = []
+    for topic in request.topics:
+        partitions: list[shapes.ListOffsetsPartitionResponse] = []
+        described = _described(context, request, topic.name)
+        for part in topic.partitions:
+            index = int(part.partition_index)
+            if not described:
+                partitions.append({"partition_index": index,
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                continue
+            error, state, resolved = await _open_led_partition(context, topic.name, index, part)
+            if state is None:
+                partitions.append({"partition_index": index, "error_code": int(error)})
+                continue
+            assert resolved.partition is not None
+            offset, timestamp, epoch = offset_for_list_offsets(
+                state, int(part.timestamp), resolved.partition.leader_epoch)
+            partitions.append({"partition_index": index, "error_code": 0,
+                               "timestamp": timestamp, "offset": offset,
+                               "leader_epoch": epoch, "old_style_offsets": [offset]})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+async def handle_offset_for_leader_epoch_request(
+        context: BrokerContext, request: Any, version: int
+        ) -> shapes.OffsetForLeaderEpochResponse:
+    topics: list[shapes.OffsetForLeaderTopicResult] = []
+    for topic in request.topics:
+        partitions: list[shapes.EpochEndOffsetResult] = []
+        described = _described(context, request, topic.topic)
+        for part in topic.partitions:
+            index = int(part.partition)
+            if not described:
+                partitions.append({"partition": index,
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                continue
+            error, state, _ = await _open_led_partition(context, topic.topic, index, part)
+            if state is None:
+                partitions.append({"partition": index, "error_code": int(error)})
+                continue
+            epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
+            partitions.append({"partition": index, "error_code": 0, "leader_epoch": epoch,
+                               "end_offset": end})
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}

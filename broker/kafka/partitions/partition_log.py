@@ -1,0 +1,459 @@
+"""One partition's log in its partition directory: Kafka magic v2 record batches, stored
+intact (client CRCs and compression untouched) in `00000000000000000000.log`.
+
+The broker assigns base offsets and stamps its leader epoch; both lie outside the
+batch's CRC32C (which covers attributes .. end), so the client's CRC stays valid and
+consumers verify it end to end. An append is durable (write + fsync) before it is
+acknowledged. Opening a log rescans it and truncates a torn or corrupt tail.
+
+The log owns its partition's idempotent-producer state (broker.kafka.partitions.producer_state):
+every batch stored, by the leader (`append`) or a follower (`append_replicated`), is
+applied to it; a truncation rebuilds it. `<offset, 20 digits>.producer-snapshot` files
+next to the log hold the state below that offset (written every
+`SNAPSHOT_INTERVAL_BYTES` of appends and on close, the newest `SNAPSHOTS_KEPT` kept);
+opening a log loads the newest valid snapshot at a batch boundary at or below the log
+end and applies the batches after it. A truncation deletes the snapshots above the new
+end before it cuts the file, so no snapshot ever describes records the log lost.
+
+Blocking file I/O: the Trio shell calls `append` through a worker thread, one at a time
+per partition.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not zlib's CRC32
+
+from broker.kafka.partitions.producer_state import (
+    BatchHeader,
+    ProducerStates,
+    SnapshotError,
+    decode_snapshot,
+    encode_snapshot,
+    read_header,
+)
+from raft.common.durable import fsync_dir, open_private, write_atomically
+from raft.common.kafka.record_batch import read_varint
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "00000000000000000000.log"
+HEADER_BYTES = 61  # up to and including recordsCount
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MAGIC_V2 = 2
+_OFFSET_LENGTH = struct.Struct(">qi")
+_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_LAST_DELTA = struct.Struct(">i")
+_COUNT = struct.Struct(">i")
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+SNAPSHOT_SUFFIX = ".producer-snapshot"
+SNAPSHOT_INTERVAL_BYTES = 4 << 20
+SNAPSHOTS_KEPT = 2
+NO_TIMESTAMP = -1
+_COMPRESSION_MASK, _GZIP, _LOG_APPEND_TIME = 0x07, 1, 0x08
+
+
+class InvalidBatchError(ValueError):
+    """Produced bytes are not valid magic v2 batches; `corrupt` distinguishes a CRC or
+    framing error (CORRUPT_MESSAGE) from an unsupported format (INVALID_RECORD)."""
+
+    def __init__(self, message: str, *, corrupt: bool) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchInfo:
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    position: int
+    size: int
+    max_timestamp: int = NO_TIMESTAMP
+
+
+def split_batches(data: bytes) -> list[bytes]:
+    """Validate `data` as one or more complete magic v2 batches (framing, magic, CRC32C,
+    record count); returns each batch's bytes."""
+    batches: list[bytes] = []
+    view = memoryview(data)
+    position = 0
+    while position < len(view):
+        if len(view) - position < HEADER_BYTES:
+            raise InvalidBatchError("truncated batch header", corrupt=True)
+        _, length = _OFFSET_LENGTH.unpack_from(view, position)
+        end = position + LOG_OVERHEAD + length
+        if length < HEADER_BYTES - LOG_OVERHEAD or end > len(view) or \
+                length > MAX_BATCH_BYTES:
+            raise InvalidBatchError(f"bad batch length {length}", corrupt=True)
+        magic = view[position + 16]
+        if magic != MAGIC_V2:
+            raise InvalidBatchError(f"magic {magic} batches are not supported", corrupt=False)
+        (crc,) = _CRC.unpack_from(view, position + 17)
+        if crc32c(view[position + 21:end]) != crc:
+            raise InvalidBatchError("batch CRC32C mismatch", corrupt=True)
+        (last_delta,) = _LAST_DELTA.unpack_from(view, position + 23)
+        (count,) = _COUNT.unpack_from(view, position + 57)
+        if last_delta < 0 or count < 0 or count > last_delta + 1:
+            raise InvalidBatchError(f"bad record count {count} for last offset delta "
+                                    f"{last_delta}", corrupt=True)
+        batches.append(bytes(view[position:end]))
+        position = end
+    if not batches:
+        raise InvalidBatchError("no record batch", corrupt=True)
+    return batches
+
+
+def last_offset_delta(batch: bytes | bytearray | memoryview, position: int = 0) -> int:
+    return int(_LAST_DELTA.unpack_from(batch, position + 23)[0])
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """The offsets of the producer-state snapshots in `directory`, ascending."""
+    offsets = []
+    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+        stem = path.name[:-len(SNAPSHOT_SUFFIX)]
+        if len(stem) == 20 and stem.isdigit():
+            offsets.append(int(stem))
+    return sorted(offsets)
+
+
+class PartitionLog:
+    """Appends and reads; `log_end_offset` is the next offset to assign. The high
+    watermark is kept by the caller (it follows the ISR). `producers` is the
+    idempotent-producer state of the batches below the log end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / LOG_FILE
+        self._batches: list[BatchInfo] = []
+        self._bases: list[int] = []
+        self._epoch_starts: list[tuple[int, int]] = []  # (epoch, first offset): epoch cache
+        self._running_max_ts: list[int] = []  # max timestamp of batches 0..i, for bisect
+        self._max_ts_index = -1  # the first batch holding the largest timestamp
+        self.log_end_offset = 0
+        self._size = 0
+        self._headers: list[BatchHeader] = []  # per batch, for rebuilding producer state
+        self.producers = ProducerStates()
+        self._bytes_since_snapshot = 0
+        self._recover()
+        self._load_producers()
+        self._file = os.fdopen(  # noqa: SIM115 - closed by close()
+            open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
+
+    def _recover(self) -> None:
+        data = self.path.read_bytes() if self.path.exists() else b""
+        position = 0
+        view = memoryview(data)
+        while position + HEADER_BYTES <= len(view):
+            base, length = _OFFSET_LENGTH.unpack_from(view, position)
+            end = position + LOG_OVERHEAD + length
+            if length < HEADER_BYTES - LOG_OVERHEAD or end > len(view) or \
+                    view[position + 16] != MAGIC_V2 or \
+                    crc32c(view[position + 21:end]) != _CRC.unpack_from(view, position + 17)[0]:
+                break
+            (epoch,) = _EPOCH.unpack_from(view, position + 12)
+            header = read_header(view, position)
+            self._add(BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
+                                leader_epoch=epoch, position=position, size=end - position,
+                                max_timestamp=header.max_timestamp), header)
+            position = end
+        if position < len(data):
+            log.warning("truncating the torn tail of a partition log", extra={
+                "path": str(self.path), "offset": self.log_end_offset, "position": position,
+                "dropped_bytes": len(data) - position})
+            with open(self.path, "r+b") as handle:
+                handle.truncate(position)
+                os.fsync(handle.fileno())
+        self._size = position
+
+    def _add(self, info: BatchInfo, header: BatchHeader) -> None:
+        self._batches.append(info)
+        self._bases.append(info.base_offset)
+        self._headers.append(header)
+        self.log_end_offset = info.last_offset + 1
+        if not self._epoch_starts or info.leader_epoch > self._epoch_starts[-1][0]:
+            self._epoch_starts.append((info.leader_epoch, info.base_offset))
+        previous = self._running_max_ts[-1] if self._running_max_ts else NO_TIMESTAMP - 1
+        self._running_max_ts.append(max(previous, info.max_timestamp))
+        if info.max_timestamp > previous:
+            self._max_ts_index = len(self._batches) - 1
+
+    # --- producer state --------------------------------------------------------------
+
+    def _is_boundary(self, offset: int) -> bool:
+        """Whether a batch starts at `offset`, or the log ends there."""
+        if offset == self.log_end_offset:
+            return True
+        index = bisect.bisect_left(self._bases, offset)
+        return index < len(self._bases) and self._bases[index] == offset
+
+    def _load_producers(self, below: int | None = None) -> None:
+        """Producer state from the newest usable snapshot at or below the log end (or
+        `below`), then the batches after it. Snapshots above the log end are deleted."""
+        limit = self.log_end_offset if below is None else below
+        states = ProducerStates()
+        for offset in reversed(snapshot_offsets(self.directory)):
+            path = snapshot_path(self.directory, offset)
+            if offset > self.log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            if offset > limit or not self._is_boundary(offset):
+                continue
+            try:
+                loaded = decode_snapshot(path.read_bytes())
+            except (OSError, SnapshotError) as exc:
+                log.warning("ignoring a producer-state snapshot", extra={
+                    "path": str(path), "reason": str(exc)})
+                continue
+            if loaded.end_offset == offset:
+                states = loaded
+                break
+        start = bisect.bisect_left(self._bases, states.end_offset)
+        for info, header in zip(self._batches[start:], self._headers[start:], strict=True):
+            states.apply(header, info.base_offset)
+        states.end_offset = self.log_end_offset
+        self.producers = states
+
+    def _owns_directory(self) -> bool:
+        """Whether `directory` still holds this log's file: a deleted topic's directory
+        is renamed away by reconciliation, and a recreated topic of the same name gets a
+        new one at the same path, which must never receive this log's snapshots."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self._file.fileno()).st_ino
+        except (OSError, ValueError):
+            return False
+
+    def write_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end; keep the newest SNAPSHOTS_KEPT.
+        Nothing is written once the directory is no longer this log's."""
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        write_atomically(snapshot_path(self.directory, self.log_end_offset),
+                         encode_snapshot(self.producers))
+        self._bytes_since_snapshot = 0
+        for offset in snapshot_offsets(self.directory)[:-SNAPSHOTS_KEPT]:
+            snapshot_path(self.directory, offset).unlink(missing_ok=True)
+
+    def _appended(self, size: int) -> None:
+        self._bytes_since_snapshot += size
+        if self._bytes_since_snapshot >= SNAPSHOT_INTERVAL_BYTES:
+            try:  # the batches are stored: a failed snapshot costs a longer scan only
+                self.write_producer_snapshot()
+            except OSError as exc:
+                log.warning("producer-state snapshot failed", extra={
+                    "path": str(self.directory), "reason": str(exc)})
+
+    @property
+    def log_start_offset(self) -> int:
+        return 0
+
+    def append(self, batches: list[bytes], leader_epoch: int) -> tuple[int, int]:
+        """Assign offsets from the log end, stamp `leader_epoch`, write and fsync.
+        Returns (base offset of the first batch, last offset). No producer checks (the
+        caller made them: broker.kafka.partitions.produce); the batches are applied to
+        `producers`."""
+        first = self.log_end_offset
+        out = bytearray()
+        infos: list[tuple[BatchInfo, BatchHeader]] = []
+        next_offset = first
+        for batch in batches:
+            stamped = bytearray(batch)
+            struct.pack_into(">q", stamped, 0, next_offset)
+            _EPOCH.pack_into(stamped, 12, leader_epoch)
+            header = read_header(stamped)
+            last = next_offset + header.last_offset_delta
+            infos.append((BatchInfo(base_offset=next_offset, last_offset=last,
+                                    leader_epoch=leader_epoch,
+                                    position=self._size + len(out), size=len(stamped),
+                                    max_timestamp=header.max_timestamp), header))
+            out += stamped
+            next_offset = last + 1
+        self._write(out, infos)
+        return first, next_offset - 1
+
+    def _write(self, out: bytearray, infos: list[tuple[BatchInfo, BatchHeader]]) -> None:
+        self._file.write(out)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._size += len(out)
+        for info, header in infos:
+            self._add(info, header)
+            self.producers.apply(header, info.base_offset)
+        self._appended(len(out))
+
+    def append_replicated(self, batches: list[bytes]) -> None:
+        """A follower's append: offsets and epochs as the leader assigned them; the
+        producer state follows the batches as the leader's did."""
+        out = bytearray()
+        infos: list[tuple[BatchInfo, BatchHeader]] = []
+        expected = self.log_end_offset
+        for batch in batches:
+            base, _ = _OFFSET_LENGTH.unpack_from(batch, 0)
+            if base < expected:
+                continue
+            (epoch,) = _EPOCH.unpack_from(batch, 12)
+            header = read_header(batch)
+            infos.append((BatchInfo(base_offset=base,
+                                    last_offset=base + header.last_offset_delta,
+                                    leader_epoch=epoch, position=self._size + len(out),
+                                    size=len(batch), max_timestamp=header.max_timestamp),
+                          header))
+            out += batch
+            expected = base + header.last_offset_delta + 1
+        if infos:
+            self._write(out, infos)
+
+    @property
+    def last_epoch(self) -> int:
+        """The leader epoch of the last batch (-1 for an empty log)."""
+        return self._batches[-1].leader_epoch if self._batches else -1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= `offset` (a follower whose log diverged
+        from the new leader's), durably; the producer state is rebuilt for what is
+        left (snapshots above the new end are deleted first)."""
+        keep = [b for b in self._batches if b.last_offset < offset]
+        if len(keep) == len(self._batches):
+            return
+        new_end = keep[-1].last_offset + 1 if keep else 0
+        if self._owns_directory():
+            for snap in snapshot_offsets(self.directory):
+                if snap > new_end:
+                    snapshot_path(self.directory, snap).unlink(missing_ok=True)
+            fsync_dir(self.directory)
+        size = keep[-1].position + keep[-1].size if keep else 0
+        self._file.flush()
+        os.ftruncate(self._file.fileno(), size)  # this log's file, wherever it now is
+        os.fsync(self._file.fileno())
+        log.warning("truncated a diverging partition log", extra={
+            "path": str(self.path), "from_offset": self.log_end_offset,
+            "to_offset": new_end})
+        headers = self._headers[:len(keep)]
+        self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
+        self._running_max_ts, self._max_ts_index = [], -1
+        for info, header in zip(keep, headers, strict=True):
+            self._add(info, header)
+        self._size = size
+        self.log_end_offset = new_end
+        self._load_producers()
+
+    def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
+        """Whole batches holding offsets from `offset` below `upper_offset`, up to
+        `max_bytes` (at least one batch, so a large batch is never stuck)."""
+        if offset >= upper_offset or not self._batches:
+            return b""
+        index = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        if self._batches[index].last_offset < offset:
+            index += 1
+        chosen: list[BatchInfo] = []
+        total = 0
+        for info in self._batches[index:]:
+            if info.last_offset >= upper_offset or (chosen and total + info.size > max_bytes):
+                break
+            chosen.append(info)
+            total += info.size
+        if not chosen:
+            return b""
+        with open(self.path, "rb") as handle:
+            handle.seek(chosen[0].position)
+            return handle.read(total)
+
+    def _read_batch(self, info: BatchInfo) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(info.position)
+            return handle.read(info.size)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, the end offset of that epoch) — OffsetForLeaderEpoch,
+        from the epoch cache (O(log epochs)). (-1, -1) when no batch has such an epoch."""
+        index = bisect.bisect_right(self._epoch_starts, (epoch, 1 << 63)) - 1
+        if index < 0:
+            return -1, -1
+        found = self._epoch_starts[index][0]
+        if index + 1 < len(self._epoch_starts):
+            return found, self._epoch_starts[index + 1][1]
+        return found, self.log_end_offset
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
+        """Kafka's ListOffsets by timestamp: (offset, timestamp, leader epoch) of the
+        first record whose timestamp is >= `timestamp_ms`, None when no record has one.
+        The first batch whose max timestamp reaches it is found by bisection over the
+        running maximum; its records are then read one by one."""
+        index = bisect.bisect_left(self._running_max_ts, timestamp_ms)
+        if index >= len(self._batches):
+            return None
+        info = self._batches[index]
+        for offset, timestamp in record_timestamps(self._read_batch(info)):
+            if timestamp >= timestamp_ms:
+                return offset, timestamp, info.leader_epoch
+        return info.base_offset, info.max_timestamp, info.leader_epoch  # undecodable
+
+    def max_timestamp(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp, leader epoch) of the
+        first record holding the largest timestamp; None for an empty log."""
+        if self._max_ts_index < 0:
+            return None
+        info = self._batches[self._max_ts_index]
+        for offset, timestamp in record_timestamps(self._read_batch(info)):
+            if timestamp == info.max_timestamp:
+                return offset, timestamp, info.leader_epoch
+        return info.base_offset, info.max_timestamp, info.leader_epoch  # undecodable
+
+    def close(self) -> None:
+        """Snapshot the producer state (so the next open scans nothing) and close."""
+        if self._file.closed:
+            return
+        try:
+            if self.producers.end_offset > 0 and \
+                    self.log_end_offset not in snapshot_offsets(self.directory):
+                self.write_producer_snapshot()
+        except OSError as exc:  # the directory may be gone (staged for deletion)
+            log.info("no producer-state snapshot on close", extra={
+                "path": str(self.directory), "reason": str(exc)})
+        self._file.close()
+
+
+def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of a stored magic v2 batch. LogAppendTime
+    batches give every record the batch's max timestamp (as Kafka's records report);
+    gzip is decoded with zlib; another codec (snappy, lz4, zstd: no decoder here) or a
+    malformed body gives [] (the caller then answers at batch granularity)."""
+    base_offset = int(struct.unpack_from(">q", batch, 0)[0])
+    header = read_header(batch)
+    (base_timestamp,) = struct.unpack_from(">q", batch, 27)
+    (count,) = _COUNT.unpack_from(batch, 57)
+    body = bytes(batch[HEADER_BYTES:])
+    codec = header.attributes & _COMPRESSION_MASK
+    try:
+        if codec == _GZIP:
+            body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        elif codec != 0:
+            return []
+        out = []
+        position = 0
+        for _ in range(count):
+            length, position = read_varint(body, position)
+            start = position
+            position += 1  # record attributes
+            timestamp_delta, position = read_varint(body, position)
+            offset_delta, position = read_varint(body, position)
+            timestamp = header.max_timestamp if header.attributes & _LOG_APPEND_TIME \
+                else base_timestamp + timestamp_delta
+            out.append((base_offset + offset_delta, timestamp))
+            position = start + length
+        return out
+    except (ValueError, IndexError, zlib.error):
+        return []

@@ -1,0 +1,330 @@
+"""Which partition a Kafka request may touch, and the state of the ones this broker holds.
+
+`check_partition` is pure (KIP-516 "stale reads"): a topic ID absent from the broker's
+image -> UNKNOWN_TOPIC_ID; an unknown name or partition -> UNKNOWN_TOPIC_OR_PARTITION; a
+client's leader epoch older than the image's -> FENCED_LEADER_EPOCH (newer ->
+UNKNOWN_LEADER_EPOCH); not the leader -> NOT_LEADER_OR_FOLLOWER. `ReplicaManager` then
+opens the partition directory and compares its partition.metadata with the topic ID:
+a mismatch -> INCONSISTENT_TOPIC_ID, so a replica of a deleted topic never serves data
+as the recreated one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from broker import partition_dir
+from broker.kafka.partitions.partition_log import PartitionLog
+from broker.reconcile import partition_dir_name
+from metadata.image import MetadataImage, PartitionImage, TopicImage
+from raft.common.errors import ErrorCode
+from raft.common.uuid import Uuid
+
+log = logging.getLogger(__name__)
+
+RECONCILE_WAIT_S = 2.0  # a just-created partition's directory appears within this
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    error: ErrorCode
+    topic: TopicImage | None = None
+    partition: PartitionImage | None = None
+
+
+def check_partition(image: MetadataImage, broker_id: int, *, partition: int,
+                    topic_id: Uuid | None = None, name: str | None = None,
+                    current_leader_epoch: int = -1, require_leader: bool = True) -> Resolved:
+    """Resolve a (topic ID or name, partition) against the image; pure."""
+    if topic_id is not None:
+        topic = image.topic(topic_id)
+        if topic is None:
+            return Resolved(error=ErrorCode.UNKNOWN_TOPIC_ID)
+    else:
+        topic = image.topic_by_name(name or "")
+        if topic is None:
+            return Resolved(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not 0 <= partition < len(topic.partitions):
+        return Resolved(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic=topic)
+    part = topic.partitions[partition]
+    if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
+        return Resolved(error=ErrorCode.FENCED_LEADER_EPOCH, topic=topic, partition=part)
+    if current_leader_epoch > part.leader_epoch:
+        return Resolved(error=ErrorCode.UNKNOWN_LEADER_EPOCH, topic=topic, partition=part)
+    if require_leader and part.leader != broker_id:
+        return Resolved(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, topic=topic, partition=part)
+    if not require_leader and broker_id not in part.replicas:
+        return Resolved(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, topic=topic, partition=part)
+    return Resolved(error=ErrorCode.NONE, topic=topic, partition=part)
+
+
+def check_local_topic_id(local: Uuid | None, expected: Uuid) -> ErrorCode:
+    """The partition directory's partition.metadata against the image's topic ID."""
+    if local is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # not created yet (reconciliation pending)
+    return ErrorCode.NONE if local == expected else ErrorCode.INCONSISTENT_TOPIC_ID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingIsr:
+    """An ISR this leader proposed with AlterPartition, based on the image's partition
+    state at (`leader_epoch`, `partition_epoch`); forgotten once that state changes."""
+
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    resend_at: float = math.inf  # inf: in flight, or waiting for the image
+
+    def is_based_on(self, partition: PartitionImage) -> bool:
+        return (self.leader_epoch, self.partition_epoch) == (partition.leader_epoch,
+                                                              partition.partition_epoch)
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class PartitionState:
+    """A hosted partition's log and, on the leader, its high watermark and the followers'
+    progress.
+
+    The high watermark is the smallest log end among the *maximal* ISR (KIP-497, as
+    Kafka's Partition does): the image's ISR plus the replicas this leader has proposed
+    to add. A replica leaves the high watermark only once the controller's shrunk ISR is
+    in the image, so every acknowledged record is on every replica the controller may
+    elect; an addition counts at once, which only holds the high watermark back."""
+
+    topic_id: Uuid
+    partition: int
+    log: PartitionLog
+    high_watermark: int = 0
+    follower_offsets: dict[int, int] = field(default_factory=dict)
+    follower_fetch_times: dict[int, float] = field(default_factory=dict)
+    # the leader's log end when each follower last fetched (for the caught-up time)
+    follower_fetch_log_ends: dict[int, int] = field(default_factory=dict)
+    follower_caught_up_times: dict[int, float] = field(default_factory=dict)
+    pending_isr: PendingIsr | None = None
+    leader_epoch: int = -1  # the leader epoch the follower state above belongs to
+    leader_since: float = 0.0
+    opened_at: float = 0.0
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    changed: trio.Event = field(default_factory=trio.Event)
+
+    def __post_init__(self) -> None:
+        self.leader_since = self.opened_at
+
+    def notify(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def record_follower_fetch(self, replica_id: int, offset: int, now: float) -> None:
+        """A follower's fetch offset: everything below it is on that replica. It is caught
+        up (Kafka's lastCaughtUpTime) when it fetches from the log end, or from where the
+        log ended at its previous fetch (then it was caught up at that fetch's time)."""
+        log_end = self.log.log_end_offset
+        if offset >= log_end:
+            self.follower_caught_up_times[replica_id] = now
+        elif offset >= self.follower_fetch_log_ends.get(replica_id, log_end + 1):
+            self.follower_caught_up_times[replica_id] = self.follower_fetch_times[replica_id]
+        self.follower_offsets[replica_id] = offset
+        self.follower_fetch_times[replica_id] = now
+        self.follower_fetch_log_ends[replica_id] = log_end
+
+    def observe_partition(self, partition: PartitionImage, now: float) -> None:
+        """The image's state of this partition: a new leader epoch gives every follower
+        a full lag time again; a pending ISR based on an older state is forgotten (the
+        image now shows the controller's decision, or a change that overrides it)."""
+        if partition.leader_epoch != self.leader_epoch:
+            self.leader_epoch = partition.leader_epoch
+            self.leader_since = now
+            for progress in (self.follower_offsets, self.follower_fetch_times,
+                             self.follower_fetch_log_ends, self.follower_caught_up_times):
+                progress.clear()
+        if self.pending_isr is not None and not self.pending_isr.is_based_on(partition):
+            self.pending_isr = None
+
+    def maximal_isr(self, partition: PartitionImage) -> tuple[int, ...]:
+        """The image's ISR plus the replicas a pending AlterPartition adds."""
+        pending = self.pending_isr
+        if pending is None or not pending.is_based_on(partition):
+            return partition.isr
+        return partition.isr + tuple(r for r in pending.isr if r not in partition.isr)
+
+    def caught_up_time(self, replica_id: int) -> float:
+        return self.follower_caught_up_times.get(replica_id, self.leader_since)
+
+    def is_expansion_candidate(self, partition: PartitionImage, replica_id: int) -> bool:
+        """A replica outside the ISR whose fetch offset reached the high watermark."""
+        return (replica_id in partition.replicas and replica_id not in partition.isr
+                and self.follower_offsets.get(replica_id, -1) >= self.high_watermark)
+
+    def is_out_of_sync(self, replica_id: int, now: float, lag_time_max_s: float) -> bool:
+        """Kafka's rule: behind the log end and not caught up for the lag time (an idle
+        follower holding everything stays in sync)."""
+        return (self.follower_offsets.get(replica_id, -1) < self.log.log_end_offset
+                and now - self.caught_up_time(replica_id) > lag_time_max_s)
+
+    def isr_proposal(self, partition: PartitionImage, leader_id: int, now: float, *,
+                     lag_time_max_s: float, eligible: frozenset[int]
+                     ) -> tuple[int, ...] | None:
+        """The ISR this leader should propose, or None (no change, or one in flight).
+        Out: followers out of sync. In: `eligible` (unfenced) replicas that reached the
+        high watermark with a fetch within the lag time (alive: a stopped replica that
+        once got there is not added back)."""
+        if self.pending_isr is not None and self.pending_isr.is_based_on(partition):
+            return None
+        kept = tuple(r for r in partition.isr
+                     if r == leader_id or not self.is_out_of_sync(r, now, lag_time_max_s))
+        added = tuple(
+            r for r in partition.replicas
+            if r in eligible and self.is_expansion_candidate(partition, r)
+            and now - self.follower_fetch_times.get(r, -math.inf) <= lag_time_max_s)
+        proposal = kept + added
+        if leader_id not in proposal or set(proposal) == set(partition.isr):
+            return None
+        return proposal
+
+    def maybe_advance_high_watermark(self, partition: PartitionImage, leader_id: int) -> bool:
+        """Move the high watermark to the smallest log end among the maximal ISR. Only
+        progress recorded in the partition's current leader epoch counts: what followers
+        fetched while this broker led an earlier epoch may since have been truncated."""
+        current = self.leader_epoch == partition.leader_epoch
+        offsets = [self.log.log_end_offset]
+        for replica in self.maximal_isr(partition):
+            if replica != leader_id:
+                offsets.append(self.follower_offsets.get(replica, 0) if current else 0)
+        candidate = min(offsets)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            self.notify()
+            return True
+        return False
+
+
+def _is_gone(image: MetadataImage, topic_id: Uuid, partition: int) -> bool:
+    """The topic was deleted, or a shrink removed the partition."""
+    topic = image.topic(topic_id)
+    return topic is None or partition >= len(topic.partitions)
+
+
+class ReplicaManager:
+    """Partition logs of this broker, opened on first use and closed once their topic ID
+    leaves the image, or their partition leaves the topic."""
+
+    def __init__(self, *, log_dir: Path, broker_id: int, image: Callable[[], MetadataImage],
+                 wait_reconciled: Callable[[int], Awaitable[None]] | None = None) -> None:
+        self.log_dir = log_dir
+        self.broker_id = broker_id
+        self._image = image
+        self._wait_reconciled = wait_reconciled
+        self._states: dict[tuple[Uuid, int], PartitionState] = {}
+        self._pruned_image: MetadataImage | None = None
+        self._data_changed = trio.Event()
+        self._isr_check = trio.Event()
+
+    def request_isr_check(self) -> None:
+        """A follower reached the high watermark: check the ISRs now (it may rejoin)."""
+        self._isr_check.set()
+
+    async def wait_isr_check(self, timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s):
+            await self._isr_check.wait()
+        self._isr_check = trio.Event()
+
+    def partition_image(self, state: PartitionState) -> PartitionImage | None:
+        """The image's current state of `state`'s partition (None: gone)."""
+        topic = self.image.topic(state.topic_id)
+        if topic is None or state.partition >= len(topic.partitions):
+            return None
+        return topic.partitions[state.partition]
+
+    def led_partitions(self) -> list[tuple[PartitionState, PartitionImage]]:
+        """The open partitions this broker leads in the image, with their image state."""
+        led = []
+        for state in self._states.values():
+            partition = self.partition_image(state)
+            if partition is not None and partition.leader == self.broker_id:
+                led.append((state, partition))
+        return led
+
+    def notify_data(self) -> None:
+        """A log end or high watermark moved: wake parked fetches."""
+        self._data_changed.set()
+        self._data_changed = trio.Event()
+
+    async def wait_data(self) -> None:
+        await self._data_changed.wait()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image()
+
+    @property
+    def open_partitions(self) -> tuple[tuple[Uuid, int], ...]:
+        return tuple(self._states)
+
+    def _maybe_prune(self, image: MetadataImage) -> None:
+        if image is self._pruned_image:
+            return
+        self._pruned_image = image
+        for key in [k for k in self._states if _is_gone(image, *k)]:
+            state = self._states.pop(key)
+            state.log.close()
+            state.notify()
+            log.info("closed the log of a deleted topic or removed partition", extra={
+                "topic_id": str(key[0]), "partition": key[1]})
+
+    async def open(self, resolved: Resolved) -> tuple[ErrorCode, PartitionState | None]:
+        """The state of a partition `check_partition` accepted, checking the directory's
+        topic ID on first use (INCONSISTENT_TOPIC_ID on a mismatch)."""
+        assert resolved.topic is not None
+        assert resolved.partition is not None
+        topic, number = resolved.topic, resolved.partition.partition
+        image = self.image
+        self._maybe_prune(image)
+        key = (topic.topic_id, number)
+        directory = self.log_dir / partition_dir_name(topic.name, number)
+        state = self._states.get(key)
+        if state is not None and state.log.directory == directory:
+            return ErrorCode.NONE, state
+        if state is not None:  # renamed topic: reconciliation moves the directory
+            del self._states[key]
+            state.log.close()
+            state.notify()
+        local = partition_dir.read_partition_metadata(directory)
+        if local is None and self._wait_reconciled is not None:
+            with trio.move_on_after(RECONCILE_WAIT_S):
+                await self._wait_reconciled(image.last_applied_offset)
+            local = partition_dir.read_partition_metadata(directory)
+        error = check_local_topic_id(local, topic.topic_id)
+        if error != ErrorCode.NONE:
+            if error == ErrorCode.INCONSISTENT_TOPIC_ID:
+                log.warning("partition directory holds another topic ID", extra={
+                    "directory": str(directory), "local_topic_id": str(local),
+                    "topic_id": str(topic.topic_id)})
+            return error, None
+        state = self._states.get(key)  # another task may have opened it meanwhile
+        if state is None:
+            plog = await trio.to_thread.run_sync(open_partition_log, directory)
+            state = self._states.setdefault(key, PartitionState(
+                topic_id=topic.topic_id, partition=number, log=plog,
+                opened_at=trio.current_time(),
+                high_watermark=plog.log_end_offset if len(resolved.partition.replicas) == 1
+                else 0))
+        return ErrorCode.NONE, state
+
+    def close_all(self) -> None:
+        for state in self._states.values():
+            state.log.close()
+        self._states.clear()
+
+
+def open_partition_log(directory: Path) -> PartitionLog:
+    """The partition's log, its partition.metadata made durable first (reconciliation
+    writes it without fsync: see `broker.partition_dir`), so no data is ever durable in
+    a directory whose topic ID is not."""
+    partition_dir.sync_partition_metadata(directory)
+    return PartitionLog(directory)

@@ -1,0 +1,377 @@
+"""The handlers' answers as typed shapes: TypedDicts named after Kafka's response schemas,
+with kio's field names. A handler returns one; the dispatcher (`broker.kafka.listener`)
+builds the kio entity of the request's version from it (`raft.common.kafka.codec.build`:
+a field the version lacks is dropped, one the answer leaves out gets its zero) and
+encodes it, so kio's entities appear only at that edge. Error codes are ints
+(`ErrorCode` members included). APIs not described here still answer with kio entities,
+which the dispatcher encodes as they are.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import NotRequired, TypedDict
+
+# --- CreateTopics, DeleteTopics, CreatePartitions -------------------------------------
+
+
+class CreatedConfig(TypedDict):
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+
+
+class TopicResult(TypedDict):
+    """One topic's outcome (CreateTopics' topics, DeleteTopics' responses,
+    CreatePartitions' results)."""
+    name: str | None
+    error_code: int
+    error_message: str | None
+    topic_id: NotRequired[uuid.UUID]
+    num_partitions: NotRequired[int]
+    replication_factor: NotRequired[int]
+    configs: NotRequired[list[CreatedConfig] | None]
+
+
+class CreateTopicsResponse(TypedDict):
+    throttle_time: int
+    topics: list[TopicResult]
+
+
+class DeleteTopicsResponse(TypedDict):
+    throttle_time: int
+    responses: list[TopicResult]
+
+
+class CreatePartitionsResponse(TypedDict):
+    throttle_time: int
+    results: list[TopicResult]
+
+
+# --- DescribeAcls, CreateAcls, DeleteAcls ------------------------------------------------
+
+
+class AclDescription(TypedDict):
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class AclResource(TypedDict):
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[AclDescription]
+
+
+class DescribeAclsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    resources: list[AclResource]
+
+
+class AclResult(TypedDict):
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict):
+    throttle_time: int
+    results: list[AclResult]
+
+
+class MatchingAcl(AclResult):
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class AclFilterResult(AclResult):
+    matching_acls: list[MatchingAcl]
+
+
+class DeleteAclsResponse(TypedDict):
+    throttle_time: int
+    filter_results: list[AclFilterResult]
+
+
+# --- DescribeConfigs, IncrementalAlterConfigs ----------------------------------------
+
+
+class ConfigEntry(TypedDict):
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    config_source: int
+    is_sensitive: bool
+    synonyms: list[object]
+    config_type: int
+    documentation: str | None
+
+
+class ResourceResult(TypedDict):
+    """One resource's outcome; DescribeConfigs' carry its `configs`."""
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: NotRequired[list[ConfigEntry]]
+
+
+class DescribeConfigsResponse(TypedDict):
+    throttle_time: int
+    results: list[ResourceResult]
+
+
+class IncrementalAlterConfigsResponse(TypedDict):
+    throttle_time: int
+    responses: list[ResourceResult]
+
+
+# --- DescribeUserScramCredentials, AlterUserScramCredentials ------------------------------
+
+
+class UserResult(TypedDict):
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict):
+    throttle_time: int
+    results: list[UserResult]
+
+
+class CredentialInfo(TypedDict):
+    mechanism: int
+    iterations: int
+
+
+class DescribedUser(UserResult):
+    credential_infos: list[CredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribedUser]
+
+
+# --- Metadata, DescribeCluster -------------------------------------------------------
+
+
+class BrokerEndpoint(TypedDict):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class PartitionMetadata(TypedDict):
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
+
+
+class TopicMetadata(TypedDict):
+    error_code: int
+    name: str | None
+    topic_id: uuid.UUID
+    partitions: list[PartitionMetadata]
+    is_internal: NotRequired[bool]
+
+
+class MetadataResponse(TypedDict):
+    throttle_time: int
+    brokers: list[BrokerEndpoint]
+    cluster_id: str
+    controller_id: int
+    topics: list[TopicMetadata]
+
+
+class ClusterBroker(TypedDict):
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class DescribeClusterResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[ClusterBroker]
+    error_message: NotRequired[str | None]
+
+
+# --- DescribeQuorum ---------------------------------------------------------------------
+
+
+class QuorumReplica(TypedDict):
+    replica_id: int
+    replica_directory_id: uuid.UUID
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+class QuorumPartition(TypedDict):
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    error_message: NotRequired[str | None]
+    current_voters: NotRequired[list[QuorumReplica]]
+    observers: NotRequired[list[QuorumReplica]]
+
+
+class QuorumTopic(TypedDict):
+    topic_name: str
+    partitions: list[QuorumPartition]
+
+
+class QuorumListener(TypedDict):
+    name: str
+    host: str
+    port: int
+
+
+class QuorumNode(TypedDict):
+    node_id: int
+    listeners: list[QuorumListener]
+
+
+class DescribeQuorumResponse(TypedDict):
+    error_code: int
+    error_message: NotRequired[str | None]
+    topics: list[QuorumTopic]
+    nodes: list[QuorumNode]
+
+
+# --- Produce, InitProducerId ----------------------------------------------------------
+
+
+class PartitionProduceResponse(TypedDict):
+    index: int
+    error_code: int
+    base_offset: int
+    log_start_offset: int
+    error_message: NotRequired[str | None]
+
+
+class TopicProduceResponse(TypedDict):
+    name: str | None
+    topic_id: uuid.UUID | None
+    partition_responses: list[PartitionProduceResponse]
+
+
+class ProduceResponse(TypedDict):
+    throttle_time: int
+    responses: list[TopicProduceResponse]
+
+
+class InitProducerIdResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
+# --- Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------------
+
+
+class LeaderIdAndEpoch(TypedDict):
+    leader_id: int
+    leader_epoch: int
+
+
+class EpochEndOffset(TypedDict):
+    epoch: int
+    end_offset: int
+
+
+class PartitionData(TypedDict):
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes | None
+    aborted_transactions: NotRequired[list[object]]
+    current_leader: NotRequired[LeaderIdAndEpoch]
+    diverging_epoch: NotRequired[EpochEndOffset]
+
+
+class FetchableTopicResponse(TypedDict):
+    topic: str | None
+    topic_id: uuid.UUID | None
+    partitions: list[PartitionData]
+
+
+class FetchResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    session_id: int
+    responses: list[FetchableTopicResponse]
+
+
+class ListOffsetsPartitionResponse(TypedDict):
+    partition_index: int
+    error_code: int
+    timestamp: NotRequired[int]
+    offset: NotRequired[int]
+    leader_epoch: NotRequired[int]
+    old_style_offsets: NotRequired[list[int]]
+
+
+class ListOffsetsTopicResponse(TypedDict):
+    name: str
+    partitions: list[ListOffsetsPartitionResponse]
+
+
+class ListOffsetsResponse(TypedDict):
+    throttle_time: int
+    topics: list[ListOffsetsTopicResponse]
+
+
+class EpochEndOffsetResult(TypedDict):
+    partition: int
+    error_code: int
+    leader_epoch: NotRequired[int]
+    end_offset: NotRequired[int]
+
+
+class OffsetForLeaderTopicResult(TypedDict):
+    topic: str
+    partitions: list[EpochEndOffsetResult]
+
+
+class OffsetForLeaderEpochResponse(TypedDict):
+    throttle_time: int
+    topics: list[OffsetForLeaderTopicResult]
+
+
+TypedResponse = (CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
+                 | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
+                 | DescribeConfigsResponse | IncrementalAlterConfigsResponse
+                 | AlterUserScramCredentialsResponse | DescribeUserScramCredentialsResponse
+                 | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
+                 | ProduceResponse
+                 | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
+                 | OffsetForLeaderEpochResponse)
