@@ -60,9 +60,9 @@ class ErrorCode(enum.IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
-    INVALID_VOTER_KEY = 123  # the dynamic quorum (KIP-853, raft/voters.py)
-    DUPLICATE_VOTER = 124
-    VOTER_NOT_FOUND = 125
+    INVALID_VOTER_KEY = 125  # the dynamic quorum (KIP-853, raft/voters.py)
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
     # the rest of Kafka's codes, which the brokers' Kafka listener may answer with
     STALE_CONTROLLER_EPOCH = 11
     OFFSET_METADATA_TOO_LARGE = 12
