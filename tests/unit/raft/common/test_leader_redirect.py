@@ -70,7 +70,7 @@ def drive(script: list[tuple[Outcome, float]], *, is_write: bool, deadline_s: fl
             assert now < deadline_s, "an attempt started at or after the deadline"
             sent.append(decision.address)
             outcome, took = script.pop(0) if script else (Unsent("refused"), 0.01)
-            now += min(took, deadline_s - now)
+            now = min(now + took, deadline_s)  # not now + (deadline - now): float rounding
             seen.append(outcome)
         elif isinstance(decision, Backoff):
             assert now + decision.seconds < deadline_s, "a pause past the deadline"
