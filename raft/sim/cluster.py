@@ -57,7 +57,7 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
-from raft.sim.invariants import Checker, entries_of
+from raft.sim.invariants import Checker, Entry, entries_of, entry_of
 from raft.sim.network import Network, NetworkConfig
 from raft.sim.snapshots import (
     SNAPSHOT_CHUNK_BYTES,
@@ -935,7 +935,7 @@ def _records(log: Any, start: int) -> list[tuple[int, bytes]]:
 
 
 def _diverged(replaced: list[tuple[int, int, bytes]], snapshot_id: SnapshotId,
-              committed: list[tuple[int, bytes]]) -> RemovedTail | None:
+              committed: list[Entry]) -> RemovedTail | None:
     """The tail of a log that a loaded snapshot replaced and that diverged: from its first
     record that is not the committed one (the snapshot holds the committed records below
     its end; a record at or above it is of an older epoch than the snapshot's: see
@@ -943,7 +943,7 @@ def _diverged(replaced: list[tuple[int, int, bytes]], snapshot_id: SnapshotId,
     it dropped was committed."""
     for offset, epoch, record in replaced:
         if (offset >= min(snapshot_id.end_offset, len(committed))
-                or committed[offset] != (epoch, record)):
+                or committed[offset] != entry_of(epoch, record)):
             return RemovedTail(offset, replaced[-1][0] + 1, epoch, replaced[-1][1])
     return None
 

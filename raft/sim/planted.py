@@ -9,6 +9,8 @@ core only offers the overridable steps the bugs replace.
 - `diverging_hw`: a follower takes the leader's high watermark on a Fetch answer that
   says its log diverges, so it publishes records the leader never committed.
 - `hw_counts_observers`: the leader counts observers towards the majority.
+- `hw_counts_diverging_voter`: the leader counts a voter whose Fetch diverged towards
+  the majority, at its fetch offset (its log is that long, but not the leader's there).
 - `vote_not_persisted`: the vote is not written to `quorum-state`, so a restarted voter
   can vote again in the same epoch.
 - `truncate_below_hw_allowed`: on divergence a follower truncates to the start of the
@@ -40,8 +42,8 @@ from __future__ import annotations
 from raft.common.uuid import Uuid
 from raft.core import RaftCore
 from raft.core._leader_state import LeaderState, ReplicaProgress
-from raft.messages import FetchResponse
-from raft.types import NO_EPOCH, ElectionState, SnapshotId
+from raft.messages import FetchRequest, FetchResponse
+from raft.types import NO_EPOCH, ElectionState, Envelope, SnapshotId
 from raft.voters import ReplicaKey, VoterSet
 
 
@@ -69,6 +71,19 @@ class _HighWatermarkCountsObservers(RaftCore):
         ends += [p.end_offset for p in state.observer_progress.values()]
         ends.sort(reverse=True)
         return ends[len(state.voters) // 2]  # a "majority" of voters' size, from anyone
+
+
+class _HighWatermarkCountsDivergingVoter(RaftCore):
+    def _respond_early(self, request: Envelope, message: object) -> None:
+        super()._respond_early(request, message)
+        state = self._state
+        if (isinstance(message, FetchResponse) and message.diverging_epoch is not None
+                and isinstance(state, LeaderState)):
+            progress = state.voter_progress.get(request.src)
+            if progress is not None:  # the real leader leaves a diverging voter's end alone
+                fetch: FetchRequest = request.message
+                progress.end_offset = fetch.fetch_offset
+                self._maybe_advance_high_watermark(state)
 
 
 class _VoteNotPersisted(RaftCore):
@@ -143,6 +158,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "commit_old_epoch_by_count": _CommitOldEpochByCount,
     "diverging_hw": _DivergingHighWatermark,
     "hw_counts_observers": _HighWatermarkCountsObservers,
+    "hw_counts_diverging_voter": _HighWatermarkCountsDivergingVoter,
     "vote_not_persisted": _VoteNotPersisted,
     "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
     "snapshot_uncommitted": _SnapshotUncommitted,

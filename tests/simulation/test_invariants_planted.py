@@ -2,7 +2,7 @@
 against the `Checker` directly, fed the hook calls the cluster makes (`on_persist`,
 `on_send`, `on_truncate`, `on_restart`, `on_high_watermark`, `after_event`, and for
 snapshots `on_snapshot`, `on_snapshot_loaded`, `on_applied_state`, `check_applicable`)
-with fake nodes over real `MemoryLog`s (and `MemorySnapshotStore`s), and must raise that
+with fake nodes over real `SimLog`s (and `MemorySnapshotStore`s), and must raise that
 invariant by name; the near misses beside each plant must not raise. `liveness` is the
 sweep's (`raft.sim.sweep`): a toy cluster whose partition never heals is reported as
 such.
@@ -13,6 +13,7 @@ as the plants."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -25,7 +26,9 @@ from raft.control_records import LeaderChange, MetadataTopic
 from raft.log import MemoryLog
 from raft.messages import FetchRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.disk import DiskConfig, SimDisk, SimLog
 from raft.sim.invariants import (
+    ACKNOWLEDGED_WRITES,
     ADDED_VOTER_CAUGHT_UP,
     APPLIED_STATE,
     COMMITTED_DATA,
@@ -45,11 +48,12 @@ from raft.sim.invariants import (
     SNAPSHOT_WITHIN_COMMITTED,
     Checker,
     InvariantViolation,
+    entry_of,
 )
 from raft.sim.sweep import RunSpec, sweep
 from raft.snapshot import encode_snapshot
 from raft.snapshot_store import MemorySnapshotStore
-from raft.types import ElectionState, SnapshotId
+from raft.types import Batch, ElectionState, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterSet
 from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
@@ -58,7 +62,7 @@ Skip = Sequence[str]
 # ---- fakes: what the cluster hands the checker ------------------------------------------
 
 
-def rewrite(log: MemoryLog, offset: int, epoch: int, records: list[bytes]) -> None:
+def rewrite(log: SimLog, offset: int, epoch: int, records: list[bytes]) -> None:
     """Truncate `log` to `offset` and append (and flush) other records there."""
     log.truncate_to(offset)
     log.append(epoch, records)
@@ -236,6 +240,42 @@ def high_watermark_held_unflushed_only(skip: Skip = ()) -> None:
     nodes = [leader, fake_node(2, log=log_with((1, [b"x", b"y"]), flush=False)),
              fake_node(3, log=log_with((1, [b"x"])))]
     checker.after_event(leader, nodes)
+
+
+def high_watermark_held_by_diverging_voters(skip: Skip = ()) -> None:
+    """Voters 2 and 3 are as long as the leader's high watermark, but their entry below
+    it is another epoch's (2) or another record (3): content counts, not length."""
+    checker = Checker([1, 2, 3], [], skip=skip)
+    leader = fake_node(1, leader=True, epoch=3, hw=2, log=log_with((1, [b"x"]), (3, [b"y"])))
+    nodes = [leader, fake_node(2, log=log_with((1, [b"x"]), (2, [b"y"]))),
+             fake_node(3, log=log_with((1, [b"x"]), (3, [b"z"])))]
+    checker.after_event(leader, nodes)
+
+
+def crashed_disk(*, lose: int, acknowledged: int = 2) -> SimDisk:
+    """A disk that acknowledged `acknowledged` one-record batches, then crashed losing
+    the last `lose` of them (a lying fsync)."""
+    disk = SimDisk(DiskConfig(lying_fsync_writes=lose), random.Random(1))
+    for record in (b"x", b"y", b"z")[:acknowledged]:
+        disk.log.append(1, [record])
+        disk.log.flush()
+    disk.log.append(1, [b"unflushed"])
+    disk.crash()
+    return disk
+
+
+def acknowledged_write_lost_in_a_crash(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_restart(fake_node(1, log=crashed_disk(lose=1).log))
+
+
+def acknowledged_write_recovered_as_another(skip: Skip = ()) -> None:
+    """The log recovered as long as acknowledged, with a record at its end the disk was
+    never handed (written past the ledger, as a corrupted disk would return it)."""
+    checker = Checker([1, 2, 3], [], skip=skip)
+    disk = crashed_disk(lose=1)
+    MemoryLog.append_batches(disk.log, [Batch(base_offset=1, epoch=1, records=(b"w",))])
+    checker.on_restart(fake_node(1, log=disk.log))
 
 
 def persisted_epoch_going_back(skip: Skip = ()) -> None:
@@ -423,7 +463,10 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
                            vote_granted_by_an_observer,
                            vote_granted_per_partition_by_an_observer, observer_campaigning,
                            leader_change_counting_an_observer),
-    MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only),
+    MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only,
+                        high_watermark_held_by_diverging_voters),
+    ACKNOWLEDGED_WRITES: (acknowledged_write_lost_in_a_crash,
+                          acknowledged_write_recovered_as_another),
     EPOCH_MONOTONIC: (persisted_epoch_going_back,),
     ONE_VOTE_PER_EPOCH: (persisted_second_vote_in_one_epoch, two_votes_sent_in_one_epoch,
                          candidate_granting_another_in_its_epoch,
@@ -474,6 +517,12 @@ DETAILS: dict[Plant, str] = {
     high_watermark_held_by_a_minority: "leader 1 has high watermark 2 but only voters [1] hold it",
     high_watermark_held_unflushed_only:
         "leader 1 has high watermark 2 but only voters [1] hold it",
+    high_watermark_held_by_diverging_voters:
+        "leader 1 has high watermark 2 but only voters [1] hold it",
+    acknowledged_write_lost_in_a_crash:
+        "node 1 recovered a log ending at 1, but its disk acknowledged writes up to 2",
+    acknowledged_write_recovered_as_another:
+        "node 1 recovered epoch 1 at offset 1, not the entry its disk acknowledged there",
     persisted_epoch_going_back: "node 1 persisted epoch 2 after epoch 3",
     persisted_second_vote_in_one_epoch: "node 1 voted for 1 and then 2 in epoch 3",
     two_votes_sent_in_one_epoch: "voter 2 voted for 1 and then for 3 in epoch 3",
@@ -510,6 +559,7 @@ ALL_PLANTS = [(name, plant) for name, plants in PLANTS.items() for plant in plan
 # history built from the votes sent (a quorum-state overwritten is still caught).
 SKIPPABLE = {COMMITTED_DATA: PLANTS[COMMITTED_DATA],
              MAJORITY_HOLDS_HW: PLANTS[MAJORITY_HOLDS_HW],
+             ACKNOWLEDGED_WRITES: PLANTS[ACKNOWLEDGED_WRITES],
              ONE_VOTE_PER_EPOCH: PLANTS[ONE_VOTE_PER_EPOCH][1:],
              **{name: PLANTS[name] for name in (SNAPSHOT_AT_LOG_START,
                                                 SNAPSHOT_MATCHES_COMMITTED,
@@ -778,7 +828,7 @@ def test_committed_data_compared_when_high_watermark_moves_inside_a_batch() -> N
     checker.on_high_watermark(a, 2)
     b = fake_node(2, log=log_with((1, [b"x", b"y", b"w"])))
     checker.on_high_watermark(b, 3)
-    assert checker.committed == [(1, b"x"), (1, b"y"), (1, b"w")]
+    assert checker.committed == [entry_of(1, b"x"), entry_of(1, b"y"), entry_of(1, b"w")]
     c = fake_node(3, log=log_with((1, [b"x", b"v"])))
     raises(COMMITTED_DATA, lambda: checker.on_high_watermark(c, 2))
 
@@ -920,7 +970,7 @@ def test_majority_rechecked_when_a_voter_loses_records_or_hw_moves(how: str) -> 
         checker.after_event(leader, nodes)
         leader.core.high_watermark = 2
     else:
-        voter.log = MemoryLog()
+        voter.log = SimLog()
         if how == "truncated":
             checker.on_truncate(voter, 0)
         else:
