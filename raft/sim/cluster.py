@@ -257,6 +257,7 @@ class Cluster:
         # (time, node, peer, refused): what the shells reported to their cores
         self.peer_reports: list[tuple[int, int, int, bool]] = []
         self.failovers_ms: list[float] = []  # from a leader's crash to the next leader
+        self.dead_for_good: set[int] = set()  # crashed at a partial heal: never started
         self._crashed_leader: tuple[int, int] | None = None  # (time, epoch) of the crash
         if core_class is None:
             from raft.core import RaftConfig
@@ -374,7 +375,7 @@ class Cluster:
 
     def start(self, node_id: int) -> None:
         node = self.nodes[node_id]
-        if node.up:
+        if node.up or node_id in self.dead_for_good:
             return
         node.incarnation += 1
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}

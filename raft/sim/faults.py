@@ -6,7 +6,9 @@ faults of every kind, one starting every 0.5-2.5 s and lasting 0.3-5 s; and a le
 chaser, which aims a fault at each newly elected leader 0.2-2 s after it wins (2.5-6 s
 long, enough for the others to notice and elect a successor). Each fault is injected,
 then undone; overlapping cuts compose (`Network.hold`). At `window_ms` everything heals:
-every link, disk and clock back to normal, every node running again.
+every link, disk and clock back to normal, every node running again; or, with
+`dead_voters`, all but that many voters (drawn at the heal), which are crashed and never
+start again: a partial heal, after which the live majority must still commit.
 
 - network: `partition` (a random split), `isolate-leader`, `one-way` cuts, `lossy` and
   duplicating links, `lossy-snapshots` (FetchSnapshot answers lost: downloads resume
@@ -93,9 +95,10 @@ POLL_MS = 50.0  # how often `isolate-until-elected` looks for the newer leader
 Action = Callable[[], None]
 
 
-def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
-    """Plan faults in [0, window_ms) and a full heal at `window_ms`; returns the time
-    everything is healed (0 when there are no faults)."""
+def schedule_faults(cluster: Cluster, kind: str, window_ms: float, *,
+                    dead_voters: int = 0) -> float:
+    """Plan faults in [0, window_ms) and a heal at `window_ms` (leaving `dead_voters`
+    voters dead for good); returns the time of the heal (0 when there are no faults)."""
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
     if kind == "none":
@@ -106,7 +109,11 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
     nemesis = _Nemesis(cluster, menu, window_ms)
     nemesis.plan_background()
     nemesis.chase_leaders()
-    cluster.at_ms(window_ms, lambda: heal_all(cluster), "heal all")
+    if dead_voters:
+        cluster.at_ms(window_ms, lambda: heal_leaving_dead(cluster, dead_voters),
+                      f"heal all but {dead_voters} voters")
+    else:
+        cluster.at_ms(window_ms, lambda: heal_all(cluster), "heal all")
     return window_ms
 
 
@@ -191,6 +198,16 @@ def heal_all(cluster: Cluster) -> None:
             cluster.start(node_id)
         elif node.paused:
             cluster.resume(node_id)
+
+
+def heal_leaving_dead(cluster: Cluster, count: int) -> None:
+    """Heal everything but `count` voters, drawn now (the leader among them as often as
+    any), which crash and stay down: no fault's undo starts them again."""
+    dead = cluster.fault_rng.sample(cluster.voter_ids, count)
+    for node_id in dead:
+        cluster.crash(node_id)
+        cluster.dead_for_good.add(node_id)
+    heal_all(cluster)
 
 
 def make_fault(cluster: Cluster, rng: random.Random, name: str,

@@ -1,9 +1,10 @@
 """One simulated run per seed, and sweeps over many seeds.
 
 A run: start the cluster and a steady workload, inject the seed's random faults for
-`fault_window_ms` of simulated time (see `raft.sim.faults`), heal everything, then
-require liveness: within `liveness_timeouts` election timeouts a leader exists and a
-record proposed after the heal commits; then, with the workload stopped, within
+`fault_window_ms` of simulated time (see `raft.sim.faults`), heal everything (or all but
+`dead_voters` voters, dead for good: a partial heal), then require liveness of what
+runs: within `liveness_timeouts` election timeouts a leader exists and a record
+proposed after the heal commits; then, with the workload stopped, within
 `converge_timeouts` election timeouts every running node (voters and observers) holds
 the leader's high watermark and exactly the leader's log. Any invariant violation, or an
 exception out of the core, ends the run. Every run stops by itself: its simulated time is
@@ -53,6 +54,7 @@ class RunSpec:
     trace_size: int = 60
     scenario: str | None = None  # one of raft.sim.scenarios.SCENARIOS instead of faults
     dynamic: bool = False  # kraft.version 1 with reconfiguration faults (KIP-853)
+    dead_voters: int = 0  # voters left dead for good at the heal (see raft.sim.faults)
 
     def sim_config(self, seed: int) -> SimConfig:
         return SimConfig(voters=self.voters, observers=self.observers, seed=seed,
@@ -75,6 +77,8 @@ class RunSpec:
             parts.append("--codec")
         if self.dynamic:
             parts.append("--dynamic")
+        if self.dead_voters:
+            parts.append(f"--dead-voters {self.dead_voters}")
         return " ".join(parts)
 
 
@@ -150,7 +154,8 @@ def run_seed(spec: RunSpec, seed: int,
 
 
 def _run_random(spec: RunSpec, cluster: Cluster) -> None:
-    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
+    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms,
+                              dead_voters=spec.dead_voters)
     cluster.start_workload()
     cluster.run_for(heal_ms)
     require_commit_after_heal(cluster, heal_ms, spec.liveness_timeouts)

@@ -126,7 +126,8 @@ def test_cli_prints_depth_when_all_clean(capsys: pytest.CaptureFixture[str]) -> 
 
 
 @pytest.mark.parametrize("argv", [["--voters", "0"], ["--planted-bug", "no_such_bug"],
-                                  ["--jobs", "0"], ["--scenario", "no-such-scenario"]])
+                                  ["--jobs", "0"], ["--scenario", "no-such-scenario"],
+                                  ["--dead-voters", "6"], ["--dead-voters", "-1"]])
 def test_cli_rejects_bad_input_with_one_line(argv: list[str],
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """CLI convention: bad input exits 2 with one clear line naming the option."""
