@@ -817,7 +817,7 @@ class Cluster:
             return  # it holds that state already (fetched, or from before a crash)
         extra = [(epoch, record) for _, epoch, record
                  in entries_of(node.log, machine.applied_end, point)]
-        snapshot_id, data = machine.snapshot(extra)
+        snapshot_id, data = machine.snapshot(node.core.snapshot_control_records, extra)
         node.snapshots.add(snapshot_id, data)
         self.snapshots_taken += 1
         delay_ms = policy.taken_at(point)

@@ -20,7 +20,9 @@
 - `snapshot-at-log-start`: a node whose log starts above 0 holds the snapshot that ends
   there (KIP-630: it stands in for the records below);
 - `snapshot-matches-committed`: every snapshot a node writes or fetches holds exactly
-  the committed records below its end offset, the last of its epoch;
+  the committed records below its end offset, the last of its epoch, after raft's own
+  records (KIP-853), which carry the kraft.version and the voter set that the committed
+  records leave in force at the end offset;
 - `snapshot-within-committed`: no snapshot ends above the committed offset (nor does
   any log start there);
 - `applied-state-is-committed-prefix`: committed data never changes through
@@ -67,8 +69,10 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, Protocol
 
+from raft.sim.snapshots import split_raft_records
 from raft.snapshot import SnapshotError, parse_snapshot
 from raft.types import NO_EPOCH, ElectionState, SnapshotId
+from raft.voters import voters_change_of
 
 ONE_LEADER_PER_EPOCH = "one-leader-per-epoch"
 LOG_MATCHING = "log-matching"
@@ -234,16 +238,18 @@ class Checker:
                 snapshot_id) == data:
             return
         try:
-            _, records = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
+            _, contents = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
         except SnapshotError as exc:
             self._fail(SNAPSHOT_MATCHES_COMMITTED,
                        f"node {node_id} holds snapshot {_name(snapshot_id)}: it does not "
                        f"read: {exc.reason}")
+        raft_records, records = split_raft_records(contents)
         # Above the committed offset nothing is known: that part is the other check's.
         known = min(end, len(committed))
         where = _first_difference(records[:known] if end > known else records,
                                   snapshot_id.epoch if end == known else None,
-                                  committed[:known])
+                                  committed[:known]) or _raft_records_difference(
+            raft_records, records[:known])
         if where is not None:
             self._fail(SNAPSHOT_MATCHES_COMMITTED,
                        f"node {node_id} holds snapshot {_name(snapshot_id)}: {where}")
@@ -630,6 +636,24 @@ def _first_difference(records: Sequence[bytes], epoch: int | None,
         return f"{len(records)} records where {len(committed)} are committed"
     if epoch is not None and committed and committed[-1][0] != epoch:
         return f"epoch {epoch}, but the last record was committed in epoch {committed[-1][0]}"
+    return None
+
+
+def _raft_records_difference(raft_records: Sequence[bytes],
+                             records: Sequence[bytes]) -> str | None:
+    """How raft's records at a snapshot's front differ from the kraft.version and voter
+    set that the (committed) `records` leave in force at their end; None when they
+    agree (or the records set neither: the bootstrap's are in force)."""
+    carried = {type(change): change for change in map(voters_change_of, raft_records)}
+    in_force: dict[type, Any] = {}
+    for record in records:
+        change = voters_change_of(record)
+        if change is not None:
+            in_force[type(change)] = change
+    for kind, change in in_force.items():
+        if carried.get(kind) != change:
+            return (f"it carries {carried.get(kind)} where the committed records leave "
+                    f"{change} in force")
     return None
 
 

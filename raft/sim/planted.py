@@ -28,6 +28,9 @@ Dynamic quorum (KIP-853; found by `kraft sim --dynamic`):
   record of its own epoch committed (Ongaro's single-server change bug, 2015).
 - `add_voter_not_caught_up`: the leader adds a voter without checking that it is a
   caught-up observer.
+- `snapshot_voters_at_log_end`: raft's records for a snapshot (the production path,
+  `snapshot_control_records`) carry the voter set at the log end, not the one in force
+  at the snapshot's end offset.
 - `wiped_disk_double_vote`: the old bare-id vote rules: a replica is a voter by its node
   id alone and answers requests meant for another directory id, so a voter whose disk
   was wiped votes again (with an empty log) in the epochs its old disk voted in.
@@ -144,6 +147,11 @@ class _AddVoterNotCaughtUp(RaftCore):
         return True
 
 
+class _SnapshotVotersAtLogEnd(RaftCore):
+    def snapshot_control_records(self, end_offset: int) -> list[bytes]:
+        return super().snapshot_control_records(self._log.end_offset)
+
+
 class _WipedDiskDoubleVote(RaftCore):
     def _is_addressed_key(self, directory_id: Uuid | None) -> bool:
         return True
@@ -166,6 +174,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "voter_change_before_own_epoch_commit": _VoterChangeBeforeOwnEpochCommit,
     "add_voter_not_caught_up": _AddVoterNotCaughtUp,
     "wiped_disk_double_vote": _WipedDiskDoubleVote,
+    "snapshot_voters_at_log_end": _SnapshotVotersAtLogEnd,
 }
 PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from raft.common.uuid import Uuid
-from raft.control_records import LeaderChange, MetadataTopic
+from raft.control_records import KRaftVersionRecord, LeaderChange, MetadataTopic
 from raft.log import MemoryLog
 from raft.messages import FetchRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import Cluster, SimConfig
@@ -359,6 +359,30 @@ def snapshot_of_another_epoch(skip: Skip = ()) -> None:
     checker.on_snapshot(2, *snapshot(2, 2, [b"x", b"y"]))
 
 
+VERSION_1 = KRaftVersionRecord(kraft_version=1)
+
+
+def voters_committed(checker: Checker) -> list[bytes]:
+    """x, the voters {1, 2, 3} and kraft.version 1 committed in epoch 1 (0 to 2)."""
+    records = [b"x", dynamic_voters(1, 2, 3).to_record().encode(), VERSION_1.encode()]
+    checker.on_high_watermark(fake_node(1, log=log_with((1, records))), 3)
+    return records
+
+
+def snapshot_carrying_another_voter_set(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    records = voters_committed(checker)
+    raft = [VERSION_1.encode(), dynamic_voters(1, 2).to_record().encode()]
+    checker.on_snapshot(2, *snapshot(3, 1, raft + records))
+
+
+def snapshot_without_its_kraft_version(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    records = voters_committed(checker)
+    checker.on_snapshot(2, *snapshot(3, 1, [dynamic_voters(1, 2, 3).to_record().encode(),
+                                            *records]))
+
+
 def snapshot_that_does_not_read(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
     committed_xy(checker)
@@ -473,7 +497,9 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
                          second_vote_granted_per_partition),
     SNAPSHOT_AT_LOG_START: (log_start_without_a_snapshot, log_start_with_a_snapshot_elsewhere),
     SNAPSHOT_MATCHES_COMMITTED: (snapshot_with_another_record, snapshot_short_of_a_record,
-                                 snapshot_of_another_epoch, snapshot_that_does_not_read),
+                                 snapshot_of_another_epoch, snapshot_that_does_not_read,
+                                 snapshot_carrying_another_voter_set,
+                                 snapshot_without_its_kraft_version),
     SNAPSHOT_WITHIN_COMMITTED: (snapshot_above_the_committed_offset,
                                 log_start_above_the_committed_offset),
     APPLIED_STATE: (state_loaded_with_another_record, state_loaded_above_the_committed_offset,
@@ -537,6 +563,12 @@ DETAILS: dict[Plant, str] = {
     snapshot_short_of_a_record: "node 2 holds snapshot 2-1: 1 records where 2 are committed",
     snapshot_of_another_epoch:
         "node 2 holds snapshot 2-2: epoch 2, but the last record was committed in epoch 1",
+    snapshot_carrying_another_voter_set:
+        f"node 2 holds snapshot 3-1: it carries {dynamic_voters(1, 2).to_record()} where the "
+        f"committed records leave {dynamic_voters(1, 2, 3).to_record()} in force",
+    snapshot_without_its_kraft_version:
+        f"node 2 holds snapshot 3-1: it carries None where the committed records leave "
+        f"{VERSION_1} in force",
     snapshot_that_does_not_read: "node 2 holds snapshot 2-1: it does not read: truncated: "
                                  "42 bytes of an incomplete batch at the end",
     snapshot_above_the_committed_offset:
@@ -986,6 +1018,21 @@ def test_snapshot_allowed_when_it_holds_a_committed_prefix() -> None:
     for node_id, (end, records) in enumerate([(2, [b"x", b"y"]), (1, [b"x"]), (0, []),
                                               (2, [b"x", b"y"])], start=1):
         checker.on_snapshot(node_id, *snapshot(end, 1 if end else 0, records))
+
+
+def test_snapshot_allowed_when_raft_records_carry_what_is_in_force() -> None:
+    """Raft's records at a snapshot's front (KIP-853) are not applied records: they
+    carry the voter set and kraft.version the committed records leave in force, the
+    latest of each (a set the records do not name, the bootstrap's, is not compared)."""
+    checker = Checker([1, 2, 3], [])
+    records = voters_committed(checker)
+    later = dynamic_voters(1, 2).to_record().encode()
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [*records, later]))), 4)
+    version, voters = VERSION_1.encode(), records[1]
+    checker.on_snapshot(1, *snapshot(4, 1, [version, later, *records, later]))
+    checker.on_snapshot(2, *snapshot(3, 1, [version, voters, *records]))
+    checker.on_snapshot(3, *snapshot(2, 1, [version, voters, *records[:2]]))
+    checker.on_snapshot(3, *snapshot(1, 1, [version, later, b"x"]))
 
 
 def test_snapshot_compared_when_another_node_holds_other_bytes_under_its_name() -> None:

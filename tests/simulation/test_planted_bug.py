@@ -17,6 +17,7 @@ from raft.sim.invariants import (
     OBSERVER_NEVER_VOTES,
     ONE_VOTE_PER_EPOCH,
     ONE_VOTER_CHANGE,
+    SNAPSHOT_MATCHES_COMMITTED,
     SNAPSHOT_WITHIN_COMMITTED,
 )
 from raft.sim.planted import PLANTED_BUGS
@@ -47,9 +48,12 @@ KNOWN_SEEDS = {
     "add_voter_not_caught_up": (NOT_CAUGHT_UP_SEEDS, (ADDED_VOTER_CAUGHT_UP,)),
     "wiped_disk_double_vote": (DOUBLE_VOTE_SEEDS, (OBSERVER_NEVER_VOTES, ONE_VOTE_PER_EPOCH,
                                                    *SAFETY)),
+    # 6 of seeds 1-60: the production path writes raft's records into every snapshot
+    "snapshot_voters_at_log_end": ((9, 27, 34), (SNAPSHOT_MATCHES_COMMITTED,)),
 }
 DYNAMIC_BUGS = frozenset({"two_voter_changes_at_once", "add_voter_not_caught_up",
-                          "wiped_disk_double_vote", "voter_change_before_own_epoch_commit"})
+                          "wiped_disk_double_vote", "voter_change_before_own_epoch_commit",
+                          "snapshot_voters_at_log_end"})
 
 
 def first_failure(spec: RunSpec, seeds: range | tuple[int, ...]) -> RunResult | None:
