@@ -8,7 +8,10 @@ state and flush the log (taking a simulated fsync, during which the node handles
 else: later events wait in its inbox; a crash meanwhile loses the unflushed records the
 early messages carried); only then send the messages, record the high watermark and
 `advance()`. Each node's clock runs at its own
-rate (a few parts in a hundred off), so timers drift apart.
+rate (a few parts in a hundred off), so timers drift apart. Its wall clock may also
+jump (`jump_wall_clock`); as in `RaftNode.now_ms`, the core's milliseconds are monotonic
+time plus the wall clock's offset read at start, so a jump shows from the node's next
+start on.
 
 Each node also runs a tiny state machine over what it commits and snapshots it (see
 `raft.sim.snapshots`): it writes a snapshot of its applied records every few committed
@@ -43,7 +46,7 @@ import contextlib
 import dataclasses
 import heapq
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +69,7 @@ from raft.sim.snapshots import (
     StateMachine,
 )
 from raft.sim.trace import Trace
+from raft.storage import StorageError
 from raft.types import Envelope, Ready, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterSet, voters_change_of
 
@@ -176,6 +180,8 @@ class SimNode:
         self.snapshot_policy: SnapshotPolicy | None = None  # set by the cluster
         self.directory_id: Uuid | None = None  # dynamic runs: a new one on each wipe
         self.bootstrapped = is_voter  # formatted with the initial controllers
+        self.wall_clock_ms = 0  # how far the wall clock jumped, in all
+        self.clock_base_ms = 0  # the offset the core's clock took at this start
 
     @property
     def up(self) -> bool:
@@ -187,10 +193,15 @@ class SimNode:
         return self.disk.snapshots
 
     def local_ms(self, now_us: int) -> int:
-        return now_us * self.rate // (1000 * _RATE_ONE)
+        return now_us * self.rate // (1000 * _RATE_ONE) + self.clock_base_ms
 
     def global_us(self, local_ms: int) -> int:
-        return -(-local_ms * 1000 * _RATE_ONE // self.rate)
+        return -(-(local_ms - self.clock_base_ms) * 1000 * _RATE_ONE // self.rate)
+
+    def read_wall_clock(self, now_us: int) -> None:
+        """A start reads the wall clock's offset (never below the clock's zero)."""
+        self.clock_base_ms = max(self.wall_clock_ms,
+                                 -(now_us * self.rate // (1000 * _RATE_ONE)))
 
 
 class Cluster:
@@ -258,6 +269,8 @@ class Cluster:
         self.peer_reports: list[tuple[int, int, int, bool]] = []
         self.failovers_ms: list[float] = []  # from a leader's crash to the next leader
         self.dead_for_good: set[int] = set()  # crashed at a partial heal: never started
+        self.refusing: set[int] = set()  # found their quorum-state corrupt at a start
+        self.fault_kinds: Counter[str] = Counter()  # faults injected, by kind
         self._crashed_leader: tuple[int, int] | None = None  # (time, epoch) of the crash
         if core_class is None:
             from raft.core import RaftConfig
@@ -374,10 +387,19 @@ class Cluster:
     # ---- node life cycle --------------------------------------------------------------
 
     def start(self, node_id: int) -> None:
+        """Start the node (not one left dead for good); one whose quorum-state is corrupt
+        refuses to, every time (`refusing`)."""
         node = self.nodes[node_id]
         if node.up or node_id in self.dead_for_good:
             return
+        try:
+            election = node.disk.quorum_state.load()
+        except StorageError as exc:
+            self.refusing.add(node_id)
+            self.trace.add(self.now_us, node_id, "refuses to start", str(exc))
+            return
         node.incarnation += 1
+        node.read_wall_clock(self.now_us)
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
         if self.config.dynamic:
             extra["directory_id"] = node.directory_id
@@ -386,7 +408,7 @@ class Cluster:
         voter_config = node.bootstrapped if self.config.dynamic else node.is_voter
         raft_config = self.raft_config if voter_config else self.observer_raft_config
         node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
-                             election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
+                             election=election, cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
                              now_ms=node.local_ms(self.now_us), **extra)
         node.busy = node.paused = False
@@ -401,8 +423,10 @@ class Cluster:
             if voter != node_id and not self.nodes[voter].up:
                 self._reconnect_later(node_id, voter, 0)
 
-    def crash(self, node_id: int, *, wipe: bool = False) -> None:
-        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`)."""
+    def crash(self, node_id: int, *, wipe: bool = False, tear: random.Random | None = None
+              ) -> None:
+        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`; the
+        write in progress torn, with `tear`: see `SimDisk.crash`)."""
         node = self.nodes[node_id]
         if not node.up:
             return
@@ -414,7 +438,7 @@ class Cluster:
         node.tick_gen += 1
         node.busy = node.paused = False
         node.inbox.clear()
-        node.disk.crash()
+        node.disk.crash(tear)
         if wipe:
             node.disk.wipe()
             node.log = node.disk.log
@@ -551,6 +575,18 @@ class Cluster:
                     best is None or node.core.epoch > best.core.epoch):
                 best = node
         return best
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults injected, by kind, and what the wire and the disks made of them."""
+        network = self.network
+        counts = {**self.fault_kinds,
+                  "messages long-delayed": network.long_delayed,
+                  "torn writes scanned off": sum(n.disk.torn_writes
+                                                 for n in self.nodes.values()),
+                  "nodes refusing to start": len(self.refusing)}
+        for outcome, count in network.corrupted.items():
+            counts[f"corrupted frames {outcome}"] = count
+        return {name: count for name, count in counts.items() if count}
 
     def leader_id(self) -> int | None:
         node = self.leader()
@@ -855,6 +891,9 @@ class Cluster:
             self._count_chunk(envelope.src, envelope.message)
         elif (self.snapshot_chunk_loss and isinstance(envelope.message, FetchSnapshotResponse)
               and self._chunk_rng.random() < self.snapshot_chunk_loss):
+            self.trace.add(self.now_us, envelope.dst, "drop", envelope)
+            return
+        if self.network.corrupts() and not self.network.corrupt(envelope, CLUSTER_ID):
             self.trace.add(self.now_us, envelope.dst, "drop", envelope)
             return
         if self._codec is not None:

@@ -4,8 +4,13 @@ its snapshots (`SimSnapshotStore`: whole snapshots are durable once written, as
 `raft.snapshot.write_snapshot` makes them; a download in progress is not).
 
 A crash keeps exactly what was flushed and the whole snapshots; `wipe()` models a node
-that lost its whole disk, snapshots included. The log remembers every tail it cut
-(`RemovedTail`), for the sweep's divergence counts.
+that lost its whole disk, snapshots included. A crash may also tear the write in
+progress (`crash(tear=rng)`): the log's bytes, its flushed batches in the segment
+format followed by a prefix or a corrupted copy of the first unflushed batch, go
+through the real recovery scan (`raft.log.scan_segment`), and the log keeps what it
+recovers. A corrupted `quorum-state` makes the node refuse to start
+(`QuorumStateStore.corrupt`), as `raft.storage.read_quorum_state` does. The log
+remembers every tail it cut (`RemovedTail`), for the sweep's divergence counts.
 
 The disk also keeps a `Ledger`: every write it was handed and every fsync it
 acknowledged, by content (epoch, checksum) per offset. The invariant checker judges
@@ -20,10 +25,14 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from raft.log import MemoryLog
+from raft.log import MemoryLog, scan_segment
+from raft.segment import encode_batch
 from raft.sim.invariants import Entry, entry_of
 from raft.snapshot_store import MemorySnapshotStore
+from raft.storage import StorageError
 from raft.types import Batch, ElectionState, SnapshotId
+
+_ALL = 1 << 62  # read everything
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,7 @@ class SimLog(MemoryLog):
         """A snapshot replaces the log: note every record dropped."""
         start = self.start_offset
         self.replaced = []
-        for batch in self.read(start, 1 << 62):
+        for batch in self.read(start, _ALL):
             for index, record in enumerate(batch.records):
                 if batch.base_offset + index >= start:
                     self.replaced.append((batch.base_offset + index, batch.epoch, record))
@@ -143,16 +152,40 @@ class SimLog(MemoryLog):
         super().flush()
         self.ledger.synced()
 
-    def crash(self) -> None:
+    def crash(self, tear: random.Random | None = None) -> None:
+        """Lose what was not flushed; with `tear`, the first unflushed batch was being
+        written: recover through the segment scan (see the module docstring)."""
+        torn = self.read(self.flushed_end_offset, _ALL) if tear is not None else []
         super().crash()
         self.ledger.crash()
         if self.lose_on_crash:
             self._lose_acknowledged(self.lose_on_crash)
+        if tear is not None and torn:
+            self._recover(torn[0], tear)
+
+    def _recover(self, torn: Batch, rng: random.Random) -> None:
+        batches = self.read(self.start_offset, _ALL) if self.end_offset > self.start_offset \
+            else []
+        tail = bytearray(encode_batch(torn))
+        if rng.random() < 0.5:
+            del tail[rng.randrange(1, len(tail)):]  # torn: only a prefix reached the disk
+        else:
+            tail[rng.randrange(len(tail))] ^= 1 << rng.randrange(8)  # corrupted in place
+        data = b"".join(encode_batch(batch) for batch in batches) + bytes(tail)
+        first = batches[0].base_offset if batches else self.end_offset
+        scan = scan_segment(data, "simulated segment", expected_offset=first, is_last=True)
+        recovered = scan.batches[-1].batch.next_offset if scan.batches else first
+        if recovered < self.end_offset:  # a scan that cut a flushed batch: the ledger says
+            self._cutting = True
+            try:
+                MemoryLog.truncate_to(self, max(recovered, self.start_offset))
+            finally:
+                self._cutting = False
 
     def _lose_acknowledged(self, count: int) -> None:
         """The disk acknowledged writes it never made: the last `count` batches above the
         log start are gone (the ledger still says they were flushed)."""
-        batches = self.read(self.start_offset, 1 << 62)
+        batches = self.read(self.start_offset, _ALL)
         kept = batches[:max(0, len(batches) - count)]
         cut = kept[-1].next_offset if kept else self.start_offset
         self._cutting = True  # no write the disk was handed: the ledger keeps them
@@ -202,9 +235,17 @@ class QuorumStateStore:
         self._state: ElectionState | None = None
         self._on_persist = on_persist
         self.writes = 0
+        self.corrupted = False
 
     def load(self) -> ElectionState | None:
+        """The state; StorageError when the file is corrupt (the node refuses to start:
+        it may have voted in an epoch it can no longer tell)."""
+        if self.corrupted:
+            raise StorageError("quorum-state: corrupt quorum-state: the file does not parse")
         return self._state
+
+    def corrupt(self) -> None:
+        self.corrupted = True
 
     def persist(self, state: ElectionState) -> None:
         if self._on_persist is not None:
@@ -214,6 +255,7 @@ class QuorumStateStore:
 
     def wipe(self) -> None:
         self._state = None
+        self.corrupted = False
 
 
 class SimDisk:
@@ -229,6 +271,7 @@ class SimDisk:
         self.quorum_state = QuorumStateStore(on_persist)
         self.snapshots = SimSnapshotStore(on_snapshot)
         self.crashes = 0
+        self.torn_writes = 0  # crashes that tore a write, scanned off in recovery
         self.wipes = 0
         self.slowdown = 1.0  # > 1 while the disk is degraded
 
@@ -236,10 +279,13 @@ class SimDisk:
         ms = self._rng.uniform(self.config.fsync_min_ms, self.config.fsync_max_ms)
         return max(1, int(ms * 1000 * self.slowdown))
 
-    def crash(self) -> None:
-        """Power cut: unflushed log writes are gone; quorum-state keeps its last fsync;
-        whole snapshots stay, a partial download is gone."""
-        self.log.crash()
+    def crash(self, tear: random.Random | None = None) -> None:
+        """Power cut: unflushed log writes are gone (the one in progress torn, with
+        `tear`); quorum-state keeps its last fsync; whole snapshots stay, a partial
+        download is gone."""
+        log = self.log
+        self.torn_writes += tear is not None and log.end_offset > log.flushed_end_offset
+        log.crash(tear)
         self.snapshots.crash()
         self.crashes += 1
 

@@ -25,6 +25,7 @@ import functools
 import multiprocessing
 import statistics
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,7 @@ class RunResult:
     snapshot_resumes: int = 0  # downloads resumed from the bytes held after a lost chunk
     failovers_ms: tuple[float, ...] = ()  # from each leader crash to the next leader
     reconfigurations: int = 0  # voter changes committed (dynamic runs)
+    fault_counts: tuple[tuple[str, int], ...] = ()  # `Cluster.fault_counts`, sorted
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -148,6 +150,7 @@ def run_seed(spec: RunSpec, seed: int,
         snapshot_resumes=cluster.snapshot_resumes,
         failovers_ms=tuple(cluster.failovers_ms),
         reconfigurations=cluster.reconfigurations,
+        fault_counts=tuple(sorted(cluster.fault_counts().items())),
         invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
@@ -238,12 +241,16 @@ def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, An
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
     events = sum(r.events for r in results)
+    fault_counts: Counter[str] = Counter()
+    for result in results:
+        fault_counts.update(dict(result.fault_counts))
     return {
         "seeds": len(results),
         "violations": sum(1 for r in results if not r.ok),
         "events": events,
         "commits": sum(r.commits for r in results),
         "faults": sum(r.faults for r in results),
+        "fault_counts": dict(sorted(fault_counts.items())),
         "elections": sum(r.elections for r in results),
         "elections_per_seed": spread([r.elections for r in results]),
         "divergences": sum(r.divergences for r in results),

@@ -161,6 +161,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  simulated time per seed: median {sim_seconds['median']:g} s; "
           f"{summary['events']} events, {summary['commits']} commits, "
           f"{summary['faults']} faults injected")
+    counts = summary["fault_counts"]
+    print("  faults by kind: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     if summary.get("reconfigurations"):
         print(f"  voter changes committed: {summary['reconfigurations']}")
 
