@@ -218,13 +218,18 @@ def heal_leaving_dead(cluster: Cluster, count: int) -> None:
     """Heal everything but `count` voters, drawn now (the leader among them as often as
     any), which crash and stay down: no fault's undo starts them again. Voters that
     refuse to start (a corrupt quorum-state) are dead already and count."""
-    alive = [v for v in cluster.voter_ids if v not in cluster.refusing]
+    alive = [v for v in cluster.voter_ids if v not in _corrupted(cluster)]
     dead = cluster.fault_rng.sample(alive, max(0, count - (len(cluster.voter_ids)
                                                            - len(alive))))
     for node_id in dead:
         cluster.crash(node_id)
         cluster.dead_for_good.add(node_id)
     heal_all(cluster)
+
+
+def _corrupted(cluster: Cluster) -> set[int]:
+    """The nodes whose quorum-state is corrupt: they refuse every start."""
+    return {n for n, node in cluster.nodes.items() if node.disk.quorum_state.corrupted}
 
 
 def make_fault(cluster: Cluster, rng: random.Random, name: str,
@@ -750,8 +755,9 @@ def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action,
     def corrupt() -> None:
         voters = (set(cluster.voter_ids) if not cluster.config.dynamic
                   else set(cluster.voter_ids) | set(cluster.nodes))
-        room = (len(cluster.voter_ids) - 1) // 2 - len(cluster.refusing & voters)
-        candidates = [n for n in sorted(cluster.nodes) if n not in cluster.refusing
+        corrupted = _corrupted(cluster)
+        room = (len(cluster.voter_ids) - 1) // 2 - len(corrupted & voters)
+        candidates = [n for n in sorted(cluster.nodes) if n not in corrupted
                       and (n not in voters or room > 0)]
         if not candidates:
             return

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.disk import DiskConfig
 from raft.sim.faults import schedule_faults
 from raft.sim.invariants import LIVENESS, InvariantViolation
 from raft.sim.scenarios import SCENARIOS, NotApplicable, ScenarioFailure
@@ -56,12 +57,14 @@ class RunSpec:
     scenario: str | None = None  # one of raft.sim.scenarios.SCENARIOS instead of faults
     dynamic: bool = False  # kraft.version 1 with reconfiguration faults (KIP-853)
     dead_voters: int = 0  # voters left dead for good at the heal (see raft.sim.faults)
+    lying_fsync_writes: int = 0  # a crash loses this many acknowledged batches (a bug)
 
     def sim_config(self, seed: int) -> SimConfig:
         return SimConfig(voters=self.voters, observers=self.observers, seed=seed,
                          pre_vote=self.pre_vote, planted_bug=self.planted_bug,
                          codec_roundtrip=self.codec_roundtrip, trace_size=self.trace_size,
-                         dynamic=self.dynamic)
+                         dynamic=self.dynamic,
+                         disk=DiskConfig(lying_fsync_writes=self.lying_fsync_writes))
 
     def replay_command(self, seed: int) -> str:
         parts = [f"kraft sim --voters {self.voters} --observers {self.observers}",
@@ -80,6 +83,8 @@ class RunSpec:
             parts.append("--dynamic")
         if self.dead_voters:
             parts.append(f"--dead-voters {self.dead_voters}")
+        if self.lying_fsync_writes:
+            parts.append(f"--lying-fsync {self.lying_fsync_writes}")
         return " ".join(parts)
 
 

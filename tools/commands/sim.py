@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
     parser.add_argument("--dead-voters", type=int, default=0, metavar="N",
                         help="at the heal, leave N voters (drawn from the seed) dead for "
                              "good: the others must still commit (a partial heal)")
+    parser.add_argument("--lying-fsync", type=int, default=0, metavar="N",
+                        help="disks whose crash loses the last N batches they acknowledged "
+                             "as flushed (the invariants must report it)")
     parser.add_argument("--trace", type=int, default=60,
                         help="events shown before a violation")
     parser.add_argument("--keep-going", action="store_true",
@@ -132,6 +135,8 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
     if args.planted_bug is not None and args.planted_bug not in _planted_bugs():
         raise usage_error(f"unknown --planted-bug {args.planted_bug!r}; one of "
                           + ", ".join(_planted_bugs()))
+    if args.lying_fsync < 0:
+        raise usage_error(f"--lying-fsync must be at least 0, got {args.lying_fsync}")
     if not 0 <= args.dead_voters <= args.voters:
         raise usage_error(f"--dead-voters must be 0..{args.voters}, got {args.dead_voters}")
     window = args.fault_window_ms if args.fault_window_ms is not None else _default_window_ms()
@@ -141,7 +146,7 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
                    fault_window_ms=window, pre_vote=args.pre_vote,
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
                    trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic,
-                   dead_voters=args.dead_voters)
+                   dead_voters=args.dead_voters, lying_fsync_writes=args.lying_fsync)
     first = args.seed if args.seed is not None else 1
     return spec, range(first, first + count)
 
