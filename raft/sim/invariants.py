@@ -606,9 +606,10 @@ class Checker:
                                       f"only these voters hold it: {'; '.join(described)}")
 
     def _entry_at(self, leader: CheckedNode, offset: int) -> Entry | None:
-        """The leader's entry at `offset` (the committed one below a snapshot it loaded)."""
-        entries = leader.log.ledger.entries
-        entry = entries[offset] if offset < len(entries) else None
+        """The leader's entry at `offset`, below its high watermark, so within its log
+        (`after_event` fails first otherwise); the committed one below a snapshot it
+        loaded."""
+        entry: Entry | None = leader.log.ledger.entries[offset]
         if entry is None and offset < len(self.committed):
             return self.committed[offset]
         return entry

@@ -48,13 +48,14 @@ from raft.sim.invariants import (
     SNAPSHOT_WITHIN_COMMITTED,
     Checker,
     InvariantViolation,
+    entries_of,
     entry_of,
 )
 from raft.sim.sweep import RunSpec, sweep
 from raft.snapshot import encode_snapshot
 from raft.snapshot_store import MemorySnapshotStore
 from raft.types import Batch, ElectionState, SnapshotId
-from raft.voters import ReplicaKey, Voter, VoterSet
+from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet
 from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 Skip = Sequence[str]
@@ -212,6 +213,10 @@ def vote_granted_per_partition_by_an_observer(skip: Skip = ()) -> None:
     Checker([1, 2, 3], [4], skip=skip).on_send(4, 1, partitioned_answer(1, False, True))
 
 
+def vote_granted_by_another_directory(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [], skip=skip, dynamic=True).fail_observer_vote(2, 1, Uuid(2), Uuid(22))
+
+
 def observer_campaigning(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [4], skip=skip)
     observer = fake_node(4, voter=False, role="candidate")
@@ -270,11 +275,11 @@ def acknowledged_write_lost_in_a_crash(skip: Skip = ()) -> None:
 
 
 def acknowledged_write_recovered_as_another(skip: Skip = ()) -> None:
-    """The log recovered as long as acknowledged, with a record at its end the disk was
-    never handed (written past the ledger, as a corrupted disk would return it)."""
+    """The log recovered as long as acknowledged, with a record the disk was never
+    handed (written past the ledger, as a corrupted disk would return it)."""
     checker = Checker([1, 2, 3], [], skip=skip)
-    disk = crashed_disk(lose=1)
-    MemoryLog.append_batches(disk.log, [Batch(base_offset=1, epoch=1, records=(b"w",))])
+    disk = crashed_disk(lose=1, acknowledged=1)
+    MemoryLog.append_batches(disk.log, [Batch(base_offset=0, epoch=1, records=(b"w",))])
     checker.on_restart(fake_node(1, log=disk.log))
 
 
@@ -383,6 +388,18 @@ def snapshot_without_its_kraft_version(skip: Skip = ()) -> None:
                                             *records]))
 
 
+def snapshot_with_a_record_too_many(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(2, 1, [b"x", b"y", b"z"]))
+
+
+def snapshot_of_an_earlier_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x", b"y"]), (2, [b"z"]))), 3)
+    checker.on_snapshot(2, *snapshot(3, 1, [b"x", b"y", b"z"]))
+
+
 def snapshot_that_does_not_read(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
     committed_xy(checker)
@@ -456,6 +473,30 @@ def two_voters_changed_in_one_record(skip: Skip = ()) -> None:
                   new=dynamic_voters(1))
 
 
+def own_epoch_leader(hw: int, *batches: tuple[int, list[bytes]]) -> SimpleNamespace:
+    """The leader (node 1) of epoch 3 over `batches`, at high watermark `hw`."""
+    return fake_node(1, leader=True, epoch=3, hw=hw, log=log_with(*batches))
+
+
+def append_voters_as(checker: Checker, leader: SimpleNamespace) -> None:
+    checker.on_voters_appended(leader, 20, previous=dynamic_voters(1, 2, 3),
+                               previous_offset=None, new=dynamic_voters(1, 2), nodes={},
+                               max_lag=5)
+
+
+def voter_change_before_own_epoch_committed(skip: Skip = ()) -> None:
+    """Epoch 3 began at offset 5 (after epochs 1 and 2); nothing of it is committed."""
+    append_voters_as(Checker([1, 2, 3], [], skip=skip, dynamic=True),
+                     own_epoch_leader(5, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"])))
+
+
+def voter_change_before_own_epoch_committed_at_log_start(skip: Skip = ()) -> None:
+    """The same, with the log starting where epoch 3 does: its first record is there."""
+    leader = own_epoch_leader(5, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    leader.log.advance_start(5)
+    append_voters_as(Checker([1, 2, 3], [], skip=skip, dynamic=True), leader)
+
+
 def voter_added_far_behind(skip: Skip = ()) -> None:
     spare = fake_node(4, log=log_with((1, [b"x"] * 14)))
     spare.directory_id = Uuid(4)
@@ -473,7 +514,9 @@ def voter_added_with_a_lost_directory(skip: Skip = ()) -> None:
 Plant = Callable[..., None]
 PLANTS: dict[str, tuple[Plant, ...]] = {
     ONE_VOTER_CHANGE: (voter_change_while_previous_uncommitted,
-                       two_voters_changed_in_one_record),
+                       two_voters_changed_in_one_record,
+                       voter_change_before_own_epoch_committed,
+                       voter_change_before_own_epoch_committed_at_log_start),
     ADDED_VOTER_CAUGHT_UP: (voter_added_far_behind, voter_added_with_a_lost_directory),
     ONE_LEADER_PER_EPOCH: (two_leaders_in_one_epoch, follower_of_another_leader_in_a_led_epoch),
     LOG_MATCHING: (different_records_at_one_offset_and_epoch, same_entry_after_different_epochs),
@@ -486,6 +529,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     OBSERVER_NEVER_VOTES: (vote_request_to_an_observer, vote_request_from_an_observer,
                            vote_granted_by_an_observer,
                            vote_granted_per_partition_by_an_observer, observer_campaigning,
+                           vote_granted_by_another_directory,
                            leader_change_counting_an_observer),
     MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only,
                         high_watermark_held_by_diverging_voters),
@@ -499,6 +543,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     SNAPSHOT_MATCHES_COMMITTED: (snapshot_with_another_record, snapshot_short_of_a_record,
                                  snapshot_of_another_epoch, snapshot_that_does_not_read,
                                  snapshot_carrying_another_voter_set,
+                                 snapshot_with_a_record_too_many, snapshot_of_an_earlier_epoch,
                                  snapshot_without_its_kraft_version),
     SNAPSHOT_WITHIN_COMMITTED: (snapshot_above_the_committed_offset,
                                 log_start_above_the_committed_offset),
@@ -513,6 +558,12 @@ DETAILS: dict[Plant, str] = {
         "10 was uncommitted (high watermark 10)",
     two_voters_changed_in_one_record:
         f"leader 1 changed voters {dynamic_voters(1, 2, 3)} -> {dynamic_voters(1)} at 20",
+    voter_change_before_own_epoch_committed:
+        f"leader 1 of epoch 3 appended voters {dynamic_voters(1, 2)} at 20 before a record of "
+        "its epoch (from 5) committed (high watermark 5)",
+    voter_change_before_own_epoch_committed_at_log_start:
+        f"leader 1 of epoch 3 appended voters {dynamic_voters(1, 2)} at 20 before a record of "
+        "its epoch (from 5) committed (high watermark 5)",
     voter_added_far_behind: f"leader 1 added voter {ReplicaKey(4, Uuid(4))} at offset 20 "
                             "holding only 14 records (more than 5 behind)",
     voter_added_with_a_lost_directory:
@@ -538,6 +589,8 @@ DETAILS: dict[Plant, str] = {
     vote_granted_by_an_observer: "observer 4 granted a vote to 1",
     vote_granted_per_partition_by_an_observer: "observer 4 granted a vote to 1",
     observer_campaigning: "observer 4 is candidate in epoch 1",
+    vote_granted_by_another_directory:
+        f"node 2 (directory {Uuid(22)}) granted 1 a vote asked of directory {Uuid(2)}",
     leader_change_counting_an_observer:
         "leader 1 of epoch 3 counts votes of non-voters [4] (offset 2)",
     high_watermark_held_by_a_minority: "leader 1 has high watermark 2 but only voters [1] hold it",
@@ -548,7 +601,7 @@ DETAILS: dict[Plant, str] = {
     acknowledged_write_lost_in_a_crash:
         "node 1 recovered a log ending at 1, but its disk acknowledged writes up to 2",
     acknowledged_write_recovered_as_another:
-        "node 1 recovered epoch 1 at offset 1, not the entry its disk acknowledged there",
+        "node 1 recovered epoch 1 at offset 0, not the entry its disk acknowledged there",
     persisted_epoch_going_back: "node 1 persisted epoch 2 after epoch 3",
     persisted_second_vote_in_one_epoch: "node 1 voted for 1 and then 2 in epoch 3",
     two_votes_sent_in_one_epoch: "voter 2 voted for 1 and then for 3 in epoch 3",
@@ -563,6 +616,10 @@ DETAILS: dict[Plant, str] = {
     snapshot_short_of_a_record: "node 2 holds snapshot 2-1: 1 records where 2 are committed",
     snapshot_of_another_epoch:
         "node 2 holds snapshot 2-2: epoch 2, but the last record was committed in epoch 1",
+    snapshot_with_a_record_too_many: "node 2 holds snapshot 2-1: 3 records where 2 are "
+                                     "committed",
+    snapshot_of_an_earlier_epoch:
+        "node 2 holds snapshot 3-1: epoch 1, but the last record was committed in epoch 2",
     snapshot_carrying_another_voter_set:
         f"node 2 holds snapshot 3-1: it carries {dynamic_voters(1, 2).to_record()} where the "
         f"committed records leave {dynamic_voters(1, 2, 3).to_record()} in force",
@@ -1107,6 +1164,133 @@ def test_records_applicable_when_the_log_holds_them_or_none_are_due() -> None:
     checker.check_applicable(node, 2, 3)
     checker.check_applicable(node, 3, 3)
     checker.check_applicable(node, 1, 1)
+
+
+def keyed_leader(voters: VoterSet, hw: int) -> SimpleNamespace:
+    leader = fake_node(1, leader=True, hw=hw, log=log_with((1, [b"x", b"y"])))
+    leader.directory_id = Uuid(1)
+    leader.core.voter_history = VoterHistory(voters, kraft_version=1)
+    leader.core.voter_set = voters
+    return leader
+
+
+def keyed(node_id: int, directory: int, records: int) -> SimpleNamespace:
+    node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:records])) if records else None)
+    node.directory_id = Uuid(directory)
+    return node
+
+
+
+def test_committed_history_extends_from_a_log_starting_at_a_snapshot() -> None:
+    """Below a node's log start its snapshot stands in: the history grows from the
+    records above it, and a log starting exactly at the committed offset is fine."""
+    checker = Checker([1, 2, 3], [])
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x"]))), 1)
+    trimmed = log_with((1, [b"x", b"y", b"z"]))
+    trimmed.advance_start(1)
+    checker.on_high_watermark(fake_node(2, log=trimmed), 3)
+    assert checker.committed == [entry_of(1, record) for record in (b"x", b"y", b"z")]
+    at_end = log_with((1, [b"x", b"y", b"z"]))
+    at_end.advance_start(3)
+    checker.on_high_watermark(fake_node(3, log=at_end), 3)
+
+
+def test_majority_counted_against_the_leaders_own_entry() -> None:
+    """The reference is the leader's own entry below its high watermark (the committed
+    one only below a snapshot it loaded, when known)."""
+    checker = Checker([1, 2, 3], [], skip=[COMMITTED_DATA])
+    checker.on_high_watermark(fake_node(2, log=log_with((1, [b"x", b"y"]))), 2)
+    own = [(1, [b"x"]), (2, [b"w"])]
+    leader = fake_node(1, epoch=2, leader=True, hw=2, log=log_with(*own))
+    checker.after_event(leader, [leader, fake_node(3, log=log_with(*own))])
+
+    checker = Checker([1, 2, 3], [])
+    checker.on_high_watermark(fake_node(3, log=log_with((1, [b"x"]))), 1)
+    loaded, also = SimLog(), SimLog()
+    loaded.reset_to(2, 1)
+    also.reset_to(2, 1)
+    leader = fake_node(1, leader=True, hw=2, log=loaded)
+    checker.after_event(leader, [leader, fake_node(2, log=also)])
+
+
+def test_voter_change_allowed_once_a_record_of_the_leaders_epoch_committed() -> None:
+    """From the record after the epoch's start on; a first leader's epoch starts at 0."""
+    batches = ((1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    append_voters_as(Checker([1, 2, 3], [], dynamic=True), own_epoch_leader(6, *batches))
+    append_voters_as(Checker([1, 2, 3], [], dynamic=True), own_epoch_leader(1, (3, [b"f"])))
+
+
+def test_each_voter_change_checked_once_by_leader_offset_and_epoch() -> None:
+    """The cluster hands a leader's VotersRecord over once per Ready that holds it: the
+    same (leader, offset, epoch) is not judged again, another offset is."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = own_epoch_leader(6, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    append_voters_as(checker, leader)
+    leader.core.high_watermark = 5
+    append_voters_as(checker, leader)
+    raises(ONE_VOTER_CHANGE, lambda: checker.on_voters_appended(
+        leader, 21, previous=dynamic_voters(1, 2, 3), previous_offset=None,
+        new=dynamic_voters(1, 2), nodes={}, max_lag=5))
+
+
+def test_added_voter_allowed_when_exactly_max_lag_behind() -> None:
+    spare = fake_node(4, log=log_with((1, [b"x"] * 15)))
+    spare.directory_id = Uuid(4)
+    append_voters((), previous=dynamic_voters(1, 2, 3), previous_offset=None,
+                  new=dynamic_voters(1, 2, 3, 4), spare=spare)
+
+
+def test_dynamic_run_judges_votes_and_leader_changes_by_the_voter_set() -> None:
+    """A dynamic run's observers may become voters: an id outside the bootstrap voters
+    may ask for and grant votes, and a LeaderChange may count it when the leader's set
+    holds it."""
+    checker = Checker([1, 2, 3], [4], dynamic=True)
+    grant(checker, voter=4, candidate=1, epoch=2, cid=1)
+    grant(checker, voter=1, candidate=4, epoch=3, cid=2)
+    leader = fake_node(1, epoch=3, leader=True, hw=None,
+                       log=log_with((3, [leader_change(1, 4)])))
+    leader.core.voter_set = dynamic_voters(1, 2, 3, 4)
+    checker.after_event(leader, [leader])
+
+
+def test_entries_read_from_inside_a_batch() -> None:
+    log = log_with((1, [b"a", b"b", b"c"]), (2, [b"d"]))
+    assert list(entries_of(log, 1, 3)) == [(1, 1, b"b"), (2, 1, b"c")]
+    assert list(entries_of(log, 2, 2)) == []
+    assert list(entries_of(log, 3, 9)) == [(3, 2, b"d")]
+
+
+# ---- the dynamic quorum: the majority by replica key --------------------------------------
+
+def test_majority_allowed_when_a_lost_key_cannot_vote() -> None:
+    """Voter 2's disk was wiped (another directory id now): its old key can never vote
+    again, so the leader's copy is in every majority that can still form."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    checker.after_event(leader, [leader, keyed(2, 22, 2), keyed(3, 3, 0)])
+
+
+def test_majority_violated_when_only_a_minority_of_keys_holds() -> None:
+    checker = Checker([1, 2, 3, 4, 5], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3, 4, 5), 2)
+    nodes = [leader, keyed(2, 2, 1), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 55, 2)]
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(leader, nodes)
+    assert caught.value.invariant == MAJORITY_HOLDS_HW
+
+
+def test_majority_of_previous_set_enough_when_latest_change_uncommitted() -> None:
+    """Voters 4 and 5 were just added (uncommitted at offset 5): the high watermark 2
+    was committed by the old set."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    leader.core.voter_history.sets.append((5, dynamic_voters(1, 2, 3, 4, 5)))
+    nodes = [leader, keyed(2, 2, 2), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 5, 0)]
+    checker.after_event(leader, nodes)
+    leader.core.high_watermark = 6  # the addition committed: now the new set's turn
+    leader.log = log_with((1, [b"x"] * 6))
+    with pytest.raises(InvariantViolation):
+        checker.after_event(leader, nodes)
 
 
 # ---- liveness: the sweep's -----------------------------------------------------------------
