@@ -168,6 +168,7 @@ class SimNode:
         self.rate = rate_ppm
         self.core: Any = None
         self.busy = False  # waiting for its fsync
+        self.writing: Ready | None = None  # what that fsync makes durable
         self.paused = False  # a stop-the-world pause (GC, SIGSTOP): events queue up
         self.inbox: deque[tuple[int, Any]] = deque()
         self.gen = 0  # bumped by a crash: stale IO and tick events are ignored
@@ -425,15 +426,21 @@ class Cluster:
 
     def crash(self, node_id: int, *, wipe: bool = False, tear: random.Random | None = None
               ) -> None:
-        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`; the
-        write in progress torn, with `tear`: see `SimDisk.crash`)."""
+        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`). With
+        `tear` the crash strikes between the steps of the write in progress, as the
+        shell takes them: its quorum-state write is done, its log write torn (see
+        `SimDisk.crash`); nothing it was to send has left."""
         node = self.nodes[node_id]
         if not node.up:
             return
         leader = self.leader()
         if leader is node and self._crashed_leader is None:
             self._crashed_leader = (self.now_us, node.core.epoch)
+        writing = node.writing
+        if tear is not None and writing is not None and writing.election is not None:
+            node.disk.quorum_state.persist(writing.election)
         node.core = None
+        node.writing = None
         node.gen += 1
         node.tick_gen += 1
         node.busy = node.paused = False
@@ -728,6 +735,7 @@ class Cluster:
             self._send(envelope)
         if ready.election is not None or ready.needs_flush:
             node.busy = True
+            node.writing = ready
             self.schedule(node.disk.fsync_latency_us(), IO, node.node_id, ready, node.gen)
             self._check(node)
         else:
@@ -750,6 +758,7 @@ class Cluster:
                 self._apply(node, ready.high_watermark)
         node.core.advance(ready)
         node.busy = False
+        node.writing = None
         if self.snapshots_on:
             self._maybe_snapshot(node)
         self._check(node)

@@ -27,8 +27,9 @@ start again: a partial heal, after which the live majority must still commit.
 - processes and disks: `crash`, `crash-leader`, `shutdown-leader` (graceful resign, then
   stop), `crash-many`, `pause`, `pause-leader`, `slow-disk`, `crash-tail` (crash the node
   with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s),
-  `wipe-observer` (an observer loses its disk), `torn-write` (a crash tears the write in
-  progress: recovery scans the segment bytes, see `raft.sim.disk`) and
+  `wipe-observer` (an observer loses its disk), `torn-write` (a crash between the steps
+  of the write in progress: its quorum-state write done, its log write torn or
+  corrupted, which recovery scans off the segment bytes; see `Cluster.crash`) and
   `corrupt-quorum-state` (a node crashes and finds its quorum-state corrupt: it refuses
   to start, for good; a voter only while the voters refusing stay a minority);
 - clocks: `clock-jump` (a node's wall clock jumps up to a minute forward or back, and
@@ -724,8 +725,8 @@ def _wipe_observer(cluster: Cluster, rng: random.Random) -> tuple[Action, Action
 
 def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     """Crash a node in the middle of a write (the first seen waiting for its fsync
-    within `TEAR_WAIT_MS`, else any): the write in progress is torn or corrupted, and
-    recovery scans it off."""
+    within `TEAR_WAIT_MS`, else any): its quorum-state write is done, its log write
+    torn or corrupted, and recovery scans that off."""
     victims = _Victims(cluster)
     deadline = [0.0]
 

@@ -283,6 +283,21 @@ def acknowledged_write_recovered_as_another(skip: Skip = ()) -> None:
     checker.on_restart(fake_node(1, log=disk.log))
 
 
+def high_watermark_held_by_a_minority_of_keys(skip: Skip = ()) -> None:
+    """Of seven keys: the leader holds, 2 to 5 do not, 6 has no node, 7's disk was
+    formatted anew (another directory): two lost, four dissenting, a majority."""
+    checker = Checker([1, 2, 3], [], skip=skip, dynamic=True)
+    leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
+    leader.directory_id = Uuid(1)
+    leader.core.voter_history = VoterHistory(dynamic_voters(*range(1, 8)), kraft_version=1)
+    nodes = [leader]
+    for node_id, directory, held in ((2, 2, 1), (3, 3, 0), (4, 4, 0), (5, 5, 0), (7, 77, 2)):
+        node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:held])) if held else None)
+        node.directory_id = Uuid(directory)
+        nodes.append(node)
+    checker.after_event(leader, nodes)
+
+
 def persisted_epoch_going_back(skip: Skip = ()) -> None:
     Checker([1, 2, 3], [], skip=skip).on_persist(1, ElectionState(epoch=3),
                                                  ElectionState(epoch=2))
@@ -532,7 +547,8 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
                            vote_granted_by_another_directory,
                            leader_change_counting_an_observer),
     MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only,
-                        high_watermark_held_by_diverging_voters),
+                        high_watermark_held_by_diverging_voters,
+                        high_watermark_held_by_a_minority_of_keys),
     ACKNOWLEDGED_WRITES: (acknowledged_write_lost_in_a_crash,
                           acknowledged_write_recovered_as_another),
     EPOCH_MONOTONIC: (persisted_epoch_going_back,),
@@ -598,6 +614,9 @@ DETAILS: dict[Plant, str] = {
         "leader 1 has high watermark 2 but only voters [1] hold it",
     high_watermark_held_by_diverging_voters:
         "leader 1 has high watermark 2 but only voters [1] hold it",
+    high_watermark_held_by_a_minority_of_keys:
+        f"leader 1 has high watermark 2 but only these voters hold it: "
+        f"{dynamic_voters(*range(1, 8))}: [1] (lost 2)",
     acknowledged_write_lost_in_a_crash:
         "node 1 recovered a log ending at 1, but its disk acknowledged writes up to 2",
     acknowledged_write_recovered_as_another:
@@ -1268,6 +1287,16 @@ def test_majority_allowed_when_a_lost_key_cannot_vote() -> None:
     checker = Checker([1, 2, 3], [], dynamic=True)
     leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
     checker.after_event(leader, [leader, keyed(2, 22, 2), keyed(3, 3, 0)])
+
+
+def test_majority_of_previous_set_enough_when_latest_change_at_the_hw() -> None:
+    """A VotersRecord at the high watermark itself is not below it: uncommitted, so the
+    set before it still decides."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    leader.core.voter_history.sets.append((2, dynamic_voters(1, 2, 3, 4, 5)))
+    checker.after_event(leader, [leader, keyed(2, 2, 2), keyed(3, 3, 0), keyed(4, 4, 0),
+                                 keyed(5, 5, 0)])
 
 
 def test_majority_violated_when_only_a_minority_of_keys_holds() -> None:

@@ -68,6 +68,31 @@ def test_torn_write_recovers_exactly_the_flushed_batches(seed: int) -> None:
     Checker([1], []).on_restart(fake_node(1, log=disk.log))
 
 
+def test_crash_between_steps_keeps_the_quorum_state_and_tears_the_log_write() -> None:
+    """A torn-write crash strikes between the shell's steps: the election state it was
+    writing is durable (the restarted node is in that epoch), the log write is not,
+    and nothing the node was to send after them left."""
+    cluster = new_cluster(3, 0, 4)
+    leader = wait_for_leader(cluster)
+    cluster.crash(leader.node_id)
+
+    def electing() -> bool:
+        return any(n.busy and n.writing is not None and n.writing.election is not None
+                   for n in cluster.running())
+    assert cluster.run_until(electing, 10_000)
+    victim = next(n for n in cluster.running() if n.busy)
+    assert victim.writing is not None
+    election, held = victim.writing.election, victim.log.flushed_end_offset
+    in_flight = len(cluster.in_flight())
+    cluster.crash(victim.node_id, tear=random.Random(3))
+    assert victim.disk.quorum_state.load() == election
+    assert victim.log.end_offset == held
+    assert len(cluster.in_flight()) == in_flight
+    cluster.start(victim.node_id)
+    assert election is not None
+    assert victim.core.epoch == election.epoch
+
+
 def test_no_torn_write_when_everything_was_flushed() -> None:
     disk = written_disk(flushed=3, unflushed=0)
     before = records(disk)
