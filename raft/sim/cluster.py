@@ -9,9 +9,9 @@ else: later events wait in its inbox; a crash meanwhile loses the unflushed reco
 early messages carried); only then send the messages, record the high watermark and
 `advance()`. Each node's clock runs at its own
 rate (a few parts in a hundred off), so timers drift apart. Its wall clock may also
-jump (`jump_wall_clock`); as in `RaftNode.now_ms`, the core's milliseconds are monotonic
-time plus the wall clock's offset read at start, so a jump shows from the node's next
-start on.
+jump (`SimNode.wall_clock_ms`, the `clock-jump` fault); as in `RaftNode.now_ms`, the
+core's milliseconds are monotonic time plus the wall clock's offset read at start, so a
+jump shows from the node's next start on.
 
 Each node also runs a tiny state machine over what it commits and snapshots it (see
 `raft.sim.snapshots`): it writes a snapshot of its applied records every few committed

@@ -285,11 +285,13 @@ def acknowledged_write_recovered_as_another(skip: Skip = ()) -> None:
 
 def high_watermark_held_by_a_minority_of_keys(skip: Skip = ()) -> None:
     """Of seven keys: the leader holds, 2 to 5 do not, 6 has no node, 7's disk was
-    formatted anew (another directory): two lost, four dissenting, a majority."""
+    formatted anew (another directory): two lost, four dissenting, a majority. The set
+    {1, 2, 3} appended at the high watermark is uncommitted: both are judged, both fail."""
     checker = Checker([1, 2, 3], [], skip=skip, dynamic=True)
     leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
     leader.directory_id = Uuid(1)
     leader.core.voter_history = VoterHistory(dynamic_voters(*range(1, 8)), kraft_version=1)
+    leader.core.voter_history.sets.append((2, dynamic_voters(1, 2, 3)))
     nodes = [leader]
     for node_id, directory, held in ((2, 2, 1), (3, 3, 0), (4, 4, 0), (5, 5, 0), (7, 77, 2)):
         node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:held])) if held else None)
@@ -616,7 +618,7 @@ DETAILS: dict[Plant, str] = {
         "leader 1 has high watermark 2 but only voters [1] hold it",
     high_watermark_held_by_a_minority_of_keys:
         f"leader 1 has high watermark 2 but only these voters hold it: "
-        f"{dynamic_voters(*range(1, 8))}: [1] (lost 2)",
+        f"{dynamic_voters(1, 2, 3)}: [1] (lost 0); {dynamic_voters(*range(1, 8))}: [1] (lost 2)",
     acknowledged_write_lost_in_a_crash:
         "node 1 recovered a log ending at 1, but its disk acknowledged writes up to 2",
     acknowledged_write_recovered_as_another:
