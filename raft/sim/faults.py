@@ -31,7 +31,8 @@ start again: a partial heal, after which the live majority must still commit.
   of the write in progress: its quorum-state write done, its log write torn or
   corrupted, which recovery scans off the segment bytes; see `Cluster.crash`) and
   `corrupt-quorum-state` (a node crashes and finds its quorum-state corrupt: it refuses
-  to start, for good; a voter only while the voters refusing stay a minority);
+  to start, for good; a voter only in a static quorum, while the voters refusing stay a
+  minority);
 - clocks: `clock-jump` (a node's wall clock jumps up to a minute forward or back, and
   the node restarts, when it reads the jump: nothing safety-relevant may change).
 
@@ -749,15 +750,21 @@ def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 
 def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     """A node crashes and its quorum-state is found corrupt: it refuses every start
-    since (it may have voted in an epoch it can no longer tell). A voter only while the
-    voters refusing stay short of half of them, so a majority can still be elected."""
+    since (it may have voted in an epoch it can no longer tell). A voter only in a static
+    quorum, while the voters refusing stay short of half of them, so a majority can
+    still be elected; in a dynamic one, whose voter sets move, only a node no running
+    node's voter set names."""
     victims = _Victims(cluster)
 
     def corrupt() -> None:
-        voters = (set(cluster.voter_ids) if not cluster.config.dynamic
-                  else set(cluster.voter_ids) | set(cluster.nodes))
         corrupted = _corrupted(cluster)
-        room = (len(cluster.voter_ids) - 1) // 2 - len(corrupted & voters)
+        if cluster.config.dynamic:
+            voters = {key.id for node in cluster.running()
+                      for key in node.core.voter_set.keys()}
+            room = 0
+        else:
+            voters = set(cluster.voter_ids)
+            room = (len(voters) - 1) // 2 - len(corrupted & voters)
         candidates = [n for n in sorted(cluster.nodes) if n not in corrupted
                       and (n not in voters or room > 0)]
         if not candidates:

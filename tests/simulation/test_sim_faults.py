@@ -153,6 +153,20 @@ def test_corrupt_quorum_state_spares_a_majority_of_voters() -> None:
     assert len(cluster.running()) == 3
 
 
+def test_corrupt_quorum_state_spares_every_voter_when_the_quorum_is_dynamic() -> None:
+    """Voter sets move in a dynamic quorum: only nodes no set names are corrupted."""
+    cluster = new_cluster(3, 2, 3, dynamic=True)
+    wait_for_leader(cluster)
+    voters = {key.id for node in cluster.running() for key in node.core.voter_set.keys()}
+    rng = random.Random(1)
+    for _ in range(4):
+        inject, _undo = make_fault(cluster, rng, "corrupt-quorum-state", 0.0)
+        inject()
+    heal_all(cluster)
+    assert cluster.refusing == set(cluster.nodes) - voters
+    wait_for_commit(cluster)
+
+
 # ---- wall-clock jumps ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("jump_ms", [-30_000, 45_000])
