@@ -730,10 +730,13 @@ def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     torn or corrupted, and recovery scans that off."""
     victims = _Victims(cluster)
     deadline = [0.0]
+    over = [False]  # no crash once the fault is over: nothing would restart its victim
 
     def tear() -> None:
         running = cluster.running()
         writing = [n.node_id for n in running if n.busy]
+        if over[0]:
+            return
         if not writing and running and cluster.now_ms < deadline[0]:
             cluster.at_ms(cluster.now_ms + TEAR_POLL_MS, tear, "")
             return
@@ -745,7 +748,11 @@ def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     def start() -> None:
         deadline[0] = cluster.now_ms + TEAR_WAIT_MS
         tear()
-    return start, victims.restart
+
+    def restart() -> None:
+        over[0] = True
+        victims.restart()
+    return start, restart
 
 
 def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
