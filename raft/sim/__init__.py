@@ -4,10 +4,13 @@
   node like the Trio shell (persist, flush, then send; fsync latency; drifting clocks),
   including what the shell's transport reports: a crashed voter's connections lost,
   then refused at each reconnect (a paused or cut-off node's: nothing).
-- `network`: latency distribution, loss, duplication, reordering, partitions.
+- `network`: latency distribution, loss, duplication, reordering, long delays, frames
+  corrupted on the wire (through the real decoders), partitions and one-way cuts.
 - `disk`: `MemoryLog` plus a quorum-state store and a snapshot store; a crash keeps only
-  what was flushed (and whole snapshots); the log notes every tail it truncates (for
-  the divergence counts).
+  what was flushed (and whole snapshots), tearing the write in progress now and then
+  (recovered by the real segment scan); the log notes every tail it truncates (for the
+  divergence counts) and keeps a ledger of every write and fsync, which the invariants
+  judge by.
 - `snapshots`: each node's state machine (the committed records it applied) and its
   seeded snapshot policy: snapshots every few records, log starts moved at once, later
   or never, so nodes behind the leader's log start catch up by FetchSnapshot (KIP-630).

@@ -8,7 +8,10 @@ state and flush the log (taking a simulated fsync, during which the node handles
 else: later events wait in its inbox; a crash meanwhile loses the unflushed records the
 early messages carried); only then send the messages, record the high watermark and
 `advance()`. Each node's clock runs at its own
-rate (a few parts in a hundred off), so timers drift apart.
+rate (a few parts in a hundred off), so timers drift apart. Its wall clock may also
+jump (`SimNode.wall_clock_ms`, the `clock-jump` fault); as in `RaftNode.now_ms`, the
+core's milliseconds are monotonic time plus the wall clock's offset read at start, so a
+jump shows from the node's next start on.
 
 Each node also runs a tiny state machine over what it commits and snapshots it (see
 `raft.sim.snapshots`): it writes a snapshot of its applied records every few committed
@@ -43,7 +46,7 @@ import contextlib
 import dataclasses
 import heapq
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +60,7 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
-from raft.sim.invariants import Checker, entries_of
+from raft.sim.invariants import Checker, Entry, entries_of, entry_of
 from raft.sim.network import Network, NetworkConfig
 from raft.sim.snapshots import (
     SNAPSHOT_CHUNK_BYTES,
@@ -66,6 +69,7 @@ from raft.sim.snapshots import (
     StateMachine,
 )
 from raft.sim.trace import Trace
+from raft.storage import StorageError
 from raft.types import Envelope, Ready, SnapshotId
 from raft.voters import ReplicaKey, Voter, VoterSet, voters_change_of
 
@@ -180,6 +184,7 @@ class SimNode:
         self.rate = rate_ppm
         self.core: Any = None
         self.busy = False  # waiting for its fsync
+        self.writing: Ready | None = None  # what that fsync makes durable
         self.paused = False  # a stop-the-world pause (GC, SIGSTOP): events queue up
         self.inbox: deque[tuple[int, Any]] = deque()
         self.gen = 0  # bumped by a crash: stale IO and tick events are ignored
@@ -192,6 +197,8 @@ class SimNode:
         self.snapshot_policy: SnapshotPolicy | None = None  # set by the cluster
         self.directory_id: Uuid | None = None  # dynamic runs: a new one on each wipe
         self.bootstrapped = is_voter  # formatted with the initial controllers
+        self.wall_clock_ms = 0  # how far the wall clock jumped, in all
+        self.clock_base_ms = 0  # the offset the core's clock took at this start
 
     @property
     def up(self) -> bool:
@@ -203,10 +210,15 @@ class SimNode:
         return self.disk.snapshots
 
     def local_ms(self, now_us: int) -> int:
-        return now_us * self.rate // (1000 * _RATE_ONE)
+        return now_us * self.rate // (1000 * _RATE_ONE) + self.clock_base_ms
 
     def global_us(self, local_ms: int) -> int:
-        return -(-local_ms * 1000 * _RATE_ONE // self.rate)
+        return -(-(local_ms - self.clock_base_ms) * 1000 * _RATE_ONE // self.rate)
+
+    def read_wall_clock(self, now_us: int) -> None:
+        """A start reads the wall clock's offset (never below the clock's zero)."""
+        self.clock_base_ms = max(self.wall_clock_ms,
+                                 -(now_us * self.rate // (1000 * _RATE_ONE)))
 
 
 class Cluster:
@@ -273,6 +285,9 @@ class Cluster:
         # (time, node, peer, refused): what the shells reported to their cores
         self.peer_reports: list[tuple[int, int, int, bool]] = []
         self.failovers_ms: list[float] = []  # from a leader's crash to the next leader
+        self.dead_for_good: set[int] = set()  # crashed at a partial heal: never started
+        self.refusing: set[int] = set()  # found their quorum-state corrupt at a start
+        self.fault_kinds: Counter[str] = Counter()  # faults injected, by kind
         self._crashed_leader: tuple[int, int] | None = None  # (time, epoch) of the crash
         if core_class is None:
             from raft.core import RaftConfig
@@ -391,10 +406,19 @@ class Cluster:
     # ---- node life cycle --------------------------------------------------------------
 
     def start(self, node_id: int) -> None:
+        """Start the node (not one left dead for good); one whose quorum-state is corrupt
+        refuses to, every time (`refusing`)."""
         node = self.nodes[node_id]
-        if node.up:
+        if node.up or node_id in self.dead_for_good:
+            return
+        try:
+            election = node.disk.quorum_state.load()
+        except StorageError as exc:
+            self.refusing.add(node_id)
+            self.trace.add(self.now_us, node_id, "refuses to start", str(exc))
             return
         node.incarnation += 1
+        node.read_wall_clock(self.now_us)
         extra: dict[str, Any] = {"snapshots": node.disk.snapshots} if self.snapshots_on else {}
         if node.directory_id is not None:
             extra["directory_id"] = node.directory_id
@@ -405,7 +429,7 @@ class Cluster:
         voter_config = node.bootstrapped if self.config.dynamic else node.is_voter
         raft_config = self.raft_config if voter_config else self.observer_raft_config
         node.core = self.core_class(node_id=node_id, config=raft_config, log=node.disk.log,
-                             election=node.disk.quorum_state.load(), cluster_id=CLUSTER_ID,
+                             election=election, cluster_id=CLUSTER_ID,
                              rng=random.Random(node.seeds.getrandbits(64)),
                              now_ms=node.local_ms(self.now_us),
                              first_correlation_id=1 + (node.incarnation - 1) * INCARNATION_IDS,
@@ -422,20 +446,28 @@ class Cluster:
             if voter != node_id and not self.nodes[voter].up:
                 self._reconnect_later(node_id, voter, 0)
 
-    def crash(self, node_id: int, *, wipe: bool = False) -> None:
-        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`)."""
+    def crash(self, node_id: int, *, wipe: bool = False, tear: random.Random | None = None
+              ) -> None:
+        """Kill the node; its disk keeps only what was flushed (nothing if `wipe`). With
+        `tear` the crash strikes between the steps of the write in progress, as the
+        shell takes them: its quorum-state write is done, its log write torn (see
+        `SimDisk.crash`); nothing it was to send has left."""
         node = self.nodes[node_id]
         if not node.up:
             return
         leader = self.leader()
         if leader is node and self._crashed_leader is None:
             self._crashed_leader = (self.now_us, node.core.epoch)
+        writing = node.writing
+        if tear is not None and writing is not None and writing.election is not None:
+            node.disk.quorum_state.persist(writing.election)
         node.core = None
+        node.writing = None
         node.gen += 1
         node.tick_gen += 1
         node.busy = node.paused = False
         node.inbox.clear()
-        node.disk.crash()
+        node.disk.crash(tear)
         if wipe:
             node.disk.wipe()
             node.log = node.disk.log
@@ -572,6 +604,18 @@ class Cluster:
                     best is None or node.core.epoch > best.core.epoch):
                 best = node
         return best
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults injected, by kind, and what the wire and the disks made of them."""
+        network = self.network
+        counts = {**self.fault_kinds,
+                  "messages long-delayed": network.long_delayed,
+                  "torn writes scanned off": sum(n.disk.torn_writes
+                                                 for n in self.nodes.values()),
+                  "nodes refusing to start": len(self.refusing)}
+        for outcome, count in network.corrupted.items():
+            counts[f"corrupted frames {outcome}"] = count
+        return {name: count for name, count in counts.items() if count}
 
     def leader_id(self) -> int | None:
         node = self.leader()
@@ -713,6 +757,7 @@ class Cluster:
             self._send(envelope)
         if ready.election is not None or ready.needs_flush:
             node.busy = True
+            node.writing = ready
             self.schedule(node.disk.fsync_latency_us(), IO, node.node_id, ready, node.gen)
             self._check(node)
         else:
@@ -735,6 +780,7 @@ class Cluster:
                 self._apply(node, ready.high_watermark)
         node.core.advance(ready)
         node.busy = False
+        node.writing = None
         if self.snapshots_on:
             self._maybe_snapshot(node)
         self._check(node)
@@ -838,7 +884,7 @@ class Cluster:
             return  # it holds that state already (fetched, or from before a crash)
         extra = [(epoch, record) for _, epoch, record
                  in entries_of(node.log, machine.applied_end, point)]
-        snapshot_id, data = machine.snapshot(extra)
+        snapshot_id, data = machine.snapshot(node.core.snapshot_control_records, extra)
         node.snapshots.add(snapshot_id, data)
         self.snapshots_taken += 1
         delay_ms = policy.taken_at(point)
@@ -876,6 +922,9 @@ class Cluster:
             self._count_chunk(envelope.src, envelope.message)
         elif (self.snapshot_chunk_loss and isinstance(envelope.message, FetchSnapshotResponse)
               and self._chunk_rng.random() < self.snapshot_chunk_loss):
+            self.trace.add(self.now_us, envelope.dst, "drop", envelope)
+            return
+        if self.network.corrupts() and not self.network.corrupt(envelope, CLUSTER_ID):
             self.trace.add(self.now_us, envelope.dst, "drop", envelope)
             return
         if self._codec is not None:
@@ -957,7 +1006,7 @@ def _records(log: Any, start: int) -> list[tuple[int, bytes]]:
 
 
 def _diverged(replaced: list[tuple[int, int, bytes]], snapshot_id: SnapshotId,
-              committed: list[tuple[int, bytes]]) -> RemovedTail | None:
+              committed: list[Entry]) -> RemovedTail | None:
     """The tail of a log that a loaded snapshot replaced and that diverged: from its first
     record that is not the committed one (the snapshot holds the committed records below
     its end; a record at or above it is of an older epoch than the snapshot's: see
@@ -965,7 +1014,7 @@ def _diverged(replaced: list[tuple[int, int, bytes]], snapshot_id: SnapshotId,
     it dropped was committed."""
     for offset, epoch, record in replaced:
         if (offset >= min(snapshot_id.end_offset, len(committed))
-                or committed[offset] != (epoch, record)):
+                or committed[offset] != entry_of(epoch, record)):
             return RemovedTail(offset, replaced[-1][0] + 1, epoch, replaced[-1][1])
     return None
 

@@ -6,7 +6,9 @@ faults of every kind, one starting every 0.5-2.5 s and lasting 0.3-5 s; and a le
 chaser, which aims a fault at each newly elected leader 0.2-2 s after it wins (2.5-6 s
 long, enough for the others to notice and elect a successor). Each fault is injected,
 then undone; overlapping cuts compose (`Network.hold`). At `window_ms` everything heals:
-every link, disk and clock back to normal, every node running again.
+every link, disk and clock back to normal, every node running again; or, with
+`dead_voters`, all but that many voters (drawn at the heal), which are crashed and never
+start again: a partial heal, after which the live majority must still commit.
 
 - network: `partition` (a random split), `isolate-leader`, `one-way` cuts, `lossy` and
   duplicating links, `lossy-snapshots` (FetchSnapshot answers lost: downloads resume
@@ -17,11 +19,22 @@ every link, disk and clock back to normal, every node running again.
   `cut-new-leader` (the next leader is cut off the moment it wins) and
   `multi-epoch-tail` (chaser only: four elections in a row that leave a node with an
   uncommitted tail of two epochs, see `_MultiEpochTail`), `reset` (connections to a live
-  voter reset, one reconnect refused by mistake now and then: see `_reset`);
+  voter reset, one reconnect refused by mistake now and then: see `_reset`),
+  `long-delay` (some messages held for up to four election timeouts: they arrive in an
+  epoch long gone), `one-way-link` (one direction of one link cut) and `corrupt-wire`
+  (some frames corrupted on the wire: refused by the real decoders, never applied; see
+  `raft.sim.network`);
 - processes and disks: `crash`, `crash-leader`, `shutdown-leader` (graceful resign, then
   stop), `crash-many`, `pause`, `pause-leader`, `slow-disk`, `crash-tail` (crash the node
-  with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s) and
-  `wipe-observer` (an observer loses its disk).
+  with the longest uncommitted tail), `bounce` (killed and restarted within 0.3 s),
+  `wipe-observer` (an observer loses its disk), `torn-write` (a crash between the steps
+  of the write in progress: its quorum-state write done, its log write torn or
+  corrupted, which recovery scans off the segment bytes; see `Cluster.crash`) and
+  `corrupt-quorum-state` (a node crashes and finds its quorum-state corrupt: it refuses
+  to start, for good; a voter only in a static quorum, while the voters refusing stay a
+  minority);
+- clocks: `clock-jump` (a node's wall clock jumps up to a minute forward or back, and
+  the node restarts, when it reads the jump: nothing safety-relevant may change).
 
 Voters' disks are never wiped in a static quorum: a voter that forgets its vote can
 vote twice in an epoch, which a static quorum cannot survive.
@@ -54,9 +67,10 @@ from raft.sim.network import Link, isolation_links, partition_links
 FAULT_KINDS = ("all", "net", "crash", "none")
 NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net",
               "leader-minority", "isolate-until-elected", "cut-new-leader", "multi-epoch-tail",
-              "lossy-snapshots", "reset")
+              "lossy-snapshots", "reset", "long-delay", "one-way-link", "corrupt-wire")
 CRASH_FAULTS = ("crash", "crash-leader", "shutdown-leader", "crash-many", "pause",
-                "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce")
+                "pause-leader", "slow-disk", "crash-tail", "wipe-observer", "bounce",
+                "torn-write", "corrupt-quorum-state", "clock-jump")
 RECONFIG_FAULTS = ("add-voter", "remove-voter", "replace-voter", "wipe-voter",
                    "reconfig-burst")
 RECONFIG_RETRY_MS = (100.0, 600.0)  # between an operator's attempts
@@ -88,13 +102,17 @@ BOUNCE_MS = (20.0, 300.0)  # a bounced node is down this long
 BOUNCE_VOTER_PROBABILITY = 0.3  # step 3 of multi-epoch-tail bounces a voter
 BOUNCE_DELAY_MS = (5.0, 200.0)  # after W's election
 POLL_MS = 50.0  # how often `isolate-until-elected` looks for the newer leader
+LONG_DELAY_TIMEOUTS = (1.0, 4.0)  # election timeouts a held message may wait, at most
+CLOCK_JUMP_MS = (1000.0, 60_000.0)
+TEAR_WAIT_MS, TEAR_POLL_MS = 300.0, 0.5  # torn-write looks this long for a write
 
 Action = Callable[[], None]
 
 
-def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
-    """Plan faults in [0, window_ms) and a full heal at `window_ms`; returns the time
-    everything is healed (0 when there are no faults)."""
+def schedule_faults(cluster: Cluster, kind: str, window_ms: float, *,
+                    dead_voters: int = 0) -> float:
+    """Plan faults in [0, window_ms) and a heal at `window_ms` (leaving `dead_voters`
+    voters dead for good); returns the time of the heal (0 when there are no faults)."""
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
     if kind == "none":
@@ -105,7 +123,11 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float) -> float:
     nemesis = _Nemesis(cluster, menu, window_ms)
     nemesis.plan_background()
     nemesis.chase_leaders()
-    cluster.at_ms(window_ms, lambda: heal_all(cluster), "heal all")
+    if dead_voters:
+        cluster.at_ms(window_ms, lambda: heal_leaving_dead(cluster, dead_voters),
+                      f"heal all but {dead_voters} voters")
+    else:
+        cluster.at_ms(window_ms, lambda: heal_all(cluster), "heal all")
     return window_ms
 
 
@@ -169,6 +191,7 @@ class _Nemesis:
                 return  # skipped: it would only cancel the chain
             injected[0] = True
             self.cluster.faults += 1
+            self.cluster.fault_kinds[name] += 1
             inject()
 
         def end_it() -> None:
@@ -190,6 +213,24 @@ def heal_all(cluster: Cluster) -> None:
             cluster.start(node_id)
         elif node.paused:
             cluster.resume(node_id)
+
+
+def heal_leaving_dead(cluster: Cluster, count: int) -> None:
+    """Heal everything but `count` voters, drawn now (the leader among them as often as
+    any), which crash and stay down: no fault's undo starts them again. Voters that
+    refuse to start (a corrupt quorum-state) are dead already and count."""
+    alive = [v for v in cluster.voter_ids if v not in _corrupted(cluster)]
+    dead = cluster.fault_rng.sample(alive, max(0, count - (len(cluster.voter_ids)
+                                                           - len(alive))))
+    for node_id in dead:
+        cluster.crash(node_id)
+        cluster.dead_for_good.add(node_id)
+    heal_all(cluster)
+
+
+def _corrupted(cluster: Cluster) -> set[int]:
+    """The nodes whose quorum-state is corrupt: they refuse every start."""
+    return {n for n, node in cluster.nodes.items() if node.disk.quorum_state.corrupted}
 
 
 def make_fault(cluster: Cluster, rng: random.Random, name: str,
@@ -250,6 +291,14 @@ def _one_way(cluster: Cluster, rng: random.Random, _end: float) -> tuple[Action,
     victim, outbound = rng.choice(sorted(cluster.nodes)), rng.random() < 0.5
     return cuts.cutting(lambda: isolation_links(victim, cluster.nodes, inbound=not outbound,
                                                 outbound=outbound)), cuts.restore
+
+
+def _one_way_link(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """One direction of one link: `src` no longer reaches `dst`, `dst` still reaches
+    `src` (so `dst` may never hear the answers to what it sends)."""
+    cuts = _Cuts(cluster)
+    src, dst = rng.sample(sorted(cluster.nodes), 2) if len(cluster.nodes) > 1 else (1, 1)
+    return cuts.cutting(lambda: {(src, dst)} if src != dst else set()), cuts.restore
 
 
 def _partial(cluster: Cluster, rng: random.Random, _end: float) -> tuple[Action, Action]:
@@ -467,6 +516,7 @@ _NETWORK_FAULTS: dict[str, Callable[[Cluster, random.Random, float],
     "partition": _partition,
     "isolate-leader": _isolate_leader,
     "one-way": _one_way,
+    "one-way-link": lambda c, r, _end: _one_way_link(c, r),
     "partial": _partial,
     "leader-minority": _leader_minority,
     "isolate-until-elected": _isolate_until_elected,
@@ -487,6 +537,31 @@ def _lossy(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
         net.loss_probability = net.config.loss_probability
         net.duplicate_probability = net.config.duplicate_probability
     return lossy, clean
+
+
+def _long_delay(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    net = cluster.network
+    probability = rng.uniform(0.02, 0.2)
+    max_ms = rng.uniform(*LONG_DELAY_TIMEOUTS) * cluster.config.election_timeout_ms
+
+    def hold() -> None:
+        net.long_delay_probability, net.long_delay_max_ms = probability, max_ms
+
+    def release() -> None:
+        net.long_delay_probability = net.long_delay_max_ms = 0.0
+    return hold, release
+
+
+def _corrupt_wire(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    net = cluster.network
+    probability = rng.uniform(0.02, 0.2)
+
+    def corrupt() -> None:
+        net.corruption_probability = probability
+
+    def clean() -> None:
+        net.corruption_probability = 0.0
+    return corrupt, clean
 
 
 def _lossy_snapshots(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
@@ -548,6 +623,8 @@ def _reset(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 _LINK_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Action]]] = {
     "reset": _reset,
     "lossy": _lossy,
+    "long-delay": _long_delay,
+    "corrupt-wire": _corrupt_wire,
     "lossy-snapshots": _lossy_snapshots,
     "slow-net": _slow_net,
     "slow-disk": _slow_disk,
@@ -646,6 +723,78 @@ def _wipe_observer(cluster: Cluster, rng: random.Random) -> tuple[Action, Action
     return wipe_a_non_voter, victims.restart
 
 
+def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """Crash a node in the middle of a write (the first seen waiting for its fsync
+    within `TEAR_WAIT_MS`, else any): its quorum-state write is done, its log write
+    torn or corrupted, and recovery scans that off."""
+    victims = _Victims(cluster)
+    deadline = [0.0]
+    over = [False]  # no crash once the fault is over: nothing would restart its victim
+
+    def tear() -> None:
+        running = cluster.running()
+        writing = [n.node_id for n in running if n.busy]
+        if over[0]:
+            return
+        if not writing and running and cluster.now_ms < deadline[0]:
+            cluster.at_ms(cluster.now_ms + TEAR_POLL_MS, tear, "")
+            return
+        if running:
+            victim = rng.choice(writing or [n.node_id for n in running])
+            victims.ids.append(victim)
+            cluster.crash(victim, tear=rng)
+
+    def start() -> None:
+        deadline[0] = cluster.now_ms + TEAR_WAIT_MS
+        tear()
+
+    def restart() -> None:
+        over[0] = True
+        victims.restart()
+    return start, restart
+
+
+def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """A node crashes and its quorum-state is found corrupt: it refuses every start
+    since (it may have voted in an epoch it can no longer tell). A voter only in a static
+    quorum, while the voters refusing stay short of half of them, so a majority can
+    still be elected; in a dynamic one, whose voter sets move, only a node no running
+    node's voter set names."""
+    victims = _Victims(cluster)
+
+    def corrupt() -> None:
+        corrupted = _corrupted(cluster)
+        if cluster.config.dynamic:
+            voters = {key.id for node in cluster.running()
+                      for key in node.core.voter_set.keys()}
+            room = 0
+        else:
+            voters = set(cluster.voter_ids)
+            room = (len(voters) - 1) // 2 - len(corrupted & voters)
+        candidates = [n for n in sorted(cluster.nodes) if n not in corrupted
+                      and (n not in voters or room > 0)]
+        if not candidates:
+            return
+        victim = rng.choice(candidates)
+        victims.ids.append(victim)
+        cluster.crash(victim)
+        cluster.nodes[victim].disk.quorum_state.corrupt()
+    return corrupt, victims.restart
+
+
+def _clock_jump(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """A node's wall clock jumps forward or back; the node restarts at once, which is
+    when the shell reads it (`RaftNode.now_ms`)."""
+    victim = rng.choice(sorted(cluster.nodes))
+    jump_ms = int(rng.choice((-1, 1)) * rng.uniform(*CLOCK_JUMP_MS))
+    down_ms = rng.uniform(*BOUNCE_MS)
+
+    def jump() -> None:
+        cluster.nodes[victim].wall_clock_ms += jump_ms
+        _bounce_now(cluster, victim, down_ms)
+    return jump, lambda: None
+
+
 def _bounce(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     """A node killed and at once restarted by its supervisor: down for a moment only,
     long enough to forget what it never wrote to disk."""
@@ -681,6 +830,9 @@ _PROCESS_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Acti
     "shutdown-leader": lambda c, r: _crash_leader(c, r, graceful=True),
     "crash-tail": _crash_tail,
     "wipe-observer": _wipe_observer,
+    "torn-write": _torn_write,
+    "corrupt-quorum-state": _corrupt_quorum_state,
+    "clock-jump": _clock_jump,
     "pause": _pause,
     "pause-leader": lambda c, r: _pause(c, r, leader=True),
 }

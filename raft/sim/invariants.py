@@ -5,19 +5,24 @@
   follow the same epoch (Raft §5.3);
 - `committed-data-never-lost`: a record below any node's published high watermark is
   never changed or truncated, and every leader of a later epoch holds it (§5.4);
+- `acknowledged-writes-survive`: a node recovers from a crash with every write its disk
+  acknowledged (fsync returned) and not truncated since;
 - `high-watermark-never-decreases`: per node, also across restarts once recovered;
 - `high-watermark-within-log`: no node's high watermark is past its log end;
 - `observers-never-vote`: observers are never asked, never grant, never campaign, and no
   LeaderChange record counts them;
-- `majority-holds-high-watermark`: a majority of voters hold the leader's high watermark
-  on disk (flushed log ends only);
+- `majority-holds-high-watermark`: a majority of voters durably hold the leader's entry
+  just below its high watermark, the same (epoch, checksum): a voter whose log is as long
+  but diverges there holds nothing;
 - `persisted-epoch-never-decreases`: a node's quorum-state never goes back an epoch;
 - `one-vote-per-epoch`: no voter grants two candidates one epoch, judged from every vote
   it ever sent, whatever happened to its disk in between;
 - `snapshot-at-log-start`: a node whose log starts above 0 holds the snapshot that ends
   there (KIP-630: it stands in for the records below);
 - `snapshot-matches-committed`: every snapshot a node writes or fetches holds exactly
-  the committed records below its end offset, the last of its epoch;
+  the committed records below its end offset, the last of its epoch, after raft's own
+  records (KIP-853), which carry the kraft.version and the voter set that the committed
+  records leave in force at the end offset;
 - `snapshot-within-committed`: no snapshot ends above the committed offset (nor does
   any log start there);
 - `applied-state-is-committed-prefix`: committed data never changes through
@@ -46,6 +51,13 @@ In a dynamic run (KIP-853, `dynamic=True`) voters come and go, so:
 - `added-voter-caught-up`: a voter added by a leader's VotersRecord is that replica
   key on disk, at most `max_lag` records behind the leader's log end.
 
+An entry is its (offset, epoch, checksum) (`entry_of`). What a node holds, and what is
+committed, comes from its disk's ledger (`raft.sim.disk.Ledger`: every write and fsync
+the simulated disk was handed), not from what the node's log claims: the committed
+history is taken from the reporting node's ledger up to the high watermark it
+published, and a node that recovers short of its ledger fails
+`acknowledged-writes-survive`.
+
 Each check raises `InvariantViolation(name, detail)`; `name` is one of `INVARIANTS`.
 The checks are incremental (only what changed since the last event is looked at) so a
 sweep of thousands of runs stays fast, with a full rescan after crashes and elections.
@@ -53,11 +65,14 @@ sweep of thousands of runs stays fast, with a full rescan after crashes and elec
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, Protocol
 
+from raft.sim.snapshots import split_raft_records
 from raft.snapshot import SnapshotError, parse_snapshot
 from raft.types import NO_EPOCH, ElectionState, SnapshotId
+from raft.voters import voters_change_of
 
 ONE_LEADER_PER_EPOCH = "one-leader-per-epoch"
 LOG_MATCHING = "log-matching"
@@ -75,11 +90,21 @@ APPLIED_STATE = "applied-state-is-committed-prefix"
 LIVENESS = "liveness"
 ONE_VOTER_CHANGE = "one-voter-change-at-a-time"
 ADDED_VOTER_CAUGHT_UP = "added-voter-caught-up"
+ACKNOWLEDGED_WRITES = "acknowledged-writes-survive"
 
 INVARIANTS = (ONE_LEADER_PER_EPOCH, LOG_MATCHING, COMMITTED_DATA, HW_MONOTONIC, HW_WITHIN_LOG,
               OBSERVER_NEVER_VOTES, MAJORITY_HOLDS_HW, EPOCH_MONOTONIC, ONE_VOTE_PER_EPOCH,
               SNAPSHOT_AT_LOG_START, SNAPSHOT_MATCHES_COMMITTED, SNAPSHOT_WITHIN_COMMITTED,
-              APPLIED_STATE, LIVENESS, ONE_VOTER_CHANGE, ADDED_VOTER_CAUGHT_UP)
+              APPLIED_STATE, LIVENESS, ONE_VOTER_CHANGE, ADDED_VOTER_CAUGHT_UP,
+              ACKNOWLEDGED_WRITES)
+
+Entry = tuple[int, int]  # (epoch, checksum of the record): an entry, with its offset
+
+
+def entry_of(epoch: int, record: bytes) -> Entry:
+    """An entry's identity: its epoch and its record's CRC-32 (records differ by content,
+    so equal checksums stand for equal records)."""
+    return epoch, zlib.crc32(record)
 
 _VOTER_ONLY_ROLES = frozenset({"candidate", "prospective", "voted", "leader"})
 _MAX_BYTES = 1 << 62
@@ -95,7 +120,8 @@ class InvariantViolation(Exception):
 
 class CheckedNode(Protocol):
     """What the checker reads of a node; a node may also have `snapshots`, its snapshot
-    store (`raft.snapshot_store`), checked when present."""
+    store (`raft.snapshot_store`), checked when present. Its log is a
+    `raft.sim.disk.SimLog`, whose `ledger` the checker reads."""
 
     node_id: int
     is_voter: bool
@@ -127,8 +153,8 @@ class Checker:
         self._voter_changes_checked: set[tuple[int, int, int]] = set()
         self.skip = frozenset(skip)
         self.leaders: dict[int, int] = {}  # epoch -> leader id, ever
-        self._seen: dict[tuple[int, int], tuple[bytes, int]] = {}  # (offset, epoch) -> rec
-        self.committed: list[tuple[int, bytes]] = []  # offset -> (epoch, record)
+        self._seen: dict[tuple[int, int], tuple[int, int]] = {}  # -> (checksum, prev epoch)
+        self.committed: list[Entry] = []  # offset -> (epoch, checksum)
         self.commit_epochs: list[int] = []  # offset -> earliest epoch known to commit it
         self._track = {n: _NodeTrack() for n in self.voters | frozenset(observers)}
         self._majority = len(self.voters) // 2 + 1
@@ -212,16 +238,18 @@ class Checker:
                 snapshot_id) == data:
             return
         try:
-            _, records = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
+            _, contents = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
         except SnapshotError as exc:
             self._fail(SNAPSHOT_MATCHES_COMMITTED,
                        f"node {node_id} holds snapshot {_name(snapshot_id)}: it does not "
                        f"read: {exc.reason}")
+        raft_records, records = split_raft_records(contents)
         # Above the committed offset nothing is known: that part is the other check's.
         known = min(end, len(committed))
         where = _first_difference(records[:known] if end > known else records,
                                   snapshot_id.epoch if end == known else None,
-                                  committed[:known])
+                                  committed[:known]) or _raft_records_difference(
+            raft_records, records[:known])
         if where is not None:
             self._fail(SNAPSHOT_MATCHES_COMMITTED,
                        f"node {node_id} holds snapshot {_name(snapshot_id)}: {where}")
@@ -288,11 +316,28 @@ class Checker:
             self._track[node.node_id] = _NodeTrack()
             self._majority_held = None
             return
+        self._check_recovered(node)
         track = self._track[node.node_id]
         track.checked_end = 0
         track.hw = 0
         track.hw_checked = 0
         track.recovering = True
+
+    def _check_recovered(self, node: CheckedNode) -> None:
+        """The recovered log holds every write its disk acknowledged (the ledger's)."""
+        if ACKNOWLEDGED_WRITES in self.skip:
+            return
+        log = node.log
+        ledger = log.ledger
+        if log.end_offset < ledger.durable_end:
+            self._fail(ACKNOWLEDGED_WRITES,
+                       f"node {node.node_id} recovered a log ending at {log.end_offset}, but "
+                       f"its disk acknowledged writes up to {ledger.durable_end}")
+        for offset, epoch, record in entries_of(log, 0, ledger.durable_end):
+            if not ledger.holds(offset, entry_of(epoch, record)):
+                self._fail(ACKNOWLEDGED_WRITES,
+                           f"node {node.node_id} recovered epoch {epoch} at offset "
+                           f"{offset}, not the entry its disk acknowledged there")
 
     def on_high_watermark(self, node: CheckedNode, hw: int) -> None:
         track = self._track[node.node_id]
@@ -395,14 +440,13 @@ class Checker:
         required = [o for o, c in enumerate(self.commit_epochs) if c < epoch]
         if not required:
             return
-        log = node.log
-        if log.end_offset <= required[-1]:
+        entries = node.log.ledger.entries
+        if len(entries) <= required[-1]:
             self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} ends at "
-                                       f"{log.end_offset}, without offset {required[-1]} "
+                                       f"{len(entries)}, without offset {required[-1]} "
                                        f"committed in epoch {self.commit_epochs[required[-1]]}")
-        needed = set(required)  # below the log start: the snapshot's, checked when stored
-        for offset, entry_epoch, record in entries_of(log, 0, required[-1] + 1):
-            if offset in needed and self.committed[offset] != (entry_epoch, record):
+        for offset in required:  # None: below a loaded snapshot, checked when stored
+            if entries[offset] not in (None, self.committed[offset]):
                 self._fail(COMMITTED_DATA, f"leader {node.node_id} of epoch {epoch} has a "
                                            f"different entry at offset {offset}, committed "
                                            f"in epoch {self.commit_epochs[offset]}")
@@ -415,12 +459,12 @@ class Checker:
         seen = self._seen
         for offset, epoch, record in entries_of(log, start, end):
             key = (offset, epoch)
-            value = (record, prev_epoch)
+            value = (zlib.crc32(record), prev_epoch)
             known = seen.get(key)
             if known is None:
                 seen[key] = value
             elif known != value:
-                what = "record" if known[0] != record else "preceding epoch"
+                what = "record" if known[0] != value[0] else "preceding epoch"
                 self._fail(LOG_MATCHING, f"node {node.node_id} has a different {what} at "
                                          f"offset {offset} epoch {epoch}")
             prev_epoch = epoch
@@ -437,15 +481,20 @@ class Checker:
         # by the leader of that epoch or an earlier one.
         commit_epoch = node.core.epoch if node.core is not None else 0
         commit_epochs = self.commit_epochs
-        for offset, epoch, record in entries_of(log, track.hw_checked, hw):
+        entries = log.ledger.entries
+        for offset in range(track.hw_checked, min(hw, len(entries))):
+            entry = entries[offset]
+            if entry is None:  # below a loaded snapshot: the snapshot checks are its
+                continue
             if offset < len(committed):
-                if report and committed[offset] != (epoch, record):
+                if report and committed[offset] != entry:
                     self._fail(COMMITTED_DATA,
-                               f"node {node.node_id} committed offset {offset} epoch {epoch}"
-                               f", but epoch {committed[offset][0]} was committed there")
+                               f"node {node.node_id} committed offset {offset} epoch "
+                               f"{entry[0]}, but epoch {committed[offset][0]} was committed "
+                               f"there")
                 commit_epochs[offset] = min(commit_epochs[offset], commit_epoch)
             elif offset == len(committed):
-                committed.append((epoch, record))
+                committed.append(entry)
                 commit_epochs.append(commit_epoch)
             else:
                 break
@@ -512,10 +561,12 @@ class Checker:
         if self.dynamic:
             self._check_dynamic_majority(leader, list(nodes), hw)
             return
-        # Durable log ends only: what a voter holds but has not flushed is lost in a crash,
-        # so it cannot count towards the majority that makes a record committed.
+        # Durable entries only: what a voter holds but has not flushed is lost in a crash,
+        # so it cannot count towards the majority that makes a record committed; and by
+        # content: a voter whose log is as long but diverges holds nothing of it.
+        entry = self._entry_at(leader, hw - 1)
         holding = [n.node_id for n in nodes
-                   if n.is_voter and n.log.flushed_end_offset >= hw]
+                   if n.is_voter and n.log.ledger.holds(hw - 1, entry)]
         if len(holding) < self._majority:
             self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} "
                                           f"but only voters {holding} hold it")
@@ -530,6 +581,7 @@ class Checker:
         if latest_offset is not None and latest_offset >= hw:
             sets.append(history.previous())
         by_id = {n.node_id: n for n in nodes}
+        entry = self._entry_at(leader, hw - 1)
         described = []
         for voters in sets:
             holding, lost = [], 0
@@ -538,7 +590,7 @@ class Checker:
                 if node is None or (key.directory_id is not None
                                     and node.directory_id != key.directory_id):
                     lost += 1
-                elif node.log.flushed_end_offset >= hw:
+                elif node.log.ledger.holds(hw - 1, entry):
                     holding.append(key.id)
             # Safe when no majority of the set can form without a holder (a lost key can
             # never vote): the dissenters are fewer than a majority. For an odd set that
@@ -553,6 +605,15 @@ class Checker:
         self._fail(MAJORITY_HOLDS_HW, f"leader {leader.node_id} has high watermark {hw} but "
                                       f"only these voters hold it: {'; '.join(described)}")
 
+    def _entry_at(self, leader: CheckedNode, offset: int) -> Entry | None:
+        """The leader's entry at `offset`, below its high watermark, so within its log
+        (`after_event` fails first otherwise); the committed one below a snapshot it
+        loaded."""
+        entry: Entry | None = leader.log.ledger.entries[offset]
+        if entry is None and offset < len(self.committed):
+            return self.committed[offset]
+        return entry
+
     def _fail(self, invariant: str, detail: str) -> NoReturn:
         raise InvariantViolation(invariant, detail)
 
@@ -565,17 +626,35 @@ def _name(snapshot_id: SnapshotId | None) -> str:
 
 
 def _first_difference(records: Sequence[bytes], epoch: int | None,
-                      committed: Sequence[tuple[int, bytes]]) -> str | None:
+                      committed: Sequence[Entry]) -> str | None:
     """How `records`, the last of `epoch` (None: not checked), differ from the committed
-    `(epoch, record)`s they should equal (a prefix of the committed history); None when
-    they do not."""
+    entries they should equal (a prefix of the committed history); None when they do
+    not."""
     for offset, (mine, (_, theirs)) in enumerate(zip(records, committed, strict=False)):
-        if mine != theirs:
+        if zlib.crc32(mine) != theirs:
             return f"record at offset {offset} differs from the committed one"
     if len(records) != len(committed):
         return f"{len(records)} records where {len(committed)} are committed"
     if epoch is not None and committed and committed[-1][0] != epoch:
         return f"epoch {epoch}, but the last record was committed in epoch {committed[-1][0]}"
+    return None
+
+
+def _raft_records_difference(raft_records: Sequence[bytes],
+                             records: Sequence[bytes]) -> str | None:
+    """How raft's records at a snapshot's front differ from the kraft.version and voter
+    set that the (committed) `records` leave in force at their end; None when they
+    agree (or the records set neither: the bootstrap's are in force)."""
+    carried = {type(change): change for change in map(voters_change_of, raft_records)}
+    in_force: dict[type, Any] = {}
+    for record in records:
+        change = voters_change_of(record)
+        if change is not None:
+            in_force[type(change)] = change
+    for kind, change in in_force.items():
+        if carried.get(kind) != change:
+            return (f"it carries {carried.get(kind)} where the committed records leave "
+                    f"{change} in force")
     return None
 
 

@@ -1,5 +1,14 @@
 """The simulated network: per-message latency drawn from a distribution (so messages
-reorder), loss, duplication, and partitions as a set of cut directed links.
+reorder), loss, duplication, long delays (a message held for up to several election
+timeouts, so it arrives long after the epoch it was sent in), corruption on the wire,
+and partitions as a set of cut directed links.
+
+A corrupted message goes through the real wire path (`wire_outcome`): encoded into a
+frame as `raft.node` sends it, a few bytes flipped, then decoded by the real frame and
+message decoders. They must refuse it with their own errors (`FrameError`,
+`MessageError`: the receiver closes the connection), never raise anything else; one
+that still decodes, to another message, is what TCP's and TLS's checksums drop below
+the frame. Either way it is never applied.
 
 A link is checked twice, when a message is sent and when it would arrive: a partition
 also swallows what was in flight, as a broken TCP connection would.
@@ -14,6 +23,10 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from raft import messages
+from raft.common.framing import FrameDecoder, FrameError, encode_frame
+from raft.types import Envelope
 
 Link = tuple[int, int]  # (src, dst): one direction
 
@@ -42,9 +55,14 @@ class Network:
         self.loss_probability = config.loss_probability
         self.duplicate_probability = config.duplicate_probability
         self.slowdown = 1.0  # latency multiplier while the network is congested
+        self.long_delay_probability = 0.0  # a fault sets these
+        self.long_delay_max_ms = 0.0
+        self.corruption_probability = 0.0
         self.sent = 0
         self.dropped = 0
         self.duplicated = 0
+        self.long_delayed = 0
+        self.corrupted: Counter[str] = Counter()  # by `wire_outcome`
 
     # ---- partitions ----------------------------------------------------------------
 
@@ -99,6 +117,8 @@ class Network:
         self.slowdown = 1.0
         self.loss_probability = self.config.loss_probability
         self.duplicate_probability = self.config.duplicate_probability
+        self.long_delay_probability = self.long_delay_max_ms = 0.0
+        self.corruption_probability = 0.0
 
     @property
     def cut_links(self) -> frozenset[Link]:
@@ -108,7 +128,8 @@ class Network:
     def is_healed(self) -> bool:
         return (not self._cut and self.slowdown == 1.0
                 and self.loss_probability == self.config.loss_probability
-                and self.duplicate_probability == self.config.duplicate_probability)
+                and self.duplicate_probability == self.config.duplicate_probability
+                and not self.long_delay_probability and not self.corruption_probability)
 
     # ---- delivery --------------------------------------------------------------------
 
@@ -127,11 +148,56 @@ class Network:
                 self.loss_probability and self._rng.random() < self.loss_probability):
             self.dropped += 1
             return []
-        delays = [self.latency_us()]
+        delays = [self._delay_us()]
         if self.duplicate_probability and self._rng.random() < self.duplicate_probability:
             self.duplicated += 1
-            delays.append(self.latency_us())
+            delays.append(self._delay_us())
         return delays
+
+    def _delay_us(self) -> int:
+        delay = self.latency_us()
+        if self.long_delay_probability and self._rng.random() < self.long_delay_probability:
+            self.long_delayed += 1
+            delay += int(self._rng.uniform(0, self.long_delay_max_ms) * 1000)
+        return delay
+
+    def corrupts(self) -> bool:
+        """Whether the next message is corrupted on the wire (no draw while none is)."""
+        return bool(self.corruption_probability) and (
+            self._rng.random() < self.corruption_probability)
+
+    def corrupt(self, envelope: Envelope, cluster_id: str) -> bool:
+        """Corrupt `envelope` on the wire; whether it arrives intact all the same (the
+        flipped bytes changed nothing it says)."""
+        outcome = wire_outcome(envelope, cluster_id, self._rng)
+        self.corrupted[outcome] += 1
+        return outcome == INTACT
+
+
+REFUSED, CHECKSUM, INTACT = "refused by the decoders", "decoded: TCP/TLS drop it", "intact"
+
+
+def wire_outcome(envelope: Envelope, cluster_id: str, rng: random.Random) -> str:
+    """Frame `envelope` as the shell sends it, flip 1-3 of its bytes, decode it as the
+    receiving shell would: `REFUSED` (a FrameError or MessageError, or no whole frame
+    at all), `CHECKSUM` (it decodes to another message) or `INTACT`. Any other exception
+    out of the decoders is a bug, and propagates."""
+    api, body = messages.encode_message(envelope.message)
+    frame = bytearray(encode_frame({"api": api, "version": 0, "cluster_id": cluster_id,
+                                    "correlation_id": envelope.correlation_id,
+                                    "body": body, "src": envelope.src}))
+    for _ in range(rng.randint(1, 3)):
+        frame[rng.randrange(len(frame))] ^= 1 << rng.randrange(8)
+    try:
+        decoded = FrameDecoder().feed(frame)
+        if len(decoded) != 1:
+            return REFUSED  # a length no longer whole: the stream stalls, then resets
+        received = messages.decode_message(decoded[0]["api"], decoded[0]["body"])
+    except (FrameError, messages.MessageError):
+        return REFUSED
+    same = (received == envelope.message and decoded[0]["correlation_id"]
+            == envelope.correlation_id)
+    return INTACT if same else CHECKSUM
 
 
 def partition_links(*groups: Iterable[int]) -> set[Link]:

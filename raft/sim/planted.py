@@ -9,6 +9,8 @@ core only offers the overridable steps the bugs replace.
 - `diverging_hw`: a follower takes the leader's high watermark on a Fetch answer that
   says its log diverges, so it publishes records the leader never committed.
 - `hw_counts_observers`: the leader counts observers towards the majority.
+- `hw_counts_diverging_voter`: the leader counts a voter whose Fetch diverged towards
+  the majority, at its fetch offset (its log is that long, but not the leader's there).
 - `vote_not_persisted`: the vote is not written to `quorum-state`, so a restarted voter
   can vote again in the same epoch.
 - `truncate_below_hw_allowed`: on divergence a follower truncates to the start of the
@@ -26,6 +28,9 @@ Dynamic quorum (KIP-853; found by `kraft sim --dynamic`):
   record of its own epoch committed (Ongaro's single-server change bug, 2015).
 - `add_voter_not_caught_up`: the leader adds a voter without checking that it is a
   caught-up observer.
+- `snapshot_voters_at_log_end`: raft's records for a snapshot (the production path,
+  `snapshot_control_records`) carry the voter set at the log end, not the one in force
+  at the snapshot's end offset.
 - `wiped_disk_double_vote`: the old bare-id vote rules: a replica is a voter by its node
   id alone and answers requests meant for another directory id, so a voter whose disk
   was wiped votes again (with an empty log) in the epochs its old disk voted in.
@@ -40,8 +45,8 @@ from __future__ import annotations
 from raft.common.uuid import Uuid
 from raft.core import RaftCore
 from raft.core._leader_state import LeaderState, ReplicaProgress
-from raft.messages import FetchResponse
-from raft.types import NO_EPOCH, ElectionState, SnapshotId
+from raft.messages import FetchRequest, FetchResponse
+from raft.types import NO_EPOCH, ElectionState, Envelope, SnapshotId
 from raft.voters import ReplicaKey, VoterSet
 
 
@@ -69,6 +74,19 @@ class _HighWatermarkCountsObservers(RaftCore):
         ends += [p.end_offset for p in state.observer_progress.values()]
         ends.sort(reverse=True)
         return ends[len(state.voters) // 2]  # a "majority" of voters' size, from anyone
+
+
+class _HighWatermarkCountsDivergingVoter(RaftCore):
+    def _respond_early(self, request: Envelope, message: object) -> None:
+        super()._respond_early(request, message)
+        state = self._state
+        if (isinstance(message, FetchResponse) and message.diverging_epoch is not None
+                and isinstance(state, LeaderState)):
+            progress = state.voter_progress.get(request.src)
+            if progress is not None:  # the real leader leaves a diverging voter's end alone
+                fetch: FetchRequest = request.message
+                progress.end_offset = fetch.fetch_offset
+                self._maybe_advance_high_watermark(state)
 
 
 class _VoteNotPersisted(RaftCore):
@@ -129,6 +147,11 @@ class _AddVoterNotCaughtUp(RaftCore):
         return True
 
 
+class _SnapshotVotersAtLogEnd(RaftCore):
+    def snapshot_control_records(self, end_offset: int) -> list[bytes]:
+        return super().snapshot_control_records(self._log.end_offset)
+
+
 class _WipedDiskDoubleVote(RaftCore):
     def _is_addressed_key(self, directory_id: Uuid | None) -> bool:
         return True
@@ -143,6 +166,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "commit_old_epoch_by_count": _CommitOldEpochByCount,
     "diverging_hw": _DivergingHighWatermark,
     "hw_counts_observers": _HighWatermarkCountsObservers,
+    "hw_counts_diverging_voter": _HighWatermarkCountsDivergingVoter,
     "vote_not_persisted": _VoteNotPersisted,
     "truncate_below_hw_allowed": _TruncateBelowHighWatermark,
     "snapshot_uncommitted": _SnapshotUncommitted,
@@ -150,6 +174,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "voter_change_before_own_epoch_commit": _VoterChangeBeforeOwnEpochCommit,
     "add_voter_not_caught_up": _AddVoterNotCaughtUp,
     "wiped_disk_double_vote": _WipedDiskDoubleVote,
+    "snapshot_voters_at_log_end": _SnapshotVotersAtLogEnd,
 }
 PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
 

@@ -8,6 +8,11 @@ rebuilt on a restart from the snapshot at the log start plus the log, and reload
 the store when the core loaded a fetched snapshot in place of its log
 (`Ready.loaded_snapshot`).
 
+A snapshot is written as production writes one (`metadata.snapshot_writer`): raft's own
+records first, from the core's pure `snapshot_control_records` (KIP-853: kraft.version
+and the voter set in force at the end offset; none for a static quorum), then the
+applied records. Loading one splits them apart again (`split_raft_records`).
+
 `SnapshotPolicy` is one node's habit, drawn from the seed: it snapshots its applied
 state every `interval` committed records (a fresh draw after each snapshot), writes it
 into the node's store (`raft.snapshot.encode_snapshot`), and moves the log start to it
@@ -18,12 +23,13 @@ cluster (`raft.sim.cluster`) drives both.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from raft.snapshot import encode_snapshot, parse_snapshot
 from raft.types import SnapshotId
+from raft.voters import voters_change_of
 
 # How the sim draws fetch_snapshot_max_bytes when SimConfig leaves it open: small, so a
 # snapshot of a run's few hundred records (a few KB) takes several FetchSnapshot rounds.
@@ -58,9 +64,10 @@ class StateMachine:
         return len(self.records)
 
     def load(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        """Replace the state with a snapshot's (its bytes checked whole)."""
+        """Replace the state with a snapshot's (its bytes checked whole; raft's records at
+        its front are the core's, not applied state)."""
         _, records = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
-        self.records = list(records)
+        self.records = list(split_raft_records(records)[1])
         self.epoch = snapshot_id.epoch
 
     def reset(self) -> None:
@@ -84,13 +91,26 @@ class StateMachine:
                 self.epoch = batch.epoch
         return self.applied_end - start
 
-    def snapshot(self, extra: Sequence[tuple[int, bytes]] = ()) -> tuple[SnapshotId, bytes]:
+    def snapshot(self, raft_records: Callable[[int], Sequence[bytes]],
+                 extra: Sequence[tuple[int, bytes]] = ()) -> tuple[SnapshotId, bytes]:
         """The snapshot of the applied state (plus `extra` (epoch, record)s after it: only
-        a planted bug snapshots records it has not applied)."""
+        a planted bug snapshots records it has not applied), after `raft_records(end
+        offset)` (the core's `snapshot_control_records`)."""
         records = self.records + [record for _, record in extra]
         epoch = extra[-1][0] if extra else self.epoch
         snapshot_id = SnapshotId(len(records), epoch)
-        return snapshot_id, encode_snapshot(snapshot_id, records)
+        return snapshot_id, encode_snapshot(snapshot_id, [*raft_records(len(records)),
+                                                          *records])
+
+
+def split_raft_records(records: Sequence[bytes]) -> tuple[Sequence[bytes], Sequence[bytes]]:
+    """(raft's records, the applied records) of a snapshot: raft's are the kraft.version
+    and voter set records at its front (the applied records begin with the first
+    leader's LeaderChange, never with one of those)."""
+    count = 0
+    while count < len(records) and voters_change_of(records[count]) is not None:
+        count += 1
+    return records[:count], records[count:]
 
 
 class SnapshotPolicy:

@@ -1,9 +1,10 @@
 """One simulated run per seed, and sweeps over many seeds.
 
 A run: start the cluster and a steady workload, inject the seed's random faults for
-`fault_window_ms` of simulated time (see `raft.sim.faults`), heal everything, then
-require liveness: within `liveness_timeouts` election timeouts a leader exists and a
-record proposed after the heal commits; then, with the workload stopped, within
+`fault_window_ms` of simulated time (see `raft.sim.faults`), heal everything (or all but
+`dead_voters` voters, dead for good: a partial heal), then require liveness of what
+runs: within `liveness_timeouts` election timeouts a leader exists and a record
+proposed after the heal commits; then, with the workload stopped, within
 `converge_timeouts` election timeouts every running node (voters and observers) holds
 the leader's high watermark and exactly the leader's log. Any invariant violation, or an
 exception out of the core, ends the run. Every run stops by itself: its simulated time is
@@ -24,11 +25,13 @@ import functools
 import multiprocessing
 import statistics
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.disk import DiskConfig
 from raft.sim.faults import schedule_faults
 from raft.sim.invariants import LIVENESS, InvariantViolation
 from raft.sim.scenarios import SCENARIOS, NotApplicable, ScenarioFailure
@@ -53,12 +56,15 @@ class RunSpec:
     trace_size: int = 60
     scenario: str | None = None  # one of raft.sim.scenarios.SCENARIOS instead of faults
     dynamic: bool = False  # kraft.version 1 with reconfiguration faults (KIP-853)
+    dead_voters: int = 0  # voters left dead for good at the heal (see raft.sim.faults)
+    lying_fsync_writes: int = 0  # a crash loses this many acknowledged batches (a bug)
 
     def sim_config(self, seed: int) -> SimConfig:
         return SimConfig(voters=self.voters, observers=self.observers, seed=seed,
                          pre_vote=self.pre_vote, planted_bug=self.planted_bug,
                          codec_roundtrip=self.codec_roundtrip, trace_size=self.trace_size,
-                         dynamic=self.dynamic)
+                         dynamic=self.dynamic,
+                         disk=DiskConfig(lying_fsync_writes=self.lying_fsync_writes))
 
     def replay_command(self, seed: int) -> str:
         parts = [f"kraft sim --voters {self.voters} --observers {self.observers}",
@@ -75,6 +81,10 @@ class RunSpec:
             parts.append("--codec")
         if self.dynamic:
             parts.append("--dynamic")
+        if self.dead_voters:
+            parts.append(f"--dead-voters {self.dead_voters}")
+        if self.lying_fsync_writes:
+            parts.append(f"--lying-fsync {self.lying_fsync_writes}")
         return " ".join(parts)
 
 
@@ -94,6 +104,7 @@ class RunResult:
     snapshot_resumes: int = 0  # downloads resumed from the bytes held after a lost chunk
     failovers_ms: tuple[float, ...] = ()  # from each leader crash to the next leader
     reconfigurations: int = 0  # voter changes committed (dynamic runs)
+    fault_counts: tuple[tuple[str, int], ...] = ()  # `Cluster.fault_counts`, sorted
     invariant: str | None = None
     detail: str = ""
     trace: tuple[str, ...] = ()
@@ -144,13 +155,15 @@ def run_seed(spec: RunSpec, seed: int,
         snapshot_resumes=cluster.snapshot_resumes,
         failovers_ms=tuple(cluster.failovers_ms),
         reconfigurations=cluster.reconfigurations,
+        fault_counts=tuple(sorted(cluster.fault_counts().items())),
         invariant=invariant, detail=detail,
         trace=tuple(cluster.trace.lines()) if invariant else (),
         replay=spec.replay_command(seed) if invariant else "")
 
 
 def _run_random(spec: RunSpec, cluster: Cluster) -> None:
-    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms)
+    heal_ms = schedule_faults(cluster, spec.faults, spec.fault_window_ms,
+                              dead_voters=spec.dead_voters)
     cluster.start_workload()
     cluster.run_for(heal_ms)
     require_commit_after_heal(cluster, heal_ms, spec.liveness_timeouts)
@@ -233,12 +246,16 @@ def summarize(results: Sequence[RunResult], wall_seconds: float) -> dict[str, An
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
     events = sum(r.events for r in results)
+    fault_counts: Counter[str] = Counter()
+    for result in results:
+        fault_counts.update(dict(result.fault_counts))
     return {
         "seeds": len(results),
         "violations": sum(1 for r in results if not r.ok),
         "events": events,
         "commits": sum(r.commits for r in results),
         "faults": sum(r.faults for r in results),
+        "fault_counts": dict(sorted(fault_counts.items())),
         "elections": sum(r.elections for r in results),
         "elections_per_seed": spread([r.elections for r in results]),
         "divergences": sum(r.divergences for r in results),

@@ -2,7 +2,7 @@
 against the `Checker` directly, fed the hook calls the cluster makes (`on_persist`,
 `on_send`, `on_truncate`, `on_restart`, `on_high_watermark`, `after_event`, and for
 snapshots `on_snapshot`, `on_snapshot_loaded`, `on_applied_state`, `check_applicable`)
-with fake nodes over real `MemoryLog`s (and `MemorySnapshotStore`s), and must raise that
+with fake nodes over real `SimLog`s (and `MemorySnapshotStore`s), and must raise that
 invariant by name; the near misses beside each plant must not raise. `liveness` is the
 sweep's (`raft.sim.sweep`): a toy cluster whose partition never heals is reported as
 such.
@@ -13,6 +13,7 @@ as the plants."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -21,11 +22,13 @@ from typing import Any
 import pytest
 
 from raft.common.uuid import Uuid
-from raft.control_records import LeaderChange, MetadataTopic
+from raft.control_records import KRaftVersionRecord, LeaderChange, MetadataTopic
 from raft.log import MemoryLog
 from raft.messages import FetchRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.disk import DiskConfig, SimDisk, SimLog
 from raft.sim.invariants import (
+    ACKNOWLEDGED_WRITES,
     ADDED_VOTER_CAUGHT_UP,
     APPLIED_STATE,
     COMMITTED_DATA,
@@ -45,12 +48,14 @@ from raft.sim.invariants import (
     SNAPSHOT_WITHIN_COMMITTED,
     Checker,
     InvariantViolation,
+    entries_of,
+    entry_of,
 )
 from raft.sim.sweep import RunSpec, sweep
 from raft.snapshot import encode_snapshot
 from raft.snapshot_store import MemorySnapshotStore
-from raft.types import ElectionState, SnapshotId
-from raft.voters import ReplicaKey, Voter, VoterSet
+from raft.types import Batch, ElectionState, SnapshotId
+from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet
 from tests.support.checker_fakes import fake_node, log_with, toy_cluster
 
 Skip = Sequence[str]
@@ -58,7 +63,7 @@ Skip = Sequence[str]
 # ---- fakes: what the cluster hands the checker ------------------------------------------
 
 
-def rewrite(log: MemoryLog, offset: int, epoch: int, records: list[bytes]) -> None:
+def rewrite(log: SimLog, offset: int, epoch: int, records: list[bytes]) -> None:
     """Truncate `log` to `offset` and append (and flush) other records there."""
     log.truncate_to(offset)
     log.append(epoch, records)
@@ -208,6 +213,10 @@ def vote_granted_per_partition_by_an_observer(skip: Skip = ()) -> None:
     Checker([1, 2, 3], [4], skip=skip).on_send(4, 1, partitioned_answer(1, False, True))
 
 
+def vote_granted_by_another_directory(skip: Skip = ()) -> None:
+    Checker([1, 2, 3], [], skip=skip, dynamic=True).fail_observer_vote(2, 1, Uuid(2), Uuid(22))
+
+
 def observer_campaigning(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [4], skip=skip)
     observer = fake_node(4, voter=False, role="candidate")
@@ -235,6 +244,59 @@ def high_watermark_held_unflushed_only(skip: Skip = ()) -> None:
     leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
     nodes = [leader, fake_node(2, log=log_with((1, [b"x", b"y"]), flush=False)),
              fake_node(3, log=log_with((1, [b"x"])))]
+    checker.after_event(leader, nodes)
+
+
+def high_watermark_held_by_diverging_voters(skip: Skip = ()) -> None:
+    """Voters 2 and 3 are as long as the leader's high watermark, but their entry below
+    it is another epoch's (2) or another record (3): content counts, not length."""
+    checker = Checker([1, 2, 3], [], skip=skip)
+    leader = fake_node(1, leader=True, epoch=3, hw=2, log=log_with((1, [b"x"]), (3, [b"y"])))
+    nodes = [leader, fake_node(2, log=log_with((1, [b"x"]), (2, [b"y"]))),
+             fake_node(3, log=log_with((1, [b"x"]), (3, [b"z"])))]
+    checker.after_event(leader, nodes)
+
+
+def crashed_disk(*, lose: int, acknowledged: int = 2) -> SimDisk:
+    """A disk that acknowledged `acknowledged` one-record batches, then crashed losing
+    the last `lose` of them (a lying fsync)."""
+    disk = SimDisk(DiskConfig(lying_fsync_writes=lose), random.Random(1))
+    for record in (b"x", b"y", b"z")[:acknowledged]:
+        disk.log.append(1, [record])
+        disk.log.flush()
+    disk.log.append(1, [b"unflushed"])
+    disk.crash()
+    return disk
+
+
+def acknowledged_write_lost_in_a_crash(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_restart(fake_node(1, log=crashed_disk(lose=1).log))
+
+
+def acknowledged_write_recovered_as_another(skip: Skip = ()) -> None:
+    """The log recovered as long as acknowledged, with a record the disk was never
+    handed (written past the ledger, as a corrupted disk would return it)."""
+    checker = Checker([1, 2, 3], [], skip=skip)
+    disk = crashed_disk(lose=1, acknowledged=1)
+    MemoryLog.append_batches(disk.log, [Batch(base_offset=0, epoch=1, records=(b"w",))])
+    checker.on_restart(fake_node(1, log=disk.log))
+
+
+def high_watermark_held_by_a_minority_of_keys(skip: Skip = ()) -> None:
+    """Of seven keys: the leader holds, 2 to 5 do not, 6 has no node, 7's disk was
+    formatted anew (another directory): two lost, four dissenting, a majority. The set
+    {1, 2, 3} appended at the high watermark is uncommitted: both are judged, both fail."""
+    checker = Checker([1, 2, 3], [], skip=skip, dynamic=True)
+    leader = fake_node(1, leader=True, hw=2, log=log_with((1, [b"x", b"y"])))
+    leader.directory_id = Uuid(1)
+    leader.core.voter_history = VoterHistory(dynamic_voters(*range(1, 8)), kraft_version=1)
+    leader.core.voter_history.sets.append((2, dynamic_voters(1, 2, 3)))
+    nodes = [leader]
+    for node_id, directory, held in ((2, 2, 1), (3, 3, 0), (4, 4, 0), (5, 5, 0), (7, 77, 2)):
+        node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:held])) if held else None)
+        node.directory_id = Uuid(directory)
+        nodes.append(node)
     checker.after_event(leader, nodes)
 
 
@@ -319,6 +381,42 @@ def snapshot_of_another_epoch(skip: Skip = ()) -> None:
     checker.on_snapshot(2, *snapshot(2, 2, [b"x", b"y"]))
 
 
+VERSION_1 = KRaftVersionRecord(kraft_version=1)
+
+
+def voters_committed(checker: Checker) -> list[bytes]:
+    """x, the voters {1, 2, 3} and kraft.version 1 committed in epoch 1 (0 to 2)."""
+    records = [b"x", dynamic_voters(1, 2, 3).to_record().encode(), VERSION_1.encode()]
+    checker.on_high_watermark(fake_node(1, log=log_with((1, records))), 3)
+    return records
+
+
+def snapshot_carrying_another_voter_set(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    records = voters_committed(checker)
+    raft = [VERSION_1.encode(), dynamic_voters(1, 2).to_record().encode()]
+    checker.on_snapshot(2, *snapshot(3, 1, raft + records))
+
+
+def snapshot_without_its_kraft_version(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    records = voters_committed(checker)
+    checker.on_snapshot(2, *snapshot(3, 1, [dynamic_voters(1, 2, 3).to_record().encode(),
+                                            *records]))
+
+
+def snapshot_with_a_record_too_many(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    committed_xy(checker)
+    checker.on_snapshot(2, *snapshot(2, 1, [b"x", b"y", b"z"]))
+
+
+def snapshot_of_an_earlier_epoch(skip: Skip = ()) -> None:
+    checker = Checker([1, 2, 3], [], skip=skip)
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x", b"y"]), (2, [b"z"]))), 3)
+    checker.on_snapshot(2, *snapshot(3, 1, [b"x", b"y", b"z"]))
+
+
 def snapshot_that_does_not_read(skip: Skip = ()) -> None:
     checker = Checker([1, 2, 3], [], skip=skip)
     committed_xy(checker)
@@ -392,6 +490,30 @@ def two_voters_changed_in_one_record(skip: Skip = ()) -> None:
                   new=dynamic_voters(1))
 
 
+def own_epoch_leader(hw: int, *batches: tuple[int, list[bytes]]) -> SimpleNamespace:
+    """The leader (node 1) of epoch 3 over `batches`, at high watermark `hw`."""
+    return fake_node(1, leader=True, epoch=3, hw=hw, log=log_with(*batches))
+
+
+def append_voters_as(checker: Checker, leader: SimpleNamespace) -> None:
+    checker.on_voters_appended(leader, 20, previous=dynamic_voters(1, 2, 3),
+                               previous_offset=None, new=dynamic_voters(1, 2), nodes={},
+                               max_lag=5)
+
+
+def voter_change_before_own_epoch_committed(skip: Skip = ()) -> None:
+    """Epoch 3 began at offset 5 (after epochs 1 and 2); nothing of it is committed."""
+    append_voters_as(Checker([1, 2, 3], [], skip=skip, dynamic=True),
+                     own_epoch_leader(5, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"])))
+
+
+def voter_change_before_own_epoch_committed_at_log_start(skip: Skip = ()) -> None:
+    """The same, with the log starting where epoch 3 does: its first record is there."""
+    leader = own_epoch_leader(5, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    leader.log.advance_start(5)
+    append_voters_as(Checker([1, 2, 3], [], skip=skip, dynamic=True), leader)
+
+
 def voter_added_far_behind(skip: Skip = ()) -> None:
     spare = fake_node(4, log=log_with((1, [b"x"] * 14)))
     spare.directory_id = Uuid(4)
@@ -409,7 +531,9 @@ def voter_added_with_a_lost_directory(skip: Skip = ()) -> None:
 Plant = Callable[..., None]
 PLANTS: dict[str, tuple[Plant, ...]] = {
     ONE_VOTER_CHANGE: (voter_change_while_previous_uncommitted,
-                       two_voters_changed_in_one_record),
+                       two_voters_changed_in_one_record,
+                       voter_change_before_own_epoch_committed,
+                       voter_change_before_own_epoch_committed_at_log_start),
     ADDED_VOTER_CAUGHT_UP: (voter_added_far_behind, voter_added_with_a_lost_directory),
     ONE_LEADER_PER_EPOCH: (two_leaders_in_one_epoch, follower_of_another_leader_in_a_led_epoch),
     LOG_MATCHING: (different_records_at_one_offset_and_epoch, same_entry_after_different_epochs),
@@ -422,15 +546,23 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     OBSERVER_NEVER_VOTES: (vote_request_to_an_observer, vote_request_from_an_observer,
                            vote_granted_by_an_observer,
                            vote_granted_per_partition_by_an_observer, observer_campaigning,
+                           vote_granted_by_another_directory,
                            leader_change_counting_an_observer),
-    MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only),
+    MAJORITY_HOLDS_HW: (high_watermark_held_by_a_minority, high_watermark_held_unflushed_only,
+                        high_watermark_held_by_diverging_voters,
+                        high_watermark_held_by_a_minority_of_keys),
+    ACKNOWLEDGED_WRITES: (acknowledged_write_lost_in_a_crash,
+                          acknowledged_write_recovered_as_another),
     EPOCH_MONOTONIC: (persisted_epoch_going_back,),
     ONE_VOTE_PER_EPOCH: (persisted_second_vote_in_one_epoch, two_votes_sent_in_one_epoch,
                          candidate_granting_another_in_its_epoch,
                          second_vote_granted_per_partition),
     SNAPSHOT_AT_LOG_START: (log_start_without_a_snapshot, log_start_with_a_snapshot_elsewhere),
     SNAPSHOT_MATCHES_COMMITTED: (snapshot_with_another_record, snapshot_short_of_a_record,
-                                 snapshot_of_another_epoch, snapshot_that_does_not_read),
+                                 snapshot_of_another_epoch, snapshot_that_does_not_read,
+                                 snapshot_carrying_another_voter_set,
+                                 snapshot_with_a_record_too_many, snapshot_of_an_earlier_epoch,
+                                 snapshot_without_its_kraft_version),
     SNAPSHOT_WITHIN_COMMITTED: (snapshot_above_the_committed_offset,
                                 log_start_above_the_committed_offset),
     APPLIED_STATE: (state_loaded_with_another_record, state_loaded_above_the_committed_offset,
@@ -444,6 +576,12 @@ DETAILS: dict[Plant, str] = {
         "10 was uncommitted (high watermark 10)",
     two_voters_changed_in_one_record:
         f"leader 1 changed voters {dynamic_voters(1, 2, 3)} -> {dynamic_voters(1)} at 20",
+    voter_change_before_own_epoch_committed:
+        f"leader 1 of epoch 3 appended voters {dynamic_voters(1, 2)} at 20 before a record of "
+        "its epoch (from 5) committed (high watermark 5)",
+    voter_change_before_own_epoch_committed_at_log_start:
+        f"leader 1 of epoch 3 appended voters {dynamic_voters(1, 2)} at 20 before a record of "
+        "its epoch (from 5) committed (high watermark 5)",
     voter_added_far_behind: f"leader 1 added voter {ReplicaKey(4, Uuid(4))} at offset 20 "
                             "holding only 14 records (more than 5 behind)",
     voter_added_with_a_lost_directory:
@@ -469,11 +607,22 @@ DETAILS: dict[Plant, str] = {
     vote_granted_by_an_observer: "observer 4 granted a vote to 1",
     vote_granted_per_partition_by_an_observer: "observer 4 granted a vote to 1",
     observer_campaigning: "observer 4 is candidate in epoch 1",
+    vote_granted_by_another_directory:
+        f"node 2 (directory {Uuid(22)}) granted 1 a vote asked of directory {Uuid(2)}",
     leader_change_counting_an_observer:
         "leader 1 of epoch 3 counts votes of non-voters [4] (offset 2)",
     high_watermark_held_by_a_minority: "leader 1 has high watermark 2 but only voters [1] hold it",
     high_watermark_held_unflushed_only:
         "leader 1 has high watermark 2 but only voters [1] hold it",
+    high_watermark_held_by_diverging_voters:
+        "leader 1 has high watermark 2 but only voters [1] hold it",
+    high_watermark_held_by_a_minority_of_keys:
+        f"leader 1 has high watermark 2 but only these voters hold it: "
+        f"{dynamic_voters(1, 2, 3)}: [1] (lost 0); {dynamic_voters(*range(1, 8))}: [1] (lost 2)",
+    acknowledged_write_lost_in_a_crash:
+        "node 1 recovered a log ending at 1, but its disk acknowledged writes up to 2",
+    acknowledged_write_recovered_as_another:
+        "node 1 recovered epoch 1 at offset 0, not the entry its disk acknowledged there",
     persisted_epoch_going_back: "node 1 persisted epoch 2 after epoch 3",
     persisted_second_vote_in_one_epoch: "node 1 voted for 1 and then 2 in epoch 3",
     two_votes_sent_in_one_epoch: "voter 2 voted for 1 and then for 3 in epoch 3",
@@ -488,6 +637,16 @@ DETAILS: dict[Plant, str] = {
     snapshot_short_of_a_record: "node 2 holds snapshot 2-1: 1 records where 2 are committed",
     snapshot_of_another_epoch:
         "node 2 holds snapshot 2-2: epoch 2, but the last record was committed in epoch 1",
+    snapshot_with_a_record_too_many: "node 2 holds snapshot 2-1: 3 records where 2 are "
+                                     "committed",
+    snapshot_of_an_earlier_epoch:
+        "node 2 holds snapshot 3-1: epoch 1, but the last record was committed in epoch 2",
+    snapshot_carrying_another_voter_set:
+        f"node 2 holds snapshot 3-1: it carries {dynamic_voters(1, 2).to_record()} where the "
+        f"committed records leave {dynamic_voters(1, 2, 3).to_record()} in force",
+    snapshot_without_its_kraft_version:
+        f"node 2 holds snapshot 3-1: it carries None where the committed records leave "
+        f"{VERSION_1} in force",
     snapshot_that_does_not_read: "node 2 holds snapshot 2-1: it does not read: truncated: "
                                  "42 bytes of an incomplete batch at the end",
     snapshot_above_the_committed_offset:
@@ -510,6 +669,7 @@ ALL_PLANTS = [(name, plant) for name, plants in PLANTS.items() for plant in plan
 # history built from the votes sent (a quorum-state overwritten is still caught).
 SKIPPABLE = {COMMITTED_DATA: PLANTS[COMMITTED_DATA],
              MAJORITY_HOLDS_HW: PLANTS[MAJORITY_HOLDS_HW],
+             ACKNOWLEDGED_WRITES: PLANTS[ACKNOWLEDGED_WRITES],
              ONE_VOTE_PER_EPOCH: PLANTS[ONE_VOTE_PER_EPOCH][1:],
              **{name: PLANTS[name] for name in (SNAPSHOT_AT_LOG_START,
                                                 SNAPSHOT_MATCHES_COMMITTED,
@@ -778,7 +938,7 @@ def test_committed_data_compared_when_high_watermark_moves_inside_a_batch() -> N
     checker.on_high_watermark(a, 2)
     b = fake_node(2, log=log_with((1, [b"x", b"y", b"w"])))
     checker.on_high_watermark(b, 3)
-    assert checker.committed == [(1, b"x"), (1, b"y"), (1, b"w")]
+    assert checker.committed == [entry_of(1, b"x"), entry_of(1, b"y"), entry_of(1, b"w")]
     c = fake_node(3, log=log_with((1, [b"x", b"v"])))
     raises(COMMITTED_DATA, lambda: checker.on_high_watermark(c, 2))
 
@@ -920,7 +1080,7 @@ def test_majority_rechecked_when_a_voter_loses_records_or_hw_moves(how: str) -> 
         checker.after_event(leader, nodes)
         leader.core.high_watermark = 2
     else:
-        voter.log = MemoryLog()
+        voter.log = SimLog()
         if how == "truncated":
             checker.on_truncate(voter, 0)
         else:
@@ -936,6 +1096,21 @@ def test_snapshot_allowed_when_it_holds_a_committed_prefix() -> None:
     for node_id, (end, records) in enumerate([(2, [b"x", b"y"]), (1, [b"x"]), (0, []),
                                               (2, [b"x", b"y"])], start=1):
         checker.on_snapshot(node_id, *snapshot(end, 1 if end else 0, records))
+
+
+def test_snapshot_allowed_when_raft_records_carry_what_is_in_force() -> None:
+    """Raft's records at a snapshot's front (KIP-853) are not applied records: they
+    carry the voter set and kraft.version the committed records leave in force, the
+    latest of each (a set the records do not name, the bootstrap's, is not compared)."""
+    checker = Checker([1, 2, 3], [])
+    records = voters_committed(checker)
+    later = dynamic_voters(1, 2).to_record().encode()
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [*records, later]))), 4)
+    version, voters = VERSION_1.encode(), records[1]
+    checker.on_snapshot(1, *snapshot(4, 1, [version, later, *records, later]))
+    checker.on_snapshot(2, *snapshot(3, 1, [version, voters, *records]))
+    checker.on_snapshot(3, *snapshot(2, 1, [version, voters, *records[:2]]))
+    checker.on_snapshot(3, *snapshot(1, 1, [version, later, b"x"]))
 
 
 def test_snapshot_compared_when_another_node_holds_other_bytes_under_its_name() -> None:
@@ -1010,6 +1185,143 @@ def test_records_applicable_when_the_log_holds_them_or_none_are_due() -> None:
     checker.check_applicable(node, 2, 3)
     checker.check_applicable(node, 3, 3)
     checker.check_applicable(node, 1, 1)
+
+
+def keyed_leader(voters: VoterSet, hw: int) -> SimpleNamespace:
+    leader = fake_node(1, leader=True, hw=hw, log=log_with((1, [b"x", b"y"])))
+    leader.directory_id = Uuid(1)
+    leader.core.voter_history = VoterHistory(voters, kraft_version=1)
+    leader.core.voter_set = voters
+    return leader
+
+
+def keyed(node_id: int, directory: int, records: int) -> SimpleNamespace:
+    node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:records])) if records else None)
+    node.directory_id = Uuid(directory)
+    return node
+
+
+
+def test_committed_history_extends_from_a_log_starting_at_a_snapshot() -> None:
+    """Below a node's log start its snapshot stands in: the history grows from the
+    records above it, and a log starting exactly at the committed offset is fine."""
+    checker = Checker([1, 2, 3], [])
+    checker.on_high_watermark(fake_node(1, log=log_with((1, [b"x"]))), 1)
+    trimmed = log_with((1, [b"x", b"y", b"z"]))
+    trimmed.advance_start(1)
+    checker.on_high_watermark(fake_node(2, log=trimmed), 3)
+    assert checker.committed == [entry_of(1, record) for record in (b"x", b"y", b"z")]
+    at_end = log_with((1, [b"x", b"y", b"z"]))
+    at_end.advance_start(3)
+    checker.on_high_watermark(fake_node(3, log=at_end), 3)
+
+
+def test_majority_counted_against_the_leaders_own_entry() -> None:
+    """The reference is the leader's own entry below its high watermark (the committed
+    one only below a snapshot it loaded, when known)."""
+    checker = Checker([1, 2, 3], [], skip=[COMMITTED_DATA])
+    checker.on_high_watermark(fake_node(2, log=log_with((1, [b"x", b"y"]))), 2)
+    own = [(1, [b"x"]), (2, [b"w"])]
+    leader = fake_node(1, epoch=2, leader=True, hw=2, log=log_with(*own))
+    checker.after_event(leader, [leader, fake_node(3, log=log_with(*own))])
+
+    checker = Checker([1, 2, 3], [])
+    checker.on_high_watermark(fake_node(3, log=log_with((1, [b"x"]))), 1)
+    loaded, also = SimLog(), SimLog()
+    loaded.reset_to(2, 1)
+    also.reset_to(2, 1)
+    leader = fake_node(1, leader=True, hw=2, log=loaded)
+    checker.after_event(leader, [leader, fake_node(2, log=also)])
+
+
+def test_voter_change_allowed_once_a_record_of_the_leaders_epoch_committed() -> None:
+    """From the record after the epoch's start on; a first leader's epoch starts at 0."""
+    batches = ((1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    append_voters_as(Checker([1, 2, 3], [], dynamic=True), own_epoch_leader(6, *batches))
+    append_voters_as(Checker([1, 2, 3], [], dynamic=True), own_epoch_leader(1, (3, [b"f"])))
+
+
+def test_each_voter_change_checked_once_by_leader_offset_and_epoch() -> None:
+    """The cluster hands a leader's VotersRecord over once per Ready that holds it: the
+    same (leader, offset, epoch) is not judged again, another offset is."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = own_epoch_leader(6, (1, [b"a", b"b"]), (2, [b"c"] * 3), (3, [b"f"]))
+    append_voters_as(checker, leader)
+    leader.core.high_watermark = 5
+    append_voters_as(checker, leader)
+    raises(ONE_VOTER_CHANGE, lambda: checker.on_voters_appended(
+        leader, 21, previous=dynamic_voters(1, 2, 3), previous_offset=None,
+        new=dynamic_voters(1, 2), nodes={}, max_lag=5))
+
+
+def test_added_voter_allowed_when_exactly_max_lag_behind() -> None:
+    spare = fake_node(4, log=log_with((1, [b"x"] * 15)))
+    spare.directory_id = Uuid(4)
+    append_voters((), previous=dynamic_voters(1, 2, 3), previous_offset=None,
+                  new=dynamic_voters(1, 2, 3, 4), spare=spare)
+
+
+def test_dynamic_run_judges_votes_and_leader_changes_by_the_voter_set() -> None:
+    """A dynamic run's observers may become voters: an id outside the bootstrap voters
+    may ask for and grant votes, and a LeaderChange may count it when the leader's set
+    holds it."""
+    checker = Checker([1, 2, 3], [4], dynamic=True)
+    grant(checker, voter=4, candidate=1, epoch=2, cid=1)
+    grant(checker, voter=1, candidate=4, epoch=3, cid=2)
+    leader = fake_node(1, epoch=3, leader=True, hw=None,
+                       log=log_with((3, [leader_change(1, 4)])))
+    leader.core.voter_set = dynamic_voters(1, 2, 3, 4)
+    checker.after_event(leader, [leader])
+
+
+def test_entries_read_from_inside_a_batch() -> None:
+    log = log_with((1, [b"a", b"b", b"c"]), (2, [b"d"]))
+    assert list(entries_of(log, 1, 3)) == [(1, 1, b"b"), (2, 1, b"c")]
+    assert list(entries_of(log, 2, 2)) == []
+    assert list(entries_of(log, 3, 9)) == [(3, 2, b"d")]
+
+
+# ---- the dynamic quorum: the majority by replica key --------------------------------------
+
+def test_majority_allowed_when_a_lost_key_cannot_vote() -> None:
+    """Voter 2's disk was wiped (another directory id now): its old key can never vote
+    again, so the leader's copy is in every majority that can still form."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    checker.after_event(leader, [leader, keyed(2, 22, 2), keyed(3, 3, 0)])
+
+
+def test_majority_of_previous_set_enough_when_latest_change_at_the_hw() -> None:
+    """A VotersRecord at the high watermark itself is not below it: uncommitted, so the
+    set before it still decides."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    leader.core.voter_history.sets.append((2, dynamic_voters(1, 2, 3, 4, 5)))
+    checker.after_event(leader, [leader, keyed(2, 2, 2), keyed(3, 3, 0), keyed(4, 4, 0),
+                                 keyed(5, 5, 0)])
+
+
+def test_majority_violated_when_only_a_minority_of_keys_holds() -> None:
+    checker = Checker([1, 2, 3, 4, 5], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3, 4, 5), 2)
+    nodes = [leader, keyed(2, 2, 1), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 55, 2)]
+    with pytest.raises(InvariantViolation) as caught:
+        checker.after_event(leader, nodes)
+    assert caught.value.invariant == MAJORITY_HOLDS_HW
+
+
+def test_majority_of_previous_set_enough_when_latest_change_uncommitted() -> None:
+    """Voters 4 and 5 were just added (uncommitted at offset 5): the high watermark 2
+    was committed by the old set."""
+    checker = Checker([1, 2, 3], [], dynamic=True)
+    leader = keyed_leader(dynamic_voters(1, 2, 3), 2)
+    leader.core.voter_history.sets.append((5, dynamic_voters(1, 2, 3, 4, 5)))
+    nodes = [leader, keyed(2, 2, 2), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 5, 0)]
+    checker.after_event(leader, nodes)
+    leader.core.high_watermark = 6  # the addition committed: now the new set's turn
+    leader.log = log_with((1, [b"x"] * 6))
+    with pytest.raises(InvariantViolation):
+        checker.after_event(leader, nodes)
 
 
 # ---- liveness: the sweep's -----------------------------------------------------------------

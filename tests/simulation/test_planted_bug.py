@@ -17,6 +17,7 @@ from raft.sim.invariants import (
     OBSERVER_NEVER_VOTES,
     ONE_VOTE_PER_EPOCH,
     ONE_VOTER_CHANGE,
+    SNAPSHOT_MATCHES_COMMITTED,
     SNAPSHOT_WITHIN_COMMITTED,
 )
 from raft.sim.planted import PLANTED_BUGS
@@ -36,7 +37,9 @@ KNOWN_SEEDS = {
     "commit_old_epoch_by_count": ((3, 21, 82), (COMMITTED_DATA,)),
     "diverging_hw": ((279, 186, 182), (COMMITTED_DATA,)),
     "hw_counts_observers": ((1, 2, 3), SAFETY),
-    "vote_not_persisted": ((7, 22, 54), (ONE_VOTE_PER_EPOCH,)),
+    # 10 and 12: caught only by content (the diverging voter's log is long enough)
+    "hw_counts_diverging_voter": ((10, 12, 1), (MAJORITY_HOLDS_HW,)),
+    "vote_not_persisted": ((9, 18, 37), (ONE_VOTE_PER_EPOCH,)),
     "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
     "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
     # the dynamic quorum (KIP-853), found with `kraft sim --dynamic --planted-bug BUG`
@@ -45,9 +48,12 @@ KNOWN_SEEDS = {
     "add_voter_not_caught_up": (NOT_CAUGHT_UP_SEEDS, (ADDED_VOTER_CAUGHT_UP,)),
     "wiped_disk_double_vote": (DOUBLE_VOTE_SEEDS, (OBSERVER_NEVER_VOTES, ONE_VOTE_PER_EPOCH,
                                                    *SAFETY)),
+    # 6 of seeds 1-60: the production path writes raft's records into every snapshot
+    "snapshot_voters_at_log_end": ((9, 27, 34), (SNAPSHOT_MATCHES_COMMITTED,)),
 }
 DYNAMIC_BUGS = frozenset({"two_voter_changes_at_once", "add_voter_not_caught_up",
-                          "wiped_disk_double_vote", "voter_change_before_own_epoch_commit"})
+                          "wiped_disk_double_vote", "voter_change_before_own_epoch_commit",
+                          "snapshot_voters_at_log_end"})
 
 
 def first_failure(spec: RunSpec, seeds: range | tuple[int, ...]) -> RunResult | None:
@@ -124,7 +130,8 @@ def test_cli_prints_depth_when_all_clean(capsys: pytest.CaptureFixture[str]) -> 
 
 
 @pytest.mark.parametrize("argv", [["--voters", "0"], ["--planted-bug", "no_such_bug"],
-                                  ["--jobs", "0"], ["--scenario", "no-such-scenario"]])
+                                  ["--jobs", "0"], ["--scenario", "no-such-scenario"],
+                                  ["--dead-voters", "6"], ["--dead-voters", "-1"]])
 def test_cli_rejects_bad_input_with_one_line(argv: list[str],
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """CLI convention: bad input exits 2 with one clear line naming the option."""

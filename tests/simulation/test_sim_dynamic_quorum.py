@@ -6,8 +6,6 @@ one asked is caught."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from raft.common.errors import ErrorCode
@@ -15,11 +13,10 @@ from raft.common.uuid import Uuid
 from raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoteRequest, VoteResponse
 from raft.sim.cluster import CLUSTER_ID, Cluster, SimConfig, listeners_of
 from raft.sim.faults import schedule_faults
-from raft.sim.invariants import MAJORITY_HOLDS_HW, OBSERVER_NEVER_VOTES, Checker, InvariantViolation
+from raft.sim.invariants import OBSERVER_NEVER_VOTES, InvariantViolation
 from raft.sim.sweep import RunSpec, require_commit_after_heal, require_convergence, sweep
 from raft.types import Envelope
-from raft.voters import ReplicaKey, Voter, VoterHistory, VoterSet
-from tests.support.checker_fakes import fake_node, log_with
+from raft.voters import Voter
 
 
 def test_dynamic_sweep_clean_and_changes_voters_when_reconfiguration_faults_run() -> None:
@@ -102,55 +99,6 @@ def test_spare_added_and_wiped_voter_replaced_when_requested() -> None:
     assert voters is not None
     assert voters.directory_of(victim) == new
     assert not cluster.run_until_converged(20_000)
-
-
-def keyed_leader(voters: VoterSet, hw: int) -> SimpleNamespace:
-    leader = fake_node(1, leader=True, hw=hw, log=log_with((1, [b"x", b"y"])))
-    leader.directory_id = Uuid(1)
-    leader.core.voter_history = VoterHistory(voters, kraft_version=1)
-    leader.core.voter_set = voters
-    return leader
-
-
-def keyed(node_id: int, directory: int, records: int) -> SimpleNamespace:
-    node = fake_node(node_id, log=log_with((1, [b"x", b"y"][:records])) if records else None)
-    node.directory_id = Uuid(directory)
-    return node
-
-
-def keys(*ids: int) -> VoterSet:
-    return VoterSet(Voter(ReplicaKey(n, Uuid(n))) for n in ids)
-
-
-def test_majority_allowed_when_a_lost_key_cannot_vote() -> None:
-    """Voter 2's disk was wiped (another directory id now): its old key can never vote
-    again, so the leader's copy is in every majority that can still form."""
-    checker = Checker([1, 2, 3], [], dynamic=True)
-    leader = keyed_leader(keys(1, 2, 3), 2)
-    checker.after_event(leader, [leader, keyed(2, 22, 2), keyed(3, 3, 0)])
-
-
-def test_majority_violated_when_only_a_minority_of_keys_holds() -> None:
-    checker = Checker([1, 2, 3, 4, 5], [], dynamic=True)
-    leader = keyed_leader(keys(1, 2, 3, 4, 5), 2)
-    nodes = [leader, keyed(2, 2, 1), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 55, 2)]
-    with pytest.raises(InvariantViolation) as caught:
-        checker.after_event(leader, nodes)
-    assert caught.value.invariant == MAJORITY_HOLDS_HW
-
-
-def test_majority_of_previous_set_enough_when_latest_change_uncommitted() -> None:
-    """Voters 4 and 5 were just added (uncommitted at offset 5): the high watermark 2
-    was committed by the old set."""
-    checker = Checker([1, 2, 3], [], dynamic=True)
-    leader = keyed_leader(keys(1, 2, 3), 2)
-    leader.core.voter_history.sets.append((5, keys(1, 2, 3, 4, 5)))
-    nodes = [leader, keyed(2, 2, 2), keyed(3, 3, 0), keyed(4, 4, 0), keyed(5, 5, 0)]
-    checker.after_event(leader, nodes)
-    leader.core.high_watermark = 6  # the addition committed: now the new set's turn
-    leader.log = log_with((1, [b"x"] * 6))
-    with pytest.raises(InvariantViolation):
-        checker.after_event(leader, nodes)
 
 
 def test_vote_caught_when_granted_by_another_directory_than_asked() -> None:

@@ -9,7 +9,6 @@ import random
 
 import pytest
 
-from raft.log import MemoryLog
 from raft.messages import VoteRequest, VoteResponse
 from raft.sim.cluster import Divergences, SimConfig
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk, SimLog
@@ -191,7 +190,7 @@ def test_checker_rejects_leader_hw_when_only_minority_holds_it() -> None:
     full = log_with((1, [b"x", b"y"]))
     leader = fake_node(1, leader=True, hw=2, log=full)
     nodes = [leader, fake_node(2, log=log_with((1, [b"x"]))),
-             fake_node(3, log=MemoryLog()), fake_node(4, voter=False, log=full)]
+             fake_node(3, log=SimLog()), fake_node(4, voter=False, log=full)]
     with pytest.raises(InvariantViolation) as caught:
         checker.after_event(leader, nodes)
     assert caught.value.invariant == MAJORITY_HOLDS_HW
@@ -269,9 +268,9 @@ def test_checker_allows_stale_leader_when_its_epoch_is_older_than_the_commit() -
     checker = Checker([1, 2, 3], [])
     follower = fake_node(2, epoch=2, leader_id=1, log=log_with((2, [b"x"])))
     checker.on_high_watermark(follower, 1)
-    stale = fake_node(3, epoch=1, leader=True, log=MemoryLog())
+    stale = fake_node(3, epoch=1, leader=True, log=SimLog())
     checker.after_event(stale, [follower, stale])
-    newer = fake_node(1, epoch=3, leader=True, log=MemoryLog())
+    newer = fake_node(1, epoch=3, leader=True, log=SimLog())
     with pytest.raises(InvariantViolation):
         checker.after_event(newer, [follower, stale, newer])
 

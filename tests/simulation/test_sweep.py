@@ -10,6 +10,8 @@ import statistics
 
 import pytest
 
+from raft.sim.cluster import Cluster, SimConfig
+from raft.sim.invariants import LIVENESS
 from raft.sim.sweep import RunResult, RunSpec, run_seed, summarize, sweep
 
 CHUNK = 10
@@ -90,6 +92,41 @@ def test_no_violation_when_regression_seed() -> None:
     assert result.ok, explain(result)
 
 
+@pytest.mark.parametrize(("voters", "observers", "dead"), [(5, 2, 2), (3, 1, 1)])
+def test_live_majority_commits_when_a_minority_stays_dead(voters: int, observers: int,
+                                                         dead: int) -> None:
+    """A partial heal: at the end of the faults a minority of voters (the leader among
+    them as often as any) crashes for good, and no fault's undo brings it back; the rest
+    elect a leader, commit a record proposed after the heal within 10 election
+    timeouts and converge."""
+    clusters: list[Cluster] = []
+
+    def keep(config: SimConfig) -> Cluster:
+        clusters.append(Cluster(config))
+        return clusters[-1]
+    spec = RunSpec(voters=voters, observers=observers, faults="all", dead_voters=dead)
+    for seed in range(1, 6):
+        result = run_seed(spec, seed, keep)
+        assert result.ok, explain(result)
+        cluster = clusters[-1]
+        # A voter refusing to start (its quorum-state corrupt) is one of the dead.
+        down = cluster.dead_for_good | cluster.refusing
+        assert len(down & set(cluster.voter_ids)) == dead
+        assert cluster.dead_for_good <= set(cluster.voter_ids)
+        assert {n.node_id for n in cluster.running()} == set(cluster.nodes) - down
+
+
+def test_liveness_violation_when_a_majority_stays_dead() -> None:
+    """The partial-heal check has teeth: with a majority dead nothing can commit, and
+    the sweep says so, with a replay line that leaves them dead again."""
+    spec = RunSpec(voters=5, observers=2, faults="all", dead_voters=3,
+                   fault_window_ms=10_000)
+    results = list(sweep(spec, range(1, 4), stop_on_violation=False))
+    assert [r.invariant for r in results] == [LIVENESS] * 3
+    assert all("--dead-voters 3" in r.replay for r in results)
+    assert run_seed(spec, 2) == results[1]
+
+
 def test_same_results_when_seeds_run_in_worker_processes() -> None:
     """`jobs` > 1: each seed's result depends on the seed alone, in seed order."""
     spec = RunSpec(voters=3, observers=1, faults="all", fault_window_ms=8000)
@@ -143,6 +180,15 @@ def test_soak_no_violation_when_many_seeds(voters: int, observers: int, chunk: i
     3 observers, in worker processes."""
     run_chunk(RunSpec(voters=voters, observers=observers, faults="all"),
               10_000 + chunk * SOAK_CHUNK, SOAK_CHUNK, jobs=os.cpu_count() or 1)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(("voters", "observers", "dead"), [(5, 2, 2), (3, 3, 1), (4, 1, 1)])
+def test_soak_live_majority_commits_when_a_minority_stays_dead(voters: int, observers: int,
+                                                              dead: int) -> None:
+    """make soak: partial heals, 1,000 seeds per shape."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all", dead_voters=dead),
+              60_000, SOAK_CHUNK, jobs=os.cpu_count() or 1)
 
 
 @pytest.mark.soak

@@ -44,6 +44,12 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                         help="kraft.version 1 (KIP-853): voters from the log, directory "
                              "ids, and voters added, removed, wiped and replaced among "
                              "the faults")
+    parser.add_argument("--dead-voters", type=int, default=0, metavar="N",
+                        help="at the heal, leave N voters (drawn from the seed) dead for "
+                             "good: the others must still commit (a partial heal)")
+    parser.add_argument("--lying-fsync", type=int, default=0, metavar="N",
+                        help="disks whose crash loses the last N batches they acknowledged "
+                             "as flushed (the invariants must report it)")
     parser.add_argument("--trace", type=int, default=60,
                         help="events shown before a violation")
     parser.add_argument("--keep-going", action="store_true",
@@ -129,13 +135,18 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
     if args.planted_bug is not None and args.planted_bug not in _planted_bugs():
         raise usage_error(f"unknown --planted-bug {args.planted_bug!r}; one of "
                           + ", ".join(_planted_bugs()))
+    if args.lying_fsync < 0:
+        raise usage_error(f"--lying-fsync must be at least 0, got {args.lying_fsync}")
+    if not 0 <= args.dead_voters <= args.voters:
+        raise usage_error(f"--dead-voters must be 0..{args.voters}, got {args.dead_voters}")
     window = args.fault_window_ms if args.fault_window_ms is not None else _default_window_ms()
     if window < 0:
         raise usage_error(f"--fault-window-ms must be at least 0, got {window}")
     spec = RunSpec(voters=args.voters, observers=args.observers, faults=args.faults,
                    fault_window_ms=window, pre_vote=args.pre_vote,
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
-                   trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic)
+                   trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic,
+                   dead_voters=args.dead_voters, lying_fsync_writes=args.lying_fsync)
     first = args.seed if args.seed is not None else 1
     return spec, range(first, first + count)
 
@@ -155,6 +166,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  simulated time per seed: median {sim_seconds['median']:g} s; "
           f"{summary['events']} events, {summary['commits']} commits, "
           f"{summary['faults']} faults injected")
+    counts = summary["fault_counts"]
+    print("  faults by kind: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     if summary.get("reconfigurations"):
         print(f"  voter changes committed: {summary['reconfigurations']}")
 
