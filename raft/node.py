@@ -21,22 +21,17 @@ that routes frames in and serves the apis of the layers above (`raft.rpc_host`),
 high-watermark checkpoint and a broker's lazy flush (`raft.hw_checkpoint`,
 `raft.lazy_flush`), metrics (`tools.metrics`, a ready observer).
 
-What the loop accepts: `propose_and_wait`, `propose_soon`, `decide_and_propose`, `call`
-(run a function in the core task), `advance_log_start`, `shutdown`. What it publishes, in
-the core task (listeners must be quick and must not block; add them before `run()`):
-- `add_commit_listener(callback)`: each newly committed `Batch`, in offset order, cut at
-  the high watermark, from `publish_from` on after every start (a replay of the
-  committed log); an exception it raises stops the node, loudly;
-- `add_high_watermark_listener(callback)`: each published high watermark, once the
-  commit listeners had every batch below it (also with none to hand them);
-- `add_leader_high_watermark_listener(callback)`: the leader's high watermark as this
-  node heard it (a follower's own stops at its log end);
-- `add_snapshot_listener(callback)`: `await callback(snapshot_id)` when a snapshot
-  fetched from the leader replaced the log, before any record after it is published;
-- `add_ready_observer(callback)`: `callback(ready, now_ms)` after each turn's Ready was
-  persisted, sent and published; an exception drops the observer, never the node.
-`add_background_task(fn)` runs `await fn()` beside the loop until the node stops;
-`add_stop_task(fn)` once the loop stopped gracefully (an OSError is a log-dir failure).
+The loop accepts proposals (`propose_and_wait`, `propose_soon`, `decide_and_propose`,
+`raft.proposals`), functions to run in the core task (`call`) and `shutdown`. It
+publishes, in the core task, to listeners that must be quick and must not block (add
+them before `run()`): committed batches and high watermarks (`add_commit_listener`,
+`add_high_watermark_listener`, `raft.publication`; a commit listener's exception stops
+the node, loudly), the leader's high watermark as heard here (a follower's own stops at
+its log end), a snapshot fetched from the leader that replaced the log (awaited before
+any record after it is published), and each turn's Ready once handled (an observer's
+exception drops it, never the node). `add_background_task(fn)` runs beside the loop
+until the node stops; `add_stop_task(fn)` once the loop stopped gracefully (an OSError
+is a log-dir failure).
 
 A broken invariant (`raft.core.RaftInvariantError`, raised in the core task, also inside
 a `call`) stops the node at once: from the raise on nothing is sent, acknowledged or
@@ -62,16 +57,15 @@ from raft.clock import Clock, TrioClock
 from raft.common.uuid import Uuid
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
 from raft.proposals import Outcome, ProposalCallback, Proposals
+from raft.publication import CommitListener, Publisher
 from raft.routes import RouteTable
 from raft.snapshot_store import SnapshotStore
 from raft.transport_protocol import Address, Frame, Link, ProtocolError, Transport
-from raft.types import Batch, ElectionState, Envelope, RaftLog, Ready, SnapshotId
+from raft.types import ElectionState, Envelope, RaftLog, Ready, SnapshotId
 
 log = logging.getLogger(__name__)
 
-CommitListener = Callable[[Batch], None]
 INBOX_SIZE = 1024
-PUBLISH_BYTES_PER_TURN = 64 * 1024  # committed batches handed to the listeners per turn
 MAX_EVENTS_PER_TURN = 1024
 SHUTDOWN_DRAIN_S = 1.0
 trace = logging.getLogger("raft.node.messages")  # every message in and out, at DEBUG
@@ -148,9 +142,7 @@ class RaftNode:
                  rng: random.Random | None = None,
                  publish_from: int = 0, snapshots: SnapshotStore | None = None,
                  directory_id: Uuid | None = None, observer_flushes: bool = True) -> None:
-        if not log.start_offset <= publish_from <= log.end_offset:  # never skip records
-            raise ValueError(f"publish_from {publish_from} outside the log "
-                             f"[{log.start_offset}, {log.end_offset}]")
+        self._publisher = Publisher(log, publish_from)
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
@@ -168,8 +160,6 @@ class RaftNode:
         self.observer_flushes = observer_flushes
         self._core: RaftCore | None = None
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
-        self._listeners: list[CommitListener] = []
-        self._hw_listeners: list[Callable[[int], None]] = []
         self._leader_hw_listeners: list[Callable[[int], None]] = []
         self._snapshot_listeners: list[Callable[[SnapshotId], Awaitable[None]]] = []
         self._ready_observers: list[Callable[[Ready, int], None]] = []
@@ -177,10 +167,6 @@ class RaftNode:
         self._stop_tasks: list[Callable[[], Awaitable[None]]] = []
         self._proposals = Proposals()
         self._routes = RouteTable()
-        self._published = publish_from  # next offset to hand to commit listeners
-        self._publish_to = publish_from  # the high watermark to publish up to (flushed here)
-        self._hw_announced = True  # the HW listeners heard of `_publish_to` (once reached)
-        self._hw_published = 0  # the last HW the listeners heard of
         self._first_published = publish_from
         self._stopping = False
         self._log_dir_failure: LogDirFailure | None = None  # the first one, the one logged
@@ -192,10 +178,10 @@ class RaftNode:
     # -- what the loop publishes --------------------------------------------------------
 
     def add_commit_listener(self, callback: CommitListener) -> None:
-        self._listeners.append(callback)
+        self._publisher.commit_listeners.append(callback)
 
     def add_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
-        self._hw_listeners.append(callback)
+        self._publisher.high_watermark_listeners.append(callback)
 
     def add_leader_high_watermark_listener(self, callback: Callable[[int], None]) -> None:
         self._leader_hw_listeners.append(callback)
@@ -267,18 +253,6 @@ class RaftNode:
         segments and snapshots below it (`RaftCore.advance_log_start`)."""
         advanced: bool = await self.call(lambda now: self.core.advance_log_start(snapshot_id))
         return advanced
-
-    async def describe_quorum(self) -> dict[str, Any]:
-        """DescribeQuorum's body; a non-leader also names the leader's address."""
-        def describe(now: int) -> dict[str, Any]:
-            _, body = messages.encode_message(self.core.describe_quorum(now))
-            address = self.leader_address
-            body["leader_address"] = f"{address[0]}:{address[1]}" if address else None
-            body.update(node_id=self.node_id, cluster_id=self.cluster_id,
-                        is_leader=self.is_leader)
-            return body
-        body: dict[str, Any] = await self.call(describe)
-        return body
 
     def snapshot_control_records(self, end_offset: int) -> list[bytes]:
         """What a snapshot ending at `end_offset` must hold of raft's own state (the
@@ -421,7 +395,7 @@ class RaftNode:
             wake_at = self._clock.trio_time_at(core.next_deadline_ms())
             if self._stop_at is not None:
                 wake_at = min(wake_at, self._stop_at)
-            if self._published < min(self._publish_to, self.log.end_offset):
+            if self._publisher.has_backlog:
                 await trio.lowlevel.checkpoint()  # more to publish: only what is queued
                 try:
                     item = self._inbox_recv.receive_nowait()
@@ -508,13 +482,10 @@ class RaftNode:
         if ready.loaded_snapshot is not None:
             for snapshot_listener in self._snapshot_listeners:
                 await snapshot_listener(ready.loaded_snapshot)
-            self._published = ready.loaded_snapshot.end_offset
+            self._publisher.restart_at_snapshot(ready.loaded_snapshot.end_offset)
         if ready.high_watermark is not None:
-            # Not core.high_watermark later: a follower raises it before the flush
-            # that makes the records below it durable here.
-            self._publish_to = ready.high_watermark
-            self._hw_announced = False
-        self._publish_some()
+            self._publisher.publish_to(ready.high_watermark)
+        self._publisher.publish_some()
         if ready.leader_high_watermark is not None:
             for leader_hw_listener in self._leader_hw_listeners:
                 leader_hw_listener(ready.leader_high_watermark)
@@ -557,41 +528,6 @@ class RaftNode:
             self._last_state = state
             log.info("quorum state", extra={"node": self.node_id, "role": str(core.role),
                                             "epoch": core.epoch, "leader": core.leader_id})
-
-    # -- publication --------------------------------------------------------------------
-
-    def _publish_some(self) -> None:
-        """Hand the commit listeners the next committed batches, at most about
-        `PUBLISH_BYTES_PER_TURN` of them, then tell the HW listeners how far they got. A
-        long backlog (a restart replaying a long log: seconds of decoding in the layers
-        above) is spread over turns, so the node keeps voting and answering meanwhile;
-        the loop does not wait for input while some is left."""
-        target = self._publish_to
-        if self._published < target:
-            self._publish(target, PUBLISH_BYTES_PER_TURN)
-        elif self._hw_announced:
-            return
-        reached = self._published if self._published < target else target
-        if reached > self._hw_published or not self._hw_announced and reached == target:
-            for hw_listener in self._hw_listeners:
-                hw_listener(reached)
-            self._hw_published = reached
-        self._hw_announced = reached == target
-
-    def _publish(self, high_watermark: int, max_bytes: int) -> None:
-        """The batches from `_published` on (about `max_bytes`, at least one), cut at
-        `high_watermark`, to the commit listeners."""
-        for batch in self.log.read(self._published, max_bytes):
-            if batch.base_offset >= high_watermark:
-                return
-            start = self._published - batch.base_offset
-            end = min(batch.next_offset, high_watermark) - batch.base_offset
-            if start > 0 or end < len(batch.records):
-                batch = Batch(base_offset=self._published, epoch=batch.epoch,
-                              records=batch.records[start:end])
-            for listener in self._listeners:
-                listener(batch)
-            self._published = batch.next_offset
 
     # -- messages in and out ------------------------------------------------------------
 

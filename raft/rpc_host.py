@@ -102,6 +102,15 @@ class RpcHost:
             return
         await self.node.receive_frame(conn, frame)
 
+    def _describe_quorum(self, now: int) -> dict[str, Any]:
+        """In the core task; a non-leader also names the leader's address."""
+        node = self.node
+        _, body = messages.encode_message(node.core.describe_quorum(now))
+        address = node.leader_address
+        body["leader_address"] = f"{address[0]}:{address[1]}" if address else None
+        body.update(node_id=node.node_id, cluster_id=node.cluster_id, is_leader=node.is_leader)
+        return body
+
     async def serve_api(self, api: str, body: Any, cluster_id: Any) -> Any:
         """The answer this node's listener gives to `api`; an error body when it serves
         no such api."""
@@ -117,7 +126,7 @@ class RpcHost:
                     "error_message": f"cluster id {cluster_id!r:.40} is not {own}"}
         try:
             if api == DESCRIBE_QUORUM:
-                return await self.node.describe_quorum()
+                return await self.node.call(self._describe_quorum)
             return await self._handlers[api](body, cluster_id)
         except ApiError as exc:
             return {"error_code": exc.error_code, "error_message": str(exc), **exc.fields}
