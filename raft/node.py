@@ -39,7 +39,8 @@ published, one ERROR names the invariant, and `run()` raises the error (in an ex
 group). Waiters are not woken: they are cancelled with the node's tasks. `kraft node`
 exits with code 3 and never rebuilds such a node.
 
-The logger `raft.node.messages` at DEBUG traces every message in and out.
+Raft messages go in and out through `raft.message_wire` (traced at DEBUG by the logger
+`raft.node.messages`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ from raft import messages
 from raft.clock import Clock, TrioClock
 from raft.common.uuid import Uuid
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
+from raft.message_wire import MessageWire, trace
 from raft.proposals import Outcome, ProposalCallback, Proposals
 from raft.publication import CommitListener, Publisher
-from raft.routes import RouteTable
 from raft.snapshot_store import SnapshotStore
-from raft.transport_protocol import Address, Frame, Link, ProtocolError, Transport
+from raft.transport_protocol import Address, Frame, Link, Transport
 from raft.types import ElectionState, Envelope, RaftLog, Ready, SnapshotId
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,6 @@ log = logging.getLogger(__name__)
 INBOX_SIZE = 1024
 MAX_EVENTS_PER_TURN = 1024
 SHUTDOWN_DRAIN_S = 1.0
-trace = logging.getLogger("raft.node.messages")  # every message in and out, at DEBUG
 
 
 class NotLeaderError(Exception):
@@ -148,6 +148,7 @@ class RaftNode:
         self.voters = dict(voters)
         self.directory_id = directory_id  # KIP-853: this replica's key is (id, directory)
         self.transport = transport
+        self.wire = MessageWire(transport, node_id, cluster_id)
         self.log = log
         self._known_voter_set: Any = None  # the core's voter set last turned into peers
         self._config = config
@@ -166,7 +167,6 @@ class RaftNode:
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._stop_tasks: list[Callable[[], Awaitable[None]]] = []
         self._proposals = Proposals()
-        self._routes = RouteTable()
         self._first_published = publish_from
         self._stopping = False
         self._log_dir_failure: LogDirFailure | None = None  # the first one, the one logged
@@ -531,52 +531,14 @@ class RaftNode:
 
     # -- messages in and out ------------------------------------------------------------
 
-    def frame(self, api: str, correlation_id: int, body: Any) -> Frame:
-        """A frame from this node."""
-        return {"api": api, "version": 0, "correlation_id": correlation_id,
-                "cluster_id": self.cluster_id, "body": body, "src": self.node_id}
-
     def _send_all(self, envelopes: tuple[Envelope, ...]) -> None:
         for envelope in envelopes:
-            self._send(envelope)
-
-    def _send(self, envelope: Envelope) -> None:
-        api, body = messages.encode_message(envelope.message)
-        if trace.isEnabledFor(logging.DEBUG):
-            trace.debug("send", extra={"dst": envelope.dst, "cid": envelope.correlation_id,
-                                       "detail": repr(envelope.message)[:500]})
-        frame = self.frame(api, envelope.correlation_id, body)
-        if messages.is_response(envelope.message):
-            conn_id = self._routes.take((envelope.dst, envelope.correlation_id))
-            if conn_id is not None:
-                self.transport.send_on(conn_id, frame)
-        else:
-            self.transport.send_to_peer(envelope.dst, frame)
+            self.wire.send(envelope)
 
     async def receive_frame(self, conn: Link, frame: Frame) -> None:
         """A Raft message, in the connection's task: decode, then hand over to the core
         task (ProtocolError for anything else)."""
-        api, correlation_id = frame["api"], frame["correlation_id"]
-        try:
-            message = messages.decode_message(api, frame["body"])
-        except messages.MessageError as exc:
-            raise ProtocolError(f"malformed {api!r:.60}: {exc}") from None
-        if conn.node_id is not None:  # our outbound connection: a response to our request
-            if not messages.is_response(message):
-                raise ProtocolError(f"{api} received where only responses are expected")
-            src = conn.node_id
-        else:
-            if not messages.is_request(message):
-                raise ProtocolError(f"unsolicited {api}")
-            claimed = frame.get("src")
-            src = claimed if type(claimed) is int and claimed >= 0 else -conn.conn_id
-            self._routes.remember((src, correlation_id), conn.conn_id)
-        await self._inbox_send.send(Envelope(src=src, dst=self.node_id,
-                                             correlation_id=correlation_id, message=message))
-
-    def forget_routes(self, conn: Link) -> None:
-        """The transport closed `conn`: answers to its requests have nowhere to go."""
-        self._routes.forget_connection(conn.conn_id)
+        await self._inbox_send.send(self.wire.envelope(conn, frame))
 
     def peer_down(self, node_id: int, refused: bool) -> None:
         """The transport lost (or could not open) its connection to a voter: an input to

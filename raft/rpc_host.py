@@ -27,7 +27,8 @@ from typing import Any
 
 from raft import messages
 from raft.common.errors import ErrorCode
-from raft.node import LogDirFailure, NotLeaderError, RaftNode, trace
+from raft.message_wire import trace
+from raft.node import LogDirFailure, NotLeaderError, RaftNode
 from raft.transport_protocol import Frame, Link
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class RpcHost:
     def __init__(self, node: RaftNode) -> None:
         self.node = node
         self._handlers: dict[str, ApiHandler] = {}
-        node.transport.attach(handler=self._on_frame, on_close=node.forget_routes,
+        node.transport.attach(handler=self._on_frame, on_close=node.wire.forget,
                               on_peer_down=node.peer_down)
 
     @property
@@ -87,7 +88,7 @@ class RpcHost:
                 api, body = response or (frame["api"], {"error_code": int(code),
                                                         "error_message": why})
                 transport.send_on(conn.conn_id,
-                                  self.node.frame(api, frame["correlation_id"], body))
+                                  self.node.wire.frame(api, frame["correlation_id"], body))
             return refusal is not None
         transport.refused = refused
 
@@ -98,7 +99,7 @@ class RpcHost:
         if conn.node_id is None and (api in self._handlers or api == DESCRIBE_QUORUM):
             reply = await self._serve(api, frame["body"], frame["cluster_id"])
             self.node.transport.send_on(conn.conn_id,
-                                        self.node.frame(api, frame["correlation_id"], reply))
+                                        self.node.wire.frame(api, frame["correlation_id"], reply))
             return
         await self.node.receive_frame(conn, frame)
 
