@@ -160,15 +160,15 @@ class MemoryTransport:
 
     async def serve(self, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED
                     ) -> None:
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started(None)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started(None)
+            try:
                 await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            for conn in [*self._outbound.values(), *self._inbound.values()]:
-                self._close(conn)
+            finally:  # before the nursery closes to new links' tasks
+                self._nursery = None
+                for conn in [*self._outbound.values(), *self._inbound.values()]:
+                    self._close(conn)
 
     # -- links --------------------------------------------------------------------------
 

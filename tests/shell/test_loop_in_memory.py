@@ -30,7 +30,7 @@ from raft.rpc_host import RpcHost
 from raft.types import Batch
 from tests.support.polling import eventually
 
-AUTOJUMP_S = 0.01
+AUTOJUMP_S = 0.001
 POLL_S = 0.05
 VOTERS = (1, 2, 3)
 ELECTION_TIMEOUT_MS = 300
@@ -68,6 +68,8 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def virtual_time(mock_clock: trio.testing.MockClock) -> None:
+    """Every test also takes `mock_clock` itself: only then does pytest-trio run it on
+    that clock."""
     mock_clock.autojump_threshold = AUTOJUMP_S
 
 
@@ -96,7 +98,8 @@ async def leader_of(members: list[Member], above_epoch: int = 0) -> Member:
         (m for m in members if m.node.is_leader and m.node.epoch > above_epoch), None), POLL_S)
 
 
-async def test_three_nodes_elect_one_leader_that_the_others_follow() -> None:
+async def test_three_nodes_elect_one_leader_that_the_others_follow(
+        mock_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(ELECTION_TIMEOUT_MS * 10 / 1000):
         async with memory_quorum(MemoryNetwork()) as members:
             leader = await leader_of(members)
@@ -107,7 +110,8 @@ async def test_three_nodes_elect_one_leader_that_the_others_follow() -> None:
             assert {m.node.epoch for m in members} == {epoch}
 
 
-async def test_proposals_replicate_and_commit_on_every_node_in_order() -> None:
+async def test_proposals_replicate_and_commit_on_every_node_in_order(
+        mock_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(10):
         async with memory_quorum(MemoryNetwork()) as members:
             leader = await leader_of(members)
@@ -122,7 +126,8 @@ async def test_proposals_replicate_and_commit_on_every_node_in_order() -> None:
                 assert member.node.log.end_offset == last + 1
 
 
-async def test_a_leader_that_stops_hands_over_before_any_fetch_timeout() -> None:
+async def test_a_leader_that_stops_hands_over_before_any_fetch_timeout(
+        mock_clock: trio.testing.MockClock) -> None:
     """On shutdown the leader resigns: every other voter gets its EndQuorumEpoch and
     answers it before the leader stops, a successor wins in a later epoch long before
     FETCH_TIMEOUT_MS of virtual time, and it holds what the old leader committed."""
@@ -151,7 +156,31 @@ async def test_a_leader_that_stops_hands_over_before_any_fetch_timeout() -> None
                 assert written == [b"before the hand-over", b"after the hand-over"]
 
 
-async def test_the_request_gate_answers_a_refused_request_before_any_handler() -> None:
+async def test_a_leader_cut_off_from_the_quorum_steps_down_and_follows_after_the_heal(
+        mock_clock: trio.testing.MockClock) -> None:
+    """A partition that refuses nothing: the cut-off leader steps down (check-quorum)
+    while the others elect a successor after their fetch timeout; healed, the old leader
+    follows the new one and gets what it commits."""
+    network = MemoryNetwork()
+    with trio.fail_after(FETCH_TIMEOUT_MS * 5 / 1000):
+        async with memory_quorum(network) as members:
+            old = await leader_of(members)
+            old_epoch = old.node.epoch
+            others = [m for m in members if m is not old]
+            for other in others:
+                network.cut(old.node.node_id, other.node.node_id)
+            new = await leader_of(others, above_epoch=old_epoch)
+            await eventually(lambda: not old.node.is_leader, POLL_S)
+            for other in others:
+                network.heal(old.node.node_id, other.node.node_id)
+            _, last = await new.node.propose_and_wait([b"after the heal"])
+            await eventually(lambda: old.node.high_watermark > last, POLL_S)
+            assert (old.node.leader_id, old.node.epoch) == (new.node.node_id, new.node.epoch)
+            assert old.records[-1] == b"after the heal"
+
+
+async def test_the_request_gate_answers_a_refused_request_before_any_handler(
+        mock_clock: trio.testing.MockClock) -> None:
     """The gate sees the caller's session (the endpoint's principal): the intruder's
     Echo and VoteRequest are refused with CLUSTER_AUTHORIZATION_FAILED (the vote in a
     VoteResponse's shape) and reach neither the handler nor the core; the same Echo
