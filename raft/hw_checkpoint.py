@@ -37,7 +37,7 @@ class HighWatermarkCheckpointer:
         self._directory = directory
         self._flush_first = flush_first
         self._published = 0  # the last HW the node published
-        self._checkpointed = 0
+        self._checkpointed: int | None = None  # read from the file at the first write
         self.advanced = trio.Event()  # set when the checkpoint may rise
         self._lock = trio.Lock()  # one writer of the file at a time
 
@@ -53,7 +53,6 @@ class HighWatermarkCheckpointer:
 
     async def _checkpoint_every_interval(self) -> None:
         """Coalesced: one write per advance, then at most one per interval."""
-        self._checkpointed = read_high_watermark_checkpoint(self._directory) or 0
         warning = RateLimit(ACCEPT_WARNING_INTERVAL_S)
         while True:
             await self.advanced.wait()
@@ -80,7 +79,9 @@ class HighWatermarkCheckpointer:
         await self._checkpoint()
 
     async def _checkpoint(self) -> None:
-        async with self._lock:  # within what is flushed here
+        async with self._lock:  # within what is flushed here, never back
+            if self._checkpointed is None:
+                self._checkpointed = read_high_watermark_checkpoint(self._directory) or 0
             offset = min(self._published, self._node.log.flushed_end_offset)
             if offset <= self._checkpointed:
                 return

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from raft.common.framing import decode_payload, encode_frame
+from raft.common.framing import FrameError, decode_payload, encode_frame
 from raft.common.session import ANONYMOUS, KafkaPrincipal, Session, bind_session
 from raft.transport_protocol import (
     Address,
@@ -123,10 +123,6 @@ class MemoryTransport:
     def client_ssl_context(self) -> ssl.SSLContext | None:
         return None
 
-    @property
-    def serving(self) -> bool:
-        return self._nursery is not None
-
     def add_peer(self, node_id: int, address: Address) -> None:
         """Nothing to do: the network routes by node id."""
 
@@ -197,6 +193,10 @@ class MemoryTransport:
             return True  # lost on the way, as on a cut cable
         try:
             far.incoming[0].send_nowait(encode_frame(frame))
+        except (FrameError, TypeError, ValueError) as exc:  # as the TCP writer: dropped
+            log.error("cannot encode frame, dropping it", extra={
+                "peer": conn.peer, "api": frame.get("api"), "reason": str(exc)})
+            return False
         except trio.WouldBlock:
             log.debug("link queue full, dropping", extra={"peer": conn.peer,
                                                           "api": frame["api"]})
