@@ -215,7 +215,7 @@ def session_gate(rules: Mapping[str, Rule], acls: Callable[[], AclImage],
                  settings: AuthorizerSettings
                  ) -> Callable[[str], tuple[ErrorCode, str] | None]:
     """`gate_refusal` for the caller of the current connection (`current_session`), as
-    `raft.node.RaftNode.set_request_gate` wants it; `acls`: the committed image's."""
+    `raft.rpc_host.RpcHost.set_request_gate` wants it; `acls`: the committed image's."""
     def gate(api: str) -> tuple[ErrorCode, str] | None:
         session = current_session()
         refusal = gate_refusal(rules, api, acls(), session.principal, session.client_host,

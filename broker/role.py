@@ -17,6 +17,7 @@ from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
 from metadata.image import MetadataImage
 from raft.node import RaftNode
+from raft.rpc_host import RpcHost
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -38,7 +39,7 @@ class BrokerRole:
             self.kafka.dispatcher.context.replicas.close_all()
 
 
-def install_broker_role(node: RaftNode, settings: BrokerSettings,
+def install_broker_role(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
                         initial_image: MetadataImage | None = None) -> BrokerRole:
     """With `initial_image` (a snapshot's), `node` must publish from just after its
     offset."""
@@ -46,7 +47,7 @@ def install_broker_role(node: RaftNode, settings: BrokerSettings,
         node, client_address=settings.advertised_address or settings.client_address,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
-    server = install_broker(node, settings, heartbeat, initial_image)
+    server = install_broker(node, rpc, settings, heartbeat, initial_image)
     kafka = install_kafka_listener(node, settings, server)
     if kafka is not None:  # only a broker serving produce can vouch that a log stays empty
         replicas = kafka.dispatcher.context.replicas

@@ -59,6 +59,7 @@ from raft.common.framing import FramedStream, FrameError
 from raft.common.session import Session, bind_session
 from raft.common.uuid import Uuid
 from raft.node import RaftNode
+from raft.rpc_host import RpcHost
 from raft.types import Batch
 
 log = logging.getLogger(__name__)
@@ -147,11 +148,12 @@ class BrokerServer:
         self._applied = trio.Event()  # set (and replaced) when the applied offset moves
         self._image_replaced = False  # by a snapshot: the next reconciliation is whole
 
-    def install(self) -> BrokerServer:
+    def install(self, rpc: RpcHost) -> BrokerServer:
         self._node.add_commit_listener(self._on_commit)
         self._node.add_leader_high_watermark_listener(self._on_leader_high_watermark)
         self._node.add_background_task(self.run)
-        self._node.add_api_handler(STATUS_API, self._handle_status)
+        rpc.add_api_handler(STATUS_API, self._handle_status)
+        self._rpc = rpc
         return self
 
     @property
@@ -374,8 +376,8 @@ class BrokerServer:
                     body = {"error_code": int(ErrorCode.INCONSISTENT_CLUSTER_ID),
                             "error_message": "wrong cluster id"}
                 elif frame["api"] == WRITE_SNAPSHOT_API:
-                    body = await self._node.serve_api(WRITE_SNAPSHOT_API, frame["body"],
-                                                      frame["cluster_id"])
+                    body = await self._rpc.serve_api(WRITE_SNAPSHOT_API, frame["body"],
+                                                     frame["cluster_id"])
                 else:
                     body = await self.answer_status(frame["body"])
                 await framed.send({"api": frame["api"], "version": 0,
@@ -391,11 +393,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def install_broker(node: RaftNode, settings: BrokerSettings,
+def install_broker(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
                    registration: Registration | None = None,
                    initial_image: MetadataImage | None = None) -> BrokerServer:
-    """Install the broker's image, reconciliation and status on `node`. With
+    """Install the broker's image, reconciliation and status on `node` (its apis on
+    `rpc`). With
     `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     return BrokerServer(node, settings, registration=registration,
-                        initial_image=initial_image).install()
+                        initial_image=initial_image).install(rpc)
 

@@ -66,6 +66,7 @@ from metadata.write_queue import WriteQueue
 from raft.common.errors import ErrorCode
 from raft.common.session import current_session
 from raft.node import LogDirFailure, NotLeaderError, RaftNode
+from raft.rpc_host import RpcHost
 from raft.types import Batch
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,9 @@ class ControllerShell:
         self._fresh = initial_image is None or is_fresh_image(initial_image)
         self._bootstrap_due = False
 
-    def install(self) -> ControllerShell:
+    def install(self, rpc: RpcHost) -> ControllerShell:
         for api in ADMIN_APIS:
-            self._node.add_api_handler(api, self._handler_for(api))
+            rpc.add_api_handler(api, self._handler_for(api))
         self._node.add_commit_listener(self._on_commit)
         self._node.add_background_task(self._tick_forever)
         self._node.add_background_task(self._propose_forever)
@@ -377,11 +378,11 @@ class ControllerShell:
                 pass
 
 
-def install_controller(node: RaftNode, *, broker_session_timeout_ms: int,
+def install_controller(node: RaftNode, rpc: RpcHost, *, broker_session_timeout_ms: int,
                        initial_image: MetadataImage | None = None,
                        authorizer: AuthorizerSettings = OFF) -> ControllerShell:
-    """Serve the admin APIs on `node` (a voter); call before `node.run()`. With
+    """Serve the admin APIs on `node` (a voter) through `rpc`; call before `node.run()`. With
     `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     config = ControllerConfig(broker_session_timeout_ms=broker_session_timeout_ms)
     return ControllerShell(node, config=config, initial_image=initial_image,
-                           authorizer=authorizer).install()
+                           authorizer=authorizer).install(rpc)

@@ -1,6 +1,7 @@
 """The Trio shell that writes snapshots of a node's committed metadata image.
 
-`install_snapshotter(node, directory, image, ...)` adds to a `RaftNode`:
+`install_snapshotter(node, rpc, directory, image, ...)` adds to a `RaftNode` (and its
+`raft.rpc_host.RpcHost`):
 - a commit listener (after the image's own) that counts committed record bytes
   (`metadata.snapshot_policy.SnapshotSchedule`) and remembers the epoch of the last
   applied batch: the image only ever holds published, so committed, records;
@@ -24,7 +25,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ from metadata.image_snapshot import image_record_bytes
 from metadata.snapshot_loader import StartImage
 from metadata.snapshot_policy import KEEP_EVERYTHING, Retention, SnapshotSchedule
 from raft.common.errors import ErrorCode
-from raft.node import ApiError, RaftNode
+from raft.node import RaftNode
+from raft.rpc_host import ApiError, RpcHost
 from raft.snapshot import SnapshotError, SnapshotId, read_snapshot, write_snapshot
 from raft.types import Batch
 
@@ -96,8 +98,10 @@ class ImageSnapshotter:
                  *, start: StartImage, max_bytes_between: int,
                  max_interval_ms: int = 0, log_size: Callable[[], LogSize] = _NO_LOG,
                  retention: Retention = KEEP_EVERYTHING,
-                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 checkpoint_high_watermark: Callable[[], Awaitable[None]]) -> None:
         self._node = node
+        self._checkpoint_high_watermark = checkpoint_high_watermark
         self._log_size = log_size
         self._retention = retention
         self._directory = directory
@@ -115,10 +119,10 @@ class ImageSnapshotter:
         self._known_whole: set[SnapshotId] = set() if start.snapshot_id is None \
             else {start.snapshot_id}
 
-    def install(self) -> ImageSnapshotter:
+    def install(self, rpc: RpcHost) -> ImageSnapshotter:
         self._node.add_commit_listener(self._on_commit)
         self._node.add_background_task(self._snapshot_when_due)
-        self._node.add_api_handler(WRITE_SNAPSHOT_API, self._handle_write_snapshot)
+        rpc.add_api_handler(WRITE_SNAPSHOT_API, self._handle_write_snapshot)
         return self
 
     def on_snapshot_loaded(self, snapshot_id: SnapshotId) -> None:
@@ -208,7 +212,7 @@ class ImageSnapshotter:
                 await trio.to_thread.run_sync(self._holds_whole_snapshot, path):
             self._known_whole.add(snapshot_id)
             return False
-        await self._node.checkpoint_high_watermark()  # before: see the module docstring
+        await self._checkpoint_high_watermark()  # before: see the module docstring
         await trio.to_thread.run_sync(write_image_snapshot, self._directory, snapshot_id,
                                       image, applied_ms, raft_records)
         self._known_whole.add(snapshot_id)
@@ -241,15 +245,20 @@ class ImageSnapshotter:
         return written.to_body(self._node.node_id)
 
 
-def install_snapshotter(node: RaftNode, directory: Path, image: Callable[[], MetadataImage],
-                        *, start: StartImage, max_bytes_between: int,
-                        max_interval_ms: int = 0, log_size: Callable[[], LogSize] = _NO_LOG,
-                        retention: Retention = KEEP_EVERYTHING) -> ImageSnapshotter:
+def install_snapshotter(node: RaftNode, rpc: RpcHost, directory: Path,
+                        image: Callable[[], MetadataImage], *, start: StartImage,
+                        max_bytes_between: int, max_interval_ms: int = 0,
+                        log_size: Callable[[], LogSize] = _NO_LOG,
+                        retention: Retention = KEEP_EVERYTHING,
+                        checkpoint_high_watermark: Callable[[], Awaitable[None]]
+                        ) -> ImageSnapshotter:
     """Snapshot `image()` (the node's committed image, read in its Trio task) into
     `directory` (the metadata partition's); install after the listener that builds the
     image and before `node.run()`. After each snapshot, once the log (`log_size()`) is
-    past `retention`, the log starts at the snapshot."""
+    past `retention`, the log starts at the snapshot. `checkpoint_high_watermark()`
+    writes the node's high-watermark checkpoint now (`tools.server.durability`)."""
     return ImageSnapshotter(node, directory, image, start=start,
                             max_bytes_between=max_bytes_between,
                             max_interval_ms=max_interval_ms, log_size=log_size,
-                            retention=retention).install()
+                            retention=retention,
+                            checkpoint_high_watermark=checkpoint_high_watermark).install(rpc)

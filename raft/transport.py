@@ -43,9 +43,8 @@ import math
 import os
 import random
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
@@ -59,13 +58,18 @@ from raft.common.connection_limits import (
 from raft.common.framing import DEFAULT_MAX_FRAME_BYTES, FramedStream, FrameError, encode_frame
 from raft.common.session import Session, bind_session
 from raft.peer_identity import identity_violation
+from raft.transport_protocol import (
+    Address,
+    CloseHandler,
+    Frame,
+    FrameHandler,
+    PeerDownHandler,
+    ProtocolError,
+    RequestFilter,
+    TransportTls,
+)
 
 log = logging.getLogger(__name__)
-
-Address = tuple[str, int]
-Frame = dict[str, Any]
-# The handler may block (backpressure on that one connection); it raises ProtocolError
-# to have the connection closed.
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,32 +82,8 @@ class _Rest:
 
 
 Outgoing = Frame | _Rest
-FrameHandler = Callable[["Connection", Frame], Awaitable[None]]
-CloseHandler = Callable[["Connection"], None]
-PeerDownHandler = Callable[[int, bool], None]  # (node id, refused)
 Connector = Callable[[Address], Awaitable[trio.abc.Stream]]
-
-
-class ProtocolError(Exception):
-    """The peer sent a well-framed but unacceptable message: close its connection."""
-
-
 MAX_IDENTITY_LOGS = 1024  # distinct (subject, claimed id) refusals logged at WARNING
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransportTls:
-    """The transport's TLS (None: plaintext). `server` serves the listener, `client`
-    dials the peers; `bind_identity` checks claimed node ids against certificates;
-    `claims` adds api -> top-level body field naming a node id (the layers above, e.g.
-    a broker registration's `broker_id`)."""
-
-    server: ssl.SSLContext | None
-    client: ssl.SSLContext | None
-    bind_identity: bool = False
-    security_protocol: str = "SSL"
-    handshake_timeout_s: float = tls.DEFAULT_HANDSHAKE_TIMEOUT_S
-    claims: Mapping[str, str] = field(default_factory=dict)
 
 
 async def _tcp_connect(address: Address) -> trio.abc.Stream:
@@ -119,6 +99,10 @@ def is_refused(exc: BaseException) -> bool:
     if isinstance(cause, BaseExceptionGroup):
         return all(is_refused(error) for error in cause.exceptions)
     return False
+
+
+async def _unattached(conn: Connection, frame: Frame) -> None:
+    raise ProtocolError("this transport serves no frames yet")
 
 
 @dataclass(eq=False)
@@ -140,9 +124,11 @@ class Connection:
     socket: trio.socket.SocketType | None = None
 
 
-class Transport:
-    def __init__(self, *, node_id: int, peers: dict[int, Address], handler: FrameHandler,
-                 listen: Address | None = None,
+class TcpTransport:
+    """The `raft.transport_protocol.Transport` over TCP (see the module docstring)."""
+
+    def __init__(self, *, node_id: int, peers: dict[int, Address],
+                 handler: FrameHandler = _unattached, listen: Address | None = None,
                  listeners: list[trio.SocketListener] | None = None,
                  on_close: CloseHandler | None = None,
                  on_peer_down: PeerDownHandler | None = None,
@@ -185,9 +171,16 @@ class Transport:
         self._outbound_nursery: trio.Nursery | None = None  # set while serving
         # inbound requests pass this first (authorization): True when it refused and
         # answered the frame, which then goes no further (not even the identity check)
-        self.refused: Callable[[Connection, Frame], bool] | None = None
+        self.refused: RequestFilter | None = None
         self.limits = ListenerLimits(max_request_bytes=max_frame_bytes)
         self.gate = ConnectionGate("CONTROLLER", self.limits)  # the listener's counts
+
+    def attach(self, *, handler: FrameHandler, on_close: CloseHandler,
+               on_peer_down: PeerDownHandler) -> None:
+        """Whom frames, closed connections and lost peers go to (before `serve`)."""
+        self._handler = handler
+        self._on_close = on_close
+        self._on_peer_down = on_peer_down
 
     def add_peer(self, node_id: int, address: Address) -> None:
         """A voter learnt while running (KIP-853: a VotersRecord named it): keep a

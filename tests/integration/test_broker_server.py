@@ -26,7 +26,7 @@ BROKER = 4
 
 
 class StandInNode:
-    """The hooks of `raft.node.RaftNode` that the broker uses."""
+    """The hooks of `raft.node.RaftNode` and `raft.rpc_host.RpcHost` the broker uses."""
 
     cluster_id = "test-cluster"
     node_id = BROKER
@@ -75,7 +75,7 @@ async def test_reconciles_only_after_catching_up_when_image_is_behind_start_hw(
     server = BrokerServer(cast(Any, node), BrokerSettings(
         broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
         request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
-        socket_request_max_bytes=1 << 20)).install()
+        socket_request_max_bytes=1 << 20)).install(cast(Any, node))
 
     async with trio.open_nursery() as nursery:
         for task in node.tasks:
@@ -124,7 +124,7 @@ async def test_reconciles_when_the_start_image_of_a_snapshot_already_holds_the_h
     server = BrokerServer(cast(Any, node), BrokerSettings(
         broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
         request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
-        socket_request_max_bytes=1 << 20), initial_image=image).install()
+        socket_request_max_bytes=1 << 20), initial_image=image).install(cast(Any, node))
     async with trio.open_nursery() as nursery:
         for task in node.tasks:
             nursery.start_soon(task)
@@ -147,7 +147,7 @@ async def test_status_that_waits_for_an_offset_answers_once_it_is_applied(
     server = BrokerServer(cast(Any, node), BrokerSettings(
         broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
         request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
-        socket_request_max_bytes=1 << 20)).install()
+        socket_request_max_bytes=1 << 20)).install(cast(Any, node))
     answers: list[dict[str, Any]] = []
 
     async def ask(body: dict[str, Any]) -> None:

@@ -244,7 +244,7 @@ def test_one_broken_field_is_an_admin_decode_error_naming_it_when_decoded(
 
 
 def test_a_node_error_decodes_as_an_admin_error_when_required_fields_are_absent() -> None:
-    """raft/node.py answers for the whole request with error_code (and, for NOT_LEADER,
+    """raft/rpc_host.py answers for the whole request with error_code (and, for NOT_LEADER,
     where the leader is) rather than with the api's response."""
     assert decode_response("CreateTopics", {"error_code": 104, "error_message": "other"}) == \
         AdminErrorResponse(top_level_error=104, error_message="other")

@@ -233,7 +233,7 @@ def test_one_broken_field_is_a_message_error_naming_it_when_decoded(data: Any) -
 
 
 def test_describe_quorum_answer_decodes_when_the_node_adds_its_extras() -> None:
-    """raft/node.py adds the leader's address (and who answered) for tools; no other
+    """raft/rpc_host.py adds the leader's address (and who answered) for tools; no other
     message may carry them."""
     api, body = encode_message(DescribeQuorumResponse(leader_id=1, leader_epoch=2))
     extras = {"leader_address": "127.0.0.1:9093", "node_id": 1, "cluster_id": "c",

@@ -44,8 +44,8 @@ from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.core import RaftConfig
 from raft.log import MemoryLog
-from raft.node import RaftNode
 from tests.support.polling import eventually
+from tests.support.tcp_node import tcp_node
 
 FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
         "request_timeout_ms": 200, "fetch_max_wait_ms": 50}
@@ -60,13 +60,14 @@ async def controllers(count: int = 3, session_timeout_ms: int = 60_000,
               for i, ls in enumerate(listeners)}
     shells = []
     for index in range(count):
-        node = RaftNode(node_id=index + 1, cluster_id="cluster-c", voters=voters,
-                        config=RaftConfig(voters=tuple(voters), **FAST), log=MemoryLog(),
-                        election=None, write_election=lambda state: None,
-                        listeners=listeners[index], rng=random.Random(index))
+        node, rpc, _ = tcp_node(
+            node_id=index + 1, cluster_id="cluster-c", voters=voters,
+            config=RaftConfig(voters=tuple(voters), **FAST), log=MemoryLog(), election=None,
+            write_election=lambda state: None, listeners=listeners[index],
+            rng=random.Random(index))
         shells.append(ControllerShell(
             node, config=ControllerConfig(broker_session_timeout_ms=session_timeout_ms),
-            rng=random.Random(100 + index), authorizer=authorizer).install())
+            rng=random.Random(100 + index), authorizer=authorizer).install(rpc))
     async with trio.open_nursery() as nursery:
         for shell in shells:
             await nursery.start(shell._node.run)
@@ -168,7 +169,7 @@ async def test_writes_that_arrive_together_share_one_raft_batch_and_each_gets_it
                 for name in names:
                     nursery.start_soon(create, name)
             assert all(responses[n].topics[0].error_code == 0 for n in names)
-            holding = [b for b in active._node._log.read(0, 1 << 30)
+            holding = [b for b in active._node.log.read(0, 1 << 30)
                        if _topic_names(b.records) & set(names)]
             assert len(holding) == 1
             assert _topic_names(holding[0].records) == set(names)

@@ -183,7 +183,7 @@ async def test_successor_campaigns_at_once_when_the_leader_resigns() -> None:
 
 
 async def test_extra_api_is_served_when_a_handler_is_registered() -> None:
-    """add_api_handler: the response echoes api and correlation id; a wrong cluster id is
+    """RpcHost.add_api_handler: the response echoes api and correlation id; a wrong cluster id is
     answered INCONSISTENT_CLUSTER_ID without reaching the handler."""
     calls: list[Any] = []
 
@@ -192,7 +192,7 @@ async def test_extra_api_is_served_when_a_handler_is_registered() -> None:
         return {"error_code": 0, "echo": body["text"]}
 
     with trio.fail_after(10):
-        async with quorum(count=1, setup=lambda m: m.node.add_api_handler("Echo", echo)) as ms:
+        async with quorum(count=1, setup=lambda m: m.rpc.add_api_handler("Echo", echo)) as ms:
             host, port = ms[0].node.voters[1]
             client = FramedStream(await trio.open_tcp_stream(host, port))
             await client.send({"api": "Echo", "version": 0, "correlation_id": 42,

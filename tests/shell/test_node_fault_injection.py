@@ -1,4 +1,5 @@
-"""The node's test-only fault hook (raft/fault_injection.py, used by `kraft chaos`): an
+"""The node's test-only faults (raft/fault_injection.py, composed into the node's clock
+and fsyncs by tools/server/faults.py, used by `kraft chaos`): an
 fsync delay holds back commit acknowledgement by at least the delay, and a clock rate
 makes the node's now_ms run faster or slower than trio's clock, monotonically.
 
@@ -21,6 +22,8 @@ from raft.log import MemoryLog
 from raft.node import RaftNode
 from tests.support.polling import eventually
 from tests.support.single_node import FAST
+from tests.support.tcp_node import tcp_node
+from tools.server.faults import node_faults
 
 AUTOJUMP_S = 0.05
 POLL_S = 0.25  # virtual time: each poll costs AUTOJUMP_S of real time
@@ -31,9 +34,11 @@ DELAY_MS = 2000  # far above any timer of FAST, so a stray jump cannot blur the 
 async def single_node(fault_file: Path) -> AsyncIterator[RaftNode]:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
-    node = RaftNode(node_id=1, cluster_id="cluster-a", voters=voters, config=FAST,
+    faults = node_faults(fault_file)
+    node = tcp_node(node_id=1, cluster_id="cluster-a", voters=voters, config=FAST,
                     log=MemoryLog(), election=None, write_election=lambda state: None,
-                    listeners=listeners, rng=random.Random(1), fault_file=fault_file)
+                    listeners=listeners, rng=random.Random(1), clock=faults.clock,
+                    before_fsync=faults.before_fsync).node
     async with trio.open_nursery() as nursery:
         await nursery.start(node.run)
         yield node

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from raft import node as raft_node
+from raft import hw_checkpoint
 from raft.node import LogDirFailure
 from raft.storage import read_high_watermark_checkpoint
 from tests.support.polling import eventually
@@ -24,7 +24,7 @@ async def test_checkpoint_follows_the_high_watermark_when_records_commit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoint never claims more than the node's high watermark, and it reaches
     the committed end once appends stop."""
-    monkeypatch.setattr(raft_node, "HW_CHECKPOINT_INTERVAL_S", 0.05)
+    monkeypatch.setattr(hw_checkpoint, "HW_CHECKPOINT_INTERVAL_S", 0.05)
     node, disk_log = await make_node(tmp_path)
     partition = disk_log.directory
     seen: list[int] = []
@@ -57,7 +57,7 @@ async def test_graceful_shutdown_leaves_the_final_high_watermark_when_writes_are
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Coalesced: after one write the next waits for the interval (here an hour), so
     only the write on a graceful stop brings the checkpoint to the final HW."""
-    monkeypatch.setattr(raft_node, "HW_CHECKPOINT_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(hw_checkpoint, "HW_CHECKPOINT_INTERVAL_S", 3600.0)
     node, disk_log = await make_node(tmp_path)
     partition = disk_log.directory
     with trio.fail_after(10), disk_log:
@@ -81,7 +81,7 @@ async def test_node_stops_with_log_dir_failure_when_the_checkpoint_write_fails(
     def full(directory: Path, offset: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory))
 
-    monkeypatch.setattr(raft_node, "write_high_watermark_checkpoint", full)
+    monkeypatch.setattr(hw_checkpoint, "write_high_watermark_checkpoint", full)
     node, disk_log = await make_node(tmp_path)
 
     async def until_the_checkpoint_fails() -> None:

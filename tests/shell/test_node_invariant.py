@@ -29,9 +29,9 @@ from raft import messages
 from raft.common.framing import FramedStream
 from raft.core import RaftConfig, RaftInvariantError
 from raft.log import DiskLog
-from raft.node import RaftNode
 from raft.storage import read_high_watermark_checkpoint, read_quorum_state, write_quorum_state
 from raft.types import Batch, ElectionState
+from tests.support.tcp_node import tcp_node
 from tools.cluster import Cluster
 from tools.commands.node import INVARIANT_EXIT_CODE
 from tools.server.supervisor import find_exception, run_until_disk_failure
@@ -163,13 +163,13 @@ async def test_broken_invariant_stops_raft_node_with_one_error_record(
     committed: list[Batch] = []
     leader = FakeLeader(listener, voters[1], "cluster-a")
     with DiskLog.open_metadata_log(tmp_path) as disk_log:
-        node = RaftNode(node_id=1, cluster_id="cluster-a", voters=voters,
+        node = tcp_node(node_id=1, cluster_id="cluster-a", voters=voters,
                         config=RaftConfig(voters=(1, LEADER_ID), election_timeout_ms=300,
                                           fetch_timeout_ms=600, request_timeout_ms=400,
                                           fetch_max_wait_ms=150),
                         log=disk_log, election=None,
                         write_election=lambda state: write_quorum_state(tmp_path, state),
-                        listeners=[own], rng=random.Random(1))
+                        listeners=[own], rng=random.Random(1)).node
         node.add_commit_listener(committed.append)
         with trio.fail_after(30):
             async with trio.open_nursery() as outside:  # the fake outlives node 1
@@ -207,13 +207,13 @@ async def test_broken_invariant_in_a_call_stops_the_node_without_answering(
         return {"error_code": 0, "acknowledged": True}
 
     with DiskLog.open_metadata_log(tmp_path) as disk_log:
-        node = RaftNode(node_id=1, cluster_id="cluster-a", voters={1: ("127.0.0.1", port)},
-                        config=RaftConfig(voters=(1,), election_timeout_ms=150,
-                                          fetch_timeout_ms=300),
-                        log=disk_log, election=None,
-                        write_election=lambda state: write_quorum_state(tmp_path, state),
-                        listeners=[own], rng=random.Random(1))
-        node.add_api_handler("Breaks", handler)
+        node, rpc, _ = tcp_node(
+            node_id=1, cluster_id="cluster-a", voters={1: ("127.0.0.1", port)},
+            config=RaftConfig(voters=(1,), election_timeout_ms=150, fetch_timeout_ms=300),
+            log=disk_log, election=None,
+            write_election=lambda state: write_quorum_state(tmp_path, state),
+            listeners=[own], rng=random.Random(1))
+        rpc.add_api_handler("Breaks", handler)
         replies: list[dict[str, Any] | None] = []
 
         async def client() -> None:

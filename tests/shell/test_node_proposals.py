@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from raft import node as raft_node
+from raft import hw_checkpoint
 from raft.log import DiskLog, SegmentSync
 from raft.node import NotLeaderError
 from raft.storage import read_high_watermark_checkpoint
@@ -119,7 +119,7 @@ async def test_broker_only_observer_fetches_and_publishes_while_its_flush_is_stu
     counts toward no commit), so commits reach it while its one flush hangs, and its
     high-watermark checkpoint stays within what is durable; the flush then makes durable
     the log as it was when that flush began."""
-    monkeypatch.setattr(raft_node, "HW_CHECKPOINT_INTERVAL_S", 0.01)
+    monkeypatch.setattr(hw_checkpoint, "HW_CHECKPOINT_INTERVAL_S", 0.01)
     with DiskLog(tmp_path / "observer") as disk_log:
         await observer_fetches_while_its_flush_is_stuck(disk_log)
 

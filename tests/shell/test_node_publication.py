@@ -8,7 +8,7 @@ import itertools
 import trio
 
 from raft.log import MemoryLog
-from raft.node import PUBLISH_BYTES_PER_TURN
+from raft.publication import PUBLISH_BYTES_PER_TURN
 from tests.support.node_quorum import FAST, Member, leader_of
 from tests.support.polling import eventually
 

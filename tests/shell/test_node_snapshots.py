@@ -44,13 +44,16 @@ from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from raft.log import DiskLog
 from raft.node import RaftNode
+from raft.rpc_host import RpcHost
 from raft.snapshot import SnapshotId, list_snapshots, read_snapshot
 from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import read_high_watermark_checkpoint, read_quorum_state, write_quorum_state
+from raft.transport import TcpTransport
 from raft.types import Batch
 from raft.voters import VoterHistory, VoterSet
 from tests.support.single_node import FAST, eventually
 from tests.support.snapshot_support import corrupt, image_of, log_records, replayed
+from tests.support.tcp_node import tcp_node
 
 NO_AUTOMATIC_SNAPSHOTS = 1 << 40
 NOOP = rec.NoOp().encode()
@@ -59,6 +62,7 @@ NOOP = rec.NoOp().encode()
 @dataclass
 class Running:
     node: RaftNode
+    rpc: RpcHost
     shell: ControllerShell
     snapshotter: ImageSnapshotter
     directory: Path
@@ -75,14 +79,14 @@ async def controller(data: Path, max_bytes_between: int,
     voters = {1: ("127.0.0.1", listeners[0].socket.getsockname()[1])}
     with DiskLog.open_metadata_log(data) as disk_log:
         start = load_start_image(disk_log.directory, log_end_offset=disk_log.end_offset)
-        node = RaftNode(node_id=1, cluster_id="cluster-s", voters=voters, config=FAST,
-                        log=disk_log, election=read_quorum_state(data),
-                        write_election=lambda s: write_quorum_state(data, s),
-                        listeners=listeners, rng=random.Random(1),
-                        publish_from=start.replay_from,
-                        snapshots=DiskSnapshotStore(disk_log.directory))
+        node, rpc, checkpoint_high_watermark = tcp_node(
+            node_id=1, cluster_id="cluster-s", voters=voters, config=FAST, log=disk_log,
+            election=read_quorum_state(data),
+            write_election=lambda s: write_quorum_state(data, s), listeners=listeners,
+            rng=random.Random(1), publish_from=start.replay_from,
+            snapshots=DiskSnapshotStore(disk_log.directory))
         shell = ControllerShell(node, config=ControllerConfig(broker_session_timeout_ms=60_000),
-                                rng=random.Random(2), initial_image=start.image).install()
+                                rng=random.Random(2), initial_image=start.image).install(rpc)
         published: list[Batch] = []
         node.add_commit_listener(published.append)
         high_watermarks: list[tuple[int, int]] = []
@@ -90,11 +94,12 @@ async def controller(data: Path, max_bytes_between: int,
             (hw, published[-1].next_offset if published else start.replay_from)))
         snapshotter = ImageSnapshotter(node, disk_log.directory, lambda: shell.image,
                                        start=start, max_bytes_between=max_bytes_between,
-                                       **snapshotter_options).install()
+                                       checkpoint_high_watermark=checkpoint_high_watermark,
+                                       **snapshotter_options).install(rpc)
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
             await eventually(lambda: shell.is_active)
-            yield Running(node, shell, snapshotter, disk_log.directory, published,
+            yield Running(node, rpc, shell, snapshotter, disk_log.directory, published,
                           high_watermarks)
             nursery.cancel_scope.cancel()
 
@@ -194,7 +199,7 @@ async def test_snapshot_is_written_off_the_loop_and_one_at_a_time(
             answers: list[Any] = []
 
             async def request() -> None:
-                answers.append(await running.node.serve_api(WRITE_SNAPSHOT_API, {}, ""))
+                answers.append(await running.rpc.serve_api(WRITE_SNAPSHOT_API, {}, ""))
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(request)
@@ -222,7 +227,7 @@ async def test_failed_snapshot_is_one_error_naming_the_file_and_the_node_keeps_c
     monkeypatch.setattr(snapshot_writer, "write_image_snapshot", full_disk)
     with trio.fail_after(20), caplog.at_level(logging.ERROR):
         async with controller(tmp_path, NO_AUTOMATIC_SNAPSHOTS) as running:
-            answer = await running.node.serve_api(WRITE_SNAPSHOT_API, {}, "")
+            answer = await running.rpc.serve_api(WRITE_SNAPSHOT_API, {}, "")
             errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
             assert len(errors) == 1
             expected = running.directory / (
@@ -235,7 +240,7 @@ async def test_failed_snapshot_is_one_error_naming_the_file_and_the_node_keeps_c
             _, last = await running.node.propose_and_wait([NOOP])  # still committing
             monkeypatch.undo()
             await eventually(lambda: running.shell.image.last_applied_offset == last)
-            answer = await running.node.serve_api(WRITE_SNAPSHOT_API, {}, "")
+            answer = await running.rpc.serve_api(WRITE_SNAPSHOT_API, {}, "")
             assert (answer["error_code"], answer["end_offset"]) == (0, last + 1)
             assert [f.path.name for f in list_snapshots(running.directory)] == [answer["file"]]
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
@@ -247,7 +252,7 @@ async def test_restarted_node_replays_only_the_records_after_its_snapshot(
         async with controller(tmp_path, NO_AUTOMATIC_SNAPSHOTS) as running:
             await unfenced_broker(running.shell)
             await create_topics(running.shell, ["before-1", "before-2"])
-            taken = await running.node.serve_api(WRITE_SNAPSHOT_API, {}, "")
+            taken = await running.rpc.serve_api(WRITE_SNAPSHOT_API, {}, "")
             await create_topics(running.shell, ["after-1"])
         async with controller(tmp_path, NO_AUTOMATIC_SNAPSHOTS) as restarted:
             assert restarted.node.first_published_offset == taken["end_offset"]
@@ -258,7 +263,7 @@ async def test_restarted_node_replays_only_the_records_after_its_snapshot(
             # every high watermark is told once the batches below it are published
             assert restarted.high_watermarks
             assert all(hw == end for hw, end in restarted.high_watermarks)
-            again = await restarted.node.serve_api(WRITE_SNAPSHOT_API, {}, "")
+            again = await restarted.rpc.serve_api(WRITE_SNAPSHOT_API, {}, "")
     assert image.topic_by_name("after-1") is not None
     assert image.content_hash() == replayed(restarted.directory, end).content_hash()
     assert again["end_offset"] == end
@@ -269,7 +274,7 @@ async def test_node_refuses_to_publish_from_beyond_its_log(tmp_path: Path) -> No
             pytest.raises(ValueError, match="publish_from 1 outside the log"):
         RaftNode(node_id=1, cluster_id="c", voters={1: ("127.0.0.1", 0)}, config=FAST,
                  log=disk_log, election=None, write_election=lambda s: None,
-                 publish_from=1)
+                 transport=TcpTransport(node_id=1, peers={}), publish_from=1)
 
 
 class RecordingNode:
@@ -299,10 +304,12 @@ async def test_snapshot_is_named_by_the_last_applied_batch_and_checkpointed_firs
 
     monkeypatch.setattr(snapshot_writer, "write_image_snapshot", recording_write)
     records = [rec.NoOp().encode(), rec.NoOp().encode()]
+    node = RecordingNode(steps)
     snapshotter = ImageSnapshotter(
-        RecordingNode(steps), tmp_path,  # type: ignore[arg-type]
+        node, tmp_path,  # type: ignore[arg-type]
         lambda: replay_bytes(enumerate(records)), start=load_start_image(
-            tmp_path, log_end_offset=0), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS)
+            tmp_path, log_end_offset=0), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS,
+        checkpoint_high_watermark=node.checkpoint_high_watermark)
     snapshotter._on_commit(Batch(base_offset=0, epoch=2, records=(records[0],)))
     snapshotter._on_commit(Batch(base_offset=1, epoch=3, records=(records[1],)))
     written = await snapshotter.snapshot_now()
@@ -353,9 +360,11 @@ async def test_corrupt_file_at_the_snapshot_name_is_replaced_not_reported(
     image = replay_bytes(enumerate(records))
     corrupt_file = write_image_snapshot(tmp_path, SnapshotId(1, 2), image, 0)
     corrupt(corrupt_file)
+    node = RecordingNode([])
     snapshotter = ImageSnapshotter(
-        RecordingNode([]), tmp_path, lambda: image,  # type: ignore[arg-type]
-        start=StartImage(MetadataImage.empty()), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS)
+        node, tmp_path, lambda: image,  # type: ignore[arg-type]
+        start=StartImage(MetadataImage.empty()), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS,
+        checkpoint_high_watermark=node.checkpoint_high_watermark)
     snapshotter._on_commit(Batch(base_offset=0, epoch=2, records=tuple(records)))
     with caplog.at_level(logging.WARNING):
         written = await snapshotter.snapshot_now()

@@ -13,7 +13,8 @@ import pytest
 import trio
 
 from raft.common.framing import FramedStream
-from raft.transport import Connection, Frame, ProtocolError, Transport
+from raft.transport import Connection, TcpTransport
+from raft.transport_protocol import Frame, ProtocolError
 
 
 def _frame(api: str, correlation_id: int = 1, body: object = None) -> Frame:
@@ -58,8 +59,8 @@ async def test_request_and_reply_are_routed_when_two_transports_connect() -> Non
     listeners_b, port_b = await _listener()
     peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
     got_a, got_b = Recorder(), Recorder()
-    a = Transport(node_id=1, peers=peers, handler=got_a, listeners=listeners_a)
-    b = Transport(node_id=2, peers=peers, handler=got_b, listeners=listeners_b)
+    a = TcpTransport(node_id=1, peers=peers, handler=got_a, listeners=listeners_a)
+    b = TcpTransport(node_id=2, peers=peers, handler=got_b, listeners=listeners_b)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             await nursery.start(a.serve)
@@ -91,7 +92,7 @@ async def test_connection_closed_with_logged_reason_when_frame_is_malformed(
     caplog.set_level(logging.WARNING, logger="raft.transport")
     listeners, port = await _listener()
     recorder = Recorder()
-    transport = Transport(node_id=1, peers={}, handler=recorder, listeners=listeners,
+    transport = TcpTransport(node_id=1, peers={}, handler=recorder, listeners=listeners,
                           max_frame_bytes=1 << 20)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
@@ -117,7 +118,7 @@ async def test_connection_closed_when_handler_raises_protocol_error(
     """A well-framed but unacceptable message closes its connection with the reason."""
     caplog.set_level(logging.WARNING, logger="raft.transport")
     listeners, port = await _listener()
-    transport = Transport(node_id=1, peers={}, handler=Recorder(), listeners=listeners)
+    transport = TcpTransport(node_id=1, peers={}, handler=Recorder(), listeners=listeners)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             await nursery.start(transport.serve)
@@ -131,7 +132,7 @@ async def test_connection_closed_when_handler_raises_protocol_error(
 async def test_sends_are_dropped_not_queued_without_bound_when_peer_is_down() -> None:
     """Bounded per-peer queues: a dead peer never makes send block or memory grow."""
     dead_port = (await _listener())[1]  # listener object dropped: nothing accepts there
-    transport = Transport(node_id=1, peers={2: ("127.0.0.1", dead_port)}, handler=Recorder(),
+    transport = TcpTransport(node_id=1, peers={2: ("127.0.0.1", dead_port)}, handler=Recorder(),
                           queue_size=8)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
@@ -148,8 +149,8 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
     """One outbound connection per peer, re-established with backoff after it breaks."""
     listeners, port = await _listener()
     got = Recorder()
-    server = Transport(node_id=2, peers={}, handler=got, listeners=listeners)
-    client = Transport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
+    server = TcpTransport(node_id=2, peers={}, handler=got, listeners=listeners)
+    client = TcpTransport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
                        backoff_min_s=0.01, backoff_max_s=0.05)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
@@ -168,12 +169,12 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
             nursery.cancel_scope.cancel()
 
 
-async def _inbound_pair(nursery: trio.Nursery) -> tuple[Transport, int, trio.SocketStream]:
+async def _inbound_pair(nursery: trio.Nursery) -> tuple[TcpTransport, int, trio.SocketStream]:
     """Transport 1 serving, a bare client connected to it that sent one request:
     (the transport, the inbound connection's id, the client's stream)."""
     listeners, port = await _listener()
     got = Recorder()
-    a = Transport(node_id=1, peers={}, handler=got, listeners=listeners)
+    a = TcpTransport(node_id=1, peers={}, handler=got, listeners=listeners)
     await nursery.start(a.serve)
     client = await trio.open_tcp_stream("127.0.0.1", port)
     await FramedStream(client).send(_frame("Hello", 1))
@@ -209,7 +210,7 @@ async def test_request_is_on_the_wire_before_the_sender_yields_when_the_connecti
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             peer_listeners, port = await _listener()
-            a = Transport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
+            a = TcpTransport(node_id=1, peers={2: ("127.0.0.1", port)}, handler=Recorder(),
                           listeners=(await _listener())[0])
             await nursery.start(a.serve)
             peer = await peer_listeners[0].accept()

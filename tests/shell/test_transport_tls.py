@@ -14,7 +14,8 @@ from raft import messages
 from raft.common import tls
 from raft.common.framing import FramedStream
 from raft.common.session import current_session
-from raft.transport import Connection, Frame, Transport, TransportTls
+from raft.transport import Connection, TcpTransport
+from raft.transport_protocol import Frame, TransportTls
 from tools import tls_certs
 
 
@@ -50,7 +51,7 @@ def vote(candidate_id: int) -> Frame:
             "src": candidate_id}
 
 
-async def _serving(nursery: trio.Nursery, transport: Transport) -> int:
+async def _serving(nursery: trio.Nursery, transport: TcpTransport) -> int:
     port: int = await nursery.start(transport.serve)
     return port
 
@@ -58,7 +59,7 @@ async def _serving(nursery: trio.Nursery, transport: Transport) -> int:
 async def test_handler_sees_the_peer_principal_when_the_claim_matches_the_certificate(
         certs: tls_certs.ClusterTls) -> None:
     seen = Seen()
-    server = Transport(node_id=1, peers={}, handler=seen, listen=("127.0.0.1", 0))
+    server = TcpTransport(node_id=1, peers={}, handler=seen, listen=("127.0.0.1", 0))
     server.use_tls(contexts(certs, 1))
     client_context = contexts(certs, 2).client
     assert client_context is not None
@@ -77,7 +78,7 @@ async def test_handler_sees_the_peer_principal_when_the_claim_matches_the_certif
 async def test_connection_closes_before_the_handler_when_node_7_claims_to_be_voter_1(
         certs: tls_certs.ClusterTls, caplog: pytest.LogCaptureFixture) -> None:
     seen = Seen()
-    server = Transport(node_id=2, peers={}, handler=seen, listen=("127.0.0.1", 0))
+    server = TcpTransport(node_id=2, peers={}, handler=seen, listen=("127.0.0.1", 0))
     server.use_tls(contexts(certs, 2))
     stray = contexts(certs, 7).client
     assert stray is not None
@@ -102,12 +103,12 @@ async def test_outbound_connection_is_refused_when_the_peer_certificate_is_anoth
         certs: tls_certs.ClusterTls) -> None:
     """Node 1 dials "node 2" at an address where node 7 listens: the dial fails as a
     refused connect does, and the right node at the same kind of address is accepted."""
-    impostor = Transport(node_id=7, peers={}, handler=Seen(), listen=("127.0.0.1", 0))
+    impostor = TcpTransport(node_id=7, peers={}, handler=Seen(), listen=("127.0.0.1", 0))
     impostor.use_tls(contexts(certs, 7))
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             port = await _serving(nursery, impostor)
-            dialer = Transport(node_id=1, peers={}, handler=Seen())
+            dialer = TcpTransport(node_id=1, peers={}, handler=Seen())
             dialer.use_tls(contexts(certs, 1))
             with pytest.raises(OSError, match="binds node 7, not node 2"):
                 await dialer._connect(2, ("127.0.0.1", port))

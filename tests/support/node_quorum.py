@@ -11,9 +11,9 @@ import trio
 
 from raft.core import RaftConfig
 from raft.log import MemoryLog
-from raft.node import RaftNode
 from raft.types import Batch, ElectionState
 from tests.support.polling import eventually
+from tests.support.tcp_node import tcp_node
 
 FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 300, "election_backoff_max_ms": 100,
         "request_timeout_ms": 200, "fetch_max_wait_ms": 100}
@@ -32,11 +32,11 @@ class Member:
         self.log = log or MemoryLog()
         self.persisted: list[ElectionState] = [election] if election else []
         self.committed: list[Batch] = []
-        self.node = RaftNode(node_id=node_id, cluster_id="cluster-a", voters=voters,
-                             config=RaftConfig(voters=tuple(voters), **timing), log=self.log,
-                             election=election, write_election=self.persisted.append,
-                             listeners=listeners, rng=random.Random(node_id),
-                             observer_flushes=observer_flushes)
+        self.node, self.rpc, _ = tcp_node(
+            node_id=node_id, cluster_id="cluster-a", voters=voters,
+            config=RaftConfig(voters=tuple(voters), **timing), log=self.log,
+            election=election, write_election=self.persisted.append,
+            listeners=listeners, rng=random.Random(node_id), observer_flushes=observer_flushes)
         self.node.add_commit_listener(self.committed.append)
 
     @property

@@ -10,14 +10,15 @@ import trio
 
 from metadata.records import NoOp
 from raft.common.errors import ErrorCode
-from raft.node import ApiError, NotLeaderError, RaftNode
+from raft.node import NotLeaderError, RaftNode
+from raft.rpc_host import ApiError, RpcHost
 
 APPEND_API = "Append"
 APPEND_MAX_IN_FLIGHT = 64
 APPEND_MAX_RECORDS = 10_000_000
 
 
-def install_append_api(node: RaftNode) -> None:
+def install_append_api(node: RaftNode, rpc: RpcHost) -> None:
     """`Append {count, batch, in_flight=64}` -> `{error_code, epoch, last_offset, batches:
     [[epoch, last_offset], ...], latencies_ms, elapsed_ms}` once every batch has committed;
     at most `in_flight` batches wait for their commit at a time."""
@@ -75,4 +76,4 @@ def install_append_api(node: RaftNode) -> None:
                 "latencies_ms": [round(v, 3) for v in latencies],
                 "elapsed_ms": round((trio.current_time() - started) * 1000, 3)}
 
-    node.add_api_handler(APPEND_API, handle)
+    rpc.add_api_handler(APPEND_API, handle)

@@ -1,9 +1,13 @@
 """Build a node from its configuration: the log directory, the image it starts from (its
-newest usable snapshot, `metadata.snapshot_loader`), the Raft node, and every part its
-roles need (the Append API on every node, the metadata controller on voters, the broker
-role on brokers, the snapshot writer on both, and Prometheus metrics when
-`metrics.listener` is set), with TLS on the listeners mapped to SSL
-(`tools.server.node_tls`). The node is returned built but not yet running.
+newest usable snapshot, `metadata.snapshot_loader`), the Raft loop over its TCP
+transport and clock (skewed by `fault.injection.file`, `tools.server.faults`), and what
+runs beside the loop: the RPC host that serves the apis and gates every request
+(`raft.rpc_host`), the high-watermark checkpoint and lazy flush
+(`tools.server.durability`), and every part the roles need (the Append API on every
+node, the metadata controller on voters, the broker role on brokers, the snapshot writer
+on both, and Prometheus metrics when `metrics.listener` is set), with TLS on the
+listeners mapped to SSL (`tools.server.node_tls`). The node is returned built but not yet
+running.
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ from raft.common.uuid import Uuid
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
+from raft.rpc_host import RpcHost
 from raft.snapshot_store import DiskSnapshotStore
 from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
+from raft.transport import TcpTransport
 from raft.types import SnapshotId
 from raft.voters import VoterSet, read_bootstrap_voters
 from tools.config import NodeConfig
 from tools.server.append_api import install_append_api
+from tools.server.durability import install_durability
+from tools.server.faults import node_faults
 from tools.server.node_tls import broker_tls, node_tls, transport_tls
 
 log = logging.getLogger(__name__)
@@ -51,9 +59,11 @@ def raft_config(config: NodeConfig, bootstrap_voters: VoterSet | None = None) ->
 
 @dataclass(eq=False)
 class BuiltNode:
-    """A node built from its configuration, and the files to close before a rebuild."""
+    """A node built from its configuration, its RPC host, and the files to close before
+    a rebuild."""
 
     node: RaftNode
+    rpc: RpcHost
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -86,6 +96,15 @@ def build_node(config: NodeConfig) -> BuiltNode:
         disk_log.close()
         raise
     log_dir = config.log_dir
+    transport = TcpTransport(node_id=config.node_id, peers=config.voters,
+                             listen=config.controller_address,
+                             max_frame_bytes=config.socket_request_max_bytes,
+                             queue_size=config.send_queue_max_messages)
+    transport.use_limits(config.listener_limits())
+    raft_tls = transport_tls(config, contexts)
+    if raft_tls is not None:
+        transport.use_tls(raft_tls)
+    faults = node_faults(config.fault_injection_file) if config.fault_injection_file else None
     node = RaftNode(node_id=config.node_id, cluster_id=meta.cluster_id, voters=config.voters,
                     config=raft_config(config, read_bootstrap_voters(disk_log.directory)),
                     log=disk_log,
@@ -93,27 +112,23 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     else Uuid.from_string(meta.directory_id),
                     election=read_quorum_state(log_dir, voters=config.voters),
                     write_election=lambda state: write_quorum_state(log_dir, state),
-                    listen=config.controller_address,
-                    max_frame_bytes=config.socket_request_max_bytes,
-                    send_queue_size=config.send_queue_max_messages,
-                    fault_file=config.fault_injection_file or None,
+                    transport=transport, clock=faults.clock if faults else None,
+                    before_fsync=faults.before_fsync if faults else None,
                     publish_from=start.replay_from,
                     snapshots=DiskSnapshotStore(disk_log.directory),
                     # a controller may be added as a voter; a broker-only node never is
                     observer_flushes="controller" in config.roles)
-    built = BuiltNode(node, [disk_log.close])
-    node.transport.use_limits(config.listener_limits())
-    raft_tls = transport_tls(config, contexts)
-    if raft_tls is not None:
-        node.transport.use_tls(raft_tls)
-    install_append_api(node)
+    rpc = RpcHost(node)
+    built = BuiltNode(node, rpc, [disk_log.close])
+    checkpoint_high_watermark = install_durability(node)
+    install_append_api(node, rpc)
     images: list[Callable[[], MetadataImage]] = []  # the committed image each role keeps
     resets: list[Callable[[MetadataImage], None]] = []  # ... and how it restarts from one
     if "controller" in config.roles:  # the metadata controller (active on the leader)
         from metadata.bootstrap import read_bootstrap_records
         from metadata.controller_shell import install_controller
         controller = install_controller(
-            node, broker_session_timeout_ms=config.broker_session_timeout_ms,
+            node, rpc, broker_session_timeout_ms=config.broker_session_timeout_ms,
             initial_image=start.image, authorizer=config.authorizer_settings())
         controller.set_bootstrap_records(tuple(read_bootstrap_records(config.log_dir)))
         images.append(lambda: controller.image)
@@ -121,8 +136,9 @@ def build_node(config: NodeConfig) -> BuiltNode:
     broker_role = None
     if "broker" in config.roles:  # registration, image, partition dirs, Kafka clients
         from broker.role import install_broker_role
-        role = install_broker_role(node, broker_tls(config, config.broker_settings(), contexts),
-                                   initial_image=start.image)
+        role = install_broker_role(
+            node, rpc, broker_tls(config, config.broker_settings(), contexts),
+            initial_image=start.image)
         built.closers.append(role.close)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
@@ -137,17 +153,18 @@ def build_node(config: NodeConfig) -> BuiltNode:
             built.close()
             raise
     settings = config.authorizer_settings()  # every request on the controller listener
-    node.set_request_gate(session_gate(access_table.CONTROLLER, lambda: images[0]().acls,
-                                       settings))
+    rpc.set_request_gate(session_gate(access_table.CONTROLLER, lambda: images[0]().acls,
+                                      settings))
     # After the images' commit listeners. A combined controller and broker snapshots the
     # controller's image: both replay the same log.
     snapshotter = install_snapshotter(
-        node, disk_log.directory, images[0], start=start,
+        node, rpc, disk_log.directory, images[0], start=start,
         max_bytes_between=config.max_record_bytes_between_snapshots,
         max_interval_ms=config.max_snapshot_interval_ms,
         log_size=lambda: _log_size(disk_log),
         retention=Retention(max_bytes=config.max_retention_bytes,
-                            max_ms=config.max_retention_ms))
+                            max_ms=config.max_retention_ms),
+        checkpoint_high_watermark=checkpoint_high_watermark)
 
     async def reload_from(snapshot_id: SnapshotId) -> None:
         path = disk_log.directory / snapshot_id.file_name

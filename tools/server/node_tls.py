@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from broker.settings import BrokerSettings
 from raft.common.tls import CLIENT_AUTH_MODES, TlsConfigError, client_context, server_context
-from raft.transport import TransportTls
+from raft.transport_protocol import TransportTls
 from tools.config import ConfigError, NodeConfig
 
 # admin apis (metadata.admin) whose top-level `broker_id` names the sending broker

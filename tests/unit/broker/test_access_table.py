@@ -31,7 +31,7 @@ from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.session import KafkaPrincipal
 from raft.common.uuid import Uuid
-from raft.node import DESCRIBE_QUORUM
+from raft.rpc_host import DESCRIBE_QUORUM
 from tools import access_probes
 from tools import config as node_config
 from tools.cluster import Cluster
@@ -65,7 +65,7 @@ def served_apis(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     for info in cluster.nodes.values():
         built = build_node(node_config.load(info.config))
         try:
-            served |= set(built.node._handlers)
+            served |= built.rpc.apis
         finally:
             built.close()
     return served

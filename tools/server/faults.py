@@ -1,0 +1,59 @@
+"""The node's test-only faults from `fault.injection.file` (`raft.fault_injection`, set by
+`kraft chaos`), as the parts `raft.node.RaftNode` takes: a clock whose rate is skewed
+(`SkewedClock`, still monotonic) and a wait before the fsyncs of a turn (a slow disk).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+from raft.clock import TrioClock
+from raft.fault_injection import FaultInjection
+
+
+class SkewedClock:
+    """`now_ms` advances at `faults.clock_rate` times trio's clock, starting from the wall
+    clock; a new rate applies from the reading that notices it on."""
+
+    def __init__(self, faults: FaultInjection) -> None:
+        self._faults = faults
+        self._real_s = 0.0  # the trio time of the last reading
+        self._virtual_s = 0.0  # ... and this clock's then
+
+    def start(self) -> None:
+        wall = TrioClock()
+        wall.start()
+        self._real_s = trio.current_time()
+        self._virtual_s = wall.now_ms() / 1000
+
+    def now_ms(self) -> int:
+        real = trio.current_time()
+        self._virtual_s += (real - self._real_s) * self._faults.clock_rate
+        self._real_s = real
+        self._faults.poll(real)
+        return int(self._virtual_s * 1000)
+
+    def trio_time_at(self, deadline_ms: int) -> float:
+        ahead_s = deadline_ms / 1000 - self._virtual_s  # node time left, at the last reading
+        return self._real_s + max(0.0, ahead_s) / self._faults.clock_rate
+
+
+@dataclass(frozen=True)
+class NodeFaults:
+    clock: SkewedClock
+    before_fsync: Callable[[], Awaitable[None]]
+
+
+def node_faults(fault_file: str | os.PathLike[str]) -> NodeFaults:
+    """The skewed clock and the slow disk that `fault_file` drives."""
+    faults = FaultInjection(fault_file)
+
+    async def before_fsync() -> None:
+        if faults.fsync_delay_ms:
+            await trio.sleep(faults.fsync_delay_ms / 1000)
+
+    return NodeFaults(SkewedClock(faults), before_fsync)
