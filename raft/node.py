@@ -1,6 +1,6 @@
 """The Trio loop around `raft.core.RaftCore`: inbox -> step -> persist -> send -> publish
 -> advance, over an injected `Transport` (`raft.transport_protocol`: TCP in production,
-`raft.memory_transport` in tests), `Clock` (`raft.clock`) and log.
+`tests.support.memory_transport` in tests), `Clock` (`raft.clock`) and log.
 
 One task (`_core_loop`) owns the core; every other task talks to it through one bounded
 memory channel (the inbox). Each turn of the loop:

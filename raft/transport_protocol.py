@@ -2,7 +2,7 @@
 interface, the frames it carries and the links it hands them on.
 
 Two transports implement it: `raft.transport.TcpTransport` (sockets, TLS, connection
-limits: production) and `raft.memory_transport.MemoryTransport` (nodes of one trio run,
+limits: production) and `tests.support.memory_transport.MemoryTransport` (nodes of one trio run,
 for tests without sockets or a real clock). The rules both keep:
 
 - `send_to_peer` / `send_on` never block: a full queue drops the frame (Raft retries);

@@ -1,4 +1,4 @@
-"""Three RaftNodes in one trio run over the in-memory transport (raft/memory_transport.py)
+"""Three RaftNodes in one trio run over the in-memory transport (tests/support/memory_transport.py)
 and trio's MockClock: the loop as production runs it (RaftCore, RpcHost, the request
 gate), with no socket (creating one fails the test) and no real clock (every bound
 below is virtual time).
@@ -24,10 +24,10 @@ from raft.common.errors import ErrorCode
 from raft.common.session import KafkaPrincipal, current_session
 from raft.core import RaftConfig
 from raft.log import MemoryLog
-from raft.memory_transport import MemoryNetwork
 from raft.node import RaftNode
 from raft.rpc_host import RpcHost
 from raft.types import Batch
+from tests.support.memory_transport import MemoryNetwork
 from tests.support.polling import eventually
 
 AUTOJUMP_S = 0.001

@@ -1,4 +1,4 @@
-"""The in-memory transport (raft/memory_transport.py) keeps the rules of the TCP one
+"""The in-memory transport (tests/support/memory_transport.py) keeps the rules of the TCP one
 that the loop relies on: frames in order, a frame that does not encode dropped without
 harm, a full link dropping, a connect to a stopped node refused and reported, a cut
 silently losing frames."""
@@ -10,7 +10,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from raft.memory_transport import LINK_QUEUE_SIZE, MemoryNetwork, MemoryTransport
+from tests.support.memory_transport import LINK_QUEUE_SIZE, MemoryNetwork, MemoryTransport
 from tests.support.polling import eventually
 
 

@@ -344,7 +344,8 @@ async def test_snapshot_holds_the_voters_at_its_offset_when_a_snapshot_loads_mea
     records = [rec.NoOp().encode()]
     snapshotter = ImageSnapshotter(
         node, tmp_path, lambda: replay_bytes(enumerate(records)),  # type: ignore[arg-type]
-        start=StartImage(MetadataImage.empty()), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS)
+        start=StartImage(MetadataImage.empty()), max_bytes_between=NO_AUTOMATIC_SNAPSHOTS,
+        checkpoint_high_watermark=node.checkpoint_high_watermark)
     snapshotter._on_commit(Batch(base_offset=0, epoch=2, records=tuple(records)))
     written = await snapshotter.snapshot_now()
     assert node.steps == ["checkpoint"]
