@@ -444,7 +444,8 @@ class CoreBase:
                             voted_directory_id=self._directory_id,
                             node_id=self._node_id, voters=self._voters,
                             epoch_start_offset=self._log.end_offset, became_leader_ms=now_ms,
-                            granting_voters=tuple(sorted(old.granted & self._voter_set)))
+                            granting_voters=tuple(sorted(old.granted & self._voter_set)),
+                            begin_quorum_due_ms=now_ms + self._config.fetch_timeout_ms // 2)
         state.set_voters(self._voter_keys)
         self._set_state(state, now_ms)
         records = [LeaderChange(leader_id=self._node_id, voters=self._voters,

@@ -71,6 +71,8 @@ class LeaderState(EpochState):
     observer_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)  # by fetcher id
     begin_unacknowledged: set[int] = field(default_factory=set)
+    # When the leader next re-announces itself to voters that stopped fetching (KIP-996).
+    begin_quorum_due_ms: int = 0
     voter_set: VoterSet | None = None  # with directory ids (None: by id only)
     pending_change: PendingVoterChange | None = None
 
@@ -145,6 +147,14 @@ class LeaderState(EpochState):
         if progress is not None and self.is_voter_key(replica_id, directory_id):
             self.begin_unacknowledged.discard(replica_id)
             progress.last_fetch_ms = now_ms
+
+    def silent_voters(self, now_ms: int, silence_ms: int) -> list[int]:
+        """Other voters with no valid Fetch for `silence_ms`: one that timed out and
+        campaigned in a later epoch that it lost learns of this leader only if told, and
+        this leader learns of the later epoch only from its answer."""
+        return [v for v, p in sorted(self.voter_progress.items())
+                if v != self.node_id
+                and now_ms - max(p.last_fetch_ms, self.became_leader_ms) >= silence_ms]
 
     def progress_of(self, replica_id: int) -> ReplicaProgress | None:
         progress = self.voter_progress.get(replica_id)

@@ -260,6 +260,8 @@ class RaftCore(Election, Replication, Reconfiguration):
             for parked in state.parked.values():
                 if parked.deadline_ms < best:
                     best = parked.deadline_ms
+            if state.begin_quorum_due_ms < best:
+                best = state.begin_quorum_due_ms
             change = self._voter_change_deadline_ms(state)
             if change is not None and change < best:
                 best = change
@@ -362,11 +364,27 @@ class RaftCore(Election, Replication, Reconfiguration):
                      extra={"node": self._node_id, "epoch": state.epoch})
             self.transition_to_resigned(now_ms)
             return
+        if now_ms >= state.begin_quorum_due_ms:
+            self._announce_to_silent_voters(state, now_ms)
         if state.parked:
             for fetcher, parked in list(state.parked.items()):
                 if now_ms >= parked.deadline_ms:
                     del state.parked[fetcher]
                     self._answer_fetch(state, parked.envelope)
+
+    def _announce_to_silent_voters(self, state: LeaderState, now_ms: int) -> None:
+        """As Kafka's leader, every half fetch timeout: BeginQuorumEpoch again to each
+        voter that has not fetched for that long. A voter stuck in a later epoch it lost
+        (its pre-votes refused, this leader's answers ignored as older) answers
+        FENCED_LEADER_EPOCH with its epoch, and this leader steps into that epoch; without
+        it neither ever learns of the other."""
+        interval = self._config.fetch_timeout_ms // 2
+        asked = {i.dst for i in self._inflight.values()
+                 if isinstance(i.request, BeginQuorumEpochRequest) and i.state is state}
+        for voter in state.silent_voters(now_ms, interval):
+            if voter not in asked:
+                self._send_begin_quorum_epoch(state, voter, now_ms)
+        state.begin_quorum_due_ms = now_ms + interval
 
     # --- responses ------------------------------------------------------------------
 

@@ -758,15 +758,19 @@ def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action,
     """A node crashes and its quorum-state is found corrupt: it refuses every start
     since (it may have voted in an epoch it can no longer tell). A voter only in a static
     quorum, while the voters refusing stay short of half of them, so a majority can
-    still be elected; in a dynamic one, whose voter sets move, only a node no running
-    node's voter set names."""
+    still be elected; in a dynamic one, whose voter sets move, only a node no node's
+    voter set names, while every node is running or corrupt already (a down or wiped
+    node's set is unknown)."""
     victims = _Victims(cluster)
 
     def corrupt() -> None:
         corrupted = _corrupted(cluster)
         if cluster.config.dynamic:
-            voters = {key.id for node in cluster.running()
-                      for key in node.core.voter_set.keys()}
+            running = cluster.running()
+            if (len(running) + len(corrupted) < len(cluster.nodes)
+                    or any(not node.core.voter_set.keys() for node in running)):
+                return  # a down or wiped node's voter set is unknown: it may name anyone
+            voters = {key.id for node in running for key in node.core.voter_set.keys()}
             room = 0
         else:
             voters = set(cluster.voter_ids)

@@ -257,3 +257,27 @@ def test_leader_repeats_begin_quorum_epoch_when_a_voter_has_not_answered() -> No
     leader.tick(NOW + 500)
     again = sent(drain(leader), msg.BeginQuorumEpochRequest)
     assert [e.dst for e in again] == [begins[1].dst]
+
+
+def test_leader_tells_a_silent_voter_again_and_steps_into_the_later_epoch_it_answers() -> None:
+    """As Kafka's leader: every half fetch timeout, BeginQuorumEpoch again to each voter
+    that has not fetched for that long (not to one that fetches). A voter that campaigned
+    in a later epoch and lost answers FENCED_LEADER_EPOCH with that epoch, and the leader
+    steps into it: otherwise the voter ignores this leader's older-epoch answers and its
+    pre-votes are refused, and neither ever learns of the other."""
+    outbox: list[Envelope] = []
+    leader = make_leader(voters=(1, 2, 3), fetch_timeout_ms=2000, outbox=outbox)
+    for begin in (e for e in outbox if isinstance(e.message, msg.BeginQuorumEpochRequest)):
+        reply(leader, begin, msg.BeginQuorumEpochResponse(leader_id=1, leader_epoch=leader.epoch),
+              NOW + 1)
+    epoch = leader.epoch
+    announced: list[Envelope] = []
+    for t in range(NOW + 250, NOW + 1250, 250):
+        deliver(leader, 2, _fetch(leader, 2), t)
+        leader.tick(t)
+        announced += sent(drain(leader), msg.BeginQuorumEpochRequest)
+    assert [e.dst for e in announced] == [3]  # voter 2 fetches: not asked
+    reply(leader, announced[0], msg.BeginQuorumEpochResponse(
+        error_code=ErrorCode.FENCED_LEADER_EPOCH, leader_id=-1, leader_epoch=epoch + 1),
+        NOW + 1300)
+    assert (leader.is_leader, leader.epoch) == (False, epoch + 1)
