@@ -44,8 +44,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "acls": ("acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
-    "consume": ("consume", "consume a topic in a consumer group, in per-key order across "
-                "partition-count changes"),
+    "consume": ("consume", "print a topic's records as a consumer-group member (like "
+                "kafka-console-consumer.sh), in per-key order with --ordered"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),

@@ -2,11 +2,16 @@
 idempotent producer addressing the topic by ID (like kafka-console-producer.sh).
 
     kraft produce (--bootstrap-server HOST:PORT[,...] | --cluster DIR) --topic NAME
-        [--partition N] [--acks all|1|0] [--timeout SECONDS] [--json] [VALUE ...]
+        [--partition N] [--key K | --key-separator SEP] [--acks all|1|0]
+        [--timeout SECONDS] [--json] [VALUE ...]
     kraft produce (--bootstrap-server ... | --cluster DIR) --topic NAME --ordered
         --keys K [--key-prefix P] --count N [--rate R] [--timeout SECONDS] [--json]
 
-The values (or, without any, the lines of stdin) go as one magic v2 batch. The topic's
+The values (or, without any, the lines of stdin) go as one magic v2 batch to the
+partition `--partition` (default 0), whatever their keys. A record's key is null, or
+`--key K` for every record, or with `--key-separator SEP` the text before the first SEP
+of each value (like kafka-console-producer's `parse.key`; a value without SEP is a usage
+error naming it). The topic's
 ID and the partition's leader come from Metadata v12; with acks=all the producer takes a
 producer ID (InitProducerId) and sends the batch with sequence 0 by Produce v13 (topics
 by ID, KIP-516). A retriable answer (the leader moved, the broker is not caught up) or a
@@ -56,27 +61,40 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                         help="broker Kafka listeners")
     parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--partition", type=int, default=0)
-    parser.add_argument("--acks", choices=sorted(ACKS), default="all")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--topic", required=True, help="the topic to write to")
+    parser.add_argument("--partition", type=int, default=0,
+                        help="the partition every record goes to (default 0)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key", metavar="K", help="the key of every record (default: none)")
+    keys.add_argument("--key-separator", metavar="SEP",
+                      help="each value is KEY SEP VALUE (like parse.key=true)")
+    parser.add_argument("--acks", choices=sorted(ACKS), default="all",
+                        help="acknowledgements to wait for (default all)")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="give up after this long (default 30)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("values", nargs="*", metavar="VALUE",
                         help="record values (default: the lines of stdin)")
     ordered = parser.add_argument_group("ordered per-key sequences (--ordered)")
     ordered.add_argument("--ordered", action="store_true",
                          help="keyed sequences by linear hashing, order kept across resizes")
-    ordered.add_argument("--keys", type=int, metavar="K")
-    ordered.add_argument("--key-prefix", default="key-", metavar="P")
-    ordered.add_argument("--count", type=int, metavar="N")
+    ordered.add_argument("--keys", type=int, metavar="K", help="how many keys")
+    ordered.add_argument("--key-prefix", default="key-", metavar="P",
+                         help="the keys' common prefix (default key-)")
+    ordered.add_argument("--count", type=int, metavar="N", help="records in all")
     ordered.add_argument("--rate", type=float, metavar="R", help="records per second")
+    parser.epilog = ("example: kraft produce --bootstrap-server 127.0.0.1:9092 --topic "
+                     "orders --key-separator : user1:hello user2:world")
 
 
-def encode_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
-    """An uncompressed magic v2 batch of records with null keys (CRC32C included)."""
+def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 timestamp_ms: int | None = None) -> bytes:
+    """An uncompressed magic v2 batch of records (CRC32C included), keyed by `keys`
+    (default: every key null)."""
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    return record_batch.encode_batch([(None, value) for value in values],
+    keyed = [None] * len(values) if keys is None else keys
+    return record_batch.encode_batch(list(zip(keyed, values, strict=True)),
                                      timestamps=[stamp] * len(values), producer_id=producer_id,
                                      producer_epoch=producer_epoch, base_sequence=base_sequence)
 
@@ -144,7 +162,8 @@ def _send(leader: str, request: Any, acks: int, deadline: float) -> tuple[ErrorC
 
 
 def produce(brokers: list[str], topic: str, partition: int, values: list[bytes], *,
-            acks: int, timeout_s: float) -> tuple[ErrorCode, int, int]:
+            acks: int, timeout_s: float, keys: list[bytes | None] | None = None
+            ) -> tuple[ErrorCode, int, int]:
     """(error, base offset, attempts): the batch sent, and resent on retriable errors,
     until it is acknowledged or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
@@ -154,7 +173,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
         if identity is None:
             return ErrorCode.coordinator_not_available, -1, 0
         producer_id, epoch = identity
-    batch = encode_batch(values, producer_id=producer_id, producer_epoch=epoch,
+    batch = encode_batch(values, keys=keys, producer_id=producer_id, producer_epoch=epoch,
                          base_sequence=0 if producer_id >= 0 else -1)
     error, attempts = ErrorCode.request_timed_out, 0
     while time.monotonic() < deadline:
@@ -183,6 +202,27 @@ def call_without_answer(address: str, body: Any) -> None:
         sock.sendall(encode_request(body))
 
 
+def split_keys(texts: list[str], *, key: str | None, separator: str | None
+               ) -> tuple[list[bytes | None], list[bytes]]:
+    """(keys, values) of the records: every key `key` (None: null), or each text split
+    at its first `separator`; a text without the separator is a usage error."""
+    if not separator:
+        if separator == "":
+            raise usage_error("--key-separator must not be empty")
+        return [None if key is None else key.encode()] * len(texts), \
+            [text.encode() for text in texts]
+    keys: list[bytes | None] = []
+    values = []
+    for number, text in enumerate(texts, start=1):
+        found, sep, value = text.partition(separator)
+        if not sep:
+            raise usage_error(f"record {number} ({text!r}) has no key separator "
+                              f"{separator!r}")
+        keys.append(found.encode())
+        values.append(value.encode())
+    return keys, values
+
+
 def run(args: argparse.Namespace) -> int:
     brokers = broker_addresses(args.cluster, args.bootstrap_server)
     if args.ordered:
@@ -190,12 +230,12 @@ def run(args: argparse.Namespace) -> int:
         return run_ordered(args, brokers)
     if args.partition < 0:
         raise usage_error("--partition must be >= 0")
-    values = [v.encode() for v in args.values] if args.values else \
-        [line.rstrip("\n").encode() for line in sys.stdin]
-    if not values:
+    texts = args.values or [line.rstrip("\n") for line in sys.stdin]
+    if not texts:
         raise usage_error("nothing to produce (no VALUE and an empty stdin)")
+    keys, values = split_keys(texts, key=args.key, separator=args.key_separator)
     error, base, attempts = produce(brokers, args.topic, args.partition, values,
-                                    acks=ACKS[args.acks], timeout_s=args.timeout)
+                                    acks=ACKS[args.acks], timeout_s=args.timeout, keys=keys)
     result = {"topic": args.topic, "partition": args.partition, "records": len(values),
               "base_offset": base, "attempts": attempts, "error": error.name.upper(),
               "error_code": int(error)}
