@@ -28,7 +28,10 @@ another client of the cluster uses.
 
 A `Cluster` object owns the node processes it started: it reaps them and keeps their
 exit codes (`exit_codes`); a node started by another process (or object) is known by its
-pid and command line only.
+pid and command line only. Starting refuses ports another process holds (`busy_ports`),
+and a wait that `watch`es fails at once, with the node's last error line, when a node it
+started has died (`NodeDied`). Every request carries the cluster's id, so a node of
+another cluster on a recorded address answers INCONSISTENT_CLUSTER_ID, never a leader.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from typing import Any
 
 from raft.common.durable import make_private_dir
 from raft.common.uuid import Uuid
-from tools.ports import HOST, free_ports
+from tools.ports import HOST, busy_ports, free_ports
 from tools.quorum_client import ClusterError as ClusterError  # the launcher's error too
 from tools.quorum_client import (
     append_records,
@@ -68,6 +71,38 @@ def cluster_properties(cluster_dir: str | os.PathLike[str], *, admin: bool = Tru
     (`client.properties`); None for a plaintext cluster."""
     names = (ADMIN_PROPERTIES, CLIENT_PROPERTIES) if admin else (CLIENT_PROPERTIES,)
     return next((p for n in names if (p := Path(cluster_dir) / n).is_file()), None)
+
+
+class NodeDied(ClusterError):
+    """A node this launcher started exited while it waited for the cluster."""
+
+
+def last_error_line(log_text: str) -> str | None:
+    """The last error a node's log holds: an ERROR or CRITICAL JSON log line's message, or
+    the `error: ...` line the command line prints before it exits (None: neither)."""
+    for line in reversed(log_text.splitlines()):
+        if line.startswith("error: "):
+            return line.removeprefix("error: ")
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("level") in ("ERROR", "CRITICAL"):
+                return str(event.get("msg"))
+    return None
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+def _refuse_busy(owners: Mapping[int, str]) -> None:
+    """ClusterError naming each port of `owners` (port -> whose) another process holds."""
+    busy = busy_ports(owners)
+    if busy:
+        raise ClusterError("port" + ("s" if len(busy) > 1 else "") + " in use by another "
+                           "process: " + ", ".join(f"{HOST}:{p} ({owners[p]})" for p in busy))
 
 
 def _with_principal(super_users: str, principal: str) -> str:
@@ -177,6 +212,9 @@ class Cluster:
         # voters, then brokers' Kafka ports, then brokers' STATUS ports
         ports = (list(range(base_port, base_port + voters + 2 * brokers)) if base_port
                  else free_ports(voters + 2 * brokers))
+        if base_port:  # before anything is written: a busy port makes no cluster
+            _refuse_busy({port: f"node {i + 1 if i < voters + brokers else i + 1 - brokers}"
+                          for i, port in enumerate(ports)})
         cluster = cls(directory, cluster_id or str(Uuid.random()))
         quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
         tls_files = None
@@ -335,12 +373,28 @@ class Cluster:
         return process.pid
 
     def start(self) -> None:
+        """Start every node; ClusterError, with none started, when one already runs or
+        another process holds a node's port."""
         running = self.running()
         if running:
             raise ClusterError(f"the cluster in {self.directory} is already running "
                                f"(nodes {', '.join(map(str, running))})")
+        _refuse_busy({_port(a): f"node {n.id}" for n in self.nodes.values()
+                      for a in (n.controller_address, n.client_address, n.status_address)
+                      if a})
         for node_id in sorted(self.nodes):
             self.start_node(node_id)
+
+    def raise_if_a_node_died(self) -> None:
+        """NodeDied, with the node's exit code and last error line, when a node this
+        object started (and did not stop) has exited."""
+        for info in sorted(self.nodes.values(), key=lambda n: n.id):
+            if info.pid in self._children and not self._is_alive(info.pid):
+                error = last_error_line(info.log_path.read_text(errors="replace")) \
+                    if info.log_path.exists() else None
+                raise NodeDied(f"node {info.id} exited with code "
+                               f"{self.exit_codes[info.pid]}: "
+                               f"{error or 'no error line'} (log: {info.log_path})")
 
     def send_signal(self, node_id: int, signum: int) -> None:
         info = self.node(node_id)
@@ -394,6 +448,7 @@ class Cluster:
         going down. Returns the ids that needed SIGKILL."""
         try:
             leader = describe_quorum(self.controller_addresses(), timeout_s=1.0,
+                                     cluster_id=self.cluster_id,
                                      ssl_context=self.client_ssl)["leader_id"]
         except ClusterError:
             leader = None
@@ -430,19 +485,23 @@ class Cluster:
     def describe(self, exclude: Iterable[int] = (), timeout_s: float = 2.0) -> dict[str, Any]:
         skip = set(exclude)
         return describe_quorum(self.controller_addresses(skip), timeout_s=timeout_s,
-                               avoid=self._addresses_of(skip), ssl_context=self.client_ssl)
+                               avoid=self._addresses_of(skip), cluster_id=self.cluster_id,
+                               ssl_context=self.client_ssl)
 
     def _addresses_of(self, node_ids: Iterable[int]) -> set[str]:
         return {a for n in node_ids if (a := self.node(n).controller_address)}
 
     def wait_for_leader(self, timeout_s: float = 20.0, *, above_epoch: int = 0,
-                        exclude: Iterable[int] = ()) -> dict[str, Any]:
+                        exclude: Iterable[int] = (), watch: bool = False) -> dict[str, Any]:
         """Poll DescribeQuorum (bounded) until a leader in an epoch > `above_epoch`, not
-        in `exclude`, answers; returns the description."""
+        in `exclude`, answers; returns the description. `watch`: NodeDied as soon as a
+        node this object started has exited."""
         skip = set(exclude)
         deadline = time.monotonic() + timeout_s
         last_error = "no answer yet"
         while time.monotonic() < deadline:
+            if watch:
+                self.raise_if_a_node_died()
             try:
                 state = self.describe(exclude=skip, timeout_s=0.5)
                 if state["leader_epoch"] > above_epoch and state["leader_id"] not in skip \
@@ -467,13 +526,16 @@ class Cluster:
             return None
         return body if isinstance(body, dict) and body.get("error_code") == 0 else None
 
-    def wait_for_brokers(self, timeout_s: float = 30.0) -> list[int]:
+    def wait_for_brokers(self, timeout_s: float = 30.0, *, watch: bool = False) -> list[int]:
         """Poll (bounded) until every broker is registered and unfenced; returns their ids.
-        Until then a create with replication factor > 0 unfenced brokers is refused."""
+        Until then a create with replication factor > 0 unfenced brokers is refused.
+        `watch`: as `wait_for_leader`'s."""
         brokers = [n for n, info in self.nodes.items() if not info.is_voter]
         deadline = time.monotonic() + timeout_s
         pending = list(brokers)
         while pending:
+            if watch:
+                self.raise_if_a_node_died()
             pending = [n for n in pending
                        if not ((s := self.broker_status(n)) and not s.get("is_fenced", True))]
             if pending and time.monotonic() > deadline:

@@ -101,15 +101,20 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
 
 
 def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
-                    avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
-                    ) -> dict[str, Any]:
-    """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
+                    avoid: Iterable[str] = (), cluster_id: str = "",
+                    ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """DescribeQuorum from the leader, as a flat dict (raises ClusterError). Given a
+    `cluster_id`, a node of another cluster refuses the request, and an answer that
+    does not carry that id is not trusted."""
     from raft import messages  # here: `kraft topics` and the admin requests need no raft RPCs
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
-    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
-                           avoid=avoid, ssl_context=ssl_context)
+    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, cluster_id=cluster_id,
+                           timeout_s=timeout_s, avoid=avoid, ssl_context=ssl_context)
     if reply.get("error_code", 0) != 0 and "topics" not in reply:
         raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
+    if cluster_id and reply.get("cluster_id") != cluster_id:
+        raise ClusterError(f"DescribeQuorum answered for cluster {reply.get('cluster_id')!r}, "
+                           f"not {cluster_id}")
     try:
         response = messages.decode_message("DescribeQuorumResponse", reply)
     except messages.MessageError as exc:

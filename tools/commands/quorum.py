@@ -14,6 +14,11 @@
     kraft quorum add-node | add-controller | remove-controller ...
                                                    (tools.commands.quorum_voters)
 
+`start` reads each `--set` value as a node reads it (a usage error names a bad one),
+refuses ports another process holds before it starts any node, and watches the nodes it
+started until a leader and every broker are ready: when one dies, or the wait times out,
+it stops the others and exits 1 with that node's last error line.
+
 `start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
 listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
 cluster's `admin.properties` (its admin identity, a super user) and connect over TLS
@@ -37,6 +42,7 @@ themselves (a voter neither given nor leading shows none). `append` needs contro
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import signal
 import time
@@ -145,12 +151,24 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
-    from tools.config import KNOWN_KEYS  # the node configuration: `start` only
+    """The `--set KEY=VALUE` pairs as node settings, each value read as its key reads it
+    (a usage error names an unknown key, with a close one, or the bad value)."""
+    # the node configuration: `start` only
+    from tools.config import KEYS_BY_NAME, KNOWN_KEYS, ConfigError, canonical_key
     settings: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or key not in KNOWN_KEYS:
-            raise usage_error(f"--set {pair!r}: expected KEY=VALUE with a known node setting")
+        if not sep:
+            raise usage_error(f"--set {pair!r}: expected KEY=VALUE")
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
+            raise usage_error(f"--set {pair!r}: unknown node setting {key!r}" +
+                              (f" (did you mean {close[0]!r}?)" if close else "") +
+                              "; `kraft config-keys` lists them")
+        try:
+            KEYS_BY_NAME[canonical_key(key)].convert(key, value)
+        except ConfigError as exc:
+            raise usage_error(f"--set {pair!r}: {exc}") from None
         settings[key] = int(value) if value.lstrip("-").isdigit() else value
     return settings
 
@@ -170,8 +188,12 @@ def _start(args: argparse.Namespace) -> int:
     if args.tls and not created and cluster.client_properties is None:
         raise usage_error(f"--tls: the cluster in {cluster.directory} was made without TLS")
     cluster.start()
-    leader = cluster.wait_for_leader(args.timeout)
-    brokers = cluster.wait_for_brokers(args.timeout)
+    try:
+        leader = cluster.wait_for_leader(args.timeout, watch=True)
+        brokers = cluster.wait_for_brokers(args.timeout, watch=True)
+    except ClusterError as exc:  # no node of a failed start is left running
+        cluster.shut_down(timeout_s=5)
+        raise ClusterError(f"{exc}; the cluster's nodes are stopped") from None
     data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
             "created": created, "leader_id": leader["leader_id"],
             "client_properties": str(cluster.client_properties or "") or None,
@@ -346,7 +368,8 @@ def _describe(args: argparse.Namespace) -> int:
     else:
         addresses, cluster_id = _addresses(args)
         # a stopped node only times out
-        state = describe_quorum(addresses, timeout_s=2.0, ssl_context=args.client_ssl)
+        state = describe_quorum(addresses, timeout_s=2.0, cluster_id=cluster_id,
+                                ssl_context=args.client_ssl)
     now_ms = int(time.time() * 1000)
     if args.status:
         if endpoints is None:
