@@ -7,8 +7,10 @@ asks the controllers (`kraft quorum describe`, `kraft topics` with `--cluster`) 
 neither kio, Trio nor the node configuration (tests/unit/tools/test_cli_startup.py;
 bench/cli_bench.py times them).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
-broken Raft invariant stopped the node. `--log-level` defaults to WARNING, and to INFO for
-`kraft node` (a server's log says what it does); `kraft --version` prints the version.
+broken Raft invariant stopped the node. A closed stdout (`| head`) or a path that cannot
+be read or written is one line (or none), never a traceback. `--log-level` defaults to
+WARNING, and to INFO for `kraft node` (a server's log says what it does); `kraft
+--version` prints the version.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -176,6 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         logging.getLogger(__name__).warning("interrupted")
         return 130
+    except BrokenPipeError:  # `kraft ... | head`: the reader left, nothing is lost
+        # Python would report the pipe again flushing stdout at exit: point it nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (PermissionError, FileNotFoundError, IsADirectoryError,
+            NotADirectoryError) as exc:  # a path given on the command line
+        if exc.filename is None:
+            raise
+        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kio.index import load_request_schema
@@ -99,6 +100,22 @@ def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,
                                      producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
+def _answers(brokers: list[str], request: Any) -> Iterator[Any]:
+    """Each broker's answer to `request`, in turn, skipping those that fail; a
+    CommandError when every one refused the connection (nothing listens there)."""
+    refused = []
+    for address in brokers:
+        try:
+            yield call(address, request)
+        except ConnectionRefusedError:
+            refused.append(address)
+        except OSError:
+            continue
+    if len(refused) == len(brokers):
+        raise CommandError(f"every broker refused the connection: {', '.join(refused)} "
+                           "(is the cluster running?)")
+
+
 def _metadata(brokers: list[str], topic: str, partition: int
               ) -> tuple[uuid.UUID, str] | ErrorCode:
     """(topic ID, leader address) from the first broker that answers, or the error."""
@@ -106,11 +123,7 @@ def _metadata(brokers: list[str], topic: str, partition: int
         "topics": [{"name": topic, "topic_id": None}],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     error = ErrorCode.leader_not_available
-    for address in brokers:
-        try:
-            response = call(address, request)
-        except OSError:
-            continue
+    for response in _answers(brokers, request):
         (found,) = response.topics
         if found.error_code != ErrorCode.none:
             return ErrorCode(found.error_code)
@@ -128,11 +141,7 @@ def _producer_id(brokers: list[str]) -> tuple[int, int] | None:
     request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
         "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
         "producer_epoch": -1})
-    for address in brokers:
-        try:
-            response = call(address, request)
-        except OSError:
-            continue
+    for response in _answers(brokers, request):
         if response.error_code == ErrorCode.none:
             return int(response.producer_id), int(response.producer_epoch)
     return None
