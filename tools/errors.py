@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from raft.common.errors import ErrorCode
+
 
 class CommandError(Exception):
     """A request or check failed (exit 1) or the input was bad (exit 2)."""
@@ -19,8 +21,9 @@ def usage_error(message: str) -> CommandError:
 
 
 def unknown_topic(name: str, known: Iterable[str]) -> CommandError:
-    """One line naming the missing topic, and the closest existing name if one is close
-    (a typo), exit 1 as Kafka's tools."""
+    """One line naming the missing topic, with Kafka's error code and the closest
+    existing name if one is close (a typo); exit 1."""
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return CommandError(f"no topic named {name!r}{hint}")
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return CommandError(f"{code.name} ({int(code)}): no topic named {name!r}{hint}")

@@ -3,7 +3,8 @@
 plain `kraft consume --from-beginning --max-messages 6`, which then stops by itself with
 rc 0; `--property print.key=true` prints the keys (`null` for none); `--ordered` delivers
 the unkeyed records too; without `--from-beginning` a new group starts at the end; a
-mistyped topic is one line naming it and the close match, rc 1."""
+mistyped topic is one line naming it and the close match, rc 1, in every verb; `--list`
+on a cluster without topics prints nothing."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ TOPIC = "orders"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(tmp_path_factory.mktemp("console") / "cluster", FAST_SETTINGS,
                          voters=1, brokers=1) as started:
+        empty = kraft("topics", "--cluster", str(started.directory), "--list")
+        assert (empty.returncode, empty.stdout) == (0, "")  # no blank line
         created = kraft("topics", "--cluster", str(started.directory), "--create",
                         "--topic", TOPIC, "--partitions", "1", "--replication-factor", "1")
         assert created.returncode == 0, created.stderr
@@ -71,8 +74,22 @@ def test_a_mistyped_topic_is_one_line_with_the_close_match(cluster: Cluster) -> 
                      "--duration", "25")
     assert consumed.returncode == 1
     assert consumed.stderr.strip() == \
-        "error: no topic named 'ordres' (did you mean 'orders'?)"
+        "error: UNKNOWN_TOPIC_OR_PARTITION (3): no topic named 'ordres' (did you mean 'orders'?)"
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("verb", [
+    ["topics", "--describe", "--topic", "ordres"],
+    ["topics", "--delete", "--topic", "ordres"],
+    ["configs", "--entity-type", "topics", "--entity-name", "ordres", "--describe"],
+    ["produce", "--topic", "ordres", "v"],
+])
+def test_every_verb_names_a_mistyped_topic_in_one_line(cluster: Cluster,
+                                                       verb: list[str]) -> None:
+    result = kraft(verb[0], "--cluster", str(cluster.directory), *verb[1:])
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("error: UNKNOWN_TOPIC_OR_PARTITION (3): no topic named "
+                                     "'ordres' (did you mean 'orders'?)")
 
 
 def test_a_value_without_the_key_separator_is_a_usage_error(cluster: Cluster) -> None:

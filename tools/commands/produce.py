@@ -43,11 +43,14 @@ from broker.kafka import record_batch
 from broker.kafka.codec import build
 from broker.kafka.wire_client import call, connect, encode_request
 from tools.addresses import broker_addresses
-from tools.errors import CommandError, usage_error
+from tools.errors import CommandError, unknown_topic, usage_error
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
 PRODUCE_VERSION = 13
 RETRY_BACKOFF_S = 0.2
+# A topic just created reaches the brokers' images within milliseconds (README: p99 under
+# 10 ms), so a topic still unknown after this long is taken not to exist.
+UNKNOWN_TOPIC_GRACE_S = 2.0
 RETRIABLE = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
     ErrorCode.unknown_topic_or_partition, ErrorCode.request_timed_out,
@@ -137,6 +140,15 @@ def _metadata(brokers: list[str], topic: str, partition: int
     return error
 
 
+def _topic_names(brokers: list[str]) -> list[str]:
+    """Every topic's name, from the first broker that answers Metadata."""
+    request = build(load_request_schema(METADATA, 12), {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    return next(([str(t.name) for t in response.topics]
+                 for response in _answers(brokers, request)), [])
+
+
 def _producer_id(brokers: list[str]) -> tuple[int, int] | None:
     request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
         "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
@@ -185,10 +197,14 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     batch = encode_batch(values, keys=keys, producer_id=producer_id, producer_epoch=epoch,
                          base_sequence=0 if producer_id >= 0 else -1)
     error, attempts = ErrorCode.request_timed_out, 0
+    unknown_until = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
     while time.monotonic() < deadline:
         found = _metadata(brokers, topic, partition)
         if isinstance(found, ErrorCode):
             error = found
+            if error == ErrorCode.unknown_topic_or_partition and \
+                    time.monotonic() > unknown_until:
+                return error, -1, attempts
         else:
             topic_id, leader = found
             attempts += 1
@@ -248,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
     result = {"topic": args.topic, "partition": args.partition, "records": len(values),
               "base_offset": base, "attempts": attempts, "error": error.name.upper(),
               "error_code": int(error)}
+    if error == ErrorCode.unknown_topic_or_partition and not args.json:
+        names = _topic_names(brokers)
+        if args.topic not in names:
+            raise unknown_topic(args.topic, names)
     if error != ErrorCode.none:
         if args.json:
             print(json.dumps(result))
