@@ -4,8 +4,9 @@ leads and whether the brokers are ready.
 
 Used by `kraft quorum`, the integration tests, the demo, chaos and the bench. Layout:
 
-    DIR/cluster.json           cluster_id; per node: id, roles, controller and client
-                               addresses, pid, data dir, node dir, config path
+    DIR/cluster.json           cluster_id, base_port (when given); per node: id, roles,
+                               controller and client addresses, pid, data dir, node dir,
+                               config path
     DIR/node-N/node.toml       the node's configuration (Kafka key names)
     DIR/node-N/data/           its log directory (formatted here)
     DIR/node-N/node.log        its stdout and stderr (JSON log lines)
@@ -168,6 +169,7 @@ class Cluster:
     started_pids: list[int] = field(default_factory=list)  # every pid this object started
     exit_codes: dict[int, int] = field(default_factory=dict)  # pid -> exit code (negative:
     # a signal) of the nodes this object started and reaped
+    base_port: int | None = None  # the first of its consecutive ports (None: any free ones)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # not reaped
     _client_ssl: list[ssl.SSLContext | None] = field(default_factory=list)  # once loaded
 
@@ -215,7 +217,7 @@ class Cluster:
         if base_port:  # before anything is written: a busy port makes no cluster
             _refuse_busy({port: f"node {i + 1 if i < voters + brokers else i + 1 - brokers}"
                           for i, port in enumerate(ports)})
-        cluster = cls(directory, cluster_id or str(Uuid.random()))
+        cluster = cls(directory, cluster_id or str(Uuid.random()), base_port=base_port)
         quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
         tls_files = None
         if tls:
@@ -272,9 +274,16 @@ class Cluster:
         and runs as an observer until `kraft quorum add-controller` adds it (KIP-853).
         Not started; its settings follow the first controller's. `bootstrap_servers`:
         it knows no voter, only `controller.quorum.bootstrap.servers` (every controller
-        address so far), and learns the voters from them at start."""
+        address so far), and learns the voters from them at start. Its port: `port`,
+        else in a cluster made with a base port the one after its highest (ClusterError
+        when another process holds it), else a free one."""
         node_id = max(self.nodes) + 1
         first = self.nodes[min(self.voter_ids)]
+        if port is None and self.base_port:  # the next of the cluster's own ports
+            port = 1 + max(_port(a) for n in self.nodes.values()
+                           for a in (n.controller_address, n.client_address, n.status_address)
+                           if a)
+            _refuse_busy({port: f"node {node_id}"})
         address = f"{HOST}:{port or free_ports(1)[0]}"
         node_dir = self.directory / f"node-{node_id}"
         info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
@@ -308,10 +317,10 @@ class Cluster:
         except (OSError, ValueError) as exc:
             raise ClusterError(f"{directory / CLUSTER_FILE}: {exc}") from None
         nodes = {int(n["id"]): NodeInfo(**n) for n in data["nodes"]}
-        return cls(directory, data["cluster_id"], nodes)
+        return cls(directory, data["cluster_id"], nodes, base_port=data.get("base_port"))
 
     def save(self) -> None:
-        data = {"cluster_id": self.cluster_id,
+        data = {"cluster_id": self.cluster_id, "base_port": self.base_port,
                 "nodes": [asdict(n) for n in sorted(self.nodes.values(), key=lambda n: n.id)]}
         temp = self.directory / (CLUSTER_FILE + ".tmp")
         temp.write_text(json.dumps(data, indent=2) + "\n")

@@ -62,14 +62,21 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     actions = parser.add_subparsers(dest="action", required=True,
                                     parser_class=type(parser))
     start = actions.add_parser("start", help="format, start every node, wait for a leader")
-    start.add_argument("--cluster", required=True, metavar="DIR")
-    start.add_argument("--voters", type=int, default=3)
-    start.add_argument("--brokers", type=int, default=0)
-    start.add_argument("--base-port", type=int, default=None)
+    start.add_argument("--cluster", required=True, metavar="DIR",
+                       help="the cluster's directory: made (formatted) when it holds none")
+    start.add_argument("--voters", type=int, default=3,
+                       help="controllers of a new cluster (default 3)")
+    start.add_argument("--brokers", type=int, default=0,
+                       help="brokers of a new cluster (default 0)")
+    start.add_argument("--base-port", type=int, default=None, metavar="PORT",
+                       help="a new cluster's first port: voters, then brokers, then their "
+                       "status ports, consecutive; add-node takes the next (default: any "
+                       "free ports)")
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="a node setting for every node, e.g. "
                        "controller.quorum.election.timeout.ms=300")
-    start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
+    start.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="wait this long for a leader and the brokers (default 30)")
     start.add_argument("--tls", action="store_true",
                        help="a new cluster with a throwaway CA: every listener SSL with "
                        "mutual TLS; the admin uses DIR/admin.properties (the default of "
