@@ -44,7 +44,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,20 +78,36 @@ class NodeDied(ClusterError):
     """A node this launcher started exited while it waited for the cluster."""
 
 
+METRICS_EVENT = "serving Prometheus metrics"  # tools/metrics.py's log line, with its url
+
+
+def _events_backwards(log_text: str) -> Iterator[dict[str, Any] | str]:
+    """A node's log, last line first: each JSON log line as its event, any other line
+    (what the command line printed) as text."""
+    for line in reversed(log_text.splitlines()):
+        try:
+            event = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            event = None
+        yield event if isinstance(event, dict) else line
+
+
 def last_error_line(log_text: str) -> str | None:
     """The last error a node's log holds: an ERROR or CRITICAL JSON log line's message, or
     the `error: ...` line the command line prints before it exits (None: neither)."""
-    for line in reversed(log_text.splitlines()):
-        if line.startswith("error: "):
-            return line.removeprefix("error: ")
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("level") in ("ERROR", "CRITICAL"):
-                return str(event.get("msg"))
+    for event in _events_backwards(log_text):
+        if isinstance(event, str) and event.startswith("error: "):
+            return event.removeprefix("error: ")
+        if isinstance(event, dict) and event.get("level") in ("ERROR", "CRITICAL"):
+            return str(event.get("msg"))
     return None
+
+
+def metrics_url(log_text: str) -> str | None:
+    """Where a node's log last said it serves Prometheus metrics (None: it did not)."""
+    return next((str(e["url"]) for e in _events_backwards(log_text)
+                 if isinstance(e, dict) and e.get("msg") == METRICS_EVENT and "url" in e),
+                None)
 
 
 def _port(address: str) -> int:
@@ -159,6 +175,13 @@ class NodeInfo:
     @property
     def log_path(self) -> Path:
         return Path(self.dir) / "node.log"
+
+    def log_text(self) -> str:
+        """Its node.log ("" before it ever started)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
 
 @dataclass
@@ -399,8 +422,7 @@ class Cluster:
         object started (and did not stop) has exited."""
         for info in sorted(self.nodes.values(), key=lambda n: n.id):
             if info.pid in self._children and not self._is_alive(info.pid):
-                error = last_error_line(info.log_path.read_text(errors="replace")) \
-                    if info.log_path.exists() else None
+                error = last_error_line(info.log_text())
                 raise NodeDied(f"node {info.id} exited with code "
                                f"{self.exit_codes[info.pid]}: "
                                f"{error or 'no error line'} (log: {info.log_path})")

@@ -49,7 +49,7 @@ import time
 from typing import Any
 
 from raft import messages
-from tools.cluster import Cluster, ClusterError
+from tools.cluster import Cluster, ClusterError, metrics_url
 from tools.commands import quorum_snapshot, quorum_voters
 from tools.errors import CommandError, usage_error
 from tools.quorum_client import DESCRIBE_QUORUM, append_records, describe_quorum, request
@@ -208,12 +208,16 @@ def _start(args: argparse.Namespace) -> int:
             "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
             "nodes": {n.id: {"pid": n.pid, "roles": n.roles,
                              "controller_address": n.controller_address,
-                             "client_address": n.client_address}
+                             "client_address": n.client_address,
+                             "metrics_url": metrics_url(n.log_text())}
                       for n in cluster.nodes.values()}}
     lines = [f"{'Created' if created else 'Started'} cluster {cluster.cluster_id} in "
              f"{cluster.directory}"]
-    lines += [f"  node {n.id} ({','.join(n.roles)}) pid {n.pid} "
-              f"{n.controller_address or n.client_address}" for n in cluster.nodes.values()]
+    for n in cluster.nodes.values():
+        url = data["nodes"][n.id]["metrics_url"]
+        lines.append(f"  node {n.id} ({','.join(n.roles)}) pid {n.pid} "
+                     f"{n.controller_address or n.client_address}"
+                     + (f", metrics {url}" if url else ""))
     lines.append(f"Leader: node {leader['leader_id']} (epoch {leader['leader_epoch']}) at "
                  f"{leader['leader_address']}")
     if brokers:
