@@ -56,6 +56,59 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+# help of the options many verbs share, for those a verb gives none of its own
+COMMON_HELP = {
+    "json": "print JSON instead of text",
+    "cluster": "a local cluster's directory (made by kraft quorum start)",
+    "timeout": "give up after this many seconds",
+    "node": "the node's id",
+}
+# what each verb's (and action's) --help ends with: one example, run as written by
+# tests/unit/tools/test_cli_help.py's parse of it
+EXAMPLES = {
+    "format": "kraft format --dir /tmp/n1 --node-id 1 --cluster-id MkU3OEVBNTcwNTJENDM2Qg",
+    "storage": "kraft storage info --dir /tmp/n1",
+    "storage info": "kraft storage info --dir /tmp/n1 --json",
+    "config-keys": "kraft config-keys --json",
+    "random-uuid": "kraft random-uuid",
+    "dump-log": "kraft dump-log --dir /tmp/c1/node-1/data",
+    "metadata-shell": "kraft metadata-shell --cluster /tmp/c1 -- ls /topics",
+    "node": "kraft node --config /tmp/c1/node-1/node.toml",
+    "quorum": "kraft quorum start --cluster /tmp/c1 --voters 3 --brokers 3",
+    "quorum start": "kraft quorum start --cluster /tmp/c1 --voters 3 --brokers 3",
+    "quorum stop": "kraft quorum stop --cluster /tmp/c1",
+    "quorum kill": "kraft quorum kill --cluster /tmp/c1 --node 1 --signal TERM",
+    "quorum restart": "kraft quorum restart --cluster /tmp/c1 --node 1",
+    "quorum describe": "kraft quorum describe --cluster /tmp/c1 --status",
+    "quorum demo": "kraft quorum demo --cluster /tmp/qdemo",
+    "quorum append": "kraft quorum append --cluster /tmp/c1 --count 1000 --batch 100",
+    "quorum snapshot": "kraft quorum snapshot --cluster /tmp/c1",
+    "quorum add-node": "kraft quorum add-node --cluster /tmp/c1",
+    "quorum add-controller": "kraft quorum add-controller --cluster /tmp/c1 --node 4",
+    "quorum remove-controller": "kraft quorum remove-controller --cluster /tmp/c1 --node 3 "
+                                "--directory-id z39fME8-Sra6pXGSVk5Yhw",
+    "features": "kraft features --cluster /tmp/c1 describe",
+    "features describe": "kraft features --cluster /tmp/c1 describe --json",
+    "features upgrade": "kraft features --cluster /tmp/c1 upgrade --feature kraft.version=1",
+    "topics": "kraft topics --cluster /tmp/c1 --create --topic orders --partitions 3 "
+              "--replication-factor 2",
+    "configs": "kraft configs --cluster /tmp/c1 --entity-type topics --entity-name orders "
+               "--alter --add-config retention.ms=60000",
+    "users": "kraft users --cluster /tmp/c1 --alter --entity-name alice --add-config "
+             "'SCRAM-SHA-256=[password=secret]'",
+    "acls": "kraft acls --cluster /tmp/c1 --add --allow-principal User:alice --producer "
+            "--topic orders",
+    "produce": "kraft produce --cluster /tmp/c1 --topic orders --key-separator : "
+               "user1:hello user2:world",
+    "consume": "kraft consume --cluster /tmp/c1 --topic orders --from-beginning "
+               "--max-messages 10 --property print.key=true",
+    "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
+    "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
+    "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",
+    "chaos": "kraft chaos --cluster /tmp/chaos1 --duration 60 --seed 11 --faults kill,pause",
+}
+
+
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
 COMMAND_CONFIG_VERBS = ("topics", "configs", "acls", "produce", "consume", "users")
@@ -123,7 +176,23 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
                                  "Kafka's tools; default with --cluster: its "
                                  + ("client.properties" if name in DATA_VERBS
                                     else "admin.properties") + " when it has one")
+            _document(sub, name)
     return parser
+
+
+def _document(parser: argparse.ArgumentParser, path: str) -> None:
+    """Give `parser` (the verb or action `path`) and its actions below the shared help
+    where an option has none, and its example as the last line of --help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                _document(sub, f"{path} {name}")
+        elif action.help is None and action.dest in COMMON_HELP:
+            action.help = COMMON_HELP[action.dest]
+    example = EXAMPLES.get(path)
+    if example is not None:
+        parser.epilog = f"{parser.epilog} " if parser.epilog else ""
+        parser.epilog += f"example: {example}"
 
 
 def _client_tls(args: argparse.Namespace) -> None:

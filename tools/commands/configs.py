@@ -42,12 +42,15 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     add_controller_target(parser)
     parser.add_argument("--entity-type", required=True, choices=("topics",),
                         help="only topics have configs here")
-    parser.add_argument("--entity-name", required=True, metavar="NAME")
+    parser.add_argument("--entity-name", required=True, metavar="NAME",
+                        help="the topic")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show the topic's configs")
     action.add_argument("--alter", action="store_true", help="set or delete configs")
-    parser.add_argument("--add-config", metavar="k=v[,k2=v2]", default="")
-    parser.add_argument("--delete-config", metavar="k[,k2]", default="")
+    parser.add_argument("--add-config", metavar="k=v[,k2=v2]", default="",
+                        help="with --alter: configs to set")
+    parser.add_argument("--delete-config", metavar="k[,k2]", default="",
+                        help="with --alter: configs to return to their defaults")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
 

@@ -77,8 +77,6 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="group heartbeat interval")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000, metavar="MS",
                         help="group session timeout")
-    parser.epilog = ("example: kraft consume --bootstrap-server 127.0.0.1:9092 --topic "
-                     "orders --from-beginning --max-messages 10 --property print.key=true")
 
 
 def parse_properties(pairs: Sequence[str]) -> dict[str, str]:

@@ -35,7 +35,6 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="a new cluster directory (default: a new temp directory); "
                         "one that holds a cluster is refused")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
-    parser.epilog = "example: kraft demo --cluster /tmp/demo1 --skip-replay"
 
 
 # short: the progress line is one terminal line

@@ -87,8 +87,6 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                          help="the keys' common prefix (default key-)")
     ordered.add_argument("--count", type=int, metavar="N", help="records in all")
     ordered.add_argument("--rate", type=float, metavar="R", help="records per second")
-    parser.epilog = ("example: kraft produce --bootstrap-server 127.0.0.1:9092 --topic "
-                     "orders --key-separator : user1:hello user2:world")
 
 
 def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,

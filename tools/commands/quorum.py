@@ -91,7 +91,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     kill = actions.add_parser("kill", help="send a signal to one node")
     kill.add_argument("--cluster", required=True, metavar="DIR")
     kill.add_argument("--node", type=int, required=True)
-    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
+    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL",
+                      help="the signal to send (default KILL)")
     kill.add_argument("--json", action="store_true")
     restart = actions.add_parser("restart", help="stop one node and start it again")
     restart.add_argument("--cluster", required=True, metavar="DIR")
@@ -100,8 +101,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     describe = actions.add_parser("describe", help="DescribeQuorum, like kafka-metadata-quorum.sh")
     _target(describe, brokers=True)
     what = describe.add_mutually_exclusive_group(required=True)
-    what.add_argument("--status", action="store_true")
-    what.add_argument("--replication", action="store_true")
+    what.add_argument("--status", action="store_true",
+                      help="the leader, epoch, high watermark, lag and voters")
+    what.add_argument("--replication", action="store_true",
+                      help="each replica's log end, lag and last fetch")
     describe.add_argument("--human-readable", action="store_true",
                           help="timestamps as 'N ms ago', the lag time as 'N ms'")
     describe.add_argument("--json", action="store_true")
@@ -112,9 +115,11 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     demo.add_argument("--cluster", required=True, metavar="DIR")
     append = actions.add_parser("append", help="append NoOp records, return once committed")
     _target(append)
-    append.add_argument("--count", type=int, required=True)
-    append.add_argument("--batch", type=int, default=1)
-    append.add_argument("--timeout", type=float, default=60.0)
+    append.add_argument("--count", type=int, required=True, help="NoOp records to append")
+    append.add_argument("--batch", type=int, default=1,
+                        help="records per batch (default 1)")
+    append.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="give up after this long (default 60)")
     append.add_argument("--json", action="store_true")
     quorum_snapshot.add_parser(actions)
     quorum_voters.add_parsers(actions, _target)

@@ -74,11 +74,14 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                        ("list", "list topics")):
         action.add_argument(f"--{name}", action="store_true", help=text)
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--topic", metavar="NAME")
+    which.add_argument("--topic", metavar="NAME", help="the topic, by name")
     which.add_argument("--topic-id", metavar="ID", help="a topic ID (22 base64url characters)")
-    parser.add_argument("--partitions", type=int, metavar="N")
-    parser.add_argument("--replication-factor", type=int, metavar="R")
-    parser.add_argument("--new-name", metavar="NAME")
+    parser.add_argument("--partitions", type=int, metavar="N",
+                        help="partitions to create, or to grow or shrink to with --alter")
+    parser.add_argument("--replication-factor", type=int, metavar="R",
+                        help="replicas of each partition, with --create")
+    parser.add_argument("--new-name", metavar="NAME",
+                        help="with --alter: rename the topic (its ID stays)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="give up after this long (leader elections included)")
