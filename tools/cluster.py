@@ -21,8 +21,9 @@ its own detached process (new session), so it outlives the command that started 
 A TLS cluster's listeners are all SSL with mutual TLS (`ssl.client.auth=required`): the
 voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. Every node's
 `super.users` names the nodes and the admin identity, also when `settings` give their own
-`super.users` (the admin is added to them), so the launcher's own requests stay allowed
-under the authorizer. A loaded cluster dials them as its admin (`Cluster.client_ssl`:
+`super.users` (theirs are added to the nodes' and the admin's, never in their place), so
+the nodes' requests to each other and the launcher's stay allowed under the authorizer.
+A loaded cluster dials them as its admin (`Cluster.client_ssl`:
 `admin.properties`, or `client.properties` in a cluster made before there was an admin),
 through the blocking client `tools.quorum_client`; `cluster_properties` names the file
 another client of the cluster uses.
@@ -122,10 +123,10 @@ def _refuse_busy(owners: Mapping[int, str]) -> None:
                            "process: " + ", ".join(f"{HOST}:{p} ({owners[p]})" for p in busy))
 
 
-def _with_principal(super_users: str, principal: str) -> str:
-    """`super.users` (`User:a;User:b`) with `principal` added once."""
-    names = [n.strip() for n in super_users.split(";") if n.strip()]
-    return ";".join(dict.fromkeys([*names, principal]))
+def _super_users(*lists: str) -> str:
+    """One `super.users` (`User:a;User:b`) holding every principal of `lists`, once each."""
+    names = [n.strip() for text in lists for n in text.split(";") if n.strip()]
+    return ";".join(dict.fromkeys(names))
 
 
 def _write_bootstrap(data_dir: str, voters: Any) -> None:
@@ -280,11 +281,13 @@ class Cluster:
                 node_settings["listener.security.protocol.map"] = (
                     "CONTROLLER:SSL" if is_voter else "CONTROLLER:SSL,SSL:SSL,STATUS:SSL")
                 node_settings.update(node_tls_settings(tls_files, node_id))
+            launcher_super_users = str(node_settings.get("super.users", ""))
             node_settings.update(settings or {})
-            if tls_files is not None:
+            if tls_files is not None:  # the nodes and the admin stay super users
                 from tools.tls_certs import admin_principal
-                node_settings["super.users"] = _with_principal(
-                    str(node_settings.get("super.users", "")), admin_principal())
+                node_settings["super.users"] = _super_users(
+                    launcher_super_users, str(node_settings.get("super.users", "")),
+                    admin_principal())
             Path(info.config).write_text(to_toml(node_settings))
             cluster.nodes[node_id] = info
         cluster.save()
