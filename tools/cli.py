@@ -53,6 +53,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
     "chaos": ("chaos", "seeded fault injection against a local cluster, with a checked history"),
+    "completion": ("completion", "print a bash or zsh completion script"),
 }
 
 
@@ -106,6 +107,7 @@ EXAMPLES = {
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
     "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",
     "chaos": "kraft chaos --cluster /tmp/chaos1 --duration 60 --seed 11 --faults kill,pause",
+    "completion": "kraft completion bash",
 }
 
 
