@@ -53,6 +53,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
     "chaos": ("chaos", "seeded fault injection against a local cluster, with a checked history"),
+    "order-check": ("order_check", "check per-key order across ordered producers' and "
+                    "consumers' --json outputs"),
     "completion": ("completion", "print a bash or zsh completion script"),
 }
 
@@ -107,6 +109,7 @@ EXAMPLES = {
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
     "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",
     "chaos": "kraft chaos --cluster /tmp/chaos1 --duration 60 --seed 11 --faults kill,pause",
+    "order-check": "kraft order-check --produced p1.jsonl --consumed c1.jsonl c2.jsonl",
     "completion": "kraft completion bash",
 }
 
