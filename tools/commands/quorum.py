@@ -404,7 +404,8 @@ def _append(args: argparse.Namespace) -> int:
         raise usage_error("need --count >= 1 and 1 <= --batch <= --count")
     addresses, cluster_id = _addresses(args)
     reply = append_records(addresses, args.count, args.batch, cluster_id=cluster_id,
-                           timeout_s=args.timeout, ssl_context=args.client_ssl)
+                           timeout_s=args.timeout, ssl_context=args.client_ssl,
+                           refusals_end_call=True)
     summary = {k: reply[k] for k in ("count", "epoch", "last_offset", "elapsed_ms")}
     _print(args, {**summary, "batches": reply["batches"]},
            f"appended {reply['count']} records in {len(reply['batches'])} batches, committed "
