@@ -50,6 +50,20 @@ def test_a_stopped_cluster_fails_at_once(stopped: Path, verb: list[str],
     assert line.startswith(expected)
 
 
+@pytest.mark.parametrize("verb", [["topics", "--list"], ["users", "--describe"],
+                                  ["quorum", "describe", "--status"]])
+def test_brokers_that_refuse_fail_at_once(stopped: Path, verb: list[str]) -> None:
+    broker = Cluster.load(stopped).node(2).client_address
+    assert broker is not None
+    started = time.monotonic()
+    result = kraft(*verb, "--bootstrap-server", broker)
+    assert result.returncode == 1
+    assert time.monotonic() - started < REFUSED_WITHIN_S
+    (line,) = result.stderr.splitlines()
+    assert line.endswith(f"every broker refused the connection: {broker} "
+                         "(is the cluster running?)")
+
+
 def test_a_closed_stdout_is_no_traceback() -> None:
     process = subprocess.Popen([sys.executable, "-m", "tools.cli", "config-keys", "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
