@@ -8,7 +8,9 @@ failed. Whom to ask next, when to pause and what the call's end means are decide
 `raft.common.leader_redirect` alone; `classify` turns a reply into that policy's outcome
 (`admin_outcome`: NOT_CONTROLLER names the leader; `raft_outcome`:
 NOT_LEADER_OR_FOLLOWER does). `AdminClient` is the admin verbs' (and the benches'):
-one deadline per client, a refusal raised as the `CommandError` a verb prints.
+one deadline per client, a refusal raised as the `CommandError` a verb prints; when
+every address refused the connection in turn, nothing listens there (a stopped
+cluster, a wrong port) and it fails at once instead of waiting out the deadline.
 
 TLS is explicit: an attempt dials with the context it is given (None: plaintext).
 """
@@ -20,6 +22,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
@@ -53,11 +56,18 @@ ADMIN_ATTEMPT_TIMEOUT_S = 10.0
 
 
 class ExchangeError(Exception):
-    """One request got no answer; `sent`: the frame may have reached the node."""
+    """One request got no answer; `sent`: the frame may have reached the node;
+    `refused`: the address refused the connection (nothing listens there)."""
 
-    def __init__(self, message: str, *, sent: bool) -> None:
+    def __init__(self, message: str, *, sent: bool, refused: bool = False) -> None:
         super().__init__(message)
         self.sent = sent
+        self.refused = refused
+
+
+@dataclass(frozen=True, slots=True)
+class AllRefused(Failed):
+    """Every address refused the connection, one after another: nobody listens."""
 
 
 def _connect(target: tuple[str, int], timeout_s: float,
@@ -110,7 +120,8 @@ def exchange(address: str, api: str, body: Any, *, cluster_id: str = "",
         raise ExchangeError(f"{address}: unreadable answer to {api}: {exc}",
                             sent=True) from None
     except OSError as exc:
-        raise ExchangeError(f"{address}: {exc.strerror or exc}", sent=sent) from None
+        raise ExchangeError(f"{address}: {exc.strerror or exc}", sent=sent,
+                            refused=isinstance(exc, ConnectionRefusedError)) from None
 
 
 # -- classifiers: a reply as the policy's outcome --------------------------------------
@@ -155,13 +166,15 @@ class LeaderClient:
     """Sends each call to the leader among `addresses` as `raft.common.leader_redirect`
     decides, remembering the leader between calls. `attempt_timeout_s` bounds one
     attempt; `max_rounds` bounds the rounds over the addresses (None: until the
-    call's deadline)."""
+    call's deadline). `refusals_end_call`: `AllRefused` as soon as every address
+    refused the connection since the last attempt that reached a node."""
 
     def __init__(self, addresses: Iterable[str], *, cluster_id: str = "",
                  ssl_context: ssl.SSLContext | None = None, attempt_timeout_s: float = 10.0,
                  backoff_s: float = 0.1, max_rounds: int | None = None,
-                 avoid: Iterable[str] = ()) -> None:
+                 avoid: Iterable[str] = (), refusals_end_call: bool = False) -> None:
         self.addresses = list(addresses)
+        self.refusals_end_call = refusals_end_call
         self.cluster_id = cluster_id
         self.ssl_context = ssl_context  # None: plaintext
         self.attempt_timeout_s = attempt_timeout_s
@@ -178,12 +191,18 @@ class LeaderClient:
                                      backoff_s=self.backoff_s, preferred=self.preferred,
                                      max_rounds=self.max_rounds, avoid=self.avoid)
         outcome: Outcome | None = None
+        targets = set(self.addresses) - self.avoid
+        refused: set[str] = set()
         while True:
             time_left = math.inf if deadline is None else deadline - time.monotonic()
             call, decision = leader_redirect.decide(call, outcome, time_left)
             if isinstance(decision, leader_redirect.Send):
-                outcome = self._attempt(decision.address, api, body, classify,
-                                        min(self.attempt_timeout_s, time_left))
+                outcome, was_refused = self._attempt(decision.address, api, body, classify,
+                                                     min(self.attempt_timeout_s, time_left))
+                refused = refused | {decision.address} if was_refused else set()
+                if self.refusals_end_call and targets and refused >= targets:
+                    return AllRefused((f"every address refused the connection: "
+                                       f"{', '.join(sorted(refused))}",))
             elif isinstance(decision, leader_redirect.Backoff):
                 time.sleep(decision.seconds)  # no controller is active: an election
                 outcome = None
@@ -193,13 +212,15 @@ class LeaderClient:
                 return decision
 
     def _attempt(self, address: str, api: str, body: Any, classify: Classify,
-                 timeout_s: float) -> Outcome:
+                 timeout_s: float) -> tuple[Outcome, bool]:
+        """The attempt's outcome, and whether the address refused the connection."""
         try:
             reply = exchange(address, api, body, cluster_id=self.cluster_id,
                              timeout_s=timeout_s, ssl_context=self.ssl_context)
         except ExchangeError as exc:
-            return Lost(str(exc)) if exc.sent else leader_redirect.Unsent(str(exc))
-        return classify(address, reply)
+            outcome = Lost(str(exc)) if exc.sent else leader_redirect.Unsent(str(exc))
+            return outcome, exc.refused
+        return classify(address, reply), False
 
 
 class AdminClient:
@@ -215,7 +236,7 @@ class AdminClient:
         self.deadline = time.monotonic() + timeout_s
         self._client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
                                     attempt_timeout_s=ADMIN_ATTEMPT_TIMEOUT_S,
-                                    backoff_s=ADMIN_BACKOFF_S)
+                                    backoff_s=ADMIN_BACKOFF_S, refusals_end_call=True)
 
     @property
     def preferred(self) -> str | None:
@@ -227,6 +248,8 @@ class AdminClient:
         result = self._client.call(api, encode_body(request_message),
                                    is_write=api in WRITE_APIS, deadline=self.deadline,
                                    classify=admin_outcome(api, on_malformed=_malformed(api)))
+        if isinstance(result, AllRefused):
+            raise CommandError(f"{api}: {result.problems[0]} (is the cluster running?)")
         if isinstance(result, Unknown | Failed):
             last = result.problems[-1] if result.problems else "no answer"
             applied = f"; the {api} may have been applied" \

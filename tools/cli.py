@@ -7,8 +7,10 @@ asks the controllers (`kraft quorum describe`, `kraft topics` with `--cluster`) 
 neither kio, Trio nor the node configuration (tests/unit/tools/test_cli_startup.py;
 bench/cli_bench.py times them).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
-broken Raft invariant stopped the node. `--log-level` defaults to WARNING, and to INFO for
-`kraft node` (a server's log says what it does); `kraft --version` prints the version.
+broken Raft invariant stopped the node. A closed stdout (`| head`) or a path that cannot
+be read or written is one line (or none), never a traceback. `--log-level` defaults to
+WARNING, and to INFO for `kraft node` (a server's log says what it does); `kraft
+--version` prints the version.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -44,12 +47,70 @@ VERBS: dict[str, tuple[str, str]] = {
     "acls": ("acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     "produce": ("produce", "write records to a partition as an idempotent producer, by "
                 "topic ID (like kafka-console-producer.sh)"),
-    "consume": ("consume", "consume a topic in a consumer group, in per-key order across "
-                "partition-count changes"),
+    "consume": ("consume", "print a topic's records as a consumer-group member (like "
+                "kafka-console-consumer.sh), in per-key order with --ordered"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
     "chaos": ("chaos", "seeded fault injection against a local cluster, with a checked history"),
+    "order-check": ("order_check", "check per-key order across ordered producers' and "
+                    "consumers' --json outputs"),
+    "completion": ("completion", "print a bash or zsh completion script"),
+}
+
+
+# help of the options many verbs share, for those a verb gives none of its own
+COMMON_HELP = {
+    "json": "print JSON instead of text",
+    "cluster": "a local cluster's directory (made by kraft quorum start)",
+    "timeout": "give up after this many seconds",
+    "node": "the node's id",
+}
+# what each verb's (and action's) --help ends with: one example, run as written by
+# tests/unit/tools/test_cli_help.py's parse of it
+EXAMPLES = {
+    "format": "kraft format --dir /tmp/n1 --node-id 1 --cluster-id MkU3OEVBNTcwNTJENDM2Qg",
+    "storage": "kraft storage info --dir /tmp/n1",
+    "storage info": "kraft storage info --dir /tmp/n1 --json",
+    "config-keys": "kraft config-keys --json",
+    "random-uuid": "kraft random-uuid",
+    "dump-log": "kraft dump-log --dir /tmp/c1/node-1/data",
+    "metadata-shell": "kraft metadata-shell --cluster /tmp/c1 -- ls /topics",
+    "node": "kraft node --config /tmp/c1/node-1/node.toml",
+    "quorum": "kraft quorum start --cluster /tmp/c1 --voters 3 --brokers 3",
+    "quorum start": "kraft quorum start --cluster /tmp/c1 --voters 3 --brokers 3",
+    "quorum stop": "kraft quorum stop --cluster /tmp/c1",
+    "quorum kill": "kraft quorum kill --cluster /tmp/c1 --node 1 --signal TERM",
+    "quorum restart": "kraft quorum restart --cluster /tmp/c1 --node 1",
+    "quorum describe": "kraft quorum describe --cluster /tmp/c1 --status",
+    "quorum demo": "kraft quorum demo --cluster /tmp/qdemo",
+    "quorum append": "kraft quorum append --cluster /tmp/c1 --count 1000 --batch 100",
+    "quorum snapshot": "kraft quorum snapshot --cluster /tmp/c1",
+    "quorum add-node": "kraft quorum add-node --cluster /tmp/c1",
+    "quorum add-controller": "kraft quorum add-controller --cluster /tmp/c1 --node 4",
+    "quorum remove-controller": "kraft quorum remove-controller --cluster /tmp/c1 --node 3 "
+                                "--directory-id z39fME8-Sra6pXGSVk5Yhw",
+    "features": "kraft features --cluster /tmp/c1 describe",
+    "features describe": "kraft features --cluster /tmp/c1 describe --json",
+    "features upgrade": "kraft features --cluster /tmp/c1 upgrade --feature kraft.version=1",
+    "topics": "kraft topics --cluster /tmp/c1 --create --topic orders --partitions 3 "
+              "--replication-factor 2",
+    "configs": "kraft configs --cluster /tmp/c1 --entity-type topics --entity-name orders "
+               "--alter --add-config retention.ms=60000",
+    "users": "kraft users --cluster /tmp/c1 --alter --entity-name alice --add-config "
+             "'SCRAM-SHA-256=[password=secret]'",
+    "acls": "kraft acls --cluster /tmp/c1 --add --allow-principal User:alice --producer "
+            "--topic orders",
+    "produce": "kraft produce --cluster /tmp/c1 --topic orders --key-separator : "
+               "user1:hello user2:world",
+    "consume": "kraft consume --cluster /tmp/c1 --topic orders --from-beginning "
+               "--max-messages 10 --property print.key=true",
+    "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
+    "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
+    "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",
+    "chaos": "kraft chaos --cluster /tmp/chaos1 --duration 60 --seed 11 --faults kill,pause",
+    "order-check": "kraft order-check --produced p1.jsonl --consumed c1.jsonl c2.jsonl",
+    "completion": "kraft completion bash",
 }
 
 
@@ -120,7 +181,23 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
                                  "Kafka's tools; default with --cluster: its "
                                  + ("client.properties" if name in DATA_VERBS
                                     else "admin.properties") + " when it has one")
+            _document(sub, name)
     return parser
+
+
+def _document(parser: argparse.ArgumentParser, path: str) -> None:
+    """Give `parser` (the verb or action `path`) and its actions below the shared help
+    where an option has none, and its example as the last line of --help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                _document(sub, f"{path} {name}")
+        elif action.help is None and action.dest in COMMON_HELP:
+            action.help = COMMON_HELP[action.dest]
+    example = EXAMPLES.get(path)
+    if example is not None:
+        parser.epilog = f"{parser.epilog} " if parser.epilog else ""
+        parser.epilog += f"example: {example}"
 
 
 def _client_tls(args: argparse.Namespace) -> None:
@@ -176,6 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         logging.getLogger(__name__).warning("interrupted")
         return 130
+    except BrokenPipeError:  # `kraft ... | head`: the reader left, nothing is lost
+        # Python would report the pipe again flushing stdout at exit: point it nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (PermissionError, FileNotFoundError, IsADirectoryError,
+            NotADirectoryError) as exc:  # a path given on the command line
+        if exc.filename is None:
+            raise
+        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ leads and whether the brokers are ready.
 
 Used by `kraft quorum`, the integration tests, the demo, chaos and the bench. Layout:
 
-    DIR/cluster.json           cluster_id; per node: id, roles, controller and client
-                               addresses, pid, data dir, node dir, config path
+    DIR/cluster.json           cluster_id, base_port (when given); per node: id, roles,
+                               controller and client addresses, pid, data dir, node dir,
+                               config path
     DIR/node-N/node.toml       the node's configuration (Kafka key names)
     DIR/node-N/data/           its log directory (formatted here)
     DIR/node-N/node.log        its stdout and stderr (JSON log lines)
@@ -20,15 +21,19 @@ its own detached process (new session), so it outlives the command that started 
 A TLS cluster's listeners are all SSL with mutual TLS (`ssl.client.auth=required`): the
 voters' `CONTROLLER`, the brokers' Kafka listener (named `SSL`) and `STATUS`. Every node's
 `super.users` names the nodes and the admin identity, also when `settings` give their own
-`super.users` (the admin is added to them), so the launcher's own requests stay allowed
-under the authorizer. A loaded cluster dials them as its admin (`Cluster.client_ssl`:
+`super.users` (theirs are added to the nodes' and the admin's, never in their place), so
+the nodes' requests to each other and the launcher's stay allowed under the authorizer.
+A loaded cluster dials them as its admin (`Cluster.client_ssl`:
 `admin.properties`, or `client.properties` in a cluster made before there was an admin),
 through the blocking client `tools.quorum_client`; `cluster_properties` names the file
 another client of the cluster uses.
 
 A `Cluster` object owns the node processes it started: it reaps them and keeps their
 exit codes (`exit_codes`); a node started by another process (or object) is known by its
-pid and command line only.
+pid and command line only. Starting refuses ports another process holds (`busy_ports`),
+and a wait that `watch`es fails at once, with the node's last error line, when a node it
+started has died (`NodeDied`). Every request carries the cluster's id, so a node of
+another cluster on a recorded address answers INCONSISTENT_CLUSTER_ID, never a leader.
 """
 
 from __future__ import annotations
@@ -40,14 +45,14 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from raft.common.durable import make_private_dir
 from raft.common.uuid import Uuid
-from tools.ports import HOST, free_ports
+from tools.ports import HOST, busy_ports, free_ports
 from tools.quorum_client import ClusterError as ClusterError  # the launcher's error too
 from tools.quorum_client import (
     append_records,
@@ -70,10 +75,58 @@ def cluster_properties(cluster_dir: str | os.PathLike[str], *, admin: bool = Tru
     return next((p for n in names if (p := Path(cluster_dir) / n).is_file()), None)
 
 
-def _with_principal(super_users: str, principal: str) -> str:
-    """`super.users` (`User:a;User:b`) with `principal` added once."""
-    names = [n.strip() for n in super_users.split(";") if n.strip()]
-    return ";".join(dict.fromkeys([*names, principal]))
+class NodeDied(ClusterError):
+    """A node this launcher started exited while it waited for the cluster."""
+
+
+METRICS_EVENT = "serving Prometheus metrics"  # tools/metrics.py's log line, with its url
+
+
+def _events_backwards(log_text: str) -> Iterator[dict[str, Any] | str]:
+    """A node's log, last line first: each JSON log line as its event, any other line
+    (what the command line printed) as text."""
+    for line in reversed(log_text.splitlines()):
+        try:
+            event = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            event = None
+        yield event if isinstance(event, dict) else line
+
+
+def last_error_line(log_text: str) -> str | None:
+    """The last error a node's log holds: an ERROR or CRITICAL JSON log line's message, or
+    the `error: ...` line the command line prints before it exits (None: neither)."""
+    for event in _events_backwards(log_text):
+        if isinstance(event, str) and event.startswith("error: "):
+            return event.removeprefix("error: ")
+        if isinstance(event, dict) and event.get("level") in ("ERROR", "CRITICAL"):
+            return str(event.get("msg"))
+    return None
+
+
+def metrics_url(log_text: str) -> str | None:
+    """Where a node's log last said it serves Prometheus metrics (None: it did not)."""
+    return next((str(e["url"]) for e in _events_backwards(log_text)
+                 if isinstance(e, dict) and e.get("msg") == METRICS_EVENT and "url" in e),
+                None)
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+def _refuse_busy(owners: Mapping[int, str]) -> None:
+    """ClusterError naming each port of `owners` (port -> whose) another process holds."""
+    busy = busy_ports(owners)
+    if busy:
+        raise ClusterError("port" + ("s" if len(busy) > 1 else "") + " in use by another "
+                           "process: " + ", ".join(f"{HOST}:{p} ({owners[p]})" for p in busy))
+
+
+def _super_users(*lists: str) -> str:
+    """One `super.users` (`User:a;User:b`) holding every principal of `lists`, once each."""
+    names = [n.strip() for text in lists for n in text.split(";") if n.strip()]
+    return ";".join(dict.fromkeys(names))
 
 
 def _write_bootstrap(data_dir: str, voters: Any) -> None:
@@ -124,6 +177,13 @@ class NodeInfo:
     def log_path(self) -> Path:
         return Path(self.dir) / "node.log"
 
+    def log_text(self) -> str:
+        """Its node.log ("" before it ever started)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
 
 @dataclass
 class Cluster:
@@ -133,6 +193,7 @@ class Cluster:
     started_pids: list[int] = field(default_factory=list)  # every pid this object started
     exit_codes: dict[int, int] = field(default_factory=dict)  # pid -> exit code (negative:
     # a signal) of the nodes this object started and reaped
+    base_port: int | None = None  # the first of its consecutive ports (None: any free ones)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # not reaped
     _client_ssl: list[ssl.SSLContext | None] = field(default_factory=list)  # once loaded
 
@@ -177,7 +238,10 @@ class Cluster:
         # voters, then brokers' Kafka ports, then brokers' STATUS ports
         ports = (list(range(base_port, base_port + voters + 2 * brokers)) if base_port
                  else free_ports(voters + 2 * brokers))
-        cluster = cls(directory, cluster_id or str(Uuid.random()))
+        if base_port:  # before anything is written: a busy port makes no cluster
+            _refuse_busy({port: f"node {i + 1 if i < voters + brokers else i + 1 - brokers}"
+                          for i, port in enumerate(ports)})
+        cluster = cls(directory, cluster_id or str(Uuid.random()), base_port=base_port)
         quorum = ",".join(f"{n}@{HOST}:{ports[n - 1]}" for n in range(1, voters + 1))
         tls_files = None
         if tls:
@@ -217,11 +281,13 @@ class Cluster:
                 node_settings["listener.security.protocol.map"] = (
                     "CONTROLLER:SSL" if is_voter else "CONTROLLER:SSL,SSL:SSL,STATUS:SSL")
                 node_settings.update(node_tls_settings(tls_files, node_id))
+            launcher_super_users = str(node_settings.get("super.users", ""))
             node_settings.update(settings or {})
-            if tls_files is not None:
+            if tls_files is not None:  # the nodes and the admin stay super users
                 from tools.tls_certs import admin_principal
-                node_settings["super.users"] = _with_principal(
-                    str(node_settings.get("super.users", "")), admin_principal())
+                node_settings["super.users"] = _super_users(
+                    launcher_super_users, str(node_settings.get("super.users", "")),
+                    admin_principal())
             Path(info.config).write_text(to_toml(node_settings))
             cluster.nodes[node_id] = info
         cluster.save()
@@ -234,9 +300,16 @@ class Cluster:
         and runs as an observer until `kraft quorum add-controller` adds it (KIP-853).
         Not started; its settings follow the first controller's. `bootstrap_servers`:
         it knows no voter, only `controller.quorum.bootstrap.servers` (every controller
-        address so far), and learns the voters from them at start."""
+        address so far), and learns the voters from them at start. Its port: `port`,
+        else in a cluster made with a base port the one after its highest (ClusterError
+        when another process holds it), else a free one."""
         node_id = max(self.nodes) + 1
         first = self.nodes[min(self.voter_ids)]
+        if port is None and self.base_port:  # the next of the cluster's own ports
+            port = 1 + max(_port(a) for n in self.nodes.values()
+                           for a in (n.controller_address, n.client_address, n.status_address)
+                           if a)
+            _refuse_busy({port: f"node {node_id}"})
         address = f"{HOST}:{port or free_ports(1)[0]}"
         node_dir = self.directory / f"node-{node_id}"
         info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
@@ -270,10 +343,10 @@ class Cluster:
         except (OSError, ValueError) as exc:
             raise ClusterError(f"{directory / CLUSTER_FILE}: {exc}") from None
         nodes = {int(n["id"]): NodeInfo(**n) for n in data["nodes"]}
-        return cls(directory, data["cluster_id"], nodes)
+        return cls(directory, data["cluster_id"], nodes, base_port=data.get("base_port"))
 
     def save(self) -> None:
-        data = {"cluster_id": self.cluster_id,
+        data = {"cluster_id": self.cluster_id, "base_port": self.base_port,
                 "nodes": [asdict(n) for n in sorted(self.nodes.values(), key=lambda n: n.id)]}
         temp = self.directory / (CLUSTER_FILE + ".tmp")
         temp.write_text(json.dumps(data, indent=2) + "\n")
@@ -335,12 +408,27 @@ class Cluster:
         return process.pid
 
     def start(self) -> None:
+        """Start every node; ClusterError, with none started, when one already runs or
+        another process holds a node's port."""
         running = self.running()
         if running:
             raise ClusterError(f"the cluster in {self.directory} is already running "
                                f"(nodes {', '.join(map(str, running))})")
+        _refuse_busy({_port(a): f"node {n.id}" for n in self.nodes.values()
+                      for a in (n.controller_address, n.client_address, n.status_address)
+                      if a})
         for node_id in sorted(self.nodes):
             self.start_node(node_id)
+
+    def raise_if_a_node_died(self) -> None:
+        """NodeDied, with the node's exit code and last error line, when a node this
+        object started (and did not stop) has exited."""
+        for info in sorted(self.nodes.values(), key=lambda n: n.id):
+            if info.pid in self._children and not self._is_alive(info.pid):
+                error = last_error_line(info.log_text())
+                raise NodeDied(f"node {info.id} exited with code "
+                               f"{self.exit_codes[info.pid]}: "
+                               f"{error or 'no error line'} (log: {info.log_path})")
 
     def send_signal(self, node_id: int, signum: int) -> None:
         info = self.node(node_id)
@@ -394,6 +482,7 @@ class Cluster:
         going down. Returns the ids that needed SIGKILL."""
         try:
             leader = describe_quorum(self.controller_addresses(), timeout_s=1.0,
+                                     cluster_id=self.cluster_id,
                                      ssl_context=self.client_ssl)["leader_id"]
         except ClusterError:
             leader = None
@@ -430,19 +519,23 @@ class Cluster:
     def describe(self, exclude: Iterable[int] = (), timeout_s: float = 2.0) -> dict[str, Any]:
         skip = set(exclude)
         return describe_quorum(self.controller_addresses(skip), timeout_s=timeout_s,
-                               avoid=self._addresses_of(skip), ssl_context=self.client_ssl)
+                               avoid=self._addresses_of(skip), cluster_id=self.cluster_id,
+                               ssl_context=self.client_ssl)
 
     def _addresses_of(self, node_ids: Iterable[int]) -> set[str]:
         return {a for n in node_ids if (a := self.node(n).controller_address)}
 
     def wait_for_leader(self, timeout_s: float = 20.0, *, above_epoch: int = 0,
-                        exclude: Iterable[int] = ()) -> dict[str, Any]:
+                        exclude: Iterable[int] = (), watch: bool = False) -> dict[str, Any]:
         """Poll DescribeQuorum (bounded) until a leader in an epoch > `above_epoch`, not
-        in `exclude`, answers; returns the description."""
+        in `exclude`, answers; returns the description. `watch`: NodeDied as soon as a
+        node this object started has exited."""
         skip = set(exclude)
         deadline = time.monotonic() + timeout_s
         last_error = "no answer yet"
         while time.monotonic() < deadline:
+            if watch:
+                self.raise_if_a_node_died()
             try:
                 state = self.describe(exclude=skip, timeout_s=0.5)
                 if state["leader_epoch"] > above_epoch and state["leader_id"] not in skip \
@@ -467,13 +560,16 @@ class Cluster:
             return None
         return body if isinstance(body, dict) and body.get("error_code") == 0 else None
 
-    def wait_for_brokers(self, timeout_s: float = 30.0) -> list[int]:
+    def wait_for_brokers(self, timeout_s: float = 30.0, *, watch: bool = False) -> list[int]:
         """Poll (bounded) until every broker is registered and unfenced; returns their ids.
-        Until then a create with replication factor > 0 unfenced brokers is refused."""
+        Until then a create with replication factor > 0 unfenced brokers is refused.
+        `watch`: as `wait_for_leader`'s."""
         brokers = [n for n, info in self.nodes.items() if not info.is_voter]
         deadline = time.monotonic() + timeout_s
         pending = list(brokers)
         while pending:
+            if watch:
+                self.raise_if_a_node_died()
             pending = [n for n in pending
                        if not ((s := self.broker_status(n)) and not s.get("is_fenced", True))]
             if pending and time.monotonic() > deadline:

@@ -1,5 +1,12 @@
 """The one error type commands raise: printed as one line, mapped to an exit code."""
 
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from raft.common.errors import ErrorCode
+
 
 class CommandError(Exception):
     """A request or check failed (exit 1) or the input was bad (exit 2)."""
@@ -11,3 +18,12 @@ class CommandError(Exception):
 
 def usage_error(message: str) -> CommandError:
     return CommandError(message, exit_code=2)
+
+
+def unknown_topic(name: str, known: Iterable[str]) -> CommandError:
+    """One line naming the missing topic, with Kafka's error code and the closest
+    existing name if one is close (a typo); exit 1."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return CommandError(f"{code.name} ({int(code)}): no topic named {name!r}{hint}")

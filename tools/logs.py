@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -35,8 +36,21 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to sys.stderr as it is then, so a progress display that
+    routes stderr above its line (tools/progress.py) receives the log lines too."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler's own init sets it
+        pass
+
+
 def configure_logging(log_format: str = "text", level: str = "WARNING") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -15,13 +15,19 @@ line per phase (`[replay   12.3s] reading 9 segment(s) of 3 node(s)`); otherwise
 Counters that other threads change (a nemesis, Spark's stage tracker) are read by a
 `poll` function, which rich's own refresh thread calls before each redraw: the caller
 needs no thread of its own.
+
+The line fits the terminal: before each redraw the optional fields (counters, rate,
+elapsed, time left) are dropped, last first, until it does (`columns_that_fit`); the
+spinner, the label, the bar and the count stay. While it is shown, stderr goes through
+rich, so a log line (tools/logs.py writes to the current sys.stderr) prints above the
+progress line instead of splicing into it.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -98,14 +104,38 @@ class _Elapsed(ProgressColumn):
         return Text(f"{seconds // 60}:{seconds % 60:02d}", style="progress.elapsed")
 
 
+def columns_that_fit(width: int, widths: Sequence[int], required: Sequence[bool]
+                     ) -> list[int]:
+    """Indexes of the columns to show in `width` cells, one cell between two: every
+    required one, then the optional ones in order while they fit."""
+    used = sum(w + 1 for w, needed in zip(widths, required, strict=True) if needed)
+    shown = []
+    for index, (cells, needed) in enumerate(zip(widths, required, strict=True)):
+        if not needed and used + cells + 1 > width:
+            break
+        if not needed:
+            used += cells + 1
+        shown.append(index)
+    return shown
+
+
 class _Live(Progress):
-    """rich's Progress that asks the poll function before each redraw."""
+    """rich's Progress that asks the poll function before each redraw and shows the
+    columns that fit the terminal's width."""
 
     poll: Callable[[], None] | None = None
+    every_column: tuple[ProgressColumn, ...] = ()
+    required: tuple[bool, ...] = ()
 
     def get_renderables(self) -> Any:
         if self.poll is not None:
             self.poll()
+        if self.every_column and self.tasks:
+            task = self.tasks[-1]
+            widths = [self.console.measure(column(task)).maximum
+                      for column in self.every_column]
+            self.columns = tuple(self.every_column[i] for i in columns_that_fit(
+                self.console.width, widths, self.required))
         return super().get_renderables()
 
 
@@ -126,17 +156,20 @@ class ProgressDisplay:
         columns: list[ProgressColumn] = [
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
             _Count(unit)]
+        required = len(columns)
+        columns.append(TextColumn("{task.fields[stats]}"))
         if rate:
             columns.append(_Rate(unit))
-        columns += [TextColumn("{task.fields[stats]}"), _Elapsed(self._started),
-                    TimeRemainingColumn()]
+        columns += [_Elapsed(self._started), TimeRemainingColumn()]
         # stdout is routed above the live line only when it is a terminal too: a piped
         # stdout (JSON) never receives the display, nor is moved to stderr
         self._progress = _Live(*columns, console=self.console, transient=True,
                                refresh_per_second=refresh_per_second,
                                redirect_stdout=self.live and sys.stdout.isatty(),
-                               redirect_stderr=False, disable=not self.live)
+                               redirect_stderr=self.live, disable=not self.live)
         self._progress.poll = self._apply_poll
+        self._progress.every_column = tuple(columns)
+        self._progress.required = tuple(i < required for i in range(len(columns)))
         self._task: TaskID = self._progress.add_task(label, total=total, stats="")
 
     def __enter__(self) -> ProgressDisplay:

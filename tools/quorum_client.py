@@ -72,18 +72,19 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
 
 def append_records(addresses: list[str], count: int, batch: int = 1, *,
                    cluster_id: str = "", timeout_s: float = 30.0, in_flight: int = 64,
-                   avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
-                   ) -> dict[str, Any]:
+                   avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None,
+                   refusals_end_call: bool = False) -> dict[str, Any]:
     """`Append` NoOp records through the leader; returns its reply once they committed.
 
     While no leader is known (an election is under way) the request is sent again, until
     `timeout_s`. An append cut short by a leader change may have left some of its records
     in the log (NoOps: harmless); only the batches of the returned reply are acknowledged.
     Given up after an attempt that may have reached a leader, the error says the outcome
-    is unknown (`raft.common.leader_redirect`)."""
+    is unknown (`raft.common.leader_redirect`). `refusals_end_call`: fail at once when
+    every address refuses the connection (no node runs), instead of at `timeout_s`."""
     client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
                           attempt_timeout_s=timeout_s, backoff_s=APPEND_BACKOFF_S,
-                          avoid=avoid)
+                          avoid=avoid, refusals_end_call=refusals_end_call)
     body = {"count": count, "batch": batch, "in_flight": in_flight}
     result = client.call("Append", body, classify=raft_outcome, is_write=True,
                          deadline=time.monotonic() + timeout_s)
@@ -101,15 +102,20 @@ def append_records(addresses: list[str], count: int, batch: int = 1, *,
 
 
 def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
-                    avoid: Iterable[str] = (), ssl_context: ssl.SSLContext | None = None
-                    ) -> dict[str, Any]:
-    """DescribeQuorum from the leader, as a flat dict (raises ClusterError)."""
+                    avoid: Iterable[str] = (), cluster_id: str = "",
+                    ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """DescribeQuorum from the leader, as a flat dict (raises ClusterError). Given a
+    `cluster_id`, a node of another cluster refuses the request, and an answer that
+    does not carry that id is not trusted."""
     from raft import messages  # here: `kraft topics` and the admin requests need no raft RPCs
     request_body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
-    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, timeout_s=timeout_s,
-                           avoid=avoid, ssl_context=ssl_context)
+    reply = request_leader(addresses, DESCRIBE_QUORUM, request_body, cluster_id=cluster_id,
+                           timeout_s=timeout_s, avoid=avoid, ssl_context=ssl_context)
     if reply.get("error_code", 0) != 0 and "topics" not in reply:
         raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
+    if cluster_id and reply.get("cluster_id") != cluster_id:
+        raise ClusterError(f"DescribeQuorum answered for cluster {reply.get('cluster_id')!r}, "
+                           f"not {cluster_id}")
     try:
         response = messages.decode_message("DescribeQuorumResponse", reply)
     except messages.MessageError as exc:

@@ -254,22 +254,22 @@ class RaftCore(Election, Replication, Reconfiguration):
             if inflight.deadline_ms < best:
                 best = inflight.deadline_ms
         if isinstance(state, LeaderState):
-            check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
-            if check is not None and check < best:
-                best = check
-            for parked in state.parked.values():
-                if parked.deadline_ms < best:
-                    best = parked.deadline_ms
-            if state.begin_quorum_due_ms < best:
-                best = state.begin_quorum_due_ms
-            change = self._voter_change_deadline_ms(state)
-            if change is not None and change < best:
-                best = change
+            best = min(best, self._leader_deadline_ms(state))
         elif isinstance(state, FollowerState | UnattachedState):
             fetch_at = self._next_fetch_ms(state)
             if fetch_at is not None and fetch_at < best:
                 best = fetch_at
         return best
+
+    def _leader_deadline_ms(self, state: LeaderState) -> int:
+        """The leader's own timers: check-quorum, parked fetches, re-announcing itself,
+        a voter change's."""
+        deadlines = [state.begin_quorum_due_ms,
+                     *(parked.deadline_ms for parked in state.parked.values())]
+        check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
+        change = self._voter_change_deadline_ms(state)
+        deadlines += [d for d in (check, change) if d is not None]
+        return min(deadlines)
 
     def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
         state = self._state

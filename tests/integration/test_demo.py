@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.cluster import Cluster
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
@@ -22,3 +24,15 @@ def test_demo_stages_the_stale_replica_and_survives_the_leader_kill_when_run(
     assert "UNKNOWN_TOPIC_ID (100)" in done.stdout
     assert "leads epoch" in done.stdout
     assert not list(cluster_dir.glob("node-*/node.pid")), "the demo stops every node"
+
+
+def test_demo_refuses_a_directory_that_holds_a_cluster_at_once(tmp_path: Path) -> None:
+    Cluster.create(tmp_path / "old", voters=1)
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "demo", "--cluster",
+                           str(tmp_path / "old"), "--skip-replay"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: --cluster {tmp_path / 'old'} already holds a "
+                                   "cluster: the demo needs a new directory (remove that "
+                                   "one, or give another)")
+    assert done.stdout == ""  # nothing was started

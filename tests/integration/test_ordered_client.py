@@ -18,8 +18,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.support.order_check import acknowledged_from, check_order, deliveries_from
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster
+from tools.client.order_check import acknowledged_from, check_order, deliveries_from
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration

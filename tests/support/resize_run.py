@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
+from tools.client.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
 
 
 class RunError(RuntimeError):

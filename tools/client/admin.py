@@ -115,7 +115,8 @@ class KafkaAdmin:
 
     async def _retrying(self, attempt: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         """`attempt()`, again after a short pause while no broker can be reached, until
-        the deadline (a broker restarting; a wrong address fails at the deadline)."""
+        the deadline (a broker restarting); addresses where nothing listens already
+        failed in `negotiate`."""
         while True:
             try:
                 return await attempt()
@@ -152,15 +153,18 @@ class KafkaAdmin:
         """Every Kafka listener answers ApiVersions (KIP-511, whatever the version): an
         address that only closes the connection is something else, most likely a
         controller named by a script written when --bootstrap-server meant controllers;
-        that fails at once, with the hint."""
+        that fails at once, with the hint; so does a list of addresses that all refuse
+        the connection (no broker runs there)."""
         body = build(load_request_schema(API_VERSIONS, API_VERSIONS_VERSION), {
             "client_software_name": "kraft-py", "client_software_version": "1"})
         failures: list[str] = []
+        refused = True
         for address in dict.fromkeys(self.client.bootstrap):
             try:
                 response = await self.client.call(address, body)
             except ConnectionLost as exc:
                 failures.append(str(exc))
+                refused = refused and exc.refused
                 continue
             if int(response.error_code) != 0:
                 raise ClientError(f"{address}: ApiVersions failed: "
@@ -174,6 +178,10 @@ class KafkaAdmin:
             raise NotAKafkaListener("; ".join(failures) + ": not a broker's Kafka listener "
                                     "(--bootstrap-server names brokers; controllers take "
                                     f"--bootstrap-controller){tls_hint}")
+        if failures and refused:
+            raise ClientError("every broker refused the connection: "
+                              f"{', '.join(dict.fromkeys(self.client.bootstrap))} "
+                              "(is the cluster running?)")
         raise ConnectionLost("no broker answered: " + "; ".join(failures))
 
     def serves(self, api_key: int) -> bool:

@@ -34,7 +34,21 @@ class ClientError(Exception):
 
 
 class ConnectionLost(ClientError):
-    """The broker could not be reached or closed the connection (retriable)."""
+    """The broker could not be reached or closed the connection (retriable); `refused`:
+    it refused the connection, nothing listens at its address."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connect failed on a refusal, for every address tried (trio groups the
+    attempts' errors as the cause)."""
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        return all(isinstance(e, ConnectionRefusedError) for e in cause.exceptions)
+    return isinstance(exc, ConnectionRefusedError)
 
 
 class BrokerConnection:
@@ -56,8 +70,8 @@ class BrokerConnection:
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                     trio.TooSlowError, EOFError) as exc:
                 await self.close()
-                raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}") \
-                    from None
+                raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}",
+                                     refused=_refused(exc)) from None
 
     async def _exchange(self, body: Any) -> Any:
         if self._stream is None:

@@ -3,11 +3,12 @@ order, holding back those the gates (tools/client/gates.py) say must wait until 
 group has consumed other partitions up to a point.
 
 One generation: join (tools/client/group.py); start positions from the committed
-offsets (else the earliest); gates from the resize epoch maps; then fetch and deliver,
-while a background loop heartbeats, exchanges positions with the group and watches the
-topic's counts every heartbeat interval. A rebalance, a changed partition count or
-INVALID_PARTITION_METADATA on Fetch ends the generation: positions are committed
-synchronously and the member joins again, so a clean rebalance redelivers nothing.
+offsets (else the earliest, or the latest when `reset` says so); gates from the resize
+epoch maps; then fetch and deliver, while a background loop heartbeats, exchanges
+positions with the group and watches the topic's counts every heartbeat interval. A
+rebalance, a changed partition count or INVALID_PARTITION_METADATA on Fetch ends the
+generation: positions are committed synchronously and the member joins again, so a clean
+rebalance redelivers nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.kafka.groups.offsets_records import RecordFormatError, decode_batches
+from broker.kafka.groups.offsets_records import RecordFormatError, decode_records
 from broker.kafka.partitions.partition_log import (
     InvalidBatchError,
     last_offset_delta,
@@ -82,8 +83,10 @@ class OrderedConsumer:
                  listener: PartitionKeyListener | None = None,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 10_000,
                  heartbeat_interval_s: float = 1.0, fetch_max_wait_ms: int = 200,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time,
+                 reset: int = EARLIEST) -> None:
         self.client, self.topic, self.use_gates = client, topic, use_gates
+        self.reset = reset  # where a partition without a committed offset starts
         self.listener: PartitionKeyListener = listener or NoListener()
         self.member = GroupMember(client, group, topic, session_timeout_ms=session_timeout_ms,
                                   rebalance_timeout_ms=rebalance_timeout_ms)
@@ -163,8 +166,10 @@ class OrderedConsumer:
         wanted = list(partitions)
         committed = await self.member.committed(wanted)
         earliest = await list_offsets(self.client, metadata, wanted, EARLIEST)
-        self.owned = {p: Owned(position=max(committed.get(p, -1), earliest[p]))
-                      for p in wanted}
+        fresh = earliest if self.reset == EARLIEST else \
+            await list_offsets(self.client, metadata, wanted, self.reset)
+        self.owned = {p: Owned(position=max(committed[p], earliest[p]) if p in committed
+                               else fresh[p]) for p in wanted}
         self.reports = {p: gates.ReportState() for p in wanted}
         self.group_positions, self.wanted = {}, set()
         if self.use_gates and metadata.ordered:
@@ -315,7 +320,7 @@ class OrderedConsumer:
             base = int(struct.unpack_from(">q", batch, 0)[0])
             last = base + last_offset_delta(batch)
             try:
-                records = list(decode_batches(batch))
+                records = list(decode_records(batch))
             except RecordFormatError as exc:
                 raise ClientError(f"{self.topic}-{p} at {base}: {exc}") from None
             for offset, key, value in records:
@@ -327,7 +332,7 @@ class OrderedConsumer:
                                              int(self.wall_clock() * 1000)))
                 owned.position, owned.epoch = offset + 1, epoch
             if gates.deliverable(last, self._limit(owned)) and last >= owned.position:
-                owned.position, owned.epoch = last + 1, epoch  # keyless or control records
+                owned.position, owned.epoch = last + 1, epoch  # control or compressed batches
 
 
 def _whole_batches(data: bytes) -> list[bytes]:

@@ -65,8 +65,10 @@ class GroupMember:
         _, response = await self.client.call_any(build(
             load_request_schema(FIND_COORDINATOR, 3), {"key": self.group, "key_type": 0}))
         code = int(response.error_code)
-        if code != errors.NONE:
+        if code in errors.COORDINATOR_MOVED:  # not elected or not loaded yet: ask again
             raise ConnectionLost(f"FindCoordinator {self.group}: {errors.name(code)}")
+        if code != errors.NONE:  # a refusal (GROUP_AUTHORIZATION_FAILED) stays one
+            raise ClientError(f"FindCoordinator {self.group}: {errors.name(code)}")
         return f"{response.host}:{response.port}"
 
     def _check(self, what: str, code: int) -> None:

@@ -123,7 +123,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         "groups")
     parser.add_argument("--principal", help="--list: only this principal's ACLs")
     parser.add_argument("--resource-pattern-type", default="literal",
-                        choices=tuple(PATTERNS), type=str.lower)
+                        choices=tuple(PATTERNS), type=str.lower,
+                        help="how the resource name matches (default literal)")
     parser.add_argument("--force", action="store_true", help="--remove without asking")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")

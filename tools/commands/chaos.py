@@ -160,8 +160,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="how long the workload and the faults run")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the fault schedule and the workload (printed)")
-    parser.add_argument("--voters", type=int, default=3)
-    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--voters", type=int, default=3, help="controllers (default 3)")
+    parser.add_argument("--brokers", type=int, default=3, help="brokers (default 3)")
     parser.add_argument("--faults", default="kill,pause,leader",
                         help=f"comma-separated fault kinds among {', '.join(KINDS)} "
                              "(empty: none)")
@@ -178,7 +178,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="a dynamic quorum (KIP-853, as kraft quorum start --dynamic); "
                              "needed by the wipe-voter fault")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
-    parser.add_argument("--replay-master", default="local[2]", metavar="MASTER")
+    parser.add_argument("--replay-master", default="local[2]", metavar="MASTER",
+                        help="Spark master of the final replay (default local[2])")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
 

@@ -34,8 +34,7 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
 )
 from metadata.topic_configs import KEYS
-from tools.admin_client import fail_on_error
-from tools.commands.topics import add_controller_target, admin_client
+from tools.commands.topics import add_controller_target, admin_client, fail_unless_found
 from tools.errors import usage_error
 
 
@@ -43,12 +42,15 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     add_controller_target(parser)
     parser.add_argument("--entity-type", required=True, choices=("topics",),
                         help="only topics have configs here")
-    parser.add_argument("--entity-name", required=True, metavar="NAME")
+    parser.add_argument("--entity-name", required=True, metavar="NAME",
+                        help="the topic")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show the topic's configs")
     action.add_argument("--alter", action="store_true", help="set or delete configs")
-    parser.add_argument("--add-config", metavar="k=v[,k2=v2]", default="")
-    parser.add_argument("--delete-config", metavar="k[,k2]", default="")
+    parser.add_argument("--add-config", metavar="k=v[,k2=v2]", default="",
+                        help="with --alter: configs to set")
+    parser.add_argument("--delete-config", metavar="k[,k2]", default="",
+                        help="with --alter: configs to return to their defaults")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
 
@@ -95,15 +97,16 @@ def run(args: argparse.Namespace) -> int:
             resource_type=TOPIC_RESOURCE, resource_name=name, configs=configs),)))
         assert isinstance(response, IncrementalAlterConfigsResponse)
         result = response.responses[0]
-        fail_on_error(f"altering the configs of topic {name!r}", result.error_code,
-                      result.error_message)
+        fail_unless_found(client, f"altering the configs of topic {name!r}", name,
+                          result.error_code, result.error_message)
         print(json.dumps({"topic": name, "altered": True}) if args.json
               else f"Completed updating config for topic {name}.")
         return 0
     described = client.call(DescribeTopicsRequest(names=(name,)))
     assert isinstance(described, DescribeTopicsResponse)
     topic = described.topics[0]
-    fail_on_error(f"describing topic {name!r}", topic.error_code, topic.error_message)
+    fail_unless_found(client, f"describing topic {name!r}", name, topic.error_code,
+                      topic.error_message)
     own = {c.name: c.value for c in topic.configs or ()}
     rows = [{"name": key, "value": own.get(key, spec.default), "default": key not in own}
             for key, spec in sorted(KEYS.items())]

@@ -4,7 +4,9 @@ own process, through topic churn, a stale broker and a leader kill, then a Spark
 Every visible step is a real `kraft` command run as a subprocess and echoed like a shell
 session; the waits in between poll an observable condition under a deadline. On a
 terminal, a progress line on stderr (tools/progress.py) shows the section, how many of
-the sections are done and the command running.
+the sections are done and the command running. A `--cluster` directory that already
+holds a cluster is refused at once (exit 2): the demo's fixed topic names would collide
+with the earlier run's halfway through.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tools.cluster import Cluster
+from tools.cluster import CLUSTER_FILE, Cluster
 from tools.commands.replay import require_extra
-from tools.errors import CommandError
+from tools.errors import CommandError, usage_error
 from tools.progress import ProgressDisplay
 
 DELETE_DELAY_MS = 4000  # delete.topic.delay.ms, shortened so the demo sees the removal
@@ -30,7 +32,8 @@ STEP_TIMEOUT_S = 60.0
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--cluster", metavar="DIR",
-                        help="cluster directory (default: a new temp directory)")
+                        help="a new cluster directory (default: a new temp directory); "
+                        "one that holds a cluster is refused")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
 
 
@@ -126,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("replay", "kraft demo (without --skip-replay)",
                       ("pyspark", "matplotlib"))
     directory = Path(args.cluster or tempfile.mkdtemp(prefix="kraft-demo-"))
+    if (directory / CLUSTER_FILE).exists():  # its topics would collide halfway through
+        raise usage_error(f"--cluster {directory} already holds a cluster: the demo needs a "
+                          "new directory (remove that one, or give another)")
     sections = len(SECTIONS) - args.skip_replay
     with ProgressDisplay("demo", unit="sections") as display:  # stderr, when a terminal
         _run(_Session(directory, display, sections), directory, args.skip_replay)

@@ -34,7 +34,8 @@ MAX_VERSION = 1
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--cluster", metavar="DIR")
-    target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]")
+    target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
+                        help="controller addresses (as kafka-features.sh)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties (security.protocol, ssl.*), as Kafka's "
                         "tools; default with --cluster: its admin.properties when it has one")
@@ -42,7 +43,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     describe = actions.add_parser("describe", help="the finalized kraft.version")
     describe.add_argument("--json", action="store_true")
     upgrade = actions.add_parser("upgrade", help="upgrade kraft.version (0 -> 1)")
-    upgrade.add_argument("--feature", required=True, metavar="kraft.version=1")
+    upgrade.add_argument("--feature", required=True, metavar="kraft.version=1",
+                         help="the feature and its new level")
     upgrade.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
     upgrade.add_argument("--json", action="store_true")
 

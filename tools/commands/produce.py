@@ -2,11 +2,16 @@
 idempotent producer addressing the topic by ID (like kafka-console-producer.sh).
 
     kraft produce (--bootstrap-server HOST:PORT[,...] | --cluster DIR) --topic NAME
-        [--partition N] [--acks all|1|0] [--timeout SECONDS] [--json] [VALUE ...]
+        [--partition N] [--key K | --key-separator SEP] [--acks all|1|0]
+        [--timeout SECONDS] [--json] [VALUE ...]
     kraft produce (--bootstrap-server ... | --cluster DIR) --topic NAME --ordered
         --keys K [--key-prefix P] --count N [--rate R] [--timeout SECONDS] [--json]
 
-The values (or, without any, the lines of stdin) go as one magic v2 batch. The topic's
+The values (or, without any, the lines of stdin) go as one magic v2 batch to the
+partition `--partition` (default 0), whatever their keys. A record's key is null, or
+`--key K` for every record, or with `--key-separator SEP` the text before the first SEP
+of each value (like kafka-console-producer's `parse.key`; a value without SEP is a usage
+error naming it). The topic's
 ID and the partition's leader come from Metadata v12; with acks=all the producer takes a
 producer ID (InitProducerId) and sends the batch with sequence 0 by Produce v13 (topics
 by ID, KIP-516). A retriable answer (the leader moved, the broker is not caught up) or a
@@ -28,27 +33,31 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 
+from raft.common.errors import ErrorCode
 from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.wire_client import call, connect, encode_request
 from tools.addresses import broker_addresses
-from tools.errors import CommandError, usage_error
+from tools.errors import CommandError, unknown_topic, usage_error
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
 PRODUCE_VERSION = 13
 RETRY_BACKOFF_S = 0.2
+# A topic just created reaches the brokers' images within milliseconds (README: p99 under
+# 10 ms), so a topic still unknown after this long is taken not to exist.
+UNKNOWN_TOPIC_GRACE_S = 2.0
 RETRIABLE = frozenset({
-    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
-    ErrorCode.unknown_topic_or_partition, ErrorCode.request_timed_out,
-    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
-    ErrorCode.coordinator_not_available, ErrorCode.kafka_storage_error,
-    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
-    ErrorCode.inconsistent_topic_id})
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.INCONSISTENT_TOPIC_ID})
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
@@ -56,29 +65,56 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                         help="broker Kafka listeners")
     parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--partition", type=int, default=0)
-    parser.add_argument("--acks", choices=sorted(ACKS), default="all")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--topic", required=True, help="the topic to write to")
+    parser.add_argument("--partition", type=int, default=0,
+                        help="the partition every record goes to (default 0)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key", metavar="K", help="the key of every record (default: none)")
+    keys.add_argument("--key-separator", metavar="SEP",
+                      help="each value is KEY SEP VALUE (like parse.key=true)")
+    parser.add_argument("--acks", choices=sorted(ACKS), default="all",
+                        help="acknowledgements to wait for (default all)")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="give up after this long (default 30)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("values", nargs="*", metavar="VALUE",
                         help="record values (default: the lines of stdin)")
     ordered = parser.add_argument_group("ordered per-key sequences (--ordered)")
     ordered.add_argument("--ordered", action="store_true",
                          help="keyed sequences by linear hashing, order kept across resizes")
-    ordered.add_argument("--keys", type=int, metavar="K")
-    ordered.add_argument("--key-prefix", default="key-", metavar="P")
-    ordered.add_argument("--count", type=int, metavar="N")
+    ordered.add_argument("--keys", type=int, metavar="K", help="how many keys")
+    ordered.add_argument("--key-prefix", default="key-", metavar="P",
+                         help="the keys' common prefix (default key-)")
+    ordered.add_argument("--count", type=int, metavar="N", help="records in all")
     ordered.add_argument("--rate", type=float, metavar="R", help="records per second")
 
 
-def encode_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
-    """An uncompressed magic v2 batch of records with null keys (CRC32C included)."""
+def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 timestamp_ms: int | None = None) -> bytes:
+    """An uncompressed magic v2 batch of records (CRC32C included), keyed by `keys`
+    (default: every key null)."""
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    return record_batch.encode_batch([(None, value) for value in values],
+    keyed = [None] * len(values) if keys is None else keys
+    return record_batch.encode_batch(list(zip(keyed, values, strict=True)),
                                      timestamps=[stamp] * len(values), producer_id=producer_id,
                                      producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def _answers(brokers: list[str], request: Any) -> Iterator[Any]:
+    """Each broker's answer to `request`, in turn, skipping those that fail; a
+    CommandError when every one refused the connection (nothing listens there)."""
+    refused = []
+    for address in brokers:
+        try:
+            yield call(address, request)
+        except ConnectionRefusedError:
+            refused.append(address)
+        except OSError:
+            continue
+    if len(refused) == len(brokers):
+        raise CommandError(f"every broker refused the connection: {', '.join(refused)} "
+                           "(is the cluster running?)")
 
 
 def _metadata(brokers: list[str], topic: str, partition: int
@@ -87,18 +123,14 @@ def _metadata(brokers: list[str], topic: str, partition: int
     request = build(load_request_schema(METADATA, 12), {
         "topics": [{"name": topic, "topic_id": None}],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
-    error = ErrorCode.leader_not_available
-    for address in brokers:
-        try:
-            response = call(address, request)
-        except OSError:
-            continue
+    error = ErrorCode.LEADER_NOT_AVAILABLE
+    for response in _answers(brokers, request):
         (found,) = response.topics
-        if found.error_code != ErrorCode.none:
+        if found.error_code != ErrorCode.NONE:
             return ErrorCode(found.error_code)
         parts = {int(p.partition_index): p for p in found.partitions}
         if partition not in parts:
-            return ErrorCode.unknown_topic_or_partition
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         leader = int(parts[partition].leader_id)
         endpoints = {int(b.node_id): f"{b.host}:{b.port}" for b in response.brokers}
         if leader in endpoints:
@@ -106,16 +138,21 @@ def _metadata(brokers: list[str], topic: str, partition: int
     return error
 
 
+def _topic_names(brokers: list[str]) -> list[str]:
+    """Every topic's name, from the first broker that answers Metadata."""
+    request = build(load_request_schema(METADATA, 12), {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    return next(([str(t.name) for t in response.topics]
+                 for response in _answers(brokers, request)), [])
+
+
 def _producer_id(brokers: list[str]) -> tuple[int, int] | None:
     request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
         "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
         "producer_epoch": -1})
-    for address in brokers:
-        try:
-            response = call(address, request)
-        except OSError:
-            continue
-        if response.error_code == ErrorCode.none:
+    for response in _answers(brokers, request):
+        if response.error_code == ErrorCode.NONE:
             return int(response.producer_id), int(response.producer_epoch)
     return None
 
@@ -135,16 +172,17 @@ def _send(leader: str, request: Any, acks: int, deadline: float) -> tuple[ErrorC
     try:
         if acks == 0:
             call_without_answer(leader, request)
-            return ErrorCode.none, -1
+            return ErrorCode.NONE, -1
         answer = call(leader, request, timeout_s=max(1.0, deadline - time.monotonic()))
     except OSError:
-        return ErrorCode.network_exception, -1
+        return ErrorCode.NETWORK_EXCEPTION, -1
     part = answer.responses[0].partition_responses[0]
     return ErrorCode(part.error_code), int(part.base_offset)
 
 
 def produce(brokers: list[str], topic: str, partition: int, values: list[bytes], *,
-            acks: int, timeout_s: float) -> tuple[ErrorCode, int, int]:
+            acks: int, timeout_s: float, keys: list[bytes | None] | None = None
+            ) -> tuple[ErrorCode, int, int]:
     """(error, base offset, attempts): the batch sent, and resent on retriable errors,
     until it is acknowledged or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
@@ -152,15 +190,19 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     if acks == -1:  # idempotence needs acks=all, as in Kafka's producer
         identity = _identity(brokers, deadline)
         if identity is None:
-            return ErrorCode.coordinator_not_available, -1, 0
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, 0
         producer_id, epoch = identity
-    batch = encode_batch(values, producer_id=producer_id, producer_epoch=epoch,
+    batch = encode_batch(values, keys=keys, producer_id=producer_id, producer_epoch=epoch,
                          base_sequence=0 if producer_id >= 0 else -1)
-    error, attempts = ErrorCode.request_timed_out, 0
+    error, attempts = ErrorCode.REQUEST_TIMED_OUT, 0
+    unknown_until = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
     while time.monotonic() < deadline:
         found = _metadata(brokers, topic, partition)
         if isinstance(found, ErrorCode):
             error = found
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and \
+                    time.monotonic() > unknown_until:
+                return error, -1, attempts
         else:
             topic_id, leader = found
             attempts += 1
@@ -169,9 +211,9 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
                 "topic_data": [{"topic_id": topic_id, "partition_data": [
                     {"index": partition, "records": batch}]}]})
             error, base = _send(leader, request, acks, deadline)
-            if error == ErrorCode.none:
+            if error == ErrorCode.NONE:
                 return error, base, attempts
-        if error not in RETRIABLE and error != ErrorCode.network_exception:
+        if error not in RETRIABLE and error != ErrorCode.NETWORK_EXCEPTION:
             return error, -1, attempts
         time.sleep(RETRY_BACKOFF_S)
     return error, -1, attempts
@@ -183,6 +225,27 @@ def call_without_answer(address: str, body: Any) -> None:
         sock.sendall(encode_request(body))
 
 
+def split_keys(texts: list[str], *, key: str | None, separator: str | None
+               ) -> tuple[list[bytes | None], list[bytes]]:
+    """(keys, values) of the records: every key `key` (None: null), or each text split
+    at its first `separator`; a text without the separator is a usage error."""
+    if not separator:
+        if separator == "":
+            raise usage_error("--key-separator must not be empty")
+        return [None if key is None else key.encode()] * len(texts), \
+            [text.encode() for text in texts]
+    keys: list[bytes | None] = []
+    values = []
+    for number, text in enumerate(texts, start=1):
+        found, sep, value = text.partition(separator)
+        if not sep:
+            raise usage_error(f"record {number} ({text!r}) has no key separator "
+                              f"{separator!r}")
+        keys.append(found.encode())
+        values.append(value.encode())
+    return keys, values
+
+
 def run(args: argparse.Namespace) -> int:
     brokers = broker_addresses(args.cluster, args.bootstrap_server)
     if args.ordered:
@@ -190,16 +253,20 @@ def run(args: argparse.Namespace) -> int:
         return run_ordered(args, brokers)
     if args.partition < 0:
         raise usage_error("--partition must be >= 0")
-    values = [v.encode() for v in args.values] if args.values else \
-        [line.rstrip("\n").encode() for line in sys.stdin]
-    if not values:
+    texts = args.values or [line.rstrip("\n") for line in sys.stdin]
+    if not texts:
         raise usage_error("nothing to produce (no VALUE and an empty stdin)")
+    keys, values = split_keys(texts, key=args.key, separator=args.key_separator)
     error, base, attempts = produce(brokers, args.topic, args.partition, values,
-                                    acks=ACKS[args.acks], timeout_s=args.timeout)
+                                    acks=ACKS[args.acks], timeout_s=args.timeout, keys=keys)
     result = {"topic": args.topic, "partition": args.partition, "records": len(values),
               "base_offset": base, "attempts": attempts, "error": error.name.upper(),
               "error_code": int(error)}
-    if error != ErrorCode.none:
+    if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not args.json:
+        names = _topic_names(brokers)
+        if args.topic not in names:
+            raise unknown_topic(args.topic, names)
+    if error != ErrorCode.NONE:
         if args.json:
             print(json.dumps(result))
             return 1

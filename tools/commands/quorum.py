@@ -14,6 +14,11 @@
     kraft quorum add-node | add-controller | remove-controller ...
                                                    (tools.commands.quorum_voters)
 
+`start` reads each `--set` value as a node reads it (a usage error names a bad one),
+refuses ports another process holds before it starts any node, and watches the nodes it
+started until a leader and every broker are ready: when one dies, or the wait times out,
+it stops the others and exits 1 with that node's last error line.
+
 `start --tls` makes a throwaway CA and certificates (`tools.tls_certs`) and starts every
 listener as SSL with mutual TLS; the other verbs given `--cluster DIR` read the
 cluster's `admin.properties` (its admin identity, a super user) and connect over TLS
@@ -37,13 +42,14 @@ themselves (a voter neither given nor leading shows none). `append` needs contro
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import signal
 import time
 from typing import Any
 
 from raft import messages
-from tools.cluster import Cluster, ClusterError
+from tools.cluster import Cluster, ClusterError, metrics_url
 from tools.commands import quorum_snapshot, quorum_voters
 from tools.errors import CommandError, usage_error
 from tools.quorum_client import DESCRIBE_QUORUM, append_records, describe_quorum, request
@@ -56,14 +62,21 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     actions = parser.add_subparsers(dest="action", required=True,
                                     parser_class=type(parser))
     start = actions.add_parser("start", help="format, start every node, wait for a leader")
-    start.add_argument("--cluster", required=True, metavar="DIR")
-    start.add_argument("--voters", type=int, default=3)
-    start.add_argument("--brokers", type=int, default=0)
-    start.add_argument("--base-port", type=int, default=None)
+    start.add_argument("--cluster", required=True, metavar="DIR",
+                       help="the cluster's directory: made (formatted) when it holds none")
+    start.add_argument("--voters", type=int, default=3,
+                       help="controllers of a new cluster (default 3)")
+    start.add_argument("--brokers", type=int, default=0,
+                       help="brokers of a new cluster (default 0)")
+    start.add_argument("--base-port", type=int, default=None, metavar="PORT",
+                       help="a new cluster's first port: voters, then brokers, then their "
+                       "status ports, consecutive; add-node takes the next (default: any "
+                       "free ports)")
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="a node setting for every node, e.g. "
                        "controller.quorum.election.timeout.ms=300")
-    start.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a leader")
+    start.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="wait this long for a leader and the brokers (default 30)")
     start.add_argument("--tls", action="store_true",
                        help="a new cluster with a throwaway CA: every listener SSL with "
                        "mutual TLS; the admin uses DIR/admin.properties (the default of "
@@ -78,7 +91,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     kill = actions.add_parser("kill", help="send a signal to one node")
     kill.add_argument("--cluster", required=True, metavar="DIR")
     kill.add_argument("--node", type=int, required=True)
-    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
+    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL",
+                      help="the signal to send (default KILL)")
     kill.add_argument("--json", action="store_true")
     restart = actions.add_parser("restart", help="stop one node and start it again")
     restart.add_argument("--cluster", required=True, metavar="DIR")
@@ -87,8 +101,10 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     describe = actions.add_parser("describe", help="DescribeQuorum, like kafka-metadata-quorum.sh")
     _target(describe, brokers=True)
     what = describe.add_mutually_exclusive_group(required=True)
-    what.add_argument("--status", action="store_true")
-    what.add_argument("--replication", action="store_true")
+    what.add_argument("--status", action="store_true",
+                      help="the leader, epoch, high watermark, lag and voters")
+    what.add_argument("--replication", action="store_true",
+                      help="each replica's log end, lag and last fetch")
     describe.add_argument("--human-readable", action="store_true",
                           help="timestamps as 'N ms ago', the lag time as 'N ms'")
     describe.add_argument("--json", action="store_true")
@@ -99,9 +115,11 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     demo.add_argument("--cluster", required=True, metavar="DIR")
     append = actions.add_parser("append", help="append NoOp records, return once committed")
     _target(append)
-    append.add_argument("--count", type=int, required=True)
-    append.add_argument("--batch", type=int, default=1)
-    append.add_argument("--timeout", type=float, default=60.0)
+    append.add_argument("--count", type=int, required=True, help="NoOp records to append")
+    append.add_argument("--batch", type=int, default=1,
+                        help="records per batch (default 1)")
+    append.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="give up after this long (default 60)")
     append.add_argument("--json", action="store_true")
     quorum_snapshot.add_parser(actions)
     quorum_voters.add_parsers(actions, _target)
@@ -145,12 +163,24 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
-    from tools.config import KNOWN_KEYS  # the node configuration: `start` only
+    """The `--set KEY=VALUE` pairs as node settings, each value read as its key reads it
+    (a usage error names an unknown key, with a close one, or the bad value)."""
+    # the node configuration: `start` only
+    from tools.config import KEYS_BY_NAME, KNOWN_KEYS, ConfigError, canonical_key
     settings: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or key not in KNOWN_KEYS:
-            raise usage_error(f"--set {pair!r}: expected KEY=VALUE with a known node setting")
+        if not sep:
+            raise usage_error(f"--set {pair!r}: expected KEY=VALUE")
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
+            raise usage_error(f"--set {pair!r}: unknown node setting {key!r}" +
+                              (f" (did you mean {close[0]!r}?)" if close else "") +
+                              "; `kraft config-keys` lists them")
+        try:
+            KEYS_BY_NAME[canonical_key(key)].convert(key, value)
+        except ConfigError as exc:
+            raise usage_error(f"--set {pair!r}: {exc}") from None
         settings[key] = int(value) if value.lstrip("-").isdigit() else value
     return settings
 
@@ -170,8 +200,12 @@ def _start(args: argparse.Namespace) -> int:
     if args.tls and not created and cluster.client_properties is None:
         raise usage_error(f"--tls: the cluster in {cluster.directory} was made without TLS")
     cluster.start()
-    leader = cluster.wait_for_leader(args.timeout)
-    brokers = cluster.wait_for_brokers(args.timeout)
+    try:
+        leader = cluster.wait_for_leader(args.timeout, watch=True)
+        brokers = cluster.wait_for_brokers(args.timeout, watch=True)
+    except ClusterError as exc:  # no node of a failed start is left running
+        cluster.shut_down(timeout_s=5)
+        raise ClusterError(f"{exc}; the cluster's nodes are stopped") from None
     data = {"cluster_dir": str(cluster.directory), "cluster_id": cluster.cluster_id,
             "created": created, "leader_id": leader["leader_id"],
             "client_properties": str(cluster.client_properties or "") or None,
@@ -179,12 +213,16 @@ def _start(args: argparse.Namespace) -> int:
             "leader_epoch": leader["leader_epoch"], "leader_address": leader["leader_address"],
             "nodes": {n.id: {"pid": n.pid, "roles": n.roles,
                              "controller_address": n.controller_address,
-                             "client_address": n.client_address}
+                             "client_address": n.client_address,
+                             "metrics_url": metrics_url(n.log_text())}
                       for n in cluster.nodes.values()}}
     lines = [f"{'Created' if created else 'Started'} cluster {cluster.cluster_id} in "
              f"{cluster.directory}"]
-    lines += [f"  node {n.id} ({','.join(n.roles)}) pid {n.pid} "
-              f"{n.controller_address or n.client_address}" for n in cluster.nodes.values()]
+    for n in cluster.nodes.values():
+        url = data["nodes"][n.id]["metrics_url"]
+        lines.append(f"  node {n.id} ({','.join(n.roles)}) pid {n.pid} "
+                     f"{n.controller_address or n.client_address}"
+                     + (f", metrics {url}" if url else ""))
     lines.append(f"Leader: node {leader['leader_id']} (epoch {leader['leader_epoch']}) at "
                  f"{leader['leader_address']}")
     if brokers:
@@ -346,7 +384,8 @@ def _describe(args: argparse.Namespace) -> int:
     else:
         addresses, cluster_id = _addresses(args)
         # a stopped node only times out
-        state = describe_quorum(addresses, timeout_s=2.0, ssl_context=args.client_ssl)
+        state = describe_quorum(addresses, timeout_s=2.0, cluster_id=cluster_id,
+                                ssl_context=args.client_ssl)
     now_ms = int(time.time() * 1000)
     if args.status:
         if endpoints is None:
@@ -365,7 +404,8 @@ def _append(args: argparse.Namespace) -> int:
         raise usage_error("need --count >= 1 and 1 <= --batch <= --count")
     addresses, cluster_id = _addresses(args)
     reply = append_records(addresses, args.count, args.batch, cluster_id=cluster_id,
-                           timeout_s=args.timeout, ssl_context=args.client_ssl)
+                           timeout_s=args.timeout, ssl_context=args.client_ssl,
+                           refusals_end_call=True)
     summary = {k: reply[k] for k in ("count", "epoch", "last_offset", "elapsed_ms")}
     _print(args, {**summary, "batches": reply["batches"]},
            f"appended {reply['count']} records in {len(reply['batches'])} batches, committed "

@@ -58,9 +58,10 @@ def add_parsers(actions: Any, target: Any) -> None:
     remove = actions.add_parser("remove-controller",
                                 help="remove a voter by its replica key (KIP-853)")
     target(remove)
-    remove.add_argument("--node", "--controller-id", dest="node", type=int, required=True)
+    remove.add_argument("--node", "--controller-id", dest="node", type=int, required=True,
+                        help="the voter's node id")
     remove.add_argument("--directory-id", "--controller-directory-id", dest="directory_id",
-                        required=True)
+                        required=True, help="the voter's directory id (kraft storage info)")
     remove.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
     remove.add_argument("--json", action="store_true")
 

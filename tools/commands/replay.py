@@ -97,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
             else from_logs([p.resolve() for p in args.logs])
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
+    if args.out is not None:  # before the Spark job, not after it
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CommandError(f"--out {args.out}: {exc.strerror or exc}", exit_code=2) \
+                from None
 
     from pyspark.sql import SparkSession
 

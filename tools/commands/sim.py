@@ -26,7 +26,8 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                         help="how many seeds to run (default 1000, or 1 with --seed)")
     parser.add_argument("--seed", type=int, default=None,
                         help="first seed (default 1); with --seeds 1 replays one run")
-    parser.add_argument("--faults", choices=("all", "net", "crash", "none"), default="all")
+    parser.add_argument("--faults", choices=("all", "net", "crash", "none"), default="all",
+                        help="the kinds of faults injected (default all)")
     parser.add_argument("--scenario", default=None, metavar="NAME",
                         help="run a RaftEventSimulationTest scenario per seed instead of "
                              "random faults: " + ", ".join(_scenario_names()))

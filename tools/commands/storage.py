@@ -1,6 +1,7 @@
 """`kraft storage info (--config FILE | --dir DIR) [--json]`: what a node's log directory
-holds, like kafka-storage.sh info: whether it is formatted and for which cluster and node,
-the lock holder, the election state, and the metadata log (segments, log start, log end,
+holds, like kafka-storage.sh info: whether it is formatted and for which cluster, node and
+directory id (what `kraft quorum remove-controller --directory-id` names), the lock
+holder, the election state, and the metadata log (segments, log start, log end,
 high-watermark checkpoint, snapshots). Read-only: the lock is not taken, so a running
 node's directory can be shown. A missing or unformatted directory is reported, exit 1;
 bad usage or a damaged file exits 2.
@@ -79,7 +80,7 @@ def describe_log_dir(log_dir: Path) -> dict[str, Any]:
     meta = read_meta_properties(log_dir)
     if meta is not None:
         data.update(formatted=True, cluster_id=meta.cluster_id, node_id=meta.node_id,
-                    version=meta.version)
+                    directory_id=meta.directory_id, version=meta.version)
     data["locked_by_pid"] = _lock_holder(log_dir)
     state = read_quorum_state(log_dir)
     data["quorum_state"] = state.to_json() if state else None
@@ -112,8 +113,11 @@ def render(data: dict[str, Any]) -> str:
     if not data["formatted"]:
         lines.append("Not formatted: no meta.properties (run kraft format)")
         return "\n".join(lines)
+    directory = data["directory_id"]  # what remove-controller names a replica by (KIP-853)
     lines.append(f"Found metadata: {{cluster.id={data['cluster_id']}, "
-                 f"node.id={data['node_id']}, version={data['version']}}}")
+                 f"node.id={data['node_id']}, "
+                 + (f"directory.id={directory}, " if directory else "")
+                 + f"version={data['version']}}}")
     pid = data["locked_by_pid"]
     lines.append(f"In use by pid {pid}" if pid else "Not in use (no live lock holder)")
     state = data["quorum_state"]

@@ -44,11 +44,12 @@ from metadata.admin import (
     RenameTopicResponse,
     TopicDescription,
 )
+from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.addresses import broker_addresses
 from tools.admin_client import AdminClient, fail_on_error
 from tools.cluster import Cluster, ClusterError
-from tools.errors import CommandError, usage_error
+from tools.errors import CommandError, unknown_topic, usage_error
 
 
 def add_controller_target(parser: argparse.ArgumentParser, *, brokers: bool = False) -> None:
@@ -73,11 +74,14 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                        ("list", "list topics")):
         action.add_argument(f"--{name}", action="store_true", help=text)
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--topic", metavar="NAME")
+    which.add_argument("--topic", metavar="NAME", help="the topic, by name")
     which.add_argument("--topic-id", metavar="ID", help="a topic ID (22 base64url characters)")
-    parser.add_argument("--partitions", type=int, metavar="N")
-    parser.add_argument("--replication-factor", type=int, metavar="R")
-    parser.add_argument("--new-name", metavar="NAME")
+    parser.add_argument("--partitions", type=int, metavar="N",
+                        help="partitions to create, or to grow or shrink to with --alter")
+    parser.add_argument("--replication-factor", type=int, metavar="R",
+                        help="replicas of each partition, with --create")
+    parser.add_argument("--new-name", metavar="NAME",
+                        help="with --alter: rename the topic (its ID stays)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="give up after this long (leader elections included)")
@@ -172,7 +176,19 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data) if args.json else text)
+    if args.json or text:  # an empty listing prints nothing, not a blank line
+        print(json.dumps(data) if args.json else text)
+
+
+def fail_unless_found(client: Client, what: str, name: str | None, code: int,
+                      message: str | None) -> None:
+    """`fail_on_error`, but a topic asked for by `name` that does not exist is one line
+    naming it, with the closest existing name (a typo)."""
+    if name is not None and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        listing = client.call(DescribeTopicsRequest())
+        assert isinstance(listing, DescribeTopicsResponse)
+        raise unknown_topic(name, [str(t.name) for t in listing.topics])
+    fail_on_error(what, code, message)
 
 
 def _create(client: Client, args: argparse.Namespace) -> int:
@@ -199,7 +215,8 @@ def _delete(client: Client, args: argparse.Namespace) -> int:
     assert isinstance(response, DeleteTopicsResponse)
     result = response.responses[0]
     what = args.topic if args.topic_id is None else str(args.topic_id)
-    fail_on_error(f"delete topic {what!r}", result.error_code, result.error_message)
+    fail_unless_found(client, f"delete topic {what!r}", args.topic, result.error_code,
+                      result.error_message)
     _emit(args, {"name": result.name, "topic_id": str(result.topic_id)},
           f"Deleted topic {result.name} (TopicId: {result.topic_id}).")
     return 0
@@ -214,7 +231,8 @@ def _lookup(client: Client, args: argparse.Namespace) -> TopicDescription:
     fail_on_error("describe", response.error_code, response.error_message)
     topic = response.topics[0]
     what = args.topic if args.topic_id is None else str(args.topic_id)
-    fail_on_error(f"topic {what!r}", topic.error_code, topic.error_message)
+    fail_unless_found(client, f"topic {what!r}", args.topic, topic.error_code,
+                      topic.error_message)
     return topic
 
 

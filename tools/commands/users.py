@@ -66,7 +66,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     action.add_argument("--alter", action="store_true", help="add or delete credentials")
     parser.add_argument("--add-config", default="", metavar="MECHANISM=[password=PW,...]",
                         help="e.g. 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'")
-    parser.add_argument("--delete-config", default="", metavar="MECHANISM[,MECHANISM]")
+    parser.add_argument("--delete-config", default="", metavar="MECHANISM[,MECHANISM]",
+                        help="with --alter: the SCRAM credentials to remove")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
 

@@ -234,9 +234,17 @@ def encode_batch(records: list[tuple[bytes, bytes | None]], *, timestamp_ms: int
 
 
 def decode_batches(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every keyed record in the whole batches of `data`: a
+    record without a key is no offset or group record, so it is skipped."""
+    for offset, key, value in decode_records(data):
+        if key is not None:
+            yield offset, key, value
+
+
+def decode_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in the whole batches of `data` (as a
-    partition log reads them). Compressed and control batches are skipped; a record
-    without a key is skipped. Raises RecordFormatError on a truncated batch."""
+    partition log reads them). Compressed and control batches are skipped. Raises
+    RecordFormatError on a truncated batch."""
     view = memoryview(data)
     position = 0
     while position < len(view):
@@ -255,7 +263,7 @@ def decode_batches(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
 
 
 def _records(view: memoryview, base: int, count: int
-             ) -> Iterator[tuple[int, bytes, bytes | None]]:
+             ) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     position = 0
     for _ in range(count):
         length, position = _read_varint(view, position)
@@ -273,8 +281,7 @@ def _records(view: memoryview, base: int, count: int
         if cursor + max(0, value_length) > end:
             raise RecordFormatError("record fields overrun the record")
         position = end
-        if key is not None:
-            yield base + offset_delta, key, value
+        yield base + offset_delta, key, value
 
 
 def _read_varint(view: memoryview, position: int) -> tuple[int, int]:

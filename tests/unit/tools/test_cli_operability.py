@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raft.storage import LogDirLockedError, lock_log_dir
+from raft.storage import LogDirLockedError, lock_log_dir, read_meta_properties
 from tools.cli import main
 from tools.commands import quorum
 from tools.commands.replay import java_problem
@@ -34,9 +34,13 @@ def test_format_lays_out_a_directory_that_dump_log_and_storage_info_read(
     assert main(["storage", "info", "--dir", str(node), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (info["cluster_id"], info["node_id"], info["locked_by_pid"]) == (CLUSTER, 1, None)
+    directory = read_meta_properties(node).directory_id  # type: ignore[union-attr]
+    assert directory is not None
+    assert info["directory_id"] == directory
     assert info["metadata_log"]["log_end_offset"] == 0
     assert main(["storage", "info", "--dir", str(node)]) == 0
-    assert f"Found metadata: {{cluster.id={CLUSTER}, node.id=1" in capsys.readouterr().out
+    assert f"Found metadata: {{cluster.id={CLUSTER}, node.id=1, directory.id={directory}, " \
+        "version=1}" in capsys.readouterr().out
     assert main(["storage", "info", "--dir", str(tmp_path / "none")]) == 1
 
 

@@ -1,11 +1,17 @@
-"""The per-key order check over merged consumer outputs (tests/support/order_check.py)."""
+"""The per-key order check over merged consumer outputs (tools/client/order_check.py), and
+`kraft order-check` over files of --json lines."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.order_check import Delivery, check_order
+from tools.cli import main
+from tools.client.order_check import Delivery, check_order
 
 
 def d(key: str, value: int, ts: float, consumer: int = 0, line: int = 0) -> Delivery:
@@ -58,3 +64,23 @@ def test_a_shuffle_is_ok_only_when_sorted(values: list[int]) -> None:
     report = check_order([], deliveries)
     assert (report.out_of_order_count == 0) == (first == sorted(first))
     assert report.redeliveries == len(values) - len(first)
+
+
+def _lines(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("not json\n" + "".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_order_check_verb_passes_in_order_outputs_and_fails_a_reordered_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    produced = _lines(tmp_path / "p.jsonl", [{"key": "k", "value": 0}, {"key": "k", "value": 1}])
+    ordered = _lines(tmp_path / "c.jsonl", [{"key": "k", "value": "0", "ts_ms": 1},
+                                            {"key": "k", "value": "1", "ts_ms": 2}])
+    assert main(["order-check", "--produced", str(produced), "--consumed", str(ordered)]) == 0
+    assert capsys.readouterr().out.startswith("ok: 2 delivered, 2 acknowledged, 0 out of order")
+    swapped = _lines(tmp_path / "s.jsonl", [{"key": "k", "value": "1", "ts_ms": 1},
+                                            {"key": "k", "value": "0", "ts_ms": 2}])
+    assert main(["order-check", "--produced", str(produced), "--consumed", str(swapped),
+                 "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["out_of_order"], report["missing"]) == (False, 1, 0)

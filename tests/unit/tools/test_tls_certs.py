@@ -90,14 +90,15 @@ def test_the_admin_is_a_super_user_and_the_client_is_not(
     assert tls_certs.certificate_principal(tls_certs.CLIENT_CN) not in super_users
 
 
-def test_launcher_adds_the_admin_to_super_users_when_settings_give_their_own(
+def test_super_users_of_the_settings_are_added_to_the_nodes_and_the_admin(
         tmp_path: Path) -> None:
     cluster = Cluster.create(tmp_path / "c", voters=1, brokers=1, tls=True,
-                             settings={"super.users": "User:CN=kraft-node-1,O=kraft-py"})
+                             settings={"super.users": "User:alice;User:CN=kraft-node-1,O=kraft-py"})
     for node in cluster.nodes.values():
         settings = tomllib.loads(Path(node.config).read_text())
-        assert settings["super.users"] == \
-            "User:CN=kraft-node-1,O=kraft-py;User:CN=kraft-admin,O=kraft-py"
+        assert settings["super.users"].split(";") == [
+            "User:CN=kraft-node-1,O=kraft-py", "User:CN=kraft-node-2,O=kraft-py",
+            "User:CN=kraft-admin,O=kraft-py", "User:alice"]
     assert cluster.admin_properties == tmp_path / "c" / "admin.properties"
     assert cluster.client_properties == tmp_path / "c" / "client.properties"
 

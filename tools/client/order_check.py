@@ -1,4 +1,5 @@
-"""Per-key order across several consumers' outputs: the check behind ordered delivery.
+"""Per-key order across several consumers' outputs: the check behind ordered delivery
+(`kraft order-check`, and the tests of ordered delivery).
 
 Producers (`kraft produce --ordered --json`) print every acknowledged record: a key and
 its sequence number as the value, from 0. Consumers (`kraft consume --ordered --json`)
