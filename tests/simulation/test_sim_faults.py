@@ -154,9 +154,11 @@ def test_corrupt_quorum_state_spares_a_majority_of_voters() -> None:
 
 
 def test_corrupt_quorum_state_spares_every_voter_when_the_quorum_is_dynamic() -> None:
-    """Voter sets move in a dynamic quorum: only nodes no set names are corrupted."""
+    """Voter sets move in a dynamic quorum: only nodes no set names are corrupted, and
+    only while every node knows a set (one that knows none may have been wiped)."""
     cluster = new_cluster(3, 2, 3, dynamic=True)
     wait_for_leader(cluster)
+    wait_for_commit(cluster)  # the observers have fetched the voter set
     voters = {key.id for node in cluster.running() for key in node.core.voter_set.keys()}
     rng = random.Random(1)
     for _ in range(4):
