@@ -60,11 +60,14 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
                    ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send to the first address that answers, following NOT_LEADER_OR_FOLLOWER
     redirections to the leader (a few hops at most), never to an address in `avoid`
-    (e.g. a node known to be stopped, which would only time out). One round over the
-    addresses, `timeout_s` for each attempt; a read (ClusterError when none answers)."""
+    (e.g. a node known to be stopped, which would only time out). A read: while the
+    nodes answer but name no leader (an election), asked again until `timeout_s`, as
+    Kafka's admin client retries NOT_LEADER; when every address refuses the connection
+    (no node runs), ClusterError at once."""
     client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
-                          attempt_timeout_s=timeout_s, max_rounds=1, avoid=avoid)
-    result = client.call(api, body, classify=raft_outcome, is_write=False)
+                          attempt_timeout_s=timeout_s, avoid=avoid, refusals_end_call=True)
+    result = client.call(api, body, classify=raft_outcome, is_write=False,
+                         deadline=time.monotonic() + timeout_s)
     if isinstance(result, Done):
         return result.value
     raise ClusterError("; ".join(result.problems) or "no address to try")
@@ -113,16 +116,16 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                            timeout_s=timeout_s, avoid=avoid, ssl_context=ssl_context)
     if reply.get("error_code", 0) != 0 and "topics" not in reply:
         raise ClusterError(reply.get("error_message", f"error {reply.get('error_code')}"))
-    if cluster_id and reply.get("cluster_id") != cluster_id:
-        raise ClusterError(f"DescribeQuorum answered for cluster {reply.get('cluster_id')!r}, "
-                           f"not {cluster_id}")
     try:
         response = messages.decode_message("DescribeQuorumResponse", reply)
     except messages.MessageError as exc:
         raise ClusterError(f"bad DescribeQuorum response: {exc}") from None
     assert isinstance(response, messages.DescribeQuorumResponse)
-    if response.error_code != ErrorCode.NONE:
+    if response.error_code != ErrorCode.NONE:  # a refusal names no cluster: say why
         raise ClusterError(f"DescribeQuorum failed: {response.error_code.name}")
+    if cluster_id and reply.get("cluster_id") != cluster_id:
+        raise ClusterError(f"DescribeQuorum answered for cluster {reply.get('cluster_id')!r}, "
+                           f"not {cluster_id}")
     return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
             "high_watermark": response.high_watermark,
             "leader_address": reply.get("leader_address"),

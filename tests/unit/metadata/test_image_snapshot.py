@@ -89,7 +89,10 @@ def test_random_images_hold_everything_a_snapshot_must_carry() -> None:
         seen["images"] += 1
 
     sample()
-    assert min(seen.values()) >= seen["images"] // 10, seen  # a tenth at least
+    # A twentieth at least: alone the rarest share is about a quarter, but Hypothesis's
+    # engine adapts its generation to the time it spends, so on a loaded host the
+    # shares move even with derandomize (8% seen at load 10 for unfenced brokers).
+    assert min(seen.values()) >= seen["images"] // 20, seen
     assert len(seen) == 9, seen
 
 
