@@ -5,8 +5,7 @@ The APIs of `raft.common.kafka.ordered_schemas` (keys 2530, 2531) decode like Ka
 cannot read error codes Kafka lacks (INVALID_PARTITION_METADATA): with `tolerant=True`
 every error code decodes as a plain int instead of an ErrorCode.
 
-`connect` dials over TLS when given a context, else with the process's default client
-context (`raft.common.tls.default_client_context`: the `kraft` command line's)."""
+`connect` dials over TLS when given a context, else in plaintext."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from kio.serial import entity_reader, entity_writer
 from raft.common.kafka.codec import response_class
 from raft.common.kafka.framing import framed, read_frame
 from raft.common.kafka.ordered_schemas import tolerant_response_class
-from raft.common.tls import default_client_context
 
 
 def encode_request(body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
@@ -45,16 +43,15 @@ def decode_response(frame: bytes, api_key: int, version: int, *,
 
 def connect(address: str, timeout_s: float = 10.0,
             ssl_context: ssl.SSLContext | None = None) -> socket.socket:
-    """A connection to HOST:PORT, over TLS with `ssl_context` or the process default
-    (the server's certificate checked against HOST); OSError when it fails."""
+    """A connection to HOST:PORT, over TLS with `ssl_context` (the server's certificate
+    checked against HOST); OSError when it fails."""
     host, _, port = address.rpartition(":")
     sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-    context = ssl_context or default_client_context()
-    if context is None:
+    if ssl_context is None:
         return sock
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see tools/cluster.py
     try:
-        return context.wrap_socket(sock, server_hostname=host)
+        return ssl_context.wrap_socket(sock, server_hostname=host)
     except BaseException:
         sock.close()
         raise
