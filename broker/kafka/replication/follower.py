@@ -31,9 +31,7 @@ from operator import itemgetter
 from typing import Any
 
 import trio
-from kio.index import load_response_schema
 from kio.schema.fetch.v13.request import FetchRequest
-from kio.serial import entity_reader
 
 from broker.kafka.admin.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.context import BrokerContext
@@ -46,7 +44,7 @@ from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
 from raft.common.kafka.framing import receive_frame
-from raft.common.kafka.wire_client import encode_request
+from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -272,9 +270,7 @@ async def _receive_response(stream: trio.abc.Stream, correlation_id: int) -> Any
     frame = await receive_frame(stream, bytearray())
     if frame is None:
         raise ConnectionError("the leader closed the connection")
-    schema = load_response_schema(FETCH, FETCH_VERSION)
-    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-    if int(header.correlation_id) != correlation_id:
-        raise ConnectionError(f"response to {header.correlation_id}, not {correlation_id}")
-    body, _ = entity_reader(schema)(frame, offset)
+    answered, body = decode_response(frame, FETCH, FETCH_VERSION)
+    if answered != correlation_id:
+        raise ConnectionError(f"response to {answered}, not {correlation_id}")
     return body

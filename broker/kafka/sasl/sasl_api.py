@@ -63,6 +63,7 @@ from raft.common.kafka.codec import (
     peek_header,
     response_class,
 )
+from raft.common.kafka.framing import framed
 from raft.common.session import KafkaPrincipal, Session
 
 __all__ = ["SaslAuthenticator", "SaslFailed", "SaslSettings",
@@ -268,7 +269,7 @@ class SaslAuthenticator:
         except SaslFailed as exc:
             self._log_failure(str(exc))
             raise ConnectionClosed(f"SASL authentication failed: {exc}") from None
-        return len(reply).to_bytes(4, "big") + reply, None
+        return framed(reply), None
 
     def _log_failure(self, reason: str) -> None:
         username = None if self._mechanism is None else self._mechanism.username
