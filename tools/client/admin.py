@@ -49,6 +49,7 @@ from metadata.admin import (
 )
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
+from raft.common.kafka.wire_client import CLOSED_BY_PEER
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors
 from tools.client.connection import METADATA, ClientError, ConnectionLost, KafkaClient
@@ -69,7 +70,6 @@ RETRY_BACKOFF_S = 0.1
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 3, 100
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "kraft-admin"
-CLOSED_BY_PEER = "closed by the broker"  # tools.client.connection's EOF message
 
 
 class UnsupportedByBroker(ClientError):

@@ -20,9 +20,8 @@ from broker.kafka.sasl.sasl_client import SaslClientError
 from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.kafka.codec import build
-from raft.common.kafka.framing import receive_frame
 from raft.common.kafka.ordered_schemas import PartitionLeaderEpochsRequest
-from raft.common.kafka.wire_client import decode_response, encode_request
+from raft.common.kafka.wire_client import exchange
 from raft.common.tls import open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
@@ -72,7 +71,7 @@ class BrokerConnection:
                 with trio.fail_after(timeout_s or self.timeout_s):
                     return await self._exchange(body)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                    trio.TooSlowError, EOFError) as exc:
+                    trio.TooSlowError) as exc:
                 await self.close()
                 raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}",
                                      refused=_refused(exc)) from None
@@ -88,17 +87,9 @@ class BrokerConnection:
                 except SaslClientError as exc:  # wrong credentials: no use retrying
                     await self.close()
                     raise ClientError(f"{self.address}: {exc}") from None
-        correlation_id = next(self._correlation)
-        await self._stream.send_all(encode_request(body, correlation_id, self.client_id))
-        frame = await receive_frame(self._stream, self._buffer)
-        if frame is None:
-            raise EOFError("closed by the broker")
         # error codes as plain ints: kio's reader refuses INVALID_PARTITION_METADATA
-        answered, response = decode_response(frame, int(body.__api_key__),
-                                             int(body.__version__), tolerant=True)
-        if answered != correlation_id:
-            raise EOFError(f"answer to correlation id {answered}, not {correlation_id}")
-        return response
+        return await exchange(self._stream, body, next(self._correlation),
+                              client_id=self.client_id, buffer=self._buffer, tolerant=True)
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None

@@ -217,13 +217,14 @@ def _describe_through_broker(args: argparse.Namespace,
 
 
 def _broker_call(args: argparse.Namespace, api_key: int, values: dict[str, Any]) -> Any:
+    from raft.common.kafka.wire_client import CLOSED_BY_PEER
     from tools.client.connection import ClientError
     client = _broker_client(args)
     try:
         return client.run(lambda admin: admin.send(api_key, values, version=0))
     except ClientError as exc:
         hint = ""
-        if "closed by the broker" in str(exc) and args.client_sasl is None:
+        if CLOSED_BY_PEER in str(exc) and args.client_sasl is None:
             hint = (" (a SASL listener closes a connection that has not logged in: give "
                     "--command-config with security.protocol=SASL_PLAINTEXT, sasl.mechanism "
                     "and sasl.jaas.config)")

@@ -28,7 +28,6 @@ import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Any
 
 import trio
 from kio.schema.fetch.v13.request import FetchRequest
@@ -43,14 +42,11 @@ from metadata.image import MetadataImage, TopicImage
 from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from raft.common.kafka.framing import receive_frame
-from raft.common.kafka.wire_client import decode_response, encode_request
+from raft.common.kafka.wire_client import exchange
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 
-FETCH = 1
-FETCH_VERSION = 13
 MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 1 << 20
 RETRY_BACKOFF_S = 0.2
@@ -189,7 +185,7 @@ class ReplicaFetcher:
 
     async def _fetch_loop(self, stream: trio.abc.Stream, leader: int,
                           parts: tuple[tuple[Uuid, int, int], ...]) -> None:
-        correlation_id = 0
+        correlation_id, buffer = 0, bytearray()
         while True:
             states = await self._states(parts)
             if not states:
@@ -209,9 +205,8 @@ class ReplicaFetcher:
                            for t, ps in by_topic.items()],
                 "forgotten_topics_data": []})
             correlation_id += 1
-            await stream.send_all(encode_request(request, correlation_id,
-                                                 client_id=f"replica-{self.context.broker_id}"))
-            response = await _receive_response(stream, correlation_id)
+            response = await exchange(stream, request, correlation_id, buffer=buffer,
+                                      client_id=f"replica-{self.context.broker_id}")
             failed = False
             for topic in response.responses:
                 topic_id = from_kafka_uuid(topic.topic_id)
@@ -264,13 +259,3 @@ class ReplicaFetcher:
         if new_hw > state.high_watermark:
             state.high_watermark = new_hw
             state.notify()
-
-
-async def _receive_response(stream: trio.abc.Stream, correlation_id: int) -> Any:
-    frame = await receive_frame(stream, bytearray())
-    if frame is None:
-        raise ConnectionError("the leader closed the connection")
-    answered, body = decode_response(frame, FETCH, FETCH_VERSION)
-    if answered != correlation_id:
-        raise ConnectionError(f"response to {answered}, not {correlation_id}")
-    return body
