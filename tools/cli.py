@@ -203,17 +203,17 @@ def _document(parser: argparse.ArgumentParser, path: str) -> None:
 def _client_tls(args: argparse.Namespace) -> None:
     """TLS for the verb's clients, from `--command-config`, or a `--cluster`'s own
     identity (`tools.cluster.cluster_properties`: its admin's, but for the data verbs):
-    the context is `args.client_ssl` (None: plaintext), which the verb hands to its
-    msgpack clients. The Kafka-protocol clients (`tools.client`) take it, and the SASL
-    login, as the process's defaults (`raft.common.tls.set_default_client_context`)."""
-    args.client_ssl = None
+    the context is `args.client_ssl` (None: plaintext), and the SASL login of
+    `--command-config` `args.client_sasl` (None: none), which the verb hands to its
+    clients: the msgpack ones take the context, the Kafka-protocol ones (`tools.client`)
+    both."""
+    args.client_ssl = args.client_sasl = None
     command_config = getattr(args, "command_config", None)
     cluster = getattr(args, "cluster", None)
     if args.verb == "node" or not (command_config or isinstance(cluster, str)):
         return
     from pathlib import Path
 
-    from raft.common.tls import set_default_client_context
     from tools.cluster import cluster_properties
     from tools.quorum_client import ClusterError, client_ssl_context
     path = Path(command_config) if command_config else \
@@ -224,11 +224,10 @@ def _client_tls(args: argparse.Namespace) -> None:
         except ClusterError as exc:
             raise CommandError(f"--command-config: {exc}" if command_config else str(exc),
                                exit_code=2) from None
-        set_default_client_context(args.client_ssl)
     if command_config:  # SASL is only ever read from a properties file
-        from tools.client.sasl import SaslConfigError, use_command_line_sasl
+        from tools.client.sasl import SaslConfigError, command_line_sasl
         try:
-            use_command_line_sasl(command_config)
+            args.client_sasl = command_line_sasl(command_config)
         except SaslConfigError as exc:
             raise CommandError(f"--command-config: {exc}", exit_code=2) from None
 

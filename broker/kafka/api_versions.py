@@ -9,10 +9,8 @@ body, UNSUPPORTED_VERSION (35) and our ranges, so the client retries with one we
 
 from __future__ import annotations
 
-from typing import Any
-
+from broker.kafka.response_shapes import ApiVersionRange, ApiVersionsResponse
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -74,7 +72,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 
-def api_keys() -> list[dict[str, int]]:
+def api_keys() -> list[ApiVersionRange]:
     return [{"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high) in sorted(SUPPORTED.items())]
 
@@ -85,26 +83,24 @@ KRAFT_VERSION_FEATURE = "kraft.version"
 KRAFT_VERSIONS_SUPPORTED = (0, 1)
 
 
-def handle_api_versions_request(version: int, *, kraft_version: int = 0,
-                                features_epoch: int = -1) -> Any:
-    """The response at `version` (our ranges, no error); from v3 on also the features this
+def handle_api_versions_request(*, kraft_version: int = 0,
+                                features_epoch: int = -1) -> ApiVersionsResponse:
+    """The answer (our ranges, no error); from v3 on its entity also carries the features this
     broker supports and the cluster's finalized `kraft.version` (its raft core's, read
     from the log it fetched) with `features_epoch` (the image's last applied offset)."""
     low, high = KRAFT_VERSIONS_SUPPORTED
-    return build(response_class(API_VERSIONS, version), {
-        "error_code": 0, "api_keys": api_keys(), "throttle_time": 0,
-        "supported_features": [{"name": KRAFT_VERSION_FEATURE, "min_version": low,
-                                "max_version": high}],
-        "finalized_features_epoch": features_epoch,
-        "finalized_features": [{"name": KRAFT_VERSION_FEATURE,
-                                "min_version_level": kraft_version,
-                                "max_version_level": kraft_version}]})
+    return {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0,
+            "supported_features": [{"name": KRAFT_VERSION_FEATURE, "min_version": low,
+                                    "max_version": high}],
+            "finalized_features_epoch": features_epoch,
+            "finalized_features": [{"name": KRAFT_VERSION_FEATURE,
+                                    "min_version_level": kraft_version,
+                                    "max_version_level": kraft_version}]}
 
 
-def unsupported_version_response() -> Any:
-    """KIP-511: a v0 body with UNSUPPORTED_VERSION and our ranges."""
-    return build(response_class(API_VERSIONS, 0),
-                 {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": api_keys()})
+def unsupported_version_response() -> ApiVersionsResponse:
+    """KIP-511: UNSUPPORTED_VERSION and our ranges, sent as a v0 body."""
+    return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": api_keys()}
 
 
 def is_api_versions_above_max(api_key: int, api_version: int) -> bool:

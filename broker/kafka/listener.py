@@ -41,6 +41,7 @@ from broker import access_table
 from broker.kafka import api_versions, authz, response_shapes
 from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
 from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
@@ -79,13 +80,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# a typed shape (broker.kafka.response_shapes), a kio entity, or None: no response
-Handler = Callable[[HandlerContext, Any, int], Awaitable[object]]
+# a typed shape (broker.kafka.response_shapes), or None: no response
+Handler = Callable[[HandlerContext, Any, int],
+                   Awaitable[response_shapes.TypedResponse | None]]
 
 
-async def _api_versions(context: HandlerContext, body: Any, version: int) -> Any:
+async def _api_versions(context: HandlerContext, body: Any, version: int
+                        ) -> response_shapes.ApiVersionsResponse:
     return api_versions.handle_api_versions_request(
-        version, kraft_version=context.kraft_version(),
+        kraft_version=context.kraft_version(),
         features_epoch=context.image.last_applied_offset)
 
 
@@ -108,8 +111,9 @@ async def _describe_cluster(context: HandlerContext, body: Any, version: int
         cluster_id=context.cluster_id)
 
 
-async def _find_coordinator(context: HandlerContext, body: Any, version: int) -> Any:
-    refused = produce.refuse_transaction_coordinator(body, version)  # no transactions
+async def _find_coordinator(context: HandlerContext, body: Any, version: int
+                            ) -> FindCoordinatorResponse:
+    refused = produce.refuse_transaction_coordinator(body)  # no transactions
     if refused is not None:
         return refused
     return await group.handle_find_coordinator_request(context, body, version)
@@ -188,8 +192,9 @@ class Dispatcher:
         try:
             header = peek_header(frame)
             if api_versions.is_api_versions_above_max(header.api_key, header.api_version):
-                return encode_response(header.correlation_id,
-                                       api_versions.unsupported_version_response())
+                return encode_response(header.correlation_id, build(
+                    response_class(api_versions.API_VERSIONS, 0),
+                    api_versions.unsupported_version_response()))
             request = parse_request(frame, SUPPORTED)
         except KafkaCodecError as exc:
             raise ConnectionClosed(str(exc)) from None
@@ -205,10 +210,8 @@ class Dispatcher:
                 self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:
             return None
-        if isinstance(response, dict):  # a typed shape: the kio entity of this version
-            response = build(response_class(request.header.api_key,
-                                            request.header.api_version), response)
-        return encode_response(request.header.correlation_id, response)
+        return encode_response(request.header.correlation_id, build(
+            response_class(request.header.api_key, request.header.api_version), response))
 
 
 class KafkaListener:

@@ -3,14 +3,58 @@ with kio's field names. A handler returns one; the dispatcher (`broker.kafka.lis
 builds the kio entity of the request's version from it (`raft.common.kafka.codec.build`:
 a field the version lacks is dropped, one the answer leaves out gets its zero) and
 encodes it, so kio's entities appear only at that edge. Error codes are ints
-(`ErrorCode` members included). APIs not described here still answer with kio entities,
-which the dispatcher encodes as they are.
+(`ErrorCode` members included). Every API answers with one (the group APIs' are in
+`broker.kafka.group_shapes`).
 """
 
 from __future__ import annotations
 
 import uuid
 from typing import NotRequired, TypedDict
+
+from broker.kafka.group_shapes import GroupResponse
+
+# --- ApiVersions, SaslHandshake, SaslAuthenticate ---------------------------------------
+
+
+class ApiVersionRange(TypedDict):
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+class SupportedFeature(TypedDict):
+    name: str
+    min_version: int
+    max_version: int
+
+
+class FinalizedFeature(TypedDict):
+    name: str
+    min_version_level: int
+    max_version_level: int
+
+
+class ApiVersionsResponse(TypedDict):
+    error_code: int
+    api_keys: list[ApiVersionRange]
+    throttle_time: NotRequired[int]
+    supported_features: NotRequired[list[SupportedFeature]]
+    finalized_features_epoch: NotRequired[int]
+    finalized_features: NotRequired[list[FinalizedFeature]]
+
+
+class SaslHandshakeResponse(TypedDict):
+    error_code: int
+    mechanisms: list[str]
+
+
+class SaslAuthenticateResponse(TypedDict):
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime: NotRequired[int]
+
 
 # --- CreateTopics, DeleteTopics, CreatePartitions -------------------------------------
 
@@ -367,11 +411,12 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderTopicResult]
 
 
-TypedResponse = (CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
+TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateResponse
+                 | CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
                  | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
                  | DescribeConfigsResponse | IncrementalAlterConfigsResponse
                  | AlterUserScramCredentialsResponse | DescribeUserScramCredentialsResponse
                  | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
                  | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
-                 | OffsetForLeaderEpochResponse)
+                 | OffsetForLeaderEpochResponse | GroupResponse)

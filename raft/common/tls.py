@@ -21,9 +21,8 @@ certificate names, and runs the server-side handshake over Trio.
   so that a client's certificate or another node's cannot pose as that node.
 - `accept` runs the server-side handshake with a deadline (a silent or plaintext peer is
   refused, never waited on) and returns the stream and the peer's `Session`.
-- `set_default_client_context` is for command-line tools only (one process, one cluster:
-  `kraft ... --command-config FILE` or a TLS cluster's `client.properties`): clients
-  that were given no context use it. Servers always pass their contexts explicitly.
+- every client and server is handed its context: there is no process-wide default (the
+  command line reads its own once and passes it to the verb's clients, `tools/cli.py`).
 
 Python's `ssl` module loads certificates and keys only from files: PEM text and PKCS12
 contents go through an anonymous in-memory file (`memfd_create`; a private temporary
@@ -48,9 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLIENT_AUTH_MODES", "NODE_CN_PREFIX", "STORE_TYPES", "TlsConfigError", "TlsSettings",
-    "TlsHandshakeError", "accept", "client_context", "common_names", "default_client_context",
+    "TlsHandshakeError", "accept", "client_context", "common_names",
     "node_id_of", "node_identity_error", "open_node_stream", "open_stream", "peer_subject",
-    "server_context", "set_default_client_context", "tls_session", "wrap_client",
+    "server_context", "tls_session", "wrap_client",
 ]
 
 CLIENT_AUTH_MODES = ("none", "requested", "required")
@@ -258,20 +257,6 @@ def _memory_file(data: bytes) -> Iterator[str]:
         handle.write(data)
         handle.flush()
         yield handle.name
-
-
-# -- the process default for command-line clients -----------------------------------------
-
-_DEFAULT_CLIENT: list[ssl.SSLContext | None] = [None]
-
-
-def set_default_client_context(context: ssl.SSLContext | None) -> None:
-    """The context clients of this process use when given none (command-line tools)."""
-    _DEFAULT_CLIENT[0] = context
-
-
-def default_client_context() -> ssl.SSLContext | None:
-    return _DEFAULT_CLIENT[0]
 
 
 # -- peers ------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def admin(bootstrap: str) -> Any:
 def isr_seen_by(address: str, topic: str) -> list[int]:
     """Partition 0's ISR in the Metadata answer of the broker at `address` itself."""
     async def ask() -> list[int]:
-        client = KafkaClient([address])
+        client = KafkaClient([address], ssl_context=None, sasl=None)
         try:
             metadata = await client.call(address, metadata_request(topic))
         finally:

@@ -22,6 +22,7 @@ from Kafka's responses (`*_from_*` functions) is pure.
 
 from __future__ import annotations
 
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 import trio
 from kio.index import load_request_schema
 
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from metadata.admin import (
     CreatableTopicResult,
     CreatePartitionsRequest,
@@ -47,7 +49,7 @@ from metadata.admin import (
 )
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
-from raft.common.tls import default_client_context
+from raft.common.kafka.wire_client import CLOSED_BY_PEER
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors
 from tools.client.connection import METADATA, ClientError, ConnectionLost, KafkaClient
@@ -68,7 +70,6 @@ RETRY_BACKOFF_S = 0.1
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 3, 100
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "kraft-admin"
-CLOSED_BY_PEER = "closed by the broker"  # tools.client.connection's EOF message
 
 
 class UnsupportedByBroker(ClientError):
@@ -172,7 +173,7 @@ class KafkaAdmin:
             return {int(k.api_key): (int(k.min_version), int(k.max_version))
                     for k in response.api_keys}
         if failures and all(CLOSED_BY_PEER in f for f in failures):
-            tls_hint = "" if default_client_context() is not None else (
+            tls_hint = "" if self.client.ssl_context is not None else (
                 "; an SSL listener closes a plaintext client too: give --command-config FILE "
                 "with security.protocol=SSL")
             raise NotAKafkaListener("; ".join(failures) + ": not a broker's Kafka listener "
@@ -436,18 +437,22 @@ def endpoints_from_response(response: Any) -> dict[int, list[str]]:
 
 class BrokerAdminClient:
     """Blocking: `call(request)` for `metadata.admin` requests, answered through a broker
-    (each call one trio run with its own connections; the negotiated versions are kept)."""
+    (each call one trio run with its own connections, over TLS with `ssl_context` and
+    logged in with `sasl` when given; the negotiated versions are kept)."""
 
-    def __init__(self, addresses: Sequence[str], *, timeout_s: float = 30.0) -> None:
+    def __init__(self, addresses: Sequence[str], *, ssl_context: ssl.SSLContext | None,
+                 sasl: SaslClientSettings | None, timeout_s: float = 30.0) -> None:
         if not addresses:
             raise ClientError("no broker address given")
         self.addresses = list(addresses)
+        self.ssl_context, self.sasl = ssl_context, sasl
         self.deadline = time.monotonic() + timeout_s
         self.versions: dict[int, tuple[int, int]] | None = None
 
     def run(self, work: Callable[[KafkaAdmin], Coroutine[Any, Any, Any]]) -> Any:
         async def main() -> Any:
-            client = KafkaClient(self.addresses, client_id=CLIENT_ID,
+            client = KafkaClient(self.addresses, ssl_context=self.ssl_context,
+                                 sasl=self.sasl, client_id=CLIENT_ID,
                                  timeout_s=max(self.deadline - time.monotonic(), 1.0))
             admin = KafkaAdmin(client, deadline=self.deadline)
             admin.versions = self.versions

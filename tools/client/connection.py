@@ -1,14 +1,15 @@
 """Async (trio) Kafka connections for the ordered client: one connection per broker
 address, requests answered in order and matched by correlation id, and a topic's
 metadata from Metadata v12 (leaders, broker addresses, topic ID) plus
-PartitionLeaderEpochs (partition counts and the resize leader-epoch maps). Over TLS with
-the process's default client context when the command line set one
-(`--command-config`, a TLS cluster's `client.properties`)."""
+PartitionLeaderEpochs (partition counts and the resize leader-epoch maps). Over TLS when
+given a context and with a SASL login when given one: the command line's, from
+`--command-config` or a TLS cluster's `client.properties` (`tools/cli.py`)."""
 
 from __future__ import annotations
 
 import itertools
 import secrets
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,12 +18,11 @@ from kio.index import load_request_schema
 
 from broker.kafka.sasl.sasl_client import SaslClientError
 from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
-from broker.kafka.sasl.sasl_settings import default_login
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.kafka.codec import build
-from raft.common.kafka.framing import receive_frame
 from raft.common.kafka.ordered_schemas import PartitionLeaderEpochsRequest
-from raft.common.kafka.wire_client import decode_response, encode_request
-from raft.common.tls import default_client_context, open_stream
+from raft.common.kafka.wire_client import exchange
+from raft.common.tls import open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
 METADATA = 3
@@ -55,8 +55,11 @@ class BrokerConnection:
     """One TCP connection; requests are serialised (one in flight), so a response always
     answers the request just sent."""
 
-    def __init__(self, address: str, client_id: str, timeout_s: float) -> None:
+    def __init__(self, address: str, client_id: str, timeout_s: float, *,
+                 ssl_context: ssl.SSLContext | None,
+                 sasl: SaslClientSettings | None) -> None:
         self.address, self.client_id, self.timeout_s = address, client_id, timeout_s
+        self.ssl_context, self.sasl = ssl_context, sasl
         self._stream: trio.abc.Stream | None = None
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
@@ -68,7 +71,7 @@ class BrokerConnection:
                 with trio.fail_after(timeout_s or self.timeout_s):
                     return await self._exchange(body)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                    trio.TooSlowError, EOFError) as exc:
+                    trio.TooSlowError) as exc:
                 await self.close()
                 raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}",
                                      refused=_refused(exc)) from None
@@ -76,26 +79,17 @@ class BrokerConnection:
     async def _exchange(self, body: Any) -> Any:
         if self._stream is None:
             host, _, port = self.address.rpartition(":")
-            self._stream = await open_stream(host, int(port), default_client_context())
+            self._stream = await open_stream(host, int(port), self.ssl_context)
             self._buffer.clear()
-            login = default_login()
-            if login is not None:  # SASL_PLAINTEXT / SASL_SSL (--command-config)
+            if self.sasl is not None:  # SASL_PLAINTEXT / SASL_SSL (--command-config)
                 try:
-                    await sasl_authenticate(self._stream, login, rng=_SASL_RNG)
+                    await sasl_authenticate(self._stream, self.sasl, rng=_SASL_RNG)
                 except SaslClientError as exc:  # wrong credentials: no use retrying
                     await self.close()
                     raise ClientError(f"{self.address}: {exc}") from None
-        correlation_id = next(self._correlation)
-        await self._stream.send_all(encode_request(body, correlation_id, self.client_id))
-        frame = await receive_frame(self._stream, self._buffer)
-        if frame is None:
-            raise EOFError("closed by the broker")
         # error codes as plain ints: kio's reader refuses INVALID_PARTITION_METADATA
-        answered, response = decode_response(frame, int(body.__api_key__),
-                                             int(body.__version__), tolerant=True)
-        if answered != correlation_id:
-            raise EOFError(f"answer to correlation id {answered}, not {correlation_id}")
-        return response
+        return await exchange(self._stream, body, next(self._correlation),
+                              client_id=self.client_id, buffer=self._buffer, tolerant=True)
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None
@@ -112,14 +106,17 @@ def metadata_request(topic: str) -> Any:
 
 
 class KafkaClient:
-    """Connections by address, bootstrapped from HOST:PORT strings."""
+    """Connections by address, bootstrapped from HOST:PORT strings; each over TLS with
+    `ssl_context` (None: plaintext) and logged in with `sasl` (None: no SASL)."""
 
-    def __init__(self, bootstrap: Sequence[str], *, client_id: str = "kraft-ordered",
+    def __init__(self, bootstrap: Sequence[str], *, ssl_context: ssl.SSLContext | None,
+                 sasl: SaslClientSettings | None, client_id: str = "kraft-ordered",
                  timeout_s: float = 10.0) -> None:
         if not bootstrap:
             raise ClientError("no bootstrap broker address")
         self.bootstrap = list(bootstrap)
         self.client_id, self.timeout_s = client_id, timeout_s
+        self.ssl_context, self.sasl = ssl_context, sasl
         self._connections: dict[str, BrokerConnection] = {}
         self.known: list[str] = list(bootstrap)  # bootstrap + brokers metadata named
 
@@ -129,7 +126,8 @@ class KafkaClient:
         connection = self._connections.get(address)
         if connection is None:
             connection = self._connections[address] = BrokerConnection(
-                address, self.client_id, self.timeout_s)
+                address, self.client_id, self.timeout_s, ssl_context=self.ssl_context,
+                sasl=self.sasl)
         return await connection.request(body, timeout_s)
 
     async def call_any(self, body: Any) -> tuple[str, Any]:

@@ -33,7 +33,7 @@ def _line(ack: Acknowledged, as_json: bool) -> str:
 
 
 async def produce_sequences(args: argparse.Namespace, brokers: list[str]) -> None:
-    client = KafkaClient(brokers)
+    client = KafkaClient(brokers, ssl_context=args.client_ssl, sasl=args.client_sasl)
     producer = OrderedProducer(client, args.topic, timeout_s=args.timeout)
     stopping = trio.Event()
     sending = trio.CancelScope()

@@ -136,9 +136,11 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 class _BrokerAcls:
     """CreateAcls, DeleteAcls and DescribeAcls to a broker, as `metadata.admin` messages."""
 
-    def __init__(self, addresses: list[str], timeout_s: float) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
         from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
-        self.client = BrokerAdminClient(addresses, timeout_s=timeout_s)
+        self.client = BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                                        ssl_context=args.client_ssl, sasl=args.client_sasl,
+                                        timeout_s=args.timeout)
 
     def call(self, request: Any) -> Any:
         return self.client.run(lambda admin: self._call(admin, request))
@@ -202,7 +204,7 @@ def _client(args: argparse.Namespace) -> Any:
         raise usage_error("give one of --cluster DIR, --bootstrap-server, "
                           "--bootstrap-controller")
     if args.bootstrap_server is not None:
-        return _BrokerAcls(broker_addresses(None, args.bootstrap_server), args.timeout)
+        return _BrokerAcls(args)
     if args.cluster is not None:
         try:
             cluster = Cluster.load(args.cluster)

@@ -139,7 +139,7 @@ async def _check_topic(client: KafkaClient, topic: str) -> None:
 
 async def consume(args: argparse.Namespace, addresses: list[str],
                   properties: Mapping[str, str]) -> None:
-    client = KafkaClient(addresses)
+    client = KafkaClient(addresses, ssl_context=args.client_ssl, sasl=args.client_sasl)
     consumer = OrderedConsumer(
         client, args.topic, args.group, use_gates=args.ordered and not args.no_gates,
         heartbeat_interval_s=args.heartbeat_interval_ms / 1000,

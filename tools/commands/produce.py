@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import time
 import uuid
@@ -101,13 +102,14 @@ def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,
                                      producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
-def _answers(brokers: list[str], request: Any) -> Iterator[Any]:
+def _answers(brokers: list[str], request: Any, tls: ssl.SSLContext | None
+             ) -> Iterator[Any]:
     """Each broker's answer to `request`, in turn, skipping those that fail; a
     CommandError when every one refused the connection (nothing listens there)."""
     refused = []
     for address in brokers:
         try:
-            yield call(address, request)
+            yield call(address, request, ssl_context=tls)
         except ConnectionRefusedError:
             refused.append(address)
         except OSError:
@@ -117,14 +119,14 @@ def _answers(brokers: list[str], request: Any) -> Iterator[Any]:
                            "(is the cluster running?)")
 
 
-def _metadata(brokers: list[str], topic: str, partition: int
+def _metadata(brokers: list[str], topic: str, partition: int, tls: ssl.SSLContext | None
               ) -> tuple[uuid.UUID, str] | ErrorCode:
     """(topic ID, leader address) from the first broker that answers, or the error."""
     request = build(load_request_schema(METADATA, 12), {
         "topics": [{"name": topic, "topic_id": None}],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     error = ErrorCode.LEADER_NOT_AVAILABLE
-    for response in _answers(brokers, request):
+    for response in _answers(brokers, request, tls):
         (found,) = response.topics
         if found.error_code != ErrorCode.NONE:
             return ErrorCode(found.error_code)
@@ -138,42 +140,45 @@ def _metadata(brokers: list[str], topic: str, partition: int
     return error
 
 
-def _topic_names(brokers: list[str]) -> list[str]:
+def _topic_names(brokers: list[str], tls: ssl.SSLContext | None) -> list[str]:
     """Every topic's name, from the first broker that answers Metadata."""
     request = build(load_request_schema(METADATA, 12), {
         "topics": None, "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False})
     return next(([str(t.name) for t in response.topics]
-                 for response in _answers(brokers, request)), [])
+                 for response in _answers(brokers, request, tls)), [])
 
 
-def _producer_id(brokers: list[str]) -> tuple[int, int] | None:
+def _producer_id(brokers: list[str], tls: ssl.SSLContext | None) -> tuple[int, int] | None:
     request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
         "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
         "producer_epoch": -1})
-    for response in _answers(brokers, request):
+    for response in _answers(brokers, request, tls):
         if response.error_code == ErrorCode.NONE:
             return int(response.producer_id), int(response.producer_epoch)
     return None
 
 
-def _identity(brokers: list[str], deadline: float) -> tuple[int, int] | None:
+def _identity(brokers: list[str], deadline: float, tls: ssl.SSLContext | None
+              ) -> tuple[int, int] | None:
     """(producer id, epoch) from InitProducerId, retried until `deadline`."""
     while time.monotonic() < deadline:
-        identity = _producer_id(brokers)
+        identity = _producer_id(brokers, tls)
         if identity is not None:
             return identity
         time.sleep(RETRY_BACKOFF_S)
     return None
 
 
-def _send(leader: str, request: Any, acks: int, deadline: float) -> tuple[ErrorCode, int]:
+def _send(leader: str, request: Any, acks: int, deadline: float,
+          tls: ssl.SSLContext | None) -> tuple[ErrorCode, int]:
     """One attempt: (error, base offset); NETWORK_EXCEPTION when the connection fails."""
     try:
         if acks == 0:
-            call_without_answer(leader, request)
+            call_without_answer(leader, request, tls)
             return ErrorCode.NONE, -1
-        answer = call(leader, request, timeout_s=max(1.0, deadline - time.monotonic()))
+        answer = call(leader, request, timeout_s=max(1.0, deadline - time.monotonic()),
+                      ssl_context=tls)
     except OSError:
         return ErrorCode.NETWORK_EXCEPTION, -1
     part = answer.responses[0].partition_responses[0]
@@ -181,14 +186,14 @@ def _send(leader: str, request: Any, acks: int, deadline: float) -> tuple[ErrorC
 
 
 def produce(brokers: list[str], topic: str, partition: int, values: list[bytes], *,
-            acks: int, timeout_s: float, keys: list[bytes | None] | None = None
-            ) -> tuple[ErrorCode, int, int]:
+            acks: int, timeout_s: float, keys: list[bytes | None] | None = None,
+            tls: ssl.SSLContext | None = None) -> tuple[ErrorCode, int, int]:
     """(error, base offset, attempts): the batch sent, and resent on retriable errors,
-    until it is acknowledged or `timeout_s` passes."""
+    until it is acknowledged or `timeout_s` passes; over TLS with `tls` (None: plaintext)."""
     deadline = time.monotonic() + timeout_s
     producer_id, epoch = -1, -1
     if acks == -1:  # idempotence needs acks=all, as in Kafka's producer
-        identity = _identity(brokers, deadline)
+        identity = _identity(brokers, deadline, tls)
         if identity is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, 0
         producer_id, epoch = identity
@@ -197,7 +202,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     error, attempts = ErrorCode.REQUEST_TIMED_OUT, 0
     unknown_until = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
     while time.monotonic() < deadline:
-        found = _metadata(brokers, topic, partition)
+        found = _metadata(brokers, topic, partition, tls)
         if isinstance(found, ErrorCode):
             error = found
             if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and \
@@ -210,7 +215,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
                 "acks": acks, "timeout": int(max(1.0, deadline - time.monotonic()) * 1000),
                 "topic_data": [{"topic_id": topic_id, "partition_data": [
                     {"index": partition, "records": batch}]}]})
-            error, base = _send(leader, request, acks, deadline)
+            error, base = _send(leader, request, acks, deadline, tls)
             if error == ErrorCode.NONE:
                 return error, base, attempts
         if error not in RETRIABLE and error != ErrorCode.NETWORK_EXCEPTION:
@@ -219,9 +224,9 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     return error, -1, attempts
 
 
-def call_without_answer(address: str, body: Any) -> None:
+def call_without_answer(address: str, body: Any, tls: ssl.SSLContext | None) -> None:
     """acks=0: send and close (no response comes)."""
-    with connect(address, 10) as sock:  # TLS as --command-config or --cluster says
+    with connect(address, 10, ssl_context=tls) as sock:
         sock.sendall(encode_request(body))
 
 
@@ -258,12 +263,13 @@ def run(args: argparse.Namespace) -> int:
         raise usage_error("nothing to produce (no VALUE and an empty stdin)")
     keys, values = split_keys(texts, key=args.key, separator=args.key_separator)
     error, base, attempts = produce(brokers, args.topic, args.partition, values,
-                                    acks=ACKS[args.acks], timeout_s=args.timeout, keys=keys)
+                                    acks=ACKS[args.acks], timeout_s=args.timeout, keys=keys,
+                                    tls=args.client_ssl)
     result = {"topic": args.topic, "partition": args.partition, "records": len(values),
               "base_offset": base, "attempts": attempts, "error": error.name.upper(),
               "error_code": int(error)}
     if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not args.json:
-        names = _topic_names(brokers)
+        names = _topic_names(brokers, args.client_ssl)
         if args.topic not in names:
             raise unknown_topic(args.topic, names)
     if error != ErrorCode.NONE:

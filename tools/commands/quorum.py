@@ -370,6 +370,7 @@ def _through_broker(args: argparse.Namespace) -> tuple[dict[str, Any], dict[int,
     from tools.client.connection import ClientError
     try:
         client = BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                                   ssl_context=args.client_ssl, sasl=args.client_sasl,
                                    timeout_s=args.timeout)
         return client.describe_quorum()
     except ClientError as exc:

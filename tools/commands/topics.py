@@ -117,6 +117,7 @@ def admin_client(args: argparse.Namespace) -> Client:
     if through_broker(args):
         from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
         return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                                 ssl_context=args.client_ssl, sasl=args.client_sasl,
                                  timeout_s=args.timeout)
     if args.cluster:
         try:

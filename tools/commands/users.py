@@ -31,7 +31,6 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from broker.kafka.sasl.sasl_settings import default_login
 from broker.kafka.sasl.scram import MECHANISMS, credential_from_password, make_salt, salted_password
 from metadata.admin import (
     AlterUserScramCredentialsRequest,
@@ -180,6 +179,7 @@ def _broker_client(args: argparse.Namespace) -> Any:
     from tools.addresses import broker_addresses
     from tools.client.admin import BrokerAdminClient  # kio and trio: only when used
     return BrokerAdminClient(broker_addresses(None, args.bootstrap_server),
+                             ssl_context=args.client_ssl, sasl=args.client_sasl,
                              timeout_s=args.timeout)
 
 
@@ -217,13 +217,14 @@ def _describe_through_broker(args: argparse.Namespace,
 
 
 def _broker_call(args: argparse.Namespace, api_key: int, values: dict[str, Any]) -> Any:
+    from raft.common.kafka.wire_client import CLOSED_BY_PEER
     from tools.client.connection import ClientError
     client = _broker_client(args)
     try:
         return client.run(lambda admin: admin.send(api_key, values, version=0))
     except ClientError as exc:
         hint = ""
-        if "closed by the broker" in str(exc) and default_login() is None:
+        if CLOSED_BY_PEER in str(exc) and args.client_sasl is None:
             hint = (" (a SASL listener closes a connection that has not logged in: give "
                     "--command-config with security.protocol=SASL_PLAINTEXT, sasl.mechanism "
                     "and sasl.jaas.config)")

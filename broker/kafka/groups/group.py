@@ -28,6 +28,7 @@ from typing import Any
 import trio
 
 from broker.kafka import authz
+from broker.kafka import group_shapes as shapes
 from broker.kafka.groups.coordinator import GroupCoordinator, OffsetsPartition
 from broker.kafka.groups.group_state import (
     DEAD,
@@ -39,17 +40,14 @@ from broker.kafka.groups.group_state import (
 )
 from broker.kafka.handler_context import HandlerContext
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
-FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
 async def handle_find_coordinator_request(context: HandlerContext, request: Any,
-                                          version: int) -> Any:
-    body: dict[str, Any]
+                                          version: int
+                                          ) -> shapes.FindCoordinatorResponse:
     if int(getattr(request, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
         error, chosen = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     elif not authz.group_allowed(context, authz.Op.DESCRIBE, request.key):
@@ -57,12 +55,10 @@ async def handle_find_coordinator_request(context: HandlerContext, request: Any,
     else:
         error, chosen = context.groups.find(request.key)
     if chosen is None:
-        body = {"error_code": int(error), "error_message": error.name, "node_id": -1,
-                "host": "", "port": -1}
-    else:
-        body = {"error_code": 0, "error_message": None, "node_id": chosen["node_id"],
-                "host": chosen["host"], "port": chosen["port"]}
-    return build(response_class(FIND_COORDINATOR, version), {"throttle_time": 0, **body})
+        return {"throttle_time": 0, "error_code": int(error), "error_message": error.name,
+                "node_id": -1, "host": "", "port": -1}
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "node_id": chosen["node_id"], "host": chosen["host"], "port": chosen["port"]}
 
 
 def _generation(request: Any) -> int:
@@ -72,21 +68,26 @@ def _generation(request: Any) -> int:
     return -1
 
 
-def _commit_response(request: Any, version: int,
-                     errors: dict[tuple[str, int], ErrorCode]) -> Any:
-    topics = [{"name": t.name, "partitions": [
+def partition_errors(request: Any, errors: dict[tuple[str, int], ErrorCode]
+                     ) -> list[shapes.TopicPartitionErrors]:
+    """The request's topics and partitions, in its order, each with its error."""
+    return [{"name": t.name, "partitions": [
         {"partition_index": int(p.partition_index),
          "error_code": int(errors[(t.name, int(p.partition_index))])}
         for p in t.partitions]} for t in request.topics]
-    return build(response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": topics})
+
+
+def _commit_response(request: Any, errors: dict[tuple[str, int], ErrorCode]
+                     ) -> shapes.OffsetCommitResponse:
+    return {"throttle_time": 0, "topics": partition_errors(request, errors)}
 
 
 async def handle_offset_commit_request(context: HandlerContext, request: Any,
-                                       version: int) -> Any:
+                                       version: int) -> shapes.OffsetCommitResponse:
     coord = context.groups
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        return _commit_response(request, version, {
+        return _commit_response(request, {
             (name, int(p.partition_index)): ErrorCode.GROUP_AUTHORIZATION_FAILED
             for name, p in wanted})
     error, part = coord.lookup(request.group_id)
@@ -97,7 +98,7 @@ async def handle_offset_commit_request(context: HandlerContext, request: Any,
                                  generation=_generation(request), now=coord.clock())
     errors = {(name, int(p.partition_index)): error for name, p in wanted}
     if error != ErrorCode.NONE or part is None:
-        return _commit_response(request, version, errors)
+        return _commit_response(request, errors)
     now_ms = int(time.time() * 1000)
     offsets: dict[tuple[str, int], CommittedOffset | None] = {}
     for name, p in wanted:
@@ -119,26 +120,25 @@ async def handle_offset_commit_request(context: HandlerContext, request: Any,
             group = part.groups.setdefault(request.group_id, Group(group_id=request.group_id))
         written = await coord.commit(part, group, offsets)
         errors.update({key: written for key in offsets})
-    return _commit_response(request, version, errors)
+    return _commit_response(request, errors)
 
 
-def offset_fetch_error(request: Any, version: int, error: ErrorCode) -> Any:
+def offset_fetch_error(request: Any, version: int, error: ErrorCode
+                       ) -> shapes.OffsetFetchResponse:
     """OffsetFetch refused as a whole: the error at the top from v2 on; v0-v1 have no
     top-level error code, so it is on every partition asked (as Kafka's
     OffsetFetchRequest.getErrorResponse), never an answer a client takes for "no
     offsets"."""
-    topics = [] if version >= 2 or request.topics is None else [
+    topics: list[shapes.FetchedTopic] = [] if version >= 2 or request.topics is None else [
         {"name": t.name, "partitions": [
             {"partition_index": int(i), "committed_offset": -1, "metadata": "",
              "error_code": int(error)} for i in t.partition_indexes]}
         for t in request.topics]
-    return build(response_class(OFFSET_FETCH, version), {
-        "throttle_time": 0, "topics": topics, "error_code": int(error)})
+    return {"throttle_time": 0, "topics": topics, "error_code": int(error)}
 
 
 async def handle_offset_fetch_request(context: HandlerContext, request: Any,
-                                      version: int) -> Any:
-    cls = response_class(OFFSET_FETCH, version)
+                                      version: int) -> shapes.OffsetFetchResponse:
     if not authz.group_allowed(context, authz.Op.DESCRIBE, request.group_id):
         return offset_fetch_error(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error, part = context.groups.lookup(request.group_id)
@@ -153,9 +153,9 @@ async def handle_offset_fetch_request(context: HandlerContext, request: Any,
                 wanted.setdefault(name, []).append(index)
     else:
         wanted = {t.name: [int(i) for i in t.partition_indexes] for t in request.topics}
-    topics = []
+    topics: list[shapes.FetchedTopic] = []
     for name, indexes in wanted.items():
-        partitions: list[dict[str, Any]] = []
+        partitions: list[shapes.FetchedOffset] = []
         described = authz.topic_allowed(context, authz.Op.DESCRIBE, name)
         for index in indexes:
             if not described:
@@ -169,11 +169,11 @@ async def handle_offset_fetch_request(context: HandlerContext, request: Any,
                 "committed_leader_epoch": found.leader_epoch if found else -1,
                 "metadata": found.metadata if found else ""})
         topics.append({"name": name, "partitions": partitions})
-    return build(cls, {"throttle_time": 0, "topics": topics, "error_code": 0})
+    return {"throttle_time": 0, "topics": topics, "error_code": 0}
 
 
 async def handle_offset_delete_request(context: HandlerContext, request: Any,
-                                       version: int) -> Any:
+                                       version: int) -> shapes.OffsetDeleteResponse:
     """OffsetDelete: tombstones for the offsets of topics the group does not consume
     (GROUP_SUBSCRIBED_TO_TOPIC for those its members subscribe to)."""
     coord = context.groups
@@ -183,9 +183,8 @@ async def handle_offset_delete_request(context: HandlerContext, request: Any,
         error = ErrorCode.GROUP_ID_NOT_FOUND
     if not authz.group_allowed(context, authz.Op.DELETE, request.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    cls = response_class(OFFSET_DELETE, version)
     if error != ErrorCode.NONE or group is None or part is None:
-        return build(cls, {"error_code": int(error), "throttle_time": 0, "topics": []})
+        return {"error_code": int(error), "throttle_time": 0, "topics": []}
     subscribed = _subscriptions(group)
     errors: dict[tuple[str, int], ErrorCode] = {}
     deletions: dict[tuple[str, int], CommittedOffset | None] = {}
@@ -202,11 +201,8 @@ async def handle_offset_delete_request(context: HandlerContext, request: Any,
     if deletions:
         written = await coord.commit(part, group, deletions)
         errors.update({key: written for key in deletions})
-    return build(cls, {"error_code": 0, "throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [
-            {"partition_index": int(p.partition_index),
-             "error_code": int(errors[(t.name, int(p.partition_index))])}
-            for p in t.partitions]} for t in request.topics]})
+    return {"error_code": 0, "throttle_time": 0,
+            "topics": partition_errors(request, errors)}
 
 
 def _subscriptions(group: Group) -> set[str] | None:
@@ -223,7 +219,7 @@ def _subscriptions(group: Group) -> set[str] | None:
     return topics
 
 
-def _describe(context: HandlerContext, group_id: str) -> dict[str, Any]:
+def _describe(context: HandlerContext, group_id: str) -> shapes.DescribedGroup:
     if not authz.group_allowed(context, authz.Op.DESCRIBE, group_id):
         return {"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
                 "group_id": group_id, "group_state": "", "protocol_type": "",
@@ -246,19 +242,18 @@ def _describe(context: HandlerContext, group_id: str) -> dict[str, Any]:
 
 
 async def handle_describe_groups_request(context: HandlerContext, request: Any,
-                                         version: int) -> Any:
-    return build(response_class(DESCRIBE_GROUPS, version), {
-        "throttle_time": 0, "groups": [_describe(context, g) for g in request.groups]})
+                                         version: int) -> shapes.DescribeGroupsResponse:
+    return {"throttle_time": 0, "groups": [_describe(context, g) for g in request.groups]}
 
 
 async def handle_list_groups_request(context: HandlerContext, request: Any,
-                                     version: int) -> Any:
+                                     version: int) -> shapes.ListGroupsResponse:
     """The groups this broker coordinates (clients ask every broker)."""
     coord = context.groups
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     every = authz.cluster_allowed(context, authz.Op.DESCRIBE)
     error = ErrorCode.NONE
-    groups = []
+    groups: list[shapes.ListedGroup] = []
     for part in list(coord.partitions.values()):
         if not part.loaded:
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -267,8 +262,7 @@ async def handle_list_groups_request(context: HandlerContext, request: Any,
                     "group_state": g.state} for g in part.groups.values()
                    if (not states or g.state.lower() in states)
                    and (every or authz.group_allowed(context, authz.Op.DESCRIBE, g.group_id))]
-    return build(response_class(LIST_GROUPS, version), {
-        "throttle_time": 0, "error_code": int(error), "groups": groups})
+    return {"throttle_time": 0, "error_code": int(error), "groups": groups}
 
 
 async def _delete_group(coord: GroupCoordinator, group_id: str) -> ErrorCode:
@@ -295,7 +289,7 @@ async def _write_tombstones(coord: GroupCoordinator, part: OffsetsPartition,
 
 
 async def handle_delete_groups_request(context: HandlerContext, request: Any,
-                                       version: int) -> Any:
+                                       version: int) -> shapes.DeleteGroupsResponse:
     coord = context.groups
     results: dict[str, ErrorCode] = {}
 
@@ -308,6 +302,5 @@ async def handle_delete_groups_request(context: HandlerContext, request: Any,
     async with trio.open_nursery() as nursery:
         for group_id in dict.fromkeys(request.groups_names):
             nursery.start_soon(one, group_id)
-    return build(response_class(DELETE_GROUPS, version), {
-        "throttle_time": 0, "results": [{"group_id": g, "error_code": int(e)}
-                                        for g, e in results.items()]})
+    return {"throttle_time": 0, "results": [{"group_id": g, "error_code": int(e)}
+                                            for g, e in results.items()]}

@@ -19,12 +19,11 @@ import uuid
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import group_shapes as shapes
 from broker.kafka.groups.group_state import Answer, Group
 from broker.kafka.handler_context import HandlerContext
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
 
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DEFAULT_SESSION_S = 10.0
 PARK_MARGIN_S = 5.0  # a parked request gives up this long after its own deadline
 
@@ -34,25 +33,24 @@ def _seconds(value: Any, default: float) -> float:
         else default
 
 
-def _join_response(version: int, answer: Answer) -> Any:
-    return build(response_class(JOIN_GROUP, version), {
-        "throttle_time": 0, "error_code": int(answer.error),
-        "generation_id": answer.generation, "protocol_type": answer.protocol_type,
-        "protocol_name": answer.protocol, "leader": answer.leader,
-        "member_id": answer.member_id,
-        "members": [{"member_id": m, "group_instance_id": i, "metadata": d}
-                    for m, i, d in answer.members]})
+def _join_response(answer: Answer) -> shapes.JoinGroupResponse:
+    return {"throttle_time": 0, "error_code": int(answer.error),
+            "generation_id": answer.generation, "protocol_type": answer.protocol_type,
+            "protocol_name": answer.protocol, "leader": answer.leader,
+            "member_id": answer.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": d}
+                        for m, i, d in answer.members]}
 
 
 async def handle_join_group_request(context: HandlerContext, request: Any, version: int
-                                    ) -> Any:
+                                    ) -> shapes.JoinGroupResponse:
     coord = context.groups
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        return _join_response(version, Answer(member_id=request.member_id,
-                                              error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        return _join_response(Answer(member_id=request.member_id,
+                                     error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     error, part = coord.lookup(request.group_id)
     if part is None:
-        return _join_response(version, Answer(member_id=request.member_id, error=error))
+        return _join_response(Answer(member_id=request.member_id, error=error))
     group = part.groups.get(request.group_id)
     if group is None:
         group = part.groups[request.group_id] = Group(group_id=request.group_id)
@@ -71,27 +69,26 @@ async def handle_join_group_request(context: HandlerContext, request: Any, versi
                                          rebalance_s + PARK_MARGIN_S)
     if answer.member_id != member_id:  # NOT_COORDINATOR after leadership moved
         answer = Answer(member_id=member_id, error=answer.error)
-    return _join_response(version, answer)
+    return _join_response(answer)
 
 
-def _sync_response(version: int, answer: Answer) -> Any:
-    return build(response_class(SYNC_GROUP, version), {
-        "throttle_time": 0, "error_code": int(answer.error),
-        "protocol_type": answer.protocol_type, "protocol_name": answer.protocol,
-        "assignment": answer.assignment})
+def _sync_response(answer: Answer) -> shapes.SyncGroupResponse:
+    return {"throttle_time": 0, "error_code": int(answer.error),
+            "protocol_type": answer.protocol_type, "protocol_name": answer.protocol,
+            "assignment": answer.assignment}
 
 
 async def handle_sync_group_request(context: HandlerContext, request: Any, version: int
-                                    ) -> Any:
+                                    ) -> shapes.SyncGroupResponse:
     coord = context.groups
     member_id = request.member_id
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        return _sync_response(version, Answer(member_id=member_id,
-                                              error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        return _sync_response(Answer(member_id=member_id,
+                                     error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is None or group is None:
-        return _sync_response(version, Answer(
+        return _sync_response(Answer(
             member_id=member_id, error=error if part is None else ErrorCode.UNKNOWN_MEMBER_ID))
     outcome = group.sync(
         member_id=member_id, instance_id=getattr(request, "group_instance_id", None),
@@ -114,15 +111,15 @@ async def handle_sync_group_request(context: HandlerContext, request: Any, versi
             if member_id in group.members else DEFAULT_SESSION_S
         answer = await coord.wait_answer(part, group.group_id, member_id,
                                          session + rebalance + PARK_MARGIN_S)
-    return _sync_response(version, answer)
+    return _sync_response(answer)
 
 
 async def handle_heartbeat_request(context: HandlerContext, request: Any, version: int
-                                   ) -> Any:
+                                   ) -> shapes.HeartbeatResponse:
     coord = context.groups
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
-        return build(response_class(HEARTBEAT, version), {
-            "throttle_time": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
+        return {"throttle_time": 0,
+                "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     error, part = coord.lookup(request.group_id)
     group = part.groups.get(request.group_id) if part is not None else None
     if part is not None:
@@ -130,12 +127,11 @@ async def handle_heartbeat_request(context: HandlerContext, request: Any, versio
             member_id=request.member_id,
             instance_id=getattr(request, "group_instance_id", None),
             generation=int(request.generation_id), now=coord.clock())
-    return build(response_class(HEARTBEAT, version),
-                 {"throttle_time": 0, "error_code": int(error)})
+    return {"throttle_time": 0, "error_code": int(error)}
 
 
 async def handle_leave_group_request(context: HandlerContext, request: Any, version: int
-                                     ) -> Any:
+                                     ) -> shapes.LeaveGroupResponse:
     coord = context.groups
     leaving: list[tuple[str, str | None]] = \
         [(m.member_id, m.group_instance_id) for m in request.members] \
@@ -153,7 +149,6 @@ async def handle_leave_group_request(context: HandlerContext, request: Any, vers
     top = error if part is None else ErrorCode.NONE
     if not hasattr(request, "members") and errors:
         top = errors[0]  # v0-v2: one member, its error at the top
-    return build(response_class(LEAVE_GROUP, version), {
-        "throttle_time": 0, "error_code": int(top),
-        "members": [{"member_id": m, "group_instance_id": i, "error_code": int(e)}
-                    for (m, i), e in zip(leaving, errors, strict=True)]})
+    return {"throttle_time": 0, "error_code": int(top),
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": int(e)}
+                        for (m, i), e in zip(leaving, errors, strict=True)]}

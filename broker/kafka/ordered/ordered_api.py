@@ -20,33 +20,36 @@ from __future__ import annotations
 from typing import Any
 
 from broker.kafka import authz
+from broker.kafka import group_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.groups.group_positions import PositionEntry
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered.rules import leader_epochs_topic
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
-from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
 
 
-async def handle_partition_leader_epochs_request(context: HandlerContext, request: Any,
-                                                 version: int) -> Any:
-    image = context.image
-    topics = [{"topic_id": topic.topic_id,
-               **(leader_epochs_topic(image, topic_id, tuple(int(p) for p in topic.partitions))
-                  if topic_id is None or image.topic(topic_id) is None  # UNKNOWN_TOPIC_ID
-                  or authz.topic_allowed(context, authz.Op.DESCRIBE, None, topic_id) else
-                  {"error_code": authz.TOPIC_AUTHORIZATION_FAILED, "partitions": []})}
-              for topic in request.topics
-              for topic_id in (from_kafka_uuid(topic.topic_id),)]
-    return build(response_class(PARTITION_LEADER_EPOCHS, version),
-                 {"throttle_time": 0, "topics": topics})
+def _leader_epochs(context: HandlerContext, topic: Any) -> shapes.LeaderEpochsTopic:
+    image, topic_id = context.image, from_kafka_uuid(topic.topic_id)
+    if topic_id is None or image.topic(topic_id) is None \
+            or authz.topic_allowed(context, authz.Op.DESCRIBE, None, topic_id):
+        # an unknown topic: UNKNOWN_TOPIC_ID, whoever asks
+        return leader_epochs_topic(image, topic_id,
+                                   tuple(int(p) for p in topic.partitions))
+    return {"error_code": authz.TOPIC_AUTHORIZATION_FAILED, "partitions": []}
 
 
-def position_topics(entries: list[PositionEntry]) -> list[dict[str, Any]]:
+async def handle_partition_leader_epochs_request(
+        context: HandlerContext, request: Any, version: int
+) -> shapes.PartitionLeaderEpochsResponse:
+    return {"throttle_time": 0, "topics": [
+        {"topic_id": topic.topic_id, **_leader_epochs(context, topic)}
+        for topic in request.topics]}
+
+
+def position_topics(entries: list[PositionEntry]) -> list[shapes.PositionTopic]:
     """Answer entries keyed (topic ID, partition) -> the response's topics, each topic
     once, in the order first seen."""
-    by_topic: dict[Any, list[dict[str, Any]]] = {}
+    by_topic: dict[Any, list[shapes.PositionPartition]] = {}
     for entry in entries:
         topic_id, partition = entry.key
         by_topic.setdefault(topic_id, []).append({
@@ -55,8 +58,9 @@ def position_topics(entries: list[PositionEntry]) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
-async def handle_consumer_group_position_request(context: HandlerContext, request: Any,
-                                                 version: int) -> Any:
+async def handle_consumer_group_position_request(
+        context: HandlerContext, request: Any, version: int
+) -> shapes.ConsumerGroupPositionResponse:
     coord = context.groups
     error, part = coord.lookup(request.group_id)
     if not authz.group_allowed(context, authz.Op.READ, request.group_id):
@@ -66,7 +70,7 @@ async def handle_consumer_group_position_request(context: HandlerContext, reques
         error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else group.position_error(
             member_id=request.member_id, generation=int(request.generation_id),
             now=coord.clock())
-    topics: list[dict[str, Any]] = []
+    topics: list[shapes.PositionTopic] = []
     if error == ErrorCode.NONE:
         assert group is not None
         allowed: dict[Any, bool] = {}
@@ -86,5 +90,4 @@ async def handle_consumer_group_position_request(context: HandlerContext, reques
         topics = position_topics([e for e in group.positions.exchange(
             generation=group.generation, member_id=request.member_id, reports=reports,
             asks=asks) if readable(e.key[0])])
-    return build(response_class(CONSUMER_GROUP_POSITION, version),
-                 {"throttle_time": 0, "error_code": int(error), "topics": topics})
+    return {"throttle_time": 0, "error_code": int(error), "topics": topics}

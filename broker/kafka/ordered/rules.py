@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.kafka.group_shapes import EpochEntry, LeaderEpochsPartition, LeaderEpochsTopic
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
@@ -64,7 +65,7 @@ def count_refusal_message(topic: TopicImage, client_count: int) -> str:
 # --- PartitionLeaderEpochs ----------------------------------------------------------
 
 
-def _epoch_entries(pairs: Any) -> list[dict[str, int]]:
+def _epoch_entries(pairs: Any) -> list[EpochEntry]:
     """(partition, leader epoch) pairs -> wire entries; None or an old-style single
     epoch (no map) -> none."""
     if not pairs or isinstance(pairs, int):
@@ -72,7 +73,7 @@ def _epoch_entries(pairs: Any) -> list[dict[str, int]]:
     return [{"partition": int(p), "leader_epoch": int(e)} for p, e in pairs]
 
 
-def _partition_entry(partition: PartitionImage) -> dict[str, Any]:
+def _partition_entry(partition: PartitionImage) -> LeaderEpochsPartition:
     return {"partition": partition.partition, "error_code": 0,
             "leader_epoch": partition.leader_epoch,
             "after_creation": _epoch_entries(partition.leader_epoch_after_creation),
@@ -80,7 +81,7 @@ def _partition_entry(partition: PartitionImage) -> dict[str, Any]:
 
 
 def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
-                        asked: tuple[int, ...]) -> dict[str, Any]:
+                        asked: tuple[int, ...]) -> LeaderEpochsTopic:
     """One topic of a PartitionLeaderEpochs response (without its ID): its counts and,
     for each partition asked (all when `asked` is empty), its leader epoch and the two
     epoch maps."""
@@ -88,7 +89,7 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
     if topic is None:
         return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "partitions": []}
     indexes = asked if asked else tuple(range(len(topic.partitions)))
-    partitions = [
+    partitions: list[LeaderEpochsPartition] = [
         _partition_entry(topic.partitions[i]) if 0 <= i < len(topic.partitions) else
         {"partition": i, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
         for i in indexes]

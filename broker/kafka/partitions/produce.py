@@ -61,6 +61,7 @@ from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
+from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
 from broker.kafka.partitions.producer_state import Accept, Duplicate, Reject, read_header
@@ -68,11 +69,10 @@ from broker.kafka.replication.replica import PartitionState, check_partition
 from metadata.topic_configs import min_insync_replicas
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import ConnectionClosed, build, response_class
+from raft.common.kafka.codec import ConnectionClosed
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR = 10
 ACKS_ALL, ACKS_NONE, ACKS_LEADER = -1, 0, 1
 ISR_CHECK_S = 1.0
 PRODUCER_ID_BLOCK_BITS = 24
@@ -313,16 +313,11 @@ async def handle_init_producer_id_request(context: BrokerContext, request: Any,
             "producer_epoch": 0 if producer_id >= 0 else -1}
 
 
-def refuse_transaction_coordinator(request: Any, version: int) -> Any | None:
+def refuse_transaction_coordinator(request: Any) -> FindCoordinatorResponse | None:
     """FindCoordinator for a transaction coordinator: refused at once (no transactions
     here); None for any other key type (group coordinators: broker.kafka.groups.group)."""
     if int(getattr(request, "key_type", 0)) != TRANSACTION_KEY_TYPE:
         return None
-    keys = list(getattr(request, "coordinator_keys", ()) or ())
-    error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    body = {"throttle_time": 0, "error_code": error, "error_message": NO_TRANSACTIONS,
-            "node_id": -1, "host": "", "port": -1,
-            "coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1,
-                              "error_code": error, "error_message": NO_TRANSACTIONS}
-                             for k in keys]}
-    return build(response_class(FIND_COORDINATOR, version), body)
+    return {"throttle_time": 0,
+            "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            "error_message": NO_TRANSACTIONS, "node_id": -1, "host": "", "port": -1}

@@ -28,12 +28,9 @@ import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Any
 
 import trio
-from kio.index import load_response_schema
 from kio.schema.fetch.v13.request import FetchRequest
-from kio.serial import entity_reader
 
 from broker.kafka.admin.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.context import BrokerContext
@@ -45,14 +42,11 @@ from metadata.image import MetadataImage, TopicImage
 from raft.common import tls
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from raft.common.kafka.framing import receive_frame
-from raft.common.kafka.wire_client import encode_request
+from raft.common.kafka.wire_client import exchange
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
 
-FETCH = 1
-FETCH_VERSION = 13
 MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 1 << 20
 RETRY_BACKOFF_S = 0.2
@@ -191,7 +185,7 @@ class ReplicaFetcher:
 
     async def _fetch_loop(self, stream: trio.abc.Stream, leader: int,
                           parts: tuple[tuple[Uuid, int, int], ...]) -> None:
-        correlation_id = 0
+        correlation_id, buffer = 0, bytearray()
         while True:
             states = await self._states(parts)
             if not states:
@@ -211,9 +205,8 @@ class ReplicaFetcher:
                            for t, ps in by_topic.items()],
                 "forgotten_topics_data": []})
             correlation_id += 1
-            await stream.send_all(encode_request(request, correlation_id,
-                                                 client_id=f"replica-{self.context.broker_id}"))
-            response = await _receive_response(stream, correlation_id)
+            response = await exchange(stream, request, correlation_id, buffer=buffer,
+                                      client_id=f"replica-{self.context.broker_id}")
             failed = False
             for topic in response.responses:
                 topic_id = from_kafka_uuid(topic.topic_id)
@@ -266,15 +259,3 @@ class ReplicaFetcher:
         if new_hw > state.high_watermark:
             state.high_watermark = new_hw
             state.notify()
-
-
-async def _receive_response(stream: trio.abc.Stream, correlation_id: int) -> Any:
-    frame = await receive_frame(stream, bytearray())
-    if frame is None:
-        raise ConnectionError("the leader closed the connection")
-    schema = load_response_schema(FETCH, FETCH_VERSION)
-    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-    if int(header.correlation_id) != correlation_id:
-        raise ConnectionError(f"response to {header.correlation_id}, not {correlation_id}")
-    body, _ = entity_reader(schema)(frame, offset)
-    return body

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.kafka.context import BrokerContext
+from broker.kafka.response_shapes import SaslAuthenticateResponse, SaslHandshakeResponse
 from broker.kafka.sasl.sasl_settings import PLAIN, SaslSettings
 from broker.kafka.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.kafka.sasl.scram import (
@@ -62,6 +63,7 @@ from raft.common.kafka.codec import (
     peek_header,
     response_class,
 )
+from raft.common.kafka.framing import framed
 from raft.common.session import KafkaPrincipal, Session
 
 __all__ = ["SaslAuthenticator", "SaslFailed", "SaslSettings",
@@ -203,21 +205,23 @@ class SaslAuthenticator:
         except KafkaCodecError as exc:
             raise ConnectionClosed(str(exc)) from None
         version, correlation_id = request.header.api_version, request.header.correlation_id
+        response: SaslHandshakeResponse | SaslAuthenticateResponse
         if expected == SASL_HANDSHAKE:
             response, close = self._handshake(request.body.mechanism, version)
         else:
-            response, close = self._authenticate(request.body.auth_bytes, version)
-        return encode_response(correlation_id, response), close
+            response, close = self._authenticate(request.body.auth_bytes)
+        return encode_response(correlation_id,
+                               build(response_class(expected, version), response)), close
 
     # --- the steps --------------------------------------------------------------------
 
-    def _handshake(self, mechanism: str, version: int) -> tuple[Any, str | None]:
+    def _handshake(self, mechanism: str, version: int
+                   ) -> tuple[SaslHandshakeResponse, str | None]:
         enabled = list(self._settings.enabled_mechanisms)
         if mechanism not in enabled:
-            return (build(response_class(SASL_HANDSHAKE, version), {
-                "error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
-                "mechanisms": enabled}),
-                f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(enabled)})")
+            return ({"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
+                     "mechanisms": enabled},
+                    f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(enabled)})")
         self._mechanism_name = mechanism
         if mechanism == PLAIN:
             self._mechanism = _PlainServer(self._settings.plain_users)
@@ -226,8 +230,7 @@ class SaslAuthenticator:
                 SCRAM_MECHANISMS[mechanism], self._scram_credential,
                 unknown_user_key=self._unknown_user_key(), rng=self._rng))
         self._state = _AUTHENTICATE if version >= 1 else _RAW
-        return build(response_class(SASL_HANDSHAKE, version),
-                     {"error_code": 0, "mechanisms": enabled}), None
+        return {"error_code": 0, "mechanisms": enabled}, None
 
     def _scram_credential(self, user: str) -> ScramCredential | None:
         found = self._credentials().get((user, self._mechanism_name))
@@ -250,16 +253,15 @@ class SaslAuthenticator:
                 "client_host": self._session.client_host})
         return reply
 
-    def _authenticate(self, token: bytes, version: int) -> tuple[Any, str | None]:
-        schema = response_class(SASL_AUTHENTICATE, version)
+    def _authenticate(self, token: bytes) -> tuple[SaslAuthenticateResponse, str | None]:
         try:
             reply = self._step(token)
         except SaslFailed as exc:
             self._log_failure(str(exc))
-            return build(schema, {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                                  "error_message": str(exc), "auth_bytes": b""}), str(exc)
-        return build(schema, {"error_code": 0, "error_message": None, "auth_bytes": reply,
-                              "session_lifetime": 0}), None
+            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                    "error_message": str(exc), "auth_bytes": b""}, str(exc)
+        return {"error_code": 0, "error_message": None, "auth_bytes": reply,
+                "session_lifetime": 0}, None
 
     def _raw_token(self, token: bytes) -> tuple[bytes | None, str | None]:
         try:
@@ -267,7 +269,7 @@ class SaslAuthenticator:
         except SaslFailed as exc:
             self._log_failure(str(exc))
             raise ConnectionClosed(f"SASL authentication failed: {exc}") from None
-        return len(reply).to_bytes(4, "big") + reply, None
+        return framed(reply), None
 
     def _log_failure(self, reason: str) -> None:
         username = None if self._mechanism is None else self._mechanism.username
@@ -280,15 +282,13 @@ class SaslAuthenticator:
 
 
 async def handle_sasl_handshake_request(context: BrokerContext, request: Any,
-                                        version: int) -> Any:
-    return build(response_class(SASL_HANDSHAKE, version), {
-        "error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []})
+                                        version: int) -> SaslHandshakeResponse:
+    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
 
 
 async def handle_sasl_authenticate_request(context: BrokerContext, request: Any,
-                                           version: int) -> Any:
-    return build(response_class(SASL_AUTHENTICATE, version), {
-        "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
-        "error_message": "SaslAuthenticate outside a SASL exchange: this connection is "
-                         "authenticated already, or its listener has no SASL",
-        "auth_bytes": b""})
+                                           version: int) -> SaslAuthenticateResponse:
+    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+            "error_message": "SaslAuthenticate outside a SASL exchange: this connection is "
+                             "authenticated already, or its listener has no SASL",
+            "auth_bytes": b""}

@@ -16,14 +16,12 @@ from typing import Any
 
 import trio
 from kio.index import load_request_schema
-from kio.serial import entity_reader
 
 from broker.kafka.sasl.sasl_settings import PLAIN, SaslClientSettings
 from broker.kafka.sasl.scram import MECHANISMS, ScramAuthenticationError, ScramClient
 from raft.common.errors import ErrorCode
-from raft.common.kafka.codec import build, response_class
-from raft.common.kafka.framing import receive_frame
-from raft.common.kafka.wire_client import encode_request
+from raft.common.kafka.codec import build
+from raft.common.kafka.wire_client import NoAnswer, exchange
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 2
@@ -34,19 +32,11 @@ class SaslClientError(ConnectionError):
 
 
 async def _exchange(stream: trio.abc.Stream, body: Any, correlation_id: int) -> Any:
-    await stream.send_all(encode_request(body, correlation_id=correlation_id,
-                                         client_id="kraft-sasl"))
-    frame = await receive_frame(stream, bytearray())
-    if frame is None:
-        raise SaslClientError("the broker closed the connection during SASL "
-                              "authentication")
-    schema = response_class(int(body.__api_key__), int(body.__version__))
-    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-    if int(header.correlation_id) != correlation_id:
-        raise SaslClientError(f"answer to correlation id {header.correlation_id}, "
-                              f"not {correlation_id}")
-    response, _ = entity_reader(schema)(frame, offset)
-    return response
+    try:  # nothing is read past an answer before login: a fresh buffer each time
+        return await exchange(stream, body, correlation_id, client_id="kraft-sasl",
+                              buffer=bytearray())
+    except NoAnswer as exc:
+        raise SaslClientError(f"during SASL authentication: {exc}") from None
 
 
 async def authenticate(stream: trio.abc.Stream, settings: SaslClientSettings, *,

@@ -6,10 +6,9 @@ brokers' SASL listeners (`sasl.mechanism.inter.broker.protocol` with the
 `listener.name.<listener>.<mechanism>.sasl.jaas.config` credentials), and kraft's tools
 (`sasl.mechanism`, `sasl.jaas.config` in a `--command-config` file).
 
-The login a command-line tool's connections use (`set_default_login`, read by
-`default_login`) is kept here, not beside the SASL exchange (`broker.kafka.sasl.sasl_client`),
-so that reading it from a properties file loads no Kafka codec: a tool pays for the codec
-only when it opens a SASL connection.
+A command-line tool's login (`tools.client.sasl`) is made here, not beside the SASL
+exchange (`broker.kafka.sasl.sasl_client`), so that reading it from a properties file
+loads no Kafka codec: a tool pays for the codec only when it opens a SASL connection.
 
 `parse_jaas_config` reads Kafka's one-entry JAAS form,
 `org.apache.kafka.common.security.scram.ScramLoginModule required username="x" password="y";`
@@ -62,19 +61,6 @@ class SaslClientSettings:
         if self.mechanism not in SUPPORTED_MECHANISMS:
             raise ValueError(f"SASL mechanism {self.mechanism!r}: kraft-py supports "
                              f"{', '.join(SUPPORTED_MECHANISMS)}")
-
-
-_DEFAULT_LOGIN: list[SaslClientSettings | None] = [None]
-
-
-def set_default_login(settings: SaslClientSettings | None) -> None:
-    """The login the clients of this process use on every new Kafka connection
-    (command-line tools: `--command-config` with `security.protocol=SASL_*`)."""
-    _DEFAULT_LOGIN[0] = settings
-
-
-def default_login() -> SaslClientSettings | None:
-    return _DEFAULT_LOGIN[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

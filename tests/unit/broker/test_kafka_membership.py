@@ -14,6 +14,7 @@ import trio
 from kio.index import load_request_schema
 
 from broker import partition_dir
+from broker.kafka.group_shapes import JoinGroupResponse, SyncGroupResponse
 from broker.kafka.groups import group as group_api
 from broker.kafka.groups.membership import (
     handle_heartbeat_request,
@@ -97,7 +98,8 @@ def request(api: int, version: int, **values: Any) -> Any:
 
 
 async def join(broker: Broker, member_id: str = "", *, session_ms: int = 30_000,
-               rebalance_ms: int = 60_000, instance_id: str | None = None) -> Any:
+               rebalance_ms: int = 60_000, instance_id: str | None = None
+               ) -> JoinGroupResponse:
     return await handle_join_group_request(broker.context, request(
         JOIN, 7, session_timeout=session_ms, rebalance_timeout=rebalance_ms,
         member_id=member_id, group_instance_id=instance_id, protocol_type="consumer",
@@ -106,7 +108,7 @@ async def join(broker: Broker, member_id: str = "", *, session_ms: int = 30_000,
 
 
 async def sync(broker: Broker, member_id: str, generation: int,
-               assignments: dict[str, bytes] | None = None) -> Any:
+               assignments: dict[str, bytes] | None = None) -> SyncGroupResponse:
     return await handle_sync_group_request(broker.context, request(
         SYNC, 5, generation_id=generation, member_id=member_id,
         assignments=[{"member_id": m, "assignment": a}
@@ -119,14 +121,14 @@ async def commit(broker: Broker, member_id: str, generation: int, offset: int) -
         topics=[{"name": "data", "partitions": [
             {"partition_index": 0, "committed_offset": offset, "committed_metadata": "m"}]}]),
         8)
-    return ErrorCode(response.topics[0].partitions[0].error_code)
+    return ErrorCode(response["topics"][0]["partitions"][0]["error_code"])
 
 
 async def fetched(broker: Broker) -> int:
     response = await group_api.handle_offset_fetch_request(
         broker.context, request(9, 7, topics=None), 7)
-    assert response.error_code == ErrorCode.NONE
-    offsets = [p.committed_offset for t in response.topics for p in t.partitions]
+    assert response["error_code"] == ErrorCode.NONE
+    offsets = [p["committed_offset"] for t in response["topics"] for p in t["partitions"]]
     return offsets[0] if offsets else -1
 
 
@@ -138,10 +140,11 @@ async def test_assignment_and_offsets_survive_when_coordinator_restarts(
     broker = await nursery_broker()
     with trio.fail_after(10):
         joined = await join(broker)
-        member = joined.member_id
-        assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, member)
+        member = joined["member_id"]
+        assert (joined["error_code"], joined["generation_id"], joined["leader"]) == \
+            (0, 1, member)
         synced = await sync(broker, member, 1, {member: b"all"})
-        assert (synced.error_code, synced.assignment) == (0, b"all")
+        assert (synced["error_code"], synced["assignment"]) == (0, b"all")
         assert await commit(broker, member, 1, 42) == ErrorCode.NONE
         assert await fetched(broker) == 42
         restarted = await nursery_broker()
@@ -156,9 +159,9 @@ async def test_zombie_commits_refused_when_generation_or_member_stale(
     broker = await nursery_broker()
     with trio.fail_after(10):
         first = await join(broker)
-        await sync(broker, first.member_id, 1, {first.member_id: b"all"})
+        await sync(broker, first["member_id"], 1, {first["member_id"]: b"all"})
         assert await commit(broker, "stranger", 1, 5) == ErrorCode.UNKNOWN_MEMBER_ID
-        assert await commit(broker, first.member_id, 0, 5) == ErrorCode.ILLEGAL_GENERATION
+        assert await commit(broker, first["member_id"], 0, 5) == ErrorCode.ILLEGAL_GENERATION
         assert await commit(broker, "", -1, 5) == ErrorCode.UNKNOWN_MEMBER_ID
         assert await fetched(broker) == -1
 
@@ -184,11 +187,11 @@ async def test_parked_sync_answered_when_a_new_member_starts_a_round(
             nursery.start_soon(second)
             await eventually(lambda: "g" in broker.coordinator.partitions[0].groups and
                              len(broker.coordinator.partitions[0].groups["g"].members) == 2)
-            results["first"] = await join(broker, first.member_id)
-        generation = results["first"].generation_id
-        follower = results["second"].member_id
-        if results["first"].leader == follower:
-            follower = first.member_id
+            results["first"] = await join(broker, first["member_id"])
+        generation = results["first"]["generation_id"]
+        follower = results["second"]["member_id"]
+        if results["first"]["leader"] == follower:
+            follower = first["member_id"]
         async with trio.open_nursery() as nursery:
             async def parked() -> None:
                 results["sync"] = await sync(broker, follower, generation)
@@ -198,7 +201,7 @@ async def test_parked_sync_answered_when_a_new_member_starts_a_round(
             nursery.start_soon(join, broker)
             await eventually(lambda: "sync" in results)
             nursery.cancel_scope.cancel()
-    assert results["sync"].error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    assert results["sync"]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 async def test_silent_member_expires_without_any_request_when_session_times_out(
@@ -208,13 +211,13 @@ async def test_silent_member_expires_without_any_request_when_session_times_out(
     broker = await nursery_broker()
     with trio.fail_after(10):
         joined = await join(broker, session_ms=300, rebalance_ms=300)
-        await sync(broker, joined.member_id, 1, {joined.member_id: b"all"})
+        await sync(broker, joined["member_id"], 1, {joined["member_id"]: b"all"})
         groups = broker.coordinator.partitions[0].groups
         assert groups["g"].state == "Stable"
         await eventually(lambda: "g" not in groups or groups["g"].state == "Empty")
         beat = await handle_heartbeat_request(broker.context, request(
-            HEARTBEAT, 4, generation_id=1, member_id=joined.member_id), 4)
-    assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+            HEARTBEAT, 4, generation_id=1, member_id=joined["member_id"]), 4)
+    assert beat["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 async def test_static_member_restart_keeps_generation_and_fences_old_id(
@@ -222,16 +225,16 @@ async def test_static_member_restart_keeps_generation_and_fences_old_id(
     broker = await nursery_broker()
     with trio.fail_after(10):
         old = await join(broker, instance_id="host-1")
-        await sync(broker, old.member_id, 1, {old.member_id: b"p0"})
+        await sync(broker, old["member_id"], 1, {old["member_id"]: b"p0"})
         new = await join(broker, instance_id="host-1")
-        assert (new.error_code, new.generation_id) == (0, 1)
-        assert new.member_id != old.member_id
-        synced = await sync(broker, new.member_id, 1)
-        assert synced.assignment == b"p0"
+        assert (new["error_code"], new["generation_id"]) == (0, 1)
+        assert new["member_id"] != old["member_id"]
+        synced = await sync(broker, new["member_id"], 1)
+        assert synced["assignment"] == b"p0"
         beat = await handle_heartbeat_request(broker.context, request(
-            HEARTBEAT, 4, generation_id=1, member_id=old.member_id,
+            HEARTBEAT, 4, generation_id=1, member_id=old["member_id"],
             group_instance_id="host-1"), 4)
-    assert beat.error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert beat["error_code"] == ErrorCode.FENCED_INSTANCE_ID
 
 
 async def test_requests_refused_when_leadership_moves_away(nursery_broker: Any) -> None:
@@ -247,11 +250,11 @@ async def test_requests_refused_when_leadership_moves_away(nursery_broker: Any) 
             nursery.start_soon(second)
             await eventually(lambda: broker.coordinator.partitions[0].waiters)
             broker.set_image(image(leader=BROKER + 1))
-        assert results["second"].error_code == ErrorCode.NOT_COORDINATOR
-        assert await commit(broker, first.member_id, 1, 1) == ErrorCode.NOT_COORDINATOR
+        assert results["second"]["error_code"] == ErrorCode.NOT_COORDINATOR
+        assert await commit(broker, first["member_id"], 1, 1) == ErrorCode.NOT_COORDINATOR
         found = await group_api.handle_find_coordinator_request(
             broker.context, build(load_request_schema(10, 3), {"key": "g"}), 3)
-    assert (found.error_code, found.node_id) == (ErrorCode.NONE, BROKER + 1)
+    assert (found["error_code"], found["node_id"]) == (ErrorCode.NONE, BROKER + 1)
 
 
 async def test_group_deleted_only_when_empty_and_stays_deleted_after_reload(
@@ -260,24 +263,24 @@ async def test_group_deleted_only_when_empty_and_stays_deleted_after_reload(
     delete = build(load_request_schema(42, 2), {"groups_names": ["g"]})
     with trio.fail_after(10):
         joined = await join(broker)
-        await sync(broker, joined.member_id, 1, {joined.member_id: b"all"})
-        await commit(broker, joined.member_id, 1, 3)
+        await sync(broker, joined["member_id"], 1, {joined["member_id"]: b"all"})
+        await commit(broker, joined["member_id"], 1, 3)
         offset_delete = await group_api.handle_offset_delete_request(
             broker.context, request(47, 0, topics=[{"name": "data",
                                                      "partitions": [{"partition_index": 0}]}]),
             0)
-        assert offset_delete.topics[0].partitions[0].error_code == \
+        assert offset_delete["topics"][0]["partitions"][0]["error_code"] == \
             ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         refused = await group_api.handle_delete_groups_request(broker.context, delete, 2)
-        assert refused.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+        assert refused["results"][0]["error_code"] == ErrorCode.NON_EMPTY_GROUP
         left = await handle_leave_group_request(broker.context, request(
-            LEAVE, 4, members=[{"member_id": joined.member_id}]), 4)
-        assert left.members[0].error_code == ErrorCode.NONE
+            LEAVE, 4, members=[{"member_id": joined["member_id"]}]), 4)
+        assert left["members"][0]["error_code"] == ErrorCode.NONE
         deleted = await group_api.handle_delete_groups_request(broker.context, delete, 2)
-        assert deleted.results[0].error_code == ErrorCode.NONE
+        assert deleted["results"][0]["error_code"] == ErrorCode.NONE
         assert await fetched(broker) == -1
         restarted = await nursery_broker()
         assert "g" not in restarted.coordinator.partitions[0].groups
         described = await group_api.handle_describe_groups_request(
             restarted.context, build(load_request_schema(15, 5), {"groups": ["g"]}), 5)
-    assert described.groups[0].group_state == "Dead"
+    assert described["groups"][0]["group_state"] == "Dead"

@@ -121,7 +121,7 @@ async def test_transactional_producers_refused_with_a_fatal_error(tmp_path: Path
     assert (await roundtrip(dispatcher, find)).error_code == \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     group = build(load_request_schema(10, 3), {"key": "g", "key_type": 0})
-    assert produce_module.refuse_transaction_coordinator(group, 3) is None  # groups' own
+    assert produce_module.refuse_transaction_coordinator(group) is None  # groups' own
     transactional = produce(9, record_batch([b"x"]), transactional_id="tx")
     assert answer(await roundtrip(dispatcher, transactional))[0] == \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -53,9 +53,8 @@ def test_sasl_settings_are_read_without_the_kafka_codec(tmp_path: Path) -> None:
     properties = tmp_path / "sasl.properties"
     properties.write_text(SASL_PROPERTIES)
     probe = ("import sys; from tools.cli import build_parser, _client_tls; "
-             "from broker.kafka.sasl.sasl_settings import default_login; "
              "args = build_parser('topics').parse_args(sys.argv[1:]); _client_tls(args); "
-             "login = default_login(); "
+             "login = args.client_sasl; "
              "print(login.mechanism, login.username, 'kio' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe, "topics", "--bootstrap-server",
                            "127.0.0.1:9", "--command-config", str(properties), "--describe"],

@@ -210,7 +210,8 @@ async def test_an_address_that_only_closes_is_not_a_kafka_listener_at_once() -> 
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(trio.serve_tcp, close_after_reading, 0)
         address = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        kafka = admin.KafkaAdmin(admin.KafkaClient([address]), deadline=time.monotonic() + 30)
+        kafka = admin.KafkaAdmin(admin.KafkaClient([address], ssl_context=None, sasl=None),
+                                 deadline=time.monotonic() + 30)
         with trio.fail_after(5), pytest.raises(admin.NotAKafkaListener,
                                                match="--bootstrap-controller"):
             await kafka.negotiate()
