@@ -21,8 +21,10 @@ import trio
 
 from broker import partition_dir
 from broker.kafka.partitions.partition_log import PartitionLog
+from broker.kafka.partitions.segments import RollLimits
 from broker.reconcile import partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
+from metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS, effective
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
@@ -289,6 +291,7 @@ class ReplicaManager:
         directory = self.log_dir / partition_dir_name(topic.name, number)
         state = self._states.get(key)
         if state is not None and state.log.directory == directory:
+            state.log.limits = roll_limits(topic)  # an altered config applies at once
             return ErrorCode.NONE, state
         if state is not None:  # renamed topic: reconciliation moves the directory
             del self._states[key]
@@ -308,7 +311,8 @@ class ReplicaManager:
             return error, None
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
-            plog = await trio.to_thread.run_sync(open_partition_log, directory)
+            plog = await trio.to_thread.run_sync(open_partition_log, directory,
+                                                 roll_limits(topic))
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
                 opened_at=trio.current_time(),
@@ -322,9 +326,15 @@ class ReplicaManager:
         self._states.clear()
 
 
-def open_partition_log(directory: Path) -> PartitionLog:
+def roll_limits(topic: TopicImage) -> RollLimits:
+    """The topic's `segment.bytes` and `segment.ms` (its own or the defaults)."""
+    return RollLimits(segment_bytes=int(effective(topic.configs, SEGMENT_BYTES)),
+                      segment_ms=int(effective(topic.configs, SEGMENT_MS)))
+
+
+def open_partition_log(directory: Path, limits: RollLimits) -> PartitionLog:
     """The partition's log, its partition.metadata made durable first (reconciliation
     writes it without fsync: see `broker.partition_dir`), so no data is ever durable in
     a directory whose topic ID is not."""
     partition_dir.sync_partition_metadata(directory)
-    return PartitionLog(directory)
+    return PartitionLog(directory, limits)
