@@ -33,6 +33,7 @@ import random
 import secrets
 import ssl
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -45,6 +46,7 @@ from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
+from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.isr import IsrManager
 from broker.kafka.replication.replica import ReplicaManager
@@ -375,4 +377,6 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         context, replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
         request_timeout_ms=settings.request_timeout_ms)
     node.add_background_task(listener.isr_manager.run)
+    node.add_background_task(partial(retention_loop, replicas,
+                                     settings.log_retention_check_interval_ms))
     return listener

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import logging
 import os
 import struct
@@ -50,6 +51,7 @@ from broker.kafka.partitions.producer_state import (
 from broker.kafka.partitions.segments import (
     NO_TIMESTAMP,
     RollLimits,
+    SegmentStat,
     segment_bases,
     segment_name,
     should_roll,
@@ -160,7 +162,8 @@ class PartitionLog:
     watermark is kept by the caller (it follows the ISR). `producers` is the
     idempotent-producer state of the batches below the log end."""
 
-    def __init__(self, directory: Path, limits: RollLimits | None = None) -> None:
+    def __init__(self, directory: Path, limits: RollLimits | None = None, *,
+                 log_start: int = 0) -> None:
         self.directory = directory
         self.limits = limits or RollLimits()
         self._segments: list[_Segment] = []
@@ -174,6 +177,11 @@ class PartitionLog:
         self.producers = ProducerStates()
         self._bytes_since_snapshot = 0
         self._recover()
+        # a log start inside the first segment (DeleteRecords) comes from the log dir's
+        # checkpoint; one outside the log is another log's (a recreated topic): ignored
+        self._log_start = self._segments[0].base_offset
+        if self._log_start <= log_start <= self.log_end_offset:
+            self._log_start = log_start
         self._load_producers()
         self._file = self._open_active()
 
@@ -195,6 +203,7 @@ class PartitionLog:
         self.log_end_offset = bases[0]
         for number, base in enumerate(bases):
             self._segments.append(_Segment(base_offset=base))
+            self.log_end_offset = max(self.log_end_offset, base)  # an empty segment's base
             if not self._recover_segment(base):
                 for later in bases[number + 1:]:
                     log.warning("deleting a partition log segment after a torn one", extra={
@@ -317,7 +326,72 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._log_start
+
+    def segment_stats(self) -> list[SegmentStat]:
+        """Each segment's offsets, size and largest timestamp, oldest first (retention)."""
+        largest: dict[int, int] = {}
+        for info in self._batches:
+            largest[info.segment] = max(largest.get(info.segment, NO_TIMESTAMP),
+                                        info.max_timestamp)
+        ends = [s.base_offset for s in self._segments[1:]] + [self.log_end_offset]
+        return [SegmentStat(base_offset=segment.base_offset, end_offset=end, size=segment.size,
+                            max_timestamp=largest.get(segment.base_offset, NO_TIMESTAMP))
+                for segment, end in zip(self._segments, ends, strict=True)]
+
+    def advance_log_start(self, offset: int) -> bool:
+        """Move the log start up to `offset` (never past the log end: retention,
+        DeleteRecords, a follower following its leader) and delete the segments wholly
+        below it, the oldest first and never the active one, so a crash leaves a log
+        whose first segment is at or below the new start. False when it did not move."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._log_start:
+            return False
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        self._log_start = offset
+        gone = [segment for segment, following in itertools.pairwise(self._segments)
+                if following.base_offset <= offset]
+        for segment in gone:
+            self._segment_path(segment.base_offset).unlink()
+        if gone:
+            fsync_dir(self.directory)
+            del self._segments[:len(gone)]
+            first = bisect.bisect_left(self._bases, self._segments[0].base_offset)
+            self._reindex(first, len(self._batches))
+        return True
+
+    def reset_to(self, offset: int) -> None:
+        """Empty the log and start it at `offset`: a follower whose log ends below its
+        leader's log start (Kafka's truncateFullyAndStartAt). The old segments go newest
+        first, then the new one is made: a crash leaves a prefix of the old log, which
+        the next fetch resets again."""
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        self._file.close()
+        for snap in snapshot_offsets(self.directory):
+            snapshot_path(self.directory, snap).unlink(missing_ok=True)
+        for segment in reversed(self._segments):
+            self._segment_path(segment.base_offset).unlink(missing_ok=True)
+        fsync_dir(self.directory)
+        self._segments = [_Segment(base_offset=offset)]
+        self._reindex(0, 0)
+        self.log_end_offset = self._log_start = offset
+        self._file = self._open_active()
+        fsync_dir(self.directory)
+        self.producers = ProducerStates(end_offset=offset)
+        log.warning("reset a partition log to its leader's log start", extra={
+            "path": str(self.path), "offset": offset})
+
+    def _reindex(self, first: int, stop: int) -> None:
+        """Keep only batches [first, stop) in the index (the log end is the caller's)."""
+        end = self.log_end_offset
+        kept = list(zip(self._batches[first:stop], self._headers[first:stop], strict=True))
+        self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
+        self._running_max_ts, self._max_ts_index = [], -1
+        for info, header in kept:
+            self._add(info, header)
+        self.log_end_offset = end
 
     @property
     def segment_bases(self) -> list[int]:
@@ -441,13 +515,10 @@ class PartitionLog:
         log.warning("truncated a diverging partition log", extra={
             "path": str(self.path), "from_offset": self.log_end_offset,
             "to_offset": new_end})
-        headers = self._headers[:len(keep)]
-        self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
-        self._running_max_ts, self._max_ts_index = [], -1
-        for info, header in zip(keep, headers, strict=True):
-            self._add(info, header)
+        self._reindex(0, len(keep))
         active.size = size
         self.log_end_offset = new_end
+        self._log_start = min(self._log_start, new_end)
         self._load_producers()
 
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:

@@ -59,3 +59,41 @@ def segment_for(bases: Sequence[int], offset: int) -> int:
     ascending `bases`: the last one starting at or below it (the first for an offset
     below every base)."""
     return max(0, bisect.bisect_right(bases, offset) - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentStat:
+    """What retention looks at in one segment: its offsets [base, end), its size and
+    its records' largest timestamp (NO_TIMESTAMP when it has none)."""
+    base_offset: int
+    end_offset: int
+    size: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """`retention.ms` and `retention.bytes` of the topic (-1: unlimited)."""
+    retention_ms: int = -1
+    retention_bytes: int = -1
+
+
+def retention_start(segments: Sequence[SegmentStat], *, log_start: int, high_watermark: int,
+                    now_ms: int, retention: Retention) -> int:
+    """The log start after retention, as Kafka's `deleteOldSegments`: the oldest segments
+    go while their records are all `retention.ms` old or the log without them still
+    holds `retention.bytes`; never the active (last) segment, never one holding an
+    offset at or above the high watermark. The start never moves back."""
+    total = sum(segment.size for segment in segments)
+    start = log_start
+    for segment in segments[:-1]:
+        expired = retention.retention_ms >= 0 and \
+            segment.max_timestamp != NO_TIMESTAMP and \
+            now_ms - segment.max_timestamp > retention.retention_ms
+        oversize = retention.retention_bytes >= 0 and \
+            total - segment.size >= retention.retention_bytes
+        if segment.end_offset > high_watermark or not (expired or oversize):
+            break
+        total -= segment.size
+        start = max(start, segment.end_offset)
+    return start

@@ -20,9 +20,10 @@ from pathlib import Path
 import trio
 
 from broker import partition_dir
+from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.partition_log import PartitionLog
 from broker.kafka.partitions.segments import RollLimits
-from broker.reconcile import partition_dir_name
+from broker.reconcile import parse_partition_dir_name, partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS, effective
 from raft.common.errors import ErrorCode
@@ -226,6 +227,8 @@ class ReplicaManager:
         self._pruned_image: MetadataImage | None = None
         self._data_changed = trio.Event()
         self._isr_check = trio.Event()
+        self._log_starts = log_start_checkpoint.read(log_dir)
+        self._checkpoint_lock = trio.Lock()
 
     def request_isr_check(self) -> None:
         """A follower reached the high watermark: check the ISRs now (it may rejoin)."""
@@ -311,8 +314,9 @@ class ReplicaManager:
             return error, None
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
-            plog = await trio.to_thread.run_sync(open_partition_log, directory,
-                                                 roll_limits(topic))
+            plog = await trio.to_thread.run_sync(
+                open_partition_log, directory, roll_limits(topic),
+                self._log_starts.get((topic.name, number), 0))
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
                 opened_at=trio.current_time(),
@@ -320,10 +324,31 @@ class ReplicaManager:
                 else 0))
         return ErrorCode.NONE, state
 
+    def open_states(self) -> list[PartitionState]:
+        return list(self._states.values())
+
+    async def checkpoint_log_starts(self) -> None:
+        """Write the log dir's log-start-offset-checkpoint with every open log's start
+        (and the entries read at start-up of logs not opened since, while their
+        directory is there), durably: DeleteRecords answers after it."""
+        async with self._checkpoint_lock:
+            for state in self._states.values():
+                key = parse_partition_dir_name(state.log.directory.name)
+                if key is not None:
+                    self._log_starts[key] = state.log.log_start_offset
+            await trio.to_thread.run_sync(_write_log_starts, self.log_dir,
+                                          dict(self._log_starts))
+
     def close_all(self) -> None:
         for state in self._states.values():
             state.log.close()
         self._states.clear()
+
+
+def _write_log_starts(log_dir: Path, starts: dict[tuple[str, int], int]) -> None:
+    log_start_checkpoint.write(log_dir, {
+        key: offset for key, offset in starts.items()
+        if offset > 0 and (log_dir / partition_dir_name(*key)).is_dir()})
 
 
 def roll_limits(topic: TopicImage) -> RollLimits:
@@ -332,9 +357,10 @@ def roll_limits(topic: TopicImage) -> RollLimits:
                       segment_ms=int(effective(topic.configs, SEGMENT_MS)))
 
 
-def open_partition_log(directory: Path, limits: RollLimits) -> PartitionLog:
+def open_partition_log(directory: Path, limits: RollLimits, log_start: int = 0
+                       ) -> PartitionLog:
     """The partition's log, its partition.metadata made durable first (reconciliation
     writes it without fsync: see `broker.partition_dir`), so no data is ever durable in
     a directory whose topic ID is not."""
     partition_dir.sync_partition_metadata(directory)
-    return PartitionLog(directory, limits)
+    return PartitionLog(directory, limits, log_start=log_start)

@@ -20,10 +20,9 @@ from broker.kafka.partitions.segments import (
     segment_name,
     should_roll,
 )
-from tests.support.kafka_support import record_batch
+from tests.support.kafka_support import record_batch, two_batch_segments
 
-BATCH_BYTES = len(record_batch([b"v0"]))
-TWO_BATCHES = RollLimits(segment_bytes=2 * BATCH_BYTES)
+TWO_BATCHES = two_batch_segments()
 
 
 def _values(log: PartitionLog) -> list[bytes]:
