@@ -40,7 +40,14 @@ import trio
 
 from broker import access_table
 from broker.kafka import api_versions, authz, response_shapes
-from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
+from broker.kafka.admin import (
+    acls_api,
+    admin_api,
+    configs_api,
+    delete_records_api,
+    metadata_api,
+    quorum_api,
+)
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
@@ -131,6 +138,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DESCRIBE_QUORUM: _describe_quorum,  # the Dispatcher's forwarder replaces it
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
+    api_versions.DELETE_RECORDS: delete_records_api.handle_delete_records_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,
     api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,

@@ -261,7 +261,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.retention.hours", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.retention.hours", "log.retention.bytes",
     "group.initial.rebalance.delay.ms", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 })

@@ -48,6 +48,18 @@ def _partition_error(index: int, error: ErrorCode, leader: Any = None
     return out
 
 
+def _observe_follower(context: BrokerContext, state: PartitionState, partition: Any,
+                      replica_id: int, offset: int, follower_start: int) -> None:
+    now = trio.current_time()
+    state.observe_partition(partition, now)  # a new leader epoch: fresh progress
+    state.record_follower_fetch(replica_id, offset, now)
+    if state.follower_log_starts.get(replica_id) != follower_start:
+        state.follower_log_starts[replica_id] = follower_start
+        state.notify()  # DeleteRecords waits for the low watermark
+    if state.is_expansion_candidate(partition, replica_id):
+        context.replicas.request_isr_check()  # it may rejoin the ISR
+
+
 async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
                            part: Any, replica_id: int, budget: int) -> shapes.PartitionData:
     index = int(part.partition)
@@ -91,11 +103,8 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
         # Only now is the follower's log known to match ours below `offset`: a diverged
         # tail (say, of a restarted former leader) must count neither towards the high
         # watermark nor as a reason to take the follower back into the ISR.
-        now = trio.current_time()
-        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
-        state.record_follower_fetch(replica_id, offset, now)
-        if state.is_expansion_candidate(resolved.partition, replica_id):
-            context.replicas.request_isr_check()  # it may rejoin the ISR
+        _observe_follower(context, state, resolved.partition, replica_id, offset,
+                          int(getattr(part, "log_start_offset", -1)))
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
     upper = end if replica_id >= 0 else state.high_watermark

@@ -203,6 +203,7 @@ class ReplicaFetcher:
                     "partition": partition, "current_leader_epoch": epoch,
                     "fetch_offset": state.log.log_end_offset,
                     "last_fetched_epoch": state.log.last_epoch,
+                    "log_start_offset": state.log.log_start_offset,
                     "partition_max_bytes": PARTITION_MAX_BYTES})
             request = build(FetchRequest, {
                 "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,

@@ -109,6 +109,8 @@ class PartitionState:
     # the leader's log end when each follower last fetched (for the caught-up time)
     follower_fetch_log_ends: dict[int, int] = field(default_factory=dict)
     follower_caught_up_times: dict[int, float] = field(default_factory=dict)
+    # each follower's log start, from its fetches (DeleteRecords' low watermark)
+    follower_log_starts: dict[int, int] = field(default_factory=dict)
     pending_isr: PendingIsr | None = None
     leader_epoch: int = -1  # the leader epoch the follower state above belongs to
     leader_since: float = 0.0
@@ -144,7 +146,8 @@ class PartitionState:
             self.leader_epoch = partition.leader_epoch
             self.leader_since = now
             for progress in (self.follower_offsets, self.follower_fetch_times,
-                             self.follower_fetch_log_ends, self.follower_caught_up_times):
+                             self.follower_fetch_log_ends, self.follower_caught_up_times,
+                             self.follower_log_starts):
                 progress.clear()
         if self.pending_isr is not None and not self.pending_isr.is_based_on(partition):
             self.pending_isr = None
@@ -155,6 +158,13 @@ class PartitionState:
         if pending is None or not pending.is_based_on(partition):
             return partition.isr
         return partition.isr + tuple(r for r in pending.isr if r not in partition.isr)
+
+    def low_watermark(self, partition: PartitionImage, broker_id: int) -> int:
+        """The smallest log start among this leader and the followers of the maximal
+        ISR (-1 for a follower not heard from since the leader epoch began)."""
+        return min([self.log.log_start_offset] + [
+            self.follower_log_starts.get(replica, -1)
+            for replica in self.maximal_isr(partition) if replica != broker_id])
 
     def caught_up_time(self, replica_id: int) -> float:
         return self.follower_caught_up_times.get(replica_id, self.leader_since)

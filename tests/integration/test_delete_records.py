@@ -1,0 +1,146 @@
+"""DeleteRecords and retention on a local 3-voter + 3-broker cluster, with unmodified
+clients: kafka-python's and confluent-kafka's delete_records move every replica's log
+start (low watermark answered, beyond the high watermark refused), consumers that
+start at the beginning (auto.offset.reset=earliest) begin at the new log start, and a
+topic whose retention.bytes is small loses whole old segments on every replica."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.kafka.partitions.segments import segment_bases
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
+from tools.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+
+kafka = pytest.importorskip("kafka")
+kafka_errors = pytest.importorskip("kafka.errors")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_admin = pytest.importorskip("confluent_kafka.admin")
+
+BROKER_IDS = (4, 5, 6)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "log.retention.check.interval.ms": 200}
+WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Brokers:
+    cluster: Cluster
+    bootstrap: str
+    admin: Any  # kafka-python's KafkaAdminClient
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
+    with running_cluster(tmp_path_factory.mktemp("delete-records") / "cluster", SETTINGS,
+                         voters=3, brokers=len(BROKER_IDS)) as cluster:
+        bootstrap = ",".join(a for n in BROKER_IDS if (a := cluster.node(n).client_address))
+        admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            yield Brokers(cluster=cluster, bootstrap=bootstrap, admin=admin)
+        finally:
+            admin.close()
+
+
+def create(admin: Any, bootstrap: str, name: str, configs: dict[str, str] | None = None
+           ) -> None:
+    result = admin.create_topics({name: {"num_partitions": 1, "replication_factor": 3,
+                                         "configs": configs or {}}})
+    (topic,) = result["topics"]
+    assert topic["error_code"] == 0, topic
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        wait_until(lambda: consumer.partitions_for_topic(name) == {0}, WAIT_S,
+                   f"{name} in the brokers' metadata")
+    finally:
+        consumer.close()
+
+
+def produce(bootstrap: str, name: str, count: int, size: int = 10) -> None:
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    try:
+        for n in range(count):
+            producer.send(name, value=str(n).encode().ljust(size, b".")).get(WAIT_S)
+    finally:
+        producer.close()
+
+
+def earliest(bootstrap: str, name: str) -> int:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        partition = kafka.TopicPartition(name, 0)
+        return int(consumer.beginning_offsets([partition])[partition])
+    finally:
+        consumer.close()
+
+
+def consume_from_beginning(bootstrap: str, name: str, count: int) -> list[int]:
+    """The offsets a new group's consumer reads (auto.offset.reset=earliest)."""
+    consumer = kafka.KafkaConsumer(name, bootstrap_servers=bootstrap, group_id=f"g-{name}",
+                                   auto_offset_reset="earliest", consumer_timeout_ms=15_000)
+    try:
+        offsets = []
+        for message in consumer:
+            offsets.append(message.offset)
+            if len(offsets) == count:
+                break
+        return offsets
+    finally:
+        consumer.close()
+
+
+def replica_segments(cluster: Cluster, name: str) -> list[list[int]]:
+    return [segment_bases(p.name for p in (Path(cluster.node(n).data_dir) / f"{name}-0")
+                          .iterdir())
+            for n in BROKER_IDS]
+
+
+def test_kafka_python_delete_records_moves_every_replica_start(brokers: Brokers) -> None:
+    admin, bootstrap = brokers.admin, brokers.bootstrap
+    create(admin, bootstrap, "dr-kp")
+    produce(bootstrap, "dr-kp", 10)
+    partition = kafka.TopicPartition("dr-kp", 0)
+    result = admin.delete_records({partition: 4}, timeout_ms=10_000)
+    assert result[partition]["low_watermark"] == 4  # every ISR replica's start reached it
+    assert earliest(bootstrap, "dr-kp") == 4
+    assert consume_from_beginning(bootstrap, "dr-kp", 6) == list(range(4, 10))
+    assert admin.delete_records({partition: 2})[partition]["low_watermark"] == 4  # not back
+    with pytest.raises(kafka_errors.OffsetOutOfRangeError):
+        admin.delete_records({partition: 11})
+
+
+def test_confluent_delete_records_to_the_high_watermark(brokers: Brokers) -> None:
+    admin, bootstrap = brokers.admin, brokers.bootstrap
+    create(admin, bootstrap, "dr-ck")
+    produce(bootstrap, "dr-ck", 5)
+    client = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+    futures = client.delete_records([confluent_kafka.TopicPartition(
+        "dr-ck", 0, confluent_kafka.OFFSET_END)])
+    (deleted,) = [future.result(WAIT_S) for future in futures.values()]
+    assert deleted.low_watermark == 5
+    assert earliest(bootstrap, "dr-ck") == 5
+
+
+def test_retention_bytes_deletes_old_segments_on_every_replica(brokers: Brokers) -> None:
+    """segment.bytes 1000 and retention.bytes 2000: the leader deletes its oldest segments
+    every log.retention.check.interval.ms, the followers follow its start, and a new
+    consumer group starts at that start."""
+    admin, bootstrap, cluster = brokers.admin, brokers.bootstrap, brokers.cluster
+    create(admin, bootstrap, "dr-ret", {"segment.bytes": "1000", "retention.bytes": "2000"})
+    produce(bootstrap, "dr-ret", 60, size=100)
+    wait_until(lambda: all(bases and bases[0] > 0 for bases in replica_segments(cluster,
+                                                                                 "dr-ret")),
+               WAIT_S, "every replica to delete its first segments")
+    start = earliest(bootstrap, "dr-ret")
+    assert 0 < start < 60
+    assert all(len(bases) <= 4 for bases in replica_segments(cluster, "dr-ret"))
+    offsets = consume_from_beginning(bootstrap, "dr-ret", 60 - start)
+    assert offsets[0] >= start  # retention may have moved on meanwhile, never back
+    assert offsets == list(range(offsets[0], 60))
