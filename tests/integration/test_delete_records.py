@@ -6,6 +6,7 @@ topic whose retention.bytes is small loses whole old segments on every replica."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from broker.kafka.partitions.segments import segment_bases
-from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -144,3 +145,30 @@ def test_retention_bytes_deletes_old_segments_on_every_replica(brokers: Brokers)
     offsets = consume_from_beginning(bootstrap, "dr-ret", 60 - start)
     assert offsets[0] >= start  # retention may have moved on meanwhile, never back
     assert offsets == list(range(offsets[0], 60))
+
+
+def test_kraft_delete_records_verb_prints_each_low_watermark(brokers: Brokers,
+                                                             tmp_path: Path) -> None:
+    """`kraft delete-records` as kafka-delete-records.sh: one line per partition, exit 1
+    when one failed (beyond the high watermark), 2 on a bad offset file."""
+    create(brokers.admin, brokers.bootstrap, "dr-cli")
+    produce(brokers.bootstrap, "dr-cli", 3)
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "dr-cli", "partition": 0, "offset": 2}]}))
+    done = kraft("delete-records", "--bootstrap-server", brokers.bootstrap,
+                 "--offset-json-file", str(offsets))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == "partition: dr-cli-0\tlow_watermark: 2"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "dr-cli", "partition": 0, "offset": 9}]}))
+    beyond = kraft("delete-records", "--bootstrap-server", brokers.bootstrap,
+                   "--offset-json-file", str(offsets))
+    assert beyond.returncode == 1
+    assert beyond.stdout.splitlines()[-1] == "partition: dr-cli-0\terror: OFFSET_OUT_OF_RANGE"
+    offsets.write_text('{"partitions": [{"topic": "dr-cli", "offset": "x"}]}')
+    bad = kraft("delete-records", "--bootstrap-server", brokers.bootstrap,
+                "--offset-json-file", str(offsets))
+    assert bad.returncode == 2
+    assert "partitions[0]" in bad.stderr
+    assert earliest(brokers.bootstrap, "dr-cli") == 2
