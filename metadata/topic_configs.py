@@ -10,8 +10,8 @@ Supported keys, with Kafka's meaning:
   (enforced by `broker.kafka.partitions.produce`);
 - `segment.bytes` (int >= 14) and `segment.ms` (long >= 1): a partition log starts a
   new segment file past either (broker.kafka.partitions.segments);
-- `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited): stored, validated and
-  described; the partition log does not apply them yet;
+- `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited): a partition's leader
+  deletes its oldest segments past either (broker.kafka.partitions.retention);
 - `cleanup.policy`: `delete` only; `compact` is refused (log compaction is not
   implemented);
 - `enable.ordered.delivery` (boolean, default true): KIP-253, per-key order kept across
@@ -104,10 +104,10 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               documentation="in-sync replicas an acks=all produce needs",
               parse=_integer(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
     ConfigKey(name=RETENTION_BYTES, default="-1", type="LONG",
-              documentation="stored and described; not applied by the log yet",
+              documentation="the size past which a partition log's oldest segments go",
               parse=_integer(RETENTION_BYTES, -1, LONG_MAX)),
     ConfigKey(name=RETENTION_MS, default="604800000", type="LONG",
-              documentation="stored and described; not applied by the log yet",
+              documentation="the age past which a partition log's oldest segments go",
               parse=_integer(RETENTION_MS, -1, LONG_MAX)),
     ConfigKey(name=SEGMENT_BYTES, default="1073741824", type="INT",
               documentation="the size at which a partition log starts a new segment",
