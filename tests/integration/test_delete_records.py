@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.kafka.partitions.segments import segment_bases
+from broker.kafka.partitions.segments import segment_bases, segment_name
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tools.cluster import Cluster
 
@@ -27,7 +27,7 @@ confluent_admin = pytest.importorskip("confluent_kafka.admin")
 
 BROKER_IDS = (4, 5, 6)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-            "log.retention.check.interval.ms": 200}
+            "log.retention.check.interval.ms": 200, "replica.lag.time.max.ms": 1000}
 WAIT_S = 30.0
 
 
@@ -95,6 +95,12 @@ def consume_from_beginning(bootstrap: str, name: str, count: int) -> list[int]:
         return offsets
     finally:
         consumer.close()
+
+
+def leader_and_isr(admin: Any, name: str) -> tuple[int, list[int]]:
+    (topic,) = admin.describe_topics([name])
+    (partition,) = topic["partitions"]
+    return int(partition["leader_id"]), sorted(int(n) for n in partition["isr_nodes"])
 
 
 def replica_segments(cluster: Cluster, name: str) -> list[list[int]]:
@@ -172,3 +178,28 @@ def test_kraft_delete_records_verb_prints_each_low_watermark(brokers: Brokers,
     assert bad.returncode == 2
     assert "partitions[0]" in bad.stderr
     assert earliest(brokers.bootstrap, "dr-cli") == 2
+
+
+def test_follower_whose_log_ends_below_the_leader_start_resets_to_it(
+        brokers: Brokers) -> None:
+    """A follower down while the leader deleted past its log end: on restart its fetch
+    is OFFSET_OUT_OF_RANGE with the leader's start, it empties its log, starts it there
+    (one segment at that base) and rejoins the ISR."""
+    admin, bootstrap, cluster = brokers.admin, brokers.bootstrap, brokers.cluster
+    create(admin, bootstrap, "dr-reset")
+    produce(bootstrap, "dr-reset", 3)
+    leader, _ = leader_and_isr(admin, "dr-reset")
+    follower = next(n for n in BROKER_IDS if n != leader)
+    cluster.kill(follower)
+    wait_until(lambda: follower not in leader_and_isr(admin, "dr-reset")[1], WAIT_S,
+               "the ISR to drop the killed follower")
+    produce(bootstrap, "dr-reset", 7)
+    partition = kafka.TopicPartition("dr-reset", 0)
+    assert admin.delete_records({partition: 10})[partition]["low_watermark"] == 10
+    cluster.start_node(follower)
+    produce(bootstrap, "dr-reset", 2)
+    wait_until(lambda: leader_and_isr(admin, "dr-reset") == (leader, list(BROKER_IDS)),
+               WAIT_S, "the restarted follower to rejoin the ISR")
+    directory = Path(cluster.node(follower).data_dir) / "dr-reset-0"
+    assert segment_bases(p.name for p in directory.iterdir()) == [10]
+    assert (directory / segment_name(10)).stat().st_size > 0  # offsets 10 and 11
