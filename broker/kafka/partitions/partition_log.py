@@ -562,17 +562,24 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """Kafka's ListOffsets by timestamp: (offset, timestamp, leader epoch) of the
-        first record whose timestamp is >= `timestamp_ms`, None when no record has one.
-        The first batch whose max timestamp reaches it is found by bisection over the
-        running maximum; its records are then read one by one."""
-        index = bisect.bisect_left(self._running_max_ts, timestamp_ms)
-        if index >= len(self._batches):
-            return None
-        info = self._batches[index]
-        for offset, timestamp in record_timestamps(self._read_batch(info)):
-            if timestamp >= timestamp_ms:
-                return offset, timestamp, info.leader_epoch
-        return info.base_offset, info.max_timestamp, info.leader_epoch  # undecodable
+        first record at or above the log start whose timestamp is >= `timestamp_ms`,
+        None when no record has one. The first batch whose max timestamp reaches it is
+        found by bisection over the running maximum (from the batch holding the log
+        start: DeleteRecords leaves records below it in its segment); its records are
+        then read one by one."""
+        first = max(0, bisect.bisect_right(self._bases, self._log_start) - 1)
+        index = max(first, bisect.bisect_left(self._running_max_ts, timestamp_ms))
+        for info in self._batches[index:]:
+            if info.max_timestamp < timestamp_ms:
+                continue
+            records = record_timestamps(self._read_batch(info))
+            for offset, timestamp in records:
+                if offset >= self._log_start and timestamp >= timestamp_ms:
+                    return offset, timestamp, info.leader_epoch
+            if not records:  # undecodable: at batch granularity
+                return max(info.base_offset, self._log_start), info.max_timestamp, \
+                    info.leader_epoch
+        return None
 
     def max_timestamp(self) -> tuple[int, int, int] | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp, leader epoch) of the

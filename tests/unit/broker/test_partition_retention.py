@@ -80,7 +80,7 @@ def test_advance_log_start_deletes_whole_segments_below_it(tmp_path: Path) -> No
     assert (log.log_start_offset, log.segment_bases) == (3, [2, 4])
     assert not (tmp_path / segment_name(0)).exists()
     assert not log.advance_log_start(2)  # never back
-    assert log.offset_for_timestamp(0) == (2, 2000, 0)
+    assert log.offset_for_timestamp(0) == (3, 3000, 0)  # not offset 2, below the start
     assert b"v4" in log.read(4, 1 << 20, upper_offset=5)
     assert log.advance_log_start(99)  # never past the log end, never the active segment
     assert (log.log_start_offset, log.segment_bases) == (5, [4])
@@ -121,3 +121,15 @@ def _renumbered(base: int) -> bytes:
     batch = bytearray(record_batch([b"x"]))
     batch[:8] = base.to_bytes(8, "big")
     return bytes(batch)
+
+
+def test_list_offsets_by_timestamp_never_answers_below_the_log_start(tmp_path: Path) -> None:
+    """DeleteRecords to the middle of a batch: the records below the start stay in the
+    segment file, but a search by timestamp skips them."""
+    log = PartitionLog(tmp_path)
+    log.append([record_batch([b"a", b"b", b"c"], timestamps=[100, 200, 300])], 0)
+    log.append([record_batch([b"d"], base_timestamp=400)], 0)
+    log.advance_log_start(2)
+    assert log.offset_for_timestamp(0) == (2, 300, 0)
+    assert log.offset_for_timestamp(350) == (3, 400, 0)
+    assert log.offset_for_timestamp(401) is None
