@@ -82,9 +82,12 @@ def earliest(bootstrap: str, name: str) -> int:
         consumer.close()
 
 
-def consume_from_beginning(bootstrap: str, name: str, count: int) -> list[int]:
-    """The offsets a new group's consumer reads (auto.offset.reset=earliest)."""
-    consumer = kafka.KafkaConsumer(name, bootstrap_servers=bootstrap, group_id=f"g-{name}",
+def consume_from_beginning(bootstrap: str, name: str, count: int,
+                           group: str | None = None) -> list[int]:
+    """The offsets a consumer of `group` (default a new one) reads with
+    auto.offset.reset=earliest."""
+    consumer = kafka.KafkaConsumer(name, bootstrap_servers=bootstrap,
+                                   group_id=group or f"g-{name}",
                                    auto_offset_reset="earliest", consumer_timeout_ms=15_000)
     try:
         offsets = []
@@ -203,3 +206,32 @@ def test_follower_whose_log_ends_below_the_leader_start_resets_to_it(
     directory = Path(cluster.node(follower).data_dir) / "dr-reset-0"
     assert segment_bases(p.name for p in directory.iterdir()) == [10]
     assert (directory / segment_name(10)).stat().st_size > 0  # offsets 10 and 11
+
+
+def test_group_whose_committed_offset_was_deleted_resets_to_the_log_start(
+        brokers: Brokers) -> None:
+    """auto.offset.reset=earliest after deletion: a group committed offset 2, the records
+    up to 6 are deleted, its next consumer's Fetch at 2 is OFFSET_OUT_OF_RANGE and it
+    resumes at the log start (6); with auto.offset.reset=none it gets the error."""
+    admin, bootstrap = brokers.admin, brokers.bootstrap
+    create(admin, bootstrap, "dr-reset-group")
+    produce(bootstrap, "dr-reset-group", 10)
+    partition = kafka.TopicPartition("dr-reset-group", 0)
+    committer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id="g-reset",
+                                    enable_auto_commit=False)
+    try:
+        committer.assign([partition])
+        committer.commit({partition: kafka.OffsetAndMetadata(2, "", -1)})
+    finally:
+        committer.close()
+    admin.delete_records({partition: 6})
+    strict = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id="g-reset",
+                                 auto_offset_reset="none", enable_auto_commit=False)
+    try:
+        strict.assign([partition])
+        with pytest.raises(kafka_errors.OffsetOutOfRangeError):
+            strict.poll(timeout_ms=10_000)  # one fetch at the deleted offset 2
+    finally:
+        strict.close()
+    assert consume_from_beginning(bootstrap, "dr-reset-group", 4, group="g-reset") == [
+        6, 7, 8, 9]
