@@ -159,6 +159,7 @@ KAFKA: dict[int, Rule] = {
     55: cluster(Op.DESCRIBE),  # DescribeQuorum
     19: per(Op.CREATE, Res.TOPIC),  # CreateTopics; or CREATE on the cluster
     20: per(Op.DELETE, Res.TOPIC),  # DeleteTopics
+    21: per(Op.DELETE, Res.TOPIC),  # DeleteRecords
     37: per(Op.ALTER, Res.TOPIC),  # CreatePartitions
     29: cluster(Op.DESCRIBE),  # DescribeAcls
     30: cluster(Op.ALTER),  # CreateAcls

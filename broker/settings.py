@@ -29,6 +29,8 @@ class BrokerSettings:
     request_timeout_ms: int
     heartbeat_interval_ms: int
     replica_lag_time_max_ms: int  # a follower behind for this long leaves the ISR
+    # how often leaders apply retention.ms / retention.bytes to their partition logs
+    log_retention_check_interval_ms: int = 300_000
     socket_request_max_bytes: int  # the largest Kafka request frame accepted
     status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
     client_address: Address | None = None  # the Kafka listener (None: none)

@@ -8,9 +8,10 @@ box); `effective` gives the value a topic has either way.
 Supported keys, with Kafka's meaning:
 - `min.insync.replicas` (int >= 1): an acks=all produce needs this many in-sync replicas
   (enforced by `broker.kafka.partitions.produce`);
-- `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited) and `segment.bytes`
-  (int >= 14): stored, validated and described; the partition log does not apply them
-  yet;
+- `segment.bytes` (int >= 14) and `segment.ms` (long >= 1): a partition log starts a
+  new segment file past either (broker.kafka.partitions.segments);
+- `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited): a partition's leader
+  deletes its oldest segments past either (broker.kafka.partitions.retention);
 - `cleanup.policy`: `delete` only; `compact` is refused (log compaction is not
   implemented);
 - `enable.ordered.delivery` (boolean, default true): KIP-253, per-key order kept across
@@ -32,6 +33,7 @@ MIN_INSYNC_REPLICAS = "min.insync.replicas"
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
 SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
 CLEANUP_POLICY = "cleanup.policy"
 ORDERED_DELIVERY = "enable.ordered.delivery"
 
@@ -102,14 +104,17 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               documentation="in-sync replicas an acks=all produce needs",
               parse=_integer(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
     ConfigKey(name=RETENTION_BYTES, default="-1", type="LONG",
-              documentation="stored and described; not applied by the log yet",
+              documentation="the size past which a partition log's oldest segments go",
               parse=_integer(RETENTION_BYTES, -1, LONG_MAX)),
     ConfigKey(name=RETENTION_MS, default="604800000", type="LONG",
-              documentation="stored and described; not applied by the log yet",
+              documentation="the age past which a partition log's oldest segments go",
               parse=_integer(RETENTION_MS, -1, LONG_MAX)),
     ConfigKey(name=SEGMENT_BYTES, default="1073741824", type="INT",
-              documentation="stored and described; not applied by the log yet",
+              documentation="the size at which a partition log starts a new segment",
               parse=_integer(SEGMENT_BYTES, 14, INT_MAX)),
+    ConfigKey(name=SEGMENT_MS, default="604800000", type="LONG",
+              documentation="the age at which a partition log starts a new segment",
+              parse=_integer(SEGMENT_MS, 1, LONG_MAX)),
 )}
 LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
 

@@ -49,6 +49,8 @@ VERBS: dict[str, tuple[str, str]] = {
                 "topic ID (like kafka-console-producer.sh)"),
     "consume": ("consume", "print a topic's records as a consumer-group member (like "
                 "kafka-console-consumer.sh), in per-key order with --ordered"),
+    "delete-records": ("delete_records", "delete partitions' records below given offsets "
+                       "(like kafka-delete-records.sh)"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
@@ -105,6 +107,8 @@ EXAMPLES = {
                "user1:hello user2:world",
     "consume": "kraft consume --cluster /tmp/c1 --topic orders --from-beginning "
                "--max-messages 10 --property print.key=true",
+    "delete-records": "kraft delete-records --cluster /tmp/c1 --offset-json-file "
+                      "offsets.json",
     "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
     "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",

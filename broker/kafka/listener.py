@@ -33,19 +33,28 @@ import random
 import secrets
 import ssl
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from broker import access_table
 from broker.kafka import api_versions, authz, response_shapes
-from broker.kafka.admin import acls_api, admin_api, configs_api, metadata_api, quorum_api
+from broker.kafka.admin import (
+    acls_api,
+    admin_api,
+    configs_api,
+    delete_records_api,
+    metadata_api,
+    quorum_api,
+)
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
+from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.isr import IsrManager
 from broker.kafka.replication.replica import ReplicaManager
@@ -133,6 +142,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DESCRIBE_QUORUM: _describe_quorum,  # the Dispatcher's forwarder replaces it
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
+    api_versions.DELETE_RECORDS: delete_records_api.handle_delete_records_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,
     api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,
@@ -378,4 +388,6 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         context, replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
         request_timeout_ms=settings.request_timeout_ms)
     node.add_background_task(listener.isr_manager.run)
+    node.add_background_task(partial(retention_loop, replicas,
+                                     settings.log_retention_check_interval_ms))
     return listener

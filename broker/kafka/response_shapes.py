@@ -394,6 +394,25 @@ class ListOffsetsResponse(TypedDict):
     topics: list[ListOffsetsTopicResponse]
 
 
+# --- DeleteRecords ---------------------------------------------------------------------
+
+
+class DeleteRecordsPartitionResult(TypedDict):
+    partition_index: int
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsTopicResult(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsPartitionResult]
+
+
+class DeleteRecordsResponse(TypedDict):
+    throttle_time: int
+    topics: list[DeleteRecordsTopicResult]
+
+
 class EpochEndOffsetResult(TypedDict):
     partition: int
     error_code: int

@@ -102,6 +102,7 @@ TOPIC = "authz-topic"  # read, written and configured by the rows that need a to
 GROUP = "authz-group"  # a group without members, with a committed offset
 MEMBERS = "authz-members"  # a Stable group of one member (SyncGroup, Heartbeat, ...)
 CREATED, DOOMED, GROWN = "authz-created", "authz-doomed", "authz-grown"
+TRIMMED = "authz-trimmed"  # DeleteRecords' topic: a record produced before each turn
 JOINING, LEAVING = "authz-joining", "authz-leaving"
 DELETED, OFFSETS_DELETED = "authz-deleted", "authz-offsets-deleted"
 CAROL = "carol"  # the user AlterUserScramCredentials creates
@@ -226,12 +227,13 @@ class Setup:
         configs = self.admin.send(request(api.DESCRIBE_CONFIGS, 4, {"resources": [
             {"resource_type": ResourceType.TOPIC, "resource_name": name,
              "configuration_keys": None} for name in sorted(topics)]}))
-        ends = self.admin.send(request(api.LIST_OFFSETS, 7, {
+        ends, starts = (self.admin.send(request(api.LIST_OFFSETS, 7, {
             "replica_id": -1, "topics": [
                 {"name": name, "partitions": [{"partition_index": p.partition_index,
-                                               "current_leader_epoch": -1, "timestamp": -1}
+                                               "current_leader_epoch": -1,
+                                               "timestamp": timestamp}
                                               for p in topic.partitions]}
-                for name, topic in sorted(topics.items())]}))
+                for name, topic in sorted(topics.items())]})) for timestamp in (-1, -2))
         acls = self.admin.send(request(api.DESCRIBE_ACLS, 3, {
             "resource_type_filter": ResourceType.ANY, "pattern_type_filter": PatternType.ANY,
             "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY}))
@@ -242,7 +244,8 @@ class Setup:
         described = self.admin.send(request(api.DESCRIBE_GROUPS, 5, {"groups": group_ids}))
         committed = {g: self.admin.send(request(api.OFFSET_FETCH, 7, {
             "group_id": g, "topics": None})) for g in group_ids}
-        for answer in (configs, ends, acls, users, listed, described, *committed.values()):
+        for answer in (configs, ends, starts, acls, users, listed, described,
+                       *committed.values()):
             assert set(error_codes(answer)) <= {0}, answer
         offsets = {(g, t.name, p.partition_index): p.committed_offset
                    for g, answer in committed.items() for t in answer.topics
@@ -257,6 +260,8 @@ class Setup:
                         for r in configs.results for c in r.configs},
             "end offsets": {(t.name, p.partition_index): p.offset
                             for t in ends.topics for p in t.partitions},
+            "log starts": {(t.name, p.partition_index): p.offset
+                           for t in starts.topics for p in t.partitions},
             "acls": sorted((r.resource_type, r.resource_name, r.pattern_type, a.principal,
                             a.host, a.operation, a.permission_type)
                            for r in acls.resources for a in r.acls),
@@ -387,12 +392,21 @@ def join_group(group: str) -> Any:
         "protocols": [{"name": "authz", "metadata": b""}]})
 
 
-def produce(setup: Setup, *, by_id: bool = False) -> Any:
-    topic = {"topic_id": setup.topic_id(TOPIC)} if by_id else {"name": TOPIC}
+def produce(setup: Setup, *, by_id: bool = False, name: str = TOPIC) -> Any:
+    topic = {"topic_id": setup.topic_id(name)} if by_id else {"name": name}
     return request(api.PRODUCE, 13 if by_id else 9, {
         "transactional_id": None, "acks": 1, "timeout": 10_000, "topic_data": [
             {**topic, "partition_data": [{"index": 0, "records": encode_batch(
                 [(None, b"authz")], timestamps=[int(time.time() * 1000)])}]}]})
+
+
+def with_a_record(name: str) -> Callable[[Setup], None]:
+    """A prepare: the topic exists and holds one more record (written by the admin)."""
+    def prepare(setup: Setup) -> None:
+        setup.create_topic(name)
+        answer = setup.admin.send(produce(setup, name=name))
+        assert error_codes(answer) == [0], answer
+    return prepare
 
 
 def fetch(setup: Setup, *, by_id: bool = False) -> Any:
@@ -491,6 +505,11 @@ CASES: dict[int, Case] = {
             {"name": DOOMED, "topic_id": None}]}),
         TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, writes=True,
         prepare=lambda s: s.create_topic(DOOMED)),
+    api.DELETE_RECORDS: Case(  # up to the high watermark: the log start moves
+        lambda s: request(api.DELETE_RECORDS, 2, {"timeout": 20_000, "topics": [
+            {"name": TRIMMED, "partitions": [{"partition_index": 0, "offset": -1}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TRIMMED, writes=True,
+        prepare=with_a_record(TRIMMED)),
     api.CREATE_PARTITIONS: Case(
         lambda s: request(api.CREATE_PARTITIONS, 3, {"timeout": 20_000, "topics": [
             {"name": GROWN, "count": s.partition_count(GROWN) + 1, "assignments": None}]}),

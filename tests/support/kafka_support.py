@@ -6,6 +6,7 @@ import struct
 
 from crc32c import crc32c
 
+from broker.kafka.partitions.segments import RollLimits
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import MetadataImage
@@ -40,6 +41,11 @@ def record_batch(values: list[bytes], *, base_timestamp: int = 1000,
     return encode_batch([(None, value) for value in values],
                         timestamps=timestamps or [base_timestamp] * len(values),
                         partition_leader_epoch=0)
+
+
+def two_batch_segments() -> RollLimits:
+    """Segments that hold two one-record batches (`record_batch([b"vN"])`) each."""
+    return RollLimits(segment_bytes=2 * len(record_batch([b"v0"])))
 
 
 def with_producer(batch: bytes, producer_id: int, base_sequence: int,

@@ -155,6 +155,9 @@ KEYS: tuple[Key, ...] = (
         "how often a broker heartbeats to the controller"),
     Key("log.segment.bytes", "log_segment_bytes", integer(1024), 1 << 30,
         "the size of a metadata log segment"),
+    Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),
+        300_000, "how often a partition leader deletes the segments past its topic's "
+        "retention.ms and retention.bytes"),
     Key("replica.lag.time.max.ms", "replica_lag_time_max_ms", integer(1), 30_000,
         "a follower behind for this long leaves the ISR"),
     Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", integer(1), 50,
@@ -258,7 +261,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.retention.hours", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.retention.hours", "log.retention.bytes",
     "group.initial.rebalance.delay.ms", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 })

@@ -56,6 +56,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int
     log_segment_bytes: int
     replica_lag_time_max_ms: int
+    log_retention_check_interval_ms: int
     offsets_topic_num_partitions: int
     sasl_enabled_mechanisms: tuple[str, ...]
     sasl_mechanism_inter_broker_protocol: str
@@ -214,6 +215,7 @@ class NodeConfig:
             request_timeout_ms=self.request_timeout_ms,
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            log_retention_check_interval_ms=self.log_retention_check_interval_ms,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,

@@ -48,6 +48,18 @@ def _partition_error(index: int, error: ErrorCode, leader: Any = None
     return out
 
 
+def _observe_follower(context: BrokerContext, state: PartitionState, partition: Any,
+                      replica_id: int, offset: int, follower_start: int) -> None:
+    now = trio.current_time()
+    state.observe_partition(partition, now)  # a new leader epoch: fresh progress
+    state.record_follower_fetch(replica_id, offset, now)
+    if state.follower_log_starts.get(replica_id) != follower_start:
+        state.follower_log_starts[replica_id] = follower_start
+        state.notify()  # DeleteRecords waits for the low watermark
+    if state.is_expansion_candidate(partition, replica_id):
+        context.replicas.request_isr_check()  # it may rejoin the ISR
+
+
 async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
                            part: Any, replica_id: int, budget: int) -> shapes.PartitionData:
     index = int(part.partition)
@@ -63,30 +75,36 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     assert resolved.partition is not None
     offset = int(part.fetch_offset)
     end = state.log.log_end_offset
+    start = state.log.log_start_offset
+    if offset < start:
+        # below the start: deleted (retention, DeleteRecords); a follower resets its
+        # log to the start this answer carries
+        out = _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
+        out["log_start_offset"] = start
+        return out
     last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
     if replica_id >= 0 and last_fetched_epoch >= 0:
         # a follower whose last epoch ends earlier here (or is unknown here) has
         # diverged: tell it where to truncate instead of sending records
         epoch, epoch_end = state.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch < 0:  # no common epoch at all: truncate to the log start
-            epoch_end = state.log.log_start_offset
-        if epoch != last_fetched_epoch or epoch_end < offset:
+            epoch_end = start
+        # (at the start, an epoch unknown here is one retention deleted: no divergence)
+        if (epoch != last_fetched_epoch or epoch_end < offset) and \
+                not (epoch < 0 and offset == start):
             return {"partition_index": index, "error_code": 0,
                     "high_watermark": state.high_watermark,
                     "last_stable_offset": state.high_watermark,
-                    "log_start_offset": state.log.log_start_offset, "records": None,
+                    "log_start_offset": start, "records": None,
                     "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
-    if offset < 0 or offset > end:
+    if offset > end:
         return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
     if replica_id >= 0:
         # Only now is the follower's log known to match ours below `offset`: a diverged
         # tail (say, of a restarted former leader) must count neither towards the high
         # watermark nor as a reason to take the follower back into the ISR.
-        now = trio.current_time()
-        state.observe_partition(resolved.partition, now)  # a new leader epoch: fresh progress
-        state.record_follower_fetch(replica_id, offset, now)
-        if state.is_expansion_candidate(resolved.partition, replica_id):
-            context.replicas.request_isr_check()  # it may rejoin the ISR
+        _observe_follower(context, state, resolved.partition, replica_id, offset,
+                          int(getattr(part, "log_start_offset", -1)))
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
     upper = end if replica_id >= 0 else state.high_watermark

@@ -1,10 +1,16 @@
 """One partition's log in its partition directory: Kafka magic v2 record batches, stored
-intact (client CRCs and compression untouched) in `00000000000000000000.log`.
+intact (client CRCs and compression untouched) in segment files named as Kafka's
+(`<base offset, 20 digits>.log`, rolled at `segment.bytes` / `segment.ms`: see
+broker.kafka.partitions.segments). A log written before segments existed is one segment,
+`00000000000000000000.log`, and opens as it is.
 
 The broker assigns base offsets and stamps its leader epoch; both lie outside the
 batch's CRC32C (which covers attributes .. end), so the client's CRC stays valid and
 consumers verify it end to end. An append is durable (write + fsync) before it is
-acknowledged. Opening a log rescans it and truncates a torn or corrupt tail.
+acknowledged. Opening a log rescans its segments and truncates a torn or corrupt tail
+(and drops the segments after it: they would follow a gap). The per-batch index built by
+that scan (base offset, segment, position, running max timestamp) answers Fetch and
+ListOffsets without reading the files.
 
 The log owns its partition's idempotent-producer state (broker.kafka.partitions.producer_state):
 every batch stored, by the leader (`append`) or a follower (`append_replicated`), is
@@ -22,9 +28,12 @@ per partition.
 from __future__ import annotations
 
 import bisect
+import io
+import itertools
 import logging
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +48,20 @@ from broker.kafka.partitions.producer_state import (
     encode_snapshot,
     read_header,
 )
+from broker.kafka.partitions.segments import (
+    NO_TIMESTAMP,
+    RollLimits,
+    SegmentStat,
+    segment_bases,
+    segment_name,
+    should_roll,
+)
 from raft.common.durable import fsync_dir, open_private, write_atomically
 from raft.common.kafka.record_batch import read_varint
 
 log = logging.getLogger(__name__)
 
-LOG_FILE = "00000000000000000000.log"
+LOG_FILE = segment_name(0)  # the first segment, and a log's only file before segments
 HEADER_BYTES = 61  # up to and including recordsCount
 LOG_OVERHEAD = 12  # baseOffset + batchLength
 MAGIC_V2 = 2
@@ -57,7 +74,6 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 SNAPSHOT_SUFFIX = ".producer-snapshot"
 SNAPSHOT_INTERVAL_BYTES = 4 << 20
 SNAPSHOTS_KEPT = 2
-NO_TIMESTAMP = -1
 _COMPRESSION_MASK, _GZIP, _LOG_APPEND_TIME = 0x07, 1, 0x08
 
 
@@ -75,9 +91,10 @@ class BatchInfo:
     base_offset: int
     last_offset: int
     leader_epoch: int
-    position: int
+    position: int  # in its segment's file
     size: int
     max_timestamp: int = NO_TIMESTAMP
+    segment: int = 0  # its segment's base offset
 
 
 def split_batches(data: bytes) -> list[bytes]:
@@ -130,31 +147,77 @@ def snapshot_offsets(directory: Path) -> list[int]:
     return sorted(offsets)
 
 
+@dataclass(slots=True, kw_only=True)
+class _Segment:
+    base_offset: int
+    size: int = 0
+    # when its first batch was written, by the broker's clock (segment.ms counts from
+    # it; producers' timestamps may be anything); after a restart, its file's last
+    # write, so a segment rolls at most segment.ms late
+    first_write_ms: int = NO_TIMESTAMP
+
+
 class PartitionLog:
     """Appends and reads; `log_end_offset` is the next offset to assign. The high
     watermark is kept by the caller (it follows the ISR). `producers` is the
     idempotent-producer state of the batches below the log end."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, limits: RollLimits | None = None, *,
+                 log_start: int = 0) -> None:
         self.directory = directory
-        self.path = directory / LOG_FILE
+        self.limits = limits or RollLimits()
+        self._segments: list[_Segment] = []
         self._batches: list[BatchInfo] = []
         self._bases: list[int] = []
         self._epoch_starts: list[tuple[int, int]] = []  # (epoch, first offset): epoch cache
         self._running_max_ts: list[int] = []  # max timestamp of batches 0..i, for bisect
         self._max_ts_index = -1  # the first batch holding the largest timestamp
         self.log_end_offset = 0
-        self._size = 0
         self._headers: list[BatchHeader] = []  # per batch, for rebuilding producer state
         self.producers = ProducerStates()
         self._bytes_since_snapshot = 0
         self._recover()
+        # a log start inside the first segment (DeleteRecords) comes from the log dir's
+        # checkpoint; one outside the log is another log's (a recreated topic): ignored
+        self._log_start = self._segments[0].base_offset
+        if self._log_start <= log_start <= self.log_end_offset:
+            self._log_start = log_start
         self._load_producers()
-        self._file = os.fdopen(  # noqa: SIM115 - closed by close()
+        self._file = self._open_active()
+
+    @property
+    def path(self) -> Path:
+        """The active segment's file."""
+        return self._segment_path(self._segments[-1].base_offset)
+
+    def _segment_path(self, base_offset: int) -> Path:
+        return self.directory / segment_name(base_offset)
+
+    def _open_active(self) -> io.BufferedWriter:
+        return os.fdopen(  # noqa: SIM115 - closed by close()
             open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
 
     def _recover(self) -> None:
-        data = self.path.read_bytes() if self.path.exists() else b""
+        names = os.listdir(self.directory) if self.directory.is_dir() else []
+        bases = segment_bases(names) or [0]
+        self.log_end_offset = bases[0]
+        for number, base in enumerate(bases):
+            self._segments.append(_Segment(base_offset=base))
+            self.log_end_offset = max(self.log_end_offset, base)  # an empty segment's base
+            if not self._recover_segment(base):
+                for later in bases[number + 1:]:
+                    log.warning("deleting a partition log segment after a torn one", extra={
+                        "path": str(self._segment_path(later))})
+                    self._segment_path(later).unlink()
+                if number + 1 < len(bases):
+                    fsync_dir(self.directory)
+                break
+
+    def _recover_segment(self, base_offset: int) -> bool:
+        """Scan one segment into the index; False when its tail was torn (and cut)."""
+        path = self._segment_path(base_offset)
+        data = path.read_bytes() if path.exists() else b""
+        segment = self._segments[-1]
         position = 0
         view = memoryview(data)
         while position + HEADER_BYTES <= len(view):
@@ -168,16 +231,21 @@ class PartitionLog:
             header = read_header(view, position)
             self._add(BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
                                 leader_epoch=epoch, position=position, size=end - position,
-                                max_timestamp=header.max_timestamp), header)
+                                max_timestamp=header.max_timestamp, segment=base_offset),
+                      header)
             position = end
+        segment.size = position
+        if position:
+            segment.first_write_ms = int(path.stat().st_mtime * 1000)
         if position < len(data):
             log.warning("truncating the torn tail of a partition log", extra={
-                "path": str(self.path), "offset": self.log_end_offset, "position": position,
+                "path": str(path), "offset": self.log_end_offset, "position": position,
                 "dropped_bytes": len(data) - position})
-            with open(self.path, "r+b") as handle:
+            with open(path, "r+b") as handle:
                 handle.truncate(position)
                 os.fsync(handle.fileno())
-        self._size = position
+            return False
+        return True
 
     def _add(self, info: BatchInfo, header: BatchHeader) -> None:
         self._batches.append(info)
@@ -258,14 +326,105 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return 0
+        return self._log_start
+
+    def segment_stats(self) -> list[SegmentStat]:
+        """Each segment's offsets, size and largest timestamp, oldest first (retention)."""
+        largest: dict[int, int] = {}
+        for info in self._batches:
+            largest[info.segment] = max(largest.get(info.segment, NO_TIMESTAMP),
+                                        info.max_timestamp)
+        ends = [s.base_offset for s in self._segments[1:]] + [self.log_end_offset]
+        return [SegmentStat(base_offset=segment.base_offset, end_offset=end, size=segment.size,
+                            max_timestamp=largest.get(segment.base_offset, NO_TIMESTAMP))
+                for segment, end in zip(self._segments, ends, strict=True)]
+
+    def advance_log_start(self, offset: int) -> bool:
+        """Move the log start up to `offset` (never past the log end: retention,
+        DeleteRecords, a follower following its leader) and delete the segments wholly
+        below it, the oldest first and never the active one, so a crash leaves a log
+        whose first segment is at or below the new start. False when it did not move."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._log_start:
+            return False
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        self._log_start = offset
+        gone = [segment for segment, following in itertools.pairwise(self._segments)
+                if following.base_offset <= offset]
+        for segment in gone:
+            self._segment_path(segment.base_offset).unlink()
+        if gone:
+            fsync_dir(self.directory)
+            del self._segments[:len(gone)]
+            first = bisect.bisect_left(self._bases, self._segments[0].base_offset)
+            self._reindex(first, len(self._batches))
+        return True
+
+    def reset_to(self, offset: int) -> None:
+        """Empty the log and start it at `offset`: a follower whose log ends below its
+        leader's log start (Kafka's truncateFullyAndStartAt). The old segments go newest
+        first, then the new one is made: a crash leaves a prefix of the old log, which
+        the next fetch resets again."""
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        self._file.close()
+        for snap in snapshot_offsets(self.directory):
+            snapshot_path(self.directory, snap).unlink(missing_ok=True)
+        for segment in reversed(self._segments):
+            self._segment_path(segment.base_offset).unlink(missing_ok=True)
+        fsync_dir(self.directory)
+        self._segments = [_Segment(base_offset=offset)]
+        self._reindex(0, 0)
+        self.log_end_offset = self._log_start = offset
+        self._file = self._open_active()
+        fsync_dir(self.directory)
+        self.producers = ProducerStates(end_offset=offset)
+        log.warning("reset a partition log to its leader's log start", extra={
+            "path": str(self.path), "offset": offset})
+
+    def _reindex(self, first: int, stop: int) -> None:
+        """Keep only batches [first, stop) in the index (the log end is the caller's)."""
+        end = self.log_end_offset
+        kept = list(zip(self._batches[first:stop], self._headers[first:stop], strict=True))
+        self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
+        self._running_max_ts, self._max_ts_index = [], -1
+        for info, header in kept:
+            self._add(info, header)
+        self.log_end_offset = end
+
+    @property
+    def segment_bases(self) -> list[int]:
+        return [segment.base_offset for segment in self._segments]
+
+    def _maybe_roll(self, batches: list[bytes]) -> None:
+        """Start a new active segment at the log end when these batches would not fit
+        the active one (broker.kafka.partitions.segments.should_roll)."""
+        active = self._segments[-1]
+        now_ms = int(time.time() * 1000)
+        if not should_roll(segment_bytes_used=active.size,
+                           append_bytes=sum(len(batch) for batch in batches),
+                           first_write_ms=active.first_write_ms, now_ms=now_ms,
+                           limits=self.limits):
+            if active.size == 0:
+                active.first_write_ms = now_ms
+            return
+        if not self._owns_directory():
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        self._file.close()
+        self._segments.append(_Segment(base_offset=self.log_end_offset,
+                                       first_write_ms=now_ms))
+        self._file = self._open_active()
+        fsync_dir(self.directory)
 
     def append(self, batches: list[bytes], leader_epoch: int) -> tuple[int, int]:
         """Assign offsets from the log end, stamp `leader_epoch`, write and fsync.
         Returns (base offset of the first batch, last offset). No producer checks (the
         caller made them: broker.kafka.partitions.produce); the batches are applied to
         `producers`."""
+        self._maybe_roll(batches)
         first = self.log_end_offset
+        active = self._segments[-1]
         out = bytearray()
         infos: list[tuple[BatchInfo, BatchHeader]] = []
         next_offset = first
@@ -277,8 +436,9 @@ class PartitionLog:
             last = next_offset + header.last_offset_delta
             infos.append((BatchInfo(base_offset=next_offset, last_offset=last,
                                     leader_epoch=leader_epoch,
-                                    position=self._size + len(out), size=len(stamped),
-                                    max_timestamp=header.max_timestamp), header))
+                                    position=active.size + len(out), size=len(stamped),
+                                    max_timestamp=header.max_timestamp,
+                                    segment=active.base_offset), header))
             out += stamped
             next_offset = last + 1
         self._write(out, infos)
@@ -288,7 +448,7 @@ class PartitionLog:
         self._file.write(out)
         self._file.flush()
         os.fsync(self._file.fileno())
-        self._size += len(out)
+        self._segments[-1].size += len(out)
         for info, header in infos:
             self._add(info, header)
             self.producers.apply(header, info.base_offset)
@@ -299,22 +459,24 @@ class PartitionLog:
         producer state follows the batches as the leader's did."""
         out = bytearray()
         infos: list[tuple[BatchInfo, BatchHeader]] = []
-        expected = self.log_end_offset
+        end = self.log_end_offset
+        batches = [batch for batch in batches if _OFFSET_LENGTH.unpack_from(batch, 0)[0] >= end]
+        if not batches:
+            return
+        self._maybe_roll(batches)
+        active = self._segments[-1]
         for batch in batches:
             base, _ = _OFFSET_LENGTH.unpack_from(batch, 0)
-            if base < expected:
-                continue
             (epoch,) = _EPOCH.unpack_from(batch, 12)
             header = read_header(batch)
             infos.append((BatchInfo(base_offset=base,
                                     last_offset=base + header.last_offset_delta,
-                                    leader_epoch=epoch, position=self._size + len(out),
-                                    size=len(batch), max_timestamp=header.max_timestamp),
+                                    leader_epoch=epoch, position=active.size + len(out),
+                                    size=len(batch), max_timestamp=header.max_timestamp,
+                                    segment=active.base_offset),
                           header))
             out += batch
-            expected = base + header.last_offset_delta + 1
-        if infos:
-            self._write(out, infos)
+        self._write(out, infos)
 
     @property
     def last_epoch(self) -> int:
@@ -328,31 +490,41 @@ class PartitionLog:
         keep = [b for b in self._batches if b.last_offset < offset]
         if len(keep) == len(self._batches):
             return
-        new_end = keep[-1].last_offset + 1 if keep else 0
-        if self._owns_directory():
+        new_end = keep[-1].last_offset + 1 if keep else self.log_start_offset
+        dropped = [s for s in self._segments[1:] if s.base_offset >= new_end]
+        owned = self._owns_directory()
+        if dropped and not owned:
+            raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
+        if owned:
             for snap in snapshot_offsets(self.directory):
                 if snap > new_end:
                     snapshot_path(self.directory, snap).unlink(missing_ok=True)
+            for segment in reversed(dropped):  # the newest first: no gap if interrupted
+                self._segment_path(segment.base_offset).unlink()
             fsync_dir(self.directory)
-        size = keep[-1].position + keep[-1].size if keep else 0
+        if dropped:
+            del self._segments[-len(dropped):]
+            self._file.close()
+            self._file = self._open_active()
+        active = self._segments[-1]
+        in_active = [b for b in keep if b.segment == active.base_offset]
+        size = in_active[-1].position + in_active[-1].size if in_active else 0
         self._file.flush()
         os.ftruncate(self._file.fileno(), size)  # this log's file, wherever it now is
         os.fsync(self._file.fileno())
         log.warning("truncated a diverging partition log", extra={
             "path": str(self.path), "from_offset": self.log_end_offset,
             "to_offset": new_end})
-        headers = self._headers[:len(keep)]
-        self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
-        self._running_max_ts, self._max_ts_index = [], -1
-        for info, header in zip(keep, headers, strict=True):
-            self._add(info, header)
-        self._size = size
+        self._reindex(0, len(keep))
+        active.size = size
         self.log_end_offset = new_end
+        self._log_start = min(self._log_start, new_end)
         self._load_producers()
 
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
-        `max_bytes` (at least one batch, so a large batch is never stuck)."""
+        `max_bytes` (at least one batch, so a large batch is never stuck), from one
+        segment (as Kafka's: the next fetch reads the next segment)."""
         if offset >= upper_offset or not self._batches:
             return b""
         index = max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -361,18 +533,19 @@ class PartitionLog:
         chosen: list[BatchInfo] = []
         total = 0
         for info in self._batches[index:]:
-            if info.last_offset >= upper_offset or (chosen and total + info.size > max_bytes):
+            if info.last_offset >= upper_offset or (chosen and total + info.size > max_bytes) \
+                    or info.segment != self._batches[index].segment:
                 break
             chosen.append(info)
             total += info.size
         if not chosen:
             return b""
-        with open(self.path, "rb") as handle:
+        with open(self._segment_path(chosen[0].segment), "rb") as handle:
             handle.seek(chosen[0].position)
             return handle.read(total)
 
     def _read_batch(self, info: BatchInfo) -> bytes:
-        with open(self.path, "rb") as handle:
+        with open(self._segment_path(info.segment), "rb") as handle:
             handle.seek(info.position)
             return handle.read(info.size)
 
@@ -389,17 +562,24 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """Kafka's ListOffsets by timestamp: (offset, timestamp, leader epoch) of the
-        first record whose timestamp is >= `timestamp_ms`, None when no record has one.
-        The first batch whose max timestamp reaches it is found by bisection over the
-        running maximum; its records are then read one by one."""
-        index = bisect.bisect_left(self._running_max_ts, timestamp_ms)
-        if index >= len(self._batches):
-            return None
-        info = self._batches[index]
-        for offset, timestamp in record_timestamps(self._read_batch(info)):
-            if timestamp >= timestamp_ms:
-                return offset, timestamp, info.leader_epoch
-        return info.base_offset, info.max_timestamp, info.leader_epoch  # undecodable
+        first record at or above the log start whose timestamp is >= `timestamp_ms`,
+        None when no record has one. The first batch whose max timestamp reaches it is
+        found by bisection over the running maximum (from the batch holding the log
+        start: DeleteRecords leaves records below it in its segment); its records are
+        then read one by one."""
+        first = max(0, bisect.bisect_right(self._bases, self._log_start) - 1)
+        index = max(first, bisect.bisect_left(self._running_max_ts, timestamp_ms))
+        for info in self._batches[index:]:
+            if info.max_timestamp < timestamp_ms:
+                continue
+            records = record_timestamps(self._read_batch(info))
+            for offset, timestamp in records:
+                if offset >= self._log_start and timestamp >= timestamp_ms:
+                    return offset, timestamp, info.leader_epoch
+            if not records:  # undecodable: at batch granularity
+                return max(info.base_offset, self._log_start), info.max_timestamp, \
+                    info.leader_epoch
+        return None
 
     def max_timestamp(self) -> tuple[int, int, int] | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp, leader epoch) of the

@@ -197,6 +197,7 @@ class ReplicaFetcher:
                     "partition": partition, "current_leader_epoch": epoch,
                     "fetch_offset": state.log.log_end_offset,
                     "last_fetched_epoch": state.log.last_epoch,
+                    "log_start_offset": state.log.log_start_offset,
                     "partition_max_bytes": PARTITION_MAX_BYTES})
             request = build(FetchRequest, {
                 "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,
@@ -215,6 +216,10 @@ class ReplicaFetcher:
                         states.get((topic_id, int(data.partition_index)))
                     if entry is None:
                         continue
+                    if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
+                            data.log_start_offset > entry[0].log.log_end_offset:
+                        await self._reset(entry[0], int(data.log_start_offset))
+                        continue
                     if data.error_code != ErrorCode.NONE:
                         failed = True
                         log.info("leader refused a replica fetch", extra={
@@ -227,6 +232,7 @@ class ReplicaFetcher:
                         await self._truncate(entry[0], int(diverging.end_offset))
                         continue
                     await self._append(entry[0], data.records or b"", int(data.high_watermark))
+                    await self._follow_log_start(entry[0], int(data.log_start_offset))
             if failed:
                 await trio.sleep(RETRY_BACKOFF_S)
 
@@ -236,6 +242,37 @@ class ReplicaFetcher:
         async with state.lock:
             await trio.to_thread.run_sync(state.log.truncate_to, max(0, end_offset))
         state.high_watermark = min(state.high_watermark, state.log.log_end_offset)
+
+    async def _reset(self, state: PartitionState, leader_start: int) -> None:
+        """Our log ends below the leader's start (it deleted what we lack): empty it and
+        start at the leader's start, as Kafka's follower does."""
+        async with state.lock:
+            try:
+                await trio.to_thread.run_sync(state.log.reset_to, leader_start)
+            except OSError as exc:  # staged for deletion: the topic is gone
+                log.info("replica reset failed", extra={
+                    "topic_id": str(state.topic_id), "partition": state.partition,
+                    "reason": str(exc)})
+                return
+        state.high_watermark = leader_start  # the leader's is at least its start
+        await self.context.replicas.checkpoint_log_starts()
+
+    async def _follow_log_start(self, state: PartitionState, leader_start: int) -> None:
+        """Every replica's log start follows the leader's (retention, DeleteRecords),
+        durably (the log dir's checkpoint) when it moved."""
+        if leader_start <= state.log.log_start_offset:
+            return
+        async with state.lock:
+            try:
+                moved = await trio.to_thread.run_sync(state.log.advance_log_start,
+                                                      leader_start)
+            except OSError as exc:  # staged for deletion: the topic is gone
+                log.info("replica log start not moved", extra={
+                    "topic_id": str(state.topic_id), "partition": state.partition,
+                    "reason": str(exc)})
+                return
+        if moved:
+            await self.context.replicas.checkpoint_log_starts()
 
     async def _append(self, state: PartitionState, records: bytes, high_watermark: int
                       ) -> None:

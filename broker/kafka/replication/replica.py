@@ -20,9 +20,12 @@ from pathlib import Path
 import trio
 
 from broker import partition_dir
+from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.partition_log import PartitionLog
-from broker.reconcile import partition_dir_name
+from broker.kafka.partitions.segments import RollLimits
+from broker.reconcile import parse_partition_dir_name, partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
+from metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS, effective
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
@@ -106,6 +109,8 @@ class PartitionState:
     # the leader's log end when each follower last fetched (for the caught-up time)
     follower_fetch_log_ends: dict[int, int] = field(default_factory=dict)
     follower_caught_up_times: dict[int, float] = field(default_factory=dict)
+    # each follower's log start, from its fetches (DeleteRecords' low watermark)
+    follower_log_starts: dict[int, int] = field(default_factory=dict)
     pending_isr: PendingIsr | None = None
     leader_epoch: int = -1  # the leader epoch the follower state above belongs to
     leader_since: float = 0.0
@@ -141,7 +146,8 @@ class PartitionState:
             self.leader_epoch = partition.leader_epoch
             self.leader_since = now
             for progress in (self.follower_offsets, self.follower_fetch_times,
-                             self.follower_fetch_log_ends, self.follower_caught_up_times):
+                             self.follower_fetch_log_ends, self.follower_caught_up_times,
+                             self.follower_log_starts):
                 progress.clear()
         if self.pending_isr is not None and not self.pending_isr.is_based_on(partition):
             self.pending_isr = None
@@ -152,6 +158,13 @@ class PartitionState:
         if pending is None or not pending.is_based_on(partition):
             return partition.isr
         return partition.isr + tuple(r for r in pending.isr if r not in partition.isr)
+
+    def low_watermark(self, partition: PartitionImage, broker_id: int) -> int:
+        """The smallest log start among this leader and the followers of the maximal
+        ISR (-1 for a follower not heard from since the leader epoch began)."""
+        return min([self.log.log_start_offset] + [
+            self.follower_log_starts.get(replica, -1)
+            for replica in self.maximal_isr(partition) if replica != broker_id])
 
     def caught_up_time(self, replica_id: int) -> float:
         return self.follower_caught_up_times.get(replica_id, self.leader_since)
@@ -224,6 +237,8 @@ class ReplicaManager:
         self._pruned_image: MetadataImage | None = None
         self._data_changed = trio.Event()
         self._isr_check = trio.Event()
+        self._log_starts = log_start_checkpoint.read(log_dir)
+        self._checkpoint_lock = trio.Lock()
 
     def request_isr_check(self) -> None:
         """A follower reached the high watermark: check the ISRs now (it may rejoin)."""
@@ -289,6 +304,7 @@ class ReplicaManager:
         directory = self.log_dir / partition_dir_name(topic.name, number)
         state = self._states.get(key)
         if state is not None and state.log.directory == directory:
+            state.log.limits = roll_limits(topic)  # an altered config applies at once
             return ErrorCode.NONE, state
         if state is not None:  # renamed topic: reconciliation moves the directory
             del self._states[key]
@@ -308,7 +324,9 @@ class ReplicaManager:
             return error, None
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
-            plog = await trio.to_thread.run_sync(open_partition_log, directory)
+            plog = await trio.to_thread.run_sync(
+                open_partition_log, directory, roll_limits(topic),
+                self._log_starts.get((topic.name, number), 0))
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
                 opened_at=trio.current_time(),
@@ -316,15 +334,43 @@ class ReplicaManager:
                 else 0))
         return ErrorCode.NONE, state
 
+    def open_states(self) -> list[PartitionState]:
+        return list(self._states.values())
+
+    async def checkpoint_log_starts(self) -> None:
+        """Write the log dir's log-start-offset-checkpoint with every open log's start
+        (and the entries read at start-up of logs not opened since, while their
+        directory is there), durably: DeleteRecords answers after it."""
+        async with self._checkpoint_lock:
+            for state in self._states.values():
+                key = parse_partition_dir_name(state.log.directory.name)
+                if key is not None:
+                    self._log_starts[key] = state.log.log_start_offset
+            await trio.to_thread.run_sync(_write_log_starts, self.log_dir,
+                                          dict(self._log_starts))
+
     def close_all(self) -> None:
         for state in self._states.values():
             state.log.close()
         self._states.clear()
 
 
-def open_partition_log(directory: Path) -> PartitionLog:
+def _write_log_starts(log_dir: Path, starts: dict[tuple[str, int], int]) -> None:
+    log_start_checkpoint.write(log_dir, {
+        key: offset for key, offset in starts.items()
+        if offset > 0 and (log_dir / partition_dir_name(*key)).is_dir()})
+
+
+def roll_limits(topic: TopicImage) -> RollLimits:
+    """The topic's `segment.bytes` and `segment.ms` (its own or the defaults)."""
+    return RollLimits(segment_bytes=int(effective(topic.configs, SEGMENT_BYTES)),
+                      segment_ms=int(effective(topic.configs, SEGMENT_MS)))
+
+
+def open_partition_log(directory: Path, limits: RollLimits, log_start: int = 0
+                       ) -> PartitionLog:
     """The partition's log, its partition.metadata made durable first (reconciliation
     writes it without fsync: see `broker.partition_dir`), so no data is ever durable in
     a directory whose topic ID is not."""
     partition_dir.sync_partition_metadata(directory)
-    return PartitionLog(directory)
+    return PartitionLog(directory, limits, log_start=log_start)

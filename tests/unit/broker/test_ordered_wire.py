@@ -209,10 +209,11 @@ async def test_position_refused_while_rebalancing(tmp_path: Path) -> None:
             ).error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
-async def test_empty_marked_partition_reported_until_it_holds_records(
+async def test_empty_marked_partition_reported_while_its_log_start_is_its_end(
         tmp_path: Path) -> None:
     """Only the marked partition, only while its log is empty; a record that got in
-    before the mark keeps it from being reported."""
+    before the mark keeps it from being reported until its log start reaches its log
+    end (DeleteRecords or retention)."""
     image = shrunk_image()
     dispatcher = make_dispatcher(tmp_path, image)
     replicas = dispatcher.context.replicas
@@ -222,3 +223,7 @@ async def test_empty_marked_partition_reported_until_it_holds_records(
     (state,) = [s for k, s in replicas._states.items() if k == (TOPIC_ID, 2)]
     state.log.append([record_batch([b"early"])], 0)
     assert await empty_marked_partitions(replicas) == ()
+    state.log.advance_log_start(1)
+    assert await empty_marked_partitions(replicas) == (EmptyPartition(
+        topic_id=TOPIC_ID, partition=2, leader_epoch=image.topics[TOPIC_ID].partitions[2]
+        .leader_epoch, log_start_offset=1, log_end_offset=1),)

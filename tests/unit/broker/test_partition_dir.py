@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import partition_dir as pd
+from broker.kafka.partitions.segments import RollLimits
 from broker.kafka.replication.replica import open_partition_log
 from broker.reconcile import (
     Action,
@@ -337,6 +338,6 @@ def test_opening_a_partition_log_makes_its_partition_metadata_durable_first(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    open_partition_log(tmp_path / "A-0").close()
+    open_partition_log(tmp_path / "A-0", RollLimits()).close()
     partition = tmp_path / "A-0"
     assert synced[:2] == [str(partition / pd.PARTITION_METADATA), str(partition)]

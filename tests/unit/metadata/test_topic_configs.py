@@ -38,6 +38,7 @@ def conf(key: str, value: str | None, topic_id: Uuid = ID_A) -> rec.TopicConfig:
     ("retention.ms", str(2**63 - 1), str(2**63 - 1)),
     ("retention.bytes", "1048576", "1048576"),
     ("segment.bytes", "14", "14"),
+    ("segment.ms", "1", "1"),
     ("cleanup.policy", "delete", "delete"),
 ])
 def test_value_is_canonical_when_valid(key: str, value: str, canonical: str) -> None:
@@ -51,6 +52,9 @@ def test_value_is_canonical_when_valid(key: str, value: str, canonical: str) -> 
     ("retention.ms", "-2", "between -1"),
     ("retention.bytes", str(2**63), "between"),
     ("segment.bytes", "13", "between 14"),
+    ("segment.bytes", "-1", "between 14"),
+    ("segment.ms", "0", "between 1"),
+    ("retention.ms", "abc", "retention.ms: not a number"),
     ("cleanup.policy", "compact", "not implemented"),
     ("cleanup.policy", "delete,compact", "not implemented"),
     ("cleanup.policy", "bogus", "must be 'delete'"),

@@ -1,0 +1,58 @@
+"""Retention: every `log.retention.check.interval.ms` the leader of each open partition
+deletes its oldest segments past the topic's `retention.ms` / `retention.bytes`, below
+its high watermark and never the active one (the decision is pure:
+broker.kafka.partitions.segments.retention_start), and its log start advances. Followers
+do not decide: they follow the leader's log start (broker.kafka.replication.follower).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from broker.kafka.partitions.segments import Retention, retention_start
+from broker.kafka.replication.replica import ReplicaManager
+from metadata.image import TopicImage
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, effective
+
+log = logging.getLogger(__name__)
+
+
+def topic_retention(topic: TopicImage) -> Retention:
+    return Retention(retention_ms=int(effective(topic.configs, RETENTION_MS)),
+                     retention_bytes=int(effective(topic.configs, RETENTION_BYTES)))
+
+
+async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:
+    """One retention pass over the partitions this broker leads; the number of logs
+    whose start moved."""
+    moved = 0
+    for state, _ in replicas.led_partitions():
+        topic = replicas.image.topic(state.topic_id)
+        if topic is None:
+            continue
+        async with state.lock:
+            start = retention_start(state.log.segment_stats(),
+                                    log_start=state.log.log_start_offset,
+                                    high_watermark=state.high_watermark, now_ms=now_ms,
+                                    retention=topic_retention(topic))
+            if start <= state.log.log_start_offset:
+                continue
+            try:
+                await trio.to_thread.run_sync(state.log.advance_log_start, start)
+            except OSError as exc:  # staged for deletion under us: nothing to keep
+                log.info("retention skipped a partition", extra={
+                    "topic": topic.name, "partition": state.partition, "reason": str(exc)})
+                continue
+        moved += 1
+        log.info("retention advanced a log start", extra={
+            "topic": topic.name, "partition": state.partition, "log_start_offset": start})
+    return moved
+
+
+async def retention_loop(replicas: ReplicaManager, interval_ms: int) -> None:
+    while True:
+        await trio.sleep(interval_ms / 1000)
+        await apply_retention(replicas, now_ms=int(time.time() * 1000))

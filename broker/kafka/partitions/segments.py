@@ -1,0 +1,99 @@
+"""Segments of a partition log: where a batch goes and which file holds an offset (pure).
+
+A partition log is a run of segment files named as Kafka's, `<base offset, 20 digits>.log`,
+each holding the batches from its base offset up to the next segment's. Only the last
+(active) segment is appended to. A new segment starts (rolls) when the batches would
+take the active one past `segment.bytes`, or when its first batch was written
+`segment.ms` ago (by the broker's clock, as Kafka's for batches without timestamps: a
+producer's timestamps may be years old, and must not roll a segment per append); an
+empty segment never rolls, so a batch larger than `segment.bytes` still gets stored,
+alone in its segment.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SEGMENT_SUFFIX = ".log"
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollLimits:
+    """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days)."""
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def segment_bases(names: Iterable[str]) -> list[int]:
+    """The base offsets of the segment files among `names` (a directory listing),
+    ascending; other files (snapshots, partition.metadata) are ignored."""
+    bases = []
+    for name in names:
+        stem = name[:-len(SEGMENT_SUFFIX)]
+        if name.endswith(SEGMENT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
+
+
+def should_roll(*, segment_bytes_used: int, append_bytes: int, first_write_ms: int,
+                now_ms: int, limits: RollLimits) -> bool:
+    """Whether an append of `append_bytes` starts a new segment rather than going into
+    the active one, which holds `segment_bytes_used` bytes and got its first batch at
+    `first_write_ms` (NO_TIMESTAMP when unknown)."""
+    if segment_bytes_used == 0:
+        return False
+    if segment_bytes_used + append_bytes > limits.segment_bytes:
+        return True
+    return first_write_ms != NO_TIMESTAMP and now_ms - first_write_ms >= limits.segment_ms
+
+
+def segment_for(bases: Sequence[int], offset: int) -> int:
+    """The index of the segment that holds `offset` among segments starting at the
+    ascending `bases`: the last one starting at or below it (the first for an offset
+    below every base)."""
+    return max(0, bisect.bisect_right(bases, offset) - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentStat:
+    """What retention looks at in one segment: its offsets [base, end), its size and
+    its records' largest timestamp (NO_TIMESTAMP when it has none)."""
+    base_offset: int
+    end_offset: int
+    size: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """`retention.ms` and `retention.bytes` of the topic (-1: unlimited)."""
+    retention_ms: int = -1
+    retention_bytes: int = -1
+
+
+def retention_start(segments: Sequence[SegmentStat], *, log_start: int, high_watermark: int,
+                    now_ms: int, retention: Retention) -> int:
+    """The log start after retention, as Kafka's `deleteOldSegments`: the oldest segments
+    go while their records are all `retention.ms` old or the log without them still
+    holds `retention.bytes`; never the active (last) segment, never one holding an
+    offset at or above the high watermark. The start never moves back."""
+    total = sum(segment.size for segment in segments)
+    start = log_start
+    for segment in segments[:-1]:
+        expired = retention.retention_ms >= 0 and \
+            segment.max_timestamp != NO_TIMESTAMP and \
+            now_ms - segment.max_timestamp > retention.retention_ms
+        oversize = retention.retention_bytes >= 0 and \
+            total - segment.size >= retention.retention_bytes
+        if segment.end_offset > high_watermark or not (expired or oversize):
+            break
+        total -= segment.size
+        start = max(start, segment.end_offset)
+    return start
