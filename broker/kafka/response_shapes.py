@@ -438,4 +438,4 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
                  | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
-                 | OffsetForLeaderEpochResponse | GroupResponse)
+                 | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse)

@@ -19,7 +19,9 @@ from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
-REFUSED_WITHIN_S = 5.0  # a Python start and a round of refused connections, on a busy host
+# Half the 30 s a verb would wait for a cluster that never answers: a refusal must end the
+# call, not its timeout (how fast it ends is cli_bench's business, not a test's).
+REFUSED_WITHIN_S = 15.0
 
 
 @pytest.fixture(scope="module")

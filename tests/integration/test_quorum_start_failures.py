@@ -36,6 +36,11 @@ def node_processes(directory: Path) -> list[int]:
     return found
 
 
+# Half the 30 s `quorum start` waits for a leader: a failure found first must not wait
+# (how fast it fails is a benchmark's business, not a test's).
+WELL_BEFORE_THE_WAIT_S = 15.0
+
+
 def timed_start(*args: str) -> tuple[int, str, float]:
     started = time.monotonic()
     result = kraft("quorum", "start", *args, timeout=60)
@@ -55,9 +60,10 @@ def test_ports_held_by_another_cluster_fail_at_once(holder: Cluster,
     code, stderr, elapsed = timed_start("--cluster", str(cli_cluster_dir), "--voters", "3",
                                         "--base-port", str(port))
     assert code == 1
-    assert elapsed < 5
-    assert stderr.splitlines() == [
-        f"error: port in use by another process: {HOST}:{port} (node 1)"]
+    assert elapsed < WELL_BEFORE_THE_WAIT_S
+    (line,) = stderr.splitlines()  # the holder's node 2 may sit on the next port too
+    assert line.startswith("error: port")
+    assert f"{HOST}:{port} (node 1)" in line
     assert not (cli_cluster_dir / CLUSTER_FILE).exists()
     assert node_processes(cli_cluster_dir) == []
     assert holder.describe()["leader_id"] == 1  # the holder still serves
@@ -72,7 +78,7 @@ def test_a_port_taken_since_the_cluster_was_made_fails_before_any_node_starts(
         squatter.listen()
         code, stderr, elapsed = timed_start("--cluster", str(cli_cluster_dir))
     assert code == 1
-    assert elapsed < 5
+    assert elapsed < WELL_BEFORE_THE_WAIT_S
     assert stderr == f"error: port in use by another process: {address} (node 2)"
     assert node_processes(cli_cluster_dir) == []
 
@@ -82,7 +88,7 @@ def test_a_bad_set_value_names_the_key_and_the_value(cli_cluster_dir: Path) -> N
         "--cluster", str(cli_cluster_dir), "--voters", "1",
         "--set", "controller.quorum.election.timeout.ms=abc")
     assert code == 2
-    assert elapsed < 5
+    assert elapsed < WELL_BEFORE_THE_WAIT_S
     assert stderr.splitlines()[-1] == (
         "error: --set 'controller.quorum.election.timeout.ms=abc': "
         "controller.quorum.election.timeout.ms: expected an integer, got 'abc'")
@@ -105,7 +111,7 @@ def test_a_node_that_dies_at_start_stops_the_start_with_its_error(
         "--cluster", str(cli_cluster_dir), "--voters", "3", "--timeout", "30",
         "--set", "controller.quorum.fetch.timeout.ms=500")
     assert code == 1, stderr
-    assert elapsed < 10
+    assert elapsed < WELL_BEFORE_THE_WAIT_S
     (line,) = stderr.splitlines()
     assert re.match(r"error: node [123] exited with code 2: ", line), line
     assert "controller.quorum.fetch.timeout.ms: must not be below " \

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import trio
 from kio.index import load_request_schema
 
+from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
 from tools.addresses import broker_addresses
@@ -101,10 +103,12 @@ async def _leaders(client: KafkaClient, deletions: list[Deletion]
     return found
 
 
-async def delete(addresses: list[str], deletions: list[Deletion]
-                 ) -> dict[Deletion, tuple[int, int]]:
+async def delete(addresses: list[str], deletions: list[Deletion],
+                 ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslClientSettings | None = None) -> dict[Deletion, tuple[int, int]]:
     """(error code, low watermark) per deletion, one request per leader."""
-    client = KafkaClient(addresses, client_id="kraft-delete-records")
+    client = KafkaClient(addresses, client_id="kraft-delete-records", ssl_context=ssl_context,
+                         sasl=sasl)
     try:
         leaders = await _leaders(client, deletions)
         results = {d: (int(error), -1) for d, error in leaders.items()
@@ -143,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     addresses = broker_addresses(args.cluster, args.bootstrap_server)
     print("Executing records delete operation")
     try:
-        results = trio.run(delete, addresses, deletions)
+        results = trio.run(delete, addresses, deletions, args.client_ssl, args.client_sasl)
     except ClientError as exc:
         raise CommandError(f"delete-records: {exc}") from None
     print("Records delete operation completed:")
