@@ -210,8 +210,7 @@ class SimLog(MemoryLog):
         take(LOG_START_MOVE, "deleting the segments below the start")
         super().advance_start(offset)
         self.ledger.trim(offset)
-        while len(self.segments) > 1 and self.segments[1] <= offset:
-            self.segments.pop(0)
+        self._drop_segments_below(offset)
         take(LOG_START_MOVE, "fsyncing the directory after the deletions")
         self.directory.sync()
 
@@ -265,6 +264,10 @@ class SimLog(MemoryLog):
         else:  # every record left lies below the start: the log restarts empty there
             MemoryLog.reset_to(self, offset, epoch)
             self.ledger.reset(offset)
+        self._drop_segments_below(offset)
+
+    def _drop_segments_below(self, offset: int) -> None:
+        """Forget the segments wholly below `offset` (the next one starts at or below)."""
         while len(self.segments) > 1 and self.segments[1] <= offset:
             self.segments.pop(0)
 
