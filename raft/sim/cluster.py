@@ -60,6 +60,7 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.sim.disk import DiskConfig, RemovedTail, SimDisk
+from raft.sim.disk_steps import CrashPoint
 from raft.sim.invariants import Checker, Entry, entries_of, entry_of
 from raft.sim.network import Network, NetworkConfig
 from raft.sim.snapshots import (
@@ -255,8 +256,11 @@ class Cluster:
         self._record_seq = 0
         self._codec = _load_codec() if config.codec_roundtrip else None
         self.nodes: dict[int, SimNode] = {}
+        from raft.sim.planted import disk_config as planted_disk_config
+
+        disk_config = planted_disk_config(config.planted_bug, config.disk)
         for node_id in self.voter_ids + self.observer_ids:
-            disk = SimDisk(config.disk, random.Random(self.rng.getrandbits(64)),
+            disk = SimDisk(disk_config, random.Random(self.rng.getrandbits(64)),
                            self._persist_hook(node_id), self._snapshot_hook(node_id))
             drift = self.rng.randint(-config.max_drift_ppm, config.max_drift_ppm)
             self.nodes[node_id] = SimNode(node_id, node_id in self.voter_ids, disk,
@@ -346,7 +350,10 @@ class Cluster:
                     continue
             self.events += 1
             try:
-                self._dispatch(time_us, kind, node_id, payload)
+                try:
+                    self._dispatch(time_us, kind, node_id, payload)
+                except CrashPoint as point:
+                    self._crash_between_steps(point)
             except Exception as exc:  # a violation, or the core raised: keep the trace
                 if getattr(exc, "sim_cluster", None) is None:
                     with contextlib.suppress(AttributeError):
@@ -484,6 +491,13 @@ class Cluster:
                                       delay_us=self.network.latency_us())
                     self._reconnect_later(other.node_id, node_id, 1)
 
+    def _crash_between_steps(self, point: CrashPoint) -> None:
+        """An armed crash struck inside a disk operation (`raft.sim.disk_steps`): the
+        node dies there, nothing it was about to send has left."""
+        node = next(n for n in self.nodes.values() if n.disk.steps is point.steps)
+        self.trace.add(self.now_us, node.node_id, "crash between steps", str(point))
+        self.crash(node.node_id)
+
     def reset_connection(self, node_id: int, peer: int, *, refused: bool = False) -> None:
         """Node `node_id`'s connection to voter `peer` is reset while both run (the
         reconnect succeeds); with `refused`, one reconnect is refused by mistake too."""
@@ -612,7 +626,13 @@ class Cluster:
                   "messages long-delayed": network.long_delayed,
                   "torn writes scanned off": sum(n.disk.torn_writes
                                                  for n in self.nodes.values()),
+                  "directory entries lost": sum(n.disk.directory.lost
+                                                for n in self.nodes.values()),
                   "nodes refusing to start": len(self.refusing)}
+        struck: Counter[str] = Counter()  # crashes between steps, by operation and step
+        for node in self.nodes.values():
+            struck.update(node.disk.steps.struck)
+        counts.update(struck)
         for outcome, count in network.corrupted.items():
             counts[f"corrupted frames {outcome}"] = count
         return {name: count for name, count in counts.items() if count}

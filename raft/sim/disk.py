@@ -12,6 +12,15 @@ recovers. A corrupted `quorum-state` makes the node refuse to start
 (`QuorumStateStore.corrupt`), as `raft.storage.read_quorum_state` does. The log
 remembers every tail it cut (`RemovedTail`), for the sweep's divergence counts.
 
+Multi-step operations take the real code's steps (`raft.sim.disk_steps.DiskSteps`), so
+an armed crash strikes between any two: a snapshot written or downloaded (renamed into
+place, durable once the directory is fsynced), old snapshots deleted, the log start
+moved (`SimLog.advance_start`: the log-start file first, then the segments below). The
+log is cut into segments (`SEGMENT_BATCHES` batches each); a segment's name, like any
+name created or renamed, is lost by a crash until the directory is fsynced
+(`SimDirectory`), with the records in it. Recovery then does what `DiskLog._recover`
+does: the start comes from the log-start file, records below it dropped.
+
 The disk also keeps a `Ledger`: every write it was handed and every fsync it
 acknowledged, by content (epoch, checksum) per offset. The invariant checker judges
 commitment and durability from it, not from what the node's log later claims to hold,
@@ -26,13 +35,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from raft.log import MemoryLog, scan_segment
-from raft.segment import encode_batch
+from raft.segment import encode_batch, segment_name
+from raft.sim.disk_steps import DiskSteps, SimDirectory
 from raft.sim.invariants import Entry, entry_of
 from raft.snapshot_store import MemorySnapshotStore
-from raft.storage import StorageError
+from raft.storage import LOG_START_OFFSET, StorageError
 from raft.types import Batch, ElectionState, SnapshotId
 
 _ALL = 1 << 62  # read everything
+SEGMENT_BATCHES = 4  # a segment rolls after this many batches (the real log: bytes)
+LOG_START_MOVE = "log-start move"
+SNAPSHOT_WRITE = "snapshot write"
+SNAPSHOT_DOWNLOAD = "snapshot download"
+SNAPSHOT_DELETION = "snapshot deletion"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +120,18 @@ class SimLog(MemoryLog):
     disk's `Ledger` of every write and fsync. With `lose_on_crash` N, a crash also loses
     the last N batches it had acknowledged as flushed (a lying fsync)."""
 
-    def __init__(self, lose_on_crash: int = 0) -> None:
+    def __init__(self, lose_on_crash: int = 0, *, directory: SimDirectory | None = None,
+                 steps: DiskSteps | None = None, flush_syncs_dir: bool = True) -> None:
         super().__init__()
         self.ledger = Ledger()
         self._cutting = False  # inside truncate_to: its re-append of a batch's head
         self.lose_on_crash = lose_on_crash
+        self.directory = directory or SimDirectory()
+        self.steps = steps or DiskSteps()
+        self.flush_syncs_dir = flush_syncs_dir  # False only for a planted bug
+        self.segments = [0]  # base offsets of the segment files, oldest first
+        self._active_batches = 0  # in the last segment
+        self.log_start_file = (0, 0)  # what the durable log-start-offset file says
         self.removed: list[RemovedTail] = []  # drained by the cluster after each event
         # (offset, epoch, record) the last `reset_to` dropped, drained by the cluster:
         # which of them were a diverging tail only the committed history tells.
@@ -119,6 +141,17 @@ class SimLog(MemoryLog):
         super().append_batches(batches)
         if not self._cutting:
             self.ledger.write(batches)
+            for batch in batches:
+                self._place(batch.base_offset)
+
+    def _place(self, base_offset: int) -> None:
+        """A full last segment rolls: the batch starts a new file, whose name is durable
+        only once the directory is fsynced (`flush`)."""
+        if self._active_batches >= SEGMENT_BATCHES:
+            self.segments.append(base_offset)
+            self.directory.add(segment_name(base_offset))
+            self._active_batches = 0
+        self._active_batches += 1
 
     def truncate_to(self, offset: int) -> None:
         end = self.end_offset
@@ -132,6 +165,20 @@ class SimLog(MemoryLog):
             self._cutting = False
         if offset < end:
             self.ledger.truncate(offset)
+            self._drop_segments_from(offset)
+
+    def _drop_segments_from(self, offset: int) -> None:
+        """Forget the segment files starting above `offset` (unlinked, the directory
+        synced, as `DiskLog.truncate_to` does)."""
+        while len(self.segments) > 1 and self.segments[-1] > offset:
+            self.directory.remove(segment_name(self.segments.pop()))
+        self.directory.sync()
+        self._recount_active()
+
+    def _recount_active(self) -> None:
+        last = self.segments[-1]
+        self._active_batches = sum(1 for batch in self.read(max(last, self.start_offset), _ALL)
+                                   if batch.base_offset >= last)
 
     def reset_to(self, offset: int, epoch: int) -> None:
         """A snapshot replaces the log: note every record dropped."""
@@ -143,18 +190,41 @@ class SimLog(MemoryLog):
                     self.replaced.append((batch.base_offset + index, batch.epoch, record))
         super().reset_to(offset, epoch)
         self.ledger.reset(offset)
+        self.log_start_file = (offset, epoch)
+        self.segments, self._active_batches = [offset], 0
+        self.directory.sync()
 
     def advance_start(self, offset: int) -> None:
+        """The steps of `DiskLog.advance_start`: the log-start file written atomically
+        (`raft.storage.write_log_start`), then the segments wholly below deleted, then
+        the directory fsynced. A crash between two of them is settled by `crash`."""
+        self._check_new_start(offset)
+        take = self.steps.take
+        take(LOG_START_MOVE, "writing the log-start temp file")
+        take(LOG_START_MOVE, "fsyncing the log-start temp file")
+        take(LOG_START_MOVE, "renaming it to log-start-offset")
+        self.directory.add(LOG_START_OFFSET)
+        take(LOG_START_MOVE, "fsyncing the directory after the rename")
+        self.directory.sync()
+        self.log_start_file = (offset, self._start_epoch_at(offset))
+        take(LOG_START_MOVE, "deleting the segments below the start")
         super().advance_start(offset)
         self.ledger.trim(offset)
+        self._drop_segments_below(offset)
+        take(LOG_START_MOVE, "fsyncing the directory after the deletions")
+        self.directory.sync()
 
     def flush(self) -> None:
         super().flush()
         self.ledger.synced()
+        if self.flush_syncs_dir:  # as `DiskLog.flush`: a segment it created is durable
+            self.directory.sync()
 
-    def crash(self, tear: random.Random | None = None) -> None:
+    def crash(self, tear: random.Random | None = None, lost: set[str] | None = None) -> None:
         """Lose what was not flushed; with `tear`, the first unflushed batch was being
-        written: recover through the segment scan (see the module docstring)."""
+        written: recover through the segment scan (see the module docstring). `lost`:
+        the names the crash lost in the directory (by default, those of the log's
+        own `directory` not synced)."""
         torn = self.read(self.flushed_end_offset, _ALL) if tear is not None else []
         super().crash()
         self.ledger.crash()
@@ -162,6 +232,44 @@ class SimLog(MemoryLog):
             self._lose_acknowledged(self.lose_on_crash)
         if tear is not None and torn:
             self._recover(torn[0], tear)
+        self._lose_entries(self.directory.crash() if lost is None else lost)
+        self._start_from_file()
+
+    def _lose_entries(self, lost: set[str]) -> None:
+        """Segment files whose names the crash lost are gone, with what they held (the
+        ledger still says what was acknowledged)."""
+        gone = [base for base in self.segments if segment_name(base) in lost]
+        if not gone:
+            return
+        cut = max(gone[0], self.start_offset)
+        self.segments = [base for base in self.segments if base < gone[0]] or [cut]
+        if cut < self.end_offset:
+            self._cutting = True
+            try:
+                MemoryLog.truncate_to(self, cut)
+            finally:
+                self._cutting = False
+        self._recount_active()
+
+    def _start_from_file(self) -> None:
+        """Recovery reads the start from the log-start file (`DiskLog._recover`): a crash
+        after it was written and before the segments below went leaves them, which
+        recovery deletes (`DiskLog._below_start`)."""
+        offset, epoch = self.log_start_file
+        if offset == self.start_offset:
+            return
+        if offset <= self.end_offset:
+            MemoryLog.advance_start(self, offset)
+            self.ledger.trim(offset)
+        else:  # every record left lies below the start: the log restarts empty there
+            MemoryLog.reset_to(self, offset, epoch)
+            self.ledger.reset(offset)
+        self._drop_segments_below(offset)
+
+    def _drop_segments_below(self, offset: int) -> None:
+        """Forget the segments wholly below `offset` (the next one starts at or below)."""
+        while len(self.segments) > 1 and self.segments[1] <= offset:
+            self.segments.pop(0)
 
     def _recover(self, torn: Batch, rng: random.Random) -> None:
         batches = self.read(self.start_offset, _ALL) if self.end_offset > self.start_offset \
@@ -196,21 +304,57 @@ class SimLog(MemoryLog):
 
 
 class SimSnapshotStore(MemorySnapshotStore):
-    """`MemorySnapshotStore` that tells `on_stored(snapshot_id, data)` of every snapshot
-    that becomes whole in it (written by the node's state machine, or fetched and
-    checked by `finish`), so the invariant checker sees each one."""
+    """`MemorySnapshotStore` that takes the real store's steps (`DiskSteps`): a snapshot
+    written (`raft.snapshot.write_snapshot`: temp file, fsync, rename, directory fsync),
+    a download finished (`DiskSnapshotStore.finish`: fsync, rename, directory fsync),
+    old snapshots deleted (unlinks, directory fsync). A snapshot's name is durable once
+    its directory is fsynced; a crash before that loses it (`crash`). Tells
+    `on_stored(snapshot_id, data)` of every snapshot that becomes durable, so the
+    invariant checker sees each one."""
 
-    def __init__(self, on_stored: Callable[[SnapshotId, bytes], None] | None = None) -> None:
+    def __init__(self, on_stored: Callable[[SnapshotId, bytes], None] | None = None, *,
+                 directory: SimDirectory | None = None,
+                 steps: DiskSteps | None = None) -> None:
         super().__init__()
         self._on_stored = on_stored
+        self.directory = directory or SimDirectory()
+        self.steps = steps or DiskSteps()
 
     def add(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        take = self.steps.take
+        take(SNAPSHOT_WRITE, "writing the temp file")
+        take(SNAPSHOT_WRITE, "fsyncing the temp file")
+        take(SNAPSHOT_WRITE, "renaming it")
         super().add(snapshot_id, data)
-        self._stored(snapshot_id)
+        self._renamed(SNAPSHOT_WRITE, snapshot_id)
 
     def finish(self, snapshot_id: SnapshotId) -> None:
-        super().finish(snapshot_id)
+        super().finish(snapshot_id)  # checked whole first, as the real store does
+        self.directory.add(snapshot_id.file_name)  # not renamed yet: lost by a crash
+        take = self.steps.take
+        take(SNAPSHOT_DOWNLOAD, "fsyncing the download")
+        take(SNAPSHOT_DOWNLOAD, "renaming it")
+        self._renamed(SNAPSHOT_DOWNLOAD, snapshot_id)
+
+    def _renamed(self, operation: str, snapshot_id: SnapshotId) -> None:
+        self.directory.add(snapshot_id.file_name)
+        self.steps.take(operation, "fsyncing the directory")
+        self.directory.sync()
         self._stored(snapshot_id)
+
+    def delete_before(self, end_offset: int) -> list[SnapshotId]:
+        if not any(s.end_offset < end_offset for s in self.snapshots):
+            return []
+        self.steps.take(SNAPSHOT_DELETION, "unlinking the snapshots below")
+        gone = super().delete_before(end_offset)
+        self.steps.take(SNAPSHOT_DELETION, "fsyncing the directory")
+        self.directory.sync()
+        return gone
+
+    def lose(self, names: set[str]) -> None:
+        """A crash lost these names: the snapshots under them are gone."""
+        for snapshot_id in [s for s in self.snapshots if s.file_name in names]:
+            del self.snapshots[snapshot_id]
 
     def _stored(self, snapshot_id: SnapshotId) -> None:
         if self._on_stored is not None:
@@ -224,6 +368,7 @@ class DiskConfig:
     fsync_min_ms: float = 0.2
     fsync_max_ms: float = 3.0
     lying_fsync_writes: int = 0  # a crash loses this many acknowledged batches (a bug)
+    flush_syncs_dir: bool = True  # False: a planted bug (`raft.sim.planted`)
 
 
 class QuorumStateStore:
@@ -267,9 +412,11 @@ class SimDisk:
         self._rng = rng
         self._on_persist = on_persist
         self._on_snapshot = on_snapshot
-        self.log = SimLog(config.lying_fsync_writes)
+        self.directory = SimDirectory()  # the metadata partition's
+        self.steps = DiskSteps()
+        self.log = self._new_log()
         self.quorum_state = QuorumStateStore(on_persist)
-        self.snapshots = SimSnapshotStore(on_snapshot)
+        self.snapshots = self._new_snapshot_store()
         self.crashes = 0
         self.torn_writes = 0  # crashes that tore a write, scanned off in recovery
         self.wipes = 0
@@ -285,13 +432,24 @@ class SimDisk:
         download is gone."""
         log = self.log
         self.torn_writes += tear is not None and log.end_offset > log.flushed_end_offset
-        log.crash(tear)
+        lost = self.directory.crash()
+        log.crash(tear, lost)
         self.snapshots.crash()
+        self.snapshots.lose(lost)
         self.crashes += 1
 
     def wipe(self) -> None:
         """The disk is replaced: empty log, no quorum-state, no snapshots."""
-        self.log = SimLog(self.config.lying_fsync_writes)
+        self.directory.sync()  # nothing of the old disk is pending on the new one
+        self.steps.disarm()
+        self.log = self._new_log()
         self.quorum_state.wipe()
-        self.snapshots = SimSnapshotStore(self._on_snapshot)
+        self.snapshots = self._new_snapshot_store()
         self.wipes += 1
+
+    def _new_log(self) -> SimLog:
+        return SimLog(self.config.lying_fsync_writes, directory=self.directory,
+                      steps=self.steps, flush_syncs_dir=self.config.flush_syncs_dir)
+
+    def _new_snapshot_store(self) -> SimSnapshotStore:
+        return SimSnapshotStore(self._on_snapshot, directory=self.directory, steps=self.steps)

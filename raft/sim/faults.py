@@ -1,10 +1,12 @@
 """Random fault schedules, dense enough that one seed sees many epochs and logs that
 diverge over several of them.
 
-Two streams of faults overlap during the fault window (see `_Nemesis`): background
+Streams of faults overlap during the fault window (see `_Nemesis`): background
 faults of every kind, one starting every 0.5-2.5 s and lasting 0.3-5 s; and a leader
 chaser, which aims a fault at each newly elected leader 0.2-2 s after it wins (2.5-6 s
-long, enough for the others to notice and elect a successor). Each fault is injected,
+long, enough for the others to notice and elect a successor); and, with crash faults,
+`crash-between-steps` every 1-4 s, drawn from its own `Random` so the other two draw as
+they did without it. Each fault is injected,
 then undone; overlapping cuts compose (`Network.hold`). At `window_ms` everything heals:
 every link, disk and clock back to normal, every node running again; or, with
 `dead_voters`, all but that many voters (drawn at the heal), which are crashed and never
@@ -32,7 +34,9 @@ start again: a partial heal, after which the live majority must still commit.
   corrupted, which recovery scans off the segment bytes; see `Cluster.crash`) and
   `corrupt-quorum-state` (a node crashes and finds its quorum-state corrupt: it refuses
   to start, for good; a voter only in a static quorum, while the voters refusing stay a
-  minority);
+  minority); and, in a third stream of its own, `crash-between-steps` (a node's disk
+  armed to crash between two steps of a multi-step operation: a snapshot written,
+  downloaded or deleted, the log start moved; see `raft.sim.disk_steps`);
 - clocks: `clock-jump` (a node's wall clock jumps up to a minute forward or back, and
   the node restarts, when it reads the jump: nothing safety-relevant may change).
 
@@ -105,6 +109,8 @@ POLL_MS = 50.0  # how often `isolate-until-elected` looks for the newer leader
 LONG_DELAY_TIMEOUTS = (1.0, 4.0)  # election timeouts a held message may wait, at most
 CLOCK_JUMP_MS = (1000.0, 60_000.0)
 TEAR_WAIT_MS, TEAR_POLL_MS = 300.0, 0.5  # torn-write looks this long for a write
+SPLIT_GAP_MS = (1000.0, 4000.0)  # between the starts of two crash-between-steps faults
+SPLIT_STEPS_AHEAD = 10  # the armed crash strikes before one of a node's next 10 steps
 
 Action = Callable[[], None]
 
@@ -123,6 +129,8 @@ def schedule_faults(cluster: Cluster, kind: str, window_ms: float, *,
     nemesis = _Nemesis(cluster, menu, window_ms)
     nemesis.plan_background()
     nemesis.chase_leaders()
+    if "crash" in menu:
+        nemesis.plan_split_steps()
     if dead_voters:
         cluster.at_ms(window_ms, lambda: heal_leaving_dead(cluster, dead_voters),
                       f"heal all but {dead_voters} voters")
@@ -174,16 +182,28 @@ class _Nemesis:
                 cluster.when_elected(on_elected)
         cluster.when_elected(on_elected)
 
-    def plan(self, name: str, start: float, on_done: Action | None = None) -> None:
-        """Schedule fault `name` from `start`; `on_done` runs once a chain is over."""
+    def plan_split_steps(self) -> None:
+        """A third stream: `crash-between-steps` every `SPLIT_GAP_MS`, drawn from its own
+        `Random`, so the other two streams draw exactly what they drew without it."""
+        rng = random.Random(f"{self.cluster.config.seed}:split-steps")
+        start = rng.uniform(*SPLIT_GAP_MS)
+        while start < self.window_ms:
+            self.plan("crash-between-steps", start, rng=rng)
+            start += rng.uniform(*SPLIT_GAP_MS)
+
+    def plan(self, name: str, start: float, on_done: Action | None = None,
+             rng: random.Random | None = None) -> None:
+        """Schedule fault `name` from `start`, drawn from `rng` (the nemesis's own by
+        default); `on_done` runs once a chain is over."""
+        rng = rng or self.rng
         duration = (MULTI_EPOCH_DURATION_MS if name == "multi-epoch-tail" else
                     LEADER_FAULT_DURATION_MS if name in LEADER_FAULTS else DURATION_MS)
-        end = min(self.window_ms, start + self.rng.uniform(*duration))
+        end = min(self.window_ms, start + rng.uniform(*duration))
         if name == "multi-epoch-tail":
-            chain = _MultiEpochTail(self.cluster, self.rng, self, on_done)
+            chain = _MultiEpochTail(self.cluster, rng, self, on_done)
             inject, undo = chain.inject, chain.undo
         else:
-            inject, undo = make_fault(self.cluster, self.rng, name, end)
+            inject, undo = make_fault(self.cluster, rng, name, end)
         injected = [False]
 
         def run() -> None:
@@ -754,6 +774,27 @@ def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     return start, restart
 
 
+def _crash_between_steps(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
+    """Arm a running node's disk to crash before one of its next few steps of a
+    multi-step operation (a snapshot written, downloaded or deleted, the log start
+    moved: `raft.sim.disk_steps`); the node dies there, and restarts at the fault's end
+    (disarmed, if it never struck)."""
+    victims = _Victims(cluster)
+
+    def arm() -> None:
+        running = cluster.running()
+        if running:
+            victim = rng.choice(running)
+            victims.ids.append(victim.node_id)
+            victim.disk.steps.arm(rng.randrange(SPLIT_STEPS_AHEAD))
+
+    def restart() -> None:
+        for node_id in victims.ids:
+            cluster.nodes[node_id].disk.steps.disarm()
+        victims.restart()
+    return arm, restart
+
+
 def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     """A node crashes and its quorum-state is found corrupt: it refuses every start
     since (it may have voted in an epoch it can no longer tell). A voter only in a static
@@ -835,6 +876,7 @@ _PROCESS_FAULTS: dict[str, Callable[[Cluster, random.Random], tuple[Action, Acti
     "crash-tail": _crash_tail,
     "wipe-observer": _wipe_observer,
     "torn-write": _torn_write,
+    "crash-between-steps": _crash_between_steps,
     "corrupt-quorum-state": _corrupt_quorum_state,
     "clock-jump": _clock_jump,
     "pause": _pause,

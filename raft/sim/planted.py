@@ -35,6 +35,15 @@ Dynamic quorum (KIP-853; found by `kraft sim --dynamic`):
   id alone and answers requests meant for another directory id, so a voter whose disk
   was wiped votes again (with an empty log) in the epochs its old disk voted in.
 
+Durability (found by crashes between the steps of disk operations, `raft.sim.disk_steps`):
+
+- `snapshots_deleted_before_log_start`: the snapshots below a new log start are deleted
+  before the log-start file says it moved; a crash between the two leaves a log whose
+  start has no snapshot.
+- `flush_skips_dir_fsync` (in the simulated disk, not the core): the log's flush fsyncs
+  its segments but not their directory, so a segment created since the last directory
+  fsync vanishes at a crash with the records it was acknowledged for.
+
 A planted core may also define `sim_snapshot_point(applied_end) -> int`: where the
 simulator's state machine (`raft.sim.cluster`) snapshots, in place of the offset it
 applied up to.
@@ -42,10 +51,13 @@ applied up to.
 
 from __future__ import annotations
 
+import dataclasses
+
 from raft.common.uuid import Uuid
 from raft.core import RaftCore
 from raft.core._leader_state import LeaderState, ReplicaProgress
 from raft.messages import FetchRequest, FetchResponse
+from raft.sim.disk import DiskConfig
 from raft.types import NO_EPOCH, ElectionState, Envelope, SnapshotId
 from raft.voters import ReplicaKey, VoterSet
 
@@ -124,6 +136,16 @@ class _SnapshotUncommitted(RaftCore):
             self._high_watermark = high_watermark
 
 
+class _SnapshotsDeletedBeforeLogStart(RaftCore):
+    def advance_log_start(self, snapshot_id: SnapshotId) -> bool:
+        log = self._log
+        if (self._snapshots.size(snapshot_id) is not None
+                and log.start_offset < snapshot_id.end_offset
+                <= min(self._high_watermark, log.end_offset)):
+            self._snapshots.delete_before(snapshot_id.end_offset)  # before the log start
+        return super().advance_log_start(snapshot_id)
+
+
 class _TwoVoterChangesAtOnce(RaftCore):
     def _change_blocked(self, state: LeaderState) -> str | None:
         return None
@@ -175,13 +197,23 @@ _CLASSES: dict[str, type[RaftCore]] = {
     "add_voter_not_caught_up": _AddVoterNotCaughtUp,
     "wiped_disk_double_vote": _WipedDiskDoubleVote,
     "snapshot_voters_at_log_end": _SnapshotVotersAtLogEnd,
+    "snapshots_deleted_before_log_start": _SnapshotsDeletedBeforeLogStart,
 }
-PLANTED_BUGS: tuple[str, ...] = tuple(_CLASSES)
+# Bugs of the simulated disk's code, which models the real disk code's steps.
+_DISK_BUGS: dict[str, dict[str, bool]] = {
+    "flush_skips_dir_fsync": {"flush_syncs_dir": False},
+}
+PLANTED_BUGS: tuple[str, ...] = (*_CLASSES, *_DISK_BUGS)
+
+
+def disk_config(bug: str | None, config: DiskConfig) -> DiskConfig:
+    """The disk `config` with the disk bug `bug` planted, if it is one."""
+    return dataclasses.replace(config, **_DISK_BUGS.get(bug or "", {}))
 
 
 def core_class(bug: str | None) -> type[RaftCore]:
     """The real core for None, else the core with that bug planted."""
-    if bug is None:
+    if bug is None or bug in _DISK_BUGS:
         return RaftCore
     try:
         return _CLASSES[bug]
