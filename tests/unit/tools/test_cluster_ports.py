@@ -39,12 +39,28 @@ def test_add_node_takes_the_port_after_the_clusters_highest(tmp_path: Path) -> N
         f"{HOST}:{base + 5}"
 
 
-def test_add_node_refuses_a_held_next_port(tmp_path: Path) -> None:
-    base = free_ports(1)[0]
-    made = Cluster.create(tmp_path / "c", voters=1, base_port=base)
-    with socket.socket() as squatter:
-        squatter.bind((HOST, base + 1))
+def _held_after_a_free_port() -> tuple[int, socket.socket]:
+    """A free port and a held socket on the port after it: taken together, so no other
+    process on the host can own the next port by chance (it failed once so)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind((HOST, 0))
+            base = probe.getsockname()[1]
+            squatter = socket.socket()
+            try:
+                squatter.bind((HOST, base + 1))
+            except OSError:
+                squatter.close()
+                continue
         squatter.listen()
+        return base, squatter
+    raise AssertionError("no two consecutive free ports in 100 tries")
+
+
+def test_add_node_refuses_a_held_next_port(tmp_path: Path) -> None:
+    base, held = _held_after_a_free_port()
+    with held:
+        made = Cluster.create(tmp_path / "c", voters=1, base_port=base)
         with pytest.raises(ClusterError, match=rf"port in use by another process: "
                            rf"{HOST}:{base + 1} \(node 2\)"):
             made.add_controller_node()
