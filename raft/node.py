@@ -56,6 +56,7 @@ import trio
 from raft import messages
 from raft.clock import Clock, TrioClock
 from raft.common.uuid import Uuid
+from raft.control_records import Endpoint
 from raft.core import RaftConfig, RaftCore, RaftInvariantError
 from raft.message_wire import MessageWire, trace
 from raft.proposals import Outcome, ProposalCallback, Proposals
@@ -63,6 +64,7 @@ from raft.publication import CommitListener, Publisher
 from raft.snapshot_store import SnapshotStore
 from raft.transport_protocol import Address, Frame, Link, Transport
 from raft.types import ElectionState, Envelope, RaftLog, Ready, SnapshotId
+from raft.voters import Voter
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +134,11 @@ class RaftNode:
     observer added as a voter (KIP-853) counts from its last Fetch on. False suits a
     broker-only node, which is never added: its log, a copy of records the voters hold,
     is flushed beside the loop (`raft.lazy_flush`); a crash may cost it a tail, fetched
-    again after the restart."""
+    again after the restart.
+
+    `listeners`: the controller endpoints this node advertises now (KIP-853). A voter of
+    a dynamic quorum whose entry in the voter set names others (it restarted on a new
+    port) has the leader update it (UpdateRaftVoter, `raft.core`)."""
 
     def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, Address],
                  config: RaftConfig, log: RaftLog, election: ElectionState | None,
@@ -141,12 +147,14 @@ class RaftNode:
                  before_fsync: Callable[[], Awaitable[None]] | None = None,
                  rng: random.Random | None = None,
                  publish_from: int = 0, snapshots: SnapshotStore | None = None,
-                 directory_id: Uuid | None = None, observer_flushes: bool = True) -> None:
+                 directory_id: Uuid | None = None, observer_flushes: bool = True,
+                 listeners: tuple[Endpoint, ...] = ()) -> None:
         self._publisher = Publisher(log, publish_from)
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.voters = dict(voters)
         self.directory_id = directory_id  # KIP-853: this replica's key is (id, directory)
+        self.listeners = listeners
         self.transport = transport
         self.wire = MessageWire(transport, node_id, cluster_id)
         self.log = log
@@ -340,6 +348,7 @@ class RaftNode:
                                   cluster_id=self.cluster_id, rng=self._rng,
                                   now_ms=self.now_ms(), snapshots=self._snapshots,
                                   directory_id=self.directory_id,
+                                  listeners=self.listeners,
                                   # not the last run's: late replies to those must match none
                                   first_correlation_id=1 + self._rng.randrange(1 << 30))
         except RaftInvariantError as exc:
@@ -553,15 +562,28 @@ class RaftNode:
 
     def _learn_voter_addresses(self) -> None:
         """KIP-853: a voter named by a VotersRecord and not configured becomes a peer at
-        its first endpoint, before anything is sent to it."""
+        its first endpoint, before anything is sent to it; a configured voter moves there
+        once the set names other endpoints for it than the bootstrap checkpoint did (it
+        restarted on a new port). Until then the configured address stands for it (a
+        route of its own, e.g. `kraft chaos`'s proxy)."""
         voters = self.core.voter_set
         if voters is self._known_voter_set:
             return
         self._known_voter_set = voters
         for voter in voters:
-            if voter.key.id == self.node_id or voter.key.id in self.voters:
-                continue
             endpoint = next(iter(voter.endpoints), None)
-            if endpoint is not None:
-                self.voters[voter.key.id] = (endpoint.host, endpoint.port)
-                self.transport.add_peer(voter.key.id, (endpoint.host, endpoint.port))
+            if voter.key.id == self.node_id or endpoint is None:
+                continue
+            if voter.key.id in self.voters and not self._moved(voter):
+                continue
+            address = (endpoint.host, endpoint.port)
+            if self.voters.get(voter.key.id) != address:
+                self.voters[voter.key.id] = address
+                self.transport.add_peer(voter.key.id, address)
+
+    def _moved(self, voter: Voter) -> bool:
+        """Whether `voter`'s endpoints differ from those the bootstrap checkpoint gave it
+        (False without one: nothing says where it started)."""
+        bootstrap = self._config.bootstrap_voters
+        first = bootstrap.voter(voter.key.id) if bootstrap is not None else None
+        return first is not None and first.endpoints != voter.endpoints

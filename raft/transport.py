@@ -184,8 +184,12 @@ class TcpTransport:
 
     def add_peer(self, node_id: int, address: Address) -> None:
         """A voter learnt while running (KIP-853: a VotersRecord named it): keep a
-        connection to it as to the configured ones. A known peer keeps its address."""
-        if node_id == self.node_id or node_id in self._peers:
+        connection to it as to the configured ones. A known peer moves to `address` (it
+        restarted on a new endpoint): its next connect dials there."""
+        if node_id == self.node_id:
+            return
+        if node_id in self._peers:
+            self._peers[node_id] = address
             return
         self._peers[node_id] = address
         self._peer_queues[node_id] = trio.open_memory_channel(self._queue_size)
@@ -359,11 +363,11 @@ class TcpTransport:
                 await trio.aclose_forcefully(stream)
 
     async def _run_outbound(self, node_id: int) -> None:
-        address = self._peers[node_id]
         send, receive = self._peer_queues[node_id]
-        peer = f"{address[0]}:{address[1]}"
         failures = 0
         while True:
+            address = self._peers[node_id]  # read at each connect: a peer may move
+            peer = f"{address[0]}:{address[1]}"
             try:
                 with trio.fail_after(self._connect_timeout_s + self._handshake_s()):
                     stream = await self._connect(node_id, address)

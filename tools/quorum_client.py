@@ -128,6 +128,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
                            f"not {cluster_id}")
     return {"leader_id": response.leader_id, "leader_epoch": response.leader_epoch,
             "high_watermark": response.high_watermark,
+            "kraft_version": response.kraft_version,
             "leader_address": reply.get("leader_address"),
             "cluster_id": reply.get("cluster_id", ""),
             "voters": [_replica(r) for r in response.current_voters],

@@ -2,14 +2,16 @@
 running throughout: grow 3 -> 5 voters with `kraft quorum add-controller`, shrink 5 -> 3
 with `kraft quorum remove-controller`, and replace a voter whose data directory was
 deleted (formatted anew: a new directory id; its old key removed, its new key added).
-Every acknowledged append is in every voter's log afterwards, at its offset and epoch,
-and the voters' logs are the same records."""
+A voter restarted on a new port has its voter entry updated by itself (UpdateRaftVoter)
+and the others dial it there. Every acknowledged append is in every voter's log
+afterwards, at its offset and epoch, and the voters' logs are the same records."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,10 @@ from typing import Any
 import pytest
 
 from raft.storage import format_log_dir, read_meta_properties
-from tests.support.quorum_support import FAST_SETTINGS, dump_log, kraft, wait_until
+from tests.support.quorum_support import FAST_SETTINGS, dump_log, kraft, log_events, wait_until
 from tools.cluster import Cluster, ClusterError
+from tools.config import to_toml
+from tools.ports import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -81,6 +85,14 @@ def status(cluster: Cluster) -> dict[str, Any]:
 
 def voter_ids(cluster: Cluster) -> list[int]:
     return sorted(v["id"] for v in status(cluster)["CurrentVoters"])
+
+
+def feature_level(cluster: Cluster) -> int:
+    """`kraft features describe`'s finalized kraft.version."""
+    described = kraft("features", "--cluster", str(cluster.directory), "describe", "--json")
+    assert described.returncode == 0, described.stderr
+    level: int = json.loads(described.stdout)["finalized_version_level"]
+    return level
 
 
 def directory_of(cluster: Cluster, node_id: int) -> str:
@@ -182,12 +194,13 @@ def test_static_quorum_upgraded_then_grown_when_kraft_version_raised(tmp_path: P
         cluster.wait_for_leader(20)
         with Workload(cluster) as workload:
             workload.wait_for_more(20)
+            assert feature_level(cluster) == 0
+            assert status(cluster)["KRaftVersion"] == 0
             result = kraft("features", "--cluster", str(cluster.directory), "upgrade",
                            "--feature", "kraft.version=1", "--json")
             assert result.returncode == 0, result.stderr
-            described = kraft("features", "--cluster", str(cluster.directory), "describe",
-                              "--json")
-            assert json.loads(described.stdout)["finalized_version_level"] == 1
+            assert feature_level(cluster) == 1
+            assert status(cluster)["KRaftVersion"] == 1
             workload.wait_for_more(20)
             node = cluster.add_controller_node()
             cluster.start_node(node.id)
@@ -197,3 +210,61 @@ def test_static_quorum_upgraded_then_grown_when_kraft_version_raised(tmp_path: P
         check_logs(cluster, [1, 2, 3, 4], workload.acked)
     finally:
         cluster.kill_all_started()
+
+
+def move_to_new_port(cluster: Cluster, node_id: int) -> str:
+    """Stop the node, give its controller listener a free port (its node.toml and
+    cluster.json), start it again; its new address."""
+    cluster.stop_node(node_id)
+    info = cluster.node(node_id)
+    address = f"127.0.0.1:{free_ports(1)[0]}"
+    settings = tomllib.loads(Path(info.config).read_text())
+    settings["listeners"] = f"CONTROLLER://{address}"
+    Path(info.config).write_text(to_toml(settings))
+    info.controller_address = address
+    cluster.save()
+    cluster.start_node(node_id)
+    return address
+
+
+def dialled(cluster: Cluster, node_id: int, peer_id: int, address: str) -> bool:
+    """Whether `node_id`'s transport connected to voter `peer_id` at `address`."""
+    return any(e.get("msg") == "connected" and e.get("dst") == peer_id
+               and e.get("peer") == address for e in log_events(cluster, node_id))
+
+
+def test_voter_restarted_on_a_new_port_has_its_endpoint_updated(
+        dynamic_cluster: Cluster) -> None:
+    """Nothing but the restart: the voter sends UpdateRaftVoter itself, the leader's
+    DescribeQuorum names the new endpoint, the other voters dial it there, and the
+    quorum commits, also after the leader is stopped (the moved voter's vote counts)."""
+    cluster = dynamic_cluster
+    with Workload(cluster) as workload:
+        workload.wait_for_more(20)
+        leader = status(cluster)["LeaderId"]
+        moved = next(n for n in (1, 2, 3) if n != leader)
+        old = cluster.node(moved).controller_address
+        new = move_to_new_port(cluster, moved)
+        entry = {"id": moved, "directoryId": directory_of(cluster, moved),
+                 "endpoints": [f"CONTROLLER://{new}"]}
+
+        def voters_with_new_entry() -> list[dict[str, Any]] | None:
+            voters: list[dict[str, Any]] = status(cluster)["CurrentVoters"]
+            return voters if entry in voters else None
+        voters = wait_until(voters_with_new_entry, 30,
+                            f"node {moved}'s new endpoint {new} in the voter set")
+        assert {v["id"]: v["endpoints"] for v in voters} == {
+            n: [f"CONTROLLER://{cluster.node(n).controller_address}"] for n in (1, 2, 3)}, \
+            f"only node {moved} moved (from {old})"
+        text = kraft("quorum", "describe", "--cluster", str(cluster.directory), "--status")
+        assert text.returncode == 0, text.stderr
+        assert f"CONTROLLER://{new}" in text.stdout
+        assert "KRaftVersion:         1\n" in text.stdout
+        workload.wait_for_more(20)
+        for other in (n for n in (1, 2, 3) if n != moved):
+            wait_until(lambda other=other: dialled(cluster, other, moved, new), 20,
+                       f"node {other} to connect to node {moved} at {new}")
+        cluster.stop_node(leader)
+        workload.wait_for_more(20)
+    remaining = [n for n in (1, 2, 3) if n != leader]
+    check_logs(cluster, remaining, workload.acked)

@@ -87,8 +87,9 @@ def test_cli_describes_status_and_replication_when_asked_any_voter(
     assert status.returncode == 0, status.stderr
     view = json.loads(status.stdout)
     assert set(view) == {"ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark",
-                         "MaxFollowerLag", "MaxFollowerLagTimeMs", "CurrentVoters",
-                         "CurrentObservers"}
+                         "MaxFollowerLag", "MaxFollowerLagTimeMs", "KRaftVersion",
+                         "CurrentVoters", "CurrentObservers"}
+    assert view["KRaftVersion"] == 0  # a static quorum
     assert view["ClusterId"] == cluster.cluster_id
     assert view["LeaderId"] != follower
     assert view["HighWatermark"] >= 22

@@ -169,6 +169,28 @@ async def test_outbound_connection_reconnects_when_peer_restarts() -> None:
             nursery.cancel_scope.cancel()
 
 
+async def test_outbound_connection_dials_the_new_address_when_a_peer_moves() -> None:
+    """A voter restarted on a new port (KIP-853: its VotersRecord entry updated): the
+    next connect goes to the address `add_peer` gave, not the configured one."""
+    old_listeners, old_port = await _listener()
+    for listener in old_listeners:
+        await listener.aclose()  # nobody listens at the old address any more
+    listeners, port = await _listener()
+    got = Recorder()
+    server = TcpTransport(node_id=2, peers={}, handler=got, listeners=listeners)
+    client = TcpTransport(node_id=1, peers={2: ("127.0.0.1", old_port)}, handler=Recorder(),
+                          backoff_min_s=0.01, backoff_max_s=0.05)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            await nursery.start(client.serve)
+            client.add_peer(2, ("127.0.0.1", port))
+            client.send_to_peer(2, _frame("Ping", 1))
+            await got.wait(1)
+            assert client.is_connected(2)
+            nursery.cancel_scope.cancel()
+
+
 async def _inbound_pair(nursery: trio.Nursery) -> tuple[TcpTransport, int, trio.SocketStream]:
     """Transport 1 serving, a bare client connected to it that sent one request:
     (the transport, the inbound connection's id, the client's stream)."""

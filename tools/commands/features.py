@@ -63,7 +63,7 @@ def _state(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
 
 def _describe(args: argparse.Namespace) -> int:
     _, state = _state(args)
-    level = 1 if state.get("nodes") else 0  # only a dynamic quorum's leader names nodes
+    level = state["kraft_version"]  # the leader's, in its DescribeQuorum answer
     if args.json:
         print(json.dumps({"feature": FEATURE, "supported_min_version": 0,
                           "supported_max_version": MAX_VERSION,

@@ -261,7 +261,9 @@ def _restart(args: argparse.Namespace) -> int:
 def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
                 endpoints: dict[int, list[str]] | None = None) -> dict[str, Any]:
     """kafka-metadata-quorum.sh --status fields from a DescribeQuorum description; each
-    voter with its endpoints (`endpoints`: id -> ["CONTROLLER://HOST:PORT", ...])."""
+    voter with its endpoints (`endpoints`: id -> ["CONTROLLER://HOST:PORT", ...]); and
+    the quorum's kraft.version when the description has it (the controllers' answer
+    does; Kafka's DescribeQuorum, asked through a broker, carries none)."""
     voters = state["voters"]
     leader = next((v for v in voters if v["replica_id"] == state["leader_id"]), None)
     leader_end = leader["log_end_offset"] if leader else state["high_watermark"]
@@ -284,6 +286,7 @@ def status_view(state: dict[str, Any], cluster_id: str, now_ms: int,
             "LeaderId": state["leader_id"], "LeaderEpoch": state["leader_epoch"],
             "HighWatermark": state["high_watermark"], "MaxFollowerLag": max(lag, 0),
             "MaxFollowerLagTimeMs": lag_time,
+            **({"KRaftVersion": state["kraft_version"]} if "kraft_version" in state else {}),
             "CurrentVoters": [{"id": v["replica_id"], **_directory(v),
                                "endpoints": endpoints.get(v["replica_id"], [])}
                               for v in voters],

@@ -7,7 +7,8 @@ runs beside the loop: the RPC host that serves the apis and gates every request
 node, the metadata controller on voters, the broker role on brokers, the snapshot writer
 on both, and Prometheus metrics when `metrics.listener` is set), with TLS on the
 listeners mapped to SSL (`tools.server.node_tls`). The node is returned built but not yet
-running.
+running. The core is told the controller endpoint the node advertises, so a voter of a
+dynamic quorum restarted on a new one has its voter entry updated (KIP-853).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from metadata.snapshot_loader import load_snapshot_image, load_start_image
 from metadata.snapshot_policy import Retention
 from metadata.snapshot_writer import LogSize, install_snapshotter
 from raft.common.uuid import Uuid
+from raft.control_records import Endpoint
 from raft.core import RaftConfig
 from raft.log import DiskLog
 from raft.node import RaftNode
@@ -35,7 +37,7 @@ from raft.storage import open_log_dir, read_quorum_state, write_quorum_state
 from raft.transport import TcpTransport
 from raft.types import SnapshotId
 from raft.voters import VoterSet, read_bootstrap_voters
-from tools.config import NodeConfig
+from tools.config import WILDCARD_HOST, NodeConfig
 from tools.server.append_api import install_append_api
 from tools.server.durability import install_durability
 from tools.server.faults import node_faults
@@ -55,6 +57,19 @@ def raft_config(config: NodeConfig, bootstrap_voters: VoterSet | None = None) ->
                       fetch_max_wait_ms=config.fetch_max_wait_ms,
                       fetch_max_bytes=config.fetch_max_bytes, pre_vote=config.pre_vote,
                       fetch_snapshot_max_bytes=config.fetch_snapshot_max_bytes)
+
+
+def advertised_controller_endpoints(config: NodeConfig) -> tuple[Endpoint, ...]:
+    """The controller listener as this node advertises it (`advertised.listeners`,
+    else `listeners`); none when it serves no controller listener or advertises a
+    wildcard, which nobody can dial (its voter entry keeps the formatted endpoint)."""
+    name = config.controller_listener_name
+    if config.controller_address is None or name is None:
+        return ()
+    host, port = config.advertised_listeners[name]
+    if host in (WILDCARD_HOST, "::"):
+        return ()
+    return (Endpoint(name=name, host=host, port=port),)
 
 
 @dataclass(eq=False)
@@ -117,7 +132,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
                     publish_from=start.replay_from,
                     snapshots=DiskSnapshotStore(disk_log.directory),
                     # a controller may be added as a voter; a broker-only node never is
-                    observer_flushes="controller" in config.roles)
+                    observer_flushes="controller" in config.roles,
+                    listeners=advertised_controller_endpoints(config))
     rpc = RpcHost(node)
     built = BuiltNode(node, rpc, [disk_log.close])
     checkpoint_high_watermark = install_durability(node)

@@ -103,6 +103,13 @@ def test_status_lists_voters_with_endpoints_and_human_lag_time() -> None:
     text = quorum.status_text(view, human_readable=True)
     assert 'CurrentVoters:        [{"id": 1, "endpoints": []}' in text
     assert "MaxFollowerLagTimeMs: 1 ms" in text
+    assert "KRaftVersion" not in view  # a broker's answer (Kafka's) carries none
+
+
+def test_status_shows_the_kraft_version_the_leader_answered() -> None:
+    view = quorum.status_view({**STATE, "kraft_version": 1}, "", 5000)
+    assert view["KRaftVersion"] == 1
+    assert "KRaftVersion:         1" in quorum.status_text(view)
 
 
 def test_version_and_log_level(capsys: pytest.CaptureFixture[str]) -> None:
