@@ -5,6 +5,7 @@ held port is what `busy_ports` reports, a closed one is not."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def test_busy_ports_names_the_listening_ones_only() -> None:
 
 
 def test_add_node_takes_the_port_after_the_clusters_highest(tmp_path: Path) -> None:
-    base = free_ports(1)[0]
+    base = _consecutive_free_ports(6)
     made = Cluster.create(tmp_path / "c", voters=3, brokers=1, base_port=base)
     loaded = Cluster.load(made.directory)
     assert loaded.base_port == base  # voters base..base+2, broker base+3, status base+4
@@ -39,27 +40,29 @@ def test_add_node_takes_the_port_after_the_clusters_highest(tmp_path: Path) -> N
         f"{HOST}:{base + 5}"
 
 
-def _held_after_a_free_port() -> tuple[int, socket.socket]:
-    """A free port and a held socket on the port after it: taken together, so no other
-    process on the host can own the next port by chance (it failed once so)."""
+def _consecutive_free_ports(count: int) -> int:
+    """The first of `count` consecutive ports free together (each bound at once, then
+    let go): the launcher's ports are base + k, and on a busy host another process's
+    port can sit at any k (it failed once so)."""
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            base = probe.getsockname()[1]
-            squatter = socket.socket()
+        with contextlib.ExitStack() as held:
+            first = held.enter_context(socket.socket())
+            first.bind((HOST, 0))
+            base = first.getsockname()[1]
             try:
-                squatter.bind((HOST, base + 1))
+                for offset in range(1, count):
+                    held.enter_context(socket.socket()).bind((HOST, base + offset))
             except OSError:
-                squatter.close()
                 continue
-        squatter.listen()
-        return base, squatter
-    raise AssertionError("no two consecutive free ports in 100 tries")
+            return base
+    raise AssertionError(f"no {count} consecutive free ports in 100 tries")
 
 
 def test_add_node_refuses_a_held_next_port(tmp_path: Path) -> None:
-    base, held = _held_after_a_free_port()
-    with held:
+    base = _consecutive_free_ports(2)
+    with socket.socket() as held:
+        held.bind((HOST, base + 1))
+        held.listen()
         made = Cluster.create(tmp_path / "c", voters=1, base_port=base)
         with pytest.raises(ClusterError, match=rf"port in use by another process: "
                            rf"{HOST}:{base + 1} \(node 2\)"):
