@@ -76,7 +76,6 @@ from tools.config.parsers import (
     parse_protocol_map,
     parse_replica_routes,
     parse_voters,
-    tls_settings,
 )
 from tools.config.toml_writer import to_toml
 
@@ -88,5 +87,5 @@ __all__ = [
     "ConfigError", "Key", "NodeConfig", "bind_address", "canonical_key", "client_properties",
     "flatten", "from_mapping", "load", "load_client_properties", "parse_address",
     "parse_listeners", "parse_metrics_listener", "parse_plain_users", "parse_protocol_map",
-    "parse_replica_routes", "parse_voters", "reference_table", "tls_settings", "to_toml",
+    "parse_replica_routes", "parse_voters", "reference_table", "to_toml",
 ]

@@ -16,13 +16,13 @@ from tools.config.parsers import (
     TLS_PROTOCOLS,
     ConfigError,
     optional_str,
-    tls_settings,
+    pop_tls_settings,
 )
 from tools.properties import PropertiesError, parse_properties
 
 CLIENT_SSL_KEYS = tuple(k for k in KEYS if k.name.startswith("ssl.")
                         and k.name != "ssl.client.auth")
-# every ssl.* key, ssl.client.auth included: the attributes `tls_settings` reads
+# every ssl.* key, ssl.client.auth included: the fields of TlsSettings
 CLIENT_TLS_SHAPE = tuple(k for k in KEYS if k.name.startswith("ssl."))
 
 
@@ -33,29 +33,13 @@ class ClientProperties:
     e.g. the SASL ones, for the layers that read them)."""
 
     security_protocol: str = "PLAINTEXT"  # not a node key: a client's own
-    # The ssl.* keys: no defaults here, `client_properties` gives each its key's default.
-    ssl_keystore_location: str
-    ssl_keystore_type: str
-    ssl_keystore_password: str
-    ssl_keystore_certificate_chain: str
-    ssl_keystore_key: str
-    ssl_key_password: str
-    ssl_truststore_location: str
-    ssl_truststore_type: str
-    ssl_truststore_password: str
-    ssl_truststore_certificates: str
-    ssl_client_auth: str  # not a client key; here so tls_settings reads one shape
-    ssl_endpoint_identification_algorithm: str
+    tls: TlsSettings  # the ssl.* keys; client_auth unused by a client
     other: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
     @property
     def uses_tls(self) -> bool:
         return self.security_protocol in TLS_PROTOCOLS
-
-    @property
-    def tls(self) -> TlsSettings:
-        return tls_settings(self)
 
 
 def client_properties(raw: Mapping[str, str], source: str = "") -> ClientProperties:
@@ -85,7 +69,7 @@ def client_properties(raw: Mapping[str, str], source: str = "") -> ClientPropert
                 other[name] = str(value)
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.detail, source) from None
-    return ClientProperties(**values, other=other, source=source)
+    return ClientProperties(tls=pop_tls_settings(values), **values, other=other, source=source)
 
 
 def load_client_properties(path: str | Path) -> ClientProperties:

@@ -29,6 +29,7 @@ from tools.config.parsers import (
     parse_protocol_map,
     parse_replica_routes,
     parse_voters,
+    pop_tls_settings,
 )
 from tools.config.security import (
     LISTENER_CLIENT_AUTH_KEY,
@@ -113,6 +114,7 @@ def _build(values: dict[str, Any], written: Mapping[str, str]) -> NodeConfig:
     config = NodeConfig(roles=roles, voters=voters, listeners={
         n: bind_address(a) for n, a in listeners.items()}, advertised_listeners=advertised,
         protocol_map=protocols, bootstrap_servers=bootstrap, replica_routes=replica_routes,
+        tls=pop_tls_settings(values),
         log_dir=_log_dir(values.pop("log_dirs"), values.pop("single_log_dir"),
                          values.pop("metadata_log_dir")), **values)
     _check_quorum(config, voters_text, bootstrap)

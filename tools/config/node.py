@@ -18,7 +18,6 @@ from tools.config.parsers import (
     TLS_PROTOCOLS,
     Address,
     parse_plain_users,
-    tls_settings,
 )
 
 
@@ -75,18 +74,7 @@ class NodeConfig:
     max_snapshot_interval_ms: int
     fetch_snapshot_max_bytes: int
     metrics_listener: str  # http(s)://HOST:PORT; "" off (tools.metrics)
-    ssl_keystore_location: str
-    ssl_keystore_type: str
-    ssl_keystore_password: str
-    ssl_keystore_certificate_chain: str
-    ssl_keystore_key: str
-    ssl_key_password: str
-    ssl_truststore_location: str
-    ssl_truststore_type: str
-    ssl_truststore_password: str
-    ssl_truststore_certificates: str
-    ssl_client_auth: str
-    ssl_endpoint_identification_algorithm: str
+    tls: TlsSettings  # the ssl.* keys
     fault_injection_file: str
     replica_routes: dict[int, Address]  # test-only
     source: str = field(default="", compare=False)
@@ -95,11 +83,6 @@ class NodeConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
-
-    @property
-    def tls(self) -> TlsSettings:
-        """The node's `ssl.*` keys, for `raft.common.tls` (its listeners and clients)."""
-        return tls_settings(self)
 
     def listener_protocol(self, name: str | None) -> str:
         """The security protocol of listener `name` (PLAINTEXT when it has none)."""
@@ -116,7 +99,7 @@ class NodeConfig:
         if listener in self.listener_client_auth:
             return self.listener_client_auth[listener]
         return "none" if self.listener_protocol(listener) == "SASL_SSL" \
-            else self.ssl_client_auth
+            else self.tls.client_auth
 
     @property
     def controller_listener_name(self) -> str | None:

@@ -231,18 +231,11 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 
-def tls_settings(values: Any) -> TlsSettings:
-    """`TlsSettings` from anything holding the `ssl_*` attributes (a NodeConfig, a
-    ClientProperties)."""
-    return TlsSettings(
-        keystore_location=values.ssl_keystore_location,
-        keystore_type=values.ssl_keystore_type,
-        keystore_password=values.ssl_keystore_password,
-        keystore_certificate_chain=values.ssl_keystore_certificate_chain,
-        keystore_key=values.ssl_keystore_key, key_password=values.ssl_key_password,
-        truststore_location=values.ssl_truststore_location,
-        truststore_type=values.ssl_truststore_type,
-        truststore_password=values.ssl_truststore_password,
-        truststore_certificates=values.ssl_truststore_certificates,
-        client_auth=values.ssl_client_auth,
-        endpoint_identification_algorithm=values.ssl_endpoint_identification_algorithm)
+TLS_ATTRIBUTE_PREFIX = "ssl_"  # the key table's `ssl.*` attributes: TlsSettings' fields
+
+
+def pop_tls_settings(values: dict[str, Any]) -> TlsSettings:
+    """The `ssl_*` attributes the key table gives (a node's or a client's), taken out of
+    `values` into one `TlsSettings`."""
+    return TlsSettings(**{name.removeprefix(TLS_ATTRIBUTE_PREFIX): values.pop(name)
+                          for name in list(values) if name.startswith(TLS_ATTRIBUTE_PREFIX)})

@@ -37,14 +37,14 @@ def check_tls(config: NodeConfig, name: Callable[[str], str]) -> None:
     """The keys an SSL listener (or https metrics) needs, checked at start; whether the
     files load is checked when the contexts are built (`tools.server.build`)."""
     tls_listeners = [n for n in config.listeners if config.is_tls(n)]
-    if config.ssl_keystore_location and (config.ssl_keystore_certificate_chain
-                                         or config.ssl_keystore_key):
+    if config.tls.keystore_location and (config.tls.keystore_certificate_chain
+                                         or config.tls.keystore_key):
         raise ConfigError(name("ssl.keystore.location"), "give a keystore file or "
                           "ssl.keystore.certificate.chain and ssl.keystore.key, not both")
-    if bool(config.ssl_keystore_certificate_chain) != bool(config.ssl_keystore_key):
+    if bool(config.tls.keystore_certificate_chain) != bool(config.tls.keystore_key):
         raise ConfigError(name("ssl.keystore.key"), "ssl.keystore.certificate.chain and "
                           "ssl.keystore.key go together")
-    if config.ssl_truststore_location and config.ssl_truststore_certificates:
+    if config.tls.truststore_location and config.tls.truststore_certificates:
         raise ConfigError(name("ssl.truststore.location"), "give a truststore file or "
                           "ssl.truststore.certificates, not both")
     if tls_listeners and not config.tls.has_keystore:
@@ -53,9 +53,9 @@ def check_tls(config: NodeConfig, name: Callable[[str], str]) -> None:
                           "(ssl.keystore.location, or ssl.keystore.certificate.chain and "
                           "ssl.keystore.key)")
     if config.metrics_listener.strip().lower().startswith("https:") and (
-            not config.ssl_keystore_location or config.ssl_keystore_type != "PEM"
-            or config.ssl_key_password or (config.ssl_client_auth != "none" and (
-                not config.ssl_truststore_location or config.ssl_truststore_type != "PEM"))):
+            not config.tls.keystore_location or config.tls.keystore_type != "PEM"
+            or config.tls.key_password or (config.tls.client_auth != "none" and (
+                not config.tls.truststore_location or config.tls.truststore_type != "PEM"))):
         raise ConfigError(name("metrics.listener"), "https metrics are served from PEM files: "
                           "set ssl.keystore.location (ssl.keystore.type=PEM, an unencrypted "
                           "key) and, with ssl.client.auth, ssl.truststore.location (PEM)")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from raft.common.tls import TlsSettings
 from raft.core import RaftConfig
 from tools.config import (
     CLIENT_SSL_KEYS,
@@ -21,6 +22,7 @@ from tools.config import (
     client_properties,
     from_mapping,
 )
+from tools.config.parsers import TLS_ATTRIBUTE_PREFIX
 from tools.server.build import raft_config
 
 CONTROLLER = {"node.id": 1, "process.roles": "controller",
@@ -41,6 +43,20 @@ RAFT_ATTRIBUTES = frozenset({"election_timeout_ms", "fetch_timeout_ms",
                              "fetch_max_wait_ms", "fetch_max_bytes", "pre_vote",
                              "fetch_snapshot_max_bytes"})
 NODE_FIELDS = {f.name for f in dataclasses.fields(NodeConfig)}
+TLS_FIELDS = {f.name for f in dataclasses.fields(TlsSettings)}
+
+
+def value_of(config: NodeConfig | ClientProperties, attribute: str) -> Any:
+    """A key's value in a loaded config: the `ssl_*` keys live in its `tls`."""
+    if attribute.startswith(TLS_ATTRIBUTE_PREFIX):
+        return getattr(config.tls, attribute.removeprefix(TLS_ATTRIBUTE_PREFIX))
+    return getattr(config, attribute)
+
+
+def is_node_value(attribute: str) -> bool:
+    return attribute in NODE_FIELDS or (attribute.startswith(TLS_ATTRIBUTE_PREFIX) and
+                                        attribute.removeprefix(TLS_ATTRIBUTE_PREFIX)
+                                        in TLS_FIELDS)
 
 
 def optional(key: Key) -> bool:
@@ -63,10 +79,10 @@ def test_a_key_given_its_default_reads_as_one_left_out(key: Key) -> None:
     assert from_mapping({**base, key.name: as_written(key.default)}) == from_mapping(base)
 
 
-@pytest.mark.parametrize("key", [k for k in KEYS if optional(k) and k.attribute in NODE_FIELDS
+@pytest.mark.parametrize("key", [k for k in KEYS if optional(k) and is_node_value(k.attribute)
                                  and k.attribute not in PARSED], ids=lambda k: k.name)
 def test_a_key_left_out_yields_its_default(key: Key) -> None:
-    assert getattr(from_mapping(base_without(key.name)), key.attribute) == key.default
+    assert value_of(from_mapping(base_without(key.name)), key.attribute) == key.default
 
 
 def test_a_left_out_pattern_key_yields_nothing() -> None:
@@ -86,7 +102,7 @@ def test_every_key_sets_a_node_config_field_or_one_derived_in_the_loader() -> No
     derived = {"listener_specs": "listeners", "advertised_specs": "advertised_listeners",
                "log_dirs": "log_dir", "single_log_dir": "log_dir", "metadata_log_dir": "log_dir"}
     for key in KEYS:
-        assert derived.get(key.attribute, key.attribute) in NODE_FIELDS, key.name
+        assert is_node_value(derived.get(key.attribute, key.attribute)), key.name
 
 
 def test_the_raft_keys_defaults_are_raft_configs() -> None:
@@ -120,10 +136,15 @@ def test_a_raft_key_given_reaches_the_raft_config() -> None:
 
 def test_client_properties_left_out_yield_the_keys_defaults() -> None:
     client = client_properties({})
-    assert {k.attribute: getattr(client, k.attribute) for k in CLIENT_SSL_KEYS} == \
+    assert {k.attribute: value_of(client, k.attribute) for k in CLIENT_SSL_KEYS} == \
         {k.attribute: k.default for k in CLIENT_SSL_KEYS}
-    with_default = [f.name for f in dataclasses.fields(ClientProperties)
-                    if f.name in {k.attribute for k in KEYS}
-                    and (f.default is not dataclasses.MISSING
-                         or f.default_factory is not dataclasses.MISSING)]
-    assert with_default == []
+    assert [f.name for f in dataclasses.fields(ClientProperties) if f.name == "tls"
+            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING] \
+        == ["tls"]
+
+
+def test_the_ssl_keys_are_the_fields_of_tls_settings() -> None:
+    """The key table's `ssl.*` keys and TlsSettings' fields are one set: a key added to
+    one only would be dropped (or fail) when a config is loaded."""
+    assert {k.attribute.removeprefix(TLS_ATTRIBUTE_PREFIX) for k in KEYS
+            if k.name.startswith("ssl.")} == TLS_FIELDS
