@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from broker.dataplane.divergence import diverging_epoch
 from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
@@ -82,21 +83,15 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
         out = _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
         out["log_start_offset"] = start
         return out
-    last_fetched_epoch = int(getattr(part, "last_fetched_epoch", -1))
-    if replica_id >= 0 and last_fetched_epoch >= 0:
-        # a follower whose last epoch ends earlier here (or is unknown here) has
-        # diverged: tell it where to truncate instead of sending records
-        epoch, epoch_end = state.log.end_offset_for_epoch(last_fetched_epoch)
-        if epoch < 0:  # no common epoch at all: truncate to the log start
-            epoch_end = start
-        # (at the start, an epoch unknown here is one retention deleted: no divergence)
-        if (epoch != last_fetched_epoch or epoch_end < offset) and \
-                not (epoch < 0 and offset == start):
-            return {"partition_index": index, "error_code": 0,
-                    "high_watermark": state.high_watermark,
-                    "last_stable_offset": state.high_watermark,
-                    "log_start_offset": start, "records": None,
-                    "diverging_epoch": {"epoch": epoch, "end_offset": epoch_end}}
+    diverging = None if replica_id < 0 else diverging_epoch(
+        state.log.end_offset_for_epoch, log_start=start, fetch_offset=offset,
+        last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)))
+    if diverging is not None:  # tell the follower where to truncate, not records
+        return {"partition_index": index, "error_code": 0,
+                "high_watermark": state.high_watermark,
+                "last_stable_offset": state.high_watermark,
+                "log_start_offset": start, "records": None,
+                "diverging_epoch": {"epoch": diverging[0], "end_offset": diverging[1]}}
     if offset > end:
         return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
     if replica_id >= 0:

@@ -32,6 +32,7 @@ from operator import itemgetter
 import trio
 from kio.schema.fetch.v13.request import FetchRequest
 
+from broker.dataplane.divergence import truncation_offset
 from broker.kafka.admin.metadata_api import broker_endpoints, from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
@@ -229,18 +230,21 @@ class ReplicaFetcher:
                         continue
                     diverging = data.diverging_epoch
                     if diverging.end_offset >= 0 or diverging.epoch >= 0:
-                        await self._truncate(entry[0], int(diverging.end_offset))
+                        await self._truncate(entry[0], (int(diverging.epoch),
+                                                        int(diverging.end_offset)))
                         continue
                     await self._append(entry[0], data.records or b"", int(data.high_watermark))
                     await self._follow_log_start(entry[0], int(data.log_start_offset))
             if failed:
                 await trio.sleep(RETRY_BACKOFF_S)
 
-    async def _truncate(self, state: PartitionState, end_offset: int) -> None:
-        """The leader says our log diverged: keep only offsets below `end_offset` (the
-        end of our last common epoch) and fetch again from there."""
+    async def _truncate(self, state: PartitionState, diverging: tuple[int, int]) -> None:
+        """The leader says our log diverged: keep only what its epochs and ours agree on
+        (`truncation_offset`) and fetch again from there."""
         async with state.lock:
-            await trio.to_thread.run_sync(state.log.truncate_to, max(0, end_offset))
+            end_offset = truncation_offset(diverging, state.log.end_offset_for_epoch,
+                                           state.log.log_end_offset)
+            await trio.to_thread.run_sync(state.log.truncate_to, end_offset)
         state.high_watermark = min(state.high_watermark, state.log.log_end_offset)
 
     async def _reset(self, state: PartitionState, leader_start: int) -> None:

@@ -31,8 +31,9 @@ from collections.abc import Callable
 
 import trio
 
+from broker.dataplane.progress import PendingIsr
 from broker.kafka.context import BrokerContext
-from broker.kafka.replication.replica import PartitionState, PendingIsr
+from broker.kafka.replication.replica import PartitionState
 from metadata.admin import (
     AlterPartitionData,
     AlterPartitionRequest,

@@ -1,0 +1,56 @@
+"""Log divergence between a partition's leader and a follower, by leader epochs (Kafka's
+KIP-101/KIP-279 rules, which Fetch v12+ answers inline as `diverging_epoch`).
+
+Both sides look epochs up in their own leader-epoch cache: `end_offset_for_epoch(e)`
+gives (the largest epoch <= e the log has, the offset where that epoch ends), or
+(-1, -1) when the log has no such epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+EpochLookup = Callable[[int], tuple[int, int]]  # epoch -> (largest epoch <= it, its end)
+
+
+def diverging_epoch(leader_epochs: EpochLookup, *, log_start: int, fetch_offset: int,
+                    last_fetched_epoch: int) -> tuple[int, int] | None:
+    """The leader's `diverging_epoch` answer (epoch, end offset) to a follower fetching at
+    `fetch_offset` whose last record has `last_fetched_epoch`; None when the follower's
+    log may go on from there. A follower whose last epoch ends earlier in the leader's log,
+    or is one the leader never had, has diverged. No common epoch at all: truncate to the
+    log start (where an epoch the leader does not know is one retention deleted, which is
+    no divergence)."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end = leader_epochs(last_fetched_epoch)
+    if epoch < 0:
+        end = log_start
+    if (epoch != last_fetched_epoch or end < fetch_offset) and \
+            not (epoch < 0 and fetch_offset == log_start):
+        return epoch, end
+    return None
+
+
+def truncation_offset(diverging: tuple[int, int], own_epochs: EpochLookup,
+                      own_log_end: int) -> int:
+    """Where a follower told `diverging` = (epoch E, the leader's end of E) truncates its
+    log (KIP-279, as Kafka's fetcher): it has E too: below both ends of E; its largest
+    epoch up to E is an earlier one: below its own end of that epoch (its next fetch asks
+    again from there); it has none: every record it holds is of a later epoch than any the
+    leader has there, so none is kept (0: down to its log start). The leader answered
+    with no epoch (-1, its log start): below that.
+
+    Taking the leader's end alone when the follower's own epoch ended earlier keeps
+    records of a later epoch the leader never had, at offsets the leader filled in E: the
+    follower would be told the same at every fetch and never converge. Each answer makes
+    the follower's last epoch agree or move strictly down, so the exchange ends."""
+    epoch, leader_end = diverging
+    if epoch < 0:
+        return max(0, min(leader_end, own_log_end))
+    own_epoch, own_end = own_epochs(epoch)
+    if own_epoch < 0:
+        return 0
+    if own_epoch != epoch:
+        return max(0, min(own_end, own_log_end))
+    return max(0, min(leader_end, own_end, own_log_end))
