@@ -4,11 +4,29 @@ the broker's image of the partition, which may lag the controller's)."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from metadata.image import PartitionImage
+from raft.common.errors import ErrorCode
+
+# refused because this leader decided on an older state: the image will show the newer
+WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.INVALID_UPDATE_VERSION,
+                                  ErrorCode.FENCED_LEADER_EPOCH,
+                                  ErrorCode.NOT_LEADER_OR_FOLLOWER})
+
+
+class AlterOutcome(enum.Enum):
+    """What the controller's answer to a proposed ISR meant (see `LeaderProgress.answered`)."""
+
+    UNCHANGED = "unchanged"  # the ISR already was so: nothing written
+    CHANGED = "changed"  # written: it counts until the image shows it
+    WAIT_FOR_IMAGE = "wait"  # refused on an older state: the image will show the newer
+    REFUSED = "refused"  # nothing written: decide again from the image
+    STALE = "stale"  # the image moved on meanwhile: the answer is about an old state
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,3 +175,45 @@ class LeaderProgress:
             self.notify()
             return True
         return False
+
+    def next_proposal(self, partition: PartitionImage, leader_id: int, now: float, *,
+                      lag_time_max_s: float, eligible: frozenset[int]
+                      ) -> tuple[int, ...] | None:
+        """The ISR to send the controller now, marked pending, or None. A pending ISR
+        whose outcome is unknown is sent again unchanged once due, never dropped: the
+        controller may have committed it, and then its additions must keep counting until
+        the image shows them."""
+        pending = self.pending_isr
+        if pending is not None and pending.is_based_on(partition):
+            if now < pending.resend_at:
+                return None
+            self.pending_isr = dataclasses.replace(pending, resend_at=math.inf)
+            return pending.isr
+        proposal = self.isr_proposal(partition, leader_id, now,
+                                     lag_time_max_s=lag_time_max_s, eligible=eligible)
+        if proposal is not None:
+            self.pending_isr = PendingIsr(isr=proposal, leader_epoch=partition.leader_epoch,
+                                          partition_epoch=partition.partition_epoch)
+        return proposal
+
+    def unanswered(self, partition: PartitionImage, now: float) -> None:
+        """The proposal's outcome is unknown: send the same ISR again next round."""
+        pending = self.pending_isr
+        if pending is not None and pending.is_based_on(partition):
+            self.pending_isr = dataclasses.replace(pending, resend_at=now)
+
+    def answered(self, partition: PartitionImage, error_code: int, partition_epoch: int,
+                 now: float, image_wait_s: float) -> AlterOutcome:
+        """The controller's answer to the ISR proposed on `partition`'s state."""
+        pending = self.pending_isr
+        if pending is None or not pending.is_based_on(partition):
+            return AlterOutcome.STALE
+        if error_code == ErrorCode.NONE and partition_epoch == partition.partition_epoch:
+            self.pending_isr = None
+            return AlterOutcome.UNCHANGED
+        if error_code == ErrorCode.NONE or error_code in WAIT_FOR_IMAGE_CODES:
+            self.pending_isr = dataclasses.replace(pending, resend_at=now + image_wait_s)
+            return AlterOutcome.CHANGED if error_code == ErrorCode.NONE \
+                else AlterOutcome.WAIT_FOR_IMAGE
+        self.pending_isr = None
+        return AlterOutcome.REFUSED

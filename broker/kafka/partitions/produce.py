@@ -57,6 +57,7 @@ from typing import Any
 
 import trio
 
+from broker.dataplane.acks import ACKED, acks_all_verdict, leadership_lost
 from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
@@ -172,26 +173,22 @@ def _min_insync_replicas(context: BrokerContext, topic_id: Any) -> int:
 async def _wait_replicated(context: BrokerContext, state: PartitionState, leader_epoch: int,
                            last: int, *, deadline: float, min_isr: int = 1
                            ) -> tuple[ErrorCode, str] | None:
-    """acks=all: wait until this leader's high watermark passes `last`; None once it
-    does. Leadership is checked first at every wake-up: once the image shows another
-    leader epoch, `state.high_watermark` is a follower's copy of the new leader's, whose
-    log may hold other records at these offsets, so it proves nothing about ours."""
+    """acks=all: wait until this leader's high watermark passes `last` (None), or
+    `acks_all_verdict` refuses, at every wake-up."""
     while True:
         current = context.replicas.partition_image(state)
-        if current is None or current.leader != context.broker_id or (
-                current.leader_epoch != leader_epoch
-                and not _still_in_log(state, leader_epoch, last)):
-            return (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    "leadership moved before the records reached the ISR")
-        # re-evaluated against the image: the controller may have shrunk the ISR
-        if state.maybe_advance_high_watermark(current, context.broker_id):
-            context.replicas.notify_data()
-        if state.high_watermark > last:
-            if len(current.isr) < min_isr:
-                return (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                        f"the ISR shrank to {list(current.isr)}, below "
-                        f"min.insync.replicas={min_isr}, before the records were acked")
-            return None
+        still_in_log = _still_in_log(state, leader_epoch, last)
+        if not leadership_lost(current, context.broker_id, leader_epoch, still_in_log):
+            assert current is not None
+            # re-evaluated against the image: the controller may have shrunk the ISR
+            if state.maybe_advance_high_watermark(current, context.broker_id):
+                context.replicas.notify_data()
+        verdict = acks_all_verdict(current, context.broker_id, leader_epoch=leader_epoch,
+                                   still_in_log=still_in_log,
+                                   high_watermark=state.high_watermark, last_offset=last,
+                                   min_isr=min_isr)
+        if verdict is not None:
+            return None if verdict == ACKED else verdict
         if trio.current_time() >= deadline:
             return ErrorCode.REQUEST_TIMED_OUT, "not replicated to the ISR in time"
         with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):

@@ -24,14 +24,12 @@ refused (Kafka's IsrShrinksPerSec, IsrExpandsPerSec and FailedIsrUpdatesPerSec).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 from collections.abc import Callable
 
 import trio
 
-from broker.dataplane.progress import PendingIsr
+from broker.dataplane.progress import AlterOutcome
 from broker.kafka.context import BrokerContext
 from broker.kafka.replication.replica import PartitionState
 from metadata.admin import (
@@ -48,10 +46,6 @@ from raft.common.uuid import Uuid
 log = logging.getLogger(__name__)
 
 MAX_CHECK_INTERVAL_S = 1.0
-# refused because this broker decided on an older state: the image will show the newer
-WAIT_FOR_IMAGE_CODES = frozenset({ErrorCode.INVALID_UPDATE_VERSION,
-                                  ErrorCode.FENCED_LEADER_EPOCH,
-                                  ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
 Proposal = tuple[PartitionState, PartitionImage, tuple[int, ...]]
 
@@ -93,19 +87,11 @@ class IsrManager:
                 context.replicas.notify_data()
             if broker_epoch is None:  # not registered yet: the controller would refuse
                 continue
-            pending = state.pending_isr
-            if pending is not None and pending.is_based_on(partition):
-                if now >= pending.resend_at:
-                    state.pending_isr = dataclasses.replace(pending, resend_at=math.inf)
-                    proposals.append((state, partition, pending.isr))
-                continue
-            new_isr = state.isr_proposal(partition, broker_id, now,
-                                         lag_time_max_s=self.lag_time_max_s,
-                                         eligible=eligible)
+            new_isr = state.next_proposal(partition, broker_id, now,
+                                          lag_time_max_s=self.lag_time_max_s,
+                                          eligible=eligible)
             if new_isr is None:
                 continue
-            state.pending_isr = PendingIsr(isr=new_isr, leader_epoch=partition.leader_epoch,
-                                           partition_epoch=partition.partition_epoch)
             log.info("proposing a new ISR", extra={
                 "topic_id": str(state.topic_id), "partition": state.partition,
                 "isr": list(partition.isr), "new_isr": list(new_isr)})
@@ -145,34 +131,26 @@ class IsrManager:
         results = {(topic.topic_id, result.partition): result
                    for topic in response.topics for result in topic.partitions}
         for state, partition, new_isr in proposals:
-            pending = state.pending_isr
-            if pending is None or not pending.is_based_on(partition):
-                continue  # the image moved on meanwhile
             result = results.get((state.topic_id, state.partition))
             fields = {"topic_id": str(state.topic_id), "partition": state.partition,
                       "new_isr": list(new_isr)}
             if result is None:
                 log.warning("AlterPartition answered without the partition", extra=fields)
-                self._resend_later([(state, partition, new_isr)], now)
-            elif result.error_code == ErrorCode.NONE and \
-                    result.partition_epoch == partition.partition_epoch:
-                state.pending_isr = None  # nothing written: the ISR was already so
-            elif result.error_code == ErrorCode.NONE:
+                state.unanswered(partition, now)
+                continue
+            outcome = state.answered(partition, result.error_code, result.partition_epoch,
+                                     now, self._image_wait_s)
+            if outcome == AlterOutcome.CHANGED:
                 log.info("ISR changed", extra={
                     **fields, "partition_epoch": result.partition_epoch})
                 self._count_change(partition.isr, new_isr)
-                state.pending_isr = dataclasses.replace(
-                    pending, resend_at=now + self._image_wait_s)  # counted till the image
-            elif result.error_code in WAIT_FOR_IMAGE_CODES:
+            elif outcome == AlterOutcome.WAIT_FOR_IMAGE:
                 log.info("ISR change refused on older state, waiting for the image", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
-                state.pending_isr = dataclasses.replace(
-                    pending, resend_at=now + self._image_wait_s)
-            else:  # refused: nothing was written, decide again from the image
+            elif outcome == AlterOutcome.REFUSED:
                 log.warning("ISR change refused", extra={
                     **fields, "error": result.error_code, "reason": result.error_message})
-                state.pending_isr = None
-            if result is not None and result.error_code != ErrorCode.NONE and \
+            if outcome != AlterOutcome.STALE and result.error_code != ErrorCode.NONE and \
                     self.on_isr_change is not None:
                 self.on_isr_change("failed")
 
@@ -188,6 +166,4 @@ class IsrManager:
     def _resend_later(proposals: list[Proposal], now: float) -> None:
         """The outcome is unknown: send the same ISR again next round."""
         for state, partition, _ in proposals:
-            pending = state.pending_isr
-            if pending is not None and pending.is_based_on(partition):
-                state.pending_isr = dataclasses.replace(pending, resend_at=now)
+            state.unanswered(partition, now)

@@ -1,0 +1,79 @@
+"""Deliberate data-plane bugs (`kraft sim --data-plane --planted-bug NAME`), each breaking
+one rule of `broker.dataplane`, so the simulator proves its checks find that kind of bug
+by themselves. They replace a rule here, in the simulator; the production rules have no
+switches for them.
+
+- `dp_hw_from_diverging_answer`: a follower takes the leader's high watermark from an
+  answer that says its log diverged, before truncating: it then vouches for records the
+  leader never had.
+- `dp_ack_before_isr`: the leader acknowledges an acks=all write once it is in its own
+  log, without waiting for the high watermark (the ISR).
+- `dp_isr_shrink_before_commit`: the leader's high watermark follows the ISR it has only
+  proposed (not the maximal ISR): a removal counts before the controller accepted it.
+- `dp_truncate_below_hw`: a diverged follower truncates to where the answered epoch
+  starts in its own log, cutting records it already counted as committed.
+- `dp_truncate_to_leader_end`: a diverged follower truncates to the leader's end of the
+  answered epoch alone (the broker's rule before KIP-279's): when its own copy of that
+  epoch ended earlier, it never converges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.dataplane.acks import ACKED
+from broker.dataplane.progress import LeaderProgress, ReplicaLog
+from broker.dataplane.sim.log import SimLog
+from metadata.image import PartitionImage
+from raft.common.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Plant:
+    """What a planted bug replaces (nothing: the real rules)."""
+
+    progress: Callable[[ReplicaLog, int], LeaderProgress] | None = None
+    verdict: Callable[[Any, Any, PartitionImage | None],
+                      tuple[ErrorCode, str] | None] = lambda broker, pending, current: None
+    hw_from_diverging_answer: bool = False
+    truncation: Callable[[tuple[int, int], SimLog], int] | None = None
+
+
+class _ProposedIsrProgress(LeaderProgress):
+    __slots__ = ()
+
+    def maximal_isr(self, partition: PartitionImage) -> tuple[int, ...]:
+        pending = self.pending_isr
+        if pending is not None and pending.is_based_on(partition):
+            return pending.isr
+        return partition.isr
+
+
+def _ack_on_append(broker: Any, pending: Any, current: PartitionImage | None
+                   ) -> tuple[ErrorCode, str] | None:
+    in_log = pending.offset < broker.log.log_end_offset
+    return ACKED if in_log and current is not None and current.leader == broker.broker_id \
+        else None
+
+
+def _to_epoch_start(diverging: tuple[int, int], log: SimLog) -> int:
+    epoch, _ = diverging
+    starts = [offset for e, offset in log.epoch_starts if e <= epoch]
+    return starts[-1] if starts else 0
+
+
+def _to_leader_end(diverging: tuple[int, int], log: SimLog) -> int:
+    return max(0, min(diverging[1], log.log_end_offset))
+
+
+PLANTS: dict[str, Plant] = {
+    "dp_hw_from_diverging_answer": Plant(hw_from_diverging_answer=True),
+    "dp_ack_before_isr": Plant(verdict=_ack_on_append),
+    "dp_isr_shrink_before_commit": Plant(
+        progress=lambda log, now: _ProposedIsrProgress(log=log, opened_at=now)),
+    "dp_truncate_below_hw": Plant(truncation=_to_epoch_start),
+    "dp_truncate_to_leader_end": Plant(truncation=_to_leader_end),
+}
+PLANTED_BUGS = tuple(PLANTS)

@@ -1,0 +1,164 @@
+"""One data-plane run per seed, and sweeps over seeds.
+
+A run: start the cluster and the producer, inject the seed's faults for `fault_window_ms`
+(crashes, cut links, slow followers, lagging metadata; see `schedule_faults`), heal
+everything, then require liveness: within `LIVENESS_MS` a write made after the heal is
+acknowledged; then, with the producer stopped, within `CONVERGE_MS` every replica holds
+exactly the leader's log with its high watermark at the end. Every run stops by itself:
+its simulated time is bounded by the window plus those two budgets.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker.dataplane.sim.invariants import DataPlaneViolation
+from broker.dataplane.sim.planted import PLANTS, Plant
+from broker.dataplane.sim.world import CONTROLLER, Broker, World
+
+LIVENESS_MS = 8_000
+CONVERGE_MS = 5_000
+LIVENESS = "liveness"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataPlaneSpec:
+    brokers: int = 3
+    faults: bool = True
+    fault_window_ms: int = 30_000
+    planted_bug: str | None = None
+
+    def replay_command(self, seed: int) -> str:
+        parts = [f"kraft sim --data-plane --brokers {self.brokers} --seed {seed} --seeds 1",
+                 "" if self.faults else "--faults none",
+                 f"--planted-bug {self.planted_bug}" if self.planted_bug else ""]
+        return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataPlaneResult:
+    seed: int
+    invariant: str | None = None
+    detail: str = ""
+    trace: tuple[str, ...] = ()
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.invariant is None
+
+
+def schedule_faults(world: World, window_ms: int) -> None:
+    """The seed's faults, at random times in the window, each over by the window's end."""
+    rng, ids = world.rng, sorted(world.brokers)
+    time = rng.randint(200, 800)
+    while time < window_ms - 500:
+        kind = rng.choice(("crash", "crash", "cut", "cut", "slow", "lag"))
+        broker = world.brokers[rng.choice(ids)]
+        length = min(rng.randint(200, 3_000), window_ms - time)
+        if kind == "crash":
+            world.at(time, world.crash, broker, length)
+        elif kind == "cut":
+            other = rng.choice([CONTROLLER] + [b for b in ids if b != broker.broker_id])
+            world.at(time, _cut, world, broker.broker_id, other, length)
+        else:
+            world.at(time, _slow if kind == "slow" else _lag, world, broker, length)
+        time += rng.randint(100, 1_000)
+
+
+def _cut(world: World, a: int, b: int, length: int) -> None:
+    link = frozenset((a, b))
+    world.stats["cuts"] += 1
+    world.cuts[link] = world.cuts.get(link, 0) + 1
+    world.at(world.now + length, _heal, world, link)
+
+
+def _heal(world: World, link: frozenset[int]) -> None:
+    world.cuts[link] -= 1
+
+
+def _slow(world: World, broker: Broker, length: int) -> None:
+    world.stats["slow"] += 1
+    broker.slow_until = max(broker.slow_until, world.now + length)
+
+
+def _lag(world: World, broker: Broker, length: int) -> None:
+    world.stats["metadata_lag"] += 1
+    broker.metadata_lag_until = max(broker.metadata_lag_until, world.now + length)
+
+
+def run_seed(spec: DataPlaneSpec, seed: int) -> DataPlaneResult:
+    plant = PLANTS[spec.planted_bug] if spec.planted_bug else Plant()
+    world = World(brokers=spec.brokers, seed=seed, plant=plant)
+    window = spec.fault_window_ms if spec.faults else 0
+    try:
+        world.start()
+        if spec.faults:
+            schedule_faults(world, window)
+        world.run_until(window)
+        acked = world.stats["acked"]
+        world.run_until(window + LIVENESS_MS)
+        if world.stats["acked"] == acked:
+            raise DataPlaneViolation(LIVENESS, f"no write acknowledged within {LIVENESS_MS} "
+                                     "ms after the heal")
+        world.producing = False
+        world.run_until(window + LIVENESS_MS + CONVERGE_MS)
+        _check_converged(world)
+    except DataPlaneViolation as exc:
+        return DataPlaneResult(seed=seed, invariant=exc.invariant, detail=exc.detail,
+                               trace=tuple(world.trace), stats=dict(world.stats))
+    return DataPlaneResult(seed=seed, stats=dict(world.stats))
+
+
+def _check_converged(world: World) -> None:
+    logs = {b.broker_id: (b.log.entries, b.progress.high_watermark if b.progress else -1)
+            for b in world.brokers.values()}
+    leader_log = max(logs.values(), key=lambda entry: len(entry[0]))[0]
+    for broker_id, (entries, hw) in sorted(logs.items()):
+        if entries != leader_log or hw != len(leader_log):
+            raise DataPlaneViolation(LIVENESS, f"broker {broker_id} holds {len(entries)} "
+                                     f"records (high watermark {hw}), not the longest log's "
+                                     f"{len(leader_log)} {CONVERGE_MS} ms after the producer "
+                                     "stopped")
+
+
+def _run_one(args: tuple[DataPlaneSpec, int]) -> DataPlaneResult:
+    return run_seed(*args)
+
+
+def sweep(spec: DataPlaneSpec, seeds: range, *, jobs: int = 1,
+          stop_on_violation: bool = True) -> Iterator[DataPlaneResult]:
+    """The results of `seeds` in seed order (`jobs` worker processes when > 1)."""
+    work = [(spec, seed) for seed in seeds]
+    if jobs <= 1:
+        results: Iterator[DataPlaneResult] = map(_run_one, work)
+        for result in results:
+            yield result
+            if not result.ok and stop_on_violation:
+                return
+        return
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        for result in pool.imap(_run_one, work):
+            yield result
+            if not result.ok and stop_on_violation:
+                pool.terminate()
+                return
+
+
+def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, object]:
+    def median(key: str) -> float:
+        return statistics.median(r.stats.get(key, 0) for r in results) if results else 0
+
+    totals = {key: sum(r.stats.get(key, 0) for r in results)
+              for key in ("crashes", "cuts", "slow", "metadata_lag", "acked", "refused")}
+    return {"seeds": len(results), "violations": sum(not r.ok for r in results),
+            "wall_s": round(wall_s, 1),
+            "median_leader_changes": median("leader_changes"),
+            "median_isr_changes": median("isr_changes"),
+            "median_truncations": median("truncations"),
+            "faults_injected": {k: totals[k] for k in ("crashes", "cuts", "slow",
+                                                        "metadata_lag")},
+            "writes_acked": totals["acked"], "writes_refused": totals["refused"]}
