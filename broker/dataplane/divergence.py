@@ -8,9 +8,23 @@ gives (the largest epoch <= e the log has, the offset where that epoch ends), or
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Sequence
 
 EpochLookup = Callable[[int], tuple[int, int]]  # epoch -> (largest epoch <= it, its end)
+
+
+def end_offset_for_epoch(epoch_starts: Sequence[tuple[int, int]], log_end: int,
+                         epoch: int) -> tuple[int, int]:
+    """A leader-epoch cache's lookup (Kafka's OffsetForLeaderEpoch): over (epoch, first
+    offset) pairs in log order, (the largest epoch <= `epoch`, the offset where it ends),
+    or (-1, -1) when the log has no such epoch. O(log epochs)."""
+    index = bisect.bisect_right(epoch_starts, (epoch, 1 << 63)) - 1
+    if index < 0:
+        return -1, -1
+    if index + 1 < len(epoch_starts):
+        return epoch_starts[index][0], epoch_starts[index + 1][1]
+    return epoch_starts[index][0], log_end
 
 
 def diverging_epoch(leader_epochs: EpochLookup, *, log_start: int, fetch_offset: int,

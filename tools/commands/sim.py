@@ -1,5 +1,9 @@
 """`kraft sim`: a deterministic simulation sweep of the raft core with fault injection.
 
+With `--data-plane`, the brokers' data plane instead (`broker.dataplane.sim`): one
+partition on `--brokers` brokers under the real pure controller, acks=all writes, crashes,
+cut links, slow followers and lagging metadata.
+
 Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them), in `--jobs` worker processes
 (results in seed order; `--jobs 1` runs them in this process). On the first invariant
 violation prints the seed, the invariant, the last events as a trace and the one-line
@@ -20,6 +24,11 @@ from tools.progress import ProgressDisplay
 
 
 def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
+    parser.add_argument("--data-plane", action="store_true",
+                        help="simulate the brokers' data plane (partition replication) "
+                             "instead of the metadata quorum")
+    parser.add_argument("--brokers", type=int, default=3,
+                        help="with --data-plane: number of brokers (2-7)")
     parser.add_argument("--voters", type=int, default=5, help="number of voters (1-9)")
     parser.add_argument("--observers", type=int, default=2, help="number of observers")
     parser.add_argument("--seeds", type=int, default=None,
@@ -38,7 +47,8 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                         help="disable KIP-996 pre-vote")
     parser.add_argument("--planted-bug", default=None, metavar="BUG",
                         help="run a core with a deliberate bug (to test the checker): "
-                             + ", ".join(_planted_bugs()))
+                             + ", ".join(_planted_bugs()) + "; with --data-plane: "
+                             + ", ".join(_data_plane_bugs()))
     parser.add_argument("--codec", action="store_true",
                         help="round-trip every message through the wire codec")
     parser.add_argument("--dynamic", action="store_true",
@@ -76,20 +86,36 @@ def _planted_bugs() -> tuple[str, ...]:
     return PLANTED_BUGS
 
 
+def _data_plane_bugs() -> tuple[str, ...]:
+    from broker.dataplane.sim.planted import PLANTED_BUGS
+
+    return PLANTED_BUGS
+
+
 def _default_window_ms() -> int:
     from raft.sim.sweep import RunSpec
 
     return RunSpec().fault_window_ms
 
 
-def run(args: argparse.Namespace) -> int:
-    from raft.sim.sweep import summarize, sweep
-
-    spec, seeds = _spec_and_seeds(args)
+def _seeds_and_jobs(args: argparse.Namespace) -> tuple[range, int]:
+    count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 1000)
+    if count < 1:
+        raise usage_error(f"--seeds must be at least 1, got {count}")
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
-    jobs = min(jobs, len(seeds))  # a replay of one seed needs no worker
+    first = args.seed if args.seed is not None else 1
+    return range(first, first + count), min(jobs, count)  # one seed needs no worker
+
+
+def run(args: argparse.Namespace) -> int:
+    from raft.sim.sweep import summarize, sweep
+
+    if args.data_plane:
+        return _run_data_plane(args)
+    spec, seeds = _spec_and_seeds(args)
+    seeds, jobs = _seeds_and_jobs(args)
     if not args.json:
         what = f"scenario {spec.scenario}" if spec.scenario else f"faults {spec.faults}"
         if spec.dynamic:
@@ -127,9 +153,7 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
         raise usage_error(f"--voters must be 1..9, got {args.voters}")
     if args.observers < 0 or args.voters + args.observers > 32:
         raise usage_error(f"--observers must be 0..{32 - args.voters}, got {args.observers}")
-    count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 1000)
-    if count < 1:
-        raise usage_error(f"--seeds must be at least 1, got {count}")
+    seeds, _ = _seeds_and_jobs(args)
     if args.scenario is not None and args.scenario not in _scenario_names():
         raise usage_error(f"unknown --scenario {args.scenario!r}; one of "
                           + ", ".join(_scenario_names()))
@@ -148,8 +172,57 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
                    trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic,
                    dead_voters=args.dead_voters, lying_fsync_writes=args.lying_fsync)
-    first = args.seed if args.seed is not None else 1
-    return spec, range(first, first + count)
+    return spec, seeds
+
+
+def _run_data_plane(args: argparse.Namespace) -> int:
+    from broker.dataplane.sim.run import DataPlaneSpec, summarize, sweep
+
+    if not 2 <= args.brokers <= 7:
+        raise usage_error(f"--brokers must be 2..7, got {args.brokers}")
+    if args.planted_bug is not None and args.planted_bug not in _data_plane_bugs():
+        raise usage_error(f"unknown --planted-bug {args.planted_bug!r} for --data-plane; "
+                          "one of " + ", ".join(_data_plane_bugs()))
+    if args.faults not in ("all", "none"):
+        raise usage_error("--data-plane takes --faults all or none")
+    seeds, jobs = _seeds_and_jobs(args)
+    spec = DataPlaneSpec(brokers=args.brokers, faults=args.faults == "all",
+                         planted_bug=args.planted_bug,
+                         **({} if args.fault_window_ms is None
+                            else {"fault_window_ms": max(0, args.fault_window_ms)}))
+    if not args.json:
+        print(f"kraft sim --data-plane: seeds {seeds.start}..{seeds.stop - 1}, "
+              f"{spec.brokers} brokers, faults {args.faults}, {jobs} jobs", flush=True)
+    started, results = time.monotonic(), []
+    with ProgressDisplay("sim", total=len(seeds), unit="seeds", rate=True,
+                         enabled=args.progress) as display:
+        for result in sweep(spec, seeds, jobs=jobs, stop_on_violation=not args.keep_going):
+            results.append(result)
+            display.update(completed=len(results),
+                           violations=sum(not r.ok for r in results))
+    summary = summarize(results, time.monotonic() - started)
+    failures = [r for r in results if not r.ok]
+    if args.json:
+        print(json.dumps({**summary, "failures": [
+            {"seed": r.seed, "invariant": r.invariant, "detail": r.detail,
+             "replay": spec.replay_command(r.seed)} for r in failures]}))
+        return 1 if failures else 0
+    for result in failures:
+        print(f"\nVIOLATION seed={result.seed} invariant={result.invariant}")
+        print(f"  {result.detail}\n  last events:")
+        for line in result.trace[-args.trace:]:
+            print(f"  {line}")
+        print(f"replay: {spec.replay_command(result.seed)}")
+    print(f"{'FAILED' if failures else 'ok'}: {summary['seeds']} seeds, "
+          f"{summary['violations']} violations ({summary['wall_s']:.1f}s wall)")
+    print(f"  per seed, median: leader changes {summary['median_leader_changes']:g}, "
+          f"ISR changes {summary['median_isr_changes']:g}, truncations "
+          f"{summary['median_truncations']:g}")
+    print("  faults by kind: " + ", ".join(
+        f"{name} {count}" for name, count in summary["faults_injected"].items()))
+    print(f"  writes: {summary['writes_acked']} acknowledged, "
+          f"{summary['writes_refused']} refused")
+    return 1 if failures else 0
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -15,13 +15,11 @@ truncation or an acknowledgement as it happens). A violation raises
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from metadata.image import NO_LEADER
+from broker.dataplane.sim.node import Broker
+from metadata.image import NO_LEADER, MetadataImage
 from raft.common.uuid import Uuid
-
-if TYPE_CHECKING:
-    from broker.dataplane.sim.world import World
 
 Entry = tuple[int, int]
 
@@ -57,8 +55,8 @@ class Checker:
             raise DataPlaneViolation("acked-is-committed", f"write {entry} acknowledged at "
                                      f"offset {offset}, where the committed log holds {held}")
 
-    def after_event(self, world: World) -> None:
-        for broker in world.brokers.values():
+    def after_event(self, brokers: Mapping[int, Broker], committed: MetadataImage) -> None:
+        for broker in brokers.values():
             if broker.progress is None:
                 continue
             hw, entries = broker.progress.high_watermark, broker.log.entries
@@ -75,14 +73,14 @@ class Checker:
                         f"{entries[offset]} at offset {offset} below its high watermark "
                         f"{hw}; committed there: {self.committed[offset]}")
             self._checked[broker.broker_id] = max(start, hw)
-        self._check_leader(world)
+        self._check_leader(brokers, committed)
 
-    def _check_leader(self, world: World) -> None:
-        topic = world.committed_image.topic(self.topic_id)
+    def _check_leader(self, brokers: Mapping[int, Broker], committed: MetadataImage) -> None:
+        topic = committed.topic(self.topic_id)
         if topic is None or topic.partitions[0].leader == NO_LEADER:
             return
         chosen = topic.partitions[0]
-        leader = world.brokers[chosen.leader]
+        leader = brokers[chosen.leader]
         known = leader.partition()
         if not leader.alive or leader.progress is None or known is None or \
                 (known.leader, known.leader_epoch) != (chosen.leader, chosen.leader_epoch):

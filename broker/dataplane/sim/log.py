@@ -3,8 +3,9 @@ from 0, with the epoch lookup the rules ask of a real log (`PartitionLog`)."""
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
+
+from broker.dataplane.divergence import end_offset_for_epoch
 
 Entry = tuple[int, int]  # (leader epoch, value)
 
@@ -28,14 +29,7 @@ class SimLog:
         return self.epoch_starts[-1][0] if self.epoch_starts else -1
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch` in the log, where it ends), or (-1, -1)."""
-        index = bisect.bisect_right(self.epoch_starts, (epoch, 1 << 62)) - 1
-        if index < 0:
-            return -1, -1
-        found = self.epoch_starts[index][0]
-        if index + 1 < len(self.epoch_starts):
-            return found, self.epoch_starts[index + 1][1]
-        return found, len(self.entries)
+        return end_offset_for_epoch(self.epoch_starts, len(self.entries), epoch)
 
     def append(self, entries: list[Entry]) -> None:
         for epoch, value in entries:

@@ -14,10 +14,12 @@ import multiprocessing
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.dataplane.sim.invariants import DataPlaneViolation
+from broker.dataplane.sim.node import Broker
 from broker.dataplane.sim.planted import PLANTS, Plant
-from broker.dataplane.sim.world import CONTROLLER, Broker, World
+from broker.dataplane.sim.world import CONTROLLER, World
 
 LIVENESS_MS = 8_000
 CONVERGE_MS = 5_000
@@ -148,7 +150,7 @@ def sweep(spec: DataPlaneSpec, seeds: range, *, jobs: int = 1,
                 return
 
 
-def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, object]:
+def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
     def median(key: str) -> float:
         return statistics.median(r.stats.get(key, 0) for r in results) if results else 0
 

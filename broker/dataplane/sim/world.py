@@ -18,14 +18,13 @@ import collections
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from broker.dataplane.acks import ACKED, acks_all_verdict
 from broker.dataplane.divergence import diverging_epoch, truncation_offset
 from broker.dataplane.progress import LeaderProgress
 from broker.dataplane.sim.invariants import Checker
-from broker.dataplane.sim.log import SimLog
+from broker.dataplane.sim.node import TOPIC_ID, Broker, Pending
 from broker.dataplane.sim.planted import Plant
 from broker.kafka.replication.replica import check_partition
 from metadata import records as rec
@@ -45,7 +44,6 @@ from raft.common.uuid import Uuid
 
 CONTROLLER = 0
 PRODUCER = -2
-TOPIC_ID = Uuid(0x5EED)
 MIN_ISR = 2
 HEARTBEAT_MS = 100
 SESSION_TIMEOUT_MS = 600
@@ -54,37 +52,6 @@ FETCH_BACKOFF_MS = 20
 PRODUCE_INTERVAL_MS = 15
 PRODUCE_TIMEOUT_MS = 2_000
 REQUEST_TIMEOUT_MS = 400  # a fetch or AlterPartition unanswered this long is sent again
-
-
-@dataclass(slots=True)
-class Pending:
-    """An acks=all produce appended by a leader, waiting for its verdict."""
-
-    value: int
-    leader_epoch: int
-    offset: int
-    deadline: int
-
-
-@dataclass(slots=True)
-class Broker:
-    broker_id: int
-    log: SimLog = field(default_factory=SimLog)  # survives a crash (the page cache)
-    alive: bool = True
-    incarnation: int = 0
-    broker_epoch: int = -1  # -1: not registered (yet)
-    image: MetadataImage = field(default_factory=MetadataImage.empty)
-    progress: LeaderProgress | None = None  # lost at a crash, as the process's memory
-    fetch_id: int = 0  # the fetch in flight (answers to older ones are dropped)
-    fetch_sent: int = -(1 << 40)  # when it was sent
-    pending: list[Pending] = field(default_factory=list)
-    alter_sent: int = -(1 << 40)  # when the AlterPartition in flight was sent
-    slow_until: int = 0  # fault: its fetches answered late until then
-    metadata_lag_until: int = 0  # fault: images reach it late until then
-
-    def partition(self) -> PartitionImage | None:
-        topic = self.image.topic(TOPIC_ID)
-        return None if topic is None else topic.partitions[0]
 
 
 class World:
@@ -123,7 +90,7 @@ class World:
             self.now = time
             self.trace.append(f"{time:>6} {_describe(action, args)}")
             action(*args)
-            self.checker.after_event(self)
+            self.checker.after_event(self.brokers, self.committed_image)
         self.now = end
 
     def start(self) -> None:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not zlib's CRC32
 
+from broker.dataplane.divergence import end_offset_for_epoch
 from broker.kafka.partitions.producer_state import (
     BatchHeader,
     ProducerStates,
@@ -552,13 +553,7 @@ class PartitionLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, the end offset of that epoch) — OffsetForLeaderEpoch,
         from the epoch cache (O(log epochs)). (-1, -1) when no batch has such an epoch."""
-        index = bisect.bisect_right(self._epoch_starts, (epoch, 1 << 63)) - 1
-        if index < 0:
-            return -1, -1
-        found = self._epoch_starts[index][0]
-        if index + 1 < len(self._epoch_starts):
-            return found, self._epoch_starts[index + 1][1]
-        return found, self.log_end_offset
+        return end_offset_for_epoch(self._epoch_starts, self.log_end_offset, epoch)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """Kafka's ListOffsets by timestamp: (offset, timestamp, leader epoch) of the
