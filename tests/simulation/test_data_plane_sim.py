@@ -5,6 +5,7 @@ replays exactly, and `kraft sim --data-plane` reports both."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 import pytest
@@ -81,3 +82,14 @@ def test_cli_exits_0_with_depth_and_2_on_a_bad_argument(
     assert kraft(["sim", "--data-plane", "--planted-bug", "diverging_hw"]) == 2
     assert "for --data-plane" in capsys.readouterr().err
     assert kraft(["sim", "--data-plane", "--brokers", "1"]) == 2
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("chunk", range(10))
+def test_soak_data_plane_holds_over_many_seeds(chunk: int) -> None:
+    """make soak: 10,000 data-plane seeds (3 brokers, all faults), in worker processes."""
+    seeds = range(100_000 + chunk * 1_000, 100_000 + (chunk + 1) * 1_000)
+    failures = [(r.seed, r.invariant, r.detail) for r in sweep(
+        DataPlaneSpec(), seeds, jobs=os.cpu_count() or 1, stop_on_violation=False)
+        if not r.ok]
+    assert failures == []
