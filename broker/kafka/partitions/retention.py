@@ -1,7 +1,8 @@
 """Retention: every `log.retention.check.interval.ms` the leader of each open partition
-deletes its oldest segments past the topic's `retention.ms` / `retention.bytes`, below
-its high watermark and never the active one (the decision is pure:
-broker.kafka.partitions.segments.retention_start), and its log start advances. Followers
+of a topic whose `cleanup.policy` holds `delete` deletes its oldest segments past the
+topic's `retention.ms` / `retention.bytes`, below its high watermark and never the
+active one (the decision is pure: broker.kafka.partitions.segments.retention_start), and
+its log start advances. Followers
 do not decide: they follow the leader's log start (broker.kafka.replication.follower).
 """
 
@@ -15,7 +16,7 @@ import trio
 from broker.kafka.partitions.segments import Retention, retention_start
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import TopicImage
-from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, effective
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, cleanup_policies, effective
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:
     moved = 0
     for state, _ in replicas.led_partitions():
         topic = replicas.image.topic(state.topic_id)
-        if topic is None:
+        if topic is None or "delete" not in cleanup_policies(topic.configs):
             continue
         async with state.lock:
             start = retention_start(state.log.segment_stats(),
