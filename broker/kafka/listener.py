@@ -54,6 +54,7 @@ from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
+from broker.kafka.partitions.compaction import compaction_loop
 from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.isr import IsrManager
@@ -390,4 +391,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     node.add_background_task(listener.isr_manager.run)
     node.add_background_task(partial(retention_loop, replicas,
                                      settings.log_retention_check_interval_ms))
+    node.add_background_task(partial(compaction_loop, replicas,
+                                     settings.log_cleaner_backoff_ms,
+                                     settings.log_cleaner_io_max_bytes_per_second))
     return listener
