@@ -1,0 +1,102 @@
+"""Log compaction with a real client (confluent-kafka) on a 1-voter + 3-broker cluster: a
+topic created with cleanup.policy=compact, each key written several times and one key
+deleted by a tombstone; once the brokers' cleaners have run, a consumer reading from
+offset 0 gets exactly the latest value of each live key, at the offsets they were
+written at."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
+from tools.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+admin_mod = pytest.importorskip("confluent_kafka.admin")
+
+BROKERS = (2, 3, 4)
+SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
+            "replica.lag.time.max.ms": 1000, "log.cleaner.backoff.ms": 200}
+WAIT_S = 30.0
+TOPIC = "compacted"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_cluster(tmp_path_factory.mktemp("compaction") / "cluster", SETTINGS,
+                         voters=1, brokers=len(BROKERS)) as cluster:
+        yield _bootstrap(cluster)
+
+
+def _bootstrap(cluster: Cluster) -> str:
+    return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+
+
+def _produce(bootstrap: str, writes: list[tuple[str, str | None]]) -> dict[str, int]:
+    """Each write in its own batch (segment.bytes is tiny: each in its own segment, the
+    last one alone in the active segment); the offset of each key's last write."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "enable.idempotence": True, "linger.ms": 0})
+    offsets: dict[str, int] = {}
+
+    def delivered(error: Any, message: Any) -> None:
+        assert error is None, error
+        offsets[message.key().decode()] = message.offset()
+
+    for key, value in writes:
+        producer.produce(TOPIC, key=key.encode(),
+                         value=None if value is None else value.encode(),
+                         on_delivery=delivered)
+        assert producer.flush(WAIT_S) == 0
+    return offsets
+
+
+def _read_from_start(bootstrap: str) -> list[tuple[int, str, str | None]]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
+                                         "group.id": "compaction-check",
+                                         "enable.auto.commit": False})
+    try:
+        partition = confluent_kafka.TopicPartition(TOPIC, 0, 0)
+        _, high = consumer.get_watermark_offsets(partition, timeout=WAIT_S)
+        consumer.assign([partition])
+        out: list[tuple[int, str, str | None]] = []
+        while not out or out[-1][0] < high - 1:
+            message = consumer.poll(WAIT_S)
+            assert message is not None, f"nothing read after {out}, below {high}"
+            assert message.error() is None, message.error()
+            value = message.value()
+            out.append((message.offset(), message.key().decode(),
+                        None if value is None else value.decode()))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
+        bootstrap: str) -> None:
+    admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([admin_mod.NewTopic(TOPIC, num_partitions=1, replication_factor=3,
+                                            config={"cleanup.policy": "compact",
+                                                    "enable.ordered.delivery": "false",
+                                                    "segment.bytes": "14",
+                                                    "min.cleanable.dirty.ratio": "0.01",
+                                                    "delete.retention.ms": "0"})]
+                        )[TOPIC].result(WAIT_S)
+    writes: list[tuple[str, str | None]] = [
+        (f"k{key}", f"v{key}.{round_}") for round_ in range(3) for key in range(4)]
+    writes += [("k2", None), ("last", "end")]
+    offsets = _produce(bootstrap, writes)
+    expected = sorted((offsets[key], key, value) for key, value in
+                      {"k0": "v0.2", "k1": "v1.2", "k3": "v3.2", "last": "end"}.items())
+    seen: list[list[tuple[int, str, str | None]]] = []
+
+    def compacted() -> bool:
+        seen.append(_read_from_start(bootstrap))
+        return seen[-1] == expected
+
+    wait_until(compacted, WAIT_S, "the compacted topic read back as its latest values")
