@@ -2,7 +2,7 @@
 topic created with cleanup.policy=compact, each key written several times and one key
 deleted by a tombstone; once the brokers' cleaners have run, a consumer reading from
 offset 0 gets exactly the latest value of each live key, at the offsets they were
-written at."""
+written at. A record without a key is refused with INVALID_RECORD."""
 
 from __future__ import annotations
 
@@ -100,3 +100,20 @@ def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
         return seen[-1] == expected
 
     wait_until(compacted, WAIT_S, "the compacted topic read back as its latest values")
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(bootstrap: str) -> None:
+    admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([admin_mod.NewTopic("keyed", num_partitions=1, replication_factor=1,
+                                            config={"cleanup.policy": "compact,delete",
+                                                    "enable.ordered.delivery": "false"})]
+                        )["keyed"].result(WAIT_S)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "retries": 0})
+    errors: list[Any] = []
+    producer.produce("keyed", value=b"no key", on_delivery=lambda e, _: errors.append(e))
+    assert producer.flush(WAIT_S) == 0
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.INVALID_RECORD]
+    producer.produce("keyed", key=b"k", value=b"keyed",
+                     on_delivery=lambda e, _: errors.append(e))
+    assert producer.flush(WAIT_S) == 0
+    assert errors[1:] == [None]

@@ -111,6 +111,12 @@ def cleaner_batch(batch: bytes) -> CleanerBatch:
                         delete_horizon_ms=delete_horizon(batch), records=keyed)
 
 
+def has_keyless_record(batch: bytes) -> bool:
+    """Whether `batch` holds a record without a key (Kafka refuses those on a compacted
+    topic: compaction keeps one record per key); a batch not decoded here: False."""
+    return any(record.key is None for record in cleaner_batch(batch).records or ())
+
+
 def rewrite(batch: bytes, plan: BatchPlan) -> bytes:
     """`batch` with only the records at `plan.offsets` and the plan's delete horizon
     (the batch must decode: `cleaner_batch(batch).records` is not None)."""

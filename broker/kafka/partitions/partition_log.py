@@ -428,12 +428,20 @@ class PartitionLog:
         there, not active, `original_size` bytes long and this log's. The caller holds
         the partition's lock (no append, truncation or retention meanwhile) and fsyncs
         the directory after. False (nothing changed) otherwise."""
-        found = [segment for segment in self._segments[:-1]
+        found = [(segment, following.base_offset)
+                 for segment, following in itertools.pairwise(self._segments)
                  if segment.base_offset == base_offset and segment.size == original_size]
         if not found or not self._owns_directory():
             return False
+        segment, next_base = found[0]
+        offsets = [offset for info, _ in batches for offset in (info.base_offset,
+                                                                info.last_offset)]
+        # a copy that moved an offset or left its segment would corrupt every read
+        assert offsets == sorted(offsets), f"cleaned batches out of order in {base_offset}"
+        assert not offsets or base_offset <= offsets[0] and offsets[-1] < next_base, \
+            f"cleaned batches outside segment {base_offset}"
         install(self.directory, base_offset)
-        found[0].size = sum(info.size for info, _ in batches)
+        segment.size = sum(info.size for info, _ in batches)
         kept = [(info, header) for info, header in zip(self._batches, self._headers,
                                                          strict=True)
                 if info.segment != base_offset]
