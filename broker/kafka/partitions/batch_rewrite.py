@@ -40,6 +40,16 @@ class _Record:
     timestamp: int
     after_timestamp: bytes  # offset delta .. headers, as stored
     attributes: int
+    key: bytes | None
+    tombstone: bool
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """read_varint, with the one-byte case (most deltas and lengths) inline."""
+    byte = data[position]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    return read_varint(data, position)
 
 
 def _body(batch: bytes, attributes: int) -> bytes:
@@ -61,30 +71,25 @@ def _records(batch: bytes) -> list[_Record] | None:
         records = []
         position = 0
         for _ in range(count):
-            length, position = read_varint(body, position)
+            length, position = _varint(body, position)
             end = position + length
             record_attributes = body[position]
-            timestamp_delta, after = read_varint(body, position + 1)
-            offset_delta, _ = read_varint(body, after)
+            timestamp_delta, after = _varint(body, position + 1)
+            offset_delta, cursor = _varint(body, after)
+            key_length, cursor = _varint(body, cursor)
+            key = None if key_length < 0 else body[cursor:cursor + key_length]
+            value_length, _ = _varint(body, cursor + max(0, key_length))
             if end > len(body):
                 return None
             records.append(_Record(offset=base_offset + offset_delta,
                                    timestamp=base_timestamp + timestamp_delta,
                                    after_timestamp=body[after:end],
-                                   attributes=record_attributes))
+                                   attributes=record_attributes, key=key,
+                                   tombstone=value_length < 0))
             position = end
         return records
     except (ValueError, IndexError, zlib.error):
         return None
-
-
-def _key_and_tombstone(record: _Record) -> tuple[bytes | None, bool]:
-    _, position = read_varint(record.after_timestamp, 0)  # offset delta
-    key_length, position = read_varint(record.after_timestamp, position)
-    key = None if key_length < 0 else record.after_timestamp[position:position + key_length]
-    position += max(0, key_length)
-    value_length, _ = read_varint(record.after_timestamp, position)
-    return key, value_length < 0
 
 
 def delete_horizon(batch: bytes) -> int:
@@ -98,14 +103,9 @@ def cleaner_batch(batch: bytes) -> CleanerBatch:
     base_offset = int(_TIMESTAMP.unpack_from(batch, 0)[0])
     last_offset = base_offset + int(_LENGTH.unpack_from(batch, 23)[0])
     records = _records(batch)
-    keyed = None
-    if records is not None:
-        try:
-            keyed = tuple(KeyedRecord(record.offset, key, record.timestamp, tombstone)
-                          for record in records
-                          for key, tombstone in (_key_and_tombstone(record),))
-        except (ValueError, IndexError):
-            keyed = None
+    keyed = None if records is None else tuple(
+        KeyedRecord(record.offset, record.key, record.timestamp, record.tombstone)
+        for record in records)
     return CleanerBatch(base_offset=base_offset, last_offset=last_offset,
                         producer_id=int(_PRODUCER_ID.unpack_from(batch, 43)[0]),
                         delete_horizon_ms=delete_horizon(batch), records=keyed)
