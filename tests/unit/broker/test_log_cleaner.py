@@ -1,5 +1,6 @@
-"""Log compaction's pure parts (broker.kafka.partitions.cleaner, batch_rewrite) and the
-cleaned-segment swap's recovery (segment_swap) on real files."""
+"""Log compaction's pure parts (broker.kafka.partitions.cleaner, batch_rewrite), which
+topics are compacted and which keep retention, and the cleaned-segment swap's recovery
+(segment_swap) on real files."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from broker.kafka.partitions.cleaner import (
     cleanable_end,
     throttle_delay,
 )
+from broker.kafka.partitions.compaction import topic_compaction
 from broker.kafka.partitions.partition_log import PartitionLog, split_batches
 from broker.kafka.partitions.producer_state import read_header
+from broker.kafka.partitions.retention import topic_retention
 from broker.kafka.partitions.segment_swap import (
     cleaned_path,
     promote,
@@ -31,9 +34,12 @@ from broker.kafka.partitions.segment_swap import (
     swap_path,
     write_cleaned,
 )
-from broker.kafka.partitions.segments import NO_TIMESTAMP, SegmentStat, segment_name
+from broker.kafka.partitions.segments import NO_TIMESTAMP, Retention, SegmentStat, segment_name
+from metadata import records as rec
+from metadata.delta import replay
+from metadata.image import TopicImage
 from raft.common.kafka.record_batch import encode_batch
-from tests.support.kafka_support import with_producer
+from tests.support.kafka_support import TOPIC_ID, with_producer
 
 RATIO_HALF = CompactionSettings(min_cleanable_dirty_ratio=0.5)
 
@@ -221,3 +227,24 @@ def test_opening_a_log_recovers_its_cleaner_files(tmp_path: Path) -> None:
         assert not cleaned_path(tmp_path, 0).exists()
     finally:
         reopened.close()
+
+
+def _topic(**configs: str) -> TopicImage:
+    image = replay(enumerate([rec.Topic(name="t", topic_id=TOPIC_ID), *(
+        rec.TopicConfig(topic_id=TOPIC_ID, key=key.replace("_", "."), value=value)
+        for key, value in configs.items())]))
+    topic = image.topic(TOPIC_ID)
+    assert topic is not None
+    return topic
+
+
+def test_the_cleanup_policy_decides_between_retention_and_compaction() -> None:
+    delete, compact = _topic(), _topic(cleanup_policy="compact", retention_ms="5")
+    both = _topic(cleanup_policy="compact,delete", min_cleanable_dirty_ratio="0.25",
+                  delete_retention_ms="7", retention_ms="5")
+    assert topic_compaction(delete) is None
+    assert topic_retention(compact) is None
+    assert topic_compaction(compact) == CompactionSettings()
+    assert topic_retention(both) == Retention(retention_ms=5)
+    assert topic_compaction(both) == CompactionSettings(min_cleanable_dirty_ratio=0.25,
+                                                        delete_retention_ms=7)
