@@ -412,9 +412,6 @@ class PartitionLog:
     def segment_bases(self) -> list[int]:
         return [segment.base_offset for segment in self._segments]
 
-    def segment_file(self, base_offset: int) -> Path:
-        return self._segment_path(base_offset)
-
     def producer_last_offsets(self) -> dict[int, int]:
         """Each idempotent producer's last batch's last offset (the cleaner keeps it)."""
         return {header.producer_id: info.last_offset
