@@ -38,6 +38,7 @@ class BrokerSettings:
     status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
     client_address: Address | None = None  # the Kafka listener (None: none)
     offsets_topic_num_partitions: int = 50  # __consumer_offsets, created on first use
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024  # and its segment.bytes
     # what the broker registers for clients and replicas (None: client_address)
     advertised_address: Address | None = None
     # test-only: broker id -> the address the replica fetcher dials instead of that

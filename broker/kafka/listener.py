@@ -366,7 +366,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
         kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
-        offsets_topic_num_partitions=settings.offsets_topic_num_partitions)
+        offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
+        offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,

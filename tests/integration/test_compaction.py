@@ -2,7 +2,9 @@
 topic created with cleanup.policy=compact, each key written several times and one key
 deleted by a tombstone; once the brokers' cleaners have run, a consumer reading from
 offset 0 gets exactly the latest value of each live key, at the offsets they were
-written at. A record without a key is refused with INVALID_RECORD."""
+written at. A record without a key is refused with INVALID_RECORD. `__consumer_offsets` is
+compacted too: a group's many commits shrink to a few records, and after every broker
+restarts, the coordinator loads the last commit from the compacted log."""
 
 from __future__ import annotations
 
@@ -21,19 +23,21 @@ admin_mod = pytest.importorskip("confluent_kafka.admin")
 
 BROKERS = (2, 3, 4)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-            "replica.lag.time.max.ms": 1000, "log.cleaner.backoff.ms": 200}
+            "replica.lag.time.max.ms": 1000, "log.cleaner.backoff.ms": 200,
+            "offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 1024}
 WAIT_S = 30.0
 TOPIC = "compacted"
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(tmp_path_factory.mktemp("compaction") / "cluster", SETTINGS,
-                         voters=1, brokers=len(BROKERS)) as cluster:
-        yield _bootstrap(cluster)
+                         voters=1, brokers=len(BROKERS)) as started:
+        yield started
 
 
-def _bootstrap(cluster: Cluster) -> str:
+@pytest.fixture(scope="module")
+def bootstrap(cluster: Cluster) -> str:
     return ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
 
 
@@ -56,22 +60,21 @@ def _produce(bootstrap: str, writes: list[tuple[str, str | None]]) -> dict[str, 
     return offsets
 
 
-def _read_from_start(bootstrap: str) -> list[tuple[int, str, str | None]]:
+def _read_from_start(bootstrap: str, topic: str = TOPIC
+                     ) -> list[tuple[int, bytes, bytes | None]]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
                                          "group.id": "compaction-check",
                                          "enable.auto.commit": False})
     try:
-        partition = confluent_kafka.TopicPartition(TOPIC, 0, 0)
+        partition = confluent_kafka.TopicPartition(topic, 0, 0)
         _, high = consumer.get_watermark_offsets(partition, timeout=WAIT_S)
         consumer.assign([partition])
-        out: list[tuple[int, str, str | None]] = []
+        out: list[tuple[int, bytes, bytes | None]] = []
         while not out or out[-1][0] < high - 1:
             message = consumer.poll(WAIT_S)
             assert message is not None, f"nothing read after {out}, below {high}"
             assert message.error() is None, message.error()
-            value = message.value()
-            out.append((message.offset(), message.key().decode(),
-                        None if value is None else value.decode()))
+            out.append((message.offset(), message.key(), message.value()))
         return out
     finally:
         consumer.close()
@@ -96,7 +99,8 @@ def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
     seen: list[list[tuple[int, str, str | None]]] = []
 
     def compacted() -> bool:
-        seen.append(_read_from_start(bootstrap))
+        seen.append([(offset, key.decode(), None if value is None else value.decode())
+                     for offset, key, value in _read_from_start(bootstrap)])
         return seen[-1] == expected
 
     wait_until(compacted, WAIT_S, "the compacted topic read back as its latest values")
@@ -117,3 +121,34 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(bootstrap: str) 
                      on_delivery=lambda e, _: errors.append(e))
     assert producer.flush(WAIT_S) == 0
     assert errors[1:] == [None]
+
+
+def test_consumer_offsets_are_compacted_and_reloaded_from_the_compacted_log(
+        cluster: Cluster, bootstrap: str) -> None:
+    commits = 80
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                                         "enable.auto.commit": False})
+    try:
+        for offset in range(1, commits + 1):
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, offset)],
+                            asynchronous=False)
+    finally:
+        consumer.close()
+    counts: list[int] = []
+
+    def compacted() -> bool:  # one record a commit until cleaned
+        counts.append(len(_read_from_start(bootstrap, "__consumer_offsets")))
+        return counts[-1] < commits // 4
+
+    wait_until(compacted, WAIT_S, "__consumer_offsets compacted")
+    for broker in BROKERS:  # every coordinator's state now comes from a compacted log
+        cluster.restart(broker)
+    cluster.wait_for_brokers(WAIT_S)
+    reader = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                                       "enable.auto.commit": False})
+    try:
+        (committed,) = reader.committed([confluent_kafka.TopicPartition(TOPIC, 0)],
+                                        timeout=WAIT_S)
+        assert committed.offset == commits
+    finally:
+        reader.close()

@@ -168,6 +168,10 @@ KEYS: tuple[Key, ...] = (
         "a follower behind for this long leaves the ISR"),
     Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", integer(1), 50,
         "partitions of __consumer_offsets when a broker creates it on first use"),
+    Key("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", integer(14),
+        100 * 1024 * 1024,
+        "segment.bytes of __consumer_offsets when a broker creates it (compacted: only "
+        "segments below the active one are cleaned)"),
     Key("authorizer.class.name", "authorizer_class_name", authorizer_class, "",
         "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `standard`): ACLs "
         "are enforced on every listener (broker/access_table.py: one row per request); "
