@@ -31,10 +31,14 @@ class BrokerSettings:
     replica_lag_time_max_ms: int  # a follower behind for this long leaves the ISR
     # how often leaders apply retention.ms / retention.bytes to their partition logs
     log_retention_check_interval_ms: int = 300_000
+    # how often the log cleaner looks at compacted partition logs, and its I/O budget
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_io_max_bytes_per_second: int = 2**63 - 1
     socket_request_max_bytes: int  # the largest Kafka request frame accepted
     status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
     client_address: Address | None = None  # the Kafka listener (None: none)
     offsets_topic_num_partitions: int = 50  # __consumer_offsets, created on first use
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024  # and its segment.bytes
     # what the broker registers for clients and replicas (None: client_address)
     advertised_address: Address | None = None
     # test-only: broker id -> the address the replica fetcher dials instead of that

@@ -12,8 +12,12 @@ Supported keys, with Kafka's meaning:
   new segment file past either (broker.kafka.partitions.segments);
 - `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited): a partition's leader
   deletes its oldest segments past either (broker.kafka.partitions.retention);
-- `cleanup.policy`: `delete` only; `compact` is refused (log compaction is not
-  implemented);
+- `cleanup.policy`: `delete`, `compact` or both (`compact,delete`): `delete` applies
+  retention, `compact` log compaction (broker.kafka.partitions.compaction);
+- `min.cleanable.dirty.ratio` (double in [0, 1]), `min.compaction.lag.ms`,
+  `max.compaction.lag.ms` (long >= 0; the maximum >= 1) and `delete.retention.ms`
+  (long >= 0): when a compacted log is cleaned and how long its tombstones stay
+  (broker.kafka.partitions.cleaner);
 - `enable.ordered.delivery` (boolean, default true): KIP-253, per-key order kept across
   a change of the partition count (growth blocks new partitions on their split source,
   a shrink marks partitions and removes them once empty). Off, the count only grows, as
@@ -35,6 +39,11 @@ RETENTION_BYTES = "retention.bytes"
 SEGMENT_BYTES = "segment.bytes"
 SEGMENT_MS = "segment.ms"
 CLEANUP_POLICY = "cleanup.policy"
+MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
+MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
+DELETE_RETENTION_MS = "delete.retention.ms"
+CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
 
 INT_MAX = 2**31 - 1
@@ -70,18 +79,33 @@ def _integer(name: str, low: int, high: int) -> Callable[[str], str]:
 
 
 def _cleanup_policy(value: str) -> str:
-    policies = [p.strip() for p in value.split(",") if p.strip()]
+    policies = {p.strip() for p in value.split(",") if p.strip()}
     if not policies:
         raise InvalidConfig(f"invalid value {value!r} for configuration {CLEANUP_POLICY}: "
                             "empty")
-    for policy in policies:
-        if policy == "compact":
-            raise InvalidConfig(f"{CLEANUP_POLICY}=compact is not implemented: this cluster "
-                                "has no log compaction (only 'delete')")
-        if policy != "delete":
-            raise InvalidConfig(f"invalid value {value!r} for configuration "
-                                f"{CLEANUP_POLICY}: must be 'delete'")
-    return "delete"
+    if not policies <= set(CLEANUP_POLICIES):
+        raise InvalidConfig(f"invalid value {value!r} for configuration {CLEANUP_POLICY}: "
+                            "must be 'delete', 'compact' or both")
+    return ",".join(p for p in CLEANUP_POLICIES if p in policies)
+
+
+def _ratio(name: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                "not a number") from None
+        if not 0.0 <= number <= 1.0:
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                "must be between 0 and 1")
+        return repr(number)
+    return parse
+
+
+def cleanup_policies(configs: Mapping[str, str] | Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The policies of a topic's (canonical) `cleanup.policy`: delete, compact or both."""
+    return frozenset(effective(configs, CLEANUP_POLICY).split(","))
 
 
 def _boolean(name: str) -> Callable[[str], str]:
@@ -96,7 +120,20 @@ def _boolean(name: str) -> Callable[[str], str]:
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey(name=CLEANUP_POLICY, default="delete", type="LIST",
-              documentation="delete (compact is not implemented)", parse=_cleanup_policy),
+              documentation="delete (retention), compact (log compaction) or both",
+              parse=_cleanup_policy),
+    ConfigKey(name=DELETE_RETENTION_MS, default="86400000", type="LONG",
+              documentation="how long a compacted log keeps a tombstone once cleaned",
+              parse=_integer(DELETE_RETENTION_MS, 0, LONG_MAX)),
+    ConfigKey(name=MAX_COMPACTION_LAG_MS, default=str(LONG_MAX), type="LONG",
+              documentation="the age past which a dirty record makes its log cleanable",
+              parse=_integer(MAX_COMPACTION_LAG_MS, 1, LONG_MAX)),
+    ConfigKey(name=MIN_CLEANABLE_DIRTY_RATIO, default="0.5", type="DOUBLE",
+              documentation="the dirty share of a compacted log that makes it cleanable",
+              parse=_ratio(MIN_CLEANABLE_DIRTY_RATIO)),
+    ConfigKey(name=MIN_COMPACTION_LAG_MS, default="0", type="LONG",
+              documentation="the age below which a record is never compacted",
+              parse=_integer(MIN_COMPACTION_LAG_MS, 0, LONG_MAX)),
     ConfigKey(name=ORDERED_DELIVERY, default="true", type="BOOLEAN",
               documentation="keep per-key order across partition count changes (KIP-253)",
               parse=_boolean(ORDERED_DELIVERY)),
@@ -130,7 +167,7 @@ def check_combination(configs: Mapping[str, str | None]) -> None:
         raise InvalidConfig(
             f"{ORDERED_DELIVERY}=true (the default) cannot go with {CLEANUP_POLICY}=compact: "
             "ordered delivery of a compacted topic needs an extra tombstone to the split "
-            "source partition, which is not implemented (nor is compaction); set "
+            "source partition, which is not implemented; set "
             f"{ORDERED_DELIVERY}=false or use {CLEANUP_POLICY}=delete")
 
 

@@ -19,6 +19,7 @@ from metadata.controller_client import ControllerClient
 from metadata.image import MetadataImage
 
 DEFAULT_OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
+DEFAULT_OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 
 
 def _unregistered() -> int | None:
@@ -38,6 +39,7 @@ class BrokerContext:
                  kraft_version: Callable[[], int] = _first_kraft_version,
                  authorizer: AuthorizerSettings = OFF,
                  offsets_topic_num_partitions: int = DEFAULT_OFFSETS_PARTITIONS,
+                 offsets_topic_segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
                  clock: Callable[[], float] = trio.current_time) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -56,8 +58,10 @@ class BrokerContext:
         self.kraft_version = kraft_version
         # authorizer.class.name and friends (broker.kafka.authz): OFF allows everything
         self.authorizer = authorizer
-        # the group coordinator's: __consumer_offsets' partition count and its clock
+        # the group coordinator's: __consumer_offsets' partition count, segment size
+        # and its clock
         self.offsets_topic_num_partitions = offsets_topic_num_partitions
+        self.offsets_topic_segment_bytes = offsets_topic_segment_bytes
         self.clock = clock
         # (broker epoch, IDs handed out from its block)
         self.producer_ids_issued: tuple[int, int] = (-1, 0)

@@ -54,6 +54,7 @@ from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
+from broker.kafka.partitions.compaction import compaction_loop
 from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.isr import IsrManager
@@ -365,7 +366,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
         kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
-        offsets_topic_num_partitions=settings.offsets_topic_num_partitions)
+        offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
+        offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
@@ -390,4 +392,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     node.add_background_task(listener.isr_manager.run)
     node.add_background_task(partial(retention_loop, replicas,
                                      settings.log_retention_check_interval_ms))
+    node.add_background_task(partial(compaction_loop, replicas,
+                                     settings.log_cleaner_backoff_ms,
+                                     settings.log_cleaner_io_max_bytes_per_second))
     return listener

@@ -128,7 +128,14 @@ def test_unknown_and_unsupported_configs_are_refused_when_created_or_altered(
                                  config={"cleanup.policy": "compact"})
     error = error_of(admin.create_topics([compact])["bad"])
     assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
-    assert "not implemented" in error.str()
+    assert "cannot go with cleanup.policy=compact" in error.str()
+    lagged = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1,
+                                config={"cleanup.policy": "compact",
+                                        "enable.ordered.delivery": "false",
+                                        "min.compaction.lag.ms": "-1"})
+    error = error_of(admin.create_topics([lagged])["bad"])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "min.compaction.lag.ms" in error.str()
     both = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1)
     admin.create_topics([both])["bad"].result(WAIT_S)
     resource = topic_resource("bad")

@@ -158,10 +158,20 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),
         300_000, "how often a partition leader deletes the segments past its topic's "
         "retention.ms and retention.bytes"),
+    Key("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", integer(1), 15_000,
+        "how often the log cleaner looks for compacted partition logs to clean"),
+    Key("log.cleaner.io.max.bytes.per.second", "log_cleaner_io_max_bytes_per_second",
+        integer(1), 2**63 - 1,
+        "the log cleaner's reads and writes together, in bytes per second (an integer "
+        "here; Kafka's is a double)"),
     Key("replica.lag.time.max.ms", "replica_lag_time_max_ms", integer(1), 30_000,
         "a follower behind for this long leaves the ISR"),
     Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", integer(1), 50,
         "partitions of __consumer_offsets when a broker creates it on first use"),
+    Key("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", integer(14),
+        100 * 1024 * 1024,
+        "segment.bytes of __consumer_offsets when a broker creates it (compacted: only "
+        "segments below the active one are cleaned)"),
     Key("authorizer.class.name", "authorizer_class_name", authorizer_class, "",
         "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `standard`): ACLs "
         "are enforced on every listener (broker/access_table.py: one row per request); "

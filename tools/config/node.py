@@ -56,7 +56,10 @@ class NodeConfig:
     log_segment_bytes: int
     replica_lag_time_max_ms: int
     log_retention_check_interval_ms: int
+    log_cleaner_backoff_ms: int
+    log_cleaner_io_max_bytes_per_second: int
     offsets_topic_num_partitions: int
+    offsets_topic_segment_bytes: int
     sasl_enabled_mechanisms: tuple[str, ...]
     sasl_mechanism_inter_broker_protocol: str
     # listener.name.<listener>.<mechanism>.sasl.jaas.config: (LISTENER, MECHANISM) -> text
@@ -199,7 +202,10 @@ class NodeConfig:
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
             log_retention_check_interval_ms=self.log_retention_check_interval_ms,
+            log_cleaner_backoff_ms=self.log_cleaner_backoff_ms,
+            log_cleaner_io_max_bytes_per_second=self.log_cleaner_io_max_bytes_per_second,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+            offsets_topic_segment_bytes=self.offsets_topic_segment_bytes,
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,
             advertised_address=None if advertised == self.client_address else advertised,

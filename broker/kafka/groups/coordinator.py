@@ -6,6 +6,10 @@ state loaded from `__consumer_offsets`, their writes, and the requests parked on
   use (a FindCoordinator) through the controller like any topic, with
   `offsets.topic.num.partitions` partitions and replication factor min(3, unfenced
   brokers); until it has a leader FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
+  As Kafka's, it is compacted (`cleanup.policy=compact`, `offsets.topic.segment.bytes`
+  segments; broker.kafka.partitions.compaction): a load replays only each key's latest
+  record, which is all it keeps anyway. Ordered delivery is off for it (it never
+  resizes, and compaction excludes it).
 - `run` (a background task of the broker) follows the image: on becoming leader of an
   offsets partition (or of a new leader epoch of it) the partition's groups and offsets
   are replayed from its log, from its start to its end (requests for them get
@@ -53,9 +57,15 @@ from broker.kafka.groups.offsets_records import (
 from broker.kafka.partitions.produce import produce_partition
 from broker.kafka.replication.replica import check_partition
 from broker.kafka.response_shapes import BrokerEndpoint
-from metadata.admin import AdminErrorResponse, CreatableTopic, CreateTopicsRequest
+from metadata.admin import (
+    AdminErrorResponse,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from metadata.controller_client import ControllerUnavailable
 from metadata.image import NO_LEADER, MetadataImage
+from metadata.topic_configs import CLEANUP_POLICY, ORDERED_DELIVERY, SEGMENT_BYTES
 from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -345,7 +355,11 @@ class GroupCoordinator:
         brokers = len(broker_endpoints(self.context.image))
         request = CreateTopicsRequest(topics=(CreatableTopic(
             name=OFFSETS_TOPIC, num_partitions=self.num_partitions,
-            replication_factor=max(1, min(3, brokers))),))
+            replication_factor=max(1, min(3, brokers)), configs=(
+                CreatableTopicConfig(name=CLEANUP_POLICY, value="compact"),
+                CreatableTopicConfig(name=ORDERED_DELIVERY, value="false"),
+                CreatableTopicConfig(name=SEGMENT_BYTES, value=str(
+                    self.context.offsets_topic_segment_bytes)))),))
         try:
             response = await controller.call(request, self.context.request_timeout_ms / 1000)
         except ControllerUnavailable as exc:

@@ -49,6 +49,7 @@ from broker.kafka.partitions.producer_state import (
     encode_snapshot,
     read_header,
 )
+from broker.kafka.partitions.segment_swap import install, recover_swaps
 from broker.kafka.partitions.segments import (
     NO_TIMESTAMP,
     RollLimits,
@@ -178,6 +179,11 @@ class PartitionLog:
         self.producers = ProducerStates()
         self._bytes_since_snapshot = 0
         self._recover()
+        # where the last cleaning stopped and the earliest delete horizon of the
+        # tombstones it kept (broker.kafka.partitions.compaction); in memory only: after
+        # a restart the whole log is dirty and cleaned once more, which finds both again
+        self.first_dirty_offset = 0
+        self.delete_horizon_ms = NO_TIMESTAMP
         # a log start inside the first segment (DeleteRecords) comes from the log dir's
         # checkpoint; one outside the log is another log's (a recreated topic): ignored
         self._log_start = self._segments[0].base_offset
@@ -199,6 +205,8 @@ class PartitionLog:
             open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
 
     def _recover(self) -> None:
+        if self.directory.is_dir():
+            recover_swaps(self.directory)
         names = os.listdir(self.directory) if self.directory.is_dir() else []
         bases = segment_bases(names) or [0]
         self.log_end_offset = bases[0]
@@ -330,14 +338,18 @@ class PartitionLog:
         return self._log_start
 
     def segment_stats(self) -> list[SegmentStat]:
-        """Each segment's offsets, size and largest timestamp, oldest first (retention)."""
+        """Each segment's offsets, size, largest and first batch's timestamp, oldest
+        first (retention, compaction)."""
         largest: dict[int, int] = {}
+        first: dict[int, int] = {}
         for info in self._batches:
             largest[info.segment] = max(largest.get(info.segment, NO_TIMESTAMP),
                                         info.max_timestamp)
+            first.setdefault(info.segment, info.max_timestamp)
         ends = [s.base_offset for s in self._segments[1:]] + [self.log_end_offset]
         return [SegmentStat(base_offset=segment.base_offset, end_offset=end, size=segment.size,
-                            max_timestamp=largest.get(segment.base_offset, NO_TIMESTAMP))
+                            max_timestamp=largest.get(segment.base_offset, NO_TIMESTAMP),
+                            first_timestamp=first.get(segment.base_offset, NO_TIMESTAMP))
                 for segment, end in zip(self._segments, ends, strict=True)]
 
     def advance_log_start(self, offset: int) -> bool:
@@ -386,8 +398,11 @@ class PartitionLog:
 
     def _reindex(self, first: int, stop: int) -> None:
         """Keep only batches [first, stop) in the index (the log end is the caller's)."""
+        self._rebuild_index(list(zip(self._batches[first:stop], self._headers[first:stop],
+                                     strict=True)))
+
+    def _rebuild_index(self, kept: list[tuple[BatchInfo, BatchHeader]]) -> None:
         end = self.log_end_offset
-        kept = list(zip(self._batches[first:stop], self._headers[first:stop], strict=True))
         self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
         self._running_max_ts, self._max_ts_index = [], -1
         for info, header in kept:
@@ -397,6 +412,41 @@ class PartitionLog:
     @property
     def segment_bases(self) -> list[int]:
         return [segment.base_offset for segment in self._segments]
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Each idempotent producer's last batch's last offset (the cleaner keeps it)."""
+        return {header.producer_id: info.last_offset
+                for info, header in zip(self._batches, self._headers, strict=True)
+                if header.has_producer_id}
+
+    def install_cleaned(self, base_offset: int, original_size: int,
+                        batches: list[tuple[BatchInfo, BatchHeader]]) -> bool:
+        """Put the cleaned copy of segment `base_offset` (its `.swap`, holding `batches`)
+        in place of the segment, when the segment is still the one it was cleaned from:
+        there, not active, `original_size` bytes long and this log's. The caller holds
+        the partition's lock (no append, truncation or retention meanwhile) and fsyncs
+        the directory after. False (nothing changed) otherwise."""
+        found = [(segment, following.base_offset)
+                 for segment, following in itertools.pairwise(self._segments)
+                 if segment.base_offset == base_offset and segment.size == original_size]
+        if not found or not self._owns_directory():
+            return False
+        segment, next_base = found[0]
+        offsets = [offset for info, _ in batches for offset in (info.base_offset,
+                                                                info.last_offset)]
+        # a copy that moved an offset or left its segment would corrupt every read
+        assert offsets == sorted(offsets), f"cleaned batches out of order in {base_offset}"
+        assert not offsets or base_offset <= offsets[0] and offsets[-1] < next_base, \
+            f"cleaned batches outside segment {base_offset}"
+        install(self.directory, base_offset)
+        segment.size = sum(info.size for info, _ in batches)
+        kept = [(info, header) for info, header in zip(self._batches, self._headers,
+                                                         strict=True)
+                if info.segment != base_offset]
+        at = bisect.bisect_left([info.base_offset for info, _ in kept], base_offset)
+        kept[at:at] = batches
+        self._rebuild_index(kept)
+        return True
 
     def _maybe_roll(self, batches: list[bytes]) -> None:
         """Start a new active segment at the log end when these batches would not fit

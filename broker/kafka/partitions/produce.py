@@ -44,6 +44,9 @@ error they retry until max.block.ms), in InitProducerId, FindCoordinator for a
 transaction coordinator (`refuse_transaction_coordinator`) and a Produce naming a
 transactional id.
 
+A record without a key on a topic whose `cleanup.policy` holds `compact` gets
+INVALID_RECORD, as in Kafka (compaction keeps one record per key).
+
 With the authorizer on (`broker.kafka.authz`): Produce needs WRITE on the topic (else
 TOPIC_AUTHORIZATION_FAILED on each of its partitions); InitProducerId for an idempotent
 producer needs IDEMPOTENT_WRITE on the cluster or, as Kafka 3 allows, WRITE on some topic
@@ -64,10 +67,18 @@ from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
+from broker.kafka.partitions.batch_rewrite import has_keyless_record
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
-from broker.kafka.partitions.producer_state import Accept, Duplicate, Reject, read_header
+from broker.kafka.partitions.producer_state import (
+    Accept,
+    BatchHeader,
+    Duplicate,
+    Reject,
+    read_header,
+)
 from broker.kafka.replication.replica import PartitionState, check_partition
-from metadata.topic_configs import min_insync_replicas
+from metadata.image import TopicImage
+from metadata.topic_configs import cleanup_policies, min_insync_replicas
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import ConnectionClosed
@@ -96,6 +107,19 @@ def _failed(index: int, error: ErrorCode, message: str | None = None
             "log_start_offset": -1, "error_message": message}
 
 
+def _batch_refusal(topic: TopicImage | None, batches: list[bytes],
+                   headers: list[BatchHeader]) -> tuple[ErrorCode, str] | None:
+    """Why a client's batches are refused whatever the partition's state, if they are."""
+    if any(h.is_control or h.is_transactional for h in headers):
+        return (ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
+                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "control or transactional batches are not accepted from clients")
+    if topic is not None and "compact" in cleanup_policies(topic.configs) and \
+            any(has_keyless_record(batch) for batch in batches):
+        return ErrorCode.INVALID_RECORD, "a compacted topic cannot accept a record without a key"
+    return None
+
+
 async def produce_partition(context: BrokerContext, *, name: str | None,
                             topic_id: Any, index: int, records: bytes | None, acks: int,
                             timeout_s: float, count_refusal: str | None = None
@@ -120,10 +144,9 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     assert resolved.partition is not None
     partition = resolved.partition
     headers = [read_header(b) for b in batches]
-    if any(h.is_control or h.is_transactional for h in headers):
-        return _failed(index, ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
-                       else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                       "control or transactional batches are not accepted from clients")
+    refused = _batch_refusal(context.image.topic(state.topic_id), batches, headers)
+    if refused is not None:
+        return _failed(index, *refused)
     min_isr = _min_insync_replicas(context, state.topic_id) if acks == ACKS_ALL else 0
     if len(partition.isr) < min_isr:
         return _failed(index, ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -1,7 +1,8 @@
 """Retention: every `log.retention.check.interval.ms` the leader of each open partition
-deletes its oldest segments past the topic's `retention.ms` / `retention.bytes`, below
-its high watermark and never the active one (the decision is pure:
-broker.kafka.partitions.segments.retention_start), and its log start advances. Followers
+of a topic whose `cleanup.policy` holds `delete` deletes its oldest segments past the
+topic's `retention.ms` / `retention.bytes`, below its high watermark and never the
+active one (the decision is pure: broker.kafka.partitions.segments.retention_start), and
+its log start advances. Followers
 do not decide: they follow the leader's log start (broker.kafka.replication.follower).
 """
 
@@ -15,12 +16,16 @@ import trio
 from broker.kafka.partitions.segments import Retention, retention_start
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import TopicImage
-from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, effective
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, cleanup_policies, effective
 
 log = logging.getLogger(__name__)
 
 
-def topic_retention(topic: TopicImage) -> Retention:
+def topic_retention(topic: TopicImage) -> Retention | None:
+    """The topic's retention; None when its cleanup.policy has no `delete` (compact
+    only: its old segments are the cleaner's)."""
+    if "delete" not in cleanup_policies(topic.configs):
+        return None
     return Retention(retention_ms=int(effective(topic.configs, RETENTION_MS)),
                      retention_bytes=int(effective(topic.configs, RETENTION_BYTES)))
 
@@ -31,13 +36,14 @@ async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:
     moved = 0
     for state, _ in replicas.led_partitions():
         topic = replicas.image.topic(state.topic_id)
-        if topic is None:
+        retention = None if topic is None else topic_retention(topic)
+        if topic is None or retention is None:
             continue
         async with state.lock:
             start = retention_start(state.log.segment_stats(),
                                     log_start=state.log.log_start_offset,
                                     high_watermark=state.high_watermark, now_ms=now_ms,
-                                    retention=topic_retention(topic))
+                                    retention=retention)
             if start <= state.log.log_start_offset:
                 continue
             try:

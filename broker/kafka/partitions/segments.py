@@ -63,12 +63,14 @@ def segment_for(bases: Sequence[int], offset: int) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SegmentStat:
-    """What retention looks at in one segment: its offsets [base, end), its size and
-    its records' largest timestamp (NO_TIMESTAMP when it has none)."""
+    """What retention and compaction look at in one segment: its offsets [base, end),
+    its size, its records' largest timestamp and its first batch's (NO_TIMESTAMP when
+    it has none)."""
     base_offset: int
     end_offset: int
     size: int
     max_timestamp: int
+    first_timestamp: int = NO_TIMESTAMP
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,7 +77,12 @@ def test_configs_are_written_in_the_topics_batch_when_created() -> None:
 
 @pytest.mark.parametrize(("configs", "words"), [
     ({"no.such.key": "1"}, "unknown topic config"),
-    ({"cleanup.policy": "compact"}, "not implemented"),
+    ({"cleanup.policy": "compact"}, "cannot go with cleanup.policy=compact"),
+    ({"cleanup.policy": "purge", "enable.ordered.delivery": "false"},
+     "configuration cleanup.policy"),
+    ({"min.cleanable.dirty.ratio": "1.01"}, "configuration min.cleanable.dirty.ratio"),
+    ({"min.compaction.lag.ms": "-1"}, "configuration min.compaction.lag.ms"),
+    ({"max.compaction.lag.ms": "-1"}, "configuration max.compaction.lag.ms"),
     ({"min.insync.replicas": "0"}, "between 1"),
     ({"segment.bytes": None}, "no value"),
 ])
@@ -89,6 +94,21 @@ def test_create_fails_with_invalid_config_and_no_records_when_a_config_is_bad(
     assert result.error_code == ErrorCode.INVALID_CONFIG
     assert words in result.error_message
     assert len(h.log) == before
+
+
+def test_a_compacted_topic_is_created_with_canonical_configs_and_altered_by_key() -> None:
+    h = Harness()
+    result = create(h, configs={"cleanup.policy": "delete,compact",
+                                "enable.ordered.delivery": "false",
+                                "min.cleanable.dirty.ratio": ".1"})
+    assert result.error_code == ErrorCode.NONE
+    assert configs_of(h) == (("cleanup.policy", "compact,delete"),
+                             ("enable.ordered.delivery", "false"),
+                             ("min.cleanable.dirty.ratio", "0.1"))
+    refused = alter(h, "t", ("delete.retention.ms", OP_SET, "-1"))
+    assert refused.error_code == ErrorCode.INVALID_CONFIG
+    assert "configuration delete.retention.ms" in refused.error_message
+    assert alter(h, "t", ("delete.retention.ms", OP_SET, "0")).error_code == ErrorCode.NONE
 
 
 def test_validate_only_writes_nothing_when_configs_are_valid() -> None:
@@ -227,6 +247,10 @@ def test_alter_writes_nothing_when_nothing_changes() -> None:
     ([("no.such", OP_SET, "1")], ErrorCode.INVALID_CONFIG),
     ([("no.such", OP_DELETE, None)], ErrorCode.INVALID_CONFIG),
     ([("cleanup.policy", OP_SET, "compact")], ErrorCode.INVALID_CONFIG),
+    ([("cleanup.policy", OP_SET, "compact,purge")], ErrorCode.INVALID_CONFIG),
+    ([("min.cleanable.dirty.ratio", OP_SET, "-1")], ErrorCode.INVALID_CONFIG),
+    ([("min.compaction.lag.ms", OP_SET, "-5")], ErrorCode.INVALID_CONFIG),
+    ([("max.compaction.lag.ms", OP_SET, "-5")], ErrorCode.INVALID_CONFIG),
     ([("cleanup.policy", OP_APPEND, "delete")], ErrorCode.INVALID_REQUEST),
     ([("cleanup.policy", OP_SUBTRACT, "delete")], ErrorCode.INVALID_REQUEST),
     ([("retention.ms", 9, "1")], ErrorCode.INVALID_REQUEST),

@@ -1,0 +1,146 @@
+"""A stored magic v2 batch as the log cleaner reads and rewrites it (pure: bytes in,
+bytes out).
+
+`cleaner_batch` decodes a batch's records (offset, key, timestamp, tombstone) for
+broker.kafka.partitions.cleaner; `rewrite` builds the batch the cleaner's plan keeps, as
+Kafka's cleaner does: the same base offset, last offset delta, producer fields, max
+timestamp and leader epoch, only the kept records (their bytes as stored, each
+timestamp delta re-based when a delete horizon becomes the base timestamp), the record
+count and the CRC32C recomputed, gzip bodies recompressed. Batches with another codec
+(no decoder here) or control batches are not decoded: the cleaner keeps them whole.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from broker.kafka.partitions.cleaner import BatchPlan, CleanerBatch, KeyedRecord
+from broker.kafka.partitions.producer_state import CONTROL_FLAG
+from broker.kafka.partitions.segments import NO_TIMESTAMP
+from raft.common.kafka.record_batch import encode_varint, read_varint
+
+DELETE_HORIZON_FLAG = 0x40  # Kafka's: the base timestamp holds the delete horizon
+HEADER_BYTES = 61
+_COMPRESSION_MASK, _GZIP = 0x07, 1
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_PRODUCER_ID = struct.Struct(">q")
+_COUNT = struct.Struct(">i")
+_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    offset: int
+    timestamp: int
+    after_timestamp: bytes  # offset delta .. headers, as stored
+    attributes: int
+    key: bytes | None
+    tombstone: bool
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """read_varint, with the one-byte case (most deltas and lengths) inline."""
+    byte = data[position]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    return read_varint(data, position)
+
+
+def _body(batch: bytes, attributes: int) -> bytes:
+    body = batch[HEADER_BYTES:]
+    return zlib.decompress(body, 16 + zlib.MAX_WBITS) if attributes & _GZIP else body
+
+
+def _records(batch: bytes) -> list[_Record] | None:
+    """The records of `batch`, or None when it is not decoded here."""
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
+    codec = attributes & _COMPRESSION_MASK
+    if attributes & CONTROL_FLAG or codec not in (0, _GZIP):
+        return None
+    base_offset = _TIMESTAMP.unpack_from(batch, 0)[0]
+    (base_timestamp,) = _TIMESTAMP.unpack_from(batch, 27)
+    (count,) = _COUNT.unpack_from(batch, 57)
+    try:
+        body = _body(batch, attributes)
+        records = []
+        position = 0
+        for _ in range(count):
+            length, position = _varint(body, position)
+            end = position + length
+            record_attributes = body[position]
+            timestamp_delta, after = _varint(body, position + 1)
+            offset_delta, cursor = _varint(body, after)
+            key_length, cursor = _varint(body, cursor)
+            key = None if key_length < 0 else body[cursor:cursor + key_length]
+            value_length, _ = _varint(body, cursor + max(0, key_length))
+            if end > len(body):
+                return None
+            records.append(_Record(offset=base_offset + offset_delta,
+                                   timestamp=base_timestamp + timestamp_delta,
+                                   after_timestamp=body[after:end],
+                                   attributes=record_attributes, key=key,
+                                   tombstone=value_length < 0))
+            position = end
+        return records
+    except (ValueError, IndexError, zlib.error):
+        return None
+
+
+def delete_horizon(batch: bytes) -> int:
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
+    if not attributes & DELETE_HORIZON_FLAG:
+        return NO_TIMESTAMP
+    return int(_TIMESTAMP.unpack_from(batch, 27)[0])
+
+
+def cleaner_batch(batch: bytes) -> CleanerBatch:
+    base_offset = int(_TIMESTAMP.unpack_from(batch, 0)[0])
+    last_offset = base_offset + int(_LENGTH.unpack_from(batch, 23)[0])
+    records = _records(batch)
+    keyed = None if records is None else tuple(
+        KeyedRecord(record.offset, record.key, record.timestamp, record.tombstone)
+        for record in records)
+    return CleanerBatch(base_offset=base_offset, last_offset=last_offset,
+                        producer_id=int(_PRODUCER_ID.unpack_from(batch, 43)[0]),
+                        delete_horizon_ms=delete_horizon(batch), records=keyed)
+
+
+def has_keyless_record(batch: bytes) -> bool:
+    """Whether `batch` holds a record without a key (Kafka refuses those on a compacted
+    topic: compaction keeps one record per key); a batch not decoded here: False."""
+    return any(record.key is None for record in cleaner_batch(batch).records or ())
+
+
+def rewrite(batch: bytes, plan: BatchPlan) -> bytes:
+    """`batch` with only the records at `plan.offsets` and the plan's delete horizon
+    (the batch must decode: `cleaner_batch(batch).records` is not None)."""
+    records = _records(batch)
+    assert records is not None, "only a decoded batch is rewritten"
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
+    (base_timestamp,) = _TIMESTAMP.unpack_from(batch, 27)
+    if plan.delete_horizon_ms != NO_TIMESTAMP:
+        attributes |= DELETE_HORIZON_FLAG
+        base_timestamp = plan.delete_horizon_ms
+    kept = set(plan.offsets)
+    body = bytearray()
+    for record in records:
+        if record.offset in kept:
+            encoded = bytes([record.attributes]) + \
+                encode_varint(record.timestamp - base_timestamp) + record.after_timestamp
+            body += encode_varint(len(encoded)) + encoded
+    if attributes & _GZIP:
+        compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        body = bytearray(compressor.compress(bytes(body)) + compressor.flush())
+    out = bytearray(batch[:HEADER_BYTES]) + body
+    _LENGTH.pack_into(out, 8, len(out) - 12)
+    _ATTRIBUTES.pack_into(out, 21, attributes)
+    _TIMESTAMP.pack_into(out, 27, base_timestamp)
+    _COUNT.pack_into(out, 57, len(kept))
+    _CRC.pack_into(out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
