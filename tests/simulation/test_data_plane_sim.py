@@ -22,6 +22,7 @@ EXPECTED = {
     "dp_isr_shrink_before_commit": {"committed-prefix", "leader-holds-committed",
                                     "acked-is-committed"},
     "dp_truncate_below_hw": {"no-truncation-below-hw"},
+    "dp_consumer_reads_log_end": {"consumer-reads-committed"},
     "dp_truncate_to_leader_end": {LIVENESS},
 }
 FIRST_SEEDS = range(1, 41)

@@ -7,6 +7,8 @@ truncation or an acknowledgement as it happens). A violation raises
   committed prefix: an offset never holds two different records once committed).
 - `no-truncation-below-hw`: a replica never truncates what it counted as committed.
 - `acked-is-committed`: an acknowledged acks=all write is committed, at its offset.
+- `consumer-reads-committed`: a consumer reads only committed records (never above the
+  high watermark), each at its offset.
 - `leader-holds-committed`: the leader the controller chose, once it knows it, holds
   every committed record (so none acknowledged is ever lost).
 - `leader-hw-monotonic`: a leader's high watermark never goes back within its epoch
@@ -54,6 +56,14 @@ class Checker:
             held = self.committed[offset] if offset < len(self.committed) else "nothing"
             raise DataPlaneViolation("acked-is-committed", f"write {entry} acknowledged at "
                                      f"offset {offset}, where the committed log holds {held}")
+
+    def on_consumed(self, position: int, entries: list[Entry]) -> None:
+        for offset, entry in enumerate(entries, start=position):
+            if offset >= len(self.committed) or self.committed[offset] != entry:
+                held = self.committed[offset] if offset < len(self.committed) else "nothing"
+                raise DataPlaneViolation("consumer-reads-committed", f"a consumer read "
+                                         f"{entry} at offset {offset}, where the committed "
+                                         f"log holds {held}")
 
     def after_event(self, brokers: Mapping[int, Broker], committed: MetadataImage) -> None:
         for broker in brokers.values():

@@ -12,6 +12,8 @@ switches for them.
   proposed (not the maximal ISR): a removal counts before the controller accepted it.
 - `dp_truncate_below_hw`: a diverged follower truncates to where the answered epoch
   starts in its own log, cutting records it already counted as committed.
+- `dp_consumer_reads_log_end`: a leader serves consumers up to its log end, not its high
+  watermark (what a follower's Fetch may read).
 - `dp_truncate_to_leader_end`: a diverged follower truncates to the leader's end of the
   answered epoch alone (the broker's rule before KIP-279's): when its own copy of that
   epoch ended earlier, it never converges.
@@ -39,6 +41,7 @@ class Plant:
                       tuple[ErrorCode, str] | None] = lambda broker, pending, current: None
     hw_from_diverging_answer: bool = False
     truncation: Callable[[tuple[int, int], SimLog], int] | None = None
+    consumer_upper: Callable[[Any], int] | None = None  # where a consumer's read stops
 
 
 class _ProposedIsrProgress(LeaderProgress):
@@ -74,6 +77,8 @@ PLANTS: dict[str, Plant] = {
     "dp_isr_shrink_before_commit": Plant(
         progress=lambda log, now: _ProposedIsrProgress(log=log, opened_at=now)),
     "dp_truncate_below_hw": Plant(truncation=_to_epoch_start),
+    "dp_consumer_reads_log_end": Plant(
+        consumer_upper=lambda leader: leader.log.log_end_offset),
     "dp_truncate_to_leader_end": Plant(truncation=_to_leader_end),
 }
 PLANTED_BUGS = tuple(PLANTS)

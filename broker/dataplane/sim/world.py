@@ -44,6 +44,7 @@ from raft.common.uuid import Uuid
 
 CONTROLLER = 0
 PRODUCER = -2
+CONSUMER = -3
 MIN_ISR = 2
 HEARTBEAT_MS = 100
 SESSION_TIMEOUT_MS = 600
@@ -69,6 +70,7 @@ class World:
         self.committed_image = MetadataImage.empty()
         self.heartbeats: dict[int, int] = {}
         self.value = 0
+        self.consumed = 0  # the consumer's position
         self.producing = True
         self.acked: dict[int, tuple[int, int]] = {}  # offset -> (epoch, value)
         self.stats = {"leader_changes": 0, "isr_changes": 0, "truncations": 0,
@@ -98,6 +100,7 @@ class World:
             self._boot(broker)
         self.at(0, self._controller_tick)
         self.at(0, self._produce_tick)
+        self.at(0, self._consume_tick)
 
     # -- the network ---------------------------------------------------------------------
 
@@ -403,6 +406,36 @@ class World:
         self.value += 1
         self.send(PRODUCER, partition.leader, self._on_produce,
                   self.brokers[partition.leader], self.value)
+
+    # the consumer
+
+    def _consume_tick(self) -> None:
+        """Fetch from the position on, from the leader a random broker's image names."""
+        source = self.brokers[self.rng.choice(sorted(self.brokers))]
+        partition = source.partition()
+        if partition is not None and partition.leader != NO_LEADER:
+            self.send(CONSUMER, partition.leader, self._on_consumer_fetch,
+                      self.brokers[partition.leader], partition.leader_epoch,
+                      self.consumed)
+        self.at(self.now + 4 * PRODUCE_INTERVAL_MS, self._consume_tick)
+
+    def _on_consumer_fetch(self, leader: Broker, epoch: int, position: int) -> None:
+        """A consumer's Fetch: records from `position` up to the high watermark (the
+        log end for a follower's Fetch only)."""
+        resolved = check_partition(leader.image, leader.broker_id, partition=0,
+                                   topic_id=TOPIC_ID, current_leader_epoch=epoch)
+        if resolved.error != ErrorCode.NONE or leader.progress is None:
+            return
+        upper = self.plant.consumer_upper(leader) if self.plant.consumer_upper is not None \
+            else leader.progress.high_watermark
+        entries = leader.log.entries[position:upper]
+        self.send(leader.broker_id, CONSUMER, self._on_consumed, position, entries)
+
+    def _on_consumed(self, position: int, entries: list[tuple[int, int]]) -> None:
+        if position != self.consumed:
+            return  # an answer to an older position
+        self.checker.on_consumed(position, entries)
+        self.consumed += len(entries)
 
     def _on_acked(self, offset: int, entry: tuple[int, int]) -> None:
         self.stats["acked"] += 1
