@@ -124,6 +124,12 @@ def exchange(address: str, api: str, body: Any, *, cluster_id: str = "",
                             refused=isinstance(exc, ConnectionRefusedError)) from None
 
 
+def problems_text(problems: Iterable[str]) -> str:
+    """A call's problems as one line, each once in the order first met: a call that went
+    round the addresses until its deadline met the same few again and again."""
+    return "; ".join(dict.fromkeys(problems))
+
+
 # -- classifiers: a reply as the policy's outcome --------------------------------------
 
 
