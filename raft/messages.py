@@ -332,9 +332,11 @@ def is_response(msg: object) -> bool:
 # group in field order (KIP-516).
 _TOP_LEVEL = frozenset({"cluster_id", "replica_id", "max_wait_ms", "max_bytes", "error_code"})
 _TOPIC_KEYS = frozenset({"topic_id", "partitions"})
-# raft/node.py adds these to the DescribeQuorum answer it serves, so tools find the leader.
+# raft/rpc_host.py adds these to the DescribeQuorum answer it serves, so tools find the
+# leader and every voter (voter_addresses: voter id -> "HOST:PORT", as the node dials it).
 _NODE_EXTRAS: dict[type, frozenset[str]] = {
-    DescribeQuorumResponse: frozenset({"leader_address", "node_id", "cluster_id", "is_leader"})}
+    DescribeQuorumResponse: frozenset({"leader_address", "node_id", "cluster_id", "is_leader",
+                                       "voter_addresses"})}
 
 _CODEC = Codec()
 _CODEC.register(Uuid, wire=bytes, encode=Uuid.to_bytes, decode=Uuid.from_bytes,

@@ -104,11 +104,14 @@ class RpcHost:
         await self.node.receive_frame(conn, frame)
 
     def _describe_quorum(self, now: int) -> dict[str, Any]:
-        """In the core task; a non-leader also names the leader's address."""
+        """In the core task; a non-leader also names the leader's address, and every node
+        the addresses it dials its voters at (a static quorum's answer names no endpoints)."""
         node = self.node
         _, body = messages.encode_message(node.core.describe_quorum(now))
         address = node.leader_address
         body["leader_address"] = f"{address[0]}:{address[1]}" if address else None
+        body["voter_addresses"] = {voter: f"{host}:{port}"
+                                   for voter, (host, port) in sorted(node.voters.items())}
         body.update(node_id=node.node_id, cluster_id=node.cluster_id, is_leader=node.is_leader)
         return body
 

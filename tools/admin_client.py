@@ -124,6 +124,12 @@ def exchange(address: str, api: str, body: Any, *, cluster_id: str = "",
                             refused=isinstance(exc, ConnectionRefusedError)) from None
 
 
+def problems_text(problems: Iterable[str]) -> str:
+    """A call's problems as one line, each once in the order first met: a call that went
+    round the addresses until its deadline met the same few again and again."""
+    return "; ".join(dict.fromkeys(problems))
+
+
 # -- classifiers: a reply as the policy's outcome --------------------------------------
 
 
@@ -234,6 +240,8 @@ class AdminClient:
             raise usage_error("no controller address given")
         self.addresses = addresses
         self.deadline = time.monotonic() + timeout_s
+        # the last call's answer came after an attempt of it that may have been applied
+        self.maybe_applied_before = False
         self._client = LeaderClient(addresses, cluster_id=cluster_id, ssl_context=ssl_context,
                                     attempt_timeout_s=ADMIN_ATTEMPT_TIMEOUT_S,
                                     backoff_s=ADMIN_BACKOFF_S, refusals_end_call=True)
@@ -257,6 +265,7 @@ class AdminClient:
             raise CommandError(f"no active controller answered {api} in time{applied} "
                                f"({last})")
         response = result.value
+        self.maybe_applied_before = result.maybe_applied_before
         if isinstance(response, AdminErrorResponse):
             raise CommandError(f"{api} failed: " + describe_error(
                 response.top_level_error, response.error_message))
@@ -276,6 +285,20 @@ def describe_error(code: int, message: str | None) -> str:
     except ValueError:
         name = "UNKNOWN"
     return f"{name} ({code})" + (f": {message}" if message else "")
+
+
+def may_prove_applied(code: int, requested: int | None) -> bool:
+    """Whether a retried topic write's refusal could prove that an earlier attempt of it,
+    of unknown outcome, was applied: TOPIC_ALREADY_EXISTS to a create or INVALID_PARTITIONS
+    to a create-partitions that asked for a partition count (a create without one proves
+    nothing: the controller chose it)."""
+    return code in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_PARTITIONS) and \
+        requested is not None
+
+
+def earlier_attempt_applied(code: int, *, requested: int | None, partitions_now: int) -> bool:
+    """Whether it does: the topic now has the `requested` partition count."""
+    return may_prove_applied(code, requested) and partitions_now == requested
 
 
 def fail_on_error(what: str, code: int, message: str | None) -> None:

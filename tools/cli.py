@@ -7,8 +7,10 @@ asks the controllers (`kraft quorum describe`, `kraft topics` with `--cluster`) 
 neither kio, Trio nor the node configuration (tests/unit/tools/test_cli_startup.py;
 bench/cli_bench.py times them).
 Exit codes: 0 ok, 1 a check or request failed, 2 usage or bad input, 3 (`kraft node`) a
-broken Raft invariant stopped the node. A closed stdout (`| head`) or a path that cannot
-be read or written is one line (or none), never a traceback. `--log-level` defaults to
+broken Raft invariant stopped the node, 128 + the signal (130, 143) a verb that stops on
+SIGINT or SIGTERM (`tools.errors.stop_on_signals`) stopped by one. A closed stdout
+(`| head`) or a path that cannot be read or written is one line (or none), never a
+traceback. `--log-level` defaults to
 WARNING, and to INFO for `kraft node` (a server's log says what it does); `kraft
 --version` prints the version.
 """
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tools.errors import CommandError
+from tools.errors import CommandError, StoppedBySignal
 from tools.logs import configure_logging
 
 VERBS: dict[str, tuple[str, str]] = {
@@ -252,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         else:
             print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except StoppedBySignal as exc:
+        print(f"{verb}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         logging.getLogger(__name__).warning("interrupted")

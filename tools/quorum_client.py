@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from raft.common.errors import ErrorCode
 from raft.common.leader_redirect import Done, Failed, Unknown
 from raft.common.tls import TlsConfigError, client_context
-from tools.admin_client import ExchangeError, LeaderClient, exchange, raft_outcome
+from tools.admin_client import (
+    ExchangeError,
+    LeaderClient,
+    exchange,
+    problems_text,
+    raft_outcome,
+)
 from tools.config_basics import ConfigError
 
 if TYPE_CHECKING:
@@ -70,7 +76,29 @@ def request_leader(addresses: Iterable[str], api: str, body: Any, *, cluster_id:
                          deadline=time.monotonic() + timeout_s)
     if isinstance(result, Done):
         return result.value
-    raise ClusterError("; ".join(result.problems) or "no address to try")
+    raise ClusterError(problems_text(result.problems) or "no address to try")
+
+
+def cluster_id_of(addresses: Iterable[str], *, timeout_s: float = 5.0,
+                  ssl_context: ssl.SSLContext | None = None) -> str:
+    """The cluster id the first node to answer DescribeQuorum names: a follower, or a
+    node that knows of no leader, names it too, so this needs no leader (ClusterError
+    when none answers)."""
+    from raft import messages  # here, as in describe_quorum
+    body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
+    problems = []
+    for address in addresses:
+        try:
+            reply = request(address, DESCRIBE_QUORUM, body, timeout_s=timeout_s,
+                            ssl_context=ssl_context)
+        except ClusterError as exc:
+            problems.append(str(exc))
+            continue
+        found = reply.get("cluster_id") if isinstance(reply, dict) else None
+        if isinstance(found, str):
+            return found
+        problems.append(f"{address}: no cluster id in its DescribeQuorum answer")
+    raise ClusterError(problems_text(problems) or "no address to try")
 
 
 def append_records(addresses: list[str], count: int, batch: int = 1, *,
@@ -130,6 +158,7 @@ def describe_quorum(addresses: Iterable[str], *, timeout_s: float = 5.0,
             "high_watermark": response.high_watermark,
             "kraft_version": response.kraft_version,
             "leader_address": reply.get("leader_address"),
+            "voter_addresses": dict(reply.get("voter_addresses") or {}),
             "cluster_id": reply.get("cluster_id", ""),
             "voters": [_replica(r) for r in response.current_voters],
             "observers": [_replica(r) for r in response.observers],

@@ -23,7 +23,7 @@ from raft.common.leader_redirect import Answered, Done, Lost, Outcome, Unknown
 from raft.common.uuid import Uuid
 from raft.control_records import Endpoint
 from raft.storage import read_meta_properties
-from tools.admin_client import LeaderClient, raft_outcome
+from tools.admin_client import LeaderClient, problems_text, raft_outcome
 from tools.errors import CommandError
 
 RETRY_S = 0.3  # the pause before a change the leader could not make yet is asked again
@@ -73,8 +73,9 @@ def send_change_to_leader(addresses: list[str], message: Any, timeout_s: float,
                              deadline=deadline)
         if not isinstance(result, Done):
             applied = " (it may have been applied)" if isinstance(result, Unknown) else ""
-            last = result.problems[-1] if result.problems else "no controller answered"
-            raise CommandError(f"gave up after {timeout_s:g} s{applied}: {last}")
+            problems = problems_text(result.problems) or "no controller answered"
+            raise CommandError(f"no leader made the change within {timeout_s:g} s{applied}: "
+                               f"{problems}")
         answer = result.value
         assert isinstance(answer, messages.VoterChangeResponse)
         if answer.error_code == ErrorCode.NONE:

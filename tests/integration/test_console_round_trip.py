@@ -4,13 +4,16 @@ plain `kraft consume --from-beginning --max-messages 6`, which then stops by its
 rc 0; `--property print.key=true` prints the keys (`null` for none); `--ordered` delivers
 the unkeyed records too; without `--from-beginning` a new group starts at the end; a
 mistyped topic is one line naming it and the close match, rc 1, in every verb; `--list`
-on a cluster without topics prints nothing."""
+on a cluster without topics prints nothing; the plaintext broker named by address, with
+no client properties or a PLAINTEXT file, takes and gives records with nothing on
+stderr."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,28 @@ def test_a_value_without_the_key_separator_is_a_usage_error(cluster: Cluster) ->
                      "--key-separator", ":", "k:v", "novalue")
     assert produced.returncode == 2
     assert "record 2 ('novalue') has no key separator ':'" in produced.stderr
+
+
+@pytest.mark.parametrize("command_config", [None, "security.protocol=PLAINTEXT\n",
+                                            "security.protocol=PLAINTEXT\n"
+                                            "sasl.mechanism=PLAIN\n"])
+def test_plaintext_brokers_by_address_take_records_without_any_login(
+        cluster: Cluster, tmp_path: Path, command_config: str | None) -> None:
+    """No SASL on the listener and none configured (or a PLAINTEXT file whose stray
+    sasl.* keys Kafka's clients ignore too): no login, no warning, records round-trip."""
+    broker = cluster.node(2).client_address
+    assert broker is not None
+    extra = []
+    if command_config is not None:
+        (tmp_path / "client.properties").write_text(command_config)
+        extra = ["--command-config", str(tmp_path / "client.properties")]
+    value = f"plain-{len(extra)}-{len(command_config or '')}"
+    produced = kraft("produce", "--bootstrap-server", broker, "--topic", TOPIC, value, *extra,
+                     "--json")
+    assert (produced.returncode, produced.stderr) == (0, "")
+    records = json.loads(produced.stdout)["base_offset"] + 1  # the partition's, ours last
+    consumed = kraft("consume", "--bootstrap-server", broker, "--topic", TOPIC,
+                     "--from-beginning", "--max-messages", str(records), "--duration", "25",
+                     *extra)
+    assert (consumed.returncode, consumed.stderr) == (0, "")
+    assert consumed.stdout.splitlines()[-1] == value

@@ -97,6 +97,11 @@ def test_cli_describes_status_and_replication_when_asked_any_voter(
     assert sorted(v["id"] for v in view["CurrentVoters"]) == [1, 2, 3]
     assert next(v for v in view["CurrentVoters"] if v["id"] == follower)["endpoints"] == \
         [f"CONTROLLER://{address}"]
+    # every voter's, the one neither asked nor leading too: as --cluster shows them
+    by_cluster = kraft("quorum", "describe", "--cluster", str(cluster.directory), "--status",
+                       "--json")
+    assert view["CurrentVoters"] == json.loads(by_cluster.stdout)["CurrentVoters"]
+    assert all(v["endpoints"] for v in view["CurrentVoters"]), view["CurrentVoters"]
     wait_until(lambda: json.loads(kraft("quorum", "describe", "--cluster",
                                         str(cluster.directory), "--status", "--json").stdout)
                ["CurrentObservers"] == [{"id": 4}], 10, "the broker to fetch as an observer")

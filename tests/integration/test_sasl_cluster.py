@@ -281,3 +281,26 @@ def test_kraft_topics_lists_through_a_broker_when_its_command_config_logs_in(
     assert refused.returncode == 1
     assert "SASL_AUTHENTICATION_FAILED" in refused.stderr
     assert "not-it" not in refused.stderr
+
+
+def test_kraft_produce_and_consume_log_in_with_their_command_config(
+        cluster: Cluster, bootstrap: str, admin_properties: Path) -> None:
+    create_topic(cluster, "console-over-sasl", BROKERS)
+    login = ("--bootstrap-server", bootstrap, "--command-config", str(admin_properties),
+             "--topic", "console-over-sasl")
+    assert cli("produce", *login, "--key-separator", ":", "k1:v1", "k2:v2").strip() == \
+        "produced 2 records to console-over-sasl-0 at offset 0"
+    assert cli("produce", *login, "--acks", "0", "v3") == \
+        "produced 1 records to console-over-sasl-0 at offset -1\n"  # acks=0: none known
+    consumed = cli("consume", *login, "--from-beginning", "--max-messages", "3",
+                   "--duration", "30")
+    assert consumed.splitlines() == ["v1", "v2", "v3"]
+    wrong = cluster.directory / "wrong-produce.properties"
+    wrong.write_text(admin_properties.read_text().replace("admin-secret", "not-it"))
+    started = time.monotonic()
+    refused = kraft("produce", *login[:2], "--command-config", str(wrong), *login[4:], "v")
+    assert refused.returncode == 1
+    (line,) = refused.stderr.splitlines()
+    assert "SASL_AUTHENTICATION_FAILED" in line
+    assert "not-it" not in line
+    assert time.monotonic() - started < 15  # refused at once, not retried for 30 s

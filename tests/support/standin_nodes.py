@@ -1,6 +1,7 @@
 """Stand-in nodes for the blocking clients' tests: real TCP on 127.0.0.1, one thread
 each, answering every msgpack request frame with what the test says (or staying silent
-after reading it). Every wait is bounded by BOUND_S; `standin_nodes` closes them all."""
+after reading it, or closing the connection unanswered). Every wait is bounded by
+BOUND_S; `standin_nodes` closes them all."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from raft.common.framing import FrameDecoder, encode_frame
 
 BOUND_S = 10.0
 Answer = Callable[[dict[str, Any]], Any]  # a request frame -> the body to answer, or None
+HANG_UP = object()  # what an Answer returns to close the connection without answering
 
 
 class Node:
     """Accepts connections until closed; answers each frame with `answer(frame)` (None:
-    reads the request and stays silent). Counts the requests it read."""
+    reads the request and stays silent; HANG_UP: closes the connection). Counts the
+    requests it read."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
@@ -53,6 +56,8 @@ class Node:
                     if body is None:
                         self._closed.wait(BOUND_S)  # silent until the test ends
                         continue
+                    if body is HANG_UP:
+                        break
                     conn.sendall(encode_frame({**frame, "body": body}))
 
     def close(self) -> None:

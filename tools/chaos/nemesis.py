@@ -208,7 +208,8 @@ class Nemesis:
 
     def stop(self, timeout_s: float = 30.0 + REPLACE_TIMEOUT_S) -> None:
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._thread.ident is not None:  # a run stopped before the faults began has none
+            self._thread.join(timeout_s)
 
     @property
     def is_alive(self) -> bool:

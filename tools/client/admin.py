@@ -56,6 +56,7 @@ from tools.client.connection import METADATA, ClientError, ConnectionLost, Kafka
 
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 CREATE_PARTITIONS, DESCRIBE_QUORUM = 37, 55
+WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})
 API_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics",
              DELETE_TOPICS: "DeleteTopics", CREATE_PARTITIONS: "CreatePartitions",
              DESCRIBE_QUORUM: "DescribeQuorum",
@@ -110,6 +111,7 @@ class KafkaAdmin:
         self.client = client
         self.deadline = deadline  # time.monotonic()
         self.versions: dict[int, tuple[int, int]] | None = None
+        self.resent_after_loss = False  # a request went again after a lost connection
 
     def remaining_s(self) -> float:
         return max(self.deadline - time.monotonic(), 0.0)
@@ -140,7 +142,13 @@ class KafkaAdmin:
         chosen = pick_version(api_key, versions) if version is None else version
         body = build(self._schema(api_key, chosen), values)
 
+        sent = False
+
         async def attempt() -> Any:
+            nonlocal sent
+            # a write lost on its way back may have been applied; a read changed nothing
+            self.resent_after_loss |= sent and api_key in WRITE_APIS
+            sent = True
             return (await self.client.call_any(body))[1]
         return await self._retrying(attempt)
 
@@ -448,6 +456,8 @@ class BrokerAdminClient:
         self.ssl_context, self.sasl = ssl_context, sasl
         self.deadline = time.monotonic() + timeout_s
         self.versions: dict[int, tuple[int, int]] | None = None
+        # the last call's answer came after an attempt of it that may have been applied
+        self.maybe_applied_before = False
 
     def run(self, work: Callable[[KafkaAdmin], Coroutine[Any, Any, Any]]) -> Any:
         async def main() -> Any:
@@ -460,6 +470,7 @@ class BrokerAdminClient:
                 return await work(admin)
             finally:
                 self.versions = admin.versions
+                self.maybe_applied_before = admin.resent_after_loss
                 await client.aclose()
         return trio.run(main)
 

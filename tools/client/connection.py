@@ -21,7 +21,7 @@ from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import PartitionLeaderEpochsRequest
-from raft.common.kafka.wire_client import exchange
+from raft.common.kafka.wire_client import encode_request, exchange
 from raft.common.tls import open_stream
 from tools.client.metadata import TopicMetadata, topic_metadata
 
@@ -65,18 +65,30 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._buffer = bytearray()
 
-    async def request(self, body: Any, timeout_s: float | None = None) -> Any:
+    async def request(self, body: Any, timeout_s: float | None = None, *,
+                      answered: bool = True) -> Any:
+        """The answer to `body`; with `answered=False` (a Produce with acks=0) `body` is
+        only sent, and None returned: no answer comes."""
         async with self._lock:
             try:
                 with trio.fail_after(timeout_s or self.timeout_s):
-                    return await self._exchange(body)
+                    stream = await self._logged_in()
+                    if not answered:
+                        await stream.send_all(encode_request(
+                            body, next(self._correlation), self.client_id))
+                        return None
+                    # error codes as plain ints: kio's reader refuses INVALID_PARTITION_METADATA
+                    return await exchange(stream, body, next(self._correlation),
+                                          client_id=self.client_id, buffer=self._buffer,
+                                          tolerant=True)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                     trio.TooSlowError) as exc:
                 await self.close()
                 raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}",
                                      refused=_refused(exc)) from None
 
-    async def _exchange(self, body: Any) -> Any:
+    async def _logged_in(self) -> trio.abc.Stream:
+        """The connection's stream, opened (and logged in) first if need be."""
         if self._stream is None:
             host, _, port = self.address.rpartition(":")
             self._stream = await open_stream(host, int(port), self.ssl_context)
@@ -87,9 +99,7 @@ class BrokerConnection:
                 except SaslClientError as exc:  # wrong credentials: no use retrying
                     await self.close()
                     raise ClientError(f"{self.address}: {exc}") from None
-        # error codes as plain ints: kio's reader refuses INVALID_PARTITION_METADATA
-        return await exchange(self._stream, body, next(self._correlation),
-                              client_id=self.client_id, buffer=self._buffer, tolerant=True)
+        return self._stream
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None

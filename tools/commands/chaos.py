@@ -51,7 +51,6 @@ import logging
 import os
 import random
 import secrets
-import signal
 import ssl
 import subprocess
 import sys
@@ -102,7 +101,7 @@ from tools.chaos.voter_set import voter_keys
 from tools.chaos.workload import AdminCaller, Workload, WorkloadConfig
 from tools.cluster import CLUSTER_FILE, Cluster, ClusterError
 from tools.commands.replay import require_extra
-from tools.errors import usage_error
+from tools.errors import stop_on_signals, usage_error
 from tools.progress import Poll, ProgressDisplay, Reading
 from tools.quorum_client import client_ssl_context
 
@@ -205,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"chaos: seed {seed}, {args.duration:.0f} s, faults {','.join(faults) or 'none'}",
               flush=True)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # the cluster is stopped on the way out
+    stop_on_signals()  # the faults are healed and the cluster stopped on the way out
     with ProgressDisplay("chaos", unit="s") as display:  # on stderr, when a terminal
         verdict = run_chaos(directory, seed=seed, duration_s=args.duration,
                             voters=args.voters, brokers=args.brokers, faults=faults,
@@ -215,10 +214,6 @@ def run(args: argparse.Namespace) -> int:
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
-
-
-def _stop_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(f"chaos: stopped by {signal.Signals(signum).name}; no verdict")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from raft import messages
 from raft.control_records import Endpoint
-from tools.cluster import Cluster, ClusterError
+from tools.cluster import ClusterError
 from tools.commands import quorum_voters
 from tools.errors import CommandError, usage_error
 from tools.quorum_client import describe_quorum
@@ -84,7 +84,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     addresses, state = _state(args)
     nodes = tuple(messages.NodeEndpoints(node_id=voter_id, listeners=tuple(
         _endpoint(text) for text in texts)) for voter_id, texts in
-        sorted(_voter_endpoints(args, addresses, state).items()))
+        sorted(_voter_endpoints(args, state).items()))
     send_change_to_leader(addresses, messages.UpdateKRaftVersionRequest(
         cluster_id=quorum_voters.target_cluster_id(args, addresses), kraft_version=version,
         nodes=nodes), args.timeout, args.client_ssl)
@@ -95,14 +95,9 @@ def _upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _voter_endpoints(args: argparse.Namespace, addresses: list[str],
-                     state: dict[str, Any]) -> dict[int, list[str]]:
-    if args.cluster:
-        cluster = Cluster.load(args.cluster)
-        return {n.id: [f"CONTROLLER://{n.controller_address}"]
-                for n in cluster.nodes.values() if n.controller_address}
+def _voter_endpoints(args: argparse.Namespace, state: dict[str, Any]) -> dict[int, list[str]]:
     from tools.commands.quorum import voter_endpoints
-    return voter_endpoints(args, addresses, state)
+    return voter_endpoints(args, state)
 
 
 def _endpoint(text: str) -> Endpoint:

@@ -17,7 +17,9 @@ producer ID (InitProducerId) and sends the batch with sequence 0 by Produce v13 
 by ID, KIP-516). A retriable answer (the leader moved, the broker is not caught up) or a
 lost connection resends the same batch to the leader the metadata then names: the
 broker's producer state answers a batch it already stored with its original offset, so
-a retry never stores the records twice. Exit 0 with the base offset; 1 when the
+a retry never stores the records twice. With a SASL login (`--command-config` naming
+SASL_PLAINTEXT or SASL_SSL) each connection logs in first, as `tools.client.connection`'s
+do; a refused login is one line, exit 1. Exit 0 with the base offset; 1 when the
 brokers refuse the records or the timeout passes; 2 on bad usage.
 
 With `--ordered` it writes per-key sequence numbers instead (tools/client/
@@ -29,13 +31,14 @@ acknowledged record printed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import ssl
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_request_schema
 
@@ -45,6 +48,9 @@ from raft.common.kafka.codec import build
 from raft.common.kafka.wire_client import call, connect, encode_request
 from tools.addresses import broker_addresses
 from tools.errors import CommandError, unknown_topic, usage_error
+
+if TYPE_CHECKING:
+    from broker.kafka.sasl.sasl_settings import SaslClientSettings
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
 PRODUCE_VERSION = 13
@@ -60,6 +66,18 @@ RETRIABLE = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.INCONSISTENT_TOPIC_ID})
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Login:
+    """How to reach the brokers: over TLS with `tls` (None: plaintext), logged in with
+    `sasl` (None: no SASL), as the command line read them (`tools/cli.py`)."""
+
+    tls: ssl.SSLContext | None = None
+    sasl: SaslClientSettings | None = None
+
+
+PLAINTEXT = Login()
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -102,14 +120,14 @@ def encode_batch(values: list[bytes], *, keys: list[bytes | None] | None = None,
                                      producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
-def _answers(brokers: list[str], request: Any, tls: ssl.SSLContext | None
+def _answers(brokers: list[str], request: Any, login: Login
              ) -> Iterator[Any]:
     """Each broker's answer to `request`, in turn, skipping those that fail; a
     CommandError when every one refused the connection (nothing listens there)."""
     refused = []
     for address in brokers:
         try:
-            yield call(address, request, ssl_context=tls)
+            yield _call(address, request, login)
         except ConnectionRefusedError:
             refused.append(address)
         except OSError:
@@ -119,14 +137,14 @@ def _answers(brokers: list[str], request: Any, tls: ssl.SSLContext | None
                            "(is the cluster running?)")
 
 
-def _metadata(brokers: list[str], topic: str, partition: int, tls: ssl.SSLContext | None
+def _metadata(brokers: list[str], topic: str, partition: int, login: Login
               ) -> tuple[uuid.UUID, str] | ErrorCode:
     """(topic ID, leader address) from the first broker that answers, or the error."""
     request = build(load_request_schema(METADATA, 12), {
         "topics": [{"name": topic, "topic_id": None}],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     error = ErrorCode.LEADER_NOT_AVAILABLE
-    for response in _answers(brokers, request, tls):
+    for response in _answers(brokers, request, login):
         (found,) = response.topics
         if found.error_code != ErrorCode.NONE:
             return ErrorCode(found.error_code)
@@ -140,30 +158,30 @@ def _metadata(brokers: list[str], topic: str, partition: int, tls: ssl.SSLContex
     return error
 
 
-def _topic_names(brokers: list[str], tls: ssl.SSLContext | None) -> list[str]:
+def _topic_names(brokers: list[str], login: Login) -> list[str]:
     """Every topic's name, from the first broker that answers Metadata."""
     request = build(load_request_schema(METADATA, 12), {
         "topics": None, "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False})
     return next(([str(t.name) for t in response.topics]
-                 for response in _answers(brokers, request, tls)), [])
+                 for response in _answers(brokers, request, login)), [])
 
 
-def _producer_id(brokers: list[str], tls: ssl.SSLContext | None) -> tuple[int, int] | None:
+def _producer_id(brokers: list[str], login: Login) -> tuple[int, int] | None:
     request = build(load_request_schema(INIT_PRODUCER_ID, 4), {
         "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
         "producer_epoch": -1})
-    for response in _answers(brokers, request, tls):
+    for response in _answers(brokers, request, login):
         if response.error_code == ErrorCode.NONE:
             return int(response.producer_id), int(response.producer_epoch)
     return None
 
 
-def _identity(brokers: list[str], deadline: float, tls: ssl.SSLContext | None
+def _identity(brokers: list[str], deadline: float, login: Login
               ) -> tuple[int, int] | None:
     """(producer id, epoch) from InitProducerId, retried until `deadline`."""
     while time.monotonic() < deadline:
-        identity = _producer_id(brokers, tls)
+        identity = _producer_id(brokers, login)
         if identity is not None:
             return identity
         time.sleep(RETRY_BACKOFF_S)
@@ -171,14 +189,13 @@ def _identity(brokers: list[str], deadline: float, tls: ssl.SSLContext | None
 
 
 def _send(leader: str, request: Any, acks: int, deadline: float,
-          tls: ssl.SSLContext | None) -> tuple[ErrorCode, int]:
+          login: Login) -> tuple[ErrorCode, int]:
     """One attempt: (error, base offset); NETWORK_EXCEPTION when the connection fails."""
     try:
         if acks == 0:
-            call_without_answer(leader, request, tls)
+            _call(leader, request, login, answered=False)
             return ErrorCode.NONE, -1
-        answer = call(leader, request, timeout_s=max(1.0, deadline - time.monotonic()),
-                      ssl_context=tls)
+        answer = _call(leader, request, login, max(1.0, deadline - time.monotonic()))
     except OSError:
         return ErrorCode.NETWORK_EXCEPTION, -1
     part = answer.responses[0].partition_responses[0]
@@ -187,13 +204,13 @@ def _send(leader: str, request: Any, acks: int, deadline: float,
 
 def produce(brokers: list[str], topic: str, partition: int, values: list[bytes], *,
             acks: int, timeout_s: float, keys: list[bytes | None] | None = None,
-            tls: ssl.SSLContext | None = None) -> tuple[ErrorCode, int, int]:
+            login: Login = PLAINTEXT) -> tuple[ErrorCode, int, int]:
     """(error, base offset, attempts): the batch sent, and resent on retriable errors,
-    until it is acknowledged or `timeout_s` passes; over TLS with `tls` (None: plaintext)."""
+    until it is acknowledged or `timeout_s` passes, as `login` says (default plaintext)."""
     deadline = time.monotonic() + timeout_s
     producer_id, epoch = -1, -1
     if acks == -1:  # idempotence needs acks=all, as in Kafka's producer
-        identity = _identity(brokers, deadline, tls)
+        identity = _identity(brokers, deadline, login)
         if identity is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, 0
         producer_id, epoch = identity
@@ -202,7 +219,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     error, attempts = ErrorCode.REQUEST_TIMED_OUT, 0
     unknown_until = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
     while time.monotonic() < deadline:
-        found = _metadata(brokers, topic, partition, tls)
+        found = _metadata(brokers, topic, partition, login)
         if isinstance(found, ErrorCode):
             error = found
             if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and \
@@ -215,7 +232,7 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
                 "acks": acks, "timeout": int(max(1.0, deadline - time.monotonic()) * 1000),
                 "topic_data": [{"topic_id": topic_id, "partition_data": [
                     {"index": partition, "records": batch}]}]})
-            error, base = _send(leader, request, acks, deadline, tls)
+            error, base = _send(leader, request, acks, deadline, login)
             if error == ErrorCode.NONE:
                 return error, base, attempts
         if error not in RETRIABLE and error != ErrorCode.NETWORK_EXCEPTION:
@@ -224,10 +241,34 @@ def produce(brokers: list[str], topic: str, partition: int, values: list[bytes],
     return error, -1, attempts
 
 
-def call_without_answer(address: str, body: Any, tls: ssl.SSLContext | None) -> None:
-    """acks=0: send and close (no response comes)."""
-    with connect(address, 10, ssl_context=tls) as sock:
-        sock.sendall(encode_request(body))
+def _call(address: str, body: Any, login: Login, timeout_s: float = 10.0, *,
+          answered: bool = True) -> Any:
+    """The answer to `body` from `address`, on a new connection (OSError when it fails):
+    logged in first with `login.sasl` when given (a refused login is a CommandError);
+    with `answered=False` (acks=0) only sent, and None returned."""
+    if login.sasl is None:
+        if answered:
+            return call(address, body, timeout_s, ssl_context=login.tls)
+        with connect(address, timeout_s, ssl_context=login.tls) as sock:
+            sock.sendall(encode_request(body))
+        return None
+    import trio  # only for a SASL listener: the login is the async client's
+
+    from tools.client.connection import BrokerConnection, ClientError, ConnectionLost
+
+    async def logged_in() -> Any:
+        connection = BrokerConnection(address, "kraft-produce", timeout_s,
+                                      ssl_context=login.tls, sasl=login.sasl)
+        try:
+            return await connection.request(body, answered=answered)
+        finally:
+            await connection.close()
+    try:
+        return trio.run(logged_in)
+    except ConnectionLost as exc:
+        raise (ConnectionRefusedError if exc.refused else ConnectionError)(str(exc)) from None
+    except ClientError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def split_keys(texts: list[str], *, key: str | None, separator: str | None
@@ -262,14 +303,15 @@ def run(args: argparse.Namespace) -> int:
     if not texts:
         raise usage_error("nothing to produce (no VALUE and an empty stdin)")
     keys, values = split_keys(texts, key=args.key, separator=args.key_separator)
+    login = Login(args.client_ssl, args.client_sasl)
     error, base, attempts = produce(brokers, args.topic, args.partition, values,
                                     acks=ACKS[args.acks], timeout_s=args.timeout, keys=keys,
-                                    tls=args.client_ssl)
+                                    login=login)
     result = {"topic": args.topic, "partition": args.partition, "records": len(values),
               "base_offset": base, "attempts": attempts, "error": error.name.upper(),
               "error_code": int(error)}
     if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not args.json:
-        names = _topic_names(brokers, args.client_ssl)
+        names = _topic_names(brokers, login)
         if args.topic not in names:
             raise unknown_topic(args.topic, names)
     if error != ErrorCode.NONE:

@@ -34,8 +34,7 @@ controllers. `--replication` lists the leader first, then the other voters, then
 observers; `--human-readable` shows the timestamps as "N ms ago" and the status's lag time
 as "N ms". `--status` lists each voter with its endpoints (`CONTROLLER://HOST:PORT`): from
 cluster.json with `--cluster`; through a broker, the voters the broker knows; with
-`--bootstrap-controller`, the ones the given controllers and the leader report for
-themselves (a voter neither given nor leading shows none). `append` needs controllers
+`--bootstrap-controller`, the addresses the leader dials its voters at. `append` needs controllers
 (Kafka's protocol has no such request).
 """
 
@@ -46,13 +45,13 @@ import difflib
 import json
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from raft import messages
 from tools.cluster import Cluster, ClusterError, metrics_url
 from tools.commands import quorum_snapshot, quorum_voters
 from tools.errors import CommandError, usage_error
-from tools.quorum_client import DESCRIBE_QUORUM, append_records, describe_quorum, request
+from tools.quorum_client import append_records, describe_quorum
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT,
            "TERM": signal.SIGTERM}
@@ -343,27 +342,22 @@ def status_text(view: dict[str, Any], *, human_readable: bool = False, indent: s
                      f"{json.dumps(v) if isinstance(v, list) else v}" for k, v in shown.items())
 
 
-def voter_endpoints(args: argparse.Namespace, addresses: list[str],
-                    state: dict[str, Any]) -> dict[int, list[str]]:
-    """Voter id -> its controller endpoints: cluster.json's, or what each given controller
-    (and the leader) says about itself."""
+def controller_endpoints(addresses: Mapping[int, str]) -> dict[int, list[str]]:
+    """Voter id -> its endpoints as Kafka's tool prints them, from its controller address."""
+    return {node_id: [f"CONTROLLER://{address}"] for node_id, address in addresses.items()}
+
+
+def cluster_endpoints(cluster: Cluster) -> dict[int, list[str]]:
+    return controller_endpoints({n.id: n.controller_address for n in cluster.nodes.values()
+                                 if n.controller_address})
+
+
+def voter_endpoints(args: argparse.Namespace, state: dict[str, Any]) -> dict[int, list[str]]:
+    """Voter id -> its controller endpoints: cluster.json's with --cluster, else the
+    addresses the leader that answered DescribeQuorum dials its voters at."""
     if args.cluster:
-        cluster = Cluster.load(args.cluster)
-        return {n.id: [f"CONTROLLER://{n.controller_address}"]
-                for n in cluster.nodes.values() if n.controller_address}
-    found: dict[int, list[str]] = {}
-    if state.get("leader_address") and state["leader_id"] >= 0:
-        found[state["leader_id"]] = [f"CONTROLLER://{state['leader_address']}"]
-    body = messages.encode_message(messages.DescribeQuorumRequest(cluster_id=""))[1]
-    for address in addresses:
-        try:
-            reply = request(address, DESCRIBE_QUORUM, body, timeout_s=1.0,
-                            ssl_context=args.client_ssl)
-        except ClusterError:
-            continue
-        if isinstance(reply, dict) and isinstance(reply.get("node_id"), int):
-            found.setdefault(reply["node_id"], [f"CONTROLLER://{address}"])
-    return found
+        return cluster_endpoints(Cluster.load(args.cluster))
+    return controller_endpoints(state["voter_addresses"])
 
 
 def _through_broker(args: argparse.Namespace) -> tuple[dict[str, Any], dict[int, list[str]]]:
@@ -393,7 +387,7 @@ def _describe(args: argparse.Namespace) -> int:
     now_ms = int(time.time() * 1000)
     if args.status:
         if endpoints is None:
-            endpoints = voter_endpoints(args, addresses, state)
+            endpoints = voter_endpoints(args, state)
         view = status_view(state, cluster_id, now_ms, endpoints)
         _print(args, view, status_text(view, human_readable=args.human_readable))
     else:
@@ -419,10 +413,8 @@ def _append(args: argparse.Namespace) -> int:
 
 
 def _status_text(cluster: Cluster) -> str:
-    endpoints = {n.id: [f"CONTROLLER://{n.controller_address}"]
-                 for n in cluster.nodes.values() if n.controller_address}
     view = status_view(cluster.describe(), cluster.cluster_id, int(time.time() * 1000),
-                       endpoints)
+                       cluster_endpoints(cluster))
     return status_text(view, indent="  ")
 
 

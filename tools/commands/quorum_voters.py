@@ -16,9 +16,11 @@ until added. `add-controller` reads the new controller's node id, directory id (
 cluster.json's node N or from the node's own configuration, and sends AddRaftVoter to
 the leader. The leader adds only an observer caught up with it (REQUEST_TIMED_OUT until
 then: start the new controller first), one change at a time: the command asks again
-until `--timeout`. `remove-controller` sends RemoveRaftVoter for the replica key (id,
-directory id): a voter whose disk was replaced is removed by its old directory id, then
-its new one added. Both print Kafka's lines ("Added controller 4 with directory id ...
+until `--timeout`, and while no controller leads (an election, too few voters up) it
+waits for one until then too, then prints one line naming each problem once.
+`remove-controller` sends RemoveRaftVoter for the replica key (id, directory id): a
+voter whose disk was replaced is removed by its old directory id, then its new one
+added. Both print Kafka's lines ("Added controller 4 with directory id ...
 and endpoints: CONTROLLER://HOST:PORT", "Removed KRaft controller 3 with directory id
 ...") or one error line with Kafka's error name; exit 1 on a refusal.
 """
@@ -33,7 +35,7 @@ from raft.control_records import Endpoint
 from raft.storage import read_meta_properties
 from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, usage_error
-from tools.quorum_client import describe_quorum
+from tools.quorum_client import cluster_id_of
 from tools.voter_changes import REQUEST_TIMEOUT_S, add_voter, directory_id_of, remove_voter
 
 
@@ -76,12 +78,13 @@ def controller_addresses(args: argparse.Namespace) -> list[str]:
 
 
 def target_cluster_id(args: argparse.Namespace, addresses: list[str]) -> str:
-    """The cluster id the requests must name: cluster.json's, or the controllers'."""
+    """The cluster id the requests must name: cluster.json's, or the first controller's
+    to answer (with or without a leader: the change waits for one, up to --timeout)."""
     if args.cluster:
         return Cluster.load(args.cluster).cluster_id
     try:
-        return str(describe_quorum(addresses, timeout_s=REQUEST_TIMEOUT_S,
-                                   ssl_context=args.client_ssl)["cluster_id"])
+        return cluster_id_of(addresses, timeout_s=min(args.timeout, REQUEST_TIMEOUT_S),
+                             ssl_context=args.client_ssl)
     except ClusterError as exc:
         raise CommandError(str(exc)) from None
 

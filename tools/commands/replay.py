@@ -6,6 +6,11 @@
 Exit 0 when every check passes, 1 naming each failed check, 2 on bad input (a missing
 directory, a corrupt segment named with its file and byte position). Running the same
 job under `spark-submit` is described in `tools.replay`.
+
+The text report is a legend line, then one line per check (its verdict, name, violations
+and note, with its first examples below a failure), then the nodes. When no node holds a
+record or a snapshot (nodes formatted that never ran) there is nothing to check: one line
+says so, exit 0, and no Spark job runs.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.errors import CommandError
+
+if TYPE_CHECKING:
+    from tools.replay.inputs import ReplayInput
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -41,8 +49,23 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def _human(result: Any) -> str:
-    lines = []
+LEGEND = ("legend: VERDICT CHECK: N violation(s) (NOTE); ok = none found, FAIL = the rule "
+          "is broken (first examples below it), skip = nothing of its kind to check")
+
+
+def nothing_to_replay(replay_input: ReplayInput, segment_bytes: int) -> str | None:
+    """The line to print instead of a report when the logs hold no record and no node has
+    a snapshot (`segment_bytes`: the size of every segment together); None otherwise."""
+    if segment_bytes or replay_input.snapshot_count:
+        return None
+    ids = ", ".join(str(n.node_id) for n in replay_input.nodes)
+    return (f"nothing to replay: the metadata logs of node(s) {ids} hold no record and no "
+            "snapshot (formatted, never run)")
+
+
+def report_text(result: Any) -> str:
+    """The text report: the legend, a line per check, then the nodes."""
+    lines = [LEGEND]
     for check in result.checks:
         status = "skip" if check.skipped else ("ok  " if check.passed else "FAIL")
         lines.append(f"{status} {check.name}: {check.violations} violation(s)"
@@ -114,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
     if owned and (problem := java_problem()) is not None:
         raise CommandError(f"kraft replay needs Java 17 for Spark: {problem} (install it with "
                            "'apt-get install openjdk-17-jre-headless')", exit_code=2)
+    empty = nothing_to_replay(replay_input, sum(
+        segment.stat().st_size for node in replay_input.nodes for segment in node.segments))
+    if empty is not None:
+        print(json.dumps({"passed": True, "nothing_to_replay": empty}) if args.json else empty)
+        return 0
     spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           executor_memory=args.executor_memory)
     out_dir = None if args.out is None else args.out.resolve()  # written by executors too
@@ -128,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=str))
     else:
-        print(_human(result))
+        print(report_text(result))
     if not result.passed:
         message = "replay failed check(s): " + ", ".join(result.failed)
         if args.json:

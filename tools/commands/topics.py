@@ -18,7 +18,10 @@ CreatePartitions; `tools.client.admin`), which forwards writes to the active con
 request goes to any controller, and a non-controller answers NOT_CONTROLLER with the
 leader's address, which the request follows. The output is the same either way, except
 that a rename (`--alter --new-name`) needs the controllers: Kafka's protocol has none.
-A refused request exits 1 with the Kafka error name and code; bad usage exits 2.
+A refused request exits 1 with the Kafka error name and code; bad usage exits 2. A write
+retried after an attempt whose answer was lost (it may have been applied) and then
+refused as done already, TOPIC_ALREADY_EXISTS to a create or INVALID_PARTITIONS to a
+grow or shrink, is reported done when the topic now has the partition count asked for.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from typing import Any, Protocol
 from metadata.admin import (
     DEFAULT,
     CreatableTopic,
+    CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -47,7 +52,12 @@ from metadata.admin import (
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.addresses import broker_addresses
-from tools.admin_client import AdminClient, fail_on_error
+from tools.admin_client import (
+    AdminClient,
+    earlier_attempt_applied,
+    fail_on_error,
+    may_prove_applied,
+)
 from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, unknown_topic, usage_error
 
@@ -92,6 +102,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 
 class Client(Protocol):
     """AdminClient (controllers) or tools.client.admin.BrokerAdminClient (a broker)."""
+
+    maybe_applied_before: bool  # the last call's answer came after an attempt of unknown outcome
 
     def call(self, request_message: Any) -> Any: ...
 
@@ -200,6 +212,12 @@ def _create(client: Client, args: argparse.Namespace) -> int:
         else args.replication_factor),)))
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
+    if (topic := _applied_before(client, args, result.error_code, args.partitions)) is not None:
+        assert topic.name is not None
+        result = CreatableTopicResult(
+            name=topic.name, topic_id=topic.topic_id, num_partitions=len(topic.partitions),
+            replication_factor=len(topic.partitions[0].replicas) if topic.partitions else 0,
+            assignment=tuple(p.replicas for p in topic.partitions))
     fail_on_error(f"create topic {args.topic!r}", result.error_code, result.error_message)
     _emit(args, {"name": result.name, "topic_id": str(result.topic_id),
                  "partitions": result.num_partitions,
@@ -207,6 +225,18 @@ def _create(client: Client, args: argparse.Namespace) -> int:
                  "assignment": [list(r) for r in result.assignment]},
           f"Created topic {result.name} (TopicId: {result.topic_id}).")
     return 0
+
+
+def _applied_before(client: Client, args: argparse.Namespace, code: int,
+                    requested: int | None) -> TopicDescription | None:
+    """The topic as it is now, when the write just refused was retried after an attempt
+    of unknown outcome (the leader-redirect policy's call) and the refusal proves that
+    attempt applied (`earlier_attempt_applied`); None otherwise."""
+    if not (client.maybe_applied_before and may_prove_applied(code, requested)):
+        return None
+    now = _lookup(client, args)
+    return now if earlier_attempt_applied(code, requested=requested,
+                                          partitions_now=_undeleted(now)) else None
 
 
 def _delete(client: Client, args: argparse.Namespace) -> int:
@@ -245,6 +275,11 @@ def _alter(client: Client, args: argparse.Namespace) -> int:
             name=topic.name, count=args.partitions),)))
         assert isinstance(response, CreatePartitionsResponse)
         result = response.results[0]
+        if (now := _applied_before(client, args, result.error_code, args.partitions)) \
+                is not None:
+            result = CreatePartitionsTopicResult(name=topic.name, topic_id=topic.topic_id,
+                                                 assignment=tuple(
+                p.replicas for p in now.partitions[len(topic.partitions):]))
         fail_on_error(f"alter topic {topic.name!r}", result.error_code, result.error_message)
         shrunk = args.partitions < _undeleted(topic)
         _emit(args, {"name": topic.name, "topic_id": str(topic.topic_id),

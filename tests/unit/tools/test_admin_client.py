@@ -13,7 +13,12 @@ import pytest
 from raft.common.errors import ErrorCode
 from raft.common.leader_redirect import Done, Failed, Unknown
 from tests.support.standin_nodes import Answer, Node, refused_address, standin_nodes
-from tools.admin_client import LeaderClient, raft_outcome
+from tools.admin_client import (
+    LeaderClient,
+    earlier_attempt_applied,
+    may_prove_applied,
+    raft_outcome,
+)
 from tools.quorum_client import ClusterError, append_records
 
 
@@ -62,3 +67,19 @@ def test_append_records_says_when_the_outcome_is_unknown(nodes: Callable[[Answer
         append_records([silent.address], 1, timeout_s=0.5)
     with pytest.raises(ClusterError, match="append failed"):
         append_records([refused_address()], 1, timeout_s=0.3)
+
+
+@pytest.mark.parametrize(("code", "requested", "partitions_now", "applied"), [
+    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, 3, True),  # the lost create made it
+    (ErrorCode.INVALID_PARTITIONS, 5, 5, True),  # the lost grow made it
+    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, 2, False),  # another client's topic of that name
+    (ErrorCode.INVALID_PARTITIONS, 5, 4, False),  # a real refusal
+    (ErrorCode.TOPIC_ALREADY_EXISTS, None, 1, False),  # the controller chose the count
+    (ErrorCode.POLICY_VIOLATION, 3, 3, False),  # no other refusal proves anything
+])
+def test_a_retried_writes_refusal_proves_it_applied_only_with_the_count_asked_for(
+        code: ErrorCode, requested: int | None, partitions_now: int, applied: bool) -> None:
+    assert may_prove_applied(code, requested) == (requested is not None and code in (
+        ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_PARTITIONS))
+    assert earlier_attempt_applied(code, requested=requested,
+                                   partitions_now=partitions_now) == applied

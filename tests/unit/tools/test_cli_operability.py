@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -104,6 +105,13 @@ def test_status_lists_voters_with_endpoints_and_human_lag_time() -> None:
     assert 'CurrentVoters:        [{"id": 1, "endpoints": []}' in text
     assert "MaxFollowerLagTimeMs: 1 ms" in text
     assert "KRaftVersion" not in view  # a broker's answer (Kafka's) carries none
+
+
+def test_voter_endpoints_without_a_cluster_are_the_addresses_the_leader_dials() -> None:
+    state = {**STATE, "voter_addresses": {1: "127.0.0.1:1", 2: "127.0.0.1:2",
+                                          3: "127.0.0.1:3"}}
+    endpoints = quorum.voter_endpoints(argparse.Namespace(cluster=None), state)
+    assert endpoints == {n: [f"CONTROLLER://127.0.0.1:{n}"] for n in (1, 2, 3)}
 
 
 def test_status_shows_the_kraft_version_the_leader_answered() -> None:

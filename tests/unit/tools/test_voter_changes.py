@@ -1,7 +1,9 @@
 """Voter changes sent to the leader (tools/voter_changes.py) over real TCP on 127.0.0.1,
 against stand-in nodes: NOT_LEADER_OR_FOLLOWER is followed to the leader it names, a
 REQUEST_TIMED_OUT change is asked again until it is made, any other refusal is final
-after one answer, and a timeout ends in one error naming the last problem."""
+after one answer, and a timeout ends in one error naming the last problem; with no
+leader anywhere the change is asked until the timeout, then one line names each distinct
+problem once; the cluster id comes from a node that knows of no leader."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from raft import messages
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tests.support.standin_nodes import Answer, Node, standin_nodes
+from tools.admin_client import problems_text
 from tools.errors import CommandError
+from tools.quorum_client import cluster_id_of
 from tools.voter_changes import RETRY_S, remove_voter
 
 REMOVE = "RemoveRaftVoterRequest"
@@ -80,3 +84,35 @@ def test_an_unreadable_answer_is_retried_then_reported_as_maybe_applied(
     with pytest.raises(CommandError, match=r"may have been applied\): .*refused"):
         remove([odd.address], timeout_s=0.6)
     assert odd.received
+
+
+def not_the_leader(frame: dict[str, Any]) -> dict[str, Any]:
+    """A node that knows of no leader (an election, or too few voters up)."""
+    return {"error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "leader_address": None,
+            "error_message": "not the leader", "cluster_id": "c1"}
+
+
+def test_with_no_leader_a_change_waits_until_the_timeout_then_is_one_short_line(
+        nodes: Callable[[Answer], Node]) -> None:
+    first, second = nodes(not_the_leader), nodes(not_the_leader)
+    started = time.monotonic()
+    with pytest.raises(CommandError) as raised:
+        remove([first.address, second.address], timeout_s=1.0)
+    elapsed = time.monotonic() - started
+    assert 1.0 - RETRY_S <= elapsed < 1.0 + 1.0
+    assert len(first.received) >= 2  # each asked all along, not once
+    assert len(second.received) >= 2
+    assert str(raised.value) == (
+        "no leader made the change within 1 s (it may have been applied): "
+        f"{first.address}: not the leader; {second.address}: not the leader")
+
+
+def test_the_cluster_id_comes_from_a_node_that_knows_of_no_leader(
+        nodes: Callable[[Answer], Node]) -> None:
+    assert cluster_id_of([nodes(not_the_leader).address], timeout_s=1.0) == "c1"
+
+
+def test_problems_text_names_each_problem_once_in_the_order_first_met() -> None:
+    assert problems_text(["a: refused", "b: not the leader", "a: refused",
+                          "b: not the leader", "c: timed out"]) == \
+        "a: refused; b: not the leader; c: timed out"
