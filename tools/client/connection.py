@@ -53,7 +53,9 @@ def _refused(exc: BaseException) -> bool:
 
 class BrokerConnection:
     """One TCP connection; requests are serialised (one in flight), so a response always
-    answers the request just sent."""
+    answers the request just sent. A request that ends before its answer is read
+    (cancelled: the consumer ends a generation by cancelling the task that waits) closes
+    the connection, else that answer would be read as the next request's."""
 
     def __init__(self, address: str, client_id: str, timeout_s: float, *,
                  ssl_context: ssl.SSLContext | None,
@@ -86,6 +88,9 @@ class BrokerConnection:
                 await self.close()
                 raise ConnectionLost(f"{self.address}: {type(exc).__name__}: {exc}",
                                      refused=_refused(exc)) from None
+            except BaseException:
+                await self.close()
+                raise
 
     async def _logged_in(self) -> trio.abc.Stream:
         """The connection's stream, opened (and logged in) first if need be."""
@@ -103,8 +108,8 @@ class BrokerConnection:
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None
-        if stream is not None:
-            await stream.aclose()
+        if stream is not None:  # at once, also in a cancelled task
+            await trio.aclose_forcefully(stream)
 
 
 def metadata_request(topic: str) -> Any:
