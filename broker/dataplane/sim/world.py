@@ -448,7 +448,7 @@ def _describe(action: Callable[..., None], args: tuple[Any, ...]) -> str:
     if getattr(action, "__name__", "") == "_arrive":
         src, dst, handler, inner = args
         return f"{src}->{dst} {_describe(handler, inner)}"
-    shown = [f"b{a.broker_id}" if isinstance(a, Broker) else
+    shown = [f"b{a.broker_id}" if isinstance(a, Broker) else "world" if isinstance(a, World) else
              f"image@{a.last_applied_offset}" if isinstance(a, MetadataImage) else
              getattr(a, "__name__", None) or repr(a) for a in args]
     return f"{getattr(action, '__name__', action)}({', '.join(map(str, shown))})"[:160]
