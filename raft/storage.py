@@ -17,6 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from raft.common.connection_limits import out_of_descriptors
 from raft.common.durable import fsync_dir, make_private_dir, open_private, write_atomically
 from raft.common.uuid import Uuid
 from raft.types import ElectionState
@@ -126,10 +127,16 @@ def write_high_watermark_checkpoint(partition_dir: str | os.PathLike[str], offse
 
 def read_high_watermark_checkpoint(partition_dir: str | os.PathLike[str]) -> int | None:
     """The checkpointed high watermark; None when the file is missing, unreadable or not
-    what `write_high_watermark_checkpoint` writes (it is a hint for tools, never fatal)."""
+    what `write_high_watermark_checkpoint` writes (it is a hint for tools, never fatal).
+    Out of file descriptors is an OSError: the file may well hold a value, and a writer
+    that took None for 0 could later move the checkpoint back."""
     try:
         text = (Path(partition_dir) / HIGH_WATERMARK_CHECKPOINT).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    except OSError as exc:
+        if out_of_descriptors(exc):
+            raise
+        return None
+    except UnicodeDecodeError:
         return None
     fields = {key.strip(): value.strip()
               for key, _, value in (line.partition(":") for line in text.splitlines())}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,17 @@ def test_high_watermark_checkpoint_reads_none_when_the_file_is_unparsable(
     assert read_high_watermark_checkpoint(tmp_path) is None
     (tmp_path / HIGH_WATERMARK_CHECKPOINT).write_bytes(b"\xff\xfe")
     assert read_high_watermark_checkpoint(tmp_path) is None
+
+
+def test_high_watermark_checkpoint_read_out_of_descriptors_raises(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EMFILE says nothing about the file: a None there would let the checkpointer take
+    0 for what is on disk and later write a lower value over it."""
+    write_high_watermark_checkpoint(tmp_path, 42)
+
+    def out_of_descriptors(self: Path, encoding: str | None = None) -> str:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(Path, "read_text", out_of_descriptors)
+    with pytest.raises(OSError, match="Too many open files"):
+        read_high_watermark_checkpoint(tmp_path)
