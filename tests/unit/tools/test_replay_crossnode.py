@@ -159,6 +159,27 @@ def test_committed_end_by_majority_counts_contested_offsets_record_by_record():
     assert committed_end(comparison) == 4
 
 
+def test_holders_count_voters_whose_log_starts_above_the_version():
+    """A voter whose log starts past the version holds it in its snapshot; one starting at
+    or below it, and an observer, do not."""
+    comparison = Comparison(versions=[], contested=[], voters=VOTERS_SET, majority=2,
+                            log_starts={2: 10, 3: 5, 4: 20})
+    assert comparison.holders(_version(5, {1})) == 2
+    assert comparison.holders(_version(9, {1, 2})) == 2
+    assert comparison.holders(_version(12, {1})) == 1
+
+
+def test_committed_end_by_majority_reaches_where_a_majority_of_snapshots_cover():
+    """Empty logs above snapshots: voters starting at 5 and 7 (a majority) commit up to 5;
+    an observer's start counts for nothing; one voter alone commits nothing."""
+    def end(log_starts: dict[int, int]) -> int:
+        return committed_end(Comparison(versions=[], contested=[], voters=VOTERS_SET,
+                                        majority=2, log_starts=log_starts))
+    assert end({1: 5, 2: 7}) == 5
+    assert end({1: 5, 2: 7, 3: 9}) == 7
+    assert end({1: 5, 4: 9}) == 0
+
+
 def test_is_committed_by_checkpoints_needs_a_holder_checkpointed_above_the_offset():
     """Node 1 checkpointed 3: its records below 3 are committed; node 2 has no
     checkpoint, so what only it holds is not."""
