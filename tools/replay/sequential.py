@@ -463,7 +463,7 @@ class NodeScan:
         self.prev_offset = offset
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
-            self._resize_batch_end(epoch)
+            self._resize_batch_end()
         if self.aggregates is not None:
             self._count_epoch(epoch, base_offset, offset, len(records))
 
@@ -633,7 +633,7 @@ class NodeScan:
         elif partition < len(state.epochs):  # replay skips a change of no partition
             _replay_change(state, change, partition, where)
 
-    def _resize_batch_end(self, epoch: int) -> None:
+    def _resize_batch_end(self) -> None:
         """Judge what the batch just scanned did to each topic's partition count."""
         for topic_id, change in self.resizing.items():
             if change.length is None:  # the batch created the topic: nothing to compare
