@@ -277,6 +277,26 @@ def test_a_count_that_stays_the_same_asks_nothing_of_the_batch() -> None:
     assert scan(batches(CREATE, GROW, SHRINK, (_count(2),))) == []
 
 
+def test_a_growth_whose_new_partition_goes_in_the_same_batch_leaves_too_few() -> None:
+    """Counted 3, partition 2 added, then marked and removed (empty): 2 are left."""
+    gone = (_count(3), _bump(0), _bump(1), _part(2, ((0, 0), (1, 0))),
+            _mark(2, ((0, 0), (1, 0))), _remove(2, 0))
+    assert scan(batches(CREATE, gone)) == [
+        ("partition_counts_consistent", "undeleted count 2 -> 3, but the batch leaves 2 "
+                                        "partitions")]
+
+
+def test_a_shrink_judges_every_partition_it_drops_past_one_already_marked() -> None:
+    """No count ever recorded, partition 1 marked (flagged alone); the shrink to 1 then
+    drops 1 (marked before: nothing asked) and 2, which needs its map."""
+    create = (Topic(name="a", topic_id=A), _part(0), _part(1), _part(2))
+    shrink = (_count(1), _bump(0))
+    assert [reason for _, reason in scan(batches(create, (_mark(1, ((0, 0),)),), shrink))] == [
+        "partition 1 is marked for deletion without a PartitionCount",
+        "partition 2 leaves the undeleted count 3 -> 1 without a before-deletion map of the "
+        "epochs before [(0, 0)]"]
+
+
 def test_a_second_shrink_while_a_partition_is_marked_is_no_growth() -> None:
     again = (_count(1), _mark(1, ((0, 2),)), _bump(0))
     assert scan(batches(CREATE, GROW, SHRINK, again)) == []

@@ -67,6 +67,14 @@ def test_batch_versions_gives_each_root_batch_the_prefix_nodes_long_enough_to_ho
         frozenset(VOTERS), 2, {})
 
 
+def test_batch_versions_keeps_the_log_starts_above_0_only():
+    """A log starting at 1 is cut below a snapshot (its snapshot holds offset 0); one at
+    0 is whole, and needs no entry."""
+    root = _index(1, ("a", 0, 1, 1), ("b", 1, 1, 1))
+    comparison = batch_versions({1: root}, 1, {1: 2}, VOTERS, log_starts={1: 0, 2: 1, 3: 0})
+    assert comparison.log_starts == {2: 1}
+
+
 def test_batch_versions_holds_the_root_as_any_node_when_it_is_no_listed_prefix():
     comparison = batch_versions({1: _index(1, ("a", 0, 1, 2), ("b", 2, 1, 1))}, 1, {}, VOTERS)
     assert _spans(comparison.versions) == [(0, 2, [1]), (2, 1, [1])]
