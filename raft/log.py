@@ -906,17 +906,20 @@ class DiskLog(_LogBase):
 
     def reset_to(self, offset: int, epoch: int) -> None:
         """Drop the whole log, durably: it restarts empty at `offset`, after `epoch`. The
-        start file first, then the segments go, newest first (a crash leaves a prefix of
-        them, which recovery deletes or continues from), then the new empty segment."""
+        segments go first, newest first, and the directory is synced; then the start
+        file, then the new empty segment. A crash leaves a prefix of the old log at its
+        old start, or the empty log at the new one (the snapshot past its end is loaded
+        again at the next start, `tools/server/build.py`). The start file first would let
+        a crash leave old records above the new start, after a snapshot they diverge from."""
         self._check_usable()
         self._forget_tail()
-        write_log_start(self.directory, offset, epoch)
         while self._segments:
             gone = self._segments.pop()
             self._dirty_fds.discard(gone.fd)
             os.close(gone.fd)
             os.unlink(gone.path)
         fsync_dir(self.directory)
+        write_log_start(self.directory, offset, epoch)
         self._entries, self._bases, self._epochs = [], [], EpochCache()
         self._start_offset, self._start_epoch = offset, epoch
         self._open_segment(self.directory / segment_name(offset), create=True)

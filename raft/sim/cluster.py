@@ -432,6 +432,7 @@ class Cluster:
         if self.config.dynamic:
             extra["listeners"] = listeners_of(node_id, node.incarnation)
         if self.snapshots_on:
+            node.disk.start_at_newer_snapshot()
             self.checker.check_snapshot_at_log_start(node)
         voter_config = node.bootstrapped if self.config.dynamic else node.is_voter
         raft_config = self.raft_config if voter_config else self.observer_raft_config

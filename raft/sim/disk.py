@@ -15,7 +15,9 @@ remembers every tail it cut (`RemovedTail`), for the sweep's divergence counts.
 Multi-step operations take the real code's steps (`raft.sim.disk_steps.DiskSteps`), so
 an armed crash strikes between any two: a snapshot written or downloaded (renamed into
 place, durable once the directory is fsynced), old snapshots deleted, the log start
-moved (`SimLog.advance_start`: the log-start file first, then the segments below). The
+moved (`SimLog.advance_start`: the log-start file first, then the segments below), the
+tail truncated (`SimLog.truncate_to`) and the log reset to a snapshot
+(`SimLog.reset_to`). The
 log is cut into segments (`SEGMENT_BATCHES` batches each); a segment's name, like any
 name created or renamed, is lost by a crash until the directory is fsynced
 (`SimDirectory`), with the records in it. Recovery then does what `DiskLog._recover`
@@ -48,6 +50,8 @@ LOG_START_MOVE = "log-start move"
 SNAPSHOT_WRITE = "snapshot write"
 SNAPSHOT_DOWNLOAD = "snapshot download"
 SNAPSHOT_DELETION = "snapshot deletion"
+LOG_TRUNCATION = "log truncation"
+LOG_RESET = "log reset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,8 @@ class Ledger:
     """What a disk was asked to write and acknowledged, by content: `entries[offset]` is
     the (epoch, checksum) written there (None below a snapshot that replaced the log:
     the snapshot stands in for it), `durable_end` where the last acknowledged fsync left
-    the log. Truncations are durable at once, as the log's are."""
+    the log. A truncation or a reset takes back the promises above its offset as it
+    starts: a crash part-way may leave more of the old log."""
 
     __slots__ = ("entries", "durable_end")
 
@@ -121,7 +126,8 @@ class SimLog(MemoryLog):
     the last N batches it had acknowledged as flushed (a lying fsync)."""
 
     def __init__(self, lose_on_crash: int = 0, *, directory: SimDirectory | None = None,
-                 steps: DiskSteps | None = None, flush_syncs_dir: bool = True) -> None:
+                 steps: DiskSteps | None = None, flush_syncs_dir: bool = True,
+                 cut_keeps_segment: bool = True) -> None:
         super().__init__()
         self.ledger = Ledger()
         self._cutting = False  # inside truncate_to: its re-append of a batch's head
@@ -129,6 +135,9 @@ class SimLog(MemoryLog):
         self.directory = directory or SimDirectory()
         self.steps = steps or DiskSteps()
         self.flush_syncs_dir = flush_syncs_dir  # False only for a planted bug
+        self.cut_keeps_segment = cut_keeps_segment  # False only for a planted bug
+        self._crash_cut: int | None = None  # a truncation under way: see `_take_cut_steps`
+        self._crash_empties = False  # a reset under way: see `reset_to`
         self.segments = [0]  # base offsets of the segment files, oldest first
         self._active_batches = 0  # in the last segment
         self.log_start_file = (0, 0)  # what the durable log-start-offset file says
@@ -155,17 +164,80 @@ class SimLog(MemoryLog):
 
     def truncate_to(self, offset: int) -> None:
         end = self.end_offset
-        if self.start_offset <= offset < end:
-            self.removed.append(RemovedTail(offset, end, self.epoch_at(offset),
-                                            self.last_epoch))
+        if not self.start_offset <= offset < end:
+            super().truncate_to(offset)  # a no-op, or refused below the log start
+            return
+        self.ledger.truncate(offset)  # the disk was told: nothing above it is promised
+        renames_head = self._take_cut_steps(offset)
+        self.removed.append(RemovedTail(offset, end, self.epoch_at(offset), self.last_epoch))
         self._cutting = True
         try:
             super().truncate_to(offset)
         finally:
             self._cutting = False
-        if offset < end:
-            self.ledger.truncate(offset)
-            self._drop_segments_from(offset)
+        self._crash_cut = None
+        self._drop_segments_from(offset)
+        if renames_head:  # the cut is durable: recovery adopts the swap if these never run
+            self.steps.take(LOG_TRUNCATION, "renaming the swap file to a segment")
+            self.steps.take(LOG_TRUNCATION, "fsyncing the directory after the rename")
+
+    def _take_cut_steps(self, offset: int) -> bool:
+        """The steps of `DiskLog.truncate_to` up to the one that makes the cut durable;
+        True when a rename of the swap file follows. The segments after the cut one are
+        unlinked, last first: a crash before the directory fsync brings them back (the
+        old log). After it, until the cut segment is shortened and fsynced (or replaced
+        by the swap, the directory fsynced), a crash leaves the log ending with the cut
+        segment (`_crash_cut`): a cut inside a batch saved the batch's head to a swap
+        file first, which recovery (`DiskLog._finish_cut`) adopts only at the log end."""
+        take = self.steps.take
+        base = self.read(offset, 0)[0].base_offset  # of the batch holding `offset`
+        kept = max(b for b in self.segments if b <= base)
+        later = [b for b in self.segments if b > kept]
+        for _ in later:
+            take(LOG_TRUNCATION, "unlinking a segment after the cut")
+        if kept < offset and not self.cut_keeps_segment:  # a planted bug
+            take(LOG_TRUNCATION, "unlinking the cut segment to rewrite it")
+            take(LOG_TRUNCATION, "fsyncing the directory before the cut")
+            self._unlinked(later)
+            self._crash_cut = kept  # the records kept below the cut are only in memory
+            take(LOG_TRUNCATION, "writing the records kept to a new segment")
+            take(LOG_TRUNCATION, "fsyncing the new segment")
+            take(LOG_TRUNCATION, "fsyncing the directory after the rewrite")
+            return False
+        renames_head = kept < base < offset
+        if base < offset:
+            take(LOG_TRUNCATION, "writing the head of the cut batch to a swap file")
+            take(LOG_TRUNCATION, "fsyncing the swap file")
+        if later or renames_head:
+            take(LOG_TRUNCATION, "fsyncing the directory before the cut")
+            self._unlinked(later)
+        if base < offset and not renames_head:
+            take(LOG_TRUNCATION, "replacing the cut segment by the swap file")
+            take(LOG_TRUNCATION, "fsyncing the directory after the replace")
+        else:
+            take(LOG_TRUNCATION, "shortening the cut segment")
+            take(LOG_TRUNCATION, "fsyncing the cut segment")
+        return renames_head
+
+    def _unlinked(self, later: list[int]) -> None:
+        """The directory fsync after the segments `later` were unlinked: they stay gone."""
+        for base in later:
+            self.directory.remove(segment_name(base))
+        self.directory.sync()
+        if later:
+            self._crash_cut = later[0]
+
+    def _settle_cut(self, cut: int) -> None:
+        """What recovery makes of a truncation a crash interrupted: the log ends at `cut`
+        at most (see `_take_cut_steps`)."""
+        if cut < self.end_offset:
+            self._cutting = True
+            try:
+                MemoryLog.truncate_to(self, max(cut, self.start_offset))
+            finally:
+                self._cutting = False
+        self.segments = [b for b in self.segments if b < cut] or [cut]
+        self._recount_active()
 
     def _drop_segments_from(self, offset: int) -> None:
         """Forget the segment files starting above `offset` (unlinked, the directory
@@ -181,32 +253,52 @@ class SimLog(MemoryLog):
                                    if batch.base_offset >= last)
 
     def reset_to(self, offset: int, epoch: int) -> None:
-        """A snapshot replaces the log: note every record dropped."""
+        """A snapshot replaces the log: note every record dropped. The steps of
+        `DiskLog.reset_to`: every segment unlinked, newest first, then the directory
+        fsynced (a crash from then on leaves the log empty at the start the log-start
+        file names, `_crash_empties`), then that file written, then the new segment."""
         start = self.start_offset
         self.replaced = []
         for batch in self.read(start, _ALL):
             for index, record in enumerate(batch.records):
                 if batch.base_offset + index >= start:
                     self.replaced.append((batch.base_offset + index, batch.epoch, record))
-        super().reset_to(offset, epoch)
-        self.ledger.reset(offset)
-        self.log_start_file = (offset, epoch)
-        self.segments, self._active_batches = [offset], 0
+        self.ledger.reset(offset)  # the snapshot, durable already, stands in for the log
+        take = self.steps.take
+        for _ in self.segments:
+            take(LOG_RESET, "unlinking a segment")
+        take(LOG_RESET, "fsyncing the directory after the unlinks")
+        for base in self.segments:
+            self.directory.remove(segment_name(base))
         self.directory.sync()
+        self._crash_empties = True
+        self._write_log_start(LOG_RESET, offset, epoch)
+        self._crash_empties = False
+        super().reset_to(offset, epoch)
+        self.segments, self._active_batches = [offset], 0
+        take(LOG_RESET, "creating the new segment")
+        self.directory.add(segment_name(offset))
+        take(LOG_RESET, "fsyncing the directory after the creation")
+        self.directory.sync()
+
+    def _write_log_start(self, operation: str, offset: int, epoch: int) -> None:
+        """`raft.storage.write_log_start`: temp file, fsync, rename, directory fsync."""
+        take = self.steps.take
+        take(operation, "writing the log-start temp file")
+        take(operation, "fsyncing the log-start temp file")
+        take(operation, "renaming it to log-start-offset")
+        self.directory.add(LOG_START_OFFSET)
+        take(operation, "fsyncing the directory after the rename")
+        self.directory.sync()
+        self.log_start_file = (offset, epoch)
 
     def advance_start(self, offset: int) -> None:
         """The steps of `DiskLog.advance_start`: the log-start file written atomically
         (`raft.storage.write_log_start`), then the segments wholly below deleted, then
         the directory fsynced. A crash between two of them is settled by `crash`."""
         self._check_new_start(offset)
+        self._write_log_start(LOG_START_MOVE, offset, self._start_epoch_at(offset))
         take = self.steps.take
-        take(LOG_START_MOVE, "writing the log-start temp file")
-        take(LOG_START_MOVE, "fsyncing the log-start temp file")
-        take(LOG_START_MOVE, "renaming it to log-start-offset")
-        self.directory.add(LOG_START_OFFSET)
-        take(LOG_START_MOVE, "fsyncing the directory after the rename")
-        self.directory.sync()
-        self.log_start_file = (offset, self._start_epoch_at(offset))
         take(LOG_START_MOVE, "deleting the segments below the start")
         super().advance_start(offset)
         self.ledger.trim(offset)
@@ -228,6 +320,13 @@ class SimLog(MemoryLog):
         torn = self.read(self.flushed_end_offset, _ALL) if tear is not None else []
         super().crash()
         self.ledger.crash()
+        cut, self._crash_cut = self._crash_cut, None
+        if cut is not None:
+            self._settle_cut(cut)
+        if self._crash_empties:  # a reset unlinked every segment: recovery starts anew
+            self._crash_empties = False
+            MemoryLog.reset_to(self, *self.log_start_file)
+            self.segments, self._active_batches = [self.log_start_file[0]], 0
         if self.lose_on_crash:
             self._lose_acknowledged(self.lose_on_crash)
         if tear is not None and torn:
@@ -369,6 +468,7 @@ class DiskConfig:
     fsync_max_ms: float = 3.0
     lying_fsync_writes: int = 0  # a crash loses this many acknowledged batches (a bug)
     flush_syncs_dir: bool = True  # False: a planted bug (`raft.sim.planted`)
+    cut_keeps_segment: bool = True  # False: a planted bug (`raft.sim.planted`)
 
 
 class QuorumStateStore:
@@ -438,6 +538,14 @@ class SimDisk:
         self.snapshots.lose(lost)
         self.crashes += 1
 
+    def start_at_newer_snapshot(self) -> None:
+        """At a start, as `tools.server.build.build_node` does: a snapshot past the log end
+        (fetched, then a crash before or during the log's reset to it) restarts the log
+        there."""
+        latest = self.snapshots.latest()
+        if latest is not None and latest.end_offset > self.log.end_offset:
+            self.log.reset_to(latest.end_offset, latest.epoch)
+
     def wipe(self) -> None:
         """The disk is replaced: empty log, no quorum-state, no snapshots."""
         self.directory.sync()  # nothing of the old disk is pending on the new one
@@ -449,7 +557,8 @@ class SimDisk:
 
     def _new_log(self) -> SimLog:
         return SimLog(self.config.lying_fsync_writes, directory=self.directory,
-                      steps=self.steps, flush_syncs_dir=self.config.flush_syncs_dir)
+                      steps=self.steps, flush_syncs_dir=self.config.flush_syncs_dir,
+                      cut_keeps_segment=self.config.cut_keeps_segment)
 
     def _new_snapshot_store(self) -> SimSnapshotStore:
         return SimSnapshotStore(self._on_snapshot, directory=self.directory, steps=self.steps)

@@ -3,10 +3,12 @@
 A real operation that must survive a crash takes several steps, each a system call
 (`raft.common.durable.write_chunks_atomically`: temp file, fsync, rename, directory
 fsync; `raft.log.DiskLog.advance_start`: the log-start file that way, then the segments
-below deleted, then the directory fsynced). The simulated disk takes the same steps
-through `DiskSteps.take`, so an armed crash (`DiskSteps.arm`) strikes between any two of
-them: `take` raises `CrashPoint`, the steps before are done and the rest never happen,
-and the simulator crashes the node on the spot (`raft.sim.cluster`).
+below deleted, then the directory fsynced; `DiskLog.truncate_to` and `DiskLog.reset_to`:
+segments unlinked, the directory fsynced, then the cut or the new start). The simulated
+disk takes the same steps through `DiskSteps.take`, so an armed crash (`DiskSteps.arm`)
+strikes between any two of them: `take` raises `CrashPoint`, the steps before are done
+and the rest never happen, and the simulator crashes the node on the spot
+(`raft.sim.cluster`).
 
 A name created or renamed in a directory is durable only once the directory is fsynced
 (`SimDirectory`): until then a crash loses it, here always (the worst a power cut may

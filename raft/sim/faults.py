@@ -36,7 +36,8 @@ start again: a partial heal, after which the live majority must still commit.
   to start, for good; a voter only in a static quorum, while the voters refusing stay a
   minority); and, in a third stream of its own, `crash-between-steps` (a node's disk
   armed to crash between two steps of a multi-step operation: a snapshot written,
-  downloaded or deleted, the log start moved; see `raft.sim.disk_steps`);
+  downloaded or deleted, the log start moved, the log truncated or reset; see
+  `raft.sim.disk_steps`);
 - clocks: `clock-jump` (a node's wall clock jumps up to a minute forward or back, and
   the node restarts, when it reads the jump: nothing safety-relevant may change).
 
@@ -777,8 +778,8 @@ def _torn_write(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
 def _crash_between_steps(cluster: Cluster, rng: random.Random) -> tuple[Action, Action]:
     """Arm a running node's disk to crash before one of its next few steps of a
     multi-step operation (a snapshot written, downloaded or deleted, the log start
-    moved: `raft.sim.disk_steps`); the node dies there, and restarts at the fault's end
-    (disarmed, if it never struck)."""
+    moved, the log truncated or reset: `raft.sim.disk_steps`); the node dies there,
+    and restarts at the fault's end (disarmed, if it never struck)."""
     victims = _Victims(cluster)
 
     def arm() -> None:

@@ -43,6 +43,10 @@ Durability (found by crashes between the steps of disk operations, `raft.sim.dis
 - `flush_skips_dir_fsync` (in the simulated disk, not the core): the log's flush fsyncs
   its segments but not their directory, so a segment created since the last directory
   fsync vanishes at a crash with the records it was acknowledged for.
+- `truncation_rewrites_segment` (in the simulated disk): a truncation rewrites the
+  segment it cuts: it unlinks it with the segments after, then writes the records kept
+  below the cut to a new file, so a crash between the two loses records the disk had
+  acknowledged (the real one shortens the segment in place, `raft.log.DiskLog`).
 
 A planted core may also define `sim_snapshot_point(applied_end) -> int`: where the
 simulator's state machine (`raft.sim.cluster`) snapshots, in place of the offset it
@@ -202,6 +206,7 @@ _CLASSES: dict[str, type[RaftCore]] = {
 # Bugs of the simulated disk's code, which models the real disk code's steps.
 _DISK_BUGS: dict[str, dict[str, bool]] = {
     "flush_skips_dir_fsync": {"flush_syncs_dir": False},
+    "truncation_rewrites_segment": {"cut_keeps_segment": False},
 }
 PLANTED_BUGS: tuple[str, ...] = (*_CLASSES, *_DISK_BUGS)
 

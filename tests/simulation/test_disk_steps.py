@@ -24,13 +24,19 @@ SNAPSHOT = SnapshotId(4, 1)
 SNAPSHOT_BYTES = encode_snapshot(SNAPSHOT, [b"a", b"b"])
 
 
-def disk_with(batches: int, *, flush_syncs_dir: bool = True) -> SimDisk:
-    """A disk holding `batches` flushed batches of one record each, in epoch 1."""
-    disk = SimDisk(DiskConfig(flush_syncs_dir=flush_syncs_dir), random.Random(1))
+def disk_with(batches: int, *, flush_syncs_dir: bool = True, records: int = 1,
+              cut_keeps_segment: bool = True) -> SimDisk:
+    """A disk holding `batches` flushed batches of `records` records each, in epoch 1."""
+    disk = SimDisk(DiskConfig(flush_syncs_dir=flush_syncs_dir,
+                              cut_keeps_segment=cut_keeps_segment), random.Random(1))
     for index in range(batches):
-        disk.log.append(1, [b"r%d" % index])
+        disk.log.append(1, [b"r%d-%d" % (index, i) for i in range(records)])
         disk.log.flush()
     return disk
+
+
+def recovered(disk: SimDisk) -> list[tuple[int, int, bytes]]:
+    return list(entries_of(disk.log, disk.log.start_offset, disk.log.end_offset))
 
 
 def crash_at(disk: SimDisk, step: int, operation: Callable[[], object]) -> str | None:
@@ -136,6 +142,93 @@ def test_a_truncation_forgets_the_segments_it_removed() -> None:
     assert disk.log.segments == [0]
     disk.log.append(2, [b"after"])
     assert disk.log.segments == [0, SEGMENT_BATCHES]
+
+
+# ---- a truncation: later segments unlinked, then the cut, as DiskLog.truncate_to ---------
+
+# (records per batch, offset cut to, the steps taken, the log end a crash before each
+# leaves). One-record batches, 4 a segment: segments at 0 4 8; two-record: at 0 8 16.
+TRUNCATIONS = {
+    "at a batch boundary": (1, 6, [
+        ("unlinking a segment after the cut", 10),
+        ("fsyncing the directory before the cut", 10),  # the unlinked segment comes back
+        ("shortening the cut segment", 8), ("fsyncing the cut segment", 8)]),
+    "inside a batch, mid-segment": (2, 5, [
+        ("unlinking a segment after the cut", 24), ("unlinking a segment after the cut", 24),
+        ("writing the head of the cut batch to a swap file", 24),
+        ("fsyncing the swap file", 24), ("fsyncing the directory before the cut", 24),
+        ("shortening the cut segment", 8), ("fsyncing the cut segment", 8),
+        ("renaming the swap file to a segment", 5),  # recovery adopts the swap
+        ("fsyncing the directory after the rename", 5)]),
+    "inside the first batch of a segment": (2, 9, [
+        ("unlinking a segment after the cut", 24),
+        ("writing the head of the cut batch to a swap file", 24),
+        ("fsyncing the swap file", 24), ("fsyncing the directory before the cut", 24),
+        ("replacing the cut segment by the swap file", 16),
+        ("fsyncing the directory after the replace", 16)]),
+}
+
+
+@pytest.mark.parametrize("case", list(TRUNCATIONS))
+def test_a_truncation_crashed_at_each_step_keeps_every_record_below_the_cut(case: str) -> None:
+    """A crash before each step of a truncation leaves a prefix of the old log that holds
+    every record below the cut: the old log until the unlinks are synced, then the log
+    through the cut segment until it is cut durably, then exactly the cut log. The ledger
+    promises nothing above the cut from the first step on."""
+    records, offset, steps = TRUNCATIONS[case]
+    for step, (name, end) in enumerate([*steps, ("", offset)]):
+        disk = disk_with(24 // records if records > 1 else 10, records=records)
+        original = recovered(disk)
+        struck = crash_at(disk, step, partial(disk.log.truncate_to, offset))
+        assert struck == (name or None), (case, step)
+        assert recovered(disk) == original[:end], (case, step, name)
+        assert disk.log.ledger.durable_end == offset
+        assert disk.log.segments == [b for b in (0, 4 * records, 8 * records, 12 * records)
+                                     if b < end or b == 0]
+
+
+def test_a_truncation_rewriting_its_segment_loses_acknowledged_records() -> None:
+    """The planted `truncation_rewrites_segment`: the cut segment is unlinked before the
+    records kept in it are written anew, so a crash between loses records 4 and 5, which
+    the disk acknowledged; the real order keeps them."""
+    for keeps, end in ((True, 8), (False, 4)):
+        disk = disk_with(10, cut_keeps_segment=keeps)
+        struck = crash_at(disk, 3, partial(disk.log.truncate_to, 6))
+        assert struck == ("fsyncing the cut segment" if keeps
+                          else "writing the records kept to a new segment")
+        assert disk.log.end_offset == end
+        assert (disk.log.end_offset < disk.log.ledger.durable_end) == (not keeps)
+
+
+# ---- a reset: every segment unlinked, the directory synced, then the log-start file -------
+
+RESET_STEPS = ["unlinking a segment"] * 3 + [
+    "fsyncing the directory after the unlinks", "writing the log-start temp file",
+    "fsyncing the log-start temp file", "renaming it to log-start-offset",
+    "fsyncing the directory after the rename", "creating the new segment",
+    "fsyncing the directory after the creation"]
+
+
+@pytest.mark.parametrize("step", range(len(RESET_STEPS) + 1))
+def test_a_reset_below_the_log_end_never_leaves_old_records_above_the_new_start(
+        step: int) -> None:
+    """A snapshot at 6, epoch 3, replaces a log of 10 records in epoch 1 (a diverging
+    one): a crash before each step leaves the old log, or the empty log at the old
+    start (the unlinks synced, the log-start file not yet), or the empty log at 6;
+    never records 6-9 after the snapshot. At the next start the node restarts at the
+    snapshot past its log end (`start_at_newer_snapshot`, as build_node does)."""
+    disk = disk_with(10)
+    original = recovered(disk)
+    disk.snapshots.add(SnapshotId(6, 3), encode_snapshot(SnapshotId(6, 3), [b"s"]))
+    struck = crash_at(disk, step, partial(disk.log.reset_to, 6, 3))
+    log = disk.log
+    assert struck == (RESET_STEPS[step] if step < len(RESET_STEPS) else None)
+    expected = (0, 10) if step < 4 else (0, 0) if step < 8 else (6, 6)
+    assert (log.start_offset, log.end_offset) == expected
+    assert recovered(disk) == original[expected[0]:expected[1]]
+    disk.start_at_newer_snapshot()
+    assert (log.start_offset, log.end_offset, log.start_epoch) == (
+        (0, 10, 0) if step < 4 else (6, 6, 3))
 
 
 # ---- the sweep ----------------------------------------------------------------------------

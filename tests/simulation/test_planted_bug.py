@@ -56,6 +56,7 @@ KNOWN_SEEDS = {
     # 9 of seeds 1-30, and all 30
     "snapshots_deleted_before_log_start": ((2, 3, 10), (SNAPSHOT_AT_LOG_START,)),
     "flush_skips_dir_fsync": ((1, 2, 3), (ACKNOWLEDGED_WRITES,)),
+    "truncation_rewrites_segment": ((3, 15, 18), (ACKNOWLEDGED_WRITES,)),  # 7 of seeds 1-100
 }
 DYNAMIC_BUGS = frozenset({"two_voter_changes_at_once", "add_voter_not_caught_up",
                           "wiped_disk_double_vote", "voter_change_before_own_epoch_commit",

@@ -123,7 +123,10 @@ def _node_id(log_dir: Path, fallback: int) -> int:
 def segments_from(segments: Sequence[Path], start: int) -> tuple[Path, ...]:
     """The segments (in offset order) less those followed by one starting at or below
     `start`: those hold no record at `start` or above. Wholly below the log start,
-    `raft.log.DiskLog` deletes them when it opens the log."""
+    `raft.log.DiskLog` deletes them when it opens the log. None at all: a crash in
+    `DiskLog.reset_to` leaves a directory without segments until the node starts."""
+    if not segments:
+        return ()
     bases = [segment_base_offset(p) for p in segments]
     return tuple(p for p, following in zip(segments, [*bases[1:], None], strict=True)
                  if following is None or following > start)

@@ -318,8 +318,7 @@ def _unbumped(state: TopicPartitions, change: ResizeBatch, partitions: range) ->
     return None if not late else f"partitions {late} keep their leader epochs through a resize"
 
 
-def _stray_resize(state: TopicPartitions, change: ResizeBatch
-                  ) -> tuple[int, int, bytes, int, Any, str] | None:
+def _stray_resize(change: ResizeBatch) -> tuple[int, int, bytes, int, Any, str] | None:
     """A batch without PartitionCount that still changes the count: it marks a
     partition, or adds one to a topic whose count was recorded."""
     for partition, (offset, epoch, data, fields, _) in sorted(change.marked.items()):
@@ -464,7 +463,7 @@ class NodeScan:
         self.prev_offset = offset
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
-            self._resize_batch_end(epoch)
+            self._resize_batch_end()
         if self.aggregates is not None:
             self._count_epoch(epoch, base_offset, offset, len(records))
 
@@ -576,7 +575,7 @@ class NodeScan:
         if kind == _REMOVE_TOPIC:
             self._free_name(topic_id, self.live.pop(topic_id))
             self.removed.add(topic_id)
-            self.partitions.pop(topic_id, None)
+            del self.partitions[topic_id]  # every live topic has its partitions
             self.resizing.pop(topic_id, None)
             return
         name = _name(fields)
@@ -634,12 +633,12 @@ class NodeScan:
         elif partition < len(state.epochs):  # replay skips a change of no partition
             _replay_change(state, change, partition, where)
 
-    def _resize_batch_end(self, epoch: int) -> None:
+    def _resize_batch_end(self) -> None:
         """Judge what the batch just scanned did to each topic's partition count."""
         for topic_id, change in self.resizing.items():
-            state = self.partitions.get(topic_id)
-            if state is None or change.created or change.length is None:
+            if change.length is None:  # the batch created the topic: nothing to compare
                 continue
+            state = self.partitions[topic_id]  # a topic removed leaves `resizing` too
             if change.counts:
                 offset, rec_epoch, data, fields, _ = change.counts[-1]
                 if change.marked_before and state.ordered and \
@@ -653,7 +652,7 @@ class NodeScan:
                     self.flag("partition_counts_consistent", offset, rec_epoch, data,
                               _PARTITION_COUNT, fields, reason)
                 continue
-            stray = _stray_resize(state, change)
+            stray = _stray_resize(change)
             if stray is not None:
                 offset, rec_epoch, data, kind, fields, reason = stray
                 self.flag("partition_counts_consistent", offset, rec_epoch, data, kind,

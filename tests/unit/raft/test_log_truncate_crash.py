@@ -1,5 +1,6 @@
 """DiskLog.truncate_to across crashes: at every step a process death or a power cut keeps
 every record below the truncation offset, and once it returns the truncation is durable.
+DiskLog.reset_to across process deaths: never an old record above the new start.
 
 `CrashDisk` (tests/support/crash_disk.py) stands in for `os` inside `raft.log`: it kills the process
 just before a chosen step, and builds the directory a power cut would leave (only what
@@ -193,6 +194,46 @@ def test_every_record_survives_when_recovery_itself_dies_adopting_the_swap(
             break
         step += 1
     assert step >= 4  # it did adopt: open, fsync and rename the swap, sync the directory
+
+
+RESET_STEPS = [*(("unlink", _seg(base)) for base in (24, 18, 12, 6, 0)), ("fsync_dir", ""),
+               ("open", _seg(12)), ("fsync_dir", "")]
+
+
+@pytest.mark.parametrize("step", range(len(RESET_STEPS) + 1))
+def test_a_reset_below_the_log_end_that_dies_at_any_step_resurrects_nothing(
+        tmp_path: Path, step: int) -> None:
+    """A fetched snapshot replaces a longer log that diverges from it (`reset_to` below the
+    log end). Dying before any step (the last: once it returned) leaves a prefix of the
+    old log at its old start, or the empty log at the new start, never old records after
+    the new start: they would follow a snapshot of another history. The start file is
+    written between the steps listed (through `raft.storage`), once every segment is
+    gone: written first, a death at the first unlink left segments 12 to 24 after it."""
+    directory = tmp_path / "log"
+    log = _build(directory)
+    original = _contents(log)
+    disk = CrashDisk(directory)
+    disk.inject(step, Died())
+    with disk.installed():
+        try:
+            log.reset_to(12, 7)
+            returned = True
+        except Died:
+            returned = False
+        assert disk.steps[:step] == RESET_STEPS[:step]
+        log.close()
+        disk.abandon()
+    with DiskLog(directory, segment_bytes=SEGMENT_BYTES) as again:
+        got = [(b.base_offset + i, b.epoch, r) for b in again.read(again.start_offset, 1 << 40)
+               for i, r in enumerate(b.records)]
+        if again.start_offset == 12:
+            assert (got, again.last_epoch) == ([], 7)
+        else:
+            assert (again.start_offset, returned) == (0, False)
+            assert got == original[:len(got)]
+        assert returned == (step == len(RESET_STEPS))
+        again.append(8, [b"after"])
+        assert again.end_offset == again.start_offset + len(got) + 1
 
 
 @pytest.mark.parametrize("make", ["memory", "disk"])

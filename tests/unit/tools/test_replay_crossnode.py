@@ -67,6 +67,14 @@ def test_batch_versions_gives_each_root_batch_the_prefix_nodes_long_enough_to_ho
         frozenset(VOTERS), 2, {})
 
 
+def test_batch_versions_keeps_the_log_starts_above_0_only():
+    """A log starting at 1 is cut below a snapshot (its snapshot holds offset 0); one at
+    0 is whole, and needs no entry."""
+    root = _index(1, ("a", 0, 1, 1), ("b", 1, 1, 1))
+    comparison = batch_versions({1: root}, 1, {1: 2}, VOTERS, log_starts={1: 0, 2: 1, 3: 0})
+    assert comparison.log_starts == {2: 1}
+
+
 def test_batch_versions_holds_the_root_as_any_node_when_it_is_no_listed_prefix():
     comparison = batch_versions({1: _index(1, ("a", 0, 1, 2), ("b", 2, 1, 1))}, 1, {}, VOTERS)
     assert _spans(comparison.versions) == [(0, 2, [1]), (2, 1, [1])]
@@ -157,6 +165,27 @@ def test_committed_end_by_majority_counts_contested_offsets_record_by_record():
                             records=[_version(3, {1, 2}, record=NO_OP), _version(4, {1}),
                                      _version(4, {2}, epoch=2)])
     assert committed_end(comparison) == 4
+
+
+def test_holders_count_voters_whose_log_starts_above_the_version():
+    """A voter whose log starts past the version holds it in its snapshot; one starting at
+    or below it, and an observer, do not."""
+    comparison = Comparison(versions=[], contested=[], voters=VOTERS_SET, majority=2,
+                            log_starts={2: 10, 3: 5, 4: 20})
+    assert comparison.holders(_version(5, {1})) == 2
+    assert comparison.holders(_version(9, {1, 2})) == 2
+    assert comparison.holders(_version(12, {1})) == 1
+
+
+def test_committed_end_by_majority_reaches_where_a_majority_of_snapshots_cover():
+    """Empty logs above snapshots: voters starting at 5 and 7 (a majority) commit up to 5;
+    an observer's start counts for nothing; one voter alone commits nothing."""
+    def end(log_starts: dict[int, int]) -> int:
+        return committed_end(Comparison(versions=[], contested=[], voters=VOTERS_SET,
+                                        majority=2, log_starts=log_starts))
+    assert end({1: 5, 2: 7}) == 5
+    assert end({1: 5, 2: 7, 3: 9}) == 7
+    assert end({1: 5, 4: 9}) == 0
 
 
 def test_is_committed_by_checkpoints_needs_a_holder_checkpointed_above_the_offset():

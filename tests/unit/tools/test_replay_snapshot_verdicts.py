@@ -213,6 +213,14 @@ def test_spans_end_at_the_first_of_log_end_committed_end_and_divergence(
         1: Span(0, 5), 2: Span(0, 3), 3: Span(0, 0)}
 
 
+def test_spans_leave_out_a_node_without_segments_and_go_on_to_the_next(
+        tmp_path: Path) -> None:
+    root = write_cluster(tmp_path / "c", {1: [], 2: LOG, 3: LOG}, voters=(1, 2, 3))
+    replay_input = from_cluster(root)
+    assert [n.segments == () for n in replay_input.nodes] == [True, False, False]
+    assert spans(replay_input, {2: 6, 3: 6}, 5, {}) == {2: Span(0, 5), 3: Span(0, 5)}
+
+
 def test_files_and_log_starts_are_skipped_and_say_why_when_there_is_nothing_to_check(
         tmp_path: Path) -> None:
     replay_input = from_cluster(write_cluster(tmp_path / "c", dict.fromkeys((1, 2, 3), LOG),
