@@ -491,6 +491,10 @@ class CoreBase:
                     error_message="leadership changed before the voter change committed"))
                 old.pending_change = None
         self._state = state
+        if self._probe_correlation_id is not None:
+            # the probe is spent (often its own answer moved this node): the next one asks
+            # the next replica, or two that name each other's dead leader are asked for ever
+            self._probe_index += 1
         self._probe_correlation_id = None
         self._probe_at_ms = now_ms
         self._last_now_ms = now_ms  # the time of the last input (for `advance`)

@@ -41,7 +41,7 @@ KNOWN_SEEDS = {
     "hw_counts_observers": ((1, 2, 3), SAFETY),
     # 10 and 12: caught only by content (the diverging voter's log is long enough)
     "hw_counts_diverging_voter": ((10, 12, 1), (MAJORITY_HOLDS_HW,)),
-    "vote_not_persisted": ((9, 18, 37), (ONE_VOTE_PER_EPOCH,)),
+    "vote_not_persisted": ((69, 91, 143), (ONE_VOTE_PER_EPOCH,)),
     "truncate_below_hw_allowed": ((147, 252, 104), (COMMITTED_DATA,)),
     "snapshot_uncommitted": ((1, 2, 3), (SNAPSHOT_WITHIN_COMMITTED,)),
     # the dynamic quorum (KIP-853), found with `kraft sim --dynamic --planted-bug BUG`

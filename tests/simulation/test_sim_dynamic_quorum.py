@@ -112,3 +112,13 @@ def test_vote_caught_when_granted_by_another_directory_than_asked() -> None:
         cluster._send(Envelope(src=2, dst=1, correlation_id=77,  # noqa: SLF001
                                message=VoteResponse(leader_epoch=9, vote_granted=True)))
     assert caught.value.invariant == OBSERVER_NEVER_VOTES
+
+
+def test_observers_naming_each_others_dead_leader_go_on_to_the_next_replica() -> None:
+    """Seed 892 of the 1 + 3 dynamic sweep: the leader two observers last knew never
+    starts again, and each names it to the other. A probe whose own answer moved the
+    observer to that leader was dropped without moving on, so they asked each other for
+    ever and never reached the voter that leads; a spent probe now moves on."""
+    (result,) = sweep(RunSpec(voters=1, observers=3, faults="all", dynamic=True),
+                      range(892, 893))
+    assert result.ok, (result.invariant, result.detail)
