@@ -14,7 +14,7 @@ import pytest
 
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
 from tests.support.cli_imports import run_verb
-from tests.support.quorum_support import kraft
+from tests.support.quorum_support import kraft, wait_until
 from tools import admin_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -54,6 +54,11 @@ def test_a_followers_leader_hint_is_followed_without_the_backoff(
     cluster = make_cluster(voters=3)
     leader = cluster.wait_for_leader(10)["leader_id"]
     follower = next(n for n in cluster.voter_ids if n != leader)
+    # a follower names the leader once it has fetched from it in this epoch (on a loaded
+    # host it may not have yet when the leader first answers)
+    wait_until(lambda: any(v["replica_id"] == follower and v["last_fetch_timestamp"] >= 0
+                           for v in cluster.describe()["voters"]), 10,
+               f"voter {follower} fetching from leader {leader}")
     sleeps: list[float] = []
     monkeypatch.setattr(admin_client, "time", SimpleNamespace(monotonic=time.monotonic,
                                                               sleep=sleeps.append))
