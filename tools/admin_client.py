@@ -287,18 +287,23 @@ def describe_error(code: int, message: str | None) -> str:
     return f"{name} ({code})" + (f": {message}" if message else "")
 
 
-def may_prove_applied(code: int, requested: int | None) -> bool:
+CREATE_DONE_ALREADY = ErrorCode.TOPIC_ALREADY_EXISTS  # a retried create's proof
+GROW_DONE_ALREADY = ErrorCode.INVALID_PARTITIONS  # a retried create-partitions' proof
+
+
+def may_prove_applied(code: int, requested: int | None, proof: ErrorCode) -> bool:
     """Whether a retried topic write's refusal could prove that an earlier attempt of it,
-    of unknown outcome, was applied: TOPIC_ALREADY_EXISTS to a create or INVALID_PARTITIONS
-    to a create-partitions that asked for a partition count (a create without one proves
-    nothing: the controller chose it)."""
-    return code in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_PARTITIONS) and \
-        requested is not None
+    of unknown outcome, was applied: the write's own `proof` code (TOPIC_ALREADY_EXISTS to
+    a create, INVALID_PARTITIONS to a create-partitions) to a write that asked for a
+    partition count (a create without one proves nothing: the controller chose it). A
+    create refused INVALID_PARTITIONS is refused: its count is wrong."""
+    return code == proof and requested is not None
 
 
-def earlier_attempt_applied(code: int, *, requested: int | None, partitions_now: int) -> bool:
+def earlier_attempt_applied(code: int, *, requested: int | None, proof: ErrorCode,
+                            partitions_now: int) -> bool:
     """Whether it does: the topic now has the `requested` partition count."""
-    return may_prove_applied(code, requested) and partitions_now == requested
+    return may_prove_applied(code, requested, proof) and partitions_now == requested
 
 
 def fail_on_error(what: str, code: int, message: str | None) -> None:

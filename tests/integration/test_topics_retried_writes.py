@@ -84,3 +84,16 @@ def test_a_grow_whose_answer_was_lost_reports_the_new_count(cluster: Cluster) ->
     assert grown.returncode == 0, grown.stderr
     assert json.loads(grown.stdout)["partitions"] == 3
     assert _describe(cluster, "lost-grow")["partition_count"] == 3
+
+
+def test_a_refused_create_whose_answer_was_lost_is_still_refused(cluster: Cluster) -> None:
+    """INVALID_PARTITIONS to a create is a refusal, not a proof (and the topic it would
+    look up does not exist): the controller's own error, rc 1."""
+    dropped: list[Any] = []
+    with standin_nodes() as start:
+        relay = start(answer_dropping_relay(cluster.node(1).controller_address or "",
+                                            "CreateTopics", dropped))
+        refused = _topics(cluster, relay, "--create", "--topic", "never", "--partitions", "0")
+    assert len(dropped) == 1
+    assert refused.returncode == 1
+    assert "INVALID_PARTITIONS (37)" in json.loads(refused.stdout)["error"]

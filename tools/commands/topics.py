@@ -53,6 +53,8 @@ from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.addresses import broker_addresses
 from tools.admin_client import (
+    CREATE_DONE_ALREADY,
+    GROW_DONE_ALREADY,
     AdminClient,
     earlier_attempt_applied,
     fail_on_error,
@@ -212,7 +214,8 @@ def _create(client: Client, args: argparse.Namespace) -> int:
         else args.replication_factor),)))
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
-    if (topic := _applied_before(client, args, result.error_code, args.partitions)) is not None:
+    if (topic := _applied_before(client, args, result.error_code, args.partitions,
+                                 CREATE_DONE_ALREADY)) is not None:
         assert topic.name is not None
         result = CreatableTopicResult(
             name=topic.name, topic_id=topic.topic_id, num_partitions=len(topic.partitions),
@@ -228,14 +231,18 @@ def _create(client: Client, args: argparse.Namespace) -> int:
 
 
 def _applied_before(client: Client, args: argparse.Namespace, code: int,
-                    requested: int | None) -> TopicDescription | None:
+                    requested: int | None, proof: ErrorCode) -> TopicDescription | None:
     """The topic as it is now, when the write just refused was retried after an attempt
     of unknown outcome (the leader-redirect policy's call) and the refusal proves that
-    attempt applied (`earlier_attempt_applied`); None otherwise."""
-    if not (client.maybe_applied_before and may_prove_applied(code, requested)):
+    attempt applied (`earlier_attempt_applied`); None otherwise (the refusal stands, also
+    when the topic cannot be looked up)."""
+    if not (client.maybe_applied_before and may_prove_applied(code, requested, proof)):
         return None
-    now = _lookup(client, args)
-    return now if earlier_attempt_applied(code, requested=requested,
+    try:
+        now = _lookup(client, args)
+    except CommandError:
+        return None
+    return now if earlier_attempt_applied(code, requested=requested, proof=proof,
                                           partitions_now=_undeleted(now)) else None
 
 
@@ -275,8 +282,8 @@ def _alter(client: Client, args: argparse.Namespace) -> int:
             name=topic.name, count=args.partitions),)))
         assert isinstance(response, CreatePartitionsResponse)
         result = response.results[0]
-        if (now := _applied_before(client, args, result.error_code, args.partitions)) \
-                is not None:
+        if (now := _applied_before(client, args, result.error_code, args.partitions,
+                                   GROW_DONE_ALREADY)) is not None:
             result = CreatePartitionsTopicResult(name=topic.name, topic_id=topic.topic_id,
                                                  assignment=tuple(
                 p.replicas for p in now.partitions[len(topic.partitions):]))

@@ -14,6 +14,8 @@ from raft.common.errors import ErrorCode
 from raft.common.leader_redirect import Done, Failed, Unknown
 from tests.support.standin_nodes import Answer, Node, refused_address, standin_nodes
 from tools.admin_client import (
+    CREATE_DONE_ALREADY,
+    GROW_DONE_ALREADY,
     LeaderClient,
     earlier_attempt_applied,
     may_prove_applied,
@@ -69,17 +71,19 @@ def test_append_records_says_when_the_outcome_is_unknown(nodes: Callable[[Answer
         append_records([refused_address()], 1, timeout_s=0.3)
 
 
-@pytest.mark.parametrize(("code", "requested", "partitions_now", "applied"), [
-    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, 3, True),  # the lost create made it
-    (ErrorCode.INVALID_PARTITIONS, 5, 5, True),  # the lost grow made it
-    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, 2, False),  # another client's topic of that name
-    (ErrorCode.INVALID_PARTITIONS, 5, 4, False),  # a real refusal
-    (ErrorCode.TOPIC_ALREADY_EXISTS, None, 1, False),  # the controller chose the count
-    (ErrorCode.POLICY_VIOLATION, 3, 3, False),  # no other refusal proves anything
+@pytest.mark.parametrize(("code", "requested", "proof", "partitions_now", "applied"), [
+    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, CREATE_DONE_ALREADY, 3, True),  # the lost create
+    (ErrorCode.INVALID_PARTITIONS, 5, GROW_DONE_ALREADY, 5, True),  # the lost grow made it
+    (ErrorCode.TOPIC_ALREADY_EXISTS, 3, CREATE_DONE_ALREADY, 2, False),  # another's topic
+    (ErrorCode.INVALID_PARTITIONS, 5, GROW_DONE_ALREADY, 4, False),  # a real refusal
+    (ErrorCode.INVALID_PARTITIONS, 0, CREATE_DONE_ALREADY, 0, False),  # a create's bad count
+    (ErrorCode.TOPIC_ALREADY_EXISTS, None, CREATE_DONE_ALREADY, 1, False),  # count not asked
+    (ErrorCode.POLICY_VIOLATION, 3, CREATE_DONE_ALREADY, 3, False),  # proves nothing
 ])
 def test_a_retried_writes_refusal_proves_it_applied_only_with_the_count_asked_for(
-        code: ErrorCode, requested: int | None, partitions_now: int, applied: bool) -> None:
-    assert may_prove_applied(code, requested) == (requested is not None and code in (
-        ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_PARTITIONS))
-    assert earlier_attempt_applied(code, requested=requested,
+        code: ErrorCode, requested: int | None, proof: ErrorCode, partitions_now: int,
+        applied: bool) -> None:
+    assert may_prove_applied(code, requested, proof) == (requested is not None
+                                                         and code == proof)
+    assert earlier_attempt_applied(code, requested=requested, proof=proof,
                                    partitions_now=partitions_now) == applied
