@@ -170,6 +170,16 @@ def committed(bootstrap: str, topic: str) -> int | None:
         consumer.close()
 
 
+def may_write(bootstrap: str, user: str, topic: str) -> bool:
+    """Whether one record `user` produces to `topic` is accepted."""
+    producer = confluent_kafka.Producer({**conf(bootstrap, user), "enable.idempotence": False,
+                                         "retries": 0, "message.timeout.ms": 2000})
+    outcomes: list[Any] = []
+    producer.produce(topic, b"probe", on_delivery=lambda err, msg: outcomes.append(err))
+    producer.flush(5)
+    return outcomes == [None]
+
+
 def test_forged_offset_commit_is_refused_and_the_offset_survives_a_coordinator_restart(
         cluster: Cluster, bootstrap: str) -> None:
     create_topic(bootstrap, "payroll")
@@ -183,6 +193,9 @@ def test_forged_offset_commit_is_refused_and_the_offset_survives_a_coordinator_r
     assert committed(bootstrap, "payroll") == 3
     acls(cluster, "--add", "--allow-principal", "User:mallory", "--operation", "Write",
          "--topic", "*")
+    # the grant is committed, not yet applied by the broker: wait until it is in force
+    wait_until(lambda: may_write(bootstrap, "mallory", "payroll"), WAIT_S,
+               "mallory's Write on every topic in force on the broker")
     producer = confluent_kafka.Producer({**conf(bootstrap, "mallory"),
                                          "enable.idempotence": False, "retries": 0,
                                          "message.timeout.ms": 15000})
