@@ -67,6 +67,16 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def no_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory log's flush and the election write run inline: under an autojumping
+    clock a task waiting for a worker thread counts as idle, so on a loaded host virtual
+    time jumped past election timeouts while a thread was merely waiting for a CPU."""
+    async def inline(function: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*args)
+    monkeypatch.setattr(trio.to_thread, "run_sync", inline)
+
+
+@pytest.fixture(autouse=True)
 def virtual_time(mock_clock: trio.testing.MockClock) -> None:
     """Every test also takes `mock_clock` itself: only then does pytest-trio run it on
     that clock."""
