@@ -72,7 +72,6 @@ class World:
         self.value = 0
         self.consumed = 0  # the consumer's position
         self.producing = True
-        self.acked: dict[int, tuple[int, int]] = {}  # offset -> (epoch, value)
         self.stats = {"leader_changes": 0, "isr_changes": 0, "truncations": 0,
                       "acked": 0, "refused": 0, "crashes": 0, "cuts": 0, "slow": 0,
                       "metadata_lag": 0}
@@ -439,7 +438,6 @@ class World:
 
     def _on_acked(self, offset: int, entry: tuple[int, int]) -> None:
         self.stats["acked"] += 1
-        self.acked[offset] = entry
         self.checker.on_acked(offset, entry)
 
 
