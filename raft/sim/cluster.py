@@ -188,7 +188,7 @@ class SimNode:
         self.writing: Ready | None = None  # what that fsync makes durable
         self.paused = False  # a stop-the-world pause (GC, SIGSTOP): events queue up
         self.inbox: deque[tuple[int, Any]] = deque()
-        self.gen = 0  # bumped by a crash: stale IO and tick events are ignored
+        self.gen = 0  # bumped by a crash: stale IO and log-start-move events are ignored
         self.tick_gen = 0
         self.tick_at = -1
         self.incarnation = 0
@@ -344,7 +344,7 @@ class Cluster:
         while self._heap:
             time_us, _, kind, node_id, payload, gen = heapq.heappop(self._heap)
             self.now_us = time_us
-            if kind == TICK or kind == IO:
+            if kind in (TICK, IO, TRIM):  # a crash ends the incarnation that set them
                 node = self.nodes[node_id]
                 if gen != (node.tick_gen if kind == TICK else node.gen) or not node.up:
                     continue
@@ -369,8 +369,7 @@ class Cluster:
                 self.trace.add(time_us, 0, "fault", label)
             action()
         elif kind == TRIM:
-            if self.nodes[node_id].up:
-                self._handle(self.nodes[node_id], TRIM, payload)
+            self._handle(self.nodes[node_id], TRIM, payload)
         elif kind == DELIVER:
             self._deliver(payload)
         elif kind == IO:
@@ -913,7 +912,7 @@ class Cluster:
         if delay_ms == 0:
             self._trim(node, snapshot_id)  # nothing for a Ready: no event needed
         elif delay_ms is not None:
-            self.schedule(int(delay_ms * 1000), TRIM, node.node_id, snapshot_id)
+            self.schedule(int(delay_ms * 1000), TRIM, node.node_id, snapshot_id, node.gen)
 
     def _trim(self, node: SimNode, snapshot_id: SnapshotId) -> None:
         """Move the log start to a snapshot the node wrote (the core may refuse: a
