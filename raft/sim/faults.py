@@ -66,8 +66,10 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from raft.sim.cluster import Cluster, SimNode
+from raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
+from raft.sim.cluster import CLUSTER_ID, Cluster, SimNode
 from raft.sim.network import Link, isolation_links, partition_links
+from raft.voters import VoterHistory, VoterSet
 
 FAULT_KINDS = ("all", "net", "crash", "none")
 NET_FAULTS = ("partition", "isolate-leader", "one-way", "lossy", "partial", "slow-net",
@@ -734,9 +736,11 @@ def _wipe_observer(cluster: Cluster, rng: random.Random) -> tuple[Action, Action
 
     def wipe_a_non_voter() -> None:
         # A dynamic run's observer ids may be voters now; its voters may be observers.
-        voters = {k.id for n in cluster.running() for k in n.core.voter_set.keys()}
+        # A down node's log counts too: a voter set only it holds (appended, not yet
+        # replicated) is in force again when it restarts.
+        voters = {k.id for voter_set in _latest_sets(cluster) for k in voter_set.keys()}
         spares = [n for n in sorted(cluster.nodes) if n not in voters]
-        if spares:
+        if spares and not _change_waiting(cluster, AddRaftVoterRequest):
             victims.ids[0] = rng.choice(spares)
             cluster.crash(victims.ids[0], wipe=True)
         else:
@@ -810,7 +814,8 @@ def _corrupt_quorum_state(cluster: Cluster, rng: random.Random) -> tuple[Action,
         if cluster.config.dynamic:
             running = cluster.running()
             if (len(running) + len(corrupted) < len(cluster.nodes)
-                    or any(not node.core.voter_set.keys() for node in running)):
+                    or any(not node.core.voter_set.keys() for node in running)
+                    or _change_waiting(cluster, AddRaftVoterRequest)):
                 return  # a down or wiped node's voter set is unknown: it may name anyone
             voters = {key.id for node in running for key in node.core.voter_set.keys()}
             room = 0
@@ -932,23 +937,23 @@ def _voters(cluster: Cluster) -> Any | None:
 
 
 def _add_request(cluster: Cluster, node_id: int, directory_id: Any) -> Any | None:
-    from raft.messages import AddRaftVoterRequest
-    from raft.sim.cluster import CLUSTER_ID
     node = cluster.nodes[node_id]
     voters = _voters(cluster)
-    if (voters is None or node_id in voters.id_set or node.directory_id != directory_id):
-        return None if voters is not None else _NO_LEADER
+    if voters is None or not node.up:
+        # An operator adds a node it sees running (Kafka's leader asks it for its
+        # ApiVersions first): a voter that is down for good would stall the new set.
+        return _NOT_NOW
+    if node_id in voters.id_set or node.directory_id != directory_id:
+        return None
     return AddRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
                                voter_directory_id=directory_id)
 
 
 def _remove_request(cluster: Cluster, node_id: int, directory_id: Any,
                     floor: int = 1) -> Any | None:
-    from raft.messages import RemoveRaftVoterRequest
-    from raft.sim.cluster import CLUSTER_ID
     voters = _voters(cluster)
     if voters is None:
-        return _NO_LEADER
+        return _NOT_NOW
     if voters.voter(node_id) is None or len(voters) <= floor:
         return None
     if any(key.id != node_id for key in _lost_keys(cluster)):
@@ -959,18 +964,18 @@ def _remove_request(cluster: Cluster, node_id: int, directory_id: Any,
                                   voter_directory_id=directory_id)
 
 
-class _NoLeader:
-    """A request that cannot be made now for want of a leader: retried."""
+class _NotNow:
+    """A request that cannot be made now (no leader, the node to add is down): retried."""
 
 
-_NO_LEADER = _NoLeader()
+_NOT_NOW = _NotNow()
 
 
 def _operate(cluster: Cluster, rng: random.Random, label: str,
              make: Callable[[], Any | None], then: Callable[[], None] | None = None) -> None:
     def made() -> Any | None:
         message = make()
-        if message is _NO_LEADER:
+        if message is _NOT_NOW:
             operator.retry()
             return None
         return message
@@ -1014,8 +1019,9 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
     if _lost_keys(cluster):
         return  # one lost disk at a time: two could leave no majority that can vote
     victim = victim if victim is not None else rng.choice(keys)
-    if _removal_waiting(cluster) or any(len(voters) <= 2 and voters.voter(victim.id) is not None
-                                        for voters in _latest_sets(cluster)):
+    if _change_waiting(cluster, RemoveRaftVoterRequest) or any(
+            len(voters) <= 2 and voters.voter(victim.id) is not None
+            for voters in _latest_sets(cluster)):
         # In a set of two a lost key leaves no majority that can ever vote: no operator
         # would wipe there, and nothing could be elected after the heal.
         return
@@ -1035,11 +1041,11 @@ def _wipe_voter_now(cluster: Cluster, rng: random.Random, *, replace: bool,
              add_new_key)
 
 
-def _removal_waiting(cluster: Cluster) -> bool:
-    """Whether a RemoveRaftVoter waits in a paused or busy leader's inbox: it may shrink
-    the set after the wipe, below a majority that can vote."""
-    from raft.messages import RemoveRaftVoterRequest
-    return any(isinstance(getattr(payload, "message", None), RemoveRaftVoterRequest)
+def _change_waiting(cluster: Cluster, kind: type) -> bool:
+    """Whether a voter change of `kind` waits in a paused or busy leader's inbox: a
+    removal may shrink the set below a majority that can vote after a wipe, an addition
+    name a key whose disk is gone, or a node corrupted for good."""
+    return any(isinstance(getattr(payload, "message", None), kind)
                for node in cluster.nodes.values() for _, payload in node.inbox)
 
 
@@ -1047,7 +1053,6 @@ def _latest_sets(cluster: Cluster) -> list[Any]:
     """Each node's latest voter set: a running node's in force, a down node's latest
     VotersRecord on its disk (a crashed leader may hold a removal nobody else has, and
     stands with that set when it comes back)."""
-    from raft.voters import VoterHistory, VoterSet
     sets = []
     for node in cluster.nodes.values():
         if node.up:

@@ -133,3 +133,16 @@ def test_log_start_move_set_before_a_crash_does_not_run_after_the_restart(seed: 
     (result,) = sweep(RunSpec(voters=1, observers=3, faults="all", dynamic=True),
                       range(seed, seed + 1))
     assert result.ok, (result.invariant, result.detail)
+
+
+@pytest.mark.parametrize("seed", [14847, 15612, 15265])
+def test_faults_never_strand_a_voter_set_on_a_replica_gone_for_good(seed: int) -> None:
+    """Seeds of the 1 + 3 dynamic soak where the fault model, not raft, stalled the
+    quorum: an observer wiped while only a down leader's log named it a voter (14847);
+    a node added while it was down for good with a corrupt quorum-state (15612); a node
+    wiped while an AddRaftVoter for its old key waited in a paused leader's inbox, which
+    stale Fetches of that key made look caught up (15265). An operator adds nodes it
+    sees running, and no disk is lost while a change naming it is pending."""
+    (result,) = sweep(RunSpec(voters=1, observers=3, faults="all", dynamic=True),
+                      range(seed, seed + 1))
+    assert result.ok, (result.invariant, result.detail)
