@@ -183,6 +183,19 @@ def test_soak_no_violation_when_many_seeds(voters: int, observers: int, chunk: i
 
 
 @pytest.mark.soak
+@pytest.mark.parametrize(("voters", "observers", "dynamic", "pre_vote"),
+                         [*((v, o, True, True) for v, o in SMALL_AND_EVEN), (5, 2, False, False)])
+@pytest.mark.parametrize("chunk", range(10))
+def test_soak_no_violation_when_small_even_dynamic_or_no_pre_vote(
+        voters: int, observers: int, dynamic: bool, pre_vote: bool, chunk: int) -> None:
+    """make soak: 10,000 seeds in each shape of the dynamic sweeps at 1, 2 and 4 voters
+    and of 5 voters without pre-vote."""
+    run_chunk(RunSpec(voters=voters, observers=observers, faults="all", dynamic=dynamic,
+                      pre_vote=pre_vote),
+              10_000 + chunk * SOAK_CHUNK, SOAK_CHUNK, jobs=os.cpu_count() or 1)
+
+
+@pytest.mark.soak
 @pytest.mark.parametrize(("voters", "observers", "dead"), [(5, 2, 2), (3, 3, 1), (4, 1, 1)])
 def test_soak_live_majority_commits_when_a_minority_stays_dead(voters: int, observers: int,
                                                               dead: int) -> None:
