@@ -186,7 +186,7 @@ def test_soak_no_violation_when_many_seeds(voters: int, observers: int, chunk: i
 @pytest.mark.parametrize(("voters", "observers", "dynamic", "pre_vote"),
                          [*((v, o, True, True) for v, o in SMALL_AND_EVEN), (5, 2, False, False)])
 @pytest.mark.parametrize("chunk", range(10))
-def test_soak_no_violation_when_small_even_dynamic_or_no_pre_vote(
+def test_soak_no_violation_in_10_000_seeds_of_each_small_even_or_no_pre_vote_shape(
         voters: int, observers: int, dynamic: bool, pre_vote: bool, chunk: int) -> None:
     """make soak: 10,000 seeds in each shape of the dynamic sweeps at 1, 2 and 4 voters
     and of 5 voters without pre-vote."""
