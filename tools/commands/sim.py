@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.data_plane:
         return _run_data_plane(args)
-    spec, seeds = _spec_and_seeds(args)
+    spec = _spec(args)
     seeds, jobs = _seeds_and_jobs(args)
     if not args.json:
         what = f"scenario {spec.scenario}" if spec.scenario else f"faults {spec.faults}"
@@ -145,15 +145,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
-def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
-    """The run spec and the seeds, from validated arguments (bad ones: exit 2)."""
+def _spec(args: argparse.Namespace) -> Any:
+    """The run spec, from validated arguments (bad ones: exit 2)."""
     from raft.sim.sweep import RunSpec
 
     if not 1 <= args.voters <= 9:
         raise usage_error(f"--voters must be 1..9, got {args.voters}")
     if args.observers < 0 or args.voters + args.observers > 32:
         raise usage_error(f"--observers must be 0..{32 - args.voters}, got {args.observers}")
-    seeds, _ = _seeds_and_jobs(args)
     if args.scenario is not None and args.scenario not in _scenario_names():
         raise usage_error(f"unknown --scenario {args.scenario!r}; one of "
                           + ", ".join(_scenario_names()))
@@ -172,7 +171,7 @@ def _spec_and_seeds(args: argparse.Namespace) -> tuple[Any, range]:
                    planted_bug=args.planted_bug, codec_roundtrip=args.codec,
                    trace_size=args.trace, scenario=args.scenario, dynamic=args.dynamic,
                    dead_voters=args.dead_voters, lying_fsync_writes=args.lying_fsync)
-    return spec, seeds
+    return spec
 
 
 def _run_data_plane(args: argparse.Namespace) -> int:
