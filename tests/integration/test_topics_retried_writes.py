@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster
-from tests.support.standin_nodes import HANG_UP, Answer, Node, standin_nodes
+from tests.support.standin_nodes import HANG_UP, Answer, standin_nodes
 from tools.admin_client import exchange
 from tools.cluster import Cluster
 
@@ -42,10 +42,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield started
 
 
-def _topics(cluster: Cluster, relay: Node, *args: str) -> Any:
-    controller = cluster.node(1).controller_address
-    return kraft("topics", "--bootstrap-controller", f"{relay.address},{controller}",
-                 *args, "--json", "--timeout", "20")
+def _topics_losing_one_answer(cluster: Cluster, drop_api: str, *args: str
+                              ) -> tuple[Any, list[Any]]:
+    """`kraft topics ARGS` through a relay that loses the answer to the first `drop_api`
+    request; the result and the answers lost."""
+    dropped: list[Any] = []
+    controller = cluster.node(1).controller_address or ""
+    with standin_nodes() as start:
+        relay = start(answer_dropping_relay(controller, drop_api, dropped))
+        result = kraft("topics", "--bootstrap-controller", f"{relay.address},{controller}",
+                       *args, "--json", "--timeout", "20")
+    return result, dropped
 
 
 def _describe(cluster: Cluster, name: str) -> dict[str, Any]:
@@ -57,12 +64,9 @@ def _describe(cluster: Cluster, name: str) -> dict[str, Any]:
 
 
 def test_a_create_whose_answer_was_lost_reports_the_topic_it_made(cluster: Cluster) -> None:
-    dropped: list[Any] = []
-    with standin_nodes() as start:
-        relay = start(answer_dropping_relay(cluster.node(1).controller_address or "",
-                                            "CreateTopics", dropped))
-        created = _topics(cluster, relay, "--create", "--topic", "lost-create",
-                          "--partitions", "2", "--replication-factor", "1")
+    created, dropped = _topics_losing_one_answer(
+        cluster, "CreateTopics", "--create", "--topic", "lost-create", "--partitions", "2",
+        "--replication-factor", "1")
     assert len(dropped) == 1  # the first attempt was answered, and the answer lost
     assert created.returncode == 0, created.stderr
     topic = _describe(cluster, "lost-create")
@@ -75,11 +79,8 @@ def test_a_grow_whose_answer_was_lost_reports_the_new_count(cluster: Cluster) ->
     made = kraft("topics", "--cluster", str(cluster.directory), "--create", "--topic",
                  "lost-grow", "--partitions", "1", "--replication-factor", "1")
     assert made.returncode == 0, made.stderr
-    dropped: list[Any] = []
-    with standin_nodes() as start:
-        relay = start(answer_dropping_relay(cluster.node(1).controller_address or "",
-                                            "CreatePartitions", dropped))
-        grown = _topics(cluster, relay, "--alter", "--topic", "lost-grow", "--partitions", "3")
+    grown, dropped = _topics_losing_one_answer(
+        cluster, "CreatePartitions", "--alter", "--topic", "lost-grow", "--partitions", "3")
     assert len(dropped) == 1
     assert grown.returncode == 0, grown.stderr
     assert json.loads(grown.stdout)["partitions"] == 3
@@ -89,11 +90,8 @@ def test_a_grow_whose_answer_was_lost_reports_the_new_count(cluster: Cluster) ->
 def test_a_refused_create_whose_answer_was_lost_is_still_refused(cluster: Cluster) -> None:
     """INVALID_PARTITIONS to a create is a refusal, not a proof (and the topic it would
     look up does not exist): the controller's own error, rc 1."""
-    dropped: list[Any] = []
-    with standin_nodes() as start:
-        relay = start(answer_dropping_relay(cluster.node(1).controller_address or "",
-                                            "CreateTopics", dropped))
-        refused = _topics(cluster, relay, "--create", "--topic", "never", "--partitions", "0")
+    refused, dropped = _topics_losing_one_answer(
+        cluster, "CreateTopics", "--create", "--topic", "never", "--partitions", "0")
     assert len(dropped) == 1
     assert refused.returncode == 1
     assert "INVALID_PARTITIONS (37)" in json.loads(refused.stdout)["error"]
