@@ -20,6 +20,16 @@ from raft.common.connection_limits import ListenerLimits
 Address = tuple[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class AutoCreateSettings:
+    """`auto.create.topics.enable`, `num.partitions`, `default.replication.factor`
+    (broker/kafka/admin/auto_create.py)."""
+
+    enabled: bool = True
+    num_partitions: int = 1
+    replication_factor: int = 1
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerSettings:
     broker_id: int
@@ -39,6 +49,7 @@ class BrokerSettings:
     client_address: Address | None = None  # the Kafka listener (None: none)
     offsets_topic_num_partitions: int = 50  # __consumer_offsets, created on first use
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024  # and its segment.bytes
+    auto_create: AutoCreateSettings = AutoCreateSettings()  # topics a Metadata names
     # what the broker registers for clients and replicas (None: client_address)
     advertised_address: Address | None = None
     # test-only: broker id -> the address the replica fetcher dials instead of that

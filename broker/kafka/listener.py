@@ -43,6 +43,7 @@ from broker.kafka import api_versions, authz, response_shapes
 from broker.kafka.admin import (
     acls_api,
     admin_api,
+    auto_create,
     configs_api,
     delete_records_api,
     metadata_api,
@@ -104,10 +105,24 @@ async def _api_versions(context: HandlerContext, body: Any, version: int
 
 async def _metadata(context: HandlerContext, body: Any, version: int
                     ) -> response_shapes.MetadataResponse:
-    return metadata_api.handle_metadata_request(
+    creator, creating = context.topic_creator, []
+    requested = auto_create.allows_auto_creation(body, version)
+    may_create_any = authz.cluster_allowed(context, authz.Op.CREATE)
+
+    def unknown_topic(name: str) -> ErrorCode:
+        answer = auto_create.unknown_topic_answer(
+            name, settings=creator.settings, requested=requested,
+            may_create=may_create_any or authz.topic_allowed(context, authz.Op.CREATE, name))
+        if answer == ErrorCode.LEADER_NOT_AVAILABLE:
+            creating.append(name)
+        return answer
+    response = metadata_api.handle_metadata_request(
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id,
-        described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name))
+        described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name),
+        unknown_topic=unknown_topic)
+    creator.want(creating)
+    return response
 
 
 async def _describe_cluster(context: HandlerContext, body: Any, version: int
@@ -367,7 +382,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
         kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
         offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
-        offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes)
+        offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes,
+        auto_create=settings.auto_create)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),
                                         cluster_id=node.cluster_id,
@@ -386,6 +402,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     fetcher.bind_identity = settings.inter_broker_bind_identity
     node.add_background_task(fetcher.run)
     node.add_background_task(context.groups.run)  # groups on __consumer_offsets leaders
+    node.add_background_task(context.topic_creator.run)  # topics Metadata requests name
     listener.isr_manager = IsrManager(  # leaders shrink and expand ISRs
         context, replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
         request_timeout_ms=settings.request_timeout_ms)

@@ -61,6 +61,7 @@ def partition_counts(admin: Any, name: str) -> list[int | None]:
     """What each broker's image says of topic `name`: its partition count, None if
     unknown (Metadata v12 straight to every broker)."""
     request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=name),),
+                              allow_auto_topic_creation=False,  # a probe: creates nothing
                               include_topic_authorized_operations=False)
     counts: list[int | None] = []
     for address in admin.config["bootstrap_servers"].split(","):

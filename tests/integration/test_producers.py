@@ -67,6 +67,7 @@ def topic_leader(cluster: Cluster, name: str) -> tuple[uuid.UUID | None, int, in
     """(topic id, leader, leader epoch) as every live broker's image shows it; (None, ..)
     until they agree."""
     request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=name),),
+                              allow_auto_topic_creation=False,  # a probe: creates nothing
                               include_topic_authorized_operations=False)
     seen = set()
     for broker in live_brokers(cluster):

@@ -166,6 +166,13 @@ KEYS: tuple[Key, ...] = (
         "here; Kafka's is a double)"),
     Key("replica.lag.time.max.ms", "replica_lag_time_max_ms", integer(1), 30_000,
         "a follower behind for this long leaves the ISR"),
+    Key("auto.create.topics.enable", "auto_create_topics_enable", boolean, True,
+        "a Metadata request naming a topic that does not exist creates it (when the "
+        "request allows it and the caller may CREATE the topic)"),
+    Key("num.partitions", "num_partitions", integer(1), 1,
+        "partitions of an auto-created topic"),
+    Key("default.replication.factor", "default_replication_factor", integer(1), 1,
+        "replication factor of an auto-created topic"),
     Key("offsets.topic.num.partitions", "offsets_topic_num_partitions", integer(1), 50,
         "partitions of __consumer_offsets when a broker creates it on first use"),
     Key("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", integer(14),
@@ -268,7 +275,7 @@ KNOWN_KEYS = frozenset(KEYS_BY_NAME) | frozenset(ALIASES)
 # accepted (so such a file starts a node) and named in one warning.
 IGNORED_KAFKA_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
+    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
     "log.retention.hours", "log.retention.bytes",

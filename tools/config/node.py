@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.kafka.sasl import sasl_settings
-from broker.settings import BrokerSettings
+from broker.settings import AutoCreateSettings, BrokerSettings
 from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
 from raft.common.connection_limits import ListenerLimits
 from raft.common.tls import TlsSettings
@@ -58,6 +58,9 @@ class NodeConfig:
     log_retention_check_interval_ms: int
     log_cleaner_backoff_ms: int
     log_cleaner_io_max_bytes_per_second: int
+    auto_create_topics_enable: bool
+    num_partitions: int
+    default_replication_factor: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
     sasl_enabled_mechanisms: tuple[str, ...]
@@ -204,6 +207,9 @@ class NodeConfig:
             log_retention_check_interval_ms=self.log_retention_check_interval_ms,
             log_cleaner_backoff_ms=self.log_cleaner_backoff_ms,
             log_cleaner_io_max_bytes_per_second=self.log_cleaner_io_max_bytes_per_second,
+            auto_create=AutoCreateSettings(
+                enabled=self.auto_create_topics_enable, num_partitions=self.num_partitions,
+                replication_factor=self.default_replication_factor),
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             offsets_topic_segment_bytes=self.offsets_topic_segment_bytes,
             socket_request_max_bytes=self.socket_request_max_bytes,

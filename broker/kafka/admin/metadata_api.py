@@ -9,8 +9,9 @@ requests to the "controller" a broker names; we name ourselves and forward them.
 
 With the authorizer on (`described`: may the caller DESCRIBE this topic?), a topic the
 caller may not describe is left out of an all-topics answer and answered
-TOPIC_AUTHORIZATION_FAILED when named (by name or by ID), as Kafka does. Metadata never
-creates topics here (no auto-creation), so it never needs CREATE.
+TOPIC_AUTHORIZATION_FAILED when named (by name or by ID), as Kafka does. A topic named
+by name that the image does not hold is answered as `unknown_topic` says (auto-creation:
+broker/kafka/admin/auto_create.py).
 """
 
 from __future__ import annotations
@@ -81,9 +82,14 @@ def _everything(name: str) -> bool:
     return True
 
 
+def _unknown(name: str) -> ErrorCode:
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                             broker_id: int, cluster_id: str,
-                            described: Callable[[str], bool] = _everything
+                            described: Callable[[str], bool] = _everything,
+                            unknown_topic: Callable[[str], ErrorCode] = _unknown
                             ) -> shapes.MetadataResponse:
     wanted = request.topics
     topics: list[shapes.TopicMetadata] = []
@@ -113,7 +119,7 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                     continue
                 topic = image.topic_by_name(name or "")
                 if topic is None:
-                    topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    topics.append({"error_code": int(unknown_topic(name or "")),
                                    "name": name, "topic_id": uuid.UUID(int=0),
                                    "partitions": []})
                     continue
