@@ -154,7 +154,7 @@ KAFKA: dict[int, Rule] = {
     18: OPEN,  # ApiVersions
     17: OPEN,  # SaslHandshake
     36: OPEN,  # SaslAuthenticate
-    3: per(Op.DESCRIBE, Res.TOPIC),  # Metadata
+    3: per(Op.DESCRIBE, Res.TOPIC),  # Metadata; auto-creating a topic: CREATE, as CreateTopics
     60: cluster(Op.DESCRIBE),  # DescribeCluster
     55: cluster(Op.DESCRIBE),  # DescribeQuorum
     19: per(Op.CREATE, Res.TOPIC),  # CreateTopics; or CREATE on the cluster
