@@ -5,9 +5,15 @@ a None value deletes the key) and in the image as `TopicImage.configs`, only the
 set. Everything else takes the default below (Kafka's, as its broker has them out of the
 box); `effective` gives the value a topic has either way.
 
-Supported keys, with Kafka's meaning:
+Every key of Kafka's topic configs is accepted, with Kafka's type, range and default.
+Enforced, with Kafka's meaning:
 - `min.insync.replicas` (int >= 1): an acks=all produce needs this many in-sync replicas
   (enforced by `broker.kafka.partitions.produce`);
+- `max.message.bytes` (int >= 0): a larger batch is refused MESSAGE_TOO_LARGE;
+- `message.timestamp.type` (`CreateTime`, `LogAppendTime`: the leader stamps each batch
+  with its append time) and `message.timestamp.before.max.ms` / `.after.max.ms` (and
+  the deprecated `message.timestamp.difference.max.ms`, both ways): a CreateTime record
+  further from the broker's clock is refused INVALID_TIMESTAMP (produce.py);
 - `segment.bytes` (int >= 14) and `segment.ms` (long >= 1): a partition log starts a
   new segment file past either (broker.kafka.partitions.segments);
 - `retention.ms`, `retention.bytes` (long >= -1, -1 = unlimited): a partition's leader
@@ -18,11 +24,19 @@ Supported keys, with Kafka's meaning:
   `max.compaction.lag.ms` (long >= 0; the maximum >= 1) and `delete.retention.ms`
   (long >= 0): when a compacted log is cleaned and how long its tombstones stay
   (broker.kafka.partitions.cleaner);
-- `enable.ordered.delivery` (boolean, default true): KIP-253, per-key order kept across
-  a change of the partition count (growth blocks new partitions on their split source,
-  a shrink marks partitions and removes them once empty). Off, the count only grows, as
-  in Kafka. With compaction it would need an extra tombstone to the split source, so
-  `check_combination` refuses ordered delivery with `cleanup.policy=compact`.
+- `unclean.leader.election.enable` and `remote.storage.enable`: only `false` (no unclean
+  election, no tiered storage here: `true` is refused rather than ignored);
+- `enable.ordered.delivery` (boolean, default true; this project's): KIP-253, per-key
+  order kept across a change of the partition count (growth blocks new partitions on
+  their split source, a shrink marks partitions and removes them once empty). Off, the
+  count only grows, as in Kafka. With compaction it would need an extra tombstone to
+  the split source, so `check_combination` refuses ordered delivery with
+  `cleanup.policy=compact`.
+Stored and described, no effect here (`STORED_ONLY`): `compression.type` and its levels
+(batches are kept as the producer compressed them), `flush.messages` / `flush.ms` (every
+append is fsynced), the index, preallocation, jitter and file-deletion tunings,
+replication throttles, the tiered-storage `local.retention.*`, and the deprecated
+`message.downconversion.enable` and `message.format.version`.
 
 An unknown key is refused (INVALID_CONFIG), never dropped: a client that asked for a
 config it did not get would be misled.
@@ -45,6 +59,13 @@ MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
 DELETE_RETENTION_MS = "delete.retention.ms"
 CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
+
+MAX_MESSAGE_BYTES = "max.message.bytes"
+TIMESTAMP_TYPE = "message.timestamp.type"
+TIMESTAMP_BEFORE_MAX_MS = "message.timestamp.before.max.ms"
+TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms"
+TIMESTAMP_DIFFERENCE_MAX_MS = "message.timestamp.difference.max.ms"
+LOG_APPEND_TIME = "LogAppendTime"
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -118,7 +139,114 @@ def _boolean(name: str) -> Callable[[str], str]:
     return parse
 
 
+def _one_of(name: str, *choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        text = value.strip()
+        if text not in choices:
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                f"must be one of {', '.join(choices)}")
+        return text
+    return parse
+
+
+def _false_only(name: str, why: str) -> Callable[[str], str]:
+    check = _boolean(name)
+
+    def parse(value: str) -> str:
+        if check(value) == "true":
+            raise InvalidConfig(f"invalid value {value!r} for configuration {name}: {why}")
+        return "false"
+    return parse
+
+
+def _throttled_replicas(name: str) -> Callable[[str], str]:
+    """Kafka's format: empty, `*`, or `PARTITION:BROKER,...`."""
+    def parse(value: str) -> str:
+        text = value.strip()
+        if text in ("", "*"):
+            return text
+        entries = [e.strip() for e in text.split(",")]
+        for entry in entries:
+            partition, sep, broker = entry.partition(":")
+            if not (sep and partition.isdigit() and broker.isdigit()):
+                raise InvalidConfig(f"invalid value {value!r} for configuration {name}: "
+                                    "must be '*' or PARTITION:BROKER,...")
+        return ",".join(entries)
+    return parse
+
+
+def _stored(name: str, default: str, type_: str, documentation: str,
+            parse: Callable[[str], str]) -> ConfigKey:
+    return ConfigKey(name=name, default=default, type=type_, parse=parse,
+                     documentation=documentation + " (stored; no effect here)")
+
+
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+STORED_ONLY: tuple[ConfigKey, ...] = (
+    _stored("compression.type", "producer", "STRING", "the codec batches are stored in",
+            _one_of("compression.type", *_COMPRESSION)),
+    _stored("compression.gzip.level", "-1", "INT", "gzip level when recompressing",
+            _integer("compression.gzip.level", -1, 9)),
+    _stored("compression.lz4.level", "9", "INT", "lz4 level when recompressing",
+            _integer("compression.lz4.level", 1, 17)),
+    _stored("compression.zstd.level", "3", "INT", "zstd level when recompressing",
+            _integer("compression.zstd.level", -131072, 22)),
+    _stored("file.delete.delay.ms", "60000", "LONG", "delay before a deleted file goes",
+            _integer("file.delete.delay.ms", 0, LONG_MAX)),
+    _stored("flush.messages", str(LONG_MAX), "LONG", "records between forced flushes",
+            _integer("flush.messages", 1, LONG_MAX)),
+    _stored("flush.ms", str(LONG_MAX), "LONG", "time between forced flushes",
+            _integer("flush.ms", 0, LONG_MAX)),
+    _stored("follower.replication.throttled.replicas", "", "LIST",
+            "replicas whose follower fetches are throttled",
+            _throttled_replicas("follower.replication.throttled.replicas")),
+    _stored("leader.replication.throttled.replicas", "", "LIST",
+            "replicas whose leader answers are throttled",
+            _throttled_replicas("leader.replication.throttled.replicas")),
+    _stored("index.interval.bytes", "4096", "INT", "bytes between offset index entries",
+            _integer("index.interval.bytes", 0, INT_MAX)),
+    _stored("local.retention.bytes", "-2", "LONG", "tiered storage's local retention size",
+            _integer("local.retention.bytes", -2, LONG_MAX)),
+    _stored("local.retention.ms", "-2", "LONG", "tiered storage's local retention time",
+            _integer("local.retention.ms", -2, LONG_MAX)),
+    _stored("message.downconversion.enable", "true", "BOOLEAN",
+            "down-conversion for old consumers (deprecated)",
+            _boolean("message.downconversion.enable")),
+    _stored("message.format.version", "3.0-IV1", "STRING",
+            "the message format version (deprecated)", lambda value: value.strip()),
+    _stored("preallocate", "false", "BOOLEAN", "preallocate segment files",
+            _boolean("preallocate")),
+    _stored("segment.index.bytes", "10485760", "INT", "the size of a segment's index",
+            _integer("segment.index.bytes", 4, INT_MAX)),
+    _stored("segment.jitter.ms", "0", "LONG", "random jitter subtracted from segment.ms",
+            _integer("segment.jitter.ms", 0, LONG_MAX)),
+)
+
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
+    *STORED_ONLY,
+    ConfigKey(name=MAX_MESSAGE_BYTES, default="1048588", type="INT",
+              documentation="the largest record batch a partition accepts",
+              parse=_integer(MAX_MESSAGE_BYTES, 0, INT_MAX)),
+    ConfigKey(name=TIMESTAMP_TYPE, default="CreateTime", type="STRING",
+              documentation="CreateTime (the producer's) or LogAppendTime (the leader's)",
+              parse=_one_of(TIMESTAMP_TYPE, "CreateTime", LOG_APPEND_TIME)),
+    ConfigKey(name=TIMESTAMP_BEFORE_MAX_MS, default=str(LONG_MAX), type="LONG",
+              documentation="how far behind the broker's clock a CreateTime may be",
+              parse=_integer(TIMESTAMP_BEFORE_MAX_MS, 0, LONG_MAX)),
+    ConfigKey(name=TIMESTAMP_AFTER_MAX_MS, default=str(LONG_MAX), type="LONG",
+              documentation="how far ahead of the broker's clock a CreateTime may be",
+              parse=_integer(TIMESTAMP_AFTER_MAX_MS, 0, LONG_MAX)),
+    ConfigKey(name=TIMESTAMP_DIFFERENCE_MAX_MS, default=str(LONG_MAX), type="LONG",
+              documentation="how far from the broker's clock a CreateTime may be, either "
+                            "way (deprecated)",
+              parse=_integer(TIMESTAMP_DIFFERENCE_MAX_MS, 0, LONG_MAX)),
+    ConfigKey(name="unclean.leader.election.enable", default="false", type="BOOLEAN",
+              documentation="elect an out-of-sync replica (only false: never here)",
+              parse=_false_only("unclean.leader.election.enable",
+                                "unclean leader election is not supported")),
+    ConfigKey(name="remote.storage.enable", default="false", type="BOOLEAN",
+              documentation="tiered storage (only false: not supported here)",
+              parse=_false_only("remote.storage.enable", "tiered storage is not supported")),
     ConfigKey(name=CLEANUP_POLICY, default="delete", type="LIST",
               documentation="delete (retention), compact (log compaction) or both",
               parse=_cleanup_policy),

@@ -72,13 +72,39 @@ def test_value_is_canonical_when_valid(key: str, value: str, canonical: str) -> 
     ("max.compaction.lag.ms", "-1", "max.compaction.lag.ms: must be between 1"),
     ("delete.retention.ms", "-1", "delete.retention.ms: must be between 0"),
     ("cleanup.policy", "", "empty"),
-    ("max.message.bytes", "1", "unknown topic config"),
+    ("no.such.key", "1", "unknown topic config"),
+    ("max.message.bytes", "-1", "max.message.bytes: must be between 0"),
+    ("message.timestamp.type", "WallTime", "must be one of CreateTime, LogAppendTime"),
+    ("compression.type", "brotli", "compression.type: must be one of"),
+    ("compression.zstd.level", "23", "between -131072 and 22"),
+    ("unclean.leader.election.enable", "true", "unclean leader election is not supported"),
+    ("remote.storage.enable", "true", "tiered storage is not supported"),
+    ("follower.replication.throttled.replicas", "0-1", "PARTITION:BROKER"),
+    ("flush.messages", "0", "between 1"),
     ("min.insync.replicas", None, "no value"),
 ])
 def test_value_is_refused_with_a_reason_when_invalid(key: str, value: str | None,
                                                      words: str) -> None:
     with pytest.raises(tc.InvalidConfig, match=words):
         tc.validate(key, value)
+
+
+@pytest.mark.parametrize(("key", "value", "canonical"), [
+    ("compression.type", " zstd", "zstd"),
+    ("message.timestamp.type", "LogAppendTime", "LogAppendTime"),
+    ("leader.replication.throttled.replicas", "0:1, 1:2", "0:1,1:2"),
+    ("leader.replication.throttled.replicas", "*", "*"),
+    ("unclean.leader.election.enable", "FALSE", "false"),
+    ("flush.ms", "1000", "1000"),
+])
+def test_kafka_topic_configs_are_accepted_in_kafka_form(key: str, value: str,
+                                                        canonical: str) -> None:
+    assert tc.validate(key, value) == canonical
+
+
+def test_every_stored_only_key_says_so_in_its_documentation() -> None:
+    assert all("no effect here" in key.documentation for key in tc.STORED_ONLY)
+    assert {k.name for k in tc.STORED_ONLY} <= set(tc.KEYS)
 
 
 def test_a_key_given_twice_is_refused_when_validated_together() -> None:
