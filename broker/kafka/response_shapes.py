@@ -10,6 +10,7 @@ encodes it, so kio's entities appear only at that edge. Error codes are ints
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import NotRequired, TypedDict
 
 from broker.kafka.group_shapes import GroupResponse
@@ -316,6 +317,7 @@ class PartitionProduceResponse(TypedDict):
     error_code: int
     base_offset: int
     log_start_offset: int
+    log_append_time: NotRequired[datetime | None]  # LogAppendTime topics: the stamp
     error_message: NotRequired[str | None]
 
 

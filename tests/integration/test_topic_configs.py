@@ -6,6 +6,7 @@ One 1-voter + 3-broker cluster for the module."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,3 +179,54 @@ def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
     error = produce()
     assert error is not None
     assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
+
+
+def produce_with(bootstrap: str, topic: str, value: bytes, timestamp: int = 0) -> Any:
+    """The delivery report of one record (error, message), no retries."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "retries": 0,
+                                         "enable.idempotence": False,
+                                         "message.max.bytes": 10_000_000,
+                                         "message.timeout.ms": int(WAIT_S * 1000)})
+    reports: list[Any] = []
+    producer.produce(topic, value, key=b"k", timestamp=timestamp,
+                     on_delivery=lambda err, msg: reports.append((err, msg)))
+    producer.flush(WAIT_S + 5)
+    (report,) = reports
+    return report
+
+
+def test_kafka_record_configs_are_enforced_on_produce(admin: Any, bootstrap: str) -> None:
+    """compression.type is accepted (stored); max.message.bytes refuses a larger batch;
+    message.timestamp.before.max.ms an old CreateTime; LogAppendTime stamps the batch,
+    and a consumer reads that time back."""
+    topics = {"small": {"max.message.bytes": "2000", "compression.type": "zstd"},
+              "recent": {"message.timestamp.before.max.ms": "60000"},
+              "stamped": {"message.timestamp.type": "LogAppendTime"}}
+    futures = admin.create_topics([
+        admin_mod.NewTopic(name, num_partitions=1, replication_factor=1, config=config)
+        for name, config in topics.items()])
+    for future in futures.values():
+        future.result(WAIT_S)
+    assert describe(admin, "small")["compression.type"].value == "zstd"
+    error, _ = produce_with(bootstrap, "small", b"x" * 5000)
+    assert error is not None
+    assert error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    assert produce_with(bootstrap, "small", b"x" * 100)[0] is None
+    error, _ = produce_with(bootstrap, "recent", b"old", timestamp=1_000)
+    assert error is not None
+    assert error.code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP
+    assert produce_with(bootstrap, "recent", b"new")[0] is None
+    before_ms = int(time.time() * 1000)
+    error, sent = produce_with(bootstrap, "stamped", b"v", timestamp=1_000)
+    assert error is None
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "ts",
+                                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("stamped", 0, 0)])
+        message = wait_until(lambda: consumer.poll(1.0), WAIT_S, "the stamped record")
+    finally:
+        consumer.close()
+    kind, stamp = message.timestamp()
+    assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
+    assert before_ms <= stamp <= int(time.time() * 1000)
+    assert sent.timestamp() == (kind, stamp)  # the produce answer carried it

@@ -56,6 +56,8 @@ producer needs IDEMPOTENT_WRITE on the cluster or, as Kafka 3 allows, WRITE on s
 from __future__ import annotations
 
 import logging
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import trio
@@ -67,6 +69,7 @@ from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
+from broker.kafka.partitions import record_policy
 from broker.kafka.partitions.batch_rewrite import has_keyless_record
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
 from broker.kafka.partitions.producer_state import (
@@ -108,7 +111,7 @@ def _failed(index: int, error: ErrorCode, message: str | None = None
 
 
 def _batch_refusal(topic: TopicImage | None, batches: list[bytes],
-                   headers: list[BatchHeader]) -> tuple[ErrorCode, str] | None:
+                   headers: list[BatchHeader], now_ms: int) -> tuple[ErrorCode, str] | None:
     """Why a client's batches are refused whatever the partition's state, if they are."""
     if any(h.is_control or h.is_transactional for h in headers):
         return (ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
@@ -117,7 +120,16 @@ def _batch_refusal(topic: TopicImage | None, batches: list[bytes],
     if topic is not None and "compact" in cleanup_policies(topic.configs) and \
             any(has_keyless_record(batch) for batch in batches):
         return ErrorCode.INVALID_RECORD, "a compacted topic cannot accept a record without a key"
-    return None
+    return None if topic is None else record_policy.refusal(topic.configs, batches, now_ms)
+
+
+def _as_appended(topic: TopicImage | None, batches: list[bytes]) -> tuple[list[bytes], int]:
+    """The batches as the log stores them and the append time stamped on them (-1:
+    none, the topic keeps its producers' CreateTime)."""
+    if topic is None or not record_policy.uses_log_append_time(topic.configs):
+        return batches, -1
+    now_ms = _wall_clock_ms()
+    return [record_policy.stamp_log_append_time(b, now_ms) for b in batches], now_ms
 
 
 async def produce_partition(context: BrokerContext, *, name: str | None,
@@ -144,9 +156,11 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     assert resolved.partition is not None
     partition = resolved.partition
     headers = [read_header(b) for b in batches]
-    refused = _batch_refusal(context.image.topic(state.topic_id), batches, headers)
+    topic = context.image.topic(state.topic_id)
+    refused = _batch_refusal(topic, batches, headers, _wall_clock_ms())
     if refused is not None:
         return _failed(index, *refused)
+    append_time_ms = -1
     min_isr = _min_insync_replicas(context, state.topic_id) if acks == ACKS_ALL else 0
     if len(partition.isr) < min_isr:
         return _failed(index, ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -167,6 +181,7 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
             base, last = verdict.first_offset, verdict.last_offset
         else:
             assert isinstance(verdict, Accept)
+            batches, append_time_ms = _as_appended(topic, batches)
             try:
                 base, last = await trio.to_thread.run_sync(state.log.append, batches,
                                                            partition.leader_epoch)
@@ -185,7 +200,13 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                                          min_isr=min_isr)
         if failure is not None:
             return _failed(index, *failure)
-    return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0}
+    return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0,
+            "log_append_time": None if append_time_ms < 0 else datetime.fromtimestamp(
+                append_time_ms / 1000, tz=UTC)}
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _min_insync_replicas(context: BrokerContext, topic_id: Any) -> int:
