@@ -94,6 +94,8 @@ def _to_leader_end(diverging: tuple[int, int], log: SimLog) -> int:
 
 def _leads_while_waiting(broker: Any, current: PartitionImage | None, epoch: int
                          ) -> PartitionImage | None:
+    """`dp_stale_leader_accepts_writes`: the broker leads `epoch` while it waits on writes
+    it took in it, whatever its image says."""
     if current is None or not any(p.leader_epoch == epoch for p in broker.pending):
         return current
     return replace(current, leader=broker.broker_id, leader_epoch=epoch)

@@ -1,11 +1,17 @@
 """The data-plane simulator's pure parts (broker/dataplane/sim): its producers decide as
 Kafka's clients do (a retry keeps its sequence numbers; a sequence error gives up and
-bumps the epoch), and its log keeps the producer state the real log keeps (followed at
-each batch, rebuilt after a truncation, which drops whole batches)."""
+bumps the epoch), its log keeps the producer state the real log keeps (followed at each
+batch, rebuilt after a truncation, which drops whole batches), and its idempotence
+invariants fail on a record committed twice or out of sequence order, and only then."""
 
 from __future__ import annotations
 
+import pytest
+
+from broker.dataplane.progress import LeaderProgress
+from broker.dataplane.sim.invariants import Checker, DataPlaneViolation
 from broker.dataplane.sim.log import Record, SimLog
+from broker.dataplane.sim.node import TOPIC_ID, Broker
 from broker.dataplane.sim.producer import (
     ACKS_ALL,
     ACKS_NONE,
@@ -14,6 +20,7 @@ from broker.dataplane.sim.producer import (
     SimProducer,
 )
 from broker.kafka.partitions.producer_state import NO_PRODUCER_ID, BatchHeader, Duplicate
+from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
 
 TIMEOUT_MS = 1_000
@@ -76,3 +83,29 @@ def test_the_log_answers_a_stored_batch_as_a_duplicate_until_truncated_away() ->
     assert (log.log_end_offset, log.last_epoch) == (2, 1)
     assert log.producers == log.rebuilt_producers()
     assert not isinstance(log.producers.check([retry], 2), Duplicate)
+
+
+def _checked(records: list[Record]) -> None:
+    """Run the invariants over one replica holding `records`, all below its high
+    watermark (the partition's topic not in the image: no leader to check)."""
+    broker = Broker(1)
+    broker.log.entries.extend(records)
+    broker.progress = LeaderProgress(log=broker.log, high_watermark=len(records))
+    Checker(TOPIC_ID).after_event({1: broker}, MetadataImage.empty())
+
+
+@pytest.mark.parametrize(("sequences", "invariant"), [
+    ((0, 1, 0), "idempotent-stored-once"),
+    ((0, 2, 1), "idempotent-in-order"),
+])
+def test_an_idempotent_record_committed_twice_or_out_of_order_is_a_violation(
+        sequences: tuple[int, ...], invariant: str) -> None:
+    records = [Record(1, value, 7, 0, seq) for value, seq in enumerate(sequences)]
+    with pytest.raises(DataPlaneViolation) as raised:
+        _checked(records)
+    assert raised.value.invariant == invariant
+
+
+def test_a_plain_producers_retry_and_a_new_epoch_restarting_at_0_are_no_violation() -> None:
+    _checked([Record(1, 1, NO_PRODUCER_ID, -1, -1), Record(1, 1, NO_PRODUCER_ID, -1, -1),
+              Record(1, 2, 7, 0, 4), Record(1, 3, 7, 1, 0), Record(1, 4, 7, 1, 1)])
