@@ -1,8 +1,8 @@
 """`kraft sim`: a deterministic simulation sweep of the raft core with fault injection.
 
 With `--data-plane`, the brokers' data plane instead (`broker.dataplane.sim`): one
-partition on `--brokers` brokers under the real pure controller, acks=all writes, crashes,
-cut links, slow followers and lagging metadata.
+partition on `--brokers` brokers under the real pure controller, idempotent and plain
+producers with acks 0, 1 and all, crashes, cut links, slow followers and lagging metadata.
 
 Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them), in `--jobs` worker processes
 (results in seed order; `--jobs 1` runs them in this process). On the first invariant
@@ -214,13 +214,20 @@ def _run_data_plane(args: argparse.Namespace) -> int:
         print(f"replay: {spec.replay_command(result.seed)}")
     print(f"{'FAILED' if failures else 'ok'}: {summary['seeds']} seeds, "
           f"{summary['violations']} violations ({summary['wall_s']:.1f}s wall)")
-    print(f"  per seed, median: leader changes {summary['median_leader_changes']:g}, "
-          f"ISR changes {summary['median_isr_changes']:g}, truncations "
-          f"{summary['median_truncations']:g}")
+    print("  per seed, median (max): " + ", ".join(
+        f"{name} {summary[key]['median']:g} ({summary[key]['max']})" for name, key in (
+            ("leader changes", "leader_changes_per_seed"),
+            ("ISR changes", "isr_changes_per_seed"),
+            ("truncations", "truncations_per_seed"))))
     print("  faults by kind: " + ", ".join(
         f"{name} {count}" for name, count in summary["faults_injected"].items()))
-    print(f"  writes: {summary['writes_acked']} acknowledged, "
+    acked = summary["writes_acked"]
+    print(f"  batches: acks=all {acked['acks_all']} acknowledged, acks=1 {acked['acks_1']} "
+          f"acknowledged, acks=0 {summary['writes_sent_acks_0']} sent; "
           f"{summary['writes_refused']} refused")
+    print(f"  producers: {summary['produce_retries']} retries, "
+          f"{summary['duplicates_refused']} duplicates refused by the producer state, "
+          f"{summary['producer_epoch_bumps']} epoch bumps")
     return 1 if failures else 0
 
 

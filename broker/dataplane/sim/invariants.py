@@ -6,7 +6,12 @@ truncation or an acknowledgement as it happens). A violation raises
 - `committed-prefix`: below its high watermark every replica holds the same records (the
   committed prefix: an offset never holds two different records once committed).
 - `no-truncation-below-hw`: a replica never truncates what it counted as committed.
-- `acked-is-committed`: an acknowledged acks=all write is committed, at its offset.
+- `acked-is-committed`: an acknowledged acks=all write is committed, at its offsets.
+- `idempotent-stored-once`: no idempotent producer's record (producer id, epoch,
+  sequence) is committed at two offsets, whatever its acks (acks=1 and acks=0 writes
+  may be lost, never duplicated).
+- `idempotent-in-order`: an idempotent producer's records of one epoch are committed in
+  the order of their sequence numbers.
 - `consumer-reads-committed`: a consumer reads only committed records (never above the
   high watermark), each at its offset.
 - `leader-holds-committed`: the leader the controller chose, once it knows it, holds
@@ -19,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.dataplane.sim.log import Record
 from broker.dataplane.sim.node import Broker
 from metadata.image import NO_LEADER, MetadataImage
 from raft.common.uuid import Uuid
-
-Entry = tuple[int, int]
 
 
 class DataPlaneViolation(AssertionError):
@@ -36,7 +40,10 @@ class DataPlaneViolation(AssertionError):
 class Checker:
     def __init__(self, topic_id: Uuid) -> None:
         self.topic_id = topic_id
-        self.committed: list[Entry] = []
+        self.committed: list[Record] = []
+        # (producer id, epoch, sequence) -> its committed offset; (id, epoch) -> last sequence
+        self._sequences: dict[tuple[int, int, int], int] = {}
+        self._last_sequence: dict[tuple[int, int], int] = {}
         self._checked: dict[int, int] = {}  # broker -> prefix of its log checked
         self._leader_checked: dict[tuple[int, int], int] = {}  # (broker, epoch) -> prefix
         # (broker, incarnation, epoch) -> high watermark: a restarted broker's starts again
@@ -51,13 +58,15 @@ class Checker:
                                      f"{high_watermark}")
         self._checked[broker_id] = min(self._checked.get(broker_id, 0), new_end)
 
-    def on_acked(self, offset: int, entry: Entry) -> None:
-        if offset >= len(self.committed) or self.committed[offset] != entry:
-            held = self.committed[offset] if offset < len(self.committed) else "nothing"
-            raise DataPlaneViolation("acked-is-committed", f"write {entry} acknowledged at "
-                                     f"offset {offset}, where the committed log holds {held}")
+    def on_acked(self, first_offset: int, values: tuple[int, ...]) -> None:
+        for offset, value in enumerate(values, start=first_offset):
+            if offset >= len(self.committed) or self.committed[offset].value != value:
+                held = self.committed[offset] if offset < len(self.committed) else "nothing"
+                raise DataPlaneViolation("acked-is-committed", f"write {value} acknowledged "
+                                         f"at offset {offset}, where the committed log "
+                                         f"holds {held}")
 
-    def on_consumed(self, position: int, entries: list[Entry]) -> None:
+    def on_consumed(self, position: int, entries: list[Record]) -> None:
         for offset, entry in enumerate(entries, start=position):
             if offset >= len(self.committed) or self.committed[offset] != entry:
                 held = self.committed[offset] if offset < len(self.committed) else "nothing"
@@ -76,6 +85,7 @@ class Checker:
             start = self._checked.get(broker.broker_id, 0)
             for offset in range(start, hw):
                 if offset == len(self.committed):
+                    self._check_idempotent(offset, entries[offset])
                     self.committed.append(entries[offset])
                 elif entries[offset] != self.committed[offset]:
                     raise DataPlaneViolation(
@@ -84,6 +94,24 @@ class Checker:
                         f"{hw}; committed there: {self.committed[offset]}")
             self._checked[broker.broker_id] = max(start, hw)
         self._check_leader(brokers, committed)
+
+    def _check_idempotent(self, offset: int, record: Record) -> None:
+        if record.producer_id < 0:
+            return
+        producer = (record.producer_id, record.producer_epoch)
+        key = (*producer, record.sequence)
+        if key in self._sequences:
+            raise DataPlaneViolation("idempotent-stored-once", f"producer {producer[0]} "
+                                     f"epoch {producer[1]} sequence {record.sequence} "
+                                     f"committed at offsets {self._sequences[key]} and "
+                                     f"{offset}")
+        last = self._last_sequence.get(producer, -1)
+        if record.sequence <= last:
+            raise DataPlaneViolation("idempotent-in-order", f"producer {producer[0]} "
+                                     f"epoch {producer[1]}: sequence {record.sequence} "
+                                     f"committed at offset {offset}, after {last}")
+        self._sequences[key] = offset
+        self._last_sequence[producer] = record.sequence
 
     def _check_leader(self, brokers: Mapping[int, Broker], committed: MetadataImage) -> None:
         topic = committed.topic(self.topic_id)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from broker.dataplane.progress import LeaderProgress
 from broker.dataplane.sim.log import SimLog
+from broker.dataplane.sim.producer import ProducerBatch, SimProducer
 from metadata.image import MetadataImage, PartitionImage
 from raft.common.uuid import Uuid
 
@@ -14,10 +15,14 @@ TOPIC_ID = Uuid(0x5EED)  # the one simulated topic
 
 @dataclass(slots=True)
 class Pending:
-    """An acks=all produce appended by a leader, waiting for its verdict."""
+    """An acks=all produce appended by a leader (or found stored: a retry), waiting for
+    its verdict on the records from `first_offset` to `offset`."""
 
-    value: int
+    producer: SimProducer
+    batch: ProducerBatch
+    attempt: int
     leader_epoch: int
+    first_offset: int
     offset: int
     deadline: int
 

@@ -17,17 +17,32 @@ switches for them.
 - `dp_truncate_to_leader_end`: a diverged follower truncates to the leader's end of the
   answered epoch alone (the broker's rule before KIP-279's): when its own copy of that
   epoch ended earlier, it never converges.
+- `dp_producer_state_not_rebuilt`: a broker that restarts or becomes leader starts with
+  an empty producer state, not the one its log's batches give: an idempotent producer's
+  retry of a batch the log already holds is taken for a new producer's first batch
+  (KIP-360 accepts an unknown producer at any sequence) and stored twice.
+- `dp_stale_leader_accepts_writes`: a broker judges its leadership by the epoch of the
+  acks=all writes it still waits on, not by its image: after the metadata it applied
+  moved leadership away (or bumped the leader epoch) it keeps appending produces in that
+  epoch while its log still ends in it, and acknowledges its waiting writes once its high
+  watermark passes them. That high watermark is by then a follower's: the new leader's,
+  taken from its fetch answers after truncating the stale epoch's unreplicated records
+  and fetching the new leader's at the same offsets; so the acknowledgement vouches for
+  records it no longer holds (`acked-is-committed`). The real rule (`acks.leadership_lost`)
+  stops vouching as soon as the image shows another leader, or another epoch without
+  the records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.dataplane.acks import ACKED
 from broker.dataplane.progress import LeaderProgress, ReplicaLog
 from broker.dataplane.sim.log import SimLog
+from broker.kafka.partitions.producer_state import ProducerStates
 from metadata.image import PartitionImage
 from raft.common.errors import ErrorCode
 
@@ -42,6 +57,12 @@ class Plant:
     hw_from_diverging_answer: bool = False
     truncation: Callable[[tuple[int, int], SimLog], int] | None = None
     consumer_upper: Callable[[Any], int] | None = None  # where a consumer's read stops
+    # the producer state a broker starts with when it restarts or becomes leader (None:
+    # the one its log's batches give)
+    producer_state: Callable[[SimLog], ProducerStates] | None = None
+    # the partition state a broker judges its leadership in an epoch by (None: its image's)
+    leadership: Callable[[Any, PartitionImage | None, int], PartitionImage | None] | None \
+        = None
 
 
 class _ProposedIsrProgress(LeaderProgress):
@@ -71,6 +92,15 @@ def _to_leader_end(diverging: tuple[int, int], log: SimLog) -> int:
     return max(0, min(diverging[1], log.log_end_offset))
 
 
+def _leads_while_waiting(broker: Any, current: PartitionImage | None, epoch: int
+                         ) -> PartitionImage | None:
+    """`dp_stale_leader_accepts_writes`: the broker leads `epoch` while it waits on writes
+    it took in it, whatever its image says."""
+    if current is None or not any(p.leader_epoch == epoch for p in broker.pending):
+        return current
+    return replace(current, leader=broker.broker_id, leader_epoch=epoch)
+
+
 PLANTS: dict[str, Plant] = {
     "dp_hw_from_diverging_answer": Plant(hw_from_diverging_answer=True),
     "dp_ack_before_isr": Plant(verdict=_ack_on_append),
@@ -80,5 +110,7 @@ PLANTS: dict[str, Plant] = {
     "dp_consumer_reads_log_end": Plant(
         consumer_upper=lambda leader: leader.log.log_end_offset),
     "dp_truncate_to_leader_end": Plant(truncation=_to_leader_end),
+    "dp_producer_state_not_rebuilt": Plant(producer_state=lambda log: ProducerStates()),
+    "dp_stale_leader_accepts_writes": Plant(leadership=_leads_while_waiting),
 }
 PLANTED_BUGS = tuple(PLANTS)

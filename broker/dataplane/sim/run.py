@@ -151,16 +151,23 @@ def sweep(spec: DataPlaneSpec, seeds: range, *, jobs: int = 1,
 
 
 def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
-    def median(key: str) -> float:
-        return statistics.median(r.stats.get(key, 0) for r in results) if results else 0
+    def per_seed(key: str) -> dict[str, float]:
+        counts = [r.stats.get(key, 0) for r in results] or [0]
+        return {"median": statistics.median(counts), "max": max(counts)}
 
     totals = {key: sum(r.stats.get(key, 0) for r in results)
-              for key in ("crashes", "cuts", "slow", "metadata_lag", "acked", "refused")}
+              for key in ("crashes", "cuts", "slow", "metadata_lag", "acked", "acked_leader",
+                          "sent_no_ack", "refused", "produce_retries", "duplicates",
+                          "epoch_bumps")}
     return {"seeds": len(results), "violations": sum(not r.ok for r in results),
             "wall_s": round(wall_s, 1),
-            "median_leader_changes": median("leader_changes"),
-            "median_isr_changes": median("isr_changes"),
-            "median_truncations": median("truncations"),
+            "leader_changes_per_seed": per_seed("leader_changes"),
+            "isr_changes_per_seed": per_seed("isr_changes"),
+            "truncations_per_seed": per_seed("truncations"),
             "faults_injected": {k: totals[k] for k in ("crashes", "cuts", "slow",
                                                         "metadata_lag")},
-            "writes_acked": totals["acked"], "writes_refused": totals["refused"]}
+            "writes_acked": {"acks_all": totals["acked"], "acks_1": totals["acked_leader"]},
+            "writes_sent_acks_0": totals["sent_no_ack"], "writes_refused": totals["refused"],
+            "produce_retries": totals["produce_retries"],
+            "duplicates_refused": totals["duplicates"],
+            "producer_epoch_bumps": totals["epoch_bumps"]}

@@ -1,15 +1,23 @@
-"""The simulated cluster: a controller, brokers and a producer exchanging messages over a
+"""The simulated cluster: a controller, brokers and producers exchanging messages over a
 seeded network, one event at a time (time in simulated ms, no wall clock).
 
 Each broker does what the Kafka handlers do, with the same pure rules:
 - as leader, answers a follower's fetch (`check_partition` fences stale epochs,
-  `diverging_epoch`, then the follower's progress and the high watermark) and a produce
-  (refused below `min.insync.replicas`, appended in its image's leader epoch, answered
-  by `acks_all_verdict` as the high watermark and its image move), and proposes ISR
-  changes every half lag time (`isr_proposal`, one AlterPartition in flight);
+  `diverging_epoch`, then the follower's progress and the high watermark, whole
+  batches) and a produce (acks=all refused below `min.insync.replicas`; checked against
+  the log's producer state, `ProducerStates.check`: a retry already stored is answered
+  with its offsets and not stored again; appended in its image's leader epoch; acks=1
+  answered then, acks=all by `acks_all_verdict` as the high watermark and its image
+  move), and proposes ISR changes every half lag time (`isr_proposal`, one
+  AlterPartition in flight);
 - as follower, fetches from the leader its image names, truncates by
-  `truncation_offset`, appends, and takes min(leader's high watermark, its log end);
-- heartbeats, and registers again (a new incarnation) after a crash.
+  `truncation_offset`, appends (its producer state follows each batch stored), and takes
+  min(leader's high watermark, its log end);
+- heartbeats, and registers again (a new incarnation) after a crash, with the producer
+  state rebuilt from its log.
+The producers (`producer`: idempotent or not, acks 0, 1 or all, drawn per producer from
+the seed; the first sends acks=all, whose writes must never be lost) send batches to the
+leader a random broker's image names, and retry as Kafka's clients do.
 """
 
 from __future__ import annotations
@@ -20,12 +28,22 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from broker.dataplane.acks import ACKED, acks_all_verdict
+from broker.dataplane.acks import acks_all_verdict
 from broker.dataplane.divergence import diverging_epoch, truncation_offset
 from broker.dataplane.progress import LeaderProgress
 from broker.dataplane.sim.invariants import Checker
+from broker.dataplane.sim.log import Record, SimLog
 from broker.dataplane.sim.node import TOPIC_ID, Broker, Pending
 from broker.dataplane.sim.planted import Plant
+from broker.dataplane.sim.producer import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    MAX_BATCH_RECORDS,
+    ProducerBatch,
+    SimProducer,
+)
+from broker.kafka.partitions.producer_state import NO_PRODUCER_ID, Duplicate, Reject
 from broker.kafka.replication.replica import check_partition
 from metadata import records as rec
 from metadata.admin import (
@@ -50,9 +68,13 @@ HEARTBEAT_MS = 100
 SESSION_TIMEOUT_MS = 600
 LAG_TIME_MAX_MS = 500
 FETCH_BACKOFF_MS = 20
-PRODUCE_INTERVAL_MS = 15
+PRODUCE_INTERVAL_MS = 15  # a new batch from one of the producers
 PRODUCE_TIMEOUT_MS = 2_000
+PRODUCER_REQUEST_TIMEOUT_MS = PRODUCE_TIMEOUT_MS + 500  # then the client sends it again
 REQUEST_TIMEOUT_MS = 400  # a fetch or AlterPartition unanswered this long is sent again
+FETCH_MAX_RECORDS = 50
+PRODUCERS = 3
+FIRST_PRODUCER_ID = 1_000
 
 
 class World:
@@ -69,12 +91,14 @@ class World:
         self.next_offset = 0
         self.committed_image = MetadataImage.empty()
         self.heartbeats: dict[int, int] = {}
-        self.value = 0
+        self.value = 0  # the last record's value (each record made gets a new one)
+        self.producers = [self._new_producer(name) for name in range(PRODUCERS)]
         self.consumed = 0  # the consumer's position
         self.producing = True
         self.stats = {"leader_changes": 0, "isr_changes": 0, "truncations": 0,
-                      "acked": 0, "refused": 0, "crashes": 0, "cuts": 0, "slow": 0,
-                      "metadata_lag": 0}
+                      "acked": 0, "acked_leader": 0, "sent_no_ack": 0, "refused": 0,
+                      "produce_retries": 0, "duplicates": 0, "epoch_bumps": 0,
+                      "crashes": 0, "cuts": 0, "slow": 0, "metadata_lag": 0}
         self.checker = Checker(TOPIC_ID)  # the invariants
         self.trace: collections.deque[str] = collections.deque(maxlen=trace_size)
         self._create_topic(brokers)
@@ -200,6 +224,8 @@ class World:
         broker.incarnation = self.rng.getrandbits(62) + 1
         broker.broker_epoch = -1
         broker.image = MetadataImage.empty()
+        broker.log.producers = (self.plant.producer_state or SimLog.rebuilt_producers)(
+            broker.log)
         broker.progress = LeaderProgress(log=broker.log, opened_at=self.now) \
             if self.plant.progress is None else self.plant.progress(broker.log, self.now)
         broker.fetch_sent = broker.alter_sent = -(1 << 40)
@@ -239,9 +265,22 @@ class World:
     def _on_image(self, broker: Broker, image: MetadataImage) -> None:
         if image.last_applied_offset <= broker.image.last_applied_offset:
             return
+        before = broker.partition()
         broker.image = image
+        after = broker.partition()
+        if after is not None and after.leader == broker.broker_id and \
+                (before is None or before.leader != broker.broker_id):
+            self._becomes_leader(broker)
         self._maybe_fetch(broker)
         self._settle_pending(broker)
+
+    def _becomes_leader(self, broker: Broker) -> None:
+        """A follower's producer state followed every batch it stored: it leads with it."""
+        if self.plant.producer_state is not None:
+            broker.log.producers = self.plant.producer_state(broker.log)
+            return
+        assert broker.log.producers == broker.log.rebuilt_producers(), \
+            f"broker {broker.broker_id}'s producer state is not its log's"
 
     # leader side
 
@@ -266,28 +305,64 @@ class World:
                 progress.observe_partition(resolved.partition, self.now)
                 progress.record_follower_fetch(follower.broker_id, offset, self.now)
                 progress.maybe_advance_high_watermark(resolved.partition, leader.broker_id)
-                answer = ("records", leader.log.entries[offset:offset + 50],
+                answer = ("records", leader.log.batches_from(offset, FETCH_MAX_RECORDS),
                           progress.high_watermark)
                 self._settle_pending(leader)
         extra = self.rng.randint(100, 600) if follower.slow_until > self.now else 0
         self.send(leader.broker_id, follower.broker_id, self._on_fetch_answer, follower,
                   fetch_id, offset, answer, extra_ms=extra)
 
-    def _on_produce(self, leader: Broker, value: int) -> None:
+    def _leading(self, leader: Broker) -> tuple[ErrorCode, PartitionImage | None]:
+        """The partition state `leader` takes a produce in: its image's, if that names it
+        leader (`check_partition`); else why not."""
+        if self.plant.leadership is not None:
+            view = self.plant.leadership(leader, leader.partition(), leader.log.last_epoch)
+            if view is not None and view.leader == leader.broker_id:
+                return ErrorCode.NONE, view
         resolved = check_partition(leader.image, leader.broker_id, partition=0,
                                    topic_id=TOPIC_ID)
-        if resolved.error != ErrorCode.NONE or resolved.partition is None:
+        return resolved.error, resolved.partition if resolved.error == ErrorCode.NONE \
+            else None
+
+    def _on_produce(self, leader: Broker, producer: SimProducer, batch: ProducerBatch,
+                    attempt: int) -> None:
+        """The produce handler (`broker.kafka.partitions.produce`)."""
+        error, partition = self._leading(leader)
+        if partition is not None and producer.acks == ACKS_ALL and \
+                len(partition.isr) < MIN_ISR:
+            error = ErrorCode.NOT_ENOUGH_REPLICAS
+        verdict = None if partition is None or error != ErrorCode.NONE else \
+            leader.log.producers.check([batch.header], leader.log.log_end_offset)
+        if isinstance(verdict, Reject):
+            error = verdict.error
+        if partition is None or error != ErrorCode.NONE:
             self.stats["refused"] += 1
+            self._answer(leader, producer, batch, attempt, error)
             return
-        if len(resolved.partition.isr) < MIN_ISR:
-            self.stats["refused"] += 1
-            return
-        epoch = resolved.partition.leader_epoch
-        leader.log.append([(epoch, value)])
-        leader.pending.append(Pending(value=value, leader_epoch=epoch,
-                                      offset=leader.log.log_end_offset - 1,
-                                      deadline=self.now + PRODUCE_TIMEOUT_MS))
-        self._settle_pending(leader)
+        if isinstance(verdict, Duplicate):  # a retry of a batch stored: not stored again
+            self.stats["duplicates"] += 1
+            first, last = verdict.first_offset, verdict.last_offset
+        else:
+            header, epoch = batch.header, partition.leader_epoch
+            first, last = leader.log.append(header, tuple(
+                Record(epoch, value, header.producer_id, header.producer_epoch,
+                       header.base_sequence + i if header.base_sequence >= 0 else -1)
+                for i, value in enumerate(batch.values)))
+        if producer.acks == ACKS_ALL:
+            leader.pending.append(Pending(producer=producer, batch=batch, attempt=attempt,
+                                          leader_epoch=partition.leader_epoch,
+                                          first_offset=first, offset=last,
+                                          deadline=self.now + PRODUCE_TIMEOUT_MS))
+            self._settle_pending(leader)
+        elif producer.acks == ACKS_LEADER:
+            self._answer(leader, producer, batch, attempt, ErrorCode.NONE, first)
+
+    def _answer(self, leader: Broker, producer: SimProducer, batch: ProducerBatch,
+                attempt: int, error: ErrorCode, first_offset: int = -1) -> None:
+        """Answer a produce: acks=0 gets nothing but a refusal's closed connection."""
+        if producer.acks != ACKS_NONE or error != ErrorCode.NONE:
+            self.send(leader.broker_id, PRODUCER, self._on_produce_answer, producer, batch,
+                      attempt, error, first_offset)
 
     def _settle_pending(self, leader: Broker) -> None:
         """Answer the acks=all produces whose verdict is in (the produce handler's loop)."""
@@ -300,15 +375,18 @@ class World:
             still_in_log = found == pending.leader_epoch and end > pending.offset
             if current is not None and current.leader == leader.broker_id and still_in_log:
                 leader.progress.maybe_advance_high_watermark(current, leader.broker_id)
-            verdict = self.plant.verdict(leader, pending, current) or acks_all_verdict(
-                current, leader.broker_id, leader_epoch=pending.leader_epoch,
+            judged = current if self.plant.leadership is None else \
+                self.plant.leadership(leader, current, pending.leader_epoch)
+            verdict = self.plant.verdict(leader, pending, judged) or acks_all_verdict(
+                judged, leader.broker_id, leader_epoch=pending.leader_epoch,
                 still_in_log=still_in_log, high_watermark=leader.progress.high_watermark,
                 last_offset=pending.offset, min_isr=MIN_ISR)
-            if verdict == ACKED:
-                self.send(leader.broker_id, PRODUCER, self._on_acked, pending.offset,
-                          (pending.leader_epoch, pending.value))
-            elif verdict is None and self.now < pending.deadline:
+            if verdict is None and self.now < pending.deadline:
                 waiting.append(pending)
+                continue
+            error = ErrorCode.REQUEST_TIMED_OUT if verdict is None else verdict[0]
+            self._answer(leader, pending.producer, pending.batch, pending.attempt, error,
+                         pending.first_offset)
         leader.pending = waiting
 
     def _maybe_alter_isr(self, leader: Broker) -> None:
@@ -382,29 +460,67 @@ class World:
             self.stats["truncations"] += follower.log.truncate_to(end) > 0
             progress.high_watermark = min(progress.high_watermark, follower.log.log_end_offset)
         elif answer[0] == "records" and offset == follower.log.log_end_offset:
-            _, entries, leader_hw = answer
-            follower.log.append(list(entries))
+            _, batches, leader_hw = answer
+            for header, records in batches:
+                follower.log.append(header, records)
             progress.high_watermark = max(progress.high_watermark,
                                           min(leader_hw, follower.log.log_end_offset))
         self.at(self.now + FETCH_BACKOFF_MS, self._maybe_fetch, follower)
 
-    # the producer
+    # the producers
+
+    def _new_producer(self, name: int) -> SimProducer:
+        """Idempotent or not, acks drawn from the seed; the first sends acks=all."""
+        acks = ACKS_ALL if name == 0 else self.rng.choice((ACKS_ALL, ACKS_LEADER, ACKS_NONE))
+        idempotent = self.rng.random() < 0.75
+        return SimProducer(name=name, acks=acks, producer_id=FIRST_PRODUCER_ID + name
+                           if idempotent else NO_PRODUCER_ID)
 
     def _produce_tick(self) -> None:
+        """Each producer's retries that are due, and a new batch from one of them."""
         if self.producing:
-            self.produce()
+            for producer in self.producers:
+                for batch in producer.due(self.now, PRODUCER_REQUEST_TIMEOUT_MS):
+                    self.stats["produce_retries"] += 1
+                    self._send_batch(producer, batch)
+            producer = self.rng.choice(self.producers)
+            if producer.can_send_new() and self._client_leader() is not None:
+                count = self.rng.randint(1, MAX_BATCH_RECORDS)
+                values = tuple(range(self.value + 1, self.value + count + 1))
+                self.value += count
+                self.stats["sent_no_ack"] += producer.acks == ACKS_NONE
+                self._send_batch(producer, producer.new_batch(values, self.now))
         self.at(self.now + PRODUCE_INTERVAL_MS, self._produce_tick)
 
-    def produce(self) -> None:
-        """One acks=all write of a new value, sent to the leader a random broker's image
-        names (a client's metadata may be stale)."""
-        source = self.brokers[self.rng.choice(sorted(self.brokers))]
-        partition = source.partition()
+    def _client_leader(self) -> Broker | None:
+        """The leader a random broker's image names (a client's metadata may be stale)."""
+        partition = self.brokers[self.rng.choice(sorted(self.brokers))].partition()
         if partition is None or partition.leader == NO_LEADER:
-            return
-        self.value += 1
-        self.send(PRODUCER, partition.leader, self._on_produce,
-                  self.brokers[partition.leader], self.value)
+            return None
+        return self.brokers[partition.leader]
+
+    def _send_batch(self, producer: SimProducer, batch: ProducerBatch) -> None:
+        """No leader known: the batch times out and is sent again."""
+        leader = self._client_leader()
+        if leader is not None:
+            self.send(PRODUCER, leader.broker_id, self._on_produce, leader, producer, batch,
+                      batch.attempt)
+
+    def _on_produce_answer(self, producer: SimProducer, batch: ProducerBatch, attempt: int,
+                           error: ErrorCode, first_offset: int) -> None:
+        if producer.acks == ACKS_ALL and error == ErrorCode.NONE:
+            # the leader vouches for it, whether or not the client still waits for it
+            self.checker.on_acked(first_offset, batch.values)
+            self.stats["acked"] += 1
+        if producer.acks == ACKS_NONE:
+            producer.on_closed(batch.header, error)
+        elif not producer.is_current(batch, attempt):
+            return  # an answer to an attempt given up on (its connection was closed)
+        elif error == ErrorCode.NONE:
+            self.stats["acked_leader"] += producer.acks == ACKS_LEADER
+            producer.on_acked(batch)
+        elif not producer.on_error(batch, error, self.now):
+            self.stats["epoch_bumps"] += 1
 
     # the consumer
 
@@ -430,15 +546,11 @@ class World:
         entries = leader.log.entries[position:upper]
         self.send(leader.broker_id, CONSUMER, self._on_consumed, position, entries)
 
-    def _on_consumed(self, position: int, entries: list[tuple[int, int]]) -> None:
+    def _on_consumed(self, position: int, entries: list[Record]) -> None:
         if position != self.consumed:
             return  # an answer to an older position
         self.checker.on_consumed(position, entries)
         self.consumed += len(entries)
-
-    def _on_acked(self, offset: int, entry: tuple[int, int]) -> None:
-        self.stats["acked"] += 1
-        self.checker.on_acked(offset, entry)
 
 
 def _describe(action: Callable[..., None], args: tuple[Any, ...]) -> str:
@@ -448,5 +560,8 @@ def _describe(action: Callable[..., None], args: tuple[Any, ...]) -> str:
         return f"{src}->{dst} {_describe(handler, inner)}"
     shown = [f"b{a.broker_id}" if isinstance(a, Broker) else "world" if isinstance(a, World) else
              f"image@{a.last_applied_offset}" if isinstance(a, MetadataImage) else
+             f"producer{a.name}" if isinstance(a, SimProducer) else
+             f"batch(seq {a.header.base_sequence}, values {a.values})"
+             if isinstance(a, ProducerBatch) else
              getattr(a, "__name__", None) or repr(a) for a in args]
     return f"{getattr(action, '__name__', action)}({', '.join(map(str, shown))})"[:160]
