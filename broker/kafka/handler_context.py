@@ -6,6 +6,7 @@ soon as the context exists)."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from functools import cached_property
 from typing import Any
 
@@ -13,6 +14,9 @@ from broker.kafka.admin.auto_create import TopicCreator
 from broker.kafka.context import BrokerContext
 from broker.kafka.groups.coordinator import GroupCoordinator
 from broker.settings import AutoCreateSettings
+
+# the client.id of the request being handled (its header's), set by the dispatcher
+REQUEST_CLIENT_ID: ContextVar[str] = ContextVar("kafka_request_client_id", default="")
 
 
 class HandlerContext(BrokerContext):

@@ -52,7 +52,7 @@ from broker.kafka.admin import (
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.groups import group, membership
-from broker.kafka.handler_context import HandlerContext
+from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
 from broker.kafka.partitions.compaction import compaction_loop
@@ -229,9 +229,11 @@ class Dispatcher:
                                    "authorization rule")
         handler = self.handlers[request.header.api_key]
         started = trio.current_time()
+        client_id = REQUEST_CLIENT_ID.set(request.header.client_id or "")
         try:
             response = await handler(self.context, request.body, request.header.api_version)
         finally:
+            REQUEST_CLIENT_ID.reset(client_id)
             if self.on_request is not None:
                 self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:

@@ -184,3 +184,27 @@ def test_committed_offsets_survive_when_coordinator_then_every_broker_sigkilled(
         wait_until(lambda v=victim: is_unfenced(cluster, v), WAIT_S,
                    f"broker {victim} back")
     assert committed(bootstrap, group, "kept") == len(order) + 1
+
+
+def test_described_members_carry_their_client_id_and_host(cluster: Cluster) -> None:
+    """DescribeGroups answers each member's client.id and address, as Kafka does."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = ",".join(addresses(cluster))
+    create_topic(cluster, "described", 1)
+    assigned: list[object] = []
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "described-group",
+        "client.id": "describe-me", "session.timeout.ms": SESSION_MS})
+    try:
+        consumer.subscribe(["described"], on_assign=lambda c, p: assigned.append(p))
+        wait_until(lambda: consumer.poll(0.2) is not None or assigned, WAIT_S,
+                   "the consumer's assignment")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (future,) = admin.describe_consumer_groups(["described-group"]).values()
+        (member,) = future.result(WAIT_S).members
+    finally:
+        consumer.close()
+    assert member.client_id == "describe-me"
+    assert member.host == "/127.0.0.1"

@@ -21,8 +21,9 @@ from typing import Any
 from broker.kafka import authz
 from broker.kafka import group_shapes as shapes
 from broker.kafka.groups.group_state import Answer, Group
-from broker.kafka.handler_context import HandlerContext
+from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from raft.common.errors import ErrorCode
+from raft.common.session import current_session
 
 DEFAULT_SESSION_S = 10.0
 PARK_MARGIN_S = 5.0  # a parked request gives up this long after its own deadline
@@ -62,7 +63,8 @@ async def handle_join_group_request(context: HandlerContext, request: Any, versi
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
         session_timeout_s=session_s, rebalance_timeout_s=rebalance_s, now=coord.clock(),
-        new_member_id=f"consumer-{uuid.uuid4()}")
+        new_member_id=f"consumer-{uuid.uuid4()}", client_id=REQUEST_CLIENT_ID.get(),
+        client_host=f"/{current_session().client_host}")  # as Kafka shows an address
     answer = coord.settle(part, group, outcome, own=member_id)
     if answer is None:
         answer = await coord.wait_answer(part, group.group_id, member_id,
