@@ -47,7 +47,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LEAVE_GROUP: (0, 4),
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 5),
-    LIST_GROUPS: (0, 4),
+    LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
     API_VERSIONS: (0, 3),

@@ -22,6 +22,15 @@ from raft.common.session import current_session
 from raft.common.uuid import Uuid
 
 Op = AclOperation
+# the operations each resource type has, as Kafka reports them in `authorized_operations`
+TOPIC_OPERATIONS = (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+CLUSTER_OPERATIONS = (Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION,
+                      Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE)
+GROUP_OPERATIONS = (Op.READ, Op.DELETE, Op.DESCRIBE)
+_OPERATIONS = {ResourceType.TOPIC: TOPIC_OPERATIONS, ResourceType.GROUP: GROUP_OPERATIONS,
+               ResourceType.CLUSTER: CLUSTER_OPERATIONS}
+NOT_ASKED = -(2**31)  # Kafka's `authorized_operations` when the request did not ask
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
@@ -59,6 +68,19 @@ def group_allowed(context: BrokerContext, operation: int, group_id: str) -> bool
 
 def cluster_allowed(context: BrokerContext, operation: int) -> bool:
     return allowed(context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorized_operations(context: BrokerContext, resource_type: ResourceType,
+                          name: str) -> int:
+    """Kafka's bit field of the operations the caller may perform on the resource (bit
+    N: the operation whose code is N)."""
+    return sum(1 << int(op) for op in _OPERATIONS[resource_type]
+               if allowed(context, op, resource_type, name))
+
+
+def every_operation(resource_type: ResourceType) -> int:
+    """The bit field with every operation of the resource type (no authorizer)."""
+    return sum(1 << int(op) for op in _OPERATIONS[resource_type])
 
 
 def any_topic_allowed(context: BrokerContext, operation: int) -> bool:

@@ -97,6 +97,7 @@ class ListedGroup(TypedDict):
     group_id: str
     protocol_type: str
     group_state: str
+    group_type: str  # v5
 
 
 class ListGroupsResponse(TypedDict):

@@ -62,6 +62,7 @@ from broker.kafka.replication.isr import IsrManager
 from broker.kafka.replication.replica import ReplicaManager
 from broker.kafka.sasl import sasl_api, scram_api
 from broker.settings import Address, BrokerSettings
+from metadata.authorizer import CLUSTER_NAME, ResourceType
 from metadata.controller_client import ControllerClient
 from raft.common import tls
 from raft.common.connection_limits import (
@@ -120,7 +121,10 @@ async def _metadata(context: HandlerContext, body: Any, version: int
         context.image, body, version, broker_id=context.broker_id,
         cluster_id=context.cluster_id,
         described=lambda name: authz.topic_allowed(context, authz.Op.DESCRIBE, name),
-        unknown_topic=unknown_topic)
+        unknown_topic=unknown_topic,
+        operations=lambda name: authz.authorized_operations(context, ResourceType.TOPIC, name),
+        cluster_operations=lambda: authz.authorized_operations(
+            context, ResourceType.CLUSTER, CLUSTER_NAME))
     creator.want(creating)
     return response
 
@@ -133,7 +137,8 @@ async def _describe_cluster(context: HandlerContext, body: Any, version: int
                 "cluster_id": context.cluster_id, "controller_id": -1, "brokers": []}
     return metadata_api.handle_describe_cluster_request(
         context.image, body, version, broker_id=context.broker_id,
-        cluster_id=context.cluster_id)
+        cluster_id=context.cluster_id,
+        operations=authz.authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME))
 
 
 async def _find_coordinator(context: HandlerContext, body: Any, version: int

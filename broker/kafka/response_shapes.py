@@ -238,6 +238,7 @@ class TopicMetadata(TypedDict):
     topic_id: uuid.UUID
     partitions: list[PartitionMetadata]
     is_internal: NotRequired[bool]
+    topic_authorized_operations: NotRequired[int]
 
 
 class MetadataResponse(TypedDict):
@@ -246,6 +247,7 @@ class MetadataResponse(TypedDict):
     cluster_id: str
     controller_id: int
     topics: list[TopicMetadata]
+    cluster_authorized_operations: NotRequired[int]  # v8-v10, when asked
 
 
 class ClusterBroker(TypedDict):
@@ -262,6 +264,7 @@ class DescribeClusterResponse(TypedDict):
     controller_id: int
     brokers: list[ClusterBroker]
     error_message: NotRequired[str | None]
+    cluster_authorized_operations: NotRequired[int]
 
 
 # --- DescribeQuorum ---------------------------------------------------------------------

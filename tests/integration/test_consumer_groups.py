@@ -187,7 +187,8 @@ def test_committed_offsets_survive_when_coordinator_then_every_broker_sigkilled(
 
 
 def test_described_members_carry_their_client_id_and_host(cluster: Cluster) -> None:
-    """DescribeGroups answers each member's client.id and address, as Kafka does."""
+    """DescribeGroups answers each member's client.id and address, and the caller's
+    authorized operations on the group when asked, as Kafka does."""
     import confluent_kafka
     from confluent_kafka.admin import AdminClient
 
@@ -202,9 +203,13 @@ def test_described_members_carry_their_client_id_and_host(cluster: Cluster) -> N
         wait_until(lambda: consumer.poll(0.2) is not None or assigned, WAIT_S,
                    "the consumer's assignment")
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        (future,) = admin.describe_consumer_groups(["described-group"]).values()
-        (member,) = future.result(WAIT_S).members
+        (future,) = admin.describe_consumer_groups(["described-group"],
+                                                   include_authorized_operations=True).values()
+        described = future.result(WAIT_S)
     finally:
         consumer.close()
+    (member,) = described.members
     assert member.client_id == "describe-me"
     assert member.host == "/127.0.0.1"
+    assert {op.name for op in described.authorized_operations} == {"READ", "DELETE",
+                                                                   "DESCRIBE"}

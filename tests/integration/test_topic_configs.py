@@ -230,3 +230,19 @@ def test_kafka_record_configs_are_enforced_on_produce(admin: Any, bootstrap: str
     assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
     assert before_ms <= stamp <= int(time.time() * 1000)
     assert sent.timestamp() == (kind, stamp)  # the produce answer carried it
+
+
+def test_authorized_operations_are_answered_when_asked(admin: Any) -> None:
+    """Without an authorizer the caller may do everything: Kafka's 8 topic and 7 cluster
+    operations (librdkafka got none before)."""
+    admin.create_topics([admin_mod.NewTopic("ops", num_partitions=1,
+                                            replication_factor=1)])["ops"].result(WAIT_S)
+    topics = admin.describe_topics(confluent_kafka.TopicCollection(["ops"]),
+                                   include_authorized_operations=True)
+    topic_ops = {op.name for op in topics["ops"].result(WAIT_S).authorized_operations}
+    assert topic_ops == {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE",
+                         "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(WAIT_S)
+    assert {op.name for op in cluster.authorized_operations} == {
+        "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE"}

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.kafka import response_shapes as shapes
+from broker.kafka.authz import every_operation
+from metadata.authorizer import ResourceType
 from metadata.image import NO_LEADER, MetadataImage, TopicImage
 from metadata.topic_names import is_internal_topic
 from raft.common.errors import ErrorCode
@@ -86,11 +88,25 @@ def _unknown(name: str) -> ErrorCode:
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def _all_operations(name: str) -> int:
+    return every_operation(ResourceType.TOPIC)
+
+
+EVERY_CLUSTER_OPERATION = every_operation(ResourceType.CLUSTER)
+
+
 def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                             broker_id: int, cluster_id: str,
                             described: Callable[[str], bool] = _everything,
-                            unknown_topic: Callable[[str], ErrorCode] = _unknown
+                            unknown_topic: Callable[[str], ErrorCode] = _unknown,
+                            operations: Callable[[str], int] = _all_operations,
+                            cluster_operations: Callable[[], int] = lambda: (
+                                EVERY_CLUSTER_OPERATION)
                             ) -> shapes.MetadataResponse:
+    """`operations`: the caller's authorized operations on a topic, answered when the
+    request asks (`include_topic_authorized_operations`, v8+); `cluster_operations` on
+    the cluster (`include_cluster_authorized_operations`, v8-v10: librdkafka's
+    DescribeCluster)."""
     wanted = request.topics
     topics: list[shapes.TopicMetadata] = []
     if wanted is None or (version == 0 and not wanted):
@@ -124,15 +140,30 @@ def handle_metadata_request(image: MetadataImage, request: Any, version: int, *,
                                    "partitions": []})
                     continue
             topics.append(topic_metadata(topic, image))
-    return {"throttle_time": 0, "brokers": broker_endpoints(image), "cluster_id": cluster_id,
-            "controller_id": broker_id, "topics": topics}
+    if getattr(request, "include_topic_authorized_operations", False):
+        for answered in topics:
+            if answered["error_code"] == 0:
+                answered["topic_authorized_operations"] = operations(answered["name"] or "")
+    response: shapes.MetadataResponse = {
+        "throttle_time": 0, "brokers": broker_endpoints(image), "cluster_id": cluster_id,
+        "controller_id": broker_id, "topics": topics}
+    if getattr(request, "include_cluster_authorized_operations", False):
+        response["cluster_authorized_operations"] = cluster_operations()
+    return response
 
 
 def handle_describe_cluster_request(image: MetadataImage, request: Any, version: int, *,
-                                    broker_id: int, cluster_id: str
+                                    broker_id: int, cluster_id: str,
+                                    operations: int = EVERY_CLUSTER_OPERATION
                                     ) -> shapes.DescribeClusterResponse:
+    """`operations`: the caller's authorized operations on the cluster, answered when the
+    request asks (`include_cluster_authorized_operations`)."""
     brokers: list[shapes.ClusterBroker] = [
         {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
         for b in broker_endpoints(image)]
-    return {"throttle_time": 0, "error_code": 0, "cluster_id": cluster_id,
-            "controller_id": broker_id, "brokers": brokers}
+    response: shapes.DescribeClusterResponse = {
+        "throttle_time": 0, "error_code": 0, "cluster_id": cluster_id,
+        "controller_id": broker_id, "brokers": brokers}
+    if getattr(request, "include_cluster_authorized_operations", False):
+        response["cluster_authorized_operations"] = operations
+    return response

@@ -39,9 +39,11 @@ from broker.kafka.groups.group_state import (
     subscribed_topics,
 )
 from broker.kafka.handler_context import HandlerContext
+from metadata.authorizer import ResourceType
 from raft.common.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
+CLASSIC = "classic"  # the one group type here (KIP-848's consumer groups are not)
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
@@ -219,18 +221,23 @@ def _subscriptions(group: Group) -> set[str] | None:
     return topics
 
 
-def _describe(context: HandlerContext, group_id: str) -> shapes.DescribedGroup:
+def _describe(context: HandlerContext, group_id: str, operations: bool
+              ) -> shapes.DescribedGroup:
+    """`operations`: answer the caller's authorized operations on the group (asked for
+    from v3, `include_authorized_operations`)."""
     if not authz.group_allowed(context, authz.Op.DESCRIBE, group_id):
         return {"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
                 "group_id": group_id, "group_state": "", "protocol_type": "",
-                "protocol_data": "", "members": [], "authorized_operations": -2147483648}
+                "protocol_data": "", "members": [], "authorized_operations": authz.NOT_ASKED}
+    authorized = (authz.authorized_operations(context, ResourceType.GROUP, group_id)
+                  if operations else authz.NOT_ASKED)
     error, part = context.groups.lookup(group_id)
     group = part.groups.get(group_id) if part is not None else None
     if group is None:
         return {"error_code": int(error), "group_id": group_id,
                 "group_state": DEAD if error == ErrorCode.NONE else "",
                 "protocol_type": "", "protocol_data": "", "members": [],
-                "authorized_operations": -2147483648}
+                "authorized_operations": authorized}
     return {"error_code": 0, "group_id": group_id, "group_state": group.state,
             "protocol_type": group.protocol_type or "", "protocol_data": group.protocol or "",
             "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
@@ -238,18 +245,24 @@ def _describe(context: HandlerContext, group_id: str) -> shapes.DescribedGroup:
                          "member_metadata": m.metadata(group.protocol),
                          "member_assignment": m.assignment}
                         for m in group.members.values()],
-            "authorized_operations": -2147483648}
+            "authorized_operations": authorized}
 
 
 async def handle_describe_groups_request(context: HandlerContext, request: Any,
                                          version: int) -> shapes.DescribeGroupsResponse:
-    return {"throttle_time": 0, "groups": [_describe(context, g) for g in request.groups]}
+    operations = bool(getattr(request, "include_authorized_operations", False))
+    return {"throttle_time": 0,
+            "groups": [_describe(context, g, operations) for g in request.groups]}
 
 
 async def handle_list_groups_request(context: HandlerContext, request: Any,
                                      version: int) -> shapes.ListGroupsResponse:
-    """The groups this broker coordinates (clients ask every broker)."""
+    """The groups this broker coordinates (clients ask every broker), all of the
+    classic type (v5's `types_filter`: a filter without it lists none)."""
     coord = context.groups
+    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    if types and CLASSIC not in types:
+        return {"throttle_time": 0, "error_code": 0, "groups": []}
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     every = authz.cluster_allowed(context, authz.Op.DESCRIBE)
     error = ErrorCode.NONE
@@ -259,7 +272,8 @@ async def handle_list_groups_request(context: HandlerContext, request: Any,
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             continue
         groups += [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                    "group_state": g.state} for g in part.groups.values()
+                    "group_state": g.state, "group_type": CLASSIC}
+                   for g in part.groups.values()
                    if (not states or g.state.lower() in states)
                    and (every or authz.group_allowed(context, authz.Op.DESCRIBE, g.group_id))]
     return {"throttle_time": 0, "error_code": int(error), "groups": groups}

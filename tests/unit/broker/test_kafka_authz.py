@@ -205,3 +205,28 @@ async def test_scram_credentials_need_describe_on_the_cluster(tmp_path: Path) ->
     response = await roundtrip(dispatcher, DescribeUserScramCredentialsRequest(users=None))
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert dispatcher.context.controller.requests == []  # type: ignore[union-attr]
+
+
+async def test_authorized_operations_answer_exactly_the_granted_ones(tmp_path: Path) -> None:
+    """A caller granted DESCRIBE and WRITE on a topic and DESCRIBE on the cluster is told
+    exactly those (Metadata's topic and cluster bit fields), and nothing when it did not
+    ask."""
+    image = with_acls(image_with_topic(),
+                      (ResourceType.TOPIC, "A", AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+                      (ResourceType.TOPIC, "A", AclOperation.WRITE, AclPermissionType.ALLOW),
+                      (ResourceType.CLUSTER, "kafka-cluster", AclOperation.DESCRIBE,
+                       AclPermissionType.ALLOW))
+    dispatcher = dispatcher_for(tmp_path, image)
+
+    def request(asked: bool) -> Any:
+        return build(load_request_schema(3, 10), {
+            "topics": [{"name": "A", "topic_id": None}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": asked,
+            "include_topic_authorized_operations": asked})
+    answer = await roundtrip(dispatcher, request(True))
+    assert answer.topics[0].topic_authorized_operations == \
+        (1 << AclOperation.DESCRIBE) | (1 << AclOperation.WRITE)
+    assert answer.cluster_authorized_operations == 1 << AclOperation.DESCRIBE
+    quiet = await roundtrip(dispatcher, request(False))
+    assert quiet.topics[0].topic_authorized_operations == -(2**31)
+    assert quiet.cluster_authorized_operations == -(2**31)
