@@ -1,6 +1,7 @@
 """Every verb fails fast and in one line where a newcomer trips: a cluster whose nodes
-are not running (every address refuses the connection) is rc 1 at once, not after the
-30 s timeout; a closed stdout (`kraft ... | head`) and an unwritable `--out` are no
+are not running (every address refuses the connection) is rc 1 at once, not after its
+timeout (each verb is given an hour, and must end within the harness's guard: only the
+refusal can end it); a closed stdout (`kraft ... | head`) and an unwritable `--out` are no
 traceback. Real processes of the CLI on 127.0.0.1, against a cluster that was made and
 never started (nothing listens on its ports)."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,10 @@ from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
-# Half the 30 s a verb would wait for a cluster that never answers: a refusal must end the
-# call, not its timeout (how fast it ends is cli_bench's business, not a test's).
-REFUSED_WITHIN_S = 15.0
+# A verb waits this long for a cluster that never answers; the harness kills it long
+# before (how fast a refusal ends a call is cli_bench's business, not a test's).
+PATIENCE = ("--timeout", "3600")
+GUARD_S = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,11 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
 ])
 def test_a_stopped_cluster_fails_at_once(stopped: Path, verb: list[str],
                                          expected: str) -> None:
-    started = time.monotonic()
     split = 2 if verb[0] == "quorum" else 1  # quorum's action comes before --cluster
-    result = kraft(*verb[:split], "--cluster", str(stopped), *verb[split:])
+    patience = ("--duration", "3600") if verb[0] == "consume" else PATIENCE
+    result = kraft(*verb[:split], "--cluster", str(stopped), *verb[split:], *patience,
+                   timeout=GUARD_S)
     assert result.returncode == 1
-    assert time.monotonic() - started < REFUSED_WITHIN_S
     (line,) = result.stderr.splitlines()
     assert line.startswith(expected)
 
@@ -57,10 +58,8 @@ def test_a_stopped_cluster_fails_at_once(stopped: Path, verb: list[str],
 def test_brokers_that_refuse_fail_at_once(stopped: Path, verb: list[str]) -> None:
     broker = Cluster.load(stopped).node(2).client_address
     assert broker is not None
-    started = time.monotonic()
-    result = kraft(*verb, "--bootstrap-server", broker)
+    result = kraft(*verb, "--bootstrap-server", broker, *PATIENCE, timeout=GUARD_S)
     assert result.returncode == 1
-    assert time.monotonic() - started < REFUSED_WITHIN_S
     (line,) = result.stderr.splitlines()
     assert line.endswith(f"every broker refused the connection: {broker} "
                          "(is the cluster running?)")
@@ -79,8 +78,7 @@ def test_a_closed_stdout_is_no_traceback() -> None:
 
 def test_an_unwritable_report_directory_fails_before_the_spark_job(tmp_path: Path) -> None:
     logs = write_cluster(tmp_path / "logs", {1: metadata_log(records=20, voters=(1,))})
-    started = time.monotonic()
     result = kraft("replay", "--cluster", str(logs), "--out", "/proc/nope/report")
     assert result.returncode == 2
+    # the one line, nothing a Spark session's start would print before it
     assert result.stderr.strip() == "error: --out /proc/nope/report: No such file or directory"
-    assert time.monotonic() - started < 10  # no Spark session was started

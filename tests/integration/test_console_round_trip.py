@@ -11,7 +11,6 @@ stderr."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,14 +43,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def test_plain_consume_reads_keyed_and_unkeyed_records(cluster: Cluster) -> None:
-    started = time.monotonic()
+    # stopped at the 6th record: given an hour, it ends within the harness's guard
     consumed = kraft("consume", "--cluster", str(cluster.directory), "--topic", TOPIC,
                      "--from-beginning", "--max-messages", "6", "--property", "print.key=true",
-                     "--duration", "25")
+                     "--duration", "3600", timeout=120)
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == [
         "k1\tv1", "k2\tv2", "k3\tv3", "null\tu1", "null\tu2", "null\tu3"]
-    assert time.monotonic() - started < 20  # stopped at the 6th record, not the duration
 
 
 def test_ordered_consume_delivers_unkeyed_records(cluster: Cluster) -> None:
@@ -72,13 +70,11 @@ def test_new_group_without_from_beginning_starts_at_the_end(cluster: Cluster) ->
 
 
 def test_a_mistyped_topic_is_one_line_with_the_close_match(cluster: Cluster) -> None:
-    started = time.monotonic()
     consumed = kraft("consume", "--cluster", str(cluster.directory), "--topic", "ordres",
-                     "--duration", "25")
+                     "--duration", "3600", timeout=120)  # refused at once, not waited out
     assert consumed.returncode == 1
     assert consumed.stderr.strip() == \
         "error: UNKNOWN_TOPIC_OR_PARTITION (3): no topic named 'ordres' (did you mean 'orders'?)"
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("verb", [
