@@ -18,13 +18,16 @@ from dataclasses import dataclass
 
 SEGMENT_SUFFIX = ".log"
 NO_TIMESTAMP = -1
+INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes (broker.kafka.partitions.segment_index)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RollLimits:
-    """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days)."""
+    """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days),
+    and the bytes between two index entries."""
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = INDEX_INTERVAL_BYTES
 
 
 def segment_name(base_offset: int) -> str:
