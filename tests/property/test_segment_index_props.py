@@ -1,8 +1,9 @@
 """broker.kafka.partitions.segment_index against a scan of a model segment: for any run
 of appends and truncations, a lookup through the index then a scan from the position it
-gives finds the batch a scan from the segment's start finds (by offset and by
-timestamp); the files as appended equal the files written whole, decode to the entries
-and pass the damage checks; a truncated segment's index is a prefix of its index."""
+gives finds the batch a scan from the segment's start finds (by offset, by timestamp,
+and the last one ending by a position); the files as appended equal the files written
+whole, decode to the entries and pass the damage checks; a truncated segment's index is
+a prefix of its index."""
 
 from __future__ import annotations
 
@@ -53,6 +54,13 @@ def scan_for_offset(batches: list[IndexedBatch], position: int, offset: int) -> 
 def scan_for_time(batches: list[IndexedBatch], position: int, timestamp: int) -> int | None:
     return next((batch.position for batch in batches
                  if batch.position >= position and batch.max_timestamp >= timestamp), None)
+
+
+def last_end_within(batches: list[IndexedBatch], position: int, limit: int) -> int:
+    """Where the last batch from `position` ending by `limit` ends (`position` if none)."""
+    ends = [batch.position + batch.size for batch in batches
+            if batch.position >= position and batch.position + batch.size <= limit]
+    return max(ends, default=position)
 
 
 APPEND = st.tuples(st.just("append"), st.lists(
@@ -107,6 +115,10 @@ def test_lookup_then_scan_equals_a_scan_from_the_start(
     for offset in range(BASE, end + 2):
         assert scan_for_offset(segment.batches, index.position_for(offset), offset) == \
             scan_for_offset(segment.batches, 0, offset)
+    for limit in range(0, size + 1, 37):
+        start = index.entry_at_or_below(limit)
+        assert last_end_within(segment.batches, start, limit) == \
+            last_end_within(segment.batches, 0, limit)
     for timestamp in timestamps:
         start = index.time_scan_start(timestamp)
         assert scan_for_time(segment.batches, index.position_for(start), timestamp) == \

@@ -77,7 +77,7 @@ _CRC = struct.Struct(">I")
 _LAST_DELTA = struct.Struct(">i")
 _COUNT = struct.Struct(">i")
 MAX_BATCH_BYTES = 64 * 1024 * 1024
-_SCAN_CHUNK_BYTES = 64 * 1024  # batch headers read at once when scanning a segment
+_SCAN_CHUNK_BYTES = 16 * 1024  # read at once when scanning a segment's batch headers
 SNAPSHOT_SUFFIX = ".producer-snapshot"
 SNAPSHOT_INTERVAL_BYTES = 4 << 20
 SNAPSHOTS_KEPT = 2
@@ -623,24 +623,36 @@ class PartitionLog:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
         `max_bytes` (at least one batch, so a large batch is never stuck), from one
         segment (as Kafka's: the next fetch reads the next segment). The segment's
-        offset index gives where to start scanning for the batch holding `offset`."""
+        offset index gives where to scan from for the batch holding `offset`, for the
+        one holding `upper_offset`, and for the last batch ending within `max_bytes`."""
         if offset >= min(upper_offset, self.log_end_offset):
             return b""
-        for segment in self._segments[segment_for(self.segment_bases, offset):]:
-            batches = (info for info in self._scan(segment, segment.index.position_for(offset))
-                       if info.last_offset >= offset)
-            first = next(batches, None)
+        first_segment = segment_for(self.segment_bases, offset)
+        for number, segment in enumerate(self._segments[first_segment:], first_segment):
+            first = self._first_batch(segment, offset)
             if first is None:  # cleaned away up to the segment's end: the next one
                 continue
             if first.last_offset >= upper_offset:
                 return b""
-            total = first.size
-            for info in batches:
-                if info.last_offset >= upper_offset or total + info.size > max_bytes:
+            limit = min(segment.size, first.position + max(max_bytes, first.size))
+            following = self._segments[number + 1].base_offset \
+                if number + 1 < len(self._segments) else self.log_end_offset
+            upper = self._first_batch(segment, upper_offset) if upper_offset < following \
+                else None
+            if upper is not None:
+                limit = min(limit, upper.position)
+            end = start = max(first.position, segment.index.entry_at_or_below(limit))
+            for info in self._scan(segment, start):
+                if info.position + info.size > limit:
                     break
-                total += info.size
-            return self._read_at(segment.base_offset, first.position, total)
+                end = info.position + info.size
+            return self._read_at(segment.base_offset, first.position, end - first.position)
         return b""
+
+    def _first_batch(self, segment: _Segment, offset: int) -> BatchInfo | None:
+        """The first batch of `segment` holding an offset >= `offset`."""
+        return next((info for info in self._scan(segment, segment.index.position_for(offset))
+                     if info.last_offset >= offset), None)
 
     def _scan(self, segment: _Segment, position: int) -> Iterator[BatchInfo]:
         """The batches of `segment` from `position` (where one starts) to its end, their

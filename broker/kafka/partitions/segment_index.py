@@ -89,6 +89,12 @@ class SegmentIndex:
         at = bisect.bisect_right(self.offsets, offset)
         return self.positions[at - 1] if at else 0
 
+    def entry_at_or_below(self, position: int) -> int:
+        """The largest entry position at or below `position` (0 when none): where a
+        batch starts, from which a scan finds the last batch ending by `position`."""
+        at = bisect.bisect_right(self.positions, position)
+        return self.positions[at - 1] if at else 0
+
     def time_scan_start(self, timestamp: int) -> int:
         """The offset from which a scan finds the first record whose timestamp is >=
         `timestamp`: the offset of the entry before the first entry reaching it (every
