@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.kafka.partitions.segment_index import (
-    IndexedBatch,
     SegmentIndex,
     build,
     decode_offset_index,
@@ -26,6 +25,14 @@ from broker.kafka.partitions.segment_index import (
 from broker.kafka.partitions.segments import NO_TIMESTAMP
 
 BASE = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexedBatch:
+    last_offset: int
+    position: int
+    size: int
+    max_timestamp: int
 
 
 @dataclass(slots=True)

@@ -51,7 +51,7 @@ from broker.kafka.partitions.producer_state import (
     encode_snapshot,
     read_header,
 )
-from broker.kafka.partitions.segment_index import IndexedBatch, SegmentIndex, build
+from broker.kafka.partitions.segment_index import SegmentIndex, build
 from broker.kafka.partitions.segment_swap import install, recover_swaps
 from broker.kafka.partitions.segments import (
     NO_TIMESTAMP,
@@ -278,10 +278,7 @@ class PartitionLog:
 
     def _build_index(self, base_offset: int, batches: list[BatchInfo]) -> SegmentIndex:
         """The index of segment `base_offset` from its batches among `batches`."""
-        return build(base_offset, (IndexedBatch(last_offset=info.last_offset,
-                                                position=info.position, size=info.size,
-                                                max_timestamp=info.max_timestamp)
-                                   for info in batches if info.segment == base_offset),
+        return build(base_offset, (info for info in batches if info.segment == base_offset),
                      self.limits.index_interval_bytes)
 
     def _add(self, info: BatchInfo, header: BatchHeader) -> None:

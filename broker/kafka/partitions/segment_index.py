@@ -25,6 +25,7 @@ import itertools
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker.kafka.partitions.segments import INDEX_INTERVAL_BYTES, NO_TIMESTAMP
 
@@ -103,16 +104,23 @@ class SegmentIndex:
         return self.time_offsets[at - 1] if at else self.base_offset
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IndexedBatch:
+class StoredBatch(Protocol):
     """What the indexes need of one stored batch."""
-    last_offset: int
-    position: int
-    size: int
-    max_timestamp: int
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def max_timestamp(self) -> int: ...
 
 
-def build(base_offset: int, batches: Iterable[IndexedBatch],
+def build(base_offset: int, batches: Iterable[StoredBatch],
           interval_bytes: int = INDEX_INTERVAL_BYTES) -> SegmentIndex:
     """The indexes of a segment holding `batches`, in order."""
     index = SegmentIndex(base_offset=base_offset, interval_bytes=interval_bytes)
