@@ -21,12 +21,25 @@ NO_TIMESTAMP = -1
 INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes (broker.kafka.partitions.segment_index)
 
 
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDefaults:
+    """The broker's `log.retention.*` and `log.roll.*` (Kafka's defaults: 7 days, no
+    size limit, 7 days): a topic's `retention.ms`, `retention.bytes` and `segment.ms`
+    when it sets none."""
+    retention_ms: int = WEEK_MS
+    retention_bytes: int = -1
+    segment_ms: int = WEEK_MS
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RollLimits:
     """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days),
     and the bytes between two index entries."""
     segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_ms: int = WEEK_MS
     index_interval_bytes: int = INDEX_INTERVAL_BYTES
 
 

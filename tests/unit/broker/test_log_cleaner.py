@@ -34,7 +34,15 @@ from broker.kafka.partitions.segment_swap import (
     swap_path,
     write_cleaned,
 )
-from broker.kafka.partitions.segments import NO_TIMESTAMP, Retention, SegmentStat, segment_name
+from broker.kafka.partitions.segments import (
+    NO_TIMESTAMP,
+    LogDefaults,
+    Retention,
+    RollLimits,
+    SegmentStat,
+    segment_name,
+)
+from broker.kafka.replication.replica import roll_limits
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import TopicImage
@@ -238,13 +246,24 @@ def _topic(**configs: str) -> TopicImage:
     return topic
 
 
+def test_a_topic_without_retention_or_segment_ms_takes_the_broker_s_defaults() -> None:
+    defaults = LogDefaults(retention_ms=60_000, retention_bytes=1 << 20, segment_ms=5_000)
+    assert topic_retention(_topic(), defaults) == Retention(retention_ms=60_000,
+                                                            retention_bytes=1 << 20)
+    assert topic_retention(_topic(retention_ms="5", retention_bytes="-1"), defaults) == \
+        Retention(retention_ms=5, retention_bytes=-1)
+    assert roll_limits(_topic(), defaults) == RollLimits(segment_ms=5_000)
+    assert roll_limits(_topic(segment_ms="7", segment_bytes="4096"), defaults) == \
+        RollLimits(segment_ms=7, segment_bytes=4096)
+
+
 def test_the_cleanup_policy_decides_between_retention_and_compaction() -> None:
     delete, compact = _topic(), _topic(cleanup_policy="compact", retention_ms="5")
     both = _topic(cleanup_policy="compact,delete", min_cleanable_dirty_ratio="0.25",
                   delete_retention_ms="7", retention_ms="5")
     assert topic_compaction(delete) is None
-    assert topic_retention(compact) is None
+    assert topic_retention(compact, LogDefaults()) is None
     assert topic_compaction(compact) == CompactionSettings()
-    assert topic_retention(both) == Retention(retention_ms=5)
+    assert topic_retention(both, LogDefaults()) == Retention(retention_ms=5)
     assert topic_compaction(both) == CompactionSettings(min_cleanable_dirty_ratio=0.25,
                                                         delete_retention_ms=7)
