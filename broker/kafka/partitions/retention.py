@@ -13,7 +13,12 @@ import time
 
 import trio
 
-from broker.kafka.partitions.segments import LogDefaults, Retention, retention_start
+from broker.kafka.partitions.segments import (
+    LogDefaults,
+    Retention,
+    retention_start,
+    topic_defaults,
+)
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import TopicImage
 from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, cleanup_policies
@@ -27,9 +32,9 @@ def topic_retention(topic: TopicImage, defaults: LogDefaults) -> Retention | Non
     its old segments are the cleaner's)."""
     if "delete" not in cleanup_policies(topic.configs):
         return None
-    own = dict(topic.configs)
-    return Retention(retention_ms=int(own.get(RETENTION_MS, defaults.retention_ms)),
-                     retention_bytes=int(own.get(RETENTION_BYTES, defaults.retention_bytes)))
+    values = {**topic_defaults(defaults), **dict(topic.configs)}
+    return Retention(retention_ms=int(values[RETENTION_MS]),
+                     retention_bytes=int(values[RETENTION_BYTES]))
 
 
 async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:

@@ -16,6 +16,8 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, SEGMENT_MS
+
 SEGMENT_SUFFIX = ".log"
 NO_TIMESTAMP = -1
 INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes (broker.kafka.partitions.segment_index)
@@ -32,6 +34,12 @@ class LogDefaults:
     retention_ms: int = WEEK_MS
     retention_bytes: int = -1
     segment_ms: int = WEEK_MS
+
+
+def topic_defaults(defaults: LogDefaults) -> dict[str, str]:
+    """The topic configs the broker's `defaults` stand for, by key."""
+    return {RETENTION_MS: str(defaults.retention_ms),
+            RETENTION_BYTES: str(defaults.retention_bytes), SEGMENT_MS: str(defaults.segment_ms)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from broker import partition_dir
 from broker.dataplane.progress import LeaderProgress
 from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.partition_log import PartitionLog
-from broker.kafka.partitions.segments import LogDefaults, RollLimits
+from broker.kafka.partitions.segments import LogDefaults, RollLimits, topic_defaults
 from broker.reconcile import parse_partition_dir_name, partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS, effective
@@ -240,9 +240,9 @@ def _write_log_starts(log_dir: Path, starts: dict[tuple[str, int], int]) -> None
 def roll_limits(topic: TopicImage, defaults: LogDefaults) -> RollLimits:
     """The topic's `segment.bytes` (its own or Kafka's default) and `segment.ms` (its
     own or the broker's `log.roll.*`)."""
-    return RollLimits(segment_bytes=int(effective(topic.configs, SEGMENT_BYTES)),
-                      segment_ms=int(dict(topic.configs).get(SEGMENT_MS,
-                                                             defaults.segment_ms)))
+    values = {**topic_defaults(defaults), **dict(topic.configs)}
+    return RollLimits(segment_bytes=int(effective(values, SEGMENT_BYTES)),
+                      segment_ms=int(values[SEGMENT_MS]))
 
 
 def open_partition_log(directory: Path, limits: RollLimits, log_start: int = 0

@@ -38,11 +38,9 @@ from broker.kafka.partitions.segments import (
     NO_TIMESTAMP,
     LogDefaults,
     Retention,
-    RollLimits,
     SegmentStat,
     segment_name,
 )
-from broker.kafka.replication.replica import roll_limits
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import TopicImage
@@ -244,17 +242,6 @@ def _topic(**configs: str) -> TopicImage:
     topic = image.topic(TOPIC_ID)
     assert topic is not None
     return topic
-
-
-def test_a_topic_without_retention_or_segment_ms_takes_the_broker_s_defaults() -> None:
-    defaults = LogDefaults(retention_ms=60_000, retention_bytes=1 << 20, segment_ms=5_000)
-    assert topic_retention(_topic(), defaults) == Retention(retention_ms=60_000,
-                                                            retention_bytes=1 << 20)
-    assert topic_retention(_topic(retention_ms="5", retention_bytes="-1"), defaults) == \
-        Retention(retention_ms=5, retention_bytes=-1)
-    assert roll_limits(_topic(), defaults) == RollLimits(segment_ms=5_000)
-    assert roll_limits(_topic(segment_ms="7", segment_bytes="4096"), defaults) == \
-        RollLimits(segment_ms=7, segment_bytes=4096)
 
 
 def test_the_cleanup_policy_decides_between_retention_and_compaction() -> None:
