@@ -478,15 +478,17 @@ class PartitionLog:
         self._rebuild_index(kept)
         return True
 
-    def _maybe_roll(self, batches: list[bytes]) -> None:
-        """Start a new active segment at the log end when these batches would not fit
-        the active one (broker.kafka.partitions.segments.should_roll)."""
+    def _maybe_roll(self, batches: list[bytes], last_offset: int) -> None:
+        """Start a new active segment at the log end when these batches, ending at
+        `last_offset`, would not fit the active one
+        (broker.kafka.partitions.segments.should_roll)."""
         active = self._segments[-1]
         now_ms = int(time.time() * 1000)
         if not should_roll(segment_bytes_used=active.size,
                            append_bytes=sum(len(batch) for batch in batches),
                            first_write_ms=active.first_write_ms, now_ms=now_ms,
-                           limits=self.limits):
+                           limits=self.limits,
+                           relative_last_offset=last_offset - active.base_offset):
             if active.size == 0:
                 active.first_write_ms = now_ms
             return
@@ -503,8 +505,9 @@ class PartitionLog:
         Returns (base offset of the first batch, last offset). No producer checks (the
         caller made them: broker.kafka.partitions.produce); the batches are applied to
         `producers`."""
-        self._maybe_roll(batches)
         first = self.log_end_offset
+        self._maybe_roll(batches, first + sum(last_offset_delta(batch) + 1
+                                              for batch in batches) - 1)
         active = self._segments[-1]
         out = bytearray()
         infos: list[tuple[BatchInfo, BatchHeader]] = []
@@ -554,7 +557,8 @@ class PartitionLog:
         batches = [batch for batch in batches if _OFFSET_LENGTH.unpack_from(batch, 0)[0] >= end]
         if not batches:
             return
-        self._maybe_roll(batches)
+        self._maybe_roll(batches, _OFFSET_LENGTH.unpack_from(batches[-1], 0)[0] +
+                         last_offset_delta(batches[-1]))
         active = self._segments[-1]
         for batch in batches:
             base, _ = _OFFSET_LENGTH.unpack_from(batch, 0)
@@ -662,6 +666,9 @@ class PartitionLog:
                         position
                 at = position - chunk_at
                 base, length = _OFFSET_LENGTH.unpack_from(chunk, at)
+                # the start-up scan checked every batch: another length is a broken file
+                assert length >= HEADER_BYTES - LOG_OVERHEAD, \
+                    f"batch length {length} at {position} of segment {segment.base_offset}"
                 (epoch,) = _EPOCH.unpack_from(chunk, at + 12)
                 header = read_header(chunk, at)
                 yield BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from broker.kafka.partitions.cleaner import CompactionSettings
 from broker.kafka.partitions.compaction import cleanable_segments, install_all, prepare
@@ -191,6 +192,30 @@ def test_damaged_index_is_rebuilt_once_with_a_warning_and_the_log_reads_the_same
     assert _batches(reopened) == records
     assert [reopened.offset_for_timestamp(t) for t in range(10_000, 10_800, 13)] == answers
     _reopened(reopened, caplog).close()
+
+
+def test_a_batch_past_an_int32_of_offsets_from_the_segment_base_rolls_the_segment(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The indexes hold offsets as int32 past the base: a batch whose last offset would
+    go past that starts a new segment (a batch's own span always fits an int32)."""
+    log = PartitionLog(tmp_path, RollLimits(index_interval_bytes=0))
+    log.append([record_batch([b"first"])], leader_epoch=1)
+    wide = bytearray(record_batch([b"wide"]))
+    struct.pack_into(">i", wide, 23, 2**31 - 1)  # lastOffsetDelta; one record
+    struct.pack_into(">I", wide, 17, crc32c(bytes(wide[21:])))
+    log.append([bytes(wide)], leader_epoch=1)
+    log.append([record_batch([b"after"])], leader_epoch=1)
+    assert log.segment_bases == [0, 1, 2**31 + 1]  # "after" is an int32 past 1 too
+    assert log.log_end_offset == 2**31 + 2
+    records = _batches(log)
+    assert len(records) == 3
+    log.close()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        reopened = PartitionLog(tmp_path, RollLimits(index_interval_bytes=0))
+    assert _index_warnings(caplog) == []
+    assert _batches(reopened) == records
+    reopened.close()
 
 
 def test_index_files_left_without_their_segment_are_removed(tmp_path: Path) -> None:
