@@ -8,9 +8,12 @@ The broker assigns base offsets and stamps its leader epoch; both lie outside th
 batch's CRC32C (which covers attributes .. end), so the client's CRC stays valid and
 consumers verify it end to end. An append is durable (write + fsync) before it is
 acknowledged. Opening a log rescans its segments and truncates a torn or corrupt tail
-(and drops the segments after it: they would follow a gap). The per-batch index built by
-that scan (base offset, segment, position, running max timestamp) answers Fetch and
-ListOffsets without reading the files.
+(and drops the segments after it: they would follow a gap). The per-batch list built by
+that scan (offsets, segment, position, epoch, producer fields) serves the producer state,
+the epoch cache, truncation, retention and compaction. Fetch and ListOffsets by timestamp
+go through each segment's offset and time indexes (broker.kafka.partitions.segment_index,
+on disk as Kafka's `.index` and `.timeindex`: broker.kafka.partitions.index_files), then
+read batch headers from the position found.
 
 The log owns its partition's idempotent-producer state (broker.kafka.partitions.producer_state):
 every batch stored, by the leader (`append`) or a follower (`append_replicated`), is
@@ -205,9 +208,10 @@ class PartitionLog:
     def _segment_path(self, base_offset: int) -> Path:
         return self.directory / segment_name(base_offset)
 
-    def _new_segment(self, base_offset: int, **fields: int) -> _Segment:
-        return _Segment(base_offset=base_offset, index=SegmentIndex(
-            base_offset=base_offset, interval_bytes=self.limits.index_interval_bytes), **fields)
+    def _new_segment(self, base_offset: int, first_write_ms: int = NO_TIMESTAMP) -> _Segment:
+        return _Segment(base_offset=base_offset, first_write_ms=first_write_ms,
+                        index=SegmentIndex(base_offset=base_offset,
+                                           interval_bytes=self.limits.index_interval_bytes))
 
     def _open_active(self) -> io.BufferedWriter:
         return os.fdopen(  # noqa: SIM115 - closed by close()
