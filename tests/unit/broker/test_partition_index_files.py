@@ -1,7 +1,8 @@
 """A PartitionLog's `.index` and `.timeindex` files (broker.kafka.partitions.index_files)
 on real files: one pair per segment, equal to the index of the segment's batches through
-appends, rolls, truncation, retention, reset and compaction's swap; Fetch's reads and
-ListOffsets by timestamp through them agree with a scan of every record; each kind of
+appends, rolls, truncation, retention, reset and compaction's swap; Fetch's reads (any
+offset, size and upper bound) and ListOffsets by timestamp through them agree with a
+walk over every batch and record; each kind of
 damage found at start-up is rewritten with one WARNING naming the file, and the log
 reads back identical."""
 
@@ -119,6 +120,39 @@ def test_reads_and_offsets_for_times_agree_with_a_scan_of_every_record(
                              if _timestamp(offset) >= wanted), None)
             found = current.offset_for_timestamp(wanted)
             assert (found[:2] if found else None) == expected, wanted
+    log.close()
+
+
+def _model_read(tmp_path: Path, offset: int, max_bytes: int, upper: int) -> bytes:
+    """PartitionLog.read by a walk over every batch of every segment file: whole batches
+    from the first holding an offset >= `offset`, in its segment, below `upper`, within
+    `max_bytes` (at least one)."""
+    stored = [(base, batch) for base in segment_bases(os.listdir(tmp_path))
+              for batch in split_batches((tmp_path / f"{base:020d}.log").read_bytes())]
+
+    def last(batch: bytes) -> int:
+        return int.from_bytes(batch[:8], "big") + struct.unpack_from(">i", batch, 23)[0]
+    chosen = [(base, batch) for base, batch in stored if last(batch) >= offset]
+    if not chosen or last(chosen[0][1]) >= upper:
+        return b""
+    out = chosen[0][1]
+    for base, batch in chosen[1:]:
+        if base != chosen[0][0] or last(batch) >= upper or len(out) + len(batch) > max_bytes:
+            break
+        out += batch
+    return out
+
+
+def test_reads_of_any_size_and_bound_agree_with_a_walk_over_every_batch(
+        tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path, LIMITS)
+    _fill(log, 60)
+    end = log.log_end_offset
+    for offset in range(0, end, 3):
+        for max_bytes in (1, 100, 333, 700, 1 << 20):
+            for upper in (offset + 1, offset + 4, end - 7, end):
+                assert log.read(offset, max_bytes, upper) == \
+                    _model_read(tmp_path, offset, max_bytes, upper), (offset, max_bytes, upper)
     log.close()
 
 
