@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.kafka.partitions.segments import LogDefaults
 from broker.kafka.sasl.sasl_settings import SaslClientSettings, SaslSettings
 from metadata.authorizer import OFF, AuthorizerSettings
 from raft.common.connection_limits import ListenerLimits
@@ -44,6 +45,8 @@ class BrokerSettings:
     # how often the log cleaner looks at compacted partition logs, and its I/O budget
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_io_max_bytes_per_second: int = 2**63 - 1
+    # log.retention.* and log.roll.*: what topics that set none retain and roll at
+    log_defaults: LogDefaults = LogDefaults()
     socket_request_max_bytes: int  # the largest Kafka request frame accepted
     status_address: Address | None = None  # where to serve BrokerStatus (None: nowhere)
     client_address: Address | None = None  # the Kafka listener (None: none)

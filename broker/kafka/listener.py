@@ -373,7 +373,8 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     bind_identity = node.transport.tls is not None and node.transport.tls.bind_identity
     replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
                               image=lambda: server.image,
-                              wait_reconciled=server.wait_reconciled)
+                              wait_reconciled=server.wait_reconciled,
+                              log_defaults=settings.log_defaults)
 
     def broker_epoch() -> int | None:
         registration = server.registration

@@ -2,7 +2,8 @@
 clients: kafka-python's and confluent-kafka's delete_records move every replica's log
 start (low watermark answered, beyond the high watermark refused), consumers that
 start at the beginning (auto.offset.reset=earliest) begin at the new log start, and a
-topic whose retention.bytes is small loses whole old segments on every replica."""
+topic whose retention.bytes is small (its own, or the brokers' log.retention.bytes)
+loses whole old segments on every replica."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
 
 BROKER_IDS = (4, 5, 6)
+# log.retention.bytes: the brokers' default for topics that set no retention.bytes (one
+# segment.bytes of 1 GiB, the default, keeps the other topics here in their active segment)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-            "log.retention.check.interval.ms": 200, "replica.lag.time.max.ms": 1000}
+            "log.retention.check.interval.ms": 200, "replica.lag.time.max.ms": 1000,
+            "log.retention.bytes": 2000}
 WAIT_S = 30.0
 
 
@@ -154,6 +158,19 @@ def test_retention_bytes_deletes_old_segments_on_every_replica(brokers: Brokers)
     offsets = consume_from_beginning(bootstrap, "dr-ret", 60 - start)
     assert offsets[0] >= start  # retention may have moved on meanwhile, never back
     assert offsets == list(range(offsets[0], 60))
+
+
+def test_a_topic_without_retention_bytes_takes_the_brokers_log_retention_bytes(
+        brokers: Brokers) -> None:
+    """segment.bytes 1000 and no retention.bytes: the brokers' log.retention.bytes (2000)
+    deletes the oldest segments on every replica, as the topic's own would."""
+    admin, bootstrap, cluster = brokers.admin, brokers.bootstrap, brokers.cluster
+    create(admin, bootstrap, "dr-broker-default", {"segment.bytes": "1000"})
+    produce(bootstrap, "dr-broker-default", 60, size=100)
+    wait_until(lambda: all(bases and bases[0] > 0 and len(bases) <= 4
+                           for bases in replica_segments(cluster, "dr-broker-default")),
+               WAIT_S, "every replica to delete its first segments, down to 4 at most")
+    assert 0 < earliest(bootstrap, "dr-broker-default") < 60
 
 
 def test_kraft_delete_records_verb_prints_each_low_watermark(brokers: Brokers,

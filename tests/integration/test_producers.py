@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,9 +57,11 @@ def bootstrap(cluster: Cluster) -> str:
     return ",".join(address(cluster, b) for b in live_brokers(cluster))
 
 
-def create_topic(cluster: Cluster, name: str, replication: int = 3) -> uuid.UUID:
+def create_topic(cluster: Cluster, name: str, replication: int = 3,
+                 config: dict[str, str] | None = None) -> uuid.UUID:
     admin = confluent_admin.AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    futures = admin.create_topics([confluent_admin.NewTopic(name, 1, replication)])
+    futures = admin.create_topics([confluent_admin.NewTopic(name, 1, replication,
+                                                            config=config or {})])
     futures[name].result(WAIT_S)
     return wait_until(lambda: topic_leader(cluster, name)[0], WAIT_S, f"{name} everywhere")
 
@@ -268,6 +271,41 @@ def test_offsets_for_times_finds_the_record_not_its_batch(cluster: Cluster) -> N
                                             timeout=WAIT_S)[0].offset
                  for t in (2500, 3500, 5000)]  # one partition per call: a list dedups
         assert found == [1, 3, -1]
+    finally:
+        consumer.close()
+
+
+def _stamp(number: int) -> int:
+    """Rising timestamps, every fifth one older than the record before it."""
+    return 100_000 + 10 * number - (300 if number % 5 == 4 else 0)
+
+
+def test_offsets_for_times_is_the_first_record_at_or_after_across_segments(
+        cluster: Cluster) -> None:
+    """offsets_for_times on a topic of many segments, each with time index entries:
+    every answer is the first offset whose timestamp is >= the time (records out of
+    timestamp order included), as a scan of every record gives it."""
+    total = 500
+    create_topic(cluster, "timed-segments", replication=1, config={"segment.bytes": "16384"})
+    _, leader, _ = topic_leader(cluster, "timed-segments")
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster),
+                                         "linger.ms": 0, "batch.num.messages": 1})
+    for number in range(total):
+        producer.produce("timed-segments", value=b"%080d" % number, partition=0,
+                         timestamp=_stamp(number))
+    assert producer.flush(WAIT_S) == 0
+    directory = Path(cluster.node(leader).data_dir) / "timed-segments-0"
+    segments = sorted(directory.glob("*.log"))
+    assert len(segments) >= 3
+    assert all(path.with_suffix(".timeindex").stat().st_size > 0 for path in segments[:-1])
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster),
+                                         "group.id": "timed-segments-check"})
+    try:
+        for wanted in range(_stamp(0) - 5, _stamp(total - 1) + 20, 37):
+            expected = next((n for n in range(total) if _stamp(n) >= wanted), -1)
+            (found,) = consumer.offsets_for_times(
+                [confluent_kafka.TopicPartition("timed-segments", 0, wanted)], timeout=WAIT_S)
+            assert (wanted, found.offset) == (wanted, expected)
     finally:
         consumer.close()
 

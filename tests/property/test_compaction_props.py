@@ -34,7 +34,8 @@ from broker.kafka.partitions.segments import RollLimits
 from raft.common.kafka.record_batch import encode_batch
 
 KEYS = [b"a", b"b", b"c", b"d"]
-LIMITS = RollLimits(segment_bytes=220)  # three or four small batches a segment
+# three or four small batches a segment, with index entries
+LIMITS = RollLimits(segment_bytes=220, index_interval_bytes=60)
 
 Stored = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
 

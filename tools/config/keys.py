@@ -158,6 +158,19 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),
         300_000, "how often a partition leader deletes the segments past its topic's "
         "retention.ms and retention.bytes"),
+    Key("log.retention.ms", "log_retention_ms", integer(-1), None,
+        "a topic's retention.ms when it sets none (-1: no limit); before "
+        "log.retention.minutes and log.retention.hours"),
+    Key("log.retention.minutes", "log_retention_minutes", integer(-1), None,
+        "log.retention.ms in minutes, when that is not given"),
+    Key("log.retention.hours", "log_retention_hours", integer(-1), 168,
+        "log.retention.ms in hours, when neither it nor log.retention.minutes is given"),
+    Key("log.retention.bytes", "log_retention_bytes", integer(-1), -1,
+        "a topic's retention.bytes when it sets none (-1: no limit)"),
+    Key("log.roll.ms", "log_roll_ms", integer(1), None,
+        "a topic's segment.ms when it sets none; before log.roll.hours"),
+    Key("log.roll.hours", "log_roll_hours", integer(1), 168,
+        "log.roll.ms in hours, when that is not given"),
     Key("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", integer(1), 15_000,
         "how often the log cleaner looks for compacted partition logs to clean"),
     Key("log.cleaner.io.max.bytes.per.second", "log_cleaner_io_max_bytes_per_second",
@@ -278,7 +291,6 @@ IGNORED_KAFKA_KEYS = frozenset({
     "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.retention.hours", "log.retention.bytes",
     "group.initial.rebalance.delay.ms", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 })
@@ -298,7 +310,7 @@ def _default_text(key: Key) -> str:
         return f"`{','.join(key.default)}`" if key.default else "(none)"
     if isinstance(key.default, bool):
         return f"`{str(key.default).lower()}`"
-    if key.default == "":
+    if key.default == "" or key.default is None:
         return "(none)"
     return f"`{key.default}`"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.kafka.partitions.segments import LogDefaults
 from broker.kafka.sasl import sasl_settings
 from broker.settings import AutoCreateSettings, BrokerSettings
 from metadata.authorizer import AuthorizerSettings, authorizer_enabled, parse_super_users
@@ -61,6 +62,12 @@ class NodeConfig:
     auto_create_topics_enable: bool
     num_partitions: int
     default_replication_factor: int
+    log_retention_ms: int | None  # None: not given (then .minutes, then .hours)
+    log_retention_minutes: int | None
+    log_retention_hours: int
+    log_retention_bytes: int
+    log_roll_ms: int | None  # None: not given (then .hours)
+    log_roll_hours: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
     sasl_enabled_mechanisms: tuple[str, ...]
@@ -194,6 +201,21 @@ class NodeConfig:
         jaas = self.sasl_jaas_configs[(self.kafka_listener_name or "", mechanism)]
         return sasl_settings.client_settings(mechanism, jaas)
 
+    def log_defaults(self) -> LogDefaults:
+        """What a topic that sets no retention.ms, retention.bytes or segment.ms gets, as
+        Kafka's: `log.retention.ms`, else `.minutes`, else `.hours` (below 0: no limit);
+        `log.roll.ms`, else `.hours`."""
+        if self.log_retention_ms is not None:
+            retention_ms = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            retention_ms = self.log_retention_minutes * 60_000
+        else:
+            retention_ms = self.log_retention_hours * 3_600_000
+        return LogDefaults(retention_ms=max(-1, retention_ms),
+                           retention_bytes=self.log_retention_bytes,
+                           segment_ms=self.log_roll_hours * 3_600_000
+                           if self.log_roll_ms is None else self.log_roll_ms)
+
     def broker_settings(self) -> BrokerSettings:
         """What the broker role (`broker.role.install_broker_role`) takes from this
         configuration."""
@@ -210,6 +232,7 @@ class NodeConfig:
             auto_create=AutoCreateSettings(
                 enabled=self.auto_create_topics_enable, num_partitions=self.num_partitions,
                 replication_factor=self.default_replication_factor),
+            log_defaults=self.log_defaults(),
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             offsets_topic_segment_bytes=self.offsets_topic_segment_bytes,
             socket_request_max_bytes=self.socket_request_max_bytes,

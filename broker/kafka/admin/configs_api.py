@@ -1,10 +1,11 @@
 """DescribeConfigs (v1-v4) and IncrementalAlterConfigs (v0-v1, KIP-339) for topics.
 
 Describe answers from this broker's image: every supported key (metadata.topic_configs)
-with the topic's value (source DYNAMIC_TOPIC_CONFIG) or the default (DEFAULT_CONFIG,
-`is_default` in v0's sense), filtered by `configuration_keys`. Topics are named, as on
-Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A broker resource answers
-with no configs (its configuration is the node's file, static).
+with the topic's value (source DYNAMIC_TOPIC_CONFIG), else this broker's default where it
+differs from Kafka's (STATIC_BROKER_CONFIG: `log.retention.*`, `log.roll.*`), else the
+default (DEFAULT_CONFIG, `is_default` in v0's sense), filtered by `configuration_keys`.
+Topics are named, as on Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A
+broker resource answers with no configs (its configuration is the node's file, static).
 
 Alter is forwarded to the active controller (`metadata.admin`
 IncrementalAlterConfigsRequest), which validates and writes TopicConfig records; the
@@ -19,12 +20,14 @@ resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED and is not forwarded.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, request_timeout_s
 from broker.kafka.context import BrokerContext
+from broker.kafka.partitions.segments import topic_defaults
 from metadata.admin import (
     BROKER_RESOURCE,
     OP_DELETE,
@@ -41,14 +44,18 @@ from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's DescribeConfigs config_source
+# Kafka's DescribeConfigs config_source
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
                 "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
 
 def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...] | None,
-                           documentation: bool = False) -> shapes.ResourceResult:
-    """One DescribeConfigs result."""
+                           documentation: bool = False,
+                           broker_defaults: Mapping[str, str] | None = None
+                           ) -> shapes.ResourceResult:
+    """One DescribeConfigs result; `broker_defaults`: the topic configs this broker
+    gives a topic that sets none."""
     topic = image.topic_by_name(name)
     if topic is None:
         return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
@@ -60,11 +67,16 @@ def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...
         if keys is not None and key not in keys:
             continue
         spec = KEYS[key]
-        value = own.get(key)
-        source = DEFAULT_CONFIG if value is None else DYNAMIC_TOPIC_CONFIG
+        broker_value = (broker_defaults or {}).get(key, spec.default)
+        if key in own:
+            value, source = own[key], DYNAMIC_TOPIC_CONFIG
+        elif broker_value != spec.default:
+            value, source = broker_value, STATIC_BROKER_CONFIG
+        else:
+            value, source = spec.default, DEFAULT_CONFIG
         configs.append({
-            "name": key, "value": spec.default if value is None else value,
-            "read_only": False, "is_default": value is None, "config_source": source,
+            "name": key, "value": value, "read_only": False,
+            "is_default": source == DEFAULT_CONFIG, "config_source": source,
             "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPES[spec.type],
             "documentation": spec.documentation if documentation else None})
     return {"error_code": 0, "error_message": None, "resource_type": TOPIC_RESOURCE,
@@ -85,7 +97,8 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
         elif int(resource.resource_type) == TOPIC_RESOURCE:
             results.append(describe_topic_configs(
                 image, resource.resource_name, keys,
-                bool(getattr(request, "include_documentation", False))))
+                bool(getattr(request, "include_documentation", False)),
+                topic_defaults(context.replicas.log_defaults)))
         elif int(resource.resource_type) == BROKER_RESOURCE:
             results.append({"error_code": 0, "error_message": None,
                             "resource_type": BROKER_RESOURCE,

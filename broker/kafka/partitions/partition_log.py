@@ -8,9 +8,12 @@ The broker assigns base offsets and stamps its leader epoch; both lie outside th
 batch's CRC32C (which covers attributes .. end), so the client's CRC stays valid and
 consumers verify it end to end. An append is durable (write + fsync) before it is
 acknowledged. Opening a log rescans its segments and truncates a torn or corrupt tail
-(and drops the segments after it: they would follow a gap). The per-batch index built by
-that scan (base offset, segment, position, running max timestamp) answers Fetch and
-ListOffsets without reading the files.
+(and drops the segments after it: they would follow a gap). The per-batch list built by
+that scan (offsets, segment, position, epoch, producer fields) serves the producer state,
+the epoch cache, truncation, retention and compaction. Fetch and ListOffsets by timestamp
+go through each segment's offset and time indexes (broker.kafka.partitions.segment_index,
+on disk as Kafka's `.index` and `.timeindex`: broker.kafka.partitions.index_files), then
+read batch headers from the position found.
 
 The log owns its partition's idempotent-producer state (broker.kafka.partitions.producer_state):
 every batch stored, by the leader (`append`) or a follower (`append_replicated`), is
@@ -35,12 +38,14 @@ import os
 import struct
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not zlib's CRC32
 
 from broker.dataplane.divergence import end_offset_for_epoch
+from broker.kafka.partitions import index_files
 from broker.kafka.partitions.producer_state import (
     BatchHeader,
     ProducerStates,
@@ -49,12 +54,14 @@ from broker.kafka.partitions.producer_state import (
     encode_snapshot,
     read_header,
 )
+from broker.kafka.partitions.segment_index import SegmentIndex, build
 from broker.kafka.partitions.segment_swap import install, recover_swaps
 from broker.kafka.partitions.segments import (
     NO_TIMESTAMP,
     RollLimits,
     SegmentStat,
     segment_bases,
+    segment_for,
     segment_name,
     should_roll,
 )
@@ -73,6 +80,7 @@ _CRC = struct.Struct(">I")
 _LAST_DELTA = struct.Struct(">i")
 _COUNT = struct.Struct(">i")
 MAX_BATCH_BYTES = 64 * 1024 * 1024
+_SCAN_CHUNK_BYTES = 16 * 1024  # read at once when scanning a segment's batch headers
 SNAPSHOT_SUFFIX = ".producer-snapshot"
 SNAPSHOT_INTERVAL_BYTES = 4 << 20
 SNAPSHOTS_KEPT = 2
@@ -152,6 +160,7 @@ def snapshot_offsets(directory: Path) -> list[int]:
 @dataclass(slots=True, kw_only=True)
 class _Segment:
     base_offset: int
+    index: SegmentIndex
     size: int = 0
     # when its first batch was written, by the broker's clock (segment.ms counts from
     # it; producers' timestamps may be anything); after a restart, its file's last
@@ -172,7 +181,6 @@ class PartitionLog:
         self._batches: list[BatchInfo] = []
         self._bases: list[int] = []
         self._epoch_starts: list[tuple[int, int]] = []  # (epoch, first offset): epoch cache
-        self._running_max_ts: list[int] = []  # max timestamp of batches 0..i, for bisect
         self._max_ts_index = -1  # the first batch holding the largest timestamp
         self.log_end_offset = 0
         self._headers: list[BatchHeader] = []  # per batch, for rebuilding producer state
@@ -200,6 +208,11 @@ class PartitionLog:
     def _segment_path(self, base_offset: int) -> Path:
         return self.directory / segment_name(base_offset)
 
+    def _new_segment(self, base_offset: int, first_write_ms: int = NO_TIMESTAMP) -> _Segment:
+        return _Segment(base_offset=base_offset, first_write_ms=first_write_ms,
+                        index=SegmentIndex(base_offset=base_offset,
+                                           interval_bytes=self.limits.index_interval_bytes))
+
     def _open_active(self) -> io.BufferedWriter:
         return os.fdopen(  # noqa: SIM115 - closed by close()
             open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
@@ -211,7 +224,7 @@ class PartitionLog:
         bases = segment_bases(names) or [0]
         self.log_end_offset = bases[0]
         for number, base in enumerate(bases):
-            self._segments.append(_Segment(base_offset=base))
+            self._segments.append(self._new_segment(base))
             self.log_end_offset = max(self.log_end_offset, base)  # an empty segment's base
             if not self._recover_segment(base):
                 for later in bases[number + 1:]:
@@ -221,12 +234,17 @@ class PartitionLog:
                 if number + 1 < len(bases):
                     fsync_dir(self.directory)
                 break
+        if self.directory.is_dir():
+            index_files.remove_orphans(self.directory, self.segment_bases)
 
     def _recover_segment(self, base_offset: int) -> bool:
-        """Scan one segment into the index; False when its tail was torn (and cut)."""
+        """Scan one segment into the index, and check its index files against it; False
+        when its tail was torn (and cut)."""
         path = self._segment_path(base_offset)
-        data = path.read_bytes() if path.exists() else b""
+        existed = path.exists()
+        data = path.read_bytes() if existed else b""
         segment = self._segments[-1]
+        first = len(self._batches)
         position = 0
         view = memoryview(data)
         while position + HEADER_BYTES <= len(view):
@@ -246,26 +264,37 @@ class PartitionLog:
         segment.size = position
         if position:
             segment.first_write_ms = int(path.stat().st_mtime * 1000)
-        if position < len(data):
+        torn = position < len(data)
+        if torn:
             log.warning("truncating the torn tail of a partition log", extra={
                 "path": str(path), "offset": self.log_end_offset, "position": position,
                 "dropped_bytes": len(data) - position})
             with open(path, "r+b") as handle:
                 handle.truncate(position)
                 os.fsync(handle.fileno())
-            return False
-        return True
+        segment.index = self._build_index(base_offset, self._batches[first:])
+        if existed:
+            index_files.check(self.directory, segment.index, end_offset=self.log_end_offset,
+                              size=segment.size)
+        else:  # a new log
+            index_files.write(self.directory, segment.index)
+        return not torn
+
+    def _build_index(self, base_offset: int, batches: list[BatchInfo]) -> SegmentIndex:
+        """The index of segment `base_offset` from its batches among `batches`."""
+        return build(base_offset, (info for info in batches if info.segment == base_offset),
+                     self.limits.index_interval_bytes)
 
     def _add(self, info: BatchInfo, header: BatchHeader) -> None:
+        largest = self._batches[self._max_ts_index].max_timestamp \
+            if self._max_ts_index >= 0 else NO_TIMESTAMP - 1
         self._batches.append(info)
         self._bases.append(info.base_offset)
         self._headers.append(header)
         self.log_end_offset = info.last_offset + 1
         if not self._epoch_starts or info.leader_epoch > self._epoch_starts[-1][0]:
             self._epoch_starts.append((info.leader_epoch, info.base_offset))
-        previous = self._running_max_ts[-1] if self._running_max_ts else NO_TIMESTAMP - 1
-        self._running_max_ts.append(max(previous, info.max_timestamp))
-        if info.max_timestamp > previous:
+        if info.max_timestamp > largest:
             self._max_ts_index = len(self._batches) - 1
 
     # --- producer state --------------------------------------------------------------
@@ -367,6 +396,7 @@ class PartitionLog:
                 if following.base_offset <= offset]
         for segment in gone:
             self._segment_path(segment.base_offset).unlink()
+            index_files.unlink(self.directory, segment.base_offset)
         if gone:
             fsync_dir(self.directory)
             del self._segments[:len(gone)]
@@ -386,11 +416,13 @@ class PartitionLog:
             snapshot_path(self.directory, snap).unlink(missing_ok=True)
         for segment in reversed(self._segments):
             self._segment_path(segment.base_offset).unlink(missing_ok=True)
+            index_files.unlink(self.directory, segment.base_offset)
         fsync_dir(self.directory)
-        self._segments = [_Segment(base_offset=offset)]
+        self._segments = [self._new_segment(offset)]
         self._reindex(0, 0)
         self.log_end_offset = self._log_start = offset
         self._file = self._open_active()
+        index_files.write(self.directory, self._segments[0].index)
         fsync_dir(self.directory)
         self.producers = ProducerStates(end_offset=offset)
         log.warning("reset a partition log to its leader's log start", extra={
@@ -404,7 +436,7 @@ class PartitionLog:
     def _rebuild_index(self, kept: list[tuple[BatchInfo, BatchHeader]]) -> None:
         end = self.log_end_offset
         self._batches, self._bases, self._epoch_starts, self._headers = [], [], [], []
-        self._running_max_ts, self._max_ts_index = [], -1
+        self._max_ts_index = -1
         for info, header in kept:
             self._add(info, header)
         self.log_end_offset = end
@@ -440,6 +472,8 @@ class PartitionLog:
             f"cleaned batches outside segment {base_offset}"
         install(self.directory, base_offset)
         segment.size = sum(info.size for info, _ in batches)
+        segment.index = self._build_index(base_offset, [info for info, _ in batches])
+        index_files.write(self.directory, segment.index)
         kept = [(info, header) for info, header in zip(self._batches, self._headers,
                                                          strict=True)
                 if info.segment != base_offset]
@@ -448,24 +482,26 @@ class PartitionLog:
         self._rebuild_index(kept)
         return True
 
-    def _maybe_roll(self, batches: list[bytes]) -> None:
-        """Start a new active segment at the log end when these batches would not fit
-        the active one (broker.kafka.partitions.segments.should_roll)."""
+    def _maybe_roll(self, batches: list[bytes], last_offset: int) -> None:
+        """Start a new active segment at the log end when these batches, ending at
+        `last_offset`, would not fit the active one
+        (broker.kafka.partitions.segments.should_roll)."""
         active = self._segments[-1]
         now_ms = int(time.time() * 1000)
         if not should_roll(segment_bytes_used=active.size,
                            append_bytes=sum(len(batch) for batch in batches),
                            first_write_ms=active.first_write_ms, now_ms=now_ms,
-                           limits=self.limits):
+                           limits=self.limits,
+                           relative_last_offset=last_offset - active.base_offset):
             if active.size == 0:
                 active.first_write_ms = now_ms
             return
         if not self._owns_directory():
             raise FileNotFoundError(f"{self.path} is no longer this partition log's file")
         self._file.close()
-        self._segments.append(_Segment(base_offset=self.log_end_offset,
-                                       first_write_ms=now_ms))
+        self._segments.append(self._new_segment(self.log_end_offset, first_write_ms=now_ms))
         self._file = self._open_active()
+        index_files.write(self.directory, self._segments[-1].index)
         fsync_dir(self.directory)
 
     def append(self, batches: list[bytes], leader_epoch: int) -> tuple[int, int]:
@@ -473,8 +509,9 @@ class PartitionLog:
         Returns (base offset of the first batch, last offset). No producer checks (the
         caller made them: broker.kafka.partitions.produce); the batches are applied to
         `producers`."""
-        self._maybe_roll(batches)
         first = self.log_end_offset
+        self._maybe_roll(batches, first + sum(last_offset_delta(batch) + 1
+                                              for batch in batches) - 1)
         active = self._segments[-1]
         out = bytearray()
         infos: list[tuple[BatchInfo, BatchHeader]] = []
@@ -499,10 +536,20 @@ class PartitionLog:
         self._file.write(out)
         self._file.flush()
         os.fsync(self._file.fileno())
-        self._segments[-1].size += len(out)
+        active = self._segments[-1]
+        active.size += len(out)
+        offset_entries, time_entries = bytearray(), bytearray()
         for info, header in infos:
             self._add(info, header)
             self.producers.apply(header, info.base_offset)
+            new_offset_entry, new_time_entry = active.index.add(
+                last_offset=info.last_offset, position=info.position, size=info.size,
+                max_timestamp=info.max_timestamp)
+            offset_entries += new_offset_entry
+            time_entries += new_time_entry
+        if offset_entries and self._owns_directory():  # never into a recreated topic's
+            index_files.append(self.directory, active.base_offset, bytes(offset_entries),
+                               bytes(time_entries))
         self._appended(len(out))
 
     def append_replicated(self, batches: list[bytes]) -> None:
@@ -514,7 +561,8 @@ class PartitionLog:
         batches = [batch for batch in batches if _OFFSET_LENGTH.unpack_from(batch, 0)[0] >= end]
         if not batches:
             return
-        self._maybe_roll(batches)
+        self._maybe_roll(batches, _OFFSET_LENGTH.unpack_from(batches[-1], 0)[0] +
+                         last_offset_delta(batches[-1]))
         active = self._segments[-1]
         for batch in batches:
             base, _ = _OFFSET_LENGTH.unpack_from(batch, 0)
@@ -552,6 +600,7 @@ class PartitionLog:
                     snapshot_path(self.directory, snap).unlink(missing_ok=True)
             for segment in reversed(dropped):  # the newest first: no gap if interrupted
                 self._segment_path(segment.base_offset).unlink()
+                index_files.unlink(self.directory, segment.base_offset)
             fsync_dir(self.directory)
         if dropped:
             del self._segments[-len(dropped):]
@@ -568,6 +617,9 @@ class PartitionLog:
             "to_offset": new_end})
         self._reindex(0, len(keep))
         active.size = size
+        active.index = self._build_index(active.base_offset, in_active)
+        if owned:  # a prefix of the batches: a prefix of the index
+            index_files.write(self.directory, active.index)
         self.log_end_offset = new_end
         self._log_start = min(self._log_start, new_end)
         self._load_producers()
@@ -575,30 +627,67 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
         `max_bytes` (at least one batch, so a large batch is never stuck), from one
-        segment (as Kafka's: the next fetch reads the next segment)."""
-        if offset >= upper_offset or not self._batches:
+        segment (as Kafka's: the next fetch reads the next segment). The segment's
+        offset index gives where to scan from for the batch holding `offset`, for the
+        one holding `upper_offset`, and for the last batch ending within `max_bytes`."""
+        if offset >= min(upper_offset, self.log_end_offset):
             return b""
-        index = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        if self._batches[index].last_offset < offset:
-            index += 1
-        chosen: list[BatchInfo] = []
-        total = 0
-        for info in self._batches[index:]:
-            if info.last_offset >= upper_offset or (chosen and total + info.size > max_bytes) \
-                    or info.segment != self._batches[index].segment:
-                break
-            chosen.append(info)
-            total += info.size
-        if not chosen:
-            return b""
-        with open(self._segment_path(chosen[0].segment), "rb") as handle:
-            handle.seek(chosen[0].position)
-            return handle.read(total)
+        first_segment = segment_for(self.segment_bases, offset)
+        for number, segment in enumerate(self._segments[first_segment:], first_segment):
+            first = self._first_batch(segment, offset)
+            if first is None:  # cleaned away up to the segment's end: the next one
+                continue
+            if first.last_offset >= upper_offset:
+                return b""
+            limit = min(segment.size, first.position + max(max_bytes, first.size))
+            following = self._segments[number + 1].base_offset \
+                if number + 1 < len(self._segments) else self.log_end_offset
+            upper = self._first_batch(segment, upper_offset) if upper_offset < following \
+                else None
+            if upper is not None:
+                limit = min(limit, upper.position)
+            end = start = max(first.position, segment.index.entry_at_or_below(limit))
+            for info in self._scan(segment, start):
+                if info.position + info.size > limit:
+                    break
+                end = info.position + info.size
+            return self._read_at(segment.base_offset, first.position, end - first.position)
+        return b""
+
+    def _first_batch(self, segment: _Segment, offset: int) -> BatchInfo | None:
+        """The first batch of `segment` holding an offset >= `offset`."""
+        return next((info for info in self._scan(segment, segment.index.position_for(offset))
+                     if info.last_offset >= offset), None)
+
+    def _scan(self, segment: _Segment, position: int) -> Iterator[BatchInfo]:
+        """The batches of `segment` from `position` (where one starts) to its end, their
+        headers read from the file a chunk at a time."""
+        with open(self._segment_path(segment.base_offset), "rb", buffering=0) as handle:
+            chunk, chunk_at = b"", position
+            while position + HEADER_BYTES <= segment.size:
+                if position + HEADER_BYTES > chunk_at + len(chunk):
+                    chunk, chunk_at = os.pread(handle.fileno(), _SCAN_CHUNK_BYTES, position), \
+                        position
+                at = position - chunk_at
+                base, length = _OFFSET_LENGTH.unpack_from(chunk, at)
+                # the start-up scan checked every batch: another length is a broken file
+                assert length >= HEADER_BYTES - LOG_OVERHEAD, \
+                    f"batch length {length} at {position} of segment {segment.base_offset}"
+                (epoch,) = _EPOCH.unpack_from(chunk, at + 12)
+                header = read_header(chunk, at)
+                yield BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
+                                leader_epoch=epoch, position=position,
+                                size=LOG_OVERHEAD + length, max_timestamp=header.max_timestamp,
+                                segment=segment.base_offset)
+                position += LOG_OVERHEAD + length
+
+    def _read_at(self, segment: int, position: int, size: int) -> bytes:
+        with open(self._segment_path(segment), "rb") as handle:
+            handle.seek(position)
+            return handle.read(size)
 
     def _read_batch(self, info: BatchInfo) -> bytes:
-        with open(self._segment_path(info.segment), "rb") as handle:
-            handle.seek(info.position)
-            return handle.read(info.size)
+        return self._read_at(info.segment, info.position, info.size)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, the end offset of that epoch) — OffsetForLeaderEpoch,
@@ -608,22 +697,25 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """Kafka's ListOffsets by timestamp: (offset, timestamp, leader epoch) of the
         first record at or above the log start whose timestamp is >= `timestamp_ms`,
-        None when no record has one. The first batch whose max timestamp reaches it is
-        found by bisection over the running maximum (from the batch holding the log
-        start: DeleteRecords leaves records below it in its segment); its records are
-        then read one by one."""
-        first = max(0, bisect.bisect_right(self._bases, self._log_start) - 1)
-        index = max(first, bisect.bisect_left(self._running_max_ts, timestamp_ms))
-        for info in self._batches[index:]:
-            if info.max_timestamp < timestamp_ms:
+        None when no record has one. The first segment (from the one holding the log
+        start: DeleteRecords leaves records below it in its segment) whose largest
+        timestamp reaches it holds the record; its time index and offset index give
+        where to scan for the first batch whose max timestamp reaches it, whose records
+        are then read one by one."""
+        for segment in self._segments[segment_for(self.segment_bases, self._log_start):]:
+            if segment.index.max_timestamp < timestamp_ms:
                 continue
-            records = record_timestamps(self._read_batch(info))
-            for offset, timestamp in records:
-                if offset >= self._log_start and timestamp >= timestamp_ms:
-                    return offset, timestamp, info.leader_epoch
-            if not records:  # undecodable: at batch granularity
-                return max(info.base_offset, self._log_start), info.max_timestamp, \
-                    info.leader_epoch
+            start = max(segment.index.time_scan_start(timestamp_ms), self._log_start)
+            for info in self._scan(segment, segment.index.position_for(start)):
+                if info.last_offset < self._log_start or info.max_timestamp < timestamp_ms:
+                    continue
+                records = record_timestamps(self._read_batch(info))
+                for offset, timestamp in records:
+                    if offset >= self._log_start and timestamp >= timestamp_ms:
+                        return offset, timestamp, info.leader_epoch
+                if not records:  # undecodable: at batch granularity
+                    return max(info.base_offset, self._log_start), info.max_timestamp, \
+                        info.leader_epoch
         return None
 
     def max_timestamp(self) -> tuple[int, int, int] | None:

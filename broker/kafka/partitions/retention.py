@@ -13,21 +13,28 @@ import time
 
 import trio
 
-from broker.kafka.partitions.segments import Retention, retention_start
+from broker.kafka.partitions.segments import (
+    LogDefaults,
+    Retention,
+    retention_start,
+    topic_defaults,
+)
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import TopicImage
-from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, cleanup_policies, effective
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, cleanup_policies
 
 log = logging.getLogger(__name__)
 
 
-def topic_retention(topic: TopicImage) -> Retention | None:
-    """The topic's retention; None when its cleanup.policy has no `delete` (compact
-    only: its old segments are the cleaner's)."""
+def topic_retention(topic: TopicImage, defaults: LogDefaults) -> Retention | None:
+    """The topic's retention (its own `retention.ms` / `retention.bytes`, else the
+    broker's `defaults`); None when its cleanup.policy has no `delete` (compact only:
+    its old segments are the cleaner's)."""
     if "delete" not in cleanup_policies(topic.configs):
         return None
-    return Retention(retention_ms=int(effective(topic.configs, RETENTION_MS)),
-                     retention_bytes=int(effective(topic.configs, RETENTION_BYTES)))
+    values = {**topic_defaults(defaults), **dict(topic.configs)}
+    return Retention(retention_ms=int(values[RETENTION_MS]),
+                     retention_bytes=int(values[RETENTION_BYTES]))
 
 
 async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:
@@ -36,7 +43,7 @@ async def apply_retention(replicas: ReplicaManager, now_ms: int) -> int:
     moved = 0
     for state, _ in replicas.led_partitions():
         topic = replicas.image.topic(state.topic_id)
-        retention = None if topic is None else topic_retention(topic)
+        retention = None if topic is None else topic_retention(topic, replicas.log_defaults)
         if topic is None or retention is None:
             continue
         async with state.lock:

@@ -16,15 +16,40 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from metadata.topic_configs import RETENTION_BYTES, RETENTION_MS, SEGMENT_MS
+
 SEGMENT_SUFFIX = ".log"
 NO_TIMESTAMP = -1
+MAX_RELATIVE_OFFSET = 2**31 - 1  # the indexes hold offsets as int32 past the base
+INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes (broker.kafka.partitions.segment_index)
+
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDefaults:
+    """The broker's `log.retention.*` and `log.roll.*` (Kafka's defaults: 7 days, no
+    size limit, 7 days): a topic's `retention.ms`, `retention.bytes` and `segment.ms`
+    when it sets none."""
+    retention_ms: int = WEEK_MS
+    retention_bytes: int = -1
+    segment_ms: int = WEEK_MS
+
+
+def topic_defaults(defaults: LogDefaults) -> dict[str, str]:
+    """The topic configs the broker's `defaults` stand for, by key."""
+    return {RETENTION_MS: str(defaults.retention_ms),
+            RETENTION_BYTES: str(defaults.retention_bytes), SEGMENT_MS: str(defaults.segment_ms)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RollLimits:
-    """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days)."""
+    """`segment.bytes` and `segment.ms` of the topic (Kafka's defaults: 1 GiB, 7 days),
+    and the bytes between two index entries."""
     segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_ms: int = WEEK_MS
+    index_interval_bytes: int = INDEX_INTERVAL_BYTES
 
 
 def segment_name(base_offset: int) -> str:
@@ -43,13 +68,17 @@ def segment_bases(names: Iterable[str]) -> list[int]:
 
 
 def should_roll(*, segment_bytes_used: int, append_bytes: int, first_write_ms: int,
-                now_ms: int, limits: RollLimits) -> bool:
-    """Whether an append of `append_bytes` starts a new segment rather than going into
-    the active one, which holds `segment_bytes_used` bytes and got its first batch at
-    `first_write_ms` (NO_TIMESTAMP when unknown)."""
+                now_ms: int, limits: RollLimits, relative_last_offset: int = 0) -> bool:
+    """Whether an append of `append_bytes` whose last offset is `relative_last_offset`
+    past the active segment's base starts a new segment rather than going into the
+    active one, which holds `segment_bytes_used` bytes and got its first batch at
+    `first_write_ms` (NO_TIMESTAMP when unknown). As Kafka's, an offset the segment's
+    indexes cannot hold (an int32 past its base) rolls too; in an empty segment every
+    batch's fits (a batch spans at most an int32 of offsets)."""
     if segment_bytes_used == 0:
         return False
-    if segment_bytes_used + append_bytes > limits.segment_bytes:
+    if segment_bytes_used + append_bytes > limits.segment_bytes or \
+            relative_last_offset > MAX_RELATIVE_OFFSET:
         return True
     return first_write_ms != NO_TIMESTAMP and now_ms - first_write_ms >= limits.segment_ms
 

@@ -22,7 +22,7 @@ from broker import partition_dir
 from broker.dataplane.progress import LeaderProgress
 from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.partition_log import PartitionLog
-from broker.kafka.partitions.segments import RollLimits
+from broker.kafka.partitions.segments import LogDefaults, RollLimits, topic_defaults
 from broker.reconcile import parse_partition_dir_name, partition_dir_name
 from metadata.image import MetadataImage, PartitionImage, TopicImage
 from metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS, effective
@@ -101,9 +101,12 @@ class ReplicaManager:
     leaves the image, or their partition leaves the topic."""
 
     def __init__(self, *, log_dir: Path, broker_id: int, image: Callable[[], MetadataImage],
-                 wait_reconciled: Callable[[int], Awaitable[None]] | None = None) -> None:
+                 wait_reconciled: Callable[[int], Awaitable[None]] | None = None,
+                 log_defaults: LogDefaults | None = None) -> None:
         self.log_dir = log_dir
         self.broker_id = broker_id
+        # the topics' retention and segment.ms unless they set them
+        self.log_defaults = log_defaults or LogDefaults()
         self._image = image
         self._wait_reconciled = wait_reconciled
         self._states: dict[tuple[Uuid, int], PartitionState] = {}
@@ -177,7 +180,7 @@ class ReplicaManager:
         directory = self.log_dir / partition_dir_name(topic.name, number)
         state = self._states.get(key)
         if state is not None and state.log.directory == directory:
-            state.log.limits = roll_limits(topic)  # an altered config applies at once
+            state.log.limits = roll_limits(topic, self.log_defaults)  # altered: at once
             return ErrorCode.NONE, state
         if state is not None:  # renamed topic: reconciliation moves the directory
             del self._states[key]
@@ -198,7 +201,7 @@ class ReplicaManager:
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
             plog = await trio.to_thread.run_sync(
-                open_partition_log, directory, roll_limits(topic),
+                open_partition_log, directory, roll_limits(topic, self.log_defaults),
                 self._log_starts.get((topic.name, number), 0))
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
@@ -234,10 +237,12 @@ def _write_log_starts(log_dir: Path, starts: dict[tuple[str, int], int]) -> None
         if offset > 0 and (log_dir / partition_dir_name(*key)).is_dir()})
 
 
-def roll_limits(topic: TopicImage) -> RollLimits:
-    """The topic's `segment.bytes` and `segment.ms` (its own or the defaults)."""
-    return RollLimits(segment_bytes=int(effective(topic.configs, SEGMENT_BYTES)),
-                      segment_ms=int(effective(topic.configs, SEGMENT_MS)))
+def roll_limits(topic: TopicImage, defaults: LogDefaults) -> RollLimits:
+    """The topic's `segment.bytes` (its own or Kafka's default) and `segment.ms` (its
+    own or the broker's `log.roll.*`)."""
+    values = {**topic_defaults(defaults), **dict(topic.configs)}
+    return RollLimits(segment_bytes=int(effective(values, SEGMENT_BYTES)),
+                      segment_ms=int(values[SEGMENT_MS]))
 
 
 def open_partition_log(directory: Path, limits: RollLimits, log_start: int = 0

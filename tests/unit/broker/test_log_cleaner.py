@@ -34,7 +34,13 @@ from broker.kafka.partitions.segment_swap import (
     swap_path,
     write_cleaned,
 )
-from broker.kafka.partitions.segments import NO_TIMESTAMP, Retention, SegmentStat, segment_name
+from broker.kafka.partitions.segments import (
+    NO_TIMESTAMP,
+    LogDefaults,
+    Retention,
+    SegmentStat,
+    segment_name,
+)
 from metadata import records as rec
 from metadata.delta import replay
 from metadata.image import TopicImage
@@ -243,8 +249,8 @@ def test_the_cleanup_policy_decides_between_retention_and_compaction() -> None:
     both = _topic(cleanup_policy="compact,delete", min_cleanable_dirty_ratio="0.25",
                   delete_retention_ms="7", retention_ms="5")
     assert topic_compaction(delete) is None
-    assert topic_retention(compact) is None
+    assert topic_retention(compact, LogDefaults()) is None
     assert topic_compaction(compact) == CompactionSettings()
-    assert topic_retention(both) == Retention(retention_ms=5)
+    assert topic_retention(both, LogDefaults()) == Retention(retention_ms=5)
     assert topic_compaction(both) == CompactionSettings(min_cleanable_dirty_ratio=0.25,
                                                         delete_retention_ms=7)

@@ -48,17 +48,20 @@ def test_segment_for_is_the_last_base_at_or_below_the_offset(bases: list[int],
 @given(used=st.integers(0, 1000), append=st.integers(1, 1000),
        first=st.one_of(st.just(NO_TIMESTAMP), st.integers(0, 10**6)),
        now=st.integers(0, 2 * 10**6), size_limit=st.integers(14, 2000),
-       age_limit=st.integers(1, 10**6))
-def test_should_roll_matches_the_size_and_age_rule(used: int, append: int, first: int,
-                                                   now: int, size_limit: int,
-                                                   age_limit: int) -> None:
-    """Model: a non-empty active segment rolls when the append would pass segment.bytes
-    or its first write is segment.ms old; an empty one never."""
+       age_limit=st.integers(1, 10**6), relative=st.integers(0, 2**32))
+def test_should_roll_matches_the_size_age_and_offset_rule(used: int, append: int,
+                                                          first: int, now: int,
+                                                          size_limit: int, age_limit: int,
+                                                          relative: int) -> None:
+    """Model: a non-empty active segment rolls when the append would pass segment.bytes,
+    its first write is segment.ms old or its last offset is past an int32 from the
+    segment's base; an empty one never."""
     limits = RollLimits(segment_bytes=size_limit, segment_ms=age_limit)
     expected = used > 0 and (used + append > size_limit
-                             or (first >= 0 and now - first >= age_limit))
+                             or (first >= 0 and now - first >= age_limit)
+                             or relative > 2**31 - 1)
     assert should_roll(segment_bytes_used=used, append_bytes=append, first_write_ms=first,
-                       now_ms=now, limits=limits) == expected
+                       now_ms=now, limits=limits, relative_last_offset=relative) == expected
 
 
 def test_segment_bases_ignore_other_files() -> None:

@@ -73,7 +73,10 @@ def base_without(name: str) -> dict[str, Any]:
     return dict(BROKER if name in CONTROLLER else CONTROLLER)
 
 
-@pytest.mark.parametrize("key", [k for k in KEYS if optional(k)], ids=lambda k: k.name)
+# a key whose default is None (not given: another key decides, as log.retention.ms
+# leaves it to log.retention.hours) has no written form
+@pytest.mark.parametrize("key", [k for k in KEYS if optional(k) and k.default is not None],
+                         ids=lambda k: k.name)
 def test_a_key_given_its_default_reads_as_one_left_out(key: Key) -> None:
     base = base_without(key.name)
     assert from_mapping({**base, key.name: as_written(key.default)}) == from_mapping(base)

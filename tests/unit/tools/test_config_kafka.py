@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.kafka.partitions.segments import LogDefaults
 from tools.config import (
     ConfigError,
     from_mapping,
@@ -83,11 +84,36 @@ def test_to_toml_writes_the_current_names() -> None:
 
 
 def test_kafka_sample_keys_without_effect_are_accepted_in_one_warning() -> None:
-    config = from_mapping({**BASE, "num.network.threads": "3", "log.retention.hours": "168"})
+    config = from_mapping({**BASE, "num.network.threads": "3", "log.flush.interval.ms": "9"})
     assert config.warnings == (
-        "ignored (no effect in kraft-py): log.retention.hours, num.network.threads",)
+        "ignored (no effect in kraft-py): log.flush.interval.ms, num.network.threads",)
     with pytest.raises(ConfigError, match="unknown configuration key"):
         from_mapping({**BASE, "num.netwrok.threads": "3"})
+
+
+HOUR_MS = 3_600_000
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    ({}, LogDefaults(retention_ms=168 * HOUR_MS, retention_bytes=-1,
+                     segment_ms=168 * HOUR_MS)),  # Kafka's
+    ({"log.retention.hours": "2", "log.retention.bytes": "1000", "log.roll.hours": "3"},
+     LogDefaults(retention_ms=2 * HOUR_MS, retention_bytes=1000, segment_ms=3 * HOUR_MS)),
+    ({"log.retention.hours": "2", "log.retention.minutes": "5"},
+     LogDefaults(retention_ms=300_000, segment_ms=168 * HOUR_MS)),
+    ({"log.retention.hours": "2", "log.retention.minutes": "5", "log.retention.ms": "7",
+      "log.roll.hours": "3", "log.roll.ms": "11"},
+     LogDefaults(retention_ms=7, segment_ms=11)),
+    ({"log.retention.hours": "-1"}, LogDefaults(retention_ms=-1, segment_ms=168 * HOUR_MS)),
+])
+def test_log_retention_and_roll_keys_give_the_topic_defaults_as_kafka_s(
+        keys: dict[str, str], expected: LogDefaults) -> None:
+    """log.retention.ms before .minutes before .hours, log.roll.ms before .hours, read
+    without a warning, and passed to the broker role."""
+    config = from_mapping({**BROKER, **keys})
+    assert config.warnings == ()
+    assert config.log_defaults() == expected
+    assert config.broker_settings().log_defaults == expected
 
 
 def test_empty_listener_host_binds_every_interface_and_advertises_this_host() -> None:
