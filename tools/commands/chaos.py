@@ -119,6 +119,9 @@ SETTINGS: dict[str, Any] = {
     "replica.lag.time.max.ms": 2000,  # faults shrink ISRs (AlterPartition), heals expand them
     "fault.injection.file": FAULT_FILE,  # relative: in each node's directory (slow-disk, clock)
     "offsets.topic.num.partitions": 3,  # the group workload's __consumer_offsets (50: too busy)
+    # the history checks that every topic was made by a create it recorded: a producer's
+    # Metadata must not make a churned topic again (as Kafka's would by default)
+    "auto.create.topics.enable": False,
 }
 # Snapshots (KIP-630) on by default: every node snapshots its image every 12 KiB of
 # committed records (150-200 of the workload's), moves its log start to its newest
