@@ -14,10 +14,11 @@ A log is read as its broker opens it: batches in segment order up to the first t
 corrupt one (framing, magic or CRC32C), where the broker would cut it; the log start is
 the first segment's base or the checkpointed start inside the log, whichever is later.
 
-These are read on the driver, not in Spark tasks: the checks need only each batch's
-header (61 bytes, kept as a small tuple) and compare a partition's replicas with each
-other, so they need them together in one place; the values are read again only for the
-offsets `--history` names (`record_values`).
+These are read on the driver, not in Spark tasks: each segment is read once (its CRC32Cs
+checked, as the broker opening it checks them) and only each batch's header is kept, a
+small tuple; the checks compare a partition's replicas with each other, so they need
+them together in one place. The records are decoded again only for the partitions
+`--history` names (`record_values`).
 """
 
 from __future__ import annotations
