@@ -2,7 +2,7 @@
 the brokers' partition logs (`acknowledged-writes-present`).
 
 The file holds one JSON object per line (blank lines are skipped), one per write the
-cluster acknowledged::
+cluster acknowledged (the second is wrapped here)::
 
     {"topic": "orders", "partition": 0, "offset": 41, "value": "aGVsbG8="}
     {"topic": "orders", "partition": 1, "offset": 7,
@@ -13,7 +13,9 @@ cluster acknowledged::
 exactly one of `value` (the value's bytes in base64; null for a tombstone) or
 `value_sha256` (the SHA-256 of the value's bytes, hex). `key` (base64, optional) is the
 record's key: on a compacted topic a write is legally gone when a later record has its
-key. Anything else is bad input: one error naming the line, exit 2. Only writes acknowledged
+key. `topic_id` (optional, as `kraft topics` prints it) names the topic when its name was
+deleted and reused since; without it the name's topic at the end of the log is meant.
+Anything else is bad input: one error naming the line, exit 2. Only writes acknowledged
 by every in-sync replica (acks=all) must survive a leader change; list only those.
 
 The check reads each partition from its agreed log, the replica with the highest
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from raft.common.uuid import Uuid
 from tools.replay.checks import MAX_EXAMPLES, PARTITION_CHECKS, CheckResult
 from tools.replay.inputs import InputError
 from tools.replay.partition_history import PartitionHistory, PartitionKey
@@ -55,6 +58,7 @@ class AckedWrite:
     offset: int
     value_sha256: str | None  # None: a tombstone
     key: bytes | None = None
+    topic_id: Uuid | None = None  # None: the topic the name has at the end
 
     def describe(self) -> dict[str, Any]:
         return {"line": self.line, "topic": self.topic, "partition": self.partition,
@@ -89,12 +93,15 @@ def _write(number: int, data: Any) -> AckedWrite:
         if not isinstance(digest, str) or len(digest) != 64 or \
                 digest.strip("0123456789abcdef"):
             raise ValueError("`value_sha256` must be 64 lowercase hex digits")
-    key = data.get("key")
+    key, topic_id = data.get("key"), data.get("topic_id")
     if key is not None and not isinstance(key, str):
         raise ValueError("`key` must be base64 or null")
+    if topic_id is not None and not isinstance(topic_id, str):
+        raise ValueError("`topic_id` must be a topic ID string")
     return AckedWrite(line=number, topic=topic, partition=partition, offset=offset,
                       value_sha256=digest,
-                      key=None if key is None else base64.b64decode(key, validate=True))
+                      key=None if key is None else base64.b64decode(key, validate=True),
+                      topic_id=None if topic_id is None else Uuid.from_string(topic_id))
 
 
 def read_history(path: Path) -> list[AckedWrite]:
@@ -169,7 +176,8 @@ def _verdict(write: AckedWrite, agreed: _AgreedLog, claimed: Counter[str | None]
         if found is None:
             return f"missing: no record at offset {write.offset}"
         return f"offset {write.offset} holds another value"
-    if held[write.value_sha256] > claimed[write.value_sha256]:
+    if write.value_sha256 is not None and \
+            held[write.value_sha256] > claimed[write.value_sha256]:
         return (f"its value is stored {held[write.value_sha256]} times, acknowledged "
                 f"{claimed[write.value_sha256]} time(s)")
     return None
@@ -183,11 +191,11 @@ def check_acknowledged(writes: Sequence[AckedWrite] | None,
                            note="no --history given")
     counts: Counter[str] = Counter(writes=len(writes))
     examples: list[dict[str, Any]] = []
-    by_partition: dict[tuple[str, int], list[AckedWrite]] = {}
+    by_partition: dict[tuple[Uuid | None, int], list[AckedWrite]] = {}
     for write in writes:
-        by_partition.setdefault((write.topic, write.partition), []).append(write)
-    for (topic, number), mine in sorted(by_partition.items()):
-        topic_id = history.topic_ids.get(topic)
+        topic_id = write.topic_id or history.topic_ids.get(write.topic)
+        by_partition.setdefault((topic_id, write.partition), []).append(write)
+    for (topic_id, number), mine in sorted(by_partition.items(), key=str):
         replica = None if topic_id is None else \
             agreed_replica(partitions.get((topic_id, number), []))
         if topic_id is None or replica is None or replica.high_watermark is None:

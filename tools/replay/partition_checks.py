@@ -120,11 +120,10 @@ def check_replicas_agree(partitions: Partitions, history: PartitionHistory) -> C
 
 def _gaps(replica: Replica, compacted: bool) -> Iterable[tuple[int, str]]:
     """(offset, reason) of each place the log's offsets do not run on."""
-    bases = list(replica.segments)
+    following_base = dict(zip(replica.segments, [*replica.segments[1:], None], strict=True))
     previous: StoredBatch | None = None
     for batch in replica.batches:
-        segment = bases.index(batch.segment)
-        following = bases[segment + 1] if segment + 1 < len(bases) else None
+        following = following_base[batch.segment]
         first_in_segment = previous is None or previous.segment != batch.segment
         if previous is not None and batch.base_offset <= previous.last_offset:
             yield batch.base_offset, (f"batch {batch.base_offset}..{batch.last_offset} "

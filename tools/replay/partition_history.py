@@ -94,8 +94,8 @@ def partition_history(node: NodeInput, base: ReplayBase | None) -> PartitionHist
             touched: set[Uuid | PartitionKey] = set()
             for index, data_bytes in enumerate(batch.records):
                 offset = batch.base_offset + index
-                if offset < start:
-                    continue
+                if offset < start or offset <= delta.last_applied_offset:
+                    continue  # below the base, or repeated (offsets_contiguous says so)
                 try:
                     record = rec.decode(data_bytes)
                 except rec.RecordError:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from raft.common.uuid import Uuid
 from tests.support.partition_data import (
+    ORDERS_ID,
     StoredWrite,
     clean_log,
     history_line,
@@ -218,7 +220,21 @@ def test_history_entries_by_digest_are_checked_like_values(tmp_path: Path) -> No
     assert not _checks(root, [bad])["acknowledged-writes-present"].passed
 
 
+def test_a_write_naming_its_topic_id_is_read_from_that_topic(tmp_path: Path) -> None:
+    """`topic_id` picks the topic (a name deleted and reused since); an ID no broker holds
+    is counted as not checked, never as missing."""
+    root = write_partition_cluster(tmp_path / "c", {4: clean_log()}, high_watermarks={4: END})
+    named = json.loads(history_line(4, b"v5"))
+    result = _checks(root, [json.dumps({**named, "topic_id": str(ORDERS_ID)})])
+    assert result["acknowledged-writes-present"].violations == 1
+    result = _checks(root, [json.dumps({**named, "topic_id": str(Uuid(42))})])
+    assert result["acknowledged-writes-present"].passed
+    assert result["acknowledged-writes-present"].counts["not_checked_no_agreed_log"] == 1
+
+
 @pytest.mark.parametrize(("line", "message"), [
+    (json.dumps({"topic": "orders", "partition": 0, "offset": 0, "value": "",
+                 "topic_id": "nope"}), "invalid Uuid"),
     ("not json", "line 2: "),
     (json.dumps({"topic": "orders", "partition": -1, "offset": 0, "value": ""}),
      "`partition` and `offset` must be integers >= 0"),
