@@ -15,15 +15,18 @@ from pathlib import Path
 import pytest
 
 from raft.common.uuid import Uuid
+from tests.replay.snapshot_logs import write_snapshot_of
 from tests.support.partition_data import (
     ORDERS_ID,
     StoredWrite,
     clean_log,
     history_line,
+    metadata_batches,
     write_partition_cluster,
 )
 from tools.replay.acknowledged import check_acknowledged, read_history
 from tools.replay.checks import PARTITION_CHECKS, CheckResult
+from tools.replay.images import ReplayBase
 from tools.replay.inputs import InputError, from_cluster
 from tools.replay.partition_checks import (
     check_epochs_match,
@@ -254,3 +257,22 @@ def test_a_bad_history_line_is_one_error_naming_it(tmp_path: Path, line: str,
     with pytest.raises(InputError, match="line 2") as caught:
         read_history(path)
     assert message in str(caught.value)
+
+
+def test_epochs_before_a_snapshot_base_count_as_given_up_to_its_own(tmp_path: Path) -> None:
+    """Replayed from a snapshot taken after the partition's creation (epoch 0), epochs
+    up to the snapshot's count as given, the later change's (1) too, and 2 never was."""
+    log = clean_log()
+    log[-1] = replace(log[-1], epoch=2)
+    root = write_partition_cluster(tmp_path / "c", {4: log}, high_watermarks={4: END})
+    batches = metadata_batches()
+    end = batches[0].next_offset
+    snapshot = write_snapshot_of(root / "node-1" / "data", batches, end)
+    node = from_cluster(root).node(1)
+    known = partition_history(node, ReplayBase(end_offset=end, path=str(snapshot)))
+    assert known.from_snapshot
+    assert known.floor == {(ORDERS_ID, 0): 0}
+    assert known.given == {(ORDERS_ID, 0): {1}}
+    result = check_epochs_match(read_replicas(from_cluster(root).nodes), known)
+    assert [e["offset"] for e in result.examples] == [10]
+    assert "taken as given" in result.note
