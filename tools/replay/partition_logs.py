@@ -122,13 +122,17 @@ def broker_replicas(node: NodeInput) -> list[Replica]:
     starts = log_start_checkpoint.read(log_dir)
     marks = log_start_checkpoint.read(log_dir, HIGH_WATERMARK_FILE)
     replicas = []
-    for child in sorted(log_dir.iterdir()):
-        key = parse_partition_dir_name(child.name)
-        if key is None or child.name == METADATA_DIR or not child.is_dir():
-            continue
-        topic_id = read_partition_metadata(child)
-        if topic_id is not None:
-            replicas.append(_replica(node.node_id, child, key, topic_id, starts, marks))
+    try:
+        for child in sorted(log_dir.iterdir()):
+            key = parse_partition_dir_name(child.name)
+            if key is None or child.name == METADATA_DIR or not child.is_dir():
+                continue
+            topic_id = read_partition_metadata(child)
+            if topic_id is not None:
+                replicas.append(_replica(node.node_id, child, key, topic_id, starts, marks))
+    except OSError as exc:
+        raise InputError(f"{exc.filename or log_dir}: cannot list partition logs: "
+                         f"{exc.strerror or exc}") from None
     return replicas
 
 

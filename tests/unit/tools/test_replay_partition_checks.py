@@ -276,3 +276,10 @@ def test_epochs_before_a_snapshot_base_count_as_given_up_to_its_own(tmp_path: Pa
     result = check_epochs_match(read_replicas(from_cluster(root).nodes), known)
     assert [e["offset"] for e in result.examples] == [10]
     assert "taken as given" in result.note
+
+
+def test_an_unreadable_partition_segment_is_input_error_naming_it(tmp_path: Path) -> None:
+    root = write_partition_cluster(tmp_path / "c", {4: clean_log()}, high_watermarks={4: END})
+    (root / "node-4" / "data" / "orders-0" / "00000000000000000099.log").mkdir()
+    with pytest.raises(InputError, match=r"00000000000000000099\.log: unreadable partition"):
+        read_replicas(from_cluster(root).nodes)
