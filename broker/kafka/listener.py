@@ -58,6 +58,7 @@ from broker.kafka.partitions import fetch, produce
 from broker.kafka.partitions.compaction import compaction_loop
 from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
+from broker.kafka.replication.hw_checkpoint import high_watermark_loop, write_high_watermarks
 from broker.kafka.replication.isr import IsrManager
 from broker.kafka.replication.replica import ReplicaManager
 from broker.kafka.sasl import sasl_api, scram_api
@@ -420,4 +421,6 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
     node.add_background_task(partial(compaction_loop, replicas,
                                      settings.log_cleaner_backoff_ms,
                                      settings.log_cleaner_io_max_bytes_per_second))
+    node.add_background_task(partial(high_watermark_loop, replicas))
+    node.add_stop_task(partial(write_high_watermarks, replicas))
     return listener

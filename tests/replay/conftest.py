@@ -5,6 +5,7 @@ test_replay_standalone.py (one cluster run and one local replay for both)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -16,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from broker.kafka.partitions import log_start_checkpoint
+from broker.kafka.replication.hw_checkpoint import CHECKPOINT_FILE as HIGH_WATERMARK_FILE
 from raft.types import Batch
 from tests.support.synthetic_logs import metadata_log, write_cluster
+from tools.replay.acknowledged import read_history
 from tools.replay.inputs import from_cluster
 from tools.replay.job import ReplayResult, run_replay
 
@@ -79,12 +83,33 @@ REAL_RUN_SETTINGS = {
 @dataclass(frozen=True, slots=True)
 class RealRun:
     """A stopped 3-voter + 2-broker run: `orders` created (`first`), deleted by ID and
-    created again (`second`), 70 appended records; `local` is its local[2] replay."""
+    created again (`second`), 70 appended records, `PRODUCED` records produced with
+    acks=all to each partition of the second `orders` (the acknowledged writes in
+    `history`, `kraft replay --history`'s format); `local` is its local[2] replay with
+    that history."""
 
     directory: Path
     first: dict[str, Any]
     second: dict[str, Any]
     local: ReplayResult
+    history: Path
+
+
+PRODUCED = 3  # records per partition, in one batch
+
+
+def _produce(directory: Path, partition: int) -> list[str]:
+    """`PRODUCED` values to `orders-<partition>` with acks=all; their history lines."""
+    values = [f"p{partition}-v{n}" for n in range(PRODUCED)]
+    result = subprocess.run([sys.executable, "-m", "tools.cli", "produce", "--cluster",
+                             str(directory), "--topic", "orders", "--partition",
+                             str(partition), "--acks", "all", "--timeout", "30", "--json",
+                             *values], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    base = json.loads(result.stdout)["base_offset"]
+    return [json.dumps({"topic": "orders", "partition": partition, "offset": base + n,
+                        "value": base64.b64encode(value.encode()).decode()})
+            for n, value in enumerate(values)]
 
 
 def _topics(directory: Path, *args: str) -> dict[str, Any]:
@@ -110,6 +135,18 @@ def _create_when_brokers_registered(directory: Path) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+def _wait_for_high_watermarks(directory: Path, brokers: Sequence[int]) -> None:
+    """Until every broker checkpointed each `orders` partition at `PRODUCED` (a follower
+    learns the high watermark on its next fetch, and checkpoints it within a second),
+    bounded by a deadline: so both replicas are compared up to the produced records."""
+    expected = {("orders", p): PRODUCED for p in range(3)}
+    deadline = time.monotonic() + 20
+    while any(log_start_checkpoint.read(directory / f"node-{b}" / "data",
+                                        HIGH_WATERMARK_FILE) != expected for b in brokers):
+        assert time.monotonic() < deadline, "the brokers never checkpointed the produce"
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="session")
 def real_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> RealRun:
     from tools.cluster import Cluster
@@ -123,9 +160,15 @@ def real_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> RealRun:
         first = _create_when_brokers_registered(cluster.directory)
         _topics(cluster.directory, "--delete", "--topic-id", first["topic_id"])
         second = _create_when_brokers_registered(cluster.directory)
+        acknowledged = [line for p in range(3) for line in _produce(cluster.directory, p)]
+        _wait_for_high_watermarks(cluster.directory, (4, 5))
         cluster.append(20, batch=5)
     finally:
         cluster.shut_down()
         cluster.kill_all_started()
-    local = run_replay(spark, from_cluster(cluster.directory), with_analysis=True)
-    return RealRun(directory=cluster.directory, first=first, second=second, local=local)
+    history = cluster.directory / "acknowledged.jsonl"
+    history.write_text("\n".join(acknowledged) + "\n", encoding="utf-8")
+    local = run_replay(spark, from_cluster(cluster.directory), with_analysis=True,
+                       history=read_history(history))
+    return RealRun(directory=cluster.directory, first=first, second=second, local=local,
+                   history=history)

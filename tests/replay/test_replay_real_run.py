@@ -1,13 +1,17 @@
 """Replay of the logs a real multi-process run wrote (tools.cluster): 3 voters and 2
-brokers, a topic created, deleted by ID and its name recreated, then the cluster stopped
-and every node's log replayed (the `real_run` fixture, tests/replay/conftest.py, which
-test_replay_standalone.py replays again on a Spark standalone cluster)."""
+brokers, a topic created, deleted by ID and its name recreated, records produced with
+acks=all to each of its partitions, then the cluster stopped and every node's log (and
+every broker's partition logs, with the acknowledged writes) replayed (the `real_run`
+fixture, tests/replay/conftest.py, which test_replay_standalone.py replays again on a
+Spark standalone cluster)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.replay.conftest import RealRun
+from broker.kafka.partitions import log_start_checkpoint
+from broker.kafka.replication.hw_checkpoint import CHECKPOINT_FILE
+from tests.replay.conftest import PRODUCED, RealRun
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -29,3 +33,27 @@ def test_replay_passes_when_logs_come_from_a_real_cluster_run(real_run: RealRun)
     checkpoints = [n.high_watermark for n in result.replay_input.nodes]
     assert None not in checkpoints
     assert result.analysis.committed_end == max(h for h in checkpoints if h is not None)
+
+
+def test_partition_checks_pass_on_the_brokers_data_after_real_produce_traffic(
+        real_run: RealRun) -> None:
+    """The brokers checkpointed every partition's high watermark
+    (broker/kafka/replication/hw_checkpoint.py; the run waited for it), both replicas of
+    each partition of `orders` were compared below it, and every acknowledged write was
+    found there."""
+    result = real_run.local
+    for broker in (4, 5):
+        marks = log_start_checkpoint.read(real_run.directory / f"node-{broker}" / "data",
+                                          CHECKPOINT_FILE)
+        assert marks == {("orders", p): PRODUCED for p in range(3)}
+    agree = result.check("partition-replicas-agree")
+    assert agree.passed
+    assert not agree.skipped
+    assert agree.counts["partitions_compared"] == 3
+    assert agree.counts["batches_compared"] == 3
+    assert result.check("partition-offsets-contiguous").counts == {"replicas": 6,
+                                                                   "batches": 6}
+    assert result.check("partition-epochs-match-metadata").passed
+    acknowledged = result.check("acknowledged-writes-present")
+    assert acknowledged.passed
+    assert acknowledged.counts["checked"] == 3 * PRODUCED

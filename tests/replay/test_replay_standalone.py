@@ -162,7 +162,7 @@ def test_replay_on_a_standalone_cluster_matches_local(
     command = [sys.executable, "-m", "tools.cli", "replay", "--cluster",
                os.path.relpath(run.directory), "--master", standalone.url, "--out",
                os.path.relpath(out), "--executor-memory", "512m", "--shuffle-partitions",
-               "2", "--json"]
+               "2", "--history", os.path.relpath(run.history), "--json"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=REPLAY_TIMEOUT_S,
                             env={**_env(tmp_path), "PYSPARK_SUBMIT_ARGS": DRIVER_ARGS})
     assert result.returncode == 0, result.stderr[-3000:]

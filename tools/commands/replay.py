@@ -1,7 +1,10 @@
 """`kraft replay`: replay every node's metadata log with Spark and check the copies agree.
 
     kraft replay (--cluster DIR | --logs PATH ...) [--master local[*] | spark://HOST:PORT]
-                 [--out REPORT_DIR] [--json]
+                 [--out REPORT_DIR] [--history FILE] [--json]
+
+`--history FILE`: acknowledged writes, one JSON object a line (format in
+`tools.replay.acknowledged`), checked against the brokers' partition logs.
 
 Exit 0 when every check passes, 1 naming each failed check, 2 on bad input (a missing
 directory, a corrupt segment named with its file and byte position). Running the same
@@ -46,6 +49,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--executor-memory", metavar="SIZE",
                         help="spark.executor.memory on a cluster, e.g. 512m (at most a "
                         "worker's --memory; default: Spark's, 1g)")
+    parser.add_argument("--history", type=Path, metavar="FILE",
+                        help="acknowledged writes (JSON lines: topic, partition, offset, "
+                        "value or value_sha256, key) to find in the partition logs")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -113,11 +119,13 @@ def run(args: argparse.Namespace) -> int:
     # matplotlib draws the report's plots: only --out needs it
     require_extra("replay", "kraft replay",
                   ("pyspark", "matplotlib") if args.out is not None else ("pyspark",))
+    from tools.replay.acknowledged import read_history
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
     try:  # absolute paths: a cluster's executors do not run in this directory
         replay_input = from_cluster(args.cluster.resolve()) if args.cluster \
             else from_logs([p.resolve() for p in args.logs])
+        history = None if args.history is None else read_history(args.history)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     if args.out is not None:  # before the Spark job, not after it
@@ -147,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     out_dir = None if args.out is None else args.out.resolve()  # written by executors too
     try:
         with Progress(spark) as progress:
-            result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress)
+            result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress,
+                                history=history)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     finally:

@@ -18,7 +18,10 @@ else by majority) on distinct batch versions; `checks` merges everything into na
 results; `checkpoint` compares broker image checkpoints; `analysis` builds the leader
 timeline, churn and lag tables; `report` writes JSON, Parquet and a self-contained HTML
 page; `job` ties them together and `synthetic` builds logs for the tests and the
-benchmark.
+benchmark. The brokers' partition logs are read on the driver (`partition_logs`) and
+checked against each other and against the leader epochs the metadata log gave
+(`partition_history`, `partition_checks`), and against `--history`'s acknowledged
+writes (`acknowledged`).
 
 Running on a Spark cluster
 --------------------------

@@ -1,5 +1,8 @@
 """The replay's consistency checks, each a named `CheckResult`.
 
+`NODE_CHECKS` are the metadata log's per-node checks; `PARTITION_CHECKS` those of the
+brokers' partition logs (tools.replay.partition_checks, tools.replay.acknowledged).
+
 The per-node checks come from each distinct log's sequential scan
 (`tools.replay.sequential`), merged here; the cross-node checks (log matching, committed
 prefix) from `tools.replay.crossnode`. Each returns its violation count and up to
@@ -87,6 +90,24 @@ NODE_CHECKS = {
                                 "for deletion, reported empty (log start == log end)",
     "no_growth_while_marked": "a topic with ordered delivery never grows while it has "
                               "partitions marked for deletion",
+}
+
+
+# --- the brokers' partition logs (tools.replay.partition_checks, acknowledged) ----------
+
+PARTITION_CHECKS = {
+    "partition-replicas-agree": "every replica of a partition holds the same batches (base "
+                                "and last offset, leader epoch, CRC) below the lowest "
+                                "checkpointed high watermark",
+    "partition-offsets-contiguous": "each partition log's batches follow each other without "
+                                    "gap or overlap from its log start (compacted topics: "
+                                    "ascending, no overlap)",
+    "partition-epochs-match-metadata": "every batch's leader epoch is one the metadata log "
+                                       "gave its partition, and epochs never decrease along "
+                                       "a log",
+    "acknowledged-writes-present": "every acknowledged write (--history) is in the agreed "
+                                   "log exactly once, at its acknowledged offset, unless "
+                                   "retention or compaction removed it",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tools.replay.acknowledged import AckedWrite, check_acknowledged
 from tools.replay.analysis import Analysis, analyse, node_summary, reference_node
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, node_checks, node_views
@@ -33,6 +34,13 @@ from tools.replay.crossnode import (
 from tools.replay.images import ReplayBase
 from tools.replay.inputs import InputError, ReplayInput
 from tools.replay.load import NodeIndex, run_tasks
+from tools.replay.partition_checks import (
+    check_epochs_match,
+    check_offsets_contiguous,
+    check_replicas_agree,
+)
+from tools.replay.partition_history import PartitionHistory, partition_history
+from tools.replay.partition_logs import read_replicas
 from tools.replay.progress import Progress
 from tools.replay.sequential import ScanResult
 from tools.replay.snapshots import (
@@ -367,8 +375,25 @@ def _check_snapshots(spark: Any, replay_input: ReplayInput, first: _FirstPass,
             check_images_agree(bases, plan, replayed, end, verdicts)]
 
 
+def _check_partitions(replay_input: ReplayInput, history_node: int,
+                      bases: dict[int, ReplayBase],
+                      writes: Sequence[AckedWrite] | None) -> list[CheckResult]:
+    """The checks of the brokers' partition logs, read on the driver
+    (tools.replay.partition_logs), against the metadata history of `history_node`'s log
+    (replayed only when some broker holds a partition)."""
+    partitions = read_replicas(replay_input.nodes)
+    history = partition_history(replay_input.node(history_node), bases.get(history_node)) \
+        if partitions else PartitionHistory()
+    return [check_replicas_agree(partitions, history),
+            check_offsets_contiguous(partitions, history),
+            check_epochs_match(partitions, history),
+            check_acknowledged(writes, partitions, history)]
+
+
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
-               progress: Progress | None = None, with_analysis: bool = True) -> ReplayResult:
+               progress: Progress | None = None, with_analysis: bool = True,
+               history: Sequence[AckedWrite] | None = None) -> ReplayResult:
+    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged)."""
     clock = _PhaseClock(progress)
     run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
@@ -394,6 +419,10 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
         reference_input = None if reference is None else replay_input.node(reference)
         results.append(check_checkpoints(spark, checkpoints, reference_input, compared.end,
                                          None if reference is None else bases.get(reference)))
+    with clock.phase("partitions", "checking the brokers' partition logs"):
+        results += _check_partitions(replay_input,
+                                     first.root if reference is None else reference, bases,
+                                     history)
     result = ReplayResult(checks=tuple(results), analysis=analysis,
                           record_copies=first.record_copies, replay_input=replay_input,
                           seconds=clock.seconds, run=run)

@@ -111,6 +111,23 @@ def cleaner_batch(batch: bytes) -> CleanerBatch:
                         delete_horizon_ms=delete_horizon(batch), records=keyed)
 
 
+def batch_records(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]] | None:
+    """(offset, key, value) of each record of `batch` (None: a tombstone's value), or
+    None when the batch is not decoded here (`kraft replay` reads the values)."""
+    records = _records(batch)
+    if records is None:
+        return None
+    out = []
+    for record in records:
+        _, cursor = _varint(record.after_timestamp, 0)  # the offset delta
+        key_length, cursor = _varint(record.after_timestamp, cursor)
+        value_length, cursor = _varint(record.after_timestamp, cursor + max(0, key_length))
+        value = None if value_length < 0 else \
+            bytes(record.after_timestamp[cursor:cursor + value_length])
+        out.append((record.offset, None if record.key is None else bytes(record.key), value))
+    return out
+
+
 def has_keyless_record(batch: bytes) -> bool:
     """Whether `batch` holds a record without a key (Kafka refuses those on a compacted
     topic: compaction keeps one record per key); a batch not decoded here: False."""

@@ -12,6 +12,10 @@ at a segment boundary (retention) needs no entry, so a crash before the next wri
 loses nothing: a partition log opens at its checkpointed start or its first segment's
 base, whichever is later (broker.kafka.partitions.partition_log). A damaged file is one
 WARNING and read as empty: a start falls back to its first segment, never past a record.
+
+The same format holds each partition's high watermark in `replication-offset-checkpoint`
+(Kafka's file, broker.kafka.replication.hw_checkpoint): `read` and `write` take the file
+name.
 """
 
 from __future__ import annotations
@@ -54,17 +58,18 @@ def decode(data: bytes) -> dict[PartitionKey, int]:
     return starts
 
 
-def read(log_dir: Path) -> dict[PartitionKey, int]:
-    path = log_dir / CHECKPOINT_FILE
+def read(log_dir: Path, name: str = CHECKPOINT_FILE) -> dict[PartitionKey, int]:
+    path = log_dir / name
     try:
         return decode(path.read_bytes())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        log.warning("ignoring a damaged log-start-offset-checkpoint", extra={
+        log.warning("ignoring a damaged offset checkpoint", extra={
             "path": str(path), "reason": str(exc)})
         return {}
 
 
-def write(log_dir: Path, starts: Mapping[PartitionKey, int]) -> None:
-    write_atomically(log_dir / CHECKPOINT_FILE, encode(starts))
+def write(log_dir: Path, starts: Mapping[PartitionKey, int], name: str = CHECKPOINT_FILE
+          ) -> None:
+    write_atomically(log_dir / name, encode(starts))
