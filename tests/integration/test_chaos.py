@@ -73,6 +73,11 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert verdict["operations"]["delete"]["ok"] > 10
     assert verdict["writes_verified"] > 100
     assert verdict["partition_dirs_checked"] > 0
+    # the replay found every acknowledged acks=all produce in the partition logs, once
+    acknowledged = {c["name"]: c for c in verdict["replay"]["checks"]}[
+        "acknowledged-writes-present"]
+    assert not acknowledged["skipped"], acknowledged
+    assert acknowledged["counts"]["checked"] > 100, (acknowledged, verdict["acknowledged"])
     assert_snapshots_exercised(verdict)
     # the group workload ran: idempotent produces, all consumed, commits, rebalances and
     # (with the kill fault) SIGKILLed members (tools/chaos/client_checks.py checked them)

@@ -565,12 +565,12 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     if attacker is not None:
         rig.probes.update({f"attacker_{k}": str(n) for k, n in attacker.outcomes.items()})
         errors += [f"security: the attacker was served {hole}" for hole in attacker.allowed]
+    acknowledged = write_acknowledged_history(directory / ACKNOWLEDGED_FILE,
+                                              rig.history.events())
     if replay:
         display.phase("Spark replay")
         if result is not None:  # still shown while the replay runs
             display.update(violations=len(result.violations))
-    acknowledged = write_acknowledged_history(directory / ACKNOWLEDGED_FILE,
-                                              rig.history.events())
     replay_result = _replay(directory, replay_master) if replay else None
     return _verdict(seed=seed, duration_s=duration_s, voters=voters, brokers=brokers,
                    faults=faults, injected=[f.to_json() for f in rig.nemesis.injected],
