@@ -84,8 +84,18 @@ class Ledger:
 
     def write(self, batches: Sequence[Batch]) -> None:
         for batch in batches:
+            if batch.base_offset > len(self.entries):
+                raise AssertionError(f"a write at {batch.base_offset} past the ledger's end "
+                                     f"{len(self.entries)}: the ledger lost track of the log")
             del self.entries[batch.base_offset:]
             self.entries.extend(entry_of(batch.epoch, record) for record in batch.records)
+
+    def recovered(self, batches: Sequence[Batch]) -> None:
+        """Recovery found `batches` on disk past what the ledger still promised (the old
+        tail a truncation had taken back, back after a crash before the cut was durable):
+        there again, so later writes land at their offsets, but promised only by the
+        node's next fsync, as the truncation left them."""
+        self.write(batches)
 
     def synced(self) -> None:
         self.durable_end = len(self.entries)
@@ -333,6 +343,8 @@ class SimLog(MemoryLog):
             self._recover(torn[0], tear)
         self._lose_entries(self.directory.crash() if lost is None else lost)
         self._start_from_file()
+        if len(self.ledger.entries) < self.end_offset:
+            self.ledger.recovered(self.read(len(self.ledger.entries), _ALL))
 
     def _lose_entries(self, lost: set[str]) -> None:
         """Segment files whose names the crash lost are gone, with what they held (the

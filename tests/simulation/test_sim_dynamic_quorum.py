@@ -146,3 +146,16 @@ def test_faults_never_strand_a_voter_set_on_a_replica_gone_for_good(seed: int) -
     (result,) = sweep(RunSpec(voters=1, observers=3, faults="all", dynamic=True),
                       range(seed, seed + 1))
     assert result.ok, (result.invariant, result.detail)
+
+
+@pytest.mark.parametrize("seed", [13934, 17171])
+def test_a_tail_back_after_a_crashed_truncation_is_in_the_disks_ledger(seed: int) -> None:
+    """Seeds of the 4 + 1 dynamic soak: a follower crashed in a truncation before the cut
+    was durable, so recovery brought back the old tail, which its disk's ledger had
+    already taken back; the ledger, shorter than the log, then placed the next write at
+    the wrong offset and the majority check read past it. The ledger now takes what
+    recovery found as written (promised by the next fsync), and refuses a write past its
+    end."""
+    (result,) = sweep(RunSpec(voters=4, observers=1, faults="all", dynamic=True),
+                      range(seed, seed + 1))
+    assert result.ok, (result.invariant, result.detail)
