@@ -104,8 +104,15 @@ def consume_from_beginning(bootstrap: str, name: str, count: int,
         consumer.close()
 
 
-def leader_and_isr(admin: Any, name: str) -> tuple[int, list[int]]:
-    (topic,) = admin.describe_topics([name])
+def leader_and_isr(admin: Any, name: str, attempts: int = 5) -> tuple[int, list[int]]:
+    for attempt in range(attempts):
+        try:
+            (topic,) = admin.describe_topics([name])
+            break
+        except kafka_errors.KafkaConnectionError:
+            # the client asked a broker the test killed; it backs off from that one
+            if attempt == attempts - 1:
+                raise
     (partition,) = topic["partitions"]
     return int(partition["leader_id"]), sorted(int(n) for n in partition["isr_nodes"])
 
