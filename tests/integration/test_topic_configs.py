@@ -148,39 +148,6 @@ def test_unknown_and_unsupported_configs_are_refused_when_created_or_altered(
     assert error_of(future).code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
-        admin: Any, bootstrap: str, cluster: Cluster) -> None:
-    new = admin_mod.NewTopic("isr3", num_partitions=1, replica_assignment=[[2, 3, 4]],
-                             config={"min.insync.replicas": "3"})
-    admin.create_topics([new])["isr3"].result(WAIT_S)
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                         "retries": 0, "enable.idempotence": False,
-                                         "message.timeout.ms": 10_000})
-    outcomes: list[Any] = []
-
-    def produce() -> Any:
-        outcomes.clear()
-        producer.produce("isr3", b"v", partition=0,
-                         on_delivery=lambda err, msg: outcomes.append(err))
-        producer.flush(WAIT_S)
-        assert len(outcomes) == 1
-        return outcomes[0]
-
-    assert produce() is None  # the full ISR: acked
-    cluster.kill(4)
-
-    # The leader decides on its own image: the shrink must be in broker 2's, not just in
-    # the image of whichever broker the admin client asks (a lagging leader would store
-    # the record, then answer NOT_ENOUGH_REPLICAS_AFTER_APPEND).
-    leader_address = cluster.node(2).client_address
-    assert leader_address is not None
-    wait_until(lambda: isr_seen_by(leader_address, "isr3") == [2, 3], WAIT_S,
-               "the leader's ISR to shrink without broker 4")
-    error = produce()
-    assert error is not None
-    assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
-
-
 def produce_with(bootstrap: str, topic: str, value: bytes, timestamp: int = 0) -> Any:
     """The delivery report of one record (error, message), no retries."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "retries": 0,
@@ -246,3 +213,37 @@ def test_authorized_operations_are_answered_when_asked(admin: Any) -> None:
     assert {op.name for op in cluster.authorized_operations} == {
         "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
         "IDEMPOTENT_WRITE"}
+
+
+# Last in the module: it leaves broker 4 down.
+def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
+        admin: Any, bootstrap: str, cluster: Cluster) -> None:
+    new = admin_mod.NewTopic("isr3", num_partitions=1, replica_assignment=[[2, 3, 4]],
+                             config={"min.insync.replicas": "3"})
+    admin.create_topics([new])["isr3"].result(WAIT_S)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "retries": 0, "enable.idempotence": False,
+                                         "message.timeout.ms": 10_000})
+    outcomes: list[Any] = []
+
+    def produce() -> Any:
+        outcomes.clear()
+        producer.produce("isr3", b"v", partition=0,
+                         on_delivery=lambda err, msg: outcomes.append(err))
+        producer.flush(WAIT_S)
+        assert len(outcomes) == 1
+        return outcomes[0]
+
+    assert produce() is None  # the full ISR: acked
+    cluster.kill(4)
+
+    # The leader decides on its own image: the shrink must be in broker 2's, not just in
+    # the image of whichever broker the admin client asks (a lagging leader would store
+    # the record, then answer NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    leader_address = cluster.node(2).client_address
+    assert leader_address is not None
+    wait_until(lambda: isr_seen_by(leader_address, "isr3") == [2, 3], WAIT_S,
+               "the leader's ISR to shrink without broker 4")
+    error = produce()
+    assert error is not None
+    assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
