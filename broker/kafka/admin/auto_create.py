@@ -24,10 +24,10 @@ from collections.abc import Iterable
 
 import trio
 
+from broker.kafka.admin.admin_api import forward_to_controller
 from broker.kafka.context import BrokerContext
 from broker.settings import AutoCreateSettings
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
-from metadata.controller_client import ControllerUnavailable
 from metadata.topic_names import invalid_topic_name_reason, is_internal_topic
 from raft.common.errors import ErrorCode
 
@@ -81,23 +81,15 @@ class TopicCreator:
 
     async def _create(self, names: list[str]) -> None:
         context, settings = self._context, self.settings
-        if context.controller is None:
-            return
         request = CreateTopicsRequest(topics=tuple(
             CreatableTopic(name=name, num_partitions=settings.num_partitions,
                            replication_factor=settings.replication_factor)
             for name in names))
         timeout_s = context.request_timeout_ms / 1000
-        try:
-            response = await context.controller.call(request, timeout_s)
-        except ControllerUnavailable as exc:
-            log.info("could not auto-create topics", extra={"topics": names,
-                                                            "reason": str(exc)})
-            return
+        response, error, message = await forward_to_controller(context, request, timeout_s)
         if not isinstance(response, CreateTopicsResponse):
             log.info("could not auto-create topics", extra={
-                "topics": names, "error": getattr(response, "top_level_error", None),
-                "reason": getattr(response, "error_message", None)})
+                "topics": names, "error": error, "reason": message})
             return
         created = {r.name for r in response.topics if r.error_code == 0}
         log.info("auto-created topics", extra={
