@@ -23,6 +23,7 @@ from crc32c import crc32c
 from broker.kafka.partitions.batch_rewrite import cleaner_batch
 from metadata.topic_configs import (
     LOG_APPEND_TIME,
+    LONG_MAX,
     MAX_MESSAGE_BYTES,
     TIMESTAMP_AFTER_MAX_MS,
     TIMESTAMP_BEFORE_MAX_MS,
@@ -59,6 +60,8 @@ def refusal(configs: Configs, batches: Sequence[bytes], now_ms: int
     difference = int(effective(configs, TIMESTAMP_DIFFERENCE_MAX_MS))
     before = min(int(effective(configs, TIMESTAMP_BEFORE_MAX_MS)), difference)
     after = min(int(effective(configs, TIMESTAMP_AFTER_MAX_MS)), difference)
+    if before == after == LONG_MAX:  # no bound set (the default): decode nothing
+        return None
     low, high = now_ms - before, now_ms + after
     for batch in batches:
         for timestamp in _timestamps(batch):
