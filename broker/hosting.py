@@ -49,10 +49,15 @@ def assignment_for(image: MetadataImage, broker_id: int,
                    topic_ids: Iterable[Uuid] | None = None) -> Assignment:
     """What `broker.reconcile.reconcile` needs from the image: its maps read through,
     not copied; the hosted partitions of the topics `topic_ids` only, when given."""
+    def hosts(topic_id: Uuid, partition: int) -> bool:
+        topic = image.topics.get(topic_id)
+        return topic is not None and partition < len(topic.partitions) and \
+            broker_id in topic.partitions[partition].replicas
+
     return Assignment(topic_ids=image.topic_ids_by_name,
                       hosted=hosted_partitions(image, broker_id, topic_ids),
                       partition_counts=_TopicField(image.topics, _partition_count),
-                      names_by_id=_TopicField(image.topics, _name))
+                      names_by_id=_TopicField(image.topics, _name), hosts=hosts)
 
 
 def changed_topics(before: MetadataImage, after: MetadataImage) -> tuple[set[str], set[Uuid]]:

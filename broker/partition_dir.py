@@ -4,15 +4,15 @@ durably, and apply `broker.reconcile` actions.
 Every action is idempotent and ordered so that a crash between any two system calls
 leaves a state that the next scan + reconcile finishes:
 
-- a migration (a directory that may hold data) writes partition.metadata to a temp
-  file, fsyncs it, renames it over the real name and fsyncs the directory: the file is
-  either absent (migration writes it again) or whole. A new partition's directory holds
-  no data yet: its file is created in place and made durable
-  (`sync_partition_metadata`) only before the first data is written there, by the
-  broker opening the partition's log. A crash before that leaves an empty directory
-  whose file is missing or partial (read as missing), which the next reconciliation
-  names again. Creating thousands of partitions thus costs one fsync (the log dir's),
-  not three per partition;
+- a new partition's directory holds no data yet: its file is created in place and made
+  durable (`sync_partition_metadata`) only before the first data is written there, by
+  the broker opening the partition's log. A crash before that leaves a directory with
+  nothing but a missing or partial file (read as missing), which the next
+  reconciliation completes (`WriteMetadataFile`: temp file, fsync, rename, directory
+  fsync) when the partition is hosted here. Data never sits in a directory without a
+  durable partition.metadata, so data without one is a stray, never adopted by name.
+  Creating thousands of partitions thus costs one fsync (the log dir's), not three per
+  partition;
 - staging writes `deletion.metadata` (due time, reason) into the partition directory
   *before* moving it under `deleting/`, so a staged directory always knows when it may
   be removed, and pending deletions survive restarts;
@@ -41,7 +41,13 @@ from broker.reconcile import (
     WriteMetadataFile,
     parse_partition_dir_name,
 )
-from raft.common.durable import fsync_dir, make_private_dir, open_private, write_atomically
+from raft.common.durable import (
+    TEMP_SUFFIX,
+    fsync_dir,
+    make_private_dir,
+    open_private,
+    write_atomically,
+)
 from raft.common.uuid import Uuid
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,8 @@ PARTITION_METADATA = "partition.metadata"
 DELETION_METADATA = "deletion.metadata"
 _RESERVED_PREFIXES = ("__cluster_metadata", ".")  # the raft log itself; hidden entries
 PARTITION_METADATA_VERSION = 0
+# what a new partition's directory holds before its data: the file, or its temp file
+_METADATA_NAMES = (PARTITION_METADATA, PARTITION_METADATA + TEMP_SUFFIX)
 
 
 class PartitionDirError(Exception):
@@ -161,8 +169,11 @@ def scan(log_dir: Path) -> tuple[list[LocalPartition], list[StagedDeletion]]:
         if parsed is None:
             continue  # not a partition directory: never ours to touch
         topic, partition = parsed
-        local.append(LocalPartition(topic=topic, partition=partition,
-                                    topic_id=read_partition_metadata(entry)))
+        topic_id = read_partition_metadata(entry)
+        holds_data = topic_id is not None or any(
+            child.name not in _METADATA_NAMES for child in entry.iterdir())
+        local.append(LocalPartition(topic=topic, partition=partition, topic_id=topic_id,
+                                    holds_data=holds_data))
     staged: list[StagedDeletion] = []
     deleting = log_dir / DELETING_DIR
     if deleting.is_dir():
@@ -242,7 +253,7 @@ def _make_dirs(log_dir: Path, actions: list[CreatePartition]) -> set[str]:
 def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile) -> None:
     path = log_dir / action.dir_name
     if isinstance(action, WriteMetadataFile) and not path.is_dir():
-        return  # the directory moved away since the scan: nothing to migrate
+        return  # the directory moved away since the scan: nothing to complete
     if not path.is_dir():
         make_private_dir(path)
         fsync_dir(log_dir)
@@ -257,7 +268,7 @@ def _ensure_partition(log_dir: Path, action: CreatePartition | WriteMetadataFile
         _write_new_partition_metadata(path, action)
         return
     write_partition_metadata(path, action.topic_id)
-    log.info("wrote partition.metadata (migration)",
+    log.info("completed a partition directory a crash left without partition.metadata",
              extra={"dir": action.dir_name, "topic_id": str(action.topic_id)})
 
 

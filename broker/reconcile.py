@@ -9,22 +9,27 @@ in order. The rules for deleted topics and stale directories, by topic ID:
   removed once `delete.topic.delay.ms` has passed;
 - so is a live topic's partition whose number the image no longer has (a shrink removed
   the topic's last partitions once they were empty: `metadata` RemovePartition);
-- a directory without partition.metadata whose topic name the image knows gets the file
-  (migration); one whose name the image does not know is a leftover and is staged;
+- so is a live topic's partition that this broker does not host (a stray: copied here,
+  or left behind when the partition's replicas moved): once the broker has caught up
+  with the metadata log (`broker.server` reconciles only then), the image is the truth;
+- a directory without a valid partition.metadata that holds data is a stray too: its
+  topic ID is unknown, so it is never adopted by name (after disk damage it may hold a
+  deleted topic's records under a reused name). One that holds nothing is a new
+  partition's directory cut short by a crash (`broker.partition_dir` writes the file
+  before any data): if hosted here it gets the image's ID, else it is staged;
 - a directory whose ID the image knows under another name was renamed: it is moved to
   the new name and keeps its data and its partition.metadata;
 - a hosted partition with no directory is created with its partition.metadata.
 
-Safety: an action never removes a directory outside `deleting/`, and a directory is only
-staged when its ID is provably not live. A local directory that holds a live topic's data
-but is no longer assigned here (reassigned away) is left alone. Applying the actions then
+Safety: an action never removes a directory outside `deleting/`, and nothing is removed
+before `delete.topic.delay.ms` has passed. Applying the actions then
 reconciling again yields no action (a fixpoint), so a crash at any step is finished by the
 next reconciliation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raft.common.uuid import ZERO_UUID, Uuid
@@ -58,11 +63,13 @@ def staged_dir_name(topic_id: Uuid, partition: int, suffix: int = 0) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalPartition:
     """A `<topic>-<partition>` directory found in the log dir; topic_id is None when it
-    has no (readable) partition.metadata."""
+    has no (readable) partition.metadata, and then `holds_data` says whether anything
+    else is in it (read only for such a directory: unknown counts as data)."""
 
     topic: str
     partition: int
     topic_id: Uuid | None
+    holds_data: bool = True
     # derived, kept: reconciliation sorts and looks up every local partition by it
     dir_name: str = field(init=False, repr=False, compare=False)
 
@@ -98,13 +105,16 @@ class HostedPartition:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
     """What reconciliation needs from the image: every live topic's ID by name, the
-    partitions this broker hosts (see `broker.hosting`) and each live topic's partition
-    count by ID (a topic missing there is not checked for removed partitions)."""
+    partitions this broker hosts (see `broker.hosting`: of the topics in scope) and each
+    live topic's partition count by ID (a topic missing there is not checked for removed
+    partitions). `hosts(topic_id, partition)` answers for any live topic, in scope or not
+    (None: read from `hosted`)."""
 
     topic_ids: Mapping[str, Uuid]
     hosted: tuple[HostedPartition, ...]
     partition_counts: Mapping[Uuid, int] = field(default_factory=dict)
     names_by_id: Mapping[Uuid, str] | None = None  # None: `topic_ids` inverted
+    hosts: Callable[[Uuid, int], bool] | None = None
 
 
 # --- actions ------------------------------------------------------------------------
@@ -130,7 +140,8 @@ class CreatePartition(_PartitionDirAction):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteMetadataFile(_PartitionDirAction):
-    """Migration: a directory without partition.metadata whose topic the image names."""
+    """A hosted partition's directory that a crash left without partition.metadata and
+    without data: it gets the image's ID."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,18 +190,22 @@ Action = (CreatePartition | WriteMetadataFile | StageForDeletion | RenamePartiti
 
 def stale_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
                  names_by_id: Mapping[Uuid, str],
-                 partition_counts: Mapping[Uuid, int] | None = None) -> str | None:
-    """Why `local` is stale by the image alone (its topic ID, or its partition number
-    beyond the live topic's count), or None when the image says it holds a live
-    topic's data."""
+                 partition_counts: Mapping[Uuid, int] | None = None,
+                 hosts: Callable[[Uuid, int], bool] | None = None) -> str | None:
+    """Why `local` is stale by the image alone (its topic ID, its partition number
+    beyond the live topic's count, or a partition this broker does not host), or None
+    when the image says it holds a partition this broker keeps."""
     reason = _stale_topic_reason(local, topic_ids, names_by_id)
-    if reason is not None or not partition_counts:
+    if reason is not None:
         return reason
     live_id = local.topic_id if local.topic_id is not None else topic_ids[local.topic]
-    count = partition_counts.get(live_id)
+    count = (partition_counts or {}).get(live_id)
     if count is not None and local.partition >= count:
         return (f"partition {local.partition} of topic id {live_id} was removed: the "
                 f"image's topic has {count} partitions")
+    if hosts is not None and not hosts(live_id, local.partition):
+        return (f"a stray: partition {local.partition} of topic id {live_id} is not "
+                "assigned to this broker")
     return None
 
 
@@ -200,7 +215,10 @@ def _stale_topic_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
     if local.topic_id is None:
         if known_id is None:
             return "no partition.metadata and the image has no topic of that name"
-        return None  # migration: gets the image's ID
+        if local.holds_data:
+            return ("a stray: data without a valid partition.metadata (its topic ID is "
+                    "unknown, so it is never adopted by name)")
+        return None  # a new partition's directory cut short: gets the image's ID
     if local.topic_id in names_by_id:
         return None  # live (maybe under a new name)
     if known_id is not None:
@@ -209,15 +227,15 @@ def _stale_topic_reason(local: LocalPartition, topic_ids: Mapping[str, Uuid],
 
 
 def _live_primaries(parts: Sequence[LocalPartition], topic_ids: Mapping[str, Uuid],
-                    names_by_id: Mapping[Uuid, str], partition_counts: Mapping[Uuid, int]
-                    ) -> dict[tuple[Uuid, int], str]:
-    """For each live (topic id, partition) on disk, the directory that is its copy: the
+                    names_by_id: Mapping[Uuid, str], partition_counts: Mapping[Uuid, int],
+                    hosts: Callable[[Uuid, int], bool]) -> dict[tuple[Uuid, int], str]:
+    """For each kept (topic id, partition) on disk, the directory that is its copy: the
     one already under the image's name, else one that proves its ID with
-    partition.metadata, else a file-less one under the image's name (migration)."""
+    partition.metadata, else an empty file-less one under the image's name."""
     primaries: dict[tuple[Uuid, int], str] = {}
     ranked = sorted(
         (part for part in parts
-         if stale_reason(part, topic_ids, names_by_id, partition_counts) is None),
+         if stale_reason(part, topic_ids, names_by_id, partition_counts, hosts) is None),
         key=lambda part: (part.topic_id is None, part.topic_id is not None
                           and names_by_id[part.topic_id] != part.topic, part.dir_name))
     for part in ranked:
@@ -229,7 +247,7 @@ def _live_primaries(parts: Sequence[LocalPartition], topic_ids: Mapping[str, Uui
 def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletion],
               assignment: Assignment, now_ms: int, delete_delay_ms: int) -> list[Action]:
     """The actions that bring the disk in line with `assignment`, in the order to apply
-    them: stagings (which free names), renames, migrations, creations, then the
+    them: stagings (which free names), renames, completions, creations, then the
     scheduling and removal of staged directories."""
     topic_ids = assignment.topic_ids
     names_by_id = assignment.names_by_id
@@ -239,14 +257,15 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
     staged_list = list(staged)
     taken_staged = {s.name for s in staged_list}
     counts = assignment.partition_counts
-    primaries = _live_primaries(locals_sorted, topic_ids, names_by_id, counts)
+    hosts = assignment.hosts or _hosted_lookup(assignment.hosted)
+    primaries = _live_primaries(locals_sorted, topic_ids, names_by_id, counts, hosts)
 
     stage: list[StageForDeletion] = []
     keep: set[str] = set()  # final names of the live directories
     movers: list[LocalPartition] = []
-    migrate: list[WriteMetadataFile] = []
+    complete: list[WriteMetadataFile] = []
     for part in locals_sorted:
-        reason = stale_reason(part, topic_ids, names_by_id, counts)
+        reason = stale_reason(part, topic_ids, names_by_id, counts, hosts)
         live_id = part.topic_id if part.topic_id is not None else topic_ids.get(part.topic)
         if reason is None and live_id is not None:
             primary = primaries[(live_id, part.partition)]
@@ -263,7 +282,7 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
                 dir_name=part.dir_name, staged_name=name, topic_id=stale_id,
                 partition=part.partition, due_ms=now_ms + delete_delay_ms, reason=reason))
         elif part.topic_id is None:
-            migrate.append(WriteMetadataFile(topic=part.topic, partition=part.partition,
+            complete.append(WriteMetadataFile(topic=part.topic, partition=part.partition,
                                              topic_id=topic_ids[part.topic]))
             keep.add(part.dir_name)
         elif names_by_id[part.topic_id] == part.topic:
@@ -286,7 +305,12 @@ def reconcile(*, local: Iterable[LocalPartition], staged: Iterable[StagedDeletio
         elif item.due_ms <= now_ms:
             housekeeping.append(DeleteStaged(staged_name=item.name, due_ms=item.due_ms))
 
-    return [*stage, *renames, *migrate, *creates, *housekeeping]
+    return [*stage, *renames, *complete, *creates, *housekeeping]
+
+
+def _hosted_lookup(hosted: Iterable[HostedPartition]) -> Callable[[Uuid, int], bool]:
+    keys = {(h.topic_id, h.partition) for h in hosted}
+    return lambda topic_id, partition: (topic_id, partition) in keys
 
 
 def _plan_renames(movers: list[LocalPartition],

@@ -224,6 +224,56 @@ def test_stages_old_id_and_creates_new_when_topic_recreated_while_broker_down(
     assert partition_dirs(cluster, 4) == {"A-0": new_a.topic_id, "B-0": live_b.topic_id}
 
 
+def create_on(cluster: Cluster, name: str, broker_id: int) -> admin.CreatableTopicResult:
+    """A one-partition topic whose only replica is `broker_id`."""
+    response = admin_request(cluster, "CreateTopics", admin.CreateTopicsRequest(topics=(
+        admin.CreatableTopic(name=name, assignments=(admin.CreatableReplicaAssignment(
+            partition_index=0, broker_ids=(broker_id,)),)),)))
+    (result,) = response.topics
+    assert result.error_code == 0, result
+    return result
+
+
+def test_stages_strays_when_broker_restarts_with_a_copied_dir_or_one_without_its_file(
+        make_cluster: ClusterFactory) -> None:
+    """Strays: broker 5 is down while (a) a partition directory of live topic S, whose
+    only replica is broker 4, is copied into its log dir, and (b) its replica R-0 loses
+    partition.metadata while R is deleted and recreated on it. Back up, it stages both
+    under deleting/ with a WARN naming why: the copy (not assigned here) and the file-less
+    data (never adopted by the name R, which now has another ID); the new R-0 starts
+    empty with the new ID, and broker 4's S-0 is untouched."""
+    cluster = make_cluster(voters=3, brokers=2,
+                           settings={**BROKER_SETTINGS, "delete.topic.delay.ms": 600_000})
+    wait_brokers_unfenced(cluster, [4, 5])
+    live_s = create_on(cluster, "S", 4)
+    old_r = create_on(cluster, "R", 5)
+    wait_broker_reconciled(cluster, 4, controller_offset(cluster))
+    wait_broker_reconciled(cluster, 5, controller_offset(cluster))
+    write_marker(cluster, 4, "S-0", "records of S")
+    write_marker(cluster, 5, "R-0", "records of the old R")
+
+    cluster.stop_node(5)
+    shutil.copytree(data_dir(cluster, 4) / "S-0", data_dir(cluster, 5) / "S-0")
+    (data_dir(cluster, 5) / "R-0" / pd.PARTITION_METADATA).unlink()
+    delete_topic(cluster, old_r.topic_id)
+    new_r = create_on(cluster, "R", 5)
+    offset = controller_offset(cluster)
+
+    cluster.start_node(5)
+    wait_broker_reconciled(cluster, 5, offset)
+    assert partition_dirs(cluster, 5) == {"R-0": new_r.topic_id}
+    assert read_marker(data_dir(cluster, 5) / "R-0") is None
+    deleting = data_dir(cluster, 5) / "deleting"
+    assert read_marker(deleting / f"{live_s.topic_id}_0") == "records of S"
+    assert read_marker(deleting / f"{Uuid(0)}_0") == "records of the old R"
+    reasons = {w["dir"]: w["reason"] for w in log_messages(
+        cluster, 5, "staging stale partition for deletion") if w["level"] == "WARNING"}
+    assert "not assigned to this broker" in reasons["S-0"]
+    assert "never adopted by name" in reasons["R-0"]
+    assert read_marker(data_dir(cluster, 4) / "S-0") == "records of S"
+    assert partition_dirs(cluster, 4) == {"S-0": live_s.topic_id}
+
+
 def test_same_end_state_when_broker_killed_during_reconciliation(
         make_cluster: ClusterFactory) -> None:
     """KIP-516 "Deletion", crash safety: SIGKILL the broker in the middle of staging the

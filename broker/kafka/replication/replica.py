@@ -90,15 +90,17 @@ class PartitionState(LeaderProgress):
         self.changed = trio.Event()
 
 
-def _is_gone(image: MetadataImage, topic_id: Uuid, partition: int) -> bool:
-    """The topic was deleted, or a shrink removed the partition."""
+def _is_gone(image: MetadataImage, broker_id: int, topic_id: Uuid, partition: int) -> bool:
+    """The topic was deleted, a shrink removed the partition, or its replicas no longer
+    include this broker (reconciliation stages such a stray's directory)."""
     topic = image.topic(topic_id)
-    return topic is None or partition >= len(topic.partitions)
+    return topic is None or partition >= len(topic.partitions) or \
+        broker_id not in topic.partitions[partition].replicas
 
 
 class ReplicaManager:
     """Partition logs of this broker, opened on first use and closed once their topic ID
-    leaves the image, or their partition leaves the topic."""
+    leaves the image, their partition leaves the topic, or this broker its replicas."""
 
     def __init__(self, *, log_dir: Path, broker_id: int, image: Callable[[], MetadataImage],
                  wait_reconciled: Callable[[int], Awaitable[None]] | None = None,
@@ -161,11 +163,11 @@ class ReplicaManager:
         if image is self._pruned_image:
             return
         self._pruned_image = image
-        for key in [k for k in self._states if _is_gone(image, *k)]:
+        for key in [k for k in self._states if _is_gone(image, self.broker_id, *k)]:
             state = self._states.pop(key)
             state.log.close()
             state.notify()
-            log.info("closed the log of a deleted topic or removed partition", extra={
+            log.info("closed the log of a partition no longer hosted here", extra={
                 "topic_id": str(key[0]), "partition": key[1]})
 
     async def open(self, resolved: Resolved) -> tuple[ErrorCode, PartitionState | None]:

@@ -26,7 +26,7 @@ from broker.reconcile import (
     after_actions,
     reconcile,
 )
-from raft.common.uuid import Uuid
+from raft.common.uuid import ZERO_UUID, Uuid
 
 OLD = Uuid(0x1111 << 64)
 NEW = Uuid(0x2222 << 64)
@@ -121,15 +121,18 @@ def test_stages_old_id_and_creates_new_when_topic_was_recreated(
     assert pd.read_partition_metadata(tmp_path / "A-0") == NEW
 
 
-def test_migrates_and_renames_without_losing_data_when_files_are_missing_or_names_moved(
+def test_stages_data_without_file_and_renames_with_data_when_names_moved(
         tmp_path: Path) -> None:
-    """KIP-516: a directory without partition.metadata whose name the image knows gets
-    the file; a renamed topic's directory is moved with its data and ID."""
+    """Strays: data without partition.metadata is never adopted by the topic its name
+    names (staged with a WARN; the hosted partition starts empty); KIP-516: a renamed
+    topic's directory is moved with its data and ID."""
     make_partition(tmp_path, "A-0", None, data="a")
     make_partition(tmp_path, "B-0", OTHER, data="b")
-    run_to_fixpoint(tmp_path, {"A": NEW, "C": OTHER})
+    run_to_fixpoint(tmp_path, {"A": NEW, "C": OTHER}, (hosted("A", NEW), hosted("C", OTHER)))
     assert pd.read_partition_metadata(tmp_path / "A-0") == NEW
-    assert (tmp_path / "A-0" / "00000000000000000000.log").read_text() == "a"
+    assert not (tmp_path / "A-0" / "00000000000000000000.log").exists()
+    assert (tmp_path / "deleting" / f"{ZERO_UUID}_0" / "00000000000000000000.log"
+            ).read_text() == "a"
     assert pd.read_partition_metadata(tmp_path / "C-0") == OTHER
     assert (tmp_path / "C-0" / "00000000000000000000.log").read_text() == "b"
     assert not (tmp_path / "B-0").exists()
@@ -217,7 +220,7 @@ def test_reaches_same_end_state_when_crashing_after_any_prefix_of_actions(
             for (name, p), topic_id in zip(dirs, local_ids, strict=True):
                 make_partition(root, f"{name}-{p}", topic_id)
         live_data = {text for path, text in tree(full).items() if path.endswith(".log")
-                     and _is_live(path.split("/")[0], local_ids, dirs, image)}
+                     and _is_kept(path.split("/")[0], local_ids, dirs, image, hosts)}
 
         actions = plan(full, image, hosts)
         pd.apply_actions(full, actions)
@@ -267,11 +270,13 @@ def test_kept_view_of_the_log_dir_matches_a_scan_after_every_pass(data: st.DataO
             now_ms += data.draw(st.sampled_from([0, DELAY_MS]))
 
 
-def _is_live(dir_name: str, local_ids: list[Uuid | None], dirs: list[tuple[str, int]],
-             image: dict[str, Uuid]) -> bool:
+def _is_kept(dir_name: str, local_ids: list[Uuid | None], dirs: list[tuple[str, int]],
+             image: dict[str, Uuid], hosts: tuple[HostedPartition, ...]) -> bool:
+    """Data the image says this broker keeps: a live ID proven by partition.metadata, of a
+    partition hosted here (data without the file is a stray)."""
     topic, _, number = dir_name.rpartition("-")
     topic_id = local_ids[dirs.index((topic, int(number)))]
-    return topic_id in image.values() if topic_id is not None else topic in image
+    return any(h.topic_id == topic_id and h.partition == int(number) for h in hosts)
 
 
 def _staged_duplicates(log_dir: Path) -> set[str]:
@@ -310,8 +315,11 @@ def test_new_partitions_share_one_log_dir_fsync_before_any_metadata_file(
     assert all(pd.read_partition_metadata(tmp_path / f"A-{p}") == NEW for p in range(5))
 
 
-def test_migration_writes_partition_metadata_durably_when_the_directory_may_hold_data(
+def test_completion_writes_partition_metadata_durably_and_staging_keeps_the_data(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file-less directory holding data is staged (a stray) and the hosted partition's
+    new directory gets its file in place (no data yet); a file-less empty one, cut short
+    by a crash, is completed with the durable write (temp file, fsync, rename)."""
     durable: list[bool] = []
     real_write = pd.write_partition_metadata
 
@@ -320,10 +328,14 @@ def test_migration_writes_partition_metadata_durably_when_the_directory_may_hold
         real_write(path, topic_id, **kwargs)
 
     make_partition(tmp_path, "A-0", None, "old data")
+    (tmp_path / "B-0").mkdir()
     monkeypatch.setattr(pd, "write_partition_metadata", write_partition_metadata)
-    run_to_fixpoint(tmp_path, {"A": NEW}, (hosted("A", NEW),))
-    assert durable == [True]
+    run_to_fixpoint(tmp_path, {"A": NEW, "B": OTHER}, (hosted("A", NEW), hosted("B", OTHER)))
+    assert durable == [True, False]  # B-0 completed first, then A-0 created anew
     assert pd.read_partition_metadata(tmp_path / "A-0") == NEW
+    assert pd.read_partition_metadata(tmp_path / "B-0") == OTHER
+    assert (tmp_path / "deleting" / f"{ZERO_UUID}_0" / "00000000000000000000.log"
+            ).read_text() == "old data"
 
 
 def test_opening_a_partition_log_makes_its_partition_metadata_durable_first(

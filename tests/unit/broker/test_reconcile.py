@@ -75,18 +75,47 @@ def test_stages_partition_when_topic_id_is_absent_from_image() -> None:
     assert actions[0].staged_name == f"{OLD}_1"  # type: ignore[union-attr]
 
 
-def test_keeps_live_partition_when_it_is_no_longer_hosted_here() -> None:
-    """Topic IDs: only a provably stale ID is staged; live data is never touched."""
-    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"A": NEW})
+def test_keeps_live_partition_when_it_is_hosted_here() -> None:
+    """Topic IDs: a directory of a partition this broker hosts is kept as it is."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW)], {"A": NEW},
+                  (hosted("A", NEW),))
     assert actions == []
 
 
-def test_writes_metadata_file_when_directory_has_none_and_name_is_known() -> None:
-    """Topic IDs, a directory without partition.metadata: the image names the topic, so
-    the file is written with the image's ID and no partition is created twice."""
+def test_stages_stray_when_live_partition_is_not_hosted_here() -> None:
+    """Strays: a live topic's partition whose replicas do not include this broker (copied
+    here, or left behind when its replicas moved) is staged with the delay, never served."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
+                   LocalPartition(topic="A", partition=1, topic_id=NEW)], {"A": NEW},
+                  (hosted("A", NEW, 1),))
+    assert len(actions) == 1
+    stage = actions[0]
+    assert isinstance(stage, StageForDeletion)
+    assert (stage.dir_name, stage.staged_name, stage.topic_id, stage.due_ms) == \
+        ("A-0", f"{NEW}_0", NEW, NOW_MS + DELAY_MS)
+    assert "not assigned to this broker" in stage.reason
+
+
+def test_completes_directory_without_file_or_data_when_partition_is_hosted() -> None:
+    """A new partition's directory that a crash left without partition.metadata (and so
+    without data): the image's ID is written and no partition is created twice."""
+    actions = run([LocalPartition(topic="A", partition=0, topic_id=None, holds_data=False)],
+                  {"A": NEW}, (hosted("A", NEW),))
+    assert actions == [WriteMetadataFile(topic="A", partition=0, topic_id=NEW)]
+
+
+def test_stages_data_without_file_and_creates_fresh_when_name_is_known() -> None:
+    """Strays: data without a valid partition.metadata is never adopted by the live
+    topic of that name (it may be a deleted topic's, the name reused); it is staged and
+    the hosted partition gets a new, empty directory."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=None)], {"A": NEW},
                   (hosted("A", NEW),))
-    assert actions == [WriteMetadataFile(topic="A", partition=0, topic_id=NEW)]
+    assert len(actions) == 2
+    stage, create = actions
+    assert isinstance(stage, StageForDeletion)
+    assert (stage.dir_name, stage.topic_id) == ("A-0", ZERO_UUID)
+    assert "never adopted by name" in stage.reason
+    assert create == CreatePartition(topic="A", partition=0, topic_id=NEW)
 
 
 def test_stages_directory_without_file_when_name_is_unknown() -> None:
@@ -108,7 +137,7 @@ def test_finishes_rename_chain_when_targets_free_up_in_order() -> None:
     """A->B while B->C: both renames in one pass (reconciliation reaches a fixpoint)."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
                    LocalPartition(topic="B", partition=0, topic_id=OTHER)],
-                  {"B": NEW, "C": OTHER})
+                  {"B": NEW, "C": OTHER}, (hosted("B", NEW), hosted("C", OTHER)))
     assert actions == [RenamePartitionDir(from_dir="B-0", to_dir="C-0", topic_id=OTHER),
                        RenamePartitionDir(from_dir="A-0", to_dir="B-0", topic_id=NEW)]
 
@@ -116,7 +145,8 @@ def test_finishes_rename_chain_when_targets_free_up_in_order() -> None:
 def test_stages_stale_directory_before_renaming_onto_its_name() -> None:
     """Topic IDs: the stale B-0 leaves first, then the renamed topic takes the name."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
-                   LocalPartition(topic="B", partition=0, topic_id=OLD)], {"B": NEW})
+                   LocalPartition(topic="B", partition=0, topic_id=OLD)], {"B": NEW},
+                  (hosted("B", NEW),))
     assert [type(a) for a in actions] == [StageForDeletion, RenamePartitionDir]
     assert actions[0].dir_name == "B-0"  # type: ignore[union-attr]
 
@@ -180,10 +210,11 @@ def test_hosts_exactly_the_partitions_whose_replicas_name_the_broker_when_image_
 @dataclass
 class ModelDisk:
     """Directories as the reconciler sees them, each with a data token that must survive
-    unless the directory is stale."""
+    unless the directory is stale; `empty`: file-less directories holding nothing."""
 
     live: dict[str, tuple[Uuid | None, int]] = field(default_factory=dict)
     staged: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    empty: set[str] = field(default_factory=set)
     next_token: int = 1000
 
     def local(self) -> list[LocalPartition]:
@@ -191,7 +222,8 @@ class ModelDisk:
         for name, (topic_id, _) in self.live.items():
             parsed = parse_partition_dir_name(name)
             assert parsed is not None
-            out.append(LocalPartition(topic=parsed[0], partition=parsed[1], topic_id=topic_id))
+            out.append(LocalPartition(topic=parsed[0], partition=parsed[1], topic_id=topic_id,
+                                      holds_data=name not in self.empty))
         return out
 
     def staged_list(self) -> list[StagedDeletion]:
@@ -205,13 +237,17 @@ class ModelDisk:
         elif isinstance(action, WriteMetadataFile):
             topic_id, token = self.live[action.dir_name]
             assert topic_id is None
+            assert action.dir_name in self.empty
             self.live[action.dir_name] = (action.topic_id, token)
+            self.empty.discard(action.dir_name)
         elif isinstance(action, StageForDeletion):
             assert action.staged_name not in self.staged
             _, token = self.live.pop(action.dir_name)
+            self.empty.discard(action.dir_name)
             self.staged[action.staged_name] = (action.due_ms, token)
         elif isinstance(action, RenamePartitionDir):
             assert action.to_dir not in self.live
+            assert action.from_dir not in self.empty
             self.live[action.to_dir] = self.live.pop(action.from_dir)
         elif isinstance(action, ScheduleDeletion):
             _, token = self.staged[action.staged_name]
@@ -242,6 +278,8 @@ def scenarios(draw: st.DrawFn) -> tuple[ModelDisk, Assignment]:
         choices = st.sampled_from(ids) if ids else st.sampled_from(IDS)
         topic_id = draw(st.one_of(st.none(), choices, choices, st.sampled_from(IDS)))
         disk.live[f"{name}-{partition}"] = (topic_id, token)
+        if topic_id is None and draw(st.booleans()):
+            disk.empty.add(f"{name}-{partition}")
     for token, staged_id in enumerate(draw(st.lists(st.sampled_from(IDS), max_size=3))):
         due = draw(st.one_of(st.none(), st.integers(NOW_MS - 10, NOW_MS + 10)))
         disk.staged.setdefault(f"{staged_id}_0", (due, 500 + token))
@@ -250,15 +288,17 @@ def scenarios(draw: st.DrawFn) -> tuple[ModelDisk, Assignment]:
 
 def _live_groups(disk: ModelDisk, assignment: Assignment
                  ) -> dict[tuple[Uuid, int], set[int]]:
-    """Data tokens of every live (topic id, partition) on disk, by the image alone."""
+    """Data tokens of every (topic id, partition) on disk that this broker keeps by the
+    image alone: a live ID proven by partition.metadata, a partition the topic still
+    has, hosted here (data without partition.metadata is never adopted)."""
     image, counts = assignment.topic_ids, assignment.partition_counts
+    hosted_keys = {(h.topic_id, h.partition) for h in assignment.hosted}
     groups: dict[tuple[Uuid, int], set[int]] = {}
     for name, (topic_id, token) in disk.live.items():
-        topic, _, number = name.rpartition("-")
-        live_id = topic_id if topic_id is not None else image.get(topic)
-        if live_id in image.values() and live_id is not None and \
-                int(number) < counts[live_id]:
-            groups.setdefault((live_id, int(number)), set()).add(token)
+        number = int(name.rpartition("-")[2])
+        if topic_id in image.values() and topic_id is not None and \
+                number < counts[topic_id] and (topic_id, number) in hosted_keys:
+            groups.setdefault((topic_id, number), set()).add(token)
     return groups
 
 
@@ -267,10 +307,10 @@ def _live_groups(disk: ModelDisk, assignment: Assignment
 def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
         scenario: tuple[ModelDisk, Assignment]) -> None:
     """Topic IDs, deletion: for any disk and image, reconciling never stages or deletes
-    the data of a live partition (one copy of each live topic id + partition stays), every
-    directory ends under its topic's current name with the image's ID and a partition
-    number the topic still has, every hosted partition exists, and a second
-    reconciliation finds nothing to do."""
+    the data of a hosted live partition (one copy of each hosted topic id + partition
+    stays), every directory ends under its topic's current name with the image's ID, a
+    partition number the topic still has, and hosted here (strays are staged), every
+    hosted partition exists, and a second reconciliation finds nothing to do."""
     disk, assignment = scenario
     image = dict(assignment.topic_ids)
     names_by_id = {v: k for k, v in image.items()}
@@ -287,6 +327,8 @@ def test_never_stages_live_data_and_reaches_fixpoint_when_actions_are_applied(
         assert topic_id in names_by_id, f"{name} holds {topic_id}, not in the image"
         assert name.rpartition("-")[0] == names_by_id[topic_id], name
         assert int(name.rpartition("-")[2]) < assignment.partition_counts[topic_id], name
+    hosted_dirs = {h.dir_name for h in assignment.hosted}
+    assert set(disk.live) == hosted_dirs, "a stray was kept or a hosted partition is missing"
     for h in assignment.hosted:
         assert disk.live[h.dir_name][0] == h.topic_id
     assert all(due is not None and due > NOW_MS for due, _ in disk.staged.values())
@@ -300,7 +342,8 @@ def test_breaks_rename_cycle_through_temporary_name_when_topics_swap_names() -> 
     """Renames keep data: A<->B swapped while the broker was down still ends with
     each directory under its topic's current name."""
     disk = ModelDisk(live={"A-0": (NEW, 1), "B-0": (OTHER, 2)})
-    assignment = Assignment(topic_ids={"A": OTHER, "B": NEW}, hosted=())
+    assignment = Assignment(topic_ids={"A": OTHER, "B": NEW},
+                            hosted=(hosted("A", OTHER), hosted("B", NEW)))
     actions = reconcile(local=disk.local(), staged=[], assignment=assignment,
                         now_ms=NOW_MS, delete_delay_ms=DELAY_MS)
     assert all(isinstance(a, RenamePartitionDir) for a in actions)
@@ -313,7 +356,8 @@ def test_stages_second_copy_when_live_partition_exists_twice() -> None:
     """Topic IDs: one live copy per topic id + partition; the copy already under the
     topic's name keeps serving, the other is staged (not deleted before the delay)."""
     actions = run([LocalPartition(topic="A", partition=0, topic_id=NEW),
-                   LocalPartition(topic="old", partition=0, topic_id=NEW)], {"A": NEW})
+                   LocalPartition(topic="old", partition=0, topic_id=NEW)], {"A": NEW},
+                  (hosted("A", NEW),))
     assert len(actions) == 1
     assert isinstance(actions[0], StageForDeletion)
     assert actions[0].dir_name == "old-0"
@@ -324,8 +368,9 @@ def test_stages_removed_partition_when_live_topic_has_fewer_partitions() -> None
     topic's, with the delay and a reason naming the removal; A-0 and A-1 are kept."""
     local = [LocalPartition(topic="A", partition=p, topic_id=NEW) for p in range(3)]
     actions = reconcile(local=local, staged=(), now_ms=NOW_MS, delete_delay_ms=DELAY_MS,
-                        assignment=Assignment(topic_ids={"A": NEW}, hosted=(),
-                                              partition_counts={NEW: 2}))
+                        assignment=Assignment(
+                            topic_ids={"A": NEW}, partition_counts={NEW: 2},
+                            hosted=(hosted("A", NEW, 0), hosted("A", NEW, 1))))
     assert len(actions) == 1
     staged = actions[0]
     assert isinstance(staged, StageForDeletion)
@@ -335,9 +380,10 @@ def test_stages_removed_partition_when_live_topic_has_fewer_partitions() -> None
 
 
 def test_stages_removed_partition_when_directory_lacks_metadata_file() -> None:
-    """Migration meets removal: a file-less A-1 of a topic now down to one partition is
-    not given the live ID; it is staged."""
-    actions = reconcile(local=[LocalPartition(topic="A", partition=1, topic_id=None)],
+    """Completion meets removal: an empty file-less A-1 of a topic now down to one
+    partition is not given the live ID; it is staged."""
+    actions = reconcile(local=[LocalPartition(topic="A", partition=1, topic_id=None,
+                                              holds_data=False)],
                         staged=(), now_ms=NOW_MS, delete_delay_ms=DELAY_MS,
                         assignment=Assignment(topic_ids={"A": NEW}, hosted=(),
                                               partition_counts={NEW: 1}))
