@@ -165,6 +165,7 @@ KAFKA: dict[int, Rule] = {
     30: cluster(Op.ALTER),  # CreateAcls
     31: cluster(Op.ALTER),  # DeleteAcls
     32: per(Op.DESCRIBE_CONFIGS, Res.TOPIC),  # DescribeConfigs; a broker's: on the cluster
+    33: per(Op.ALTER_CONFIGS, Res.TOPIC),  # AlterConfigs (legacy); a broker's: cluster
     44: per(Op.ALTER_CONFIGS, Res.TOPIC),  # IncrementalAlterConfigs; a broker's: cluster
     0: per(Op.WRITE, Res.TOPIC),  # Produce
     1: per(Op.READ, Res.TOPIC),  # Fetch; a follower's: CLUSTER_ACTION

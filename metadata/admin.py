@@ -239,8 +239,13 @@ class AlterConfigsResource:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IncrementalAlterConfigsRequest:
+    """`replace`: Kafka's legacy AlterConfigs (API 33): each resource's configs are its
+    whole new set (every SET), and a key set now but not named goes back to its default,
+    decided by the controller on its own image, so no alter in between is lost or kept."""
+
     resources: tuple[AlterConfigsResource, ...]
     validate_only: bool = False
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ Clock and randomness come in as arguments (`now_ms`, `rng`); same inputs, same o
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
@@ -33,6 +34,7 @@ from metadata.admin import (
     TOPIC_RESOURCE,
     AdminRequest,
     AdminResponse,
+    AlterableConfig,
     AlterConfigsResource,
     AlterConfigsResourceResult,
     AlterPartitionRequest,
@@ -556,6 +558,8 @@ class Controller:
                 code, message = (ErrorCode.INVALID_REQUEST,
                                  f"unsupported resource type {resource.resource_type}")
             else:
+                if request.replace:
+                    resource = _as_replacement(batch.delta, resource)
                 outcome = _config_changes(batch.delta, resource)
                 if isinstance(outcome, tuple):
                     code, message = outcome
@@ -719,6 +723,23 @@ def _manual_assignment(delta: MetadataDelta, topic: CreatableTopic
     replicas = tuple(tuple(by_index[i].broker_ids) for i in range(len(by_index)))
     reason = _check_assignment(delta, replicas, first=0, factor=None)
     return replicas if reason is None else fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+
+
+def _as_replacement(delta: MetadataDelta, resource: AlterConfigsResource
+                    ) -> AlterConfigsResource:
+    """A legacy AlterConfigs resource as its incremental equivalent: the named keys set
+    (a null value deletes), and every key the topic sets now but the request leaves out
+    deleted."""
+    topic_id = delta.topic_id_by_name(resource.resource_name)
+    topic = None if topic_id is None else delta.topic(topic_id)
+    named = {c.name for c in resource.configs}
+    dropped = () if topic is None else tuple(
+        AlterableConfig(name=key, config_operation=OP_DELETE)
+        for key, _ in topic.configs if key not in named)
+    return dataclasses.replace(resource, configs=tuple(
+        AlterableConfig(name=c.name, value=c.value,
+                        config_operation=OP_DELETE if c.value is None else OP_SET)
+        for c in resource.configs) + dropped)
 
 
 def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource

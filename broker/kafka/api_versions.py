@@ -23,7 +23,7 @@ CREATE_TOPICS, DELETE_TOPICS = 19, 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
-DESCRIBE_CONFIGS = 32
+DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 33
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -61,6 +61,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     DESCRIBE_CONFIGS: (1, 4),  # kio's range; v0 lacks config_source
+    ALTER_CONFIGS: (0, 2),  # the legacy whole-set replace (broker.kafka.admin.configs_api)
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
     DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)

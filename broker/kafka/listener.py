@@ -170,6 +170,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,
     api_versions.DELETE_ACLS: acls_api.handle_delete_acls_request,
     api_versions.DESCRIBE_CONFIGS: configs_api.handle_describe_configs_request,
+    api_versions.ALTER_CONFIGS: configs_api.handle_alter_configs_request,
     api_versions.INCREMENTAL_ALTER_CONFIGS: configs_api.handle_incremental_alter_configs_request,
     api_versions.PRODUCE: produce.handle_produce_request,
     api_versions.FETCH: fetch.handle_fetch_request,

@@ -199,6 +199,29 @@ def test_kafka_record_configs_are_enforced_on_produce(admin: Any, bootstrap: str
     assert sent.timestamp() == (kind, stamp)  # the produce answer carried it
 
 
+def test_legacy_alter_configs_replaces_the_whole_set(admin: Any) -> None:
+    """confluent-kafka's alter_configs is Kafka's legacy AlterConfigs (API 33): the
+    configs given become the topic's whole set, so a key left out returns to its
+    default ("not supported by broker" before)."""
+    admin.create_topics([admin_mod.NewTopic(
+        "legacy", num_partitions=1, replication_factor=1,
+        config={"retention.ms": "60000", "segment.bytes": "1048576"})])["legacy"].result(WAIT_S)
+    resource = topic_resource("legacy")
+    resource.set_config("max.message.bytes", "4096")
+    resource.set_config("retention.ms", "120000")
+    (future,) = admin.alter_configs([resource]).values()
+    future.result(WAIT_S)
+    described = describe(admin, "legacy")
+    assert described["max.message.bytes"].value == "4096"
+    assert described["retention.ms"].value == "120000"
+    assert described["segment.bytes"].is_default
+    bad = topic_resource("legacy")
+    bad.set_config("min.insync.replicas", "0")
+    (future,) = admin.alter_configs([bad]).values()
+    assert error_of(future).name() == "INVALID_CONFIG"
+    assert describe(admin, "legacy")["max.message.bytes"].value == "4096"
+
+
 def test_authorized_operations_are_answered_when_asked(admin: Any) -> None:
     """Without an authorizer the caller may do everything: Kafka's 8 topic and 7 cluster
     operations (librdkafka got none before)."""

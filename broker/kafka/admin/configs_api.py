@@ -1,4 +1,5 @@
-"""DescribeConfigs (v1-v4) and IncrementalAlterConfigs (v0-v1, KIP-339) for topics.
+"""DescribeConfigs (v1-v4), IncrementalAlterConfigs (v0-v1, KIP-339) and the legacy
+AlterConfigs (v0-v2, each resource's configs replacing its whole set) for topics.
 
 Describe answers from this broker's image: every supported key (metadata.topic_configs)
 with the topic's value (source DYNAMIC_TOPIC_CONFIG), else this broker's default where it
@@ -8,9 +9,9 @@ Topics are named, as on Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITI
 broker resource answers with no configs (its configuration is the node's file, static).
 
 Alter is forwarded to the active controller (`metadata.admin`
-IncrementalAlterConfigsRequest), which validates and writes TopicConfig records; the
-answer is held until this broker's image shows the change, so a describe right after
-sees it.
+IncrementalAlterConfigsRequest, with `replace` for the legacy call), which validates
+and writes TopicConfig records; the answer is held until this broker's image shows the
+change, so a describe right after sees it.
 
 With the authorizer on (`broker.kafka.authz`): DESCRIBE_CONFIGS (describe) or
 ALTER_CONFIGS (alter) on the topic, or on the cluster for a broker resource; a refused
@@ -131,10 +132,11 @@ def _denied(context: BrokerContext, operation: int, resource_type: int, name: st
 
 
 def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
-    """What the topic's configs hold once an accepted alter is applied."""
+    """What the topic's configs hold once an accepted alter is applied (for a legacy
+    replace, the named keys: every other key is then unset)."""
     expected: dict[str, str | None] = {}
     for config in resource.configs:
-        if config.config_operation == OP_DELETE:
+        if config.config_operation == OP_DELETE or config.value is None:
             expected[config.name] = None
         elif config.config_operation == OP_SET:
             try:
@@ -142,6 +144,14 @@ def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
             except InvalidConfig:
                 pass  # the controller accepted it: nothing to wait for here
     return expected
+
+
+def _shows(image: MetadataImage, name: str, expected: dict[str, str | None],
+           replace: bool) -> bool:
+    topic = image.topic_by_name(name)
+    return topic is None or (
+        all(topic.config(k) == v for k, v in expected.items())
+        and (not replace or all(k in expected for k, _ in topic.configs)))
 
 
 def _unanswered(resource: Any) -> shapes.ResourceResult:
@@ -153,17 +163,35 @@ def _unanswered(resource: Any) -> shapes.ResourceResult:
 async def handle_incremental_alter_configs_request(
         context: BrokerContext, request: Any, version: int
         ) -> shapes.IncrementalAlterConfigsResponse:
+    return await _alter(context, request, [tuple(
+        AlterableConfig(name=c.name, config_operation=int(c.config_operation), value=c.value)
+        for c in r.configs) for r in request.resources], replace=False)
+
+
+async def handle_alter_configs_request(context: BrokerContext, request: Any, version: int
+                                       ) -> shapes.IncrementalAlterConfigsResponse:
+    """Kafka's legacy AlterConfigs: each resource's configs replace its whole set (the
+    controller unsets the keys left out, `metadata.controller`)."""
+    return await _alter(context, request, [tuple(
+        AlterableConfig(name=c.name, value=c.value) for c in r.configs)
+        for r in request.resources], replace=True)
+
+
+async def _alter(context: BrokerContext, request: Any,
+                 configs: list[tuple[AlterableConfig, ...]], *, replace: bool
+                 ) -> shapes.IncrementalAlterConfigsResponse:
+    """Both alters: authorize each resource (ALTER_CONFIGS), forward the allowed ones,
+    and hold an accepted topic's answer until this broker's image shows it."""
     timeout_s = request_timeout_s(request, context)
     denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
               for r in request.resources]
-    allowed = [r for r, d in zip(request.resources, denied, strict=True) if d is None]
     admin = IncrementalAlterConfigsRequest(
         resources=tuple(AlterConfigsResource(
             resource_type=int(r.resource_type), resource_name=r.resource_name,
-            configs=tuple(AlterableConfig(name=c.name, config_operation=int(c.config_operation),
-                                          value=c.value) for c in r.configs))
-            for r in allowed),
-        validate_only=bool(request.validate_only))
+            configs=wanted)
+            for r, wanted, d in zip(request.resources, configs, denied, strict=True)
+            if d is None),
+        validate_only=bool(request.validate_only), replace=replace)
     if not admin.resources:
         response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
     else:
@@ -171,8 +199,8 @@ async def handle_incremental_alter_configs_request(
     results: list[shapes.ResourceResult]
     if response is None:
         results = [{"error_code": error, "error_message": message,
-                    "resource_type": int(r.resource_type), "resource_name": r.resource_name}
-                   for r in allowed]
+                    "resource_type": r.resource_type, "resource_name": r.resource_name}
+                   for r in admin.resources]
     else:
         assert isinstance(response, IncrementalAlterConfigsResponse)
         if not admin.validate_only:
@@ -181,9 +209,8 @@ async def handle_incremental_alter_configs_request(
                       if answer.error_code == 0 and r.resource_type == TOPIC_RESOURCE]
             if wanted:
                 await context.wait_image(lambda image: all(
-                    (t := image.topic_by_name(name)) is None or
-                    all(t.config(k) == v for k, v in expected.items())
-                    for name, expected in wanted), timeout_s)
+                    _shows(image, name, expected, replace) for name, expected in wanted),
+                    timeout_s)
         results = [{"error_code": kafka_error(r.error_code), "error_message": r.error_message,
                     "resource_type": r.resource_type, "resource_name": r.resource_name}
                    for r in response.responses]
@@ -191,5 +218,6 @@ async def handle_incremental_alter_configs_request(
     results = [d if d is not None else next(answers, _unanswered(r))
                for r, d in zip(request.resources, denied, strict=True)]
     log.info("alter configs", extra={"resources": [r["resource_name"] for r in results],
-                                     "errors": [r["error_code"] for r in results]})
+                                     "errors": [r["error_code"] for r in results],
+                                     "replace": replace})
     return {"throttle_time": 0, "responses": results}

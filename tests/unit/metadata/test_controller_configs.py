@@ -226,6 +226,39 @@ def test_set_and_delete_change_the_configs_when_altered() -> None:
     assert configs_of(h) == (("min.insync.replicas", "2"),)
 
 
+def replace(h: Harness, name: str, configs: dict[str, str | None],
+            validate_only: bool = False) -> Any:
+    """Kafka's legacy AlterConfigs: `configs` is the topic's whole new set."""
+    return h.run(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=name,
+        configs=tuple(AlterableConfig(name=k, value=v) for k, v in configs.items())),),
+        validate_only=validate_only, replace=True)).response.responses[0]  # type: ignore[union-attr]
+
+
+def test_legacy_alter_replaces_the_whole_set_when_keys_are_left_out() -> None:
+    """AlterConfigs (API 33): named keys set, a null value and every key left out unset,
+    in one batch."""
+    h = Harness()
+    create(h, configs={"retention.ms": "5", "segment.bytes": "1048576",
+                       "min.insync.replicas": "2"})
+    result = replace(h, "t", {"max.message.bytes": "2000", "min.insync.replicas": None})
+    assert result.error_code == ErrorCode.NONE
+    assert configs_of(h) == (("max.message.bytes", "2000"),)
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_legacy_alter_changes_nothing_when_refused_or_only_validated(
+        validate_only: bool) -> None:
+    h = Harness()
+    create(h, configs={"retention.ms": "5"})
+    before = len(h.log)
+    bad = replace(h, "t", {"min.insync.replicas": "0"})
+    assert bad.error_code == ErrorCode.INVALID_CONFIG
+    assert replace(h, "t", {}, validate_only=True).error_code == ErrorCode.NONE
+    assert len(h.log) == before
+    assert configs_of(h) == (("retention.ms", "5"),)
+
+
 def test_configs_follow_a_renamed_topic_when_altered_and_renamed() -> None:
     h = Harness()
     topic_id = create(h).topic_id
