@@ -160,6 +160,8 @@ KAFKA: dict[int, Rule] = {
     19: per(Op.CREATE, Res.TOPIC),  # CreateTopics; or CREATE on the cluster
     20: per(Op.DELETE, Res.TOPIC),  # DeleteTopics
     21: per(Op.DELETE, Res.TOPIC),  # DeleteRecords
+    35: cluster(Op.DESCRIBE),  # DescribeLogDirs
+    61: per(Op.READ, Res.TOPIC),  # DescribeProducers
     37: per(Op.ALTER, Res.TOPIC),  # CreatePartitions
     29: cluster(Op.DESCRIBE),  # DescribeAcls
     30: cluster(Op.ALTER),  # CreateAcls

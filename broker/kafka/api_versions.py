@@ -24,6 +24,7 @@ DELETE_RECORDS = 21
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 33
+DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -32,6 +33,7 @@ OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
 
 # api key -> (min version, max version)
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -64,6 +66,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ALTER_CONFIGS: (0, 2),  # the legacy whole-set replace (broker.kafka.admin.configs_api)
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_LOG_DIRS: (1, 4),  # broker.kafka.admin.log_dirs_api
+    DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
     SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api
     SASL_AUTHENTICATE: (0, 2),

@@ -46,6 +46,7 @@ from broker.kafka.admin import (
     auto_create,
     configs_api,
     delete_records_api,
+    log_dirs_api,
     metadata_api,
     quorum_api,
 )
@@ -165,6 +166,8 @@ HANDLERS: dict[int, Handler] = {
     api_versions.CREATE_TOPICS: admin_api.handle_create_topics_request,
     api_versions.DELETE_TOPICS: admin_api.handle_delete_topics_request,
     api_versions.DELETE_RECORDS: delete_records_api.handle_delete_records_request,
+    api_versions.DESCRIBE_LOG_DIRS: log_dirs_api.handle_describe_log_dirs_request,
+    api_versions.DESCRIBE_PRODUCERS: log_dirs_api.handle_describe_producers_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,
     api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,

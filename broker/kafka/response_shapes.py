@@ -435,6 +435,61 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderTopicResult]
 
 
+# --- DescribeLogDirs, DescribeProducers ------------------------------------------------
+
+
+class LogDirPartition(TypedDict):
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+
+
+class LogDirTopic(TypedDict):
+    name: str
+    partitions: list[LogDirPartition]
+
+
+class LogDirResult(TypedDict):
+    error_code: int
+    log_dir: str
+    topics: list[LogDirTopic]
+    total_bytes: int
+    usable_bytes: int
+
+
+class DescribeLogDirsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    results: list[LogDirResult]
+
+
+class ActiveProducer(TypedDict):
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class ProducersPartition(TypedDict):
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[ActiveProducer]
+
+
+class ProducersTopic(TypedDict):
+    name: str
+    partitions: list[ProducersPartition]
+
+
+class DescribeProducersResponse(TypedDict):
+    throttle_time: int
+    topics: list[ProducersTopic]
+
+
 TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateResponse
                  | CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
                  | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
@@ -443,4 +498,5 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | MetadataResponse | DescribeClusterResponse | DescribeQuorumResponse
                  | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
-                 | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse)
+                 | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse
+                 | DescribeLogDirsResponse | DescribeProducersResponse)

@@ -535,6 +535,18 @@ CASES: dict[int, Case] = {
                 {"name": "retention.ms", "config_operation": 0,  # SET
                  "value": str(3_600_000 + next(s.values))}]}]}),
         TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
+    api.ALTER_CONFIGS: Case(  # the legacy whole-set replace
+        lambda s: request(api.ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
+            {"resource_type": ResourceType.TOPIC, "resource_name": TOPIC, "configs": [
+                {"name": "retention.ms", "value": str(3_600_000 + next(s.values))}]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
+    api.DESCRIBE_LOG_DIRS: Case(
+        lambda s: request(api.DESCRIBE_LOG_DIRS, 4, {"topics": None}),
+        CLUSTER_AUTHORIZATION_FAILED),
+    api.DESCRIBE_PRODUCERS: Case(
+        lambda s: request(api.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": TOPIC, "partition_indexes": [0]}]}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
     api.PRODUCE: Case(produce, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC, writes=True),
     api.FETCH: Case(fetch, TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
     api.LIST_OFFSETS: Case(
