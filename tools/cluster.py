@@ -306,11 +306,9 @@ class Cluster:
         node_id = max(self.nodes) + 1
         first = self.nodes[min(self.voter_ids)]
         if port is None and self.base_port:  # the next of the cluster's own ports
-            port = 1 + max(_port(a) for n in self.nodes.values()
-                           for a in (n.controller_address, n.client_address, n.status_address)
-                           if a)
+            port = 1 + max(self.own_ports())
             _refuse_busy({port: f"node {node_id}"})
-        address = f"{HOST}:{port or free_ports(1)[0]}"
+        address = f"{HOST}:{port or free_ports(1, avoid=self.own_ports())[0]}"
         node_dir = self.directory / f"node-{node_id}"
         info = NodeInfo(id=node_id, roles=["controller"], controller_address=address,
                         client_address=None, data_dir=str(node_dir / "data"),
@@ -351,6 +349,11 @@ class Cluster:
         temp = self.directory / (CLUSTER_FILE + ".tmp")
         temp.write_text(json.dumps(data, indent=2) + "\n")
         os.replace(temp, self.directory / CLUSTER_FILE)
+
+    def own_ports(self) -> set[int]:
+        """Every port the cluster's nodes listen on (bound or not yet)."""
+        return {_port(a) for n in self.nodes.values()
+                for a in (n.controller_address, n.client_address, n.status_address) if a}
 
     def node(self, node_id: int) -> NodeInfo:
         if node_id not in self.nodes:

@@ -5,20 +5,25 @@ ones another process holds, before a launcher starts nodes that would die bindin
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 HOST = "127.0.0.1"
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the OS reports free right now (held together, so all distinct)."""
+def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
+    """Ports the OS reports free right now (held together, so all distinct), none of
+    `avoid`: ports already given to a cluster's nodes but not bound yet, which the OS
+    would hand out again."""
     sockets = []
+    found: list[int] = []
     try:
-        for _ in range(count):
+        while len(found) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)  # held until the end, so never reported twice
             sock.bind((HOST, 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
+            if (port := sock.getsockname()[1]) not in avoid:
+                found.append(port)
+        return found
     finally:
         for sock in sockets:
             sock.close()

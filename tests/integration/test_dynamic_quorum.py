@@ -217,7 +217,7 @@ def move_to_new_port(cluster: Cluster, node_id: int) -> str:
     cluster.json), start it again; its new address."""
     cluster.stop_node(node_id)
     info = cluster.node(node_id)
-    address = f"127.0.0.1:{free_ports(1)[0]}"
+    address = f"127.0.0.1:{free_ports(1, avoid=cluster.own_ports())[0]}"
     settings = tomllib.loads(Path(info.config).read_text())
     settings["listeners"] = f"CONTROLLER://{address}"
     Path(info.config).write_text(to_toml(settings))

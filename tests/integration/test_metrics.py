@@ -65,7 +65,9 @@ def api_versions_request(port: int) -> None:
 def cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[int, int]]]:
     cluster = Cluster.create(tmp_path / "cluster", voters=len(VOTERS), brokers=1,
                              settings=FAST_SETTINGS)
-    ports = dict(zip(sorted(cluster.nodes), free_ports(len(cluster.nodes)), strict=True))
+    # not one of the nodes' own ports, chosen above but not bound yet
+    ports = dict(zip(sorted(cluster.nodes), free_ports(len(cluster.nodes), cluster.own_ports()),
+                     strict=True))
     for node_id, port in ports.items():
         with open(cluster.node(node_id).config, "a") as config:
             config.write(f'"metrics.listener" = "http://127.0.0.1:{port}"\n')

@@ -163,7 +163,7 @@ class ProxyNet:
                    for t, address in voters.items() if s != t}
         targets |= {(s, t): address for s in brokers
                     for t, address in brokers.items() if s != t}
-        ports = free_ports(len(targets))
+        ports = free_ports(len(targets), avoid=cluster.own_ports())
         links = {pair: Link(source=pair[0], target=pair[1], listen_port=port,
                             target_address=address)
                  for (pair, address), port in zip(targets.items(), ports, strict=True)}
