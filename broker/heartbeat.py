@@ -7,6 +7,11 @@ active controller by asking any voter and following NOT_CONTROLLER's leader addr
 STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED it registers again; DUPLICATE_BROKER_
 REGISTRATION (its previous incarnation's session has not expired) is retried.
 
+On a graceful stop (`controlled_shutdown`), heartbeats ask to shut down (Kafka's
+`wantShutDown`): the controller fences the broker and moves the leadership of its
+partitions to other ISR members; the broker stops once the controller says it may and
+its own image shows it leads nothing, so clients move to the new leaders before it goes.
+
 Each heartbeat also lists the partitions marked for deletion that this broker leads
 with an empty log (`empty_partitions`, set by the broker role when it has a Kafka
 listener: `broker.kafka.ordered.empty_marked`), so the controller can remove them.
@@ -36,6 +41,8 @@ from raft.types import Batch
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_POLL_S = 0.05  # a controlled shutdown asks again this often (the image catching up)
+
 
 class BrokerHeartbeat:
     def __init__(self, node: RaftNode, *, endpoints: tuple[str, ...],
@@ -55,6 +62,7 @@ class BrokerHeartbeat:
             bind_identity=transport_tls is not None and transport_tls.bind_identity)
         self.empty_partitions: Callable[[], Awaitable[tuple[EmptyPartition, ...]]] | None = \
             None
+        self.want_shut_down = False
 
     def install(self) -> BrokerHeartbeat:
         self._node.add_commit_listener(self._on_commit)
@@ -89,14 +97,36 @@ class BrokerHeartbeat:
                 log.info("broker registration refused",
                          extra={"broker": broker_id, "error": response.error_message})
 
-    async def _heartbeat(self, broker_id: int) -> None:
+    async def controlled_shutdown(self, leads_nothing: Callable[[], bool]) -> None:
+        """Heartbeat asking to shut down until the controller says this broker may stop
+        and `leads_nothing()` (its image shows no partition it leads); unbounded: the
+        caller bounds it. A broker never registered has nothing to move."""
+        self.want_shut_down = True
+        broker_id = self._node.node_id
+        started = trio.current_time()
+        while self.broker_epoch is not None:
+            try:
+                response = await self._heartbeat(broker_id)
+            except ControllerUnavailable as exc:
+                log.info("controller unreachable", extra={"broker": broker_id,
+                                                          "reason": str(exc)})
+                response = None
+            if response is not None and response.should_shut_down and leads_nothing():
+                log.info("controlled shutdown: leadership moved away", extra={
+                    "broker": broker_id,
+                    "elapsed_ms": round((trio.current_time() - started) * 1000)})
+                return
+            await trio.sleep(SHUTDOWN_POLL_S)
+
+    async def _heartbeat(self, broker_id: int) -> BrokerHeartbeatResponse | None:
         assert self.broker_epoch is not None
         empty = await self.empty_partitions() if self.empty_partitions is not None else ()
         response = await self._call(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None))
+            current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None,
+            want_shut_down=self.want_shut_down))
         if not isinstance(response, BrokerHeartbeatResponse):
-            return
+            return None
         if response.error_code in (ErrorCode.STALE_BROKER_EPOCH,
                                    ErrorCode.BROKER_ID_NOT_REGISTERED):
             self.broker_epoch = None
@@ -105,6 +135,7 @@ class BrokerHeartbeat:
                 log.info("broker fenced" if response.is_fenced else "broker unfenced",
                          extra={"broker": broker_id})
             self.is_fenced = response.is_fenced
+        return response
 
     async def _call(self, request: Any) -> Any:
         return await self._client.call(request, timeout_s=self._timeout_s)

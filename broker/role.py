@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
+from broker.hosting import led_partitions
 from broker.kafka.listener import KafkaListener, install_kafka_listener
 from broker.kafka.ordered.empty_marked import empty_marked_partitions
 from broker.server import BrokerServer, install_broker
@@ -31,6 +32,13 @@ class BrokerRole:
         listener): the image, and what the heartbeat reports applied, restart from it."""
         self.heartbeat.applied_offset = image.last_applied_offset
         self.server.reset_image(image)
+
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's partition leadership away before it stops (unbounded:
+        the supervisor bounds it)."""
+        broker_id = self.server.settings.broker_id
+        await self.heartbeat.controlled_shutdown(
+            lambda: not led_partitions(self.server.image, broker_id))
 
     def close(self) -> None:
         """Close the partition logs the Kafka side keeps open; the node's tasks must have

@@ -297,6 +297,7 @@ class BrokerHeartbeatRequest:
     broker_epoch: int
     current_metadata_offset: int  # the last metadata offset the broker has applied
     empty_marked_partitions: tuple[EmptyPartition, ...] | None = None  # KIP-253
+    want_shut_down: bool = False  # a controlled shutdown: move my leadership away
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,6 +306,7 @@ class BrokerHeartbeatResponse:
     error_message: str | None = None
     is_caught_up: bool = False
     is_fenced: bool = True
+    should_shut_down: bool = False  # the controlled shutdown's changes are committed
 
 
 # --- AlterPartition (KIP-497; a partition leader proposes a new ISR) ----------------

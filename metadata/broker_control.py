@@ -12,6 +12,12 @@ ClusterControlManager and BrokerHeartbeatManager, much reduced).
 - Fencing drops the broker from every ISR (never emptying one: the last member stays,
   as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER.
   Unfencing elects the broker for leaderless partitions whose ISR it is in.
+- Controlled shutdown (Kafka's `wantShutDown`): a heartbeat asking to shut down fences
+  the broker at once, with the same partition changes as a session timeout (leadership
+  to another unfenced ISR member, out of every ISR it is not the last of), and is never
+  unfenced while it asks; the answer (sent once its batch is committed) says the
+  broker may stop. Kafka keeps such a broker registered "in controlled shutdown" until
+  it stops; here it is fenced, which has the same effect on its partitions.
 - KIP-253: a heartbeat lists the partitions marked for deletion that the broker leads and
   finds empty; the controller removes each one that is still the last of its topic
   (`remove_empty_partitions`). A stale report is ignored: the next heartbeat says more.
@@ -112,6 +118,11 @@ def broker_heartbeat(delta: MetadataDelta, emit: Emit, request: BrokerHeartbeatR
                            f"not {request.broker_epoch}"))
     caught_up = request.current_metadata_offset >= max(high_watermark, broker.broker_epoch)
     fenced = broker.fenced
+    if request.want_shut_down:
+        if not fenced:
+            fence_broker(delta, emit, broker.broker_id)
+        return BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True,
+                                       should_shut_down=True)
     if fenced and caught_up:
         emit(rec.UnfenceBroker(broker_id=broker.broker_id, broker_epoch=broker.broker_epoch))
         for change in leader_elections(delta, broker.broker_id):

@@ -481,15 +481,16 @@ class Cluster:
         return graceful
 
     def stop(self, timeout_s: float = 10.0) -> list[int]:
-        """Stop every node: the leader last, so the others do not start elections while
-        going down. Returns the ids that needed SIGKILL."""
+        """Stop every node: brokers first, while the quorum can still commit their
+        controlled shutdowns, then the voters, the leader last, so the others do not start
+        elections while going down. Returns the ids that needed SIGKILL."""
         try:
             leader = describe_quorum(self.controller_addresses(), timeout_s=1.0,
                                      cluster_id=self.cluster_id,
                                      ssl_context=self.client_ssl)["leader_id"]
         except ClusterError:
             leader = None
-        order = sorted(self.nodes, key=lambda n: (n == leader, n))
+        order = sorted(self.nodes, key=lambda n: (self.nodes[n].is_voter, n == leader, n))
         return [n for n in order if not self.stop_node(n, timeout_s)]
 
     def restart(self, node_id: int, timeout_s: float = 10.0) -> int:

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.integration
 
 BROKER_SETTINGS = {
     "broker.heartbeat.interval.ms": 300,
-    # long enough that a stopped broker stays unfenced (and keeps its replicas) for the
-    # whole test, so the recreated topic is placed on it again
+    # a stopped broker stays unfenced (and keeps its replicas) for the whole test, so the
+    # recreated topic is placed on it again: no controlled shutdown, a long session
+    "controlled.shutdown.enable": False,
     "broker.session.timeout.ms": 60_000,
 }
 WAIT_S = 20.0

@@ -153,6 +153,11 @@ KEYS: tuple[Key, ...] = (
         "a broker without a heartbeat for this long is fenced"),
     Key("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", integer(1), 2000,
         "how often a broker heartbeats to the controller"),
+    Key("controlled.shutdown.enable", "controlled_shutdown_enable", boolean, True,
+        "on SIGTERM a broker asks the controller to move the leadership of its partitions "
+        "to other ISR members (it is fenced) and stops once its image shows that, within "
+        "5 s (broker/heartbeat.py); false: it stops at once, and stays registered unfenced "
+        "until its session times out"),
     Key("log.segment.bytes", "log_segment_bytes", integer(1024), 1 << 30,
         "the size of a metadata log segment"),
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),

@@ -54,6 +54,7 @@ class NodeConfig:
     delete_topic_delay_ms: int
     broker_session_timeout_ms: int
     broker_heartbeat_interval_ms: int
+    controlled_shutdown_enable: bool
     log_segment_bytes: int
     replica_lag_time_max_ms: int
     log_retention_check_interval_ms: int
@@ -225,6 +226,7 @@ class NodeConfig:
             delete_topic_delay_ms=self.delete_topic_delay_ms, voters=dict(self.voters),
             request_timeout_ms=self.request_timeout_ms,
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
+            controlled_shutdown=self.controlled_shutdown_enable,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
             log_retention_check_interval_ms=self.log_retention_check_interval_ms,
             log_cleaner_backoff_ms=self.log_cleaner_backoff_ms,

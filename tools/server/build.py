@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -74,12 +74,14 @@ def advertised_controller_endpoints(config: NodeConfig) -> tuple[Endpoint, ...]:
 
 @dataclass(eq=False)
 class BuiltNode:
-    """A node built from its configuration, its RPC host, and the files to close before
-    a rebuild."""
+    """A node built from its configuration, its RPC host, the files to close before
+    a rebuild, and what a graceful stop does before the node shuts down (a broker's
+    controlled shutdown)."""
 
     node: RaftNode
     rpc: RpcHost
     closers: list[Callable[[], None]] = field(default_factory=list)
+    before_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def close(self) -> None:
         for close in self.closers:
@@ -156,6 +158,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
             node, rpc, broker_tls(config, config.broker_settings(), contexts),
             initial_image=start.image)
         built.closers.append(role.close)
+        if role.server.settings.controlled_shutdown:
+            built.before_stop.append(role.controlled_shutdown)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
         broker_role = role

@@ -27,6 +27,8 @@ from tools.server.build import BuiltNode, build_node
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 10.0
+# of it, at most this long moving a broker's partition leadership away first
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 PROBE_INTERVAL_S = 1.0  # how often a failed log directory is tried again
 PROBE_FILE = ".kraft-write-probe"
 PROBE_BYTES = 64 * 1024  # some room, not just one free page, before the node comes back
@@ -41,7 +43,7 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
     rebuilt from disk in this same process; it may fail and recover any number of times."""
     await built.node.transport.bind()  # outside the nursery: a busy port is a plain OSError
     stop_requested = trio.Event()
-    running: list[RaftNode] = [built.node]  # the node a signal must shut down, if any
+    running: list[BuiltNode] = [built]  # the node a signal must shut down, if any
 
     async def watch_signals() -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -50,8 +52,9 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
                          extra={"signal": signal.Signals(signum).name})
                 stop_requested.set()
                 with trio.move_on_after(SHUTDOWN_TIMEOUT_S):
-                    for node in list(running):
-                        await node.shutdown()
+                    for stopping in list(running):
+                        await before_stop(stopping)
+                        await stopping.node.shutdown()
                     await trio.sleep(math.inf)  # until the supervisor below returns
                 log.error("graceful shutdown timed out")
                 nursery.cancel_scope.cancel()
@@ -78,9 +81,21 @@ async def supervise(config: NodeConfig, built: BuiltNode) -> None:
             if stop_requested.is_set():  # the signal came during the last probe
                 built.close()
                 break
-            running.append(built.node)
+            running.append(built)
             await bind_with_retry(built.node)
         nursery.cancel_scope.cancel()
+
+
+async def before_stop(built: BuiltNode) -> None:
+    """The node's own steps before a graceful stop, within CONTROLLED_SHUTDOWN_TIMEOUT_S:
+    past it the node stops anyway (the controller fences it when its session ends)."""
+    with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S) as scope:
+        for step in built.before_stop:
+            await step()
+    if scope.cancelled_caught:
+        log.warning("controlled shutdown did not finish in time, stopping anyway",
+                    extra={"node": built.node.node_id,
+                           "timeout_s": CONTROLLED_SHUTDOWN_TIMEOUT_S})
 
 
 async def run_until_disk_failure(node: RaftNode, log_dir: Path) -> OSError | None:

@@ -117,6 +117,32 @@ def test_broker_is_fenced_when_the_session_times_out_without_heartbeats() -> Non
     assert h.controller.committed.unfenced_broker_ids() == ()
 
 
+def test_controlled_shutdown_moves_leadership_at_once_and_keeps_the_broker_fenced() -> None:
+    """wantShutDown: fenced in the heartbeat's own batch (leadership to another ISR member,
+    out of the ISRs), told it may stop, and never unfenced while it asks, however caught
+    up; a heartbeat without the ask unfences it again (a restart)."""
+    h = Harness(brokers=3)
+    h.create("t", partitions=3, factor=2)
+    offset = h.controller.committed.last_applied_offset
+    decision = h.run(BrokerHeartbeatRequest(broker_id=1, broker_epoch=h.epochs[1],
+                                            current_metadata_offset=offset,
+                                            want_shut_down=True))
+    response = decision.response
+    assert (response.is_fenced, response.should_shut_down) == (True, True)  # type: ignore[union-attr]
+    assert decision.records[0] == rec.FenceBroker(broker_id=1, broker_epoch=h.epochs[1])
+    topic = h.controller.committed.topic_by_name("t")
+    assert topic is not None
+    assert all(p.leader != 1 and 1 not in p.isr for p in topic.partitions)
+    again = h.run(BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=h.epochs[1], want_shut_down=True,
+        current_metadata_offset=h.controller.committed.last_applied_offset))
+    assert again.records == ()
+    assert again.response.should_shut_down  # type: ignore[union-attr]
+    assert h.controller.committed.brokers[1].fenced
+    h.heartbeat(1)
+    assert not h.controller.committed.brokers[1].fenced
+
+
 def test_leadership_moves_with_a_new_leader_epoch_when_the_leader_is_fenced() -> None:
     """On fence: PartitionChange moves leadership to an unfenced ISR member (leader_epoch +
     1 on replay) and the ISR shrinks."""
