@@ -12,6 +12,11 @@ image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_
 each of its partitions, without records: the consumer refreshes its metadata and
 rejoins its group. Followers' fetches are never checked.
 
+OffsetForLeaderEpoch reads the epoch's end under the partition lock, which a produce
+holds from its count check to the end of its append (`broker.kafka.partitions.produce`):
+an ordered consumer's creation gate, computed from this answer, never opens below a
+record of the old count appended at the same time.
+
 With the authorizer on (`broker.kafka.authz`): a consumer's Fetch needs READ on each
 topic, a follower's (`replica_id >= 0`) CLUSTER_ACTION on the cluster, ListOffsets and
 OffsetForLeaderEpoch DESCRIBE on the topic (a follower's: CLUSTER_ACTION); otherwise each
@@ -272,7 +277,8 @@ async def handle_offset_for_leader_epoch_request(
             if state is None:
                 partitions.append({"partition": index, "error_code": int(error)})
                 continue
-            epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
+            async with state.lock:  # not while an append (of an older count) is in flight
+                epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
             partitions.append({"partition": index, "error_code": 0, "leader_epoch": epoch,
                                "end_offset": end})
         topics.append({"topic": topic.topic, "partitions": partitions})
