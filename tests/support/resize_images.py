@@ -56,6 +56,20 @@ def grown(before: MetadataImage, count: int) -> list[rec.Record]:
               for index in range(len(topic.partitions), count))]
 
 
+def shrunk(before: MetadataImage, count: int) -> list[rec.Record]:
+    """The shrink batch of `before`'s topic A to `count` partitions: the count, the
+    partitions above it marked with the staying ones' epochs, the staying ones bumped."""
+    topic = before.topic(TOPIC_ID)
+    assert topic is not None
+    before_deletion = tuple((p.partition, p.leader_epoch) for p in topic.partitions[:count])
+    return [rec.PartitionCount(topic_id=TOPIC_ID, undeleted_partition_count=count),
+            *(rec.PartitionChange(topic_id=TOPIC_ID, partition=p.partition,
+                                  leader_epoch_before_deletion=before_deletion)
+              for p in topic.partitions[count:]),
+            *(rec.PartitionChange(topic_id=TOPIC_ID, partition=p.partition,
+                                  bump_leader_epoch=True) for p in topic.partitions[:count])]
+
+
 def image_of(*batches: Sequence[rec.Record]) -> MetadataImage:
     """The image of these batches, applied in order from an empty log."""
     return replay(enumerate(r for batch in batches for r in batch))
