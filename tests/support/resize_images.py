@@ -1,78 +1,59 @@
-"""Metadata images of an ordered topic before and after a resize, built from the records
-the controller writes for it (`metadata.controller._grow` / `_shrink`), and a broker
-serving them in process: the real dispatcher, handlers and partition logs over a log
-directory, with an image the test moves on.
+"""An ordered topic resized by the real controller (`tests/support/controller_harness.py`),
+its images after each step, and a broker serving them in process: the real dispatcher,
+handlers and partition logs over a log directory, with an image the test moves on as a
+metadata commit would.
 
-Topic A is created with 2 partitions (ordered delivery set explicitly), every replica
-on `BROKER`, leader epoch 0."""
+Topic A is created with 2 partitions and `enable.ordered.delivery=true`, set explicitly,
+replicated on every broker of the harness."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 from broker import partition_dir
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher
 from broker.kafka.replication.replica import ReplicaManager
-from metadata import records as rec
-from metadata.delta import replay
-from metadata.image import MetadataImage
+from metadata.admin import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+)
+from metadata.image import MetadataImage, TopicImage
 from metadata.topic_configs import ORDERED_DELIVERY
-from raft.common.uuid import Uuid
-from tests.support.kafka_support import BROKER, TOPIC_ID
+from tests.support.controller_harness import Harness
 
 NAME = "A"
 
 
-def created(replicas: Sequence[int] = (BROKER,), leader: int = BROKER) -> list[rec.Record]:
-    """Topic A with 2 partitions and `enable.ordered.delivery=true`."""
-    brokers = sorted(set(replicas) | {leader})
-    entries: list[rec.Record] = [
-        rec.RegisterBroker(broker_id=b, incarnation_id=Uuid(b + 100), broker_epoch=b,
-                           endpoints=(f"PLAINTEXT://127.0.0.1:{9000 + b}",))
-        for b in brokers]
-    entries += [rec.UnfenceBroker(broker_id=b, broker_epoch=b) for b in brokers]
-    entries += [rec.Topic(name=NAME, topic_id=TOPIC_ID, initial_partition_count=2),
-                rec.TopicConfig(topic_id=TOPIC_ID, key=ORDERED_DELIVERY, value="true")]
-    entries += [rec.Partition(topic_id=TOPIC_ID, partition=p, replicas=tuple(replicas),
-                              isr=tuple(replicas), leader=leader) for p in range(2)]
-    return entries
+class ResizedTopic:
+    """Topic A on `brokers` brokers (ids 1, 2, ...), resized step by step."""
 
+    def __init__(self, brokers: int = 1) -> None:
+        self.harness = Harness(brokers=brokers)
+        self.harness.run(CreateTopicsRequest(topics=(CreatableTopic(
+            name=NAME, num_partitions=2, replication_factor=brokers,
+            configs=(CreatableTopicConfig(name=ORDERED_DELIVERY, value="true"),)),)))
 
-def grown(before: MetadataImage, count: int) -> list[rec.Record]:
-    """The growth batch of `before`'s topic A to `count` partitions: the count, every
-    existing partition's epoch bumped, the new partitions with their after-creation map."""
-    topic = before.topic(TOPIC_ID)
-    assert topic is not None
-    after_creation = tuple((p.partition, p.leader_epoch) for p in topic.partitions)
-    first = topic.partitions[0]
-    return [rec.PartitionCount(topic_id=TOPIC_ID, undeleted_partition_count=count),
-            *(rec.PartitionChange(topic_id=TOPIC_ID, partition=p.partition,
-                                  bump_leader_epoch=True) for p in topic.partitions),
-            *(rec.Partition(topic_id=TOPIC_ID, partition=index, replicas=first.replicas,
-                            isr=first.replicas, leader=first.leader,
-                            leader_epoch_after_creation=after_creation)
-              for index in range(len(topic.partitions), count))]
+    def resize(self, count: int) -> MetadataImage:
+        """The image once the controller's resize to `count` partitions committed."""
+        decision = self.harness.run(CreatePartitionsRequest(
+            topics=(CreatePartitionsTopic(name=NAME, count=count),)))
+        assert decision.response.results[0].error_code == 0  # type: ignore[union-attr]
+        return self.image
 
+    @property
+    def image(self) -> MetadataImage:
+        return self.harness.controller.committed
 
-def shrunk(before: MetadataImage, count: int) -> list[rec.Record]:
-    """The shrink batch of `before`'s topic A to `count` partitions: the count, the
-    partitions above it marked with the staying ones' epochs, the staying ones bumped."""
-    topic = before.topic(TOPIC_ID)
-    assert topic is not None
-    before_deletion = tuple((p.partition, p.leader_epoch) for p in topic.partitions[:count])
-    return [rec.PartitionCount(topic_id=TOPIC_ID, undeleted_partition_count=count),
-            *(rec.PartitionChange(topic_id=TOPIC_ID, partition=p.partition,
-                                  leader_epoch_before_deletion=before_deletion)
-              for p in topic.partitions[count:]),
-            *(rec.PartitionChange(topic_id=TOPIC_ID, partition=p.partition,
-                                  bump_leader_epoch=True) for p in topic.partitions[:count])]
-
-
-def image_of(*batches: Sequence[rec.Record]) -> MetadataImage:
-    """The image of these batches, applied in order from an empty log."""
-    return replay(enumerate(r for batch in batches for r in batch))
+    @property
+    def topic(self) -> TopicImage:
+        found = self.image.topic_by_name(NAME)
+        assert found is not None
+        return found
 
 
 class MovingImage:
@@ -96,14 +77,15 @@ class MovingImage:
         return image
 
 
-def broker(log_dir: Path, image: MovingImage, partitions: Sequence[int] = (0,),
-           broker_id: int = BROKER) -> Dispatcher:
+def broker(log_dir: Path, image: MovingImage, broker_id: int,
+           partitions: Iterable[int]) -> Dispatcher:
     """The Kafka request handlers of broker `broker_id` over `log_dir`, which holds the
     directories of topic A's `partitions`."""
+    topic = image.current.topic_by_name(NAME)
+    assert topic is not None
     for p in partitions:
-        (log_dir / f"{NAME}-{p}").mkdir(exist_ok=True)
-        partition_dir.write_partition_metadata(log_dir / f"{NAME}-{p}", TOPIC_ID)
+        (log_dir / f"{NAME}-{p}").mkdir(parents=True, exist_ok=True)
+        partition_dir.write_partition_metadata(log_dir / f"{NAME}-{p}", topic.topic_id)
     replicas = ReplicaManager(log_dir=log_dir, broker_id=broker_id, image=image)
     return Dispatcher(HandlerContext(broker_id=broker_id, cluster_id="test-cluster",
                                      image=image, replicas=replicas, controller=None))
-

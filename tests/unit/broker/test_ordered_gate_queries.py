@@ -15,19 +15,9 @@ from broker.kafka.listener import Dispatcher
 from broker.kafka.ordered.marked_end import MARKED_END_WAIT_S
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from tests.support.kafka_support import BROKER
-from tests.support.resize_images import (
-    NAME,
-    MovingImage,
-    broker,
-    created,
-    grown,
-    image_of,
-    shrunk,
-)
+from tests.support.resize_images import NAME, MovingImage, ResizedTopic, broker
 from tests.unit.broker.test_ordered_wire import produce, produce_errors, roundtrip
 
-FOLLOWER = 5
 LIST_OFFSETS, FETCH = 2, 1
 LATEST = -1
 
@@ -39,14 +29,20 @@ def latest(partition: int, current_leader_epoch: int = -1) -> Any:
              "timestamp": LATEST}]}]})
 
 
-def follower_fetch(partition: int, offset: int, last_fetched_epoch: int) -> Any:
+def follower_fetch(follower: int, partition: int, offset: int, last_fetched_epoch: int
+                   ) -> Any:
     return build(load_request_schema(FETCH, 12), {
-        "replica_id": FOLLOWER, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "replica_id": follower, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
         "topics": [{"topic": NAME, "partitions": [{
             "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
             "last_fetched_epoch": last_fetched_epoch, "log_start_offset": 0,
             "partition_max_bytes": 1 << 20}]}]})
+
+
+def follower_of(dispatcher: Dispatcher) -> int:
+    """The other broker of the two the harness has."""
+    return 3 - dispatcher.context.broker_id
 
 
 def listed(response: Any) -> tuple[int, int]:
@@ -58,15 +54,14 @@ def listed(response: Any) -> tuple[int, int]:
 async def marked_with_uncommitted_record(tmp_path: Path) -> Dispatcher:
     """Partition 3 of A (RF 2, grown 2 -> 4) holds records at 0 and 1, its follower has
     fetched only the first (high watermark 1), then the 4 -> 3 shrink marks it."""
-    two = image_of(created(replicas=(BROKER, FOLLOWER)))
-    four = image_of(created(replicas=(BROKER, FOLLOWER)), grown(two, 4))
-    images = MovingImage(four)
-    dispatcher = broker(tmp_path, images, partitions=range(4))
+    topic = ResizedTopic(brokers=2)
+    images = MovingImage(topic.resize(4))
+    leader = topic.topic.partitions[3].leader
+    dispatcher = broker(tmp_path, images, leader, partitions=[3])
     assert produce_errors(await roundtrip(dispatcher, produce(4, partition=3))) == [0]
-    await roundtrip(dispatcher, follower_fetch(3, 1, 0))
+    await roundtrip(dispatcher, follower_fetch(follower_of(dispatcher), 3, 1, 0))
     assert produce_errors(await roundtrip(dispatcher, produce(4, partition=3))) == [0]
-    images.current = image_of(created(replicas=(BROKER, FOLLOWER)), grown(two, 4),
-                              shrunk(four, 3))
+    images.current = topic.resize(3)
     return dispatcher
 
 
@@ -88,7 +83,7 @@ async def test_d_a_deletion_gate_waits_for_the_marked_partitions_uncommitted_rec
         await trio.testing.wait_all_tasks_blocked()
         assert "gate" not in answers, \
             f"answered {answers['gate']} while the record at 1 is not committed"
-        await roundtrip(dispatcher, follower_fetch(3, 2, 0))  # the follower catches up
+        await roundtrip(dispatcher, follower_fetch(follower_of(dispatcher), 3, 2, 0))
     assert answers["gate"] == (0, 2)
 
 

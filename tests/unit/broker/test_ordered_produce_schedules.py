@@ -16,11 +16,12 @@ from broker.kafka.listener import Dispatcher
 from broker.kafka.replication.replica import PartitionState, check_partition
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from tests.support.kafka_support import BROKER, TOPIC_ID, record_batch
-from tests.support.resize_images import NAME, MovingImage, broker, created, grown, image_of
+from tests.support.kafka_support import record_batch
+from tests.support.resize_images import NAME, MovingImage, ResizedTopic, broker
 from tests.unit.broker.test_ordered_wire import produce, roundtrip
 
 OFFSET_FOR_LEADER_EPOCH = 23
+LEADER = 1  # of every partition: the harness's only broker
 
 
 def epoch_end(epoch: int, current_leader_epoch: int = -1) -> Any:
@@ -37,7 +38,7 @@ def answer(response: Any) -> tuple[int, int]:
 
 async def partition_zero(dispatcher: Dispatcher) -> PartitionState:
     context = dispatcher.context
-    resolved = check_partition(context.image, BROKER, partition=0, topic_id=TOPIC_ID)
+    resolved = check_partition(context.image, LEADER, partition=0, name=NAME)
     _, state = await context.replicas.open(resolved)
     assert state is not None
     return state
@@ -55,12 +56,12 @@ async def test_a_resize_applied_after_the_count_check_never_stores_the_old_count
     right after that read. The record must not be stored in the new epoch: that would
     put a record routed by count 2 after the threshold of partition 2's creation gate
     (the end of epoch 0 in partition 0). It is refused, and the producer re-routes it."""
-    before = image_of(created())
-    images = MovingImage(before)
-    dispatcher = broker(tmp_path, images)
+    topic = ResizedTopic()
+    images = MovingImage(topic.image)
+    dispatcher = broker(tmp_path, images, LEADER, partitions=[0])
     assert answer(await roundtrip(dispatcher, produce(2))) == (0, 0)
 
-    images.move_after(1, image_of(created(), grown(before, 4)))
+    images.move_after(1, topic.resize(4))
     code, offset = answer(await roundtrip(dispatcher, produce(2)))
     state = await partition_zero(dispatcher)
     assert (code, state.log.log_end_offset) == (ErrorCode.INVALID_PARTITION_METADATA, 1), \
@@ -74,9 +75,9 @@ async def test_a_gate_query_waits_for_an_old_count_append_in_flight(tmp_path: Pa
     (it holds the partition lock) when the growth is applied, and a consumer asks where
     epoch 0 ends (partition 2's creation gate). The answer must come after that append,
     so above the record; a count-2 Produce queued behind it is refused."""
-    before = image_of(created())
-    images = MovingImage(before)
-    dispatcher = broker(tmp_path, images)
+    topic = ResizedTopic()
+    images = MovingImage(topic.image)
+    dispatcher = broker(tmp_path, images, LEADER, partitions=[0])
     assert answer(await roundtrip(dispatcher, produce(2))) == (0, 0)
     state = await partition_zero(dispatcher)
     answers: dict[str, Any] = {}
@@ -88,7 +89,7 @@ async def test_a_gate_query_waits_for_an_old_count_append_in_flight(tmp_path: Pa
         async with state.lock:  # the count-2 Produce whose append is in flight
             nursery.start_soon(send, "queued", produce(2))
             await trio.testing.wait_all_tasks_blocked()
-            images.current = image_of(created(), grown(before, 4))
+            images.current = topic.resize(4)
             nursery.start_soon(send, "gate", epoch_end(0))
             await trio.testing.wait_all_tasks_blocked()
             in_flight, _ = await trio.to_thread.run_sync(
