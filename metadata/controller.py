@@ -654,14 +654,17 @@ def _grow(batch: _Batch, topic: TopicImage, assignment: tuple[tuple[int, ...], .
 def _shrink(batch: _Batch, topic: TopicImage, count: int) -> None:
     """KIP-253 shrink, one batch: the new count; each partition from `count` up not yet
     marked gets the leader epochs the staying partitions had before this change (its
-    consumers may deliver up to them), and every staying partition's epoch is bumped.
+    consumers may deliver up to them) and its own epoch bumped (a consumer's deletion
+    gate asks its end fenced by that epoch, so only a leader that applied the mark, and
+    takes no more records, answers), and every staying partition's epoch is bumped.
     Marked partitions are removed once empty (`broker_control.remove_empty_partitions`)."""
     batch.emit(_count_record(topic, count))
     before_deletion = tuple((p.partition, p.leader_epoch) for p in topic.partitions[:count])
     for p in topic.partitions[count:topic.undeleted_count]:
         if not p.marked_for_deletion:
             batch.emit(rec.PartitionChange(topic_id=topic.topic_id, partition=p.partition,
-                                           leader_epoch_before_deletion=before_deletion))
+                                           leader_epoch_before_deletion=before_deletion,
+                                           bump_leader_epoch=True))
     for p in topic.partitions[:count]:
         batch.emit(rec.PartitionChange(topic_id=topic.topic_id, partition=p.partition,
                                        bump_leader_epoch=True))

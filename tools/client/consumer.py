@@ -222,7 +222,8 @@ class OrderedConsumer:
 
     async def _exchange_positions(self, metadata: TopicMetadata) -> None:
         report = {}
-        for p in self.wanted & set(self.owned):
+        known = self._known_positions()
+        for p in self.wanted & set(self.owned) & set(known):
             owned = self.owned[p]
             if gates.should_report(self.reports[p], position=owned.position,
                                    high_watermark=owned.high_watermark,
@@ -239,11 +240,14 @@ class OrderedConsumer:
 
     # -- fetching and delivery ----------------------------------------------------------
 
+    def _known_positions(self) -> dict[int, int]:
+        return gates.known_positions({p: (o.position, o.gates) for p, o in self.owned.items()},
+                                     self.group_positions)
+
     def _limit(self, owned: Owned) -> int | None:
         if not self.use_gates:
             return None
-        known = {**self.group_positions, **{p: o.position for p, o in self.owned.items()}}
-        return gates.delivery_limit(owned.gates, known)
+        return gates.delivery_limit(owned.gates, self._known_positions())
 
     async def _open_gates(self) -> None:
         opened = [p for p, o in self.owned.items()

@@ -12,7 +12,11 @@ deliver while the group has not yet consumed what must come before them.
   before-deletion map wait until the group's position of P3 reaches P3's log end (P3
   gets no new records once marked, so that is all of them).
 - Position reports: a member tells the coordinator its position of a partition another
-  member waits on only when that can unblock someone.
+  member waits on only when that can unblock someone, and has no position of a partition
+  whose creation gate is still closed, to report or to open its own gates with: a
+  partition added by a later growth waits on that one (its split source), whose start
+  says nothing until the keys it took were consumed where they were before. So chains
+  of growths wait transitively (2 -> 4 -> 8: 6 waits on 2, which waits on 0).
 """
 
 from __future__ import annotations
@@ -83,6 +87,24 @@ def delivery_limit(gates: PartitionGates, positions: Mapping[int, int]) -> int |
     limits = [g.upper_offset + 1 for g in gates.deletions
               if not g.is_open(positions.get(g.blocker, NO_POSITION))]
     return min(limits) if limits else None
+
+
+def known_positions(own: Mapping[int, tuple[int, PartitionGates]],
+                    reported: Mapping[int, int]) -> dict[int, int]:
+    """The group's positions the gates may go by: those other members reported, and this
+    member's own (`own`: partition -> (position, gates)) of each partition whose creation
+    gate is open by these positions, chains included."""
+    known = {p: position for p, position in reported.items() if p not in own}
+    waiting = dict(own)
+    while True:
+        opened = {p: position for p, (position, gates) in waiting.items()
+                  if gates.creation is None or gates.creation.is_open(
+                      known.get(gates.creation.source, NO_POSITION))}
+        if not opened:
+            return known
+        known.update(opened)
+        for p in opened:
+            del waiting[p]
 
 
 def deliverable(offset: int, limit: int | None) -> bool:

@@ -61,6 +61,11 @@ def topic_metadata(name: str, metadata_topic: Any, brokers: dict[int, str],
     (topic,) = epochs_response.topics
     if int(topic.error_code) != NO_ERROR:
         return TopicMetadata(error_code=int(topic.error_code), **base)
+    # the leader epochs of the image the epoch maps come from: the gates' queries are
+    # fenced by them (tools/client/offsets.py), the Metadata answer may be older
+    base["leader_epochs"] = {**leader_epochs, **{
+        int(p.partition): int(p.leader_epoch) for p in topic.partitions
+        if int(p.error_code) == NO_ERROR}}
     return TopicMetadata(
         initial=int(topic.initial_partition_count),
         undeleted=int(topic.undeleted_partition_count), ordered=bool(topic.ordered_delivery),

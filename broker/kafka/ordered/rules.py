@@ -50,16 +50,16 @@ def count_mismatch(topic: TopicImage | None, client_count: int | None) -> bool:
     return int(client_count) != undeleted_count(topic)
 
 
-def produce_refusal(topic: TopicImage | None, index: int) -> str | None:
-    """Why partition `index` takes no records now (None: it may)."""
+def produce_refusal(topic: TopicImage | None, index: int, client_count: int | None = None
+                    ) -> str | None:
+    """Why partition `index` takes no records now from a producer that partitioned by
+    `client_count` (None: it sent none), by one image (None: it may)."""
+    if topic is not None and client_count is not None and count_mismatch(topic, client_count):
+        return (f"undeleted partition count {client_count} differs from the broker's "
+                f"{undeleted_count(topic)} for {topic.name}: refresh metadata")
     if topic is not None and is_marked_for_deletion(topic, index):
         return f"partition {index} of {topic.name} is marked for deletion"
     return None
-
-
-def count_refusal_message(topic: TopicImage, client_count: int) -> str:
-    return (f"undeleted partition count {client_count} differs from the broker's "
-            f"{undeleted_count(topic)} for {topic.name}: refresh metadata")
 
 
 # --- PartitionLeaderEpochs ----------------------------------------------------------

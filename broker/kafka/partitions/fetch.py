@@ -12,6 +12,17 @@ image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_
 each of its partitions, without records: the consumer refreshes its metadata and
 rejoins its group. Followers' fetches are never checked.
 
+ListOffsets LATEST of a partition marked for deletion answers its log end once committed
+(`broker.kafka.ordered.marked_end`; OFFSET_NOT_AVAILABLE, retriable, if it is not within
+a few seconds): an ordered consumer's deletion gate waits for the group to consume all
+of it, a record still above the high watermark included. Once the high watermark reaches
+the log end the two are equal, so any client reads the same offset.
+
+OffsetForLeaderEpoch reads the epoch's end under the partition lock, which a produce
+holds from its count check to the end of its append (`broker.kafka.partitions.produce`):
+an ordered consumer's creation gate, computed from this answer, never opens below a
+record of the old count appended at the same time.
+
 With the authorizer on (`broker.kafka.authz`): a consumer's Fetch needs READ on each
 topic, a follower's (`replica_id >= 0`) CLUSTER_ACTION on the cluster, ListOffsets and
 OffsetForLeaderEpoch DESCRIBE on the topic (a follower's: CLUSTER_ACTION); otherwise each
@@ -31,7 +42,8 @@ from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
-from broker.kafka.ordered.rules import count_mismatch
+from broker.kafka.ordered.marked_end import committed_log_end
+from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
@@ -229,28 +241,37 @@ def offset_for_list_offsets(state: PartitionState, target: int, leader_epoch: in
     return found
 
 
+async def _list_offset(context: BrokerContext, name: str, part: Any
+                       ) -> shapes.ListOffsetsPartitionResponse:
+    index = int(part.partition_index)
+    error, state, resolved = await _open_led_partition(context, name, index, part)
+    if state is None:
+        return {"partition_index": index, "error_code": int(error)}
+    assert resolved.partition is not None
+    assert resolved.topic is not None
+    target = int(part.timestamp)
+    offset, timestamp, epoch = offset_for_list_offsets(state, target,
+                                                       resolved.partition.leader_epoch)
+    if target == LATEST_TIMESTAMP and is_marked_for_deletion(resolved.topic, index):
+        end = await committed_log_end(context.replicas, state)
+        if end is None:
+            return {"partition_index": index,
+                    "error_code": int(ErrorCode.OFFSET_NOT_AVAILABLE)}
+        offset = end
+    return {"partition_index": index, "error_code": 0, "timestamp": timestamp,
+            "offset": offset, "leader_epoch": epoch, "old_style_offsets": [offset]}
+
+
 async def handle_list_offsets_request(context: BrokerContext, request: Any,
                                       version: int) -> shapes.ListOffsetsResponse:
     topics: list[shapes.ListOffsetsTopicResponse] = []
     for topic in request.topics:
-        partitions: list[shapes.ListOffsetsPartitionResponse] = []
         described = _described(context, request, topic.name)
-        for part in topic.partitions:
-            index = int(part.partition_index)
-            if not described:
-                partitions.append({"partition_index": index,
-                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
-                continue
-            error, state, resolved = await _open_led_partition(context, topic.name, index, part)
-            if state is None:
-                partitions.append({"partition_index": index, "error_code": int(error)})
-                continue
-            assert resolved.partition is not None
-            offset, timestamp, epoch = offset_for_list_offsets(
-                state, int(part.timestamp), resolved.partition.leader_epoch)
-            partitions.append({"partition_index": index, "error_code": 0,
-                               "timestamp": timestamp, "offset": offset,
-                               "leader_epoch": epoch, "old_style_offsets": [offset]})
+        partitions: list[shapes.ListOffsetsPartitionResponse] = [
+            await _list_offset(context, topic.name, part) if described else
+            {"partition_index": int(part.partition_index),
+             "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+            for part in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
@@ -272,7 +293,8 @@ async def handle_offset_for_leader_epoch_request(
             if state is None:
                 partitions.append({"partition": index, "error_code": int(error)})
                 continue
-            epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
+            async with state.lock:  # not while an append (of an older count) is in flight
+                epoch, end = state.log.end_offset_for_epoch(int(part.leader_epoch))
             partitions.append({"partition": index, "error_code": 0, "leader_epoch": epoch,
                                "end_offset": end})
         topics.append({"topic": topic.topic, "partitions": partitions})

@@ -29,8 +29,11 @@ Ordered delivery (`broker.kafka.ordered.rules`): a topic entry carrying an undel
 count that differs from the image's gets INVALID_PARTITION_METADATA (253, retriable for
 the project's producer; Kafka's clients never send the count, and would report an
 unknown server error) on each of its partitions; a partition marked for deletion refuses
-every produce with it, checked under the partition lock right before the append, so a
-log that was empty once the mark reached this broker stays empty.
+every produce with it. Both are checked under the partition lock right before the
+append, against the image the leader epoch stamped on the batch comes from: so a log
+that was empty once the mark reached this broker stays empty, and a record routed by
+one count is stored in a leader epoch of that count (a resize bumps every staying
+partition's epoch), below where consumers' gates find that epoch's end.
 
 InitProducerId hands out producer IDs unique cluster-wide without a round trip to the
 controller (`producer_id_block`): this broker incarnation's broker epoch is the offset
@@ -68,7 +71,7 @@ from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.group_shapes import FindCoordinatorResponse
-from broker.kafka.ordered.rules import count_mismatch, count_refusal_message, produce_refusal
+from broker.kafka.ordered.rules import produce_refusal
 from broker.kafka.partitions import record_policy
 from broker.kafka.partitions.batch_rewrite import has_keyless_record
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
@@ -77,9 +80,10 @@ from broker.kafka.partitions.producer_state import (
     BatchHeader,
     Duplicate,
     Reject,
+    Verdict,
     read_header,
 )
-from broker.kafka.replication.replica import PartitionState, check_partition
+from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from metadata.image import TopicImage
 from metadata.topic_configs import cleanup_policies, min_insync_replicas
 from metadata.topic_names import is_internal_topic
@@ -134,11 +138,12 @@ def _as_appended(topic: TopicImage | None, batches: list[bytes]) -> tuple[list[b
 
 async def produce_partition(context: BrokerContext, *, name: str | None,
                             topic_id: Any, index: int, records: bytes | None, acks: int,
-                            timeout_s: float, count_refusal: str | None = None
+                            timeout_s: float, client_count: int | None = None
                             ) -> shapes.PartitionProduceResponse:
-    """`count_refusal`: why the client's partition count is stale; the batch is then
-    refused unless it is a retry of one already stored (it was stored under the right
-    count, and the client must learn its offset rather than re-route it)."""
+    """`client_count`: the undeleted partition count the client partitioned by (None:
+    it sent none); a stale one refuses the batch unless it is a retry of one already
+    stored (it was stored under the right count, and the client must learn its offset
+    rather than re-route it)."""
     resolved = check_partition(context.image, context.broker_id, partition=index,
                                name=name, topic_id=topic_id)
     if resolved.error != ErrorCode.NONE:
@@ -167,16 +172,17 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
                        f"the ISR {list(partition.isr)} is smaller than "
                        f"min.insync.replicas={min_isr}")
     async with state.lock:
-        # under the lock: the heartbeat reads a marked partition's emptiness under it too
+        # under the lock: the heartbeat reads a marked partition's emptiness under it,
+        # and OffsetForLeaderEpoch an epoch's end; one image read for the count, the
+        # mark and the epoch stamped (a resize may have been applied since the above)
+        current = check_partition(context.image, context.broker_id, partition=index,
+                                  topic_id=state.topic_id)
         verdict = state.log.producers.check(headers, state.log.log_end_offset)
-        refusal = count_refusal or produce_refusal(context.image.topic(state.topic_id), index)
-        if refusal is not None and not isinstance(verdict, Duplicate):
-            return _failed(index, ErrorCode.INVALID_PARTITION_METADATA, refusal)
-        if isinstance(verdict, Reject):
-            log.info("produce refused by the producer state", extra={
-                "topic_id": str(state.topic_id), "partition": index,
-                "error": verdict.error.name, "reason": verdict.message})
-            return _failed(index, verdict.error, verdict.message)
+        answer = _locked_refusal(current, verdict, index, client_count)
+        if answer is not None:
+            return answer
+        assert current.partition is not None
+        partition = current.partition
         if isinstance(verdict, Duplicate):  # an idempotent producer's retry: already stored
             base, last = verdict.first_offset, verdict.last_offset
         else:
@@ -203,6 +209,25 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     return {"index": index, "error_code": 0, "base_offset": base, "log_start_offset": 0,
             "log_append_time": None if append_time_ms < 0 else datetime.fromtimestamp(
                 append_time_ms / 1000, tz=UTC)}
+
+
+def _locked_refusal(current: Resolved, verdict: Verdict, index: int,
+                    client_count: int | None) -> shapes.PartitionProduceResponse | None:
+    """The answer to a batch refused under the partition lock, by the image read there
+    (`current`) and the producer state's `verdict`; None: it is stored or answered as
+    the retry it is."""
+    if current.error != ErrorCode.NONE:
+        return _failed(index, current.error)
+    refusal = produce_refusal(current.topic, index, client_count)
+    if refusal is not None and not isinstance(verdict, Duplicate):
+        return _failed(index, ErrorCode.INVALID_PARTITION_METADATA, refusal)
+    if isinstance(verdict, Reject):
+        assert current.topic is not None
+        log.info("produce refused by the producer state", extra={
+            "topic_id": str(current.topic.topic_id), "partition": index,
+            "error": verdict.error.name, "reason": verdict.message})
+        return _failed(index, verdict.error, verdict.message)
+    return None
 
 
 def _wall_clock_ms() -> int:
@@ -279,31 +304,25 @@ async def handle_produce_request(context: BrokerContext, request: Any, version: 
         refusal = ErrorCode.INVALID_REQUIRED_ACKS
 
     async def one(parts: list[shapes.PartitionProduceResponse], position: int, name: str | None,
-                  topic_id: Any, data: Any, count_refusal: str | None) -> None:
+                  topic_id: Any, data: Any, client_count: int | None) -> None:
         parts[position] = await produce_partition(
             context, name=name, topic_id=topic_id, index=int(data.index),
             records=data.records, acks=acks, timeout_s=timeout_s,
-            count_refusal=count_refusal)
+            client_count=client_count)
 
     async with trio.open_nursery() as nursery:
         for topic in request.topic_data:
             name = getattr(topic, "name", None)
             topic_id = from_kafka_uuid(getattr(topic, "topic_id", None))
-            failure, count_refusal = _topic_error(context, refusal, name, topic_id), None
+            failure = _topic_error(context, refusal, name, topic_id)
             client_count = getattr(topic, "undeleted_partition_count", None)
-            if failure is None and client_count is not None:
-                image = context.image
-                known = image.topic(topic_id) if topic_id is not None \
-                    else image.topic_by_name(name or "")
-                if known is not None and count_mismatch(known, client_count):
-                    count_refusal = count_refusal_message(known, client_count)
             parts: list[shapes.PartitionProduceResponse] = [
                 _failed(int(data.index), *(failure or (ErrorCode.NONE,)))
                 for data in topic.partition_data]
             if failure is None:
                 for position, data in enumerate(topic.partition_data):
                     nursery.start_soon(one, parts, position, name, topic_id, data,
-                                       count_refusal)
+                                       client_count)
             responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
                               "partition_responses": parts})
     if acks == ACKS_NONE:

@@ -10,6 +10,7 @@ from tools.client.gates import (
     creation_source,
     deliverable,
     delivery_limit,
+    known_positions,
     needs_creation_gate,
     should_report,
 )
@@ -72,3 +73,34 @@ def test_position_reports_only_when_they_can_unblock_someone() -> None:
     assert should_report(last, position=10, high_watermark=10, epoch_before_position=2)
     assert not should_report(last, position=4, high_watermark=4, epoch_before_position=2)
     assert should_report(last, position=5, high_watermark=10, epoch_before_position=3)
+
+
+def test_c_a_chain_of_growths_waits_transitively() -> None:
+    """Schedule c: N=2, key-2 maps to 0, 2, 2, 6 at counts 2, 3, 4, 8. v0 is at offset 0
+    of partition 0; the topic grows 2 -> 4 -> 8 with nothing in partition 2; v1 goes to
+    6. One member holds 0, 2, 4, 6 (round-robin over two), all at offset 0. Partition 2
+    waits on 0 past epoch 0's end (1); 6 waits on 2 past its epoch's end, 0, which 2's
+    start alone would pass at once: 2 has no position until its own gate opens, so 6
+    waits for v0 too."""
+    gate_2 = PartitionGates(creation=CreationGate(source=0, source_epoch_end=1))
+    gate_6 = PartitionGates(creation=CreationGate(source=2, source_epoch_end=0))
+    gate_4 = PartitionGates(creation=CreationGate(source=0, source_epoch_end=1))
+    own = {0: (0, PartitionGates()), 2: (0, gate_2), 4: (0, gate_4), 6: (0, gate_6)}
+    known = known_positions(own, {})
+    assert known == {0: 0}
+    assert delivery_limit(gate_6, known) == 0, "v1 deliverable before v0"
+
+    own[0] = (1, PartitionGates())  # v0 delivered
+    known = known_positions(own, {})
+    assert known == {0: 1, 2: 0, 4: 0, 6: 0}
+    assert delivery_limit(gate_6, known) is None
+
+
+def test_c_positions_other_members_report_open_a_chain_across_members() -> None:
+    """The member holding 6 goes by the group's position of 2 only once 2's holder
+    reports one, which it does only after 2's gate opened; its own reports stand for
+    the partitions it holds."""
+    gate_6 = PartitionGates(creation=CreationGate(source=2, source_epoch_end=0))
+    own = {6: (0, gate_6), 1: (3, PartitionGates())}
+    assert known_positions(own, {}) == {1: 3}
+    assert known_positions(own, {2: 0, 1: 0}) == {2: 0, 1: 3, 6: 0}

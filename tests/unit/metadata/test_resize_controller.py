@@ -178,8 +178,8 @@ def test_shrink_marks_partitions_with_the_staying_epochs_and_bumps_them() -> Non
     assert after.marked_partitions == (3, 4)
     assert len(after.partitions) == 5  # still listed until removed
     assert [p.leader_epoch for p in after.partitions[:3]] == [e + 1 for _, e in prior]
-    assert [p.leader_epoch for p in after.partitions[3:]] == [
-        p.leader_epoch for p in before.partitions[3:]]
+    assert [p.leader_epoch for p in after.partitions[3:]] == [  # the marked ones too
+        p.leader_epoch + 1 for p in before.partitions[3:]]
 
 
 def test_a_second_shrink_marks_only_the_unmarked_partitions() -> None:
