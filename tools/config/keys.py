@@ -153,6 +153,10 @@ KEYS: tuple[Key, ...] = (
         "a broker without a heartbeat for this long is fenced"),
     Key("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", integer(1), 2000,
         "how often a broker heartbeats to the controller"),
+    Key("enable.ordered.delivery", "ordered_delivery_default", boolean, False,
+        "controllers: a topic created without its own `enable.ordered.delivery` gets this "
+        "one, recorded with it (KIP-253, docs/kip-253.md); later changes of the key leave "
+        "existing topics as they are", origin="kraft-py"),
     Key("log.segment.bytes", "log_segment_bytes", integer(1024), 1 << 30,
         "the size of a metadata log segment"),
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),
