@@ -93,6 +93,8 @@ class ControllerConfig:
     default_num_partitions: int = 1  # Kafka's num.partitions
     default_replication_factor: int = 1  # Kafka's default.replication.factor
     max_partitions_per_request: int = 10_000  # bounds one request's records
+    # the controllers' enable.ordered.delivery: a new topic that sets none is ordered
+    ordered_delivery_default: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -402,7 +404,8 @@ class Controller:
         if delta.topic_id_by_name(topic.name) is not None:
             return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
         try:
-            configs = validate_all((c.name, c.value) for c in topic.configs or ())
+            configs = validate_all([(c.name, c.value) for c in topic.configs or ()],
+                                   ordered_default=self.config.ordered_delivery_default)
         except InvalidConfig as exc:
             return fail(ErrorCode.INVALID_CONFIG, str(exc))
         manual = None
@@ -780,7 +783,33 @@ def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
         if current.get(config.name) != value:
             changes.append(rec.TopicConfig(topic_id=topic.topic_id, key=config.name,
                                            value=value))
-    return changes
+    refusal = _ordered_switch_error(topic, changes)
+    return changes if refusal is None else (ErrorCode.INVALID_CONFIG, refusal)
+
+
+def _ordered_switch_error(topic: TopicImage, changes: list[rec.TopicConfig]) -> str | None:
+    """Why `changes` may not turn ordered delivery on or off (a DELETE turns it off: the
+    log's absence is off), or None. Off while partitions are marked: only the ordered
+    consumers' gates hold back what was written after the marking until the marked
+    partitions are drained. On once partitions were added without it: they have no
+    after-creation epoch map, so nothing would hold back their keys' records behind the
+    older ones still unread in their split sources."""
+    values = [c.value for c in changes if c.key == ORDERED_DELIVERY]
+    if not values or (values[0] == "true") == topic.ordered_delivery:
+        return None
+    if topic.ordered_delivery:
+        marked = topic.marked_partitions
+        return None if not marked else (
+            f"{ORDERED_DELIVERY} cannot be turned off while topic {topic.name!r} has "
+            f"partitions marked for deletion ({', '.join(map(str, marked))}); they are "
+            "removed once empty")
+    unmapped = [p.partition for p in topic.partitions[_initial_count(topic):]
+                if p.leader_epoch_after_creation is None]
+    return None if not unmapped else (
+        f"{ORDERED_DELIVERY} cannot be turned on for topic {topic.name!r}: partitions "
+        f"{', '.join(map(str, unmapped))} were added without it, so their records could "
+        "not be held behind older records of the same keys in their split sources; "
+        "create an ordered topic instead")
 
 
 def _combination_error(current: dict[str, str], resource: AlterConfigsResource

@@ -89,8 +89,9 @@ class TopicImage:
 
     @property
     def ordered_delivery(self) -> bool:
-        """KIP-253's enable.ordered.delivery: on unless set to "false"."""
-        return self.config(ORDERED_DELIVERY) != "false"
+        """KIP-253's enable.ordered.delivery: on only when set to "true" (absence is off,
+        also in a log written when on was the default: `metadata.topic_configs`)."""
+        return self.config(ORDERED_DELIVERY) == "true"
 
     @property
     def marked_partitions(self) -> tuple[int, ...]:

@@ -26,12 +26,22 @@ Enforced, with Kafka's meaning:
   (broker.kafka.partitions.cleaner);
 - `unclean.leader.election.enable` and `remote.storage.enable`: only `false` (no unclean
   election, no tiered storage here: `true` is refused rather than ignored);
-- `enable.ordered.delivery` (boolean, default true; this project's): KIP-253, per-key
+- `enable.ordered.delivery` (boolean, default false; this project's): KIP-253, per-key
   order kept across a change of the partition count (growth blocks new partitions on
   their split source, a shrink marks partitions and removes them once empty). Off, the
-  count only grows, as in Kafka. With compaction it would need an extra tombstone to
-  the split source, so `check_combination` refuses ordered delivery with
-  `cleanup.policy=compact`.
+  count only grows and growth touches no existing partition, as in Kafka. With
+  compaction it would need an extra tombstone to the split source, so
+  `check_combination` refuses ordered delivery with `cleanup.policy=compact`.
+  In the log, a topic is ordered only when its TopicConfig says `true`: absence is off,
+  whatever a node's configuration, so every replay agrees. The cluster-wide default (the
+  controller's node key `enable.ordered.delivery`) is resolved at creation
+  (`validate_all`): `true` is then recorded with the topic. Deleting the key later turns
+  ordered delivery off. A log written before this default changed recorded the key only
+  when a client set it: its topics without it were ordered then and read as unordered
+  now. They replay unchanged (the same image and content hash); only later decisions
+  differ (growth bumps no epoch, a shrink is refused); partitions already marked are
+  still removed once empty, and `enable.ordered.delivery=true` makes such a topic ordered
+  again.
 Stored and described, no effect here (`STORED_ONLY`): `compression.type` and its levels
 (batches are kept as the producer compressed them), `flush.messages` / `flush.ms` (every
 append is fsynced), the index, preallocation, jitter and file-deletion tunings,
@@ -262,7 +272,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey(name=MIN_COMPACTION_LAG_MS, default="0", type="LONG",
               documentation="the age below which a record is never compacted",
               parse=_integer(MIN_COMPACTION_LAG_MS, 0, LONG_MAX)),
-    ConfigKey(name=ORDERED_DELIVERY, default="true", type="BOOLEAN",
+    ConfigKey(name=ORDERED_DELIVERY, default="false", type="BOOLEAN",
               documentation="keep per-key order across partition count changes (KIP-253)",
               parse=_boolean(ORDERED_DELIVERY)),
     ConfigKey(name=MIN_INSYNC_REPLICAS, default="1", type="INT",
@@ -284,16 +294,20 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
 LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
 
 
-def check_combination(configs: Mapping[str, str | None]) -> None:
+def check_combination(configs: Mapping[str, str | None], *,
+                      ordered_default: bool = False) -> None:
     """InvalidConfig when the configs a topic would have (unparsed: as given, or as set;
-    a key absent or None takes its default) do not go together: ordered delivery with
-    compaction. Checked before each key, so its message is the one a client sees."""
-    ordered = (configs.get(ORDERED_DELIVERY) or KEYS[ORDERED_DELIVERY].default)
+    a key absent or None takes its default, `ordered_default` for ordered delivery) do
+    not go together: ordered delivery with compaction. Checked before each key, so its
+    message is the one a client sees."""
+    given = configs.get(ORDERED_DELIVERY)
+    ordered = given.strip().lower() == "true" if given is not None else ordered_default
     policy = configs.get(CLEANUP_POLICY) or KEYS[CLEANUP_POLICY].default
-    if ordered.strip().lower() != "false" and "compact" in (
-            p.strip() for p in policy.split(",")):
+    if ordered and "compact" in (p.strip() for p in policy.split(",")):
+        source = "" if given is not None else \
+            f" (the cluster's default: the controllers' {ORDERED_DELIVERY})"
         raise InvalidConfig(
-            f"{ORDERED_DELIVERY}=true (the default) cannot go with {CLEANUP_POLICY}=compact: "
+            f"{ORDERED_DELIVERY}=true{source} cannot go with {CLEANUP_POLICY}=compact: "
             "ordered delivery of a compacted topic needs an extra tombstone to the split "
             "source partition, which is not implemented; set "
             f"{ORDERED_DELIVERY}=false or use {CLEANUP_POLICY}=delete")
@@ -310,15 +324,20 @@ def validate(key: str, value: str | None) -> str:
     return spec.parse(value)
 
 
-def validate_all(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
-    """Configs given at creation: each key once, each valid. Returns canonical values."""
+def validate_all(configs: Iterable[tuple[str, str | None]], *,
+                 ordered_default: bool = False) -> dict[str, str]:
+    """Configs given at creation: each key once, each valid. Returns canonical values,
+    with `enable.ordered.delivery=true` added when none is given and `ordered_default`
+    (the cluster's) is on: the log then says so, whatever the replaying node's config."""
     result: dict[str, str] = {}
     given = list(configs)
-    check_combination({key: value for key, value in given})
+    check_combination({key: value for key, value in given}, ordered_default=ordered_default)
     for key, value in given:
         if key in result:
             raise InvalidConfig(f"config {key!r} given more than once")
         result[key] = validate(key, value)
+    if ordered_default:
+        result.setdefault(ORDERED_DELIVERY, "true")
     return result
 
 

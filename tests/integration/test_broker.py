@@ -15,6 +15,7 @@ import pytest
 
 from broker import partition_dir as pd
 from metadata import admin
+from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.uuid import Uuid
 from raft.storage import format_log_dir
 from tests.integration.conftest import ClusterFactory
@@ -60,11 +61,14 @@ def admin_request(cluster: Cluster, api: str, message: Any, timeout_s: float = W
     raise AssertionError(f"{api} not answered within {timeout_s} s: {last}")
 
 
-def create_topic(cluster: Cluster, name: str, partitions: int,
-                 replication_factor: int) -> admin.CreatableTopicResult:
+def create_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int,
+                 ordered: bool = False) -> admin.CreatableTopicResult:
+    """`ordered` asks for enable.ordered.delivery (KIP-253's resizes)."""
+    configs = (admin.CreatableTopicConfig(name=ORDERED_DELIVERY, value="true"),) \
+        if ordered else None
     response = admin_request(cluster, "CreateTopics", admin.CreateTopicsRequest(topics=(
         admin.CreatableTopic(name=name, num_partitions=partitions,
-                             replication_factor=replication_factor),)))
+                             replication_factor=replication_factor, configs=configs),)))
     (result,) = response.topics
     assert result.error_code == 0, result
     return result

@@ -85,7 +85,6 @@ def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
     admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([admin_mod.NewTopic(TOPIC, num_partitions=1, replication_factor=3,
                                             config={"cleanup.policy": "compact",
-                                                    "enable.ordered.delivery": "false",
                                                     "segment.bytes": "14",
                                                     "min.cleanable.dirty.ratio": "0.01",
                                                     "delete.retention.ms": "0"})]
@@ -109,8 +108,7 @@ def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
 def test_a_record_without_a_key_is_refused_by_a_compacted_topic(bootstrap: str) -> None:
     admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([admin_mod.NewTopic("keyed", num_partitions=1, replication_factor=1,
-                                            config={"cleanup.policy": "compact,delete",
-                                                    "enable.ordered.delivery": "false"})]
+                                            config={"cleanup.policy": "compact,delete"})]
                         )["keyed"].result(WAIT_S)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "retries": 0})
     errors: list[Any] = []

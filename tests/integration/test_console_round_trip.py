@@ -31,7 +31,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         empty = kraft("topics", "--cluster", str(started.directory), "--list")
         assert (empty.returncode, empty.stdout) == (0, "")  # no blank line
         created = kraft("topics", "--cluster", str(started.directory), "--create",
-                        "--topic", TOPIC, "--partitions", "1", "--replication-factor", "1")
+                        "--topic", TOPIC, "--partitions", "1", "--replication-factor", "1",
+                        "--ordered")
         assert created.returncode == 0, created.stderr
         directory = str(started.directory)
         keyed = kraft("produce", "--cluster", directory, "--topic", TOPIC,

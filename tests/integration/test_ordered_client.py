@@ -34,7 +34,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(tmp_path_factory.mktemp("ordered") / "cluster", FAST_SETTINGS,
                          voters=1, brokers=1) as started:
         created = kraft("topics", "--cluster", str(started.directory), "--create",
-                        "--topic", TOPIC, "--partitions", "2", "--replication-factor", "1")
+                        "--topic", TOPIC, "--partitions", "2", "--replication-factor", "1",
+                        "--ordered")
         assert created.returncode == 0, created.stderr
         yield started
 

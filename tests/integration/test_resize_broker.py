@@ -64,7 +64,7 @@ def test_stale_count_refused_and_marked_partition_removed_after_shrink(
     (broker,) = cluster.wait_for_brokers(WAIT_S)
     address = cluster.node(broker).client_address
     assert address is not None
-    created = create_topic(cluster, TOPIC, partitions=2, replication_factor=1)
+    created = create_topic(cluster, TOPIC, partitions=2, replication_factor=1, ordered=True)
     topic_id = uuid.UUID(bytes=created.topic_id.to_bytes())
 
     counts = wait_until(lambda: (t := leader_epochs(address, topic_id)).error_code == 0 and t,

@@ -101,10 +101,11 @@ def conf(bootstrap: str, user: str) -> dict[str, Any]:
     return librdkafka_sasl(bootstrap, user, PASSWORDS[user], "PLAIN")
 
 
-def create_topic(bootstrap: str, name: str) -> uuid.UUID:
+def create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None
+                 ) -> uuid.UUID:
     admin = admin_mod.AdminClient(conf(bootstrap, "admin"))
     (future,) = admin.create_topics([admin_mod.NewTopic(
-        name, num_partitions=1, replication_factor=1)]).values()
+        name, num_partitions=1, replication_factor=1, config=config or {})]).values()
     future.result(WAIT_S)
     return topic_id_of(bootstrap, name)
 
@@ -269,7 +270,7 @@ def _fetch_errors(bootstrap: str, user: str, topic_id: uuid.UUID, count: int) ->
 
 def test_fetch_without_read_learns_nothing_of_an_ordered_topics_count(
         cluster: Cluster, bootstrap: str) -> None:
-    topic_id = create_topic(bootstrap, "counted")  # ordered delivery is on by default
+    topic_id = create_topic(bootstrap, "counted", {"enable.ordered.delivery": "true"})
     assert _fetch_errors(bootstrap, "admin", topic_id, 5) == [INVALID_PARTITION_METADATA]
     for count in (5, 1):  # a wrong count and the right one: the same refusal
         assert _fetch_errors(bootstrap, "eve", topic_id, count) == \

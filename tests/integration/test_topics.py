@@ -105,6 +105,15 @@ def test_cli_exits_1_with_the_kafka_error_and_code_when_the_controller_refuses(
     assert renamed["topic_id"] == before["topics"][0]["topic_id"]
     grown = ok_json(cluster, "--alter", "--topic-id", renamed["topic_id"], "--partitions", "4")
     assert len(grown["new_assignment"]) == 2
+    # a shrink needs ordered delivery, asked for at creation (KIP-253)
+    ok_json(cluster, "--create", "--topic", "ordered", "--partitions", "1", "--ordered")
+    ok_json(cluster, "--alter", "--topic", "ordered", "--partitions", "3")
+    ok_json(cluster, "--alter", "--topic", "ordered", "--partitions", "2")
+
+    def shrunk() -> bool:  # partition 2, marked and empty, is removed soon after
+        (topic,) = ok_json(cluster, "--describe", "--topic", "ordered")["topics"]
+        return (topic["undeleted_partition_count"], len(topic["partitions"])) == (2, 2)
+    wait_until(shrunk, 30, "the ordered topic shrunk to 2 partitions")
 
 
 @pytest.mark.parametrize(("args", "error"), [
@@ -116,6 +125,7 @@ def test_cli_exits_1_with_the_kafka_error_and_code_when_the_controller_refuses(
     (("--create", "--topic", "a", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAg"), "not allowed with"),
     (("--list", "--topic", "a"), "--list takes no"),
     (("--describe", "--create"), "not allowed with"),
+    (("--alter", "--topic", "t", "--partitions", "2", "--ordered"), "--ordered goes with --create"),
 ])
 def test_cli_exits_2_when_the_usage_is_bad(args: tuple[str, ...], error: str) -> None:
     """Bad usage exits 2 with a clear message, before any request is sent."""

@@ -40,7 +40,7 @@ def check_invariants(t: TopicImage) -> None:
 def test_any_resize_sequence_keeps_the_invariants_and_replays_to_the_view(
         initial: int, steps: list[tuple[str, int]]) -> None:
     h = Harness(brokers=2)
-    h.create("t", partitions=initial, factor=1)
+    h.create("t", partitions=initial, factor=1, ordered=True)
     for kind, number in steps:
         t = h.controller.view.topic_by_name("t")
         assert t is not None

@@ -58,8 +58,15 @@ def _remove(index: int, epoch: int, end: int = 5) -> RemovePartition:
                            log_start_offset=5, log_end_offset=end)
 
 
-# the controller's batches: topic a (2 partitions) grown to 3, shrunk back, removed
-CREATE = (Topic(name="a", topic_id=A, initial_partition_count=2), _part(0), _part(1))
+def _ordered(value: str | None) -> rec.TopicConfig:
+    return rec.TopicConfig(topic_id=A, key="enable.ordered.delivery", value=value)
+
+
+# the controller's batches: topic a (2 partitions, ordered: asked for at creation) grown
+# to 3, shrunk back, removed
+ORDERED = _ordered("true")
+PLAIN_CREATE = (Topic(name="a", topic_id=A, initial_partition_count=2), _part(0), _part(1))
+CREATE = (*PLAIN_CREATE, ORDERED)
 GROW = (_count(3), _bump(0), _bump(1), _part(2, ((0, 0), (1, 0))))
 SHRINK = (_count(2), _mark(2, ((0, 1), (1, 1))), _bump(0), _bump(1))
 REMOVE = (_remove(2, 0),)
@@ -167,10 +174,8 @@ def test_removal_of_a_non_empty_or_not_last_partition_is_flagged() -> None:
 
 
 def test_growth_without_ordered_delivery_needs_no_maps() -> None:
-    plain = batches(CREATE, (rec.TopicConfig(topic_id=A, key="enable.ordered.delivery",
-                                             value="false"),),
-                    (_count(3), _part(2)))
-    assert scan(plain) == []
+    assert scan(batches(PLAIN_CREATE, (_count(3), _part(2)))) == []
+    assert scan(batches(CREATE, (_ordered("false"),), (_count(3), _part(2)))) == []
 
 
 def test_the_clean_cycle_passes_the_whole_replay(tmp_path: Path) -> None:
@@ -198,25 +203,21 @@ def _full(index: int, epoch: int, before: rec.EpochMap | None = None) -> Partiti
                      leader_epoch=epoch, leader_epoch_before_deletion=before)
 
 
-def _ordered(value: str | None) -> rec.TopicConfig:
-    return rec.TopicConfig(topic_id=A, key="enable.ordered.delivery", value=value)
-
-
 def test_violations_name_the_record_that_broke_the_rule() -> None:
     """Each resize violation points at its record: offset, epoch and type."""
     assert [located(log)[0][:3] + located(log)[0][4:] for log, _ in RESIZE_PLANTS.values()] == [
-        ("partition_counts_consistent", 5, 1, "PARTITION_COUNT"),
-        ("partition_counts_consistent", 5, 1, "PARTITION_CHANGE"),
-        ("partition_removals_valid", 9, 1, "REMOVE_PARTITION"),
-        ("no_growth_while_marked", 13, 1, "PARTITION_COUNT")]
+        ("partition_counts_consistent", 6, 1, "PARTITION_COUNT"),
+        ("partition_counts_consistent", 6, 1, "PARTITION_CHANGE"),
+        ("partition_removals_valid", 10, 1, "REMOVE_PARTITION"),
+        ("no_growth_while_marked", 14, 1, "PARTITION_COUNT")]
     added = located(batches(CREATE, GROW, (_part(3),)))
-    assert [v[:3] + v[4:] for v in added] == [("partition_counts_consistent", 9, 1, "PARTITION")]
+    assert [v[:3] + v[4:] for v in added] == [("partition_counts_consistent", 10, 1, "PARTITION")]
 
 
 def test_a_full_partition_record_in_a_growth_counts_from_the_epoch_before_it() -> None:
     """Partitions at leader epoch 3; the growth replaces partition 0 by a full record at
     epoch 4 (not a PartitionChange): the new partition's map names epoch 3, as before."""
-    create = (CREATE[0], _full(0, 3), _full(1, 3))
+    create = (CREATE[0], _full(0, 3), _full(1, 3), ORDERED)
     grow = (_count(3), _full(0, 4), _bump(1), _part(2, ((0, 3), (1, 3))))
     assert scan(batches(create, grow)) == []
     late = (_count(3), _full(0, 3), _bump(1), _part(2, ((0, 3), (1, 3))))
@@ -226,7 +227,7 @@ def test_a_full_partition_record_in_a_growth_counts_from_the_epoch_before_it() -
 
 
 def test_a_partition_record_without_a_leader_epoch_is_at_epoch_0() -> None:
-    create = (CREATE[0], _raw_partition(0, leader=1), _raw_partition(1, leader=1))
+    create = (CREATE[0], _raw_partition(0, leader=1), _raw_partition(1, leader=1), ORDERED)
     assert scan(batches(create, GROW)) == []
 
 
@@ -289,7 +290,7 @@ def test_a_growth_whose_new_partition_goes_in_the_same_batch_leaves_too_few() ->
 def test_a_shrink_judges_every_partition_it_drops_past_one_already_marked() -> None:
     """No count ever recorded, partition 1 marked (flagged alone); the shrink to 1 then
     drops 1 (marked before: nothing asked) and 2, which needs its map."""
-    create = (Topic(name="a", topic_id=A), _part(0), _part(1), _part(2))
+    create = (Topic(name="a", topic_id=A), _part(0), _part(1), _part(2), ORDERED)
     shrink = (_count(1), _bump(0))
     assert [reason for _, reason in scan(batches(create, (_mark(1, ((0, 0),)),), shrink))] == [
         "partition 1 is marked for deletion without a PartitionCount",
@@ -313,20 +314,21 @@ def test_records_of_no_partition_the_topic_has_are_not_followed() -> None:
 
 
 def test_ordered_delivery_follows_the_topic_config_records() -> None:
-    """Off for `false`; other keys leave it; a removed value turns it on again; a config
-    of a topic that is not live changes nothing."""
+    """On only for `true`, as the image reads it (absent: off, as in a log written when
+    it was the default); other keys leave it; a removed value turns it off; a config of
+    a topic that is not live changes nothing."""
     grow_plain = (_count(3), _part(2))
     unmapped = [("partition_counts_consistent", "new partition 2's after-creation map None "
                                                 "is not the epochs before the growth "
                                                 "[(0, 0), (1, 0)]")]
     other = rec.TopicConfig(topic_id=A, key="retention.ms", value="1000")
-    assert scan(batches(CREATE, (_ordered("false"),), (other,), grow_plain)) == []
-    assert scan(batches(CREATE, (_ordered("false"),), (_ordered(None),), grow_plain)) == \
-        unmapped
-    assert scan(batches(CREATE, (_ordered(" False "),), grow_plain)) == []
-    assert scan(batches(CREATE, (_ordered("true"),), grow_plain)) == unmapped
-    stranger = rec.TopicConfig(topic_id=B, key="enable.ordered.delivery", value="false")
-    assert scan(batches(CREATE, (stranger,), grow_plain)) == unmapped
+    assert scan(batches(PLAIN_CREATE, grow_plain)) == []
+    assert scan(batches(PLAIN_CREATE, (ORDERED,), (other,), grow_plain)) == unmapped
+    assert scan(batches(CREATE, (_ordered(None),), grow_plain)) == []
+    assert scan(batches(CREATE, (_ordered("false"),), grow_plain)) == []
+    assert scan(batches(PLAIN_CREATE, (_ordered(" TRUE "),), grow_plain)) == []
+    stranger = rec.TopicConfig(topic_id=B, key="enable.ordered.delivery", value="true")
+    assert scan(batches(PLAIN_CREATE, (stranger,), grow_plain)) == []
 
 
 def test_each_topic_of_a_batch_is_judged() -> None:
@@ -361,7 +363,7 @@ def test_a_seeded_scan_judges_resizes_as_a_scan_from_the_start() -> None:
     """Seeded below each batch of the whole cycle (with a leaderless partition, and a
     leader moving in the regrowth), the scan flags what a scan from offset 0 flags."""
     create = (*CREATE[:2], Partition(topic_id=A, partition=1, replicas=(1,), isr=(1,),
-                                     leader=-1))
+                                     leader=-1), ORDERED)
     regrow = (_count(3), PartitionChange(topic_id=A, partition=0, leader=2), _bump(1),
               _part(2, ((0, 2), (1, 2))))
     for log in (batches(create, GROW, SHRINK, REMOVE, regrow),

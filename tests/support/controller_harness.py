@@ -9,6 +9,7 @@ from metadata import records as rec
 from metadata.admin import (
     BrokerHeartbeatRequest,
     CreatableTopic,
+    CreatableTopicConfig,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DeleteTopicState,
@@ -17,6 +18,7 @@ from metadata.admin import (
 )
 from metadata.controller import Controller, ControllerConfig, Decision
 from metadata.image import MetadataImage
+from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.uuid import ZERO_UUID, Uuid
 
 TIMEOUT_MS = 9000
@@ -71,10 +73,13 @@ class Harness:
         return decision
 
     def create(self, name: str, partitions: int = 1, factor: int = 1,
-               commit: bool = True) -> object:
+               commit: bool = True, ordered: bool = False) -> object:
+        """A topic; `ordered` asks for enable.ordered.delivery (KIP-253's resizes)."""
+        configs = (CreatableTopicConfig(name=ORDERED_DELIVERY, value="true"),) \
+            if ordered else None
         return self.run(CreateTopicsRequest(topics=(CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=factor),)),
-            commit=commit).response.topics[0]  # type: ignore[union-attr]
+            name=name, num_partitions=partitions, replication_factor=factor,
+            configs=configs),)), commit=commit).response.topics[0]  # type: ignore[union-attr]
 
     def delete(self, name: str | None = None, topic_id: Uuid = ZERO_UUID) -> object:
         return self.run(DeleteTopicsRequest(topics=(DeleteTopicState(

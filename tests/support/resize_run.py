@@ -157,7 +157,7 @@ class ResizeRun:
         c = self.config
         hooks = hooks or {}
         created = self.topics("--create", "--topic", c.topic, "--partitions", str(c.counts[0]),
-                              "--replication-factor", str(c.replication_factor))
+                              "--replication-factor", str(c.replication_factor), "--ordered")
         # A failover can lose the answer to a create that committed; the CLI's retry then
         # reads TOPIC_ALREADY_EXISTS. The name is this run's own: the topic at the asked
         # count is the one it created.

@@ -2,7 +2,7 @@
 
     kraft topics (--bootstrap-server HOST:PORT[,...] | --bootstrap-controller HOST:PORT[,...]
                   | --cluster DIR)
-        --create --topic NAME [--partitions N] [--replication-factor R]
+        --create --topic NAME [--partitions N] [--replication-factor R] [--ordered]
       | --describe [--topic NAME | --topic-id ID]
       | --delete (--topic NAME | --topic-id ID)
       | --alter (--topic NAME | --topic-id ID) (--partitions N | --new-name NAME)
@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from metadata.admin import (
     DEFAULT,
     CreatableTopic,
+    CreatableTopicConfig,
     CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -49,6 +50,7 @@ from metadata.admin import (
     RenameTopicResponse,
     TopicDescription,
 )
+from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 from tools.addresses import broker_addresses
@@ -92,6 +94,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="partitions to create, or to grow or shrink to with --alter")
     parser.add_argument("--replication-factor", type=int, metavar="R",
                         help="replicas of each partition, with --create")
+    parser.add_argument("--ordered", action="store_true",
+                        help="with --create: enable.ordered.delivery=true, per-key order "
+                        "kept as the count grows and shrinks (KIP-253)")
     parser.add_argument("--new-name", metavar="NAME",
                         help="with --alter: rename the topic (its ID stays)")
     parser.add_argument("--json", action="store_true")
@@ -188,6 +193,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise usage_error("--partitions goes with --create or --alter")
     if args.replication_factor is not None and not args.create:
         raise usage_error("--replication-factor goes with --create")
+    if args.ordered and not args.create:
+        raise usage_error("--ordered goes with --create")
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -211,7 +218,9 @@ def _create(client: Client, args: argparse.Namespace) -> int:
         name=args.topic,
         num_partitions=DEFAULT if args.partitions is None else args.partitions,
         replication_factor=DEFAULT if args.replication_factor is None
-        else args.replication_factor),)))
+        else args.replication_factor,
+        configs=(CreatableTopicConfig(name=ORDERED_DELIVERY, value="true"),)
+        if args.ordered else None),)))
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
     if (topic := _applied_before(client, args, result.error_code, args.partitions,

@@ -158,6 +158,10 @@ KEYS: tuple[Key, ...] = (
         "to other ISR members (it is fenced) and stops once its image shows that, within "
         "5 s (broker/heartbeat.py); false: it stops at once, and stays registered unfenced "
         "until its session times out"),
+    Key("enable.ordered.delivery", "ordered_delivery_default", boolean, False,
+        "controllers: a topic created without its own `enable.ordered.delivery` gets this "
+        "one, recorded with it (KIP-253, docs/kip-253.md); later changes of the key leave "
+        "existing topics as they are", origin="kraft-py"),
     Key("log.segment.bytes", "log_segment_bytes", integer(1024), 1 << 30,
         "the size of a metadata log segment"),
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),

@@ -55,6 +55,7 @@ class NodeConfig:
     broker_session_timeout_ms: int
     broker_heartbeat_interval_ms: int
     controlled_shutdown_enable: bool
+    ordered_delivery_default: bool  # the controller's enable.ordered.delivery
     log_segment_bytes: int
     replica_lag_time_max_ms: int
     log_retention_check_interval_ms: int

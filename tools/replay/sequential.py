@@ -158,13 +158,14 @@ class Aggregates:
 class TopicPartitions:
     """One live topic's partitions as replay has them: leaders and leader epochs by
     partition, those marked for deletion, the undeleted count (None: never recorded,
-    all of them) and enable.ordered.delivery (on unless set to false)."""
+    all of them) and enable.ordered.delivery (on only when set to true, as
+    `metadata.image.TopicImage.ordered_delivery` reads it)."""
 
     leaders: array[int] = field(default_factory=lambda: array("q"))
     epochs: array[int] = field(default_factory=lambda: array("q"))
     marked: set[int] = field(default_factory=set)
     undeleted: int | None = None
-    ordered: bool = True
+    ordered: bool = False
 
     def remove_last(self) -> None:
         self.leaders.pop()
@@ -385,7 +386,7 @@ class NodeScan:
             _LEADER_CHANGE: self.leader_change_record,
             _METADATA_TOPIC: self.metadata_topic_record, _TOPIC_CONFIG: self.topic_config_record}
         # KIP-253: per live topic its partitions, the undeleted count once recorded, and
-        # whether ordered delivery is off; what the current batch does to each topic
+        # whether ordered delivery is on; what the current batch does to each topic
         self.partitions: dict[bytes, TopicPartitions] = {}
         self.resizing: dict[bytes, ResizeBatch] = {}
 
@@ -596,8 +597,7 @@ class NodeScan:
         topic_id = _topic_id(fields)
         state = None if topic_id is None else self.partitions.get(topic_id)
         if state is not None and fields.get("key") == ORDERED_DELIVERY:
-            value = fields.get("value")
-            state.ordered = not (isinstance(value, str) and value.strip().lower() == "false")
+            state.ordered = fields.get("value") == "true"
 
     def partition_state(self, topic_id: bytes, offset: int, epoch: int, data: bytes,
                         kind: int, fields: Any) -> None:

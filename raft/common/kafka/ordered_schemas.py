@@ -197,7 +197,7 @@ class LeaderEpochsResponseTopic:
     initial_partition_count: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     undeleted_partition_count: i32 = field(metadata={"kafka_type": "int32"},
                                            default=i32(-1))
-    ordered_delivery: bool = field(metadata={"kafka_type": "bool"}, default=True)
+    ordered_delivery: bool = field(metadata={"kafka_type": "bool"}, default=False)
     partitions: tuple[LeaderEpochsResponsePartition, ...] = ()
 
 

@@ -32,9 +32,9 @@ def shrunk_image(*, ordered: bool = True) -> MetadataImage:
     2 is marked (its before-deletion map holds 0 and 1 at their epochs then)."""
     entries: list[rec.Record] = [rec.Topic(name="A", topic_id=TOPIC,
                                            initial_partition_count=2)]
-    if not ordered:
+    if ordered:  # asked for: without the key a topic is not ordered
         entries.append(rec.TopicConfig(topic_id=TOPIC, key="enable.ordered.delivery",
-                                       value="false"))
+                                       value="true"))
     entries += [rec.Partition(topic_id=TOPIC, partition=p, replicas=(1,), isr=(1,), leader=1,
                               leader_epoch=3) for p in range(2)]
     entries.append(rec.Partition(topic_id=TOPIC, partition=2, replicas=(1,), isr=(1,),

@@ -42,13 +42,14 @@ GROUP = "g"
 
 
 def shrunk_image() -> MetadataImage:
-    """A: created with 2 partitions, grown to 3, shrunk back to 2 (partition 2 marked),
-    all led here; the offsets topic."""
+    """A: ordered, created with 2 partitions, grown to 3, shrunk back to 2 (partition 2
+    marked), all led here; the offsets topic."""
     entries: list[rec.Record] = [
         rec.RegisterBroker(broker_id=BROKER, incarnation_id=Uuid(104), broker_epoch=1,
                            endpoints=("PLAINTEXT://127.0.0.1:9004",)),
         rec.UnfenceBroker(broker_id=BROKER, broker_epoch=1),
         rec.Topic(name="A", topic_id=TOPIC_ID, initial_partition_count=2),
+        rec.TopicConfig(topic_id=TOPIC_ID, key="enable.ordered.delivery", value="true"),
         rec.Topic(name=OFFSETS_TOPIC, topic_id=OFFSETS_ID),
         rec.Partition(topic_id=OFFSETS_ID, partition=0, replicas=(BROKER,), isr=(BROKER,),
                       leader=BROKER)]

@@ -70,7 +70,7 @@ def empty(t: TopicImage, partition: int, **overrides: int) -> tuple[int, EmptyPa
 
 def test_growth_is_one_batch_of_count_bumps_and_new_partitions_with_prior_epochs() -> None:
     h = Harness()
-    h.create("t", partitions=2)
+    h.create("t", partitions=2, ordered=True)
     before = topic(h)
     decision, result = resize(h, 4)
     assert result.error_code == ErrorCode.NONE
@@ -105,10 +105,10 @@ def test_growth_of_a_topic_without_initial_count_records_it() -> None:
     assert topic(h, "old").initial_partition_count == 2
 
 
-def test_growth_without_ordered_delivery_writes_no_epoch_maps_nor_bumps() -> None:
+def test_growth_of_a_default_topic_writes_no_epoch_maps_nor_bumps_as_kafka() -> None:
     h = Harness()
     h.create("t", partitions=2)
-    assert set_config(h, "enable.ordered.delivery", "false").error_code == 0
+    assert not topic(h).ordered_delivery
     decision, result = resize(h, 3)
     assert result.error_code == ErrorCode.NONE
     assert [type(r).__name__ for r in decision.records] == ["PartitionCount", "Partition"]
@@ -119,7 +119,7 @@ def test_growth_without_ordered_delivery_writes_no_epoch_maps_nor_bumps() -> Non
 
 def test_growth_fails_with_invalid_partitions_while_partitions_are_marked() -> None:
     h = Harness()
-    h.create("t", partitions=2)
+    h.create("t", partitions=2, ordered=True)
     resize(h, 4)
     resize(h, 3)
     decision, result = resize(h, 5)
@@ -148,7 +148,7 @@ def test_same_count_fails_with_invalid_partitions() -> None:
 
 def test_validate_only_writes_nothing_for_growth_or_shrink() -> None:
     h = Harness()
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, 3)
     for count in (2, 5):
         decision = h.run(CreatePartitionsRequest(
@@ -162,7 +162,7 @@ def test_validate_only_writes_nothing_for_growth_or_shrink() -> None:
 
 def test_shrink_marks_partitions_with_the_staying_epochs_and_bumps_them() -> None:
     h = Harness()
-    h.create("t", partitions=2)
+    h.create("t", partitions=2, ordered=True)
     resize(h, 5)
     before = topic(h)
     decision, result = resize(h, 3)
@@ -184,7 +184,7 @@ def test_shrink_marks_partitions_with_the_staying_epochs_and_bumps_them() -> Non
 
 def test_a_second_shrink_marks_only_the_unmarked_partitions() -> None:
     h = Harness()
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, 4)
     resize(h, 3)
     first_mark = topic(h).partitions[3].leader_epoch_before_deletion
@@ -199,7 +199,7 @@ def test_a_second_shrink_marks_only_the_unmarked_partitions() -> None:
 
 def test_shrink_below_the_initial_count_fails_with_invalid_partitions() -> None:
     h = Harness()
-    h.create("t", partitions=2)
+    h.create("t", partitions=2, ordered=True)
     resize(h, 4)
     decision, result = resize(h, 1)
     assert result.error_code == ErrorCode.INVALID_PARTITIONS
@@ -211,7 +211,6 @@ def test_shrink_without_ordered_delivery_fails_as_in_kafka() -> None:
     h = Harness()
     h.create("t", partitions=1)
     resize(h, 3)
-    set_config(h, "enable.ordered.delivery", "false")
     decision, result = resize(h, 2)
     assert result.error_code == ErrorCode.INVALID_PARTITIONS
     assert "can only grow" in result.error_message
@@ -220,7 +219,7 @@ def test_shrink_without_ordered_delivery_fails_as_in_kafka() -> None:
 
 def test_shrink_with_assignments_fails_with_invalid_replica_assignment() -> None:
     h = Harness()
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, 3)
     assert resize(h, 2, assignments=((1,),))[1].error_code == \
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -228,7 +227,7 @@ def test_shrink_with_assignments_fails_with_invalid_replica_assignment() -> None
 
 def test_shrink_needs_no_brokers() -> None:
     h = Harness()
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, 3)
     h.tick(100_000)
     assert h.controller.committed.unfenced_broker_ids() == ()
@@ -240,7 +239,7 @@ def test_shrink_needs_no_brokers() -> None:
 
 def shrunk(count: int = 4, to: int = 2) -> Harness:
     h = Harness()
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, count)
     resize(h, to)
     return h
@@ -259,7 +258,7 @@ def test_an_empty_last_marked_partition_reported_by_its_leader_is_removed() -> N
 
 def test_reports_from_the_top_down_remove_several_in_one_heartbeat() -> None:
     h = Harness(brokers=1)
-    h.create("t", partitions=1)
+    h.create("t", partitions=1, ordered=True)
     resize(h, 4)
     resize(h, 1)
     t = topic(h)
@@ -342,19 +341,43 @@ def test_describe_shows_counts_and_epoch_maps_and_they_survive_the_wire() -> Non
     assert decode_response("DescribeTopics", encode_body(response)) == response
 
 
+def create_with(h: Harness, name: str, **configs: str) -> Any:
+    return h.run(CreateTopicsRequest(topics=(CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1,
+        configs=tuple(CreatableTopicConfig(name=k.replace("_", "."), value=v)
+                      for k, v in configs.items())),),)).response.topics[0]  # type: ignore[union-attr]
+
+
+def test_compaction_alone_creates_a_compacted_topic_without_ordered_delivery() -> None:
+    h = Harness()
+    assert create_with(h, "c", cleanup_policy="compact").error_code == ErrorCode.NONE
+    assert topic(h, "c").configs == (("cleanup.policy", "compact"),)
+    assert not topic(h, "c").ordered_delivery
+
+
 def test_ordered_delivery_with_compaction_is_refused_at_creation_and_alteration() -> None:
     h = Harness()
-    response = h.run(CreateTopicsRequest(topics=(CreatableTopic(
-        name="c", num_partitions=1, replication_factor=1,
-        configs=(CreatableTopicConfig(name="cleanup.policy", value="compact"),)),),)).response
-    result: Any = response.topics[0]  # type: ignore[union-attr]
+    result = create_with(h, "c", cleanup_policy="compact", enable_ordered_delivery="true")
     assert result.error_code == ErrorCode.INVALID_CONFIG
-    assert "enable.ordered.delivery=true (the default) cannot go with" in result.error_message
-    h.create("t")
+    assert "enable.ordered.delivery=true cannot go with cleanup.policy=compact" in \
+        result.error_message
+    h.create("t", ordered=True)
     altered = set_config(h, "cleanup.policy", "compact")
     assert altered.error_code == ErrorCode.INVALID_CONFIG
     assert "tombstone" in altered.error_message
-    assert set_config(h, "enable.ordered.delivery", "TRUE").error_code == 0
-    assert topic(h).config("enable.ordered.delivery") == "true"
+    create_with(h, "k", cleanup_policy="compact")
+    refused = set_config(h, "enable.ordered.delivery", "true", name="k")
+    assert refused.error_code == ErrorCode.INVALID_CONFIG
+    assert "tombstone" in refused.error_message
     assert set_config(h, "enable.ordered.delivery", "maybe").error_code == \
         ErrorCode.INVALID_CONFIG
+
+
+def test_the_cluster_default_with_compaction_is_refused_naming_the_node_key() -> None:
+    h = Harness(ordered_delivery_default=True)
+    result = create_with(h, "c", cleanup_policy="compact")
+    assert result.error_code == ErrorCode.INVALID_CONFIG
+    assert "enable.ordered.delivery=true (the cluster's default: the controllers' " \
+        "enable.ordered.delivery) cannot go with cleanup.policy=compact" in result.error_message
+    assert create_with(h, "c", cleanup_policy="compact",
+                       enable_ordered_delivery="false").error_code == ErrorCode.NONE
