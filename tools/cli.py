@@ -53,6 +53,8 @@ VERBS: dict[str, tuple[str, str]] = {
                 "kafka-console-consumer.sh), in per-key order with --ordered"),
     "delete-records": ("delete_records", "delete partitions' records below given offsets "
                        "(like kafka-delete-records.sh)"),
+    "log-dirs": ("log_dirs", "the brokers' log directories and partition sizes (like "
+                 "kafka-log-dirs.sh)"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
     "replay": ("replay", "Spark replay of every node's log, with consistency checks"),
     "demo": ("demo", "the end-to-end demo run by `make demo`"),
@@ -111,6 +113,7 @@ EXAMPLES = {
                "--max-messages 10 --property print.key=true",
     "delete-records": "kraft delete-records --cluster /tmp/c1 --offset-json-file "
                       "offsets.json",
+    "log-dirs": "kraft log-dirs --cluster /tmp/c1 --describe --topic-list orders",
     "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
     "demo": "kraft demo --cluster /tmp/demo1 --skip-replay",

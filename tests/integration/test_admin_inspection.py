@@ -1,16 +1,18 @@
 """What kafka-log-dirs.sh and kafka-transactions.sh describe-producers read, asked by
-kafka-python's admin client: DescribeLogDirs (sizes of the partitions each broker holds,
-its file system's bytes) and DescribeProducers (the idempotent producers a leader
-remembers). One 1-voter + 2-broker cluster for the module."""
+kafka-python's admin client and `kraft log-dirs`: DescribeLogDirs (sizes of the
+partitions each broker holds, its file system's bytes) and DescribeProducers (the
+idempotent producers a leader remembers). One 1-voter + 2-broker cluster for the
+module."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.quorum_support import FAST_SETTINGS, running_cluster
+from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster
 from tools.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -70,3 +72,34 @@ def test_producers_name_the_idempotent_producer_and_its_last_sequence(admin: Any
     assert producer.coordinator_epoch == -1  # no transactions
     assert admin.describe_producers([kafka.TopicPartition("inspect", 1)])[
         kafka.TopicPartition("inspect", 1)].active_producers == []
+
+
+def test_log_dirs_verb_prints_kafkas_document_and_names_what_failed(
+        admin: Any, cluster: Cluster) -> None:
+    """`kraft log-dirs --describe`, as kafka-log-dirs.sh: two lines, then the JSON; an
+    unknown broker is named on stderr with exit 1, a malformed list is exit 2."""
+    bootstrap = cluster.node(BROKERS[0]).client_address
+    assert bootstrap is not None
+    done = kraft("log-dirs", "--bootstrap-server", bootstrap, "--describe",
+                 "--topic-list", "inspect")
+    assert done.returncode == 0, done.stderr
+    first, second, body = done.stdout.splitlines()
+    assert first == "Querying brokers for log directories information"
+    assert second == "Received log directory information from brokers 2,3"
+    found = json.loads(body)
+    assert [b["broker"] for b in found["brokers"]] == list(BROKERS)
+    for broker in found["brokers"]:
+        (log_dir,) = broker["logDirs"]
+        assert log_dir["error"] is None
+        sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+        assert sizes.keys() == {"inspect-0", "inspect-1"}
+        assert sizes["inspect-0"] > RECORDS * 100
+    missing = kraft("log-dirs", "--bootstrap-server", bootstrap, "--describe",
+                    "--broker-list", "2,9")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "error: broker 9: no such broker in the cluster's metadata"
+    assert [b["broker"] for b in json.loads(missing.stdout.splitlines()[2])["brokers"]] == [2]
+    bad = kraft("log-dirs", "--bootstrap-server", bootstrap, "--describe",
+                "--broker-list", "2,x")
+    assert bad.returncode == 2
+    assert "--broker-list: expected broker ids" in bad.stderr
