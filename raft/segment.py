@@ -1,15 +1,27 @@
 """On-disk batch format, shared by the log, `kraft dump-log` and the Spark replay.
 
-A segment file `<base offset, 20 digits>.log` is a run of batches, each:
+A segment file `<base offset, 20 digits>.log` is a run of batches, each a header then its
+payload. Two headers exist; the top bit of the count field says which (`TIMED_FLAG`):
 
-    header (24 bytes, big-endian)    base_offset i64 | epoch i32 | record_count i32
+    untimed (24 bytes, big-endian)   base_offset i64 | epoch i32 | record_count i32
                                      | payload_length i32 | crc u32
+    timed (32 bytes, big-endian)     base_offset i64 | epoch i32 | record_count u32 with
+                                     TIMED_FLAG set | payload_length i32
+                                     | append_time_ms i64 | crc u32
     payload                          msgpack array of bin, one bin per record
 
-`crc` is CRC-32 (zlib) over the first 20 header bytes and the payload, so a flipped bit
-anywhere in a batch is caught. Reading stops cleanly at a torn tail (a partial header or
-payload at the very end); a batch that fails its CRC or decode is a `CorruptBatchError`
-naming the file and byte position, and the caller decides whether that is a torn tail.
+The timed header carries the leader's wall-clock time (ms) when it created the batch
+(`Batch.append_time_ms`); followers store it unchanged. Logs written before batches were
+timed hold untimed batches only, and a batch whose time is unknown (None: it came from
+such a log) is still written untimed, byte for byte as before, so its CRC is the same on
+every replica. An untimed reader sees a timed batch's count as negative and refuses it as
+corrupt; it never misreads it.
+
+`crc` is CRC-32 (zlib) over every header byte before it and the payload, so a flipped bit
+anywhere in a batch, its time included, is caught. Reading stops cleanly at a torn tail
+(a partial header or payload at the very end); a batch that fails its CRC or decode is a
+`CorruptBatchError` naming the file and byte position, and the caller decides whether that
+is a torn tail.
 """
 
 from __future__ import annotations
@@ -19,19 +31,24 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import msgpack
 
 from raft.common.slots import positional_constructor
 from raft.types import Batch
 
-HEADER = struct.Struct(">qiiiI")
-HEADER_BYTES = HEADER.size
-_UNCHECKED = struct.Struct(">qiii")
+PREFIX = struct.Struct(">qiIi")  # base_offset, epoch, count (and TIMED_FLAG), length
 _CRC = struct.Struct(">I")
+_TIME = struct.Struct(">q")
+_TIME_AND_CRC = struct.Struct(">qI")
+TIMED_FLAG = 1 << 31
+HEADER_BYTES = PREFIX.size + _CRC.size  # an untimed header
+TIMED_HEADER_BYTES = PREFIX.size + _TIME_AND_CRC.size
 SEGMENT_SUFFIX = ".log"
-# Batch(base_offset, epoch, records) without its __init__: a third of the cost, for a
-# batch decoded from every segment read and encoded for every append (raft.common.slots)
+# Batch(base_offset, epoch, records, append_time_ms) without its __init__: a third of the
+# cost, for a batch decoded from every segment read and encoded for every append
+# (raft.common.slots)
 new_batch = positional_constructor(Batch)
 
 
@@ -62,9 +79,53 @@ def encode_batch(batch: Batch) -> bytes:
     records = batch.records
     # a tuple packs as the same msgpack array as a list, without the copy
     payload: bytes = msgpack.packb(records, use_bin_type=True)
-    unchecked = _UNCHECKED.pack(batch.base_offset, batch.epoch, len(records), len(payload))
+    append_time_ms = batch.append_time_ms
+    if append_time_ms is None:
+        unchecked = PREFIX.pack(batch.base_offset, batch.epoch, len(records), len(payload))
+    else:
+        unchecked = PREFIX.pack(batch.base_offset, batch.epoch, len(records) | TIMED_FLAG,
+                                len(payload)) + _TIME.pack(append_time_ms)
     crc = zlib.crc32(payload, zlib.crc32(unchecked))
     return unchecked + _CRC.pack(crc) + payload
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    epoch: int
+    record_count: int
+    payload_length: int
+    append_time_ms: int | None
+    crc: int
+    size: int  # header bytes (untimed or timed)
+
+
+def read_header(view: bytes | memoryview, position: int, path: str) -> BatchHeader | None:
+    """The header at `position`, untimed or timed; None when the bytes end inside it (a
+    torn tail); CorruptBatchError for a negative payload length."""
+    if position + HEADER_BYTES > len(view):
+        return None
+    base_offset, epoch, count, length = PREFIX.unpack_from(view, position)
+    if count & TIMED_FLAG:
+        if position + TIMED_HEADER_BYTES > len(view):
+            return None
+        append_time_ms, crc = _TIME_AND_CRC.unpack_from(view, position + PREFIX.size)
+        header = BatchHeader(base_offset, epoch, count ^ TIMED_FLAG, length, append_time_ms,
+                             crc, TIMED_HEADER_BYTES)
+    else:
+        crc, = _CRC.unpack_from(view, position + PREFIX.size)
+        header = BatchHeader(base_offset, epoch, count, length, None, crc, HEADER_BYTES)
+    if length < 0:
+        raise CorruptBatchError(path, position, f"negative length {length}")
+    return header
+
+
+def header_crc(view: bytes | memoryview, position: int, header: BatchHeader) -> int:
+    """The CRC the batch at `position` should carry: over its header up to the CRC field,
+    then its payload."""
+    checked = position + header.size - _CRC.size
+    start = position + header.size
+    return zlib.crc32(view[start:start + header.payload_length],
+                      zlib.crc32(view[position:checked]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,27 +141,24 @@ def iter_batches(data: bytes | memoryview, path: str = "<memory>") -> Iterator[S
     batch); raises CorruptBatchError for a complete batch with a bad CRC or payload."""
     view = memoryview(data)
     position = 0
-    while position + HEADER_BYTES <= len(view):
-        base_offset, epoch, count, length, crc = HEADER.unpack_from(view, position)
-        if length < 0 or count < 0:
-            raise CorruptBatchError(path, position, f"negative length {length} or count {count}")
-        end = position + HEADER_BYTES + length
+    while (header := read_header(view, position, path)) is not None:
+        end = position + header.size + header.payload_length
         if end > len(view):
             return  # torn tail: the caller checks whether it was really the tail
-        payload = view[position + HEADER_BYTES:end]
-        actual = zlib.crc32(payload, zlib.crc32(view[position:position + 20]))
-        if actual != crc:
-            raise CorruptBatchError(path, position,
-                                    f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})")
+        actual = header_crc(view, position, header)
+        if actual != header.crc:
+            raise CorruptBatchError(path, position, f"CRC mismatch (stored {header.crc:#010x}, "
+                                                    f"computed {actual:#010x})")
         try:
-            records = msgpack.unpackb(payload, raw=False, use_list=True)
+            records = msgpack.unpackb(view[position + header.size:end], raw=False,
+                                      use_list=True)
         except Exception as exc:  # msgpack raises several unrelated types
             raise CorruptBatchError(path, position, f"undecodable payload: {exc}") from None
-        if not isinstance(records, list) or len(records) != count or \
+        if not isinstance(records, list) or len(records) != header.record_count or \
                 not all(isinstance(r, bytes) for r in records):
             raise CorruptBatchError(path, position, "payload is not the declared records")
-        yield StoredBatch(new_batch(base_offset, epoch, tuple(records)), position,
-                          end - position, crc)
+        yield StoredBatch(new_batch(header.base_offset, header.epoch, tuple(records),
+                                    header.append_time_ms), position, end - position, header.crc)
         position = end
 
 
