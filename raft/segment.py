@@ -31,7 +31,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import msgpack
 
@@ -39,9 +38,11 @@ from raft.common.slots import positional_constructor
 from raft.types import Batch
 
 PREFIX = struct.Struct(">qiIi")  # base_offset, epoch, count (and TIMED_FLAG), length
+_TIMED_PREFIX = struct.Struct(">qiIiq")  # ... and append_time_ms
 _CRC = struct.Struct(">I")
-_TIME = struct.Struct(">q")
 _TIME_AND_CRC = struct.Struct(">qI")
+_unpack_prefix, _unpack_crc = PREFIX.unpack_from, _CRC.unpack_from
+_unpack_time_and_crc = _TIME_AND_CRC.unpack_from
 TIMED_FLAG = 1 << 31
 HEADER_BYTES = PREFIX.size + _CRC.size  # an untimed header
 TIMED_HEADER_BYTES = PREFIX.size + _TIME_AND_CRC.size
@@ -83,49 +84,45 @@ def encode_batch(batch: Batch) -> bytes:
     if append_time_ms is None:
         unchecked = PREFIX.pack(batch.base_offset, batch.epoch, len(records), len(payload))
     else:
-        unchecked = PREFIX.pack(batch.base_offset, batch.epoch, len(records) | TIMED_FLAG,
-                                len(payload)) + _TIME.pack(append_time_ms)
+        unchecked = _TIMED_PREFIX.pack(batch.base_offset, batch.epoch,
+                                       len(records) | TIMED_FLAG, len(payload), append_time_ms)
     crc = zlib.crc32(payload, zlib.crc32(unchecked))
     return unchecked + _CRC.pack(crc) + payload
 
 
-class BatchHeader(NamedTuple):
-    base_offset: int
-    epoch: int
-    record_count: int
-    payload_length: int
-    append_time_ms: int | None
-    crc: int
-    size: int  # header bytes (untimed or timed)
+# (base_offset, epoch, record_count, append_time_ms, crc, payload start, batch end)
+CheckedHeader = tuple[int, int, int, int | None, int, int, int]
 
 
-def read_header(view: bytes | memoryview, position: int, path: str) -> BatchHeader | None:
-    """The header at `position`, untimed or timed; None when the bytes end inside it (a
-    torn tail); CorruptBatchError for a negative payload length."""
-    if position + HEADER_BYTES > len(view):
+def checked_header(view: bytes | memoryview, position: int, path: str) -> CheckedHeader | None:
+    """The header of the batch at `position`, untimed or timed, once its CRC holds; None
+    when the bytes end inside the batch (a torn tail: the caller checks whether it was
+    really the tail); CorruptBatchError for a negative length or a CRC mismatch. A plain
+    tuple: it runs for every batch read."""
+    size = len(view)
+    if position + HEADER_BYTES > size:
         return None
-    base_offset, epoch, count, length = PREFIX.unpack_from(view, position)
+    base_offset, epoch, count, length = _unpack_prefix(view, position)
     if count & TIMED_FLAG:
-        if position + TIMED_HEADER_BYTES > len(view):
+        start = position + TIMED_HEADER_BYTES
+        if start > size:
             return None
-        append_time_ms, crc = _TIME_AND_CRC.unpack_from(view, position + PREFIX.size)
-        header = BatchHeader(base_offset, epoch, count ^ TIMED_FLAG, length, append_time_ms,
-                             crc, TIMED_HEADER_BYTES)
+        append_time_ms, crc = _unpack_time_and_crc(view, position + PREFIX.size)
+        count ^= TIMED_FLAG
     else:
-        crc, = _CRC.unpack_from(view, position + PREFIX.size)
-        header = BatchHeader(base_offset, epoch, count, length, None, crc, HEADER_BYTES)
+        start = position + HEADER_BYTES
+        append_time_ms = None
+        crc, = _unpack_crc(view, position + PREFIX.size)
     if length < 0:
         raise CorruptBatchError(path, position, f"negative length {length}")
-    return header
-
-
-def header_crc(view: bytes | memoryview, position: int, header: BatchHeader) -> int:
-    """The CRC the batch at `position` should carry: over its header up to the CRC field,
-    then its payload."""
-    checked = position + header.size - _CRC.size
-    start = position + header.size
-    return zlib.crc32(view[start:start + header.payload_length],
-                      zlib.crc32(view[position:checked]))
+    end = start + length
+    if end > size:
+        return None
+    actual = zlib.crc32(view[start:end], zlib.crc32(view[position:start - _CRC.size]))
+    if actual != crc:
+        raise CorruptBatchError(path, position,
+                                f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})")
+    return base_offset, epoch, count, append_time_ms, crc, start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,24 +138,17 @@ def iter_batches(data: bytes | memoryview, path: str = "<memory>") -> Iterator[S
     batch); raises CorruptBatchError for a complete batch with a bad CRC or payload."""
     view = memoryview(data)
     position = 0
-    while (header := read_header(view, position, path)) is not None:
-        end = position + header.size + header.payload_length
-        if end > len(view):
-            return  # torn tail: the caller checks whether it was really the tail
-        actual = header_crc(view, position, header)
-        if actual != header.crc:
-            raise CorruptBatchError(path, position, f"CRC mismatch (stored {header.crc:#010x}, "
-                                                    f"computed {actual:#010x})")
+    while (header := checked_header(view, position, path)) is not None:
+        base_offset, epoch, count, append_time_ms, crc, start, end = header
         try:
-            records = msgpack.unpackb(view[position + header.size:end], raw=False,
-                                      use_list=True)
+            records = msgpack.unpackb(view[start:end], raw=False, use_list=True)
         except Exception as exc:  # msgpack raises several unrelated types
             raise CorruptBatchError(path, position, f"undecodable payload: {exc}") from None
-        if not isinstance(records, list) or len(records) != header.record_count or \
+        if not isinstance(records, list) or len(records) != count or \
                 not all(isinstance(r, bytes) for r in records):
             raise CorruptBatchError(path, position, "payload is not the declared records")
-        yield StoredBatch(new_batch(header.base_offset, header.epoch, tuple(records),
-                                    header.append_time_ms), position, end - position, header.crc)
+        yield StoredBatch(new_batch(base_offset, epoch, tuple(records), append_time_ms),
+                          position, end - position, crc)
         position = end
 
 

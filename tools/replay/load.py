@@ -39,7 +39,7 @@ from typing import Any
 
 import msgpack
 
-from raft.segment import BatchHeader, CorruptBatchError, header_crc, read_header
+from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
@@ -79,29 +79,22 @@ class NodeIndex:
             other.digests[:len(self.digests)] == self.digests
 
 
-def _walk(view: memoryview, path: str) -> Iterator[tuple[int, int, BatchHeader]]:
-    """(position, end, header) of each whole batch whose CRC holds; the checks of
-    `raft.segment.iter_batches` up to the payload, which only the batches that are
-    decoded need (`_records`)."""
-    position, size = 0, len(view)
-    while (header := read_header(view, position, path)) is not None:
-        end = position + header.size + header.payload_length
-        if end > size:
-            return  # torn tail: the caller checks whether it was really the tail
-        actual = header_crc(view, position, header)
-        if actual != header.crc:
-            raise CorruptBatchError(path, position, f"CRC mismatch (stored {header.crc:#010x}, "
-                                                    f"computed {actual:#010x})")
-        yield position, end, header
-        position = end
+def _walk(view: memoryview, path: str) -> Iterator[tuple[int, CheckedHeader]]:
+    """(position, header) of each whole batch whose CRC holds (`raft.segment.
+    checked_header`): the checks of `raft.segment.iter_batches` up to the payload, which
+    only the batches that are decoded need (`_records`)."""
+    position = 0
+    while (header := checked_header(view, position, path)) is not None:
+        yield position, header
+        position = header[6]
 
 
-def _records(view: memoryview, position: int, end: int, header: BatchHeader,
+def _records(view: memoryview, position: int, start: int, end: int, count: int,
              path: str) -> list[bytes]:
-    """The payload's record bytes, checked as `raft.segment.iter_batches` checks them."""
-    count = header.record_count
+    """The payload's record bytes (`start:end`), checked as `raft.segment.iter_batches`
+    checks them."""
     try:
-        records = msgpack.unpackb(view[position + header.size:end], raw=False, use_list=True)
+        records = msgpack.unpackb(view[start:end], raw=False, use_list=True)
     except Exception as exc:  # msgpack raises several unrelated types
         raise CorruptBatchError(path, position, f"undecodable payload: {exc}") from None
     if type(records) is not list or len(records) != count or \
@@ -147,9 +140,8 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
         view = memoryview(data)
         end = 0
         try:
-            for position, end, header in _walk(view, path):
-                base_offset, epoch = header.base_offset, header.epoch
-                count = header.record_count
+            for position, (base_offset, epoch, count, _, _, payload_at, end) in \
+                    _walk(view, path):
                 if want_index:
                     file_ids.append(len(names) - 1)
                     positions.append(position)
@@ -159,7 +151,7 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
                     digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
                 scanned = scan is not None and base_offset + count > start
                 if scanned or position in wanted:
-                    records = _records(view, position, end, header, path)
+                    records = _records(view, position, payload_at, end, count, path)
                     if scan is not None and scanned:
                         if base_offset >= start:
                             scan.batch(seq, base_offset, epoch, records)
