@@ -28,12 +28,12 @@ from tools.replay.inputs import NodeInput
 from tools.replay.load import read_segments
 
 LOG_END = "log end"
+_RUN = (rec.Partition, rec.PartitionChange, rec.PartitionCount, rec.TopicConfig)
 At = tuple[int, int, int | None]  # (offset, raft epoch, append time ms or None)
 
 
 class TimedRecord(NamedTuple):
     offset: int
-    batch_offset: int  # the base offset of its batch
     epoch: int
     append_time_ms: int | None
     record: rec.Record
@@ -60,8 +60,7 @@ def timed_records(node: NodeInput, base: ReplayBase | None,
                 except rec.RecordError:
                     continue
                 last = offset
-                yield TimedRecord(offset, batch.base_offset, batch.epoch,
-                                  batch.append_time_ms, record)
+                yield TimedRecord(offset, batch.epoch, batch.append_time_ms, record)
 
 
 def elapsed(start_ms: int | None, end_ms: int | None) -> int | None:
@@ -82,39 +81,40 @@ class Timeline:
 
 
 class _Builder:
-    """Applies the records in offset order, keeping what the tables need."""
+    """Applies the records in offset order, keeping what the tables need. A record costs
+    no more than its own partition: topics are read whole only when created or resized."""
 
     def __init__(self, image: MetadataImage, start_offset: int) -> None:
         self.delta = MetadataDelta(image)
         self.out = Timeline(end_offset=start_offset)
+        self.names = {topic_id: topic.name for topic_id, topic in image.topics.items()}
         # epoch -> [leader, start offset, start ms, end offset, last ms]
         self.epochs: dict[int, list[Any]] = {}
         self.broker_events: dict[int, list[list[Any]]] = {}
-        # the batch being applied (its base offset; its last record's place so far), and
-        # the topics it touched, with their (partitions, undeleted) counts before it
-        self.batch_offset: int | None = None
-        self.batch_last: At = (start_offset - 1, 0, None)
-        self.touched: dict[Uuid, tuple[int, int] | None] = {}
-        self.created: dict[Uuid, int] = {}  # topic -> its create row's index
+        # A creation or a resize is the run of records from the one that starts it (a
+        # Topic record; a Partition record past the topic's end, or a PartitionCount) on
+        # while they set up that topic's partitions or configs (`_RUN`): (topic, its
+        # create row, or None and its partition count before the resize).
+        self.run: tuple[Uuid, int | None, int] | None = None
+        self.run_last: At = (start_offset - 1, 0, None)
 
     def record(self, timed: TimedRecord) -> None:
-        offset, batch_offset, epoch, time_ms, record = timed
-        if batch_offset != self.batch_offset:
-            self.end_batch()
-            self.batch_offset = batch_offset
+        offset, epoch, time_ms, record = timed
+        if self.run is not None and not (isinstance(record, _RUN)
+                                         and record.topic_id == self.run[0]):
+            self.end_run()
         self._epoch(offset, epoch, time_ms, record)
-        topic_id = getattr(record, "topic_id", None)
-        if isinstance(topic_id, Uuid) and topic_id not in self.touched:
-            self.touched[topic_id] = self._counts(topic_id)
-        before = self.delta.topic(topic_id) if isinstance(topic_id, Uuid) else None
+        held = len(self.delta.partitions(record.topic_id)) \
+            if isinstance(record, rec.Partition | rec.RemoveTopic) else 0
+        if self.run is None and (isinstance(record, rec.PartitionCount) or isinstance(
+                record, rec.Partition) and record.partition >= held):
+            topic = self.delta.topic(record.topic_id)
+            if topic is not None:
+                self.run = (record.topic_id, None, topic.undeleted_count)
         if self.delta.apply(record, offset) is None:
-            self._event((offset, epoch, time_ms), record, before)
-        self.batch_last = (offset, epoch, time_ms)
+            self._event((offset, epoch, time_ms), record, held)
+        self.run_last = (offset, epoch, time_ms)
         self.out.end_offset, self.out.end_ms = offset + 1, time_ms
-
-    def _counts(self, topic_id: Uuid) -> tuple[int, int] | None:
-        topic = self.delta.topic(topic_id)
-        return None if topic is None else (len(topic.partitions), topic.undeleted_count)
 
     def _epoch(self, offset: int, epoch: int, time_ms: int | None, record: rec.Record) -> None:
         entry = self.epochs.get(epoch)
@@ -124,7 +124,8 @@ class _Builder:
         if isinstance(record, rec.LeaderChange) and entry[0] is None:
             entry[0] = record.leader_id
 
-    def _event(self, at: At, record: rec.Record, before: Any) -> None:
+    def _event(self, at: At, record: rec.Record, held: int) -> None:
+        """`held`: a RemoveTopic's topic's partition count before it."""
         if isinstance(record, rec.RegisterBroker):
             self._broker(record.broker_id, "register", at, str(record.incarnation_id),
                          record.broker_epoch, fenced=True)
@@ -135,69 +136,65 @@ class _Builder:
                          None if broker is None else str(broker.incarnation_id),
                          record.broker_epoch, fenced=fenced)
         elif isinstance(record, rec.Topic):
-            self.created[record.topic_id] = len(self.out.topic_lifecycle)
-            self._topic(record.topic_id, record.name, "create", at)
+            self.names[record.topic_id] = record.name
+            self.run = (record.topic_id, len(self.out.topic_lifecycle), 0)
+            self._topic(record.topic_id, "create", at)
         elif isinstance(record, rec.TopicConfig):
-            self._topic(record.topic_id, before.name, "config", at, key=record.key,
-                        value=record.value)
+            self._topic(record.topic_id, "config", at, key=record.key, value=record.value)
         elif isinstance(record, rec.RenameTopic):
-            self._topic(record.topic_id, before.name, "rename", at, new_name=record.new_name)
+            self._topic(record.topic_id, "rename", at, new_name=record.new_name)
+            self.names[record.topic_id] = record.new_name
         elif isinstance(record, rec.RemoveTopic):
-            self._topic(record.topic_id, before.name, "delete", at)
-            for part in before.partitions:
-                self._partition(record.topic_id, before.name, part.partition, "deleted", at)
+            self._topic(record.topic_id, "delete", at)
+            for partition in range(held):
+                self._partition(record.topic_id, partition, "deleted", at)
         elif isinstance(record, rec.Partition | rec.PartitionChange):
             change = "create" if isinstance(record, rec.Partition) else "change"
-            self._partition(record.topic_id, None, record.partition, change, at)
+            self._partition(record.topic_id, record.partition, change, at)
         elif isinstance(record, rec.RemovePartition):
-            self._partition(record.topic_id, None, record.partition, "removed", at)
+            self._partition(record.topic_id, record.partition, "removed", at)
 
     def _broker(self, broker_id: int, event: str, at: At,
                 incarnation: str | None, broker_epoch: int, *, fenced: bool) -> None:
         self.broker_events.setdefault(broker_id, []).append(
             [broker_id, broker_epoch, incarnation, event, *at, fenced])
 
-    def _topic(self, topic_id: Uuid, name: str, event: str, at: At,
-               *, key: str | None = None, value: str | None = None,
-               new_name: str | None = None, partitions: int | None = None) -> None:
-        self.out.topic_lifecycle.append((str(topic_id), name, event, *at, partitions, key,
-                                         value, new_name))
+    def _topic(self, topic_id: Uuid, event: str, at: At, *, key: str | None = None,
+               value: str | None = None, new_name: str | None = None,
+               partitions: int | None = None) -> None:
+        self.out.topic_lifecycle.append((str(topic_id), self.names.get(topic_id), event, *at,
+                                         partitions, key, value, new_name))
 
-    def _partition(self, topic_id: Uuid, name: str | None, partition: int, change: str,
-                   at: At) -> None:
-        topic = self.delta.topic(topic_id)
-        part = None if topic is None or partition >= len(topic.partitions) or \
-            change in ("deleted", "removed") else topic.partitions[partition]
-        name = name if topic is None else topic.name
-        if part is None:
+    def _partition(self, topic_id: Uuid, partition: int, change: str, at: At) -> None:
+        parts = self.delta.partitions(topic_id)
+        if change in ("deleted", "removed") or partition >= len(parts):
             state: tuple[Any, ...] = (None, None, None, None, None)
         else:
+            part = parts[partition]
             leader = None if part.leader == NO_LEADER else part.leader
             state = (leader, list(part.isr), list(part.replicas), part.leader_epoch,
                      part.marked_for_deletion)
-        self.out.partition_history.append((str(topic_id), name, partition, change, *at,
-                                           *state))
+        self.out.partition_history.append((str(topic_id), self.names.get(topic_id),
+                                           partition, change, *at, *state))
 
-    def end_batch(self) -> None:
-        """A topic whose partition count a batch changed: its create row gets the count,
-        or a resize row follows (a grow, or a KIP-253 shrink's undeleted count)."""
-        for topic_id, counts in self.touched.items():
-            after = self._counts(topic_id)
-            if after is None or after == counts:
-                continue
-            index = self.created.pop(topic_id, None)
-            if index is not None:
-                self.out.topic_lifecycle[index] = (*self.out.topic_lifecycle[index][:6],
-                                                   after[1], None, None, None)
-            elif counts is not None:
-                topic = self.delta.topic(topic_id)
-                assert topic is not None
-                self._topic(topic_id, topic.name, "resize", self.batch_last,
-                            partitions=after[1])
-        self.touched, self.created = {}, {}
+    def end_run(self) -> None:
+        """A creation's row gets the topic's partition count; a resize that changed the
+        count gets its row, at the run's last record."""
+        assert self.run is not None
+        topic_id, index, before = self.run
+        self.run = None
+        topic = self.delta.topic(topic_id)
+        if topic is None:
+            return
+        if index is not None:
+            row = self.out.topic_lifecycle[index]
+            self.out.topic_lifecycle[index] = (*row[:6], topic.undeleted_count, *row[7:])
+        elif topic.undeleted_count != before:
+            self._topic(topic_id, "resize", self.run_last, partitions=topic.undeleted_count)
 
     def finish(self) -> Timeline:
-        self.end_batch()
+        if self.run is not None:
+            self.end_run()
         out = self.out
         ordered = sorted(self.epochs.items())
         for index, (epoch, (leader, start, start_ms, end, last_ms)) in enumerate(ordered):

@@ -16,8 +16,8 @@ ORDERS, AUDIT = str(STORY_TOPIC), str(STORY_OTHER)
 
 
 def story_timeline(batches: list[Batch]) -> Timeline:
-    records = [TimedRecord(batch.base_offset + index, batch.base_offset, batch.epoch,
-                           batch.append_time_ms, decode(data))
+    records = [TimedRecord(batch.base_offset + index, batch.epoch, batch.append_time_ms,
+                           decode(data))
                for batch in batches for index, data in enumerate(batch.records)]
     return timeline(records, MetadataImage())
 
