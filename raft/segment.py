@@ -10,12 +10,16 @@ payload. Two headers exist; the top bit of the count field says which (`TIMED_FL
                                      | append_time_ms i64 | crc u32
     payload                          msgpack array of bin, one bin per record
 
-The timed header carries the leader's wall-clock time (ms) when it created the batch
-(`Batch.append_time_ms`); followers store it unchanged. Logs written before batches were
-timed hold untimed batches only, and a batch whose time is unknown (None: it came from
-such a log) is still written untimed, byte for byte as before, so its CRC is the same on
-every replica. An untimed reader sees a timed batch's count as negative and refuses it as
-corrupt; it never misreads it.
+The timed header carries the leader's time (ms) when it created the batch
+(`Batch.append_time_ms`): the `now_ms` its core was given, which a node reads from its
+clock (`RaftNode.now_ms`: the wall clock read at start, advanced monotonically).
+Followers store it unchanged.
+
+Format change: logs written before batches were timed hold untimed batches only, and
+they read as before, each batch's time unknown (None). A batch whose time is unknown (it
+came from such a log) is still written untimed, byte for byte as before, so its CRC is
+the same on every replica; a log may mix both headers. The code before the change sees a
+timed batch's count as negative and refuses it as corrupt: it never misreads one.
 
 `crc` is CRC-32 (zlib) over every header byte before it and the payload, so a flipped bit
 anywhere in a batch, its time included, is caught. Reading stops cleanly at a torn tail

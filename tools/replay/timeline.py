@@ -9,7 +9,7 @@ to `metadata.delta.MetadataDelta` from its replay base, so a change is reported 
 the image took it (a record the image skips is an anomaly `records_name_live_topic`
 reports, not a change). Every table is a list of row tuples in the column order of its
 schema (`tools.replay.views`); the tables and their columns are documented in
-docs/replay.md. Pure: the caller reads the segments (`timed_records`).
+docs/replay.md. `timeline` is pure; `timed_records` reads a node's segments for it.
 """
 
 from __future__ import annotations
