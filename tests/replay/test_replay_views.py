@@ -82,6 +82,12 @@ def test_replay_sql_prints_a_table_json_lines_or_exits_2_when_asked(
         {"epoch": 1, "leader_id": 1, "ended_by": "next epoch"},
         {"epoch": 2, "leader_id": 2, "ended_by": "next epoch"},
         {"epoch": 3, "leader_id": 3, "ended_by": "log end"}]
+    query_file = story.parent / "fenced.sql"
+    query_file.write_text(FENCED, encoding="utf-8")
+    assert main(["replay", "--cluster", str(story), "--sql-file", str(query_file)]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+    assert main(["replay", "--cluster", str(story), "--sql-file", str(story / "none.sql")]) == 2
+    assert "none.sql" in capsys.readouterr().err
     assert main(["replay", "--cluster", str(story), "--sql", "SELEC epoch FROM leadership"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
