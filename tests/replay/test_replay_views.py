@@ -94,3 +94,16 @@ def test_replay_sql_prints_a_table_json_lines_or_exits_2_when_asked(
     # stderr without a terminal: one line per phase (docs/operations.md), then the error
     [error] = [line for line in captured.err.splitlines() if not line.startswith("[replay")]
     assert error.startswith("error: bad --sql query: [PARSE_SYNTAX_ERROR]")
+
+
+def test_a_log_written_before_times_gives_null_durations_when_queried(
+        spark: Any, story_views: Path, tmp_path: Path) -> None:
+    """The same story from old segments: every row is there, its times null, not 0.
+    Last in the module: it replaces the story's views with its own."""
+    batches = story_log(timed=False)
+    root = write_cluster_files(tmp_path / "old", {1: batches, 2: batches, 3: batches})
+    assert run_replay(spark, from_cluster(root), views=True).passed
+    _, rows = run_query(spark, "SELECT times_known, leaderless_ms, under_replicated_ms, "
+                               "under_min_isr_ms FROM partition_availability")
+    assert rows == [(False, None, None, None)] * 4
+    assert run_query(spark, FENCED)[1] == [(4, None, None)]
