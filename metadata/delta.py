@@ -14,7 +14,7 @@ an image from a whole log in one pass.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from msgpack import unpackb
 
@@ -104,6 +104,16 @@ class MetadataDelta:
         if topic is not None and topic_id in self._partitions:
             topic = dataclasses.replace(topic, partitions=tuple(self._partitions[topic_id]))
         return topic
+
+    def partitions(self, topic_id: Uuid) -> Sequence[PartitionImage]:
+        """The topic's partitions (none for no topic), without building its TopicImage:
+        `topic` copies them, a cost that grows with the topic, where a reader of one
+        partition per record (`tools.replay.timeline`) needs none. Read-only."""
+        topics = self._base.topics if self._topics is None else self._topics
+        topic = topics.get(topic_id)
+        if topic is None:
+            return ()
+        return self._partitions.get(topic_id, topic.partitions)
 
     def topic_id_by_name(self, name: str) -> Uuid | None:
         names = self._base.topic_ids_by_name if self._names is None else self._names

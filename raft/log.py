@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import errno
 import os
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +20,10 @@ from sortedcontainers import SortedDict
 
 from raft.common.durable import FILE_MODE, fsync_dir, make_private_dir
 from raft.segment import (
-    HEADER,
-    HEADER_BYTES,
     SEGMENT_SUFFIX,
     CorruptBatchError,
     StoredBatch,
+    checked_header,
     encode_batch,
     iter_batches,
     list_segments,
@@ -201,8 +199,9 @@ class _LogBase:
     def append_batches(self, batches: Sequence[Batch]) -> None:
         raise NotImplementedError
 
-    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
-        batch = new_batch(self.end_offset, epoch, tuple(records))
+    def append(self, epoch: int, records: Sequence[bytes],
+               append_time_ms: int | None = None) -> Batch:
+        batch = new_batch(self.end_offset, epoch, tuple(records), append_time_ms)
         self.append_batches([batch])
         return batch
 
@@ -297,8 +296,7 @@ class MemoryLog(_LogBase):
         self._shared = min(self._shared, index)
         self._epochs.truncate_from_end(offset)
         if cut.base_offset < offset:  # keep the head of the batch that was cut in two
-            head = Batch(base_offset=cut.base_offset, epoch=cut.epoch,
-                         records=cut.records[:offset - cut.base_offset])
+            head = cut.records_between(cut.base_offset, offset)
             self.append_batches([head])
         # Durable at once, as DiskLog's truncation is: a crash now keeps exactly this log.
         self._durable = list(self._batches)
@@ -370,14 +368,11 @@ class SegmentScan:
 
 
 def _is_valid_batch_at(data: bytes, position: int) -> bool:
-    if position + HEADER_BYTES > len(data):
+    try:
+        header = checked_header(data, position, "<scan>")
+    except CorruptBatchError:
         return False
-    _, _, count, length, crc = HEADER.unpack_from(data, position)
-    end = position + HEADER_BYTES + length
-    if count <= 0 or length < 0 or end > len(data):
-        return False
-    actual = zlib.crc32(data[position + HEADER_BYTES:end], zlib.crc32(data[position:position + 20]))
-    return bool(actual == crc)
+    return header is not None and header[2] > 0  # a batch holds a record at least
 
 
 def has_valid_batch_after(data: bytes, position: int) -> bool:
@@ -838,8 +833,7 @@ class DiskLog(_LogBase):
         it. Only the head is copied: segments are large."""
         cut = self._entries[index]
         whole = self.read(self._bases[index], 0)[0]
-        head = Batch(base_offset=whole.base_offset, epoch=whole.epoch,
-                     records=whole.records[:offset - whole.base_offset])
+        head = whole.records_between(whole.base_offset, offset)
         data = encode_batch(head)
         swap = _swap_path(self.directory, head.base_offset)
         fd = os.open(swap, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)

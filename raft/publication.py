@@ -73,8 +73,8 @@ class Publisher:
             start = self._published - batch.base_offset
             end = min(batch.next_offset, high_watermark) - batch.base_offset
             if start > 0 or end < len(batch.records):
-                batch = Batch(base_offset=self._published, epoch=batch.epoch,
-                              records=batch.records[start:end])
+                batch = batch.records_between(self._published,
+                                              min(batch.next_offset, high_watermark))
             for listener in self.commit_listeners:
                 listener(batch)
             self._published = batch.next_offset

@@ -34,11 +34,14 @@ class Batch:
     """Consecutive records written by one leader in one epoch; record i has offset base+i.
 
     Each record is its own msgpack-encoded bytes, opaque to the raft layer.
+    `append_time_ms` is the leader's wall-clock time when it created the batch, kept as it
+    is by every replica; None for a batch written before batches were timed.
     """
 
     base_offset: int
     epoch: int
     records: tuple[bytes, ...]
+    append_time_ms: int | None = None
 
     @property
     def last_offset(self) -> int:
@@ -51,6 +54,11 @@ class Batch:
     @property
     def size_bytes(self) -> int:
         return sum(len(r) for r in self.records)
+
+    def records_between(self, start: int, stop: int) -> Batch:
+        """The records at offsets [start, stop) of this batch, with its epoch and time."""
+        return Batch(base_offset=start, epoch=self.epoch, append_time_ms=self.append_time_ms,
+                     records=self.records[start - self.base_offset:stop - self.base_offset])
 
 
 MAX_END_OFFSET = (1 << 63) - 1  # batch base offsets are i64 (raft.segment.HEADER)
@@ -206,8 +214,10 @@ class RaftLog(Protocol):
         """Epoch of the last batch; `start_epoch` for an empty log."""
         ...
 
-    def append(self, epoch: int, records: Sequence[bytes]) -> Batch:
-        """Leader append: assigns offsets from the log end."""
+    def append(self, epoch: int, records: Sequence[bytes],
+               append_time_ms: int | None = None) -> Batch:
+        """Leader append: assigns offsets from the log end; the batch carries the leader's
+        `append_time_ms`."""
         ...
 
     def append_batches(self, batches: Sequence[Batch]) -> None:

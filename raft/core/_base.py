@@ -459,7 +459,7 @@ class CoreBase:
             # first leader writes them (and kraft.version) so every replica learns them.
             records.append(KRaftVersionRecord(kraft_version=1).encode())
             records.append(self._voter_keys.to_record().encode())
-        self._append_as_leader(state, records)
+        self._append_as_leader(state, records, now_ms)
         log.info("became leader", extra={"node": self._node_id, "epoch": epoch})
         for voter in sorted(state.begin_unacknowledged):
             self._send_begin_quorum_epoch(state, voter, now_ms)
@@ -658,8 +658,10 @@ class CoreBase:
 
     # --- replication bookkeeping ----------------------------------------------------
 
-    def _append_as_leader(self, state: LeaderState, records: list[bytes]) -> Batch:
-        batch = self._log.append(state.epoch, records)
+    def _append_as_leader(self, state: LeaderState, records: list[bytes], now_ms: int) -> Batch:
+        """The leader's batch, stamped with its clock (`now_ms`, wall-clock time in
+        production) as its append time; followers keep the stamp (`_append_fetched`)."""
+        batch = self._log.append(state.epoch, records, now_ms)
         self._topic_ids.on_append(batch.base_offset)
         self._pending_entries.append(batch)
         self._on_log_records(batch.base_offset, batch.records)

@@ -103,7 +103,7 @@ class RaftCore(Election, Replication, Reconfiguration):
             return None
         if not records:
             raise ValueError("propose needs at least one record")
-        batch = self._log.append(state.epoch, records)
+        batch = self._log.append(state.epoch, records, now_ms)
         self._pending_entries.append(batch)
         self._on_log_records(batch.base_offset, batch.records)
         self._wake_parked_fetches(state)
@@ -357,7 +357,7 @@ class RaftCore(Election, Replication, Reconfiguration):
     def _tick_leader(self, state: LeaderState, now_ms: int) -> None:
         if self._tick_voter_change(state, now_ms):
             return  # resigned: its own removal committed (KIP-853)
-        self._maybe_update_own_entry_as_leader(state)
+        self._maybe_update_own_entry_as_leader(state, now_ms)
         check = state.check_quorum_deadline_ms(self._config.fetch_timeout_ms)
         if check is not None and now_ms >= check:
             log.info("check-quorum failed, resigning",

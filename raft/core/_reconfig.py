@@ -130,7 +130,7 @@ class Reconfiguration(CoreBase):
             raise RaftInvariantError(f"kraft.version upgrade changes the voters: "
                                      f"{self._history.latest} -> {keyed}")
         batch = self._append_as_leader(state, [KRaftVersionRecord(kraft_version=1).encode(),
-                                               keyed.to_record().encode()])
+                                               keyed.to_record().encode()], now_ms)
         state.pending_change = PendingVoterChange(
             envelope=envelope, offset=batch.last_offset,
             deadline_ms=now_ms + self._config.reconfig_timeout_ms)
@@ -191,7 +191,7 @@ class Reconfiguration(CoreBase):
             current_leader_epoch=self._state.epoch, voter_id=self._node_id,
             voter_directory_id=self._directory_id, listeners=self._listeners), now_ms)
 
-    def _maybe_update_own_entry_as_leader(self, state: LeaderState) -> None:
+    def _maybe_update_own_entry_as_leader(self, state: LeaderState, now_ms: int) -> None:
         """A leader whose own entry names old endpoints updates it itself, under the
         same rules as a request (one uncommitted change at a time)."""
         updated = self._own_updated_entry()
@@ -199,7 +199,7 @@ class Reconfiguration(CoreBase):
             return
         new = self._history.latest.replaced(updated)
         self._check_voter_change(state, new)
-        self._append_as_leader(state, [new.to_record().encode()])
+        self._append_as_leader(state, [new.to_record().encode()], now_ms)
         self._wake_parked_fetches(state)
 
     # --- the rules -------------------------------------------------------------------
@@ -272,7 +272,7 @@ class Reconfiguration(CoreBase):
     def _append_voters(self, state: LeaderState, new: VoterSet, envelope: Envelope,
                        timeout_ms: int, now_ms: int) -> None:
         self._check_voter_change(state, new)
-        batch = self._append_as_leader(state, [new.to_record().encode()])
+        batch = self._append_as_leader(state, [new.to_record().encode()], now_ms)
         state.pending_change = PendingVoterChange(
             envelope=envelope, offset=batch.base_offset,
             deadline_ms=now_ms + max(1, min(timeout_ms, self._config.reconfig_timeout_ms)))

@@ -349,8 +349,7 @@ class Replication(CoreBase):
             if batch.next_offset <= end:
                 continue  # already held (the leader sends whole batches)
             if batch.base_offset < end:
-                batch = Batch(base_offset=end, epoch=batch.epoch,
-                              records=batch.records[end - batch.base_offset:])
+                batch = batch.records_between(end, batch.next_offset)
             if (batch.base_offset != expected or not batch.records
                     or not last_epoch <= batch.epoch <= state.epoch):
                 log.warning("ignoring a fetched batch that does not continue the log",

@@ -56,7 +56,7 @@ def test_dir_dumps_the_checkpoint_after_the_segment_with_header_and_footer(
     header_batch = next(iter_batches(checkpoint.read_bytes()))
     assert lines[at + 1:at + 3] == [
         "Snapshot end offset: 6, epoch: 2",
-        f"baseOffset: 0 lastOffset: 0 count: 1 epoch: 2 position: 0 "
+        f"baseOffset: 0 lastOffset: 0 count: 1 epoch: 2 appendTime: unknown position: 0 "
         f"size: {header_batch.size} crc: {header_batch.crc:#010x} crcOk: true"]
     assert lines[at + 3] == ('| offset: 0 epoch: 2 SnapshotHeader {"version": 0, '
                              f'"last_contained_log_timestamp": {LOG_TIMESTAMP_MS}}}')

@@ -7,11 +7,17 @@ Spark standalone cluster)."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 
 from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.replication.hw_checkpoint import CHECKPOINT_FILE
 from tests.replay.conftest import PRODUCED, RealRun
+from tools.replay.inputs import from_cluster
+from tools.replay.job import run_replay
+from tools.replay.views import run_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -57,3 +63,22 @@ def test_partition_checks_pass_on_the_brokers_data_after_real_produce_traffic(
     acknowledged = result.check("acknowledged-writes-present")
     assert acknowledged.passed
     assert acknowledged.counts["checked"] == 3 * PRODUCED
+
+
+def test_the_real_runs_batches_carry_the_leaders_times_when_replayed_as_views(
+        real_run: RealRun, spark: Any) -> None:
+    """Real nodes stamp their batches (raft/core via the node's clock): every epoch and
+    every broker event of the run has a wall-clock time from the last few minutes, in log
+    order, and the topic's story reads create, delete, create."""
+    run_replay(spark, from_cluster(real_run.directory), views=True)
+    now_ms = int(time.time() * 1000)
+    _, epochs = run_query(spark, "SELECT start_ms FROM leadership ORDER BY epoch")
+    _, events = run_query(spark, "SELECT time_ms FROM broker_sessions ORDER BY offset")
+    times = [row[0] for row in epochs + events]
+    assert times
+    assert all(t is not None and now_ms - 600_000 < t <= now_ms for t in times)
+    assert [row[0] for row in epochs] == sorted(row[0] for row in epochs)
+    _, story = run_query(spark, "SELECT event, time_ms FROM topic_lifecycle "
+                                "WHERE name = 'orders' ORDER BY offset")
+    assert [event for event, _ in story] == ["create", "delete", "create"]
+    assert [t for _, t in story] == sorted(t for _, t in story)

@@ -17,14 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metadata.records import (
+    FenceBroker,
     LeaderChange,
     MetadataTopic,
+    NoOp,
     Partition,
     PartitionChange,
     Record,
     RegisterBroker,
     RemoveTopic,
+    RenameTopic,
     Topic,
+    TopicConfig,
+    UnfenceBroker,
 )
 from raft.common.uuid import Uuid
 from raft.segment import encode_batch, segment_name
@@ -158,4 +163,65 @@ def replace_record(batches: Sequence[Batch], offset: int, record: Record,
                           epoch=batch.epoch if epoch is None else epoch,
                           records=tuple(records))
         out.append(batch)
+    return out
+
+
+STORY_START_MS = 1_700_000_000_000
+STORY_TOPIC = Uuid.from_bits(0x5EED_0001, 0x0A)
+STORY_OTHER = Uuid.from_bits(0x5EED_0001, 0x0B)
+
+
+def _story() -> list[tuple[int, int, list[Record]]]:
+    """(epoch, ms after STORY_START_MS, records) of each batch of `story_log`."""
+    a, b, replicas = STORY_TOPIC, STORY_OTHER, (4, 5, 6)
+
+    def both(**change: object) -> list[Record]:
+        return [PartitionChange(topic_id=a, partition=p, **change)  # type: ignore[arg-type]
+                for p in (0, 1)]
+
+    return [
+        (1, 0, [LeaderChange(leader_id=1, voters=(1, 2, 3)),
+                MetadataTopic(topic_id=Uuid.from_bits(0x5EED_0001, 0x01)),
+                *(RegisterBroker(broker_id=n, incarnation_id=Uuid.from_bits(0x5EED_0002, n),
+                                 broker_epoch=n - 2) for n in replicas)]),
+        (1, 100, [UnfenceBroker(broker_id=n, broker_epoch=n - 2) for n in replicas]),
+        (1, 200, [Topic(name="orders", topic_id=a, initial_partition_count=2),
+                  Partition(topic_id=a, partition=0, replicas=replicas, isr=replicas, leader=4),
+                  Partition(topic_id=a, partition=1, replicas=(5, 6, 4), isr=(5, 6, 4),
+                            leader=5)]),
+        (1, 300, [TopicConfig(topic_id=a, key="min.insync.replicas", value="2")]),
+        (2, 1000, [LeaderChange(leader_id=2, voters=(1, 2, 3))]),
+        (2, 1500, [FenceBroker(broker_id=4, broker_epoch=2),
+                   PartitionChange(topic_id=a, partition=0, leader=5, isr=(5, 6)),
+                   PartitionChange(topic_id=a, partition=1, isr=(5, 6))]),
+        (2, 2000, [FenceBroker(broker_id=5, broker_epoch=3), *both(leader=6, isr=(6,))]),
+        (2, 2500, [FenceBroker(broker_id=6, broker_epoch=4), *both(leader=-1)]),
+        (2, 3000, [UnfenceBroker(broker_id=6, broker_epoch=4), *both(leader=6)]),
+        (2, 3500, [UnfenceBroker(broker_id=4, broker_epoch=2),
+                   UnfenceBroker(broker_id=5, broker_epoch=3), *both(isr=(6, 4, 5))]),
+        (3, 4000, [LeaderChange(leader_id=3, voters=(1, 2, 3))]),
+        (3, 4200, [RenameTopic(topic_id=a, new_name="payments")]),
+        (3, 4500, [Topic(name="audit", topic_id=b, initial_partition_count=1),
+                   Partition(topic_id=b, partition=0, replicas=replicas, isr=replicas,
+                             leader=4)]),
+        (3, 4600, [Partition(topic_id=a, partition=2, replicas=replicas, isr=replicas,
+                             leader=4)]),
+        (3, 5000, [RemoveTopic(topic_id=a)]),
+        (3, 6000, [NoOp()]),
+    ]
+
+
+def story_log(*, timed: bool = True) -> list[Batch]:
+    """A scripted log with known times: brokers 4-6 registered and unfenced; `orders`
+    (2 partitions, min.insync.replicas=2) loses brokers 4, 5 and 6 one by one (under
+    its ISR minimum from +2000 ms, leaderless from +2500 to +3000 ms) and gets them back
+    at +3500 ms; three epochs; `orders` renamed `payments`, grown to 3 partitions and
+    deleted at +5000 ms; `audit` lives to the log end at +6000 ms. `timed=False`: the
+    same batches as a log written before batches were timed."""
+    out: list[Batch] = []
+    for epoch, at_ms, records in _story():
+        base = out[-1].next_offset if out else 0
+        out.append(Batch(base_offset=base, epoch=epoch,
+                         records=tuple(r.encode() for r in records),
+                         append_time_ms=STORY_START_MS + at_ms if timed else None))
     return out

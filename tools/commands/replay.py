@@ -1,10 +1,15 @@
 """`kraft replay`: replay every node's metadata log with Spark and check the copies agree.
 
     kraft replay (--cluster DIR | --logs PATH ...) [--master local[*] | spark://HOST:PORT]
-                 [--out REPORT_DIR] [--history FILE] [--json]
+                 [--out REPORT_DIR] [--history FILE] [--sql QUERY | --sql-file FILE] [--json]
 
 `--history FILE`: acknowledged writes, one JSON object a line (format in
 `tools.replay.acknowledged`), checked against the brokers' partition logs.
+
+`--sql QUERY` / `--sql-file FILE`: after the replay, run one Spark SQL query over its
+tables (temp views: `tools.replay.views`, docs/replay.md) and print its rows, as a table
+or, with `--json`, one JSON object a line, in place of the report. A query Spark refuses
+is one error line, exit 2; failed checks still exit 1 (one line on stderr).
 
 Exit 0 when every check passes, 1 naming each failed check, 2 on bad input (a missing
 directory, a corrupt segment named with its file and byte position). Running the same
@@ -52,6 +57,11 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="acknowledged writes (JSON lines: topic, partition, offset, "
                         "value or value_sha256, key) to find in the partition logs")
+    query = parser.add_mutually_exclusive_group()
+    query.add_argument("--sql", metavar="QUERY",
+                       help="a Spark SQL query over the replay's tables, run after it")
+    query.add_argument("--sql-file", type=Path, metavar="FILE",
+                       help="the same, read from FILE")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -128,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         history = None if args.history is None else read_history(args.history)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
+    query = _query(args)
     if args.out is not None:  # before the Spark job, not after it
         try:
             args.out.mkdir(parents=True, exist_ok=True)
@@ -156,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Progress(spark) as progress:
             result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress,
-                                history=history)
+                                history=history, views=query is not None)
+        if query is not None:
+            return _print_query(spark, query, result, as_json=args.json)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     finally:
@@ -172,4 +185,34 @@ def run(args: argparse.Namespace) -> int:
             print(message, file=sys.stderr)
             return 1
         raise CommandError(message, exit_code=1)
+    return 0
+
+
+def _query(args: argparse.Namespace) -> str | None:
+    """The query of --sql or --sql-file; an unreadable file is exit 2."""
+    if args.sql_file is None:
+        return str(args.sql) if args.sql is not None else None
+    try:
+        return str(args.sql_file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CommandError(f"--sql-file {args.sql_file}: {exc.strerror or exc}",
+                           exit_code=2) from None
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"--sql-file {args.sql_file}: {exc}", exit_code=2) from None
+
+
+def _print_query(spark: Any, query: str, result: Any, *, as_json: bool) -> int:
+    """The query's rows on stdout; exit 2 for a query Spark refuses, 1 for failed checks."""
+    from tools.replay.views import QueryError, query_json_lines, query_table, run_query
+
+    try:
+        columns, rows = run_query(spark, query)
+    except QueryError as exc:
+        raise CommandError(f"bad --sql query: {exc}", exit_code=2) from None
+    text = query_json_lines(columns, rows) if as_json else query_table(columns, rows)
+    if text:
+        print(text)
+    if not result.passed:
+        print("replay failed check(s): " + ", ".join(result.failed), file=sys.stderr)
+        return 1
     return 0

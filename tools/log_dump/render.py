@@ -61,9 +61,10 @@ def undecodable_shown(data: bytes, error: str, *, print_sensitive: bool) -> tupl
 def batch_header_line(stored: StoredBatch) -> str:
     batch = stored.batch
     # crcOk is always true: a batch whose CRC fails is never shown, the dump stops there
+    append_time = "unknown" if batch.append_time_ms is None else batch.append_time_ms
     return (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
             f"count: {len(batch.records)} epoch: {batch.epoch} "
-            f"position: {stored.position} size: {stored.size} "
+            f"appendTime: {append_time} position: {stored.position} size: {stored.size} "
             f"crc: {stored.crc:#010x} crcOk: true")
 
 
@@ -74,7 +75,8 @@ def record_objects(stored: StoredBatch, source: DumpedFile, *, print_sensitive: 
         type_name, fields, error = decode_record(data, print_sensitive=print_sensitive)
         obj: dict[str, Any] = {"offset": batch.base_offset + index, "epoch": batch.epoch,
                                "type": type_name, "record": fields,
-                               "batch_base_offset": batch.base_offset, "crc_ok": True,
+                               "batch_base_offset": batch.base_offset,
+                               "append_time_ms": batch.append_time_ms, "crc_ok": True,
                                **source.json_fields(), "position": stored.position}
         if error is not None:
             obj["error"], obj["raw"] = undecodable_shown(data, error,

@@ -21,7 +21,11 @@ page; `job` ties them together and `synthetic` builds logs for the tests and the
 benchmark. The brokers' partition logs are read on the driver (`partition_logs`) and
 checked against each other and against the leader epochs the metadata log gave
 (`partition_history`, `partition_checks`), and against `--history`'s acknowledged
-writes (`acknowledged`).
+writes (`acknowledged`). `timeline` lays the committed log out on a time axis (the
+batches' append times: leadership, broker sessions, partition history, topic lifecycles)
+and `availability` sums each partition's time without a leader or under-replicated;
+`views` registers every table as a Spark temp view, for the report's Parquet files and
+`kraft replay --sql` (docs/replay.md).
 
 Running on a Spark cluster
 --------------------------

@@ -55,6 +55,8 @@ from tools.replay.snapshots import (
     run_replays,
     spans,
 )
+from tools.replay.timeline import Timeline, node_timeline
+from tools.replay.views import register_views
 
 log = logging.getLogger(__name__)
 
@@ -341,14 +343,15 @@ def _analyse_reference(spark: Any, replay_input: ReplayInput, first: _FirstPass,
     return reference, analyse(nodes, end, reference, aggregates, claims)
 
 
-def _with_report(result: ReplayResult, out_dir: Path, spark: Any,
+def _with_report(result: ReplayResult, out_dir: Path, tables: dict[str, Any],
                  clock: _PhaseClock) -> ReplayResult:
-    """Write the HTML report and report.json to `out_dir`; the result names the page."""
+    """Write the HTML report, report.json and the tables' Parquet files to `out_dir`;
+    the result names the page."""
     from tools.replay.report import write_report
 
     replay_input = result.replay_input
     with clock.phase("report", f"writing the report to {out_dir}"):
-        page = write_report(out_dir, result.to_json(), spark, replay_input)
+        page = write_report(out_dir, result.to_json(), tables)
     clock.record_total()
     result = ReplayResult(checks=result.checks, analysis=result.analysis,
                           record_copies=result.record_copies, replay_input=replay_input,
@@ -390,10 +393,21 @@ def _check_partitions(replay_input: ReplayInput, history_node: int,
             check_acknowledged(writes, partitions, history)]
 
 
+def _timeline(replay_input: ReplayInput, reference: int | None,
+              bases: dict[int, ReplayBase], end: int) -> Timeline:
+    """The time-axis tables of the reference log's committed prefix (none without one)."""
+    if reference is None:
+        return Timeline()
+    return node_timeline(replay_input.node(reference), bases.get(reference), end)
+
+
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True,
-               history: Sequence[AckedWrite] | None = None) -> ReplayResult:
-    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged)."""
+               history: Sequence[AckedWrite] | None = None,
+               views: bool = False) -> ReplayResult:
+    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged).
+    With `out_dir` or `views` the tables are registered as temp views of `spark`
+    (`tools.replay.views`), for the report and for queries after the replay."""
     clock = _PhaseClock(progress)
     run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
@@ -426,8 +440,12 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     result = ReplayResult(checks=tuple(results), analysis=analysis,
                           record_copies=first.record_copies, replay_input=replay_input,
                           seconds=clock.seconds, run=run)
-    if out_dir is not None:
-        result = _with_report(result, out_dir, spark, clock)
+    if out_dir is not None or views:
+        with clock.phase("views", "deriving the time-axis tables"):
+            tables = register_views(spark, replay_input, analysis.to_json(),
+                                    _timeline(replay_input, reference, bases, compared.end))
+        if out_dir is not None:
+            result = _with_report(result, out_dir, tables, clock)
     clock.record_total()
     log.info("replay done", extra={"passed": result.passed, "failed": result.failed})
     return result

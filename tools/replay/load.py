@@ -31,7 +31,6 @@ import os
 import sys
 import tempfile
 import zipfile
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any
 
 import msgpack
 
-from raft.segment import HEADER, HEADER_BYTES, CorruptBatchError
+from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
@@ -49,7 +48,6 @@ from tools.replay.sequential import NodeScan, decode_record, record_columns, rec
 log = logging.getLogger(__name__)
 
 DIGEST_BYTES = 16
-_CHECKED_HEADER = 20  # the CRC covers the header up to the CRC field, then the payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,32 +79,22 @@ class NodeIndex:
             other.digests[:len(self.digests)] == self.digests
 
 
-def _walk(view: memoryview, path: str) -> Iterator[tuple[int, int, int, int, int]]:
-    """(position, end, base offset, epoch, count) of each whole batch whose CRC holds;
-    the checks of `raft.segment.iter_batches` up to the payload, which only the batches
-    that are decoded need (`_records`)."""
-    position, size = 0, len(view)
-    unpack, crc32 = HEADER.unpack_from, zlib.crc32
-    while position + HEADER_BYTES <= size:
-        base_offset, epoch, count, length, crc = unpack(view, position)
-        if length < 0 or count < 0:
-            raise CorruptBatchError(path, position, f"negative length {length} or count {count}")
-        end = position + HEADER_BYTES + length
-        if end > size:
-            return  # torn tail: the caller checks whether it was really the tail
-        actual = crc32(view[position + HEADER_BYTES:end],
-                       crc32(view[position:position + _CHECKED_HEADER]))
-        if actual != crc:
-            raise CorruptBatchError(path, position,
-                                    f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})")
-        yield position, end, base_offset, epoch, count
-        position = end
+def _walk(view: memoryview, path: str) -> Iterator[tuple[int, CheckedHeader]]:
+    """(position, header) of each whole batch whose CRC holds (`raft.segment.
+    checked_header`): the checks of `raft.segment.iter_batches` up to the payload, which
+    only the batches that are decoded need (`_records`)."""
+    position = 0
+    while (header := checked_header(view, position, path)) is not None:
+        yield position, header
+        position = header[6]
 
 
-def _records(view: memoryview, position: int, end: int, count: int, path: str) -> list[bytes]:
-    """The payload's record bytes, checked as `raft.segment.iter_batches` checks them."""
+def _records(view: memoryview, position: int, start: int, end: int, count: int,
+             path: str) -> list[bytes]:
+    """The payload's record bytes (`start:end`), checked as `raft.segment.iter_batches`
+    checks them."""
     try:
-        records = msgpack.unpackb(view[position + HEADER_BYTES:end], raw=False, use_list=True)
+        records = msgpack.unpackb(view[start:end], raw=False, use_list=True)
     except Exception as exc:  # msgpack raises several unrelated types
         raise CorruptBatchError(path, position, f"undecodable payload: {exc}") from None
     if type(records) is not list or len(records) != count or \
@@ -152,7 +140,8 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
         view = memoryview(data)
         end = 0
         try:
-            for position, end, base_offset, epoch, count in _walk(view, path):
+            for position, (base_offset, epoch, count, _, _, payload_at, end) in \
+                    _walk(view, path):
                 if want_index:
                     file_ids.append(len(names) - 1)
                     positions.append(position)
@@ -162,7 +151,7 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
                     digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
                 scanned = scan is not None and base_offset + count > start
                 if scanned or position in wanted:
-                    records = _records(view, position, end, count, path)
+                    records = _records(view, position, payload_at, end, count, path)
                     if scan is not None and scanned:
                         if base_offset >= start:
                             scan.batch(seq, base_offset, epoch, records)

@@ -4,6 +4,7 @@ REPORT_DIR/
   report.json           verdict, every check (count + examples), the analysis tables
   records.parquet/      one row per record copy (`RECORDS`), partitioned by node
   leaders.parquet/      the leader timeline;  nodes.parquet/  per-node log end and lag
+  <derived>.parquet/    the time-axis tables (`tools.replay.views.DERIVED`, docs/replay.md)
   report.html           the same, readable, with matplotlib plots embedded as base64 PNG
 """
 
@@ -26,9 +27,9 @@ from tools.replay.sequential import decode_record, record_columns, record_hash
 log = logging.getLogger(__name__)
 
 
-_LEADERS = ("epoch int, leader_id int, claimants long, first_offset long, last_offset long, "
+LEADERS = ("epoch int, leader_id int, claimants long, first_offset long, last_offset long, "
             "records long")
-_NODES = ("node int, role string, records long, start_offset long, end_offset long, "
+NODES = ("node int, role string, records long, start_offset long, end_offset long, "
           "last_epoch int, segments long, lag long, diverges_at long, committed_held long, "
           "replay_from long")
 
@@ -66,21 +67,18 @@ def record_copies(spark: Any, replay_input: ReplayInput) -> Any:
     return spark.createDataFrame(rows, RECORDS, verifySchema=False)
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], spark: Any,
-                 replay_input: ReplayInput) -> Path:
+def write_report(out_dir: Path, summary: dict[str, Any], tables: dict[str, Any]) -> Path:
+    """`tables`: the replay's views (`tools.replay.views.register_views`), each written
+    as `<name>.parquet`; `records` partitioned by node, the small ones as one file."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(summary, indent=2, default=str),
                                          encoding="utf-8")
-    record_copies(spark, replay_input).write.mode("overwrite").partitionBy("node").parquet(
-        str(out_dir / "records.parquet"))
-    analysis = summary["analysis"]
-    for name, rows in (("leaders", analysis["leader_timeline"]), ("nodes", analysis["nodes"])):
-        if rows:
-            schema = _LEADERS if name == "leaders" else _NODES
-            columns = [c.split()[0] for c in schema.split(", ")]
-            table = spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows],
-                                          schema)
-            table.coalesce(1).write.mode("overwrite").parquet(str(out_dir / f"{name}.parquet"))
+    for name, table in tables.items():
+        path = str(out_dir / f"{name}.parquet")
+        if name == "records":
+            table.write.mode("overwrite").partitionBy("node").parquet(path)
+        else:
+            table.coalesce(1).write.mode("overwrite").parquet(path)
     page = out_dir / "report.html"
     page.write_text(render_html(summary), encoding="utf-8")
     log.info("report written", extra={"dir": str(out_dir)})

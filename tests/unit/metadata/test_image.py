@@ -227,6 +227,16 @@ def test_base_image_is_unchanged_when_a_delta_builds_on_it() -> None:
         base.topics[ID_B] = base.topics[ID_A]  # type: ignore[index]
 
 
+def test_partitions_are_the_topics_as_applied_so_far_when_read_without_the_topic() -> None:
+    """`MetadataDelta.partitions` sees each change at once, as `topic` does."""
+    delta = MetadataDelta(replay(sample_log()))
+    delta.apply(rec.PartitionChange(topic_id=ID_A, partition=0, leader=NO_LEADER), 100)
+    assert tuple(delta.partitions(ID_A)) == delta.topic(ID_A).partitions  # type: ignore[union-attr]
+    assert delta.partitions(ID_A)[0].leader == NO_LEADER
+    delta.apply(rec.RemoveTopic(topic_id=ID_A), 101)
+    assert not delta.partitions(ID_A)
+
+
 def test_content_hash_is_equal_when_the_same_log_is_replayed_in_any_chunking() -> None:
     """Two images of the same records at the same offset compare equal."""
     log = sample_log()

@@ -49,6 +49,24 @@ def test_dump_prints_one_json_object_per_record_when_json(
     assert objects[2]["record"]["topic_id"] == str(TOPIC_ID)
 
 
+def test_dump_shows_each_batchs_append_time_or_unknown_for_an_old_batch(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """raft/segment.py: a timed batch shows the leader's append time; a batch written
+    before batches were timed (here the log's first) shows it unknown, null in JSON."""
+    with DiskLog.open_metadata_log(tmp_path) as log:
+        log.append(1, [LeaderChange(leader_id=1, voters=(1, 2, 3)).encode()])
+        log.append(1, [Topic(name="orders", topic_id=TOPIC_ID).encode()], 1_700_000_000_123)
+        log.flush()
+    assert main(["dump-log", "--dir", str(tmp_path)]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("baseOffset")]
+    assert [line.split("appendTime: ")[1].split()[0] for line in headers] == \
+        ["unknown", "1700000000123"]
+    assert main(["dump-log", "--dir", str(tmp_path), "--json"]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["append_time_ms"] for o in objects] == [None, 1_700_000_000_123]
+
+
 def test_dump_shows_raw_hex_when_record_is_undecodable(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An undecodable record is shown as hex with an error marker, the dump goes on."""

@@ -45,8 +45,8 @@ def test_checkpoint_text_shows_its_id_every_batch_and_records_between_header_and
     headers = [line for line in lines if line.startswith("baseOffset: ")]
     assert headers == [
         f"baseOffset: {s.batch.base_offset} lastOffset: {s.batch.last_offset} "
-        f"count: {len(s.batch.records)} epoch: 2 position: {s.position} size: {s.size} "
-        f"crc: {s.crc:#010x} crcOk: true" for s in batches]
+        f"count: {len(s.batch.records)} epoch: 2 appendTime: unknown position: {s.position} "
+        f"size: {s.size} crc: {s.crc:#010x} crcOk: true" for s in batches]
     records = [line for line in lines if line.startswith("| ")]
     assert records[0] == ('| offset: 0 epoch: 2 SnapshotHeader {"version": 0, '
                           f'"last_contained_log_timestamp": {LOG_TIMESTAMP_MS}}}')
