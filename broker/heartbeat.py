@@ -124,7 +124,7 @@ class BrokerHeartbeat:
         response = await self._call(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None,
-            want_shut_down=self.want_shut_down))
+            want_shut_down=self.want_shut_down or None))
         if not isinstance(response, BrokerHeartbeatResponse):
             return None
         if response.error_code in (ErrorCode.STALE_BROKER_EPOCH,

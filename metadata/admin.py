@@ -245,7 +245,7 @@ class IncrementalAlterConfigsRequest:
 
     resources: tuple[AlterConfigsResource, ...]
     validate_only: bool = False
-    replace: bool = False
+    replace: bool | None = None  # None, left off the wire: incremental
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -297,7 +297,8 @@ class BrokerHeartbeatRequest:
     broker_epoch: int
     current_metadata_offset: int  # the last metadata offset the broker has applied
     empty_marked_partitions: tuple[EmptyPartition, ...] | None = None  # KIP-253
-    want_shut_down: bool = False  # a controlled shutdown: move my leadership away
+    # a controlled shutdown: move my leadership away (None, left off the wire: no)
+    want_shut_down: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -306,7 +307,8 @@ class BrokerHeartbeatResponse:
     error_message: str | None = None
     is_caught_up: bool = False
     is_fenced: bool = True
-    should_shut_down: bool = False  # the controlled shutdown's changes are committed
+    # the controlled shutdown's changes are committed (None, left off the wire: no)
+    should_shut_down: bool | None = None
 
 
 # --- AlterPartition (KIP-497; a partition leader proposes a new ISR) ----------------

@@ -191,7 +191,7 @@ async def _alter(context: BrokerContext, request: Any,
             configs=wanted)
             for r, wanted, d in zip(request.resources, configs, denied, strict=True)
             if d is None),
-        validate_only=bool(request.validate_only), replace=replace)
+        validate_only=bool(request.validate_only), replace=replace or None)
     if not admin.resources:
         response, error, message = IncrementalAlterConfigsResponse(responses=()), 0, None
     else:
