@@ -202,9 +202,19 @@ class ReplicaManager:
             return error, None
         state = self._states.get(key)  # another task may have opened it meanwhile
         if state is None:
-            plog = await trio.to_thread.run_sync(
-                open_partition_log, directory, roll_limits(topic, self.log_defaults),
-                self._log_starts.get((topic.name, number), 0))
+            try:
+                plog = await trio.to_thread.run_sync(
+                    open_partition_log, directory, roll_limits(topic, self.log_defaults),
+                    self._log_starts.get((topic.name, number), 0))
+            except FileNotFoundError:
+                # reconciliation moved the directory since its partition.metadata was read:
+                # staged (the partition removed, the topic deleted) or renamed. Retriable,
+                # or gone: the client asks again with a newer image.
+                gone = _is_gone(self.image, self.broker_id, topic.topic_id, number)
+                log.info("partition directory moved away while opening it", extra={
+                    "directory": str(directory), "partition_gone": gone})
+                return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if gone
+                        else ErrorCode.NOT_LEADER_OR_FOLLOWER), None
             state = self._states.setdefault(key, PartitionState(
                 topic_id=topic.topic_id, partition=number, log=plog,
                 opened_at=trio.current_time(),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from broker import partition_dir
 from broker.kafka.replication.follower import followed_partitions
 from broker.kafka.replication.replica import ReplicaManager, check_partition
@@ -84,6 +86,28 @@ async def test_log_opened_when_partition_metadata_matches(tmp_path: Path) -> Non
     assert state is not None
     assert state.topic_id == TOPIC_ID
     replicas.close_all()
+
+
+async def test_retriable_error_when_the_directory_is_staged_while_it_opens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reconciliation stages the directory right after its partition.metadata was read
+    (the partition was removed, or a rename): the request gets an error code, not a
+    closed connection (integration series: FileNotFoundError out of the produce)."""
+    image = image_with_topic()
+    (tmp_path / "A-0").mkdir()
+    partition_dir.write_partition_metadata(tmp_path / "A-0", TOPIC_ID)
+    read = partition_dir.read_partition_metadata
+
+    def read_then_stage(directory: Path) -> Uuid | None:
+        found = read(directory)
+        (tmp_path / "deleting").mkdir(exist_ok=True)
+        directory.rename(tmp_path / "deleting" / f"{TOPIC_ID}_0")
+        return found
+    monkeypatch.setattr(partition_dir, "read_partition_metadata", read_then_stage)
+    replicas = ReplicaManager(log_dir=tmp_path, broker_id=BROKER, image=lambda: image)
+    error, state = await replicas.open(check_partition(image, BROKER, name="A", partition=0))
+    assert (error, state) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)  # still in the image
+    assert replicas.open_partitions == ()
 
 
 async def test_log_closed_when_topic_id_leaves_the_image(tmp_path: Path) -> None:
