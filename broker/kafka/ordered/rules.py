@@ -104,9 +104,13 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
 
 def marked_led_partitions(image: MetadataImage, broker_id: int
                           ) -> list[tuple[TopicImage, PartitionImage]]:
-    """The partitions marked for deletion that `broker_id` leads in `image`."""
+    """The partitions marked for deletion that `broker_id` leads in `image`. Only a
+    topic whose undeleted count is below its partitions has any (a shrink lowers the
+    count as it marks; growth waits until they are removed), so an idle broker's
+    heartbeat costs one look per topic, not per partition."""
     return [(topic, topic.partitions[index])
             for topic in image.topics.values()
+            if topic.undeleted_count < len(topic.partitions)
             for index in range(len(topic.partitions))
             if topic.partitions[index].leader == broker_id
             and is_marked_for_deletion(topic, index)]
