@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.client.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
+from tools.client.order_check import OrderReport, check_outputs
 
 
 class RunError(RuntimeError):
@@ -103,6 +103,7 @@ class ResizeRunConfig:
     counts: tuple[int, ...] = (2, 3, 4, 8, 5, 3)  # the first is the created count
     producers: int = 3
     keys_per_producer: int = 8
+    unkeyed_per_producer: int = 0  # records without a key in every keys + unkeyed
     consumers: int = 2
     group: str = "ordered-group"
     gates: bool = True
@@ -171,6 +172,7 @@ class ResizeRun:
                 self.producers.append(OutputProcess(f"producer-{index}", [
                     "produce", "--cluster", str(c.cluster_dir), "--topic", c.topic,
                     "--ordered", "--keys", str(c.keys_per_producer),
+                    "--unkeyed", str(c.unkeyed_per_producer),
                     "--key-prefix", f"p{index}-key-", "--count", "1000000",
                     "--rate", str(c.rate), "--json"], self.log_dir))
             for step, count in enumerate(c.counts[1:], start=1):
@@ -183,15 +185,13 @@ class ResizeRun:
             for producer in self.producers:
                 result.exit_codes[producer.name] = producer.stop()
             result.produced = [p.snapshot() for p in self.producers]
-            acknowledged = acknowledged_from(result.produced)
-            self._drain(acknowledged)
+            self._drain(result.produced)
         finally:
             for process in [*self.producers, *self.consumers]:
                 if process.name not in result.exit_codes:
                     result.exit_codes[process.name] = process.stop()
         result.consumed = [p.snapshot() for p in self.consumers]
-        result.report = check_order(acknowledged_from(result.produced),
-                                    deliveries_from(result.consumed))
+        result.report = check_outputs(result.produced, result.consumed)
         return result
 
     def _alter(self, count: int) -> None:
@@ -231,13 +231,13 @@ class ResizeRun:
                                f"{self.config.step_timeout_s} s")
             time.sleep(0.05)
 
-    def _drain(self, acknowledged: list[tuple[str, int]]) -> None:
+    def _drain(self, produced: list[list[dict[str, Any]]]) -> None:
         """Until the consumers have delivered every acknowledged record (or the drain
         timeout passes: the check then reports what is missing)."""
-        wanted = set(acknowledged)
+        wanted = {(row["key"], row["value"]) for rows in produced for row in rows}
         deadline = time.monotonic() + self.config.drain_timeout_s
         while time.monotonic() < deadline:
-            delivered = {(str(row["key"]), int(row["value"]))
+            delivered = {(row["key"], row["value"])
                          for consumer in self.consumers for row in consumer.snapshot()}
             if wanted <= delivered:
                 return
