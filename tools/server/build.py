@@ -157,7 +157,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
         from broker.role import install_broker_role
         role = install_broker_role(
             node, rpc, broker_tls(config, config.broker_settings(), contexts),
-            initial_image=start.image)
+            initial_image=start.image,
+            kafka_image_view=faults.metadata.view if faults else None)
         built.closers.append(role.close)
         if role.server.settings.controlled_shutdown:
             built.before_stop.append(role.controlled_shutdown)
