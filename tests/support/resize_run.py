@@ -111,6 +111,7 @@ class ResizeRunConfig:
     records_per_step: int = 40  # acks per producer between two resizes
     process_delay_ms: int = 0  # consumers' per-record processing time (builds a backlog)
     replication_factor: int = 3
+    topic_configs: tuple[str, ...] = ()  # KEY=VALUE set on the topic once created
     step_timeout_s: float = 60.0
     drain_timeout_s: float = 90.0
 
@@ -164,6 +165,13 @@ class ResizeRun:
         # count is the one it created.
         if created.returncode != 0 and self.undeleted_count() != c.counts[0]:
             raise RunError(f"create {c.topic}: {created.stderr.strip()}")
+        if c.topic_configs:
+            altered = subprocess.run(kraft_command(
+                "configs", "--cluster", str(c.cluster_dir), "--entity-type", "topics",
+                "--entity-name", c.topic, "--alter", "--add-config", ",".join(c.topic_configs)),
+                capture_output=True, text=True, timeout=60)
+            if altered.returncode != 0:
+                raise RunError(f"configs of {c.topic}: {altered.stderr.strip()}")
         result = ResizeRunResult(report=OrderReport())
         try:
             for index in range(c.consumers):
@@ -207,14 +215,30 @@ class ResizeRun:
                 raise RunError(f"alter to {count} partitions: {altered.stderr.strip()}")
             time.sleep(0.5)
 
-    def undeleted_count(self) -> int | None:
+    def describe(self) -> dict[str, Any] | None:
+        """The topic as `kraft topics --describe --json` shows it (None: not answered)."""
         described = self.topics("--describe", "--topic", self.config.topic, "--json")
         if described.returncode != 0:
             return None
-        topics = json.loads(described.stdout)
-        topic = topics[0] if isinstance(topics, list) else topics
-        count = topic.get("undeleted_partition_count")
-        return None if count is None else int(count)
+        topic: dict[str, Any] = json.loads(described.stdout)["topics"][0]
+        return topic
+
+    def undeleted_count(self) -> int | None:
+        topic = self.describe()
+        return None if topic is None else int(topic["undeleted_partition_count"])
+
+    def wait_for_removal(self, timeout_s: float) -> float:
+        """Until every partition marked for deletion is removed (emptied by retention or
+        DeleteRecords); the seconds it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            topic = self.describe()
+            if topic is not None and not any(p["marked_for_deletion"]
+                                             for p in topic["partitions"]):
+                return time.monotonic() - start
+            time.sleep(0.2)
+        raise RunError(f"marked partitions of {self.config.topic} not removed within "
+                       f"{timeout_s} s: {self.describe()}")
 
     def _wait_for_progress(self) -> None:
         """Until every live producer has `records_per_step` more acknowledged records."""
