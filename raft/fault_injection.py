@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class FaultInjection:
         self.fsync_delay_ms = 0
         self.clock_rate = 1.0
         self.metadata_frozen = False
+        self.on_change: list[Callable[[], None]] = []  # called once the faults changed
         self._checked_at: float | None = None
         self._seen: tuple[int, int, int] | None = None
 
@@ -62,12 +64,16 @@ class FaultInjection:
             except (OSError, ValueError) as exc:
                 log.warning("fault injection file ignored",
                             extra={"path": str(self.path), "error": str(exc)})
-        if (delay, rate, frozen) != (self.fsync_delay_ms, self.clock_rate,
-                                     self.metadata_frozen):
+        changed = (delay, rate, frozen) != (self.fsync_delay_ms, self.clock_rate,
+                                            self.metadata_frozen)
+        if changed:
             log.warning("fault injection", extra={
                 "path": str(self.path), "fsync_delay_ms": delay, "clock_rate": rate,
                 "metadata_frozen": frozen})
         self.fsync_delay_ms, self.clock_rate, self.metadata_frozen = delay, rate, frozen
+        if changed:
+            for listener in self.on_change:
+                listener()
 
 
 def _parse(spec: object) -> tuple[int, float, bool]:

@@ -101,12 +101,16 @@ async def test_frozen_metadata_serves_the_image_of_the_freeze_until_cleared(
     faults = node_faults(fault_file)
     first, second, third = (MetadataImage.empty() for _ in range(3))
     frozen = faults.metadata
+    thaws: list[bool] = []
+    frozen.on_thaw = lambda: thaws.append(True)
     assert frozen.view(first) is first  # no file: live
     write_fault_file(fault_file, metadata_frozen=True)
     faults.clock.now_ms()  # the node's clock polls the file every turn
     assert frozen.view(second) is second  # frozen at the image it was serving
     assert frozen.view(third) is second
+    assert not thaws
     clear_fault_file(fault_file)
     await trio.sleep(POLL_INTERVAL_S)
     faults.clock.now_ms()
+    assert thaws == [True]  # the Kafka side is told its image changed
     assert frozen.view(third) is third

@@ -95,6 +95,11 @@ class OutputProcess:
         except OSError:
             return ""
 
+    def failure(self) -> str:
+        """Why it failed: a `--json` command prints its error as a JSON line on stdout."""
+        errors = [str(row["error"]) for row in self.snapshot() if "error" in row]
+        return "\n".join(errors) or self.stderr_tail()
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResizeRunConfig:
@@ -249,7 +254,7 @@ class ResizeRun:
             for p in self.producers:
                 if p.process.poll() is not None:
                     raise RunError(f"{p.name} exited {p.process.returncode}: "
-                                   f"{p.stderr_tail()}")
+                                   f"{p.failure()}")
             if time.monotonic() > deadline:
                 raise RunError("producers made no progress within "
                                f"{self.config.step_timeout_s} s")

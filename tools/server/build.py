@@ -164,6 +164,8 @@ def build_node(config: NodeConfig) -> BuiltNode:
             built.before_stop.append(role.controlled_shutdown)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
+        if faults is not None and role.kafka is not None:
+            faults.metadata.on_thaw = role.kafka.dispatcher.context.on_image_changed
         broker_role = role
     if config.metrics_listener:  # one endpoint per process: a rebuilt node keeps it
         from tools.metrics import install_metrics

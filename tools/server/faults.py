@@ -48,11 +48,21 @@ class SkewedClock:
 class FrozenMetadata:
     """The image a broker's Kafka side sees: the live one, or while `metadata_frozen` is
     set, the one it saw when it first noticed the freeze. The file is read as the node's
-    clock polls it (every turn of its loop)."""
+    clock polls it (every turn of its loop). A thaw is an image change to the Kafka side:
+    `on_thaw` (its image-changed notice) wakes what waits on its plan, as the commit that
+    would have brought those images does."""
 
     def __init__(self, faults: FaultInjection) -> None:
         self._faults = faults
         self._frozen: MetadataImage | None = None
+        self.on_thaw: Callable[[], None] | None = None
+        faults.on_change.append(self._changed)
+
+    def _changed(self) -> None:
+        if not self._faults.metadata_frozen and self._frozen is not None:
+            self._frozen = None
+            if self.on_thaw is not None:
+                self.on_thaw()
 
     def view(self, live: MetadataImage) -> MetadataImage:
         if not self._faults.metadata_frozen:
