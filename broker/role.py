@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
 from broker.hosting import led_partitions
-from broker.kafka.listener import KafkaListener, install_kafka_listener
+from broker.kafka.listener import ImageView, KafkaListener, install_kafka_listener
 from broker.kafka.ordered.empty_marked import empty_marked_partitions
 from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
@@ -48,15 +48,17 @@ class BrokerRole:
 
 
 def install_broker_role(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
-                        initial_image: MetadataImage | None = None) -> BrokerRole:
+                        initial_image: MetadataImage | None = None,
+                        kafka_image_view: ImageView | None = None) -> BrokerRole:
     """With `initial_image` (a snapshot's), `node` must publish from just after its
-    offset."""
+    offset. `kafka_image_view` (test-only faults) turns the server's image into the one
+    the Kafka side serves by."""
     heartbeat = install_broker_heartbeat(
         node, client_address=settings.advertised_address or settings.client_address,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
     server = install_broker(node, rpc, settings, heartbeat, initial_image)
-    kafka = install_kafka_listener(node, settings, server)
+    kafka = install_kafka_listener(node, settings, server, kafka_image_view)
     if kafka is not None:  # only a broker serving produce can vouch that a log stays empty
         replicas = kafka.dispatcher.context.replicas
         heartbeat.empty_partitions = lambda: empty_marked_partitions(replicas)

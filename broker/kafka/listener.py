@@ -66,6 +66,7 @@ from broker.kafka.sasl import sasl_api, scram_api
 from broker.settings import Address, BrokerSettings
 from metadata.authorizer import CLUSTER_NAME, ResourceType
 from metadata.controller_client import ControllerClient
+from metadata.image import MetadataImage
 from raft.common import tls
 from raft.common.connection_limits import (
     ConnectionGate,
@@ -368,17 +369,25 @@ def _peer(stream: trio.abc.Stream) -> str:
         return "?"
 
 
-def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
-                           server: BrokerServer) -> KafkaListener | None:
-    """Serve the Kafka protocol on the broker's client listener (None: it has none)."""
+ImageView = Callable[[MetadataImage], MetadataImage]
+
+
+def install_kafka_listener(node: RaftNode, settings: BrokerSettings, server: BrokerServer,
+                           image_view: ImageView | None = None) -> KafkaListener | None:
+    """Serve the Kafka protocol on the broker's client listener (None: it has none), by
+    the server's image, or by what `image_view` (test-only faults) makes of it."""
     address = settings.client_address
     if address is None:
         return None
+    view = image_view or (lambda live: live)
+
+    def image() -> MetadataImage:
+        return view(server.image)
+
     # the nodes' mutual TLS: every controller dialled must present its own id's certificate
     bind_identity = node.transport.tls is not None and node.transport.tls.bind_identity
     replicas = ReplicaManager(log_dir=settings.log_dir, broker_id=settings.broker_id,
-                              image=lambda: server.image,
-                              wait_reconciled=server.wait_reconciled,
+                              image=image, wait_reconciled=server.wait_reconciled,
                               log_defaults=settings.log_defaults)
 
     def broker_epoch() -> int | None:
@@ -386,7 +395,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings,
         return None if registration is None else registration.broker_epoch
 
     context = HandlerContext(
-        broker_id=settings.broker_id, cluster_id=node.cluster_id, image=lambda: server.image,
+        broker_id=settings.broker_id, cluster_id=node.cluster_id, image=image,
         replicas=replicas,
         controller=ControllerClient(voters=dict(settings.voters), cluster_id=node.cluster_id,
                                     ssl_context=node.transport.client_ssl_context,

@@ -6,7 +6,8 @@ key's values must be delivered in increasing order, none missing (tests/support/
 The same run with the gates switched off must show order violations: without that the
 first test proves nothing. Then the faults: the active controller
 killed as a resize is issued (an expansion, then a deletion), a consumer killed while it
-waits at a gate, and the group coordinator's broker killed during a resize.
+waits at a gate, the group coordinator's broker killed during a resize, and a partition
+leader whose metadata lags by seconds through a growth and through a shrink.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.quorum_support import FAST_SETTINGS, coordinator_of, running_cluster
+from raft.fault_injection import clear_fault_file, write_fault_file
+from tests.support.quorum_support import (
+    FAST_SETTINGS,
+    coordinator_of,
+    running_cluster,
+    wait_until,
+)
 from tests.support.resize_run import (
     Hook,
     ResizeRun,
@@ -30,8 +37,9 @@ from tests.support.resize_run import (
 from tools.cluster import Cluster
 
 BROKERS = (4, 5, 6)
+FAULT_FILE = "faults.json"  # in each node's directory (raft/fault_injection.py)
 SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
-            "broker.session.timeout.ms": 3000}
+            "broker.session.timeout.ms": 3000, "fault.injection.file": FAULT_FILE}
 
 
 @pytest.fixture(scope="module")
@@ -156,4 +164,52 @@ def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: P
             thread.join(BROKER_DOWN_S + 5)
 
     result = run(cluster, tmp_path, hooks={2: hook, 3: restart}, records_per_step=25)
+    assert_in_order(result)
+
+
+FROZEN_S = 3.0  # how long a leader's metadata lags behind the resize
+
+
+def frozen_log_lines(cluster: Cluster, node_id: int) -> int:
+    log = Path(cluster.node(node_id).dir) / "node.log"
+    return sum('"metadata_frozen": true' in line for line in log.read_text().splitlines())
+
+
+def test_a_leader_whose_metadata_lags_keeps_every_key_in_order(cluster: Cluster,
+                                                               tmp_path: Path) -> None:
+    """Before the growth 2 → 3 the leader of partition 0 (whose keys split into 2), and
+    before the shrink 8 → 5 the leader of partition 7 (marked, its keys to 3), keep
+    serving the image from before the resize for FROZEN_S: producers still on the old
+    count are taken there, the gates' queries it cannot answer in the new epochs are
+    refused until it catches up (docs/kip-253.md, schedules a and b)."""
+    frozen: list[tuple[int, threading.Thread]] = []
+
+    def freeze_leader_of(partition: int) -> Hook:
+        def hook(at: int, resize: ResizeRun) -> None:
+            topic = resize.describe()
+            assert topic is not None
+            leader = next(p["leader"] for p in topic["partitions"]
+                          if p["partition"] == partition)
+            fault_file = Path(cluster.node(leader).dir) / FAULT_FILE
+            seen = frozen_log_lines(cluster, leader)
+            write_fault_file(fault_file, metadata_frozen=True)
+            wait_until(lambda: frozen_log_lines(cluster, leader) > seen, 10,
+                       f"broker {leader} froze its metadata")
+
+            def thaw() -> None:
+                time.sleep(FROZEN_S)  # the lag itself: the resize commits meanwhile
+                clear_fault_file(fault_file)
+            thread = threading.Thread(target=thaw, daemon=True)
+            thread.start()
+            frozen.append((leader, thread))
+        return hook
+
+    def thawed(at: int, resize: ResizeRun) -> None:
+        for _, thread in frozen:
+            thread.join(FROZEN_S + 5)
+
+    hooks: dict[int, Hook] = {1: freeze_leader_of(0), 2: thawed, 4: freeze_leader_of(7),
+                              5: thawed}
+    result = run(cluster, tmp_path, hooks=hooks, process_delay_ms=5, records_per_step=25)
+    assert len(frozen) == 2, frozen
     assert_in_order(result)

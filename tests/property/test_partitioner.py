@@ -10,9 +10,13 @@ count before a shrink (marked partitions are [u, c)):
   doubling levels [u, c) touches: at most one when the shrink stays within one level
   (every shrink by one). A shrink across many levels can make one partition wait on
   every marked one (N = 1, 8 -> 1: partition 0 waits on 1..7).
+- a record without a key goes to a partition below u, never a marked one, and any run
+  of consecutive records is spread evenly: no partition gets two more than another.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +27,7 @@ from tools.client.partitioner import (
     level,
     partition_for,
     split_source,
+    unkeyed_partition,
 )
 
 initials = st.integers(min_value=1, max_value=8)
@@ -118,3 +123,22 @@ def test_a_shrink_by_one_blocks_one_partition_on_one(initial: int, more: int) ->
 
 def test_a_shrink_across_levels_can_block_one_partition_on_every_marked_one() -> None:
     assert deletion_blockers(0, range(1, 8), 1, 1) == [1, 2, 3, 4, 5, 6, 7]
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=64),
+       st.integers(min_value=0, max_value=64))
+def test_an_unkeyed_record_stays_in_the_domain_and_off_marked_partitions(
+        sequence: int, undeleted: int, marked_count: int) -> None:
+    marked = range(undeleted, undeleted + marked_count)  # a shrink marks [u, c)
+    partition = unkeyed_partition(sequence, undeleted, marked)
+    assert 0 <= partition < undeleted
+    assert partition not in marked
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=400),
+       st.integers(min_value=1, max_value=64))
+def test_unkeyed_records_spread_evenly(first: int, records: int, undeleted: int) -> None:
+    counts = Counter(unkeyed_partition(n, undeleted, ()) for n in range(first, first + records))
+    per_partition = [counts[p] for p in range(undeleted)]
+    assert max(per_partition) - min(per_partition) <= 1
+    assert sum(per_partition) == records

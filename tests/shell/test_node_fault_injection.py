@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
+from metadata.image import MetadataImage
 from raft.fault_injection import POLL_INTERVAL_S, clear_fault_file, write_fault_file
 from raft.log import MemoryLog
 from raft.node import RaftNode
@@ -92,3 +93,24 @@ async def test_clock_rate_changes_node_clock_monotonically_when_injected(
             assert node.now_ms() - start in range(499, 502)
             # the core still elects and commits on the skewed clock
             await node.propose_and_wait([b"skewed"])
+
+
+async def test_frozen_metadata_serves_the_image_of_the_freeze_until_cleared(
+        tmp_path: Path) -> None:
+    fault_file = tmp_path / "faults.json"
+    faults = node_faults(fault_file)
+    first, second, third = (MetadataImage.empty() for _ in range(3))
+    frozen = faults.metadata
+    thaws: list[bool] = []
+    frozen.on_thaw = lambda: thaws.append(True)
+    assert frozen.view(first) is first  # no file: live
+    write_fault_file(fault_file, metadata_frozen=True)
+    faults.clock.now_ms()  # the node's clock polls the file every turn
+    assert frozen.view(second) is second  # frozen at the image it was serving
+    assert frozen.view(third) is second
+    assert not thaws
+    clear_fault_file(fault_file)
+    await trio.sleep(POLL_INTERVAL_S)
+    faults.clock.now_ms()
+    assert thaws == [True]  # the Kafka side is told its image changed
+    assert frozen.view(third) is third

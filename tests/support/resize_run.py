@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.client.order_check import OrderReport, acknowledged_from, check_order, deliveries_from
+from tools.client.order_check import OrderReport, check_outputs
 
 
 class RunError(RuntimeError):
@@ -95,6 +95,11 @@ class OutputProcess:
         except OSError:
             return ""
 
+    def failure(self) -> str:
+        """Why it failed: a `--json` command prints its error as a JSON line on stdout."""
+        errors = [str(row["error"]) for row in self.snapshot() if "error" in row]
+        return "\n".join(errors) or self.stderr_tail()
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResizeRunConfig:
@@ -103,6 +108,7 @@ class ResizeRunConfig:
     counts: tuple[int, ...] = (2, 3, 4, 8, 5, 3)  # the first is the created count
     producers: int = 3
     keys_per_producer: int = 8
+    unkeyed_per_producer: int = 0  # records without a key in every keys + unkeyed
     consumers: int = 2
     group: str = "ordered-group"
     gates: bool = True
@@ -110,6 +116,7 @@ class ResizeRunConfig:
     records_per_step: int = 40  # acks per producer between two resizes
     process_delay_ms: int = 0  # consumers' per-record processing time (builds a backlog)
     replication_factor: int = 3
+    topic_configs: tuple[str, ...] = ()  # KEY=VALUE set on the topic once created
     step_timeout_s: float = 60.0
     drain_timeout_s: float = 90.0
 
@@ -163,6 +170,13 @@ class ResizeRun:
         # count is the one it created.
         if created.returncode != 0 and self.undeleted_count() != c.counts[0]:
             raise RunError(f"create {c.topic}: {created.stderr.strip()}")
+        if c.topic_configs:
+            altered = subprocess.run(kraft_command(
+                "configs", "--cluster", str(c.cluster_dir), "--entity-type", "topics",
+                "--entity-name", c.topic, "--alter", "--add-config", ",".join(c.topic_configs)),
+                capture_output=True, text=True, timeout=60)
+            if altered.returncode != 0:
+                raise RunError(f"configs of {c.topic}: {altered.stderr.strip()}")
         result = ResizeRunResult(report=OrderReport())
         try:
             for index in range(c.consumers):
@@ -171,6 +185,7 @@ class ResizeRun:
                 self.producers.append(OutputProcess(f"producer-{index}", [
                     "produce", "--cluster", str(c.cluster_dir), "--topic", c.topic,
                     "--ordered", "--keys", str(c.keys_per_producer),
+                    "--unkeyed", str(c.unkeyed_per_producer),
                     "--key-prefix", f"p{index}-key-", "--count", "1000000",
                     "--rate", str(c.rate), "--json"], self.log_dir))
             for step, count in enumerate(c.counts[1:], start=1):
@@ -183,15 +198,13 @@ class ResizeRun:
             for producer in self.producers:
                 result.exit_codes[producer.name] = producer.stop()
             result.produced = [p.snapshot() for p in self.producers]
-            acknowledged = acknowledged_from(result.produced)
-            self._drain(acknowledged)
+            self._drain(result.produced)
         finally:
             for process in [*self.producers, *self.consumers]:
                 if process.name not in result.exit_codes:
                     result.exit_codes[process.name] = process.stop()
         result.consumed = [p.snapshot() for p in self.consumers]
-        result.report = check_order(acknowledged_from(result.produced),
-                                    deliveries_from(result.consumed))
+        result.report = check_outputs(result.produced, result.consumed)
         return result
 
     def _alter(self, count: int) -> None:
@@ -207,14 +220,30 @@ class ResizeRun:
                 raise RunError(f"alter to {count} partitions: {altered.stderr.strip()}")
             time.sleep(0.5)
 
-    def undeleted_count(self) -> int | None:
+    def describe(self) -> dict[str, Any] | None:
+        """The topic as `kraft topics --describe --json` shows it (None: not answered)."""
         described = self.topics("--describe", "--topic", self.config.topic, "--json")
         if described.returncode != 0:
             return None
-        topics = json.loads(described.stdout)
-        topic = topics[0] if isinstance(topics, list) else topics
-        count = topic.get("undeleted_partition_count")
-        return None if count is None else int(count)
+        topic: dict[str, Any] = json.loads(described.stdout)["topics"][0]
+        return topic
+
+    def undeleted_count(self) -> int | None:
+        topic = self.describe()
+        return None if topic is None else int(topic["undeleted_partition_count"])
+
+    def wait_for_removal(self, timeout_s: float) -> float:
+        """Until every partition marked for deletion is removed (emptied by retention or
+        DeleteRecords); the seconds it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            topic = self.describe()
+            if topic is not None and not any(p["marked_for_deletion"]
+                                             for p in topic["partitions"]):
+                return time.monotonic() - start
+            time.sleep(0.2)
+        raise RunError(f"marked partitions of {self.config.topic} not removed within "
+                       f"{timeout_s} s: {self.describe()}")
 
     def _wait_for_progress(self) -> None:
         """Until every live producer has `records_per_step` more acknowledged records."""
@@ -225,19 +254,19 @@ class ResizeRun:
             for p in self.producers:
                 if p.process.poll() is not None:
                     raise RunError(f"{p.name} exited {p.process.returncode}: "
-                                   f"{p.stderr_tail()}")
+                                   f"{p.failure()}")
             if time.monotonic() > deadline:
                 raise RunError("producers made no progress within "
                                f"{self.config.step_timeout_s} s")
             time.sleep(0.05)
 
-    def _drain(self, acknowledged: list[tuple[str, int]]) -> None:
+    def _drain(self, produced: list[list[dict[str, Any]]]) -> None:
         """Until the consumers have delivered every acknowledged record (or the drain
         timeout passes: the check then reports what is missing)."""
-        wanted = set(acknowledged)
+        wanted = {(row["key"], row["value"]) for rows in produced for row in rows}
         deadline = time.monotonic() + self.config.drain_timeout_s
         while time.monotonic() < deadline:
-            delivered = {(str(row["key"]), int(row["value"]))
+            delivered = {(row["key"], row["value"])
                          for consumer in self.consumers for row in consumer.snapshot()}
             if wanted <= delivered:
                 return

@@ -3,12 +3,13 @@ order, holding back those the gates (tools/client/gates.py) say must wait until 
 group has consumed other partitions up to a point.
 
 One generation: join (tools/client/group.py); start positions from the committed
-offsets (else the earliest, or the latest when `reset` says so); gates from the resize
-epoch maps; then fetch and deliver, while a background loop heartbeats, exchanges
-positions with the group and watches the topic's counts every heartbeat interval. A
-rebalance, a changed partition count or INVALID_PARTITION_METADATA on Fetch ends the
-generation: positions are committed synchronously and the member joins again, so a clean
-rebalance redelivers nothing.
+offsets of each partition's current life (gates.committed_position; else the earliest,
+or the latest when `reset` says so); gates from the resize epoch maps; then fetch and
+deliver, while a background loop heartbeats, exchanges positions with the group and
+watches the topic's counts every heartbeat interval. A rebalance, a changed partition
+count or INVALID_PARTITION_METADATA on Fetch ends the generation: positions are
+committed synchronously and the member joins again, so a clean rebalance redelivers
+nothing.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Owned:
     high_watermark: int = -1
     gates: gates.PartitionGates = field(default_factory=gates.PartitionGates)
     key_assigned: bool = False  # on_partition_key_assigned called for the open gates
+    incarnation: str = ""  # committed with the position (gates.incarnation)
 
 
 class EndGeneration(Exception):
@@ -155,7 +157,8 @@ class OrderedConsumer:
 
     async def _commit_quietly(self) -> None:
         try:
-            await self.member.commit({p: (o.position, o.epoch) for p, o in self.owned.items()})
+            await self.member.commit({p: (o.position, o.epoch, o.incarnation)
+                                      for p, o in self.owned.items()})
         except (ClientError, Rejoin) as exc:
             log.info("commit failed", extra={"reason": str(exc)})
 
@@ -164,12 +167,16 @@ class OrderedConsumer:
     async def _start_positions(self, metadata: TopicMetadata, partitions: Iterable[int]
                                ) -> None:
         wanted = list(partitions)
-        committed = await self.member.committed(wanted)
+        lives = {p: gates.incarnation(metadata.topic_id, metadata.after_creation.get(p, {}))
+                 for p in wanted}
+        fetched = await self.member.committed(wanted)
+        committed = {p: offset for p in wanted if (offset := gates.committed_position(
+            fetched.get(p), lives[p])) is not None}
         earliest = await list_offsets(self.client, metadata, wanted, EARLIEST)
         fresh = earliest if self.reset == EARLIEST else \
             await list_offsets(self.client, metadata, wanted, self.reset)
         self.owned = {p: Owned(position=max(committed[p], earliest[p]) if p in committed
-                               else fresh[p]) for p in wanted}
+                               else fresh[p], incarnation=lives[p]) for p in wanted}
         self.reports = {p: gates.ReportState() for p in wanted}
         self.group_positions, self.wanted = {}, set()
         if self.use_gates and metadata.ordered:

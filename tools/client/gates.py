@@ -17,6 +17,12 @@ deliver while the group has not yet consumed what must come before them.
   partition added by a later growth waits on that one (its split source), whose start
   says nothing until the keys it took were consumed where they were before. So chains
   of growths wait transitively (2 -> 4 -> 8: 6 waits on 2, which waits on 0).
+- Committed positions: a partition removed after a shrink may be added again by a later
+  growth, under the same index with a new, empty log; the group's committed offset of
+  the removed one says nothing of it (it would skip the new log's first records and its
+  creation gate). A position is committed with the life of its partition it belongs to
+  (`incarnation`: the topic ID and the after-creation map, whose epochs only grow) and
+  counts only for that life.
 """
 
 from __future__ import annotations
@@ -27,6 +33,20 @@ from dataclasses import dataclass
 from tools.client.partitioner import split_source
 
 NO_POSITION = -1  # the group's position of a partition no member has reported
+
+
+def incarnation(topic_id: object, after_creation: Mapping[int, int]) -> str:
+    """Which life of a partition index a committed position belongs to (the commit's
+    metadata): the topic's ID and the epochs its after-creation map recorded."""
+    epochs = ",".join(f"{p}:{e}" for p, e in sorted(after_creation.items()))
+    return f"{topic_id}/{epochs}"
+
+
+def committed_position(committed: tuple[int, str] | None, current: str) -> int | None:
+    """The committed offset, if it was committed by the partition's `current` life."""
+    if committed is None or committed[1] != current:
+        return None
+    return committed[0]
 
 
 def needs_creation_gate(partition: int, initial: int, start: int | None,

@@ -150,8 +150,8 @@ class GroupMember:
             "member_id": generation.member_id, "group_instance_id": None}))
         self._check("Heartbeat", int(response.error_code))
 
-    async def committed(self, partitions: Iterable[int]) -> dict[int, int]:
-        """partition -> committed offset (absent: none committed)."""
+    async def committed(self, partitions: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """partition -> (committed offset, its metadata) (absent: none committed)."""
         response = await self._call(build(load_request_schema(OFFSET_FETCH, 7), {
             "group_id": self.group, "require_stable": False,
             "topics": [{"name": self.topic, "partition_indexes": list(partitions)}]}))
@@ -161,11 +161,13 @@ class GroupMember:
             for part in topic.partitions:
                 self._check("OffsetFetch", int(part.error_code))
                 if int(part.committed_offset) >= 0:
-                    out[int(part.partition_index)] = int(part.committed_offset)
+                    out[int(part.partition_index)] = (int(part.committed_offset),
+                                                      part.metadata or "")
         return out
 
-    async def commit(self, positions: Mapping[int, tuple[int, int]]) -> None:
-        """Commit partition -> (offset, leader epoch) in the current generation."""
+    async def commit(self, positions: Mapping[int, tuple[int, int, str]]) -> None:
+        """Commit partition -> (offset, leader epoch, metadata) in the current
+        generation."""
         if not positions:
             return
         generation = self._generation()
@@ -174,8 +176,8 @@ class GroupMember:
                 generation.generation_id, "member_id": generation.member_id,
             "group_instance_id": None, "topics": [{"name": self.topic, "partitions": [
                 {"partition_index": p, "committed_offset": offset,
-                 "committed_leader_epoch": epoch, "committed_metadata": ""}
-                for p, (offset, epoch) in sorted(positions.items())]}]}))
+                 "committed_leader_epoch": epoch, "committed_metadata": metadata}
+                for p, (offset, epoch, metadata) in sorted(positions.items())]}]}))
         for topic in response.topics:
             for part in topic.partitions:
                 self._check("OffsetCommit", int(part.error_code))

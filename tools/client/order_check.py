@@ -10,6 +10,9 @@ must arrive. A value delivered again after it was already delivered is a redeliv
 
 Deliveries by different consumers within the same millisecond have no order between
 them; they are never counted as out of order.
+
+A record without a key (a null `key`; its value names its producer, so it is unique)
+has no order to keep: it must only arrive (`check_outputs`).
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ class OrderReport:
     out_of_order: list[str] = field(default_factory=list)  # first few, described
     out_of_order_count: int = 0
     missing: dict[str, list[int]] = field(default_factory=dict)  # key -> values never delivered
+    unkeyed_missing: list[str] = field(default_factory=list)  # keyless values never delivered
     unacknowledged_delivered: int = 0  # sent, ack lost, yet stored: allowed
 
     @property
     def missing_count(self) -> int:
-        return sum(len(v) for v in self.missing.values())
+        return sum(len(v) for v in self.missing.values()) + len(self.unkeyed_missing)
 
     @property
     def ok(self) -> bool:
@@ -139,14 +143,31 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def deliveries_from(outputs: Sequence[Sequence[dict[str, Any]]]) -> list[Delivery]:
+    """The deliveries of keyed records."""
     return [Delivery(key=str(row["key"]), value=int(row["value"]), ts_ms=float(row["ts_ms"]),
                      consumer=consumer, line=line, partition=int(row.get("partition", -1)),
                      offset=int(row.get("offset", -1)))
-            for consumer, rows in enumerate(outputs) for line, row in enumerate(rows)]
+            for consumer, rows in enumerate(outputs) for line, row in enumerate(rows)
+            if row["key"] is not None]
 
 
 def acknowledged_from(outputs: Sequence[Sequence[dict[str, Any]]]) -> list[tuple[str, int]]:
-    return [(str(row["key"]), int(row["value"])) for rows in outputs for row in rows]
+    """The (key, value) of every keyed record acknowledged."""
+    return [(str(row["key"]), int(row["value"])) for rows in outputs for row in rows
+            if row["key"] is not None]
+
+
+def _unkeyed_values(outputs: Sequence[Sequence[dict[str, Any]]]) -> set[str]:
+    return {str(row["value"]) for rows in outputs for row in rows if row["key"] is None}
+
+
+def check_outputs(produced: Sequence[Sequence[dict[str, Any]]],
+                  consumed: Sequence[Sequence[dict[str, Any]]]) -> OrderReport:
+    """The producers' and consumers' --json rows: keyed records checked for order and
+    arrival, records without a key for arrival."""
+    report = check_order(acknowledged_from(produced), deliveries_from(consumed))
+    report.unkeyed_missing = sorted(_unkeyed_values(produced) - _unkeyed_values(consumed))
+    return report
 
 
 def partitions_seen(deliveries: Iterable[Delivery]) -> Counter[int]:

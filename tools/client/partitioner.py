@@ -5,6 +5,10 @@ largest integer such that N*2^L <= u and S = u - N*2^L, a key with hash h goes t
 h mod N*2^L, or to h mod N*2^(L+1) when the former is below S. Partitions then split
 one at a time: growing u to u+1 moves keys only from `split_source(u)` into u, and
 shrinking u to u-1 moves keys of u-1 only back into `split_source(u-1)`.
+
+A record without a key has no order to keep: it goes round-robin over the same domain,
+the partitions 0..u-1 (Kafka's sticky partitioner, with batches of one record). Every
+partition marked for deletion is at or above u, so none of them ever gets one.
 """
 
 from __future__ import annotations
@@ -62,6 +66,19 @@ def partition_for_hash(h: int, initial: int, undeleted: int) -> int:
 def partition_for(key: bytes, initial: int, undeleted: int) -> int:
     """The partition of `key` when the topic has `undeleted` partitions (of `initial`)."""
     return partition_for_hash(to_positive(murmur2(key)), initial, undeleted)
+
+
+def unkeyed_partition(sequence: int, undeleted: int, marked: Iterable[int]) -> int:
+    """The partition of the producer's `sequence`-th record without a key: round-robin
+    over 0..undeleted-1. A marked partition below the undeleted count would be a broken
+    image (a shrink marks only the partitions above its count): refused."""
+    if undeleted < 1:
+        raise ValueError(f"need an undeleted count >= 1, got {undeleted}")
+    inside = sorted(p for p in marked if p < undeleted)
+    if inside:
+        raise ValueError(f"partitions {inside} are marked below the undeleted count "
+                         f"{undeleted}")
+    return sequence % undeleted
 
 
 def level(partition: int, initial: int) -> int:

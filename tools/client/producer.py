@@ -3,6 +3,9 @@ the topic's current undeleted count, which the Produce request carries so that t
 leader refuses it (INVALID_PARTITION_METADATA) when the count changed. Such a record is
 partitioned again with the refreshed count and resent.
 
+A record without a key goes round-robin over the partitions below that count
+(`partitioner.unkeyed_partition`), never to one marked for deletion.
+
 Per-key order: one record in flight, acknowledged before the next is sent. Records go
 with a producer ID and per-partition sequences. A send whose outcome is unknown (no
 answer, or an error the leader may give after appending: errors.MAYBE_STORED) is sent
@@ -27,6 +30,7 @@ from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.metadata import TopicMetadata
+from tools.client.partitioner import unkeyed_partition
 
 PRODUCE_VERSION = 13  # topics by ID (KIP-516)
 INIT_PRODUCER_ID = 22
@@ -34,7 +38,7 @@ INIT_PRODUCER_ID = 22
 
 @dataclass(frozen=True, slots=True)
 class Acknowledged:
-    key: bytes
+    key: bytes | None
     value: bytes
     partition: int
     offset: int
@@ -44,7 +48,7 @@ class Acknowledged:
 class _Attempt:
     """One record as sent: resent unchanged while its outcome is unknown."""
 
-    key: bytes
+    key: bytes | None
     value: bytes
     partition: int
     batch: bytes
@@ -60,10 +64,12 @@ class OrderedProducer:
         self.metadata: TopicMetadata | None = None
         self._producer: tuple[int, int] | None = None  # (id, epoch)
         self._sequences: dict[int, int] = {}
+        self._unkeyed = 0  # records without a key partitioned so far (round-robin)
         self.resends = 0
 
-    async def send(self, key: bytes, value: bytes) -> Acknowledged:
-        """Store one record; returns once the leader acknowledged it (acks=all)."""
+    async def send(self, key: bytes | None, value: bytes) -> Acknowledged:
+        """Store one record (`key` None: none); returns once the leader acknowledged it
+        (acks=all)."""
         deadline = self.clock() + self.timeout_s
         last_error = "no attempt"
         pending: _Attempt | None = None  # sent, outcome unknown: resend it as it is
@@ -101,11 +107,16 @@ class OrderedProducer:
             self.metadata = metadata
         return self.metadata
 
-    async def _attempt(self, metadata: TopicMetadata, key: bytes, value: bytes) -> _Attempt:
+    async def _attempt(self, metadata: TopicMetadata, key: bytes | None, value: bytes
+                       ) -> _Attempt:
         if self._producer is None:
             self._producer = await self._init_producer_id()
             self._sequences.clear()
-        partition = metadata.partition_for(key)
+        if key is None:
+            partition = unkeyed_partition(self._unkeyed, metadata.undeleted, metadata.marked)
+            self._unkeyed += 1
+        else:
+            partition = metadata.partition_for(key)
         producer_id, epoch = self._producer
         batch = record_batch.encode_batch(
             [(key, value)], timestamps=[int(time.time() * 1000)], producer_id=producer_id,

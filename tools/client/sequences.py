@@ -3,9 +3,11 @@ through the ordered producer (tools/client/producer.py), each acknowledged recor
 printed as it is acknowledged.
 
 Record n has key `{prefix}{n mod K}` and value `n div K` as decimal text: every key's
-values count 0, 1, 2, ... in the order they were acknowledged. It stops after `--count`
-records or on SIGTERM/SIGINT, letting the record in flight finish (for at most
-STOP_GRACE_S): a record is printed only once acknowledged.
+values count 0, 1, 2, ... in the order they were acknowledged. With `--unkeyed U`, of
+every K + U records the last U have no key (round-robin over the partitions) and the
+value `unkeyed-{prefix}{m}`, m counting them: unique across producers of other prefixes.
+It stops after `--count` records or on SIGTERM/SIGINT, letting the record in flight
+finish (for at most STOP_GRACE_S): a record is printed only once acknowledged.
 """
 
 from __future__ import annotations
@@ -25,11 +27,20 @@ STOP_GRACE_S = 5.0
 
 
 def _line(ack: Acknowledged, as_json: bool) -> str:
-    key, value = ack.key.decode(), ack.value.decode()
+    key, value = None if ack.key is None else ack.key.decode(), ack.value.decode()
     if as_json:
         return json.dumps({"key": key, "value": value, "partition": ack.partition,
                            "offset": ack.offset})
-    return f"{key} {value} -> {ack.partition}:{ack.offset}"
+    return f"{'null' if key is None else key} {value} -> {ack.partition}:{ack.offset}"
+
+
+def sequence_record(n: int, *, keys: int, unkeyed: int, prefix: str
+                    ) -> tuple[bytes | None, bytes]:
+    """Record n's (key, value): `keys` keyed slots then `unkeyed` unkeyed ones per round."""
+    round_, slot = divmod(n, keys + unkeyed)
+    if slot < keys:
+        return f"{prefix}{slot}".encode(), str(round_).encode()
+    return None, f"unkeyed-{prefix}{round_ * unkeyed + slot - keys}".encode()
 
 
 async def produce_sequences(args: argparse.Namespace, brokers: list[str]) -> None:
@@ -58,8 +69,10 @@ async def produce_sequences(args: argparse.Namespace, brokers: list[str]) -> Non
                                 await stopping.wait()
                             if stopping.is_set():
                                 break
-                        key = f"{args.key_prefix}{n % args.keys}".encode()
-                        ack = await producer.send(key, str(n // args.keys).encode())
+                        key, value = sequence_record(n, keys=args.keys,
+                                                     unkeyed=args.unkeyed,
+                                                     prefix=args.key_prefix)
+                        ack = await producer.send(key, value)
                         print(_line(ack, args.json), flush=True)
                 nursery.cancel_scope.cancel()
     finally:
@@ -70,8 +83,9 @@ async def produce_sequences(args: argparse.Namespace, brokers: list[str]) -> Non
 def run_ordered(args: argparse.Namespace, brokers: list[str]) -> int:
     if args.keys is None or args.count is None:
         raise usage_error("--ordered needs --keys K and --count N")
-    if args.keys < 1 or args.count < 0 or (args.rate is not None and args.rate <= 0):
-        raise usage_error("--keys must be >= 1, --count >= 0 and --rate > 0")
+    if args.keys < 1 or args.count < 0 or args.unkeyed < 0 or \
+            (args.rate is not None and args.rate <= 0):
+        raise usage_error("--keys must be >= 1, --count >= 0, --unkeyed >= 0 and --rate > 0")
     if args.values:
         raise usage_error("--ordered makes its own values; give no VALUE")
     try:

@@ -5,9 +5,9 @@ outputs (tools/client/order_check.py), as the tests of ordered delivery do.
 
 Each file holds the `--json` lines of one `kraft produce --ordered` or `kraft consume
 --ordered` run (other lines are skipped). It prints the counts (delivered, acknowledged,
-out of order, missing, redelivered) and the first out-of-order deliveries. Exit 0 when
-every acknowledged record arrived and no key went backwards; 1 otherwise; 2 when a file
-cannot be read.
+out of order, missing (records without a key included), redelivered) and the first
+out-of-order deliveries. Exit 0 when every acknowledged record arrived and no key went
+backwards; 1 otherwise; 2 when a file cannot be read.
 """
 
 from __future__ import annotations
@@ -16,12 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tools.client.order_check import (
-    acknowledged_from,
-    check_order,
-    deliveries_from,
-    read_json_lines,
-)
+from tools.client.order_check import check_outputs, read_json_lines
 from tools.errors import CommandError
 
 
@@ -41,8 +36,7 @@ def _read(paths: list[Path]) -> list[list[dict[str, object]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = check_order(acknowledged_from(_read(args.produced)),
-                         deliveries_from(_read(args.consumed)))
+    report = check_outputs(_read(args.produced), _read(args.consumed))
     if args.json:
         print(json.dumps({"ok": report.ok, "delivered": report.delivered,
                           "acknowledged": report.acknowledged,

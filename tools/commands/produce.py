@@ -5,7 +5,8 @@ idempotent producer addressing the topic by ID (like kafka-console-producer.sh).
         [--partition N] [--key K | --key-separator SEP] [--acks all|1|0]
         [--timeout SECONDS] [--json] [VALUE ...]
     kraft produce (--bootstrap-server ... | --cluster DIR) --topic NAME --ordered
-        --keys K [--key-prefix P] --count N [--rate R] [--timeout SECONDS] [--json]
+        --keys K [--unkeyed U] [--key-prefix P] --count N [--rate R] [--timeout SECONDS]
+        [--json]
 
 The values (or, without any, the lines of stdin) go as one magic v2 batch to the
 partition `--partition` (default 0), whatever their keys. A record's key is null, or
@@ -25,7 +26,7 @@ brokers refuse the records or the timeout passes; 2 on bad usage.
 With `--ordered` it writes per-key sequence numbers instead (tools/client/
 sequences.py): keys P0..P{K-1}, round-robin, each key's values 0, 1, 2, ... as decimal
 text, partitioned by linear hashing, one record acknowledged before the next, each
-acknowledged record printed.
+acknowledged record printed; with `--unkeyed U`, U of every K + U records have no key.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     ordered.add_argument("--ordered", action="store_true",
                          help="keyed sequences by linear hashing, order kept across resizes")
     ordered.add_argument("--keys", type=int, metavar="K", help="how many keys")
+    ordered.add_argument("--unkeyed", type=int, default=0, metavar="U",
+                         help="records without a key in every K + U (default 0)")
     ordered.add_argument("--key-prefix", default="key-", metavar="P",
                          help="the keys' common prefix (default key-)")
     ordered.add_argument("--count", type=int, metavar="N", help="records in all")

@@ -157,12 +157,15 @@ def build_node(config: NodeConfig) -> BuiltNode:
         from broker.role import install_broker_role
         role = install_broker_role(
             node, rpc, broker_tls(config, config.broker_settings(), contexts),
-            initial_image=start.image)
+            initial_image=start.image,
+            kafka_image_view=faults.metadata.view if faults else None)
         built.closers.append(role.close)
         if role.server.settings.controlled_shutdown:
             built.before_stop.append(role.controlled_shutdown)
         images.append(lambda: role.server.image)
         resets.append(role.reset_image)
+        if faults is not None and role.kafka is not None:
+            faults.metadata.on_thaw = role.kafka.dispatcher.context.on_image_changed
         broker_role = role
     if config.metrics_listener:  # one endpoint per process: a rebuilt node keeps it
         from tools.metrics import install_metrics

@@ -1,6 +1,8 @@
 """The node's test-only faults from `fault.injection.file` (`raft.fault_injection`, set by
-`kraft chaos`), as the parts `raft.node.RaftNode` takes: a clock whose rate is skewed
-(`SkewedClock`, still monotonic) and a wait before the fsyncs of a turn (a slow disk).
+`kraft chaos` and tests), as the parts `raft.node.RaftNode` takes: a clock whose rate is
+skewed (`SkewedClock`, still monotonic) and a wait before the fsyncs of a turn (a slow
+disk); and what a broker's Kafka side takes: the image it serves by, frozen while the
+file says so (`FrozenMetadata`: a partition leader whose metadata lags).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 import trio
 
+from metadata.image import MetadataImage
 from raft.clock import TrioClock
 from raft.fault_injection import FaultInjection
 
@@ -42,18 +45,48 @@ class SkewedClock:
         return self._real_s + max(0.0, ahead_s) / self._faults.clock_rate
 
 
+class FrozenMetadata:
+    """The image a broker's Kafka side sees: the live one, or while `metadata_frozen` is
+    set, the one it saw when it first noticed the freeze. The file is read as the node's
+    clock polls it (every turn of its loop). A thaw is an image change to the Kafka side:
+    `on_thaw` (its image-changed notice) wakes what waits on its plan, as the commit that
+    would have brought those images does."""
+
+    def __init__(self, faults: FaultInjection) -> None:
+        self._faults = faults
+        self._frozen: MetadataImage | None = None
+        self.on_thaw: Callable[[], None] | None = None
+        faults.on_change.append(self._changed)
+
+    def _changed(self) -> None:
+        if not self._faults.metadata_frozen and self._frozen is not None:
+            self._frozen = None
+            if self.on_thaw is not None:
+                self.on_thaw()
+
+    def view(self, live: MetadataImage) -> MetadataImage:
+        if not self._faults.metadata_frozen:
+            self._frozen = None
+            return live
+        if self._frozen is None:
+            self._frozen = live
+        return self._frozen
+
+
 @dataclass(frozen=True)
 class NodeFaults:
     clock: SkewedClock
     before_fsync: Callable[[], Awaitable[None]]
+    metadata: FrozenMetadata
 
 
 def node_faults(fault_file: str | os.PathLike[str]) -> NodeFaults:
-    """The skewed clock and the slow disk that `fault_file` drives."""
+    """The skewed clock, the slow disk and the frozen metadata that `fault_file`
+    drives."""
     faults = FaultInjection(fault_file)
 
     async def before_fsync() -> None:
         if faults.fsync_delay_ms:
             await trio.sleep(faults.fsync_delay_ms / 1000)
 
-    return NodeFaults(SkewedClock(faults), before_fsync)
+    return NodeFaults(SkewedClock(faults), before_fsync, FrozenMetadata(faults))

@@ -1,8 +1,9 @@
 """Retention: every `log.retention.check.interval.ms` the leader of each open partition
 of a topic whose `cleanup.policy` holds `delete` deletes its oldest segments past the
-topic's `retention.ms` / `retention.bytes`, below its high watermark and never the
-active one (the decision is pure: broker.kafka.partitions.segments.retention_start), and
-its log start advances. Followers
+topic's `retention.ms` / `retention.bytes`, below its high watermark, the active one
+too once it qualifies, as Kafka (the decision is pure:
+broker.kafka.partitions.segments.retention_start), and its log start advances (past an
+active segment, to the log end: the file stays until the log rolls). Followers
 do not decide: they follow the leader's log start (broker.kafka.replication.follower).
 """
 

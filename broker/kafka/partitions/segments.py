@@ -113,11 +113,15 @@ def retention_start(segments: Sequence[SegmentStat], *, log_start: int, high_wat
                     now_ms: int, retention: Retention) -> int:
     """The log start after retention, as Kafka's `deleteOldSegments`: the oldest segments
     go while their records are all `retention.ms` old or the log without them still
-    holds `retention.bytes`; never the active (last) segment, never one holding an
-    offset at or above the high watermark. The start never moves back."""
+    holds `retention.bytes`; never one holding an offset at or above the high watermark.
+    The active (last) segment goes too when it qualifies and holds bytes (Kafka rolls a
+    new one first): the start is then the log end, the log empty, as a partition marked
+    for deletion must become to be removed. The start never moves back."""
     total = sum(segment.size for segment in segments)
     start = log_start
-    for segment in segments[:-1]:
+    for index, segment in enumerate(segments):
+        if index == len(segments) - 1 and segment.size == 0:
+            break
         expired = retention.retention_ms >= 0 and \
             segment.max_timestamp != NO_TIMESTAMP and \
             now_ms - segment.max_timestamp > retention.retention_ms

@@ -37,9 +37,11 @@ def _segments(draw: st.DrawFn) -> list[SegmentStat]:
 
 def _model(segments: list[SegmentStat], log_start: int, high_watermark: int, now: int,
            retention: Retention) -> int:
-    """Delete the oldest segment while one rule allows it, one at a time."""
+    """Delete the oldest segment while one rule allows it, one at a time; the last one
+    too, unless it is empty."""
     kept = list(segments)
-    while len(kept) > 1 and kept[0].end_offset <= high_watermark:
+    while kept and kept[0].end_offset <= high_watermark and \
+            not (len(kept) == 1 and kept[0].size == 0):
         oldest = kept[0]
         expired = retention.retention_ms >= 0 and oldest.max_timestamp >= 0 and \
             now - oldest.max_timestamp > retention.retention_ms
@@ -63,7 +65,7 @@ def test_retention_start_matches_deleting_the_oldest_segment_one_at_a_time(
                             now_ms=now, retention=retention)
     assert found == _model(segments, log_start, high_watermark, now, retention)
     assert found >= log_start
-    assert found <= max(log_start, segments[-1].base_offset)  # the active one stays
+    assert found <= max(log_start, segments[-1].end_offset)
     assert found <= max(log_start, high_watermark)
 
 
@@ -97,14 +99,25 @@ def test_reopened_log_starts_at_its_checkpointed_start_inside_the_first_segment(
     assert PartitionLog(tmp_path, TWO_BATCHES, log_start=9).log_start_offset == 2
 
 
-def test_retention_of_the_log_stats_keeps_the_active_segment(tmp_path: Path) -> None:
+def test_retention_of_the_log_stats_empties_a_wholly_expired_log(tmp_path: Path) -> None:
     log = _log(tmp_path, 5)
     stats = log.segment_stats()
     assert [(s.base_offset, s.end_offset, s.max_timestamp) for s in stats] == [
         (0, 2, 1000), (2, 4, 3000), (4, 5, 4000)]
-    start = retention_start(stats, log_start=0, high_watermark=5, now_ms=10_000,
-                            retention=Retention(retention_ms=1))
-    assert start == 4
+    expired = Retention(retention_ms=1)
+    # the active segment's record is not committed yet: it stays
+    assert retention_start(stats, log_start=0, high_watermark=4, now_ms=10_000,
+                           retention=expired) == 4
+    # every record committed and expired: the log start reaches the log end (Kafka rolls
+    # and deletes the active segment too), which empties a marked partition
+    assert retention_start(stats, log_start=0, high_watermark=5, now_ms=10_000,
+                           retention=expired) == 5
+    assert retention_start(stats, log_start=0, high_watermark=5, now_ms=4_500,
+                           retention=Retention(retention_ms=1000)) == 4
+    assert log.advance_log_start(5)
+    assert (log.log_start_offset, log.log_end_offset, log.segment_bases) == (5, 5, [4])
+    log.append([record_batch([b"v5"], base_timestamp=5000)], 0)
+    assert b"v5" in log.read(5, 1 << 20, upper_offset=6)
 
 
 def test_follower_reset_starts_an_empty_log_at_the_leader_start(tmp_path: Path) -> None:

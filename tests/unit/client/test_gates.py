@@ -7,9 +7,11 @@ from tools.client.gates import (
     DeletionGate,
     PartitionGates,
     ReportState,
+    committed_position,
     creation_source,
     deliverable,
     delivery_limit,
+    incarnation,
     known_positions,
     needs_creation_gate,
     should_report,
@@ -104,3 +106,18 @@ def test_c_positions_other_members_report_open_a_chain_across_members() -> None:
     own = {6: (0, gate_6), 1: (3, PartitionGates())}
     assert known_positions(own, {}) == {1: 3}
     assert known_positions(own, {2: 0, 1: 0}) == {2: 0, 1: 3, 6: 0}
+
+
+def test_a_position_committed_by_a_removed_partition_does_not_count_for_its_successor() -> None:
+    # 5 -> 3 removed partition 3 (added by 3 -> 4 while 0, 1, 2 had epochs 1, 1, 0); the
+    # growth 3 -> 6 adds a new partition 3, after the bumps of every resize since
+    old = incarnation("T", {0: 1, 1: 1, 2: 0})
+    new = incarnation("T", {0: 5, 1: 5, 2: 4})
+    assert old != new
+    assert committed_position((40, old), old) == 40
+    assert committed_position((40, old), new) is None  # start at the new log's beginning
+    assert committed_position((40, ""), new) is None  # committed without a life: unknown
+    assert committed_position(None, new) is None
+    # an initial partition has no after-creation map: its life is the topic's
+    assert committed_position((7, incarnation("T", {})), incarnation("T", {})) == 7
+    assert committed_position((7, incarnation("T", {})), incarnation("U", {})) is None

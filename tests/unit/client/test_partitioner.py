@@ -9,7 +9,9 @@ from tools.client.partitioner import (
     murmur2,
     partition_for_hash,
     split_source,
+    unkeyed_partition,
 )
+from tools.client.sequences import sequence_record
 
 KAFKA_VECTORS = {
     b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
@@ -55,3 +57,24 @@ def test_a_partition_marked_later_still_waits_on_those_marked_before_it() -> Non
     assert deletion_blockers(3, marked, 2, 3) == [7]
     assert deletion_blockers(1, marked, 2, 3) == [3, 5, 7]
     assert deletion_blockers(4, marked, 2, 3) == []
+
+
+def test_unkeyed_records_go_round_robin_over_the_undeleted_partitions() -> None:
+    # shrunk 8 -> 5: 5, 6 and 7 are marked and never get one
+    assert [unkeyed_partition(n, 5, [5, 6, 7]) for n in range(7)] == [0, 1, 2, 3, 4, 0, 1]
+
+
+def test_a_marked_partition_below_the_undeleted_count_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"partitions \[3\] are marked below"):
+        unkeyed_partition(0, 5, [3, 6])
+    with pytest.raises(ValueError, match="undeleted count >= 1"):
+        unkeyed_partition(0, 0, [])
+
+
+def test_sequence_records_mix_keyed_and_unkeyed_slots() -> None:
+    records = [sequence_record(n, keys=2, unkeyed=1, prefix="p0-") for n in range(7)]
+    assert records == [(b"p0-0", b"0"), (b"p0-1", b"0"), (None, b"unkeyed-p0-0"),
+                       (b"p0-0", b"1"), (b"p0-1", b"1"), (None, b"unkeyed-p0-1"),
+                       (b"p0-0", b"2")]
+    assert [sequence_record(n, keys=2, unkeyed=0, prefix="k")[1] for n in range(4)] == \
+        [b"0", b"0", b"1", b"1"]

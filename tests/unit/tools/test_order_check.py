@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tools.cli import main
-from tools.client.order_check import Delivery, check_order
+from tools.client.order_check import Delivery, check_order, check_outputs
 
 
 def d(key: str, value: int, ts: float, consumer: int = 0, line: int = 0) -> Delivery:
@@ -84,3 +84,17 @@ def test_the_order_check_verb_passes_in_order_outputs_and_fails_a_reordered_one(
                  "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["out_of_order"], report["missing"]) == (False, 1, 0)
+
+
+def test_records_without_a_key_must_arrive_in_any_order() -> None:
+    produced = [[{"key": "k", "value": "0"}, {"key": None, "value": "unkeyed-p0-0"},
+                 {"key": None, "value": "unkeyed-p0-1"}, {"key": "k", "value": "1"}]]
+    consumed = [[{"key": None, "value": "unkeyed-p0-1", "ts_ms": 10},
+                 {"key": "k", "value": "0", "ts_ms": 11},
+                 {"key": None, "value": "unkeyed-p0-0", "ts_ms": 12},
+                 {"key": "k", "value": "1", "ts_ms": 13}]]
+    assert check_outputs(produced, consumed).ok
+    report = check_outputs(produced, [consumed[0][1:]])
+    assert report.unkeyed_missing == ["unkeyed-p0-1"]
+    assert report.missing_count == 1
+    assert not report.ok
