@@ -11,8 +11,10 @@ invocation; a `failed` one did not):
   a topic after its delete was acknowledged, and never misses a topic whose create was
   acknowledged while no delete of it was invoked; a describe by name answers a known pair.
 - lost_write / duplicate / misplaced: every acknowledged produce (acks=all) whose topic
-  was not deleted meanwhile is readable at its acknowledged offset, exactly once; the
-  offsets of a partition are read in order.
+  was not deleted meanwhile is readable at its acknowledged offset, exactly once, unless
+  retention or compaction may legally have removed it: it lies below its partition's
+  log start at the final read, or its topic is compacted and a record of its key was read
+  at a later offset of its partition. The offsets of a partition are read in order.
 - deleted_data: no record produced before a topic was (re)created is readable under it.
 - divergence: every broker applied the same offset and its image hash equals the
   controller log's image hash at that offset.
@@ -38,6 +40,7 @@ class ReadRecord:
     partition: int
     offset: int
     value: str
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +87,9 @@ class FinalState:
     # topic ID -> partition -> replica broker ids, from the controller after healing
     assignments: Mapping[str, Mapping[int, Sequence[int]]] = field(default_factory=dict)
     disks: Sequence[BrokerDisk] = ()
+    # (topic ID, partition) -> its log start once read (retention removed what is below)
+    log_starts: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    compacted: frozenset[str] = frozenset()  # topic IDs whose cleanup.policy compacts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,8 +323,11 @@ def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]
             violations += _check_origin(index, produced.get(value), record,
                                         names_of.get(record.topic_id))
     verified = 0
+    latest: dict[tuple[str, int, str | None], int] = {
+        (r.topic_id, r.partition, r.key): r.offset for r in final.reads
+        if r.topic_id in final.compacted and r.key is not None}
     for value, op in produced.items():
-        lost = _check_acknowledged(index, op, final, located.get(value, []))
+        lost = _check_acknowledged(index, op, final, located.get(value, []), latest)
         if lost is not None:
             violations += lost
             verified += not lost
@@ -344,17 +353,26 @@ def _check_origin(index: _Index, op: Operation | None, record: ReadRecord, name:
 
 
 def _check_acknowledged(index: _Index, op: Operation, final: FinalState,
-                        found: Sequence[ReadRecord]) -> list[Violation] | None:
+                        found: Sequence[ReadRecord],
+                        latest: Mapping[tuple[str, int, str | None], int]
+                        ) -> list[Violation] | None:
     """The lost write of a produce, if any; None when it need not be readable: not
-    acknowledged, its topic not read in full, or maybe deleted (and recreated) since."""
+    acknowledged, its topic not read in full, maybe deleted (and recreated) since, or
+    legally removed (below the log start; on a compacted topic, superseded by a later
+    record of its key, `latest`: the offset of each key's last record read)."""
     name = str(op.args.get("name"))
     topic_id = final.topics.get(name)
     churned = index.churn_end.get(name, -math.inf) > op.invoke_time
     if not op.is_ok or topic_id is None or churned or not final.read_complete.get(topic_id):
         return None
-    wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
+    partition, offset = op.args.get("partition"), op.result.get("offset")
+    wanted = (topic_id, partition, offset)
     if any((r.topic_id, r.partition, r.offset) == wanted for r in found):
         return []
+    if isinstance(partition, int) and isinstance(offset, int) and (
+            offset < final.log_starts.get((topic_id, partition), 0)
+            or latest.get((topic_id, partition, op.args.get("key")), -1) > offset):
+        return None
     return [Violation(kind="lost_write", op_index=op.index, message=(
         f"acknowledged produce of {op.args.get('value')!r} to {name}-"
         f"{op.args.get('partition')} at offset {op.result.get('offset')} is not readable "
