@@ -2,17 +2,25 @@
 topic created with cleanup.policy=compact, each key written several times and one key
 deleted by a tombstone; once the brokers' cleaners have run, a consumer reading from
 offset 0 gets exactly the latest value of each live key, at the offsets they were
-written at. A record without a key is refused with INVALID_RECORD. `__consumer_offsets` is
-compacted too: a group's many commits shrink to a few records, and after every broker
-restarts, the coordinator loads the last commit from the compacted log."""
+written at. At scale: 10,000 keys written 5 times each, a few of them last by a
+tombstone, in many small segments; once every replica's cleaner reports (its log line) a
+cleaning up to its active segment that left no tombstone pending, a consumer from offset
+0 reads exactly each live key's latest value and nothing of a tombstoned key. A record
+without a key is refused with INVALID_RECORD. `__consumer_offsets` is compacted too: a
+group's many commits shrink to a few records, and after every broker restarts, the
+coordinator loads the last commit from the compacted log."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.kafka.partitions.segments import NO_TIMESTAMP, segment_bases
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cluster import Cluster
 
@@ -103,6 +111,83 @@ def test_a_consumer_reads_the_latest_value_of_each_live_key_once_cleaned(
         return seen[-1] == expected
 
     wait_until(compacted, WAIT_S, "the compacted topic read back as its latest values")
+
+
+MANY_KEYS = 10_000
+ROUNDS = 5
+TOMBSTONED = frozenset(range(0, MANY_KEYS // 2, 500))
+FILLERS = 3_000  # more than a segment's worth (segment.bytes 32 KiB)
+CLEANED = "the cleaner compacted a partition log"  # broker/kafka/partitions/compaction.py
+
+
+def _produce_rounds(bootstrap: str, topic: str) -> dict[bytes, tuple[int, bytes | None]]:
+    """Every key written ROUNDS times, round by round, the tombstoned keys' last write a
+    tombstone, then FILLERS keys once; each key's last (offset, value) as acknowledged."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "enable.idempotence": True, "linger.ms": 5,
+                                         "batch.num.messages": 500})
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    errors: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+            return
+        key = message.key()
+        if key not in latest or latest[key][0] < message.offset():
+            latest[key] = (message.offset(), message.value())
+
+    writes = [(b"k%d" % key, None if round_ == ROUNDS - 1 and key in TOMBSTONED
+               else b"v%d.%d" % (key, round_))
+              for round_ in range(ROUNDS) for key in range(MANY_KEYS)]
+    # the cleaner never looks at the active segment (as Kafka's): keys of their own
+    # after the rounds take every write of a round into segments it cleans
+    writes += [(b"filler%d" % number, b"f") for number in range(FILLERS)]
+    for key, value in writes:
+        producer.produce(topic, key=key, value=value, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(WAIT_S) == 0
+    assert errors == []
+    assert len(latest) == MANY_KEYS + FILLERS
+    return latest
+
+
+def _cleaned_up_to_active_segment(cluster: Cluster, broker: int, topic: str) -> bool:
+    """The broker's cleaner logged a cleaning of `topic` below its active segment that
+    left no tombstone with a horizon pending (every one past delete.retention.ms gone)."""
+    node = cluster.node(broker)
+    active = segment_bases(p.name for p in (Path(node.data_dir) / f"{topic}-0").iterdir())[-1]
+    for line in Path(node.log_path).read_text().splitlines():
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("msg") == CLEANED and event.get("topic") == topic and \
+                event.get("cleaned_below") == active and \
+                event.get("delete_horizon_ms") == NO_TIMESTAMP:
+            return True
+    return False
+
+
+def test_ten_thousand_keys_written_five_times_read_back_as_their_latest_values(
+        cluster: Cluster, bootstrap: str) -> None:
+    topic = "compacted-many"
+    admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([admin_mod.NewTopic(topic, num_partitions=1, replication_factor=3,
+                                            config={"cleanup.policy": "compact",
+                                                    "segment.bytes": str(32 * 1024),
+                                                    "min.cleanable.dirty.ratio": "0.01",
+                                                    "delete.retention.ms": "1000"})]
+                        )[topic].result(WAIT_S)
+    started = time.monotonic()
+    latest = _produce_rounds(bootstrap, topic)
+    produced_s = time.monotonic() - started
+    wait_until(lambda: all(_cleaned_up_to_active_segment(cluster, broker, topic)
+                           for broker in BROKERS), 90.0,
+               "every replica cleaned below its active segment, no tombstone left")
+    read = _read_from_start(bootstrap, topic)
+    expected = sorted((offset, key, value) for key, (offset, value) in latest.items()
+                      if value is not None)
+    assert len(expected) == MANY_KEYS + FILLERS - len(TOMBSTONED)
+    assert read == expected, (f"{len(read)} records read, {len(expected)} live keys; "
+                              f"produced in {produced_s:.1f} s")
 
 
 def test_a_record_without_a_key_is_refused_by_a_compacted_topic(bootstrap: str) -> None:

@@ -3,13 +3,15 @@ tools/replay/acknowledged.py), so the replay proves the brokers' partition logs 
 one exactly once, at its offset.
 
 Every `produce` answered with an offset (acks=all) is one line: topic, partition, offset
-and its value in base64. A name the workload deletes is created again under a new topic
-ID, so its lines name the ID of the topic the produce went to: the last create of the
-name acknowledged before the produce was sent, when no other create of the name may
-have taken effect before the produce was answered. When the history does not pin the ID
-down the write is left out and counted: naming the wrong topic would report a loss that
-is none. A name no delete ever targeted keeps one topic all run long (its create may be
-unknown, e.g. a retried setup), the one the replay finds under it: its lines name no ID.
+and its value in base64, and its key in base64 when it had one (on a compacted topic the
+replay then knows a later record of the key may legally have replaced it). A name the
+workload deletes is created again under a new topic ID, so its lines name the ID of the
+topic the produce went to: the last create of the name acknowledged before the produce
+was sent, when no other create of the name may have taken effect before the produce was
+answered. When the history does not pin the ID down the write is left out and counted:
+naming the wrong topic would report a loss that is none. A name no delete ever targeted
+keeps one topic all run long (its create may be unknown, e.g. a retried setup), the one
+the replay finds under it: its lines name no ID.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def acknowledged_history(events: Iterable[Event]) -> AcknowledgedHistory:
         entry: dict[str, object] = {
             "topic": name, "partition": op.args["partition"], "offset": op.result["offset"],
             "value": base64.b64encode(str(op.args["value"]).encode()).decode()}
+        if op.args.get("key") is not None:  # compaction may supersede it by a later one
+            entry["key"] = base64.b64encode(str(op.args["key"]).encode()).decode()
         if name in reused:
             topic_id = topic_id_of(op, creates.get(name, []))
             if topic_id is None:

@@ -11,8 +11,10 @@ invocation; a `failed` one did not):
   a topic after its delete was acknowledged, and never misses a topic whose create was
   acknowledged while no delete of it was invoked; a describe by name answers a known pair.
 - lost_write / duplicate / misplaced: every acknowledged produce (acks=all) whose topic
-  was not deleted meanwhile is readable at its acknowledged offset, exactly once; the
-  offsets of a partition are read in order.
+  was not deleted meanwhile is readable at its acknowledged offset, exactly once, unless
+  retention or compaction may legally have removed it: it lies below its partition's
+  log start at the final read, or its topic is compacted and a record of its key was read
+  at a later offset of its partition. The offsets of a partition are read in order.
 - deleted_data: no record produced before a topic was (re)created is readable under it.
 - divergence: every broker applied the same offset and its image hash equals the
   controller log's image hash at that offset.
@@ -38,6 +40,7 @@ class ReadRecord:
     partition: int
     offset: int
     value: str
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +87,9 @@ class FinalState:
     # topic ID -> partition -> replica broker ids, from the controller after healing
     assignments: Mapping[str, Mapping[int, Sequence[int]]] = field(default_factory=dict)
     disks: Sequence[BrokerDisk] = ()
+    # (topic ID, partition) -> its log start once read (retention removed what is below)
+    log_starts: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    compacted: frozenset[str] = frozenset()  # topic IDs whose cleanup.policy compacts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +108,9 @@ class CheckResult:
     violations: tuple[Violation, ...]
     records_read: int
     writes_verified: int  # acknowledged produces found at their acknowledged offset
+    # acknowledged produces legally gone: below the log start, or superseded on a
+    # compacted topic (tools/chaos/workload.py's topics delete and clean segments)
+    writes_removed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -113,7 +122,7 @@ def check(events: Iterable[Event], final: FinalState) -> CheckResult:
     index = _Index(operations)
     violations = _check_metadata(index, final)
     violations += _check_describes(index)
-    data_violations, verified = _check_data(index, final)
+    data_violations, verified, removed = _check_data(index, final)
     violations += data_violations
     violations += _check_convergence(final)
     for disk in final.disks:
@@ -123,7 +132,7 @@ def check(events: Iterable[Event], final: FinalState) -> CheckResult:
         counts[op.op][op.status] += 1
     return CheckResult(operations={k: dict(v) for k, v in sorted(counts.items())},
                        violations=tuple(violations), records_read=len(final.reads),
-                       writes_verified=verified)
+                       writes_verified=verified, writes_removed=removed)
 
 
 # -- metadata --------------------------------------------------------------------------
@@ -294,7 +303,7 @@ def _check_describe_id(op: Operation, index: _Index) -> list[Violation]:
 # -- data ------------------------------------------------------------------------------
 
 
-def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]:
+def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int, int]:
     violations: list[Violation] = []
     produced = {str(op.args["value"]): op for op in index.operations
                 if op.op == "produce"}
@@ -316,13 +325,17 @@ def _check_data(index: _Index, final: FinalState) -> tuple[list[Violation], int]
         for record in records:
             violations += _check_origin(index, produced.get(value), record,
                                         names_of.get(record.topic_id))
-    verified = 0
+    outcomes: Counter[str] = Counter()
+    latest: dict[tuple[str, int, str | None], int] = {
+        (r.topic_id, r.partition, r.key): r.offset for r in final.reads
+        if r.topic_id in final.compacted and r.key is not None}
     for value, op in produced.items():
-        lost = _check_acknowledged(index, op, final, located.get(value, []))
-        if lost is not None:
-            violations += lost
-            verified += not lost
-    return violations, verified
+        outcome = _check_acknowledged(index, op, final, located.get(value, []), latest)
+        if isinstance(outcome, Violation):
+            violations.append(outcome)
+        else:
+            outcomes[outcome] += 1
+    return violations, outcomes[FOUND], outcomes[REMOVED]
 
 
 def _check_origin(index: _Index, op: Operation | None, record: ReadRecord, name: str | None
@@ -343,22 +356,34 @@ def _check_origin(index: _Index, op: Operation | None, record: ReadRecord, name:
     return []
 
 
+FOUND, REMOVED, UNCHECKED = "found", "removed", "unchecked"
+
+
 def _check_acknowledged(index: _Index, op: Operation, final: FinalState,
-                        found: Sequence[ReadRecord]) -> list[Violation] | None:
-    """The lost write of a produce, if any; None when it need not be readable: not
-    acknowledged, its topic not read in full, or maybe deleted (and recreated) since."""
+                        found: Sequence[ReadRecord],
+                        latest: Mapping[tuple[str, int, str | None], int]
+                        ) -> Violation | str:
+    """What became of a produce: FOUND at its offset, legally REMOVED (below the log
+    start; on a compacted topic, superseded by a later record of its key, `latest`: the
+    offset of each key's last record read), UNCHECKED (not acknowledged, its topic not
+    read in full, or maybe deleted and recreated since), or lost: the Violation."""
     name = str(op.args.get("name"))
     topic_id = final.topics.get(name)
     churned = index.churn_end.get(name, -math.inf) > op.invoke_time
     if not op.is_ok or topic_id is None or churned or not final.read_complete.get(topic_id):
-        return None
-    wanted = (topic_id, op.args.get("partition"), op.result.get("offset"))
+        return UNCHECKED
+    partition, offset = op.args.get("partition"), op.result.get("offset")
+    wanted = (topic_id, partition, offset)
     if any((r.topic_id, r.partition, r.offset) == wanted for r in found):
-        return []
-    return [Violation(kind="lost_write", op_index=op.index, message=(
+        return FOUND
+    if isinstance(partition, int) and isinstance(offset, int) and (
+            offset < final.log_starts.get((topic_id, partition), 0)
+            or latest.get((topic_id, partition, op.args.get("key")), -1) > offset):
+        return REMOVED
+    return Violation(kind="lost_write", op_index=op.index, message=(
         f"acknowledged produce of {op.args.get('value')!r} to {name}-"
         f"{op.args.get('partition')} at offset {op.result.get('offset')} is not readable "
-        f"there (found at {[(r.partition, r.offset) for r in found]})"))]
+        f"there (found at {[(r.partition, r.offset) for r in found]})"))
 
 
 # -- convergence -----------------------------------------------------------------------

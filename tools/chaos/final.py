@@ -82,14 +82,17 @@ def settle_brokers(cluster: Cluster, timeout_s: float) -> list[BrokerObservation
 
 def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float,
              login: Mapping[str, Any] | None = None
-             ) -> tuple[list[ReadRecord], dict[str, bool]]:
+             ) -> tuple[list[ReadRecord], dict[str, bool], dict[tuple[str, int], int]]:
     """Every record of every partition of `topics` from the beginning to the high
     watermark, through kafka-python (logged in with `login`, its keyword arguments, on
-    a secured cluster); and per topic ID whether it was read to the end."""
+    a secured cluster); per topic ID whether it was read to the end; and each partition's
+    log start once read (retention may move it meanwhile: what lies below the later
+    start may legally be gone, what lies above it was there all along)."""
     import kafka
 
     reads: list[ReadRecord] = []
     complete: dict[str, bool] = {}
+    starts: dict[tuple[str, int], int] = {}
     consumer = kafka.KafkaConsumer(**(login or {}), bootstrap_servers=bootstrap,
                                    enable_auto_commit=False,
                                    request_timeout_ms=5000, fetch_max_wait_ms=100)
@@ -105,14 +108,17 @@ def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float,
                     consumer.position(tp) < ends[tp] for tp in assigned):
                 for tp, messages in consumer.poll(timeout_ms=500).items():
                     reads += [ReadRecord(topic_id=topic_id, partition=tp.partition,
-                                         offset=m.offset, value=(m.value or b"").decode())
+                                         offset=m.offset, value=(m.value or b"").decode(),
+                                         key=None if m.key is None else m.key.decode())
                               for m in messages]
             complete[topic_id] = all(consumer.position(tp) >= ends[tp] for tp in assigned)
+            starts.update({(topic_id, tp.partition): offset
+                           for tp, offset in consumer.beginning_offsets(assigned).items()})
             if not complete[topic_id]:
                 log.warning("topic not read to its end", extra={"topic": name})
     finally:
         consumer.close()
-    return reads, complete
+    return reads, complete, starts
 
 
 def scan_broker_dirs(cluster: Cluster, timeout_s: float) -> list[BrokerDisk]:

@@ -352,7 +352,7 @@ class GroupWorkload:
         if topic is None:
             self.final_errors.append(f"topic {self.config.topic} is not in the final metadata")
             return
-        self.final_reads, complete = read_all(
+        self.final_reads, complete, _ = read_all(
             self.bootstrap, {self.config.topic: topic}, read_timeout_s,
             None if self.clients is None else self.clients.kafka_python(CHECKER_USER))
         self.read_complete = all(complete.values())

@@ -6,6 +6,11 @@
 - producer threads produce unique values with acks=all through the Kafka protocol
   (kafka-python, no retries, so an outcome is never hidden behind a resend).
 
+The stable topics live as partition logs that live for years do, in small segments:
+`compacted_names` compacted (keyed records, a few keys, so later records supersede
+earlier ones), the others with a short retention (whole segments deleted), so the checks
+must tell what retention and compaction may remove from what was lost.
+
 On a secured cluster (`kraft chaos --secure`, tools/chaos/security.py) the admin calls
 go over mutual TLS with the admin certificate (`admin_ssl`) and the producers log in
 with SASL_SSL as `chaos-producer` (`clients`).
@@ -29,6 +34,7 @@ from typing import Any
 
 from metadata.admin import (
     CreatableTopic,
+    CreatableTopicConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -58,15 +64,30 @@ DEFINITE = frozenset({ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_REPLICAT
                       ErrorCode.INVALID_REQUEST})
 
 
+SEGMENT_BYTES = "4096"
+RETAINED = {"segment.bytes": SEGMENT_BYTES, "retention.ms": "20000"}
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": SEGMENT_BYTES,
+             "min.cleanable.dirty.ratio": "0.1"}
+COMPACTED_KEYS = 8  # per compacted topic: each key rewritten many times a run
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadConfig:
     churn_names: tuple[str, ...] = ("c0", "c1", "c2")
-    stable_names: tuple[str, ...] = ("s0", "s1")
+    stable_names: tuple[str, ...] = ("s0", "s1", "k0")
+    compacted_names: tuple[str, ...] = ("k0",)  # among the stable ones; the others: RETAINED
     partitions: int = 2
     replication_factor: int = 3  # stable topics, created while every broker runs
     churn_replication_factor: int = 2  # churned topics: creatable with one broker down
     admin_threads: int = 2
     producer_threads: int = 2
+
+    def topic_configs(self, name: str) -> tuple[CreatableTopicConfig, ...] | None:
+        """The configs a stable topic is created with (None: a churned one, defaults)."""
+        if name not in self.stable_names:
+            return None
+        configs = COMPACTED if name in self.compacted_names else RETAINED
+        return tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items())
 
 
 @dataclass(slots=True)
@@ -147,7 +168,8 @@ class Workload:
                 name=name, num_partitions=self.config.partitions,
                 replication_factor=(self.config.churn_replication_factor
                                     if name in self.config.churn_names
-                                    else self.config.replication_factor)),)), is_write=True)
+                                    else self.config.replication_factor),
+                configs=self.config.topic_configs(name)),)), is_write=True)
             if not isinstance(response, CreateTopicsResponse):
                 return _unclear(response, ambiguous)
             result = response.topics[0]
@@ -278,11 +300,14 @@ class Workload:
                 name, partition = rng.choice(names), rng.randrange(self.config.partitions)
                 value = f"{process}-{sequence}"
                 sequence += 1
+                key = f"key-{rng.randrange(COMPACTED_KEYS)}" \
+                    if name in self.config.compacted_names else None
 
                 def action(name: str = name, partition: int = partition,
-                           value: str = value) -> Outcome:
+                           value: str = value, key: str | None = key) -> Outcome:
                     try:
-                        future = producer.send(name, value=value.encode(), partition=partition)
+                        future = producer.send(name, value=value.encode(), partition=partition,
+                                               key=None if key is None else key.encode())
                     except KafkaError as exc:  # nothing was sent (e.g. no metadata yet)
                         return Outcome(FAILED, {"error": type(exc).__name__})
                     try:
@@ -292,7 +317,8 @@ class Workload:
                         return Outcome(status, {"error": type(exc).__name__})
                     return Outcome(OK, {"offset": metadata.offset})
                 self._record(process, "produce",
-                             {"name": name, "partition": partition, "value": value}, action)
+                             {"name": name, "partition": partition, "value": value,
+                              **({} if key is None else {"key": key})}, action)
         finally:
             try:
                 producer.close(timeout=2)

@@ -126,6 +126,9 @@ SETTINGS: dict[str, Any] = {
     # the history checks that every topic was made by a create it recorded: a producer's
     # Metadata must not make a churned topic again (as Kafka's would by default)
     "auto.create.topics.enable": False,
+    # the workload's topics delete and clean small segments (WorkloadConfig): look often
+    "log.retention.check.interval.ms": 1000,
+    "log.cleaner.backoff.ms": 1000,
 }
 # Snapshots (KIP-630) on by default: every node snapshots its image every 12 KiB of
 # committed records (150-200 of the workload's), moves its log start to its newest
@@ -435,7 +438,7 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
     if group is not None:
         group.observe_final(topics, DRAIN_TIMEOUT_S, READ_TIMEOUT_S)
     credentials = rig.credentials
-    reads, complete = read_all(bootstrap, {
+    reads, complete, starts = read_all(bootstrap, {
         name: topic for name, topic in topics.items() if not name.startswith("__")
         and (group is None or name != group.config.topic)}, READ_TIMEOUT_S,
         None if credentials is None else credentials.clients.kafka_python(CHECKER_USER))
@@ -448,7 +451,10 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
     final = FinalState(topics={name: t.topic_id for name, t in topics.items()},
                        reads=reads, read_complete=complete, brokers=observed,
                        assignments={t.topic_id: dict(enumerate(t.replicas))
-                                    for t in topics.values()}, disks=disks)
+                                    for t in topics.values()}, disks=disks,
+                       log_starts=starts, compacted=frozenset(
+                           t.topic_id for name, t in topics.items()
+                           if name in WorkloadConfig().compacted_names))
     return final, leader_dir
 
 
@@ -643,6 +649,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
         "operations": {} if result is None else result.operations,
         "records_read": 0 if result is None else result.records_read,
         "writes_verified": 0 if result is None else result.writes_verified,
+        # acknowledged writes retention or compaction legally removed (not lost)
+        "writes_removed": 0 if result is None else result.writes_removed,
         "partition_dirs_checked": 0 if final is None else sum(
             len(d.partitions) + len(d.staged) for d in final.disks),
         # what the proxies forwarded and the stalls their losses cost (None: no proxies)
@@ -708,6 +716,7 @@ def _text(verdict: dict[str, Any], directory: Path) -> str:
              f"{verdict['operations_checked']} operation(s) checked, "
              f"{verdict['records_read']} record(s) read, "
              f"{verdict['writes_verified']} acknowledged write(s) verified, "
+             f"{verdict['writes_removed']} legally removed (retention, compaction), "
              f"{verdict['partition_dirs_checked']} broker partition dir(s) checked, "
              f"{len(verdict['violations'])} violation(s)"]
     for op, counts in verdict["operations"].items():

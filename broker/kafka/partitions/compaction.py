@@ -168,13 +168,14 @@ def install_all(plog: PartitionLog, cleaning: Cleaning, end: int) -> int:
 
 
 async def compact_partition(state: PartitionState, settings: CompactionSettings,
-                            now_ms: int, pace: Callable[[int], None]) -> int:
-    """Clean one partition log if it is cleanable; the number of segments replaced."""
+                            now_ms: int, pace: Callable[[int], None]) -> int | None:
+    """Clean one partition log if it is cleanable; the number of segments replaced (0:
+    cleaned, nothing changed), None when it was not cleanable."""
     plog = state.log
     cleanable = cleanable_segments(plog, high_watermark=state.high_watermark, now_ms=now_ms,
                                    settings=settings)
     if cleanable is None:
-        return 0
+        return None
     end, segments = cleanable
     cleaning = await trio.to_thread.run_sync(partial(
         prepare, plog.directory, segments, now_ms=now_ms,
@@ -204,9 +205,15 @@ async def compact_all(replicas: ReplicaManager, now_ms: int,
             log.info("the cleaner skipped a partition", extra={
                 "topic": topic.name, "partition": state.partition, "reason": str(exc)})
             continue
-        if count:
-            log.info("the cleaner compacted a partition log", extra={
-                "topic": topic.name, "partition": state.partition, "segments": count})
+        if count is None:
+            continue
+        # every cleaning, with where it cleaned to and its tombstones' next horizon (even
+        # one that changed nothing moves the first dirty offset): what operators and
+        # tests can tell a log's state by
+        log.info("the cleaner compacted a partition log", extra={
+            "topic": topic.name, "partition": state.partition, "segments": count,
+            "cleaned_below": state.log.first_dirty_offset,
+            "delete_horizon_ms": state.log.delete_horizon_ms})
         replaced += count
     return replaced
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +67,16 @@ def test_a_create_overlapping_the_produce_leaves_its_topic_id_uncertain() -> Non
     assert acknowledged_history(script.events).to_json() == {"writes": 0, "left_out": 1}
 
 
-def _orders_history(values: dict[int, str]) -> Script:
+def _orders_history(values: dict[int, str], *, keyed: bool = False) -> Script:
     """A chaos history whose produces to `orders` partition 0 were acknowledged at the
-    offsets of `values` (the name churned: the lines carry its topic ID)."""
+    offsets of `values` (the name churned: the lines carry its topic ID); `keyed`: with
+    clean_log()'s keys, `k<offset % 3>`."""
     script = Script()
     script.op("create", {"name": "orders"}, 0, 1, topic_id=str(ORDERS_ID))
     for offset, value in values.items():
-        script.op("produce", {"name": "orders", "partition": 0, "value": value}, 2, 3,
-                  offset=offset)
+        key = {"key": f"k{offset % 3}"} if keyed else {}
+        script.op("produce", {"name": "orders", "partition": 0, "value": value, **key},
+                  2, 3, offset=offset)
     script.op("delete", {"name": "orders"}, 4, 5, status="failed")
     return script
 
@@ -129,3 +132,23 @@ def test_a_value_the_log_does_not_hold_fails_the_verdict(tmp_path: Path) -> None
     assert check["violations"] == 1
     assert check["examples"][0]["offset"] == 5
     assert "offset 5 holds another value" in chaos._text(verdict, root)
+
+
+def test_a_record_planted_lost_in_a_compacted_log_fails_where_a_cleaned_one_passes(
+        tmp_path: Path) -> None:
+    """The produces carry their keys into the history file; a copy of a compacted log
+    without offset 8 (k2, superseded by 11: what the cleaner removes) passes, a copy
+    without offset 9 (k0's last record) fails, naming it."""
+    history = _orders_history({o: f"v{o}" for o in range(END)}, keyed=True)
+    assert json.loads(acknowledged_history(history.events).lines[8])["key"] == _b64("k2")
+    cleaned, lost = clean_log(), clean_log()
+    cleaned[4] = replace(cleaned[4], base_offset=9, records=cleaned[4].records[1:])
+    lost[4] = replace(lost[4], records=lost[4].records[:1])
+    for name, log, ok in (("cleaned", cleaned, True), ("lost", lost, False)):
+        root = write_partition_cluster(tmp_path / name, {4: log, 5: log}, compacted=True,
+                                       high_watermarks={4: END, 5: END})
+        verdict = _chaos_verdict(root, history)
+        assert verdict["ok"] is ok, verdict
+    check = verdict["replay"]["checks"][0]
+    assert [e["offset"] for e in check["examples"]] == [9]
+    assert check["examples"][0]["reason"] == "missing: no record at offset 9"

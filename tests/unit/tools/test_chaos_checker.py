@@ -74,6 +74,46 @@ def test_checker_fails_when_acknowledged_write_is_lost() -> None:
     assert "v2" in result.violations[0].message
 
 
+def _keyed_script() -> Script:
+    """Four acknowledged produces to a topic `k`: keys a, b, a, b at offsets 0-3."""
+    script = Script()
+    script.op("create", {"name": "k"}, 1, 2, topic_id=NEW_ID)
+    for offset, key in enumerate("abab"):
+        script.op("produce", {"name": "k", "partition": 0, "value": f"v{offset}",
+                              "key": key}, 3 + offset, 4 + offset, offset=offset)
+    return script
+
+
+def _keyed_final(offsets: list[int], *, compacted: bool = True,
+                 log_start: int = 0) -> FinalState:
+    reads = [ReadRecord(topic_id=NEW_ID, partition=0, offset=o, value=f"v{o}",
+                        key="abab"[o]) for o in offsets]
+    return FinalState(topics={"k": NEW_ID}, reads=reads, read_complete={NEW_ID: True},
+                      log_starts={(NEW_ID, 0): log_start},
+                      compacted=frozenset({NEW_ID} if compacted else ()))
+
+
+def test_writes_compaction_or_retention_removed_are_not_lost() -> None:
+    """Superseded by a later record of its key on a compacted topic, or below the log
+    start: legally gone, and not counted as verified."""
+    result = check(_keyed_script().events, _keyed_final([2, 3]))
+    assert result.ok, result.violations
+    assert (result.writes_verified, result.writes_removed) == (2, 2)
+    assert check(_keyed_script().events, _keyed_final([2, 3], compacted=False,
+                                                      log_start=2)).ok
+
+
+def test_a_planted_lost_record_is_flagged_beside_legal_removals() -> None:
+    """Records removed from a copy of a compacted log: the latest of key a is lost (no
+    later record of its key), b's older one legally gone; on a topic that is not
+    compacted, or above the log start, a superseded record is lost too."""
+    result = check(_keyed_script().events, _keyed_final([0, 3]))
+    assert [(v.kind, v.op_index) for v in result.violations] == [("lost_write", 3)]
+    result = check(_keyed_script().events, _keyed_final([2, 3], compacted=False,
+                                                        log_start=1))
+    assert [(v.kind, v.op_index) for v in result.violations] == [("lost_write", 2)]
+
+
 def test_checker_fails_when_describe_by_id_is_stale() -> None:
     """KIP-516: after the delete of OLD_ID was acknowledged, no describe finds it."""
     script = clean_script()
