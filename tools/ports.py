@@ -1,32 +1,68 @@
 """Port picking for local clusters and tests: every address is on the loopback interface
-(`HOST`), and a port is one the OS reported free a moment ago; `busy_ports` names the
-ones another process holds, before a launcher starts nodes that would die binding them."""
+(`HOST`), and a port is one that was free a moment ago, drawn at random outside the OS's
+ephemeral range; `busy_ports` names the ones another process holds, before a launcher
+starts nodes that would die binding them."""
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Collection, Iterable
+from pathlib import Path
 
 HOST = "127.0.0.1"
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL = (32768, 60999)
+LOWEST_PORT = 10_000  # above the well-known and most registered services' ports
+MIN_SPAN = 4096
+MAX_TRIES = 10_000
 
 
 def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
-    """Ports the OS reports free right now (held together, so all distinct), none of
-    `avoid`: ports already given to a cluster's nodes but not bound yet, which the OS
-    would hand out again."""
+    """`count` distinct ports free right now (bindable as a node binds), none of `avoid`
+    (ports already given to a cluster's nodes but not bound yet), drawn at random from
+    below the OS's ephemeral range (`pick_range`). Not `bind(0)`: the OS hands its
+    ephemeral ports out nearly in sequence and a just-released one again, so two
+    processes picking at once (two test workers, each making a cluster) got the same
+    port and one node died binding it; outgoing connections take ephemeral ports too."""
+    low, high = pick_range()
+    rng = random.SystemRandom()
     sockets = []
     found: list[int] = []
     try:
-        while len(found) < count:
+        for _ in range(MAX_TRIES):
+            if len(found) == count:
+                return found
+            port = rng.randrange(low, high)
+            if port in avoid or port in found:
+                continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sockets.append(sock)  # held until the end, so never reported twice
-            sock.bind((HOST, 0))
-            if (port := sock.getsockname()[1]) not in avoid:
-                found.append(port)
-        return found
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                sock.close()
+                continue
+            sockets.append(sock)  # held until the end: the same port is not bindable twice
+            found.append(port)
+        if len(found) == count:
+            return found
+        raise OSError(f"no {count} free ports in {low}-{high - 1} after {MAX_TRIES} tries")
     finally:
         for sock in sockets:
             sock.close()
+
+
+def pick_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """[low, high) to pick listener ports from: below the OS's ephemeral range (Linux's
+    ip_local_port_range, 32768-60999 by default), or above it when too little is below."""
+    try:
+        first, last = (int(n) for n in path.read_text().split())
+    except (OSError, ValueError):
+        first, last = DEFAULT_EPHEMERAL
+    if first - LOWEST_PORT >= MIN_SPAN:
+        return LOWEST_PORT, first
+    return last + 1, 65536
 
 
 def busy_ports(ports: Iterable[int]) -> list[int]:

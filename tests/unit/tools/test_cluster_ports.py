@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tools.cluster import Cluster, ClusterError
-from tools.ports import HOST, busy_ports, free_ports
+from tools.ports import HOST, busy_ports, free_ports, pick_range
 
 
 def _held() -> socket.socket:
@@ -27,6 +27,28 @@ def test_busy_ports_names_the_listening_ones_only() -> None:
         port = held.getsockname()[1]
         (free,) = free_ports(1)
         assert busy_ports([port, free]) == [port]
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() -> None:
+    """Drawn below the OS's ephemeral range (where bind(0) and outgoing connections take
+    theirs, so two processes picking at once got the same one), none of `avoid`."""
+    low, high = pick_range()
+    first = free_ports(50)
+    ports = free_ports(50, avoid=set(first))
+    assert len(set(ports)) == 50
+    assert not set(ports) & set(first)
+    assert all(low <= p < high for p in ports)
+    assert busy_ports(ports) == []
+
+
+def test_pick_range_is_below_the_ephemeral_range_or_above_when_too_little_is_below(
+        tmp_path: Path) -> None:
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    assert pick_range(ranges) == (10_000, 32768)
+    ranges.write_text("12000 50000\n")
+    assert pick_range(ranges) == (50001, 65536)
+    assert pick_range(tmp_path / "missing") == (10_000, 32768)  # Linux's default range
 
 
 def test_add_node_takes_the_port_after_the_clusters_highest(tmp_path: Path) -> None:
