@@ -12,8 +12,9 @@ again; then, against a model of the acknowledged writes:
 The cleaner is paced (`log.cleaner.io.max.bytes.per.second`) so that cleaning takes
 seconds. Every other compaction kill waits until a cleaner file (`.cleaned` or `.swap`)
 is on disk and lands a seeded moment after it, so those kills surely strike mid-cleaning;
-the others land anywhere. The default suite kills 2 times each (a cleaning kill mid-swap
-among them), `make soak` 20."""
+the others land anywhere. 20 kills each, under `make soak` (about 7 minutes); the default
+run kills the partition-log writer processes instead (test_partition_log_kill.py,
+test_compaction_kill.py: 4 kills each, seconds)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ SEGMENT_BYTES = 16 * 1024
 LIMITS = RollLimits(segment_bytes=SEGMENT_BYTES)  # the topics' index.interval.bytes: 4096
 WAIT_S = 30.0
 KEYS = 1_000
+KILLS = 20  # per test
 PADDING = b"." * 200
 
 
@@ -139,15 +141,15 @@ def _indexes_after_a_stop(cluster: Cluster, directory: Path) -> list[str]:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("kills", [2, pytest.param(20, marks=pytest.mark.soak)])
+@pytest.mark.soak
 def test_a_broker_killed_while_cleaning_keeps_every_keys_latest_value(
-        cluster: Cluster, kills: int) -> None:
+        cluster: Cluster) -> None:
     topic = "kill-compacted"
     directory = _create(cluster, topic, {"cleanup.policy": "compact",
                                          "min.cleanable.dirty.ratio": "0.01"})
     chooser = random.Random(36)
     written = Acknowledged(cluster, topic)
-    for round_ in range(kills):
+    for round_ in range(KILLS):
         # a new value for every key, then keys of their own: the round's writes leave
         # the active segment, so the cleaner has them to clean
         written.send([(b"k%d" % key, b"%d.%d" % (key, round_) + PADDING)
@@ -168,15 +170,15 @@ def test_a_broker_killed_while_cleaning_keeps_every_keys_latest_value(
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("kills", [2, pytest.param(20, marks=pytest.mark.soak)])
+@pytest.mark.soak
 def test_a_broker_killed_during_retention_keeps_everything_above_its_log_start(
-        cluster: Cluster, kills: int) -> None:
+        cluster: Cluster) -> None:
     topic = "kill-retained"
     directory = _create(cluster, topic, {"retention.bytes": str(4 * SEGMENT_BYTES)})
     chooser = random.Random(253)
     written = Acknowledged(cluster, topic)
     starts = []
-    for round_ in range(kills):
+    for round_ in range(KILLS):
         # the kill lands while these are written and retention deletes segments under them
         written.send([(b"r%d.%d" % (round_, n), PADDING) for n in range(600)])
         _kill_and_restart(cluster, chooser.uniform(0.0, 1.0))

@@ -11,9 +11,11 @@ every record, keyed or not, must arrive.
 
 The control: the same run with the gates off, at the same producer rate and consumer
 delay, must reorder keys at least MIN_VIOLATIONS times; without it the gated run proves
-nothing. The pair takes about three minutes: `make soak`. The default run keeps a
-shorter life (2 → 4 → 3, removal, 3 → 4): a removed partition's index re-created while
-the group still holds the removed one's committed offset.
+nothing. The pair takes about three minutes, and a shorter life (2 → 4 → 3, removal,
+3 → 4: a removed partition's index re-created while the group still holds the removed
+one's committed offset) about one: both run under `make soak` (the default run keeps
+the schedule tests of tests/integration/test_ordered_resize.py and
+test_ordered_growth_chain.py, and tests/unit/client/test_gates.py's decision).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def test_a_whole_life_keeps_every_key_in_order_and_the_ungated_peer_does_not(
     assert ungated.report.out_of_order_count >= MIN_VIOLATIONS, ungated.report.summary()
 
 
+@pytest.mark.soak
 def test_a_removed_partition_added_again_delivers_in_order(cluster: Cluster,
                                                           tmp_path: Path) -> None:
     # consumers that keep up (5 ms a record), so a short retention cannot expire unread
