@@ -175,6 +175,7 @@ def frozen_log_lines(cluster: Cluster, node_id: int) -> int:
     return sum('"metadata_frozen": true' in line for line in log.read_text().splitlines())
 
 
+@pytest.mark.soak  # a whole resize run more (about a minute): make test keeps to budget
 def test_a_leader_whose_metadata_lags_keeps_every_key_in_order(cluster: Cluster,
                                                                tmp_path: Path) -> None:
     """Before the growth 2 → 3 the leader of partition 0 (whose keys split into 2), and
