@@ -7,6 +7,7 @@ the replicated metadata log instead of having the controller push it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from operator import attrgetter
 from typing import TypeVar
 
@@ -49,15 +50,18 @@ def assignment_for(image: MetadataImage, broker_id: int,
                    topic_ids: Iterable[Uuid] | None = None) -> Assignment:
     """What `broker.reconcile.reconcile` needs from the image: its maps read through,
     not copied; the hosted partitions of the topics `topic_ids` only, when given."""
-    def hosts(topic_id: Uuid, partition: int) -> bool:
-        topic = image.topics.get(topic_id)
-        return topic is not None and partition < len(topic.partitions) and \
-            broker_id in topic.partitions[partition].replicas
-
     return Assignment(topic_ids=image.topic_ids_by_name,
                       hosted=hosted_partitions(image, broker_id, topic_ids),
                       partition_counts=_TopicField(image.topics, _partition_count),
-                      names_by_id=_TopicField(image.topics, _name), hosts=hosts)
+                      names_by_id=_TopicField(image.topics, _name),
+                      hosts=partial(is_hosted, image, broker_id))
+
+
+def is_hosted(image: MetadataImage, broker_id: int, topic_id: Uuid, partition: int) -> bool:
+    """The image has that partition of that topic and `broker_id` among its replicas."""
+    topic = image.topics.get(topic_id)
+    return topic is not None and partition < len(topic.partitions) and \
+        broker_id in topic.partitions[partition].replicas
 
 
 def changed_topics(before: MetadataImage, after: MetadataImage) -> tuple[set[str], set[Uuid]]:

@@ -36,12 +36,8 @@ def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
             port = rng.randrange(low, high)
             if port in avoid or port in found:
                 continue
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((HOST, port))
-            except OSError:
-                sock.close()
+            sock = _bound_as_a_node(port)
+            if sock is None:
                 continue
             sockets.append(sock)  # held until the end: the same port is not bindable twice
             found.append(port)
@@ -71,10 +67,22 @@ def busy_ports(ports: Iterable[int]) -> list[int]:
     connections linger in TIME_WAIT counts as free, as it is for the node."""
     busy = []
     for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((HOST, port))
-            except OSError:
-                busy.append(port)
+        sock = _bound_as_a_node(port)
+        if sock is None:
+            busy.append(port)
+        else:
+            sock.close()
     return busy
+
+
+def _bound_as_a_node(port: int) -> socket.socket | None:
+    """A socket bound to `port` as a node binds its listener (SO_REUSEADDR), or None
+    when another process holds the port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock

@@ -26,19 +26,21 @@ from broker.hosting import hosted_partitions
 from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.context import BrokerContext
-from broker.kafka.partitions.segments import SEGMENT_SUFFIX
+from broker.kafka.partitions.segments import segment_bases, segment_name
 from broker.kafka.replication.replica import check_partition
 from broker.reconcile import partition_dir_name
 from raft.common.errors import ErrorCode
 
 
 def partition_size(directory: Path) -> int | None:
-    """The bytes of the partition's segment files; None when its directory is gone."""
+    """The bytes of the partition's segment files (as its log recognises them:
+    `segment_bases`); None when its directory is gone."""
     try:
         with os.scandir(directory) as entries:
-            return sum(e.stat().st_size for e in entries if e.name.endswith(SEGMENT_SUFFIX))
+            sizes = {e.name: e.stat().st_size for e in entries}
     except FileNotFoundError:
         return None
+    return sum(sizes[segment_name(base)] for base in segment_bases(sizes))
 
 
 def describe_log_dir(log_dir: Path, wanted: list[tuple[str, int]]) -> shapes.LogDirResult:

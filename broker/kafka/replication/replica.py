@@ -20,6 +20,7 @@ import trio
 
 from broker import partition_dir
 from broker.dataplane.progress import LeaderProgress
+from broker.hosting import is_hosted
 from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.partition_log import PartitionLog
 from broker.kafka.partitions.segments import LogDefaults, RollLimits, topic_defaults
@@ -90,14 +91,6 @@ class PartitionState(LeaderProgress):
         self.changed = trio.Event()
 
 
-def _is_gone(image: MetadataImage, broker_id: int, topic_id: Uuid, partition: int) -> bool:
-    """The topic was deleted, a shrink removed the partition, or its replicas no longer
-    include this broker (reconciliation stages such a stray's directory)."""
-    topic = image.topic(topic_id)
-    return topic is None or partition >= len(topic.partitions) or \
-        broker_id not in topic.partitions[partition].replicas
-
-
 class ReplicaManager:
     """Partition logs of this broker, opened on first use and closed once their topic ID
     leaves the image, their partition leaves the topic, or this broker its replicas."""
@@ -163,7 +156,7 @@ class ReplicaManager:
         if image is self._pruned_image:
             return
         self._pruned_image = image
-        for key in [k for k in self._states if _is_gone(image, self.broker_id, *k)]:
+        for key in [k for k in self._states if not is_hosted(image, self.broker_id, *k)]:
             state = self._states.pop(key)
             state.log.close()
             state.notify()
@@ -210,7 +203,7 @@ class ReplicaManager:
                 # reconciliation moved the directory since its partition.metadata was read:
                 # staged (the partition removed, the topic deleted) or renamed. Retriable,
                 # or gone: the client asks again with a newer image.
-                gone = _is_gone(self.image, self.broker_id, topic.topic_id, number)
+                gone = not is_hosted(self.image, self.broker_id, topic.topic_id, number)
                 log.info("partition directory moved away while opening it", extra={
                     "directory": str(directory), "partition_gone": gone})
                 return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if gone
