@@ -193,7 +193,8 @@ def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
     _wait(f"the staged copies are removed after delete.topic.delay.ms={DELETE_DELAY_MS}",
           lambda: not any(p.name.startswith(old_id) for p in staged.glob("*")))
     current = {p.name: _topic_id_on_disk(p) for p in broker_dir.glob("orders-*")}
-    print(f"  broker {broker} now: " + ", ".join(f"{k} -> {v}" for k, v in sorted(current.items())))
+    held = ", ".join(f"{k} -> {v}" for k, v in sorted(current.items()))
+    print(f"  broker {broker} now: {held or 'no orders partition (the new topic placed none here)'}")
     if any(v != new_id for v in current.values()):
         raise CommandError(f"demo: broker {broker} still holds a stale orders partition")
 
