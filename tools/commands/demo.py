@@ -194,7 +194,7 @@ def _scenario(session: _Session, cluster: Cluster, d: str) -> None:
           lambda: not any(p.name.startswith(old_id) for p in staged.glob("*")))
     current = {p.name: _topic_id_on_disk(p) for p in broker_dir.glob("orders-*")}
     held = ", ".join(f"{k} -> {v}" for k, v in sorted(current.items()))
-    print(f"  broker {broker} now: {held or 'no orders partition (the new topic placed none here)'}")
+    print(f"  broker {broker} now: {held or 'no orders partition (none placed here)'}")
     if any(v != new_id for v in current.values()):
         raise CommandError(f"demo: broker {broker} still holds a stale orders partition")
 
