@@ -1,12 +1,14 @@
-"""What kafka-log-dirs.sh and kafka-transactions.sh describe-producers read, asked by
-kafka-python's admin client and `kraft log-dirs`: DescribeLogDirs (sizes of the
-partitions each broker holds, its file system's bytes) and DescribeProducers (the
-idempotent producers a leader remembers). One 1-voter + 2-broker cluster for the
-module."""
+"""What kafka-log-dirs.sh, kafka-transactions.sh describe-producers and
+kafka-consumer-groups.sh read and change, asked by kafka-python's admin client, `kraft
+log-dirs` and `kraft consumer-groups`: DescribeLogDirs (sizes of the partitions each
+broker holds, its file system's bytes), DescribeProducers (the idempotent producers a
+leader remembers), and a confluent-kafka group's members, offsets and lag, reset and
+deleted. One 1-voter + 2-broker cluster for the module."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,3 +105,83 @@ def test_log_dirs_verb_prints_kafkas_document_and_names_what_failed(
                 "--broker-list", "2,x")
     assert bad.returncode == 2
     assert "--broker-list: expected broker ids" in bad.stderr
+
+
+def _groups(cluster: Cluster, *args: str) -> Any:
+    bootstrap = cluster.node(BROKERS[0]).client_address
+    assert bootstrap is not None
+    return kraft("consumer-groups", "--bootstrap-server", bootstrap, *args)
+
+
+def _rows(done: Any) -> list[dict[str, Any]]:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_consumer_groups_verb_describes_resets_and_deletes_a_real_group(
+        admin: Any, cluster: Cluster) -> None:
+    """A confluent-kafka member consumes `inspect` and commits: `kraft consumer-groups`
+    shows it with its lag, refuses to reset it while it is active, resets it once it
+    left (shown first with --dry-run, written only with --execute, clamped into the log)
+    and deletes it, as kafka-consumer-groups.sh does."""
+    bootstrap = ",".join(a for n in BROKERS if (a := cluster.node(n).client_address))
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "billing", "client.id": "billing-app",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["inspect"])
+    seen = 0
+    deadline = time.monotonic() + WAIT_S
+    while seen < RECORDS - 5 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen += 1
+    assert seen == RECORDS - 5
+    consumer.commit(asynchronous=False)  # offset 20 of 25 in partition 0
+    described = _rows(_groups(cluster, "--describe", "--group", "billing", "--json"))
+    by_partition = {row["partition"]: row for row in described}
+    assert by_partition[0]["current-offset"] == RECORDS - 5
+    assert by_partition[0]["log-end-offset"] == RECORDS
+    assert by_partition[0]["lag"] == 5
+    assert by_partition[0]["client-id"] == "billing-app"
+    assert {row["consumer-id"] for row in described} != {None}
+    (state,) = _rows(_groups(cluster, "--describe", "--group", "billing", "--state",
+                             "--json"))
+    assert (state["state"], state["members"]) == ("Stable", 1)
+    assert ["billing", "Stable"] in [[g["group"], g["state"]] for g in _rows(
+        _groups(cluster, "--list", "--state", "--json"))]
+    active = _groups(cluster, "--reset-offsets", "--group", "billing", "--topic", "inspect",
+                     "--to-earliest", "--execute")
+    assert active.returncode == 1
+    assert "is inactive, but the current state is Stable" in active.stderr
+    consumer.close()
+
+    left = _groups(cluster, "--describe", "--group", "billing")
+    assert "Consumer group 'billing' has no active members." in left.stdout
+    dry = _rows(_groups(cluster, "--reset-offsets", "--group", "billing", "--topic",
+                        "inspect:0", "--to-earliest", "--json"))
+    assert [(r["partition"], r["new-offset"]) for r in dry] == [(0, 0)]
+    assert _rows(_groups(cluster, "--describe", "--group", "billing", "--json"))[0][
+        "current-offset"] == RECORDS - 5  # a dry run writes nothing
+    shifted = _rows(_groups(cluster, "--reset-offsets", "--group", "billing",
+                            "--all-topics", "--shift-by", "100", "--execute", "--json"))
+    assert [(r["partition"], r["new-offset"]) for r in shifted] == [(0, RECORDS)]  # clamped
+    back = _rows(_groups(cluster, "--reset-offsets", "--group", "billing", "--topic",
+                         "inspect", "--to-offset", "3", "--execute", "--json"))
+    assert {r["partition"]: r["new-offset"] for r in back} == {0: 3, 1: 0}
+    after = {r["partition"]: r["current-offset"] for r in _rows(
+        _groups(cluster, "--describe", "--group", "billing", "--json"))}
+    assert after == {0: 3, 1: 0}
+
+    unknown_topic = _groups(cluster, "--reset-offsets", "--group", "billing", "--topic",
+                            "nope", "--to-earliest")
+    assert unknown_topic.returncode == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in unknown_topic.stderr
+    no_target = _groups(cluster, "--reset-offsets", "--group", "billing", "--all-topics")
+    assert no_target.returncode == 2
+    deleted = _groups(cluster, "--delete", "--group", "billing")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == \
+        "Deletion of requested consumer groups ('billing') was successful."
+    gone = _groups(cluster, "--describe", "--group", "billing")
+    assert gone.returncode == 1
+    assert "consumer group 'billing' does not exist" in gone.stderr
