@@ -10,6 +10,10 @@ Enforced, with Kafka's meaning:
 - `min.insync.replicas` (int >= 1): an acks=all produce needs this many in-sync replicas
   (enforced by `broker.kafka.partitions.produce`);
 - `max.message.bytes` (int >= 0): a larger batch is refused MESSAGE_TOO_LARGE;
+- `compression.type` (`producer`, the default: batches stored as sent; `uncompressed`,
+  `gzip`, `snappy`, `lz4`, `zstd`) and `compression.{gzip,lz4,zstd}.level`: the leader
+  stores a batch in another codec re-compressed in the topic's (produce.py,
+  broker.kafka.partitions.compression);
 - `message.timestamp.type` (`CreateTime`, `LogAppendTime`: the leader stamps each batch
   with its append time) and `message.timestamp.before.max.ms` / `.after.max.ms` (and
   the deprecated `message.timestamp.difference.max.ms`, both ways): a CreateTime record
@@ -42,8 +46,7 @@ Enforced, with Kafka's meaning:
   differ (growth bumps no epoch, a shrink is refused); partitions already marked are
   still removed once empty, and `enable.ordered.delivery=true` makes such a topic ordered
   again.
-Stored and described, no effect here (`STORED_ONLY`): `compression.type` and its levels
-(batches are kept as the producer compressed them), `flush.messages` / `flush.ms` (every
+Stored and described, no effect here (`STORED_ONLY`): `flush.messages` / `flush.ms` (every
 append is fsynced), the index, preallocation, jitter and file-deletion tunings,
 replication throttles, the tiered-storage `local.retention.*`, and the deprecated
 `message.downconversion.enable` and `message.format.version`.
@@ -71,6 +74,7 @@ CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
+COMPRESSION_TYPE, PRODUCER_COMPRESSION = "compression.type", "producer"
 TIMESTAMP_TYPE = "message.timestamp.type"
 TIMESTAMP_BEFORE_MAX_MS = "message.timestamp.before.max.ms"
 TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms"
@@ -191,16 +195,7 @@ def _stored(name: str, default: str, type_: str, documentation: str,
                      documentation=documentation + " (stored; no effect here)")
 
 
-_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 STORED_ONLY: tuple[ConfigKey, ...] = (
-    _stored("compression.type", "producer", "STRING", "the codec batches are stored in",
-            _one_of("compression.type", *_COMPRESSION)),
-    _stored("compression.gzip.level", "-1", "INT", "gzip level when recompressing",
-            _integer("compression.gzip.level", -1, 9)),
-    _stored("compression.lz4.level", "9", "INT", "lz4 level when recompressing",
-            _integer("compression.lz4.level", 1, 17)),
-    _stored("compression.zstd.level", "3", "INT", "zstd level when recompressing",
-            _integer("compression.zstd.level", -131072, 22)),
     _stored("file.delete.delay.ms", "60000", "LONG", "delay before a deleted file goes",
             _integer("file.delete.delay.ms", 0, LONG_MAX)),
     _stored("flush.messages", str(LONG_MAX), "LONG", "records between forced flushes",
@@ -234,6 +229,19 @@ STORED_ONLY: tuple[ConfigKey, ...] = (
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     *STORED_ONLY,
+    ConfigKey(name=COMPRESSION_TYPE, default=PRODUCER_COMPRESSION, type="STRING",
+              documentation="the codec the leader stores batches in (producer: as sent)",
+              parse=_one_of(COMPRESSION_TYPE, "uncompressed", "zstd", "lz4", "snappy",
+                            "gzip", PRODUCER_COMPRESSION)),
+    ConfigKey(name="compression.gzip.level", default="-1", type="INT",
+              documentation="the gzip level when the leader compresses",
+              parse=_integer("compression.gzip.level", -1, 9)),
+    ConfigKey(name="compression.lz4.level", default="9", type="INT",
+              documentation="the lz4 level when the leader compresses",
+              parse=_integer("compression.lz4.level", 1, 17)),
+    ConfigKey(name="compression.zstd.level", default="3", type="INT",
+              documentation="the zstd level when the leader compresses",
+              parse=_integer("compression.zstd.level", -131072, 22)),
     ConfigKey(name=MAX_MESSAGE_BYTES, default="1048588", type="INT",
               documentation="the largest record batch a partition accepts",
               parse=_integer(MAX_MESSAGE_BYTES, 0, INT_MAX)),

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from broker.kafka.partitions.partition_log import split_batches
+from broker.kafka.partitions.producer_state import read_header
 from tests.support.quorum_support import FAST_SETTINGS, running_cluster, wait_until
 from tools.cli import main
 from tools.client.connection import KafkaClient, metadata_request
@@ -163,7 +166,7 @@ def produce_with(bootstrap: str, topic: str, value: bytes, timestamp: int = 0) -
 
 
 def test_kafka_record_configs_are_enforced_on_produce(admin: Any, bootstrap: str) -> None:
-    """compression.type is accepted (stored); max.message.bytes refuses a larger batch;
+    """max.message.bytes refuses a larger batch;
     message.timestamp.before.max.ms an old CreateTime; LogAppendTime stamps the batch,
     and a consumer reads that time back."""
     topics = {"small": {"max.message.bytes": "2000", "compression.type": "zstd"},
@@ -239,6 +242,73 @@ def test_authorized_operations_are_answered_when_asked(admin: Any) -> None:
 
 
 # Last in the module: it leaves broker 4 down.
+PRODUCER_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def stored_codecs(cluster: Cluster, broker: int, topic: str) -> list[int]:
+    """The codec of every batch in partition 0's segment files on `broker`."""
+    directory = Path(cluster.node(broker).data_dir) / f"{topic}-0"
+    return [read_header(batch).attributes & 0x07
+            for segment in sorted(directory.glob("*.log"))
+            for batch in split_batches(segment.read_bytes())]
+
+
+def level(copies: list[list[int]]) -> list[list[int]] | None:
+    """The copies, once they hold the same number of batches."""
+    return copies if len({len(c) for c in copies}) == 1 else None
+
+
+def test_compression_type_recompresses_on_the_leader_for_every_codec(
+        admin: Any, bootstrap: str, cluster: Cluster) -> None:
+    """confluent-kafka producers in each of Kafka's codecs write to a topic of each
+    compression.type: every replica stores every batch in the topic's codec (as sent for
+    `producer`), and a consumer reads back exactly what was sent."""
+    topics = {"as-sent": "producer", "in-zstd": "zstd", "in-snappy": "snappy",
+              "plain": "uncompressed"}
+    futures = admin.create_topics([
+        admin_mod.NewTopic(name, num_partitions=1, replication_factor=3,
+                           config={"compression.type": codec})
+        for name, codec in topics.items()])
+    for future in futures.values():
+        future.result(WAIT_S)
+    sent = []
+    for codec in PRODUCER_CODECS:
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "compression.type": codec, "acks": "all",
+            "linger.ms": 5, "enable.idempotence": True})
+        values = [f"{codec}-{i}-".encode() + b"x" * 200 for i in range(20)]
+        for topic in topics:
+            for value in values:
+                producer.produce(topic, value, key=value[:8], partition=0)
+            assert producer.flush(WAIT_S) == 0
+        sent += values
+    for topic, codec in topics.items():
+        copies = wait_until(  # every batch was acknowledged: followers end level
+            lambda t=topic: level([stored_codecs(cluster, b, t) for b in BROKERS]),
+            WAIT_S, f"{topic}'s replicas to hold the same batches")
+        for codecs in copies:
+            assert len(codecs) >= len(PRODUCER_CODECS)
+            if codec == "producer":
+                assert set(codecs) == {CODEC_IDS[c] for c in PRODUCER_CODECS}
+            else:
+                assert set(codecs) == {CODEC_IDS[codec]}, topic
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
+                                             "group.id": f"read-{topic}",
+                                             "auto.offset.reset": "earliest"})
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        read: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        try:
+            while len(read) < len(sent) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    read.append(message.value())
+        finally:
+            consumer.close()
+        assert read == sent, topic
+
+
 def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
         admin: Any, bootstrap: str, cluster: Cluster) -> None:
     new = admin_mod.NewTopic("isr3", num_partitions=1, replica_assignment=[[2, 3, 4]],
@@ -270,3 +340,4 @@ def test_acks_all_is_refused_with_not_enough_replicas_when_a_replica_is_down(
     error = produce()
     assert error is not None
     assert error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS
+

@@ -6,18 +6,20 @@ broker.kafka.partitions.cleaner; `rewrite` builds the batch the cleaner's plan k
 Kafka's cleaner does: the same base offset, last offset delta, producer fields, max
 timestamp and leader epoch, only the kept records (their bytes as stored, each
 timestamp delta re-based when a delete horizon becomes the base timestamp), the record
-count and the CRC32C recomputed, gzip bodies recompressed. Batches with another codec
-(no decoder here) or control batches are not decoded: the cleaner keeps them whole.
+count and the CRC32C recomputed, compressed bodies compressed again in their codec
+(broker.kafka.partitions.compression). Control batches, and bodies that do not decode,
+are not decoded: the cleaner keeps them whole. `recompressed` is the same batch in
+another codec (a topic's `compression.type`).
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from broker.kafka.partitions import compression
 from broker.kafka.partitions.cleaner import BatchPlan, CleanerBatch, KeyedRecord
 from broker.kafka.partitions.producer_state import CONTROL_FLAG
 from broker.kafka.partitions.segments import NO_TIMESTAMP
@@ -25,7 +27,6 @@ from raft.common.kafka.record_batch import encode_varint, read_varint
 
 DELETE_HORIZON_FLAG = 0x40  # Kafka's: the base timestamp holds the delete horizon
 HEADER_BYTES = 61
-_COMPRESSION_MASK, _GZIP = 0x07, 1
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _PRODUCER_ID = struct.Struct(">q")
@@ -53,15 +54,13 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
 
 
 def _body(batch: bytes, attributes: int) -> bytes:
-    body = batch[HEADER_BYTES:]
-    return zlib.decompress(body, 16 + zlib.MAX_WBITS) if attributes & _GZIP else body
+    return compression.decompress(attributes & compression.CODEC_MASK, batch[HEADER_BYTES:])
 
 
 def _records(batch: bytes) -> list[_Record] | None:
     """The records of `batch`, or None when it is not decoded here."""
     (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
-    codec = attributes & _COMPRESSION_MASK
-    if attributes & CONTROL_FLAG or codec not in (0, _GZIP):
+    if attributes & CONTROL_FLAG:
         return None
     base_offset = _TIMESTAMP.unpack_from(batch, 0)[0]
     (base_timestamp,) = _TIMESTAMP.unpack_from(batch, 27)
@@ -88,7 +87,7 @@ def _records(batch: bytes) -> list[_Record] | None:
                                    tombstone=value_length < 0))
             position = end
         return records
-    except (ValueError, IndexError, zlib.error):
+    except (ValueError, IndexError):  # CompressionError is a ValueError
         return None
 
 
@@ -151,13 +150,30 @@ def rewrite(batch: bytes, plan: BatchPlan) -> bytes:
             encoded = bytes([record.attributes]) + \
                 encode_varint(record.timestamp - base_timestamp) + record.after_timestamp
             body += encode_varint(len(encoded)) + encoded
-    if attributes & _GZIP:
-        compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
-        body = bytearray(compressor.compress(bytes(body)) + compressor.flush())
-    out = bytearray(batch[:HEADER_BYTES]) + body
+    out = bytearray(batch[:HEADER_BYTES]) + \
+        compression.compress(attributes & compression.CODEC_MASK, bytes(body))
     _LENGTH.pack_into(out, 8, len(out) - 12)
     _ATTRIBUTES.pack_into(out, 21, attributes)
     _TIMESTAMP.pack_into(out, 27, base_timestamp)
     _COUNT.pack_into(out, 57, len(kept))
+    _CRC.pack_into(out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def recompressed(batch: bytes, codec: int, level: int | None = None) -> bytes:
+    """`batch` with its records' bytes in `codec` (at `level`); itself when it is in
+    `codec` already, a control batch, or does not decode (the caller's checks refuse a
+    client's malformed batch before)."""
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
+    if attributes & compression.CODEC_MASK == codec or attributes & CONTROL_FLAG:
+        return batch
+    try:
+        body = _body(batch, attributes)
+    except compression.CompressionError:
+        return batch
+    attributes = (attributes & ~compression.CODEC_MASK) | codec
+    out = bytearray(batch[:HEADER_BYTES]) + compression.compress(codec, body, level)
+    _LENGTH.pack_into(out, 8, len(out) - 12)
+    _ATTRIBUTES.pack_into(out, 21, attributes)
     _CRC.pack_into(out, 17, crc32c(bytes(out[21:])))
     return bytes(out)

@@ -37,7 +37,6 @@ import logging
 import os
 import struct
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from pathlib import Path
 from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not zlib's CRC32
 
 from broker.dataplane.divergence import end_offset_for_epoch
-from broker.kafka.partitions import index_files
+from broker.kafka.partitions import compression, index_files
 from broker.kafka.partitions.producer_state import (
     BatchHeader,
     ProducerStates,
@@ -84,7 +83,7 @@ _SCAN_CHUNK_BYTES = 16 * 1024  # read at once when scanning a segment's batch he
 SNAPSHOT_SUFFIX = ".producer-snapshot"
 SNAPSHOT_INTERVAL_BYTES = 4 << 20
 SNAPSHOTS_KEPT = 2
-_COMPRESSION_MASK, _GZIP, _LOG_APPEND_TIME = 0x07, 1, 0x08
+_LOG_APPEND_TIME = 0x08
 
 
 class InvalidBatchError(ValueError):
@@ -746,19 +745,15 @@ class PartitionLog:
 def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
     """(offset, timestamp) of each record of a stored magic v2 batch. LogAppendTime
     batches give every record the batch's max timestamp (as Kafka's records report);
-    gzip is decoded with zlib; another codec (snappy, lz4, zstd: no decoder here) or a
-    malformed body gives [] (the caller then answers at batch granularity)."""
+    a compressed body is decoded (broker.kafka.partitions.compression); a malformed one
+    gives [] (the caller then answers at batch granularity)."""
     base_offset = int(struct.unpack_from(">q", batch, 0)[0])
     header = read_header(batch)
     (base_timestamp,) = struct.unpack_from(">q", batch, 27)
     (count,) = _COUNT.unpack_from(batch, 57)
-    body = bytes(batch[HEADER_BYTES:])
-    codec = header.attributes & _COMPRESSION_MASK
     try:
-        if codec == _GZIP:
-            body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
-        elif codec != 0:
-            return []
+        body = compression.decompress(header.attributes & compression.CODEC_MASK,
+                                      batch[HEADER_BYTES:])
         out = []
         position = 0
         for _ in range(count):
@@ -772,5 +767,5 @@ def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
             out.append((base_offset + offset_delta, timestamp))
             position = start + length
         return out
-    except (ValueError, IndexError, zlib.error):
+    except (ValueError, IndexError):  # CompressionError is a ValueError
         return []

@@ -128,9 +128,12 @@ def _batch_refusal(topic: TopicImage | None, batches: list[bytes],
 
 
 def _as_appended(topic: TopicImage | None, batches: list[bytes]) -> tuple[list[bytes], int]:
-    """The batches as the log stores them and the append time stamped on them (-1:
-    none, the topic keeps its producers' CreateTime)."""
-    if topic is None or not record_policy.uses_log_append_time(topic.configs):
+    """The batches as the log stores them (in the topic's `compression.type`) and the
+    append time stamped on them (-1: none, the topic keeps its producers' CreateTime)."""
+    if topic is None:
+        return batches, -1
+    batches = record_policy.in_topic_codec(topic.configs, batches)
+    if not record_policy.uses_log_append_time(topic.configs):
         return batches, -1
     now_ms = _wall_clock_ms()
     return [record_policy.stamp_log_append_time(b, now_ms) for b in batches], now_ms

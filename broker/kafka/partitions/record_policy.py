@@ -5,9 +5,11 @@ LogValidator applies it (metadata/topic_configs.py has the keys):
 - `message.timestamp.type=CreateTime` (the default): each record's timestamp must lie
   within `message.timestamp.before.max.ms` behind and `message.timestamp.after.max.ms`
   ahead of the broker's clock (the deprecated `message.timestamp.difference.max.ms`
-  bounds both), else INVALID_TIMESTAMP. Records are read where the batch decodes here
-  (uncompressed, gzip); another codec's batch is judged by its header (its first
-  record's timestamp and its maximum);
+  bounds both), else INVALID_TIMESTAMP. Records are read in every codec; a batch whose
+  body does not decode is judged by its header (its first record's timestamp and its
+  maximum);
+- `compression.type`: a batch in another codec than the topic's is stored re-compressed
+  in it (`in_topic_codec`; `producer`, the default, stores every batch as sent);
 - `message.timestamp.type=LogAppendTime`: the leader stamps each batch with its append
   time (`stamp_log_append_time`: the batch's timestamp type and maximum timestamp, as
   Kafka's brokers set them; the records keep theirs), and no timestamp is refused.
@@ -20,8 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from crc32c import crc32c
 
-from broker.kafka.partitions.batch_rewrite import cleaner_batch
+from broker.kafka.partitions.batch_rewrite import cleaner_batch, recompressed
+from broker.kafka.partitions.compression import BY_NAME, level_for
 from metadata.topic_configs import (
+    COMPRESSION_TYPE,
     LOG_APPEND_TIME,
     LONG_MAX,
     MAX_MESSAGE_BYTES,
@@ -44,6 +48,16 @@ Configs = Mapping[str, str] | Iterable[tuple[str, str]]  # a topic's, as set
 
 def uses_log_append_time(configs: Configs) -> bool:
     return effective(configs, TIMESTAMP_TYPE) == LOG_APPEND_TIME
+
+
+def in_topic_codec(configs: Configs, batches: list[bytes]) -> list[bytes]:
+    """The batches as the topic's `compression.type` stores them."""
+    configs = dict(configs)
+    codec = BY_NAME.get(effective(configs, COMPRESSION_TYPE))
+    if codec is None:  # producer: as sent
+        return batches
+    level = level_for(codec, configs)
+    return [recompressed(batch, codec, level) for batch in batches]
 
 
 def refusal(configs: Configs, batches: Sequence[bytes], now_ms: int

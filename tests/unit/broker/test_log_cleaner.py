@@ -13,7 +13,13 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
-from broker.kafka.partitions.batch_rewrite import DELETE_HORIZON_FLAG, cleaner_batch, rewrite
+from broker.kafka.partitions.batch_rewrite import (
+    DELETE_HORIZON_FLAG,
+    batch_records,
+    cleaner_batch,
+    recompressed,
+    rewrite,
+)
 from broker.kafka.partitions.cleaner import (
     BatchPlan,
     CleanerBatch,
@@ -196,9 +202,19 @@ def test_a_gzip_batch_is_rewritten_gzipped() -> None:
     assert [(r.offset, r.value) for r in DefaultRecordBatch(out)] == [(41, b"2")]
 
 
-def test_a_batch_of_another_codec_is_not_decoded() -> None:
+@pytest.mark.parametrize("codec", [2, 3, 4])  # snappy, lz4, zstd
+def test_a_batch_of_every_codec_is_cleaned_in_its_codec(codec: int) -> None:
+    data = recompressed(_stored([(b"a", b"1"), (b"a", b"2")], [10, 11]), codec)
+    assert read_header(data).attributes & 0x07 == codec
+    out = rewrite(data, BatchPlan(base_offset=40, dropped=False, offsets=(41,),
+                                  delete_horizon_ms=NO_TIMESTAMP))
+    assert read_header(out).attributes & 0x07 == codec
+    assert batch_records(out) == [(41, b"a", b"2")]
+
+
+def test_a_batch_whose_body_does_not_decode_is_kept_whole() -> None:
     data = bytearray(_stored([(b"a", b"1")], [10]))
-    struct.pack_into(">h", data, 21, 2)  # snappy
+    struct.pack_into(">h", data, 21, 2)  # says snappy; the body is not
     assert cleaner_batch(bytes(data)).records is None
 
 
