@@ -127,6 +127,7 @@ ADMIN_RPCS: dict[str, Rule] = {
     "CreateAcls": cluster(Op.ALTER),
     "DeleteAcls": cluster(Op.ALTER),
     "DescribeAcls": cluster(Op.DESCRIBE),
+    "ElectLeaders": cluster(Op.ALTER),
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this

@@ -379,11 +379,13 @@ class ControllerShell:
 
 
 def install_controller(node: RaftNode, rpc: RpcHost, *, broker_session_timeout_ms: int,
-                       ordered_delivery_default: bool, initial_image: MetadataImage | None = None,
+                       ordered_delivery_default: bool, unclean_election_default: bool = False,
+                       initial_image: MetadataImage | None = None,
                        authorizer: AuthorizerSettings = OFF) -> ControllerShell:
     """Serve the admin APIs on `node` (a voter) through `rpc`; call before `node.run()`. With
     `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     config = ControllerConfig(broker_session_timeout_ms=broker_session_timeout_ms,
-                              ordered_delivery_default=ordered_delivery_default)
+                              ordered_delivery_default=ordered_delivery_default,
+                              unclean_election_default=unclean_election_default)
     return ControllerShell(node, config=config, initial_image=initial_image,
                            authorizer=authorizer).install(rpc)

@@ -56,6 +56,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int
     controlled_shutdown_enable: bool
     ordered_delivery_default: bool  # the controller's enable.ordered.delivery
+    unclean_leader_election_enable: bool  # the controller's default for topics
     log_segment_bytes: int
     replica_lag_time_max_ms: int
     log_retention_check_interval_ms: int
