@@ -42,6 +42,7 @@ from metadata.acl_control import (
     merge_delete_results,
 )
 from metadata.admin import (
+    API_NAMES,
     WRITE_APIS,
     AdminDecodeError,
     AdminErrorResponse,
@@ -71,10 +72,7 @@ from raft.types import Batch
 
 log = logging.getLogger(__name__)
 
-ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
-              "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition",
-              "IncrementalAlterConfigs", "AlterUserScramCredentials",
-              "DescribeUserScramCredentials", "CreateAcls", "DeleteAcls", "DescribeAcls")
+ADMIN_APIS = tuple(API_NAMES)  # every admin RPC of metadata.admin is served
 TICK_INTERVAL_S = 0.25
 
 
