@@ -408,6 +408,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings, server: Bro
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
         kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
+        unclean_election_default=settings.unclean_election_default,
         offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
         offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes,
         auto_create=settings.auto_create)
