@@ -109,9 +109,9 @@ def decide_election(topic: TopicImage, part: PartitionImage, election_type: int,
     unclean = unclean_allowed(topic, cluster_default)
     elected = leaderless_election(part, unfenced, unclean=unclean)
     if elected is None:
-        why = ("no replica is unfenced" if unclean else
-               f"no ISR member is unfenced and {UNCLEAN_LEADER_ELECTION} is false")
-        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"{name}: {why}"
+        why = (f"no replica of {name} is unfenced" if unclean else
+               f"no ISR member of {name} is unfenced and {UNCLEAN_LEADER_ELECTION} is false")
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, why
     return partition_change(topic.topic_id, part, *elected, unfenced)
 
 
