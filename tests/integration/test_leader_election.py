@@ -151,4 +151,20 @@ def test_unclean_election_only_where_the_topic_allows_it(make_cluster: ClusterFa
     elected = partition(cluster, "clean")
     assert (elected.leader, elected.isr) == (4, (4,))
     assert elect(client, ck.ElectionType.UNCLEAN, "clean") == ck.KafkaError.ELECTION_NOT_NEEDED
+    # the new leaders serve: an acks=all write to each is acknowledged
+    for name in ("clean", "dirty"):
+        assert produce(bootstrap(cluster, (2, 4)), name) >= 0
+
+
+def produce(servers: str, name: str) -> int:
+    """The offset an acks=all write to `name`-0 got."""
+    producer = ck.Producer({"bootstrap.servers": servers, "acks": "all",
+                            "message.timeout.ms": int(WAIT_S * 1000)})
+    delivered: list[Any] = []
+    producer.produce(name, b"after the election", partition=0,
+                     on_delivery=lambda error, message: delivered.append((error, message)))
+    assert producer.flush(WAIT_S) == 0
+    ((error, message),) = delivered
+    assert error is None, error
+    return int(message.offset())
 
