@@ -5,6 +5,7 @@ leader-election`, against real processes on 127.0.0.1 (1 voter, 3 brokers):
   (PREFERRED_LEADER_NOT_AVAILABLE); once its broker is restarted and back in the ISR the
   election gives it the leadership back, and `kraft leader-election` then says a valid
   replica is already elected (an unknown topic there: one line on stderr, exit 1);
+  kafka-python's elect_leaders and describe_topic_partitions (KIP-966, paged) agree;
 - UNCLEAN: two topics on the same two brokers lose their ISR's last member while the
   other replica is down; when that replica comes back, the topic with
   `unclean.leader.election.enable=true` is led by it at once (the controller elects it
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
+kafka = pytest.importorskip("kafka")
 
 WAIT_S = 30.0
 SETTINGS = {"broker.heartbeat.interval.ms": 200, "broker.session.timeout.ms": 3000,
@@ -107,11 +109,39 @@ def test_preferred_election_gives_the_leadership_back_after_a_restart(
                    "preferred", "--all-topic-partitions", "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == {"election_type": "PREFERRED", "partitions": []}
+    kafka_python_sees_the_same(cluster)
+
     unknown = kraft("leader-election", "--cluster", str(cluster.directory),
                     "--election-type", "PREFERRED", "--topic", "nope", "--partition", "0")
     assert unknown.returncode == 1
     assert "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stdout
     assert len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+
+
+def kafka_python_sees_the_same(cluster: Cluster) -> None:
+    """kafka-python's elect_leaders (nothing to elect: ELECTION_NOT_NEEDED) and its
+    describe_topic_partitions, two partitions a page, followed through the cursor."""
+    client = kafka.KafkaAdminClient(bootstrap_servers=bootstrap(cluster, (2, 3, 4)),
+                                    request_timeout_ms=int(WAIT_S * 1000))
+    try:
+        client.create_topics([kafka.admin.NewTopic("three", 3, 1)])
+        answer = client.elect_leaders(0, {"pref": [0]})
+        assert [(r.topic, p.partition_id, p.error_code) for r in answer.replica_election_results
+                for p in r.partition_result] == [("pref", 0, ck.KafkaError.ELECTION_NOT_NEEDED)]
+        seen, cursor = [], None
+        for _ in range(4):  # 4 partitions, 2 a page: 2 pages, a third would be a bug
+            page = client.describe_topic_partitions(["three", "pref"],
+                                                    response_partition_limit=2, cursor=cursor)
+            seen += [(t["name"], p["partition_index"], p["leader_id"]) for t in page["topics"]
+                     for p in t["partitions"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert [(name, index) for name, index, _ in seen] == [
+            ("pref", 0), ("three", 0), ("three", 1), ("three", 2)]
+        assert seen[0][2] == 2
+    finally:
+        client.close()
 
 
 def test_unclean_election_only_where_the_topic_allows_it(make_cluster: ClusterFactory) -> None:
