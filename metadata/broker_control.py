@@ -13,8 +13,8 @@ ClusterControlManager and BrokerHeartbeatManager, much reduced).
   as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER
   unless `unclean.leader.election.enable` (the topic's, else `unclean_default`, the
   controllers') elects a live replica outside the ISR (metadata.elections). Unfencing
-  elects a leader for leaderless partitions by the same rule: the broker where its
-  ISR holds it.
+  elects leaders for leaderless partitions by the same rule: an unfenced ISR member (the
+  broker, where the ISR holds it), else, where allowed, a live replica outside the ISR.
 - Controlled shutdown (Kafka's `wantShutDown`): a heartbeat asking to shut down fences
   the broker at once, with the same partition changes as a session timeout (leadership
   to another unfenced ISR member, out of every ISR it is not the last of), and is never

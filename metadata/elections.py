@@ -9,7 +9,9 @@ ReplicationControlManager.electLeaders and PartitionChangeBuilder, without ELR).
   ELECTION_NOT_NEEDED). Its first unfenced ISR member in replica order leads, else, when
   unclean election is allowed for the topic, its first unfenced replica outside the ISR,
   which becomes the whole ISR (its log is the truth from now on: records only the old ISR
-  held are lost, as in Kafka). Neither: ELIGIBLE_LEADERS_NOT_AVAILABLE (83).
+  held are lost, as in Kafka). Neither: ELIGIBLE_LEADERS_NOT_AVAILABLE (83). Unlike
+  Kafka's, whose explicit UNCLEAN election ignores the config, this one needs it: an
+  operator switches the topic's config on to allow it.
 - A request naming no topics (null) elects over every partition and, as Kafka, leaves
   out of the answer the partitions that needed no election.
 - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3), per partition.

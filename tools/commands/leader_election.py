@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 from metadata.admin import ElectionTopic, ElectLeadersRequest, ElectLeadersResponse
+from metadata.elections import ELECTION_TYPES as KINDS
 from raft.common.errors import ErrorCode
 from tools.addresses import broker_addresses
 from tools.client.admin import BrokerAdminClient, KafkaRequestFailed
@@ -30,7 +31,7 @@ from tools.client.connection import ClientError
 from tools.commands.delete_records import partition_entries
 from tools.errors import CommandError, usage_error
 
-ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
+ELECTION_TYPES = {name: kind for kind, name in KINDS.items()}  # PREFERRED 0, UNCLEAN 1
 TIMEOUT_S = 30.0
 
 
