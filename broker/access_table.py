@@ -127,6 +127,7 @@ ADMIN_RPCS: dict[str, Rule] = {
     "CreateAcls": cluster(Op.ALTER),
     "DeleteAcls": cluster(Op.ALTER),
     "DescribeAcls": cluster(Op.DESCRIBE),
+    "ElectLeaders": cluster(Op.ALTER),
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this
@@ -187,6 +188,8 @@ KAFKA: dict[int, Rule] = {
     47: per(Op.DELETE, Res.GROUP, (Op.READ, Res.TOPIC)),  # OffsetDelete
     50: cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: cluster(Op.ALTER),  # AlterUserScramCredentials
+    43: cluster(Op.ALTER),  # ElectLeaders
+    75: per(Op.DESCRIBE, Res.TOPIC),  # DescribeTopicPartitions (KIP-966), as Metadata
     2530: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # ConsumerGroupPosition (KIP-253)
     2531: per(Op.DESCRIBE, Res.TOPIC),  # PartitionLeaderEpochs (KIP-253)
 }

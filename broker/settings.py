@@ -41,6 +41,9 @@ class BrokerSettings:
     heartbeat_interval_ms: int
     replica_lag_time_max_ms: int  # a follower behind for this long leaves the ISR
     controlled_shutdown: bool = True  # a graceful stop moves leadership away first
+    # unclean.leader.election.enable of this node (the controllers' decides elections):
+    # what DescribeConfigs shows for a topic that sets none
+    unclean_election_default: bool = False
     # how often leaders apply retention.ms / retention.bytes to their partition logs
     log_retention_check_interval_ms: int = 300_000
     # how often the log cleaner looks at compacted partition logs, and its I/O budget

@@ -82,6 +82,7 @@ from metadata.admin import (
     DescribeAclsResponse,
     DescribeTopicsRequest,
     DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     RegisterBrokerRequest,
     RenameTopicRequest,
@@ -171,11 +172,12 @@ def describe_acls(image: MetadataImage, request: DescribeAclsRequest) -> Describ
 _Check = tuple[int, int, str, str]  # (operation, resource type, name, how a refusal names it)
 # their one right is on the cluster, a row of the authorization table
 # (broker/access_table.py) that every listener checks before the request is read: the
-# broker RPCs (CLUSTER_ACTION), the ACL and SCRAM RPCs (ALTER or DESCRIBE)
+# broker RPCs (CLUSTER_ACTION), the ACL and SCRAM RPCs (ALTER or DESCRIBE), ElectLeaders
+# (ALTER)
 _DECIDED_BY_THE_TABLE = (RegisterBrokerRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
                          CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
                          AlterUserScramCredentialsRequest,
-                         DescribeUserScramCredentialsRequest)
+                         DescribeUserScramCredentialsRequest, ElectLeadersRequest)
 
 
 @dataclass(frozen=True, slots=True)

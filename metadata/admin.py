@@ -261,6 +261,44 @@ class IncrementalAlterConfigsResponse:
     responses: tuple[AlterConfigsResourceResult, ...]
 
 
+# --- ElectLeaders ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectionTopic:
+    topic: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersRequest:
+    """Kafka's ElectLeaders (metadata.elections): `election_type` 0 PREFERRED, 1 UNCLEAN;
+    `topic_partitions` None: every partition."""
+
+    election_type: int = 0
+    topic_partitions: tuple[ElectionTopic, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectionPartitionResult:
+    partition_id: int
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaElectionResult:
+    topic: str
+    partition_result: tuple[ElectionPartitionResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersResponse:
+    replica_election_results: tuple[ReplicaElectionResult, ...] = ()
+    error_code: int = 0  # the whole request's (an unknown election type)
+    error_message: str | None = None
+
+
 # --- brokers --------------------------------------------------------------------------
 
 
@@ -494,7 +532,7 @@ AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsReq
                      BrokerHeartbeatRequest, AlterPartitionRequest,
                      IncrementalAlterConfigsRequest, AlterUserScramCredentialsRequest,
                      DescribeUserScramCredentialsRequest, CreateAclsRequest,
-                     DeleteAclsRequest, DescribeAclsRequest]
+                     DeleteAclsRequest, DescribeAclsRequest, ElectLeadersRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
@@ -502,7 +540,7 @@ AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       AlterUserScramCredentialsResponse,
                       DescribeUserScramCredentialsResponse,
                       CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
-                      AdminErrorResponse]
+                      ElectLeadersResponse, AdminErrorResponse]
 
 # api name -> (request type, response type)
 API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
@@ -523,6 +561,7 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "CreateAcls": (CreateAclsRequest, CreateAclsResponse),
     "DeleteAcls": (DeleteAclsRequest, DeleteAclsResponse),
     "DescribeAcls": (DescribeAclsRequest, DescribeAclsResponse),
+    "ElectLeaders": (ElectLeadersRequest, ElectLeadersResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
 WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials",

@@ -10,8 +10,11 @@ ClusterControlManager and BrokerHeartbeatManager, much reduced).
   unfenced by a heartbeat showing it has applied the log up to the controller's high
   watermark (and its own registration).
 - Fencing drops the broker from every ISR (never emptying one: the last member stays,
-  as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER.
-  Unfencing elects the broker for leaderless partitions whose ISR it is in.
+  as Kafka does) and moves leadership to the first unfenced ISR member, or to NO_LEADER
+  unless `unclean.leader.election.enable` (the topic's, else `unclean_default`, the
+  controllers') elects a live replica outside the ISR (metadata.elections). Unfencing
+  elects leaders for leaderless partitions by the same rule: an unfenced ISR member (the
+  broker, where the ISR holds it), else, where allowed, a live replica outside the ISR.
 - Controlled shutdown (Kafka's `wantShutDown`): a heartbeat asking to shut down fences
   the broker at once, with the same partition changes as a session timeout (leadership
   to another unfenced ISR member, out of every ISR it is not the last of), and is never
@@ -36,13 +39,20 @@ from metadata.admin import (
     RegisterBrokerResponse,
 )
 from metadata.delta import MetadataDelta
+from metadata.elections import (
+    leaderless_changes,
+    leaderless_election,
+    partition_change,
+    unclean_allowed,
+)
 from metadata.image import NO_LEADER
 from raft.common.errors import ErrorCode
 
 Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
 
 
-def leadership_moves(delta: MetadataDelta, broker_id: int) -> list[rec.PartitionChange]:
+def leadership_moves(delta: MetadataDelta, broker_id: int, *, unclean_default: bool = False
+                     ) -> list[rec.PartitionChange]:
     """Partition changes once `broker_id` is fenced (or re-registered) in `delta`."""
     unfenced = set(delta.unfenced_broker_ids())
     unfenced.discard(broker_id)
@@ -57,6 +67,11 @@ def leadership_moves(delta: MetadataDelta, broker_id: int) -> list[rec.Partition
             leader = part.leader
             if leader == broker_id:
                 leader = next((r for r in isr if r in unfenced), NO_LEADER)
+            if leader == NO_LEADER and unclean_allowed(topic, unclean_default):
+                unclean = leaderless_election(part, unfenced, unclean=True)
+                if unclean is not None:
+                    changes.append(partition_change(topic_id, part, *unclean, unfenced))
+                    continue
             if leader == part.leader and isr == part.isr:
                 continue
             changes.append(rec.PartitionChange(
@@ -66,21 +81,23 @@ def leadership_moves(delta: MetadataDelta, broker_id: int) -> list[rec.Partition
     return changes
 
 
-def leader_elections(delta: MetadataDelta, broker_id: int) -> list[rec.PartitionChange]:
-    """Partition changes once `broker_id` is unfenced: lead where nobody leads."""
+def leader_elections(delta: MetadataDelta, broker_id: int, *, unclean_default: bool = False
+                     ) -> list[rec.PartitionChange]:
+    """Partition changes once `broker_id` is unfenced: lead where nobody leads (and,
+    where unclean election is allowed, leaderless partitions take any live replica)."""
+    unfenced = frozenset(delta.unfenced_broker_ids())
+    assert broker_id in unfenced
     changes: list[rec.PartitionChange] = []
     for topic_id in sorted(delta.topic_ids()):
         topic = delta.topic(topic_id)
         assert topic is not None
-        changes.extend(
-            rec.PartitionChange(topic_id=topic_id, partition=part.partition, leader=broker_id)
-            for part in topic.partitions
-            if part.leader == NO_LEADER and broker_id in part.isr)
+        changes.extend(leaderless_changes(topic, unfenced, cluster_default=unclean_default))
     return changes
 
 
 def register_broker(delta: MetadataDelta, emit: Emit, request: RegisterBrokerRequest, *,
-                    session_alive: bool, next_offset: int) -> RegisterBrokerResponse:
+                    session_alive: bool, next_offset: int, unclean_default: bool = False
+                    ) -> RegisterBrokerResponse:
     """`session_alive`: the registered incarnation heartbeated within the session timeout."""
     if request.broker_id < 0:
         return RegisterBrokerResponse(error_code=ErrorCode.INVALID_REQUEST,
@@ -98,13 +115,15 @@ def register_broker(delta: MetadataDelta, emit: Emit, request: RegisterBrokerReq
         broker_epoch=next_offset, endpoints=request.endpoints, rack=request.rack))
     assert epoch == next_offset
     if existing is not None and not existing.fenced:  # the old incarnation is gone
-        for change in leadership_moves(delta, request.broker_id):
+        for change in leadership_moves(delta, request.broker_id,
+                                       unclean_default=unclean_default):
             emit(change)
     return RegisterBrokerResponse(broker_epoch=epoch)
 
 
 def broker_heartbeat(delta: MetadataDelta, emit: Emit, request: BrokerHeartbeatRequest, *,
-                     high_watermark: int) -> BrokerHeartbeatResponse:
+                     high_watermark: int, unclean_default: bool = False
+                     ) -> BrokerHeartbeatResponse:
     """`high_watermark`: the last committed offset the controller has applied."""
     broker = delta.broker(request.broker_id)
     if broker is None:
@@ -120,12 +139,13 @@ def broker_heartbeat(delta: MetadataDelta, emit: Emit, request: BrokerHeartbeatR
     fenced = broker.fenced
     if request.want_shut_down:
         if not fenced:
-            fence_broker(delta, emit, broker.broker_id)
+            fence_broker(delta, emit, broker.broker_id, unclean_default=unclean_default)
         return BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True,
                                        should_shut_down=True)
     if fenced and caught_up:
         emit(rec.UnfenceBroker(broker_id=broker.broker_id, broker_epoch=broker.broker_epoch))
-        for change in leader_elections(delta, broker.broker_id):
+        for change in leader_elections(delta, broker.broker_id,
+                                       unclean_default=unclean_default):
             emit(change)
         fenced = False
     if request.empty_marked_partitions:
@@ -153,10 +173,11 @@ def remove_empty_partitions(delta: MetadataDelta, emit: Emit, broker_id: int,
                                      log_end_offset=report.log_end_offset))
 
 
-def fence_broker(delta: MetadataDelta, emit: Emit, broker_id: int) -> None:
+def fence_broker(delta: MetadataDelta, emit: Emit, broker_id: int, *,
+                 unclean_default: bool = False) -> None:
     broker = delta.broker(broker_id)
     assert broker is not None
     assert not broker.fenced
     emit(rec.FenceBroker(broker_id=broker_id, broker_epoch=broker.broker_epoch))
-    for change in leadership_moves(delta, broker_id):
+    for change in leadership_moves(delta, broker_id, unclean_default=unclean_default):
         emit(change)

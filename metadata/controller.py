@@ -58,6 +58,7 @@ from metadata.admin import (
     DeleteTopicsResponse,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     PartitionDescription,
@@ -68,6 +69,7 @@ from metadata.admin import (
     TopicDescription,
 )
 from metadata.delta import MetadataDelta
+from metadata.elections import elect_leaders
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
@@ -95,6 +97,8 @@ class ControllerConfig:
     max_partitions_per_request: int = 10_000  # bounds one request's records
     # the controllers' enable.ordered.delivery: a new topic that sets none is ordered
     ordered_delivery_default: bool = False
+    # the controllers' unclean.leader.election.enable, for topics that set none
+    unclean_election_default: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +289,9 @@ class Controller:
                 response = create_acls(batch.delta, batch.emit, request, rng)
             case DeleteAclsRequest():
                 response = delete_acls(batch.delta, batch.emit, request)
+            case ElectLeadersRequest():
+                response = elect_leaders(batch.delta, batch.emit, request,
+                                         cluster_default=self.config.unclean_election_default)
             case _:
                 raise TypeError(f"not an admin write request: {request!r}")
         return response
@@ -296,12 +303,15 @@ class Controller:
         if isinstance(request, RegisterBrokerRequest):
             alive = self._is_session_alive(request.broker_id, now_ms)
             response: RegisterBrokerResponse | BrokerHeartbeatResponse = \
-                broker_control.register_broker(batch.delta, batch.emit, request,
-                                               session_alive=alive, next_offset=batch.offset)
+                broker_control.register_broker(
+                    batch.delta, batch.emit, request, session_alive=alive,
+                    next_offset=batch.offset,
+                    unclean_default=self.config.unclean_election_default)
         else:
             response = broker_control.broker_heartbeat(
                 batch.delta, batch.emit, request,
-                high_watermark=self._committed.last_applied_offset)
+                high_watermark=self._committed.last_applied_offset,
+                unclean_default=self.config.unclean_election_default)
         if response.error_code == ErrorCode.NONE:
             self._last_contact_ms[request.broker_id] = now_ms
         return response
@@ -320,7 +330,8 @@ class Controller:
                        if next_offset is None else next_offset)
         for broker_id in self._view.unfenced_broker_ids():
             if not self._is_session_alive(broker_id, now_ms):
-                broker_control.fence_broker(batch.delta, batch.emit, broker_id)
+                broker_control.fence_broker(batch.delta, batch.emit, broker_id,
+                                            unclean_default=self.config.unclean_election_default)
         return self._finish(batch, None) if batch.records else None
 
     def _is_session_alive(self, broker_id: int, now_ms: int) -> bool:

@@ -42,6 +42,7 @@ from metadata.acl_control import (
     merge_delete_results,
 )
 from metadata.admin import (
+    API_NAMES,
     WRITE_APIS,
     AdminDecodeError,
     AdminErrorResponse,
@@ -71,10 +72,7 @@ from raft.types import Batch
 
 log = logging.getLogger(__name__)
 
-ADMIN_APIS = ("CreateTopics", "DeleteTopics", "DescribeTopics", "CreatePartitions",
-              "RenameTopic", "RegisterBroker", "BrokerHeartbeat", "AlterPartition",
-              "IncrementalAlterConfigs", "AlterUserScramCredentials",
-              "DescribeUserScramCredentials", "CreateAcls", "DeleteAcls", "DescribeAcls")
+ADMIN_APIS = tuple(API_NAMES)  # every admin RPC of metadata.admin is served
 TICK_INTERVAL_S = 0.25
 
 
@@ -379,11 +377,13 @@ class ControllerShell:
 
 
 def install_controller(node: RaftNode, rpc: RpcHost, *, broker_session_timeout_ms: int,
-                       ordered_delivery_default: bool, initial_image: MetadataImage | None = None,
+                       ordered_delivery_default: bool, unclean_election_default: bool = False,
+                       initial_image: MetadataImage | None = None,
                        authorizer: AuthorizerSettings = OFF) -> ControllerShell:
     """Serve the admin APIs on `node` (a voter) through `rpc`; call before `node.run()`. With
     `initial_image` (a snapshot's), `node` must publish from just after its offset."""
     config = ControllerConfig(broker_session_timeout_ms=broker_session_timeout_ms,
-                              ordered_delivery_default=ordered_delivery_default)
+                              ordered_delivery_default=ordered_delivery_default,
+                              unclean_election_default=unclean_election_default)
     return ControllerShell(node, config=config, initial_image=initial_image,
                            authorizer=authorizer).install(rpc)

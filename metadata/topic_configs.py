@@ -28,8 +28,11 @@ Enforced, with Kafka's meaning:
   `max.compaction.lag.ms` (long >= 0; the maximum >= 1) and `delete.retention.ms`
   (long >= 0): when a compacted log is cleaned and how long its tombstones stay
   (broker.kafka.partitions.cleaner);
-- `unclean.leader.election.enable` and `remote.storage.enable`: only `false` (no unclean
-  election, no tiered storage here: `true` is refused rather than ignored);
+- `unclean.leader.election.enable` (boolean; a topic that sets none takes the
+  controllers' key of the same name, default false): a partition whose ISR has no
+  unfenced member gets a live replica outside the ISR as leader (metadata.elections);
+- `remote.storage.enable`: only `false` (no tiered storage here: `true` is refused
+  rather than ignored);
 - `enable.ordered.delivery` (boolean, default false; this project's): KIP-253, per-key
   order kept across a change of the partition count (growth blocks new partitions on
   their split source, a shrink marks partitions and removes them once empty). Off, the
@@ -72,6 +75,7 @@ MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
 DELETE_RETENTION_MS = "delete.retention.ms"
 CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
 COMPRESSION_TYPE, PRODUCER_COMPRESSION = "compression.type", "producer"
@@ -258,10 +262,10 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               documentation="how far from the broker's clock a CreateTime may be, either "
                             "way (deprecated)",
               parse=_integer(TIMESTAMP_DIFFERENCE_MAX_MS, 0, LONG_MAX)),
-    ConfigKey(name="unclean.leader.election.enable", default="false", type="BOOLEAN",
-              documentation="elect an out-of-sync replica (only false: never here)",
-              parse=_false_only("unclean.leader.election.enable",
-                                "unclean leader election is not supported")),
+    ConfigKey(name=UNCLEAN_LEADER_ELECTION, default="false", type="BOOLEAN",
+              documentation="elect a live replica outside the ISR when no ISR member is "
+                            "unfenced (records only the ISR held may be lost)",
+              parse=_boolean(UNCLEAN_LEADER_ELECTION)),
     ConfigKey(name="remote.storage.enable", default="false", type="BOOLEAN",
               documentation="tiered storage (only false: not supported here)",
               parse=_false_only("remote.storage.enable", "tiered storage is not supported")),

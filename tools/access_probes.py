@@ -143,6 +143,8 @@ def probes(cluster_id: str, voter_id: int) -> list[Probe]:
             filters=(AclFilter(),))), {}),
         Probe("DescribeAcls", Op.DESCRIBE, _admin(admin.DescribeAclsRequest(
             filter=AclFilter())), {}),
+        Probe("ElectLeaders", Op.ALTER, _admin(admin.ElectLeadersRequest(election_type=1)),
+              _admin(admin.ElectLeadersRequest(topic_partitions=()))),
     ]
 
 

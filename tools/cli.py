@@ -55,6 +55,8 @@ VERBS: dict[str, tuple[str, str]] = {
                        "(like kafka-delete-records.sh)"),
     "log-dirs": ("log_dirs", "the brokers' log directories and partition sizes (like "
                  "kafka-log-dirs.sh)"),
+    "leader-election": ("leader_election", "elect preferred or unclean partition leaders "
+                        "(like kafka-leader-election.sh)"),
     "consumer-groups": ("consumer_groups", "list, describe, delete and reset consumer "
                         "groups (like kafka-consumer-groups.sh)"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
@@ -116,6 +118,8 @@ EXAMPLES = {
     "delete-records": "kraft delete-records --cluster /tmp/c1 --offset-json-file "
                       "offsets.json",
     "log-dirs": "kraft log-dirs --cluster /tmp/c1 --describe --topic-list orders",
+    "leader-election": "kraft leader-election --cluster /tmp/c1 --election-type PREFERRED "
+                       "--all-topic-partitions",
     "consumer-groups": "kraft consumer-groups --cluster /tmp/c1 --describe --group billing",
     "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
@@ -129,7 +133,7 @@ EXAMPLES = {
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
 COMMAND_CONFIG_VERBS = ("topics", "configs", "acls", "produce", "consume", "users",
-                        "consumer-groups")
+                        "consumer-groups", "leader-election")
 # verbs that read and write records as an application does: with --cluster DIR they use
 # the cluster's unprivileged client.properties; every other verb its admin.properties
 DATA_VERBS = ("produce", "consume")

@@ -28,12 +28,14 @@ DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 # api key -> (min version, max version)
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -68,6 +70,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CLUSTER: (0, 1),
     DESCRIBE_LOG_DIRS: (1, 4),  # broker.kafka.admin.log_dirs_api
     DESCRIBE_PRODUCERS: (0, 0),
+    ELECT_LEADERS: (0, 2),  # forwarded to the controllers (broker.kafka.admin.elect_api)
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),  # KIP-966 (broker.kafka.admin.topic_partitions_api)
     DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
     SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api
     SASL_AUTHENTICATE: (0, 2),

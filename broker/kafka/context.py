@@ -38,6 +38,7 @@ class BrokerContext:
                  broker_epoch: Callable[[], int | None] = _unregistered,
                  kraft_version: Callable[[], int] = _first_kraft_version,
                  authorizer: AuthorizerSettings = OFF,
+                 unclean_election_default: bool = False,
                  offsets_topic_num_partitions: int = DEFAULT_OFFSETS_PARTITIONS,
                  offsets_topic_segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
                  clock: Callable[[], float] = trio.current_time) -> None:
@@ -58,6 +59,8 @@ class BrokerContext:
         self.kraft_version = kraft_version
         # authorizer.class.name and friends (broker.kafka.authz): OFF allows everything
         self.authorizer = authorizer
+        # this node's unclean.leader.election.enable, described for topics setting none
+        self.unclean_election_default = unclean_election_default
         # the group coordinator's: __consumer_offsets' partition count, segment size
         # and its clock
         self.offsets_topic_num_partitions = offsets_topic_num_partitions

@@ -46,9 +46,11 @@ from broker.kafka.admin import (
     auto_create,
     configs_api,
     delete_records_api,
+    elect_api,
     log_dirs_api,
     metadata_api,
     quorum_api,
+    topic_partitions_api,
 )
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.group_shapes import FindCoordinatorResponse
@@ -170,6 +172,9 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DESCRIBE_LOG_DIRS: log_dirs_api.handle_describe_log_dirs_request,
     api_versions.DESCRIBE_PRODUCERS: log_dirs_api.handle_describe_producers_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
+    api_versions.ELECT_LEADERS: elect_api.handle_elect_leaders_request,
+    api_versions.DESCRIBE_TOPIC_PARTITIONS:
+        topic_partitions_api.handle_describe_topic_partitions_request,
     api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,
     api_versions.CREATE_ACLS: acls_api.handle_create_acls_request,
     api_versions.DELETE_ACLS: acls_api.handle_delete_acls_request,
@@ -403,6 +408,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings, server: Bro
         request_timeout_ms=max(settings.request_timeout_ms, 30_000),
         replica_routes=settings.replica_routes, broker_epoch=broker_epoch,
         kraft_version=lambda: node.core.kraft_version, authorizer=settings.authorizer,
+        unclean_election_default=settings.unclean_election_default,
         offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
         offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes,
         auto_create=settings.auto_create)

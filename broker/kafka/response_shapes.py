@@ -95,6 +95,26 @@ class CreatePartitionsResponse(TypedDict):
     results: list[TopicResult]
 
 
+# --- ElectLeaders ---------------------------------------------------------------------
+
+
+class ElectionPartitionResult(TypedDict):
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ReplicaElectionResult(TypedDict):
+    topic: str
+    partition_result: list[ElectionPartitionResult]
+
+
+class ElectLeadersResponse(TypedDict):
+    throttle_time: int
+    error_code: int  # v1+
+    replica_election_results: list[ReplicaElectionResult]
+
+
 # --- DescribeAcls, CreateAcls, DeleteAcls ------------------------------------------------
 
 
@@ -239,6 +259,31 @@ class TopicMetadata(TypedDict):
     partitions: list[PartitionMetadata]
     is_internal: NotRequired[bool]
     topic_authorized_operations: NotRequired[int]
+
+
+class TopicPartitionsCursor(TypedDict):
+    topic_name: str
+    partition_index: int
+
+
+class DescribedPartition(PartitionMetadata):
+    eligible_leader_replicas: list[int]
+    last_known_elr: list[int]
+
+
+class DescribedTopic(TypedDict):
+    error_code: int
+    name: str | None
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[DescribedPartition]
+    topic_authorized_operations: NotRequired[int]
+
+
+class DescribeTopicPartitionsResponse(TypedDict):
+    throttle_time: int
+    topics: list[DescribedTopic]
+    next_cursor: TopicPartitionsCursor | None
 
 
 class MetadataResponse(TypedDict):
@@ -499,4 +544,5 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | ProduceResponse
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
                  | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse
-                 | DescribeLogDirsResponse | DescribeProducersResponse)
+                 | DescribeLogDirsResponse | DescribeProducersResponse
+                 | ElectLeadersResponse | DescribeTopicPartitionsResponse)

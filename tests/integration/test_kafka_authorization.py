@@ -90,6 +90,7 @@ SETTINGS = {
 }
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = \
     29, 30, 31
+ELECTION_NOT_NEEDED = 84
 AUTHORIZATION_FAILURES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
                                     CLUSTER_AUTHORIZATION_FAILED})
 WAIT_S = 30.0
@@ -609,6 +610,15 @@ CASES: dict[int, Case] = {
         CLUSTER_AUTHORIZATION_FAILED),
     api.ALTER_USER_SCRAM_CREDENTIALS: Case(scram_upsertion, CLUSTER_AUTHORIZATION_FAILED,
                                            writes=True),
+    api.ELECT_LEADERS: Case(  # the broker already leads: served, nothing to elect
+        lambda s: request(api.ELECT_LEADERS, 2, {"election_type": 0, "timeout": 20_000,
+                                                 "topic_partitions": [
+                                                     {"topic": TOPIC, "partitions": [0]}]}),
+        CLUSTER_AUTHORIZATION_FAILED, served=frozenset({0, ELECTION_NOT_NEEDED})),
+    api.DESCRIBE_TOPIC_PARTITIONS: Case(
+        lambda s: request(api.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": TOPIC}], "response_partition_limit": 2000, "cursor": None}),
+        TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
     CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
         report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,
         also_refusal=None, shows=position_recorded),
@@ -649,6 +659,14 @@ VARIANTS: dict[str, tuple[int, Case]] = {
             {"name": None, "topic_id": s.topic_id(DOOMED)}]}),
         TOPIC_AUTHORIZATION_FAILED, topic=DOOMED, writes=True, same_request_again=False,
         prepare=lambda s: s.create_topic(DOOMED))),
+    "DescribeTopicPartitions-of-every-topic": (api.DESCRIBE_TOPIC_PARTITIONS, Case(
+        lambda s: request(api.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [], "response_partition_limit": 2000, "cursor": None}),
+        None, topic=TOPIC, shows=metadata_of_every_topic_shows(TOPIC))),
+    "ElectLeaders-of-every-partition": (api.ELECT_LEADERS, Case(  # none needs one
+        lambda s: request(api.ELECT_LEADERS, 2, {"election_type": 0, "timeout": 20_000,
+                                                 "topic_partitions": None}),
+        CLUSTER_AUTHORIZATION_FAILED)),
     "OffsetFetch-of-every-offset": (api.OFFSET_FETCH, Case(  # without the topic: left out
         lambda s: request(api.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": None}),
         GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=GROUP, also_refusal=None,

@@ -14,6 +14,7 @@ admin client (`tools.admin_client.AdminClient`) and returns the same responses, 
 - DeleteTopics -> DeleteTopics (by topic ID from v6 on);
 - CreatePartitions -> Metadata, CreatePartitions, Metadata (the new partitions'
   replicas);
+- ElectLeaders -> ElectLeaders (v1+: PREFERRED or UNCLEAN; `kraft leader-election`);
 - RenameTopic: Kafka's protocol has none (refused before anything is sent).
 
 Versions are negotiated with ApiVersions: the highest both sides speak. The translation
@@ -44,7 +45,11 @@ from metadata.admin import (
     DeleteTopicsResponse,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
+    ElectionPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     PartitionDescription,
+    ReplicaElectionResult,
     TopicDescription,
 )
 from raft.common.kafka.codec import build
@@ -55,16 +60,18 @@ from tools.client import errors
 from tools.client.connection import METADATA, ClientError, ConnectionLost, KafkaClient
 
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
-CREATE_PARTITIONS, DESCRIBE_QUORUM = 37, 55
-WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})
+CREATE_PARTITIONS, DESCRIBE_QUORUM, ELECT_LEADERS = 37, 55, 43
+WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS})
 API_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics",
              DELETE_TOPICS: "DeleteTopics", CREATE_PARTITIONS: "CreatePartitions",
-             DESCRIBE_QUORUM: "DescribeQuorum",
+             DESCRIBE_QUORUM: "DescribeQuorum", ELECT_LEADERS: "ElectLeaders",
              PARTITION_LEADER_EPOCHS: "PartitionLeaderEpochs"}
-# the versions this client speaks (kio's schemas; Metadata v10+ carries topic IDs)
+# the versions this client speaks (kio's schemas; Metadata v10+ carries topic IDs;
+# ElectLeaders v1+ the election type)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     METADATA: (10, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6),
-    CREATE_PARTITIONS: (0, 3), DESCRIBE_QUORUM: (0, 2), PARTITION_LEADER_EPOCHS: (0, 0)}
+    CREATE_PARTITIONS: (0, 3), DESCRIBE_QUORUM: (0, 2), ELECT_LEADERS: (1, 2),
+    PARTITION_LEADER_EPOCHS: (0, 0)}
 DELETE_BY_ID_VERSION = 6
 API_VERSIONS_VERSION = 3
 RETRY_BACKOFF_S = 0.1
@@ -274,6 +281,14 @@ class KafkaAdmin:
         after = await self.metadata(names)
         return create_partitions_from_responses(response, before, after)
 
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        response = await self.send(ELECT_LEADERS, {
+            "election_type": request.election_type, "timeout": self.timeout_ms(),
+            "topic_partitions": None if request.topic_partitions is None else [
+                {"topic": t.topic, "partitions": list(t.partitions)}
+                for t in request.topic_partitions]})
+        return elect_from_response(response)
+
     # --- the quorum ---------------------------------------------------------------
 
     async def describe_quorum(self) -> tuple[dict[str, Any], dict[int, list[str]]]:
@@ -406,6 +421,17 @@ def create_partitions_from_responses(response: Any, before: Any, after: Any
     return CreatePartitionsResponse(results=tuple(results))
 
 
+def elect_from_response(response: Any) -> ElectLeadersResponse:
+    """An ElectLeaders response as the controller's (a top-level error included)."""
+    return ElectLeadersResponse(
+        error_code=int(response.error_code),
+        replica_election_results=tuple(ReplicaElectionResult(
+            topic=t.topic, partition_result=tuple(ElectionPartitionResult(
+                partition_id=int(p.partition_id), error_code=int(p.error_code),
+                error_message=p.error_message) for p in t.partition_result))
+            for t in response.replica_election_results))
+
+
 def _replica(state: Any) -> dict[str, int]:
     return {"replica_id": int(state.replica_id), "log_end_offset": int(state.log_end_offset),
             "last_fetch_timestamp": int(getattr(state, "last_fetch_timestamp", -1)),
@@ -483,6 +509,8 @@ class BrokerAdminClient:
             return self.run(lambda admin: admin.delete_topics(request))
         if isinstance(request, CreatePartitionsRequest):
             return self.run(lambda admin: admin.create_partitions(request))
+        if isinstance(request, ElectLeadersRequest):
+            return self.run(lambda admin: admin.elect_leaders(request))
         raise UnsupportedByBroker(f"{type(request).__name__} has no Kafka-protocol "
                                   "equivalent: use --bootstrap-controller")
 

@@ -51,22 +51,28 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         '"version": 1}; offset -1: up to the high watermark')
 
 
-def parse_offsets(text: str) -> list[Deletion]:
-    """The deletions of a kafka-delete-records.sh offset file; ValueError naming what is
-    wrong."""
+def partition_entries(text: str, shape: str) -> list[dict[str, object]]:
+    """The entries of a Kafka tool's {"partitions": [...]} JSON file (`shape` shows the
+    document in the error); ValueError naming what is wrong. An entry that is not an
+    object reads as an empty one."""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     entries = document.get("partitions") if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise ValueError('expected {"partitions": [...], "version": 1} with at least one '
-                         "partition")
+        raise ValueError(f"expected {shape} with at least one partition")
+    return [entry if isinstance(entry, dict) else {} for entry in entries]
+
+
+def parse_offsets(text: str) -> list[Deletion]:
+    """The deletions of a kafka-delete-records.sh offset file; ValueError naming what is
+    wrong."""
     deletions = []
-    for number, entry in enumerate(entries):
-        topic = entry.get("topic") if isinstance(entry, dict) else None
-        partition = entry.get("partition") if isinstance(entry, dict) else None
-        offset = entry.get("offset") if isinstance(entry, dict) else None
+    for number, entry in enumerate(partition_entries(
+            text, '{"partitions": [...], "version": 1}')):
+        topic, partition, offset = entry.get("topic"), entry.get("partition"), \
+            entry.get("offset")
         if not isinstance(topic, str) or not topic or type(partition) is not int or \
                 partition < 0 or type(offset) is not int or offset < -1:
             raise ValueError(f"partitions[{number}]: expected a topic name, a partition "

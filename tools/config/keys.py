@@ -162,6 +162,11 @@ KEYS: tuple[Key, ...] = (
         "controllers: a topic created without its own `enable.ordered.delivery` gets this "
         "one, recorded with it (KIP-253, docs/kip-253.md); later changes of the key leave "
         "existing topics as they are", origin="kraft-py"),
+    Key("unclean.leader.election.enable", "unclean_leader_election_enable", boolean, False,
+        "controllers: for a topic that sets no `unclean.leader.election.enable`, elect a "
+        "live replica outside the ISR when no ISR member is unfenced (records only the ISR "
+        "held may be lost); false: such a partition stays leaderless until an ISR member "
+        "returns (metadata/elections.py)"),
     Key("log.segment.bytes", "log_segment_bytes", integer(1024), 1 << 30,
         "the size of a metadata log segment"),
     Key("log.retention.check.interval.ms", "log_retention_check_interval_ms", integer(1),

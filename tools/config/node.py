@@ -56,6 +56,7 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int
     controlled_shutdown_enable: bool
     ordered_delivery_default: bool  # the controller's enable.ordered.delivery
+    unclean_leader_election_enable: bool  # the controller's default for topics
     log_segment_bytes: int
     replica_lag_time_max_ms: int
     log_retention_check_interval_ms: int
@@ -228,6 +229,7 @@ class NodeConfig:
             request_timeout_ms=self.request_timeout_ms,
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
             controlled_shutdown=self.controlled_shutdown_enable,
+            unclean_election_default=self.unclean_leader_election_enable,
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
             log_retention_check_interval_ms=self.log_retention_check_interval_ms,
             log_cleaner_backoff_ms=self.log_cleaner_backoff_ms,

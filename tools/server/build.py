@@ -148,6 +148,7 @@ def build_node(config: NodeConfig) -> BuiltNode:
         controller = install_controller(
             node, rpc, broker_session_timeout_ms=config.broker_session_timeout_ms,
             ordered_delivery_default=config.ordered_delivery_default,
+            unclean_election_default=config.unclean_leader_election_enable,
             initial_image=start.image, authorizer=config.authorizer_settings())
         controller.set_bootstrap_records(tuple(read_bootstrap_records(config.log_dir)))
         images.append(lambda: controller.image)

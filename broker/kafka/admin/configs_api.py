@@ -3,7 +3,8 @@ AlterConfigs (v0-v2, each resource's configs replacing its whole set) for topics
 
 Describe answers from this broker's image: every supported key (metadata.topic_configs)
 with the topic's value (source DYNAMIC_TOPIC_CONFIG), else this broker's default where it
-differs from Kafka's (STATIC_BROKER_CONFIG: `log.retention.*`, `log.roll.*`), else the
+differs from Kafka's (STATIC_BROKER_CONFIG: `log.retention.*`, `log.roll.*`,
+`unclean.leader.election.enable`), else the
 default (DEFAULT_CONFIG, `is_default` in v0's sense), filtered by `configuration_keys`.
 Topics are named, as on Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A
 broker resource answers with no configs (its configuration is the node's file, static).
@@ -40,7 +41,7 @@ from metadata.admin import (
     IncrementalAlterConfigsResponse,
 )
 from metadata.image import MetadataImage
-from metadata.topic_configs import KEYS, InvalidConfig, validate
+from metadata.topic_configs import KEYS, UNCLEAN_LEADER_ELECTION, InvalidConfig, validate
 from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,8 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
             results.append(describe_topic_configs(
                 image, resource.resource_name, keys,
                 bool(getattr(request, "include_documentation", False)),
-                topic_defaults(context.replicas.log_defaults)))
+                {**topic_defaults(context.replicas.log_defaults), UNCLEAN_LEADER_ELECTION:
+                 str(context.unclean_election_default).lower()}))
         elif int(resource.resource_type) == BROKER_RESOURCE:
             results.append({"error_code": 0, "error_message": None,
                             "resource_type": BROKER_RESOURCE,

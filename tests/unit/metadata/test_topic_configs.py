@@ -77,7 +77,7 @@ def test_value_is_canonical_when_valid(key: str, value: str, canonical: str) -> 
     ("message.timestamp.type", "WallTime", "must be one of CreateTime, LogAppendTime"),
     ("compression.type", "brotli", "compression.type: must be one of"),
     ("compression.zstd.level", "23", "between -131072 and 22"),
-    ("unclean.leader.election.enable", "true", "unclean leader election is not supported"),
+    ("unclean.leader.election.enable", "yes", "must be true or false"),
     ("remote.storage.enable", "true", "tiered storage is not supported"),
     ("follower.replication.throttled.replicas", "0-1", "PARTITION:BROKER"),
     ("flush.messages", "0", "between 1"),
@@ -95,6 +95,7 @@ def test_value_is_refused_with_a_reason_when_invalid(key: str, value: str | None
     ("leader.replication.throttled.replicas", "0:1, 1:2", "0:1,1:2"),
     ("leader.replication.throttled.replicas", "*", "*"),
     ("unclean.leader.election.enable", "FALSE", "false"),
+    ("unclean.leader.election.enable", " True", "true"),
     ("flush.ms", "1000", "1000"),
 ])
 def test_kafka_topic_configs_are_accepted_in_kafka_form(key: str, value: str,
