@@ -747,8 +747,11 @@ class _SegmentReader:
         while position + HEADER_BYTES <= segment.size:
             at = position - self._chunk_at
             if at < 0 or at + HEADER_BYTES > len(self._chunk):
-                self._chunk, self._chunk_at, at = \
-                    os.pread(self._fd, _SCAN_CHUNK_BYTES, position), position, 0
+                # no further than the segment's size then: an append may be writing past
+                # it, and the kept chunk must not hold half a header later taken as whole
+                self._chunk, self._chunk_at, at = os.pread(
+                    self._fd, min(_SCAN_CHUNK_BYTES, segment.size - position), position), \
+                    position, 0
             chunk = self._chunk
             base, length = _OFFSET_LENGTH.unpack_from(chunk, at)
             # the start-up scan checked every batch: another length is a broken file
