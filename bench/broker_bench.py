@@ -22,28 +22,49 @@ One multi-process cluster of 3 voters and 3 brokers on 127.0.0.1 (ports picked f
    every broker's image has it (their fetches were parked on the paused leader); then
    SIGCONT, and the voters catch up before the next pause.
 4. Kafka clients: kafka-python produces 20,000 messages of 100 bytes, confluent-kafka
-   200,000 (it is ~20 times faster: 20,000 would take a few tens of ms); acks=all,
-   replication factor 3, one partition, a topic per client, one warm-up message first,
-   not counted. Each then consumes its messages back with assign(). Each phase stops at
-   the message count or after 30 s, whichever comes first.
+   1,000,000 (it is ~20 times faster); acks=all, replication factor 3, one partition, a
+   topic per client, one warm-up message first, not counted. Each then consumes its
+   messages back with assign(); confluent-kafka's consume is also printed as the time to
+   its first record and the steady rate after it. Each phase stops at the message count
+   or after 30 s, whichever comes first.
+5. A Fetch stream of 1 MiB records: 64 records of 1 MiB (acks=all, replication factor 3,
+   the topic's max.message.bytes raised to 2 MiB) are fetched from the leader on one
+   connection, one Fetch v13 (8 MiB limits) at a time, 4 passes over them; beside it,
+   measured in the same run, the loopback limit: the same frames (same count and sizes)
+   sent over a plain 127.0.0.1 TCP connection by a thread and received the same way
+   (into one reused buffer). Both in bytes/s of frames received; the stream's figure
+   also pays for decoding each response (kio copies its records once).
 """
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import selectors
 import signal
 import socket
+import struct
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
+
 from bench.stats import percentile
-from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+from metadata.admin import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from raft import messages
 from raft.common.framing import FrameDecoder, encode_frame
+from raft.common.kafka.wire_client import decode_response, encode_request
+from raft.common.uuid import Uuid
 from tools.admin_client import AdminClient
 from tools.cluster import Cluster, ClusterError
 from tools.config import parse_address
@@ -60,10 +81,21 @@ TARGET_P99_MS = 10.0
 PAUSES = 10
 PAUSED_TARGET_S = 1.0
 PAUSED_STEP_TIMEOUT_S = 15.0
-MESSAGES = {"kafka-python": 20_000, "confluent-kafka": 200_000}  # per client
+MESSAGES = {"kafka-python": 20_000, "confluent-kafka": 1_000_000}  # per client
 MESSAGE_BYTES = 100
 PHASE_LIMIT_S = 30.0
 CATCH_UP_TIMEOUT_S = 30.0
+# librdkafka stops fetching a partition for `fetch.queue.backoff.ms` (1,000 ms by default)
+# whenever its prefetch queue holds `queued.min.messages` (100,000): fed faster than this
+# process drained it, the consumer idled a whole second (consume rates were bimodal, 140k
+# vs 700-950k msg/s over 200,000 records). 10 ms resumes as soon as the queue drains.
+CONSUMER_SETTINGS = {"enable.auto.commit": False, "fetch.queue.backoff.ms": 10}
+CONSUME_CHUNK = 10_000  # messages asked of each consume() call
+STREAM_RECORD_BYTES = 1 << 20
+STREAM_RECORDS = 64
+STREAM_PASSES = 4
+STREAM_FETCH_BYTES = 8 << 20
+STREAM_TOPIC_CONFIGS = (CreatableTopicConfig(name="max.message.bytes", value=str(2 << 20)),)
 DESCRIBE = "DescribeQuorumRequest"
 STATUS = "BrokerStatus"
 
@@ -345,11 +377,13 @@ def voters_caught_up(cluster: Cluster, timeout_s: float = 15.0) -> dict[str, Any
 # --- 4. Kafka clients ---------------------------------------------------------------------
 
 
-def create_topic(cluster: Cluster, brokers: list[int], name: str) -> None:
+def create_topic(cluster: Cluster, brokers: list[int], name: str,
+                 configs: tuple[CreatableTopicConfig, ...] | None = None) -> Uuid:
+    """One partition at replication factor 3, once every broker's image has it; its ID."""
     admin = AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id,
                         timeout_s=30)
     response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
-        name=name, num_partitions=1, replication_factor=BROKERS),)))
+        name=name, num_partitions=1, replication_factor=BROKERS, configs=configs),)))
     if not isinstance(response, CreateTopicsResponse) or response.topics[0].error_code:
         raise ClusterError(f"create {name} failed: {response}")
     hw = cluster.describe()["high_watermark"]
@@ -362,6 +396,7 @@ def create_topic(cluster: Cluster, brokers: list[int], name: str) -> None:
             raise ClusterError(f"{name} not visible on brokers {pending} within 30 s")
         if pending:
             time.sleep(0.01)
+    return response.topics[0].topic_id
 
 
 def report(client: str, verb: str, count: int, seconds: float, note: str = "") -> None:
@@ -449,25 +484,141 @@ def confluent(bootstrap: str, topic: str) -> None:
     del producer
 
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
-                                        "group.id": "broker-bench",
-                                        "enable.auto.commit": False})
+                                        "group.id": "broker-bench", **CONSUMER_SETTINGS})
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 1)])
         started = time.perf_counter()
         deadline = started + PHASE_LIMIT_S
-        got = 0
-        errors = 0
+        got = errors = 0
+        first: tuple[float, int] | None = None  # when the first records came, how many
         while got < outcome["acked"] and time.perf_counter() < deadline:
-            for message in consumer.consume(num_messages=10_000, timeout=0.2):
-                if message.error() is None:
-                    got += 1
-                else:
-                    errors += 1
+            # never more than are left: consume() waits its timeout for a full chunk
+            messages = consumer.consume(num_messages=min(CONSUME_CHUNK,
+                                                         outcome["acked"] - got),
+                                        timeout=0.2)
+            errors += sum(1 for message in messages if message.error() is not None)
+            got += sum(1 for message in messages if message.error() is None)
+            if first is None and got:
+                first = (time.perf_counter(), got)
         elapsed = time.perf_counter() - started
     finally:
         consumer.close()
     report("confluent-kafka", "consume", got, elapsed,
            " (from the first consume" + (f"; {errors} errors" if errors else "") + ")")
+    if first is not None and got > first[1]:
+        steady_s = started + elapsed - first[0]
+        print(f"  consume: first records {(first[0] - started) * 1000:.0f} ms after "
+              f"assign(); then {(got - first[1]) / steady_s:,.0f} messages/s steady "
+              f"({got - first[1]:,} in {steady_s:.2f} s)")
+
+
+# --- 5. a Fetch stream of 1 MiB records against the loopback limit ---------------------
+
+
+def fetch_stream(cluster: Cluster, brokers: list[int], bootstrap: str) -> None:
+    import confluent_kafka
+
+    topic = "fetch-stream"
+    topic_id = create_topic(cluster, brokers, topic, STREAM_TOPIC_CONFIGS)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "message.max.bytes": 2 << 20})
+    for _ in range(STREAM_RECORDS):
+        producer.produce(topic, value=b"s" * STREAM_RECORD_BYTES)
+    if producer.flush(PHASE_LIMIT_S) != 0:
+        raise ClusterError("1 MiB records not delivered")
+    leader = producer.list_topics(topic).topics[topic].partitions[0].leader
+    del producer
+    address = cluster.node(leader).client_address
+    assert address is not None
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=PHASE_LIMIT_S) as sock:
+        started = time.perf_counter()
+        sizes = [size for _ in range(STREAM_PASSES)
+                 for size in fetch_all(sock, uuid.UUID(bytes=topic_id.to_bytes()))]
+        stream_s = time.perf_counter() - started
+    loopback_s = loopback(sizes)
+    total = sum(sizes)
+    print(f"Fetch stream of {STREAM_RECORD_BYTES >> 20} MiB records from the leader "
+          f"(Fetch v13, {STREAM_FETCH_BYTES >> 20} MiB limits, one at a time): "
+          f"{total / 2**20:,.0f} MiB in {len(sizes)} responses in {stream_s:.2f} s, "
+          f"{total / stream_s / 1e6:,.0f} MB/s; loopback limit, the same frames over a "
+          f"plain 127.0.0.1 connection: {total / loopback_s / 1e6:,.0f} MB/s "
+          f"({stream_s / loopback_s:.1f}x the time)")
+
+
+def fetch_all(sock: socket.socket, topic_id: uuid.UUID) -> list[int]:
+    """Fetch the partition from offset 0 to its high watermark; each response's size."""
+    sizes, offset, correlation, buffer = [], 0, itertools.count(1), bytearray()
+    while True:
+        request = FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+            max_bytes=STREAM_FETCH_BYTES, forgotten_topics_data=(),
+            topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(
+                partition=0, fetch_offset=offset,
+                partition_max_bytes=STREAM_FETCH_BYTES),)),))
+        sock.sendall(encode_request(request, next(correlation)))
+        frame = receive_frame(sock, buffer)
+        _, response = decode_response(bytes(frame), 1, 13)
+        (partition,) = response.responses[0].partitions
+        if partition.error_code != 0:
+            raise ClusterError(f"fetch at {offset}: error {partition.error_code}")
+        if not partition.records:
+            return sizes
+        sizes.append(len(frame))
+        offset = next_offset(partition.records)
+
+
+def next_offset(records: bytes) -> int:
+    """The offset after the last batch of `records` (whole magic v2 batches)."""
+    position = 0
+    while True:
+        base, length = struct.unpack_from(">qi", records, position)
+        if position + 12 + length >= len(records):
+            (delta,) = struct.unpack_from(">i", records, position + 23)
+            return int(base) + int(delta) + 1
+        position += 12 + length
+
+
+def receive_frame(sock: socket.socket, buffer: bytearray) -> memoryview:
+    """The next frame's bytes after its size, received into `buffer` (grown to fit and
+    reused: neither side of the comparison pays for fresh buffers)."""
+    size = struct.unpack(">i", receive_exactly(sock, buffer, 4))[0]
+    return receive_exactly(sock, buffer, size)
+
+
+def receive_exactly(sock: socket.socket, buffer: bytearray, size: int) -> memoryview:
+    if len(buffer) < size:
+        buffer.extend(bytes(size - len(buffer)))
+    view = memoryview(buffer)[:size]
+    done = 0
+    while done < size:
+        received = sock.recv_into(view[done:])
+        if not received:
+            raise ClusterError("the connection closed mid-frame")
+        done += received
+    return view
+
+
+def loopback(sizes: list[int]) -> float:
+    """Seconds to send frames of `sizes` (built beforehand) over a 127.0.0.1 TCP
+    connection from a thread and receive them as the stream does (`receive_frame`)."""
+    frames = {size: struct.pack(">i", size) + bytes(size) for size in set(sizes)}
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def send() -> None:
+            connection, _ = server.accept()
+            with connection:
+                for size in sizes:
+                    connection.sendall(frames[size])
+        sender = threading.Thread(target=send)
+        sender.start()
+        buffer = bytearray()
+        with socket.create_connection(server.getsockname(), timeout=PHASE_LIMIT_S) as sock:
+            started = time.perf_counter()
+            for _ in sizes:
+                receive_frame(sock, buffer)
+            elapsed = time.perf_counter() - started
+        sender.join(PHASE_LIMIT_S)
+    return elapsed
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -492,6 +643,10 @@ def run(directory: Path) -> None:
                 client(bootstrap, topic)
             except Exception as exc:  # one client failing must not hide the other's figures
                 print(f"{name} throughput not measured: {type(exc).__name__}: {exc}")
+        try:
+            fetch_stream(cluster, brokers, bootstrap)
+        except Exception as exc:  # nor the stream the clients' figures
+            print(f"Fetch stream not measured: {type(exc).__name__}: {exc}")
     except ClusterError as exc:
         print(f"broker bench failed: {exc}")
     finally:

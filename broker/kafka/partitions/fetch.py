@@ -7,6 +7,15 @@ is ready the request is parked until enough arrives or `max_wait` passes (long p
 partition error answers at once). No fetch sessions: session_id 0 tells clients to send
 full fetches.
 
+A partition's records are its stored bytes, never decoded: the slice of one segment file
+from the batch holding the fetch offset, found through the offset index
+(`PartitionLog.read`, held to a decode and re-encode by
+tests/property/test_fetch_read_props.py). They are read once into the response rather
+than sent with os.sendfile: the listener writes one frame of bytes per response, on
+plaintext, TLS and SASL connections alike, and the read is not where a 1 MiB-record
+Fetch stream spends the broker's time (the send and the encoding are:
+bench/broker_bench.py).
+
 A consumer's topic entry carrying an undeleted partition count that differs from the
 image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_METADATA on
 each of its partitions, without records: the consumer refreshes its metadata and

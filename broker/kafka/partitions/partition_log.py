@@ -626,59 +626,34 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
         `max_bytes` (at least one batch, so a large batch is never stuck), from one
-        segment (as Kafka's: the next fetch reads the next segment). The segment's
-        offset index gives where to scan from for the batch holding `offset`, for the
-        one holding `upper_offset`, and for the last batch ending within `max_bytes`."""
+        segment (as Kafka's: the next fetch reads the next segment), as stored: one
+        read of the segment file. The segment's offset index gives where to scan from
+        for the batch holding `offset`, for the one holding `upper_offset`, and for the
+        last batch ending within `max_bytes`; the file is opened once for all of it."""
         if offset >= min(upper_offset, self.log_end_offset):
             return b""
         first_segment = segment_for(self.segment_bases, offset)
         for number, segment in enumerate(self._segments[first_segment:], first_segment):
-            first = self._first_batch(segment, offset)
-            if first is None:  # cleaned away up to the segment's end: the next one
-                continue
-            if first.last_offset >= upper_offset:
-                return b""
-            limit = min(segment.size, first.position + max(max_bytes, first.size))
-            following = self._segments[number + 1].base_offset \
-                if number + 1 < len(self._segments) else self.log_end_offset
-            upper = self._first_batch(segment, upper_offset) if upper_offset < following \
-                else None
-            if upper is not None:
-                limit = min(limit, upper.position)
-            end = start = max(first.position, segment.index.entry_at_or_below(limit))
-            for info in self._scan(segment, start):
-                if info.position + info.size > limit:
-                    break
-                end = info.position + info.size
-            return self._read_at(segment.base_offset, first.position, end - first.position)
+            with _SegmentReader(self._segment_path(segment.base_offset), segment) as reader:
+                first = reader.first_batch(offset)
+                if first is None:  # cleaned away up to the segment's end: the next one
+                    continue
+                if first.last_offset >= upper_offset:
+                    return b""
+                limit = min(segment.size, first.position + max(max_bytes, first.size))
+                following = self._segments[number + 1].base_offset \
+                    if number + 1 < len(self._segments) else self.log_end_offset
+                upper = reader.first_batch(upper_offset) if upper_offset < following \
+                    else None
+                if upper is not None:
+                    limit = min(limit, upper.position)
+                end = start = max(first.position, segment.index.entry_at_or_below(limit))
+                for info in reader.batches(start):
+                    if info.position + info.size > limit:
+                        break
+                    end = info.position + info.size
+                return reader.read(first.position, end - first.position)
         return b""
-
-    def _first_batch(self, segment: _Segment, offset: int) -> BatchInfo | None:
-        """The first batch of `segment` holding an offset >= `offset`."""
-        return next((info for info in self._scan(segment, segment.index.position_for(offset))
-                     if info.last_offset >= offset), None)
-
-    def _scan(self, segment: _Segment, position: int) -> Iterator[BatchInfo]:
-        """The batches of `segment` from `position` (where one starts) to its end, their
-        headers read from the file a chunk at a time."""
-        with open(self._segment_path(segment.base_offset), "rb", buffering=0) as handle:
-            chunk, chunk_at = b"", position
-            while position + HEADER_BYTES <= segment.size:
-                if position + HEADER_BYTES > chunk_at + len(chunk):
-                    chunk, chunk_at = os.pread(handle.fileno(), _SCAN_CHUNK_BYTES, position), \
-                        position
-                at = position - chunk_at
-                base, length = _OFFSET_LENGTH.unpack_from(chunk, at)
-                # the start-up scan checked every batch: another length is a broken file
-                assert length >= HEADER_BYTES - LOG_OVERHEAD, \
-                    f"batch length {length} at {position} of segment {segment.base_offset}"
-                (epoch,) = _EPOCH.unpack_from(chunk, at + 12)
-                header = read_header(chunk, at)
-                yield BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
-                                leader_epoch=epoch, position=position,
-                                size=LOG_OVERHEAD + length, max_timestamp=header.max_timestamp,
-                                segment=segment.base_offset)
-                position += LOG_OVERHEAD + length
 
     def _read_at(self, segment: int, position: int, size: int) -> bytes:
         with open(self._segment_path(segment), "rb") as handle:
@@ -705,16 +680,18 @@ class PartitionLog:
             if segment.index.max_timestamp < timestamp_ms:
                 continue
             start = max(segment.index.time_scan_start(timestamp_ms), self._log_start)
-            for info in self._scan(segment, segment.index.position_for(start)):
-                if info.last_offset < self._log_start or info.max_timestamp < timestamp_ms:
-                    continue
-                records = record_timestamps(self._read_batch(info))
-                for offset, timestamp in records:
-                    if offset >= self._log_start and timestamp >= timestamp_ms:
-                        return offset, timestamp, info.leader_epoch
-                if not records:  # undecodable: at batch granularity
-                    return max(info.base_offset, self._log_start), info.max_timestamp, \
-                        info.leader_epoch
+            with _SegmentReader(self._segment_path(segment.base_offset), segment) as reader:
+                for info in reader.batches(segment.index.position_for(start)):
+                    if info.last_offset < self._log_start or \
+                            info.max_timestamp < timestamp_ms:
+                        continue
+                    records = record_timestamps(self._read_batch(info))
+                    for offset, timestamp in records:
+                        if offset >= self._log_start and timestamp >= timestamp_ms:
+                            return offset, timestamp, info.leader_epoch
+                    if not records:  # undecodable: at batch granularity
+                        return max(info.base_offset, self._log_start), info.max_timestamp, \
+                            info.leader_epoch
         return None
 
     def max_timestamp(self) -> tuple[int, int, int] | None:
@@ -740,6 +717,55 @@ class PartitionLog:
             log.info("no producer-state snapshot on close", extra={
                 "path": str(self.directory), "reason": str(exc)})
         self._file.close()
+
+
+class _SegmentReader:
+    """One segment file open for reading: batch headers scanned from a position where a
+    batch starts, a chunk read at a time and the last chunk kept (a fetch scans near the
+    same place up to three times), and the bytes of a range."""
+
+    def __init__(self, path: Path, segment: _Segment) -> None:
+        self._segment = segment
+        self._fd = os.open(path, os.O_RDONLY)
+        self._chunk, self._chunk_at = b"", 0
+
+    def __enter__(self) -> _SegmentReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)
+
+    def first_batch(self, offset: int) -> BatchInfo | None:
+        """The first batch holding an offset >= `offset`."""
+        return next((info for info in self.batches(self._segment.index.position_for(offset))
+                     if info.last_offset >= offset), None)
+
+    def batches(self, position: int) -> Iterator[BatchInfo]:
+        """The batches from `position` (where one starts) to the segment's end."""
+        segment = self._segment
+        while position + HEADER_BYTES <= segment.size:
+            at = position - self._chunk_at
+            if at < 0 or at + HEADER_BYTES > len(self._chunk):
+                # no further than the segment's size then: an append may be writing past
+                # it, and the kept chunk must not hold half a header later taken as whole
+                self._chunk, self._chunk_at, at = os.pread(
+                    self._fd, min(_SCAN_CHUNK_BYTES, segment.size - position), position), \
+                    position, 0
+            chunk = self._chunk
+            base, length = _OFFSET_LENGTH.unpack_from(chunk, at)
+            # the start-up scan checked every batch: another length is a broken file
+            assert length >= HEADER_BYTES - LOG_OVERHEAD, \
+                f"batch length {length} at {position} of segment {segment.base_offset}"
+            (epoch,) = _EPOCH.unpack_from(chunk, at + 12)
+            header = read_header(chunk, at)
+            yield BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
+                            leader_epoch=epoch, position=position,
+                            size=LOG_OVERHEAD + length, max_timestamp=header.max_timestamp,
+                            segment=segment.base_offset)
+            position += LOG_OVERHEAD + length
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
 
 
 def record_timestamps(batch: bytes) -> list[tuple[int, int]]:
