@@ -290,8 +290,7 @@ class Controller:
             case DeleteAclsRequest():
                 response = delete_acls(batch.delta, batch.emit, request)
             case ElectLeadersRequest():
-                response = elect_leaders(batch.delta, batch.emit, request,
-                                         cluster_default=self.config.unclean_election_default)
+                response = elect_leaders(batch.delta, batch.emit, request)
             case _:
                 raise TypeError(f"not an admin write request: {request!r}")
         return response

@@ -6,12 +6,12 @@ ReplicationControlManager.electLeaders and PartitionChangeBuilder, without ELR).
   It already leads: ELECTION_NOT_NEEDED (84); it cannot: PREFERRED_LEADER_NOT_AVAILABLE
   (80). The ISR is unchanged.
 - UNCLEAN (1): only a partition without a leader (one that has one:
-  ELECTION_NOT_NEEDED). Its first unfenced ISR member in replica order leads, else, when
-  unclean election is allowed for the topic, its first unfenced replica outside the ISR,
-  which becomes the whole ISR (its log is the truth from now on: records only the old ISR
-  held are lost, as in Kafka). Neither: ELIGIBLE_LEADERS_NOT_AVAILABLE (83). Unlike
-  Kafka's, whose explicit UNCLEAN election ignores the config, this one needs it: an
-  operator switches the topic's config on to allow it.
+  ELECTION_NOT_NEEDED). Its first unfenced ISR member in replica order leads, else its
+  first unfenced replica outside the ISR, which becomes the whole ISR (its log is the
+  truth from now on: records only the old ISR held are lost, as in Kafka). Neither:
+  ELIGIBLE_LEADERS_NOT_AVAILABLE (83). As Kafka's (KIP-460), an explicit UNCLEAN
+  election is the operator's decision and does not ask the topic's config: it is how a
+  partition is brought back while `unclean.leader.election.enable` stays false.
 - A request naming no topics (null) elects over every partition and, as Kafka, leaves
   out of the answer the partitions that needed no election.
 - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3), per partition.
@@ -20,9 +20,9 @@ The same leaderless rule runs wherever the controller looks for a leader after t
 ISR's last unfenced member is gone (`metadata.broker_control`: fencing, unfencing):
 without the config a partition stays leaderless (leader -1, the ISR keeping its last
 member), with it (the topic's, else the controllers' key) a live out-of-ISR replica is
-elected. Switching the config on elects nothing by itself: an UNCLEAN ElectLeaders (or
-the next fencing or unfencing) does. Every election asserts that its leader is an
-unfenced replica and stays in its ISR.
+elected. Switching the config on elects nothing by itself: the next fencing or
+unfencing does (or an UNCLEAN ElectLeaders, which needs no config). Every election
+asserts that its leader is an unfenced replica and stays in its ISR.
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ def leaderless_changes(topic: TopicImage, unfenced: Collection[int], *,
 
 
 def decide_election(topic: TopicImage, part: PartitionImage, election_type: int,
-                    unfenced: Collection[int], *, cluster_default: bool
-                    ) -> rec.PartitionChange | tuple[ErrorCode, str]:
+                    unfenced: Collection[int]) -> rec.PartitionChange | tuple[ErrorCode, str]:
     """One partition of an ElectLeaders request: its record, or (error, message)."""
     name = f"{topic.name}-{part.partition}"
     if election_type == PREFERRED:
@@ -108,17 +107,14 @@ def decide_election(topic: TopicImage, part: PartitionImage, election_type: int,
         return partition_change(topic.topic_id, part, preferred, part.isr, unfenced)
     if part.leader != NO_LEADER:
         return ErrorCode.ELECTION_NOT_NEEDED, f"{name} has a leader ({part.leader})"
-    unclean = unclean_allowed(topic, cluster_default)
-    elected = leaderless_election(part, unfenced, unclean=unclean)
+    elected = leaderless_election(part, unfenced, unclean=True)
     if elected is None:
-        why = (f"no replica of {name} is unfenced" if unclean else
-               f"no ISR member of {name} is unfenced and {UNCLEAN_LEADER_ELECTION} is false")
-        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, why
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name} is unfenced"
     return partition_change(topic.topic_id, part, *elected, unfenced)
 
 
-def elect_leaders(delta: MetadataDelta, emit: Emit, request: ElectLeadersRequest, *,
-                  cluster_default: bool) -> ElectLeadersResponse:
+def elect_leaders(delta: MetadataDelta, emit: Emit, request: ElectLeadersRequest
+                  ) -> ElectLeadersResponse:
     """ElectLeaders over `delta`: the records emitted, the answer per partition (an
     unknown election type: INVALID_REQUEST for the whole request, as Kafka refuses it)."""
     if request.election_type not in ELECTION_TYPES:
@@ -138,7 +134,7 @@ def elect_leaders(delta: MetadataDelta, emit: Emit, request: ElectLeadersRequest
         answers = []
         for index in partitions:
             code, message = _elect_one(delta, emit, name, index, request.election_type,
-                                       unfenced, cluster_default)
+                                       unfenced)
             if not (every and code == ErrorCode.ELECTION_NOT_NEEDED):
                 answers.append(ElectionPartitionResult(partition_id=index, error_code=code,
                                                        error_message=message))
@@ -147,16 +143,14 @@ def elect_leaders(delta: MetadataDelta, emit: Emit, request: ElectLeadersRequest
 
 
 def _elect_one(delta: MetadataDelta, emit: Emit, name: str, index: int, election_type: int,
-               unfenced: Collection[int], cluster_default: bool
-               ) -> tuple[ErrorCode, str | None]:
+               unfenced: Collection[int]) -> tuple[ErrorCode, str | None]:
     topic_id = delta.topic_id_by_name(name)
     topic = None if topic_id is None else delta.topic(topic_id)
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {name!r}"
     if not 0 <= index < len(topic.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {name}-{index}"
-    decided = decide_election(topic, topic.partitions[index], election_type, unfenced,
-                              cluster_default=cluster_default)
+    decided = decide_election(topic, topic.partitions[index], election_type, unfenced)
     if isinstance(decided, tuple):
         return decided
     emit(decided)

@@ -9,9 +9,9 @@ leader-election`, against real processes on 127.0.0.1 (1 voter, 3 brokers):
 - UNCLEAN: two topics on the same two brokers lose their ISR's last member while the
   other replica is down; when that replica comes back, the topic with
   `unclean.leader.election.enable=true` is led by it at once (the controller elects it
-  when it is unfenced), the topic without stays leaderless and an UNCLEAN election of it
-  is refused (ELIGIBLE_LEADERS_NOT_AVAILABLE) until its config allows it; then the
-  election makes the out-of-ISR replica its leader and whole ISR."""
+  when it is unfenced), the topic without stays leaderless until an UNCLEAN election,
+  the operator's decision as in Kafka, makes the out-of-ISR replica its leader and whole
+  ISR."""
 
 from __future__ import annotations
 
@@ -165,18 +165,14 @@ def test_unclean_election_only_where_the_topic_allows_it(make_cluster: ClusterFa
     assert partition(cluster, "clean").leader == NO_LEADER
 
     client = ck_admin.AdminClient({"bootstrap.servers": bootstrap(cluster, (2,))})
-    assert elect(client, ck.ElectionType.UNCLEAN, "clean") == \
-        ck.KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    assert partition(cluster, "clean").leader == NO_LEADER
-    resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, "clean", incremental_configs=[
-        ck_admin.ConfigEntry("unclean.leader.election.enable", "true",
-                             incremental_operation=ck_admin.AlterConfigOpType.SET)])
-    client.incremental_alter_configs([resource])[resource].result(WAIT_S)
     described = client.describe_configs([ck_admin.ConfigResource(
-        ck_admin.ResourceType.TOPIC, "clean")])
-    entry = next(iter(described.values())).result(WAIT_S)["unclean.leader.election.enable"]
-    assert entry.value == "true"
-    assert entry.source == ck_admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        ck_admin.ResourceType.TOPIC, name) for name in ("clean", "dirty")])
+    entries = {resource.name: future.result(WAIT_S)["unclean.leader.election.enable"]
+               for resource, future in described.items()}
+    assert (entries["clean"].value, entries["clean"].source) == \
+        ("false", ck_admin.ConfigSource.DEFAULT_CONFIG.value)
+    assert (entries["dirty"].value, entries["dirty"].source) == \
+        ("true", ck_admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
     assert elect(client, ck.ElectionType.UNCLEAN, "clean") is None
     elected = partition(cluster, "clean")
     assert (elected.leader, elected.isr) == (4, (4,))

@@ -11,10 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from metadata.admin import (
-    OP_SET,
-    TOPIC_RESOURCE,
-    AlterableConfig,
-    AlterConfigsResource,
     AlterPartitionData,
     AlterPartitionRequest,
     AlterPartitionTopic,
@@ -25,7 +21,6 @@ from metadata.admin import (
     ElectionTopic,
     ElectLeadersRequest,
     ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
 )
 from metadata.delta import replay
 from metadata.elections import PREFERRED, UNCLEAN, decide_election, leaderless_election
@@ -86,14 +81,10 @@ T0 = (ElectionTopic(topic="t", partitions=(0,)),)
 
 
 def test_the_last_isr_member_fenced_leaves_the_partition_leaderless_without_unclean() -> None:
-    """As Kafka: leader -1, the ISR keeps its last member; an UNCLEAN election is refused
-    with ELIGIBLE_LEADERS_NOT_AVAILABLE and writes nothing."""
+    """As Kafka: leader -1, the ISR keeps its last member."""
     h = _harness()
     _fence_broker_1(h)
     assert (_partition(h).leader, _partition(h).isr) == (NO_LEADER, (1,))
-    response, records = _elect(h, UNCLEAN, T0)
-    assert _codes(response) == {("t", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
-    assert records == 0
 
 
 def test_the_topic_config_elects_a_live_replica_outside_the_isr_when_its_last_member_is_fenced(
@@ -114,15 +105,12 @@ def test_the_controllers_default_elects_unless_the_topic_says_false() -> None:
     assert (_partition(off).leader, _partition(off).isr) == (NO_LEADER, (1,))
 
 
-def test_unclean_election_elects_a_leaderless_partition_once_the_topic_allows_it() -> None:
-    """Switched on after the partition lost its leader: the next UNCLEAN ElectLeaders
-    elects the live replica outside the ISR; a second one is not needed."""
-    h = _harness()
+def test_an_explicit_unclean_election_elects_whatever_the_topic_config_says() -> None:
+    """As Kafka's (KIP-460): the topic keeps unclean.leader.election.enable=false, so
+    the partition stayed leaderless; the operator's UNCLEAN ElectLeaders elects the live
+    replica outside the ISR; a second one is not needed."""
+    h = _harness("false")
     _fence_broker_1(h)
-    altered = h.run(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
-        resource_type=TOPIC_RESOURCE, resource_name="t", configs=(AlterableConfig(
-            name=UNCLEAN_KEY, config_operation=OP_SET, value="true"),)),))).response
-    assert altered.responses[0].error_code == 0  # type: ignore[union-attr]
     assert _partition(h).leader == NO_LEADER
     response, records = _elect(h, UNCLEAN, T0)
     assert _codes(response) == {("t", 0): ErrorCode.NONE}
@@ -192,7 +180,7 @@ def test_every_partition_when_no_topics_are_named_leaving_out_those_not_needing_
     response, _ = _elect(h, UNCLEAN, None)
     by_topic = {t.topic: t.partition_result for t in response.replica_election_results}
     assert set(by_topic) == {"t", "u"}
-    assert [p.error_code for p in by_topic["t"]] == [ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE]
+    assert [p.error_code for p in by_topic["t"]] == [ErrorCode.NONE]
     led = {p.partition for p in h.controller.committed.topic_by_name("u").partitions  # type: ignore[union-attr]
            if p.leader != NO_LEADER}
     assert {p.partition_id for p in by_topic["u"]} == {0, 1} - led
@@ -212,15 +200,14 @@ def partitions(draw: st.DrawFn) -> PartitionImage:
 
 
 @given(partitions(), st.frozensets(BROKERS), st.sampled_from((PREFERRED, UNCLEAN)),
-       st.sampled_from((None, "true", "false")), st.booleans())
+       st.sampled_from((None, "true", "false")))
 def test_an_election_follows_the_model(part: PartitionImage, unfenced: frozenset[int],
-                                       election_type: int, config: str | None,
-                                       cluster_default: bool) -> None:
+                                       election_type: int, config: str | None) -> None:
+    """Whatever the topic's unclean.leader.election.enable: an explicit election is the
+    operator's."""
     topic = TopicImage(name="t", topic_id=Uuid.random(), partitions=(part,),
                        configs=() if config is None else ((UNCLEAN_KEY, config),))
-    allowed = cluster_default if config is None else config == "true"
-    decided = decide_election(topic, part, election_type, unfenced,
-                              cluster_default=cluster_default)
+    decided = decide_election(topic, part, election_type, unfenced)
     live_isr = [r for r in part.replicas if r in part.isr and r in unfenced]
     live = [r for r in part.replicas if r in unfenced]
     if election_type == PREFERRED:
@@ -232,7 +219,7 @@ def test_an_election_follows_the_model(part: PartitionImage, unfenced: frozenset
         expected = ErrorCode.ELECTION_NOT_NEEDED
     elif live_isr:
         expected = (live_isr[0], part.isr)
-    elif allowed and live:
+    elif live:  # an explicit UNCLEAN election does not ask the config
         expected = (live[0], (live[0],))
     else:
         expected = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
