@@ -1,10 +1,14 @@
 """`kraft replay`: replay every node's metadata log with Spark and check the copies agree.
 
     kraft replay (--cluster DIR | --logs PATH ...) [--master local[*] | spark://HOST:PORT]
-                 [--out REPORT_DIR] [--history FILE] [--sql QUERY | --sql-file FILE] [--json]
+                 [--out REPORT_DIR] [--history FILE] [--faults FILE]
+                 [--sql QUERY | --sql-file FILE] [--json]
 
 `--history FILE`: acknowledged writes, one JSON object a line (format in
 `tools.replay.acknowledged`), checked against the brokers' partition logs.
+
+`--faults FILE`: a chaos run's fault log (`kraft chaos` writes DIR/faults.jsonl; format
+in `tools.replay.faults`), the `faults` table beside the time-axis tables.
 
 `--sql QUERY` / `--sql-file FILE`: after the replay, run one Spark SQL query over its
 tables (temp views: `tools.replay.views`, docs/replay.md) and print its rows, as a table
@@ -57,6 +61,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="acknowledged writes (JSON lines: topic, partition, offset, "
                         "value or value_sha256, key) to find in the partition logs")
+    parser.add_argument("--faults", type=Path, metavar="FILE",
+                        help="a chaos run's fault log (DIR/faults.jsonl) as the faults table")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--sql", metavar="QUERY",
                        help="a Spark SQL query over the replay's tables, run after it")
@@ -130,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
     require_extra("replay", "kraft replay",
                   ("pyspark", "matplotlib") if args.out is not None else ("pyspark",))
     from tools.replay.acknowledged import read_history
+    from tools.replay.faults import read_faults
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
     try:  # absolute paths: a cluster's executors do not run in this directory
         replay_input = from_cluster(args.cluster.resolve()) if args.cluster \
             else from_logs([p.resolve() for p in args.logs])
         history = None if args.history is None else read_history(args.history)
+        faults = None if args.faults is None else read_faults(args.faults)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     query = _query(args)
@@ -167,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Progress(spark) as progress:
             result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress,
-                                history=history, views=query is not None)
+                                history=history, views=query is not None, faults=faults)
         if query is not None:
             return _print_query(spark, query, result, as_json=args.json)
     except InputError as exc:

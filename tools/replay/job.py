@@ -20,6 +20,7 @@ from typing import Any
 
 from tools.replay.acknowledged import AckedWrite, check_acknowledged
 from tools.replay.analysis import Analysis, analyse, node_summary, reference_node
+from tools.replay.availability import availability
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, node_checks, node_views
 from tools.replay.crossnode import (
@@ -404,8 +405,10 @@ def _timeline(replay_input: ReplayInput, reference: int | None,
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True,
                history: Sequence[AckedWrite] | None = None,
-               views: bool = False) -> ReplayResult:
-    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged).
+               views: bool = False,
+               faults: list[tuple[Any, ...]] | None = None) -> ReplayResult:
+    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged);
+    `faults`: a chaos run's fault log (`--faults`, tools.replay.faults).
     With `out_dir` or `views` the tables are registered as temp views of `spark`
     (`tools.replay.views`), for the report and for queries after the replay."""
     clock = _PhaseClock(progress)
@@ -442,8 +445,9 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
                           seconds=clock.seconds, run=run)
     if out_dir is not None or views:
         with clock.phase("views", "deriving the time-axis tables"):
-            tables = register_views(spark, replay_input, analysis.to_json(),
-                                    _timeline(replay_input, reference, bases, compared.end))
+            timeline = _timeline(replay_input, reference, bases, compared.end)
+            tables = register_views(spark, replay_input, analysis.to_json(), timeline,
+                                    availability(timeline), faults)
         if out_dir is not None:
             result = _with_report(result, out_dir, tables, clock)
     clock.record_total()
