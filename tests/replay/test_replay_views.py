@@ -2,8 +2,8 @@
 scripted story log (tests/support/synthetic_logs.py) on three nodes with its fault log:
 every derived table (and `faults`) is registered and written, the thirteen queries of
 docs/replay.md run and answer (the fault queries with exactly the faults that caused the
-story's fencings, leader losses and elections), and the command prints a table, JSON
-lines, or one error line with exit 2."""
+story's fencings, leader losses and elections), the report draws the faults on its
+timeline, and the command prints a table, JSON lines, or one error line with exit 2."""
 
 from __future__ import annotations
 
@@ -75,6 +75,12 @@ def test_each_documented_query_runs_and_answers_when_run_on_the_story(
     # epoch 2 (leader 2) during node 2's partition, epoch 3 (leader 3) during node 3's
     assert [(r[0], r[1], r[3], r[4], r[5]) for r in elections[1]] == [
         ("partition", 2, 300, 1, [2]), ("partition-one-way", 3, 300, 1, [3])]
+
+
+def test_report_draws_the_faults_on_its_timeline_when_given_them(story_views: Path) -> None:
+    page = (story_views / "report.html").read_text(encoding="utf-8")
+    assert page.count('class="ev fault"') == 6
+    assert "<h2>Availability per partition</h2>" in page
 
 
 def test_a_bad_fault_file_exits_2_naming_its_line_before_any_replay(
