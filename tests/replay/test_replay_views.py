@@ -2,8 +2,8 @@
 scripted story log (tests/support/synthetic_logs.py) on three nodes with its fault log:
 every derived table (and `faults`) is registered and written, the thirteen queries of
 docs/replay.md run and answer (the fault queries with exactly the faults that caused the
-story's fencings, leader losses and elections), the report draws the faults on its
-timeline, and the command prints a table, JSON lines, or one error line with exit 2."""
+story's fencings, leader losses and elections), report.json keeps the run's figures for
+`--compare`, and the command prints a table, JSON lines, or one error line with exit 2."""
 
 from __future__ import annotations
 
@@ -77,10 +77,18 @@ def test_each_documented_query_runs_and_answers_when_run_on_the_story(
         ("partition", 2, 300, 1, [2]), ("partition-one-way", 3, 300, 1, [3])]
 
 
-def test_report_draws_the_faults_on_its_timeline_when_given_them(story_views: Path) -> None:
+def test_report_keeps_the_figures_and_draws_the_faults_when_given_them(
+        story_views: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    figures = json.loads((story_views / "report.json").read_text())["figures"]
+    assert (figures["elections"], figures["faults"], figures["elections_during_faults"],
+            figures["leaderless_ms"]) == (3, 6, 2, 1000)
     page = (story_views / "report.html").read_text(encoding="utf-8")
     assert page.count('class="ev fault"') == 6
     assert "<h2>Availability per partition</h2>" in page
+    assert main(["replay", "--compare", str(story_views), str(story_views), "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)["figures"]
+    assert {row["figure"] for row in compared} >= {"elections", "leaderless_ms", "faults"}
+    assert all(row["difference"] in (0, None) for row in compared)
 
 
 def test_a_bad_fault_file_exits_2_naming_its_line_before_any_replay(

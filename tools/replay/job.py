@@ -58,7 +58,7 @@ from tools.replay.snapshots import (
     run_replays,
     spans,
 )
-from tools.replay.time_axis import axis
+from tools.replay.time_axis import axis, figures
 from tools.replay.timeline import Timeline, node_timeline
 from tools.replay.views import register_views
 
@@ -74,6 +74,8 @@ class ReplayResult:
     seconds: dict[str, float]
     report_path: Path | None = None
     run: dict[str, Any] | None = None  # `run_info`: what the report's header names
+    # the time axis's figures (`tools.replay.time_axis.figures`; None: no tables derived)
+    figures: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -94,7 +96,7 @@ class ReplayResult:
                 "checks": [c.to_json() for c in self.checks],
                 "analysis": self.analysis.to_json(), "seconds": self.seconds,
                 "report": None if self.report_path is None else str(self.report_path),
-                "run": self.run}
+                "run": self.run, "figures": self.figures}
 
 
 def package_version() -> str:
@@ -410,7 +412,8 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged);
     `faults`: a chaos run's fault log (`--faults`, tools.replay.faults).
     With `out_dir` or `views` the tables are registered as temp views of `spark`
-    (`tools.replay.views`), for the report and for queries after the replay."""
+    (`tools.replay.views`), for the report and for queries after the replay, and the
+    result carries the run's figures (`tools.replay.time_axis`)."""
     clock = _PhaseClock(progress)
     run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
@@ -449,6 +452,7 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
             lives = availability(timeline)
             tables = register_views(spark, replay_input, analysis.to_json(), timeline, lives,
                                     faults)
+            result = dataclasses.replace(result, figures=figures(timeline, lives, faults))
         if out_dir is not None:
             section = time_axis_html(axis(timeline, faults), timeline, lives)
             result = _with_report(result, out_dir, tables, clock, section)

@@ -1,4 +1,5 @@
-"""The replay's time-axis tables as events on lanes, for the HTML report's timeline.
+"""The replay's time-axis tables as events on lanes (for the HTML report's timeline) and
+as a run's figures (for report.json and `kraft replay --compare`).
 
 The rule: an event is drawn where the metadata log puts it, at its batch's append time;
 an event without a time (a log written before batches were timed) is counted, never
@@ -17,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.replay.timeline import Timeline
+
+# availability columns used here
+_LEADERLESS, _UNDER_REPLICATED, _UNDER_MIN_ISR, _TIMES_KNOWN = 8, 9, 10, 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +144,46 @@ def topic_stories(timeline: Timeline) -> dict[str, list[dict[str, Any]]]:
              "time_ms": time_ms, "partitions": partitions, "config_key": key,
              "config_value": value, "new_name": new_name})
     return stories
+
+
+def _total(rows: Sequence[Sequence[Any]], column: int) -> int | None:
+    known = [row[column] for row in rows if row[_TIMES_KNOWN]]
+    return sum(known) if known else None
+
+
+def figures(timeline: Timeline, availability: Sequence[Sequence[Any]],
+            faults: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
+    """A run's availability and election figures (None: unknown without times)."""
+    times = [row[3] for row in timeline.leadership if row[3] is not None]
+    elections = [row[3] for row in timeline.leadership]
+    isr = _isr_changes(timeline)
+    out: dict[str, Any] = {
+        "span_ms": None if not times or timeline.end_ms is None
+        else timeline.end_ms - min(times),
+        "elections": len(elections),
+        "fencings": sum(1 for row in timeline.broker_sessions if row[3] == "fence"),
+        "fenced_ms": _sum_known([row[10] for row in timeline.broker_sessions if row[6]]),
+        "isr_shrinks": sum(1 for change in isr if change[6] == "shrink"),
+        "isr_expands": sum(1 for change in isr if change[6] == "expand"),
+        "partitions": len(availability),
+        "leaderless_ms": _total(availability, _LEADERLESS),
+        "max_leaderless_ms": max((row[_LEADERLESS] for row in availability
+                                  if row[_TIMES_KNOWN]), default=None),
+        "partitions_leaderless": sum(1 for row in availability if row[_LEADERLESS]),
+        "under_replicated_ms": _total(availability, _UNDER_REPLICATED),
+        "partitions_under_replicated": sum(1 for row in availability
+                                           if row[_UNDER_REPLICATED]),
+        "under_min_isr_ms": _total(availability, _UNDER_MIN_ISR),
+        "partitions_under_min_isr": sum(1 for row in availability if row[_UNDER_MIN_ISR]),
+    }
+    if faults is not None:
+        out["faults"] = len(faults)
+        out["elections_during_faults"] = sum(
+            1 for at in elections if at is not None and any(
+                f[4] <= at <= (f[5] if f[5] is not None else at) for f in faults))
+    return out
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

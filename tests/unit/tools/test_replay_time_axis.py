@@ -1,9 +1,10 @@
-"""The time axis without Spark (tools/replay/time_axis.py, faults.py, and the churn bins
-of analysis.py): the story log's events on their lanes, the fault log's lines (and one
-error per bad line), and the churn plot's bins."""
+"""The time axis without Spark (tools/replay/time_axis.py, faults.py, compare.py, and the
+churn bins of analysis.py): the story log's events on their lanes, a run's figures, the
+fault log's lines (and one error per bad line), and two reports compared."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,24 @@ from tests.support.synthetic_logs import (
     story_timeline,
     write_story_faults,
 )
+from tools.cli import main
 from tools.replay.analysis import CHURN_BINS, topic_churn
+from tools.replay.availability import availability
+from tools.replay.compare import REPORT_FILE, compare_runs
 from tools.replay.faults import read_faults
 from tools.replay.inputs import InputError
 from tools.replay.sequential import Aggregates
-from tools.replay.time_axis import axis
+from tools.replay.time_axis import axis, figures
 
 T0 = STORY_START_MS
+STORY_FIGURES = {
+    "span_ms": 6000, "elections": 3, "fencings": 3,
+    "fenced_ms": 3 * 100 + 2000 + 1500 + 500,  # registrations' waits, then 4, 5 and 6
+    "isr_shrinks": 4, "isr_expands": 2, "partitions": 4, "leaderless_ms": 1000,
+    "max_leaderless_ms": 500, "partitions_leaderless": 2,
+    "under_replicated_ms": 4000, "partitions_under_replicated": 2,
+    "under_min_isr_ms": 3000, "partitions_under_min_isr": 2,
+}
 
 
 def test_events_sit_on_their_lanes_at_their_times_when_laid_out(tmp_path: Path) -> None:
@@ -48,6 +60,20 @@ def test_an_untimed_log_places_nothing_and_counts_what_it_left_out() -> None:
     assert laid.events == []
     assert laid.untimed > 0
     assert laid.start_ms is None
+
+
+def test_figures_sum_the_story_s_elections_fencing_and_availability(tmp_path: Path) -> None:
+    timeline = story_timeline(story_log())
+    assert figures(timeline, availability(timeline)) == STORY_FIGURES
+    faults = read_faults(write_story_faults(tmp_path / "faults.jsonl"))
+    with_faults = figures(timeline, availability(timeline), faults)
+    # epoch 2 (+1000 ms) in the first partition fault, epoch 3 (+4000 ms) in the second
+    assert (with_faults["faults"], with_faults["elections_during_faults"]) == (6, 2)
+    untimed = story_timeline(story_log(timed=False))
+    blank = figures(untimed, availability(untimed))
+    assert blank["span_ms"] is None
+    assert blank["leaderless_ms"] is None
+    assert blank["elections"] == 3
 
 
 @pytest.mark.parametrize(("line", "error"), [
@@ -79,6 +105,49 @@ def test_fault_lines_may_leave_out_what_is_unknown_when_read(tmp_path: Path) -> 
                                  ("clock", 2, False, 1.5, 20, None, None)]
     with pytest.raises(InputError, match="unreadable"):
         read_faults(tmp_path / "none.jsonl")
+
+
+def _report(directory: Path, figures: dict[str, object] | None) -> Path:
+    directory.mkdir()
+    (directory / REPORT_FILE).write_text(json.dumps({"passed": True, "figures": figures}),
+                                         encoding="utf-8")
+    return directory
+
+
+def test_compare_puts_two_runs_side_by_side_with_differences(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _report(tmp_path / "a", STORY_FIGURES)
+    b = _report(tmp_path / "b", {**STORY_FIGURES, "elections": 5, "leaderless_ms": None,
+                                 "faults": 2})
+    rows = {row["figure"]: row for row in compare_runs(a, b)["figures"]}
+    assert rows["elections"] == {"figure": "elections", "label": "elections (epochs)",
+                                 "a": 3, "b": 5, "difference": 2}
+    assert (rows["leaderless_ms"]["b"], rows["leaderless_ms"]["difference"]) == (None, None)
+    assert (rows["faults"]["a"], rows["faults"]["b"]) == (None, 2)
+    assert main(["replay", "--compare", str(a), str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["figure", str(a), str(b), "B", "-", "A"]
+    assert [line.split()[-3:] for line in lines if line.startswith("elections (")] == \
+        [["3", "5", "+2"]]
+    assert main(["replay", "--compare", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == {"a": str(a), "b": str(b)}
+
+
+@pytest.mark.parametrize(("make", "error"), [
+    (lambda d: d / "missing", "no such run directory"),
+    (lambda d: d, f"no {REPORT_FILE}"),
+    (lambda d: _report(d / "old", None), "no figures"),
+])
+def test_compare_of_a_run_that_is_not_a_report_exits_2_with_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, error: str) -> None:
+    good = _report(tmp_path / "good", STORY_FIGURES)
+    bad = make(tmp_path)  # type: ignore[operator]
+    assert main(["replay", "--compare", str(good), str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert error in line
+    assert str(bad) in line
 
 
 def test_churn_bins_cover_the_offsets_where_topics_came_and_went() -> None:
