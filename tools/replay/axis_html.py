@@ -189,7 +189,7 @@ def _topics_table(stories: dict[str, list[dict[str, Any]]]) -> str:
                     f"<td>{story[0]['offset']}</td><td>{'' if deleted is None else deleted}"
                     f"</td><td>{len(story)}</td></tr>")
     return ("<table id='topics'><tr><th>names</th><th>topic id</th><th>first offset</th>"
-            "<th>deleted at</th><th>events</th></tr>" + "".join(rows) + "</table>")
+            "<th>deleted at offset</th><th>events</th></tr>" + "".join(rows) + "</table>")
 
 
 def time_axis_html(axis: Axis, timeline: Timeline,
