@@ -129,6 +129,11 @@ def _timeline_svg(axis: Axis) -> str:
                 if count > MAX_PER_LANE}
     notes = [f"{lane}: the first {MAX_PER_LANE} of {MAX_PER_LANE + n} events shown"
              for lane, n in left_out.items()]
+    if axis.faults_before_log and axis.log_start is not None:
+        offset, _ = axis.log_start
+        notes.append(f"{axis.faults_before_log} fault(s) began before the log's tables do "
+                     f"(offset {offset}: the snapshot the reference log starts at); what they "
+                     "did before it is not in the log")
     if axis.untimed:
         notes.append(f"{axis.untimed} event(s) without a time (batches written before "
                      "batches were timed) not shown")

@@ -36,13 +36,17 @@ class Event:
 
 @dataclass(slots=True, kw_only=True)
 class Axis:
-    """The events in lane order, the time span they cover, and how many had no time."""
+    """The events in lane order, the time span they cover, how many had no time, and
+    where the log's tables begin (its replay base: offset 0, or the snapshot its log
+    starts at) with the faults that started before them."""
 
     lanes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     start_ms: int | None = None
     end_ms: int | None = None
     untimed: int = 0
+    log_start: tuple[int, int | None] | None = None  # (first offset, its time)
+    faults_before_log: int = 0
 
 
 def _fault_label(fault: Sequence[Any]) -> str:
@@ -128,6 +132,11 @@ def axis(timeline: Timeline, faults: Sequence[Sequence[Any]] | None = None) -> A
         out.events.append(Event(lane, kind, start, end, label, topic, detail))
         if lane not in out.lanes:
             out.lanes.append(lane)
+    if timeline.leadership:
+        out.log_start = (timeline.leadership[0][2], timeline.leadership[0][3])
+        first_ms = out.log_start[1]
+        out.faults_before_log = 0 if first_ms is None else sum(
+            1 for fault in faults or () if fault[4] < first_ms)
     times = [t for e in out.events for t in (e.start_ms, e.end_ms) if t is not None]
     if times:
         out.start_ms, out.end_ms = min(times), max([*times, out.end_ms or 0])

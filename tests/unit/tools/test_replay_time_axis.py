@@ -19,6 +19,7 @@ from tests.support.synthetic_logs import (
 from tools.cli import main
 from tools.replay.analysis import CHURN_BINS, topic_churn
 from tools.replay.availability import availability
+from tools.replay.axis_html import time_axis_html
 from tools.replay.compare import REPORT_FILE, compare_runs
 from tools.replay.faults import read_faults
 from tools.replay.inputs import InputError
@@ -53,6 +54,20 @@ def test_events_sit_on_their_lanes_at_their_times_when_laid_out(tmp_path: Path) 
                                                           (2500, 3000)]
     assert [e.label for e in laid.events if e.kind == "fault"][1] == "kill node 4"
     assert "slow-disk (100) node 1" in [e.label for e in laid.events if e.kind == "fault"]
+
+
+def test_faults_before_the_log_s_tables_are_counted_and_told_when_laid_out() -> None:
+    """A log replayed from a snapshot starts after the faults of a run's beginning: the
+    page says so, rather than show a quiet log under them."""
+    timeline = story_timeline(story_log())
+    early = [("kill", 4, False, None, T0 - 5000, T0 - 4000, None),
+             ("pause", 5, False, None, T0 + 100, T0 + 200, None)]
+    laid = axis(timeline, early)
+    assert (laid.log_start, laid.faults_before_log) == ((0, T0), 1)
+    assert laid.start_ms == T0 - 5000
+    page = time_axis_html(laid, timeline, availability(timeline))
+    assert "1 fault(s) began before the log&#x27;s tables do (offset 0" in page
+    assert axis(timeline, early[1:]).faults_before_log == 0
 
 
 def test_an_untimed_log_places_nothing_and_counts_what_it_left_out() -> None:
