@@ -7,8 +7,9 @@ with its times (`data-t0`, `data-t1` for a span, ms since the epoch) and its lan
 the script places them for the window shown (wheel or buttons zoom, dragging pans) and
 draws the ticks. A topic event, and each row of the topics table, names its topic
 (`data-topic`); clicking one shows that topic's `topic_lifecycle` rows, embedded as JSON
-(`#topic-stories`). Lanes hold at most MAX_PER_LANE events (the first ones; the page says
-how many were left out). Pure: `tools.replay.time_axis` chooses the events.
+(`#topic-stories`). Lanes hold at most MAX_PER_LANE events and the topics table
+MAX_TOPICS topics (the first ones; the page says how many were left out). Pure:
+`tools.replay.time_axis` chooses the events.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from tools.replay.time_axis import Axis, Event, topic_stories
@@ -23,6 +25,7 @@ from tools.replay.timeline import Timeline
 
 MAX_PER_LANE = 3000
 MAX_AVAILABILITY_ROWS = 300
+MAX_TOPICS = 2000  # the topics table and the stories the page embeds
 LABEL_WIDTH, WIDTH, LANE_HEIGHT, AXIS_HEIGHT = 150, 1000, 22, 28
 
 STYLE = """#axis-svg{width:100%;border:1px solid #ccc;cursor:grab;user-select:none;
@@ -30,7 +33,8 @@ background:#fff}#axis-svg text{font-size:11px;fill:#333}.lane-bg{fill:#f7f7f7}
 .ev{cursor:pointer}.ev.fault{fill:#d62728;fill-opacity:.35}.ev.election{fill:#1f77b4}
 .ev.fenced{fill:#ff7f0e;fill-opacity:.7}.ev.leaderless{fill:#7f0000;fill-opacity:.6}
 .ev.isr[data-detail=shrink]{fill:#9467bd}.ev.isr[data-detail=expand]{fill:#2ca02c}
-.ev.topic{fill:#17becf}.ev.topic[data-detail=delete]{fill:#555}.tick{stroke:#ddd}
+.ev.topic{fill:#17becf}.ev.topic[data-detail=delete]{fill:#555}
+.ev.topic[data-detail=resize]{fill:#e377c2}.tick{stroke:#ddd}
 .axis-controls button{margin-right:.3em}#axis-info{min-height:1.2em;font-size:small}
 tr.topic{cursor:pointer}tr.topic:hover,tr.topic.chosen{background:#eef}
 .bar{display:inline-block;height:.7em;background:#7f0000;vertical-align:middle}
@@ -200,13 +204,18 @@ def _topics_table(stories: dict[str, list[dict[str, Any]]]) -> str:
 def time_axis_html(axis: Axis, timeline: Timeline,
                    availability: Sequence[Sequence[Any]]) -> str:
     """The section, with its style and script."""
-    stories = topic_stories(timeline)
+    every_story = topic_stories(timeline)
+    stories = dict(islice(every_story.items(), MAX_TOPICS))
     data = json.dumps(stories, default=str).replace("</", "<\\/")
+    more = len(every_story) - len(stories)
     timeline_part = _timeline_svg(axis) if axis.events else \
         "<p>No event of the log has a time (batches written before batches were timed).</p>"
     return (f"<style>{STYLE}</style><section id='time-axis'><h2>Timeline</h2>{timeline_part}"
             f"<h2>Availability per partition</h2>{_availability_table(availability)}"
             f"<h2>Topics</h2><p>Click a topic (or a topic event on the timeline) for its "
-            f"story.</p>{_topics_table(stories)}<div id='story'></div>"
+            f"story.</p>{_topics_table(stories)}"
+            + (f"<p class='note'>the first {MAX_TOPICS} topics shown; {more} more in "
+               f"topic_lifecycle.parquet</p>" if more > 0 else "")
+            + f"<div id='story'></div>"
             f"<script type='application/json' id='topic-stories'>{data}</script>"
             f"<script>{SCRIPT}</script></section>")

@@ -17,6 +17,7 @@ from tests.support.synthetic_logs import (
     write_story_faults,
 )
 from tools.cli import main
+from tools.replay import axis_html
 from tools.replay.analysis import CHURN_BINS, topic_churn
 from tools.replay.availability import availability
 from tools.replay.axis_html import time_axis_html
@@ -68,6 +69,21 @@ def test_faults_before_the_log_s_tables_are_counted_and_told_when_laid_out() -> 
     page = time_axis_html(laid, timeline, availability(timeline))
     assert "1 fault(s) began before the log&#x27;s tables do (offset 0" in page
     assert axis(timeline, early[1:]).faults_before_log == 0
+
+
+def test_a_page_keeps_the_first_events_and_topics_and_says_how_many_it_left_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long log's page stays readable: at most MAX_PER_LANE events a lane and
+    MAX_TOPICS topics, with a note for what is left out."""
+    monkeypatch.setattr(axis_html, "MAX_PER_LANE", 2)
+    monkeypatch.setattr(axis_html, "MAX_TOPICS", 1)
+    timeline = story_timeline(story_log())
+    page = time_axis_html(axis(timeline), timeline, availability(timeline))
+    assert page.count('class="ev election"') == 2
+    assert "elections: the first 2 of 3 events shown" in page
+    assert "topics: the first 2 of 6 events shown" in page
+    assert page.count("<tr class='topic'") == 1
+    assert "the first 1 topics shown; 1 more in topic_lifecycle.parquet" in page
 
 
 def test_an_untimed_log_places_nothing_and_counts_what_it_left_out() -> None:
