@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tools.replay.faults import read_faults
 from tools.voter_changes import directory_id_of
 
 pytestmark = pytest.mark.integration
@@ -126,6 +127,14 @@ def test_chaos_run_passes_when_process_and_network_faults_are_mixed(
     code, verdict = run_chaos(cli_cluster_dir, MIXED_SEED, MIXED_DURATION_S, timeout_s=500,
                               faults=MIXED_KINDS)
     assert_passed(code, verdict, MIXED_DURATION_S, kinds=PROCESS_FAULTS | NETWORK_FAULTS)
+    # the fault log kraft replay --faults reads: every fault, on the wall clock, held as
+    # long as the verdict says
+    logged = read_faults(cli_cluster_dir / "faults.jsonl")
+    assert [(row[0], row[1]) for row in logged] == [(f["kind"], f["node"])
+                                                    for f in verdict["fault_log"]]
+    for row, fault in zip(logged, verdict["fault_log"], strict=True):
+        held_s = (row[5] - row[4]) / 1000
+        assert abs(held_s - (fault["healed_s"] - fault["start_s"])) < 0.05, (row, fault)
     # the stable topics' small segments were deleted by retention or cleaned, and the
     # checks told what that removed from what was lost
     assert verdict["writes_removed"] > 0, verdict["writes_verified"]

@@ -1,7 +1,9 @@
 """The replay's tables as Spark views and Parquet, and `kraft replay --sql`, over the
-scripted story log (tests/support/synthetic_logs.py) on three nodes: every derived
-table is registered and written, the ten queries of docs/replay.md run and answer, and
-the command prints a table, JSON lines, or one error line with exit 2."""
+scripted story log (tests/support/synthetic_logs.py) on three nodes with its fault log:
+every derived table (and `faults`) is registered and written, the thirteen queries of
+docs/replay.md run and answer (the fault queries with exactly the faults that caused the
+story's fencings, leader losses and elections), report.json keeps the run's figures for
+`--compare`, and the command prints a table, JSON lines, or one error line with exit 2."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.synthetic_logs import STORY_START_MS, story_log
+from tests.support.synthetic_logs import STORY_START_MS, story_log, write_story_faults
 from tests.support.synthetic_logs import write_cluster as write_cluster_files
 from tools.cli import main
+from tools.replay.faults import read_faults
 from tools.replay.inputs import from_cluster
 from tools.replay.job import run_replay
 from tools.replay.views import DERIVED, QueryError, run_query
@@ -37,7 +40,8 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def story_views(spark: Any, story: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The story replayed once with its report: the views stay in the shared session."""
     out = tmp_path_factory.mktemp("report")
-    result = run_replay(spark, from_cluster(story), out_dir=out)
+    faults = read_faults(write_story_faults(story.parent / "faults.jsonl"))
+    result = run_replay(spark, from_cluster(story), out_dir=out, faults=faults)
     assert result.passed, result.failed
     return out
 
@@ -47,7 +51,7 @@ def test_every_derived_table_is_a_view_and_a_parquet_file_when_replayed(
     expected = {"leadership": 3, "broker_sessions": 12, "partition_history": 17,
                 "topic_lifecycle": 6, "partition_availability": 4}
     assert set(expected) == set(DERIVED)
-    for name, rows in expected.items():
+    for name, rows in {**expected, "faults": 6}.items():
         assert run_query(spark, f"SELECT * FROM {name}")[1].__len__() == rows, name
         assert spark.read.parquet(str(story_views / f"{name}.parquet")).count() == rows, name
     assert run_query(spark, FENCED)[1] == [(4, STORY_START_MS + 1500, 2000)]
@@ -56,11 +60,47 @@ def test_every_derived_table_is_a_view_and_a_parquet_file_when_replayed(
 def test_each_documented_query_runs_and_answers_when_run_on_the_story(
         spark: Any, story_views: Path) -> None:
     queries = re.findall(r"```sql\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
-    assert len(queries) == 10
+    assert len(queries) == 13
     for query in queries:
         columns, rows = run_query(spark, query)
         assert columns, query
         assert rows, query
+    fencings, leaderless, elections = (run_query(spark, q) for q in queries[-3:])
+    # broker, fenced_ms, fault, after_ms: each fencing came from the fault on its broker
+    assert [(r[0], r[2], r[3], r[5]) for r in fencings[1]] == [
+        (4, 2000, "kill", 500), (5, 1500, "pause", 200), (6, 500, "kill", 100)]
+    # orders lost both leaders for 500 ms while broker 6 (their last ISR) was killed
+    assert [(r[0], r[1], r[3], r[4], r[5]) for r in leaderless[1]] == [
+        ("orders", 0, 500, "kill", 6), ("orders", 1, 500, "kill", 6)]
+    # epoch 2 (leader 2) during node 2's partition, epoch 3 (leader 3) during node 3's
+    assert [(r[0], r[1], r[3], r[4], r[5]) for r in elections[1]] == [
+        ("partition", 2, 300, 1, [2]), ("partition-one-way", 3, 300, 1, [3])]
+
+
+def test_report_keeps_the_figures_and_draws_the_faults_when_given_them(
+        story_views: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    figures = json.loads((story_views / "report.json").read_text())["figures"]
+    assert (figures["elections"], figures["faults"], figures["elections_during_faults"],
+            figures["leaderless_ms"]) == (3, 6, 2, 1000)
+    page = (story_views / "report.html").read_text(encoding="utf-8")
+    assert page.count('class="ev fault"') == 6
+    assert "<h2>Availability per partition</h2>" in page
+    assert main(["replay", "--compare", str(story_views), str(story_views), "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)["figures"]
+    assert {row["figure"] for row in compared} >= {"elections", "leaderless_ms", "faults"}
+    assert all(row["difference"] in (0, None) for row in compared)
+
+
+def test_a_bad_fault_file_exits_2_naming_its_line_before_any_replay(
+        story: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    faults = story.parent / "bad-faults.jsonl"
+    faults.write_text('{"kind": "kill", "start_ms": "soon"}\n', encoding="utf-8")
+    assert main(["replay", "--cluster", str(story), "--faults", str(faults), "--sql",
+                 "SELECT * FROM faults"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"error: --faults {faults}, line 1: start_ms must be ms since the epoch, not 'soon'"]
 
 
 def test_a_refused_query_is_a_query_error_naming_spark_s_reason(spark: Any,

@@ -16,6 +16,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from metadata.image import MetadataImage
 from metadata.records import (
     FenceBroker,
     LeaderChange,
@@ -30,12 +31,14 @@ from metadata.records import (
     Topic,
     TopicConfig,
     UnfenceBroker,
+    decode,
 )
 from raft.common.uuid import Uuid
 from raft.segment import encode_batch, segment_name
 from raft.storage import write_high_watermark_checkpoint
 from raft.types import Batch
 from tools.replay import METADATA_DIR
+from tools.replay.timeline import TimedRecord, Timeline, timeline
 
 
 def metadata_log(*, records: int = 200, voters: Sequence[int] = (1, 2, 3),
@@ -225,3 +228,30 @@ def story_log(*, timed: bool = True) -> list[Batch]:
                          records=tuple(r.encode() for r in records),
                          append_time_ms=STORY_START_MS + at_ms if timed else None))
     return out
+
+
+def story_timeline(batches: list[Batch]) -> Timeline:
+    """The time-axis tables of a story log's batches (all committed), without Spark."""
+    records = [TimedRecord(batch.base_offset + index, batch.epoch, batch.append_time_ms,
+                           decode(data))
+               for batch in batches for index, data in enumerate(batch.records)]
+    return timeline(records, MetadataImage())
+
+
+# (kind, target, ms after STORY_START_MS it started, healed): the faults that "caused" the
+# story: each fencing follows a fault on its broker within a second of its end, each
+# election falls inside a partition fault, and orders loses its leaders during a kill of
+# broker 6; the slow disk matches nothing.
+STORY_FAULTS = (("partition", 2, 800, 1100), ("kill", 4, 1000, 1400),
+                ("pause", 5, 1800, 1950), ("kill", 6, 2400, 2900),
+                ("partition-one-way", 3, 3800, 4100), ("slow-disk", 1, 5200, 5500))
+
+
+def write_story_faults(path: Path) -> Path:
+    """STORY_FAULTS as `kraft chaos` writes its fault log (tools/chaos/nemesis.py)."""
+    path.write_text("".join(json.dumps({
+        "kind": kind, "target": target, "leader": False,
+        "amount": 100 if kind == "slow-disk" else None, "start_ms": STORY_START_MS + start,
+        "end_ms": STORY_START_MS + end, "error": None}) + "\n"
+        for kind, target, start, end in STORY_FAULTS), encoding="utf-8")
+    return path

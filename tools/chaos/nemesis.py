@@ -36,14 +36,21 @@ a majority between faults and every fault is healed at the end. Kinds:
           run one at a time, so no second voter is wiped before the replacement ended, and
           none is wiped unless the leader's voter set is whole (tools/chaos/voter_set.py):
           a majority of the voters always keeps its disk.
-The last two go through the node's test-only fault file (raft/fault_injection.py, the
-`fault.injection.file` key, which the chaos launcher sets to FAULT_FILE in every node's
-directory): written atomically to inject, removed to heal.
+Every fault, once healed (or given up), is appended to the run's fault log when the
+nemesis has one (`kraft chaos` writes DIR/faults.jsonl: FAULT_LOG_FILE), one JSON object a
+line (`Injected.log_line`): kind, target (the node id it hit; null when no leader was
+found), leader (aimed at the leader), amount, start_ms and end_ms (wall-clock ms since the
+epoch; end_ms null when it was never healed) and error, which `kraft replay --faults`
+lays beside the metadata log's times (docs/replay.md).
+The slow-disk and clock faults go through the node's test-only fault file
+(raft/fault_injection.py, the `fault.injection.file` key, which the chaos launcher sets
+to FAULT_FILE in every node's directory): written atomically to inject, removed to heal.
 Only processes the cluster object started are signalled (by their recorded pid).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import shutil
@@ -85,6 +92,7 @@ _REPLACE_POLL_S = 0.2
 _WHOLE_WAIT_S = 10.0  # before a wipe: a leader elected, a voter set whole
 NET_KINDS = frozenset({"partition", "slow-net", "lossy-net"})  # they need the proxies
 FAULT_FILE = "fault-injection.json"  # in each node's directory (next to node.toml)
+FAULT_LOG_FILE = "faults.jsonl"  # the run's faults on the wall clock, for kraft replay
 FSYNC_DELAYS_MS = (20, 100, 300)
 CLOCK_RATES = (0.5, 0.9, 1.1, 1.5)
 NET_DELAYS_MS = (50, 150, 400)
@@ -122,6 +130,14 @@ class Injected:
     healed_s: float | None
     error: str | None = None
     amount: float | None = None
+    start_ms: int | None = None  # wall clock (ms since the epoch), for the fault log
+    end_ms: int | None = None  # healed, on the wall clock (None: never healed)
+
+    def log_line(self) -> dict[str, object]:
+        """The fault log's line (the module docstring)."""
+        return {"kind": self.kind, "target": self.node_id, "leader": self.target == LEADER,
+                "amount": self.amount, "start_ms": self.start_ms, "end_ms": self.end_ms,
+                "error": self.error}
 
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "target": "leader" if self.target == LEADER else self.target,
@@ -129,6 +145,11 @@ class Injected:
                 "start_s": round(self.start_s, 3),
                 "healed_s": None if self.healed_s is None else round(self.healed_s, 3),
                 "error": self.error}
+
+
+def wall_ms() -> int:
+    """Now on the wall clock, in ms since the epoch (the metadata log's batch times)."""
+    return time.time_ns() // 1_000_000
 
 
 def _check_kinds(faults: Sequence[str], *, broker_ids: Sequence[int],
@@ -189,9 +210,10 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
 class Nemesis:
     """Runs a schedule in a thread; `stop()` heals at once and ends it."""
 
-    def __init__(self, cluster: Cluster, faults: Sequence[Fault], net: ProxyNet | None = None
-                 ) -> None:
+    def __init__(self, cluster: Cluster, faults: Sequence[Fault], net: ProxyNet | None = None,
+                 *, fault_log: Path | None = None) -> None:
         self.cluster = cluster
+        self.fault_log = fault_log
         self.net = net
         self.faults = list(faults)
         self.injected: list[Injected] = []
@@ -222,15 +244,19 @@ class Nemesis:
         for fault in self.faults:
             if self._stop.wait(max(0.0, fault.at_s - self._elapsed())):
                 return
-            self.injected.append(self._apply(fault))
+            injected = self._apply(fault)
+            self.injected.append(injected)
+            if self.fault_log is not None:
+                with self.fault_log.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(injected.log_line()) + "\n")
 
     def _apply(self, fault: Fault) -> Injected:
-        start = self._elapsed()
+        start, start_ms = self._elapsed(), wall_ms()
         try:
             node_id = self._resolve(fault.target)
         except ClusterError as exc:
             return Injected(kind=fault.kind, target=fault.target, node_id=None, start_s=start,
-                            healed_s=None, error=f"no leader: {exc}")
+                            healed_s=None, error=f"no leader: {exc}", start_ms=start_ms)
         log.warning("fault", extra={"fault": fault.kind, "node": node_id})
         error = None
         try:
@@ -243,9 +269,11 @@ class Nemesis:
         except (ClusterError, OSError) as exc:
             error = f"{error}; heal: {exc}" if error else f"heal: {exc}"
             return Injected(kind=fault.kind, target=fault.target, node_id=node_id,
-                            start_s=start, healed_s=None, error=error, amount=fault.amount)
+                            start_s=start, healed_s=None, error=error, amount=fault.amount,
+                            start_ms=start_ms)
         return Injected(kind=fault.kind, target=fault.target, node_id=node_id, start_s=start,
-                        healed_s=self._elapsed(), error=error, amount=fault.amount)
+                        healed_s=self._elapsed(), error=error, amount=fault.amount,
+                        start_ms=start_ms, end_ms=wall_ms())
 
     def _inject(self, node_id: int, fault: Fault) -> None:
         if fault.kind.startswith("partition"):

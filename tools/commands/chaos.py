@@ -20,7 +20,8 @@ final state (tools/chaos/checker.py), stops the cluster, writes the acknowledged
 produces as DIR/acknowledged.jsonl (tools/chaos/acknowledged_history.py), runs `kraft
 replay --history` with it on the logs (so the brokers' partition logs must hold every
 acknowledged produce once, at its offset: `acknowledged-writes-present`), and writes the
-verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl)
+verdict to DIR/chaos-verdict.json (the history is DIR/history.jsonl, the faults on the
+wall clock DIR/faults.jsonl, which `kraft replay --faults` reads)
 with what the nodes did with snapshots (written, log-start advances, fetched; with
 snapshots on, a run of SNAPSHOT_CHECK_MIN_S or more in which no node wrote one or moved
 its log start is an error: the run did not exercise them).
@@ -84,6 +85,7 @@ from tools.chaos.history import UNKNOWN, HistoryWriter
 from tools.chaos.nemesis import (
     DYNAMIC_KINDS,
     FAULT_FILE,
+    FAULT_LOG_FILE,
     KINDS,
     NET_KINDS,
     Nemesis,
@@ -279,7 +281,8 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
     # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
-    return ChaosRig(cluster=cluster, history=history, nemesis=Nemesis(cluster, plan, net),
+    nemesis = Nemesis(cluster, plan, net, fault_log=directory / FAULT_LOG_FILE)
+    return ChaosRig(cluster=cluster, history=history, nemesis=nemesis,
                     net=net, credentials=credentials, dynamic=dynamic)
 
 

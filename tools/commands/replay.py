@@ -1,10 +1,20 @@
 """`kraft replay`: replay every node's metadata log with Spark and check the copies agree.
 
     kraft replay (--cluster DIR | --logs PATH ...) [--master local[*] | spark://HOST:PORT]
-                 [--out REPORT_DIR] [--history FILE] [--sql QUERY | --sql-file FILE] [--json]
+                 [--out REPORT_DIR] [--history FILE] [--faults FILE]
+                 [--sql QUERY | --sql-file FILE] [--json]
+    kraft replay --compare RUN_A RUN_B [--json]
 
 `--history FILE`: acknowledged writes, one JSON object a line (format in
 `tools.replay.acknowledged`), checked against the brokers' partition logs.
+
+`--faults FILE`: a chaos run's fault log (`kraft chaos` writes DIR/faults.jsonl; format
+in `tools.replay.faults`), the `faults` table beside the time-axis tables, and a lane of
+the report's timeline.
+
+`--compare RUN_A RUN_B`: two earlier replays' report directories (`--out`), their
+availability and election figures side by side (`tools.replay.compare`), as a table or
+with `--json` one object; no Spark runs. A missing run directory is one line, exit 2.
 
 `--sql QUERY` / `--sql-file FILE`: after the replay, run one Spark SQL query over its
 tables (temp views: `tools.replay.views`, docs/replay.md) and print its rows, as a table
@@ -45,6 +55,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="a local cluster directory (DIR/node-N/data per node)")
     source.add_argument("--logs", type=Path, nargs="+", metavar="PATH",
                         help="log dirs (or their __cluster_metadata-0 directories)")
+    source.add_argument("--compare", type=Path, nargs=2, metavar=("RUN_A", "RUN_B"),
+                        help="compare two replays' report directories (their --out): "
+                        "availability and election figures side by side")
     parser.add_argument("--master", default=None,
                         help="Spark master: local[*] (default), local[N] or spark://HOST:PORT")
     parser.add_argument("--out", type=Path, metavar="REPORT_DIR",
@@ -57,6 +70,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="acknowledged writes (JSON lines: topic, partition, offset, "
                         "value or value_sha256, key) to find in the partition logs")
+    parser.add_argument("--faults", type=Path, metavar="FILE",
+                        help="a chaos run's fault log (DIR/faults.jsonl) as the faults table "
+                        "and on the report's timeline")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--sql", metavar="QUERY",
                        help="a Spark SQL query over the replay's tables, run after it")
@@ -126,16 +142,24 @@ def java_problem() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare is not None:
+        return _compare(*args.compare, as_json=args.json)
+    return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
     # matplotlib draws the report's plots: only --out needs it
     require_extra("replay", "kraft replay",
                   ("pyspark", "matplotlib") if args.out is not None else ("pyspark",))
     from tools.replay.acknowledged import read_history
+    from tools.replay.faults import read_faults
     from tools.replay.inputs import InputError, from_cluster, from_logs
 
     try:  # absolute paths: a cluster's executors do not run in this directory
         replay_input = from_cluster(args.cluster.resolve()) if args.cluster \
             else from_logs([p.resolve() for p in args.logs])
         history = None if args.history is None else read_history(args.history)
+        faults = None if args.faults is None else read_faults(args.faults)
     except InputError as exc:
         raise CommandError(str(exc), exit_code=2) from None
     query = _query(args)
@@ -167,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Progress(spark) as progress:
             result = run_replay(spark, replay_input, out_dir=out_dir, progress=progress,
-                                history=history, views=query is not None)
+                                history=history, views=query is not None, faults=faults)
         if query is not None:
             return _print_query(spark, query, result, as_json=args.json)
     except InputError as exc:
@@ -215,4 +239,18 @@ def _print_query(spark: Any, query: str, result: Any, *, as_json: bool) -> int:
     if not result.passed:
         print("replay failed check(s): " + ", ".join(result.failed), file=sys.stderr)
         return 1
+    return 0
+
+
+def _compare(run_a: Path, run_b: Path, *, as_json: bool) -> int:
+    """Two report directories' figures side by side; exit 2 for a run that is not one."""
+    from tools.replay.compare import compare_runs, comparison_rows
+    from tools.replay.inputs import InputError
+    from tools.replay.views import query_table
+
+    try:
+        compared = compare_runs(run_a, run_b)
+    except InputError as exc:
+        raise CommandError(str(exc), exit_code=2) from None
+    print(json.dumps(compared) if as_json else query_table(*comparison_rows(compared)))
     return 0

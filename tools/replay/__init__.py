@@ -25,7 +25,10 @@ writes (`acknowledged`). `timeline` lays the committed log out on a time axis (t
 batches' append times: leadership, broker sessions, partition history, topic lifecycles)
 and `availability` sums each partition's time without a leader or under-replicated;
 `views` registers every table as a Spark temp view, for the report's Parquet files and
-`kraft replay --sql` (docs/replay.md).
+`kraft replay --sql` (docs/replay.md), with a chaos run's fault log (`faults`, `kraft
+replay --faults`); `time_axis` turns the tables into the report's timeline events and a
+run's figures, `axis_html` draws the timeline, availability and topic stories in the
+page, and `compare` sets two reports' figures side by side (`kraft replay --compare`).
 
 Running on a Spark cluster
 --------------------------

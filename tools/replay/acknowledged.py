@@ -31,9 +31,7 @@ compressed with a codec not decoded here cannot be checked: the counts say how m
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +40,7 @@ from typing import Any, TypeGuard
 
 from raft.common.uuid import Uuid
 from tools.replay.checks import MAX_EXAMPLES, PARTITION_CHECKS, CheckResult
-from tools.replay.inputs import InputError
+from tools.replay.inputs import read_json_lines
 from tools.replay.partition_history import PartitionHistory, PartitionKey
 from tools.replay.partition_logs import Replica, record_values
 
@@ -106,19 +104,7 @@ def _write(number: int, data: Any) -> AckedWrite:
 
 def read_history(path: Path) -> list[AckedWrite]:
     """The acknowledged writes of a history file; InputError naming the bad line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--history {path}: unreadable: {exc}") from None
-    writes = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            writes.append(_write(number, json.loads(line)))
-        except (ValueError, binascii.Error) as exc:
-            raise InputError(f"--history {path}, line {number}: {exc}") from None
-    return writes
+    return read_json_lines(path, "--history", _write)
 
 
 def agreed_replica(replicas: Sequence[Replica]) -> Replica | None:

@@ -68,16 +68,24 @@ def epochs_and_types(aggregates: Aggregates, claims: list[tuple[Any, ...]]) -> t
 
 
 def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]:
-    width = max(1, -(-end_offset // CHURN_BINS))
-    # Counter over map(): the binning runs in C, a Python loop per offset does not
-    created_in = Counter(map(width.__rfloordiv__, aggregates.topic_offsets))
-    removed_in = Counter(map(width.__rfloordiv__, aggregates.remove_offsets))
-    by_bin = {b * width: (created_in[b], removed_in[b])
-              for b in created_in.keys() | removed_in.keys()}
+    """Topics created and removed per bin, CHURN_BINS bins over the offsets from the
+    first Topic or RemoveTopic record to the last (a log of mostly no-ops would put all
+    its churn in one bin of the whole log), and the live topics after each bin."""
+    churn = [*aggregates.topic_offsets, *aggregates.remove_offsets]
+    first = min(churn, default=0)
+    last = max(churn, default=end_offset - 1)
+    width = max(1, -(-(last + 1 - first) // CHURN_BINS))
+    # Counter over map() of int methods: the binning runs in C, a Python loop (or a
+    # Python function) per offset does not
+    created_in = Counter(map(width.__rfloordiv__, map((-first).__add__,
+                                                      aggregates.topic_offsets)))
+    removed_in = Counter(map(width.__rfloordiv__, map((-first).__add__,
+                                                      aggregates.remove_offsets)))
     out, live = [], 0
-    for start in range(0, max(end_offset, 1), width):
-        created, removed = by_bin.get(start, (0, 0))
+    for index in range(max(1, -(-(last + 1 - first) // width))):
+        created, removed = created_in[index], removed_in[index]
         live += created - removed
+        start = first + index * width
         out.append({"bin_start": start, "bin_end": start + width, "created": created,
                     "removed": removed, "live_after": live})
     return out

@@ -25,10 +25,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from raft.segment import list_segments, segment_base_offset
 from raft.snapshot import SNAPSHOT_SUFFIX
@@ -36,10 +36,30 @@ from raft.storage import StorageError, read_high_watermark_checkpoint, read_log_
 from tools.replay import CHECKPOINT_FILE, METADATA_DIR
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class InputError(Exception):
     """The input is unusable (missing directory, unreadable or corrupt file): exit 2."""
+
+
+def read_json_lines(path: Path, option: str, parse: Callable[[int, Any], T]) -> list[T]:
+    """`parse(line number, JSON value)` of each non-blank line of a file given as
+    `option`; InputError naming the option, the file and the line when the file is
+    unreadable, a line not JSON, or `parse` raises ValueError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{option} {path}: unreadable: {exc}") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse(number, json.loads(line)))
+        except ValueError as exc:
+            raise InputError(f"{option} {path}, line {number}: {exc}") from None
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,7 @@ input (exit 2) and otherwise returns a `ReplayResult` whose `passed` decides exi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -20,6 +21,8 @@ from typing import Any
 
 from tools.replay.acknowledged import AckedWrite, check_acknowledged
 from tools.replay.analysis import Analysis, analyse, node_summary, reference_node
+from tools.replay.availability import availability
+from tools.replay.axis_html import time_axis_html
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, node_checks, node_views
 from tools.replay.crossnode import (
@@ -55,6 +58,7 @@ from tools.replay.snapshots import (
     run_replays,
     spans,
 )
+from tools.replay.time_axis import axis, figures
 from tools.replay.timeline import Timeline, node_timeline
 from tools.replay.views import register_views
 
@@ -70,6 +74,8 @@ class ReplayResult:
     seconds: dict[str, float]
     report_path: Path | None = None
     run: dict[str, Any] | None = None  # `run_info`: what the report's header names
+    # the time axis's figures (`tools.replay.time_axis.figures`; None: no tables derived)
+    figures: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -90,7 +96,7 @@ class ReplayResult:
                 "checks": [c.to_json() for c in self.checks],
                 "analysis": self.analysis.to_json(), "seconds": self.seconds,
                 "report": None if self.report_path is None else str(self.report_path),
-                "run": self.run}
+                "run": self.run, "figures": self.figures}
 
 
 def package_version() -> str:
@@ -344,18 +350,15 @@ def _analyse_reference(spark: Any, replay_input: ReplayInput, first: _FirstPass,
 
 
 def _with_report(result: ReplayResult, out_dir: Path, tables: dict[str, Any],
-                 clock: _PhaseClock) -> ReplayResult:
-    """Write the HTML report, report.json and the tables' Parquet files to `out_dir`;
-    the result names the page."""
+                 clock: _PhaseClock, time_axis: str) -> ReplayResult:
+    """Write the HTML report (`time_axis`: its timeline section), report.json and the
+    tables' Parquet files to `out_dir`; the result names the page."""
     from tools.replay.report import write_report
 
-    replay_input = result.replay_input
     with clock.phase("report", f"writing the report to {out_dir}"):
-        page = write_report(out_dir, result.to_json(), tables)
+        page = write_report(out_dir, result.to_json(), tables, time_axis)
     clock.record_total()
-    result = ReplayResult(checks=result.checks, analysis=result.analysis,
-                          record_copies=result.record_copies, replay_input=replay_input,
-                          seconds=clock.seconds, report_path=page, run=result.run)
+    result = dataclasses.replace(result, seconds=clock.seconds, report_path=page)
     # report.json was written before the report timing existed: rewrite it whole
     (out_dir / "report.json").write_text(json.dumps(
         result.to_json(), indent=2, default=str), encoding="utf-8")
@@ -404,10 +407,13 @@ def _timeline(replay_input: ReplayInput, reference: int | None,
 def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = None,
                progress: Progress | None = None, with_analysis: bool = True,
                history: Sequence[AckedWrite] | None = None,
-               views: bool = False) -> ReplayResult:
-    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged).
+               views: bool = False,
+               faults: list[tuple[Any, ...]] | None = None) -> ReplayResult:
+    """`history`: the acknowledged writes of `--history` (tools.replay.acknowledged);
+    `faults`: a chaos run's fault log (`--faults`, tools.replay.faults).
     With `out_dir` or `views` the tables are registered as temp views of `spark`
-    (`tools.replay.views`), for the report and for queries after the replay."""
+    (`tools.replay.views`), for the report and for queries after the replay, and the
+    result carries the run's figures (`tools.replay.time_axis`)."""
     clock = _PhaseClock(progress)
     run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]
@@ -442,10 +448,14 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
                           seconds=clock.seconds, run=run)
     if out_dir is not None or views:
         with clock.phase("views", "deriving the time-axis tables"):
-            tables = register_views(spark, replay_input, analysis.to_json(),
-                                    _timeline(replay_input, reference, bases, compared.end))
+            timeline = _timeline(replay_input, reference, bases, compared.end)
+            lives = availability(timeline)
+            tables = register_views(spark, replay_input, analysis.to_json(), timeline, lives,
+                                    faults)
+            result = dataclasses.replace(result, figures=figures(timeline, lives, faults))
         if out_dir is not None:
-            result = _with_report(result, out_dir, tables, clock)
+            section = time_axis_html(axis(timeline, faults), timeline, lives)
+            result = _with_report(result, out_dir, tables, clock, section)
     clock.record_total()
     log.info("replay done", extra={"passed": result.passed, "failed": result.failed})
     return result

@@ -6,6 +6,8 @@ REPORT_DIR/
   leaders.parquet/      the leader timeline;  nodes.parquet/  per-node log end and lag
   <derived>.parquet/    the time-axis tables (`tools.replay.views.DERIVED`, docs/replay.md)
   report.html           the same, readable, with matplotlib plots embedded as base64 PNG
+                        and the time axis (`tools.replay.axis_html`): a zoomable timeline,
+                        availability per partition, each topic's story
 """
 
 from __future__ import annotations
@@ -67,9 +69,11 @@ def record_copies(spark: Any, replay_input: ReplayInput) -> Any:
     return spark.createDataFrame(rows, RECORDS, verifySchema=False)
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], tables: dict[str, Any]) -> Path:
+def write_report(out_dir: Path, summary: dict[str, Any], tables: dict[str, Any],
+                 time_axis: str = "") -> Path:
     """`tables`: the replay's views (`tools.replay.views.register_views`), each written
-    as `<name>.parquet`; `records` partitioned by node, the small ones as one file."""
+    as `<name>.parquet`; `records` partitioned by node, the small ones as one file.
+    `time_axis`: the page's time-axis section (`tools.replay.axis_html`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(summary, indent=2, default=str),
                                          encoding="utf-8")
@@ -80,7 +84,7 @@ def write_report(out_dir: Path, summary: dict[str, Any], tables: dict[str, Any])
         else:
             table.coalesce(1).write.mode("overwrite").parquet(path)
     page = out_dir / "report.html"
-    page.write_text(render_html(summary), encoding="utf-8")
+    page.write_text(render_html(summary, time_axis), encoding="utf-8")
     log.info("report written", extra={"dir": str(out_dir)})
     return page
 
@@ -118,11 +122,12 @@ def _leader_plot(timeline: list[dict[str, Any]]) -> Callable[[Any], None]:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are integers
         ax.set_xlabel("offset")
         ax.set_ylabel("epoch")
-        ax.set_title("Leader timeline: the offsets each epoch wrote")
-        if colours:
+        ax.set_title("Leader timeline: the offsets each epoch wrote", pad=24)
+        if colours:  # above the axes, not over the bars
             ax.legend(handles=[Patch(color=c, label=f"leader {leader}")
                                for leader, c in colours.items()],
-                      loc="lower right", fontsize="small")
+                      loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(len(colours), 6),
+                      fontsize="small", frameon=False)
     return draw
 
 
@@ -136,21 +141,28 @@ def _types_plot(types: list[dict[str, Any]]) -> Callable[[Any], None]:
 
 
 def _churn_plot(churn: list[dict[str, Any]]) -> Callable[[Any], None]:
+    """Topics created (up) and removed (down) per bin of offsets, and the live topics
+    after each bin, on one axis of topics; the legend above the plot."""
     def draw(ax: Any) -> None:
+        from matplotlib.ticker import MaxNLocator
+
         starts = [c["bin_start"] for c in churn]
-        width = (churn[0]["bin_end"] - churn[0]["bin_start"]) if churn else 1
-        ax.bar(starts, [c["created"] for c in churn], width=width, align="edge",
-               color="C2", label="created")
+        width = churn[0]["bin_end"] - churn[0]["bin_start"]
+        ax.bar(starts, [c["created"] for c in churn], width=width, align="edge", color="C2",
+               edgecolor="white", label="created in the bin")
         ax.bar(starts, [-c["removed"] for c in churn], width=width, align="edge",
-               color="C3", label="removed")
-        twin = ax.twinx()
-        twin.plot([c["bin_end"] for c in churn], [c["live_after"] for c in churn],
-                  color="black", label="live topics")
-        twin.set_ylabel("live topics")
+               color="C3", edgecolor="white", label="removed in the bin (below 0)")
+        ax.step([churn[0]["bin_start"], *(c["bin_end"] for c in churn)],
+                [0, *(c["live_after"] for c in churn)], where="pre", color="black",
+                label="live topics")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(starts[0], churn[-1]["bin_end"])
         ax.set_xlabel("offset")
-        ax.set_ylabel("topics per bin")
-        ax.set_title("Topic churn")
-        ax.legend(loc="upper left", fontsize="small")
+        ax.set_ylabel("topics")
+        ax.set_title("Topic churn", pad=24)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize="small",
+                  frameon=False)
     return draw
 
 
@@ -162,8 +174,10 @@ def _nodes_plot(nodes: list[dict[str, Any]], committed_end: int) -> Callable[[An
                 label="agrees with committed log")
         ax.axvline(committed_end, color="black", linestyle="--", label="committed end")
         ax.set_xlabel("offset")
-        ax.set_title("Per-node log end")
-        ax.legend(loc="lower right", fontsize="small")
+        ax.set_title("Per-node log end", pad=24)
+        # above the axes: inside, it covers the bars' ends, where nodes differ
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize="small",
+                  frameon=False)
     return draw
 
 
@@ -199,7 +213,7 @@ def _checks_html(checks: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-_STYLE = """body{font-family:sans-serif;margin:2em;max-width:60em}
+_STYLE = """body{font-family:sans-serif;margin:2em;max-width:75em}
 table{border-collapse:collapse;font-size:small}td,th{border:1px solid #ccc;padding:2px 6px}
 details{margin:.3em 0}details.fail summary{color:#b00}details.pass summary{color:#070}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:small}img{max-width:100%}"""
@@ -217,7 +231,15 @@ def _run_html(run: dict[str, Any] | None) -> str:
         if value is not None) + "</p>"
 
 
-def render_html(summary: dict[str, Any]) -> str:
+def _recreated_html(recreated: list[dict[str, Any]]) -> str:
+    """The names more than one topic ID took; nothing when none did."""
+    if not recreated:
+        return ""
+    return "<h2>Recreated topic names</h2>" + _table(
+        recreated[:200], ["name", "old_ids", "current_id", "offsets"])
+
+
+def render_html(summary: dict[str, Any], time_axis: str = "") -> str:
     analysis = summary["analysis"]
     plots = [_png(_nodes_plot(analysis["nodes"], analysis["committed_end"]))]
     if analysis["leader_timeline"]:
@@ -236,14 +258,14 @@ def render_html(summary: dict[str, Any]) -> str:
 {summary['voters']} (from {html.escape(summary['voters_source'])}); committed prefix ends at
 offset {analysis['committed_end']}.</p>
 <h2>Checks</h2>{_checks_html(summary['checks'])}
+{time_axis}
 <h2>Nodes</h2>{_table(analysis['nodes'], ['node', 'role', 'start_offset', 'replay_from',
     'end_offset', 'lag', 'last_epoch', 'records', 'segments', 'diverges_at',
     'committed_held'])}
 <h2>Plots</h2>{images}
 <h2>Leader timeline</h2>{_table(analysis['leader_timeline'], ['epoch', 'leader_id',
     'claimants', 'first_offset', 'last_offset', 'records'])}
-<h2>Recreated topic names</h2>{_table(analysis['recreated_names'][:200], ['name',
-    'old_ids', 'current_id', 'offsets'])}
+{_recreated_html(analysis['recreated_names'])}
 <h2>Record types</h2>{_table(analysis['record_types'], ['record_type', 'count'])}
 </body></html>
 """

@@ -16,7 +16,7 @@ import json
 import logging
 from typing import Any
 
-from tools.replay.availability import availability
+from tools.replay.faults import FAULTS
 from tools.replay.inputs import ReplayInput
 from tools.replay.report import LEADERS, NODES, record_copies
 from tools.replay.timeline import Timeline
@@ -47,8 +47,10 @@ def _dict_rows(rows: list[dict[str, Any]], schema: str) -> list[tuple[Any, ...]]
 
 
 def register_views(spark: Any, replay_input: ReplayInput, analysis: dict[str, Any],
-                   timeline: Timeline) -> dict[str, Any]:
-    """Every table as a DataFrame, each registered as a temp view of its name."""
+                   timeline: Timeline, partition_availability: list[tuple[Any, ...]],
+                   faults: list[tuple[Any, ...]] | None = None) -> dict[str, Any]:
+    """Every table as a DataFrame, each registered as a temp view of its name (`faults`
+    only when given)."""
     rows = {
         "leaders": (_dict_rows(analysis["leader_timeline"], LEADERS), LEADERS),
         "nodes": (_dict_rows(analysis["nodes"], NODES), NODES),
@@ -56,8 +58,10 @@ def register_views(spark: Any, replay_input: ReplayInput, analysis: dict[str, An
         "broker_sessions": (timeline.broker_sessions, BROKER_SESSIONS),
         "partition_history": (timeline.partition_history, PARTITION_HISTORY),
         "topic_lifecycle": (timeline.topic_lifecycle, TOPIC_LIFECYCLE),
-        "partition_availability": (availability(timeline), PARTITION_AVAILABILITY),
+        "partition_availability": (partition_availability, PARTITION_AVAILABILITY),
     }
+    if faults is not None:
+        rows["faults"] = (faults, FAULTS)
     tables = {"records": record_copies(spark, replay_input),
               **{name: spark.createDataFrame(data, schema)
                  for name, (data, schema) in rows.items()}}

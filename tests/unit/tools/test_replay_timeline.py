@@ -4,22 +4,17 @@ times, and the same log written before batches were timed (nulls, never zeros)."
 
 from __future__ import annotations
 
-from metadata.image import MetadataImage
-from metadata.records import decode
-from raft.types import Batch
-from tests.support.synthetic_logs import STORY_OTHER, STORY_START_MS, STORY_TOPIC, story_log
+from tests.support.synthetic_logs import (
+    STORY_OTHER,
+    STORY_START_MS,
+    STORY_TOPIC,
+    story_log,
+    story_timeline,
+)
 from tools.replay.availability import availability
-from tools.replay.timeline import TimedRecord, Timeline, timeline
 
 T0 = STORY_START_MS
 ORDERS, AUDIT = str(STORY_TOPIC), str(STORY_OTHER)
-
-
-def story_timeline(batches: list[Batch]) -> Timeline:
-    records = [TimedRecord(batch.base_offset + index, batch.epoch, batch.append_time_ms,
-                           decode(data))
-               for batch in batches for index, data in enumerate(batch.records)]
-    return timeline(records, MetadataImage())
 
 
 def test_leadership_names_each_epochs_leader_span_and_ending_when_timed() -> None:
