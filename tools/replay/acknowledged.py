@@ -25,7 +25,7 @@ value, and no other offset holds that value unless another acknowledged write cl
 A write below the log start (retention, DeleteRecords), or on a compacted topic with a
 later record of its key, may legally be gone; writes above the checkpointed high
 watermark (written after the broker's last checkpoint), of a deleted topic, or in a batch
-compressed with a codec not decoded here cannot be checked: the counts say how many.
+whose body does not decode cannot be checked: the counts say how many.
 """
 
 from __future__ import annotations

@@ -147,8 +147,8 @@ def read_replicas(nodes: tuple[NodeInput, ...]) -> dict[tuple[Uuid, int], list[R
 
 def record_values(replica: Replica, batch: StoredBatch
                   ) -> list[tuple[int, bytes | None, bytes | None]] | None:
-    """(offset, key, value) of each record of one stored batch; None when its codec is not
-    decoded here (only uncompressed and gzip batches are)."""
+    """(offset, key, value) of each record of one stored batch (every Kafka codec is
+    decoded); None when it is a control batch or its body does not decode."""
     path = replica.directory / segment_name(batch.segment)
     try:
         with open(path, "rb") as handle:
