@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster
+from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tests.support.resize_run import OutputProcess
 from tools.client.connection import KafkaClient
+from tools.client.groups_admin import GroupsAdmin
 from tools.client.partitioner import partition_for
 from tools.client.producer import Acknowledged, OrderedProducer
 from tools.cluster import Cluster
@@ -60,6 +61,18 @@ def first_delivery(consumers: list[OutputProcess], value: str) -> tuple[float, i
     return min(found) if found else None
 
 
+def group_size(cluster: Cluster) -> int:
+    addresses = [n.client_address for n in cluster.nodes.values() if n.client_address]
+
+    async def members() -> int:
+        client = KafkaClient(addresses, ssl_context=None, sasl=None)
+        try:
+            return len((await GroupsAdmin(client).describe(GROUP)).members)
+        finally:
+            await client.aclose()
+    return trio.run(members)
+
+
 def test_a_chain_of_growths_delivers_a_key_in_order(tmp_path: Path) -> None:
     with running_cluster(tmp_path / "cluster", FAST_SETTINGS, voters=1,
                          brokers=1) as cluster:
@@ -92,6 +105,9 @@ def run_chain(cluster: Cluster, tmp_path: Path) -> None:
         while time.monotonic() < deadline and not all(
                 first_delivery(consumers, v) for v in ("0", "1")):
             time.sleep(0.1)
+        # stopped only once both have joined: one still starting (its signal handling not
+        # installed yet: a loaded host slows the start) would die of the SIGTERM
+        wait_until(lambda: group_size(cluster) == 2, WAIT_S, "both consumers in the group")
     finally:
         codes = [consumer.stop() for consumer in consumers]
     v0_at, v1_at = first_delivery(consumers, "0"), first_delivery(consumers, "1")

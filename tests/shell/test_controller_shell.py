@@ -98,14 +98,18 @@ async def test_only_the_leader_answers_and_followers_name_it_when_three_controll
     with trio.fail_after(10):
         async with controllers() as shells:
             active = await eventually(lambda: next((s for s in shells if s.is_active), None))
+            leader = active._node.node_id
             for shell in shells:
                 if shell is active:
                     continue
+                # a follower names the leader once it has heard from it (BeginQuorumEpoch
+                # or a Fetch answer); before that its answer rightly names none
+                await eventually(lambda s=shell: s._node.leader_id == leader)
                 response = await call(shell, DescribeTopicsRequest())
                 assert isinstance(response, AdminErrorResponse)
                 assert response.top_level_error == ErrorCode.NOT_CONTROLLER
-                assert response.leader_id == active._node.node_id
-                host, port = active._node.voters[active._node.node_id]
+                assert response.leader_id == leader
+                host, port = active._node.voters[leader]
                 assert response.leader_address == f"{host}:{port}"
 
 
