@@ -106,6 +106,10 @@ def kill_soon(cluster: Cluster, node_id: int, delay_s: float) -> threading.Threa
     return thread
 
 
+# a controller, consumer or coordinator killed mid-resize: each a whole resize run (1-2.5
+# minutes); `make soak` runs them, `make test` keeps to its ten minutes with the
+# undisturbed runs (gated and not) and the schedule tests
+@pytest.mark.soak
 def test_controller_killed_during_an_expansion_and_during_a_deletion(
         cluster: Cluster, tmp_path: Path) -> None:
     killed: list[int] = []
@@ -126,6 +130,7 @@ def test_controller_killed_during_an_expansion_and_during_a_deletion(
         cluster.start_node(node_id)
 
 
+@pytest.mark.soak
 def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
     def hook(at: int, resize: ResizeRun) -> None:
         victim = resize.consumers[0]
@@ -140,6 +145,7 @@ def test_consumer_killed_while_gated(cluster: Cluster, tmp_path: Path) -> None:
     assert_in_order(result)  # a killed consumer may redeliver, never reorder
 
 
+@pytest.mark.soak
 def test_coordinator_broker_killed_during_a_resize(cluster: Cluster, tmp_path: Path) -> None:
     """The group coordinator's broker is SIGKILLed as a resize starts and comes back a few
     seconds later, whether or not that resize could commit meanwhile: on a slow host the
