@@ -36,7 +36,9 @@ The rules, by kind, each followed by the planted cases (`PLANTS`) that make it f
 - divergence:
   * brokers applied different offsets (divergence:offsets);
   * a broker did not report its image (divergence:unreported);
-  * a broker's image hash differs from the controller log's (divergence:hash).
+  * a broker's image hash differs from the controller log's (divergence:hash);
+  * brokers at one offset the voters' logs no longer reach (a snapshot moved their start
+    past it) hold different images (divergence:images).
 - stale_partition:
   * a broker hosts a partition the final metadata does not assign it: its topic was
     deleted, its topic ID replaced, or it is another broker's
@@ -351,6 +353,14 @@ def _divergence_hash() -> Plant:
                          "444444444444", control=_brokers((4, 4, H4)))
 
 
+def _divergence_images() -> Plant:
+    return Plant(rule="divergence:images", events=[],
+                 final=_brokers((4, 7, "aaaaaaaaaaaaaaa0"), (5, 7, "bbbbbbbbbbbbbbb0")),
+                 message="brokers at the same offset hold different images: 4: aaaaaaaaaaaa, "
+                         "5: bbbbbbbbbbbb",
+                 control=_brokers((4, 7, "aaaaaaaaaaaaaaa0"), (5, 7, "aaaaaaaaaaaaaaa0")))
+
+
 def _stale_deleted_topic() -> Plant:
     return Plant(rule="stale_partition:deleted_topic", events=_created().events,
                  final=_disk(("a", 0, X), ("b", 0, Y)),
@@ -407,8 +417,9 @@ BUILDERS: tuple[Callable[[], Plant], ...] = (
     _stale_id_other_name, _stale_id_after_delete, _stale_id_unknown_after_create,
     _misplaced_order, _misplaced_partition, _duplicate, _deleted_never_produced,
     _deleted_failed_produce, _deleted_before_create, _lost_write, _divergence_offsets,
-    _divergence_unreported, _divergence_hash, _stale_deleted_topic, _stale_replaced_id,
-    _stale_unassigned, _stale_overdue, _stale_no_due_time, _missing_partition)
+    _divergence_unreported, _divergence_hash, _divergence_images, _stale_deleted_topic,
+    _stale_replaced_id, _stale_unassigned, _stale_overdue, _stale_no_due_time,
+    _missing_partition)
 PLANTS = [build() for build in BUILDERS]
 
 
