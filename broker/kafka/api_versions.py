@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from broker.kafka.response_shapes import ApiVersionRange, ApiVersionsResponse
 from raft.common.errors import ErrorCode
-from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
+from raft.common.kafka.ordered_schemas import (
+    CONSUMER_GROUP_POSITION,
+    PARTITION_LEADER_EPOCHS,
+    PROJECT_CLIENT_SOFTWARE,
+)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
@@ -83,9 +87,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 
-def api_keys() -> list[ApiVersionRange]:
+PROJECT_APIS = frozenset({CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS})
+
+
+def api_keys(*, project: bool = False) -> list[ApiVersionRange]:
+    """Our ranges: Kafka's APIs, and with `project` this project's own (served to every
+    client; listed only to ours)."""
     return [{"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(SUPPORTED.items())]
+            for key, (low, high) in sorted(SUPPORTED.items())
+            if project or key not in PROJECT_APIS]
 
 
 # Feature flags (KIP-584) as Kafka 3.9 reports them: `kraft.version` 0 is a static quorum
@@ -94,13 +104,16 @@ KRAFT_VERSION_FEATURE = "kraft.version"
 KRAFT_VERSIONS_SUPPORTED = (0, 1)
 
 
-def handle_api_versions_request(*, kraft_version: int = 0,
-                                features_epoch: int = -1) -> ApiVersionsResponse:
-    """The answer (our ranges, no error); from v3 on its entity also carries the features this
-    broker supports and the cluster's finalized `kraft.version` (its raft core's, read
-    from the log it fetched) with `features_epoch` (the image's last applied offset)."""
+def handle_api_versions_request(*, kraft_version: int = 0, features_epoch: int = -1,
+                                client_software: str | None = None) -> ApiVersionsResponse:
+    """The answer (our ranges, no error; this project's APIs only to a client whose v3+
+    request names it `PROJECT_CLIENT_SOFTWARE`); from v3 on its entity also carries the
+    features this broker supports and the cluster's finalized `kraft.version` (its raft
+    core's, read from the log it fetched) with `features_epoch` (the image's last applied
+    offset)."""
     low, high = KRAFT_VERSIONS_SUPPORTED
-    return {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0,
+    return {"error_code": 0, "throttle_time": 0,
+            "api_keys": api_keys(project=client_software == PROJECT_CLIENT_SOFTWARE),
             "supported_features": [{"name": KRAFT_VERSION_FEATURE, "min_version": low,
                                     "max_version": high}],
             "finalized_features_epoch": features_epoch,

@@ -106,7 +106,8 @@ async def _api_versions(context: HandlerContext, body: Any, version: int
                         ) -> response_shapes.ApiVersionsResponse:
     return api_versions.handle_api_versions_request(
         kraft_version=context.kraft_version(),
-        features_epoch=context.image.last_applied_offset)
+        features_epoch=context.image.last_applied_offset,
+        client_software=getattr(body, "client_software_name", None))  # v3+ only
 
 
 async def _metadata(context: HandlerContext, body: Any, version: int

@@ -53,7 +53,11 @@ from metadata.admin import (
     TopicDescription,
 )
 from raft.common.kafka.codec import build
-from raft.common.kafka.ordered_schemas import PARTITION_LEADER_EPOCHS, PartitionLeaderEpochsRequest
+from raft.common.kafka.ordered_schemas import (
+    PARTITION_LEADER_EPOCHS,
+    PROJECT_CLIENT_SOFTWARE,
+    PartitionLeaderEpochsRequest,
+)
 from raft.common.kafka.wire_client import CLOSED_BY_PEER
 from raft.common.uuid import ZERO_UUID, Uuid
 from tools.client import errors
@@ -172,7 +176,7 @@ class KafkaAdmin:
         that fails at once, with the hint; so does a list of addresses that all refuse
         the connection (no broker runs there)."""
         body = build(load_request_schema(API_VERSIONS, API_VERSIONS_VERSION), {
-            "client_software_name": "kraft-py", "client_software_version": "1"})
+            "client_software_name": PROJECT_CLIENT_SOFTWARE, "client_software_version": "1"})
         failures: list[str] = []
         refused = True
         for address in dict.fromkeys(self.client.bootstrap):

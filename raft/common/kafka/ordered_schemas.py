@@ -35,6 +35,10 @@ from raft.common.errors import ErrorCode
 
 CONSUMER_GROUP_POSITION = 2530
 PARTITION_LEADER_EPOCHS = 2531
+# ApiVersions lists the two keys above only to a client that names itself this way
+# (KIP-511's client_software_name): Kafka defines no such keys, and some of its clients
+# fail on ones they do not know (kafka-python's api_versions())
+PROJECT_CLIENT_SOFTWARE = "kraft-py"
 COUNT_TAG = 253  # the topic-level tagged field's tag in Produce and Fetch
 
 PRODUCE, FETCH = 0, 1

@@ -20,13 +20,18 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker import partition_dir
-from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.api_versions import SUPPORTED, handle_api_versions_request
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import ConnectionClosed, Dispatcher, KafkaListener
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, encode_response, request_schema, response_class
+from raft.common.kafka.ordered_schemas import (
+    CONSUMER_GROUP_POSITION,
+    PARTITION_LEADER_EPOCHS,
+    PROJECT_CLIENT_SOFTWARE,
+)
 from raft.common.kafka.wire_client import decode_response, encode_request
 from tests.support.kafka_support import (
     BROKER,
@@ -78,7 +83,9 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
     correlation_id, response = decode_response(reply[4:], 18, 0)
     assert correlation_id == 9
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == SUPPORTED
+    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == {
+        key: ranges for key, ranges in SUPPORTED.items()
+        if key not in (CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS)}  # Kafka's only
 
 
 async def test_api_versions_reports_the_kraft_version_feature_when_asked_at_v3(
@@ -395,6 +402,20 @@ def test_clients_infer_a_topic_id_capable_broker_when_reading_our_ranges() -> No
     assert SUPPORTED[0][1] >= 13
     assert SUPPORTED[1][1] >= 13
     assert SUPPORTED[3][1] >= 12
+
+
+def test_project_apis_are_listed_only_to_the_projects_own_client() -> None:
+    """Kafka defines no keys 2530/2531 and kafka-python's api_versions() fails on them:
+    a Kafka client (any other or no client_software_name) sees only Kafka's keys; the
+    kraft-py admin client, which negotiates PartitionLeaderEpochs, sees both."""
+    def listed(software: str | None) -> set[int]:
+        answer = handle_api_versions_request(client_software=software)
+        return {entry["api_key"] for entry in answer["api_keys"]}
+    ours = {CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS}
+    for software in (None, "confluent-kafka-python", "kafka-python"):
+        assert listed(software) == set(SUPPORTED) - ours
+        assert max(listed(software)) < 1000
+    assert listed(PROJECT_CLIENT_SOFTWARE) == set(SUPPORTED)
 
 
 def test_one_mapping_builds_every_version_when_fields_differ() -> None:
