@@ -11,6 +11,7 @@ On a graceful stop (`controlled_shutdown`), heartbeats ask to shut down (Kafka's
 `wantShutDown`): the controller fences the broker and moves the leadership of its
 partitions to other ISR members; the broker stops once the controller says it may and
 its own image shows it leads nothing, so clients move to the new leaders before it goes.
+The one heartbeat loop sends them, every `SHUTDOWN_POLL_S` from then on.
 
 Each heartbeat also lists the partitions marked for deletion that this broker leads
 with an empty log (`empty_partitions`, set by the broker role when it has a Kafka
@@ -63,6 +64,9 @@ class BrokerHeartbeat:
         self.empty_partitions: Callable[[], Awaitable[tuple[EmptyPartition, ...]]] | None = \
             None
         self.want_shut_down = False
+        self.should_shut_down = False  # the controller's last answer to want_shut_down
+        self._wake = trio.Event()  # set: heartbeat now (a shutdown was asked for)
+        self._answered = trio.Event()  # set (and replaced) after every attempt
 
     def install(self) -> BrokerHeartbeat:
         self._node.add_commit_listener(self._on_commit)
@@ -83,7 +87,12 @@ class BrokerHeartbeat:
             except ControllerUnavailable as exc:
                 log.info("controller unreachable", extra={"broker": broker_id,
                                                           "reason": str(exc)})
-            await trio.sleep(self._interval_s)
+            self._answered.set()
+            self._answered = trio.Event()
+            with trio.move_on_after(SHUTDOWN_POLL_S if self.want_shut_down
+                                    else self._interval_s):
+                await self._wake.wait()
+            self._wake = trio.Event()
 
     async def _register(self, broker_id: int) -> None:
         response = await self._call(RegisterBrokerRequest(
@@ -102,31 +111,26 @@ class BrokerHeartbeat:
         and `leads_nothing()` (its image shows no partition it leads); unbounded: the
         caller bounds it. A broker never registered has nothing to move."""
         self.want_shut_down = True
-        broker_id = self._node.node_id
+        self._wake.set()  # the loop heartbeats now, then every SHUTDOWN_POLL_S
         started = trio.current_time()
         while self.broker_epoch is not None:
-            try:
-                response = await self._heartbeat(broker_id)
-            except ControllerUnavailable as exc:
-                log.info("controller unreachable", extra={"broker": broker_id,
-                                                          "reason": str(exc)})
-                response = None
-            if response is not None and response.should_shut_down and leads_nothing():
+            await self._answered.wait()
+            if self.should_shut_down and leads_nothing():
                 log.info("controlled shutdown: leadership moved away", extra={
-                    "broker": broker_id,
+                    "broker": self._node.node_id,
                     "elapsed_ms": round((trio.current_time() - started) * 1000)})
                 return
-            await trio.sleep(SHUTDOWN_POLL_S)
 
-    async def _heartbeat(self, broker_id: int) -> BrokerHeartbeatResponse | None:
+    async def _heartbeat(self, broker_id: int) -> None:
         assert self.broker_epoch is not None
         empty = await self.empty_partitions() if self.empty_partitions is not None else ()
         response = await self._call(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None,
             want_shut_down=self.want_shut_down or None))
+        self.should_shut_down = False
         if not isinstance(response, BrokerHeartbeatResponse):
-            return None
+            return
         if response.error_code in (ErrorCode.STALE_BROKER_EPOCH,
                                    ErrorCode.BROKER_ID_NOT_REGISTERED):
             self.broker_epoch = None
@@ -135,7 +139,7 @@ class BrokerHeartbeat:
                 log.info("broker fenced" if response.is_fenced else "broker unfenced",
                          extra={"broker": broker_id})
             self.is_fenced = response.is_fenced
-        return response
+            self.should_shut_down = bool(response.should_shut_down)
 
     async def _call(self, request: Any) -> Any:
         return await self._client.call(request, timeout_s=self._timeout_s)
