@@ -46,6 +46,30 @@ def diverging_epoch(leader_epochs: EpochLookup, *, log_start: int, fetch_offset:
     return None
 
 
+BELOW_LOG_START, ABOVE_LOG_END, SERVE = "below-log-start", "above-log-end", "serve"
+
+
+def leader_fetch(leader_epochs: EpochLookup, *, log_start: int, log_end: int,
+                 fetch_offset: int, last_fetched_epoch: int, from_follower: bool
+                 ) -> str | tuple[int, int]:
+    """What a partition leader answers a fetch at `fetch_offset`, in Kafka's order of
+    checks: BELOW_LOG_START (OFFSET_OUT_OF_RANGE with the log start: retention or
+    DeleteRecords removed it, and a follower resets its log to there); a follower whose
+    log diverged gets the diverging epoch (epoch, end offset) and no records;
+    ABOVE_LOG_END (OFFSET_OUT_OF_RANGE); else SERVE: records from there. Only a SERVE
+    fetch tells where a follower's log matches the leader's (below `fetch_offset`), so
+    only then does it count as the follower's progress (high watermark, ISR)."""
+    if fetch_offset < log_start:
+        return BELOW_LOG_START
+    if from_follower:
+        diverging = diverging_epoch(leader_epochs, log_start=log_start,
+                                    fetch_offset=fetch_offset,
+                                    last_fetched_epoch=last_fetched_epoch)
+        if diverging is not None:
+            return diverging
+    return ABOVE_LOG_END if fetch_offset > log_end else SERVE
+
+
 def truncation_offset(diverging: tuple[int, int], own_epochs: EpochLookup,
                       own_log_end: int) -> int:
     """Where a follower told `diverging` = (epoch E, the leader's end of E) truncates its

@@ -46,7 +46,7 @@ from typing import Any
 
 import trio
 
-from broker.dataplane.divergence import diverging_epoch
+from broker.dataplane.divergence import ABOVE_LOG_END, BELOW_LOG_START, leader_fetch
 from broker.kafka import authz
 from broker.kafka import response_shapes as shapes
 from broker.kafka.admin.metadata_api import from_kafka_uuid
@@ -98,27 +98,23 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     offset = int(part.fetch_offset)
     end = state.log.log_end_offset
     start = state.log.log_start_offset
-    if offset < start:
-        # below the start: deleted (retention, DeleteRecords); a follower resets its
-        # log to the start this answer carries
+    answer = leader_fetch(state.log.end_offset_for_epoch, log_start=start, log_end=end,
+                          fetch_offset=offset,
+                          last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)),
+                          from_follower=replica_id >= 0)
+    if answer == BELOW_LOG_START:  # the follower resets its log to the start it carries
         out = _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
         out["log_start_offset"] = start
         return out
-    diverging = None if replica_id < 0 else diverging_epoch(
-        state.log.end_offset_for_epoch, log_start=start, fetch_offset=offset,
-        last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)))
-    if diverging is not None:  # tell the follower where to truncate, not records
+    if isinstance(answer, tuple):  # tell the follower where to truncate, not records
         return {"partition_index": index, "error_code": 0,
                 "high_watermark": state.high_watermark,
                 "last_stable_offset": state.high_watermark,
                 "log_start_offset": start, "records": None,
-                "diverging_epoch": {"epoch": diverging[0], "end_offset": diverging[1]}}
-    if offset > end:
+                "diverging_epoch": {"epoch": answer[0], "end_offset": answer[1]}}
+    if answer == ABOVE_LOG_END:
         return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
-    if replica_id >= 0:
-        # Only now is the follower's log known to match ours below `offset`: a diverged
-        # tail (say, of a restarted former leader) must count neither towards the high
-        # watermark nor as a reason to take the follower back into the ISR.
+    if replica_id >= 0:  # SERVE: the follower's log matches ours below `offset`
         _observe_follower(context, state, resolved.partition, replica_id, offset,
                           int(getattr(part, "log_start_offset", -1)))
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):

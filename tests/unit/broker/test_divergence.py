@@ -8,7 +8,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.dataplane.divergence import EpochLookup, diverging_epoch, truncation_offset
+from broker.dataplane.divergence import (
+    ABOVE_LOG_END,
+    BELOW_LOG_START,
+    SERVE,
+    EpochLookup,
+    diverging_epoch,
+    leader_fetch,
+    truncation_offset,
+)
 
 
 def epochs_of(log: list[int]) -> EpochLookup:
@@ -119,3 +127,26 @@ def test_fetch_and_truncate_end_with_the_longest_shared_prefix(
     kept, rounds = converge(leader, follower)
     assert kept == leader[:shared]
     assert rounds <= len(set(follower)) + 1
+
+
+@given(st.lists(st.integers(1, 4), max_size=12).map(sorted), st.integers(0, 14),
+       st.integers(-1, 5), st.integers(0, 4), st.booleans())
+def test_the_leader_answers_in_kafkas_order_of_checks(
+        leader: list[int], offset: int, last_epoch: int, log_start: int,
+        from_follower: bool) -> None:
+    """Below the log start first (a follower resets there), then a follower's divergence
+    (a consumer never diverges), then above the log end; records only past all three."""
+    lookup = epochs_of(leader)
+    answer = leader_fetch(lookup, log_start=log_start, log_end=len(leader),
+                          fetch_offset=offset, last_fetched_epoch=last_epoch,
+                          from_follower=from_follower)
+    diverging = diverging_epoch(lookup, log_start=log_start, fetch_offset=offset,
+                                last_fetched_epoch=last_epoch)
+    if offset < log_start:
+        assert answer == BELOW_LOG_START
+    elif from_follower and diverging is not None:
+        assert answer == diverging
+    elif offset > len(leader):
+        assert answer == ABOVE_LOG_END
+    else:
+        assert answer == SERVE
