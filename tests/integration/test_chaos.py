@@ -72,7 +72,11 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     assert all(f["healed_s"] is not None and f["error"] is None for f in faults)
     assert verdict["operations"]["create"]["ok"] > 10
     assert verdict["operations"]["delete"]["ok"] > 10
-    assert verdict["writes_verified"] > 100
+    # acknowledged writes whose fate was checked: found at their offsets, or legally gone
+    # (the stable topics roll a segment every 5 s and keep 20 s, so a good part of a
+    # run's writes is deleted or cleaned by its end)
+    assert verdict["writes_verified"] + verdict["writes_removed"] > 100
+    assert verdict["writes_verified"] > 20
     assert verdict["partition_dirs_checked"] > 0
     # the replay found every acknowledged acks=all produce in the partition logs, once
     acknowledged = {c["name"]: c for c in verdict["replay"]["checks"]}[
