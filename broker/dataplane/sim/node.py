@@ -18,7 +18,8 @@ from raft.common.uuid import Uuid
 TOPIC_ID = Uuid(0x5EED)  # the one simulated topic
 
 Life = tuple[tuple[int, int], ...] | None  # a partition's after-creation map: which life
-Reply = Callable[[ErrorCode, int], None]  # a produce's answer: error, first offset
+# a produce's answer: error, first offset, and the life of the partition that holds it
+Reply = Callable[[ErrorCode, int, Life], None]
 
 
 def life_of(partition: PartitionImage) -> Life:

@@ -140,9 +140,9 @@ class OrderedWorkload:
             return
         number = attempt.number
 
-        def reply(error: ErrorCode, first_offset: int) -> None:
+        def reply(error: ErrorCode, first_offset: int, life: Life) -> None:
             self.world.send(leader.broker_id, PRODUCER, self._on_answer, producer,
-                            attempt, number, error, first_offset)
+                            attempt, number, error, first_offset, life)
 
         self.world.send(PRODUCER, leader.broker_id, self._on_produce, leader, attempt,
                         reply)
@@ -152,15 +152,15 @@ class OrderedWorkload:
                            acks=ACKS_ALL, reply=reply, client_count=attempt.count)
 
     def _on_answer(self, producer: OrderedProducer, attempt: Attempt, number: int,
-                   error: ErrorCode, first_offset: int) -> None:
+                   error: ErrorCode, first_offset: int, life: Life) -> None:
         world = self.world
         if producer.attempt is not attempt or producer.attempt.number != number:
             return  # an answer to an attempt given up on
         if error == ErrorCode.NONE:
             acked = producer.on_acked()
-            checker = world.checkers.get(acked.partition)
-            if checker is not None:
-                checker.on_acked(first_offset, (acked.value,))
+            # by the life that stored it (a lagging leader may answer a retry stored in
+            # a life the controller has removed since)
+            world.lives[(acked.partition, life)].on_acked(first_offset, (acked.value,))
             self.key_order.on_acked(acked.key, acked.value)
             world.stats["ordered_acked"] += 1
             return

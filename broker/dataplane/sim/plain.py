@@ -9,7 +9,7 @@ committed log.
 from __future__ import annotations
 
 from broker.dataplane.sim.log import Record
-from broker.dataplane.sim.node import TOPIC_ID, Broker
+from broker.dataplane.sim.node import TOPIC_ID, Broker, Life
 from broker.dataplane.sim.producer import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -85,7 +85,7 @@ class PlainClients:
 
     def _on_produce(self, leader: Broker, producer: SimProducer, batch: ProducerBatch,
                     attempt: int) -> None:
-        def reply(error: ErrorCode, first_offset: int) -> None:
+        def reply(error: ErrorCode, first_offset: int, life: Life) -> None:
             # acks=0 gets nothing but a refusal's closed connection
             if producer.acks != ACKS_NONE or error != ErrorCode.NONE:
                 self.world.send(leader.broker_id, PRODUCER, self._on_produce_answer,

@@ -41,6 +41,7 @@ from broker.dataplane.sim.log import Record, SimLog
 from broker.dataplane.sim.node import (
     TOPIC_ID,
     Broker,
+    Life,
     Pending,
     Replica,
     Reply,
@@ -114,6 +115,7 @@ class World:
                       "crashes": 0, "cuts": 0, "slow": 0, "metadata_lag": 0,
                       "growths": 0, "shrinks": 0, "removals": 0, "count_refusals": 0}
         self.checkers: dict[int, Checker] = {}  # partition -> its invariants (this life)
+        self.lives: dict[tuple[int, Life], Checker] = {}  # every life's, removed ones too
         # the last events, formatted only when a violation reports them
         self.trace: collections.deque[tuple[int, Callable[..., None], tuple[Any, ...]]] = \
             collections.deque(maxlen=trace_size)
@@ -208,8 +210,9 @@ class World:
         for partition in partitions:
             checker = self.checkers.get(partition.partition)
             if checker is None or checker.life != life_of(partition):
-                self.checkers[partition.partition] = Checker(partition.partition,
-                                                             life_of(partition))
+                checker = Checker(partition.partition, life_of(partition))
+                self.checkers[partition.partition] = checker
+                self.lives[(partition.partition, checker.life)] = checker
         for index in [i for i in self.checkers if i >= len(partitions)]:
             del self.checkers[index]
         for broker in self.brokers.values():
@@ -457,7 +460,7 @@ class World:
             error = ErrorCode.NOT_ENOUGH_REPLICAS
         if replica is None or error != ErrorCode.NONE:
             self.stats["refused"] += 1
-            reply(error, -1)
+            reply(error, -1, None)
             return
         wait = self.rng.randint(*SLOW_LOCK_WAIT_MS) if leader.slow_until > self.now else \
             self.rng.randint(0, LOCK_WAIT_MAX_MS)
@@ -486,7 +489,8 @@ class World:
         if partition is None or verdict is None or error != ErrorCode.NONE:
             self.stats["count_refusals" if error == ErrorCode.INVALID_PARTITION_METADATA
                        else "refused"] += 1
-            reply(error if error != ErrorCode.NONE else ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+            reply(error if error != ErrorCode.NONE else ErrorCode.NOT_LEADER_OR_FOLLOWER, -1,
+                  replica.life)
             return
         if isinstance(verdict, Duplicate):  # a retry of a batch stored: not stored again
             self.stats["duplicates"] += 1
@@ -504,7 +508,7 @@ class World:
                                            deadline=self.now + PRODUCE_TIMEOUT_MS))
             self._settle_pending(leader, replica)
         else:
-            reply(ErrorCode.NONE, first)
+            reply(ErrorCode.NONE, first, replica.life)
 
     def _settle_pending(self, leader: Broker, replica: Replica) -> None:
         """Answer the acks=all produces whose verdict is in (the produce handler's loop)."""
@@ -531,7 +535,7 @@ class World:
                 waiting.append(pending)
                 continue
             pending.reply(ErrorCode.REQUEST_TIMED_OUT if verdict is None else verdict[0],
-                          pending.first_offset)
+                          pending.first_offset, replica.life)
         replica.pending = waiting
 
     def _maybe_alter_isr(self, leader: Broker, replica: Replica) -> None:
