@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import trio
 
+from broker.kafka.ordered.partitioner import partition_for
 from tests.support.quorum_support import FAST_SETTINGS, kraft, running_cluster, wait_until
 from tests.support.resize_run import OutputProcess
 from tools.client.connection import KafkaClient
 from tools.client.groups_admin import GroupsAdmin
-from tools.client.partitioner import partition_for
 from tools.client.producer import Acknowledged, OrderedProducer
 from tools.cluster import Cluster
 

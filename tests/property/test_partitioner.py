@@ -1,4 +1,4 @@
-"""Properties of linear hashing (tools/client/partitioner.py): the key movements that
+"""Properties of linear hashing (broker/kafka/ordered/partitioner.py): the key movements that
 make ordered delivery across a resize cheap to enforce.
 
 Bounds asserted exactly, with N the initial count, u the undeleted count and c the
@@ -21,7 +21,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tools.client.partitioner import (
+from broker.kafka.ordered.partitioner import (
     deletion_blockers,
     landing_partition,
     level,

@@ -1,5 +1,5 @@
 """The ordered consumer: a group member that delivers each partition's records in offset
-order, holding back those the gates (tools/client/gates.py) say must wait until the
+order, holding back those the gates (broker/kafka/ordered/gates.py) say must wait until the
 group has consumed other partitions up to a point.
 
 One generation: join (tools/client/group.py); start positions from the committed
@@ -24,6 +24,8 @@ from typing import Any, Protocol
 import trio
 
 from broker.kafka.groups.offsets_records import RecordFormatError, decode_records
+from broker.kafka.ordered import gates
+from broker.kafka.ordered.partitioner import deletion_blockers
 from broker.kafka.partitions.partition_log import (
     InvalidBatchError,
     last_offset_delta,
@@ -31,12 +33,11 @@ from broker.kafka.partitions.partition_log import (
 )
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, FETCH
-from tools.client import errors, gates
+from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.group import GroupMember, Rejoin
 from tools.client.metadata import TopicMetadata
 from tools.client.offsets import EARLIEST, LATEST, epoch_end_offsets, list_offsets
-from tools.client.partitioner import deletion_blockers
 
 log = logging.getLogger(__name__)
 FETCH_VERSION = 13

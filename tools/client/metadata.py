@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.client.partitioner import partition_for
+from broker.kafka.ordered.partitioner import partition_for
 
 NO_ERROR = 0
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import trio
 from kio.index import load_request_schema
 
+from broker.kafka.ordered.partitioner import unkeyed_partition
 from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.metadata import TopicMetadata
-from tools.client.partitioner import unkeyed_partition
 
 PRODUCE_VERSION = 13  # topics by ID (KIP-516)
 INIT_PRODUCER_ID = 22

@@ -1,8 +1,9 @@
 """`kraft sim`: a deterministic simulation sweep of the raft core with fault injection.
 
-With `--data-plane`, the brokers' data plane instead (`broker.dataplane.sim`): one
-partition on `--brokers` brokers under the real pure controller, idempotent and plain
-producers with acks 0, 1 and all, crashes, cut links, slow followers and lagging metadata.
+With `--data-plane`, the brokers' data plane instead (`broker.dataplane.sim`): a topic
+resized under KIP-253 on `--brokers` brokers under the real pure controller, idempotent
+and plain producers with acks 0, 1 and all, ordered producers and an ordered consumer,
+crashes, cut links, slow followers and lagging metadata.
 
 Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them), in `--jobs` worker processes
 (results in seed order; `--jobs 1` runs them in this process). On the first invariant
@@ -228,6 +229,10 @@ def _run_data_plane(args: argparse.Namespace) -> int:
     print(f"  producers: {summary['produce_retries']} retries, "
           f"{summary['duplicates_refused']} duplicates refused by the producer state, "
           f"{summary['producer_epoch_bumps']} epoch bumps")
+    ordered = summary["ordered"]
+    print(f"  KIP-253: {ordered['growths']} growths, {ordered['shrinks']} shrinks, "
+          f"{ordered['removals']} partitions removed; {ordered['ordered_acked']} keyed "
+          f"records acknowledged, {ordered['ordered_delivered']} delivered in key order")
     return 1 if failures else 0
 
 

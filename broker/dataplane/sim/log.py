@@ -2,7 +2,9 @@
 one producer's, with the header `producer_state` reads), with the epoch lookup the rules
 ask of a real log (`PartitionLog`) and the log's producer state, which a leader checks
 produces against. As the real log's, the state follows every batch stored (`apply`, no
-checks, whoever wrote it) and is rebuilt from the batches left after a truncation."""
+checks, whoever wrote it) and is rebuilt from the batches left after a truncation.
+DeleteRecords moves the log start up (`delete_records`); the records below stay in
+memory, for the invariants, but are no longer served."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class SimLog:
     batch_starts: list[int] = field(default_factory=list)  # each batch's first offset
     headers: list[BatchHeader] = field(default_factory=list)  # each batch's header
     producers: ProducerStates = field(default_factory=ProducerStates)
+    start: int = 0  # the log start offset (DeleteRecords)
 
     @property
     def log_end_offset(self) -> int:
@@ -40,7 +43,7 @@ class SimLog:
 
     @property
     def log_start_offset(self) -> int:
-        return 0
+        return self.start
 
     @property
     def last_epoch(self) -> int:
@@ -97,6 +100,11 @@ class SimLog:
             self.epoch_starts.pop()
         self.producers = self.rebuilt_producers()
         return dropped
+
+    def delete_records(self, offset: int) -> None:
+        """DeleteRecords up to `offset` (the caller keeps it at or below the high
+        watermark): the log start moves there, never back."""
+        self.start = max(self.start, min(offset, len(self.entries)))
 
     def rebuilt_producers(self) -> ProducerStates:
         """The producer state of the batches stored, as a log being opened rebuilds it."""

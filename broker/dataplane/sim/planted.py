@@ -31,6 +31,23 @@ switches for them.
   records it no longer holds (`acked-is-committed`). The real rule (`acks.leadership_lost`)
   stops vouching as soon as the image shows another leader, or another epoch without
   the records.
+
+KIP-253's four schedules (docs/kip-253.md, "Schedules"), each undoing one fix in the
+simulator's use of the rule:
+- `dp_count_and_stamp_two_images` (a): a produce's count and mark are checked by the
+  image of its arrival, its leader epoch stamped by the one read under the partition
+  lock: a growth applied in between stores a record routed by the old count in its
+  source's new epoch, after the new partition's creation gate.
+- `dp_lagging_leader_answers_gate` (b): the ordered consumer's gate queries
+  (OffsetForLeaderEpoch, ListOffsets) carry no leader epoch, so a leader that has not
+  applied the resize answers them, then takes records of the old count.
+- `dp_gated_source_reports_position` (c): the consumer counts its position of every
+  partition it owns, even one whose own creation gate is closed (`known_positions`
+  skipped): after two growths with nothing in the middle partition, the last one opens
+  before the first's records were delivered.
+- `dp_deletion_gate_uses_high_watermark` (d): ListOffsets LATEST of a marked partition
+  answers its high watermark, not its committed log end: a record still on its way to a
+  follower is left behind the deletion gate.
 """
 
 from __future__ import annotations
@@ -52,17 +69,23 @@ class Plant:
     """What a planted bug replaces (nothing: the real rules)."""
 
     progress: Callable[[ReplicaLog, int], LeaderProgress] | None = None
-    verdict: Callable[[Any, Any, PartitionImage | None],
-                      tuple[ErrorCode, str] | None] = lambda broker, pending, current: None
+    # (broker id, replica, pending, partition state) -> a verdict in place of the rule's
+    verdict: Callable[[int, Any, Any, PartitionImage | None],
+                      tuple[ErrorCode, str] | None] = \
+        lambda broker_id, replica, pending, current: None
     hw_from_diverging_answer: bool = False
     truncation: Callable[[tuple[int, int], SimLog], int] | None = None
-    consumer_upper: Callable[[Any], int] | None = None  # where a consumer's read stops
+    consumer_upper: Callable[[Any], int] | None = None  # (replica) -> where a read stops
     # the producer state a broker starts with when it restarts or becomes leader (None:
     # the one its log's batches give)
     producer_state: Callable[[SimLog], ProducerStates] | None = None
     # the partition state a broker judges its leadership in an epoch by (None: its image's)
-    leadership: Callable[[Any, PartitionImage | None, int], PartitionImage | None] | None \
-        = None
+    leadership: Callable[[int, Any, PartitionImage | None, int],
+                         PartitionImage | None] | None = None
+    count_and_stamp_two_images: bool = False  # (a)
+    gate_queries_unfenced: bool = False  # (b)
+    gated_positions_known: bool = False  # (c)
+    marked_end_is_high_watermark: bool = False  # (d)
 
 
 class _ProposedIsrProgress(LeaderProgress):
@@ -75,10 +98,10 @@ class _ProposedIsrProgress(LeaderProgress):
         return partition.isr
 
 
-def _ack_on_append(broker: Any, pending: Any, current: PartitionImage | None
-                   ) -> tuple[ErrorCode, str] | None:
-    in_log = pending.offset < broker.log.log_end_offset
-    return ACKED if in_log and current is not None and current.leader == broker.broker_id \
+def _ack_on_append(broker_id: int, replica: Any, pending: Any,
+                   current: PartitionImage | None) -> tuple[ErrorCode, str] | None:
+    in_log = pending.offset < replica.log.log_end_offset
+    return ACKED if in_log and current is not None and current.leader == broker_id \
         else None
 
 
@@ -92,13 +115,13 @@ def _to_leader_end(diverging: tuple[int, int], log: SimLog) -> int:
     return max(0, min(diverging[1], log.log_end_offset))
 
 
-def _leads_while_waiting(broker: Any, current: PartitionImage | None, epoch: int
-                         ) -> PartitionImage | None:
+def _leads_while_waiting(broker_id: int, replica: Any, current: PartitionImage | None,
+                         epoch: int) -> PartitionImage | None:
     """`dp_stale_leader_accepts_writes`: the broker leads `epoch` while it waits on writes
     it took in it, whatever its image says."""
-    if current is None or not any(p.leader_epoch == epoch for p in broker.pending):
+    if current is None or not any(p.leader_epoch == epoch for p in replica.pending):
         return current
-    return replace(current, leader=broker.broker_id, leader_epoch=epoch)
+    return replace(current, leader=broker_id, leader_epoch=epoch)
 
 
 PLANTS: dict[str, Plant] = {
@@ -108,9 +131,16 @@ PLANTS: dict[str, Plant] = {
         progress=lambda log, now: _ProposedIsrProgress(log=log, opened_at=now)),
     "dp_truncate_below_hw": Plant(truncation=_to_epoch_start),
     "dp_consumer_reads_log_end": Plant(
-        consumer_upper=lambda leader: leader.log.log_end_offset),
+        consumer_upper=lambda replica: replica.log.log_end_offset),
     "dp_truncate_to_leader_end": Plant(truncation=_to_leader_end),
     "dp_producer_state_not_rebuilt": Plant(producer_state=lambda log: ProducerStates()),
     "dp_stale_leader_accepts_writes": Plant(leadership=_leads_while_waiting),
+    "dp_count_and_stamp_two_images": Plant(count_and_stamp_two_images=True),
+    "dp_lagging_leader_answers_gate": Plant(gate_queries_unfenced=True),
+    "dp_gated_source_reports_position": Plant(gated_positions_known=True),
+    "dp_deletion_gate_uses_high_watermark": Plant(marked_end_is_high_watermark=True),
 }
 PLANTED_BUGS = tuple(PLANTS)
+# KIP-253's schedules: found by the ordered workload, in more seeds than the others
+ORDERED_BUGS = ("dp_count_and_stamp_two_images", "dp_lagging_leader_answers_gate",
+                "dp_gated_source_reports_position", "dp_deletion_gate_uses_high_watermark")

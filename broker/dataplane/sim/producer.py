@@ -40,6 +40,9 @@ class ProducerBatch:
     sent_at: int = 0
     resend_at: int | None = None  # None: in flight
 
+    def describe(self) -> str:
+        return f"batch(seq {self.header.base_sequence}, values {self.values})"
+
 
 @dataclass(slots=True, eq=False)
 class SimProducer:
@@ -49,6 +52,9 @@ class SimProducer:
     epoch: int = 0
     next_sequence: int = 0
     unresolved: list[ProducerBatch] = field(default_factory=list)  # oldest first
+
+    def describe(self) -> str:
+        return f"producer{self.name}"
 
     @property
     def idempotent(self) -> bool:

@@ -1,11 +1,13 @@
 """One data-plane run per seed, and sweeps over seeds.
 
-A run: start the cluster and the producer, inject the seed's faults for `fault_window_ms`
-(crashes, cut links, slow followers, lagging metadata; see `schedule_faults`), heal
-everything, then require liveness: within `LIVENESS_MS` a write made after the heal is
-acknowledged; then, with the producer stopped, within `CONVERGE_MS` every replica holds
-exactly the leader's log with its high watermark at the end. Every run stops by itself:
-its simulated time is bounded by the window plus those two budgets.
+A run: start the cluster and the clients (Kafka's on partition 0, `plain`; KIP-253's
+ordered ones over the resized topic, `ordered`), inject the seed's faults and resizes
+for `fault_window_ms` (crashes, cut links, slow followers, lagging metadata, a paused
+consumer; see `schedule_faults`), heal everything, then require liveness: within
+`LIVENESS_MS` a write made after the heal is acknowledged; then, with the producers
+stopped, within `CONVERGE_MS` every replica of each unmarked partition holds exactly
+the longest log with its high watermark at the end. Every run stops by itself: its
+simulated time is bounded by the window plus those two budgets.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.dataplane.sim.invariants import DataPlaneViolation
-from broker.dataplane.sim.node import Broker
+from broker.dataplane.sim.invariants import DataPlaneViolation, KeyOrder
+from broker.dataplane.sim.log import Record
+from broker.dataplane.sim.node import TOPIC_ID, Broker, life_of
+from broker.dataplane.sim.ordered import OrderedWorkload
+from broker.dataplane.sim.plain import PlainClients
 from broker.dataplane.sim.planted import PLANTS, Plant
 from broker.dataplane.sim.world import CONTROLLER, World
 
@@ -95,9 +100,12 @@ def _lag(world: World, broker: Broker, length: int) -> None:
 def run_seed(spec: DataPlaneSpec, seed: int) -> DataPlaneResult:
     plant = PLANTS[spec.planted_bug] if spec.planted_bug else Plant()
     world = World(brokers=spec.brokers, seed=seed, plant=plant)
+    plain, ordered = PlainClients(world), OrderedWorkload(world, KeyOrder())
     window = spec.fault_window_ms if spec.faults else 0
     try:
         world.start()
+        plain.start()
+        ordered.start(resize_until=spec.fault_window_ms)
         if spec.faults:
             schedule_faults(world, window)
         world.run_until(window)
@@ -111,20 +119,32 @@ def run_seed(spec: DataPlaneSpec, seed: int) -> DataPlaneResult:
         _check_converged(world)
     except DataPlaneViolation as exc:
         return DataPlaneResult(seed=seed, invariant=exc.invariant, detail=exc.detail,
-                               trace=tuple(world.trace), stats=dict(world.stats))
+                               trace=world.trace_lines(), stats=dict(world.stats))
     return DataPlaneResult(seed=seed, stats=dict(world.stats))
 
 
 def _check_converged(world: World) -> None:
-    logs = {b.broker_id: (b.log.entries, b.progress.high_watermark if b.progress else -1)
-            for b in world.brokers.values()}
-    leader_log = max(logs.values(), key=lambda entry: len(entry[0]))[0]
-    for broker_id, (entries, hw) in sorted(logs.items()):
-        if entries != leader_log or hw != len(leader_log):
-            raise DataPlaneViolation(LIVENESS, f"broker {broker_id} holds {len(entries)} "
-                                     f"records (high watermark {hw}), not the longest log's "
-                                     f"{len(leader_log)} {CONVERGE_MS} ms after the producer "
-                                     "stopped")
+    """Each unmarked partition's replicas (a marked one's followers may stay behind its
+    leader's deleted records until it is removed)."""
+    topic = world.committed_image.topic(TOPIC_ID)
+    assert topic is not None
+    for partition in topic.partitions:
+        if partition.marked_for_deletion:
+            continue
+        logs: dict[int, tuple[list[Record], int]] = {}
+        for broker in world.brokers.values():
+            replica = broker.replicas.get(partition.partition)
+            logs[broker.broker_id] = ([], -1) if replica is None or \
+                replica.life != life_of(partition) else (replica.log.entries, (
+                    replica.progress.high_watermark if replica.progress else -1))
+        longest = max(logs.values(), key=lambda entry: len(entry[0]))[0]
+        for broker_id, (entries, hw) in sorted(logs.items()):
+            if entries != longest or hw != len(longest):
+                raise DataPlaneViolation(
+                    LIVENESS, f"broker {broker_id} holds {len(entries)} records of "
+                    f"partition {partition.partition} (high watermark {hw}), not the "
+                    f"longest log's {len(longest)} {CONVERGE_MS} ms after the producers "
+                    "stopped")
 
 
 def _run_one(args: tuple[DataPlaneSpec, int]) -> DataPlaneResult:
@@ -170,4 +190,6 @@ def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
             "writes_sent_acks_0": totals["sent_no_ack"], "writes_refused": totals["refused"],
             "produce_retries": totals["produce_retries"],
             "duplicates_refused": totals["duplicates"],
-            "producer_epoch_bumps": totals["epoch_bumps"]}
+            "producer_epoch_bumps": totals["epoch_bumps"],
+            "ordered": {key: sum(r.stats.get(key, 0) for r in results) for key in (
+                "growths", "shrinks", "removals", "ordered_acked", "ordered_delivered")}}

@@ -1,7 +1,7 @@
 """Where a partition marked for deletion ends, as a consumer's deletion gate must see it
 (ListOffsets LATEST at its leader: `broker.kafka.partitions.fetch`).
 
-A deletion gate (`tools.client.gates`) holds a partition's newer records until the group
+A deletion gate (`broker.kafka.ordered.gates`) holds a partition's newer records until the group
 has consumed the marked partition to its end. The high watermark is not that end: a
 record above it, on its way to a slow in-sync follower, commits later, and would be
 consumed after the gate opened. A marked partition takes no new record once the mark is
@@ -22,6 +22,12 @@ from broker.kafka.replication.replica import PartitionState, ReplicaManager
 MARKED_END_WAIT_S = 5.0  # below the ordered client's 10 s request timeout
 
 
+def marked_end_answer(log_end: int, high_watermark: int) -> int | None:
+    """ListOffsets LATEST of a marked partition: `log_end` (read under the partition
+    lock, after the mark) once the high watermark reached it; None: not yet."""
+    return log_end if high_watermark >= log_end else None
+
+
 async def committed_log_end(replicas: ReplicaManager, state: PartitionState) -> int | None:
     async with state.lock:  # after any append in flight
         end = state.log.log_end_offset
@@ -32,8 +38,9 @@ async def committed_log_end(replicas: ReplicaManager, state: PartitionState) -> 
             return None
         if state.maybe_advance_high_watermark(current, replicas.broker_id):
             replicas.notify_data()
-        if state.high_watermark >= end:
-            return end
+        answer = marked_end_answer(end, state.high_watermark)
+        if answer is not None:
+            return answer
         if trio.current_time() >= deadline:
             return None
         with trio.move_on_at(min(deadline, trio.current_time() + ISR_CHECK_S)):

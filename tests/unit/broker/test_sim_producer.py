@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from broker.dataplane.progress import LeaderProgress
-from broker.dataplane.sim.invariants import Checker, DataPlaneViolation
+from broker.dataplane.sim.invariants import Checker, DataPlaneViolation, KeyOrder
 from broker.dataplane.sim.log import Record, SimLog
-from broker.dataplane.sim.node import TOPIC_ID, Broker
+from broker.dataplane.sim.node import Replica
 from broker.dataplane.sim.producer import (
     ACKS_ALL,
     ACKS_NONE,
@@ -20,7 +20,6 @@ from broker.dataplane.sim.producer import (
     SimProducer,
 )
 from broker.kafka.partitions.producer_state import NO_PRODUCER_ID, BatchHeader, Duplicate
-from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
 
 TIMEOUT_MS = 1_000
@@ -87,11 +86,11 @@ def test_the_log_answers_a_stored_batch_as_a_duplicate_until_truncated_away() ->
 
 def _checked(records: list[Record]) -> None:
     """Run the invariants over one replica holding `records`, all below its high
-    watermark (the partition's topic not in the image: no leader to check)."""
-    broker = Broker(1)
-    broker.log.entries.extend(records)
-    broker.progress = LeaderProgress(log=broker.log, high_watermark=len(records))
-    Checker(TOPIC_ID).after_event({1: broker}, MetadataImage.empty())
+    watermark."""
+    replica = Replica(0, None)
+    replica.log.entries.extend(records)
+    replica.progress = LeaderProgress(log=replica.log, high_watermark=len(records))
+    Checker(0, None).check_replica(1, replica)
 
 
 @pytest.mark.parametrize(("sequences", "invariant"), [
@@ -109,3 +108,32 @@ def test_an_idempotent_record_committed_twice_or_out_of_order_is_a_violation(
 def test_a_plain_producers_retry_and_a_new_epoch_restarting_at_0_are_no_violation() -> None:
     _checked([Record(1, 1, NO_PRODUCER_ID, -1, -1), Record(1, 1, NO_PRODUCER_ID, -1, -1),
               Record(1, 2, 7, 0, 4), Record(1, 3, 7, 1, 0), Record(1, 4, 7, 1, 1)])
+
+
+def _key_order(delivered: tuple[int, ...]) -> None:
+    """Key k: 1 and 2 in flight together, then 3 sent once both were acknowledged;
+    key j's 4 beside them. Deliver k's `delivered` in that order, after j's 4."""
+    order = KeyOrder()
+    order.on_sent(b"k", 1)
+    order.on_sent(b"k", 2)
+    order.on_acked(b"k", 2)
+    order.on_acked(b"k", 1)
+    order.on_sent(b"k", 3)
+    order.on_sent(b"j", 4)
+    order.on_acked(b"j", 4)
+    order.on_delivered(b"j", 4, "partition 0")
+    for value in delivered:
+        order.on_delivered(b"k", value, "partition 1")
+
+
+def test_records_in_flight_together_may_come_in_either_order() -> None:
+    _key_order((2, 1, 3))
+    _key_order((1, 2, 3))
+
+
+@pytest.mark.parametrize("delivered", [(3,), (1, 3), (2, 3)])
+def test_a_record_delivered_before_one_acknowledged_before_it_was_sent_is_a_violation(
+        delivered: tuple[int, ...]) -> None:
+    with pytest.raises(DataPlaneViolation) as raised:
+        _key_order(delivered)
+    assert raised.value.invariant == "per-key-order"

@@ -1,8 +1,8 @@
-"""The ordered consumer's gate decisions (tools/client/gates.py)."""
+"""The ordered consumer's gate decisions (broker/kafka/ordered/gates.py)."""
 
 from __future__ import annotations
 
-from tools.client.gates import (
+from broker.kafka.ordered.gates import (
     CreationGate,
     DeletionGate,
     PartitionGates,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.client.partitioner import (
+from broker.kafka.ordered.partitioner import (
     deletion_blockers,
     murmur2,
     partition_for_hash,

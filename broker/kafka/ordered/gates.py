@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tools.client.partitioner import split_source
+from broker.kafka.ordered.partitioner import split_source
 
 NO_POSITION = -1  # the group's position of a partition no member has reported
 
