@@ -5,7 +5,7 @@ One topic with KIP-253 ordered delivery, every partition replicated on every bro
 Each broker does, for each partition its image gives it, what the Kafka handlers do,
 with the same pure rules:
 - as leader, answers a follower's fetch (`check_partition` fences stale epochs,
-  `diverging_epoch`, then the follower's progress and the high watermark, whole
+  `leader_fetch`, as fetch.py runs it, then the follower's progress and the high watermark, whole
   batches) and a produce (acks=all refused below `min.insync.replicas`; then, once the
   partition lock is free, the image read again there for the count and the mark
   (`produce_refusal`) and the leader epoch it stamps; checked against the log's producer
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.dataplane.acks import acks_all_verdict
-from broker.dataplane.divergence import diverging_epoch, truncation_offset
+from broker.dataplane.divergence import SERVE, leader_fetch, truncation_offset
 from broker.dataplane.progress import LeaderProgress
 from broker.dataplane.sim.invariants import Checker
 from broker.dataplane.sim.log import Record, SimLog
@@ -400,12 +400,12 @@ class World:
         else:
             assert resolved.partition is not None
             progress, log = mine.progress, mine.log
-            diverging = diverging_epoch(log.end_offset_for_epoch,
-                                        log_start=log.log_start_offset,
-                                        fetch_offset=offset, last_fetched_epoch=last_epoch)
-            if diverging is not None:
-                answer = ("diverging", diverging, progress.high_watermark)
-            elif not log.log_start_offset <= offset <= log.log_end_offset:
+            verdict = leader_fetch(log.end_offset_for_epoch, log_start=log.log_start_offset,
+                                   log_end=log.log_end_offset, fetch_offset=offset,
+                                   last_fetched_epoch=last_epoch, from_follower=True)
+            if isinstance(verdict, tuple):
+                answer = ("diverging", verdict, progress.high_watermark)
+            elif verdict != SERVE:
                 answer = ("error", ErrorCode.OFFSET_OUT_OF_RANGE)
             else:
                 progress.observe_partition(resolved.partition, self.now)
