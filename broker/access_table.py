@@ -128,6 +128,7 @@ ADMIN_RPCS: dict[str, Rule] = {
     "DeleteAcls": cluster(Op.ALTER),
     "DescribeAcls": cluster(Op.DESCRIBE),
     "ElectLeaders": cluster(Op.ALTER),
+    "AlterPartitionReassignments": cluster(Op.ALTER),
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this
