@@ -15,8 +15,9 @@ PartitionChangeBuilder, without ELR).
 - Cancel (a null target): replicas := replicas - adding (the union's order, as Kafka's:
   target first), ISR likewise trimmed, the
   leader moved as above if it was an adding one. Nothing ongoing:
-  NO_REASSIGNMENT_IN_PROGRESS (85); a cancel that would leave no unfenced ISR member to
-  lead: INVALID_REPLICA_ASSIGNMENT (39), nothing written.
+  NO_REASSIGNMENT_IN_PROGRESS (85). A cancel, or a target replacing an ongoing one, that
+  would leave no unfenced ISR member to lead: INVALID_REPLICA_ASSIGNMENT (39), nothing
+  written.
 - An empty target, a repeated broker or one not registered: INVALID_REPLICA_ASSIGNMENT
   (39); an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3); a partition
   marked for deletion: INVALID_REPLICA_ASSIGNMENT. Each per partition.
@@ -75,11 +76,11 @@ def start(topic_id: Uuid, part: PartitionImage, target: tuple[int, ...],
         return None
     replicas = target + tuple(r for r in current if r not in target)
     # a replaced reassignment's adding replicas not in `target` leave the ISR too
-    isr = tuple(r for r in part.isr if r in replicas)
-    leader = part.leader if part.leader in isr else _first_unfenced(isr, replicas, unfenced)
-    if not isr or (leader == NO_LEADER and part.leader != NO_LEADER):
+    trimmed = _trimmed(part, replicas, unfenced)
+    if trimmed is None:
         return (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {part.partition} would "
                 "keep no in-sync replica to lead")
+    isr, leader = trimmed
     adding = tuple(r for r in target if r not in current)
     removing = tuple(r for r in current if r not in target)
     moved = _completed(replicas, isr, leader, adding, removing, unfenced)
@@ -96,12 +97,23 @@ def cancel(topic_id: Uuid, part: PartitionImage, unfenced: Collection[int]
         return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
                 f"no reassignment of partition {part.partition} is in progress")
     replicas = original_replicas(part)
-    isr = tuple(r for r in part.isr if r in replicas)
-    leader = part.leader if part.leader in isr else _first_unfenced(isr, replicas, unfenced)
-    if not isr or (leader == NO_LEADER and part.leader != NO_LEADER):
+    trimmed = _trimmed(part, replicas, unfenced)
+    if trimmed is None:
         return (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"cancelling would leave partition "
                 f"{part.partition} no in-sync replica to lead")
-    return _change(topic_id, part, replicas, isr, leader, (), ())
+    return _change(topic_id, part, replicas, *trimmed, (), ())
+
+
+def _trimmed(part: PartitionImage, replicas: tuple[int, ...], unfenced: Collection[int]
+             ) -> tuple[tuple[int, ...], int] | None:
+    """(ISR, leader) of `part` once its replicas are `replicas`: the ISR cut to them, a
+    leader cut off replaced by the first unfenced one left (a leaderless partition stays
+    so); None when none is left."""
+    isr = tuple(r for r in part.isr if r in replicas)
+    if part.leader in isr or (isr and part.leader == NO_LEADER):
+        return isr, part.leader
+    successor = _first_unfenced(isr, replicas, unfenced)
+    return None if successor == NO_LEADER else (isr, successor)
 
 
 def isr_change(topic_id: Uuid, part: PartitionImage, new_isr: tuple[int, ...],

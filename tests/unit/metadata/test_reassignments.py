@@ -162,6 +162,19 @@ def test_a_new_controller_resumes_the_reassignment_from_the_log_alone() -> None:
     assert h.controller.committed.content_hash() == replay(h.log).content_hash()
 
 
+def test_a_cancel_or_replacement_leaving_no_in_sync_replica_to_lead_is_refused() -> None:
+    """Only the adding replica is in sync (the original one fell out): going back would
+    leave the partition no ISR, so nothing is written."""
+    part = PartitionImage(partition=0, replicas=(2, 1), isr=(2,), leader=2,
+                          adding_replicas=(2,), removing_replicas=(1,))
+    assert cancel(TOPIC_ID, part, {1, 2}) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "cancelling would leave partition 0 no in-sync replica to lead")
+    refused = start(TOPIC_ID, part, (3,), {1, 2, 3}, {1, 2, 3})
+    assert isinstance(refused, tuple)
+    assert refused[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
 # --- the pure rules against a model -------------------------------------------------------
 
 BROKERS = range(1, 7)
