@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metadata import records as rec
@@ -233,3 +233,40 @@ def test_start_then_catch_up_reaches_the_target_and_cancel_returns_to_the_start(
         assert not set(target) & unfenced
     else:
         assert (caught_up.replicas, caught_up.isr) == (target, target)
+
+
+OPERATIONS = st.lists(st.tuples(st.sampled_from(("reassign", "cancel", "catch up", "shrink",
+                                                 "failover")),
+                                st.integers(0, 1), st.permutations([1, 2, 3, 4, 5]),
+                                st.integers(1, 4)), max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(OPERATIONS)
+def test_any_sequence_keeps_the_invariants_and_replays_to_the_same_image(
+        operations: list[tuple[str, int, list[int], int]]) -> None:
+    """Through the controller: reassignments, cancels, the leader's ISR changes (every
+    replica in sync, or itself alone) and controller failovers (a new controller from
+    the log alone) in any order; after each, every partition is well formed, and the log
+    replays to the committed image."""
+    h = _harness(partitions=2)
+    for kind, index, order, size in operations:
+        part = _partition(h, index)
+        if kind == "reassign":
+            _reassign(h, (index, tuple(order[:size])))
+        elif kind == "cancel":
+            _reassign(h, (index, None))
+        elif kind == "failover":
+            h.controller = Controller(replay(h.log), now_ms=h.now_ms,
+                                      config=ControllerConfig())
+        elif part.leader != NO_LEADER:
+            assert _alter_isr(h, part.replicas if kind == "catch up" else (part.leader,),
+                              index) == ErrorCode.NONE
+        for each in (_partition(h, 0), _partition(h, 1)):
+            _well_formed(each)
+            assert each.leader != NO_LEADER
+            if each.reassigning:
+                assert set(each.adding_replicas) <= set(target_replicas(each))
+                assert not set(each.adding_replicas) <= set(each.isr) or \
+                    each.leader not in target_replicas(each)
+    assert h.controller.committed.content_hash() == replay(h.log).content_hash()
