@@ -1,14 +1,14 @@
 """Partition reassignment end to end, against real processes on 127.0.0.1 (1 voter, 4
 brokers 2-5): a topic of 3 partitions, replication factor 3 on brokers {2, 3, 4}, holding
 the records an acks=all idempotent confluent-kafka producer had acknowledged, is moved to
-{3, 4, 5} with `kraft reassign-partitions --execute`. Broker 5 copies the data, joins the
-ISR, and the controller completes each partition: ListPartitionReassignments is empty,
-every partition's replicas are {3, 4, 5}, `--verify` says completed, a consumer reads
-every acknowledged record, and broker 2 no longer holds the partition directories (staged
-under deleting/). A cancel with nothing ongoing is refused per partition (exit 1,
-NO_REASSIGNMENT_IN_PROGRESS); an unknown broker is one line and exit 2, nothing sent.
-confluent-kafka 2.16's AdminClient has no alter/list_partition_reassignments, so they are
-not exercised here."""
+{3, 4, 5} (the target `kraft reassign-partitions --generate` proposes) with `--execute`.
+Broker 5 copies the data, joins the ISR, and the controller completes each partition:
+ListPartitionReassignments is empty, every partition's replicas are {3, 4, 5},
+`--verify` says completed, a consumer reads every acknowledged record, and broker 2 no
+longer holds the partition directories (staged under deleting/). A cancel with nothing
+ongoing is refused per partition (exit 1, NO_REASSIGNMENT_IN_PROGRESS); an unknown
+broker is one line and exit 2, nothing sent. confluent-kafka 2.16's AdminClient has no
+alter/list_partition_reassignments, so they are not exercised here."""
 
 from __future__ import annotations
 
@@ -115,6 +115,16 @@ def test_a_topic_moves_to_new_brokers_keeping_every_acknowledged_record(
     assert unknown.returncode == 2
     assert "[9]" in unknown.stderr
     assert replicas(cluster) == BEFORE
+
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
+    generated = kraft("reassign-partitions", "--cluster", str(cluster.directory),
+                      "--generate", "--topics-to-move-json-file", str(topics),
+                      "--broker-list", "3,4,5", "--json")
+    assert generated.returncode == 0, generated.stderr
+    proposal = json.loads(generated.stdout)
+    assert [p["replicas"] for p in proposal["current"]["partitions"]] == BEFORE
+    assert [p["replicas"] for p in proposal["proposed"]["partitions"]] == AFTER
 
     moved = move_file(tmp_path, "move.json", AFTER)
     started = reassign(cluster, moved, "--execute")
