@@ -128,6 +128,7 @@ ADMIN_RPCS: dict[str, Rule] = {
     "DeleteAcls": cluster(Op.ALTER),
     "DescribeAcls": cluster(Op.DESCRIBE),
     "ElectLeaders": cluster(Op.ALTER),
+    "AlterPartitionReassignments": cluster(Op.ALTER),
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this
@@ -189,6 +190,8 @@ KAFKA: dict[int, Rule] = {
     50: cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: cluster(Op.ALTER),  # AlterUserScramCredentials
     43: cluster(Op.ALTER),  # ElectLeaders
+    45: cluster(Op.ALTER),  # AlterPartitionReassignments
+    46: cluster(Op.DESCRIBE),  # ListPartitionReassignments
     75: per(Op.DESCRIBE, Res.TOPIC),  # DescribeTopicPartitions (KIP-966), as Metadata
     2530: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # ConsumerGroupPosition (KIP-253)
     2531: per(Op.DESCRIBE, Res.TOPIC),  # PartitionLeaderEpochs (KIP-253)

@@ -64,6 +64,7 @@ from metadata.admin import (
     AclCreationResult,
     AdminErrorResponse,
     AdminRequest,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
@@ -173,11 +174,12 @@ _Check = tuple[int, int, str, str]  # (operation, resource type, name, how a ref
 # their one right is on the cluster, a row of the authorization table
 # (broker/access_table.py) that every listener checks before the request is read: the
 # broker RPCs (CLUSTER_ACTION), the ACL and SCRAM RPCs (ALTER or DESCRIBE), ElectLeaders
-# (ALTER)
+# and AlterPartitionReassignments (ALTER)
 _DECIDED_BY_THE_TABLE = (RegisterBrokerRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
                          CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
                          AlterUserScramCredentialsRequest,
-                         DescribeUserScramCredentialsRequest, ElectLeadersRequest)
+                         DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+                         AlterPartitionReassignmentsRequest)
 
 
 @dataclass(frozen=True, slots=True)

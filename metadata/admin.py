@@ -299,6 +299,48 @@ class ElectLeadersResponse:
     error_message: str | None = None
 
 
+# --- AlterPartitionReassignments --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignablePartition:
+    """`replicas` the target replica list; None cancels the ongoing reassignment."""
+
+    partition_index: int
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionReassignmentsRequest:
+    """Kafka's AlterPartitionReassignments (KIP-455, metadata.reassignments)."""
+
+    topics: tuple[ReassignableTopic, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignablePartitionResult:
+    partition_index: int
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignableTopicResult:
+    name: str
+    partitions: tuple[ReassignablePartitionResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionReassignmentsResponse:
+    responses: tuple[ReassignableTopicResult, ...] = ()
+
+
 # --- brokers --------------------------------------------------------------------------
 
 
@@ -532,7 +574,8 @@ AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsReq
                      BrokerHeartbeatRequest, AlterPartitionRequest,
                      IncrementalAlterConfigsRequest, AlterUserScramCredentialsRequest,
                      DescribeUserScramCredentialsRequest, CreateAclsRequest,
-                     DeleteAclsRequest, DescribeAclsRequest, ElectLeadersRequest]
+                     DeleteAclsRequest, DescribeAclsRequest, ElectLeadersRequest,
+                     AlterPartitionReassignmentsRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
@@ -540,7 +583,8 @@ AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       AlterUserScramCredentialsResponse,
                       DescribeUserScramCredentialsResponse,
                       CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
-                      ElectLeadersResponse, AdminErrorResponse]
+                      ElectLeadersResponse, AlterPartitionReassignmentsResponse,
+                      AdminErrorResponse]
 
 # api name -> (request type, response type)
 API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
@@ -562,6 +606,8 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "DeleteAcls": (DeleteAclsRequest, DeleteAclsResponse),
     "DescribeAcls": (DescribeAclsRequest, DescribeAclsResponse),
     "ElectLeaders": (ElectLeadersRequest, ElectLeadersResponse),
+    "AlterPartitionReassignments": (AlterPartitionReassignmentsRequest,
+                                    AlterPartitionReassignmentsResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
 WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials",

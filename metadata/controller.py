@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from metadata import broker_control
 from metadata import records as rec
@@ -37,6 +38,7 @@ from metadata.admin import (
     AlterableConfig,
     AlterConfigsResource,
     AlterConfigsResourceResult,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
@@ -69,10 +71,11 @@ from metadata.admin import (
     TopicDescription,
 )
 from metadata.delta import MetadataDelta
-from metadata.elections import elect_leaders
+from metadata.elections import Emit, elect_leaders
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
+from metadata.reassignments import alter_partition_reassignments
 from metadata.scram_control import alter_user_scram_credentials
 from metadata.topic_configs import (
     KEYS,
@@ -267,6 +270,9 @@ class Controller:
     def _decide(self, batch: _Batch, request: AdminRequest, now_ms: int,
                 rng: random.Random) -> AdminResponse:
         """Emit `request`'s records into `batch`; its response."""
+        decide = _DECIDED_FROM_THE_DELTA.get(type(request))
+        if decide is not None:
+            return decide(batch.delta, batch.emit, request)
         response: AdminResponse
         match request:
             case CreateTopicsRequest():
@@ -279,18 +285,10 @@ class Controller:
                 response = self._rename_topic(batch, request)
             case RegisterBrokerRequest() | BrokerHeartbeatRequest():
                 response = self._broker_session(batch, request, now_ms)
-            case AlterPartitionRequest():
-                response = alter_partition(batch.delta, batch.emit, request)
             case IncrementalAlterConfigsRequest():
                 response = self._alter_configs(batch, request)
-            case AlterUserScramCredentialsRequest():
-                response = alter_user_scram_credentials(batch.delta, batch.emit, request)
             case CreateAclsRequest():
                 response = create_acls(batch.delta, batch.emit, request, rng)
-            case DeleteAclsRequest():
-                response = delete_acls(batch.delta, batch.emit, request)
-            case ElectLeadersRequest():
-                response = elect_leaders(batch.delta, batch.emit, request)
             case _:
                 raise TypeError(f"not an admin write request: {request!r}")
         return response
@@ -604,6 +602,16 @@ class Controller:
         return RenameTopicResponse(topic_id=request.topic_id, new_name=request.new_name,
                                    old_name=None if topic is None else topic.name,
                                    error_code=code, error_message=message)
+
+
+# the requests a pure module decides from the batch's delta alone
+_DECIDED_FROM_THE_DELTA: dict[type[object], Callable[[MetadataDelta, Emit, Any], AdminResponse]] = {
+    AlterPartitionRequest: alter_partition,
+    AlterUserScramCredentialsRequest: alter_user_scram_credentials,
+    DeleteAclsRequest: delete_acls,
+    ElectLeadersRequest: elect_leaders,
+    AlterPartitionReassignmentsRequest: alter_partition_reassignments,
+}
 
 
 def _emit_partition(batch: _Batch, topic_id: Uuid, index: int, replicas: tuple[int, ...],

@@ -42,7 +42,8 @@ from raft.common.uuid import RESERVED, Uuid
 
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
 # PartitionImage(partition, replicas, isr, leader, leader_epoch, partition_epoch,
-# leader_epoch_after_creation, leader_epoch_before_deletion): replay makes one per
+# leader_epoch_after_creation, leader_epoch_before_deletion, adding_replicas,
+# removing_replicas): replay makes one per
 # Partition and PartitionChange record, so without the dataclass's __init__
 # (raft.common.slots)
 _new_partition = positional_constructor(PartitionImage)
@@ -239,7 +240,7 @@ class MetadataDelta:
         isr = tuple(isr)
         isr = shared.setdefault(isr, isr)
         image = _new_partition(partition, replicas, isr, leader, leader_epoch,
-                               partition_epoch, None, None)
+                               partition_epoch, None, None, (), ())
         if partition == len(parts):
             parts.append(image)
         else:  # a full replacement, as `_partition` does
@@ -395,7 +396,8 @@ class MetadataDelta:
         image = _new_partition(  # PartitionImage(...), fields in order; one per partition
             record.partition, record.replicas, record.isr, record.leader,
             record.leader_epoch, record.partition_epoch,
-            record.leader_epoch_after_creation, record.leader_epoch_before_deletion)
+            record.leader_epoch_after_creation, record.leader_epoch_before_deletion,
+            record.adding_replicas or (), record.removing_replicas or ())
         if record.partition == len(parts):
             parts.append(image)
         else:  # a full replacement, as Kafka replays a PartitionRecord for a known partition
@@ -423,7 +425,10 @@ class MetadataDelta:
             old.partition, old.replicas if record.replicas is None else record.replicas,
             old.isr if record.isr is None else record.isr, leader,
             old.leader_epoch + (leader != old.leader or bool(record.bump_leader_epoch)),
-            old.partition_epoch + 1, old.leader_epoch_after_creation, before_deletion)
+            old.partition_epoch + 1, old.leader_epoch_after_creation, before_deletion,
+            old.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+            old.removing_replicas if record.removing_replicas is None
+            else record.removing_replicas)
         return None
 
     def _partition_count(self, record: rec.PartitionCount, offset: int) -> str | None:

@@ -142,14 +142,23 @@ def elect_leaders(delta: MetadataDelta, emit: Emit, request: ElectLeadersRequest
     return ElectLeadersResponse(replica_election_results=tuple(results))
 
 
-def _elect_one(delta: MetadataDelta, emit: Emit, name: str, index: int, election_type: int,
-               unfenced: Collection[int]) -> tuple[ErrorCode, str | None]:
+def named_partition(delta: MetadataDelta, name: str, index: int
+                    ) -> TopicImage | tuple[ErrorCode, str]:
+    """The topic `name` when it has partition `index`, else UNKNOWN_TOPIC_OR_PARTITION."""
     topic_id = delta.topic_id_by_name(name)
     topic = None if topic_id is None else delta.topic(topic_id)
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {name!r}"
     if not 0 <= index < len(topic.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {name}-{index}"
+    return topic
+
+
+def _elect_one(delta: MetadataDelta, emit: Emit, name: str, index: int, election_type: int,
+               unfenced: Collection[int]) -> tuple[ErrorCode, str | None]:
+    topic = named_partition(delta, name, index)
+    if isinstance(topic, tuple):
+        return topic
     decided = decide_election(topic, topic.partitions[index], election_type, unfenced)
     if isinstance(decided, tuple):
         return decided

@@ -47,6 +47,13 @@ class PartitionImage:
     # where consumers of this partition wait for the others, across a resize
     leader_epoch_after_creation: EpochMap | None = None
     leader_epoch_before_deletion: EpochMap | None = None
+    # KIP-455: an ongoing reassignment (metadata.reassignments); both empty when none
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
     @property
     def marked_for_deletion(self) -> bool:
@@ -55,9 +62,12 @@ class PartitionImage:
 
     def canonical(self) -> list[object]:
         # tuples pack as msgpack arrays, as lists do: no copies
-        return [self.partition, self.replicas, self.isr, self.leader,
-                self.leader_epoch, self.partition_epoch, self.leader_epoch_after_creation,
-                self.leader_epoch_before_deletion]
+        canonical: list[object] = [self.partition, self.replicas, self.isr, self.leader,
+                     self.leader_epoch, self.partition_epoch, self.leader_epoch_after_creation,
+                     self.leader_epoch_before_deletion]
+        if self.reassigning:  # only then: images without one hash as before
+            canonical += [self.adding_replicas, self.removing_replicas]
+        return canonical
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

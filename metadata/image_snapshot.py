@@ -114,7 +114,8 @@ def _topic_records(topic: TopicImage) -> list[rec.Record]:
             topic_id=topic_id, undeleted_partition_count=topic.undeleted_partition_count))
     records.extend([_new_partition_record(  # rec.Partition(...), its fields in order
         topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
-        p.partition_epoch, p.leader_epoch_after_creation, p.leader_epoch_before_deletion)
+        p.partition_epoch, p.leader_epoch_after_creation, p.leader_epoch_before_deletion,
+        p.adding_replicas or None, p.removing_replicas or None)
         for p in topic.partitions])
     records.extend(rec.TopicConfig(topic_id=topic.topic_id, key=key, value=value)
                    for key, value in topic.configs)
@@ -124,8 +125,10 @@ def _topic_records(topic: TopicImage) -> list[rec.Record]:
 def _topic_record_bytes(topic: TopicImage) -> list[bytes]:
     """`_topic_records(topic)` encoded; the common Partition records packed directly."""
     if any(p.leader_epoch_after_creation is not None
-           or p.leader_epoch_before_deletion is not None for p in topic.partitions):
-        return [record.encode() for record in _topic_records(topic)]  # rare: resizes
+           or p.leader_epoch_before_deletion is not None or p.reassigning
+           for p in topic.partitions):
+        # rare: resizes, reassignments
+        return [record.encode() for record in _topic_records(topic)]
     topic_id = topic.topic_id
     records = [rec.Topic(name=topic.name, topic_id=topic_id,
                          initial_partition_count=topic.initial_partition_count).encode()]

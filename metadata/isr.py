@@ -16,7 +16,9 @@ Checked in this order, each with Kafka's error code:
   INVALID_REQUEST; it adds a broker that is fenced or not registered ->
   INELIGIBLE_REPLICA (107). Removing a fenced broker is always allowed.
 Otherwise a PartitionChange(isr=new_isr) is emitted (replay bumps the partition epoch)
-and the answer carries the state after it; an unchanged ISR writes nothing.
+and the answer carries the state after it; an unchanged ISR writes nothing. An ISR that
+takes in a reassignment's last adding replica completes it in the same record
+(`metadata.reassignments.isr_change`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from metadata.admin import (
 )
 from metadata.delta import MetadataDelta
 from metadata.image import PartitionImage
+from metadata.reassignments import isr_change
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
@@ -87,8 +90,7 @@ def _alter_one(delta: MetadataDelta, emit: Emit, broker_id: int, topic_id: Uuid,
     if code != ErrorCode.NONE:
         return _result(part, code, message)
     if data.new_isr != part.isr:
-        emit(rec.PartitionChange(topic_id=topic_id, partition=data.partition,
-                                 isr=data.new_isr))
+        emit(isr_change(topic_id, part, data.new_isr, delta.unfenced_broker_ids()))
         changed = delta.topic(topic_id)
         assert changed is not None
         part = changed.partitions[data.partition]

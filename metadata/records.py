@@ -139,13 +139,17 @@ class Partition(Record):
     # (non-empty), each partition that stays and its leader epoch before the shrink.
     leader_epoch_after_creation: EpochMap | None = None
     leader_epoch_before_deletion: EpochMap | None = None
+    # KIP-455: an ongoing reassignment's replicas joining and leaving (metadata.reassignments)
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChange(Record):
     """Fields left None are unchanged; replay bumps the epochs (leader_epoch on a new leader,
     or with `bump_leader_epoch`: a resize fences produces made with the old count).
-    `leader_epoch_before_deletion` marks the partition for deletion (KIP-253)."""
+    `leader_epoch_before_deletion` marks the partition for deletion (KIP-253).
+    `adding_replicas` / `removing_replicas` (KIP-455, metadata.reassignments): () clears."""
 
     TYPE = RecordType.PARTITION_CHANGE
     topic_id: Uuid
@@ -155,6 +159,8 @@ class PartitionChange(Record):
     replicas: tuple[int, ...] | None = None
     bump_leader_epoch: bool | None = None
     leader_epoch_before_deletion: EpochMap | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

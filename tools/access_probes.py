@@ -145,6 +145,11 @@ def probes(cluster_id: str, voter_id: int) -> list[Probe]:
             filter=AclFilter())), {}),
         Probe("ElectLeaders", Op.ALTER, _admin(admin.ElectLeadersRequest(election_type=1)),
               _admin(admin.ElectLeadersRequest(topic_partitions=()))),
+        Probe("AlterPartitionReassignments", Op.ALTER,
+              _admin(admin.AlterPartitionReassignmentsRequest(topics=(admin.ReassignableTopic(
+                  name="__probe", partitions=(admin.ReassignablePartition(
+                      partition_index=0),)),))),
+              _admin(admin.AlterPartitionReassignmentsRequest())),
     ]
 
 

@@ -57,6 +57,8 @@ VERBS: dict[str, tuple[str, str]] = {
                  "kafka-log-dirs.sh)"),
     "leader-election": ("leader_election", "elect preferred or unclean partition leaders "
                         "(like kafka-leader-election.sh)"),
+    "reassign-partitions": ("reassign_partitions", "move partition replicas between "
+                            "brokers (like kafka-reassign-partitions.sh)"),
     "consumer-groups": ("consumer_groups", "list, describe, delete and reset consumer "
                         "groups (like kafka-consumer-groups.sh)"),
     "sim": ("sim", "deterministic simulation sweep of the raft core"),
@@ -120,6 +122,8 @@ EXAMPLES = {
     "log-dirs": "kraft log-dirs --cluster /tmp/c1 --describe --topic-list orders",
     "leader-election": "kraft leader-election --cluster /tmp/c1 --election-type PREFERRED "
                        "--all-topic-partitions",
+    "reassign-partitions": "kraft reassign-partitions --cluster /tmp/c1 "
+                           "--reassignment-json-file move.json --execute",
     "consumer-groups": "kraft consumer-groups --cluster /tmp/c1 --describe --group billing",
     "sim": "kraft sim --voters 5 --observers 2 --seeds 100",
     "replay": "kraft replay --cluster /tmp/c1 --out /tmp/c1/replay-report",
@@ -133,7 +137,7 @@ EXAMPLES = {
 # verbs whose clients take a client properties file (`kraft quorum` adds its own to the
 # actions that take addresses): TLS settings, as Kafka tools' --command-config
 COMMAND_CONFIG_VERBS = ("topics", "configs", "acls", "produce", "consume", "users",
-                        "consumer-groups", "leader-election")
+                        "consumer-groups", "leader-election", "reassign-partitions")
 # verbs that read and write records as an application does: with --cluster DIR they use
 # the cluster's unprivileged client.properties; every other verb its admin.properties
 DATA_VERBS = ("produce", "consume")

@@ -34,6 +34,7 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM = 55
@@ -75,6 +76,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 4),  # broker.kafka.admin.log_dirs_api
     DESCRIBE_PRODUCERS: (0, 0),
     ELECT_LEADERS: (0, 2),  # forwarded to the controllers (broker.kafka.admin.elect_api)
+    # v1's allow_replication_factor_change is not served (broker.kafka.admin.reassign_api)
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),  # KIP-966 (broker.kafka.admin.topic_partitions_api)
     DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
     SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api

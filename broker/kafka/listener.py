@@ -50,6 +50,7 @@ from broker.kafka.admin import (
     log_dirs_api,
     metadata_api,
     quorum_api,
+    reassign_api,
     topic_partitions_api,
 )
 from broker.kafka.api_versions import SUPPORTED
@@ -174,6 +175,10 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DESCRIBE_PRODUCERS: log_dirs_api.handle_describe_producers_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.ELECT_LEADERS: elect_api.handle_elect_leaders_request,
+    api_versions.ALTER_PARTITION_REASSIGNMENTS:
+        reassign_api.handle_alter_partition_reassignments_request,
+    api_versions.LIST_PARTITION_REASSIGNMENTS:
+        reassign_api.handle_list_partition_reassignments_request,
     api_versions.DESCRIBE_TOPIC_PARTITIONS:
         topic_partitions_api.handle_describe_topic_partitions_request,
     api_versions.DESCRIBE_ACLS: acls_api.handle_describe_acls_request,

@@ -115,6 +115,46 @@ class ElectLeadersResponse(TypedDict):
     replica_election_results: list[ReplicaElectionResult]
 
 
+# --- AlterPartitionReassignments, ListPartitionReassignments -------------------------------
+
+
+class ReassignablePartitionResponse(TypedDict):
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class ReassignableTopicResponse(TypedDict):
+    name: str
+    partitions: list[ReassignablePartitionResponse]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    responses: list[ReassignableTopicResponse]
+
+
+class OngoingPartitionReassignment(TypedDict):
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class OngoingTopicReassignment(TypedDict):
+    name: str
+    partitions: list[OngoingPartitionReassignment]
+
+
+class ListPartitionReassignmentsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    topics: list[OngoingTopicReassignment]
+
+
 # --- DescribeAcls, CreateAcls, DeleteAcls ------------------------------------------------
 
 
@@ -545,4 +585,5 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | InitProducerIdResponse | FetchResponse | ListOffsetsResponse
                  | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse
                  | DescribeLogDirsResponse | DescribeProducersResponse
-                 | ElectLeadersResponse | DescribeTopicPartitionsResponse)
+                 | ElectLeadersResponse | DescribeTopicPartitionsResponse
+                 | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse)

@@ -677,6 +677,23 @@ def kp_wait_for_topics(m: Matrix) -> None:
     assert m.kp.wait_for_topics([TOPIC]) is None
 
 
+@row("kafka-python", "alter_partition_reassignments",
+     "alter_partition_reassignments({kp-moved-0: [4, 3, 2]})", "works",
+     "accepted; the replicas are reordered (nothing to copy: it completes at once)")
+def kp_alter_partition_reassignments(m: Matrix) -> None:
+    new_topic(m, "kp-moved")
+    partition = kafka.TopicPartition("kp-moved", 0)
+    assert m.kp.alter_partition_reassignments({partition: [4, 3, 2]}) == {partition: None}
+    eventually(lambda: m.kp.describe_topics(["kp-moved"])[0]["partitions"][0]["replica_nodes"],
+               [4, 3, 2], "the new replica order")
+
+
+@row("kafka-python", "list_partition_reassignments", "list_partition_reassignments()",
+     "works", "none ongoing: an empty answer, as Kafka 3.9's")
+def kp_list_partition_reassignments(m: Matrix) -> None:
+    assert m.kp.list_partition_reassignments() == {}
+
+
 def not_served(method: str, call: str, api: str, on_kafka: str,
                run: Callable[[Any], Any]) -> None:
     """A kafka-python row whose API is missing from this broker's ApiVersions: the client
@@ -693,12 +710,6 @@ not_served("abort_transaction", "abort_transaction(AbortTransactionSpec(matrix-0
            "producer 0, epoch 0))", "WriteTxnMarkers (API 27)", "Kafka 3.9 serves it",
            lambda kp: kp.abort_transaction(kafka_admin.AbortTransactionSpec(
                kafka.TopicPartition(TOPIC, 0), 0, 0)))
-not_served("alter_partition_reassignments",
-           "alter_partition_reassignments({matrix-0: [3, 4, 2]})",
-           "AlterPartitionReassignments (API 45)",
-           "Kafka 3.9 moves the replicas (this broker has no partition reassignment)",
-           lambda kp: kp.alter_partition_reassignments(
-               {kafka.TopicPartition(TOPIC, 0): [3, 4, 2]}))
 not_served("alter_replica_log_dirs", "alter_replica_log_dirs({matrix-0 on broker 2: /tmp})",
            "AlterReplicaLogDirs (API 34)", "Kafka 3.9 serves it",
            lambda kp: kp.alter_replica_log_dirs(
@@ -709,9 +720,6 @@ not_served("find_hanging_transactions", "find_hanging_transactions()",
 not_served("list_config_resources", "list_config_resources()",
            "ListClientMetricsResources (API 74)", f"{EMPTY_LIST_ON_KAFKA} (KIP-714)",
            lambda kp: kp.list_config_resources())
-not_served("list_partition_reassignments", "list_partition_reassignments()",
-           "ListPartitionReassignments (API 46)", EMPTY_LIST_ON_KAFKA,
-           lambda kp: kp.list_partition_reassignments())
 not_served("list_transactions", "list_transactions()", "ListTransactions (API 66)",
            EMPTY_LIST_ON_KAFKA, lambda kp: kp.list_transactions())
 not_served("update_features", "update_features({kraft.version: 1}, validate_only=True)",

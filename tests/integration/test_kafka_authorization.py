@@ -91,6 +91,7 @@ SETTINGS = {
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = \
     29, 30, 31
 ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
 AUTHORIZATION_FAILURES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
                                     CLUSTER_AUTHORIZATION_FAILED})
 WAIT_S = 30.0
@@ -619,6 +620,14 @@ CASES: dict[int, Case] = {
         lambda s: request(api.DESCRIBE_TOPIC_PARTITIONS, 0, {
             "topics": [{"name": TOPIC}], "response_partition_limit": 2000, "cursor": None}),
         TOPIC_AUTHORIZATION_FAILED, topic=TOPIC),
+    api.ALTER_PARTITION_REASSIGNMENTS: Case(  # a cancel with none ongoing: served, no write
+        lambda s: request(api.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout": 20_000, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": None}]}]}),
+        CLUSTER_AUTHORIZATION_FAILED, served=frozenset({0, NO_REASSIGNMENT_IN_PROGRESS})),
+    api.LIST_PARTITION_REASSIGNMENTS: Case(
+        lambda s: request(api.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 20_000,
+                                                               "topics": None}),
+        CLUSTER_AUTHORIZATION_FAILED),
     CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
         report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,
         also_refusal=None, shows=position_recorded),

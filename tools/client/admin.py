@@ -15,6 +15,8 @@ admin client (`tools.admin_client.AdminClient`) and returns the same responses, 
 - CreatePartitions -> Metadata, CreatePartitions, Metadata (the new partitions'
   replicas);
 - ElectLeaders -> ElectLeaders (v1+: PREFERRED or UNCLEAN; `kraft leader-election`);
+- AlterPartitionReassignments -> AlterPartitionReassignments, and
+  `list_reassignments` -> ListPartitionReassignments (`kraft reassign-partitions`);
 - RenameTopic: Kafka's protocol has none (refused before anything is sent).
 
 Versions are negotiated with ApiVersions: the highest both sides speak. The translation
@@ -34,6 +36,8 @@ from kio.index import load_request_schema
 
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from metadata.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -49,6 +53,8 @@ from metadata.admin import (
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionDescription,
+    ReassignablePartitionResult,
+    ReassignableTopicResult,
     ReplicaElectionResult,
     TopicDescription,
 )
@@ -65,23 +71,28 @@ from tools.client.connection import METADATA, ClientError, ConnectionLost, Kafka
 
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 CREATE_PARTITIONS, DESCRIBE_QUORUM, ELECT_LEADERS = 37, 55, 43
-WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS})
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS,
+                        ALTER_REASSIGNMENTS})
 API_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics",
              DELETE_TOPICS: "DeleteTopics", CREATE_PARTITIONS: "CreatePartitions",
              DESCRIBE_QUORUM: "DescribeQuorum", ELECT_LEADERS: "ElectLeaders",
-             PARTITION_LEADER_EPOCHS: "PartitionLeaderEpochs"}
+             PARTITION_LEADER_EPOCHS: "PartitionLeaderEpochs",
+             ALTER_REASSIGNMENTS: "AlterPartitionReassignments",
+             LIST_REASSIGNMENTS: "ListPartitionReassignments"}
 # the versions this client speaks (kio's schemas; Metadata v10+ carries topic IDs;
 # ElectLeaders v1+ the election type)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     METADATA: (10, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6),
     CREATE_PARTITIONS: (0, 3), DESCRIBE_QUORUM: (0, 2), ELECT_LEADERS: (1, 2),
-    PARTITION_LEADER_EPOCHS: (0, 0)}
+    PARTITION_LEADER_EPOCHS: (0, 0), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0)}
 DELETE_BY_ID_VERSION = 6
 API_VERSIONS_VERSION = 3
 RETRY_BACKOFF_S = 0.1
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 3, 100
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "kraft-admin"
+Reassignment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # replicas, +, -
 
 
 class UnsupportedByBroker(ClientError):
@@ -292,6 +303,36 @@ class KafkaAdmin:
                 {"topic": t.topic, "partitions": list(t.partitions)}
                 for t in request.topic_partitions]})
         return elect_from_response(response)
+
+    async def alter_reassignments(self, request: AlterPartitionReassignmentsRequest
+                                  ) -> AlterPartitionReassignmentsResponse:
+        response = await self.send(ALTER_REASSIGNMENTS, {
+            "timeout": self.timeout_ms(), "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index,
+                     "replicas": None if p.replicas is None else list(p.replicas)}
+                    for p in t.partitions]} for t in request.topics]})
+        code = int(response.error_code)
+        if code != 0:
+            raise KafkaRequestFailed("AlterPartitionReassignments", code,
+                                     response.error_message)
+        return AlterPartitionReassignmentsResponse(responses=tuple(ReassignableTopicResult(
+            name=t.name, partitions=tuple(ReassignablePartitionResult(
+                partition_index=int(p.partition_index), error_code=int(p.error_code),
+                error_message=p.error_message) for p in t.partitions))
+            for t in response.responses))
+
+    async def list_reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        """(topic, partition) -> (replicas, adding, removing) of every ongoing one."""
+        response = await self.send(LIST_REASSIGNMENTS, {"timeout": self.timeout_ms(),
+                                                        "topics": None})
+        code = int(response.error_code)
+        if code != 0:
+            raise KafkaRequestFailed("ListPartitionReassignments", code,
+                                     response.error_message)
+        return {(t.name, int(p.partition_index)): (
+            tuple(map(int, p.replicas)), tuple(map(int, p.adding_replicas)),
+            tuple(map(int, p.removing_replicas))) for t in response.topics for p in t.partitions}
 
     # --- the quorum ---------------------------------------------------------------
 
@@ -515,8 +556,17 @@ class BrokerAdminClient:
             return self.run(lambda admin: admin.create_partitions(request))
         if isinstance(request, ElectLeadersRequest):
             return self.run(lambda admin: admin.elect_leaders(request))
+        if isinstance(request, AlterPartitionReassignmentsRequest):
+            return self.run(lambda admin: admin.alter_reassignments(request))
         raise UnsupportedByBroker(f"{type(request).__name__} has no Kafka-protocol "
                                   "equivalent: use --bootstrap-controller")
 
     def describe_quorum(self) -> tuple[dict[str, Any], dict[int, list[str]]]:
         return self.run(lambda admin: admin.describe_quorum())  # type: ignore[no-any-return]
+
+    def list_reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.run(lambda admin: admin.list_reassignments())  # type: ignore[no-any-return]
+
+    def metadata(self) -> Any:
+        """Kafka's Metadata answer for every topic (brokers and assignments)."""
+        return self.run(lambda admin: admin.metadata(None))

@@ -51,17 +51,18 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         '"version": 1}; offset -1: up to the high watermark')
 
 
-def partition_entries(text: str, shape: str) -> list[dict[str, object]]:
-    """The entries of a Kafka tool's {"partitions": [...]} JSON file (`shape` shows the
-    document in the error); ValueError naming what is wrong. An entry that is not an
-    object reads as an empty one."""
+def partition_entries(text: str, shape: str, key: str = "partitions"
+                      ) -> list[dict[str, object]]:
+    """The entries of a Kafka tool's {"partitions": [...]} JSON file (or the list under
+    `key`; `shape` shows the document in the error); ValueError naming what is wrong. An
+    entry that is not an object reads as an empty one."""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
-    entries = document.get("partitions") if isinstance(document, dict) else None
+    entries = document.get(key) if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise ValueError(f"expected {shape} with at least one partition")
+        raise ValueError(f"expected {shape} with at least one entry")
     return [entry if isinstance(entry, dict) else {} for entry in entries]
 
 

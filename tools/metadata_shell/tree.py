@@ -185,12 +185,16 @@ def _topic(topic: TopicImage) -> Directory:
 
 def _partition_json(partition: PartitionImage) -> dict[str, Any]:
     # field names as in the Partition record, so they read as `kraft dump-log` shows them
-    return {"partition": partition.partition, "replicas": list(partition.replicas),
-            "isr": list(partition.isr), "leader": partition.leader,
-            "leader_epoch": partition.leader_epoch,
-            "partition_epoch": partition.partition_epoch,
-            "leader_epoch_after_creation": partition.leader_epoch_after_creation,
-            "leader_epoch_before_deletion": partition.leader_epoch_before_deletion}
+    shown = {"partition": partition.partition, "replicas": list(partition.replicas),
+             "isr": list(partition.isr), "leader": partition.leader,
+             "leader_epoch": partition.leader_epoch,
+             "partition_epoch": partition.partition_epoch,
+             "leader_epoch_after_creation": partition.leader_epoch_after_creation,
+             "leader_epoch_before_deletion": partition.leader_epoch_before_deletion}
+    if partition.reassigning:  # only then, as the record carries them (KIP-455)
+        shown.update(adding_replicas=list(partition.adding_replicas),
+                     removing_replicas=list(partition.removing_replicas))
+    return shown
 
 
 def _broker_json(broker: BrokerImage) -> dict[str, Any]:

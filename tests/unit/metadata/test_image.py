@@ -314,10 +314,11 @@ EPOCH_MAPS = st.dictionaries(st.integers(0, 9), SMALL, max_size=3).map(
 @given(st.builds(rec.Partition, topic_id=st.just(ID_A), partition=st.just(0),
                  replicas=REPLICAS, isr=REPLICAS, leader=SMALL, leader_epoch=SMALL,
                  partition_epoch=SMALL, leader_epoch_after_creation=st.none() | EPOCH_MAPS,
-                 leader_epoch_before_deletion=st.none() | EPOCH_MAPS),
+                 leader_epoch_before_deletion=st.none() | EPOCH_MAPS,
+                 adding_replicas=st.none() | REPLICAS, removing_replicas=st.none() | REPLICAS),
        st.builds(rec.PartitionChange, topic_id=st.just(ID_A), partition=st.just(0),
                  leader=st.none() | SMALL, isr=st.none() | REPLICAS,
-                 replicas=st.none() | REPLICAS))
+                 replicas=st.none() | REPLICAS, adding_replicas=st.none() | REPLICAS))
 def test_partition_image_holds_its_records_fields_by_name_when_replayed(
         record: rec.Partition, change: rec.PartitionChange) -> None:
     """Replay fills a PartitionImage positionally (without its __init__): every field
@@ -325,13 +326,17 @@ def test_partition_image_holds_its_records_fields_by_name_when_replayed(
     topic = rec.Topic(name="t", topic_id=ID_A)
     image = replay(numbered(topic, record))
     (made,) = image.topics[ID_A].partitions
-    assert made == PartitionImage(**{f.name: getattr(record, f.name)
-                                     for f in dataclasses.fields(PartitionImage)})
+    reassignment = ("adding_replicas", "removing_replicas")  # a record's None: none
+    assert made == PartitionImage(**{
+        f.name: (getattr(record, f.name) or ()) if f.name in reassignment
+        else getattr(record, f.name) for f in dataclasses.fields(PartitionImage)})
     changed = replay([(2, change)], image).topics[ID_A].partitions[0]
     leader = made.leader if change.leader is None else change.leader
     assert changed == dataclasses.replace(
         made, leader=leader, isr=made.isr if change.isr is None else change.isr,
         replicas=made.replicas if change.replicas is None else change.replicas,
+        adding_replicas=(made.adding_replicas if change.adding_replicas is None
+                         else change.adding_replicas),
         leader_epoch=made.leader_epoch + (leader != made.leader),
         partition_epoch=made.partition_epoch + 1)
 

@@ -102,6 +102,16 @@ def test_cat_partition_prints_its_state_as_json_after_changes() -> None:
     assert cat_json(shell, "/image/topics/byName/audit/0")["replicas"] == [5]  # type: ignore[index]
 
 
+def test_cat_partition_shows_an_ongoing_reassignment() -> None:
+    shell = shell_of([*cluster_records(), rec.PartitionChange(
+        topic_id=AUDIT, partition=0, replicas=(4, 5), adding_replicas=(4,),
+        removing_replicas=(5,))])
+    shown = cat_json(shell, "/image/topics/byName/audit/0")
+    assert isinstance(shown, dict)
+    assert (shown["replicas"], shown["adding_replicas"], shown["removing_replicas"]) == \
+        ([4, 5], [4], [5])
+
+
 def test_cat_broker_prints_registration_and_fenced_state() -> None:
     shell = shell_of(cluster_records())
     assert run(shell, "ls /image/cluster/brokers") == ("4", "5")
