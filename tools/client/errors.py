@@ -19,9 +19,13 @@ METADATA_RETRIABLE = frozenset(int(code) for code in (
 # The records may have been stored before the error (the leader appended them, then
 # lost leadership or timed out waiting for the ISR): the same batch must be sent again
 # to learn its fate (the leader answers a stored one with its offset), never re-routed.
+# NOT_ENOUGH_REPLICAS too: the leader checks the ISR before it looks for a stored copy
+# (as Kafka's), so it refuses the resend of a batch an earlier, unanswered attempt
+# stored; re-routed, the record would be stored twice (the data-plane simulator found it)
 MAYBE_STORED = frozenset(int(code) for code in (
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.KAFKA_STORAGE_ERROR))
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.KAFKA_STORAGE_ERROR))
 # The producer's identity or sequence is unknown to the leader: take a new producer ID.
 PRODUCER_RESET = frozenset(int(code) for code in (
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,

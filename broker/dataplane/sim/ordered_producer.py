@@ -9,11 +9,12 @@ the world passes in the time and its metadata, and sends what it decides).
   definite: the leader answers a stored retry with its offset.
 - A definite refusal (INVALID_PARTITION_METADATA: the leader checked the producer state
   first, so the record is not stored) refreshes the metadata and partitions the record
-  again. Not NOT_ENOUGH_REPLICAS, which `tools.client.errors` still counts as definite:
+  again. Not NOT_ENOUGH_REPLICAS (`tools.client.errors` counts it as maybe stored too):
   the leader answers it before the producer-state check, so a resend of a batch an
   earlier attempt stored gets it too; partitioned again under a new count, the record
   was stored twice and the next one on the old partition, at the same sequence, was
-  answered as that duplicate and lost (the sweep found it: acked-is-committed).
+  answered as that duplicate and lost (the sweep found it in the client's old rule:
+  acked-is-committed).
 - A sequence the leader does not know (OUT_OF_ORDER_SEQUENCE_NUMBER, ...) takes a new
   producer epoch, and the record is partitioned again.
 """
