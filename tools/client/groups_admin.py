@@ -21,9 +21,9 @@ from raft.common.kafka.codec import build
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.group_protocol import PROTOCOL_TYPE, ProtocolError, decode_assignment
-from tools.client.offsets import EARLIEST, LATEST
+from tools.client.offsets import EARLIEST, LATEST, list_offsets
 
-METADATA, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 3, 2, 8, 9
+METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
 FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = \
     10, 15, 16, 42, 47
 INACTIVE = ("Empty", "Dead")  # the states in which offsets may be reset
@@ -174,25 +174,8 @@ class GroupsAdmin:
         for topic, wanted in sorted(by_topic.items()):
             metadata = await self.client.topic_metadata(topic)
             _raise_for(f"topic {topic!r}", metadata.error_code)
-            by_leader: dict[str, list[int]] = {}
-            for partition in wanted:
-                address = metadata.leader_address(partition)
-                if address is None:
-                    raise ConnectionLost(f"{topic}-{partition} has no leader")
-                by_leader.setdefault(address, []).append(partition)
-            for address, parts in sorted(by_leader.items()):
-                answer = await self.client.call(address, build(
-                    load_request_schema(LIST_OFFSETS, 7),
-                    {"replica_id": -1, "isolation_level": 0, "topics": [
-                        {"name": topic, "partitions": [
-                            {"partition_index": p, "current_leader_epoch": -1,
-                             "timestamp": timestamp} for p in parts]}]}))
-                for answered in answer.topics:
-                    for part in answered.partitions:
-                        _raise_for(f"ListOffsets {topic}-{part.partition_index}",
-                                   int(part.error_code))
-                        if int(part.offset) >= 0:
-                            out[(topic, int(part.partition_index))] = int(part.offset)
+            found = await list_offsets(self.client, metadata, wanted, timestamp)
+            out.update({(topic, p): offset for p, offset in found.items() if offset >= 0})
         return out
 
     async def log_ends(self, partitions: Iterable[TopicPartition]
