@@ -3,8 +3,17 @@ brokers, tools/cluster.py) or `--bootstrap-server HOST:PORT[,...]`."""
 
 from __future__ import annotations
 
+import argparse
+
 from tools.cluster import Cluster, ClusterError
 from tools.errors import usage_error
+
+
+def add_broker_target(parser: argparse.ArgumentParser) -> None:
+    """The two ways a client verb names the brokers, read back by `broker_addresses`."""
+    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="broker Kafka listeners")
 
 
 def broker_addresses(cluster_dir: str | None, bootstrap_server: str | None) -> list[str]:

@@ -44,7 +44,7 @@ GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("broker", 3, ("broker",)),
     ("tools.base", 4, ("tools.config", "tools.config_basics", "tools.properties",
                        "tools.tls_certs", "tools.errors", "tools.logs", "tools.progress",
-                       "tools.ports")),
+                       "tools.ports", "tools.kafka_json")),
     ("tools.client", 5, ("tools.client", "tools.admin_client", "tools.quorum_client",
                          "tools.voter_changes", "tools.access_probes")),
     ("tools.server", 5, ("tools.server", "tools.metrics")),

@@ -33,7 +33,7 @@ from kio.index import load_request_schema
 
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client.connection import METADATA, ClientError, KafkaClient
 from tools.client.consumer import ConsumedRecord, OrderedConsumer
 from tools.client.offsets import EARLIEST, LATEST
@@ -45,9 +45,7 @@ PROPERTIES = {"print.key": "false", "print.partition": "false", "print.offset": 
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     parser.add_argument("--topic", required=True, help="the topic to read")
     parser.add_argument("--group", metavar="ID",
                         help="consumer group (default: a new console-consumer-NNNNN; "

@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client import errors
 from tools.client.connection import ClientError, KafkaClient
 from tools.client.groups_admin import (
@@ -46,9 +46,7 @@ RESETS = {"to_earliest": "earliest", "to_latest": "latest", "to_current": "curre
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true", help="describe --group")

@@ -15,7 +15,6 @@ when FILE is unreadable or not such a JSON document (one line naming what is wro
 from __future__ import annotations
 
 import argparse
-import json
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,9 +26,10 @@ from kio.index import load_request_schema
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client.connection import ClientError, KafkaClient
 from tools.errors import CommandError, usage_error
+from tools.kafka_json import partition_entries
 
 DELETE_RECORDS, VERSION = 21, 2
 TIMEOUT_MS = 30_000
@@ -43,27 +43,10 @@ class Deletion:
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     parser.add_argument("--offset-json-file", required=True, metavar="FILE",
                         help='{"partitions": [{"topic": T, "partition": P, "offset": O}], '
                         '"version": 1}; offset -1: up to the high watermark')
-
-
-def partition_entries(text: str, shape: str, key: str = "partitions"
-                      ) -> list[dict[str, object]]:
-    """The entries of a Kafka tool's {"partitions": [...]} JSON file (or the list under
-    `key`; `shape` shows the document in the error); ValueError naming what is wrong. An
-    entry that is not an object reads as an empty one."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    entries = document.get(key) if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ValueError(f"expected {shape} with at least one entry")
-    return [entry if isinstance(entry, dict) else {} for entry in entries]
 
 
 def parse_offsets(text: str) -> list[Deletion]:

@@ -25,20 +25,18 @@ from pathlib import Path
 from metadata.admin import ElectionTopic, ElectLeadersRequest, ElectLeadersResponse
 from metadata.elections import ELECTION_TYPES as KINDS
 from raft.common.errors import ErrorCode
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client.admin import BrokerAdminClient, KafkaRequestFailed
 from tools.client.connection import ClientError
-from tools.commands.delete_records import partition_entries
 from tools.errors import CommandError, usage_error
+from tools.kafka_json import partition_entries
 
 ELECTION_TYPES = {name: kind for kind, name in KINDS.items()}  # PREFERRED 0, UNCLEAN 1
 TIMEOUT_S = 30.0
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     parser.add_argument("--election-type", required=True, metavar="PREFERRED|UNCLEAN",
                         help="PREFERRED: the first replica leads when in sync; UNCLEAN: a "
                         "leaderless partition takes a live replica outside the ISR where "

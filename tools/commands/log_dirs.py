@@ -26,7 +26,7 @@ from kio.index import load_request_schema
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client.connection import ClientError, KafkaClient
 from tools.errors import CommandError, usage_error
 
@@ -35,9 +35,7 @@ METADATA, METADATA_VERSION = 3, 12
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     parser.add_argument("--describe", action="store_true", required=True,
                         help="describe the brokers' log directories")
     parser.add_argument("--topic-list", metavar="T1,T2",

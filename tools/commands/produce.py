@@ -47,7 +47,7 @@ from raft.common.errors import ErrorCode
 from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.wire_client import call, connect, encode_request
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.errors import CommandError, unknown_topic, usage_error
 
 if TYPE_CHECKING:
@@ -82,9 +82,7 @@ PLAINTEXT = Login()
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
+    add_broker_target(parser)
     parser.add_argument("--topic", required=True, help="the topic to write to")
     parser.add_argument("--partition", type=int, default=0,
                         help="the partition every record goes to (default 0)")

@@ -42,11 +42,11 @@ from metadata.admin import (
     ReassignableTopic,
 )
 from raft.common.errors import ErrorCode
-from tools.addresses import broker_addresses
+from tools.addresses import add_broker_target, broker_addresses
 from tools.client.admin import BrokerAdminClient
 from tools.client.connection import ClientError
-from tools.commands.delete_records import partition_entries
 from tools.errors import CommandError, usage_error
+from tools.kafka_json import partition_entries
 
 TIMEOUT_S = 30.0
 Key = tuple[str, int]
@@ -55,9 +55,7 @@ SHAPE = '{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": 
 
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--cluster", metavar="DIR", help="a local cluster's directory")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                        help="broker Kafka listeners")
+    add_broker_target(parser)
     parser.add_argument("--reassignment-json-file", metavar="FILE", help=SHAPE)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--execute", action="store_true", help="start the reassignments")
