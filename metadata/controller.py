@@ -81,7 +81,6 @@ from metadata.topic_configs import (
     KEYS,
     ORDERED_DELIVERY,
     InvalidConfig,
-    check_combination,
     validate,
     validate_all,
 )
@@ -776,10 +775,6 @@ def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
                 f"no topic named {resource.resource_name!r}")
     keys = Counter(c.name for c in resource.configs)
     current = dict(topic.configs)
-    if all(n == 1 for n in keys.values()):
-        conflict = _combination_error(current, resource)
-        if conflict is not None:
-            return ErrorCode.INVALID_CONFIG, conflict
     changes = []
     for config in resource.configs:
         if keys[config.name] > 1:
@@ -828,20 +823,6 @@ def _ordered_switch_error(topic: TopicImage, changes: list[rec.TopicConfig]) -> 
         f"{', '.join(map(str, unmapped))} were added without it, so their records could "
         "not be held behind older records of the same keys in their split sources; "
         "create an ordered topic instead")
-
-
-def _combination_error(current: dict[str, str], resource: AlterConfigsResource
-                       ) -> str | None:
-    """Why the configs the topic would have after `resource` do not go together."""
-    after: dict[str, str | None] = dict(current)
-    for config in resource.configs:
-        if config.config_operation in (OP_SET, OP_DELETE):
-            after[config.name] = config.value if config.config_operation == OP_SET else None
-    try:
-        check_combination(after)
-    except InvalidConfig as exc:
-        return str(exc)
-    return None
 
 
 def _config_list(configs: dict[str, str]) -> tuple[CreatableTopicConfig, ...] | None:

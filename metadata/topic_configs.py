@@ -37,8 +37,8 @@ Enforced, with Kafka's meaning:
   order kept across a change of the partition count (growth blocks new partitions on
   their split source, a shrink marks partitions and removes them once empty). Off, the
   count only grows and growth touches no existing partition, as in Kafka. With
-  compaction it would need an extra tombstone to the split source, so
-  `check_combination` refuses ordered delivery with `cleanup.policy=compact`.
+  compaction too, the ordered producer leaves a tombstone where a key used to live
+  (broker.kafka.ordered.split_tombstones).
   In the log, a topic is ordered only when its TopicConfig says `true`: absence is off,
   whatever a node's configuration, so every replay agrees. The cluster-wide default (the
   controller's node key `enable.ordered.delivery`) is resolved at creation
@@ -306,25 +306,6 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
 LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
 
 
-def check_combination(configs: Mapping[str, str | None], *,
-                      ordered_default: bool = False) -> None:
-    """InvalidConfig when the configs a topic would have (unparsed: as given, or as set;
-    a key absent or None takes its default, `ordered_default` for ordered delivery) do
-    not go together: ordered delivery with compaction. Checked before each key, so its
-    message is the one a client sees."""
-    given = configs.get(ORDERED_DELIVERY)
-    ordered = given.strip().lower() == "true" if given is not None else ordered_default
-    policy = configs.get(CLEANUP_POLICY) or KEYS[CLEANUP_POLICY].default
-    if ordered and "compact" in (p.strip() for p in policy.split(",")):
-        source = "" if given is not None else \
-            f" (the cluster's default: the controllers' {ORDERED_DELIVERY})"
-        raise InvalidConfig(
-            f"{ORDERED_DELIVERY}=true{source} cannot go with {CLEANUP_POLICY}=compact: "
-            "ordered delivery of a compacted topic needs an extra tombstone to the split "
-            "source partition, which is not implemented; set "
-            f"{ORDERED_DELIVERY}=false or use {CLEANUP_POLICY}=delete")
-
-
 def validate(key: str, value: str | None) -> str:
     """The canonical value for `key` (e.g. "007" -> "7"), or InvalidConfig."""
     spec = KEYS.get(key)
@@ -343,7 +324,6 @@ def validate_all(configs: Iterable[tuple[str, str | None]], *,
     (the cluster's) is on: the log then says so, whatever the replaying node's config."""
     result: dict[str, str] = {}
     given = list(configs)
-    check_combination({key: value for key, value in given}, ordered_default=ordered_default)
     for key, value in given:
         if key in result:
             raise InvalidConfig(f"config {key!r} given more than once")

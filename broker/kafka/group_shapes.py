@@ -202,6 +202,7 @@ class LeaderEpochsTopic(TypedDict):
     initial_partition_count: NotRequired[int]
     undeleted_partition_count: NotRequired[int]
     ordered_delivery: NotRequired[bool]
+    compacted: NotRequired[bool]
 
 
 class LeaderEpochsTopicResult(LeaderEpochsTopic):

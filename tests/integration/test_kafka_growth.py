@@ -92,14 +92,15 @@ def test_list_offsets_answers_the_admin_client_that_grew_a_default_topic(
     assert latest_offsets(fresh, "plain", range(3)) == [1, 1, 0]
 
 
-def test_compaction_alone_creates_a_compacted_topic(cluster: Cluster) -> None:
+def test_compaction_alone_creates_a_compacted_topic_and_with_ordering_an_ordered_one(
+        cluster: Cluster) -> None:
     admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap_of(cluster)})
     create(admin, "compacted", 1, **{"cleanup.policy": "compact"})
     assert topic_config(admin, "compacted", "cleanup.policy") == "compact"
-    with pytest.raises(confluent_kafka.KafkaException) as refused:
-        create(admin, "both", 1, **{"cleanup.policy": "compact", ORDERED: "true"})
-    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
-    assert "cannot go with cleanup.policy=compact" in refused.value.args[0].str()
+    assert topic_config(admin, "compacted", ORDERED) == "false"
+    create(admin, "both", 1, **{"cleanup.policy": "compact", ORDERED: "true"})
+    assert (topic_config(admin, "both", "cleanup.policy"),
+            topic_config(admin, "both", ORDERED)) == ("compact", "true")
 
 
 def test_controllers_ordered_by_default_record_it_and_a_topics_own_value_wins(

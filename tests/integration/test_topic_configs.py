@@ -128,12 +128,6 @@ def test_unknown_and_unsupported_configs_are_refused_when_created_or_altered(
                              config={"no.such.config": "1"})
     error = error_of(admin.create_topics([bad])["bad"])
     assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
-    compact = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1,
-                                 config={"cleanup.policy": "compact",
-                                         "enable.ordered.delivery": "true"})
-    error = error_of(admin.create_topics([compact])["bad"])
-    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
-    assert "cannot go with cleanup.policy=compact" in error.str()
     lagged = admin_mod.NewTopic("bad", num_partitions=1, replication_factor=1,
                                 config={"cleanup.policy": "compact",
                                         "min.compaction.lag.ms": "-1"})

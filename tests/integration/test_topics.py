@@ -126,6 +126,8 @@ def test_cli_exits_1_with_the_kafka_error_and_code_when_the_controller_refuses(
     (("--list", "--topic", "a"), "--list takes no"),
     (("--describe", "--create"), "not allowed with"),
     (("--alter", "--topic", "t", "--partitions", "2", "--ordered"), "--ordered goes with --create"),
+    (("--describe", "--config", "retention.ms=1"), "--config goes with --create"),
+    (("--create", "--topic", "a", "--config", "retention.ms"), "expected KEY=VALUE"),
 ])
 def test_cli_exits_2_when_the_usage_is_bad(args: tuple[str, ...], error: str) -> None:
     """Bad usage exits 2 with a clear message, before any request is sent."""

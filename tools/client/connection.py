@@ -138,12 +138,19 @@ class KafkaClient:
     async def call(self, address: str, body: Any, timeout_s: float | None = None) -> Any:
         """The response to `body` from `address` (ConnectionLost when it does not come
         within `timeout_s`, default the client's)."""
+        return await self._connection(address).request(body, timeout_s)
+
+    async def send(self, address: str, body: Any) -> None:
+        """Send `body` (a Produce with acks=0) to `address`, expecting no answer."""
+        await self._connection(address).request(body, answered=False)
+
+    def _connection(self, address: str) -> BrokerConnection:
         connection = self._connections.get(address)
         if connection is None:
             connection = self._connections[address] = BrokerConnection(
                 address, self.client_id, self.timeout_s, ssl_context=self.ssl_context,
                 sasl=self.sasl)
-        return await connection.request(body, timeout_s)
+        return connection
 
     async def call_any(self, body: Any) -> tuple[str, Any]:
         """(address, response) from the first known broker that answers."""

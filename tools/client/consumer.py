@@ -23,9 +23,10 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.kafka.groups.offsets_records import RecordFormatError, decode_records
+from broker.kafka.groups.offsets_records import RecordFormatError, decode_records_with_headers
 from broker.kafka.ordered import gates
 from broker.kafka.ordered.partitioner import deletion_blockers
+from broker.kafka.ordered.split_tombstones import is_split_tombstone
 from broker.kafka.partitions.partition_log import (
     InvalidBatchError,
     last_offset_delta,
@@ -332,16 +333,17 @@ class OrderedConsumer:
             base = int(struct.unpack_from(">q", batch, 0)[0])
             last = base + last_offset_delta(batch)
             try:
-                records = list(decode_records(batch))
+                records = list(decode_records_with_headers(batch))
             except RecordFormatError as exc:
                 raise ClientError(f"{self.topic}-{p} at {base}: {exc}") from None
-            for offset, key, value in records:
+            for offset, key, value, headers in records:
                 if offset < owned.position:
                     continue
                 if not gates.deliverable(offset, self._limit(owned)):
                     return
-                await deliver(ConsumedRecord(key, value, p, offset,
-                                             int(self.wall_clock() * 1000)))
+                if not is_split_tombstone(value, headers):  # for compaction, not for readers
+                    await deliver(ConsumedRecord(key, value, p, offset,
+                                                 int(self.wall_clock() * 1000)))
                 owned.position, owned.epoch = offset + 1, epoch
             if gates.deliverable(last, self._limit(owned)) and last >= owned.position:
                 owned.position, owned.epoch = last + 1, epoch  # control or compressed batches

@@ -20,6 +20,7 @@ class TopicMetadata:
     initial: int = 0
     undeleted: int = 0
     ordered: bool = True
+    compacted: bool = False  # cleanup.policy has `compact`
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> node id
     leader_epochs: dict[int, int] = field(default_factory=dict)
     brokers: dict[int, str] = field(default_factory=dict)  # node id -> HOST:PORT
@@ -69,6 +70,7 @@ def topic_metadata(name: str, metadata_topic: Any, brokers: dict[int, str],
     return TopicMetadata(
         initial=int(topic.initial_partition_count),
         undeleted=int(topic.undeleted_partition_count), ordered=bool(topic.ordered_delivery),
+        compacted=bool(topic.compacted),
         after_creation={int(p.partition): _epoch_map(p.after_creation)
                         for p in topic.partitions if p.after_creation},
         before_deletion={int(p.partition): _epoch_map(p.before_deletion)

@@ -13,6 +13,11 @@ again *unchanged* (same partition, sequence and count) until the answer is defin
 the leader answers a batch it stored with its offset, even once the count moved on.
 Only a definite refusal re-partitions the record; re-routing a maybe-stored record
 could store it twice, and its sequence number would swallow the partition's next one.
+
+On a compacted topic, a keyed record acknowledged by a partition that growth added is
+followed by a tombstone of its key (acks=0, best effort) to each partition the key lived
+in before, while that one still holds records from then, so compaction can remove the
+key's old values there (broker/kafka/ordered/split_tombstones.py).
 """
 
 from __future__ import annotations
@@ -20,17 +25,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 from kio.index import load_request_schema
 
 from broker.kafka.ordered.partitioner import unkeyed_partition
+from broker.kafka.ordered.split_tombstones import (
+    SPLIT_TOMBSTONE_HEADER,
+    SentTombstones,
+    needs_tombstone,
+    tombstone_targets,
+)
 from raft.common.kafka import record_batch
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import EXTENDED_REQUESTS, PRODUCE
 from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.metadata import TopicMetadata
+from tools.client.offsets import EARLIEST, epoch_end_offsets, list_offsets
 
 PRODUCE_VERSION = 13  # topics by ID (KIP-516)
 INIT_PRODUCER_ID = 22
@@ -65,7 +78,9 @@ class OrderedProducer:
         self._producer: tuple[int, int] | None = None  # (id, epoch)
         self._sequences: dict[int, int] = {}
         self._unkeyed = 0  # records without a key partitioned so far (round-robin)
+        self._tombstones = SentTombstones()
         self.resends = 0
+        self.split_tombstones = 0  # sent (acks=0: whether stored is not known)
 
     async def send(self, key: bytes | None, value: bytes) -> Acknowledged:
         """Store one record (`key` None: none); returns once the leader acknowledged it
@@ -84,6 +99,8 @@ class OrderedProducer:
                 self.metadata = None
             else:
                 if isinstance(answer, Acknowledged):
+                    if metadata.compacted and metadata.ordered and key is not None:
+                        await self._leave_split_tombstones(metadata, answer.partition, key)
                     return answer
                 last_error = errors.name(answer)
                 if answer in errors.PRODUCER_RESET:
@@ -125,17 +142,8 @@ class OrderedProducer:
                         count=metadata.undeleted if metadata.ordered else None)
 
     async def _send(self, metadata: TopicMetadata, attempt: _Attempt) -> Acknowledged | int:
-        leader = metadata.leader_address(attempt.partition)
-        if leader is None:
-            raise ConnectionLost(f"{self.topic}-{attempt.partition} has no leader")
-        schema = EXTENDED_REQUESTS.get((PRODUCE, PRODUCE_VERSION)) or \
-            load_request_schema(PRODUCE, PRODUCE_VERSION)
-        request = build(schema, {
-            "acks": -1, "timeout": int(self.timeout_s * 1000),
-            "topic_data": [{"topic_id": metadata.topic_id,
-                            "undeleted_partition_count": attempt.count,
-                            "partition_data": [{"index": attempt.partition,
-                                                "records": attempt.batch}]}]})
+        leader, request = self._produce(metadata, attempt.partition, attempt.batch,
+                                        attempt.count, acks=-1)
         response = await self.client.call(leader, request)
         answer = response.responses[0].partition_responses[0]
         code = int(answer.error_code)
@@ -144,6 +152,45 @@ class OrderedProducer:
         self._sequences[attempt.partition] = self._sequences.get(attempt.partition, 0) + 1
         return Acknowledged(attempt.key, attempt.value, attempt.partition,
                             int(answer.base_offset))
+
+    def _produce(self, metadata: TopicMetadata, partition: int, batch: bytes,
+                 count: int | None, *, acks: int) -> tuple[str, Any]:
+        """(the partition leader's address, a Produce request of `batch` to it)."""
+        leader = metadata.leader_address(partition)
+        if leader is None:
+            raise ConnectionLost(f"{self.topic}-{partition} has no leader")
+        schema = EXTENDED_REQUESTS.get((PRODUCE, PRODUCE_VERSION)) or \
+            load_request_schema(PRODUCE, PRODUCE_VERSION)
+        return leader, build(schema, {
+            "acks": acks, "timeout": int(self.timeout_s * 1000),
+            "topic_data": [{"topic_id": metadata.topic_id,
+                            "undeleted_partition_count": count,
+                            "partition_data": [{"index": partition, "records": batch}]}]})
+
+    async def _leave_split_tombstones(self, metadata: TopicMetadata, partition: int,
+                                      key: bytes) -> None:
+        """Best effort, as the tombstones go with acks=0: a look-up that fails leaves
+        them to the key's next record."""
+        targets = self._tombstones.missing(
+            tombstone_targets(partition, metadata.initial, metadata.after_creation), key)
+        if not targets:
+            return
+        try:
+            ends = await epoch_end_offsets(self.client, metadata, dict(targets))
+            earliest = await list_offsets(self.client, metadata, [s for s, _ in targets],
+                                          EARLIEST)
+            for source, epoch in targets:
+                needed = needs_tombstone(earliest[source], ends[source])
+                if needed:
+                    batch = record_batch.encode_batch(
+                        [(key, None)], timestamps=[int(time.time() * 1000)],
+                        headers=[(SPLIT_TOMBSTONE_HEADER, b"")])
+                    await self.client.send(*self._produce(metadata, source, batch,
+                                                          metadata.undeleted, acks=0))
+                    self.split_tombstones += 1
+                self._tombstones.settle(source, epoch, key, clean=not needed)
+        except ConnectionLost:
+            self.metadata = None
 
     async def _init_producer_id(self) -> tuple[int, int]:
         request = build(load_request_schema(INIT_PRODUCER_ID, 4), {

@@ -3,6 +3,7 @@
     kraft topics (--bootstrap-server HOST:PORT[,...] | --bootstrap-controller HOST:PORT[,...]
                   | --cluster DIR)
         --create --topic NAME [--partitions N] [--replication-factor R] [--ordered]
+                 [--config KEY=VALUE ...]
       | --describe [--topic NAME | --topic-id ID]
       | --delete (--topic NAME | --topic-id ID)
       | --alter (--topic NAME | --topic-id ID) (--partitions N | --new-name NAME)
@@ -97,6 +98,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--ordered", action="store_true",
                         help="with --create: enable.ordered.delivery=true, per-key order "
                         "kept as the count grows and shrinks (KIP-253)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --create: a topic config (repeatable), as "
+                        "kafka-topics.sh's; `kraft config-keys` lists them")
     parser.add_argument("--new-name", metavar="NAME",
                         help="with --alter: rename the topic (its ID stays)")
     parser.add_argument("--json", action="store_true")
@@ -195,6 +199,15 @@ def _validate(args: argparse.Namespace) -> None:
         raise usage_error("--replication-factor goes with --create")
     if args.ordered and not args.create:
         raise usage_error("--ordered goes with --create")
+    _validate_configs(args)
+
+
+def _validate_configs(args: argparse.Namespace) -> None:
+    if args.config and not args.create:
+        raise usage_error("--config goes with --create (kraft configs alters a topic's)")
+    for config in args.config:
+        if not config.partition("=")[0].strip() or "=" not in config:
+            raise usage_error(f"--config {config!r}: expected KEY=VALUE")
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -213,14 +226,21 @@ def fail_unless_found(client: Client, what: str, name: str | None, code: int,
     fail_on_error(what, code, message)
 
 
+def _create_configs(args: argparse.Namespace) -> tuple[CreatableTopicConfig, ...] | None:
+    """--config KEY=VALUE pairs (each validated by the controller) and --ordered's."""
+    pairs = [config.partition("=")[::2] for config in args.config]
+    if args.ordered:
+        pairs.append((ORDERED_DELIVERY, "true"))
+    return tuple(CreatableTopicConfig(name=k.strip(), value=v) for k, v in pairs) or None
+
+
 def _create(client: Client, args: argparse.Namespace) -> int:
     response = client.call(CreateTopicsRequest(topics=(CreatableTopic(
         name=args.topic,
         num_partitions=DEFAULT if args.partitions is None else args.partitions,
         replication_factor=DEFAULT if args.replication_factor is None
         else args.replication_factor,
-        configs=(CreatableTopicConfig(name=ORDERED_DELIVERY, value="true"),)
-        if args.ordered else None),)))
+        configs=_create_configs(args)),)))
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
     if (topic := _applied_before(client, args, result.error_code, args.partitions,

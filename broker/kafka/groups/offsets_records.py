@@ -40,6 +40,8 @@ from metadata.topic_names import GROUP_METADATA_TOPIC_NAME
 from raft.common.kafka import record_batch
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
+# (offset, key, value, headers as (name, value) pairs) of one record of a batch
+Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 OFFSET_KEY, GROUP_KEY = 0, 1
 _INT32 = 1 << 32
 
@@ -245,6 +247,12 @@ def decode_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | Non
     """(offset, key, value) of every record in the whole batches of `data` (as a
     partition log reads them). Compressed and control batches are skipped. Raises
     RecordFormatError on a truncated batch."""
+    for offset, key, value, _ in decode_records_with_headers(data):
+        yield offset, key, value
+
+
+def decode_records_with_headers(data: bytes) -> Iterator[Record]:
+    """`decode_records` with each record's headers, (name, value) pairs."""
     view = memoryview(data)
     position = 0
     while position < len(view):
@@ -262,8 +270,7 @@ def decode_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | Non
         position = end
 
 
-def _records(view: memoryview, base: int, count: int
-             ) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+def _records(view: memoryview, base: int, count: int) -> Iterator[Record]:
     position = 0
     for _ in range(count):
         length, position = _read_varint(view, position)
@@ -278,10 +285,22 @@ def _records(view: memoryview, base: int, count: int
         cursor += max(0, key_length)
         value_length, cursor = _read_varint(view, cursor)
         value = None if value_length < 0 else bytes(view[cursor:cursor + value_length])
-        if cursor + max(0, value_length) > end:
+        cursor += max(0, value_length)
+        headers = []
+        header_count, cursor = _read_varint(view, cursor)
+        for _ in range(max(0, header_count)):
+            name_length, cursor = _read_varint(view, cursor)
+            name = bytes(view[cursor:cursor + max(0, name_length)])
+            cursor += max(0, name_length)
+            header_length, cursor = _read_varint(view, cursor)
+            header = None if header_length < 0 else \
+                bytes(view[cursor:cursor + header_length])
+            cursor += max(0, header_length)
+            headers.append((name.decode("utf-8", "replace"), header))
+        if cursor > end:
             raise RecordFormatError("record fields overrun the record")
         position = end
-        yield base + offset_delta, key, value
+        yield base + offset_delta, key, value, tuple(headers)
 
 
 def _read_varint(view: memoryview, position: int) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.kafka.group_shapes import EpochEntry, LeaderEpochsPartition, LeaderEpochsTopic
 from metadata.image import MetadataImage, PartitionImage, TopicImage
+from metadata.topic_configs import cleanup_policies
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
 
@@ -99,7 +100,8 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
             "initial_partition_count": len(topic.partitions) if initial is None
             else initial,
             "undeleted_partition_count": undeleted_count(topic),
-            "ordered_delivery": has_ordered_delivery(topic), "partitions": partitions}
+            "ordered_delivery": has_ordered_delivery(topic), "partitions": partitions,
+            "compacted": "compact" in cleanup_policies(topic.configs)}
 
 
 def marked_led_partitions(image: MetadataImage, broker_id: int

@@ -203,6 +203,9 @@ class LeaderEpochsResponseTopic:
                                            default=i32(-1))
     ordered_delivery: bool = field(metadata={"kafka_type": "bool"}, default=False)
     partitions: tuple[LeaderEpochsResponsePartition, ...] = ()
+    # cleanup.policy has `compact`: the producer leaves split tombstones
+    # (broker.kafka.ordered.split_tombstones); tagged, so an older reader skips it
+    compacted: bool | None = field(metadata={"kafka_type": "bool", "tag": 0}, default=None)
 
 
 @_classvars(PARTITION_LEADER_EPOCHS, EntityType.response, ResponseHeader)

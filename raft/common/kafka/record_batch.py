@@ -49,10 +49,11 @@ def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
 
 def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], *,
                  timestamps: Sequence[int], producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, partition_leader_epoch: int = -1) -> bytes:
+                 base_sequence: int = -1, partition_leader_epoch: int = -1,
+                 headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
     """One uncompressed batch of (key, value) records (None: a null key or value, a
-    tombstone's), record i at `timestamps[i]`, with no headers; base offset 0, which the
-    leader's log stamps."""
+    tombstone's), record i at `timestamps[i]`, each with `headers` ((name, value) pairs);
+    base offset 0, which the leader's log stamps."""
     if not records or len(timestamps) != len(records):
         raise ValueError("a batch needs at least one record, and one timestamp per record")
     first = timestamps[0]
@@ -62,7 +63,12 @@ def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], *,
         record += encode_varint(stamp - first) + encode_varint(delta)
         record += encode_varint(-1) if key is None else encode_varint(len(key)) + key
         record += encode_varint(-1) if value is None else encode_varint(len(value)) + value
-        record += encode_varint(0)  # no headers
+        record += encode_varint(len(headers))
+        for name, header in headers:
+            encoded = name.encode()
+            record += encode_varint(len(encoded)) + encoded
+            record += encode_varint(-1) if header is None else \
+                encode_varint(len(header)) + header
         body += encode_varint(len(record)) + record
     after_crc = _AFTER_CRC.pack(0, len(records) - 1, first, max(timestamps), producer_id,
                                 producer_epoch, base_sequence, len(records)) + bytes(body)

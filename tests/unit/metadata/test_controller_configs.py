@@ -77,8 +77,6 @@ def test_configs_are_written_in_the_topics_batch_when_created() -> None:
 
 @pytest.mark.parametrize(("configs", "words"), [
     ({"no.such.key": "1"}, "unknown topic config"),
-    ({"cleanup.policy": "compact", "enable.ordered.delivery": "true"},
-     "cannot go with cleanup.policy=compact"),
     ({"cleanup.policy": "purge"}, "configuration cleanup.policy"),
     ({"min.cleanable.dirty.ratio": "1.01"}, "configuration min.cleanable.dirty.ratio"),
     ({"min.compaction.lag.ms": "-1"}, "configuration min.compaction.lag.ms"),
@@ -279,8 +277,6 @@ def test_alter_writes_nothing_when_nothing_changes() -> None:
 @pytest.mark.parametrize(("ops", "code"), [
     ([("no.such", OP_SET, "1")], ErrorCode.INVALID_CONFIG),
     ([("no.such", OP_DELETE, None)], ErrorCode.INVALID_CONFIG),
-    ([("cleanup.policy", OP_SET, "compact"), ("enable.ordered.delivery", OP_SET, "true")],
-     ErrorCode.INVALID_CONFIG),
     ([("cleanup.policy", OP_SET, "compact,purge")], ErrorCode.INVALID_CONFIG),
     ([("min.cleanable.dirty.ratio", OP_SET, "-1")], ErrorCode.INVALID_CONFIG),
     ([("min.compaction.lag.ms", OP_SET, "-5")], ErrorCode.INVALID_CONFIG),

@@ -355,29 +355,27 @@ def test_compaction_alone_creates_a_compacted_topic_without_ordered_delivery() -
     assert not topic(h, "c").ordered_delivery
 
 
-def test_ordered_delivery_with_compaction_is_refused_at_creation_and_alteration() -> None:
+def test_ordered_delivery_goes_with_compaction_at_creation_and_alteration() -> None:
+    """Compacted ordered topics are served: the producer leaves split tombstones
+    (broker/kafka/ordered/split_tombstones.py), so the controller refuses neither way."""
     h = Harness()
     result = create_with(h, "c", cleanup_policy="compact", enable_ordered_delivery="true")
-    assert result.error_code == ErrorCode.INVALID_CONFIG
-    assert "enable.ordered.delivery=true cannot go with cleanup.policy=compact" in \
-        result.error_message
+    assert result.error_code == ErrorCode.NONE
+    assert topic(h, "c").ordered_delivery
     h.create("t", ordered=True)
-    altered = set_config(h, "cleanup.policy", "compact")
-    assert altered.error_code == ErrorCode.INVALID_CONFIG
-    assert "tombstone" in altered.error_message
+    assert set_config(h, "cleanup.policy", "compact").error_code == ErrorCode.NONE
     create_with(h, "k", cleanup_policy="compact")
-    refused = set_config(h, "enable.ordered.delivery", "true", name="k")
-    assert refused.error_code == ErrorCode.INVALID_CONFIG
-    assert "tombstone" in refused.error_message
+    assert set_config(h, "enable.ordered.delivery", "true", name="k").error_code == \
+        ErrorCode.NONE
+    assert topic(h, "k").ordered_delivery
     assert set_config(h, "enable.ordered.delivery", "maybe").error_code == \
         ErrorCode.INVALID_CONFIG
 
 
-def test_the_cluster_default_with_compaction_is_refused_naming_the_node_key() -> None:
+def test_the_cluster_default_orders_a_compacted_topic_unless_it_says_otherwise() -> None:
     h = Harness(ordered_delivery_default=True)
-    result = create_with(h, "c", cleanup_policy="compact")
-    assert result.error_code == ErrorCode.INVALID_CONFIG
-    assert "enable.ordered.delivery=true (the cluster's default: the controllers' " \
-        "enable.ordered.delivery) cannot go with cleanup.policy=compact" in result.error_message
-    assert create_with(h, "c", cleanup_policy="compact",
+    assert create_with(h, "c", cleanup_policy="compact").error_code == ErrorCode.NONE
+    assert topic(h, "c").ordered_delivery
+    assert create_with(h, "d", cleanup_policy="compact",
                        enable_ordered_delivery="false").error_code == ErrorCode.NONE
+    assert not topic(h, "d").ordered_delivery
