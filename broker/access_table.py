@@ -164,6 +164,12 @@ KAFKA: dict[int, Rule] = {
     21: per(Op.DELETE, Res.TOPIC),  # DeleteRecords
     35: cluster(Op.DESCRIBE),  # DescribeLogDirs
     61: per(Op.READ, Res.TOPIC),  # DescribeProducers
+    34: cluster(Op.ALTER),  # AlterReplicaLogDirs
+    # ListTransactions: Kafka lists the transactional ids the caller may DESCRIBE; none
+    # is ever open here, so every caller gets the same empty list
+    66: OPEN,
+    27: cluster(Op.CLUSTER_ACTION),  # WriteTxnMarkers
+    74: cluster(Op.DESCRIBE_CONFIGS),  # ListClientMetricsResources (KIP-714)
     37: per(Op.ALTER, Res.TOPIC),  # CreatePartitions
     29: cluster(Op.DESCRIBE),  # DescribeAcls
     30: cluster(Op.ALTER),  # CreateAcls

@@ -26,9 +26,10 @@ API_VERSIONS = 18
 CREATE_TOPICS, DELETE_TOPICS = 19, 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+WRITE_TXN_MARKERS = 27
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 33
-DESCRIBE_LOG_DIRS = 35
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -40,6 +41,8 @@ DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
+LIST_TRANSACTIONS = 66
+LIST_CONFIG_RESOURCES = 74  # Kafka 3.9's ListClientMetricsResources
 DESCRIBE_TOPIC_PARTITIONS = 75
 
 # api key -> (min version, max version)
@@ -75,6 +78,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CLUSTER: (0, 1),
     DESCRIBE_LOG_DIRS: (1, 4),  # broker.kafka.admin.log_dirs_api
     DESCRIBE_PRODUCERS: (0, 0),
+    ALTER_REPLICA_LOG_DIRS: (1, 2),  # kio's range (Kafka 3.9: 0-2)
+    # no transactions here: empty lists, markers refused (broker.kafka.admin.transactions_api)
+    LIST_TRANSACTIONS: (0, 1),
+    WRITE_TXN_MARKERS: (1, 1),  # kio's range (Kafka 3.9: 0-1)
+    LIST_CONFIG_RESOURCES: (0, 0),  # client metrics resources (KIP-714): none here
     ELECT_LEADERS: (0, 2),  # forwarded to the controllers (broker.kafka.admin.elect_api)
     # v1's allow_replication_factor_change is not served (broker.kafka.admin.reassign_api)
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),

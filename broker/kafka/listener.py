@@ -52,6 +52,7 @@ from broker.kafka.admin import (
     quorum_api,
     reassign_api,
     topic_partitions_api,
+    transactions_api,
 )
 from broker.kafka.api_versions import SUPPORTED
 from broker.kafka.group_shapes import FindCoordinatorResponse
@@ -173,6 +174,10 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DELETE_RECORDS: delete_records_api.handle_delete_records_request,
     api_versions.DESCRIBE_LOG_DIRS: log_dirs_api.handle_describe_log_dirs_request,
     api_versions.DESCRIBE_PRODUCERS: log_dirs_api.handle_describe_producers_request,
+    api_versions.ALTER_REPLICA_LOG_DIRS: log_dirs_api.handle_alter_replica_log_dirs_request,
+    api_versions.LIST_TRANSACTIONS: transactions_api.handle_list_transactions_request,
+    api_versions.WRITE_TXN_MARKERS: transactions_api.handle_write_txn_markers_request,
+    api_versions.LIST_CONFIG_RESOURCES: configs_api.handle_list_config_resources_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.ELECT_LEADERS: elect_api.handle_elect_leaders_request,
     api_versions.ALTER_PARTITION_REASSIGNMENTS:

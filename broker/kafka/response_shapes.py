@@ -575,6 +575,53 @@ class DescribeProducersResponse(TypedDict):
     topics: list[ProducersTopic]
 
 
+class TxnMarkerPartitionResult(TypedDict):
+    partition_index: int
+    error_code: int
+
+
+class TxnMarkerTopicResult(TypedDict):
+    name: str
+    partitions: list[TxnMarkerPartitionResult]
+
+
+class TxnMarkerResult(TypedDict):
+    producer_id: int
+    topics: list[TxnMarkerTopicResult]
+
+
+class WriteTxnMarkersResponse(TypedDict):
+    markers: list[TxnMarkerResult]
+
+
+class ListTransactionsResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[dict[str, object]]
+
+
+class ListConfigResourcesResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    config_resources: list[dict[str, str]]
+
+
+class ReplicaLogDirPartitionResult(TypedDict):
+    partition_index: int
+    error_code: int
+
+
+class ReplicaLogDirTopicResult(TypedDict):
+    topic_name: str
+    partitions: list[ReplicaLogDirPartitionResult]
+
+
+class AlterReplicaLogDirsResponse(TypedDict):
+    throttle_time: int
+    results: list[ReplicaLogDirTopicResult]
+
+
 TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateResponse
                  | CreateTopicsResponse | DeleteTopicsResponse | CreatePartitionsResponse
                  | DescribeAclsResponse | CreateAclsResponse | DeleteAclsResponse
@@ -586,4 +633,6 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse
                  | DescribeLogDirsResponse | DescribeProducersResponse
                  | ElectLeadersResponse | DescribeTopicPartitionsResponse
-                 | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse)
+                 | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse
+                 | WriteTxnMarkersResponse | ListTransactionsResponse
+                 | ListConfigResourcesResponse | AlterReplicaLogDirsResponse)

@@ -53,7 +53,9 @@ class Row(NamedTuple):
     client: str
     method: str
     call: str
-    outcome: str  # "works", "refused: ERROR_NAME" or "known gap: ERROR_NAME"
+    # "works", "refused: ERROR_NAME" (as Kafka 3.9 refuses it), "refused on purpose:
+    # ERROR_NAME" (transactions, not served here) or "known gap: ERROR_NAME"
+    outcome: str
     note: str
     run: Callable[[Matrix], str | None]  # None when it worked, else the error name seen
 
@@ -575,8 +577,9 @@ def kp_describe_topics(m: Matrix) -> None:
 
 
 @row("kafka-python", "describe_transactions", "describe_transactions([matrix-txn])",
-     "known gap: TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "FindCoordinator refuses every "
-     "transactional id (no transactions); Kafka 3.9 answers TRANSACTIONAL_ID_NOT_FOUND")
+     "refused on purpose: TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "no transactions here: "
+     "FindCoordinator refuses every transactional id, so transactional producers fail at "
+     "once; Kafka 3.9 answers TRANSACTIONAL_ID_NOT_FOUND")
 def kp_describe_transactions(m: Matrix) -> None:
     m.kp.describe_transactions(["matrix-txn"])
 
@@ -705,23 +708,43 @@ def not_served(method: str, call: str, api: str, on_kafka: str,
                     refused))
 
 
-EMPTY_LIST_ON_KAFKA = "Kafka 3.9 answers an empty list"
-not_served("abort_transaction", "abort_transaction(AbortTransactionSpec(matrix-0, "
-           "producer 0, epoch 0))", "WriteTxnMarkers (API 27)", "Kafka 3.9 serves it",
-           lambda kp: kp.abort_transaction(kafka_admin.AbortTransactionSpec(
-               kafka.TopicPartition(TOPIC, 0), 0, 0)))
-not_served("alter_replica_log_dirs", "alter_replica_log_dirs({matrix-0 on broker 2: /tmp})",
-           "AlterReplicaLogDirs (API 34)", "Kafka 3.9 serves it",
-           lambda kp: kp.alter_replica_log_dirs(
-               {kafka.TopicPartitionReplica(TOPIC, 0, BROKERS[0]): "/tmp"}))
-not_served("find_hanging_transactions", "find_hanging_transactions()",
-           "ListTransactions (API 66)", EMPTY_LIST_ON_KAFKA,
-           lambda kp: kp.find_hanging_transactions())
-not_served("list_config_resources", "list_config_resources()",
-           "ListClientMetricsResources (API 74)", f"{EMPTY_LIST_ON_KAFKA} (KIP-714)",
-           lambda kp: kp.list_config_resources())
-not_served("list_transactions", "list_transactions()", "ListTransactions (API 66)",
-           EMPTY_LIST_ON_KAFKA, lambda kp: kp.list_transactions())
+@row("kafka-python", "abort_transaction",
+     "abort_transaction(AbortTransactionSpec(matrix-0, producer 0, epoch 0))",
+     "refused on purpose: INVALID_TXN_STATE", "no transactions here (transactional "
+     "producers are refused), so no producer has one to abort; Kafka 3.9 writes the marker")
+def kp_abort_transaction(m: Matrix) -> None:
+    m.kp.abort_transaction(kafka_admin.AbortTransactionSpec(kafka.TopicPartition(TOPIC, 0),
+                                                            0, 0))
+
+
+@row("kafka-python", "alter_replica_log_dirs",
+     "alter_replica_log_dirs({matrix-0 on broker 2: /tmp, and: its log dir})", "works",
+     "/tmp: LOG_DIR_NOT_FOUND, as Kafka answers a path outside log.dirs; the broker's one "
+     "log dir: done already")
+def kp_alter_replica_log_dirs(m: Matrix) -> None:
+    replica = kafka.TopicPartitionReplica(TOPIC, 0, BROKERS[0])
+    moved = m.kp.alter_replica_log_dirs({replica: "/tmp"})
+    assert moved == {replica: kafka_errors.LogDirNotFoundError}
+    here = str(m.cluster.node(BROKERS[0]).data_dir)
+    assert m.kp.alter_replica_log_dirs({replica: here}) == {replica: kafka_errors.NoError}
+
+
+@row("kafka-python", "find_hanging_transactions", "find_hanging_transactions()", "works",
+     "none: no transactions here, as on a Kafka 3.9 cluster without any")
+def kp_find_hanging_transactions(m: Matrix) -> None:
+    assert m.kp.find_hanging_transactions() == []
+
+
+@row("kafka-python", "list_config_resources", "list_config_resources()", "works",
+     "ListClientMetricsResources (KIP-714): none here, an empty answer")
+def kp_list_config_resources(m: Matrix) -> None:
+    assert m.kp.list_config_resources() == {}
+
+
+@row("kafka-python", "list_transactions", "list_transactions()", "works",
+     "every broker answers an empty list, as a Kafka 3.9 cluster without transactions")
+def kp_list_transactions(m: Matrix) -> None:
+    assert m.kp.list_transactions() == {broker: [] for broker in BROKERS}
 not_served("update_features", "update_features({kraft.version: 1}, validate_only=True)",
            "UpdateFeatures (API 57)", "Kafka 3.9 forwards it to the controllers (here "
            "`kraft features upgrade` asks them)",

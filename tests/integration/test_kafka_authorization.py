@@ -90,6 +90,7 @@ SETTINGS = {
 }
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = \
     29, 30, 31
+INVALID_TXN_STATE, LOG_DIR_NOT_FOUND = 48, 57
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
 AUTHORIZATION_FAILURES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
@@ -628,6 +629,17 @@ CASES: dict[int, Case] = {
         lambda s: request(api.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 20_000,
                                                                "topics": None}),
         CLUSTER_AUTHORIZATION_FAILED),
+    api.ALTER_REPLICA_LOG_DIRS: Case(  # not the broker's one log dir: nothing moves
+        lambda s: request(api.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+            {"path": "/no/such/log/dir", "topics": [{"name": TOPIC, "partitions": [0]}]}]}),
+        CLUSTER_AUTHORIZATION_FAILED, served=frozenset({LOG_DIR_NOT_FOUND})),
+    api.WRITE_TXN_MARKERS: Case(  # no transaction is open here to end
+        lambda s: request(api.WRITE_TXN_MARKERS, 1, {"markers": [
+            {"producer_id": 0, "producer_epoch": 0, "transaction_result": False,
+             "coordinator_epoch": 0, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]}),
+        CLUSTER_AUTHORIZATION_FAILED, served=frozenset({INVALID_TXN_STATE})),
+    api.LIST_CONFIG_RESOURCES: Case(
+        lambda s: request(api.LIST_CONFIG_RESOURCES, 0, {}), CLUSTER_AUTHORIZATION_FAILED),
     CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
         report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,
         also_refusal=None, shows=position_recorded),

@@ -14,7 +14,11 @@ IncrementalAlterConfigsRequest, with `replace` for the legacy call), which valid
 and writes TopicConfig records; the answer is held until this broker's image shows the
 change, so a describe right after sees it.
 
-With the authorizer on (`broker.kafka.authz`): DESCRIBE_CONFIGS (describe) or
+ListClientMetricsResources (API 74 v0, KIP-714's client metrics subscriptions; Kafka 4.1
+renamed it ListConfigResources): none here, an empty list.
+
+With the authorizer on (`broker.kafka.authz`): DESCRIBE_CONFIGS (describe, and the
+client metrics list: on the cluster, CLUSTER_AUTHORIZATION_FAILED) or
 ALTER_CONFIGS (alter) on the topic, or on the cluster for a broker resource; a refused
 resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED and is not forwarded.
 """
@@ -223,3 +227,11 @@ async def _alter(context: BrokerContext, request: Any,
                                      "errors": [r["error_code"] for r in results],
                                      "replace": replace})
     return {"throttle_time": 0, "responses": results}
+
+
+async def handle_list_config_resources_request(
+        context: BrokerContext, request: Any, version: int
+) -> shapes.ListConfigResourcesResponse:
+    allowed = authz.cluster_allowed(context, authz.Op.DESCRIBE_CONFIGS)
+    return {"throttle_time": 0, "config_resources": [],
+            "error_code": 0 if allowed else authz.CLUSTER_AUTHORIZATION_FAILED}

@@ -1,5 +1,7 @@
-"""DescribeLogDirs (API 35, v1-v4) and DescribeProducers (API 61, v0), as Kafka's
-kafka-log-dirs.sh and kafka-transactions.sh describe-producers read them.
+"""DescribeLogDirs (API 35, v1-v4), AlterReplicaLogDirs (API 34, v1-v2) and
+DescribeProducers (API 61, v0), as Kafka's kafka-log-dirs.sh,
+kafka-reassign-partitions.sh's log-dir moves and kafka-transactions.sh describe-producers
+use them.
 
 DescribeLogDirs answers for this broker's one log directory: each hosted partition whose
 directory exists, with its size (the bytes of its segment files) and an offset lag of 0
@@ -7,6 +9,12 @@ directory exists, with its size (the bytes of its segment files) and an offset l
 no topics (null), every hosted partition; a named partition not here is left out, as
 Kafka does. Kafka authorizes it with DESCRIBE on the cluster: refused, the answer is
 CLUSTER_AUTHORIZATION_FAILED (v3+) with no results.
+
+AlterReplicaLogDirs moves replicas between a broker's log directories; a broker here has
+one, so a move to it is done already (NONE, also for a partition not hosted yet: Kafka
+then keeps the preference) and any other path is LOG_DIR_NOT_FOUND, as Kafka answers a
+directory that is not among its log.dirs. ALTER on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED for every partition).
 
 DescribeProducers answers from the partition's leader: the idempotent producers its log
 remembers (`broker.kafka.partitions.producer_state`), each with its epoch and last
@@ -77,6 +85,29 @@ async def handle_describe_log_dirs_request(context: BrokerContext, request: Any,
                   "log_dir": str(context.replicas.log_dir), "topics": [], "total_bytes": -1,
                   "usable_bytes": -1}
     return {"throttle_time": 0, "error_code": 0, "results": [result]}
+
+
+def move_error(path: str, log_dir: Path, allowed: bool) -> ErrorCode:
+    """A move of replicas to `path` on a broker whose one log directory is `log_dir`
+    (compared as absolute paths, as Kafka does)."""
+    if not allowed:
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if os.path.abspath(path) == os.path.abspath(log_dir):
+        return ErrorCode.NONE
+    return ErrorCode.LOG_DIR_NOT_FOUND
+
+
+async def handle_alter_replica_log_dirs_request(
+        context: BrokerContext, request: Any, version: int
+) -> shapes.AlterReplicaLogDirsResponse:
+    allowed = authz.cluster_allowed(context, authz.Op.ALTER)
+    results: list[shapes.ReplicaLogDirTopicResult] = []
+    for wanted in request.dirs:
+        error = move_error(wanted.path, context.replicas.log_dir, allowed)
+        results += [{"topic_name": topic.name, "partitions": [
+            {"partition_index": int(p), "error_code": int(error)} for p in topic.partitions]}
+            for topic in wanted.topics]
+    return {"throttle_time": 0, "results": results}
 
 
 async def _producers_of(context: BrokerContext, name: str, index: int
