@@ -129,6 +129,9 @@ ADMIN_RPCS: dict[str, Rule] = {
     "DescribeAcls": cluster(Op.DESCRIBE),
     "ElectLeaders": cluster(Op.ALTER),
     "AlterPartitionReassignments": cluster(Op.ALTER),
+    "UpdateFeatures": cluster(Op.ALTER),
+    # what ApiVersions tells anyone on a Kafka listener (Kafka's describeFeatures reads it)
+    "DescribeFeatures": OPEN,
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this

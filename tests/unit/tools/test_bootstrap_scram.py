@@ -82,7 +82,7 @@ def test_damaged_bootstrap_file_is_refused_naming_it_when_read(tmp_path: Path) -
 
 
 def test_bootstrap_refuses_records_other_than_credentials_when_written(tmp_path: Path) -> None:
-    with pytest.raises(bootstrap.BootstrapError, match="only UserScramCredential"):
+    with pytest.raises(bootstrap.BootstrapError, match="only FeatureLevel and UserScramCredential"):
         bootstrap.write_bootstrap_records(tmp_path, [rec.Topic(name="t", topic_id=Uuid(7))])
 
 
