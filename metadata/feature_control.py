@@ -72,13 +72,13 @@ def update_features(delta: MetadataDelta, emit: Emit, request: UpdateFeaturesReq
 
 
 def describe_features(image: MetadataImage, *, kraft_version: int) -> DescribeFeaturesResponse:
-    """The supported ranges and the finalized levels (kraft.version as raft holds it;
-    Kafka leaves a feature at level 0 out), read at the image's offset."""
+    """The supported ranges and the finalized levels (kraft.version as raft holds it,
+    listed at 0 too), read at the image's offset."""
     finalized = {METADATA_VERSION: metadata_level(image.finalized_features),
                  **dict(image.finalized_features), KRAFT_VERSION: kraft_version}
     return DescribeFeaturesResponse(
         supported=tuple(FeatureLevelRange(name=name, min_version=low, max_version=high)
                         for name, (low, high) in sorted(SUPPORTED.items())),
         finalized=tuple(FeatureLevelRange(name=name, min_version=level, max_version=level)
-                        for name, level in sorted(finalized.items()) if level > 0),
+                        for name, level in sorted(finalized.items())),
         epoch=image.last_applied_offset)

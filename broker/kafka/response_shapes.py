@@ -115,6 +115,22 @@ class ElectLeadersResponse(TypedDict):
     replica_election_results: list[ReplicaElectionResult]
 
 
+# --- UpdateFeatures -------------------------------------------------------------------
+
+
+class UpdatableFeatureResult(TypedDict):
+    feature: str
+    error_code: int
+    error_message: str | None
+
+
+class UpdateFeaturesResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdatableFeatureResult]
+
+
 # --- AlterPartitionReassignments, ListPartitionReassignments -------------------------------
 
 
@@ -586,4 +602,5 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | OffsetForLeaderEpochResponse | DeleteRecordsResponse | GroupResponse
                  | DescribeLogDirsResponse | DescribeProducersResponse
                  | ElectLeadersResponse | DescribeTopicPartitionsResponse
-                 | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse)
+                 | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse
+                 | UpdateFeaturesResponse)

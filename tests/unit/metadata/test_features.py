@@ -236,8 +236,9 @@ def test_describe_features_names_the_supported_and_finalized_levels() -> None:
     described = describe_features(MetadataImage.empty(), kraft_version=0)
     assert {(f.name, f.min_version, f.max_version) for f in described.supported} == {
         ("metadata.version", 1, 2), ("kraft.version", 0, 1)}
-    # an unrecorded log is at level 2; kraft.version 0 is left out, as Kafka does
-    assert [(f.name, f.max_version) for f in described.finalized] == [("metadata.version", 2)]
+    # an unrecorded log is at level 2
+    assert [(f.name, f.max_version) for f in described.finalized] == [
+        ("kraft.version", 0), ("metadata.version", 2)]
     assert described.epoch == -1
 
 
