@@ -522,10 +522,23 @@ def kp_describe_configs(m: Matrix) -> None:
 
 
 @row("kafka-python", "describe_features", "describe_features()", "works",
-     "kraft.version supported 0-1, finalized 0 (a static quorum)")
+     "kraft.version supported 0-1, finalized 0 (a static quorum); metadata.version "
+     "supported 1-2, finalized 2 (the latest)")
 def kp_describe_features(m: Matrix) -> None:
-    feature = m.kp.describe_features()["kraft.version"]
-    assert (feature["supported"], feature["finalized"]) == ((0, 1), (0, 0))
+    features = m.kp.describe_features()
+    assert {name: (f["supported"], f["finalized"]) for name, f in features.items()} == {
+        "kraft.version": ((0, 1), (0, 0)), "metadata.version": ((1, 2), (2, 2))}
+
+
+@row("kafka-python", "update_features",
+     "update_features({metadata.version: 2, kraft.version: 1}, validate_only=True)", "works",
+     "both OK, nothing changed (forwarded: metadata.version to the active controller, "
+     "kraft.version checked by the broker, an upgrade sent to the raft leader), as Kafka 3.9")
+def kp_update_features(m: Matrix) -> None:
+    assert m.kp.update_features({"metadata.version": 2, "kraft.version": 1},
+                                validate_only=True) == {"metadata.version": "OK",
+                                                        "kraft.version": "OK"}
+    assert m.kp.describe_features()["kraft.version"]["finalized"] == (0, 0)
 
 
 @row("kafka-python", "describe_groups", "describe_groups([matrix-group])", "works",
@@ -722,10 +735,6 @@ not_served("list_config_resources", "list_config_resources()",
            lambda kp: kp.list_config_resources())
 not_served("list_transactions", "list_transactions()", "ListTransactions (API 66)",
            EMPTY_LIST_ON_KAFKA, lambda kp: kp.list_transactions())
-not_served("update_features", "update_features({kraft.version: 1}, validate_only=True)",
-           "UpdateFeatures (API 57)", "Kafka 3.9 forwards it to the controllers (here "
-           "`kraft features upgrade` asks them)",
-           lambda kp: kp.update_features({"kraft.version": 1}, validate_only=True))
 
 
 CLIENTS = {"confluent-kafka": ck_admin.AdminClient, "kafka-python": kafka.KafkaAdminClient}

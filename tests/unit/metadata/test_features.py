@@ -6,8 +6,6 @@ on the finalized level (refused below it; a record above it never emitted)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from metadata import records as rec
 from metadata.admin import (
@@ -35,7 +33,6 @@ from metadata.features import (
     metadata_level,
     parse_metadata_version,
     release_name,
-    update_refusal,
     write_refusal,
 )
 from metadata.image import MetadataImage
@@ -240,16 +237,3 @@ def test_describe_features_names_the_supported_and_finalized_levels() -> None:
     assert [(f.name, f.max_version) for f in described.finalized] == [
         ("kraft.version", 0), ("metadata.version", 2)]
     assert described.epoch == -1
-
-
-# --- the rule, over every input -----------------------------------------------------
-
-
-@given(current=st.integers(1, 2), new=st.integers(-2, 5),
-       upgrade_type=st.sampled_from(list(UpgradeType)))
-def test_metadata_version_moves_only_up_within_range_and_only_by_upgrade(
-        current: int, new: int, upgrade_type: UpgradeType) -> None:
-    refusal = update_refusal(METADATA_VERSION, current, new, upgrade_type)
-    allowed = new == current or (current < new <= LATEST_METADATA_LEVEL
-                                 and upgrade_type == UPGRADE)
-    assert (refusal is None) == allowed, refusal
