@@ -28,7 +28,13 @@ from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, req
 from broker.kafka.admin.quorum_api import CONTROLLER_LISTENER, QuorumForwarder, QuorumUnavailable
 from broker.kafka.context import BrokerContext
 from metadata.admin import FeatureUpdate, UpdateFeaturesRequest, UpdateFeaturesResponse
-from metadata.features import KRAFT_VERSION, UpgradeType, update_refusal
+from metadata.features import (
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    UpgradeType,
+    metadata_level,
+    update_refusal,
+)
 from metadata.image import MetadataImage
 from raft import messages
 from raft.common.errors import ErrorCode
@@ -93,12 +99,15 @@ async def _forward(context: BrokerContext, updates: tuple[FeatureUpdate, ...],
     wanted = {u.feature: u.max_version_level for u in updates
               if results.get(u.feature, (-1, None))[0] == ErrorCode.NONE}
     if wanted and not validate_only:
-        await context.wait_image(lambda image: _shows(image, wanted), timeout_s)
+        await context.wait_image(lambda image: image_shows(image, wanted), timeout_s)
     return results
 
 
-def _shows(image: MetadataImage, wanted: dict[str, int]) -> bool:
-    levels = dict(image.finalized_features)
+def image_shows(image: MetadataImage, wanted: dict[str, int]) -> bool:
+    """The image holds each feature at its wanted level (metadata.version as replay
+    takes it: an unrecorded log's is level 2, where an upgrade to 2 writes nothing)."""
+    levels = {**dict(image.finalized_features),
+              METADATA_VERSION: metadata_level(image.finalized_features)}
     return all(levels.get(name, 0) == level for name, level in wanted.items())
 
 

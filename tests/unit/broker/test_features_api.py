@@ -11,6 +11,9 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from broker.kafka.admin.features_api import image_shows
+from metadata import records as rec
+from metadata.delta import replay
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build
 from tests.unit.broker.test_kafka_listener import make_dispatcher, roundtrip
@@ -67,3 +70,14 @@ async def test_a_feature_named_twice_is_refused_whole(tmp_path: Path) -> None:
     code, results = await _results(tmp_path, _request(1, update, update))
     assert code == ErrorCode.INVALID_REQUEST
     assert results == {"metadata.version": (ErrorCode.INVALID_REQUEST, None)}
+
+
+def test_the_answer_waits_for_the_level_replay_gives() -> None:
+    """An upgrade to the level an unrecorded log already replays at writes nothing: the
+    broker's image shows it at once, so the answer does not wait out its timeout."""
+    unrecorded = replay([(0, rec.NoOp())])
+    assert image_shows(unrecorded, {"metadata.version": 2})
+    assert not image_shows(unrecorded, {"metadata.version": 1})
+    recorded = replay([(0, rec.FeatureLevel(name="metadata.version", feature_level=1))])
+    assert image_shows(recorded, {"metadata.version": 1})
+    assert not image_shows(recorded, {"metadata.version": 2})
