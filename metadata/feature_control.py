@@ -27,10 +27,9 @@ from metadata.delta import MetadataDelta
 from metadata.elections import Emit
 from metadata.features import (
     KRAFT_VERSION,
-    METADATA_VERSION,
     SUPPORTED,
     UpgradeType,
-    metadata_level,
+    finalized_levels,
     update_refusal,
 )
 from metadata.image import MetadataImage
@@ -47,7 +46,7 @@ def update_features(delta: MetadataDelta, emit: Emit, request: UpdateFeaturesReq
             upgrade_type = UpgradeType(update.upgrade_type)
         except ValueError:
             upgrade_type = None
-        current = metadata_level(delta.finalized_features)
+        current = finalized_levels(delta.finalized_features).get(update.feature, 0)
         if counts[update.feature] > 1:
             code, message = (ErrorCode.INVALID_REQUEST,
                              f"feature {update.feature!r} appears more than once")
@@ -64,7 +63,7 @@ def update_features(delta: MetadataDelta, emit: Emit, request: UpdateFeaturesReq
             if refusal is not None:
                 code, message = ErrorCode.INVALID_UPDATE_VERSION, refusal
             elif update.max_version_level != current and not request.validate_only:
-                emit(rec.FeatureLevel(name=METADATA_VERSION,
+                emit(rec.FeatureLevel(name=update.feature,
                                       feature_level=update.max_version_level))
         results.append(UpdatableFeatureResult(feature=update.feature, error_code=code,
                                               error_message=message))
@@ -74,8 +73,7 @@ def update_features(delta: MetadataDelta, emit: Emit, request: UpdateFeaturesReq
 def describe_features(image: MetadataImage, *, kraft_version: int) -> DescribeFeaturesResponse:
     """The supported ranges and the finalized levels (kraft.version as raft holds it,
     listed at 0 too), read at the image's offset."""
-    finalized = {METADATA_VERSION: metadata_level(image.finalized_features),
-                 **dict(image.finalized_features), KRAFT_VERSION: kraft_version}
+    finalized = {**finalized_levels(image.finalized_features), KRAFT_VERSION: kraft_version}
     return DescribeFeaturesResponse(
         supported=tuple(FeatureLevelRange(name=name, min_version=low, max_version=high)
                         for name, (low, high) in sorted(SUPPORTED.items())),

@@ -75,6 +75,12 @@ def metadata_level(features: tuple[tuple[str, int], ...]) -> int:
     return dict(features).get(METADATA_VERSION, UNRECORDED_METADATA_LEVEL)
 
 
+def finalized_levels(features: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """Each finalized feature's level, metadata.version's as replay takes it (an
+    unrecorded log's included)."""
+    return {**dict(features), METADATA_VERSION: metadata_level(features)}
+
+
 def release_name(level: int) -> str:
     for entry in METADATA_LEVELS:
         if entry.level == level:

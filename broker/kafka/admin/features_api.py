@@ -28,13 +28,7 @@ from broker.kafka.admin.admin_api import forward_to_controller, kafka_error, req
 from broker.kafka.admin.quorum_api import CONTROLLER_LISTENER, QuorumForwarder, QuorumUnavailable
 from broker.kafka.context import BrokerContext
 from metadata.admin import FeatureUpdate, UpdateFeaturesRequest, UpdateFeaturesResponse
-from metadata.features import (
-    KRAFT_VERSION,
-    METADATA_VERSION,
-    UpgradeType,
-    metadata_level,
-    update_refusal,
-)
+from metadata.features import KRAFT_VERSION, UpgradeType, finalized_levels, update_refusal
 from metadata.image import MetadataImage
 from raft import messages
 from raft.common.errors import ErrorCode
@@ -106,8 +100,7 @@ async def _forward(context: BrokerContext, updates: tuple[FeatureUpdate, ...],
 def image_shows(image: MetadataImage, wanted: dict[str, int]) -> bool:
     """The image holds each feature at its wanted level (metadata.version as replay
     takes it: an unrecorded log's is level 2, where an upgrade to 2 writes nothing)."""
-    levels = {**dict(image.finalized_features),
-              METADATA_VERSION: metadata_level(image.finalized_features)}
+    levels = finalized_levels(image.finalized_features)
     return all(levels.get(name, 0) == level for name, level in wanted.items())
 
 
