@@ -100,11 +100,20 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tools.client.connection import ClientError  # kio and trio: only when used
     try:
-        return _describe(args) if args.action == "describe" else _update(args)
-    except (ClusterError, ClientError) as exc:
+        if not through_broker(args):
+            return _run(args)
+        from tools.client.connection import ClientError  # kio and trio: only when used
+        try:
+            return _run(args)
+        except ClientError as exc:
+            raise CommandError(str(exc)) from None
+    except ClusterError as exc:
         raise CommandError(str(exc)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    return _describe(args) if args.action == "describe" else _update(args)
 
 
 # --- describe -------------------------------------------------------------------------
