@@ -129,6 +129,9 @@ ADMIN_RPCS: dict[str, Rule] = {
     "DescribeAcls": cluster(Op.DESCRIBE),
     "ElectLeaders": cluster(Op.ALTER),
     "AlterPartitionReassignments": cluster(Op.ALTER),
+    "UpdateFeatures": cluster(Op.ALTER),
+    # what ApiVersions tells anyone on a Kafka listener (Kafka's describeFeatures reads it)
+    "DescribeFeatures": OPEN,
 }
 
 # The project's node APIs (the constants live with their handlers, in layers this
@@ -198,6 +201,7 @@ KAFKA: dict[int, Rule] = {
     43: cluster(Op.ALTER),  # ElectLeaders
     45: cluster(Op.ALTER),  # AlterPartitionReassignments
     46: cluster(Op.DESCRIBE),  # ListPartitionReassignments
+    57: cluster(Op.ALTER),  # UpdateFeatures
     75: per(Op.DESCRIBE, Res.TOPIC),  # DescribeTopicPartitions (KIP-966), as Metadata
     2530: per(Op.READ, Res.GROUP, (Op.READ, Res.TOPIC)),  # ConsumerGroupPosition (KIP-253)
     2531: per(Op.DESCRIBE, Res.TOPIC),  # PartitionLeaderEpochs (KIP-253)

@@ -28,9 +28,10 @@ session holds (the client certificate's subject under mutual TLS; ANONYMOUS with
   --bootstrap-controller`, ...) needs what Kafka asks for the same request: CREATE on the
   cluster or the topic (CreateTopics), DELETE on each topic (DeleteTopics), ALTER
   (CreatePartitions), DESCRIBE (DescribeTopics), ALTER_CONFIGS / DESCRIBE_CONFIGS. The
-  RPCs whose one right is on the cluster (ALTER for CreateAcls, DeleteAcls and
-  AlterUserScramCredentials, DESCRIBE for DescribeAcls and DescribeUserScramCredentials,
-  CLUSTER_ACTION for the broker RPCs) are rows of the authorization table
+  RPCs whose one right is on the cluster (ALTER for CreateAcls, DeleteAcls,
+  AlterUserScramCredentials and UpdateFeatures, DESCRIBE for DescribeAcls and
+  DescribeUserScramCredentials, CLUSTER_ACTION for the broker RPCs; none for
+  DescribeFeatures, what ApiVersions tells anyone) are rows of the authorization table
   (broker/access_table.py), checked by the listener before the request is even read:
   not again here. A rename (RenameTopic, a project extension) needs ALTER and DELETE on
   the old name, since the topic disappears under it (CREATE alone on a new name must
@@ -81,12 +82,14 @@ from metadata.admin import (
     DeleteTopicState,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeFeaturesRequest,
     DescribeTopicsRequest,
     DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     RegisterBrokerRequest,
     RenameTopicRequest,
+    UpdateFeaturesRequest,
 )
 from metadata.authorizer import (
     CLUSTER_NAME,
@@ -179,7 +182,8 @@ _DECIDED_BY_THE_TABLE = (RegisterBrokerRequest, BrokerHeartbeatRequest, AlterPar
                          CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
                          AlterUserScramCredentialsRequest,
                          DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-                         AlterPartitionReassignmentsRequest)
+                         AlterPartitionReassignmentsRequest, UpdateFeaturesRequest,
+                         DescribeFeaturesRequest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -556,6 +556,55 @@ class DescribeAclsResponse:
     error_message: str | None = None
 
 
+# --- features (Kafka's UpdateFeatures, and ApiVersions' feature fields; metadata.features)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureUpdate:
+    feature: str
+    max_version_level: int
+    upgrade_type: int = 1  # metadata.features.UpgradeType
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateFeaturesRequest:
+    feature_updates: tuple[FeatureUpdate, ...] = ()
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdatableFeatureResult:
+    feature: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateFeaturesResponse:
+    results: tuple[UpdatableFeatureResult, ...] = ()  # one per update, in request order
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeFeaturesRequest:
+    """The finalized features, as a controller's image holds them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRange:
+    name: str
+    min_version: int
+    max_version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeFeaturesResponse:
+    supported: tuple[FeatureLevelRange, ...] = ()
+    finalized: tuple[FeatureLevelRange, ...] = ()  # min == max == the finalized level
+    epoch: int = -1  # the offset the finalized levels are read at (Kafka's features epoch)
+
+
 # --- any API --------------------------------------------------------------------------
 
 
@@ -575,7 +624,8 @@ AdminRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, DescribeTopicsReq
                      IncrementalAlterConfigsRequest, AlterUserScramCredentialsRequest,
                      DescribeUserScramCredentialsRequest, CreateAclsRequest,
                      DeleteAclsRequest, DescribeAclsRequest, ElectLeadersRequest,
-                     AlterPartitionReassignmentsRequest]
+                     AlterPartitionReassignmentsRequest, UpdateFeaturesRequest,
+                     DescribeFeaturesRequest]
 AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeTopicsResponse, CreatePartitionsResponse, RenameTopicResponse,
                       RegisterBrokerResponse, BrokerHeartbeatResponse,
@@ -584,7 +634,7 @@ AdminResponse = Union[CreateTopicsResponse, DeleteTopicsResponse,  # noqa: UP007
                       DescribeUserScramCredentialsResponse,
                       CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
                       ElectLeadersResponse, AlterPartitionReassignmentsResponse,
-                      AdminErrorResponse]
+                      UpdateFeaturesResponse, DescribeFeaturesResponse, AdminErrorResponse]
 
 # api name -> (request type, response type)
 API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
@@ -608,10 +658,12 @@ API_NAMES: dict[str, tuple[type[Any], type[Any]]] = {
     "ElectLeaders": (ElectLeadersRequest, ElectLeadersResponse),
     "AlterPartitionReassignments": (AlterPartitionReassignmentsRequest,
                                     AlterPartitionReassignmentsResponse),
+    "UpdateFeatures": (UpdateFeaturesRequest, UpdateFeaturesResponse),
+    "DescribeFeatures": (DescribeFeaturesRequest, DescribeFeaturesResponse),
 }
 _API_OF_REQUEST = {req: api for api, (req, _) in API_NAMES.items()}
 WRITE_APIS = frozenset(API_NAMES) - {"DescribeTopics", "DescribeUserScramCredentials",
-                                     "DescribeAcls"}
+                                     "DescribeAcls", "DescribeFeatures"}
 
 
 def api_of(request: AdminRequest) -> str:

@@ -1,5 +1,6 @@
-"""Bootstrap records: what `kraft format --add-scram` asks the metadata log to start with,
-and the rule by which they reach it exactly once.
+"""Bootstrap records: what `kraft format` asks the metadata log to start with (the
+metadata.version's `FeatureLevel`, `--add-scram`'s credentials), and the rule by which
+they reach it exactly once.
 
 Kafka's kafka-storage.sh writes them into a `bootstrap.checkpoint` that the first active
 controller replays into the log. Here `kraft format` writes `DIR/bootstrap.records` (next
@@ -42,7 +43,7 @@ _VERSION = 0
 # (a dynamic quorum's first leader writes KRaftVersionRecord and VotersRecord too, KIP-853)
 _CONTROL_RECORDS = (rec.LeaderChange, rec.MetadataTopic, rec.NoOp, rec.KRaftVersionRecord,
                     rec.VotersRecord)
-ALLOWED = (rec.UserScramCredential,)  # what kraft format may bootstrap
+ALLOWED = (rec.FeatureLevel, rec.UserScramCredential)  # what kraft format may bootstrap
 
 
 class BootstrapError(ValueError):
@@ -58,7 +59,7 @@ def is_fresh_record(record: rec.Record | bytes) -> bool:
 def is_fresh_image(image: MetadataImage) -> bool:
     """An image (a snapshot's) that holds nothing a metadata record made."""
     return not (len(image.topics) or len(image.brokers) or len(image.scram_credentials)
-                or len(image.acls) or image.anomaly_count
+                or len(image.acls) or image.anomaly_count or image.finalized_features
                 or len(image.used_topic_ids) > (image.metadata_topic_id is not None))
 
 
@@ -69,7 +70,8 @@ def check(records: Sequence[rec.Record]) -> None:
     for index, record in enumerate(records):
         if not isinstance(record, ALLOWED):
             raise BootstrapError(f"bootstrap record {index} is a {type(record).__name__}; "
-                                 "only UserScramCredential records are bootstrapped")
+                                 "only FeatureLevel and UserScramCredential records are "
+                                 "bootstrapped")
         reason = delta.apply(record, index)
         if reason is not None:
             raise BootstrapError(f"bootstrap record {index} does not apply: {reason}")

@@ -69,9 +69,12 @@ from metadata.admin import (
     RenameTopicRequest,
     RenameTopicResponse,
     TopicDescription,
+    UpdateFeaturesRequest,
 )
 from metadata.delta import MetadataDelta
 from metadata.elections import Emit, elect_leaders
+from metadata.feature_control import update_features
+from metadata.features import metadata_level, write_refusal
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
@@ -127,7 +130,8 @@ class BatchDecision:
 
 
 class _Batch:
-    """Records being decided, applied to a delta over the view as they are emitted."""
+    """Records being decided, applied to a delta over the view as they are emitted; each
+    must be one the finalized metadata.version lets the log hold (`metadata.features`)."""
 
     def __init__(self, view: MetadataImage, next_offset: int) -> None:
         self.delta = MetadataDelta(view)
@@ -136,6 +140,9 @@ class _Batch:
 
     def emit(self, record: rec.Record) -> int:
         offset = self.offset
+        reason = write_refusal(record, metadata_level(self.delta.finalized_features))
+        if reason is not None:  # a decision that forgot its level check
+            raise AssertionError(f"controller decided {record!r} above its level: {reason}")
         reason = self.delta.apply(record, offset)
         if reason is not None:  # a controller bug: never let it reach the log
             raise AssertionError(f"controller decided an invalid {record!r}: {reason}")
@@ -610,6 +617,7 @@ _DECIDED_FROM_THE_DELTA: dict[type[object], Callable[[MetadataDelta, Emit, Any],
     DeleteAclsRequest: delete_acls,
     ElectLeadersRequest: elect_leaders,
     AlterPartitionReassignmentsRequest: alter_partition_reassignments,
+    UpdateFeaturesRequest: update_features,
 }
 
 

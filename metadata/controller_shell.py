@@ -51,6 +51,7 @@ from metadata.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
+    DescribeFeaturesRequest,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
     DescribeUserScramCredentialsRequest,
@@ -61,6 +62,7 @@ from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.bootstrap import is_fresh_image, is_fresh_record
 from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
+from metadata.feature_control import describe_features
 from metadata.image import MetadataImage
 from metadata.scram_control import describe_user_scram_credentials
 from metadata.write_queue import WriteQueue
@@ -252,6 +254,9 @@ class ControllerShell:
                 return encode_body(await self._write(request))
             if isinstance(request, DescribeAclsRequest):
                 return encode_body(describe_acls(controller.committed, request))
+            if isinstance(request, DescribeFeaturesRequest):
+                return encode_body(describe_features(
+                    controller.committed, kraft_version=self._node.core.kraft_version))
             if isinstance(request, DescribeUserScramCredentialsRequest):
                 return encode_body(describe_user_scram_credentials(controller.committed,
                                                                    request))

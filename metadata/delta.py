@@ -26,6 +26,7 @@ from metadata.authorizer import (
     StandardAcl,
     invalid_binding_reason,
 )
+from metadata.features import replay_refusal
 from metadata.image import (
     MAX_KEPT_ANOMALIES,
     Anomaly,
@@ -75,6 +76,7 @@ class MetadataDelta:
         self._scram: MapBuilder[tuple[str, str], ScramCredentialImage] | None = None
         self._acls: AclImageBuilder | None = None
         self._metadata_topic_id = base.metadata_topic_id
+        self._features = base.finalized_features
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
         self._anomalies = list(base.anomalies)
@@ -98,6 +100,10 @@ class MetadataDelta:
     @property
     def metadata_topic_id(self) -> Uuid | None:
         return self._metadata_topic_id
+
+    @property
+    def finalized_features(self) -> tuple[tuple[str, int], ...]:
+        return self._features
 
     def topic(self, topic_id: Uuid) -> TopicImage | None:
         topics = self._base.topics if self._topics is None else self._topics
@@ -297,6 +303,7 @@ class MetadataDelta:
             scram_credentials=(base.scram_credentials if self._scram is None
                                else self._scram.freeze()),
             acls=base.acls if self._acls is None else self._acls.freeze(),
+            finalized_features=self._features,
         )
         self._reset(image)
         return image
@@ -550,6 +557,15 @@ class MetadataDelta:
             self._scram = self._base.scram_credentials.builder()
         return self._scram
 
+    def _feature_level(self, record: rec.FeatureLevel, offset: int) -> str | None:
+        reason = replay_refusal(record)
+        if reason is None:
+            kept = {name: level for name, level in self._features if name != record.name}
+            if record.feature_level:
+                kept[record.name] = record.feature_level
+            self._features = tuple(sorted(kept.items()))
+        return reason
+
     def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
         self._w_brokers()[record.broker_id] = BrokerImage(
             broker_id=record.broker_id, incarnation_id=record.incarnation_id,
@@ -586,6 +602,7 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.RemoveTopic: MetadataDelta._remove_topic,  # type: ignore[dict-item]
     rec.RenameTopic: MetadataDelta._rename_topic,  # type: ignore[dict-item]
     rec.TopicConfig: MetadataDelta._topic_config,  # type: ignore[dict-item]
+    rec.FeatureLevel: MetadataDelta._feature_level,  # type: ignore[dict-item]
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]

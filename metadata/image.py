@@ -180,6 +180,8 @@ class MetadataImage:
         default_factory=empty_map)
     # AccessControlEntry records by ACL id, indexed for metadata.authorizer.authorize
     acls: AclImage = EMPTY_ACLS
+    # FeatureLevel records: (name, level) sorted by name, levels above 0 (metadata.features)
+    finalized_features: tuple[tuple[str, int], ...] = ()
     _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
     # memo of unfenced_broker_ids(): the controller places every new partition over them
     _unfenced: list[tuple[int, ...]] = field(default_factory=list, init=False, repr=False)
@@ -210,9 +212,10 @@ class MetadataImage:
 
     def content_hash(self) -> str:
         """sha256 (hex) over a canonical encoding of everything replay determines: topics
-        (with partitions), brokers, ACLs, the metadata topic ID, every ID ever used, the last
-        applied offset and the anomalies. Sorted by key, so insertion order does not
-        matter; msgpack of ints, strings and bytes, so it is stable across processes.
+        (with partitions), brokers, ACLs, finalized features, the metadata topic ID, every
+        ID ever used, the last applied offset and the anomalies. Sorted by key, so
+        insertion order does not matter; msgpack of ints, strings and bytes, so it is
+        stable across processes.
         Each topic enters as its own digest (`TopicImage.digest`, remembered), so the
         hash of the next image costs a sort and a pass over the topics, not a new
         encoding of every partition (format 2; format 1 hashed the topics' msgpack)."""
@@ -235,6 +238,8 @@ class MetadataImage:
                                           for k in sorted(self.scram_credentials)]]))
         if len(self.acls):  # only when there are any: images without ACLs hash as before
             digest.update(pack(["acls", self.acls.canonical()]))
+        if self.finalized_features:  # likewise: logs without FeatureLevel hash as before
+            digest.update(pack(["features", self.finalized_features]))
         result = digest.hexdigest()
         self._hash.append(result)
         return result

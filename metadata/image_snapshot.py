@@ -10,6 +10,8 @@ one that replayed the whole log.
 The records, in the order replay needs them (sorted within each kind, so one image
 always gives the same bytes):
 - `MetadataTopic`, if the metadata topic ID is known;
+- `FeatureLevel` per finalized feature, by name (the level the records after it were
+  written at);
 - `RetiredTopicId` for every ID used once and no longer live (never to be reused);
 - per live topic, `Topic`, then `PartitionCount` if the topic has an undeleted partition
   count (KIP-253), then its `Partition`s in partition order (full records: replicas,
@@ -76,6 +78,8 @@ def _listed(image: MetadataImage, topic_items: Callable[[TopicImage], Iterable[T
     `topic_items` makes them."""
     if image.metadata_topic_id is not None:
         yield item(rec.MetadataTopic(topic_id=image.metadata_topic_id))
+    for name, level in image.finalized_features:
+        yield item(rec.FeatureLevel(name=name, feature_level=level))
     retired = set(image.used_topic_ids) - set(image.topics) - {image.metadata_topic_id}
     for topic_id in sorted(retired, key=_UUID_ORDER):
         yield item(rec.RetiredTopicId(topic_id=topic_id))

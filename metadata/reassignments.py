@@ -18,6 +18,8 @@ PartitionChangeBuilder, without ELR).
   NO_REASSIGNMENT_IN_PROGRESS (85). A cancel, or a target replacing an ongoing one, that
   would leave no unfenced ISR member to lead: INVALID_REPLICA_ASSIGNMENT (39), nothing
   written.
+- Below metadata.version 2 (`metadata.features`: the log may not hold the fields) every
+  partition is UNSUPPORTED_VERSION (35), nothing written.
 - An empty target, a repeated broker or one not registered: INVALID_REPLICA_ASSIGNMENT
   (39); an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3); a partition
   marked for deletion: INVALID_REPLICA_ASSIGNMENT. Each per partition.
@@ -41,6 +43,7 @@ from metadata.admin import (
 )
 from metadata.delta import MetadataDelta
 from metadata.elections import Emit, named_partition
+from metadata.features import LEVEL_ERROR, REASSIGNMENTS_LEVEL, metadata_level, release_name
 from metadata.image import NO_LEADER, PartitionImage
 from raft.common.errors import ErrorCode
 from raft.common.uuid import Uuid
@@ -176,12 +179,17 @@ def alter_partition_reassignments(delta: MetadataDelta, emit: Emit,
     partition."""
     registered = frozenset(delta.brokers())
     unfenced = frozenset(delta.unfenced_broker_ids())
+    level = metadata_level(delta.finalized_features)
+    refusal: Refusal | None = None if level >= REASSIGNMENTS_LEVEL else (
+        LEVEL_ERROR, f"partition reassignments need metadata.version {REASSIGNMENTS_LEVEL} "
+        f"({release_name(REASSIGNMENTS_LEVEL)}); the finalized level is {level}")
     results = []
     for topic in request.topics:
         answers = []
         for entry in topic.partitions:
-            code, message = _reassign_one(delta, emit, topic.name, entry.partition_index,
-                                          entry.replicas, registered, unfenced)
+            code, message = refusal or _reassign_one(
+                delta, emit, topic.name, entry.partition_index, entry.replicas, registered,
+                unfenced)
             answers.append(ReassignablePartitionResult(
                 partition_index=entry.partition_index, error_code=code,
                 error_message=message))

@@ -53,7 +53,7 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
            "UnfenceBroker", "UserScramCredential", "RemoveUserScramCredential",
-           "VotersRecord", "KRaftVersionRecord",
+           "VotersRecord", "KRaftVersionRecord", "FeatureLevel",
            "REDACTED", "SENSITIVE", "decode", "from_dict", "sensitive_fields",
            "sensitive_record_type", "to_json"]
 
@@ -89,6 +89,7 @@ class RecordType(enum.IntEnum):
     # 19, 20: reserved; 21, 22: SCRAM credentials
     ACCESS_CONTROL_ENTRY = 23
     REMOVE_ACCESS_CONTROL_ENTRY = 24
+    FEATURE_LEVEL = 25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,6 +270,17 @@ class RemoveUserScramCredential(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevel(Record):
+    """A finalized feature's level from this offset on (Kafka's FeatureLevelRecord);
+    0 removes the feature. `metadata.features` says what each metadata.version level
+    lets the controller write."""
+
+    TYPE = RecordType.FEATURE_LEVEL
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Record):
     TYPE = RecordType.NO_OP
 
@@ -306,7 +318,7 @@ METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, Fence
                               PartitionCount, RemovePartition,
                               UserScramCredential, RemoveUserScramCredential,
                               AccessControlEntry, RemoveAccessControlEntry,
-                              VotersRecord, KRaftVersionRecord))
+                              VotersRecord, KRaftVersionRecord, FeatureLevel))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

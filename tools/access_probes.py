@@ -7,7 +7,8 @@ Each `Probe` has two bodies:
   BeginQuorumEpoch in a far higher epoch for a real voter, a Fetch of the whole log from
   offset 0 (SCRAM credentials included), RemoveRaftVoter of a real voter, kraft.version
   1, 20,000 NoOps, a snapshot on every node, a broker registered as a voter, an ACL
-  granting everyone everything, every ACL deleted, the admin's SCRAM credential deleted;
+  granting everyone everything, every ACL deleted, the admin's SCRAM credential deleted,
+  metadata.version downgraded;
 - `harmless`: the same api asking for nothing that changes the cluster (a stale epoch,
   an unknown voter, an impossible version), claiming no node id, so that a caller with
   exactly the row's right is served by the core or the handler, which answers with an
@@ -150,6 +151,11 @@ def probes(cluster_id: str, voter_id: int) -> list[Probe]:
                   name="__probe", partitions=(admin.ReassignablePartition(
                       partition_index=0),)),))),
               _admin(admin.AlterPartitionReassignmentsRequest())),
+        Probe("UpdateFeatures", Op.ALTER, _admin(admin.UpdateFeaturesRequest(
+            feature_updates=(admin.FeatureUpdate(feature="metadata.version",
+                                                 max_version_level=1, upgrade_type=3),))),
+              _admin(admin.UpdateFeaturesRequest(feature_updates=(admin.FeatureUpdate(
+                  feature="metadata.version", max_version_level=99),)))),
     ]
 
 

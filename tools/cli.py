@@ -41,7 +41,8 @@ VERBS: dict[str, tuple[str, str]] = {
                        "(like kafka-metadata-shell.sh)"),
     "node": ("node", "run one node in the foreground"),
     "quorum": ("quorum", "start, stop, describe and drive a local multi-process cluster"),
-    "features": ("features", "describe and upgrade kraft.version (like kafka-features.sh)"),
+    "features": ("features", "describe and change metadata.version and kraft.version "
+                 "(like kafka-features.sh)"),
     "topics": ("topics", "create, describe, delete and alter topics"),
     "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
     "users": ("users", "describe and alter users' SCRAM credentials (like kafka-configs.sh "
@@ -105,6 +106,10 @@ EXAMPLES = {
     "features": "kraft features --cluster /tmp/c1 describe",
     "features describe": "kraft features --cluster /tmp/c1 describe --json",
     "features upgrade": "kraft features --cluster /tmp/c1 upgrade --feature kraft.version=1",
+    "features downgrade": "kraft features --bootstrap-server 127.0.0.1:9092 downgrade "
+                          "--metadata 0.1-IV0 --dry-run",
+    "features disable": "kraft features --cluster /tmp/c1 disable --feature kraft.version "
+                        "--dry-run",
     "topics": "kraft topics --cluster /tmp/c1 --create --topic orders --partitions 3 "
               "--replication-factor 2",
     "configs": "kraft configs --cluster /tmp/c1 --entity-type topics --entity-name orders "

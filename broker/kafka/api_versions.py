@@ -10,6 +10,8 @@ body, UNSUPPORTED_VERSION (35) and our ranges, so the client retries with one we
 from __future__ import annotations
 
 from broker.kafka.response_shapes import ApiVersionRange, ApiVersionsResponse
+from metadata.feature_control import describe_features
+from metadata.image import MetadataImage
 from raft.common.errors import ErrorCode
 from raft.common.kafka.ordered_schemas import (
     CONSUMER_GROUP_POSITION,
@@ -39,6 +41,7 @@ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM = 55
+UPDATE_FEATURES = 57
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 LIST_TRANSACTIONS = 66
@@ -89,6 +92,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),  # KIP-966 (broker.kafka.admin.topic_partitions_api)
     DESCRIBE_QUORUM: (0, 2),  # forwarded to the controllers (broker.kafka.admin.quorum_api)
+    UPDATE_FEATURES: (0, 1),  # forwarded (broker.kafka.admin.features_api)
     SASL_HANDSHAKE: (0, 1),  # broker.kafka.sasl.sasl_api
     SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # forwarded (broker.kafka.sasl.scram_api)
@@ -110,28 +114,23 @@ def api_keys(*, project: bool = False) -> list[ApiVersionRange]:
             if project or key not in PROJECT_APIS]
 
 
-# Feature flags (KIP-584) as Kafka 3.9 reports them: `kraft.version` 0 is a static quorum
-# (controller.quorum.voters), 1 the voters in the metadata log (KIP-853).
-KRAFT_VERSION_FEATURE = "kraft.version"
-KRAFT_VERSIONS_SUPPORTED = (0, 1)
-
-
-def handle_api_versions_request(*, kraft_version: int = 0, features_epoch: int = -1,
+def handle_api_versions_request(*, image: MetadataImage | None = None, kraft_version: int = 0,
                                 client_software: str | None = None) -> ApiVersionsResponse:
     """The answer (our ranges, no error; this project's APIs only to a client whose v3+
     request names it `PROJECT_CLIENT_SOFTWARE`); from v3 on its entity also carries the
-    features this broker supports and the cluster's finalized `kraft.version` (its raft
-    core's, read from the log it fetched) with `features_epoch` (the image's last applied
-    offset)."""
-    low, high = KRAFT_VERSIONS_SUPPORTED
+    features this broker supports and the cluster's finalized ones (KIP-584, as Kafka
+    3.9's brokers: metadata.version from this broker's image, kraft.version from its raft
+    core, read from the log it fetched), with the image's last applied offset as their
+    epoch (`metadata.feature_control.describe_features`)."""
+    features = describe_features(image or MetadataImage.empty(), kraft_version=kraft_version)
     return {"error_code": 0, "throttle_time": 0,
             "api_keys": api_keys(project=client_software == PROJECT_CLIENT_SOFTWARE),
-            "supported_features": [{"name": KRAFT_VERSION_FEATURE, "min_version": low,
-                                    "max_version": high}],
-            "finalized_features_epoch": features_epoch,
-            "finalized_features": [{"name": KRAFT_VERSION_FEATURE,
-                                    "min_version_level": kraft_version,
-                                    "max_version_level": kraft_version}]}
+            "supported_features": [{"name": f.name, "min_version": f.min_version,
+                                    "max_version": f.max_version} for f in features.supported],
+            "finalized_features_epoch": features.epoch,
+            "finalized_features": [{"name": f.name, "min_version_level": f.min_version,
+                                    "max_version_level": f.max_version}
+                                   for f in features.finalized]}
 
 
 def unsupported_version_response() -> ApiVersionsResponse:

@@ -27,6 +27,7 @@ the request took, in seconds, once it was handled (raised or not).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -47,6 +48,7 @@ from broker.kafka.admin import (
     configs_api,
     delete_records_api,
     elect_api,
+    features_api,
     log_dirs_api,
     metadata_api,
     quorum_api,
@@ -107,8 +109,7 @@ Handler = Callable[[HandlerContext, Any, int],
 async def _api_versions(context: HandlerContext, body: Any, version: int
                         ) -> response_shapes.ApiVersionsResponse:
     return api_versions.handle_api_versions_request(
-        kraft_version=context.kraft_version(),
-        features_epoch=context.image.last_applied_offset,
+        image=context.image, kraft_version=context.kraft_version(),
         client_software=getattr(body, "client_software_name", None))  # v3+ only
 
 
@@ -180,6 +181,8 @@ HANDLERS: dict[int, Handler] = {
     api_versions.LIST_CONFIG_RESOURCES: configs_api.handle_list_config_resources_request,
     api_versions.CREATE_PARTITIONS: admin_api.handle_create_partitions_request,
     api_versions.ELECT_LEADERS: elect_api.handle_elect_leaders_request,
+    # without the Dispatcher's forwarder it knows no raft leader for kraft.version
+    api_versions.UPDATE_FEATURES: features_api.handle_update_features_request,
     api_versions.ALTER_PARTITION_REASSIGNMENTS:
         reassign_api.handle_alter_partition_reassignments_request,
     api_versions.LIST_PARTITION_REASSIGNMENTS:
@@ -238,6 +241,8 @@ class Dispatcher:
         self.handlers = dict(HANDLERS)
         if quorum is not None:
             self.handlers[api_versions.DESCRIBE_QUORUM] = quorum.handle
+            self.handlers[api_versions.UPDATE_FEATURES] = functools.partial(
+                features_api.handle_update_features_request, quorum=quorum)
 
     async def handle_frame(self, frame: bytes) -> bytes | None:
         """The response frame (size included), None when none is due (acks=0 Produce);

@@ -115,6 +115,22 @@ class ElectLeadersResponse(TypedDict):
     replica_election_results: list[ReplicaElectionResult]
 
 
+# --- UpdateFeatures -------------------------------------------------------------------
+
+
+class UpdatableFeatureResult(TypedDict):
+    feature: str
+    error_code: int
+    error_message: str | None
+
+
+class UpdateFeaturesResponse(TypedDict):
+    throttle_time: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdatableFeatureResult]
+
+
 # --- AlterPartitionReassignments, ListPartitionReassignments -------------------------------
 
 
@@ -635,4 +651,5 @@ TypedResponse = (ApiVersionsResponse | SaslHandshakeResponse | SaslAuthenticateR
                  | ElectLeadersResponse | DescribeTopicPartitionsResponse
                  | AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse
                  | WriteTxnMarkersResponse | ListTransactionsResponse
-                 | ListConfigResourcesResponse | AlterReplicaLogDirsResponse)
+                 | ListConfigResourcesResponse | AlterReplicaLogDirsResponse
+                 | UpdateFeaturesResponse)

@@ -524,10 +524,23 @@ def kp_describe_configs(m: Matrix) -> None:
 
 
 @row("kafka-python", "describe_features", "describe_features()", "works",
-     "kraft.version supported 0-1, finalized 0 (a static quorum)")
+     "kraft.version supported 0-1, finalized 0 (a static quorum); metadata.version "
+     "supported 1-2, finalized 2 (the latest)")
 def kp_describe_features(m: Matrix) -> None:
-    feature = m.kp.describe_features()["kraft.version"]
-    assert (feature["supported"], feature["finalized"]) == ((0, 1), (0, 0))
+    features = m.kp.describe_features()
+    assert {name: (f["supported"], f["finalized"]) for name, f in features.items()} == {
+        "kraft.version": ((0, 1), (0, 0)), "metadata.version": ((1, 2), (2, 2))}
+
+
+@row("kafka-python", "update_features",
+     "update_features({metadata.version: 2, kraft.version: 1}, validate_only=True)", "works",
+     "both OK, nothing changed (forwarded: metadata.version to the active controller, "
+     "kraft.version checked by the broker, an upgrade sent to the raft leader), as Kafka 3.9")
+def kp_update_features(m: Matrix) -> None:
+    assert m.kp.update_features({"metadata.version": 2, "kraft.version": 1},
+                                validate_only=True) == {"metadata.version": "OK",
+                                                        "kraft.version": "OK"}
+    assert m.kp.describe_features()["kraft.version"]["finalized"] == (0, 0)
 
 
 @row("kafka-python", "describe_groups", "describe_groups([matrix-group])", "works",
@@ -697,17 +710,6 @@ def kp_list_partition_reassignments(m: Matrix) -> None:
     assert m.kp.list_partition_reassignments() == {}
 
 
-def not_served(method: str, call: str, api: str, on_kafka: str,
-               run: Callable[[Any], Any]) -> None:
-    """A kafka-python row whose API is missing from this broker's ApiVersions: the client
-    refuses the call itself (UNSUPPORTED_VERSION); `on_kafka` says what Kafka 3.9 does."""
-    def refused(m: Matrix) -> None:
-        run(m.kp)
-    ROWS.append(Row("kafka-python", method, call, "known gap: UNSUPPORTED_VERSION",
-                    f"{api} is not in ApiVersions, so the client refuses it; {on_kafka}",
-                    refused))
-
-
 @row("kafka-python", "abort_transaction",
      "abort_transaction(AbortTransactionSpec(matrix-0, producer 0, epoch 0))",
      "refused on purpose: INVALID_TXN_STATE", "no transactions here (transactional "
@@ -745,10 +747,6 @@ def kp_list_config_resources(m: Matrix) -> None:
      "every broker answers an empty list, as a Kafka 3.9 cluster without transactions")
 def kp_list_transactions(m: Matrix) -> None:
     assert m.kp.list_transactions() == {broker: [] for broker in BROKERS}
-not_served("update_features", "update_features({kraft.version: 1}, validate_only=True)",
-           "UpdateFeatures (API 57)", "Kafka 3.9 forwards it to the controllers (here "
-           "`kraft features upgrade` asks them)",
-           lambda kp: kp.update_features({"kraft.version": 1}, validate_only=True))
 
 
 CLIENTS = {"confluent-kafka": ck_admin.AdminClient, "kafka-python": kafka.KafkaAdminClient}

@@ -91,7 +91,8 @@ def feature_level(cluster: Cluster) -> int:
     """`kraft features describe`'s finalized kraft.version."""
     described = kraft("features", "--cluster", str(cluster.directory), "describe", "--json")
     assert described.returncode == 0, described.stderr
-    level: int = json.loads(described.stdout)["finalized_version_level"]
+    (row,) = [r for r in json.loads(described.stdout) if r["feature"] == "kraft.version"]
+    level: int = row["finalized_version_level"]
     return level
 
 

@@ -640,6 +640,11 @@ CASES: dict[int, Case] = {
         CLUSTER_AUTHORIZATION_FAILED, served=frozenset({INVALID_TXN_STATE})),
     api.LIST_CONFIG_RESOURCES: Case(
         lambda s: request(api.LIST_CONFIG_RESOURCES, 0, {}), CLUSTER_AUTHORIZATION_FAILED),
+    api.UPDATE_FEATURES: Case(  # validated only: served, nothing written
+        lambda s: request(api.UPDATE_FEATURES, 1, {
+            "timeout": 20_000, "validate_only": True, "feature_updates": [
+                {"feature": "metadata.version", "max_version_level": 2, "upgrade_type": 1}]}),
+        CLUSTER_AUTHORIZATION_FAILED),
     CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
         report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,
         also_refusal=None, shows=position_recorded),

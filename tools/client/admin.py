@@ -17,6 +17,8 @@ admin client (`tools.admin_client.AdminClient`) and returns the same responses, 
 - ElectLeaders -> ElectLeaders (v1+: PREFERRED or UNCLEAN; `kraft leader-election`);
 - AlterPartitionReassignments -> AlterPartitionReassignments, and
   `list_reassignments` -> ListPartitionReassignments (`kraft reassign-partitions`);
+- UpdateFeatures -> UpdateFeatures (API 57), and DescribeFeatures -> ApiVersions v3's
+  supported and finalized features, as Kafka's `Admin.describeFeatures`;
 - RenameTopic: Kafka's protocol has none (refused before anything is sent).
 
 Versions are negotiated with ApiVersions: the highest both sides speak. The translation
@@ -47,16 +49,22 @@ from metadata.admin import (
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeFeaturesRequest,
+    DescribeFeaturesResponse,
     DescribeTopicsRequest,
     DescribeTopicsResponse,
     ElectionPartitionResult,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    FeatureLevelRange,
     PartitionDescription,
     ReassignablePartitionResult,
     ReassignableTopicResult,
     ReplicaElectionResult,
     TopicDescription,
+    UpdatableFeatureResult,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import (
@@ -72,20 +80,23 @@ from tools.client.connection import METADATA, ClientError, ConnectionLost, Kafka
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 CREATE_PARTITIONS, DESCRIBE_QUORUM, ELECT_LEADERS = 37, 55, 43
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+UPDATE_FEATURES = 57
 WRITE_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS,
-                        ALTER_REASSIGNMENTS})
+                        ALTER_REASSIGNMENTS, UPDATE_FEATURES})
 API_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics",
              DELETE_TOPICS: "DeleteTopics", CREATE_PARTITIONS: "CreatePartitions",
              DESCRIBE_QUORUM: "DescribeQuorum", ELECT_LEADERS: "ElectLeaders",
              PARTITION_LEADER_EPOCHS: "PartitionLeaderEpochs",
              ALTER_REASSIGNMENTS: "AlterPartitionReassignments",
-             LIST_REASSIGNMENTS: "ListPartitionReassignments"}
+             LIST_REASSIGNMENTS: "ListPartitionReassignments",
+             UPDATE_FEATURES: "UpdateFeatures"}
 # the versions this client speaks (kio's schemas; Metadata v10+ carries topic IDs;
 # ElectLeaders v1+ the election type)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     METADATA: (10, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6),
     CREATE_PARTITIONS: (0, 3), DESCRIBE_QUORUM: (0, 2), ELECT_LEADERS: (1, 2),
-    PARTITION_LEADER_EPOCHS: (0, 0), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0)}
+    PARTITION_LEADER_EPOCHS: (0, 0), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0),
+    UPDATE_FEATURES: (1, 1)}
 DELETE_BY_ID_VERSION = 6
 API_VERSIONS_VERSION = 3
 RETRY_BACKOFF_S = 0.1
@@ -334,6 +345,34 @@ class KafkaAdmin:
             tuple(map(int, p.replicas)), tuple(map(int, p.adding_replicas)),
             tuple(map(int, p.removing_replicas))) for t in response.topics for p in t.partitions}
 
+    # --- features -----------------------------------------------------------------
+
+    async def update_features(self, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
+        response = await self.send(UPDATE_FEATURES, {
+            "timeout": self.timeout_ms(), "validate_only": request.validate_only,
+            "feature_updates": [{"feature": u.feature, "max_version_level": u.max_version_level,
+                                 "upgrade_type": u.upgrade_type}
+                                for u in request.feature_updates]})
+        return UpdateFeaturesResponse(
+            error_code=int(response.error_code), error_message=response.error_message,
+            results=tuple(UpdatableFeatureResult(
+                feature=r.feature, error_code=int(r.error_code), error_message=r.error_message)
+                for r in response.results))
+
+    async def describe_features(self) -> DescribeFeaturesResponse:
+        response = await self.send(API_VERSIONS, {
+            "client_software_name": PROJECT_CLIENT_SOFTWARE, "client_software_version": "1"},
+            version=API_VERSIONS_VERSION)
+        return DescribeFeaturesResponse(
+            supported=tuple(FeatureLevelRange(name=f.name, min_version=int(f.min_version),
+                                              max_version=int(f.max_version))
+                            for f in response.supported_features),
+            finalized=tuple(FeatureLevelRange(name=f.name,
+                                              min_version=int(f.min_version_level),
+                                              max_version=int(f.max_version_level))
+                            for f in response.finalized_features),
+            epoch=int(response.finalized_features_epoch))
+
     # --- the quorum ---------------------------------------------------------------
 
     async def describe_quorum(self) -> tuple[dict[str, Any], dict[int, list[str]]]:
@@ -558,6 +597,10 @@ class BrokerAdminClient:
             return self.run(lambda admin: admin.elect_leaders(request))
         if isinstance(request, AlterPartitionReassignmentsRequest):
             return self.run(lambda admin: admin.alter_reassignments(request))
+        if isinstance(request, UpdateFeaturesRequest):
+            return self.run(lambda admin: admin.update_features(request))
+        if isinstance(request, DescribeFeaturesRequest):
+            return self.run(lambda admin: admin.describe_features())
         raise UnsupportedByBroker(f"{type(request).__name__} has no Kafka-protocol "
                                   "equivalent: use --bootstrap-controller")
 

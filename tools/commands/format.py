@@ -32,6 +32,12 @@ from pathlib import Path
 
 from metadata import records as rec
 from metadata.bootstrap import BootstrapError, check, write_bootstrap_records
+from metadata.features import (
+    LATEST_METADATA_LEVEL,
+    METADATA_VERSION,
+    parse_metadata_version,
+    release_name,
+)
 from raft.common.uuid import Uuid
 from raft.control_records import Endpoint
 from raft.log import METADATA_PARTITION_DIR, DiskLog
@@ -63,6 +69,12 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
                         metavar="MECHANISM=[name=NAME,password=PW]",
                         help="a user's SCRAM credential for the new cluster's metadata log "
                         "(may repeat; `iterations=N` too)")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("--release-version", "-r", metavar="VERSION",
+                       help="the metadata.version to start with, by release name or level "
+                       f"(default: the latest, {release_name(LATEST_METADATA_LEVEL)})")
+    level.add_argument("--feature", "-f", action="append", default=[],
+                       metavar="metadata.version=LEVEL", help="a feature's initial level")
     parser.add_argument("--ignore-formatted", action="store_true",
                         help="succeed when the directory is already formatted the same way")
     quorum = parser.add_mutually_exclusive_group()
@@ -113,7 +125,7 @@ def _format(args: argparse.Namespace) -> int:
         raise usage_error(f"--cluster-id: {exc}") from None
     if args.node_id < 0:
         raise usage_error(f"--node-id must be >= 0, got {args.node_id}")
-    bootstrap = _scram_records(args.add_scram)
+    bootstrap = [_metadata_version(args), *_scram_records(args.add_scram)]
     voters, directory_id = _initial_voters(args)
     try:
         formatted = format_log_dir(args.dir, cluster_id=args.cluster_id, node_id=args.node_id,
@@ -171,6 +183,23 @@ def _standalone_voters(args: argparse.Namespace) -> VoterSet:
     host, port = config.controller_address
     return VoterSet((Voter(ReplicaKey(args.node_id, Uuid.from_string(meta.directory_id)),
                            (Endpoint(name="CONTROLLER", host=host, port=port),)),))
+
+
+def _metadata_version(args: argparse.Namespace) -> rec.FeatureLevel:
+    """--release-version or --feature metadata.version=N (the latest by default)."""
+    text = args.release_version
+    for option in args.feature:
+        name, _, value = option.partition("=")
+        if name != METADATA_VERSION or text is not None:
+            raise usage_error(f"--feature: expected {METADATA_VERSION}=LEVEL once, got "
+                              f"{option!r} (kraft.version comes from --standalone or "
+                              "--initial-controllers)")
+        text = value
+    try:
+        level = LATEST_METADATA_LEVEL if text is None else parse_metadata_version(text)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    return rec.FeatureLevel(name=METADATA_VERSION, feature_level=level)
 
 
 def _scram_records(options: list[str]) -> list[rec.Record]:

@@ -3,7 +3,7 @@ metadata shell:
 
     /image/acls/byId/<acl id>                an ACL (Kafka's codes as names), JSON
     /image/cluster/brokers/<broker id>       a broker's registration, JSON
-    /image/features/                         empty: the image holds no feature levels
+    /image/features/<name>                   a FeatureLevel record's level (metadata.version)
     /image/provenance                        offset and epoch the image was built at, JSON
     /image/scram/<mechanism>/<user>          a user's SCRAM credential, JSON: its salt
                                              and keys `(redacted)` unless asked for
@@ -16,6 +16,7 @@ topics is not copied into a tree up front. Nothing here knows where the image ca
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,12 +70,18 @@ def build_image_tree(image: MetadataImage, provenance: Provenance, *,
     return Directory.of({"image": Directory.of({
         "acls": Directory.of({"byId": _acls(image)}),
         "cluster": Directory.of({"brokers": _brokers(image)}),
-        "features": Directory.of({}),
+        "features": _features(image),
         "provenance": _json_file({"offset": provenance.offset, "epoch": provenance.epoch}),
         "scram": _scram(image, print_sensitive=print_sensitive),
         "topics": Directory.of({"byId": _topics_by_id(image),
                                 "byName": _topics_by_name(image)}),
     })})
+
+
+def _features(image: MetadataImage) -> Directory:
+    """One file per FeatureLevel record's feature, holding its level."""
+    return Directory.of({name: File(functools.partial(str, level))
+                         for name, level in image.finalized_features})
 
 
 def _scram(image: MetadataImage, *, print_sensitive: bool) -> Directory:

@@ -39,7 +39,6 @@ from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-CONTROLLER_API = "DescribeQuorumRequest"  # raft.node's api name on the controller listener
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"
 RETRY_PAUSE_S = 0.05
@@ -69,9 +68,15 @@ class QuorumForwarder:
 
     async def describe(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
         """The leader's DescribeQuorum body as the controller sent it (raises
+        QuorumUnavailable)."""
+        return await self.ask_leader(
+            messages.DescribeQuorumRequest(cluster_id=self.cluster_id), timeout_s)
+
+    async def ask_leader(self, message: Any, timeout_s: float, *,
+                         is_write: bool = False) -> dict[str, Any]:
+        """The raft leader's answer body to `message`, a raft request (raises
         QuorumUnavailable). Whom to ask follows `raft.common.leader_redirect`."""
-        body = messages.encode_message(
-            messages.DescribeQuorumRequest(cluster_id=self.cluster_id))[1]
+        api, body = messages.encode_message(message)
         node_ids: dict[Address, int | None] = {
             address: node_id for node_id, address in self.voters.items()}
 
@@ -88,11 +93,11 @@ class QuorumForwarder:
         async def attempt(address: Address, attempt_timeout_s: float
                           ) -> leader_redirect.Outcome:
             return await dial_and_exchange(
-                address, CONTROLLER_API, next(self._correlation), self.cluster_id, body,
+                address, api, next(self._correlation), self.cluster_id, body,
                 classify=classify, timeout_s=attempt_timeout_s, ssl_context=self.ssl_context,
                 node_id=node_ids.get(address), bind_identity=self.bind_identity)
 
-        call = leader_redirect.start(sorted(self.voters.values()), is_write=False,
+        call = leader_redirect.start(sorted(self.voters.values()), is_write=is_write,
                                      backoff_s=RETRY_PAUSE_S, preferred=self.leader_hint())
         _, decision = await follow_leader(call, attempt, timeout_s=timeout_s,
                                           attempt_timeout_s=max(0.5, timeout_s / 2))

@@ -88,19 +88,22 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
         if key not in (CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS)}  # Kafka's only
 
 
-async def test_api_versions_reports_the_kraft_version_feature_when_asked_at_v3(
-        tmp_path: Path) -> None:
-    """KIP-584/KIP-853: ApiVersions v3 lists kraft.version 0-1 as supported and the
-    cluster's finalized level, as the broker's raft core read it from the log."""
+async def test_api_versions_reports_the_features_when_asked_at_v3(tmp_path: Path) -> None:
+    """KIP-584/KIP-853: ApiVersions v3 lists kraft.version 0-1 and metadata.version 1-2
+    as supported and the cluster's finalized levels, kraft.version as the broker's raft
+    core read it from the log, metadata.version as its image holds it (2: no
+    FeatureLevel record in this log)."""
     dispatcher = make_dispatcher(tmp_path)
     request = ApiVersionsRequest(client_software_name="x", client_software_version="1")
     for level in (0, 1):
         dispatcher.context.kraft_version = lambda level=level: level
         response = await roundtrip(dispatcher, request)
         assert [(f.name, f.min_version, f.max_version)
-                for f in response.supported_features] == [("kraft.version", 0, 1)]
+                for f in response.supported_features] == [("kraft.version", 0, 1),
+                                                          ("metadata.version", 1, 2)]
         assert [(f.name, f.min_version_level, f.max_version_level)
-                for f in response.finalized_features] == [("kraft.version", level, level)]
+                for f in response.finalized_features] == [("kraft.version", level, level),
+                                                          ("metadata.version", 2, 2)]
         assert response.finalized_features_epoch == dispatcher.context.image.last_applied_offset
 
 

@@ -263,6 +263,8 @@ WIRE_SAMPLES: dict[str, Any] = {
         voter_id=1, directory_id=Uuid(7),
         endpoints=(Endpoint(name="CONTROLLER", host="127.0.0.1", port=9093),)),)),
     "kraft-version": rec.KRaftVersionRecord(kraft_version=1),
+    # captured when metadata.version was added (Kafka's FeatureLevelRecord)
+    "feature-level": rec.FeatureLevel(name="metadata.version", feature_level=2),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -368,6 +370,9 @@ WIRE_BYTES = {
         "434f4e54524f4c4c4552a4686f7374a93132372e302e302e31a4706f7274cd2385"),
     "kraft-version": (
         "83a47479706514a776657273696f6e00ad6b726166745f76657273696f6e01"),
+    "feature-level": (
+        "84a47479706519a776657273696f6e00a46e616d65b06d657461646174612e76657273696f6ead6665"
+        "61747572655f6c6576656c02"),
 }
 
 

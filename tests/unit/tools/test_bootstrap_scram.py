@@ -32,7 +32,8 @@ def test_format_writes_salted_credentials_when_given_add_scram(tmp_path: Path) -
     data = (tmp_path / bootstrap.BOOTSTRAP_FILE).read_bytes()
     assert b"alice-secret" not in data
     assert b"bob-pw" not in data
-    alice, bob = bootstrap.read_bootstrap_records(tmp_path)
+    level, alice, bob = bootstrap.read_bootstrap_records(tmp_path)
+    assert level == rec.FeatureLevel(name="metadata.version", feature_level=2)
     assert isinstance(alice, rec.UserScramCredential)
     assert isinstance(bob, rec.UserScramCredential)
     assert (alice.name, alice.mechanism, alice.iterations) == ("alice", "SCRAM-SHA-256", 4096)
@@ -45,9 +46,15 @@ def test_format_writes_salted_credentials_when_given_add_scram(tmp_path: Path) -
                                     iterations=4096).server_key == alice.server_key
 
 
-def test_format_writes_no_bootstrap_file_when_no_user_is_given(tmp_path: Path) -> None:
+def test_format_bootstraps_only_the_metadata_version_when_no_user_is_given(
+        tmp_path: Path) -> None:
     assert kraft_format(tmp_path) == 0
-    assert not (tmp_path / bootstrap.BOOTSTRAP_FILE).exists()
+    assert bootstrap.read_bootstrap_records(tmp_path) == [
+        rec.FeatureLevel(name="metadata.version", feature_level=2)]
+
+
+def test_a_directory_without_a_bootstrap_file_has_no_bootstrap_records(
+        tmp_path: Path) -> None:
     assert bootstrap.read_bootstrap_records(tmp_path) == []
 
 
@@ -82,7 +89,7 @@ def test_damaged_bootstrap_file_is_refused_naming_it_when_read(tmp_path: Path) -
 
 
 def test_bootstrap_refuses_records_other_than_credentials_when_written(tmp_path: Path) -> None:
-    with pytest.raises(bootstrap.BootstrapError, match="only UserScramCredential"):
+    with pytest.raises(bootstrap.BootstrapError, match="only FeatureLevel and UserScramCredential"):
         bootstrap.write_bootstrap_records(tmp_path, [rec.Topic(name="t", topic_id=Uuid(7))])
 
 

@@ -77,7 +77,13 @@ def test_ls_shows_the_image_layout() -> None:
                                        "topics")
     assert run(shell, "ls /image/topics") == ("byId", "byName")
     assert run(shell, "ls /image/cluster") == ("brokers",)
-    assert run(shell, "ls /image/features") == ()  # the image holds no feature levels
+    assert run(shell, "ls /image/features") == ()  # no FeatureLevel record in this log
+
+
+def test_features_hold_each_finalized_level() -> None:
+    shell = shell_of([rec.FeatureLevel(name="metadata.version", feature_level=1)])
+    assert run(shell, "ls /image/features") == ("metadata.version",)
+    assert run(shell, "cat /image/features/metadata.version") == ("1",)
 
 
 def test_topics_are_listed_by_name_and_by_id_with_id_name_and_numbered_partitions() -> None:
