@@ -261,13 +261,18 @@ async def handle_fetch_request(context: BrokerContext, request: Any, version: in
         session.update(request.topics, getattr(request, "forgotten_topics_data", ()))
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     min_bytes = int(request.min_bytes)
+    seen: tuple[object, int] | None = None  # (image, data version) of the last collect
     with trio.move_on_after(max_wait_s) as waited:
         while True:
+            before = (context.image, context.replicas.data_version)
             responses, total, answered = await _collect(context, request, session, full)
+            seen = before
             if total >= min_bytes or _has_error(responses):
                 break
             await context.replicas.wait_data()
-    if waited.cancelled_caught:
+    if waited.cancelled_caught and (seen is None or seen[0] is not context.image
+                                    or seen[1] != context.replicas.data_version):
+        # cut short, or something moved since (an idle long poll answers as it came)
         responses, _, answered = await _collect(context, request, session, full)
     for entry, told in answered:  # only what this response tells the follower
         entry.answered = told

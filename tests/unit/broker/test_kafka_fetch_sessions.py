@@ -10,7 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 from kio.schema.fetch.v13.request import (
     FetchPartition,
     FetchRequest,
@@ -37,12 +39,15 @@ def follower_dispatcher(tmp_path: Path) -> Dispatcher:
 
 
 def fetch(offsets: dict[int, int], *, session_id: int = 0, epoch: int = 0,
-          replica_id: int = FOLLOWER, forgotten: tuple[Any, ...] = ()) -> FetchRequest:
+          replica_id: int = FOLLOWER, forgotten: tuple[Any, ...] = (),
+          max_wait_ms: int = 0) -> FetchRequest:
     partitions = tuple(FetchPartition(partition=p, fetch_offset=o, last_fetched_epoch=2 if o
                                       else -1, current_leader_epoch=2,
                                       partition_max_bytes=1 << 20)
                        for p, o in sorted(offsets.items()))
-    return FetchRequest(replica_id=replica_id, max_wait=datetime.timedelta(0), min_bytes=0,
+    return FetchRequest(replica_id=replica_id,
+                        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+                        min_bytes=0 if max_wait_ms == 0 else 1,
                         session_id=session_id, session_epoch=epoch,
                         topics=(FetchTopic(topic_id=WIRE_ID, partitions=partitions),)
                         if partitions else (),
@@ -68,6 +73,21 @@ async def test_idle_incremental_fetch_gets_no_partition_and_keeps_the_follower_c
     assert idle.responses == ()
     assert states[0].follower_caught_up_times[FOLLOWER] > before
     assert states[1].follower_fetch_times[FOLLOWER] > before
+
+
+async def test_an_idle_long_poll_reads_once_at_its_arrival_not_again_at_its_end(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    """A parked fetch that nothing woke answers with what it read when it came (the
+    follower recorded as fetched then), not with a second read after max_wait."""
+    dispatcher = follower_dispatcher(tmp_path)
+    session_id = (await roundtrip(dispatcher, fetch({0: 0, 1: 0}))).session_id
+    states = {s.partition: s for s in dispatcher.context.replicas.open_states()}
+    arrived = trio.current_time()
+    idle = await roundtrip(dispatcher, fetch({}, session_id=session_id, epoch=1,
+                                             max_wait_ms=500))
+    assert trio.current_time() - arrived == pytest.approx(0.5)  # it waited the long poll
+    assert idle.responses == ()
+    assert states[0].follower_fetch_times[FOLLOWER] == arrived
 
 
 async def test_records_and_a_moved_high_watermark_reach_the_follower_in_its_session(
