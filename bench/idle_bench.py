@@ -37,6 +37,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def idle_window(cluster: Cluster, seconds: float) -> tuple[dict[int, float], float]:
+    """Each running node's share of a core (%) over a window of `seconds`, and the
+    1-minute load average at its end."""
+    pids = {n: cluster.node(n).pid for n in sorted(cluster.nodes) if cluster.is_running(n)}
+    before = {n: cpu_seconds(pid) for n, pid in pids.items() if pid}
+    started = time.monotonic()
+    time.sleep(seconds)  # a fixed window by design: the cost is a rate over time
+    elapsed = time.monotonic() - started
+    return ({n: 100 * (cpu_seconds(pid) - before[n]) / elapsed
+             for n, pid in pids.items() if pid and n in before}, os.getloadavg()[0])
+
+
+def print_idle(cluster: Cluster, percents: dict[int, float]) -> None:
+    for node, percent in sorted(percents.items()):
+        role = "voter" if cluster.node(node).is_voter else "broker"
+        print(f"  node {node} ({role:6s}): {percent:5.2f}% of a core; limit "
+              f"< {LIMIT_PERCENT:.0f}%: {verdict(percent < LIMIT_PERCENT)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench idle_bench")
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -53,21 +72,11 @@ def main(argv: list[str] | None = None) -> None:
                                 str(cluster.directory), "--create", "--topic", f"idle-{index}",
                                 "--partitions", "3", "--replication-factor", "3"],
                                check=True, capture_output=True, timeout=START_TIMEOUT_S)
-            time.sleep(SETTLE_S)  # a fixed window by design: the cost is a rate over time
-            pids = {n: cluster.node(n).pid for n in sorted(cluster.nodes)}
-            before = {n: cpu_seconds(pid) for n, pid in pids.items() if pid}
-            started = time.monotonic()
-            time.sleep(args.seconds)
-            elapsed = time.monotonic() - started
-            after = {n: cpu_seconds(pid) for n, pid in pids.items() if pid}
-            load = os.getloadavg()[0]
+            time.sleep(SETTLE_S)  # a fixed window by design: the creates settle
+            percents, load = idle_window(cluster, args.seconds)
             print(f"idle cluster, 3 voters + 3 brokers, {args.topics} topics x 3 partitions "
-                  f"(RF 3), {elapsed:.0f} s window, load {load:.1f}:")
-            for node, cpu in sorted(after.items()):
-                percent = 100 * (cpu - before[node]) / elapsed
-                role = "voter" if cluster.node(node).is_voter else "broker"
-                print(f"  node {node} ({role:6s}): {percent:5.2f}% of a core; limit "
-                      f"< {LIMIT_PERCENT:.0f}%: {verdict(percent < LIMIT_PERCENT)}")
+                  f"(RF 3), {args.seconds:.0f} s window, load {load:.1f}:")
+            print_idle(cluster, percents)
         finally:
             cluster.shut_down(timeout_s=5)
 

@@ -12,7 +12,7 @@ real brokers that start only when measured. Default settings but three:
 `broker.session.timeout.ms` (below), `metadata.max.retention.bytes` = -1 so that the
 voters keep their whole log for catch-up from offset 0 (the default, 100 MiB, would
 start their logs at a snapshot: this log is larger), and `log.segment.bytes` = 16 MiB
-so that whole segments lie below a snapshot, to be deleted for step 5. Snapshots are
+so that whole segments lie below a snapshot, to be deleted for step 6. Snapshots are
 written every 20 MiB of records (the default) throughout, brokers' included.
 
 Setup (timed and printed). Three placeholder brokers (ids 1001-1003) are registered and
@@ -56,7 +56,11 @@ Then:
    BrokerStatus reply lists every hosted partition and hashes the image). Its VmRSS and
    VmHWM (/proc/<pid>/status) once unfenced and again after a short settle; the
    voters' VmRSS for context.
-5. Catch-up by FetchSnapshot: `catch_up_by_fetch_snapshot`, the same measurement on
+5. Idle at this size: with broker 4 up (holding the image, hosting none of the
+   partitions) and settled, each process's CPU over `IDLE_WINDOW_S`
+   (`bench.idle_bench.idle_window`) against idle_bench's 1% of a core: what staying a
+   quorum costs with a million partitions in every image.
+6. Catch-up by FetchSnapshot: `catch_up_by_fetch_snapshot`, the same measurement on
    broker 5 once the voters, restarted with the default retention, have snapshotted
    and deleted their early segments (broker 4 stopped first); the voters' restart
    times (each from its own snapshot) are printed on the way.
@@ -93,6 +97,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.idle_bench import idle_window, print_idle
 from bench.stats import verdict
 from metadata.admin import (
     WRITE_APIS,
@@ -148,6 +153,7 @@ SNAPSHOT_INTERVAL_BYTES: int = \
 DEFAULT_RETENTION_BYTES: int = KEYS_BY_NAME[RETENTION_KEY].default \
     if RETENTION_KEY in KEYS_BY_NAME else 100 << 20
 SETTLE_S = 10.0
+IDLE_WINDOW_S = 60.0  # step 5's
 TARGET_CATCH_UP_S = 30.0
 TARGET_REBUILD_S = 10.0
 TARGET_RSS_BYTES = 4 << 30
@@ -571,6 +577,15 @@ def catch_up_by_fetch(cluster: Cluster, broker: int, profile_to: Path | None) ->
     print(f"  (for context, voters' VmRSS: {', '.join(voters)})")
 
 
+def idle_at_scale(cluster: Cluster, broker: int) -> None:
+    """Step 5: the voters' and `broker`'s CPU over a window with nothing asked of them
+    (after `measure_catch_up`'s settle)."""
+    percents, load = idle_window(cluster, IDLE_WINDOW_S)
+    print(f"idle with the image: 3 voters and broker {broker} (it hosts none of the "
+          f"partitions), {IDLE_WINDOW_S:.0f} s window, load {load:.1f}:")
+    print_idle(cluster, percents)
+
+
 def fetch_snapshot_unsupported() -> str | None:
     """Why catch-up by FetchSnapshot cannot be measured (None: it can)."""
     missing = []
@@ -687,6 +702,7 @@ def run(directory: Path, size: Size, profiler: Profiler) -> None:
         written = snapshot_voters(cluster)
         in_process(cluster, directory / "scratch", written, profiler)
         catch_up_by_fetch(cluster, brokers[0], profiler.node_file(brokers[0]))
+        idle_at_scale(cluster, brokers[0])
         cluster.stop_node(brokers[0], timeout_s=60)  # a profiled node writes its profile
         catch_up_by_fetch_snapshot(cluster, brokers[1], profiler.node_file(brokers[1]))
     except ClusterError as exc:

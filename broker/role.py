@@ -14,6 +14,7 @@ from broker.heartbeat import BrokerHeartbeat, install_broker_heartbeat
 from broker.hosting import led_partitions
 from broker.kafka.listener import ImageView, KafkaListener, install_kafka_listener
 from broker.kafka.ordered.empty_marked import empty_marked_partitions
+from broker.kafka.ordered.rules import MarkedLedPartitions
 from broker.server import BrokerServer, install_broker
 from broker.settings import BrokerSettings
 from metadata.image import MetadataImage
@@ -61,5 +62,6 @@ def install_broker_role(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
     kafka = install_kafka_listener(node, settings, server, kafka_image_view)
     if kafka is not None:  # only a broker serving produce can vouch that a log stays empty
         replicas = kafka.dispatcher.context.replicas
-        heartbeat.empty_partitions = lambda: empty_marked_partitions(replicas)
+        marked = MarkedLedPartitions(settings.broker_id)
+        heartbeat.empty_partitions = lambda: empty_marked_partitions(replicas, marked)
     return BrokerRole(heartbeat=heartbeat, server=server, kafka=kafka)

@@ -337,6 +337,16 @@ class Controller:
                                             unclean_default=self.config.unclean_election_default)
         return self._finish(batch, None) if batch.records else None
 
+    def tick_due(self, now_ms: int) -> bool:
+        """Whether `tick` may fence anyone: an unfenced broker whose session expired, or
+        one whose session clock has not started (`tick` starts it). Read-only, so the
+        shell can ask between ticks and leave the node's core loop alone otherwise."""
+        for broker_id in self._view.unfenced_broker_ids():
+            last = self._last_contact_ms.get(broker_id)
+            if last is None or now_ms - last >= self.config.broker_session_timeout_ms:
+                return True
+        return False
+
     def _is_session_alive(self, broker_id: int, now_ms: int) -> bool:
         last = self._last_contact_ms.setdefault(broker_id, now_ms)
         return now_ms - last < self.config.broker_session_timeout_ms

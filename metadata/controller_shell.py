@@ -363,7 +363,9 @@ class ControllerShell:
     async def _tick_forever(self) -> None:
         while True:
             await trio.sleep(TICK_INTERVAL_S)
-            if self._active() is None:
+            controller = self._active()
+            # a turn of the core loop only when a session may have expired
+            if controller is None or not controller.tick_due(self._node.now_ms()):
                 continue
 
             def decide(now_ms: int, next_offset: int) -> list[bytes]:

@@ -2,17 +2,20 @@
 (and a way to wait for the image to change), its partitions, the controller client, the
 authorizer's settings, and live views of its registration and the cluster's
 kraft.version. Everything is given to the constructor (`install_kafka_listener` builds it
-once, in order); the only state that changes after is the producer-ID block handed out.
+once, in order); the only state that changes after is the producer-ID block handed out
+and the followers' fetch sessions.
 
 The API handlers get a `broker.kafka.handler_context.HandlerContext`: this, and the group
 coordinator built on it."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 
 import trio
 
+from broker.kafka.partitions.fetch_sessions import FetchSessionCache
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller_client import ControllerClient
@@ -68,6 +71,8 @@ class BrokerContext:
         self.clock = clock
         # (broker epoch, IDs handed out from its block)
         self.producer_ids_issued: tuple[int, int] = (-1, 0)
+        # the followers' KIP-227 fetch sessions with this leader (a random int32 id each)
+        self.fetch_sessions = FetchSessionCache(lambda: secrets.randbelow(0x7FFFFFFF))
 
     @property
     def image(self) -> MetadataImage:

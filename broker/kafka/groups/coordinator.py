@@ -15,7 +15,8 @@ state loaded from `__consumer_offsets`, their writes, and the requests parked on
   are replayed from its log, from its start to its end (requests for them get
   COORDINATOR_LOAD_IN_PROGRESS meanwhile); on losing leadership they are dropped and
   the requests parked on them answered NOT_COORDINATOR. The same loop ticks every
-  loaded group every `TICK_S` (session and rebalance timeouts).
+  loaded group every `TICK_S` (session and rebalance timeouts), and not at all while
+  this broker leads no offsets partition (an idle cluster without groups).
 - Writes (offset commits, group metadata after a rebalance, tombstones) are appended to
   the partition as one batch and acknowledged once the ISR holds them: an acks=all
   produce of this broker's own (`broker.kafka.partitions.produce.produce_partition`). Only then
@@ -27,6 +28,7 @@ The group logic itself is pure (`broker.kafka.groups.group_state`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -271,7 +273,10 @@ class GroupCoordinator:
                     image = current
                     self._follow_leadership(current, nursery)
                 self._tick()
-                await self.context.wait_image(_changed_from(image), TICK_S)
+                # groups live in the offsets partitions this broker leads: with none,
+                # nothing to tick until the image gives it one
+                await self.context.wait_image(_changed_from(image),
+                                              TICK_S if self.partitions else math.inf)
 
     def _tick(self) -> None:
         now = self.clock()

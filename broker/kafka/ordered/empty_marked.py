@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.kafka.ordered.rules import marked_led_partitions
+from broker.kafka.ordered.rules import MarkedLedPartitions
 from broker.kafka.replication.replica import ReplicaManager, check_partition
 from metadata.admin import EmptyPartition
 from raft.common.errors import ErrorCode
@@ -21,10 +21,13 @@ from raft.common.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-async def empty_marked_partitions(replicas: ReplicaManager) -> tuple[EmptyPartition, ...]:
+async def empty_marked_partitions(replicas: ReplicaManager,
+                                  marked: MarkedLedPartitions | None = None
+                                  ) -> tuple[EmptyPartition, ...]:
+    """`marked`: the heartbeat's own, which walks only what changed since it last asked."""
     image = replicas.image
     found: list[EmptyPartition] = []
-    for topic, partition in marked_led_partitions(image, replicas.broker_id):
+    for topic, partition in (marked or MarkedLedPartitions(replicas.broker_id))(image):
         resolved = check_partition(image, replicas.broker_id, partition=partition.partition,
                                    topic_id=topic.topic_id)
         if resolved.error != ErrorCode.NONE:

@@ -17,6 +17,7 @@ that an image without them (a topic never resized) means "no marks, count = part
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker.kafka.group_shapes import EpochEntry, LeaderEpochsPartition, LeaderEpochsTopic
@@ -106,13 +107,35 @@ def leader_epochs_topic(image: MetadataImage, topic_id: Uuid | None,
 
 def marked_led_partitions(image: MetadataImage, broker_id: int
                           ) -> list[tuple[TopicImage, PartitionImage]]:
-    """The partitions marked for deletion that `broker_id` leads in `image`. Only a
-    topic whose undeleted count is below its partitions has any (a shrink lowers the
-    count as it marks; growth waits until they are removed), so an idle broker's
-    heartbeat costs one look per topic, not per partition."""
-    return [(topic, topic.partitions[index])
-            for topic in image.topics.values()
-            if topic.undeleted_count < len(topic.partitions)
-            for index in range(len(topic.partitions))
-            if topic.partitions[index].leader == broker_id
-            and is_marked_for_deletion(topic, index)]
+    """The partitions marked for deletion that `broker_id` leads in `image`."""
+    return MarkedLedPartitions(broker_id)(image)
+
+
+class MarkedLedPartitions:
+    """`marked_led_partitions(image, broker_id)` for image after image (each broker
+    heartbeat asks). Only a topic whose undeleted count is below its partitions has
+    marks (a shrink lowers the count as it marks; growth waits until they are removed);
+    those topics are remembered per shard of `image.topics`, and a shard the next image
+    shares (`metadata.persistent.FrozenMap.shards`: no record wrote to it) is not walked
+    again, so an idle broker's heartbeat costs a look per shard, not per topic."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        # id(shard) -> (shard, its topics with marks): held so that its id stays its own
+        self._marked: dict[int, tuple[Mapping[Uuid, TopicImage], list[TopicImage]]] = {}
+
+    def __call__(self, image: MetadataImage) -> list[tuple[TopicImage, PartitionImage]]:
+        known, marked = self._marked, {}
+        found: list[tuple[TopicImage, PartitionImage]] = []
+        for shard in image.topics.shards():
+            entry = known.get(id(shard))
+            if entry is None or entry[0] is not shard:
+                entry = (shard, [topic for topic in shard.values()
+                                 if topic.undeleted_count < len(topic.partitions)])
+            marked[id(shard)] = entry
+            found.extend((topic, partition) for topic in entry[1]
+                         for index, partition in enumerate(topic.partitions)
+                         if partition.leader == self.broker_id
+                         and is_marked_for_deletion(topic, index))
+        self._marked = marked
+        return found

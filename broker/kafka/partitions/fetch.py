@@ -4,8 +4,12 @@ Fetch reads whole batches from `fetch_offset` up to the high watermark (consumer
 log end (followers, `replica_id >= 0`, whose fetch offset also tells the leader how far
 they have replicated: the high watermark follows the ISR). When less than `min_bytes`
 is ready the request is parked until enough arrives or `max_wait` passes (long poll; a
-partition error answers at once). No fetch sessions: session_id 0 tells clients to send
-full fetches.
+partition error answers at once). A follower's fetches go through a KIP-227 session
+(`broker.kafka.partitions.fetch_sessions`): after the first, a fetch carries only the
+partitions whose fetch fields changed and is answered only with the partitions that have
+something new, and a partition fetched again unchanged under the same image is recorded
+as fetched without being read (`_idle_follower`). Consumers get session_id 0, which tells
+them to send full fetches.
 
 A partition's records are its stored bytes, never decoded: the slice of one segment file
 from the batch holding the fetch offset, found through the offset index
@@ -42,6 +46,7 @@ else about it; an unknown topic ID answers UNKNOWN_TOPIC_ID before that, as Kafk
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -53,6 +58,7 @@ from broker.kafka.admin.metadata_api import from_kafka_uuid
 from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.marked_end import committed_log_end
 from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
+from broker.kafka.partitions.fetch_sessions import FetchSession, SessionPartition, is_news
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
@@ -83,17 +89,20 @@ def _observe_follower(context: BrokerContext, state: PartitionState, partition: 
 
 
 async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id: Any,
-                           part: Any, replica_id: int, budget: int) -> shapes.PartitionData:
+                           part: Any, replica_id: int, budget: int
+                           ) -> tuple[shapes.PartitionData, tuple[Resolved, PartitionState] | None]:
+    """The partition's answer, and what it was resolved to when it served the fetch
+    (no error, no divergence)."""
     index = int(part.partition)
     resolved = check_partition(context.image, context.broker_id, partition=index, name=name,
                                topic_id=topic_id,
                                current_leader_epoch=int(getattr(part, "current_leader_epoch",
                                                                 -1)))
     if resolved.error != ErrorCode.NONE:
-        return _partition_error(index, resolved.error, resolved.partition)
+        return _partition_error(index, resolved.error, resolved.partition), None
     error, state = await context.replicas.open(resolved)
     if state is None:
-        return _partition_error(index, error)
+        return _partition_error(index, error), None
     assert resolved.partition is not None
     offset = int(part.fetch_offset)
     end = state.log.log_end_offset
@@ -105,15 +114,15 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     if answer == BELOW_LOG_START:  # the follower resets its log to the start it carries
         out = _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
         out["log_start_offset"] = start
-        return out
+        return out, None
     if isinstance(answer, tuple):  # tell the follower where to truncate, not records
         return {"partition_index": index, "error_code": 0,
                 "high_watermark": state.high_watermark,
                 "last_stable_offset": state.high_watermark,
                 "log_start_offset": start, "records": None,
-                "diverging_epoch": {"epoch": answer[0], "end_offset": answer[1]}}
+                "diverging_epoch": {"epoch": answer[0], "end_offset": answer[1]}}, None
     if answer == ABOVE_LOG_END:
-        return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE)
+        return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE), None
     if replica_id >= 0:  # SERVE: the follower's log matches ours below `offset`
         _observe_follower(context, state, resolved.partition, replica_id, offset,
                           int(getattr(part, "log_start_offset", -1)))
@@ -126,38 +135,87 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     except OSError:  # the directory was staged for deletion under us
         gone = context.image.topic(state.topic_id) is None
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
-                                else ErrorCode.KAFKA_STORAGE_ERROR)
+                                else ErrorCode.KAFKA_STORAGE_ERROR), None
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
-            "records": records}
+            "records": records}, (resolved, state)
 
 
-async def _collect(context: BrokerContext, request: Any, version: int
-                   ) -> tuple[list[shapes.FetchableTopicResponse], int]:
+def _idle_follower(context: BrokerContext, entry: SessionPartition, replica_id: int) -> bool:
+    """A session partition fetched with the same fields as a fetch it served under this
+    same image, with the log end, high watermark and log start unchanged since that
+    answer: the answer would be the same, so the fetch is only recorded (it keeps the
+    follower caught up, Kafka's lastCaughtUpTime) and nothing is read or answered."""
+    if entry.opened is None or entry.opened[0] is not context.image:
+        return False
+    resolved, state = entry.opened[1]
+    offset = int(entry.fetch.fetch_offset)
+    if offset != state.log.log_end_offset or \
+            entry.answered != (state.high_watermark, state.log.log_start_offset):
+        return False
+    _observe_follower(context, state, resolved.partition, replica_id, offset,
+                      int(entry.fetch.log_start_offset))
+    return True
+
+
+# a topic entry to answer: (topic ID on the wire, name, the request's topic entry or None
+# for a session's, [(partition entry, its session partition or None)])
+_Fetched = tuple[Any, str | None, Any, list[tuple[Any, SessionPartition | None]]]
+
+
+def _fetched_topics(request: Any, session: FetchSession | None) -> Iterator[_Fetched]:
+    if session is None:
+        for topic in request.topics:
+            yield (getattr(topic, "topic_id", None), getattr(topic, "topic", None), topic,
+                   [(part, None) for part in topic.partitions])
+        return
+    for raw_id, entries in session.by_topic().items():
+        yield raw_id, None, None, [(entry.fetch, entry) for entry in entries]
+
+
+# a session partition answered, with the (high watermark, log start) it was told
+_Answered = tuple[SessionPartition, tuple[int, int]]
+
+
+async def _collect(context: BrokerContext, request: Any, session: FetchSession | None,
+                   full: bool) -> tuple[list[shapes.FetchableTopicResponse], int,
+                                        list[_Answered]]:
+    """The answer to `request`: every partition of a full fetch; of an incremental
+    one, only those with news (`is_news`)."""
     replica_id = int(getattr(request, "replica_id", -1))
     budget = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     responses: list[shapes.FetchableTopicResponse] = []
+    answered: list[_Answered] = []
     total = 0
     follower_allowed = replica_id < 0 or authz.cluster_allowed(context,
                                                                authz.Op.CLUSTER_ACTION)
-    for topic in request.topics:
-        name = getattr(topic, "topic", None)
-        raw_id = getattr(topic, "topic_id", None)
+    for raw_id, name, topic, parts in _fetched_topics(request, session):
         topic_id = from_kafka_uuid(raw_id)
         topic_error = _topic_error(context, topic, name, topic_id, replica_id,
                                    follower_allowed)
         partitions: list[shapes.PartitionData] = []
-        for part in topic.partitions:
+        for part, entry in parts:
             if topic_error is not None:
-                partitions.append(_partition_error(int(part.partition), topic_error))
+                data, served = _partition_error(int(part.partition), topic_error), None
+            elif entry is not None and _idle_follower(context, entry, replica_id):
                 continue
-            data = await _fetch_partition(context, name=name, topic_id=topic_id, part=part,
-                                          replica_id=replica_id, budget=max(0, budget - total))
+            else:
+                image = context.image
+                data, served = await _fetch_partition(
+                    context, name=name, topic_id=topic_id, part=part, replica_id=replica_id,
+                    budget=max(0, budget - total))
+                if entry is not None:
+                    entry.opened = None if served is None else (image, served)
+            if entry is not None:
+                if not full and not is_news(entry, data):
+                    continue
+                answered.append((entry, (data["high_watermark"], data["log_start_offset"])))
             total += len(data["records"] or b"")
             partitions.append(data)
-        responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
-    return responses, total
+        if partitions or full:
+            responses.append({"topic": name, "topic_id": raw_id, "partitions": partitions})
+    return responses, total, answered
 
 
 def _topic_error(context: BrokerContext, topic: Any, name: str | None, topic_id: Any,
@@ -192,17 +250,35 @@ def _has_error(responses: list[shapes.FetchableTopicResponse]) -> bool:
 
 async def handle_fetch_request(context: BrokerContext, request: Any, version: int
                                ) -> shapes.FetchResponse:
+    replica_id = int(getattr(request, "replica_id", -1))
+    error, session, full = context.fetch_sessions.begin(
+        int(getattr(request, "session_id", 0)), int(getattr(request, "session_epoch", -1)),
+        replica_id=replica_id, may_open=replica_id >= 0 and version >= 13)
+    if error != ErrorCode.NONE:
+        return {"throttle_time": 0, "error_code": int(error), "session_id": 0,
+                "responses": []}
+    if session is not None:
+        session.update(request.topics, getattr(request, "forgotten_topics_data", ()))
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     min_bytes = int(request.min_bytes)
+    seen: tuple[object, int] | None = None  # (image, data version) of the last collect
     with trio.move_on_after(max_wait_s) as waited:
         while True:
-            responses, total = await _collect(context, request, version)
+            before = (context.image, context.replicas.data_version)
+            responses, total, answered = await _collect(context, request, session, full)
+            seen = before
             if total >= min_bytes or _has_error(responses):
                 break
             await context.replicas.wait_data()
-    if waited.cancelled_caught:
-        responses, _ = await _collect(context, request, version)
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if waited.cancelled_caught and (seen is None or seen[0] is not context.image
+                                    or seen[1] != context.replicas.data_version):
+        # cut short, or something moved since (an idle long poll answers as it came)
+        responses, _, answered = await _collect(context, request, session, full)
+    for entry, told in answered:  # only what this response tells the follower
+        entry.answered = told
+    return {"throttle_time": 0, "error_code": 0,
+            "session_id": 0 if session is None else session.session_id,
+            "responses": responses}
 
 
 def _described(context: BrokerContext, request: Any, name: str) -> bool:

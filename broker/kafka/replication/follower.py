@@ -7,7 +7,10 @@ leader), and appends the batches with the leader's offsets and epochs.
 (`FollowedPartitions`: the same, image after image, walking only the shards of the topic
 map that changed); the fetcher restarts its per-leader tasks whenever that plan changes
 in the image. Each fetch offset also tells the leader how far this replica has got,
-which is what moves the leader's high watermark (it follows the ISR). A follower's stale
+which is what moves the leader's high watermark (it follows the ISR). Each connection
+to a leader holds a KIP-227 fetch session (`broker.kafka.partitions.fetch_sessions`):
+after the first fetch, a fetch carries only the partitions whose fetch fields changed, so
+an idle follower's fetch carries none. A follower's stale
 or unknown topic ID gets an error from the leader, never data (KIP-516). A follower
 whose last fetched epoch the leader does not have (up to that offset) gets
 `diverging_epoch` and truncates (KIP-595 style). The leader shrinks and expands ISRs:
@@ -33,8 +36,9 @@ import trio
 from kio.schema.fetch.v13.request import FetchRequest
 
 from broker.dataplane.divergence import truncation_offset
-from broker.kafka.admin.metadata_api import broker_endpoints, from_kafka_uuid
+from broker.kafka.admin.metadata_api import broker_endpoints
 from broker.kafka.context import BrokerContext
+from broker.kafka.partitions.fetch_sessions import FetchFields, FollowerSession, PartitionKey
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
 from broker.kafka.replication.replica import PartitionState, check_partition
 from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
@@ -54,6 +58,8 @@ RETRY_BACKOFF_S = 0.2
 
 # leader id -> ((topic id, partition, leader epoch), ...)
 Plan = Mapping[int, tuple[tuple[Uuid, int, int], ...]]
+# a followed partition by its wire key: its state and the leader epoch it is fetched in
+Followed = dict[PartitionKey, tuple[PartitionState, int]]
 
 
 def followed_partitions(image: MetadataImage, broker_id: int) -> Plan:
@@ -124,6 +130,23 @@ def leader_fetch_address(image: MetadataImage, leader: int,
     return routes.get(leader, (str(endpoint["host"]), int(endpoint["port"])))
 
 
+def _fetch_topics(carried: Mapping[PartitionKey, FetchFields]) -> list[dict[str, object]]:
+    by_topic: dict[uuid.UUID, list[dict[str, int]]] = {}
+    for (topic_id, partition), (offset, last_epoch, log_start, epoch) in carried.items():
+        by_topic.setdefault(topic_id, []).append({
+            "partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset,
+            "last_fetched_epoch": last_epoch, "log_start_offset": log_start,
+            "partition_max_bytes": PARTITION_MAX_BYTES})
+    return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+def _forgotten_topics(forgotten: list[PartitionKey]) -> list[dict[str, object]]:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, partition in forgotten:
+        by_topic.setdefault(topic_id, []).append(partition)
+    return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
 def _plan_differs(plan: Plan, planner: FollowedPartitions) -> Callable[[MetadataImage], bool]:
     return lambda image: planner(image) != plan
 
@@ -170,9 +193,8 @@ class ReplicaFetcher:
                         "reason": str(exc)})
             await trio.sleep(RETRY_BACKOFF_S)  # a backoff, not a synchronisation
 
-    async def _states(self, parts: tuple[tuple[Uuid, int, int], ...]
-                      ) -> dict[tuple[Uuid, int], tuple[PartitionState, int]]:
-        states = {}
+    async def _states(self, parts: tuple[tuple[Uuid, int, int], ...]) -> Followed:
+        states: Followed = {}
         for topic_id, partition, epoch in parts:
             resolved = check_partition(self.context.image, self.context.broker_id,
                                        topic_id=topic_id, partition=partition,
@@ -181,40 +203,45 @@ class ReplicaFetcher:
                 continue
             error, state = await self.context.replicas.open(resolved)
             if state is not None:
-                states[(topic_id, partition)] = (state, epoch)
+                states[(uuid.UUID(bytes=topic_id.to_bytes()), partition)] = (state, epoch)
         return states
 
     async def _fetch_loop(self, stream: trio.abc.Stream, leader: int,
                           parts: tuple[tuple[Uuid, int, int], ...]) -> None:
         correlation_id, buffer = 0, bytearray()
+        session = FollowerSession()
+        states: Followed = {}
+        resolved_in: MetadataImage | None = None
         while True:
-            states = await self._states(parts)
+            if resolved_in is not self.context.image or len(states) < len(parts):
+                resolved_in = self.context.image  # opened again only when it changes
+                states = await self._states(parts)
             if not states:
                 await trio.sleep(RETRY_BACKOFF_S)
                 continue
-            by_topic: dict[Uuid, list[dict[str, int]]] = {}
-            for (followed_id, partition), (state, epoch) in states.items():
-                by_topic.setdefault(followed_id, []).append({
-                    "partition": partition, "current_leader_epoch": epoch,
-                    "fetch_offset": state.log.log_end_offset,
-                    "last_fetched_epoch": state.log.last_epoch,
-                    "log_start_offset": state.log.log_start_offset,
-                    "partition_max_bytes": PARTITION_MAX_BYTES})
+            carried, forgotten = session.to_send({
+                key: (state.log.log_end_offset, state.log.last_epoch,
+                      state.log.log_start_offset, epoch)
+                for key, (state, epoch) in states.items()})
             request = build(FetchRequest, {
                 "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,
-                "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "session_epoch": -1,
-                "topics": [{"topic_id": uuid.UUID(bytes=t.to_bytes()), "partitions": ps}
-                           for t, ps in by_topic.items()],
-                "forgotten_topics_data": []})
+                "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "session_id": session.session_id,
+                "session_epoch": session.epoch, "topics": _fetch_topics(carried),
+                "forgotten_topics_data": _forgotten_topics(forgotten)})
+            session.sent_fetch(carried, forgotten)
             correlation_id += 1
             response = await exchange(stream, request, correlation_id, buffer=buffer,
                                       client_id=f"replica-{self.context.broker_id}")
+            session.answered(ErrorCode(response.error_code), int(response.session_id))
+            if response.error_code != ErrorCode.NONE:  # a full fetch next, at once
+                log.info("leader refused the fetch session", extra={
+                    "broker": self.context.broker_id, "leader": leader,
+                    "error": ErrorCode(response.error_code).name})
+                continue
             failed = False
             for topic in response.responses:
-                topic_id = from_kafka_uuid(topic.topic_id)
                 for data in topic.partitions:
-                    entry = None if topic_id is None else \
-                        states.get((topic_id, int(data.partition_index)))
+                    entry = states.get((topic.topic_id, int(data.partition_index)))
                     if entry is None:
                         continue
                     if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
@@ -225,7 +252,8 @@ class ReplicaFetcher:
                         failed = True
                         log.info("leader refused a replica fetch", extra={
                             "broker": self.context.broker_id, "leader": leader,
-                            "topic_id": str(topic_id), "partition": data.partition_index,
+                            "topic_id": str(entry[0].topic_id),
+                            "partition": data.partition_index,
                             "error": data.error_code.name})
                         continue
                     diverging = data.diverging_epoch

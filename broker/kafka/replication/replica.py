@@ -107,6 +107,7 @@ class ReplicaManager:
         self._states: dict[tuple[Uuid, int], PartitionState] = {}
         self._pruned_image: MetadataImage | None = None
         self._data_changed = trio.Event()
+        self.data_version = 0  # how many times notify_data was called
         self._isr_check = trio.Event()
         self._log_starts = log_start_checkpoint.read(log_dir)
         self._checkpoint_lock = trio.Lock()
@@ -138,6 +139,7 @@ class ReplicaManager:
 
     def notify_data(self) -> None:
         """A log end or high watermark moved: wake parked fetches."""
+        self.data_version += 1
         self._data_changed.set()
         self._data_changed = trio.Event()
 

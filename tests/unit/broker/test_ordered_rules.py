@@ -3,19 +3,21 @@ PartitionLeaderEpochs answer; and broker.kafka.groups.group_positions' exchange.
 
 from __future__ import annotations
 
+import pytest
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.groups.group_positions import GroupPositions, PositionEntry
 from broker.kafka.ordered.rules import (
+    MarkedLedPartitions,
     count_mismatch,
     leader_epochs_topic,
     marked_led_partitions,
     produce_refusal,
 )
 from metadata import records as rec
-from metadata.delta import replay
-from metadata.image import MetadataImage
+from metadata.delta import MetadataDelta, replay
+from metadata.image import MetadataImage, TopicImage
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, encode_response
 from raft.common.kafka.framing import SIZE
@@ -72,6 +74,30 @@ def test_marked_led_partitions_only_those_this_broker_leads() -> None:
     assert [(t.topic_id, p.partition) for t, p in marked_led_partitions(image, 1)] == \
         [(TOPIC, 2)]
     assert marked_led_partitions(image, 2) == []
+
+
+def test_marked_led_partitions_walks_only_the_topic_shards_an_image_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heartbeat's memo answers as the walk of every topic does, but looks at a
+    topic again only when a record wrote to its shard of the topic map."""
+    looked: list[Uuid] = []
+    count = TopicImage.undeleted_count
+    monkeypatch.setattr(TopicImage, "undeleted_count", property(
+        lambda topic: looked.append(topic.topic_id) or count.__get__(topic)))
+    image = shrunk_image()
+    delta = MetadataDelta(image)
+    delta.apply(rec.Topic(name="B", topic_id=MISSING), image.last_applied_offset + 1)
+    grown = delta.build()
+    assert hash(TOPIC) % 256 != hash(MISSING) % 256  # in two shards
+    marked = MarkedLedPartitions(1)
+    assert [(t.topic_id, p.partition) for t, p in marked(image)] == [(TOPIC, 2)]
+    assert looked == [TOPIC]
+    looked.clear()
+    assert [(t.topic_id, p.partition) for t, p in marked(grown)] == [(TOPIC, 2)]
+    assert looked == [MISSING]  # A's shard is shared with the previous image
+    looked.clear()
+    assert marked(grown) == marked_led_partitions(grown, 1)
+    assert looked == [TOPIC, MISSING]  # the one-off walk of every topic, not the memo's
 
 
 def test_leader_epochs_answer_counts_and_maps_when_partitions_asked() -> None:

@@ -117,6 +117,18 @@ def test_broker_is_fenced_when_the_session_times_out_without_heartbeats() -> Non
     assert h.controller.committed.unfenced_broker_ids() == ()
 
 
+def test_tick_is_due_exactly_when_a_tick_would_fence() -> None:
+    """The shell's check between ticks (`tick_due`) agrees with `tick` at every step:
+    the shell asks the core loop for a tick only when it is due."""
+    h = Harness(brokers=2)
+    h.now_ms = 4000
+    h.heartbeat(2)
+    for now_ms in (0, TIMEOUT_MS - 1, TIMEOUT_MS, TIMEOUT_MS + 3999, TIMEOUT_MS + 4000):
+        due = h.controller.tick_due(now_ms)
+        assert due == (h.tick(now_ms) is not None), now_ms
+    assert not h.controller.tick_due(TIMEOUT_MS + 9000)  # every broker fenced
+
+
 def test_controlled_shutdown_moves_leadership_at_once_and_keeps_the_broker_fenced() -> None:
     """wantShutDown: fenced in the heartbeat's own batch (leadership to another ISR member,
     out of the ISRs), told it may stop, and never unfenced while it asks, however caught
