@@ -29,7 +29,7 @@ _SCENARIO = re.compile(r'\.scenario\s*=\s*"([^"]*)"')
 _EXTRA = re.compile(r'\.extra\s*=\s*((?:"[^"]*"\s*)+)')
 _SUMMARY_ROW = re.compile(r"^\|\s*(\d{4}\w*)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
                           r"\s*([\d.]+)s\s*\|\s*(.*)$")
-_FAILURE_HEAD = re.compile(r'^### Test ".*" failed at .*###$')
+_FAILURE_HEAD = re.compile(r'^### Test "([^" ]*).*" failed at .*###$')
 _ERROR_WORDS = re.compile(r"error|fail|assert|abort|timed out", re.I)
 
 
@@ -134,13 +134,16 @@ def parse_runner_output(output: str) -> dict[str, Ran]:
     return found
 
 
-def last_error_line(output: str) -> str:
-    """The message under test-runner's last `### Test ... failed at ...` banner; else
-    the last line naming an error; else the last line ("" for no output)."""
+def last_error_line(output: str, name: str = "") -> str:
+    """The message under test-runner's last `### Test "NAME..." failed at ...` banner
+    (of test `name` when it has one: a crash makes `<MAIN>`'s the last); else the last
+    line naming an error; else the last line ("" for no output)."""
     lines = [line.strip() for line in _ANSI.sub("", output).splitlines() if line.strip()]
-    for index in range(len(lines) - 2, -1, -1):
-        if _FAILURE_HEAD.match(lines[index]):
-            return lines[index + 1]
+    banners = [(match.group(1), lines[index + 1]) for index, line in enumerate(lines[:-1])
+               if (match := _FAILURE_HEAD.match(line))]
+    own = [message for test, message in banners if test == name]
+    if own or banners:
+        return (own or [message for _, message in banners])[-1]
     for line in reversed(lines):
         if _ERROR_WORDS.search(line) and not _SUMMARY_ROW.match(line):
             return line
@@ -165,17 +168,17 @@ def rows_for_run(tests: Iterable[SuiteTest], output: str, exit_code: int | None,
                             result.seconds, reason or result.message))
         elif result is not None and result.state == "FAILED":
             rows.append(Row(test.number, test.name, "fail", result.seconds,
-                            result.message or last_error_line(output)))
+                            result.message or last_error_line(output, test.name)))
         elif reason is not None:  # not run, or cut short with the run of its number
             rows.append(Row(test.number, test.name, "exception", 0.0, reason))
         elif exit_code is None:
             rows.append(Row(test.number, test.name, "fail", seconds,
                             f"killed at the time bound ({seconds:.0f} s): "
-                            f"{last_error_line(output)}"))
+                            f"{last_error_line(output, test.name)}"))
         else:
             rows.append(Row(test.number, test.name, "fail", seconds,
                             f"test-runner exited {exit_code} without finishing it: "
-                            f"{last_error_line(output)}"))
+                            f"{last_error_line(output, test.name)}"))
     return rows
 
 

@@ -160,6 +160,17 @@ def test_a_crashed_runner_fails_the_test_with_its_exit_code_when_the_summary_lac
     assert rows[0].note == "test-runner exited -11 without finishing it: Segmentation fault"
 
 
+def test_an_aborted_runner_names_the_tests_own_failure_when_main_failed_after_it() -> None:
+    output = ('### Test "0011_produce_batch (record_fail:629)" failed at x.c:718:f() at T: ###\n'
+              'Test assertion failed: "invalid_record_fail_cnt == 10"\n'
+              '### Test "<MAIN>" failed at test.c:1946:test_wait_exit() at T: ###\n'
+              "5 thread(s) still active in librdkafka\n"
+              "test-runner: test.c:7702: test_fail0: Assertion `0' failed.\n")
+    rows = rows_for_run([SuiteTest("0011_produce_batch", frozenset())], output, -6, 4.4, {})
+    assert rows[0].note == ("test-runner exited -6 without finishing it: Test assertion "
+                            'failed: "invalid_record_fail_cnt == 10"')
+
+
 def test_a_pass_and_a_skip_by_the_runner_keep_its_seconds_and_reason() -> None:
     tests = [SuiteTest("0001_multiobj", frozenset()), SuiteTest("0002_unkpart", frozenset())]
     output = ("| 0001_multiobj | PASSED | 2.500s |\n"
