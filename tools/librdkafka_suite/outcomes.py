@@ -134,16 +134,19 @@ def parse_runner_output(output: str) -> dict[str, Ran]:
     return found
 
 
-def last_error_line(output: str, name: str = "") -> str:
-    """The message under test-runner's last `### Test "NAME..." failed at ...` banner
-    (of test `name` when it has one: a crash makes `<MAIN>`'s the last); else the last
-    line naming an error; else the last line ("" for no output)."""
+def error_line(output: str, name: str = "") -> str:
+    """The message under test-runner's first `### Test "NAME..." failed at ...` banner
+    of test `name` (its root cause: a failed test adds `!fails` banners after it, and an
+    aborted runner `<MAIN>`'s), else under its last banner; else the last line naming
+    an error; else the last line ("" for no output)."""
     lines = [line.strip() for line in _ANSI.sub("", output).splitlines() if line.strip()]
     banners = [(match.group(1), lines[index + 1]) for index, line in enumerate(lines[:-1])
                if (match := _FAILURE_HEAD.match(line))]
     own = [message for test, message in banners if test == name]
-    if own or banners:
-        return (own or [message for _, message in banners])[-1]
+    if own:
+        return own[0]
+    if banners:
+        return banners[-1][1]
     for line in reversed(lines):
         if _ERROR_WORDS.search(line) and not _SUMMARY_ROW.match(line):
             return line
@@ -168,17 +171,17 @@ def rows_for_run(tests: Iterable[SuiteTest], output: str, exit_code: int | None,
                             result.seconds, reason or result.message))
         elif result is not None and result.state == "FAILED":
             rows.append(Row(test.number, test.name, "fail", result.seconds,
-                            result.message or last_error_line(output, test.name)))
+                            result.message or error_line(output, test.name)))
         elif reason is not None:  # not run, or cut short with the run of its number
             rows.append(Row(test.number, test.name, "exception", 0.0, reason))
         elif exit_code is None:
             rows.append(Row(test.number, test.name, "fail", seconds,
                             f"killed at the time bound ({seconds:.0f} s): "
-                            f"{last_error_line(output, test.name)}"))
+                            f"{error_line(output, test.name)}"))
         else:
             rows.append(Row(test.number, test.name, "fail", seconds,
                             f"test-runner exited {exit_code} without finishing it: "
-                            f"{last_error_line(output, test.name)}"))
+                            f"{error_line(output, test.name)}"))
     return rows
 
 

@@ -10,8 +10,8 @@ from tools.librdkafka_suite.outcomes import (
     SuiteInputError,
     SuiteTest,
     counts,
+    error_line,
     exception_reason,
-    last_error_line,
     parse_runner_output,
     parse_test_ranges,
     parse_test_table,
@@ -126,12 +126,21 @@ def test_the_summary_rows_are_read_without_colours_when_the_runner_printed_them(
     assert ran["0022_consume_batch_local"].state == "SKIPPED"
 
 
-def test_the_last_error_line_is_the_failure_banners_message_else_an_error_line() -> None:
-    assert last_error_line(OUTPUT) == "Expected 10 messages, got 9"
-    assert last_error_line("starting\n%3|ERROR|rdkafka: Connection refused\nbye\n") == \
+def test_the_error_line_is_the_tests_first_failure_banner_not_the_ones_after_it() -> None:
+    output = ('### Test "0081_admin (AlterConfigs:725)" failed at a.c:882:f() at T: ###\n'
+              "ConfigResource #1: expected NO_ERROR (0), got INVALID_REQUEST\n"
+              '### Test "0081_admin (AlterConfigs:725)" failed at a.c:891:f() at T: ###\n'
+              'Test assertion failed: "!fails": See 1 previous failure(s)\n')
+    assert error_line(output, "0081_admin") == \
+        "ConfigResource #1: expected NO_ERROR (0), got INVALID_REQUEST"
+
+
+def test_the_error_line_is_the_failure_banners_message_else_an_error_line() -> None:
+    assert error_line(OUTPUT) == "Expected 10 messages, got 9"
+    assert error_line("starting\n%3|ERROR|rdkafka: Connection refused\nbye\n") == \
         "%3|ERROR|rdkafka: Connection refused"
-    assert last_error_line("only this\n\n") == "only this"
-    assert last_error_line("") == ""
+    assert error_line("only this\n\n") == "only this"
+    assert error_line("") == ""
 
 
 def test_a_run_gives_fail_and_exception_rows_when_one_test_failed_and_a_local_one_skipped(
