@@ -3,14 +3,14 @@ part of `make test`: it needs a librdkafka checkout; docs/librdkafka-suite.md):
 
     python -m tools.librdkafka_suite --source DIR [--tests 0001-0099,0112-0137]
                                      [--timeout 120] [--work-dir DIR] [--json]
-                                     [--include-exceptions]
+                                     [--include-exceptions] [--full]
 
 It checks the checkout (DIR/tests/test.c, DIR/src/rdkafka.h), builds librdkafka and its
 test-runner when DIR/tests/test-runner is missing, starts 3 controllers and 3 brokers on
 127.0.0.1 (`tools.cluster`) with the broker settings of librdkafka's default scenario
 (tests/scenarios/default.json), writes a test.conf naming the brokers, and runs each
-test number in its own `test-runner -Q -L` (quick mode; tests that need no broker are
-left out), one at a time, killed by its pid at `--timeout` seconds. It prints a table
+test number in its own `test-runner -Q -L` (quick mode, unless `--full`; tests that need
+no broker are left out), one at a time, killed by its pid at `--timeout` seconds. It prints a table
 (test, name, outcome, seconds, note), stops the cluster by pid at the end, on SIGINT and
 on SIGTERM, and exits 0 when no test outside the exceptions failed
 (`tools/librdkafka_suite/exception_list.py`), 1 when one did, 2 on bad input.
@@ -113,8 +113,8 @@ def write_test_conf(path: Path, cluster: Cluster) -> None:
     path.write_text(f"metadata.broker.list={brokers}\n")
 
 
-def run_number(source: Path, number: int, conf: Path, log: Path,
-               timeout_s: float) -> tuple[str, int | None, float]:
+def run_number(source: Path, number: int, conf: Path, log: Path, timeout_s: float,
+               quick: bool) -> tuple[str, int | None, float]:
     """One `test-runner` for the tests numbered `number`: its output, its exit code (None:
     killed by its pid at `timeout_s`) and the seconds it took."""
     env = dict(os.environ, TESTS=f"{number:04d}", TEST_KAFKA_VERSION=KAFKA_VERSION,
@@ -122,7 +122,8 @@ def run_number(source: Path, number: int, conf: Path, log: Path,
                LD_LIBRARY_PATH=f"{source / 'src'}:{source / 'src-cpp'}")
     start = time.monotonic()
     with open(log, "wb") as out:
-        process = subprocess.Popen(["./test-runner", "-Q", "-L", "-p1"], cwd=source / "tests",
+        process = subprocess.Popen(["./test-runner", *(["-Q"] if quick else []), "-L", "-p1"],
+                                   cwd=source / "tests",
                                    env=env, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -139,7 +140,7 @@ def run_number(source: Path, number: int, conf: Path, log: Path,
 
 
 def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[int],
-              timeout_s: float, include_exceptions: bool) -> list[Row]:
+              timeout_s: float, include_exceptions: bool, quick: bool) -> list[Row]:
     by_number: dict[int, list[SuiteTest]] = {}
     for test in table:
         by_number.setdefault(test.number, []).append(test)
@@ -155,7 +156,8 @@ def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[in
                 continue
             cluster.raise_if_a_node_died()
             output, code, seconds = run_number(source, number, conf,
-                                               work / f"test-{number:04d}.log", timeout_s)
+                                               work / f"test-{number:04d}.log", timeout_s,
+                                               quick)
             new = rows_for_run(tests, output, code, seconds, EXCEPTIONS)
             for row in new:
                 print(f"{row.number:04d} {row.name}: {row.outcome} ({row.seconds:.1f} s) "
@@ -182,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--include-exceptions", action="store_true",
                         help="run the listed exceptions too (their failures do not fail "
                              "the run)")
+    parser.add_argument("--full", action="store_true",
+                        help="every sub-test, not test-runner's quick mode (-Q)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -201,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (source / "tests" / "test-runner").is_file():
             build(source, work / "build.log")
-        rows = run_suite(source, work, table, numbers, args.timeout, args.include_exceptions)
+        rows = run_suite(source, work, table, numbers, args.timeout, args.include_exceptions,
+                         quick=not args.full)
     except (CommandError, ClusterError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_code", 1)
@@ -211,13 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - start
     failed = unexpected_failures(rows, EXCEPTIONS, {t.name: t for t in table})
     if args.json:
-        print(json.dumps({"librdkafka": version, "wall_seconds": round(wall, 1),
+        print(json.dumps({"librdkafka": version, "mode": "full" if args.full else "quick",
+                          "wall_seconds": round(wall, 1),
                           "counts": counts(rows), "work_dir": str(work),
                           "rows": [asdict(row) for row in rows]}, indent=2))
     else:
         print(render_table(rows))
         summary = ", ".join(f"{n} {outcome}" for outcome, n in counts(rows).items())
-        print(f"librdkafka {version}: {summary}; {len(failed)} unexpected failure(s) in "
+        print(f"librdkafka {version} ({'full' if args.full else 'quick'} mode): {summary}; "
+              f"{len(failed)} unexpected failure(s) in "
               f"{wall:.0f} s (logs in {work})")
     return 1 if failed else 0
 
