@@ -3,17 +3,18 @@ part of `make test`: it needs a librdkafka checkout; docs/librdkafka-suite.md):
 
     python -m tools.librdkafka_suite --source DIR [--tests 0001-0099,0112-0137]
                                      [--timeout 120] [--work-dir DIR] [--json]
-                                     [--include-exceptions] [--full]
+                                     [--include-exceptions] [--full] [--markdown]
 
 It checks the checkout (DIR/tests/test.c, DIR/src/rdkafka.h), builds librdkafka and its
 test-runner when DIR/tests/test-runner is missing, starts 3 controllers and 3 brokers on
 127.0.0.1 (`tools.cluster`) with the broker settings of librdkafka's default scenario
 (tests/scenarios/default.json), writes a test.conf naming the brokers, and runs each
-test number in its own `test-runner -Q -L` (quick mode, unless `--full`; tests that need
-no broker are left out), one at a time, killed by its pid at `--timeout` seconds. It prints a table
-(test, name, outcome, seconds, note), stops the cluster by pid at the end, on SIGINT and
-on SIGTERM, and exits 0 when no test outside the exceptions failed
-(`tools/librdkafka_suite/exception_list.py`), 1 when one did, 2 on bad input.
+test number in its own `test-runner -Q -L` (quick mode, unless `--full`; tests that
+need no broker are left out), one at a time, killed by its pid at `--timeout` seconds.
+It prints a table (test, name, outcome, seconds, note; `--markdown`: as Markdown), stops
+the cluster by pid at the end, on SIGINT and on SIGTERM, and exits 0 when no test
+outside the exceptions failed (`tools/librdkafka_suite/exception_list.py`), 1 when one
+did, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tools.librdkafka_suite.outcomes import (
     exception_reason,
     parse_test_ranges,
     parse_test_table,
+    render_markdown,
     render_table,
     rows_for_run,
     unexpected_failures,
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true",
                         help="every sub-test, not test-runner's quick mode (-Q)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--markdown", action="store_true",
+                        help="the table as Markdown (docs/librdkafka-suite.md)")
     args = parser.parse_args(argv)
     try:
         numbers = parse_test_ranges(args.tests)
@@ -221,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                           "counts": counts(rows), "work_dir": str(work),
                           "rows": [asdict(row) for row in rows]}, indent=2))
     else:
-        print(render_table(rows))
+        print(render_markdown(rows) if args.markdown else render_table(rows))
         summary = ", ".join(f"{n} {outcome}" for outcome, n in counts(rows).items())
         print(f"librdkafka {version} ({'full' if args.full else 'quick'} mode): {summary}; "
               f"{len(failed)} unexpected failure(s) in "

@@ -3,8 +3,11 @@ test-runner's output, the outcome of each test and the table."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tools.librdkafka_suite.__main__ import main
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
@@ -208,3 +211,15 @@ def test_the_tables_show_every_row_and_the_counts_name_every_outcome() -> None:
     markdown = render_markdown(rows).splitlines()
     assert markdown[3].startswith("| 0022 | `0022_consume_batch` | fail | 8.2 | a / b x")
     assert counts(rows) == {"pass": 1, "fail": 1, "skip": 0, "exception": 0}
+
+
+@pytest.mark.parametrize("args", [["--tests", "0001-0099"], ["--tests", "99-1"]])
+def test_bad_input_is_one_line_and_exit_2_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """A directory that is no librdkafka checkout, or a bad range: nothing is built or
+    started (the work directory is not even made)."""
+    assert main(["--source", str(tmp_path), "--work-dir", str(tmp_path / "work"), *args]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert error.startswith("error: ")
+    assert not (tmp_path / "work").exists()
