@@ -64,7 +64,8 @@ async def handle_join_group_request(context: HandlerContext, request: Any, versi
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
         session_timeout_s=session_s, rebalance_timeout_s=rebalance_s, now=coord.clock(),
         new_member_id=f"consumer-{uuid.uuid4()}", client_id=REQUEST_CLIENT_ID.get(),
-        client_host=f"/{current_session().client_host}")  # as Kafka shows an address
+        client_host=f"/{current_session().client_host}",  # as Kafka shows an address
+        initial_delay_s=coord.initial_rebalance_delay_s)
     answer = coord.settle(part, group, outcome, own=member_id)
     if answer is None:
         answer = await coord.wait_answer(part, group.group_id, member_id,
