@@ -5,6 +5,7 @@ loads."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from broker.kafka.groups.membership import (
     handle_sync_group_request,
 )
 from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
-from broker.kafka.handler_context import HandlerContext
+from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.delta import replay
@@ -173,6 +174,19 @@ async def test_two_consumers_joining_together_share_the_first_round_when_it_is_d
             nursery.start_soon(joined)
     assert [(a["error_code"], a["generation_id"]) for a in answers] == [(0, 1), (0, 1)]
     assert sorted(len(a["members"]) for a in answers) == [0, 2]  # the leader sees both
+
+
+async def test_a_new_member_id_is_the_client_id_and_a_uuid_as_kafkas(
+        nursery_broker: Any) -> None:
+    """CLIENT_ID-UUID: the range assignor hands partitions out in member-id order, so
+    librdkafka's 0132_strategy_ordering expects consumer c0 to get partition 0 before c1."""
+    broker = await nursery_broker()
+    REQUEST_CLIENT_ID.set("c0")
+    with trio.fail_after(10):
+        member_id = (await join(broker))["member_id"]
+    prefix, _, rest = member_id.partition("-")
+    assert prefix == "c0"
+    assert uuid.UUID(rest).version == 4
 
 
 async def test_zombie_commits_refused_when_generation_or_member_stale(
