@@ -51,11 +51,13 @@ from tools.librdkafka_suite.outcomes import (
 DEFAULT_TESTS = "0001-0099,0112-0137"
 BUILD_TIMEOUT_S = 3600.0
 CLUSTER_START_TIMEOUT_S = 60.0
-# librdkafka's default scenario (tests/scenarios/default.json): auto-created topics with 4
-# partitions of 3 replicas; fewer offsets partitions than Kafka's 50, as every partition
-# of __consumer_offsets is a replicated log on two shared cores
+# librdkafka's default scenario (its tests/scenarios/default.json): auto-created topics
+# with 4 partitions of 3 replicas; Kafka's built-in group.initial.rebalance.delay.ms, which
+# its tests' clusters run with (consumers started together share a first round); fewer
+# offsets partitions than Kafka's 50, as each is a replicated log on two shared cores
 BROKER_SETTINGS = {"auto.create.topics.enable": True, "num.partitions": 4,
-                   "default.replication.factor": 3, "offsets.topic.num.partitions": 10}
+                   "default.replication.factor": 3, "group.initial.rebalance.delay.ms": 3000,
+                   "offsets.topic.num.partitions": 10}
 # the Kafka release whose protocol the brokers speak (docs/kafka-compatibility.md): tests
 # gated on a broker version (TEST_BRKVER in test.c) run when 3.9 has what they need
 KAFKA_VERSION = "3.9.0"
