@@ -28,12 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
 from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, StoppedBySignal, stop_on_signals
-from tools.librdkafka_suite.exception_list import EXCEPTIONS
+from tools.librdkafka_suite.exception_list import EXCEPTIONS, FULL_MODE_EXCEPTIONS
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
@@ -144,7 +145,8 @@ def run_number(source: Path, number: int, conf: Path, log: Path, timeout_s: floa
 
 
 def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[int],
-              timeout_s: float, include_exceptions: bool, quick: bool) -> list[Row]:
+              timeout_s: float, listed: Mapping[str, str], *, include_exceptions: bool,
+              quick: bool) -> list[Row]:
     by_number: dict[int, list[SuiteTest]] = {}
     for test in table:
         by_number.setdefault(test.number, []).append(test)
@@ -155,14 +157,14 @@ def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[in
         write_test_conf(conf, cluster)
         for number in (n for n in numbers if n in by_number):
             tests = by_number[number]
-            if not include_exceptions and all(exception_reason(t, EXCEPTIONS) for t in tests):
-                rows += rows_for_run(tests, "", 0, 0.0, EXCEPTIONS)
+            if not include_exceptions and all(exception_reason(t, listed) for t in tests):
+                rows += rows_for_run(tests, "", 0, 0.0, listed)
                 continue
             cluster.raise_if_a_node_died()
             output, code, seconds = run_number(source, number, conf,
                                                work / f"test-{number:04d}.log", timeout_s,
                                                quick)
-            new = rows_for_run(tests, output, code, seconds, EXCEPTIONS)
+            new = rows_for_run(tests, output, code, seconds, listed)
             for row in new:
                 print(f"{row.number:04d} {row.name}: {row.outcome} ({row.seconds:.1f} s) "
                       f"{row.note}", file=sys.stderr)
@@ -189,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the listed exceptions too (their failures do not fail "
                              "the run)")
     parser.add_argument("--full", action="store_true",
-                        help="every sub-test, not test-runner's quick mode (-Q)")
+                        help="every sub-test, not test-runner's quick mode (-Q); adds the "
+                             "full-mode exceptions")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--markdown", action="store_true",
                         help="the table as Markdown (docs/librdkafka-suite.md)")
@@ -206,13 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="librdkafka-suite-"))
     work.mkdir(parents=True, exist_ok=True)
+    listed = {**EXCEPTIONS, **FULL_MODE_EXCEPTIONS} if args.full else EXCEPTIONS
     stop_on_signals()
     start = time.monotonic()
     try:
         if not (source / "tests" / "test-runner").is_file():
             build(source, work / "build.log")
-        rows = run_suite(source, work, table, numbers, args.timeout, args.include_exceptions,
-                         quick=not args.full)
+        rows = run_suite(source, work, table, numbers, args.timeout, listed,
+                         include_exceptions=args.include_exceptions, quick=not args.full)
     except (CommandError, ClusterError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_code", 1)
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {stopped} (the cluster is stopped; logs in {work})", file=sys.stderr)
         return stopped.exit_code
     wall = time.monotonic() - start
-    failed = unexpected_failures(rows, EXCEPTIONS, {t.name: t for t in table})
+    failed = unexpected_failures(rows, listed, {t.name: t for t in table})
     if args.json:
         print(json.dumps({"librdkafka": version, "mode": "full" if args.full else "quick",
                           "wall_seconds": round(wall, 1),

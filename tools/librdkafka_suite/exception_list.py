@@ -7,6 +7,8 @@ kraft-py cluster started by `tools/librdkafka_suite/__main__.py` does not give i
 
 from __future__ import annotations
 
+TRANSACTIONS = ("transactions, which this project refuses (TRANSACTIONAL_ID_AUTHORIZATION_"
+                "FAILED, docs/kafka-compatibility.md)")
 KAFKA_TOPICS_SH = ("runs Kafka's bin/kafka-topics.sh from KAFKA_PATH (test_kafka_topics) to "
                    "create its topic; there is no Kafka installation here")
 KAFKA_ACLS_SH = ("runs Kafka's bin/kafka-acls.sh from KAFKA_PATH (test_kafka_cmd) to grant "
@@ -34,4 +36,11 @@ EXCEPTIONS: dict[str, str] = {
              "FAILED, docs/kafka-compatibility.md)"),
     "0135": ("SASL PLAIN or SCRAM credentials set at run time; this cluster's listeners "
              "are PLAINTEXT"),
+}
+
+# with --full only: tests whose quick sub-tests run here but a full-mode one does not
+FULL_MODE_EXCEPTIONS: dict[str, str] = {
+    "0061": "do_test_consumer_lag(with_txns) produces aborted transactions: " + TRANSACTIONS,
+    "0137": ("do_test_consume_batch_control_msgs produces transactional control records: "
+             + TRANSACTIONS),
 }
