@@ -12,9 +12,9 @@ test-runner when DIR/tests/test-runner is missing, starts 3 controllers and 3 br
 test number in its own `test-runner -Q -L` (quick mode, unless `--full`; tests that
 need no broker are left out), one at a time, killed by its pid at `--timeout` seconds.
 It prints a table (test, name, outcome, seconds, note; `--markdown`: as Markdown), stops
-the cluster by pid at the end, on SIGINT and on SIGTERM, and exits 0 when no test
-outside the exceptions failed (`tools/librdkafka_suite/exception_list.py`), 1 when one
-did, 2 on bad input.
+the cluster by pid at the end, on SIGINT and on SIGTERM (exit 130, 143), and exits 0
+when no test outside the exceptions failed (`tools/librdkafka_suite/exception_list.py`),
+1 when one did, 2 on bad input.
 """
 
 from __future__ import annotations
