@@ -56,6 +56,7 @@ class BrokerSettings:
     client_address: Address | None = None  # the Kafka listener (None: none)
     offsets_topic_num_partitions: int = 50  # __consumer_offsets, created on first use
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024  # and its segment.bytes
+    group_initial_rebalance_delay_ms: int = 0  # an Empty group's first round waits this
     auto_create: AutoCreateSettings = AutoCreateSettings()  # topics a Metadata names
     # what the broker registers for clients and replicas (None: client_address)
     advertised_address: Address | None = None

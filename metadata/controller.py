@@ -84,6 +84,7 @@ from metadata.topic_configs import (
     KEYS,
     ORDERED_DELIVERY,
     InvalidConfig,
+    list_after,
     validate,
     validate_all,
 )
@@ -793,13 +794,14 @@ def _config_changes(delta: MetadataDelta, resource: AlterConfigsResource
                 f"no topic named {resource.resource_name!r}")
     keys = Counter(c.name for c in resource.configs)
     current = dict(topic.configs)
+    try:
+        resource = _list_operations_as_sets(current, resource)
+    except InvalidConfig as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
     changes = []
     for config in resource.configs:
         if keys[config.name] > 1:
             return (ErrorCode.INVALID_REQUEST, f"config {config.name!r} appears more than once")
-        if config.config_operation in (OP_APPEND, OP_SUBTRACT):
-            return (ErrorCode.INVALID_REQUEST, f"APPEND and SUBTRACT are not supported "
-                    f"(config {config.name!r}); use SET")
         value: str | None = None  # DELETE
         try:
             if config.config_operation == OP_SET:
@@ -841,6 +843,17 @@ def _ordered_switch_error(topic: TopicImage, changes: list[rec.TopicConfig]) -> 
         f"{', '.join(map(str, unmapped))} were added without it, so their records could "
         "not be held behind older records of the same keys in their split sources; "
         "create an ordered topic instead")
+
+
+def _list_operations_as_sets(current: dict[str, str], resource: AlterConfigsResource
+                             ) -> AlterConfigsResource:
+    """`resource` with each APPEND and SUBTRACT as the SET of the list it makes from the
+    topic's `current` configs (`topic_configs.list_after`; InvalidConfig for a key that
+    is no list)."""
+    return dataclasses.replace(resource, configs=tuple(
+        AlterableConfig(name=c.name, config_operation=OP_SET, value=list_after(
+            c.name, current.get(c.name), c.value, subtract=c.config_operation == OP_SUBTRACT))
+        if c.config_operation in (OP_APPEND, OP_SUBTRACT) else c for c in resource.configs))
 
 
 def _config_list(configs: dict[str, str]) -> tuple[CreatableTopicConfig, ...] | None:

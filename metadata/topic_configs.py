@@ -317,6 +317,23 @@ def validate(key: str, value: str | None) -> str:
     return spec.parse(value)
 
 
+def list_after(key: str, current: str | None, operand: str | None, *, subtract: bool) -> str:
+    """Kafka's APPEND (`subtract` False) or SUBTRACT on the list config `key`: the items
+    of its `current` value (its default when unset) with the operand's items it lacks
+    added at the end, or with the operand's items removed (not yet validated).
+    InvalidConfig, with Kafka's message, for a key that is no list."""
+    if key not in KEYS:
+        validate(key, operand)  # raises: an unknown key
+    if key not in LIST_KEYS:
+        raise InvalidConfig(f"Config value {'subtract' if subtract else 'append'} is not "
+                            f"allowed for config key: {key}")
+    items = [i.strip() for i in (KEYS[key].default if current is None else current)
+             .split(",") if i.strip()]
+    operands = [i.strip() for i in (operand or "").split(",") if i.strip()]
+    return ",".join([i for i in items if i not in operands] if subtract
+                    else items + [i for i in operands if i not in items])
+
+
 def validate_all(configs: Iterable[tuple[str, str | None]], *,
                  ordered_default: bool = False) -> dict[str, str]:
     """Configs given at creation: each key once, each valid. Returns canonical values,

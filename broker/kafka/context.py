@@ -44,6 +44,7 @@ class BrokerContext:
                  unclean_election_default: bool = False,
                  offsets_topic_num_partitions: int = DEFAULT_OFFSETS_PARTITIONS,
                  offsets_topic_segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
+                 group_initial_rebalance_delay_ms: int = 0,
                  clock: Callable[[], float] = trio.current_time) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -64,10 +65,11 @@ class BrokerContext:
         self.authorizer = authorizer
         # this node's unclean.leader.election.enable, described for topics setting none
         self.unclean_election_default = unclean_election_default
-        # the group coordinator's: __consumer_offsets' partition count, segment size
-        # and its clock
+        # the group coordinator's: __consumer_offsets' partition count, segment size,
+        # an Empty group's first-round delay and its clock
         self.offsets_topic_num_partitions = offsets_topic_num_partitions
         self.offsets_topic_segment_bytes = offsets_topic_segment_bytes
+        self.group_initial_rebalance_delay_ms = group_initial_rebalance_delay_ms
         self.clock = clock
         # (broker epoch, IDs handed out from its block)
         self.producer_ids_issued: tuple[int, int] = (-1, 0)

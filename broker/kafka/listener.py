@@ -427,6 +427,7 @@ def install_kafka_listener(node: RaftNode, settings: BrokerSettings, server: Bro
         unclean_election_default=settings.unclean_election_default,
         offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
         offsets_topic_segment_bytes=settings.offsets_topic_segment_bytes,
+        group_initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
         auto_create=settings.auto_create)
     node.add_commit_listener(lambda batch: context.on_image_changed())
     quorum = quorum_api.QuorumForwarder(voters=dict(settings.voters),

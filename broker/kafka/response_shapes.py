@@ -416,12 +416,18 @@ class DescribeQuorumResponse(TypedDict):
 # --- Produce, InitProducerId ----------------------------------------------------------
 
 
+class BatchIndexAndErrorMessage(TypedDict):
+    batch_index: int
+    batch_index_error_message: str | None
+
+
 class PartitionProduceResponse(TypedDict):
     index: int
     error_code: int
     base_offset: int
     log_start_offset: int
     log_append_time: NotRequired[datetime | None]  # LogAppendTime topics: the stamp
+    record_errors: NotRequired[list[BatchIndexAndErrorMessage]]  # the records refused
     error_message: NotRequired[str | None]
 
 

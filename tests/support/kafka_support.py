@@ -20,7 +20,8 @@ BROKER = 4
 
 def image_with_topic(name: str = "A", topic_id: Uuid = TOPIC_ID, *, leader: int = BROKER,
                      replicas: tuple[int, ...] = (BROKER,), leader_epoch: int = 0,
-                     partitions: int = 1) -> MetadataImage:
+                     partitions: int = 1, configs: dict[str, str] | None = None
+                     ) -> MetadataImage:
     entries: list[rec.Record] = [
         rec.RegisterBroker(broker_id=b, incarnation_id=Uuid(b + 100), broker_epoch=b,
                            endpoints=(f"PLAINTEXT://127.0.0.1:{9000 + b}",))
@@ -31,6 +32,8 @@ def image_with_topic(name: str = "A", topic_id: Uuid = TOPIC_ID, *, leader: int 
     entries += [rec.Partition(topic_id=topic_id, partition=p, replicas=replicas,
                               isr=replicas, leader=leader, leader_epoch=leader_epoch)
                 for p in range(partitions)]
+    entries += [rec.TopicConfig(topic_id=topic_id, key=key, value=value)
+                for key, value in (configs or {}).items()]
     return replay(enumerate(entries))
 
 

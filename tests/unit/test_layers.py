@@ -10,7 +10,8 @@ framing, the codec, durable files) <- `raft` <- `metadata` <- `broker` <- `tools
 4. tools.chaos (`tools.chaos`) beside tools.replay, the readers of logs (`tools.replay`,
    `log_dump`, `metadata_shell`);
 5. tools.verbs: the `kraft` command line (`tools.cli`, `tools.commands`) and the other
-   entry point, `tools.replay.__main__` (spark-submit's).
+   entry point, `tools.replay.__main__` (spark-submit's); beside it tools.suite, the
+   manual run of librdkafka's test suite (`tools.librdkafka_suite`).
 
 A module imports only from its own group or a lower level (imports inside functions and
 under `TYPE_CHECKING` included): never a higher one, nor a sibling on its own level
@@ -52,13 +53,15 @@ GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("tools.chaos", 7, ("tools.chaos",)),
     ("tools.replay", 7, ("tools.replay", "tools.log_dump", "tools.metadata_shell")),
     ("tools.verbs", 8, ("tools.cli", "tools.commands", "tools.replay.__main__")),
+    ("tools.suite", 8, ("tools.librdkafka_suite",)),
 )
 LEVELS = {name: level for name, level, _ in GROUPS}
 VERBS = "tools.commands"
 COMMAND_LINE = ("tools.cli", VERBS)
-# started by name, not imported: `python -m` in a subprocess (the chaos group's members),
+# started by name, not imported: `python -m` (the chaos group's members, the librdkafka suite),
 # spark-submit's script; the CLI imports each verb (`tools.commands.*`) by name too
-MODULE_ENTRY_POINTS = ("tools.chaos.group_workload", "tools.replay.__main__")
+MODULE_ENTRY_POINTS = ("tools.chaos.group_workload", "tools.replay.__main__",
+                       "tools.librdkafka_suite.__main__")
 
 
 def layer_of(module: str) -> str | None:

@@ -206,6 +206,11 @@ KEYS: tuple[Key, ...] = (
         100 * 1024 * 1024,
         "segment.bytes of __consumer_offsets when a broker creates it (compacted: only "
         "segments below the active one are cleaned)"),
+    Key("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", integer(0), 0,
+        "an Empty consumer group's first rebalance waits this long after its first "
+        "JoinGroup (and again after each new member's, up to the rebalance timeout), so "
+        "consumers started together share one round; 0 here, as in Kafka's sample "
+        "server.properties (its built-in default is 3000)"),
     Key("authorizer.class.name", "authorizer_class_name", authorizer_class, "",
         "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `standard`): ACLs "
         "are enforced on every listener (broker/access_table.py: one row per request); "
@@ -305,7 +310,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.flush.interval.messages", "log.flush.interval.ms",
-    "group.initial.rebalance.delay.ms", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 })
 

@@ -73,6 +73,7 @@ class NodeConfig:
     log_roll_hours: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
+    group_initial_rebalance_delay_ms: int
     sasl_enabled_mechanisms: tuple[str, ...]
     sasl_mechanism_inter_broker_protocol: str
     # listener.name.<listener>.<mechanism>.sasl.jaas.config: (LISTENER, MECHANISM) -> text
@@ -240,6 +241,7 @@ class NodeConfig:
             log_defaults=self.log_defaults(),
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             offsets_topic_segment_bytes=self.offsets_topic_segment_bytes,
+            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
             socket_request_max_bytes=self.socket_request_max_bytes,
             status_address=self.status_address, client_address=self.client_address,
             advertised_address=None if advertised == self.client_address else advertised,

@@ -138,6 +138,7 @@ class GroupCoordinator:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
         self.num_partitions = context.offsets_topic_num_partitions
+        self.initial_rebalance_delay_s = context.group_initial_rebalance_delay_ms / 1000
         self.clock = context.clock
         self.partitions: dict[int, OffsetsPartition] = {}
         self._create_wanted = trio.Event()

@@ -8,9 +8,13 @@ PreparingRebalance when a member joins, leaves, expires or changes its protocols
 
 - A round (PreparingRebalance) completes once every member has (re)joined, or at its
   deadline (now + the largest rebalance timeout when it started); members that did not
-  rejoin by then are removed. Completion bumps the generation, keeps the leader if it is
-  still there, picks the protocol the members vote for among those all support, and
-  answers every parked JoinGroup.
+  rejoin by then are removed. The first round of an Empty group waits
+  `group.initial.rebalance.delay.ms` after its first JoinGroup, that long again after
+  each new member's (never past its deadline), as Kafka's does: consumers started
+  together then share one round instead of one each, with assignments moved between.
+  Completion bumps the generation, keeps the leader if it is still there, picks the
+  protocol the members vote for among those all support, and answers every parked
+  JoinGroup.
 - In CompletingRebalance the leader's SyncGroup carries the assignment; everyone parked
   in SyncGroup is answered once it has been stored (`Outcome.store`), and the group is
   Stable. A new round answers the parked SyncGroups REBALANCE_IN_PROGRESS.
@@ -123,6 +127,7 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     round_deadline: float = math.inf
+    delay_until: float = -math.inf  # the first round's initial delay ends (-inf: none)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     # soft, this generation's: members' positions for ordered delivery (not stored)
     positions: GroupPositions = field(default_factory=GroupPositions)
@@ -132,14 +137,20 @@ class Group:
     def join(self, *, member_id: str, instance_id: str | None, protocol_type: str,
              protocols: tuple[tuple[str, bytes], ...], session_timeout_s: float,
              rebalance_timeout_s: float, now: float, new_member_id: str,
-             client_id: str = "", client_host: str = "") -> tuple[str, Outcome]:
+             client_id: str = "", client_host: str = "", initial_delay_s: float = 0.0
+             ) -> tuple[str, Outcome]:
         """(the member's id, outcome); the outcome holds the caller's own answer when it
-        need not wait (`Outcome.take(member_id)`), else it parks until one arrives."""
+        need not wait (`Outcome.take(member_id)`), else it parks until one arrives.
+        `initial_delay_s`: group.initial.rebalance.delay.ms, for an Empty group's first
+        round."""
         error = self._join_error(member_id, instance_id, protocol_type, protocols)
         if error != ErrorCode.NONE:
             return member_id, Outcome(answers=[Answer(member_id=member_id, error=error)])
         if not self.members:
             self.protocol_type = protocol_type
+        if initial_delay_s > 0 and (self.state == EMPTY or now < self.delay_until) and \
+                not (member_id and member_id in self.members):
+            self.delay_until = now + initial_delay_s  # never past the round's deadline
         if instance_id is not None and not member_id and instance_id in self.static:
             return self._replace_static(
                 instance_id, new_member_id, protocols=protocols, now=now,
@@ -262,12 +273,12 @@ class Group:
         if self.state != PREPARING:
             return Outcome()
         late = [m for m in self.members.values() if not m.awaiting_join]
-        if late and now < self.round_deadline:
+        if now < self.round_deadline and (late or now < self.delay_until):
             return Outcome()
         for member in late:
             self._remove(member.member_id, "did not rejoin in time")
         self.generation += 1
-        self.round_deadline = math.inf
+        self.round_deadline, self.delay_until = math.inf, -math.inf
         if not self.members:
             self.state, self.leader, self.protocol = EMPTY, None, None
             log.info("group empty", extra={"group": self.group_id,

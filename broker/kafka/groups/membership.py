@@ -57,14 +57,18 @@ async def handle_join_group_request(context: HandlerContext, request: Any, versi
         group = part.groups[request.group_id] = Group(group_id=request.group_id)
     session_s = _seconds(request.session_timeout, DEFAULT_SESSION_S)
     rebalance_s = _seconds(getattr(request, "rebalance_timeout", None), session_s)
+    client_id = REQUEST_CLIENT_ID.get()
     member_id, outcome = group.join(
         member_id=request.member_id,
         instance_id=getattr(request, "group_instance_id", None),
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
         session_timeout_s=session_s, rebalance_timeout_s=rebalance_s, now=coord.clock(),
-        new_member_id=f"consumer-{uuid.uuid4()}", client_id=REQUEST_CLIENT_ID.get(),
-        client_host=f"/{current_session().client_host}")  # as Kafka shows an address
+        # Kafka's CLIENT_ID-UUID: the range assignor orders members by id, so consumers
+        # named in order get partitions in that order, as clients expect
+        new_member_id=f"{client_id}-{uuid.uuid4()}", client_id=client_id,
+        client_host=f"/{current_session().client_host}",  # as Kafka shows an address
+        initial_delay_s=coord.initial_rebalance_delay_s)
     answer = coord.settle(part, group, outcome, own=member_id)
     if answer is None:
         answer = await coord.wait_answer(part, group.group_id, member_id,

@@ -127,10 +127,12 @@ def batch_records(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]] 
     return out
 
 
-def has_keyless_record(batch: bytes) -> bool:
-    """Whether `batch` holds a record without a key (Kafka refuses those on a compacted
-    topic: compaction keeps one record per key); a batch not decoded here: False."""
-    return any(record.key is None for record in cleaner_batch(batch).records or ())
+def keyless_record_indexes(batch: bytes) -> list[int]:
+    """The positions in `batch` of its records without a key (Kafka refuses those on a
+    compacted topic: compaction keeps one record per key); a batch not decoded here:
+    none."""
+    return [index for index, record in enumerate(cleaner_batch(batch).records or ())
+            if record.key is None]
 
 
 def rewrite(batch: bytes, plan: BatchPlan) -> bytes:

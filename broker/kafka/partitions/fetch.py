@@ -68,9 +68,11 @@ NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such 
 
 def _partition_error(index: int, error: ErrorCode, leader: Any = None
                      ) -> shapes.PartitionData:
+    # empty records, never null: Kafka sends an empty set with an error, and librdkafka
+    # takes a null one for a broken response (invalid MessageSetSize -1)
     out: shapes.PartitionData = {"partition_index": index, "error_code": int(error),
                                  "high_watermark": -1, "last_stable_offset": -1,
-                                 "log_start_offset": -1, "records": None}
+                                 "log_start_offset": -1, "records": b""}
     if leader is not None:
         out["current_leader"] = {"leader_id": leader.leader, "leader_epoch": leader.leader_epoch}
     return out
@@ -119,7 +121,7 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
         return {"partition_index": index, "error_code": 0,
                 "high_watermark": state.high_watermark,
                 "last_stable_offset": state.high_watermark,
-                "log_start_offset": start, "records": None,
+                "log_start_offset": start, "records": b"",
                 "diverging_epoch": {"epoch": answer[0], "end_offset": answer[1]}}, None
     if answer == ABOVE_LOG_END:
         return _partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE), None

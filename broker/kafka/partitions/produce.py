@@ -48,7 +48,8 @@ transaction coordinator (`refuse_transaction_coordinator`) and a Produce naming 
 transactional id.
 
 A record without a key on a topic whose `cleanup.policy` holds `compact` gets
-INVALID_RECORD, as in Kafka (compaction keeps one record per key).
+INVALID_RECORD, as in Kafka (compaction keeps one record per key), with each such
+record's index in `record_errors`.
 
 With the authorizer on (`broker.kafka.authz`): Produce needs WRITE on the topic (else
 TOPIC_AUTHORIZATION_FAILED on each of its partitions); InitProducerId for an idempotent
@@ -73,7 +74,7 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.ordered.rules import produce_refusal
 from broker.kafka.partitions import record_policy
-from broker.kafka.partitions.batch_rewrite import has_keyless_record
+from broker.kafka.partitions.batch_rewrite import keyless_record_indexes
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
 from broker.kafka.partitions.producer_state import (
     Accept,
@@ -114,17 +115,40 @@ def _failed(index: int, error: ErrorCode, message: str | None = None
             "log_start_offset": -1, "error_message": message}
 
 
-def _batch_refusal(topic: TopicImage | None, batches: list[bytes],
-                   headers: list[BatchHeader], now_ms: int) -> tuple[ErrorCode, str] | None:
-    """Why a client's batches are refused whatever the partition's state, if they are."""
+def _batch_refusal(index: int, topic: TopicImage | None, batches: list[bytes],
+                   headers: list[BatchHeader], now_ms: int
+                   ) -> shapes.PartitionProduceResponse | None:
+    """The answer to a client's batches refused whatever the partition's state, if they
+    are."""
     if any(h.is_control or h.is_transactional for h in headers):
-        return (ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
-                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "control or transactional batches are not accepted from clients")
-    if topic is not None and "compact" in cleanup_policies(topic.configs) and \
-            any(has_keyless_record(batch) for batch in batches):
-        return ErrorCode.INVALID_RECORD, "a compacted topic cannot accept a record without a key"
-    return None if topic is None else record_policy.refusal(topic.configs, batches, now_ms)
+        return _failed(index, ErrorCode.INVALID_RECORD if any(h.is_control for h in headers)
+                       else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                       "control or transactional batches are not accepted from clients")
+    if topic is not None and "compact" in cleanup_policies(topic.configs):
+        refused = _keyless_records(index, batches, headers)
+        if refused is not None:
+            return refused
+    refusal = None if topic is None else record_policy.refusal(topic.configs, batches, now_ms)
+    return None if refusal is None else _failed(index, *refusal)
+
+
+def _keyless_records(index: int, batches: list[bytes], headers: list[BatchHeader]
+                     ) -> shapes.PartitionProduceResponse | None:
+    """INVALID_RECORD naming each record without a key by its index among the batches'
+    records (Kafka's record_errors: librdkafka fails those with INVALID_RECORD and the
+    others of the batch with _INVALID_DIFFERENT_RECORD), or None when every record has
+    one."""
+    keyless, first = [], 0
+    for batch, header in zip(batches, headers, strict=True):
+        keyless += [first + i for i in keyless_record_indexes(batch)]
+        first += header.last_offset_delta + 1
+    if not keyless:
+        return None
+    message = "a compacted topic cannot accept a record without a key"
+    return {**_failed(index, ErrorCode.INVALID_RECORD,
+                      f"{message} ({len(keyless)} such record(s))"),
+            "record_errors": [{"batch_index": i, "batch_index_error_message": message}
+                              for i in keyless]}
 
 
 def _as_appended(topic: TopicImage | None, batches: list[bytes]) -> tuple[list[bytes], int]:
@@ -165,9 +189,9 @@ async def produce_partition(context: BrokerContext, *, name: str | None,
     partition = resolved.partition
     headers = [read_header(b) for b in batches]
     topic = context.image.topic(state.topic_id)
-    refused = _batch_refusal(topic, batches, headers, _wall_clock_ms())
+    refused = _batch_refusal(index, topic, batches, headers, _wall_clock_ms())
     if refused is not None:
-        return _failed(index, *refused)
+        return refused
     append_time_ms = -1
     min_isr = _min_insync_replicas(context, state.topic_id) if acks == ACKS_ALL else 0
     if len(partition.isr) < min_isr:

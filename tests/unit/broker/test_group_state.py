@@ -26,11 +26,11 @@ _ids = iter(range(1_000_000))
 
 def join(group: Group, member_id: str = "", now: float = 0.0, *,
          instance_id: str | None = None, protocols: tuple[tuple[str, bytes], ...] = (
-             ("range", b"r"),)) -> tuple[str, Outcome]:
+             ("range", b"r"),), initial_delay_s: float = 0.0) -> tuple[str, Outcome]:
     return group.join(member_id=member_id, instance_id=instance_id, protocol_type="consumer",
                       protocols=protocols, session_timeout_s=SESSION,
                       rebalance_timeout_s=REBALANCE, now=now,
-                      new_member_id=f"m{next(_ids)}")
+                      new_member_id=f"m{next(_ids)}", initial_delay_s=initial_delay_s)
 
 
 def stable_group(size: int, now: float = 0.0) -> tuple[Group, list[str]]:
@@ -68,6 +68,35 @@ def test_lone_member_leads_generation_one_and_gets_its_assignment_when_it_syncs(
     assert synced.take(member_id) == Answer(member_id=member_id, generation=1,
                                             protocol_type="consumer", protocol="range",
                                             assignment=b"all")
+
+
+def test_empty_groups_first_round_waits_the_initial_delay_so_members_share_it() -> None:
+    """group.initial.rebalance.delay.ms (3 s here): the first JoinGroup parks; a second
+    member joining 2 s later extends the delay to 5 s, and both get generation 1 at that
+    tick, where without the delay the first would have had a round of its own (a
+    cooperative consumer then hands partitions over: librdkafka's
+    0113_cooperative_rebalance counts its assign calls)."""
+    group = Group(group_id="g")
+    first, outcome = join(group, initial_delay_s=3.0)
+    assert outcome.answers == []
+    second, outcome = join(group, now=2.0, initial_delay_s=3.0)
+    assert outcome.answers == []
+    assert group.tick(4.9).answers == []
+    answers = {a.member_id: a for a in group.tick(5.0).answers}
+    assert set(answers) == {first, second}
+    assert {a.generation for a in answers.values()} == {1}
+    # a later round (not an Empty group's first) is not delayed
+    third, outcome = join(group, now=6.0, initial_delay_s=3.0)
+    _, outcome = join(group, first, now=6.1, initial_delay_s=3.0)
+    _, outcome = join(group, second, now=6.2, initial_delay_s=3.0)
+    assert {a.member_id for a in outcome.answers} == {first, second, third}
+
+
+def test_initial_delay_never_holds_a_round_past_its_deadline() -> None:
+    group = Group(group_id="g")
+    member, _ = join(group, initial_delay_s=REBALANCE * 2)
+    assert group.tick(REBALANCE - 0.1).answers == []
+    assert [a.member_id for a in group.tick(REBALANCE).answers] == [member]
 
 
 def test_second_member_parks_until_first_rejoins_when_group_stable() -> None:

@@ -456,6 +456,23 @@ async def test_fetch_by_name_and_list_offsets_when_older_versions_used(
     assert offsets == {-2: (ErrorCode.NONE, 0), -1: (ErrorCode.NONE, 2)}
 
 
+@pytest.mark.parametrize("version", [4, 12])
+async def test_fetch_errors_carry_an_empty_record_set_when_the_offset_or_partition_is_bad(
+        tmp_path: Path, version: int) -> None:
+    """A partition error answers an empty record set, as Kafka does, never a null one:
+    librdkafka takes null for a broken response (`invalid MessageSetSize -1`) and never
+    sees the error (its offset reset after OFFSET_OUT_OF_RANGE, 0034_offset_reset)."""
+    dispatcher = make_dispatcher(tmp_path)
+    fetch = build(load_request_schema(1, version), {
+        "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [{
+            "topic": "A", "partitions": [
+                {"partition": 0, "fetch_offset": 99, "partition_max_bytes": 1 << 20},
+                {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    parts = (await roundtrip(dispatcher, fetch)).responses[0].partitions
+    assert [(p.error_code, p.records) for p in parts] == [
+        (ErrorCode.OFFSET_OUT_OF_RANGE, b""), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"")]
+
+
 async def _read_reply_or_close(stream: trio.SocketStream) -> bytes:
     data = b""
     while True:

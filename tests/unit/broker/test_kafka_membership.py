@@ -5,6 +5,7 @@ loads."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from broker.kafka.groups.membership import (
     handle_sync_group_request,
 )
 from broker.kafka.groups.offsets_records import OFFSETS_TOPIC
-from broker.kafka.handler_context import HandlerContext
+from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
 from metadata.delta import replay
@@ -54,13 +55,15 @@ def image(leader: int = BROKER) -> MetadataImage:
 class Broker:
     """A context whose image can be swapped, with its coordinator running."""
 
-    def __init__(self, log_dir: Path, current: MetadataImage) -> None:
+    def __init__(self, log_dir: Path, current: MetadataImage,
+                 initial_rebalance_delay_ms: int = 0) -> None:
         self.current = current
         self.context = HandlerContext(
             broker_id=BROKER, cluster_id="c", image=lambda: self.current,
             replicas=ReplicaManager(log_dir=log_dir, broker_id=BROKER,
                                     image=lambda: self.current), controller=None,
-            offsets_topic_num_partitions=1)
+            offsets_topic_num_partitions=1,
+            group_initial_rebalance_delay_ms=initial_rebalance_delay_ms)
         self.coordinator = self.context.groups
 
     def set_image(self, new: MetadataImage) -> None:
@@ -79,8 +82,8 @@ async def nursery_broker(tmp_path: Path) -> AsyncIterator[Any]:
     brokers: list[Broker] = []
 
     async with trio.open_nursery() as nursery:
-        async def start() -> Broker:
-            broker = Broker(tmp_path, image())
+        async def start(initial_rebalance_delay_ms: int = 0) -> Broker:
+            broker = Broker(tmp_path, image(), initial_rebalance_delay_ms)
             nursery.start_soon(broker.coordinator.run)
             with trio.fail_after(5):
                 await broker.loaded()
@@ -152,6 +155,38 @@ async def test_assignment_and_offsets_survive_when_coordinator_restarts(
         assert (group.generation, group.leader) == (1, member)
         assert group.members[member].assignment == b"all"
         assert await fetched(restarted) == 42
+
+
+async def test_two_consumers_joining_together_share_the_first_round_when_it_is_delayed(
+        nursery_broker: Any) -> None:
+    """group.initial.rebalance.delay.ms reaches the coordinator: two JoinGroups sent
+    together both get generation 1, where without the delay the first would get a round
+    of its own and the second would wait for it to rejoin."""
+    broker = await nursery_broker(initial_rebalance_delay_ms=300)
+    answers: list[JoinGroupResponse] = []
+
+    async def joined() -> None:
+        answers.append(await join(broker))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(joined)
+            nursery.start_soon(joined)
+    assert [(a["error_code"], a["generation_id"]) for a in answers] == [(0, 1), (0, 1)]
+    assert sorted(len(a["members"]) for a in answers) == [0, 2]  # the leader sees both
+
+
+async def test_a_new_member_id_is_the_client_id_and_a_uuid_as_kafkas(
+        nursery_broker: Any) -> None:
+    """CLIENT_ID-UUID: the range assignor hands partitions out in member-id order, so
+    librdkafka's 0132_strategy_ordering expects consumer c0 to get partition 0 before c1."""
+    broker = await nursery_broker()
+    REQUEST_CLIENT_ID.set("c0")
+    with trio.fail_after(10):
+        member_id = (await join(broker))["member_id"]
+    prefix, _, rest = member_id.partition("-")
+    assert prefix == "c0"
+    assert uuid.UUID(rest).version == 4
 
 
 async def test_zombie_commits_refused_when_generation_or_member_stale(

@@ -50,6 +50,22 @@ def answer(response: Any) -> tuple[ErrorCode, int]:
     return part.error_code, int(part.base_offset)
 
 
+async def test_keyless_records_of_a_compacted_topic_are_each_named_when_refused(
+        tmp_path: Path) -> None:
+    """INVALID_RECORD with each keyless record's index in record_errors, as Kafka's: a
+    client fails just those records with INVALID_RECORD and the rest of the batch with
+    _INVALID_DIFFERENT_RECORD (librdkafka's 0011_produce_batch counts them); nothing of
+    the batch is stored."""
+    image = image_with_topic(configs={"cleanup.policy": "compact,delete"})
+    dispatcher = make_dispatcher(tmp_path, image)
+    batch = encode_batch([b"a", b"b", b"c", b"d"], keys=[None, b"k", None, b"k"])
+    part = (await roundtrip(dispatcher, produce(9, batch))).responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in part.record_errors] == [0, 2]
+    keyed = encode_batch([b"e"], keys=[b"k"])
+    assert answer(await roundtrip(dispatcher, produce(9, keyed))) == (ErrorCode.NONE, 0)
+
+
 async def test_idempotent_errors_and_duplicates_answered_as_kafka(tmp_path: Path) -> None:
     """A retry of any of the last 5 batches gets its original offset; a gap is
     OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH; nothing of a

@@ -128,7 +128,7 @@ async def test_consumer_fetch_refused_when_count_differs_and_follower_never_chec
     dispatcher = make_dispatcher(tmp_path, shrunk_image())
     assert produce_errors(await roundtrip(dispatcher, produce(None))) == [0]
     stale = (await roundtrip(dispatcher, fetch(3))).responses[0].partitions[0]
-    assert (int(stale.error_code), stale.records) == (ErrorCode.INVALID_PARTITION_METADATA, None)
+    assert (int(stale.error_code), stale.records) == (ErrorCode.INVALID_PARTITION_METADATA, b"")
     current = (await roundtrip(dispatcher, fetch(2))).responses[0].partitions[0]
     assert (int(current.error_code), bool(current.records)) == (0, True)
     absent = (await roundtrip(dispatcher, fetch(None))).responses[0].partitions[0]

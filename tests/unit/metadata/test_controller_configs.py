@@ -281,8 +281,10 @@ def test_alter_writes_nothing_when_nothing_changes() -> None:
     ([("min.cleanable.dirty.ratio", OP_SET, "-1")], ErrorCode.INVALID_CONFIG),
     ([("min.compaction.lag.ms", OP_SET, "-5")], ErrorCode.INVALID_CONFIG),
     ([("max.compaction.lag.ms", OP_SET, "-5")], ErrorCode.INVALID_CONFIG),
-    ([("cleanup.policy", OP_APPEND, "delete")], ErrorCode.INVALID_REQUEST),
-    ([("cleanup.policy", OP_SUBTRACT, "delete")], ErrorCode.INVALID_REQUEST),
+    ([("retention.ms", OP_APPEND, "1")], ErrorCode.INVALID_CONFIG),  # no list
+    ([("no.such", OP_SUBTRACT, "1")], ErrorCode.INVALID_CONFIG),
+    ([("cleanup.policy", OP_APPEND, "purge")], ErrorCode.INVALID_CONFIG),
+    ([("cleanup.policy", OP_SUBTRACT, "delete")], ErrorCode.INVALID_CONFIG),  # empty
     ([("retention.ms", 9, "1")], ErrorCode.INVALID_REQUEST),
     ([("retention.ms", OP_SET, "1"), ("retention.ms", OP_SET, "2")], ErrorCode.INVALID_REQUEST),
     # all or nothing: the good SET is not written either
@@ -297,6 +299,20 @@ def test_alter_is_refused_whole_when_one_config_is_bad(
     assert alter(h, "t", *ops).error_code == code
     assert len(h.log) == before
     assert configs_of(h) == ()
+
+
+def test_append_and_subtract_change_a_list_config_from_its_value_or_default() -> None:
+    """Kafka's APPEND adds the items a list config lacks (to its default when unset: how
+    librdkafka's 0011_produce_batch makes a topic compacted), SUBTRACT removes items."""
+    h = Harness()
+    create(h)
+    assert alter(h, "t", ("cleanup.policy", OP_APPEND, "compact")).error_code == 0
+    assert configs_of(h) == (("cleanup.policy", "compact,delete"),)
+    before = len(h.log)
+    assert alter(h, "t", ("cleanup.policy", OP_APPEND, "delete,compact")).error_code == 0
+    assert len(h.log) == before  # both there already: nothing written
+    assert alter(h, "t", ("cleanup.policy", OP_SUBTRACT, "delete")).error_code == 0
+    assert configs_of(h) == (("cleanup.policy", "compact"),)
 
 
 def test_alter_fails_with_unknown_topic_when_the_name_is_not_live() -> None:
