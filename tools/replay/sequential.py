@@ -68,6 +68,7 @@ _PARTITION = int(RecordType.PARTITION)
 _PARTITION_COUNT = int(RecordType.PARTITION_COUNT)
 _REMOVE_PARTITION = int(RecordType.REMOVE_PARTITION)
 ORDERED_DELIVERY = "enable.ordered.delivery"
+BEFORE_DELETION = "leader_epoch_before_deletion"
 _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
 
 
@@ -86,7 +87,7 @@ def record_hash(data: bytes) -> int:
 
 def decode_record(data: bytes) -> tuple[int, Any, str | None]:
     """(kind, fields, detail): the record type id (UNDECODABLE when unreadable), the
-    msgpack map, and why it is undecodable. The same rules as the hot loop below."""
+    msgpack map, and why it is undecodable. The same rules as `decode_batch`."""
     try:
         fields = msgpack.unpackb(data)  # raw=False, strict_map_key=True: the defaults
     except Exception as exc:  # msgpack raises several unrelated types
@@ -137,6 +138,55 @@ def _topic_id(fields: Any) -> bytes | None:
 def _name(fields: Any) -> str | None:
     name = fields.get("name", fields.get("new_name"))
     return name if isinstance(name, str) else None
+
+
+def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
+    """(kind, msgpack map) of each record of a batch, by the rules of `decode_record`:
+    a record that is not a map with a known type is UNDECODABLE (its map, when it has
+    one, kept). The records are decoded before any is scanned, so the batch can be
+    classified first (`resize_topics`)."""
+    unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
+    known = _KNOWN
+    kinds: list[int] = []
+    maps: list[Any] = []
+    for data in records:
+        try:
+            fields = unpack(data)
+            kind = fields["type"]  # raises for a map without it, or for a non-map
+            if kind.__class__ is not int or kind not in known:
+                kind = _kind(fields)
+        except Exception:  # msgpack raises several unrelated types
+            fields, kind = None, UNDECODABLE
+        kinds.append(kind)
+        maps.append(fields)
+    return kinds, maps
+
+
+def resize_topics(kinds: list[int], maps: list[Any],
+                  partitions: dict[bytes, TopicPartitions]) -> set[bytes]:
+    """The topics whose partition count a batch may change, which the scan follows
+    record by record (`ResizeBatch`) and judges at the batch's end: those a
+    PartitionCount names, those a Partition or PartitionChange with a before-deletion
+    map names, and those a Partition record names while the topic's undeleted count is
+    recorded (an added partition then needs a PartitionCount). Nothing at the batch's
+    end can flag any other topic (`_resize_batch_end`: no count, no mark, no addition
+    to a counted topic), so most batches follow none (a `ResizeBatch` per topic and
+    batch cost a third of the scan)."""
+    tracked: set[bytes] = set()
+    for kind, fields in zip(kinds, maps, strict=True):
+        if kind == 8 or kind == 7:
+            if BEFORE_DELETION not in fields:
+                if kind == 8:
+                    continue
+                state = partitions.get(_topic_id(fields))  # type: ignore[arg-type]
+                if state is None or state.undeleted is None:
+                    continue
+        elif kind != 17:
+            continue
+        topic_id = _topic_id(fields)
+        if topic_id is not None:
+            tracked.add(topic_id)
+    return tracked
 
 
 @dataclass(slots=True)
@@ -220,9 +270,10 @@ def _pairs(value: Any) -> list[tuple[int, int]] | None:
     return pairs
 
 
-def _replay_partition(state: TopicPartitions, change: ResizeBatch, partition: int,
+def _replay_partition(state: TopicPartitions, change: ResizeBatch | None, partition: int,
                       where: Located) -> None:
-    """A Partition record: a new last partition, or a full replacement."""
+    """A Partition record: a new last partition, or a full replacement (`change`: None
+    for a topic the batch cannot resize, `resize_topics`)."""
     fields = where[3]
     leader, epoch = fields.get("leader"), fields.get("leader_epoch", 0)
     if type(leader) is not int or type(epoch) is not int:
@@ -230,29 +281,37 @@ def _replay_partition(state: TopicPartitions, change: ResizeBatch, partition: in
     if partition == len(state.epochs):
         state.leaders.append(leader)
         state.epochs.append(epoch)
-        change.added[partition] = (*where, _pairs(fields.get("leader_epoch_after_creation")))
+        if change is not None:
+            change.added[partition] = (*where,
+                                       _pairs(fields.get("leader_epoch_after_creation")))
+        else:  # an untracked topic has no recorded count: its growth needs no judging
+            assert state.undeleted is None
     else:
-        change.before(state, partition)
+        if change is not None:
+            change.before(state, partition)
         state.leaders[partition], state.epochs[partition] = leader, epoch
-    if _pairs(fields.get("leader_epoch_before_deletion")):
+    if _pairs(fields.get(BEFORE_DELETION)):
         state.marked.add(partition)
     else:
         state.marked.discard(partition)
 
 
-def _replay_change(state: TopicPartitions, change: ResizeBatch, partition: int,
+def _replay_change(state: TopicPartitions, change: ResizeBatch | None, partition: int,
                    where: Located) -> None:
-    """A PartitionChange: a new leader or a bump adds one to the epoch; a map marks."""
+    """A PartitionChange: a new leader or a bump adds one to the epoch; a map marks (only
+    in a batch that tracks the topic: `resize_topics`)."""
     fields = where[3]
-    change.before(state, partition)
+    if change is not None:
+        change.before(state, partition)
     leader = fields.get("leader")
     moved = type(leader) is int and leader != state.leaders[partition]
     if moved:
         state.leaders[partition] = leader
     if moved or fields.get("bump_leader_epoch") is True:
         state.epochs[partition] += 1
-    marks = _pairs(fields.get("leader_epoch_before_deletion"))
-    if marks:
+    before_deletion = fields.get(BEFORE_DELETION)
+    if before_deletion is not None and (marks := _pairs(before_deletion)):
+        assert change is not None  # resize_topics tracks the topic of every such record
         change.marked[partition] = (*where, marks)
         state.marked.add(partition)
 
@@ -389,6 +448,7 @@ class NodeScan:
         # whether ordered delivery is on; what the current batch does to each topic
         self.partitions: dict[bytes, TopicPartitions] = {}
         self.resizing: dict[bytes, ResizeBatch] = {}
+        self.tracked: set[bytes] = set()  # the topics the batch may resize (resize_topics)
 
     def seed(self, image: MetadataImage, start: int) -> None:
         """Begin from `image`, a snapshot of the log below offset `start` (before any
@@ -431,25 +491,17 @@ class NodeScan:
         if not records:
             return
         gap, falling = self._order_breaks(base_offset, epoch)
-        unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
+        kinds, maps = decode_batch(records)
+        self.tracked = resize_topics(kinds, maps, self.partitions)
+        if self.aggregates is not None:
+            self.aggregates.kinds += kinds
         live = self.live
-        kinds = None if self.aggregates is None else self.aggregates.kinds
-        known = _KNOWN
         offset = base_offset - 1
-        for data in records:
+        for data, kind, fields in zip(records, kinds, maps, strict=True):
             offset += 1
-            try:
-                fields = unpack(data)
-                kind = fields["type"]  # raises for a map without it, or for a non-map
-                if kind.__class__ is not int or kind not in known:
-                    kind = _kind(fields)
-            except Exception:  # msgpack raises several unrelated types
-                fields, kind = None, UNDECODABLE
             if gap or falling:
                 self._order(offset, epoch, data, kind, fields, gap, falling)
                 gap = False
-            if kinds is not None:
-                kinds.append(kind)
             # PARTITION_CHANGE, PARTITION, PARTITION_COUNT, REMOVE_PARTITION (literals: the
             # hot path)
             if kind == 8 or kind == 7 or kind == 17 or kind == 18:
@@ -557,7 +609,8 @@ class NodeScan:
         self.removed.discard(topic_id)
         self.live[topic_id] = name
         self.partitions[topic_id] = TopicPartitions()
-        self.resizing[topic_id] = ResizeBatch(created=True)
+        if topic_id in self.tracked:
+            self.resizing[topic_id] = ResizeBatch(created=True)
         if name is not None:
             self.live_by_name[name] = topic_id
 
@@ -607,14 +660,17 @@ class NodeScan:
         state = self.partitions.get(topic_id)
         if state is None:
             return
-        change = self.resizing.get(topic_id)
-        if change is None:
-            change = self.resizing[topic_id] = ResizeBatch()
-        change.begin(state)
+        change = None
+        if topic_id in self.tracked:
+            change = self.resizing.get(topic_id)
+            if change is None:
+                change = self.resizing[topic_id] = ResizeBatch()
+            change.begin(state)
         where = (offset, epoch, data, fields)
         if kind == _PARTITION_COUNT:
             count = fields.get("undeleted_partition_count")
             if type(count) is int:
+                assert change is not None  # resize_topics tracks every PartitionCount's topic
                 change.counts.append((*where, count))
                 state.undeleted = count
             return
