@@ -1,26 +1,34 @@
-"""The replay scan follows only the topics a batch may resize (`sequential.resize_topics`):
-on any metadata log cut into batches of any size it finds exactly what it finds when it
-follows every topic a partition record names, as it did before (violations, counts,
-claims, aggregates). The logs (`tests.support.metadata_strategies`) hold KIP-253 counts,
-marks and removals, records naming dead or malformed topics, and undecodable bytes."""
+"""The replay scan's fast paths. It follows only the topics a batch may resize
+(`sequential.resize_topics`): on any metadata log cut into batches of any size it finds
+exactly what it finds when it follows every topic a partition record names, as it did
+before (violations, counts, claims, aggregates). The logs
+(`tests.support.metadata_strategies`) hold KIP-253 counts, marks and removals, records
+naming dead or malformed topics, and undecodable bytes. `decode_batch` judges every
+record as `decode_record` does, and `plain_change`, which reads a plain PartitionChange
+from its bytes, agrees with the strict codec (`metadata.records.decode`) wherever it
+answers, on valid and broken bytes, and answers for every plain one."""
 
 from __future__ import annotations
 
 from typing import Any
 from unittest import mock
 
+import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata import records as rec
+from raft.common.uuid import Uuid
 from tests.support.metadata_strategies import metadata_logs
 from tools.replay import sequential
-from tools.replay.sequential import NodeScan, ScanResult, decode_batch
+from tools.replay.sequential import NodeScan, ScanResult, decode_batch, plain_change
 
 
 def _every_partition_topic(kinds: list[int], maps: list[Any],
                            _: dict[bytes, Any]) -> set[bytes]:
-    return {fields["topic_id"] for kind, fields in zip(kinds, maps, strict=True)
-            if kind in (7, 8, 17, 18) and isinstance(fields.get("topic_id"), bytes)}
+    return {fields[0] if type(fields) is tuple else fields["topic_id"]
+            for kind, fields in zip(kinds, maps, strict=True) if kind in (7, 8, 17, 18)
+            and (type(fields) is tuple or isinstance(fields.get("topic_id"), bytes))}
 
 
 def _scan(records: list[bytes], cuts: list[int]) -> ScanResult:
@@ -57,6 +65,57 @@ def test_decode_batch_judges_each_record_as_decode_record(log: list[tuple[int, b
     records = [data for _, data in log]
     kinds, maps = decode_batch(records)
     assert kinds == [sequential.decode_record(data)[0] for data in records]
-    assert [m for m, k in zip(maps, kinds, strict=True) if k != sequential.UNDECODABLE] == \
-        [sequential.decode_record(d)[1] for d, k in zip(records, kinds, strict=True)
-         if k != sequential.UNDECODABLE]
+    for data, kind, fields in zip(records, kinds, maps, strict=True):
+        if type(fields) is tuple:
+            assert fields == plain_change(data)
+        elif kind != sequential.UNDECODABLE:
+            assert fields == sequential.decode_record(data)[1]
+
+
+BROKER_IDS = st.integers(0, 130)  # across the one-byte (fixint) limit at 127
+CHANGES = st.builds(
+    rec.PartitionChange, topic_id=st.binary(min_size=16, max_size=16).map(Uuid.from_bytes),
+    partition=st.integers(-2, 200), leader=st.none() | BROKER_IDS,
+    isr=st.none() | st.lists(BROKER_IDS, max_size=17).map(tuple),
+    replicas=st.none() | st.just((1, 2)), bump_leader_epoch=st.none() | st.booleans(),
+    leader_epoch_before_deletion=st.none() | st.just(((0, 1),)))
+
+
+def _broken(data: bytes, draw: st.DataObject) -> bytes:
+    """`data` with one byte changed, cut short, or grown by a byte."""
+    how = draw.draw(st.sampled_from(("flip", "cut", "grow")))
+    at = draw.draw(st.integers(0, len(data) - 1))
+    if how == "flip":
+        return data[:at] + bytes([draw.draw(st.integers(0, 255))]) + data[at + 1:]
+    if how == "cut":
+        return data[:at]
+    return data + bytes([draw.draw(st.integers(0, 255))])
+
+
+@settings(max_examples=500, deadline=None)
+@given(CHANGES, st.data())
+def test_plain_change_agrees_with_the_strict_codec_or_declines(
+        record: rec.PartitionChange, data: st.DataObject) -> None:
+    """Every plain PartitionChange (a leader and an ISR, ids below 128, nothing else) is
+    read from its bytes; wherever `plain_change` answers, on valid or broken bytes, the
+    strict codec decodes a PartitionChange with that topic ID, partition and leader, and
+    msgpack the same map; everything else it declines (the scan then decodes the map)."""
+    encoded = record.encode()
+    plain = (record.leader is not None and record.isr is not None
+             and record.replicas is None and record.bump_leader_epoch is None
+             and record.leader_epoch_before_deletion is None
+             and 0 <= record.partition < 128 and record.leader < 128
+             and all(b < 128 for b in record.isr) and len(record.isr) < 16)
+    assert (plain_change(encoded) is not None) == plain
+    for candidate in (encoded, _broken(encoded, data)):
+        found = plain_change(candidate)
+        if found is None:
+            continue
+        decoded = rec.decode(candidate)
+        assert isinstance(decoded, rec.PartitionChange)
+        assert found == (decoded.topic_id.to_bytes(), decoded.partition, decoded.leader)
+        assert (decoded.bump_leader_epoch, decoded.leader_epoch_before_deletion,
+                decoded.replicas) == (None, None, None)
+        assert msgpack.unpackb(candidate) == {
+            "type": 8, "version": 0, "topic_id": found[0], "partition": found[1],
+            "leader": found[2], "isr": list(decoded.isr or ())}

@@ -37,6 +37,7 @@ type names) is made only for what is reported.
 from __future__ import annotations
 
 import hashlib
+import re
 from array import array
 from bisect import bisect_left
 from collections import Counter
@@ -65,6 +66,7 @@ _REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
 _RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
 _TOPIC_CONFIG = int(RecordType.TOPIC_CONFIG)
 _PARTITION = int(RecordType.PARTITION)
+_PARTITION_CHANGE = int(RecordType.PARTITION_CHANGE)
 _PARTITION_COUNT = int(RecordType.PARTITION_COUNT)
 _REMOVE_PARTITION = int(RecordType.REMOVE_PARTITION)
 ORDERED_DELIVERY = "enable.ordered.delivery"
@@ -140,21 +142,57 @@ def _name(fields: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+# A PartitionChange as `metadata.records` encodes one that only moves a leader and sets
+# an ISR (no bump, no marks, no replicas), with partition, leader and ISR ids below 128:
+# most records of a busy log. Its bytes have one layout: the map's six keys in the
+# codec's order, the topic ID at 27:43, the partition at 53, the leader at 61, the ISR's
+# length in the low bits of byte 66 and its ids after it.
+_PLAIN_CHANGE = re.compile(
+    rb"\x86\xa4type\x08\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
+    rb"\xa6leader[\x00-\x7f]\xa3isr[\x90-\x9f][\x00-\x7f]*", re.DOTALL).fullmatch
+PlainChange = tuple[bytes, int, int]  # (topic ID, partition, leader)
+
+
+def plain_change(data: bytes) -> PlainChange | None:
+    """(topic ID, partition, leader) of a plain PartitionChange (`_PLAIN_CHANGE`), read
+    from its bytes without decoding the map; None for any other bytes. Where it answers,
+    msgpack decodes the same map and `metadata.records.decode` the same record
+    (tests/property/test_replay_scan_props.py)."""
+    if _PLAIN_CHANGE(data) is None or len(data) != 67 + (data[66] & 0x0F):
+        return None
+    return data[27:43], data[53], data[61]
+
+
 def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
     """(kind, msgpack map) of each record of a batch, by the rules of `decode_record`:
     a record that is not a map with a known type is UNDECODABLE (its map, when it has
-    one, kept). The records are decoded before any is scanned, so the batch can be
-    classified first (`resize_topics`)."""
+    one, kept). A plain PartitionChange's map is its `plain_change` tuple instead, which
+    `NodeScan.batch` decodes into the map only when it needs one. The records are
+    decoded before any is scanned, so the batch can be classified first
+    (`resize_topics`). A batch of well-formed records, nearly every one, is decoded by
+    two comprehensions and one check of every type; any other record sends the whole
+    batch through the per-record rules (`_decode_each`)."""
     unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
-    known = _KNOWN
+    try:
+        maps: list[Any] = [plain_change(data) or unpack(data) for data in records]
+        # raises for a non-map or a map without a type
+        kinds: list[int] = [_PARTITION_CHANGE if fields.__class__ is tuple else fields["type"]
+                            for fields in maps]
+    except Exception:  # msgpack raises several unrelated types
+        return _decode_each(records)
+    # exact ints only: a bool or float type equals an int but is judged by `_kind`
+    if set(map(type, kinds)) == {int} and _KNOWN.issuperset(kinds):
+        return kinds, maps
+    return _decode_each(records)
+
+
+def _decode_each(records: list[bytes]) -> tuple[list[int], list[Any]]:
     kinds: list[int] = []
     maps: list[Any] = []
     for data in records:
         try:
-            fields = unpack(data)
-            kind = fields["type"]  # raises for a map without it, or for a non-map
-            if kind.__class__ is not int or kind not in known:
-                kind = _kind(fields)
+            fields = msgpack.unpackb(data)
+            kind = _kind(fields)
         except Exception:  # msgpack raises several unrelated types
             fields, kind = None, UNDECODABLE
         kinds.append(kind)
@@ -175,7 +213,7 @@ def resize_topics(kinds: list[int], maps: list[Any],
     tracked: set[bytes] = set()
     for kind, fields in zip(kinds, maps, strict=True):
         if kind == 8 or kind == 7:
-            if BEFORE_DELETION not in fields:
+            if fields.__class__ is tuple or BEFORE_DELETION not in fields:  # a plain one
                 if kind == 8:
                     continue
                 state = partitions.get(_topic_id(fields))  # type: ignore[arg-type]
@@ -216,6 +254,14 @@ class TopicPartitions:
     marked: set[int] = field(default_factory=set)
     undeleted: int | None = None
     ordered: bool = False
+
+    def move_leader(self, partition: int, leader: int) -> bool:
+        """A PartitionChange naming `leader`: a new leader adds one to the epoch."""
+        if leader == self.leaders[partition]:
+            return False
+        self.leaders[partition] = leader
+        self.epochs[partition] += 1
+        return True
 
     def remove_last(self) -> None:
         self.leaders.pop()
@@ -304,10 +350,8 @@ def _replay_change(state: TopicPartitions, change: ResizeBatch | None, partition
     if change is not None:
         change.before(state, partition)
     leader = fields.get("leader")
-    moved = type(leader) is int and leader != state.leaders[partition]
-    if moved:
-        state.leaders[partition] = leader
-    if moved or fields.get("bump_leader_epoch") is True:
+    moved = type(leader) is int and state.move_leader(partition, leader)
+    if not moved and fields.get("bump_leader_epoch") is True:
         state.epochs[partition] += 1
     before_deletion = fields.get(BEFORE_DELETION)
     if before_deletion is not None and (marks := _pairs(before_deletion)):
@@ -495,10 +539,18 @@ class NodeScan:
         self.tracked = resize_topics(kinds, maps, self.partitions)
         if self.aggregates is not None:
             self.aggregates.kinds += kinds
-        live = self.live
+        partitions = self.partitions  # keyed by the live topics, as `live`
+        tracked = self.tracked
         offset = base_offset - 1
         for data, kind, fields in zip(records, kinds, maps, strict=True):
             offset += 1
+            if fields.__class__ is tuple:  # plain_change: a live, untracked topic's is done
+                state = partitions.get(fields[0])
+                if state is not None and not (gap or falling) and fields[0] not in tracked:
+                    if fields[1] < len(state.epochs):  # replay skips a change of no partition
+                        state.move_leader(fields[1], fields[2])
+                    continue
+                fields = msgpack.unpackb(data)  # the map, for the general path below
             if gap or falling:
                 self._order(offset, epoch, data, kind, fields, gap, falling)
                 gap = False
@@ -506,19 +558,23 @@ class NodeScan:
             # hot path)
             if kind == 8 or kind == 7 or kind == 17 or kind == 18:
                 topic_id = fields.get("topic_id")
-                if topic_id.__class__ is not bytes or topic_id not in live:
+                state = partitions.get(topic_id) if topic_id.__class__ is bytes else None
+                if state is None:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
                 else:
-                    self.partition_state(topic_id, offset, epoch, data, kind, fields)
+                    self.partition_state(state, topic_id, offset, epoch, data, kind, fields)
             elif (scan := self.scanners.get(kind)) is not None:
                 scan(offset, epoch, data, kind, fields)
-        self.prev_offset = offset
+        self._batch_end(epoch, base_offset, offset, len(records))
+
+    def _batch_end(self, epoch: int, first: int, last: int, count: int) -> None:
+        self.prev_offset = last
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
             self._resize_batch_end()
         if self.aggregates is not None:
-            self._count_epoch(epoch, base_offset, offset, len(records))
+            self._count_epoch(epoch, first, last, count)
 
     def _order_breaks(self, base_offset: int, epoch: int) -> tuple[bool, bool]:
         """(a gap before this batch, its epoch below an earlier one). Offsets inside a
@@ -652,14 +708,11 @@ class NodeScan:
         if state is not None and fields.get("key") == ORDERED_DELIVERY:
             state.ordered = fields.get("value") == "true"
 
-    def partition_state(self, topic_id: bytes, offset: int, epoch: int, data: bytes,
-                        kind: int, fields: Any) -> None:
+    def partition_state(self, state: TopicPartitions, topic_id: bytes, offset: int,
+                        epoch: int, data: bytes, kind: int, fields: Any) -> None:
         """Follow a live topic's partitions through a Partition, PartitionChange,
         PartitionCount or RemovePartition record (what replay does with it, or nothing
         for fields replay would refuse), noting in `resizing` what the batch changed."""
-        state = self.partitions.get(topic_id)
-        if state is None:
-            return
         change = None
         if topic_id in self.tracked:
             change = self.resizing.get(topic_id)
