@@ -122,7 +122,7 @@ def _standalone(root: Path, cluster: Path, records: int) -> None:
         _report("standalone, 2 workers x 1 core", records, result, wall, error, load)
         print(f"{'  cluster':<34} master + {standalone.registered_workers()} workers, "
               f"executors per worker {standalone.executors_run()}, "
-              f"{time.monotonic() - started - wall:.0f} s to start")
+              f"the master up in {time.monotonic() - started - wall:.0f} s")
     finally:
         standalone.stop()
 
