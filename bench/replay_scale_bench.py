@@ -1,4 +1,4 @@
-"""`python -m bench replay_scale_bench` (opt-in, not in `make bench`: ~10 minutes): `kraft
+"""`python -m bench replay_scale_bench` (opt-in, not in `make bench`: ~7 minutes): `kraft
 replay` of a 10,000,000-record log set on local[2] and on a Spark standalone cluster.
 
 The log set: one metadata log of RECORDS records (`tests.support.scale_logs`, the shape
