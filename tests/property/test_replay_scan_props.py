@@ -4,9 +4,9 @@ exactly what it finds when it follows every topic a partition record names, as i
 before (violations, counts, claims, aggregates). The logs
 (`tests.support.metadata_strategies`) hold KIP-253 counts, marks and removals, records
 naming dead or malformed topics, and undecodable bytes. `decode_batch` judges every
-record as `decode_record` does, and `plain_change`, which reads a plain PartitionChange
-from its bytes, agrees with the strict codec (`metadata.records.decode`) wherever it
-answers, on valid and broken bytes, and answers for every plain one."""
+record as `decode_record` does, and `plain_record`, which reads a plain PartitionChange
+or Partition from its bytes, agrees with the strict codec (`metadata.records.decode`)
+wherever it answers, on valid and broken bytes, and answers for every plain one."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.metadata_strategies import metadata_logs
 from tools.replay import sequential
-from tools.replay.sequential import NodeScan, ScanResult, decode_batch, plain_change
+from tools.replay.sequential import NodeScan, ScanResult, decode_batch, plain_record
 
 
 def _every_partition_topic(kinds: list[int], maps: list[Any],
                            _: dict[bytes, Any]) -> set[bytes]:
-    return {fields[0] if type(fields) is tuple else fields["topic_id"]
+    return {fields[1] if type(fields) is tuple else fields["topic_id"]
             for kind, fields in zip(kinds, maps, strict=True) if kind in (7, 8, 17, 18)
             and (type(fields) is tuple or isinstance(fields.get("topic_id"), bytes))}
 
@@ -67,7 +67,7 @@ def test_decode_batch_judges_each_record_as_decode_record(log: list[tuple[int, b
     assert kinds == [sequential.decode_record(data)[0] for data in records]
     for data, kind, fields in zip(records, kinds, maps, strict=True):
         if type(fields) is tuple:
-            assert fields == plain_change(data)
+            assert fields == plain_record(data)
         elif kind != sequential.UNDECODABLE:
             assert fields == sequential.decode_record(data)[1]
 
@@ -92,30 +92,59 @@ def _broken(data: bytes, draw: st.DataObject) -> bytes:
     return data + bytes([draw.draw(st.integers(0, 255))])
 
 
-@settings(max_examples=500, deadline=None)
-@given(CHANGES, st.data())
-def test_plain_change_agrees_with_the_strict_codec_or_declines(
-        record: rec.PartitionChange, data: st.DataObject) -> None:
-    """Every plain PartitionChange (a leader and an ISR, ids below 128, nothing else) is
-    read from its bytes; wherever `plain_change` answers, on valid or broken bytes, the
-    strict codec decodes a PartitionChange with that topic ID, partition and leader, and
-    msgpack the same map; everything else it declines (the scan then decodes the map)."""
+SMALL = st.integers(-1, 130)  # across both ends of the one-byte (fixint) range
+IDS = st.lists(BROKER_IDS, max_size=17).map(tuple)
+EPOCH_MAPS = st.none() | st.just(((0, 1),))
+PARTITIONS = st.builds(
+    rec.Partition, topic_id=st.binary(min_size=16, max_size=16).map(Uuid.from_bytes),
+    partition=SMALL, replicas=IDS, isr=IDS, leader=SMALL, leader_epoch=SMALL,
+    partition_epoch=SMALL, leader_epoch_after_creation=EPOCH_MAPS,
+    leader_epoch_before_deletion=EPOCH_MAPS)
+
+
+def _fixints(*values: int) -> bool:
+    return all(0 <= v < 128 for v in values)
+
+
+def _is_plain(record: rec.PartitionChange | rec.Partition) -> bool:
+    if isinstance(record, rec.Partition):
+        return (record.leader_epoch_after_creation is None
+                and record.leader_epoch_before_deletion is None
+                and _fixints(record.partition, record.leader, record.leader_epoch,
+                             record.partition_epoch, *record.replicas, *record.isr)
+                and len(record.replicas) < 16 and len(record.isr) < 16)
+    return (record.leader is not None and record.isr is not None
+            and record.replicas is None and record.bump_leader_epoch is None
+            and record.leader_epoch_before_deletion is None
+            and _fixints(record.partition, record.leader, *record.isr)
+            and len(record.isr) < 16)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(CHANGES, PARTITIONS), st.data())
+def test_plain_record_agrees_with_the_strict_codec_or_declines(
+        record: rec.PartitionChange | rec.Partition, data: st.DataObject) -> None:
+    """Every plain PartitionChange (a leader and an ISR, nothing else) and Partition (no
+    leader-epoch maps), ids and epochs below 128, is read from its bytes; wherever
+    `plain_record` answers, on valid or broken bytes, the strict codec decodes that
+    record, the same kind, topic ID, partition, leader and leader epoch, and msgpack
+    the same map; everything else it declines (the scan then decodes the map)."""
     encoded = record.encode()
-    plain = (record.leader is not None and record.isr is not None
-             and record.replicas is None and record.bump_leader_epoch is None
-             and record.leader_epoch_before_deletion is None
-             and 0 <= record.partition < 128 and record.leader < 128
-             and all(b < 128 for b in record.isr) and len(record.isr) < 16)
-    assert (plain_change(encoded) is not None) == plain
+    assert (plain_record(encoded) is not None) == _is_plain(record)
     for candidate in (encoded, _broken(encoded, data)):
-        found = plain_change(candidate)
+        found = plain_record(candidate)
         if found is None:
             continue
         decoded = rec.decode(candidate)
-        assert isinstance(decoded, rec.PartitionChange)
-        assert found == (decoded.topic_id.to_bytes(), decoded.partition, decoded.leader)
-        assert (decoded.bump_leader_epoch, decoded.leader_epoch_before_deletion,
-                decoded.replicas) == (None, None, None)
-        assert msgpack.unpackb(candidate) == {
-            "type": 8, "version": 0, "topic_id": found[0], "partition": found[1],
-            "leader": found[2], "isr": list(decoded.isr or ())}
+        assert msgpack.unpackb(candidate) == decoded.to_dict()
+        if isinstance(decoded, rec.Partition):
+            assert found == (7, decoded.topic_id.to_bytes(), decoded.partition,
+                             decoded.leader, decoded.leader_epoch)
+            assert (decoded.leader_epoch_after_creation,
+                    decoded.leader_epoch_before_deletion) == (None, None)
+        else:
+            assert isinstance(decoded, rec.PartitionChange)
+            assert found == (8, decoded.topic_id.to_bytes(), decoded.partition,
+                             decoded.leader, None)
+            assert (decoded.bump_leader_epoch, decoded.leader_epoch_before_deletion,
+                    decoded.replicas) == (None, None, None)

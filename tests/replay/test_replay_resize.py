@@ -30,7 +30,7 @@ from tests.support.serial_spark import SerialSpark
 from tests.support.synthetic_logs import write_cluster
 from tools.replay.inputs import from_cluster
 from tools.replay.job import run_replay
-from tools.replay.sequential import NodeScan, plain_change
+from tools.replay.sequential import NodeScan, plain_record
 
 VOTERS = (1, 2, 3)
 A, META, B, C = Uuid(2), Uuid(4), Uuid(5), Uuid(6)
@@ -279,10 +279,10 @@ def test_a_new_leader_bumps_the_epoch_and_the_same_leader_does_not() -> None:
 
 def test_leader_moves_in_batches_without_a_resize_count_in_the_next_resize() -> None:
     """Plain PartitionChanges (a leader and an ISR: the scan reads them from their bytes,
-    `plain_change`) in batches of their own still move the epochs a resize is judged by:
+    `plain_record`) in batches of their own still move the epochs a resize is judged by:
     the shrink's map must name epoch 2 for partition 0 (two moves, not the same leader
     again), and a change of a dead topic or of a partition past the end moves nothing."""
-    assert plain_change(_move(0, 2).encode()) is not None
+    assert plain_record(_move(0, 2).encode()) is not None
     moves = [(_move(0, 2),), (_move(0, 2), _move(0, 3)),
              (PartitionChange(topic_id=B, partition=0, leader=2, isr=(1,)), _move(5, 2))]
     shrink = (_count(1), _mark(1, ((0, 2),)), _bump(0))

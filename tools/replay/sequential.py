@@ -142,41 +142,56 @@ def _name(fields: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-# A PartitionChange as `metadata.records` encodes one that only moves a leader and sets
-# an ISR (no bump, no marks, no replicas), with partition, leader and ISR ids below 128:
-# most records of a busy log. Its bytes have one layout: the map's six keys in the
-# codec's order, the topic ID at 27:43, the partition at 53, the leader at 61, the ISR's
-# length in the low bits of byte 66 and its ids after it.
+def _fixarray() -> bytes:
+    """A msgpack array of 0 to 15 ids below 128, exactly (fixarray of positive fixints)."""
+    return b"(?:" + b"|".join(bytes([0x90 + n]) + b"[\\x00-\\x7f]{%d}" % n
+                              for n in range(16)) + b")"
+
+
+# The two records of a busy log as `metadata.records` encodes them in their plain form,
+# every id, count and epoch below 128: a PartitionChange that only moves a leader and
+# sets an ISR (no bump, no marks, no replicas), and a Partition without leader-epoch
+# maps. Their bytes have one layout each: the map's keys in the codec's order, the topic
+# ID at 27:43, the partition at 53; the change's leader at 61, the Partition's leader
+# and leader epoch 32 and 18 bytes from its end.
 _PLAIN_CHANGE = re.compile(
     rb"\x86\xa4type\x08\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
-    rb"\xa6leader[\x00-\x7f]\xa3isr[\x90-\x9f][\x00-\x7f]*", re.DOTALL).fullmatch
-PlainChange = tuple[bytes, int, int]  # (topic ID, partition, leader)
+    rb"\xa6leader[\x00-\x7f]\xa3isr" + _fixarray(), re.DOTALL).fullmatch
+_PLAIN_PARTITION = re.compile(
+    rb"\x89\xa4type\x07\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
+    rb"\xa8replicas" + _fixarray() + rb"\xa3isr" + _fixarray()
+    + rb"\xa6leader[\x00-\x7f]\xacleader_epoch[\x00-\x7f]\xafpartition_epoch[\x00-\x7f]",
+    re.DOTALL).fullmatch
+# (kind, topic ID, partition, leader, leader epoch: None for a PartitionChange)
+PlainRecord = tuple[int, bytes, int, int, int | None]
 
 
-def plain_change(data: bytes) -> PlainChange | None:
-    """(topic ID, partition, leader) of a plain PartitionChange (`_PLAIN_CHANGE`), read
-    from its bytes without decoding the map; None for any other bytes. Where it answers,
-    msgpack decodes the same map and `metadata.records.decode` the same record
-    (tests/property/test_replay_scan_props.py)."""
-    if _PLAIN_CHANGE(data) is None or len(data) != 67 + (data[66] & 0x0F):
-        return None
-    return data[27:43], data[53], data[61]
+def plain_record(data: bytes) -> PlainRecord | None:
+    """What the scan needs of a plain PartitionChange or Partition (`_PLAIN_CHANGE`,
+    `_PLAIN_PARTITION`), read from its bytes without decoding the map; None for any
+    other bytes. Where it answers, msgpack decodes the same map and
+    `metadata.records.decode` the same record (tests/property/test_replay_scan_props.py)."""
+    if _PLAIN_CHANGE(data) is not None:
+        return _PARTITION_CHANGE, data[27:43], data[53], data[61], None
+    if _PLAIN_PARTITION(data) is not None:
+        return _PARTITION, data[27:43], data[53], data[-32], data[-18]
+    return None
 
 
 def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
     """(kind, msgpack map) of each record of a batch, by the rules of `decode_record`:
     a record that is not a map with a known type is UNDECODABLE (its map, when it has
-    one, kept). A plain PartitionChange's map is its `plain_change` tuple instead, which
-    `NodeScan.batch` decodes into the map only when it needs one. The records are
+    one, kept). A plain PartitionChange's or Partition's map is its `plain_record` tuple
+    instead, which `NodeScan.batch` decodes into the map only when it needs one. The records are
     decoded before any is scanned, so the batch can be classified first
     (`resize_topics`). A batch of well-formed records, nearly every one, is decoded by
     two comprehensions and one check of every type; any other record sends the whole
     batch through the per-record rules (`_decode_each`)."""
     unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
     try:
-        maps: list[Any] = [plain_change(data) or unpack(data) for data in records]
+        maps: list[Any] = [plain_record(data) or unpack(data) for data in records]
         # raises for a non-map or a map without a type
-        kinds: list[int] = [_PARTITION_CHANGE if fields.__class__ is tuple else fields["type"]
+        kinds: list[int] = [fields[0] if fields.__class__ is tuple else fields["type"]
                             for fields in maps]
     except Exception:  # msgpack raises several unrelated types
         return _decode_each(records)
@@ -212,16 +227,16 @@ def resize_topics(kinds: list[int], maps: list[Any],
     batch cost a third of the scan)."""
     tracked: set[bytes] = set()
     for kind, fields in zip(kinds, maps, strict=True):
-        if kind == 8 or kind == 7:
-            if fields.__class__ is tuple or BEFORE_DELETION not in fields:  # a plain one
-                if kind == 8:
-                    continue
-                state = partitions.get(_topic_id(fields))  # type: ignore[arg-type]
-                if state is None or state.undeleted is None:
-                    continue
-        elif kind != 17:
+        if kind != 7 and kind != 8 and kind != 17:
             continue
-        topic_id = _topic_id(fields)
+        plain = fields.__class__ is tuple  # a plain record marks nothing (plain_record)
+        topic_id = fields[1] if plain else _topic_id(fields)
+        if kind != 17 and (plain or BEFORE_DELETION not in fields):
+            if kind == 8:
+                continue
+            state = partitions.get(topic_id)  # type: ignore[arg-type]
+            if state is None or state.undeleted is None:
+                continue
         if topic_id is not None:
             tracked.add(topic_id)
     return tracked
@@ -254,6 +269,32 @@ class TopicPartitions:
     marked: set[int] = field(default_factory=set)
     undeleted: int | None = None
     ordered: bool = False
+
+    def apply_plain(self, plain: PlainRecord) -> None:
+        """A `plain_record` of a topic no resize of its batch follows: a PartitionChange
+        moves its partition's leader, a Partition places its partition (of none, as
+        replay skips them: nothing)."""
+        _, _, partition, leader, epoch = plain
+        if epoch is None:  # a PartitionChange
+            if partition < len(self.epochs):
+                self.move_leader(partition, leader)
+        elif partition <= len(self.epochs):
+            # resize_topics follows the additions to a topic whose count is recorded
+            assert partition < len(self.epochs) or self.undeleted is None
+            self.place(partition, leader, epoch, marked=False)
+
+    def place(self, partition: int, leader: int, epoch: int, *, marked: bool) -> None:
+        """A Partition record: a new last partition, or a full replacement; marked for
+        deletion or not by its before-deletion map."""
+        if partition == len(self.epochs):
+            self.leaders.append(leader)
+            self.epochs.append(epoch)
+        else:
+            self.leaders[partition], self.epochs[partition] = leader, epoch
+        if marked:
+            self.marked.add(partition)
+        else:
+            self.marked.discard(partition)
 
     def move_leader(self, partition: int, leader: int) -> bool:
         """A PartitionChange naming `leader`: a new leader adds one to the epoch."""
@@ -325,21 +366,14 @@ def _replay_partition(state: TopicPartitions, change: ResizeBatch | None, partit
     if type(leader) is not int or type(epoch) is not int:
         return
     if partition == len(state.epochs):
-        state.leaders.append(leader)
-        state.epochs.append(epoch)
         if change is not None:
             change.added[partition] = (*where,
                                        _pairs(fields.get("leader_epoch_after_creation")))
         else:  # an untracked topic has no recorded count: its growth needs no judging
             assert state.undeleted is None
-    else:
-        if change is not None:
-            change.before(state, partition)
-        state.leaders[partition], state.epochs[partition] = leader, epoch
-    if _pairs(fields.get(BEFORE_DELETION)):
-        state.marked.add(partition)
-    else:
-        state.marked.discard(partition)
+    elif change is not None:
+        change.before(state, partition)
+    state.place(partition, leader, epoch, marked=bool(_pairs(fields.get(BEFORE_DELETION))))
 
 
 def _replay_change(state: TopicPartitions, change: ResizeBatch | None, partition: int,
@@ -544,11 +578,10 @@ class NodeScan:
         offset = base_offset - 1
         for data, kind, fields in zip(records, kinds, maps, strict=True):
             offset += 1
-            if fields.__class__ is tuple:  # plain_change: a live, untracked topic's is done
-                state = partitions.get(fields[0])
-                if state is not None and not (gap or falling) and fields[0] not in tracked:
-                    if fields[1] < len(state.epochs):  # replay skips a change of no partition
-                        state.move_leader(fields[1], fields[2])
+            if fields.__class__ is tuple:  # plain_record: a live, untracked topic's is done
+                state = partitions.get(fields[1])
+                if state is not None and not (gap or falling) and fields[1] not in tracked:
+                    state.apply_plain(fields)
                     continue
                 fields = msgpack.unpackb(data)  # the map, for the general path below
             if gap or falling:
