@@ -25,9 +25,11 @@ byte position, and the driver turns them into exit 2.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -286,9 +288,12 @@ def spark_session(master: str | None, *, shuffle_partitions: int = 8,
 
 
 def _project_zip() -> str:
-    """The packages the executors import, zipped for `addPyFile` on a real cluster."""
+    """The packages the executors import, zipped for `addPyFile` on a real cluster; the
+    driver serves it to executors for as long as it runs, and removes it as it exits."""
     root = Path(__file__).resolve().parents[2]
-    target = Path(tempfile.mkdtemp(prefix="kraft-replay-")) / "kraft-py.zip"
+    directory = Path(tempfile.mkdtemp(prefix="kraft-replay-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    target = directory / "kraft-py.zip"
     with zipfile.ZipFile(target, "w") as archive:
         for package in ("raft", "metadata", "tools"):
             for path in (root / package).rglob("*.py"):
