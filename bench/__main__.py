@@ -12,12 +12,12 @@ import inspect
 import sys
 
 MODULES = ["bench.log_bench", "bench.sim_bench", "bench.quorum_bench",
-           "bench.controller_bench", "bench.replay_bench",
+           "bench.controller_bench", "bench.replay_bench", "bench.replay_scale_bench",
            "bench.broker_bench", "bench.group_bench", "bench.resize_bench",
            "bench.rebuild_bench", "bench.tls_bench", "bench.sasl_bench", "bench.authorizer_bench",
            "bench.gate_bench", "bench.cli_bench", "bench.cleaner_bench", "bench.idle_bench",
            "bench.snapshot_bench", "bench.fetch_index_bench"]
-OPT_IN = {"bench.snapshot_bench", "bench.fetch_index_bench"}
+OPT_IN = {"bench.snapshot_bench", "bench.fetch_index_bench", "bench.replay_scale_bench"}
 
 
 def main() -> int:

@@ -30,7 +30,7 @@ from tests.support.serial_spark import SerialSpark
 from tests.support.synthetic_logs import write_cluster
 from tools.replay.inputs import from_cluster
 from tools.replay.job import run_replay
-from tools.replay.sequential import NodeScan
+from tools.replay.sequential import NodeScan, plain_record
 
 VOTERS = (1, 2, 3)
 A, META, B, C = Uuid(2), Uuid(4), Uuid(5), Uuid(6)
@@ -47,6 +47,10 @@ def _bump(index: int) -> PartitionChange:
 
 def _mark(index: int, before: rec.EpochMap) -> PartitionChange:
     return PartitionChange(topic_id=A, partition=index, leader_epoch_before_deletion=before)
+
+
+def _move(index: int, leader: int) -> PartitionChange:
+    return PartitionChange(topic_id=A, partition=index, leader=leader, isr=(1, 2))
 
 
 def _count(count: int) -> PartitionCount:
@@ -271,6 +275,28 @@ def test_a_new_leader_bumps_the_epoch_and_the_same_leader_does_not() -> None:
             PartitionChange(topic_id=A, partition=0, leader=1), _bump(1))
     assert scan(batches(CREATE, GROW, (PartitionChange(topic_id=A, partition=0, leader=2),),
                         back)) == []
+
+
+def test_leader_moves_in_batches_without_a_resize_count_in_the_next_resize() -> None:
+    """Plain PartitionChanges (a leader and an ISR: the scan reads them from their bytes,
+    `plain_record`) in batches of their own still move the epochs a resize is judged by:
+    the shrink's map must name epoch 2 for partition 0 (two moves, not the same leader
+    again), and a change of a dead topic or of a partition past the end moves nothing."""
+    assert plain_record(_move(0, 2).encode()) is not None
+    moves = [(_move(0, 2),), (_move(0, 2), _move(0, 3)),
+             (PartitionChange(topic_id=B, partition=0, leader=2, isr=(1,)), _move(5, 2))]
+    shrink = (_count(1), _mark(1, ((0, 2),)), _bump(0))
+    assert scan(batches(CREATE, *moves, shrink)) == [
+        ("records_name_live_topic", "no live topic with this ID here")]
+    stale = (_count(1), _mark(1, ((0, 1),)), _bump(0))
+    assert scan(batches(CREATE, *moves, stale)) == [
+        ("records_name_live_topic", "no live topic with this ID here"),
+        ("partition_counts_consistent", "partition 1 leaves the undeleted count 2 -> 1 "
+                                        "without a before-deletion map of the epochs before "
+                                        "[(0, 2)]")]
+    # in the resize's own batch a move counts from the epoch before the batch
+    grow = (_count(3), _move(0, 2), _bump(1), _part(2, ((0, 0), (1, 0))))
+    assert scan(batches(CREATE, grow)) == []
 
 
 def test_a_count_that_stays_the_same_asks_nothing_of_the_batch() -> None:

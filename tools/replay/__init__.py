@@ -5,11 +5,11 @@ checkpoints, high-watermark checkpoints and broker checkpoints (driver side, pla
 files); `snapshots` reads the snapshots in Spark tasks, picks where each node's replay
 starts (offset 0, or the snapshot at the start of a log cut below it) and checks every
 snapshot against the committed log, replaying images with `images`; `load` reads the
-segments in Spark tasks, one per node: every task indexes its batches (CRC checked, a
-BLAKE2b digest per batch), and the task of one node (`job._root`) also decodes every
-record with `raft.segment` and `metadata.records` and runs the sequential scan
+segments in Spark tasks: one per node indexes its batches (CRC checked, a BLAKE2b
+digest per batch), and one more, started first, decodes every record of one node's log
+(`job._root`) with `raft.segment` and `metadata.records` and runs the sequential scan
 (`sequential`: offsets, epochs, leaders, topic IDs and liveness, plus the analysis
-aggregates, from the node's snapshot when its log was cut below one) in the same pass.
+aggregates, from the node's snapshot when its log was cut below one).
 Nodes holding a byte-identical prefix of that log, replayed from the same start, share
 its scan; only the others (and batches that overlap a different batch at the same
 offsets) are decoded, in a second job. `crossnode`

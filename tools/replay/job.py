@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from raft.common.gc_pause import gc_paused
 from tools.replay.acknowledged import AckedWrite, check_acknowledged
 from tools.replay.analysis import Analysis, analyse, node_summary, reference_node
 from tools.replay.availability import availability
@@ -413,7 +414,22 @@ def run_replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None = 
     `faults`: a chaos run's fault log (`--faults`, tools.replay.faults).
     With `out_dir` or `views` the tables are registered as temp views of `spark`
     (`tools.replay.views`), for the report and for queries after the replay, and the
-    result carries the run's figures (`tools.replay.time_axis`)."""
+    result carries the run's figures (`tools.replay.time_axis`).
+
+    The driver's collector is paused meanwhile (`raft.common.gc_pause`): the batch
+    indexes, versions and tables it builds live until the end, and each full collection
+    walked them and Spark's objects again: the driver's CPU for the benchmark's log
+    went from 0.58-0.81 s to 0.44-0.47 s without them."""
+    with gc_paused():
+        return _replay(spark, replay_input, out_dir=out_dir, progress=progress,
+                       with_analysis=with_analysis, history=history, views=views,
+                       faults=faults)
+
+
+def _replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None,
+            progress: Progress | None, with_analysis: bool,
+            history: Sequence[AckedWrite] | None, views: bool,
+            faults: list[tuple[Any, ...]] | None) -> ReplayResult:
     clock = _PhaseClock(progress)
     run = run_info(spark, replay_input)
     checkpoints = [c for c in (read_checkpoint(n) for n in replay_input.nodes) if c]

@@ -37,6 +37,7 @@ type names) is made only for what is reported.
 from __future__ import annotations
 
 import hashlib
+import re
 from array import array
 from bisect import bisect_left
 from collections import Counter
@@ -65,9 +66,11 @@ _REMOVE_TOPIC = int(RecordType.REMOVE_TOPIC)
 _RENAME_TOPIC = int(RecordType.RENAME_TOPIC)
 _TOPIC_CONFIG = int(RecordType.TOPIC_CONFIG)
 _PARTITION = int(RecordType.PARTITION)
+_PARTITION_CHANGE = int(RecordType.PARTITION_CHANGE)
 _PARTITION_COUNT = int(RecordType.PARTITION_COUNT)
 _REMOVE_PARTITION = int(RecordType.REMOVE_PARTITION)
 ORDERED_DELIVERY = "enable.ordered.delivery"
+BEFORE_DELETION = "leader_epoch_before_deletion"
 _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
 
 
@@ -86,7 +89,7 @@ def record_hash(data: bytes) -> int:
 
 def decode_record(data: bytes) -> tuple[int, Any, str | None]:
     """(kind, fields, detail): the record type id (UNDECODABLE when unreadable), the
-    msgpack map, and why it is undecodable. The same rules as the hot loop below."""
+    msgpack map, and why it is undecodable. The same rules as `decode_batch`."""
     try:
         fields = msgpack.unpackb(data)  # raw=False, strict_map_key=True: the defaults
     except Exception as exc:  # msgpack raises several unrelated types
@@ -139,6 +142,106 @@ def _name(fields: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _fixarray() -> bytes:
+    """A msgpack array of 0 to 15 ids below 128, exactly (fixarray of positive fixints)."""
+    return b"(?:" + b"|".join(bytes([0x90 + n]) + b"[\\x00-\\x7f]{%d}" % n
+                              for n in range(16)) + b")"
+
+
+# The two records of a busy log as `metadata.records` encodes them in their plain form,
+# every id, count and epoch below 128: a PartitionChange that only moves a leader and
+# sets an ISR (no bump, no marks, no replicas), and a Partition without leader-epoch
+# maps. Their bytes have one layout each: the map's keys in the codec's order, the topic
+# ID at 27:43, the partition at 53; the change's leader at 61, the Partition's leader
+# and leader epoch 32 and 18 bytes from its end.
+_PLAIN_CHANGE = re.compile(
+    rb"\x86\xa4type\x08\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
+    rb"\xa6leader[\x00-\x7f]\xa3isr" + _fixarray(), re.DOTALL).fullmatch
+_PLAIN_PARTITION = re.compile(
+    rb"\x89\xa4type\x07\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
+    rb"\xa8replicas" + _fixarray() + rb"\xa3isr" + _fixarray()
+    + rb"\xa6leader[\x00-\x7f]\xacleader_epoch[\x00-\x7f]\xafpartition_epoch[\x00-\x7f]",
+    re.DOTALL).fullmatch
+# (kind, topic ID, partition, leader, leader epoch: None for a PartitionChange)
+PlainRecord = tuple[int, bytes, int, int, int | None]
+
+
+def plain_record(data: bytes) -> PlainRecord | None:
+    """What the scan needs of a plain PartitionChange or Partition (`_PLAIN_CHANGE`,
+    `_PLAIN_PARTITION`), read from its bytes without decoding the map; None for any
+    other bytes. Where it answers, msgpack decodes the same map and
+    `metadata.records.decode` the same record (tests/property/test_replay_scan_props.py)."""
+    if _PLAIN_CHANGE(data) is not None:
+        return _PARTITION_CHANGE, data[27:43], data[53], data[61], None
+    if _PLAIN_PARTITION(data) is not None:
+        return _PARTITION, data[27:43], data[53], data[-32], data[-18]
+    return None
+
+
+def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
+    """(kind, msgpack map) of each record of a batch, by the rules of `decode_record`:
+    a record that is not a map with a known type is UNDECODABLE (its map, when it has
+    one, kept). A plain PartitionChange's or Partition's map is its `plain_record` tuple
+    instead, which `NodeScan.batch` decodes into the map only when it needs one. The records are
+    decoded before any is scanned, so the batch can be classified first
+    (`resize_topics`). A batch of well-formed records, nearly every one, is decoded by
+    two comprehensions and one check of every type; any other record sends the whole
+    batch through the per-record rules (`_decode_each`)."""
+    unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
+    try:
+        maps: list[Any] = [plain_record(data) or unpack(data) for data in records]
+        # raises for a non-map or a map without a type
+        kinds: list[int] = [fields[0] if fields.__class__ is tuple else fields["type"]
+                            for fields in maps]
+    except Exception:  # msgpack raises several unrelated types
+        return _decode_each(records)
+    # exact ints only: a bool or float type equals an int but is judged by `_kind`
+    if set(map(type, kinds)) == {int} and _KNOWN.issuperset(kinds):
+        return kinds, maps
+    return _decode_each(records)
+
+
+def _decode_each(records: list[bytes]) -> tuple[list[int], list[Any]]:
+    kinds: list[int] = []
+    maps: list[Any] = []
+    for data in records:
+        try:
+            fields = msgpack.unpackb(data)
+            kind = _kind(fields)
+        except Exception:  # msgpack raises several unrelated types
+            fields, kind = None, UNDECODABLE
+        kinds.append(kind)
+        maps.append(fields)
+    return kinds, maps
+
+
+def resize_topics(kinds: list[int], maps: list[Any],
+                  partitions: dict[bytes, TopicPartitions]) -> set[bytes]:
+    """The topics whose partition count a batch may change, which the scan follows
+    record by record (`ResizeBatch`) and judges at the batch's end: those a
+    PartitionCount names, those a Partition or PartitionChange with a before-deletion
+    map names, and those a Partition record names while the topic's undeleted count is
+    recorded (an added partition then needs a PartitionCount). Nothing at the batch's
+    end can flag any other topic (`_resize_batch_end`: no count, no mark, no addition
+    to a counted topic), so most batches follow none (a `ResizeBatch` per topic and
+    batch cost a third of the scan)."""
+    tracked: set[bytes] = set()
+    for kind, fields in zip(kinds, maps, strict=True):
+        if kind != 7 and kind != 8 and kind != 17:
+            continue
+        plain = fields.__class__ is tuple  # a plain record marks nothing (plain_record)
+        topic_id = fields[1] if plain else _topic_id(fields)
+        if kind != 17 and (plain or BEFORE_DELETION not in fields):
+            if kind == 8:
+                continue
+            state = partitions.get(topic_id)  # type: ignore[arg-type]
+            if state is None or state.undeleted is None:
+                continue
+        if topic_id is not None:
+            tracked.add(topic_id)
+    return tracked
+
+
 @dataclass(slots=True)
 class Aggregates:
     """What the analysis needs from one log: per epoch [first offset, last offset,
@@ -166,6 +269,40 @@ class TopicPartitions:
     marked: set[int] = field(default_factory=set)
     undeleted: int | None = None
     ordered: bool = False
+
+    def apply_plain(self, plain: PlainRecord) -> None:
+        """A `plain_record` of a topic no resize of its batch follows: a PartitionChange
+        moves its partition's leader, a Partition places its partition (of none, as
+        replay skips them: nothing)."""
+        _, _, partition, leader, epoch = plain
+        if epoch is None:  # a PartitionChange
+            if partition < len(self.epochs):
+                self.move_leader(partition, leader)
+        elif partition <= len(self.epochs):
+            # resize_topics follows the additions to a topic whose count is recorded
+            assert partition < len(self.epochs) or self.undeleted is None
+            self.place(partition, leader, epoch, marked=False)
+
+    def place(self, partition: int, leader: int, epoch: int, *, marked: bool) -> None:
+        """A Partition record: a new last partition, or a full replacement; marked for
+        deletion or not by its before-deletion map."""
+        if partition == len(self.epochs):
+            self.leaders.append(leader)
+            self.epochs.append(epoch)
+        else:
+            self.leaders[partition], self.epochs[partition] = leader, epoch
+        if marked:
+            self.marked.add(partition)
+        else:
+            self.marked.discard(partition)
+
+    def move_leader(self, partition: int, leader: int) -> bool:
+        """A PartitionChange naming `leader`: a new leader adds one to the epoch."""
+        if leader == self.leaders[partition]:
+            return False
+        self.leaders[partition] = leader
+        self.epochs[partition] += 1
+        return True
 
     def remove_last(self) -> None:
         self.leaders.pop()
@@ -220,39 +357,39 @@ def _pairs(value: Any) -> list[tuple[int, int]] | None:
     return pairs
 
 
-def _replay_partition(state: TopicPartitions, change: ResizeBatch, partition: int,
+def _replay_partition(state: TopicPartitions, change: ResizeBatch | None, partition: int,
                       where: Located) -> None:
-    """A Partition record: a new last partition, or a full replacement."""
+    """A Partition record: a new last partition, or a full replacement (`change`: None
+    for a topic the batch cannot resize, `resize_topics`)."""
     fields = where[3]
     leader, epoch = fields.get("leader"), fields.get("leader_epoch", 0)
     if type(leader) is not int or type(epoch) is not int:
         return
     if partition == len(state.epochs):
-        state.leaders.append(leader)
-        state.epochs.append(epoch)
-        change.added[partition] = (*where, _pairs(fields.get("leader_epoch_after_creation")))
-    else:
+        if change is not None:
+            change.added[partition] = (*where,
+                                       _pairs(fields.get("leader_epoch_after_creation")))
+        else:  # an untracked topic has no recorded count: its growth needs no judging
+            assert state.undeleted is None
+    elif change is not None:
         change.before(state, partition)
-        state.leaders[partition], state.epochs[partition] = leader, epoch
-    if _pairs(fields.get("leader_epoch_before_deletion")):
-        state.marked.add(partition)
-    else:
-        state.marked.discard(partition)
+    state.place(partition, leader, epoch, marked=bool(_pairs(fields.get(BEFORE_DELETION))))
 
 
-def _replay_change(state: TopicPartitions, change: ResizeBatch, partition: int,
+def _replay_change(state: TopicPartitions, change: ResizeBatch | None, partition: int,
                    where: Located) -> None:
-    """A PartitionChange: a new leader or a bump adds one to the epoch; a map marks."""
+    """A PartitionChange: a new leader or a bump adds one to the epoch; a map marks (only
+    in a batch that tracks the topic: `resize_topics`)."""
     fields = where[3]
-    change.before(state, partition)
+    if change is not None:
+        change.before(state, partition)
     leader = fields.get("leader")
-    moved = type(leader) is int and leader != state.leaders[partition]
-    if moved:
-        state.leaders[partition] = leader
-    if moved or fields.get("bump_leader_epoch") is True:
+    moved = type(leader) is int and state.move_leader(partition, leader)
+    if not moved and fields.get("bump_leader_epoch") is True:
         state.epochs[partition] += 1
-    marks = _pairs(fields.get("leader_epoch_before_deletion"))
-    if marks:
+    before_deletion = fields.get(BEFORE_DELETION)
+    if before_deletion is not None and (marks := _pairs(before_deletion)):
+        assert change is not None  # resize_topics tracks the topic of every such record
         change.marked[partition] = (*where, marks)
         state.marked.add(partition)
 
@@ -389,6 +526,7 @@ class NodeScan:
         # whether ordered delivery is on; what the current batch does to each topic
         self.partitions: dict[bytes, TopicPartitions] = {}
         self.resizing: dict[bytes, ResizeBatch] = {}
+        self.tracked: set[bytes] = set()  # the topics the batch may resize (resize_topics)
 
     def seed(self, image: MetadataImage, start: int) -> None:
         """Begin from `image`, a snapshot of the log below offset `start` (before any
@@ -431,42 +569,45 @@ class NodeScan:
         if not records:
             return
         gap, falling = self._order_breaks(base_offset, epoch)
-        unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
-        live = self.live
-        kinds = None if self.aggregates is None else self.aggregates.kinds
-        known = _KNOWN
+        kinds, maps = decode_batch(records)
+        self.tracked = resize_topics(kinds, maps, self.partitions)
+        if self.aggregates is not None:
+            self.aggregates.kinds += kinds
+        partitions = self.partitions  # keyed by the live topics, as `live`
+        tracked = self.tracked
         offset = base_offset - 1
-        for data in records:
+        for data, kind, fields in zip(records, kinds, maps, strict=True):
             offset += 1
-            try:
-                fields = unpack(data)
-                kind = fields["type"]  # raises for a map without it, or for a non-map
-                if kind.__class__ is not int or kind not in known:
-                    kind = _kind(fields)
-            except Exception:  # msgpack raises several unrelated types
-                fields, kind = None, UNDECODABLE
+            if fields.__class__ is tuple:  # plain_record: a live, untracked topic's is done
+                state = partitions.get(fields[1])
+                if state is not None and not (gap or falling) and fields[1] not in tracked:
+                    state.apply_plain(fields)
+                    continue
+                fields = msgpack.unpackb(data)  # the map, for the general path below
             if gap or falling:
                 self._order(offset, epoch, data, kind, fields, gap, falling)
                 gap = False
-            if kinds is not None:
-                kinds.append(kind)
             # PARTITION_CHANGE, PARTITION, PARTITION_COUNT, REMOVE_PARTITION (literals: the
             # hot path)
             if kind == 8 or kind == 7 or kind == 17 or kind == 18:
                 topic_id = fields.get("topic_id")
-                if topic_id.__class__ is not bytes or topic_id not in live:
+                state = partitions.get(topic_id) if topic_id.__class__ is bytes else None
+                if state is None:
                     self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                               "no live topic with this ID here")
                 else:
-                    self.partition_state(topic_id, offset, epoch, data, kind, fields)
+                    self.partition_state(state, topic_id, offset, epoch, data, kind, fields)
             elif (scan := self.scanners.get(kind)) is not None:
                 scan(offset, epoch, data, kind, fields)
-        self.prev_offset = offset
+        self._batch_end(epoch, base_offset, offset, len(records))
+
+    def _batch_end(self, epoch: int, first: int, last: int, count: int) -> None:
+        self.prev_offset = last
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
             self._resize_batch_end()
         if self.aggregates is not None:
-            self._count_epoch(epoch, base_offset, offset, len(records))
+            self._count_epoch(epoch, first, last, count)
 
     def _order_breaks(self, base_offset: int, epoch: int) -> tuple[bool, bool]:
         """(a gap before this batch, its epoch below an earlier one). Offsets inside a
@@ -557,7 +698,8 @@ class NodeScan:
         self.removed.discard(topic_id)
         self.live[topic_id] = name
         self.partitions[topic_id] = TopicPartitions()
-        self.resizing[topic_id] = ResizeBatch(created=True)
+        if topic_id in self.tracked:
+            self.resizing[topic_id] = ResizeBatch(created=True)
         if name is not None:
             self.live_by_name[name] = topic_id
 
@@ -599,22 +741,22 @@ class NodeScan:
         if state is not None and fields.get("key") == ORDERED_DELIVERY:
             state.ordered = fields.get("value") == "true"
 
-    def partition_state(self, topic_id: bytes, offset: int, epoch: int, data: bytes,
-                        kind: int, fields: Any) -> None:
+    def partition_state(self, state: TopicPartitions, topic_id: bytes, offset: int,
+                        epoch: int, data: bytes, kind: int, fields: Any) -> None:
         """Follow a live topic's partitions through a Partition, PartitionChange,
         PartitionCount or RemovePartition record (what replay does with it, or nothing
         for fields replay would refuse), noting in `resizing` what the batch changed."""
-        state = self.partitions.get(topic_id)
-        if state is None:
-            return
-        change = self.resizing.get(topic_id)
-        if change is None:
-            change = self.resizing[topic_id] = ResizeBatch()
-        change.begin(state)
+        change = None
+        if topic_id in self.tracked:
+            change = self.resizing.get(topic_id)
+            if change is None:
+                change = self.resizing[topic_id] = ResizeBatch()
+            change.begin(state)
         where = (offset, epoch, data, fields)
         if kind == _PARTITION_COUNT:
             count = fields.get("undeleted_partition_count")
             if type(count) is int:
+                assert change is not None  # resize_topics tracks every PartitionCount's topic
                 change.counts.append((*where, count))
                 state.undeleted = count
             return
