@@ -13,6 +13,9 @@ again *unchanged* (same partition, sequence and count) until the answer is defin
 the leader answers a batch it stored with its offset, even once the count moved on.
 Only a definite refusal re-partitions the record; re-routing a maybe-stored record
 could store it twice, and its sequence number would swallow the partition's next one.
+A definite refusal of a *resend* says nothing of the earlier sends, so the record is
+then partitioned again under a new producer ID: an earlier send, if stored, is kept
+(at least once) and takes no later record's sequence.
 
 On a compacted topic, a keyed record acknowledged by a partition that growth added is
 followed by a tombstone of its key (acks=0, best effort) to each partition the key lived
@@ -88,11 +91,12 @@ class OrderedProducer:
         deadline = self.clock() + self.timeout_s
         last_error = "no attempt"
         pending: _Attempt | None = None  # sent, outcome unknown: resend it as it is
+        resent = False  # `pending` was sent before, with an outcome still unknown
         while self.clock() < deadline:
             try:
                 metadata = await self._current_metadata()
                 if pending is None:
-                    pending = await self._attempt(metadata, key, value)
+                    pending, resent = await self._attempt(metadata, key, value), False
                 answer = await self._send(metadata, pending)
             except ConnectionLost as exc:
                 last_error = str(exc)
@@ -108,8 +112,14 @@ class OrderedProducer:
                 elif answer not in errors.METADATA_RETRIABLE:
                     raise ClientError(f"produce to {self.topic}: {last_error}")
                 elif answer not in errors.MAYBE_STORED:
-                    pending = None  # surely not stored: partition it again
+                    # surely not stored, this send: partition it again. An earlier send
+                    # may be, and its sequence would swallow the partition's next
+                    # record: then under a new producer id
+                    if resent:
+                        self._producer = None
+                    pending = None
                 self.metadata = None
+            resent = pending is not None
             self.resends += 1
             await trio.sleep(self.retry_backoff_s)
         raise ClientError(f"produce to {self.topic}: not acknowledged within "
