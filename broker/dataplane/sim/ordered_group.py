@@ -1,11 +1,12 @@
 """KIP-253's ordered consumer group in the simulator: its members (`ordered_consumer`), a
 modelled coordinator, and the leaders' side of the members' requests (docs/kip-253.md).
 
-- The group: 2 or 3 members (drawn from the seed), each taking its metadata from a
-  random broker with its own timing, so members of one generation may hold different
-  images (one lagging). A member asks for a rebalance when its image's layout changes,
-  when it has no image of a partition assigned to it, on any error a leader answers and
-  when its gates are not built in time; the classic protocol's eager rebalance follows
+- The group: 2 or 3 members (drawn from the seed), each taking its metadata every
+  heartbeat from the broker it last fetched from (`OrderedMember.home`), so members of
+  one generation may hold different images, one lagging with the leader it reads. A
+  member asks for a rebalance when its image's layout changes, when it has no image of
+  a partition assigned to it, on any error a leader answers and when its gates are not
+  built in time; the classic protocol's eager rebalance follows
   one heartbeat interval later: every member commits the positions it moved (the real
   consumer commits synchronously before it joins again, so a clean rebalance
   redelivers nothing) and stops, the leader (the first member by name) assigns with its
