@@ -40,9 +40,9 @@ FIRST_SEEDS = range(1, 41)
 # run replays the first seed the sweep found each at (`kraft sim --data-plane
 # --planted-bug BUG --seeds 300 --jobs 2`), `make soak` sweeps from seed 1. Not among
 # them: dp_lagging_leader_answers_gate, which no seed of 1-150 found (docs/kip-253.md).
-SLOW_FIRST_SEEDS = {"dp_count_and_stamp_two_images": 4,
-                    "dp_gated_source_reports_position": 123,
-                    "dp_deletion_gate_uses_high_watermark": 81,
+SLOW_FIRST_SEEDS = {"dp_count_and_stamp_two_images": 22,
+                    "dp_gated_source_reports_position": 6,
+                    "dp_deletion_gate_uses_high_watermark": 186,
                     "dp_truncate_to_leader_end": 12}
 SOAK_SEEDS = range(1, 301)
 

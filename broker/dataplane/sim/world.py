@@ -220,7 +220,7 @@ class World:
             lag = self.rng.randint(*METADATA_LAG_MS) if broker.metadata_lag_until > self.now \
                 else self.rng.randint(0, APPLY_LAG_MAX_MS)
             self.send(CONTROLLER, broker.broker_id, self._on_image, broker,
-                      self.committed_image, extra_ms=lag)
+                      broker.incarnation, self.committed_image, extra_ms=lag)
 
     def _create_topic(self, count: int) -> None:
         replicas = tuple(range(1, count + 1))
@@ -352,8 +352,12 @@ class World:
                     log_end_offset=replica.log.log_end_offset))
         return tuple(found)
 
-    def _on_image(self, broker: Broker, image: MetadataImage) -> None:
-        if image.last_applied_offset <= broker.image.last_applied_offset:
+    def _on_image(self, broker: Broker, incarnation: int, image: MetadataImage) -> None:
+        # an image sent to a process that crashed since is lost with its connection: a
+        # restarted broker starts from an empty image, and one older than what it had
+        # would remove the replicas of partitions added since
+        if broker.incarnation != incarnation or \
+                image.last_applied_offset <= broker.image.last_applied_offset:
             return
         before = {i: broker.partition(i) for i in broker.replicas}
         broker.apply(image)
