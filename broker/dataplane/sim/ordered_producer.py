@@ -129,7 +129,9 @@ class OrderedProducer:
         unless it is surely not stored (then partitioned again)."""
         assert self.attempt is not None
         self.attempt.resend_at = self.route_at = now + RETRY_BACKOFF_MS
-        if error in PRODUCER_RESET:
+        # a resend's refusal says nothing of the earlier sends, whose outcome was unknown:
+        # one may be stored, and its sequence would swallow the partition's next record
+        if error in PRODUCER_RESET or (error in NOT_STORED and self.attempt.number > 0):
             self.epoch += 1
             self.sequences.clear()
         if error in PRODUCER_RESET or error in NOT_STORED:
