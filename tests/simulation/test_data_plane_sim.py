@@ -36,14 +36,14 @@ EXPECTED = {
 }
 FIRST_SEEDS = range(1, 41)
 # Plants the sweep finds only after more seeds than the default run affords, since the
-# topic is resized with ordered clients on it (docs/kip-253.md): the default run replays
-# the first seed the sweep found each at (`kraft sim --data-plane --planted-bug BUG
-# --seeds 300`), `make soak` sweeps from seed 1. Not among them:
-# dp_lagging_leader_answers_gate, which no seed of 1-220 found (docs/kip-253.md).
-SLOW_FIRST_SEEDS = {"dp_count_and_stamp_two_images": 81,
-                    "dp_gated_source_reports_position": 41,
-                    "dp_deletion_gate_uses_high_watermark": 24,
-                    "dp_truncate_to_leader_end": 180}
+# topic is resized with an ordered consumer group on it (docs/kip-253.md): the default
+# run replays the first seed the sweep found each at (`kraft sim --data-plane
+# --planted-bug BUG --seeds 300 --jobs 2`), `make soak` sweeps from seed 1. Not among
+# them: dp_lagging_leader_answers_gate, which no seed of 1-150 found (docs/kip-253.md).
+SLOW_FIRST_SEEDS = {"dp_count_and_stamp_two_images": 22,
+                    "dp_gated_source_reports_position": 6,
+                    "dp_deletion_gate_uses_high_watermark": 186,
+                    "dp_truncate_to_leader_end": 12}
 SOAK_SEEDS = range(1, 301)
 
 
@@ -87,10 +87,11 @@ def test_each_slow_plant_is_found_at_the_seed_the_sweep_found_it(bug: str) -> No
 
 def test_the_ordered_workload_resizes_and_delivers() -> None:
     """What the ordered plants rest on: growths, shrinks, removals, keyed records
-    acknowledged and delivered, in a clean seed."""
+    acknowledged and delivered by a group that rebalances, in a clean seed."""
     stats = run_seed(DataPlaneSpec(), 1).stats
     assert min(stats["growths"], stats["shrinks"], stats["removals"]) > 0
-    assert stats["ordered_delivered"] > stats["ordered_acked"] > 100
+    assert min(stats["ordered_delivered"], stats["ordered_acked"]) > 100
+    assert stats["generations"] > stats["growths"] + stats["shrinks"]
 
 
 def test_without_faults_leadership_and_isr_hold_and_writes_are_acknowledged() -> None:
@@ -98,7 +99,8 @@ def test_without_faults_leadership_and_isr_hold_and_writes_are_acknowledged() ->
     refuse a few produces (retried), nothing else does."""
     result = run_seed(DataPlaneSpec(faults=False), 3)
     assert result.ok
-    assert result.stats["leader_changes"] == 1  # the first election only
+    # the first election of each initial partition only (those a growth adds start led)
+    assert result.stats["leader_changes"] == 2
     assert result.stats["isr_changes"] == result.stats["truncations"] == 0
     assert result.stats["duplicates"] == 0
     assert result.stats["refused"] < 10

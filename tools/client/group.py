@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from broker.kafka.ordered.assignment import assign
 from raft.common.kafka.codec import build
 from raft.common.kafka.ordered_schemas import ConsumerGroupPositionRequest
 from tools.client import errors
@@ -19,7 +20,6 @@ from tools.client.group_protocol import (
     ASSIGNOR,
     PROTOCOL_TYPE,
     ProtocolError,
-    assign,
     decode_assignment,
     decode_subscription,
     encode_assignment,

@@ -1,13 +1,11 @@
 """The "consumer" group protocol's member metadata and assignment bytes (Kafka's
-ConsumerProtocol, version 0; later versions' extra fields are read past), and the
-ordered group leader's assignment: partitions not marked for deletion and marked ones
-are dealt round-robin separately, so every member gets its share of the partitions
-that still receive records."""
+ConsumerProtocol, version 0; later versions' extra fields are read past). The ordered
+group leader's assignment rule is `broker.kafka.ordered.assignment`."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 PROTOCOL_TYPE = "consumer"
 ASSIGNOR = "roundrobin"  # the name kafka-python's and Kafka's round-robin assignors use
@@ -88,21 +86,4 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
     for _ in range(max(0, reader.i32())):
         topic = reader.string()
         out[topic] = [reader.i32() for _ in range(max(0, reader.i32()))]
-    return out
-
-
-def assign(members: Iterable[str], partitions: Iterable[int], marked: Iterable[int]
-           ) -> dict[str, list[int]]:
-    """member -> partitions: the unmarked ones round-robin over the members (sorted by
-    id), then the marked ones, continuing the rotation where the first left off."""
-    order = sorted(set(members))
-    out: dict[str, list[int]] = {m: [] for m in order}
-    if not order:
-        return out
-    marked_set = set(marked)
-    unmarked = sorted(set(partitions) - marked_set)
-    turn = 0
-    for partition in unmarked + sorted(marked_set):
-        out[order[turn % len(order)]].append(partition)
-        turn += 1
     return out

@@ -2,8 +2,8 @@
 
 With `--data-plane`, the brokers' data plane instead (`broker.dataplane.sim`): a topic
 resized under KIP-253 on `--brokers` brokers under the real pure controller, idempotent
-and plain producers with acks 0, 1 and all, ordered producers and an ordered consumer,
-crashes, cut links, slow followers and lagging metadata.
+and plain producers with acks 0, 1 and all, ordered producers and an ordered consumer
+group, crashes, cut links, slow followers and lagging metadata.
 
 Runs seeds `--seed`, `--seed`+1, ... (`--seeds` of them), in `--jobs` worker processes
 (results in seed order; `--jobs 1` runs them in this process). On the first invariant
@@ -215,7 +215,7 @@ def _run_data_plane(args: argparse.Namespace) -> int:
         print(f"replay: {spec.replay_command(result.seed)}")
     print(f"{'FAILED' if failures else 'ok'}: {summary['seeds']} seeds, "
           f"{summary['violations']} violations ({summary['wall_s']:.1f}s wall)")
-    print("  per seed, median (max): " + ", ".join(
+    print("  per seed (every partition), median (max): " + ", ".join(
         f"{name} {summary[key]['median']:g} ({summary[key]['max']})" for name, key in (
             ("leader changes", "leader_changes_per_seed"),
             ("ISR changes", "isr_changes_per_seed"),
@@ -232,7 +232,8 @@ def _run_data_plane(args: argparse.Namespace) -> int:
     ordered = summary["ordered"]
     print(f"  KIP-253: {ordered['growths']} growths, {ordered['shrinks']} shrinks, "
           f"{ordered['removals']} partitions removed; {ordered['ordered_acked']} keyed "
-          f"records acknowledged, {ordered['ordered_delivered']} delivered in key order")
+          f"records acknowledged, {ordered['ordered_delivered']} delivered in key order "
+          f"by the group's members over {ordered['generations']} generations")
     return 1 if failures else 0
 
 

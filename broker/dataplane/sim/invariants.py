@@ -5,7 +5,8 @@ naming the invariant.
 
 - `hw-within-log`: no replica's high watermark is above its log end.
 - `committed-prefix`: below its high watermark every replica holds the same records (the
-  committed prefix: an offset never holds two different records once committed).
+  committed prefix: an offset never holds two different records once committed), from
+  its log start on.
 - `no-truncation-below-hw`: a replica never truncates what it counted as committed.
 - `acked-is-committed`: an acknowledged acks=all write is committed, at its offsets.
 - `idempotent-stored-once`: no idempotent producer's record (producer id, epoch,
@@ -16,7 +17,8 @@ naming the invariant.
 - `consumer-reads-committed`: a consumer reads only committed records (never above the
   high watermark), each at its offset.
 - `leader-holds-committed`: the leader the controller chose, once it knows it, holds
-  every committed record (so none acknowledged is ever lost).
+  every committed record from its log start on (so none acknowledged is ever lost but
+  by DeleteRecords).
 - `leader-hw-monotonic`: a leader's high watermark never goes back within its epoch
   (and process: a restarted one starts from 0).
 - `per-key-order` (`KeyOrder`): an ordered consumer never delivers a record of a key
@@ -93,7 +95,10 @@ class Checker:
             raise DataPlaneViolation("hw-within-log", f"broker {broker_id}: high watermark "
                                      f"{hw} of partition {self.index} above its log end "
                                      f"{len(entries)}")
-        start = self._checked.get(broker_id, 0)
+        # below its log start a replica holds nothing (DeleteRecords, followed from the
+        # leader's): a record it kept there, even one the leader never had, is deleted
+        start = max(self._checked.get(broker_id, 0),
+                    min(replica.log.log_start_offset, len(self.committed)))
         for offset in range(start, hw):
             if offset == len(self.committed):
                 self._check_idempotent(offset, entries[offset])
@@ -135,7 +140,9 @@ class Checker:
                 (known.leader, known.leader_epoch) != (chosen.leader, chosen.leader_epoch):
             return
         key = (leader.broker_id, chosen.leader_epoch)
-        entries, start = replica.log.entries, self._leader_checked.get(key, 0)
+        entries = replica.log.entries
+        start = max(self._leader_checked.get(key, 0),
+                    min(replica.log.log_start_offset, len(self.committed)))
         for offset in range(start, len(self.committed)):
             if offset >= len(entries) or entries[offset] != self.committed[offset]:
                 held = entries[offset] if offset < len(entries) else "nothing"

@@ -38,11 +38,13 @@ simulator's use of the rule:
   image of its arrival, its leader epoch stamped by the one read under the partition
   lock: a growth applied in between stores a record routed by the old count in its
   source's new epoch, after the new partition's creation gate.
-- `dp_lagging_leader_answers_gate` (b): the ordered consumer's gate queries
+- `dp_lagging_leader_answers_gate` (b): the group members' gate queries
   (OffsetForLeaderEpoch, ListOffsets) carry no leader epoch, so a leader that has not
-  applied the resize answers them, then takes records of the old count.
-- `dp_gated_source_reports_position` (c): the consumer counts its position of every
-  partition it owns, even one whose own creation gate is closed (`known_positions`
+  applied the resize answers them, then takes records of the old count, which the
+  member reading that partition has not delivered when another member's gate opens by
+  its reported position.
+- `dp_gated_source_reports_position` (c): a member counts (and reports) its position of
+  every partition it owns, even one whose own creation gate is closed (`known_positions`
   skipped): after two growths with nothing in the middle partition, the last one opens
   before the first's records were delivered.
 - `dp_deletion_gate_uses_high_watermark` (d): ListOffsets LATEST of a marked partition

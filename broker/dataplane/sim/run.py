@@ -192,4 +192,5 @@ def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
             "duplicates_refused": totals["duplicates"],
             "producer_epoch_bumps": totals["epoch_bumps"],
             "ordered": {key: sum(r.stats.get(key, 0) for r in results) for key in (
-                "growths", "shrinks", "removals", "ordered_acked", "ordered_delivered")}}
+                "growths", "shrinks", "removals", "ordered_acked", "ordered_delivered",
+                "generations")}}

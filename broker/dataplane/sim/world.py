@@ -14,8 +14,8 @@ with the same pure rules:
   watermark and its image move), and proposes ISR changes every half lag time
   (`isr_proposal`, one AlterPartition in flight);
 - as follower, fetches from the leader its image names, truncates by
-  `truncation_offset`, appends (its producer state follows each batch stored), and takes
-  min(leader's high watermark, its log end);
+  `truncation_offset`, appends (its producer state follows each batch stored), takes
+  min(leader's high watermark, its log end) and follows the leader's log start;
 - heartbeats, reporting the marked partitions it leads with an empty log
   (`marked_led_partitions`), and registers again (a new incarnation) after a crash, with
   the producer state rebuilt from its log.
@@ -202,9 +202,10 @@ class World:
         self.committed_image = self.delta.build()
         after = self.committed_topic = self.committed_image.topic(TOPIC_ID)
         if before is not None and after is not None:
-            old, new = before.partitions[0], after.partitions[0]
-            self.stats["leader_changes"] += new.leader not in (old.leader, NO_LEADER)
-            self.stats["isr_changes"] += new.isr != old.isr
+            for old, new in zip(before.partitions, after.partitions, strict=False):
+                if life_of(old) == life_of(new):  # of every partition, each life alone
+                    self.stats["leader_changes"] += new.leader not in (old.leader, NO_LEADER)
+                    self.stats["isr_changes"] += new.isr != old.isr
             self.stats["removals"] += max(0, len(before.partitions) - len(after.partitions))
         partitions = after.partitions if after is not None else ()
         for partition in partitions:
@@ -219,7 +220,7 @@ class World:
             lag = self.rng.randint(*METADATA_LAG_MS) if broker.metadata_lag_until > self.now \
                 else self.rng.randint(0, APPLY_LAG_MAX_MS)
             self.send(CONTROLLER, broker.broker_id, self._on_image, broker,
-                      self.committed_image, extra_ms=lag)
+                      broker.incarnation, self.committed_image, extra_ms=lag)
 
     def _create_topic(self, count: int) -> None:
         replicas = tuple(range(1, count + 1))
@@ -351,8 +352,12 @@ class World:
                     log_end_offset=replica.log.log_end_offset))
         return tuple(found)
 
-    def _on_image(self, broker: Broker, image: MetadataImage) -> None:
-        if image.last_applied_offset <= broker.image.last_applied_offset:
+    def _on_image(self, broker: Broker, incarnation: int, image: MetadataImage) -> None:
+        # an image sent to a process that crashed since is lost with its connection: a
+        # restarted broker starts from an empty image, and one older than what it had
+        # would remove the replicas of partitions added since
+        if broker.incarnation != incarnation or \
+                image.last_applied_offset <= broker.image.last_applied_offset:
             return
         before = {i: broker.partition(i) for i in broker.replicas}
         broker.apply(image)
@@ -372,6 +377,12 @@ class World:
             if after is not None and after.leader == broker.broker_id and \
                     (old is None or old.leader != broker.broker_id):
                 self._becomes_leader(replica)
+            if after is not None and (old is None or old.leader_epoch != after.leader_epoch):
+                # a new leader epoch: the fetch in flight is given up on (Kafka's fetcher
+                # drops the partition's fetch state), so that an answer of an earlier term,
+                # a diverging one among them, is never applied in this one
+                replica.fetch_id += 1
+                replica.fetch_sent = -(1 << 40)
             self._maybe_fetch(broker, replica)
             self._settle_pending(broker, replica)
 
@@ -419,7 +430,7 @@ class World:
                     self.at(self.now + FETCH_MAX_WAIT_MS, self._answer_waiting, mine, fetch)
                     return
                 answer = ("records", log.batches_from(offset, FETCH_MAX_RECORDS),
-                          progress.high_watermark)
+                          progress.high_watermark, log.log_start_offset)
         extra = self.rng.randint(100, 600) if follower.slow_until > self.now else 0
         self.send(leader.broker_id, follower.broker_id, self._on_fetch_answer, follower,
                   replica, fetch_id, offset, answer, extra_ms=extra)
@@ -614,11 +625,14 @@ class World:
             self.stats["truncations"] += log.truncate_to(end) > 0
             progress.high_watermark = min(progress.high_watermark, log.log_end_offset)
         elif answer[0] == "records" and offset == log.log_end_offset:
-            _, batches, leader_hw = answer
+            _, batches, leader_hw, leader_start = answer
             for header, records in batches:
                 log.append(header, records)
             progress.high_watermark = max(progress.high_watermark,
                                           min(leader_hw, log.log_end_offset))
+            # the log start follows the leader's (broker/kafka/replication/follower.py):
+            # below it, a record the leader deleted is gone here too, diverged or not
+            log.delete_records(leader_start)
         self.at(self.now + FETCH_BACKOFF_MS, self._maybe_fetch, follower, replica)
 
 

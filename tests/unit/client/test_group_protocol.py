@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from broker.kafka.ordered.assignment import assign
 from tools.client.group_protocol import (
     ProtocolError,
-    assign,
     decode_assignment,
     decode_subscription,
     encode_assignment,
