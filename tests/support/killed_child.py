@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_until_killed(script: str, args: list[str], feed: Callable[[str], None],
                      stop: Callable[[str], bool]) -> None:
     """Run `script` (`python -c`) with `args`; pass each line it prints to `feed`, and
-    SIGKILL it once `stop` (asked after each line is fed) says so; every line it printed
-    is fed, and it must not have exited on its own before."""
+    SIGKILL it once `stop` (asked after each line is fed) says so; every whole line it
+    printed is fed (not one the kill cut short), and it must not have exited on its own
+    before."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", script, *args],
                              stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -35,6 +36,7 @@ def run_until_killed(script: str, args: list[str], feed: Callable[[str], None],
         child.wait(timeout=30)
         if child.stdout is not None:
             for line in child.stdout:  # printed before the kill landed
-                feed(line)
+                if line.endswith("\n"):  # else cut by it: under PYTHONUNBUFFERED a
+                    feed(line)  # print is one write per piece
             child.stdout.close()
     assert child.returncode == -signal.SIGKILL
