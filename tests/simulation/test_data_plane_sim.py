@@ -136,6 +136,7 @@ def test_cli_exits_0_with_depth_and_2_on_a_bad_argument(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("bug", sorted(SLOW_FIRST_SEEDS))
 def test_soak_the_random_sweep_finds_each_slow_plant(bug: str) -> None:
     found = next((r for r in sweep(DataPlaneSpec(planted_bug=bug), SOAK_SEEDS,
@@ -145,10 +146,12 @@ def test_soak_the_random_sweep_finds_each_slow_plant(bug: str) -> None:
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("chunk", range(10))
+@pytest.mark.timeout(900)  # a chunk is ~1 min of two cores; the default 300 s is per test
+@pytest.mark.parametrize("chunk", range(100))
 def test_soak_data_plane_holds_over_many_seeds(chunk: int) -> None:
-    """make soak: 10,000 data-plane seeds (3 brokers, all faults), in worker processes."""
-    seeds = range(100_000 + chunk * 1_000, 100_000 + (chunk + 1) * 1_000)
+    """make soak: 10,000 data-plane seeds (3 brokers, all faults) in chunks of 100, in
+    worker processes."""
+    seeds = range(100_000 + chunk * 100, 100_000 + (chunk + 1) * 100)
     failures = [(r.seed, r.invariant, r.detail) for r in sweep(
         DataPlaneSpec(), seeds, jobs=os.cpu_count() or 1, stop_on_violation=False)
         if not r.ok]
