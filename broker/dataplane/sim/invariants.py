@@ -95,10 +95,12 @@ class Checker:
             raise DataPlaneViolation("hw-within-log", f"broker {broker_id}: high watermark "
                                      f"{hw} of partition {self.index} above its log end "
                                      f"{len(entries)}")
+        checked = self._checked.get(broker_id, 0)
+        if hw <= checked:  # nothing new below it (a truncation lowers `checked` first)
+            return
         # below its log start a replica holds nothing (DeleteRecords, followed from the
         # leader's): a record it kept there, even one the leader never had, is deleted
-        start = max(self._checked.get(broker_id, 0),
-                    min(replica.log.log_start_offset, len(self.committed)))
+        start = max(checked, min(replica.log.log_start_offset, len(self.committed)))
         for offset in range(start, hw):
             if offset == len(self.committed):
                 self._check_idempotent(offset, entries[offset])
