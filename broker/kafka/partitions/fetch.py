@@ -13,12 +13,15 @@ them to send full fetches.
 
 A partition's records are its stored bytes, never decoded: the slice of one segment file
 from the batch holding the fetch offset, found through the offset index
-(`PartitionLog.read`, held to a decode and re-encode by
-tests/property/test_fetch_read_props.py). They are read once into the response rather
-than sent with os.sendfile: the listener writes one frame of bytes per response, on
-plaintext, TLS and SASL connections alike, and the read is not where a 1 MiB-record
-Fetch stream spends the broker's time (the send and the encoding are:
-bench/broker_bench.py).
+(`PartitionLog.read_region`, held to a decode and re-encode by
+tests/property/test_fetch_read_props.py). A consumer's are answered as that region of
+the file, held open and never read into the process: the listener sends it with
+os.sendfile on a plaintext connection, reads and sends it on TLS
+(`broker.kafka.framed_response`). They lie below the high watermark, which a segment
+is never cut or rewritten under (a truncation cuts only above it; cleaning and
+deletion replace or unlink files, and the region's descriptor keeps the old one). A
+follower's, read up to the log end, which a truncation may cut and overwrite in place,
+are read into the response at once, as they stand when the fetch is answered.
 
 A consumer's topic entry carrying an undeleted partition count that differs from the
 image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_METADATA on
@@ -59,6 +62,7 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.marked_end import committed_log_end
 from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
 from broker.kafka.partitions.fetch_sessions import FetchSession, SessionPartition, is_news
+from broker.kafka.partitions.file_region import FileRegion
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
@@ -130,10 +134,13 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                           int(getattr(part, "log_start_offset", -1)))
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
-    upper = end if replica_id >= 0 else state.high_watermark
+    max_bytes = max(1, min(int(part.partition_max_bytes), budget))
+    records: bytes | FileRegion | None
     try:
-        records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
-                                 upper)
+        if replica_id >= 0:
+            records = state.log.read(offset, max_bytes, end)
+        else:
+            records = state.log.read_region(offset, max_bytes, state.high_watermark)
     except OSError:  # the directory was staged for deletion under us
         gone = context.image.topic(state.topic_id) is None
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
@@ -141,7 +148,7 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
-            "records": records}, (resolved, state)
+            "records": records or b""}, (resolved, state)
 
 
 def _idle_follower(context: BrokerContext, entry: SessionPartition, replica_id: int) -> bool:
