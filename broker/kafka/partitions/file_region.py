@@ -47,5 +47,11 @@ class FileRegion:
                                  f"{len(data)} bytes")
         return data
 
+    def read_and_close(self) -> bytes:
+        try:
+            return self.read()
+        finally:
+            self.close()
+
     def close(self) -> None:
         self._closer()

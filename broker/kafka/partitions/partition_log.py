@@ -627,12 +627,7 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
         """The bytes of `read_region`'s region (b"" when there is none)."""
         region = self.read_region(offset, max_bytes, upper_offset)
-        if region is None:
-            return b""
-        try:
-            return region.read()
-        finally:
-            region.close()
+        return b"" if region is None else region.read_and_close()
 
     def read_region(self, offset: int, max_bytes: int, upper_offset: int
                     ) -> FileRegion | None:

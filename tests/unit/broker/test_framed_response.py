@@ -28,6 +28,7 @@ from broker.kafka.framed_response import Part, encode_parts, send_parts
 from broker.kafka.handler_context import HandlerContext
 from broker.kafka.listener import Dispatcher, KafkaListener
 from broker.kafka.partitions import fetch
+from broker.kafka.partitions.fetch import SENDFILE_MIN_BYTES
 from broker.kafka.partitions.file_region import FileRegion, RegionCutError
 from broker.kafka.replication.replica import ReplicaManager
 from raft.common import tls
@@ -40,7 +41,8 @@ from tests.support.kafka_support import BROKER, TOPIC_ID, image_with_topic, join
 from tools import tls_certs
 
 PARTITIONS = 3  # 0 and 1 hold batches, 2 is empty
-BATCH_VALUES = [[b"a" * 300], [b"b" * 500, b"c"], [b"d" * 200]]  # three batches a partition
+# three batches a partition, each large enough to be sent from the file
+BATCH_VALUES = [[b"a" * SENDFILE_MIN_BYTES], [b"b" * 70_000, b"c"], [b"d" * 66_000]]
 BIG_VALUE = b"x" * (512 << 10)
 
 
@@ -188,7 +190,17 @@ async def test_follower_fetch_reads_its_records_when_truncation_may_rewrite_them
         encode_request(fetch_body(12, replica_id=BROKER + 1), correlation_id=7)[4:])
     assert parts is not None
     assert not any(isinstance(part, FileRegion) for part in parts)
-    assert b"b" * 500 in b"".join(part for part in parts if isinstance(part, bytearray))
+    assert b"b" * 70_000 in b"".join(part for part in parts if isinstance(part, bytearray))
+
+
+async def test_small_records_are_read_into_the_frame_when_below_the_sendfile_minimum(
+        tmp_path: Path) -> None:
+    dispatcher = dispatcher_with_partitions(tmp_path)
+    await produce(dispatcher, 1, [b"small"])
+    parts = await dispatcher.handle_frame(encode_request(fetch_body(13), correlation_id=8)[4:])
+    assert parts is not None
+    assert not any(isinstance(part, FileRegion) for part in parts)
+    assert b"small" in b"".join(part for part in parts if isinstance(part, bytearray))
 
 
 def test_parts_without_regions_are_the_encoded_frame_when_nothing_is_sent_from_a_file() -> None:
