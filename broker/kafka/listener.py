@@ -65,6 +65,7 @@ from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
 from broker.kafka.partitions.compaction import compaction_loop
+from broker.kafka.partitions.file_region import RegionCutError
 from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.hw_checkpoint import high_watermark_loop, write_high_watermarks
@@ -370,7 +371,8 @@ class KafkaListener:
                 parts = await self.dispatcher.handle_frame(frame)
                 if parts is not None:
                     await send_parts(stream, parts)
-        except (ConnectionClosed, KafkaFrameError) as exc:  # KafkaFrameError: an OSError
+        # KafkaFrameError and RegionCutError (a segment cut under a response) are OSErrors
+        except (ConnectionClosed, KafkaFrameError, RegionCutError) as exc:
             log.warning("closing Kafka connection", extra={"peer": peer, "reason": str(exc)})
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("Kafka connection lost", extra={"peer": peer, "reason": str(exc)})

@@ -4,9 +4,11 @@ The region owns a file descriptor opened when the range was found (`PartitionLog
 so the bytes it names stay those of that file even if the segment is deleted (retention,
 DeleteRecords, a log reset) or replaced by its cleaned copy (a rename) before it is sent:
 the descriptor keeps the old inode. Only a truncation rewrites a segment in place, and
-only above the high watermark, which a consumer's read never passes
-(`broker.kafka.partitions.fetch`); a file found shorter than the region when it is read
-raises `RegionCutError` rather than send other bytes.
+only above the high watermark (bar an unclean election), which a consumer's read never
+passes (`broker.kafka.partitions.fetch`): that rule, not a check, keeps the bytes sent
+those found, since sendfile's leave from the page cache as the socket drains. A file
+found shorter than the region when it is read or sent raises `RegionCutError` rather
+than send other bytes.
 
 `len()` is the region's size, so kio's writers frame it as the bytes it stands for
 (`broker.kafka.framed_response` splits the encoded response there). The descriptor is

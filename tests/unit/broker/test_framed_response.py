@@ -222,33 +222,48 @@ def segment_fds(directory: Path) -> list[str]:
     return found
 
 
-async def test_client_gone_mid_sendfile_closes_its_connection_only_when_others_are_served(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A consumer that takes 64 KiB of a 1 MiB response and closes: the broker's sendfile
-    fails on that connection, which closes (its regions too); the next connection's
-    fetch gets the whole response."""
-    caplog.set_level(logging.INFO, logger="broker.kafka.listener")
+BIG_FETCH = {"max_wait": 0, "min_bytes": 1, "max_bytes": 4 << 20, "topics": [{
+    "topic_id": uuid.UUID(bytes=TOPIC_ID.to_bytes()), "partitions": [
+        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 << 20}]}]}
+
+
+async def big_partition(tmp_path: Path) -> KafkaListener:
+    """A listener whose partition 0 holds two batches of 512 KiB."""
     dispatcher = dispatcher_with_partitions(tmp_path)
     for _ in range(2):
         await produce(dispatcher, 0, [BIG_VALUE])
-    listener = KafkaListener(dispatcher, ("127.0.0.1", 0))
+    return KafkaListener(dispatcher, ("127.0.0.1", 0))
+
+
+async def stalled_fetch(listener: KafkaListener, nursery: trio.Nursery
+                        ) -> tuple[trio.SocketStream, int]:
+    """A client connection served by `listener` whose 1 MiB Fetch answer has begun and
+    stalls (small buffers both ways, so most of it is still to be sent), and the bytes
+    it has received (64 KiB or a little more)."""
+    server, client = await tcp_pair()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    nursery.start_soon(listener.handle_connection, server)
+    await client.send_all(encode_request(build(load_request_schema(1, 13), BIG_FETCH),
+                                         correlation_id=1))
+    got = b""
+    while len(got) < 64 << 10:
+        got += await client.receive_some(64 << 10)
+    assert struct.unpack(">i", got[:4])[0] > 2 * len(BIG_VALUE)
+    return client, len(got)
+
+
+async def test_client_gone_mid_sendfile_closes_its_connection_only_when_others_are_served(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A consumer that takes 64 KiB of a 1 MiB response and resets the connection: the
+    broker's sendfile fails on that connection, which closes (its region too); the next
+    connection's fetch gets the whole response."""
+    caplog.set_level(logging.INFO, logger="broker.kafka.listener")
+    listener = await big_partition(tmp_path)
     appended_fds = segment_fds(tmp_path)  # the active segments' append handles
-    request = build(load_request_schema(1, 13), {
-        "max_wait": 0, "min_bytes": 1, "max_bytes": 4 << 20, "topics": [{
-            "topic_id": uuid.UUID(bytes=TOPIC_ID.to_bytes()), "partitions": [
-                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 << 20}]}]})
     with trio.fail_after(20):
-        server, client = await tcp_pair()
-        # small buffers both ways: a 1 MiB response cannot be in flight whole
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(listener.handle_connection, server)
-            await client.send_all(encode_request(request, correlation_id=1))
-            got = b""
-            while len(got) < 64 << 10:
-                got += await client.receive_some(64 << 10)
-            assert struct.unpack(">i", got[:4])[0] > 2 * len(BIG_VALUE)
+            client, _ = await stalled_fetch(listener, nursery)
             client.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                      struct.pack("ii", 1, 0))  # a reset, as a crash gives
             await client.aclose()
@@ -260,13 +275,33 @@ async def test_client_gone_mid_sendfile_closes_its_connection_only_when_others_a
         async with trio.open_nursery() as nursery:
             nursery.start_soon(listener.handle_connection, server)
             async with client:
-                await client.send_all(encode_request(request, correlation_id=2))
+                await client.send_all(encode_request(
+                    build(load_request_schema(1, 13), BIG_FETCH), correlation_id=2))
                 payload = await receive_frame(client, bytearray())
     assert payload is not None
     correlation_id, response = decode_response(payload, 1, 13)
     (partition,) = response.responses[0].partitions
     assert (correlation_id, partition.error_code) == (2, ErrorCode.NONE)
     assert partition.records.count(BIG_VALUE) == 2
+
+
+async def test_segment_cut_mid_sendfile_closes_the_connection_when_the_frame_is_unfinished(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The segment cut to 200 KiB while its 1 MiB region is being sent: the broker's
+    sendfile meets the file's end, and the connection closes before the frame is whole
+    (never padded nor filled with other bytes), with the reason logged as a warning."""
+    listener = await big_partition(tmp_path)
+    (segment,) = (tmp_path / "A-0").glob("*.log")
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            client, received = await stalled_fetch(listener, nursery)
+            os.truncate(segment, 200 << 10)
+            while chunk := await client.receive_some(64 << 10):
+                received += len(chunk)
+            await client.aclose()
+    assert received < 2 * len(BIG_VALUE)
+    assert any(r.levelno == logging.WARNING and r.message == "closing Kafka connection"
+               and "the file ends at" in getattr(r, "reason", "") for r in caplog.records)
 
 
 async def test_region_cut_under_it_is_refused_when_read_or_sent(tmp_path: Path) -> None:
