@@ -3,10 +3,11 @@ speaking the Kafka wire protocol, decoded and encoded with `kio`.
 
 Each frame is a 4-byte big-endian size and a request. Requests on one connection are
 handled one at a time, in order (as Kafka does), so responses keep the order clients
-expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, bytes out, no
-socket): decode the header, dispatch by api key and version, build the handler's typed
-answer (`broker.kafka.response_shapes`) into kio's entity of the request's version and
-encode it.
+expect. `Dispatcher.handle_frame` is the sans-I/O-ish part (bytes in, a response frame
+out, no socket): decode the header, dispatch by api key and version, build the handler's
+typed answer (`broker.kafka.response_shapes`) into kio's entity of the request's version
+and encode it as parts (`broker.kafka.framed_response`: a Fetch response's records stay
+regions of their segment files, sent with os.sendfile on a plaintext connection).
 An unsupported api or version, a malformed frame or one above its limit closes that
 connection only, with the reason logged; everyone else is served on.
 
@@ -57,12 +58,14 @@ from broker.kafka.admin import (
     transactions_api,
 )
 from broker.kafka.api_versions import SUPPORTED
+from broker.kafka.framed_response import Part, encode_parts, send_parts
 from broker.kafka.group_shapes import FindCoordinatorResponse
 from broker.kafka.groups import group, membership
 from broker.kafka.handler_context import REQUEST_CLIENT_ID, HandlerContext
 from broker.kafka.ordered import ordered_api
 from broker.kafka.partitions import fetch, produce
 from broker.kafka.partitions.compaction import compaction_loop
+from broker.kafka.partitions.file_region import RegionCutError
 from broker.kafka.partitions.retention import retention_loop
 from broker.kafka.replication.follower import ReplicaFetcher
 from broker.kafka.replication.hw_checkpoint import high_watermark_loop, write_high_watermarks
@@ -86,7 +89,6 @@ from raft.common.kafka.codec import (
     ConnectionClosed,
     KafkaCodecError,
     build,
-    encode_response,
     parse_request,
     peek_header,
     response_class,
@@ -244,13 +246,13 @@ class Dispatcher:
             self.handlers[api_versions.UPDATE_FEATURES] = functools.partial(
                 features_api.handle_update_features_request, quorum=quorum)
 
-    async def handle_frame(self, frame: bytes) -> bytes | None:
-        """The response frame (size included), None when none is due (acks=0 Produce);
-        raises ConnectionClosed when the connection must close."""
+    async def handle_frame(self, frame: bytes) -> list[Part] | None:
+        """The response frame (size included) as parts, None when none is due (acks=0
+        Produce); raises ConnectionClosed when the connection must close."""
         try:
             header = peek_header(frame)
             if api_versions.is_api_versions_above_max(header.api_key, header.api_version):
-                return encode_response(header.correlation_id, build(
+                return encode_parts(header.correlation_id, build(
                     response_class(api_versions.API_VERSIONS, 0),
                     api_versions.unsupported_version_response()))
             request = parse_request(frame, SUPPORTED)
@@ -270,7 +272,7 @@ class Dispatcher:
                 self.on_request(api_name(request.body), trio.current_time() - started)
         if response is None:
             return None
-        return encode_response(request.header.correlation_id, build(
+        return encode_parts(request.header.correlation_id, build(
             response_class(request.header.api_key, request.header.api_version), response))
 
 
@@ -366,10 +368,11 @@ class KafkaListener:
                     if close is not None:
                         raise ConnectionClosed(close)
                     continue
-                reply = await self.dispatcher.handle_frame(frame)
-                if reply is not None:
-                    await stream.send_all(reply)
-        except (ConnectionClosed, KafkaFrameError) as exc:  # KafkaFrameError: an OSError
+                parts = await self.dispatcher.handle_frame(frame)
+                if parts is not None:
+                    await send_parts(stream, parts)
+        # KafkaFrameError and RegionCutError (a segment cut under a response) are OSErrors
+        except (ConnectionClosed, KafkaFrameError, RegionCutError) as exc:
             log.warning("closing Kafka connection", extra={"peer": peer, "reason": str(exc)})
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("Kafka connection lost", extra={"peer": peer, "reason": str(exc)})

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import NotRequired, TypedDict
 
 from broker.kafka.group_shapes import GroupResponse
+from broker.kafka.partitions.file_region import FileRegion
 
 # --- ApiVersions, SaslHandshake, SaslAuthenticate ---------------------------------------
 
@@ -468,7 +469,7 @@ class PartitionData(TypedDict):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes | None
+    records: bytes | FileRegion | None  # a region: sent from its file
     aborted_transactions: NotRequired[list[object]]
     current_leader: NotRequired[LeaderIdAndEpoch]
     diverging_epoch: NotRequired[EpochEndOffset]

@@ -6,6 +6,8 @@ import struct
 
 from crc32c import crc32c
 
+from broker.kafka.framed_response import Part, close_regions
+from broker.kafka.partitions.file_region import FileRegion
 from broker.kafka.partitions.segments import RollLimits
 from metadata import records as rec
 from metadata.delta import replay
@@ -59,3 +61,15 @@ def with_producer(batch: bytes, producer_id: int, base_sequence: int,
     struct.pack_into(">qhi", data, 43, producer_id, epoch, base_sequence)
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     return bytes(data)
+
+
+def joined(parts: list[Part] | None) -> bytes | None:
+    """A response frame's parts (`Dispatcher.handle_frame`) as one bytes object, each
+    file region read in its place (and closed)."""
+    if parts is None:
+        return None
+    try:
+        return b"".join(part.read() if isinstance(part, FileRegion) else part
+                        for part in parts)
+    finally:
+        close_regions(parts)

@@ -13,12 +13,16 @@ them to send full fetches.
 
 A partition's records are its stored bytes, never decoded: the slice of one segment file
 from the batch holding the fetch offset, found through the offset index
-(`PartitionLog.read`, held to a decode and re-encode by
-tests/property/test_fetch_read_props.py). They are read once into the response rather
-than sent with os.sendfile: the listener writes one frame of bytes per response, on
-plaintext, TLS and SASL connections alike, and the read is not where a 1 MiB-record
-Fetch stream spends the broker's time (the send and the encoding are:
-bench/broker_bench.py).
+(`PartitionLog.read_region`, held to a decode and re-encode by
+tests/property/test_fetch_read_props.py). A consumer's, from `SENDFILE_MIN_BYTES` up,
+are answered as that region of the file, held open and never read into the process:
+the listener sends it with os.sendfile on a plaintext connection, reads and sends it
+on TLS (`broker.kafka.framed_response`). They lie below the high watermark, which a
+segment is never cut or rewritten under (a truncation cuts only above it, bar an
+unclean election; cleaning and deletion replace or unlink files, and the region's
+descriptor keeps the old one). A follower's, read up to the log end, which a
+truncation may cut and overwrite in place, are read into the response at once, as
+they stand when the fetch is answered; so are smaller ones.
 
 A consumer's topic entry carrying an undeleted partition count that differs from the
 image's (ordered delivery, `broker.kafka.ordered.rules`) gets INVALID_PARTITION_METADATA on
@@ -59,11 +63,15 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.marked_end import committed_log_end
 from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
 from broker.kafka.partitions.fetch_sessions import FetchSession, SessionPartition, is_news
+from broker.kafka.partitions.file_region import FileRegion
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
 NOT_FOUND = (-1, -1, -1)  # (offset, timestamp, leader epoch): Kafka's "no such record"
+# smaller records are read into the response: the copy costs less than a descriptor and
+# a sendfile, and a response holds at most one descriptor per this many bytes it carries
+SENDFILE_MIN_BYTES = 64 << 10
 
 
 def _partition_error(index: int, error: ErrorCode, leader: Any = None
@@ -130,10 +138,15 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
                           int(getattr(part, "log_start_offset", -1)))
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
-    upper = end if replica_id >= 0 else state.high_watermark
+    max_bytes = max(1, min(int(part.partition_max_bytes), budget))
+    records: bytes | FileRegion | None
     try:
-        records = state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
-                                 upper)
+        if replica_id >= 0:
+            records = state.log.read(offset, max_bytes, end)
+        else:
+            region = state.log.read_region(offset, max_bytes, state.high_watermark)
+            records = region if region is None or region.size >= SENDFILE_MIN_BYTES \
+                else region.read_and_close()
     except OSError:  # the directory was staged for deletion under us
         gone = context.image.topic(state.topic_id) is None
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
@@ -141,7 +154,7 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],
-            "records": records}, (resolved, state)
+            "records": records or b""}, (resolved, state)
 
 
 def _idle_follower(context: BrokerContext, entry: SessionPartition, replica_id: int) -> bool:

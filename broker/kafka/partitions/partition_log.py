@@ -45,6 +45,7 @@ from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not 
 
 from broker.dataplane.divergence import end_offset_for_epoch
 from broker.kafka.partitions import compression, index_files
+from broker.kafka.partitions.file_region import FileRegion
 from broker.kafka.partitions.producer_state import (
     BatchHeader,
     ProducerStates,
@@ -624,14 +625,21 @@ class PartitionLog:
         self._load_producers()
 
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> bytes:
+        """The bytes of `read_region`'s region (b"" when there is none)."""
+        region = self.read_region(offset, max_bytes, upper_offset)
+        return b"" if region is None else region.read_and_close()
+
+    def read_region(self, offset: int, max_bytes: int, upper_offset: int
+                    ) -> FileRegion | None:
         """Whole batches holding offsets from `offset` below `upper_offset`, up to
         `max_bytes` (at least one batch, so a large batch is never stuck), from one
-        segment (as Kafka's: the next fetch reads the next segment), as stored: one
-        read of the segment file. The segment's offset index gives where to scan from
-        for the batch holding `offset`, for the one holding `upper_offset`, and for the
-        last batch ending within `max_bytes`; the file is opened once for all of it."""
+        segment (as Kafka's: the next fetch reads the next segment), as stored: a range
+        of the segment file, held open (None when there is no batch to read). The
+        segment's offset index gives where to scan from for the batch holding `offset`,
+        for the one holding `upper_offset`, and for the last batch ending within
+        `max_bytes`; the file is opened once for all of it."""
         if offset >= min(upper_offset, self.log_end_offset):
-            return b""
+            return None
         first_segment = segment_for(self.segment_bases, offset)
         for number, segment in enumerate(self._segments[first_segment:], first_segment):
             with _SegmentReader(self._segment_path(segment.base_offset), segment) as reader:
@@ -639,7 +647,7 @@ class PartitionLog:
                 if first is None:  # cleaned away up to the segment's end: the next one
                     continue
                 if first.last_offset >= upper_offset:
-                    return b""
+                    return None
                 limit = min(segment.size, first.position + max(max_bytes, first.size))
                 following = self._segments[number + 1].base_offset \
                     if number + 1 < len(self._segments) else self.log_end_offset
@@ -652,8 +660,8 @@ class PartitionLog:
                     if info.position + info.size > limit:
                         break
                     end = info.position + info.size
-                return reader.read(first.position, end - first.position)
-        return b""
+                return reader.region(first.position, end - first.position)
+        return None
 
     def _read_at(self, segment: int, position: int, size: int) -> bytes:
         with open(self._segment_path(segment), "rb") as handle:
@@ -722,7 +730,7 @@ class PartitionLog:
 class _SegmentReader:
     """One segment file open for reading: batch headers scanned from a position where a
     batch starts, a chunk read at a time and the last chunk kept (a fetch scans near the
-    same place up to three times), and the bytes of a range."""
+    same place up to three times), and a range of the file, held open."""
 
     def __init__(self, path: Path, segment: _Segment) -> None:
         self._segment = segment
@@ -764,8 +772,9 @@ class _SegmentReader:
                             segment=segment.base_offset)
             position += LOG_OVERHEAD + length
 
-    def read(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+    def region(self, position: int, size: int) -> FileRegion:
+        """A range of the file, on a descriptor of its own (this one closes on exit)."""
+        return FileRegion(os.dup(self._fd), position, size)
 
 
 def record_timestamps(batch: bytes) -> list[tuple[int, int]]:

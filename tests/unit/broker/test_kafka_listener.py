@@ -38,6 +38,7 @@ from tests.support.kafka_support import (
     OLD_TOPIC_ID,
     TOPIC_ID,
     image_with_topic,
+    joined,
     record_batch,
     with_producer,
 )
@@ -54,7 +55,7 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage | None = None) -> Dispa
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
     frame = encode_request(body, correlation_id=42)[4:]
-    reply = await dispatcher.handle_frame(frame)
+    reply = joined(await dispatcher.handle_frame(frame))
     assert reply is not None
     correlation_id, response = decode_response(reply[4:], body.__api_key__, body.__version__)
     assert correlation_id == 42
@@ -78,7 +79,7 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
     frame = bytearray(encode_request(ApiVersionsRequest(
         client_software_name="x", client_software_version="1"), correlation_id=9)[4:])
     frame[2:4] = (99).to_bytes(2, "big")  # ApiVersions v99, body unreadable to us
-    reply = await dispatcher.handle_frame(bytes(frame))
+    reply = joined(await dispatcher.handle_frame(bytes(frame)))
     assert reply is not None
     correlation_id, response = decode_response(reply[4:], 18, 0)
     assert correlation_id == 9

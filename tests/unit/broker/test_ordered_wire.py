@@ -34,7 +34,7 @@ from raft.common.kafka.ordered_schemas import (
 )
 from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.uuid import Uuid
-from tests.support.kafka_support import BROKER, TOPIC_ID, record_batch
+from tests.support.kafka_support import BROKER, TOPIC_ID, joined, record_batch
 
 KAFKA_ID = uuid.UUID(bytes=TOPIC_ID.to_bytes())
 OFFSETS_ID = Uuid(0xCCCC << 64 | 1)
@@ -72,7 +72,7 @@ def make_dispatcher(tmp_path: Path, image: MetadataImage) -> Dispatcher:
 
 
 async def roundtrip(dispatcher: Dispatcher, body: Any) -> Any:
-    reply = await dispatcher.handle_frame(encode_request(body, correlation_id=42)[4:])
+    reply = joined(await dispatcher.handle_frame(encode_request(body, correlation_id=42)[4:]))
     assert reply is not None
     _, response = decode_response(reply[4:], body.__api_key__, body.__version__,
                                   tolerant=True)

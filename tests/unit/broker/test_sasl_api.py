@@ -35,6 +35,7 @@ from raft.common.kafka.codec import ConnectionClosed, build
 from raft.common.kafka.wire_client import decode_response, encode_request
 from raft.common.session import ANONYMOUS, KafkaPrincipal, Session, current_session
 from raft.common.uuid import Uuid
+from tests.support.kafka_support import joined
 from tests.unit.broker.test_kafka_listener import make_dispatcher
 
 SETTINGS = SaslSettings(enabled_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
@@ -202,9 +203,9 @@ async def test_handshake_after_authentication_gets_illegal_sasl_state_when_sent(
     """No re-authentication: the dispatcher's handlers answer ILLEGAL_SASL_STATE (also on
     a listener without SASL)."""
     dispatcher = make_dispatcher(tmp_path)
-    reply = await dispatcher.handle_frame(handshake(1, "PLAIN"))
+    reply = joined(await dispatcher.handle_frame(handshake(1, "PLAIN")))
     assert answer(reply, 17, 1).error_code == ErrorCode.ILLEGAL_SASL_STATE
-    reply = await dispatcher.handle_frame(authenticate(b"\0bob\0bob-pw"))
+    reply = joined(await dispatcher.handle_frame(authenticate(b"\0bob\0bob-pw")))
     assert answer(reply, 36, 2).error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
