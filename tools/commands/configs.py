@@ -51,7 +51,8 @@ from tools.errors import CommandError, usage_error
 
 def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     add_controller_target(parser, brokers=True)
-    parser.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    parser.add_argument("--entity-type", required=True, choices=("topics", "brokers"),
+                        help="topics, or brokers (their dynamic configs)")
     entity = parser.add_mutually_exclusive_group(required=True)
     entity.add_argument("--entity-name", metavar="NAME", help="the topic, or the broker id")
     entity.add_argument("--entity-default", action="store_true",
