@@ -31,6 +31,9 @@ Enforced, with Kafka's meaning:
 - `unclean.leader.election.enable` (boolean; a topic that sets none takes the
   controllers' key of the same name, default false): a partition whose ISR has no
   unfenced member gets a live replica outside the ISR as leader (metadata.elections);
+- `leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`
+  (empty, `*` or PARTITION:BROKER,...): the replicas the brokers' replication throttle
+  rates cap (broker.kafka.partitions.replication_quota, metadata.broker_configs);
 - `remote.storage.enable`: only `false` (no tiered storage here: `true` is refused
   rather than ignored);
 - `enable.ordered.delivery` (boolean, default false; this project's): KIP-253, per-key
@@ -50,9 +53,9 @@ Enforced, with Kafka's meaning:
   still removed once empty, and `enable.ordered.delivery=true` makes such a topic ordered
   again.
 Stored and described, no effect here (`STORED_ONLY`): `flush.messages` / `flush.ms` (every
-append is fsynced), the index, preallocation, jitter and file-deletion tunings,
-replication throttles, the tiered-storage `local.retention.*`, and the deprecated
-`message.downconversion.enable` and `message.format.version`.
+append is fsynced), the index, preallocation, jitter and file-deletion tunings, the
+tiered-storage `local.retention.*`, and the deprecated `message.downconversion.enable` and
+`message.format.version`.
 
 An unknown key is refused (INVALID_CONFIG), never dropped: a client that asked for a
 config it did not get would be misled.
@@ -76,6 +79,8 @@ DELETE_RETENTION_MS = "delete.retention.ms"
 CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
 COMPRESSION_TYPE, PRODUCER_COMPRESSION = "compression.type", "producer"
@@ -206,12 +211,14 @@ STORED_ONLY: tuple[ConfigKey, ...] = (
             integer_parser("flush.messages", 1, LONG_MAX)),
     _stored("flush.ms", str(LONG_MAX), "LONG", "time between forced flushes",
             integer_parser("flush.ms", 0, LONG_MAX)),
-    _stored("follower.replication.throttled.replicas", "", "LIST",
-            "replicas whose follower fetches are throttled",
-            _throttled_replicas("follower.replication.throttled.replicas")),
-    _stored("leader.replication.throttled.replicas", "", "LIST",
-            "replicas whose leader answers are throttled",
-            _throttled_replicas("leader.replication.throttled.replicas")),
+    ConfigKey(name=FOLLOWER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose follower fetches are throttled "
+                            "(follower.replication.throttled.rate)",
+              parse=_throttled_replicas(FOLLOWER_THROTTLED_REPLICAS)),
+    ConfigKey(name=LEADER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose leader answers are throttled "
+                            "(leader.replication.throttled.rate)",
+              parse=_throttled_replicas(LEADER_THROTTLED_REPLICAS)),
     _stored("index.interval.bytes", "4096", "INT", "bytes between offset index entries",
             integer_parser("index.interval.bytes", 0, INT_MAX)),
     _stored("local.retention.bytes", "-2", "LONG", "tiered storage's local retention size",

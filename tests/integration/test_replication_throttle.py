@@ -1,16 +1,19 @@
 """Replication throttles with real processes (1 voter, brokers 2 and 3): a partition of
 SIZE bytes on broker 2 alone is reassigned onto {2, 3}, and broker 3 copies it.
 
-Unthrottled, the copy runs at the speed of the machine. With the dynamic broker configs
-leader.replication.throttled.rate on broker 2 and follower.replication.throttled.rate on
-broker 3 at RATE bytes/s (set by `kraft configs --entity-type brokers`) and the topic's
-throttled replicas naming 0:2 and 0:3, it cannot be faster than the quota window lets
-it: within any SAMPLES - 1 samples a quota passes at most RATE over the whole window
-plus one fetch (`broker.kafka.partitions.replication_quota`, its property test), so
-SIZE bytes take at least `min_catch_up_s`. Progress is measured from what broker 3
-reports, its replica's size in DescribeLogDirs, polled until it equals the leader's.
-The describe of the broker's configs shows their sources, and a static key is refused
-with Kafka's error."""
+Unthrottled, the copy runs at the speed of the machine. With `kraft reassign-partitions
+--execute --throttle RATE` (leader.replication.throttled.rate and
+follower.replication.throttled.rate at RATE bytes/s on brokers 2 and 3, the topic's
+throttled replicas 0:2 on the leader side and 0:3 on the follower side) it cannot be
+faster than the quota window lets it: within any SAMPLES - 1 samples a quota passes at
+most RATE over the whole window plus one fetch (`broker.kafka.partitions.replication_quota`,
+its property test), so SIZE bytes take at least `min_catch_up_s`. Progress is measured
+from what broker 3 reports, its replica's size in DescribeLogDirs, polled until it
+equals the leader's. `--verify` then removes the throttles.
+
+On the way, `kraft configs --entity-type brokers` sets, describes (sources and synonyms
+in kafka-configs.sh's lines) and deletes a cluster-wide default, and a static key is
+refused with Kafka's error."""
 
 from __future__ import annotations
 
@@ -72,18 +75,23 @@ def replica_size(admin: Any, broker: int, topic: str) -> int:
     return sizes[0] if sizes else 0
 
 
-def catch_up_s(cluster: Cluster, admin: Any, tmp_path: Path, topic: str) -> float:
+def reassign(cluster: Cluster, moved: Path, *options: str) -> str:
+    done = kraft("reassign-partitions", "--cluster", str(cluster.directory),
+                 "--reassignment-json-file", str(moved), *options)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def catch_up_s(cluster: Cluster, admin: Any, moved: Path, topic: str, *options: str
+               ) -> float:
     """Reassign `topic`-0 from {2} onto {2, 3}; the seconds until broker 3's replica is
     as large as broker 2's (polled, bounded by WAIT_S)."""
     target = replica_size(admin, 2, topic)
     assert target >= SIZE
-    moved = tmp_path / f"{topic}.json"
     moved.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": [2, 3]}]}))
     started = time.monotonic()
-    done = kraft("reassign-partitions", "--cluster", str(cluster.directory),
-                 "--reassignment-json-file", str(moved), "--execute")
-    assert done.returncode == 0, done.stderr
+    reassign(cluster, moved, "--execute", *options)
     wait_until(lambda: replica_size(admin, 3, topic) >= target, WAIT_S,
                f"broker 3 holding all of {topic}-0")
     return time.monotonic() - started
@@ -109,10 +117,8 @@ def test_a_throttled_follower_catches_up_no_faster_than_its_quota(
                              request_timeout=WAIT_S)[topic].result(WAIT_S)
         fill(cluster, topic)
 
-    free_s = catch_up_s(cluster, admin, tmp_path, "free")
+    free_s = catch_up_s(cluster, admin, tmp_path / "free.json", "free")
 
-    configs(cluster, "--entity-name", "2", "--alter", "--add-config",
-            f"leader.replication.throttled.rate={RATE}")
     configs(cluster, "--entity-default", "--alter", "--add-config",
             f"follower.replication.throttled.rate={RATE}")
     refused = kraft("configs", "--cluster", str(cluster.directory), "--entity-type",
@@ -123,29 +129,35 @@ def test_a_throttled_follower_catches_up_no_faster_than_its_quota(
     assert "Cannot update these configs dynamically: Set(log.retention.ms)" in refused.stderr
     assert configs(cluster, "--entity-name", "3", "--describe") == \
         "Dynamic configs for broker 3 are:\n"
-    described = configs(cluster, "--entity-name", "3", "--describe", "--all")
-    assert (f"  follower.replication.throttled.rate={RATE} sensitive=false synonyms="
-            f"{{DYNAMIC_DEFAULT_BROKER_CONFIG:follower.replication.throttled.rate={RATE}, "
-            "DEFAULT_CONFIG:follower.replication.throttled.rate=9223372036854775807}"
-            ) in described
     assert configs(cluster, "--entity-default", "--describe") == (
         "Default configs for brokers in the cluster are:\n"
         f"  follower.replication.throttled.rate={RATE} sensitive=false synonyms="
         f"{{DYNAMIC_DEFAULT_BROKER_CONFIG:follower.replication.throttled.rate={RATE}, "
         "DEFAULT_CONFIG:follower.replication.throttled.rate=9223372036854775807}\n")
-    resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, "slow")
-    for key, value in (("leader.replication.throttled.replicas", "0:2"),
-                       ("follower.replication.throttled.replicas", "0:3")):
-        resource.add_incremental_config(ck_admin.ConfigEntry(
-            key, value, incremental_operation=ck_admin.AlterConfigOpType.SET))
-    for future in client.incremental_alter_configs([resource]).values():
-        future.result(WAIT_S)
+    configs(cluster, "--entity-default", "--alter", "--delete-config",
+            "follower.replication.throttled.rate")
+    assert configs(cluster, "--entity-default", "--describe") == \
+        "Default configs for brokers in the cluster are:\n"
 
-    slow_s = catch_up_s(cluster, admin, tmp_path, "slow")
+    moved = tmp_path / "slow.json"
+    slow_s = catch_up_s(cluster, admin, moved, "slow", "--throttle", str(RATE))
     bound_s = min_catch_up_s(SIZE, RATE)
     print(f"catch-up of {SIZE >> 20} MiB: unthrottled {free_s:.2f} s; throttled at "
           f"{RATE >> 10} KiB/s {slow_s:.2f} s ({SIZE / slow_s / 1024:.0f} KiB/s; "
           f"at least {bound_s:.1f} s by the quota window)")
     assert slow_s >= bound_s
     assert slow_s >= 3 * free_s
+
+    throttled = configs(cluster, "--entity-name", "2", "--describe")
+    assert f"  leader.replication.throttled.rate={RATE} sensitive=false synonyms=" \
+        f"{{DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate={RATE}, " in throttled
+    wait_until(lambda: "is completed." in reassign(cluster, moved, "--verify"), WAIT_S,
+               "the reassignment completed")
+    assert "Clearing broker-level throttles on brokers 2,3" in \
+        reassign(cluster, moved, "--verify")
+    assert f"leader.replication.throttled.rate={RATE}" not in configs(
+        cluster, "--entity-name", "2", "--describe")
+    (topic,) = client.describe_configs([ck_admin.ConfigResource(
+        ck_admin.ResourceType.TOPIC, "slow")]).values()
+    assert topic.result(WAIT_S)["leader.replication.throttled.replicas"].value == ""
     admin.close()

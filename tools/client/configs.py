@@ -10,6 +10,7 @@ forwards them to the active controller.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 
 # (resource type, resource name, [(key, value or None to delete)]): one resource's alter
-Alteration = tuple[int, str, list[tuple[str, str | None]]]
+Alteration = tuple[int, str, Sequence[tuple[str, str | None]]]
 
 
 class ConfigRefused(ClientError):

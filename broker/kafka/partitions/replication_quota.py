@@ -33,11 +33,10 @@ from dataclasses import dataclass
 
 from metadata.broker_configs import FOLLOWER_RATE, LEADER_RATE, rate
 from metadata.image import MetadataImage, TopicImage
+from metadata.topic_configs import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 
 SAMPLES = 11  # Kafka's replication.quota.window.num
 SAMPLE_MS = 1000  # Kafka's replication.quota.window.size.seconds, in ms
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +99,7 @@ class ReplicationQuota:
 
     def __init__(self, *, leader: bool) -> None:
         self.rate_key = LEADER_RATE if leader else FOLLOWER_RATE
-        self.replicas_key = LEADER_REPLICAS if leader else FOLLOWER_REPLICAS
+        self.replicas_key = LEADER_THROTTLED_REPLICAS if leader else FOLLOWER_THROTTLED_REPLICAS
         self.window = Window()
 
     def throttles(self, broker_id: int, topic: TopicImage, partition: int) -> bool:
