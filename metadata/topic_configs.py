@@ -211,14 +211,6 @@ STORED_ONLY: tuple[ConfigKey, ...] = (
             integer_parser("flush.messages", 1, LONG_MAX)),
     _stored("flush.ms", str(LONG_MAX), "LONG", "time between forced flushes",
             integer_parser("flush.ms", 0, LONG_MAX)),
-    ConfigKey(name=FOLLOWER_THROTTLED_REPLICAS, default="", type="LIST",
-              documentation="replicas whose follower fetches are throttled "
-                            "(follower.replication.throttled.rate)",
-              parse=_throttled_replicas(FOLLOWER_THROTTLED_REPLICAS)),
-    ConfigKey(name=LEADER_THROTTLED_REPLICAS, default="", type="LIST",
-              documentation="replicas whose leader answers are throttled "
-                            "(leader.replication.throttled.rate)",
-              parse=_throttled_replicas(LEADER_THROTTLED_REPLICAS)),
     _stored("index.interval.bytes", "4096", "INT", "bytes between offset index entries",
             integer_parser("index.interval.bytes", 0, INT_MAX)),
     _stored("local.retention.bytes", "-2", "LONG", "tiered storage's local retention size",
@@ -240,6 +232,14 @@ STORED_ONLY: tuple[ConfigKey, ...] = (
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     *STORED_ONLY,
+    ConfigKey(name=FOLLOWER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose follower fetches are throttled "
+                            "(follower.replication.throttled.rate)",
+              parse=_throttled_replicas(FOLLOWER_THROTTLED_REPLICAS)),
+    ConfigKey(name=LEADER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose leader answers are throttled "
+                            "(leader.replication.throttled.rate)",
+              parse=_throttled_replicas(LEADER_THROTTLED_REPLICAS)),
     ConfigKey(name=COMPRESSION_TYPE, default=PRODUCER_COMPRESSION, type="STRING",
               documentation="the codec the leader stores batches in (producer: as sent)",
               parse=_one_of(COMPRESSION_TYPE, "uncompressed", "zstd", "lz4", "snappy",
