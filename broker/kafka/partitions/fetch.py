@@ -137,7 +137,8 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     throttled = replica_id >= 0 and resolved.topic is not None and \
         context.leader_quota.throttles(context.broker_id, resolved.topic, index)
     try:
-        records = b"" if throttled and replica_id not in resolved.partition.isr and \
+        records = b"" if throttled and replica_id not in state.maximal_isr(resolved.partition) \
+            and \
             context.leader_quota.exceeded(context.image, context.broker_id, now_ms) \
             else state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
                                 upper)

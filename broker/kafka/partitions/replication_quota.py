@@ -17,8 +17,11 @@ What it does, never blocking anything else (a throttled partition gets no record
 this fetch; the others are served as always):
 - a leader answers a follower's fetch of a throttled partition with no records while
   the leader quota is exceeded, unless that follower is in the ISR (Kafka's
-  shouldLeaderThrottle: throttling an in-sync replica would shrink the ISR); it counts
-  the bytes it sends for every throttled partition, in-sync followers' included;
+  shouldLeaderThrottle: throttling an in-sync replica would shrink the ISR), a pending
+  addition included (Kafka reads the committed ISR; here the high watermark waits for a
+  pending addition, so throttling it would hold every acks=all produce until the
+  controller answers); it counts the bytes it sends for every throttled partition,
+  in-sync followers' included;
 - a follower leaves a throttled partition out of its fetch while the follower quota is
   exceeded, unless it has caught up to the leader's high watermark (Kafka's
   shouldFollowerThrottle), and counts the bytes it receives for throttled partitions.
