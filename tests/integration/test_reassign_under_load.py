@@ -27,6 +27,7 @@ from broker.kafka.partitions.replication_quota import SAMPLE_MS, SAMPLES
 from broker.kafka.replication.follower import PARTITION_MAX_BYTES
 from tests.integration.conftest import ClusterFactory
 from tests.integration.test_controlled_shutdown import RATE_PER_S, Producer
+from tests.integration.test_reassign_partitions import SETTINGS, consume
 from tests.support.quorum_support import kraft, wait_until
 from tools.client.admin import BrokerAdminClient
 from tools.cluster import Cluster
@@ -38,8 +39,6 @@ ck_admin = pytest.importorskip("confluent_kafka.admin")
 kafka = pytest.importorskip("kafka")
 
 WAIT_S = 60.0
-SETTINGS = {"broker.heartbeat.interval.ms": 200, "broker.session.timeout.ms": 3000,
-            "replica.lag.time.max.ms": 2000, "delete.topic.delay.ms": 600_000}
 TOPIC = "load"
 OLD, NEW = (4, 5, 6), (5, 6, 7)
 BEFORE = [[OLD[(p + i) % 3] for i in range(3)] for p in range(6)]
@@ -109,22 +108,6 @@ def p99(answered: list[tuple[float, float]], low: float, high: float) -> float:
     return within[int(len(within) * 0.99)] * 1000 if within else math.nan
 
 
-def consume(cluster: Cluster, wanted: set[bytes]) -> set[bytes]:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "reader",
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    got: set[bytes] = set()
-    try:
-        consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(6)])
-        deadline = time.monotonic() + WAIT_S
-        while not wanted <= got and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                got.add(message.value())
-    finally:
-        consumer.close()
-    return got
-
-
 def test_a_throttled_reassignment_under_load_survives_a_controller_kill(
         make_cluster: ClusterFactory, tmp_path: Path) -> None:
     cluster = make_cluster(voters=3, brokers=4, start=False, settings=SETTINGS)
@@ -184,7 +167,7 @@ def test_a_throttled_reassignment_under_load_survives_a_controller_kill(
                      "--reassignment-json-file", str(moved), "--verify")
     assert "Clearing broker-level throttles on brokers 4,5,6,7" in verified.stdout
     wanted = acknowledged | set(producer.acknowledged)
-    assert wanted <= consume(cluster, wanted)
+    assert wanted <= consume(bootstrap(cluster), TOPIC, 6, wanted)
 
     duration = done - started
     allowed = allowed_bytes(duration, produced)

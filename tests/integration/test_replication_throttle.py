@@ -28,6 +28,7 @@ import pytest
 from broker.kafka.partitions.replication_quota import SAMPLE_MS, SAMPLES
 from broker.kafka.replication.follower import PARTITION_MAX_BYTES
 from tests.integration.conftest import ClusterFactory
+from tests.integration.test_reassign_partitions import SETTINGS
 from tests.support.quorum_support import kraft, wait_until
 from tools.cluster import Cluster
 
@@ -38,8 +39,6 @@ ck_admin = pytest.importorskip("confluent_kafka.admin")
 kafka = pytest.importorskip("kafka")
 
 WAIT_S = 60.0
-SETTINGS = {"broker.heartbeat.interval.ms": 200, "broker.session.timeout.ms": 3000,
-            "replica.lag.time.max.ms": 2000, "delete.topic.delay.ms": 600_000}
 SIZE = 8 << 20
 RATE = 256 << 10
 VALUE = 64 << 10
