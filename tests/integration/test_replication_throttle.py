@@ -39,7 +39,7 @@ ck_admin = pytest.importorskip("confluent_kafka.admin")
 kafka = pytest.importorskip("kafka")
 
 WAIT_S = 60.0
-SIZE = 8 << 20
+SIZE = 5 << 20
 RATE = 256 << 10
 VALUE = 64 << 10
 
@@ -147,6 +147,12 @@ def test_a_throttled_follower_catches_up_no_faster_than_its_quota(
     assert slow_s >= bound_s
     assert slow_s >= 3 * free_s
 
+    topic_configs = kraft("configs", "--bootstrap-server", bootstrap(cluster), "--entity-type",
+                          "topics", "--entity-name", "slow", "--describe")
+    assert topic_configs.stdout.splitlines()[0] == "Dynamic configs for topic slow are:"
+    assert topic_configs.stdout.splitlines()[1:] == [  # topics describe no synonyms here
+        "  follower.replication.throttled.replicas=0:3 sensitive=false synonyms={}",
+        "  leader.replication.throttled.replicas=0:2 sensitive=false synonyms={}"]
     throttled = configs(cluster, "--entity-name", "2", "--describe")
     assert f"  leader.replication.throttled.rate={RATE} sensitive=false synonyms=" \
         f"{{DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate={RATE}, " in throttled
