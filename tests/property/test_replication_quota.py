@@ -14,8 +14,10 @@ from broker.kafka.partitions.replication_quota import (
     SAMPLES,
     Window,
     caught_up,
+    follower_holds_back,
     is_exceeded,
     is_throttled,
+    leader_holds_back,
     observed_rate,
     recorded,
 )
@@ -87,3 +89,18 @@ def test_throttled_replicas_name_a_partition_on_this_broker_or_every_one() -> No
 
 def test_a_follower_is_in_sync_once_it_reaches_the_leaders_high_watermark() -> None:
     assert (caught_up(10, 10), caught_up(9, 10), caught_up(10, None)) == (True, False, False)
+
+
+@given(st.booleans(), st.booleans(), st.booleans(), st.integers(0, 10),
+       st.none() | st.integers(0, 10))
+def test_only_a_throttled_replica_outside_the_isr_and_behind_is_held_back_over_quota(
+        throttled: bool, in_isr: bool, exceeded: bool, log_end: int,
+        leader_hw: int | None) -> None:
+    """Kafka's shouldLeaderThrottle / shouldFollowerThrottle, and never an ISR member: the
+    high watermark waits for it, so holding it back would hold acks=all produces (a
+    follower whose fetcher restarts on a leader change does not know its lag yet)."""
+    leader = leader_holds_back(throttled=throttled, in_isr=in_isr, exceeded=exceeded)
+    follower = follower_holds_back(throttled=throttled, in_isr=in_isr, exceeded=exceeded,
+                                   log_end=log_end, leader_high_watermark=leader_hw)
+    assert leader == (throttled and exceeded and not in_isr)
+    assert follower == (leader and not caught_up(log_end, leader_hw))

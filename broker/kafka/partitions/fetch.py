@@ -61,6 +61,7 @@ from broker.kafka.context import BrokerContext
 from broker.kafka.ordered.marked_end import committed_log_end
 from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
 from broker.kafka.partitions.fetch_sessions import FetchSession, SessionPartition, is_news
+from broker.kafka.partitions.replication_quota import leader_holds_back
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
@@ -137,9 +138,10 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     throttled = replica_id >= 0 and resolved.topic is not None and \
         context.leader_quota.throttles(context.broker_id, resolved.topic, index)
     try:
-        records = b"" if throttled and replica_id not in state.maximal_isr(resolved.partition) \
-            and \
-            context.leader_quota.exceeded(context.image, context.broker_id, now_ms) \
+        records = b"" if leader_holds_back(
+            throttled=throttled, in_isr=replica_id in state.maximal_isr(resolved.partition),
+            exceeded=throttled and context.leader_quota.exceeded(context.image,
+                                                                 context.broker_id, now_ms)) \
             else state.log.read(offset, max(1, min(int(part.partition_max_bytes), budget)),
                                 upper)
     except OSError:  # the directory was staged for deletion under us

@@ -24,7 +24,10 @@ this fetch; the others are served as always):
   in-sync followers' included;
 - a follower leaves a throttled partition out of its fetch while the follower quota is
   exceeded, unless it has caught up to the leader's high watermark (Kafka's
-  shouldFollowerThrottle), and counts the bytes it receives for throttled partitions.
+  shouldFollowerThrottle) or the image has it in the ISR (Kafka holds back an ISR member
+  whose lag it does not know yet, after its fetcher restarts on a leader change, and
+  every acks=all produce to that partition waits for the quota), and counts the bytes it
+  receives for throttled partitions.
 
 The decisions are pure functions of (window, bytes, now); `ReplicationQuota` holds one
 broker's window of one kind.
@@ -85,6 +88,18 @@ def caught_up(log_end: int, leader_high_watermark: int | None) -> bool:
     """A follower whose log reaches the leader's high watermark is in sync (Kafka's
     isReplicaInSync: a lag known and <= 0); before any answer it is not."""
     return leader_high_watermark is not None and log_end >= leader_high_watermark
+
+
+def leader_holds_back(*, throttled: bool, in_isr: bool, exceeded: bool) -> bool:
+    """Whether a leader answers a follower's fetch of a partition with no records."""
+    return throttled and not in_isr and exceeded
+
+
+def follower_holds_back(*, throttled: bool, in_isr: bool, exceeded: bool, log_end: int,
+                        leader_high_watermark: int | None) -> bool:
+    """Whether a follower leaves a partition out of its fetch."""
+    return throttled and not in_isr and exceeded and not caught_up(log_end,
+                                                                   leader_high_watermark)
 
 
 def is_throttled(replicas: str | None, partition: int, broker_id: int) -> bool:
