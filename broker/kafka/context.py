@@ -2,7 +2,7 @@
 (and a way to wait for the image to change), its partitions, the controller client, the
 authorizer's settings, and live views of its registration and the cluster's
 kraft.version. Everything is given to the constructor (`install_kafka_listener` builds it
-once, in order); the only state that changes after is the producer-ID block handed out
+once, in order); the only state that changes after is the producer-ID block handed out,
 the followers' fetch sessions and the replication throttles' windows.
 
 The API handlers get a `broker.kafka.handler_context.HandlerContext`: this, and the group
