@@ -71,6 +71,7 @@ from metadata.admin import (
     TopicDescription,
     UpdateFeaturesRequest,
 )
+from metadata.broker_configs import config_changes as broker_config_changes
 from metadata.delta import MetadataDelta
 from metadata.elections import Emit, elect_leaders
 from metadata.feature_control import update_features
@@ -568,20 +569,23 @@ class Controller:
                        ) -> IncrementalAlterConfigsResponse:
         """KIP-339 for topics (by name): SET and DELETE, each key validated; APPEND and
         SUBTRACT are INVALID_REQUEST (the one list key, cleanup.policy, has one value).
+        Broker resources: the dynamic keys of `metadata.broker_configs`.
         A resource is all or nothing; resources are independent."""
         counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
         results = []
         for resource in request.resources:
             code, message = ErrorCode.NONE, None
-            changes: list[rec.TopicConfig] = []
+            changes: list[rec.TopicConfig] | list[rec.ConfigRecord] = []
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 code, message = (ErrorCode.INVALID_REQUEST,
                                  f"resource {resource.resource_name!r} appears more than once")
             elif resource.resource_type == BROKER_RESOURCE:
-                if resource.configs:
-                    code, message = (ErrorCode.INVALID_REQUEST,
-                                     "broker configs are static here (the node's "
-                                     "configuration file); they cannot be altered")
+                broker_outcome = broker_config_changes(batch.delta.broker_configs, resource,
+                                                       replace=bool(request.replace))
+                if isinstance(broker_outcome, tuple):
+                    code, message = broker_outcome
+                else:
+                    changes = broker_outcome
             elif resource.resource_type != TOPIC_RESOURCE:
                 code, message = (ErrorCode.INVALID_REQUEST,
                                  f"unsupported resource type {resource.resource_type}")

@@ -26,6 +26,8 @@ from metadata.authorizer import (
     StandardAcl,
     invalid_binding_reason,
 )
+from metadata.broker_configs import BrokerConfigs, applied
+from metadata.broker_configs import replay_refusal as config_replay_refusal
 from metadata.features import replay_refusal
 from metadata.image import (
     MAX_KEPT_ANOMALIES,
@@ -77,6 +79,7 @@ class MetadataDelta:
         self._acls: AclImageBuilder | None = None
         self._metadata_topic_id = base.metadata_topic_id
         self._features = base.finalized_features
+        self._broker_configs = base.broker_configs
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
         self._anomalies = list(base.anomalies)
@@ -104,6 +107,10 @@ class MetadataDelta:
     @property
     def finalized_features(self) -> tuple[tuple[str, int], ...]:
         return self._features
+
+    @property
+    def broker_configs(self) -> BrokerConfigs:
+        return self._broker_configs
 
     def topic(self, topic_id: Uuid) -> TopicImage | None:
         topics = self._base.topics if self._topics is None else self._topics
@@ -304,6 +311,7 @@ class MetadataDelta:
                                else self._scram.freeze()),
             acls=base.acls if self._acls is None else self._acls.freeze(),
             finalized_features=self._features,
+            broker_configs=self._broker_configs,
         )
         self._reset(image)
         return image
@@ -566,6 +574,12 @@ class MetadataDelta:
             self._features = tuple(sorted(kept.items()))
         return reason
 
+    def _config_record(self, record: rec.ConfigRecord, offset: int) -> str | None:
+        reason = config_replay_refusal(record)
+        if reason is None:
+            self._broker_configs = applied(self._broker_configs, record)
+        return reason
+
     def _register_broker(self, record: rec.RegisterBroker, offset: int) -> str | None:
         self._w_brokers()[record.broker_id] = BrokerImage(
             broker_id=record.broker_id, incarnation_id=record.incarnation_id,
@@ -603,6 +617,7 @@ _HANDLERS: dict[type[rec.Record], _Handler] = {
     rec.RenameTopic: MetadataDelta._rename_topic,  # type: ignore[dict-item]
     rec.TopicConfig: MetadataDelta._topic_config,  # type: ignore[dict-item]
     rec.FeatureLevel: MetadataDelta._feature_level,  # type: ignore[dict-item]
+    rec.ConfigRecord: MetadataDelta._config_record,  # type: ignore[dict-item]
     rec.RegisterBroker: MetadataDelta._register_broker,  # type: ignore[dict-item]
     rec.FenceBroker: MetadataDelta._fence_broker,  # type: ignore[dict-item]
     rec.UnfenceBroker: MetadataDelta._unfence_broker,  # type: ignore[dict-item]

@@ -182,6 +182,8 @@ class MetadataImage:
     acls: AclImage = EMPTY_ACLS
     # FeatureLevel records: (name, level) sorted by name, levels above 0 (metadata.features)
     finalized_features: tuple[tuple[str, int], ...] = ()
+    # ConfigRecords on brokers: (resource name, key, value) sorted (metadata.broker_configs)
+    broker_configs: tuple[tuple[str, str, str], ...] = ()
     _hash: list[str] = field(default_factory=list, init=False, repr=False)  # memo of content_hash()
     # memo of unfenced_broker_ids(): the controller places every new partition over them
     _unfenced: list[tuple[int, ...]] = field(default_factory=list, init=False, repr=False)
@@ -212,7 +214,8 @@ class MetadataImage:
 
     def content_hash(self) -> str:
         """sha256 (hex) over a canonical encoding of everything replay determines: topics
-        (with partitions), brokers, ACLs, finalized features, the metadata topic ID, every
+        (with partitions), brokers, ACLs, finalized features, broker configs, the metadata
+        topic ID, every
         ID ever used, the last applied offset and the anomalies. Sorted by key, so
         insertion order does not matter; msgpack of ints, strings and bytes, so it is
         stable across processes.
@@ -240,6 +243,8 @@ class MetadataImage:
             digest.update(pack(["acls", self.acls.canonical()]))
         if self.finalized_features:  # likewise: logs without FeatureLevel hash as before
             digest.update(pack(["features", self.finalized_features]))
+        if self.broker_configs:  # likewise: logs without broker configs hash as before
+            digest.update(pack(["broker configs", self.broker_configs]))
         result = digest.hexdigest()
         self._hash.append(result)
         return result

@@ -21,6 +21,7 @@ always gives the same bytes):
   registers fenced);
 - `UserScramCredential` per user and mechanism, sorted by both;
 - `AccessControlEntry` per ACL, by id;
+- `ConfigRecord` per broker config set, by resource name and key;
 - `ReplayAnomalies`, if replay skipped any records: their count and those kept.
 """
 
@@ -34,6 +35,7 @@ from typing import TypeVar
 from msgpack import unpackb
 
 from metadata import records as rec
+from metadata.admin import BROKER_RESOURCE
 from metadata.delta import MetadataDelta
 from metadata.image import MAX_KEPT_ANOMALIES, NO_OFFSET, Anomaly, MetadataImage, TopicImage
 from raft.common.slots import positional_constructor
@@ -101,6 +103,9 @@ def _listed(image: MetadataImage, topic_items: Callable[[TopicImage], Iterable[T
             id=acl.id, resource_type=b.resource_type, resource_name=b.resource_name,
             pattern_type=b.pattern_type, principal=b.principal, host=b.host,
             operation=b.operation, permission_type=b.permission_type))
+    for resource_name, config_key, value in image.broker_configs:
+        yield item(rec.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name,
+                                    name=config_key, value=value))
     if image.anomaly_count:
         yield item(rec.ReplayAnomalies(
             count=image.anomaly_count,

@@ -53,7 +53,7 @@ __all__ = ["METADATA_RECORDS", "AccessControlEntry", "RemoveAccessControlEntry",
            "RegisterBroker", "RemovePartition", "RemoveTopic", "RenameTopic", "ReplayAnomalies",
            "RetiredTopicId", "SnapshotFooter", "SnapshotHeader", "Topic", "TopicConfig",
            "UnfenceBroker", "UserScramCredential", "RemoveUserScramCredential",
-           "VotersRecord", "KRaftVersionRecord", "FeatureLevel",
+           "VotersRecord", "KRaftVersionRecord", "FeatureLevel", "ConfigRecord",
            "REDACTED", "SENSITIVE", "decode", "from_dict", "sensitive_fields",
            "sensitive_record_type", "to_json"]
 
@@ -90,6 +90,7 @@ class RecordType(enum.IntEnum):
     ACCESS_CONTROL_ENTRY = 23
     REMOVE_ACCESS_CONTROL_ENTRY = 24
     FEATURE_LEVEL = 25
+    CONFIG_RECORD = 26
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +282,21 @@ class FeatureLevel(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord(Record):
+    """One config key of a resource set to `value`, or removed when `value` is None
+    (Kafka's ConfigRecord). Here only on BROKER resources (type 4; name "" for the
+    cluster-wide default, "<id>" for one broker): topic configs are TopicConfig records,
+    keyed by topic ID. `metadata.broker_configs` says what replay and the controller
+    accept."""
+
+    TYPE = RecordType.CONFIG_RECORD
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Record):
     TYPE = RecordType.NO_OP
 
@@ -318,7 +334,8 @@ METADATA_RECORDS = RecordSet((LeaderChange, MetadataTopic, RegisterBroker, Fence
                               PartitionCount, RemovePartition,
                               UserScramCredential, RemoveUserScramCredential,
                               AccessControlEntry, RemoveAccessControlEntry,
-                              VotersRecord, KRaftVersionRecord, FeatureLevel))
+                              VotersRecord, KRaftVersionRecord, FeatureLevel,
+                              ConfigRecord))
 RECORD_CLASSES = METADATA_RECORDS.classes
 from_dict = METADATA_RECORDS.from_dict
 decode = METADATA_RECORDS.decode

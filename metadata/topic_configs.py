@@ -31,6 +31,9 @@ Enforced, with Kafka's meaning:
 - `unclean.leader.election.enable` (boolean; a topic that sets none takes the
   controllers' key of the same name, default false): a partition whose ISR has no
   unfenced member gets a live replica outside the ISR as leader (metadata.elections);
+- `leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`
+  (empty, `*` or PARTITION:BROKER,...): the replicas the brokers' replication throttle
+  rates cap (broker.kafka.partitions.replication_quota, metadata.broker_configs);
 - `remote.storage.enable`: only `false` (no tiered storage here: `true` is refused
   rather than ignored);
 - `enable.ordered.delivery` (boolean, default false; this project's): KIP-253, per-key
@@ -50,9 +53,9 @@ Enforced, with Kafka's meaning:
   still removed once empty, and `enable.ordered.delivery=true` makes such a topic ordered
   again.
 Stored and described, no effect here (`STORED_ONLY`): `flush.messages` / `flush.ms` (every
-append is fsynced), the index, preallocation, jitter and file-deletion tunings,
-replication throttles, the tiered-storage `local.retention.*`, and the deprecated
-`message.downconversion.enable` and `message.format.version`.
+append is fsynced), the index, preallocation, jitter and file-deletion tunings, the
+tiered-storage `local.retention.*`, and the deprecated `message.downconversion.enable` and
+`message.format.version`.
 
 An unknown key is refused (INVALID_CONFIG), never dropped: a client that asked for a
 config it did not get would be misled.
@@ -76,6 +79,8 @@ DELETE_RETENTION_MS = "delete.retention.ms"
 CLEANUP_POLICIES = ("compact", "delete")  # canonical order, as Kafka lists them
 ORDERED_DELIVERY = "enable.ordered.delivery"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
 COMPRESSION_TYPE, PRODUCER_COMPRESSION = "compression.type", "producer"
@@ -102,7 +107,7 @@ class ConfigKey:
     parse: Callable[[str], str]  # the canonical value, or InvalidConfig
 
 
-def _integer(name: str, low: int, high: int) -> Callable[[str], str]:
+def integer_parser(name: str, low: int, high: int) -> Callable[[str], str]:
     def parse(value: str) -> str:
         text = value.strip()
         try:
@@ -201,23 +206,17 @@ def _stored(name: str, default: str, type_: str, documentation: str,
 
 STORED_ONLY: tuple[ConfigKey, ...] = (
     _stored("file.delete.delay.ms", "60000", "LONG", "delay before a deleted file goes",
-            _integer("file.delete.delay.ms", 0, LONG_MAX)),
+            integer_parser("file.delete.delay.ms", 0, LONG_MAX)),
     _stored("flush.messages", str(LONG_MAX), "LONG", "records between forced flushes",
-            _integer("flush.messages", 1, LONG_MAX)),
+            integer_parser("flush.messages", 1, LONG_MAX)),
     _stored("flush.ms", str(LONG_MAX), "LONG", "time between forced flushes",
-            _integer("flush.ms", 0, LONG_MAX)),
-    _stored("follower.replication.throttled.replicas", "", "LIST",
-            "replicas whose follower fetches are throttled",
-            _throttled_replicas("follower.replication.throttled.replicas")),
-    _stored("leader.replication.throttled.replicas", "", "LIST",
-            "replicas whose leader answers are throttled",
-            _throttled_replicas("leader.replication.throttled.replicas")),
+            integer_parser("flush.ms", 0, LONG_MAX)),
     _stored("index.interval.bytes", "4096", "INT", "bytes between offset index entries",
-            _integer("index.interval.bytes", 0, INT_MAX)),
+            integer_parser("index.interval.bytes", 0, INT_MAX)),
     _stored("local.retention.bytes", "-2", "LONG", "tiered storage's local retention size",
-            _integer("local.retention.bytes", -2, LONG_MAX)),
+            integer_parser("local.retention.bytes", -2, LONG_MAX)),
     _stored("local.retention.ms", "-2", "LONG", "tiered storage's local retention time",
-            _integer("local.retention.ms", -2, LONG_MAX)),
+            integer_parser("local.retention.ms", -2, LONG_MAX)),
     _stored("message.downconversion.enable", "true", "BOOLEAN",
             "down-conversion for old consumers (deprecated)",
             _boolean("message.downconversion.enable")),
@@ -226,42 +225,50 @@ STORED_ONLY: tuple[ConfigKey, ...] = (
     _stored("preallocate", "false", "BOOLEAN", "preallocate segment files",
             _boolean("preallocate")),
     _stored("segment.index.bytes", "10485760", "INT", "the size of a segment's index",
-            _integer("segment.index.bytes", 4, INT_MAX)),
+            integer_parser("segment.index.bytes", 4, INT_MAX)),
     _stored("segment.jitter.ms", "0", "LONG", "random jitter subtracted from segment.ms",
-            _integer("segment.jitter.ms", 0, LONG_MAX)),
+            integer_parser("segment.jitter.ms", 0, LONG_MAX)),
 )
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     *STORED_ONLY,
+    ConfigKey(name=FOLLOWER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose follower fetches are throttled "
+                            "(follower.replication.throttled.rate)",
+              parse=_throttled_replicas(FOLLOWER_THROTTLED_REPLICAS)),
+    ConfigKey(name=LEADER_THROTTLED_REPLICAS, default="", type="LIST",
+              documentation="replicas whose leader answers are throttled "
+                            "(leader.replication.throttled.rate)",
+              parse=_throttled_replicas(LEADER_THROTTLED_REPLICAS)),
     ConfigKey(name=COMPRESSION_TYPE, default=PRODUCER_COMPRESSION, type="STRING",
               documentation="the codec the leader stores batches in (producer: as sent)",
               parse=_one_of(COMPRESSION_TYPE, "uncompressed", "zstd", "lz4", "snappy",
                             "gzip", PRODUCER_COMPRESSION)),
     ConfigKey(name="compression.gzip.level", default="-1", type="INT",
               documentation="the gzip level when the leader compresses",
-              parse=_integer("compression.gzip.level", -1, 9)),
+              parse=integer_parser("compression.gzip.level", -1, 9)),
     ConfigKey(name="compression.lz4.level", default="9", type="INT",
               documentation="the lz4 level when the leader compresses",
-              parse=_integer("compression.lz4.level", 1, 17)),
+              parse=integer_parser("compression.lz4.level", 1, 17)),
     ConfigKey(name="compression.zstd.level", default="3", type="INT",
               documentation="the zstd level when the leader compresses",
-              parse=_integer("compression.zstd.level", -131072, 22)),
+              parse=integer_parser("compression.zstd.level", -131072, 22)),
     ConfigKey(name=MAX_MESSAGE_BYTES, default="1048588", type="INT",
               documentation="the largest record batch a partition accepts",
-              parse=_integer(MAX_MESSAGE_BYTES, 0, INT_MAX)),
+              parse=integer_parser(MAX_MESSAGE_BYTES, 0, INT_MAX)),
     ConfigKey(name=TIMESTAMP_TYPE, default="CreateTime", type="STRING",
               documentation="CreateTime (the producer's) or LogAppendTime (the leader's)",
               parse=_one_of(TIMESTAMP_TYPE, "CreateTime", LOG_APPEND_TIME)),
     ConfigKey(name=TIMESTAMP_BEFORE_MAX_MS, default=str(LONG_MAX), type="LONG",
               documentation="how far behind the broker's clock a CreateTime may be",
-              parse=_integer(TIMESTAMP_BEFORE_MAX_MS, 0, LONG_MAX)),
+              parse=integer_parser(TIMESTAMP_BEFORE_MAX_MS, 0, LONG_MAX)),
     ConfigKey(name=TIMESTAMP_AFTER_MAX_MS, default=str(LONG_MAX), type="LONG",
               documentation="how far ahead of the broker's clock a CreateTime may be",
-              parse=_integer(TIMESTAMP_AFTER_MAX_MS, 0, LONG_MAX)),
+              parse=integer_parser(TIMESTAMP_AFTER_MAX_MS, 0, LONG_MAX)),
     ConfigKey(name=TIMESTAMP_DIFFERENCE_MAX_MS, default=str(LONG_MAX), type="LONG",
               documentation="how far from the broker's clock a CreateTime may be, either "
                             "way (deprecated)",
-              parse=_integer(TIMESTAMP_DIFFERENCE_MAX_MS, 0, LONG_MAX)),
+              parse=integer_parser(TIMESTAMP_DIFFERENCE_MAX_MS, 0, LONG_MAX)),
     ConfigKey(name=UNCLEAN_LEADER_ELECTION, default="false", type="BOOLEAN",
               documentation="elect a live replica outside the ISR when no ISR member is "
                             "unfenced (records only the ISR held may be lost)",
@@ -274,34 +281,34 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               parse=_cleanup_policy),
     ConfigKey(name=DELETE_RETENTION_MS, default="86400000", type="LONG",
               documentation="how long a compacted log keeps a tombstone once cleaned",
-              parse=_integer(DELETE_RETENTION_MS, 0, LONG_MAX)),
+              parse=integer_parser(DELETE_RETENTION_MS, 0, LONG_MAX)),
     ConfigKey(name=MAX_COMPACTION_LAG_MS, default=str(LONG_MAX), type="LONG",
               documentation="the age past which a dirty record makes its log cleanable",
-              parse=_integer(MAX_COMPACTION_LAG_MS, 1, LONG_MAX)),
+              parse=integer_parser(MAX_COMPACTION_LAG_MS, 1, LONG_MAX)),
     ConfigKey(name=MIN_CLEANABLE_DIRTY_RATIO, default="0.5", type="DOUBLE",
               documentation="the dirty share of a compacted log that makes it cleanable",
               parse=_ratio(MIN_CLEANABLE_DIRTY_RATIO)),
     ConfigKey(name=MIN_COMPACTION_LAG_MS, default="0", type="LONG",
               documentation="the age below which a record is never compacted",
-              parse=_integer(MIN_COMPACTION_LAG_MS, 0, LONG_MAX)),
+              parse=integer_parser(MIN_COMPACTION_LAG_MS, 0, LONG_MAX)),
     ConfigKey(name=ORDERED_DELIVERY, default="false", type="BOOLEAN",
               documentation="keep per-key order across partition count changes (KIP-253)",
               parse=_boolean(ORDERED_DELIVERY)),
     ConfigKey(name=MIN_INSYNC_REPLICAS, default="1", type="INT",
               documentation="in-sync replicas an acks=all produce needs",
-              parse=_integer(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
+              parse=integer_parser(MIN_INSYNC_REPLICAS, 1, INT_MAX)),
     ConfigKey(name=RETENTION_BYTES, default="-1", type="LONG",
               documentation="the size past which a partition log's oldest segments go",
-              parse=_integer(RETENTION_BYTES, -1, LONG_MAX)),
+              parse=integer_parser(RETENTION_BYTES, -1, LONG_MAX)),
     ConfigKey(name=RETENTION_MS, default="604800000", type="LONG",
               documentation="the age past which a partition log's oldest segments go",
-              parse=_integer(RETENTION_MS, -1, LONG_MAX)),
+              parse=integer_parser(RETENTION_MS, -1, LONG_MAX)),
     ConfigKey(name=SEGMENT_BYTES, default="1073741824", type="INT",
               documentation="the size at which a partition log starts a new segment",
-              parse=_integer(SEGMENT_BYTES, 14, INT_MAX)),
+              parse=integer_parser(SEGMENT_BYTES, 14, INT_MAX)),
     ConfigKey(name=SEGMENT_MS, default="604800000", type="LONG",
               documentation="the age at which a partition log starts a new segment",
-              parse=_integer(SEGMENT_MS, 1, LONG_MAX)),
+              parse=integer_parser(SEGMENT_MS, 1, LONG_MAX)),
 )}
 LIST_KEYS = frozenset(k.name for k in KEYS.values() if k.type == "LIST")
 

@@ -44,7 +44,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "features": ("features", "describe and change metadata.version and kraft.version "
                  "(like kafka-features.sh)"),
     "topics": ("topics", "create, describe, delete and alter topics"),
-    "configs": ("configs", "describe and alter topic configs (like kafka-configs.sh)"),
+    "configs": ("configs", "describe and alter topic and broker configs (like "
+                "kafka-configs.sh)"),
     "users": ("users", "describe and alter users' SCRAM credentials (like kafka-configs.sh "
               "--entity-type users)"),
     "acls": ("acls", "add, remove and list ACLs (like kafka-acls.sh)"),

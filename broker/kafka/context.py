@@ -2,8 +2,8 @@
 (and a way to wait for the image to change), its partitions, the controller client, the
 authorizer's settings, and live views of its registration and the cluster's
 kraft.version. Everything is given to the constructor (`install_kafka_listener` builds it
-once, in order); the only state that changes after is the producer-ID block handed out
-and the followers' fetch sessions.
+once, in order); the only state that changes after is the producer-ID block handed out,
+the followers' fetch sessions and the replication throttles' windows.
 
 The API handlers get a `broker.kafka.handler_context.HandlerContext`: this, and the group
 coordinator built on it."""
@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import trio
 
 from broker.kafka.partitions.fetch_sessions import FetchSessionCache
+from broker.kafka.partitions.replication_quota import ReplicationQuota
 from broker.kafka.replication.replica import ReplicaManager
 from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.controller_client import ControllerClient
@@ -75,6 +76,9 @@ class BrokerContext:
         self.producer_ids_issued: tuple[int, int] = (-1, 0)
         # the followers' KIP-227 fetch sessions with this leader (a random int32 id each)
         self.fetch_sessions = FetchSessionCache(lambda: secrets.randbelow(0x7FFFFFFF))
+        # the replication throttles' windows (broker.kafka.partitions.replication_quota)
+        self.leader_quota = ReplicationQuota(leader=True)
+        self.follower_quota = ReplicationQuota(leader=False)
 
     @property
     def image(self) -> MetadataImage:

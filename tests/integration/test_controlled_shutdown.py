@@ -32,10 +32,12 @@ SETTINGS = {**FAST_SETTINGS, "broker.heartbeat.interval.ms": 200,
 class Producer:
     """An acks=all idempotent producer sending RATE_PER_S records, each at its due time
     (bounded: until stopped, at most 60 s), counting delivery errors and keeping each
-    record's send time and latency."""
+    record's send time and latency, and the values acknowledged (each record's is its
+    sequence number, padded to 100 bytes)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.errors: list[str] = []
+        self.acknowledged: list[bytes] = []
         self.latencies: list[float] = []
         self.answered: list[tuple[float, float]] = []  # (sent, latency)
         self._producer = confluent_kafka.Producer({
@@ -56,12 +58,15 @@ class Producer:
                 time.sleep(ahead)
             sent = time.monotonic()
 
-            def done(error: Any, _message: Any, sent: float = sent) -> None:
+            def done(error: Any, message: Any, sent: float = sent) -> None:
                 if error is not None:
                     self.errors.append(str(error))
+                else:
+                    self.acknowledged.append(message.value())
                 self.latencies.append(time.monotonic() - sent)
                 self.answered.append((sent, self.latencies[-1]))
-            self._producer.produce(self._topic, value=b"v" * 100, on_delivery=done)
+            self._producer.produce(self._topic, value=str(sequence).encode().rjust(100, b"v"),
+                                   on_delivery=done)
             self._producer.poll(0)
 
     def stop(self) -> int:

@@ -50,6 +50,7 @@ from kio.index import load_request_schema
 from broker.access_table import KAFKA, Check
 from broker.kafka import api_versions as api
 from broker.kafka.sasl.scram import MECHANISMS, SCRAM_SHA_256, ScramClient, salted_password
+from metadata.admin import BROKER_RESOURCE
 from metadata.authorizer import (
     CLUSTER_NAME,
     CONCRETE_OPERATIONS,
@@ -931,3 +932,45 @@ def test_a_client_claiming_a_replica_id_is_refused_without_cluster_action(
         assert set(error_codes(answer)) <= {0, TOPIC_AUTHORIZATION_FAILED}, answer
         assert TOPIC_AUTHORIZATION_FAILED in error_codes(answer), answer
     assert setup.world() == before
+
+
+def test_broker_config_resources_need_the_rights_on_the_cluster(setup: Setup) -> None:
+    """DescribeConfigs and IncrementalAlterConfigs of a BROKER resource (the dynamic
+    broker configs) need DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster, which every
+    right on a topic does not replace: CLUSTER_AUTHORIZATION_FAILED, nothing written.
+    With the cluster right they are served."""
+    rate = "leader.replication.throttled.rate"
+
+    def describe() -> Any:
+        return request(api.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": BROKER_RESOURCE, "resource_name": str(BROKER),
+             "configuration_keys": [rate]}]})
+
+    def alter() -> Any:
+        return request(api.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": BROKER_RESOURCE, "resource_name": "", "configs": [
+                {"name": rate, "config_operation": 0,  # SET
+                 "value": str(1_000_000 + next(setup.values))}]}]})
+
+    def default_rate() -> str:
+        (result,) = setup.admin.send(request(api.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": BROKER_RESOURCE, "resource_name": "",
+             "configuration_keys": [rate]}]})).results
+        return ",".join(str(c.value) for c in result.configs)
+
+    before = default_rate()
+    setup.grant([(AclOperation.ALL, ResourceType.TOPIC, TOPIC)])
+    try:
+        refused = [setup.ops.send(describe()), setup.ops.send(alter())]
+    finally:
+        setup.revoke()
+    assert [error_codes(a) for a in refused] == [[CLUSTER_AUTHORIZATION_FAILED]] * 2
+    assert default_rate() == before
+    setup.grant([(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME),
+                 (AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)])
+    try:
+        served = [setup.ops.send(describe()), setup.ops.send(alter())]
+    finally:
+        setup.revoke()
+    assert [error_codes(a) for a in served] == [[0], [0]]
+    assert default_rate() != before

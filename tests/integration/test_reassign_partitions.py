@@ -61,12 +61,13 @@ def produce(cluster: Cluster) -> set[bytes]:
     return acknowledged
 
 
-def consume(cluster: Cluster, wanted: set[bytes]) -> set[bytes]:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "reader",
+def consume(servers: str, topic: str, partitions: int, wanted: set[bytes]) -> set[bytes]:
+    """The values read from every partition of `topic` (until all `wanted` are, bounded)."""
+    consumer = ck.Consumer({"bootstrap.servers": servers, "group.id": "reader",
                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
     got: set[bytes] = set()
     try:
-        consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(len(BEFORE))])
+        consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + WAIT_S
         while not wanted <= got and time.monotonic() < deadline:
             message = consumer.poll(1.0)
@@ -140,7 +141,7 @@ def test_a_topic_moves_to_new_brokers_keeping_every_acknowledged_record(
     assert verified.returncode == 0, verified.stderr
     assert verified.stdout.count("is completed.") == 3
 
-    assert acknowledged <= consume(cluster, acknowledged)
+    assert acknowledged <= consume(bootstrap(cluster), TOPIC, len(BEFORE), acknowledged)
     wait_until(lambda: not any(d.startswith(TOPIC) for d in partition_dirs(cluster, 2)),
                WAIT_S, "broker 2 staging the partitions it no longer hosts")
     assert len(staged_dirs(cluster, 2)) >= 3

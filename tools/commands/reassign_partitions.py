@@ -2,7 +2,7 @@
 
     kraft reassign-partitions (--bootstrap-server HOST:PORT[,...] | --cluster DIR)
         [--command-config FILE]
-        (--reassignment-json-file FILE (--execute | --verify | --cancel)
+        (--reassignment-json-file FILE (--execute [--throttle BYTES] | --verify | --cancel)
          | --generate --topics-to-move-json-file FILE --broker-list 1,2,3) [--json]
 
 FILE is Kafka's: {"version": 1, "partitions": [{"topic": "orders", "partition": 0,
@@ -11,8 +11,16 @@ FILE is Kafka's: {"version": 1, "partitions": [{"topic": "orders", "partition": 
   document) and sends one AlterPartitionReassignments (the controllers decide:
   `metadata.reassignments`); the brokers then copy the data and the controller
   completes each partition once its new replicas are in sync.
+- --execute --throttle BYTES first throttles the copy, as kafka-reassign-partitions.sh
+  does: leader.replication.throttled.rate and follower.replication.throttled.rate set
+  to BYTES (bytes/s) on every broker the moves involve (the partitions' current and
+  target replicas), and on each topic leader.replication.throttled.replicas naming the
+  current replicas of its moved partitions, follower.replication.throttled.replicas the
+  new ones (`broker.kafka.partitions.replication_quota` applies them).
 - --verify says per partition whether its reassignment is still in progress
-  (ListPartitionReassignments), completed (its replicas are the target) or neither.
+  (ListPartitionReassignments), completed (its replicas are the target) or neither;
+  once none of the file's partitions is in progress it removes the throttles: the two
+  rate keys on every broker and the two replicas keys on the file's topics.
 - --cancel cancels the ongoing reassignments of the file's partitions.
 - --generate proposes moving the topics of {"version": 1, "topics": [{"topic": T}]} onto
   --broker-list, each partition keeping its replication factor (replicas placed round
@@ -24,8 +32,8 @@ FILE is Kafka's: {"version": 1, "partitions": [{"topic": "orders", "partition": 
 Bad input (a file that is not such a document, a repeated partition or replica, a topic
 or partition that does not exist, a broker that is not registered, options that do not
 go together): one line on stderr, exit 2, nothing sent. A partition the controller
-refuses: its line with Kafka's error name, exit 1. Replication throttles
-(leader/follower.replication.throttled.rate, --throttle) are not served.
+refuses: its line with Kafka's error name, exit 1; so does a throttle a broker refuses
+(nothing is reassigned then).
 """
 
 from __future__ import annotations
@@ -36,14 +44,19 @@ from pathlib import Path
 from typing import Any
 
 from metadata.admin import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     ReassignablePartition,
     ReassignableTopic,
 )
+from metadata.broker_configs import FOLLOWER_RATE, LEADER_RATE
+from metadata.topic_configs import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from raft.common.errors import ErrorCode
 from tools.addresses import add_broker_target, broker_addresses
 from tools.client.admin import BrokerAdminClient
+from tools.client.configs import Alteration, alter
 from tools.client.connection import ClientError
 from tools.errors import CommandError, usage_error
 from tools.kafka_json import partition_entries
@@ -66,6 +79,8 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--topics-to-move-json-file", metavar="FILE",
                         help='{"version": 1, "topics": [{"topic": T}, ...]}')
     parser.add_argument("--broker-list", metavar="1,2,3", help="the brokers to move onto")
+    parser.add_argument("--throttle", type=int, default=-1, metavar="BYTES",
+                        help="with --execute: the replication throttle, bytes/s per broker")
     parser.add_argument("--json", action="store_true")
 
 
@@ -180,6 +195,40 @@ def verify_lines(targets: Assignment, current: Assignment, ongoing: set[Key]) ->
     return lines
 
 
+def throttles(targets: Assignment, current: Assignment, rate: int) -> list[Alteration]:
+    """Kafka's throttles of a reassignment: the rate on every broker involved, and per
+    topic the current replicas (leader side) and new ones (follower side) of its moved
+    partitions, as PARTITION:BROKER lists."""
+    leader: dict[str, list[str]] = {}
+    follower: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), replicas in sorted(targets.items()):
+        now = current.get((topic, partition), ())
+        brokers |= set(now) | set(replicas)
+        leader.setdefault(topic, []).extend(f"{partition}:{b}" for b in now)
+        follower.setdefault(topic, []).extend(f"{partition}:{b}" for b in replicas
+                                              if b not in now)
+    rates: list[Alteration] = [
+        (BROKER_RESOURCE, str(b), [(LEADER_RATE, str(rate)), (FOLLOWER_RATE, str(rate))])
+        for b in sorted(brokers)]
+    return rates + [
+        (TOPIC_RESOURCE, topic, [(LEADER_THROTTLED_REPLICAS, ",".join(leader[topic])),
+                                 (FOLLOWER_THROTTLED_REPLICAS, ",".join(follower[topic]))])
+        for topic in sorted(leader)]
+
+
+def cleared_throttles(targets: Assignment, brokers: set[int]) -> list[Alteration]:
+    """What --verify deletes once the reassignment is done: the rates on every broker,
+    the throttled replicas on the file's topics."""
+    rates: list[Alteration] = [
+        (BROKER_RESOURCE, str(b), [(LEADER_RATE, None), (FOLLOWER_RATE, None)])
+        for b in sorted(brokers)]
+    return rates + [
+        (TOPIC_RESOURCE, topic, [(LEADER_THROTTLED_REPLICAS, None),
+                                 (FOLLOWER_THROTTLED_REPLICAS, None)])
+        for topic in sorted({t for t, _ in targets})]
+
+
 def _read(path: str, option: str) -> str:
     try:
         return Path(path).read_text()
@@ -206,6 +255,8 @@ def run(args: argparse.Namespace) -> int:
             raise usage_error("--generate needs --topics-to-move-json-file and --broker-list")
     elif args.reassignment_json_file is None:
         raise usage_error("--execute, --verify and --cancel need --reassignment-json-file")
+    if args.throttle >= 0 and not args.execute:
+        raise usage_error("--throttle goes with --execute")
     try:
         if args.generate:
             topics = parse_topics(_read(args.topics_to_move_json_file,
@@ -226,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         if error is not None:
             raise usage_error(error)
         if args.verify:
-            return _verify(args, targets, current, set(client.list_reassignments()))
+            return _verify(args, client, targets, current, registered)
         return _alter(args, client, targets, current)
     except ClientError as exc:
         raise CommandError(f"reassign-partitions: {exc}") from None
@@ -251,16 +302,30 @@ def _generate(args: argparse.Namespace, current: Assignment, registered: set[int
     return 0
 
 
-def _verify(args: argparse.Namespace, targets: Assignment, current: Assignment,
-            ongoing: set[Key]) -> int:
+def _verify(args: argparse.Namespace, client: BrokerAdminClient, targets: Assignment,
+            current: Assignment, brokers: set[int]) -> int:
+    ongoing = set(client.list_reassignments())
     lines = verify_lines(targets, current, ongoing)
-    print(json.dumps({"partitions": lines}) if args.json
+    done = not ongoing & set(targets)
+    if done:  # as Kafka's tool: the throttles go once nothing of the file is moving
+        alter(client, cleared_throttles(targets, brokers))
+        lines += [f"Clearing broker-level throttles on brokers "
+                  f"{','.join(map(str, sorted(brokers)))}",
+                  *(f"Clearing topic-level throttles on topic {t}"
+                    for t in sorted({t for t, _ in targets}))]
+    print(json.dumps({"partitions": lines, "throttles_cleared": done}) if args.json
           else "\n".join(["Status of partition reassignment:", *lines]))
     return 0
 
 
 def _alter(args: argparse.Namespace, client: BrokerAdminClient, targets: Assignment,
            current: Assignment) -> int:
+    if args.throttle >= 0:  # before the moves, so that the copy starts throttled
+        alter(client, throttles(targets, current, args.throttle))
+        if not args.json:
+            print("Warning: You must run --verify periodically, until the reassignment "
+                  "completes, to ensure the throttle is removed.\n"
+                  f"The inter-broker throttle limit was set to {args.throttle} B/s")
     wanted: dict[Key, tuple[int, ...] | None] = dict(targets) if args.execute else \
         dict.fromkeys(targets)
     response = client.call(request_for(wanted))

@@ -130,7 +130,7 @@ def _topic_id(text: str) -> Uuid:
 
 
 def through_broker(args: argparse.Namespace) -> bool:
-    """--bootstrap-server was given (`kraft configs` has no such option)."""
+    """--bootstrap-server was given."""
     return getattr(args, "bootstrap_server", None) is not None
 
 

@@ -19,9 +19,10 @@ EXCEPTIONS: dict[str, str] = {
     "0052": KAFKA_TOPICS_SH + " (message.timestamp.type=LogAppendTime)",
     "0077": KAFKA_TOPICS_SH + " (cleanup.policy=compact, segment.bytes)",
     "0081": ("do_test_AlterConfigs sets the dynamic broker config "
-             "sasl.kerberos.min.time.before.relogin and expects NO_ERROR; broker configs are "
-             "static here (the node's configuration file) and AlterConfigs of a BROKER "
-             "resource answers INVALID_REQUEST, so the test stops at that subtest"),
+             "sasl.kerberos.min.time.before.relogin and expects NO_ERROR; the only dynamic "
+             "broker configs here are the replication throttle rates "
+             "(metadata/broker_configs.py), so AlterConfigs of that key answers "
+             "INVALID_CONFIG, and the test stops at that subtest"),
     "0097": ("needs SSL listeners and the certificates trivup makes (SSL_* environment "
              "variables); this cluster's listeners are PLAINTEXT"),
     "0098": ("transactions (init_transactions, read_committed), which this project "

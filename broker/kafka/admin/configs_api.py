@@ -7,12 +7,18 @@ differs from Kafka's (STATIC_BROKER_CONFIG: `log.retention.*`, `log.roll.*`,
 `unclean.leader.election.enable`), else the
 default (DEFAULT_CONFIG, `is_default` in v0's sense), filtered by `configuration_keys`.
 Topics are named, as on Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A
-broker resource answers with no configs (its configuration is the node's file, static).
+broker resource answers as Kafka's broker does: its own id, every dynamic broker key
+(`metadata.broker_configs`) with the value and source it resolves to
+(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+DEFAULT_CONFIG) and, when asked (v1+ include_synonyms), every level that sets it;
+"" (the cluster-wide default), the keys set there; another broker's id,
+INVALID_REQUEST "Unexpected broker id, expected <own> or empty string, but received
+<id>".
 
 Alter is forwarded to the active controller (`metadata.admin`
 IncrementalAlterConfigsRequest, with `replace` for the legacy call), which validates
-and writes TopicConfig records; the answer is held until this broker's image shows the
-change, so a describe right after sees it.
+and writes TopicConfig records (ConfigRecords for a broker resource); the answer is held
+until this broker's image shows the change, so a describe right after sees it.
 
 ListClientMetricsResources (API 74 v0, KIP-714's client metrics subscriptions; Kafka 4.1
 renamed it ListConfigResources): none here, an empty list.
@@ -44,14 +50,21 @@ from metadata.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from metadata.broker_configs import (
+    DEFAULT_CONFIG,
+    DEFAULT_RESOURCE,
+    DYNAMIC_KEYS,
+    DYNAMIC_TOPIC_CONFIG,
+    STATIC_BROKER_CONFIG,
+    resolve,
+    resource_configs,
+)
 from metadata.image import MetadataImage
-from metadata.topic_configs import KEYS, UNCLEAN_LEADER_ELECTION, InvalidConfig, validate
+from metadata.topic_configs import KEYS, UNCLEAN_LEADER_ELECTION, InvalidConfig
 from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-# Kafka's DescribeConfigs config_source
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
                 "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
@@ -89,6 +102,35 @@ def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...
             "resource_name": name, "configs": configs}
 
 
+def describe_broker_configs(configs: tuple[tuple[str, str, str], ...], broker_id: int,
+                            name: str, keys: tuple[str, ...] | None, *, synonyms: bool,
+                            documentation: bool) -> shapes.ResourceResult:
+    """One DescribeConfigs result for a BROKER resource (see the module's docstring)."""
+    if name not in (DEFAULT_RESOURCE, str(broker_id)):
+        return {"error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": f"Unexpected broker id, expected {broker_id} or empty "
+                                 f"string, but received {name}",
+                "resource_type": BROKER_RESOURCE, "resource_name": name, "configs": []}
+    listed = resource_configs(configs, DEFAULT_RESOURCE) if name == DEFAULT_RESOURCE \
+        else DYNAMIC_KEYS
+    entries: list[shapes.ConfigEntry] = []
+    for key in sorted(listed):
+        if key not in DYNAMIC_KEYS or (keys is not None and key not in keys):
+            continue  # a key a later build wrote: not this broker's to describe
+        resolved = resolve(configs, None if name == DEFAULT_RESOURCE else broker_id, key)
+        spec = DYNAMIC_KEYS[key]
+        entries.append({
+            "name": key, "value": resolved.value, "read_only": False,
+            "is_default": resolved.source == DEFAULT_CONFIG,
+            "config_source": resolved.source, "is_sensitive": False,
+            "synonyms": [{"name": key, "value": value, "source": source}
+                         for value, source in resolved.synonyms] if synonyms else [],
+            "config_type": CONFIG_TYPES[spec.type],
+            "documentation": spec.documentation if documentation else None})
+    return {"error_code": 0, "error_message": None, "resource_type": BROKER_RESOURCE,
+            "resource_name": name, "configs": entries}
+
+
 async def handle_describe_configs_request(context: BrokerContext, request: Any,
                                           version: int) -> shapes.DescribeConfigsResponse:
     image = context.image
@@ -107,9 +149,10 @@ async def handle_describe_configs_request(context: BrokerContext, request: Any,
                 {**topic_defaults(context.replicas.log_defaults), UNCLEAN_LEADER_ELECTION:
                  str(context.unclean_election_default).lower()}))
         elif int(resource.resource_type) == BROKER_RESOURCE:
-            results.append({"error_code": 0, "error_message": None,
-                            "resource_type": BROKER_RESOURCE,
-                            "resource_name": resource.resource_name, "configs": []})
+            results.append(describe_broker_configs(
+                image.broker_configs, context.broker_id, resource.resource_name, keys,
+                synonyms=bool(getattr(request, "include_synonyms", False)),
+                documentation=bool(getattr(request, "include_documentation", False))))
         else:
             results.append({"error_code": int(ErrorCode.INVALID_REQUEST),
                             "error_message": f"unsupported resource type "
@@ -138,26 +181,33 @@ def _denied(context: BrokerContext, operation: int, resource_type: int, name: st
 
 
 def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
-    """What the topic's configs hold once an accepted alter is applied (for a legacy
+    """What the resource's configs hold once an accepted alter is applied (for a legacy
     replace, the named keys: every other key is then unset)."""
+    keys = DYNAMIC_KEYS if resource.resource_type == BROKER_RESOURCE else KEYS
     expected: dict[str, str | None] = {}
     for config in resource.configs:
         if config.config_operation == OP_DELETE or config.value is None:
             expected[config.name] = None
-        elif config.config_operation == OP_SET:
+        elif config.config_operation == OP_SET and config.name in keys:
             try:
-                expected[config.name] = validate(config.name, config.value)
+                expected[config.name] = keys[config.name].parse(config.value)
             except InvalidConfig:
                 pass  # the controller accepted it: nothing to wait for here
     return expected
 
 
-def _shows(image: MetadataImage, name: str, expected: dict[str, str | None],
-           replace: bool) -> bool:
-    topic = image.topic_by_name(name)
-    return topic is None or (
-        all(topic.config(k) == v for k, v in expected.items())
-        and (not replace or all(k in expected for k, _ in topic.configs)))
+def _shows(image: MetadataImage, resource: AlterConfigsResource,
+           expected: dict[str, str | None], replace: bool) -> bool:
+    if resource.resource_type == BROKER_RESOURCE:
+        configs: dict[str, str] = resource_configs(image.broker_configs,
+                                                   resource.resource_name)
+    else:
+        topic = image.topic_by_name(resource.resource_name)
+        if topic is None:
+            return True
+        configs = dict(topic.configs)
+    return all(configs.get(k) == v for k, v in expected.items()) and (
+        not replace or all(k in expected for k in configs))
 
 
 def _unanswered(resource: Any) -> shapes.ResourceResult:
@@ -187,7 +237,7 @@ async def _alter(context: BrokerContext, request: Any,
                  configs: list[tuple[AlterableConfig, ...]], *, replace: bool
                  ) -> shapes.IncrementalAlterConfigsResponse:
     """Both alters: authorize each resource (ALTER_CONFIGS), forward the allowed ones,
-    and hold an accepted topic's answer until this broker's image shows it."""
+    and hold an accepted resource's answer until this broker's image shows it."""
     timeout_s = request_timeout_s(request, context)
     denied = [_denied(context, authz.Op.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
               for r in request.resources]
@@ -210,12 +260,12 @@ async def _alter(context: BrokerContext, request: Any,
     else:
         assert isinstance(response, IncrementalAlterConfigsResponse)
         if not admin.validate_only:
-            wanted = [(r.resource_name, _expected(r)) for r, answer in
+            wanted = [(r, _expected(r)) for r, answer in
                       zip(admin.resources, response.responses, strict=False)
-                      if answer.error_code == 0 and r.resource_type == TOPIC_RESOURCE]
+                      if answer.error_code == 0]
             if wanted:
                 await context.wait_image(lambda image: all(
-                    _shows(image, name, expected, replace) for name, expected in wanted),
+                    _shows(image, r, expected, replace) for r, expected in wanted),
                     timeout_s)
         results = [{"error_code": kafka_error(r.error_code), "error_message": r.error_message,
                     "resource_type": r.resource_type, "resource_name": r.resource_name}

@@ -9,7 +9,9 @@ partition error answers at once). A follower's fetches go through a KIP-227 sess
 partitions whose fetch fields changed and is answered only with the partitions that have
 something new, and a partition fetched again unchanged under the same image is recorded
 as fetched without being read (`_idle_follower`). Consumers get session_id 0, which tells
-them to send full fetches.
+them to send full fetches. A follower out of the ISR fetching a throttled replica gets no
+records while the leader's replication quota is exceeded
+(`broker.kafka.partitions.replication_quota`).
 
 A partition's records are its stored bytes, never decoded: the slice of one segment file
 from the batch holding the fetch offset, found through the offset index
@@ -64,6 +66,7 @@ from broker.kafka.ordered.marked_end import committed_log_end
 from broker.kafka.ordered.rules import count_mismatch, is_marked_for_deletion
 from broker.kafka.partitions.fetch_sessions import FetchSession, SessionPartition, is_news
 from broker.kafka.partitions.file_region import FileRegion
+from broker.kafka.partitions.replication_quota import leader_holds_back
 from broker.kafka.replication.replica import PartitionState, Resolved, check_partition
 from raft.common.errors import ErrorCode
 
@@ -139,18 +142,28 @@ async def _fetch_partition(context: BrokerContext, *, name: str | None, topic_id
     if state.maybe_advance_high_watermark(resolved.partition, context.broker_id):
         context.replicas.notify_data()
     max_bytes = max(1, min(int(part.partition_max_bytes), budget))
+    now_ms = int(trio.current_time() * 1000)
+    throttled = replica_id >= 0 and resolved.topic is not None and \
+        context.leader_quota.throttles(context.broker_id, resolved.topic, index)
     records: bytes | FileRegion | None
     try:
-        if replica_id >= 0:
-            records = state.log.read(offset, max_bytes, end)
-        else:
+        if replica_id < 0:
             region = state.log.read_region(offset, max_bytes, state.high_watermark)
             records = region if region is None or region.size >= SENDFILE_MIN_BYTES \
                 else region.read_and_close()
+        elif leader_holds_back(
+                throttled=throttled, in_isr=replica_id in state.maximal_isr(resolved.partition),
+                exceeded=throttled and context.leader_quota.exceeded(context.image,
+                                                                     context.broker_id, now_ms)):
+            records = b""
+        else:
+            records = state.log.read(offset, max_bytes, end)
     except OSError:  # the directory was staged for deletion under us
         gone = context.image.topic(state.topic_id) is None
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_ID if gone
                                 else ErrorCode.KAFKA_STORAGE_ERROR), None
+    if throttled:
+        context.leader_quota.record(len(records or b""), now_ms)
     return {"partition_index": index, "error_code": 0,
             "high_watermark": state.high_watermark, "last_stable_offset": state.high_watermark,
             "log_start_offset": state.log.log_start_offset, "aborted_transactions": [],

@@ -16,6 +16,11 @@ whose last fetched epoch the leader does not have (up to that offset) gets
 `diverging_epoch` and truncates (KIP-595 style). The leader shrinks and expands ISRs:
 broker.kafka.replication.isr.
 
+A throttled partition (`broker.kafka.partitions.replication_quota`) is left out of the
+fetch while this broker's follower quota is exceeded, this broker is outside its ISR and
+has not caught up to the leader's high watermark; leaving it out of the session forgets
+it there, as Kafka's follower does, until the next fetch carries it again.
+
 The follower's log applies the batches it stores to its idempotent-producer state
 (`PartitionLog.append_replicated`, no checks: Kafka's replication origin) and rebuilds
 it on a truncation, so once elected leader it decides a producer's retries, gaps and
@@ -31,6 +36,7 @@ import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from operator import itemgetter
+from typing import Any
 
 import trio
 from kio.schema.fetch.v13.request import FetchRequest
@@ -40,6 +46,7 @@ from broker.kafka.admin.metadata_api import broker_endpoints
 from broker.kafka.context import BrokerContext
 from broker.kafka.partitions.fetch_sessions import FetchFields, FollowerSession, PartitionKey
 from broker.kafka.partitions.partition_log import InvalidBatchError, split_batches
+from broker.kafka.partitions.replication_quota import follower_holds_back
 from broker.kafka.replication.replica import PartitionState, check_partition
 from broker.kafka.sasl.sasl_client import authenticate as sasl_authenticate
 from broker.kafka.sasl.sasl_settings import SaslClientSettings
@@ -211,18 +218,20 @@ class ReplicaFetcher:
         correlation_id, buffer = 0, bytearray()
         session = FollowerSession()
         states: Followed = {}
+        throttled: set[PartitionKey] = set()  # follower.replication.throttled.replicas'
+        in_isr: set[PartitionKey] = set()  # the image's ISR holds this broker
+        leader_hws: dict[PartitionKey, int] = {}  # the leader's, as its last answer said
         resolved_in: MetadataImage | None = None
         while True:
             if resolved_in is not self.context.image or len(states) < len(parts):
                 resolved_in = self.context.image  # opened again only when it changes
                 states = await self._states(parts)
+                throttled, in_isr = self._throttled(states), self._in_isr(states)
             if not states:
                 await trio.sleep(RETRY_BACKOFF_S)
                 continue
-            carried, forgotten = session.to_send({
-                key: (state.log.log_end_offset, state.log.last_epoch,
-                      state.log.log_start_offset, epoch)
-                for key, (state, epoch) in states.items()})
+            carried, forgotten = session.to_send(
+                self._fetched(states, throttled, in_isr, leader_hws))
             request = build(FetchRequest, {
                 "replica_id": self.context.broker_id, "max_wait": MAX_WAIT_MS,
                 "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "session_id": session.session_id,
@@ -261,10 +270,48 @@ class ReplicaFetcher:
                         await self._truncate(entry[0], (int(diverging.epoch),
                                                         int(diverging.end_offset)))
                         continue
-                    await self._append(entry[0], data.records or b"", int(data.high_watermark))
-                    await self._follow_log_start(entry[0], int(data.log_start_offset))
+                    key = (topic.topic_id, int(data.partition_index))
+                    leader_hws[key] = int(data.high_watermark)
+                    await self._receive(entry[0], data, throttled=key in throttled)
             if failed:
                 await trio.sleep(RETRY_BACKOFF_S)
+
+    async def _receive(self, state: PartitionState, data: Any, *, throttled: bool) -> None:
+        """Store a partition's answer; a throttled one's bytes count against the quota."""
+        records = data.records or b""
+        if throttled:
+            self.context.follower_quota.record(len(records), int(trio.current_time() * 1000))
+        await self._append(state, records, int(data.high_watermark))
+        await self._follow_log_start(state, int(data.log_start_offset))
+
+    def _fetched(self, states: Followed, throttled: set[PartitionKey],
+                 in_isr: set[PartitionKey], leader_hws: dict[PartitionKey, int]
+                 ) -> dict[PartitionKey, FetchFields]:
+        """The fetch fields of every followed partition the follower throttle does not
+        hold back (`follower_holds_back`)."""
+        exceeded = bool(throttled - in_isr) and self.context.follower_quota.exceeded(
+            self.context.image, self.context.broker_id, int(trio.current_time() * 1000))
+        return {key: (state.log.log_end_offset, state.log.last_epoch,
+                      state.log.log_start_offset, epoch)
+                for key, (state, epoch) in states.items()
+                if not follower_holds_back(
+                    throttled=key in throttled, in_isr=key in in_isr, exceeded=exceeded,
+                    log_end=state.log.log_end_offset, leader_high_watermark=leader_hws.get(key))}
+
+    def _in_isr(self, states: Followed) -> set[PartitionKey]:
+        """The followed partitions whose ISR in the image holds this broker."""
+        image, broker_id = self.context.image, self.context.broker_id
+        return {key for key, (state, _) in states.items()
+                if (topic := image.topic(state.topic_id)) is not None
+                and state.partition < len(topic.partitions)
+                and broker_id in topic.partitions[state.partition].isr}
+
+    def _throttled(self, states: Followed) -> set[PartitionKey]:
+        """The followed partitions this broker's follower throttle names."""
+        image, quota = self.context.image, self.context.follower_quota
+        return {key for key, (state, _) in states.items()
+                if (topic := image.topic(state.topic_id)) is not None
+                and quota.throttles(self.context.broker_id, topic, state.partition)}
 
     async def _truncate(self, state: PartitionState, diverging: tuple[int, int]) -> None:
         """The leader says our log diverged: keep only what its epochs and ours agree on

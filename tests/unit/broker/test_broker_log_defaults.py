@@ -6,15 +6,13 @@ STATIC_BROKER_CONFIG where they differ from Kafka's defaults."""
 from __future__ import annotations
 
 from broker.kafka.admin.configs_api import (
-    DEFAULT_CONFIG,
-    DYNAMIC_TOPIC_CONFIG,
-    STATIC_BROKER_CONFIG,
     describe_topic_configs,
 )
 from broker.kafka.partitions.retention import topic_retention
 from broker.kafka.partitions.segments import LogDefaults, Retention, RollLimits, topic_defaults
 from broker.kafka.replication.replica import roll_limits
 from metadata import records as rec
+from metadata.broker_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG
 from metadata.delta import replay
 from metadata.image import MetadataImage, TopicImage
 from tests.support.kafka_support import TOPIC_ID

@@ -12,14 +12,12 @@ from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, Descr
 from kio.static.primitive import i8
 
 from broker.kafka.admin.configs_api import (
-    DEFAULT_CONFIG,
-    DYNAMIC_TOPIC_CONFIG,
-    STATIC_BROKER_CONFIG,
     handle_describe_configs_request,
 )
 from broker.kafka.context import BrokerContext
 from broker.kafka.replication.replica import ReplicaManager
 from metadata import records as rec
+from metadata.broker_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG
 from metadata.delta import replay
 from metadata.image import MetadataImage
 from raft.common.uuid import Uuid

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from metadata import records as rec
 from metadata.admin import (
-    BROKER_RESOURCE,
     OP_APPEND,
     OP_DELETE,
     OP_SET,
@@ -326,13 +325,6 @@ def test_validate_only_writes_nothing_when_altered() -> None:
     before = len(h.log)
     assert alter(h, "t", ("retention.ms", OP_SET, "1"), validate_only=True).error_code == 0
     assert len(h.log) == before
-
-
-def test_broker_resources_cannot_be_altered_but_an_empty_alter_is_fine() -> None:
-    h = Harness()
-    assert alter(h, "1", resource_type=BROKER_RESOURCE).error_code == ErrorCode.NONE
-    assert alter(h, "1", ("log.retention.ms", OP_SET, "1"),
-                 resource_type=BROKER_RESOURCE).error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_describe_carries_the_configs_set() -> None:

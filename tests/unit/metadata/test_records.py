@@ -265,6 +265,10 @@ WIRE_SAMPLES: dict[str, Any] = {
     "kraft-version": rec.KRaftVersionRecord(kraft_version=1),
     # captured when metadata.version was added (Kafka's FeatureLevelRecord)
     "feature-level": rec.FeatureLevel(name="metadata.version", feature_level=2),
+    # captured when dynamic broker configs were added (Kafka's ConfigRecord on a BROKER)
+    "config-record": rec.ConfigRecord(resource_type=4, resource_name="",
+                                      name="leader.replication.throttled.rate",
+                                      value="1048576"),
 }
 WIRE_BYTES = {
     "leader-change": (
@@ -373,6 +377,10 @@ WIRE_BYTES = {
     "feature-level": (
         "84a47479706519a776657273696f6e00a46e616d65b06d657461646174612e76657273696f6ead6665"
         "61747572655f6c6576656c02"),
+    "config-record": (
+        "86a4747970651aa776657273696f6e00ad7265736f757263655f7479706504ad7265736f757263655f"
+        "6e616d65a0a46e616d65d9216c65616465722e7265706c69636174696f6e2e7468726f74746c65642e"
+        "72617465a576616c7565a731303438353736"),
 }
 
 

@@ -19,12 +19,15 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     (("topics", "--bootstrap-server", "127.0.0.1:9", "--alter", "--topic", "t", "--new-name",
       "u"), "Kafka's protocol has no topic rename"),
     (("quorum", "describe", "--bootstrap-server", "", "--status"), "no broker address"),
-    # Kafka's protocol has no Append, and kraft configs speaks to controllers only
+    # Kafka's protocol has no Append; a broker's configs are the brokers' to describe
     (("quorum", "append", "--bootstrap-server", "127.0.0.1:9", "--count", "1"),
      "one of the arguments --bootstrap-controller --cluster is required"),
+    (("configs", "--bootstrap-controller", "127.0.0.1:9", "--entity-type", "brokers",
+      "--entity-name", "1", "--describe"), "give --bootstrap-server or --cluster"),
+    (("configs", "--bootstrap-server", "127.0.0.1:9", "--entity-type", "brokers",
+      "--entity-name", "b1", "--describe"), "a broker id (or --entity-default)"),
     (("configs", "--bootstrap-server", "127.0.0.1:9", "--entity-type", "topics",
-      "--entity-name", "t", "--describe"),
-     "one of the arguments --bootstrap-controller --cluster is required"),
+      "--entity-default", "--describe"), "--entity-default goes with --entity-type brokers"),
 ])
 def test_bad_targets_exit_2_naming_the_option(capsys: pytest.CaptureFixture[str],
                                               args: tuple[str, ...], error: str) -> None:

@@ -20,6 +20,7 @@ from metadata.admin import (
 from raft.common.errors import ErrorCode
 from tools.cli import main
 from tools.commands.reassign_partitions import (
+    cleared_throttles,
     document,
     failures,
     parse_brokers,
@@ -27,6 +28,7 @@ from tools.commands.reassign_partitions import (
     parse_topics,
     propose,
     request_for,
+    throttles,
     unknown_error,
     verify_lines,
 )
@@ -101,12 +103,36 @@ def test_verify_says_in_progress_completed_or_neither_as_kafka() -> None:
         "Reassignment of partition t-0 is still in progress."
 
 
+def test_throttles_are_kafkas_rates_on_every_broker_involved_and_replicas_per_topic() -> None:
+    current = {("t", 0): (1, 2), ("t", 1): (2, 3), ("u", 0): (1,)}
+    targets = {("t", 0): (2, 4), ("t", 1): (2, 3), ("u", 0): (5,)}
+    rate = [("leader.replication.throttled.rate", "100"),
+            ("follower.replication.throttled.rate", "100")]
+    assert throttles(targets, current, 100) == [
+        (4, "1", rate), (4, "2", rate), (4, "3", rate), (4, "4", rate), (4, "5", rate),
+        (2, "t", [("leader.replication.throttled.replicas", "0:1,0:2,1:2,1:3"),
+                  ("follower.replication.throttled.replicas", "0:4")]),
+        (2, "u", [("leader.replication.throttled.replicas", "0:1"),
+                  ("follower.replication.throttled.replicas", "0:5")])]
+    assert cleared_throttles(targets, {1, 7}) == [
+        (4, "1", [("leader.replication.throttled.rate", None),
+                  ("follower.replication.throttled.rate", None)]),
+        (4, "7", [("leader.replication.throttled.rate", None),
+                  ("follower.replication.throttled.rate", None)]),
+        (2, "t", [("leader.replication.throttled.replicas", None),
+                  ("follower.replication.throttled.replicas", None)]),
+        (2, "u", [("leader.replication.throttled.replicas", None),
+                  ("follower.replication.throttled.replicas", None)])]
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["--execute"], "--reassignment-json-file"),
     (["--generate", "--broker-list", "1"], "--topics-to-move-json-file"),
     (["--execute", "--reassignment-json-file", "{missing}"], "missing"),
     (["--execute", "--reassignment-json-file", "{bad}"], "repeats"),
     (["--generate", "--topics-to-move-json-file", "{bad}", "--broker-list", "1"], "expected"),
+    (["--verify", "--reassignment-json-file", "{bad}", "--throttle", "10"],
+     "--throttle goes with --execute"),
 ])
 def test_bad_input_is_one_line_on_stderr_and_exit_2_before_anything_is_sent(
         argv: list[str], words: str, tmp_path: Path,
