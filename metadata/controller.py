@@ -75,7 +75,13 @@ from metadata.broker_configs import config_changes as broker_config_changes
 from metadata.delta import MetadataDelta
 from metadata.elections import Emit, elect_leaders
 from metadata.feature_control import update_features
-from metadata.features import metadata_level, write_refusal
+from metadata.features import (
+    BROKER_CONFIGS_LEVEL,
+    LEVEL_ERROR,
+    metadata_level,
+    release_name,
+    write_refusal,
+)
 from metadata.image import NO_OFFSET, MetadataImage, TopicImage
 from metadata.isr import alter_partition
 from metadata.placement import place_replicas
@@ -579,6 +585,12 @@ class Controller:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 code, message = (ErrorCode.INVALID_REQUEST,
                                  f"resource {resource.resource_name!r} appears more than once")
+            elif resource.resource_type == BROKER_RESOURCE and (
+                    level := metadata_level(batch.delta.finalized_features)
+            ) < BROKER_CONFIGS_LEVEL:
+                code, message = (LEVEL_ERROR, f"broker configs need metadata.version "
+                                 f"{BROKER_CONFIGS_LEVEL} ({release_name(BROKER_CONFIGS_LEVEL)}); "
+                                 f"the finalized level is {level}")
             elif resource.resource_type == BROKER_RESOURCE:
                 broker_outcome = broker_config_changes(batch.delta.broker_configs, resource,
                                                        replace=bool(request.replace))

@@ -49,11 +49,16 @@ METADATA_LEVELS = (
     MetadataLevel(level=2, release="0.1-IV1", changes_records=True,
                   enables="KIP-455 partition reassignments: Partition and PartitionChange "
                   "with adding_replicas / removing_replicas (AlterPartitionReassignments)"),
+    MetadataLevel(level=3, release="0.1-IV2", changes_records=True,
+                  enables="dynamic broker configs: ConfigRecord on BROKER resources "
+                  "(the replication throttle rates; IncrementalAlterConfigs / AlterConfigs "
+                  "of a broker)"),
 )
 MIN_METADATA_LEVEL = METADATA_LEVELS[0].level
 LATEST_METADATA_LEVEL = METADATA_LEVELS[-1].level
 UNRECORDED_METADATA_LEVEL = 2  # a log older than FeatureLevel records (see above)
 REASSIGNMENTS_LEVEL = 2
+BROKER_CONFIGS_LEVEL = 3
 
 # feature -> (min, max) level this build supports (Kafka's SupportedFeatureKeys)
 SUPPORTED: dict[str, tuple[int, int]] = {
@@ -114,6 +119,9 @@ def write_refusal(record: rec.Record, level: int) -> str | None:
     if level < REASSIGNMENTS_LEVEL and isinstance(record, rec.Partition | rec.PartitionChange) \
             and (record.adding_replicas is not None or record.removing_replicas is not None):
         return (f"reassignment fields need metadata.version {REASSIGNMENTS_LEVEL}, "
+                f"the finalized level is {level}")
+    if level < BROKER_CONFIGS_LEVEL and isinstance(record, rec.ConfigRecord):
+        return (f"broker configs need metadata.version {BROKER_CONFIGS_LEVEL}, "
                 f"the finalized level is {level}")
     return None
 

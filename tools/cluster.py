@@ -129,6 +129,16 @@ def _super_users(*lists: str) -> str:
     return ";".join(dict.fromkeys(names))
 
 
+def _write_metadata_version(data_dir: str) -> None:
+    """The latest metadata.version among a voter's bootstrap records, as `kraft format`
+    writes it by default (kafka-storage.sh always records one)."""
+    from metadata import records as rec
+    from metadata.bootstrap import write_bootstrap_records
+    from metadata.features import LATEST_METADATA_LEVEL, METADATA_VERSION
+    write_bootstrap_records(data_dir, [rec.FeatureLevel(name=METADATA_VERSION,
+                                                        feature_level=LATEST_METADATA_LEVEL)])
+
+
 def _write_bootstrap(data_dir: str, voters: Any) -> None:
     """The bootstrap checkpoint (KRaftVersionRecord + VotersRecord) in the node's
     metadata partition directory, as kraft format --initial-controllers writes it."""
@@ -268,6 +278,8 @@ class Cluster:
             format_log_dir(info.data_dir, cluster_id=cluster.cluster_id, node_id=node_id,
                            directory_id=str(initial.directory_of(node_id))
                            if initial is not None and is_voter else None)
+            if is_voter:
+                _write_metadata_version(info.data_dir)
             if initial is not None and is_voter:
                 _write_bootstrap(info.data_dir, initial)
             node_settings: dict[str, Any] = {

@@ -525,19 +525,19 @@ def kp_describe_configs(m: Matrix) -> None:
 
 @row("kafka-python", "describe_features", "describe_features()", "works",
      "kraft.version supported 0-1, finalized 0 (a static quorum); metadata.version "
-     "supported 1-2, finalized 2 (the latest)")
+     "supported 1-3, finalized 3 (the latest)")
 def kp_describe_features(m: Matrix) -> None:
     features = m.kp.describe_features()
     assert {name: (f["supported"], f["finalized"]) for name, f in features.items()} == {
-        "kraft.version": ((0, 1), (0, 0)), "metadata.version": ((1, 2), (2, 2))}
+        "kraft.version": ((0, 1), (0, 0)), "metadata.version": ((1, 3), (3, 3))}
 
 
 @row("kafka-python", "update_features",
-     "update_features({metadata.version: 2, kraft.version: 1}, validate_only=True)", "works",
+     "update_features({metadata.version: 3, kraft.version: 1}, validate_only=True)", "works",
      "both OK, nothing changed (forwarded: metadata.version to the active controller, "
      "kraft.version checked by the broker, an upgrade sent to the raft leader), as Kafka 3.9")
 def kp_update_features(m: Matrix) -> None:
-    assert m.kp.update_features({"metadata.version": 2, "kraft.version": 1},
+    assert m.kp.update_features({"metadata.version": 3, "kraft.version": 1},
                                 validate_only=True) == {"metadata.version": "OK",
                                                         "kraft.version": "OK"}
     assert m.kp.describe_features()["kraft.version"]["finalized"] == (0, 0)

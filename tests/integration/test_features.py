@@ -67,7 +67,7 @@ def test_features_move_through_the_cli_and_kafka_python(tmp_path: Path) -> None:
         assert lines[0].startswith("Feature: kraft.version\tSupportedMinVersion: 0\t"
                                    "SupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ")
         assert lines[1].startswith("Feature: metadata.version\tSupportedMinVersion: 0.1-IV0\t"
-                                   "SupportedMaxVersion: 0.1-IV1\tFinalizedVersionLevel: "
+                                   "SupportedMaxVersion: 0.1-IV2\tFinalizedVersionLevel: "
                                    "0.1-IV0\tEpoch: ")
 
         admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
@@ -99,10 +99,10 @@ def test_features_move_through_the_cli_and_kafka_python(tmp_path: Path) -> None:
             assert "Unsafe metadata downgrade is not supported" in unsafe["metadata.version"]
 
             out_of_range = kraft("features", "--bootstrap-server", bootstrap, "upgrade",
-                                 "--feature", "metadata.version=3")
+                                 "--feature", "metadata.version=4")
             assert out_of_range.returncode == 2
             assert out_of_range.stderr.strip().splitlines() == [
-                "error: metadata.version level 3 is outside this build's 1-2"]
+                "error: metadata.version level 4 is outside this build's 1-3"]
             unknown = admin.update_features({"no.such.feature": 1})
             assert "does not support the given feature" in unknown["no.such.feature"]
 

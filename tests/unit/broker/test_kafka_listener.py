@@ -90,7 +90,7 @@ async def test_v0_body_with_unsupported_version_when_api_versions_above_max(
 
 
 async def test_api_versions_reports_the_features_when_asked_at_v3(tmp_path: Path) -> None:
-    """KIP-584/KIP-853: ApiVersions v3 lists kraft.version 0-1 and metadata.version 1-2
+    """KIP-584/KIP-853: ApiVersions v3 lists kraft.version 0-1 and metadata.version 1-3
     as supported and the cluster's finalized levels, kraft.version as the broker's raft
     core read it from the log, metadata.version as its image holds it (2: no
     FeatureLevel record in this log)."""
@@ -101,7 +101,7 @@ async def test_api_versions_reports_the_features_when_asked_at_v3(tmp_path: Path
         response = await roundtrip(dispatcher, request)
         assert [(f.name, f.min_version, f.max_version)
                 for f in response.supported_features] == [("kraft.version", 0, 1),
-                                                          ("metadata.version", 1, 2)]
+                                                          ("metadata.version", 1, 3)]
         assert [(f.name, f.min_version_level, f.max_version_level)
                 for f in response.finalized_features] == [("kraft.version", level, level),
                                                           ("metadata.version", 2, 2)]

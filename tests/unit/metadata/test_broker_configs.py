@@ -30,9 +30,20 @@ from metadata.broker_configs import (
     resolve,
 )
 from metadata.delta import replay
+from metadata.features import BROKER_CONFIGS_LEVEL, METADATA_VERSION
 from metadata.image_snapshot import image_from_records, image_records
 from raft.common.errors import ErrorCode
 from tests.support.controller_harness import Harness
+
+
+def _harness() -> Harness:
+    """Brokers 1-3 after kraft format's FeatureLevel at the level broker configs need."""
+    h = Harness(brokers=0)
+    h.log.append((0, rec.FeatureLevel(name=METADATA_VERSION, feature_level=BROKER_CONFIGS_LEVEL)))
+    h.commit()
+    for broker_id in range(1, 4):
+        h.start_broker(broker_id)
+    return h
 
 
 def alter(h: Harness, name: str, *ops: tuple[str, int, str | None], replace: bool = False,
@@ -49,7 +60,7 @@ def configs(h: Harness) -> tuple[tuple[str, str, str], ...]:
 
 
 def test_set_on_one_broker_and_the_default_writes_config_records() -> None:
-    h = Harness()
+    h = _harness()
     before = len(h.log)
     assert alter(h, "2", (LEADER_RATE, OP_SET, "0100")).error_code == ErrorCode.NONE
     assert alter(h, "", (FOLLOWER_RATE, OP_SET, "5")).error_code == ErrorCode.NONE
@@ -60,7 +71,7 @@ def test_set_on_one_broker_and_the_default_writes_config_records() -> None:
 
 
 def test_delete_removes_the_key_and_an_unchanged_set_writes_nothing() -> None:
-    h = Harness()
+    h = _harness()
     alter(h, "1", (LEADER_RATE, OP_SET, "7"))
     before = len(h.log)
     assert alter(h, "1", (LEADER_RATE, OP_SET, "7")).error_code == ErrorCode.NONE
@@ -70,7 +81,7 @@ def test_delete_removes_the_key_and_an_unchanged_set_writes_nothing() -> None:
 
 
 def test_the_legacy_alter_replaces_the_resources_whole_set() -> None:
-    h = Harness()
+    h = _harness()
     alter(h, "1", (LEADER_RATE, OP_SET, "7"), (FOLLOWER_RATE, OP_SET, "8"))
     alter(h, "", (LEADER_RATE, OP_SET, "9"))
     assert alter(h, "1", (FOLLOWER_RATE, OP_SET, "3"), replace=True).error_code == 0
@@ -89,7 +100,7 @@ def test_the_legacy_alter_replaces_the_resources_whole_set() -> None:
 ])
 def test_refusals_carry_kafkas_error_and_write_nothing(name: str, op: int, value: str | None,
                                                        code: ErrorCode, words: str) -> None:
-    h = Harness()
+    h = _harness()
     before = len(h.log)
     result = alter(h, "1", (FOLLOWER_RATE, OP_SET, "5"), (name, op, value))
     assert (result.error_code, words in (result.error_message or "")) == (code, True)
@@ -98,13 +109,13 @@ def test_refusals_carry_kafkas_error_and_write_nothing(name: str, op: int, value
 
 @pytest.mark.parametrize("name", ["x", "-1", "1.0", " 1"])
 def test_a_resource_that_names_no_broker_is_an_invalid_request(name: str) -> None:
-    result = alter(Harness(), name, (LEADER_RATE, OP_SET, "1"))
+    result = alter(_harness(), name, (LEADER_RATE, OP_SET, "1"))
     assert result.error_code == ErrorCode.INVALID_REQUEST
     assert "Invalid broker name" in result.error_message
 
 
 def test_validate_only_writes_nothing() -> None:
-    h = Harness()
+    h = _harness()
     before = len(h.log)
     assert alter(h, "1", (LEADER_RATE, OP_SET, "1"), validate_only=True).error_code == 0
     assert len(h.log) == before
@@ -146,3 +157,13 @@ def test_resolution_follows_kafkas_precedence_with_every_level_as_a_synonym() ->
     assert resolve((), 2, LEADER_RATE, {LEADER_RATE: "50"}).source == STATIC_BROKER_CONFIG
     assert resolve((), 2, FOLLOWER_RATE).source == DEFAULT_CONFIG
     assert (rate(configs, 1, LEADER_RATE), rate(configs, 2, FOLLOWER_RATE)) == (10, None)
+
+
+def test_below_the_level_broker_configs_need_the_alter_is_unsupported_and_writes_nothing(
+        ) -> None:
+    h = Harness()  # no FeatureLevel: an older log, replayed at level 2
+    before = len(h.log)
+    result = alter(h, "1", (LEADER_RATE, OP_SET, "100"))
+    assert result.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert "metadata.version 3" in result.error_message
+    assert len(h.log) == before

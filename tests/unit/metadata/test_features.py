@@ -24,6 +24,7 @@ from metadata.controller import Controller
 from metadata.delta import replay
 from metadata.feature_control import describe_features
 from metadata.features import (
+    BROKER_CONFIGS_LEVEL,
     LATEST_METADATA_LEVEL,
     METADATA_LEVELS,
     METADATA_VERSION,
@@ -86,7 +87,7 @@ def _reassign(h: Harness) -> int:
 
 def test_levels_are_consecutive_from_one_and_each_has_a_release_name() -> None:
     assert [e.level for e in METADATA_LEVELS] == list(range(1, len(METADATA_LEVELS) + 1))
-    assert (MIN_METADATA_LEVEL, LATEST_METADATA_LEVEL) == (1, 2)
+    assert (MIN_METADATA_LEVEL, LATEST_METADATA_LEVEL) == (1, 3)
     for entry in METADATA_LEVELS:
         assert parse_metadata_version(entry.release) == entry.level
         assert parse_metadata_version(str(entry.level)) == entry.level
@@ -126,7 +127,7 @@ def test_an_image_without_features_hashes_as_before_and_one_with_differs() -> No
     assert leveled.content_hash() != plain.content_hash()
 
 
-@pytest.mark.parametrize("level", [0, 3, -1])
+@pytest.mark.parametrize("level", [0, 4, -1])
 def test_replay_skips_a_metadata_version_this_build_cannot_read(level: int) -> None:
     image = replay([(0, rec.FeatureLevel(name=METADATA_VERSION, feature_level=level))])
     assert image.finalized_features == ()
@@ -184,9 +185,9 @@ def test_a_controller_decision_above_the_level_is_an_assertion() -> None:
 
 def test_update_features_refusals_are_kafkas() -> None:
     h = _harness_at(1)
-    assert _update(h, 3)[:2] == (ErrorCode.INVALID_UPDATE_VERSION,
-                                 "Invalid update version 3 for feature metadata.version. "
-                                 "The controller supports levels 1-2 of metadata.version.")
+    assert _update(h, 4)[:2] == (ErrorCode.INVALID_UPDATE_VERSION,
+                                 "Invalid update version 4 for feature metadata.version. "
+                                 "The controller supports levels 1-3 of metadata.version.")
     code, message, _ = _update(h, 1, feature="no.such.feature")
     assert code == ErrorCode.INVALID_UPDATE_VERSION
     assert message is not None
@@ -232,8 +233,14 @@ def test_a_feature_named_twice_is_refused_for_each() -> None:
 def test_describe_features_names_the_supported_and_finalized_levels() -> None:
     described = describe_features(MetadataImage.empty(), kraft_version=0)
     assert {(f.name, f.min_version, f.max_version) for f in described.supported} == {
-        ("metadata.version", 1, 2), ("kraft.version", 0, 1)}
+        ("metadata.version", 1, 3), ("kraft.version", 0, 1)}
     # an unrecorded log is at level 2
     assert [(f.name, f.max_version) for f in described.finalized] == [
         ("kraft.version", 0), ("metadata.version", 2)]
     assert described.epoch == -1
+
+
+def test_a_broker_config_record_needs_its_level() -> None:
+    record = rec.ConfigRecord(resource_type=4, resource_name="", name="x", value="1")
+    assert write_refusal(record, BROKER_CONFIGS_LEVEL - 1) is not None
+    assert write_refusal(record, BROKER_CONFIGS_LEVEL) is None

@@ -14,6 +14,7 @@ from metadata import bootstrap
 from metadata import records as rec
 from metadata.controller import Controller
 from metadata.delta import replay
+from metadata.features import LATEST_METADATA_LEVEL
 from metadata.image import MetadataImage
 from raft.common.uuid import Uuid
 from tools.cli import main
@@ -33,7 +34,7 @@ def test_format_writes_salted_credentials_when_given_add_scram(tmp_path: Path) -
     assert b"alice-secret" not in data
     assert b"bob-pw" not in data
     level, alice, bob = bootstrap.read_bootstrap_records(tmp_path)
-    assert level == rec.FeatureLevel(name="metadata.version", feature_level=2)
+    assert level == rec.FeatureLevel(name="metadata.version", feature_level=LATEST_METADATA_LEVEL)
     assert isinstance(alice, rec.UserScramCredential)
     assert isinstance(bob, rec.UserScramCredential)
     assert (alice.name, alice.mechanism, alice.iterations) == ("alice", "SCRAM-SHA-256", 4096)
@@ -50,7 +51,7 @@ def test_format_bootstraps_only_the_metadata_version_when_no_user_is_given(
         tmp_path: Path) -> None:
     assert kraft_format(tmp_path) == 0
     assert bootstrap.read_bootstrap_records(tmp_path) == [
-        rec.FeatureLevel(name="metadata.version", feature_level=2)]
+        rec.FeatureLevel(name="metadata.version", feature_level=LATEST_METADATA_LEVEL)]
 
 
 def test_a_directory_without_a_bootstrap_file_has_no_bootstrap_records(

@@ -16,18 +16,18 @@ UNUSED = "127.0.0.1:1"  # nothing listens: every case must fail before dialling
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["upgrade", "--feature", "group.version=1"], "unknown feature 'group.version'"),
-    (["upgrade", "--feature", "metadata.version=3"],
-     "metadata.version level 3 is outside this build's 1-2"),
+    (["upgrade", "--feature", "metadata.version=4"],
+     "metadata.version level 4 is outside this build's 1-3"),
     (["upgrade", "--feature", "kraft.version=2"], "kraft.version level 2 is outside"),
     (["upgrade", "--feature", "metadata.version"], "equals sign not found"),
     (["upgrade", "--feature", "metadata.version=x"], "unable to parse x as a short"),
     (["upgrade", "--metadata", "3.9"], "Unsupported metadata version 3.9. Supported "
-     "metadata versions are 0.1-IV0, 0.1-IV1"),
+     "metadata versions are 0.1-IV0, 0.1-IV1, 0.1-IV2"),
     (["upgrade", "--metadata", "0.1-IV1", "--feature", "metadata.version=2"],
      "Feature metadata.version was specified more than once."),
     (["upgrade"], "You must specify at least one feature to upgrade"),
     (["disable", "--feature", "metadata.version"],
-     "metadata.version level 0 is outside this build's 1-2"),
+     "metadata.version level 0 is outside this build's 1-3"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
                                           argv: list[str], message: str) -> None:

@@ -21,7 +21,7 @@ def _format(directory: Path, *options: str) -> int:
 
 
 @pytest.mark.parametrize(("options", "level"), [
-    ((), 2),
+    ((), 3),
     (("--release-version", "0.1-IV0"), 1),
     (("--release-version", "2"), 2),
     (("--feature", "metadata.version=1"), 1),
