@@ -182,8 +182,8 @@ def test_a_throttled_reassignment_under_load_survives_a_controller_kill(
           f"partitions still moving: {duration:.1f} s; into broker 7 {taken_in >> 10} KiB, "
           f"{taken_in / duration / 1024:.0f} KiB/s against a throttle of {THROTTLE >> 10} "
           f"KiB/s (the window allows {allowed / duration / 1024:.0f} KiB/s over "
-          f"{duration:.1f} s); {len(latencies)} records, {len(producer.errors)} errors, "
-          f"{len(wanted)} acknowledged all read back; p99 "
+          f"{duration:.1f} s); {len(latencies)} records produced, {len(producer.errors)} "
+          f"errors, {len(wanted)} acknowledged (with the preload) all read back; p99 "
           f"{latencies[int(len(latencies) * 0.99)] * 1000:.1f} ms ({p99s})")
     assert producer.errors == []
     assert PRELOAD <= taken_in <= allowed
