@@ -13,10 +13,11 @@ keyed by the size, for the next run.
 
 Then, timed with both CPU time (`time.process_time`: robust while other processes load
 the host) and wall time, the best of `--repeat` runs:
-(a) rebuild: `raft.log.scan_log_dir` (read, CRCs checked) + `MetadataDelta.apply_bytes`
-    of every record, then `build()` (what snapshot_bench step 3 times), once with the
-    garbage collector as a broker's commit listener has it, once paused around the whole
-    load (`raft.common.gc_pause`, as the snapshot loader does);
+(a) rebuild: `raft.log.scan_log_dir` (read, CRCs checked) + `MetadataDelta.apply_records`
+    of every batch (the collector paused per batch, as in a broker's commit listener),
+    then `build()` (what snapshot_bench step 3 times), once with the garbage collector
+    on between batches, once paused around the whole load (`raft.common.gc_pause`, as
+    the snapshot loader does);
 (b) snapshot write: `metadata.snapshot_writer.write_image_snapshot` of the rebuilt
     image (what a node's snapshot writer runs: records, encode, write, fsync);
 (c) snapshot load: `metadata.snapshot_loader.load_start_image` of that snapshot.
@@ -168,13 +169,12 @@ def timed(timing: Timing) -> Iterator[None]:
 def rebuild(directory: Path) -> tuple[MetadataImage, int]:
     """(a): the image of the whole log, and the record count."""
     delta = MetadataDelta(MetadataImage.empty())
-    apply_bytes = delta.apply_bytes
+    apply_records = delta.apply_records
     count = 0
     for _path, scan in scan_log_dir(directory):
         for stored in scan.batches:
             batch = stored.batch
-            for offset, data in enumerate(batch.records, start=batch.base_offset):
-                apply_bytes(data, offset)
+            apply_records(batch.records, batch.base_offset)
             count += len(batch.records)
     return delta.build(), count
 
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                   if full else "")
         how = ("garbage collector paused (raft.common.gc_pause)" if paused
                else "garbage collector on, as a broker applies its commits")
-        print(f"(a) rebuild (scan_log_dir + apply_bytes + build) of {count:,} records, {how}: "
+        print(f"(a) rebuild (scan_log_dir + apply_records + build) of {count:,} records, {how}: "
               f"{rebuild_t} ({count / rebuild_t.cpu_s:,.0f} records/s CPU){target}")
     if args.profile is not None:
         profiler = cProfile.Profile()

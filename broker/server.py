@@ -191,8 +191,7 @@ class BrokerServer:
         self._image_moved()
 
     def _on_commit(self, batch: Batch) -> None:
-        for index, data in enumerate(batch.records):
-            self._delta.apply_bytes(data, batch.base_offset + index)
+        self._delta.apply_records(batch.records, batch.base_offset)  # in bulk
         self._delta_dirty = True
         self._image_moved()
 
