@@ -59,6 +59,7 @@ from raft.common import tls
 from raft.common.connection_limits import ConnectionGate, idle_deadline, serve_with_limits
 from raft.common.errors import ErrorCode
 from raft.common.framing import FramedStream, FrameError
+from raft.common.gc_pause import gc_paused
 from raft.common.session import Session, bind_session
 from raft.common.uuid import Uuid
 from raft.node import RaftNode
@@ -201,7 +202,12 @@ class BrokerServer:
         self._image_moved()
 
     def _on_commit(self, batch: Batch) -> None:
-        self._delta.apply_records(batch.records, batch.base_offset)  # in bulk
+        # Until caught up, a replay of the log from its start or a snapshot: what it keeps
+        # (the image) is left out of every later collection (raft.common.gc_pause), as a
+        # loaded snapshot's is. Otherwise the collector walked the image built so far over
+        # and over: 2.2 of 4.3 s of CPU for a million partitions applied batch by batch.
+        with gc_paused(freeze=not self.caught_up.is_set()):
+            self._delta.apply_records(batch.records, batch.base_offset)  # in bulk
         self._delta_dirty = True
         self._image_moved()
 
