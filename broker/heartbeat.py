@@ -2,7 +2,10 @@
 
 The broker registers once per process start (a new incarnation ID), then heartbeats
 every `broker.heartbeat.interval.ms` with the last metadata offset it has applied (from
-its commit listener: it fetches the metadata log as a raft observer). It finds the
+its commit listener: it fetches the metadata log as a raft observer), and once more at
+once when its image has caught up with the log (`send_now`, as Kafka's broker does when
+it is ready to unfence): the controller unfences a broker on the first heartbeat that
+shows the log applied, not up to an interval later. It finds the
 active controller by asking any voter and following NOT_CONTROLLER's leader address. On
 STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED it registers again; DUPLICATE_BROKER_
 REGISTRATION (its previous incarnation's session has not expired) is retried.
@@ -93,6 +96,10 @@ class BrokerHeartbeat:
                                     else self._interval_s):
                 await self._wake.wait()
             self._wake = trio.Event()
+
+    def send_now(self) -> None:
+        """Heartbeat (or register) at once rather than at the end of the interval."""
+        self._wake.set()
 
     async def _register(self, broker_id: int) -> None:
         response = await self._call(RegisterBrokerRequest(

@@ -59,6 +59,11 @@ def install_broker_role(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         request_timeout_ms=settings.request_timeout_ms)
     server = install_broker(node, rpc, settings, heartbeat, initial_image)
+
+    async def heartbeat_once_caught_up() -> None:
+        await server.caught_up.wait()
+        heartbeat.send_now()  # the controller unfences on it
+    node.add_background_task(heartbeat_once_caught_up)
     kafka = install_kafka_listener(node, settings, server, kafka_image_view)
     if kafka is not None:  # only a broker serving produce can vouch that a log stays empty
         replicas = kafka.dispatcher.context.replicas

@@ -29,6 +29,7 @@ ClusterControlManager and BrokerHeartbeatManager, much reduced).
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from metadata import records as rec
 from metadata.admin import (
@@ -49,6 +50,7 @@ from metadata.image import NO_LEADER
 from raft.common.errors import ErrorCode
 
 Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
+_UUID_ORDER = attrgetter("value")  # Uuid order, without a Python __lt__ per comparison
 
 
 def leadership_moves(delta: MetadataDelta, broker_id: int, *, unclean_default: bool = False
@@ -87,8 +89,13 @@ def leader_elections(delta: MetadataDelta, broker_id: int, *, unclean_default: b
     where unclean election is allowed, leaderless partitions take any live replica)."""
     unfenced = frozenset(delta.unfenced_broker_ids())
     assert broker_id in unfenced
+    # by topic ID, only the topics with a leaderless partition: an unfence of a million
+    # partitions sorted 100,000 IDs and copied every topic before
+    leaderless = sorted((topic_id for topic_id in delta.topic_ids()
+                         if any(p.leader == NO_LEADER for p in delta.partitions(topic_id))),
+                        key=_UUID_ORDER)
     changes: list[rec.PartitionChange] = []
-    for topic_id in sorted(delta.topic_ids()):
+    for topic_id in leaderless:
         topic = delta.topic(topic_id)
         assert topic is not None
         changes.extend(leaderless_changes(topic, unfenced, cluster_default=unclean_default))

@@ -62,11 +62,13 @@ from metadata.authorizer import OFF, AuthorizerSettings
 from metadata.bootstrap import is_fresh_image, is_fresh_record
 from metadata.controller import Controller, ControllerConfig, describe_topics
 from metadata.delta import MetadataDelta
+from metadata.fast_records import PARTITIONS
 from metadata.feature_control import describe_features
 from metadata.image import MetadataImage
 from metadata.scram_control import describe_user_scram_credentials
 from metadata.write_queue import WriteQueue
 from raft.common.errors import ErrorCode
+from raft.common.gc_pause import gc_paused
 from raft.common.session import current_session
 from raft.node import LogDirFailure, NotLeaderError, RaftNode
 from raft.rpc_host import RpcHost
@@ -148,18 +150,25 @@ class ControllerShell:
     def _on_commit(self, batch: Batch) -> None:
         self._active()  # a lost leadership fails the writes before anything is applied
         entries: list[tuple[int, rec.Record | bytes]] = []
-        for index, data in enumerate(batch.records):
-            try:
-                record: rec.Record | bytes = rec.decode(data)
-            except rec.RecordError:
-                record = data  # replay notes it as an anomaly
-            entries.append((batch.base_offset + index, record))
-            self._fresh = self._fresh and is_fresh_record(record)
-            if self._is_own_leader_change(record, batch.epoch):
-                self._apply(entries)
-                entries = []
-                self._activate(batch.epoch)
-        self._apply(entries)
+        with gc_paused():  # a bulk replay at start-up (raft.common.gc_pause)
+            for index, data in enumerate(batch.records):
+                if self._controller is None and PARTITIONS.image(data) is not None:
+                    # a Partition record (metadata.fast_records): no leader change; the
+                    # delta takes its bytes (an active controller compares records)
+                    entries.append((batch.base_offset + index, data))
+                    self._fresh = False
+                    continue
+                try:
+                    record: rec.Record | bytes = rec.decode(data)
+                except rec.RecordError:
+                    record = data  # replay notes it as an anomaly
+                entries.append((batch.base_offset + index, record))
+                self._fresh = self._fresh and is_fresh_record(record)
+                if self._is_own_leader_change(record, batch.epoch):
+                    self._apply(entries)
+                    entries = []
+                    self._activate(batch.epoch)
+            self._apply(entries)
         if self._controller is not None and self._writes.waiting:
             self._answer(self._writes.applied(self._image.last_applied_offset))
 

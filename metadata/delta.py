@@ -8,7 +8,8 @@ several records in a row against one delta (fence broker A, then broker B).
 
 The rules for records that contradict the image are in `metadata.image`'s docstring:
 they are skipped and noted as anomalies, never raised. `replay` and `replay_bytes` build
-an image from a whole log in one pass.
+an image from a whole log in one pass; `apply_records` applies a batch of encoded records
+in bulk (`metadata.fast_records` decodes the Partition records among them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from metadata.authorizer import (
 )
 from metadata.broker_configs import BrokerConfigs, applied
 from metadata.broker_configs import replay_refusal as config_replay_refusal
+from metadata.fast_records import PARTITIONS, TOPIC_ID
 from metadata.features import replay_refusal
 from metadata.image import (
     MAX_KEPT_ANOMALIES,
@@ -36,37 +38,21 @@ from metadata.image import (
     MetadataImage,
     PartitionImage,
     TopicImage,
+    new_partition_image,
+    new_topic_image,
 )
 from metadata.persistent import FrozenKeySet, MapBuilder
 from metadata.scram_credentials import ScramCredentialImage, invalid_credential_reason
 from metadata.scram_credentials import from_record as credential_from_record
-from raft.common.slots import positional_constructor
+from raft.common.gc_pause import gc_paused
 from raft.common.uuid import RESERVED, Uuid
 
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
-# PartitionImage(partition, replicas, isr, leader, leader_epoch, partition_epoch,
-# leader_epoch_after_creation, leader_epoch_before_deletion, adding_replicas,
-# removing_replicas): replay makes one per
-# Partition and PartitionChange record, so without the dataclass's __init__
-# (raft.common.slots)
-_new_partition = positional_constructor(PartitionImage)
-# The map of a Partition record as the controller and a snapshot write it (every field
-# but the two leader-epoch maps, which only resizes set): `apply_partition_map` takes
-# exactly this shape inline (`raft.common.codec`'s checks, written out for these fields)
-_PARTITION_KEYS = frozenset({"type", "version", "topic_id", "partition", "replicas", "isr",
-                             "leader", "leader_epoch", "partition_epoch"})
-_PARTITION_KEY_COUNT = len(_PARTITION_KEYS)
-_PARTITION_TYPE = int(rec.RecordType.PARTITION)
-_PARTITION_VERSION = rec.Partition.VERSION
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_MAX_SHARED_TUPLES = 4096  # replica and ISR tuples a delta shares between partitions
 
 
 class MetadataDelta:
     def __init__(self, base: MetadataImage) -> None:
         self._reset(base)
-        # replica and ISR tuples, each kept once (apply_partition_map)
-        self._shared_tuples: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def _reset(self, base: MetadataImage) -> None:
         self._base = base
@@ -83,7 +69,7 @@ class MetadataDelta:
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
         self._anomalies = list(base.anomalies)
-        # apply_partition_map's memo: the topic ID (16 bytes) of the last Partition
+        # apply_partition_bytes' memo: the topic ID (16 bytes) of the last Partition
         # record it applied and that topic's open partition list (a topic's partitions
         # follow its Topic record). Cleared by `apply` (any other record may remove the
         # topic), so the list is always the one in `_partitions` of a live topic.
@@ -178,22 +164,33 @@ class MetadataDelta:
 
     def apply_bytes(self, data: bytes, offset: int) -> str | None:
         """Apply one encoded record: `apply_bytes_reference`'s result, faster. A Partition
-        record in the common shape is taken by `apply_partition_map` without a record
+        record in the common shape is applied by `apply_partition_bytes` without a record
         object; any other map goes through `rec.from_dict` and `apply`, and bytes that
         are no map through `rec.decode` (for its error)."""
+        if self.apply_partition_bytes(data, offset):
+            return None
         try:
             obj = unpackb(data)
         except Exception:  # msgpack raises several unrelated types; rec.decode says which
             obj = None
         if type(obj) is dict:
-            if self.apply_partition_map(obj, offset):
-                return None
             try:
                 record = rec.from_dict(obj)  # what rec.decode does after msgpack
             except rec.RecordError as exc:
                 return self._undecodable(offset, exc)
             return self.apply(record, offset)
         return self.apply_bytes_reference(data, offset)
+
+    def apply_records(self, records: Iterable[bytes], base_offset: int) -> None:
+        """`apply_bytes` of each of `records` at `base_offset`, `base_offset + 1`, ...:
+        a bulk replay (a committed batch, a log read from disk), with the garbage
+        collector paused throughout (`raft.common.gc_pause`: what replay keeps is the
+        image, and what it throws away holds no cycles)."""
+        take_partition, apply_bytes = self.apply_partition_bytes, self.apply_bytes
+        with gc_paused():
+            for offset, data in enumerate(records, start=base_offset):
+                if not take_partition(data, offset):
+                    apply_bytes(data, offset)
 
     def apply_bytes_reference(self, data: bytes, offset: int) -> str | None:
         """Apply one encoded record the plain way: `rec.decode`, then `apply`; bytes that
@@ -204,68 +201,36 @@ class MetadataDelta:
             return self._undecodable(offset, exc)
         return self.apply(record, offset)
 
-    def apply_partition_map(self, data: dict[object, object], offset: int) -> bool:
-        """Apply a decoded record map (msgpack's) if it is a Partition record in the
-        common shape (`_PARTITION_KEYS`, every value of its field's type, 64-bit ints)
-        that applies cleanly (a live topic, a partition number at most its count);
-        False, changing nothing, for anything else, which the caller then applies with
-        `apply` (whose rules and messages are the only ones). Replay of a million
-        partitions spends most of its time here: no Partition record is made, and the
-        topic's Uuid and partition list are looked up once per topic, not per record."""
-        # nine keys, each one of _PARTITION_KEYS (a missing one: KeyError): exactly them,
-        # without comparing key sets
-        if len(data) != _PARTITION_KEY_COUNT or data.get("type") != _PARTITION_TYPE:
+    def apply_partition_bytes(self, data: bytes, offset: int) -> bool:
+        """Apply an encoded record if it is a Partition record in the common shape
+        (`metadata.fast_records`) that applies cleanly (a live topic, a partition number
+        at most its count, an offset after the last); False, changing nothing, for
+        anything else, which the caller then applies with `apply` (whose rules and
+        messages are the only ones). Replay of a million partitions spends most of its
+        time here: no record is decoded but the first with each tail, and the topic's
+        Uuid and partition list are looked up once per topic, not per record."""
+        image = PARTITIONS.image(data)
+        if image is None or offset <= self._last_offset:
             return False
-        try:
-            version, topic_id, partition = data["version"], data["topic_id"], data["partition"]
-            replicas, isr, leader = data["replicas"], data["isr"], data["leader"]
-            leader_epoch, partition_epoch = data["leader_epoch"], data["partition_epoch"]
-        except KeyError:
-            return False
-        if not (type(data["type"]) is int and type(version) is int
-                and version == _PARTITION_VERSION and type(topic_id) is bytes
-                and len(topic_id) == 16 and type(partition) is int
-                and type(leader) is int and _INT64_MIN <= leader <= _INT64_MAX
-                and type(leader_epoch) is int and _INT64_MIN <= leader_epoch <= _INT64_MAX
-                and type(partition_epoch) is int
-                and _INT64_MIN <= partition_epoch <= _INT64_MAX
-                and type(replicas) is list and type(isr) is list
-                and offset > self._last_offset):
-            return False
-        for value in replicas:
-            if type(value) is not int or not _INT64_MIN <= value <= _INT64_MAX:
-                return False
-        for value in isr:
-            if type(value) is not int or not _INT64_MIN <= value <= _INT64_MAX:
-                return False
+        topic_id = data[TOPIC_ID]
         parts = (self._memo_partitions if topic_id == self._memo_topic_id
                  else self._memo_open(topic_id))
-        # 0 <= partition <= len(parts) keeps it in 64 bits
-        if parts is None or not 0 <= partition <= len(parts):
+        if parts is None:
             return False
-        # the replica lists repeat (a few brokers' permutations): one tuple each, not two
-        # per partition (160 MB of a million partitions' image)
-        shared = self._shared_tuples
-        if len(shared) > _MAX_SHARED_TUPLES:
-            shared.clear()
-        replicas = tuple(replicas)
-        replicas = shared.setdefault(replicas, replicas)
-        isr = tuple(isr)
-        isr = shared.setdefault(isr, isr)
-        image = _new_partition(partition, replicas, isr, leader, leader_epoch,
-                               partition_epoch, None, None, (), ())
+        partition = image.partition
         if partition == len(parts):
             parts.append(image)
-        else:  # a full replacement, as `_partition` does
+        elif 0 <= partition < len(parts):  # a full replacement, as `_partition` does
             parts[partition] = image
+        else:
+            return False
         self._last_offset = offset
         return True
 
     def _memo_open(self, topic_id: bytes) -> list[PartitionImage] | None:
         """The open partition list of the live topic `topic_id` (16 bytes), remembered
-        as apply_partition_map's memo; None, and the memo as it was, if none is live."""
-        uuid = Uuid.from_bytes(topic_id)
-        parts = self._partitions.get(uuid) or self._w_partitions(uuid)
+        as apply_partition_bytes' memo; None, and the memo as it was, if none is live."""
+        parts = self._w_partitions(Uuid.from_bytes(topic_id))
         if parts is not None:
             self._memo_topic_id, self._memo_partitions = topic_id, parts
         return parts
@@ -286,11 +251,9 @@ class MetadataDelta:
             topics = self._w_topics()
             for topic_id, parts in self._partitions.items():
                 old = topics[topic_id]  # the constructor is several times faster than replace()
-                topics[topic_id] = TopicImage(
-                    name=old.name, topic_id=topic_id, partitions=tuple(parts),
-                    initial_partition_count=old.initial_partition_count,
-                    undeleted_partition_count=old.undeleted_partition_count,
-                    configs=old.configs)
+                topics[topic_id] = new_topic_image(
+                    old.name, topic_id, tuple(parts), old.initial_partition_count,
+                    old.undeleted_partition_count, old.configs)
         used = base.used_topic_ids
         if self._new_used:
             builder = used.map.builder()
@@ -372,9 +335,8 @@ class MetadataDelta:
         live = self.topic_id_by_name(record.name)
         if live is not None:
             return f"name {record.name!r} is live as {live}"
-        self._w_topics()[record.topic_id] = TopicImage(
-            name=record.name, topic_id=record.topic_id,
-            initial_partition_count=record.initial_partition_count)
+        self._w_topics()[record.topic_id] = new_topic_image(
+            record.name, record.topic_id, (), record.initial_partition_count, None, ())
         self._w_names()[record.name] = record.topic_id
         self._new_used.add(record.topic_id)
         return None
@@ -393,7 +355,7 @@ class MetadataDelta:
         return "ReplayAnomalies belongs in a snapshot, not in the log"
 
     def _partition(self, record: rec.Partition, offset: int) -> str | None:
-        # apply_partition_map applies the common case from its map: a rule added here
+        # apply_partition_bytes applies the common case from its bytes: a rule added here
         # goes there too (tests/property/test_fast_replay.py compares the two).
         # _w_partitions inline for the common case (the topic's list is open already):
         # a topic's partitions follow its Topic record
@@ -408,7 +370,7 @@ class MetadataDelta:
                       or _epoch_map_error(record.leader_epoch_before_deletion))
             if reason is not None:
                 return reason
-        image = _new_partition(  # PartitionImage(...), fields in order; one per partition
+        image = new_partition_image(  # PartitionImage(...), fields in order; one per partition
             record.partition, record.replicas, record.isr, record.leader,
             record.leader_epoch, record.partition_epoch,
             record.leader_epoch_after_creation, record.leader_epoch_before_deletion,
@@ -436,7 +398,7 @@ class MetadataDelta:
                 reason = "an empty before-deletion map marks nothing"
             if reason is not None:
                 return reason
-        parts[record.partition] = _new_partition(  # dataclasses.replace(old, ...), faster
+        parts[record.partition] = new_partition_image(  # dataclasses.replace(old, ...), faster
             old.partition, old.replicas if record.replicas is None else record.replicas,
             old.isr if record.isr is None else record.isr, leader,
             old.leader_epoch + (leader != old.leader or bool(record.bump_leader_epoch)),

@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import TypeVar
 
-from msgpack import unpackb
-
 from metadata import records as rec
 from metadata.admin import BROKER_RESOURCE
 from metadata.delta import MetadataDelta
@@ -172,25 +170,16 @@ def image_from_records(records: Iterable[rec.Record], offset: int) -> MetadataIm
 def image_from_bytes(records: Iterable[bytes], offset: int) -> MetadataImage:
     """`image_from_records(map(rec.decode, records), offset)`, the same image and the
     same errors (RecordError for bytes that do not decode), faster: a Partition record
-    in the common shape (nearly every record of a snapshot) is applied from its msgpack
-    map by `MetadataDelta.apply_partition_map`, without a record object; every other
-    record is decoded and applied as there."""
+    in the common shape (nearly every record of a snapshot) is applied from its bytes by
+    `MetadataDelta.apply_partition_bytes` (`metadata.fast_records`), without a record
+    object; every other record is decoded and applied as there."""
     if offset < NO_OFFSET:
         raise ValueError(f"offset {offset} is below {NO_OFFSET}")
     replay = _Replay()
-    take_partition = replay.delta.apply_partition_map
+    take_partition = replay.delta.apply_partition_bytes
     for index, data in enumerate(records):
-        try:
-            obj = unpackb(data)
-        except Exception:  # msgpack raises several unrelated types; rec.decode says which
-            obj = None
-        if type(obj) is dict:
-            if take_partition(obj, index):
-                continue
-            record = rec.from_dict(obj)  # what rec.decode does after msgpack
-        else:
-            record = rec.decode(data)  # raises its RecordError
-        replay.apply(record, index)
+        if not take_partition(data, index):
+            replay.apply(rec.decode(data), index)  # raises its RecordError
     return replay.image(offset)
 
 

@@ -1,9 +1,16 @@
 """Immutable maps and sets that share structure between versions.
 
 An image with 100,000 topics must not be copied whole for every record the controller
-decides: `FrozenMap` splits its keys into 256 shards (plain dicts) by hash, and a
+decides: `FrozenMap` splits its keys into shards (plain dicts) by hash, and a
 `MapBuilder` copies only the shards it writes to. Building the next version after one
-change costs a 256-slot tuple and one shard (~n/256 entries), not n entries.
+change costs a tuple of the shards and one shard, not n entries.
+
+A map has 256 shards, doubled whenever it holds more than MAX_PER_SHARD entries a shard
+(every key placed again, once per doubling: amortized O(1) a write), so a shard stays a
+few entries however large the map grows: a reader that redoes its work only for the
+shards a new version changed (`FrozenMap.shards`; a broker's followed partitions, its
+marked partitions) does work proportional to the change, not to the map. With 256
+shards of 100,000 topics, a batch of 100 new topics wrote to a third of them.
 
 Iteration order is shard by shard (by hash), not insertion order: callers that need an
 order sort (string hashes differ between processes).
@@ -17,27 +24,28 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-_SHARD_BITS = 8
-_SHARDS = 1 << _SHARD_BITS
-_MASK = _SHARDS - 1
+_MIN_SHARDS = 256
+MAX_PER_SHARD = 16  # entries a shard on average before the shards double
 _EMPTY: dict[Any, Any] = {}  # shared by every empty shard; never written (copy first)
 
 
 class _ShardedReads(Generic[K, V]):
-    """The reads FrozenMap and MapBuilder share: a key lives in shard `hash(key) & _MASK`."""
+    """The reads FrozenMap and MapBuilder share: a key lives in shard `hash(key) & _mask`
+    (the shard count less one: a power of two)."""
 
     __slots__ = ()
     _len: int
+    _mask: int
     _shards: Sequence[dict[K, V]]
 
     def __getitem__(self, key: K) -> V:
-        return self._shards[hash(key) & _MASK][key]
+        return self._shards[hash(key) & self._mask][key]
 
     def get(self, key: K, default: V | None = None) -> V | None:
-        return self._shards[hash(key) & _MASK].get(key, default)
+        return self._shards[hash(key) & self._mask].get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._shards[hash(key) & _MASK]
+        return key in self._shards[hash(key) & self._mask]
 
     def __iter__(self) -> Iterator[K]:
         for shard in self._shards:
@@ -50,8 +58,9 @@ class _ShardedReads(Generic[K, V]):
 # The ignores on the two classes below: their `get` (from _ShardedReads, a shard's
 # dict.get, for speed) has one signature where Mapping.get has overloads.
 class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
-    __slots__ = ("_len", "_shards")
+    __slots__ = ("_len", "_mask", "_shards")
     _len: int
+    _mask: int
     _shards: tuple[dict[K, V], ...]
 
     def __init__(self, items: Iterable[tuple[K, V]] = ()) -> None:
@@ -59,12 +68,14 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
         for key, value in items:
             builder[key] = value
         self._shards = builder._shards_tuple()
+        self._mask = builder._mask
         self._len = builder._len
 
     @classmethod
     def _from(cls, shards: tuple[dict[K, V], ...], length: int) -> FrozenMap[K, V]:
         result = cls.__new__(cls)
         result._shards = shards
+        result._mask = len(shards) - 1
         result._len = length
         return result
 
@@ -77,15 +88,21 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
     def shards(self) -> tuple[Mapping[K, V], ...]:
         """The map's shards, never changed once frozen: a caller that derives something
         from each shard can tell an unchanged one in the next version by identity (`is`)
-        and skip it (`broker.kafka.replication.follower.FollowedPartitions`)."""
+        and skip it (`broker.kafka.replication.follower.FollowedPartitions`). After the
+        shards doubled, every one is new."""
         return self._shards
-
 
     def changed_keys(self, other: FrozenMap[K, V]) -> set[K]:
         """The keys present in only one of the two maps or bound to another object (`is
         not`) in each. Shards shared with `other` are skipped, so after a few changes
-        this costs a few shards, not the whole map."""
+        this costs a few shards, not the whole map (the whole map when the shards
+        doubled in between)."""
         changed: set[K] = set()
+        if len(self._shards) != len(other._shards):
+            changed.update(key for key, value in self.items()
+                           if other.get(key, _ABSENT) is not value)
+            changed.update(key for key in other if key not in self)
+            return changed
         for mine, theirs in zip(self._shards, other._shards, strict=True):
             if mine is theirs:
                 continue
@@ -97,7 +114,7 @@ class FrozenMap(_ShardedReads[K, V], Mapping[K, V]):  # type: ignore[misc]
 
 
 _ABSENT: Any = object()
-_EMPTY_MAP: FrozenMap[Any, Any] = FrozenMap._from((_EMPTY,) * _SHARDS, 0)
+_EMPTY_MAP: FrozenMap[Any, Any] = FrozenMap._from((_EMPTY,) * _MIN_SHARDS, 0)
 
 
 def empty_map() -> FrozenMap[Any, Any]:
@@ -111,7 +128,8 @@ class MapBuilder(_ShardedReads[K, V], MutableMapping[K, V]):  # type: ignore[mis
 
     def __init__(self, base: FrozenMap[K, V]) -> None:
         self._shards = list(base._shards)
-        self._owned = [False] * _SHARDS
+        self._owned = [False] * len(self._shards)
+        self._mask: int = base._mask
         self._len: int = base._len
 
     def _writable(self, index: int) -> dict[K, V]:
@@ -121,18 +139,30 @@ class MapBuilder(_ShardedReads[K, V], MutableMapping[K, V]):  # type: ignore[mis
         return self._shards[index]
 
     def __setitem__(self, key: K, value: V) -> None:
-        index = hash(key) & _MASK
+        index = hash(key) & self._mask
         shard = self._shards[index] if self._owned[index] else self._writable(index)
         size = len(shard)  # hashing a key may run Python code (Uuid): once per dict op
         shard[key] = value
         self._len += len(shard) - size
+        if self._len > MAX_PER_SHARD * len(self._shards):
+            self._double()
 
     def __delitem__(self, key: K) -> None:
-        del self._writable(hash(key) & _MASK)[key]
+        del self._writable(hash(key) & self._mask)[key]
         self._len -= 1
 
+    def _double(self) -> None:
+        """Twice the shards, every entry placed again (new dicts: none is shared)."""
+        count = 2 * len(self._shards)
+        mask = count - 1
+        shards: list[dict[K, V]] = [{} for _ in range(count)]
+        for shard in self._shards:
+            for key, value in shard.items():
+                shards[hash(key) & mask][key] = value
+        self._shards, self._owned, self._mask = shards, [True] * count, mask
+
     def _shards_tuple(self) -> tuple[dict[K, V], ...]:
-        self._owned = [False] * _SHARDS  # frozen now: later writes copy again
+        self._owned = [False] * len(self._shards)  # frozen now: later writes copy again
         return tuple(self._shards)
 
     def freeze(self) -> FrozenMap[K, V]:

@@ -5,7 +5,13 @@
 - a commit listener (after the image's own) that counts committed record bytes
   (`metadata.snapshot_policy.SnapshotSchedule`) and remembers the epoch of the last
   applied batch: the image only ever holds published, so committed, records;
-- a background task that writes a snapshot whenever the schedule is due;
+- a background task that writes a snapshot whenever the schedule is due, once the image
+  has caught up with the leader's high watermark first heard after start (as Kafka's
+  metadata loader feeds its snapshot generator only then): a node replaying a long log
+  (a broker fetching it from offset 0, a voter's restart) would otherwise write a
+  snapshot every 20 MiB of it, each a walk of the whole image so far in a thread that
+  holds the interpreter's lock while the replay waits (five of them, 2-6 s each, while a
+  broker caught up a million partitions);
 - the `WriteSnapshot` api: a snapshot now, answered with its id, file, size and time (or
   the error). A broker serves it on its status port too (`broker.server`).
 
@@ -114,6 +120,8 @@ class ImageSnapshotter:
         self._last_epoch = start.epoch
         self._last_applied_ms = wall_clock_ms()
         self._due = trio.Event()
+        self._catch_up_to: int | None = None  # the leader's high watermark first heard
+        self._woken_caught_up = False  # the writer was woken once the image caught up
         self._one_at_a_time = trio.Lock()
         # snapshots known to be whole: written or loaded by this process
         self._known_whole: set[SnapshotId] = set() if start.snapshot_id is None \
@@ -121,6 +129,7 @@ class ImageSnapshotter:
 
     def install(self, rpc: RpcHost) -> ImageSnapshotter:
         self._node.add_commit_listener(self._on_commit)
+        self._node.add_leader_high_watermark_listener(self._on_leader_high_watermark)
         self._node.add_background_task(self._snapshot_when_due)
         rpc.add_api_handler(WRITE_SNAPSHOT_API, self._handle_write_snapshot)
         return self
@@ -136,20 +145,37 @@ class ImageSnapshotter:
         self.schedule.record_committed(batch.size_bytes)
         self._last_offset, self._last_epoch = batch.last_offset, batch.epoch
         self._last_applied_ms = self._wall_clock_ms()
-        if self.schedule.due:
+        self._wake_if_due()
+
+    def _on_leader_high_watermark(self, high_watermark: int) -> None:
+        if self._catch_up_to is None:
+            self._catch_up_to = high_watermark
+            self._wake_if_due()
+
+    def _wake_if_due(self) -> None:
+        """Wake the writer when a snapshot is due by bytes, and once when the image has
+        caught up (from then on the interval's deadline counts too)."""
+        if self.caught_up and (self.schedule.due or not self._woken_caught_up):
+            self._woken_caught_up = True
             self._due.set()
+
+    @property
+    def caught_up(self) -> bool:
+        """The image holds the log up to the leader's high watermark first heard after
+        start: the automatic snapshots begin."""
+        return self._catch_up_to is not None and self._last_offset + 1 >= self._catch_up_to
 
     # --- writing ----------------------------------------------------------------------
 
     async def _snapshot_when_due(self) -> None:
         self.schedule.last_snapshot_ms = _monotonic_ms()  # the interval counts from start
         while True:
-            deadline_ms = self.schedule.interval_deadline_ms
+            deadline_ms = self.schedule.interval_deadline_ms if self.caught_up else None
             with trio.move_on_at(math.inf if deadline_ms is None else deadline_ms / 1000):
                 await self._due.wait()
             self._due = trio.Event()
             # an on-demand snapshot may have covered it meanwhile
-            if self.schedule.due_at(_monotonic_ms()):
+            if self.caught_up and self.schedule.due_at(_monotonic_ms()):
                 try:
                     await self.snapshot_now()
                 except SnapshotWriteError:

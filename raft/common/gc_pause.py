@@ -5,8 +5,9 @@ shards that hold them), so each full collection on the way walks everything buil
 far, and CPython runs one every time the survivors grow by a quarter: 14 full
 collections, a third of a 1.1-million-record rebuild (`bench/rebuild_bench.py`). What a
 replay throws away (decoded maps, lists) holds no cycles and goes by reference counting
-anyway. Used by the shell around whole-image loads (a snapshot file, a log read from
-disk), never by the pure replay itself, which does not change with it.
+anyway. Used around whole-image loads (a snapshot file, a log read from disk) and each
+batch replayed in bulk (`metadata/delta.py` `apply_records`); what replay decides does
+not change with it.
 
 Process-wide, as the collector is: two pauses that overlap in two threads end when the
 first of them ends (the collector is only ever left as it was found, never turned on

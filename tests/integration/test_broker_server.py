@@ -3,6 +3,7 @@ called by the test): the catch-up gate, the checkpoint and the status."""
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -171,3 +172,29 @@ async def test_status_that_waits_for_an_offset_answers_once_it_is_applied(
                                                    "max_wait_ms": 10 ** 9}):
         await ask(bad)
         assert answers[-1]["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+async def test_what_the_catch_up_replay_keeps_is_frozen_until_caught_up(
+        tmp_path: Path) -> None:
+    """Until the image reaches the leader's high watermark heard at start, each committed
+    batch's objects join the collector's permanent generation (`gc.freeze`): the walks of
+    an image built over a million partitions stay out of the replay. Then no more."""
+    node = StandInNode()
+    server = BrokerServer(cast(Any, node), BrokerSettings(
+        broker_id=BROKER, log_dir=tmp_path, delete_topic_delay_ms=3_600_000, voters={},
+        request_timeout_ms=2000, heartbeat_interval_ms=2000, replica_lag_time_max_ms=30_000,
+        socket_request_max_bytes=1 << 20)).install(cast(Any, node))
+    try:
+        node.hear_leader_high_watermark(4)
+        frozen = gc.get_freeze_count()
+        node.commit(0, rec.Topic(name="live", topic_id=TOPIC_ID),
+                    rec.Partition(topic_id=TOPIC_ID, partition=0, replicas=(BROKER,),
+                                  isr=(BROKER,), leader=BROKER))
+        assert gc.get_freeze_count() > frozen
+        node.commit(2, rec.NoOp(), rec.NoOp())
+        assert server.caught_up.is_set()
+        frozen = gc.get_freeze_count()
+        node.commit(4, rec.NoOp())
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()  # this test's, and whatever else this process froze: collectable again

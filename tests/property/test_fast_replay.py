@@ -29,16 +29,9 @@ from metadata.image_snapshot import (
 from raft.common.uuid import Uuid
 from tests.support.codec_mutations import mutations
 from tests.support.metadata_strategies import BROKERS, TOPIC_IDS, images, metadata_logs
+from tests.support.record_strategies import EDGE_VALUES, PARTITION_FIELDS
 
-INT64 = 1 << 63
-# values a Partition field may be broken into: the edges of the codec's checks
-EDGE_VALUES: tuple[Any, ...] = (
-    True, False, 0, -1, 1, 3, 7, INT64 - 1, INT64, -INT64, (1 << 64) - 1, 1.0, "1", b"\x01",
-    bytes(16), None, [], [1], [True], [INT64], [-INT64], [1.5], [1, False], [[0, 1]], {})
 EDGES = st.sampled_from(EDGE_VALUES)
-PARTITION_FIELDS = ("type", "version", "topic_id", "partition", "replicas", "isr", "leader",
-                    "leader_epoch", "partition_epoch", "leader_epoch_after_creation",
-                    "leader_epoch_before_deletion", "future")
 
 
 @st.composite

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
+from metadata.persistent import MAX_PER_SHARD, FrozenKeySet, FrozenMap, empty_map
 
 KEYS = st.one_of(st.integers(-50, 50), st.text(max_size=3))
 OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "freeze"]), KEYS, st.integers()),
@@ -80,3 +80,30 @@ def test_changed_keys_are_exactly_those_written_differently_between_two_versions
                 if k not in before or k not in after or before[k] is not after[k]}
     assert after.changed_keys(before) == expected
     assert before.changed_keys(after) == expected
+
+
+def test_shards_double_as_the_map_grows_and_every_version_keeps_its_contents() -> None:
+    """Past MAX_PER_SHARD entries a shard the shards double (all placed again): the
+    versions frozen before keep theirs, a later one is a few entries a shard, and the
+    changed keys across a doubling are the ones written."""
+    count = 300 * MAX_PER_SHARD  # past 256 shards' worth: one doubling at least
+    builder = empty_map().builder()
+    small = None
+    for key in range(count):
+        builder[key] = [key]
+        if key == 100:
+            small = builder.freeze()
+    assert small is not None
+    large = builder.freeze()
+    assert len(small.shards()) == 256
+    assert len(large.shards()) * MAX_PER_SHARD >= len(large) == count
+    assert dict(small.items()) == {key: [key] for key in range(101)}
+    assert all(large[key] == [key] for key in range(count))
+    assert large.changed_keys(small) == small.changed_keys(large) == set(range(101, count))
+    more = large.builder()
+    del more[0]
+    more[count] = [count]
+    after = more.freeze()
+    assert after.changed_keys(large) == {0, count}
+    assert sum(shard is not mine for shard, mine in zip(after.shards(), large.shards(),
+                                                        strict=True)) == 2

@@ -157,6 +157,28 @@ async def test_snapshots_are_written_at_committed_offsets_every_interval_of_byte
         snapshot_file.path.rename(snapshot_file.path.with_suffix(".seen"))  # next: older
 
 
+async def test_a_node_replaying_a_long_log_writes_no_snapshot_before_it_caught_up(
+        tmp_path: Path) -> None:
+    """The automatic snapshots wait for the image to reach the leader's high watermark
+    first heard after start: the restart's replay (spread over the loop's turns) is due
+    for one every 400 bytes, yet the only snapshots end at the log's end or later."""
+    with trio.fail_after(60):
+        async with controller(tmp_path, max_bytes_between=NO_AUTOMATIC_SNAPSHOTS) as running:
+            await unfenced_broker(running.shell)
+            for index in range(30):  # ~8 KB a topic: several turns of publication
+                response = await call(running.shell, CreateTopicsRequest(topics=(
+                    CreatableTopic(name=f"t{index}", num_partitions=100,
+                                   replication_factor=1),)))
+                assert response.topics[0].error_code == 0
+            log_end = running.node.log.end_offset
+        assert not list_snapshots(running.directory)
+        async with controller(tmp_path, max_bytes_between=400) as running:
+            await eventually(lambda: list_snapshots(running.directory))
+    ends = [s.snapshot_id.end_offset for s in list_snapshots(running.directory)]
+    assert ends
+    assert min(ends) >= log_end
+
+
 async def test_a_quiet_log_is_snapshotted_every_interval_and_aged_segments_let_go(
         tmp_path: Path) -> None:
     """metadata.log.max.snapshot.interval.ms: far below the byte interval, a commit gets

@@ -133,9 +133,10 @@ class MarkedLedPartitions:
                 entry = (shard, [topic for topic in shard.values()
                                  if topic.undeleted_count < len(topic.partitions)])
             marked[id(shard)] = entry
-            found.extend((topic, partition) for topic in entry[1]
-                         for index, partition in enumerate(topic.partitions)
-                         if partition.leader == self.broker_id
-                         and is_marked_for_deletion(topic, index))
+            if entry[1]:  # rare: a shrink in progress (a heartbeat looks at every shard)
+                found.extend((topic, partition) for topic in entry[1]
+                             for index, partition in enumerate(topic.partitions)
+                             if partition.leader == self.broker_id
+                             and is_marked_for_deletion(topic, index))
         self._marked = marked
         return found

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import types
-import typing
 from typing import Any
 
 import msgpack
@@ -19,33 +17,7 @@ from raft.common.uuid import Uuid
 from raft.control_records import Endpoint, VoterEntry
 from tests.support.codec_mutations import assert_names_path, field_default, mutations
 from tests.support.codec_reference import outcome, reference_record
-
-INTS = st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1)
-UUIDS = st.integers(min_value=0, max_value=(1 << 128) - 1).map(Uuid)
-
-
-def _strategy(hint: Any) -> st.SearchStrategy[Any]:
-    """A strategy for one field, from its type hint (the types records use)."""
-    if isinstance(hint, types.UnionType):
-        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
-        return st.none() | _strategy(inner)
-    if typing.get_origin(hint) is tuple:
-        return st.lists(_strategy(typing.get_args(hint)[0]), max_size=5).map(tuple)
-    if dataclasses.is_dataclass(hint) and hint is not Uuid:  # a VotersRecord's voters
-        nested = typing.get_type_hints(hint)
-        return st.builds(hint, **{f.name: _strategy(nested[f.name])  # type: ignore[arg-type]
-                                  for f in dataclasses.fields(hint)})
-    return {int: INTS, str: st.text(max_size=20), Uuid: UUIDS, bool: st.booleans(),
-            bytes: st.binary(max_size=20)}[hint]
-
-
-def _record_strategy(cls: type[rec.Record]) -> st.SearchStrategy[rec.Record]:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(cls)}
-    return st.builds(cls, **fields)
-
-
-ANY_RECORD = st.one_of([_record_strategy(cls) for cls in rec.RECORD_CLASSES.values()])
+from tests.support.record_strategies import ANY_RECORD, JUNK
 
 
 @given(ANY_RECORD)
@@ -173,11 +145,6 @@ def test_one_broken_field_is_a_record_error_naming_it_when_decoded(
     assert str(caught.value).startswith(f"bad {name} record: ")
     reason = {"remove": "missing required field", "add": "unknown field"}.get(kind, "expected")
     assert_names_path(caught.value.__cause__, name, path, reason)  # type: ignore[arg-type]
-
-
-JUNK = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5) | st.binary(max_size=17),
-    lambda inner: st.lists(inner, max_size=3), max_leaves=8)
 
 
 @given(st.sampled_from(sorted(rec.RECORD_CLASSES)), st.data())
