@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from tools.replay.sequential import TYPE_NAMES, Aggregates
+from tools.replay.aggregates import Aggregates
+from tools.replay.sequential import TYPE_NAMES
 
 CHURN_BINS = 50
 

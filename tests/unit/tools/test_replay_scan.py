@@ -12,10 +12,10 @@ import msgpack
 
 from metadata import records as rec
 from raft.common.uuid import ZERO_UUID, Uuid
+from tools.replay.aggregates import Aggregates
 from tools.replay.sequential import (
     MAX_KEPT,
     UNDECODABLE,
-    Aggregates,
     NodeScan,
     ScanResult,
     decode_record,
