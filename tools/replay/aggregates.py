@@ -5,14 +5,18 @@ name and ID, a RemoveTopic's ID; nothing depends on the records before it. So th
 aggregates need not come from the sequential scan (`sequential.NodeScan`), whose
 rules do: the task that indexes the scanned log gathers them on the other core while
 the scan runs (`load.node_task`, plan key `aggregates`), from the same decoded batches
-(`sequential.decode_batch`) and the same replay base.
+(`sequential.decode_batch`) and the same replay base. The table of recreated names the
+analysis shows is made there too, as they are finished (`Aggregates.finish`), rather
+than by the driver after the scan.
 """
 
 from __future__ import annotations
 
+import base64
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from metadata.records import RecordType
@@ -37,7 +41,8 @@ def name_of(fields: Any) -> str | None:
 class Aggregates:
     """What the analysis needs from one log: per epoch [first offset, last offset,
     records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
-    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
+    record's (name, topic ID, offset), the IDs some RemoveTopic names, and the names
+    recreated (`recreated_names`, made by `finish`)."""
 
     epochs: dict[int, list[int]] = field(default_factory=dict)
     kinds: list[int] = field(default_factory=list)  # per record while gathering
@@ -46,6 +51,7 @@ class Aggregates:
     remove_offsets: array[int] = field(default_factory=lambda: array("q"))
     topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
+    recreated: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, first: int, epoch: int, kinds: list[int], maps: list[Any]) -> None:
         """One batch's records from offset `first`, decoded (`decode_batch`): only a
@@ -74,7 +80,46 @@ class Aggregates:
                     self.removed_ids.add(topic_id)
 
     def finish(self) -> Aggregates:
-        """Counts per kind in place of a kind per record (what is shipped)."""
+        """Counts per kind in place of a kind per record (what is shipped), and the
+        recreated names."""
         self.kind_counts = dict(Counter(self.kinds))
         self.kinds = []
+        self.recreated = recreated_names(self.topics, self.removed_ids)
         return self
+
+
+def _texts(ids: list[bytes]) -> list[str]:
+    """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
+    whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
+    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
+    return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
+
+
+def recreated_names(topics: list[tuple[str | None, bytes | None, int]],
+                    removed_ids: set[bytes]) -> list[dict[str, Any]]:
+    """Names that more than one topic ID took (`topics`: every Topic record's name, ID
+    and offset): every Topic record of that name, its ID old (some RemoveTopic names it)
+    or current."""
+    by_name: dict[str, list[tuple[Any, ...]]] = {}
+    for row in topics:
+        if row[0] is not None:
+            by_name.setdefault(row[0], []).append(row)
+    many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
+            if len(rows) > 1  # most names are taken once: no set to build for them
+            and len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
+    ids = sorted({topic_id for rows in many.values() for _, topic_id, _ in rows
+                  if topic_id is not None})
+    texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
+    texts[None] = None
+    table = []
+    for name in sorted(many):
+        entry: dict[str, Any] = {"name": name, "old_ids": [], "current_id": None,
+                                 "offsets": []}
+        for _, topic_id, offset in many[name]:
+            entry["offsets"].append(offset)
+            if topic_id is not None and topic_id in removed_ids:
+                entry["old_ids"].append(texts[topic_id])
+            else:
+                entry["current_id"] = texts[topic_id]
+        table.append(entry)
+    return sorted(table, key=lambda e: (-len(e["offsets"]), e["name"]))

@@ -4,18 +4,17 @@ the JSON and HTML report.
 
 The log-wide tables describe the *reference log*: the longest voter log that holds the
 whole committed prefix (the same copy the broker-checkpoint check replays). They are built
-from the aggregates its scan kept (`sequential.Aggregates`, one entry per (epoch, record
-type), Topic/RemoveTopic offsets and Topic records), not from a table of its records. The
+from the aggregates gathered from its records (`aggregates.Aggregates`, one entry per
+(epoch, record type), Topic/RemoveTopic offsets, and the recreated names, made in the
+executor), not from a table of its records. The
 per-node table covers every node, with its lag and where it departs from the committed
 log.
 """
 
 from __future__ import annotations
 
-import base64
 from collections import Counter
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from tools.replay.aggregates import Aggregates
@@ -92,42 +91,6 @@ def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]
     return out
 
 
-def _texts(ids: list[bytes]) -> list[str]:
-    """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
-    whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
-    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
-    return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
-
-
-def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
-    """Names that more than one topic ID took: every Topic record of that name, its ID
-    old (some RemoveTopic names it) or current."""
-    by_name: dict[str, list[tuple[Any, ...]]] = {}
-    for row in aggregates.topics:
-        if row[0] is not None:
-            by_name.setdefault(row[0], []).append(row)
-    many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
-            if len(rows) > 1  # most names are taken once: no set to build for them
-            and len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
-    ids = sorted({topic_id for rows in many.values() for _, topic_id, _ in rows
-                  if topic_id is not None})
-    texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
-    texts[None] = None
-    removed = aggregates.removed_ids
-    table = []
-    for name in sorted(many):
-        entry: dict[str, Any] = {"name": name, "old_ids": [], "current_id": None,
-                                 "offsets": []}
-        for _, topic_id, offset in many[name]:
-            entry["offsets"].append(offset)
-            if topic_id is not None and topic_id in removed:
-                entry["old_ids"].append(texts[topic_id])
-            else:
-                entry["current_id"] = texts[topic_id]
-        table.append(entry)
-    return sorted(table, key=lambda e: (-len(e["offsets"]), e["name"]))
-
-
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],
                  summaries: dict[int, dict[str, Any]],
                  replay_from: dict[int, int] | None = None) -> list[dict[str, Any]]:
@@ -177,5 +140,5 @@ def analyse(nodes: list[dict[str, Any]], committed_end: int, reference: int | No
     timeline, types = epochs_and_types(aggregates, claims)
     return Analysis(leader_timeline=timeline, record_types=types,
                     topic_churn=topic_churn(aggregates, end),
-                    recreated_names=recreated_names(aggregates),
+                    recreated_names=aggregates.recreated,
                     nodes=nodes, committed_end=committed_end, reference_node=reference)
