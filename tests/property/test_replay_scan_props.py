@@ -24,7 +24,7 @@ from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.metadata_strategies import metadata_logs
 from tools.replay import sequential
-from tools.replay.aggregates import name_of, topic_id_of
+from tools.replay.aggregates import name_of, recreated_names, topic_id_of
 from tools.replay.sequential import (
     TOPIC_ID,
     Match,
@@ -93,9 +93,10 @@ def test_aggregates_are_what_each_record_counts_for(log: list[tuple[int, bytes]]
     assert aggregates.epochs == epochs
     assert aggregates.kind_counts == dict(Counter(kind for kind, _ in decoded))
     assert list(aggregates.topic_offsets) == [offset for offset, _ in topics]
-    assert aggregates.topics == [(name_of(f), topic_id_of(f), offset) for offset, f in topics]
     assert list(aggregates.remove_offsets) == [offset for offset, _ in removals]
-    assert aggregates.removed_ids == {topic_id_of(f) for _, f in removals} - {None}
+    assert aggregates.recreated == recreated_names(
+        [(name_of(f), topic_id_of(f), offset) for offset, f in topics],
+        {topic_id_of(f) for _, f in removals} - {None})
 
 
 @settings(max_examples=200, deadline=None)

@@ -49,6 +49,7 @@ class Aggregates:
     kind_counts: dict[int, int] = field(default_factory=dict)  # filled by `finish`
     topic_offsets: array[int] = field(default_factory=lambda: array("q"))
     remove_offsets: array[int] = field(default_factory=lambda: array("q"))
+    # while gathering (`finish` turns them into `recreated`)
     topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
     recreated: list[dict[str, Any]] = field(default_factory=list)
@@ -80,11 +81,12 @@ class Aggregates:
                     self.removed_ids.add(topic_id)
 
     def finish(self) -> Aggregates:
-        """Counts per kind in place of a kind per record (what is shipped), and the
-        recreated names."""
+        """What is shipped to the driver: counts per kind and the recreated names in
+        place of a kind per record, the Topic records and the removed IDs (a third of
+        the bytes the first job's results carried through the JVM)."""
         self.kind_counts = dict(Counter(self.kinds))
-        self.kinds = []
         self.recreated = recreated_names(self.topics, self.removed_ids)
+        self.kinds, self.topics, self.removed_ids = [], [], set()
         return self
 
 
