@@ -7,8 +7,8 @@ naming dead or malformed topics, and undecodable bytes. `decode_batch` judges ev
 record as `decode_record` does, and `plain_record`, which reads a plain PartitionChange
 or Partition from its bytes, agrees with the strict codec (`metadata.records.decode`)
 wherever it answers, on valid and broken bytes, and answers for every plain one. The
-analysis aggregates, gathered a batch at a time (`aggregates.Aggregates.add`), are what
-each record counts for on its own."""
+analysis aggregates the scan keeps, batch by batch, are what each record counts for on
+its own."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.metadata_strategies import metadata_logs
 from tools.replay import sequential
-from tools.replay.aggregates import name_of, recreated_names, topic_id_of
 from tools.replay.sequential import (
     TOPIC_ID,
     Match,
@@ -93,10 +92,19 @@ def test_aggregates_are_what_each_record_counts_for(log: list[tuple[int, bytes]]
     assert aggregates.epochs == epochs
     assert aggregates.kind_counts == dict(Counter(kind for kind, _ in decoded))
     assert list(aggregates.topic_offsets) == [offset for offset, _ in topics]
+    assert aggregates.topics == [(_name(f), _topic_id(f), offset) for offset, f in topics]
     assert list(aggregates.remove_offsets) == [offset for offset, _ in removals]
-    assert aggregates.recreated == recreated_names(
-        [(name_of(f), topic_id_of(f), offset) for offset, f in topics],
-        {topic_id_of(f) for _, f in removals} - {None})
+    assert aggregates.removed_ids == {_topic_id(f) for _, f in removals} - {None}
+
+
+def _topic_id(fields: dict[str, Any]) -> bytes | None:
+    raw = fields.get("topic_id")
+    return raw if isinstance(raw, bytes) and len(raw) == 16 else None
+
+
+def _name(fields: dict[str, Any]) -> str | None:
+    name = fields.get("name", fields.get("new_name"))
+    return name if isinstance(name, str) else None
 
 
 @settings(max_examples=200, deadline=None)

@@ -14,10 +14,6 @@ plan for that node asks:
   below a snapshot is scanned from that snapshot (the plan's `base`,
   `tools.replay.images.ReplayBase`): the scan starts from its image, and the records
   below its end offset are indexed but not scanned.
-* aggregates: what the analysis needs of the scanned records (`aggregates.Aggregates`),
-  gathered record by record with no scan state: a node both scanned and indexed gets the
-  two in separate tasks (`split_plans`), and its index task gathers them on the other
-  core while the scan runs.
 * decode: the record-level view (offset, epoch, record hash, columns) of a few batches,
   where different batches overlap the same offsets and the records must be compared.
 
@@ -48,16 +44,9 @@ import msgpack
 from raft.common.gc_pause import gc_paused
 from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
-from tools.replay.aggregates import Aggregates
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
-from tools.replay.sequential import (
-    NodeScan,
-    decode_batch,
-    decode_record,
-    record_columns,
-    record_hash,
-)
+from tools.replay.sequential import NodeScan, decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
 
@@ -126,26 +115,13 @@ def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tu
     return out
 
 
-def _replay(scan: NodeScan | None, gathered: Aggregates | None, seq: int, base_offset: int,
-            start: int, epoch: int, records: list[bytes]) -> None:
-    """Scan a batch's records, or gather their aggregates, from the replay base on
-    (those below a snapshot's end offset are not replayed)."""
-    first = max(base_offset, start)
-    kept = records if first == base_offset else records[first - base_offset:]
-    if scan is not None:
-        scan.batch(seq, first, epoch, kept)
-    if gathered is not None:
-        gathered.add(first, epoch, *decode_batch(kept))
-
-
 def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
               plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis,
-    aggregates (bools), decode ({path: [byte positions]}) and base (the ReplayBase the
-    scan and the aggregates start from; none: offset 0). Yields one result dict."""
+    """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis
+    (bools), decode ({path: [byte positions]}) and base (the ReplayBase the scan starts
+    from; none: offset 0). Yields one result dict."""
     want_index, decode = plan.get("index", False), plan.get("decode", {})
     scan = NodeScan(analysis=plan.get("analysis", False)) if plan.get("scan") else None
-    gathered = Aggregates() if plan.get("aggregates") else None
     base: ReplayBase | None = plan.get("base")
     start = 0 if base is None else base.end_offset
     corrupt: list[str] = []
@@ -176,12 +152,14 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
                     epochs.append(epoch)
                     counts.append(count)
                     digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
-                replayed = base_offset + count > start
-                if (replayed and (scan is not None or gathered is not None)) or \
-                        position in wanted:
+                scanned = scan is not None and base_offset + count > start
+                if scanned or position in wanted:
                     records = _records(view, position, payload_at, end, count, path)
-                    if replayed:
-                        _replay(scan, gathered, seq, base_offset, start, epoch, records)
+                    if scan is not None and scanned:
+                        if base_offset >= start:
+                            scan.batch(seq, base_offset, epoch, records)
+                        else:  # records below the snapshot's end offset: not replayed
+                            scan.batch(seq, start, epoch, records[start - base_offset:])
                     if position in wanted:
                         decoded[(path, position)] = decoded_batch(records, base_offset, epoch)
                 seq += 1
@@ -195,8 +173,7 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
     index = NodeIndex(node=node, files=tuple(names), file_ids=file_ids, positions=positions,
                       offsets=offsets, epochs=epochs, counts=counts, digests=bytes(digests))
     yield {"node": node, "index": index if want_index else None, "corrupt": corrupt,
-           "scan": None if scan is None else scan.result(), "decoded": decoded,
-           "aggregates": None if gathered is None else gathered.finish()}
+           "scan": None if scan is None else scan.result(), "decoded": decoded}
 
 
 def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
@@ -212,7 +189,7 @@ def _task(node: int, paths: list[str], last_path: str,
     """`node_task` with the collector paused (`raft.common.gc_pause`): what a task keeps
     (its index, the aggregates, a scan's topic state) holds no cycles, and what it
     throws away goes by reference counting, so collections only walked what it had
-    built (4% of the task that gathers the aggregates)."""
+    built."""
     try:
         with gc_paused():
             yield from node_task(node, last_path, read_segments(paths), plan)
@@ -248,14 +225,11 @@ def run_tasks(spark: Any, replay_input: ReplayInput,
 
 def split_plans(plans: dict[int, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """(node, plan) per task, in the order of `plans`, a plan that scans and indexes
-    split in two: the scan (and what else it asks) first, then the index, which gathers
-    the analysis aggregates from the scan's base when the plan asks for them."""
+    split in two: the scan (and what else it asks) first, then the index alone."""
     out: list[tuple[int, dict[str, Any]]] = []
     for node, plan in plans.items():
         if plan.get("scan") and plan.get("index"):
-            out += [(node, {**plan, "index": False, "analysis": False}),
-                    (node, {"index": True, "aggregates": plan.get("analysis", False),
-                            "base": plan.get("base")})]
+            out += [(node, {**plan, "index": False}), (node, {"index": True})]
         else:
             out.append((node, plan))
     return out
@@ -263,22 +237,19 @@ def split_plans(plans: dict[int, dict[str, Any]]) -> list[tuple[int, dict[str, A
 
 def merge_results(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Each node's result dict, its tasks' merged (`split_plans`): the index and the scan
-    of whichever made them (the scan with the aggregates its index task gathered),
-    every decoded batch, and each corrupt message once (both tasks read the same files,
-    and a damaged one stops both)."""
+    of whichever made them, every decoded batch, and each corrupt message once (both
+    tasks read the same files, and a damaged one stops both)."""
     merged: dict[int, dict[str, Any]] = {}
     for result in results:
         mine = merged.setdefault(result["node"], result)
         if mine is result:
             continue
-        for key in ("index", "scan", "aggregates"):
-            if mine.get(key) is None:
-                mine[key] = result.get(key)
+        if mine["index"] is None:
+            mine["index"] = result["index"]
+        if mine["scan"] is None:
+            mine["scan"] = result["scan"]
         mine["decoded"] = {**mine["decoded"], **result["decoded"]}
         mine["corrupt"] = list(dict.fromkeys([*mine["corrupt"], *result["corrupt"]]))
-    for mine in merged.values():
-        if mine.get("aggregates") is not None and mine["scan"] is not None:
-            mine["scan"].aggregates = mine["aggregates"]
     return merged
 
 

@@ -5,9 +5,8 @@ as a plain sequential scan inside the Spark task that reads that node's segments
 `load.node_task`) rather than as SQL: `NodeScan.batch` takes one batch at a time,
 decodes its records with msgpack and `metadata.records`' type table, and records
 violations (capped at `MAX_KEPT` per check), LeaderChange claims and, when asked, the
-analysis aggregates (`aggregates.Aggregates`: they need no scan state, so beside an
-index task that gathers them the scan skips them). The driver merges nodes: a violation
-replicated on several nodes counts once, with its node list.
+analysis aggregates. The driver merges nodes: a violation replicated on several nodes
+counts once, with its node list.
 
 One scan serves many nodes. A node whose batches are byte for byte the first n batches of
 the scanned log (a faithful or lagging follower: same BLAKE2b digests in the same order)
@@ -41,6 +40,7 @@ import hashlib
 import re
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -50,7 +50,6 @@ import msgpack
 
 from metadata.records import RECORD_CLASSES, RecordType
 from raft.common.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
-from tools.replay.aggregates import Aggregates, name_of, topic_id_of
 
 if TYPE_CHECKING:
     from metadata.image import MetadataImage
@@ -133,6 +132,16 @@ def record_columns(kind: int, fields: Any) -> dict[str, Any]:
 def _leader_of(fields: Any) -> int | None:
     leader = fields.get("leader_id")
     return leader if isinstance(leader, int) else None
+
+
+def _topic_id(fields: Any) -> bytes | None:
+    raw = fields.get("topic_id")
+    return raw if type(raw) is bytes and len(raw) == 16 else None
+
+
+def _name(fields: Any) -> str | None:
+    name = fields.get("name", fields.get("new_name"))
+    return name if isinstance(name, str) else None
 
 
 def _fixarray() -> bytes:
@@ -235,13 +244,28 @@ def resize_topics(kinds: list[int], maps: list[Any],
         if kind != 7 and kind != 8 and kind != 17:
             continue
         plain = fields.__class__ is Match  # a plain record marks nothing (plain_record)
-        topic_id = fields.string[TOPIC_ID] if plain else topic_id_of(fields)
+        topic_id = fields.string[TOPIC_ID] if plain else _topic_id(fields)
         if kind != 17 and (plain or BEFORE_DELETION not in fields):
             if kind == 8 or topic_id not in counted:
                 continue
         if topic_id is not None:
             tracked.add(topic_id)
     return tracked
+
+
+@dataclass(slots=True)
+class Aggregates:
+    """What the analysis needs from one log: per epoch [first offset, last offset,
+    records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
+    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
+
+    epochs: dict[int, list[int]] = field(default_factory=dict)
+    kinds: list[int] = field(default_factory=list)  # per record while scanning
+    kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
+    topic_offsets: array[int] = field(default_factory=lambda: array("q"))
+    remove_offsets: array[int] = field(default_factory=lambda: array("q"))
+    topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
+    removed_ids: set[bytes] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -559,7 +583,7 @@ class NodeScan:
         kinds, maps = decode_batch(records)
         self.tracked = resize_topics(kinds, maps, self.counted)
         if self.aggregates is not None:
-            self.aggregates.add(base_offset, epoch, kinds, maps)
+            self.aggregates.kinds += kinds
         partitions = self.partitions  # keyed by the live topics, as `live`
         tracked = self.tracked
         offset = base_offset - 1
@@ -593,13 +617,15 @@ class NodeScan:
                     self.partition_state(state, topic_id, offset, epoch, data, kind, fields)
             elif (scan := self.scanners.get(kind)) is not None:
                 scan(offset, epoch, data, kind, fields)
-        self._batch_end(epoch, offset)
+        self._batch_end(epoch, base_offset, offset, len(records))
 
-    def _batch_end(self, epoch: int, last: int) -> None:
+    def _batch_end(self, epoch: int, first: int, last: int, count: int) -> None:
         self.prev_offset = last
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
             self._resize_batch_end()
+        if self.aggregates is not None:
+            self._count_epoch(epoch, first, last, count)
 
     def _order_breaks(self, base_offset: int, epoch: int) -> tuple[bool, bool]:
         """(a gap before this batch, its epoch below an earlier one). Offsets inside a
@@ -608,6 +634,17 @@ class NodeScan:
         gap = self.prev_offset is not None and base_offset != self.prev_offset + 1
         falling = self.prev_epoch is not None and epoch < self.prev_epoch
         return gap, falling
+
+    def _count_epoch(self, epoch: int, first: int, last: int, count: int) -> None:
+        """Per-epoch offset range and record count (min/max: a broken log need not be
+        in order)."""
+        assert self.aggregates is not None
+        entry = self.aggregates.epochs.get(epoch)
+        if entry is None:
+            self.aggregates.epochs[epoch] = [first, last, count]
+        else:
+            entry[0], entry[1] = min(entry[0], first), max(entry[1], last)
+            entry[2] += count
 
     def _order(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
                gap: bool, falling: bool) -> None:
@@ -633,7 +670,7 @@ class NodeScan:
 
     def metadata_topic_record(self, offset: int, epoch: int, data: bytes, kind: int,
                               fields: Any) -> None:
-        topic_id = topic_id_of(fields)
+        topic_id = _topic_id(fields)
         flag = self.flag
         if topic_id is None or topic_id in RESERVED:
             flag("topic_ids_valid", offset, epoch, data, _METADATA_TOPIC, fields,
@@ -653,7 +690,10 @@ class NodeScan:
                      fields: Any) -> None:
         if self.first_topic_batch is None:
             self.first_topic_batch = self.seq
-        topic_id, name = topic_id_of(fields), name_of(fields)
+        topic_id, name = _topic_id(fields), _name(fields)
+        if self.aggregates is not None:
+            self.aggregates.topic_offsets.append(offset)
+            self.aggregates.topics.append((name, topic_id, offset))
         if topic_id is None or topic_id in RESERVED:
             self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
                       "topic ID is missing, ZERO_UUID or the sentinel")
@@ -685,7 +725,11 @@ class NodeScan:
     def topic_user(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any) -> None:
         """RemoveTopic and RenameTopic (Partition and PartitionChange are inlined in
         `batch`: they only need their topic to be live)."""
-        topic_id = topic_id_of(fields)
+        topic_id = _topic_id(fields)
+        if kind == _REMOVE_TOPIC and self.aggregates is not None:
+            self.aggregates.remove_offsets.append(offset)
+            if topic_id is not None:
+                self.aggregates.removed_ids.add(topic_id)
         if topic_id is None or topic_id not in self.live:
             self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                       "no live topic with this ID here")
@@ -697,7 +741,7 @@ class NodeScan:
             self.counted.discard(topic_id)
             self.resizing.pop(topic_id, None)
             return
-        name = name_of(fields)
+        name = _name(fields)
         if name is None:
             return
         holder = self.live_by_name.get(name)
@@ -712,7 +756,7 @@ class NodeScan:
     def topic_config_record(self, offset: int, epoch: int, data: bytes, kind: int,
                             fields: Any) -> None:
         """Only enable.ordered.delivery matters here (a resize's rules depend on it)."""
-        topic_id = topic_id_of(fields)
+        topic_id = _topic_id(fields)
         state = None if topic_id is None else self.partitions.get(topic_id)
         if state is not None and fields.get("key") == ORDERED_DELIVERY:
             state.ordered = fields.get("value") == "true"
@@ -784,8 +828,10 @@ class NodeScan:
             del self.live_by_name[name]
 
     def result(self) -> ScanResult:
+        if self.aggregates is not None:  # ship counts, not a kind per record
+            self.aggregates.kind_counts = dict(Counter(self.aggregates.kinds))
+            self.aggregates.kinds = []
         return ScanResult(violations=self.violations, marks=self.marks, claims=self.claims,
                           first_topic_batch=self.first_topic_batch,
                           metadata_topic_batch=self.metadata_topic_batch,
-                          aggregates=None if self.aggregates is None
-                          else self.aggregates.finish())
+                          aggregates=self.aggregates)

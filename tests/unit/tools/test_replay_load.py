@@ -1,7 +1,7 @@
 """How `tools.replay.load.run_tasks` shares a job between the cores: a node both scanned
-and indexed gets two tasks, the scan first and the index with the analysis aggregates
-next, and their results merge back into one per node, the same as one task doing both
-would give (`node_task` run in process, no Spark: the job runs in tests/replay)."""
+and indexed gets two tasks, the scan first, and their results merge back into one per
+node, the same as one task doing both would give (`node_task` run in process, no
+Spark: the job runs in tests/replay)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from tools.replay.sequential import ScanResult
 
 def _result(node: int, **fields: Any) -> dict[str, Any]:
     return {"node": node, "index": None, "scan": None, "decoded": {}, "corrupt": [],
-            "aggregates": None, **fields}
+            **fields}
 
 
 def test_a_scanned_and_indexed_node_gets_its_scan_task_first_and_its_index_task_next():
     plans = {1: {"index": True, "scan": True, "analysis": True, "base": "b"},
              2: {"index": True}, 3: {"scan": True, "decode": {"p": [0]}}}
     assert split_plans(plans) == [
-        (1, {"index": False, "scan": True, "analysis": False, "base": "b"}),
-        (1, {"index": True, "aggregates": True, "base": "b"}), (2, {"index": True}),
+        (1, {"index": False, "scan": True, "analysis": True, "base": "b"}),
+        (1, {"index": True}), (2, {"index": True}),
         (3, {"scan": True, "decode": {"p": [0]}})]
 
 
@@ -44,9 +44,8 @@ def test_split_results_merge_into_one_per_node_with_each_corrupt_message_once():
 @pytest.mark.parametrize("base", [None, ReplayBase(end_offset=37)])
 def test_split_tasks_find_what_one_task_scanning_and_indexing_finds(
         base: ReplayBase | None) -> None:
-    """The scan without aggregates and the index task gathering them, merged, equal one
-    task that scans with the aggregates and indexes (from offset 0, and from a base in
-    the middle of a batch: the records below it are neither scanned nor counted)."""
+    """The scan task and the index task, merged, equal one task that scans (with the
+    aggregates) and indexes, from offset 0 and from a base in the middle of a batch."""
     batches = metadata_log(records=400, batch_size=7, records_per_epoch=90, max_live=8,
                            seed=3)
     files = [("/log/00000000000000000000.log", b"".join(encode_batch(b) for b in batches))]

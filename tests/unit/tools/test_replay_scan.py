@@ -12,10 +12,10 @@ import msgpack
 
 from metadata import records as rec
 from raft.common.uuid import ZERO_UUID, Uuid
-from tools.replay.aggregates import Aggregates
 from tools.replay.sequential import (
     MAX_KEPT,
     UNDECODABLE,
+    Aggregates,
     NodeScan,
     ScanResult,
     decode_record,
@@ -222,8 +222,7 @@ def test_view_of_n_batches_leaves_out_what_batch_n_and_later_hold():
 def test_analysis_scan_keeps_epoch_ranges_kind_counts_and_topic_history():
     """Per epoch [lowest offset, highest offset, records] even when the log repeats
     offsets; records per kind (the per-record list is dropped); Topic and RemoveTopic
-    offsets (a rename is no removal); the recreated names (from each Topic's name, ID
-    and offset and the removed IDs, which are not shipped)."""
+    offsets (a rename is no removal); each Topic's (name, ID, offset); removed IDs."""
     result = _scan(
         (0, 1, [rec.LeaderChange(leader_id=1, voters=(1,)), rec.MetadataTopic(topic_id=META)]),
         (2, 1, [rec.Topic(name="a", topic_id=A),
@@ -235,11 +234,11 @@ def test_analysis_scan_keeps_epoch_ranges_kind_counts_and_topic_history():
     assert aggregates is not None
     assert aggregates.epochs == {1: [0, 3, 4], 2: [2, 7, 5]}
     assert aggregates.kind_counts == {1: 1, 2: 1, 6: 2, 7: 1, 9: 2, 11: 1, 10: 1}
+    assert aggregates.kinds == []
     assert aggregates.topic_offsets == array("q", [2, 6])
     assert aggregates.remove_offsets == array("q", [4, 7])
-    assert (aggregates.kinds, aggregates.topics, aggregates.removed_ids) == ([], [], set())
-    assert aggregates.recreated == [{"name": "a", "old_ids": [str(A)], "current_id": str(B),
-                                     "offsets": [2, 6]}]
+    assert aggregates.topics == [("a", A.to_bytes(), 2), ("a", B.to_bytes(), 6)]
+    assert aggregates.removed_ids == {A.to_bytes()}
 
 
 def test_scan_keeps_aggregates_only_when_asked():

@@ -18,13 +18,13 @@ from tests.support.synthetic_logs import (
 )
 from tools.cli import main
 from tools.replay import axis_html
-from tools.replay.aggregates import Aggregates
 from tools.replay.analysis import CHURN_BINS, topic_churn
 from tools.replay.availability import availability
 from tools.replay.axis_html import time_axis_html
 from tools.replay.compare import REPORT_FILE, compare_runs
 from tools.replay.faults import read_faults
 from tools.replay.inputs import InputError
+from tools.replay.sequential import Aggregates
 from tools.replay.time_axis import axis, figures
 
 T0 = STORY_START_MS
