@@ -6,10 +6,13 @@ before (violations, counts, claims, aggregates). The logs
 naming dead or malformed topics, and undecodable bytes. `decode_batch` judges every
 record as `decode_record` does, and `plain_record`, which reads a plain PartitionChange
 or Partition from its bytes, agrees with the strict codec (`metadata.records.decode`)
-wherever it answers, on valid and broken bytes, and answers for every plain one."""
+wherever it answers, on valid and broken bytes, and answers for every plain one. The
+analysis aggregates the scan keeps, batch by batch, are what each record counts for on
+its own."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 from unittest import mock
 
@@ -21,14 +24,20 @@ from metadata import records as rec
 from raft.common.uuid import Uuid
 from tests.support.metadata_strategies import metadata_logs
 from tools.replay import sequential
-from tools.replay.sequential import NodeScan, ScanResult, decode_batch, plain_record
+from tools.replay.sequential import (
+    TOPIC_ID,
+    Match,
+    NodeScan,
+    ScanResult,
+    decode_batch,
+    plain_record,
+)
 
 
-def _every_partition_topic(kinds: list[int], maps: list[Any],
-                           _: dict[bytes, Any]) -> set[bytes]:
-    return {fields[1] if type(fields) is tuple else fields["topic_id"]
+def _every_partition_topic(kinds: list[int], maps: list[Any], _: Any) -> set[bytes]:
+    return {fields.string[TOPIC_ID] if type(fields) is Match else fields["topic_id"]
             for kind, fields in zip(kinds, maps, strict=True) if kind in (7, 8, 17, 18)
-            and (type(fields) is tuple or isinstance(fields.get("topic_id"), bytes))}
+            and (type(fields) is Match or isinstance(fields.get("topic_id"), bytes))}
 
 
 def _scan(records: list[bytes], cuts: list[int]) -> ScanResult:
@@ -59,6 +68,46 @@ def test_following_only_resizable_topics_finds_what_following_all_finds(
 
 
 @settings(max_examples=200, deadline=None)
+@given(metadata_logs(max_steps=40), st.lists(st.integers(0, 120), max_size=30))
+def test_aggregates_are_what_each_record_counts_for(log: list[tuple[int, bytes]],
+                                                    cuts: list[int]) -> None:
+    """Batches with falling epochs (epoch 3, 2, 1, 3, ...), so an epoch's range is a
+    min and max over batches that are not in order."""
+    records = [data for _, data in log]
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(records)}), len(records)]
+    scan = NodeScan(analysis=True)
+    epochs: dict[int, list[int]] = {}
+    for seq, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        if end > start:
+            epoch = 3 - seq % 3
+            scan.batch(seq, start, epoch, records[start:end])
+            first, last, count = epochs.get(epoch, [start, end - 1, 0])
+            epochs[epoch] = [min(first, start), max(last, end - 1), count + end - start]
+    aggregates = scan.result().aggregates
+    decoded = [sequential.decode_record(data)[:2] for data in records]
+    topics = [(offset, fields) for offset, (kind, fields) in enumerate(decoded) if kind == 6]
+    removals = [(offset, fields) for offset, (kind, fields) in enumerate(decoded)
+                if kind == 9]
+    assert aggregates is not None
+    assert aggregates.epochs == epochs
+    assert aggregates.kind_counts == dict(Counter(kind for kind, _ in decoded))
+    assert list(aggregates.topic_offsets) == [offset for offset, _ in topics]
+    assert aggregates.topics == [(_name(f), _topic_id(f), offset) for offset, f in topics]
+    assert list(aggregates.remove_offsets) == [offset for offset, _ in removals]
+    assert aggregates.removed_ids == {_topic_id(f) for _, f in removals} - {None}
+
+
+def _topic_id(fields: dict[str, Any]) -> bytes | None:
+    raw = fields.get("topic_id")
+    return raw if isinstance(raw, bytes) and len(raw) == 16 else None
+
+
+def _name(fields: dict[str, Any]) -> str | None:
+    name = fields.get("name", fields.get("new_name"))
+    return name if isinstance(name, str) else None
+
+
+@settings(max_examples=200, deadline=None)
 @given(metadata_logs(max_steps=20))
 def test_decode_batch_judges_each_record_as_decode_record(log: list[tuple[int, bytes]]
                                                           ) -> None:
@@ -66,8 +115,10 @@ def test_decode_batch_judges_each_record_as_decode_record(log: list[tuple[int, b
     kinds, maps = decode_batch(records)
     assert kinds == [sequential.decode_record(data)[0] for data in records]
     for data, kind, fields in zip(records, kinds, maps, strict=True):
-        if type(fields) is tuple:
-            assert fields == plain_record(data)
+        if type(fields) is Match:
+            plain = plain_record(data)
+            assert plain is not None
+            assert plain[0] == kind
         elif kind != sequential.UNDECODABLE:
             assert fields == sequential.decode_record(data)[1]
 

@@ -100,31 +100,32 @@ def _texts(ids: list[bytes]) -> list[str]:
 
 def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
     """Names that more than one topic ID took: every Topic record of that name, its ID
-    old (some RemoveTopic names it) or current."""
-    by_name: dict[str, list[tuple[Any, ...]]] = {}
-    for row in aggregates.topics:
-        if row[0] is not None:
-            by_name.setdefault(row[0], []).append(row)
+    old (some RemoveTopic names it) or current. The names are counted in C first, so
+    only the rows of names taken more than once are grouped."""
+    topics, removed = aggregates.topics, aggregates.removed_ids
+    taken = Counter(map(itemgetter(0), topics))
+    by_name: dict[str, list[tuple[Any, ...]]] = {
+        name: [] for name, count in taken.items() if count > 1 and name is not None}
+    for row in topics:
+        rows = by_name.get(row[0])  # type: ignore[arg-type]  # None finds none
+        if rows is not None:
+            rows.append(row)
     many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
-            if len(rows) > 1  # most names are taken once: no set to build for them
-            and len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
-    ids = sorted({topic_id for rows in many.values() for _, topic_id, _ in rows
-                  if topic_id is not None})
+            if len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
+    ids = list({topic_id for rows in many.values() for _, topic_id, _ in rows
+                if topic_id is not None})  # no order: a dict of their texts needs none
     texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
     texts[None] = None
-    removed = aggregates.removed_ids
-    table = []
+    table: list[dict[str, Any]] = []
     for name in sorted(many):
-        entry: dict[str, Any] = {"name": name, "old_ids": [], "current_id": None,
-                                 "offsets": []}
-        for _, topic_id, offset in many[name]:
-            entry["offsets"].append(offset)
-            if topic_id is not None and topic_id in removed:
-                entry["old_ids"].append(texts[topic_id])
-            else:
-                entry["current_id"] = texts[topic_id]
-        table.append(entry)
-    return sorted(table, key=lambda e: (-len(e["offsets"]), e["name"]))
+        rows = many[name]
+        current = [i for _, i, _ in rows if i is None or i not in removed]
+        table.append({"name": name,
+                      "old_ids": [texts[i] for _, i, _ in rows if i is not None and i in removed],
+                      "current_id": texts[current[-1]] if current else None,
+                      "offsets": [offset for _, _, offset in rows]})
+    table.sort(key=lambda e: -len(e["offsets"]))  # stable: by name within a length
+    return table
 
 
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],

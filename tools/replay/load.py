@@ -41,6 +41,7 @@ from typing import Any
 
 import msgpack
 
+from raft.common.gc_pause import gc_paused
 from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
 from tools.replay.images import ReplayBase, base_image
@@ -185,8 +186,13 @@ def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
 
 def _task(node: int, paths: list[str], last_path: str,
           plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """`node_task` with the collector paused (`raft.common.gc_pause`): what a task keeps
+    (its index, the aggregates, a scan's topic state) holds no cycles, and what it
+    throws away goes by reference counting, so collections only walked what it had
+    built."""
     try:
-        yield from node_task(node, last_path, read_segments(paths), plan)
+        with gc_paused():
+            yield from node_task(node, last_path, read_segments(paths), plan)
     except OSError as exc:
         yield {"node": node, "index": None, "scan": None, "decoded": {},
                "corrupt": [f"{exc.filename}: unreadable segment: {exc.strerror or exc}"]}

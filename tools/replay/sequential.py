@@ -42,6 +42,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,7 @@ _REMOVE_PARTITION = int(RecordType.REMOVE_PARTITION)
 ORDERED_DELIVERY = "enable.ordered.delivery"
 BEFORE_DELETION = "leader_epoch_before_deletion"
 _KNOWN = frozenset(k for k in TYPE_NAMES if k != UNDECODABLE)
+NO_TOPICS: frozenset[bytes] = frozenset()
 
 
 def uuid_text(raw: Any) -> str | None:
@@ -151,48 +153,54 @@ def _fixarray() -> bytes:
 # The two records of a busy log as `metadata.records` encodes them in their plain form,
 # every id, count and epoch below 128: a PartitionChange that only moves a leader and
 # sets an ISR (no bump, no marks, no replicas), and a Partition without leader-epoch
-# maps. Their bytes have one layout each: the map's keys in the codec's order, the topic
-# ID at 27:43, the partition at 53; the change's leader at 61, the Partition's leader
-# and leader epoch 32 and 18 bytes from its end.
-_PLAIN_CHANGE = re.compile(
+# maps. Their bytes have one layout each: the map's keys in the codec's order, the type
+# at TYPE_AT, the topic ID at TOPIC_ID, the partition at PARTITION_AT; the change's
+# leader at CHANGE_LEADER_AT, the Partition's leader and leader epoch 32 and 18 bytes
+# from its end. One pattern takes both (their first byte, the map's size, tells them
+# apart at once), so a batch is matched by one `map` in C.
+_PLAIN = re.compile(
     rb"\x86\xa4type\x08\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
-    rb"\xa6leader[\x00-\x7f]\xa3isr" + _fixarray(), re.DOTALL).fullmatch
-_PLAIN_PARTITION = re.compile(
-    rb"\x89\xa4type\x07\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
+    rb"\xa6leader[\x00-\x7f]\xa3isr" + _fixarray()
+    + rb"|\x89\xa4type\x07\xa7version\x00\xa8topic_id\xc4\x10.{16}\xa9partition[\x00-\x7f]"
     rb"\xa8replicas" + _fixarray() + rb"\xa3isr" + _fixarray()
     + rb"\xa6leader[\x00-\x7f]\xacleader_epoch[\x00-\x7f]\xafpartition_epoch[\x00-\x7f]",
     re.DOTALL).fullmatch
+Match = re.Match  # a plain record's entry in `decode_batch`'s maps
+TYPE_AT, TOPIC_ID, PARTITION_AT, CHANGE_LEADER_AT = 6, slice(27, 43), 53, 61
+PARTITION_LEADER_AT, PARTITION_EPOCH_AT = -32, -18
 # (kind, topic ID, partition, leader, leader epoch: None for a PartitionChange)
 PlainRecord = tuple[int, bytes, int, int, int | None]
 
 
 def plain_record(data: bytes) -> PlainRecord | None:
-    """What the scan needs of a plain PartitionChange or Partition (`_PLAIN_CHANGE`,
-    `_PLAIN_PARTITION`), read from its bytes without decoding the map; None for any
-    other bytes. Where it answers, msgpack decodes the same map and
-    `metadata.records.decode` the same record (tests/property/test_replay_scan_props.py)."""
-    if _PLAIN_CHANGE(data) is not None:
-        return _PARTITION_CHANGE, data[27:43], data[53], data[61], None
-    if _PLAIN_PARTITION(data) is not None:
-        return _PARTITION, data[27:43], data[53], data[-32], data[-18]
-    return None
+    """What the scan needs of a plain PartitionChange or Partition (`_PLAIN`), read
+    from its bytes without decoding the map; None for any other bytes. Where it answers,
+    msgpack decodes the same map and `metadata.records.decode` the same record
+    (tests/property/test_replay_scan_props.py). `NodeScan.batch` reads the same places."""
+    if _PLAIN(data) is None:
+        return None
+    if data[TYPE_AT] == _PARTITION_CHANGE:
+        return _PARTITION_CHANGE, data[TOPIC_ID], data[PARTITION_AT], data[CHANGE_LEADER_AT], None
+    return (_PARTITION, data[TOPIC_ID], data[PARTITION_AT], data[PARTITION_LEADER_AT],
+            data[PARTITION_EPOCH_AT])
 
 
 def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
     """(kind, msgpack map) of each record of a batch, by the rules of `decode_record`:
     a record that is not a map with a known type is UNDECODABLE (its map, when it has
-    one, kept). A plain PartitionChange's or Partition's map is its `plain_record` tuple
-    instead, which `NodeScan.batch` decodes into the map only when it needs one. The records are
-    decoded before any is scanned, so the batch can be classified first
-    (`resize_topics`). A batch of well-formed records, nearly every one, is decoded by
-    two comprehensions and one check of every type; any other record sends the whole
-    batch through the per-record rules (`_decode_each`)."""
+    one, kept). A plain PartitionChange's or Partition's map is its `_PLAIN` match
+    instead (`plain_record` reads it), which `NodeScan.batch` decodes into the map only
+    when it needs one. The records are decoded before any is scanned, so the batch can
+    be classified first (`resize_topics`). A batch of well-formed records, nearly every
+    one, is decoded by two comprehensions and one check of every type; any other record
+    sends the whole batch through the per-record rules (`_decode_each`)."""
     unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
     try:
-        maps: list[Any] = [plain_record(data) or unpack(data) for data in records]
+        maps: list[Any] = [match or unpack(data)
+                           for match, data in zip(map(_PLAIN, records), records, strict=True)]
         # raises for a non-map or a map without a type
-        kinds: list[int] = [fields[0] if fields.__class__ is tuple else fields["type"]
-                            for fields in maps]
+        kinds: list[int] = [data[TYPE_AT] if fields.__class__ is Match else fields["type"]
+                            for fields, data in zip(maps, records, strict=True)]
     except Exception:  # msgpack raises several unrelated types
         return _decode_each(records)
     # exact ints only: a bool or float type equals an int but is judged by `_kind`
@@ -216,26 +224,29 @@ def _decode_each(records: list[bytes]) -> tuple[list[int], list[Any]]:
 
 
 def resize_topics(kinds: list[int], maps: list[Any],
-                  partitions: dict[bytes, TopicPartitions]) -> set[bytes]:
+                  counted: AbstractSet[bytes]) -> AbstractSet[bytes]:
     """The topics whose partition count a batch may change, which the scan follows
     record by record (`ResizeBatch`) and judges at the batch's end: those a
     PartitionCount names, those a Partition or PartitionChange with a before-deletion
     map names, and those a Partition record names while the topic's undeleted count is
-    recorded (an added partition then needs a PartitionCount). Nothing at the batch's
-    end can flag any other topic (`_resize_batch_end`: no count, no mark, no addition
-    to a counted topic), so most batches follow none (a `ResizeBatch` per topic and
-    batch cost a third of the scan)."""
+    recorded (`counted`: the live topics whose count is; an added partition then needs a
+    PartitionCount). Nothing at the batch's end can flag any other topic
+    (`_resize_batch_end`: no count, no mark, no addition to a counted topic), so most
+    batches follow none (a `ResizeBatch` per topic and batch cost a third of the scan).
+    A batch without PartitionCount whose partition records are all plain (no maps:
+    `plain_record`) follows none while no live topic's count is recorded: that is told
+    by counting in C, without a loop over the records."""
+    if 17 not in kinds and not (counted and 7 in kinds) and \
+            list(map(type, maps)).count(Match) == kinds.count(7) + kinds.count(8):
+        return NO_TOPICS
     tracked: set[bytes] = set()
     for kind, fields in zip(kinds, maps, strict=True):
         if kind != 7 and kind != 8 and kind != 17:
             continue
-        plain = fields.__class__ is tuple  # a plain record marks nothing (plain_record)
-        topic_id = fields[1] if plain else _topic_id(fields)
+        plain = fields.__class__ is Match  # a plain record marks nothing (plain_record)
+        topic_id = fields.string[TOPIC_ID] if plain else _topic_id(fields)
         if kind != 17 and (plain or BEFORE_DELETION not in fields):
-            if kind == 8:
-                continue
-            state = partitions.get(topic_id)  # type: ignore[arg-type]
-            if state is None or state.undeleted is None:
+            if kind == 8 or topic_id not in counted:
                 continue
         if topic_id is not None:
             tracked.add(topic_id)
@@ -264,24 +275,21 @@ class TopicPartitions:
     all of them) and enable.ordered.delivery (on only when set to true, as
     `metadata.image.TopicImage.ordered_delivery` reads it)."""
 
-    leaders: array[int] = field(default_factory=lambda: array("q"))
-    epochs: array[int] = field(default_factory=lambda: array("q"))
+    leaders: list[int] = field(default_factory=list)  # lists: made for every new topic,
+    epochs: list[int] = field(default_factory=list)  # cheaper than arrays
     marked: set[int] = field(default_factory=set)
     undeleted: int | None = None
     ordered: bool = False
 
-    def apply_plain(self, plain: PlainRecord) -> None:
-        """A `plain_record` of a topic no resize of its batch follows: a PartitionChange
-        moves its partition's leader, a Partition places its partition (of none, as
-        replay skips them: nothing)."""
-        _, _, partition, leader, epoch = plain
-        if epoch is None:  # a PartitionChange
-            if partition < len(self.epochs):
-                self.move_leader(partition, leader)
-        elif partition <= len(self.epochs):
+    def place_plain(self, data: bytes) -> None:
+        """A plain Partition record's bytes (`plain_record`) of a topic no resize of its
+        batch follows: it places its partition (of none, as replay skips them: nothing)."""
+        partition = data[PARTITION_AT]
+        if partition <= len(self.epochs):
             # resize_topics follows the additions to a topic whose count is recorded
             assert partition < len(self.epochs) or self.undeleted is None
-            self.place(partition, leader, epoch, marked=False)
+            self.place(partition, data[PARTITION_LEADER_AT], data[PARTITION_EPOCH_AT],
+                       marked=False)
 
     def place(self, partition: int, leader: int, epoch: int, *, marked: bool) -> None:
         """A Partition record: a new last partition, or a full replacement; marked for
@@ -526,7 +534,8 @@ class NodeScan:
         # whether ordered delivery is on; what the current batch does to each topic
         self.partitions: dict[bytes, TopicPartitions] = {}
         self.resizing: dict[bytes, ResizeBatch] = {}
-        self.tracked: set[bytes] = set()  # the topics the batch may resize (resize_topics)
+        self.tracked: AbstractSet[bytes] = NO_TOPICS  # those the batch may resize
+        self.counted: set[bytes] = set()  # the live topics whose undeleted count is recorded
 
     def seed(self, image: MetadataImage, start: int) -> None:
         """Begin from `image`, a snapshot of the log below offset `start` (before any
@@ -543,10 +552,12 @@ class NodeScan:
             self.live[topic_id.to_bytes()] = topic.name
             self.live_by_name[topic.name] = topic_id.to_bytes()
             self.partitions[topic_id.to_bytes()] = TopicPartitions(
-                leaders=array("q", [p.leader for p in topic.partitions]),
-                epochs=array("q", [p.leader_epoch for p in topic.partitions]),
+                leaders=[p.leader for p in topic.partitions],
+                epochs=[p.leader_epoch for p in topic.partitions],
                 marked={p.partition for p in topic.partitions if p.marked_for_deletion},
                 undeleted=topic.undeleted_partition_count, ordered=topic.ordered_delivery)
+            if topic.undeleted_partition_count is not None:
+                self.counted.add(topic_id.to_bytes())
         self.removed = set(self.first_use) - set(self.live)
         self.prev_offset = start - 1 if start > 0 else None
 
@@ -570,7 +581,7 @@ class NodeScan:
             return
         gap, falling = self._order_breaks(base_offset, epoch)
         kinds, maps = decode_batch(records)
-        self.tracked = resize_topics(kinds, maps, self.partitions)
+        self.tracked = resize_topics(kinds, maps, self.counted)
         if self.aggregates is not None:
             self.aggregates.kinds += kinds
         partitions = self.partitions  # keyed by the live topics, as `live`
@@ -578,10 +589,17 @@ class NodeScan:
         offset = base_offset - 1
         for data, kind, fields in zip(records, kinds, maps, strict=True):
             offset += 1
-            if fields.__class__ is tuple:  # plain_record: a live, untracked topic's is done
-                state = partitions.get(fields[1])
-                if state is not None and not (gap or falling) and fields[1] not in tracked:
-                    state.apply_plain(fields)
+            if fields.__class__ is Match:  # plain: a live, untracked topic's is done here
+                topic_id = data[27:43]  # TOPIC_ID (literals: the hot path)
+                state = partitions.get(topic_id)
+                if state is not None and not (gap or falling) and topic_id not in tracked:
+                    if kind == 8:  # a PartitionChange: `move_leader`, inlined
+                        partition, leader, leaders = data[53], data[61], state.leaders
+                        if partition < len(leaders) and leaders[partition] != leader:
+                            leaders[partition] = leader
+                            state.epochs[partition] += 1
+                    else:
+                        state.place_plain(data)
                     continue
                 fields = msgpack.unpackb(data)  # the map, for the general path below
             if gap or falling:
@@ -697,7 +715,8 @@ class NodeScan:
             return
         self.removed.discard(topic_id)
         self.live[topic_id] = name
-        self.partitions[topic_id] = TopicPartitions()
+        self.partitions[topic_id] = TopicPartitions([], [], set())
+        self.counted.discard(topic_id)
         if topic_id in self.tracked:
             self.resizing[topic_id] = ResizeBatch(created=True)
         if name is not None:
@@ -719,6 +738,7 @@ class NodeScan:
             self._free_name(topic_id, self.live.pop(topic_id))
             self.removed.add(topic_id)
             del self.partitions[topic_id]  # every live topic has its partitions
+            self.counted.discard(topic_id)
             self.resizing.pop(topic_id, None)
             return
         name = _name(fields)
@@ -759,6 +779,7 @@ class NodeScan:
                 assert change is not None  # resize_topics tracks every PartitionCount's topic
                 change.counts.append((*where, count))
                 state.undeleted = count
+                self.counted.add(topic_id)
             return
         partition = fields.get("partition")
         if type(partition) is not int or not 0 <= partition <= len(state.epochs):
