@@ -9,16 +9,27 @@ DynamicBrokerConfig does: its own dynamic value (DYNAMIC_BROKER_CONFIG), else th
 cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), else its configuration file's
 (STATIC_BROKER_CONFIG: none of these keys is read from it here), else the default.
 
-Only the keys of `DYNAMIC_KEYS` may be set: any other, a node's static key or an unknown
-one, is refused INVALID_CONFIG with Kafka's "Cannot update these configs dynamically"
-(Kafka lets unknown keys through; here a misspelt throttle would silently do nothing).
-A resource name that is neither "" nor a broker id is INVALID_REQUEST ("Invalid broker
-name"), as Kafka's controller answers.
+The keys are Kafka 3.9's (`metadata.broker_config_keys`), checked as its broker checks
+an alter, all or nothing, each refusal INVALID_CONFIG with Kafka's message:
+- a read-only key (`broker.id`, `log.dirs`, ...): "Cannot update these configs
+  dynamically";
+- an SSL keystore or truststore key without `listener.name.<listener>.`: "These
+  security configs can be dynamically updated only per-listener using the listener
+  prefix";
+- a value its type or range refuses;
+- on the cluster default (""), a per-broker key (listener and security keys, and any
+  listener-prefixed one but the connection limits): "Cannot update these configs at
+  default cluster level, broker id must be specified".
+A dynamic key is stored as given once checked; a name Kafka does not know is stored
+too, as Kafka does (a plugin's key). A resource name that is neither "" nor a broker id
+is INVALID_REQUEST ("Invalid broker name"), as Kafka's controller answers.
 
-- `leader.replication.throttled.rate`, `follower.replication.throttled.rate` (LONG
-  bytes/s, >= 0, default Long.MAX_VALUE: unlimited): the replication quotas of
-  `broker.kafka.partitions.replication_quota`, over the replicas the topics'
-  `*.replication.throttled.replicas` name (`metadata.topic_configs`).
+Only two keys take effect here: `leader.replication.throttled.rate`,
+`follower.replication.throttled.rate` (LONG bytes/s, >= 0, default Long.MAX_VALUE:
+unlimited), the replication quotas of `broker.kafka.partitions.replication_quota`, over
+the replicas the topics' `*.replication.throttled.replicas` name
+(`metadata.topic_configs`). Every other key is stored and described without effect
+(`metadata.broker_config_keys.STORED_ONLY`).
 """
 
 from __future__ import annotations
@@ -35,6 +46,15 @@ from metadata.admin import (
     OP_SET,
     OP_SUBTRACT,
     AlterConfigsResource,
+)
+from metadata.broker_config_keys import (
+    CLUSTER_LEVEL_LISTENER_KEYS,
+    LISTENER_PREFIX,
+    LISTENER_PREFIX_ONLY,
+    NO_DEFAULT,
+    PER_BROKER,
+    READ_ONLY,
+    STORED_ONLY,
 )
 from metadata.topic_configs import LONG_MAX, ConfigKey, InvalidConfig, integer_parser
 from raft.common.errors import ErrorCode
@@ -57,6 +77,7 @@ DYNAMIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               documentation="bytes/s a follower out of sync fetches for its throttled "
                             "replicas (follower.replication.throttled.replicas)",
               parse=integer_parser(FOLLOWER_RATE, 0, LONG_MAX)),
+    *STORED_ONLY,
 )}
 
 # (resource name, key, value), sorted: the image's broker configs
@@ -68,7 +89,7 @@ class Resolved:
     """A key's value for one broker and where it comes from (a config_source above),
     with every level that sets it, highest first (Kafka's synonyms)."""
 
-    value: str
+    value: str | None  # None: no level sets it and Kafka's default is null
     source: int
     synonyms: tuple[tuple[str, int], ...]
 
@@ -111,19 +132,83 @@ def resolve(configs: BrokerConfigs, broker_id: int | None, key: str,
               (resource_configs(configs, DEFAULT_RESOURCE).get(key),
                DYNAMIC_DEFAULT_BROKER_CONFIG),
               ((static or {}).get(key), STATIC_BROKER_CONFIG),
-              (DYNAMIC_KEYS[key].default, DEFAULT_CONFIG)]
+              (default_of(key), DEFAULT_CONFIG)]
     synonyms = tuple((value, source) for value, source in levels if value is not None)
-    return Resolved(value=synonyms[0][0], source=synonyms[0][1], synonyms=synonyms)
+    value, source = synonyms[0] if synonyms else (None, DEFAULT_CONFIG)
+    return Resolved(value=value, source=source, synonyms=synonyms)
 
 
 def rate(configs: BrokerConfigs, broker_id: int, key: str) -> int | None:
     """The bytes/s limit `key` sets on `broker_id`, None when unlimited."""
-    value = int(resolve(configs, broker_id, key).value)
+    value = int(resolve(configs, broker_id, key).value or UNLIMITED)
     return None if value >= UNLIMITED else value
 
 
-def _not_dynamic(keys: Iterable[str]) -> str:
-    return f"Cannot update these configs dynamically: Set({', '.join(sorted(keys))})"
+def base_key(key: str) -> str:
+    """The key a `listener.name.<listener>.<key>` override is of, else `key` itself."""
+    if key.startswith(LISTENER_PREFIX):
+        return key[len(LISTENER_PREFIX):].partition(".")[2] or key
+    return key
+
+
+def spec_of(key: str) -> ConfigKey:
+    """`key`'s type, default and check: a listener override takes its base key's, a name
+    Kafka does not know is kept as given (Kafka's UNKNOWN type)."""
+    spec = DYNAMIC_KEYS.get(key) or DYNAMIC_KEYS.get(base_key(key))
+    if spec is None:
+        return ConfigKey(name=key, default="", type="UNKNOWN", parse=lambda value: value,
+                         documentation="a key Kafka does not know (stored; no effect here)")
+    return spec
+
+
+def default_of(key: str) -> str | None:
+    """`key`'s default, None where Kafka's is null (a listener override or unknown key)."""
+    spec = DYNAMIC_KEYS.get(key)
+    return None if spec is None or key in NO_DEFAULT else spec.default
+
+
+def is_per_broker(key: str) -> bool:
+    """Kafka's PerBrokerConfigs, and every listener override but the connection limits."""
+    base = base_key(key)
+    return key in PER_BROKER or (base != key and base not in CLUSTER_LEVEL_LISTENER_KEYS)
+
+
+def _refused(why: str, keys: Iterable[str]) -> str:
+    return f"{why}: Set({', '.join(sorted(keys))})"
+
+
+def key_refusal(names: list[str], *, default_resource: bool) -> str | None:
+    """Why Kafka's broker refuses to set these keys dynamically, or None (its order of
+    checks: read-only, listener prefix, then the default resource's per-broker keys)."""
+    for why, refused in (
+            ("Cannot update these configs dynamically", [k for k in names if k in READ_ONLY]),
+            ("These security configs can be dynamically updated only per-listener using "
+             "the listener prefix", [k for k in names if k in LISTENER_PREFIX_ONLY]),
+            ("Cannot update these configs at default cluster level, broker id must be "
+             "specified", [k for k in names if default_resource and is_per_broker(k)])):
+        if refused:
+            return _refused(why, refused)
+    return None
+
+
+def list_after(key: str, current: str | None, operand: str | None, *,
+               subtract: bool) -> str | InvalidConfig:
+    """Kafka's APPEND (`subtract` False) or SUBTRACT on the LIST key `key`: its `current`
+    value (its default when unset) with the operand's items it lacks added at the end, or
+    with the operand's items removed, checked; InvalidConfig, with Kafka's message, for a
+    key that is no list or a result the key refuses."""
+    spec = spec_of(key)
+    if spec.type != "LIST":
+        return InvalidConfig(f"Config value {'subtract' if subtract else 'append'} is not "
+                             f"allowed for config key: {key}")
+    base = default_of(key) if current is None else current
+    items = [i.strip() for i in (base or "").split(",") if i.strip()]
+    operands = [i.strip() for i in (operand or "").split(",") if i.strip()]
+    try:
+        return spec.parse(",".join([i for i in items if i not in operands] if subtract
+                                   else items + [i for i in operands if i not in items]))
+    except InvalidConfig as exc:
+        return exc
 
 
 def config_changes(configs: BrokerConfigs, resource: AlterConfigsResource, *,
@@ -139,9 +224,10 @@ def config_changes(configs: BrokerConfigs, resource: AlterConfigsResource, *,
     repeated = sorted(k for k, n in counts.items() if n > 1)
     if repeated:
         return ErrorCode.INVALID_REQUEST, f"config {repeated[0]!r} appears more than once"
-    unknown = [c.name for c in resource.configs if c.name not in DYNAMIC_KEYS]
-    if unknown:
-        return ErrorCode.INVALID_CONFIG, _not_dynamic(unknown)
+    refusal = key_refusal([c.name for c in resource.configs],
+                          default_resource=name == DEFAULT_RESOURCE)
+    if refusal is not None:
+        return ErrorCode.INVALID_CONFIG, refusal
     current = resource_configs(configs, name)
     wanted = {} if not replace else dict.fromkeys(current)  # replace: unnamed ones go
     for config in resource.configs:
@@ -149,15 +235,17 @@ def config_changes(configs: BrokerConfigs, resource: AlterConfigsResource, *,
             OP_DELETE if replace else config.config_operation)
         if operation == OP_SET:
             try:
-                wanted[config.name] = DYNAMIC_KEYS[config.name].parse(config.value or "")
+                wanted[config.name] = spec_of(config.name).parse(config.value or "")
             except InvalidConfig as exc:
                 return ErrorCode.INVALID_CONFIG, str(exc)
         elif operation == OP_DELETE:
             wanted[config.name] = None
-        elif operation in (OP_APPEND, OP_SUBTRACT):  # none of these keys is a list
-            return (ErrorCode.INVALID_CONFIG,
-                    f"Config value {'append' if operation == OP_APPEND else 'subtract'} is not "
-                    f"allowed for config key: {config.name}")
+        elif operation in (OP_APPEND, OP_SUBTRACT):
+            listed = list_after(config.name, current.get(config.name), config.value,
+                                subtract=operation == OP_SUBTRACT)
+            if isinstance(listed, InvalidConfig):
+                return ErrorCode.INVALID_CONFIG, str(listed)
+            wanted[config.name] = listed
         else:
             return ErrorCode.INVALID_REQUEST, f"unknown config operation {operation}"
     return [rec.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=key,

@@ -122,10 +122,10 @@ def test_a_throttled_follower_catches_up_no_faster_than_its_quota(
             f"follower.replication.throttled.rate={RATE}")
     refused = kraft("configs", "--cluster", str(cluster.directory), "--entity-type",
                     "brokers", "--entity-name", "3", "--alter", "--add-config",
-                    "log.retention.ms=1")
+                    "log.retention.hours=1")
     assert refused.returncode == 1
     assert "INVALID_CONFIG" in refused.stderr
-    assert "Cannot update these configs dynamically: Set(log.retention.ms)" in refused.stderr
+    assert "Cannot update these configs dynamically: Set(log.retention.hours)" in refused.stderr
     assert configs(cluster, "--entity-name", "3", "--describe") == \
         "Dynamic configs for broker 3 are:\n"
     assert configs(cluster, "--entity-default", "--describe") == (

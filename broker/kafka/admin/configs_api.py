@@ -8,10 +8,11 @@ differs from Kafka's (STATIC_BROKER_CONFIG: `log.retention.*`, `log.roll.*`,
 default (DEFAULT_CONFIG, `is_default` in v0's sense), filtered by `configuration_keys`.
 Topics are named, as on Kafka's wire; an unknown one is UNKNOWN_TOPIC_OR_PARTITION. A
 broker resource answers as Kafka's broker does: its own id, every dynamic broker key
-(`metadata.broker_configs`) with the value and source it resolves to
-(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-DEFAULT_CONFIG) and, when asked (v1+ include_synonyms), every level that sets it;
-"" (the cluster-wide default), the keys set there; another broker's id,
+(`metadata.broker_configs`) and every other key set on it or the default, with the
+value and source it resolves to (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and, when asked (v1+ include_synonyms), every
+level that sets it; a PASSWORD key is sensitive, its values null; "" (the cluster-wide
+default), the keys set there; another broker's id,
 INVALID_REQUEST "Unexpected broker id, expected <own> or empty string, but received
 <id>".
 
@@ -58,6 +59,7 @@ from metadata.broker_configs import (
     STATIC_BROKER_CONFIG,
     resolve,
     resource_configs,
+    spec_of,
 )
 from metadata.image import MetadataImage
 from metadata.topic_configs import KEYS, UNCLEAN_LEADER_ELECTION, InvalidConfig
@@ -65,8 +67,8 @@ from raft.common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
-                "LIST": 7, "CLASS": 8, "PASSWORD": 9}
+CONFIG_TYPES = {"UNKNOWN": 0, "BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5,
+                "DOUBLE": 6, "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
 
 def describe_topic_configs(image: MetadataImage, name: str, keys: tuple[str, ...] | None,
@@ -111,19 +113,22 @@ def describe_broker_configs(configs: tuple[tuple[str, str, str], ...], broker_id
                 "error_message": f"Unexpected broker id, expected {broker_id} or empty "
                                  f"string, but received {name}",
                 "resource_type": BROKER_RESOURCE, "resource_name": name, "configs": []}
-    listed = resource_configs(configs, DEFAULT_RESOURCE) if name == DEFAULT_RESOURCE \
-        else DYNAMIC_KEYS
+    listed = set(resource_configs(configs, DEFAULT_RESOURCE))
+    if name != DEFAULT_RESOURCE:
+        listed |= set(DYNAMIC_KEYS) | set(resource_configs(configs, name))
     entries: list[shapes.ConfigEntry] = []
     for key in sorted(listed):
-        if key not in DYNAMIC_KEYS or (keys is not None and key not in keys):
-            continue  # a key a later build wrote: not this broker's to describe
+        if keys is not None and key not in keys:
+            continue
         resolved = resolve(configs, None if name == DEFAULT_RESOURCE else broker_id, key)
-        spec = DYNAMIC_KEYS[key]
+        spec = spec_of(key)
+        sensitive = spec.type == "PASSWORD"
         entries.append({
-            "name": key, "value": resolved.value, "read_only": False,
+            "name": key, "value": None if sensitive else resolved.value, "read_only": False,
             "is_default": resolved.source == DEFAULT_CONFIG,
-            "config_source": resolved.source, "is_sensitive": False,
-            "synonyms": [{"name": key, "value": value, "source": source}
+            "config_source": resolved.source, "is_sensitive": sensitive,
+            "synonyms": [{"name": key, "value": None if sensitive else value,
+                          "source": source}
                          for value, source in resolved.synonyms] if synonyms else [],
             "config_type": CONFIG_TYPES[spec.type],
             "documentation": spec.documentation if documentation else None})
@@ -183,14 +188,15 @@ def _denied(context: BrokerContext, operation: int, resource_type: int, name: st
 def _expected(resource: AlterConfigsResource) -> dict[str, str | None]:
     """What the resource's configs hold once an accepted alter is applied (for a legacy
     replace, the named keys: every other key is then unset)."""
-    keys = DYNAMIC_KEYS if resource.resource_type == BROKER_RESOURCE else KEYS
+    broker = resource.resource_type == BROKER_RESOURCE
     expected: dict[str, str | None] = {}
     for config in resource.configs:
         if config.config_operation == OP_DELETE or config.value is None:
             expected[config.name] = None
-        elif config.config_operation == OP_SET and config.name in keys:
+        elif config.config_operation == OP_SET and (broker or config.name in KEYS):
             try:
-                expected[config.name] = keys[config.name].parse(config.value)
+                expected[config.name] = (spec_of(config.name) if broker
+                                         else KEYS[config.name]).parse(config.value)
             except InvalidConfig:
                 pass  # the controller accepted it: nothing to wait for here
     return expected

@@ -4,7 +4,7 @@ refused."""
 
 from __future__ import annotations
 
-from broker.kafka.admin.configs_api import describe_broker_configs
+from broker.kafka.admin.configs_api import CONFIG_TYPES, describe_broker_configs
 from metadata.broker_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
@@ -55,3 +55,34 @@ def test_another_brokers_id_is_refused_with_kafkas_message() -> None:
     assert result["error_code"] == ErrorCode.INVALID_REQUEST
     assert result["error_message"] == ("Unexpected broker id, expected 5 or empty string, "
                                        "but received 6")
+
+
+def test_stored_only_keys_are_described_with_kafkas_type_and_default() -> None:
+    configs = by_name(describe_broker_configs((), 5, "5", None, synonyms=True,
+                                              documentation=True))
+    relogin = configs["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin["value"], relogin["config_source"], relogin["config_type"]) == (
+        "60000", DEFAULT_CONFIG, CONFIG_TYPES["LONG"])
+    assert "no effect here" in relogin["documentation"]  # type: ignore[operator]
+    no_default = configs["log.retention.ms"]
+    assert (no_default["value"], no_default["synonyms"]) == (None, [])
+    assert "broker.id" not in configs  # read-only: not a dynamic key
+
+
+def test_password_keys_are_sensitive_and_their_values_never_leave() -> None:
+    key = "listener.name.plaintext.ssl.keystore.password"
+    configs = by_name(describe_broker_configs((("5", key, "secret"),), 5, "5", None,
+                                              synonyms=True, documentation=False))
+    entry = configs[key]
+    assert (entry["value"], entry["is_sensitive"], entry["config_source"]) == (
+        None, True, DYNAMIC_BROKER_CONFIG)
+    assert [s["value"] for s in entry["synonyms"]] == [None]  # type: ignore[attr-defined]
+
+
+def test_a_key_kafka_does_not_know_is_described_where_it_is_set() -> None:
+    stored = (("", "my.plugin.setting", "on"),)
+    for name in ("", "5"):
+        entry = by_name(describe_broker_configs(stored, 5, name, None, synonyms=False,
+                                                documentation=False))["my.plugin.setting"]
+        assert (entry["value"], entry["config_source"], entry["config_type"]) == (
+            "on", DYNAMIC_DEFAULT_BROKER_CONFIG, CONFIG_TYPES["UNKNOWN"])

@@ -1,6 +1,6 @@
-"""Dynamic broker configs: the controller's decisions on BROKER resources (Kafka's errors),
-ConfigRecord replay into the image, snapshots and the content hash, and the value a
-broker resolves by Kafka's precedence."""
+"""Dynamic broker configs: the controller's decisions on BROKER resources (Kafka 3.9's keys,
+types and errors), ConfigRecord replay into the image, snapshots and the content hash,
+and the value a broker resolves by Kafka's precedence."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from metadata.admin import (
     OP_APPEND,
     OP_DELETE,
     OP_SET,
+    OP_SUBTRACT,
     AlterableConfig,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
+from metadata.broker_config_keys import PER_BROKER, READ_ONLY, STORED_ONLY
 from metadata.broker_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    DYNAMIC_KEYS,
     FOLLOWER_RATE,
     LEADER_RATE,
     STATIC_BROKER_CONFIG,
@@ -89,10 +92,25 @@ def test_the_legacy_alter_replaces_the_resources_whole_set() -> None:
 
 
 @pytest.mark.parametrize(("name", "op", "value", "code", "words"), [
-    ("log.retention.ms", OP_SET, "1", ErrorCode.INVALID_CONFIG,
-     "Cannot update these configs dynamically: Set(log.retention.ms)"),
-    ("no.such.key", OP_DELETE, None, ErrorCode.INVALID_CONFIG,
-     "Cannot update these configs dynamically: Set(no.such.key)"),
+    ("log.retention.hours", OP_SET, "1", ErrorCode.INVALID_CONFIG,
+     "Cannot update these configs dynamically: Set(log.retention.hours)"),
+    ("broker.id", OP_DELETE, None, ErrorCode.INVALID_CONFIG,
+     "Cannot update these configs dynamically: Set(broker.id)"),
+    ("log.dirs", OP_SET, "/tmp/x", ErrorCode.INVALID_CONFIG,
+     "Cannot update these configs dynamically: Set(log.dirs)"),
+    ("ssl.keystore.location", OP_SET, "/k.jks", ErrorCode.INVALID_CONFIG,
+     "These security configs can be dynamically updated only per-listener using the "
+     "listener prefix: Set(ssl.keystore.location)"),
+    ("background.threads", OP_SET, "0", ErrorCode.INVALID_CONFIG, "between 1 and"),
+    ("sasl.kerberos.min.time.before.relogin", OP_SET, "soon", ErrorCode.INVALID_CONFIG,
+     "not a number"),
+    ("log.cleaner.min.cleanable.ratio", OP_SET, "2", ErrorCode.INVALID_CONFIG,
+     "between 0 and 1"),
+    ("sasl.login.refresh.buffer.seconds", OP_SET, "40000", ErrorCode.INVALID_CONFIG,
+     "between -32768 and 32767"),
+    ("ssl.client.auth", OP_SET, "maybe", ErrorCode.INVALID_CONFIG, "must be one of"),
+    ("log.preallocate", OP_SET, "yes", ErrorCode.INVALID_CONFIG, "true or false"),
+    ("log.cleanup.policy", OP_APPEND, "shred", ErrorCode.INVALID_CONFIG, "must be one of"),
     (LEADER_RATE, OP_SET, "-1", ErrorCode.INVALID_CONFIG, "between 0 and"),
     (LEADER_RATE, OP_SET, "fast", ErrorCode.INVALID_CONFIG, "not a number"),
     (LEADER_RATE, OP_APPEND, "1", ErrorCode.INVALID_CONFIG, "append is not allowed"),
@@ -105,6 +123,63 @@ def test_refusals_carry_kafkas_error_and_write_nothing(name: str, op: int, value
     result = alter(h, "1", (FOLLOWER_RATE, OP_SET, "5"), (name, op, value))
     assert (result.error_code, words in (result.error_message or "")) == (code, True)
     assert len(h.log) == before  # all or nothing: the valid key was not written either
+
+
+def test_kafkas_dynamic_keys_are_accepted_typed_and_stored_as_given_once_checked() -> None:
+    h = _harness()
+    assert alter(h, "1", ("sasl.kerberos.min.time.before.relogin", OP_SET, " 58000"),
+                 ("log.cleaner.min.cleanable.ratio", OP_SET, "0.25"),
+                 ("listener.name.plaintext.ssl.keystore.location", OP_SET, "/k.jks"),
+                 ("ssl.cipher.suites", OP_SET, "A, B")).error_code == 0
+    assert alter(h, "", ("background.threads", OP_SET, "9"),
+                 ("log.retention.ms", OP_SET, "600000")).error_code == 0
+    assert configs(h) == (
+        ("", "background.threads", "9"), ("", "log.retention.ms", "600000"),
+        ("1", "listener.name.plaintext.ssl.keystore.location", "/k.jks"),
+        ("1", "log.cleaner.min.cleanable.ratio", "0.25"),
+        ("1", "sasl.kerberos.min.time.before.relogin", "58000"),
+        ("1", "ssl.cipher.suites", "A,B"))
+
+
+def test_a_key_kafka_does_not_know_is_stored_as_kafka_stores_it() -> None:
+    h = _harness()
+    assert alter(h, "2", ("my.plugin.setting", OP_SET, "anything")).error_code == 0
+    assert configs(h) == (("2", "my.plugin.setting", "anything"),)
+
+
+def test_append_and_subtract_work_on_list_keys_from_their_default() -> None:
+    h = _harness()
+    assert alter(h, "1", ("log.cleanup.policy", OP_APPEND, "compact")).error_code == 0
+    assert configs(h) == (("1", "log.cleanup.policy", "delete,compact"),)
+    assert alter(h, "1", ("log.cleanup.policy", OP_SUBTRACT, "delete")).error_code == 0
+    assert configs(h) == (("1", "log.cleanup.policy", "compact"),)
+
+
+@pytest.mark.parametrize("name", ["sasl.kerberos.min.time.before.relogin", "listeners",
+                                  "ssl.client.auth", "listener.name.internal.ssl.protocol"])
+def test_per_broker_keys_are_refused_on_the_cluster_default_with_kafkas_message(
+        name: str) -> None:
+    h = _harness()
+    result = alter(h, "", (name, OP_SET, "1"), (FOLLOWER_RATE, OP_SET, "5"))
+    assert (result.error_code, result.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster level, "
+                                  f"broker id must be specified: Set({name})")
+    assert configs(h) == ()
+
+
+@pytest.mark.parametrize("name", ["max.connections", "num.network.threads",
+                                  "listener.name.internal.max.connection.creation.rate"])
+def test_cluster_level_listener_keys_are_taken_on_the_default(name: str) -> None:
+    h = _harness()
+    assert alter(h, "", (name, OP_SET, "100")).error_code == 0
+    assert configs(h) == (("", name, "100"),)
+
+
+def test_the_tables_agree_with_each_other() -> None:
+    assert not READ_ONLY & set(DYNAMIC_KEYS)
+    assert PER_BROKER <= set(DYNAMIC_KEYS)
+    assert set(DYNAMIC_KEYS) - {k.name for k in STORED_ONLY} == {LEADER_RATE, FOLLOWER_RATE}
+    assert all("no effect here" in k.documentation for k in STORED_ONLY)
 
 
 @pytest.mark.parametrize("name", ["x", "-1", "1.0", " 1"])
