@@ -12,8 +12,10 @@ import shlex
 
 import pytest
 
-from broker.dataplane.sim.planted import ORDERED_BUGS, PLANTED_BUGS
+from broker.dataplane.sim.planted import ORDERED_BUGS, PLANTED_BUGS, Plant
 from broker.dataplane.sim.run import LIVENESS, DataPlaneSpec, run_seed, sweep
+from broker.dataplane.sim.world import World
+from broker.kafka.ordered.rules import undeleted_count
 from tools.cli import main as kraft
 
 # What each bug breaks first (found with `kraft sim --data-plane --planted-bug BUG
@@ -83,6 +85,34 @@ def test_each_slow_plant_is_found_at_the_seed_the_sweep_found_it(bug: str) -> No
     found = run_seed(DataPlaneSpec(planted_bug=bug), seed)
     assert found.invariant in EXPECTED[bug], (found.invariant, found.detail)
     assert run_seed(DataPlaneSpec(), seed).ok  # the same seed without the plant
+
+
+def test_a_frozen_broker_serves_its_image_through_a_resize_then_applies_the_newest(
+        ) -> None:
+    """The metadata-freeze fault: the broker keeps serving by the image it holds (so do
+    the clients that take their metadata from it) while the others apply a growth; at
+    the thaw it applies the newest image it missed, at once; a crash ends the freeze."""
+    world = World(brokers=3, seed=1, plant=Plant())
+    world.start()
+    world.run_until(1_000)
+    frozen, other = world.brokers[1], world.brokers[2]
+    world.freeze_metadata(frozen, 2_000)
+    assert world.resize(3)
+    assert world.resize(4)
+    world.run_until(2_500)
+    topic, applied = frozen.topic(), other.topic()
+    assert topic is not None
+    assert applied is not None
+    assert (undeleted_count(topic), undeleted_count(applied)) == (2, 4)
+    assert frozen.image.last_applied_offset < world.committed_image.last_applied_offset
+    world.run_until(3_001)
+    assert frozen.image.last_applied_offset == other.image.last_applied_offset
+    assert world.stats["metadata_freeze"] == 1
+    world.freeze_metadata(frozen, 5_000)
+    world.crash(frozen, 100)
+    world.run_until(3_500)
+    assert frozen.alive
+    assert frozen.metadata_frozen_until == 0
 
 
 def test_the_ordered_workload_resizes_and_delivers() -> None:

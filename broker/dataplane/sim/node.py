@@ -65,6 +65,10 @@ class Broker:
     image: MetadataImage = field(default_factory=MetadataImage.empty)
     slow_until: int = 0  # fault: its fetches answered late until then
     metadata_lag_until: int = 0  # fault: images reach it late until then
+    # fault: it applies no image until then, serving by the one it holds, and keeps the
+    # newest it received (lost with the process at a crash) to apply at once when it thaws
+    metadata_frozen_until: int = 0
+    withheld: MetadataImage | None = None
     topic_image: TopicImage | None = None  # the image's topic, looked up once
 
     def apply(self, image: MetadataImage) -> None:

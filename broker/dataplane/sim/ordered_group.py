@@ -201,7 +201,7 @@ class OrderedGroup:
         for query in sorted(member.queries):
             kind, p, _ = query
             partition = topic.partitions[p]
-            fence = NO_EPOCH if world.plant.gate_queries_unfenced else partition.leader_epoch
+            fence = NO_EPOCH if world.plant.lagging_leader_unfenced else partition.leader_epoch
             leader = world.brokers[partition.leader]
             handler = self._on_epoch_end if kind == EPOCH_END else self._on_latest
             world.send(CONSUMER, leader.broker_id, handler, leader, member, member.attempt,
@@ -283,7 +283,8 @@ class OrderedGroup:
         error, replica = leader.replica(p, resolved.error)
         if replica is not None and replica.life != life:
             error, replica = ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        if replica is not None and count_mismatch(resolved.topic, count):
+        if replica is not None and count_mismatch(resolved.topic,
+                                                  self.world.checked_count(leader, count)):
             error, replica = ErrorCode.INVALID_PARTITION_METADATA, None
         records: list[tuple[int, Record]] = []
         start = high_watermark = -1

@@ -42,7 +42,12 @@ simulator's use of the rule:
   (OffsetForLeaderEpoch, ListOffsets) carry no leader epoch, so a leader that has not
   applied the resize answers them, then takes records of the old count, which the
   member reading that partition has not delivered when another member's gate opens by
-  its reported position.
+  its reported position. The fix has two parts, and both are undone: the epoch fences
+  the queries, and a leader refuses a count other than its image's, ahead included
+  (here it takes the controller's count unchecked until it applies it). With the
+  first part alone undone the sweep did not find the schedule: the lagging leader
+  refuses the members that hold the resize, each refusal is a rebalance, and the
+  gates built again are above the old-count records taken by then.
 - `dp_gated_source_reports_position` (c): a member counts (and reports) its position of
   every partition it owns, even one whose own creation gate is closed (`known_positions`
   skipped): after two growths with nothing in the middle partition, the last one opens
@@ -85,7 +90,7 @@ class Plant:
     leadership: Callable[[int, Any, PartitionImage | None, int],
                          PartitionImage | None] | None = None
     count_and_stamp_two_images: bool = False  # (a)
-    gate_queries_unfenced: bool = False  # (b)
+    lagging_leader_unfenced: bool = False  # (b)
     gated_positions_known: bool = False  # (c)
     marked_end_is_high_watermark: bool = False  # (d)
 
@@ -138,7 +143,7 @@ PLANTS: dict[str, Plant] = {
     "dp_producer_state_not_rebuilt": Plant(producer_state=lambda log: ProducerStates()),
     "dp_stale_leader_accepts_writes": Plant(leadership=_leads_while_waiting),
     "dp_count_and_stamp_two_images": Plant(count_and_stamp_two_images=True),
-    "dp_lagging_leader_answers_gate": Plant(gate_queries_unfenced=True),
+    "dp_lagging_leader_answers_gate": Plant(lagging_leader_unfenced=True),
     "dp_gated_source_reports_position": Plant(gated_positions_known=True),
     "dp_deletion_gate_uses_high_watermark": Plant(marked_end_is_high_watermark=True),
 }

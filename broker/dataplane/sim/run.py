@@ -176,7 +176,8 @@ def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
         return {"median": statistics.median(counts), "max": max(counts)}
 
     totals = {key: sum(r.stats.get(key, 0) for r in results)
-              for key in ("crashes", "cuts", "slow", "metadata_lag", "acked", "acked_leader",
+              for key in ("crashes", "cuts", "slow", "metadata_lag", "metadata_freeze",
+                          "acked", "acked_leader",
                           "sent_no_ack", "refused", "produce_retries", "duplicates",
                           "epoch_bumps")}
     return {"seeds": len(results), "violations": sum(not r.ok for r in results),
@@ -185,7 +186,7 @@ def summarize(results: list[DataPlaneResult], wall_s: float) -> dict[str, Any]:
             "isr_changes_per_seed": per_seed("isr_changes"),
             "truncations_per_seed": per_seed("truncations"),
             "faults_injected": {k: totals[k] for k in ("crashes", "cuts", "slow",
-                                                        "metadata_lag")},
+                                                        "metadata_lag", "metadata_freeze")},
             "writes_acked": {"acks_all": totals["acked"], "acks_1": totals["acked_leader"]},
             "writes_sent_acks_0": totals["sent_no_ack"], "writes_refused": totals["refused"],
             "produce_retries": totals["produce_retries"],

@@ -49,7 +49,7 @@ from broker.dataplane.sim.node import (
 )
 from broker.dataplane.sim.planted import Plant
 from broker.dataplane.sim.producer import ACKS_ALL
-from broker.kafka.ordered.rules import marked_led_partitions, produce_refusal
+from broker.kafka.ordered.rules import marked_led_partitions, produce_refusal, undeleted_count
 from broker.kafka.partitions.producer_state import BatchHeader, Duplicate, Reject
 from broker.kafka.replication.replica import check_partition
 from metadata import records as rec
@@ -113,6 +113,7 @@ class World:
                       "acked": 0, "acked_leader": 0, "sent_no_ack": 0, "refused": 0,
                       "produce_retries": 0, "duplicates": 0, "epoch_bumps": 0,
                       "crashes": 0, "cuts": 0, "slow": 0, "metadata_lag": 0,
+                      "metadata_freeze": 0,
                       "growths": 0, "shrinks": 0, "removals": 0, "count_refusals": 0}
         self.checkers: dict[int, Checker] = {}  # partition -> its invariants (this life)
         self.lives: dict[tuple[int, Life], Checker] = {}  # every life's, removed ones too
@@ -290,6 +291,7 @@ class World:
         broker.alive = True
         broker.incarnation = self.rng.getrandbits(62) + 1
         broker.broker_epoch = -1
+        broker.metadata_frozen_until, broker.withheld = 0, None  # the process's freeze ended
         broker.apply(MetadataImage.empty())
         for replica in broker.replicas.values():
             self._open(replica)
@@ -352,12 +354,34 @@ class World:
                     log_end_offset=replica.log.log_end_offset))
         return tuple(found)
 
+    def freeze_metadata(self, broker: Broker, length: int) -> None:
+        """A fault: `broker` applies no image for `length` ms (it serves by the one it
+        holds), then the newest it received, at once. It ends with the process."""
+        if not broker.alive or length <= 0:
+            return
+        self.stats["metadata_freeze"] += 1
+        broker.metadata_frozen_until = max(broker.metadata_frozen_until, self.now + length)
+        self.at(broker.metadata_frozen_until, self._thaw, broker, broker.incarnation)
+
+    def _thaw(self, broker: Broker, incarnation: int) -> None:
+        withheld = broker.withheld
+        if not self.current(broker, incarnation) or self.now < broker.metadata_frozen_until:
+            return  # crashed since, or frozen again for longer
+        broker.withheld = None
+        if withheld is not None:
+            self._on_image(broker, incarnation, withheld)
+
     def _on_image(self, broker: Broker, incarnation: int, image: MetadataImage) -> None:
         # an image sent to a process that crashed since is lost with its connection: a
         # restarted broker starts from an empty image, and one older than what it had
         # would remove the replicas of partitions added since
         if broker.incarnation != incarnation or \
                 image.last_applied_offset <= broker.image.last_applied_offset:
+            return
+        if broker.metadata_frozen_until > self.now:
+            if broker.withheld is None or \
+                    image.last_applied_offset > broker.withheld.last_applied_offset:
+                broker.withheld = image
             return
         before = {i: broker.partition(i) for i in broker.replicas}
         broker.apply(image)
@@ -461,6 +485,17 @@ class World:
         error, replica = leader.replica(index, resolved.error)
         return error, replica, resolved.partition if replica is not None else None
 
+    def checked_count(self, leader: Broker, client_count: int | None) -> int | None:
+        """The count a leader checks a client's Produce or Fetch by (None: none): the
+        client's, unless `dp_lagging_leader_answers_gate` lets a leader take a count
+        ahead of its image (the controller's, which it has not applied)."""
+        committed = self.committed_topic
+        if self.plant.lagging_leader_unfenced and committed is not None and \
+                client_count == undeleted_count(committed) and \
+                leader.image.last_applied_offset < self.committed_image.last_applied_offset:
+            return None
+        return client_count
+
     def produce(self, leader: Broker, index: int, header: BatchHeader,
                 values: tuple[int, ...], *, acks: int, reply: Reply,
                 client_count: int | None = None) -> None:
@@ -492,7 +527,8 @@ class World:
             replica.log.producers.check([header], replica.log.log_end_offset)
         counted = arrival if self.plant.count_and_stamp_two_images else leader.topic()
         if partition is not None and verdict is not None and \
-                produce_refusal(counted, replica.index, client_count) is not None and \
+                produce_refusal(counted, replica.index, self.checked_count(
+                    leader, client_count)) is not None and \
                 not isinstance(verdict, Duplicate):
             error = ErrorCode.INVALID_PARTITION_METADATA
         elif isinstance(verdict, Reject):
