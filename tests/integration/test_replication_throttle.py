@@ -156,6 +156,9 @@ def test_a_throttled_follower_catches_up_no_faster_than_its_quota(
     throttled = configs(cluster, "--entity-name", "2", "--describe")
     assert f"  leader.replication.throttled.rate={RATE} sensitive=false synonyms=" \
         f"{{DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate={RATE}, " in throttled
+    every_key = configs(cluster, "--entity-name", "2", "--describe", "--all")
+    assert "=None" not in every_key  # a key without a default, as kafka-configs.sh prints it
+    assert "  ssl.keystore.location=null sensitive=false synonyms={}" in every_key.splitlines()
     wait_until(lambda: "is completed." in reassign(cluster, moved, "--verify"), WAIT_S,
                "the reassignment completed")
     assert "Clearing broker-level throttles on brokers 2,3" in \

@@ -182,7 +182,13 @@ def through_brokers(args: argparse.Namespace, adds: list[tuple[str, str]],
     print("Default configs for brokers in the cluster are:" if broker and not name
           else f"{'All' if args.all else 'Dynamic'} configs for {what} are:")
     for e in shown:
-        synonyms = ", ".join(f"{s}:{n}={v}" for s, n, v in e.synonyms)
-        print(f"  {e.name}={e.value} sensitive={str(e.sensitive).lower()} "
+        synonyms = ", ".join(f"{s}:{n}={_text(v)}" for s, n, v in e.synonyms)
+        print(f"  {e.name}={_text(e.value)} sensitive={str(e.sensitive).lower()} "
               f"synonyms={{{synonyms}}}")
     return 0
+
+
+def _text(value: str | None) -> str:
+    """A value as kafka-configs.sh prints it: a missing one (no default, or sensitive) is
+    `null`."""
+    return "null" if value is None else value
