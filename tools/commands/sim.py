@@ -30,6 +30,9 @@ def configure(parser: argparse.ArgumentParser, verb_name: str) -> None:
                              "instead of the metadata quorum")
     parser.add_argument("--brokers", type=int, default=3,
                         help="with --data-plane: number of brokers (2-7)")
+    parser.add_argument("--metadata-freezes", action="store_true",
+                        help="with --data-plane: also freeze a broker's metadata for 1-5 s "
+                             "across a resize, among the faults")
     parser.add_argument("--voters", type=int, default=5, help="number of voters (1-9)")
     parser.add_argument("--observers", type=int, default=2, help="number of observers")
     parser.add_argument("--seeds", type=int, default=None,
@@ -187,7 +190,7 @@ def _run_data_plane(args: argparse.Namespace) -> int:
         raise usage_error("--data-plane takes --faults all or none")
     seeds, jobs = _seeds_and_jobs(args)
     spec = DataPlaneSpec(brokers=args.brokers, faults=args.faults == "all",
-                         planted_bug=args.planted_bug,
+                         metadata_freezes=args.metadata_freezes, planted_bug=args.planted_bug,
                          **({} if args.fault_window_ms is None
                             else {"fault_window_ms": max(0, args.fault_window_ms)}))
     if not args.json:

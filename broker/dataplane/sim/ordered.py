@@ -55,7 +55,8 @@ class OrderedWorkload:
     def start(self, resize_until: int) -> None:
         """Resizes and the members' pauses until `resize_until`; the clients until the
         end."""
-        self.world.at(self.world.rng.randint(500, 1500), self._resize_tick, resize_until)
+        self.world.next_resize_at = self.world.rng.randint(500, 1500)
+        self.world.at(self.world.next_resize_at, self._resize_tick, resize_until)
         self.world.at(0, self._produce_tick)
         self.group.start(pause_until=resize_until)
 
@@ -72,7 +73,8 @@ class OrderedWorkload:
         else:
             world.stats["resizes_refused"] += 1
         if world.now + 1000 < until:
-            world.at(world.now + world.rng.randint(700, 2000), self._resize_tick, until)
+            world.next_resize_at = world.now + world.rng.randint(700, 2000)
+            world.at(world.next_resize_at, self._resize_tick, until)
 
     # -- the producers --------------------------------------------------------------
 

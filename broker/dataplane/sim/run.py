@@ -35,12 +35,14 @@ LIVENESS = "liveness"
 class DataPlaneSpec:
     brokers: int = 3
     faults: bool = True
+    metadata_freezes: bool = False  # `freeze` among the fault kinds (see schedule_faults)
     fault_window_ms: int = 30_000
     planted_bug: str | None = None
 
     def replay_command(self, seed: int) -> str:
         parts = [f"kraft sim --data-plane --brokers {self.brokers} --seed {seed} --seeds 1",
                  "" if self.faults else "--faults none",
+                 "--metadata-freezes" if self.metadata_freezes else "",
                  f"--planted-bug {self.planted_bug}" if self.planted_bug else ""]
         return " ".join(p for p in parts if p)
 
@@ -58,15 +60,26 @@ class DataPlaneResult:
         return self.invariant is None
 
 
-def schedule_faults(world: World, window_ms: int) -> None:
-    """The seed's faults, at random times in the window, each over by the window's end."""
+FAULT_KINDS = ("crash", "crash", "cut", "cut", "slow", "lag")
+FREEZE_MS = (1_000, 5_000)  # a broker that applies no image (`World.freeze_metadata`)
+
+
+def schedule_faults(world: World, window_ms: int, *, metadata_freezes: bool = False) -> None:
+    """The seed's faults, at random times in the window, each over by the window's end.
+    With `metadata_freezes`, a quarter of them freeze a broker's metadata for seconds
+    across the next resize (opt-in: it changes every seed's draw, and its freezes of a
+    marked partition's leader hold removals back, so the other plants need more seeds)."""
     rng, ids = world.rng, sorted(world.brokers)
+    kinds = FAULT_KINDS + (("freeze", "freeze") if metadata_freezes else ())
     time = rng.randint(200, 800)
     while time < window_ms - 500:
-        kind = rng.choice(("crash", "crash", "cut", "cut", "slow", "lag"))
+        kind = rng.choice(kinds)
         broker = world.brokers[rng.choice(ids)]
         length = min(rng.randint(200, 3_000), window_ms - time)
-        if kind == "crash":
+        if kind == "freeze":
+            world.at(time, _freeze, world, broker, rng.randint(*FREEZE_MS),
+                     rng.randint(1, 100), window_ms)
+        elif kind == "crash":
             world.at(time, world.crash, broker, length)
         elif kind == "cut":
             other = rng.choice([CONTROLLER] + [b for b in ids if b != broker.broker_id])
@@ -97,6 +110,18 @@ def _lag(world: World, broker: Broker, length: int) -> None:
     broker.metadata_lag_until = max(broker.metadata_lag_until, world.now + length)
 
 
+def _freeze(world: World, broker: Broker, length: int, lead: int, window_ms: int) -> None:
+    """`lead` ms before the next resize, so that it spans one, on the leader of the
+    partition a shrink would mark (`broker` when none leads it); over by the window's
+    end all the same."""
+    start = max(world.now, world.next_resize_at - lead)
+    topic = world.committed_topic
+    if topic is not None and topic.undeleted_count > 0:
+        leader = topic.partitions[topic.undeleted_count - 1].leader
+        broker = world.brokers.get(leader, broker)
+    world.at(start, world.freeze_metadata, broker, min(length, window_ms - start))
+
+
 def run_seed(spec: DataPlaneSpec, seed: int) -> DataPlaneResult:
     plant = PLANTS[spec.planted_bug] if spec.planted_bug else Plant()
     world = World(brokers=spec.brokers, seed=seed, plant=plant)
@@ -107,7 +132,7 @@ def run_seed(spec: DataPlaneSpec, seed: int) -> DataPlaneResult:
         plain.start()
         ordered.start(resize_until=spec.fault_window_ms)
         if spec.faults:
-            schedule_faults(world, window)
+            schedule_faults(world, window, metadata_freezes=spec.metadata_freezes)
         world.run_until(window)
         acked = world.stats["acked"]
         world.run_until(window + LIVENESS_MS)

@@ -109,6 +109,7 @@ class World:
         self.value = 0  # the last record's value (each record made gets a new one)
         self.keys: dict[int, bytes] = {}  # value -> its key (keyed records only)
         self.producing = True
+        self.next_resize_at = -1  # when the ordered workload resizes the topic next
         self.stats = {"leader_changes": 0, "isr_changes": 0, "truncations": 0,
                       "acked": 0, "acked_leader": 0, "sent_no_ack": 0, "refused": 0,
                       "produce_retries": 0, "duplicates": 0, "epoch_bumps": 0,
