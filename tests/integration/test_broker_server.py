@@ -195,6 +195,6 @@ async def test_what_the_catch_up_replay_keeps_is_frozen_until_caught_up(
         assert server.caught_up.is_set()
         frozen = gc.get_freeze_count()
         node.commit(4, rec.NoOp())
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen  # none added (a frozen object may be freed)
     finally:
         gc.unfreeze()  # this test's, and whatever else this process froze: collectable again

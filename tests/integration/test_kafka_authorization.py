@@ -61,6 +61,7 @@ from metadata.authorizer import (
     PatternType,
     ResourceType,
 )
+from metadata.features import LATEST_METADATA_LEVEL
 from raft.common.kafka.codec import build, request_schema
 from raft.common.kafka.framing import read_frame
 from raft.common.kafka.ordered_schemas import CONSUMER_GROUP_POSITION, PARTITION_LEADER_EPOCHS
@@ -644,7 +645,8 @@ CASES: dict[int, Case] = {
     api.UPDATE_FEATURES: Case(  # validated only: served, nothing written
         lambda s: request(api.UPDATE_FEATURES, 1, {
             "timeout": 20_000, "validate_only": True, "feature_updates": [
-                {"feature": "metadata.version", "max_version_level": 2, "upgrade_type": 1}]}),
+                {"feature": "metadata.version", "max_version_level": LATEST_METADATA_LEVEL,
+                 "upgrade_type": 1}]}),
         CLUSTER_AUTHORIZATION_FAILED),
     CONSUMER_GROUP_POSITION: Case(  # without READ on the topic: the report is dropped
         report_position, GROUP_AUTHORIZATION_FAILED, topic=TOPIC, group=MEMBERS,

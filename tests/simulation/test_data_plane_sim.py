@@ -45,10 +45,12 @@ SLOW_FIRST_SEEDS = {"dp_count_and_stamp_two_images": 22,
                     "dp_gated_source_reports_position": 6,
                     "dp_deletion_gate_uses_high_watermark": 186,
                     "dp_truncate_to_leader_end": 12,
-                    "dp_lagging_leader_answers_gate": 91}
-# Schedule b needs a partition leader whose metadata stays behind a resize for seconds:
-# its sweep adds the opt-in fault (`--metadata-freezes`, docs/kip-253.md)
-NEEDS_FREEZES = {"dp_lagging_leader_answers_gate"}
+                    "dp_lagging_leader_answers_gate": 91,
+                    "dp_member_fetch_unfenced": 45}
+# Schedule b, and a member on an older layout of the same count, need metadata that stays
+# behind resizes for seconds: their sweeps add the opt-in fault (`--metadata-freezes`,
+# docs/kip-253.md)
+NEEDS_FREEZES = {"dp_lagging_leader_answers_gate", "dp_member_fetch_unfenced"}
 SOAK_SEEDS = range(1, 301)
 
 

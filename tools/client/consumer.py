@@ -38,7 +38,7 @@ from tools.client import errors
 from tools.client.connection import ClientError, ConnectionLost, KafkaClient
 from tools.client.group import GroupMember, Rejoin
 from tools.client.metadata import TopicMetadata
-from tools.client.offsets import EARLIEST, LATEST, epoch_end_offsets, list_offsets
+from tools.client.offsets import EARLIEST, LATEST, NO_EPOCH, epoch_end_offsets, list_offsets
 
 log = logging.getLogger(__name__)
 FETCH_VERSION = 13
@@ -297,7 +297,12 @@ class OrderedConsumer:
             "session_epoch": -1, "rack_id": "", "topics": [{
                 "topic_id": metadata.topic_id,
                 "undeleted_partition_count": metadata.undeleted if metadata.ordered else None,
-                "partitions": [{"partition": p, "current_leader_epoch": -1,
+                # fenced by the epochs of the image the gates come from (as ListOffsets and
+                # OffsetForLeaderEpoch are, tools/client/offsets.py): a member holding an
+                # older layout with the same count is refused, not served by it
+                "partitions": [{"partition": p, "current_leader_epoch":
+                                metadata.leader_epochs.get(p, NO_EPOCH) if metadata.ordered
+                                else NO_EPOCH,
                                 "fetch_offset": self.owned[p].position,
                                 "last_fetched_epoch": -1, "log_start_offset": -1,
                                 "partition_max_bytes": 1 << 20} for p in partitions]}]})

@@ -227,7 +227,9 @@ class OrderedGroup:
         member.home = leader.broker_id
         position, life = member.positions[p]
         self.world.send(CONSUMER, leader.broker_id, self._on_fetch, leader, member,
-                        member.attempt, p, life, position, layout(member.metadata)[0])
+                        member.attempt, p, life, position, layout(member.metadata)[0],
+                        NO_EPOCH if self.world.plant.member_fetch_unfenced
+                        else member.metadata.partitions[p].leader_epoch)
 
     def _on_consumed(self, member: OrderedMember, attempt: int, p: int, position: int,
                      error: ErrorCode, records: list[tuple[int, Record]], start: int,
@@ -276,10 +278,10 @@ class OrderedGroup:
     # -- the leaders' side --------------------------------------------------------------
 
     def _on_fetch(self, leader: Broker, member: OrderedMember, attempt: int, p: int,
-                  life: Life, position: int, count: int) -> None:
+                  life: Life, position: int, count: int, epoch: int) -> None:
         """A member's Fetch, with the count it partitioned by: up to the high watermark."""
         resolved = check_partition(leader.image, leader.broker_id, partition=p,
-                                   topic_id=TOPIC_ID)
+                                   topic_id=TOPIC_ID, current_leader_epoch=epoch)
         error, replica = leader.replica(p, resolved.error)
         if replica is not None and replica.life != life:
             error, replica = ErrorCode.NOT_LEADER_OR_FOLLOWER, None

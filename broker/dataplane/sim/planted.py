@@ -55,6 +55,11 @@ simulator's use of the rule:
 - `dp_deletion_gate_uses_high_watermark` (d): ListOffsets LATEST of a marked partition
   answers its high watermark, not its committed log end: a record still on its way to a
   follower is left behind the deletion gate.
+- `dp_member_fetch_unfenced`: a member's Fetch carries no leader epoch (the ordered
+  client's before the metadata-freeze fault found this): a member whose metadata is an
+  older layout with the same undeleted count (3 before a growth to 7, against 3 after
+  the shrink back) is served, and delivers from a partition without the newer layout's
+  deletion gate, before the marked partition's records of the same key.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class Plant:
     lagging_leader_unfenced: bool = False  # (b)
     gated_positions_known: bool = False  # (c)
     marked_end_is_high_watermark: bool = False  # (d)
+    member_fetch_unfenced: bool = False
 
 
 class _ProposedIsrProgress(LeaderProgress):
@@ -146,8 +152,10 @@ PLANTS: dict[str, Plant] = {
     "dp_lagging_leader_answers_gate": Plant(lagging_leader_unfenced=True),
     "dp_gated_source_reports_position": Plant(gated_positions_known=True),
     "dp_deletion_gate_uses_high_watermark": Plant(marked_end_is_high_watermark=True),
+    "dp_member_fetch_unfenced": Plant(member_fetch_unfenced=True),
 }
 PLANTED_BUGS = tuple(PLANTS)
 # KIP-253's schedules: found by the ordered workload, in more seeds than the others
 ORDERED_BUGS = ("dp_count_and_stamp_two_images", "dp_lagging_leader_answers_gate",
-                "dp_gated_source_reports_position", "dp_deletion_gate_uses_high_watermark")
+                "dp_gated_source_reports_position", "dp_deletion_gate_uses_high_watermark",
+                "dp_member_fetch_unfenced")
