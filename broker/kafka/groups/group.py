@@ -286,8 +286,10 @@ async def _delete_group(coord: GroupCoordinator, group_id: str) -> ErrorCode:
     group = part.groups.get(group_id)
     if group is None:
         return ErrorCode.GROUP_ID_NOT_FOUND
-    if group.state != EMPTY or group.members:
-        return ErrorCode.NON_EMPTY_GROUP
+    error, expired = group.delete_error(coord.clock())
+    coord.settle(part, group, expired)
+    if error != ErrorCode.NONE:
+        return error
     return await _write_tombstones(coord, part, group)
 
 

@@ -20,7 +20,8 @@ PreparingRebalance when a member joins, leaves, expires or changes its protocols
   Stable. A new round answers the parked SyncGroups REBALANCE_IN_PROGRESS.
 - A member is removed once `now` passes its last heartbeat plus its session timeout,
   in every state; only a member parked in JoinGroup or SyncGroup is kept alive (its
-  requests wait on us, not on it).
+  requests wait on us, not on it). A decision made at `now` sees the members as of
+  `now` (`delete_error`), not as of the caller's last `tick`.
 - Static membership (KIP-345): a JoinGroup with a known `group.instance.id` and no
   member id replaces that instance's member under a new member id; in a Stable group
   with the same protocols that is no rebalance at all. The old member id is fenced
@@ -452,6 +453,17 @@ class Group:
         if gone:
             outcome.add(self._after_removal(now))
         return outcome.add(self.maybe_complete_join(now))
+
+    def delete_error(self, now: float) -> tuple[ErrorCode, Outcome]:
+        """May DeleteGroups remove the group at `now`? Not while a member is left; a
+        member whose session ended by `now` is gone first (the outcome of its removal is
+        returned, to deliver), however long ago the caller's last `tick` was: a client
+        that waits out a static member's session timeout, as Kafka's per-member timer
+        measures it, and then deletes the group must find it empty."""
+        outcome = self.tick(now)
+        if self.state != EMPTY or self.members:
+            return ErrorCode.NON_EMPTY_GROUP, outcome
+        return ErrorCode.NONE, outcome
 
     # --- offsets --------------------------------------------------------------------
 

@@ -255,6 +255,33 @@ def test_metadata_record_restores_members_and_assignments_when_loaded() -> None:
     assert not restored.members
 
 
+def static_member_synced(now: float = 0.0) -> tuple[Group, str]:
+    """A Stable group whose one member is static (group.instance.id "host-1")."""
+    group = Group(group_id="g")
+    member, _ = join(group, now=now, instance_id="host-1")
+    group.sync(member_id=member, instance_id="host-1", generation=1,
+               assignments={member: b"p0"}, now=now)
+    assert group.state == STABLE
+    return group, member
+
+
+def test_group_deletable_once_a_closed_static_members_session_ends_without_a_tick(
+        ) -> None:
+    """librdkafka's 0081_admin: a static member commits as it closes (no LeaveGroup),
+    the client waits out its session timeout and deletes the group. The coordinator's
+    tick need not have run since: DeleteGroups itself sees the session over."""
+    group, member = static_member_synced()
+    assert group.commit_error(member_id=member, instance_id="host-1", generation=1,
+                              now=2.0) == ErrorCode.NONE  # the close's commit: last seen
+    refused, outcome = group.delete_error(2.0 + SESSION - 0.001)
+    assert (refused, outcome.answers, outcome.store) == (ErrorCode.NON_EMPTY_GROUP, [], False)
+    assert member in group.members
+    deleted, outcome = group.delete_error(2.0 + SESSION + 0.001)
+    assert deleted == ErrorCode.NONE
+    assert outcome.store  # the empty generation is written, as Kafka's
+    assert (group.state, group.members, group.static) == (EMPTY, {}, {})
+
+
 def test_subscribed_topics_read_when_consumer_protocol_metadata() -> None:
     metadata = b"\x00\x01" + b"\x00\x00\x00\x02" + b"\x00\x01a" + b"\x00\x02bc" + b"\xff" * 4
     assert subscribed_topics("consumer", metadata) == {"a", "bc"}
@@ -324,3 +351,40 @@ def test_invariants_hold_and_everyone_expires_when_random_history_then_silence(
     assert group.state == EMPTY
     assert not group.members
     assert not group.static
+
+
+touches = st.lists(st.tuples(
+    st.sampled_from(["heartbeat", "commit", "restart"]),
+    st.floats(0.0, SESSION)),  # time since the member was last seen
+    max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(touches, st.floats(0.0, SESSION))
+def test_static_member_kept_while_on_time_and_gone_when_its_session_ends(
+        history: list[tuple[str, float]], probe: float) -> None:
+    """A static member heartbeats, commits or restarts (rejoins under a new member id)
+    at most a session timeout after it was last seen: it is never expired and DeleteGroups
+    is always refused, even probed just before each touch. Then it closes silently:
+    DeleteGroups is refused a millisecond before its session ends and succeeds a
+    millisecond after, with no tick in between."""
+    group, member = static_member_synced()
+    last_seen = 0.0
+    for op, gap in history:
+        now = last_seen + gap
+        assert group.delete_error(last_seen + min(probe, gap))[0] == \
+            ErrorCode.NON_EMPTY_GROUP
+        if op == "heartbeat":
+            assert group.heartbeat(member_id=member, instance_id="host-1",
+                                   generation=group.generation, now=now) == ErrorCode.NONE
+        elif op == "commit":
+            assert group.commit_error(member_id=member, instance_id="host-1",
+                                      generation=group.generation, now=now) == ErrorCode.NONE
+        else:
+            member, outcome = join(group, now=now, instance_id="host-1")
+            assert outcome.take(member) is not None  # Stable, same protocols: no round
+        assert list(group.members) == [member]
+        last_seen = now
+    assert group.delete_error(last_seen + SESSION - 0.001)[0] == ErrorCode.NON_EMPTY_GROUP
+    assert group.delete_error(last_seen + SESSION + 0.001)[0] == ErrorCode.NONE
+    assert (group.state, group.members, group.static) == (EMPTY, {}, {})

@@ -6,7 +6,7 @@ loads."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +56,15 @@ class Broker:
     """A context whose image can be swapped, with its coordinator running."""
 
     def __init__(self, log_dir: Path, current: MetadataImage,
-                 initial_rebalance_delay_ms: int = 0) -> None:
+                 initial_rebalance_delay_ms: int = 0,
+                 clock: Callable[[], float] = trio.current_time) -> None:
         self.current = current
         self.context = HandlerContext(
             broker_id=BROKER, cluster_id="c", image=lambda: self.current,
             replicas=ReplicaManager(log_dir=log_dir, broker_id=BROKER,
                                     image=lambda: self.current), controller=None,
             offsets_topic_num_partitions=1,
-            group_initial_rebalance_delay_ms=initial_rebalance_delay_ms)
+            group_initial_rebalance_delay_ms=initial_rebalance_delay_ms, clock=clock)
         self.coordinator = self.context.groups
 
     def set_image(self, new: MetadataImage) -> None:
@@ -82,8 +83,9 @@ async def nursery_broker(tmp_path: Path) -> AsyncIterator[Any]:
     brokers: list[Broker] = []
 
     async with trio.open_nursery() as nursery:
-        async def start(initial_rebalance_delay_ms: int = 0) -> Broker:
-            broker = Broker(tmp_path, image(), initial_rebalance_delay_ms)
+        async def start(initial_rebalance_delay_ms: int = 0,
+                        clock: Callable[[], float] = trio.current_time) -> Broker:
+            broker = Broker(tmp_path, image(), initial_rebalance_delay_ms, clock)
             nursery.start_soon(broker.coordinator.run)
             with trio.fail_after(5):
                 await broker.loaded()
@@ -319,3 +321,30 @@ async def test_group_deleted_only_when_empty_and_stays_deleted_after_reload(
         described = await group_api.handle_describe_groups_request(
             restarted.context, build(load_request_schema(15, 5), {"groups": ["g"]}), 5)
     assert described["groups"][0]["group_state"] == "Dead"
+
+
+async def test_group_deletable_the_moment_a_closed_static_members_session_ends(
+        nursery_broker: Any) -> None:
+    """librdkafka's 0081_admin: static members commit as they close (no LeaveGroup), the
+    client sleeps out their session timeout (6 s) and deletes their groups at once. The
+    coordinator ticks every 100 ms, so the DeleteGroups that arrives a millisecond after
+    the session ended must find the member gone by itself (here the group clock jumps
+    and the delete follows with no tick in between: the old check answered
+    NON_EMPTY_GROUP)."""
+    now = [0.0]
+    broker = await nursery_broker(clock=lambda: now[0])
+    delete = build(load_request_schema(42, 2), {"groups_names": ["g"]})
+    with trio.fail_after(10):
+        joined = await join(broker, session_ms=6000, instance_id="host-1")
+        member = joined["member_id"]
+        await sync(broker, member, 1, {member: b"all"})
+        now[0] = 2.0
+        assert await commit(broker, member, 1, 100) == ErrorCode.NONE  # last seen
+        now[0] = 2.0 + 6.0 - 0.001
+        refused = await group_api.handle_delete_groups_request(broker.context, delete, 2)
+        assert refused["results"][0]["error_code"] == ErrorCode.NON_EMPTY_GROUP
+        now[0] = 2.0 + 6.0 + 0.001
+        deleted = await group_api.handle_delete_groups_request(broker.context, delete, 2)
+        assert deleted["results"][0]["error_code"] == ErrorCode.NONE
+        assert "g" not in broker.coordinator.partitions[0].groups
+        assert await fetched(broker) == -1
