@@ -8,9 +8,10 @@ part of `make test`: it needs a librdkafka checkout; docs/librdkafka-suite.md):
 It checks the checkout (DIR/tests/test.c, DIR/src/rdkafka.h), builds librdkafka and its
 test-runner when DIR/tests/test-runner is missing, starts 3 controllers and 3 brokers on
 127.0.0.1 (`tools.cluster`) with the broker settings of librdkafka's default scenario
-(tests/scenarios/default.json), writes a test.conf naming the brokers, and runs each
-test number in its own `test-runner -Q -L` (quick mode, unless `--full`; tests that
-need no broker are left out), one at a time, killed by its pid at `--timeout` seconds.
+(tests/scenarios/default.json), writes a test.conf naming the brokers (and the timeout
+multiplier of librdkafka's own harness), and runs each test number in its own
+`test-runner -Q -L` (quick mode, unless `--full`; tests that need no broker are left
+out), one at a time, killed by its pid at `--timeout` seconds (`LONG_TESTS`: more).
 It prints a table (test, name, outcome, seconds, note; `--markdown`: as Markdown), stops
 the cluster by pid at the end, on SIGINT and on SIGTERM (exit 130, 143), and exits 0
 when no test outside the exceptions failed (`tools/librdkafka_suite/exception_list.py`),
@@ -62,6 +63,12 @@ BROKER_SETTINGS = {"auto.create.topics.enable": True, "num.partitions": 4,
 # the Kafka release whose protocol the brokers speak (docs/kafka-compatibility.md): tests
 # gated on a broker version (TEST_BRKVER in test.c) run when 3.9 has what they need
 KAFKA_VERSION = "3.9.0"
+# what librdkafka's own harness (tests/LibrdkafkaTestApp.py) writes into test.conf: each
+# test's own timeout doubled (0081_admin's 180 s are too few for its sub-tests here)
+TIMEOUT_MULTIPLIER = 2
+# test numbers whose run takes longer than --timeout's default: the bound is raised to
+# this for them (0081_admin: 241 s of sub-tests on two cores shared with a soak)
+LONG_TESTS = {81: 420.0}
 
 
 def checkout_version(source: Path) -> str:
@@ -115,7 +122,8 @@ def start_cluster(directory: Path) -> Cluster:
 def write_test_conf(path: Path, cluster: Cluster) -> None:
     brokers = ",".join(info.client_address for info in cluster.nodes.values()
                        if info.client_address)
-    path.write_text(f"metadata.broker.list={brokers}\n")
+    path.write_text(f"metadata.broker.list={brokers}\n"
+                    f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
 
 
 def run_number(source: Path, number: int, conf: Path, log: Path, timeout_s: float,
@@ -162,7 +170,8 @@ def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[in
                 continue
             cluster.raise_if_a_node_died()
             output, code, seconds = run_number(source, number, conf,
-                                               work / f"test-{number:04d}.log", timeout_s,
+                                               work / f"test-{number:04d}.log",
+                                               max(timeout_s, LONG_TESTS.get(number, 0.0)),
                                                quick)
             new = rows_for_run(tests, output, code, seconds, listed)
             for row in new:

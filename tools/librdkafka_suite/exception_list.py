@@ -18,11 +18,6 @@ KAFKA_ACLS_SH = ("runs Kafka's bin/kafka-acls.sh from KAFKA_PATH (test_kafka_cmd
 EXCEPTIONS: dict[str, str] = {
     "0052": KAFKA_TOPICS_SH + " (message.timestamp.type=LogAppendTime)",
     "0077": KAFKA_TOPICS_SH + " (cleanup.policy=compact, segment.bytes)",
-    "0081": ("do_test_DescribeConsumerGroups closes three static members "
-             "(group.instance.id, session.timeout.ms=5000), sleeps 6 s and expects "
-             "DeleteGroups to succeed; here the members expire about 1 s later than "
-             "that, so DeleteGroups answers NON_EMPTY_GROUP and the test stops at that "
-             "subtest"),
     "0097": ("needs SSL listeners and the certificates trivup makes (SSL_* environment "
              "variables); this cluster's listeners are PLAINTEXT"),
     "0098": ("transactions (init_transactions, read_committed), which this project "
