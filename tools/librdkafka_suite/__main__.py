@@ -44,13 +44,13 @@ from tools.librdkafka_suite.outcomes import (
     SuiteInputError,
     SuiteTest,
     counts,
-    exception_reason,
     parse_test_ranges,
     parse_test_table,
     render_markdown,
     render_table,
     rows_for_run,
     runs_by_scenario,
+    split_runs,
     unexpected_failures,
 )
 from tools.librdkafka_suite.scenarios import (
@@ -153,13 +153,8 @@ def run_scenario(source: Path, work: Path, scenario: Scenario,
     """The rows of `runs` (the tests of each test number) on a cluster of `scenario`,
     started here and stopped by pid before it returns; none started when every test is
     an exception that is not to be run."""
-    rows: list[Row] = []
-    to_run = []
-    for tests in runs:
-        if include_exceptions or not all(exception_reason(t, listed) for t in tests):
-            to_run.append(tests)
-        else:
-            rows += rows_for_run(tests, "", 0, 0.0, listed)
+    to_run, not_run = split_runs(runs, listed, include_exceptions=include_exceptions)
+    rows = [row for tests in not_run for row in rows_for_run(tests, "", 0, 0.0, listed)]
     if not to_run:
         return rows
     suffix = file_suffix(scenario.name)

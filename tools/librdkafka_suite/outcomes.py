@@ -146,6 +146,18 @@ def exception_reason(test: SuiteTest, listed: Mapping[str, str]) -> str | None:
     return (listed.get(test.name) or listed.get(test.name[:4]) or derived_exception(test))
 
 
+def split_runs(runs: Iterable[list[SuiteTest]], listed: Mapping[str, str], *,
+               include_exceptions: bool) -> tuple[list[list[SuiteTest]], list[list[SuiteTest]]]:
+    """`runs` (the tests of each test number) as (those to run, those not run because
+    every test of theirs is an exception, unless `include_exceptions`)."""
+    to_run: list[list[SuiteTest]] = []
+    not_run: list[list[SuiteTest]] = []
+    for tests in runs:
+        excepted = all(exception_reason(t, listed) for t in tests)
+        (not_run if excepted and not include_exceptions else to_run).append(tests)
+    return to_run, not_run
+
+
 def parse_runner_output(output: str) -> dict[str, Ran]:
     """Test name -> what test-runner's summary table says of it (its last table: a
     timed-out test makes it print one early)."""

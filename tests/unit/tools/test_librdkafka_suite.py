@@ -23,6 +23,7 @@ from tools.librdkafka_suite.outcomes import (
     render_table,
     rows_for_run,
     runs_by_scenario,
+    split_runs,
     unexpected_failures,
 )
 from tools.librdkafka_suite.scenarios import (
@@ -255,6 +256,18 @@ def test_each_selected_test_runs_on_its_scenario_one_run_per_number_default_firs
         ("ssl", [["0097_ssl_verify", "0097_ssl_verify_local"]]),
         ("sasl_plain", [["0135_sasl_credentials"]])]
     assert runs_by_scenario(table, [1]) == [("default", [[table[0]]])]
+
+
+def test_a_number_whose_tests_are_all_exceptions_is_not_run_unless_they_are_asked_for(
+        ) -> None:
+    """So a scenario with nothing else to run starts no cluster: 0097 is only its local
+    test when 0097_ssl_verify is listed."""
+    verify = SuiteTest("0097_ssl_verify", frozenset())
+    local = SuiteTest("0097_ssl_verify_local", frozenset({"TEST_F_LOCAL"}))
+    runs = [[verify, local]]
+    assert split_runs(runs, {}, include_exceptions=False) == (runs, [])
+    assert split_runs(runs, {"0097_ssl_verify": "x"}, include_exceptions=False) == ([], runs)
+    assert split_runs(runs, {"0097_ssl_verify": "x"}, include_exceptions=True) == (runs, [])
 
 
 def test_the_rows_of_a_run_name_the_scenario_their_tests_ran_on() -> None:
