@@ -7,8 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 from tools.librdkafka_suite.__main__ import main
+from tools.librdkafka_suite.client_certs import write_client_files
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
@@ -33,6 +37,7 @@ from tools.librdkafka_suite.scenarios import (
     file_suffix,
     runner_environment,
 )
+from tools.tls_certs import write_cluster_tls
 
 TEST_C = r'''
 static struct test tests_unrelated[] = {{.name = "x"}};
@@ -342,12 +347,6 @@ def test_the_client_files_are_one_key_and_certificate_signed_by_the_clusters_ca(
     """In every form 0097_ssl_verify loads them: the PEM and DER pairs match, the PKCS#12
     opens with the password and carries the CA, the all-CAs file ends with the cluster's
     CA after another one; the keys are private to the user."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
-    from tools.librdkafka_suite.client_certs import write_client_files
-    from tools.tls_certs import write_cluster_tls
     ca = write_cluster_tls(tmp_path / "cluster", [1]).ca_file
     files = write_client_files(tmp_path / "client", tmp_path / "cluster")
     ca_cert = x509.load_pem_x509_certificate(ca.read_bytes())
