@@ -6,16 +6,19 @@ part of `make test`: it needs a librdkafka checkout; docs/librdkafka-suite.md):
                                      [--include-exceptions] [--full] [--markdown]
 
 It checks the checkout (DIR/tests/test.c, DIR/src/rdkafka.h), builds librdkafka and its
-test-runner when DIR/tests/test-runner is missing, starts 3 controllers and 3 brokers on
-127.0.0.1 (`tools.cluster`) with the broker settings of librdkafka's default scenario
-(tests/scenarios/default.json), writes a test.conf naming the brokers (and the timeout
-multiplier of librdkafka's own harness), and runs each test number in its own
-`test-runner -Q -L` (quick mode, unless `--full`; tests that need no broker are left
-out), one at a time, killed by its pid at `--timeout` seconds (`LONG_TESTS`: more).
-It prints a table (test, name, outcome, seconds, note; `--markdown`: as Markdown), stops
-the cluster by pid at the end, on SIGINT and on SIGTERM (exit 130, 143), and exits 0
-when no test outside the exceptions failed (`tools/librdkafka_suite/exception_list.py`),
-1 when one did, 2 on bad input.
+test-runner when DIR/tests/test-runner is missing, groups the selected tests by the
+scenario they run on (`scenarios.py`: librdkafka's default and noautocreate broker
+settings, an SSL and a SASL/PLAIN cluster), and per scenario in turn starts 3
+controllers and 3 brokers on 127.0.0.1 (`tools.cluster`) with its settings, writes a
+test.conf naming the brokers (how to log in, and the timeout multiplier of librdkafka's
+own harness), and runs each test number in its own `test-runner -Q -L` (quick mode,
+unless `--full`; tests that need no broker are left out), one at a time, killed by its
+pid at `--timeout` seconds (`LONG_TESTS`: more); then it stops that cluster by pid
+before the next one starts. A scenario whose selected tests are all
+exceptions starts no cluster. It prints a table (test, name, scenario, outcome,
+seconds, note; `--markdown`: as Markdown), stops the running cluster by pid on SIGINT
+and on SIGTERM too (exit 130, 143), and exits 0 when no test outside the exceptions
+failed (`tools/librdkafka_suite/exception_list.py`), 1 when one did, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,43 +32,43 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from tools.cluster import Cluster, ClusterError
 from tools.errors import CommandError, StoppedBySignal, stop_on_signals
+from tools.librdkafka_suite.client_certs import write_client_files
 from tools.librdkafka_suite.exception_list import EXCEPTIONS, FULL_MODE_EXCEPTIONS
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
     SuiteTest,
     counts,
-    exception_reason,
     parse_test_ranges,
     parse_test_table,
     render_markdown,
     render_table,
     rows_for_run,
+    runs_by_scenario,
+    split_runs,
     unexpected_failures,
+)
+from tools.librdkafka_suite.scenarios import (
+    SCENARIOS,
+    ClientFiles,
+    Scenario,
+    conf_text,
+    file_suffix,
+    runner_environment,
 )
 
 DEFAULT_TESTS = "0001-0099,0112-0137"
 BUILD_TIMEOUT_S = 3600.0
 CLUSTER_START_TIMEOUT_S = 60.0
-# librdkafka's default scenario (its tests/scenarios/default.json): auto-created topics
-# with 4 partitions of 3 replicas; Kafka's built-in group.initial.rebalance.delay.ms, which
-# its tests' clusters run with (consumers started together share a first round); fewer
-# offsets partitions than Kafka's 50, as each is a replicated log on two shared cores
-BROKER_SETTINGS = {"auto.create.topics.enable": True, "num.partitions": 4,
-                   "default.replication.factor": 3, "group.initial.rebalance.delay.ms": 3000,
-                   "offsets.topic.num.partitions": 10}
 # the Kafka release whose protocol the brokers speak (docs/kafka-compatibility.md): tests
 # gated on a broker version (TEST_BRKVER in test.c) run when 3.9 has what they need
 KAFKA_VERSION = "3.9.0"
-# what librdkafka's own harness (tests/LibrdkafkaTestApp.py) writes into test.conf: each
-# test's own timeout doubled (0081_admin's 180 s are too few for its sub-tests here)
-TIMEOUT_MULTIPLIER = 2
 # test numbers whose run takes longer than --timeout's default: the bound is raised to
 # this for them (0081_admin: 241 s of sub-tests on two cores shared with a soak)
 LONG_TESTS = {81: 420.0}
@@ -107,8 +110,9 @@ def build(source: Path, log: Path) -> None:
                                    f"see {log}")
 
 
-def start_cluster(directory: Path) -> Cluster:
-    cluster = Cluster.create(directory, voters=3, brokers=3, settings=BROKER_SETTINGS)
+def start_cluster(directory: Path, scenario: Scenario) -> Cluster:
+    cluster = Cluster.create(directory, voters=3, brokers=3, settings=scenario.settings,
+                             tls=scenario.tls)
     try:
         cluster.start()
         cluster.wait_for_leader(CLUSTER_START_TIMEOUT_S)
@@ -119,19 +123,13 @@ def start_cluster(directory: Path) -> Cluster:
     return cluster
 
 
-def write_test_conf(path: Path, cluster: Cluster) -> None:
-    brokers = ",".join(info.client_address for info in cluster.nodes.values()
-                       if info.client_address)
-    path.write_text(f"metadata.broker.list={brokers}\n"
-                    f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
-
-
 def run_number(source: Path, number: int, conf: Path, log: Path, timeout_s: float,
-               quick: bool) -> tuple[str, int | None, float]:
-    """One `test-runner` for the tests numbered `number`: its output, its exit code (None:
-    killed by its pid at `timeout_s`) and the seconds it took."""
-    env = dict(os.environ, TESTS=f"{number:04d}", TEST_KAFKA_VERSION=KAFKA_VERSION,
-               RDKAFKA_TEST_CONF=str(conf),
+               quick: bool, environment: Mapping[str, str]) -> tuple[str, int | None, float]:
+    """One `test-runner` for the tests numbered `number`, `environment` added to its
+    own: its output, its exit code (None: killed by its pid at `timeout_s`) and the
+    seconds it took."""
+    env = dict(os.environ, **environment, TESTS=f"{number:04d}",
+               TEST_KAFKA_VERSION=KAFKA_VERSION, RDKAFKA_TEST_CONF=str(conf),
                LD_LIBRARY_PATH=f"{source / 'src'}:{source / 'src-cpp'}")
     start = time.monotonic()
     with open(log, "wb") as out:
@@ -152,35 +150,57 @@ def run_number(source: Path, number: int, conf: Path, log: Path, timeout_s: floa
     return log.read_text(errors="replace"), exit_code, time.monotonic() - start
 
 
-def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[int],
-              timeout_s: float, listed: Mapping[str, str], *, include_exceptions: bool,
-              quick: bool) -> list[Row]:
-    by_number: dict[int, list[SuiteTest]] = {}
-    for test in table:
-        by_number.setdefault(test.number, []).append(test)
-    cluster = start_cluster(work / "cluster")
-    rows: list[Row] = []
+def run_scenario(source: Path, work: Path, scenario: Scenario,
+                 runs: Sequence[list[SuiteTest]], timeout_s: float,
+                 listed: Mapping[str, str], *, include_exceptions: bool,
+                 quick: bool) -> list[Row]:
+    """The rows of `runs` (the tests of each test number) on a cluster of `scenario`,
+    started here and stopped by pid before it returns; none started when every test is
+    an exception that is not to be run."""
+    to_run, not_run = split_runs(runs, listed, include_exceptions=include_exceptions)
+    rows = [row for tests in not_run for row in rows_for_run(tests, "", 0, 0.0, listed)]
+    if not to_run:
+        return rows
+    suffix = file_suffix(scenario.name)
+    print(f"scenario {scenario.name}: starting its cluster", file=sys.stderr)
+    cluster = start_cluster(work / f"cluster{suffix}", scenario)
     try:
-        conf = work / "test.conf"
-        write_test_conf(conf, cluster)
-        for number in (n for n in numbers if n in by_number):
-            tests = by_number[number]
-            if not include_exceptions and all(exception_reason(t, listed) for t in tests):
-                rows += rows_for_run(tests, "", 0, 0.0, listed)
-                continue
+        client: ClientFiles | None = (write_client_files(work / f"client{suffix}",
+                                                         cluster.directory)
+                                      if scenario.tls else None)
+        conf = work / f"test{suffix}.conf"
+        conf.write_text(conf_text(scenario, [info.client_address
+                                             for info in cluster.nodes.values()
+                                             if info.client_address], client))
+        environment = runner_environment(scenario, client)
+        for tests in to_run:
+            number = tests[0].number
             cluster.raise_if_a_node_died()
             output, code, seconds = run_number(source, number, conf,
-                                               work / f"test-{number:04d}.log",
+                                               work / f"test-{number:04d}{suffix}.log",
                                                max(timeout_s, LONG_TESTS.get(number, 0.0)),
-                                               quick)
+                                               quick, environment)
             new = rows_for_run(tests, output, code, seconds, listed)
             for row in new:
-                print(f"{row.number:04d} {row.name}: {row.outcome} ({row.seconds:.1f} s) "
-                      f"{row.note}", file=sys.stderr)
+                print(f"{row.number:04d} {row.name} [{row.scenario}]: {row.outcome} "
+                      f"({row.seconds:.1f} s) {row.note}", file=sys.stderr)
             rows += new
     finally:
         cluster.shut_down()
     return rows
+
+
+def run_suite(source: Path, work: Path, table: list[SuiteTest], numbers: list[int],
+              timeout_s: float, listed: Mapping[str, str], *, include_exceptions: bool,
+              quick: bool) -> list[Row]:
+    """Every scenario's runs in turn (one cluster at a time); the rows in test.c's
+    order."""
+    rows: list[Row] = []
+    for name, runs in runs_by_scenario(table, numbers):
+        rows += run_scenario(source, work, SCENARIOS[name], runs, timeout_s, listed,
+                             include_exceptions=include_exceptions, quick=quick)
+    order = {test.name: index for index, test in enumerate(table)}
+    return sorted(rows, key=lambda row: order[row.name])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,9 @@ and the table of outcomes.
 A test's outcome is one of `pass`, `fail`, `skip` (the test-runner skipped it itself: a
 broker version, a missing library feature) or `exception` (listed in
 `tools/librdkafka_suite/exception_list.py`, or flagged in test.c as needing no broker, a
-scenario this cluster is not, or a known librdkafka issue; not run). The run passes when
-no test outside the exceptions failed.
+scenario no cluster of `scenarios.py` gives, or a known librdkafka issue; not run). Each
+row names the scenario its test runs on. The run passes when no test outside the
+exceptions failed.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tools.librdkafka_suite.scenarios import DEFAULT, SCENARIOS, scenario_for
+
 LOCAL, KNOWN_ISSUE, MANUAL, SOCKEM = "TEST_F_LOCAL", "TEST_F_KNOWN_ISSUE", "TEST_F_MANUAL", \
     "TEST_F_SOCKEM"
 # flags test.h defines as 0 on Linux
 LINUX_NO_FLAGS = frozenset({"0", "TEST_F_KNOWN_ISSUE_WIN32", "TEST_F_KNOWN_ISSUE_OSX"})
-DEFAULT_SCENARIO = "default"
 OUTCOMES = ("pass", "fail", "skip", "exception")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -42,7 +44,7 @@ class SuiteTest:
     """One `_TEST(...)` entry of librdkafka's tests/test.c."""
     name: str  # e.g. 0022_consume_batch_local
     flags: frozenset[str]
-    scenario: str = DEFAULT_SCENARIO
+    scenario: str = DEFAULT  # test.c's list, e.g. `default,ak23`
     extra: str = ""
 
     @property
@@ -65,6 +67,7 @@ class Row:
     outcome: str  # one of OUTCOMES
     seconds: float
     note: str  # a failure's last error line, a skip's or an exception's reason
+    scenario: str = DEFAULT  # the cluster it ran on (`scenarios.SCENARIOS`)
 
 
 def parse_test_ranges(text: str) -> list[int]:
@@ -94,7 +97,7 @@ def parse_test_table(test_c: str) -> list[SuiteTest]:
         flags = frozenset(f.strip() for f in flags_text.split("|")) - LINUX_NO_FLAGS
         scenario = _SCENARIO.search(rest)
         extra = _EXTRA.search(rest)
-        tests.append(SuiteTest(name, flags, scenario.group(1) if scenario else DEFAULT_SCENARIO,
+        tests.append(SuiteTest(name, flags, scenario.group(1) if scenario else DEFAULT,
                                "".join(re.findall(r'"([^"]*)"', extra.group(1)))
                                if extra else ""))
     return tests
@@ -111,15 +114,48 @@ def derived_exception(test: SuiteTest) -> str | None:
     if KNOWN_ISSUE in test.flags:
         return "TEST_F_KNOWN_ISSUE: librdkafka's own known issue" + (
             f" ({test.extra})" if test.extra else "")
-    if DEFAULT_SCENARIO not in test.scenario.split(","):
+    if scenario_for(test.name, test.scenario) is None:
         return (f"needs librdkafka's {test.scenario!r} scenario (a cluster with other "
-                "broker settings); this cluster runs the default one")
+                "broker settings), which tools/librdkafka_suite/scenarios.py does not "
+                "set up")
     return None
+
+
+def scenario_of(test: SuiteTest) -> str:
+    """The scenario whose cluster `test` runs on; the default one for a test none fits
+    (an exception, shown with the default run's tests)."""
+    return scenario_for(test.name, test.scenario) or DEFAULT
+
+
+def runs_by_scenario(table: Iterable[SuiteTest], numbers: Iterable[int]
+                     ) -> list[tuple[str, list[list[SuiteTest]]]]:
+    """The selected tests as test-runner runs: per scenario that has any (in the order
+    of SCENARIOS), the tests of each test number that run on it (ascending numbers,
+    test.c's order within one)."""
+    selected = set(numbers)
+    runs: dict[str, dict[int, list[SuiteTest]]] = {name: {} for name in SCENARIOS}
+    for test in table:
+        if test.number in selected:
+            runs[scenario_of(test)].setdefault(test.number, []).append(test)
+    return [(name, [by_number[n] for n in sorted(by_number)])
+            for name, by_number in runs.items() if by_number]
 
 
 def exception_reason(test: SuiteTest, listed: Mapping[str, str]) -> str | None:
     """The listed reason (by full name, then by number), else the derived one."""
     return (listed.get(test.name) or listed.get(test.name[:4]) or derived_exception(test))
+
+
+def split_runs(runs: Iterable[list[SuiteTest]], listed: Mapping[str, str], *,
+               include_exceptions: bool) -> tuple[list[list[SuiteTest]], list[list[SuiteTest]]]:
+    """`runs` (the tests of each test number) as (those to run, those not run because
+    every test of theirs is an exception, unless `include_exceptions`)."""
+    to_run: list[list[SuiteTest]] = []
+    not_run: list[list[SuiteTest]] = []
+    for tests in runs:
+        excepted = all(exception_reason(t, listed) for t in tests)
+        (not_run if excepted and not include_exceptions else to_run).append(tests)
+    return to_run, not_run
 
 
 def parse_runner_output(output: str) -> dict[str, Ran]:
@@ -165,23 +201,24 @@ def rows_for_run(tests: Iterable[SuiteTest], output: str, exit_code: int | None,
         reason = exception_reason(test, listed)
         result = ran.get(test.name)
         if result is not None and result.state == "PASSED":
-            rows.append(Row(test.number, test.name, "pass", result.seconds, ""))
+            outcome, took, note = "pass", result.seconds, ""
         elif result is not None and result.state == "SKIPPED":
-            rows.append(Row(test.number, test.name, "exception" if reason else "skip",
-                            result.seconds, reason or result.message))
+            outcome, took, note = ("exception" if reason else "skip", result.seconds,
+                                   reason or result.message)
         elif result is not None and result.state == "FAILED":
-            rows.append(Row(test.number, test.name, "fail", result.seconds,
-                            result.message or error_line(output, test.name)))
+            outcome, took, note = ("fail", result.seconds,
+                                   result.message or error_line(output, test.name))
         elif reason is not None:  # not run, or cut short with the run of its number
-            rows.append(Row(test.number, test.name, "exception", 0.0, reason))
+            outcome, took, note = "exception", 0.0, reason
         elif exit_code is None:
-            rows.append(Row(test.number, test.name, "fail", seconds,
-                            f"killed at the time bound ({seconds:.0f} s): "
-                            f"{error_line(output, test.name)}"))
+            outcome, took, note = ("fail", seconds,
+                                   f"killed at the time bound ({seconds:.0f} s): "
+                                   f"{error_line(output, test.name)}")
         else:
-            rows.append(Row(test.number, test.name, "fail", seconds,
-                            f"test-runner exited {exit_code} without finishing it: "
-                            f"{error_line(output, test.name)}"))
+            outcome, took, note = ("fail", seconds,
+                                   f"test-runner exited {exit_code} without finishing it: "
+                                   f"{error_line(output, test.name)}")
+        rows.append(Row(test.number, test.name, outcome, took, note, scenario_of(test)))
     return rows
 
 
@@ -192,21 +229,24 @@ def unexpected_failures(rows: Iterable[Row], listed: Mapping[str, str],
             and exception_reason(tests[row.name], listed) is None]
 
 
-def render_table(rows: Iterable[Row], width: int = 110) -> str:
-    """A fixed-width text table: test, name, outcome, seconds, note (cut to `width`)."""
-    lines = [f"{'test':<4}  {'name':<44}  {'outcome':<9}  {'seconds':>7}  note"]
+def render_table(rows: Iterable[Row], width: int = 126) -> str:
+    """A fixed-width text table: test, name, scenario, outcome, seconds, note (cut to
+    `width`)."""
+    lines = [f"{'test':<4}  {'name':<46}  {'scenario':<12}  {'outcome':<9}  {'seconds':>7}  "
+             "note"]
     for row in rows:
-        line = (f"{row.number:04d}  {row.name:<44}  {row.outcome:<9}  {row.seconds:7.1f}  "
-                f"{row.note}")
+        line = (f"{row.number:04d}  {row.name:<46}  {row.scenario:<12}  {row.outcome:<9}  "
+                f"{row.seconds:7.1f}  {row.note}")
         lines.append(line if len(line) <= width else line[:width - 3] + "...")
     return "\n".join(lines)
 
 
 def render_markdown(rows: Iterable[Row]) -> str:
     """The same rows as a Markdown table (docs/librdkafka-suite.md)."""
-    lines = ["| test | name | outcome | seconds | note |", "|---|---|---|---:|---|"]
-    lines += [f"| {row.number:04d} | `{row.name}` | {row.outcome} | {row.seconds:.1f} | "
-              f"{row.note.replace('|', '/')} |" for row in rows]
+    lines = ["| test | name | scenario | outcome | seconds | note |",
+             "|---|---|---|---|---:|---|"]
+    lines += [f"| {row.number:04d} | `{row.name}` | {row.scenario} | {row.outcome} | "
+              f"{row.seconds:.1f} | {row.note.replace('|', '/')} |" for row in rows]
     return "\n".join(lines)
 
 

@@ -1,13 +1,18 @@
 """The librdkafka suite's pure parts, without librdkafka: test ranges, test.c's table,
-test-runner's output, the outcome of each test and the table."""
+test-runner's output, the outcome of each test and the table, which scenario each test
+runs on, and each scenario's test.conf and environment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 from tools.librdkafka_suite.__main__ import main
+from tools.librdkafka_suite.client_certs import write_client_files
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
@@ -21,8 +26,18 @@ from tools.librdkafka_suite.outcomes import (
     render_markdown,
     render_table,
     rows_for_run,
+    runs_by_scenario,
+    split_runs,
     unexpected_failures,
 )
+from tools.librdkafka_suite.scenarios import (
+    SCENARIOS,
+    ClientFiles,
+    conf_text,
+    file_suffix,
+    runner_environment,
+)
+from tools.tls_certs import write_cluster_tls
 
 TEST_C = r'''
 static struct test tests_unrelated[] = {{.name = "x"}};
@@ -113,8 +128,9 @@ def test_test_c_flags_make_exceptions_and_the_list_overrides_them_when_reasons_a
     assert "TEST_F_LOCAL" in (exception_reason(tests["0022_consume_batch_local"], {}) or "")
     assert "https://example.invalid/529" in (
         exception_reason(tests["0028_long_topicnames"], {}) or "")
-    assert "noautocreate" in (
-        exception_reason(tests["0045_subscribe_update_topic_remove"], {}) or "")
+    assert exception_reason(tests["0045_subscribe_update_topic_remove"], {}) is None
+    ak23_only = SuiteTest("0103_transactions_ak23", frozenset(), scenario="ak23")
+    assert "'ak23' scenario" in (exception_reason(ak23_only, {}) or "")
     assert "TEST_F_MANUAL" in (exception_reason(tests["8000_idle"], {}) or "")
     assert exception_reason(tests["0103_transactions"], {}) is None  # default among its own
     assert exception_reason(tests["0049_consume_conn_close"], {}) is None
@@ -204,12 +220,13 @@ def test_the_tables_show_every_row_and_the_counts_name_every_outcome() -> None:
     rows = [Row(1, "0001_multiobj", "pass", 2.5, ""),
             Row(22, "0022_consume_batch", "fail", 8.25, "a | b " + "x" * 200)]
     text = render_table(rows, width=100).splitlines()
-    assert text[0].split() == ["test", "name", "outcome", "seconds", "note"]
-    assert text[1].split() == ["0001", "0001_multiobj", "pass", "2.5"]
+    assert text[0].split() == ["test", "name", "scenario", "outcome", "seconds", "note"]
+    assert text[1].split() == ["0001", "0001_multiobj", "default", "pass", "2.5"]
     assert len(text[2]) == 100
     assert text[2].endswith("...")
     markdown = render_markdown(rows).splitlines()
-    assert markdown[3].startswith("| 0022 | `0022_consume_batch` | fail | 8.2 | a / b x")
+    assert markdown[3].startswith(
+        "| 0022 | `0022_consume_batch` | default | fail | 8.2 | a / b x")
     assert counts(rows) == {"pass": 1, "fail": 1, "skip": 0, "exception": 0}
 
 
@@ -223,3 +240,134 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(
     assert error.count("\n") == 1
     assert error.startswith("error: ")
     assert not (tmp_path / "work").exists()
+
+
+def test_each_selected_test_runs_on_its_scenario_one_run_per_number_default_first() -> None:
+    """test.c's scenario (noautocreate), the runner's own (0097 on SSL, 0135 on SASL),
+    the default otherwise; a test no cluster fits (only `ak23`) is shown with the default
+    run; numbers outside the selection are left out."""
+    table = [*parse_test_table(TEST_C), SuiteTest("0045_subscribe_update", frozenset()),
+             SuiteTest("0097_ssl_verify", frozenset()),
+             SuiteTest("0097_ssl_verify_local", frozenset({"TEST_F_LOCAL"})),
+             SuiteTest("0103_transactions_ak23", frozenset(), scenario="ak23"),
+             SuiteTest("0135_sasl_credentials", frozenset())]
+    runs = runs_by_scenario(table, [1, 22, 45, 97, 103, 135])
+    assert [(name, [[t.name for t in tests] for tests in by_number])
+            for name, by_number in runs] == [
+        ("default", [["0001_multiobj"], ["0022_consume_batch", "0022_consume_batch_local"],
+                     ["0045_subscribe_update"],
+                     ["0103_transactions", "0103_transactions_ak23"]]),
+        ("noautocreate", [["0045_subscribe_update_topic_remove"]]),
+        ("ssl", [["0097_ssl_verify", "0097_ssl_verify_local"]]),
+        ("sasl_plain", [["0135_sasl_credentials"]])]
+    assert runs_by_scenario(table, [1]) == [("default", [[table[0]]])]
+
+
+def test_a_number_whose_tests_are_all_exceptions_is_not_run_unless_they_are_asked_for(
+        ) -> None:
+    """So a scenario with nothing else to run starts no cluster: 0097 is only its local
+    test when 0097_ssl_verify is listed."""
+    verify = SuiteTest("0097_ssl_verify", frozenset())
+    local = SuiteTest("0097_ssl_verify_local", frozenset({"TEST_F_LOCAL"}))
+    runs = [[verify, local]]
+    assert split_runs(runs, {}, include_exceptions=False) == (runs, [])
+    assert split_runs(runs, {"0097_ssl_verify": "x"}, include_exceptions=False) == ([], runs)
+    assert split_runs(runs, {"0097_ssl_verify": "x"}, include_exceptions=True) == (runs, [])
+
+
+def test_the_rows_of_a_run_name_the_scenario_their_tests_ran_on() -> None:
+    tests = [SuiteTest("0045_subscribe_update_topic_remove", frozenset(),
+                       scenario="noautocreate")]
+    output = "| 0045_subscribe_update_topic_remove | PASSED | 1.500s |\n"
+    assert rows_for_run(tests, output, 0, 2.0, {}) == [
+        Row(45, "0045_subscribe_update_topic_remove", "pass", 1.5, "", "noautocreate")]
+
+
+def test_scenario_settings_turn_off_auto_creation_or_secure_the_listener() -> None:
+    assert SCENARIOS["default"].settings["auto.create.topics.enable"] is True
+    assert SCENARIOS["noautocreate"].settings["auto.create.topics.enable"] is False
+    assert SCENARIOS["noautocreate"].runner_scenario == "noautocreate"
+    assert SCENARIOS["ssl"].tls
+    assert not SCENARIOS["default"].tls
+    sasl = SCENARIOS["sasl_plain"].settings
+    assert "PLAINTEXT:SASL_PLAINTEXT" in str(sasl["listener.security.protocol.map"])
+    assert 'user_testuser="testpass"' in str(
+        sasl["listener.name.plaintext.plain.sasl.jaas.config"])
+    for scenario in SCENARIOS.values():  # librdkafka's partitions and replicas everywhere
+        assert (scenario.settings["num.partitions"],
+                scenario.settings["default.replication.factor"]) == (4, 3)
+
+
+def client_files(directory: Path) -> ClientFiles:
+    return ClientFiles(
+        priv_pem=directory / "p.pem", priv_der=directory / "p.der",
+        pub_pem=directory / "c.pem", pub_der=directory / "c.der", pkcs=directory / "c.pfx",
+        ca_pem=directory / "ca.pem", ca_der=directory / "ca.der",
+        all_cas_pem=directory / "all.pem", password="pw")
+
+
+def test_the_test_conf_names_the_brokers_and_how_each_scenario_logs_in() -> None:
+    brokers = ["127.0.0.1:1", "127.0.0.1:2"]
+    # librdkafka's own harness doubles each test's timeout (tests/LibrdkafkaTestApp.py)
+    assert conf_text(SCENARIOS["default"], brokers) == \
+        "metadata.broker.list=127.0.0.1:1,127.0.0.1:2\ntest.timeout.multiplier=2\n"
+    assert conf_text(SCENARIOS["sasl_plain"], brokers).splitlines()[2:] == [
+        "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN",
+        "sasl.username=testuser", "sasl.password=testpass"]
+    files = client_files(Path("/run"))
+    assert conf_text(SCENARIOS["ssl"], brokers, files).splitlines()[2:] == [
+        "security.protocol=SSL", "ssl.ca.location=/run/ca.pem",
+        "ssl.certificate.location=/run/c.pem", "ssl.key.location=/run/p.pem",
+        "ssl.key.password=pw"]
+    with pytest.raises(ValueError, match="certificate files"):
+        conf_text(SCENARIOS["ssl"], brokers)
+
+
+def test_the_environment_gives_the_runners_scenario_and_trivups_ssl_files() -> None:
+    assert runner_environment(SCENARIOS["default"]) == {"TEST_SCENARIO": "default"}
+    assert runner_environment(SCENARIOS["noautocreate"]) == {"TEST_SCENARIO": "noautocreate"}
+    environment = runner_environment(SCENARIOS["ssl"], client_files(Path("/run")))
+    # every SSL_* variable 0097_ssl_verify reads, and the broker's ssl.client.auth
+    assert {key: environment[key] for key in (
+        "SSL_pkcs", "SSL_pub_der", "SSL_pub_pem", "SSL_priv_der", "SSL_priv_pem",
+        "SSL_ca_der", "SSL_all_cas_pem", "SSL_password", "SSL_client_auth")} == {
+        "SSL_pkcs": "/run/c.pfx", "SSL_pub_der": "/run/c.der", "SSL_pub_pem": "/run/c.pem",
+        "SSL_priv_der": "/run/p.der", "SSL_priv_pem": "/run/p.pem",
+        "SSL_ca_der": "/run/ca.der", "SSL_all_cas_pem": "/run/all.pem",
+        "SSL_password": "pw", "SSL_client_auth": "required"}
+    assert environment["TEST_SCENARIO"] == "default"
+
+
+def test_only_the_default_scenarios_files_keep_their_old_names() -> None:
+    assert file_suffix("default") == ""
+    assert file_suffix("ssl") == "-ssl"
+
+
+def test_the_client_files_are_one_key_and_certificate_signed_by_the_clusters_ca(
+        tmp_path: Path) -> None:
+    """In every form 0097_ssl_verify loads them: the PEM and DER pairs match, the PKCS#12
+    opens with the password and carries the CA, the all-CAs file ends with the cluster's
+    CA after another one; the keys are private to the user."""
+    ca = write_cluster_tls(tmp_path / "cluster", [1]).ca_file
+    files = write_client_files(tmp_path / "client", tmp_path / "cluster")
+    ca_cert = x509.load_pem_x509_certificate(ca.read_bytes())
+    chain = x509.load_pem_x509_certificates(files.pub_pem.read_bytes())
+    assert chain[1] == ca_cert
+    chain[0].verify_directly_issued_by(ca_cert)
+    assert x509.load_der_x509_certificate(files.pub_der.read_bytes()) == chain[0]
+    assert x509.load_der_x509_certificate(files.ca_der.read_bytes()) == ca_cert
+    key = serialization.load_pem_private_key(files.priv_pem.read_bytes(), None)
+    assert serialization.load_der_private_key(files.priv_der.read_bytes(), None) \
+        .public_key() == key.public_key() == chain[0].public_key()
+    bundle = pkcs12.load_pkcs12(files.pkcs.read_bytes(), files.password.encode())
+    assert bundle.cert is not None
+    assert bundle.cert.certificate == chain[0]
+    assert [c.certificate for c in bundle.additional_certs] == [ca_cert]
+    with pytest.raises(ValueError, match="Invalid password"):
+        pkcs12.load_pkcs12(files.pkcs.read_bytes(), b"wrong")
+    all_cas = x509.load_pem_x509_certificates(files.all_cas_pem.read_bytes())
+    assert len(all_cas) == 2
+    assert all_cas[0] != ca_cert
+    assert all_cas[1] == ca_cert
+    assert {p.stat().st_mode & 0o777 for p in (files.priv_pem, files.priv_der, files.pkcs)} \
+        == {0o600}
