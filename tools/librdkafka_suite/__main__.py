@@ -14,11 +14,11 @@ test.conf naming the brokers (how to log in, and the timeout multiplier of librd
 own harness), and runs each test number in its own `test-runner -Q -L` (quick mode,
 unless `--full`; tests that need no broker are left out), one at a time, killed by its
 pid at `--timeout` seconds (`LONG_TESTS`: more); then it stops that cluster by pid
-before the next one starts. A scenario whose selected tests are all
-exceptions starts no cluster. It prints a table (test, name, scenario, outcome,
-seconds, note; `--markdown`: as Markdown), stops the running cluster by pid on SIGINT
-and on SIGTERM too (exit 130, 143), and exits 0 when no test outside the exceptions
-failed (`tools/librdkafka_suite/exception_list.py`), 1 when one did, 2 on bad input.
+before the next one starts. A scenario whose selected tests are all exceptions starts
+no cluster. It prints a table (test, name, scenario, outcome, seconds, note;
+`--markdown`: as Markdown), stops the running cluster by pid on SIGINT and on SIGTERM
+too (exit 130, 143), and exits 0 when no test outside the exceptions failed
+(`tools/librdkafka_suite/exception_list.py`), 1 when one did, 2 on bad input.
 """
 
 from __future__ import annotations
