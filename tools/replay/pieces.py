@@ -89,7 +89,7 @@ def fold(pieces: Sequence[Piece]) -> ScanResult | None:
             return None
         names = dict(scan.live_by_name)
         freed = _replay_deferred(scan, notes.deferred, batches)
-        if freed is None or not _names_free(names, freed, notes.names):
+        if freed is None or not _names_free(names, freed, notes):
             return None
         joined = _join(joined, piece.result, batches)
         _absorb(scan, piece.state)
@@ -112,8 +112,8 @@ def _ids_free(scan: NodeScan, piece: Piece, notes: PieceNotes) -> bool:
     topic's, and a metadata topic assigned in the piece is the log's first."""
     metadata = scan.metadata_topic
     taken = scan.first_use
-    if any(topic_id in taken or (metadata is not None and topic_id == metadata[0])
-           for _, topic_id in notes.ids):
+    if not taken.keys().isdisjoint(notes.ids) or \
+            (metadata is not None and metadata[0] in notes.ids):
         return False
     if piece.result.metadata_topic_batch is None:
         return True
@@ -153,12 +153,13 @@ def _replay_deferred(scan: NodeScan, deferred: list[Deferred],
     return freed
 
 
-def _names_free(names: dict[str, bytes], freed: dict[str, int],
-                taken: list[tuple[int, str]]) -> bool:
+def _names_free(names: dict[str, bytes], freed: dict[str, int], notes: PieceNotes) -> bool:
     """Each name the piece found free was free in the whole log too: no topic from
     before the piece held it then (or a deferred RemoveTopic had freed it before)."""
-    return all(name not in names or freed.get(name, offset) < offset
-               for offset, name in taken)
+    held = names.keys() & set(notes.names)
+    return all(freed.get(name, offset) < offset
+               for name, offset in zip(notes.names, notes.name_offsets, strict=True)
+               if name in held)
 
 
 def _join(before: ScanResult, piece: ScanResult, shift: int) -> ScanResult:

@@ -515,13 +515,19 @@ class PieceNotes:
     """What a scan of a later piece of a log (`NodeScan(piece=True)`, folded by
     `tools.replay.pieces`) took on trust, not knowing the state before it: its first
     batch's (base offset, epoch), the records naming a topic it never saw created
-    (`deferred`), and the names and topic IDs its records took as free
-    ((offset, name), (offset, ID))."""
+    (`deferred`), the topic IDs its Topic records took as new and the names its records
+    found free (with their offsets). Flat lists and arrays, not tuples: the collector
+    walks what a task returns once it runs again."""
 
     first: tuple[int, int] | None = None
     deferred: list[Deferred] = field(default_factory=list)
-    names: list[tuple[int, str]] = field(default_factory=list)
-    ids: list[tuple[int, bytes]] = field(default_factory=list)
+    ids: list[bytes] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    name_offsets: array[int] = field(default_factory=lambda: array("q"))
+
+    def free_name(self, offset: int, name: str) -> None:
+        self.names.append(name)
+        self.name_offsets.append(offset)
 
 
 @dataclass(slots=True)
@@ -770,9 +776,9 @@ class NodeScan:
                       f"{self.first_use[topic_id]}")
         self.first_use.setdefault(topic_id, offset)
         if self.notes is not None:
-            self.notes.ids.append((offset, topic_id))
+            self.notes.ids.append(topic_id)
             if name is not None and name not in self.live_by_name:
-                self.notes.names.append((offset, name))
+                self.notes.free_name(offset, name)
         if name is not None and self.live_by_name.get(name, topic_id) != topic_id:
             self.flag("name_one_live_id", offset, epoch, data, _TOPIC, fields,
                       f"name already maps to live topic ID "
@@ -814,7 +820,7 @@ class NodeScan:
             return
         holder = self.live_by_name.get(name)
         if holder is None and self.notes is not None:
-            self.notes.names.append((offset, name))
+            self.notes.free_name(offset, name)
         if holder is not None and holder != topic_id:
             self.flag("name_one_live_id", offset, epoch, data, kind, fields,
                       f"new name already maps to live topic ID {uuid_text(holder)}")
