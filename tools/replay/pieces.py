@@ -206,7 +206,8 @@ def _join_aggregates(before: Aggregates | None, piece: Aggregates | None) -> Agg
     return Aggregates(epochs=epochs, kind_counts=kind_counts,
                       topic_offsets=before.topic_offsets + piece.topic_offsets,
                       remove_offsets=before.remove_offsets + piece.remove_offsets,
-                      topics=before.topics + piece.topics,
+                      topic_names=before.topic_names + piece.topic_names,
+                      topic_ids=before.topic_ids + piece.topic_ids,
                       removed_ids=before.removed_ids | piece.removed_ids)
 
 

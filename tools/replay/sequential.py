@@ -257,14 +257,16 @@ def resize_topics(kinds: list[int], maps: list[Any],
 class Aggregates:
     """What the analysis needs from one log: per epoch [first offset, last offset,
     records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
-    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
+    record's name and topic ID (beside its offset: parallel lists, no tuple per record
+    for the collector to walk and pickle to copy) and the IDs some RemoveTopic names."""
 
     epochs: dict[int, list[int]] = field(default_factory=dict)
     kinds: list[int] = field(default_factory=list)  # per record while scanning
     kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
     topic_offsets: array[int] = field(default_factory=lambda: array("q"))
     remove_offsets: array[int] = field(default_factory=lambda: array("q"))
-    topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
+    topic_names: list[str | None] = field(default_factory=list)
+    topic_ids: list[bytes | None] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
 
 
@@ -758,9 +760,10 @@ class NodeScan:
         if self.first_topic_batch is None:
             self.first_topic_batch = self.seq
         topic_id, name = _topic_id(fields), _name(fields)
-        if self.aggregates is not None:
-            self.aggregates.topic_offsets.append(offset)
-            self.aggregates.topics.append((name, topic_id, offset))
+        if (aggregates := self.aggregates) is not None:
+            aggregates.topic_offsets.append(offset)
+            aggregates.topic_names.append(name)
+            aggregates.topic_ids.append(topic_id)
         if topic_id is None or topic_id in RESERVED:
             self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
                       "topic ID is missing, ZERO_UUID or the sentinel")
