@@ -207,12 +207,19 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
         now += hold + rng.uniform(*gap_s)
 
 
+# how long a fault aimed at the leader waits for one to be known before it is logged
+# with the error "no leader"
+LEADER_WAIT_S = 10.0
+
+
 class Nemesis:
     """Runs a schedule in a thread; `stop()` heals at once and ends it."""
 
     def __init__(self, cluster: Cluster, faults: Sequence[Fault], net: ProxyNet | None = None,
-                 *, fault_log: Path | None = None) -> None:
+                 *, fault_log: Path | None = None,
+                 leader_wait_s: float = LEADER_WAIT_S) -> None:
         self.cluster = cluster
+        self.leader_wait_s = leader_wait_s
         self.fault_log = fault_log
         self.net = net
         self.faults = list(faults)
@@ -302,12 +309,23 @@ class Nemesis:
             self.cluster.send_signal(node_id, signal.SIGSTOP)
 
     def _resolve(self, target: int) -> int:
+        """The node a fault hits. One aimed at the leader waits, up to `leader_wait_s`
+        (a stop request ends the wait), for a leader to be known: an election after the
+        previous fault may still run, and on a loaded host one takes seconds."""
         if target != LEADER:
             return target
-        leader = self.cluster.describe(timeout_s=1.0)["leader_id"]
-        if leader < 0:
-            raise ClusterError("no leader known")
-        return int(leader)
+        deadline = time.monotonic() + self.leader_wait_s
+        while True:
+            try:
+                leader = self.cluster.describe(timeout_s=1.0)["leader_id"]
+            except ClusterError:
+                if time.monotonic() >= deadline or self._stop.is_set():
+                    raise
+                leader = -1
+            if leader >= 0:
+                return int(leader)
+            if time.monotonic() >= deadline or self._stop.wait(0.1):
+                raise ClusterError("no leader known")
 
     def wipe(self, node_id: int) -> None:
         """SIGKILL a broker and delete its metadata log directory (it is started again

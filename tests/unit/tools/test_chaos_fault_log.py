@@ -22,7 +22,7 @@ def test_each_fault_is_logged_with_its_wall_clock_span_when_it_ends(tmp_path: Pa
     log = tmp_path / "faults.jsonl"
     plan = [Fault(at_s=0.0, kind="slow-disk", target=4, hold_s=0.05, amount=100),
             Fault(at_s=0.1, kind="pause", target=LEADER, hold_s=0.05)]
-    nemesis = Nemesis(cluster, plan, fault_log=log)
+    nemesis = Nemesis(cluster, plan, fault_log=log, leader_wait_s=0.5)
     before = wall_ms()
     nemesis.start()
     deadline = time.monotonic() + RUN_S
