@@ -317,7 +317,7 @@ class Nemesis:
         deadline = time.monotonic() + self.leader_wait_s
         while True:
             try:
-                leader = self.cluster.describe(timeout_s=1.0)["leader_id"]
+                leader = self.cluster.describe(timeout_s=3.0)["leader_id"]
             except ClusterError:
                 if time.monotonic() >= deadline or self._stop.is_set():
                     raise

@@ -102,7 +102,8 @@ def test_a_clean_history_passes_with_its_counts() -> None:
     assert result.counts == {
         "produced": 4, "acked": 4, "acked_without_offset": 0, "produce_unknown": 0, "consumed": 4,
         "consumed_distinct": 4, "redelivered": 0, "log_records": 4, "log_duplicates": 0,
-        "rebalances": 2, "member_kills": 1, "commits": 2, "commits_ok": 2,
+        "duplicates_after_epoch_bump": 0, "rebalances": 2, "member_kills": 1, "commits": 2,
+            "commits_ok": 2,
         "committed_reads": 4, "producer_fatal": 0}
 
 
@@ -126,6 +127,23 @@ def test_redelivery_after_a_rebalance_is_allowed_and_counted() -> None:
 def test_idem_duplicate_when_a_record_is_in_the_log_twice() -> None:
     assert kinds(run(clean(), log_of(*VALUES, VALUES[3]))) == {"idem_duplicate"}
     assert run(clean(), log_of(*VALUES, VALUES[3])).counts["log_duplicates"] == 1
+
+
+def test_duplicates_are_counted_not_flagged_only_for_an_instance_that_timed_out() -> None:
+    """librdkafka re-sends unacknowledged records under a bumped epoch after a message
+    timeout: that instance's duplicates are counted; another instance's still flag."""
+    h = clean()
+    h.op("idem-0.0", "idem_produce", {"producer": "idem-0.0", "seq": 4,
+                                      "value": "idem-0.0:4"}, UNKNOWN,
+         {"error": "_MSG_TIMED_OUT"})
+    result = run(h, log_of(*VALUES, VALUES[3]))
+    assert "idem_duplicate" not in kinds(result)
+    assert result.counts["duplicates_after_epoch_bump"] == 1
+    other = clean()
+    other.op("idem-1.0", "idem_produce", {"producer": "idem-1.0", "seq": 0,
+                                          "value": "idem-1.0:0"}, UNKNOWN,
+             {"error": "_MSG_TIMED_OUT"})
+    assert "idem_duplicate" in kinds(run(other, log_of(*VALUES, VALUES[3])))
 
 
 def test_idem_order_when_a_producers_sequence_goes_down_in_a_partition() -> None:
