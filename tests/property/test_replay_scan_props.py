@@ -92,8 +92,7 @@ def test_aggregates_are_what_each_record_counts_for(log: list[tuple[int, bytes]]
     assert aggregates.epochs == epochs
     assert aggregates.kind_counts == dict(Counter(kind for kind, _ in decoded))
     assert list(aggregates.topic_offsets) == [offset for offset, _ in topics]
-    assert aggregates.topic_names == [_name(f) for _, f in topics]
-    assert aggregates.topic_ids == [_topic_id(f) for _, f in topics]
+    assert aggregates.topics == [(_name(f), _topic_id(f), offset) for offset, f in topics]
     assert list(aggregates.remove_offsets) == [offset for offset, _ in removals]
     assert aggregates.removed_ids == {_topic_id(f) for _, f in removals} - {None}
 

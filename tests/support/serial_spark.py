@@ -1,6 +1,5 @@
 """The few calls of Spark's RDD API the replay's checks make (`parallelize`, `map`,
-`mapPartitions`, `flatMap`, `collect`, `defaultParallelism`), run in this process, one
-partition, in order.
+`mapPartitions`, `flatMap`, `collect`), run in this process, one partition, in order.
 
 Only for tests of the checks' logic: the same plants run through a real local[2]
 SparkSession in the `spark`-marked tests. In process, the checks run in the default test
@@ -33,9 +32,6 @@ class SerialRdd:
 
 class SerialContext:
     master = "serial (in process)"  # what the report's header names
-    # the tasks local[2] runs at once: a scan is cut in two pieces here too
-    # (tools/replay/pieces.py), so the plants run through the fold in process as well
-    defaultParallelism = 2  # noqa: N815 (Spark's name)
 
     def parallelize(self, items: Iterable[Any], slices: int | None = None) -> SerialRdd:
         return SerialRdd(items)

@@ -9,9 +9,7 @@ segments in Spark tasks: one per node indexes its batches (CRC checked, a BLAKE2
 digest per batch), and one more, started first, decodes every record of one node's log
 (`job._root`) with `raft.segment` and `metadata.records` and runs the sequential scan
 (`sequential`: offsets, epochs, leaders, topic IDs and liveness, plus the analysis
-aggregates, from the node's snapshot when its log was cut below one); a log scanned
-from offset 0 is cut in pieces scanned (and indexed) at once and folded into one scan
-(`pieces`).
+aggregates, from the node's snapshot when its log was cut below one).
 Nodes holding a byte-identical prefix of that log, replayed from the same start, share
 its scan; only the others (and batches that overlap a different batch at the same
 offsets) are decoded, in a second job. `crossnode`

@@ -102,11 +102,11 @@ def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
     """Names that more than one topic ID took: every Topic record of that name, its ID
     old (some RemoveTopic names it) or current. The names are counted in C first, so
     only the rows of names taken more than once are grouped."""
-    names, removed = aggregates.topic_names, aggregates.removed_ids
-    taken = Counter(names)
+    topics, removed = aggregates.topics, aggregates.removed_ids
+    taken = Counter(map(itemgetter(0), topics))
     by_name: dict[str, list[tuple[Any, ...]]] = {
         name: [] for name, count in taken.items() if count > 1 and name is not None}
-    for row in zip(names, aggregates.topic_ids, aggregates.topic_offsets, strict=True):
+    for row in topics:
         rows = by_name.get(row[0])  # type: ignore[arg-type]  # None finds none
         if rows is not None:
             rows.append(row)

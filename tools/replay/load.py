@@ -13,10 +13,7 @@ plan for that node asks:
   log, replayed from the same base, shares its result (`ScanResult.view`). A log cut
   below a snapshot is scanned from that snapshot (the plan's `base`,
   `tools.replay.images.ReplayBase`): the scan starts from its image, and the records
-  below its end offset are indexed but not scanned. A log scanned from offset 0 is
-  scanned in as many pieces as Spark runs tasks at once, each a run of its segments
-  (`tools.replay.pieces`: the pieces folded into the scan of the whole, or the log
-  scanned again in one piece when they cannot be).
+  below its end offset are indexed but not scanned.
 * decode: the record-level view (offset, epoch, record hash, columns) of a few batches,
   where different batches overlap the same offsets and the records must be compared.
 
@@ -49,14 +46,7 @@ from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
-from tools.replay.pieces import Piece, cut, fold
-from tools.replay.sequential import (
-    NodeScan,
-    ScanResult,
-    decode_record,
-    record_columns,
-    record_hash,
-)
+from tools.replay.sequential import NodeScan, decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +118,10 @@ def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tu
 def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
               plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis
-    (bools), decode ({path: [byte positions]}), base (the ReplayBase the scan starts
-    from; none: offset 0) and piece (the scan is that piece of a split scan, its files
-    that piece's segments: `pieces.Piece`). Yields one result dict."""
+    (bools), decode ({path: [byte positions]}) and base (the ReplayBase the scan starts
+    from; none: offset 0). Yields one result dict."""
     want_index, decode = plan.get("index", False), plan.get("decode", {})
-    piece: int | None = plan.get("piece")
-    scan = NodeScan(analysis=plan.get("analysis", False), piece=bool(piece)) \
-        if plan.get("scan") else None
+    scan = NodeScan(analysis=plan.get("analysis", False)) if plan.get("scan") else None
     base: ReplayBase | None = plan.get("base")
     start = 0 if base is None else base.end_offset
     corrupt: list[str] = []
@@ -186,15 +173,7 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
     index = NodeIndex(node=node, files=tuple(names), file_ids=file_ids, positions=positions,
                       offsets=offsets, epochs=epochs, counts=counts, digests=bytes(digests))
     yield {"node": node, "index": index if want_index else None, "corrupt": corrupt,
-           "scan": None if scan is None else _scan_output(scan, piece, seq), "piece": piece,
-           "decoded": decoded}
-
-
-def _scan_output(scan: NodeScan, piece: int | None, batches: int) -> ScanResult | Piece:
-    """A scan's result; a piece's with its notes, its end state and its batch count."""
-    if piece is None:
-        return scan.result()
-    return Piece(scan.result(), scan.notes, scan.state(), batches)
+           "scan": None if scan is None else scan.result(), "decoded": decoded}
 
 
 def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
@@ -215,85 +194,53 @@ def _task(node: int, paths: list[str], last_path: str,
         with gc_paused():
             yield from node_task(node, last_path, read_segments(paths), plan)
     except OSError as exc:
-        yield {"node": node, "index": None, "scan": None, "piece": plan.get("piece"),
-               "decoded": {},
+        yield {"node": node, "index": None, "scan": None, "decoded": {},
                "corrupt": [f"{exc.filename}: unreadable segment: {exc.strerror or exc}"]}
 
 
-def run_tasks(spark: Any, replay_input: ReplayInput, plans: dict[int, dict[str, Any]],
-              pieces: int | None = None) -> dict[int, dict[str, Any]]:
+def run_tasks(spark: Any, replay_input: ReplayInput,
+              plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """One Spark job, one task per planned node (in the order of `plans`: put the longest
     first so the other core takes the rest); returns each node's result dict. A plan's
     `files` (optional) limits the task to those segment paths. A node to be both
-    scanned and indexed gets two tasks, the scan first (`split_plan`): its index is
-    made by the other core while the scan, the job's longest task, runs. A scan from
-    offset 0 is cut in `pieces` tasks instead (default: the tasks Spark runs at once),
-    each indexing its own segments, and folded back into one (`tools.replay.pieces`);
-    when they cannot be, a second job scans those logs whole.
+    scanned and indexed gets two tasks, the scan first (`split_plans`): its index is
+    made by the other core while the scan, the job's longest task, runs.
 
     The executors open the segment files themselves (the paths must be readable on every
     worker, as `sc.binaryFiles` of local paths also requires): handing them the bytes
     through the JVM cost about 1.5 s per 80 MB node, more than indexing them."""
-    if pieces is None:
-        pieces = spark.sparkContext.defaultParallelism
     tasks = []
-    for node_id, plan in plans.items():
+    for node_id, plan in split_plans(plans):
         node = replay_input.node(node_id)
         every = [str(segment.resolve()) for segment in node.segments]
         paths = plan.get("files") or every
-        tasks += [(node_id, some, every[-1], task_plan)
-                  for some, task_plan in piece_tasks(paths, plan, pieces)]
+        if paths:
+            tasks.append((node_id, paths, every[-1], plan))
     if not tasks:
         return {}
     rdd = spark.sparkContext.parallelize(tasks, len(tasks))
     results = rdd.mapPartitions(lambda items: (r for item in items for r in _task(*item)))
-    merged = merge_results(results.collect())
-    unfolded = {node_id: {**plans[node_id], "index": False, "decode": {}}
-                for node_id, result in merged.items()
-                if result["scan"] is None and plans[node_id].get("scan")
-                and not result["corrupt"]}
-    if unfolded:
-        log.info("scanning again in one piece", extra={"nodes": sorted(unfolded)})
-        for node_id, result in run_tasks(spark, replay_input, unfolded, pieces=1).items():
-            merged[node_id]["scan"] = result["scan"]
-    return merged
+    return merge_results(results.collect())
 
 
-def piece_tasks(paths: list[str], plan: dict[str, Any],
-                pieces: int) -> list[tuple[list[str], dict[str, Any]]]:
-    """(segment paths, plan) of each task for one node's plan: a scan from offset 0 in
-    up to `pieces` runs of about equal bytes (`pieces.cut`), each a piece that also
-    indexes its segments when the plan indexes; any other plan as `split_plan` has it."""
-    base: ReplayBase | None = plan.get("base")
-    if not paths:
-        return []
-    if not plan.get("scan") or pieces < 2 or len(paths) < 2 or plan.get("decode") or \
-            (base is not None and (base.path is not None or base.end_offset)):
-        return [(paths, task_plan) for task_plan in split_plan(plan)]
-    runs = cut([os.path.getsize(path) for path in paths], pieces)
-    return [([paths[i] for i in run], {**plan, "piece": number})
-            for number, run in enumerate(runs)]
-
-
-def split_plan(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan of each task of a scan not cut in pieces: a plan that scans and indexes
-    split in two, the scan (and what else it asks) first, then the index alone."""
-    if plan.get("scan") and plan.get("index"):
-        return [{**plan, "index": False}, {"index": True}]
-    return [plan]
+def split_plans(plans: dict[int, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(node, plan) per task, in the order of `plans`, a plan that scans and indexes
+    split in two: the scan (and what else it asks) first, then the index alone."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for node, plan in plans.items():
+        if plan.get("scan") and plan.get("index"):
+            out += [(node, {**plan, "index": False}), (node, {"index": True})]
+        else:
+            out.append((node, plan))
+    return out
 
 
 def merge_results(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Each node's result dict, its tasks' merged (`piece_tasks`): the index and the
-    scan of whichever made them (a scan cut in pieces folded, None when they cannot be,
-    and their indexes joined), every decoded batch, and each corrupt message once (both
+    """Each node's result dict, its tasks' merged (`split_plans`): the index and the scan
+    of whichever made them, every decoded batch, and each corrupt message once (both
     tasks read the same files, and a damaged one stops both)."""
     merged: dict[int, dict[str, Any]] = {}
-    pieces: dict[int, dict[int, dict[str, Any]]] = {}
     for result in results:
-        if result.get("piece") is not None:
-            pieces.setdefault(result["node"], {})[result["piece"]] = result
-            result = {**result, "index": None, "scan": None}
         mine = merged.setdefault(result["node"], result)
         if mine is result:
             continue
@@ -303,30 +250,7 @@ def merge_results(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
             mine["scan"] = result["scan"]
         mine["decoded"] = {**mine["decoded"], **result["decoded"]}
         mine["corrupt"] = list(dict.fromkeys([*mine["corrupt"], *result["corrupt"]]))
-    for node, parts in pieces.items():
-        ordered = [parts[number] for number in sorted(parts)]
-        if all(part["scan"] is not None for part in ordered):
-            merged[node]["scan"] = fold([part["scan"] for part in ordered])
-        if all(part["index"] is not None for part in ordered):
-            merged[node]["index"] = join_indexes([part["index"] for part in ordered])
     return merged
-
-
-def join_indexes(parts: list[NodeIndex]) -> NodeIndex:
-    """The index of consecutive runs of one node's segments, each indexed alone."""
-    files: list[str] = []
-    file_ids, positions = array("l"), array("q")
-    offsets, epochs, counts = array("q"), array("l"), array("l")
-    for part in parts:
-        file_ids.extend(file_id + len(files) for file_id in part.file_ids)
-        files += part.files
-        positions += part.positions
-        offsets += part.offsets
-        epochs += part.epochs
-        counts += part.counts
-    return NodeIndex(node=parts[0].node, files=tuple(files), file_ids=file_ids,
-                     positions=positions, offsets=offsets, epochs=epochs, counts=counts,
-                     digests=b"".join(part.digests for part in parts))
 
 
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,

@@ -257,16 +257,14 @@ def resize_topics(kinds: list[int], maps: list[Any],
 class Aggregates:
     """What the analysis needs from one log: per epoch [first offset, last offset,
     records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
-    record's name and topic ID (beside its offset: parallel lists, no tuple per record
-    for the collector to walk and pickle to copy) and the IDs some RemoveTopic names."""
+    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
 
     epochs: dict[int, list[int]] = field(default_factory=dict)
     kinds: list[int] = field(default_factory=list)  # per record while scanning
     kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
     topic_offsets: array[int] = field(default_factory=lambda: array("q"))
     remove_offsets: array[int] = field(default_factory=lambda: array("q"))
-    topic_names: list[str | None] = field(default_factory=list)
-    topic_ids: list[bytes | None] = field(default_factory=list)
+    topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
 
 
@@ -507,50 +505,10 @@ class ScanResult:
         return violations, counts, claims, missing
 
 
-# A record a piece of a split scan could not judge: (batch, offset, epoch, bytes, kind,
-# whether its batch follows its topic for a resize)
-Deferred = tuple[int, int, int, bytes, int, bool]
-
-
-@dataclass(slots=True)
-class PieceNotes:
-    """What a scan of a later piece of a log (`NodeScan(piece=True)`, folded by
-    `tools.replay.pieces`) took on trust, not knowing the state before it: its first
-    batch's (base offset, epoch), the records naming a topic it never saw created
-    (`deferred`), the topic IDs its Topic records took as new and the names its records
-    found free (with their offsets). Flat lists and arrays, not tuples: the collector
-    walks what a task returns once it runs again."""
-
-    first: tuple[int, int] | None = None
-    deferred: list[Deferred] = field(default_factory=list)
-    ids: list[bytes] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    name_offsets: array[int] = field(default_factory=lambda: array("q"))
-
-    def free_name(self, offset: int, name: str) -> None:
-        self.names.append(name)
-        self.name_offsets.append(offset)
-
-
-@dataclass(slots=True)
-class ScanState:
-    """What a scan knows after its last batch, the state the next piece begins from."""
-
-    prev_offset: int | None
-    prev_epoch: int | None
-    live: dict[bytes, str | None]
-    live_by_name: dict[str, bytes]
-    first_use: dict[bytes, int | str]
-    removed: set[bytes]
-    metadata_topic: tuple[bytes | None, int | str] | None
-    partitions: dict[bytes, TopicPartitions]
-    counted: set[bytes]
-
-
 class NodeScan:
     seq: int  # the index of the batch being scanned, set by `batch` before any output
 
-    def __init__(self, *, analysis: bool = False, piece: bool = False) -> None:
+    def __init__(self, *, analysis: bool = False) -> None:
         self.kept: dict[str, int] = {}
         self.violations: list[tuple[Any, ...]] = []
         self.marks: dict[str, array[int]] = {}
@@ -578,21 +536,6 @@ class NodeScan:
         self.resizing: dict[bytes, ResizeBatch] = {}
         self.tracked: AbstractSet[bytes] = NO_TOPICS  # those the batch may resize
         self.counted: set[bytes] = set()  # the live topics whose undeleted count is recorded
-        # a later piece of a split scan: what it defers and assumes (None: the whole log)
-        self.notes = PieceNotes() if piece else None
-
-    def state(self) -> ScanState:
-        return ScanState(self.prev_offset, self.prev_epoch, self.live, self.live_by_name,
-                         self.first_use, self.removed, self.metadata_topic, self.partitions,
-                         self.counted)
-
-    def resume(self, state: ScanState) -> None:
-        """Continue from `state` (before any batch)."""
-        self.prev_offset, self.prev_epoch = state.prev_offset, state.prev_epoch
-        self.live, self.live_by_name = state.live, state.live_by_name
-        self.first_use, self.removed = state.first_use, state.removed
-        self.metadata_topic, self.partitions = state.metadata_topic, state.partitions
-        self.counted = state.counted
 
     def seed(self, image: MetadataImage, start: int) -> None:
         """Begin from `image`, a snapshot of the log below offset `start` (before any
@@ -668,27 +611,15 @@ class NodeScan:
                 topic_id = fields.get("topic_id")
                 state = partitions.get(topic_id) if topic_id.__class__ is bytes else None
                 if state is None:
-                    self.no_live_topic(offset, epoch, data, kind, fields, topic_id)
+                    self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
+                              "no live topic with this ID here")
                 else:
                     self.partition_state(state, topic_id, offset, epoch, data, kind, fields)
             elif (scan := self.scanners.get(kind)) is not None:
                 scan(offset, epoch, data, kind, fields)
         self._batch_end(epoch, base_offset, offset, len(records))
 
-    def no_live_topic(self, offset: int, epoch: int, data: bytes, kind: int, fields: Any,
-                      topic_id: Any) -> None:
-        """A partition record naming no live topic: flagged, or by a later piece of a
-        split scan deferred when it names one by ID (`PieceNotes`)."""
-        if self.notes is not None and topic_id.__class__ is bytes:
-            self.notes.deferred.append((self.seq, offset, epoch, data, kind,
-                                        topic_id in self.tracked))
-        else:
-            self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
-                      "no live topic with this ID here")
-
     def _batch_end(self, epoch: int, first: int, last: int, count: int) -> None:
-        if self.notes is not None and self.notes.first is None:
-            self.notes.first = (first, epoch)
         self.prev_offset = last
         self.prev_epoch = epoch if self.prev_epoch is None else max(epoch, self.prev_epoch)
         if self.resizing:
@@ -760,10 +691,9 @@ class NodeScan:
         if self.first_topic_batch is None:
             self.first_topic_batch = self.seq
         topic_id, name = _topic_id(fields), _name(fields)
-        if (aggregates := self.aggregates) is not None:
-            aggregates.topic_offsets.append(offset)
-            aggregates.topic_names.append(name)
-            aggregates.topic_ids.append(topic_id)
+        if self.aggregates is not None:
+            self.aggregates.topic_offsets.append(offset)
+            self.aggregates.topics.append((name, topic_id, offset))
         if topic_id is None or topic_id in RESERVED:
             self.flag("topic_ids_valid", offset, epoch, data, _TOPIC, fields,
                       "topic ID is missing, ZERO_UUID or the sentinel")
@@ -778,10 +708,6 @@ class NodeScan:
                       f"topic ID reused{after}: first assigned at offset "
                       f"{self.first_use[topic_id]}")
         self.first_use.setdefault(topic_id, offset)
-        if self.notes is not None:
-            self.notes.ids.append(topic_id)
-            if name is not None and name not in self.live_by_name:
-                self.notes.free_name(offset, name)
         if name is not None and self.live_by_name.get(name, topic_id) != topic_id:
             self.flag("name_one_live_id", offset, epoch, data, _TOPIC, fields,
                       f"name already maps to live topic ID "
@@ -804,9 +730,6 @@ class NodeScan:
             self.aggregates.remove_offsets.append(offset)
             if topic_id is not None:
                 self.aggregates.removed_ids.add(topic_id)
-        if topic_id is not None and topic_id not in self.live and self.notes is not None:
-            self.notes.deferred.append((self.seq, offset, epoch, data, kind, False))
-            return
         if topic_id is None or topic_id not in self.live:
             self.flag("records_name_live_topic", offset, epoch, data, kind, fields,
                       "no live topic with this ID here")
@@ -822,8 +745,6 @@ class NodeScan:
         if name is None:
             return
         holder = self.live_by_name.get(name)
-        if holder is None and self.notes is not None:
-            self.notes.free_name(offset, name)
         if holder is not None and holder != topic_id:
             self.flag("name_one_live_id", offset, epoch, data, kind, fields,
                       f"new name already maps to live topic ID {uuid_text(holder)}")
@@ -836,13 +757,9 @@ class NodeScan:
                             fields: Any) -> None:
         """Only enable.ordered.delivery matters here (a resize's rules depend on it)."""
         topic_id = _topic_id(fields)
-        if topic_id is None or fields.get("key") != ORDERED_DELIVERY:
-            return
-        state = self.partitions.get(topic_id)
-        if state is not None:
+        state = None if topic_id is None else self.partitions.get(topic_id)
+        if state is not None and fields.get("key") == ORDERED_DELIVERY:
             state.ordered = fields.get("value") == "true"
-        elif self.notes is not None:
-            self.notes.deferred.append((self.seq, offset, epoch, data, kind, False))
 
     def partition_state(self, state: TopicPartitions, topic_id: bytes, offset: int,
                         epoch: int, data: bytes, kind: int, fields: Any) -> None:

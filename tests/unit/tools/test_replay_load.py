@@ -12,7 +12,7 @@ import pytest
 from raft.segment import encode_batch
 from tests.support.synthetic_logs import metadata_log
 from tools.replay.images import ReplayBase
-from tools.replay.load import merge_results, node_task, split_plan
+from tools.replay.load import merge_results, node_task, split_plans
 from tools.replay.sequential import ScanResult
 
 
@@ -22,11 +22,12 @@ def _result(node: int, **fields: Any) -> dict[str, Any]:
 
 
 def test_a_scanned_and_indexed_node_gets_its_scan_task_first_and_its_index_task_next():
-    assert split_plan({"index": True, "scan": True, "analysis": True, "base": "b"}) == [
-        {"index": False, "scan": True, "analysis": True, "base": "b"}, {"index": True}]
-    assert split_plan({"index": True}) == [{"index": True}]
-    assert split_plan({"scan": True, "decode": {"p": [0]}}) == [
-        {"scan": True, "decode": {"p": [0]}}]
+    plans = {1: {"index": True, "scan": True, "analysis": True, "base": "b"},
+             2: {"index": True}, 3: {"scan": True, "decode": {"p": [0]}}}
+    assert split_plans(plans) == [
+        (1, {"index": False, "scan": True, "analysis": True, "base": "b"}),
+        (1, {"index": True}), (2, {"index": True}),
+        (3, {"scan": True, "decode": {"p": [0]}})]
 
 
 def test_split_results_merge_into_one_per_node_with_each_corrupt_message_once():
@@ -54,7 +55,7 @@ def test_split_tasks_find_what_one_task_scanning_and_indexing_finds(
         return next(node_task(1, files[-1][0], files, node_plan))
 
     whole = merge_results([run(plan)])[1]
-    split = merge_results([run(task_plan) for task_plan in split_plan(plan)])[1]
+    split = merge_results([run(task_plan) for _, task_plan in split_plans({1: plan})])[1]
     assert isinstance(split["scan"], ScanResult)
     assert split["scan"].aggregates is not None
     assert split["scan"].aggregates.kind_counts  # gathered, not empty

@@ -237,8 +237,7 @@ def test_analysis_scan_keeps_epoch_ranges_kind_counts_and_topic_history():
     assert aggregates.kinds == []
     assert aggregates.topic_offsets == array("q", [2, 6])
     assert aggregates.remove_offsets == array("q", [4, 7])
-    assert aggregates.topic_names == ["a", "a"]
-    assert aggregates.topic_ids == [A.to_bytes(), B.to_bytes()]
+    assert aggregates.topics == [("a", A.to_bytes(), 2), ("a", B.to_bytes(), 6)]
     assert aggregates.removed_ids == {A.to_bytes()}
 
 
