@@ -23,7 +23,7 @@ demo: $(STAMP) java
 # Two workers, a test file each: most tests wait on processes, sockets and fsyncs, so two
 # run side by side on 2 cores in about 60% of the serial time.
 test: $(STAMP) java
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 soak: $(STAMP) java
 	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -q -m soak

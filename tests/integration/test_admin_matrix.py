@@ -10,6 +10,7 @@ by `python -m tests.integration.test_admin_matrix`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +86,18 @@ def commit_offsets(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                             "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[ck.TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
-                        asynchronous=False)
+        # a coordinator still loading its offsets partition answers a retriable error
+        # (COORDINATOR_LOAD_IN_PROGRESS), which a synchronous commit hands back: ask again
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                consumer.commit(offsets=[ck.TopicPartition(TOPIC, p, o)
+                                         for p, o in offsets.items()], asynchronous=False)
+                return
+            except ck.KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         consumer.close()
 
