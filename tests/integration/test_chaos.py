@@ -76,7 +76,10 @@ def assert_passed(code: int, verdict: dict[str, Any], duration_s: int,
     # (the stable topics roll a segment every 5 s and keep 20 s, so a good part of a
     # run's writes is deleted or cleaned by its end)
     assert verdict["writes_verified"] + verdict["writes_removed"] > 100
-    assert verdict["writes_verified"] > 20
+    # and some still in place: since a leader-aimed fault waits for a leader, the mixed
+    # run kills it for real, and on a loaded host most writes are gone by the end (15
+    # of 100+ in one fresh-clone run)
+    assert verdict["writes_verified"] > 10
     assert verdict["partition_dirs_checked"] > 0
     # the replay found every acknowledged acks=all produce in the partition logs, once
     acknowledged = {c["name"]: c for c in verdict["replay"]["checks"]}[
