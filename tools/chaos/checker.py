@@ -41,6 +41,7 @@ class ReadRecord:
     offset: int
     value: str
     key: str | None = None
+    producer: tuple[int, int] | None = None  # (producer id, epoch) of its stored batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

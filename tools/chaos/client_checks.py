@@ -4,12 +4,13 @@ topic's final contents (every record of every partition, read after the faults h
 
 Rules (a violation of each is a `Violation` of that kind):
 - idem_duplicate: an idempotent producer's record (PRODUCER:SEQ) is in the log once at most,
-  for a producer instance none of whose records timed out (`_MSG_TIMED_OUT`). After a
-  message timeout librdkafka bumps the producer epoch (KIP-360) and sends the records
-  still unacknowledged again under the new epoch with sequences from 0, where the
-  broker's per-epoch sequence check cannot see a first copy it appended: a chaos run
-  showed the same value at (epoch 0, seq 121) and (epoch 1, seq 0) of one producer id.
-  Such an instance's duplicates are counted (`duplicates_after_epoch_bump`), not flagged.
+  unless its two copies are stored under two epochs of one producer id. After a message
+  timeout librdkafka bumps the producer epoch (KIP-360) and sends the records still
+  unacknowledged again under the new epoch with sequences from 0, where the broker's
+  per-epoch sequence check cannot see a first copy it appended: a chaos run showed the
+  same value at (epoch 0, seq 121) and (epoch 1, seq 0) of one producer id. Such pairs
+  are counted (`duplicates_after_epoch_bump`), not flagged; the producer id and epoch of
+  each copy come from the brokers' partition logs (`ReadRecord.producer`).
 - idem_order: in each partition, read in offset order, each producer's sequence numbers
   strictly increase.
 - idem_lost: an acknowledged idempotent produce is in the log at its acknowledged
@@ -40,7 +41,6 @@ from tools.chaos.checker import ReadRecord, Violation
 from tools.chaos.history import Event, Operation, pair
 
 NO_COMMIT = -1  # a read of committed offsets that found none for the partition
-MESSAGE_TIMED_OUT = "_MSG_TIMED_OUT"  # librdkafka's delivery error for a timed-out record
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,9 +73,7 @@ def check_clients(events: Iterable[Event], reads: Sequence[ReadRecord], *,
         by_op[op.op].append(op)
     log = _log_index(reads)
     violations: list[Violation] = []
-    bumped = {str(op.args.get("producer")) for op in by_op["idem_produce"]
-              if op.result.get("error") == MESSAGE_TIMED_OUT}
-    idempotence, excused = _idempotent_log(reads, bumped)
+    idempotence, excused = _idempotent_log(reads)
     violations += idempotence
     if read_complete:
         violations += _idempotent_lost(by_op["idem_produce"], log)
@@ -121,28 +119,28 @@ def _log_index(reads: Sequence[ReadRecord]) -> dict[int, dict[int, str]]:
     return log
 
 
-def _idempotent_log(reads: Sequence[ReadRecord], bumped: set[str]
-                    ) -> tuple[list[Violation], int]:
-    """The violations, and how many duplicates of a `bumped` producer instance (one that
-    had a record time out) were counted instead."""
+def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], int]:
+    """The violations, and how many duplicates stored under a later epoch of the first
+    copy's producer id were counted instead."""
     violations = []
     excused = 0
-    seen: dict[tuple[str, int], tuple[int, int]] = {}
+    seen: dict[tuple[str, int], ReadRecord] = {}
     last: dict[tuple[int, str], tuple[int, int]] = {}  # (partition, producer) -> seq, offset
     for record in sorted(reads, key=lambda r: (r.partition, r.offset)):
         parsed = parse_value(record.value)
         if parsed is None:
             continue
-        where = (record.partition, record.offset)
-        if parsed in seen and parsed[0] in bumped:
+        first = seen.get(parsed)
+        if first is not None and _under_two_epochs(first.producer, record.producer):
             excused += 1
             continue
-        if parsed in seen:
+        if first is not None:
             violations.append(Violation(kind="idem_duplicate", message=(
-                f"{record.value!r} is in the log twice: partition {seen[parsed][0]} offset "
-                f"{seen[parsed][1]} and partition {where[0]} offset {where[1]}")))
+                f"{record.value!r} is in the log twice: partition {first.partition} offset "
+                f"{first.offset} (producer {first.producer}) and partition "
+                f"{record.partition} offset {record.offset} (producer {record.producer})")))
             continue  # (a duplicate is out of order too: reported once, as that)
-        seen[parsed] = where
+        seen[parsed] = record
         producer, seq = parsed
         previous = last.get((record.partition, producer))
         if previous is not None and seq <= previous[0]:
@@ -151,6 +149,13 @@ def _idempotent_log(reads: Sequence[ReadRecord], bumped: set[str]
                 f"{record.offset} after seq {previous[0]} at offset {previous[1]}")))
         last[(record.partition, producer)] = (seq, record.offset)
     return violations, excused
+
+
+def _under_two_epochs(first: tuple[int, int] | None, second: tuple[int, int] | None
+                      ) -> bool:
+    """Whether two copies are stored under different epochs of one producer id."""
+    return first is not None and second is not None and first[0] >= 0 and \
+        first[0] == second[0] and first[1] != second[1]
 
 
 def _idempotent_lost(produces: Sequence[Operation], log: Mapping[int, Mapping[int, str]]

@@ -7,12 +7,13 @@ stopped, what each did with snapshots (written, log-start advances, fetched)."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from raft.storage import read_log_start
 from tools.chaos.checker import BrokerDisk, BrokerObservation, PartitionDir, ReadRecord, StagedDir
 from tools.chaos.workload import AdminCaller
 from tools.cluster import Cluster, ClusterError
+from tools.replay.inputs import NodeInput
+from tools.replay.partition_logs import batch_producers, broker_replicas
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,31 @@ def read_all(bootstrap: str, topics: dict[str, FinalTopic], timeout_s: float,
     finally:
         consumer.close()
     return reads, complete, starts
+
+
+def with_producers(reads: Sequence[ReadRecord], log_dirs: Mapping[int, Path], topic_id: str
+                   ) -> list[ReadRecord]:
+    """`reads` of one topic, each with the producer id and epoch of the batch that holds
+    it, from the longest of the brokers' copies of its partition (the replicas agree
+    below the high watermark, which the reads stop at)."""
+    longest: dict[int, list[tuple[int, int, int, int]]] = {}
+    for node_id, log_dir in sorted(log_dirs.items()):
+        node = NodeInput(node_id=node_id, log_dir=log_dir, segments=(), checkpoint=None)
+        for replica in broker_replicas(node):
+            if str(replica.topic_id) != topic_id:
+                continue
+            batches = batch_producers(replica)
+            held = longest.get(replica.partition, [])
+            if not held or (batches and batches[-1][1] > held[-1][1]):
+                longest[replica.partition] = batches
+    out = []
+    for record in reads:
+        batches = longest.get(record.partition, [])
+        at = bisect.bisect_left(batches, record.offset, key=lambda b: b[1])
+        if at < len(batches) and batches[at][0] <= record.offset:
+            record = replace(record, producer=(batches[at][2], batches[at][3]))
+        out.append(record)
+    return out
 
 
 def scan_broker_dirs(cluster: Cluster, timeout_s: float) -> list[BrokerDisk]:

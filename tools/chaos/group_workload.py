@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from typing import Any
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from tools.chaos.checker import ReadRecord
 from tools.chaos.client_checks import ClientResult, check_clients
-from tools.chaos.final import FinalTopic, read_all
+from tools.chaos.final import FinalTopic, read_all, with_producers
 from tools.chaos.history import OK, UNKNOWN, Event, HistoryWriter, read_history
 from tools.chaos.security import CHECKER_USER, CONSUMER_USER, PRODUCER_USER, ClientSecurity
 from tools.chaos.workload import AdminCaller, error_name
@@ -342,8 +342,9 @@ class GroupWorkload:
             client.close()
 
     def observe_final(self, topics: dict[str, FinalTopic], drain_timeout_s: float,
-                      read_timeout_s: float) -> None:
-        """After healing: let the group drain, stop the members, read the topic."""
+                      read_timeout_s: float, log_dirs: Mapping[int, Path]) -> None:
+        """After healing: let the group drain, stop the members, read the topic (each
+        record with its batch's producer id and epoch from the brokers' `log_dirs`)."""
         if not self.drain(drain_timeout_s):
             self.final_errors.append(f"group {self.config.group} did not commit every "
                                      f"partition's high watermark within {drain_timeout_s} s")
@@ -352,9 +353,10 @@ class GroupWorkload:
         if topic is None:
             self.final_errors.append(f"topic {self.config.topic} is not in the final metadata")
             return
-        self.final_reads, complete, _ = read_all(
+        reads, complete, _ = read_all(
             self.bootstrap, {self.config.topic: topic}, read_timeout_s,
             None if self.clients is None else self.clients.kafka_python(CHECKER_USER))
+        self.final_reads = with_producers(reads, log_dirs, topic.topic_id)
         self.read_complete = all(complete.values())
         if not self.read_complete:
             self.final_errors.append(f"topic {self.config.topic} was not read to its end "

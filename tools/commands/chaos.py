@@ -439,7 +439,9 @@ def _observe_final_state(rig: ChaosRig, bootstrap: str, group: GroupWorkload | N
     topics = final_topics(cluster, SETTLE_TIMEOUT_S)
     observed = settle_brokers(cluster, SETTLE_TIMEOUT_S)
     if group is not None:
-        group.observe_final(topics, DRAIN_TIMEOUT_S, READ_TIMEOUT_S)
+        group.observe_final(topics, DRAIN_TIMEOUT_S, READ_TIMEOUT_S, {
+            node_id: Path(info.data_dir) for node_id, info in cluster.nodes.items()
+            if not info.is_voter})
     credentials = rig.credentials
     reads, complete, starts = read_all(bootstrap, {
         name: topic for name, topic in topics.items() if not name.startswith("__")

@@ -8,7 +8,7 @@ is the only rule that fires."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tools.chaos.checker import ReadRecord
@@ -129,21 +129,23 @@ def test_idem_duplicate_when_a_record_is_in_the_log_twice() -> None:
     assert run(clean(), log_of(*VALUES, VALUES[3])).counts["log_duplicates"] == 1
 
 
-def test_duplicates_are_counted_not_flagged_only_for_an_instance_that_timed_out() -> None:
+def test_a_duplicate_under_a_later_epoch_of_one_producer_id_is_counted_not_flagged() -> None:
     """librdkafka re-sends unacknowledged records under a bumped epoch after a message
-    timeout: that instance's duplicates are counted; another instance's still flag."""
-    h = clean()
-    h.op("idem-0.0", "idem_produce", {"producer": "idem-0.0", "seq": 4,
-                                      "value": "idem-0.0:4"}, UNKNOWN,
-         {"error": "_MSG_TIMED_OUT"})
-    result = run(h, log_of(*VALUES, VALUES[3]))
+    timeout: copies under two epochs of one producer id are counted; copies under one
+    epoch, under two producer ids, or of unknown producer still flag."""
+    def log_with(first: tuple[int, int] | None, second: tuple[int, int] | None
+                 ) -> list[ReadRecord]:
+        reads = log_of(*VALUES, VALUES[3])
+        return [replace(r, producer=first if r.offset < 4 else second) for r in reads]
+
+    result = run(clean(), log_with((7, 0), (7, 1)))
     assert "idem_duplicate" not in kinds(result)
     assert result.counts["duplicates_after_epoch_bump"] == 1
-    other = clean()
-    other.op("idem-1.0", "idem_produce", {"producer": "idem-1.0", "seq": 0,
-                                          "value": "idem-1.0:0"}, UNKNOWN,
-             {"error": "_MSG_TIMED_OUT"})
-    assert "idem_duplicate" in kinds(run(other, log_of(*VALUES, VALUES[3])))
+    for first, second in (((7, 0), (7, 0)), ((7, 0), (8, 1)), (None, (7, 1)),
+                          ((7, 0), None), ((-1, -1), (-1, 0))):
+        flagged = run(clean(), log_with(first, second))
+        assert kinds(flagged) == {"idem_duplicate"}, (first, second)
+        assert flagged.counts["duplicates_after_epoch_bump"] == 0
 
 
 def test_idem_order_when_a_producers_sequence_goes_down_in_a_partition() -> None:
