@@ -204,6 +204,8 @@ class Cluster:
     exit_codes: dict[int, int] = field(default_factory=dict)  # pid -> exit code (negative:
     # a signal) of the nodes this object started and reaped
     base_port: int | None = None  # the first of its consecutive ports (None: any free ones)
+    broker_interpreter_args: tuple[str, ...] = ()  # every broker start's, unless given
+    # (`kraft chaos --planted-bug`: tools/chaos/planted.py); not saved
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # not reaped
     _client_ssl: list[ssl.SSLContext | None] = field(default_factory=list)  # once loaded
 
@@ -410,6 +412,8 @@ class Cluster:
         info = self.node(node_id)
         if self.is_running(node_id):
             raise ClusterError(f"node {node_id} is already running (pid {info.pid})")
+        if not interpreter_args and not info.is_voter:
+            interpreter_args = self.broker_interpreter_args
         command = [sys.executable, *interpreter_args, "-m", "tools.cli", "--log-format",
                    "json", "--log-level", log_level, "node", "--config", info.config]
         with open(info.log_path, "ab") as out:

@@ -91,6 +91,7 @@ from tools.chaos.nemesis import (
     Nemesis,
     schedule,
 )
+from tools.chaos.planted import PLANTED_BUGS, interpreter_args
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.secure_probes import ALLOWED, REFUSED, probe
 from tools.chaos.security import (
@@ -189,6 +190,9 @@ def configure(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--dynamic", action="store_true",
                         help="a dynamic quorum (KIP-853, as kraft quorum start --dynamic); "
                              "needed by the wipe-voter fault")
+    parser.add_argument("--planted-bug", choices=PLANTED_BUGS, default=None,
+                        help="run the brokers with one data-plane rule broken "
+                             "(tools/chaos/planted.py), to see the checks catch it")
     parser.add_argument("--skip-replay", action="store_true", help="skip the Spark replay")
     parser.add_argument("--replay-master", default="local[2]", metavar="MASTER",
                         help="Spark master of the final replay (default local[2])")
@@ -223,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
                             voters=args.voters, brokers=args.brokers, faults=faults,
                             replay=not args.skip_replay, replay_master=args.replay_master,
                             snapshots=args.snapshots, display=display, secure=args.secure,
-                            dynamic=args.dynamic)
+                            dynamic=args.dynamic, planted_bug=args.planted_bug)
     (directory / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
     print(json.dumps(verdict) if args.json else _text(verdict, directory))
     return 0 if verdict["ok"] else 1
@@ -260,7 +264,7 @@ class ChaosRig:
 
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], snapshots: bool = True, secure: bool = False,
-              dynamic: bool = False) -> ChaosRig:
+              dynamic: bool = False, planted_bug: str | None = None) -> ChaosRig:
     settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {})}
     passwords = {user: secrets.token_urlsafe(18) for user in USERS} if secure else {}
     if secure:
@@ -272,6 +276,8 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
             broker_password=passwords[BROKER_USER])
     cluster = Cluster.create(directory, voters=voters, brokers=brokers, settings=settings,
                              tls=secure, dynamic=dynamic)
+    if planted_bug is not None:
+        cluster.broker_interpreter_args = interpreter_args(planted_bug)
     credentials = _secure(cluster, passwords) if secure else None
     history = HistoryWriter(directory / HISTORY_FILE)
     plan = schedule(seed, duration_s, faults, sorted(cluster.nodes),
@@ -507,12 +513,13 @@ def _check_history(history: HistoryWriter, final: FinalState, leader_dir: str) -
 def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], replay: bool, replay_master: str,
               snapshots: bool = True, display: ProgressDisplay | None = None,
-              secure: bool = False, dynamic: bool = False) -> dict[str, Any]:
+              secure: bool = False, dynamic: bool = False,
+              planted_bug: str | None = None) -> dict[str, Any]:
     began = time.monotonic()
     display = display or ProgressDisplay("chaos", enabled=False)
     rig = _build_rig(directory, seed=seed, duration_s=duration_s, voters=voters,
                     brokers=brokers, faults=faults, snapshots=snapshots, secure=secure,
-                    dynamic=dynamic)
+                    dynamic=dynamic, planted_bug=planted_bug)
     credentials = rig.credentials
     acl_count = 0
     errors: list[str] = []
@@ -593,7 +600,7 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
                    clients=None if clients is None else clients.counts,
                    security=_security_summary(rig, acl_count),
                    quorum=rig.quorum if dynamic else None,
-                   acknowledged=acknowledged.to_json())
+                   acknowledged=acknowledged.to_json(), planted_bug=planted_bug)
 
 
 def _security_summary(rig: ChaosRig, acl_count: int) -> dict[str, Any] | None:
@@ -637,7 +644,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
             clients: dict[str, int] | None = None,
             security: dict[str, Any] | None = None,
             quorum: dict[str, Any] | None = None,
-            acknowledged: dict[str, int] | None = None) -> dict[str, Any]:
+            acknowledged: dict[str, int] | None = None,
+            planted_bug: str | None = None) -> dict[str, Any]:
     """What chaos-verdict.json holds: ok only when the history was checked without a
     violation, nothing failed (harness, fault injection) and the replay passed."""
     errors = errors + [f"fault {f['kind']} on {f['node']}: {f['error']}" for f in injected
@@ -647,7 +655,7 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
     ok = result is not None and not violations and not errors and replay_ok
     return {
         "ok": ok, "seed": seed, "duration_s": duration_s, "voters": voters,
-        "brokers": brokers, "faults": faults,
+        "brokers": brokers, "faults": faults, "planted_bug": planted_bug,
         "faults_injected": len(injected), "fault_log": injected,
         "operations_checked": 0 if result is None else sum(
             sum(v.values()) for v in result.operations.values()),
@@ -681,7 +689,8 @@ def _verdict(*, seed: int, duration_s: float, voters: int, brokers: int, faults:
                       + ("" if snapshots is None or snapshots["enabled"]
                          else " --no-snapshots")
                       + ("" if security is None else " --secure")
-                      + ("" if quorum is None else " --dynamic")),
+                      + ("" if quorum is None else " --dynamic")
+                      + ("" if planted_bug is None else f" --planted-bug {planted_bug}")),
     }
 
 

@@ -4,9 +4,12 @@ left the log that holds them, else waited for."""
 
 from __future__ import annotations
 
+import pytest
+
 from broker.dataplane.acks import ACKED, acks_all_verdict
 from metadata.image import PartitionImage
 from raft.common.errors import ErrorCode
+from tools.chaos import planted
 
 LED = PartitionImage(partition=0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=4)
 
@@ -42,3 +45,32 @@ def test_a_new_epoch_of_the_same_leader_counts_only_while_the_records_are_in_its
     assert verdict(bumped, epoch=4, in_log=True) == ACKED
     assert (verdict(bumped, epoch=4, in_log=False) or (None,))[0] == \
         ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_the_planted_ack_before_isr_acks_unreplicated_records_and_nothing_else(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kraft chaos --planted-bug dp_ack_before_isr` (tools/chaos/planted.py) replaces the
+    verdict the produce path calls: records below the high watermark are acknowledged,
+    a lost leadership still refuses."""
+    from broker.kafka.partitions import produce
+
+    monkeypatch.setattr(produce, "acks_all_verdict", produce.acks_all_verdict)  # restored
+    planted.PLANTS["dp_ack_before_isr"]()
+    plant = produce.acks_all_verdict
+    assert plant is not acks_all_verdict
+    args = {"leader_epoch": 4, "still_in_log": True, "last_offset": 10, "min_isr": 2}
+    assert plant(LED, 1, high_watermark=3, **args) == ACKED
+    shrunk = PartitionImage(partition=0, replicas=(1, 2, 3), isr=(1,), leader=1,
+                            leader_epoch=4)
+    assert plant(shrunk, 1, high_watermark=3, **args) == ACKED
+    assert (plant(None, 1, high_watermark=11, **args) or (None,))[0] == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_planted_node_refuses_an_unknown_bug_or_a_command_line_it_cannot_run() -> None:
+    with pytest.raises(ValueError, match="unknown planted bug"):
+        planted.interpreter_args("dp_nothing")
+    assert planted.interpreter_args("dp_ack_before_isr") == (
+        "-m", "tools.chaos.planted", "dp_ack_before_isr")
+    assert planted.main(["dp_nothing", "-m", "tools.cli"]) == 2
+    assert planted.main(["dp_ack_before_isr", "node"]) == 2
