@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench lint java clean mutation mutation-authz
+.PHONY: demo test soak bench lint java clean compile mutation mutation-authz
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -17,12 +17,18 @@ java:
 	  echo "Spark needs Java 17: install it with 'apt-get update && apt-get install -y openjdk-17-jre-headless'" >&2; \
 	  exit 2; }
 
-demo: $(STAMP) java
+# Every node, CLI verb and Spark worker is a new Python process: with bytecode written
+# once here, none compiles the project's modules again (PYTHONDONTWRITEBYTECODE=1 would
+# otherwise make each of them do it, ~0.2 s of CPU per node start).
+compile: $(STAMP)
+	$(BIN)/python -m compileall -q raft metadata broker tools tests bench
+
+demo: compile java
 	$(BIN)/kraft demo
 
 # Two workers, a test file each: most tests wait on processes, sockets and fsyncs, so two
 # run side by side on 2 cores in about 60% of the serial time.
-test: $(STAMP) java
+test: compile java
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 soak: $(STAMP) java
@@ -48,3 +54,4 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	find raft metadata broker tools tests bench -name __pycache__ -prune -exec rm -rf {} +
