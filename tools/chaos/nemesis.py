@@ -19,7 +19,9 @@ a majority between faults and every fault is healed at the end. Kinds:
 - wipe:   SIGKILL a broker, delete its metadata log directory (`__cluster_metadata-0`:
           segments, snapshots, log start, high-watermark checkpoint; its partition data
           and meta.properties stay), and start it again after `hold_s`: it must catch up
-          from the leader, by FetchSnapshot once the leader's log no longer starts at 0.
+          from the leader, by FetchSnapshot once the leader's log no longer starts at 0
+          (with snapshots on, `kraft chaos` has the wipe wait up to WIPE_WAIT_S for
+          every voter's log start to pass 0, so it does).
           Brokers only: a voter that forgot its log and vote while keeping its replica
           key could break the quorum's guarantees, which is outside the fault model (a
           voter catches up by FetchSnapshot when a kill, pause or partition leaves it
@@ -65,7 +67,7 @@ from raft.common.uuid import Uuid
 from raft.control_records import Endpoint
 from raft.fault_injection import clear_fault_file, write_fault_file
 from raft.log import METADATA_PARTITION_DIR
-from raft.storage import format_log_dir
+from raft.storage import StorageError, format_log_dir, read_log_start
 from tools.chaos.proxy import ProxyNet
 from tools.chaos.voter_set import (
     ADD,
@@ -210,6 +212,8 @@ def schedule(seed: int, duration_s: float, faults: Sequence[str], node_ids: Sequ
 # how long a fault aimed at the leader waits for one to be known before it is logged
 # with the error "no leader"
 LEADER_WAIT_S = 10.0
+# how long a wipe waits, when the nodes snapshot, for every voter's log to start above 0
+WIPE_WAIT_S = 20.0
 
 
 class Nemesis:
@@ -217,9 +221,10 @@ class Nemesis:
 
     def __init__(self, cluster: Cluster, faults: Sequence[Fault], net: ProxyNet | None = None,
                  *, fault_log: Path | None = None,
-                 leader_wait_s: float = LEADER_WAIT_S) -> None:
+                 leader_wait_s: float = LEADER_WAIT_S, wipe_wait_s: float = 0.0) -> None:
         self.cluster = cluster
         self.leader_wait_s = leader_wait_s
+        self.wipe_wait_s = wipe_wait_s
         self.fault_log = fault_log
         self.net = net
         self.faults = list(faults)
@@ -333,11 +338,30 @@ class Nemesis:
         info = self.cluster.node(node_id)
         if info.is_voter:
             raise ClusterError(f"node {node_id} is a voter; only brokers are wiped")
+        self._wait_for_voters_log_starts()
         if self.cluster.is_running(node_id):
             self.cluster.kill(node_id, signal.SIGKILL)
         metadata = Path(info.data_dir) / METADATA_PARTITION_DIR
         if metadata.exists():
             shutil.rmtree(metadata)
+
+    def _wait_for_voters_log_starts(self) -> None:
+        """Up to `wipe_wait_s` (or until the run stops), until every voter's metadata log
+        starts above 0: whichever leads then, a wiped broker can only catch up by
+        FetchSnapshot, which is what the fault is for. Each voter moves its own log start
+        after its own snapshots, so on a slow host the first advances come late."""
+        deadline = time.monotonic() + self.wipe_wait_s
+        while time.monotonic() < deadline and not all(
+                self._log_start(n) > 0 for n in self.cluster.voter_ids):
+            if self._stop.wait(_REPLACE_POLL_S):
+                return
+
+    def _log_start(self, node_id: int) -> int:
+        try:
+            return read_log_start(Path(self.cluster.node(node_id).data_dir)
+                                  / METADATA_PARTITION_DIR)[0]
+        except StorageError:  # the checker reads it again at the end, and says so
+            return 0
 
     def wipe_voter(self, node_id: int) -> None:
         """SIGKILL a voter, delete its data directory and format it anew (a new directory

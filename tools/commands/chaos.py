@@ -88,6 +88,7 @@ from tools.chaos.nemesis import (
     FAULT_LOG_FILE,
     KINDS,
     NET_KINDS,
+    WIPE_WAIT_S,
     Nemesis,
     schedule,
 )
@@ -287,7 +288,8 @@ def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, br
     # the proxies' own randomness (which chunk is lost, each jitter) is seeded too
     net = (ProxyNet.install(cluster, random.Random(f"proxy-{seed}"))
            if NET_KINDS & set(faults) else None)
-    nemesis = Nemesis(cluster, plan, net, fault_log=directory / FAULT_LOG_FILE)
+    nemesis = Nemesis(cluster, plan, net, fault_log=directory / FAULT_LOG_FILE,
+                      wipe_wait_s=WIPE_WAIT_S if snapshots else 0.0)
     return ChaosRig(cluster=cluster, history=history, nemesis=nemesis,
                     net=net, credentials=credentials, dynamic=dynamic)
 

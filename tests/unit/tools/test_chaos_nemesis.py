@@ -1,10 +1,16 @@
 """The nemesis schedule is a pure function of its seed: one fault at a time, each healed
-before the run ends."""
+before the run ends. A wipe waits for the voters' log starts (formatted directories, no
+process started)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
+from raft.log import METADATA_PARTITION_DIR
+from raft.storage import write_log_start
 from tools.chaos.nemesis import (
     CLOCK_RATES,
     FSYNC_DELAYS_MS,
@@ -12,8 +18,10 @@ from tools.chaos.nemesis import (
     NET_DELAYS_MS,
     NET_KINDS,
     NET_LOSS_RATES,
+    Nemesis,
     schedule,
 )
+from tools.cluster import Cluster
 
 NODES = [1, 2, 3, 4, 5, 6]
 # schedule(3, 60, ["slow-disk", "clock", "kill"], NODES) before slow-net and lossy-net
@@ -91,3 +99,34 @@ def test_existing_kinds_schedule_as_before_when_net_kinds_are_added() -> None:
     them (a recorded seed still reproduces)."""
     faults = schedule(3, 60, ["slow-disk", "clock", "kill"], NODES)
     assert [(f.kind, f.target, f.amount) for f in faults][:3] == EXPECTED_SEED_3_PREFIX
+
+
+def _voters_log_start(cluster: Cluster, offset: int) -> None:
+    for node_id in cluster.voter_ids:
+        partition = Path(cluster.node(node_id).data_dir) / METADATA_PARTITION_DIR
+        partition.mkdir(parents=True, exist_ok=True)
+        write_log_start(partition, offset, 1)
+
+
+def test_a_wipe_waits_for_every_voters_log_start_then_deletes_the_metadata_log(
+        tmp_path: Path) -> None:
+    """With snapshots on, a broker is wiped once no voter's log starts at 0 (so it must
+    catch up by FetchSnapshot), or when the wait is over, or the run stops."""
+    cluster = Cluster.create(tmp_path / "c", voters=3, brokers=1)
+    broker = Path(cluster.node(4).data_dir) / METADATA_PARTITION_DIR
+    broker.mkdir(parents=True, exist_ok=True)
+    nemesis = Nemesis(cluster, [], wipe_wait_s=0.5)
+    began = time.monotonic()
+    nemesis.wipe(4)  # no voter advanced: the whole wait, then the wipe
+    assert time.monotonic() - began >= 0.5
+    assert not broker.exists()
+    _voters_log_start(cluster, 150)
+    broker.mkdir()
+    patient = Nemesis(cluster, [], wipe_wait_s=3600.0)
+    patient.wipe(4)  # every voter advanced: at once
+    assert not broker.exists()
+    _voters_log_start(cluster, 0)
+    broker.mkdir()
+    patient.stop()  # a run that stops ends the wait
+    patient.wipe(4)
+    assert not broker.exists()
