@@ -258,3 +258,28 @@ def test_chaos_run_passes_when_voters_disks_are_wiped_and_replaced(
     on_disk = {n: directory_id_of(cli_cluster_dir / f"node-{n}" / "data") for n in (1, 2, 3)}
     assert sorted((v["id"], v["directory_id"]) for v in quorum["voters"]) == \
         sorted(on_disk.items())
+
+
+# A broker that acknowledges acks=all writes before its ISR has them
+# (tools/chaos/planted.py) under partitions that cut a leader off from its followers:
+# the run must fail, by its own checker and by the replay's `--history` check.
+PLANTED_SEED = 5
+PLANTED_DURATION_S = 60
+
+
+@pytest.mark.soak  # a failing run is what it checks: slower than the passing ones
+@pytest.mark.timeout(900)
+def test_chaos_run_fails_when_brokers_ack_before_the_isr_has_the_writes(
+        cli_cluster_dir: Path) -> None:
+    code, verdict = run_chaos(cli_cluster_dir, PLANTED_SEED, PLANTED_DURATION_S,
+                              timeout_s=800, faults="partition",
+                              extra=("--planted-bug", "dp_ack_before_isr"))
+    assert code == 1
+    assert not verdict["ok"]
+    assert verdict["planted_bug"] == "dp_ack_before_isr"
+    assert verdict["reproduce"].endswith(" --planted-bug dp_ack_before_isr")
+    assert {v["kind"] for v in verdict["violations"]} & {"lost_write", "misplaced", "idem_lost"}, \
+        Counter(v["kind"] for v in verdict["violations"])
+    acknowledged = {c["name"]: c for c in verdict["replay"]["checks"]}[
+        "acknowledged-writes-present"]
+    assert acknowledged["violations"] > 0, acknowledged
