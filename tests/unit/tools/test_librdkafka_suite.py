@@ -13,11 +13,13 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from tools.librdkafka_suite.__main__ import main
 from tools.librdkafka_suite.client_certs import write_client_files
+from tools.librdkafka_suite.exception_list import EXCEPTIONS
 from tools.librdkafka_suite.outcomes import (
     Row,
     SuiteInputError,
     SuiteTest,
     counts,
+    derived_exception,
     error_line,
     exception_reason,
     parse_runner_output,
@@ -371,3 +373,11 @@ def test_the_client_files_are_one_key_and_certificate_signed_by_the_clusters_ca(
     assert all_cas[1] == ca_cert
     assert {p.stat().st_mode & 0o777 for p in (files.priv_pem, files.priv_der, files.pkcs)} \
         == {0o600}
+
+
+def test_0097s_local_test_keeps_its_own_reason_while_its_broker_test_is_listed() -> None:
+    verify = SuiteTest("0097_ssl_verify", frozenset())
+    local = SuiteTest("0097_ssl_verify_local", frozenset({"TEST_F_LOCAL"}))
+    assert exception_reason(verify, EXCEPTIONS) == EXCEPTIONS["0097_ssl_verify"]
+    assert exception_reason(local, EXCEPTIONS) == derived_exception(local)
+    assert derived_exception(local) is not None
