@@ -10,8 +10,9 @@ framing, the codec, durable files) <- `raft` <- `metadata` <- `broker` <- `tools
 4. tools.chaos (`tools.chaos`) beside tools.replay, the readers of logs (`tools.replay`,
    `log_dump`, `metadata_shell`);
 5. tools.verbs: the `kraft` command line (`tools.cli`, `tools.commands`) and the other
-   entry point, `tools.replay.__main__` (spark-submit's); beside it tools.suite, the
-   manual run of librdkafka's test suite (`tools.librdkafka_suite`).
+   entry points, `tools.replay.__main__` (spark-submit's) and `tools.chaos.planted` (a
+   chaos run's brokers with a planted bug, which wraps the command line); beside it
+   tools.suite, the manual run of librdkafka's test suite (`tools.librdkafka_suite`).
 
 A module imports only from its own group or a lower level (imports inside functions and
 under `TYPE_CHECKING` included): never a higher one, nor a sibling on its own level
@@ -52,7 +53,8 @@ GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("tools.launcher", 6, ("tools.cluster", "tools.addresses")),
     ("tools.chaos", 7, ("tools.chaos",)),
     ("tools.replay", 7, ("tools.replay", "tools.log_dump", "tools.metadata_shell")),
-    ("tools.verbs", 8, ("tools.cli", "tools.commands", "tools.replay.__main__")),
+    ("tools.verbs", 8, ("tools.cli", "tools.commands", "tools.replay.__main__",
+                        "tools.chaos.planted")),
     ("tools.suite", 8, ("tools.librdkafka_suite",)),
 )
 LEVELS = {name: level for name, level, _ in GROUPS}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import os
+import struct
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -17,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from broker.kafka.partitions.segments import segment_bases, segment_name
 from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
 from metadata.delta import replay_bytes
@@ -28,8 +31,6 @@ from raft.storage import read_log_start
 from tools.chaos.checker import BrokerDisk, BrokerObservation, PartitionDir, ReadRecord, StagedDir
 from tools.chaos.workload import AdminCaller
 from tools.cluster import Cluster, ClusterError
-from tools.replay.inputs import NodeInput
-from tools.replay.partition_logs import batch_producers, broker_replicas
 
 log = logging.getLogger(__name__)
 
@@ -128,17 +129,16 @@ def with_producers(reads: Sequence[ReadRecord], log_dirs: Mapping[int, Path], to
                    ) -> list[ReadRecord]:
     """`reads` of one topic, each with the producer id and epoch of the batch that holds
     it, from the longest of the brokers' copies of its partition (the replicas agree
-    below the high watermark, which the reads stop at)."""
+    below the high watermark, which the reads stop at; `kraft replay` checks that)."""
     longest: dict[int, list[tuple[int, int, int, int]]] = {}
-    for node_id, log_dir in sorted(log_dirs.items()):
-        node = NodeInput(node_id=node_id, log_dir=log_dir, segments=(), checkpoint=None)
-        for replica in broker_replicas(node):
-            if str(replica.topic_id) != topic_id:
+    for _, log_dir in sorted(log_dirs.items()):
+        for local in scan(log_dir)[0]:
+            if local.topic_id is None or str(local.topic_id) != topic_id:
                 continue
-            batches = batch_producers(replica)
-            held = longest.get(replica.partition, [])
+            batches = batch_producers(log_dir / f"{local.topic}-{local.partition}")
+            held = longest.get(local.partition, [])
             if not held or (batches and batches[-1][1] > held[-1][1]):
-                longest[replica.partition] = batches
+                longest[local.partition] = batches
     out = []
     for record in reads:
         batches = longest.get(record.partition, [])
@@ -146,6 +146,31 @@ def with_producers(reads: Sequence[ReadRecord], log_dirs: Mapping[int, Path], to
         if at < len(batches) and batches[at][0] <= record.offset:
             record = replace(record, producer=(batches[at][2], batches[at][3]))
         out.append(record)
+    return out
+
+
+_BATCH_START = struct.Struct(">qi")  # a magic v2 batch's base offset and length
+_LAST_DELTA = struct.Struct(">i")  # at byte 23
+_PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43
+_HEADER_BYTES = 61
+
+
+def batch_producers(directory: Path) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, producer id, producer epoch) of each batch of one
+    partition directory's segments, in offset order, up to a torn tail (producer id
+    -1: no idempotent producer). Headers only: the replay checks the CRCs."""
+    out = []
+    for base in segment_bases(os.listdir(directory)):
+        data = (directory / segment_name(base)).read_bytes()
+        position = 0
+        while position + _HEADER_BYTES <= len(data):
+            base_offset, length = _BATCH_START.unpack_from(data, position)
+            if length < _HEADER_BYTES - 12 or position + 12 + length > len(data):
+                break
+            (last_delta,) = _LAST_DELTA.unpack_from(data, position + 23)
+            producer_id, epoch = _PRODUCER.unpack_from(data, position + 43)
+            out.append((base_offset, base_offset + last_delta, producer_id, epoch))
+            position += 12 + length
     return out
 
 

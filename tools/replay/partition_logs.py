@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from itertools import groupby
 from pathlib import Path
 from typing import NamedTuple
 
@@ -44,8 +43,6 @@ from tools.replay.inputs import InputError, NodeInput
 
 HEADER_BYTES = 61  # a magic v2 batch header, up to and including its record count
 _HEADER = struct.Struct(">qiiBIhi")  # base offset .. last offset delta
-_PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43 of a batch
-PRODUCER_AT = 43
 
 
 class StoredBatch(NamedTuple):
@@ -161,20 +158,3 @@ def record_values(replica: Replica, batch: StoredBatch
         raise InputError(f"{path}: unreadable partition segment: {exc.strerror or exc}") \
             from None
     return batch_records(data)
-
-
-def batch_producers(replica: Replica) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, producer id, producer epoch) of each stored batch, in
-    offset order (producer id -1: a batch of no idempotent producer)."""
-    out = []
-    for base, batches in groupby(replica.batches, key=lambda b: b.segment):
-        path = replica.directory / segment_name(base)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable partition segment: "
-                             f"{exc.strerror or exc}") from None
-        for batch in batches:
-            producer_id, epoch = _PRODUCER.unpack_from(data, batch.position + PRODUCER_AT)
-            out.append((batch.base_offset, batch.last_offset, producer_id, epoch))
-    return out
