@@ -4,7 +4,12 @@ one exactly once, at its offset.
 
 Every `produce` answered with an offset (acks=all) is one line: topic, partition, offset
 and its value in base64, and its key in base64 when it had one (on a compacted topic the
-replay then knows a later record of the key may legally have replaced it). A name the
+replay then knows a later record of the key may legally have replaced it). So is every
+`idem_produce` of the group workload's idempotent producers (acks=all too) answered with
+an offset, but for the values stored twice under two epochs of one producer id
+(`resent`: librdkafka's re-send after an epoch bump, which the client checks count),
+which are left out and counted: the replay would take the first copy, never
+acknowledged, for a duplicate. A name the
 workload deletes is created again under a new topic ID, so its lines name the ID of the
 topic the produce went to: the last create of the name acknowledged before the produce
 was sent, when no other create of the name may have taken effect before the produce was
@@ -19,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +34,8 @@ from tools.chaos.history import Event, Operation, pair
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcknowledgedHistory:
     lines: tuple[str, ...]  # one `--history` JSON object each
-    left_out: int  # acknowledged produces to a reused name whose topic ID is not certain
+    left_out: int  # acknowledged produces to a reused name whose topic ID is not certain,
+    # and idempotent ones stored twice under two epochs
 
     def to_json(self) -> dict[str, int]:
         return {"writes": len(self.lines), "left_out": self.left_out}
@@ -60,7 +67,8 @@ def topic_id_of(produce: Operation, creates: Sequence[Operation]) -> str | None:
     return None if rivals else str(last.result["topic_id"])
 
 
-def acknowledged_history(events: Iterable[Event]) -> AcknowledgedHistory:
+def acknowledged_history(events: Iterable[Event], resent: AbstractSet[str] = frozenset()
+                         ) -> AcknowledgedHistory:
     operations = pair(events)
     reused = _deleted_names(operations)
     creates: dict[str, list[Operation]] = {}
@@ -69,11 +77,16 @@ def acknowledged_history(events: Iterable[Event]) -> AcknowledgedHistory:
             creates.setdefault(str(op.args.get("name")), []).append(op)
     lines, left_out = [], 0
     for op in operations:
-        if op.op != "produce" or not op.is_ok or "offset" not in op.result:
+        if op.op not in ("produce", "idem_produce") or not op.is_ok or \
+                not isinstance(op.result.get("offset"), int) or op.result["offset"] < 0:
             continue
-        name = str(op.args["name"])
+        if op.op == "idem_produce" and str(op.args["value"]) in resent:
+            left_out += 1
+            continue
+        name = str(op.args.get("name") or op.args["topic"])
         entry: dict[str, object] = {
-            "topic": name, "partition": op.args["partition"], "offset": op.result["offset"],
+            "topic": name, "partition": op.args.get("partition", op.result.get("partition")),
+            "offset": op.result["offset"],
             "value": base64.b64encode(str(op.args["value"]).encode()).decode()}
         if op.args.get("key") is not None:  # compaction may supersede it by a later one
             entry["key"] = base64.b64encode(str(op.args["key"]).encode()).decode()
@@ -87,8 +100,9 @@ def acknowledged_history(events: Iterable[Event]) -> AcknowledgedHistory:
     return AcknowledgedHistory(lines=tuple(lines), left_out=left_out)
 
 
-def write_acknowledged_history(path: Path, events: Iterable[Event]) -> AcknowledgedHistory:
+def write_acknowledged_history(path: Path, events: Iterable[Event],
+                               resent: AbstractSet[str] = frozenset()) -> AcknowledgedHistory:
     """Write the `--history` file of `events` to `path` and say what it holds."""
-    history = acknowledged_history(events)
+    history = acknowledged_history(events, resent)
     path.write_text("".join(line + "\n" for line in history.lines), encoding="utf-8")
     return history

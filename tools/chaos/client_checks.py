@@ -151,6 +151,21 @@ def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], int]:
     return violations, excused
 
 
+def resent_after_epoch_bump(reads: Sequence[ReadRecord]) -> frozenset[str]:
+    """The idempotent values stored twice under two epochs of one producer id (what
+    `idem_duplicate` spares): `kraft replay --history` leaves their writes out, as it
+    would take the unacknowledged first copy for a duplicate."""
+    first: dict[str, ReadRecord] = {}
+    out = set()
+    for record in sorted(reads, key=lambda r: (r.partition, r.offset)):
+        if parse_value(record.value) is None:
+            continue
+        seen = first.setdefault(record.value, record)
+        if seen is not record and _under_two_epochs(seen.producer, record.producer):
+            out.add(record.value)
+    return frozenset(out)
+
+
 def _under_two_epochs(first: tuple[int, int] | None, second: tuple[int, int] | None
                       ) -> bool:
     """Whether two copies are stored under different epochs of one producer id."""

@@ -47,7 +47,7 @@ from typing import Any
 
 from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from tools.chaos.checker import ReadRecord
-from tools.chaos.client_checks import ClientResult, check_clients
+from tools.chaos.client_checks import ClientResult, check_clients, resent_after_epoch_bump
 from tools.chaos.final import FinalTopic, read_all, with_producers
 from tools.chaos.history import OK, UNKNOWN, Event, HistoryWriter, read_history
 from tools.chaos.security import CHECKER_USER, CONSUMER_USER, PRODUCER_USER, ClientSecurity
@@ -287,7 +287,7 @@ class GroupWorkload:
             key = f"k{sequence % 7}"
             index = self.history.invoke(name, "idem_produce",
                                         {"producer": name, "seq": sequence, "key": key,
-                                         "value": value})
+                                         "value": value, "topic": self.config.topic})
 
             def delivered(error: Any, message: Any, index: int = index) -> None:
                 if error is None:
@@ -365,6 +365,10 @@ class GroupWorkload:
     def _login(self, user: str) -> dict[str, Any]:
         """librdkafka's SASL_SSL settings for `user` ({} on a plaintext cluster)."""
         return {} if self.clients is None else self.clients.confluent(user)
+
+    def resent(self) -> frozenset[str]:
+        """The values librdkafka stored twice, under two epochs (`resent_after_epoch_bump`)."""
+        return resent_after_epoch_bump(self.final_reads)
 
     def check(self) -> ClientResult:
         """The client checks over the main history and the members' histories."""

@@ -585,8 +585,9 @@ def run_chaos(directory: Path, *, seed: int, duration_s: float, voters: int, bro
     if attacker is not None:
         rig.probes.update({f"attacker_{k}": str(n) for k, n in attacker.outcomes.items()})
         errors += [f"security: the attacker was served {hole}" for hole in attacker.allowed]
-    acknowledged = write_acknowledged_history(directory / ACKNOWLEDGED_FILE,
-                                              rig.history.events())
+    acknowledged = write_acknowledged_history(
+        directory / ACKNOWLEDGED_FILE, rig.history.events(),
+        frozenset() if group is None else group.resent())
     if replay:
         display.phase("Spark replay")
         if result is not None:  # still shown while the replay runs

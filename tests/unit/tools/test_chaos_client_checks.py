@@ -12,7 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tools.chaos.checker import ReadRecord
-from tools.chaos.client_checks import ClientResult, check_clients, parse_value
+from tools.chaos.client_checks import (
+    ClientResult,
+    check_clients,
+    parse_value,
+    resent_after_epoch_bump,
+)
 from tools.chaos.history import FAILED, INVOKE, OK, UNKNOWN, Event
 
 TOPIC_ID = "T"
@@ -146,6 +151,15 @@ def test_a_duplicate_under_a_later_epoch_of_one_producer_id_is_counted_not_flagg
         flagged = run(clean(), log_with(first, second))
         assert kinds(flagged) == {"idem_duplicate"}, (first, second)
         assert flagged.counts["duplicates_after_epoch_bump"] == 0
+
+
+def test_resent_values_are_those_stored_under_two_epochs_of_one_producer_id() -> None:
+    reads = [replace(r, producer=(7, 0) if r.offset < 4 else (7, 1))
+             for r in log_of(*VALUES, VALUES[3])]
+    assert resent_after_epoch_bump(reads) == {VALUES[3]}
+    same_epoch = [replace(r, producer=(7, 0)) for r in reads]
+    assert resent_after_epoch_bump(same_epoch) == frozenset()
+    assert resent_after_epoch_bump(log_of(*VALUES)) == frozenset()
 
 
 def test_idem_order_when_a_producers_sequence_goes_down_in_a_partition() -> None:
