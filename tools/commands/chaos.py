@@ -160,6 +160,10 @@ SNAPSHOT_CHECK_MIN_S = 120.0
 VERDICT_FILE = "chaos-verdict.json"
 HISTORY_FILE = "history.jsonl"
 ACKNOWLEDGED_FILE = "acknowledged.jsonl"  # the acknowledged produces, as `--history` reads
+# --planted-bug: a broker cut off from the controllers is fenced after 1.5 s, not 3 s, so
+# that most partitions (1-4 s) move its leaderships while it still takes writes: what a
+# broken acks=all rule then acknowledged is lost, and the checks must say so
+PLANTED_SETTINGS: dict[str, Any] = {"broker.session.timeout.ms": 1500}
 USERS_FILE = "chaos-users.json"  # --secure: the SCRAM users' passwords (0600)
 ADMIN_PROPERTIES = "chaos-admin.properties"  # --secure: the admin churn's TLS client
 ATTACKER_PROPERTIES = "chaos-attacker.properties"  # --secure: a client with no rights
@@ -266,7 +270,8 @@ class ChaosRig:
 def _build_rig(directory: Path, *, seed: int, duration_s: float, voters: int, brokers: int,
               faults: list[str], snapshots: bool = True, secure: bool = False,
               dynamic: bool = False, planted_bug: str | None = None) -> ChaosRig:
-    settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {})}
+    settings = {**SETTINGS, **(SNAPSHOT_SETTINGS if snapshots else {}),
+                **(PLANTED_SETTINGS if planted_bug else {})}
     passwords = {user: secrets.token_urlsafe(18) for user in USERS} if secure else {}
     if secure:
         from tools import tls_certs
