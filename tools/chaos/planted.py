@@ -19,15 +19,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-PLANTED_BUGS = ("dp_ack_before_isr",)
-
-
-def interpreter_args(name: str) -> tuple[str, ...]:
-    """What goes before `-m tools.cli` to start a node with `name` planted."""
-    if name not in PLANTED_BUGS:
-        raise ValueError(f"unknown planted bug {name!r} (known: {', '.join(PLANTED_BUGS)})")
-    return ("-m", __name__, name)
-
 
 def _ack_before_isr() -> None:
     from broker.dataplane import acks
@@ -46,6 +37,14 @@ def _ack_before_isr() -> None:
 
 
 PLANTS: dict[str, Callable[[], None]] = {"dp_ack_before_isr": _ack_before_isr}
+PLANTED_BUGS = tuple(PLANTS)
+
+
+def interpreter_args(name: str) -> tuple[str, ...]:
+    """What goes before `-m tools.cli` to start a node with `name` planted."""
+    if name not in PLANTS:
+        raise ValueError(f"unknown planted bug {name!r} (known: {', '.join(PLANTED_BUGS)})")
+    return ("-m", __name__, name)
 
 
 def main(argv: Sequence[str]) -> int:
