@@ -6,16 +6,16 @@ Every `produce` answered with an offset (acks=all) is one line: topic, partition
 and its value in base64, and its key in base64 when it had one (on a compacted topic the
 replay then knows a later record of the key may legally have replaced it). So is every
 `idem_produce` of the group workload's idempotent producers (acks=all too) answered with
-an offset, but for the values stored twice under two epochs of one producer id
-(`resent`: librdkafka's re-send after an epoch bump, which the client checks count),
-which are left out and counted: the replay would take the first copy, never
-acknowledged, for a duplicate. A name the workload deletes is created again under a new
-topic ID, so its lines name the ID of the topic the produce went to: the last create of
-the name acknowledged before the produce was sent, when no other create of the name may
-have taken effect before the produce was answered. When the history does not pin the ID down the write is left out and counted:
-naming the wrong topic would report a loss that is none. A name no delete ever targeted
-keeps one topic all run long (its create may be unknown, e.g. a retried setup), the one
-the replay finds under it: its lines name no ID.
+an offset, but for the values stored twice under two epochs of one producer id (`resent`:
+librdkafka's re-send after an epoch bump, which the client checks count), which are left
+out and counted: the replay would take the first copy, never acknowledged, for a
+duplicate. A name the workload deletes is created again under a new topic ID, so its lines
+name the ID of the topic the produce went to: the last create of the name acknowledged
+before the produce was sent, when no other create of the name may have taken effect before
+the produce was answered. When the history does not pin the ID down the write is left out
+and counted: naming the wrong topic would report a loss that is none. A name no delete
+ever targeted keeps one topic all run long (its create may be unknown, e.g. a retried
+setup), the one the replay finds under it: its lines name no ID.
 """
 
 from __future__ import annotations
