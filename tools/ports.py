@@ -1,10 +1,13 @@
 """Port picking for local clusters and tests: every address is on the loopback interface
 (`HOST`), and a port is one that was free a moment ago, drawn at random outside the OS's
 ephemeral range; `busy_ports` names the ones another process holds, before a launcher
-starts nodes that would die binding them."""
+starts nodes that would die binding them. Processes that start clusters side by side
+(the test suite's workers) each take a slice of the range (`PORT_SLICE_ENV`), so no two
+pick the same port between picking it and a node binding it."""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from collections.abc import Collection, Iterable
@@ -16,6 +19,7 @@ DEFAULT_EPHEMERAL = (32768, 60999)
 LOWEST_PORT = 10_000  # above the well-known and most registered services' ports
 MIN_SPAN = 4096
 MAX_TRIES = 10_000
+PORT_SLICE_ENV = "KRAFT_PORT_SLICE"  # "K/N": pick from the K-th of N equal slices (0-based)
 
 
 def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
@@ -49,16 +53,25 @@ def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
             sock.close()
 
 
-def pick_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+def pick_range(path: Path = EPHEMERAL_RANGE_FILE, port_slice: str | None = None
+               ) -> tuple[int, int]:
     """[low, high) to pick listener ports from: below the OS's ephemeral range (Linux's
-    ip_local_port_range, 32768-60999 by default), or above it when too little is below."""
+    ip_local_port_range, 32768-60999 by default), or above it when too little is below;
+    with `port_slice` ("K/N", default: the KRAFT_PORT_SLICE environment variable) the
+    K-th of N equal parts of that."""
     try:
         first, last = (int(n) for n in path.read_text().split())
     except (OSError, ValueError):
         first, last = DEFAULT_EPHEMERAL
-    if first - LOWEST_PORT >= MIN_SPAN:
-        return LOWEST_PORT, first
-    return last + 1, 65536
+    low, high = (LOWEST_PORT, first) if first - LOWEST_PORT >= MIN_SPAN else (last + 1, 65536)
+    port_slice = os.environ.get(PORT_SLICE_ENV) if port_slice is None else port_slice
+    if not port_slice:
+        return low, high
+    index, _, count = port_slice.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise OSError(f"{PORT_SLICE_ENV}={port_slice!r}: expected K/N with 0 <= K < N")
+    width = (high - low) // int(count)
+    return low + int(index) * width, low + (int(index) + 1) * width
 
 
 def busy_ports(ports: Iterable[int]) -> list[int]:

@@ -38,6 +38,17 @@ def admin(cluster: Cluster, verb: str, *args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def grow(cluster: Cluster, partitions: int) -> None:
+    """Alter the topic's count, then wait until the broker applied it: a producer whose
+    broker still has the old count routes by the old count, as it may."""
+    admin(cluster, "topics", "--alter", "--topic", TOPIC, "--partitions", str(partitions))
+    committed = cluster.describe()["high_watermark"]
+    brokers = [n for n, info in cluster.nodes.items() if not info.is_voter]
+    wait_until(lambda: all((cluster.broker_status(n) or {}).get("applied_offset", -1)
+                           >= committed - 1 for n in brokers), WAIT_S,
+               f"the brokers applied the growth to {partitions}")
+
+
 def bootstrap(cluster: Cluster) -> list[str]:
     return [n.client_address for n in cluster.nodes.values() if n.client_address]
 
@@ -86,11 +97,9 @@ def test_growth_leaves_tombstones_that_compaction_uses_and_consumers_skip(
             try:
                 producer = OrderedProducer(client, TOPIC, timeout_s=WAIT_S)
                 assert (await producer.send(KEY, b"0")).partition == 0
-                await trio.to_thread.run_sync(admin, cluster, "topics", "--alter",
-                                              "--topic", TOPIC, "--partitions", "3")
+                await trio.to_thread.run_sync(grow, cluster, 3)
                 assert (await producer.send(KEY, b"1")).partition == 2
-                await trio.to_thread.run_sync(admin, cluster, "topics", "--alter",
-                                              "--topic", TOPIC, "--partitions", "8")
+                await trio.to_thread.run_sync(grow, cluster, 8)
                 assert (await producer.send(KEY, b"2")).partition == 6
                 await producer.send(KEY, b"3")  # its splits were tombstoned already
                 sent = producer.split_tombstones

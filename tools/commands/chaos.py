@@ -378,9 +378,9 @@ def _grant(cluster: Cluster, credentials: Credentials, timeout_s: float) -> int:
 
 def _start_cluster(cluster: Cluster) -> str:
     """Start every node, wait for a leader and unfenced brokers; the Kafka bootstrap list."""
-    cluster.start()
-    cluster.wait_for_leader(START_TIMEOUT_S)
-    cluster.wait_for_brokers(START_TIMEOUT_S)
+    cluster.start()  # a node that dies starting (its port taken) fails the start at once
+    cluster.wait_for_leader(START_TIMEOUT_S, watch=True)
+    cluster.wait_for_brokers(START_TIMEOUT_S, watch=True)
     return ",".join(n.client_address for n in cluster.nodes.values() if n.client_address)
 
 

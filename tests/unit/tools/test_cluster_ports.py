@@ -42,7 +42,8 @@ def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() -> N
 
 
 def test_pick_range_is_below_the_ephemeral_range_or_above_when_too_little_is_below(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KRAFT_PORT_SLICE", raising=False)  # a test worker's own slice
     ranges = tmp_path / "ip_local_port_range"
     ranges.write_text("32768\t60999\n")
     assert pick_range(ranges) == (10_000, 32768)
@@ -89,3 +90,16 @@ def test_add_node_refuses_a_held_next_port(tmp_path: Path) -> None:
         with pytest.raises(ClusterError, match=rf"port in use by another process: "
                            rf"{HOST}:{base + 1} \(node 2\)"):
             made.add_controller_node()
+
+
+def test_a_port_slice_picks_from_its_own_part_of_the_range(tmp_path: Path) -> None:
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    slices = [pick_range(ranges, f"{k}/3") for k in range(3)]
+    assert slices[0][0] == 10_000
+    assert slices[-1][1] <= 32768
+    assert all(a[1] <= b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert pick_range(ranges, "") == (10_000, 32768)
+    for bad in ("3/3", "x/2", "1"):
+        with pytest.raises(OSError, match="KRAFT_PORT_SLICE"):
+            pick_range(ranges, bad)
