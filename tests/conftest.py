@@ -9,6 +9,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+from tools.ports import PORT_SLICE_ENV
+
 settings.register_profile("ci", derandomize=True, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=500)
@@ -19,5 +21,5 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _worker.startswith("gw") and _worker[2:].isdigit():
-    os.environ["KRAFT_PORT_SLICE"] = \
+    os.environ[PORT_SLICE_ENV] = \
         f"{_worker[2:]}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"

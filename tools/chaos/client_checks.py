@@ -73,7 +73,7 @@ def check_clients(events: Iterable[Event], reads: Sequence[ReadRecord], *,
         by_op[op.op].append(op)
     log = _log_index(reads)
     violations: list[Violation] = []
-    idempotence, excused = _idempotent_log(reads)
+    idempotence, resent = _idempotent_log(reads)
     violations += idempotence
     if read_complete:
         violations += _idempotent_lost(by_op["idem_produce"], log)
@@ -96,7 +96,7 @@ def check_clients(events: Iterable[Event], reads: Sequence[ReadRecord], *,
         "redelivered": sum(n - 1 for n in consumed.values()),
         "log_records": len(reads),
         "log_duplicates": sum(1 for v in violations if v.kind == "idem_duplicate"),
-        "duplicates_after_epoch_bump": excused,
+        "duplicates_after_epoch_bump": len(resent),
         "rebalances": len(by_op["assign"]),
         "member_kills": member_kills,
         "commits": len(by_op["commit"]),
@@ -119,11 +119,11 @@ def _log_index(reads: Sequence[ReadRecord]) -> dict[int, dict[int, str]]:
     return log
 
 
-def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], int]:
-    """The violations, and how many duplicates stored under a later epoch of the first
-    copy's producer id were counted instead."""
+def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], list[str]]:
+    """The violations, and the value of each later copy stored under another epoch of the
+    first copy's producer id (counted, not flagged)."""
     violations = []
-    excused = 0
+    resent: list[str] = []
     seen: dict[tuple[str, int], ReadRecord] = {}
     last: dict[tuple[int, str], tuple[int, int]] = {}  # (partition, producer) -> seq, offset
     for record in sorted(reads, key=lambda r: (r.partition, r.offset)):
@@ -132,7 +132,7 @@ def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], int]:
             continue
         first = seen.get(parsed)
         if first is not None and _under_two_epochs(first.producer, record.producer):
-            excused += 1
+            resent.append(record.value)
             continue
         if first is not None:
             violations.append(Violation(kind="idem_duplicate", message=(
@@ -148,22 +148,14 @@ def _idempotent_log(reads: Sequence[ReadRecord]) -> tuple[list[Violation], int]:
                 f"partition {record.partition}: {producer} seq {seq} at offset "
                 f"{record.offset} after seq {previous[0]} at offset {previous[1]}")))
         last[(record.partition, producer)] = (seq, record.offset)
-    return violations, excused
+    return violations, resent
 
 
 def resent_after_epoch_bump(reads: Sequence[ReadRecord]) -> frozenset[str]:
     """The idempotent values stored twice under two epochs of one producer id (what
     `idem_duplicate` spares): `kraft replay --history` leaves their writes out, as it
     would take the unacknowledged first copy for a duplicate."""
-    first: dict[str, ReadRecord] = {}
-    out = set()
-    for record in sorted(reads, key=lambda r: (r.partition, r.offset)):
-        if parse_value(record.value) is None:
-            continue
-        seen = first.setdefault(record.value, record)
-        if seen is not record and _under_two_epochs(seen.producer, record.producer):
-            out.add(record.value)
-    return frozenset(out)
+    return frozenset(_idempotent_log(reads)[1])
 
 
 def _under_two_epochs(first: tuple[int, int] | None, second: tuple[int, int] | None
