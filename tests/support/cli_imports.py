@@ -12,19 +12,21 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 # imported only where they are used: never by a verb that only talks to the controllers
 # (tools.config, the node configuration: only with a TLS or SASL properties file;
 # metadata.records, every record type: the admin messages need none)
+# (hypothesis: never, by any verb, see `tools.cli._keep_hypothesis_out`)
 HEAVY_MODULES = ("kio", "trio", "cryptography", "pyspark", "confluent_kafka", "tools.config",
-                 "metadata.records")
+                 "metadata.records", "hypothesis")
 _MARKER = "--- loaded:"
 _PROBE = f"""
 import json, sys
 from tools.cli import main
 code = main(sys.argv[1:])
 print({_MARKER!r}, json.dumps({{"exit": code, "loaded":
-      sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules)}}))
+      sorted(m for m in {HEAVY_MODULES!r} if sys.modules.get(m) is not None)}}))
 """
 
 
@@ -36,9 +38,9 @@ class VerbRun:
     loaded: list[str]  # the HEAVY_MODULES the verb imported
 
 
-def run_verb(*args: str, timeout_s: float = 30) -> VerbRun:
+def run_verb(*args: str, timeout_s: float = 30, cwd: Path | None = None) -> VerbRun:
     done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True,
-                          text=True, timeout=timeout_s, check=False)
+                          text=True, timeout=timeout_s, check=False, cwd=cwd)
     own, _, probe = done.stdout.rpartition(_MARKER)
     assert probe, f"the verb did not return: {done.stderr}"
     report = json.loads(probe)

@@ -80,3 +80,15 @@ def test_version_is_looked_up_when_asked_for() -> None:
                           capture_output=True, text=True, check=False, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"kraft {metadata.version('kraft-py')}\n"
+
+
+def test_a_verb_that_loads_kio_leaves_hypothesis_out(tmp_path: Path) -> None:
+    """kio registers hypothesis strategies at import when hypothesis is importable, and
+    hypothesis then builds (and caches in ./.hypothesis) a map of every code point: 1.5 s
+    at each broker's start. A `kraft` process keeps it out (`tools.cli`)."""
+    run = run_verb("produce", "--bootstrap-server", "127.0.0.1:9", "--topic", "t",
+                   "--timeout", "1", "v", cwd=tmp_path)
+    assert run.exit_code == 1, run.stderr  # nothing listens on port 9
+    assert "kio" in run.loaded
+    assert "hypothesis" not in run.loaded
+    assert list(tmp_path.iterdir()) == []
