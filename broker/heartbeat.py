@@ -2,10 +2,12 @@
 
 The broker registers once per process start (a new incarnation ID), then heartbeats
 every `broker.heartbeat.interval.ms` with the last metadata offset it has applied (from
-its commit listener: it fetches the metadata log as a raft observer), and once more at
-once when its image has caught up with the log (`send_now`, as Kafka's broker does when
-it is ready to unfence): the controller unfences a broker on the first heartbeat that
-shows the log applied, not up to an interval later. It finds the
+its commit listener: it fetches the metadata log as a raft observer). Once its image has
+caught up with the log (`ready_to_unfence`) it heartbeats at once, and again every
+`FENCED_POLL_S` for as long as the controller keeps it fenced, as Kafka's broker re-sends
+while the controller says it is not caught up: the controller unfences a broker on the
+first heartbeat that shows the log applied up to its registration, which the image may
+reach only after the registration's answer (`next_wait_s`). It finds the
 active controller by asking any voter and following NOT_CONTROLLER's leader address. On
 STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED it registers again; DUPLICATE_BROKER_
 REGISTRATION (its previous incarnation's session has not expired) is retried.
@@ -46,6 +48,23 @@ from raft.types import Batch
 log = logging.getLogger(__name__)
 
 SHUTDOWN_POLL_S = 0.05  # a controlled shutdown asks again this often (the image catching up)
+FENCED_POLL_S = 0.1  # a ready broker the controller still fences asks again this often
+REGISTER_RETRY_S = 1.0  # a registration that failed is tried again this soon (at most)
+
+
+def next_wait_s(*, interval_s: float, registered: bool, ready: bool, fenced: bool,
+                want_shut_down: bool) -> float:
+    """How long the heartbeat loop waits before its next attempt (a wake-up, as
+    `ready_to_unfence` or a controlled shutdown sends, ends the wait early): a broker
+    that is neither shutting down, unregistered nor ready and fenced heartbeats once an
+    interval."""
+    if want_shut_down:
+        return SHUTDOWN_POLL_S
+    if not registered:
+        return min(interval_s, REGISTER_RETRY_S)
+    if ready and fenced:
+        return min(interval_s, FENCED_POLL_S)
+    return interval_s
 
 
 class BrokerHeartbeat:
@@ -58,6 +77,7 @@ class BrokerHeartbeat:
         self.incarnation_id = Uuid.random()
         self.broker_epoch: int | None = None
         self.is_fenced = True
+        self.ready = False  # its image has caught up with the log: it may be unfenced
         self.applied_offset = node.first_published_offset - 1  # a snapshot's, or none
         transport_tls = node.transport.tls
         self._client = ControllerClient(
@@ -92,13 +112,17 @@ class BrokerHeartbeat:
                                                           "reason": str(exc)})
             self._answered.set()
             self._answered = trio.Event()
-            with trio.move_on_after(SHUTDOWN_POLL_S if self.want_shut_down
-                                    else self._interval_s):
+            with trio.move_on_after(next_wait_s(
+                    interval_s=self._interval_s, registered=self.broker_epoch is not None,
+                    ready=self.ready, fenced=self.is_fenced,
+                    want_shut_down=self.want_shut_down)):
                 await self._wake.wait()
             self._wake = trio.Event()
 
-    def send_now(self) -> None:
-        """Heartbeat (or register) at once rather than at the end of the interval."""
+    def ready_to_unfence(self) -> None:
+        """The broker's image has caught up with the log: heartbeat (or register) at
+        once, and keep asking until the controller unfences it."""
+        self.ready = True
         self._wake.set()
 
     async def _register(self, broker_id: int) -> None:
@@ -107,6 +131,7 @@ class BrokerHeartbeat:
         if isinstance(response, RegisterBrokerResponse):
             if response.error_code == ErrorCode.NONE:
                 self.broker_epoch = response.broker_epoch
+                self.is_fenced = True  # every registration starts fenced
                 log.info("broker registered", extra={"broker": broker_id,
                                                      "broker_epoch": response.broker_epoch})
             else:

@@ -62,7 +62,7 @@ def install_broker_role(node: RaftNode, rpc: RpcHost, settings: BrokerSettings,
 
     async def heartbeat_once_caught_up() -> None:
         await server.caught_up.wait()
-        heartbeat.send_now()  # the controller unfences on it
+        heartbeat.ready_to_unfence()
     node.add_background_task(heartbeat_once_caught_up)
     kafka = install_kafka_listener(node, settings, server, kafka_image_view)
     if kafka is not None:  # only a broker serving produce can vouch that a log stays empty

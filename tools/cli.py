@@ -266,7 +266,7 @@ def _keep_hypothesis_out() -> None:
     each broker's start (0.4 s without) and a stray directory in its working directory.
     No verb uses hypothesis, so a process that has not imported it (a test calling
     `main` has) never will."""
-    sys.modules.setdefault("hypothesis", None)  # None: `import hypothesis` fails
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # None: import fails
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,9 @@
-"""A broker heartbeats at once when its image has caught up with the metadata log
-(`broker.heartbeat.BrokerHeartbeat.send_now`, wired in `broker.role`), so the controller
-unfences it then, not up to `broker.heartbeat.interval.ms` later: with heartbeats a
-minute apart, a new broker is still unfenced within seconds of its start."""
+"""A broker heartbeats at once when its image has caught up with the metadata log, and
+keeps asking while the controller fences it (`broker.heartbeat.BrokerHeartbeat.
+ready_to_unfence`, wired in `broker.role`), so the controller unfences it then, not up to
+`broker.heartbeat.interval.ms` later: with heartbeats a minute apart, a new broker is
+still unfenced within seconds of its start, also when its image caught up before its
+registration was answered (the heartbeat that unfences needs the registration applied)."""
 
 from __future__ import annotations
 
