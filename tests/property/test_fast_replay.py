@@ -96,6 +96,23 @@ def test_apply_bytes_equals_the_reference_when_a_log_is_replayed(
     assert summary(fast.build()) == summary(plain.build())
 
 
+@given(logs(), st.data())
+def test_apply_records_equals_the_reference_when_a_log_is_replayed_in_batches(
+        entries: list[tuple[int, bytes, bool]], data: st.DataObject) -> None:
+    """`apply_records` (a committed batch, a log read from disk) against the reference
+    record by record, over batches cut anywhere."""
+    records = [data for _, data, _ in entries]
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(records) - 1), max_size=4))) \
+        if len(records) > 1 else []
+    fast, plain = MetadataDelta(MetadataImage.empty()), MetadataDelta(MetadataImage.empty())
+    for start, stop in zip([0, *cuts], [*cuts, len(records)], strict=True):
+        fast.apply_records(records[start:stop], start)
+        for offset in range(start, stop):
+            plain.apply_bytes_reference(records[offset], offset)
+        assert fast.last_applied_offset == plain.last_applied_offset
+        assert summary(fast.build()) == summary(plain.build())
+
+
 @given(images(), st.data())
 def test_image_from_bytes_equals_the_reference_when_a_snapshot_is_loaded(
         image: MetadataImage, data: st.DataObject) -> None:
