@@ -51,6 +51,7 @@ from raft.common.errors import ErrorCode
 
 Emit = Callable[[rec.Record], int]  # applies a record to the batch, returns its offset
 _UUID_ORDER = attrgetter("value")  # Uuid order, without a Python __lt__ per comparison
+_LEADER = attrgetter("leader")
 
 
 def leadership_moves(delta: MetadataDelta, broker_id: int, *, unclean_default: bool = False
@@ -90,10 +91,10 @@ def leader_elections(delta: MetadataDelta, broker_id: int, *, unclean_default: b
     unfenced = frozenset(delta.unfenced_broker_ids())
     assert broker_id in unfenced
     # by topic ID, only the topics with a leaderless partition: an unfence of a million
-    # partitions sorted 100,000 IDs and copied every topic before
-    leaderless = sorted((topic_id for topic_id in delta.topic_ids()
-                         if any(p.leader == NO_LEADER for p in delta.partitions(topic_id))),
-                        key=_UUID_ORDER)
+    # partitions sorted 100,000 IDs and copied every topic before, then spent 0.5 s (under
+    # cProfile) looking each topic up and each partition over in Python
+    leaderless = sorted((topic_id for topic_id, parts in delta.topic_partitions()
+                         if NO_LEADER in map(_LEADER, parts)), key=_UUID_ORDER)
     changes: list[rec.PartitionChange] = []
     for topic_id in leaderless:
         topic = delta.topic(topic_id)

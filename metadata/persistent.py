@@ -51,6 +51,12 @@ class _ShardedReads(Generic[K, V]):
         for shard in self._shards:
             yield from shard
 
+    def entries(self) -> Iterator[tuple[K, V]]:
+        """(key, value) shard by shard: `items()` without hashing every key again to
+        look its value up (a Python `__hash__` per key for Uuid keys)."""
+        for shard in self._shards:
+            yield from shard.items()
+
     def __len__(self) -> int:
         return self._len
 

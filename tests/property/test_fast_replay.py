@@ -8,6 +8,7 @@ logs with Partition records broken in every way the codec refuses."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -195,3 +196,21 @@ def test_partitions_share_equal_replica_tuples_when_replayed_from_bytes() -> Non
     assert topic is not None
     assert len(topic.partitions) == count
     assert topic.partitions[0].isr is topic.partitions[1].isr
+
+
+@given(logs(), st.data())
+def test_topic_partitions_are_each_topics_partitions_when_a_delta_is_half_built(
+        entries: list[tuple[int, bytes, bool]], data: st.DataObject) -> None:
+    """`MetadataDelta.topic_partitions` (the walk an unfence makes for leaderless
+    partitions) against `partitions` of each topic ID, with partition lists the delta
+    still holds open and after a build."""
+    delta = MetadataDelta(MetadataImage.empty())
+    for offset, record, build in entries:
+        with contextlib.suppress(ValueError):  # an offset that does not advance
+            delta.apply_bytes(record, offset)
+        if build and data.draw(st.booleans()):
+            delta.build()
+        walked = list(delta.topic_partitions())
+        assert [topic_id for topic_id, _ in walked] == list(delta.topic_ids())
+        assert all(list(parts) == list(delta.partitions(topic_id))
+                   for topic_id, parts in walked)

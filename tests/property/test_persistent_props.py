@@ -32,8 +32,10 @@ def test_every_version_matches_a_dict_model_when_writes_and_freezes_interleave(
             versions.append((builder.freeze(), dict(model)))
         assert len(builder) == len(model)
     versions.append((builder.freeze(), dict(model)))
+    assert dict(builder.entries()) == model
     for frozen, expected in versions:
         assert dict(frozen.items()) == expected
+        assert sorted(frozen.entries(), key=repr) == sorted(expected.items(), key=repr)
         assert len(frozen) == len(expected)
         assert frozen == expected
         for key in expected:
