@@ -47,8 +47,9 @@ class SnapshotStore(Protocol):
         """Add fetched bytes at `position`, which must be the bytes held so far."""
         ...
 
-    def finish(self, snapshot_id: SnapshotId) -> None:
-        """Check the fetched snapshot whole and make it durable and visible; on a
+    def finish(self, snapshot_id: SnapshotId) -> tuple[bytes, ...]:
+        """Check the fetched snapshot whole and make it durable and visible; its records
+        (what the check parsed: the caller need not read the file again). On a
         SnapshotError the partial bytes are dropped (the fetch starts over)."""
         ...
 
@@ -90,11 +91,12 @@ class MemorySnapshotStore:
             raise ValueError(f"snapshot {snapshot_id}: write at {position}, held {len(held)}")
         held += data
 
-    def finish(self, snapshot_id: SnapshotId) -> None:
+    def finish(self, snapshot_id: SnapshotId) -> tuple[bytes, ...]:
         data = bytes(self._held(snapshot_id))
         self._partial = None
-        parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
+        _, records = parse_snapshot(data, snapshot_id.file_name, snapshot_id.epoch)
         self.snapshots[snapshot_id] = data
+        return records
 
     def delete_before(self, end_offset: int) -> list[SnapshotId]:
         gone = [s for s in self.snapshots if s.end_offset < end_offset]
@@ -152,11 +154,11 @@ class DiskSnapshotStore:
                 raise ValueError(f"{path}: write at {position}, held {held}")
             file.write(data)
 
-    def finish(self, snapshot_id: SnapshotId) -> None:
+    def finish(self, snapshot_id: SnapshotId) -> tuple[bytes, ...]:
         path = self._held(snapshot_id)
         self._partial = None
         try:
-            parse_snapshot(path.read_bytes(), path, snapshot_id.epoch)
+            _, records = parse_snapshot(path.read_bytes(), path, snapshot_id.epoch)
         except SnapshotError:
             path.unlink(missing_ok=True)
             raise
@@ -167,6 +169,7 @@ class DiskSnapshotStore:
             os.close(fd)
         os.replace(path, self.directory / snapshot_id.file_name)
         fsync_dir(self.directory)
+        return records
 
     def delete_before(self, end_offset: int) -> list[SnapshotId]:
         gone = [s for s in list_snapshots(self.directory)

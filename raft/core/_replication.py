@@ -303,22 +303,23 @@ class Replication(CoreBase):
             return
         state.snapshot_fetch = None
         try:
-            store.finish(snapshot_id)
+            records = store.finish(snapshot_id)
         except SnapshotError as exc:
             log.warning("fetched snapshot is not valid, fetching again",
                         extra={"node": self._node_id, "error": str(exc)})
             return
-        self._load_snapshot(snapshot_id)
+        self._load_snapshot(snapshot_id, records)
 
-    def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
-        """The fetched snapshot replaces the whole log (Kafka truncates to the latest
-        snapshot too); the state machine reloads from it (`Ready.loaded_snapshot`)."""
+    def _load_snapshot(self, snapshot_id: SnapshotId, records: tuple[bytes, ...]) -> None:
+        """The fetched snapshot (its `records`, as `finish` checked them) replaces the
+        whole log (Kafka truncates to the latest snapshot too); the state machine reloads
+        from it (`Ready.loaded_snapshot`)."""
         if snapshot_id.end_offset < self._high_watermark:
             raise RaftInvariantError(f"loading snapshot {snapshot_id} below the high "
                                      f"watermark {self._high_watermark}")
         self._log.reset_to(snapshot_id.end_offset, snapshot_id.epoch)
         # KIP-853: the snapshot carries the voter set in force at its end.
-        self._history.reset_to(snapshot_id.end_offset, self._snapshot_records(snapshot_id))
+        self._history.reset_to(snapshot_id.end_offset, records)
         self._apply_voter_set()
         self._pending_entries = []
         self._pending_truncate = None

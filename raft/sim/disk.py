@@ -439,13 +439,14 @@ class SimSnapshotStore(MemorySnapshotStore):
         super().add(snapshot_id, data)
         self._renamed(SNAPSHOT_WRITE, snapshot_id)
 
-    def finish(self, snapshot_id: SnapshotId) -> None:
-        super().finish(snapshot_id)  # checked whole first, as the real store does
+    def finish(self, snapshot_id: SnapshotId) -> tuple[bytes, ...]:
+        records = super().finish(snapshot_id)  # checked whole first, as the real store does
         self.directory.add(snapshot_id.file_name)  # not renamed yet: lost by a crash
         take = self.steps.take
         take(SNAPSHOT_DOWNLOAD, "fsyncing the download")
         take(SNAPSHOT_DOWNLOAD, "renaming it")
         self._renamed(SNAPSHOT_DOWNLOAD, snapshot_id)
+        return records
 
     def _renamed(self, operation: str, snapshot_id: SnapshotId) -> None:
         self.directory.add(snapshot_id.file_name)
