@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from broker.kafka.partitions.batch_walk import whole_batches
 from broker.kafka.partitions.segments import segment_bases, segment_name
 from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
@@ -149,28 +150,23 @@ def with_producers(reads: Sequence[ReadRecord], log_dirs: Mapping[int, Path], to
     return out
 
 
-_BATCH_START = struct.Struct(">qi")  # a magic v2 batch's base offset and length
+_BASE_OFFSET = struct.Struct(">q")  # a magic v2 batch's first 8 bytes
 _LAST_DELTA = struct.Struct(">i")  # at byte 23
 _PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43
-_HEADER_BYTES = 61
 
 
 def batch_producers(directory: Path) -> list[tuple[int, int, int, int]]:
     """(base offset, last offset, producer id, producer epoch) of each batch of one
-    partition directory's segments, in offset order, up to a torn tail (producer id
-    -1: no idempotent producer). Headers only: the replay checks the CRCs."""
+    partition directory's segments, in offset order, up to a torn or corrupt tail (producer
+    id -1: no idempotent producer): the batches the broker keeps (`whole_batches`)."""
     out = []
     for base in segment_bases(os.listdir(directory)):
         data = (directory / segment_name(base)).read_bytes()
-        position = 0
-        while position + _HEADER_BYTES <= len(data):
-            base_offset, length = _BATCH_START.unpack_from(data, position)
-            if length < _HEADER_BYTES - 12 or position + 12 + length > len(data):
-                break
+        for position, _ in whole_batches(data):
+            (base_offset,) = _BASE_OFFSET.unpack_from(data, position)
             (last_delta,) = _LAST_DELTA.unpack_from(data, position + 23)
             producer_id, epoch = _PRODUCER.unpack_from(data, position + 43)
             out.append((base_offset, base_offset + last_delta, producer_id, epoch))
-            position += 12 + length
     return out
 
 

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from broker.kafka.partitions import log_start_checkpoint
 from broker.kafka.partitions.batch_rewrite import batch_records
+from broker.kafka.partitions.batch_walk import whole_batches
 from broker.kafka.partitions.segments import segment_bases, segment_name
 from broker.kafka.replication.hw_checkpoint import CHECKPOINT_FILE as HIGH_WATERMARK_FILE
 from broker.partition_dir import read_partition_metadata
@@ -41,7 +40,6 @@ from raft.common.uuid import Uuid
 from tools.replay import METADATA_DIR
 from tools.replay.inputs import InputError, NodeInput
 
-HEADER_BYTES = 61  # a magic v2 batch header, up to and including its record count
 _HEADER = struct.Struct(">qiiBIhi")  # base offset .. last offset delta
 
 
@@ -87,16 +85,13 @@ def _batches(directory: Path, bases: list[int]) -> list[StoredBatch]:
         except OSError as exc:
             raise InputError(f"{path}: unreadable partition segment: "
                              f"{exc.strerror or exc}") from None
-        position = 0
-        while position + HEADER_BYTES <= len(data):
-            base_offset, length, epoch, magic, crc, _, last_delta = \
-                _HEADER.unpack_from(data, position)
-            end = position + 12 + length
-            if length < HEADER_BYTES - 12 or end > len(data) or magic != 2 or \
-                    last_delta < 0 or crc32c(data[position + 21:end]) != crc:
+        position = 0  # the end of the last whole batch
+        for start, end in whole_batches(data):
+            base_offset, _, epoch, _, crc, _, last_delta = _HEADER.unpack_from(data, start)
+            if last_delta < 0:
                 return out
             out.append(StoredBatch(base_offset, base_offset + last_delta, epoch, crc, base,
-                                   position, end - position))
+                                   start, end - start))
             position = end
         if position < len(data):
             return out

@@ -45,6 +45,7 @@ from crc32c import crc32c  # Kafka's batch checksum is CRC32C (Castagnoli), not 
 
 from broker.dataplane.divergence import end_offset_for_epoch
 from broker.kafka.partitions import compression, index_files
+from broker.kafka.partitions.batch_walk import HEADER_BYTES, LOG_OVERHEAD, MAGIC_V2, whole_batches
 from broker.kafka.partitions.file_region import FileRegion
 from broker.kafka.partitions.producer_state import (
     BatchHeader,
@@ -71,9 +72,6 @@ from raft.common.kafka.record_batch import read_varint
 log = logging.getLogger(__name__)
 
 LOG_FILE = segment_name(0)  # the first segment, and a log's only file before segments
-HEADER_BYTES = 61  # up to and including recordsCount
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-MAGIC_V2 = 2
 _OFFSET_LENGTH = struct.Struct(">qi")
 _EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -245,19 +243,14 @@ class PartitionLog:
         data = path.read_bytes() if existed else b""
         segment = self._segments[-1]
         first = len(self._batches)
-        position = 0
+        position = 0  # the end of the last whole batch
         view = memoryview(data)
-        while position + HEADER_BYTES <= len(view):
-            base, length = _OFFSET_LENGTH.unpack_from(view, position)
-            end = position + LOG_OVERHEAD + length
-            if length < HEADER_BYTES - LOG_OVERHEAD or end > len(view) or \
-                    view[position + 16] != MAGIC_V2 or \
-                    crc32c(view[position + 21:end]) != _CRC.unpack_from(view, position + 17)[0]:
-                break
-            (epoch,) = _EPOCH.unpack_from(view, position + 12)
-            header = read_header(view, position)
+        for start, end in whole_batches(view):
+            base, _ = _OFFSET_LENGTH.unpack_from(view, start)
+            (epoch,) = _EPOCH.unpack_from(view, start + 12)
+            header = read_header(view, start)
             self._add(BatchInfo(base_offset=base, last_offset=base + header.last_offset_delta,
-                                leader_epoch=epoch, position=position, size=end - position,
+                                leader_epoch=epoch, position=start, size=end - start,
                                 max_timestamp=header.max_timestamp, segment=base_offset),
                       header)
             position = end
