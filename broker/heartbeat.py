@@ -49,19 +49,19 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_POLL_S = 0.05  # a controlled shutdown asks again this often (the image catching up)
 FENCED_POLL_S = 0.1  # a ready broker the controller still fences asks again this often
-REGISTER_RETRY_S = 1.0  # a registration that failed is tried again this soon (at most)
+RETRY_S = 1.0  # a failed registration, or an attempt no controller answered, at most this
 
 
-def next_wait_s(*, interval_s: float, registered: bool, ready: bool, fenced: bool,
-                want_shut_down: bool) -> float:
+def next_wait_s(*, interval_s: float, registered: bool, answered: bool, ready: bool,
+                fenced: bool, want_shut_down: bool) -> float:
     """How long the heartbeat loop waits before its next attempt (a wake-up, as
-    `ready_to_unfence` or a controlled shutdown sends, ends the wait early): a broker
-    that is neither shutting down, unregistered nor ready and fenced heartbeats once an
-    interval."""
+    `ready_to_unfence` or a controlled shutdown sends, ends the wait early; `answered`:
+    a controller answered the last attempt): a broker that is neither shutting down,
+    unregistered, unanswered nor ready and fenced heartbeats once an interval."""
     if want_shut_down:
         return SHUTDOWN_POLL_S
-    if not registered:
-        return min(interval_s, REGISTER_RETRY_S)
+    if not registered or not answered:  # no faster: each failure logs a line
+        return min(interval_s, RETRY_S)
     if ready and fenced:
         return min(interval_s, FENCED_POLL_S)
     return interval_s
@@ -102,19 +102,21 @@ class BrokerHeartbeat:
     async def run(self) -> None:
         broker_id = self._node.node_id
         while True:
+            answered = True
             try:
                 if self.broker_epoch is None:
                     await self._register(broker_id)
                 else:
                     await self._heartbeat(broker_id)
             except ControllerUnavailable as exc:
+                answered = False
                 log.info("controller unreachable", extra={"broker": broker_id,
                                                           "reason": str(exc)})
             self._answered.set()
             self._answered = trio.Event()
             with trio.move_on_after(next_wait_s(
                     interval_s=self._interval_s, registered=self.broker_epoch is not None,
-                    ready=self.ready, fenced=self.is_fenced,
+                    answered=answered, ready=self.ready, fenced=self.is_fenced,
                     want_shut_down=self.want_shut_down)):
                 await self._wake.wait()
             self._wake = trio.Event()
