@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.kafka.partitions.batch_walk import whole_batches
+from broker.kafka.partitions.producer_state import read_header
 from broker.kafka.partitions.segments import segment_bases, segment_name
 from broker.partition_dir import scan
 from metadata.admin import DescribeTopicsRequest, DescribeTopicsResponse
@@ -151,8 +152,6 @@ def with_producers(reads: Sequence[ReadRecord], log_dirs: Mapping[int, Path], to
 
 
 _BASE_OFFSET = struct.Struct(">q")  # a magic v2 batch's first 8 bytes
-_LAST_DELTA = struct.Struct(">i")  # at byte 23
-_PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43
 
 
 def batch_producers(directory: Path) -> list[tuple[int, int, int, int]]:
@@ -164,9 +163,9 @@ def batch_producers(directory: Path) -> list[tuple[int, int, int, int]]:
         data = (directory / segment_name(base)).read_bytes()
         for position, _ in whole_batches(data):
             (base_offset,) = _BASE_OFFSET.unpack_from(data, position)
-            (last_delta,) = _LAST_DELTA.unpack_from(data, position + 23)
-            producer_id, epoch = _PRODUCER.unpack_from(data, position + 43)
-            out.append((base_offset, base_offset + last_delta, producer_id, epoch))
+            header = read_header(data, position)
+            out.append((base_offset, base_offset + header.last_offset_delta,
+                        header.producer_id, header.producer_epoch))
     return out
 
 
