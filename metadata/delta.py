@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from msgpack import unpackb
 
@@ -29,7 +30,7 @@ from metadata.authorizer import (
 )
 from metadata.broker_configs import BrokerConfigs, applied
 from metadata.broker_configs import replay_refusal as config_replay_refusal
-from metadata.fast_records import PARTITIONS, TOPIC_ID
+from metadata.fast_records import PARTITION_PREFIX, PARTITIONS, TAIL, TOPIC_ID
 from metadata.features import replay_refusal
 from metadata.image import (
     MAX_KEPT_ANOMALIES,
@@ -41,12 +42,13 @@ from metadata.image import (
     new_partition_image,
     new_topic_image,
 )
-from metadata.persistent import FrozenKeySet, MapBuilder
+from metadata.persistent import Builder, FrozenKeySet
 from metadata.scram_credentials import ScramCredentialImage, invalid_credential_reason
 from metadata.scram_credentials import from_record as credential_from_record
 from raft.common.gc_pause import gc_paused
 from raft.common.uuid import RESERVED, Uuid
 
+_UNSEEN: Any = object()  # not in the tail cache yet
 _Handler = Callable[["MetadataDelta", rec.Record, int], "str | None"]
 
 
@@ -56,12 +58,12 @@ class MetadataDelta:
 
     def _reset(self, base: MetadataImage) -> None:
         self._base = base
-        self._topics: MapBuilder[Uuid, TopicImage] | None = None
-        self._names: MapBuilder[str, Uuid] | None = None
-        self._brokers: MapBuilder[int, BrokerImage] | None = None
+        self._topics: Builder[Uuid, TopicImage] | None = None
+        self._names: Builder[str, Uuid] | None = None
+        self._brokers: Builder[int, BrokerImage] | None = None
         self._partitions: dict[Uuid, list[PartitionImage]] = {}  # topics being changed
         self._new_used: set[Uuid] = set()
-        self._scram: MapBuilder[tuple[str, str], ScramCredentialImage] | None = None
+        self._scram: Builder[tuple[str, str], ScramCredentialImage] | None = None
         self._acls: AclImageBuilder | None = None
         self._metadata_topic_id = base.metadata_topic_id
         self._features = base.finalized_features
@@ -69,7 +71,7 @@ class MetadataDelta:
         self._last_offset = base.last_applied_offset
         self._anomaly_count = base.anomaly_count
         self._anomalies = list(base.anomalies)
-        # apply_partition_bytes' memo: the topic ID (16 bytes) of the last Partition
+        # _take_partitions' memo: the topic ID (16 bytes) of the last Partition
         # record it applied and that topic's open partition list (a topic's partitions
         # follow its Topic record). Cleared by `apply` (any other record may remove the
         # topic), so the list is always the one in `_partitions` of a live topic.
@@ -175,11 +177,15 @@ class MetadataDelta:
 
     def apply_bytes(self, data: bytes, offset: int) -> str | None:
         """Apply one encoded record: `apply_bytes_reference`'s result, faster. A Partition
-        record in the common shape is applied by `apply_partition_bytes` without a record
-        object; any other map goes through `rec.from_dict` and `apply`, and bytes that
-        are no map through `rec.decode` (for its error)."""
-        if self.apply_partition_bytes(data, offset):
+        record in the common shape is applied from its bytes (`_take_partitions`);
+        any other map goes through `rec.from_dict` and `apply`, and bytes that are no
+        map through `rec.decode` (for its error)."""
+        if self._take_partitions(iter((data,)), offset) is None:
             return None
+        return self._apply_decoded(data, offset)
+
+    def _apply_decoded(self, data: bytes, offset: int) -> str | None:
+        """`apply_bytes_reference`, with msgpack's map decoded once."""
         try:
             obj = unpackb(data)
         except Exception:  # msgpack raises several unrelated types; rec.decode says which
@@ -192,16 +198,22 @@ class MetadataDelta:
             return self.apply(record, offset)
         return self.apply_bytes_reference(data, offset)
 
-    def apply_records(self, records: Iterable[bytes], base_offset: int) -> None:
+    def apply_records(self, records: Iterable[bytes], base_offset: int,
+                      other: Callable[[bytes, int], object] | None = None) -> None:
         """`apply_bytes` of each of `records` at `base_offset`, `base_offset + 1`, ...:
-        a bulk replay (a committed batch, a log read from disk), with the garbage
-        collector paused throughout (`raft.common.gc_pause`: what replay keeps is the
-        image, and what it throws away holds no cycles)."""
-        take_partition, apply_bytes = self.apply_partition_bytes, self.apply_bytes
+        a bulk replay (a committed batch, a log read from disk, a snapshot), with the
+        garbage collector paused throughout (`raft.common.gc_pause`: what replay keeps
+        is the image, and what it throws away holds no cycles). `other(data, offset)`
+        applies each record `_take_partitions` leaves (by default as `apply_bytes`
+        does; a snapshot load raises on any record that does not apply)."""
+        if other is None:
+            other = self._apply_decoded
+        remaining = iter(records)
         with gc_paused():
-            for offset, data in enumerate(records, start=base_offset):
-                if not take_partition(data, offset):
-                    apply_bytes(data, offset)
+            while (left := self._take_partitions(remaining, base_offset)) is not None:
+                base_offset, data = left
+                other(data, base_offset)
+                base_offset += 1
 
     def apply_bytes_reference(self, data: bytes, offset: int) -> str | None:
         """Apply one encoded record the plain way: `rec.decode`, then `apply`; bytes that
@@ -212,39 +224,48 @@ class MetadataDelta:
             return self._undecodable(offset, exc)
         return self.apply(record, offset)
 
-    def apply_partition_bytes(self, data: bytes, offset: int) -> bool:
-        """Apply an encoded record if it is a Partition record in the common shape
-        (`metadata.fast_records`) that applies cleanly (a live topic, a partition number
-        at most its count, an offset after the last); False, changing nothing, for
-        anything else, which the caller then applies with `apply` (whose rules and
-        messages are the only ones). Replay of a million partitions spends most of its
-        time here: no record is decoded but the first with each tail, and the topic's
-        Uuid and partition list are looked up once per topic, not per record."""
-        image = PARTITIONS.image(data)
-        if image is None or offset <= self._last_offset:
-            return False
-        topic_id = data[TOPIC_ID]
-        parts = (self._memo_partitions if topic_id == self._memo_topic_id
-                 else self._memo_open(topic_id))
-        if parts is None:
-            return False
-        partition = image.partition
-        if partition == len(parts):
-            parts.append(image)
-        elif 0 <= partition < len(parts):  # a full replacement, as `_partition` does
-            parts[partition] = image
-        else:
-            return False
-        self._last_offset = offset
-        return True
-
-    def _memo_open(self, topic_id: bytes) -> list[PartitionImage] | None:
-        """The open partition list of the live topic `topic_id` (16 bytes), remembered
-        as apply_partition_bytes' memo; None, and the memo as it was, if none is live."""
-        parts = self._w_partitions(Uuid.from_bytes(topic_id))
-        if parts is not None:
-            self._memo_topic_id, self._memo_partitions = topic_id, parts
-        return parts
+    def _take_partitions(self, records: Iterator[bytes],
+                         offset: int) -> tuple[int, bytes] | None:
+        """Apply the records `records` yields, at `offset`, `offset + 1`, ..., while each
+        is a Partition record in the common shape (`metadata.fast_records`) that applies
+        cleanly (a live topic, a partition number at most its count, an offset after the
+        last); the first that is not, changing nothing for it, is returned with its
+        offset (the caller applies it by `apply`, whose rules and messages are the only
+        ones); None once `records` ran out. Replay of a million partitions spends most
+        of its time here: no record is decoded but the first with each tail, and the
+        topic's Uuid and partition list are looked up once per topic, not per record
+        (the memo: `apply` clears it)."""
+        prefix, by_tail, decode_tail = PARTITION_PREFIX, PARTITIONS.by_tail, PARTITIONS.image
+        memo_id, parts, last = self._memo_topic_id, self._memo_partitions, self._last_offset
+        try:
+            for data in records:
+                if offset > last and data.startswith(prefix):
+                    image = by_tail.get(data[TAIL], _UNSEEN)
+                    if image is _UNSEEN:
+                        image = decode_tail(data)
+                    if image is not None:
+                        topic_id = data[TOPIC_ID]
+                        if topic_id != memo_id:
+                            opened = self._w_partitions(Uuid.from_bytes(topic_id))
+                            if opened is not None:
+                                memo_id, parts = topic_id, opened
+                        if topic_id == memo_id:
+                            partition = image.partition
+                            if partition == len(parts):
+                                parts.append(image)
+                                last = offset
+                                offset += 1
+                                continue
+                            if 0 <= partition < len(parts):  # a full replacement, as
+                                parts[partition] = image  # `_partition` does
+                                last = offset
+                                offset += 1
+                                continue
+                return offset, data
+            return None
+        finally:
+            self._memo_topic_id, self._memo_partitions = memo_id, parts
+            self._last_offset = last
 
     def _undecodable(self, offset: int, exc: rec.RecordError) -> str:
         """Note bytes that do not decode as a record (an anomaly at `offset`)."""
@@ -268,8 +289,7 @@ class MetadataDelta:
         used = base.used_topic_ids
         if self._new_used:
             builder = used.map.builder()
-            for topic_id in self._new_used:
-                builder[topic_id] = None
+            builder.update(dict.fromkeys(self._new_used))  # no key hashed again (a dict)
             used = FrozenKeySet(builder.freeze())
         image = MetadataImage(
             topics=base.topics if self._topics is None else self._topics.freeze(),
@@ -298,17 +318,17 @@ class MetadataDelta:
             self._anomalies.append(Anomaly(offset=offset, record_type=record_type,
                                            reason=reason))
 
-    def _w_topics(self) -> MapBuilder[Uuid, TopicImage]:
+    def _w_topics(self) -> Builder[Uuid, TopicImage]:
         if self._topics is None:
             self._topics = self._base.topics.builder()
         return self._topics
 
-    def _w_names(self) -> MapBuilder[str, Uuid]:
+    def _w_names(self) -> Builder[str, Uuid]:
         if self._names is None:
             self._names = self._base.topic_ids_by_name.builder()
         return self._names
 
-    def _w_brokers(self) -> MapBuilder[int, BrokerImage]:
+    def _w_brokers(self) -> Builder[int, BrokerImage]:
         if self._brokers is None:
             self._brokers = self._base.brokers.builder()
         return self._brokers
@@ -366,7 +386,7 @@ class MetadataDelta:
         return "ReplayAnomalies belongs in a snapshot, not in the log"
 
     def _partition(self, record: rec.Partition, offset: int) -> str | None:
-        # apply_partition_bytes applies the common case from its bytes: a rule added here
+        # _take_partitions applies the common case from its bytes: a rule added here
         # goes there too (tests/property/test_fast_replay.py compares the two).
         # _w_partitions inline for the common case (the topic's list is open already):
         # a topic's partitions follow its Topic record
@@ -533,7 +553,7 @@ class MetadataDelta:
         del self._w_scram()[key]
         return None
 
-    def _w_scram(self) -> MapBuilder[tuple[str, str], ScramCredentialImage]:
+    def _w_scram(self) -> Builder[tuple[str, str], ScramCredentialImage]:
         if self._scram is None:
             self._scram = self._base.scram_credentials.builder()
         return self._scram

@@ -35,7 +35,7 @@ _PARTITION_VERSION = rec.Partition.VERSION
 PARTITION_PREFIX = (b"\x89" + packb("type") + packb(_PARTITION_TYPE) + packb("version")
                     + packb(_PARTITION_VERSION) + packb("topic_id") + b"\xc4\x10")
 TOPIC_ID = slice(len(PARTITION_PREFIX), len(PARTITION_PREFIX) + 16)
-_TAIL_START = TOPIC_ID.stop
+TAIL = slice(TOPIC_ID.stop, None)  # what follows the topic ID
 _KEYS = frozenset({"type", "version", "topic_id", "partition", "replicas", "isr", "leader",
                    "leader_epoch", "partition_epoch"})
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -48,7 +48,9 @@ class PartitionDecoder:
     (the bytes after the topic ID). Bounded: past MAX_CACHED_TAILS it starts over."""
 
     def __init__(self) -> None:
-        self._images: dict[bytes, PartitionImage | None] = {}
+        # tail -> its image (None: not the common shape). Read directly by a bulk loop
+        # (`MetadataDelta.apply_records`), which calls `image` only for a tail not in it.
+        self.by_tail: dict[bytes, PartitionImage | None] = {}
         # replica and ISR lists, each kept once: a few brokers' permutations
         self._tuples: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -57,8 +59,8 @@ class PartitionDecoder:
         `data[TOPIC_ID]`); None for any other bytes."""
         if not data.startswith(PARTITION_PREFIX):
             return None
-        tail = data[_TAIL_START:]
-        images = self._images
+        tail = data[TAIL]
+        images = self.by_tail
         image = images.get(tail, images)
         if image is images:  # not seen yet
             if len(images) >= MAX_CACHED_TAILS:

@@ -171,15 +171,12 @@ def image_from_bytes(records: Iterable[bytes], offset: int) -> MetadataImage:
     """`image_from_records(map(rec.decode, records), offset)`, the same image and the
     same errors (RecordError for bytes that do not decode), faster: a Partition record
     in the common shape (nearly every record of a snapshot) is applied from its bytes by
-    `MetadataDelta.apply_partition_bytes` (`metadata.fast_records`), without a record
-    object; every other record is decoded and applied as there."""
+    `MetadataDelta.apply_records` (`metadata.fast_records`), without a record object;
+    every other record is decoded and applied as there."""
     if offset < NO_OFFSET:
         raise ValueError(f"offset {offset} is below {NO_OFFSET}")
     replay = _Replay()
-    take_partition = replay.delta.apply_partition_bytes
-    for index, data in enumerate(records):
-        if not take_partition(data, index):
-            replay.apply(rec.decode(data), index)  # raises its RecordError
+    replay.delta.apply_records(records, 0, replay.apply_bytes)
     return replay.image(offset)
 
 
@@ -201,6 +198,9 @@ class _Replay:
         if skipped is not None:
             raise ImageSnapshotError(f"snapshot record {index} ({type(record).__name__}) "
                                      f"does not apply: {skipped}")
+
+    def apply_bytes(self, data: bytes, index: int) -> None:
+        self.apply(rec.decode(data), index)  # raises its RecordError
 
     def image(self, offset: int) -> MetadataImage:
         summary = self.summary

@@ -1,5 +1,7 @@
-"""FrozenMap / MapBuilder against plain dicts: same contents after any sequence of writes,
-and every frozen version keeps its contents forever (structure sharing never leaks)."""
+"""FrozenMap and its builders against plain dicts: same contents after any sequence of
+writes, and every frozen version keeps its contents forever (structure sharing never
+leaks). A builder of the empty map is flat (`FlatBuilder`), of any other sharded
+(`MapBuilder`): each test runs both."""
 
 from __future__ import annotations
 
@@ -7,19 +9,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.persistent import MAX_PER_SHARD, FrozenKeySet, FrozenMap, empty_map
+from metadata.persistent import (
+    MAX_PER_SHARD,
+    FlatBuilder,
+    FrozenKeySet,
+    FrozenMap,
+    MapBuilder,
+    empty_map,
+)
 
 KEYS = st.one_of(st.integers(-50, 50), st.text(max_size=3))
 OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "freeze"]), KEYS, st.integers()),
                max_size=60)
 
 
-@given(ops=OPS)
+BASES = st.dictionaries(KEYS, st.integers(), max_size=4)  # {}: the flat builder
+
+
+@given(base=BASES, ops=OPS)
 def test_every_version_matches_a_dict_model_when_writes_and_freezes_interleave(
-        ops: list[tuple[str, object, int]]) -> None:
+        base: dict[object, int], ops: list[tuple[str, object, int]]) -> None:
     """Copy-on-write per shard: a frozen map never sees later writes."""
-    builder = empty_map().builder()
-    model: dict[object, int] = {}
+    builder = FrozenMap(base.items()).builder()
+    assert isinstance(builder, MapBuilder if base else FlatBuilder)
+    model = dict(base)
     versions: list[tuple[FrozenMap[object, int], dict[object, int]]] = []
     for op, key, value in ops:
         if op == "set":
@@ -84,12 +97,16 @@ def test_changed_keys_are_exactly_those_written_differently_between_two_versions
     assert before.changed_keys(after) == expected
 
 
-def test_shards_double_as_the_map_grows_and_every_version_keeps_its_contents() -> None:
-    """Past MAX_PER_SHARD entries a shard the shards double (all placed again): the
-    versions frozen before keep theirs, a later one is a few entries a shard, and the
-    changed keys across a doubling are the ones written."""
+@pytest.mark.parametrize("first", [None, -1], ids=["flat", "sharded"])
+def test_shards_double_as_the_map_grows_and_every_version_keeps_its_contents(
+        first: int | None) -> None:
+    """Past MAX_PER_SHARD entries a shard the shards double (all placed again; a flat
+    builder places them once, at its freeze): the versions frozen before keep theirs, a
+    later one is a few entries a shard, and the changed keys across a doubling are the
+    ones written."""
     count = 300 * MAX_PER_SHARD  # past 256 shards' worth: one doubling at least
-    builder = empty_map().builder()
+    base = empty_map() if first is None else FrozenMap([(first, [first])])
+    builder = base.builder()
     small = None
     for key in range(count):
         builder[key] = [key]
@@ -98,8 +115,10 @@ def test_shards_double_as_the_map_grows_and_every_version_keeps_its_contents() -
     assert small is not None
     large = builder.freeze()
     assert len(small.shards()) == 256
-    assert len(large.shards()) * MAX_PER_SHARD >= len(large) == count
-    assert dict(small.items()) == {key: [key] for key in range(101)}
+    assert len(large.shards()) == 512  # the fewest that keep MAX_PER_SHARD a shard
+    assert len(large.shards()) * MAX_PER_SHARD >= len(large) == count + (first is not None)
+    extra = set() if first is None else {first}
+    assert set(small) == set(range(101)) | extra
     assert all(large[key] == [key] for key in range(count))
     assert large.changed_keys(small) == small.changed_keys(large) == set(range(101, count))
     more = large.builder()
