@@ -27,7 +27,7 @@ from metadata.records import EpochMap
 from metadata.scram_credentials import ScramCredentialImage
 from metadata.topic_configs import ORDERED_DELIVERY
 from raft.common.slots import positional_constructor
-from raft.common.uuid import Uuid, pack
+from raft.common.uuid import Uuid, pack, pack_array_header
 
 NO_LEADER = -1  # the partition has no leader (the value Kafka uses)
 NO_OFFSET = -1  # last_applied_offset of an empty image
@@ -124,9 +124,14 @@ class TopicImage:
         return None
 
     def canonical(self) -> list[object]:
+        canonical = self.canonical_head()
+        canonical[3] = [p.canonical() for p in self.partitions]
+        return canonical
+
+    def canonical_head(self) -> list[object]:
+        """`canonical()` with None in place of the partitions' list."""
         canonical: list[object] = [self.topic_id.to_bytes(), self.name,
-                                   self.initial_partition_count,
-                                   [p.canonical() for p in self.partitions]]
+                                   self.initial_partition_count, None]
         # Each only when set, so older images hash as before; a count comes after the
         # configs (then always present, if empty), so the positions stay unambiguous.
         if self.configs or self.undeleted_partition_count is not None:
@@ -135,16 +140,33 @@ class TopicImage:
             canonical.append(self.undeleted_partition_count)
         return canonical
 
-    def digest(self) -> bytes:
+    def digest(self, packed: dict[int, bytes] | None = None) -> bytes:
         """sha256 of the msgpack of `canonical()`: the topic's part of the image's
         `content_hash`. Remembered, since a topic image never changes and the next image
         shares every topic a record did not touch: hashing an image after a change
-        digests only the changed topics again."""
+        digests only the changed topics again. `packed`: id(partition image) -> the
+        msgpack of its `canonical()`, shared by the topics of one `content_hash` (a
+        loaded snapshot's million partitions are a few dozen shared partition images,
+        `metadata.fast_records`: each is packed once, not once per partition)."""
         digest = self._digest
         if digest is None:
-            digest = hashlib.sha256(pack(self.canonical())).digest()
+            digest = hashlib.sha256(self._canonical_bytes({} if packed is None else packed)
+                                    ).digest()
             object.__setattr__(self, "_digest", digest)  # a memo, on a frozen object
         return digest
+
+    def _canonical_bytes(self, packed: dict[int, bytes]) -> bytes:
+        """`pack(self.canonical())`, the same bytes (a msgpack array is its header and
+        its items' bytes), with each partition's taken from `packed`."""
+        canonical, partitions = self.canonical_head(), self.partitions
+        items = list(map(packed.get, map(id, partitions)))  # in C: a million at a load
+        if None in items:
+            for index, partition in enumerate(partitions):
+                if items[index] is None:
+                    items[index] = packed[id(partition)] = pack(partition.canonical())
+        return b"".join([pack_array_header(len(canonical)), *map(pack, canonical[:3]),
+                         pack_array_header(len(partitions)), *items,
+                         *map(pack, canonical[4:])])
 
 
 def _topic_image_constructor() -> Callable[
@@ -274,7 +296,8 @@ class MetadataImage:
             [[a.offset, a.record_type, a.reason] for a in self.anomalies],
         ]))
         topics = sorted(self.topics.values(), key=_BY_TOPIC_ID)  # each ID is one topic's
-        digest.update(b"".join([topic.digest() for topic in topics]))
+        packed: dict[int, bytes] = {}  # the partition images' msgpack, by id (see digest)
+        digest.update(b"".join([topic.digest(packed) for topic in topics]))
         digest.update(pack([self.brokers[b].canonical() for b in sorted(self.brokers)]))
         digest.update(pack([u.value.to_bytes(16, "big")
                             for u in sorted(self.used_topic_ids, key=_UUID_ORDER)]))

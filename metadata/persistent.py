@@ -22,7 +22,8 @@ order sort (string hashes differ between processes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence, Set, ValuesView
+from itertools import chain
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -58,11 +59,22 @@ class _ShardedReads(Generic[K, V]):
     def entries(self) -> Iterator[tuple[K, V]]:
         """(key, value) shard by shard: `items()` without hashing every key again to
         look its value up (a Python `__hash__` per key for Uuid keys)."""
-        for shard in self._shards:
-            yield from shard.items()
+        return chain.from_iterable(map(dict.items, self._shards))
+
+    def values(self) -> ValuesView[V]:
+        """A view whose iteration walks the shards (Mapping's looks every key up)."""
+        return _ShardValues(self)
 
     def __len__(self) -> int:
         return self._len
+
+
+class _ShardValues(ValuesView[V]):
+    __slots__ = ()
+    _mapping: _ShardedReads[Any, V]
+
+    def __iter__(self) -> Iterator[V]:
+        return chain.from_iterable(map(dict.values, self._mapping._shards))
 
 
 # The ignores on the two classes below: their `get` (from _ShardedReads, a shard's

@@ -161,3 +161,10 @@ def pack(obj: Any) -> bytes:
     """`obj` as msgpack, Uuids as 16-byte bin (`msgpack_default`)."""
     packed: bytes = _packers.packer.pack(obj)
     return packed
+
+
+def pack_array_header(length: int) -> bytes:
+    """The msgpack header of an array of `length` items: `pack(items)` is it followed by
+    each item's `pack`."""
+    header: bytes = _packers.packer.pack_array_header(length)
+    return header
