@@ -3,7 +3,8 @@
 The broker registers once per process start (a new incarnation ID), then heartbeats
 every `broker.heartbeat.interval.ms` with the last metadata offset it has applied (from
 its commit listener: it fetches the metadata log as a raft observer). Once its image has
-caught up with the log (`ready_to_unfence`) it heartbeats at once, and again every
+caught up with the log (`ready_to_unfence`) and applied its own registration record
+(the controller unfences no heartbeat before that) it heartbeats at once, and again every
 `FENCED_POLL_S` for as long as the controller keeps it fenced, as Kafka's broker re-sends
 while the controller says it is not caught up: the controller unfences a broker on the
 first heartbeat that shows the log applied up to its registration, which the image may
@@ -18,9 +19,10 @@ partitions to other ISR members; the broker stops once the controller says it ma
 its own image shows it leads nothing, so clients move to the new leaders before it goes.
 The one heartbeat loop sends them, every `SHUTDOWN_POLL_S` from then on.
 
-Each heartbeat also lists the partitions marked for deletion that this broker leads
-with an empty log (`empty_partitions`, set by the broker role when it has a Kafka
-listener: `broker.kafka.ordered.empty_marked`), so the controller can remove them.
+Each heartbeat of an unfenced broker also lists the partitions marked for deletion that
+this broker leads with an empty log (`empty_partitions`, set by the broker role when it
+has a Kafka listener: `broker.kafka.ordered.empty_marked`), so the controller can remove
+them.
 """
 
 from __future__ import annotations
@@ -97,7 +99,16 @@ class BrokerHeartbeat:
         return self
 
     def _on_commit(self, batch: Batch) -> None:
-        self.applied_offset = batch.next_offset - 1
+        self.applied(batch.next_offset - 1)
+
+    def applied(self, offset: int) -> None:
+        """The broker's image holds every record up to `offset` now (a commit, or a
+        snapshot fetched from the leader)."""
+        before, self.applied_offset = self.applied_offset, offset
+        epoch = self.broker_epoch
+        if self.ready and self.is_fenced and epoch is not None and \
+                before < epoch <= self.applied_offset:
+            self._wake.set()  # its registration applied: this heartbeat can unfence it
 
     async def run(self) -> None:
         broker_id = self._node.node_id
@@ -125,7 +136,11 @@ class BrokerHeartbeat:
         """The broker's image has caught up with the log: heartbeat (or register) at
         once, and keep asking until the controller unfences it."""
         self.ready = True
-        self._wake.set()
+        # the controller unfences only a heartbeat showing the registration record (at
+        # offset broker_epoch) applied: until then one would be wasted (`applied`
+        # wakes the loop when it is applied)
+        if self.broker_epoch is None or self.applied_offset >= self.broker_epoch:
+            self._wake.set()
 
     async def _register(self, broker_id: int) -> None:
         response = await self._call(RegisterBrokerRequest(
@@ -134,6 +149,8 @@ class BrokerHeartbeat:
             if response.error_code == ErrorCode.NONE:
                 self.broker_epoch = response.broker_epoch
                 self.is_fenced = True  # every registration starts fenced
+                if self.ready and self.applied_offset >= response.broker_epoch:
+                    self._wake.set()  # already applied: heartbeat to be unfenced now
                 log.info("broker registered", extra={"broker": broker_id,
                                                      "broker_epoch": response.broker_epoch})
             else:
@@ -157,7 +174,11 @@ class BrokerHeartbeat:
 
     async def _heartbeat(self, broker_id: int) -> None:
         assert self.broker_epoch is not None
-        empty = await self.empty_partitions() if self.empty_partitions is not None else ()
+        # a fenced broker leads nothing in the controller's image (fencing moves every
+        # leadership away), so its reports would be refused: not walked for (a walk of
+        # every topic once, after a catch-up, on the way to being unfenced)
+        empty = await self.empty_partitions() \
+            if self.empty_partitions is not None and not self.is_fenced else ()
         response = await self._call(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self.applied_offset, empty_marked_partitions=empty or None,

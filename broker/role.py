@@ -31,7 +31,7 @@ class BrokerRole:
     def reset_image(self, image: MetadataImage) -> None:
         """A snapshot fetched from the leader replaced the log (`RaftNode`'s snapshot
         listener): the image, and what the heartbeat reports applied, restart from it."""
-        self.heartbeat.applied_offset = image.last_applied_offset
+        self.heartbeat.applied(image.last_applied_offset)
         self.server.reset_image(image)
 
     async def controlled_shutdown(self) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import sys
 import time
 from dataclasses import replace
 
@@ -46,6 +47,7 @@ from tools.server.supervisor import find_exception, supervise
 
 INVARIANT_EXIT_CODE = 3  # a broken Raft invariant stopped the node (logged as one ERROR)
 DEFAULT_LOG_LEVEL = "INFO"  # tools.cli: a node logs its start, elections, snapshots
+SWITCH_INTERVAL_S = 0.001  # the GIL's hand-over interval in a node (Python's default: 5 ms)
 DISCOVERY_TIMEOUT_S = 30.0  # a bootstrap-servers-only broker waits this long for the voters
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,11 @@ def _run_locked(config: NodeConfig) -> int:
         built = build_node(config)
     except (StorageError, LogCorruptionError, SnapshotStartError, OSError) as exc:
         raise startup_error(config, exc) from None
+    # The node's worker threads (snapshot writes, image hashes, a fetched snapshot's
+    # load) hold the GIL for seconds of CPU; the event loop waits for it at every wake-up,
+    # up to the switch interval each time: a request/answer round trip that costs 0.04 ms
+    # took 10.7 ms beside a busy thread at the default 5 ms, and 2.3 ms at 1 ms.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         trio.run(supervise, config, built)
     except BaseExceptionGroup as group:
