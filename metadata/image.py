@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
+from typing import cast
 
 from metadata.authorizer import EMPTY_ACLS, AclImage
 from metadata.persistent import FrozenKeySet, FrozenMap, empty_map
@@ -165,7 +166,7 @@ class TopicImage:
                 if items[index] is None:
                     items[index] = packed[id(partition)] = pack(partition.canonical())
         return b"".join([pack_array_header(len(canonical)), *map(pack, canonical[:3]),
-                         pack_array_header(len(partitions)), *items,
+                         pack_array_header(len(partitions)), *cast(list[bytes], items),
                          *map(pack, canonical[4:])])
 
 
