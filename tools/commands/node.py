@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import sys
 import time
 from dataclasses import replace
@@ -80,9 +81,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not config.voters:
             config = replace(config, voters=discover_voters(config))
-        return _run_locked(config)
+        code = _run_locked(config)
     finally:
         lock.release()
+    return exit_now(code)
+
+
+def exit_now(code: int) -> int:
+    """End a stopped node's process without Python's finalization (under a profiler,
+    `python -m cProfile`, return `code`: the profile is written at the normal exit).
+    What the node keeps is on disk, fsynced, and its files are closed by then; the full
+    collection and the frees of finalization are all that is left, and they took 0.9 s
+    for a follower holding a million partitions and 2.7 s for the leader (its last log
+    line to the next process's start), time a restart waits for."""
+    if sys.getprofile() is not None:
+        return code
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _run_locked(config: NodeConfig) -> int:
