@@ -8,6 +8,9 @@ WARNING naming it, and an older one is tried) and rebuilds its image
 log records from the snapshot's end offset on (`RaftNode(publish_from=...)`). A log that
 starts above 0 needs a snapshot at or above its start.
 
+A snapshot fetched from the leader while running is loaded from the records the fetch
+checked (`fetched_snapshot_image`), not read again.
+
 Without a usable snapshot the image starts empty and the whole committed log is
 replayed. Snapshots that exist but none of which is valid, none for a log that starts
 above 0, or one whose records do not make an image: `SnapshotStartError`, one message
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +32,6 @@ from metadata.snapshot_policy import SnapshotStartError, plan_start
 from raft.common.gc_pause import gc_paused
 from raft.snapshot import (
     NoValidSnapshotError,
-    Snapshot,
     SnapshotError,
     SnapshotId,
     list_snapshots,
@@ -91,7 +94,7 @@ def load_start_image(partition_dir: Path, *, log_end_offset: int,
                                  "later to stand in for the records below it")
     if snapshot is None:
         return StartImage(MetadataImage.empty())
-    image = _image_of(snapshot)
+    image = _image_of(snapshot.path, snapshot.snapshot_id, snapshot.records)
     log.info("loaded snapshot", extra={
         "file": str(snapshot.path), "end_offset": snapshot.snapshot_id.end_offset,
         "epoch": snapshot.snapshot_id.epoch, "topics": len(image.topics),
@@ -104,12 +107,22 @@ def load_snapshot_image(path: Path) -> MetadataImage:
     """Blocking: the image in the snapshot file `path` (one fetched from the leader);
     SnapshotStartError naming the file when it is not whole or holds no image."""
     try:
-        return _image_of(read_snapshot(path))
+        snapshot = read_snapshot(path)
     except SnapshotError as exc:
         raise SnapshotStartError(str(exc)) from None
+    return _image_of(path, snapshot.snapshot_id, snapshot.records)
 
 
-def _image_of(snapshot: Snapshot) -> MetadataImage:
+def fetched_snapshot_image(path: Path, snapshot_id: SnapshotId,
+                           records: Sequence[bytes]) -> MetadataImage:
+    """Blocking: the image of the snapshot `snapshot_id` fetched from the leader into
+    `path`, from the `records` the fetch checked whole (`RaftNode`'s snapshot listener):
+    the file is not read and checked again. SnapshotStartError naming the file when they
+    hold no image."""
+    return _image_of(path, snapshot_id, records)
+
+
+def _image_of(path: Path, snapshot_id: SnapshotId, records: Sequence[bytes]) -> MetadataImage:
     """The image a whole (CRC-checked) snapshot holds. Records that do not decode or do
     not make an image mean the file was written wrong, not torn: the node stops rather
     than guess (falling back would hide a writer bug)."""
@@ -117,7 +130,7 @@ def _image_of(snapshot: Snapshot) -> MetadataImage:
         # the collector: a third of the time otherwise, and then the image left out of
         # every later collection (raft.common.gc_pause)
         with gc_paused(freeze=True):
-            return image_from_bytes(snapshot.records, snapshot.snapshot_id.end_offset - 1)
+            return image_from_bytes(records, snapshot_id.end_offset - 1)
     except (rec.RecordError, ImageSnapshotError) as exc:
-        raise SnapshotStartError(f"{snapshot.path}: the snapshot holds no valid image: "
-                                 f"{exc}") from None
+        raise SnapshotStartError(f"{path}: the snapshot holds no valid image: {exc}"
+                                 ) from None

@@ -68,6 +68,8 @@ from raft.voters import Voter
 
 log = logging.getLogger(__name__)
 
+# (a snapshot fetched from the leader, its records): the state machine reloads from it
+SnapshotListener = Callable[[SnapshotId, tuple[bytes, ...]], Awaitable[None]]
 INBOX_SIZE = 1024
 MAX_EVENTS_PER_TURN = 1024
 SHUTDOWN_DRAIN_S = 1.0
@@ -170,7 +172,7 @@ class RaftNode:
         self._core: RaftCore | None = None
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[Any](INBOX_SIZE)
         self._leader_hw_listeners: list[Callable[[int], None]] = []
-        self._snapshot_listeners: list[Callable[[SnapshotId], Awaitable[None]]] = []
+        self._snapshot_listeners: list[SnapshotListener] = []
         self._ready_observers: list[Callable[[Ready, int], None]] = []
         self._background: list[Callable[[], Awaitable[None]]] = []
         self._stop_tasks: list[Callable[[], Awaitable[None]]] = []
@@ -197,8 +199,9 @@ class RaftNode:
     def add_ready_observer(self, callback: Callable[[Ready, int], None]) -> None:
         self._ready_observers.append(callback)
 
-    def add_snapshot_listener(self, callback: Callable[[SnapshotId], Awaitable[None]]
-                              ) -> None:
+    def add_snapshot_listener(self, callback: SnapshotListener) -> None:
+        """`callback(snapshot_id, records)` once a snapshot fetched from the leader
+        replaced the log (`records`: its records, checked whole)."""
         self._snapshot_listeners.append(callback)
 
     def add_background_task(self, fn: Callable[[], Awaitable[None]]) -> None:
@@ -492,7 +495,7 @@ class RaftNode:
         self._send_all(ready.late_messages)
         if ready.loaded_snapshot is not None:
             for snapshot_listener in self._snapshot_listeners:
-                await snapshot_listener(ready.loaded_snapshot)
+                await snapshot_listener(ready.loaded_snapshot, core.loaded_snapshot_records)
             self._publisher.restart_at_snapshot(ready.loaded_snapshot.end_offset)
         if ready.high_watermark is not None:
             self._publisher.publish_to(ready.high_watermark)

@@ -131,6 +131,7 @@ class CoreBase:
         # start, if the log starts above 0, stands in for the records below it.
         self._snapshots: SnapshotStore = snapshots or MemorySnapshotStore()
         self._loaded_snapshot: SnapshotId | None = None  # for the next Ready
+        self._loaded_snapshot_records: tuple[bytes, ...] = ()  # its records, until advanced
         self._cluster_id = cluster_id
         self._rng = rng
         # The voter set in force (KIP-853: the log's latest VotersRecord, committed or
@@ -354,6 +355,13 @@ class CoreBase:
     @property
     def is_voter(self) -> bool:
         return self._is_voter
+
+    @property
+    def loaded_snapshot_records(self) -> tuple[bytes, ...]:
+        """The records of `Ready.loaded_snapshot` (as the fetch checked them), until that
+        Ready is advanced: the state machine loads from them without reading the file
+        again."""
+        return self._loaded_snapshot_records
 
     @property
     def snapshots(self) -> SnapshotStore:

@@ -154,6 +154,7 @@ class RaftCore(Election, Replication, Reconfiguration):
             self._leader_hw_dirty = False
         if ready.loaded_snapshot is not None and ready.loaded_snapshot == self._loaded_snapshot:
             self._loaded_snapshot = None
+            self._loaded_snapshot_records = ()
         state = self._state
         if (ready.needs_flush and isinstance(state, LeaderState)
                 and self._maybe_advance_high_watermark(state)):

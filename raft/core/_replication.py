@@ -324,6 +324,7 @@ class Replication(CoreBase):
         self._pending_entries = []
         self._pending_truncate = None
         self._loaded_snapshot = snapshot_id
+        self._loaded_snapshot_records = records
         self._topic_ids.on_snapshot(self._snapshots, snapshot_id)
         self._snapshots.delete_before(snapshot_id.end_offset)
         self._set_high_watermark(snapshot_id.end_offset)

@@ -23,7 +23,7 @@ import trio
 from broker import access_table
 from broker.access_table import session_gate
 from metadata.image import MetadataImage
-from metadata.snapshot_loader import load_snapshot_image, load_start_image
+from metadata.snapshot_loader import fetched_snapshot_image, load_start_image
 from metadata.snapshot_policy import Retention
 from metadata.snapshot_writer import LogSize, install_snapshotter
 from raft.common.uuid import Uuid
@@ -191,9 +191,10 @@ def build_node(config: NodeConfig) -> BuiltNode:
                             max_ms=config.max_retention_ms),
         checkpoint_high_watermark=checkpoint_high_watermark)
 
-    async def reload_from(snapshot_id: SnapshotId) -> None:
+    async def reload_from(snapshot_id: SnapshotId, records: tuple[bytes, ...]) -> None:
         path = disk_log.directory / snapshot_id.file_name
-        image = await trio.to_thread.run_sync(load_snapshot_image, path)
+        image = await trio.to_thread.run_sync(fetched_snapshot_image, path, snapshot_id,
+                                              records)
         for reset in resets:
             reset(image)
         snapshotter.on_snapshot_loaded(snapshot_id)

@@ -204,6 +204,31 @@ def test_follower_fetches_snapshot_in_chunks_then_records_when_leader_log_starts
     assert core.log.end_offset == 11
 
 
+def test_the_loaded_snapshots_records_are_handed_over_until_its_ready_is_advanced() -> None:
+    """The shell's state machine loads from the records the fetch checked whole
+    (`loaded_snapshot_records`), not from the file again; once the Ready that announced
+    the snapshot is advanced they are dropped."""
+    leader = snapshot_leader()
+    core = follower()
+    first = request_of(drain(core))
+    request = request_of(reply(core, first, answer(leader, first), NOW))
+    while True:  # chunk by chunk, each Ready advanced but the one that loads it
+        assert isinstance(request.message, FetchSnapshotRequest)
+        assert core.loaded_snapshot_records == ()
+        core.step(Envelope(src=request.dst, dst=request.src,
+                           correlation_id=request.correlation_id,
+                           message=answer(leader, request)), NOW)
+        ready = core.ready()
+        if ready.loaded_snapshot is not None:
+            break
+        core.advance(ready)
+        request = request_of(ready)
+    assert ready.loaded_snapshot == SNAPSHOT
+    assert core.loaded_snapshot_records == tuple(RECORDS[:8])
+    core.advance(ready)
+    assert core.loaded_snapshot_records == ()
+
+
 def test_follower_resumes_from_held_bytes_when_a_chunk_is_lost() -> None:
     """A FetchSnapshot that times out is asked again from the bytes held, not from 0."""
     leader = snapshot_leader()
