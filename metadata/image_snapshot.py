@@ -28,7 +28,7 @@ always gives the same bytes):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import TypeVar
 
@@ -167,16 +167,25 @@ def image_from_records(records: Iterable[rec.Record], offset: int) -> MetadataIm
     return replay.image(offset)
 
 
-def image_from_bytes(records: Iterable[bytes], offset: int) -> MetadataImage:
+def image_from_bytes(records: Sequence[bytes], offset: int) -> MetadataImage:
     """`image_from_records(map(rec.decode, records), offset)`, the same image and the
     same errors (RecordError for bytes that do not decode), faster: a Partition record
     in the common shape (nearly every record of a snapshot) is applied from its bytes by
     `MetadataDelta.apply_records` (`metadata.fast_records`), without a record object;
     every other record is decoded and applied as there."""
+    return image_from_batches((records,), offset)
+
+
+def image_from_batches(batches: Iterable[Sequence[bytes]], offset: int) -> MetadataImage:
+    """`image_from_bytes` of the records of `batches` in order, each batch applied as it
+    comes (`raft.snapshot.stream_snapshot`'s)."""
     if offset < NO_OFFSET:
         raise ValueError(f"offset {offset} is below {NO_OFFSET}")
     replay = _Replay()
-    replay.delta.apply_records(records, 0, replay.apply_bytes)
+    index = 0
+    for records in batches:
+        replay.delta.apply_records(records, index, replay.apply_bytes)
+        index += len(records)
     return replay.image(offset)
 
 

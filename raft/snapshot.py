@@ -17,9 +17,11 @@ whole file; a crash can leave `<name>.checkpoint.tmp` (or a fetched snapshot's
 deletes. `read_snapshot` checks the whole file before it hands out a single record
 (every CRC, the offsets and epochs, the header first, the footer last, nothing after
 it); anything wrong is one `SnapshotError` naming the file and the byte offset.
-`load_newest_valid` opens a directory: it removes partial files and loads the newest
-snapshot that reads whole (ending at or below a given offset, if asked), falling back
-past any that do not.
+`stream_snapshot` makes the same checks batch by batch, handing out each batch's records
+as it goes (a loader builds from them without holding them all; an error can come after
+some were handed out). `load_newest_valid` (`newest_valid`, with a reader of one's own)
+opens a directory: it removes partial files and loads the newest snapshot that reads
+whole (ending at or below a given offset, if asked), falling back past any that do not.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -53,6 +55,7 @@ _PAYLOAD_OVERHEAD = 5
 
 log = logging.getLogger(__name__)
 ControlRecord = TypeVar("ControlRecord", bound=Record)
+T = TypeVar("T")
 
 
 class SnapshotError(Exception):
@@ -174,35 +177,72 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     offset) when anything is wrong, its name included."""
     path = Path(path)
     snapshot_id = parse_snapshot_name(path)
+    header, records = parse_snapshot(_read(path), path, snapshot_id.epoch)
+    return Snapshot(snapshot_id=snapshot_id, path=path, header=header, records=records)
+
+
+def stream_snapshot(path: str | os.PathLike[str]
+                    ) -> tuple[SnapshotId, Iterator[tuple[bytes, ...]]]:
+    """`read_snapshot`'s checks, batch by batch: the snapshot's id and an iterator over
+    the records of each batch between the header and the footer, handed out as its batch
+    is checked, so that a loader builds from them without a million records in memory
+    at once. A SnapshotError can come from the iterator after batches were taken (a
+    batch further on is corrupt, the footer is missing): the caller discards what it
+    built from them. `read_snapshot` hands out nothing before the whole file checks."""
+    path = Path(path)
+    snapshot_id = parse_snapshot_name(path)
+    data = _read(path)
+    batches = _checked_batches(data, path, snapshot_id.epoch)
+    first = next(batches, None)
+    if first is None:
+        raise SnapshotError(path, 0, "empty file: no snapshot header")
+    _control_record(first, path, SnapshotHeader, "first")
+    return snapshot_id, _records_before_footer(batches, len(data), path)
+
+
+def _records_before_footer(batches: Iterator[StoredBatch], size: int,
+                           path: str | os.PathLike[str]) -> Iterator[tuple[bytes, ...]]:
+    """The records of every batch but the last, which must hold the footer: each batch is
+    handed out once the one after it is checked."""
+    held: StoredBatch | None = None
+    for stored in batches:
+        if held is not None:
+            yield held.batch.records
+        held = stored
+    if held is None:
+        raise SnapshotError(path, size, _NO_FOOTER)
+    _control_record(held, path, SnapshotFooter, "last")
+
+
+def _read(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise SnapshotError(path, None, f"unreadable: {exc}") from None
-    header, records = parse_snapshot(data, path, snapshot_id.epoch)
-    return Snapshot(snapshot_id=snapshot_id, path=path, header=header, records=records)
 
 
 def parse_snapshot(data: bytes, path: str | os.PathLike[str],
                    epoch: int) -> tuple[SnapshotHeader, tuple[bytes, ...]]:
     """The header and the records of a snapshot file's bytes (see the module docstring
     for what is checked); `path` is only named in errors."""
-    batches = _checked_batches(data, path, epoch)
+    batches = list(_checked_batches(data, path, epoch))
     if not batches:
         raise SnapshotError(path, 0, "empty file: no snapshot header")
     header = _control_record(batches[0], path, SnapshotHeader, "first")
     if len(batches) == 1:
-        raise SnapshotError(path, len(data), "no snapshot footer after the header "
-                            "(cut short at a batch boundary?)")
+        raise SnapshotError(path, len(data), _NO_FOOTER)
     _control_record(batches[-1], path, SnapshotFooter, "last")
     records = tuple(r for stored in batches[1:-1] for r in stored.batch.records)
     return header, records
 
 
+_NO_FOOTER = "no snapshot footer after the header (cut short at a batch boundary?)"
+
+
 def _checked_batches(data: bytes, path: str | os.PathLike[str],
-                     epoch: int) -> list[StoredBatch]:
-    """Every batch, CRC-checked, numbered from 0 without gaps, of `epoch`, and filling
-    the file exactly."""
-    batches: list[StoredBatch] = []
+                     epoch: int) -> Iterator[StoredBatch]:
+    """Every batch, each once it is CRC-checked, numbered from 0 without gaps, of `epoch`;
+    then that they fill the file exactly."""
     end = expected_offset = 0
     try:
         for stored in iter_batches(data, os.fspath(path)):
@@ -215,14 +255,13 @@ def _checked_batches(data: bytes, path: str | os.PathLike[str],
                                     f"the file name says epoch {epoch}")
             if not batch.records:
                 raise SnapshotError(path, stored.position, "empty batch")
-            batches.append(stored)
+            yield stored
             end, expected_offset = stored.position + stored.size, batch.next_offset
     except CorruptBatchError as exc:
         raise SnapshotError(path, exc.position, exc.reason) from None
     if end != len(data):  # iter_batches stops quietly at an incomplete batch
         raise SnapshotError(path, end, f"truncated: {len(data) - end} bytes of an "
                             f"incomplete batch at the end")
-    return batches
 
 
 def _control_record(stored: StoredBatch, path: str | os.PathLike[str],
@@ -277,8 +316,17 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
 def load_newest_valid(directory: str | os.PathLike[str], *,
                       max_end_offset: int | None = None,
                       min_end_offset: int = 0) -> Snapshot | None:
-    """Open a directory's snapshots: remove partial files, then read the newest snapshot that
-    is whole, falling back to older ones past any that are not (each a WARNING naming
+    """`newest_valid` read by `read_snapshot`."""
+    return newest_valid(directory, read_snapshot, max_end_offset=max_end_offset,
+                        min_end_offset=min_end_offset)
+
+
+def newest_valid(directory: str | os.PathLike[str], read: Callable[[Path], T], *,
+                 max_end_offset: int | None = None, min_end_offset: int = 0) -> T | None:
+    """Open a directory's snapshots: remove partial files, then `read` the newest snapshot
+    that is whole (`read` raises SnapshotError for one that is not: a reader that builds
+    as it checks, over `stream_snapshot`, leaves what it built behind), falling back to
+    older ones past any that are not (each a WARNING naming
     the file: the fallback still starts the node). With `max_end_offset`, snapshots
     ending above it are passed over unread (the caller cannot prove their records
     committed); so are those ending below `min_end_offset` (the log start). None when no
@@ -293,7 +341,7 @@ def load_newest_valid(directory: str | os.PathLike[str], *,
                                            and end_offset > max_end_offset):
             continue
         try:
-            snapshot = read_snapshot(snapshot_file.path)
+            snapshot = read(snapshot_file.path)
         except SnapshotError as exc:
             log.warning("%s; trying an older snapshot", exc)
             failures.append(exc)

@@ -112,6 +112,22 @@ def test_corrupt_newest_snapshot_falls_back_to_an_older_one_with_a_warning(
     assert any(str(newest) in w and "bad snapshot" in w for w in warnings)
 
 
+def test_a_newest_snapshot_corrupt_in_its_last_batch_is_dropped_after_it_was_applied(
+        tmp_path: Path) -> None:
+    """The image is built as the file is checked (`raft.snapshot.stream_snapshot`): every
+    record of the newest snapshot is applied before its footer's CRC fails, and the image
+    built from them is dropped for the older snapshot's."""
+    directory, records, ends = make_log(tmp_path)
+    older = snapshot_at(directory, records, ends[2])
+    newest = snapshot_at(directory, records, ends[4])
+    data = bytearray(newest.read_bytes())
+    data[-1] ^= 0xFF  # the footer batch's payload
+    newest.write_bytes(bytes(data))
+    start = load_start_image(directory, log_end_offset=len(records))
+    assert start.path == older
+    assert start.image.content_hash() == replayed(records, ends[2]).content_hash()
+
+
 def test_no_valid_snapshot_stops_the_start_naming_every_file(tmp_path: Path) -> None:
     directory, records, ends = make_log(tmp_path)
     paths = [snapshot_at(directory, records, end) for end in ends[1:3]]

@@ -24,6 +24,7 @@ from raft.snapshot import (
     parse_snapshot_name,
     read_snapshot,
     remove_partial_snapshots,
+    stream_snapshot,
     write_snapshot,
 )
 from raft.types import Batch
@@ -36,6 +37,12 @@ def write(directory: Path, snapshot_id: SnapshotId = ID, records: list[bytes] = 
           max_batch_bytes: int = 100) -> Path:
     return write_snapshot(directory, snapshot_id, records, last_contained_log_timestamp=77,
                           max_batch_bytes=max_batch_bytes)
+
+
+def streamed_records(path: Path) -> tuple[SnapshotId, list[bytes]]:
+    """`stream_snapshot(path)` read to its end."""
+    snapshot_id, batches = stream_snapshot(path)
+    return snapshot_id, [record for batch in batches for record in batch]
 
 
 def handmade(directory: Path, batches: list[Batch], snapshot_id: SnapshotId = ID) -> Path:
@@ -115,6 +122,7 @@ def test_records_read_back_equal_when_written(tmp_path: Path, records: list[byte
     snapshot = read_snapshot(path)
     assert snapshot.records == tuple(records)
     assert (snapshot.snapshot_id, snapshot.path) == (ID, path)
+    assert streamed_records(path) == (ID, records)
     assert snapshot.header == SnapshotHeader(last_contained_log_timestamp=77)
     assert os.listdir(tmp_path) == [ID.file_name]  # no temp file left
 
@@ -162,12 +170,17 @@ def small_snapshot(directory: Path) -> tuple[Path, bytes]:
 
 
 def assert_refused(path: Path, limit: int) -> SnapshotError:
+    """Refused by `read_snapshot`, and by `stream_snapshot` (read to its end) with the
+    same error, whatever batches it handed out first."""
     with pytest.raises(SnapshotError) as info:
         read_snapshot(path)
     assert info.value.path == str(path)
     assert str(info.value).startswith(f"{path}: bad snapshot at byte offset ")
     assert info.value.position is not None
     assert 0 <= info.value.position <= limit
+    with pytest.raises(SnapshotError) as streamed:
+        streamed_records(path)
+    assert str(streamed.value) == str(info.value)
     return info.value
 
 
