@@ -19,9 +19,10 @@ deletes. `read_snapshot` checks the whole file before it hands out a single reco
 it); anything wrong is one `SnapshotError` naming the file and the byte offset.
 `stream_snapshot` makes the same checks batch by batch, handing out each batch's records
 as it goes (a loader builds from them without holding them all; an error can come after
-some were handed out). `load_newest_valid` (`newest_valid`, with a reader of one's own)
-opens a directory: it removes partial files and loads the newest snapshot that reads
-whole (ending at or below a given offset, if asked), falling back past any that do not.
+some were handed out). `newest_valid` opens a directory with the caller's reader
+(`read_snapshot`, or a loader over `stream_snapshot`): it removes partial files and
+loads the newest snapshot that reads whole (ending at or below a given offset, if
+asked), falling back past any that do not.
 """
 
 from __future__ import annotations
@@ -311,14 +312,6 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
     if removed:
         fsync_dir(Path(directory))
     return removed
-
-
-def load_newest_valid(directory: str | os.PathLike[str], *,
-                      max_end_offset: int | None = None,
-                      min_end_offset: int = 0) -> Snapshot | None:
-    """`newest_valid` read by `read_snapshot`."""
-    return newest_valid(directory, read_snapshot, max_end_offset=max_end_offset,
-                        min_end_offset=min_end_offset)
 
 
 def newest_valid(directory: str | os.PathLike[str], read: Callable[[Path], T], *,

@@ -16,7 +16,7 @@ from raft.snapshot import (
     PARTIAL_SUFFIX,
     SnapshotId,
     list_snapshots,
-    load_newest_valid,
+    newest_valid,
     read_snapshot,
 )
 from tests.support.killed_child import run_until_killed
@@ -103,7 +103,7 @@ def assert_intact(path: Path) -> int:
 @dataclass
 class Reports:
     """What one child said before it died, and what its fsyncs made durable. At its start
-    everything in the directory was durable: the parent's load_newest_valid synced it."""
+    everything in the directory was durable: the parent's newest_valid synced it."""
 
     directory: Path
     names: dict[str, int] = field(default_factory=dict)  # at the last directory fsync
@@ -173,10 +173,10 @@ def kill_point(rng: random.Random, first: int) -> str:
 
 def check_directory(directory: Path, done: list[int]) -> int | None:
     """Every snapshot named in `directory` is intact, every finished one among them, and
-    load_newest_valid returns the newest; its number."""
+    newest_valid returns the newest; its number."""
     numbers = [assert_intact(f.path) for f in list_snapshots(directory)]
     assert set(done) <= set(numbers)
-    loaded = load_newest_valid(directory)
+    loaded = newest_valid(directory, read_snapshot)
     if loaded is None:
         assert not numbers
         return None

@@ -20,7 +20,7 @@ from raft.snapshot import (
     SnapshotError,
     SnapshotId,
     list_snapshots,
-    load_newest_valid,
+    newest_valid,
     parse_snapshot_name,
     read_snapshot,
     remove_partial_snapshots,
@@ -301,7 +301,7 @@ def test_newest_is_loaded_and_partial_files_removed_when_opened(tmp_path: Path) 
     write(tmp_path, SnapshotId(10, 1), [b"old"])
     write(tmp_path, SnapshotId(20, 2), [b"new"])
     (tmp_path / (SnapshotId(30, 2).file_name + ".tmp")).write_bytes(b"cut")
-    snapshot = load_newest_valid(tmp_path)
+    snapshot = newest_valid(tmp_path, read_snapshot)
     assert snapshot is not None
     assert (snapshot.snapshot_id, snapshot.records) == (SnapshotId(20, 2), (b"new",))
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
@@ -313,15 +313,15 @@ def test_snapshots_above_the_limit_are_passed_over_unread_when_opened(
     corrupt one is an error."""
     write(tmp_path, SnapshotId(10, 1), [b"old"])
     write(tmp_path, SnapshotId(20, 2), [b"new"]).write_bytes(b"corrupt")
-    snapshot = load_newest_valid(tmp_path, max_end_offset=19)
+    snapshot = newest_valid(tmp_path, read_snapshot, max_end_offset=19)
     assert snapshot is not None
     assert snapshot.snapshot_id == SnapshotId(10, 1)
-    assert load_newest_valid(tmp_path, max_end_offset=9) is None
+    assert newest_valid(tmp_path, read_snapshot, max_end_offset=9) is None
 
 
 def test_no_snapshot_is_none_when_opened(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000000.log").write_bytes(b"")
-    assert load_newest_valid(tmp_path) is None
+    assert newest_valid(tmp_path, read_snapshot) is None
 
 
 def test_older_snapshot_is_loaded_when_the_newest_is_corrupt(
@@ -332,7 +332,7 @@ def test_older_snapshot_is_loaded_when_the_newest_is_corrupt(
     data[-3] ^= 0x40
     newest.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING, logger="raft.snapshot"):
-        snapshot = load_newest_valid(tmp_path)
+        snapshot = newest_valid(tmp_path, read_snapshot)
     assert snapshot is not None
     assert (snapshot.snapshot_id, snapshot.records) == (SnapshotId(10, 1), (b"old",))
     assert f"{newest}: bad snapshot at byte offset" in caplog.text
@@ -344,7 +344,7 @@ def test_no_valid_snapshot_names_every_file_when_all_are_corrupt(tmp_path: Path)
     for path in paths:
         path.write_bytes(path.read_bytes()[:-1])
     with pytest.raises(NoValidSnapshotError) as info:
-        load_newest_valid(tmp_path)
+        newest_valid(tmp_path, read_snapshot)
     message = str(info.value)
     assert message.startswith(f"{tmp_path}: bad snapshot: none of its 2 snapshot(s) is valid: ")
     assert [f.path for f in info.value.failures] == [str(p) for p in reversed(paths)]
