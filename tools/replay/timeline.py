@@ -87,7 +87,9 @@ class _Builder:
     def __init__(self, image: MetadataImage, start_offset: int) -> None:
         self.delta = MetadataDelta(image)
         self.out = Timeline(end_offset=start_offset)
-        self.names = {topic_id: topic.name for topic_id, topic in image.topics.items()}
+        # topic ID -> (its text, its name): a row's text made once per topic, not per row
+        self.labels = {topic_id: (str(topic_id), topic.name)
+                       for topic_id, topic in image.topics.items()}
         # epoch -> [leader, start offset, start ms, end offset, last ms]
         self.epochs: dict[int, list[Any]] = {}
         self.broker_events: dict[int, list[list[Any]]] = {}
@@ -136,14 +138,14 @@ class _Builder:
                          None if broker is None else str(broker.incarnation_id),
                          record.broker_epoch, fenced=fenced)
         elif isinstance(record, rec.Topic):
-            self.names[record.topic_id] = record.name
+            self.labels[record.topic_id] = (str(record.topic_id), record.name)
             self.run = (record.topic_id, len(self.out.topic_lifecycle), 0)
             self._topic(record.topic_id, "create", at)
         elif isinstance(record, rec.TopicConfig):
             self._topic(record.topic_id, "config", at, key=record.key, value=record.value)
         elif isinstance(record, rec.RenameTopic):
             self._topic(record.topic_id, "rename", at, new_name=record.new_name)
-            self.names[record.topic_id] = record.new_name
+            self.labels[record.topic_id] = (self._label(record.topic_id)[0], record.new_name)
         elif isinstance(record, rec.RemoveTopic):
             self._topic(record.topic_id, "delete", at)
             for partition in range(held):
@@ -162,7 +164,7 @@ class _Builder:
     def _topic(self, topic_id: Uuid, event: str, at: At, *, key: str | None = None,
                value: str | None = None, new_name: str | None = None,
                partitions: int | None = None) -> None:
-        self.out.topic_lifecycle.append((str(topic_id), self.names.get(topic_id), event, *at,
+        self.out.topic_lifecycle.append((*self._label(topic_id), event, *at,
                                          partitions, key, value, new_name))
 
     def _partition(self, topic_id: Uuid, partition: int, change: str, at: At) -> None:
@@ -174,8 +176,12 @@ class _Builder:
             leader = None if part.leader == NO_LEADER else part.leader
             state = (leader, list(part.isr), list(part.replicas), part.leader_epoch,
                      part.marked_for_deletion)
-        self.out.partition_history.append((str(topic_id), self.names.get(topic_id),
-                                           partition, change, *at, *state))
+        self.out.partition_history.append((*self._label(topic_id), partition, change, *at,
+                                           *state))
+
+    def _label(self, topic_id: Uuid) -> tuple[str, str | None]:
+        label = self.labels.get(topic_id)
+        return (str(topic_id), None) if label is None else label
 
     def end_run(self) -> None:
         """A creation's row gets the topic's partition count; a resize that changed the
