@@ -7,9 +7,11 @@ checkpoint at its end (the committed prefix from checkpoints, as in a real run).
 replay runs end to end (every copy read and CRC-checked in the executors, the distinct
 log decoded and scanned, every check, the analysis; no report files), and the rate is
 given per log record and per record copy (three copies of each record are read and
-checked). Start-up (SparkSession, plus a first tiny job that starts both Python workers
-and imports the replay's modules in them, as every later task reuses them) is timed
-separately and excluded. Bounded: Spark jobs are cancelled after BUDGET_S seconds.
+checked). Beside it, the rate at which the same segment files read back sequentially
+(`bench.stats.segment_read_rate`: the bound of any replay). Start-up (SparkSession,
+plus a first tiny job that starts both Python workers and imports the replay's modules
+in them, as every later task reuses them) is timed separately and excluded. Bounded:
+Spark jobs are cancelled after BUDGET_S seconds.
 `KRAFT_REPLAY_BENCH_RECORDS` overrides the size.
 """
 
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import segment_read_rate
 from tests.support.synthetic_logs import metadata_log, write_cluster
 from tools.replay.inputs import from_cluster
 
@@ -66,6 +69,10 @@ def main() -> None:
                       high_watermarks={n: records for n in NODES})
         print(f"{'synthetic log set':<34} {records:,} records x {len(NODES)} nodes, "
               f"generated and written in {time.monotonic() - started:.1f} s")
+        read_bytes, read_s = segment_read_rate(root / "cluster")
+        print(f"{'sequential read, second pass':<34} {read_bytes / read_s / 1e6:,.0f} MB/s: "
+              f"{records * len(NODES) / read_s:,.0f} record copies/s, "
+              f"{records / read_s:,.0f} records/s (the page cache's rate: any replay's bound)")
 
         started = time.monotonic()
         spark = spark_session("local[2]", shuffle_partitions=4, app_name="kraft-replay-bench")

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import segment_read_rate
 from raft.storage import write_high_watermark_checkpoint
 from tests.support.scale_logs import scale_batches, write_log
 from tests.support.standalone_spark import StandaloneCluster, driver_args
@@ -37,7 +38,6 @@ RECORDS = int(os.environ.get("KRAFT_REPLAY_SCALE_RECORDS", "10000000"))
 VOTERS = (1, 2, 3)
 BROKERS = (4, 5, 6)
 REPLAY_TIMEOUT_S = 1200.0
-READ_CHUNK = 1 << 20
 
 
 def _load() -> str:
@@ -58,20 +58,6 @@ def _log_set(cluster: Path) -> int:
     (cluster / "cluster.json").write_text(json.dumps({"voters": list(VOTERS)}),
                                           encoding="utf-8")
     return end
-
-
-def _read_rate(cluster: Path) -> tuple[int, float]:
-    """(bytes, seconds) of a sequential read of every segment, the second of two."""
-    paths = sorted(cluster.glob(f"node-*/data/{METADATA_DIR}/*.log"))
-    total, elapsed = 0, 0.0
-    for _ in range(2):
-        total, started = 0, time.monotonic()
-        for path in paths:
-            with open(path, "rb", buffering=0) as handle:
-                while chunk := handle.read(READ_CHUNK):
-                    total += len(chunk)
-        elapsed = time.monotonic() - started
-    return total, elapsed
 
 
 def _replay(cluster: Path, master: str, env: dict[str, str] | None = None,
@@ -137,7 +123,7 @@ def main() -> None:
         nodes = len(VOTERS) + len(BROKERS)
         print(f"{'log set':<34} {records:,} records x {nodes} nodes ({size / 1e6:,.0f} MB), "
               f"generated and written in {time.monotonic() - started:.1f} s")
-        read_bytes, read_s = _read_rate(cluster)
+        read_bytes, read_s = segment_read_rate(cluster)
         print(f"{'sequential read, second pass':<34} {read_bytes / read_s / 1e6:,.0f} MB/s: "
               f"{records * nodes / read_s:,.0f} record copies/s, "
               f"{records / read_s:,.0f} records/s ({_load()})")
