@@ -239,29 +239,28 @@ class MetadataDelta:
         memo_id, parts, last = self._memo_topic_id, self._memo_partitions, self._last_offset
         try:
             for data in records:
-                if offset > last and data.startswith(prefix):
-                    image = by_tail.get(data[TAIL], _UNSEEN)
-                    if image is _UNSEEN:
-                        image = decode_tail(data)
-                    if image is not None:
-                        topic_id = data[TOPIC_ID]
-                        if topic_id != memo_id:
-                            opened = self._w_partitions(Uuid.from_bytes(topic_id))
-                            if opened is not None:
-                                memo_id, parts = topic_id, opened
-                        if topic_id == memo_id:
-                            partition = image.partition
-                            if partition == len(parts):
-                                parts.append(image)
-                                last = offset
-                                offset += 1
-                                continue
-                            if 0 <= partition < len(parts):  # a full replacement, as
-                                parts[partition] = image  # `_partition` does
-                                last = offset
-                                offset += 1
-                                continue
-                return offset, data
+                if offset <= last or not data.startswith(prefix):
+                    return offset, data
+                image = by_tail.get(data[TAIL], _UNSEEN)
+                if image is _UNSEEN:
+                    image = decode_tail(data)
+                if image is None:
+                    return offset, data
+                topic_id = data[TOPIC_ID]
+                if topic_id != memo_id:
+                    opened = self._w_partitions(Uuid.from_bytes(topic_id))
+                    if opened is None:
+                        return offset, data
+                    memo_id, parts = topic_id, opened
+                partition = image.partition
+                if partition == len(parts):
+                    parts.append(image)
+                elif 0 <= partition < len(parts):  # a full replacement, as `_partition` does
+                    parts[partition] = image
+                else:
+                    return offset, data
+                last = offset
+                offset += 1
             return None
         finally:
             self._memo_topic_id, self._memo_partitions = memo_id, parts
