@@ -173,12 +173,8 @@ class MapBuilder(_ShardedReads[K, V], MutableMapping[K, V]):  # type: ignore[mis
     def _double(self) -> None:
         """Twice the shards, every entry placed again (new dicts: none is shared)."""
         count = 2 * len(self._shards)
-        mask = count - 1
-        shards: list[dict[K, V]] = [{} for _ in range(count)]
-        for shard in self._shards:
-            for key, value in shard.items():
-                shards[hash(key) & mask][key] = value
-        self._shards, self._owned, self._mask = shards, [True] * count, mask
+        self._shards = _spread(self.entries(), count)
+        self._owned, self._mask = [True] * count, count - 1
 
     def _shards_tuple(self) -> tuple[dict[K, V], ...]:
         self._owned = [False] * len(self._shards)  # frozen now: later writes copy again
@@ -209,11 +205,16 @@ def _sharded(items: dict[K, V]) -> FrozenMap[K, V]:
     count = _MIN_SHARDS
     while len(items) > MAX_PER_SHARD * count:
         count *= 2
+    return FrozenMap._from(tuple(_spread(items.items(), count)), len(items))
+
+
+def _spread(entries: Iterable[tuple[K, V]], count: int) -> list[dict[K, V]]:
+    """`count` new shards (a power of two) holding `entries`, each in its hash's shard."""
     mask = count - 1
     shards: list[dict[K, V]] = [{} for _ in range(count)]
-    for key, value in items.items():
+    for key, value in entries:
         shards[hash(key) & mask][key] = value
-    return FrozenMap._from(tuple(shards), len(items))
+    return shards
 
 
 class FrozenKeySet(Set[K]):
