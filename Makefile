@@ -19,9 +19,12 @@ java:
 
 # Every node, CLI verb and Spark worker is a new Python process: with bytecode written
 # once here, none compiles the project's modules again (PYTHONDONTWRITEBYTECODE=1 would
-# otherwise make each of them do it, ~0.2 s of CPU per node start).
+# otherwise make each of them do it, ~0.2 s of CPU per node start). The replay's scan is
+# also compiled by mypyc (tools/replay/compiled.py: used only while current; without a C
+# compiler the replay runs it interpreted).
 compile: $(STAMP)
 	$(BIN)/python -m compileall -q raft metadata broker tools tests bench
+	$(BIN)/python -m tools.replay.compiled
 
 demo: compile java
 	$(BIN)/kraft demo

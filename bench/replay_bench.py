@@ -56,6 +56,7 @@ def _import_replay(_: int) -> bool:
 
 
 def main() -> None:
+    from tools.replay.compiled import scan_module
     from tools.replay.job import run_replay
     from tools.replay.load import spark_session
 
@@ -80,6 +81,7 @@ def main() -> None:
         spark.sparkContext.parallelize(range(2), 2).map(_import_replay).collect()
         startup_s = time.monotonic() - started
         print(f"{'JVM + Spark + worker start-up':<34} {startup_s:.1f} s (excluded below)")
+        print(f"{'scan':<34} {scan_module().__name__} (tools/replay/compiled.py)")
 
         timer = threading.Timer(BUDGET_S, spark.sparkContext.cancelAllJobs)
         timer.start()

@@ -8,12 +8,12 @@ plan for that node asks:
   128-bit BLAKE2b digest of the batch bytes). Copies of a batch on several nodes have the
   same digest, so the cross-node checks compare batches, not records; this costs a CRC
   and a hash per batch, no msgpack.
-* scan: decode every record and run the per-node checks (`sequential.NodeScan`). Only
-  distinct logs are scanned: a node whose batches are the first n batches of the scanned
-  log, replayed from the same base, shares its result (`ScanResult.view`). A log cut
-  below a snapshot is scanned from that snapshot (the plan's `base`,
-  `tools.replay.images.ReplayBase`): the scan starts from its image, and the records
-  below its end offset are indexed but not scanned.
+* scan: decode every record and run the per-node checks (`sequential.NodeScan`, compiled
+  when `tools.replay.compiled` built it). Only distinct logs are scanned: a node whose
+  batches are the first n batches of the scanned log, replayed from the same base, shares
+  its result (`ScanResult.view`). A log cut below a snapshot is scanned from that
+  snapshot (the plan's `base`, `tools.replay.images.ReplayBase`): the scan starts from
+  its image, and the records below its end offset are indexed but not scanned.
 * decode: the record-level view (offset, epoch, record hash, columns) of a few batches,
   where different batches overlap the same offsets and the records must be compared.
 
@@ -44,9 +44,10 @@ import msgpack
 from raft.common.gc_pause import gc_paused
 from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
+from tools.replay.compiled import scan_module
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
-from tools.replay.sequential import NodeScan, decode_record, record_columns, record_hash
+from tools.replay.sequential import decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,8 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
     (bools), decode ({path: [byte positions]}) and base (the ReplayBase the scan starts
     from; none: offset 0). Yields one result dict."""
     want_index, decode = plan.get("index", False), plan.get("decode", {})
-    scan = NodeScan(analysis=plan.get("analysis", False)) if plan.get("scan") else None
+    scan = scan_module().NodeScan(analysis=plan.get("analysis", False)) \
+        if plan.get("scan") else None
     base: ReplayBase | None = plan.get("base")
     start = 0 if base is None else base.end_offset
     corrupt: list[str] = []

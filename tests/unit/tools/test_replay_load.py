@@ -11,9 +11,9 @@ import pytest
 
 from raft.segment import encode_batch
 from tests.support.synthetic_logs import metadata_log
+from tools.replay.compiled import scan_module
 from tools.replay.images import ReplayBase
 from tools.replay.load import merge_results, node_task, split_plans
-from tools.replay.sequential import ScanResult
 
 
 def _result(node: int, **fields: Any) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def test_split_tasks_find_what_one_task_scanning_and_indexing_finds(
 
     whole = merge_results([run(plan)])[1]
     split = merge_results([run(task_plan) for _, task_plan in split_plans({1: plan})])[1]
-    assert isinstance(split["scan"], ScanResult)
+    assert isinstance(split["scan"], scan_module().ScanResult)  # compiled when built
     assert split["scan"].aggregates is not None
     assert split["scan"].aggregates.kind_counts  # gathered, not empty
     assert split["scan"] == whole["scan"]
