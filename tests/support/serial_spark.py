@@ -32,6 +32,7 @@ class SerialRdd:
 
 class SerialContext:
     master = "serial (in process)"  # what the report's header names
+    defaultParallelism = 1  # noqa: N815 (Spark's name): one partition, in order
 
     def parallelize(self, items: Iterable[Any], slices: int | None = None) -> SerialRdd:
         return SerialRdd(items)

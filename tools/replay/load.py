@@ -26,6 +26,7 @@ byte position, and the driver turns them into exit 2.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import hashlib
 import logging
 import os
@@ -116,14 +117,110 @@ def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tu
     return out
 
 
+class _Entries:
+    """A NodeIndex being built: its parallel arrays, one entry per batch."""
+
+    __slots__ = ("file_ids", "positions", "offsets", "epochs", "counts", "digests")
+
+    def __init__(self) -> None:
+        self.file_ids, self.positions = array("l"), array("q")
+        self.offsets, self.epochs, self.counts = array("q"), array("l"), array("l")
+        self.digests = bytearray()
+
+    def add(self, file_id: int, view: memoryview, position: int, header: CheckedHeader
+            ) -> None:
+        self.file_ids.append(file_id)
+        self.positions.append(position)
+        self.offsets.append(header[0])
+        self.epochs.append(header[1])
+        self.counts.append(header[2])
+        self.digests += hashlib.blake2b(view[position:header[6]],
+                                        digest_size=DIGEST_BYTES).digest()
+
+    def since(self, start: int) -> _Entries:
+        """The entries from the `start`th on (their file ids as they are)."""
+        piece = _Entries()
+        for name in ("file_ids", "positions", "offsets", "epochs", "counts"):
+            setattr(piece, name, getattr(self, name)[start:])
+        piece.digests = self.digests[start * DIGEST_BYTES:]
+        return piece
+
+    def extend(self, file_id: int, piece: _Entries) -> None:
+        """`piece`'s entries, as those of file `file_id`."""
+        self.file_ids += array("l", [file_id]) * len(piece.offsets)
+        for name in ("positions", "offsets", "epochs", "counts", "digests"):
+            getattr(self, name).extend(getattr(piece, name))
+
+    def index(self, node: int, files: tuple[str, ...]) -> NodeIndex:
+        return NodeIndex(node=node, files=files, file_ids=self.file_ids,
+                         positions=self.positions, offsets=self.offsets, epochs=self.epochs,
+                         counts=self.counts, digests=bytes(self.digests))
+
+
+class KnownFiles:
+    """Segment files indexed whole earlier in a task, by size: their bytes and entries. A
+    file's entries are a function of its bytes alone, and a follower's segment files are
+    most often byte-identical copies of the leader's: they are compared, not walked."""
+
+    def __init__(self) -> None:
+        self.by_size: dict[int, list[tuple[bytes, _Entries]]] = {}
+
+    def entries(self, data: bytes) -> _Entries | None:
+        return next((entries for known, entries in self.by_size.get(len(data), ())
+                     if known == data), None)
+
+    def add(self, data: bytes, entries: _Entries) -> None:
+        self.by_size.setdefault(len(data), []).append((data, entries))
+
+
+class _NodeRead:
+    """One node's files walked in order for what its plan asks (`node_task`)."""
+
+    def __init__(self, plan: dict[str, Any], scan: Any, start: int) -> None:
+        self.want_index: bool = plan.get("index", False)
+        self.decode: dict[str, list[int]] = plan.get("decode", {})
+        self.scan, self.start = scan, start
+        self.entries = _Entries()
+        self.names: list[str] = []
+        self.decoded: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+        self.seq = 0
+
+    def walk(self, path: str, data: bytes) -> int:
+        """Index, scan and decode one file's batches; returns where its last whole batch
+        ends. A damaged batch raises CorruptBatchError."""
+        file_id, scan, start = len(self.names) - 1, self.scan, self.start
+        wanted = set(self.decode.get(path, ()))
+        view = memoryview(data)
+        end = 0
+        for position, header in _walk(view, path):
+            base_offset, epoch, count, _, _, payload_at, end = header
+            if self.want_index:
+                self.entries.add(file_id, view, position, header)
+            scanned = scan is not None and base_offset + count > start
+            if scanned or position in wanted:
+                records = _records(view, position, payload_at, end, count, path)
+                if scanned:
+                    if base_offset >= start:
+                        scan.batch(self.seq, base_offset, epoch, records)
+                    else:  # records below the snapshot's end offset: not replayed
+                        scan.batch(self.seq, start, epoch, records[start - base_offset:])
+                if position in wanted:
+                    self.decoded[(path, position)] = decoded_batch(records, base_offset, epoch)
+            self.seq += 1
+        return end
+
+
 def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
-              plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+              plan: dict[str, Any], known: KnownFiles | None = None
+              ) -> Iterator[dict[str, Any]]:
     """One node's segments, in file (offset) order; `plan` keys: index, scan, analysis
     (bools), decode ({path: [byte positions]}) and base (the ReplayBase the scan starts
-    from; none: offset 0). Yields one result dict."""
-    want_index, decode = plan.get("index", False), plan.get("decode", {})
+    from; none: offset 0). Yields one result dict. `known`: files indexed earlier in
+    the task, which a plan that only indexes reuses and adds to."""
     scan = scan_module().NodeScan(analysis=plan.get("analysis", False)) \
         if plan.get("scan") else None
+    if scan is not None or plan.get("decode"):
+        known = None
     base: ReplayBase | None = plan.get("base")
     start = 0 if base is None else base.end_offset
     corrupt: list[str] = []
@@ -132,50 +229,28 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
             scan.seed(base_image(base), start)
         except SnapshotError as exc:  # it read whole a moment ago (`snapshots.read_all`)
             corrupt.append(str(exc))
-    file_ids, positions = array("l"), array("q")
-    offsets, epochs, counts = array("q"), array("l"), array("l")
-    digests = bytearray()
-    blake2b = hashlib.blake2b
-    names: list[str] = []
-    decoded: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
-    seq = 0
+    read = _NodeRead(plan, scan, start)
     for path, data in files:  # in offset order (`read_segments` sorts the paths)
-        names.append(path)
-        wanted = set(decode.get(path, ()))
-        view = memoryview(data)
-        end = 0
+        read.names.append(path)
+        same = None if known is None else known.entries(data)
+        if same is not None:
+            read.entries.extend(len(read.names) - 1, same)
+            continue
+        mark = len(read.entries.offsets)
         try:
-            for position, (base_offset, epoch, count, _, _, payload_at, end) in \
-                    _walk(view, path):
-                if want_index:
-                    file_ids.append(len(names) - 1)
-                    positions.append(position)
-                    offsets.append(base_offset)
-                    epochs.append(epoch)
-                    counts.append(count)
-                    digests += blake2b(view[position:end], digest_size=DIGEST_BYTES).digest()
-                scanned = scan is not None and base_offset + count > start
-                if scanned or position in wanted:
-                    records = _records(view, position, payload_at, end, count, path)
-                    if scan is not None and scanned:
-                        if base_offset >= start:
-                            scan.batch(seq, base_offset, epoch, records)
-                        else:  # records below the snapshot's end offset: not replayed
-                            scan.batch(seq, start, epoch, records[start - base_offset:])
-                    if position in wanted:
-                        decoded[(path, position)] = decoded_batch(records, base_offset, epoch)
-                seq += 1
+            end = read.walk(path, data)
         except CorruptBatchError as exc:
             corrupt.append(str(exc))
             break
-        if end < len(data) and path != last_path and (want_index or scan is not None):
+        if end < len(data) and path != last_path and (read.want_index or scan is not None):
             corrupt.append(f"{path}: corrupt batch at byte {end}: incomplete batch "
                            f"({len(data) - end} bytes) in a segment that is not the last")
             break
-    index = NodeIndex(node=node, files=tuple(names), file_ids=file_ids, positions=positions,
-                      offsets=offsets, epochs=epochs, counts=counts, digests=bytes(digests))
-    yield {"node": node, "index": index if want_index else None, "corrupt": corrupt,
-           "scan": None if scan is None else scan.result(), "decoded": decoded}
+        if known is not None and end == len(data):  # whole: its entries hold anywhere
+            known.add(data, read.entries.since(mark))
+    index = read.entries.index(node, tuple(read.names)) if read.want_index else None
+    yield {"node": node, "index": index, "corrupt": corrupt,
+           "scan": None if scan is None else scan.result(), "decoded": read.decoded}
 
 
 def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
@@ -186,32 +261,72 @@ def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
             yield path, handle.read()
 
 
-def _task(node: int, paths: list[str], last_path: str,
-          plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _task(node: int, paths: list[str], last_path: str, plan: dict[str, Any],
+          known: KnownFiles | None = None) -> Iterator[dict[str, Any]]:
     """`node_task` with the collector paused (`raft.common.gc_pause`): what a task keeps
     (its index, the aggregates, a scan's topic state) holds no cycles, and what it
     throws away goes by reference counting, so collections only walked what it had
     built."""
     try:
         with gc_paused():
-            yield from node_task(node, last_path, read_segments(paths), plan)
+            yield from node_task(node, last_path, read_segments(paths), plan, known)
     except OSError as exc:
         yield {"node": node, "index": None, "scan": None, "decoded": {},
                "corrupt": [f"{exc.filename}: unreadable segment: {exc.strerror or exc}"]}
 
 
+Task = tuple[int, list[str], str, dict[str, Any]]  # node, its paths, its last path, plan
+_ARRAYS = ("file_ids", "positions", "offsets", "epochs", "counts", "digests")
+
+
+def group_task(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Several nodes' tasks run as one: a file indexed once is not walked again
+    (`KnownFiles`), and an index's arrays equal to an earlier index's are that index's
+    objects, which the task's one pickled result then holds once."""
+    known = KnownFiles()
+    results = [result for task in tasks for result in _task(*task, known)]
+    indexes: list[NodeIndex] = []
+    for result in results:
+        if (index := result["index"]) is None:
+            continue
+        for earlier in indexes:
+            same = {name: getattr(earlier, name) for name in _ARRAYS
+                    if getattr(earlier, name) == getattr(index, name)}
+            index = dataclasses.replace(index, **same)
+        result["index"] = index
+        indexes.append(index)
+    return results
+
+
+def task_groups(tasks: list[Task], slots: int) -> list[list[Task]]:
+    """The Spark tasks of a job: each scan (or decode) alone, in the given order, then
+    the tasks that only index dealt in order into the slots the scans leave (at least
+    one), so a node's index and its followers' share a task (`group_task`)."""
+    alone = [[task] for task in tasks if not _index_only(task[3])]
+    rest = [task for task in tasks if _index_only(task[3])]
+    if not rest:
+        return alone
+    size = -(-len(rest) // max(1, slots - len(alone)))
+    return alone + [rest[at:at + size] for at in range(0, len(rest), size)]
+
+
+def _index_only(plan: dict[str, Any]) -> bool:
+    return not (plan.get("scan") or plan.get("decode"))
+
+
 def run_tasks(spark: Any, replay_input: ReplayInput,
               plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """One Spark job, one task per planned node (in the order of `plans`: put the longest
-    first so the other core takes the rest); returns each node's result dict. A plan's
+    """One Spark job for the planned nodes (in the order of `plans`: put the longest
+    first so the other cores take the rest); returns each node's result dict. A plan's
     `files` (optional) limits the task to those segment paths. A node to be both
     scanned and indexed gets two tasks, the scan first (`split_plans`): its index is
-    made by the other core while the scan, the job's longest task, runs.
+    made on another core while the scan, the job's longest task, runs. The tasks that
+    only index are grouped into the cores left (`task_groups`).
 
     The executors open the segment files themselves (the paths must be readable on every
     worker, as `sc.binaryFiles` of local paths also requires): handing them the bytes
     through the JVM cost about 1.5 s per 80 MB node, more than indexing them."""
-    tasks = []
+    tasks: list[Task] = []
     for node_id, plan in split_plans(plans):
         node = replay_input.node(node_id)
         every = [str(segment.resolve()) for segment in node.segments]
@@ -220,9 +335,9 @@ def run_tasks(spark: Any, replay_input: ReplayInput,
             tasks.append((node_id, paths, every[-1], plan))
     if not tasks:
         return {}
-    rdd = spark.sparkContext.parallelize(tasks, len(tasks))
-    results = rdd.mapPartitions(lambda items: (r for item in items for r in _task(*item)))
-    return merge_results(results.collect())
+    groups = task_groups(tasks, spark.sparkContext.defaultParallelism)
+    results = spark.sparkContext.parallelize(groups, len(groups)).map(group_task).collect()
+    return merge_results([result for group in results for result in group])
 
 
 def split_plans(plans: dict[int, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
