@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -167,6 +168,7 @@ _PLAIN = re.compile(
     re.DOTALL).fullmatch
 Match = re.Match  # a plain record's entry in `decode_batch`'s maps
 TYPE_AT, TOPIC_ID, PARTITION_AT, CHANGE_LEADER_AT = 6, slice(27, 43), 53, 61
+_TYPE_BYTE = itemgetter(TYPE_AT)
 PARTITION_LEADER_AT, PARTITION_EPOCH_AT = -32, -18
 # (kind, topic ID, partition, leader, leader epoch: None for a PartitionChange)
 PlainRecord = tuple[int, bytes, int, int, int | None]
@@ -192,15 +194,19 @@ def decode_batch(records: list[bytes]) -> tuple[list[int], list[Any]]:
     instead (`plain_record` reads it), which `NodeScan.batch` decodes into the map only
     when it needs one. The records are decoded before any is scanned, so the batch can
     be classified first (`resize_topics`). A batch of well-formed records, nearly every
-    one, is decoded by two comprehensions and one check of every type; any other record
+    one, is decoded by a few passes in C and one check of every type; any other record
     sends the whole batch through the per-record rules (`_decode_each`)."""
     unpack = msgpack.unpackb  # no keywords: raw=False is its default, and cheaper so
+    maps: list[Any] = list(map(_PLAIN, records))
     try:
-        maps: list[Any] = [match or unpack(data)
-                           for match, data in zip(map(_PLAIN, records), records, strict=True)]
-        # raises for a non-map or a map without a type
-        kinds: list[int] = [data[TYPE_AT] if fields.__class__ is Match else fields["type"]
-                            for fields, data in zip(maps, records, strict=True)]
+        # a plain record's type is its byte TYPE_AT; the others are decoded one by one,
+        # found by `index` (in C, as the maps and the bytes are made: no loop over all)
+        kinds: list[Any] = list(map(_TYPE_BYTE, records))
+        at = -1
+        for _ in range(maps.count(None)):
+            at = maps.index(None, at + 1)
+            fields = maps[at] = unpack(records[at])
+            kinds[at] = fields["type"]  # raises for a non-map or a map without a type
     except Exception:  # msgpack raises several unrelated types
         return _decode_each(records)
     # exact ints only: a bool or float type equals an int but is judged by `_kind`
