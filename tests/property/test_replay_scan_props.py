@@ -92,9 +92,32 @@ def test_aggregates_are_what_each_record_counts_for(log: list[tuple[int, bytes]]
     assert aggregates.epochs == epochs
     assert aggregates.kind_counts == dict(Counter(kind for kind, _ in decoded))
     assert list(aggregates.topic_offsets) == [offset for offset, _ in topics]
-    assert aggregates.topics == [(_name(f), _topic_id(f), offset) for offset, f in topics]
     assert list(aggregates.remove_offsets) == [offset for offset, _ in removals]
-    assert aggregates.removed_ids == {_topic_id(f) for _, f in removals} - {None}
+    removed = {_topic_id(f) for _, f in removals} - {None}
+    assert aggregates.recreated_names == _recreated([(_name(f), _topic_id(f), offset)
+                                                     for offset, f in topics], removed)
+
+
+def _recreated(topics: list[tuple[str | None, bytes | None, int]],
+               removed: set[bytes | None]) -> list[dict[str, Any]]:
+    """The recreated-names table, record by record: each name with more than one ID, its
+    Topic records in offset order, the IDs some RemoveTopic names old, the last other
+    one current; the names with the most records first, then by name."""
+    rows: dict[str, list[tuple[bytes | None, int]]] = {}
+    for name, topic_id, offset in topics:
+        if name is not None:
+            rows.setdefault(name, []).append((topic_id, offset))
+    table = []
+    for name in sorted(rows):
+        mine = sorted(rows[name], key=lambda row: row[1])
+        if len({i for i, _ in mine if i is not None}) < 2:
+            continue
+        text = {i: str(Uuid.from_bytes(i)) for i, _ in mine if i is not None}
+        current = [None if i is None else text[i] for i, _ in mine if i not in removed]
+        table.append({"name": name, "old_ids": [text[i] for i, _ in mine if i in removed],
+                      "current_id": current[-1] if current else None,
+                      "offsets": [offset for _, offset in mine]})
+    return sorted(table, key=lambda entry: -len(entry["offsets"]))
 
 
 def _topic_id(fields: dict[str, Any]) -> bytes | None:

@@ -5,17 +5,15 @@ the JSON and HTML report.
 The log-wide tables describe the *reference log*: the longest voter log that holds the
 whole committed prefix (the same copy the broker-checkpoint check replays). They are built
 from the aggregates its scan kept (`sequential.Aggregates`, one entry per (epoch, record
-type), Topic/RemoveTopic offsets and Topic records), not from a table of its records. The
+type), Topic/RemoveTopic offsets and the recreated names), not from a table of its records. The
 per-node table covers every node, with its lag and where it departs from the committed
 log.
 """
 
 from __future__ import annotations
 
-import base64
 from collections import Counter
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from tools.replay.sequential import TYPE_NAMES, Aggregates
@@ -91,43 +89,6 @@ def topic_churn(aggregates: Aggregates, end_offset: int) -> list[dict[str, Any]]
     return out
 
 
-def _texts(ids: list[bytes]) -> list[str]:
-    """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
-    whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
-    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
-    return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
-
-
-def recreated_names(aggregates: Aggregates) -> list[dict[str, Any]]:
-    """Names that more than one topic ID took: every Topic record of that name, its ID
-    old (some RemoveTopic names it) or current. The names are counted in C first, so
-    only the rows of names taken more than once are grouped."""
-    topics, removed = aggregates.topics, aggregates.removed_ids
-    taken = Counter(map(itemgetter(0), topics))
-    by_name: dict[str, list[tuple[Any, ...]]] = {
-        name: [] for name, count in taken.items() if count > 1 and name is not None}
-    for row in topics:
-        rows = by_name.get(row[0])  # type: ignore[arg-type]  # None finds none
-        if rows is not None:
-            rows.append(row)
-    many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
-            if len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
-    ids = list({topic_id for rows in many.values() for _, topic_id, _ in rows
-                if topic_id is not None})  # no order: a dict of their texts needs none
-    texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
-    texts[None] = None
-    table: list[dict[str, Any]] = []
-    for name in sorted(many):
-        rows = many[name]
-        current = [i for _, i, _ in rows if i is None or i not in removed]
-        table.append({"name": name,
-                      "old_ids": [texts[i] for _, i, _ in rows if i is not None and i in removed],
-                      "current_id": texts[current[-1]] if current else None,
-                      "offsets": [offset for _, _, offset in rows]})
-    table.sort(key=lambda e: -len(e["offsets"]))  # stable: by name within a length
-    return table
-
-
 def node_summary(diverges: dict[int, int], committed_end: int, voters: tuple[int, ...],
                  summaries: dict[int, dict[str, Any]],
                  replay_from: dict[int, int] | None = None) -> list[dict[str, Any]]:
@@ -177,5 +138,5 @@ def analyse(nodes: list[dict[str, Any]], committed_end: int, reference: int | No
     timeline, types = epochs_and_types(aggregates, claims)
     return Analysis(leader_timeline=timeline, record_types=types,
                     topic_churn=topic_churn(aggregates, end),
-                    recreated_names=recreated_names(aggregates),
+                    recreated_names=aggregates.recreated_names,
                     nodes=nodes, committed_end=committed_end, reference_node=reference)

@@ -36,6 +36,7 @@ type names) is made only for what is reported.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from array import array
@@ -259,19 +260,63 @@ def resize_topics(kinds: list[int], maps: list[Any],
     return tracked
 
 
+def _texts(ids: list[bytes]) -> list[str]:
+    """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
+    whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
+    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
+    return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
+
+
+TopicRow = tuple[str | None, bytes | None, int]  # a Topic record's name, ID and offset
+
+
+def recreated_names(topics: list[TopicRow], removed: AbstractSet[bytes]
+                    ) -> list[dict[str, Any]]:
+    """Names that more than one topic ID took: every Topic record of that name, its ID
+    old (in `removed`: some RemoveTopic names it) or current; the names taken most
+    first. The names are counted in C first, so only the rows of names taken more than
+    once are grouped. Made where the scan ran, from what it kept, so neither the Topic
+    records nor the removed IDs travel to the driver."""
+    taken = Counter(map(itemgetter(0), topics))
+    by_name: dict[str, list[TopicRow]] = {
+        name: [] for name, count in taken.items() if count > 1 and name is not None}
+    for row in topics:
+        rows = by_name.get(row[0])  # type: ignore[arg-type]  # None finds none
+        if rows is not None:
+            rows.append(row)
+    many = {name: sorted(rows, key=itemgetter(2)) for name, rows in by_name.items()
+            if len({topic_id for _, topic_id, _ in rows if topic_id is not None}) > 1}
+    ids = list({topic_id for rows in many.values() for _, topic_id, _ in rows
+                if topic_id is not None})  # no order: a dict of their texts needs none
+    texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
+    texts[None] = None
+    table: list[dict[str, Any]] = []
+    for name in sorted(many):
+        rows = many[name]
+        current = [i for _, i, _ in rows if i is None or i not in removed]
+        table.append({"name": name,
+                      "old_ids": [texts[i] for _, i, _ in rows if i is not None and i in removed],
+                      "current_id": texts[current[-1]] if current else None,
+                      "offsets": [offset for _, _, offset in rows]})
+    table.sort(key=lambda e: -len(e["offsets"]))  # stable: by name within a length
+    return table
+
+
 @dataclass(slots=True)
 class Aggregates:
     """What the analysis needs from one log: per epoch [first offset, last offset,
-    records], records per kind, the offsets of Topic and RemoveTopic records, every Topic
-    record's (name, topic ID, offset) and the IDs some RemoveTopic names."""
+    records], records per kind, the offsets of Topic and RemoveTopic records and the
+    recreated names. While scanning: every Topic record's (name, topic ID, offset) and
+    the IDs some RemoveTopic names, of which `NodeScan.result` makes the names."""
 
     epochs: dict[int, list[int]] = field(default_factory=dict)
     kinds: list[int] = field(default_factory=list)  # per record while scanning
     kind_counts: dict[int, int] = field(default_factory=dict)  # filled by NodeScan.result
     topic_offsets: array[int] = field(default_factory=lambda: array("q"))
     remove_offsets: array[int] = field(default_factory=lambda: array("q"))
-    topics: list[tuple[str | None, bytes | None, int]] = field(default_factory=list)
+    topics: list[TopicRow] = field(default_factory=list)
     removed_ids: set[bytes] = field(default_factory=set)
+    recreated_names: list[dict[str, Any]] = field(default_factory=list)  # by `result`
 
 
 @dataclass(slots=True)
@@ -834,9 +879,12 @@ class NodeScan:
             del self.live_by_name[name]
 
     def result(self) -> ScanResult:
-        if self.aggregates is not None:  # ship counts, not a kind per record
-            self.aggregates.kind_counts = dict(Counter(self.aggregates.kinds))
-            self.aggregates.kinds = []
+        aggregates = self.aggregates
+        if aggregates is not None:  # ship counts and names, not every record's
+            aggregates.kind_counts = dict(Counter(aggregates.kinds))
+            aggregates.recreated_names = recreated_names(aggregates.topics,
+                                                         aggregates.removed_ids)
+            aggregates.kinds, aggregates.topics, aggregates.removed_ids = [], [], set()
         return ScanResult(violations=self.violations, marks=self.marks, claims=self.claims,
                           first_topic_batch=self.first_topic_batch,
                           metadata_topic_batch=self.metadata_topic_batch,

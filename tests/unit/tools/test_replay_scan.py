@@ -222,7 +222,8 @@ def test_view_of_n_batches_leaves_out_what_batch_n_and_later_hold():
 def test_analysis_scan_keeps_epoch_ranges_kind_counts_and_topic_history():
     """Per epoch [lowest offset, highest offset, records] even when the log repeats
     offsets; records per kind (the per-record list is dropped); Topic and RemoveTopic
-    offsets (a rename is no removal); each Topic's (name, ID, offset); removed IDs."""
+    offsets (a rename is no removal); the names recreated with another ID (the Topic
+    records and removed IDs they come from are dropped too)."""
     result = _scan(
         (0, 1, [rec.LeaderChange(leader_id=1, voters=(1,)), rec.MetadataTopic(topic_id=META)]),
         (2, 1, [rec.Topic(name="a", topic_id=A),
@@ -237,8 +238,9 @@ def test_analysis_scan_keeps_epoch_ranges_kind_counts_and_topic_history():
     assert aggregates.kinds == []
     assert aggregates.topic_offsets == array("q", [2, 6])
     assert aggregates.remove_offsets == array("q", [4, 7])
-    assert aggregates.topics == [("a", A.to_bytes(), 2), ("a", B.to_bytes(), 6)]
-    assert aggregates.removed_ids == {A.to_bytes()}
+    assert aggregates.recreated_names == [
+        {"name": "a", "old_ids": [str(A)], "current_id": str(B), "offsets": [2, 6]}]
+    assert (aggregates.topics, aggregates.removed_ids) == ([], set())
 
 
 def test_scan_keeps_aggregates_only_when_asked():
