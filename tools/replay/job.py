@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,10 +136,10 @@ def _root(replay_input: ReplayInput, bases: dict[int, ReplayBase]) -> int:
     return max(voters, key=lambda n: (size(n), -n.node_id)).node_id
 
 
-def _run(spark: Any, replay_input: ReplayInput,
-         plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def _run(spark: Any, replay_input: ReplayInput, plans: dict[int, dict[str, Any]],
+         busy: int = 0) -> dict[int, dict[str, Any]]:
     """`load.run_tasks`, with a damaged or unreadable segment as InputError."""
-    results = run_tasks(spark, replay_input, plans)
+    results = run_tasks(spark, replay_input, plans, busy)
     corrupt = [message for r in results.values() for message in r["corrupt"]]
     if corrupt:
         raise InputError("corrupt segment: " + "; ".join(corrupt[:5]))
@@ -248,20 +249,25 @@ class _Comparison:
     end: int
 
 
-def _index_every_node(spark: Any, replay_input: ReplayInput, with_analysis: bool,
-                      bases: dict[int, ReplayBase]) -> _FirstPass:
-    """The first Spark job: index every node's batches and scan the root's in full
-    (unless no log can be replayed)."""
+def _first_pass(spark: Any, replay_input: ReplayInput, with_analysis: bool,
+                bases: dict[int, ReplayBase]) -> tuple[_FirstPass, _Comparison]:
+    """Every node's batches indexed and the root's log scanned in full (unless no log
+    can be replayed), as two Spark jobs at once: the scan, the longest task, from a
+    thread, the indexes on the cores it leaves; with the indexes back, the driver lines
+    the copies up (`_compare_copies`) while the scan still runs."""
     root = _root(replay_input, bases)
-    plans: dict[int, dict[str, Any]] = {
-        root: {"index": True, **(_scan_plan(root, bases, with_analysis) if root in bases
-                                 else {})}}
-    plans.update({n.node_id: {"index": True} for n in replay_input.nodes
-                  if n.segments and n.node_id != root})
-    first = _run(spark, replay_input, plans)
-    indexes: dict[int, NodeIndex] = {n: r["index"] for n, r in first.items()}
-    scans = {root: first[root]["scan"]} if first[root]["scan"] is not None else {}
-    return _FirstPass(root=root, indexes=indexes, scans=scans, summaries=_summaries(indexes))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-scan") as pool:
+        scanning = None if root not in bases else pool.submit(
+            _run, spark, replay_input, {root: _scan_plan(root, bases, with_analysis)})
+        plans = {n.node_id: {"index": True} for n in replay_input.nodes if n.segments}
+        first = _run(spark, replay_input, plans, busy=int(scanning is not None))
+        indexes: dict[int, NodeIndex] = {n: r["index"] for n, r in first.items()}
+        first_pass = _FirstPass(root=root, indexes=indexes, scans={},
+                                summaries=_summaries(indexes))
+        compared = _compare_copies(spark, replay_input, first_pass, with_analysis, bases)
+        if scanning is not None:
+            first_pass.scans[root] = scanning.result()[root]["scan"]
+    return first_pass, compared
 
 
 def _summaries(indexes: dict[int, NodeIndex]) -> dict[int, dict[str, Any]]:
@@ -280,11 +286,11 @@ def _compare_copies(spark: Any, replay_input: ReplayInput, first: _FirstPass,
     """Line the nodes' batches up against the root's, scan the nodes that diverge from
     it or replay from another base (adding their scans to `first.scans`) and find the
     committed end. A node that cannot be replayed (no snapshot at its log start) is
-    compared, not scanned."""
+    compared, not scanned; the root is scanned when it can be (`_first_pass`)."""
     indexes, root = first.indexes, first.root
     prefixes = {n: len(index) for n, index in indexes.items()
                 if index.is_prefix_of(indexes[root])}
-    shares = {n: count for n, count in prefixes.items() if root in first.scans
+    shares = {n: count for n, count in prefixes.items() if root in bases
               and n in bases and bases[n].key == bases[root].key}
     high_watermarks = {n.node_id: n.high_watermark for n in replay_input.nodes
                        if n.high_watermark is not None}
@@ -441,9 +447,8 @@ def _replay(spark: Any, replay_input: ReplayInput, *, out_dir: Path | None,
     bases = replay_bases(replay_input, snapshots)
     with clock.phase("load", f"reading {replay_input.segment_count} segment(s) of "
                              f"{len(replay_input.nodes)} node(s)"):
-        first = _index_every_node(spark, replay_input, with_analysis, bases)
-    with clock.phase("checks", "comparing the nodes' batches"):
-        compared = _compare_copies(spark, replay_input, first, with_analysis, bases)
+        first, compared = _first_pass(spark, replay_input, with_analysis, bases)
+    with clock.phase("checks", "checking each node's log and the copies against each other"):
         results = _check_nodes(replay_input, first, compared)
     with clock.phase("snapshot_checks", "checking the snapshots against the logs"):
         results += _check_snapshots(spark, replay_input, first, compared, snapshots, bases)

@@ -158,19 +158,42 @@ class _Entries:
 
 
 class KnownFiles:
-    """Segment files indexed whole earlier in a task, by size: their bytes and entries. A
-    file's entries are a function of its bytes alone, and a follower's segment files are
-    most often byte-identical copies of the leader's: they are compared, not walked."""
+    """Segment files indexed whole earlier in a task, by size: their path, what `os.stat`
+    said of them then, and their entries. A file's entries are a function of its bytes
+    alone, and a follower's segment files are most often byte-identical copies of the
+    leader's: a file of a known size is compared with the known file, read again (one
+    file held at a time, not a node's whole log; a known file changed since, as a live
+    node's may be, is walked), not walked."""
 
     def __init__(self) -> None:
-        self.by_size: dict[int, list[tuple[bytes, _Entries]]] = {}
+        self.by_size: dict[int, list[tuple[str, tuple[int, ...], _Entries]]] = {}
 
     def entries(self, data: bytes) -> _Entries | None:
-        return next((entries for known, entries in self.by_size.get(len(data), ())
-                     if known == data), None)
+        for path, seen, entries in self.by_size.get(len(data), ()):
+            try:
+                if _signature(path) == seen and _read(path) == data:
+                    return entries
+            except OSError:  # gone since: the file at hand is walked
+                continue
+        return None
 
-    def add(self, data: bytes, entries: _Entries) -> None:
-        self.by_size.setdefault(len(data), []).append((data, entries))
+    def add(self, path: str, data: bytes, entries: _Entries) -> None:
+        try:
+            seen = _signature(path)
+        except OSError:
+            return
+        if seen[0] == len(data):  # not appended to since it was read
+            self.by_size.setdefault(len(data), []).append((path, seen, entries))
+
+
+def _signature(path: str) -> tuple[int, ...]:
+    status = os.stat(path)
+    return status.st_size, status.st_mtime_ns, status.st_ino, status.st_dev
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 class _NodeRead:
@@ -247,7 +270,7 @@ def node_task(node: int, last_path: str, files: Iterable[tuple[str, bytes]],
                            f"({len(data) - end} bytes) in a segment that is not the last")
             break
         if known is not None and end == len(data):  # whole: its entries hold anywhere
-            known.add(data, read.entries.since(mark))
+            known.add(path, data, read.entries.since(mark))
     index = read.entries.index(node, tuple(read.names)) if read.want_index else None
     yield {"node": node, "index": index, "corrupt": corrupt,
            "scan": None if scan is None else scan.result(), "decoded": read.decoded}
@@ -257,8 +280,7 @@ def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
     """Each segment's bytes, one file at a time, in offset order. An unreadable file is
     an OSError, which `node_task`'s caller reports as bad input."""
     for path in sorted(paths):
-        with open(path, "rb") as handle:
-            yield path, handle.read()
+        yield path, _read(path)
 
 
 def _task(node: int, paths: list[str], last_path: str, plan: dict[str, Any],
@@ -314,14 +336,15 @@ def _index_only(plan: dict[str, Any]) -> bool:
     return not (plan.get("scan") or plan.get("decode"))
 
 
-def run_tasks(spark: Any, replay_input: ReplayInput,
-              plans: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def run_tasks(spark: Any, replay_input: ReplayInput, plans: dict[int, dict[str, Any]],
+              busy: int = 0) -> dict[int, dict[str, Any]]:
     """One Spark job for the planned nodes (in the order of `plans`: put the longest
     first so the other cores take the rest); returns each node's result dict. A plan's
     `files` (optional) limits the task to those segment paths. A node to be both
     scanned and indexed gets two tasks, the scan first (`split_plans`): its index is
     made on another core while the scan, the job's longest task, runs. The tasks that
-    only index are grouped into the cores left (`task_groups`).
+    only index are grouped into the cores left (`task_groups`), and `busy` cores are
+    taken by another job (a scan running meanwhile).
 
     The executors open the segment files themselves (the paths must be readable on every
     worker, as `sc.binaryFiles` of local paths also requires): handing them the bytes
@@ -335,7 +358,7 @@ def run_tasks(spark: Any, replay_input: ReplayInput,
             tasks.append((node_id, paths, every[-1], plan))
     if not tasks:
         return {}
-    groups = task_groups(tasks, spark.sparkContext.defaultParallelism)
+    groups = task_groups(tasks, spark.sparkContext.defaultParallelism - busy)
     results = spark.sparkContext.parallelize(groups, len(groups)).map(group_task).collect()
     return merge_results([result for group in results for result in group])
 

@@ -119,3 +119,18 @@ def test_a_group_indexes_a_file_once_and_each_node_gets_its_own_index(
     assert two.files != one.files
     assert all(getattr(two, name) is getattr(one, name) for name in load._ARRAYS)
     assert three.offsets is not one.offsets
+
+
+def test_a_known_file_changed_since_is_not_taken_for_a_copy(tmp_path: Path) -> None:
+    """A live node's segment may change between the reads: a file of the known size is
+    taken as a copy only while the known file is as it was and holds the same bytes."""
+    known, entries = load.KnownFiles(), load._Entries()
+    path = tmp_path / "a.log"
+    path.write_bytes(b"x" * 64)
+    known.add(str(path), b"x" * 64, entries)
+    assert known.entries(b"x" * 64) is entries
+    assert known.entries(b"y" * 64) is None  # same size, other bytes
+    path.write_bytes(b"x" * 65)  # appended to since
+    assert known.entries(b"x" * 64) is None
+    path.unlink()
+    assert known.entries(b"x" * 64) is None
