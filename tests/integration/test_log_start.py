@@ -13,11 +13,16 @@ from typing import Any
 
 import pytest
 
-from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft.log import METADATA_PARTITION_DIR
 from raft.segment import list_segments, segment_base_offset
 from raft.storage import read_log_start
-from tests.support.quorum_support import FAST_SETTINGS, log_events, running_cluster, wait_until
+from tests.support.quorum_support import (
+    FAST_SETTINGS,
+    create_topic_with,
+    log_events,
+    running_cluster,
+    wait_until,
+)
 from tests.support.snapshot_support import image_of, partition_dir
 from tools.admin_client import AdminClient
 from tools.cluster import Cluster
@@ -47,17 +52,10 @@ def first_segment_base(cluster: Cluster, node_id: int) -> int:
     return segment_base_offset(list_segments(partition_dir(cluster.node(node_id).data_dir))[0])
 
 
-def create_topic(admin: AdminClient, name: str) -> None:
-    response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
-        name=name, num_partitions=2, replication_factor=1),)))
-    assert isinstance(response, CreateTopicsResponse)
-    assert response.topics[0].error_code == 0, response
-
-
 def test_voters_delete_their_early_segments_and_an_empty_broker_catches_up_by_snapshot(
         cluster: Cluster) -> None:
     admin = AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id)
-    create_topic(admin, "t-before")  # while the broker is unfenced: RF 1 needs one
+    create_topic_with(admin, "t-before", 2, 1)  # while the broker is unfenced: RF 1 needs one
     cluster.stop_node(BROKER)
     broker_dir = Path(cluster.node(BROKER).data_dir)
     shutil.rmtree(broker_dir / METADATA_PARTITION_DIR)

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from metadata.admin import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft.snapshot import list_snapshots, read_snapshot
 from raft.storage import read_high_watermark_checkpoint
 from tests.support.quorum_support import (
     FAST_SETTINGS,
+    create_topic_with,
     kraft,
     log_events,
     running_cluster,
@@ -58,10 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def create_topics(cluster: Cluster, names: list[str]) -> None:
     admin = AdminClient(cluster.controller_addresses(), cluster_id=cluster.cluster_id)
     for name in names:
-        response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
-            name=name, num_partitions=2, replication_factor=1),)))
-        assert isinstance(response, CreateTopicsResponse)
-        assert response.topics[0].error_code == 0, response
+        create_topic_with(admin, name, 2, 1)
 
 
 def create_until(cluster: Cluster, condition: Callable[[], bool], what: str,

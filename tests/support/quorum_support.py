@@ -11,6 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from metadata.admin import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeTopicsRequest,
+    DescribeTopicsResponse,
+)
+from tools.admin_client import CREATE_DONE_ALREADY, AdminClient, earlier_attempt_applied
 from tools.cluster import Cluster
 
 # Short timeouts keep the suite fast.
@@ -114,3 +122,25 @@ def coordinator_of(cluster: Cluster, group: str, exclude: Iterable[int] = ()) ->
             continue
         return int(found.node_id) if found.error_code == ErrorCode.NONE else None
     return None
+
+
+def create_topic_with(admin: AdminClient, name: str, partitions: int,
+                      replication_factor: int) -> None:
+    """Create `name` through `admin`, and assert it was created. A create the client
+    sent again after an attempt of unknown outcome (a timeout, a leader change) may find
+    the topic its first attempt made: TOPIC_ALREADY_EXISTS then proves the create
+    applied when the topic has the count asked for, as `kraft topics --create` judges it
+    (`tools.admin_client.earlier_attempt_applied`)."""
+    response = admin.call(CreateTopicsRequest(topics=(CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor),)))
+    assert isinstance(response, CreateTopicsResponse)
+    (result,) = response.topics
+    if result.error_code == 0:
+        return
+    assert admin.maybe_applied_before, result
+    described = admin.call(DescribeTopicsRequest(names=(name,)))
+    assert isinstance(described, DescribeTopicsResponse)
+    (now,) = described.topics
+    assert earlier_attempt_applied(result.error_code, requested=partitions,
+                                   proof=CREATE_DONE_ALREADY,
+                                   partitions_now=len(now.partitions)), (result, now)
