@@ -263,7 +263,9 @@ def resize_topics(kinds: list[int], maps: list[Any],
 def _texts(ids: list[bytes]) -> list[str]:
     """KIP-516 text of many 16-byte IDs in one base64 call: each padded to 18 bytes (a
     whole number of 3-byte groups) encodes to 24 characters whose first 22 are its text."""
-    encoded = base64.urlsafe_b64encode(b"".join(i + b"\0\0" for i in ids)).decode("ascii")
+    if not ids:
+        return []
+    encoded = base64.urlsafe_b64encode(b"\0\0".join(ids) + b"\0\0").decode("ascii")
     return [encoded[at:at + 22] for at in range(0, len(encoded), 24)]
 
 
@@ -291,14 +293,17 @@ def recreated_names(topics: list[TopicRow], removed: AbstractSet[bytes]
     texts: dict[bytes | None, str | None] = dict(zip(ids, _texts(ids), strict=True))
     texts[None] = None
     table: list[dict[str, Any]] = []
-    for name in sorted(many):
+    for name in sorted(many, key=lambda n: (-len(many[n]), n)):
         rows = many[name]
-        current = [i for _, i, _ in rows if i is None or i not in removed]
-        table.append({"name": name,
-                      "old_ids": [texts[i] for _, i, _ in rows if i is not None and i in removed],
-                      "current_id": texts[current[-1]] if current else None,
-                      "offsets": [offset for _, _, offset in rows]})
-    table.sort(key=lambda e: -len(e["offsets"]))  # stable: by name within a length
+        old: list[str | None] = []
+        current = None  # the last ID no RemoveTopic names (or a record without one)
+        for _, topic_id, _ in rows:
+            if topic_id is not None and topic_id in removed:
+                old.append(texts[topic_id])
+            else:
+                current = topic_id
+        table.append({"name": name, "old_ids": old, "current_id": texts[current],
+                      "offsets": list(map(itemgetter(2), rows))})
     return table
 
 
