@@ -31,8 +31,8 @@ from itertools import combinations, pairwise
 from operator import attrgetter
 from typing import Any
 
+from tools.replay.batch_index import NodeIndex
 from tools.replay.checks import MAX_EXAMPLES, CheckResult
-from tools.replay.load import NodeIndex
 
 Runs = list[list[int]]  # [epoch, first offset, last offset], in offset order
 

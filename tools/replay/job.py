@@ -25,6 +25,7 @@ from tools.replay.acknowledged import AckedWrite, check_acknowledged
 from tools.replay.analysis import Analysis, analyse, node_summary, reference_node
 from tools.replay.availability import availability
 from tools.replay.axis_html import time_axis_html
+from tools.replay.batch_index import NodeIndex
 from tools.replay.checkpoint import check_checkpoints, read_checkpoint
 from tools.replay.checks import CheckResult, node_checks, node_views
 from tools.replay.crossnode import (
@@ -38,7 +39,7 @@ from tools.replay.crossnode import (
 )
 from tools.replay.images import ReplayBase
 from tools.replay.inputs import InputError, ReplayInput
-from tools.replay.load import NodeIndex, run_tasks
+from tools.replay.load import run_tasks
 from tools.replay.partition_checks import (
     check_epochs_match,
     check_offsets_contiguous,

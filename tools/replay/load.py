@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import hashlib
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import zipfile
-from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,44 +42,13 @@ import msgpack
 from raft.common.gc_pause import gc_paused
 from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
+from tools.replay.batch_index import IndexEntries, KnownFiles, NodeIndex, read_file
 from tools.replay.compiled import scan_module
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
 from tools.replay.sequential import decode_record, record_columns, record_hash
 
 log = logging.getLogger(__name__)
-
-DIGEST_BYTES = 16
-
-
-@dataclass(frozen=True, slots=True)
-class NodeIndex:
-    """One node's batches in file order (parallel arrays, one entry per batch)."""
-
-    node: int
-    files: tuple[str, ...]
-    file_ids: array[int]
-    positions: array[int]
-    offsets: array[int]
-    epochs: array[int]
-    counts: array[int]
-    digests: bytes  # DIGEST_BYTES per batch
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def digest(self, seq: int) -> bytes:
-        return self.digests[seq * DIGEST_BYTES:(seq + 1) * DIGEST_BYTES]
-
-    def digest_list(self) -> list[bytes]:
-        return [self.digests[i:i + DIGEST_BYTES]
-                for i in range(0, len(self.digests), DIGEST_BYTES)]
-
-    def is_prefix_of(self, other: NodeIndex) -> bool:
-        """Byte-identical to the first len(self) batches of `other`."""
-        return len(self) <= len(other) and \
-            other.digests[:len(self.digests)] == self.digests
-
 
 def _walk(view: memoryview, path: str) -> Iterator[tuple[int, CheckedHeader]]:
     """(position, header) of each whole batch whose CRC holds (`raft.segment.
@@ -117,85 +83,6 @@ def decoded_batch(records: list[bytes], base_offset: int, epoch: int) -> list[tu
     return out
 
 
-class _Entries:
-    """A NodeIndex being built: its parallel arrays, one entry per batch."""
-
-    __slots__ = ("file_ids", "positions", "offsets", "epochs", "counts", "digests")
-
-    def __init__(self) -> None:
-        self.file_ids, self.positions = array("l"), array("q")
-        self.offsets, self.epochs, self.counts = array("q"), array("l"), array("l")
-        self.digests = bytearray()
-
-    def add(self, file_id: int, view: memoryview, position: int, header: CheckedHeader
-            ) -> None:
-        self.file_ids.append(file_id)
-        self.positions.append(position)
-        self.offsets.append(header[0])
-        self.epochs.append(header[1])
-        self.counts.append(header[2])
-        self.digests += hashlib.blake2b(view[position:header[6]],
-                                        digest_size=DIGEST_BYTES).digest()
-
-    def since(self, start: int) -> _Entries:
-        """The entries from the `start`th on (their file ids as they are)."""
-        piece = _Entries()
-        for name in ("file_ids", "positions", "offsets", "epochs", "counts"):
-            setattr(piece, name, getattr(self, name)[start:])
-        piece.digests = self.digests[start * DIGEST_BYTES:]
-        return piece
-
-    def extend(self, file_id: int, piece: _Entries) -> None:
-        """`piece`'s entries, as those of file `file_id`."""
-        self.file_ids += array("l", [file_id]) * len(piece.offsets)
-        for name in ("positions", "offsets", "epochs", "counts", "digests"):
-            getattr(self, name).extend(getattr(piece, name))
-
-    def index(self, node: int, files: tuple[str, ...]) -> NodeIndex:
-        return NodeIndex(node=node, files=files, file_ids=self.file_ids,
-                         positions=self.positions, offsets=self.offsets, epochs=self.epochs,
-                         counts=self.counts, digests=bytes(self.digests))
-
-
-class KnownFiles:
-    """Segment files indexed whole earlier in a task, by size: their path, what `os.stat`
-    said of them then, and their entries. A file's entries are a function of its bytes
-    alone, and a follower's segment files are most often byte-identical copies of the
-    leader's: a file of a known size is compared with the known file, read again (one
-    file held at a time, not a node's whole log; a known file changed since, as a live
-    node's may be, is walked), not walked."""
-
-    def __init__(self) -> None:
-        self.by_size: dict[int, list[tuple[str, tuple[int, ...], _Entries]]] = {}
-
-    def entries(self, data: bytes) -> _Entries | None:
-        for path, seen, entries in self.by_size.get(len(data), ()):
-            try:
-                if _signature(path) == seen and _read(path) == data:
-                    return entries
-            except OSError:  # gone since: the file at hand is walked
-                continue
-        return None
-
-    def add(self, path: str, data: bytes, entries: _Entries) -> None:
-        try:
-            seen = _signature(path)
-        except OSError:
-            return
-        if seen[0] == len(data):  # not appended to since it was read
-            self.by_size.setdefault(len(data), []).append((path, seen, entries))
-
-
-def _signature(path: str) -> tuple[int, ...]:
-    status = os.stat(path)
-    return status.st_size, status.st_mtime_ns, status.st_ino, status.st_dev
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
 class _NodeRead:
     """One node's files walked in order for what its plan asks (`node_task`)."""
 
@@ -203,7 +90,7 @@ class _NodeRead:
         self.want_index: bool = plan.get("index", False)
         self.decode: dict[str, list[int]] = plan.get("decode", {})
         self.scan, self.start = scan, start
-        self.entries = _Entries()
+        self.entries = IndexEntries()
         self.names: list[str] = []
         self.decoded: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
         self.seq = 0
@@ -280,7 +167,7 @@ def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
     """Each segment's bytes, one file at a time, in offset order. An unreadable file is
     an OSError, which `node_task`'s caller reports as bad input."""
     for path in sorted(paths):
-        yield path, _read(path)
+        yield path, read_file(path)
 
 
 def _task(node: int, paths: list[str], last_path: str, plan: dict[str, Any],

@@ -8,6 +8,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+from tools.replay.batch_index import NodeIndex
 from tools.replay.checks import CheckResult
 from tools.replay.crossnode import (
     COMMITTED_BY_CHECKPOINTS,
@@ -23,7 +24,6 @@ from tools.replay.crossnode import (
     log_matching,
     prefix_mismatches,
 )
-from tools.replay.load import NodeIndex
 
 VOTERS = (1, 2, 3)
 VOTERS_SET = frozenset(VOTERS)

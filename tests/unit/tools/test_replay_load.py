@@ -14,6 +14,7 @@ import pytest
 from raft.segment import encode_batch
 from tests.support.synthetic_logs import metadata_log
 from tools.replay import load
+from tools.replay.batch_index import IndexEntries, KnownFiles
 from tools.replay.compiled import scan_module
 from tools.replay.images import ReplayBase
 from tools.replay.load import Task, group_task, merge_results, node_task, split_plans, task_groups
@@ -124,7 +125,7 @@ def test_a_group_indexes_a_file_once_and_each_node_gets_its_own_index(
 def test_a_known_file_changed_since_is_not_taken_for_a_copy(tmp_path: Path) -> None:
     """A live node's segment may change between the reads: a file of the known size is
     taken as a copy only while the known file is as it was and holds the same bytes."""
-    known, entries = load.KnownFiles(), load._Entries()
+    known, entries = KnownFiles(), IndexEntries()
     path = tmp_path / "a.log"
     path.write_bytes(b"x" * 64)
     known.add(str(path), b"x" * 64, entries)

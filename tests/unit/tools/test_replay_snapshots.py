@@ -27,11 +27,12 @@ from tests.replay.snapshot_logs import (
 from tests.support.serial_spark import SerialSpark
 from tests.support.synthetic_logs import write_cluster
 from tools.replay import METADATA_DIR
+from tools.replay.batch_index import NodeIndex
 from tools.replay.checkpoint import Checkpoint, check_checkpoints
 from tools.replay.crossnode import batch_versions, committed_end, committed_prefix
 from tools.replay.images import ReplayBase, load_snapshot_image, replayed_images
 from tools.replay.inputs import InputError, from_cluster
-from tools.replay.load import NodeIndex, read_segments
+from tools.replay.load import read_segments
 from tools.replay.sequential import NodeScan
 from tools.replay.snapshots import (
     SnapshotInfo,
