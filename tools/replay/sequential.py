@@ -643,9 +643,10 @@ class NodeScan:
         partitions = self.partitions  # keyed by the live topics, as `live`
         tracked = self.tracked
         offset = base_offset - 1
-        for data, kind, fields in zip(records, kinds, maps, strict=True):
+        for at in range(len(records)):  # by index: compiled (mypyc), a C loop over lists
+            data, kind, fields = records[at], kinds[at], maps[at]
             offset += 1
-            if fields.__class__ is Match:  # plain: a live, untracked topic's is done here
+            if type(fields) is Match:  # plain: a live, untracked topic's is done here
                 topic_id = data[27:43]  # TOPIC_ID (literals: the hot path)
                 state = partitions.get(topic_id)
                 if state is not None and not (gap or falling) and topic_id not in tracked:
