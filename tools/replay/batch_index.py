@@ -9,6 +9,7 @@ import hashlib
 import os
 from array import array
 from dataclasses import dataclass
+from pathlib import Path
 
 from raft.segment import CheckedHeader
 
@@ -99,7 +100,7 @@ class KnownFiles:
     def entries(self, data: bytes) -> IndexEntries | None:
         for path, seen, entries in self.by_size.get(len(data), ()):
             try:
-                if _signature(path) == seen and read_file(path) == data:
+                if _signature(path) == seen and Path(path).read_bytes() == data:
                     return entries
             except OSError:  # gone since: the file at hand is walked
                 continue
@@ -117,8 +118,3 @@ class KnownFiles:
 def _signature(path: str) -> tuple[int, ...]:
     status = os.stat(path)
     return status.st_size, status.st_mtime_ns, status.st_ino, status.st_dev
-
-
-def read_file(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()

@@ -42,7 +42,7 @@ import msgpack
 from raft.common.gc_pause import gc_paused
 from raft.segment import CheckedHeader, CorruptBatchError, checked_header
 from raft.snapshot import SnapshotError
-from tools.replay.batch_index import IndexEntries, KnownFiles, NodeIndex, read_file
+from tools.replay.batch_index import IndexEntries, KnownFiles, NodeIndex
 from tools.replay.compiled import scan_module
 from tools.replay.images import ReplayBase, base_image
 from tools.replay.inputs import ReplayInput
@@ -167,7 +167,7 @@ def read_segments(paths: Iterable[str]) -> Iterator[tuple[str, bytes]]:
     """Each segment's bytes, one file at a time, in offset order. An unreadable file is
     an OSError, which `node_task`'s caller reports as bad input."""
     for path in sorted(paths):
-        yield path, read_file(path)
+        yield path, Path(path).read_bytes()
 
 
 def _task(node: int, paths: list[str], last_path: str, plan: dict[str, Any],
