@@ -227,17 +227,16 @@ def run_tasks(spark: Any, replay_input: ReplayInput, plans: dict[int, dict[str, 
               busy: int = 0) -> dict[int, dict[str, Any]]:
     """One Spark job for the planned nodes (in the order of `plans`: put the longest
     first so the other cores take the rest); returns each node's result dict. A plan's
-    `files` (optional) limits the task to those segment paths. A node to be both
-    scanned and indexed gets two tasks, the scan first (`split_plans`): its index is
-    made on another core while the scan, the job's longest task, runs. The tasks that
-    only index are grouped into the cores left (`task_groups`), and `busy` cores are
-    taken by another job (a scan running meanwhile).
+    `files` (optional) limits the task to those segment paths. The tasks that only
+    index are grouped into the cores left (`task_groups`), and `busy` cores are taken by
+    another job (a scan running meanwhile: `tools.replay.job._first_pass` scans a log
+    and indexes it in two jobs at once).
 
     The executors open the segment files themselves (the paths must be readable on every
     worker, as `sc.binaryFiles` of local paths also requires): handing them the bytes
     through the JVM cost about 1.5 s per 80 MB node, more than indexing them."""
     tasks: list[Task] = []
-    for node_id, plan in split_plans(plans):
+    for node_id, plan in plans.items():
         node = replay_input.node(node_id)
         every = [str(segment.resolve()) for segment in node.segments]
         paths = plan.get("files") or every
@@ -247,37 +246,7 @@ def run_tasks(spark: Any, replay_input: ReplayInput, plans: dict[int, dict[str, 
         return {}
     groups = task_groups(tasks, spark.sparkContext.defaultParallelism - busy)
     results = spark.sparkContext.parallelize(groups, len(groups)).map(group_task).collect()
-    return merge_results([result for group in results for result in group])
-
-
-def split_plans(plans: dict[int, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """(node, plan) per task, in the order of `plans`, a plan that scans and indexes
-    split in two: the scan (and what else it asks) first, then the index alone."""
-    out: list[tuple[int, dict[str, Any]]] = []
-    for node, plan in plans.items():
-        if plan.get("scan") and plan.get("index"):
-            out += [(node, {**plan, "index": False}), (node, {"index": True})]
-        else:
-            out.append((node, plan))
-    return out
-
-
-def merge_results(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Each node's result dict, its tasks' merged (`split_plans`): the index and the scan
-    of whichever made them, every decoded batch, and each corrupt message once (both
-    tasks read the same files, and a damaged one stops both)."""
-    merged: dict[int, dict[str, Any]] = {}
-    for result in results:
-        mine = merged.setdefault(result["node"], result)
-        if mine is result:
-            continue
-        if mine["index"] is None:
-            mine["index"] = result["index"]
-        if mine["scan"] is None:
-            mine["scan"] = result["scan"]
-        mine["decoded"] = {**mine["decoded"], **result["decoded"]}
-        mine["corrupt"] = list(dict.fromkeys([*mine["corrupt"], *result["corrupt"]]))
-    return merged
+    return {result["node"]: result for group in results for result in group}
 
 
 def spark_session(master: str | None, *, shuffle_partitions: int = 8,
